@@ -1,0 +1,285 @@
+"""Presets as data: GPUs, model shapes, hardware profiles and engine profiles.
+
+Every value lives in a YAML file under ``simspec/data`` next to the source it was read from;
+this module only validates and loads them. A model can also come from a Hugging Face
+``config.json`` given by path.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from simspec.errors import InputError
+
+BYTES_PER_PARAM = 2  # bf16/fp16 weights and KV cache
+
+
+class GpuSpec(BaseModel):
+    """Datasheet numbers for one GPU (per device)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str
+    name: str
+    bf16_dense_flops: float = Field(gt=0)
+    hbm_bandwidth_bytes_s: float = Field(gt=0)
+    memory_bytes: float = Field(gt=0)
+    interconnect_bandwidth_bytes_s: float = Field(gt=0)
+    source: str
+
+
+class ModelShape(BaseModel):
+    """Shapes of a Llama-style decoder (names follow Hugging Face ``config.json``)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    id: str
+    hidden_size: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0)
+    num_hidden_layers: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_key_value_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    tie_word_embeddings: bool = False
+    max_position_embeddings: int = Field(default=4096, gt=0)
+    hf_id: str = ""
+    source: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            if "num_key_value_heads" not in data or data["num_key_value_heads"] is None:
+                data["num_key_value_heads"] = data.get("num_attention_heads")
+            if (
+                data.get("head_dim") is None
+                and data.get("hidden_size")
+                and data.get("num_attention_heads")
+            ):
+                data["head_dim"] = data["hidden_size"] // data["num_attention_heads"]
+        return data
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    @property
+    def layer_params(self) -> int:
+        """Weights of one decoder layer: QKV, O, gate+up, down (norm weights are negligible)."""
+        h, i = self.hidden_size, self.intermediate_size
+        return h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h + 3 * h * i
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def num_params(self) -> int:
+        head = 0 if self.tie_word_embeddings else self.embedding_params
+        return self.num_hidden_layers * self.layer_params + self.embedding_params + head
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """K and V for every layer, before tensor-parallel sharding."""
+        return 2 * self.num_hidden_layers * self.kv_dim * BYTES_PER_PARAM
+
+
+class Sourced(BaseModel):
+    """A number with the place it came from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: float
+    source: str
+
+
+class HardwareProfile(BaseModel):
+    """Roofline efficiency factors for one GPU; calibration fits these (issue: calibration)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    gpu: str
+    status: str = ""
+    params: dict[str, Sourced]
+
+    REQUIRED: ClassVar[tuple[str, ...]] = (
+        "gemm_compute_efficiency",
+        "gemm_memory_efficiency",
+        "attention_compute_efficiency",
+        "attention_memory_efficiency",
+        "elementwise_memory_efficiency",
+        "allreduce_latency_s",
+        "allreduce_bandwidth_efficiency",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> HardwareProfile:
+        _require(self.params, self.REQUIRED, "profile.params")
+        for key, p in self.params.items():
+            if key.endswith("efficiency") and not 0 < p.value <= 1:
+                raise ValueError(f"{key} must be in (0, 1], got {p.value}")
+        return self
+
+    def __getitem__(self, key: str) -> float:
+        return self.params[key].value
+
+
+class EngineProfile(BaseModel):
+    """Host-side costs and scheduler defaults of a serving engine."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str
+    description: str = ""
+    params: dict[str, Sourced]
+
+    REQUIRED: ClassVar[tuple[str, ...]] = (
+        "step_overhead_s",
+        "draft_step_overhead_s",
+        "ngram_cpu_s_per_seq",
+        "gpu_memory_utilization",
+        "block_size",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> EngineProfile:
+        _require(self.params, self.REQUIRED, "engine.params")
+        return self
+
+    def __getitem__(self, key: str) -> float:
+        return self.params[key].value
+
+
+def _require(params: dict[str, Sourced], keys: tuple[str, ...], where: str) -> None:
+    missing = [k for k in keys if k not in params]
+    if missing:
+        raise ValueError(f"{where} is missing {', '.join(missing)}")
+
+
+def _data_text(*parts: str) -> str:
+    return resources.files("simspec").joinpath("data", *parts).read_text(encoding="utf-8")
+
+
+@cache
+def _table(name: str) -> dict[str, dict[str, Any]]:
+    return yaml.safe_load(_data_text(name))
+
+
+def gpu_ids() -> list[str]:
+    return sorted(_table("gpus.yaml"))
+
+
+def model_ids() -> list[str]:
+    return sorted(_table("models.yaml"))
+
+
+def engine_ids() -> list[str]:
+    return sorted(_table("engines.yaml"))
+
+
+def load_gpu(gpu_id: str) -> GpuSpec:
+    table = _table("gpus.yaml")
+    if gpu_id not in table:
+        raise InputError("gpu", f"unknown GPU {gpu_id!r}; choose one of {', '.join(sorted(table))}")
+    return GpuSpec(id=gpu_id, **table[gpu_id])
+
+
+def load_model(ref: str) -> ModelShape:
+    """A preset id (e.g. ``llama-3.1-8b``) or a path to a Hugging Face ``config.json``."""
+    table = _table("models.yaml")
+    if ref in table:
+        return ModelShape(id=ref, **table[ref])
+    path = Path(ref)
+    if path.suffix == ".json" or path.exists():
+        return load_hf_config(path)
+    raise InputError(
+        "model",
+        f"unknown model {ref!r}; choose a preset ({', '.join(sorted(table))}) "
+        "or give a path to a Hugging Face config.json",
+    )
+
+
+def load_hf_config(path: Path) -> ModelShape:
+    """Read the shapes of a Llama-style model from its Hugging Face ``config.json``."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("model", f"config file {str(path)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError("model", f"cannot read {str(path)!r} as JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise InputError("model", f"{str(path)!r} must hold a JSON object")
+    if "text_config" in raw and isinstance(raw["text_config"], dict):
+        raw = {**raw, **raw["text_config"]}
+    aliases = {"n_layer": "num_hidden_layers", "n_head": "num_attention_heads"}
+    for old, new in aliases.items():
+        raw.setdefault(new, raw.get(old))
+    needed = (
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "vocab_size",
+    )
+    missing = [k for k in needed if raw.get(k) is None]
+    if missing:
+        raise InputError("model", f"{str(path)!r} lacks {', '.join(missing)}")
+    name = raw.get("_name_or_path") or Path(path).parent.name or Path(path).stem
+    try:
+        return ModelShape(
+            id=str(name),
+            source=f"Hugging Face config.json at {path}",
+            **{
+                k: v
+                for k, v in raw.items()
+                if k in ModelShape.model_fields and k not in ("id", "source")
+            },
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        raise InputError(f"model.{field}", err["msg"]) from None
+
+
+def load_profile(ref: str) -> HardwareProfile:
+    """The packaged profile of a GPU id, or a profile YAML file given by path."""
+    path = Path(ref)
+    try:
+        if path.suffix in (".yaml", ".yml", ".json") or path.exists():
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        else:
+            raw = yaml.safe_load(_data_text("profiles", f"{ref}.yaml"))
+    except FileNotFoundError:
+        raise InputError("profile", f"no hardware profile {ref!r}") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError("profile", f"cannot read {ref!r}: {exc}") from None
+    try:
+        return HardwareProfile(**raw)
+    except (TypeError, ValidationError, ValueError) as exc:
+        raise InputError("profile", f"invalid profile {ref!r}: {_first_error(exc)}") from None
+
+
+def load_engine(engine_id: str) -> EngineProfile:
+    table = _table("engines.yaml")
+    if engine_id not in table:
+        raise InputError(
+            "engine", f"unknown engine {engine_id!r}; choose one of {', '.join(sorted(table))}"
+        )
+    return EngineProfile(id=engine_id, **table[engine_id])
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
+    return str(exc)

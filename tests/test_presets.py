@@ -1,0 +1,97 @@
+"""Presets load, carry sources, and give the parameter counts the models are known by."""
+
+import json
+
+import pytest
+
+from simspec.errors import InputError
+from simspec.presets import (
+    engine_ids,
+    gpu_ids,
+    load_engine,
+    load_gpu,
+    load_model,
+    load_profile,
+    model_ids,
+)
+
+REQUIRED_MODELS = [
+    "llama-2-7b",
+    "llama-2-13b",
+    "llama-2-70b",
+    "llama-3-8b",
+    "llama-3.1-8b",
+    "llama-3-70b",
+    "llama-3.1-70b",
+    "vicuna-7b",
+    "vicuna-13b",
+    "vicuna-33b",
+    "qwen3-8b",
+]
+
+
+def test_every_required_model_gpu_and_profile_is_present_with_a_source():
+    assert set(REQUIRED_MODELS) <= set(model_ids())
+    assert {"h100_sxm", "h200", "a100_80gb"} <= set(gpu_ids())
+    for m in model_ids():
+        assert load_model(m).source
+    for g in gpu_ids():
+        assert load_gpu(g).source
+        profile = load_profile(g)
+        assert all(p.source for p in profile.params.values())
+    for e in engine_ids():
+        assert all(p.source for p in load_engine(e).params.values())
+
+
+@pytest.mark.parametrize(
+    ("model", "billions"),
+    [
+        ("llama-2-7b", 6.74),
+        ("llama-2-13b", 13.0),
+        ("llama-2-70b", 69.0),
+        ("llama-3.1-8b", 8.03),
+        ("llama-3.1-70b", 70.6),
+        ("qwen3-8b", 8.19),
+        ("vicuna-33b", 32.5),
+    ],
+)
+def test_parameter_counts_match_the_published_sizes(model, billions):
+    assert load_model(model).num_params / 1e9 == pytest.approx(billions, rel=0.02)
+
+
+def test_llama_3_1_8b_kv_cache_is_128_kib_per_token():
+    # 32 layers x 8 KV heads x 128 dims x (K and V) x 2 bytes
+    assert load_model("llama-3.1-8b").kv_bytes_per_token == 32 * 8 * 128 * 2 * 2
+
+
+def test_hugging_face_config_json_loads_by_path(tmp_path):
+    cfg = {
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "tie_word_embeddings": True,
+        "_name_or_path": "my/llama-1b",
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    shape = load_model(str(path))
+    assert shape.head_dim == 64 and shape.num_key_value_heads == 8 and shape.id == "my/llama-1b"
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"hidden_size": 10}'])
+def test_broken_config_json_is_an_input_error_naming_model(tmp_path, content):
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    with pytest.raises(InputError) as exc:
+        load_model(str(path))
+    assert exc.value.field == "model"
+
+
+def test_unknown_presets_name_the_field():
+    with pytest.raises(InputError, match="gpu"):
+        load_gpu("tpu_v9")
+    with pytest.raises(InputError, match="model"):
+        load_model("gpt-17")
