@@ -1,0 +1,63 @@
+"""One validated scenario: model, hardware, engine, method, workload, scheduler limits, seed."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from simspec.acceptance import AcceptanceConfig
+from simspec.speculators import MethodConfig
+from simspec.workload import WorkloadConfig
+
+
+class SchedulerConfig(BaseModel):
+    """Engine limits; unset values take the engine profile's defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=100_000)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+
+
+class Scenario(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    model: str = Field(default="llama-3.1-8b", description="model preset or config.json path")
+    gpu: str = Field(default="h100_sxm", description="GPU preset")
+    tp: int = Field(default=1, ge=1, le=64, description="tensor-parallel degree")
+    engine: str = Field(default="vllm", description="engine profile")
+    profile: str | None = Field(default=None, description="hardware profile id or YAML path")
+    method: MethodConfig = MethodConfig(name="autoregressive", k=0)
+    workload: WorkloadConfig = WorkloadConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+
+    @model_validator(mode="after")
+    def _tp_power_of_two(self) -> Scenario:
+        if self.tp & (self.tp - 1):
+            raise ValueError(f"tp must be a power of two, got {self.tp}")
+        return self
+
+
+# Acceptance of the embedded default methods, replayed from real Llama-3.1-8B-Instruct traces
+# measured on one H100 in vLLM (see simspec/data/traces/SOURCE.md).
+def default_methods(dataset: str = "sharegpt") -> list[MethodConfig]:
+    return [
+        MethodConfig(name="autoregressive", k=0),
+        MethodConfig(
+            name="eagle",
+            k=3,
+            draft_vocab_size=32000,
+            acceptance=AcceptanceConfig(
+                trace=dataset,
+                trace_method="eagle3",
+                source="EAGLE-3 trace, Liu et al. arXiv 2601.11580 (SpecDecode-Bench data)",
+            ),
+        ),
+        MethodConfig(
+            name="ngram",
+            k=3,
+            acceptance=AcceptanceConfig(
+                trace=dataset,
+                trace_method="ngram",
+                source="n-gram trace, Liu et al. arXiv 2601.11580 (SpecDecode-Bench data)",
+            ),
+        ),
+    ]

@@ -1,0 +1,160 @@
+"""vLLM-V1-like iteration-level scheduler: token budget, chunked prefill, paged KV, preemption.
+
+Each iteration serves running requests first (decodes ask for 1 + K tokens: the last sampled
+token plus K speculative slots; unfinished prefills continue with a chunk), then admits waiting
+requests FCFS while sequence slots, token budget and KV blocks last. When a running request
+cannot get blocks, the lowest-priority running request (the last admitted) is preempted by
+recompute: its blocks are freed and it restarts its prefill (prompt plus tokens generated so far).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec.kv_cache import BlockPool
+from simspec.requests import RequestTable
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class ScheduledBatch:
+    """Who runs in one iteration: decoding sequences and prefill chunks."""
+
+    decode: np.ndarray  # request ids that verify 1 + K tokens
+    prefill: np.ndarray  # request ids that process a prompt chunk
+    chunks: np.ndarray  # tokens per prefill id
+
+    @property
+    def empty(self) -> bool:
+        return len(self.decode) == 0 and len(self.prefill) == 0
+
+
+class Scheduler:
+    def __init__(
+        self,
+        table: RequestTable,
+        pool: BlockPool,
+        block_size: int,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        spec_tokens: int,
+    ) -> None:
+        self.t, self.pool, self.bs = table, pool, block_size
+        self.max_seqs, self.max_tokens, self.k = max_num_seqs, max_num_batched_tokens, spec_tokens
+        self.waiting: deque[int] = deque()
+        self.running: list[int] = []
+
+    # -- membership ----------------------------------------------------------------------------
+    def add(self, rid: int) -> None:
+        """A new request joins the queue; one that can never fit is marked unfinishable."""
+        need = self._blocks_for(int(self.t.prompt_len[rid] + self.t.output_len[rid]) + self.k)
+        if need > self.pool.num_blocks:
+            self.t.unfinishable[rid] = True
+            return
+        self.waiting.append(rid)
+
+    def finish(self, rids: np.ndarray) -> None:
+        done = set(rids.tolist())
+        self.running = [r for r in self.running if r not in done]
+        self.pool.release(int(self.t.blocks[rids].sum()))
+        self.t.blocks[rids] = 0
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    # -- one iteration ----------------------------------------------------------------------------
+    def schedule(self) -> ScheduledBatch:
+        batch = self._fast_decode_only()
+        if batch is None:
+            batch = self._schedule_general()
+        return batch
+
+    def _blocks_for(self, tokens: int | np.ndarray) -> int | np.ndarray:
+        return -(-tokens // self.bs)
+
+    def _fast_decode_only(self) -> ScheduledBatch | None:
+        """Steady state: every running request decodes and all fit; nothing waits for a slot."""
+        if not self.running or (self.waiting and len(self.running) < self.max_seqs):
+            return None
+        rids = np.fromiter(self.running, dtype=np.int64, count=len(self.running))
+        t = self.t
+        if np.any(t.prompt_len[rids] + t.generated[rids] - t.computed[rids] != 1):
+            return None
+        if len(rids) * (1 + self.k) > self.max_tokens:
+            return None
+        extra = self._blocks_for(t.computed[rids] + 1 + self.k) - t.blocks[rids]
+        extra = np.maximum(extra, 0)
+        total = int(extra.sum())
+        if total > self.pool.free:
+            return None
+        self.pool.allocate(total)
+        t.blocks[rids] += extra
+        return ScheduledBatch(rids, _EMPTY, _EMPTY)
+
+    def _schedule_general(self) -> ScheduledBatch:
+        t = self.t
+        budget = self.max_tokens
+        decode: list[int] = []
+        prefill: list[int] = []
+        chunks: list[int] = []
+        preempted = False
+        i = 0
+        while i < len(self.running) and budget > 0:
+            rid = self.running[i]
+            need = int(t.num_tokens(rid) - t.computed[rid])
+            n = 1 + self.k if need == 1 else min(need, budget)
+            if n > budget:
+                i += 1
+                continue
+            extra = max(int(self._blocks_for(int(t.computed[rid]) + n)) - int(t.blocks[rid]), 0)
+            while extra > self.pool.free and self.running[-1] != rid:
+                self._preempt(self.running[-1])
+                preempted = True
+            if extra > self.pool.free:
+                self._preempt(rid)  # lowest priority left: nothing below it can run either
+                preempted = True
+                break
+            self.pool.allocate(extra)
+            t.blocks[rid] += extra
+            (decode if need == 1 else prefill).append(rid)
+            if need != 1:
+                chunks.append(n)
+            budget -= n
+            i += 1
+        if not preempted:
+            self._admit(budget, prefill, chunks)
+        return ScheduledBatch(
+            np.array(decode, dtype=np.int64),
+            np.array(prefill, dtype=np.int64),
+            np.array(chunks, dtype=np.int64),
+        )
+
+    def _admit(self, budget: int, prefill: list[int], chunks: list[int]) -> None:
+        t = self.t
+        while self.waiting and len(self.running) < self.max_seqs and budget > 0:
+            rid = self.waiting[0]
+            n = min(int(t.num_tokens(rid) - t.computed[rid]), budget)
+            extra = int(self._blocks_for(int(t.computed[rid]) + n)) - int(t.blocks[rid])
+            if extra > self.pool.free:
+                break
+            self.waiting.popleft()
+            self.running.append(rid)
+            self.pool.allocate(extra)
+            t.blocks[rid] += extra
+            prefill.append(rid)
+            chunks.append(n)
+            budget -= n
+
+    def _preempt(self, rid: int) -> None:
+        """Recompute preemption: drop the KV, go back to the front of the queue."""
+        self.running.remove(rid)
+        self.pool.release(int(self.t.blocks[rid]))
+        self.t.blocks[rid] = 0
+        self.t.computed[rid] = 0
+        self.t.preemptions[rid] += 1
+        self.waiting.appendleft(rid)

@@ -1,0 +1,230 @@
+"""The SimPy model of one replica serving a workload with speculative decoding.
+
+Read one iteration top to bottom in :meth:`Replica.run`: schedule → draft → verify → accept →
+update KV and metrics. Requests arrive through a SimPy process (Poisson) or are replaced the
+moment one finishes (closed loop at fixed concurrency).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import simpy
+
+from simspec.acceptance import AcceptanceSampler, build_sampler
+from simspec.costmodel import BatchShape, CostModel, RooflineCostModel
+from simspec.errors import ScenarioError
+from simspec.kv_cache import BlockPool, MemoryPlan, plan_memory
+from simspec.metrics import IterationLog, summarize
+from simspec.presets import load_engine, load_gpu, load_model, load_profile
+from simspec.requests import RequestTable
+from simspec.scenario import Scenario
+from simspec.scheduler import Scheduler
+from simspec.speculators import Speculator, build_speculator
+from simspec.workload import arrival_gaps, generate_requests
+
+
+@dataclass
+class SimResult:
+    """Everything one run produced: per-request and per-iteration records plus a summary."""
+
+    scenario: Scenario
+    requests: pd.DataFrame
+    iterations: pd.DataFrame
+    summary: dict[str, float]
+    memory: MemoryPlan
+
+
+class Replica:
+    """One model replica: a scheduler, a speculator and the cost model, stepping in SimPy time."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        table: RequestTable,
+        scheduler: Scheduler,
+        speculator: Speculator,
+        acceptance: AcceptanceSampler | None,
+        cost: CostModel,
+        target,
+        log: IterationLog,
+        on_finish,
+    ) -> None:
+        self.env, self.t, self.sched = env, table, scheduler
+        self.spec, self.acc, self.cost, self.target = speculator, acceptance, cost, target
+        self.log, self.on_finish = log, on_finish
+        self.k = speculator.k
+        self._idle: simpy.Event | None = None
+        self.expected = len(table)
+
+    def arrive(self, rid: int) -> None:
+        self.t.arrival[rid] = self.env.now
+        if self.acc is not None:
+            self.acc.start(rid, int(self.t.trace_index[rid]))
+        self.sched.add(rid)
+        if self.t.unfinishable[rid]:
+            self.expected -= 1
+            self.on_finish(rid)
+        if self._idle is not None and not self._idle.triggered:
+            self._idle.succeed()
+
+    def run(self):
+        t = self.t
+        while self.expected > 0:
+            if not self.sched.has_work:
+                self._idle = self.env.event()
+                yield self._idle
+                continue
+            # 1. schedule
+            batch = self.sched.schedule()
+            if batch.empty:
+                raise ScenarioError(
+                    "the scheduler could not place any request: KV blocks or "
+                    "token budget too small for a single request"
+                )
+            d, p = batch.decode, batch.prefill
+            # 2. draft (decoding sequences only)
+            draft = self.spec.draft_cost(t.computed[d], t.last_accepted[d])
+            # 3. verify: one target forward over verify chains and prefill chunks
+            prefill_done = t.computed[p] + batch.chunks == t.num_tokens(p)
+            q = np.concatenate([np.full(len(d), 1 + self.k, dtype=np.int64), batch.chunks])
+            kv = np.concatenate([t.computed[d], t.computed[p]])
+            verify = self.cost.forward(
+                self.target, BatchShape(q, kv, len(d) * (1 + self.k) + int(prefill_done.sum()))
+            )
+            start = self.env.now
+            yield self.env.timeout(draft.total_s + verify.total_s)
+            now = self.env.now
+            # 4. accept: longest accepted prefix, plus the bonus/correction token
+            if self.k > 0 and len(d):
+                accepted = self.acc.accept_counts(d, t.generated[d], self.k)
+            else:
+                accepted = np.zeros(len(d), dtype=np.int64)
+            emitted = np.minimum(accepted + 1, t.output_len[d] - t.generated[d])
+            # 5. update KV and counters
+            t.generated[d] += emitted
+            t.computed[d] += 1 + accepted
+            if self.k > 0:
+                t.spec_steps[d] += 1
+                t.spec_tokens[d] += emitted
+                t.accepted[d] += accepted
+                t.last_accepted[d] = accepted
+            t.computed[p] += batch.chunks
+            first = p[prefill_done]
+            t.generated[first] += 1
+            t.first_token[first] = np.where(
+                np.isnan(t.first_token[first]), now, t.first_token[first]
+            )
+            stepped = np.concatenate([d, first])
+            done = stepped[t.generated[stepped] >= t.output_len[stepped]]
+            self.log.record(
+                start,
+                now - start,
+                len(d),
+                len(p),
+                int(q.sum()),
+                int(emitted.sum()) + len(first),
+                int(emitted.sum()) if self.k else 0,
+                len(d) if self.k else 0,
+                draft,
+                verify,
+                self.sched.pool.used,
+            )
+            if len(done):
+                t.finish[done] = now
+                self.sched.finish(done)
+                self.expected -= len(done)
+                for rid in done.tolist():
+                    self.on_finish(rid)
+
+
+def build_cost_model(sc: Scenario) -> RooflineCostModel:
+    gpu = load_gpu(sc.gpu)
+    return RooflineCostModel(gpu, load_profile(sc.profile or sc.gpu), load_engine(sc.engine), sc.tp)
+
+
+def simulate(sc: Scenario) -> SimResult:
+    """Run one scenario to completion (every request finishes or is reported unfinishable)."""
+    target = load_model(sc.model)
+    engine = load_engine(sc.engine)
+    cost = build_cost_model(sc)
+    spec = build_speculator(sc.method, target, cost, engine)
+    max_seqs = int(sc.scheduler.max_num_seqs or engine["max_num_seqs"])
+    max_tokens = int(sc.scheduler.max_num_batched_tokens or engine["max_num_batched_tokens"])
+    if max_tokens < spec.verify_tokens:
+        raise ScenarioError(
+            f"max_num_batched_tokens={max_tokens} cannot hold one verify step of "
+            f"{spec.verify_tokens} tokens"
+        )
+    memory = plan_memory(
+        cost.gpu,
+        target,
+        sc.tp,
+        engine,
+        spec.extra_weight_bytes(),
+        spec.extra_kv_bytes_per_token(),
+        max_tokens,
+        max_seqs * spec.verify_tokens,
+    )
+
+    seeds = np.random.SeedSequence(sc.seed).spawn(3)
+    rng_workload, rng_accept, rng_arrival = (np.random.default_rng(s) for s in seeds)
+    specs = generate_requests(sc.workload, rng_workload)
+    table = RequestTable(specs)
+    acceptance = None
+    if spec.needs_acceptance:
+        acceptance = build_sampler(
+            sc.method.acceptance, spec.k, len(table), rng_accept, workload_trace=sc.workload.trace
+        )
+    pool = BlockPool(memory.num_blocks)
+    scheduler = Scheduler(table, pool, memory.block_size, max_seqs, max_tokens, spec.k)
+    env = simpy.Environment()
+    log = IterationLog()
+    next_rid = 0
+    wl = sc.workload
+
+    def release_next(_finished: int) -> None:
+        nonlocal next_rid
+        if wl.arrival == "closed" and next_rid < len(table):
+            next_rid += 1
+            replica.arrive(next_rid - 1)
+
+    replica = Replica(env, table, scheduler, spec, acceptance, cost, target, log, release_next)
+
+    def poisson_arrivals():
+        for rid, gap in enumerate(arrival_gaps(wl, len(table), rng_arrival)):
+            yield env.timeout(gap)
+            replica.arrive(rid)
+
+    if wl.arrival == "closed":
+        for _ in range(min(wl.concurrency, len(table))):
+            release_next(-1)
+    else:
+        env.process(poisson_arrivals())
+    env.process(replica.run())
+    env.run()
+
+    requests = _request_frame(table)
+    iterations = log.frame()
+    summary = summarize(requests, iterations, wl, pool.peak_used, memory)
+    return SimResult(sc, requests, iterations, summary, memory)
+
+
+def _request_frame(t: RequestTable) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "arrival_s": t.arrival,
+            "first_token_s": t.first_token,
+            "finish_s": t.finish,
+            "prompt_tokens": t.prompt_len,
+            "output_tokens": t.generated,
+            "requested_output_tokens": t.output_len,
+            "spec_steps": t.spec_steps,
+            "spec_tokens": t.spec_tokens,
+            "accepted_tokens": t.accepted,
+            "preemptions": t.preemptions,
+            "unfinishable": t.unfinishable,
+        }
+    )

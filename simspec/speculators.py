@@ -1,0 +1,198 @@
+"""Speculative-decoding methods: one interface, one registry.
+
+A speculator says, for the decoding sequences of one iteration, how long drafting takes (through
+the cost model, from the draft's own shapes), how many query tokens each sequence sends to the
+verify pass, and how much extra GPU memory it needs. Acceptance is sampled separately
+(:mod:`simspec.acceptance`).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from simspec.acceptance import AcceptanceConfig
+from simspec.costmodel import BatchShape, CostModel, StepCost
+from simspec.errors import InputError
+from simspec.presets import BYTES_PER_PARAM, EngineProfile, ModelShape, load_model
+
+
+class MethodConfig(BaseModel):
+    """One method to simulate, as a user writes it in a scenario file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(description="registry name, e.g. eagle")
+    k: int = Field(default=3, ge=0, le=64, description="draft tokens per step (chain length)")
+    draft_model: str | None = Field(default=None, description="draft preset or config.json path")
+    draft_vocab_size: int | None = Field(
+        default=None, gt=0, description="EAGLE head vocabulary (EAGLE-3 drafts over a reduced one)"
+    )
+    acceptance: AcceptanceConfig | None = None
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+
+class Speculator:
+    """Base: plain autoregressive decoding (no draft, one query token per sequence)."""
+
+    name: ClassVar[str] = "autoregressive"
+    needs_acceptance: ClassVar[bool] = False
+
+    def __init__(
+        self, cfg: MethodConfig, target: ModelShape, cost: CostModel, engine: EngineProfile
+    ) -> None:
+        self.cfg, self.target, self.cost, self.engine = cfg, target, cost, engine
+        self.k = 0 if not self.needs_acceptance else cfg.k
+
+    @property
+    def verify_tokens(self) -> int:
+        """Query tokens each decoding sequence sends to the target's verify pass."""
+        return self.k + 1
+
+    def draft_cost(self, kv_tokens: np.ndarray, last_accepted: np.ndarray) -> StepCost:
+        """Time to draft for the decoding sequences (context lengths ``kv_tokens``)."""
+        return StepCost()
+
+    def extra_weight_bytes(self) -> float:
+        """Draft weights per GPU."""
+        return 0.0
+
+    def extra_kv_bytes_per_token(self) -> float:
+        """Draft KV cache per token per GPU."""
+        return 0.0
+
+    def _kv_shard(self, shape: ModelShape, layers: int) -> float:
+        kv_heads = max(shape.num_key_value_heads // self.cost.tp, 1)
+        return 2 * layers * kv_heads * shape.head_dim * BYTES_PER_PARAM
+
+
+class Autoregressive(Speculator):
+    name = "autoregressive"
+
+
+class DraftModel(Speculator):
+    """Leviathan/Chen: a separate small LM drafts K tokens in K sequential forwards."""
+
+    name = "draft_model"
+    needs_acceptance = True
+
+    def __init__(
+        self, cfg: MethodConfig, target: ModelShape, cost: CostModel, engine: EngineProfile
+    ) -> None:
+        super().__init__(cfg, target, cost, engine)
+        if not cfg.draft_model:
+            raise InputError(
+                "methods.draft_model", "draft_model needs a draft model preset or path"
+            )
+        self.draft = load_model(cfg.draft_model)
+        if self.draft.vocab_size != target.vocab_size:
+            raise InputError(
+                "methods.draft_model",
+                f"draft {self.draft.id!r} has vocabulary "
+                f"{self.draft.vocab_size}, target has {target.vocab_size}: "
+                "draft and target must share a tokenizer",
+            )
+
+    def draft_cost(self, kv_tokens: np.ndarray, last_accepted: np.ndarray) -> StepCost:
+        b = len(kv_tokens)
+        if b == 0 or self.k == 0:
+            return StepCost()
+        # K steps of one token each; context grows by one per step, so cost the mean context
+        step = self.cost.forward(
+            self.draft,
+            BatchShape(np.ones(b, dtype=np.int64), kv_tokens + (self.k - 1) / 2.0, b),
+            overhead_s=self.engine["draft_step_overhead_s"],
+        )
+        return step.scaled(self.k)
+
+    def extra_weight_bytes(self) -> float:
+        return self.draft.num_params * BYTES_PER_PARAM / self.cost.tp
+
+    def extra_kv_bytes_per_token(self) -> float:
+        return self._kv_shard(self.draft, self.draft.num_hidden_layers)
+
+
+class Eagle(Speculator):
+    """EAGLE chain: one decoder layer on (feature, token) plus an LM head, run K times.
+
+    The first draft step consumes the features of every token the last verify accepted (a+1
+    query tokens per sequence); later steps feed one token each. The head reuses the target's
+    LM head unless ``draft_vocab_size`` gives it its own smaller one (EAGLE-3).
+    """
+
+    name = "eagle"
+    needs_acceptance = True
+
+    def __init__(
+        self, cfg: MethodConfig, target: ModelShape, cost: CostModel, engine: EngineProfile
+    ) -> None:
+        super().__init__(cfg, target, cost, engine)
+        vocab = cfg.draft_vocab_size or target.vocab_size
+        self.head = target.model_copy(
+            update={"num_hidden_layers": 1, "vocab_size": vocab, "id": f"{target.id}-eagle-head"}
+        )
+
+    def _step(self, q: np.ndarray, kv: np.ndarray) -> StepCost:
+        cost = self.cost.forward(
+            self.head, BatchShape(q, kv, len(q)), overhead_s=self.engine["draft_step_overhead_s"]
+        )
+        h = self.target.hidden_size
+        fuse = self.cost.gemm_time(int(q.sum()), 2 * h, h)  # fc over [feature; embedding]
+        return cost + StepCost(gemm_s=fuse)
+
+    def draft_cost(self, kv_tokens: np.ndarray, last_accepted: np.ndarray) -> StepCost:
+        if len(kv_tokens) == 0 or self.k == 0:
+            return StepCost()
+        first = self._step(last_accepted + 1, kv_tokens)
+        if self.k == 1:
+            return first
+        rest = self._step(np.ones(len(kv_tokens), dtype=np.int64), kv_tokens + self.k / 2.0)
+        return first + rest.scaled(self.k - 1)
+
+    def extra_weight_bytes(self) -> float:
+        h = self.target.hidden_size
+        params = self.head.layer_params + 2 * h * h
+        if self.head.vocab_size != self.target.vocab_size:
+            params += self.head.vocab_size * h
+        return params * BYTES_PER_PARAM / self.cost.tp
+
+    def extra_kv_bytes_per_token(self) -> float:
+        return self._kv_shard(self.head, 1)
+
+
+class NGram(Speculator):
+    """Prompt lookup: match the last n-gram in the prompt and output so far, on the CPU.
+
+    Every decoding sequence is charged a full chain of K in the verify pass (an upper bound:
+    an engine sends fewer tokens when no n-gram matches; the traces do not record misses).
+    """
+
+    name = "ngram"
+    needs_acceptance = True
+
+    def draft_cost(self, kv_tokens: np.ndarray, last_accepted: np.ndarray) -> StepCost:
+        return StepCost(overhead_s=self.engine["ngram_cpu_s_per_seq"] * len(kv_tokens))
+
+
+SPECULATORS: dict[str, type[Speculator]] = {
+    cls.name: cls for cls in (Autoregressive, DraftModel, Eagle, NGram)
+}
+
+
+def build_speculator(
+    cfg: MethodConfig, target: ModelShape, cost: CostModel, engine: EngineProfile
+) -> Speculator:
+    if cfg.name not in SPECULATORS:
+        raise InputError(
+            "methods.name", f"unknown method {cfg.name!r}; choose one of {', '.join(SPECULATORS)}"
+        )
+    spec = SPECULATORS[cfg.name](cfg, target, cost, engine)
+    if spec.needs_acceptance and cfg.acceptance is None:
+        raise InputError(
+            f"methods.{cfg.name}.acceptance", "needs an acceptance model (alpha, tau or trace)"
+        )
+    return spec

@@ -1,0 +1,114 @@
+"""Requests to serve: how they arrive and how long their prompts and outputs are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from simspec.traces import load_trace
+
+
+class LengthSpec(BaseModel):
+    """A token-length distribution, clipped to [min, max] and rounded to integers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    dist: Literal["fixed", "uniform", "lognormal"] = "fixed"
+    mean: float = Field(default=256.0, ge=1.0, le=1e6)
+    cv: float = Field(default=0.0, ge=0.0, le=10.0, description="lognormal: std / mean")
+    low: float | None = Field(default=None, ge=1.0, description="uniform: lower bound")
+    high: float | None = Field(default=None, ge=1.0, description="uniform: upper bound")
+    min: int = Field(default=1, ge=1)
+    max: int = Field(default=1_000_000, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> LengthSpec:
+        if self.dist == "uniform" and (
+            self.low is None or self.high is None or self.low > self.high
+        ):
+            raise ValueError("uniform lengths need low <= high")
+        if self.min > self.max:
+            raise ValueError("min must be <= max")
+        return self
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        if self.dist == "fixed":
+            x = np.full(n, self.mean)
+        elif self.dist == "uniform":
+            x = rng.uniform(self.low, self.high + 1.0, size=n)
+        else:
+            sigma2 = np.log1p(self.cv**2)
+            x = rng.lognormal(np.log(self.mean) - sigma2 / 2.0, np.sqrt(sigma2), size=n)
+        return np.clip(np.floor(x), self.min, self.max).astype(np.int64)
+
+
+class WorkloadConfig(BaseModel):
+    """Arrivals (closed loop at fixed concurrency, or Poisson) and request lengths."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    arrival: Literal["closed", "poisson"] = Field(
+        default="closed", description="closed: N in flight, a finished one replaced at once"
+    )
+    concurrency: int = Field(default=1, ge=1, le=100_000, description="closed loop: N")
+    rate: float = Field(default=1.0, gt=0.0, le=1e6, description="poisson: requests per second")
+    requests: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="requests to simulate; default max(100, 4 x concurrency)",
+    )
+    trace: str | None = Field(
+        default="sharegpt", description="take prompt/output lengths from this acc_len trace"
+    )
+    trace_output_method: str | None = Field(
+        default=None, description="use len(acc_len[method]) as output length instead of output_len"
+    )
+    prompt: LengthSpec = LengthSpec(dist="fixed", mean=512)
+    output: LengthSpec = LengthSpec(dist="fixed", mean=256)
+
+    @property
+    def num_requests(self) -> int:
+        if self.requests is not None:
+            return self.requests
+        n = self.concurrency if self.arrival == "closed" else 1
+        return max(100, 4 * n)
+
+
+@dataclass(frozen=True)
+class RequestSpecs:
+    """Lengths of every request, in arrival order; ``trace_index`` is -1 without a trace."""
+
+    prompt_len: np.ndarray
+    output_len: np.ndarray
+    trace_index: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.prompt_len)
+
+
+def generate_requests(cfg: WorkloadConfig, rng: np.random.Generator) -> RequestSpecs:
+    """Draw request lengths; a trace is walked in shuffled passes so every record is used."""
+    n = cfg.num_requests
+    if cfg.trace is None:
+        return RequestSpecs(
+            cfg.prompt.sample(n, rng), cfg.output.sample(n, rng), np.full(n, -1, dtype=np.int64)
+        )
+    trace = load_trace(cfg.trace, cfg.trace_output_method or _any_method(cfg.trace))
+    passes = -(-n // trace.num_requests)
+    order = np.concatenate([rng.permutation(trace.num_requests) for _ in range(passes)])[:n]
+    output = trace.lengths[order] if cfg.trace_output_method else trace.output_len[order]
+    return RequestSpecs(trace.prompt_len[order].astype(np.int64), output.astype(np.int64), order)
+
+
+def _any_method(trace_ref: str) -> str:
+    """Lengths do not depend on the method key; use the first one the file has."""
+    from simspec.traces import first_method
+
+    return first_method(trace_ref)
+
+
+def arrival_gaps(cfg: WorkloadConfig, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Seconds between successive Poisson arrivals."""
+    return rng.exponential(1.0 / cfg.rate, size=n)

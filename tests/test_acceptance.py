@@ -1,0 +1,114 @@
+"""α traces: the closed form at batch 1, trace replay, τ fitting, heterogeneity."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simspec.acceptance import (
+    AcceptanceConfig,
+    ParametricAcceptance,
+    alpha_for_tau,
+    expected_tokens,
+    mean_matching_logits,
+)
+from simspec.exact import expected_tokens_per_step
+from simspec.scenario import Scenario
+from simspec.simulation import simulate
+from simspec.speculators import MethodConfig
+from simspec.traces import load_trace, replay_tau
+from simspec.workload import WorkloadConfig
+
+
+def run(method, requests=60, concurrency=1, **wl):
+    wl = {"trace": None, "prompt": {"mean": 128}, "output": {"mean": 400}, **wl}
+    return simulate(
+        Scenario(
+            method=method,
+            workload=WorkloadConfig(concurrency=concurrency, requests=requests, **wl),
+            seed=7,
+        )
+    )
+
+
+@pytest.mark.parametrize(("alpha", "k"), [(0.6, 3), (0.8, 3), (0.8, 5)])
+def test_batch1_iid_alpha_matches_closed_form_within_2_percent(alpha, k):
+    method = MethodConfig(name="eagle", k=k, acceptance=AcceptanceConfig(alpha=alpha))
+    # outputs of 10k tokens make the truncated last step of each request negligible
+    result = run(method, requests=8, output={"mean": 10000})
+    formula = (1 - alpha ** (k + 1)) / (1 - alpha)
+    assert result.summary["mean_accept_len"] == pytest.approx(formula, rel=0.02)
+
+
+@pytest.mark.parametrize("dataset", ["sharegpt", "gsm8k"])
+@pytest.mark.parametrize("method", ["eagle3", "ngram"])
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_trace_replay_reproduces_the_tau_the_trace_implies(dataset, method, k, shared):
+    trace = load_trace(dataset, method)
+    spec = MethodConfig(
+        name="eagle" if method == "eagle3" else "ngram",
+        k=k,
+        acceptance=AcceptanceConfig(trace=dataset, trace_method=method),
+    )
+    result = run(
+        spec, requests=trace.num_requests, concurrency=16, trace=dataset, trace_output_method=method
+    )
+    simulated = result.summary["mean_accept_len"]
+    # the first token comes from prefill, so speculative steps start at output position 1
+    assert simulated == pytest.approx(replay_tau(trace, k, start=1), rel=1e-9)
+    cases = pd.read_csv(shared / "validation" / "cases.csv")
+    tag = {"sharegpt": "sgpt", "gsm8k": "gsm"}[dataset]
+    row = cases[cases.case_id == f"trace-{tag}-{'e3' if method == 'eagle3' else 'ng'}-k{k}"]
+    assert simulated == pytest.approx(float(row.measured_value.iloc[0]), rel=0.015)
+
+
+def test_alpha_for_tau_inverts_the_closed_form():
+    for tau, k in [(2.254, 3), (1.5, 1), (3.2, 5)]:
+        a = alpha_for_tau(tau, k)
+        assert expected_tokens_per_step(np.full(k, a)) == pytest.approx(tau, rel=1e-9)
+
+
+def test_mean_matching_keeps_the_mean_alpha_under_spread():
+    rng = np.random.default_rng(1)
+    alpha = np.array([0.8, 0.7, 0.6])
+    mu = mean_matching_logits(alpha, 1.5)
+    draws = 1 / (1 + np.exp(-(mu[None, :] + 1.5 * rng.standard_normal((200_000, 1)))))
+    assert draws.mean(axis=0) == pytest.approx(alpha, abs=0.005)
+
+
+def test_per_step_expectation_under_spread_matches_monte_carlo():
+    cfg = AcceptanceConfig(alpha=[0.8, 0.7, 0.6], spread=1.0)
+    n = 200_000
+    sampler = ParametricAcceptance(cfg, 3, n, np.random.default_rng(3))
+    for rid in range(n):
+        sampler.start(rid, -1)
+    counts = sampler.accept_counts(np.arange(n), np.zeros(n, dtype=np.int64), 3)
+    assert counts.mean() + 1 == pytest.approx(expected_tokens(cfg.profile(3), 1.0), rel=0.01)
+
+
+def test_burstiness_correlates_successive_steps():
+    cfg = AcceptanceConfig(alpha=0.6, burst_scale=2.0, burstiness=0.9)
+    n = 20_000
+    sampler = ParametricAcceptance(cfg, 3, n, np.random.default_rng(5))
+    for rid in range(n):
+        sampler.start(rid, -1)
+    rids = np.arange(n)
+    a = sampler.accept_counts(rids, rids * 0, 3)
+    b = sampler.accept_counts(rids, rids * 0, 3)
+    assert np.corrcoef(a, b)[0, 1] > 0.2
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"alpha": 1.5},
+        {"alpha": -0.1},
+        {"alpha": [0.5, 2]},
+        {"tau": 2.0},
+        {"alpha": 0.5, "tau": 2.0, "tau_k": 3},
+        {"trace": "sharegpt"},
+        {"tau": 5.0, "tau_k": 3},
+    ],
+)
+def test_invalid_acceptance_configs_are_rejected(bad):
+    with pytest.raises(ValueError):
+        AcceptanceConfig(**bad)

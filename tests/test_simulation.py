@@ -1,0 +1,149 @@
+"""The engine: speedup sign, conservation of requests/tokens/KV, preemption, determinism."""
+
+import numpy as np
+import pytest
+
+from simspec.acceptance import AcceptanceConfig
+from simspec.errors import ScenarioError
+from simspec.scenario import Scenario, SchedulerConfig
+from simspec.simulation import simulate
+from simspec.speculators import MethodConfig
+from simspec.sweep import SweepConfig, run_sweep
+from simspec.workload import WorkloadConfig
+
+EAGLE_LOW = MethodConfig(name="eagle", k=3, acceptance=AcceptanceConfig(alpha=0.2))
+EAGLE_HIGH = MethodConfig(name="eagle", k=3, acceptance=AcceptanceConfig(alpha=0.8))
+
+
+def small_workload(**kw):
+    base = {
+        "trace": None,
+        "requests": 40,
+        "concurrency": 4,
+        "prompt": {"dist": "lognormal", "mean": 300, "cv": 0.5},
+        "output": {"dist": "lognormal", "mean": 120, "cv": 0.6},
+    }
+    return WorkloadConfig(**{**base, **kw})
+
+
+def check_conservation(result):
+    req, it, s = result.requests, result.iterations, result.summary
+    done = req[~req.unfinishable]
+    assert done.finish_s.notna().all(), "every request finishes"
+    assert (done.output_tokens == done.requested_output_tokens).all(), "tokens conserved"
+    assert it.output_tokens.sum() == done.output_tokens.sum()
+    assert (it.kv_blocks_used <= s["kv_blocks_total"]).all()
+    assert s["kv_blocks_peak"] <= s["kv_blocks_total"]
+    assert (np.diff(it.start_s.to_numpy()) >= 0).all(), "time never goes backwards"
+    assert (done.first_token_s >= done.arrival_s).all()
+    assert (done.finish_s >= done.first_token_s).all()
+
+
+def test_sweep_autoregressive_speedup_is_exactly_one():
+    cfg = SweepConfig(
+        methods=[MethodConfig(name="autoregressive", k=0), EAGLE_HIGH],
+        batch_sizes=[1, 8],
+        workload=small_workload(requests=24),
+    )
+    frame = run_sweep(cfg)
+    ar = frame[frame.method == "autoregressive"]
+    assert (ar.speedup == 1.0).all() and (ar.tpot_ratio == 1.0).all()
+    assert (frame[frame.method == "eagle"].speedup > 1.0).all()
+
+
+def test_eagle_with_low_acceptance_at_large_batch_is_slower_than_plain_decoding():
+    cfg = SweepConfig(methods=[EAGLE_LOW], batch_sizes=[128], workload=small_workload(requests=256))
+    assert run_sweep(cfg).speedup.iloc[0] < 1.0
+
+
+def test_speedup_falls_as_batch_grows():
+    cfg = SweepConfig(
+        methods=[EAGLE_HIGH],
+        batch_sizes=[1, 256],
+        workload=small_workload(requests=512, output={"mean": 64}),
+    )
+    s = run_sweep(cfg).set_index("batch_size").speedup
+    assert s[1] > s[256]
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        MethodConfig(name="autoregressive", k=0),
+        EAGLE_HIGH,
+        MethodConfig(name="ngram", k=5, acceptance=AcceptanceConfig(alpha=0.3)),
+        MethodConfig(
+            name="draft_model",
+            k=4,
+            draft_model="llama-3.2-1b",
+            acceptance=AcceptanceConfig(alpha=0.7),
+        ),
+    ],
+)
+def test_no_request_is_lost_and_tokens_and_kv_are_conserved(method):
+    result = simulate(Scenario(method=method, workload=small_workload()))
+    check_conservation(result)
+    assert result.summary["unfinishable"] == 0
+
+
+def test_scarce_kv_forces_preemption_and_everything_still_finishes():
+    # Llama-3.1-70B on two H100s leaves little KV room; long outputs at high concurrency preempt
+    sc = Scenario(
+        model="llama-3.1-70b",
+        tp=2,
+        method=EAGLE_HIGH,
+        workload=small_workload(
+            requests=300, concurrency=256, prompt={"mean": 2000}, output={"mean": 1500}
+        ),
+    )
+    result = simulate(sc)
+    check_conservation(result)
+    assert result.summary["preemptions"] > 0
+
+
+def test_open_loop_poisson_arrivals_are_served():
+    sc = Scenario(method=EAGLE_HIGH, workload=small_workload(arrival="poisson", rate=5.0))
+    result = simulate(sc)
+    check_conservation(result)
+    assert (np.diff(result.requests.arrival_s) > 0).all()
+
+
+def test_chunked_prefill_splits_long_prompts():
+    sc = Scenario(
+        method=EAGLE_HIGH,
+        scheduler=SchedulerConfig(max_num_batched_tokens=256),
+        workload=small_workload(requests=5, prompt={"mean": 3000}),
+    )
+    result = simulate(sc)
+    check_conservation(result)
+    assert (result.iterations.query_tokens <= 256).all()
+
+
+def test_a_request_that_can_never_fit_is_reported_not_hung():
+    sc = Scenario(
+        model="llama-3.1-70b",
+        tp=2,
+        method=EAGLE_HIGH,
+        workload=small_workload(requests=3, prompt={"mean": 900_000, "max": 10**6}),
+    )
+    result = simulate(sc)
+    assert result.summary["unfinishable"] == 3
+
+
+def test_model_that_does_not_fit_says_so():
+    with pytest.raises(ScenarioError, match="does not fit"):
+        simulate(Scenario(model="llama-3.1-70b", tp=1, workload=small_workload()))
+
+
+def test_same_seed_same_numbers_and_other_seed_other_numbers():
+    def csv(seed):
+        cfg = SweepConfig(
+            methods=[EAGLE_HIGH],
+            batch_sizes=[2, 16],
+            seed=seed,
+            workload=small_workload(requests=32),
+        )
+        return run_sweep(cfg).to_csv(index=False)
+
+    assert csv(3) == csv(3)
+    assert csv(3) != csv(4)
