@@ -1,0 +1,164 @@
+"""Speedup by batch size and method: many closed-loop scenarios against one baseline each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from simspec.scenario import Scenario, SchedulerConfig, default_methods
+from simspec.simulation import simulate
+from simspec.speculators import MethodConfig
+from simspec.workload import WorkloadConfig
+
+DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
+
+# Column order of the CSV written by ``simspec sweep --out`` (documented in README.md).
+COLUMNS = [
+    "model",
+    "gpu",
+    "tp",
+    "engine",
+    "method",
+    "k",
+    "batch_size",
+    "speedup",
+    "tpot_ratio",
+    "throughput_tok_s",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "itl_ms_p50",
+    "itl_ms_p99",
+    "e2e_s_p50",
+    "mean_accept_len",
+    "draft_time_frac",
+    "verify_time_frac",
+    "overhead_time_frac",
+    "preemptions",
+    "kv_blocks_total",
+    "requests",
+    "seed",
+    "acceptance",
+]
+
+
+class SweepConfig(BaseModel):
+    """A grid of closed-loop runs: every method at every batch size (concurrency)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    model: str = "llama-3.1-8b"
+    gpu: str = "h100_sxm"
+    tp: int = Field(default=1, ge=1, le=64)
+    engine: str = "vllm"
+    profile: str | None = None
+    methods: list[MethodConfig] = Field(default_factory=default_methods)
+    batch_sizes: list[int] = Field(default_factory=lambda: list(DEFAULT_BATCH_SIZES))
+    workload: WorkloadConfig = WorkloadConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if not v or any(b < 1 or b > 100_000 for b in v):
+            raise ValueError("batch sizes must be integers in [1, 100000]")
+        return v
+
+    @field_validator("methods")
+    @classmethod
+    def _some(cls, v: list[MethodConfig]) -> list[MethodConfig]:
+        if not v:
+            raise ValueError("give at least one method")
+        return v
+
+    def scenario(self, method: MethodConfig, batch_size: int) -> Scenario:
+        wl = self.workload.model_copy(update={"arrival": "closed", "concurrency": batch_size})
+        return Scenario(
+            model=self.model,
+            gpu=self.gpu,
+            tp=self.tp,
+            engine=self.engine,
+            profile=self.profile,
+            method=method,
+            workload=wl,
+            scheduler=self.scheduler,
+            seed=self.seed,
+        )
+
+    def runs(self) -> list[tuple[MethodConfig, int]]:
+        """Every (method, batch size) cell; the autoregressive baseline runs once per size."""
+        baseline = MethodConfig(name="autoregressive", k=0)
+        others = [m for m in self.methods if m.name != "autoregressive"]
+        return [(m, b) for b in self.batch_sizes for m in [baseline, *others]]
+
+
+def describe_acceptance(m: MethodConfig) -> str:
+    a = m.acceptance
+    if a is None:
+        return ""
+    if a.trace is not None:
+        return f"trace:{a.trace}/{a.trace_method}"
+    if a.tau is not None:
+        return f"tau={a.tau}@k={a.tau_k}"
+    return f"alpha={a.alpha}"
+
+
+def run_sweep(cfg: SweepConfig, progress: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """Simulate every cell and report speedup = throughput / autoregressive throughput."""
+    want_baseline = any(m.name == "autoregressive" for m in cfg.methods)
+    rows = []
+    baseline: dict[int, dict[str, float]] = {}
+    for method, bs in cfg.runs():
+        result = simulate(cfg.scenario(method, bs))
+        s = result.summary
+        if method.name == "autoregressive":
+            baseline[bs] = s
+            if not want_baseline:
+                if progress:
+                    progress(f"autoregressive bs={bs}")
+                continue
+        base = baseline[bs]
+        rows.append(
+            {
+                "model": cfg.model,
+                "gpu": cfg.gpu,
+                "tp": cfg.tp,
+                "engine": cfg.engine,
+                "method": method.name,
+                "k": method.k if method.name != "autoregressive" else 0,
+                "batch_size": bs,
+                "speedup": s["throughput_tok_s"] / base["throughput_tok_s"],
+                "tpot_ratio": base["tpot_ms_p50"] / s["tpot_ms_p50"],
+                **{
+                    c: s[c]
+                    for c in (
+                        "throughput_tok_s",
+                        "tpot_ms_p50",
+                        "tpot_ms_p99",
+                        "ttft_ms_p50",
+                        "ttft_ms_p99",
+                        "itl_ms_p50",
+                        "itl_ms_p99",
+                        "e2e_s_p50",
+                        "mean_accept_len",
+                        "draft_time_frac",
+                        "verify_time_frac",
+                        "overhead_time_frac",
+                        "preemptions",
+                        "kv_blocks_total",
+                    )
+                },
+                "requests": int(s["requests"]),
+                "seed": cfg.seed,
+                "acceptance": describe_acceptance(method),
+            }
+        )
+        if progress:
+            progress(f"{method.name} bs={bs}")
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    for col in ("preemptions", "kv_blocks_total"):
+        frame[col] = frame[col].astype(int)
+    return frame
