@@ -9,7 +9,7 @@ overhead in an :class:`~simspec.presets.EngineProfile`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -17,20 +17,39 @@ import numpy as np
 from simspec.presets import BYTES_PER_PARAM, EngineProfile, GpuSpec, HardwareProfile, ModelShape
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BatchShape:
-    """What one forward pass computes: per sequence, new tokens and tokens already cached."""
+    """What one forward pass computes, reduced to the sums a per-operator model needs.
 
-    q_tokens: np.ndarray
-    kv_tokens: np.ndarray
+    Build it from per-sequence arrays (new query tokens, tokens already in KV) with :meth:`of`,
+    or from totals with :meth:`uniform` when every sequence sends the same number of tokens (the
+    common decode/verify case, which then costs no per-sequence work on the hot loop).
+    """
+
+    num_seqs: int
+    num_tokens: int  # sum of q_i
+    sum_q_sq: float  # sum of q_i^2 (causal attention among the new tokens)
+    sum_q_kv: float  # sum of q_i * kv_i (new tokens attending to cached ones)
+    sum_kv: float  # cached tokens read
     logit_tokens: int  # rows that need LM-head logits (all verify positions, last prefill token)
 
-    @property
-    def num_tokens(self) -> int:
-        return int(self.q_tokens.sum())
+    @classmethod
+    def of(cls, q_tokens: np.ndarray, kv_tokens: np.ndarray, logit_tokens: int) -> BatchShape:
+        q = np.asarray(q_tokens, dtype=np.float64)
+        kv = np.asarray(kv_tokens, dtype=np.float64)
+        if q.shape != kv.shape or q.ndim != 1:
+            raise ValueError("q_tokens and kv_tokens must be 1-D arrays of equal length")
+        return cls(len(q), int(q.sum()), float(q @ q), float(q @ kv), float(kv.sum()),
+                   int(logit_tokens))  # fmt: skip
+
+    @classmethod
+    def uniform(cls, num_seqs: int, q_per_seq: int, kv_sum: float, logit_tokens: int) -> BatchShape:
+        q = q_per_seq
+        return cls(num_seqs, num_seqs * q, float(num_seqs * q * q), q * kv_sum, kv_sum,
+                   int(logit_tokens))  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepCost:
     """Seconds per component of one forward pass."""
 
@@ -53,10 +72,24 @@ class StepCost:
         )
 
     def __add__(self, other: StepCost) -> StepCost:
-        return StepCost(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+        return StepCost(
+            self.gemm_s + other.gemm_s,
+            self.attention_s + other.attention_s,
+            self.lm_head_s + other.lm_head_s,
+            self.elementwise_s + other.elementwise_s,
+            self.communication_s + other.communication_s,
+            self.overhead_s + other.overhead_s,
+        )
 
     def scaled(self, factor: float) -> StepCost:
-        return StepCost(*(getattr(self, f.name) * factor for f in fields(self)))
+        return StepCost(
+            self.gemm_s * factor,
+            self.attention_s * factor,
+            self.lm_head_s * factor,
+            self.elementwise_s * factor,
+            self.communication_s * factor,
+            self.overhead_s * factor,
+        )
 
 
 class CostModel(Protocol):
@@ -95,6 +128,8 @@ class RooflineCostModel:
         self._elem_m = self._bw * profile["elementwise_memory_efficiency"]
         self._ar_lat = profile["allreduce_latency_s"]
         self._ar_bw = gpu.interconnect_bandwidth_bytes_s * profile["allreduce_bandwidth_efficiency"]
+        self._step_overhead = engine["step_overhead_s"]
+        self._cache: dict[int, tuple[ModelShape, dict[tuple[int, int, int], tuple]]] = {}
 
     # -- operators -------------------------------------------------------------------------
     def gemm_time(self, tokens: int, d_in: int, d_out: int) -> float:
@@ -131,41 +166,44 @@ class RooflineCostModel:
     ) -> StepCost:
         n_layers = model.num_hidden_layers if layers is None else layers
         t = batch.num_tokens
-        h = model.hidden_size
-        q_dim, kv_dim, inter = self._shard(model)
-        overhead = self.engine["step_overhead_s"] if overhead_s is None else overhead_s
+        overhead = self._step_overhead if overhead_s is None else overhead_s
         if t == 0:
             return StepCost(overhead_s=overhead)
+        gemm, elementwise, comm, lm_head = self._dense(model, t, batch.logit_tokens, n_layers)
+        q_dim, kv_dim, _ = self._shard(model)
+        # causal: new token i of a sequence attends to its cached tokens plus i new ones, so
+        # sum_i q_i * (kv_i + (q_i + 1) / 2) query-key pairs; K and V of every context token read
+        pairs = batch.sum_q_kv + (batch.sum_q_sq + t) / 2.0
+        attn_flops = 4.0 * q_dim * pairs
+        attn_bytes = BYTES_PER_PARAM * (2.0 * kv_dim * (batch.sum_kv + t) + 2.0 * q_dim * t)
+        attention = n_layers * max(attn_flops / self._attn_c, attn_bytes / self._attn_m)
+        return StepCost(gemm, attention, lm_head, elementwise, comm, overhead)
 
+    def _dense(self, model: ModelShape, t: int, logit_tokens: int, n_layers: int) -> tuple:
+        """Everything that depends only on token counts (cached: the hot loop repeats them)."""
+        per_model = self._cache.get(id(model))
+        if per_model is None or per_model[0] is not model:
+            per_model = self._cache[id(model)] = (model, {})
+        key = (t, logit_tokens, n_layers)
+        hit = per_model[1].get(key)
+        if hit is not None:
+            return hit
+        h = model.hidden_size
+        q_dim, kv_dim, inter = self._shard(model)
         gemm = (
             self.gemm_time(t, h, q_dim + 2 * kv_dim)
             + self.gemm_time(t, q_dim, h)
             + self.gemm_time(t, h, 2 * inter)
             + self.gemm_time(t, inter, h)
         )
-
-        q = batch.q_tokens.astype(np.float64)
-        ctx = batch.kv_tokens.astype(np.float64) + q
-        # causal: new token i attends to the cached tokens plus i of the new ones
-        attn_flops = 4.0 * q_dim * float(np.dot(q, ctx - (q - 1.0) / 2.0))
-        attn_bytes = BYTES_PER_PARAM * (2.0 * kv_dim * float(ctx.sum()) + 2.0 * q_dim * t)
-        attention = max(attn_flops / self._attn_c, attn_bytes / self._attn_m)
-
         # two RMSNorms, two residual adds, RoPE on Q and K, SiLU-and-mul: read + write each
         elem_bytes = BYTES_PER_PARAM * t * (4 * h + 6 * h + 2 * (q_dim + kv_dim) + 3 * inter)
-        elementwise = elem_bytes / self._elem_m
-        comm = 2 * self.allreduce_time(BYTES_PER_PARAM * t * h)
-
+        embed_bytes = BYTES_PER_PARAM * t * h
+        elementwise = (n_layers * elem_bytes + embed_bytes) / self._elem_m
+        comm = n_layers * 2 * self.allreduce_time(BYTES_PER_PARAM * t * h)
+        comm += self.allgather_time(BYTES_PER_PARAM * logit_tokens * model.vocab_size)
         vocab = model.vocab_size // self.tp
-        lm_head = self.gemm_time(batch.logit_tokens, h, vocab) if batch.logit_tokens else 0.0
-        lm_comm = self.allgather_time(BYTES_PER_PARAM * batch.logit_tokens * model.vocab_size)
-        embed = BYTES_PER_PARAM * t * h / self._elem_m
-
-        return StepCost(
-            gemm_s=n_layers * gemm,
-            attention_s=n_layers * attention,
-            lm_head_s=lm_head,
-            elementwise_s=n_layers * elementwise + embed,
-            communication_s=n_layers * comm + lm_comm,
-            overhead_s=overhead,
-        )
+        lm_head = self.gemm_time(logit_tokens, h, vocab) if logit_tokens else 0.0
+        result = (n_layers * gemm, elementwise, comm, lm_head)
+        per_model[1][key] = result
+        return result

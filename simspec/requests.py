@@ -26,8 +26,7 @@ class RequestTable:
         self.computed = np.zeros(n, dtype=np.int64)
         self.blocks = np.zeros(n, dtype=np.int64)
         self.spec_steps = np.zeros(n, dtype=np.int64)
-        self.spec_tokens = np.zeros(n, dtype=np.int64)
-        self.accepted = np.zeros(n, dtype=np.int64)
+        self.accepted = np.zeros(n, dtype=np.int64)  # draft tokens kept, over all steps
         self.last_accepted = np.zeros(n, dtype=np.int64)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.unfinishable = np.zeros(n, dtype=bool)

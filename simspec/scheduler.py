@@ -47,6 +47,7 @@ class Scheduler:
         self.max_seqs, self.max_tokens, self.k = max_num_seqs, max_num_batched_tokens, spec_tokens
         self.waiting: deque[int] = deque()
         self.running: list[int] = []
+        self._running_arr: np.ndarray | None = None  # cache of ``running`` as an array
 
     # -- membership ----------------------------------------------------------------------------
     def add(self, rid: int) -> None:
@@ -60,6 +61,7 @@ class Scheduler:
     def finish(self, rids: np.ndarray) -> None:
         done = set(rids.tolist())
         self.running = [r for r in self.running if r not in done]
+        self._running_arr = None
         self.pool.release(int(self.t.blocks[rids].sum()))
         self.t.blocks[rids] = 0
 
@@ -69,7 +71,8 @@ class Scheduler:
 
     # -- one iteration ----------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch:
-        batch = self._fast_decode_only()
+        """Vectorised when every running request fits; the per-request path handles the rest."""
+        batch = self._schedule_running_at_once()
         if batch is None:
             batch = self._schedule_general()
         return batch
@@ -77,24 +80,45 @@ class Scheduler:
     def _blocks_for(self, tokens: int | np.ndarray) -> int | np.ndarray:
         return -(-tokens // self.bs)
 
-    def _fast_decode_only(self) -> ScheduledBatch | None:
-        """Steady state: every running request decodes and all fit; nothing waits for a slot."""
-        if not self.running or (self.waiting and len(self.running) < self.max_seqs):
-            return None
-        rids = np.fromiter(self.running, dtype=np.int64, count=len(self.running))
+    def _running_array(self) -> np.ndarray:
+        if self._running_arr is None:
+            self._running_arr = np.array(self.running, dtype=np.int64)
+        return self._running_arr
+
+    def _schedule_running_at_once(self) -> ScheduledBatch | None:
+        """Common case: all running requests get their full ask within budget and free blocks."""
         t = self.t
-        if np.any(t.prompt_len[rids] + t.generated[rids] - t.computed[rids] != 1):
+        rids = self._running_array()
+        need = t.prompt_len[rids] + t.generated[rids] - t.computed[rids]
+        decoding = need == 1
+        all_decode = bool(decoding.all())
+        n = (
+            np.full(len(rids), 1 + self.k, dtype=np.int64)
+            if all_decode
+            else np.where(decoding, 1 + self.k, need)
+        )
+        total = int(n.sum())
+        if total > self.max_tokens:
             return None
-        if len(rids) * (1 + self.k) > self.max_tokens:
+        extra = np.maximum(self._blocks_for(t.computed[rids] + n) - t.blocks[rids], 0)
+        blocks = int(extra.sum())
+        if blocks > self.pool.free:
             return None
-        extra = self._blocks_for(t.computed[rids] + 1 + self.k) - t.blocks[rids]
-        extra = np.maximum(extra, 0)
-        total = int(extra.sum())
-        if total > self.pool.free:
-            return None
-        self.pool.allocate(total)
+        self.pool.allocate(blocks)
         t.blocks[rids] += extra
-        return ScheduledBatch(rids, _EMPTY, _EMPTY)
+        if all_decode:
+            decode, prefill, chunks = rids, _EMPTY, _EMPTY
+        else:
+            decode, prefill, chunks = rids[decoding], rids[~decoding], n[~decoding]
+        budget = self.max_tokens - total
+        if self.waiting and len(self.running) < self.max_seqs and budget > 0:
+            new_ids: list[int] = []
+            new_chunks: list[int] = []
+            self._admit(budget, new_ids, new_chunks)
+            if new_ids:
+                prefill = np.concatenate([prefill, np.array(new_ids, dtype=np.int64)])
+                chunks = np.concatenate([chunks, np.array(new_chunks, dtype=np.int64)])
+        return ScheduledBatch(decode, prefill, chunks)
 
     def _schedule_general(self) -> ScheduledBatch:
         t = self.t
@@ -144,6 +168,7 @@ class Scheduler:
                 break
             self.waiting.popleft()
             self.running.append(rid)
+            self._running_arr = None
             self.pool.allocate(extra)
             t.blocks[rid] += extra
             prefill.append(rid)
@@ -153,6 +178,7 @@ class Scheduler:
     def _preempt(self, rid: int) -> None:
         """Recompute preemption: drop the KV, go back to the front of the queue."""
         self.running.remove(rid)
+        self._running_arr = None
         self.pool.release(int(self.t.blocks[rid]))
         self.t.blocks[rid] = 0
         self.t.computed[rid] = 0

@@ -14,16 +14,18 @@ import pandas as pd
 import simpy
 
 from simspec.acceptance import AcceptanceSampler, build_sampler
-from simspec.costmodel import BatchShape, CostModel, RooflineCostModel
+from simspec.costmodel import BatchShape, CostModel, RooflineCostModel, StepCost
 from simspec.errors import ScenarioError
 from simspec.kv_cache import BlockPool, MemoryPlan, plan_memory
 from simspec.metrics import IterationLog, summarize
 from simspec.presets import load_engine, load_gpu, load_model, load_profile
 from simspec.requests import RequestTable
 from simspec.scenario import Scenario
-from simspec.scheduler import Scheduler
+from simspec.scheduler import ScheduledBatch, Scheduler
 from simspec.speculators import Speculator, build_speculator
 from simspec.workload import arrival_gaps, generate_requests
+
+_NO_IDS = np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -85,59 +87,77 @@ class Replica:
                     "token budget too small for a single request"
                 )
             d, p = batch.decode, batch.prefill
+            kv_d = t.computed[d]
             # 2. draft (decoding sequences only)
-            draft = self.spec.draft_cost(t.computed[d], t.last_accepted[d])
-            # 3. verify: one target forward over verify chains and prefill chunks
-            prefill_done = t.computed[p] + batch.chunks == t.num_tokens(p)
-            q = np.concatenate([np.full(len(d), 1 + self.k, dtype=np.int64), batch.chunks])
-            kv = np.concatenate([t.computed[d], t.computed[p]])
-            verify = self.cost.forward(
-                self.target, BatchShape(q, kv, len(d) * (1 + self.k) + int(prefill_done.sum()))
-            )
+            draft = self.spec.draft_cost(kv_d, t.last_accepted[d])
+            # 3. verify: one target forward over the verify chains and the prefill chunks
+            verify, prefill_done = self._verify_cost(batch, kv_d)
             start = self.env.now
             yield self.env.timeout(draft.total_s + verify.total_s)
-            now = self.env.now
-            # 4. accept: longest accepted prefix, plus the bonus/correction token
-            if self.k > 0 and len(d):
-                accepted = self.acc.accept_counts(d, t.generated[d], self.k)
-            else:
-                accepted = np.zeros(len(d), dtype=np.int64)
-            emitted = np.minimum(accepted + 1, t.output_len[d] - t.generated[d])
-            # 5. update KV and counters
-            t.generated[d] += emitted
-            t.computed[d] += 1 + accepted
-            if self.k > 0:
-                t.spec_steps[d] += 1
-                t.spec_tokens[d] += emitted
-                t.accepted[d] += accepted
-                t.last_accepted[d] = accepted
-            t.computed[p] += batch.chunks
-            first = p[prefill_done]
-            t.generated[first] += 1
-            t.first_token[first] = np.where(
-                np.isnan(t.first_token[first]), now, t.first_token[first]
-            )
-            stepped = np.concatenate([d, first])
-            done = stepped[t.generated[stepped] >= t.output_len[stepped]]
+            # 4. accept, and 5. update KV and counters
+            emitted = self._accept(d, kv_d)
+            first = self._advance_prefill(p, batch.chunks, prefill_done)
+            made = int(emitted.sum())
             self.log.record(
-                start,
-                now - start,
-                len(d),
-                len(p),
-                int(q.sum()),
-                int(emitted.sum()) + len(first),
-                int(emitted.sum()) if self.k else 0,
-                len(d) if self.k else 0,
-                draft,
-                verify,
+                start, self.env.now - start, len(d), len(p),
+                len(d) * (1 + self.k) + int(batch.chunks.sum()), made + len(first),
+                made if self.k else 0, len(d) if self.k else 0, draft, verify,
                 self.sched.pool.used,
-            )
-            if len(done):
-                t.finish[done] = now
-                self.sched.finish(done)
-                self.expected -= len(done)
-                for rid in done.tolist():
-                    self.on_finish(rid)
+            )  # fmt: skip
+            self._finish(np.concatenate([d, first]) if len(first) else d)
+
+    def _verify_cost(self, batch: ScheduledBatch, kv_d: np.ndarray) -> tuple[StepCost, np.ndarray]:
+        """Target forward time, and which prefill chunks complete their prompt this step."""
+        d, p, chunks = batch.decode, batch.prefill, batch.chunks
+        logits = len(d) * (1 + self.k)
+        if len(p) == 0:
+            shape = BatchShape.uniform(len(d), 1 + self.k, float(kv_d.sum()), logits)
+            return self.cost.forward(self.target, shape), _NO_IDS
+        kv_p = self.t.computed[p]
+        prefill_done = p[kv_p + chunks == self.t.num_tokens(p)]
+        q = np.concatenate([np.full(len(d), 1 + self.k, dtype=np.int64), chunks])
+        shape = BatchShape.of(q, np.concatenate([kv_d, kv_p]), logits + len(prefill_done))
+        return self.cost.forward(self.target, shape), prefill_done
+
+    def _accept(self, d: np.ndarray, kv_d: np.ndarray) -> np.ndarray:
+        """Tokens each decoding sequence emits: the accepted prefix plus one, cut at its end."""
+        t = self.t
+        if len(d) == 0:
+            return _NO_IDS
+        generated = t.generated[d]
+        if self.k > 0:
+            accepted = self.acc.accept_counts(d, generated, self.k)
+            emitted = np.minimum(accepted + 1, t.output_len[d] - generated)
+            t.computed[d] = kv_d + 1 + accepted  # KV of the input token and accepted drafts
+            t.spec_steps[d] += 1
+            t.accepted[d] += emitted - 1
+            t.last_accepted[d] = accepted
+        else:
+            emitted = np.ones(len(d), dtype=np.int64)
+            t.computed[d] = kv_d + 1
+        t.generated[d] = generated + emitted
+        return emitted
+
+    def _advance_prefill(self, p: np.ndarray, chunks: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """Chunks enter the KV cache; a completed prompt samples its next (first) token."""
+        if len(p) == 0:
+            return _NO_IDS
+        t = self.t
+        t.computed[p] += chunks
+        t.generated[done] += 1
+        fresh = done[np.isnan(t.first_token[done])]
+        t.first_token[fresh] = self.env.now
+        return done
+
+    def _finish(self, stepped: np.ndarray) -> None:
+        t = self.t
+        done = stepped[t.generated[stepped] >= t.output_len[stepped]]
+        if len(done):
+            t.finish[done] = self.env.now
+            self.sched.finish(done)
+            self.expected -= len(done)
+            for rid in done.tolist():
+                self.on_finish(rid)
 
 
 def build_cost_model(sc: Scenario) -> RooflineCostModel:
@@ -222,7 +242,6 @@ def _request_frame(t: RequestTable) -> pd.DataFrame:
             "output_tokens": t.generated,
             "requested_output_tokens": t.output_len,
             "spec_steps": t.spec_steps,
-            "spec_tokens": t.spec_tokens,
             "accepted_tokens": t.accepted,
             "preemptions": t.preemptions,
             "unfinishable": t.unfinishable,

@@ -47,6 +47,7 @@ class Speculator:
     ) -> None:
         self.cfg, self.target, self.cost, self.engine = cfg, target, cost, engine
         self.k = 0 if not self.needs_acceptance else cfg.k
+        self._draft_overhead = engine["draft_step_overhead_s"]
 
     @property
     def verify_tokens(self) -> int:
@@ -102,10 +103,11 @@ class DraftModel(Speculator):
         if b == 0 or self.k == 0:
             return StepCost()
         # K steps of one token each; context grows by one per step, so cost the mean context
+        kv_mean_sum = float(kv_tokens.sum()) + b * (self.k - 1) / 2.0
         step = self.cost.forward(
             self.draft,
-            BatchShape(np.ones(b, dtype=np.int64), kv_tokens + (self.k - 1) / 2.0, b),
-            overhead_s=self.engine["draft_step_overhead_s"],
+            BatchShape.uniform(b, 1, kv_mean_sum, b),
+            overhead_s=self._draft_overhead,
         )
         return step.scaled(self.k)
 
@@ -136,21 +138,20 @@ class Eagle(Speculator):
             update={"num_hidden_layers": 1, "vocab_size": vocab, "id": f"{target.id}-eagle-head"}
         )
 
-    def _step(self, q: np.ndarray, kv: np.ndarray) -> StepCost:
-        cost = self.cost.forward(
-            self.head, BatchShape(q, kv, len(q)), overhead_s=self.engine["draft_step_overhead_s"]
-        )
+    def _step(self, batch: BatchShape) -> StepCost:
+        cost = self.cost.forward(self.head, batch, overhead_s=self._draft_overhead)
         h = self.target.hidden_size
-        fuse = self.cost.gemm_time(int(q.sum()), 2 * h, h)  # fc over [feature; embedding]
+        fuse = self.cost.gemm_time(batch.num_tokens, 2 * h, h)  # fc over [feature; embedding]
         return cost + StepCost(gemm_s=fuse)
 
     def draft_cost(self, kv_tokens: np.ndarray, last_accepted: np.ndarray) -> StepCost:
-        if len(kv_tokens) == 0 or self.k == 0:
+        b = len(kv_tokens)
+        if b == 0 or self.k == 0:
             return StepCost()
-        first = self._step(last_accepted + 1, kv_tokens)
+        first = self._step(BatchShape.of(last_accepted + 1, kv_tokens, b))
         if self.k == 1:
             return first
-        rest = self._step(np.ones(len(kv_tokens), dtype=np.int64), kv_tokens + self.k / 2.0)
+        rest = self._step(BatchShape.uniform(b, 1, float(kv_tokens.sum()) + b * self.k / 2.0, b))
         return first + rest.scaled(self.k - 1)
 
     def extra_weight_bytes(self) -> float:

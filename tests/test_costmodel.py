@@ -12,7 +12,7 @@ def cost_model(tp=1, gpu="h100_sxm"):
 
 
 def batch(q, kv, n):
-    return BatchShape(np.full(n, q), np.full(n, kv), n * q)
+    return BatchShape.of(np.full(n, q), np.full(n, kv), n * q)
 
 
 def test_batch1_decode_is_weight_streaming_bound():
@@ -62,3 +62,8 @@ def test_attention_grows_with_context():
 
 def test_no_communication_without_tensor_parallelism():
     assert cost_model().forward(load_model("llama-3.1-8b"), batch(1, 10, 3)).communication_s == 0
+
+
+def test_uniform_batch_equals_the_same_batch_built_from_arrays():
+    kv = np.array([10, 500, 3000, 7])
+    assert BatchShape.uniform(4, 4, float(kv.sum()), 16) == BatchShape.of(np.full(4, 4), kv, 16)

@@ -1,0 +1,58 @@
+"""Wall time of the engine's hot loop: 10,000 requests, closed loop at concurrency 64, EAGLE K=3.
+
+Target (issue "Core simulator"): <= 2 s on a 2-core machine. Run by hand:
+
+    python benchmarks/bench_engine.py [--requests 10000] [--repeat 3] [--profile]
+
+Prints seconds per run, iterations simulated and iterations per second. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import platform
+import pstats
+import time
+
+from simspec.scenario import Scenario, default_methods
+from simspec.simulation import simulate
+from simspec.workload import WorkloadConfig
+
+
+def scenario(requests: int) -> Scenario:
+    eagle = next(m for m in default_methods() if m.name == "eagle")
+    return Scenario(method=eagle, workload=WorkloadConfig(concurrency=64, requests=requests))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=10_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--profile", action="store_true", help="print the top of a cProfile")
+    args = ap.parse_args()
+    sc = scenario(args.requests)
+    print(
+        f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}"
+    )
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        simulate(sc)
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+        return
+    best = float("inf")
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        result = simulate(sc)
+        best = min(best, time.perf_counter() - t0)
+    n_it = int(result.summary["iterations"])
+    print(
+        f"{args.requests} requests, concurrency 64, EAGLE K=3 (ShareGPT trace): "
+        f"best of {args.repeat}: {best:.2f} s, {n_it} iterations, {n_it / best:,.0f} it/s"
+    )
+
+
+if __name__ == "__main__":
+    main()
