@@ -330,7 +330,23 @@ def sweep(
 
 
 def main() -> None:
-    app()
+    """Entry point: usage errors (bad flag values) also become one ``error:`` line and exit 2."""
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        code = 1
+    except Exception as exc:
+        # click's exceptions (vendored inside typer) carry format_message() and exit_code
+        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+            raise
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            code = 0  # typer has printed the help already
+        else:
+            err.print(
+                f"[bold red]error:[/] {exc.format_message()}", highlight=False, soft_wrap=True
+            )
+            code = exc.exit_code
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from simspec.acceptance import AcceptanceConfig
 from simspec.speculators import MethodConfig
@@ -29,11 +29,17 @@ class Scenario(BaseModel):
     scheduler: SchedulerConfig = SchedulerConfig()
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
 
-    @model_validator(mode="after")
-    def _tp_power_of_two(self) -> Scenario:
-        if self.tp & (self.tp - 1):
-            raise ValueError(f"tp must be a power of two, got {self.tp}")
-        return self
+    @field_validator("tp")
+    @classmethod
+    def _tp(cls, v: int) -> int:
+        return check_tp(v)
+
+
+def check_tp(tp: int) -> int:
+    """Tensor parallelism splits heads evenly: a power of two, as engines require."""
+    if tp & (tp - 1):
+        raise ValueError("must be a power of two (1, 2, 4, 8, ...)")
+    return tp
 
 
 # Acceptance of the embedded default methods, replayed from real Llama-3.1-8B-Instruct traces

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from simspec.scenario import Scenario, SchedulerConfig, default_methods
+from simspec.scenario import Scenario, SchedulerConfig, check_tp, default_methods
 from simspec.simulation import simulate
 from simspec.speculators import MethodConfig
 from simspec.workload import WorkloadConfig
@@ -59,6 +59,11 @@ class SweepConfig(BaseModel):
     workload: WorkloadConfig = WorkloadConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
+
+    @field_validator("tp")
+    @classmethod
+    def _tp(cls, v: int) -> int:
+        return check_tp(v)
 
     @field_validator("batch_sizes")
     @classmethod

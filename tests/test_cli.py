@@ -1,0 +1,162 @@
+"""The command line: the default sweep, config files, and one-line errors with exit code 2."""
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from simspec.cli import app
+from simspec.sweep import COLUMNS
+
+runner = CliRunner()
+FAST = ["--batch-sizes", "1,8", "--requests", "16"]
+REQUIRED = [
+    "model",
+    "gpu",
+    "tp",
+    "method",
+    "k",
+    "batch_size",
+    "speedup",
+    "throughput_tok_s",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "ttft_ms_p50",
+    "mean_accept_len",
+    "draft_time_frac",
+    "verify_time_frac",
+    "requests",
+    "seed",
+]
+
+
+def sweep(*args):
+    return runner.invoke(app, ["sweep", *args])
+
+
+def test_sweep_prints_speedup_table_and_writes_the_documented_csv(tmp_path):
+    out = tmp_path / "speedup.csv"
+    result = sweep(*FAST, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "Speedup over autoregressive" in result.output
+    frame = pd.read_csv(out)
+    assert list(frame.columns) == COLUMNS and set(REQUIRED) <= set(frame.columns)
+    assert set(frame.method) == {"autoregressive", "eagle", "ngram"}
+    assert sorted(frame.batch_size.unique()) == [1, 8]
+    assert (frame[frame.method == "autoregressive"].speedup == 1.0).all()
+
+
+def test_same_flags_and_seed_write_identical_csv(tmp_path):
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    assert sweep(*FAST, "--seed", "5", "--out", str(a)).exit_code == 0
+    assert sweep(*FAST, "--seed", "5", "--out", str(b)).exit_code == 0
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_config_file_sets_what_flags_set_and_flags_override_it(tmp_path):
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text(
+        "batch_sizes: [2]\nseed: 3\nworkload: {requests: 12, trace: gsm8k}\n"
+        "methods:\n  - {name: autoregressive}\n"
+        "  - {name: draft_model, k: 2, draft_model: llama-3.2-1b, acceptance: {alpha: 0.6}}\n"
+    )
+    out = tmp_path / "o.csv"
+    result = sweep("--config", str(cfg), "--k", "4", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert set(frame.method) == {"autoregressive", "draft_model"}
+    assert frame.seed.unique().tolist() == [3] and frame.batch_size.unique().tolist() == [2]
+    assert frame[frame.method == "draft_model"].k.item() == 4
+
+
+def test_json_config_and_alpha_override(tmp_path):
+    cfg = tmp_path / "s.json"
+    cfg.write_text('{"batch_sizes": [1], "workload": {"requests": 8}}')
+    out = tmp_path / "o.csv"
+    result = sweep("--config", str(cfg), "--methods", "eagle", "--alpha", "0.5", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert pd.read_csv(out).acceptance.tolist() == ["alpha=0.5"]
+
+
+BAD_INPUTS = [
+    (["--model", "gpt-17"], "model"),
+    (["--gpu", "tpu_v9"], "gpu"),
+    (["--batch-sizes", "0,4"], "batch_sizes"),
+    (["--batch-sizes", "-3"], "batch_sizes"),
+    (["--batch-sizes", "a,b"], "--batch-sizes"),
+    (["--alpha", "1.5"], "alpha"),
+    (["--alpha", "-0.2"], "alpha"),
+    (["--k", "-1"], "k"),
+    (["--tp", "3"], "tp"),
+    (["--methods", "medusa9"], "--methods"),
+    (["--methods", "draft_model"], "acceptance"),
+    (["--dataset", "nosuch"], "--dataset"),
+    (["--requests", "0"], "requests"),
+    (["--engine", "tgi"], "engine"),
+    (["--tau", "9", "--tau-k", "3"], "tau"),
+]
+
+
+@pytest.mark.parametrize(("args", "field"), BAD_INPUTS)
+def test_bad_input_exits_2_with_one_line_naming_the_field_and_writes_nothing(tmp_path, args, field):
+    out = tmp_path / "never.csv"
+    result = sweep(*FAST, *args, "--out", str(out))
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and field in lines[0], result.output
+    assert "Traceback" not in result.output
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_unreadable_trace_and_config_files_are_clear_errors(tmp_path):
+    bad_trace = tmp_path / "t.jsonl"
+    bad_trace.write_text('{"id": 1, "prompt_len": 5}\n')
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"methods:\n  - name: eagle\n    acceptance: {{trace: {bad_trace}, trace_method: eagle3}}\n"
+    )
+    result = sweep(*FAST, "--config", str(cfg))
+    assert result.exit_code == 2 and "acceptance.trace" in result.output
+    for text in ["batch_sizes: [1", "- just\n- a list\n", "unknown_field: 3\n"]:
+        cfg.write_text(text)
+        result = sweep("--config", str(cfg))
+        assert result.exit_code == 2 and result.output.startswith("error:"), result.output
+    assert sweep("--config", str(tmp_path / "missing.yaml")).exit_code == 2
+
+
+def test_model_that_does_not_fit_is_a_clear_error():
+    result = sweep(*FAST, "--model", "llama-3.1-70b")
+    assert result.exit_code == 2 and "does not fit" in result.output
+
+
+def test_help_explains_every_option():
+    result = runner.invoke(app, ["sweep", "--help"])
+    assert result.exit_code == 0
+    for option in [
+        "--config",
+        "--model",
+        "--gpu",
+        "--tp",
+        "--methods",
+        "--k",
+        "--batch-sizes",
+        "--alpha",
+        "--tau",
+        "--dataset",
+        "--out",
+        "--seed",
+    ]:
+        assert option in result.output
+
+
+def test_installed_console_script_reports_bad_input_without_traceback():
+    proc = subprocess.run(
+        [sys.executable, "-m", "simspec.cli", "sweep", "--gpu", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "gpu" in proc.stderr
