@@ -8,7 +8,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from simspec.traces import load_trace
+from simspec.traces import first_method, load_trace
 
 
 class LengthSpec(BaseModel):
@@ -95,18 +95,12 @@ def generate_requests(cfg: WorkloadConfig, rng: np.random.Generator) -> RequestS
         return RequestSpecs(
             cfg.prompt.sample(n, rng), cfg.output.sample(n, rng), np.full(n, -1, dtype=np.int64)
         )
-    trace = load_trace(cfg.trace, cfg.trace_output_method or _any_method(cfg.trace))
+    # lengths do not depend on the method key, so any key of the file will do
+    trace = load_trace(cfg.trace, cfg.trace_output_method or first_method(cfg.trace))
     passes = -(-n // trace.num_requests)
     order = np.concatenate([rng.permutation(trace.num_requests) for _ in range(passes)])[:n]
     output = trace.lengths[order] if cfg.trace_output_method else trace.output_len[order]
     return RequestSpecs(trace.prompt_len[order].astype(np.int64), output.astype(np.int64), order)
-
-
-def _any_method(trace_ref: str) -> str:
-    """Lengths do not depend on the method key; use the first one the file has."""
-    from simspec.traces import first_method
-
-    return first_method(trace_ref)
 
 
 def arrival_gaps(cfg: WorkloadConfig, n: int, rng: np.random.Generator) -> np.ndarray:
