@@ -187,17 +187,25 @@ class TraceAcceptance:
     ) -> None:
         self.trace, self.rng, self.share = trace, rng, share_workload_index
         self.record = np.zeros(num_requests, dtype=np.int64)
+        # where each request's record lies in ``trace.acc``, copied at start so that a step
+        # indexes the flat array directly
+        self.offset = np.zeros(num_requests, dtype=np.int64)
+        self.length = np.ones(num_requests, dtype=np.int64)
+        self._counts: dict[int, np.ndarray] = {}  # by k: accepted drafts at every flat position
 
     def start(self, rid: int, trace_index: int) -> None:
         if self.share and 0 <= trace_index < self.trace.num_requests:
             self.record[rid] = trace_index
         else:
             self.record[rid] = self.rng.integers(self.trace.num_requests)
+        self.offset[rid] = self.trace.offsets[self.record[rid]]
+        self.length[rid] = self.trace.lengths[self.record[rid]]
 
     def accept_counts(self, rids: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
-        rec = self.record[rids]
-        idx = self.trace.offsets[rec] + positions % self.trace.lengths[rec]
-        return np.minimum(self.trace.acc[idx], k + 1) - 1
+        counts = self._counts.get(k)
+        if counts is None:
+            counts = self._counts[k] = np.minimum(self.trace.acc, k + 1).astype(np.int64) - 1
+        return counts[self.offset[rids] + positions % self.length[rids]]
 
 
 def build_sampler(

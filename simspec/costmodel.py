@@ -9,7 +9,7 @@ overhead in an :class:`~simspec.presets.EngineProfile`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -17,7 +17,9 @@ import numpy as np
 from simspec.presets import BYTES_PER_PARAM, EngineProfile, GpuSpec, HardwareProfile, ModelShape
 
 
-@dataclass(frozen=True, slots=True)
+# BatchShape and StepCost are values: never mutate one. They are not ``frozen`` because the hot
+# loop builds several per iteration and a frozen dataclass's __init__ costs four times as much.
+@dataclass(slots=True)
 class BatchShape:
     """What one forward pass computes, reduced to the sums a per-operator model needs.
 
@@ -34,12 +36,19 @@ class BatchShape:
     logit_tokens: int  # rows that need LM-head logits (all verify positions, last prefill token)
 
     @classmethod
-    def of(cls, q_tokens: np.ndarray, kv_tokens: np.ndarray, logit_tokens: int) -> BatchShape:
-        q = np.asarray(q_tokens, dtype=np.float64)
-        kv = np.asarray(kv_tokens, dtype=np.float64)
+    def of(
+        cls,
+        q_tokens: np.ndarray,
+        kv_tokens: np.ndarray,
+        logit_tokens: int,
+        kv_sum: float | None = None,
+    ) -> BatchShape:
+        """``kv_sum``: ``kv_tokens.sum()`` when the caller has it (the hot loop does)."""
+        q, kv = _counts(q_tokens), _counts(kv_tokens)
         if q.shape != kv.shape or q.ndim != 1:
             raise ValueError("q_tokens and kv_tokens must be 1-D arrays of equal length")
-        return cls(len(q), int(q.sum()), float(q @ q), float(q @ kv), float(kv.sum()),
+        sum_kv = float(kv.sum()) if kv_sum is None else kv_sum
+        return cls(len(q), int(q.sum()), float(q.dot(q)), float(q.dot(kv)), sum_kv,
                    int(logit_tokens))  # fmt: skip
 
     @classmethod
@@ -48,8 +57,27 @@ class BatchShape:
         return cls(num_seqs, num_seqs * q, float(num_seqs * q * q), q * kv_sum, kv_sum,
                    int(logit_tokens))  # fmt: skip
 
+    def __add__(self, other: BatchShape) -> BatchShape:
+        """Both batches in one forward. The sums are of token counts, so integers: a float64
+        sum of them is exact (below 2**53), equal to summing the concatenated arrays."""
+        return BatchShape(
+            self.num_seqs + other.num_seqs,
+            self.num_tokens + other.num_tokens,
+            self.sum_q_sq + other.sum_q_sq,
+            self.sum_q_kv + other.sum_q_kv,
+            self.sum_kv + other.sum_kv,
+            self.logit_tokens + other.logit_tokens,
+        )
 
-@dataclass(frozen=True, slots=True)
+
+def _counts(x: np.ndarray) -> np.ndarray:
+    """Token counts as int64 (exact sums, and the same floats as float64 sums below 2**53);
+    anything else as float64."""
+    x = np.asarray(x)
+    return x.astype(np.int64, copy=False) if x.dtype.kind in "iub" else x.astype(np.float64)
+
+
+@dataclass(slots=True)
 class StepCost:
     """Seconds per component of one forward pass."""
 
@@ -69,6 +97,18 @@ class StepCost:
             + self.elementwise_s
             + self.communication_s
             + self.overhead_s
+        )
+
+    def plus(self, other: StepCost, times: float = 1) -> StepCost:
+        """``self + times * other`` in one object (same sums as ``self + other.scaled(times)``;
+        the draft cost adds K - 1 equal steps every iteration)."""
+        return StepCost(
+            self.gemm_s + other.gemm_s * times,
+            self.attention_s + other.attention_s * times,
+            self.lm_head_s + other.lm_head_s * times,
+            self.elementwise_s + other.elementwise_s * times,
+            self.communication_s + other.communication_s * times,
+            self.overhead_s + other.overhead_s * times,
         )
 
     def __add__(self, other: StepCost) -> StepCost:
@@ -103,8 +143,10 @@ class CostModel(Protocol):
         batch: BatchShape,
         overhead_s: float | None = None,
         layers: int | None = None,
+        extra_gemm_s: float = 0.0,
     ) -> StepCost:
-        """Time of one forward of ``model`` (or its first ``layers`` layers) over ``batch``."""
+        """Time of one forward of ``model`` (or its first ``layers`` layers) over ``batch``;
+        ``extra_gemm_s`` is GEMM time outside the model's layers in the same pass (EAGLE's fc)."""
         ...
 
     def gemm_time(self, tokens: int, d_in: int, d_out: int) -> float:
@@ -129,7 +171,7 @@ class RooflineCostModel:
         self._ar_lat = profile["allreduce_latency_s"]
         self._ar_bw = gpu.interconnect_bandwidth_bytes_s * profile["allreduce_bandwidth_efficiency"]
         self._step_overhead = engine["step_overhead_s"]
-        self._cache: dict[int, tuple[ModelShape, dict[tuple[int, int, int], tuple]]] = {}
+        self._models: dict[int, _ModelTerms] = {}  # by id(model); the entry keeps it alive
 
     # -- operators -------------------------------------------------------------------------
     def gemm_time(self, tokens: int, d_in: int, d_out: int) -> float:
@@ -163,33 +205,36 @@ class RooflineCostModel:
         batch: BatchShape,
         overhead_s: float | None = None,
         layers: int | None = None,
+        extra_gemm_s: float = 0.0,
     ) -> StepCost:
         n_layers = model.num_hidden_layers if layers is None else layers
         t = batch.num_tokens
         overhead = self._step_overhead if overhead_s is None else overhead_s
         if t == 0:
-            return StepCost(overhead_s=overhead)
-        gemm, elementwise, comm, lm_head = self._dense(model, t, batch.logit_tokens, n_layers)
-        q_dim, kv_dim, _ = self._shard(model)
+            return StepCost(gemm_s=extra_gemm_s, overhead_s=overhead)
+        terms = self._models.get(id(model))
+        if terms is None or terms.model is not model:  # first use, or a recycled id
+            terms = self._models[id(model)] = _ModelTerms(model, *self._shard(model))
+        key = (t, batch.logit_tokens, n_layers)
+        dense = terms.dense.get(key)
+        if dense is None:
+            dense = terms.dense[key] = self._dense(model, terms, *key)
+        gemm, elementwise, comm, lm_head = dense
+        q_dim, kv_dim = terms.q_dim, terms.kv_dim
         # causal: new token i of a sequence attends to its cached tokens plus i new ones, so
         # sum_i q_i * (kv_i + (q_i + 1) / 2) query-key pairs; K and V of every context token read
         pairs = batch.sum_q_kv + (batch.sum_q_sq + t) / 2.0
         attn_flops = 4.0 * q_dim * pairs
         attn_bytes = BYTES_PER_PARAM * (2.0 * kv_dim * (batch.sum_kv + t) + 2.0 * q_dim * t)
         attention = n_layers * max(attn_flops / self._attn_c, attn_bytes / self._attn_m)
-        return StepCost(gemm, attention, lm_head, elementwise, comm, overhead)
+        return StepCost(gemm + extra_gemm_s, attention, lm_head, elementwise, comm, overhead)
 
-    def _dense(self, model: ModelShape, t: int, logit_tokens: int, n_layers: int) -> tuple:
-        """Everything that depends only on token counts (cached: the hot loop repeats them)."""
-        per_model = self._cache.get(id(model))
-        if per_model is None or per_model[0] is not model:
-            per_model = self._cache[id(model)] = (model, {})
-        key = (t, logit_tokens, n_layers)
-        hit = per_model[1].get(key)
-        if hit is not None:
-            return hit
+    def _dense(
+        self, model: ModelShape, terms: _ModelTerms, t: int, logit_tokens: int, n_layers: int
+    ) -> tuple[float, float, float, float]:
+        """Everything that depends only on token counts (``forward`` caches it in ``terms``)."""
         h = model.hidden_size
-        q_dim, kv_dim, inter = self._shard(model)
+        q_dim, kv_dim, inter = terms.q_dim, terms.kv_dim, terms.inter
         gemm = (
             self.gemm_time(t, h, q_dim + 2 * kv_dim)
             + self.gemm_time(t, q_dim, h)
@@ -204,6 +249,18 @@ class RooflineCostModel:
         comm += self.allgather_time(BYTES_PER_PARAM * logit_tokens * model.vocab_size)
         vocab = model.vocab_size // self.tp
         lm_head = self.gemm_time(logit_tokens, h, vocab) if logit_tokens else 0.0
-        result = (n_layers * gemm, elementwise, comm, lm_head)
-        per_model[1][key] = result
-        return result
+        return (n_layers * gemm, elementwise, comm, lm_head)
+
+
+@dataclass(slots=True)
+class _ModelTerms:
+    """What the roofline reuses for one model: per-GPU widths (:meth:`RooflineCostModel._shard`)
+    and the token-count-only terms by (tokens, logit rows, layers), which the hot loop repeats."""
+
+    model: ModelShape
+    q_dim: int
+    kv_dim: int
+    inter: int
+    dense: dict[tuple[int, int, int], tuple[float, float, float, float]] = field(
+        default_factory=dict
+    )

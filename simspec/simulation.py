@@ -88,55 +88,63 @@ class Replica:
                 )
             d, p = batch.decode, batch.prefill
             kv_d = t.computed[d]
+            kv_sum = float(kv_d.sum())  # the draft and the verify pass both read it
             # 2. draft (decoding sequences only)
-            draft = self.spec.draft_cost(kv_d, t.last_accepted[d])
+            draft = self.spec.draft_cost(kv_d, t.last_step_tokens[d], kv_sum)
             # 3. verify: one target forward over the verify chains and the prefill chunks
-            verify, prefill_done = self._verify_cost(batch, kv_d)
+            verify, prefill_done = self._verify_cost(batch, kv_d, kv_sum)
             start = self.env.now
             yield self.env.timeout(draft.total_s + verify.total_s)
             # 4. accept, and 5. update KV and counters
-            emitted = self._accept(d, kv_d)
+            emitted, decoded_out = self._accept(d, kv_d)
             first = self._advance_prefill(p, batch.chunks, prefill_done)
             made = int(emitted.sum())
+            query = len(d) * (1 + self.k) + (int(batch.chunks.sum()) if len(p) else 0)
             self.log.record(
-                start, self.env.now - start, len(d), len(p),
-                len(d) * (1 + self.k) + int(batch.chunks.sum()), made + len(first),
+                start, self.env.now - start, len(d), len(p), query, made + len(first),
                 made if self.k else 0, len(d) if self.k else 0, draft, verify,
                 self.sched.pool.used,
             )  # fmt: skip
-            self._finish(np.concatenate([d, first]) if len(first) else d)
+            self._finish(decoded_out, first)
 
-    def _verify_cost(self, batch: ScheduledBatch, kv_d: np.ndarray) -> tuple[StepCost, np.ndarray]:
+    def _verify_cost(
+        self, batch: ScheduledBatch, kv_d: np.ndarray, kv_sum: float
+    ) -> tuple[StepCost, np.ndarray]:
         """Target forward time, and which prefill chunks complete their prompt this step."""
         d, p, chunks = batch.decode, batch.prefill, batch.chunks
-        logits = len(d) * (1 + self.k)
+        shape = BatchShape.uniform(len(d), 1 + self.k, kv_sum, len(d) * (1 + self.k))
         if len(p) == 0:
-            shape = BatchShape.uniform(len(d), 1 + self.k, float(kv_d.sum()), logits)
             return self.cost.forward(self.target, shape), _NO_IDS
         kv_p = self.t.computed[p]
         prefill_done = p[kv_p + chunks == self.t.num_tokens(p)]
-        q = np.concatenate([np.full(len(d), 1 + self.k, dtype=np.int64), chunks])
-        shape = BatchShape.of(q, np.concatenate([kv_d, kv_p]), logits + len(prefill_done))
+        # a completed prompt needs logits for its last position (its first output token)
+        shape += BatchShape.of(chunks, kv_p, len(prefill_done))
         return self.cost.forward(self.target, shape), prefill_done
 
-    def _accept(self, d: np.ndarray, kv_d: np.ndarray) -> np.ndarray:
-        """Tokens each decoding sequence emits: the accepted prefix plus one, cut at its end."""
+    def _accept(self, d: np.ndarray, kv_d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Tokens each decoding sequence emits (the accepted prefix plus one, cut at its end), and
+        the sequences that thereby reach their output length."""
         t = self.t
         if len(d) == 0:
-            return _NO_IDS
+            return _NO_IDS, _NO_IDS
         generated = t.generated[d]
+        remaining = t.output_len[d] - generated
         if self.k > 0:
             accepted = self.acc.accept_counts(d, generated, self.k)
-            emitted = np.minimum(accepted + 1, t.output_len[d] - generated)
-            t.computed[d] = kv_d + 1 + accepted  # KV of the input token and accepted drafts
-            t.spec_steps[d] += 1
-            t.accepted[d] += emitted - 1
-            t.last_accepted[d] = accepted
+            # a step yields the accepted drafts plus one sampled token; as many enter the KV
+            # (the input token and the accepted drafts)
+            step_tokens = accepted + 1
+            emitted = np.minimum(step_tokens, remaining)
+            t.computed[d] = kv_d + step_tokens
+            t.last_step_tokens[d] = step_tokens
+            t.add_spec_step(d, emitted)
         else:
             emitted = np.ones(len(d), dtype=np.int64)
             t.computed[d] = kv_d + 1
         t.generated[d] = generated + emitted
-        return emitted
+        out = emitted >= remaining
+        # most steps finish nothing: count first, which is cheaper than a boolean index
+        return emitted, (d[out] if np.count_nonzero(out) else _NO_IDS)
 
     def _advance_prefill(self, p: np.ndarray, chunks: np.ndarray, done: np.ndarray) -> np.ndarray:
         """Chunks enter the KV cache; a completed prompt samples its next (first) token."""
@@ -149,9 +157,15 @@ class Replica:
         t.first_token[fresh] = self.env.now
         return done
 
-    def _finish(self, stepped: np.ndarray) -> None:
+    def _finish(self, decoded_out: np.ndarray, first: np.ndarray) -> None:
+        """Requests that reached their output length leave: those that just decoded their last
+        token, then those whose first token (from prefill) was also their last."""
         t = self.t
-        done = stepped[t.generated[stepped] >= t.output_len[stepped]]
+        done = decoded_out
+        if len(first):
+            out = t.generated[first] >= t.output_len[first]
+            if np.count_nonzero(out):
+                done = np.concatenate([done, first[out]])
         if len(done):
             t.finish[done] = self.env.now
             self.sched.finish(done)

@@ -54,8 +54,14 @@ class Speculator:
         """Query tokens each decoding sequence sends to the target's verify pass."""
         return self.k + 1
 
-    def draft_cost(self, kv_tokens: np.ndarray, last_accepted: np.ndarray) -> StepCost:
-        """Time to draft for the decoding sequences (context lengths ``kv_tokens``)."""
+    def draft_cost(
+        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float
+    ) -> StepCost:
+        """Time to draft for the decoding sequences.
+
+        ``kv_tokens``: their context lengths (``kv_sum`` is their sum, which the caller has);
+        ``last_step_tokens``: what each one's last verify step yielded (accepted drafts + 1).
+        """
         return StepCost()
 
     def extra_weight_bytes(self) -> float:
@@ -98,12 +104,14 @@ class DraftModel(Speculator):
                 "draft and target must share a tokenizer",
             )
 
-    def draft_cost(self, kv_tokens: np.ndarray, last_accepted: np.ndarray) -> StepCost:
+    def draft_cost(
+        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float
+    ) -> StepCost:
         b = len(kv_tokens)
         if b == 0 or self.k == 0:
             return StepCost()
         # K steps of one token each; context grows by one per step, so cost the mean context
-        kv_mean_sum = float(kv_tokens.sum()) + b * (self.k - 1) / 2.0
+        kv_mean_sum = kv_sum + b * (self.k - 1) / 2.0
         step = self.cost.forward(
             self.draft,
             BatchShape.uniform(b, 1, kv_mean_sum, b),
@@ -137,22 +145,30 @@ class Eagle(Speculator):
         self.head = target.model_copy(
             update={"num_hidden_layers": 1, "vocab_size": vocab, "id": f"{target.id}-eagle-head"}
         )
+        self._fc_by_tokens: dict[int, float] = {}  # the hot loop repeats a few counts
 
-    def _step(self, batch: BatchShape) -> StepCost:
-        cost = self.cost.forward(self.head, batch, overhead_s=self._draft_overhead)
-        h = self.target.hidden_size
-        fuse = self.cost.gemm_time(batch.num_tokens, 2 * h, h)  # fc over [feature; embedding]
-        return cost + StepCost(gemm_s=fuse)
-
-    def draft_cost(self, kv_tokens: np.ndarray, last_accepted: np.ndarray) -> StepCost:
+    def draft_cost(
+        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float
+    ) -> StepCost:
         b = len(kv_tokens)
         if b == 0 or self.k == 0:
             return StepCost()
-        first = self._step(BatchShape.of(last_accepted + 1, kv_tokens, b))
+        # step 1 feeds the features of every token the last verify step yielded (a + 1 each)
+        first = self._step(BatchShape.of(last_step_tokens, kv_tokens, b, kv_sum=kv_sum))
         if self.k == 1:
             return first
-        rest = self._step(BatchShape.uniform(b, 1, float(kv_tokens.sum()) + b * self.k / 2.0, b))
-        return first + rest.scaled(self.k - 1)
+        # steps 2..K feed one token each; the context grows by one per step (costed at its mean)
+        later = self._step(BatchShape.uniform(b, 1, kv_sum + b * self.k / 2.0, b))
+        return first.plus(later, times=self.k - 1)
+
+    def _step(self, batch: BatchShape) -> StepCost:
+        """One pass of the head, with the fc over [feature; embedding] that feeds it."""
+        tokens = batch.num_tokens
+        fc = self._fc_by_tokens.get(tokens)
+        if fc is None:
+            h = self.target.hidden_size
+            fc = self._fc_by_tokens[tokens] = self.cost.gemm_time(tokens, 2 * h, h)
+        return self.cost.forward(self.head, batch, overhead_s=self._draft_overhead, extra_gemm_s=fc)
 
     def extra_weight_bytes(self) -> float:
         h = self.target.hidden_size
@@ -175,7 +191,9 @@ class NGram(Speculator):
     name = "ngram"
     needs_acceptance = True
 
-    def draft_cost(self, kv_tokens: np.ndarray, last_accepted: np.ndarray) -> StepCost:
+    def draft_cost(
+        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float
+    ) -> StepCost:
         return StepCost(overhead_s=self.engine["ngram_cpu_s_per_seq"] * len(kv_tokens))
 
 
