@@ -100,8 +100,8 @@ class StepCost:
         )
 
     def plus(self, other: StepCost, times: float = 1) -> StepCost:
-        """``self + times * other`` in one object (same sums as ``self + other.scaled(times)``;
-        the draft cost adds K - 1 equal steps every iteration)."""
+        """``self + times * other`` in one object (the draft cost adds K - 1 equal steps to its
+        first one every iteration)."""
         return StepCost(
             self.gemm_s + other.gemm_s * times,
             self.attention_s + other.attention_s * times,
@@ -111,25 +111,8 @@ class StepCost:
             self.overhead_s + other.overhead_s * times,
         )
 
-    def __add__(self, other: StepCost) -> StepCost:
-        return StepCost(
-            self.gemm_s + other.gemm_s,
-            self.attention_s + other.attention_s,
-            self.lm_head_s + other.lm_head_s,
-            self.elementwise_s + other.elementwise_s,
-            self.communication_s + other.communication_s,
-            self.overhead_s + other.overhead_s,
-        )
-
     def scaled(self, factor: float) -> StepCost:
-        return StepCost(
-            self.gemm_s * factor,
-            self.attention_s * factor,
-            self.lm_head_s * factor,
-            self.elementwise_s * factor,
-            self.communication_s * factor,
-            self.overhead_s * factor,
-        )
+        return StepCost().plus(self, times=factor)
 
 
 class CostModel(Protocol):

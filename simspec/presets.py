@@ -103,14 +103,29 @@ class Sourced(BaseModel):
     source: str
 
 
-class HardwareProfile(BaseModel):
-    """Roofline efficiency factors for one GPU; calibration fits these (issue: calibration)."""
+class SourcedParams(BaseModel):
+    """A named set of sourced numbers; subclasses list the keys they require."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    params: dict[str, Sourced]
+    REQUIRED: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="after")
+    def _require(self) -> SourcedParams:
+        missing = [k for k in self.REQUIRED if k not in self.params]
+        if missing:
+            raise ValueError(f"params is missing {', '.join(missing)}")
+        return self
+
+    def __getitem__(self, key: str) -> float:
+        return self.params[key].value
+
+
+class HardwareProfile(SourcedParams):
+    """Roofline efficiency factors for one GPU; calibration fits these (issue: calibration)."""
+
     gpu: str
     status: str = ""
-    params: dict[str, Sourced]
-
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "gemm_compute_efficiency",
         "gemm_memory_efficiency",
@@ -122,25 +137,18 @@ class HardwareProfile(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _check(self) -> HardwareProfile:
-        _require(self.params, self.REQUIRED, "profile.params")
+    def _efficiencies_in_range(self) -> HardwareProfile:
         for key, p in self.params.items():
             if key.endswith("efficiency") and not 0 < p.value <= 1:
                 raise ValueError(f"{key} must be in (0, 1], got {p.value}")
         return self
 
-    def __getitem__(self, key: str) -> float:
-        return self.params[key].value
 
-
-class EngineProfile(BaseModel):
+class EngineProfile(SourcedParams):
     """Host-side costs and scheduler defaults of a serving engine."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     id: str
     description: str = ""
-    params: dict[str, Sourced]
-
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "step_overhead_s",
         "draft_step_overhead_s",
@@ -150,20 +158,6 @@ class EngineProfile(BaseModel):
         "max_num_seqs",
         "max_num_batched_tokens",
     )
-
-    @model_validator(mode="after")
-    def _check(self) -> EngineProfile:
-        _require(self.params, self.REQUIRED, "engine.params")
-        return self
-
-    def __getitem__(self, key: str) -> float:
-        return self.params[key].value
-
-
-def _require(params: dict[str, Sourced], keys: tuple[str, ...], where: str) -> None:
-    missing = [k for k in keys if k not in params]
-    if missing:
-        raise ValueError(f"{where} is missing {', '.join(missing)}")
 
 
 def _data_text(*parts: str) -> str:

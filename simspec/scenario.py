@@ -1,4 +1,5 @@
-"""One validated scenario: model, hardware, engine, method, workload, scheduler limits, seed."""
+"""Validated scenarios: what is deployed (model, hardware, engine, workload, limits, seed) and
+which method runs on it."""
 
 from __future__ import annotations
 
@@ -17,14 +18,15 @@ class SchedulerConfig(BaseModel):
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
 
 
-class Scenario(BaseModel):
+class Deployment(BaseModel):
+    """What is served and how: model, hardware, engine, workload, scheduler limits, seed."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     model: str = Field(default="llama-3.1-8b", description="model preset or config.json path")
     gpu: str = Field(default="h100_sxm", description="GPU preset")
     tp: int = Field(default=1, ge=1, le=64, description="tensor-parallel degree")
     engine: str = Field(default="vllm", description="engine profile")
     profile: str | None = Field(default=None, description="hardware profile id or YAML path")
-    method: MethodConfig = MethodConfig(name="autoregressive", k=0)
     workload: WorkloadConfig = WorkloadConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
@@ -33,6 +35,12 @@ class Scenario(BaseModel):
     @classmethod
     def _tp(cls, v: int) -> int:
         return check_tp(v)
+
+
+class Scenario(Deployment):
+    """One simulation: a deployment running one method."""
+
+    method: MethodConfig = MethodConfig(name="autoregressive", k=0)
 
 
 def check_tp(tp: int) -> int:

@@ -5,65 +5,32 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from simspec.scenario import Scenario, SchedulerConfig, check_tp, default_methods
+from simspec.scenario import Deployment, Scenario, default_methods
 from simspec.simulation import simulate
 from simspec.speculators import MethodConfig
-from simspec.workload import WorkloadConfig
 
 DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
 
-# Column order of the CSV written by ``simspec sweep --out`` (documented in README.md).
+# Summary metrics copied into the sweep CSV (see README.md for their meaning).
+METRIC_COLUMNS = (
+    "throughput_tok_s", "tpot_ms_p50", "tpot_ms_p99", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50",
+    "itl_ms_p99", "e2e_s_p50", "mean_accept_len", "draft_time_frac", "verify_time_frac",
+    "overhead_time_frac", "preemptions", "kv_blocks_total",
+)  # fmt: skip
+# Column order of the CSV written by ``simspec sweep --out``.
 COLUMNS = [
-    "model",
-    "gpu",
-    "tp",
-    "engine",
-    "method",
-    "k",
-    "batch_size",
-    "speedup",
-    "tpot_ratio",
-    "throughput_tok_s",
-    "tpot_ms_p50",
-    "tpot_ms_p99",
-    "ttft_ms_p50",
-    "ttft_ms_p99",
-    "itl_ms_p50",
-    "itl_ms_p99",
-    "e2e_s_p50",
-    "mean_accept_len",
-    "draft_time_frac",
-    "verify_time_frac",
-    "overhead_time_frac",
-    "preemptions",
-    "kv_blocks_total",
-    "requests",
-    "seed",
-    "acceptance",
-]
+    "model", "gpu", "tp", "engine", "method", "k", "batch_size", "speedup", "tpot_ratio",
+    *METRIC_COLUMNS, "requests", "seed", "acceptance",
+]  # fmt: skip
 
 
-class SweepConfig(BaseModel):
+class SweepConfig(Deployment):
     """A grid of closed-loop runs: every method at every batch size (concurrency)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    model: str = "llama-3.1-8b"
-    gpu: str = "h100_sxm"
-    tp: int = Field(default=1, ge=1, le=64)
-    engine: str = "vllm"
-    profile: str | None = None
     methods: list[MethodConfig] = Field(default_factory=default_methods)
     batch_sizes: list[int] = Field(default_factory=lambda: list(DEFAULT_BATCH_SIZES))
-    workload: WorkloadConfig = WorkloadConfig()
-    scheduler: SchedulerConfig = SchedulerConfig()
-    seed: int = Field(default=0, ge=0, le=2**32 - 1)
-
-    @field_validator("tp")
-    @classmethod
-    def _tp(cls, v: int) -> int:
-        return check_tp(v)
 
     @field_validator("batch_sizes")
     @classmethod
@@ -81,17 +48,8 @@ class SweepConfig(BaseModel):
 
     def scenario(self, method: MethodConfig, batch_size: int) -> Scenario:
         wl = self.workload.model_copy(update={"arrival": "closed", "concurrency": batch_size})
-        return Scenario(
-            model=self.model,
-            gpu=self.gpu,
-            tp=self.tp,
-            engine=self.engine,
-            profile=self.profile,
-            method=method,
-            workload=wl,
-            scheduler=self.scheduler,
-            seed=self.seed,
-        )
+        common = self.model_dump(exclude={"methods", "batch_sizes", "workload"})
+        return Scenario(**common, method=method, workload=wl)
 
     def runs(self) -> list[tuple[MethodConfig, int]]:
         """Every (method, batch size) cell; the autoregressive baseline runs once per size."""
@@ -137,25 +95,7 @@ def run_sweep(cfg: SweepConfig, progress: Callable[[str], None] | None = None) -
                 "batch_size": bs,
                 "speedup": s["throughput_tok_s"] / base["throughput_tok_s"],
                 "tpot_ratio": base["tpot_ms_p50"] / s["tpot_ms_p50"],
-                **{
-                    c: s[c]
-                    for c in (
-                        "throughput_tok_s",
-                        "tpot_ms_p50",
-                        "tpot_ms_p99",
-                        "ttft_ms_p50",
-                        "ttft_ms_p99",
-                        "itl_ms_p50",
-                        "itl_ms_p99",
-                        "e2e_s_p50",
-                        "mean_accept_len",
-                        "draft_time_frac",
-                        "verify_time_frac",
-                        "overhead_time_frac",
-                        "preemptions",
-                        "kv_blocks_total",
-                    )
-                },
+                **{c: s[c] for c in METRIC_COLUMNS},
                 "requests": int(s["requests"]),
                 "seed": cfg.seed,
                 "acceptance": describe_acceptance(method),
