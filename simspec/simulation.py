@@ -7,6 +7,7 @@ moment one finishes (closed loop at fixed concurrency).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +19,7 @@ from simspec.costmodel import BatchShape, CostModel, RooflineCostModel, StepCost
 from simspec.errors import ScenarioError
 from simspec.kv_cache import BlockPool, MemoryPlan, plan_memory
 from simspec.metrics import IterationLog, summarize
-from simspec.presets import load_engine, load_gpu, load_model, load_profile
+from simspec.presets import ModelShape, load_engine, load_gpu, load_model, load_profile
 from simspec.requests import RequestTable
 from simspec.scenario import Scenario
 from simspec.scheduler import ScheduledBatch, Scheduler
@@ -50,9 +51,9 @@ class Replica:
         speculator: Speculator,
         acceptance: AcceptanceSampler | None,
         cost: CostModel,
-        target,
+        target: ModelShape,
         log: IterationLog,
-        on_finish,
+        on_finish: Callable[[int], None],
     ) -> None:
         self.env, self.t, self.sched = env, table, scheduler
         self.spec, self.acc, self.cost, self.target = speculator, acceptance, cost, target
@@ -72,7 +73,8 @@ class Replica:
         if self._idle is not None and not self._idle.triggered:
             self._idle.succeed()
 
-    def run(self):
+    def run(self) -> Generator[simpy.Event, None, None]:
+        """The SimPy process: one loop turn is one engine iteration."""
         t = self.t
         while self.expected > 0:
             if not self.sched.has_work:

@@ -17,7 +17,7 @@ DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
 METRIC_COLUMNS = (
     "throughput_tok_s", "tpot_ms_p50", "tpot_ms_p99", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50",
     "itl_ms_p99", "e2e_s_p50", "mean_accept_len", "draft_time_frac", "verify_time_frac",
-    "overhead_time_frac", "preemptions", "kv_blocks_total",
+    "overhead_time_frac", "preemptions", "unfinishable", "kv_blocks_total",
 )  # fmt: skip
 # Column order of the CSV written by ``simspec sweep --out``.
 COLUMNS = [
@@ -104,6 +104,6 @@ def run_sweep(cfg: SweepConfig, progress: Callable[[str], None] | None = None) -
         if progress:
             progress(f"{method.name} bs={bs}")
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    for col in ("preemptions", "kv_blocks_total"):
+    for col in ("preemptions", "unfinishable", "kv_blocks_total"):
         frame[col] = frame[col].astype(int)
     return frame
