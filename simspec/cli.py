@@ -17,9 +17,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from simspec.acceptance import AcceptanceConfig
 from simspec.errors import InputError, ScenarioError
-from simspec.speculators import SPECULATORS, MethodConfig
+from simspec.scenario import DEFAULT_DRAFT_MODEL, preset_method
+from simspec.speculators import SPECULATORS
 from simspec.sweep import SweepConfig, run_sweep
 from simspec.traces import packaged_traces
 
@@ -79,26 +79,12 @@ def _csv_list(text: str, field: str, cast=str) -> list:
     return items
 
 
-def _default_method(name: str, dataset: str, draft_model: str) -> MethodConfig:
-    """A method with its packaged acceptance preset for ``dataset`` where one exists."""
+def _known_method(name: str) -> str:
     if name not in SPECULATORS:
         raise InputError(
             "--methods", f"unknown method {name!r}; choose from {', '.join(SPECULATORS)}"
         )
-    if name == "autoregressive":
-        return MethodConfig(name=name, k=0)
-    if name == "eagle":
-        return MethodConfig(
-            name=name,
-            k=3,
-            draft_vocab_size=32000,
-            acceptance=AcceptanceConfig(trace=dataset, trace_method="eagle3"),
-        )
-    if name == "ngram":
-        return MethodConfig(
-            name=name, k=3, acceptance=AcceptanceConfig(trace=dataset, trace_method="ngram")
-        )
-    return MethodConfig(name=name, k=3, draft_model=draft_model)
+    return name
 
 
 def build_config(config: Path | None, **flags: Any) -> SweepConfig:
@@ -133,9 +119,9 @@ def build_config(config: Path | None, **flags: Any) -> SweepConfig:
     if flags["methods"] or "methods" not in data:
         names = _csv_list(flags["methods"] or "autoregressive,eagle,ngram", "--methods")
         data["methods"] = [
-            _default_method(n, dataset, flags["draft_model"] or "llama-3.2-1b").model_dump(
-                exclude_none=True
-            )
+            preset_method(
+                _known_method(n), dataset, flags["draft_model"] or DEFAULT_DRAFT_MODEL
+            ).model_dump(exclude_none=True)
             for n in names
         ]
     override: dict[str, Any] = {}

@@ -50,28 +50,38 @@ def check_tp(tp: int) -> int:
     return tp
 
 
-# Acceptance of the embedded default methods, replayed from real Llama-3.1-8B-Instruct traces
-# measured on one H100 in vLLM (see simspec/data/traces/SOURCE.md).
+# Packaged acceptance presets: traces of Llama-3.1-8B-Instruct measured on one H100 in vLLM
+# (simspec/data/traces/SOURCE.md), so they hold for that target only.
+_TRACE_SOURCE = "{} trace, Liu et al. arXiv 2601.11580 (SpecDecode-Bench data)"
+# EAGLE-3 drafts over a reduced vocabulary: draft_vocab_size 32000 in the EAGLE-3 head config for
+# Llama-3.1-8B (SpecForge configs/llama3-8B-eagle3.json; see simspec/data/engines.yaml).
+EAGLE3_DRAFT_VOCAB = 32000
+DEFAULT_K = 3
+DEFAULT_DRAFT_MODEL = "llama-3.2-1b"
+
+
+def preset_method(
+    name: str, dataset: str = "sharegpt", draft_model: str = DEFAULT_DRAFT_MODEL
+) -> MethodConfig:
+    """A method with its packaged acceptance for ``dataset`` where one exists (draft_model has
+    none: no published acceptance for a draft pair of these targets is packaged)."""
+    if name == "autoregressive":
+        return MethodConfig(name=name, k=0)
+    if name == "eagle":
+        acc = AcceptanceConfig(
+            trace=dataset, trace_method="eagle3", source=_TRACE_SOURCE.format("EAGLE-3")
+        )
+        return MethodConfig(
+            name=name, k=DEFAULT_K, draft_vocab_size=EAGLE3_DRAFT_VOCAB, acceptance=acc
+        )
+    if name == "ngram":
+        acc = AcceptanceConfig(
+            trace=dataset, trace_method="ngram", source=_TRACE_SOURCE.format("n-gram")
+        )
+        return MethodConfig(name=name, k=DEFAULT_K, acceptance=acc)
+    return MethodConfig(name=name, k=DEFAULT_K, draft_model=draft_model)
+
+
 def default_methods(dataset: str = "sharegpt") -> list[MethodConfig]:
-    return [
-        MethodConfig(name="autoregressive", k=0),
-        MethodConfig(
-            name="eagle",
-            k=3,
-            draft_vocab_size=32000,
-            acceptance=AcceptanceConfig(
-                trace=dataset,
-                trace_method="eagle3",
-                source="EAGLE-3 trace, Liu et al. arXiv 2601.11580 (SpecDecode-Bench data)",
-            ),
-        ),
-        MethodConfig(
-            name="ngram",
-            k=3,
-            acceptance=AcceptanceConfig(
-                trace=dataset,
-                trace_method="ngram",
-                source="n-gram trace, Liu et al. arXiv 2601.11580 (SpecDecode-Bench data)",
-            ),
-        ),
-    ]
+    """The embedded default sweep: plain decoding, EAGLE-3 and n-gram lookup at K=3."""
+    return [preset_method(n, dataset) for n in ("autoregressive", "eagle", "ngram")]
