@@ -179,7 +179,7 @@ class RooflineCostModel:
         """Per-GPU query width, KV width and MLP width (KV heads replicate when fewer than tp)."""
         tp = self.tp
         q = model.q_dim // tp
-        kv = max(model.num_key_value_heads // tp, 1) * model.head_dim
+        kv = model.kv_dim_per_gpu(tp)
         return q, kv, model.intermediate_size // tp
 
     def forward(

@@ -27,10 +27,6 @@ class MemoryPlan:
     block_size: int
     num_blocks: int
 
-    @property
-    def kv_tokens(self) -> int:
-        return self.num_blocks * self.block_size
-
 
 def activation_reserve(target: ModelShape, tp: int, max_tokens: int, max_logit_rows: int) -> float:
     """Peak activations of the largest forward (what vLLM's profiling run measures).
@@ -57,9 +53,7 @@ def plan_memory(
     usable = gpu.memory_bytes * engine["gpu_memory_utilization"]
     weights = target.num_params * BYTES_PER_PARAM / tp
     act = activation_reserve(target, tp, max_tokens, max_logit_rows)
-    kv_heads = max(target.num_key_value_heads // tp, 1)
-    kv_per_token = 2 * target.num_hidden_layers * kv_heads * target.head_dim * BYTES_PER_PARAM
-    kv_per_token += draft_kv_per_token
+    kv_per_token = target.kv_bytes_per_token_per_gpu(tp) + draft_kv_per_token
     block = int(engine["block_size"])
     free = usable - weights - draft_bytes - act
     blocks = int(free // (kv_per_token * block)) if free > 0 else 0

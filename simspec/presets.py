@@ -94,6 +94,15 @@ class ModelShape(BaseModel):
         """K and V for every layer, before tensor-parallel sharding."""
         return 2 * self.num_hidden_layers * self.kv_dim * BYTES_PER_PARAM
 
+    def kv_dim_per_gpu(self, tp: int) -> int:
+        """KV width on one GPU: heads split over tp, replicated when there are fewer than tp."""
+        return max(self.num_key_value_heads // tp, 1) * self.head_dim
+
+    def kv_bytes_per_token_per_gpu(self, tp: int, layers: int | None = None) -> int:
+        """K and V of ``layers`` (default: all) layers for one token on one GPU."""
+        n = self.num_hidden_layers if layers is None else layers
+        return 2 * n * self.kv_dim_per_gpu(tp) * BYTES_PER_PARAM
+
 
 class Sourced(BaseModel):
     """A number with the place it came from."""

@@ -72,10 +72,6 @@ class Speculator:
         """Draft KV cache per token per GPU."""
         return 0.0
 
-    def _kv_shard(self, shape: ModelShape, layers: int) -> float:
-        kv_heads = max(shape.num_key_value_heads // self.cost.tp, 1)
-        return 2 * layers * kv_heads * shape.head_dim * BYTES_PER_PARAM
-
 
 class Autoregressive(Speculator):
     name = "autoregressive"
@@ -123,7 +119,7 @@ class DraftModel(Speculator):
         return self.draft.num_params * BYTES_PER_PARAM / self.cost.tp
 
     def extra_kv_bytes_per_token(self) -> float:
-        return self._kv_shard(self.draft, self.draft.num_hidden_layers)
+        return self.draft.kv_bytes_per_token_per_gpu(self.cost.tp)
 
 
 class Eagle(Speculator):
@@ -178,7 +174,7 @@ class Eagle(Speculator):
         return params * BYTES_PER_PARAM / self.cost.tp
 
     def extra_kv_bytes_per_token(self) -> float:
-        return self._kv_shard(self.head, 1)
+        return self.head.kv_bytes_per_token_per_gpu(self.cost.tp, layers=1)
 
 
 class NGram(Speculator):
