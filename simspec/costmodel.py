@@ -2,19 +2,67 @@
 
 A batch is described per sequence by (new query tokens, tokens already in KV). The query axis
 matters: a verify step feeds K+1 (or tree-size) tokens per sequence. Each operator costs
-``max(FLOPs / (peak * compute_eff), bytes / (bandwidth * memory_eff))``; the efficiencies live in
-a :class:`~simspec.presets.HardwareProfile` file (fitted by calibration), the per-step host
-overhead in an :class:`~simspec.presets.EngineProfile`.
+
+    latency + smoothmax(FLOPs / (peak * compute_eff), bytes / (bandwidth * memory_eff); sharpness)
+
+where ``smoothmax(a, b; p) = (a**p + b**p) ** (1/p)``: a pure roofline is p -> infinity, and real
+kernels bend more gently near the ridge point. The FLOP and byte counts live here, once
+(:func:`gemm_work`, :func:`attention_work`, :func:`elementwise_bytes`), so the calibration fit
+(``simspec.calibration``) and the simulator count the same work. The per-operator constants come
+from a :class:`~simspec.presets.HardwareProfile` fitted to timing tables; the per-step host
+overhead from an :class:`~simspec.presets.EngineProfile`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from simspec.presets import BYTES_PER_PARAM, EngineProfile, GpuSpec, HardwareProfile, ModelShape
+
+Num = TypeVar("Num", float, np.ndarray)
+
+# Elementwise kernels per decoder layer in vLLM: two fused residual-add + RMSNorm, RoPE on Q and
+# K, SiLU-and-mul (vllm/model_executor/models/llama.py, LlamaDecoderLayer, which passes the
+# residual into RMSNorm so the add is fused). Each pays the profile's per-kernel latency.
+ELEMENTWISE_KERNELS_PER_LAYER = 4
+
+
+def roofline_time(flops: Num, nbytes: Num, compute_rate: float, memory_rate: float,
+                  latency: float, sharpness: float) -> Num:  # fmt: skip
+    """``latency + smoothmax(flops / compute_rate, nbytes / memory_rate)``; works on arrays."""
+    a, b = flops / compute_rate, nbytes / memory_rate
+    return latency + (a**sharpness + b**sharpness) ** (1.0 / sharpness)
+
+
+def gemm_work(m: Num, k: Num, n: Num) -> tuple[Num, Num]:
+    """FLOPs and bytes of an (m x k) @ (k x n) bf16 matmul: weights plus input and output."""
+    return 2.0 * m * k * n, BYTES_PER_PARAM * (k * n + m * (k + n))
+
+
+def attention_work(q_dim: Num, kv_dim: Num, num_tokens: Num, sum_q_sq: Num, sum_q_kv: Num,
+                   sum_kv: Num) -> tuple[Num, Num]:  # fmt: skip
+    """FLOPs and bytes of causal attention of ``num_tokens`` new tokens over their sequences'
+    caches (per layer, per GPU shard).
+
+    New token i of a sequence attends to its cached tokens plus i new ones, so there are
+    sum_i q_i * (kv_i + (q_i + 1) / 2) query-key pairs, each costing QK^T and PV (4 * q_dim
+    FLOPs). Bytes: K and V of every context token (cached and new) read once, Q read and O
+    written.
+    """
+    pairs = sum_q_kv + (sum_q_sq + num_tokens) / 2.0
+    flops = 4.0 * q_dim * pairs
+    nbytes = BYTES_PER_PARAM * (2.0 * kv_dim * (sum_kv + num_tokens) + 2.0 * q_dim * num_tokens)
+    return flops, nbytes
+
+
+def elementwise_bytes(tokens: Num, hidden: int, q_dim: int, kv_dim: int, inter: int) -> Num:
+    """Bytes one decoder layer's elementwise kernels move: two RMSNorms (read + write h), two
+    residual adds (read 2h, write h), RoPE on Q and K (read + write), SiLU-and-mul (read 2i,
+    write i)."""
+    return BYTES_PER_PARAM * tokens * (4 * hidden + 6 * hidden + 2 * (q_dim + kv_dim) + 3 * inter)
 
 
 # BatchShape and StepCost are values: never mutate one. They are not ``frozen`` because the hot
@@ -144,23 +192,22 @@ class RooflineCostModel:
         self, gpu: GpuSpec, profile: HardwareProfile, engine: EngineProfile, tp: int = 1
     ) -> None:
         self.gpu, self.profile, self.engine, self.tp = gpu, profile, engine, tp
-        self._flops = gpu.bf16_dense_flops
-        self._bw = gpu.hbm_bandwidth_bytes_s
-        self._gemm_c = self._flops * profile["gemm_compute_efficiency"]
-        self._gemm_m = self._bw * profile["gemm_memory_efficiency"]
-        self._attn_c = self._flops * profile["attention_compute_efficiency"]
-        self._attn_m = self._bw * profile["attention_memory_efficiency"]
-        self._elem_m = self._bw * profile["elementwise_memory_efficiency"]
-        self._ar_lat = profile["allreduce_latency_s"]
-        self._ar_bw = gpu.interconnect_bandwidth_bytes_s * profile["allreduce_bandwidth_efficiency"]
+        flops, bw, p = gpu.bf16_dense_flops, gpu.hbm_bandwidth_bytes_s, profile
+        self._gemm = (flops * p["gemm_compute_efficiency"], bw * p["gemm_memory_efficiency"],
+                      p["gemm_latency_s"], p["gemm_sharpness"])  # fmt: skip
+        self._attn = (flops * p["attention_compute_efficiency"],
+                      bw * p["attention_memory_efficiency"],
+                      p["attention_latency_s"], p["attention_sharpness"])  # fmt: skip
+        self._elem_m = bw * p["elementwise_memory_efficiency"]
+        self._elem_lat = p["elementwise_latency_s"]
+        self._ar_lat = p["allreduce_latency_s"]
+        self._ar_bw = gpu.interconnect_bandwidth_bytes_s * p["allreduce_bandwidth_efficiency"]
         self._step_overhead = engine["step_overhead_s"]
         self._models: dict[int, _ModelTerms] = {}  # by id(model); the entry keeps it alive
 
     # -- operators -------------------------------------------------------------------------
     def gemm_time(self, tokens: int, d_in: int, d_out: int) -> float:
-        flops = 2.0 * tokens * d_in * d_out
-        nbytes = BYTES_PER_PARAM * (d_in * d_out + tokens * (d_in + d_out))
-        return max(flops / self._gemm_c, nbytes / self._gemm_m)
+        return roofline_time(*gemm_work(tokens, d_in, d_out), *self._gemm)
 
     def allreduce_time(self, nbytes: float) -> float:
         """Ring all-reduce across ``tp`` GPUs; zero without tensor parallelism."""
@@ -204,12 +251,13 @@ class RooflineCostModel:
             dense = terms.dense[key] = self._dense(model, terms, *key)
         gemm, elementwise, comm, lm_head = dense
         q_dim, kv_dim = terms.q_dim, terms.kv_dim
-        # causal: new token i of a sequence attends to its cached tokens plus i new ones, so
-        # sum_i q_i * (kv_i + (q_i + 1) / 2) query-key pairs; K and V of every context token read
-        pairs = batch.sum_q_kv + (batch.sum_q_sq + t) / 2.0
-        attn_flops = 4.0 * q_dim * pairs
-        attn_bytes = BYTES_PER_PARAM * (2.0 * kv_dim * (batch.sum_kv + t) + 2.0 * q_dim * t)
-        attention = n_layers * max(attn_flops / self._attn_c, attn_bytes / self._attn_m)
+        flops, nbytes = attention_work(q_dim, kv_dim, t, batch.sum_q_sq, batch.sum_q_kv,
+                                       batch.sum_kv)  # fmt: skip
+        rate_c, rate_m, latency, p = self._attn
+        a, b = flops / rate_c, nbytes / rate_m
+        # roofline_time, inlined on the hot loop; p == 1 (a plain sum) skips two pow calls and
+        # gives the same floats, since x ** 1.0 == x exactly
+        attention = n_layers * (latency + (a + b if p == 1.0 else (a**p + b**p) ** (1.0 / p)))
         return StepCost(gemm + extra_gemm_s, attention, lm_head, elementwise, comm, overhead)
 
     def _dense(
@@ -224,10 +272,10 @@ class RooflineCostModel:
             + self.gemm_time(t, h, 2 * inter)
             + self.gemm_time(t, inter, h)
         )
-        # two RMSNorms, two residual adds, RoPE on Q and K, SiLU-and-mul: read + write each
-        elem_bytes = BYTES_PER_PARAM * t * (4 * h + 6 * h + 2 * (q_dim + kv_dim) + 3 * inter)
+        elem_bytes = elementwise_bytes(t, h, q_dim, kv_dim, inter)
         embed_bytes = BYTES_PER_PARAM * t * h
         elementwise = (n_layers * elem_bytes + embed_bytes) / self._elem_m
+        elementwise += (n_layers * ELEMENTWISE_KERNELS_PER_LAYER + 1) * self._elem_lat
         comm = n_layers * 2 * self.allreduce_time(BYTES_PER_PARAM * t * h)
         comm += self.allgather_time(BYTES_PER_PARAM * logit_tokens * model.vocab_size)
         vocab = model.vocab_size // self.tp

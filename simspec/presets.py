@@ -105,11 +105,17 @@ class ModelShape(BaseModel):
 
 
 class Sourced(BaseModel):
-    """A number with the place it came from."""
+    """A number with the place it came from.
+
+    ``basis`` says how it was obtained: ``measured`` (fitted to timing tables), ``datasheet``
+    (a vendor number or derived from one), ``transferred`` (fitted on another GPU and applied
+    here), ``assumed`` or ``estimate``; empty where the source says it all.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     value: float
     source: str
+    basis: str = ""
 
 
 class SourcedParams(BaseModel):
@@ -131,25 +137,40 @@ class SourcedParams(BaseModel):
 
 
 class HardwareProfile(SourcedParams):
-    """Roofline efficiency factors for one GPU; calibration fits these (issue: calibration)."""
+    """Per-operator cost constants for one GPU (see :mod:`simspec.costmodel` for the form).
+
+    ``simspec calibrate fit`` writes these from timing tables; ``provenance`` names the tables
+    (files, commits, date) and ``fit`` holds each operator's fit and held-out error.
+    """
 
     gpu: str
     status: str = ""
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    fit: dict[str, dict[str, Any]] = Field(default_factory=dict)
     REQUIRED: ClassVar[tuple[str, ...]] = (
+        "gemm_latency_s",
         "gemm_compute_efficiency",
         "gemm_memory_efficiency",
+        "gemm_sharpness",
+        "attention_latency_s",
         "attention_compute_efficiency",
         "attention_memory_efficiency",
+        "attention_sharpness",
+        "elementwise_latency_s",
         "elementwise_memory_efficiency",
         "allreduce_latency_s",
         "allreduce_bandwidth_efficiency",
     )
 
     @model_validator(mode="after")
-    def _efficiencies_in_range(self) -> HardwareProfile:
+    def _values_in_range(self) -> HardwareProfile:
         for key, p in self.params.items():
             if key.endswith("efficiency") and not 0 < p.value <= 1:
                 raise ValueError(f"{key} must be in (0, 1], got {p.value}")
+            if key.endswith("_latency_s") and not 0 <= p.value < 1:
+                raise ValueError(f"{key} must be in [0, 1) seconds, got {p.value}")
+            if key.endswith("sharpness") and not 1 <= p.value <= 64:
+                raise ValueError(f"{key} must be in [1, 64], got {p.value}")
         return self
 
 
