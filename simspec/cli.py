@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +16,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from simspec.errors import InputError, ScenarioError
+from simspec.outputs import write_text_atomic
 from simspec.scenario import DEFAULT_DRAFT_MODEL, preset_method
 from simspec.speculators import SPECULATORS
 from simspec.sweep import SweepConfig, run_sweep
@@ -157,16 +156,7 @@ def build_config(config: Path | None, **flags: Any) -> SweepConfig:
 
 
 def _write_atomic(frame: pd.DataFrame, out: Path) -> None:
-    """Write to a temporary file beside ``out`` and rename: never a half-written output."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            frame.to_csv(fh, index=False, float_format="%.6g")
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(out, frame.to_csv(index=False, float_format="%.6g"))
 
 
 def _print_table(frame: pd.DataFrame, title: str) -> None:
@@ -313,6 +303,145 @@ def sweep(
         )
         if out is not None:
             err.print(f"wrote {len(frame)} rows to {out}")
+
+
+calibrate_app = typer.Typer(
+    no_args_is_help=True,
+    help="Fit hardware profiles to GPU timing tables and show how well they fit.",
+)
+app.add_typer(calibrate_app, name="calibrate")
+
+
+@calibrate_app.command("fit")
+def calibrate_fit(
+    timings: Annotated[
+        list[Path],
+        typer.Argument(
+            help="timing CSVs from calibration/time_forward.py, Vidur/LLMServingSim tables, "
+            "or directories to search for them",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option(help="profile to write (.yaml/.yml or .json)", show_default=False)
+    ],
+    gpu: Annotated[str, typer.Option(help="GPU the timings were taken on")] = "h100_sxm",
+    fallback: Annotated[
+        str | None,
+        typer.Option(
+            help="profile id or file for operators the timings lack (the harness times no "
+            "all-reduce) [default: the GPU's packaged profile]"
+        ),
+    ] = None,
+) -> None:
+    """Fit every operator's constants to TIMINGS and write a profile with provenance.
+
+    Example: simspec calibrate fit calibration/data/h100.csv --gpu h100_sxm --out my.yaml
+    """
+    from simspec.calibration.fit import fit_all
+    from simspec.calibration.profile import build_profile, write_profile
+    from simspec.calibration.samples import discover
+    from simspec.presets import load_gpu, load_profile
+
+    if out.suffix not in (".yaml", ".yml", ".json"):
+        _fail(f"--out: give a .yaml, .yml or .json file name (got {str(out)!r})")
+    try:
+        spec = load_gpu(gpu)
+        samples, files = discover(timings, gpu)
+        back = load_profile(fallback or gpu)
+        fits = fit_all(samples, spec)
+        profile = build_profile(gpu, fits, samples, files, fallback=back)
+    except (InputError, ValueError) as exc:
+        _fail(str(exc))
+    except (OSError, pd.errors.ParserError, KeyError) as exc:
+        _fail(f"timings: cannot read a table ({type(exc).__name__}: {exc})")
+    try:
+        write_profile(profile, out)
+    except OSError as exc:
+        _fail(f"--out: cannot write {str(out)!r}: {exc.strerror or exc}")
+    table = Table(title=f"Fit of {gpu} from {len(files)} file(s)")
+    for col in ("operator", "samples", "fit MAPE", "held-out MAPE", "held-out split"):
+        table.add_column(col)
+    for op, fit in fits.items():
+        s = fit.summary()
+        table.add_row(op, str(s["n_samples"]), f"{s['fit_mape']:.1%}",
+                      f"{s['heldout_mape']:.1%}", str(s["heldout_split"]))  # fmt: skip
+    Console().print(table)
+    err.print(f"wrote {out}")
+
+
+@calibrate_app.command("report")
+def calibrate_report(
+    profile: Annotated[
+        str, typer.Option(help="profile id (e.g. h100_sxm) or profile file")
+    ] = "h100_sxm",
+    gpu: Annotated[
+        str | None, typer.Option(help="GPU whose peaks to use [default: the profile's]")
+    ] = None,
+    timings: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="timing tables to compare against (repeatable); without it, the "
+            "errors stored in the profile are shown"
+        ),
+    ] = None,
+    html: Annotated[
+        Path | None, typer.Option(help="write a plotly page: predicted vs measured per operator")
+    ] = None,
+    csv: Annotated[Path | None, typer.Option(help="write per-sample predictions as CSV")] = None,
+    cases: Annotated[
+        Path | None,
+        typer.Option(help="validation cases CSV: also simulate its plain-decoding TPOT rows"),
+    ] = None,
+) -> None:
+    """Per-operator fit and held-out error of a profile; predicted vs measured when given
+    timing tables; end-to-end TPOT against published measurements when given --cases."""
+    from simspec.calibration.report import error_table, evaluate, stored_fit_table, write_html
+    from simspec.calibration.samples import discover
+    from simspec.calibration.steps import check_step_times, step_time_rows
+    from simspec.presets import load_gpu, load_profile
+
+    try:
+        prof = load_profile(profile)
+        spec = load_gpu(gpu or prof.gpu)
+        if not timings and (html or csv):
+            raise InputError("--timings", "--html and --csv need timing tables to compare with")
+        _print_frame(stored_fit_table(prof), f"Profile {prof.gpu} ({prof.status}): stored fit")
+        if timings:
+            samples, files = discover(timings, spec.id)
+            evaluated = evaluate(prof, samples, spec)
+            _print_frame(error_table(evaluated, ("operator",)), "Predicted vs measured")
+            _print_frame(error_table(evaluated), "... per operation")
+            if csv:
+                write_text_atomic(csv, evaluated.to_csv(index=False, float_format="%.6g"))
+            if html:
+                write_html(evaluated, prof, html)
+        if cases:
+            rows = step_time_rows(_read_cases(cases), spec.id)
+            steps = check_step_times(rows, profile if Path(profile).suffix else None)
+            _print_frame(steps, f"Plain-decoding TPOT on {spec.id}: simulated vs published")
+            if not steps.empty:
+                err.print(f"TPOT MAPE over {len(steps)} rows: {steps.attrs['mape']:.1%}")
+    except (InputError, ScenarioError, ValueError) as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot read or write a file: {exc}")
+
+
+def _read_cases(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise InputError("--cases", f"cannot read {str(path)!r} as CSV ({exc})") from None
+
+
+def _print_frame(frame: pd.DataFrame, title: str) -> None:
+    table = Table(title=title)
+    for col in frame.columns:
+        table.add_column(str(col))
+    for row in frame.itertuples(index=False):
+        table.add_row(*(f"{v:.3g}" if isinstance(v, float) else str(v) for v in row))
+    Console().print(table)
 
 
 def main() -> None:

@@ -1,0 +1,108 @@
+"""Predicted against measured, per operator: tables for the terminal, a plotly page to look at."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simspec.calibration.fit import FORMS, predict
+from simspec.outputs import write_text_atomic
+from simspec.presets import GpuSpec, HardwareProfile
+
+
+def operator_params(profile: HardwareProfile, operator: str) -> dict[str, float]:
+    return {name: profile[f"{operator}_{name}"] for name, *_ in FORMS[operator]}
+
+
+def evaluate(profile: HardwareProfile, samples: pd.DataFrame, gpu: GpuSpec) -> pd.DataFrame:
+    """``samples`` with the profile's ``predicted_s`` and ``rel_error`` for every row."""
+    parts = []
+    for operator in FORMS:
+        s = samples[samples["operator"] == operator].copy()
+        if s.empty:
+            continue
+        s["predicted_s"] = predict(operator, operator_params(profile, operator), s, gpu)
+        parts.append(s)
+    out = pd.concat(parts, ignore_index=True)
+    out["rel_error"] = (out["predicted_s"] - out["time_s"]) / out["time_s"]
+    return out
+
+
+def error_table(evaluated: pd.DataFrame, by: tuple[str, ...] = ("operator", "op")) -> pd.DataFrame:
+    """Count, MAPE, 90th-percentile error and mean signed error per group."""
+    ape = evaluated["rel_error"].abs()
+    g = evaluated.assign(ape=ape).groupby(list(by))
+    return pd.DataFrame(
+        {
+            "n": g.size(),
+            "mape": g["ape"].mean(),
+            "p90_ape": g["ape"].quantile(0.9),
+            "bias": g["rel_error"].mean(),
+        }
+    ).reset_index()
+
+
+def stored_fit_table(profile: HardwareProfile) -> pd.DataFrame:
+    """The per-operator fit and held-out errors recorded in the profile when it was fitted."""
+    rows = []
+    for operator in FORMS:
+        entry = profile.fit.get(operator, {})
+        keep = ("n_samples", "fit_mape", "heldout_mape", "heldout_split", "transferred_from")
+        rows.append({"operator": operator, **{k: entry[k] for k in keep if k in entry}})
+    return pd.DataFrame(rows)
+
+
+def write_html(evaluated: pd.DataFrame, profile: HardwareProfile, out: Path) -> None:
+    """One self-contained page: measured vs predicted per operator (log axes, y = x line) and
+    the distribution of relative errors."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    operators = [o for o in FORMS if (evaluated["operator"] == o).any()]
+    fig = make_subplots(
+        rows=2,
+        cols=len(operators),
+        subplot_titles=[f"{o}: predicted vs measured" for o in operators]
+        + [f"{o}: relative error" for o in operators],
+        vertical_spacing=0.14,
+    )
+    for col, operator in enumerate(operators, start=1):
+        s = evaluated[evaluated["operator"] == operator]
+        for source, part in s.groupby("source"):
+            name = source.split(":", 1)[-1]
+            fig.add_trace(
+                go.Scattergl(
+                    x=part["time_s"] * 1e6,
+                    y=part["predicted_s"] * 1e6,
+                    mode="markers",
+                    marker={"size": 4, "opacity": 0.5},
+                    name=f"{operator}: {name}",
+                    hovertext=part["op"],
+                ),
+                row=1,
+                col=col,
+            )
+        lo, hi = float(s["time_s"].min() * 1e6), float(s["time_s"].max() * 1e6)
+        fig.add_trace(
+            go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line={"dash": "dash"},
+                       name="y = x", showlegend=col == 1),
+            row=1,
+            col=col,
+        )  # fmt: skip
+        fig.update_xaxes(type="log", title_text="measured (µs)", row=1, col=col)
+        fig.update_yaxes(type="log", title_text="predicted (µs)", row=1, col=col)
+        fig.add_trace(
+            go.Histogram(x=np.clip(s["rel_error"], -1, 2) * 100, nbinsx=60, showlegend=False),
+            row=2,
+            col=col,
+        )
+        fig.update_xaxes(title_text="(predicted − measured) / measured (%)", row=2, col=col)
+        fig.update_yaxes(title_text="samples", row=2, col=col)
+    fig.update_layout(
+        title=f"simspec calibration: profile {profile.gpu} ({profile.status})",
+        height=800,
+        width=max(900, 420 * len(operators)),
+    )
+    write_text_atomic(out, fig.to_html(include_plotlyjs=True, full_html=True))
