@@ -406,6 +406,7 @@ def calibrate_report(
         spec = load_gpu(gpu or prof.gpu)
         if not timings and (html or csv):
             raise InputError("--timings", "--html and --csv need timing tables to compare with")
+        case_rows = step_time_rows(_read_cases(cases), spec.id) if cases else None
         _print_frame(stored_fit_table(prof), f"Profile {prof.gpu} ({prof.status}): stored fit")
         if timings:
             samples, files = discover(timings, spec.id)
@@ -416,9 +417,8 @@ def calibrate_report(
                 write_text_atomic(csv, evaluated.to_csv(index=False, float_format="%.6g"))
             if html:
                 write_html(evaluated, prof, html)
-        if cases:
-            rows = step_time_rows(_read_cases(cases), spec.id)
-            steps = check_step_times(rows, profile if Path(profile).suffix else None)
+        if case_rows is not None:
+            steps = check_step_times(case_rows, profile if Path(profile).suffix else None)
             _print_frame(steps, f"Plain-decoding TPOT on {spec.id}: simulated vs published")
             if not steps.empty:
                 err.print(f"TPOT MAPE over {len(steps)} rows: {steps.attrs['mape']:.1%}")
@@ -429,10 +429,16 @@ def calibrate_report(
 
 
 def _read_cases(path: Path) -> pd.DataFrame:
+    from simspec.calibration.steps import CASE_COLUMNS
+
     try:
-        return pd.read_csv(path)
+        frame = pd.read_csv(path)
     except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise InputError("--cases", f"cannot read {str(path)!r} as CSV ({exc})") from None
+    missing = [c for c in CASE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError("--cases", f"{str(path)!r} lacks columns {', '.join(missing)}")
+    return frame
 
 
 def _print_frame(frame: pd.DataFrame, title: str) -> None:

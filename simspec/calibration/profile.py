@@ -60,7 +60,7 @@ def build_profile(
         )
         for name, *_ in form:
             params[f"{operator}_{name}"] = Sourced(
-                value=round(fit.params[name], 9), source=how, basis="measured"
+                value=float(f"{fit.params[name]:.6g}"), source=how, basis="measured"
             )
         fit_table[operator] = fit.summary()
     provenance = {

@@ -14,6 +14,9 @@ from simspec.scenario import Scenario
 from simspec.simulation import simulate
 from simspec.workload import LengthSpec, WorkloadConfig
 
+# the columns of the validation-case table (../shared/validation/cases.csv) this check reads
+CASE_COLUMNS = ("case_id", "metric", "method", "target_model", "gpu", "tp", "engine",
+                "load_kind", "load", "prompt_len", "output_len", "measured_value")  # fmt: skip
 MAX_CONCURRENCY = 64  # closed-loop rows above this are throughput tests, not step times
 
 

@@ -1,0 +1,193 @@
+"""Calibration: the fit recovers known constants, the packaged profiles are reproducible from
+the shared timing tables and carry their provenance, and the calibrated model meets published
+plain-decoding step times."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from simspec.calibration.fit import FORMS, fit_all, holdout_split, predict
+from simspec.calibration.samples import COLUMNS, discover, vidur_compute
+from simspec.calibration.steps import check_step_times, step_time_rows
+from simspec.cli import app
+from simspec.costmodel import attention_work, gemm_work
+from simspec.presets import gpu_ids, load_gpu, load_profile
+
+runner = CliRunner()
+H100 = load_gpu("h100_sxm")
+TRUE = {
+    "gemm": {"latency_s": 4e-6, "compute_efficiency": 0.7, "memory_efficiency": 0.85,
+             "sharpness": 2.5},
+    "attention": {"latency_s": 9e-6, "compute_efficiency": 0.45, "memory_efficiency": 0.75,
+                  "sharpness": 3.0},
+    "elementwise": {"latency_s": 2e-6, "memory_efficiency": 0.5},
+    "allreduce": {"latency_s": 2.5e-5, "bandwidth_efficiency": 0.8},
+}  # fmt: skip
+
+
+def synthetic_samples(rng: np.random.Generator, noise: float = 0.0) -> pd.DataFrame:
+    """Samples drawn from TRUE over the shapes real tables cover, two 'models' each."""
+    frames = []
+    for model, (h, inter) in {"small": (4096, 11008), "big": (8192, 28672)}.items():
+        m = np.unique(np.geomspace(1, 8192, 60).round())
+        for k, n in ((h, 3 * h), (h, 2 * inter), (inter, h)):
+            f, b = gemm_work(m, float(k), float(n))
+            frames.append(dict(operator="gemm", model=model, tokens=m, flops=f, bytes=b))
+        seqs, ctx = np.meshgrid([1, 4, 16, 64, 256], [128, 1024, 8192])
+        seqs, ctx = seqs.ravel().astype(float), ctx.ravel().astype(float)
+        for q in (1.0, 4.0, 16.0):
+            f, b = attention_work(h, h // 4, seqs * q, seqs * q * q, seqs * q * ctx, seqs * ctx)
+            frames.append(
+                dict(operator="attention", model=model, tokens=seqs * q, flops=f, bytes=b)
+            )
+        frames.append(
+            dict(operator="elementwise", model=model, tokens=m, flops=0.0, bytes=4.0 * m * h)
+        )
+        size = np.geomspace(2048, 2**26, 40)
+        frames.append(dict(operator="allreduce", model=model, tokens=size, flops=0.0,
+                           bytes=2 * 3 / 4 * size))  # fmt: skip
+    df = pd.concat([pd.DataFrame(f) for f in frames], ignore_index=True)
+    df["op"], df["source"], df["tp"], df["group"] = "op", "synthetic", 1, df["model"]
+    df["time_s"] = 0.0
+    for operator in FORMS:
+        sel = df["operator"] == operator
+        df.loc[sel, "time_s"] = predict(operator, TRUE[operator], df[sel], H100)
+    df["time_s"] *= np.exp(rng.normal(0.0, noise, len(df)))
+    return df[COLUMNS]
+
+
+def test_fit_recovers_the_constants_that_generated_the_samples():
+    fits = fit_all(synthetic_samples(np.random.default_rng(0)), H100)
+    for operator, truth in TRUE.items():
+        for name, value in truth.items():
+            assert fits[operator].params[name] == pytest.approx(value, rel=0.02), (operator, name)
+        assert fits[operator].fit["mape"] < 1e-3
+        assert fits[operator].heldout["mape"] < 1e-3  # small model -> big model, noise-free
+
+
+def test_fit_on_noisy_samples_reports_an_error_of_the_noise_size():
+    fits = fit_all(synthetic_samples(np.random.default_rng(1), noise=0.1), H100)
+    for fit in fits.values():
+        assert 0.04 < fit.fit["mape"] < 0.15  # E|N(0, 0.1)| ~ 0.08
+        assert fit.params["latency_s"] > 0
+
+
+def test_holdout_split_fits_the_smallest_model_and_tests_the_rest():
+    s = synthetic_samples(np.random.default_rng(0))
+    g = s[s["operator"] == "gemm"].reset_index(drop=True)
+    mask, how = holdout_split(g)
+    assert set(g.loc[mask, "model"]) == {"small"} and "fit on small" in how
+
+
+def test_vidur_tables_become_gemm_and_elementwise_samples_of_the_right_shapes(shared):
+    path = (shared / "calibration-data/vidur-profiling/data/profiling/compute/h100/meta-llama"
+            "/Llama-2-7b-hf/mlp.csv")  # fmt: skip
+    s = vidur_compute(path)
+    qkv = s[(s.op == "attn_pre_proj") & (s.tp == 2) & (s.tokens == 1)].iloc[0]
+    # Llama-2-7B: hidden 4096, 32 heads and 32 KV heads of 128; TP 2 -> 3 * 2048 outputs
+    assert qkv.bytes == pytest.approx(2 * (4096 * 3 * 2048 + 4096 + 3 * 2048))
+    assert set(s.operator) == {"gemm", "elementwise"} and (s.time_s > 0).all()
+    assert "add" not in set(s.op)  # vLLM fuses the residual add into RMSNorm
+
+
+def test_packaged_h100_profile_is_reproduced_by_refitting_the_shared_tables(shared):
+    samples, files = discover([shared / "calibration-data"], "h100_sxm")
+    assert set(samples.operator) == set(FORMS)
+    fits = fit_all(samples, H100)
+    packaged = load_profile("h100_sxm")
+    for operator, fit in fits.items():
+        for name, value in fit.params.items():
+            assert packaged[f"{operator}_{name}"] == pytest.approx(value, rel=1e-5)
+        assert packaged.fit[operator]["heldout_mape"] == round(fit.heldout["mape"], 4)
+    assert len(packaged.provenance["files"]) == len(files)
+
+
+@pytest.mark.parametrize("gpu", gpu_ids())
+def test_every_packaged_profile_says_where_each_number_came_from(gpu):
+    profile = load_profile(gpu)
+    assert profile.status.startswith("calibrated") or profile.provenance.get("note")
+    for key, p in profile.params.items():
+        assert p.basis in ("measured", "transferred"), key
+        assert len(p.source) > 40, key
+    if profile.status == "calibrated":
+        assert all("heldout_mape" in profile.fit[op] for op in FORMS)
+
+
+def test_a100_attention_is_marked_transferred_and_its_gemms_measured():
+    p = load_profile("a100_80gb")
+    assert p.params["attention_memory_efficiency"].basis == "transferred"
+    assert p.params["gemm_memory_efficiency"].basis == "measured"
+
+
+def test_calibrated_model_meets_published_vllm_step_times_within_10_percent(shared):
+    cases = pd.read_csv(shared / "validation" / "cases.csv")
+    rows = step_time_rows(cases, "h100_sxm")
+    assert len(rows) >= 5 and set(rows.engine) == {"vllm"}
+    result = check_step_times(rows)
+    assert (result.rel_error.abs() < 0.10).all(), result.to_string()
+
+
+def test_calibrate_fit_writes_a_loadable_profile_from_a_vidur_table(shared, tmp_path):
+    table = (shared / "calibration-data/vidur-profiling/data/profiling/compute/a100/meta-llama"
+             "/Llama-2-7b-hf/mlp.csv")  # fmt: skip
+    out = tmp_path / "a100.json"
+    result = runner.invoke(app, ["calibrate", "fit", str(table), "--gpu", "a100_80gb",
+                                 "--out", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    profile = load_profile(str(out))
+    assert profile.params["gemm_memory_efficiency"].basis == "measured"
+    assert profile.params["allreduce_latency_s"].basis == "transferred"  # not in this table
+    assert json.loads(out.read_text())["provenance"]["files"] == [str(table)]
+
+
+def test_calibrate_report_shows_stored_errors_and_writes_html_for_timings(shared, tmp_path):
+    result = runner.invoke(app, ["calibrate", "report"])
+    assert result.exit_code == 0 and "heldout_mape" in result.output
+    table = shared / "calibration-data/vidur-profiling/data/profiling/network/h100_dgx"
+    html, csv = tmp_path / "r.html", tmp_path / "r.csv"
+    result = runner.invoke(app, ["calibrate", "report", "--timings", str(table), "--html",
+                                 str(html), "--csv", str(csv)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "<html>" in html.read_text()[:200] and "plotly" in html.read_text()[:5000]
+    assert set(pd.read_csv(csv).operator) == {"allreduce"}
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["fit", "nowhere.csv", "--out", "p.yaml"], "timings"),
+        (["fit", "{table}", "--out", "p.txt"], "--out"),
+        (["fit", "{table}", "--gpu", "tpu", "--out", "p.yaml"], "gpu"),
+        (["fit", "{bad}", "--out", "p.yaml"], "timings"),
+        (["report", "--profile", "nosuch"], "profile"),
+        (["report", "--html", "r.html"], "--timings"),
+        (["report", "--cases", "{bad}"], "--cases"),
+    ],
+)
+def test_bad_calibrate_input_is_one_line_naming_the_field(tmp_path, monkeypatch, args, field):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    table = tmp_path / "t.csv"
+    table.write_text("kind,op,time_ms_median\n")
+    args = [a.format(table=table, bad=tmp_path / "bad.csv") for a in args]
+    result = runner.invoke(app, ["calibrate", *args])
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and field in lines[0], result.output
+    assert not any(p.suffix in (".yaml", ".txt", ".html") for p in tmp_path.iterdir())
+
+
+def test_profile_files_round_trip_through_yaml_and_json(tmp_path):
+    from simspec.calibration.profile import write_profile
+
+    profile = load_profile("h100_sxm")
+    for name in ("p.yaml", "p.json"):
+        write_profile(profile, tmp_path / name)
+        assert load_profile(str(tmp_path / name)) == profile
+    assert yaml.safe_load((tmp_path / "p.yaml").read_text())["gpu"] == "h100_sxm"
