@@ -6,7 +6,8 @@ matters: a verify step feeds K+1 (or tree-size) tokens per sequence. Each operat
     latency + smoothmax(FLOPs / (peak * compute_eff), bytes / (bandwidth * memory_eff); sharpness)
 
 where ``smoothmax(a, b; p) = (a**p + b**p) ** (1/p)``: a pure roofline is p -> infinity, and real
-kernels bend more gently near the ridge point. The FLOP and byte counts live here, once
+kernels bend more gently near the ridge point. Attention has its own latency for decode-only
+batches (one new token per sequence), whose kernel path is lighter than verify or prefill. The FLOP and byte counts live here, once
 (:func:`gemm_work`, :func:`attention_work`, :func:`elementwise_bytes`), so the calibration fit
 (``simspec.calibration``) and the simulator count the same work. The per-operator constants come
 from a :class:`~simspec.presets.HardwareProfile` fitted to timing tables; the per-step host
@@ -198,6 +199,7 @@ class RooflineCostModel:
         self._attn = (flops * p["attention_compute_efficiency"],
                       bw * p["attention_memory_efficiency"],
                       p["attention_latency_s"], p["attention_sharpness"])  # fmt: skip
+        self._attn_decode_latency = p["attention_decode_latency_s"]
         self._elem_m = bw * p["elementwise_memory_efficiency"]
         self._elem_lat = p["elementwise_latency_s"]
         self._ar_lat = p["allreduce_latency_s"]
@@ -254,6 +256,8 @@ class RooflineCostModel:
         flops, nbytes = attention_work(q_dim, kv_dim, t, batch.sum_q_sq, batch.sum_q_kv,
                                        batch.sum_kv)  # fmt: skip
         rate_c, rate_m, latency, p = self._attn
+        if batch.sum_q_sq == t:  # every sequence sends one token: the decode kernel path
+            latency = self._attn_decode_latency
         a, b = flops / rate_c, nbytes / rate_m
         # roofline_time, inlined on the hot loop; p == 1 (a plain sum) skips two pow calls and
         # gives the same floats, since x ** 1.0 == x exactly

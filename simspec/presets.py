@@ -156,6 +156,7 @@ class HardwareProfile(SourcedParams):
         "attention_compute_efficiency",
         "attention_memory_efficiency",
         "attention_sharpness",
+        "attention_decode_latency_s",
         "elementwise_latency_s",
         "elementwise_memory_efficiency",
         "allreduce_latency_s",

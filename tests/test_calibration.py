@@ -25,7 +25,7 @@ TRUE = {
     "gemm": {"latency_s": 4e-6, "compute_efficiency": 0.7, "memory_efficiency": 0.85,
              "sharpness": 2.5},
     "attention": {"latency_s": 9e-6, "compute_efficiency": 0.45, "memory_efficiency": 0.75,
-                  "sharpness": 3.0},
+                  "sharpness": 3.0, "decode_latency_s": 6e-6},
     "elementwise": {"latency_s": 2e-6, "memory_efficiency": 0.5},
     "allreduce": {"latency_s": 2.5e-5, "bandwidth_efficiency": 0.8},
 }  # fmt: skip
@@ -44,8 +44,9 @@ def synthetic_samples(rng: np.random.Generator, noise: float = 0.0) -> pd.DataFr
         for q in (1.0, 4.0, 16.0):
             f, b = attention_work(h, h // 4, seqs * q, seqs * q * q, seqs * q * ctx, seqs * ctx)
             frames.append(
-                dict(operator="attention", model=model, tokens=seqs * q, flops=f, bytes=b)
-            )
+                dict(operator="attention", model=model, tokens=seqs * q, flops=f, bytes=b,
+                     decode_only=q == 1.0)
+            )  # fmt: skip
         frames.append(
             dict(operator="elementwise", model=model, tokens=m, flops=0.0, bytes=4.0 * m * h)
         )
@@ -54,6 +55,7 @@ def synthetic_samples(rng: np.random.Generator, noise: float = 0.0) -> pd.DataFr
                            bytes=2 * 3 / 4 * size))  # fmt: skip
     df = pd.concat([pd.DataFrame(f) for f in frames], ignore_index=True)
     df["op"], df["source"], df["tp"], df["group"] = "op", "synthetic", 1, df["model"]
+    df["decode_only"] = df["decode_only"].astype("boolean").fillna(False).astype(bool)
     df["time_s"] = 0.0
     for operator in FORMS:
         sel = df["operator"] == operator

@@ -41,7 +41,10 @@ KNOWN_SOURCES = {
     "5f18d86bf100a3d50b012693c2efd1064268ab9a (MIT), vLLM 0.19 profiler",
 }
 
-COLUMNS = ["operator", "op", "source", "model", "tp", "group", "tokens", "flops", "bytes", "time_s"]
+COLUMNS = [
+    "operator", "op", "source", "model", "tp", "group", "tokens", "flops", "bytes", "time_s",
+    "decode_only",  # attention over one new token per sequence (a different kernel path)
+]  # fmt: skip
 OPERATORS = ("gemm", "attention", "elementwise", "allreduce")
 
 
@@ -89,7 +92,7 @@ VIDUR_ELEMENTWISE = {
 
 
 def _frame(rows: dict[str, object]) -> pd.DataFrame:
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame({"decode_only": False, **rows})
     return df[COLUMNS]
 
 
@@ -253,6 +256,7 @@ def vllm_profile(folder: Path, shape: Shape = QWEN36) -> pd.DataFrame:
     # group by kind too: the 1440 mixed prefill+decode rows must not drown the 80 decode ones
     df = _frame(
         dict(
+            decode_only=(c == 0),
             operator="attention",
             op=op,
             source=source,
@@ -328,6 +332,7 @@ def harness_csv(path: Path) -> pd.DataFrame:
                 flops=flops,
                 bytes=nbytes,
                 time_s=t,
+                decode_only=kind == "attention" and int(r.q_per_seq) == 1,
             )
         )
     if not out:
