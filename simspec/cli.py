@@ -333,12 +333,20 @@ def calibrate_fit(
             "all-reduce) [default: the GPU's packaged profile]"
         ),
     ] = None,
+    only: Annotated[
+        str | None,
+        typer.Option(
+            help="fit only these operators (comma list of gemm, attention, elementwise, "
+            "allreduce); the rest come from --fallback. E.g. 'gemm,elementwise' keeps the "
+            "packaged vLLM attention instead of the harness's PyTorch SDPA kernel"
+        ),
+    ] = None,
 ) -> None:
     """Fit every operator's constants to TIMINGS and write a profile with provenance.
 
     Example: simspec calibrate fit calibration/data/h100.csv --gpu h100_sxm --out my.yaml
     """
-    from simspec.calibration.fit import fit_all
+    from simspec.calibration.fit import FORMS, fit_all
     from simspec.calibration.profile import build_profile, write_profile
     from simspec.calibration.samples import discover
     from simspec.presets import load_gpu, load_profile
@@ -348,6 +356,13 @@ def calibrate_fit(
     try:
         spec = load_gpu(gpu)
         samples, files = discover(timings, gpu)
+        if only is not None:
+            wanted = _csv_list(only, "--only")
+            unknown = sorted(set(wanted) - set(FORMS))
+            if unknown:
+                raise InputError("--only", f"unknown operator {unknown[0]!r}; choose from "
+                                 f"{', '.join(FORMS)}")  # fmt: skip
+            samples = samples[samples["operator"].isin(wanted)]
         back = load_profile(fallback or gpu)
         fits = fit_all(samples, spec)
         profile = build_profile(gpu, fits, samples, files, fallback=back)
@@ -396,8 +411,14 @@ def calibrate_report(
 ) -> None:
     """Per-operator fit and held-out error of a profile; predicted vs measured when given
     timing tables; end-to-end TPOT against published measurements when given --cases."""
-    from simspec.calibration.report import error_table, evaluate, stored_fit_table, write_html
-    from simspec.calibration.samples import discover
+    from simspec.calibration.report import (
+        error_table,
+        evaluate,
+        forward_check,
+        stored_fit_table,
+        write_html,
+    )
+    from simspec.calibration.samples import discover, is_harness_csv
     from simspec.calibration.steps import check_step_times, step_time_rows
     from simspec.presets import load_gpu, load_profile
 
@@ -413,6 +434,11 @@ def calibrate_report(
             evaluated = evaluate(prof, samples, spec)
             _print_frame(error_table(evaluated, ("operator",)), "Predicted vs measured")
             _print_frame(error_table(evaluated), "... per operation")
+            for path in files:
+                if path.endswith(".csv") and is_harness_csv(Path(path)):
+                    steps = forward_check(prof, spec, Path(path))
+                    _print_frame(error_table(steps, ("kind", "op")),
+                                 f"Whole steps in {Path(path).name}: sum of operators vs measured")  # fmt: skip
             if csv:
                 write_text_atomic(csv, evaluated.to_csv(index=False, float_format="%.6g"))
             if html:

@@ -7,11 +7,13 @@ matters: a verify step feeds K+1 (or tree-size) tokens per sequence. Each operat
 
 where ``smoothmax(a, b; p) = (a**p + b**p) ** (1/p)``: a pure roofline is p -> infinity, and real
 kernels bend more gently near the ridge point. Attention has its own latency for decode-only
-batches (one new token per sequence), whose kernel path is lighter than verify or prefill. The FLOP and byte counts live here, once
-(:func:`gemm_work`, :func:`attention_work`, :func:`elementwise_bytes`), so the calibration fit
-(``simspec.calibration``) and the simulator count the same work. The per-operator constants come
-from a :class:`~simspec.presets.HardwareProfile` fitted to timing tables; the per-step host
-overhead from an :class:`~simspec.presets.EngineProfile`.
+batches (one new token per sequence), whose kernel path is lighter than verify or prefill.
+
+The FLOP and byte counts live here, once (:func:`gemm_work`, :func:`attention_work`,
+:func:`elementwise_bytes`), so the calibration fit (``simspec.calibration``) and the simulator
+count the same work. The per-operator constants come from a
+:class:`~simspec.presets.HardwareProfile` fitted to timing tables; the per-step host overhead
+from an :class:`~simspec.presets.EngineProfile`.
 """
 
 from __future__ import annotations

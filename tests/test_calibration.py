@@ -193,3 +193,32 @@ def test_profile_files_round_trip_through_yaml_and_json(tmp_path):
         write_profile(profile, tmp_path / name)
         assert load_profile(str(tmp_path / name)) == profile
     assert yaml.safe_load((tmp_path / "p.yaml").read_text())["gpu"] == "h100_sxm"
+
+
+def test_harness_csv_fits_a_profile_and_reports_whole_steps(tmp_path):
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    csv = tmp_path / "t.csv"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "calibration" / "time_forward.py"), "--model", "tiny",
+         "--device", "cpu", "--repeats", "3", "--warmup", "1", "--out", str(csv)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "cpu.yaml"
+    args = ["calibrate", "fit", str(csv), "--gpu", "h100_sxm", "--out", str(out)]
+    result = runner.invoke(app, [*args, "--only", "gemm,elementwise"])
+    assert result.exit_code == 0, result.output
+    profile = load_profile(str(out))
+    assert profile.params["gemm_latency_s"].basis == "measured"
+    assert profile.params["attention_latency_s"].basis == "transferred"  # --only kept it
+    result = runner.invoke(app, ["calibrate", "report", "--profile", str(out), "--gpu",
+                                 "h100_sxm", "--timings", str(csv)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "sum of operators vs measured" in result.output
+    bad = runner.invoke(app, [*args, "--only", "gemm,softmax"])
+    assert bad.exit_code == 2 and "--only" in bad.output

@@ -106,3 +106,34 @@ def write_html(evaluated: pd.DataFrame, profile: HardwareProfile, out: Path) -> 
         width=max(900, 420 * len(operators)),
     )
     write_text_atomic(out, fig.to_html(include_plotlyjs=True, full_html=True))
+
+
+def forward_check(profile: HardwareProfile, gpu: GpuSpec, harness_csv: Path) -> pd.DataFrame:
+    """Whole-step times of a harness CSV (``forward`` and ``prefill`` rows) against the cost
+    model's sum of operators: a held-out check, since no whole step is fitted on. Collectives
+    and host overhead are left out on both sides (the harness times neither)."""
+    from simspec.costmodel import BatchShape, RooflineCostModel
+    from simspec.presets import ModelShape, load_engine
+
+    d = pd.read_csv(harness_csv)
+    d = d[d["kind"].isin(["forward", "prefill"])]
+    rows = []
+    engine = load_engine("vllm")
+    for r in d.itertuples(index=False):
+        model = ModelShape(id=str(r.model), hidden_size=int(r.hidden_size),
+                           intermediate_size=int(r.intermediate_size),
+                           num_hidden_layers=int(r.num_hidden_layers),
+                           num_attention_heads=int(r.num_attention_heads),
+                           num_key_value_heads=int(r.num_key_value_heads),
+                           head_dim=int(r.head_dim), vocab_size=int(r.vocab_size))  # fmt: skip
+        b, q, ctx = int(r.num_seqs), int(r.q_per_seq), int(r.context_len)
+        logits = b if (r.kind == "prefill" or q == 1) else b * q
+        cost = RooflineCostModel(gpu, profile, engine, tp=int(r.tp))
+        step = cost.forward(model, BatchShape.uniform(b, q, float(b * ctx), logits), 0.0)
+        predicted = step.total_s - step.communication_s
+        measured = float(r.time_ms_median) * 1e-3
+        rows.append({"kind": r.kind, "op": r.op, "num_seqs": b, "q_per_seq": q,
+                     "context_len": ctx, "measured_ms": measured * 1e3,
+                     "predicted_ms": predicted * 1e3,
+                     "rel_error": (predicted - measured) / measured})  # fmt: skip
+    return pd.DataFrame(rows)

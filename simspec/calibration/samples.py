@@ -348,7 +348,7 @@ GPU_DIRS = {
 }
 
 
-def _is_harness(path: Path) -> bool:
+def is_harness_csv(path: Path) -> bool:
     with path.open(encoding="utf-8") as f:
         return f.readline().startswith("kind,")
 
@@ -376,7 +376,7 @@ def discover(paths: list[Path], gpu: str) -> tuple[pd.DataFrame, list[str]]:
 def _load_known(f: Path, gpu_dirs: tuple[str, ...], explicit: bool) -> pd.DataFrame | None:
     parts = set(f.parts)
     on_gpu = explicit or bool(parts & set(gpu_dirs))
-    if f.suffix == ".csv" and _is_harness(f):
+    if f.suffix == ".csv" and is_harness_csv(f):
         return harness_csv(f)
     if not on_gpu:
         return None

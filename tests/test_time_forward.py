@@ -1,0 +1,240 @@
+"""calibration/time_forward.py on the CPU: the CSV it writes, its masks, its argument errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pd = pytest.importorskip("pandas")
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "calibration" / "time_forward.py"
+COLUMNS = (
+    "kind op num_seqs q_per_seq context_len num_tokens tree m k n time_ms_median time_ms_p10 "
+    "time_ms_p90 repeats warmup layers_timed layers_total scaled_to_all_layers tp model "
+    "hidden_size intermediate_size num_hidden_layers num_attention_heads num_key_value_heads "
+    "head_dim vocab_size draft_vocab dtype device gpu_name torch_version cuda_version "
+    "cuda_graphs attention_impl timer date_utc truncated script_version"
+).split()
+KINDS = {"gemm", "lm_head", "attention", "elementwise", "forward", "prefill", "draft_head"}
+SMALL_GRID = [
+    "--model", "tiny", "--device", "cpu", "--repeats", "2", "--warmup", "1",
+    "--batch-sizes", "1,2", "--q-per-seq", "1,3", "--tree-sizes", "4", "--context-lens", "8,32",
+    "--prefill-chunks", "8,16", "--prefill-contexts", "0,16", "--gemm-tokens", "1,8",
+]  # fmt: skip
+TINY = dict(hidden=64, inter=128, heads=4, kv_heads=2, head_dim=16, vocab=256)
+
+
+def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="module")
+def tf():
+    """The script as a module (it has no package), for its functions."""
+    spec = importlib.util.spec_from_file_location("time_forward", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["time_forward"] = module  # dataclasses look their module up while defining
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory) -> pd.DataFrame:
+    out = tmp_path_factory.mktemp("tf") / "tiny.csv"
+    proc = run(*SMALL_GRID, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "FAILED" not in proc.stderr
+    assert not Path(str(out) + ".tmp").exists()
+    return pd.read_csv(out)
+
+
+def test_columns_and_kinds(smoke: pd.DataFrame) -> None:
+    assert list(smoke.columns) == COLUMNS
+    assert set(smoke["kind"]) == KINDS
+    assert set(smoke.loc[smoke.kind == "attention", "op"]) == {"decode", "chain", "tree", "prefill"}
+    assert set(smoke.loc[smoke.kind == "forward", "op"]) == {"decode", "chain", "tree"}
+    assert set(smoke.loc[smoke.kind == "gemm", "op"]) == {
+        "qkv_proj",
+        "o_proj",
+        "gate_up_proj",
+        "down_proj",
+    }
+    assert set(smoke.loc[smoke.kind == "elementwise", "op"]) == {
+        "rmsnorm",
+        "silu_mul",
+        "rope",
+        "add",
+    }
+    tree = smoke[smoke.tree == 1]
+    assert set(tree["kind"]) == {"attention", "forward"}
+    assert (tree["op"] == "tree").all() and (tree["q_per_seq"] == 4).all()
+
+
+def test_times_and_run_columns(smoke: pd.DataFrame) -> None:
+    assert (smoke.time_ms_p10 > 0).all()
+    assert (smoke.time_ms_p10 <= smoke.time_ms_median).all()
+    assert (smoke.time_ms_median <= smoke.time_ms_p90).all()
+    assert (smoke.device == "cpu").all() and (smoke.dtype == "float32").all()
+    assert (smoke.timer == "perf_counter").all() and (smoke.cuda_graphs == 0).all()
+    assert (smoke.repeats == 2).all() and (smoke.warmup == 1).all() and (smoke.truncated == 0).all()
+    assert (smoke.tp == 1).all() and (smoke.model == "tiny").all()
+    # tiny has 2 layers, all built by default: nothing is scaled
+    assert (smoke.scaled_to_all_layers == 0).all()
+    whole = smoke.kind.isin(["forward", "prefill"])
+    assert (smoke.loc[whole, "layers_timed"] == 2).all()
+    assert (smoke.loc[~whole, "layers_timed"] == 1).all()
+    with_attention = smoke.kind.isin(["attention", "forward", "prefill", "draft_head"])
+    assert smoke.loc[with_attention, "attention_impl"].str.startswith("torch_sdpa").all()
+    assert smoke.loc[~with_attention, "attention_impl"].isna().all()
+
+
+def test_token_counts_and_gemm_shapes(smoke: pd.DataFrame) -> None:
+    seq = smoke[smoke.kind.isin(["attention", "forward", "prefill", "draft_head"])]
+    assert (seq.num_tokens == seq.num_seqs * seq.q_per_seq).all()
+    assert (smoke.loc[smoke.kind == "prefill", "num_seqs"] == 1).all()
+    assert set(smoke.loc[smoke.kind == "prefill", "context_len"]) == {0, 16}
+    assert (smoke.loc[smoke.kind == "draft_head", "q_per_seq"] == 1).all()
+    gemm = smoke[smoke.kind.isin(["gemm", "lm_head"])]
+    assert (gemm.m == gemm.num_tokens).all()
+    assert set(gemm.m) == {1, 8}
+    assert smoke.loc[~smoke.kind.isin(["gemm", "lm_head"]), ["m", "k", "n"]].isna().all().all()
+    t = TINY
+    expected = {
+        "qkv_proj": (t["hidden"], (t["heads"] + 2 * t["kv_heads"]) * t["head_dim"]),
+        "o_proj": (t["heads"] * t["head_dim"], t["hidden"]),
+        "gate_up_proj": (t["hidden"], 2 * t["inter"]),
+        "down_proj": (t["inter"], t["hidden"]),
+        "lm_head": (t["hidden"], t["vocab"]),
+    }
+    for op, (k, n) in expected.items():
+        rows = gemm[gemm.op == op]
+        assert len(rows) == 2 and (rows.k == k).all() and (rows.n == n).all(), op
+
+
+def test_tree_mask(tf) -> None:
+    for size in (1, 2, 7, 16):
+        parents = tf.tree_parents(size, seed=3)
+        assert parents == tf.tree_parents(size, seed=3)  # deterministic
+        assert parents[0] == -1 and all(0 <= p < i for i, p in enumerate(parents) if i)
+        mask = tf.tree_mask(parents)
+        for i in range(size):
+            ancestors, p = {i}, parents[i]
+            while p >= 0:
+                ancestors.add(p)
+                p = parents[p]
+            assert {j for j in range(size) if mask[i, j]} == ancestors
+            assert mask[i, 0]  # everyone sees the root
+            siblings = [j for j in range(i + 1, size) if parents[j] == parents[i]]
+            assert not any(mask[i, j] for j in siblings)
+    full = tf.verify_mask(3, 5, [-1, 0, 0])
+    assert full.shape == (3, 8) and full[:, :5].all()
+    assert not full[1, 7] and not full[2, 6]  # siblings 1 and 2 do not see each other
+    chain = tf.verify_mask(3, 2)
+    assert chain.tolist() == [[True] * 3 + [False] * 2, [True] * 4 + [False], [True] * 5]
+    assert tf.tree_depths([-1, 0, 1, 0]) == [0, 1, 2, 1]
+
+
+def test_packed_gqa_attention_matches_repeated_kv(tf) -> None:
+    s = tf.Shard(hidden=64, inter=128, heads=8, kv_heads=2, head_dim=16, vocab=256, draft_vocab=256)
+    cpu = torch.device("cpu")
+    for mode, q, ctx in (("decode", 1, 9), ("chain", 5, 7), ("prefill", 6, 0), ("tree", 6, 4)):
+        parents = tf.tree_parents(q, 0) if mode == "tree" else None
+        attend, impl = tf.make_attention(mode, q, ctx, s, cpu, parents)
+        x = torch.randn(3, q, 8, 16)
+        k, v = torch.randn(3, 2, ctx + q, 16), torch.randn(3, 2, ctx + q, 16)
+        mask = None if mode == "decode" else tf.verify_mask(q, ctx, parents)
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            x.transpose(1, 2), k.repeat_interleave(4, 1), v.repeat_interleave(4, 1), attn_mask=mask
+        )
+        got = attend(x, k, v)
+        assert torch.allclose(got, ref.transpose(1, 2).reshape(3, q, -1), atol=1e-5), mode
+        assert impl.startswith("torch_sdpa")
+
+
+def test_tp_and_layer_scaling(tmp_path: Path) -> None:
+    out = tmp_path / "tp2.csv"
+    grid = ["--batch-sizes", "2", "--q-per-seq", "1,2", "--context-lens", "8", "--tree-sizes", "3"]
+    proc = run(*SMALL_GRID, *grid, "--tp", "2", "--layers", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "scale the layer part by 2" in proc.stdout and "no collectives timed" in proc.stdout
+    df = pd.read_csv(out)
+    assert (df.tp == 2).all()
+    qkv = df[df.op == "qkv_proj"]
+    # 4 heads and 2 KV heads of 16 over 2 GPUs: (2 + 2 * 1) * 16 against (4 + 2 * 2) * 16 at tp 1
+    assert (qkv.n == 64).all() and (qkv.k == 64).all()
+    assert (df.loc[df.op == "lm_head", "n"] == 128).all()
+    whole = df.kind.isin(["forward", "prefill"])
+    assert (df.loc[whole, "scaled_to_all_layers"] == 1).all()
+    assert (df.loc[whole, "layers_timed"] == 1).all() and (df.loc[whole, "layers_total"] == 2).all()
+    assert (df.loc[~whole, "scaled_to_all_layers"] == 0).all()
+
+
+def test_bad_argument_exits_2_without_output(tmp_path: Path) -> None:
+    out = tmp_path / "bad.csv"
+    proc = run(*SMALL_GRID, "--batch-sizes", "-1", "--out", str(out))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --batch-sizes:")
+    assert not out.exists() and not Path(str(out) + ".tmp").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--model", "nope"], "--model"),
+        (["--config", "/nonexistent/config.json"], "--config"),
+        (["--model", "tiny", "--tp", "3"], "--tp"),
+        (["--model", "tiny", "--cuda-graphs"], "--cuda-graphs"),
+        (["--model", "tiny", "--repeats", "0"], "--repeats"),
+        (["--model", "tiny", "--layers", "3"], "--layers"),
+        (["--model", "tiny"], "--out"),
+    ],
+)
+def test_argument_errors_in_process(tf, capsys, args: list[str], field: str) -> None:
+    assert tf.main([*args, "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {field}: ") and "\n" not in err
+
+
+def test_config_file_and_list(tf, tmp_path: Path, capsys) -> None:
+    config = {
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "vocab_size": 512,
+    }
+    path = tmp_path / "my-model" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(config))
+    assert tf.main(["--config", str(path), "--device", "cpu", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "gemm/qkv_proj tokens=1 m=1 k=128 n=192" in out  # (8 + 2 * 2) * 16
+    assert out.strip().splitlines()[-1].startswith(f"{len(out.strip().splitlines()) - 1} cases")
+
+
+def test_budget_truncates(tf, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "cut.csv"
+    args = [*SMALL_GRID, "--max-seconds", "1e-9", "--out", str(out)]
+    assert tf.main(args) == 1  # nothing timed
+    assert "budget" in capsys.readouterr().out
+    assert list(pd.read_csv(out).columns) == COLUMNS
+    rows = [
+        dict.fromkeys(COLUMNS, 1) | {"time_ms_median": 1.0, "time_ms_p10": 1.0, "time_ms_p90": 1.0}
+    ]
+    tf.write_csv(str(out), rows, truncated=True)
+    assert pd.read_csv(out).truncated.tolist() == [1]
