@@ -170,6 +170,7 @@ def test_calibrate_report_shows_stored_errors_and_writes_html_for_timings(shared
         (["report", "--profile", "nosuch"], "profile"),
         (["report", "--html", "r.html"], "--timings"),
         (["report", "--cases", "{bad}"], "--cases"),
+        (["fit", "{harness}", "--out", "p.yaml"], "row 1"),
     ],
 )
 def test_bad_calibrate_input_is_one_line_naming_the_field(tmp_path, monkeypatch, args, field):
@@ -177,7 +178,13 @@ def test_bad_calibrate_input_is_one_line_naming_the_field(tmp_path, monkeypatch,
     (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
     table = tmp_path / "t.csv"
     table.write_text("kind,op,time_ms_median\n")
-    args = [a.format(table=table, bad=tmp_path / "bad.csv") for a in args]
+    harness = tmp_path / "h.csv"  # every column, but a size that is not a number
+    harness.write_text(
+        "kind,op,num_seqs,q_per_seq,context_len,num_tokens,m,k,n,time_ms_median,tp,model,"
+        "hidden_size,intermediate_size,num_attention_heads,num_key_value_heads,head_dim,"
+        "vocab_size\ngemm,qkv_proj,,,,1,1,64,x,0.01,1,tiny,64,128,4,2,16,256\n"
+    )
+    args = [a.format(table=table, bad=tmp_path / "bad.csv", harness=harness) for a in args]
     result = runner.invoke(app, ["calibrate", *args])
     assert result.exit_code == 2, result.output
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
