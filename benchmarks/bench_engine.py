@@ -21,7 +21,7 @@ from simspec.workload import WorkloadConfig
 
 
 def scenario(requests: int) -> Scenario:
-    eagle = next(m for m in default_methods() if m.name == "eagle")
+    eagle = next(m for m in default_methods() if m.name == "eagle3")
     return Scenario(method=eagle, workload=WorkloadConfig(concurrency=64, requests=requests))
 
 

@@ -16,6 +16,9 @@ of α:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
 from typing import Protocol
 
 import numpy as np
@@ -25,6 +28,7 @@ from scipy.special import expit, logit
 
 from simspec.exact import expected_tokens_per_step, sample_accept_counts
 from simspec.traces import AcceptanceTrace, load_trace
+from simspec.trees import MAX_RANK, Tree, best_tree, expected_tau, walk
 
 _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(48)
 _GH_W = _GH_W / _GH_W.sum()  # expectation over N(0, 1)
@@ -44,7 +48,28 @@ class AcceptanceConfig(BaseModel):
         ge=1.0,
         description="published mean tokens per step (incl. bonus) at chain tau_k",
     )
-    tau_k: int | None = Field(default=None, ge=1, description="chain length tau was measured at")
+    tau_k: int | None = Field(
+        default=None, ge=1, description="chain length (or tree depth) tau was measured at"
+    )
+    tau_tree_nodes: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="draft-tree size tau was measured with (none: chain)",
+    )
+    tau_tree_topk: int | None = Field(
+        default=None, ge=1, le=64, description="children per node of that tree"
+    )
+    tau_dynamic_tree: bool = Field(
+        default=False, description="tau was measured with a dynamic (per-step) tree"
+    )
+    depth_decay: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1.0,
+        description="mean α at depth d = α_1 · decay^(d-1) (Medusa's independent heads); "
+        "default: the method's",
+    )
     spread: float = Field(
         default=0.0,
         ge=0.0,
@@ -76,6 +101,8 @@ class AcceptanceConfig(BaseModel):
             raise ValueError("tau needs tau_k, the chain length it was measured at")
         if self.tau is not None and self.tau > self.tau_k + 1:
             raise ValueError(f"tau must be <= tau_k + 1 = {self.tau_k + 1}")
+        if self.tau_tree_nodes is not None and self.tau_tree_nodes < (self.tau_k or 1):
+            raise ValueError("tau_tree_nodes must be >= tau_k (a tree holds its depth)")
         if self.trace is not None and not self.trace_method:
             raise ValueError("trace needs trace_method (e.g. eagle3 or ngram)")
         return self
@@ -84,15 +111,27 @@ class AcceptanceConfig(BaseModel):
     def sigma(self) -> float:
         return math.hypot(self.spread, self.burst_scale)
 
-    def profile(self, k: int) -> np.ndarray:
-        """Mean acceptance of draft positions 1..k (the last given value repeats)."""
-        if self.tau is not None:
-            base = [alpha_for_tau(self.tau, self.tau_k, self.sigma)]
-        elif isinstance(self.alpha, list):
+    def profile(self, k: int, decay: float = 1.0) -> np.ndarray:
+        """Mean acceptance of draft positions (depths) 1..k: a given list (its last value
+        repeats), or α_1 · decay^(d-1) from a scalar α or from τ inverted on the structure it
+        was measured with (a chain of tau_k, or the tree in tau_tree_*)."""
+        decay = self.depth_decay or decay
+        if isinstance(self.alpha, list):
             base = self.alpha
+            return np.array([base[min(j, len(base) - 1)] for j in range(k)], dtype=np.float64)
+        if self.alpha is not None:
+            first = float(self.alpha)
+        elif self.tau_tree_nodes is None:
+            first = alpha_for_tau(self.tau, self.tau_k, self.spread, self.burst_scale, decay)
         else:
-            base = [float(self.alpha)]
-        return np.array([base[min(j, len(base) - 1)] for j in range(k)], dtype=np.float64)
+            shape = TreeShape(self.tau_tree_nodes, self.tau_tree_topk or 1, self.tau_k,
+                              self.tau_dynamic_tree)  # fmt: skip
+            first = alpha_for_tree_tau(self.tau, shape, self.spread, self.burst_scale, decay)
+        return decayed(first, decay, k)
+
+
+def decayed(first: float, decay: float, k: int) -> np.ndarray:
+    return first * decay ** np.arange(k, dtype=np.float64)
 
 
 # -- closed forms ----------------------------------------------------------------------------
@@ -118,15 +157,142 @@ def expected_tokens(alpha: np.ndarray, sigma: float = 0.0) -> float:
     return float(np.dot(_GH_W, 1.0 + np.cumprod(per_node, axis=1).sum(axis=1)))
 
 
-def alpha_for_tau(tau: float, k: int, sigma: float = 0.0) -> float:
-    """The position-independent α whose chain of k gives ``tau`` tokens per step."""
+_POOL_GH = 16  # quadrature nodes per offset in pooled_tau
+
+
+def pooled_tau(
+    step_tau: Callable[[np.ndarray], float],
+    alpha_mean: np.ndarray,
+    spread: float = 0.0,
+    burst: float = 0.0,
+) -> float:
+    """Tokens per step as papers report τ: all tokens over all steps of many equal-length
+    requests. A request's offset (spread·z) is fixed, so requests that accept less take more
+    steps and weigh more (a harmonic mean over z); step offsets (burst·y) count once per step
+    (an arithmetic mean over y): ``1 / E_z[1 / E_y[τ(expit(μ + spread·z + burst·y))]]``, with
+    μ matched so that the mean α per position is ``alpha_mean``."""
+    alpha_mean = np.asarray(alpha_mean, dtype=np.float64)
+    mu = mean_matching_logits(alpha_mean, math.hypot(spread, burst))
+    xz, wz = _gauss(spread)
+    xy, wy = _gauss(burst)
+    inv = 0.0
+    for z, w_z in zip(xz, wz, strict=True):
+        inner = sum(w_y * step_tau(expit(mu + spread * z + burst * y))
+                    for y, w_y in zip(xy, wy, strict=True))  # fmt: skip
+        inv += w_z / inner
+    return 1.0 / inv
+
+
+def _gauss(scale: float) -> tuple[np.ndarray, np.ndarray]:
+    if scale == 0.0:
+        return np.zeros(1), np.ones(1)
+    x, w = np.polynomial.hermite_e.hermegauss(_POOL_GH)
+    return x, w / w.sum()
+
+
+@cache
+def alpha_for_tau(
+    tau: float, k: int, spread: float = 0.0, burst: float = 0.0, decay: float = 1.0
+) -> float:
+    """The α_1 whose chain of k (α_d = α_1 · decay^(d-1)) gives ``tau`` tokens per step,
+    pooled over requests (:func:`pooled_tau`)."""
     if not 1.0 <= tau <= k + 1:
         raise ValueError(f"tau must be in [1, {k + 1}] for k={k}, got {tau}")
     if tau <= 1.0 + 1e-12:
         return 0.0
-    if tau >= k + 1 - 1e-12:
+    if tau >= expected_tokens(decayed(1.0, decay, k), 0.0) - 1e-12:
         return 1.0
-    return brentq(lambda a: expected_tokens(np.full(k, a), sigma) - tau, 1e-9, 1 - 1e-9)
+
+    def f(a: float) -> float:
+        return pooled_tau(expected_tokens_per_step, decayed(a, decay, k), spread, burst) - tau
+
+    return brentq(f, 1e-9, 1 - 1e-9)
+
+
+# -- trees ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TreeShape:
+    """A draft tree by its budget: ``nodes`` drafted tokens, ``topk`` children per node at
+    most, ``depth`` levels; ``dynamic`` trees are rebuilt every step from the draft's
+    confidence (EAGLE-2), static ones once for the mean acceptance (Medusa, EAGLE-1)."""
+
+    nodes: int
+    topk: int
+    depth: int
+    dynamic: bool = False
+
+
+TREE_BUCKETS = 41  # dynamic trees are precomputed for α_1 = 0, 1/40, ..., 1
+
+
+def tree_plan(shape: TreeShape, alpha_mean: np.ndarray, sigma: float) -> tuple[np.ndarray, bool]:
+    """Child tables for a run: one static tree built for the mean α profile, or
+    (TREE_BUCKETS, nodes+1, MAX_RANK) dynamic trees, one per α_1 bucket, each built for the α
+    profile a sequence with that α_1 has (same logit offset at every depth)."""
+    if not shape.dynamic:
+        return best_tree(alpha_mean, shape.nodes, shape.topk).children(), False
+    mu = mean_matching_logits(alpha_mean, sigma)
+    tables = [best_tree(_profile_at(mu, b / (TREE_BUCKETS - 1)), shape.nodes, shape.topk)
+              .children() for b in range(TREE_BUCKETS)]  # fmt: skip
+    rows = max(len(t) for t in tables)
+    out = np.full((TREE_BUCKETS, rows, MAX_RANK), -1, dtype=np.int64)
+    for b, t in enumerate(tables):
+        out[b, : len(t)] = t
+    return out, True
+
+
+def _profile_at(mu: np.ndarray, alpha1: float) -> np.ndarray:
+    """The α profile of a sequence whose depth-1 acceptance is ``alpha1``."""
+    a1 = min(max(alpha1, _EPS), 1 - _EPS)
+    return expit(mu + (logit(a1) - mu[0]))
+
+
+def bucket_of(alpha1: np.ndarray) -> np.ndarray:
+    return np.rint(np.asarray(alpha1) * (TREE_BUCKETS - 1)).astype(np.int64)
+
+
+def tree_expected_tau(
+    shape: TreeShape, alpha_mean: np.ndarray, spread: float = 0.0, burst: float = 0.0
+) -> float:
+    """Tokens per step of the tree, pooled as papers report τ (:func:`pooled_tau`), with the
+    trees the simulation uses (:func:`tree_plan`: one static tree for the mean profile, or a
+    dynamic tree per α_1 bucket)."""
+    alpha_mean = np.asarray(alpha_mean, dtype=np.float64)
+    sigma = math.hypot(spread, burst)
+    if not shape.dynamic:
+        static = best_tree(alpha_mean, shape.nodes, shape.topk)
+        return pooled_tau(lambda a: expected_tau(static, a), alpha_mean, spread, burst)
+    mu = mean_matching_logits(alpha_mean, sigma)
+    by_bucket: dict[int, Tree] = {}
+
+    def step_tau(alpha: np.ndarray) -> float:
+        b = int(bucket_of(alpha[0]))
+        tree = by_bucket.get(b)
+        if tree is None:
+            profile = _profile_at(mu, b / (TREE_BUCKETS - 1))
+            tree = by_bucket[b] = best_tree(profile, shape.nodes, shape.topk)
+        return expected_tau(tree, alpha)
+
+    return pooled_tau(step_tau, alpha_mean, spread, burst)
+
+
+@cache
+def alpha_for_tree_tau(
+    tau: float, shape: TreeShape, spread: float = 0.0, burst: float = 0.0, decay: float = 1.0
+) -> float:
+    """The α_1 whose tree of ``shape`` (α_d = α_1 · decay^(d-1)) gives ``tau`` per step."""
+
+    def f(a: float) -> float:
+        return tree_expected_tau(shape, decayed(a, decay, shape.depth), spread, burst) - tau
+
+    if f(1e-6) >= 0:
+        return 0.0
+    if f(1 - 1e-6) <= 0:
+        raise ValueError(
+            f"tau {tau} is more than a tree of {shape.nodes} nodes, depth {shape.depth} "
+            "can yield at these settings"
+        )
+    return brentq(f, 1e-6, 1 - 1e-6, xtol=1e-6)
 
 
 # -- samplers used by the engine ---------------------------------------------------------------
@@ -142,11 +308,16 @@ class ParametricAcceptance:
     """Logit-normal α around a per-position mean profile (see module docstring)."""
 
     def __init__(
-        self, cfg: AcceptanceConfig, k: int, num_requests: int, rng: np.random.Generator
+        self,
+        cfg: AcceptanceConfig,
+        k: int,
+        num_requests: int,
+        rng: np.random.Generator,
+        decay: float = 1.0,
     ) -> None:
         self.k, self.rng = k, rng
         self.spread, self.burst_scale, self.rho = cfg.spread, cfg.burst_scale, cfg.burstiness
-        self.alpha = cfg.profile(k)
+        self.alpha = cfg.profile(k, decay)
         self.mu = mean_matching_logits(self.alpha, cfg.sigma)
         self.static = cfg.sigma == 0.0
         self._alpha_rows = self.alpha[None, :]
@@ -158,16 +329,36 @@ class ParametricAcceptance:
             self.request_offset[rid] = self.spread * self.rng.standard_normal()
             self.burst[rid] = self.rng.standard_normal()
 
-    def accept_counts(self, rids: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
+    def alphas(self, rids: np.ndarray, k: int) -> np.ndarray:
+        """α of each sequence's draft positions 1..k at this step (advances the bursts)."""
         if self.static:
-            alpha = np.broadcast_to(self._alpha_rows[:, :k], (len(rids), k))
-        else:
-            if self.burst_scale > 0.0:
-                noise = self.rng.standard_normal(len(rids))
-                self.burst[rids] = self.rho * self.burst[rids] + math.sqrt(1 - self.rho**2) * noise
-            offset = self.request_offset[rids] + self.burst_scale * self.burst[rids]
-            alpha = expit(self.mu[None, :k] + offset[:, None])
-        return sample_accept_counts(alpha, self.rng)
+            return np.broadcast_to(self._alpha_rows[:, :k], (len(rids), k))
+        if self.burst_scale > 0.0:
+            noise = self.rng.standard_normal(len(rids))
+            self.burst[rids] = self.rho * self.burst[rids] + math.sqrt(1 - self.rho**2) * noise
+        offset = self.request_offset[rids] + self.burst_scale * self.burst[rids]
+        return expit(self.mu[None, :k] + offset[:, None])
+
+    def accept_counts(self, rids: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
+        return sample_accept_counts(self.alphas(rids, k), self.rng)
+
+
+class TreeAcceptance:
+    """Accepted depth of a tree verify step: the α of each depth comes from the parametric
+    model, the walk down the tree from :func:`simspec.trees.walk` (the exact rule at
+    temperature 0); dynamic trees are chosen per sequence from its depth-1 acceptance."""
+
+    def __init__(self, base: ParametricAcceptance, children: np.ndarray, dynamic: bool,
+                 depth: int) -> None:  # fmt: skip
+        self.base, self.children, self.dynamic, self.depth = base, children, dynamic, depth
+
+    def start(self, rid: int, trace_index: int) -> None:
+        self.base.start(rid, trace_index)
+
+    def accept_counts(self, rids: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
+        alpha = np.ascontiguousarray(self.base.alphas(rids, self.depth))
+        tree_of = bucket_of(alpha[:, 0]) if self.dynamic else None
+        return walk(self.children, alpha, self.base.rng, tree_of)
 
 
 class TraceAcceptance:
@@ -214,10 +405,20 @@ def build_sampler(
     num_requests: int,
     rng: np.random.Generator,
     workload_trace: str | None = None,
+    decay: float = 1.0,
+    tree: TreeShape | None = None,
 ) -> AcceptanceSampler:
+    """The sampler for one run: trace replay (chains only), parametric chains, or parametric
+    α walked down a tree."""
+    if tree is not None:
+        if cfg.trace is not None:
+            raise ValueError("tree methods need alpha or tau acceptance, not a chain trace")
+        base = ParametricAcceptance(cfg, tree.depth, num_requests, rng, decay)
+        children, dynamic = tree_plan(tree, base.alpha, cfg.sigma)
+        return TreeAcceptance(base, children, dynamic, tree.depth)
     if cfg.trace is not None:
         trace = load_trace(cfg.trace, cfg.trace_method)
         return TraceAcceptance(
             trace, num_requests, rng, share_workload_index=workload_trace == cfg.trace
         )
-    return ParametricAcceptance(cfg, k, num_requests, rng)
+    return ParametricAcceptance(cfg, k, num_requests, rng, decay)

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from simspec.errors import InputError, ScenarioError
 from simspec.outputs import write_text_atomic
-from simspec.scenario import DEFAULT_DRAFT_MODEL, preset_method
+from simspec.scenario import preset_method
 from simspec.speculators import SPECULATORS
 from simspec.sweep import SweepConfig, run_sweep
 from simspec.traces import packaged_traces
@@ -116,10 +116,10 @@ def build_config(config: Path | None, **flags: Any) -> SweepConfig:
     data["scheduler"] = sched
 
     if flags["methods"] or "methods" not in data:
-        names = _csv_list(flags["methods"] or "autoregressive,eagle,ngram", "--methods")
+        names = _csv_list(flags["methods"] or "autoregressive,eagle3,ngram", "--methods")
         data["methods"] = [
             preset_method(
-                _known_method(n), dataset, flags["draft_model"] or DEFAULT_DRAFT_MODEL
+                _known_method(n), dataset, flags["draft_model"], data.get("model", "llama-3.1-8b")
             ).model_dump(exclude_none=True)
             for n in names
         ]
@@ -195,7 +195,7 @@ def sweep(
     methods: Annotated[
         str | None,
         typer.Option(
-            help="comma list of autoregressive, draft_model, eagle, ngram [default: autoregressive,eagle,ngram]"
+            help="comma list of methods (see `simspec methods`), or 'all' [default: autoregressive,eagle3,ngram]"
         ),
     ] = None,
     k: Annotated[

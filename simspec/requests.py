@@ -12,8 +12,10 @@ _FOLD_EVERY = 1024  # buffered speculative steps; a few MiB at most
 class RequestTable:
     """Counters of every request, indexed by request id (arrival order).
 
-    ``computed`` counts tokens whose KV is in the cache; a request is decoding when exactly its
-    last sampled token is missing (``num_tokens - computed == 1``).
+    ``computed`` counts tokens whose KV is in the cache. ``decoding`` is set when a request's
+    prompt (or, after a preemption, its recomputation) has been prefilled, and cleared by a
+    preemption: ``num_tokens - computed == 1`` alone cannot tell a decode from a prefill whose
+    last chunk is one token.
 
     ``spec_steps`` and ``accepted`` are reported, never read by the engine, so
     :meth:`add_spec_step` buffers each step and folds a thousand of them in with one scatter-add
@@ -31,6 +33,7 @@ class RequestTable:
         self.finish = np.full(n, np.nan)
         self.generated = np.zeros(n, dtype=np.int64)
         self.computed = np.zeros(n, dtype=np.int64)
+        self.decoding = np.zeros(n, dtype=bool)
         self.blocks = np.zeros(n, dtype=np.int64)
         self._spec_steps = np.zeros(n, dtype=np.int64)
         self._accepted = np.zeros(n, dtype=np.int64)  # draft tokens kept, over all steps

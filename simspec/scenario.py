@@ -3,10 +3,14 @@ which method runs on it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from simspec.acceptance import AcceptanceConfig
-from simspec.speculators import MethodConfig
+from simspec.errors import InputError
+from simspec.presets import _table, load_model
+from simspec.speculators import SPECULATORS, MethodConfig
 from simspec.workload import WorkloadConfig
 
 
@@ -50,38 +54,151 @@ def check_tp(tp: int) -> int:
     return tp
 
 
-# Packaged acceptance presets: traces of Llama-3.1-8B-Instruct measured on one H100 in vLLM
-# (simspec/data/traces/SOURCE.md), so they hold for that target only.
-_TRACE_SOURCE = "{} trace, Liu et al. arXiv 2601.11580 (SpecDecode-Bench data)"
-# EAGLE-3 drafts over a reduced vocabulary: draft_vocab_size 32000 in the EAGLE-3 head config for
-# Llama-3.1-8B (SpecForge configs/llama3-8B-eagle3.json; see simspec/data/engines.yaml).
-EAGLE3_DRAFT_VOCAB = 32000
+# Domains the packaged presets are given for, and the packaged datasets that stand for them.
+DATASET_DOMAIN = {"sharegpt": "chat", "instructcoder": "code", "gsm8k": "math",
+                  "cnn": "summarisation"}  # fmt: skip
 DEFAULT_K = 3
 DEFAULT_DRAFT_MODEL = "llama-3.2-1b"
+# Static trees whose presets do not state a top-k: Medusa's mc_sim_7b_63 (the Spec-Bench default
+# for Medusa and Hydra) has at most 10 children at its root (method_presets.yaml, medusa1).
+DEFAULT_TREE_TOPK = 10
+# Draft length for draft_model when the preset gives none: transformers' assisted generation
+# starts at num_assistant_tokens = 5 (method_presets.yaml, draft_model config_source).
+DEFAULT_DRAFT_MODEL_K = 5
+# Methods with no published acceptance in shared/validation borrow a relative's, labelled so.
+PROXIES = {
+    "medusa2": ("medusa1", "Medusa-1's tau as a lower bound: Medusa-2's joint training raises "
+                "acceptance, and no Medusa-2 tau is published in shared/validation"),
+    "suffix": ("ngram", "the n-gram prompt-lookup trace as a lower bound: suffix trees also "
+               "match earlier outputs; no SuffixDecoding tau is published in shared/validation"),
+}  # fmt: skip
+
+
+def method_presets() -> dict[str, Any]:
+    """``simspec/data/method_presets.yaml``: per method, its default config and per-domain
+    acceptance, each tied to published rows."""
+    return _table("method_presets.yaml")
+
+
+def acceptance_spread(kind: str, domain: str) -> tuple[float, str]:
+    """Per-request heterogeneity (logit std) measured on the packaged traces."""
+    table = _table("acceptance_spread.yaml")
+    return float(table[kind].get(domain, table[kind]["chat"])), table["source"]
+
+
+def method_defaults(name: str) -> dict[str, Any]:
+    """MethodConfig fields of a method's packaged default configuration."""
+    entry = method_presets().get(name, {})
+    d = dict(entry.get("defaults") or {})
+    cls = SPECULATORS[name]
+    out: dict[str, Any] = {"name": name}
+    if name == "lookahead":
+        out.update({k: d[k] for k in ("lookahead_window", "lookahead_ngram", "lookahead_guesses")
+                    if d.get(k) is not None})  # fmt: skip
+        out["k"] = (d.get("lookahead_ngram") or cls.default_ngram) - 1
+        return out
+    if name == "redrafter":
+        out["k"] = d.get("beam_length") or DEFAULT_K
+        out["beam_width"] = d.get("beam_width")
+        return {k: v for k, v in out.items() if v is not None}
+    k = d.get("k")
+    if k is None and name in PROXIES:  # e.g. Medusa-2's 64-node tree: depth not stated
+        k = method_defaults(PROXIES[name][0])["k"]
+    out["k"] = k if k is not None else (DEFAULT_DRAFT_MODEL_K if name == "draft_model"
+                                        else DEFAULT_K)  # fmt: skip
+    tree = d.get("tree") or cls.default_tree
+    if tree != "chain":
+        out["tree"] = tree
+        out["tree_nodes"] = d.get("tree_nodes")
+        out["tree_topk"] = d.get("tree_topk") or DEFAULT_TREE_TOPK
+    if d.get("draft_layers"):
+        out["draft_layers"] = d["draft_layers"]
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def preset_acceptance(name: str, dataset: str) -> AcceptanceConfig | None:
+    """The packaged acceptance of ``name`` for ``dataset``'s domain: the domain's preset, else
+    the method's ``overall`` one, else its only one, else a labelled proxy; None if none."""
+    domain = DATASET_DOMAIN.get(dataset, "chat")
+    entry = method_presets().get(name)
+    if entry is None:
+        return None
+    presets = entry.get("presets") or {}
+    note = ""
+    preset = presets.get(domain) or presets.get("overall")
+    if preset is None and presets:
+        only = next(iter(presets))
+        preset, note = presets[only], f" (only preset: {only}; none for {domain})"
+    elif domain not in presets and preset is not None:
+        note = f" (overall: no {domain} row)"
+    if preset is None:
+        if name not in PROXIES:
+            return None
+        relative, why = PROXIES[name]
+        acc = preset_acceptance(relative, dataset)
+        return None if acc is None else acc.model_copy(
+            update={"source": f"proxy, {why}: {acc.source}"})  # fmt: skip
+    kind = SPECULATORS[name].drafter_kind
+    if "trace" in preset:
+        trace = dataset if dataset in DATASET_DOMAIN else preset["trace"]
+        return AcceptanceConfig(trace=trace, trace_method=preset["trace_method"],
+                                source=f"{preset['trace_method']} trace {trace}, "
+                                "simspec/data/traces/SOURCE.md")  # fmt: skip
+    spread, spread_source = acceptance_spread(kind, domain)
+    source = f"{preset['source']}{note}; cases {', '.join(preset.get('case_ids') or [])}; " + (
+        f"spread {spread} ({spread_source})")  # fmt: skip
+    if "alpha" in preset:
+        return AcceptanceConfig(alpha=float(preset["alpha"]), spread=spread, source=source)
+    cfg = method_defaults(name)
+    tree = cfg.get("tree")
+    fields: dict[str, Any] = {"tau": float(preset["tau"]), "tau_k": cfg["k"], "spread": spread,
+                              "source": source}  # fmt: skip
+    if tree:
+        fields.update(
+            tau_tree_nodes=cfg.get("tree_nodes") or cfg["k"],
+            tau_tree_topk=cfg.get("tree_topk"),
+            tau_dynamic_tree=tree == "dynamic",
+        )
+    elif name == "redrafter":
+        beams = cfg.get("beam_width") or SPECULATORS[name].default_beams
+        fields.update(tau_tree_nodes=beams * cfg["k"], tau_tree_topk=beams)
+    return AcceptanceConfig(**fields)
 
 
 def preset_method(
-    name: str, dataset: str = "sharegpt", draft_model: str = DEFAULT_DRAFT_MODEL
+    name: str,
+    dataset: str = "sharegpt",
+    draft_model: str | None = None,
+    target: str | None = None,
 ) -> MethodConfig:
-    """A method with its packaged acceptance for ``dataset`` where one exists (draft_model has
-    none: no published acceptance for a draft pair of these targets is packaged)."""
+    """A method in its packaged default configuration, with its packaged acceptance for
+    ``dataset``'s domain where one exists (``simspec methods`` lists them).
+
+    draft_model: the given draft, else the preset's when it shares ``target``'s tokenizer, else
+    :data:`DEFAULT_DRAFT_MODEL` (the acceptance then stays the preset pair's, as its source says).
+    """
     if name == "autoregressive":
         return MethodConfig(name=name, k=0)
-    if name == "eagle":
-        acc = AcceptanceConfig(
-            trace=dataset, trace_method="eagle3", source=_TRACE_SOURCE.format("EAGLE-3")
-        )
-        return MethodConfig(
-            name=name, k=DEFAULT_K, draft_vocab_size=EAGLE3_DRAFT_VOCAB, acceptance=acc
-        )
-    if name == "ngram":
-        acc = AcceptanceConfig(
-            trace=dataset, trace_method="ngram", source=_TRACE_SOURCE.format("n-gram")
-        )
-        return MethodConfig(name=name, k=DEFAULT_K, acceptance=acc)
-    return MethodConfig(name=name, k=DEFAULT_K, draft_model=draft_model)
+    fields = method_defaults(name)
+    acc = preset_acceptance(name, dataset)
+    if name == "draft_model":
+        preset_draft = fields.get("draft_model")
+        if not draft_model and preset_draft and target and not _same_vocab(preset_draft, target):
+            preset_draft = None
+        fields["draft_model"] = draft_model or preset_draft or DEFAULT_DRAFT_MODEL
+        if acc is not None and fields["draft_model"] != method_defaults(name).get("draft_model"):
+            acc = acc.model_copy(update={"source": f"measured with a different draft pair: "
+                                         f"{acc.source}"})  # fmt: skip
+    return MethodConfig(**fields, acceptance=acc)
+
+
+def _same_vocab(a: str, b: str) -> bool:
+    try:
+        return load_model(a).vocab_size == load_model(b).vocab_size
+    except InputError:
+        return True  # let the speculator report the bad model by name
 
 
 def default_methods(dataset: str = "sharegpt") -> list[MethodConfig]:
     """The embedded default sweep: plain decoding, EAGLE-3 and n-gram lookup at K=3."""
-    return [preset_method(n, dataset) for n in ("autoregressive", "eagle", "ngram")]
+    return [preset_method(n, dataset) for n in ("autoregressive", "eagle3", "ngram")]

@@ -94,13 +94,13 @@ class Scheduler:
         t = self.t
         rids = self._running_array()
         computed = t.computed[rids]
-        need = t.prompt_len[rids] + t.generated[rids] - computed
-        prefilling = need != 1
+        prefilling = ~t.decoding[rids]
         all_decode = np.count_nonzero(prefilling) == 0
         if all_decode:  # every ask is 1 + K: one scalar, no per-request array
             total = len(rids) * (1 + self.k)
             ask_up = self.k + self.bs  # (1 + K) + (bs - 1)
         else:
+            need = t.prompt_len[rids] + t.generated[rids] - computed
             ask = np.where(prefilling, need, 1 + self.k)
             total = int(ask.sum())
             ask_up = ask + (self.bs - 1)
@@ -141,8 +141,8 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             rid = self.running[i]
-            need = int(t.num_tokens(rid) - t.computed[rid])
-            n = 1 + self.k if need == 1 else min(need, budget)
+            decoding = bool(t.decoding[rid])
+            n = 1 + self.k if decoding else min(int(t.num_tokens(rid) - t.computed[rid]), budget)
             if n > budget:
                 i += 1
                 continue
@@ -156,8 +156,8 @@ class Scheduler:
                 break
             self.pool.allocate(extra)
             t.blocks[rid] += extra
-            (decode if need == 1 else prefill).append(rid)
-            if need != 1:
+            (decode if decoding else prefill).append(rid)
+            if not decoding:
                 chunks.append(n)
             budget -= n
             i += 1
@@ -193,5 +193,6 @@ class Scheduler:
         self.pool.release(int(self.t.blocks[rid]))
         self.t.blocks[rid] = 0
         self.t.computed[rid] = 0
+        self.t.decoding[rid] = False
         self.t.preemptions[rid] += 1
         self.waiting.appendleft(rid)

@@ -58,7 +58,6 @@ class Replica:
         self.env, self.t, self.sched = env, table, scheduler
         self.spec, self.acc, self.cost, self.target = speculator, acceptance, cost, target
         self.log, self.on_finish = log, on_finish
-        self.k = speculator.k
         self._idle: simpy.Event | None = None
         self.expected = len(table)
 
@@ -91,30 +90,35 @@ class Replica:
             d, p = batch.decode, batch.prefill
             kv_d = t.computed[d]
             kv_sum = float(kv_d.sum())  # the draft and the verify pass both read it
+            # the draft length this iteration (a Dynamic SD schedule may change or disable it)
+            k = self.spec.k_for(len(d) + len(p))
+            width = self.spec.verify_tokens_for(k)
             # 2. draft (decoding sequences only)
-            draft = self.spec.draft_cost(kv_d, t.last_step_tokens[d], kv_sum)
-            # 3. verify: one target forward over the verify chains and the prefill chunks
-            verify, prefill_done = self._verify_cost(batch, kv_d, kv_sum)
+            draft = self.spec.draft_cost(kv_d, t.last_step_tokens[d], kv_sum, k)
+            # 3. verify: one target forward over the verify chains/trees and the prefill chunks
+            verify, prefill_done = self._verify_cost(batch, kv_d, kv_sum, width)
             start = self.env.now
             yield self.env.timeout(draft.total_s + verify.total_s)
             # 4. accept, and 5. update KV and counters
-            emitted, decoded_out = self._accept(d, kv_d)
+            emitted, decoded_out = self._accept(d, kv_d, k)
             first = self._advance_prefill(p, batch.chunks, prefill_done)
             made = int(emitted.sum())
-            query = len(d) * (1 + self.k) + (int(batch.chunks.sum()) if len(p) else 0)
+            query = len(d) * width + (int(batch.chunks.sum()) if len(p) else 0)
             self.log.record(
                 start, self.env.now - start, len(d), len(p), query, made + len(first),
-                made if self.k else 0, len(d) if self.k else 0, draft, verify,
+                made if k else 0, len(d) if k else 0, draft, verify,
                 self.sched.pool.used,
             )  # fmt: skip
             self._finish(decoded_out, first)
 
     def _verify_cost(
-        self, batch: ScheduledBatch, kv_d: np.ndarray, kv_sum: float
+        self, batch: ScheduledBatch, kv_d: np.ndarray, kv_sum: float, width: int
     ) -> tuple[StepCost, np.ndarray]:
-        """Target forward time, and which prefill chunks complete their prompt this step."""
+        """Target forward time, and which prefill chunks complete their prompt this step.
+        Every verified position needs logits; a tree's positions are costed like a chain of
+        the same width (attention kernels compute the masked block whole)."""
         d, p, chunks = batch.decode, batch.prefill, batch.chunks
-        shape = BatchShape.uniform(len(d), 1 + self.k, kv_sum, len(d) * (1 + self.k))
+        shape = BatchShape.uniform(len(d), width, kv_sum, len(d) * width)
         if len(p) == 0:
             return self.cost.forward(self.target, shape), _NO_IDS
         kv_p = self.t.computed[p]
@@ -123,7 +127,7 @@ class Replica:
         shape += BatchShape.of(chunks, kv_p, len(prefill_done))
         return self.cost.forward(self.target, shape), prefill_done
 
-    def _accept(self, d: np.ndarray, kv_d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _accept(self, d: np.ndarray, kv_d: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Tokens each decoding sequence emits (the accepted prefix plus one, cut at its end), and
         the sequences that thereby reach their output length."""
         t = self.t
@@ -131,8 +135,8 @@ class Replica:
             return _NO_IDS, _NO_IDS
         generated = t.generated[d]
         remaining = t.output_len[d] - generated
-        if self.k > 0:
-            accepted = self.acc.accept_counts(d, generated, self.k)
+        if k > 0:
+            accepted = self.acc.accept_counts(d, generated, k)
             # a step yields the accepted drafts plus one sampled token; as many enter the KV
             # (the input token and the accepted drafts)
             step_tokens = accepted + 1
@@ -155,6 +159,7 @@ class Replica:
         t = self.t
         t.computed[p] += chunks
         t.generated[done] += 1
+        t.decoding[done] = True
         fresh = done[np.isnan(t.first_token[done])]
         t.first_token[fresh] = self.env.now
         return done
@@ -202,7 +207,7 @@ def simulate(sc: Scenario) -> SimResult:
         spec.extra_weight_bytes(),
         spec.extra_kv_bytes_per_token(),
         max_tokens,
-        max_seqs * spec.verify_tokens,
+        min(max_seqs * spec.verify_tokens, max_tokens),  # logit rows fit in the token budget
     )
 
     seeds = np.random.SeedSequence(sc.seed).spawn(3)
@@ -211,11 +216,17 @@ def simulate(sc: Scenario) -> SimResult:
     table = RequestTable(specs)
     acceptance = None
     if spec.needs_acceptance:
+        acc = sc.method.acceptance
+        if acc.trace is None:  # a static tree is built for the mean α profile
+            spec.resolve_tree(acc.profile(spec.max_accept, spec.depth_decay))
         acceptance = build_sampler(
-            sc.method.acceptance, spec.k, len(table), rng_accept, workload_trace=sc.workload.trace
-        )
+            acc, spec.max_accept, len(table), rng_accept, workload_trace=sc.workload.trace,
+            decay=spec.depth_decay, tree=spec.tree_shape,
+        )  # fmt: skip
     pool = BlockPool(memory.num_blocks)
-    scheduler = Scheduler(table, pool, memory.block_size, max_seqs, max_tokens, spec.k)
+    scheduler = Scheduler(
+        table, pool, memory.block_size, max_seqs, max_tokens, spec.verify_tokens - 1
+    )
     env = simpy.Environment()
     log = IterationLog()
     next_rid = 0

@@ -1,35 +1,67 @@
 """Speculative-decoding methods: one interface, one registry.
 
 A speculator says, for the decoding sequences of one iteration, how long drafting takes (through
-the cost model, from the draft's own shapes), how many query tokens each sequence sends to the
-verify pass, and how much extra GPU memory it needs. Acceptance is sampled separately
-(:mod:`simspec.acceptance`).
+the cost model, from the draft's own shapes and steps), how many query tokens each sequence sends
+to the verify pass (a chain of K+1, a tree of N+1, a lookahead window), how deep a step can
+accept, and how much extra GPU memory it needs. Acceptance is sampled separately
+(:mod:`simspec.acceptance`); tree methods hand it their :class:`~simspec.acceptance.TreeShape`.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from simspec.acceptance import AcceptanceConfig
+from simspec.acceptance import AcceptanceConfig, TreeShape
 from simspec.costmodel import BatchShape, CostModel, StepCost
 from simspec.errors import InputError
 from simspec.presets import BYTES_PER_PARAM, EngineProfile, ModelShape, load_model
+from simspec.trees import Tree, best_tree
+
+TreeKind = Literal["chain", "static", "dynamic"]
 
 
 class MethodConfig(BaseModel):
-    """One method to simulate, as a user writes it in a scenario file."""
+    """One method to simulate, as a user writes it in a scenario file. Unset fields take the
+    method's defaults (``simspec methods`` lists them)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str = Field(description="registry name, e.g. eagle")
-    k: int = Field(default=3, ge=0, le=64, description="draft tokens per step (chain length)")
+    name: str = Field(description="registry name, e.g. eagle3")
+    k: int = Field(default=3, ge=0, le=64, description="draft tokens per step, or tree depth")
     draft_model: str | None = Field(default=None, description="draft preset or config.json path")
     draft_vocab_size: int | None = Field(
         default=None, gt=0, description="EAGLE head vocabulary (EAGLE-3 drafts over a reduced one)"
     )
+    tree: TreeKind | None = Field(default=None, description="chain, static or dynamic tree")
+    tree_nodes: int | None = Field(
+        default=None, ge=1, le=1024, description="draft tokens verified per step in a tree"
+    )
+    tree_topk: int | None = Field(default=None, ge=1, le=64, description="children per node")
+    lookahead_window: int | None = Field(default=None, ge=1, le=64, description="Lookahead W")
+    lookahead_ngram: int | None = Field(default=None, ge=2, le=16, description="Lookahead N")
+    lookahead_guesses: int | None = Field(default=None, ge=0, le=64, description="Lookahead G")
+    beam_width: int | None = Field(default=None, ge=1, le=64, description="ReDrafter beams")
+    draft_layers: int | None = Field(
+        default=None, ge=1, description="self_spec: target layers that draft (early exit)"
+    )
+    k_schedule: list[tuple[int, int, int]] | None = Field(
+        default=None,
+        description="vLLM Dynamic SD: [[start_bs, end_bs, K], ...]; K=0 turns speculation off",
+    )
+    disable_by_batch_size: int | None = Field(
+        default=None, ge=1, description="speculation off when this many requests are running"
+    )
     acceptance: AcceptanceConfig | None = None
+
+    @field_validator("k_schedule")
+    @classmethod
+    def _schedule(cls, v: list[tuple[int, int, int]] | None) -> list[tuple[int, int, int]] | None:
+        for start, end, k in v or []:
+            if not (1 <= start <= end and 0 <= k <= 64):
+                raise ValueError("each entry is [start_bs, end_bs, K] with 1 <= start <= end")
+        return v
 
     @property
     def label(self) -> str:
@@ -40,7 +72,15 @@ class Speculator:
     """Base: plain autoregressive decoding (no draft, one query token per sequence)."""
 
     name: ClassVar[str] = "autoregressive"
+    summary: ClassVar[str] = "plain decoding, one token per step"
     needs_acceptance: ClassVar[bool] = False
+    default_tree: ClassVar[TreeKind] = "chain"
+    trees: ClassVar[tuple[TreeKind, ...]] = ("chain",)  # the shapes the method supports
+    # mean α at depth d = α_1 · decay^(d-1); 1 for drafters that see the tokens they drafted
+    depth_decay: ClassVar[float] = 1.0
+    # whose acceptance heterogeneity applies (simspec/data/acceptance_spread.yaml): a learned
+    # drafter's (the EAGLE-3 trace) or a lookup's (the n-gram trace)
+    drafter_kind: ClassVar[Literal["learned", "lookup"]] = "learned"
 
     def __init__(
         self, cfg: MethodConfig, target: ModelShape, cost: CostModel, engine: EngineProfile
@@ -48,16 +88,60 @@ class Speculator:
         self.cfg, self.target, self.cost, self.engine = cfg, target, cost, engine
         self.k = 0 if not self.needs_acceptance else cfg.k
         self._draft_overhead = engine["draft_step_overhead_s"]
+        kind = cfg.tree or self.default_tree
+        if kind not in self.trees:
+            raise InputError(
+                f"methods.{self.name}.tree",
+                f"{self.name} drafts a {' or '.join(self.trees)}, not a {kind}",
+            )
+        self.tree_kind: TreeKind = kind
+        self.tree_shape: TreeShape | None = None
+        self.tree: Tree | None = None  # the static tree (its widths set draft costs)
+        if kind != "chain" and self.k > 0:
+            nodes = cfg.tree_nodes or self.k
+            if nodes < self.k:
+                raise InputError(f"methods.{self.name}.tree_nodes", "must be >= k (the depth)")
+            self.tree_shape = TreeShape(nodes, cfg.tree_topk or 1, self.k, kind == "dynamic")
+
+    # -- shape of a step -------------------------------------------------------------------
+    @property
+    def max_accept(self) -> int:
+        """The most draft tokens one step can accept (the chain length or tree depth)."""
+        return self.k
 
     @property
     def verify_tokens(self) -> int:
-        """Query tokens each decoding sequence sends to the target's verify pass."""
-        return self.k + 1
+        """Query tokens each decoding sequence sends to the target's verify pass at full K."""
+        return self.verify_tokens_for(self.k)
 
+    def verify_tokens_for(self, k: int) -> int:
+        if k == 0:
+            return 1
+        if self.tree_shape is not None:
+            return self.tree_shape.nodes + 1
+        return k + 1
+
+    def k_for(self, batch_size: int) -> int:
+        """Draft length this iteration: the vLLM Dynamic SD schedule and disable_by_batch_size."""
+        cfg = self.cfg
+        if self.k == 0 or (cfg.disable_by_batch_size and batch_size >= cfg.disable_by_batch_size):
+            return 0
+        for start, end, k in cfg.k_schedule or ():
+            if start <= batch_size <= end:
+                return k if self.tree_shape is None else (self.k if k else 0)
+        return self.k
+
+    def resolve_tree(self, alpha_mean: np.ndarray) -> None:
+        """Build the static tree for the run's mean α profile (its widths set draft costs)."""
+        if self.tree_shape is not None and not self.tree_shape.dynamic:
+            s = self.tree_shape
+            self.tree = best_tree(alpha_mean, s.nodes, s.topk)
+
+    # -- costs -----------------------------------------------------------------------------
     def draft_cost(
-        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float
+        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
     ) -> StepCost:
-        """Time to draft for the decoding sequences.
+        """Time to draft ``k`` tokens (or a depth-k tree) for the decoding sequences.
 
         ``kv_tokens``: their context lengths (``kv_sum`` is their sum, which the caller has);
         ``last_step_tokens``: what each one's last verify step yielded (accepted drafts + 1).
@@ -72,15 +156,30 @@ class Speculator:
         """Draft KV cache per token per GPU."""
         return 0.0
 
+    def step_widths(self, k: int) -> list[int]:
+        """Tokens per sequence a sequential drafter processes at steps 2..k: 1 for a chain, the
+        previous depth's nodes for a static tree, the expanded top-k for a dynamic one."""
+        if self.tree_shape is None:
+            return [1] * (k - 1)
+        if self.tree_shape.dynamic:
+            return [self.tree_shape.topk] * (k - 1)
+        widths = self.tree.width_by_depth() if self.tree else [1] * k
+        return [widths[d] if d < len(widths) else 0 for d in range(k - 1)]
+
+    def _params_bytes(self, params: float) -> float:
+        return params * BYTES_PER_PARAM / self.cost.tp
+
 
 class Autoregressive(Speculator):
     name = "autoregressive"
 
 
 class DraftModel(Speculator):
-    """Leviathan/Chen: a separate small LM drafts K tokens in K sequential forwards."""
+    """Leviathan/Chen: a separate small LM drafts K tokens in K sequential forwards, with its
+    own weights and KV cache; it must share the target's tokenizer."""
 
     name = "draft_model"
+    summary = "separate small LM, K sequential forwards, own weights and KV"
     needs_acceptance = True
 
     def __init__(
@@ -101,80 +200,265 @@ class DraftModel(Speculator):
             )
 
     def draft_cost(
-        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float
+        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
     ) -> StepCost:
         b = len(kv_tokens)
-        if b == 0 or self.k == 0:
+        if b == 0 or k == 0:
             return StepCost()
         # K steps of one token each; context grows by one per step, so cost the mean context
-        kv_mean_sum = kv_sum + b * (self.k - 1) / 2.0
+        kv_mean_sum = kv_sum + b * (k - 1) / 2.0
         step = self.cost.forward(
-            self.draft,
-            BatchShape.uniform(b, 1, kv_mean_sum, b),
-            overhead_s=self._draft_overhead,
+            self.draft, BatchShape.uniform(b, 1, kv_mean_sum, b), overhead_s=self._draft_overhead
         )
-        return step.scaled(self.k)
+        return step.scaled(k)
 
     def extra_weight_bytes(self) -> float:
-        return self.draft.num_params * BYTES_PER_PARAM / self.cost.tp
+        return self._params_bytes(self.draft.num_params)
 
     def extra_kv_bytes_per_token(self) -> float:
         return self.draft.kv_bytes_per_token_per_gpu(self.cost.tp)
 
 
-class Eagle(Speculator):
-    """EAGLE chain: one decoder layer on (feature, token) plus an LM head, run K times.
+class EagleHead(Speculator):
+    """EAGLE-style drafting: one decoder layer of the target's shape on the fusion (an fc) of
+    target features and the token embedding, then an LM head, run once per depth.
 
-    The first draft step consumes the features of every token the last verify accepted (a+1
-    query tokens per sequence); later steps feed one token each. The head reuses the target's
-    LM head unless ``draft_vocab_size`` gives it its own smaller one (EAGLE-3).
+    The first step consumes the features of every token the last verify accepted (a+1 query
+    tokens per sequence); later steps feed the nodes being expanded (1 for a chain). The head
+    shares the target's LM head unless it has its own smaller one (EAGLE-3).
     """
 
-    name = "eagle"
-    needs_acceptance = True
+    fused_features: ClassVar[int] = 2  # fc input: [feature; embedding] = 2h
+    own_vocab: ClassVar[int | None] = None
 
     def __init__(
         self, cfg: MethodConfig, target: ModelShape, cost: CostModel, engine: EngineProfile
     ) -> None:
         super().__init__(cfg, target, cost, engine)
-        vocab = cfg.draft_vocab_size or target.vocab_size
+        vocab = cfg.draft_vocab_size or self.own_vocab or target.vocab_size
         self.head = target.model_copy(
-            update={"num_hidden_layers": 1, "vocab_size": vocab, "id": f"{target.id}-eagle-head"}
+            update={"num_hidden_layers": 1, "vocab_size": vocab, "id": f"{target.id}-{self.name}"}
         )
         self._fc_by_tokens: dict[int, float] = {}  # the hot loop repeats a few counts
 
     def draft_cost(
-        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float
+        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
     ) -> StepCost:
         b = len(kv_tokens)
-        if b == 0 or self.k == 0:
+        if b == 0 or k == 0:
             return StepCost()
         # step 1 feeds the features of every token the last verify step yielded (a + 1 each)
-        first = self._step(BatchShape.of(last_step_tokens, kv_tokens, b, kv_sum=kv_sum))
-        if self.k == 1:
-            return first
-        # steps 2..K feed one token each; the context grows by one per step (costed at its mean)
-        later = self._step(BatchShape.uniform(b, 1, kv_sum + b * self.k / 2.0, b))
-        return first.plus(later, times=self.k - 1)
+        total = self._step(BatchShape.of(last_step_tokens, kv_tokens, b, kv_sum=kv_sum))
+        widths = self.step_widths(k)
+        if all(w == 1 for w in widths):  # a chain: K-1 equal steps, costed at the mean context
+            if k > 1:
+                later = self._step(BatchShape.uniform(b, 1, kv_sum + b * k / 2.0, b))
+                total = total.plus(later, times=k - 1)
+            return total
+        for depth, w in enumerate(widths, start=2):
+            if w:
+                total = total.plus(self._step(BatchShape.uniform(b, w, kv_sum + b * depth, b * w)))
+        return total
 
     def _step(self, batch: BatchShape) -> StepCost:
-        """One pass of the head, with the fc over [feature; embedding] that feeds it."""
+        """One pass of the head, with the fc over the fused inputs that feeds it."""
         tokens = batch.num_tokens
         fc = self._fc_by_tokens.get(tokens)
         if fc is None:
             h = self.target.hidden_size
-            fc = self._fc_by_tokens[tokens] = self.cost.gemm_time(tokens, 2 * h, h)
+            fc = self._fc_by_tokens[tokens] = self.cost.gemm_time(
+                tokens, self.fused_features * h, h
+            )
         return self.cost.forward(self.head, batch, overhead_s=self._draft_overhead, extra_gemm_s=fc)
 
     def extra_weight_bytes(self) -> float:
         h = self.target.hidden_size
-        params = self.head.layer_params + 2 * h * h
+        params = self.head.layer_params + self.fused_features * h * h
         if self.head.vocab_size != self.target.vocab_size:
             params += self.head.vocab_size * h
-        return params * BYTES_PER_PARAM / self.cost.tp
+        return self._params_bytes(params)
 
     def extra_kv_bytes_per_token(self) -> float:
         return self.head.kv_bytes_per_token_per_gpu(self.cost.tp, layers=1)
+
+
+class Eagle1(EagleHead):
+    name = "eagle1"
+    summary = "EAGLE-1: one-layer head on (feature, token) + target LM head; chain or static tree"
+    needs_acceptance = True
+    default_tree = "static"
+    trees = ("chain", "static")
+
+
+class Eagle2(EagleHead):
+    name = "eagle2"
+    summary = "EAGLE-2: EAGLE-1 head + dynamic tree expanded by draft confidence, reranked"
+    needs_acceptance = True
+    default_tree = "dynamic"
+    trees = ("chain", "static", "dynamic")
+
+
+# EAGLE-3 fuses low, middle and high target features (fc over 3h) and drafts over a reduced
+# vocabulary: draft_vocab_size 32000 in the EAGLE-3 head config for Llama-3.1-8B (SpecForge
+# configs/llama3-8B-eagle3.json).
+EAGLE3_DRAFT_VOCAB = 32000
+
+
+class Eagle3(EagleHead):
+    name = "eagle3"
+    summary = "EAGLE-3: multi-layer feature fusion (fc 3h->h), reduced draft vocabulary"
+    needs_acceptance = True
+    fused_features = 3
+    own_vocab = EAGLE3_DRAFT_VOCAB
+    trees = ("chain", "static", "dynamic")
+
+
+class MTP(EagleHead):
+    """DeepSeek-V3 multi-token prediction: one transformer block fed [RMSNorm(h); RMSNorm(emb)]
+    through a 2h->h projection, then the shared output head (DeepSeek-V3 report §2.2); engines
+    reuse the one module for K > 1 (vLLM, SGLang)."""
+
+    name = "mtp"
+    summary = "DeepSeek-V3 MTP: one block + 2h->h projection per step, shared LM head"
+    needs_acceptance = True
+
+
+class Medusa(Speculator):
+    """Medusa: K heads on the last hidden state, each a residual block (h x h) and its own LM
+    head, computed after the target's pass in one shot; a static tree of their top-k
+    candidates is verified with tree attention. Heads predict independently of one another,
+    so deeper heads accept less (depth_decay)."""
+
+    name = "medusa1"
+    summary = "Medusa-1: K independent heads (resblock + LM head), static tree, frozen base"
+    needs_acceptance = True
+    default_tree = "static"
+    trees = ("chain", "static")
+    # Teacher-forced top-1 accuracy of Medusa-1 heads falls from ~0.58 (head 1) to ~0.13
+    # (head 5) in the Medusa repo's assets/medusa_acc.csv (shared/validation/README.md, Medusa
+    # (c)): a factor (0.13 / 0.58) ** (1/4) = 0.688 per head.
+    depth_decay = 0.688
+
+    def draft_cost(
+        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
+    ) -> StepCost:
+        b = len(kv_tokens)
+        if b == 0 or k == 0:
+            return StepCost()
+        h, v = self.target.hidden_size, self.target.vocab_size // self.cost.tp
+        per_head = self.cost.gemm_time(b, h, h) + self.cost.gemm_time(b, h, v)
+        return StepCost(gemm_s=k * per_head)  # inside the target's graph: no launch overhead
+
+    def extra_weight_bytes(self) -> float:
+        h = self.target.hidden_size
+        return self._params_bytes(self.k * (h * h + h * self.target.vocab_size))
+
+
+class Medusa2(Medusa):
+    name = "medusa2"
+    summary = "Medusa-2: Medusa heads trained jointly with the base (higher acceptance)"
+
+
+class Hydra(Speculator):
+    """Hydra: sequentially dependent heads, each conditioned on the draft token before it
+    ([hidden; embedding] -> h, then an LM head), so drafting is D small sequential steps and
+    deep positions keep their acceptance; static tree like Medusa's."""
+
+    name = "hydra"
+    summary = "Hydra: sequential heads conditioned on earlier draft tokens, static tree"
+    needs_acceptance = True
+    default_tree = "static"
+    trees = ("chain", "static")
+
+    def draft_cost(
+        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
+    ) -> StepCost:
+        b = len(kv_tokens)
+        if b == 0 or k == 0:
+            return StepCost()
+        h, v = self.target.hidden_size, self.target.vocab_size // self.cost.tp
+        total = 0.0
+        for w in [1, *self.step_widths(k)]:
+            m = b * w
+            if m:
+                total += self.cost.gemm_time(m, 2 * h, h) + self.cost.gemm_time(m, h, v)
+        return StepCost(gemm_s=total, overhead_s=k * self._draft_overhead)
+
+    def extra_weight_bytes(self) -> float:
+        h = self.target.hidden_size
+        return self._params_bytes(self.k * (2 * h * h + h * self.target.vocab_size))
+
+
+class ReDrafter(Speculator):
+    """ReDrafter: an RNN draft head on the target's last hidden state runs a beam search of
+    ``beam_width`` beams for ``k`` steps; the beams are verified together. The deduplicated
+    beams are modelled as the best tree of W x k tokens with W children per node (the
+    verify width is then an upper bound: prefix sharing sends fewer tokens)."""
+
+    name = "redrafter"
+    summary = "ReDrafter: RNN draft head, beam search (width x length), beams verified together"
+    needs_acceptance = True
+    default_tree = "static"
+    trees = ("static",)
+    default_beams = 4
+
+    def __init__(
+        self, cfg: MethodConfig, target: ModelShape, cost: CostModel, engine: EngineProfile
+    ) -> None:
+        super().__init__(cfg, target, cost, engine)
+        self.beams = cfg.beam_width or self.default_beams
+        if self.k > 0:
+            self.tree_shape = TreeShape(self.beams * self.k, self.beams, self.k)
+
+    def draft_cost(
+        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
+    ) -> StepCost:
+        b = len(kv_tokens)
+        if b == 0 or k == 0:
+            return StepCost()
+        h, v = self.target.hidden_size, self.target.vocab_size // self.cost.tp
+        total = 0.0
+        for step in range(k):
+            m = b if step == 0 else b * self.beams
+            # GRU-style cell on [hidden; embedding]: three gates of (2h -> h), then the LM head
+            total += self.cost.gemm_time(m, 2 * h, 3 * h) + self.cost.gemm_time(m, h, v)
+        return StepCost(gemm_s=total, overhead_s=k * self._draft_overhead)
+
+    def extra_weight_bytes(self) -> float:
+        h = self.target.hidden_size
+        return self._params_bytes(6 * h * h + h * self.target.vocab_size)
+
+
+class Lookahead(Speculator):
+    """Lookahead decoding: no draft model. Every target step also runs a Jacobi lookahead
+    branch (window W over N-1 future positions) and verifies G n-gram candidates of N-1 tokens
+    from its pool, so the verify pass widens to 1 + (W + G)(N - 1) tokens per sequence; one
+    step accepts at most N - 1 drafts."""
+
+    name = "lookahead"
+    summary = "Lookahead: Jacobi lookahead branch (W, N) + verification branch (G), no draft"
+    needs_acceptance = True
+    drafter_kind = "lookup"
+    default_window, default_ngram, default_guesses = 5, 4, 5
+
+    def __init__(
+        self, cfg: MethodConfig, target: ModelShape, cost: CostModel, engine: EngineProfile
+    ) -> None:
+        super().__init__(cfg, target, cost, engine)
+        self.window = cfg.lookahead_window or self.default_window
+        self.ngram = cfg.lookahead_ngram or self.default_ngram
+        self.guesses = self.default_guesses if cfg.lookahead_guesses is None else (
+            cfg.lookahead_guesses)  # fmt: skip
+        self.k = self.ngram - 1
+
+    def verify_tokens_for(self, k: int) -> int:
+        return 1 if k == 0 else 1 + (self.window + self.guesses) * (self.ngram - 1)
+
+    def draft_cost(
+        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
+    ) -> StepCost:
+        # n-gram pool bookkeeping on the CPU, like prompt lookup's
+        return StepCost(overhead_s=self.engine["ngram_cpu_s_per_seq"] * len(kv_tokens))
 
 
 class NGram(Speculator):
@@ -185,17 +469,69 @@ class NGram(Speculator):
     """
 
     name = "ngram"
+    summary = "prompt/output n-gram lookup on the CPU (vLLM ngram)"
     needs_acceptance = True
+    drafter_kind = "lookup"
 
     def draft_cost(
-        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float
+        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
     ) -> StepCost:
         return StepCost(overhead_s=self.engine["ngram_cpu_s_per_seq"] * len(kv_tokens))
 
 
+class PLD(NGram):
+    name = "pld"
+    summary = "prompt lookup decoding (Saxena), the n-gram lookup of the HF/Spec-Bench papers"
+
+
+class Suffix(NGram):
+    """SuffixDecoding: a suffix tree over the prompt and earlier outputs proposes
+    continuations on the CPU; costed like prompt lookup, with K the speculation cap."""
+
+    name = "suffix"
+    summary = "SuffixDecoding: suffix-tree lookup over prompt and earlier outputs (CPU)"
+
+
+class SelfSpec(Speculator):
+    """LayerSkip-style self-speculation: the target's first ``draft_layers`` layers plus its LM
+    head draft K tokens; no extra weights, and the draft's KV is the target's for those layers."""
+
+    name = "self_spec"
+    summary = "LayerSkip early exit: first L' target layers draft; shared weights and KV"
+    needs_acceptance = True
+
+    def __init__(
+        self, cfg: MethodConfig, target: ModelShape, cost: CostModel, engine: EngineProfile
+    ) -> None:
+        super().__init__(cfg, target, cost, engine)
+        # LayerSkip's Llama-2-7B example exits at layer 8 of 32 (its README's --exit_layer 8)
+        self.layers = cfg.draft_layers or max(1, target.num_hidden_layers // 4)
+        if self.layers >= target.num_hidden_layers:
+            raise InputError(
+                f"methods.{self.name}.draft_layers",
+                f"must be < the target's {target.num_hidden_layers} layers",
+            )
+
+    def draft_cost(
+        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
+    ) -> StepCost:
+        b = len(kv_tokens)
+        if b == 0 or k == 0:
+            return StepCost()
+        batch = BatchShape.uniform(b, 1, kv_sum + b * (k - 1) / 2.0, b)
+        step = self.cost.forward(
+            self.target, batch, overhead_s=self._draft_overhead, layers=self.layers
+        )
+        return step.scaled(k)
+
+
 SPECULATORS: dict[str, type[Speculator]] = {
-    cls.name: cls for cls in (Autoregressive, DraftModel, Eagle, NGram)
-}
+    cls.name: cls
+    for cls in (
+        Autoregressive, DraftModel, Medusa, Medusa2, Hydra, Eagle1, Eagle2, Eagle3, ReDrafter,
+        Lookahead, NGram, PLD, Suffix, SelfSpec, MTP,
+    )
+}  # fmt: skip
 
 
 def build_speculator(
@@ -209,5 +545,10 @@ def build_speculator(
     if spec.needs_acceptance and cfg.acceptance is None:
         raise InputError(
             f"methods.{cfg.name}.acceptance", "needs an acceptance model (alpha, tau or trace)"
+        )
+    if spec.tree_shape is not None and cfg.acceptance.trace is not None:
+        raise InputError(
+            f"methods.{cfg.name}.acceptance",
+            "a tree needs alpha or tau acceptance: traces record chains (use tree: chain)",
         )
     return spec

@@ -32,7 +32,7 @@ def run(method, requests=60, concurrency=1, **wl):
 
 @pytest.mark.parametrize(("alpha", "k"), [(0.6, 3), (0.8, 3), (0.8, 5)])
 def test_batch1_iid_alpha_matches_closed_form_within_2_percent(alpha, k):
-    method = MethodConfig(name="eagle", k=k, acceptance=AcceptanceConfig(alpha=alpha))
+    method = MethodConfig(name="eagle3", k=k, acceptance=AcceptanceConfig(alpha=alpha))
     # outputs of 10k tokens make the truncated last step of each request negligible
     result = run(method, requests=8, output={"mean": 10000})
     formula = (1 - alpha ** (k + 1)) / (1 - alpha)
@@ -45,7 +45,7 @@ def test_batch1_iid_alpha_matches_closed_form_within_2_percent(alpha, k):
 def test_trace_replay_reproduces_the_tau_the_trace_implies(dataset, method, k, shared):
     trace = load_trace(dataset, method)
     spec = MethodConfig(
-        name="eagle" if method == "eagle3" else "ngram",
+        name=method,
         k=k,
         acceptance=AcceptanceConfig(trace=dataset, trace_method=method),
     )

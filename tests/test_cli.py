@@ -43,7 +43,7 @@ def test_sweep_prints_speedup_table_and_writes_the_documented_csv(tmp_path):
     assert "Speedup over autoregressive" in result.output
     frame = pd.read_csv(out)
     assert list(frame.columns) == COLUMNS and set(REQUIRED) <= set(frame.columns)
-    assert set(frame.method) == {"autoregressive", "eagle", "ngram"}
+    assert set(frame.method) == {"autoregressive", "eagle3", "ngram"}
     assert sorted(frame.batch_size.unique()) == [1, 8]
     assert (frame[frame.method == "autoregressive"].speedup == 1.0).all()
 
@@ -75,7 +75,7 @@ def test_json_config_and_alpha_override(tmp_path):
     cfg = tmp_path / "s.json"
     cfg.write_text('{"batch_sizes": [1], "workload": {"requests": 8}}')
     out = tmp_path / "o.csv"
-    result = sweep("--config", str(cfg), "--methods", "eagle", "--alpha", "0.5", "--out", str(out))
+    result = sweep("--config", str(cfg), "--methods", "eagle3", "--alpha", "0.5", "--out", str(out))
     assert result.exit_code == 0, result.output
     assert pd.read_csv(out).acceptance.tolist() == ["alpha=0.5"]
 
@@ -91,7 +91,7 @@ BAD_INPUTS = [
     (["--k", "-1"], "k"),
     (["--tp", "3"], "tp"),
     (["--methods", "medusa9"], "--methods"),
-    (["--methods", "draft_model"], "acceptance"),
+    (["--methods", "draft_model", "--draft-model", "qwen3-0.6b"], "draft_model"),
     (["--dataset", "nosuch"], "--dataset"),
     (["--requests", "0"], "requests"),
     (["--engine", "tgi"], "engine"),
@@ -115,7 +115,7 @@ def test_unreadable_trace_and_config_files_are_clear_errors(tmp_path):
     bad_trace.write_text('{"id": 1, "prompt_len": 5}\n')
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
-        f"methods:\n  - name: eagle\n    acceptance: {{trace: {bad_trace}, trace_method: eagle3}}\n"
+        f"methods:\n  - name: eagle3\n    acceptance: {{trace: {bad_trace}, trace_method: eagle3}}\n"
     )
     result = sweep(*FAST, "--config", str(cfg))
     assert result.exit_code == 2 and "acceptance.trace" in result.output

@@ -11,8 +11,8 @@ from simspec.speculators import MethodConfig
 from simspec.sweep import SweepConfig, run_sweep
 from simspec.workload import WorkloadConfig
 
-EAGLE_LOW = MethodConfig(name="eagle", k=3, acceptance=AcceptanceConfig(alpha=0.2))
-EAGLE_HIGH = MethodConfig(name="eagle", k=3, acceptance=AcceptanceConfig(alpha=0.8))
+EAGLE_LOW = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.2))
+EAGLE_HIGH = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.8))
 
 
 def small_workload(**kw):
@@ -48,7 +48,7 @@ def test_sweep_autoregressive_speedup_is_exactly_one():
     frame = run_sweep(cfg)
     ar = frame[frame.method == "autoregressive"]
     assert (ar.speedup == 1.0).all() and (ar.tpot_ratio == 1.0).all()
-    assert (frame[frame.method == "eagle"].speedup > 1.0).all()
+    assert (frame[frame.method == "eagle3"].speedup > 1.0).all()
 
 
 def test_eagle_with_low_acceptance_at_large_batch_is_slower_than_plain_decoding():
