@@ -407,14 +407,18 @@ def build_sampler(
     workload_trace: str | None = None,
     decay: float = 1.0,
     tree: TreeShape | None = None,
+    static_tree: Tree | None = None,
 ) -> AcceptanceSampler:
     """The sampler for one run: trace replay (chains only), parametric chains, or parametric
-    α walked down a tree."""
+    α walked down a tree (``static_tree`` when the method fixed it, else built from ``tree``)."""
     if tree is not None:
         if cfg.trace is not None:
             raise ValueError("tree methods need alpha or tau acceptance, not a chain trace")
         base = ParametricAcceptance(cfg, tree.depth, num_requests, rng, decay)
-        children, dynamic = tree_plan(tree, base.alpha, cfg.sigma)
+        if static_tree is not None and not tree.dynamic:
+            children, dynamic = static_tree.children(), False
+        else:
+            children, dynamic = tree_plan(tree, base.alpha, cfg.sigma)
         return TreeAcceptance(base, children, dynamic, tree.depth)
     if cfg.trace is not None:
         trace = load_trace(cfg.trace, cfg.trace_method)

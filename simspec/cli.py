@@ -115,12 +115,18 @@ def build_config(config: Path | None, **flags: Any) -> SweepConfig:
             sched[key] = flags[key]
     data["scheduler"] = sched
 
-    if flags["methods"] or "methods" not in data:
+    target = data.get("model", "llama-3.1-8b")
+    if flags["speculative_config"]:
+        data["methods"] = [{"name": "autoregressive", "k": 0},
+                           _from_vllm(flags["speculative_config"], dataset, flags, target)]  # fmt: skip
+    elif flags["methods"] or "methods" not in data:
         names = _csv_list(flags["methods"] or "autoregressive,eagle3,ngram", "--methods")
+        if names == ["all"]:
+            names = list(SPECULATORS)
         data["methods"] = [
-            preset_method(
-                _known_method(n), dataset, flags["draft_model"], data.get("model", "llama-3.1-8b")
-            ).model_dump(exclude_none=True)
+            preset_method(_known_method(n), dataset, flags["draft_model"], target).model_dump(
+                exclude_none=True
+            )
             for n in names
         ]
     override: dict[str, Any] = {}
@@ -137,7 +143,7 @@ def build_config(config: Path | None, **flags: Any) -> SweepConfig:
             if flags["k"] is not None:
                 m["k"] = flags["k"]
             if override:
-                m["acceptance"] = override
+                m["acceptance"] = _override_for(m, override)
             if m.get("name") == "draft_model" and flags["draft_model"]:
                 m["draft_model"] = flags["draft_model"]
             if (
@@ -153,6 +159,32 @@ def build_config(config: Path | None, **flags: Any) -> SweepConfig:
         methods.append(m)
     data["methods"] = methods
     return SweepConfig(**data)
+
+
+def _override_for(method: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """--alpha/--tau for one method: a tree method's --tau is taken as measured with the tree
+    it runs (its nodes, top-k and depth, or --tau-k as the depth)."""
+    tree = method.get("tree")
+    if "tau" not in override or tree in (None, "chain") or method.get("tree_paths"):
+        return override
+    depth = override.get("tau_k") or method.get("k", 1)
+    return {**override, "tau_k": depth, "tau_tree_nodes": max(method.get("tree_nodes") or depth,
+            depth), "tau_tree_topk": method.get("tree_topk"),
+            "tau_dynamic_tree": tree == "dynamic"}  # fmt: skip
+
+
+def _from_vllm(text: str, dataset: str, flags: dict[str, Any], target: str) -> dict[str, Any]:
+    """A vLLM --speculative-config as one simspec method: the method's preset, then the
+    config's own fields on top."""
+    from simspec.vllm_config import read_speculative_config, to_method
+
+    fields = to_method(read_speculative_config(text))
+    draft = flags["draft_model"] or fields.get("draft_model")
+    base = preset_method(fields["name"], dataset, draft, target).model_dump(exclude_none=True)
+    if "tree_paths" in fields:  # the config's own tree replaces the preset's shape; a preset tau
+        base.pop("tree_nodes", None)  # stays tied to the tree it was measured with
+        base.pop("tree_topk", None)
+    return {**base, **fields}
 
 
 def _write_atomic(frame: pd.DataFrame, out: Path) -> None:
@@ -233,6 +265,14 @@ def sweep(
     draft_model: Annotated[
         str | None, typer.Option(help="draft model preset for draft_model [default: llama-3.2-1b]")
     ] = None,
+    speculative_config: Annotated[
+        str | None,
+        typer.Option(
+            help="a vLLM --speculative-config JSON (or @file.json): simulate it against "
+            'autoregressive, e.g. \'{"method": "eagle3", "num_speculative_tokens": 5}\'; '
+            "num_speculative_tokens_per_batch_size and disable_by_batch_size are honoured"
+        ),
+    ] = None,
     max_num_seqs: Annotated[
         int | None, typer.Option(help="scheduler: max sequences per iteration [default: engine's]")
     ] = None,
@@ -265,6 +305,7 @@ def sweep(
         tau=tau,
         tau_k=tau_k,
         draft_model=draft_model,
+        speculative_config=speculative_config,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         seed=seed,
@@ -303,6 +344,73 @@ def sweep(
         )
         if out is not None:
             err.print(f"wrote {len(frame)} rows to {out}")
+
+
+@app.command("methods")
+def methods_command(
+    name: Annotated[
+        str | None, typer.Argument(help="one method: its defaults and every preset's source")
+    ] = None,
+) -> None:
+    """The speculative-decoding methods simspec models, their default configuration and the
+    acceptance presets per domain (chat, code, math, summarisation), with sources."""
+    from simspec.scenario import DATASET_DOMAIN, method_defaults, method_presets, preset_acceptance
+
+    if name is not None and name not in SPECULATORS:
+        _fail(f"method: unknown method {name!r}; choose from {', '.join(SPECULATORS)}")
+    datasets = {domain: ds for ds, domain in DATASET_DOMAIN.items()}
+    if name is None:
+        table = Table(title="Methods (simspec methods NAME: what each is, and every source)")
+        for col in ("method", "default config", *datasets):
+            table.add_column(col)
+        for n in SPECULATORS:
+            if n == "autoregressive":
+                continue
+            cells = [_acceptance_cell(preset_acceptance(n, ds)) for ds in datasets.values()]
+            table.add_row(n, _shape_cell(method_defaults(n)), *cells)
+        Console().print(table)
+        err.print("acceptance: τ = published tokens per step (bonus included), α = rate, "
+                  "trace = replay of measured acceptance; '*' = fallback or proxy")  # fmt: skip
+        return
+    entry = method_presets().get(name, {})
+    console = Console()
+    console.print(f"[bold]{name}[/]: {SPECULATORS[name].summary}")
+    console.print(f"default config: {_config_cell(method_defaults(name))}")
+    if entry.get("config_source"):
+        console.print(f"config source: {entry['config_source']}")
+    for domain, ds in datasets.items():
+        acc = preset_acceptance(name, ds)
+        text = "none (give --alpha or --tau)" if acc is None else acc.source
+        console.print(f"- {domain} ({ds}): {_acceptance_cell(acc)} — {text}")
+    if entry.get("note"):
+        console.print(f"note: {entry['note']}")
+
+
+def _shape_cell(cfg: dict[str, Any]) -> str:
+    """A short description of a method's draft shape."""
+    if cfg["name"] == "lookahead":
+        return "W={lookahead_window} N={lookahead_ngram} G={lookahead_guesses}".format(**cfg)
+    if cfg["name"] == "redrafter":
+        return f"{cfg['beam_width']} beams x {cfg['k']}"
+    if cfg.get("tree"):
+        return f"{cfg['tree']} tree {cfg['tree_nodes']}, depth {cfg['k']}, top-{cfg['tree_topk']}"
+    extra = f", {cfg['draft_layers']} layers" if cfg.get("draft_layers") else ""
+    return f"chain K={cfg['k']}{extra}"
+
+
+def _config_cell(cfg: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in cfg.items() if k != "name")
+
+
+def _acceptance_cell(acc: Any) -> str:
+    if acc is None:
+        return "—"
+    mark = "*" if ("proxy" in acc.source or "overall" in acc.source or "only" in acc.source) else ""
+    if acc.trace:
+        return f"trace {acc.trace}{mark}"
+    if acc.tau is not None:
+        return f"τ {acc.tau:g}{mark}"
+    return f"α {acc.alpha:g}{mark}"
 
 
 calibrate_app = typer.Typer(

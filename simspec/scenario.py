@@ -144,9 +144,9 @@ def preset_acceptance(name: str, dataset: str) -> AcceptanceConfig | None:
         return AcceptanceConfig(trace=trace, trace_method=preset["trace_method"],
                                 source=f"{preset['trace_method']} trace {trace}, "
                                 "simspec/data/traces/SOURCE.md")  # fmt: skip
-    spread, spread_source = acceptance_spread(kind, domain)
+    spread, _ = acceptance_spread(kind, domain)
     source = f"{preset['source']}{note}; cases {', '.join(preset.get('case_ids') or [])}; " + (
-        f"spread {spread} ({spread_source})")  # fmt: skip
+        f"spread {spread} ({kind} drafters, simspec/data/acceptance_spread.yaml)")  # fmt: skip
     if "alpha" in preset:
         return AcceptanceConfig(alpha=float(preset["alpha"]), spread=spread, source=source)
     cfg = method_defaults(name)

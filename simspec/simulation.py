@@ -221,7 +221,7 @@ def simulate(sc: Scenario) -> SimResult:
             spec.resolve_tree(acc.profile(spec.max_accept, spec.depth_decay))
         acceptance = build_sampler(
             acc, spec.max_accept, len(table), rng_accept, workload_trace=sc.workload.trace,
-            decay=spec.depth_decay, tree=spec.tree_shape,
+            decay=spec.depth_decay, tree=spec.tree_shape, static_tree=spec.tree,
         )  # fmt: skip
     pool = BlockPool(memory.num_blocks)
     scheduler = Scheduler(

@@ -18,7 +18,7 @@ from simspec.acceptance import AcceptanceConfig, TreeShape
 from simspec.costmodel import BatchShape, CostModel, StepCost
 from simspec.errors import InputError
 from simspec.presets import BYTES_PER_PARAM, EngineProfile, ModelShape, load_model
-from simspec.trees import Tree, best_tree
+from simspec.trees import Tree, best_tree, from_paths
 
 TreeKind = Literal["chain", "static", "dynamic"]
 
@@ -39,6 +39,11 @@ class MethodConfig(BaseModel):
         default=None, ge=1, le=1024, description="draft tokens verified per step in a tree"
     )
     tree_topk: int | None = Field(default=None, ge=1, le=64, description="children per node")
+    tree_paths: list[list[int]] | None = Field(
+        default=None,
+        description="an explicit static tree: paths of 0-based sibling ranks, e.g. "
+        "[[0], [1], [0, 0]] (Medusa choices, vLLM speculative_token_tree)",
+    )
     lookahead_window: int | None = Field(default=None, ge=1, le=64, description="Lookahead W")
     lookahead_ngram: int | None = Field(default=None, ge=2, le=16, description="Lookahead N")
     lookahead_guesses: int | None = Field(default=None, ge=0, le=64, description="Lookahead G")
@@ -97,7 +102,18 @@ class Speculator:
         self.tree_kind: TreeKind = kind
         self.tree_shape: TreeShape | None = None
         self.tree: Tree | None = None  # the static tree (its widths set draft costs)
-        if kind != "chain" and self.k > 0:
+        self._explicit = False
+        if cfg.tree_paths and self.k > 0:
+            if kind != "static":
+                raise InputError(f"methods.{self.name}.tree_paths", "an explicit tree is static")
+            try:
+                self.tree = from_paths(cfg.tree_paths)
+            except ValueError as exc:
+                raise InputError(f"methods.{self.name}.tree_paths", str(exc)) from None
+            self._explicit = True
+            self.k = self.tree.max_depth
+            self.tree_shape = TreeShape(self.tree.nodes, max(self.tree.rank), self.k)
+        elif kind != "chain" and self.k > 0:
             nodes = cfg.tree_nodes or self.k
             if nodes < self.k:
                 raise InputError(f"methods.{self.name}.tree_nodes", "must be >= k (the depth)")
@@ -133,7 +149,7 @@ class Speculator:
 
     def resolve_tree(self, alpha_mean: np.ndarray) -> None:
         """Build the static tree for the run's mean α profile (its widths set draft costs)."""
-        if self.tree_shape is not None and not self.tree_shape.dynamic:
+        if self.tree_shape is not None and not self.tree_shape.dynamic and not self._explicit:
             s = self.tree_shape
             self.tree = best_tree(alpha_mean, s.nodes, s.topk)
 

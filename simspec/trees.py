@@ -122,6 +122,22 @@ def chain(k: int) -> Tree:
     return Tree(tuple(range(-1, k)), (0,) + (1,) * k)
 
 
+def from_paths(paths: list[list[int]]) -> Tree:
+    """A tree from paths of 0-based sibling ranks (Medusa's choices, vLLM's
+    speculative_token_tree): ``[0]`` is the draft's top token, ``[0, 1]`` its second child."""
+    index = {(): 0}
+    parent, rank = [-1], [0]
+    for path in sorted((tuple(p) for p in paths), key=lambda p: (len(p), p)):
+        if path[:-1] not in index or path in index:
+            raise ValueError(f"path {path} has no parent or repeats")
+        index[path] = len(parent)
+        parent.append(index[path[:-1]])
+        rank.append(path[-1] + 1)
+    if max(rank) > MAX_RANK:
+        raise ValueError(f"sibling ranks above {MAX_RANK} are not modelled")
+    return Tree(tuple(parent), tuple(rank))
+
+
 def expected_tau(tree: Tree, alpha_by_depth: np.ndarray) -> float:
     """Mean tokens per step (accepted depth + 1) for per-depth acceptance α_1..α_D."""
     probs = rank_probs(np.asarray(alpha_by_depth, dtype=np.float64))  # (D, MAX_RANK)
