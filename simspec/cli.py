@@ -361,7 +361,8 @@ def methods_command(
     datasets = {domain: ds for ds, domain in DATASET_DOMAIN.items()}
     if name is None:
         table = Table(title="Methods (simspec methods NAME: what each is, and every source)")
-        for col in ("method", "default config", *datasets):
+        table.add_column("method", no_wrap=True, min_width=max(map(len, SPECULATORS)))
+        for col in ("default config", *datasets):
             table.add_column(col)
         for n in SPECULATORS:
             if n == "autoregressive":

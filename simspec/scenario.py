@@ -147,9 +147,13 @@ def preset_acceptance(name: str, dataset: str) -> AcceptanceConfig | None:
     spread, _ = acceptance_spread(kind, domain)
     source = f"{preset['source']}{note}; cases {', '.join(preset.get('case_ids') or [])}; " + (
         f"spread {spread} ({kind} drafters, simspec/data/acceptance_spread.yaml)")  # fmt: skip
+    cfg = method_defaults(name)
+    if "alpha" in preset and cfg["k"] == 1:
+        # with one draft token the acceptance rate is exactly tau - 1 (pooled over steps)
+        return AcceptanceConfig(tau=1.0 + float(preset["alpha"]), tau_k=1, spread=spread,
+                                source=f"tau = 1 + acceptance rate; {source}")  # fmt: skip
     if "alpha" in preset:
         return AcceptanceConfig(alpha=float(preset["alpha"]), spread=spread, source=source)
-    cfg = method_defaults(name)
     tree = cfg.get("tree")
     fields: dict[str, Any] = {"tau": float(preset["tau"]), "tau_k": cfg["k"], "spread": spread,
                               "source": source}  # fmt: skip

@@ -115,7 +115,8 @@ def test_unreadable_trace_and_config_files_are_clear_errors(tmp_path):
     bad_trace.write_text('{"id": 1, "prompt_len": 5}\n')
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
-        f"methods:\n  - name: eagle3\n    acceptance: {{trace: {bad_trace}, trace_method: eagle3}}\n"
+        "methods:\n  - name: eagle3\n"
+        f"    acceptance: {{trace: {bad_trace}, trace_method: eagle3}}\n"
     )
     result = sweep(*FAST, "--config", str(cfg))
     assert result.exit_code == 2 and "acceptance.trace" in result.output

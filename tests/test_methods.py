@@ -1,0 +1,208 @@
+"""Every method: presets reproduce their published τ at batch 1, and the structural effects that
+set methods apart hold (Medusa vs Hydra, dynamic vs static trees, Lookahead's width, self-spec's
+free draft, trees losing faster with batch than chains)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from simspec.acceptance import AcceptanceConfig, TreeShape, pooled_tau, tree_expected_tau
+from simspec.cli import app
+from simspec.costmodel import BatchShape, RooflineCostModel
+from simspec.exact import expected_tokens_per_step
+from simspec.presets import load_engine, load_gpu, load_model, load_profile
+from simspec.scenario import Scenario, method_presets, preset_method
+from simspec.simulation import simulate
+from simspec.speculators import SPECULATORS, MethodConfig, build_speculator
+from simspec.sweep import SweepConfig, run_sweep
+from simspec.trees import best_tree, chain, expected_tau, from_paths, rank_curves, top_r_hit, walk
+from simspec.workload import LengthSpec, WorkloadConfig
+
+runner = CliRunner()
+TARGET = "llama-3.1-8b"
+FIXED = WorkloadConfig(concurrency=1, requests=160, trace=None, prompt=LengthSpec(mean=128),
+                       output=LengthSpec(mean=192))  # fmt: skip
+
+
+def cost_model():
+    return RooflineCostModel(load_gpu("h100_sxm"), load_profile("h100_sxm"), load_engine("vllm"))
+
+
+def batch1_tau(method: MethodConfig, workload: WorkloadConfig = FIXED) -> float:
+    return simulate(Scenario(method=method, workload=workload)).summary["mean_accept_len"]
+
+
+TAU_PRESETS = [n for n in SPECULATORS if n != "autoregressive"
+               and (a := preset_method(n, "sharegpt", target=TARGET).acceptance) is not None
+               and a.tau is not None]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", TAU_PRESETS)
+def test_batch1_tau_of_each_tau_preset_matches_its_published_tau(name):
+    method = preset_method(name, "sharegpt", target=TARGET)
+    assert batch1_tau(method) == pytest.approx(method.acceptance.tau, rel=0.05)
+
+
+@pytest.mark.parametrize("name", ["eagle3", "ngram", "suffix"])
+def test_batch1_tau_of_each_trace_preset_matches_the_trace_replay(name):
+    method = preset_method(name, "sharegpt", target=TARGET)
+    relative = "ngram" if name == "suffix" else name
+    replay = method_presets()[relative]["presets"]["chat"]["replay_tau"][method.k]
+    workload = WorkloadConfig(concurrency=1, trace="sharegpt", requests=310)
+    assert batch1_tau(method, workload) == pytest.approx(replay, rel=0.05)
+
+
+def test_batch1_tau_of_the_alpha_preset_matches_the_model_prediction():
+    method = preset_method("self_spec", "cnn", target=TARGET)
+    acc = method.acceptance
+    expected = pooled_tau(expected_tokens_per_step, acc.profile(method.k), acc.spread)
+    assert batch1_tau(method) == pytest.approx(expected, rel=0.05)
+
+
+def test_every_method_has_a_preset_and_cites_its_source():
+    for name in SPECULATORS:
+        if name == "autoregressive":
+            continue
+        for dataset in ("sharegpt", "instructcoder", "gsm8k", "cnn"):
+            acc = preset_method(name, dataset, target=TARGET).acceptance
+            assert acc is not None and len(acc.source) > 30, (name, dataset)
+
+
+def test_sweep_all_runs_every_method_and_methods_lists_them(tmp_path):
+    out = tmp_path / "all.csv"
+    args = ["sweep", "--methods", "all", "--batch-sizes", "1", "--requests", "4",
+            "--prompt-len", "64", "--output-len", "48", "--quiet", "--out", str(out)]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    import pandas as pd
+
+    assert set(pd.read_csv(out).method) == set(SPECULATORS)
+    listing = runner.invoke(app, ["methods"])
+    assert listing.exit_code == 0
+    for name in SPECULATORS:
+        if name != "autoregressive":
+            assert name in listing.output
+    detail = runner.invoke(app, ["methods", "eagle2"])
+    assert detail.exit_code == 0 and "e2t1-v13b-e2-mtb-t0" in detail.output
+
+
+# -- structure ---------------------------------------------------------------------------------
+def test_medusa_deep_heads_accept_less_than_hydras():
+    medusa = preset_method("medusa1", "sharegpt", target=TARGET)
+    hydra = preset_method("hydra", "sharegpt", target=TARGET)
+    m_alpha = medusa.acceptance.profile(4, SPECULATORS["medusa1"].depth_decay)
+    h_alpha = hydra.acceptance.profile(4, SPECULATORS["hydra"].depth_decay)
+    assert np.all(np.diff(m_alpha) < 0)  # independent heads: deeper accepts less
+    assert np.all(m_alpha[1:] < h_alpha[1:])
+    # and in simulation: Hydra reaches depth 3+ more often
+    assert batch1_tau(hydra) > batch1_tau(medusa) + 0.5
+
+
+def test_dynamic_tree_beats_a_static_tree_of_the_same_budget():
+    acc = AcceptanceConfig(alpha=0.6, spread=0.5)
+    shape = dict(name="eagle2", k=6, tree_nodes=50, tree_topk=10, acceptance=acc)
+    dynamic = batch1_tau(MethodConfig(tree="dynamic", **shape))
+    static = batch1_tau(MethodConfig(tree="static", **shape))
+    assert dynamic > static * 1.02
+    # the model's expectation says the same
+    profile = np.full(6, 0.6)
+    assert tree_expected_tau(TreeShape(50, 10, 6, True), profile, 0.5) > tree_expected_tau(
+        TreeShape(50, 10, 6, False), profile, 0.5
+    )
+
+
+def test_tau_rises_with_the_node_budget_while_the_verify_pass_grows():
+    profile = np.full(6, 0.65)
+    taus = [expected_tau(best_tree(profile, n, 10), profile) for n in (6, 16, 32, 64)]
+    assert taus == sorted(taus) and taus[-1] > taus[0] + 1.0
+    cm, model = cost_model(), load_model(TARGET)
+    kv = 32 * 1024.0
+    verify = [cm.forward(model, BatchShape.uniform(32, n + 1, kv, 32 * (n + 1))).total_s
+              for n in (6, 16, 32, 64)]  # fmt: skip
+    assert verify == sorted(verify) and verify[-1] > 2 * verify[0]
+
+
+def test_lookahead_verify_width_grows_with_window_ngram_and_guesses():
+    def width(w, n, g):
+        cfg = MethodConfig(name="lookahead", lookahead_window=w, lookahead_ngram=n,
+                           lookahead_guesses=g, acceptance=AcceptanceConfig(alpha=0.5))  # fmt: skip
+        spec = build_speculator(cfg, load_model(TARGET), cost_model(), load_engine("vllm"))
+        return spec.verify_tokens, spec.max_accept
+
+    assert width(7, 5, 7) == (1 + (7 + 7) * 4, 4)
+    assert width(15, 5, 7)[0] > width(7, 5, 7)[0] > width(7, 5, 0)[0]
+    assert width(7, 6, 7)[0] > width(7, 5, 7)[0]
+
+
+def test_self_spec_adds_no_draft_weights_or_kv_and_drafts_with_its_early_layers():
+    cfg = preset_method("self_spec", "cnn", target=TARGET)
+    spec = build_speculator(cfg, load_model(TARGET), cost_model(), load_engine("vllm"))
+    assert spec.extra_weight_bytes() == 0 and spec.extra_kv_bytes_per_token() == 0
+    draft = spec.draft_cost(np.full(4, 512), np.ones(4, dtype=np.int64), 2048.0, spec.k)
+    full = cost_model().forward(load_model(TARGET), BatchShape.uniform(4, 1, 2048.0, 4))
+    assert draft.total_s < spec.k * full.total_s  # 8 of 32 layers per draft step
+
+
+def test_tree_speedup_falls_faster_with_batch_than_a_chains():
+    acc = AcceptanceConfig(alpha=0.7)
+    tree = MethodConfig(name="eagle2", k=6, tree="dynamic", tree_nodes=50, tree_topk=10,
+                        acceptance=acc)  # fmt: skip
+    chain_ = MethodConfig(name="eagle2", k=3, tree="chain", acceptance=acc)
+    cfg = SweepConfig(methods=[MethodConfig(name="autoregressive", k=0), tree, chain_],
+                      batch_sizes=[1, 64], workload=WorkloadConfig(requests=128))  # fmt: skip
+    frame = run_sweep(cfg)
+    by = frame.set_index(["k", "batch_size"]).speedup
+    assert by[(6, 1)] > by[(3, 1)]  # the tree wins alone
+    assert by[(6, 64)] / by[(6, 1)] < by[(3, 64)] / by[(3, 1)]  # and loses more under load
+
+
+def test_speculation_off_by_batch_size_is_autoregressive_decoding():
+    eagle = preset_method("eagle3", "sharegpt", target=TARGET)
+    off = eagle.model_copy(update={"disable_by_batch_size": 1})
+    wl = WorkloadConfig(concurrency=4, requests=16)
+    ar = simulate(Scenario(workload=wl)).summary
+    disabled = simulate(Scenario(method=off, workload=wl)).summary
+    assert disabled["throughput_tok_s"] == ar["throughput_tok_s"]
+
+
+def test_dynamic_sd_schedule_picks_k_by_batch_size():
+    cfg = MethodConfig(name="eagle3", k=5, k_schedule=[(1, 4, 5), (5, 32, 2), (33, 1024, 0)],
+                       acceptance=AcceptanceConfig(alpha=0.7))  # fmt: skip
+    spec = build_speculator(cfg, load_model(TARGET), cost_model(), load_engine("vllm"))
+    assert [spec.k_for(b) for b in (1, 4, 5, 32, 33, 500)] == [5, 5, 2, 2, 0, 0]
+    assert spec.verify_tokens_for(spec.k_for(8)) == 3
+
+
+# -- trees and the exact rule at temperature 0 --------------------------------------------------
+def test_rank_model_matches_a_fresh_greedy_verification_on_synthetic_distributions():
+    rng = np.random.default_rng(99)
+    target = rng.standard_normal((20_000, 64))
+    draft = target + 1.0 * rng.standard_normal((20_000, 64))
+    best = target.argmax(axis=1)  # the target's greedy token
+    ranks = (draft > draft[np.arange(len(draft)), best][:, None]).sum(axis=1)  # its draft rank
+    alpha = float((ranks == 0).mean())
+    hit = top_r_hit(alpha)
+    for r in (2, 4, 8):
+        assert hit[r - 1] == pytest.approx((ranks < r).mean(), abs=0.015)
+
+
+def test_rank_curves_are_monotone_and_start_at_alpha():
+    alpha, h = rank_curves()
+    assert np.all(np.diff(h, axis=1) >= 0) and np.all(np.diff(h, axis=0) >= 0)
+    assert top_r_hit(0.7)[0] == pytest.approx(0.7, abs=1e-3)
+
+
+def test_tree_walk_matches_the_expected_accepted_length():
+    profile = np.array([0.8, 0.7, 0.6, 0.5])
+    rng = np.random.default_rng(0)
+    for tree in (chain(4), best_tree(profile, 20, 4), from_paths([[0], [1], [0, 0], [1, 0]])):
+        depth = tree.max_depth
+        acc = walk(tree.children(), np.tile(profile[:depth], (100_000, 1)), rng)
+        assert 1 + acc.mean() == pytest.approx(expected_tau(tree, profile[:depth]), rel=0.01)
+
+
+def test_a_chain_tree_is_the_chain_formula():
+    profile = np.array([0.9, 0.8, 0.7])
+    assert expected_tau(chain(3), profile) == pytest.approx(expected_tokens_per_step(profile))
