@@ -10,8 +10,9 @@ the target alone, so speculation changes latency, never output quality.
 Two layers live here:
 
 * the reference rule on explicit distributions (``verify_chain``,
-  ``verify_chain_greedy``, ``speculative_sample``), readable and validated,
-  used by tests and small experiments;
+  ``verify_chain_greedy``, ``speculative_sample``, and ``verify_siblings`` for
+  the several candidates of one tree node), readable and validated, used by
+  tests and small experiments;
 * the fast path used in the simulator's hot loop (``sample_accept_counts``),
   which never sees tokens: it only needs, per draft position, the probability
   ``alpha_j = sum_x min(p_j(x), q_j(x))`` that the position is accepted given
@@ -27,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "verify_siblings",
     "verify_chain",
     "verify_chain_greedy",
     "speculative_sample",
@@ -291,3 +293,38 @@ def expected_tokens_per_step(alpha_positions: np.ndarray) -> float:
     if alpha.size and not (alpha.min() >= 0.0 and alpha.max() <= 1.0):
         raise ValueError("alpha_positions must lie in [0, 1]")
     return float(1.0 + np.cumprod(alpha).sum())
+
+
+# --------------------------------------------------------------------------
+# several candidates at one tree node: recursive rejection sampling
+# --------------------------------------------------------------------------
+
+
+def verify_siblings(
+    p: np.ndarray, q: np.ndarray, candidates: np.ndarray, rng: np.random.Generator
+) -> tuple[int, int | None]:
+    """Verify the sibling candidates of one tree node (each drawn independently from ``q``)
+    against the target ``p``; return ``(token, index)``.
+
+    Recursive rejection sampling (SpecInfer, Miao et al. 2024, "multi-step speculative
+    sampling"): try candidate i with probability min(1, r(x_i) / q(x_i)), where r starts as p;
+    on each rejection r becomes the normalised residual (r - q)+. ``index`` is the accepted
+    candidate (the walk continues into its subtree), or None when every candidate was
+    rejected and ``token`` was sampled from the last residual. The emitted token is
+    distributed exactly as p, however many candidates there are.
+    """
+    p = _as_distributions(p, "p", ndim=1)
+    q = _as_distributions(q, "q", ndim=1)
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same vocabulary, got {p.shape} and {q.shape}")
+    cand = _as_tokens(candidates, len(np.atleast_1d(candidates)), len(p))
+    r = p.copy()
+    for i, x in enumerate(cand):
+        if q[x] > 0 and rng.random() < min(1.0, r[x] / q[x]):
+            return int(x), i
+        residual = np.maximum(r - q, 0.0)
+        total = residual.sum()
+        if total <= 0.0:  # r <= q everywhere: r == q, and q's draws are r's draws
+            continue
+        r = residual / total
+    return _sample_categorical(r, rng), None

@@ -376,3 +376,40 @@ def _neg(a: np.ndarray) -> np.ndarray:
 def test_bad_input_raises_value_error_naming_argument(call, name):
     with pytest.raises(ValueError, match=rf"^{name}\b"):
         call(np.random.default_rng(0))
+
+
+# -- several candidates at one tree node (recursive rejection sampling) ------------------------
+@pytest.mark.parametrize("num_candidates", [1, 2, 4])
+def test_verify_siblings_emits_the_target_distribution(num_candidates):
+    from simspec.exact import verify_siblings
+
+    rng = np.random.default_rng(7)
+    vocab = 6
+    p = rng.dirichlet(np.ones(vocab))
+    q = rng.dirichlet(np.ones(vocab) * 0.5)
+    n = 60_000
+    out = np.empty(n, dtype=np.int64)
+    accepted = 0
+    for i in range(n):
+        cand = rng.choice(vocab, size=num_candidates, p=q)
+        out[i], index = verify_siblings(p, q, cand, rng)
+        accepted += index is not None
+    freq = np.bincount(out, minlength=vocab) / n
+    assert 0.5 * np.abs(freq - p).sum() < 0.01  # total variation from the target
+    # more candidates, more acceptance: one candidate accepts sum min(p, q)
+    if num_candidates == 1:
+        assert accepted / n == pytest.approx(np.minimum(p, q).sum(), abs=0.01)
+
+
+def test_more_sibling_candidates_accept_more_often():
+    from simspec.exact import verify_siblings
+
+    rng = np.random.default_rng(3)
+    p = rng.dirichlet(np.ones(8))
+    q = rng.dirichlet(np.ones(8))
+    rates = []
+    for k in (1, 2, 4):
+        hits = sum(verify_siblings(p, q, rng.choice(8, size=k, p=q), rng)[1] is not None
+                   for _ in range(20_000))  # fmt: skip
+        rates.append(hits / 20_000)
+    assert rates[0] < rates[1] < rates[2]
