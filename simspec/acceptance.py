@@ -27,6 +27,7 @@ from scipy.optimize import brentq
 from scipy.special import expit, logit
 
 from simspec.exact import expected_tokens_per_step, sample_accept_counts
+from simspec.sampling import alpha_at, greedy_alpha
 from simspec.traces import AcceptanceTrace, load_trace
 from simspec.trees import MAX_RANK, Tree, best_tree, expected_tau, walk
 
@@ -83,6 +84,9 @@ class AcceptanceConfig(BaseModel):
         default=0.0, ge=0.0, lt=1.0, description="lag-1 correlation of the per-step offset"
     )
     trace: str | None = Field(default=None, description="packaged trace name or acc_len JSONL path")
+    temperature: float = Field(
+        default=0.0, ge=0.0, le=5.0, description="sampling temperature alpha/tau was measured at"
+    )
     trace_method: str | None = Field(default=None, description="key under acc_len, e.g. eagle3")
     source: str = Field(default="", description="where the numbers come from")
 
@@ -128,6 +132,17 @@ class AcceptanceConfig(BaseModel):
                               self.tau_dynamic_tree)  # fmt: skip
             first = alpha_for_tree_tau(self.tau, shape, self.spread, self.burst_scale, decay)
         return decayed(first, decay, k)
+
+    def run_profile(
+        self, k: int, decay: float = 1.0, temperature: float = 0.0, top_p: float = 1.0
+    ) -> np.ndarray:
+        """Mean acceptance per position when the run samples at ``temperature``/``top_p``:
+        this config's profile, taken back to greedy acceptance from the temperature it was
+        measured at, then forward to the run's settings (:mod:`simspec.sampling`)."""
+        base = self.profile(k, decay)
+        if temperature == self.temperature and top_p >= 1.0:
+            return base
+        return alpha_at(greedy_alpha(base, self.temperature), temperature, top_p)
 
 
 def decayed(first: float, decay: float, k: int) -> np.ndarray:
@@ -300,8 +315,11 @@ class AcceptanceSampler(Protocol):
     def start(self, rid: int, trace_index: int) -> None:
         """Draw the request's own parameters when it arrives."""
 
-    def accept_counts(self, rids: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
-        """Accepted draft tokens (0..k) of one verify step for each sequence in ``rids``."""
+    def accept_counts(
+        self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
+    ) -> np.ndarray:
+        """Accepted draft tokens (0..k) of one verify step for each sequence in ``rids``
+        (``nodes``: the tree budget of this step, for tree samplers)."""
 
 
 class ParametricAcceptance:
@@ -314,10 +332,12 @@ class ParametricAcceptance:
         num_requests: int,
         rng: np.random.Generator,
         decay: float = 1.0,
+        alpha: np.ndarray | None = None,
     ) -> None:
+        """``alpha``: the mean profile to use (default: ``cfg.profile(k, decay)``)."""
         self.k, self.rng = k, rng
         self.spread, self.burst_scale, self.rho = cfg.spread, cfg.burst_scale, cfg.burstiness
-        self.alpha = cfg.profile(k, decay)
+        self.alpha = cfg.profile(k, decay) if alpha is None else np.asarray(alpha, float)[:k]
         self.mu = mean_matching_logits(self.alpha, cfg.sigma)
         self.static = cfg.sigma == 0.0
         self._alpha_rows = self.alpha[None, :]
@@ -339,26 +359,34 @@ class ParametricAcceptance:
         offset = self.request_offset[rids] + self.burst_scale * self.burst[rids]
         return expit(self.mu[None, :k] + offset[:, None])
 
-    def accept_counts(self, rids: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
+    def accept_counts(
+        self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
+    ) -> np.ndarray:
         return sample_accept_counts(self.alphas(rids, k), self.rng)
 
 
 class TreeAcceptance:
     """Accepted depth of a tree verify step: the α of each depth comes from the parametric
     model, the walk down the tree from :func:`simspec.trees.walk` (the exact rule at
-    temperature 0); dynamic trees are chosen per sequence from its depth-1 acceptance."""
+    temperature 0); dynamic trees are chosen per sequence from its depth-1 acceptance. One
+    plan per node budget, for policies that change the budget with load."""
 
-    def __init__(self, base: ParametricAcceptance, children: np.ndarray, dynamic: bool,
-                 depth: int) -> None:  # fmt: skip
-        self.base, self.children, self.dynamic, self.depth = base, children, dynamic, depth
+    def __init__(
+        self, base: ParametricAcceptance, plans: dict[int, tuple[np.ndarray, bool]], depth: int,
+        default: int,
+    ) -> None:  # fmt: skip
+        self.base, self.plans, self.depth, self.default = base, plans, depth, default
 
     def start(self, rid: int, trace_index: int) -> None:
         self.base.start(rid, trace_index)
 
-    def accept_counts(self, rids: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
+    def accept_counts(
+        self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
+    ) -> np.ndarray:
+        children, dynamic = self.plans[nodes or self.default]
         alpha = np.ascontiguousarray(self.base.alphas(rids, self.depth))
-        tree_of = bucket_of(alpha[:, 0]) if self.dynamic else None
-        return walk(self.children, alpha, self.base.rng, tree_of)
+        tree_of = bucket_of(alpha[:, 0]) if dynamic else None
+        return walk(children, alpha, self.base.rng, tree_of)
 
 
 class TraceAcceptance:
@@ -392,7 +420,9 @@ class TraceAcceptance:
         self.offset[rid] = self.trace.offsets[self.record[rid]]
         self.length[rid] = self.trace.lengths[self.record[rid]]
 
-    def accept_counts(self, rids: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
+    def accept_counts(
+        self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
+    ) -> np.ndarray:
         counts = self._counts.get(k)
         if counts is None:
             counts = self._counts[k] = np.minimum(self.trace.acc, k + 1).astype(np.int64) - 1
@@ -407,22 +437,28 @@ def build_sampler(
     workload_trace: str | None = None,
     decay: float = 1.0,
     tree: TreeShape | None = None,
-    static_tree: Tree | None = None,
+    static_trees: dict[int, Tree] | None = None,
+    alpha: np.ndarray | None = None,
+    budgets: list[int] | None = None,
 ) -> AcceptanceSampler:
     """The sampler for one run: trace replay (chains only), parametric chains, or parametric
-    α walked down a tree (``static_tree`` when the method fixed it, else built from ``tree``)."""
+    α walked down a tree: the method's own static trees by node budget when it has them, else
+    trees built from ``tree`` for each of ``budgets``."""
     if tree is not None:
         if cfg.trace is not None:
             raise ValueError("tree methods need alpha or tau acceptance, not a chain trace")
-        base = ParametricAcceptance(cfg, tree.depth, num_requests, rng, decay)
-        if static_tree is not None and not tree.dynamic:
-            children, dynamic = static_tree.children(), False
-        else:
-            children, dynamic = tree_plan(tree, base.alpha, cfg.sigma)
-        return TreeAcceptance(base, children, dynamic, tree.depth)
+        base = ParametricAcceptance(cfg, tree.depth, num_requests, rng, decay, alpha)
+        plans = {}
+        for n in budgets or [tree.nodes]:
+            if static_trees and n in static_trees and not tree.dynamic:
+                plans[n] = (static_trees[n].children(), False)
+            else:
+                shape = TreeShape(n, tree.topk, tree.depth, tree.dynamic)
+                plans[n] = tree_plan(shape, base.alpha, cfg.sigma)
+        return TreeAcceptance(base, plans, tree.depth, tree.nodes)
     if cfg.trace is not None:
         trace = load_trace(cfg.trace, cfg.trace_method)
         return TraceAcceptance(
             trace, num_requests, rng, share_workload_index=workload_trace == cfg.trace
         )
-    return ParametricAcceptance(cfg, k, num_requests, rng, decay)
+    return ParametricAcceptance(cfg, k, num_requests, rng, decay, alpha)

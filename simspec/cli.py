@@ -94,7 +94,7 @@ def build_config(config: Path | None, **flags: Any) -> SweepConfig:
         raise InputError(
             "--dataset", f"unknown dataset {dataset!r}; choose from {', '.join(packaged_traces())}"
         )
-    for key in ("model", "gpu", "tp", "engine", "profile", "seed"):
+    for key in ("model", "gpu", "tp", "engine", "profile", "seed", "temperature", "top_p"):
         if flags[key] is not None:
             data[key] = flags[key]
     if flags["batch_sizes"]:
@@ -279,6 +279,13 @@ def sweep(
     max_num_batched_tokens: Annotated[
         int | None, typer.Option(help="scheduler: token budget per iteration [default: engine's]")
     ] = None,
+    temperature: Annotated[
+        float | None,
+        typer.Option(help="sampling temperature of the requests, 0 = greedy [default: 0]"),
+    ] = None,
+    top_p: Annotated[
+        float | None, typer.Option(help="nucleus sampling mass (0, 1] [default: 1]")
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="random seed [default: 0]")] = None,
     out: Annotated[Path | None, typer.Option(help="write the results table to this CSV")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="print no table or progress")] = False,
@@ -309,6 +316,8 @@ def sweep(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         seed=seed,
+        temperature=temperature,
+        top_p=top_p,
     )
     try:
         cfg = build_config(config, **flags)
@@ -344,6 +353,135 @@ def sweep(
         )
         if out is not None:
             err.print(f"wrote {len(frame)} rows to {out}")
+
+
+@app.command("analytic")
+def analytic_command(
+    method: Annotated[str, typer.Option(help="chain method whose draft cost to use")] = "eagle3",
+    model: Annotated[str, typer.Option(help="model preset or config.json path")] = "llama-3.1-8b",
+    gpu: Annotated[str, typer.Option(help="GPU preset")] = "h100_sxm",
+    tp: Annotated[int, typer.Option(help="tensor-parallel degree")] = 1,
+    engine: Annotated[str, typer.Option(help="engine profile")] = "vllm",
+    profile: Annotated[str | None, typer.Option(help="hardware profile id or file")] = None,
+    alpha: Annotated[
+        str | None,
+        typer.Option(help="your α (one number), or a per-position profile (comma list)"),
+    ] = None,
+    k_max: Annotated[int, typer.Option(help="largest K to consider", min=1, max=32)] = 8,
+    context: Annotated[int, typer.Option(help="tokens in the KV cache", min=1)] = 1024,
+    compare: Annotated[
+        bool, typer.Option("--compare", help="also simulate, and show where the two part")
+    ] = False,
+    html: Annotated[Path | None, typer.Option(help="write heatmaps of E and speedup")] = None,
+    csv: Annotated[Path | None, typer.Option(help="write the α × K table as CSV")] = None,
+) -> None:
+    """The closed form at batch 1: E = (1 − α^(K+1)) / (1 − α), speedup E·t_AR / (t_draft +
+    t_verify) with step times from the calibrated cost model, and the best K per α."""
+    from simspec import analytic as an
+    from simspec.scenario import Deployment
+
+    try:
+        if method not in SPECULATORS or method == "autoregressive":
+            raise InputError("--method", f"choose a speculative method: {', '.join(SPECULATORS)}")
+        deploy = Deployment(model=model, gpu=gpu, tp=tp, engine=engine, profile=profile)
+        given = _csv_list(alpha, "--alpha", float) if alpha else []
+        if any(not 0.0 <= a <= 1.0 for a in given):
+            raise InputError("--alpha", "each α must be in [0, 1]")
+        costs = an.batch1_costs(deploy, method, k_max, context)
+        alphas = tuple(sorted({*an.ALPHAS, *an.REPORTED_ALPHAS, *(given[:1] if len(given) == 1
+                                                                   else [])}))  # fmt: skip
+        table = an.analytic_table(costs, alphas)
+        picks = an.best_k(table)
+        shown = picks[picks.alpha.isin([*an.REPORTED_ALPHAS, *given[:1]])]
+        err.print(
+            f"{model} on {gpu} x{tp}, {engine}, {method}, batch 1, {context} tokens of context: "
+            f"plain step {costs.ar_s * 1e3:.2f} ms; draft step "
+            f"{costs.draft_s[1] * 1e3:.2f} ms (cost ratio {costs.draft_s[1] / costs.ar_s:.2f})"
+        )
+        _print_frame(shown.round(3), "Best K per α (closed form, batch 1)")
+        if len(given) > 1:
+            e = an.profile_tokens(given)
+            err.print(f"per-position profile {given}: E = 1 + Σ Π α = {e:.3f} tokens per step")
+        if compare:
+            a = given[0] if len(given) == 1 else 0.7
+            k = int(picks.loc[(picks.alpha - a).abs().idxmin(), "best_k"]) or 3
+            both = an.compare(deploy, method, a, k, context).round(3)
+            both.insert(0, "case", range(1, len(both) + 1))
+            _print_frame(both.drop(columns="why"), f"Closed form vs simulation, α={a}, K={k}")
+            for case, why in zip(both["case"], both["why"], strict=True):
+                err.print(f"  {case}: {why}")
+        if csv:
+            write_text_atomic(csv, table.to_csv(index=False, float_format="%.6g"))
+        if html:
+            an.write_html(table, f"{method} on {model}, {gpu} x{tp}: closed form", html)
+    except ValidationError as exc:
+        _fail(_validation_line(exc))
+    except (InputError, ScenarioError) as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot write a file: {exc}")
+
+
+@app.command("policy")
+def policy_command(
+    config: Annotated[
+        Path,
+        typer.Option(
+            help="YAML/JSON: deployment, workload, method and policy (see examples/policy.yaml)",
+            show_default=False,
+        ),
+    ],
+    rate_csv: Annotated[
+        Path | None,
+        typer.Option(
+            help="arrival rate over time (CSV: time_s, rate): open-loop Poisson "
+            "arrivals that follow it"
+        ),
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="write the comparison as CSV")] = None,
+) -> None:
+    """A load-following speculation policy against plain decoding and each fixed setting it
+    switches between, on the same (typically time-varying) workload."""
+    from simspec.policy import PolicyConfig, run_policy
+    from simspec.workload import read_rate_csv
+
+    try:
+        data = _read_config(config)
+        if rate_csv is not None:
+            wl = dict(data.get("workload") or {})
+            wl.update(arrival="poisson", rate_schedule=read_rate_csv(str(rate_csv)))
+            data["workload"] = wl
+        cfg = PolicyConfig(**data)
+        frame = run_policy(cfg)
+        if out is not None:
+            _write_atomic(frame, out)
+    except ValidationError as exc:
+        _fail(_validation_line(exc))
+    except (InputError, ScenarioError) as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot read or write a file: {exc}")
+    shown = frame[
+        [
+            "setting",
+            "throughput_tok_s",
+            "tpot_ms_p50",
+            "tpot_ms_p99",
+            "ttft_ms_p99",
+            "e2e_s_p50",
+            "mean_accept_len",
+            "policy_tpot_gain",
+            "policy_e2e_gain",
+        ]
+    ]
+    shown = shown.rename(columns={"throughput_tok_s": "tok/s", "tpot_ms_p50": "TPOT p50",
+                                  "tpot_ms_p99": "TPOT p99", "ttft_ms_p99": "TTFT p99",
+                                  "e2e_s_p50": "e2e p50 s", "mean_accept_len": "τ",
+                                  "policy_tpot_gain": "TPOT gain",
+                                  "policy_e2e_gain": "e2e gain"}).round(2)  # fmt: skip
+    _print_frame(shown, f"Policy vs fixed settings: {cfg.method.name} on {cfg.model}, {cfg.gpu}")
+    err.print("gain = the setting's median (TPOT | end-to-end latency) / the policy's: > 1 means "
+              "the policy is faster")  # fmt: skip
 
 
 @app.command("methods")
@@ -581,8 +719,15 @@ def _print_frame(frame: pd.DataFrame, title: str) -> None:
     for col in frame.columns:
         table.add_column(str(col))
     for row in frame.itertuples(index=False):
-        table.add_row(*(f"{v:.3g}" if isinstance(v, float) else str(v) for v in row))
+        table.add_row(*(_number(v) if isinstance(v, float) else str(v) for v in row))
     Console().print(table)
+
+
+def _number(v: float) -> str:
+    """Readable in a table: thousands with separators, small values to 3 significant digits."""
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.1f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
 def main() -> None:

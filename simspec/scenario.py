@@ -11,6 +11,7 @@ from simspec.acceptance import AcceptanceConfig
 from simspec.errors import InputError
 from simspec.presets import _table, load_model
 from simspec.speculators import SPECULATORS, MethodConfig
+from simspec.traces import load_trace, replay_tau
 from simspec.workload import WorkloadConfig
 
 
@@ -33,6 +34,10 @@ class Deployment(BaseModel):
     profile: str | None = Field(default=None, description="hardware profile id or YAML path")
     workload: WorkloadConfig = WorkloadConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
+    temperature: float = Field(
+        default=0.0, ge=0.0, le=5.0, description="sampling temperature (0 = greedy)"
+    )
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
 
     @field_validator("tp")
@@ -201,6 +206,19 @@ def _same_vocab(a: str, b: str) -> bool:
         return load_model(a).vocab_size == load_model(b).vocab_size
     except InputError:
         return True  # let the speculator report the bad model by name
+
+
+def sampled_from_trace(acc: AcceptanceConfig, k: int, kind: str) -> AcceptanceConfig:
+    """A trace replays acceptance measured at its own temperature (greedy, assumed: the trace
+    source does not state it); to sample at another temperature it becomes the parametric
+    model with the trace's own τ at chain k and the trace domain's measured spread."""
+    trace = load_trace(acc.trace, acc.trace_method)
+    tau = replay_tau(trace, k)
+    spread, _ = acceptance_spread(kind, DATASET_DOMAIN.get(str(acc.trace), "chat"))
+    return AcceptanceConfig(tau=min(tau, k + 1.0), tau_k=k, spread=spread,
+                            temperature=acc.temperature,
+                            source=f"{acc.source}; as tau {tau:.3f} at k={k} to sample at "
+                            "another temperature")  # fmt: skip
 
 
 def default_methods(dataset: str = "sharegpt") -> list[MethodConfig]:

@@ -21,7 +21,7 @@ from simspec.kv_cache import BlockPool, MemoryPlan, plan_memory
 from simspec.metrics import IterationLog, summarize
 from simspec.presets import ModelShape, load_engine, load_gpu, load_model, load_profile
 from simspec.requests import RequestTable
-from simspec.scenario import Scenario
+from simspec.scenario import Scenario, sampled_from_trace
 from simspec.scheduler import ScheduledBatch, Scheduler
 from simspec.speculators import Speculator, build_speculator
 from simspec.workload import arrival_gaps, generate_requests
@@ -90,17 +90,17 @@ class Replica:
             d, p = batch.decode, batch.prefill
             kv_d = t.computed[d]
             kv_sum = float(kv_d.sum())  # the draft and the verify pass both read it
-            # the draft length this iteration (a Dynamic SD schedule may change or disable it)
-            k = self.spec.k_for(len(d) + len(p))
-            width = self.spec.verify_tokens_for(k)
+            # this iteration's draft length and tree budget (a policy may change them with load)
+            k, nodes = self.spec.shape_for(len(d) + len(p))
+            width = self.spec.verify_tokens_for(k, nodes)
             # 2. draft (decoding sequences only)
-            draft = self.spec.draft_cost(kv_d, t.last_step_tokens[d], kv_sum, k)
+            draft = self.spec.draft_cost(kv_d, t.last_step_tokens[d], kv_sum, k, nodes)
             # 3. verify: one target forward over the verify chains/trees and the prefill chunks
             verify, prefill_done = self._verify_cost(batch, kv_d, kv_sum, width)
             start = self.env.now
             yield self.env.timeout(draft.total_s + verify.total_s)
             # 4. accept, and 5. update KV and counters
-            emitted, decoded_out = self._accept(d, kv_d, k)
+            emitted, decoded_out = self._accept(d, kv_d, k, nodes)
             first = self._advance_prefill(p, batch.chunks, prefill_done)
             made = int(emitted.sum())
             query = len(d) * width + (int(batch.chunks.sum()) if len(p) else 0)
@@ -127,7 +127,9 @@ class Replica:
         shape += BatchShape.of(chunks, kv_p, len(prefill_done))
         return self.cost.forward(self.target, shape), prefill_done
 
-    def _accept(self, d: np.ndarray, kv_d: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _accept(
+        self, d: np.ndarray, kv_d: np.ndarray, k: int, nodes: int | None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Tokens each decoding sequence emits (the accepted prefix plus one, cut at its end), and
         the sequences that thereby reach their output length."""
         t = self.t
@@ -136,7 +138,7 @@ class Replica:
         generated = t.generated[d]
         remaining = t.output_len[d] - generated
         if k > 0:
-            accepted = self.acc.accept_counts(d, generated, k)
+            accepted = self.acc.accept_counts(d, generated, k, nodes)
             # a step yields the accepted drafts plus one sampled token; as many enter the KV
             # (the input token and the accepted drafts)
             step_tokens = accepted + 1
@@ -217,11 +219,17 @@ def simulate(sc: Scenario) -> SimResult:
     acceptance = None
     if spec.needs_acceptance:
         acc = sc.method.acceptance
+        sampling = sc.temperature != acc.temperature or sc.top_p < 1.0
+        if acc.trace is not None and sampling:
+            acc = sampled_from_trace(acc, spec.max_accept, spec.drafter_kind)
+        profile = None
         if acc.trace is None:  # a static tree is built for the mean α profile
-            spec.resolve_tree(acc.profile(spec.max_accept, spec.depth_decay))
+            profile = acc.run_profile(spec.max_accept, spec.depth_decay, sc.temperature, sc.top_p)
+            spec.resolve_tree(profile)
         acceptance = build_sampler(
             acc, spec.max_accept, len(table), rng_accept, workload_trace=sc.workload.trace,
-            decay=spec.depth_decay, tree=spec.tree_shape, static_tree=spec.tree,
+            decay=spec.depth_decay, tree=spec.tree_shape, static_trees=spec.trees, alpha=profile,
+            budgets=spec.budgets,
         )  # fmt: skip
     pool = BlockPool(memory.num_blocks)
     scheduler = Scheduler(

@@ -58,14 +58,22 @@ class MethodConfig(BaseModel):
     disable_by_batch_size: int | None = Field(
         default=None, ge=1, description="speculation off when this many requests are running"
     )
+    tree_schedule: list[tuple[int, int, int]] | None = Field(
+        default=None,
+        description="tree budget by batch size: [[start_bs, end_bs, nodes], ...]; 0 = off",
+    )
     acceptance: AcceptanceConfig | None = None
 
-    @field_validator("k_schedule")
+    @field_validator("k_schedule", "tree_schedule")
     @classmethod
     def _schedule(cls, v: list[tuple[int, int, int]] | None) -> list[tuple[int, int, int]] | None:
         for start, end, k in v or []:
-            if not (1 <= start <= end and 0 <= k <= 64):
-                raise ValueError("each entry is [start_bs, end_bs, K] with 1 <= start <= end")
+            if not (1 <= start <= end and 0 <= k <= 1024):
+                raise ValueError("each entry is [start_bs, end_bs, value] with 1 <= start <= end")
+        spans = sorted(v or [])
+        for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
+            if start <= end:
+                raise ValueError("batch-size ranges overlap")
         return v
 
     @property
@@ -101,18 +109,19 @@ class Speculator:
             )
         self.tree_kind: TreeKind = kind
         self.tree_shape: TreeShape | None = None
-        self.tree: Tree | None = None  # the static tree (its widths set draft costs)
+        self.trees: dict[int, Tree] = {}  # static trees by node budget (widths set draft costs)
         self._explicit = False
         if cfg.tree_paths and self.k > 0:
             if kind != "static":
                 raise InputError(f"methods.{self.name}.tree_paths", "an explicit tree is static")
             try:
-                self.tree = from_paths(cfg.tree_paths)
+                tree = from_paths(cfg.tree_paths)
             except ValueError as exc:
                 raise InputError(f"methods.{self.name}.tree_paths", str(exc)) from None
             self._explicit = True
-            self.k = self.tree.max_depth
-            self.tree_shape = TreeShape(self.tree.nodes, max(self.tree.rank), self.k)
+            self.k = tree.max_depth
+            self.tree_shape = TreeShape(tree.nodes, max(tree.rank), self.k)
+            self.trees = {tree.nodes: tree}
         elif kind != "chain" and self.k > 0:
             nodes = cfg.tree_nodes or self.k
             if nodes < self.k:
@@ -127,35 +136,64 @@ class Speculator:
 
     @property
     def verify_tokens(self) -> int:
-        """Query tokens each decoding sequence sends to the target's verify pass at full K."""
-        return self.verify_tokens_for(self.k)
+        """Query tokens a decoding sequence may send to the verify pass (the widest step)."""
+        return max(self.verify_tokens_for(self.k, n) for n in self.budgets or [None])
 
-    def verify_tokens_for(self, k: int) -> int:
+    def verify_tokens_for(self, k: int, nodes: int | None = None) -> int:
         if k == 0:
             return 1
         if self.tree_shape is not None:
-            return self.tree_shape.nodes + 1
+            return (nodes or self.tree_shape.nodes) + 1
         return k + 1
 
-    def k_for(self, batch_size: int) -> int:
-        """Draft length this iteration: the vLLM Dynamic SD schedule and disable_by_batch_size."""
+    @property
+    def budgets(self) -> list[int]:
+        """Tree node budgets a run may use: the tree's, and those of its tree_schedule."""
+        if self.tree_shape is None:
+            return []
+        extra = [n for _, _, n in self.cfg.tree_schedule or () if n > 0]
+        return sorted({self.tree_shape.nodes, *extra})
+
+    @property
+    def tree(self) -> Tree | None:
+        """The static tree at the method's own budget."""
+        return self.trees.get(self.tree_shape.nodes) if self.tree_shape else None
+
+    def shape_for(self, batch_size: int) -> tuple[int, int | None]:
+        """(draft length, tree budget) this iteration: the Dynamic SD K schedule, the tree
+        budget schedule and disable_by_batch_size; (0, None) turns speculation off."""
         cfg = self.cfg
         if self.k == 0 or (cfg.disable_by_batch_size and batch_size >= cfg.disable_by_batch_size):
-            return 0
-        for start, end, k in cfg.k_schedule or ():
+            return 0, None
+        k = self.k
+        for start, end, scheduled in cfg.k_schedule or ():
             if start <= batch_size <= end:
-                return k if self.tree_shape is None else (self.k if k else 0)
-        return self.k
+                k = scheduled if self.tree_shape is None else (self.k if scheduled else 0)
+        if self.tree_shape is None or k == 0:
+            return k, None
+        nodes = self.tree_shape.nodes
+        for start, end, scheduled in cfg.tree_schedule or ():
+            if start <= batch_size <= end:
+                nodes = scheduled
+        return (k, nodes) if nodes else (0, None)
+
+    def k_for(self, batch_size: int) -> int:
+        return self.shape_for(batch_size)[0]
 
     def resolve_tree(self, alpha_mean: np.ndarray) -> None:
-        """Build the static tree for the run's mean α profile (its widths set draft costs)."""
+        """Build the static trees for the run's mean α profile, one per node budget."""
         if self.tree_shape is not None and not self.tree_shape.dynamic and not self._explicit:
             s = self.tree_shape
-            self.tree = best_tree(alpha_mean, s.nodes, s.topk)
+            self.trees = {n: best_tree(alpha_mean, n, s.topk) for n in self.budgets}
 
     # -- costs -----------------------------------------------------------------------------
     def draft_cost(
-        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
+        self,
+        kv_tokens: np.ndarray,
+        last_step_tokens: np.ndarray,
+        kv_sum: float,
+        k: int,
+        nodes: int | None = None,
     ) -> StepCost:
         """Time to draft ``k`` tokens (or a depth-k tree) for the decoding sequences.
 
@@ -172,14 +210,15 @@ class Speculator:
         """Draft KV cache per token per GPU."""
         return 0.0
 
-    def step_widths(self, k: int) -> list[int]:
+    def step_widths(self, k: int, nodes: int | None = None) -> list[int]:
         """Tokens per sequence a sequential drafter processes at steps 2..k: 1 for a chain, the
         previous depth's nodes for a static tree, the expanded top-k for a dynamic one."""
         if self.tree_shape is None:
             return [1] * (k - 1)
         if self.tree_shape.dynamic:
             return [self.tree_shape.topk] * (k - 1)
-        widths = self.tree.width_by_depth() if self.tree else [1] * k
+        tree = self.trees.get(nodes or self.tree_shape.nodes)
+        widths = tree.width_by_depth() if tree else [1] * k
         return [widths[d] if d < len(widths) else 0 for d in range(k - 1)]
 
     def _params_bytes(self, params: float) -> float:
@@ -216,7 +255,12 @@ class DraftModel(Speculator):
             )
 
     def draft_cost(
-        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
+        self,
+        kv_tokens: np.ndarray,
+        last_step_tokens: np.ndarray,
+        kv_sum: float,
+        k: int,
+        nodes: int | None = None,
     ) -> StepCost:
         b = len(kv_tokens)
         if b == 0 or k == 0:
@@ -258,14 +302,19 @@ class EagleHead(Speculator):
         self._fc_by_tokens: dict[int, float] = {}  # the hot loop repeats a few counts
 
     def draft_cost(
-        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
+        self,
+        kv_tokens: np.ndarray,
+        last_step_tokens: np.ndarray,
+        kv_sum: float,
+        k: int,
+        nodes: int | None = None,
     ) -> StepCost:
         b = len(kv_tokens)
         if b == 0 or k == 0:
             return StepCost()
         # step 1 feeds the features of every token the last verify step yielded (a + 1 each)
         total = self._step(BatchShape.of(last_step_tokens, kv_tokens, b, kv_sum=kv_sum))
-        widths = self.step_widths(k)
+        widths = self.step_widths(k, nodes)
         if all(w == 1 for w in widths):  # a chain: K-1 equal steps, costed at the mean context
             if k > 1:
                 later = self._step(BatchShape.uniform(b, 1, kv_sum + b * k / 2.0, b))
@@ -356,7 +405,12 @@ class Medusa(Speculator):
     depth_decay = 0.688
 
     def draft_cost(
-        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
+        self,
+        kv_tokens: np.ndarray,
+        last_step_tokens: np.ndarray,
+        kv_sum: float,
+        k: int,
+        nodes: int | None = None,
     ) -> StepCost:
         b = len(kv_tokens)
         if b == 0 or k == 0:
@@ -387,14 +441,19 @@ class Hydra(Speculator):
     trees = ("chain", "static")
 
     def draft_cost(
-        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
+        self,
+        kv_tokens: np.ndarray,
+        last_step_tokens: np.ndarray,
+        kv_sum: float,
+        k: int,
+        nodes: int | None = None,
     ) -> StepCost:
         b = len(kv_tokens)
         if b == 0 or k == 0:
             return StepCost()
         h, v = self.target.hidden_size, self.target.vocab_size // self.cost.tp
         total = 0.0
-        for w in [1, *self.step_widths(k)]:
+        for w in [1, *self.step_widths(k, nodes)]:
             m = b * w
             if m:
                 total += self.cost.gemm_time(m, 2 * h, h) + self.cost.gemm_time(m, h, v)
@@ -427,7 +486,12 @@ class ReDrafter(Speculator):
             self.tree_shape = TreeShape(self.beams * self.k, self.beams, self.k)
 
     def draft_cost(
-        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
+        self,
+        kv_tokens: np.ndarray,
+        last_step_tokens: np.ndarray,
+        kv_sum: float,
+        k: int,
+        nodes: int | None = None,
     ) -> StepCost:
         b = len(kv_tokens)
         if b == 0 or k == 0:
@@ -467,11 +531,16 @@ class Lookahead(Speculator):
             cfg.lookahead_guesses)  # fmt: skip
         self.k = self.ngram - 1
 
-    def verify_tokens_for(self, k: int) -> int:
+    def verify_tokens_for(self, k: int, nodes: int | None = None) -> int:
         return 1 if k == 0 else 1 + (self.window + self.guesses) * (self.ngram - 1)
 
     def draft_cost(
-        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
+        self,
+        kv_tokens: np.ndarray,
+        last_step_tokens: np.ndarray,
+        kv_sum: float,
+        k: int,
+        nodes: int | None = None,
     ) -> StepCost:
         # n-gram pool bookkeeping on the CPU, like prompt lookup's
         return StepCost(overhead_s=self.engine["ngram_cpu_s_per_seq"] * len(kv_tokens))
@@ -490,7 +559,12 @@ class NGram(Speculator):
     drafter_kind = "lookup"
 
     def draft_cost(
-        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
+        self,
+        kv_tokens: np.ndarray,
+        last_step_tokens: np.ndarray,
+        kv_sum: float,
+        k: int,
+        nodes: int | None = None,
     ) -> StepCost:
         return StepCost(overhead_s=self.engine["ngram_cpu_s_per_seq"] * len(kv_tokens))
 
@@ -529,7 +603,12 @@ class SelfSpec(Speculator):
             )
 
     def draft_cost(
-        self, kv_tokens: np.ndarray, last_step_tokens: np.ndarray, kv_sum: float, k: int
+        self,
+        kv_tokens: np.ndarray,
+        last_step_tokens: np.ndarray,
+        kv_sum: float,
+        k: int,
+        nodes: int | None = None,
     ) -> StepCost:
         b = len(kv_tokens)
         if b == 0 or k == 0:

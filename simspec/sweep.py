@@ -21,7 +21,8 @@ METRIC_COLUMNS = (
 )  # fmt: skip
 # Column order of the CSV written by ``simspec sweep --out``.
 COLUMNS = [
-    "model", "gpu", "tp", "engine", "method", "k", "batch_size", "speedup", "tpot_ratio",
+    "model", "gpu", "tp", "engine", "temperature", "top_p", "method", "k", "batch_size",
+    "speedup", "tpot_ratio",
     *METRIC_COLUMNS, "requests", "seed", "acceptance",
 ]  # fmt: skip
 
@@ -90,6 +91,8 @@ def run_sweep(cfg: SweepConfig, progress: Callable[[str], None] | None = None) -
                 "gpu": cfg.gpu,
                 "tp": cfg.tp,
                 "engine": cfg.engine,
+                "temperature": cfg.temperature,
+                "top_p": cfg.top_p,
                 "method": method.name,
                 "k": method.k if method.name != "autoregressive" else 0,
                 "batch_size": bs,

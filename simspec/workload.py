@@ -53,6 +53,11 @@ class WorkloadConfig(BaseModel):
     )
     concurrency: int = Field(default=1, ge=1, le=100_000, description="closed loop: N")
     rate: float = Field(default=1.0, gt=0.0, le=1e6, description="poisson: requests per second")
+    rate_schedule: list[tuple[float, float]] | None = Field(
+        default=None,
+        description="poisson with a rate that changes over the run: [[start_s, rate], ...], "
+        "piecewise constant from each start (the first at 0); replaces rate",
+    )
     requests: int | None = Field(
         default=None,
         ge=1,
@@ -67,6 +72,20 @@ class WorkloadConfig(BaseModel):
     )
     prompt: LengthSpec = LengthSpec(dist="fixed", mean=512)
     output: LengthSpec = LengthSpec(dist="fixed", mean=256)
+
+    @model_validator(mode="after")
+    def _schedule(self) -> WorkloadConfig:
+        sched = self.rate_schedule
+        if sched is None:
+            return self
+        if not sched or sched[0][0] != 0.0:
+            raise ValueError("rate_schedule must start at time 0")
+        times = [t for t, _ in sched]
+        if times != sorted(times) or len(set(times)) != len(times):
+            raise ValueError("rate_schedule times must increase")
+        if any(not (0.0 <= r <= 1e6) for _, r in sched) or sched[-1][1] <= 0.0:
+            raise ValueError("rates must be in [0, 1e6] and the last one > 0")
+        return self
 
     @property
     def num_requests(self) -> int:
@@ -104,5 +123,42 @@ def generate_requests(cfg: WorkloadConfig, rng: np.random.Generator) -> RequestS
 
 
 def arrival_gaps(cfg: WorkloadConfig, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Seconds between successive Poisson arrivals."""
-    return rng.exponential(1.0 / cfg.rate, size=n)
+    """Seconds between successive Poisson arrivals (a piecewise-constant rate when the config
+    has a schedule: a gap that crosses into the next piece restarts there at its rate, which is
+    exact because exponential gaps are memoryless)."""
+    if cfg.rate_schedule is None:
+        return rng.exponential(1.0 / cfg.rate, size=n)
+    starts = [t for t, _ in cfg.rate_schedule] + [np.inf]
+    rates = [r for _, r in cfg.rate_schedule]
+    times = np.empty(n)
+    t, piece = 0.0, 0
+    for i in range(n):
+        while True:
+            gap = rng.exponential(1.0 / rates[piece]) if rates[piece] > 0 else np.inf
+            if t + gap < starts[piece + 1]:
+                t += gap
+                break
+            t, piece = starts[piece + 1], piece + 1
+        times[i] = t
+    return np.diff(times, prepend=0.0)
+
+
+def read_rate_csv(path: str) -> list[tuple[float, float]]:
+    """A day's traffic shape from a CSV with columns ``time_s`` and ``rate`` (requests/s)."""
+    import pandas as pd
+
+    from simspec.errors import InputError
+
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise InputError("rate_csv", f"cannot read {path!r} as CSV ({exc})") from None
+    if not {"time_s", "rate"} <= set(frame.columns):
+        raise InputError("rate_csv", f"{path!r} needs columns time_s and rate")
+    try:
+        rows = [(float(t), float(r)) for t, r in zip(frame.time_s, frame.rate, strict=True)]
+    except (TypeError, ValueError):
+        raise InputError("rate_csv", f"{path!r}: time_s and rate must be numbers") from None
+    if not rows or any(not np.isfinite(v) for row in rows for v in row):
+        raise InputError("rate_csv", f"{path!r}: needs finite numbers in at least one row")
+    return rows

@@ -1,0 +1,230 @@
+"""Sampling settings change acceptance as the exact rule implies; the closed form agrees with the
+simulation where its assumptions hold; load-following policies and time-varying load."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import softmax
+from typer.testing import CliRunner
+
+from simspec import analytic
+from simspec.acceptance import AcceptanceConfig, pooled_tau
+from simspec.cli import app
+from simspec.exact import acceptance_rate, expected_tokens_per_step
+from simspec.policy import Policy, PolicyConfig, run_policy
+from simspec.sampling import alpha_at, factor, greedy_alpha
+from simspec.scenario import Deployment, Scenario, preset_method
+from simspec.simulation import simulate
+from simspec.speculators import MethodConfig
+from simspec.workload import LengthSpec, WorkloadConfig, arrival_gaps, read_rate_csv
+
+runner = CliRunner()
+FIXED = WorkloadConfig(concurrency=1, requests=30, trace=None, prompt=LengthSpec(mean=128),
+                       output=LengthSpec(mean=256))  # fmt: skip
+
+
+def speedup(method: MethodConfig, workload: WorkloadConfig = FIXED, **kw) -> float:
+    ar = simulate(Scenario(workload=workload, **kw)).summary["throughput_tok_s"]
+    return (
+        simulate(Scenario(method=method, workload=workload, **kw)).summary["throughput_tok_s"] / ar
+    )
+
+
+# -- the exact rule on synthetic distributions ---------------------------------------------------
+def synthetic(kappa: float, n: int = 400, vocab: int = 2000, seed: int = 0):
+    """Target logits with a peaked head over a N(0, 1) bulk; the draft adds noise, kappa times
+    larger on the bulk (a small draft knows the likely tokens best)."""
+    rng = np.random.default_rng(seed)
+    target = rng.standard_normal((n, vocab))
+    target[:, :8] = 14.0 - rng.exponential(1.0, (n, 8)).cumsum(axis=1)
+    noise = rng.standard_normal((n, vocab)) * 0.6
+    noise[:, 8:] *= kappa
+    return target, target + noise
+
+
+def sampled_acceptance(target, draft, t):
+    return float(np.mean([acceptance_rate(p, q) for p, q in zip(softmax(target / t, axis=1),
+                                                                softmax(draft / t, axis=1),
+                                                                strict=True)]))  # fmt: skip
+
+
+def test_near_zero_temperature_sampling_acceptance_is_the_greedy_match_rate():
+    target, draft = synthetic(kappa=2.0)
+    greedy = float((target.argmax(axis=1) == draft.argmax(axis=1)).mean())
+    assert sampled_acceptance(target, draft, 0.02) == pytest.approx(greedy, abs=0.03)
+
+
+def test_a_draft_that_is_worst_in_the_tail_loses_more_acceptance_when_sampling():
+    ratios = []
+    for kappa in (1.0, 4.0):  # same head noise: the same greedy acceptance
+        target, draft = synthetic(kappa=kappa)
+        greedy = float((target.argmax(axis=1) == draft.argmax(axis=1)).mean())
+        ratios.append(sampled_acceptance(target, draft, 1.0) / greedy)
+    assert ratios[1] < ratios[0]  # sampling puts mass in the tail, where this draft is wrong
+
+
+def test_temperature_factor_is_one_when_greedy_and_falls_by_t1_as_the_pairs_show():
+    assert factor(0.0) == 1.0
+    f = [factor(t) for t in (0.0, 0.5, 0.85, 1.0)]
+    assert f[-1] < f[0] and 0.75 < factor(1.0) < 0.95  # the pairs: 7-20 % lower at T=1
+    assert factor(1.5) == factor(1.0)  # above the fitted range it is held, not extrapolated
+    assert factor(1.0, top_p=0.9) != factor(1.0)
+    a = np.array([0.4, 0.6, 0.8])
+    assert greedy_alpha(alpha_at(a, 1.0), 1.0) == pytest.approx(a)
+
+
+def test_the_temperature_model_reproduces_the_published_t0_t1_pairs(shared):
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location(
+        "derive", ROOT / "calibration" / "derive_temperature_model.py"
+    )
+    derive = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(derive)
+    pairs = derive.pairs()
+    predicted = alpha_at(pairs.alpha0.to_numpy(), 1.0)
+    assert len(pairs) >= 10
+    assert np.mean(np.abs(predicted / pairs.alpha1 - 1)) < 0.10  # 5.4 % when written
+
+
+def test_sampling_makes_a_thin_win_a_loss_once_the_draft_is_paid():
+    thin = MethodConfig(name="draft_model", k=3, draft_model="llama-3.2-1b",
+                        acceptance=AcceptanceConfig(alpha=0.5))  # fmt: skip
+    assert speedup(thin, temperature=0.0) > 1.02
+    assert speedup(thin, temperature=1.0) < 0.98
+    assert speedup(thin, temperature=1.5) < 0.98
+
+
+def test_trace_presets_sample_through_the_parametric_model():
+    eagle = preset_method("eagle3", "sharegpt")
+    wl = WorkloadConfig(concurrency=4, requests=40)
+    greedy = simulate(Scenario(method=eagle, workload=wl)).summary["mean_accept_len"]
+    hot = simulate(Scenario(method=eagle, workload=wl, temperature=1.0)).summary
+    assert hot["mean_accept_len"] < greedy
+
+
+def test_a_tau_measured_while_sampling_is_taken_back_to_greedy_first():
+    at_t1 = AcceptanceConfig(tau=2.0, tau_k=3, temperature=1.0)
+    greedy_profile = at_t1.run_profile(3, temperature=0.0)
+    same = at_t1.run_profile(3, temperature=1.0)
+    assert np.all(greedy_profile > same)
+    assert expected_tokens_per_step(same) == pytest.approx(2.0, rel=1e-6)
+
+
+# -- the closed form ---------------------------------------------------------------------------
+def test_closed_form_matches_simulation_at_batch_1_with_iid_alpha():
+    table = analytic.compare(Deployment(), "eagle3", 0.7, 3, 600, batch_sizes=(1,))
+    iid = table[(table.batch_size == 1) & (table.spread == 0)].iloc[0]
+    assert iid.simulated_tau == pytest.approx(iid.closed_form_tau, rel=0.02)
+    assert iid.simulated_speedup == pytest.approx(iid.closed_form_speedup_batch1, rel=0.02)
+
+
+def test_spread_across_requests_lowers_tau_below_the_iid_mean_jensen():
+    alpha = np.full(3, 0.7)
+    closed = expected_tokens_per_step(alpha)
+    assert pooled_tau(expected_tokens_per_step, alpha, spread=1.0) < closed
+    m = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7, spread=1.0))
+    wl = WorkloadConfig(concurrency=16, requests=400, trace=None, prompt=LengthSpec(mean=64),
+                        output=LengthSpec(mean=128))  # fmt: skip
+    assert simulate(Scenario(method=m, workload=wl)).summary["mean_accept_len"] < closed
+
+
+def test_best_k_grows_with_alpha_and_is_off_when_nothing_pays():
+    costs = analytic.Batch1Costs(ar_s=1.0, draft_s={1: 0.1, 2: 0.2, 3: 0.3, 4: 0.4},
+                                 verify_s={1: 1.02, 2: 1.04, 3: 1.06, 4: 1.08})  # fmt: skip
+    best = analytic.best_k(analytic.analytic_table(costs, (0.05, 0.5, 0.9)))
+    ks = dict(zip(best.alpha, best.best_k, strict=True))
+    assert ks[0.05] == 0 and ks[0.5] <= ks[0.9]
+    assert analytic.expected_tokens(0.5, 3) == pytest.approx((1 - 0.5**4) / 0.5)
+
+
+def test_analytic_command_prints_best_k_and_writes_files(tmp_path):
+    html, csv = tmp_path / "a.html", tmp_path / "a.csv"
+    result = runner.invoke(app, ["analytic", "--alpha", "0.65", "--k-max", "5", "--html",
+                                 str(html), "--csv", str(csv)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "Best K per α" in result.output and "0.65" in result.output
+    assert set(pd.read_csv(csv).k) == {1, 2, 3, 4, 5} and "<html>" in html.read_text()[:200]
+    bad = runner.invoke(app, ["analytic", "--alpha", "1.5"])
+    assert bad.exit_code == 2 and "--alpha" in bad.output
+
+
+# -- policies and time-varying load ------------------------------------------------------------
+def test_a_policy_never_loses_to_the_fixed_setting_it_chooses_in_each_band():
+    acc = AcceptanceConfig(alpha=0.7)
+    policy = MethodConfig(name="eagle3", k=4, acceptance=acc,
+                          k_schedule=[(1, 4, 4), (5, 16, 2)], disable_by_batch_size=17)  # fmt: skip
+    for concurrency, fixed in ((2, MethodConfig(name="eagle3", k=4, acceptance=acc)),
+                               (12, MethodConfig(name="eagle3", k=2, acceptance=acc)),
+                               (32, MethodConfig(name="autoregressive", k=0))):  # fmt: skip
+        wl = WorkloadConfig(concurrency=concurrency, requests=4 * concurrency)
+        with_policy = simulate(Scenario(method=policy, workload=wl)).summary["throughput_tok_s"]
+        without = simulate(Scenario(method=fixed, workload=wl)).summary["throughput_tok_s"]
+        assert with_policy >= 0.98 * without, concurrency
+
+
+def test_a_tree_budget_policy_uses_the_budget_of_its_band():
+    acc = AcceptanceConfig(alpha=0.65)
+    shape = dict(name="eagle2", k=6, tree="dynamic", tree_topk=10, acceptance=acc)
+    policy = MethodConfig(tree_nodes=48, tree_schedule=[(1, 8, 48), (9, 1024, 12)], **shape)
+    fixed = MethodConfig(tree_nodes=12, **shape)
+    wl = WorkloadConfig(concurrency=24, requests=72)
+    a = simulate(Scenario(method=policy, workload=wl)).summary
+    b = simulate(Scenario(method=fixed, workload=wl)).summary
+    assert a["throughput_tok_s"] == pytest.approx(b["throughput_tok_s"], rel=0.03)
+
+
+def test_time_varying_arrivals_follow_the_rate_schedule():
+    wl = WorkloadConfig(arrival="poisson", rate_schedule=[(0, 2.0), (50, 20.0), (100, 0.0),
+                                                          (150, 5.0)], requests=3000)  # fmt: skip
+    t = np.cumsum(arrival_gaps(wl, 3000, np.random.default_rng(1)))
+    assert ((t >= 0) & (t < 50)).sum() == pytest.approx(100, rel=0.25)
+    assert ((t >= 50) & (t < 100)).sum() == pytest.approx(1000, rel=0.1)
+    assert ((t >= 100) & (t < 150)).sum() == 0
+    with pytest.raises(ValueError, match="start at time 0"):
+        WorkloadConfig(arrival="poisson", rate_schedule=[(5, 1.0)])
+
+
+def test_policy_command_compares_the_policy_with_each_fixed_setting(tmp_path):
+    rates = tmp_path / "day.csv"
+    rates.write_text("time_s,rate\n0,2\n30,12\n60,4\n")
+    cfg = tmp_path / "p.yaml"
+    cfg.write_text(
+        "method: {name: eagle3, k: 4, acceptance: {alpha: 0.7}}\n"
+        "policy: {k_schedule: [[1, 8, 4], [9, 1024, 2]], disable_by_batch_size: 64}\n"
+        "workload: {requests: 200, trace: sharegpt}\n"
+    )
+    out = tmp_path / "policy.csv"
+    result = runner.invoke(app, ["policy", "--config", str(cfg), "--rate-csv", str(rates),
+                                 "--out", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert list(frame.setting) == ["autoregressive", "fixed K=2", "fixed K=4", "policy"]
+    assert frame.set_index("setting").loc["policy", "policy_tpot_gain"] == pytest.approx(1.0)
+    rates.write_text("when,qps\n0,1\n")
+    bad = runner.invoke(app, ["policy", "--config", str(cfg), "--rate-csv", str(rates)])
+    assert bad.exit_code == 2 and "rate_csv" in bad.output
+
+
+def test_a_policy_needs_a_schedule_and_rate_files_need_their_columns(tmp_path):
+    with pytest.raises(ValueError, match="k_schedule"):
+        Policy()
+    path = tmp_path / "r.csv"
+    path.write_text("time_s,rate\n0,abc\n")
+    with pytest.raises(ValueError, match="numbers"):
+        read_rate_csv(str(path))
+
+
+def test_run_policy_reports_gains_relative_to_the_policy():
+    cfg = PolicyConfig(
+        method=MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7)),
+        policy=Policy(k_schedule=[(1, 4, 3), (5, 1024, 1)]),
+        workload=WorkloadConfig(arrival="poisson", rate=8.0, requests=60),
+    )
+    frame = run_policy(cfg).set_index("setting")
+    assert frame.loc["policy", "policy_e2e_gain"] == 1.0
+    assert {"autoregressive", "fixed K=1", "fixed K=3"} <= set(frame.index)
