@@ -484,6 +484,149 @@ def policy_command(
               "the policy is faster")  # fmt: skip
 
 
+def _deployment(config: Path | None, model, gpu, tp, engine, dataset, temperature):
+    """A deployment from an optional scenario file plus flags (flags win); the workload's
+    lengths come from ``dataset``'s trace unless the file sets them."""
+    from simspec.scenario import Deployment
+
+    data = _read_config(config) if config else {}
+    for key, value in (("model", model), ("gpu", gpu), ("tp", tp), ("engine", engine),
+                       ("temperature", temperature)):  # fmt: skip
+        if value is not None:
+            data[key] = value
+    if dataset:
+        data["workload"] = {**(data.get("workload") or {}), "trace": dataset}
+    data.pop("methods", None)
+    data.pop("batch_sizes", None)
+    return Deployment(**data)
+
+
+@app.command("plan")
+def plan_command(
+    qps: Annotated[float, typer.Option(help="target arrival rate (requests/s)", min=0.001)],
+    slo_ttft_ms: Annotated[float, typer.Option(help="time-to-first-token SLO (ms)", min=1)],
+    slo_tpot_ms: Annotated[float, typer.Option(help="time-per-output-token SLO (ms)", min=0.1)],
+    methods: Annotated[
+        str, typer.Option(help="comma list of methods (autoregressive is always included)")
+    ] = "eagle3,ngram",
+    percentile: Annotated[int, typer.Option(help="SLO percentile: 50 or 99")] = 99,
+    gpu_hour_price: Annotated[
+        float, typer.Option(help="price of one GPU-hour, for cost per million tokens", min=0)
+    ] = 2.5,
+    config: Annotated[Path | None, typer.Option(help="scenario file (YAML/JSON)")] = None,
+    model: Annotated[str | None, typer.Option(help="model preset or config.json")] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU preset")] = None,
+    tp: Annotated[int | None, typer.Option(help="tensor-parallel degree")] = None,
+    engine: Annotated[str | None, typer.Option(help="engine profile")] = None,
+    dataset: Annotated[str | None, typer.Option(help="request lengths and presets")] = None,
+    temperature: Annotated[float | None, typer.Option(help="sampling temperature")] = None,
+    duration: Annotated[
+        float, typer.Option(help="seconds of arrivals per probe run (steady state)", min=1)
+    ] = 60.0,
+    out: Annotated[Path | None, typer.Option(help="write the plan as CSV")] = None,
+) -> None:
+    """Highest sustainable QPS per replica under the SLOs for each method (binary search on the
+    Poisson arrival rate), replicas and GPUs for --qps, and cost per million output tokens."""
+    from simspec.planning import Slo, plan
+
+    try:
+        if percentile not in (50, 99):
+            raise InputError("--percentile", "choose 50 or 99")
+        deploy = _deployment(config, model, gpu, tp, engine, dataset, temperature)
+        ds = deploy.workload.trace or "sharegpt"
+        names = ["autoregressive", *[n for n in _csv_list(methods, "--methods")
+                                     if n != "autoregressive"]]  # fmt: skip
+        chosen = [preset_method(_known_method(n), ds, None, deploy.model) for n in names]
+        slo = Slo(slo_ttft_ms, slo_tpot_ms, percentile)
+        with Progress(TextColumn("{task.description}"), BarColumn(), console=err,
+                      disable=not sys.stderr.isatty()) as bar:  # fmt: skip
+            task = bar.add_task("planning", total=len(chosen))
+            frame = plan(deploy, chosen, qps, slo, gpu_hour_price, duration,
+                         progress=lambda m: bar.update(task, advance=1, description=m))  # fmt: skip
+        if out is not None:
+            _write_atomic(frame, out)
+    except ValidationError as exc:
+        _fail(_validation_line(exc))
+    except (InputError, ScenarioError) as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"--out: cannot write {str(out)!r}: {exc.strerror or exc}")
+    _print_frame(frame.round(3), f"Capacity for {qps} req/s, p{percentile} TTFT <= "
+                 f"{slo_ttft_ms} ms and TPOT <= {slo_tpot_ms} ms ({deploy.model} on {deploy.gpu} "
+                 f"x{deploy.tp}, ${gpu_hour_price}/GPU-hour)")  # fmt: skip
+
+
+@app.command("recommend")
+def recommend_command(
+    method: Annotated[str, typer.Option(help="speculative method to schedule")] = "eagle3",
+    k_max: Annotated[int, typer.Option(help="largest K to consider", min=1, max=16)] = 5,
+    concurrencies: Annotated[
+        str, typer.Option(help="grid of concurrent requests to simulate")
+    ] = "1,2,4,8,16,32,64,128,256",
+    config: Annotated[Path | None, typer.Option(help="scenario file (YAML/JSON)")] = None,
+    model: Annotated[str | None, typer.Option(help="model preset or config.json")] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU preset")] = None,
+    tp: Annotated[int | None, typer.Option(help="tensor-parallel degree")] = None,
+    engine: Annotated[str | None, typer.Option(help="engine profile")] = None,
+    dataset: Annotated[str | None, typer.Option(help="request lengths and presets")] = None,
+    temperature: Annotated[float | None, typer.Option(help="sampling temperature")] = None,
+    alpha: Annotated[float | None, typer.Option(help="acceptance instead of the preset")] = None,
+    out: Annotated[Path | None, typer.Option(help="write the per-concurrency table (CSV)")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="write the --speculative-config JSON")
+    ] = None,
+) -> None:
+    """The best K per band of concurrent requests, as a vLLM Dynamic SD schedule inside a
+    ready-to-paste --speculative-config (K = 0 where speculation should be off)."""
+    from simspec.acceptance import AcceptanceConfig
+    from simspec.planning import recommend, schedule, speculative_config, speculative_config_json
+
+    try:
+        deploy = _deployment(config, model, gpu, tp, engine, dataset, temperature)
+        grid = tuple(sorted(set(_csv_list(concurrencies, "--concurrencies", int))))
+        if grid[0] < 1:
+            raise InputError("--concurrencies", "must be >= 1")
+        base = preset_method(_known_method(method), deploy.workload.trace or "sharegpt", None,
+                             deploy.model)  # fmt: skip
+        if base.name == "autoregressive":
+            raise InputError("--method", "choose a speculative method")
+        if alpha is not None:
+            base = base.model_copy(update={"acceptance": AcceptanceConfig(alpha=alpha)})
+        ks = list(range(1, k_max + 1)) if base.tree in (None, "chain") else [base.k]
+        with Progress(TextColumn("{task.description}"), BarColumn(), console=err,
+                      disable=not sys.stderr.isatty()) as bar:  # fmt: skip
+            task = bar.add_task("simulating", total=len(grid))
+            table = recommend(deploy, base, ks, grid,
+                              progress=lambda m: bar.update(task, advance=1, description=m))  # fmt: skip
+        from simspec.presets import load_engine
+
+        max_batch = int(load_engine(deploy.engine)["max_num_seqs"])
+        bands = schedule(table, max_batch)
+        spec_cfg = speculative_config(base, bands)
+        if out is not None:
+            _write_atomic(table, out)
+        if json_out is not None and spec_cfg is not None:
+            write_text_atomic(json_out, speculative_config_json(spec_cfg) + "\n")
+    except ValidationError as exc:
+        _fail(_validation_line(exc))
+    except (InputError, ScenarioError) as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot write a file: {exc.strerror or exc}")
+    _print_frame(table.round(3), f"{base.name} on {deploy.model}, {deploy.gpu} x{deploy.tp}: "
+                 "speedup over plain decoding by K and concurrency")  # fmt: skip
+    err.print(
+        "How: every K and plain decoding ran closed-loop at each concurrency on the same "
+        "workload and seed; the best K (0 if none beats plain decoding) holds from its grid "
+        "point up to the next; equal neighbours merge; the last band runs to max_num_seqs."
+    )
+    print(f"num_speculative_tokens_per_batch_size: {bands}")
+    if spec_cfg is None:
+        err.print(f"vLLM has no {base.name} method: the schedule above is simspec's k_schedule")
+    else:
+        print(f"--speculative-config '{speculative_config_json(spec_cfg)}'")
+
+
 @app.command("methods")
 def methods_command(
     name: Annotated[

@@ -124,6 +124,7 @@ def summarize(
     busy = float(iterations["duration_s"].sum())
     return {
         "requests": float(len(requests)),
+        "output_tokens_mean": float(ok["output_tokens"].mean()) if len(ok) else float("nan"),
         "unfinishable": float(requests["unfinishable"].sum()),
         "makespan_s": makespan,
         "throughput_tok_s": throughput,

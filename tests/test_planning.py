@@ -1,0 +1,94 @@
+"""Capacity planning and the recommended speculation schedule: small scenarios, known answers."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from simspec.acceptance import AcceptanceConfig
+from simspec.cli import app
+from simspec.planning import Slo, max_rate, plan, recommend, schedule, speculative_config
+from simspec.scenario import Deployment
+from simspec.speculators import MethodConfig
+from simspec.vllm_config import to_method
+from simspec.workload import LengthSpec, WorkloadConfig
+
+runner = CliRunner()
+SHORT = Deployment(workload=WorkloadConfig(trace=None, prompt=LengthSpec(mean=128),
+                                           output=LengthSpec(mean=96), requests=32))  # fmt: skip
+
+
+def eagle(alpha: float) -> MethodConfig:
+    return MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=alpha))
+
+
+def test_a_method_that_never_beats_plain_decoding_is_off_everywhere():
+    useless = MethodConfig(name="draft_model", k=2, draft_model="llama-3.2-1b",
+                           acceptance=AcceptanceConfig(alpha=0.02))  # fmt: skip
+    table = recommend(SHORT, useless, [1, 2], (1, 16))
+    assert (table.best_k == 0).all() and (table.best_speedup == 1.0).all()
+    assert schedule(table, 1024) == [[1, 1024, 0]]
+
+
+def test_lowering_acceptance_never_raises_the_recommended_k():
+    grid = (1, 8, 64)
+    high = recommend(SHORT, eagle(0.85), [1, 2, 3, 4], grid)
+    low = recommend(SHORT, eagle(0.45), [1, 2, 3, 4], grid)
+    assert (low.best_k.to_numpy() <= high.best_k.to_numpy()).all()
+    assert high.best_k.iloc[0] >= 3  # a good draft wants a long chain alone
+
+
+def test_schedule_bands_cover_every_batch_size_and_merge_equal_neighbours():
+    table = pd.DataFrame({"concurrency": [1, 4, 16, 64], "best_k": [4, 4, 2, 0]})
+    assert schedule(table, 1024) == [[1, 15, 4], [16, 63, 2], [64, 1024, 0]]
+
+
+def test_the_exported_speculative_config_reads_back_as_the_same_schedule():
+    bands = [[1, 15, 4], [16, 63, 2], [64, 1024, 0]]
+    cfg = speculative_config(eagle(0.7), bands)
+    text = json.dumps(cfg)
+    back = to_method(json.loads(text))
+    assert back["name"] == "eagle3" and back["k"] == 4
+    assert back["k_schedule"] == [tuple(b) for b in bands]
+    assert speculative_config(MethodConfig(name="hydra", k=3), bands) is None  # not in vLLM
+
+
+def test_max_rate_is_higher_under_a_looser_slo_and_plan_sizes_the_fleet():
+    ar = MethodConfig(name="autoregressive", k=0)
+    strict, _ = max_rate(SHORT, ar, Slo(400, 12), duration_s=10, iterations=4)
+    loose, s = max_rate(SHORT, ar, Slo(4000, 40), duration_s=10, iterations=4)
+    assert 0 < strict < loose and s is not None
+    frame = plan(SHORT, [ar], target_qps=3 * loose, slo=Slo(4000, 40), gpu_hour_price=2.0,
+                 duration_s=10)  # fmt: skip
+    row = frame.iloc[0]
+    assert (
+        row.replicas == math.ceil(3 * loose / row.max_qps_per_replica) and row.gpus == row.replicas
+    )
+    assert row.cost_per_million_tokens > 0 and bool(row.meets_slo)
+
+
+def test_an_unreachable_slo_is_reported_not_a_crash():
+    frame = plan(SHORT, [eagle(0.7)], 10.0, Slo(1.0, 0.5), 2.0, duration_s=5)
+    assert not frame.meets_slo.iloc[0] and pd.isna(frame.replicas.iloc[0])
+
+
+def test_recommend_and_plan_commands(tmp_path):
+    out, js = tmp_path / "rec.csv", tmp_path / "spec.json"
+    result = runner.invoke(app, ["recommend", "--concurrencies", "1,32", "--k-max", "2",
+                                 "--alpha", "0.7", "--out", str(out), "--json", str(js)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "num_speculative_tokens_per_batch_size" in result.output
+    assert to_method(json.loads(js.read_text()))["name"] == "eagle3"
+    assert list(pd.read_csv(out).concurrency) == [1, 32]
+    plan_out = tmp_path / "plan.csv"
+    result = runner.invoke(app, ["plan", "--qps", "5", "--slo-ttft-ms", "3000", "--slo-tpot-ms",
+                                 "40", "--methods", "eagle3", "--duration", "5", "--out",
+                                 str(plan_out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert list(pd.read_csv(plan_out).method) == ["autoregressive", "eagle3"]
+    bad = runner.invoke(app, ["plan", "--qps", "5", "--slo-ttft-ms", "3000", "--slo-tpot-ms",
+                              "40", "--percentile", "90"])  # fmt: skip
+    assert bad.exit_code == 2 and "--percentile" in bad.output
