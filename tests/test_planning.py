@@ -17,8 +17,11 @@ from simspec.vllm_config import to_method
 from simspec.workload import LengthSpec, WorkloadConfig
 
 runner = CliRunner()
-SHORT = Deployment(workload=WorkloadConfig(trace=None, prompt=LengthSpec(mean=128),
-                                           output=LengthSpec(mean=96), requests=32))  # fmt: skip
+SHORT = Deployment(
+    workload=WorkloadConfig(
+        trace=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=96), requests=32
+    )
+)
 
 
 def eagle(alpha: float) -> MethodConfig:
@@ -26,8 +29,9 @@ def eagle(alpha: float) -> MethodConfig:
 
 
 def test_a_method_that_never_beats_plain_decoding_is_off_everywhere():
-    useless = MethodConfig(name="draft_model", k=2, draft_model="llama-3.2-1b",
-                           acceptance=AcceptanceConfig(alpha=0.02))  # fmt: skip
+    useless = MethodConfig(
+        name="draft_model", k=2, draft_model="llama-3.2-1b", acceptance=AcceptanceConfig(alpha=0.02)
+    )
     table = recommend(SHORT, useless, [1, 2], (1, 16))
     assert (table.best_k == 0).all() and (table.best_speedup == 1.0).all()
     assert schedule(table, 1024) == [[1, 1024, 0]]
@@ -61,8 +65,9 @@ def test_max_rate_is_higher_under_a_looser_slo_and_plan_sizes_the_fleet():
     strict, _ = max_rate(SHORT, ar, Slo(400, 12), duration_s=10, iterations=4)
     loose, s = max_rate(SHORT, ar, Slo(4000, 40), duration_s=10, iterations=4)
     assert 0 < strict < loose and s is not None
-    frame = plan(SHORT, [ar], target_qps=3 * loose, slo=Slo(4000, 40), gpu_hour_price=2.0,
-                 duration_s=10)  # fmt: skip
+    frame = plan(
+        SHORT, [ar], target_qps=3 * loose, slo=Slo(4000, 40), gpu_hour_price=2.0, duration_s=10
+    )
     row = frame.iloc[0]
     assert (
         row.replicas == math.ceil(3 * loose / row.max_qps_per_replica) and row.gpus == row.replicas
@@ -77,18 +82,59 @@ def test_an_unreachable_slo_is_reported_not_a_crash():
 
 def test_recommend_and_plan_commands(tmp_path):
     out, js = tmp_path / "rec.csv", tmp_path / "spec.json"
-    result = runner.invoke(app, ["recommend", "--concurrencies", "1,32", "--k-max", "2",
-                                 "--alpha", "0.7", "--out", str(out), "--json", str(js)])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "recommend",
+            "--concurrencies",
+            "1,32",
+            "--k-max",
+            "2",
+            "--alpha",
+            "0.7",
+            "--out",
+            str(out),
+            "--json",
+            str(js),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "num_speculative_tokens_per_batch_size" in result.output
     assert to_method(json.loads(js.read_text()))["name"] == "eagle3"
     assert list(pd.read_csv(out).concurrency) == [1, 32]
     plan_out = tmp_path / "plan.csv"
-    result = runner.invoke(app, ["plan", "--qps", "5", "--slo-ttft-ms", "3000", "--slo-tpot-ms",
-                                 "40", "--methods", "eagle3", "--duration", "5", "--out",
-                                 str(plan_out)])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "plan",
+            "--qps",
+            "5",
+            "--slo-ttft-ms",
+            "3000",
+            "--slo-tpot-ms",
+            "40",
+            "--methods",
+            "eagle3",
+            "--duration",
+            "5",
+            "--out",
+            str(plan_out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert list(pd.read_csv(plan_out).method) == ["autoregressive", "eagle3"]
-    bad = runner.invoke(app, ["plan", "--qps", "5", "--slo-ttft-ms", "3000", "--slo-tpot-ms",
-                              "40", "--percentile", "90"])  # fmt: skip
+    bad = runner.invoke(
+        app,
+        [
+            "plan",
+            "--qps",
+            "5",
+            "--slo-ttft-ms",
+            "3000",
+            "--slo-tpot-ms",
+            "40",
+            "--percentile",
+            "90",
+        ],
+    )
     assert bad.exit_code == 2 and "--percentile" in bad.output
