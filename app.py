@@ -1,0 +1,244 @@
+"""simspec what-if explorer: does speculative decoding pay for my model, GPU and traffic?
+
+    streamlit run app.py
+
+The page only gathers inputs and shows results; everything it computes lives in
+simspec.explorer, simspec.planning and simspec.analytic (tested there). Any bad input becomes
+one message on the page, never a traceback.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+from pydantic import ValidationError
+
+from simspec import analytic, explorer, planning
+from simspec.errors import InputError, ScenarioError
+from simspec.presets import engine_ids, gpu_ids, model_ids
+from simspec.scenario import Deployment
+from simspec.speculators import SPECULATORS
+
+st.set_page_config(page_title="simspec explorer", layout="wide")
+UPLOADS = Path(tempfile.gettempdir()) / "simspec-uploads"
+UPLOADS.mkdir(exist_ok=True)
+SPEC_METHODS = [m for m in SPECULATORS if m != "autoregressive"]
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def simulate_cached(inputs_json: str) -> dict:
+    return explorer.run(explorer.ExplorerInputs.model_validate_json(inputs_json))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def analytic_cached(deploy_json: str, method: str, context: int):
+    deploy = Deployment.model_validate_json(deploy_json)
+    return analytic.analytic_table(analytic.batch1_costs(deploy, method, 8, context))
+
+
+def problem(message: str) -> None:
+    st.error(message)
+    st.stop()
+
+
+def sidebar() -> explorer.ExplorerInputs:
+    sb = st.sidebar
+    sb.header("Deployment")
+    model = sb.selectbox("Model", model_ids(), index=model_ids().index("llama-3.1-8b"))
+    upload = sb.file_uploader("…or a Hugging Face config.json", type=["json"])
+    if upload is not None:
+        model, shape = explorer.save_config_upload(upload.getvalue(), upload.name, UPLOADS)
+        sb.caption(f"uploaded: hidden {shape.hidden_size}, {shape.num_hidden_layers} layers")
+    gpu = sb.selectbox("GPU", gpu_ids(), index=gpu_ids().index("h100_sxm"))
+    tp = sb.selectbox("Tensor parallel", [1, 2, 4, 8], index=0)
+    engine = sb.selectbox("Engine profile", engine_ids())
+
+    sb.header("Speculation")
+    methods = sb.multiselect("Methods", SPEC_METHODS, default=["eagle3"])
+    k_mode = sb.radio("Draft length", ["method default", "set K"], horizontal=True)
+    k = sb.slider("K (chain length or tree depth)", 1, 10, 3) if k_mode == "set K" else None
+    acceptance = sb.radio(
+        "Acceptance",
+        ["preset", "alpha", "trace"],
+        horizontal=True,
+        help="preset: published τ or measured traces for the domain",
+    )
+    dataset = sb.selectbox("Domain (preset and request lengths)", list(explorer.domains()))
+    alpha, spread, trace_path = 0.7, 0.0, None
+    if acceptance == "alpha":
+        alpha = sb.slider("Mean acceptance α per position", 0.0, 1.0, 0.7, 0.01)
+        spread = sb.slider("Spread across requests (logit std)", 0.0, 2.0, 0.0, 0.1)
+    elif acceptance == "trace":
+        trace = sb.file_uploader("Acceptance trace (.jsonl, acc_len format)", type=["jsonl"])
+        if trace is None:
+            problem("Upload an acceptance trace, or choose preset or alpha acceptance.")
+        trace_path = explorer.save_trace_upload(trace.getvalue(), trace.name, UPLOADS)
+    temperature = sb.slider("Sampling temperature", 0.0, 2.0, 0.0, 0.05)
+    top_p = sb.slider("top-p", 0.05, 1.0, 1.0, 0.05)
+
+    sb.header("Workload")
+    arrival = sb.radio(
+        "Load",
+        ["closed", "poisson"],
+        horizontal=True,
+        format_func=lambda a: {"closed": "concurrency", "poisson": "QPS"}[a],
+    )
+    default = "1,2,4,8,16,32,64,128" if arrival == "closed" else "1,4,8,16"
+    loads = explorer.parse_loads(sb.text_input("Loads (comma list)", default), arrival)
+    lengths = sb.radio("Request lengths", ["dataset", "fixed", "lognormal"], horizontal=True)
+    prompt_mean, output_mean = 512.0, 256.0
+    if lengths != "dataset":
+        prompt_mean = sb.number_input("Prompt tokens (mean)", 1.0, 65536.0, 512.0)
+        output_mean = sb.number_input("Output tokens (mean)", 1.0, 16384.0, 256.0)
+    requests = sb.number_input("Requests per run (more: smoother, slower)", 8, 5000, 48)
+    return explorer.ExplorerInputs(
+        model=model,
+        gpu=gpu,
+        tp=tp,
+        engine=engine,
+        methods=methods or ["eagle3"],
+        k=k,
+        acceptance=acceptance,
+        dataset=explorer.domains()[dataset],
+        alpha=alpha,
+        spread=spread,
+        trace_path=trace_path,
+        arrival=arrival,
+        loads=loads,
+        lengths=lengths,
+        prompt_mean=prompt_mean,
+        output_mean=output_mean,
+        requests=int(requests),
+        temperature=temperature,
+        top_p=top_p,
+    )
+
+
+def main() -> None:
+    st.title("Does speculative decoding pay?")
+    inputs = sidebar()
+    slo_ttft = st.sidebar.number_input("SLO: TTFT p99 (ms)", 10.0, 60000.0, 2000.0)
+    slo_tpot = st.sidebar.number_input("SLO: TPOT p99 (ms)", 1.0, 1000.0, 50.0)
+    with st.spinner("simulating…"):
+        res = simulate_cached(inputs.model_dump_json())
+    summary = res["summary"]
+    tabs = st.tabs(
+        [
+            "Speedup",
+            "Throughput vs TPOT",
+            "Latency",
+            "Time per step",
+            "Acceptance",
+            "Table",
+            "Plan & schedule",
+            "Analytic",
+        ]
+    )
+    with tabs[0]:
+        st.plotly_chart(explorer.speedup_figure(summary, inputs), width="stretch")
+        spec = summary[summary.method != "autoregressive"]
+        best = spec.loc[spec.speedup.idxmax()]
+        st.caption(
+            f"Best: {best.method} (K={best.k}) at {best.load:g}: {best.speedup:.2f}×. "
+            "Below the dashed line speculation is slower than plain decoding."
+        )
+    with tabs[1]:
+        st.plotly_chart(explorer.throughput_tpot_figure(summary, inputs), width="stretch")
+    with tabs[2]:
+        st.plotly_chart(explorer.latency_figure(summary, inputs), width="stretch")
+        st.plotly_chart(explorer.ttft_figure(summary, inputs), width="stretch")
+        ok = summary[(summary.ttft_ms_p99 <= slo_ttft) & (summary.tpot_ms_p99 <= slo_tpot)]
+        st.caption(
+            f"{len(ok)} of {len(summary)} runs meet TTFT p99 ≤ {slo_ttft:g} ms and "
+            f"TPOT p99 ≤ {slo_tpot:g} ms."
+        )
+    with tabs[3]:
+        st.plotly_chart(explorer.breakdown_figure(res["breakdown"], inputs), width="stretch")
+    with tabs[4]:
+        st.plotly_chart(explorer.acceptance_figure(res["acceptance"], inputs), width="stretch")
+    with tabs[5]:
+        st.dataframe(summary, width="stretch")
+        st.download_button(
+            "Download CSV", explorer.results_csv(summary), "simspec-results.csv", "text/csv"
+        )
+    with tabs[6]:
+        plan_and_schedule(inputs, slo_ttft, slo_tpot)
+    with tabs[7]:
+        analytic_view(inputs)
+
+
+def deployment(inputs: explorer.ExplorerInputs) -> Deployment:
+    return Deployment(
+        model=inputs.model,
+        gpu=inputs.gpu,
+        tp=inputs.tp,
+        engine=inputs.engine,
+        temperature=inputs.temperature,
+        top_p=inputs.top_p,
+        workload=explorer._workload(inputs, 1),
+    )
+
+
+def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot: float) -> None:
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Capacity plan")
+        qps = st.number_input("Target requests/s", 0.1, 100000.0, 20.0)
+        price = st.number_input("GPU-hour price ($)", 0.0, 100.0, 2.5)
+        if st.button("Compute plan (bisection on the arrival rate, ~10 s per method)"):
+            with st.spinner("planning…"):
+                methods = [explorer._method(inputs, m) for m in ["autoregressive", *inputs.methods]]
+                frame = planning.plan(
+                    deployment(inputs),
+                    methods,
+                    qps,
+                    planning.Slo(slo_ttft, slo_tpot),
+                    price,
+                    duration_s=30,
+                )
+            st.dataframe(frame, width="stretch")
+            st.download_button(
+                "Download plan CSV", frame.to_csv(index=False), "plan.csv", "text/csv"
+            )
+    with right:
+        st.subheader("Speculation schedule (vLLM Dynamic SD)")
+        method = st.selectbox("Method", inputs.methods)
+        if st.button("Recommend K per concurrency"):
+            base = explorer._method(inputs, method)
+            ks = list(range(1, 6)) if base.tree in (None, "chain") else [base.k]
+            with st.spinner("simulating every K at every concurrency…"):
+                table = planning.recommend(deployment(inputs), base, ks, (1, 4, 16, 64, 128, 256))
+            bands = planning.schedule(table, 1024)
+            st.dataframe(table, width="stretch")
+            cfg = planning.speculative_config(base, bands)
+            st.code(f"num_speculative_tokens_per_batch_size: {bands}")
+            if cfg is not None:
+                text = planning.speculative_config_json(cfg)
+                st.code(f"--speculative-config '{text}'")
+                st.download_button(
+                    "Download JSON", text, "speculative-config.json", "application/json"
+                )
+
+
+def analytic_view(inputs: explorer.ExplorerInputs) -> None:
+    chains = [m for m in inputs.methods if SPECULATORS[m].trees[0] == "chain"] or ["eagle3"]
+    method = st.selectbox("Chain method for the closed form", chains)
+    context = st.slider("Tokens in the KV cache", 64, 32768, 1024, 64)
+    table = analytic_cached(deployment(inputs).model_dump_json(), method, context)
+    fe, fs = explorer.analytic_figures(table, f"{method} on {inputs.model}")
+    st.plotly_chart(fe, width="stretch")
+    st.plotly_chart(fs, width="stretch")
+    st.dataframe(analytic.best_k(table), width="stretch")
+
+
+try:
+    main()
+except (InputError, ScenarioError) as exc:
+    st.error(str(exc))
+except ValidationError as exc:
+    err = exc.errors()[0]
+    st.error(f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}")
+except (OSError, ValueError, RuntimeError) as exc:  # anything else: a message, not a traceback
+    st.error(f"simspec could not run this scenario: {type(exc).__name__}: {exc}")
