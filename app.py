@@ -59,6 +59,7 @@ def sidebar() -> explorer.ExplorerInputs:
     methods = sb.multiselect("Methods", SPEC_METHODS, default=["eagle3"])
     k_mode = sb.radio("Draft length", ["method default", "set K"], horizontal=True)
     k = sb.slider("K (chain length or tree depth)", 1, 10, 3) if k_mode == "set K" else None
+    nodes = sb.number_input("Tree budget (nodes; 0 = each tree method's default)", 0, 1024, 0)
     acceptance = sb.radio(
         "Acceptance",
         ["preset", "alpha", "trace"],
@@ -100,6 +101,7 @@ def sidebar() -> explorer.ExplorerInputs:
         engine=engine,
         methods=methods or ["eagle3"],
         k=k,
+        tree_nodes=int(nodes) or None,
         acceptance=acceptance,
         dataset=explorer.domains()[dataset],
         alpha=alpha,

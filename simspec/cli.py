@@ -560,6 +560,9 @@ def plan_command(
 def recommend_command(
     method: Annotated[str, typer.Option(help="speculative method to schedule")] = "eagle3",
     k_max: Annotated[int, typer.Option(help="largest K to consider", min=1, max=16)] = 5,
+    tree_budgets: Annotated[
+        str, typer.Option(help="tree methods: node budgets to choose between")
+    ] = "8,16,32,64",
     concurrencies: Annotated[
         str, typer.Option(help="grid of concurrent requests to simulate")
     ] = "1,2,4,8,16,32,64,128,256",
@@ -592,17 +595,23 @@ def recommend_command(
             raise InputError("--method", "choose a speculative method")
         if alpha is not None:
             base = base.model_copy(update={"acceptance": AcceptanceConfig(alpha=alpha)})
-        ks = list(range(1, k_max + 1)) if base.tree in (None, "chain") else [base.k]
+        is_tree = base.tree not in (None, "chain")
+        if is_tree:
+            ks = sorted(set(_csv_list(tree_budgets, "--tree-budgets", int)))
+            if ks[0] < base.k:
+                raise InputError("--tree-budgets", f"each budget must be >= the depth {base.k}")
+        else:
+            ks = list(range(1, k_max + 1))
         with Progress(TextColumn("{task.description}"), BarColumn(), console=err,
                       disable=not sys.stderr.isatty()) as bar:  # fmt: skip
             task = bar.add_task("simulating", total=len(grid))
-            table = recommend(deploy, base, ks, grid,
+            table = recommend(deploy, base, ks, grid, knob="tree_nodes" if is_tree else "k",
                               progress=lambda m: bar.update(task, advance=1, description=m))  # fmt: skip
         from simspec.presets import load_engine
 
         max_batch = int(load_engine(deploy.engine)["max_num_seqs"])
         bands = schedule(table, max_batch)
-        spec_cfg = speculative_config(base, bands)
+        spec_cfg = None if is_tree else speculative_config(base, bands)
         if out is not None:
             _write_atomic(table, out)
         if json_out is not None and spec_cfg is not None:
@@ -620,6 +629,11 @@ def recommend_command(
         "workload and seed; the best K (0 if none beats plain decoding) holds from its grid "
         "point up to the next; equal neighbours merge; the last band runs to max_num_seqs."
     )
+    if is_tree:
+        print(f"tree_schedule: {bands}")
+        err.print("a tree budget per band (0 = off): simspec's tree_schedule, for "
+                  "`simspec policy`; vLLM's Dynamic SD schedules K, not tree budgets")  # fmt: skip
+        return
     print(f"num_speculative_tokens_per_batch_size: {bands}")
     if spec_cfg is None:
         err.print(f"vLLM has no {base.name} method: the schedule above is simspec's k_schedule")

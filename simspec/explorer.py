@@ -43,6 +43,9 @@ class ExplorerInputs(BaseModel):
     engine: str = "vllm"
     methods: list[str] = ["eagle3"]
     k: int | None = Field(default=None, ge=1, le=16, description="None: each method's default")
+    tree_nodes: int | None = Field(
+        default=None, ge=1, le=1024, description="tree methods' budget; None: the default"
+    )
     acceptance: Literal["preset", "alpha", "trace"] = "preset"
     dataset: str = "sharegpt"
     alpha: float = Field(default=0.7, ge=0.0, le=1.0)
@@ -158,6 +161,8 @@ def _method(inp: ExplorerInputs, name: str) -> MethodConfig:
     update: dict = {}
     if inp.k is not None:
         update["k"] = inp.k
+    if inp.tree_nodes is not None and m.tree in ("static", "dynamic"):
+        update["tree_nodes"] = max(inp.tree_nodes, update.get("k", m.k))
     if inp.acceptance == "alpha":
         update["acceptance"] = AcceptanceConfig(alpha=inp.alpha, spread=inp.spread)
     elif inp.acceptance == "trace" and inp.trace_path:

@@ -146,9 +146,11 @@ def recommend(
     concurrencies: tuple[int, ...] = DEFAULT_CONCURRENCIES,
     requests_per_run: int | None = None,
     progress: Callable[[str], None] | None = None,
+    knob: str = "k",
 ) -> pd.DataFrame:
-    """Speedup of every K at every concurrency (closed loop, the deployment's workload and
-    seed), and the best K per concurrency (0 when nothing beats plain decoding)."""
+    """Speedup of every value of ``knob`` (K, or ``tree_nodes`` for a tree's budget) at every
+    concurrency (closed loop, the deployment's workload and seed), and the best value per
+    concurrency in ``best_k`` (0 when nothing beats plain decoding)."""
     rows = []
     common = deploy.model_dump(exclude={"workload"})
     for c in concurrencies:
@@ -163,8 +165,9 @@ def recommend(
         row: dict[str, float] = {"concurrency": c}
         for k in ks:
             m = method.model_copy(
-                update={"k": k, "k_schedule": None, "disable_by_batch_size": None}
-            )
+                update={knob: k, "k_schedule": None, "tree_schedule": None,
+                        "disable_by_batch_size": None}
+            )  # fmt: skip
             s = simulate(Scenario(**common, method=m, workload=wl)).summary
             row[f"speedup_k{k}"] = s["throughput_tok_s"] / base
         best_k, best = max(((k, row[f"speedup_k{k}"]) for k in ks), key=lambda kv: kv[1])

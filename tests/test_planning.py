@@ -45,6 +45,14 @@ def test_lowering_acceptance_never_raises_the_recommended_k():
     assert high.best_k.iloc[0] >= 3  # a good draft wants a long chain alone
 
 
+def test_tree_budgets_are_recommended_per_band_and_shrink_with_load():
+    tree = MethodConfig(name="eagle2", k=4, tree="dynamic", tree_topk=8,
+                        acceptance=AcceptanceConfig(alpha=0.7))  # fmt: skip
+    table = recommend(SHORT, tree, [8, 48], (1, 128), knob="tree_nodes")
+    assert table.best_k.iloc[0] == 48  # alone, the big tree pays
+    assert table.best_k.iloc[1] < 48  # under load it does not
+
+
 def test_schedule_bands_cover_every_batch_size_and_merge_equal_neighbours():
     table = pd.DataFrame({"concurrency": [1, 4, 16, 64], "best_k": [4, 4, 2, 0]})
     assert schedule(table, 1024) == [[1, 15, 4], [16, 63, 2], [64, 1024, 0]]
