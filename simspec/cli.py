@@ -353,6 +353,15 @@ def sweep(
         )
         if out is not None:
             err.print(f"wrote {len(frame)} rows to {out}")
+    if cfg.temperature > 0 or cfg.top_p < 1:
+        from simspec.sampling import MAX_FITTED_TEMPERATURE, factor, sampling_source
+
+        err.print(f"sampling at T={cfg.temperature}, top-p={cfg.top_p}: acceptance x "
+                  f"{factor(cfg.temperature, cfg.top_p):.3f} of greedy ({sampling_source()})")  # fmt: skip
+        if cfg.temperature > MAX_FITTED_TEMPERATURE:
+            err.print(f"note: no published pair constrains acceptance above T="
+                      f"{MAX_FITTED_TEMPERATURE:g}; it is held at its T={MAX_FITTED_TEMPERATURE:g} "
+                      "value")  # fmt: skip
 
 
 @app.command("analytic")

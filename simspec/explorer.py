@@ -15,7 +15,6 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -392,7 +391,3 @@ def analytic_figures(table: pd.DataFrame, title: str) -> tuple[go.Figure, go.Fig
         _titled(fe, f"Expected tokens per target step E, {title}", x, "draft tokens K"),
         _titled(fs, f"Batch-1 speedup, {title}", x, "draft tokens K"),
     )
-
-
-def nan_to_none(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.replace({np.nan: None})

@@ -45,7 +45,6 @@ COLUMNS = [
     "operator", "op", "source", "model", "tp", "group", "tokens", "flops", "bytes", "time_s",
     "decode_only",  # attention over one new token per sequence (a different kernel path)
 ]  # fmt: skip
-OPERATORS = ("gemm", "attention", "elementwise", "allreduce")
 
 
 @dataclass(frozen=True)
