@@ -16,10 +16,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from simspec.errors import InputError, ScenarioError
-from simspec.outputs import write_text_atomic
+from simspec.outputs import write_bytes_atomic, write_text_atomic
 from simspec.scenario import preset_method
 from simspec.speculators import SPECULATORS
-from simspec.sweep import SweepConfig, run_sweep
+from simspec.sweep import SweepConfig, cells, run_sweep
 from simspec.traces import packaged_traces
 
 app = typer.Typer(
@@ -188,7 +188,11 @@ def _from_vllm(text: str, dataset: str, flags: dict[str, Any], target: str) -> d
 
 
 def _write_atomic(frame: pd.DataFrame, out: Path) -> None:
-    write_text_atomic(out, frame.to_csv(index=False, float_format="%.6g"))
+    """CSV (or Parquet by suffix), written whole or not at all."""
+    if out.suffix == ".parquet":
+        write_bytes_atomic(out, frame.to_parquet(index=False))
+    else:
+        write_text_atomic(out, frame.to_csv(index=False, float_format="%.6g"))
 
 
 def _print_table(frame: pd.DataFrame, title: str) -> None:
@@ -287,7 +291,35 @@ def sweep(
         float | None, typer.Option(help="nucleus sampling mass (0, 1] [default: 1]")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="random seed [default: 0]")] = None,
-    out: Annotated[Path | None, typer.Option(help="write the results table to this CSV")] = None,
+    grid: Annotated[
+        Path | None,
+        typer.Option(
+            help="YAML/JSON grid: a scenario file with a `grid:` of axes (model, gpu, "
+            "tp, engine, seed, temperature, top_p, dataset, k) to sweep over"
+        ),
+    ] = None,
+    executor: Annotated[
+        str, typer.Option(help="run cells serially, on a local process pool, or on Ray")
+    ] = "process",
+    workers: Annotated[
+        int | None, typer.Option(help="parallel workers [default: every CPU]", min=1)
+    ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster: 'auto' or HOST:PORT [default: local]")
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume", help="skip cells a stopped sweep already finished (kept in OUT.partial)"
+        ),
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="write the results table (.csv, or .parquet); finished cells stream "
+            "to OUT.partial meanwhile"
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="print no table or progress")] = False,
 ) -> None:
     """Speedup of each method over autoregressive decoding, by batch size (closed loop).
@@ -320,8 +352,17 @@ def sweep(
         top_p=top_p,
     )
     try:
-        cfg = build_config(config, **flags)
-        total = len(cfg.runs())
+        if grid is not None and config is not None:
+            raise InputError("--grid", "give --grid or --config, not both (a grid file is a "
+                             "scenario file with a grid: section)")  # fmt: skip
+        if executor not in ("serial", "process", "ray"):
+            raise InputError("--executor", f"choose serial, process or ray (got {executor!r})")
+        if resume and out is None:
+            raise InputError("--resume", "needs --out (the stopped sweep's OUT.partial)")
+        if out is not None and out.suffix not in (".csv", ".parquet"):
+            raise InputError("--out", f"write .csv or .parquet (got {str(out)!r})")
+        cfg = build_config(grid or config, **flags)
+        total = len(cells(cfg))
         show = not quiet and sys.stderr.isatty()
         with Progress(
             TextColumn("{task.description}"),
@@ -333,8 +374,15 @@ def sweep(
             disable=not show,
         ) as bar:
             task = bar.add_task("simulating", total=total)
+            journal = out.with_name(out.name + ".partial") if out is not None else None
             frame = run_sweep(
-                cfg, progress=lambda label: bar.update(task, advance=1, description=label)
+                cfg,
+                progress=lambda label: bar.update(task, advance=1, description=label),
+                executor=executor,  # type: ignore[arg-type]
+                workers=workers,
+                ray_address=ray_address,
+                journal=journal,
+                resume=resume,
             )
     except ValidationError as exc:
         _fail(_validation_line(exc))
@@ -343,6 +391,7 @@ def sweep(
     if out is not None:
         try:
             _write_atomic(frame, out)
+            out.with_name(out.name + ".partial").unlink(missing_ok=True)  # the table has them all
         except OSError as exc:
             _fail(f"--out: cannot write {str(out)!r}: {exc.strerror or exc}")
     if not quiet:

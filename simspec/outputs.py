@@ -9,11 +9,16 @@ from pathlib import Path
 
 def write_text_atomic(out: Path, text: str) -> None:
     """Write ``text`` to a temporary file beside ``out``, then rename it over ``out``."""
+    write_bytes_atomic(out, text.encode("utf-8"))
+
+
+def write_bytes_atomic(out: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``out``, then rename it over ``out``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import json
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from pydantic import Field, field_validator
 
-from simspec.scenario import Deployment, Scenario, default_methods
-from simspec.simulation import simulate
+from simspec.executors import Executor, run_all
+from simspec.scenario import DATASET_DOMAIN, Deployment, Scenario, default_methods
 from simspec.speculators import MethodConfig
 
 DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
@@ -21,17 +27,23 @@ METRIC_COLUMNS = (
 )  # fmt: skip
 # Column order of the CSV written by ``simspec sweep --out``.
 COLUMNS = [
-    "model", "gpu", "tp", "engine", "temperature", "top_p", "method", "k", "batch_size",
-    "speedup", "tpot_ratio",
+    "model", "gpu", "tp", "engine", "temperature", "top_p", "dataset", "method", "k",
+    "batch_size", "speedup", "tpot_ratio",
     *METRIC_COLUMNS, "requests", "seed", "acceptance",
 ]  # fmt: skip
 
 
+GRID_AXES = ("model", "gpu", "tp", "engine", "seed", "temperature", "top_p", "dataset", "k")
+
+
 class SweepConfig(Deployment):
-    """A grid of closed-loop runs: every method at every batch size (concurrency)."""
+    """A grid of closed-loop runs: every method at every batch size (concurrency), for every
+    combination of the ``grid`` axes (model, GPU, TP, engine, seed, temperature, top-p,
+    dataset, K)."""
 
     methods: list[MethodConfig] = Field(default_factory=default_methods)
     batch_sizes: list[int] = Field(default_factory=lambda: list(DEFAULT_BATCH_SIZES))
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
 
     @field_validator("batch_sizes")
     @classmethod
@@ -47,9 +59,40 @@ class SweepConfig(Deployment):
             raise ValueError("give at least one method")
         return v
 
+    @field_validator("grid")
+    @classmethod
+    def _axes(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for axis, values in v.items():
+            if axis not in GRID_AXES:
+                raise ValueError(f"unknown grid axis {axis!r}; choose from {', '.join(GRID_AXES)}")
+            if not isinstance(values, list) or not values:
+                raise ValueError(f"grid axis {axis!r} needs a non-empty list")
+        return v
+
+    def points(self) -> list[SweepConfig]:
+        """One sweep per combination of the grid's axes (itself when there is no grid)."""
+        if not self.grid:
+            return [self]
+        axes = list(self.grid)
+        out = []
+        for combo in itertools.product(*(self.grid[a] for a in axes)):
+            values = dict(zip(axes, combo, strict=True))
+            data = self.model_dump(exclude={"grid"})
+            for axis in ("model", "gpu", "tp", "engine", "seed", "temperature", "top_p"):
+                if axis in values:
+                    data[axis] = values[axis]
+            if "dataset" in values:
+                data["workload"] = {**data["workload"], "trace": values["dataset"]}
+                data["methods"] = [_with_dataset(m, values["dataset"]) for m in data["methods"]]
+            if "k" in values:
+                data["methods"] = [m if m["name"] == "autoregressive" else {**m, "k": values["k"]}
+                                   for m in data["methods"]]  # fmt: skip
+            out.append(SweepConfig(**data))
+        return out
+
     def scenario(self, method: MethodConfig, batch_size: int) -> Scenario:
         wl = self.workload.model_copy(update={"arrival": "closed", "concurrency": batch_size})
-        common = self.model_dump(exclude={"methods", "batch_sizes", "workload"})
+        common = self.model_dump(exclude={"methods", "batch_sizes", "workload", "grid"})
         return Scenario(**common, method=method, workload=wl)
 
     def runs(self) -> list[tuple[MethodConfig, int]]:
@@ -57,6 +100,14 @@ class SweepConfig(Deployment):
         baseline = MethodConfig(name="autoregressive", k=0)
         others = [m for m in self.methods if m.name != "autoregressive"]
         return [(m, b) for b in self.batch_sizes for m in [baseline, *others]]
+
+
+def _with_dataset(method: dict[str, Any], dataset: str) -> dict[str, Any]:
+    """A method whose acceptance replays a packaged trace follows the dataset axis."""
+    acc = method.get("acceptance") or {}
+    if acc.get("trace") in DATASET_DOMAIN:
+        return {**method, "acceptance": {**acc, "trace": dataset}}
+    return method
 
 
 def describe_acceptance(m: MethodConfig) -> str:
@@ -70,42 +121,117 @@ def describe_acceptance(m: MethodConfig) -> str:
     return f"alpha={a.alpha}"
 
 
-def run_sweep(cfg: SweepConfig, progress: Callable[[str], None] | None = None) -> pd.DataFrame:
-    """Simulate every cell and report speedup = throughput / autoregressive throughput."""
+@dataclass(frozen=True)
+class Cell:
+    """One simulation of a sweep: the point it belongs to, the method and the batch size."""
+
+    point: SweepConfig
+    method: MethodConfig
+    batch_size: int
+    scenario_json: str
+
+    @property
+    def key(self) -> str:
+        """Identifies the run by content, so a resumed sweep recognises it."""
+        return hashlib.sha256(self.scenario_json.encode()).hexdigest()[:20]
+
+
+def cells(cfg: SweepConfig) -> list[Cell]:
+    out = []
+    for point in cfg.points():
+        for method, bs in point.runs():
+            out.append(Cell(point, method, bs, point.scenario(method, bs).model_dump_json()))
+    return out
+
+
+def read_journal(path: Path | None) -> dict[str, dict[str, float]]:
+    """Summaries already finished by an earlier run of the same sweep (a stopped sweep keeps
+    them in ``<out>.partial``); a truncated last line is ignored."""
+    if path is None or not path.exists():
+        return {}
+    done = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+            done[entry["key"]] = entry["summary"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+    return done
+
+
+def run_sweep(
+    cfg: SweepConfig,
+    progress: Callable[[str], None] | None = None,
+    executor: Executor = "serial",
+    workers: int | None = None,
+    ray_address: str | None = None,
+    journal: Path | None = None,
+    resume: bool = False,
+) -> pd.DataFrame:
+    """Simulate every cell and report speedup = throughput / autoregressive throughput.
+
+    Finished runs are appended to ``journal`` as they complete (one JSON line each, flushed),
+    so a stopped sweep keeps them; with ``resume`` those already there are not run again. The
+    table is the same whichever executor ran the cells, and in the same order."""
+    todo = cells(cfg)
+    done = read_journal(journal) if resume else {}
+    if journal is not None and not resume and journal.exists():
+        journal.unlink()
+    missing = {c.key: c.scenario_json for c in todo if c.key not in done}
+    by_key = {c.key: c for c in todo}
+    for c in todo:
+        if c.key in done and progress:
+            progress(f"{c.method.name} bs={c.batch_size} (resumed)")
+    sink = journal.open("a", encoding="utf-8") if journal is not None else None
+    try:
+        for key, summary in run_all(missing, executor, workers, ray_address):
+            done[key] = summary
+            if sink is not None:
+                sink.write(json.dumps({"key": key, "summary": summary}) + "\n")
+                sink.flush()
+            if progress:
+                c = by_key[key]
+                progress(f"{c.method.name} bs={c.batch_size}")
+    finally:
+        if sink is not None:
+            sink.close()
+    return _table(cfg, todo, done)
+
+
+def _table(cfg: SweepConfig, todo: list[Cell], done: dict[str, dict[str, float]]) -> pd.DataFrame:
     want_baseline = any(m.name == "autoregressive" for m in cfg.methods)
     rows = []
-    baseline: dict[int, dict[str, float]] = {}
-    for method, bs in cfg.runs():
-        result = simulate(cfg.scenario(method, bs))
-        s = result.summary
-        if method.name == "autoregressive":
-            baseline[bs] = s
+    baseline: dict[tuple[int, int], dict[str, float]] = {}
+    points = {id(c.point): i for i, c in enumerate(todo)}
+    for c in todo:
+        s = done[c.key]
+        point_id = points[id(c.point)]
+        if c.method.name == "autoregressive":
+            baseline[(point_id, c.batch_size)] = s
             if not want_baseline:
-                if progress:
-                    progress(f"autoregressive bs={bs}")
                 continue
-        base = baseline[bs]
+        base = baseline[(point_id, c.batch_size)]
+        p = c.point
         rows.append(
             {
-                "model": cfg.model,
-                "gpu": cfg.gpu,
-                "tp": cfg.tp,
-                "engine": cfg.engine,
-                "temperature": cfg.temperature,
-                "top_p": cfg.top_p,
-                "method": method.name,
-                "k": method.k if method.name != "autoregressive" else 0,
-                "batch_size": bs,
+                "model": p.model,
+                "gpu": p.gpu,
+                "tp": p.tp,
+                "engine": p.engine,
+                "temperature": p.temperature,
+                "top_p": p.top_p,
+                "dataset": p.workload.trace or "",
+                "method": c.method.name,
+                "k": c.method.k if c.method.name != "autoregressive" else 0,
+                "batch_size": c.batch_size,
                 "speedup": s["throughput_tok_s"] / base["throughput_tok_s"],
                 "tpot_ratio": base["tpot_ms_p50"] / s["tpot_ms_p50"],
-                **{c: s[c] for c in METRIC_COLUMNS},
+                **{col: s[col] for col in METRIC_COLUMNS},
                 "requests": int(s["requests"]),
-                "seed": cfg.seed,
-                "acceptance": describe_acceptance(method),
+                "seed": p.seed,
+                "acceptance": describe_acceptance(c.method),
             }
         )
-        if progress:
-            progress(f"{method.name} bs={bs}")
     frame = pd.DataFrame(rows, columns=COLUMNS)
     for col in ("preemptions", "unfinishable", "kv_blocks_total"):
         frame[col] = frame[col].astype(int)
