@@ -14,6 +14,7 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from simspec.executors import Executor, run_all
+from simspec.outputs import write_text_atomic
 from simspec.scenario import DATASET_DOMAIN, Deployment, Scenario, default_methods
 from simspec.speculators import MethodConfig
 
@@ -175,8 +176,11 @@ def run_sweep(
     table is the same whichever executor ran the cells, and in the same order."""
     todo = cells(cfg)
     done = read_journal(journal) if resume else {}
-    if journal is not None and not resume and journal.exists():
-        journal.unlink()
+    if journal is not None and journal.exists():
+        # start from the complete entries only: a line cut by the stop must not swallow the
+        # next one appended after it
+        kept = "".join(json.dumps({"key": k, "summary": v}) + "\n" for k, v in done.items())
+        write_text_atomic(journal, kept)
     missing = {c.key: c.scenario_json for c in todo if c.key not in done}
     by_key = {c.key: c for c in todo}
     for c in todo:
