@@ -93,6 +93,20 @@ class Scheduler:
         """
         t = self.t
         rids = self._running_array()
+        if len(rids) == 1 and t.decoding[rids[0]]:
+            # one decoding request (batch 1, the longest runs): the same integers as below,
+            # without numpy calls on one-element arrays
+            rid = int(rids[0])
+            total = 1 + self.k
+            if total > self.max_tokens:
+                return None
+            held = int(t.blocks[rid])
+            new = max((int(t.computed[rid]) + self.k + self.bs) // self.bs, held)
+            if new - held > self.pool.free:
+                return None
+            self.pool.allocate(new - held)
+            t.blocks[rid] = new
+            return self._with_admitted(rids, _EMPTY, _EMPTY, total)
         computed = t.computed[rids]
         prefilling = ~t.decoding[rids]
         all_decode = np.count_nonzero(prefilling) == 0
@@ -119,10 +133,17 @@ class Scheduler:
         else:
             decoding = ~prefilling
             decode, prefill, chunks = rids[decoding], rids[prefilling], ask[prefilling]
+        return self._with_admitted(decode, prefill, chunks, total)
+
+    def _with_admitted(
+        self, decode: np.ndarray, prefill: np.ndarray, chunks: np.ndarray, total: int
+    ) -> ScheduledBatch:
+        """The running requests' batch plus the waiting ones the rest of the budget admits."""
         budget = self.max_tokens - total
         if self.waiting and len(self.running) < self.max_seqs and budget > 0:
             new_ids: list[int] = []
             new_chunks: list[int] = []
+            rids = self._running_array()
             self._admit(budget, new_ids, new_chunks)
             if new_ids:
                 admitted = np.array(new_ids, dtype=np.int64)

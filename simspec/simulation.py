@@ -58,6 +58,12 @@ class Replica:
         self.env, self.t, self.sched = env, table, scheduler
         self.spec, self.acc, self.cost, self.target = speculator, acceptance, cost, target
         self.log, self.on_finish = log, on_finish
+        # without a load policy every iteration has the same draft shape: read it once
+        cfg = speculator.cfg
+        fixed = not (cfg.k_schedule or cfg.tree_schedule or cfg.disable_by_batch_size)
+        k0, nodes0 = speculator.shape_for(1)
+        self._shape = (k0, nodes0, speculator.verify_tokens_for(k0, nodes0)) if fixed else None
+        self._ones = np.ones(max(len(table), 1), dtype=np.int64)  # read only
         self._idle: simpy.Event | None = None
         self.expected = len(table)
 
@@ -91,23 +97,31 @@ class Replica:
             kv_d = t.computed[d]
             kv_sum = float(kv_d.sum())  # the draft and the verify pass both read it
             # this iteration's draft length and tree budget (a policy may change them with load)
-            k, nodes = self.spec.shape_for(len(d) + len(p))
-            width = self.spec.verify_tokens_for(k, nodes)
+            if self._shape is None:
+                k, nodes = self.spec.shape_for(len(d) + len(p))
+                width = self.spec.verify_tokens_for(k, nodes)
+            else:
+                k, nodes, width = self._shape
             # 2. draft (decoding sequences only)
-            draft = self.spec.draft_cost(kv_d, t.last_step_tokens[d], kv_sum, k, nodes)
+            draft_s = 0.0
+            if k:
+                draft_s = self.spec.draft_cost(
+                    kv_d, t.last_step_tokens[d], kv_sum, k, nodes
+                ).total_s
             # 3. verify: one target forward over the verify chains/trees and the prefill chunks
             verify, prefill_done = self._verify_cost(batch, kv_d, kv_sum, width)
+            verify_s = verify.total_s
             start = self.env.now
-            yield self.env.timeout(draft.total_s + verify.total_s)
+            yield self.env.timeout(draft_s + verify_s)
             # 4. accept, and 5. update KV and counters
             emitted, decoded_out = self._accept(d, kv_d, k, nodes)
             first = self._advance_prefill(p, batch.chunks, prefill_done)
-            made = int(emitted.sum())
+            made = int(emitted.sum()) if k else len(d)
             query = len(d) * width + (int(batch.chunks.sum()) if len(p) else 0)
             self.log.record(
                 start, self.env.now - start, len(d), len(p), query, made + len(first),
-                made if k else 0, len(d) if k else 0, draft, verify,
-                self.sched.pool.used,
+                made if k else 0, len(d) if k else 0, draft_s, verify_s - verify.overhead_s,
+                verify.overhead_s, self.sched.pool.used,
             )  # fmt: skip
             self._finish(decoded_out, first)
 
@@ -147,7 +161,7 @@ class Replica:
             t.last_step_tokens[d] = step_tokens
             t.add_spec_step(d, emitted)
         else:
-            emitted = np.ones(len(d), dtype=np.int64)
+            emitted = self._ones[: len(d)]  # never written through
             t.computed[d] = kv_d + 1
         t.generated[d] = generated + emitted
         out = emitted >= remaining

@@ -1,0 +1,75 @@
+"""Sweep and scaling benchmarks (issue "Sweeps at scale"). Run by hand; not a test.
+
+    python benchmarks/bench_sweep.py grid      # 32 trace-driven points: <= 10 s target
+    python benchmarks/bench_sweep.py scaling   # time vs requests, 1k..100k: linear fit and R^2
+    python benchmarks/bench_sweep.py memory    # peak memory of one 100k-request run
+
+grid: 300 requests x concurrency {1, 16, 64, 128} x {eagle3, ngram} x the 4 packaged datasets,
+acceptance replayed from the traces; the autoregressive baselines (16 more runs) are counted in
+the total and reported apart. scaling: EAGLE-3 K=3 at concurrency 64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import resource
+import time
+
+import numpy as np
+
+from simspec.scenario import Scenario, preset_method
+from simspec.simulation import simulate
+from simspec.sweep import SweepConfig, run_sweep
+from simspec.workload import WorkloadConfig
+
+
+def grid(executor: str) -> None:
+    cfg = SweepConfig(
+        methods=[preset_method("eagle3"), preset_method("ngram")],
+        batch_sizes=[1, 16, 64, 128],
+        workload=WorkloadConfig(requests=300),
+        grid={"dataset": ["sharegpt", "instructcoder", "gsm8k", "cnn"]},
+    )
+    t0 = time.perf_counter()
+    frame = run_sweep(cfg, executor=executor)  # type: ignore[arg-type]
+    total = time.perf_counter() - t0
+    print(f"{len(frame)} method points (+16 baselines), executor {executor}: {total:.2f} s")
+
+
+def scaling() -> None:
+    eagle = preset_method("eagle3")
+    sizes = [1_000, 3_000, 10_000, 30_000, 100_000]
+    secs = []
+    for n in sizes:
+        sc = Scenario(method=eagle, workload=WorkloadConfig(concurrency=64, requests=n))
+        t0 = time.perf_counter()
+        simulate(sc)
+        secs.append(time.perf_counter() - t0)
+        print(f"{n:>7} requests: {secs[-1]:.2f} s")
+    slope, intercept = np.polyfit(sizes, secs, 1)
+    pred = slope * np.array(sizes) + intercept
+    r2 = 1 - np.sum((np.array(secs) - pred) ** 2) / np.sum((secs - np.mean(secs)) ** 2)
+    print(f"linear fit: {slope * 1e6:.1f} us per request + {intercept:.2f} s, R^2 = {r2:.4f}")
+
+
+def memory() -> None:
+    sc = Scenario(method=preset_method("eagle3"),
+                  workload=WorkloadConfig(concurrency=64, requests=100_000))  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    simulate(sc)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"peak resident memory: {peak / 1024:.0f} MiB (before the run {before / 1024:.0f} MiB)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=["grid", "scaling", "memory"])
+    ap.add_argument("--executor", default="process", choices=["serial", "process", "ray"])
+    args = ap.parse_args()
+    print(f"machine: {platform.machine()}, python {platform.python_version()}")
+    {"grid": lambda: grid(args.executor), "scaling": scaling, "memory": memory}[args.what]()
+
+
+if __name__ == "__main__":
+    main()
