@@ -181,7 +181,10 @@ def run_sweep(
         # next one appended after it
         kept = "".join(json.dumps({"key": k, "summary": v}) + "\n" for k, v in done.items())
         write_text_atomic(journal, kept)
-    missing = {c.key: c.scenario_json for c in todo if c.key not in done}
+    # the longest runs first (low concurrency: most iterations per request), so the pool's
+    # workers finish together
+    order = sorted(todo, key=lambda c: c.batch_size)
+    missing = {c.key: c.scenario_json for c in order if c.key not in done}
     by_key = {c.key: c for c in todo}
     for c in todo:
         if c.key in done and progress:
