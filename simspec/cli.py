@@ -37,8 +37,14 @@ def _root() -> None:
     """simspec: a discrete-event simulator of speculative decoding on real GPUs."""
 
 
+def _one_line(text: str) -> str:
+    """Control characters (a newline in a user's key, say) escaped: an error stays one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {_one_line(message)}", highlight=False, soft_wrap=True,
+              markup=True)  # fmt: skip
     raise typer.Exit(code=2)
 
 
@@ -959,7 +965,9 @@ def main() -> None:
             code = 0  # typer has printed the help already
         else:
             err.print(
-                f"[bold red]error:[/] {exc.format_message()}", highlight=False, soft_wrap=True
+                f"[bold red]error:[/] {_one_line(exc.format_message())}",
+                highlight=False,
+                soft_wrap=True,
             )
             code = exc.exit_code
     sys.exit(code if isinstance(code, int) else 0)

@@ -278,6 +278,7 @@ def simulate(sc: Scenario) -> SimResult:
     requests = _request_frame(table)
     iterations = log.frame()
     summary = summarize(requests, iterations, wl, pool.peak_used, memory)
+    summary["kv_blocks_in_use_end"] = float(pool.used)  # every block back once all have left
     return SimResult(sc, requests, iterations, summary, memory)
 
 

@@ -88,7 +88,7 @@ def to_method(cfg: dict[str, Any]) -> dict[str, Any]:
         if not cfg.get("model"):
             raise InputError("speculative_config.method", "give a method (or a draft model)")
         method = "draft_model"
-    if method not in METHODS:
+    if not isinstance(method, str) or method not in METHODS:
         raise InputError(
             "speculative_config.method",
             f"{method!r} is not modelled; choose one of {', '.join(sorted(METHODS))}",

@@ -1,0 +1,147 @@
+"""Fuzzing the input layer: random and malformed CLI values, config files, trace files, Hugging
+Face configs, vLLM speculative configs and validation CSVs. Each is accepted or rejected with
+one `error:` line naming the field (exit code 2), never a traceback, never half a file."""
+
+from __future__ import annotations
+
+import io
+import json
+import string
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from unittest.mock import patch
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simspec.cli import main
+from simspec.errors import InputError
+from simspec.presets import load_hf_config
+from simspec.vllm_config import to_method
+
+FAST = ["--batch-sizes", "1", "--requests", "2", "--prompt-len", "16", "--output-len", "8",
+        "--executor", "serial", "--quiet"]  # fmt: skip
+FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+TEXT = st.text(alphabet=string.printable, max_size=40)
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**9), 10**9) | st.floats(allow_nan=True) | TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@dataclass
+class Result:
+    exit_code: int
+    output: str
+
+
+def invoke(args: list[str]) -> Result:
+    """The installed entry point (``simspec.cli.main``), in process: usage errors too become
+    one line there."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err), patch.object(sys, "argv", ["simspec", *args]):
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return Result(code, out.getvalue() + err.getvalue())
+
+
+def _one_line_or_ok(result: Result, out=None) -> None:
+    assert "Traceback" not in result.output
+    if result.exit_code == 0:
+        return
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
+    if out is not None:
+        assert not out.exists()
+
+
+@FUZZ
+@given(st.sampled_from(["--batch-sizes", "--k", "--alpha", "--model", "--gpu", "--tp",
+                        "--temperature", "--top-p", "--tau", "--dataset", "--seed",
+                        "--requests", "--methods", "--engine"]), TEXT)  # fmt: skip
+def test_random_cli_values(tmp_path_factory, flag, value):
+    out = tmp_path_factory.mktemp("cli") / "out.csv"
+    result = invoke(["sweep", *FAST, flag, value, "--out", str(out)])
+    _one_line_or_ok(result, out)
+
+
+@FUZZ
+@given(JSONISH)
+def test_random_config_files(tmp_path_factory, data):
+    folder = tmp_path_factory.mktemp("cfg")
+    cfg, out = folder / "c.json", folder / "out.csv"
+    cfg.write_text(json.dumps(data))
+    _one_line_or_ok(invoke(["sweep", "--config", str(cfg), *FAST, "--out",
+                                        str(out)]), out)  # fmt: skip
+
+
+@FUZZ
+@given(st.binary(max_size=200) | TEXT.map(str.encode))
+def test_malformed_config_file_bytes(tmp_path_factory, data):
+    folder = tmp_path_factory.mktemp("raw")
+    cfg = folder / "c.yaml"
+    cfg.write_bytes(data)
+    _one_line_or_ok(invoke(["sweep", "--config", str(cfg), *FAST]))
+
+
+@FUZZ
+@given(st.lists(JSONISH, max_size=4))
+def test_random_trace_files(tmp_path_factory, records):
+    folder = tmp_path_factory.mktemp("trace")
+    trace, cfg = folder / "t.jsonl", folder / "c.yaml"
+    trace.write_text("\n".join(json.dumps(r) for r in records))
+    cfg.write_text(f"methods: [{{name: eagle3, acceptance: {{trace: '{trace}', "
+                   "trace_method: eagle3}}]\n")  # fmt: skip
+    _one_line_or_ok(invoke(["sweep", "--config", str(cfg), *FAST]))
+
+
+@FUZZ
+@given(st.dictionaries(st.sampled_from(["hidden_size", "intermediate_size", "num_hidden_layers",
+                                        "num_attention_heads", "num_key_value_heads",
+                                        "vocab_size", "head_dim", "text_config"]) | TEXT,
+                       JSONISH, max_size=8))  # fmt: skip
+def test_random_hugging_face_configs(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("hf") / "config.json"
+    path.write_text(json.dumps(data))
+    try:
+        load_hf_config(path)
+    except InputError as exc:
+        assert exc.field.startswith("model")
+
+
+VLLM_KEYS = [
+    "method", "num_speculative_tokens", "model", "num_speculative_tokens_per_batch_size",
+    "speculative_token_tree", "disable_by_batch_size", "prompt_lookup_max",
+]  # fmt: skip
+
+
+@FUZZ
+@given(st.dictionaries(st.sampled_from(VLLM_KEYS) | TEXT, JSONISH, max_size=5))
+def test_random_vllm_speculative_configs(data):
+    try:
+        to_method(data)
+    except InputError as exc:
+        assert exc.field.startswith("speculative_config")
+    result = invoke(["sweep", "--speculative-config", json.dumps(data), *FAST])
+    _one_line_or_ok(result)
+
+
+@FUZZ
+@given(st.lists(st.lists(TEXT, min_size=1, max_size=6), max_size=5))
+def test_random_validation_csvs(tmp_path_factory, rows):
+    path = tmp_path_factory.mktemp("csv") / "cases.csv"
+    path.write_text("\n".join(",".join(r) for r in rows))
+    _one_line_or_ok(invoke(["calibrate", "report", "--cases", str(path)]))
+
+
+@pytest.mark.parametrize("flag", ["--speculative-config", "--config", "--grid"])
+def test_missing_files_and_bad_json_text(tmp_path, flag):
+    value = "{not json" if flag == "--speculative-config" else str(tmp_path / "missing.yaml")
+    _one_line_or_ok(invoke(["sweep", *FAST, flag, value]))

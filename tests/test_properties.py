@@ -1,0 +1,120 @@
+"""Properties over random valid scenarios (hypothesis): nothing lost, nothing over capacity,
+time moves forward, plain decoding is its own baseline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from simspec.acceptance import AcceptanceConfig
+from simspec.errors import ScenarioError
+from simspec.scenario import Scenario
+from simspec.simulation import simulate
+from simspec.speculators import MethodConfig
+from simspec.sweep import SweepConfig, run_sweep
+from simspec.workload import LengthSpec, WorkloadConfig
+
+SETTINGS = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+
+
+@st.composite
+def methods(draw) -> MethodConfig:
+    name = draw(st.sampled_from(["autoregressive", "eagle3", "ngram", "draft_model", "eagle2",
+                                 "medusa1", "lookahead", "self_spec", "mtp"]))  # fmt: skip
+    if name == "autoregressive":
+        return MethodConfig(name=name, k=0)
+    acc = AcceptanceConfig(alpha=draw(st.floats(0.0, 1.0)), spread=draw(st.floats(0.0, 1.5)),
+                           burst_scale=draw(st.floats(0.0, 1.0)),
+                           burstiness=draw(st.floats(0.0, 0.9)))  # fmt: skip
+    k = draw(st.integers(1, 5))
+    extra: dict = {}
+    if name == "draft_model":
+        extra["draft_model"] = "llama-3.2-1b"
+    if name in ("eagle2", "medusa1"):
+        extra.update(tree_nodes=draw(st.integers(k, 24)), tree_topk=draw(st.integers(1, 6)))
+    if draw(st.booleans()):
+        extra["disable_by_batch_size"] = draw(st.integers(1, 64))
+    return MethodConfig(name=name, k=k, acceptance=acc, **extra)
+
+
+@st.composite
+def lengths(draw) -> LengthSpec:
+    kind = draw(st.sampled_from(["fixed", "lognormal", "uniform"]))
+    mean = draw(st.integers(1, 600))
+    if kind == "uniform":
+        return LengthSpec(dist="uniform", low=1, high=mean)
+    return LengthSpec(dist=kind, mean=mean, cv=draw(st.floats(0.0, 2.0)))
+
+
+@st.composite
+def scenarios(draw) -> Scenario:
+    closed = draw(st.booleans())
+    wl = WorkloadConfig(
+        arrival="closed" if closed else "poisson",
+        concurrency=draw(st.integers(1, 48)),
+        rate=draw(st.floats(0.5, 80.0)),
+        requests=draw(st.integers(1, 40)),
+        trace=None,
+        prompt=draw(lengths()),
+        output=draw(lengths()),
+    )
+    return Scenario(
+        model=draw(st.sampled_from(["llama-3.1-8b", "qwen3-8b", "llama-3.2-1b"])),
+        gpu=draw(st.sampled_from(["h100_sxm", "a100_80gb", "a100_40gb"])),
+        method=draw(methods()),
+        workload=wl,
+        scheduler={"max_num_seqs": draw(st.integers(1, 256)),
+                   "max_num_batched_tokens": draw(st.integers(64, 8192))},
+        temperature=draw(st.sampled_from([0.0, 0.7, 1.0])),
+        seed=draw(st.integers(0, 2**16)),
+    )  # fmt: skip
+
+
+@SETTINGS
+@given(scenarios())
+def test_random_scenarios_keep_every_invariant(sc):
+    try:
+        res = simulate(sc)
+    except ScenarioError as exc:  # a scenario that cannot run says so, by name
+        assert len(str(exc)) > 20
+        event("cannot run")
+        return
+    event("ran")
+    req, it, s = res.requests, res.iterations, res.summary
+    # every request finishes, or is reported unfinishable
+    finished = req.finish_s.notna()
+    assert (finished | req.unfinishable).all()
+    # a finished request produced exactly what it asked for
+    done = req[finished]
+    assert (done.output_tokens == done.requested_output_tokens).all()
+    # KV blocks never exceed capacity and all come back
+    assert (it.kv_blocks_used <= s["kv_blocks_total"]).all()
+    assert s["kv_blocks_in_use_end"] == 0
+    # simulated time never goes backwards: iterations follow one another
+    starts, ends = it.start_s.to_numpy(), (it.start_s + it.duration_s).to_numpy()
+    assert (np.diff(starts) >= 0).all() and (ends[:-1] <= starts[1:] + 1e-12).all()
+    assert (it.duration_s > 0).all()
+    # first token after arrival, finish after first token
+    assert (done.first_token_s >= done.arrival_s).all()
+    assert (done.finish_s >= done.first_token_s).all()
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(1, 32), st.integers(2, 20), st.integers(0, 1000))
+def test_plain_decoding_is_exactly_its_own_baseline(batch, requests, seed):
+    cfg = SweepConfig(methods=[MethodConfig(name="autoregressive", k=0)], batch_sizes=[batch],
+                      workload=WorkloadConfig(requests=requests, trace=None,
+                                              output=LengthSpec(mean=16)), seed=seed)  # fmt: skip
+    frame = run_sweep(cfg)
+    assert frame.speedup.tolist() == [1.0]
+
+
+@pytest.mark.parametrize("max_tokens", [3, 4])
+def test_a_token_budget_smaller_than_one_verify_step_is_a_clear_error(max_tokens):
+    sc = Scenario(method=MethodConfig(name="eagle3", k=4, acceptance=AcceptanceConfig(alpha=0.5)),
+                  scheduler={"max_num_batched_tokens": max_tokens})  # fmt: skip
+    with pytest.raises(ScenarioError, match="cannot hold one verify step"):
+        simulate(sc)
