@@ -11,6 +11,11 @@ class InputError(ValueError):
         self.message = message
         super().__init__(f"{field}: {message}")
 
+    def __reduce__(self) -> tuple:
+        """Rebuilt from (field, message): errors raised in a worker process or on Ray reach
+        the caller intact."""
+        return (InputError, (self.field, self.message))
+
 
 class ScenarioError(RuntimeError):
     """A valid scenario that cannot run (model does not fit, batch never gets KV blocks)."""

@@ -202,8 +202,14 @@ def build_cost_model(sc: Scenario) -> RooflineCostModel:
     return RooflineCostModel(gpu, load_profile(sc.profile or sc.gpu), load_engine(sc.engine), sc.tp)
 
 
-def simulate(sc: Scenario) -> SimResult:
-    """Run one scenario to completion (every request finishes or is reported unfinishable)."""
+def check(sc: Scenario) -> None:
+    """Raise the error ``simulate(sc)`` would raise while setting up (an unknown preset, a
+    draft of another tokenizer, a model that does not fit), without running anything: sweeps
+    check every cell before the first run."""
+    _setup(sc)
+
+
+def _setup(sc: Scenario):
     target = load_model(sc.model)
     engine = load_engine(sc.engine)
     cost = build_cost_model(sc)
@@ -225,6 +231,12 @@ def simulate(sc: Scenario) -> SimResult:
         max_tokens,
         min(max_seqs * spec.verify_tokens, max_tokens),  # logit rows fit in the token budget
     )
+    return target, cost, spec, max_seqs, max_tokens, memory
+
+
+def simulate(sc: Scenario) -> SimResult:
+    """Run one scenario to completion (every request finishes or is reported unfinishable)."""
+    target, cost, spec, max_seqs, max_tokens, memory = _setup(sc)
 
     seeds = np.random.SeedSequence(sc.seed).spawn(3)
     rng_workload, rng_accept, rng_arrival = (np.random.default_rng(s) for s in seeds)

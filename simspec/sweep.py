@@ -16,6 +16,7 @@ from pydantic import Field, field_validator
 from simspec.executors import Executor, run_all
 from simspec.outputs import write_text_atomic
 from simspec.scenario import DATASET_DOMAIN, Deployment, Scenario, default_methods
+from simspec.simulation import check
 from simspec.speculators import MethodConfig
 
 DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
@@ -175,6 +176,8 @@ def run_sweep(
     so a stopped sweep keeps them; with ``resume`` those already there are not run again. The
     table is the same whichever executor ran the cells, and in the same order."""
     todo = cells(cfg)
+    for scenario_json in {c.scenario_json for c in todo}:  # bad input fails before any run
+        check(Scenario.model_validate_json(scenario_json))
     done = read_journal(journal) if resume else {}
     if journal is not None and journal.exists():
         # start from the complete entries only: a line cut by the stop must not swallow the
@@ -189,11 +192,12 @@ def run_sweep(
     for c in todo:
         if c.key in done and progress:
             progress(f"{c.method.name} bs={c.batch_size} (resumed)")
-    sink = journal.open("a", encoding="utf-8") if journal is not None else None
+    sink = None  # opened with the first finished run: a sweep that runs nothing leaves no file
     try:
         for key, summary in run_all(missing, executor, workers, ray_address):
             done[key] = summary
-            if sink is not None:
+            if journal is not None:
+                sink = sink or journal.open("a", encoding="utf-8")
                 sink.write(json.dumps({"key": key, "summary": summary}) + "\n")
                 sink.flush()
             if progress:
