@@ -20,8 +20,11 @@ SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 
 
+DRAFTS = {"llama-3.1-8b": "llama-3.2-1b", "qwen3-8b": "qwen3-0.6b", "llama-3.2-1b": "llama-3.2-1b"}
+
+
 @st.composite
-def methods(draw) -> MethodConfig:
+def methods(draw, target: str) -> MethodConfig:
     name = draw(st.sampled_from(["autoregressive", "eagle3", "ngram", "draft_model", "eagle2",
                                  "medusa1", "lookahead", "self_spec", "mtp"]))  # fmt: skip
     if name == "autoregressive":
@@ -32,7 +35,7 @@ def methods(draw) -> MethodConfig:
     k = draw(st.integers(1, 5))
     extra: dict = {}
     if name == "draft_model":
-        extra["draft_model"] = "llama-3.2-1b"
+        extra["draft_model"] = DRAFTS[target]  # the target's tokenizer
     if name in ("eagle2", "medusa1"):
         extra.update(tree_nodes=draw(st.integers(k, 24)), tree_topk=draw(st.integers(1, 6)))
     if draw(st.booleans()):
@@ -61,10 +64,11 @@ def scenarios(draw) -> Scenario:
         prompt=draw(lengths()),
         output=draw(lengths()),
     )
+    model = draw(st.sampled_from(sorted(DRAFTS)))
     return Scenario(
-        model=draw(st.sampled_from(["llama-3.1-8b", "qwen3-8b", "llama-3.2-1b"])),
+        model=model,
         gpu=draw(st.sampled_from(["h100_sxm", "a100_80gb", "a100_40gb"])),
-        method=draw(methods()),
+        method=draw(methods(model)),
         workload=wl,
         scheduler={"max_num_seqs": draw(st.integers(1, 256)),
                    "max_num_batched_tokens": draw(st.integers(64, 8192))},
