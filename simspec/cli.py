@@ -439,8 +439,11 @@ def analytic_command(
     html: Annotated[Path | None, typer.Option(help="write heatmaps of E and speedup")] = None,
     csv: Annotated[Path | None, typer.Option(help="write the α × K table as CSV")] = None,
 ) -> None:
-    """The closed form at batch 1: E = (1 − α^(K+1)) / (1 − α), speedup E·t_AR / (t_draft +
-    t_verify) with step times from the calibrated cost model, and the best K per α."""
+    """The closed form at batch 1, the best K per α, and (--compare) the simulation beside it.
+
+    E = (1 − α^(K+1)) / (1 − α); speedup = E·t_AR / (t_draft + t_verify), with the step times
+    from the calibrated cost model.
+    """
     from simspec import analytic as an
     from simspec.scenario import Deployment
 
@@ -504,8 +507,10 @@ def policy_command(
     ] = None,
     out: Annotated[Path | None, typer.Option(help="write the comparison as CSV")] = None,
 ) -> None:
-    """A load-following speculation policy against plain decoding and each fixed setting it
-    switches between, on the same (typically time-varying) workload."""
+    """A load-following speculation policy against plain decoding and each fixed setting.
+
+    All run on the same (typically time-varying) workload and seed.
+    """
     from simspec.policy import PolicyConfig, run_policy
     from simspec.workload import read_rate_csv
 
@@ -589,8 +594,11 @@ def plan_command(
     ] = 60.0,
     out: Annotated[Path | None, typer.Option(help="write the plan as CSV")] = None,
 ) -> None:
-    """Highest sustainable QPS per replica under the SLOs for each method (binary search on the
-    Poisson arrival rate), replicas and GPUs for --qps, and cost per million output tokens."""
+    """Capacity: the highest QPS per replica within the SLOs, replicas, GPUs and cost.
+
+    For each method and plain decoding: doubling then bisection on the Poisson arrival rate,
+    replicas and GPUs for --qps, and cost per million output tokens at --gpu-hour-price.
+    """
     from simspec.planning import Slo, plan
 
     try:
@@ -643,8 +651,11 @@ def recommend_command(
         Path | None, typer.Option("--json", help="write the --speculative-config JSON")
     ] = None,
 ) -> None:
-    """The best K per band of concurrent requests, as a vLLM Dynamic SD schedule inside a
-    ready-to-paste --speculative-config (K = 0 where speculation should be off)."""
+    """The best K per concurrency band, as a ready-to-paste vLLM --speculative-config.
+
+    The schedule is vLLM's Dynamic SD form (num_speculative_tokens_per_batch_size), with K = 0
+    where speculation should be off; tree methods get a tree budget per band instead.
+    """
     from simspec.acceptance import AcceptanceConfig
     from simspec.planning import recommend, schedule, speculative_config, speculative_config_json
 
@@ -711,8 +722,10 @@ def methods_command(
         str | None, typer.Argument(help="one method: its defaults and every preset's source")
     ] = None,
 ) -> None:
-    """The speculative-decoding methods simspec models, their default configuration and the
-    acceptance presets per domain (chat, code, math, summarisation), with sources."""
+    """Every method simspec models, its default configuration and acceptance presets.
+
+    Presets are per domain (chat, code, math, summarisation), each with its source rows.
+    """
     from simspec.scenario import DATASET_DOMAIN, method_defaults, method_presets, preset_acceptance
 
     if name is not None and name not in SPECULATORS:
@@ -877,8 +890,11 @@ def calibrate_report(
         typer.Option(help="validation cases CSV: also simulate its plain-decoding TPOT rows"),
     ] = None,
 ) -> None:
-    """Per-operator fit and held-out error of a profile; predicted vs measured when given
-    timing tables; end-to-end TPOT against published measurements when given --cases."""
+    """A profile's per-operator fit and held-out error, and predicted vs measured.
+
+    With --timings: every sample against the profile (and --html, --csv); with --cases: the
+    published plain-decoding TPOT rows simulated end to end.
+    """
     from simspec.calibration.report import (
         error_table,
         evaluate,
