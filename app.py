@@ -179,7 +179,7 @@ def deployment(inputs: explorer.ExplorerInputs) -> Deployment:
         engine=inputs.engine,
         temperature=inputs.temperature,
         top_p=inputs.top_p,
-        workload=explorer._workload(inputs, 1),
+        workload=explorer.workload_for(inputs, 1),
     )
 
 
@@ -191,7 +191,9 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
         price = st.number_input("GPU-hour price ($)", 0.0, 100.0, 2.5)
         if st.button("Compute plan (bisection on the arrival rate, ~10 s per method)"):
             with st.spinner("planning…"):
-                methods = [explorer._method(inputs, m) for m in ["autoregressive", *inputs.methods]]
+                methods = [
+                    explorer.method_for(inputs, m) for m in ["autoregressive", *inputs.methods]
+                ]
                 frame = planning.plan(
                     deployment(inputs),
                     methods,
@@ -208,7 +210,7 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
         st.subheader("Speculation schedule (vLLM Dynamic SD)")
         method = st.selectbox("Method", inputs.methods)
         if st.button("Recommend K per concurrency"):
-            base = explorer._method(inputs, method)
+            base = explorer.method_for(inputs, method)
             ks = list(range(1, 6)) if base.tree in (None, "chain") else [base.k]
             with st.spinner("simulating every K at every concurrency…"):
                 table = planning.recommend(deployment(inputs), base, ks, (1, 4, 16, 64, 128, 256))

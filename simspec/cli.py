@@ -553,7 +553,15 @@ def policy_command(
               "the policy is faster")  # fmt: skip
 
 
-def _deployment(config: Path | None, model, gpu, tp, engine, dataset, temperature):
+def _deployment(
+    config: Path | None,
+    model: str | None,
+    gpu: str | None,
+    tp: int | None,
+    engine: str | None,
+    dataset: str | None,
+    temperature: float | None,
+):
     """A deployment from an optional scenario file plus flags (flags win); the workload's
     lengths come from ``dataset``'s trace unless the file sets them."""
     from simspec.scenario import Deployment

@@ -135,7 +135,9 @@ def save_trace_upload(data: bytes, name: str, folder: Path) -> str:
     return path
 
 
-def _workload(inp: ExplorerInputs, load: float) -> WorkloadConfig:
+def workload_for(inp: ExplorerInputs, load: float) -> WorkloadConfig:
+    """The workload at one load: a closed loop of ``load`` requests (run with at least twice
+    that many, so it fills) or Poisson arrivals at ``load`` per second."""
     if inp.lengths == "dataset":
         lengths = {"trace": inp.dataset}
     else:
@@ -153,7 +155,8 @@ def _workload(inp: ExplorerInputs, load: float) -> WorkloadConfig:
     return WorkloadConfig(arrival="poisson", rate=load, requests=inp.requests, **lengths)
 
 
-def _method(inp: ExplorerInputs, name: str) -> MethodConfig:
+def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
+    """A method in its preset configuration, with the page's K, tree budget and acceptance."""
     if name == "autoregressive":
         return MethodConfig(name=name, k=0)
     m = preset_method(name, inp.dataset, None, inp.model)
@@ -185,8 +188,8 @@ def _cell(inp_json: str, load: float, name: str) -> tuple[dict, dict, list[float
         top_p=inp.top_p,
         seed=inp.seed,
     )
-    method = _method(inp, name)
-    res = simulate(Scenario(**common, method=method, workload=_workload(inp, load)))
+    method = method_for(inp, name)
+    res = simulate(Scenario(**common, method=method, workload=workload_for(inp, load)))
     s, it = res.summary, res.iterations
     row = {
         "method": name,
