@@ -95,7 +95,8 @@ class Replica:
                 )
             d, p = batch.decode, batch.prefill
             kv_d = t.computed[d]
-            kv_sum = float(kv_d.sum())  # the draft and the verify pass both read it
+            # the draft and the verify pass both read the sum (one element: no reduction call)
+            kv_sum = float(kv_d[0]) if len(kv_d) == 1 else float(kv_d.sum())
             # this iteration's draft length and tree budget (a policy may change them with load)
             if self._shape is None:
                 k, nodes = self.spec.shape_for(len(d) + len(p))
