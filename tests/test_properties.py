@@ -40,6 +40,12 @@ def methods(draw, target: str) -> MethodConfig:
         extra.update(tree_nodes=draw(st.integers(k, 24)), tree_topk=draw(st.integers(1, 6)))
     if draw(st.booleans()):
         extra["disable_by_batch_size"] = draw(st.integers(1, 64))
+    if draw(st.booleans()):  # a load policy: K (or a tree budget) per band of running requests
+        cut = draw(st.integers(1, 16))
+        if name in ("eagle2", "medusa1"):
+            extra["tree_schedule"] = [(1, cut, extra["tree_nodes"]), (cut + 1, 4096, k)]
+        else:
+            extra["k_schedule"] = [(1, cut, k), (cut + 1, 4096, draw(st.integers(0, k)))]
     return MethodConfig(name=name, k=k, acceptance=acc, **extra)
 
 
@@ -59,6 +65,7 @@ def scenarios(draw) -> Scenario:
         arrival="closed" if closed else "poisson",
         concurrency=draw(st.integers(1, 48)),
         rate=draw(st.floats(0.5, 80.0)),
+        rate_schedule=draw(st.none() | st.just([(0.0, 40.0), (0.5, 0.0), (1.0, 5.0)])),
         requests=draw(st.integers(1, 40)),
         trace=None,
         prompt=draw(lengths()),
