@@ -71,6 +71,9 @@ def _read_config(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise InputError("--config", "the file must hold a mapping of scenario fields")
+    odd = [k for k in data if not isinstance(k, str)]
+    if odd:
+        raise InputError("--config", f"field names must be text, got {odd[0]!r}")
     return data
 
 

@@ -58,12 +58,15 @@ class ModelShape(BaseModel):
             data = dict(data)
             if "num_key_value_heads" not in data or data["num_key_value_heads"] is None:
                 data["num_key_value_heads"] = data.get("num_attention_heads")
+            hidden, heads = data.get("hidden_size"), data.get("num_attention_heads")
+            # only from numbers: anything else is left for validation to name
             if (
                 data.get("head_dim") is None
-                and data.get("hidden_size")
-                and data.get("num_attention_heads")
+                and type(hidden) is int
+                and type(heads) is int
+                and heads > 0
             ):
-                data["head_dim"] = data["hidden_size"] // data["num_attention_heads"]
+                data["head_dim"] = hidden // heads
         return data
 
     @property

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import string
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -23,7 +24,9 @@ from simspec.vllm_config import to_method
 
 FAST = ["--batch-sizes", "1", "--requests", "2", "--prompt-len", "16", "--output-len", "8",
         "--executor", "serial", "--quiet"]  # fmt: skip
-FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+# SIMSPEC_FUZZ_EXAMPLES=500 pytest tests/test_fuzz.py digs deeper by hand; CI tries 40 each
+FUZZ = settings(max_examples=int(os.environ.get("SIMSPEC_FUZZ_EXAMPLES", "40")), deadline=None,
+                suppress_health_check=list(HealthCheck))  # fmt: skip
 TEXT = st.text(alphabet=string.printable, max_size=40)
 JSONISH = st.recursive(
     st.none() | st.booleans() | st.integers(-(10**9), 10**9) | st.floats(allow_nan=True) | TEXT,

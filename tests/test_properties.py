@@ -3,6 +3,8 @@ time moves forward, plain decoding is its own baseline."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -16,7 +18,9 @@ from simspec.speculators import MethodConfig
 from simspec.sweep import SweepConfig, run_sweep
 from simspec.workload import LengthSpec, WorkloadConfig
 
-SETTINGS = settings(max_examples=60, deadline=None,
+# SIMSPEC_PROPERTY_EXAMPLES=1000 pytest tests/test_properties.py digs deeper by hand
+SETTINGS = settings(max_examples=int(os.environ.get("SIMSPEC_PROPERTY_EXAMPLES", "60")),
+                    deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 
 
