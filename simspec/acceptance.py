@@ -240,7 +240,9 @@ class TreeShape:
 TREE_BUCKETS = 41  # dynamic trees are precomputed for α_1 = 0, 1/40, ..., 1
 
 
-def tree_plan(shape: TreeShape, alpha_mean: np.ndarray, sigma: float) -> tuple[np.ndarray, bool]:
+def tree_plan(
+    shape: TreeShape, alpha_mean: np.ndarray, sigma: float, sampled: bool = False
+) -> tuple[np.ndarray, bool]:
     """Child tables for a run: one static tree built for the mean α profile, or
     (TREE_BUCKETS, nodes+1, MAX_RANK) dynamic trees, one per α_1 bucket, each built for the α
     profile a sequence with that α_1 has (same logit offset at every depth)."""
@@ -367,15 +369,17 @@ class ParametricAcceptance:
 
 class TreeAcceptance:
     """Accepted depth of a tree verify step: the α of each depth comes from the parametric
-    model, the walk down the tree from :func:`simspec.trees.walk` (the exact rule at
-    temperature 0); dynamic trees are chosen per sequence from its depth-1 acceptance. One
-    plan per node budget, for policies that change the budget with load."""
+    model, the walk down the tree from :func:`simspec.trees.walk` (the exact rule: greedy at
+    temperature 0, recursive rejection over sibling candidates when ``sampled``); dynamic trees
+    are chosen per sequence from its depth-1 acceptance. One plan per node budget, for
+    policies that change the budget with load."""
 
     def __init__(
         self, base: ParametricAcceptance, plans: dict[int, tuple[np.ndarray, bool]], depth: int,
-        default: int,
+        default: int, sampled: bool = False,
     ) -> None:  # fmt: skip
         self.base, self.plans, self.depth, self.default = base, plans, depth, default
+        self.sampled = sampled
 
     def start(self, rid: int, trace_index: int) -> None:
         self.base.start(rid, trace_index)
@@ -386,7 +390,7 @@ class TreeAcceptance:
         children, dynamic = self.plans[nodes or self.default]
         alpha = np.ascontiguousarray(self.base.alphas(rids, self.depth))
         tree_of = bucket_of(alpha[:, 0]) if dynamic else None
-        return walk(children, alpha, self.base.rng, tree_of)
+        return walk(children, alpha, self.base.rng, tree_of, self.sampled)
 
 
 class TraceAcceptance:
@@ -440,6 +444,7 @@ def build_sampler(
     static_trees: dict[int, Tree] | None = None,
     alpha: np.ndarray | None = None,
     budgets: list[int] | None = None,
+    sampled: bool = False,
 ) -> AcceptanceSampler:
     """The sampler for one run: trace replay (chains only), parametric chains, or parametric
     α walked down a tree: the method's own static trees by node budget when it has them, else
@@ -454,8 +459,8 @@ def build_sampler(
                 plans[n] = (static_trees[n].children(), False)
             else:
                 shape = TreeShape(n, tree.topk, tree.depth, tree.dynamic)
-                plans[n] = tree_plan(shape, base.alpha, cfg.sigma)
-        return TreeAcceptance(base, plans, tree.depth, tree.nodes)
+                plans[n] = tree_plan(shape, base.alpha, cfg.sigma, sampled)
+        return TreeAcceptance(base, plans, tree.depth, tree.nodes, sampled)
     if cfg.trace is not None:
         trace = load_trace(cfg.trace, cfg.trace_method)
         return TraceAcceptance(

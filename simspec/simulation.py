@@ -247,16 +247,17 @@ def simulate(sc: Scenario) -> SimResult:
     if spec.needs_acceptance:
         acc = sc.method.acceptance
         sampling = sc.temperature != acc.temperature or sc.top_p < 1.0
+        sampled = sc.temperature > 0  # tree candidates verified by recursive rejection
         if acc.trace is not None and sampling:
             acc = sampled_from_trace(acc, spec.max_accept, spec.drafter_kind)
         profile = None
         if acc.trace is None:  # a static tree is built for the mean α profile
             profile = acc.run_profile(spec.max_accept, spec.depth_decay, sc.temperature, sc.top_p)
-            spec.resolve_tree(profile)
+            spec.resolve_tree(profile, sampled)
         acceptance = build_sampler(
             acc, spec.max_accept, len(table), rng_accept, workload_trace=sc.workload.trace,
             decay=spec.depth_decay, tree=spec.tree_shape, static_trees=spec.trees, alpha=profile,
-            budgets=spec.budgets,
+            budgets=spec.budgets, sampled=sc.temperature > 0,
         )  # fmt: skip
     pool = BlockPool(memory.num_blocks)
     scheduler = Scheduler(

@@ -180,11 +180,12 @@ class Speculator:
     def k_for(self, batch_size: int) -> int:
         return self.shape_for(batch_size)[0]
 
-    def resolve_tree(self, alpha_mean: np.ndarray) -> None:
-        """Build the static trees for the run's mean α profile, one per node budget."""
+    def resolve_tree(self, alpha_mean: np.ndarray, sampled: bool = False) -> None:
+        """Build the static trees for the run's mean α profile, one per node budget (for
+        recursive rejection sampling of the candidates when the run samples)."""
         if self.tree_shape is not None and not self.tree_shape.dynamic and not self._explicit:
             s = self.tree_shape
-            self.trees = {n: best_tree(alpha_mean, n, s.topk) for n in self.budgets}
+            self.trees = {n: best_tree(alpha_mean, n, s.topk, sampled) for n in self.budgets}
 
     # -- costs -----------------------------------------------------------------------------
     def draft_cost(

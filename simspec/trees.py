@@ -23,6 +23,8 @@ from functools import cache
 
 import numpy as np
 
+from simspec.presets import _table
+
 CANDIDATES = 64  # draft candidates that can hold the target's token (the synthetic vocabulary)
 MAX_RANK = CANDIDATES  # deepest sibling rank a tree may use
 _CONTEXTS = 10_000  # synthetic contexts per noise level
@@ -53,15 +55,28 @@ def rank_curves() -> tuple[np.ndarray, np.ndarray]:
 
 
 @cache
-def _hit_table() -> np.ndarray:
-    """``H(R; α)`` at α = i / _GRID, i = 0.._GRID (rows), R = 1..MAX_RANK (columns)."""
-    return _interpolate(np.linspace(0.0, 1.0, _GRID + 1))
+def _hit_table(sampled: bool = False) -> np.ndarray:
+    """``H(R; α)`` at α = i / _GRID, i = 0.._GRID (rows), R = 1..MAX_RANK (columns): greedy
+    verification, or (``sampled``) recursive rejection sampling over i.i.d. candidates, as
+    tabulated in simspec/data/sampling.yaml (calibration/derive_temperature_model.py)."""
+    alpha = np.linspace(0.0, 1.0, _GRID + 1)
+    if not sampled:
+        return _interpolate(alpha)
+    doc = _table("sampling.yaml")["siblings"]
+    grid, hit = np.asarray(doc["alpha"]), np.asarray(doc["hit"])
+    cols = [np.interp(alpha, grid, hit[:, r]) for r in range(hit.shape[1])]
+    table = np.stack(cols + [cols[-1]] * (MAX_RANK - len(cols)), axis=1)  # deeper: held
+    table[:, 0] = alpha  # exactly α for the first candidate
+    table = np.maximum(table, alpha[:, None])
+    return np.maximum.accumulate(table, axis=1)
 
 
-def top_r_hit(alpha: np.ndarray | float) -> np.ndarray:
-    """``H(R; α)`` for R = 1..MAX_RANK (last axis), from the table at the nearest 1/_GRID."""
+def top_r_hit(alpha: np.ndarray | float, sampled: bool = False) -> np.ndarray:
+    """``H(R; α)`` for R = 1..MAX_RANK (last axis), from the table at the nearest 1/_GRID:
+    P(the target's token is among the first R candidates) when greedy, P(one of R candidates
+    survives recursive rejection sampling) when ``sampled``."""
     idx = np.rint(np.asarray(alpha, dtype=np.float64) * _GRID).astype(np.int64)
-    return _hit_table()[idx]
+    return _hit_table(sampled)[idx]
 
 
 def _interpolate(alpha: np.ndarray) -> np.ndarray:
@@ -74,9 +89,9 @@ def _interpolate(alpha: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(out, axis=-1)
 
 
-def rank_probs(alpha: np.ndarray | float) -> np.ndarray:
-    """P(the target's token is the draft's rank-r candidate), r = 1..MAX_RANK."""
-    h = top_r_hit(alpha)
+def rank_probs(alpha: np.ndarray | float, sampled: bool = False) -> np.ndarray:
+    """P(the walk continues through the rank-r candidate), r = 1..MAX_RANK."""
+    h = top_r_hit(alpha, sampled)
     return np.diff(h, axis=-1, prepend=0.0)
 
 
@@ -138,9 +153,9 @@ def from_paths(paths: list[list[int]]) -> Tree:
     return Tree(tuple(parent), tuple(rank))
 
 
-def expected_tau(tree: Tree, alpha_by_depth: np.ndarray) -> float:
+def expected_tau(tree: Tree, alpha_by_depth: np.ndarray, sampled: bool = False) -> float:
     """Mean tokens per step (accepted depth + 1) for per-depth acceptance α_1..α_D."""
-    probs = rank_probs(np.asarray(alpha_by_depth, dtype=np.float64))  # (D, MAX_RANK)
+    probs = rank_probs(np.asarray(alpha_by_depth, dtype=np.float64), sampled)  # (D, MAX_RANK)
     reach = np.zeros(len(tree.parent))
     reach[0] = 1.0
     for i in range(1, len(tree.parent)):
@@ -148,7 +163,7 @@ def expected_tau(tree: Tree, alpha_by_depth: np.ndarray) -> float:
     return float(reach.sum())
 
 
-def best_tree(alpha_by_depth: np.ndarray, nodes: int, topk: int) -> Tree:
+def best_tree(alpha_by_depth: np.ndarray, nodes: int, topk: int, sampled: bool = False) -> Tree:
     """The ``nodes``-node tree of depth <= len(alpha_by_depth), at most ``topk`` children per
     node, with the largest expected accepted length.
 
@@ -157,7 +172,7 @@ def best_tree(alpha_by_depth: np.ndarray, nodes: int, topk: int) -> Tree:
     (best-first) builds the optimal tree: what EAGLE-2 does with draft confidence standing in for
     acceptance, and how Medusa's static trees were chosen from head accuracies.
     """
-    probs = rank_probs(np.asarray(alpha_by_depth, dtype=np.float64))
+    probs = rank_probs(np.asarray(alpha_by_depth, dtype=np.float64), sampled)
     depth_limit = len(probs)
     topk = min(topk, MAX_RANK)
     parent, rank = [-1], [0]
@@ -186,6 +201,7 @@ def walk(
     alpha: np.ndarray,
     rng: np.random.Generator,
     tree_of: np.ndarray | None = None,
+    sampled: bool = False,
 ) -> np.ndarray:
     """Accepted depth of one verify step per sequence.
 
@@ -198,7 +214,7 @@ def walk(
     node = np.zeros(n, dtype=np.int64)
     accepted = np.zeros(n, dtype=np.int64)
     live = np.arange(n)
-    table = _hit_table()
+    table = _hit_table(sampled)
     idx = np.rint(alpha * _GRID).astype(np.int64)
     for d in range(depth_limit):
         if len(live) == 0:

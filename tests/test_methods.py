@@ -206,3 +206,46 @@ def test_tree_walk_matches_the_expected_accepted_length():
 def test_a_chain_tree_is_the_chain_formula():
     profile = np.array([0.9, 0.8, 0.7])
     assert expected_tau(chain(3), profile) == pytest.approx(expected_tokens_per_step(profile))
+
+
+# -- trees when sampling: recursive rejection over sibling candidates ----------------------------
+def test_one_of_r_sibling_candidates_survives_as_the_residual_product_says():
+    """P(one of R i.i.d. candidates accepted) = 1 - prod_i (1 - sum min(q, r_i)), with r_1 = p
+    and r_{i+1} = norm((r_i - q)+): the formula the sampled sibling table is computed with,
+    checked against the exact rule run token by token (simspec.exact.verify_siblings)."""
+    from simspec.exact import verify_siblings
+
+    rng = np.random.default_rng(11)
+    p, q = rng.dirichlet(np.ones(8)), rng.dirichlet(np.ones(8) * 0.7)
+    r, none = p.copy(), 1.0
+    for n_cand in (1, 2, 3):
+        none *= 1.0 - np.minimum(q, r).sum()
+        residual = np.maximum(r - q, 0.0)
+        r = residual / residual.sum()
+        hits = sum(verify_siblings(p, q, rng.choice(8, size=n_cand, p=q), rng)[1] is not None
+                   for _ in range(20_000))  # fmt: skip
+        assert hits / 20_000 == pytest.approx(1.0 - none, abs=0.012)
+
+
+def test_sampled_sibling_table_is_monotone_and_starts_at_alpha():
+    hit = top_r_hit(np.array([0.3, 0.6, 0.9]), sampled=True)
+    assert np.all(np.diff(hit, axis=1) >= 0) and np.all(np.diff(hit, axis=0) >= 0)
+    assert hit[:, 0] == pytest.approx([0.3, 0.6, 0.9], abs=1e-3)
+
+
+def test_sampled_tree_walk_matches_its_expected_length():
+    profile = np.array([0.7, 0.6, 0.5])
+    tree = best_tree(profile, 12, 4, sampled=True)
+    acc = walk(tree.children(), np.tile(profile, (100_000, 1)), np.random.default_rng(2),
+               sampled=True)  # fmt: skip
+    assert 1 + acc.mean() == pytest.approx(expected_tau(tree, profile, sampled=True), rel=0.01)
+
+
+def test_a_tree_run_at_temperature_one_walks_the_sampled_siblings():
+    method = MethodConfig(name="eagle2", k=5, tree="dynamic", tree_nodes=30, tree_topk=6,
+                          acceptance=AcceptanceConfig(alpha=0.7))  # fmt: skip
+    wl = WorkloadConfig(concurrency=8, requests=48, trace=None, prompt=LengthSpec(mean=64),
+                        output=LengthSpec(mean=128))  # fmt: skip
+    greedy = simulate(Scenario(method=method, workload=wl)).summary["mean_accept_len"]
+    hot = simulate(Scenario(method=method, workload=wl, temperature=1.0)).summary
+    assert 1.0 < hot["mean_accept_len"] < greedy
