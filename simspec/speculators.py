@@ -222,6 +222,16 @@ class Speculator:
         widths = tree.width_by_depth() if tree else [1] * k
         return [widths[d] if d < len(widths) else 0 for d in range(k - 1)]
 
+    def _sequential_heads(self, tokens: list[int], d_in: int, d_out: int, k: int) -> StepCost:
+        """Drafting by a small head run once per step: a (d_in -> d_out) layer and an LM head
+        over the step's tokens, plus the engine's per-draft-step overhead (Hydra, ReDrafter)."""
+        h, v = self.target.hidden_size, self.target.vocab_size // self.cost.tp
+        total = 0.0
+        for m in tokens:
+            if m:
+                total += self.cost.gemm_time(m, d_in, d_out) + self.cost.gemm_time(m, h, v)
+        return StepCost(gemm_s=total, overhead_s=k * self._draft_overhead)
+
     def _params_bytes(self, params: float) -> float:
         return params * BYTES_PER_PARAM / self.cost.tp
 
@@ -452,13 +462,9 @@ class Hydra(Speculator):
         b = len(kv_tokens)
         if b == 0 or k == 0:
             return StepCost()
-        h, v = self.target.hidden_size, self.target.vocab_size // self.cost.tp
-        total = 0.0
-        for w in [1, *self.step_widths(k, nodes)]:
-            m = b * w
-            if m:
-                total += self.cost.gemm_time(m, 2 * h, h) + self.cost.gemm_time(m, h, v)
-        return StepCost(gemm_s=total, overhead_s=k * self._draft_overhead)
+        h = self.target.hidden_size
+        tokens = [b * w for w in [1, *self.step_widths(k, nodes)]]
+        return self._sequential_heads(tokens, 2 * h, h, k)
 
     def extra_weight_bytes(self) -> float:
         h = self.target.hidden_size
@@ -499,13 +505,11 @@ class ReDrafter(Speculator):
         b = len(kv_tokens)
         if b == 0 or k == 0:
             return StepCost()
-        h, v = self.target.hidden_size, self.target.vocab_size // self.cost.tp
-        total = 0.0
-        for step in range(k):
-            m = b if step == 0 else b * self.beams
-            # GRU-style cell on [hidden; embedding]: three gates of (2h -> h), then the LM head
-            total += self.cost.gemm_time(m, 2 * h, 3 * h) + self.cost.gemm_time(m, h, v)
-        return StepCost(gemm_s=total, overhead_s=k * self._draft_overhead)
+        h = self.target.hidden_size
+        # GRU-style cell on [hidden; embedding]: three gates of (2h -> h), then the LM head;
+        # one sequence's state at the first step, its beams after
+        tokens = [b if step == 0 else b * self.beams for step in range(k)]
+        return self._sequential_heads(tokens, 2 * h, 3 * h, k)
 
     def extra_weight_bytes(self) -> float:
         h = self.target.hidden_size
