@@ -8,8 +8,8 @@ Run from the repository root, with ../shared beside it:
   LLMServingSim v0 GEMMs and vLLM-0.19 attention and LM head, Vidur NCCL all-reduce).
 * a100_80gb: fitted to Vidur's A100 (80 GB) tables; no A100 attention table exists in shared/,
   so attention is transferred from the H100 fit (fractions of the A100's datasheet peaks).
-* a100_40gb, h200: no tables at all; every operator transferred (A100 80 GB -> 40 GB: same
-  GA100 chip; H100 -> H200: same GH100 die, faster HBM3e from gpus.yaml). A GPU run of
+* a100_40gb, rtx3090, h200: no tables at all; every operator transferred (A100 80 GB -> 40 GB: same
+  GA100 chip; A100 -> RTX 3090: same Ampere SM; H100 -> H200: same GH100 die). A GPU run of
   calibration/time_forward.py replaces these with measured fits (calibration/README.md).
 """
 
@@ -80,6 +80,14 @@ def main() -> None:
         "a100_80gb",
         "no A100 40 GB tables in shared/: same GA100 chip as the 80 GB part, whose fractions "
         "of peak are applied to the 40 GB part's datasheet bandwidth",
+    )
+    transferred(
+        "rtx3090",
+        "a100_80gb",
+        "no RTX 3090 tables in shared/ and no GPU run yet: an Ampere part like the A100 (same "
+        "SM generation and tensor cores), whose fractions of peak are applied to the RTX "
+        "3090's datasheet GDDR6X bandwidth and FP32-accumulate tensor throughput; GDDR6X may "
+        "reach a different fraction of its peak than HBM2e",
     )
     transferred(
         "h200",

@@ -192,7 +192,12 @@ class RooflineCostModel:
     """Per-operator roofline for Llama-style decoders under tensor parallelism ``tp``."""
 
     def __init__(
-        self, gpu: GpuSpec, profile: HardwareProfile, engine: EngineProfile, tp: int = 1
+        self,
+        gpu: GpuSpec,
+        profile: HardwareProfile,
+        engine: EngineProfile,
+        tp: int = 1,
+        step_overhead_s: float | None = None,
     ) -> None:
         self.gpu, self.profile, self.engine, self.tp = gpu, profile, engine, tp
         flops, bw, p = gpu.bf16_dense_flops, gpu.hbm_bandwidth_bytes_s, profile
@@ -206,7 +211,12 @@ class RooflineCostModel:
         self._elem_lat = p["elementwise_latency_s"]
         self._ar_lat = p["allreduce_latency_s"]
         self._ar_bw = gpu.interconnect_bandwidth_bytes_s * p["allreduce_bandwidth_efficiency"]
-        self._step_overhead = engine["step_overhead_s"]
+        self._step_overhead = (
+            engine["step_overhead_s"] if step_overhead_s is None else step_overhead_s
+        )
+        # eager engines launch every kernel from Python: a layer costs at least this much host
+        # time, and the GPU waits when its own work is shorter (0 under CUDA graphs)
+        self._layer_launch = engine["layer_launch_s"]
         self._models: dict[int, _ModelTerms] = {}  # by id(model); the entry keeps it alive
 
     # -- operators -------------------------------------------------------------------------
@@ -264,6 +274,9 @@ class RooflineCostModel:
         # roofline_time, inlined on the hot loop; p == 1 (a plain sum) skips two pow calls and
         # gives the same floats, since x ** 1.0 == x exactly
         attention = n_layers * (latency + (a + b if p == 1.0 else (a**p + b**p) ** (1.0 / p)))
+        if self._layer_launch:
+            gpu = gemm + extra_gemm_s + attention + lm_head + elementwise + comm
+            overhead += max(0.0, n_layers * self._layer_launch - gpu)
         return StepCost(gemm + extra_gemm_s, attention, lm_head, elementwise, comm, overhead)
 
     def _dense(

@@ -185,13 +185,25 @@ class EngineProfile(SourcedParams):
     description: str = ""
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "step_overhead_s",
+        "layer_launch_s",
         "draft_step_overhead_s",
+        "spec_step_overhead_s",
+        "overlap_schedule",
+        "spec_disables_overlap",
         "ngram_cpu_s_per_seq",
         "gpu_memory_utilization",
         "block_size",
         "max_num_seqs",
         "max_num_batched_tokens",
     )
+
+    def step_overhead(self, speculative: bool) -> float:
+        """Host time per engine step that the GPU waits for: none when an overlap scheduler
+        prepares the next step while this one runs, unless speculation turns overlap off."""
+        overlapped = self["overlap_schedule"] and not (
+            speculative and self["spec_disables_overlap"]
+        )
+        return 0.0 if overlapped else self["step_overhead_s"]
 
 
 def _data_text(*parts: str) -> str:

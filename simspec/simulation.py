@@ -66,6 +66,9 @@ class Replica:
         self._ones = np.ones(max(len(table), 1), dtype=np.int64)  # read only
         self._idle: simpy.Event | None = None
         self.expected = len(table)
+        # host work of a speculative step outside the forwards (tree masks, acceptance, KV
+        # compaction), counted with the draft time
+        self._spec_overhead = speculator.engine["spec_step_overhead_s"]
 
     def arrive(self, rid: int) -> None:
         self.t.arrival[rid] = self.env.now
@@ -106,9 +109,10 @@ class Replica:
             # 2. draft (decoding sequences only)
             draft_s = 0.0
             if k:
-                draft_s = self.spec.draft_cost(
-                    kv_d, t.last_step_tokens[d], kv_sum, k, nodes
-                ).total_s
+                draft_s = (
+                    self.spec.draft_cost(kv_d, t.last_step_tokens[d], kv_sum, k, nodes).total_s
+                    + self._spec_overhead
+                )
             # 3. verify: one target forward over the verify chains/trees and the prefill chunks
             verify, prefill_done = self._verify_cost(batch, kv_d, kv_sum, width)
             verify_s = verify.total_s
@@ -199,8 +203,9 @@ class Replica:
 
 
 def build_cost_model(sc: Scenario) -> RooflineCostModel:
-    gpu = load_gpu(sc.gpu)
-    return RooflineCostModel(gpu, load_profile(sc.profile or sc.gpu), load_engine(sc.engine), sc.tp)
+    gpu, engine = load_gpu(sc.gpu), load_engine(sc.engine)
+    overhead = engine.step_overhead(speculative=sc.method.name != "autoregressive")
+    return RooflineCostModel(gpu, load_profile(sc.profile or sc.gpu), engine, sc.tp, overhead)
 
 
 def check(sc: Scenario) -> None:
