@@ -121,14 +121,22 @@ def method_defaults(name: str) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def preset_acceptance(name: str, dataset: str) -> AcceptanceConfig | None:
-    """The packaged acceptance of ``name`` for ``dataset``'s domain: the domain's preset, else
-    the method's ``overall`` one, else its only one, else a labelled proxy; None if none."""
-    domain = DATASET_DOMAIN.get(dataset, "chat")
+def preset_acceptance(
+    name: str, dataset: str, domain: str | None = None, target: str | None = None
+) -> AcceptanceConfig | None:
+    """The packaged acceptance of ``name`` for ``dataset``'s domain (or the given ``domain``:
+    chat, code, math, summarisation, overall): a published τ for this very ``target`` and
+    ``dataset`` where one is listed, else the domain's preset, else the method's ``overall``
+    one, else its only one, else a labelled proxy; None if none."""
+    domain = domain or DATASET_DOMAIN.get(dataset, "chat")
     entry = method_presets().get(name)
     if entry is None:
         return None
     presets = entry.get("presets") or {}
+    if target:
+        exact = _exact_preset(name, presets, dataset, target, domain)
+        if exact is not None:
+            return exact
     note = ""
     preset = presets.get(domain) or presets.get("overall")
     if preset is None and presets:
@@ -140,12 +148,12 @@ def preset_acceptance(name: str, dataset: str) -> AcceptanceConfig | None:
         if name not in PROXIES:
             return None
         relative, why = PROXIES[name]
-        acc = preset_acceptance(relative, dataset)
+        acc = preset_acceptance(relative, dataset, domain)
         return None if acc is None else acc.model_copy(
             update={"source": f"proxy, {why}: {acc.source}"})  # fmt: skip
     kind = SPECULATORS[name].drafter_kind
     if "trace" in preset:
-        trace = dataset if dataset in DATASET_DOMAIN else preset["trace"]
+        trace = dataset if DATASET_DOMAIN.get(dataset) == domain else preset["trace"]
         return AcceptanceConfig(trace=trace, trace_method=preset["trace_method"],
                                 source=f"{preset['trace_method']} trace {trace}, "
                                 "simspec/data/traces/SOURCE.md")  # fmt: skip
@@ -172,6 +180,24 @@ def preset_acceptance(name: str, dataset: str) -> AcceptanceConfig | None:
         beams = cfg.get("beam_width") or SPECULATORS[name].default_beams
         fields.update(tau_tree_nodes=beams * cfg["k"], tau_tree_topk=beams)
     return AcceptanceConfig(**fields)
+
+
+def _exact_preset(
+    name: str, presets: dict[str, Any], dataset: str, target: str, domain: str
+) -> AcceptanceConfig | None:
+    """A listed τ measured on ``target`` and ``dataset`` with its stated chain length."""
+    for preset in presets.values():
+        for cand in preset.get("alternatives") or []:
+            if cand.get("target_model") != target or cand.get("dataset") != dataset:
+                continue
+            if "tau" not in cand or cand.get("tree") != "chain" or not cand.get("k"):
+                continue
+            spread, _ = acceptance_spread(SPECULATORS[name].drafter_kind, domain)
+            return AcceptanceConfig(
+                tau=float(cand["tau"]), tau_k=int(cand["k"]), spread=spread,
+                source=f"{cand['source']}; case {cand['case_id']}; spread {spread}",
+            )  # fmt: skip
+    return None
 
 
 def preset_method(
