@@ -949,6 +949,74 @@ def calibrate_report(
         _fail(f"cannot read or write a file: {exc}")
 
 
+@app.command("validate")
+def validate_command(
+    cases: Annotated[
+        Path | None,
+        typer.Option(help="case table with the shared/validation/cases.csv columns "
+                     "[default: the packaged copy of those cases]"),
+    ] = None,
+    out: Annotated[
+        Path, typer.Option(help="predictions: every input column plus predicted_value, "
+                           "predicted_tau, rel_error, status, skip_reason (.csv)")
+    ] = Path("predictions.csv"),
+    report: Annotated[
+        Path | None, typer.Option(help="also write a self-contained plotly HTML report")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, max=256, help="processes [default: all cores]")
+    ] = None,
+) -> None:
+    """Predict every published measurement in a case table and report the error honestly.
+
+    Each row becomes a scenario (model, GPU, TP, engine profile, load, method and acceptance:
+    the row's trace, else its measured_tau, else the method's preset) and the row's metric is
+    predicted. Rows simspec cannot express are kept, with status "skipped" and the reason.
+    Example: simspec validate --out predictions.csv --report validation.html
+    """
+    from importlib import resources
+
+    from simspec.validation.cases import read_cases
+    from simspec.validation.report import write_report
+    from simspec.validation.run import validate
+    from simspec.validation.summary import series_table, unique_mape
+
+    try:
+        if out.suffix != ".csv":
+            raise InputError("--out", f"must end in .csv, got {str(out)!r}")
+        if report is not None and report.suffix not in (".html", ".htm"):
+            raise InputError("--report", f"must end in .html, got {str(report)!r}")
+        if cases is None:
+            with resources.as_file(
+                resources.files("simspec").joinpath("data", "validation", "cases.csv")
+            ) as packaged:
+                frame = read_cases(packaged)
+        else:
+            frame = read_cases(cases)
+        with Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
+                      console=err, transient=True, disable=not err.is_terminal) as bar:  # fmt: skip
+            task = bar.add_task("simulating the cases", total=None)
+            pred = validate(frame, workers=workers,
+                            progress=lambda done, total: bar.update(task, completed=done,
+                                                                    total=total))  # fmt: skip
+        table = series_table(pred)
+        write_text_atomic(out, pred.to_csv(index=False, float_format="%.6g"))
+        if report is not None:
+            write_report(pred, table, report)
+    except InputError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot read or write a file: {exc}")
+    shown = table.rename(columns={"max_abs_error": "max |err|", "trend_rho": "trend rho"})
+    _print_frame(shown, "Validation: predicted vs published, per series", width=140)
+    ok = int(table.iloc[-1]["ok"])
+    err.print(
+        f"{ok} of {len(pred)} rows predicted; MAPE {table.iloc[-1]['mape']:.1%} "
+        f"({unique_mape(pred):.1%} counting each measurement once); wrote {out}"
+        + (f" and {report}" if report else "")
+    )
+
+
 def _read_cases(path: Path) -> pd.DataFrame:
     from simspec.calibration.steps import CASE_COLUMNS
 
@@ -962,13 +1030,16 @@ def _read_cases(path: Path) -> pd.DataFrame:
     return frame
 
 
-def _print_frame(frame: pd.DataFrame, title: str) -> None:
+def _print_frame(frame: pd.DataFrame, title: str, width: int | None = None) -> None:
     table = Table(title=title)
     for col in frame.columns:
-        table.add_column(str(col))
+        table.add_column(str(col), no_wrap=width is not None and col == frame.columns[0])
     for row in frame.itertuples(index=False):
         table.add_row(*(_number(v) if isinstance(v, float) else str(v) for v in row))
-    Console().print(table)
+    console = Console()
+    if width is not None and not console.is_terminal:
+        console = Console(width=width)  # a file or pipe: keep long names whole
+    console.print(table)
 
 
 def _number(v: float) -> str:

@@ -1,0 +1,1 @@
+"""``simspec validate``: predict published measurements and report the error honestly."""

@@ -1,0 +1,348 @@
+"""One validation case -> the scenarios that predict it -> the predicted number.
+
+A row is planned into a :class:`CasePlan` (the method's scenario and, for a speedup, its
+baseline's), or skipped with a reason. All plans' scenarios are deduplicated by content and
+simulated together; a scenario that cannot run skips only the rows that need it.
+
+Acceptance, in the order the issue asks for: the packaged trace when ``uses_trace`` is yes;
+else the row's ``measured_tau``, inverted for the row's K or tree; else the method's preset
+for the dataset's domain. A ``tau`` row is never given its own measured τ (that would predict
+the number from itself): it takes the preset.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from simspec.acceptance import AcceptanceConfig
+from simspec.costmodel import BatchShape
+from simspec.errors import InputError, ScenarioError
+from simspec.presets import load_engine, load_gpu, load_model
+from simspec.scenario import (
+    DEFAULT_DRAFT_MODEL,
+    Scenario,
+    acceptance_spread,
+    method_defaults,
+    preset_acceptance,
+    sampled_from_trace,
+)
+from simspec.simulation import build_cost_model, simulate
+from simspec.speculators import SPECULATORS, MethodConfig
+from simspec.validation.cases import LOAD_KINDS, METRICS, number, whole
+from simspec.workload import LengthSpec, WorkloadConfig
+
+# Case datasets -> the preset domain whose acceptance stands for them, and the packaged trace
+# (simspec/data/traces) whose lengths stand for them when the row gives none.
+DOMAINS = {
+    "mt-bench": "chat",
+    "sharegpt": "chat",
+    "alpaca": "chat",
+    "humaneval": "code",
+    "instructcoder": "code",
+    "gsm8k": "math",
+    "cnn": "summarisation",
+    "xsum": "summarisation",
+    "mixed": "overall",
+    "spec-bench-overall": "overall",
+}
+TRACE_DATASETS = ("sharegpt", "instructcoder", "gsm8k", "cnn")
+BASELINES = ("same-engine-no-spec", "hf-vanilla")
+SEED = 0
+SINGLE_REQUESTS = 8  # batch-1 rows: enough requests that τ and lengths average out
+MIN_REQUESTS = 8
+QPS_SECONDS = 60.0  # open-loop rows: a minute of arrivals
+QPS_REQUESTS = (100, 2000)
+OFFLINE_CONCURRENCY = 1000  # a closed loop this wide is an offline run: every request at once
+# Tree rows that give no depth or budget, for methods whose packaged default is a chain: the
+# reference implementation's defaults. EAGLE-3: SafeAILab/EAGLE eagle/model/ea_model.py,
+# EaModel.from_pretrained(use_eagle3=True, total_token=60, depth=7, top_k=10), dynamic tree.
+TREE_DEFAULTS = {"eagle3": {"tree": "dynamic", "k": 7, "tree_nodes": 60, "tree_topk": 10}}
+
+
+class Skip(Exception):  # noqa: N818 (a row outcome, not an error)
+    """A row simspec cannot express; the message is its ``skip_reason``."""
+
+
+@dataclass
+class CasePlan:
+    """How one row is predicted."""
+
+    metric: str
+    measured: float
+    scenario: Scenario
+    baseline: Scenario | None = None
+    acceptance_source: str = ""
+    assumptions: list[str] = field(default_factory=list)
+
+
+def plan_case(row: dict[str, str]) -> CasePlan:
+    """The scenarios for one row, or :class:`Skip` naming the field that stops it."""
+    get = lambda col: str(row.get(col, "")).strip()  # noqa: E731
+    metric = get("metric")
+    if metric not in METRICS:
+        raise Skip(f"metric {metric!r} is not one simspec predicts ({', '.join(METRICS)})")
+    measured = number(get("measured_value"))
+    if measured is None or measured <= 0:
+        raise Skip(f"measured_value {get('measured_value')!r} is not a positive number")
+    method = get("method")
+    if method not in SPECULATORS:
+        raise Skip(f"method {method!r} is not modelled (simspec methods lists them)")
+    model = get("target_model")
+    _known(load_model, model, "unknown model")
+    gpu = get("gpu")
+    _known(load_gpu, gpu, "unsupported GPU")
+    engine = get("engine")
+    _known(load_engine, engine, "no engine profile for")
+    assumptions: list[str] = []
+
+    load_kind = get("load_kind")
+    if load_kind not in LOAD_KINDS:
+        raise Skip(f"load_kind {load_kind!r} is not one of {', '.join(LOAD_KINDS)}")
+    load = number(get("load"))
+    if load is None and load_kind == "single":
+        load = 1.0
+    if load is None or load <= 0 or (load_kind != "qps" and load != int(load)):
+        raise Skip(f"missing field load (got {get('load')!r})")
+    tp = whole(get("tp")) or 1
+    if not get("tp") and (whole(get("num_gpus")) or 1) > 1:
+        raise Skip(
+            f"num_gpus {get('num_gpus')} with no tp: how the GPUs split the model is not stated"
+        )
+    temperature = number(get("temperature"))
+    if temperature is None:
+        temperature, _ = 0.0, assumptions.append("temperature unstated: greedy")
+    dataset = get("dataset") or "unknown"
+    workload = _workload(load_kind, load, get, dataset, assumptions)
+
+    deploy: dict[str, Any] = {
+        "model": model,
+        "gpu": gpu,
+        "tp": tp,
+        "engine": engine,
+        "workload": workload,
+        "temperature": temperature,
+        "seed": SEED,
+    }
+    try:
+        cfg, source = _method(row, method, dataset, metric, temperature, assumptions)
+        scenario = Scenario(**deploy, method=cfg)
+        baseline = None
+        if metric == "speedup":
+            base = get("baseline")
+            if base not in BASELINES:
+                raise Skip(
+                    f"baseline {base!r} is not a configuration simspec runs "
+                    f"(it runs {', '.join(BASELINES)})"
+                )
+            base_engine = "hf" if base == "hf-vanilla" else engine
+            baseline = Scenario(**{**deploy, "engine": base_engine})
+    except InputError as exc:
+        raise Skip(exc.message if exc.field.startswith("methods") else str(exc)) from None
+    except ValueError as exc:  # pydantic: a field out of range
+        raise Skip(_first_error(exc)) from None
+    return CasePlan(metric, measured, scenario, baseline, source, assumptions)
+
+
+def _known(loader, name: str, what: str) -> None:
+    try:
+        loader(name)
+    except InputError:
+        raise Skip(f"{what} {name!r}") from None
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        e = errors()[0]
+        return f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+    return str(exc).splitlines()[0]
+
+
+def _workload(load_kind: str, load: float, get, dataset: str, notes: list[str]) -> WorkloadConfig:
+    prompt, output = number(get("prompt_len")), number(get("output_len"))
+    if prompt and output:
+        lengths: dict[str, Any] = {
+            "trace": None,
+            "prompt": LengthSpec(mean=prompt),
+            "output": LengthSpec(mean=output),
+        }
+    else:
+        trace = dataset if dataset in TRACE_DATASETS else "sharegpt"
+        if trace != dataset:
+            notes.append(f"lengths unknown: the {trace} trace's")
+        lengths = {"trace": trace}
+    n = int(load)
+    if load_kind == "single":
+        return WorkloadConfig(concurrency=1, requests=SINGLE_REQUESTS, **lengths)
+    if load_kind == "qps":
+        requests = min(max(QPS_REQUESTS[0], int(load * QPS_SECONDS)), QPS_REQUESTS[1])
+        return WorkloadConfig(arrival="poisson", rate=load, requests=requests, **lengths)
+    if load_kind == "concurrency" and n >= OFFLINE_CONCURRENCY:
+        return WorkloadConfig(concurrency=n, requests=n, **lengths)
+    # a static batch or a closed loop: hold the batch at n (a finished request is replaced) and
+    # measure while it is full
+    return WorkloadConfig(concurrency=n, requests=max(MIN_REQUESTS, 3 * n), **lengths)
+
+
+def _method(
+    row: dict[str, str],
+    name: str,
+    dataset: str,
+    metric: str,
+    temperature: float,
+    notes: list[str],
+) -> tuple[MethodConfig, str]:
+    """The row's method in its stated shape, with acceptance by the issue's precedence."""
+    if name == "autoregressive":
+        return MethodConfig(name=name, k=0), ""
+    get = lambda col: str(row.get(col, "")).strip()  # noqa: E731
+    fields = method_defaults(name)
+    cls = SPECULATORS[name]
+    shape, k = get("spec_shape"), whole(get("k"))
+    nodes, topk = whole(get("tree_nodes")), whole(get("tree_topk"))
+    if shape == "chain":
+        for key in ("tree", "tree_nodes", "tree_topk"):
+            fields.pop(key, None)
+        if k:
+            fields["k"] = k
+    elif shape == "tree" and cls.trees == ("chain",):
+        notes.append(f"{name} drafts chains: the row's tree is taken as the default chain")
+    elif shape == "tree":
+        if fields.get("tree") in (None, "chain"):
+            fields.update(
+                TREE_DEFAULTS.get(name)
+                or {"tree": "dynamic" if "dynamic" in cls.trees else "static"}
+            )
+        if k:
+            fields["k"] = k
+        if nodes:
+            fields["tree_nodes"] = nodes
+        if topk:
+            fields["tree_topk"] = topk
+        if fields["tree"] != "chain" and not fields.get("tree_nodes"):
+            fields["tree_nodes"] = max(fields["k"], nodes or 0)
+    if k == 0:
+        raise Skip("k is 0: no speculation to predict")
+    draft = get("draft_model")
+    if name == "draft_model":
+        if draft and draft not in ("unknown", "self"):
+            fields["draft_model"] = draft
+        fields.setdefault("draft_model", DEFAULT_DRAFT_MODEL)
+    domain = DOMAINS.get(dataset)
+    if domain is None:
+        domain = "chat"
+        notes.append(f"dataset {dataset!r} has no preset domain: chat assumed")
+    acc, source = _acceptance(row, name, dataset, domain, metric, fields, temperature)
+    return MethodConfig(**fields, acceptance=acc), source
+
+
+def _acceptance(
+    row: dict[str, str],
+    name: str,
+    dataset: str,
+    domain: str,
+    metric: str,
+    fields: dict[str, Any],
+    temperature: float,
+) -> tuple[AcceptanceConfig, str]:
+    get = lambda col: str(row.get(col, "")).strip()  # noqa: E731
+    if get("uses_trace").lower() in ("yes", "true", "1"):
+        if dataset not in TRACE_DATASETS:
+            raise Skip(f"uses_trace is yes but no packaged trace is named {dataset!r}")
+        acc = AcceptanceConfig(
+            trace=dataset,
+            trace_method=name,
+            source=f"{name} trace {dataset}, simspec/data/traces/SOURCE.md",
+        )
+        return acc, "trace"
+    tau = number(get("measured_tau"))
+    if tau is not None and metric != "tau":
+        kind = SPECULATORS[name].drafter_kind
+        spread, _ = acceptance_spread(kind, domain)
+        k = int(fields["k"])
+        if tau > k + 1:
+            raise Skip(f"measured_tau {tau} exceeds k + 1 = {k + 1} for depth {k}")
+        acc: dict[str, Any] = {
+            "tau": tau,
+            "tau_k": k,
+            "spread": spread,
+            "temperature": temperature,
+            "source": f"measured_tau of case {get('case_id')}",
+        }
+        tree = fields.get("tree")
+        if tree and tree != "chain":
+            acc.update(
+                tau_tree_nodes=fields.get("tree_nodes") or k,
+                tau_tree_topk=fields.get("tree_topk"),
+                tau_dynamic_tree=tree == "dynamic",
+            )
+        elif name == "redrafter":
+            beams = fields.get("beam_width") or SPECULATORS[name].default_beams
+            acc.update(tau_tree_nodes=beams * k, tau_tree_topk=beams)
+        return AcceptanceConfig(**acc), "measured_tau"
+    preset = preset_acceptance(name, dataset, domain, target=get("target_model"))
+    if preset is None:
+        raise Skip(f"no acceptance for {name} on {dataset!r}: no trace, measured_tau or preset")
+    if preset.trace is not None and fields.get("tree", "chain") != "chain":
+        # a trace records chain acceptance: its per-position α (as τ at the tree's depth)
+        # drives the tree through the rank model
+        k = int(fields["k"])
+        try:
+            preset = sampled_from_trace(preset, k, SPECULATORS[name].drafter_kind)
+        except InputError as exc:
+            raise Skip(f"cannot read the {preset.trace} trace at depth {k}: {exc}") from None
+        return preset, "preset (trace as chain α)"
+    return preset, "preset"
+
+
+# -- from simulation summaries to the metric ----------------------------------------------------
+def scenario_key(sc: Scenario) -> str:
+    return sc.model_dump_json()
+
+
+def metric_value(plan: CasePlan, runs: dict[str, dict[str, float] | str]) -> tuple[float, float]:
+    """(predicted value, predicted τ) from the finished runs; raises Skip if a run failed."""
+    if plan.metric == "step_time_ms":
+        return _step_time_ms(plan.scenario), math.nan
+    own = _run(runs, plan.scenario)
+    tau = own["mean_accept_len"] if plan.scenario.method.name != "autoregressive" else math.nan
+    if plan.metric == "tau":
+        return own["mean_accept_len"], tau
+    if plan.metric == "tpot_ms":
+        return own["tpot_ms_mean"], tau
+    if plan.metric == "throughput_tok_s":
+        return own["throughput_tok_s"], tau
+    base = _run(runs, plan.baseline)
+    if plan.scenario.workload.arrival == "poisson":
+        # under open-loop load both serve the same rate: the gain is in latency
+        return base["e2e_s_p50"] / own["e2e_s_p50"], tau
+    return own["throughput_tok_s"] / base["throughput_tok_s"], tau
+
+
+def _run(runs: dict[str, dict[str, float] | str], sc: Scenario | None) -> dict[str, float]:
+    result = runs[scenario_key(sc)]
+    if isinstance(result, str):
+        raise Skip(result)
+    return result
+
+
+def _step_time_ms(sc: Scenario) -> float:
+    """One plain decode step at batch ``concurrency`` with each sequence's KV at the prompt
+    length (``context_len`` rows), host overheads included."""
+    cost = build_cost_model(sc)
+    b = sc.workload.concurrency
+    ctx = sc.workload.prompt.mean
+    return 1e3 * cost.forward(load_model(sc.model), BatchShape.uniform(b, 1, b * ctx, b)).total_s
+
+
+def run_safely(scenario_json: str) -> dict[str, float] | str:
+    """A scenario's summary, or the one-line reason it cannot run (module-level: pools ship
+    it). Nothing a scenario does may stop the other rows."""
+    try:
+        return simulate(Scenario.model_validate_json(scenario_json)).summary
+    except (InputError, ScenarioError) as exc:
+        return str(exc)
+    except Exception as exc:  # noqa: BLE001 (one row's failure must not stop the table)
+        return f"simulation failed: {type(exc).__name__}: {exc}"

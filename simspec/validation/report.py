@@ -1,0 +1,86 @@
+"""A self-contained plotly page: predicted against measured per series, and the errors."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from simspec.outputs import write_text_atomic
+
+
+def write_report(pred: pd.DataFrame, table: pd.DataFrame, out: Path) -> None:
+    """Write ``out`` whole (plotly.js inlined: opens offline)."""
+    ok = pred[pred["status"] == "ok"].copy()
+    ok["measured"] = pd.to_numeric(ok["measured_value"], errors="coerce")
+    metrics = sorted(ok["metric"].unique()) or ["speedup"]
+    fig = make_subplots(
+        rows=len(metrics),
+        cols=1,
+        subplot_titles=metrics,
+        vertical_spacing=0.25 / max(len(metrics), 1),
+    )
+    for i, metric in enumerate(metrics, start=1):
+        rows = ok[ok["metric"] == metric]
+        for series, part in rows.groupby("series"):
+            fig.add_trace(
+                go.Scatter(
+                    x=part["measured"],
+                    y=part["predicted_value"],
+                    mode="markers",
+                    name=series,
+                    legendgroup=series,
+                    showlegend=i == 1 or series not in _first_series(ok, i),
+                    text=part["case_id"],
+                    hovertemplate="%{text}<br>measured %{x:.3g}"
+                    "<br>predicted %{y:.3g}<extra>" + html.escape(series) + "</extra>",
+                ),
+                row=i,
+                col=1,
+            )
+        if len(rows):
+            lo = float(min(rows["measured"].min(), rows["predicted_value"].min()))
+            hi = float(max(rows["measured"].max(), rows["predicted_value"].max()))
+            fig.add_trace(
+                go.Scatter(
+                    x=[lo, hi],
+                    y=[lo, hi],
+                    mode="lines",
+                    showlegend=False,
+                    line={"dash": "dot", "color": "grey"},
+                    hoverinfo="skip",
+                ),
+                row=i,
+                col=1,
+            )
+        fig.update_xaxes(title_text="measured", row=i, col=1)
+        fig.update_yaxes(title_text="predicted", row=i, col=1)
+    fig.update_layout(height=420 * len(metrics), title="Predicted vs measured (y = x dotted)")
+    hist = go.Figure(go.Histogram(x=100 * ok["rel_error"].astype(float), nbinsx=40))
+    hist.update_layout(
+        title="Relative error of every predicted row",
+        xaxis_title="(predicted - measured) / measured, %",
+        yaxis_title="rows",
+    )
+    body = [
+        "<h1>simspec validate</h1>",
+        f"<p>{len(pred)} rows: {len(ok)} predicted, {len(pred) - len(ok)} skipped "
+        "(reasons in the CSV's skip_reason column).</p>",
+        table.to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep=""),
+        fig.to_html(full_html=False, include_plotlyjs=True),
+        hist.to_html(full_html=False, include_plotlyjs=False),
+    ]
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>simspec validate</title>"
+        "</head><body style='font-family:sans-serif'>" + "\n".join(body) + "</body></html>"
+    )
+    write_text_atomic(out, page)
+
+
+def _first_series(ok: pd.DataFrame, row: int) -> set[str]:
+    """Series already in the legend from an earlier subplot."""
+    metrics = sorted(ok["metric"].unique())
+    return set(ok[ok["metric"].isin(metrics[: row - 1])]["series"])

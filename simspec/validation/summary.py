@@ -1,0 +1,78 @@
+"""Error per series and overall, and whether a load sweep's predicted trend is the measured one.
+
+A measurement reported by two sources (e.g. one τ in both the EAGLE-2 and EAGLE-3 tables)
+appears twice in the case table; the overall figure counts it once (``unique_mape``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy.stats import spearmanr
+
+# the scenario of a measurement: rows equal in all of these (and the value) are one number
+SAME_MEASUREMENT = (
+    "metric",
+    "method",
+    "target_model",
+    "draft_model",
+    "engine",
+    "load_kind",
+    "load",
+    "temperature",
+    "dataset",
+    "k",
+    "tree_nodes",
+    "measured_value",
+)
+
+
+def series_table(pred: pd.DataFrame) -> pd.DataFrame:
+    """Per series: rows, predicted, skipped, MAPE, max |error|, mean signed error, and the
+    rank correlation of predicted with measured over load (series that vary load only)."""
+    out = []
+    for name, rows in pred.groupby("series", sort=True):
+        out.append({"series": name, **_stats(rows)})
+    frame = pd.DataFrame(out)
+    total = {"series": "ALL", **_stats(pred)}
+    return pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
+
+
+def _stats(rows: pd.DataFrame) -> dict[str, float | int | str]:
+    ok = rows[rows["status"] == "ok"]
+    err = ok["rel_error"].astype(float)
+    return {
+        "rows": len(rows),
+        "ok": len(ok),
+        "skipped": len(rows) - len(ok),
+        "mape": float(err.abs().mean()) if len(ok) else math.nan,
+        "max_abs_error": float(err.abs().max()) if len(ok) else math.nan,
+        "bias": float(err.mean()) if len(ok) else math.nan,
+        "trend_rho": trend_rho(ok),
+    }
+
+
+def trend_rho(ok: pd.DataFrame) -> float:
+    """Mean Spearman ρ between predicted and measured across load, over each (metric, method,
+    K) sweep with at least three load levels; NaN when nothing in the rows varies load."""
+    rhos = []
+    keys = ["metric", "method", "k"]
+    for _, sweep in ok.groupby(keys, dropna=False):
+        load = pd.to_numeric(sweep["load"], errors="coerce")
+        if load.nunique() < 3:
+            continue
+        measured = pd.to_numeric(sweep["measured_value"], errors="coerce")
+        rho = spearmanr(measured, sweep["predicted_value"].astype(float)).statistic
+        if np.isfinite(rho):
+            rhos.append(float(rho))
+    return float(np.mean(rhos)) if rhos else math.nan
+
+
+def unique_mape(pred: pd.DataFrame) -> float:
+    """MAPE with each measurement counted once (duplicates across sources dropped)."""
+    ok = pred[pred["status"] == "ok"]
+    cols = [c for c in SAME_MEASUREMENT if c in ok.columns]
+    once = ok.drop_duplicates(subset=cols)
+    return float(once["rel_error"].astype(float).abs().mean()) if len(once) else math.nan
