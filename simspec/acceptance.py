@@ -130,7 +130,8 @@ class AcceptanceConfig(BaseModel):
         else:
             shape = TreeShape(self.tau_tree_nodes, self.tau_tree_topk or 1, self.tau_k,
                               self.tau_dynamic_tree)  # fmt: skip
-            first = alpha_for_tree_tau(self.tau, shape, self.spread, self.burst_scale, decay)
+            first = alpha_for_tree_tau(self.tau, shape, self.spread, self.burst_scale, decay,
+                                       self.temperature > 0)  # fmt: skip
         return decayed(first, decay, k)
 
     def run_profile(
@@ -269,16 +270,20 @@ def bucket_of(alpha1: np.ndarray) -> np.ndarray:
 
 
 def tree_expected_tau(
-    shape: TreeShape, alpha_mean: np.ndarray, spread: float = 0.0, burst: float = 0.0
+    shape: TreeShape,
+    alpha_mean: np.ndarray,
+    spread: float = 0.0,
+    burst: float = 0.0,
+    sampled: bool = False,
 ) -> float:
     """Tokens per step of the tree, pooled as papers report τ (:func:`pooled_tau`), with the
     trees the simulation uses (:func:`tree_plan`: one static tree for the mean profile, or a
-    dynamic tree per α_1 bucket)."""
+    dynamic tree per α_1 bucket), walked greedily or (``sampled``) by recursive rejection."""
     alpha_mean = np.asarray(alpha_mean, dtype=np.float64)
     sigma = math.hypot(spread, burst)
     if not shape.dynamic:
-        static = best_tree(alpha_mean, shape.nodes, shape.topk)
-        return pooled_tau(lambda a: expected_tau(static, a), alpha_mean, spread, burst)
+        static = best_tree(alpha_mean, shape.nodes, shape.topk, sampled)
+        return pooled_tau(lambda a: expected_tau(static, a, sampled), alpha_mean, spread, burst)
     mu = mean_matching_logits(alpha_mean, sigma)
     by_bucket: dict[int, Tree] = {}
 
@@ -288,19 +293,27 @@ def tree_expected_tau(
         if tree is None:
             profile = _profile_at(mu, b / (TREE_BUCKETS - 1))
             tree = by_bucket[b] = best_tree(profile, shape.nodes, shape.topk)
-        return expected_tau(tree, alpha)
+        return expected_tau(tree, alpha, sampled)
 
     return pooled_tau(step_tau, alpha_mean, spread, burst)
 
 
 @cache
 def alpha_for_tree_tau(
-    tau: float, shape: TreeShape, spread: float = 0.0, burst: float = 0.0, decay: float = 1.0
+    tau: float,
+    shape: TreeShape,
+    spread: float = 0.0,
+    burst: float = 0.0,
+    decay: float = 1.0,
+    sampled: bool = False,
 ) -> float:
-    """The α_1 whose tree of ``shape`` (α_d = α_1 · decay^(d-1)) gives ``tau`` per step."""
+    """The α_1 whose tree of ``shape`` (α_d = α_1 · decay^(d-1)) gives ``tau`` per step, its
+    siblings verified greedily or (``sampled``: τ measured while sampling) by recursive
+    rejection, as the simulation walks them."""
 
     def f(a: float) -> float:
-        return tree_expected_tau(shape, decayed(a, decay, shape.depth), spread, burst) - tau
+        alpha = decayed(a, decay, shape.depth)
+        return tree_expected_tau(shape, alpha, spread, burst, sampled) - tau
 
     if f(1e-6) >= 0:
         return 0.0
