@@ -966,6 +966,11 @@ def validate_command(
     workers: Annotated[
         int | None, typer.Option(min=1, max=256, help="processes [default: all cores]")
     ] = None,
+    assume_gpu: Annotated[
+        str | None,
+        typer.Option(help="run rows whose gpu is 'unknown' on this GPU preset (each such row "
+                     "says so in its assumptions column) [default: skip them]"),
+    ] = None,
 ) -> None:
     """Predict every published measurement in a case table and report the error honestly.
 
@@ -993,10 +998,17 @@ def validate_command(
                 frame = read_cases(packaged)
         else:
             frame = read_cases(cases)
+        if assume_gpu is not None:
+            from simspec.presets import load_gpu
+
+            try:
+                load_gpu(assume_gpu)
+            except InputError as exc:
+                raise InputError("--assume-gpu", exc.message) from None
         with Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
                       console=err, transient=True, disable=not err.is_terminal) as bar:  # fmt: skip
             task = bar.add_task("simulating the cases", total=None)
-            pred = validate(frame, workers=workers,
+            pred = validate(frame, workers=workers, assume_gpu=assume_gpu,
                             progress=lambda done, total: bar.update(task, completed=done,
                                                                     total=total))  # fmt: skip
         table = series_table(pred)

@@ -50,8 +50,8 @@ DOMAINS = {
 TRACE_DATASETS = ("sharegpt", "instructcoder", "gsm8k", "cnn")
 BASELINES = ("same-engine-no-spec", "hf-vanilla")
 SEED = 0
-SINGLE_REQUESTS = 8  # batch-1 rows: enough requests that τ and lengths average out
-MIN_REQUESTS = 8
+SINGLE_REQUESTS = 32  # batch-1 rows: enough requests that per-request spread averages out
+MIN_REQUESTS = 32  # small batches: enough requests that per-request spread averages out
 QPS_SECONDS = 60.0  # open-loop rows: a minute of arrivals
 QPS_REQUESTS = (100, 2000)
 OFFLINE_CONCURRENCY = 1000  # a closed loop this wide is an offline run: every request at once
@@ -77,8 +77,11 @@ class CasePlan:
     assumptions: list[str] = field(default_factory=list)
 
 
-def plan_case(row: dict[str, str]) -> CasePlan:
-    """The scenarios for one row, or :class:`Skip` naming the field that stops it."""
+def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
+    """The scenarios for one row, or :class:`Skip` naming the field that stops it.
+
+    assume_gpu: run rows whose gpu is ``unknown`` on this GPU (noted in ``assumptions``);
+    without it they are skipped."""
     get = lambda col: str(row.get(col, "")).strip()  # noqa: E731
     metric = get("metric")
     if metric not in METRICS:
@@ -89,13 +92,16 @@ def plan_case(row: dict[str, str]) -> CasePlan:
     method = get("method")
     if method not in SPECULATORS:
         raise Skip(f"method {method!r} is not modelled (simspec methods lists them)")
+    assumptions: list[str] = []
     model = get("target_model")
     _known(load_model, model, "unknown model")
     gpu = get("gpu")
+    if gpu in ("unknown", "") and assume_gpu:
+        gpu = assume_gpu
+        assumptions.append(f"GPU not stated: {assume_gpu} assumed")
     _known(load_gpu, gpu, "unsupported GPU")
     engine = get("engine")
     _known(load_engine, engine, "no engine profile for")
-    assumptions: list[str] = []
 
     load_kind = get("load_kind")
     if load_kind not in LOAD_KINDS:
@@ -256,7 +262,9 @@ def _acceptance(
             trace_method=name,
             source=f"{name} trace {dataset}, simspec/data/traces/SOURCE.md",
         )
-        return acc, "trace"
+        if fields.get("tree", "chain") == "chain":
+            return acc, "trace"
+        return _chain_alpha(acc, name, int(fields["k"])), "trace (as chain α)"
     tau = number(get("measured_tau"))
     if tau is not None and metric != "tau":
         kind = SPECULATORS[name].drafter_kind
@@ -286,15 +294,17 @@ def _acceptance(
     if preset is None:
         raise Skip(f"no acceptance for {name} on {dataset!r}: no trace, measured_tau or preset")
     if preset.trace is not None and fields.get("tree", "chain") != "chain":
-        # a trace records chain acceptance: its per-position α (as τ at the tree's depth)
-        # drives the tree through the rank model
-        k = int(fields["k"])
-        try:
-            preset = sampled_from_trace(preset, k, SPECULATORS[name].drafter_kind)
-        except InputError as exc:
-            raise Skip(f"cannot read the {preset.trace} trace at depth {k}: {exc}") from None
-        return preset, "preset (trace as chain α)"
+        return _chain_alpha(preset, name, int(fields["k"])), "preset (trace as chain α)"
     return preset, "preset"
+
+
+def _chain_alpha(trace: AcceptanceConfig, name: str, k: int) -> AcceptanceConfig:
+    """A trace records chain acceptance; a tree takes its per-position α (as its τ at the
+    tree's depth) and walks it through the rank model."""
+    try:
+        return sampled_from_trace(trace, k, SPECULATORS[name].drafter_kind)
+    except InputError as exc:
+        raise Skip(f"cannot read the {trace.trace} trace at depth {k}: {exc}") from None
 
 
 # -- from simulation summaries to the metric ----------------------------------------------------

@@ -37,13 +37,15 @@ def validate(
     cases: pd.DataFrame,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    assume_gpu: str | None = None,
 ) -> pd.DataFrame:
     """``cases`` (text cells, as :func:`~simspec.validation.cases.read_cases` gives) with the
-    prediction columns added. ``workers``: processes (1 = serial; default all cores)."""
+    prediction columns added. ``workers``: processes (1 = serial; default all cores);
+    ``assume_gpu``: the GPU for rows whose GPU is not stated (else they are skipped)."""
     plans: list[CasePlan | str] = []
     for row in cases.to_dict("records"):
         try:
-            plans.append(plan_case(row))
+            plans.append(plan_case(row, assume_gpu))
         except Skip as exc:
             plans.append(str(exc))
         except Exception as exc:  # noqa: BLE001 (a row's bad cell must not stop the table)
