@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import csv as csv_module
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -1012,7 +1013,10 @@ def validate_command(
                             progress=lambda done, total: bar.update(task, completed=done,
                                                                     total=total))  # fmt: skip
         table = series_table(pred)
-        write_text_atomic(out, pred.to_csv(index=False, float_format="%.6g"))
+        # text cells are quoted: a user's cell may hold a bare carriage return, which an
+        # unquoted CSV would read back as a line break
+        text = pred.to_csv(index=False, float_format="%.6g", quoting=csv_module.QUOTE_NONNUMERIC)
+        write_text_atomic(out, text)
         if report is not None:
             write_report(pred, table, report)
     except InputError as exc:

@@ -148,3 +148,58 @@ def test_random_validation_csvs(tmp_path_factory, rows):
 def test_missing_files_and_bad_json_text(tmp_path, flag):
     value = "{not json" if flag == "--speculative-config" else str(tmp_path / "missing.yaml")
     _one_line_or_ok(invoke(["sweep", *FAST, flag, value]))
+
+
+# plausible cells for `simspec validate` (and junk): rows must each come out ok or skipped
+_CELLS = {
+    "metric": ["speedup", "tau", "tpot_ms", "throughput_tok_s", "step_time_ms", "latency"],
+    "method": ["autoregressive", "eagle3", "eagle2", "medusa1", "pld", "draft_model", "other"],
+    "target_model": ["llama-3.1-8b", "vicuna-7b", "llama-2-7b", "other"],
+    "draft_model": ["", "vicuna-68m", "llama-3.2-1b", "self", "unknown"],
+    "gpu": ["h100_sxm", "a100_80gb", "rtx3090", "unknown", ""],
+    "tp": ["", "1", "2", "3", "0"],
+    "num_gpus": ["", "1", "4"],
+    "engine": ["vllm", "sglang", "hf", "gpt-fast", "trtllm"],
+    "load_kind": ["single", "static_batch", "concurrency", "qps", "poisson"],
+    "load": ["1", "2", "4", "0.5", "", "-3", "1e12"],
+    "temperature": ["", "0", "1", "0.7", "9"],
+    "dataset": ["mt-bench", "gsm8k", "sharegpt", "humaneval", "mixed", "weird"],
+    "prompt_len": ["32", "128", "", "0"],
+    "output_len": ["16", "64", "", "-1"],
+    "spec_shape": ["chain", "tree", "none", ""],
+    "k": ["", "0", "1", "3", "7", "99"],
+    "tree_nodes": ["", "16", "60", "5000"],
+    "tree_topk": ["", "4", "10", "100"],
+    "measured_tau": ["", "1.5", "3.2", "9", "~2"],
+    "measured_value": ["1.5", "7.2", "150", "0", "~1.5", "1.64-1.80", ""],
+    "baseline": ["same-engine-no-spec", "hf-vanilla", "other: x", ""],
+    "uses_trace": ["no", "yes", ""],
+}
+
+
+@FUZZ
+@given(
+    st.lists(
+        st.fixed_dictionaries({c: st.sampled_from(v) | TEXT for c, v in _CELLS.items()}),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_random_validate_rows(tmp_path_factory, rows):
+    import pandas as pd
+
+    from simspec.validation.cases import COLUMNS
+
+    tmp = tmp_path_factory.mktemp("validate")
+    cases, out = tmp / "cases.csv", tmp / "pred.csv"
+    frame = pd.DataFrame([{**{c: "" for c in COLUMNS}, **r} for r in rows])
+    frame["case_id"] = [f"r{i}" for i in range(len(rows))]
+    frame.to_csv(cases, index=False)
+    given = pd.read_csv(cases, dtype=str, keep_default_na=False)  # as any CSV reader sees it
+    result = invoke(["validate", "--cases", str(cases), "--out", str(out), "--workers", "1"])
+    _one_line_or_ok(result, out)
+    if result.exit_code == 0:
+        pred = pd.read_csv(out, dtype=str, keep_default_na=False)
+        assert list(pred["case_id"]) == list(given["case_id"])
+        assert set(pred["status"]) <= {"ok", "skipped"}
+        assert (pred.loc[pred["status"] == "skipped", "skip_reason"] != "").all()
