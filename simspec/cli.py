@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import csv as csv_module
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,6 +27,8 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # help texts are plain: "[default: engine's]" must not be read as a rich style tag
+    rich_markup_mode=None,
     help="Predict the speedup of speculative decoding under continuous batching.",
 )
 err = Console(stderr=True)
