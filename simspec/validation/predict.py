@@ -236,12 +236,24 @@ def _method(
         if draft and draft not in ("unknown", "self"):
             fields["draft_model"] = draft
         fields.setdefault("draft_model", DEFAULT_DRAFT_MODEL)
+    if shape not in ("chain", "tree") or (not k and not nodes):
+        notes.append(f"shape unstated: {_describe(fields)} (the method's default)"
+                     if shape not in ("chain", "tree") else
+                     f"depth unstated: {_describe(fields)}")  # fmt: skip
     domain = DOMAINS.get(dataset)
     if domain is None:
         domain = "chat"
         notes.append(f"dataset {dataset!r} has no preset domain: chat assumed")
     acc, source = _acceptance(row, name, dataset, domain, metric, fields, temperature)
     return MethodConfig(**fields, acceptance=acc), source
+
+
+def _describe(fields: dict[str, Any]) -> str:
+    tree = fields.get("tree", "chain")
+    if tree == "chain":
+        return f"chain k={fields['k']}"
+    return (f"{tree} tree, depth {fields['k']}, {fields.get('tree_nodes')} nodes, "
+            f"top-{fields.get('tree_topk')}")  # fmt: skip
 
 
 def _acceptance(
