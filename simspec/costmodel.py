@@ -198,8 +198,10 @@ class RooflineCostModel:
         engine: EngineProfile,
         tp: int = 1,
         step_overhead_s: float | None = None,
+        pp: int = 1,
     ) -> None:
         self.gpu, self.profile, self.engine, self.tp = gpu, profile, engine, tp
+        self.pp = pp  # sequential layer stages: each boundary sends the hidden states on
         flops, bw, p = gpu.bf16_dense_flops, gpu.hbm_bandwidth_bytes_s, profile
         self._gemm = (flops * p["gemm_compute_efficiency"], bw * p["gemm_memory_efficiency"],
                       p["gemm_latency_s"], p["gemm_sharpness"])  # fmt: skip
@@ -297,6 +299,8 @@ class RooflineCostModel:
         elementwise += (n_layers * ELEMENTWISE_KERNELS_PER_LAYER + 1) * self._elem_lat
         comm = n_layers * 2 * self.allreduce_time(BYTES_PER_PARAM * t * h)
         comm += self.allgather_time(BYTES_PER_PARAM * logit_tokens * model.vocab_size)
+        if self.pp > 1 and n_layers > 1:  # a draft head's one layer stays on its stage
+            comm += (self.pp - 1) * (self._ar_lat + BYTES_PER_PARAM * t * h / self._ar_bw)
         vocab = model.vocab_size // self.tp
         lm_head = self.gemm_time(logit_tokens, h, vocab) if logit_tokens else 0.0
         return (n_layers * gemm, elementwise, comm, lm_head)

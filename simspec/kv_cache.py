@@ -49,8 +49,10 @@ def plan_memory(
     draft_kv_per_token: float,
     max_tokens: int,
     max_logit_rows: int,
+    pp: int = 1,
 ) -> MemoryPlan:
-    usable = gpu.memory_bytes * engine["gpu_memory_utilization"]
+    # layers split over pp GPUs pool their memory (weights and KV divide with the layers)
+    usable = gpu.memory_bytes * engine["gpu_memory_utilization"] * pp
     weights = target.num_params * BYTES_PER_PARAM / tp
     act = activation_reserve(target, tp, max_tokens, max_logit_rows)
     kv_per_token = target.kv_bytes_per_token_per_gpu(tp) + draft_kv_per_token
@@ -58,10 +60,11 @@ def plan_memory(
     free = usable - weights - draft_bytes - act
     blocks = int(free // (kv_per_token * block)) if free > 0 else 0
     if blocks <= 0:
+        where = f"over {pp} GPUs" if pp > 1 else "per GPU"
         raise ScenarioError(
             f"{target.id} does not fit on {gpu.id} at tp={tp}: weights {weights / GIB:.1f} GiB + "
             f"draft {draft_bytes / GIB:.1f} GiB + activations {act / GIB:.1f} GiB exceed the "
-            f"{usable / GIB:.1f} GiB usable per GPU; raise tp or pick a larger GPU"
+            f"{usable / GIB:.1f} GiB usable {where}; raise tp or pp, or pick a larger GPU"
         )
     return MemoryPlan(usable, weights, draft_bytes, act, kv_per_token, block, blocks)
 

@@ -30,6 +30,13 @@ class Deployment(BaseModel):
     model: str = Field(default="llama-3.1-8b", description="model preset or config.json path")
     gpu: str = Field(default="h100_sxm", description="GPU preset")
     tp: int = Field(default=1, ge=1, le=64, description="tensor-parallel degree")
+    pp: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="GPUs the layers are split across, run one after another (Hugging Face "
+        "device_map='auto'): more memory, the same step time plus a hop per boundary",
+    )
     engine: str = Field(default="vllm", description="engine profile")
     profile: str | None = Field(default=None, description="hardware profile id or YAML path")
     workload: WorkloadConfig = WorkloadConfig()

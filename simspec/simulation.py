@@ -205,7 +205,9 @@ class Replica:
 def build_cost_model(sc: Scenario) -> RooflineCostModel:
     gpu, engine = load_gpu(sc.gpu), load_engine(sc.engine)
     overhead = engine.step_overhead(speculative=sc.method.name != "autoregressive")
-    return RooflineCostModel(gpu, load_profile(sc.profile or sc.gpu), engine, sc.tp, overhead)
+    return RooflineCostModel(
+        gpu, load_profile(sc.profile or sc.gpu), engine, sc.tp, overhead, pp=sc.pp
+    )
 
 
 def check(sc: Scenario) -> None:
@@ -236,6 +238,7 @@ def _setup(sc: Scenario):
         spec.extra_kv_bytes_per_token(),
         max_tokens,
         min(max_seqs * spec.verify_tokens, max_tokens),  # logit rows fit in the token budget
+        sc.pp,
     )
     return target, cost, spec, max_seqs, max_tokens, memory
 

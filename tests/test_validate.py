@@ -130,3 +130,24 @@ def test_packaged_cases_error_does_not_regress(packaged_cases):
               & (ok["load_kind"] == "concurrency")]  # fmt: skip
     assert len(tpot) >= 4
     assert tpot["rel_error"].abs().max() < 0.10
+
+
+def test_layer_split_pools_memory_and_keeps_the_step_time():
+    """pp GPUs running the layers in order (HF device_map='auto'): a 13B fp16 model that one
+    24 GB RTX 3090 cannot hold fits on two, and a batch-1 step costs what one GPU's would plus
+    one hop of the hidden state."""
+    from simspec.errors import ScenarioError
+    from simspec.scenario import Scenario
+    from simspec.simulation import build_cost_model, check
+
+    one = Scenario(model="vicuna-13b", gpu="rtx3090", engine="hf")
+    with pytest.raises(ScenarioError, match="raise tp or pp"):
+        check(one)
+    two = one.model_copy(update={"pp": 2})
+    check(two)
+    model, batch = load_model("vicuna-13b"), BatchShape.uniform(1, 1, 512, 1)
+    split = build_cost_model(two).forward(model, batch, overhead_s=0.0)
+    whole = build_cost_model(one).forward(model, batch, overhead_s=0.0)
+    hop = split.communication_s - whole.communication_s
+    assert 0 < hop < 1e-4
+    assert split.gemm_s == whole.gemm_s and split.attention_s == whole.attention_s
