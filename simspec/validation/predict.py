@@ -28,7 +28,7 @@ from simspec.scenario import (
     preset_acceptance,
     sampled_from_trace,
 )
-from simspec.simulation import build_cost_model, simulate
+from simspec.simulation import build_cost_model, check, simulate
 from simspec.speculators import SPECULATORS, MethodConfig
 from simspec.validation.cases import LOAD_KINDS, METRICS, number, whole
 from simspec.workload import LengthSpec, WorkloadConfig
@@ -54,6 +54,7 @@ SINGLE_REQUESTS = 32  # batch-1 rows: enough requests that per-request spread av
 MIN_REQUESTS = 32  # small batches: enough requests that per-request spread averages out
 QPS_SECONDS = 60.0  # open-loop rows: a minute of arrivals
 QPS_REQUESTS = (100, 2000)
+LAYER_SPLITS = (1, 2, 4, 8)  # GPU counts tried for an HF row that does not state its own
 OFFLINE_CONCURRENCY = 1000  # a closed loop this wide is an offline run: every request at once
 # Tree rows that give no depth or budget, for methods whose packaged default is a chain: the
 # reference implementation's defaults. EAGLE-3: SafeAILab/EAGLE eagle/model/ea_model.py,
@@ -111,11 +112,13 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
         load = 1.0
     if load is None or load <= 0 or (load_kind != "qps" and load != int(load)):
         raise Skip(f"missing field load (got {get('load')!r})")
-    tp = whole(get("tp")) or 1
-    if not get("tp") and (whole(get("num_gpus")) or 1) > 1:
-        raise Skip(
-            f"num_gpus {get('num_gpus')} with no tp: how the GPUs split the model is not stated"
-        )
+    tp, pp = whole(get("tp")) or 1, 1
+    gpus = whole(get("num_gpus"))
+    if not get("tp") and (gpus or 1) > 1:
+        if engine != "hf":
+            raise Skip(f"num_gpus {gpus} with no tp: how the GPUs split the model is not stated")
+        pp = gpus  # the HF reference code loads with device_map="auto": layers split in order
+        assumptions.append(f"HF splits the layers over the {gpus} GPUs (device_map='auto')")
     temperature = number(get("temperature"))
     if temperature is None:
         temperature, _ = 0.0, assumptions.append("temperature unstated: greedy")
@@ -126,6 +129,7 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
         "model": model,
         "gpu": gpu,
         "tp": tp,
+        "pp": pp,
         "engine": engine,
         "workload": workload,
         "temperature": temperature,
@@ -144,11 +148,34 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
                 )
             base_engine = "hf" if base == "hf-vanilla" else engine
             baseline = Scenario(**{**deploy, "engine": base_engine})
+        if engine == "hf" and not get("tp") and not gpus:
+            scenario, baseline = _fit_by_layer_split(scenario, baseline, assumptions)
     except InputError as exc:
         raise Skip(exc.message if exc.field.startswith("methods") else str(exc)) from None
     except ValueError as exc:  # pydantic: a field out of range
         raise Skip(_first_error(exc)) from None
     return CasePlan(metric, measured, scenario, baseline, source, assumptions)
+
+
+def _fit_by_layer_split(
+    scenario: Scenario, baseline: Scenario | None, notes: list[str]
+) -> tuple[Scenario, Scenario | None]:
+    """An HF row that does not say how many GPUs it used, for a model one GPU cannot hold: the
+    fewest GPUs its layers fit on when split in order (device_map='auto'), as the reference
+    code loads it. The baseline runs on the same GPUs."""
+    for pp in LAYER_SPLITS:
+        trial = scenario.model_copy(update={"pp": pp})
+        try:
+            check(trial)
+        except ScenarioError:
+            continue
+        except InputError:
+            return scenario, baseline  # let the run report the bad input
+        if pp > 1:
+            notes.append(f"GPU count unstated: the model fits with its layers split over {pp}")
+            baseline = baseline.model_copy(update={"pp": pp}) if baseline else None
+        return trial, baseline
+    return scenario, baseline
 
 
 def _known(loader, name: str, what: str) -> None:
