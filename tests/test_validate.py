@@ -151,3 +151,17 @@ def test_layer_split_pools_memory_and_keeps_the_step_time():
     hop = split.communication_s - whole.communication_s
     assert 0 < hop < 1e-4
     assert split.gemm_s == whole.gemm_s and split.attention_s == whole.attention_s
+
+
+def test_outputs_get_a_new_files_mode(tmp_path):
+    """Written atomically through a private temp file, yet readable as any new file would be."""
+    import os
+
+    from simspec.outputs import write_text_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_text_atomic(tmp_path / "out.csv", "a\n")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "out.csv").stat().st_mode & 0o777 == 0o644
