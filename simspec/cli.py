@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv as csv_module
 import json
 import sys
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -956,12 +957,17 @@ def calibrate_report(
 def validate_command(
     cases: Annotated[
         Path | None,
-        typer.Option(help="case table with the shared/validation/cases.csv columns "
-                     "[default: the packaged copy of those cases]"),
+        typer.Option(
+            help="case table with the shared/validation/cases.csv columns "
+            "[default: the packaged copy of those cases]"
+        ),
     ] = None,
     out: Annotated[
-        Path, typer.Option(help="predictions: every input column plus predicted_value, "
-                           "predicted_tau, rel_error, status, skip_reason (.csv)")
+        Path,
+        typer.Option(
+            help="predictions: every input column plus predicted_value, "
+            "predicted_tau, rel_error, status, skip_reason (.csv)"
+        ),
     ] = Path("predictions.csv"),
     report: Annotated[
         Path | None, typer.Option(help="also write a self-contained plotly HTML report")
@@ -971,8 +977,10 @@ def validate_command(
     ] = None,
     assume_gpu: Annotated[
         str | None,
-        typer.Option(help="run rows whose gpu is 'unknown' on this GPU preset (each such row "
-                     "says so in its assumptions column) [default: skip them]"),
+        typer.Option(
+            help="run rows whose gpu is 'unknown' on this GPU preset (each such row "
+            "says so in its assumptions column) [default: skip them]"
+        ),
     ] = None,
 ) -> None:
     """Predict every published measurement in a case table and report the error honestly.
@@ -1023,6 +1031,8 @@ def validate_command(
             write_report(pred, table, report)
     except InputError as exc:
         _fail(str(exc))
+    except BrokenProcessPool:
+        _fail("a worker process died (out of memory?); rerun with --workers 1")
     except OSError as exc:
         _fail(f"cannot read or write a file: {exc}")
     shown = table.rename(columns={"max_abs_error": "max |err|", "trend_rho": "trend rho"})

@@ -165,3 +165,16 @@ def test_outputs_get_a_new_files_mode(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "out.csv").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_step_time_row_costs_one_decode_step(tmp_path):
+    path = tmp_path / "steps.csv"
+    path.write_text(
+        "case_id,metric,method,target_model,gpu,engine,load_kind,load,context_len,measured_value\n"
+        "s,step_time_ms,autoregressive,llama-3.1-8b,h100_sxm,vllm,static_batch,1,1024,7.15\n"
+        "t,step_time_ms,autoregressive,llama-3.1-8b,h100_sxm,vllm,static_batch,1,,7.15\n",
+        encoding="utf-8",
+    )
+    pred = validate(read_cases(path), workers=1)
+    assert pred.loc[0, "status"] == "ok" and abs(pred.loc[0, "rel_error"]) < 0.10
+    assert "context_len" in pred.loc[1, "skip_reason"]

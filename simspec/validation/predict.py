@@ -111,7 +111,9 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
     if load is None and load_kind == "single":
         load = 1.0
     if load is None or load <= 0 or (load_kind != "qps" and load != int(load)):
-        raise Skip(f"missing field load (got {get('load')!r})")
+        raise Skip(
+            f"load {get('load')!r} is not a positive number (a whole one unless load_kind is qps)"
+        )
     tp, pp = whole(get("tp")) or 1, 1
     gpus = whole(get("num_gpus"))
     if not get("tp") and (gpus or 1) > 1:
@@ -121,8 +123,16 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
         assumptions.append(f"HF splits the layers over the {gpus} GPUs (device_map='auto')")
     temperature = number(get("temperature"))
     if temperature is None:
-        temperature, _ = 0.0, assumptions.append("temperature unstated: greedy")
+        temperature = 0.0
+        assumptions.append("temperature unstated: greedy")
     dataset = get("dataset") or "unknown"
+    if metric == "step_time_ms":
+        # one decode step at batch `load` with `context_len` tokens of KV per sequence
+        context = number(get("context_len"))
+        if not context or context < 1:
+            raise Skip("a step_time_ms row needs context_len (the KV length per sequence)")
+        row = {**row, "prompt_len": str(context), "output_len": "1"}
+        get = lambda col: str(row.get(col, "")).strip()  # noqa: E731
     workload = _workload(load_kind, load, get, dataset, assumptions)
 
     deploy: dict[str, Any] = {
