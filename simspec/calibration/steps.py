@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from simspec.errors import InputError
 from simspec.scenario import Scenario
 from simspec.simulation import simulate
-from simspec.workload import LengthSpec, WorkloadConfig
+from simspec.validation.predict import Skip, plan_case
 
 # the columns of the validation-case table (../shared/validation/cases.csv) this check reads
 CASE_COLUMNS = ("case_id", "metric", "method", "target_model", "gpu", "tp", "engine",
@@ -20,7 +21,9 @@ CASE_COLUMNS = ("case_id", "metric", "method", "target_model", "gpu", "tp", "eng
 MAX_CONCURRENCY = 64  # closed-loop rows above this are throughput tests, not step times
 
 
-ENGINES = ("vllm",)  # engines with a packaged engine profile (simspec/data/engines.yaml)
+# the engine whose host costs come from a fitted step-time model (SpecDecode-Bench), so its rows
+# check the calibrated GPU side end to end; `simspec validate` covers every engine
+ENGINES = ("vllm",)
 
 
 def step_time_rows(cases: pd.DataFrame, gpu: str) -> pd.DataFrame:
@@ -40,19 +43,13 @@ def step_time_rows(cases: pd.DataFrame, gpu: str) -> pd.DataFrame:
 
 
 def _scenario(row: pd.Series, profile: str | None) -> Scenario:
-    conc = int(row["load"])
-    known = pd.notna(row.get("prompt_len")) and pd.notna(row.get("output_len"))
-    workload = WorkloadConfig(
-        concurrency=conc,
-        requests=max(8, 3 * conc),
-        # unknown lengths: the packaged ShareGPT length trace (simspec.workload's default)
-        trace=None if known else "sharegpt",
-        prompt=LengthSpec(mean=float(row["prompt_len"])) if known else LengthSpec(),
-        output=LengthSpec(mean=float(row["output_len"])) if known else LengthSpec(),
-    )
-    tp = int(row["tp"]) if pd.notna(row.get("tp")) else 1
-    return Scenario(model=row["target_model"], gpu=row["gpu"], tp=tp, engine=row["engine"],
-                    profile=profile, workload=workload)  # fmt: skip
+    """The row's scenario as ``simspec validate`` builds it, on the given hardware profile."""
+    cells = {k: "" if pd.isna(v) else str(v) for k, v in row.items()}
+    try:
+        plan = plan_case(cells)
+    except Skip as exc:
+        raise InputError("--cases", f"row {cells.get('case_id', '?')}: {exc}") from None
+    return plan.scenario.model_copy(update={"profile": profile})
 
 
 def check_step_times(rows: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
