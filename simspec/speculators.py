@@ -236,6 +236,11 @@ class Speculator:
         return params * BYTES_PER_PARAM / self.cost.tp
 
 
+def lookup_cost(engine: EngineProfile, seqs: int) -> StepCost:
+    """Host time of an n-gram lookup for ``seqs`` decoding sequences (no GPU work)."""
+    return StepCost(overhead_s=engine["ngram_cpu_s_per_seq"] * seqs)
+
+
 class Autoregressive(Speculator):
     name = "autoregressive"
 
@@ -552,7 +557,7 @@ class Lookahead(Speculator):
         nodes: int | None = None,
     ) -> StepCost:
         # n-gram pool bookkeeping on the CPU, like prompt lookup's
-        return StepCost(overhead_s=self.engine["ngram_cpu_s_per_seq"] * len(kv_tokens))
+        return lookup_cost(self.engine, len(kv_tokens))
 
 
 class NGram(Speculator):
@@ -575,7 +580,7 @@ class NGram(Speculator):
         k: int,
         nodes: int | None = None,
     ) -> StepCost:
-        return StepCost(overhead_s=self.engine["ngram_cpu_s_per_seq"] * len(kv_tokens))
+        return lookup_cost(self.engine, len(kv_tokens))
 
 
 class PLD(NGram):

@@ -83,7 +83,7 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
 
     assume_gpu: run rows whose gpu is ``unknown`` on this GPU (noted in ``assumptions``);
     without it they are skipped."""
-    get = lambda col: str(row.get(col, "")).strip()  # noqa: E731
+    get = _cells(row)
     metric = get("metric")
     if metric not in METRICS:
         raise Skip(f"metric {metric!r} is not one simspec predicts ({', '.join(METRICS)})")
@@ -132,7 +132,7 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
         if not context or context < 1:
             raise Skip("a step_time_ms row needs context_len (the KV length per sequence)")
         row = {**row, "prompt_len": str(context), "output_len": "1"}
-        get = lambda col: str(row.get(col, "")).strip()  # noqa: E731
+        get = _cells(row)
     workload = _workload(load_kind, load, get, dataset, assumptions)
 
     deploy: dict[str, Any] = {
@@ -165,6 +165,11 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
     except ValueError as exc:  # pydantic: a field out of range
         raise Skip(_first_error(exc)) from None
     return CasePlan(metric, measured, scenario, baseline, source, assumptions)
+
+
+def _cells(row: dict[str, str]):
+    """Reads a row's cell as stripped text ("" when the column is absent)."""
+    return lambda col: str(row.get(col, "")).strip()
 
 
 def _fit_by_layer_split(
@@ -240,7 +245,7 @@ def _method(
     """The row's method in its stated shape, with acceptance by the issue's precedence."""
     if name == "autoregressive":
         return MethodConfig(name=name, k=0), ""
-    get = lambda col: str(row.get(col, "")).strip()  # noqa: E731
+    get = _cells(row)
     fields = method_defaults(name)
     cls = SPECULATORS[name]
     shape, k = get("spec_shape"), whole(get("k"))
@@ -302,7 +307,7 @@ def _acceptance(
     fields: dict[str, Any],
     temperature: float,
 ) -> tuple[AcceptanceConfig, str]:
-    get = lambda col: str(row.get(col, "")).strip()  # noqa: E731
+    get = _cells(row)
     if get("uses_trace").lower() in ("yes", "true", "1"):
         if dataset not in TRACE_DATASETS:
             raise Skip(f"uses_trace is yes but no packaged trace is named {dataset!r}")
