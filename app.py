@@ -3,8 +3,8 @@
     streamlit run app.py
 
 The page only gathers inputs and shows results; everything it computes lives in
-simspec.explorer, simspec.planning and simspec.analytic (tested there). Any bad input becomes
-one message on the page, never a traceback.
+simspec.ui.explorer, simspec.studies.planning and simspec.studies.analytic (tested there). Any
+bad input becomes one message on the page, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ from pathlib import Path
 import streamlit as st
 from pydantic import ValidationError
 
-from simspec import analytic, explorer, planning
+from simspec.catalog.hardware import engine_ids, gpu_ids
+from simspec.catalog.models import model_ids
+from simspec.config import Deployment
+from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError
-from simspec.presets import engine_ids, gpu_ids, model_ids
-from simspec.scenario import Deployment
-from simspec.speculators import SPECULATORS
+from simspec.studies import analytic, planning
+from simspec.ui import explorer
 
 st.set_page_config(page_title="simspec explorer", layout="wide")
 UPLOADS = Path(tempfile.gettempdir()) / "simspec-uploads"

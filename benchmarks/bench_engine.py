@@ -15,9 +15,9 @@ import platform
 import pstats
 import time
 
-from simspec.scenario import Scenario, default_methods
-from simspec.simulation import simulate
-from simspec.workload import WorkloadConfig
+from simspec.catalog.methods import default_methods
+from simspec.config import Scenario, WorkloadConfig
+from simspec.engine.simulation import simulate
 
 
 def scenario(requests: int) -> Scenario:

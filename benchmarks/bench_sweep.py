@@ -18,10 +18,10 @@ import time
 
 import numpy as np
 
-from simspec.scenario import Scenario, preset_method
-from simspec.simulation import simulate
-from simspec.sweep import SweepConfig, run_sweep
-from simspec.workload import WorkloadConfig
+from simspec.catalog.methods import preset_method
+from simspec.config import Scenario, WorkloadConfig
+from simspec.engine.simulation import simulate
+from simspec.studies.sweep import SweepConfig, run_sweep
 
 
 def grid(executor: str) -> None:
@@ -54,8 +54,9 @@ def scaling() -> None:
 
 
 def memory() -> None:
-    sc = Scenario(method=preset_method("eagle3"),
-                  workload=WorkloadConfig(concurrency=64, requests=100_000))  # fmt: skip
+    sc = Scenario(
+        method=preset_method("eagle3"), workload=WorkloadConfig(concurrency=64, requests=100_000)
+    )
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     simulate(sc)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -8,7 +8,7 @@ Published τ presets give a mean; real requests differ (some prompts are easy to
 some are not). For each request of a trace, α_r comes from its mean accepted length with a
 long draft (a geometric number of accepted tokens: α = s / (1 + s), s = mean(acc_len - 1)),
 and the spread is the standard deviation of logit(α_r) across requests minus the estimation
-noise (delta method), the ``spread`` of simspec.acceptance's logit-normal model. The EAGLE-3
+noise (delta method), the ``spread`` of simspec.engine.acceptance's logit-normal model. The EAGLE-3
 trace stands for learned drafters, the n-gram trace for lookup-based ones.
 """
 

@@ -34,7 +34,7 @@ import pandas as pd
 import yaml
 from scipy.special import softmax
 
-from simspec.acceptance import TreeShape, alpha_for_tau, alpha_for_tree_tau
+from simspec.engine.acceptance.inversion import TreeShape, alpha_for_tau, alpha_for_tree_tau
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT.parent / "shared" / "validation" / "cases.csv"
@@ -146,9 +146,19 @@ def pairs() -> pd.DataFrame:
         else:
             a0 = alpha_for_tree_tau(float(r.tau0), shape)
             a1 = alpha_for_tree_tau(float(r.tau1), shape)
-        rows.append({"case0": r.case_id0, "case1": r.case_id1, "method": r.method,
-                     "target": r.target_model, "dataset": r.dataset, "tau0": r.tau0,
-                     "tau1": r.tau1, "alpha0": a0, "alpha1": a1})  # fmt: skip
+        rows.append(
+            {
+                "case0": r.case_id0,
+                "case1": r.case_id1,
+                "method": r.method,
+                "target": r.target_model,
+                "dataset": r.dataset,
+                "tau0": r.tau0,
+                "tau1": r.tau1,
+                "alpha0": a0,
+                "alpha1": a1,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -202,17 +212,22 @@ def main() -> None:
             "shared/validation/cases.csv (EAGLE-1 Table 2, EAGLE-2 Table 1), each tau turned "
             "into alpha with simspec's chain/tree inversion"
         ),
-        "fit": {"c": c, "kappa": kappa, "pairs": len(data),
-                "alpha0_median": round(float(np.median(data.alpha0)), 4),
-                "rmse_alpha1": round(err, 4),
-                "mape_alpha1": round(float(np.mean(np.abs(pred / data.alpha1 - 1))), 4),
-                "factor_t1": round(factor, 4), "factor_mape_alpha1": round(factor_mape, 4),
-                "cases": [f"{a}/{b}" for a, b in zip(data.case0, data.case1, strict=True)]},
+        "fit": {
+            "c": c,
+            "kappa": kappa,
+            "pairs": len(data),
+            "alpha0_median": round(float(np.median(data.alpha0)), 4),
+            "rmse_alpha1": round(err, 4),
+            "mape_alpha1": round(float(np.mean(np.abs(pred / data.alpha1 - 1))), 4),
+            "factor_t1": round(factor, 4),
+            "factor_mape_alpha1": round(factor_mape, 4),
+            "cases": [f"{a}/{b}" for a, b in zip(data.case0, data.case1, strict=True)],
+        },
         "alpha0": [round(float(a), 4) for a in alpha0_grid],
         "temperature": T_GRID,
         "top_p": TOP_P_GRID,
         "alpha": table,
-    }  # fmt: skip
+    }
     sib_alpha, sib_hits = sibling_curve(fam, c, kappa)
     doc["siblings"] = {
         "source": "recursive rejection sampling (SpecInfer) over i.i.d. draft candidates on the "

@@ -16,13 +16,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from simspec.acceptance import AcceptanceConfig  # noqa: E402
-from simspec.sampling import factor  # noqa: E402
-from simspec.scenario import Scenario, preset_method  # noqa: E402
-from simspec.simulation import simulate  # noqa: E402
-from simspec.speculators import MethodConfig  # noqa: E402
-from simspec.sweep import SweepConfig, run_sweep  # noqa: E402
-from simspec.workload import LengthSpec, WorkloadConfig  # noqa: E402
+from simspec.catalog.methods import preset_method  # noqa: E402
+from simspec.catalog.sampling import factor  # noqa: E402
+from simspec.config import (  # noqa: E402
+    AcceptanceConfig,  # noqa: E402
+    LengthSpec,
+    MethodConfig,  # noqa: E402
+    Scenario,
+    WorkloadConfig,
+)
+from simspec.engine.simulation import simulate  # noqa: E402
+from simspec.studies.sweep import SweepConfig, run_sweep  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "figures"
 TEMPS = [0.0, 0.25, 0.5, 0.7, 0.85, 1.0, 1.2, 1.5]
@@ -35,27 +39,37 @@ def speedup(method: MethodConfig, temperature: float, wl: WorkloadConfig) -> flo
 
 
 def temperature_figure() -> None:
-    wl = WorkloadConfig(concurrency=1, requests=40, trace=None, prompt=LengthSpec(mean=128),
-                        output=LengthSpec(mean=256))  # fmt: skip
+    wl = WorkloadConfig(
+        concurrency=1,
+        requests=40,
+        trace=None,
+        prompt=LengthSpec(mean=128),
+        output=LengthSpec(mean=256),
+    )
     methods = {
         "EAGLE-3, K=3 (trace preset)": preset_method("eagle3", "sharegpt"),
         "EAGLE-2, 50-node dynamic tree": preset_method("eagle2", "sharegpt"),
         "draft model (Llama-3.2-1B), α0=0.5, K=3": MethodConfig(
-            name="draft_model", k=3, draft_model="llama-3.2-1b",
-            acceptance=AcceptanceConfig(alpha=0.5)),
-    }  # fmt: skip
+            name="draft_model",
+            k=3,
+            draft_model="llama-3.2-1b",
+            acceptance=AcceptanceConfig(alpha=0.5),
+        ),
+    }
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     left.plot(TEMPS, [factor(t) for t in TEMPS], marker="o", label="top-p 1.0")
     left.plot(TEMPS, [factor(t, 0.9) for t in TEMPS], marker="s", label="top-p 0.9")
     left.axvline(1.0, color="grey", linestyle=":", linewidth=1)
-    left.set(title="Acceptance relative to greedy", xlabel="temperature",
-             ylabel="α_T / α_greedy")  # fmt: skip
+    left.set(title="Acceptance relative to greedy", xlabel="temperature", ylabel="α_T / α_greedy")
     left.legend()
     for label, method in methods.items():
         right.plot(TEMPS, [speedup(method, t, wl) for t in TEMPS], marker="o", label=label)
     right.axhline(1.0, color="black", linewidth=1)
-    right.set(title="Batch-1 speedup, Llama-3.1-8B on H100 (vLLM profile)",
-              xlabel="temperature", ylabel="speedup over plain decoding")  # fmt: skip
+    right.set(
+        title="Batch-1 speedup, Llama-3.1-8B on H100 (vLLM profile)",
+        xlabel="temperature",
+        ylabel="speedup over plain decoding",
+    )
     right.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(OUT / "temperature.png", dpi=110)
@@ -71,12 +85,21 @@ def load_figure() -> None:
     for k, part in frame.groupby("k"):
         ax.plot(part.batch_size, part.speedup, marker="o", label=f"fixed K={k}")
     best = frame.groupby("batch_size").speedup.max().clip(lower=1.0)
-    ax.plot(best.index, best.values, color="black", linewidth=2.5, alpha=0.4,
-            label="best K per concurrency (K=0 below 1.0)")  # fmt: skip
+    ax.plot(
+        best.index,
+        best.values,
+        color="black",
+        linewidth=2.5,
+        alpha=0.4,
+        label="best K per concurrency (K=0 below 1.0)",
+    )
     ax.axhline(1.0, color="black", linewidth=1)
     ax.set_xscale("log", base=2)
-    ax.set(title="EAGLE-3 on Llama-3.1-8B, H100: the best K falls with load",
-           xlabel="concurrent requests", ylabel="speedup over plain decoding")  # fmt: skip
+    ax.set(
+        title="EAGLE-3 on Llama-3.1-8B, H100: the best K falls with load",
+        xlabel="concurrent requests",
+        ylabel="speedup over plain decoding",
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(OUT / "load.png", dpi=110)

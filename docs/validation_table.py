@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from simspec.validation.summary import series_table, unique_mape
+from simspec.studies.validation.summary import series_table, unique_mape
 
 RECORDED = Path(__file__).resolve().parent.parent / "simspec/data/validation/recorded.json"
 
@@ -35,13 +35,17 @@ def main() -> None:
     for col in ("predicted_value", "predicted_tau", "rel_error"):
         pred[col] = pd.to_numeric(pred[col], errors="coerce")
     table = series_table(pred)
-    lines = ["| series | rows | predicted | MAPE | max error | bias | trend ρ |",
-             "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "| series | rows | predicted | MAPE | max error | bias | trend ρ |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in table.itertuples():
         if r.ok or r.series == "ALL":
             rho = "" if pd.isna(r.trend_rho) else f"{r.trend_rho:.2f}"
-            lines.append(f"| {r.series} | {r.rows} | {r.ok} | {_pct(r.mape)} | "
-                         f"{_pct(r.max_abs_error)} | {_pct(r.bias)} | {rho} |")  # fmt: skip
+            lines.append(
+                f"| {r.series} | {r.rows} | {r.ok} | {_pct(r.mape)} | "
+                f"{_pct(r.max_abs_error)} | {_pct(r.bias)} | {rho} |"
+            )
     print("\n".join(lines))
     if args.record:
         total = table.iloc[-1]

@@ -4,19 +4,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simspec.acceptance import (
-    AcceptanceConfig,
-    ParametricAcceptance,
+from simspec.catalog.traces import load_trace, replay_tau
+from simspec.config import AcceptanceConfig, MethodConfig, Scenario, WorkloadConfig
+from simspec.engine.acceptance.exact import expected_tokens_per_step
+from simspec.engine.acceptance.inversion import (
     alpha_for_tau,
+    alpha_profile,
     expected_tokens,
     mean_matching_logits,
 )
-from simspec.exact import expected_tokens_per_step
-from simspec.scenario import Scenario
-from simspec.simulation import simulate
-from simspec.speculators import MethodConfig
-from simspec.traces import load_trace, replay_tau
-from simspec.workload import WorkloadConfig
+from simspec.engine.acceptance.samplers import ParametricAcceptance
+from simspec.engine.simulation import simulate
 
 
 def run(method, requests=60, concurrency=1, **wl):
@@ -82,7 +80,7 @@ def test_per_step_expectation_under_spread_matches_monte_carlo():
     for rid in range(n):
         sampler.start(rid, -1)
     counts = sampler.accept_counts(np.arange(n), np.zeros(n, dtype=np.int64), 3)
-    assert counts.mean() + 1 == pytest.approx(expected_tokens(cfg.profile(3), 1.0), rel=0.01)
+    assert counts.mean() + 1 == pytest.approx(expected_tokens(alpha_profile(cfg, 3), 1.0), rel=0.01)
 
 
 def test_burstiness_correlates_successive_steps():

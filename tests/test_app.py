@@ -7,8 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from simspec import explorer
 from simspec.errors import InputError
+from simspec.ui import explorer
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 TIMEOUT = 180
@@ -40,8 +40,11 @@ def test_changing_each_main_input_rerenders_without_error(app):
     at = app
     at.sidebar.text_input[0].set_value("1,16").run()  # smaller grid first: faster reruns
     _ok(at)
-    for label, value in (("Model", "qwen3-8b"), ("GPU", "h200"),
-                         ("Domain (preset and request lengths)", "gsm8k (math)")):  # fmt: skip
+    for label, value in (
+        ("Model", "qwen3-8b"),
+        ("GPU", "h200"),
+        ("Domain (preset and request lengths)", "gsm8k (math)"),
+    ):
         next(s for s in at.sidebar.selectbox if s.label == label).set_value(value).run()
         _ok(at)
     next(m for m in at.sidebar.multiselect if m.label == "Methods").set_value(
@@ -120,8 +123,9 @@ def test_trace_uploads_are_checked_line_by_line(tmp_path):
 
 
 def test_results_csv_holds_every_method_and_load():
-    inp = explorer.ExplorerInputs(loads=[1, 8], requests=8, lengths="fixed", prompt_mean=64,
-                                  output_mean=32)  # fmt: skip
+    inp = explorer.ExplorerInputs(
+        loads=[1, 8], requests=8, lengths="fixed", prompt_mean=64, output_mean=32
+    )
     res = explorer.run(inp, workers=1)
     frame = pd.read_csv(__import__("io").StringIO(explorer.results_csv(res["summary"])))
     assert set(frame.method) == {"autoregressive", "eagle3"} and set(frame.load) == {1, 8}

@@ -12,23 +12,32 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from simspec.calibration.fit import FORMS, fit_all, holdout_split, predict
-from simspec.calibration.samples import COLUMNS, discover, vidur_compute
-from simspec.calibration.steps import check_step_times, step_time_rows
-from simspec.cli import app
-from simspec.costmodel import attention_work, gemm_work
-from simspec.presets import gpu_ids, load_gpu, load_profile
+from simspec.catalog.hardware import gpu_ids, load_gpu, load_profile
+from simspec.cli.main import app
+from simspec.engine.costmodel import attention_work, gemm_work
+from simspec.studies.calibration.fit import FORMS, fit_all, holdout_split, predict
+from simspec.studies.calibration.samples import COLUMNS, discover, vidur_compute
+from simspec.studies.calibration.steps import check_step_times, step_time_rows
 
 runner = CliRunner()
 H100 = load_gpu("h100_sxm")
 TRUE = {
-    "gemm": {"latency_s": 4e-6, "compute_efficiency": 0.7, "memory_efficiency": 0.85,
-             "sharpness": 2.5},
-    "attention": {"latency_s": 9e-6, "compute_efficiency": 0.45, "memory_efficiency": 0.75,
-                  "sharpness": 3.0, "decode_latency_s": 6e-6},
+    "gemm": {
+        "latency_s": 4e-6,
+        "compute_efficiency": 0.7,
+        "memory_efficiency": 0.85,
+        "sharpness": 2.5,
+    },
+    "attention": {
+        "latency_s": 9e-6,
+        "compute_efficiency": 0.45,
+        "memory_efficiency": 0.75,
+        "sharpness": 3.0,
+        "decode_latency_s": 6e-6,
+    },
     "elementwise": {"latency_s": 2e-6, "memory_efficiency": 0.5},
     "allreduce": {"latency_s": 2.5e-5, "bandwidth_efficiency": 0.8},
-}  # fmt: skip
+}
 
 
 def synthetic_samples(rng: np.random.Generator, noise: float = 0.0) -> pd.DataFrame:
@@ -44,15 +53,22 @@ def synthetic_samples(rng: np.random.Generator, noise: float = 0.0) -> pd.DataFr
         for q in (1.0, 4.0, 16.0):
             f, b = attention_work(h, h // 4, seqs * q, seqs * q * q, seqs * q * ctx, seqs * ctx)
             frames.append(
-                dict(operator="attention", model=model, tokens=seqs * q, flops=f, bytes=b,
-                     decode_only=q == 1.0)
-            )  # fmt: skip
+                dict(
+                    operator="attention",
+                    model=model,
+                    tokens=seqs * q,
+                    flops=f,
+                    bytes=b,
+                    decode_only=q == 1.0,
+                )
+            )
         frames.append(
             dict(operator="elementwise", model=model, tokens=m, flops=0.0, bytes=4.0 * m * h)
         )
         size = np.geomspace(2048, 2**26, 40)
-        frames.append(dict(operator="allreduce", model=model, tokens=size, flops=0.0,
-                           bytes=2 * 3 / 4 * size))  # fmt: skip
+        frames.append(
+            dict(operator="allreduce", model=model, tokens=size, flops=0.0, bytes=2 * 3 / 4 * size)
+        )
     df = pd.concat([pd.DataFrame(f) for f in frames], ignore_index=True)
     df["op"], df["source"], df["tp"], df["group"] = "op", "synthetic", 1, df["model"]
     df["decode_only"] = df["decode_only"].astype("boolean").fillna(False).astype(bool)
@@ -88,8 +104,10 @@ def test_holdout_split_fits_the_smallest_model_and_tests_the_rest():
 
 
 def test_vidur_tables_become_gemm_and_elementwise_samples_of_the_right_shapes(shared):
-    path = (shared / "calibration-data/vidur-profiling/data/profiling/compute/h100/meta-llama"
-            "/Llama-2-7b-hf/mlp.csv")  # fmt: skip
+    path = (
+        shared / "calibration-data/vidur-profiling/data/profiling/compute/h100/meta-llama"
+        "/Llama-2-7b-hf/mlp.csv"
+    )
     s = vidur_compute(path)
     qkv = s[(s.op == "attn_pre_proj") & (s.tp == 2) & (s.tokens == 1)].iloc[0]
     # Llama-2-7B: hidden 4096, 32 heads and 32 KV heads of 128; TP 2 -> 3 * 2048 outputs
@@ -136,11 +154,14 @@ def test_calibrated_model_meets_published_vllm_step_times_within_10_percent(shar
 
 
 def test_calibrate_fit_writes_a_loadable_profile_from_a_vidur_table(shared, tmp_path):
-    table = (shared / "calibration-data/vidur-profiling/data/profiling/compute/a100/meta-llama"
-             "/Llama-2-7b-hf/mlp.csv")  # fmt: skip
+    table = (
+        shared / "calibration-data/vidur-profiling/data/profiling/compute/a100/meta-llama"
+        "/Llama-2-7b-hf/mlp.csv"
+    )
     out = tmp_path / "a100.json"
-    result = runner.invoke(app, ["calibrate", "fit", str(table), "--gpu", "a100_80gb",
-                                 "--out", str(out)])  # fmt: skip
+    result = runner.invoke(
+        app, ["calibrate", "fit", str(table), "--gpu", "a100_80gb", "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     profile = load_profile(str(out))
     assert profile.params["gemm_memory_efficiency"].basis == "measured"
@@ -153,8 +174,10 @@ def test_calibrate_report_shows_stored_errors_and_writes_html_for_timings(shared
     assert result.exit_code == 0 and "heldout_mape" in result.output
     table = shared / "calibration-data/vidur-profiling/data/profiling/network/h100_dgx"
     html, csv = tmp_path / "r.html", tmp_path / "r.csv"
-    result = runner.invoke(app, ["calibrate", "report", "--timings", str(table), "--html",
-                                 str(html), "--csv", str(csv)])  # fmt: skip
+    result = runner.invoke(
+        app,
+        ["calibrate", "report", "--timings", str(table), "--html", str(html), "--csv", str(csv)],
+    )
     assert result.exit_code == 0, result.output
     assert "<html>" in html.read_text()[:200] and "plotly" in html.read_text()[:5000]
     assert set(pd.read_csv(csv).operator) == {"allreduce"}
@@ -193,7 +216,7 @@ def test_bad_calibrate_input_is_one_line_naming_the_field(tmp_path, monkeypatch,
 
 
 def test_profile_files_round_trip_through_yaml_and_json(tmp_path):
-    from simspec.calibration.profile import write_profile
+    from simspec.studies.calibration.profile import write_profile
 
     profile = load_profile("h100_sxm")
     for name in ("p.yaml", "p.json"):
@@ -211,10 +234,24 @@ def test_harness_csv_fits_a_profile_and_reports_whole_steps(tmp_path):
 
     csv = tmp_path / "t.csv"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "calibration" / "time_forward.py"), "--model", "tiny",
-         "--device", "cpu", "--repeats", "3", "--warmup", "1", "--out", str(csv)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "calibration" / "time_forward.py"),
+            "--model",
+            "tiny",
+            "--device",
+            "cpu",
+            "--repeats",
+            "3",
+            "--warmup",
+            "1",
+            "--out",
+            str(csv),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "cpu.yaml"
     args = ["calibrate", "fit", str(csv), "--gpu", "h100_sxm", "--out", str(out)]
@@ -223,8 +260,10 @@ def test_harness_csv_fits_a_profile_and_reports_whole_steps(tmp_path):
     profile = load_profile(str(out))
     assert profile.params["gemm_latency_s"].basis == "measured"
     assert profile.params["attention_latency_s"].basis == "transferred"  # --only kept it
-    result = runner.invoke(app, ["calibrate", "report", "--profile", str(out), "--gpu",
-                                 "h100_sxm", "--timings", str(csv)])  # fmt: skip
+    result = runner.invoke(
+        app,
+        ["calibrate", "report", "--profile", str(out), "--gpu", "h100_sxm", "--timings", str(csv)],
+    )
     assert result.exit_code == 0, result.output
     assert "sum of operators vs measured" in result.output
     bad = runner.invoke(app, [*args, "--only", "gemm,softmax"])

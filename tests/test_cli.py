@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from simspec.cli import app
-from simspec.sweep import COLUMNS
+from simspec.cli.main import app
+from simspec.studies.sweep import COLUMNS
 
 runner = CliRunner()
 FAST = ["--batch-sizes", "1,8", "--requests", "16"]

@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from simspec.costmodel import BatchShape, RooflineCostModel
-from simspec.presets import BYTES_PER_PARAM, load_engine, load_gpu, load_model, load_profile
+from simspec.catalog.hardware import load_engine, load_gpu, load_profile
+from simspec.catalog.models import BYTES_PER_PARAM, load_model
+from simspec.engine.costmodel import BatchShape, RooflineCostModel
 
 
 def cost_model(tp=1, gpu="h100_sxm"):

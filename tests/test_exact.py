@@ -1,4 +1,4 @@
-"""Specification of the exact speculative-sampling rule (simspec.exact).
+"""Specification of the exact speculative-sampling rule (simspec.engine.acceptance.exact).
 
 Read top to bottom, these tests state what the rule promises:
 
@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from scipy.stats import chi2_contingency
 
-from simspec import exact
-from simspec.exact import (
+from simspec.engine.acceptance import exact
+from simspec.engine.acceptance.exact import (
     acceptance_rate,
     expected_tokens_per_step,
     sample_accept_counts,
@@ -381,7 +381,7 @@ def test_bad_input_raises_value_error_naming_argument(call, name):
 # -- several candidates at one tree node (recursive rejection sampling) ------------------------
 @pytest.mark.parametrize("num_candidates", [1, 2, 4])
 def test_verify_siblings_emits_the_target_distribution(num_candidates):
-    from simspec.exact import verify_siblings
+    from simspec.engine.acceptance.exact import verify_siblings
 
     rng = np.random.default_rng(7)
     vocab = 6
@@ -402,14 +402,16 @@ def test_verify_siblings_emits_the_target_distribution(num_candidates):
 
 
 def test_more_sibling_candidates_accept_more_often():
-    from simspec.exact import verify_siblings
+    from simspec.engine.acceptance.exact import verify_siblings
 
     rng = np.random.default_rng(3)
     p = rng.dirichlet(np.ones(8))
     q = rng.dirichlet(np.ones(8))
     rates = []
     for k in (1, 2, 4):
-        hits = sum(verify_siblings(p, q, rng.choice(8, size=k, p=q), rng)[1] is not None
-                   for _ in range(20_000))  # fmt: skip
+        hits = sum(
+            verify_siblings(p, q, rng.choice(8, size=k, p=q), rng)[1] is not None
+            for _ in range(20_000)
+        )
         rates.append(hits / 20_000)
     assert rates[0] < rates[1] < rates[2]

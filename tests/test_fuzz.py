@@ -17,16 +17,30 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simspec.cli import main
+from simspec.catalog.models import load_hf_config
+from simspec.catalog.vllm import to_method
+from simspec.cli.main import main
 from simspec.errors import InputError
-from simspec.presets import load_hf_config
-from simspec.vllm_config import to_method
 
-FAST = ["--batch-sizes", "1", "--requests", "2", "--prompt-len", "16", "--output-len", "8",
-        "--executor", "serial", "--quiet"]  # fmt: skip
+FAST = [
+    "--batch-sizes",
+    "1",
+    "--requests",
+    "2",
+    "--prompt-len",
+    "16",
+    "--output-len",
+    "8",
+    "--executor",
+    "serial",
+    "--quiet",
+]
 # SIMSPEC_FUZZ_EXAMPLES=500 pytest tests/test_fuzz.py digs deeper by hand; CI tries 40 each
-FUZZ = settings(max_examples=int(os.environ.get("SIMSPEC_FUZZ_EXAMPLES", "40")), deadline=None,
-                suppress_health_check=list(HealthCheck))  # fmt: skip
+FUZZ = settings(
+    max_examples=int(os.environ.get("SIMSPEC_FUZZ_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
 TEXT = st.text(alphabet=string.printable, max_size=40)
 JSONISH = st.recursive(
     st.none() | st.booleans() | st.integers(-(10**9), 10**9) | st.floats(allow_nan=True) | TEXT,
@@ -66,9 +80,27 @@ def _one_line_or_ok(result: Result, out=None) -> None:
 
 
 @FUZZ
-@given(st.sampled_from(["--batch-sizes", "--k", "--alpha", "--model", "--gpu", "--tp",
-                        "--temperature", "--top-p", "--tau", "--dataset", "--seed",
-                        "--requests", "--methods", "--engine"]), TEXT)  # fmt: skip
+@given(
+    st.sampled_from(
+        [
+            "--batch-sizes",
+            "--k",
+            "--alpha",
+            "--model",
+            "--gpu",
+            "--tp",
+            "--temperature",
+            "--top-p",
+            "--tau",
+            "--dataset",
+            "--seed",
+            "--requests",
+            "--methods",
+            "--engine",
+        ]
+    ),
+    TEXT,
+)
 def test_random_cli_values(tmp_path_factory, flag, value):
     out = tmp_path_factory.mktemp("cli") / "out.csv"
     result = invoke(["sweep", *FAST, flag, value, "--out", str(out)])
@@ -81,8 +113,7 @@ def test_random_config_files(tmp_path_factory, data):
     folder = tmp_path_factory.mktemp("cfg")
     cfg, out = folder / "c.json", folder / "out.csv"
     cfg.write_text(json.dumps(data))
-    _one_line_or_ok(invoke(["sweep", "--config", str(cfg), *FAST, "--out",
-                                        str(out)]), out)  # fmt: skip
+    _one_line_or_ok(invoke(["sweep", "--config", str(cfg), *FAST, "--out", str(out)]), out)
 
 
 @FUZZ
@@ -100,16 +131,32 @@ def test_random_trace_files(tmp_path_factory, records):
     folder = tmp_path_factory.mktemp("trace")
     trace, cfg = folder / "t.jsonl", folder / "c.yaml"
     trace.write_text("\n".join(json.dumps(r) for r in records))
-    cfg.write_text(f"methods: [{{name: eagle3, acceptance: {{trace: '{trace}', "
-                   "trace_method: eagle3}}]\n")  # fmt: skip
+    cfg.write_text(
+        f"methods: [{{name: eagle3, acceptance: {{trace: '{trace}', trace_method: eagle3}}}}]\n"
+    )
     _one_line_or_ok(invoke(["sweep", "--config", str(cfg), *FAST]))
 
 
 @FUZZ
-@given(st.dictionaries(st.sampled_from(["hidden_size", "intermediate_size", "num_hidden_layers",
-                                        "num_attention_heads", "num_key_value_heads",
-                                        "vocab_size", "head_dim", "text_config"]) | TEXT,
-                       JSONISH, max_size=8))  # fmt: skip
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "hidden_size",
+                "intermediate_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "num_key_value_heads",
+                "vocab_size",
+                "head_dim",
+                "text_config",
+            ]
+        )
+        | TEXT,
+        JSONISH,
+        max_size=8,
+    )
+)
 def test_random_hugging_face_configs(tmp_path_factory, data):
     path = tmp_path_factory.mktemp("hf") / "config.json"
     path.write_text(json.dumps(data))
@@ -120,9 +167,14 @@ def test_random_hugging_face_configs(tmp_path_factory, data):
 
 
 VLLM_KEYS = [
-    "method", "num_speculative_tokens", "model", "num_speculative_tokens_per_batch_size",
-    "speculative_token_tree", "disable_by_batch_size", "prompt_lookup_max",
-]  # fmt: skip
+    "method",
+    "num_speculative_tokens",
+    "model",
+    "num_speculative_tokens_per_batch_size",
+    "speculative_token_tree",
+    "disable_by_batch_size",
+    "prompt_lookup_max",
+]
 
 
 @FUZZ
@@ -188,7 +240,7 @@ _CELLS = {
 def test_random_validate_rows(tmp_path_factory, rows):
     import pandas as pd
 
-    from simspec.validation.cases import COLUMNS
+    from simspec.studies.validation.cases import COLUMNS
 
     tmp = tmp_path_factory.mktemp("validate")
     cases, out = tmp / "cases.csv", tmp / "pred.csv"

@@ -8,22 +8,41 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from simspec.acceptance import AcceptanceConfig, TreeShape, pooled_tau, tree_expected_tau
-from simspec.cli import app
-from simspec.costmodel import BatchShape, RooflineCostModel
-from simspec.exact import expected_tokens_per_step
-from simspec.presets import load_engine, load_gpu, load_model, load_profile
-from simspec.scenario import Scenario, method_presets, preset_method
-from simspec.simulation import simulate
-from simspec.speculators import SPECULATORS, MethodConfig, build_speculator
-from simspec.sweep import SweepConfig, run_sweep
-from simspec.trees import best_tree, chain, expected_tau, from_paths, rank_curves, top_r_hit, walk
-from simspec.workload import LengthSpec, WorkloadConfig
+from simspec.catalog.hardware import load_engine, load_gpu, load_profile
+from simspec.catalog.methods import method_presets, preset_method
+from simspec.catalog.models import load_model
+from simspec.cli.main import app
+from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
+from simspec.engine.acceptance.exact import expected_tokens_per_step
+from simspec.engine.acceptance.inversion import (
+    TreeShape,
+    alpha_profile,
+    pooled_tau,
+    tree_expected_tau,
+)
+from simspec.engine.acceptance.trees import (
+    best_tree,
+    chain,
+    expected_tau,
+    from_paths,
+    rank_curves,
+    top_r_hit,
+    walk,
+)
+from simspec.engine.costmodel import BatchShape, RooflineCostModel
+from simspec.engine.simulation import simulate
+from simspec.engine.speculators import SPECULATORS, build_speculator
+from simspec.studies.sweep import SweepConfig, run_sweep
 
 runner = CliRunner()
 TARGET = "llama-3.1-8b"
-FIXED = WorkloadConfig(concurrency=1, requests=160, trace=None, prompt=LengthSpec(mean=128),
-                       output=LengthSpec(mean=192))  # fmt: skip
+FIXED = WorkloadConfig(
+    concurrency=1,
+    requests=160,
+    trace=None,
+    prompt=LengthSpec(mean=128),
+    output=LengthSpec(mean=192),
+)
 
 
 def cost_model():
@@ -34,9 +53,13 @@ def batch1_tau(method: MethodConfig, workload: WorkloadConfig = FIXED) -> float:
     return simulate(Scenario(method=method, workload=workload)).summary["mean_accept_len"]
 
 
-TAU_PRESETS = [n for n in SPECULATORS if n != "autoregressive"
-               and (a := preset_method(n, "sharegpt", target=TARGET).acceptance) is not None
-               and a.tau is not None]  # fmt: skip
+TAU_PRESETS = [
+    n
+    for n in SPECULATORS
+    if n != "autoregressive"
+    and (a := preset_method(n, "sharegpt", target=TARGET).acceptance) is not None
+    and a.tau is not None
+]
 
 
 @pytest.mark.parametrize("name", TAU_PRESETS)
@@ -57,7 +80,7 @@ def test_batch1_tau_of_each_trace_preset_matches_the_trace_replay(name):
 def test_batch1_tau_of_the_alpha_preset_matches_the_model_prediction():
     method = preset_method("self_spec", "cnn", target=TARGET)
     acc = method.acceptance
-    expected = pooled_tau(expected_tokens_per_step, acc.profile(method.k), acc.spread)
+    expected = pooled_tau(expected_tokens_per_step, alpha_profile(acc, method.k), acc.spread)
     assert batch1_tau(method) == pytest.approx(expected, rel=0.05)
 
 
@@ -72,8 +95,22 @@ def test_every_method_has_a_preset_and_cites_its_source():
 
 def test_sweep_all_runs_every_method_and_methods_lists_them(tmp_path):
     out = tmp_path / "all.csv"
-    args = ["sweep", "--methods", "all", "--batch-sizes", "1", "--requests", "4",
-            "--prompt-len", "64", "--output-len", "48", "--quiet", "--out", str(out)]  # fmt: skip
+    args = [
+        "sweep",
+        "--methods",
+        "all",
+        "--batch-sizes",
+        "1",
+        "--requests",
+        "4",
+        "--prompt-len",
+        "64",
+        "--output-len",
+        "48",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     import pandas as pd
@@ -92,8 +129,8 @@ def test_sweep_all_runs_every_method_and_methods_lists_them(tmp_path):
 def test_medusa_deep_heads_accept_less_than_hydras():
     medusa = preset_method("medusa1", "sharegpt", target=TARGET)
     hydra = preset_method("hydra", "sharegpt", target=TARGET)
-    m_alpha = medusa.acceptance.profile(4, SPECULATORS["medusa1"].depth_decay)
-    h_alpha = hydra.acceptance.profile(4, SPECULATORS["hydra"].depth_decay)
+    m_alpha = alpha_profile(medusa.acceptance, 4, SPECULATORS["medusa1"].depth_decay)
+    h_alpha = alpha_profile(hydra.acceptance, 4, SPECULATORS["hydra"].depth_decay)
     assert np.all(np.diff(m_alpha) < 0)  # independent heads: deeper accepts less
     assert np.all(m_alpha[1:] < h_alpha[1:])
     # and in simulation: Hydra reaches depth 3+ more often
@@ -119,15 +156,22 @@ def test_tau_rises_with_the_node_budget_while_the_verify_pass_grows():
     assert taus == sorted(taus) and taus[-1] > taus[0] + 1.0
     cm, model = cost_model(), load_model(TARGET)
     kv = 32 * 1024.0
-    verify = [cm.forward(model, BatchShape.uniform(32, n + 1, kv, 32 * (n + 1))).total_s
-              for n in (6, 16, 32, 64)]  # fmt: skip
+    verify = [
+        cm.forward(model, BatchShape.uniform(32, n + 1, kv, 32 * (n + 1))).total_s
+        for n in (6, 16, 32, 64)
+    ]
     assert verify == sorted(verify) and verify[-1] > 2 * verify[0]
 
 
 def test_lookahead_verify_width_grows_with_window_ngram_and_guesses():
     def width(w, n, g):
-        cfg = MethodConfig(name="lookahead", lookahead_window=w, lookahead_ngram=n,
-                           lookahead_guesses=g, acceptance=AcceptanceConfig(alpha=0.5))  # fmt: skip
+        cfg = MethodConfig(
+            name="lookahead",
+            lookahead_window=w,
+            lookahead_ngram=n,
+            lookahead_guesses=g,
+            acceptance=AcceptanceConfig(alpha=0.5),
+        )
         spec = build_speculator(cfg, load_model(TARGET), cost_model(), load_engine("vllm"))
         return spec.verify_tokens, spec.max_accept
 
@@ -147,11 +191,15 @@ def test_self_spec_adds_no_draft_weights_or_kv_and_drafts_with_its_early_layers(
 
 def test_tree_speedup_falls_faster_with_batch_than_a_chains():
     acc = AcceptanceConfig(alpha=0.7)
-    tree = MethodConfig(name="eagle2", k=6, tree="dynamic", tree_nodes=50, tree_topk=10,
-                        acceptance=acc)  # fmt: skip
+    tree = MethodConfig(
+        name="eagle2", k=6, tree="dynamic", tree_nodes=50, tree_topk=10, acceptance=acc
+    )
     chain_ = MethodConfig(name="eagle2", k=3, tree="chain", acceptance=acc)
-    cfg = SweepConfig(methods=[MethodConfig(name="autoregressive", k=0), tree, chain_],
-                      batch_sizes=[1, 64], workload=WorkloadConfig(requests=128))  # fmt: skip
+    cfg = SweepConfig(
+        methods=[MethodConfig(name="autoregressive", k=0), tree, chain_],
+        batch_sizes=[1, 64],
+        workload=WorkloadConfig(requests=128),
+    )
     frame = run_sweep(cfg)
     by = frame.set_index(["k", "batch_size"]).speedup
     assert by[(6, 1)] > by[(3, 1)]  # the tree wins alone
@@ -168,8 +216,12 @@ def test_speculation_off_by_batch_size_is_autoregressive_decoding():
 
 
 def test_dynamic_sd_schedule_picks_k_by_batch_size():
-    cfg = MethodConfig(name="eagle3", k=5, k_schedule=[(1, 4, 5), (5, 32, 2), (33, 1024, 0)],
-                       acceptance=AcceptanceConfig(alpha=0.7))  # fmt: skip
+    cfg = MethodConfig(
+        name="eagle3",
+        k=5,
+        k_schedule=[(1, 4, 5), (5, 32, 2), (33, 1024, 0)],
+        acceptance=AcceptanceConfig(alpha=0.7),
+    )
     spec = build_speculator(cfg, load_model(TARGET), cost_model(), load_engine("vllm"))
     assert [spec.k_for(b) for b in (1, 4, 5, 32, 33, 500)] == [5, 5, 2, 2, 0, 0]
     assert spec.verify_tokens_for(spec.k_for(8)) == 3
@@ -212,8 +264,9 @@ def test_a_chain_tree_is_the_chain_formula():
 def test_one_of_r_sibling_candidates_survives_as_the_residual_product_says():
     """P(one of R i.i.d. candidates accepted) = 1 - prod_i (1 - sum min(q, r_i)), with r_1 = p
     and r_{i+1} = norm((r_i - q)+): the formula the sampled sibling table is computed with,
-    checked against the exact rule run token by token (simspec.exact.verify_siblings)."""
-    from simspec.exact import verify_siblings
+    checked against the exact rule run token by token
+    (simspec.engine.acceptance.exact.verify_siblings)."""
+    from simspec.engine.acceptance.exact import verify_siblings
 
     rng = np.random.default_rng(11)
     p, q = rng.dirichlet(np.ones(8)), rng.dirichlet(np.ones(8) * 0.7)
@@ -222,8 +275,10 @@ def test_one_of_r_sibling_candidates_survives_as_the_residual_product_says():
         none *= 1.0 - np.minimum(q, r).sum()
         residual = np.maximum(r - q, 0.0)
         r = residual / residual.sum()
-        hits = sum(verify_siblings(p, q, rng.choice(8, size=n_cand, p=q), rng)[1] is not None
-                   for _ in range(20_000))  # fmt: skip
+        hits = sum(
+            verify_siblings(p, q, rng.choice(8, size=n_cand, p=q), rng)[1] is not None
+            for _ in range(20_000)
+        )
         assert hits / 20_000 == pytest.approx(1.0 - none, abs=0.012)
 
 
@@ -236,16 +291,28 @@ def test_sampled_sibling_table_is_monotone_and_starts_at_alpha():
 def test_sampled_tree_walk_matches_its_expected_length():
     profile = np.array([0.7, 0.6, 0.5])
     tree = best_tree(profile, 12, 4, sampled=True)
-    acc = walk(tree.children(), np.tile(profile, (100_000, 1)), np.random.default_rng(2),
-               sampled=True)  # fmt: skip
+    acc = walk(
+        tree.children(), np.tile(profile, (100_000, 1)), np.random.default_rng(2), sampled=True
+    )
     assert 1 + acc.mean() == pytest.approx(expected_tau(tree, profile, sampled=True), rel=0.01)
 
 
 def test_a_tree_run_at_temperature_one_walks_the_sampled_siblings():
-    method = MethodConfig(name="eagle2", k=5, tree="dynamic", tree_nodes=30, tree_topk=6,
-                          acceptance=AcceptanceConfig(alpha=0.7))  # fmt: skip
-    wl = WorkloadConfig(concurrency=8, requests=48, trace=None, prompt=LengthSpec(mean=64),
-                        output=LengthSpec(mean=128))  # fmt: skip
+    method = MethodConfig(
+        name="eagle2",
+        k=5,
+        tree="dynamic",
+        tree_nodes=30,
+        tree_topk=6,
+        acceptance=AcceptanceConfig(alpha=0.7),
+    )
+    wl = WorkloadConfig(
+        concurrency=8,
+        requests=48,
+        trace=None,
+        prompt=LengthSpec(mean=64),
+        output=LengthSpec(mean=128),
+    )
     greedy = simulate(Scenario(method=method, workload=wl)).summary["mean_accept_len"]
     hot = simulate(Scenario(method=method, workload=wl, temperature=1.0)).summary
     assert 1.0 < hot["mean_accept_len"] < greedy

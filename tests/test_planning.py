@@ -8,13 +8,10 @@ import math
 import pandas as pd
 from typer.testing import CliRunner
 
-from simspec.acceptance import AcceptanceConfig
-from simspec.cli import app
-from simspec.planning import Slo, max_rate, plan, recommend, schedule, speculative_config
-from simspec.scenario import Deployment
-from simspec.speculators import MethodConfig
-from simspec.vllm_config import to_method
-from simspec.workload import LengthSpec, WorkloadConfig
+from simspec.catalog.vllm import to_method
+from simspec.cli.main import app
+from simspec.config import AcceptanceConfig, Deployment, LengthSpec, MethodConfig, WorkloadConfig
+from simspec.studies.planning import Slo, max_rate, plan, recommend, schedule, speculative_config
 
 runner = CliRunner()
 SHORT = Deployment(
@@ -46,8 +43,9 @@ def test_lowering_acceptance_never_raises_the_recommended_k():
 
 
 def test_tree_budgets_are_recommended_per_band_and_shrink_with_load():
-    tree = MethodConfig(name="eagle2", k=4, tree="dynamic", tree_topk=8,
-                        acceptance=AcceptanceConfig(alpha=0.7))  # fmt: skip
+    tree = MethodConfig(
+        name="eagle2", k=4, tree="dynamic", tree_topk=8, acceptance=AcceptanceConfig(alpha=0.7)
+    )
     table = recommend(SHORT, tree, [8, 48], (1, 128), knob="tree_nodes")
     assert table.best_k.iloc[0] == 48  # alone, the big tree pays
     assert table.best_k.iloc[1] < 48  # under load it does not

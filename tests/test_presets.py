@@ -4,16 +4,9 @@ import json
 
 import pytest
 
+from simspec.catalog.hardware import engine_ids, gpu_ids, load_engine, load_gpu, load_profile
+from simspec.catalog.models import load_model, model_ids
 from simspec.errors import InputError
-from simspec.presets import (
-    engine_ids,
-    gpu_ids,
-    load_engine,
-    load_gpu,
-    load_model,
-    load_profile,
-    model_ids,
-)
 
 REQUIRED_MODELS = [
     "llama-2-7b",

@@ -10,18 +10,17 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from simspec.acceptance import AcceptanceConfig
+from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
+from simspec.engine.simulation import simulate
 from simspec.errors import ScenarioError
-from simspec.scenario import Scenario
-from simspec.simulation import simulate
-from simspec.speculators import MethodConfig
-from simspec.sweep import SweepConfig, run_sweep
-from simspec.workload import LengthSpec, WorkloadConfig
+from simspec.studies.sweep import SweepConfig, run_sweep
 
 # SIMSPEC_PROPERTY_EXAMPLES=1000 pytest tests/test_properties.py digs deeper by hand
-SETTINGS = settings(max_examples=int(os.environ.get("SIMSPEC_PROPERTY_EXAMPLES", "60")),
-                    deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+SETTINGS = settings(
+    max_examples=int(os.environ.get("SIMSPEC_PROPERTY_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 DRAFTS = {"llama-3.1-8b": "llama-3.2-1b", "qwen3-8b": "qwen3-0.6b", "llama-3.2-1b": "llama-3.2-1b"}
@@ -29,13 +28,29 @@ DRAFTS = {"llama-3.1-8b": "llama-3.2-1b", "qwen3-8b": "qwen3-0.6b", "llama-3.2-1
 
 @st.composite
 def methods(draw, target: str) -> MethodConfig:
-    name = draw(st.sampled_from(["autoregressive", "eagle3", "ngram", "draft_model", "eagle2",
-                                 "medusa1", "lookahead", "self_spec", "mtp"]))  # fmt: skip
+    name = draw(
+        st.sampled_from(
+            [
+                "autoregressive",
+                "eagle3",
+                "ngram",
+                "draft_model",
+                "eagle2",
+                "medusa1",
+                "lookahead",
+                "self_spec",
+                "mtp",
+            ]
+        )
+    )
     if name == "autoregressive":
         return MethodConfig(name=name, k=0)
-    acc = AcceptanceConfig(alpha=draw(st.floats(0.0, 1.0)), spread=draw(st.floats(0.0, 1.5)),
-                           burst_scale=draw(st.floats(0.0, 1.0)),
-                           burstiness=draw(st.floats(0.0, 0.9)))  # fmt: skip
+    acc = AcceptanceConfig(
+        alpha=draw(st.floats(0.0, 1.0)),
+        spread=draw(st.floats(0.0, 1.5)),
+        burst_scale=draw(st.floats(0.0, 1.0)),
+        burstiness=draw(st.floats(0.0, 0.9)),
+    )
     k = draw(st.integers(1, 5))
     extra: dict = {}
     if name == "draft_model":
@@ -81,11 +96,13 @@ def scenarios(draw) -> Scenario:
         gpu=draw(st.sampled_from(["h100_sxm", "a100_80gb", "a100_40gb"])),
         method=draw(methods(model)),
         workload=wl,
-        scheduler={"max_num_seqs": draw(st.integers(1, 256)),
-                   "max_num_batched_tokens": draw(st.integers(64, 8192))},
+        scheduler={
+            "max_num_seqs": draw(st.integers(1, 256)),
+            "max_num_batched_tokens": draw(st.integers(64, 8192)),
+        },
         temperature=draw(st.sampled_from([0.0, 0.7, 1.0])),
         seed=draw(st.integers(0, 2**16)),
-    )  # fmt: skip
+    )
 
 
 @SETTINGS
@@ -120,16 +137,21 @@ def test_random_scenarios_keep_every_invariant(sc):
 @settings(max_examples=8, deadline=None)
 @given(st.integers(1, 32), st.integers(2, 20), st.integers(0, 1000))
 def test_plain_decoding_is_exactly_its_own_baseline(batch, requests, seed):
-    cfg = SweepConfig(methods=[MethodConfig(name="autoregressive", k=0)], batch_sizes=[batch],
-                      workload=WorkloadConfig(requests=requests, trace=None,
-                                              output=LengthSpec(mean=16)), seed=seed)  # fmt: skip
+    cfg = SweepConfig(
+        methods=[MethodConfig(name="autoregressive", k=0)],
+        batch_sizes=[batch],
+        workload=WorkloadConfig(requests=requests, trace=None, output=LengthSpec(mean=16)),
+        seed=seed,
+    )
     frame = run_sweep(cfg)
     assert frame.speedup.tolist() == [1.0]
 
 
 @pytest.mark.parametrize("max_tokens", [3, 4])
 def test_a_token_budget_smaller_than_one_verify_step_is_a_clear_error(max_tokens):
-    sc = Scenario(method=MethodConfig(name="eagle3", k=4, acceptance=AcceptanceConfig(alpha=0.5)),
-                  scheduler={"max_num_batched_tokens": max_tokens})  # fmt: skip
+    sc = Scenario(
+        method=MethodConfig(name="eagle3", k=4, acceptance=AcceptanceConfig(alpha=0.5)),
+        scheduler={"max_num_batched_tokens": max_tokens},
+    )
     with pytest.raises(ScenarioError, match="cannot hold one verify step"):
         simulate(sc)

@@ -9,20 +9,28 @@ import pytest
 from scipy.special import softmax
 from typer.testing import CliRunner
 
-from simspec import analytic
-from simspec.acceptance import AcceptanceConfig, pooled_tau
-from simspec.cli import app
-from simspec.exact import acceptance_rate, expected_tokens_per_step
-from simspec.policy import Policy, PolicyConfig, run_policy
-from simspec.sampling import alpha_at, factor, greedy_alpha
-from simspec.scenario import Deployment, Scenario, preset_method
-from simspec.simulation import simulate
-from simspec.speculators import MethodConfig
-from simspec.workload import LengthSpec, WorkloadConfig, arrival_gaps, read_rate_csv
+from simspec.catalog.methods import preset_method
+from simspec.catalog.sampling import alpha_at, factor, greedy_alpha
+from simspec.cli.main import app
+from simspec.config import (
+    AcceptanceConfig,
+    Deployment,
+    LengthSpec,
+    MethodConfig,
+    Scenario,
+    WorkloadConfig,
+)
+from simspec.engine.acceptance.exact import acceptance_rate, expected_tokens_per_step
+from simspec.engine.acceptance.inversion import pooled_tau, run_alpha_profile
+from simspec.engine.simulation import simulate
+from simspec.engine.workload import arrival_gaps, read_rate_csv
+from simspec.studies import analytic
+from simspec.studies.policy import Policy, PolicyConfig, run_policy
 
 runner = CliRunner()
-FIXED = WorkloadConfig(concurrency=1, requests=30, trace=None, prompt=LengthSpec(mean=128),
-                       output=LengthSpec(mean=256))  # fmt: skip
+FIXED = WorkloadConfig(
+    concurrency=1, requests=30, trace=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=256)
+)
 
 
 def speedup(method: MethodConfig, workload: WorkloadConfig = FIXED, **kw) -> float:
@@ -45,9 +53,16 @@ def synthetic(kappa: float, n: int = 400, vocab: int = 2000, seed: int = 0):
 
 
 def sampled_acceptance(target, draft, t):
-    return float(np.mean([acceptance_rate(p, q) for p, q in zip(softmax(target / t, axis=1),
-                                                                softmax(draft / t, axis=1),
-                                                                strict=True)]))  # fmt: skip
+    return float(
+        np.mean(
+            [
+                acceptance_rate(p, q)
+                for p, q in zip(
+                    softmax(target / t, axis=1), softmax(draft / t, axis=1), strict=True
+                )
+            ]
+        )
+    )
 
 
 def test_near_zero_temperature_sampling_acceptance_is_the_greedy_match_rate():
@@ -92,8 +107,9 @@ def test_the_temperature_model_reproduces_the_published_t0_t1_pairs(shared):
 
 
 def test_sampling_makes_a_thin_win_a_loss_once_the_draft_is_paid():
-    thin = MethodConfig(name="draft_model", k=3, draft_model="llama-3.2-1b",
-                        acceptance=AcceptanceConfig(alpha=0.5))  # fmt: skip
+    thin = MethodConfig(
+        name="draft_model", k=3, draft_model="llama-3.2-1b", acceptance=AcceptanceConfig(alpha=0.5)
+    )
     assert speedup(thin, temperature=0.0) > 1.02
     assert speedup(thin, temperature=1.0) < 0.98
     assert speedup(thin, temperature=1.5) < 0.98
@@ -109,8 +125,8 @@ def test_trace_presets_sample_through_the_parametric_model():
 
 def test_a_tau_measured_while_sampling_is_taken_back_to_greedy_first():
     at_t1 = AcceptanceConfig(tau=2.0, tau_k=3, temperature=1.0)
-    greedy_profile = at_t1.run_profile(3, temperature=0.0)
-    same = at_t1.run_profile(3, temperature=1.0)
+    greedy_profile = run_alpha_profile(at_t1, 3, temperature=0.0)
+    same = run_alpha_profile(at_t1, 3, temperature=1.0)
     assert np.all(greedy_profile > same)
     assert expected_tokens_per_step(same) == pytest.approx(2.0, rel=1e-6)
 
@@ -128,14 +144,22 @@ def test_spread_across_requests_lowers_tau_below_the_iid_mean_jensen():
     closed = expected_tokens_per_step(alpha)
     assert pooled_tau(expected_tokens_per_step, alpha, spread=1.0) < closed
     m = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7, spread=1.0))
-    wl = WorkloadConfig(concurrency=16, requests=400, trace=None, prompt=LengthSpec(mean=64),
-                        output=LengthSpec(mean=128))  # fmt: skip
+    wl = WorkloadConfig(
+        concurrency=16,
+        requests=400,
+        trace=None,
+        prompt=LengthSpec(mean=64),
+        output=LengthSpec(mean=128),
+    )
     assert simulate(Scenario(method=m, workload=wl)).summary["mean_accept_len"] < closed
 
 
 def test_best_k_grows_with_alpha_and_is_off_when_nothing_pays():
-    costs = analytic.Batch1Costs(ar_s=1.0, draft_s={1: 0.1, 2: 0.2, 3: 0.3, 4: 0.4},
-                                 verify_s={1: 1.02, 2: 1.04, 3: 1.06, 4: 1.08})  # fmt: skip
+    costs = analytic.Batch1Costs(
+        ar_s=1.0,
+        draft_s={1: 0.1, 2: 0.2, 3: 0.3, 4: 0.4},
+        verify_s={1: 1.02, 2: 1.04, 3: 1.06, 4: 1.08},
+    )
     best = analytic.best_k(analytic.analytic_table(costs, (0.05, 0.5, 0.9)))
     ks = dict(zip(best.alpha, best.best_k, strict=True))
     assert ks[0.05] == 0 and ks[0.5] <= ks[0.9]
@@ -144,8 +168,9 @@ def test_best_k_grows_with_alpha_and_is_off_when_nothing_pays():
 
 def test_analytic_command_prints_best_k_and_writes_files(tmp_path):
     html, csv = tmp_path / "a.html", tmp_path / "a.csv"
-    result = runner.invoke(app, ["analytic", "--alpha", "0.65", "--k-max", "5", "--html",
-                                 str(html), "--csv", str(csv)])  # fmt: skip
+    result = runner.invoke(
+        app, ["analytic", "--alpha", "0.65", "--k-max", "5", "--html", str(html), "--csv", str(csv)]
+    )
     assert result.exit_code == 0, result.output
     assert "Best K per α" in result.output and "0.65" in result.output
     assert set(pd.read_csv(csv).k) == {1, 2, 3, 4, 5} and "<html>" in html.read_text()[:200]
@@ -156,11 +181,18 @@ def test_analytic_command_prints_best_k_and_writes_files(tmp_path):
 # -- policies and time-varying load ------------------------------------------------------------
 def test_a_policy_never_loses_to_the_fixed_setting_it_chooses_in_each_band():
     acc = AcceptanceConfig(alpha=0.7)
-    policy = MethodConfig(name="eagle3", k=4, acceptance=acc,
-                          k_schedule=[(1, 4, 4), (5, 16, 2)], disable_by_batch_size=17)  # fmt: skip
-    for concurrency, fixed in ((2, MethodConfig(name="eagle3", k=4, acceptance=acc)),
-                               (12, MethodConfig(name="eagle3", k=2, acceptance=acc)),
-                               (32, MethodConfig(name="autoregressive", k=0))):  # fmt: skip
+    policy = MethodConfig(
+        name="eagle3",
+        k=4,
+        acceptance=acc,
+        k_schedule=[(1, 4, 4), (5, 16, 2)],
+        disable_by_batch_size=17,
+    )
+    for concurrency, fixed in (
+        (2, MethodConfig(name="eagle3", k=4, acceptance=acc)),
+        (12, MethodConfig(name="eagle3", k=2, acceptance=acc)),
+        (32, MethodConfig(name="autoregressive", k=0)),
+    ):
         wl = WorkloadConfig(concurrency=concurrency, requests=4 * concurrency)
         with_policy = simulate(Scenario(method=policy, workload=wl)).summary["throughput_tok_s"]
         without = simulate(Scenario(method=fixed, workload=wl)).summary["throughput_tok_s"]
@@ -179,8 +211,11 @@ def test_a_tree_budget_policy_uses_the_budget_of_its_band():
 
 
 def test_time_varying_arrivals_follow_the_rate_schedule():
-    wl = WorkloadConfig(arrival="poisson", rate_schedule=[(0, 2.0), (50, 20.0), (100, 0.0),
-                                                          (150, 5.0)], requests=3000)  # fmt: skip
+    wl = WorkloadConfig(
+        arrival="poisson",
+        rate_schedule=[(0, 2.0), (50, 20.0), (100, 0.0), (150, 5.0)],
+        requests=3000,
+    )
     t = np.cumsum(arrival_gaps(wl, 3000, np.random.default_rng(1)))
     assert ((t >= 0) & (t < 50)).sum() == pytest.approx(100, rel=0.25)
     assert ((t >= 50) & (t < 100)).sum() == pytest.approx(1000, rel=0.1)
@@ -199,8 +234,9 @@ def test_policy_command_compares_the_policy_with_each_fixed_setting(tmp_path):
         "workload: {requests: 200, trace: sharegpt}\n"
     )
     out = tmp_path / "policy.csv"
-    result = runner.invoke(app, ["policy", "--config", str(cfg), "--rate-csv", str(rates),
-                                 "--out", str(out)])  # fmt: skip
+    result = runner.invoke(
+        app, ["policy", "--config", str(cfg), "--rate-csv", str(rates), "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out)
     assert list(frame.setting) == ["autoregressive", "fixed K=2", "fixed K=4", "policy"]

@@ -3,13 +3,10 @@
 import numpy as np
 import pytest
 
-from simspec.acceptance import AcceptanceConfig
+from simspec.config import AcceptanceConfig, MethodConfig, Scenario, SchedulerConfig, WorkloadConfig
+from simspec.engine.simulation import simulate
 from simspec.errors import ScenarioError
-from simspec.scenario import Scenario, SchedulerConfig
-from simspec.simulation import simulate
-from simspec.speculators import MethodConfig
-from simspec.sweep import SweepConfig, run_sweep
-from simspec.workload import WorkloadConfig
+from simspec.studies.sweep import SweepConfig, run_sweep
 
 EAGLE_LOW = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.2))
 EAGLE_HIGH = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.8))

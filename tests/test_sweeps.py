@@ -10,22 +10,24 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from simspec.acceptance import AcceptanceConfig
-from simspec.cli import app
-from simspec.speculators import MethodConfig
-from simspec.sweep import SweepConfig, cells, read_journal, run_sweep
-from simspec.workload import LengthSpec, WorkloadConfig
+from simspec.cli.main import app
+from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, WorkloadConfig
+from simspec.studies.sweep import SweepConfig, cells, read_journal, run_sweep
 
 runner = CliRunner()
-SMALL = WorkloadConfig(requests=12, trace=None, prompt=LengthSpec(mean=64),
-                       output=LengthSpec(mean=48))  # fmt: skip
+SMALL = WorkloadConfig(
+    requests=12, trace=None, prompt=LengthSpec(mean=64), output=LengthSpec(mean=48)
+)
 EAGLE = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
 
 
 def small_grid() -> SweepConfig:
-    return SweepConfig(methods=[MethodConfig(name="autoregressive", k=0), EAGLE],
-                       batch_sizes=[1, 8], workload=SMALL,
-                       grid={"gpu": ["h100_sxm", "a100_80gb"], "k": [2, 4]})  # fmt: skip
+    return SweepConfig(
+        methods=[MethodConfig(name="autoregressive", k=0), EAGLE],
+        batch_sizes=[1, 8],
+        workload=SMALL,
+        grid={"gpu": ["h100_sxm", "a100_80gb"], "k": [2, 4]},
+    )
 
 
 def test_grid_points_are_every_combination_of_its_axes():
@@ -84,17 +86,34 @@ def test_cli_streams_writes_parquet_and_resumes(tmp_path):
     )
     csv, parquet = tmp_path / "r.csv", tmp_path / "r.parquet"
     for out in (csv, parquet):
-        result = runner.invoke(app, ["sweep", "--grid", str(grid), "--executor", "serial",
-                                     "--quiet", "--out", str(out)])  # fmt: skip
+        result = runner.invoke(
+            app,
+            ["sweep", "--grid", str(grid), "--executor", "serial", "--quiet", "--out", str(out)],
+        )
         assert result.exit_code == 0, result.output
         assert not out.with_name(out.name + ".partial").exists()  # folded into the table
     from_csv = pd.read_csv(csv, keep_default_na=False)
     pd.testing.assert_frame_equal(from_csv, pd.read_parquet(parquet), check_dtype=False)
-    again = runner.invoke(app, ["sweep", "--grid", str(grid), "--executor", "process",
-                                "--resume", "--quiet", "--out", str(csv)])  # fmt: skip
+    again = runner.invoke(
+        app,
+        [
+            "sweep",
+            "--grid",
+            str(grid),
+            "--executor",
+            "process",
+            "--resume",
+            "--quiet",
+            "--out",
+            str(csv),
+        ],
+    )
     assert again.exit_code == 0, again.output
-    for args, field in ((["--executor", "dask"], "--executor"), (["--resume"], "--resume"),
-                        (["--out", str(tmp_path / "r.xlsx")], "--out")):  # fmt: skip
+    for args, field in (
+        (["--executor", "dask"], "--executor"),
+        (["--resume"], "--resume"),
+        (["--out", str(tmp_path / "r.xlsx")], "--out"),
+    ):
         bad = runner.invoke(app, ["sweep", "--grid", str(grid), "--quiet", *args])
         assert bad.exit_code == 2 and bad.output.startswith(f"error: {field}"), bad.output
 
@@ -103,8 +122,24 @@ def test_same_seed_gives_byte_identical_csv_across_processes_and_executors(tmp_p
     outs = []
     for i, executor in enumerate(("serial", "process", "serial")):
         out = tmp_path / f"r{i}.csv"
-        subprocess.run([sys.executable, "-m", "simspec.cli", "sweep", "--batch-sizes", "1,8",
-                        "--requests", "12", "--executor", executor, "--quiet", "--out",
-                        str(out)], check=True, timeout=300)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "simspec.cli",
+                "sweep",
+                "--batch-sizes",
+                "1,8",
+                "--requests",
+                "12",
+                "--executor",
+                executor,
+                "--quiet",
+                "--out",
+                str(out),
+            ],
+            check=True,
+            timeout=300,
+        )
         outs.append(out.read_bytes())
     assert outs[0] == outs[1] == outs[2]

@@ -24,10 +24,29 @@ COLUMNS = (
 ).split()
 KINDS = {"gemm", "lm_head", "attention", "elementwise", "forward", "prefill", "draft_head"}
 SMALL_GRID = [
-    "--model", "tiny", "--device", "cpu", "--repeats", "2", "--warmup", "1",
-    "--batch-sizes", "1,2", "--q-per-seq", "1,3", "--tree-sizes", "4", "--context-lens", "8,32",
-    "--prefill-chunks", "8,16", "--prefill-contexts", "0,16", "--gemm-tokens", "1,8",
-]  # fmt: skip
+    "--model",
+    "tiny",
+    "--device",
+    "cpu",
+    "--repeats",
+    "2",
+    "--warmup",
+    "1",
+    "--batch-sizes",
+    "1,2",
+    "--q-per-seq",
+    "1,3",
+    "--tree-sizes",
+    "4",
+    "--context-lens",
+    "8,32",
+    "--prefill-chunks",
+    "8,16",
+    "--prefill-contexts",
+    "0,16",
+    "--gemm-tokens",
+    "1,8",
+]
 TINY = dict(hidden=64, inter=128, heads=4, kv_heads=2, head_dim=16, vocab=256)
 
 

@@ -11,17 +11,24 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from simspec.cli import app
-from simspec.costmodel import BatchShape, RooflineCostModel
-from simspec.presets import load_engine, load_gpu, load_model, load_profile
-from simspec.validation.cases import COLUMNS, read_cases
-from simspec.validation.run import OUTPUT_COLUMNS, validate
+from simspec.catalog.hardware import load_engine, load_gpu, load_profile
+from simspec.catalog.models import load_model
+from simspec.cli.main import app
+from simspec.engine.costmodel import BatchShape, RooflineCostModel
+from simspec.studies.validation.cases import COLUMNS, read_cases
+from simspec.studies.validation.run import OUTPUT_COLUMNS, validate
 
 PACKAGED = resources.files("simspec").joinpath("data", "validation")
 # one row of each kind: a plain-decoding TPOT, an engine speedup, an HF speedup with its τ, a
 # trace-replay τ, a row on an unknown GPU, and an unknown method
-SAMPLE = ["gps8b-c1-ar-vllmbf16-tpot", "e3t3-e3-bs8", "e3t1-l31-8b-e3-mtb-t0",
-          "trace-sgpt-e3-k3", "e2t1-v7b-e2-mtb-t0", "sb-a100-v7b-samd"]  # fmt: skip
+SAMPLE = [
+    "gps8b-c1-ar-vllmbf16-tpot",
+    "e3t3-e3-bs8",
+    "e3t1-l31-8b-e3-mtb-t0",
+    "trace-sgpt-e3-k3",
+    "e2t1-v7b-e2-mtb-t0",
+    "sb-a100-v7b-samd",
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +51,20 @@ def test_validate_writes_every_row_with_the_output_columns(packaged_cases, tmp_p
     cases = _sample(packaged_cases, tmp_path)
     out = tmp_path / "pred.csv"
     report = tmp_path / "report.html"
-    res = CliRunner().invoke(app, ["validate", "--cases", str(cases), "--out", str(out),
-                                   "--report", str(report), "--workers", "1"])  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        [
+            "validate",
+            "--cases",
+            str(cases),
+            "--out",
+            str(out),
+            "--report",
+            str(report),
+            "--workers",
+            "1",
+        ],
+    )
     assert res.exit_code == 0, res.output
     given = pd.read_csv(cases, dtype=str, keep_default_na=False)
     pred = pd.read_csv(out, dtype=str, keep_default_na=False)
@@ -54,11 +73,17 @@ def test_validate_writes_every_row_with_the_output_columns(packaged_cases, tmp_p
     pd.testing.assert_frame_equal(pred[given.columns], given)  # inputs written back unchanged
     status = dict(zip(pred["case_id"], pred["status"], strict=True))
     reason = dict(zip(pred["case_id"], pred["skip_reason"], strict=True))
-    for case in ("gps8b-c1-ar-vllmbf16-tpot", "e3t3-e3-bs8", "e3t1-l31-8b-e3-mtb-t0",
-                 "trace-sgpt-e3-k3"):  # fmt: skip
+    for case in (
+        "gps8b-c1-ar-vllmbf16-tpot",
+        "e3t3-e3-bs8",
+        "e3t1-l31-8b-e3-mtb-t0",
+        "trace-sgpt-e3-k3",
+    ):
         assert status[case] == "ok" and reason[case] == ""
-    assert status["e2t1-v7b-e2-mtb-t0"] == "skipped" and "GPU 'unknown'" in reason[
-        "e2t1-v7b-e2-mtb-t0"]  # fmt: skip
+    assert (
+        status["e2t1-v7b-e2-mtb-t0"] == "skipped"
+        and "GPU 'unknown'" in reason["e2t1-v7b-e2-mtb-t0"]
+    )
     assert "method 'other'" in reason["sb-a100-v7b-samd"]
     assert "measured_value '~1.5'" in reason["text-value"]
     ok = pred[pred["status"] == "ok"]
@@ -125,9 +150,13 @@ def test_packaged_cases_error_does_not_regress(packaged_cases):
     assert len(ok) >= recorded["ok"]
     mape = float(ok["rel_error"].abs().mean())
     assert mape <= recorded["mape"] + 0.005, f"overall MAPE {mape:.4f} > recorded"
-    tpot = ok[(ok["metric"] == "tpot_ms") & (ok["method"] == "autoregressive")
-              & (ok["engine"] == "vllm") & (ok["gpu"] == "h100_sxm")
-              & (ok["load_kind"] == "concurrency")]  # fmt: skip
+    tpot = ok[
+        (ok["metric"] == "tpot_ms")
+        & (ok["method"] == "autoregressive")
+        & (ok["engine"] == "vllm")
+        & (ok["gpu"] == "h100_sxm")
+        & (ok["load_kind"] == "concurrency")
+    ]
     assert len(tpot) >= 4
     assert tpot["rel_error"].abs().max() < 0.10
 
@@ -136,9 +165,9 @@ def test_layer_split_pools_memory_and_keeps_the_step_time():
     """pp GPUs running the layers in order (HF device_map='auto'): a 13B fp16 model that one
     24 GB RTX 3090 cannot hold fits on two, and a batch-1 step costs what one GPU's would plus
     one hop of the hidden state."""
+    from simspec.config import Scenario
+    from simspec.engine.simulation import build_cost_model, check
     from simspec.errors import ScenarioError
-    from simspec.scenario import Scenario
-    from simspec.simulation import build_cost_model, check
 
     one = Scenario(model="vicuna-13b", gpu="rtx3090", engine="hf")
     with pytest.raises(ScenarioError, match="raise tp or pp"):

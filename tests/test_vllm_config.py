@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from simspec.cli import app
+from simspec.catalog.vllm import read_speculative_config, to_method
+from simspec.cli.main import app
 from simspec.errors import InputError
-from simspec.vllm_config import read_speculative_config, to_method
 
 runner = CliRunner()
 
@@ -18,24 +18,47 @@ runner = CliRunner()
 @pytest.mark.parametrize(
     ("cfg", "expected"),
     [
-        ({"method": "eagle3", "model": "x/EAGLE3", "num_speculative_tokens": 5},
-         {"name": "eagle3", "k": 5}),
+        (
+            {"method": "eagle3", "model": "x/EAGLE3", "num_speculative_tokens": 5},
+            {"name": "eagle3", "k": 5},
+        ),
         ({"method": "eagle", "num_speculative_tokens": 2}, {"name": "eagle1", "k": 2}),
-        ({"method": "ngram", "prompt_lookup_max": 5, "prompt_lookup_min": 3,
-          "num_speculative_tokens": 4}, {"name": "ngram", "k": 4}),
-        ({"model": "llama-3.2-1b", "num_speculative_tokens": 4},
-         {"name": "draft_model", "k": 4, "draft_model": "llama-3.2-1b"}),
+        (
+            {
+                "method": "ngram",
+                "prompt_lookup_max": 5,
+                "prompt_lookup_min": 3,
+                "num_speculative_tokens": 4,
+            },
+            {"name": "ngram", "k": 4},
+        ),
+        (
+            {"model": "llama-3.2-1b", "num_speculative_tokens": 4},
+            {"name": "draft_model", "k": 4, "draft_model": "llama-3.2-1b"},
+        ),
         ({"method": "deepseek_mtp", "num_speculative_tokens": 1}, {"name": "mtp", "k": 1}),
         ({"method": "medusa", "num_speculative_tokens": 3}, {"name": "medusa1", "k": 3}),
         ({"method": "suffix", "suffix_decoding_max_tree_depth": 24}, {"name": "suffix"}),
-        ({"method": "eagle3", "num_speculative_tokens": 4, "disable_by_batch_size": 64,
-          "num_speculative_tokens_per_batch_size": [[1, 8, 4], [9, 63, 2]]},
-         {"name": "eagle3", "k": 4, "disable_by_batch_size": 64,
-          "k_schedule": [(1, 8, 4), (9, 63, 2)]}),
-        ({"method": "eagle", "speculative_token_tree": "[(0,), (1,), (0, 0)]"},
-         {"name": "eagle1", "k": 2, "tree": "static", "tree_paths": [[0], [1], [0, 0]]}),
+        (
+            {
+                "method": "eagle3",
+                "num_speculative_tokens": 4,
+                "disable_by_batch_size": 64,
+                "num_speculative_tokens_per_batch_size": [[1, 8, 4], [9, 63, 2]],
+            },
+            {
+                "name": "eagle3",
+                "k": 4,
+                "disable_by_batch_size": 64,
+                "k_schedule": [(1, 8, 4), (9, 63, 2)],
+            },
+        ),
+        (
+            {"method": "eagle", "speculative_token_tree": "[(0,), (1,), (0, 0)]"},
+            {"name": "eagle1", "k": 2, "tree": "static", "tree_paths": [[0], [1], [0, 0]]},
+        ),
     ],
-)  # fmt: skip
+)
 def test_vllm_configs_map_onto_methods(cfg, expected):
     assert to_method(cfg) == expected
 
@@ -48,16 +71,22 @@ def test_vllm_configs_map_onto_methods(cfg, expected):
         ({}, "speculative_config.method"),
         ({"method": "eagle3", "num_speculative_tokens": 0}, "num_speculative_tokens"),
         ({"method": "eagle3", "num_speculative_tokens": "3"}, "num_speculative_tokens"),
-        ({"method": "eagle3", "num_speculative_tokens_per_batch_size": [[8, 1, 3]]},
-         "num_speculative_tokens_per_batch_size"),
-        ({"method": "eagle3", "num_speculative_tokens_per_batch_size": [[1, 8, 3], [4, 9, 2]]},
-         "num_speculative_tokens_per_batch_size"),
+        (
+            {"method": "eagle3", "num_speculative_tokens_per_batch_size": [[8, 1, 3]]},
+            "num_speculative_tokens_per_batch_size",
+        ),
+        (
+            {"method": "eagle3", "num_speculative_tokens_per_batch_size": [[1, 8, 3], [4, 9, 2]]},
+            "num_speculative_tokens_per_batch_size",
+        ),
         ({"method": "eagle", "speculative_token_tree": "[(0, 0)]"}, "speculative_token_tree"),
-        ({"method": "eagle", "speculative_token_tree": "__import__('os')"},
-         "speculative_token_tree"),
+        (
+            {"method": "eagle", "speculative_token_tree": "__import__('os')"},
+            "speculative_token_tree",
+        ),
         ({"method": "ngram", "disable_by_batch_size": True}, "disable_by_batch_size"),
     ],
-)  # fmt: skip
+)
 def test_bad_vllm_configs_name_the_key(cfg, field):
     with pytest.raises(InputError) as exc:
         to_method(cfg)
@@ -76,10 +105,28 @@ def test_config_text_inline_or_from_a_file(tmp_path):
 def test_sweep_simulates_a_vllm_config_against_autoregressive(tmp_path):
     out = tmp_path / "v.csv"
     schedule = [[1, 4, 4], [5, 64, 0]]
-    spec = json.dumps({"method": "eagle3", "num_speculative_tokens": 4,
-                       "num_speculative_tokens_per_batch_size": schedule})  # fmt: skip
-    result = runner.invoke(app, ["sweep", "--speculative-config", spec, "--batch-sizes", "1,8",
-                                 "--requests", "40", "--quiet", "--out", str(out)])  # fmt: skip
+    spec = json.dumps(
+        {
+            "method": "eagle3",
+            "num_speculative_tokens": 4,
+            "num_speculative_tokens_per_batch_size": schedule,
+        }
+    )
+    result = runner.invoke(
+        app,
+        [
+            "sweep",
+            "--speculative-config",
+            spec,
+            "--batch-sizes",
+            "1,8",
+            "--requests",
+            "40",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out).set_index(["method", "batch_size"])
     assert frame.loc[("eagle3", 1), "speedup"] > 1.2

@@ -22,8 +22,8 @@ from pathlib import Path
 try:  # the public API
     from simspec import Scenario, simulate
 except ImportError:  # before the layered package
-    from simspec.scenario import Scenario
-    from simspec.simulation import simulate
+    from simspec.config import Scenario
+    from simspec.engine.simulation import simulate
 
 
 def _method(name: str, **kw) -> dict:
@@ -37,48 +37,127 @@ CLOSED = {"arrival": "closed", "concurrency": 8, "requests": 40}
 SCENARIOS: list[dict] = [
     {"workload": CLOSED},
     {"workload": CLOSED, "method": _method("eagle3", k=3, acceptance=TRACE)},
-    {"workload": {**CLOSED, "concurrency": 64, "requests": 160},
-     "method": _method("eagle3", k=4, acceptance=TRACE)},
+    {
+        "workload": {**CLOSED, "concurrency": 64, "requests": 160},
+        "method": _method("eagle3", k=4, acceptance=TRACE),
+    },
     {"workload": CLOSED, "method": _method("ngram", k=3, acceptance=NGRAM)},
-    {"workload": CLOSED, "method": _method("eagle1", k=5, tree="static", tree_nodes=25,
-                                           tree_topk=10, acceptance={"tau": 3.6, "tau_k": 5})},
-    {"workload": CLOSED, "method": _method("eagle2", k=6, tree="dynamic", tree_nodes=50,
-                                           tree_topk=10, acceptance={"tau": 4.2, "tau_k": 6,
-                                                                     "spread": 0.5})},
-    {"workload": CLOSED, "method": _method("medusa1", k=4, tree="static", tree_nodes=63,
-                                           acceptance={"alpha": [0.6, 0.4, 0.3, 0.2]})},
-    {"workload": CLOSED, "method": _method("hydra", k=4, tree="static", tree_nodes=63,
-                                           acceptance={"alpha": 0.6, "spread": 0.4})},
-    {"workload": CLOSED, "method": _method("redrafter", k=4, beam_width=4,
-                                           acceptance={"alpha": 0.7})},
-    {"workload": CLOSED, "method": _method("lookahead", k=4, lookahead_window=7,
-                                           lookahead_ngram=5, lookahead_guesses=7,
-                                           acceptance={"alpha": 0.4})},
-    {"workload": CLOSED, "method": _method("draft_model", k=5, draft_model="llama-3.2-1b",
-                                           acceptance={"alpha": 0.7, "burst_scale": 0.5,
-                                                       "burstiness": 0.8})},
-    {"workload": CLOSED, "method": _method("self_spec", k=4, draft_layers=12,
-                                           acceptance={"alpha": 0.5})},
+    {
+        "workload": CLOSED,
+        "method": _method(
+            "eagle1",
+            k=5,
+            tree="static",
+            tree_nodes=25,
+            tree_topk=10,
+            acceptance={"tau": 3.6, "tau_k": 5},
+        ),
+    },
+    {
+        "workload": CLOSED,
+        "method": _method(
+            "eagle2",
+            k=6,
+            tree="dynamic",
+            tree_nodes=50,
+            tree_topk=10,
+            acceptance={"tau": 4.2, "tau_k": 6, "spread": 0.5},
+        ),
+    },
+    {
+        "workload": CLOSED,
+        "method": _method(
+            "medusa1", k=4, tree="static", tree_nodes=63, acceptance={"alpha": [0.6, 0.4, 0.3, 0.2]}
+        ),
+    },
+    {
+        "workload": CLOSED,
+        "method": _method(
+            "hydra", k=4, tree="static", tree_nodes=63, acceptance={"alpha": 0.6, "spread": 0.4}
+        ),
+    },
+    {
+        "workload": CLOSED,
+        "method": _method("redrafter", k=4, beam_width=4, acceptance={"alpha": 0.7}),
+    },
+    {
+        "workload": CLOSED,
+        "method": _method(
+            "lookahead",
+            k=4,
+            lookahead_window=7,
+            lookahead_ngram=5,
+            lookahead_guesses=7,
+            acceptance={"alpha": 0.4},
+        ),
+    },
+    {
+        "workload": CLOSED,
+        "method": _method(
+            "draft_model",
+            k=5,
+            draft_model="llama-3.2-1b",
+            acceptance={"alpha": 0.7, "burst_scale": 0.5, "burstiness": 0.8},
+        ),
+    },
+    {
+        "workload": CLOSED,
+        "method": _method("self_spec", k=4, draft_layers=12, acceptance={"alpha": 0.5}),
+    },
     {"workload": CLOSED, "method": _method("mtp", k=2, acceptance={"tau": 2.4, "tau_k": 2})},
     {"workload": CLOSED, "method": _method("suffix", k=5, acceptance=NGRAM)},
-    {"workload": {"arrival": "poisson", "rate": 6.0, "requests": 60},
-     "method": _method("eagle3", k=3, acceptance=TRACE)},
-    {"workload": {"arrival": "poisson", "rate_schedule": [[0.0, 2.0], [4.0, 20.0]],
-                  "requests": 80},
-     "method": _method("eagle3", k=3, k_schedule=[[1, 8, 4], [9, 1024, 1]],
-                       acceptance={"tau": 3.0, "tau_k": 4, "spread": 0.6})},
-    {"temperature": 1.0, "workload": CLOSED,
-     "method": _method("eagle2", k=6, tree="dynamic", tree_nodes=50, tree_topk=10,
-                       acceptance={"tau": 4.0, "tau_k": 6, "temperature": 1.0})},
+    {
+        "workload": {"arrival": "poisson", "rate": 6.0, "requests": 60},
+        "method": _method("eagle3", k=3, acceptance=TRACE),
+    },
+    {
+        "workload": {
+            "arrival": "poisson",
+            "rate_schedule": [[0.0, 2.0], [4.0, 20.0]],
+            "requests": 80,
+        },
+        "method": _method(
+            "eagle3",
+            k=3,
+            k_schedule=[[1, 8, 4], [9, 1024, 1]],
+            acceptance={"tau": 3.0, "tau_k": 4, "spread": 0.6},
+        ),
+    },
+    {
+        "temperature": 1.0,
+        "workload": CLOSED,
+        "method": _method(
+            "eagle2",
+            k=6,
+            tree="dynamic",
+            tree_nodes=50,
+            tree_topk=10,
+            acceptance={"tau": 4.0, "tau_k": 6, "temperature": 1.0},
+        ),
+    },
     {"temperature": 0.7, "workload": CLOSED, "method": _method("eagle3", k=3, acceptance=TRACE)},
-    {"model": "llama-3.1-70b", "tp": 4, "workload": {**CLOSED, "concurrency": 32, "requests": 64},
-     "scheduler": {"max_num_seqs": 32},
-     "method": _method("eagle3", k=3, disable_by_batch_size=16, acceptance=TRACE)},
-    {"model": "llama-3.1-70b", "pp": 2, "engine": "hf", "gpu": "a100_80gb",
-     "workload": {"arrival": "closed", "concurrency": 64, "requests": 128, "trace": None,
-                  "prompt": {"dist": "lognormal", "mean": 2000, "cv": 1.0, "max": 8000},
-                  "output": {"dist": "uniform", "low": 100, "high": 600}},
-     "method": _method("medusa1", k=4, tree="static", tree_nodes=63, acceptance={"alpha": 0.6})},
+    {
+        "model": "llama-3.1-70b",
+        "tp": 4,
+        "workload": {**CLOSED, "concurrency": 32, "requests": 64},
+        "scheduler": {"max_num_seqs": 32},
+        "method": _method("eagle3", k=3, disable_by_batch_size=16, acceptance=TRACE),
+    },
+    {
+        "model": "llama-3.1-70b",
+        "pp": 2,
+        "engine": "hf",
+        "gpu": "a100_80gb",
+        "workload": {
+            "arrival": "closed",
+            "concurrency": 64,
+            "requests": 128,
+            "trace": None,
+            "prompt": {"dist": "lognormal", "mean": 2000, "cv": 1.0, "max": 8000},
+            "output": {"dist": "uniform", "low": 100, "high": 600},
+        },
+        "method": _method("medusa1", k=4, tree="static", tree_nodes=63, acceptance={"alpha": 0.6}),
+    },
 ]
 
 
@@ -92,16 +171,22 @@ def scenarios_hash() -> str:
         res = simulate(Scenario.model_validate(raw))
         h.update(_frame_bytes(res.requests))
         h.update(_frame_bytes(res.iterations))
-        print(f"  scenario {i:2d}: {len(res.iterations):6d} iterations, "
-              f"{int(res.requests['preemptions'].sum())} preemptions", file=sys.stderr)
+        print(
+            f"  scenario {i:2d}: {len(res.iterations):6d} iterations, "
+            f"{int(res.requests['preemptions'].sum())} preemptions",
+            file=sys.stderr,
+        )
     return h.hexdigest()
 
 
 def _cli_hash(args: list[str], name: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / name
-        subprocess.run([shutil.which("simspec") or "simspec", *args, "--out", str(out)],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [shutil.which("simspec") or "simspec", *args, "--out", str(out)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         return hashlib.sha256(out.read_bytes()).hexdigest()
 
 

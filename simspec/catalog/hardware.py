@@ -1,0 +1,178 @@
+"""Presets as data: GPUs, model shapes, hardware profiles and engine profiles.
+
+Every value lives in a YAML file under ``simspec/data`` next to the source it was read from;
+this module only validates and loads them. A model can also come from a Hugging Face
+``config.json`` given by path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from simspec.catalog.tables import packaged_table, packaged_text
+from simspec.errors import InputError
+
+
+class GpuSpec(BaseModel):
+    """Datasheet numbers for one GPU (per device)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str
+    name: str
+    bf16_dense_flops: float = Field(gt=0)
+    hbm_bandwidth_bytes_s: float = Field(gt=0)
+    memory_bytes: float = Field(gt=0)
+    interconnect_bandwidth_bytes_s: float = Field(gt=0)
+    source: str
+
+
+class Sourced(BaseModel):
+    """A number with the place it came from.
+
+    ``basis`` says how it was obtained: ``measured`` (fitted to timing tables), ``datasheet``
+    (a vendor number or derived from one), ``transferred`` (fitted on another GPU and applied
+    here), ``assumed`` or ``estimate``; empty where the source says it all.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: float
+    source: str
+    basis: str = ""
+
+
+class SourcedParams(BaseModel):
+    """A named set of sourced numbers; subclasses list the keys they require."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    params: dict[str, Sourced]
+    REQUIRED: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="after")
+    def _require(self) -> SourcedParams:
+        missing = [k for k in self.REQUIRED if k not in self.params]
+        if missing:
+            raise ValueError(f"params is missing {', '.join(missing)}")
+        return self
+
+    def __getitem__(self, key: str) -> float:
+        return self.params[key].value
+
+
+class HardwareProfile(SourcedParams):
+    """Per-operator cost constants for one GPU (see :mod:`simspec.engine.costmodel` for the form).
+
+    ``simspec calibrate fit`` writes these from timing tables; ``provenance`` names the tables
+    (files, commits, date) and ``fit`` holds each operator's fit and held-out error.
+    """
+
+    gpu: str
+    status: str = ""
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    fit: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    REQUIRED: ClassVar[tuple[str, ...]] = (
+        "gemm_latency_s",
+        "gemm_compute_efficiency",
+        "gemm_memory_efficiency",
+        "gemm_sharpness",
+        "attention_latency_s",
+        "attention_compute_efficiency",
+        "attention_memory_efficiency",
+        "attention_sharpness",
+        "attention_decode_latency_s",
+        "elementwise_latency_s",
+        "elementwise_memory_efficiency",
+        "allreduce_latency_s",
+        "allreduce_bandwidth_efficiency",
+    )
+
+    @model_validator(mode="after")
+    def _values_in_range(self) -> HardwareProfile:
+        for key, p in self.params.items():
+            if key.endswith("efficiency") and not 0 < p.value <= 1:
+                raise ValueError(f"{key} must be in (0, 1], got {p.value}")
+            if key.endswith("_latency_s") and not 0 <= p.value < 1:
+                raise ValueError(f"{key} must be in [0, 1) seconds, got {p.value}")
+            if key.endswith("sharpness") and not 1 <= p.value <= 64:
+                raise ValueError(f"{key} must be in [1, 64], got {p.value}")
+        return self
+
+
+class EngineProfile(SourcedParams):
+    """Host-side costs and scheduler defaults of a serving engine."""
+
+    id: str
+    description: str = ""
+    REQUIRED: ClassVar[tuple[str, ...]] = (
+        "step_overhead_s",
+        "layer_launch_s",
+        "draft_step_overhead_s",
+        "spec_step_overhead_s",
+        "overlap_schedule",
+        "spec_disables_overlap",
+        "ngram_cpu_s_per_seq",
+        "gpu_memory_utilization",
+        "block_size",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+    )
+
+    def step_overhead(self, speculative: bool) -> float:
+        """Host time per engine step that the GPU waits for: none when an overlap scheduler
+        prepares the next step while this one runs, unless speculation turns overlap off."""
+        overlapped = self["overlap_schedule"] and not (
+            speculative and self["spec_disables_overlap"]
+        )
+        return 0.0 if overlapped else self["step_overhead_s"]
+
+
+def gpu_ids() -> list[str]:
+    return sorted(packaged_table("gpus.yaml"))
+
+
+def engine_ids() -> list[str]:
+    return sorted(packaged_table("engines.yaml"))
+
+
+def load_gpu(gpu_id: str) -> GpuSpec:
+    table = packaged_table("gpus.yaml")
+    if gpu_id not in table:
+        raise InputError("gpu", f"unknown GPU {gpu_id!r}; choose one of {', '.join(sorted(table))}")
+    return GpuSpec(id=gpu_id, **table[gpu_id])
+
+
+def load_profile(ref: str) -> HardwareProfile:
+    """The packaged profile of a GPU id, or a profile YAML file given by path."""
+    path = Path(ref)
+    try:
+        if path.suffix in (".yaml", ".yml", ".json") or path.exists():
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        else:
+            raw = yaml.safe_load(packaged_text("profiles", f"{ref}.yaml"))
+    except FileNotFoundError:
+        raise InputError("profile", f"no hardware profile {ref!r}") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError("profile", f"cannot read {ref!r}: {exc}") from None
+    try:
+        return HardwareProfile(**raw)
+    except (TypeError, ValidationError, ValueError) as exc:
+        raise InputError("profile", f"invalid profile {ref!r}: {_first_error(exc)}") from None
+
+
+def load_engine(engine_id: str) -> EngineProfile:
+    table = packaged_table("engines.yaml")
+    if engine_id not in table:
+        raise InputError(
+            "engine", f"unknown engine {engine_id!r}; choose one of {', '.join(sorted(table))}"
+        )
+    return EngineProfile(id=engine_id, **table[engine_id])
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
+    return str(exc)

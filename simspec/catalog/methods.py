@@ -1,0 +1,278 @@
+"""The method catalogue: each method's metadata, default configuration and packaged
+acceptance per domain (``simspec/data/method_presets.yaml``), and the one map from a packaged
+dataset to its domain."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from simspec.catalog.models import load_model
+from simspec.catalog.tables import packaged_table
+from simspec.catalog.traces import load_trace, replay_tau
+from simspec.config import AcceptanceConfig, MethodConfig, TreeKind
+from simspec.errors import InputError
+
+# Domains the packaged presets are given for, and the packaged datasets that stand for them.
+DATASET_DOMAIN = {
+    "sharegpt": "chat",
+    "instructcoder": "code",
+    "gsm8k": "math",
+    "cnn": "summarisation",
+}
+DEFAULT_K = 3
+DEFAULT_DRAFT_MODEL = "llama-3.2-1b"
+# Static trees whose presets do not state a top-k: Medusa's mc_sim_7b_63 (the Spec-Bench default
+# for Medusa and Hydra) has at most 10 children at its root (method_presets.yaml, medusa1).
+DEFAULT_TREE_TOPK = 10
+# Draft length for draft_model when the preset gives none: transformers' assisted generation
+# starts at num_assistant_tokens = 5 (method_presets.yaml, draft_model config_source).
+DEFAULT_DRAFT_MODEL_K = 5
+# Methods with no published acceptance in shared/validation borrow a relative's, labelled so.
+PROXIES = {
+    "medusa2": (
+        "medusa1",
+        "Medusa-1's tau as a lower bound: Medusa-2's joint training raises "
+        "acceptance, and no Medusa-2 tau is published in shared/validation",
+    ),
+    "suffix": (
+        "ngram",
+        "the n-gram prompt-lookup trace as a lower bound: suffix trees also "
+        "match earlier outputs; no SuffixDecoding tau is published in shared/validation",
+    ),
+}
+
+
+def method_presets() -> dict[str, Any]:
+    """``simspec/data/method_presets.yaml``: per method, its default config and per-domain
+    acceptance, each tied to published rows."""
+    return packaged_table("method_presets.yaml")
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """What the catalogue says of a method: its summary, the drafter family whose acceptance
+    heterogeneity applies (a learned drafter's or a lookup's, acceptance_spread.yaml), the
+    draft shapes it supports and its default configuration."""
+
+    name: str
+    summary: str
+    drafter: Literal["learned", "lookup"]
+    shapes: tuple[TreeKind, ...]
+    defaults: dict[str, Any]
+
+    @property
+    def default_tree(self) -> TreeKind:
+        return self.defaults.get("tree") or self.shapes[0]
+
+
+AUTOREGRESSIVE = MethodInfo(
+    "autoregressive", "plain decoding, one token per step", "learned", ("chain",), {"k": 0}
+)
+
+
+def method_info(name: str) -> MethodInfo:
+    """The catalogue entry of ``name`` (KeyError for a name the catalogue does not hold)."""
+    if name == "autoregressive":
+        return AUTOREGRESSIVE
+    entry = method_presets()[name]
+    return MethodInfo(
+        name,
+        entry["summary"],
+        entry["drafter"],
+        tuple(entry["shapes"]),
+        dict(entry.get("defaults") or {}),
+    )
+
+
+def acceptance_spread(kind: str, domain: str) -> tuple[float, str]:
+    """Per-request heterogeneity (logit std) measured on the packaged traces."""
+    table = packaged_table("acceptance_spread.yaml")
+    return float(table[kind].get(domain, table[kind]["chat"])), table["source"]
+
+
+def method_defaults(name: str) -> dict[str, Any]:
+    """MethodConfig fields of a method's packaged default configuration."""
+    entry = method_presets().get(name, {})
+    d = dict(entry.get("defaults") or {})
+    info = method_info(name)
+    out: dict[str, Any] = {"name": name}
+    if name == "lookahead":
+        out.update(
+            {
+                k: d[k]
+                for k in ("lookahead_window", "lookahead_ngram", "lookahead_guesses")
+                if d.get(k) is not None
+            }
+        )
+        out["k"] = d["lookahead_ngram"] - 1
+        return out
+    if name == "redrafter":
+        out["k"] = d.get("beam_length") or DEFAULT_K
+        out["beam_width"] = d.get("beam_width")
+        return {k: v for k, v in out.items() if v is not None}
+    k = d.get("k")
+    if k is None and name in PROXIES:  # e.g. Medusa-2's 64-node tree: depth not stated
+        k = method_defaults(PROXIES[name][0])["k"]
+    out["k"] = (
+        k if k is not None else (DEFAULT_DRAFT_MODEL_K if name == "draft_model" else DEFAULT_K)
+    )
+    tree = info.default_tree
+    if tree != "chain":
+        out["tree"] = tree
+        out["tree_nodes"] = d.get("tree_nodes")
+        out["tree_topk"] = d.get("tree_topk") or DEFAULT_TREE_TOPK
+    if d.get("draft_layers"):
+        out["draft_layers"] = d["draft_layers"]
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def preset_acceptance(
+    name: str, dataset: str, domain: str | None = None, target: str | None = None
+) -> AcceptanceConfig | None:
+    """The packaged acceptance of ``name`` for ``dataset``'s domain (or the given ``domain``:
+    chat, code, math, summarisation, overall): a published τ for this very ``target`` and
+    ``dataset`` where one is listed, else the domain's preset, else the method's ``overall``
+    one, else its only one, else a labelled proxy; None if none."""
+    domain = domain or DATASET_DOMAIN.get(dataset, "chat")
+    entry = method_presets().get(name)
+    if entry is None:
+        return None
+    presets = entry.get("presets") or {}
+    if target:
+        exact = _exact_preset(name, presets, dataset, target, domain)
+        if exact is not None:
+            return exact
+    note = ""
+    preset = presets.get(domain) or presets.get("overall")
+    if preset is None and presets:
+        only = next(iter(presets))
+        preset, note = presets[only], f" (only preset: {only}; none for {domain})"
+    elif domain not in presets and preset is not None:
+        note = f" (overall: no {domain} row)"
+    if preset is None:
+        if name not in PROXIES:
+            return None
+        relative, why = PROXIES[name]
+        acc = preset_acceptance(relative, dataset, domain)
+        return (
+            None
+            if acc is None
+            else acc.model_copy(update={"source": f"proxy, {why}: {acc.source}"})
+        )
+    kind = method_info(name).drafter
+    if "trace" in preset:
+        trace = dataset if DATASET_DOMAIN.get(dataset) == domain else preset["trace"]
+        return AcceptanceConfig(
+            trace=trace,
+            trace_method=preset["trace_method"],
+            source=f"{preset['trace_method']} trace {trace}, simspec/data/traces/SOURCE.md",
+        )
+    spread, _ = acceptance_spread(kind, domain)
+    source = f"{preset['source']}{note}; cases {', '.join(preset.get('case_ids') or [])}; " + (
+        f"spread {spread} ({kind} drafters, simspec/data/acceptance_spread.yaml)"
+    )
+    cfg = method_defaults(name)
+    if "alpha" in preset and cfg["k"] == 1:
+        # with one draft token the acceptance rate is exactly tau - 1 (pooled over steps)
+        return AcceptanceConfig(
+            tau=1.0 + float(preset["alpha"]),
+            tau_k=1,
+            spread=spread,
+            source=f"tau = 1 + acceptance rate; {source}",
+        )
+    if "alpha" in preset:
+        return AcceptanceConfig(alpha=float(preset["alpha"]), spread=spread, source=source)
+    tree = cfg.get("tree")
+    fields: dict[str, Any] = {
+        "tau": float(preset["tau"]),
+        "tau_k": cfg["k"],
+        "spread": spread,
+        "source": source,
+    }
+    if tree:
+        fields.update(
+            tau_tree_nodes=cfg.get("tree_nodes") or cfg["k"],
+            tau_tree_topk=cfg.get("tree_topk"),
+            tau_dynamic_tree=tree == "dynamic",
+        )
+    elif name == "redrafter":
+        beams = cfg["beam_width"]
+        fields.update(tau_tree_nodes=beams * cfg["k"], tau_tree_topk=beams)
+    return AcceptanceConfig(**fields)
+
+
+def _exact_preset(
+    name: str, presets: dict[str, Any], dataset: str, target: str, domain: str
+) -> AcceptanceConfig | None:
+    """A listed τ measured on ``target`` and ``dataset`` with its stated chain length."""
+    for preset in presets.values():
+        for cand in preset.get("alternatives") or []:
+            if cand.get("target_model") != target or cand.get("dataset") != dataset:
+                continue
+            if "tau" not in cand or cand.get("tree") != "chain" or not cand.get("k"):
+                continue
+            spread, _ = acceptance_spread(method_info(name).drafter, domain)
+            return AcceptanceConfig(
+                tau=float(cand["tau"]),
+                tau_k=int(cand["k"]),
+                spread=spread,
+                source=f"{cand['source']}; case {cand['case_id']}; spread {spread}",
+            )
+    return None
+
+
+def preset_method(
+    name: str,
+    dataset: str = "sharegpt",
+    draft_model: str | None = None,
+    target: str | None = None,
+) -> MethodConfig:
+    """A method in its packaged default configuration, with its packaged acceptance for
+    ``dataset``'s domain where one exists (``simspec methods`` lists them).
+
+    draft_model: the given draft, else the preset's when it shares ``target``'s tokenizer, else
+    :data:`DEFAULT_DRAFT_MODEL` (the acceptance then stays the preset pair's, as its source says).
+    """
+    if name == "autoregressive":
+        return MethodConfig(name=name, k=0)
+    fields = method_defaults(name)
+    acc = preset_acceptance(name, dataset)
+    if name == "draft_model":
+        preset_draft = fields.get("draft_model")
+        if not draft_model and preset_draft and target and not _same_vocab(preset_draft, target):
+            preset_draft = None
+        fields["draft_model"] = draft_model or preset_draft or DEFAULT_DRAFT_MODEL
+        if acc is not None and fields["draft_model"] != method_defaults(name).get("draft_model"):
+            acc = acc.model_copy(
+                update={"source": f"measured with a different draft pair: {acc.source}"}
+            )
+    return MethodConfig(**fields, acceptance=acc)
+
+
+def _same_vocab(a: str, b: str) -> bool:
+    try:
+        return load_model(a).vocab_size == load_model(b).vocab_size
+    except InputError:
+        return True  # let the speculator report the bad model by name
+
+
+def sampled_from_trace(acc: AcceptanceConfig, k: int, kind: str) -> AcceptanceConfig:
+    """A trace replays acceptance measured at its own temperature (greedy, assumed: the trace
+    source does not state it); to sample at another temperature it becomes the parametric
+    model with the trace's own τ at chain k and the trace domain's measured spread."""
+    trace = load_trace(acc.trace, acc.trace_method)
+    tau = replay_tau(trace, k)
+    spread, _ = acceptance_spread(kind, DATASET_DOMAIN.get(str(acc.trace), "chat"))
+    return AcceptanceConfig(
+        tau=min(tau, k + 1.0),
+        tau_k=k,
+        spread=spread,
+        temperature=acc.temperature,
+        source=f"{acc.source}; as tau {tau:.3f} at k={k} to sample at another temperature",
+    )
+
+
+def default_methods(dataset: str = "sharegpt") -> list[MethodConfig]:
+    """The embedded default sweep: plain decoding, EAGLE-3 and n-gram lookup at K=3."""
+    return [preset_method(n, dataset) for n in ("autoregressive", "eagle3", "ngram")]

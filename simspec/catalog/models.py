@@ -1,0 +1,148 @@
+"""TODO docstring"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from simspec.catalog.tables import packaged_table
+from simspec.errors import InputError
+
+BYTES_PER_PARAM = 2  # bf16/fp16 weights and KV cache
+
+
+class ModelShape(BaseModel):
+    """Shapes of a Llama-style decoder (names follow Hugging Face ``config.json``)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    id: str
+    hidden_size: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0)
+    num_hidden_layers: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_key_value_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    tie_word_embeddings: bool = False
+    max_position_embeddings: int = Field(default=4096, gt=0)
+    hf_id: str = ""
+    source: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            if "num_key_value_heads" not in data or data["num_key_value_heads"] is None:
+                data["num_key_value_heads"] = data.get("num_attention_heads")
+            hidden, heads = data.get("hidden_size"), data.get("num_attention_heads")
+            # only from numbers: anything else is left for validation to name
+            if (
+                data.get("head_dim") is None
+                and type(hidden) is int
+                and type(heads) is int
+                and heads > 0
+            ):
+                data["head_dim"] = hidden // heads
+        return data
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    @property
+    def layer_params(self) -> int:
+        """Weights of one decoder layer: QKV, O, gate+up, down (norm weights are negligible)."""
+        h, i = self.hidden_size, self.intermediate_size
+        return h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h + 3 * h * i
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def num_params(self) -> int:
+        head = 0 if self.tie_word_embeddings else self.embedding_params
+        return self.num_hidden_layers * self.layer_params + self.embedding_params + head
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """K and V for every layer, before tensor-parallel sharding."""
+        return 2 * self.num_hidden_layers * self.kv_dim * BYTES_PER_PARAM
+
+    def kv_dim_per_gpu(self, tp: int) -> int:
+        """KV width on one GPU: heads split over tp, replicated when there are fewer than tp."""
+        return max(self.num_key_value_heads // tp, 1) * self.head_dim
+
+    def kv_bytes_per_token_per_gpu(self, tp: int, layers: int | None = None) -> int:
+        """K and V of ``layers`` (default: all) layers for one token on one GPU."""
+        n = self.num_hidden_layers if layers is None else layers
+        return 2 * n * self.kv_dim_per_gpu(tp) * BYTES_PER_PARAM
+
+
+def model_ids() -> list[str]:
+    return sorted(packaged_table("models.yaml"))
+
+
+def load_model(ref: str) -> ModelShape:
+    """A preset id (e.g. ``llama-3.1-8b``) or a path to a Hugging Face ``config.json``."""
+    table = packaged_table("models.yaml")
+    if ref in table:
+        return ModelShape(id=ref, **table[ref])
+    path = Path(ref)
+    if path.suffix == ".json" or path.exists():
+        return load_hf_config(path)
+    raise InputError(
+        "model",
+        f"unknown model {ref!r}; choose a preset ({', '.join(sorted(table))}) "
+        "or give a path to a Hugging Face config.json",
+    )
+
+
+def load_hf_config(path: Path) -> ModelShape:
+    """Read the shapes of a Llama-style model from its Hugging Face ``config.json``."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("model", f"config file {str(path)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError("model", f"cannot read {str(path)!r} as JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise InputError("model", f"{str(path)!r} must hold a JSON object")
+    if "text_config" in raw and isinstance(raw["text_config"], dict):
+        raw = {**raw, **raw["text_config"]}
+    aliases = {"n_layer": "num_hidden_layers", "n_head": "num_attention_heads"}
+    for old, new in aliases.items():
+        raw.setdefault(new, raw.get(old))
+    needed = (
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "vocab_size",
+    )
+    missing = [k for k in needed if raw.get(k) is None]
+    if missing:
+        raise InputError("model", f"{str(path)!r} lacks {', '.join(missing)}")
+    name = raw.get("_name_or_path") or Path(path).parent.name or Path(path).stem
+    try:
+        return ModelShape(
+            id=str(name),
+            source=f"Hugging Face config.json at {path}",
+            **{
+                k: v
+                for k, v in raw.items()
+                if k in ModelShape.model_fields and k not in ("id", "source")
+            },
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        raise InputError(f"model.{field}", err["msg"]) from None

@@ -1,0 +1,86 @@
+"""How the user's sampling settings (temperature, top-p) change per-position acceptance.
+
+At temperature 0 a draft token survives when it is the target's argmax; when sampling, it
+survives with probability min(1, p/q), so a position accepts Σ min(p, q) of the two
+distributions after temperature and top-p. ``simspec/data/sampling.yaml`` tabulates that
+acceptance on synthetic distributions fitted to the published T=0/T=1 pairs
+(calibration/derive_temperature_model.py): heating moves mass into the tail, where a draft is
+least accurate, and acceptance falls.
+
+simspec applies it as one factor per (temperature, top-p), α_T = α0 · f(T, p), with f read off
+the fitted family at the pairs' median greedy acceptance: the pairs (α0 from 0.55 to 0.68) show
+a drop of 7-20 % at T=1 with no trend in α0, while the family's own dependence on α0 outside
+that range is extrapolation.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+
+from simspec.catalog.tables import packaged_table
+
+
+@cache
+def _grid() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+    doc = packaged_table("sampling.yaml")
+    alpha0 = np.asarray(doc["alpha0"], dtype=np.float64)
+    temps = np.asarray(doc["temperature"], dtype=np.float64)
+    top_ps = np.asarray(doc["top_p"], dtype=np.float64)
+    # values[top_p, temperature, alpha0], made non-decreasing in alpha0 (Monte Carlo noise)
+    values = np.array([doc["alpha"][str(tp)] for tp in doc["top_p"]], dtype=np.float64)
+    values = np.maximum.accumulate(values, axis=2)
+    return alpha0, temps, top_ps, values, doc
+
+
+def sampling_source() -> str:
+    doc = _grid()[4]
+    fit = doc["fit"]
+    return (
+        f"{doc['source']}; over {fit['pairs']} pairs, alpha at T=1 off by "
+        f"{fit.get('factor_mape_alpha1', fit['mape_alpha1']):.1%} on average"
+    )
+
+
+# No published pair constrains acceptance above T = 1 (shared/validation has T = 0, 0.7 and 1
+# only), and the synthetic family's behaviour there depends on the tail of the logit
+# distribution, which the pairs do not pin down: above it, acceptance is held at its T = 1 value.
+MAX_FITTED_TEMPERATURE = 1.0
+
+
+def _curve(temperature: float, top_p: float) -> np.ndarray:
+    """α at (temperature, top_p) on the α0 grid, interpolated between tabulated settings."""
+    alpha0, temps, top_ps, values, _ = _grid()
+    t = min(max(temperature, temps[0]), MAX_FITTED_TEMPERATURE)
+    p = min(max(top_p, top_ps.min()), 1.0)
+    # along top-p (descending in the table), then temperature
+    order = np.argsort(top_ps)
+    by_p = np.array(
+        [
+            [np.interp(p, top_ps[order], values[order, ti, ai]) for ai in range(len(alpha0))]
+            for ti in range(len(temps))
+        ]
+    )
+    return np.array([np.interp(t, temps, by_p[:, ai]) for ai in range(len(alpha0))])
+
+
+def factor(temperature: float, top_p: float = 1.0) -> float:
+    """f(T, p) = α_T / α0 of the fitted family at the pairs' median greedy acceptance."""
+    if temperature == 0.0 and top_p >= 1.0:
+        return 1.0
+    alpha0, *_, doc = _grid()
+    median = float(doc["fit"]["alpha0_median"])
+    return float(np.interp(median, alpha0, _curve(temperature, top_p))) / median
+
+
+def alpha_at(alpha0: np.ndarray | float, temperature: float, top_p: float = 1.0) -> np.ndarray:
+    """Acceptance at ``temperature``/``top_p`` of positions whose greedy acceptance is α0."""
+    return np.clip(np.asarray(alpha0, dtype=np.float64) * factor(temperature, top_p), 0.0, 1.0)
+
+
+def greedy_alpha(alpha: np.ndarray | float, temperature: float, top_p: float = 1.0) -> np.ndarray:
+    """The greedy acceptance α0 whose acceptance at ``temperature``/``top_p`` is ``alpha``
+    (the inverse of :func:`alpha_at`, for presets measured while sampling)."""
+    f = factor(temperature, top_p)
+    return np.clip(np.asarray(alpha, dtype=np.float64) / f, 0.0, 1.0)

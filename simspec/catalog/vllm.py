@@ -1,0 +1,174 @@
+"""vLLM's ``--speculative-config`` JSON, as users already write it, mapped onto simspec methods.
+
+Keys follow vLLM's ``SpeculativeConfig`` (vllm/config/speculative.py) plus the proposed Dynamic
+SD schedule ``num_speculative_tokens_per_batch_size: [[start_bs, end_bs, K], ...]``. Keys that
+change nothing simspec models (weights paths, quantization, revisions, logging) are accepted and
+ignored; any other key is an error naming it, so a typo never silently changes a prediction.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+from simspec.errors import InputError
+
+# vLLM method names -> simspec method names
+METHODS = {
+    "ngram": "ngram",
+    "eagle": "eagle1",
+    "eagle3": "eagle3",
+    "medusa": "medusa1",
+    "draft_model": "draft_model",
+    "suffix": "suffix",
+    "mtp": "mtp",
+    "deepseek_mtp": "mtp",
+    "qwen3_next_mtp": "mtp",
+    "ernie_mtp": "mtp",
+    "glm4_moe_mtp": "mtp",
+    "mimo_mtp": "mtp",
+    "longcat_flash_mtp": "mtp",
+}
+# accepted, and without effect on what simspec simulates
+IGNORED = {
+    "model": "the draft weights' path (draft_model: used as the draft model when it is a preset)",
+    "quantization": "draft weight quantization is not modelled (bf16 drafts)",
+    "max_model_len": "context limit of the draft",
+    "revision": "weights revision",
+    "code_revision": "code revision",
+    "draft_tensor_parallel_size": "drafts run at the target's tensor parallelism",
+    "disable_logprobs": "logging",
+    "disable_log_stats": "logging",
+    "enforce_eager": "CUDA graphs are an engine-profile matter",
+    "disable_padded_drafter_batch": "batch padding is not modelled",
+    "prompt_lookup_min": "n-gram match length: acceptance comes from traces or presets",
+    "prompt_lookup_max": "n-gram match length: acceptance comes from traces or presets",
+    "suffix_decoding_max_tree_depth": "suffix tree depth: acceptance comes from presets",
+    "suffix_decoding_max_cached_requests": "suffix cache size",
+    "suffix_decoding_max_spec_factor": "suffix speculation factor",
+    "suffix_decoding_min_token_prob": "suffix probability threshold",
+}
+USED = (
+    "method",
+    "num_speculative_tokens",
+    "num_speculative_tokens_per_batch_size",
+    "disable_by_batch_size",
+    "speculative_token_tree",
+)
+MAX_JSON_BYTES = 256 * 1024
+
+
+def read_speculative_config(text: str) -> dict[str, Any]:
+    """The JSON object given inline or, with a leading '@', in a file."""
+    field = "--speculative-config"
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            if path.stat().st_size > MAX_JSON_BYTES:
+                raise InputError(field, f"{str(path)!r} is larger than {MAX_JSON_BYTES} bytes")
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(field, f"cannot read {str(path)!r}: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(field, f"not valid JSON ({exc.msg} at position {exc.pos})") from None
+    if not isinstance(data, dict):
+        raise InputError(field, 'must be a JSON object such as {"method": "eagle3", ...}')
+    return data
+
+
+def to_method(cfg: dict[str, Any]) -> dict[str, Any]:
+    """MethodConfig fields for a vLLM speculative_config (acceptance is left to presets)."""
+    unknown = sorted(set(cfg) - set(IGNORED) - set(USED))
+    if unknown:
+        raise InputError(
+            f"speculative_config.{unknown[0]}",
+            f"unknown key; simspec understands {', '.join(USED + tuple(IGNORED))}",
+        )
+    method = cfg.get("method")
+    if method is None:
+        if not cfg.get("model"):
+            raise InputError("speculative_config.method", "give a method (or a draft model)")
+        method = "draft_model"
+    if not isinstance(method, str) or method not in METHODS:
+        raise InputError(
+            "speculative_config.method",
+            f"{method!r} is not modelled; choose one of {', '.join(sorted(METHODS))}",
+        )
+    out: dict[str, Any] = {"name": METHODS[method]}
+    k = cfg.get("num_speculative_tokens")
+    if k is not None:
+        out["k"] = _int(k, "num_speculative_tokens", 1, 64)
+    schedule = cfg.get("num_speculative_tokens_per_batch_size")
+    if schedule is not None:
+        out["k_schedule"] = _schedule(schedule)
+    if cfg.get("disable_by_batch_size") is not None:
+        out["disable_by_batch_size"] = _int(
+            cfg["disable_by_batch_size"], "disable_by_batch_size", 1, 1_000_000
+        )
+    if cfg.get("speculative_token_tree") is not None:
+        out["tree_paths"] = _tree(cfg["speculative_token_tree"])
+        out["tree"] = "static"
+        out["k"] = max(len(p) for p in out["tree_paths"])
+    if out["name"] == "draft_model" and isinstance(cfg.get("model"), str):
+        out["draft_model"] = cfg["model"]
+    return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int(value: Any, key: str, low: int, high: int) -> int:
+    if not _is_int(value) or not low <= value <= high:
+        raise InputError(f"speculative_config.{key}", f"must be an integer in [{low}, {high}]")
+    return value
+
+
+def _schedule(value: Any) -> list[tuple[int, int, int]]:
+    key = "speculative_config.num_speculative_tokens_per_batch_size"
+    if not isinstance(value, list) or not value:
+        raise InputError(key, "must be a non-empty list of [start_bs, end_bs, K]")
+    out = []
+    for entry in value:
+        if not (isinstance(entry, list | tuple) and len(entry) == 3 and all(map(_is_int, entry))):
+            raise InputError(key, f"each entry is [start_bs, end_bs, K] of integers, got {entry!r}")
+        start, end, k = entry
+        if not (1 <= start <= end and 0 <= k <= 64):
+            raise InputError(key, f"need 1 <= start_bs <= end_bs and 0 <= K <= 64, got {entry!r}")
+        out.append((start, end, k))
+    spans = sorted(out)
+    for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
+        if start <= end:
+            raise InputError(key, "batch-size ranges overlap")
+    return out
+
+
+def _tree(value: Any) -> list[list[int]]:
+    """vLLM's tree: a list (or its Python repr) of paths of 0-based sibling ranks."""
+    key = "speculative_config.speculative_token_tree"
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value)  # literals only: never code
+        except (ValueError, SyntaxError):
+            raise InputError(key, "must be a list of paths such as [(0,), (1,), (0, 0)]") from None
+    if not isinstance(value, list | tuple) or not value:
+        raise InputError(key, "must be a non-empty list of paths")
+    paths = []
+    for p in value:
+        if not (
+            isinstance(p, list | tuple) and p and all(isinstance(x, int) and x >= 0 for x in p)
+        ):
+            raise InputError(key, f"each path is a tuple of ranks >= 0, got {p!r}")
+        paths.append([int(x) for x in p])
+    known = {()}
+    for p in sorted(paths, key=len):
+        if tuple(p[:-1]) not in known:
+            raise InputError(key, f"path {tuple(p)} has no parent {tuple(p[:-1])} in the tree")
+        known.add(tuple(p))
+    if len(known) - 1 != len(paths):
+        raise InputError(key, "paths repeat")
+    return paths

@@ -1,0 +1,1 @@
+"""The ``simspec`` command (typer)."""

@@ -1,0 +1,5 @@
+"""``python -m simspec.cli``: the same as the ``simspec`` command."""
+
+from simspec.cli.main import main
+
+main()

@@ -1,0 +1,290 @@
+"""Every input schema, once: what a user writes in a scenario file or on the command line.
+
+Plain validated data (pydantic), no behaviour beyond checks: the catalog fills these from
+presets, the engine reads them, the studies vary them. A field's ``description`` is also its
+command-line help.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class LengthSpec(BaseModel):
+    """A token-length distribution, clipped to [min, max] and rounded to integers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    dist: Literal["fixed", "uniform", "lognormal"] = "fixed"
+    mean: float = Field(default=256.0, ge=1.0, le=1e6)
+    cv: float = Field(default=0.0, ge=0.0, le=10.0, description="lognormal: std / mean")
+    low: float | None = Field(default=None, ge=1.0, description="uniform: lower bound")
+    high: float | None = Field(default=None, ge=1.0, description="uniform: upper bound")
+    min: int = Field(default=1, ge=1)
+    max: int = Field(default=1_000_000, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> LengthSpec:
+        if self.dist == "uniform" and (
+            self.low is None or self.high is None or self.low > self.high
+        ):
+            raise ValueError("uniform lengths need low <= high")
+        if self.min > self.max:
+            raise ValueError("min must be <= max")
+        return self
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        if self.dist == "fixed":
+            x = np.full(n, self.mean)
+        elif self.dist == "uniform":
+            x = rng.uniform(self.low, self.high + 1.0, size=n)
+        else:
+            sigma2 = np.log1p(self.cv**2)
+            x = rng.lognormal(np.log(self.mean) - sigma2 / 2.0, np.sqrt(sigma2), size=n)
+        return np.clip(np.floor(x), self.min, self.max).astype(np.int64)
+
+
+class WorkloadConfig(BaseModel):
+    """Arrivals (closed loop at fixed concurrency, or Poisson) and request lengths."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    arrival: Literal["closed", "poisson"] = Field(
+        default="closed", description="closed: N in flight, a finished one replaced at once"
+    )
+    concurrency: int = Field(default=1, ge=1, le=100_000, description="closed loop: N")
+    rate: float = Field(default=1.0, gt=0.0, le=1e6, description="poisson: requests per second")
+    rate_schedule: list[tuple[float, float]] | None = Field(
+        default=None,
+        description="poisson with a rate that changes over the run: [[start_s, rate], ...], "
+        "piecewise constant from each start (the first at 0); replaces rate",
+    )
+    requests: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="requests to simulate; default max(100, 4 x concurrency)",
+    )
+    trace: str | None = Field(
+        default="sharegpt", description="take prompt/output lengths from this acc_len trace"
+    )
+    trace_output_method: str | None = Field(
+        default=None, description="use len(acc_len[method]) as output length instead of output_len"
+    )
+    prompt: LengthSpec = LengthSpec(dist="fixed", mean=512)
+    output: LengthSpec = LengthSpec(dist="fixed", mean=256)
+
+    @model_validator(mode="after")
+    def _schedule(self) -> WorkloadConfig:
+        sched = self.rate_schedule
+        if sched is None:
+            return self
+        if not sched or sched[0][0] != 0.0:
+            raise ValueError("rate_schedule must start at time 0")
+        times = [t for t, _ in sched]
+        if times != sorted(times) or len(set(times)) != len(times):
+            raise ValueError("rate_schedule times must increase")
+        if any(not (0.0 <= r <= 1e6) for _, r in sched) or sched[-1][1] <= 0.0:
+            raise ValueError("rates must be in [0, 1e6] and the last one > 0")
+        return self
+
+    @property
+    def num_requests(self) -> int:
+        if self.requests is not None:
+            return self.requests
+        n = self.concurrency if self.arrival == "closed" else 1
+        return max(100, 4 * n)
+
+
+class AcceptanceConfig(BaseModel):
+    """How accept events are drawn for one method. Give exactly one of alpha, tau or trace."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    alpha: float | list[float] | None = Field(
+        default=None,
+        description="mean acceptance per draft position (a scalar = same at every position)",
+    )
+    tau: float | None = Field(
+        default=None,
+        ge=1.0,
+        description="published mean tokens per step (incl. bonus) at chain tau_k",
+    )
+    tau_k: int | None = Field(
+        default=None, ge=1, description="chain length (or tree depth) tau was measured at"
+    )
+    tau_tree_nodes: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="draft-tree size tau was measured with (none: chain)",
+    )
+    tau_tree_topk: int | None = Field(
+        default=None, ge=1, le=64, description="children per node of that tree"
+    )
+    tau_dynamic_tree: bool = Field(
+        default=False, description="tau was measured with a dynamic (per-step) tree"
+    )
+    depth_decay: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1.0,
+        description="mean α at depth d = α_1 · decay^(d-1) (Medusa's independent heads); "
+        "default: the method's",
+    )
+    spread: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=10.0,
+        description="std of a per-request logit offset (heterogeneity)",
+    )
+    burst_scale: float = Field(
+        default=0.0, ge=0.0, le=10.0, description="std of a per-step logit offset within a request"
+    )
+    burstiness: float = Field(
+        default=0.0, ge=0.0, lt=1.0, description="lag-1 correlation of the per-step offset"
+    )
+    trace: str | None = Field(default=None, description="packaged trace name or acc_len JSONL path")
+    temperature: float = Field(
+        default=0.0, ge=0.0, le=5.0, description="sampling temperature alpha/tau was measured at"
+    )
+    trace_method: str | None = Field(default=None, description="key under acc_len, e.g. eagle3")
+    source: str = Field(default="", description="where the numbers come from")
+
+    @model_validator(mode="after")
+    def _check(self) -> AcceptanceConfig:
+        given = [n for n in ("alpha", "tau", "trace") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"give exactly one of alpha, tau or trace (got {', '.join(given) or 'none'})"
+            )
+        if self.alpha is not None:
+            values = [self.alpha] if isinstance(self.alpha, float | int) else self.alpha
+            if not values or any(not 0.0 <= a <= 1.0 for a in values):
+                raise ValueError("alpha must be in [0, 1] (a number or a non-empty list)")
+        if self.tau is not None and self.tau_k is None:
+            raise ValueError("tau needs tau_k, the chain length it was measured at")
+        if self.tau is not None and self.tau > self.tau_k + 1:
+            raise ValueError(f"tau must be <= tau_k + 1 = {self.tau_k + 1}")
+        if self.tau_tree_nodes is not None and self.tau_tree_nodes < (self.tau_k or 1):
+            raise ValueError("tau_tree_nodes must be >= tau_k (a tree holds its depth)")
+        if self.trace is not None and not self.trace_method:
+            raise ValueError("trace needs trace_method (e.g. eagle3 or ngram)")
+        return self
+
+    @property
+    def sigma(self) -> float:
+        return math.hypot(self.spread, self.burst_scale)
+
+
+TreeKind = Literal["chain", "static", "dynamic"]
+
+
+class MethodConfig(BaseModel):
+    """One method to simulate, as a user writes it in a scenario file. Unset fields take the
+    method's defaults (``simspec methods`` lists them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(description="registry name, e.g. eagle3")
+    k: int = Field(default=3, ge=0, le=64, description="draft tokens per step, or tree depth")
+    draft_model: str | None = Field(default=None, description="draft preset or config.json path")
+    draft_vocab_size: int | None = Field(
+        default=None, gt=0, description="EAGLE head vocabulary (EAGLE-3 drafts over a reduced one)"
+    )
+    tree: TreeKind | None = Field(default=None, description="chain, static or dynamic tree")
+    tree_nodes: int | None = Field(
+        default=None, ge=1, le=1024, description="draft tokens verified per step in a tree"
+    )
+    tree_topk: int | None = Field(default=None, ge=1, le=64, description="children per node")
+    tree_paths: list[list[int]] | None = Field(
+        default=None,
+        description="an explicit static tree: paths of 0-based sibling ranks, e.g. "
+        "[[0], [1], [0, 0]] (Medusa choices, vLLM speculative_token_tree)",
+    )
+    lookahead_window: int | None = Field(default=None, ge=1, le=64, description="Lookahead W")
+    lookahead_ngram: int | None = Field(default=None, ge=2, le=16, description="Lookahead N")
+    lookahead_guesses: int | None = Field(default=None, ge=0, le=64, description="Lookahead G")
+    beam_width: int | None = Field(default=None, ge=1, le=64, description="ReDrafter beams")
+    draft_layers: int | None = Field(
+        default=None, ge=1, description="self_spec: target layers that draft (early exit)"
+    )
+    k_schedule: list[tuple[int, int, int]] | None = Field(
+        default=None,
+        description="vLLM Dynamic SD: [[start_bs, end_bs, K], ...]; K=0 turns speculation off",
+    )
+    disable_by_batch_size: int | None = Field(
+        default=None, ge=1, description="speculation off when this many requests are running"
+    )
+    tree_schedule: list[tuple[int, int, int]] | None = Field(
+        default=None,
+        description="tree budget by batch size: [[start_bs, end_bs, nodes], ...]; 0 = off",
+    )
+    acceptance: AcceptanceConfig | None = None
+
+    @field_validator("k_schedule", "tree_schedule")
+    @classmethod
+    def _schedule(cls, v: list[tuple[int, int, int]] | None) -> list[tuple[int, int, int]] | None:
+        for start, end, k in v or []:
+            if not (1 <= start <= end and 0 <= k <= 1024):
+                raise ValueError("each entry is [start_bs, end_bs, value] with 1 <= start <= end")
+        spans = sorted(v or [])
+        for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
+            if start <= end:
+                raise ValueError("batch-size ranges overlap")
+        return v
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+
+class SchedulerConfig(BaseModel):
+    """Engine limits; unset values take the engine profile's defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=100_000)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+
+
+class Deployment(BaseModel):
+    """What is served and how: model, hardware, engine, workload, scheduler limits, seed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    model: str = Field(default="llama-3.1-8b", description="model preset or config.json path")
+    gpu: str = Field(default="h100_sxm", description="GPU preset")
+    tp: int = Field(default=1, ge=1, le=64, description="tensor-parallel degree")
+    pp: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="GPUs the layers are split across, run one after another (Hugging Face "
+        "device_map='auto'): more memory, the same step time plus a hop per boundary",
+    )
+    engine: str = Field(default="vllm", description="engine profile")
+    profile: str | None = Field(default=None, description="hardware profile id or YAML path")
+    workload: WorkloadConfig = WorkloadConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    temperature: float = Field(
+        default=0.0, ge=0.0, le=5.0, description="sampling temperature (0 = greedy)"
+    )
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+
+    @field_validator("tp")
+    @classmethod
+    def _tp(cls, v: int) -> int:
+        return check_tp(v)
+
+
+class Scenario(Deployment):
+    """One simulation: a deployment running one method."""
+
+    method: MethodConfig = MethodConfig(name="autoregressive", k=0)
+
+
+def check_tp(tp: int) -> int:
+    """Tensor parallelism splits heads evenly: a power of two, as engines require."""
+    if tp & (tp - 1):
+        raise ValueError("must be a power of two (1, 2, 4, 8, ...)")
+    return tp

@@ -1,0 +1,197 @@
+"""α traces: per-request, per-position acceptance, sampled or replayed.
+
+The simulator's fast path draws, for each sequence of a verify step and each draft position j,
+an accept event with probability α_j (= Σ min(p, q) = 1 − TV(p, q) of that position, see
+:mod:`simspec.engine.acceptance.exact`); the step yields the longest accepted prefix plus one
+token. Two sources
+of α:
+
+* **parametric** – a per-position mean profile α_j, made heterogeneous and correlated by a
+  logit-normal offset per sequence and step:
+  ``logit α_{r,s,j} = μ_j + spread·z_r + burst_scale·y_{r,s}``, with ``z_r ~ N(0,1)`` fixed for the
+  request and ``y_{r,s}`` a unit-variance AR(1) over steps with lag-1 correlation ``burstiness``.
+  ``μ_j`` is solved so that the mean of α_j over requests and steps equals the given α_j.
+* **trace** – replay of measured ``acc_len`` arrays (:mod:`simspec.catalog.traces`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+import numpy as np
+from scipy.special import expit
+
+from simspec.catalog.traces import AcceptanceTrace, load_trace
+from simspec.config import AcceptanceConfig
+from simspec.engine.acceptance.exact import sample_accept_counts
+from simspec.engine.acceptance.inversion import (
+    TreeShape,
+    alpha_profile,
+    bucket_of,
+    mean_matching_logits,
+    tree_plan,
+)
+from simspec.engine.acceptance.trees import Tree, walk
+
+
+# -- samplers used by the engine ---------------------------------------------------------------
+class AcceptanceSampler(Protocol):
+    def start(self, rid: int, trace_index: int) -> None:
+        """Draw the request's own parameters when it arrives."""
+
+    def accept_counts(
+        self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
+    ) -> np.ndarray:
+        """Accepted draft tokens (0..k) of one verify step for each sequence in ``rids``
+        (``nodes``: the tree budget of this step, for tree samplers)."""
+
+
+class ParametricAcceptance:
+    """Logit-normal α around a per-position mean profile (see module docstring)."""
+
+    def __init__(
+        self,
+        cfg: AcceptanceConfig,
+        k: int,
+        num_requests: int,
+        rng: np.random.Generator,
+        decay: float = 1.0,
+        alpha: np.ndarray | None = None,
+    ) -> None:
+        """``alpha``: the mean profile to use (default: ``alpha_profile(cfg, k, decay)``)."""
+        self.k, self.rng = k, rng
+        self.spread, self.burst_scale, self.rho = cfg.spread, cfg.burst_scale, cfg.burstiness
+        self.alpha = alpha_profile(cfg, k, decay) if alpha is None else np.asarray(alpha, float)[:k]
+        self.mu = mean_matching_logits(self.alpha, cfg.sigma)
+        self.static = cfg.sigma == 0.0
+        self._alpha_rows = self.alpha[None, :]
+        self.request_offset = np.zeros(num_requests)
+        self.burst = np.zeros(num_requests)
+
+    def start(self, rid: int, trace_index: int) -> None:
+        if not self.static:
+            self.request_offset[rid] = self.spread * self.rng.standard_normal()
+            self.burst[rid] = self.rng.standard_normal()
+
+    def alphas(self, rids: np.ndarray, k: int) -> np.ndarray:
+        """α of each sequence's draft positions 1..k at this step (advances the bursts)."""
+        if self.static:
+            return np.broadcast_to(self._alpha_rows[:, :k], (len(rids), k))
+        if self.burst_scale > 0.0:
+            noise = self.rng.standard_normal(len(rids))
+            self.burst[rids] = self.rho * self.burst[rids] + math.sqrt(1 - self.rho**2) * noise
+        offset = self.request_offset[rids] + self.burst_scale * self.burst[rids]
+        return expit(self.mu[None, :k] + offset[:, None])
+
+    def accept_counts(
+        self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
+    ) -> np.ndarray:
+        return sample_accept_counts(self.alphas(rids, k), self.rng)
+
+
+class TreeAcceptance:
+    """Accepted depth of a tree verify step: the α of each depth comes from the parametric
+    model, the walk down the tree from :func:`simspec.engine.acceptance.trees.walk` (the exact
+    rule: greedy at
+    temperature 0, recursive rejection over sibling candidates when ``sampled``); dynamic trees
+    are chosen per sequence from its depth-1 acceptance. One plan per node budget, for
+    policies that change the budget with load."""
+
+    def __init__(
+        self,
+        base: ParametricAcceptance,
+        plans: dict[int, tuple[np.ndarray, bool]],
+        depth: int,
+        default: int,
+        sampled: bool = False,
+    ) -> None:
+        self.base, self.plans, self.depth, self.default = base, plans, depth, default
+        self.sampled = sampled
+
+    def start(self, rid: int, trace_index: int) -> None:
+        self.base.start(rid, trace_index)
+
+    def accept_counts(
+        self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
+    ) -> np.ndarray:
+        children, dynamic = self.plans[nodes or self.default]
+        alpha = np.ascontiguousarray(self.base.alphas(rids, self.depth))
+        tree_of = bucket_of(alpha[:, 0]) if dynamic else None
+        return walk(children, alpha, self.base.rng, tree_of, self.sampled)
+
+
+class TraceAcceptance:
+    """Replays measured ``acc_len`` arrays: a step at output position t yields min(acc[t], k+1).
+
+    A request replays the trace record the workload drew for it when both come from the same
+    trace file (lengths and acceptance then belong to one real request); otherwise it draws a
+    record at random. Positions past the end of a record wrap around.
+    """
+
+    def __init__(
+        self,
+        trace: AcceptanceTrace,
+        num_requests: int,
+        rng: np.random.Generator,
+        share_workload_index: bool,
+    ) -> None:
+        self.trace, self.rng, self.share = trace, rng, share_workload_index
+        self.record = np.zeros(num_requests, dtype=np.int64)
+        # where each request's record lies in ``trace.acc``, copied at start so that a step
+        # indexes the flat array directly
+        self.offset = np.zeros(num_requests, dtype=np.int64)
+        self.length = np.ones(num_requests, dtype=np.int64)
+        self._counts: dict[int, np.ndarray] = {}  # by k: accepted drafts at every flat position
+
+    def start(self, rid: int, trace_index: int) -> None:
+        if self.share and 0 <= trace_index < self.trace.num_requests:
+            self.record[rid] = trace_index
+        else:
+            self.record[rid] = self.rng.integers(self.trace.num_requests)
+        self.offset[rid] = self.trace.offsets[self.record[rid]]
+        self.length[rid] = self.trace.lengths[self.record[rid]]
+
+    def accept_counts(
+        self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
+    ) -> np.ndarray:
+        counts = self._counts.get(k)
+        if counts is None:
+            counts = self._counts[k] = np.minimum(self.trace.acc, k + 1).astype(np.int64) - 1
+        return counts[self.offset[rids] + positions % self.length[rids]]
+
+
+def build_sampler(
+    cfg: AcceptanceConfig,
+    k: int,
+    num_requests: int,
+    rng: np.random.Generator,
+    workload_trace: str | None = None,
+    decay: float = 1.0,
+    tree: TreeShape | None = None,
+    static_trees: dict[int, Tree] | None = None,
+    alpha: np.ndarray | None = None,
+    budgets: list[int] | None = None,
+    sampled: bool = False,
+) -> AcceptanceSampler:
+    """The sampler for one run: trace replay (chains only), parametric chains, or parametric
+    α walked down a tree: the method's own static trees by node budget when it has them, else
+    trees built from ``tree`` for each of ``budgets``."""
+    if tree is not None:
+        if cfg.trace is not None:
+            raise ValueError("tree methods need alpha or tau acceptance, not a chain trace")
+        base = ParametricAcceptance(cfg, tree.depth, num_requests, rng, decay, alpha)
+        plans = {}
+        for n in budgets or [tree.nodes]:
+            if static_trees and n in static_trees and not tree.dynamic:
+                plans[n] = (static_trees[n].children(), False)
+            else:
+                shape = TreeShape(n, tree.topk, tree.depth, tree.dynamic)
+                plans[n] = tree_plan(shape, base.alpha, cfg.sigma, sampled)
+        return TreeAcceptance(base, plans, tree.depth, tree.nodes, sampled)
+    if cfg.trace is not None:
+        trace = load_trace(cfg.trace, cfg.trace_method)
+        return TraceAcceptance(
+            trace, num_requests, rng, share_workload_index=workload_trace == cfg.trace
+        )
+    return ParametricAcceptance(cfg, k, num_requests, rng, decay, alpha)

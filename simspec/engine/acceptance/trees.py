@@ -1,0 +1,232 @@
+"""Draft trees: their shapes, how deep a verify step gets along one, and the best tree for a budget.
+
+A tree verify step sends the root (the last accepted token) plus ``nodes`` drafted tokens per
+sequence; node i's children are the draft's candidates ranked 1, 2, ... (1 = the draft's top
+choice). At temperature 0 the exact rule keeps a child when it holds the target's argmax, so the
+walk from the root goes, at depth d, to the child whose rank equals the rank of the target's
+token among the draft's candidates, and stops when that rank has no child in the tree. A chain of
+K is the tree whose every node has only its rank-1 child.
+
+The **rank model** says how likely the target's token is the draft's rank-r candidate when the
+rank-1 candidate is accepted with probability α: ``H(R; α) = P(target token in the draft's top R)``.
+It is derived from the exact rule on synthetic distributions (:func:`rank_curves`): target logits
+i.i.d. normal over an effective candidate set of :data:`CANDIDATES` tokens, draft logits the
+target's plus independent normal noise whose size sets α. At temperature 0 only argmax and
+ranks matter, so the noise-to-logit-scale ratio is the family's one parameter, fixed by α.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+
+from simspec.catalog.tables import packaged_table
+
+CANDIDATES = 64  # draft candidates that can hold the target's token (the synthetic vocabulary)
+MAX_RANK = CANDIDATES  # deepest sibling rank a tree may use
+_CONTEXTS = 10_000  # synthetic contexts per noise level
+_NOISE = np.concatenate([[0.0], np.geomspace(0.003, 30.0, 72)])  # noise / logit scale
+_GRID = 1000  # top_r_hit is tabulated at alpha = 0, 1/_GRID, ..., 1 for the hot loop
+
+
+@cache
+def rank_curves() -> tuple[np.ndarray, np.ndarray]:
+    """``(alpha, H)``: α ascending over the noise grid and ``H[:, R-1] = P(target in top R)``.
+
+    Monte Carlo with a fixed seed, so the same numbers every run (~0.3 s, once per process).
+    """
+    rng = np.random.default_rng(20241129)
+    target = rng.standard_normal((_CONTEXTS, CANDIDATES))
+    noise = rng.standard_normal((_CONTEXTS, CANDIDATES))
+    best = np.argmax(target, axis=1)
+    rows = []
+    for sigma in _NOISE:
+        draft = target + sigma * noise
+        order = np.argsort(-draft, axis=1)[:, :MAX_RANK]
+        rows.append(np.cumsum(order == best[:, None], axis=1).mean(axis=0))
+    h = np.array(rows)[::-1]  # ascending alpha
+    # monotone in alpha despite Monte Carlo noise, and H(R) >= alpha for every R
+    h = np.maximum.accumulate(h, axis=0)
+    h = np.maximum.accumulate(h, axis=1)
+    return h[:, 0].copy(), h
+
+
+@cache
+def _hit_table(sampled: bool = False) -> np.ndarray:
+    """``H(R; α)`` at α = i / _GRID, i = 0.._GRID (rows), R = 1..MAX_RANK (columns): greedy
+    verification, or (``sampled``) recursive rejection sampling over i.i.d. candidates, as
+    tabulated in simspec/data/sampling.yaml (calibration/derive_temperature_model.py)."""
+    alpha = np.linspace(0.0, 1.0, _GRID + 1)
+    if not sampled:
+        return _interpolate(alpha)
+    doc = packaged_table("sampling.yaml")["siblings"]
+    grid, hit = np.asarray(doc["alpha"]), np.asarray(doc["hit"])
+    cols = [np.interp(alpha, grid, hit[:, r]) for r in range(hit.shape[1])]
+    table = np.stack(cols + [cols[-1]] * (MAX_RANK - len(cols)), axis=1)  # deeper: held
+    table[:, 0] = alpha  # exactly α for the first candidate
+    table = np.maximum(table, alpha[:, None])
+    return np.maximum.accumulate(table, axis=1)
+
+
+def top_r_hit(alpha: np.ndarray | float, sampled: bool = False) -> np.ndarray:
+    """``H(R; α)`` for R = 1..MAX_RANK (last axis), from the table at the nearest 1/_GRID:
+    P(the target's token is among the first R candidates) when greedy, P(one of R candidates
+    survives recursive rejection sampling) when ``sampled``."""
+    idx = np.rint(np.asarray(alpha, dtype=np.float64) * _GRID).astype(np.int64)
+    return _hit_table(sampled)[idx]
+
+
+def _interpolate(alpha: np.ndarray) -> np.ndarray:
+    grid, h = rank_curves()
+    a = np.clip(np.asarray(alpha, dtype=np.float64), grid[0], grid[-1])
+    idx = np.clip(np.searchsorted(grid, a, side="right") - 1, 0, len(grid) - 2)
+    w = (a - grid[idx]) / np.maximum(grid[idx + 1] - grid[idx], 1e-12)
+    out = h[idx] * (1.0 - w)[..., None] + h[idx + 1] * w[..., None]
+    out[..., 0] = np.asarray(alpha, dtype=np.float64)  # exactly α at rank 1
+    return np.maximum.accumulate(out, axis=-1)
+
+
+def rank_probs(alpha: np.ndarray | float, sampled: bool = False) -> np.ndarray:
+    """P(the walk continues through the rank-r candidate), r = 1..MAX_RANK."""
+    h = top_r_hit(alpha, sampled)
+    return np.diff(h, axis=-1, prepend=0.0)
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A draft tree: node 0 is the root; ``parent[i]`` and ``rank[i]`` (1-based) for i >= 1."""
+
+    parent: tuple[int, ...]
+    rank: tuple[int, ...]
+    depth: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        depth = [0] * len(self.parent)
+        for i in range(1, len(self.parent)):
+            if not 0 <= self.parent[i] < i:
+                raise ValueError("a node's parent must come before it")
+            depth[i] = depth[self.parent[i]] + 1
+        object.__setattr__(self, "depth", tuple(depth))
+
+    @property
+    def nodes(self) -> int:
+        """Drafted tokens (the root is the last accepted token, not a draft)."""
+        return len(self.parent) - 1
+
+    @property
+    def max_depth(self) -> int:
+        return max(self.depth)
+
+    def children(self) -> np.ndarray:
+        """``[node, rank - 1] -> child`` or -1."""
+        table = np.full((len(self.parent), MAX_RANK), -1, dtype=np.int64)
+        for i in range(1, len(self.parent)):
+            table[self.parent[i], self.rank[i] - 1] = i
+        return table
+
+    def width_by_depth(self) -> list[int]:
+        """Nodes at depth 1..max_depth: the tokens a drafter processes at each of its steps."""
+        counts = np.bincount(self.depth, minlength=self.max_depth + 1)
+        return [int(c) for c in counts[1:]]
+
+
+def chain(k: int) -> Tree:
+    return Tree(tuple(range(-1, k)), (0,) + (1,) * k)
+
+
+def from_paths(paths: list[list[int]]) -> Tree:
+    """A tree from paths of 0-based sibling ranks (Medusa's choices, vLLM's
+    speculative_token_tree): ``[0]`` is the draft's top token, ``[0, 1]`` its second child."""
+    index = {(): 0}
+    parent, rank = [-1], [0]
+    for path in sorted((tuple(p) for p in paths), key=lambda p: (len(p), p)):
+        if path[:-1] not in index or path in index:
+            raise ValueError(f"path {path} has no parent or repeats")
+        index[path] = len(parent)
+        parent.append(index[path[:-1]])
+        rank.append(path[-1] + 1)
+    if max(rank) > MAX_RANK:
+        raise ValueError(f"sibling ranks above {MAX_RANK} are not modelled")
+    return Tree(tuple(parent), tuple(rank))
+
+
+def expected_tau(tree: Tree, alpha_by_depth: np.ndarray, sampled: bool = False) -> float:
+    """Mean tokens per step (accepted depth + 1) for per-depth acceptance α_1..α_D."""
+    probs = rank_probs(np.asarray(alpha_by_depth, dtype=np.float64), sampled)  # (D, MAX_RANK)
+    reach = np.zeros(len(tree.parent))
+    reach[0] = 1.0
+    for i in range(1, len(tree.parent)):
+        reach[i] = reach[tree.parent[i]] * probs[tree.depth[i] - 1, tree.rank[i] - 1]
+    return float(reach.sum())
+
+
+def best_tree(alpha_by_depth: np.ndarray, nodes: int, topk: int, sampled: bool = False) -> Tree:
+    """The ``nodes``-node tree of depth <= len(alpha_by_depth), at most ``topk`` children per
+    node, with the largest expected accepted length.
+
+    Expected length is the sum over nodes of the probability of reaching them, and a child is
+    never likelier than its parent, so taking the likeliest frontier node ``nodes`` times
+    (best-first) builds the optimal tree: what EAGLE-2 does with draft confidence standing in for
+    acceptance, and how Medusa's static trees were chosen from head accuracies.
+    """
+    probs = rank_probs(np.asarray(alpha_by_depth, dtype=np.float64), sampled)
+    depth_limit = len(probs)
+    topk = min(topk, MAX_RANK)
+    parent, rank = [-1], [0]
+    frontier: list[tuple[float, int, int, int, int]] = []  # (-p, tie, parent, rank, depth)
+    tie = 0
+
+    def push(node: int, p_node: float, depth: int) -> None:
+        nonlocal tie
+        if depth >= depth_limit:
+            return
+        for r in range(1, topk + 1):
+            heapq.heappush(frontier, (-p_node * probs[depth, r - 1], tie, node, r, depth + 1))
+            tie += 1
+
+    push(0, 1.0, 0)
+    while len(parent) <= nodes and frontier:
+        neg_p, _, par, r, depth = heapq.heappop(frontier)
+        parent.append(par)
+        rank.append(r)
+        push(len(parent) - 1, -neg_p, depth)
+    return Tree(tuple(parent), tuple(rank))
+
+
+def walk(
+    children: np.ndarray,
+    alpha: np.ndarray,
+    rng: np.random.Generator,
+    tree_of: np.ndarray | None = None,
+    sampled: bool = False,
+) -> np.ndarray:
+    """Accepted depth of one verify step per sequence.
+
+    ``children``: one child table (nodes+1, MAX_RANK) shared by every sequence, or a stack of
+    tables (trees, nodes+1, MAX_RANK) with ``tree_of`` naming each sequence's; ``alpha``: (n, D)
+    acceptance of each sequence's rank-1 candidate at depth 1..D.
+    """
+    shared = tree_of is None
+    n, depth_limit = alpha.shape
+    node = np.zeros(n, dtype=np.int64)
+    accepted = np.zeros(n, dtype=np.int64)
+    live = np.arange(n)
+    table = _hit_table(sampled)
+    idx = np.rint(alpha * _GRID).astype(np.int64)
+    for d in range(depth_limit):
+        if len(live) == 0:
+            break
+        u = rng.random(len(live))
+        rank = (table[idx[live, d]] <= u[:, None]).sum(axis=1)  # 0-based matched rank
+        inside = rank < MAX_RANK
+        child = np.full(len(live), -1, dtype=np.int64)
+        at, r = live[inside], rank[inside]
+        child[inside] = children[node[at], r] if shared else children[tree_of[at], node[at], r]
+        moved = child >= 0
+        live = live[moved]
+        node[live] = child[moved]
+        accepted[live] += 1
+    return accepted

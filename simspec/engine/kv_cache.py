@@ -1,0 +1,94 @@
+"""GPU memory plan and the paged KV block pool.
+
+Capacity follows vLLM: ``gpu_memory_utilization`` of device memory, minus the weights of the
+target and the draft (both sharded over TP), minus an activation reserve, divided into blocks of
+``block_size`` tokens whose size covers the target's and the draft's KV for those tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simspec.catalog.hardware import EngineProfile, GpuSpec
+from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
+from simspec.errors import ScenarioError
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Per-GPU bytes by use, and the resulting number of KV blocks."""
+
+    usable_bytes: float
+    weight_bytes: float
+    draft_bytes: float
+    activation_bytes: float
+    kv_bytes_per_token: float
+    block_size: int
+    num_blocks: int
+
+
+def activation_reserve(target: ModelShape, tp: int, max_tokens: int, max_logit_rows: int) -> float:
+    """Peak activations of the largest forward (what vLLM's profiling run measures).
+
+    Estimated from shapes: one layer's widest intermediates for ``max_tokens`` tokens in bf16,
+    plus fp32 logits for every row the sampler may see. Not measured; calibration may replace it.
+    """
+    h, inter = target.hidden_size, target.intermediate_size // tp
+    per_token = (4 * h + 3 * inter + (target.q_dim + 2 * target.kv_dim) // tp) * BYTES_PER_PARAM
+    logits = max_logit_rows * target.vocab_size / tp * 4
+    return max_tokens * per_token + logits
+
+
+def plan_memory(
+    gpu: GpuSpec,
+    target: ModelShape,
+    tp: int,
+    engine: EngineProfile,
+    draft_bytes: float,
+    draft_kv_per_token: float,
+    max_tokens: int,
+    max_logit_rows: int,
+    pp: int = 1,
+) -> MemoryPlan:
+    # layers split over pp GPUs pool their memory (weights and KV divide with the layers)
+    usable = gpu.memory_bytes * engine["gpu_memory_utilization"] * pp
+    weights = target.num_params * BYTES_PER_PARAM / tp
+    act = activation_reserve(target, tp, max_tokens, max_logit_rows)
+    kv_per_token = target.kv_bytes_per_token_per_gpu(tp) + draft_kv_per_token
+    block = int(engine["block_size"])
+    free = usable - weights - draft_bytes - act
+    blocks = int(free // (kv_per_token * block)) if free > 0 else 0
+    if blocks <= 0:
+        where = f"over {pp} GPUs" if pp > 1 else "per GPU"
+        raise ScenarioError(
+            f"{target.id} does not fit on {gpu.id} at tp={tp}: weights {weights / GIB:.1f} GiB + "
+            f"draft {draft_bytes / GIB:.1f} GiB + activations {act / GIB:.1f} GiB exceed the "
+            f"{usable / GIB:.1f} GiB usable {where}; raise tp or pp, or pick a larger GPU"
+        )
+    return MemoryPlan(usable, weights, draft_bytes, act, kv_per_token, block, blocks)
+
+
+class BlockPool:
+    """Counts of free KV blocks; requests hold whole blocks (no block ids needed)."""
+
+    def __init__(self, num_blocks: int) -> None:
+        self.num_blocks = num_blocks
+        self.free = num_blocks
+        self.peak_used = 0
+
+    @property
+    def used(self) -> int:
+        return self.num_blocks - self.free
+
+    def allocate(self, n: int) -> None:
+        if n > self.free:
+            raise RuntimeError(f"allocating {n} blocks with {self.free} free")  # scheduler bug
+        self.free -= n
+        self.peak_used = max(self.peak_used, self.num_blocks - self.free)
+
+    def release(self, n: int) -> None:
+        self.free += n
+        if self.free > self.num_blocks:
+            raise RuntimeError("released more blocks than allocated")  # scheduler bug

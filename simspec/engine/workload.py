@@ -1,0 +1,79 @@
+"""Requests to serve: how they arrive and how long their prompts and outputs are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec.catalog.traces import first_method, load_trace
+from simspec.config import WorkloadConfig
+
+
+@dataclass(frozen=True)
+class RequestSpecs:
+    """Lengths of every request, in arrival order; ``trace_index`` is -1 without a trace."""
+
+    prompt_len: np.ndarray
+    output_len: np.ndarray
+    trace_index: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.prompt_len)
+
+
+def generate_requests(cfg: WorkloadConfig, rng: np.random.Generator) -> RequestSpecs:
+    """Draw request lengths; a trace is walked in shuffled passes so every record is used."""
+    n = cfg.num_requests
+    if cfg.trace is None:
+        return RequestSpecs(
+            cfg.prompt.sample(n, rng), cfg.output.sample(n, rng), np.full(n, -1, dtype=np.int64)
+        )
+    # lengths do not depend on the method key, so any key of the file will do
+    trace = load_trace(cfg.trace, cfg.trace_output_method or first_method(cfg.trace))
+    passes = -(-n // trace.num_requests)
+    order = np.concatenate([rng.permutation(trace.num_requests) for _ in range(passes)])[:n]
+    output = trace.lengths[order] if cfg.trace_output_method else trace.output_len[order]
+    return RequestSpecs(trace.prompt_len[order].astype(np.int64), output.astype(np.int64), order)
+
+
+def arrival_gaps(cfg: WorkloadConfig, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Seconds between successive Poisson arrivals (a piecewise-constant rate when the config
+    has a schedule: a gap that crosses into the next piece restarts there at its rate, which is
+    exact because exponential gaps are memoryless)."""
+    if cfg.rate_schedule is None:
+        return rng.exponential(1.0 / cfg.rate, size=n)
+    starts = [t for t, _ in cfg.rate_schedule] + [np.inf]
+    rates = [r for _, r in cfg.rate_schedule]
+    times = np.empty(n)
+    t, piece = 0.0, 0
+    for i in range(n):
+        while True:
+            gap = rng.exponential(1.0 / rates[piece]) if rates[piece] > 0 else np.inf
+            if t + gap < starts[piece + 1]:
+                t += gap
+                break
+            t, piece = starts[piece + 1], piece + 1
+        times[i] = t
+    return np.diff(times, prepend=0.0)
+
+
+def read_rate_csv(path: str) -> list[tuple[float, float]]:
+    """A day's traffic shape from a CSV with columns ``time_s`` and ``rate`` (requests/s)."""
+    import pandas as pd
+
+    from simspec.errors import InputError
+
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise InputError("rate_csv", f"cannot read {path!r} as CSV ({exc})") from None
+    if not {"time_s", "rate"} <= set(frame.columns):
+        raise InputError("rate_csv", f"{path!r} needs columns time_s and rate")
+    try:
+        rows = [(float(t), float(r)) for t, r in zip(frame.time_s, frame.rate, strict=True)]
+    except (TypeError, ValueError):
+        raise InputError("rate_csv", f"{path!r}: time_s and rate must be numbers") from None
+    if not rows or any(not np.isfinite(v) for row in rows for v in row):
+        raise InputError("rate_csv", f"{path!r}: needs finite numbers in at least one row")
+    return rows

@@ -1,0 +1,90 @@
+"""End-to-end sanity: simulate published plain-decoding measurements with a profile.
+
+Operator fits can each be good and the sum still miss (host overhead, kernels the tables do
+not time). This runs the simulator on the autoregressive TPOT and batch-1 throughput rows of a
+validation table (the ``../shared/validation/cases.csv`` columns) and reports the error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from simspec.config import Scenario
+from simspec.engine.simulation import simulate
+from simspec.errors import InputError
+from simspec.studies.validation.predict import Skip, plan_case
+
+# the columns of the validation-case table (../shared/validation/cases.csv) this check reads
+CASE_COLUMNS = (
+    "case_id",
+    "metric",
+    "method",
+    "target_model",
+    "gpu",
+    "tp",
+    "engine",
+    "load_kind",
+    "load",
+    "prompt_len",
+    "output_len",
+    "measured_value",
+)
+MAX_CONCURRENCY = 64  # closed-loop rows above this are throughput tests, not step times
+
+
+# the engine whose host costs come from a fitted step-time model (SpecDecode-Bench), so its rows
+# check the calibrated GPU side end to end; `simspec validate` covers every engine
+ENGINES = ("vllm",)
+
+
+def step_time_rows(cases: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    """Plain-decoding TPOT rows, and batch-1 throughput rows (1000 / TPOT), on ``gpu`` in an
+    engine simspec has a profile for, under a single request or a closed loop of at most
+    :data:`MAX_CONCURRENCY`."""
+    c = cases
+    load_ok = (c["load_kind"] == "single") | (
+        (c["load_kind"] == "concurrency") & (c["load"] <= MAX_CONCURRENCY)
+    )
+    metric_ok = (c["metric"] == "tpot_ms") | (
+        (c["metric"] == "throughput_tok_s") & (c["load"] == 1)
+    )
+    keep = (c["method"] == "autoregressive") & (c["gpu"] == gpu) & load_ok & metric_ok
+    keep &= c["engine"].isin(ENGINES)
+    return c[keep].reset_index(drop=True)
+
+
+def _scenario(row: pd.Series, profile: str | None) -> Scenario:
+    """The row's scenario as ``simspec validate`` builds it, on the given hardware profile."""
+    cells = {k: "" if pd.isna(v) else str(v) for k, v in row.items()}
+    try:
+        plan = plan_case(cells)
+    except Skip as exc:
+        raise InputError("--cases", f"row {cells.get('case_id', '?')}: {exc}") from None
+    return plan.scenario.model_copy(update={"profile": profile})
+
+
+def check_step_times(rows: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
+    """Measured against simulated TPOT (ms) per row, with the row's engine profile."""
+    out = []
+    for _, row in rows.iterrows():
+        summary = simulate(_scenario(row, profile)).summary
+        measured = float(row["measured_value"])
+        if row["metric"] == "throughput_tok_s":
+            measured = 1e3 / measured  # one request: ms per output token
+        predicted = summary["tpot_ms_mean"]
+        out.append(
+            {
+                "case_id": row["case_id"],
+                "model": row["target_model"],
+                "engine": row["engine"],
+                "load": int(row["load"]),
+                "measured_tpot_ms": round(measured, 3),
+                "predicted_tpot_ms": round(predicted, 3),
+                "rel_error": round((predicted - measured) / measured, 4),
+            }
+        )
+    frame = pd.DataFrame(out)
+    if not frame.empty:
+        frame.attrs["mape"] = float(np.abs(frame["rel_error"]).mean())
+    return frame

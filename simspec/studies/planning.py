@@ -1,0 +1,232 @@
+"""Capacity planning and the speculation schedule to deploy.
+
+``plan``: for each method, the highest Poisson arrival rate one replica sustains within the
+latency SLOs (binary search on the rate, each probe a simulation), the replicas and GPUs a target
+rate needs, and the cost per million output tokens at a GPU-hour price.
+
+``recommend``: the best draft length per band of concurrent requests, from closed-loop runs at
+a grid of concurrencies, exported as vLLM's Dynamic SD schedule
+(``num_speculative_tokens_per_batch_size: [[start_bs, end_bs, K], ...]``, K = 0 = off).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from simspec.catalog.vllm import METHODS
+from simspec.config import Deployment, MethodConfig, Scenario
+from simspec.engine.simulation import simulate
+from simspec.errors import ScenarioError
+
+PLAN_COLUMNS = [
+    "method",
+    "k",
+    "max_qps_per_replica",
+    "ttft_ms_at_max",
+    "tpot_ms_at_max",
+    "output_tok_s_at_max",
+    "replicas",
+    "gpus",
+    "cost_per_million_tokens",
+    "meets_slo",
+]
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Latency targets at one percentile of requests (50 or 99)."""
+
+    ttft_ms: float
+    tpot_ms: float
+    percentile: int = 99
+
+    def met(self, summary: dict[str, float]) -> bool:
+        p = "p50" if self.percentile == 50 else "p99"
+        return summary[f"ttft_ms_{p}"] <= self.ttft_ms and summary[f"tpot_ms_{p}"] <= self.tpot_ms
+
+
+MAX_PROBE_REQUESTS = 20_000
+
+
+def _probe(deploy: Deployment, method: MethodConfig, rate: float, duration_s: float) -> dict:
+    """One run at ``rate`` long enough (``duration_s`` of arrivals) to reach steady state."""
+    requests = min(max(50, math.ceil(rate * duration_s)), MAX_PROBE_REQUESTS)
+    wl = deploy.workload.model_copy(
+        update={"arrival": "poisson", "rate": rate, "rate_schedule": None, "requests": requests}
+    )
+    common = deploy.model_dump(exclude={"workload"})
+    return simulate(Scenario(**common, method=method, workload=wl)).summary
+
+
+def max_rate(
+    deploy: Deployment,
+    method: MethodConfig,
+    slo: Slo,
+    duration_s: float = 60.0,
+    iterations: int = 12,
+) -> tuple[float, dict | None]:
+    """Highest arrival rate (requests/s) whose run (``duration_s`` seconds of arrivals) meets the
+    SLO, by bisection between a rate
+    that meets it and one that does not (found by doubling from 0.25/s). Latency grows with the
+    rate, so the SLO holds on one side of a threshold; the answer is within 2^-iterations of
+    the bracket. Returns (0, None) when even 0.25/s misses the SLO."""
+    lo, hi = 0.0, 0.25
+    best = None
+    while True:
+        s = _probe(deploy, method, hi, duration_s)
+        if not slo.met(s):
+            break
+        lo, best, hi = hi, s, hi * 2
+        if hi > 1e5:
+            raise ScenarioError("the SLO holds at every rate tried: is it too loose?")
+    for _ in range(iterations):
+        mid = (lo + hi) / 2
+        s = _probe(deploy, method, mid, duration_s)
+        if slo.met(s):
+            lo, best = mid, s
+        else:
+            hi = mid
+    return lo, best
+
+
+def plan(
+    deploy: Deployment,
+    methods: list[MethodConfig],
+    target_qps: float,
+    slo: Slo,
+    gpu_hour_price: float,
+    duration_s: float = 60.0,
+    progress: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+    """One row per method: sustainable rate per replica, replicas and GPUs for ``target_qps``,
+    and the cost per million output tokens at ``gpu_hour_price`` per GPU-hour."""
+    rows = []
+    for m in methods:
+        rate, s = max_rate(deploy, m, slo, duration_s)
+        ok = s is not None and rate > 0
+        replicas = math.ceil(target_qps / rate) if ok else None
+        gpus = replicas * deploy.tp if replicas else None
+        out_tok = rate * s["output_tokens_mean"] if ok else float("nan")
+        # the fleet serves target_qps requests/s of the workload's mean output length
+        tokens_per_hour = target_qps * s["output_tokens_mean"] * 3600 if ok else float("nan")
+        cost = gpus * gpu_hour_price / tokens_per_hour * 1e6 if ok else float("nan")
+        rows.append(
+            {
+                "method": m.name,
+                "k": m.k if m.name != "autoregressive" else 0,
+                "max_qps_per_replica": rate,
+                "ttft_ms_at_max": s[f"ttft_ms_p{slo.percentile}"] if ok else float("nan"),
+                "tpot_ms_at_max": s[f"tpot_ms_p{slo.percentile}"] if ok else float("nan"),
+                "output_tok_s_at_max": out_tok,
+                "replicas": replicas,
+                "gpus": gpus,
+                "cost_per_million_tokens": cost,
+                "meets_slo": ok,
+            }
+        )
+        if progress:
+            progress(m.name)
+    return pd.DataFrame(rows, columns=PLAN_COLUMNS)
+
+
+# -- recommend -----------------------------------------------------------------------------------
+DEFAULT_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def recommend(
+    deploy: Deployment,
+    method: MethodConfig,
+    ks: list[int],
+    concurrencies: tuple[int, ...] = DEFAULT_CONCURRENCIES,
+    requests_per_run: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    knob: str = "k",
+) -> pd.DataFrame:
+    """Speedup of every value of ``knob`` (K, or ``tree_nodes`` for a tree's budget) at every
+    concurrency (closed loop, the deployment's workload and seed), and the best value per
+    concurrency in ``best_k`` (0 when nothing beats plain decoding)."""
+    rows = []
+    common = deploy.model_dump(exclude={"workload"})
+    for c in concurrencies:
+        wl = deploy.workload.model_copy(
+            update={
+                "arrival": "closed",
+                "concurrency": c,
+                "requests": requests_per_run or max(64, 4 * c),
+            }
+        )
+        base = simulate(Scenario(**common, workload=wl)).summary["throughput_tok_s"]
+        row: dict[str, float] = {"concurrency": c}
+        for k in ks:
+            m = method.model_copy(
+                update={
+                    knob: k,
+                    "k_schedule": None,
+                    "tree_schedule": None,
+                    "disable_by_batch_size": None,
+                }
+            )
+            s = simulate(Scenario(**common, method=m, workload=wl)).summary
+            row[f"speedup_k{k}"] = s["throughput_tok_s"] / base
+        best_k, best = max(((k, row[f"speedup_k{k}"]) for k in ks), key=lambda kv: kv[1])
+        row["best_k"] = best_k if best > 1.0 else 0
+        row["best_speedup"] = max(best, 1.0)
+        rows.append(row)
+        if progress:
+            progress(f"concurrency {c}")
+    return pd.DataFrame(rows)
+
+
+def schedule(table: pd.DataFrame, max_batch: int) -> list[list[int]]:
+    """Bands of running requests with their K: the grid point c_i's K holds from c_i up to the
+    next grid point (exclusive); the last band runs to ``max_batch``; equal neighbours merge."""
+    cs = [int(c) for c in table.concurrency]
+    ks = [int(k) for k in table.best_k]
+    bands: list[list[int]] = []
+    for i, (c, k) in enumerate(zip(cs, ks, strict=True)):
+        start = 1 if i == 0 else c
+        end = (cs[i + 1] - 1) if i + 1 < len(cs) else max_batch
+        if bands and bands[-1][2] == k:
+            bands[-1][1] = end
+        else:
+            bands.append([start, end, k])
+    return bands
+
+
+# simspec method -> vLLM method name (simspec.catalog.vllm.METHODS read the other way)
+VLLM_NAMES = {
+    "eagle1": "eagle",
+    "eagle3": "eagle3",
+    "ngram": "ngram",
+    "draft_model": "draft_model",
+    "mtp": "mtp",
+    "medusa1": "medusa",
+    "suffix": "suffix",
+}
+assert all(METHODS[v] == k for k, v in VLLM_NAMES.items())  # noqa: S101
+
+
+def speculative_config(method: MethodConfig, bands: list[list[int]]) -> dict | None:
+    """The ready-to-paste vLLM ``--speculative-config`` for the schedule, or None when vLLM has
+    no such method."""
+    name = VLLM_NAMES.get(method.name)
+    if name is None:
+        return None
+    top = max((k for _, _, k in bands), default=0)
+    cfg: dict = {
+        "method": name,
+        "num_speculative_tokens": max(top, 1),
+        "num_speculative_tokens_per_batch_size": bands,
+    }
+    if name in ("eagle", "eagle3", "medusa", "draft_model", "mtp"):
+        cfg["model"] = method.draft_model or "<path to the draft weights>"
+    return cfg
+
+
+def speculative_config_json(cfg: dict) -> str:
+    return json.dumps(cfg, separators=(", ", ": "))

@@ -1,0 +1,278 @@
+"""Speedup by batch size and method: many closed-loop scenarios against one baseline each."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import Field, field_validator
+
+from simspec.catalog.methods import DATASET_DOMAIN, default_methods
+from simspec.config import Deployment, MethodConfig, Scenario
+from simspec.engine.simulation import check
+from simspec.outputs import write_text_atomic
+from simspec.studies.runner import Executor, run_all
+
+DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
+
+# Summary metrics copied into the sweep CSV (see README.md for their meaning).
+METRIC_COLUMNS = (
+    "throughput_tok_s",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "itl_ms_p50",
+    "itl_ms_p99",
+    "e2e_s_p50",
+    "mean_accept_len",
+    "draft_time_frac",
+    "verify_time_frac",
+    "overhead_time_frac",
+    "preemptions",
+    "unfinishable",
+    "kv_blocks_total",
+)
+# Column order of the CSV written by ``simspec sweep --out``.
+COLUMNS = [
+    "model",
+    "gpu",
+    "tp",
+    "engine",
+    "temperature",
+    "top_p",
+    "dataset",
+    "method",
+    "k",
+    "batch_size",
+    "speedup",
+    "tpot_ratio",
+    *METRIC_COLUMNS,
+    "requests",
+    "seed",
+    "acceptance",
+]
+
+
+GRID_AXES = ("model", "gpu", "tp", "engine", "seed", "temperature", "top_p", "dataset", "k")
+
+
+class SweepConfig(Deployment):
+    """A grid of closed-loop runs: every method at every batch size (concurrency), for every
+    combination of the ``grid`` axes (model, GPU, TP, engine, seed, temperature, top-p,
+    dataset, K)."""
+
+    methods: list[MethodConfig] = Field(default_factory=default_methods)
+    batch_sizes: list[int] = Field(default_factory=lambda: list(DEFAULT_BATCH_SIZES))
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if not v or any(b < 1 or b > 100_000 for b in v):
+            raise ValueError("batch sizes must be integers in [1, 100000]")
+        return v
+
+    @field_validator("methods")
+    @classmethod
+    def _some(cls, v: list[MethodConfig]) -> list[MethodConfig]:
+        if not v:
+            raise ValueError("give at least one method")
+        return v
+
+    @field_validator("grid")
+    @classmethod
+    def _axes(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for axis, values in v.items():
+            if axis not in GRID_AXES:
+                raise ValueError(f"unknown grid axis {axis!r}; choose from {', '.join(GRID_AXES)}")
+            if not isinstance(values, list) or not values:
+                raise ValueError(f"grid axis {axis!r} needs a non-empty list")
+        return v
+
+    def points(self) -> list[SweepConfig]:
+        """One sweep per combination of the grid's axes (itself when there is no grid)."""
+        if not self.grid:
+            return [self]
+        axes = list(self.grid)
+        out = []
+        for combo in itertools.product(*(self.grid[a] for a in axes)):
+            values = dict(zip(axes, combo, strict=True))
+            data = self.model_dump(exclude={"grid"})
+            for axis in ("model", "gpu", "tp", "engine", "seed", "temperature", "top_p"):
+                if axis in values:
+                    data[axis] = values[axis]
+            if "dataset" in values:
+                data["workload"] = {**data["workload"], "trace": values["dataset"]}
+                data["methods"] = [_with_dataset(m, values["dataset"]) for m in data["methods"]]
+            if "k" in values:
+                data["methods"] = [
+                    m if m["name"] == "autoregressive" else {**m, "k": values["k"]}
+                    for m in data["methods"]
+                ]
+            out.append(SweepConfig(**data))
+        return out
+
+    def scenario(self, method: MethodConfig, batch_size: int) -> Scenario:
+        wl = self.workload.model_copy(update={"arrival": "closed", "concurrency": batch_size})
+        common = self.model_dump(exclude={"methods", "batch_sizes", "workload", "grid"})
+        return Scenario(**common, method=method, workload=wl)
+
+    def runs(self) -> list[tuple[MethodConfig, int]]:
+        """Every (method, batch size) cell; the autoregressive baseline runs once per size."""
+        baseline = MethodConfig(name="autoregressive", k=0)
+        others = [m for m in self.methods if m.name != "autoregressive"]
+        return [(m, b) for b in self.batch_sizes for m in [baseline, *others]]
+
+
+def _with_dataset(method: dict[str, Any], dataset: str) -> dict[str, Any]:
+    """A method whose acceptance replays a packaged trace follows the dataset axis."""
+    acc = method.get("acceptance") or {}
+    if acc.get("trace") in DATASET_DOMAIN:
+        return {**method, "acceptance": {**acc, "trace": dataset}}
+    return method
+
+
+def describe_acceptance(m: MethodConfig) -> str:
+    a = m.acceptance
+    if a is None:
+        return ""
+    if a.trace is not None:
+        return f"trace:{a.trace}/{a.trace_method}"
+    if a.tau is not None:
+        return f"tau={a.tau}@k={a.tau_k}"
+    return f"alpha={a.alpha}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One simulation of a sweep: the point it belongs to, the method and the batch size."""
+
+    point: SweepConfig
+    method: MethodConfig
+    batch_size: int
+    scenario_json: str
+
+    @property
+    def key(self) -> str:
+        """Identifies the run by content, so a resumed sweep recognises it."""
+        return hashlib.sha256(self.scenario_json.encode()).hexdigest()[:20]
+
+
+def cells(cfg: SweepConfig) -> list[Cell]:
+    out = []
+    for point in cfg.points():
+        for method, bs in point.runs():
+            out.append(Cell(point, method, bs, point.scenario(method, bs).model_dump_json()))
+    return out
+
+
+def read_journal(path: Path | None) -> dict[str, dict[str, float]]:
+    """Summaries already finished by an earlier run of the same sweep (a stopped sweep keeps
+    them in ``<out>.partial``); a truncated last line is ignored."""
+    if path is None or not path.exists():
+        return {}
+    done = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+            done[entry["key"]] = entry["summary"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+    return done
+
+
+def run_sweep(
+    cfg: SweepConfig,
+    progress: Callable[[str], None] | None = None,
+    executor: Executor = "serial",
+    workers: int | None = None,
+    ray_address: str | None = None,
+    journal: Path | None = None,
+    resume: bool = False,
+) -> pd.DataFrame:
+    """Simulate every cell and report speedup = throughput / autoregressive throughput.
+
+    Finished runs are appended to ``journal`` as they complete (one JSON line each, flushed),
+    so a stopped sweep keeps them; with ``resume`` those already there are not run again. The
+    table is the same whichever executor ran the cells, and in the same order."""
+    todo = cells(cfg)
+    for scenario_json in {c.scenario_json for c in todo}:  # bad input fails before any run
+        check(Scenario.model_validate_json(scenario_json))
+    done = read_journal(journal) if resume else {}
+    if journal is not None and journal.exists():
+        # start from the complete entries only: a line cut by the stop must not swallow the
+        # next one appended after it
+        kept = "".join(json.dumps({"key": k, "summary": v}) + "\n" for k, v in done.items())
+        write_text_atomic(journal, kept)
+    # the longest runs first (low concurrency: most iterations per request), so the pool's
+    # workers finish together
+    order = sorted(todo, key=lambda c: c.batch_size)
+    missing = {c.key: c.scenario_json for c in order if c.key not in done}
+    by_key = {c.key: c for c in todo}
+    for c in todo:
+        if c.key in done and progress:
+            progress(f"{c.method.name} bs={c.batch_size} (resumed)")
+    sink = None  # opened with the first finished run: a sweep that runs nothing leaves no file
+    try:
+        for key, summary in run_all(missing, executor, workers, ray_address):
+            done[key] = summary
+            if journal is not None:
+                sink = sink or journal.open("a", encoding="utf-8")
+                sink.write(json.dumps({"key": key, "summary": summary}) + "\n")
+                sink.flush()
+            if progress:
+                c = by_key[key]
+                progress(f"{c.method.name} bs={c.batch_size}")
+    finally:
+        if sink is not None:
+            sink.close()
+    return _results_frame(cfg, todo, done)
+
+
+def _results_frame(
+    cfg: SweepConfig, todo: list[Cell], done: dict[str, dict[str, float]]
+) -> pd.DataFrame:
+    want_baseline = any(m.name == "autoregressive" for m in cfg.methods)
+    rows = []
+    baseline: dict[tuple[int, int], dict[str, float]] = {}
+    points = {id(c.point): i for i, c in enumerate(todo)}
+    for c in todo:
+        s = done[c.key]
+        point_id = points[id(c.point)]
+        if c.method.name == "autoregressive":
+            baseline[(point_id, c.batch_size)] = s
+            if not want_baseline:
+                continue
+        base = baseline[(point_id, c.batch_size)]
+        p = c.point
+        rows.append(
+            {
+                "model": p.model,
+                "gpu": p.gpu,
+                "tp": p.tp,
+                "engine": p.engine,
+                "temperature": p.temperature,
+                "top_p": p.top_p,
+                "dataset": p.workload.trace or "",
+                "method": c.method.name,
+                "k": c.method.k if c.method.name != "autoregressive" else 0,
+                "batch_size": c.batch_size,
+                "speedup": s["throughput_tok_s"] / base["throughput_tok_s"],
+                "tpot_ratio": base["tpot_ms_p50"] / s["tpot_ms_p50"],
+                **{col: s[col] for col in METRIC_COLUMNS},
+                "requests": int(s["requests"]),
+                "seed": p.seed,
+                "acceptance": describe_acceptance(c.method),
+            }
+        )
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    for col in ("preemptions", "unfinishable", "kv_blocks_total"):
+        frame[col] = frame[col].astype(int)
+    return frame

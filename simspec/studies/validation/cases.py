@@ -1,0 +1,113 @@
+"""The validation-case table: the columns of ``shared/validation/cases.csv`` as an input
+contract, read defensively so that one bad cell skips one row, never the file.
+
+Cells are kept as the text the user wrote (every input column is written back unchanged); the
+numbers a prediction needs are parsed per row by :func:`number`.
+"""
+
+from __future__ import annotations
+
+import math
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+
+from simspec.errors import InputError
+
+# every column of the contract (shared/validation/README.md, "cases.csv"), in its order
+COLUMNS = (
+    "case_id",
+    "series",
+    "source",
+    "metric",
+    "method",
+    "target_model",
+    "draft_model",
+    "gpu",
+    "num_gpus",
+    "tp",
+    "engine",
+    "engine_version",
+    "load_kind",
+    "load",
+    "temperature",
+    "dataset",
+    "prompt_len",
+    "output_len",
+    "context_len",
+    "spec_shape",
+    "k",
+    "tree_nodes",
+    "tree_topk",
+    "measured_tau",
+    "measured_value",
+    "baseline",
+    "uses_trace",
+    "notes",
+)
+# without these a row cannot even be named or predicted; the rest may be absent or empty
+REQUIRED = (
+    "case_id",
+    "metric",
+    "method",
+    "target_model",
+    "gpu",
+    "engine",
+    "load_kind",
+    "measured_value",
+)
+METRICS = ("speedup", "tau", "tpot_ms", "throughput_tok_s", "step_time_ms")
+LOAD_KINDS = ("single", "static_batch", "concurrency", "qps")
+MAX_BYTES = 64 * 1024 * 1024  # a case table is a few hundred rows; refuse anything absurd
+
+
+def read_cases(path: Path | None = None) -> pd.DataFrame:
+    """All rows, every cell as text ("" when empty); missing optional columns are added empty.
+    Without ``path``, the packaged copy of ``shared/validation/cases.csv``.
+
+    Raises InputError naming ``--cases`` when the file cannot be read as CSV or lacks a
+    required column."""
+    if path is None:
+        packaged = resources.files("simspec").joinpath("data", "validation", "cases.csv")
+        with resources.as_file(packaged) as local:
+            return read_cases(local)
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise InputError("--cases", f"{str(path)!r} is over {MAX_BYTES // 2**20} MiB")
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError("--cases", f"cannot read {str(path)!r} as CSV ({exc})") from None
+    frame.columns = [str(c).strip() for c in frame.columns]
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise InputError(
+            "--cases",
+            f"{str(path)!r} lacks columns {', '.join(missing)} "
+            f"(the contract: {', '.join(COLUMNS)})",
+        )
+    if frame.columns.duplicated().any():
+        dup = frame.columns[frame.columns.duplicated()][0]
+        raise InputError("--cases", f"{str(path)!r} has the column {dup!r} twice")
+    for col in COLUMNS:
+        if col not in frame.columns:
+            frame[col] = ""
+    return frame
+
+
+def number(text: str) -> float | None:
+    """A finite number, or None for an empty cell or text ("~1.5", "1.64-1.80", ">2")."""
+    text = str(text).strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def whole(text: str) -> int | None:
+    """A whole number (given as "3" or "3.0"), else None."""
+    value = number(text)
+    return int(value) if value is not None and value == int(value) else None

@@ -1,0 +1,415 @@
+"""One validation case -> the scenarios that predict it -> the predicted number.
+
+A row is planned into a :class:`CasePlan` (the method's scenario and, for a speedup, its
+baseline's), or skipped with a reason. All plans' scenarios are deduplicated by content and
+simulated together; a scenario that cannot run skips only the rows that need it.
+
+Acceptance, in the order the issue asks for: the packaged trace when ``uses_trace`` is yes;
+else the row's ``measured_tau``, inverted for the row's K or tree; else the method's preset
+for the dataset's domain. A ``tau`` row is never given its own measured τ (that would predict
+the number from itself): it takes the preset.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from simspec.catalog.hardware import load_engine, load_gpu
+from simspec.catalog.methods import (
+    DEFAULT_DRAFT_MODEL,
+    acceptance_spread,
+    method_defaults,
+    preset_acceptance,
+    sampled_from_trace,
+)
+from simspec.catalog.models import load_model
+from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
+from simspec.engine.costmodel import BatchShape
+from simspec.engine.simulation import build_cost_model, check, simulate
+from simspec.engine.speculators import SPECULATORS
+from simspec.errors import InputError, ScenarioError
+from simspec.studies.validation.cases import LOAD_KINDS, METRICS, number, whole
+
+# Case datasets -> the preset domain whose acceptance stands for them, and the packaged trace
+# (simspec/data/traces) whose lengths stand for them when the row gives none.
+DOMAINS = {
+    "mt-bench": "chat",
+    "sharegpt": "chat",
+    "alpaca": "chat",
+    "humaneval": "code",
+    "instructcoder": "code",
+    "gsm8k": "math",
+    "cnn": "summarisation",
+    "xsum": "summarisation",
+    "mixed": "overall",
+    "spec-bench-overall": "overall",
+}
+TRACE_DATASETS = ("sharegpt", "instructcoder", "gsm8k", "cnn")
+BASELINES = ("same-engine-no-spec", "hf-vanilla")
+SEED = 0
+SINGLE_REQUESTS = 32  # batch-1 rows: enough requests that per-request spread averages out
+MIN_REQUESTS = 32  # small batches: enough requests that per-request spread averages out
+QPS_SECONDS = 60.0  # open-loop rows: a minute of arrivals
+QPS_REQUESTS = (100, 2000)
+LAYER_SPLITS = (1, 2, 4, 8)  # GPU counts tried for an HF row that does not state its own
+OFFLINE_CONCURRENCY = 1000  # a closed loop this wide is an offline run: every request at once
+# Tree rows that give no depth or budget, for methods whose packaged default is a chain: the
+# reference implementation's defaults. EAGLE-3: SafeAILab/EAGLE eagle/model/ea_model.py,
+# EaModel.from_pretrained(use_eagle3=True, total_token=60, depth=7, top_k=10), dynamic tree.
+TREE_DEFAULTS = {"eagle3": {"tree": "dynamic", "k": 7, "tree_nodes": 60, "tree_topk": 10}}
+
+
+class Skip(Exception):  # noqa: N818 (a row outcome, not an error)
+    """A row simspec cannot express; the message is its ``skip_reason``."""
+
+
+@dataclass
+class CasePlan:
+    """How one row is predicted."""
+
+    metric: str
+    measured: float
+    scenario: Scenario
+    baseline: Scenario | None = None
+    acceptance_source: str = ""
+    assumptions: list[str] = field(default_factory=list)
+
+
+def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
+    """The scenarios for one row, or :class:`Skip` naming the field that stops it.
+
+    assume_gpu: run rows whose gpu is ``unknown`` on this GPU (noted in ``assumptions``);
+    without it they are skipped."""
+    get = _cells(row)
+    metric = get("metric")
+    if metric not in METRICS:
+        raise Skip(f"metric {metric!r} is not one simspec predicts ({', '.join(METRICS)})")
+    measured = number(get("measured_value"))
+    if measured is None or measured <= 0:
+        raise Skip(f"measured_value {get('measured_value')!r} is not a positive number")
+    method = get("method")
+    if method not in SPECULATORS:
+        raise Skip(f"method {method!r} is not modelled (simspec methods lists them)")
+    assumptions: list[str] = []
+    model = get("target_model")
+    _known(load_model, model, "unknown model")
+    gpu = get("gpu")
+    if gpu in ("unknown", "") and assume_gpu:
+        gpu = assume_gpu
+        assumptions.append(f"GPU not stated: {assume_gpu} assumed")
+    _known(load_gpu, gpu, "unsupported GPU")
+    engine = get("engine")
+    _known(load_engine, engine, "no engine profile for")
+
+    load_kind = get("load_kind")
+    if load_kind not in LOAD_KINDS:
+        raise Skip(f"load_kind {load_kind!r} is not one of {', '.join(LOAD_KINDS)}")
+    load = number(get("load"))
+    if load is None and load_kind == "single":
+        load = 1.0
+    if load is None or load <= 0 or (load_kind != "qps" and load != int(load)):
+        raise Skip(
+            f"load {get('load')!r} is not a positive number (a whole one unless load_kind is qps)"
+        )
+    tp, pp = whole(get("tp")) or 1, 1
+    gpus = whole(get("num_gpus"))
+    if not get("tp") and (gpus or 1) > 1:
+        if engine != "hf":
+            raise Skip(f"num_gpus {gpus} with no tp: how the GPUs split the model is not stated")
+        pp = gpus  # the HF reference code loads with device_map="auto": layers split in order
+        assumptions.append(f"HF splits the layers over the {gpus} GPUs (device_map='auto')")
+    temperature = number(get("temperature"))
+    if temperature is None:
+        temperature = 0.0
+        assumptions.append("temperature unstated: greedy")
+    dataset = get("dataset") or "unknown"
+    if metric == "step_time_ms":
+        # one decode step at batch `load` with `context_len` tokens of KV per sequence
+        context = number(get("context_len"))
+        if not context or context < 1:
+            raise Skip("a step_time_ms row needs context_len (the KV length per sequence)")
+        row = {**row, "prompt_len": str(context), "output_len": "1"}
+        get = _cells(row)
+    workload = _workload(load_kind, load, get, dataset, assumptions)
+
+    deploy: dict[str, Any] = {
+        "model": model,
+        "gpu": gpu,
+        "tp": tp,
+        "pp": pp,
+        "engine": engine,
+        "workload": workload,
+        "temperature": temperature,
+        "seed": SEED,
+    }
+    try:
+        cfg, source = _method(row, method, dataset, metric, temperature, assumptions)
+        scenario = Scenario(**deploy, method=cfg)
+        baseline = None
+        if metric == "speedup":
+            base = get("baseline")
+            if base not in BASELINES:
+                raise Skip(
+                    f"baseline {base!r} is not a configuration simspec runs "
+                    f"(it runs {', '.join(BASELINES)})"
+                )
+            base_engine = "hf" if base == "hf-vanilla" else engine
+            baseline = Scenario(**{**deploy, "engine": base_engine})
+        if engine == "hf" and not get("tp") and not gpus:
+            scenario, baseline = _fit_by_layer_split(scenario, baseline, assumptions)
+    except InputError as exc:
+        raise Skip(exc.message if exc.field.startswith("methods") else str(exc)) from None
+    except ValueError as exc:  # pydantic: a field out of range
+        raise Skip(_first_error(exc)) from None
+    return CasePlan(metric, measured, scenario, baseline, source, assumptions)
+
+
+def _cells(row: dict[str, str]):
+    """Reads a row's cell as stripped text ("" when the column is absent)."""
+    return lambda col: str(row.get(col, "")).strip()
+
+
+def _fit_by_layer_split(
+    scenario: Scenario, baseline: Scenario | None, notes: list[str]
+) -> tuple[Scenario, Scenario | None]:
+    """An HF row that does not say how many GPUs it used, for a model one GPU cannot hold: the
+    fewest GPUs its layers fit on when split in order (device_map='auto'), as the reference
+    code loads it. The baseline runs on the same GPUs."""
+    for pp in LAYER_SPLITS:
+        trial = scenario.model_copy(update={"pp": pp})
+        try:
+            check(trial)
+        except ScenarioError:
+            continue
+        except InputError:
+            return scenario, baseline  # let the run report the bad input
+        if pp > 1:
+            notes.append(f"GPU count unstated: the model fits with its layers split over {pp}")
+            baseline = baseline.model_copy(update={"pp": pp}) if baseline else None
+        return trial, baseline
+    return scenario, baseline
+
+
+def _known(loader, name: str, what: str) -> None:
+    try:
+        loader(name)
+    except InputError:
+        raise Skip(f"{what} {name!r}") from None
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        e = errors()[0]
+        return f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+    return str(exc).splitlines()[0]
+
+
+def _workload(load_kind: str, load: float, get, dataset: str, notes: list[str]) -> WorkloadConfig:
+    prompt, output = number(get("prompt_len")), number(get("output_len"))
+    if prompt and output:
+        lengths: dict[str, Any] = {
+            "trace": None,
+            "prompt": LengthSpec(mean=prompt),
+            "output": LengthSpec(mean=output),
+        }
+    else:
+        trace = dataset if dataset in TRACE_DATASETS else "sharegpt"
+        if trace != dataset:
+            notes.append(f"lengths unknown: the {trace} trace's")
+        lengths = {"trace": trace}
+    n = int(load)
+    if load_kind == "single":
+        return WorkloadConfig(concurrency=1, requests=SINGLE_REQUESTS, **lengths)
+    if load_kind == "qps":
+        requests = min(max(QPS_REQUESTS[0], int(load * QPS_SECONDS)), QPS_REQUESTS[1])
+        return WorkloadConfig(arrival="poisson", rate=load, requests=requests, **lengths)
+    if load_kind == "concurrency" and n >= OFFLINE_CONCURRENCY:
+        return WorkloadConfig(concurrency=n, requests=n, **lengths)
+    # a static batch or a closed loop: hold the batch at n (a finished request is replaced) and
+    # measure while it is full
+    return WorkloadConfig(concurrency=n, requests=max(MIN_REQUESTS, 3 * n), **lengths)
+
+
+def _method(
+    row: dict[str, str],
+    name: str,
+    dataset: str,
+    metric: str,
+    temperature: float,
+    notes: list[str],
+) -> tuple[MethodConfig, str]:
+    """The row's method in its stated shape, with acceptance by the issue's precedence."""
+    if name == "autoregressive":
+        return MethodConfig(name=name, k=0), ""
+    get = _cells(row)
+    fields = method_defaults(name)
+    cls = SPECULATORS[name]
+    shape, k = get("spec_shape"), whole(get("k"))
+    nodes, topk = whole(get("tree_nodes")), whole(get("tree_topk"))
+    if shape == "chain":
+        for key in ("tree", "tree_nodes", "tree_topk"):
+            fields.pop(key, None)
+        if k:
+            fields["k"] = k
+    elif shape == "tree" and cls.trees == ("chain",):
+        notes.append(f"{name} drafts chains: the row's tree is taken as the default chain")
+    elif shape == "tree":
+        if fields.get("tree") in (None, "chain"):
+            fields.update(
+                TREE_DEFAULTS.get(name)
+                or {"tree": "dynamic" if "dynamic" in cls.trees else "static"}
+            )
+        if k:
+            fields["k"] = k
+        if nodes:
+            fields["tree_nodes"] = nodes
+        if topk:
+            fields["tree_topk"] = topk
+        if fields["tree"] != "chain" and not fields.get("tree_nodes"):
+            fields["tree_nodes"] = max(fields["k"], nodes or 0)
+    if k == 0:
+        raise Skip("k is 0: no speculation to predict")
+    draft = get("draft_model")
+    if name == "draft_model":
+        if draft and draft not in ("unknown", "self"):
+            fields["draft_model"] = draft
+        fields.setdefault("draft_model", DEFAULT_DRAFT_MODEL)
+    if shape not in ("chain", "tree") or (not k and not nodes):
+        notes.append(
+            f"shape unstated: {_describe(fields)} (the method's default)"
+            if shape not in ("chain", "tree")
+            else f"depth unstated: {_describe(fields)}"
+        )
+    domain = DOMAINS.get(dataset)
+    if domain is None:
+        domain = "chat"
+        notes.append(f"dataset {dataset!r} has no preset domain: chat assumed")
+    acc, source = _acceptance(row, name, dataset, domain, metric, fields, temperature)
+    return MethodConfig(**fields, acceptance=acc), source
+
+
+def _describe(fields: dict[str, Any]) -> str:
+    tree = fields.get("tree", "chain")
+    if tree == "chain":
+        return f"chain k={fields['k']}"
+    return (
+        f"{tree} tree, depth {fields['k']}, {fields.get('tree_nodes')} nodes, "
+        f"top-{fields.get('tree_topk')}"
+    )
+
+
+def _acceptance(
+    row: dict[str, str],
+    name: str,
+    dataset: str,
+    domain: str,
+    metric: str,
+    fields: dict[str, Any],
+    temperature: float,
+) -> tuple[AcceptanceConfig, str]:
+    get = _cells(row)
+    if get("uses_trace").lower() in ("yes", "true", "1"):
+        if dataset not in TRACE_DATASETS:
+            raise Skip(f"uses_trace is yes but no packaged trace is named {dataset!r}")
+        acc = AcceptanceConfig(
+            trace=dataset,
+            trace_method=name,
+            source=f"{name} trace {dataset}, simspec/data/traces/SOURCE.md",
+        )
+        if fields.get("tree", "chain") == "chain":
+            return acc, "trace"
+        return _chain_alpha(acc, name, int(fields["k"])), "trace (as chain α)"
+    tau = number(get("measured_tau"))
+    if tau is not None and metric != "tau":
+        kind = SPECULATORS[name].drafter_kind
+        spread, _ = acceptance_spread(kind, domain)
+        k = int(fields["k"])
+        if tau > k + 1:
+            raise Skip(f"measured_tau {tau} exceeds k + 1 = {k + 1} for depth {k}")
+        acc: dict[str, Any] = {
+            "tau": tau,
+            "tau_k": k,
+            "spread": spread,
+            "temperature": temperature,
+            "source": f"measured_tau of case {get('case_id')}",
+        }
+        tree = fields.get("tree")
+        if tree and tree != "chain":
+            acc.update(
+                tau_tree_nodes=fields.get("tree_nodes") or k,
+                tau_tree_topk=fields.get("tree_topk"),
+                tau_dynamic_tree=tree == "dynamic",
+            )
+        elif name == "redrafter":
+            beams = fields.get("beam_width") or SPECULATORS[name].default_beams
+            acc.update(tau_tree_nodes=beams * k, tau_tree_topk=beams)
+        return AcceptanceConfig(**acc), "measured_tau"
+    preset = preset_acceptance(name, dataset, domain, target=get("target_model"))
+    if preset is None:
+        raise Skip(f"no acceptance for {name} on {dataset!r}: no trace, measured_tau or preset")
+    if preset.trace is not None and fields.get("tree", "chain") != "chain":
+        return _chain_alpha(preset, name, int(fields["k"])), "preset (trace as chain α)"
+    return preset, "preset"
+
+
+def _chain_alpha(trace: AcceptanceConfig, name: str, k: int) -> AcceptanceConfig:
+    """A trace records chain acceptance; a tree takes its per-position α (as its τ at the
+    tree's depth) and walks it through the rank model."""
+    try:
+        return sampled_from_trace(trace, k, SPECULATORS[name].drafter_kind)
+    except InputError as exc:
+        raise Skip(f"cannot read the {trace.trace} trace at depth {k}: {exc}") from None
+
+
+# -- from simulation summaries to the metric ----------------------------------------------------
+def scenario_key(sc: Scenario) -> str:
+    return sc.model_dump_json()
+
+
+def metric_value(plan: CasePlan, runs: dict[str, dict[str, float] | str]) -> tuple[float, float]:
+    """(predicted value, predicted τ) from the finished runs; raises Skip if a run failed."""
+    if plan.metric == "step_time_ms":
+        return _step_time_ms(plan.scenario), math.nan
+    own = _run(runs, plan.scenario)
+    tau = own["mean_accept_len"] if plan.scenario.method.name != "autoregressive" else math.nan
+    if plan.metric == "tau":
+        return own["mean_accept_len"], tau
+    if plan.metric == "tpot_ms":
+        return own["tpot_ms_mean"], tau
+    if plan.metric == "throughput_tok_s":
+        return own["throughput_tok_s"], tau
+    base = _run(runs, plan.baseline)
+    if plan.scenario.workload.arrival == "poisson":
+        # under open-loop load both serve the same rate: the gain is in latency
+        return base["e2e_s_p50"] / own["e2e_s_p50"], tau
+    return own["throughput_tok_s"] / base["throughput_tok_s"], tau
+
+
+def _run(runs: dict[str, dict[str, float] | str], sc: Scenario | None) -> dict[str, float]:
+    result = runs[scenario_key(sc)]
+    if isinstance(result, str):
+        raise Skip(result)
+    return result
+
+
+def _step_time_ms(sc: Scenario) -> float:
+    """One plain decode step at batch ``concurrency`` with each sequence's KV at the prompt
+    length (``context_len`` rows), host overheads included."""
+    cost = build_cost_model(sc)
+    b = sc.workload.concurrency
+    ctx = sc.workload.prompt.mean
+    return 1e3 * cost.forward(load_model(sc.model), BatchShape.uniform(b, 1, b * ctx, b)).total_s
+
+
+def run_safely(scenario_json: str) -> dict[str, float] | str:
+    """A scenario's summary, or the one-line reason it cannot run (module-level: pools ship
+    it). Nothing a scenario does may stop the other rows."""
+    try:
+        return simulate(Scenario.model_validate_json(scenario_json)).summary
+    except (InputError, ScenarioError) as exc:
+        return str(exc)
+    except Exception as exc:  # noqa: BLE001 (one row's failure must not stop the table)
+        return f"simulation failed: {type(exc).__name__}: {exc}"
