@@ -19,7 +19,7 @@ from simspec.catalog.hardware import engine_ids, gpu_ids
 from simspec.catalog.models import model_ids
 from simspec.config import Deployment
 from simspec.engine.speculators import SPECULATORS
-from simspec.errors import InputError, ScenarioError
+from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.studies import analytic, planning
 from simspec.ui import explorer
 
@@ -244,7 +244,6 @@ try:
 except (InputError, ScenarioError) as exc:
     st.error(str(exc))
 except ValidationError as exc:
-    err = exc.errors()[0]
-    st.error(f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}")
+    st.error(validation_message(exc))
 except (OSError, ValueError, RuntimeError) as exc:  # anything else: a message, not a traceback
     st.error(f"simspec could not run this scenario: {type(exc).__name__}: {exc}")

@@ -1,6 +1,12 @@
-"""One error type for bad input, so the CLI can print one line and exit 2."""
+"""The errors simspec raises on purpose, and how each becomes one line for the user.
+
+Bad input is an :class:`InputError` naming the field; a valid scenario that cannot run is a
+:class:`ScenarioError`. The CLI prints either as one line and exits 2; the explorer shows it.
+"""
 
 from __future__ import annotations
+
+from pydantic import ValidationError
 
 
 class InputError(ValueError):
@@ -19,3 +25,24 @@ class InputError(ValueError):
 
 class ScenarioError(RuntimeError):
     """A valid scenario that cannot run (model does not fit, batch never gets KV blocks)."""
+
+
+def one_line(text: str) -> str:
+    """Control characters (a newline in a user's key, say) escaped: an error stays one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+def first_error(exc: ValidationError) -> tuple[str, str]:
+    """(field, message) of a pydantic error's first entry: ``("workload.concurrency", "Input
+    should be greater than or equal to 1 (got 0)")``."""
+    e = exc.errors()[0]
+    loc = ".".join(str(x) for x in e["loc"]) or "config"
+    msg = e["msg"].removeprefix("Value error, ")
+    got = e.get("input")
+    tail = f" (got {got!r})" if got is not None and not isinstance(got, dict | list) else ""
+    return loc, msg + tail
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A pydantic error as one line naming the field: ``field: message (got value)``."""
+    return ": ".join(first_error(exc))

@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simspec.catalog.tables import packaged_table, packaged_text
-from simspec.errors import InputError
+from simspec.errors import InputError, validation_message
 
 
 class GpuSpec(BaseModel):
@@ -172,7 +172,4 @@ def load_engine(engine_id: str) -> EngineProfile:
 
 
 def _first_error(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        err = exc.errors()[0]
-        return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
-    return str(exc)
+    return validation_message(exc) if isinstance(exc, ValidationError) else str(exc)

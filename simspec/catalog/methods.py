@@ -13,13 +13,22 @@ from simspec.catalog.traces import load_trace, replay_tau
 from simspec.config import AcceptanceConfig, MethodConfig, TreeKind
 from simspec.errors import InputError
 
-# Domains the packaged presets are given for, and the packaged datasets that stand for them.
+# Datasets -> the domain whose preset acceptance stands for them (chat, code, math,
+# summarisation, overall), the one map of it. The packaged traces (simspec/data/traces) are
+# TRACE_DATASETS, one per domain; the rest are the datasets of shared/validation/cases.csv.
 DATASET_DOMAIN = {
     "sharegpt": "chat",
     "instructcoder": "code",
     "gsm8k": "math",
     "cnn": "summarisation",
+    "mt-bench": "chat",
+    "alpaca": "chat",
+    "humaneval": "code",
+    "xsum": "summarisation",
+    "mixed": "overall",
+    "spec-bench-overall": "overall",
 }
+TRACE_DATASETS = ("sharegpt", "instructcoder", "gsm8k", "cnn")
 DEFAULT_K = 3
 DEFAULT_DRAFT_MODEL = "llama-3.2-1b"
 # Static trees whose presets do not state a top-k: Medusa's mc_sim_7b_63 (the Spec-Bench default
@@ -127,6 +136,25 @@ def method_defaults(name: str) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
+def tau_measured_with(method: dict[str, Any], depth: int) -> dict[str, Any]:
+    """The fields of an :class:`AcceptanceConfig` that say which draft structure a τ was
+    measured with, when it was measured with ``method``'s own (a dict of MethodConfig fields)
+    at ``depth``: a chain of that length; a static or dynamic tree of its node budget and top-k;
+    ReDrafter's beams (width x length, verified together, as one tree of W·L nodes)."""
+    tree = method.get("tree")
+    if tree not in (None, "chain") and not method.get("tree_paths"):
+        return {
+            "tau_k": depth,
+            "tau_tree_nodes": max(method.get("tree_nodes") or depth, depth),
+            "tau_tree_topk": method.get("tree_topk"),
+            "tau_dynamic_tree": tree == "dynamic",
+        }
+    if method.get("name") == "redrafter":
+        beams = method.get("beam_width") or method_info("redrafter").defaults["beam_width"]
+        return {"tau_k": depth, "tau_tree_nodes": beams * depth, "tau_tree_topk": beams}
+    return {"tau_k": depth}
+
+
 def preset_acceptance(
     name: str, dataset: str, domain: str | None = None, target: str | None = None
 ) -> AcceptanceConfig | None:
@@ -162,7 +190,8 @@ def preset_acceptance(
         )
     kind = method_info(name).drafter
     if "trace" in preset:
-        trace = dataset if DATASET_DOMAIN.get(dataset) == domain else preset["trace"]
+        own = dataset in TRACE_DATASETS and DATASET_DOMAIN[dataset] == domain
+        trace = dataset if own else preset["trace"]
         return AcceptanceConfig(
             trace=trace,
             trace_method=preset["trace_method"],
@@ -183,23 +212,9 @@ def preset_acceptance(
         )
     if "alpha" in preset:
         return AcceptanceConfig(alpha=float(preset["alpha"]), spread=spread, source=source)
-    tree = cfg.get("tree")
-    fields: dict[str, Any] = {
-        "tau": float(preset["tau"]),
-        "tau_k": cfg["k"],
-        "spread": spread,
-        "source": source,
-    }
-    if tree:
-        fields.update(
-            tau_tree_nodes=cfg.get("tree_nodes") or cfg["k"],
-            tau_tree_topk=cfg.get("tree_topk"),
-            tau_dynamic_tree=tree == "dynamic",
-        )
-    elif name == "redrafter":
-        beams = cfg["beam_width"]
-        fields.update(tau_tree_nodes=beams * cfg["k"], tau_tree_topk=beams)
-    return AcceptanceConfig(**fields)
+    return AcceptanceConfig(
+        tau=float(preset["tau"]), spread=spread, source=source, **tau_measured_with(cfg, cfg["k"])
+    )
 
 
 def _exact_preset(

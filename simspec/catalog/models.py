@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simspec.catalog.tables import packaged_table
-from simspec.errors import InputError
+from simspec.errors import InputError, first_error
 
 BYTES_PER_PARAM = 2  # bf16/fp16 weights and KV cache
 
@@ -143,6 +143,5 @@ def load_hf_config(path: Path) -> ModelShape:
             },
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(x) for x in err["loc"])
-        raise InputError(f"model.{field}", err["msg"]) from None
+        field, message = first_error(exc)
+        raise InputError(f"model.{field}", message) from None

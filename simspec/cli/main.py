@@ -17,10 +17,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from simspec.catalog.methods import preset_method
+from simspec.catalog.methods import preset_method, tau_measured_with
 from simspec.catalog.traces import packaged_traces
 from simspec.engine.speculators import SPECULATORS
-from simspec.errors import InputError, ScenarioError
+from simspec.errors import InputError, ScenarioError, one_line, validation_message
 from simspec.outputs import write_bytes_atomic, write_text_atomic
 from simspec.studies.sweep import SweepConfig, cells, run_sweep
 
@@ -41,25 +41,11 @@ def _root() -> None:
     """simspec: a discrete-event simulator of speculative decoding on real GPUs."""
 
 
-def _one_line(text: str) -> str:
-    """Control characters (a newline in a user's key, say) escaped: an error stays one line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def _fail(message: str) -> None:
     err.print(
-        f"[bold red]error:[/] {_one_line(message)}", highlight=False, soft_wrap=True, markup=True
+        f"[bold red]error:[/] {one_line(message)}", highlight=False, soft_wrap=True, markup=True
     )
     raise typer.Exit(code=2)
-
-
-def _validation_line(exc: ValidationError) -> str:
-    e = exc.errors()[0]
-    loc = ".".join(str(x) for x in e["loc"]) or "config"
-    msg = e["msg"].removeprefix("Value error, ")
-    got = e.get("input")
-    tail = f" (got {got!r})" if got is not None and not isinstance(got, dict | list) else ""
-    return f"{loc}: {msg}{tail}"
 
 
 def _read_config(path: Path) -> dict[str, Any]:
@@ -178,19 +164,11 @@ def build_config(config: Path | None, **flags: Any) -> SweepConfig:
 
 
 def _override_for(method: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """--alpha/--tau for one method: a tree method's --tau is taken as measured with the tree
-    it runs (its nodes, top-k and depth, or --tau-k as the depth)."""
-    tree = method.get("tree")
-    if "tau" not in override or tree in (None, "chain") or method.get("tree_paths"):
+    """--alpha/--tau for one method: a --tau is taken as measured with the draft shape the
+    method runs (--tau-k as its depth where given)."""
+    if "tau" not in override:
         return override
-    depth = override.get("tau_k") or method.get("k", 1)
-    return {
-        **override,
-        "tau_k": depth,
-        "tau_tree_nodes": max(method.get("tree_nodes") or depth, depth),
-        "tau_tree_topk": method.get("tree_topk"),
-        "tau_dynamic_tree": tree == "dynamic",
-    }
+    return {**override, **tau_measured_with(method, override.get("tau_k") or method.get("k", 1))}
 
 
 def _from_vllm(text: str, dataset: str, flags: dict[str, Any], target: str) -> dict[str, Any]:
@@ -408,7 +386,7 @@ def sweep(
                 resume=resume,
             )
     except ValidationError as exc:
-        _fail(_validation_line(exc))
+        _fail(validation_message(exc))
     except (InputError, ScenarioError) as exc:
         _fail(str(exc))
     if out is not None:
@@ -504,7 +482,7 @@ def analytic_command(
         if html:
             an.write_html(table, f"{method} on {model}, {gpu} x{tp}: closed form", html)
     except ValidationError as exc:
-        _fail(_validation_line(exc))
+        _fail(validation_message(exc))
     except (InputError, ScenarioError) as exc:
         _fail(str(exc))
     except OSError as exc:
@@ -547,7 +525,7 @@ def policy_command(
         if out is not None:
             _write_atomic(frame, out)
     except ValidationError as exc:
-        _fail(_validation_line(exc))
+        _fail(validation_message(exc))
     except (InputError, ScenarioError) as exc:
         _fail(str(exc))
     except OSError as exc:
@@ -675,7 +653,7 @@ def plan_command(
         if out is not None:
             _write_atomic(frame, out)
     except ValidationError as exc:
-        _fail(_validation_line(exc))
+        _fail(validation_message(exc))
     except (InputError, ScenarioError) as exc:
         _fail(str(exc))
     except OSError as exc:
@@ -768,7 +746,7 @@ def recommend_command(
         if json_out is not None and spec_cfg is not None:
             write_text_atomic(json_out, speculative_config_json(spec_cfg) + "\n")
     except ValidationError as exc:
-        _fail(_validation_line(exc))
+        _fail(validation_message(exc))
     except (InputError, ScenarioError) as exc:
         _fail(str(exc))
     except OSError as exc:
@@ -809,6 +787,7 @@ def methods_command(
     """
     from simspec.catalog.methods import (
         DATASET_DOMAIN,
+        TRACE_DATASETS,
         method_defaults,
         method_presets,
         preset_acceptance,
@@ -816,7 +795,7 @@ def methods_command(
 
     if name is not None and name not in SPECULATORS:
         _fail(f"method: unknown method {name!r}; choose from {', '.join(SPECULATORS)}")
-    datasets = {domain: ds for ds, domain in DATASET_DOMAIN.items()}
+    datasets = {DATASET_DOMAIN[ds]: ds for ds in TRACE_DATASETS}
     if name is None:
         table = Table(title="Methods (simspec methods NAME: what each is, and every source)")
         table.add_column("method", no_wrap=True, min_width=max(map(len, SPECULATORS)))
@@ -1173,7 +1152,7 @@ def main() -> None:
             code = 0  # typer has printed the help already
         else:
             err.print(
-                f"[bold red]error:[/] {_one_line(exc.format_message())}",
+                f"[bold red]error:[/] {one_line(exc.format_message())}",
                 highlight=False,
                 soft_wrap=True,
             )

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from pydantic import Field, field_validator
 
-from simspec.catalog.methods import DATASET_DOMAIN, default_methods
+from simspec.catalog.methods import TRACE_DATASETS, default_methods
 from simspec.config import Deployment, MethodConfig, Scenario
 from simspec.engine.simulation import check
 from simspec.outputs import write_text_atomic
@@ -134,7 +134,7 @@ class SweepConfig(Deployment):
 def _with_dataset(method: dict[str, Any], dataset: str) -> dict[str, Any]:
     """A method whose acceptance replays a packaged trace follows the dataset axis."""
     acc = method.get("acceptance") or {}
-    if acc.get("trace") in DATASET_DOMAIN:
+    if acc.get("trace") in TRACE_DATASETS:
         return {**method, "acceptance": {**acc, "trace": dataset}}
     return method
 

@@ -19,7 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from simspec.catalog.methods import DATASET_DOMAIN, preset_method
+from simspec.catalog.methods import DATASET_DOMAIN, TRACE_DATASETS, preset_method
 from simspec.catalog.models import ModelShape, load_hf_config
 from simspec.catalog.traces import first_method, load_trace
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
@@ -371,7 +371,7 @@ def results_csv(summary: pd.DataFrame) -> str:
 
 def domains() -> dict[str, str]:
     """Packaged datasets by the domain their presets stand for."""
-    return {f"{ds} ({domain})": ds for ds, domain in DATASET_DOMAIN.items()}
+    return {f"{ds} ({DATASET_DOMAIN[ds]})": ds for ds in TRACE_DATASETS}
 
 
 def analytic_figures(table: pd.DataFrame, title: str) -> tuple[go.Figure, go.Figure]:

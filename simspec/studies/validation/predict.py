@@ -16,37 +16,28 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.methods import (
+    DATASET_DOMAIN,
     DEFAULT_DRAFT_MODEL,
+    TRACE_DATASETS,
     acceptance_spread,
     method_defaults,
+    method_info,
     preset_acceptance,
     sampled_from_trace,
+    tau_measured_with,
 )
 from simspec.catalog.models import load_model
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.simulation import build_cost_model, check, simulate
 from simspec.engine.speculators import SPECULATORS
-from simspec.errors import InputError, ScenarioError
+from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.studies.validation.cases import LOAD_KINDS, METRICS, number, whole
 
-# Case datasets -> the preset domain whose acceptance stands for them, and the packaged trace
-# (simspec/data/traces) whose lengths stand for them when the row gives none.
-DOMAINS = {
-    "mt-bench": "chat",
-    "sharegpt": "chat",
-    "alpaca": "chat",
-    "humaneval": "code",
-    "instructcoder": "code",
-    "gsm8k": "math",
-    "cnn": "summarisation",
-    "xsum": "summarisation",
-    "mixed": "overall",
-    "spec-bench-overall": "overall",
-}
-TRACE_DATASETS = ("sharegpt", "instructcoder", "gsm8k", "cnn")
 BASELINES = ("same-engine-no-spec", "hf-vanilla")
 SEED = 0
 SINGLE_REQUESTS = 32  # batch-1 rows: enough requests that per-request spread averages out
@@ -200,10 +191,8 @@ def _known(loader, name: str, what: str) -> None:
 
 
 def _first_error(exc: ValueError) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        e = errors()[0]
-        return f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+    if isinstance(exc, ValidationError):
+        return validation_message(exc)
     return str(exc).splitlines()[0]
 
 
@@ -283,7 +272,7 @@ def _method(
             if shape not in ("chain", "tree")
             else f"depth unstated: {_describe(fields)}"
         )
-    domain = DOMAINS.get(dataset)
+    domain = DATASET_DOMAIN.get(dataset)
     if domain is None:
         domain = "chat"
         notes.append(f"dataset {dataset!r} has no preset domain: chat assumed")
@@ -324,29 +313,19 @@ def _acceptance(
         return _chain_alpha(acc, name, int(fields["k"])), "trace (as chain α)"
     tau = number(get("measured_tau"))
     if tau is not None and metric != "tau":
-        kind = SPECULATORS[name].drafter_kind
+        kind = method_info(name).drafter
         spread, _ = acceptance_spread(kind, domain)
         k = int(fields["k"])
         if tau > k + 1:
             raise Skip(f"measured_tau {tau} exceeds k + 1 = {k + 1} for depth {k}")
-        acc: dict[str, Any] = {
-            "tau": tau,
-            "tau_k": k,
-            "spread": spread,
-            "temperature": temperature,
-            "source": f"measured_tau of case {get('case_id')}",
-        }
-        tree = fields.get("tree")
-        if tree and tree != "chain":
-            acc.update(
-                tau_tree_nodes=fields.get("tree_nodes") or k,
-                tau_tree_topk=fields.get("tree_topk"),
-                tau_dynamic_tree=tree == "dynamic",
-            )
-        elif name == "redrafter":
-            beams = fields.get("beam_width") or SPECULATORS[name].default_beams
-            acc.update(tau_tree_nodes=beams * k, tau_tree_topk=beams)
-        return AcceptanceConfig(**acc), "measured_tau"
+        acc = AcceptanceConfig(
+            tau=tau,
+            spread=spread,
+            temperature=temperature,
+            source=f"measured_tau of case {get('case_id')}",
+            **tau_measured_with({"name": name, **fields}, k),
+        )
+        return acc, "measured_tau"
     preset = preset_acceptance(name, dataset, domain, target=get("target_model"))
     if preset is None:
         raise Skip(f"no acceptance for {name} on {dataset!r}: no trace, measured_tau or preset")
@@ -359,7 +338,7 @@ def _chain_alpha(trace: AcceptanceConfig, name: str, k: int) -> AcceptanceConfig
     """A trace records chain acceptance; a tree takes its per-position α (as its τ at the
     tree's depth) and walks it through the rank model."""
     try:
-        return sampled_from_trace(trace, k, SPECULATORS[name].drafter_kind)
+        return sampled_from_trace(trace, k, method_info(name).drafter)
     except InputError as exc:
         raise Skip(f"cannot read the {trace.trace} trace at depth {k}: {exc}") from None
 

@@ -80,7 +80,7 @@ def validate(
         cols["predicted_tau"].append(tau)
         cols["rel_error"].append((value - measured) / measured if ok else math.nan)
         cols["status"].append("ok" if ok else "skipped")
-        cols["skip_reason"].append(_one_line(reason))
+        cols["skip_reason"].append(_single_spaced(reason))
         cols["acceptance_source"].append(source)
         cols["assumptions"].append(notes)
     for col, values in cols.items():
@@ -110,5 +110,5 @@ def _run_all(
     return runs
 
 
-def _one_line(text: str) -> str:
+def _single_spaced(text: str) -> str:
     return " ".join(str(text).split())
