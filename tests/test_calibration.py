@@ -18,6 +18,7 @@ from simspec.engine.costmodel import attention_work, gemm_work
 from simspec.studies.calibration.fit import FORMS, fit_all, holdout_split, predict
 from simspec.studies.calibration.samples import COLUMNS, discover, vidur_compute
 from simspec.studies.calibration.steps import check_step_times, step_time_rows
+from simspec.studies.validation.cases import read_cases
 
 runner = CliRunner()
 H100 = load_gpu("h100_sxm")
@@ -146,8 +147,7 @@ def test_a100_attention_is_marked_transferred_and_its_gemms_measured():
 
 
 def test_calibrated_model_meets_published_vllm_step_times_within_10_percent(shared):
-    cases = pd.read_csv(shared / "validation" / "cases.csv")
-    rows = step_time_rows(cases, "h100_sxm")
+    rows = step_time_rows(read_cases(shared / "validation" / "cases.csv"), "h100_sxm")
     assert len(rows) >= 5 and set(rows.engine) == {"vllm"}
     result = check_step_times(rows)
     assert (result.rel_error.abs() < 0.10).all(), result.to_string()

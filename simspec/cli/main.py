@@ -978,13 +978,14 @@ def calibrate_report(
     )
     from simspec.studies.calibration.samples import discover, is_harness_csv
     from simspec.studies.calibration.steps import check_step_times, step_time_rows
+    from simspec.studies.validation.cases import read_cases
 
     try:
         prof = load_profile(profile)
         spec = load_gpu(gpu or prof.gpu)
         if not timings and (html or csv):
             raise InputError("--timings", "--html and --csv need timing tables to compare with")
-        case_rows = step_time_rows(_read_cases(cases), spec.id) if cases else None
+        case_rows = step_time_rows(read_cases(cases), spec.id) if cases else None
         _print_frame(stored_fit_table(prof), f"Profile {prof.gpu} ({prof.status}): stored fit")
         if timings:
             samples, files = discover(timings, spec.id)
@@ -1104,19 +1105,6 @@ def validate_command(
         f"({unique_mape(pred):.1%} counting each measurement once); wrote {out}"
         + (f" and {report}" if report else "")
     )
-
-
-def _read_cases(path: Path) -> pd.DataFrame:
-    from simspec.studies.calibration.steps import CASE_COLUMNS
-
-    try:
-        frame = pd.read_csv(path)
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise InputError("--cases", f"cannot read {str(path)!r} as CSV ({exc})") from None
-    missing = [c for c in CASE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise InputError("--cases", f"{str(path)!r} lacks columns {', '.join(missing)}")
-    return frame
 
 
 def _print_frame(frame: pd.DataFrame, title: str, width: int | None = None) -> None:

@@ -15,21 +15,6 @@ from simspec.engine.simulation import simulate
 from simspec.errors import InputError
 from simspec.studies.validation.predict import Skip, plan_case
 
-# the columns of the validation-case table (../shared/validation/cases.csv) this check reads
-CASE_COLUMNS = (
-    "case_id",
-    "metric",
-    "method",
-    "target_model",
-    "gpu",
-    "tp",
-    "engine",
-    "load_kind",
-    "load",
-    "prompt_len",
-    "output_len",
-    "measured_value",
-)
 MAX_CONCURRENCY = 64  # closed-loop rows above this are throughput tests, not step times
 
 
@@ -39,16 +24,16 @@ ENGINES = ("vllm",)
 
 
 def step_time_rows(cases: pd.DataFrame, gpu: str) -> pd.DataFrame:
-    """Plain-decoding TPOT rows, and batch-1 throughput rows (1000 / TPOT), on ``gpu`` in an
+    """``cases`` as :func:`~simspec.studies.validation.cases.read_cases` reads them (text
+    cells): plain-decoding TPOT rows, and batch-1 throughput rows (1000 / TPOT), on ``gpu`` in an
     engine simspec has a profile for, under a single request or a closed loop of at most
     :data:`MAX_CONCURRENCY`."""
     c = cases
+    load = pd.to_numeric(c["load"], errors="coerce")
     load_ok = (c["load_kind"] == "single") | (
-        (c["load_kind"] == "concurrency") & (c["load"] <= MAX_CONCURRENCY)
+        (c["load_kind"] == "concurrency") & (load <= MAX_CONCURRENCY)
     )
-    metric_ok = (c["metric"] == "tpot_ms") | (
-        (c["metric"] == "throughput_tok_s") & (c["load"] == 1)
-    )
+    metric_ok = (c["metric"] == "tpot_ms") | ((c["metric"] == "throughput_tok_s") & (load == 1))
     keep = (c["method"] == "autoregressive") & (c["gpu"] == gpu) & load_ok & metric_ok
     keep &= c["engine"].isin(ENGINES)
     return c[keep].reset_index(drop=True)
