@@ -1,0 +1,353 @@
+"""The iteration scheduler: who runs, with how many tokens, and who is preempted.
+
+Each test builds a tiny engine (request table, block pool, scheduler) through :func:`make_rig`
+and steps it with :func:`run_batch`, which applies an iteration's outcome the way the replica
+does: prefill chunks enter the KV cache, a finished prompt samples its first token, a decode
+keeps its accepted drafts plus one token, and requests that reach their output length leave.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from simspec.engine.kv_cache import BlockPool
+from simspec.engine.requests import RequestTable
+from simspec.engine.scheduler import ScheduledBatch, Scheduler
+from simspec.engine.workload import RequestSpecs
+
+
+class Rig(NamedTuple):
+    sched: Scheduler
+    table: RequestTable
+    pool: BlockPool
+
+
+def make_rig(
+    prompts: list[int],
+    outputs: list[int],
+    *,
+    num_blocks: int = 1000,
+    block_size: int = 4,
+    max_seqs: int = 256,
+    max_tokens: int = 2048,
+    k: int = 0,
+    scheduler_cls: type[Scheduler] = Scheduler,
+) -> Rig:
+    """The one place that builds a table, a pool and a scheduler."""
+    n = len(prompts)
+    specs = RequestSpecs(
+        np.array(prompts, dtype=np.int64),
+        np.array(outputs, dtype=np.int64),
+        np.full(n, -1, dtype=np.int64),
+    )
+    table = RequestTable(specs)
+    pool = BlockPool(num_blocks)
+    sched = scheduler_cls(table, pool, block_size, max_seqs, max_tokens, k)
+    return Rig(sched, table, pool)
+
+
+def run_batch(rig: Rig, batch: ScheduledBatch, accepted: int | np.ndarray = 0) -> list[int]:
+    """Apply one iteration's outcome (``accepted`` drafts per decode); returns who finished."""
+    t = rig.table
+    done: list[int] = []
+    steps = np.broadcast_to(np.asarray(accepted, dtype=np.int64) + 1, batch.decode.shape)
+    for rid, step in zip(batch.decode.tolist(), steps.tolist(), strict=True):
+        t.computed[rid] += step
+        t.generated[rid] += min(step, int(t.output_len[rid] - t.generated[rid]))
+        if t.generated[rid] >= t.output_len[rid]:
+            done.append(rid)
+    for rid, chunk in zip(batch.prefill.tolist(), batch.chunks.tolist(), strict=True):
+        t.computed[rid] += chunk
+        if t.computed[rid] == t.num_tokens(rid):  # prompt done: its first token
+            t.generated[rid] += 1
+            t.decoding[rid] = True
+            if t.generated[rid] >= t.output_len[rid]:
+                done.append(rid)
+    if done:
+        rig.sched.finish(np.array(done, dtype=np.int64))
+    return done
+
+
+def add_all(rig: Rig) -> None:
+    for rid in range(len(rig.table)):
+        rig.sched.add(rid)
+
+
+def ids(a: np.ndarray) -> list[int]:
+    return a.tolist()
+
+
+# -- admission order ----------------------------------------------------------------------------
+def test_waiting_requests_are_admitted_first_come_first_served_with_their_whole_prompt():
+    rig = make_rig([5, 7, 3], [4, 4, 4])
+    add_all(rig)
+    batch = rig.sched.schedule()
+    assert ids(batch.prefill) == [0, 1, 2]
+    assert ids(batch.chunks) == [5, 7, 3]
+    assert ids(batch.decode) == []
+    assert rig.sched.running == [0, 1, 2] and not rig.sched.waiting
+
+
+def test_a_decode_asks_for_one_plus_k_tokens_and_blocks_to_hold_them():
+    # block size 4, K = 3: after an 8-token prompt the decode step writes tokens 9..12
+    rig = make_rig([8], [10], block_size=4, k=3)
+    add_all(rig)
+    run_batch(rig, rig.sched.schedule())
+    assert rig.table.blocks[0] == 2  # ceil(8 / 4)
+    batch = rig.sched.schedule()
+    assert ids(batch.decode) == [0] and ids(batch.prefill) == []
+    assert rig.table.blocks[0] == 3  # ceil((8 + 1 + 3) / 4)
+    assert rig.pool.used == 3
+
+
+def test_running_requests_are_served_before_newly_admitted_ones():
+    rig = make_rig([4, 4, 6, 6], [9, 9, 9, 9], max_tokens=100)
+    rig.sched.add(0)
+    rig.sched.add(1)
+    run_batch(rig, rig.sched.schedule())  # 0 and 1 now decode
+    rig.sched.add(3)  # arrival order in the queue, not request id, decides
+    rig.sched.add(2)
+    batch = rig.sched.schedule()
+    assert ids(batch.decode) == [0, 1]
+    assert ids(batch.prefill) == [3, 2]
+    assert rig.sched.running == [0, 1, 3, 2]
+
+
+def test_max_num_seqs_caps_the_running_set_and_the_rest_wait_in_order():
+    rig = make_rig([4, 4, 4], [5, 5, 5], max_seqs=2)
+    add_all(rig)
+    batch = rig.sched.schedule()
+    assert ids(batch.prefill) == [0, 1]
+    assert list(rig.sched.waiting) == [2]
+    run_batch(rig, batch)
+    batch = rig.sched.schedule()  # still full: nobody is admitted
+    assert ids(batch.decode) == [0, 1] and ids(batch.prefill) == []
+    assert list(rig.sched.waiting) == [2]
+
+
+# -- token budget and chunked prefill -----------------------------------------------------------
+def test_a_prompt_longer_than_the_token_budget_is_prefilled_in_chunks():
+    rig = make_rig([40], [3], max_tokens=16)
+    add_all(rig)
+    chunks = []
+    for _ in range(3):
+        batch = rig.sched.schedule()
+        assert ids(batch.prefill) == [0]
+        chunks += ids(batch.chunks)
+        run_batch(rig, batch)
+    assert chunks == [16, 16, 8]
+    assert rig.table.decoding[0] and rig.table.computed[0] == 40
+    assert ids(rig.sched.schedule().decode) == [0]
+
+
+def test_an_unfinished_prefill_continues_before_a_new_prompt_gets_the_rest_of_the_budget():
+    rig = make_rig([30, 10], [3, 3], max_tokens=16)
+    rig.sched.add(0)
+    run_batch(rig, rig.sched.schedule())  # 16 of 30 prompt tokens
+    rig.sched.add(1)
+    batch = rig.sched.schedule()
+    assert ids(batch.prefill) == [0, 1]
+    assert ids(batch.chunks) == [14, 2]  # the rest of prompt 0, then what the budget leaves
+
+
+def test_decodes_take_their_share_of_the_budget_before_admission():
+    # two decodes of 1 + K = 4 tokens leave 10 - 8 = 2 tokens for the next prompt
+    rig = make_rig([4, 4, 20], [9, 9, 9], max_tokens=10, k=3)
+    rig.sched.add(0)
+    rig.sched.add(1)
+    run_batch(rig, rig.sched.schedule())
+    rig.sched.add(2)
+    batch = rig.sched.schedule()
+    assert ids(batch.decode) == [0, 1]
+    assert ids(batch.prefill) == [2] and ids(batch.chunks) == [2]
+
+
+# -- KV blocks ----------------------------------------------------------------------------------
+def test_admission_stops_at_the_first_request_without_blocks_and_nobody_jumps_the_queue():
+    # 5 blocks of 4 tokens: prompt 0 takes 3, prompt 1 needs 3 of the 2 left, and prompt 2
+    # (1 block) would fit but stays behind it
+    rig = make_rig([12, 12, 4], [2, 2, 2], num_blocks=5, block_size=4)
+    add_all(rig)
+    batch = rig.sched.schedule()
+    assert ids(batch.prefill) == [0]
+    assert list(rig.sched.waiting) == [1, 2]
+    assert rig.pool.used == 3
+
+
+def test_a_request_that_could_never_fit_in_the_pool_is_marked_unfinishable_not_queued():
+    # 4 blocks of 4 tokens hold 16; prompt 10 + output 5 + K 2 = 17 tokens need 5 blocks
+    rig = make_rig([10, 10], [5, 4], num_blocks=4, block_size=4, k=2)
+    add_all(rig)
+    assert ids(rig.table.unfinishable) == [True, False]
+    assert list(rig.sched.waiting) == [1]
+
+
+def decode_until_preemption(rig: Rig, limit: int = 50) -> ScheduledBatch:
+    for _ in range(limit):
+        batch = rig.sched.schedule()
+        if rig.table.preemptions.any():
+            return batch
+        run_batch(rig, batch)
+    raise AssertionError("no preemption happened")
+
+
+def test_when_blocks_run_out_the_last_admitted_request_is_preempted_by_recompute():
+    # three 4-token prompts in 6 blocks of 4 tokens (K = 0; a fourth waits for a sequence
+    # slot): at 8 tokens each the three requests hold 2 blocks apiece and all need a third;
+    # request 0 takes request 2's
+    rig = make_rig([4, 4, 4, 4], [12, 12, 12, 12], num_blocks=6, block_size=4, max_seqs=3)
+    add_all(rig)
+    batch = decode_until_preemption(rig)
+    t = rig.table
+    assert ids(t.preemptions) == [0, 0, 1, 0]
+    assert ids(batch.decode) == [0, 1] and ids(batch.prefill) == []
+    assert rig.sched.running == [0, 1]
+    assert list(rig.sched.waiting) == [2, 3]  # back at the front of the queue
+    assert t.blocks[2] == 0 and t.computed[2] == 0 and not t.decoding[2]
+    assert ids(t.blocks[:2]) == [3, 3] and rig.pool.used == 6
+
+
+def test_the_lowest_priority_request_that_cannot_grow_preempts_itself():
+    # 5 blocks: at 8 tokens each of two requests holds 2 blocks; the one free block goes to
+    # request 0 and request 1, now last in line, gives its own blocks back
+    rig = make_rig([4, 4], [15, 15], num_blocks=5, block_size=4)
+    add_all(rig)
+    batch = decode_until_preemption(rig)
+    assert ids(rig.table.preemptions) == [0, 1]
+    assert ids(batch.decode) == [0]
+    assert rig.table.blocks[1] == 0 and rig.pool.used == 3
+
+
+def test_nobody_is_admitted_in_the_iteration_that_preempted():
+    # as above, with a budget of 3 tokens: after request 1 preempts itself, 2 blocks are free
+    # and 2 tokens of budget left, room for a chunk of its recomputation, yet it waits
+    rig = make_rig([4, 4], [15, 15], num_blocks=5, block_size=4, max_tokens=3)
+    add_all(rig)
+    batch = decode_until_preemption(rig)
+    assert ids(rig.table.preemptions) == [0, 1]
+    assert rig.pool.free == 2
+    assert ids(batch.decode) == [0] and ids(batch.prefill) == []
+
+
+def test_a_preempted_request_recomputes_its_prompt_and_the_tokens_it_had_generated():
+    rig = make_rig([4, 4, 4], [12, 12, 12], num_blocks=6, block_size=4)
+    add_all(rig)
+    run_batch(rig, decode_until_preemption(rig))
+    generated = int(rig.table.generated[2])
+    assert generated == 5  # 1 from its prompt and 4 decodes before the 9th token's block
+    rig.sched.finish(np.array([0, 1]))  # room again
+    batch = rig.sched.schedule()
+    assert ids(batch.prefill) == [2] and ids(batch.chunks) == [4 + generated]
+
+
+def test_finishing_returns_every_block_the_request_held():
+    rig = make_rig([12, 6], [3, 3], block_size=4)
+    add_all(rig)
+    rig.sched.schedule()
+    assert rig.pool.used == 3 + 2
+    rig.sched.finish(np.array([0]))
+    assert rig.pool.used == 2 and rig.table.blocks[0] == 0
+    assert rig.sched.running == [1]
+
+
+def test_blocks_held_always_equal_the_pool_in_use_until_every_request_has_left():
+    rig = make_rig([9, 3, 17, 5, 2], [7, 11, 2, 6, 9], num_blocks=12, block_size=4, k=2)
+    add_all(rig)
+    finished: list[int] = []
+    for _ in range(200):
+        if not rig.sched.has_work:
+            break
+        finished += run_batch(rig, rig.sched.schedule(), accepted=1)
+        assert rig.pool.used == rig.table.blocks.sum()
+        assert rig.pool.used <= rig.pool.num_blocks
+    assert sorted(finished) == [0, 1, 2, 3, 4]
+    assert rig.pool.used == 0
+    assert (rig.table.generated == rig.table.output_len).all()
+
+
+def test_an_empty_batch_says_so():
+    rig = make_rig([4], [1])
+    assert rig.sched.schedule().empty
+    rig.sched.add(0)
+    assert not rig.sched.schedule().empty
+
+
+# -- the vectorised fast path against the per-request path -------------------------------------
+class GeneralOnly(Scheduler):
+    """Never takes the all-running-requests-fit shortcut."""
+
+    def _schedule_running_at_once(self) -> ScheduledBatch | None:
+        return None
+
+
+class CountingPaths(Scheduler):
+    """Counts which path each iteration took."""
+
+    fast = single = general = 0
+
+    def _schedule_running_at_once(self) -> ScheduledBatch | None:
+        single = len(self.running) == 1 and bool(self.t.decoding[self.running[0]])
+        batch = super()._schedule_running_at_once()
+        if batch is None:
+            CountingPaths.general += 1
+        elif single:
+            CountingPaths.single += 1
+        else:
+            CountingPaths.fast += 1
+        return batch
+
+
+def same_state(a: Rig, b: Rig) -> None:
+    assert a.sched.running == b.sched.running
+    assert list(a.sched.waiting) == list(b.sched.waiting)
+    assert (a.pool.free, a.pool.peak_used) == (b.pool.free, b.pool.peak_used)
+    for column in ("blocks", "computed", "generated", "decoding", "preemptions", "unfinishable"):
+        assert np.array_equal(getattr(a.table, column), getattr(b.table, column)), column
+
+
+def test_the_fast_path_decides_exactly_as_the_per_request_path_on_random_runs():
+    rng = np.random.default_rng(20240613)
+    CountingPaths.fast = CountingPaths.single = CountingPaths.general = 0
+    preemptions = 0
+    for _ in range(80):
+        n = int(rng.integers(1, 30))
+        k = int(rng.integers(0, 6))
+        shape = dict(
+            prompts=rng.integers(1, 60, n).tolist(),
+            outputs=rng.integers(1, 40, n).tolist(),
+            num_blocks=int(rng.integers(6, 80)),
+            block_size=int(rng.choice([1, 2, 4, 16])),
+            max_seqs=int(rng.integers(1, 12)),
+            max_tokens=1 + k + int(rng.integers(0, 90)),
+            k=k,
+        )
+        fast = make_rig(**shape, scheduler_cls=CountingPaths)
+        general = make_rig(**shape, scheduler_cls=GeneralOnly)
+        released = 0
+        for _ in range(400):
+            for _ in range(min(int(rng.integers(0, 3)), n - released)):
+                fast.sched.add(released)
+                general.sched.add(released)
+                released += 1
+            if not fast.sched.has_work:
+                if released == n:
+                    break
+                continue
+            a, b = fast.sched.schedule(), general.sched.schedule()
+            assert ids(a.decode) == ids(b.decode)
+            assert ids(a.prefill) == ids(b.prefill)
+            assert ids(a.chunks) == ids(b.chunks)
+            same_state(fast, general)
+            if a.empty:
+                break
+            accepted = rng.integers(0, k + 1, len(a.decode))
+            run_batch(fast, a, accepted)
+            run_batch(general, b, accepted)
+            same_state(fast, general)
+        preemptions += int(fast.table.preemptions.sum())
+    # the comparison covered every path, and runs that preempt
+    assert CountingPaths.fast > 100 and CountingPaths.single > 100
+    assert CountingPaths.general > 100
+    assert preemptions > 10
