@@ -1,0 +1,228 @@
+"""The GPU memory plan (how many KV blocks fit) and the block pool that hands them out.
+
+The hand-computed cases use a tiny model whose numbers fit in a comment:
+
+    hidden 8, MLP 16, 2 layers, 2 query and 2 KV heads of width 4, vocabulary 32, untied head
+    one layer's weights: QKV 8 x 24 = 192, O 8 x 8 = 64, MLP 3 x 8 x 16 = 384  -> 640
+    whole model: 2 x 640 + embedding 256 + LM head 256 = 1792 parameters = 3584 bytes (bf16)
+    KV per token: K and V x 2 layers x 8 wide x 2 bytes = 64 bytes; a 16-token block 1024 bytes
+
+on a 100,000-byte GPU at gpu_memory_utilization 0.5 (50,000 usable bytes).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from simspec.catalog.hardware import EngineProfile, GpuSpec, Sourced, load_engine, load_gpu
+from simspec.catalog.models import ModelShape, load_model
+from simspec.engine.kv_cache import BlockPool, MemoryPlan, activation_reserve, plan_memory
+from simspec.errors import ScenarioError
+
+TINY = ModelShape(
+    id="tiny",
+    hidden_size=8,
+    intermediate_size=16,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    num_key_value_heads=2,
+    head_dim=4,
+    vocab_size=32,
+)
+
+
+def tiny_gpu(memory_bytes: float = 100_000) -> GpuSpec:
+    return GpuSpec(
+        id="tiny_gpu",
+        name="Tiny GPU",
+        bf16_dense_flops=1e12,
+        hbm_bandwidth_bytes_s=1e12,
+        memory_bytes=memory_bytes,
+        interconnect_bandwidth_bytes_s=1e11,
+        source="a test fixture",
+    )
+
+
+def engine(utilization: float = 0.5, block_size: int = 16) -> EngineProfile:
+    """vLLM's profile with the two numbers the plan reads replaced."""
+    base = load_engine("vllm")
+    params = dict(base.params)
+    params["gpu_memory_utilization"] = Sourced(value=utilization, source="test")
+    params["block_size"] = Sourced(value=block_size, source="test")
+    return EngineProfile(id="test", params=params)
+
+
+def plan(
+    gpu: GpuSpec | None = None,
+    target: ModelShape = TINY,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    eng: EngineProfile | None = None,
+    draft_bytes: float = 0.0,
+    draft_kv_per_token: float = 0.0,
+    max_tokens: int = 0,
+    max_logit_rows: int = 0,
+) -> MemoryPlan:
+    """The one place that calls plan_memory (no activations unless asked for)."""
+    return plan_memory(
+        gpu or tiny_gpu(),
+        target,
+        tp,
+        eng or engine(),
+        draft_bytes,
+        draft_kv_per_token,
+        max_tokens,
+        max_logit_rows,
+        pp=pp,
+    )
+
+
+# -- the plan, by hand ----------------------------------------------------------------------
+def test_the_tiny_model_leaves_45_blocks():
+    p = plan()
+    assert p.usable_bytes == 50_000
+    assert p.weight_bytes == 3584
+    assert p.kv_bytes_per_token == 64
+    assert p.block_size == 16
+    assert p.num_blocks == 45  # (50,000 - 3,584) // 1,024 = 45.3
+
+
+def test_draft_weights_come_out_of_the_kv_memory():
+    p = plan(draft_bytes=1000)
+    assert p.draft_bytes == 1000
+    assert p.num_blocks == 44  # (50,000 - 3,584 - 1,000) // 1,024 = 44.4
+
+
+def test_the_draft_kv_makes_every_block_larger():
+    p = plan(draft_kv_per_token=64)
+    assert p.kv_bytes_per_token == 128
+    assert p.num_blocks == 22  # 46,416 // 2,048 = 22.7
+
+
+def test_tensor_parallelism_halves_the_weights_and_kv_heads_on_each_gpu():
+    p = plan(tp=2)
+    assert p.weight_bytes == 3584 / 2
+    assert p.kv_bytes_per_token == 32  # one of the two KV heads
+    assert p.num_blocks == 94  # (50,000 - 1,792) // 512 = 94.2
+
+
+def test_a_layer_split_over_two_gpus_pools_their_memory():
+    # each GPU holds one layer: half the weights (1,792 bytes) and half of each token's KV
+    # (32 bytes, so 512 per block) in its own 50,000 bytes: 48,208 // 512 = 94 blocks
+    split = plan(pp=2)
+    assert split.num_blocks == 94
+    assert split.num_blocks == plan(gpu=tiny_gpu(200_000)).num_blocks
+
+
+def test_the_activation_reserve_is_subtracted():
+    p = plan(max_tokens=8, max_logit_rows=4)
+    assert p.activation_bytes == activation_reserve(TINY, 1, 8, 4) > 0
+    assert p.num_blocks == int((50_000 - 3584 - p.activation_bytes) // 1024)
+    assert p.num_blocks < plan().num_blocks
+
+
+def test_the_activation_reserve_holds_fp32_logits_per_row_over_the_vocabulary_shard():
+    base = activation_reserve(TINY, 1, 8, 0)
+    assert activation_reserve(TINY, 1, 8, 1) - base == 32 * 4  # 32 logits, 4 bytes each
+    assert activation_reserve(TINY, 1, 8, 3) - base == 3 * 32 * 4
+    tp2 = activation_reserve(TINY, 2, 8, 0)
+    assert activation_reserve(TINY, 2, 8, 1) - tp2 == 32 * 4 / 2
+
+
+def test_the_activation_reserve_grows_in_proportion_to_the_token_budget():
+    one = activation_reserve(TINY, 1, 1, 0)
+    assert one > 0
+    assert activation_reserve(TINY, 1, 100, 0) == pytest.approx(100 * one)
+
+
+def test_tensor_parallelism_shards_the_activation_reserve():
+    assert activation_reserve(TINY, 2, 100, 10) < activation_reserve(TINY, 1, 100, 10)
+
+
+# -- the plan on real presets: directions ------------------------------------------------------
+def real_plan(tp: int = 1, utilization: float | None = None, **kw) -> MemoryPlan:
+    eng = load_engine("vllm") if utilization is None else engine(utilization, 16)
+    return plan(load_gpu("h100_sxm"), load_model("llama-3.1-70b"), tp=tp, eng=eng, **kw)
+
+
+def test_more_tensor_parallelism_leaves_more_kv_blocks_per_replica():
+    blocks = [real_plan(tp).num_blocks for tp in (2, 4, 8)]
+    assert blocks == sorted(blocks) and len(set(blocks)) == 3
+
+
+def test_a_larger_memory_share_leaves_more_kv_blocks():
+    assert real_plan(4, 0.8).num_blocks < real_plan(4, 0.9).num_blocks
+
+
+def test_a_larger_draft_or_token_budget_leaves_fewer_kv_blocks():
+    base = real_plan(4, max_tokens=2048, max_logit_rows=256).num_blocks
+    assert real_plan(4, max_tokens=8192, max_logit_rows=256).num_blocks < base
+    assert real_plan(4, max_tokens=2048, max_logit_rows=256, draft_bytes=2e9).num_blocks < base
+
+
+# -- not fitting ------------------------------------------------------------------------------
+def test_a_model_larger_than_the_gpu_is_refused_with_the_reason():
+    with pytest.raises(ScenarioError) as err:
+        real_plan(tp=1)  # 70B parameters in bf16 are 141 GB; an H100 has 80
+    msg = str(err.value)
+    for part in ("llama-3.1-70b", "h100_sxm", "tp=1", "weights", "usable per GPU", "raise tp"):
+        assert part in msg, part
+
+
+def test_a_layer_split_that_does_not_fit_says_over_how_many_gpus():
+    with pytest.raises(ScenarioError, match="usable over 2 GPUs"):
+        plan(gpu=tiny_gpu(3000), pp=2)  # 3,000 usable bytes for 3,584 bytes of weights
+
+
+def test_room_for_less_than_one_block_is_not_a_fit():
+    # 2,500 usable bytes at tp=2 leave 708 after the 1,792 bytes of weights: room for one
+    # 16-token block (512 bytes) but for no 32-token block (1,024 bytes)
+    assert plan(gpu=tiny_gpu(5000), tp=2).num_blocks == 1
+    with pytest.raises(ScenarioError, match="does not fit on tiny_gpu at tp=2"):
+        plan(gpu=tiny_gpu(5000), tp=2, eng=engine(0.5, 32))
+
+
+# -- the pool -----------------------------------------------------------------------------------
+def test_a_new_pool_is_all_free():
+    pool = BlockPool(10)
+    assert (pool.num_blocks, pool.free, pool.used, pool.peak_used) == (10, 10, 0, 0)
+
+
+def test_allocate_and_release_move_blocks_between_free_and_used():
+    pool = BlockPool(10)
+    pool.allocate(7)
+    assert (pool.free, pool.used) == (3, 7)
+    pool.release(4)
+    assert (pool.free, pool.used) == (7, 3)
+
+
+def test_peak_used_remembers_the_most_blocks_ever_in_use():
+    pool = BlockPool(10)
+    pool.allocate(6)
+    pool.release(5)
+    pool.allocate(2)
+    assert pool.used == 3 and pool.peak_used == 6
+
+
+def test_allocating_more_than_is_free_raises_and_changes_nothing():
+    pool = BlockPool(4)
+    pool.allocate(3)
+    with pytest.raises(RuntimeError, match="allocating 2 blocks with 1 free"):
+        pool.allocate(2)
+    assert (pool.free, pool.peak_used) == (1, 3)
+
+
+def test_releasing_more_than_was_allocated_raises():
+    pool = BlockPool(4)
+    pool.allocate(1)
+    with pytest.raises(RuntimeError, match="released more blocks than allocated"):
+        pool.release(2)
+
+
+def test_the_whole_pool_can_be_allocated_and_given_back():
+    pool = BlockPool(4)
+    pool.allocate(4)
+    assert pool.free == 0 and pool.used == 4
+    pool.release(4)
+    assert pool.free == 4 and pool.used == 0 and pool.peak_used == 4
