@@ -1,0 +1,293 @@
+"""The run summary, from hand-built request and iteration tables with known answers.
+
+Percentiles of plain latencies interpolate linearly (numpy's default): the 50th of
+[10, 20, 30, 40] is 25 and the 99th is 30 + 0.97 x 10 = 39.7. Inter-token latency is a
+weighted percentile without interpolation: each iteration counts once per decoding sequence.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simspec.config import WorkloadConfig
+from simspec.engine.kv_cache import MemoryPlan
+from simspec.engine.metrics import ITERATION_COLUMNS, IterationLog, summarize
+
+NAN = float("nan")
+
+
+# -- builders: one place per constructor --------------------------------------------------------
+def requests_frame(rows: list[dict]) -> pd.DataFrame:
+    """Requests as (arrival, first, finish, out[, unfinishable, preemptions])."""
+    full = [
+        {
+            "arrival_s": r["arrival"],
+            "first_token_s": r.get("first", NAN),
+            "finish_s": r.get("finish", NAN),
+            "prompt_tokens": 16,
+            "output_tokens": r.get("out", 0),
+            "requested_output_tokens": r.get("out", 0),
+            "spec_steps": 0,
+            "accepted_tokens": 0,
+            "preemptions": r.get("preemptions", 0),
+            "unfinishable": r.get("unfinishable", False),
+        }
+        for r in rows
+    ]
+    return pd.DataFrame(full)
+
+
+def iterations_frame(rows: list[dict]) -> pd.DataFrame:
+    """Iterations given by the columns that matter to a test; the rest are zero."""
+    full = [{c: row.get(c, 0) for c in ITERATION_COLUMNS} for row in rows]
+    return pd.DataFrame(full, columns=list(ITERATION_COLUMNS))
+
+
+def open_loop() -> WorkloadConfig:
+    return WorkloadConfig(arrival="poisson", rate=1.0, trace=None)
+
+
+def closed_loop(concurrency: int) -> WorkloadConfig:
+    return WorkloadConfig(arrival="closed", concurrency=concurrency, trace=None)
+
+
+def memory_plan(num_blocks: int = 100) -> MemoryPlan:
+    return MemoryPlan(8e10, 1.6e10, 0.0, 1e9, 131072.0, 16, num_blocks)
+
+
+def summary(
+    requests: pd.DataFrame,
+    iterations: pd.DataFrame | None = None,
+    wl: WorkloadConfig | None = None,
+    peak_blocks: int = 0,
+    num_blocks: int = 100,
+) -> dict[str, float]:
+    if iterations is None:
+        iterations = iterations_frame([{"start_s": 0.0, "duration_s": 1.0, "decode_seqs": 1}])
+    return summarize(requests, iterations, wl or open_loop(), peak_blocks, memory_plan(num_blocks))
+
+
+def four_requests() -> pd.DataFrame:
+    """TTFT 10, 20, 30, 40 ms; then 10 more tokens each at 1, 2, 3, 4 ms per token."""
+    return requests_frame(
+        [
+            {"arrival": 1.0, "first": 1.01, "finish": 1.02, "out": 11},
+            {"arrival": 2.0, "first": 2.02, "finish": 2.04, "out": 11},
+            {"arrival": 3.0, "first": 3.03, "finish": 3.06, "out": 11},
+            {"arrival": 4.0, "first": 4.04, "finish": 4.08, "out": 11},
+        ]
+    )
+
+
+# -- latencies ------------------------------------------------------------------------------------
+def test_ttft_percentiles_are_first_token_minus_arrival():
+    s = summary(four_requests())
+    assert s["ttft_ms_p50"] == pytest.approx(25.0)
+    assert s["ttft_ms_p99"] == pytest.approx(39.7)
+
+
+def test_tpot_spreads_the_time_after_the_first_token_over_the_later_tokens():
+    s = summary(four_requests())
+    assert s["tpot_ms_mean"] == pytest.approx(2.5)
+    assert s["tpot_ms_p50"] == pytest.approx(2.5)
+    assert s["tpot_ms_p99"] == pytest.approx(3.97)
+
+
+def test_e2e_percentiles_are_finish_minus_arrival_in_seconds():
+    # end to end: 20, 40, 60, 80 ms
+    s = summary(four_requests())
+    assert s["e2e_s_p50"] == pytest.approx(0.05)
+    assert s["e2e_s_p90"] == pytest.approx(0.074)
+    assert s["e2e_s_p99"] == pytest.approx(0.0794)
+
+
+def test_a_one_token_request_has_no_time_per_output_token():
+    req = requests_frame(
+        [
+            {"arrival": 0.0, "first": 0.1, "finish": 0.1, "out": 1},
+            {"arrival": 0.0, "first": 0.1, "finish": 0.11, "out": 3},  # 5 ms per later token
+        ]
+    )
+    assert summary(req)["tpot_ms_mean"] == pytest.approx(5.0)
+    only_one = requests_frame([{"arrival": 0.0, "first": 0.1, "finish": 0.1, "out": 1}])
+    assert math.isnan(summary(only_one)["tpot_ms_p50"])
+
+
+# -- unfinishable requests --------------------------------------------------------------------
+def test_unfinishable_requests_are_counted_but_left_out_of_latencies_and_lengths():
+    req = requests_frame(
+        [
+            {"arrival": 0.0, "first": 0.01, "finish": 0.05, "out": 5},
+            {"arrival": 0.0, "first": 0.03, "finish": 0.07, "out": 7},
+            {"arrival": 0.0, "unfinishable": True},
+        ]
+    )
+    s = summary(req)
+    assert s["requests"] == 3 and s["unfinishable"] == 1
+    assert s["ttft_ms_p50"] == pytest.approx(20.0)
+    assert s["e2e_s_p99"] == pytest.approx(0.0698)
+    assert s["output_tokens_mean"] == pytest.approx(6.0)
+
+
+# -- throughput and the steady window -----------------------------------------------------------
+TWO_SECONDS = iterations_frame(
+    [
+        {"start_s": 0.0, "duration_s": 1.0, "output_tokens": 10, "decode_seqs": 1},
+        {"start_s": 1.0, "duration_s": 1.0, "output_tokens": 30, "decode_seqs": 1},
+    ]
+)
+
+
+def test_open_loop_throughput_is_every_output_token_over_the_makespan():
+    s = summary(four_requests(), TWO_SECONDS, open_loop())
+    assert s["makespan_s"] == 2.0
+    assert s["throughput_tok_s"] == pytest.approx(20.0)
+
+
+def test_a_closed_loop_measures_throughput_only_until_the_last_release():
+    # 3 requests at concurrency 2: the third is released at 1 s, then the batch drains
+    req = requests_frame(
+        [
+            {"arrival": 0.0, "first": 0.1, "finish": 1.0, "out": 5},
+            {"arrival": 0.0, "first": 0.1, "finish": 1.5, "out": 5},
+            {"arrival": 1.0, "first": 1.1, "finish": 2.0, "out": 5},
+        ]
+    )
+    s = summary(req, TWO_SECONDS, closed_loop(2))
+    assert s["makespan_s"] == 2.0
+    assert s["throughput_tok_s"] == pytest.approx(10.0)  # 10 tokens by 1 s, not 40 by 2 s
+
+
+def test_an_iteration_ending_exactly_at_the_last_release_is_inside_the_window():
+    req = requests_frame(
+        [{"arrival": a, "first": 2.0, "finish": 2.0, "out": 1} for a in (0, 0, 1.5)]
+    )
+    its = iterations_frame(
+        [
+            {"start_s": 0.0, "duration_s": 0.5, "output_tokens": 6},
+            {"start_s": 0.5, "duration_s": 1.0, "output_tokens": 6},
+            {"start_s": 1.5, "duration_s": 0.5, "output_tokens": 60},
+        ]
+    )
+    assert summary(req, its, closed_loop(2))["throughput_tok_s"] == pytest.approx(12 / 1.5)
+
+
+def test_a_closed_loop_no_larger_than_its_concurrency_is_measured_to_the_end():
+    # never more requests than slots: no steady load to cut at, whatever the release times
+    req = requests_frame(
+        [{"arrival": a, "first": a + 0.1, "finish": 2.0, "out": 5} for a in (0.0, 1.0)]
+    )
+    s = summary(req, TWO_SECONDS, closed_loop(2))
+    assert s["throughput_tok_s"] == pytest.approx(20.0)
+
+
+def test_an_unfinishable_request_released_late_does_not_stretch_the_closed_loop_window():
+    req = requests_frame(
+        [
+            {"arrival": 0.0, "first": 0.1, "finish": 1.0, "out": 5},
+            {"arrival": 1.0, "first": 1.1, "finish": 2.0, "out": 5},
+            {"arrival": 2.0, "unfinishable": True},
+        ]
+    )
+    s = summary(req, TWO_SECONDS, closed_loop(1))
+    assert s["throughput_tok_s"] == pytest.approx(10.0)  # window ends at 1 s, not 2 s
+
+
+def test_no_iterations_means_no_time_and_no_throughput():
+    s = summary(requests_frame([{"arrival": 0.0, "unfinishable": True}]), iterations_frame([]))
+    assert s["makespan_s"] == 0.0 and s["iterations"] == 0
+    assert math.isnan(s["throughput_tok_s"])
+
+
+# -- inter-token latency ------------------------------------------------------------------------
+def test_itl_percentiles_count_each_iteration_once_per_decoding_sequence():
+    # nine sequences wait 1 ms, one waits 10 ms: the median wait is 1 ms (not 5.5)
+    its = iterations_frame(
+        [
+            {"start_s": 0.0, "duration_s": 0.001, "decode_seqs": 9},
+            {"start_s": 0.001, "duration_s": 0.010, "decode_seqs": 1},
+        ]
+    )
+    s = summary(four_requests(), its)
+    assert s["itl_ms_p50"] == pytest.approx(1.0)
+    assert s["itl_ms_p99"] == pytest.approx(10.0)
+
+
+def test_an_iteration_without_decodes_is_no_inter_token_latency():
+    its = iterations_frame(
+        [
+            {"start_s": 0.0, "duration_s": 0.100, "prefill_seqs": 4},
+            {"start_s": 0.1, "duration_s": 0.002, "decode_seqs": 3},
+        ]
+    )
+    assert summary(four_requests(), its)["itl_ms_p99"] == pytest.approx(2.0)
+    prefill_only = iterations_frame([{"start_s": 0.0, "duration_s": 0.1, "prefill_seqs": 4}])
+    assert math.isnan(summary(four_requests(), prefill_only)["itl_ms_p50"])
+
+
+# -- acceptance, time split, counts ---------------------------------------------------------------
+def test_mean_accept_length_is_tokens_per_speculative_sequence_step():
+    its = iterations_frame(
+        [
+            {"start_s": 0.0, "duration_s": 1.0, "spec_tokens": 6, "spec_seqs": 2},
+            {"start_s": 1.0, "duration_s": 1.0, "spec_tokens": 9, "spec_seqs": 3},
+            {"start_s": 2.0, "duration_s": 1.0, "decode_seqs": 4},  # speculation off
+        ]
+    )
+    assert summary(four_requests(), its)["mean_accept_len"] == pytest.approx(3.0)
+    assert summary(four_requests(), TWO_SECONDS)["mean_accept_len"] == 1.0  # plain decoding
+
+
+def test_time_fractions_split_the_busy_time():
+    its = iterations_frame(
+        [
+            {"start_s": 0.0, "duration_s": 1.0, "draft_s": 0.2, "verify_s": 0.7, "overhead_s": 0.1},
+            {"start_s": 1.0, "duration_s": 3.0, "draft_s": 0.0, "verify_s": 2.5, "overhead_s": 0.5},
+        ]
+    )
+    s = summary(four_requests(), its)
+    assert s["draft_time_frac"] == pytest.approx(0.05)
+    assert s["verify_time_frac"] == pytest.approx(0.8)
+    assert s["overhead_time_frac"] == pytest.approx(0.15)
+
+
+def test_counts_come_from_the_tables_and_the_memory_plan():
+    req = requests_frame(
+        [
+            {"arrival": 0.0, "first": 0.1, "finish": 0.2, "out": 2, "preemptions": 2},
+            {"arrival": 0.0, "first": 0.1, "finish": 0.2, "out": 2, "preemptions": 1},
+        ]
+    )
+    s = summary(req, TWO_SECONDS, peak_blocks=37, num_blocks=120)
+    assert s["preemptions"] == 3
+    assert s["kv_blocks_total"] == 120 and s["kv_blocks_peak"] == 37
+    assert s["iterations"] == 2
+
+
+# -- the iteration log -----------------------------------------------------------------------
+def logged(rows: list[tuple]) -> pd.DataFrame:
+    """Rows recorded in column order, then the frame (the one place that calls ``record``)."""
+    log = IterationLog()
+    for row in rows:
+        log.record(*row)
+    return log.frame()
+
+
+def test_the_iteration_log_keeps_one_row_per_iteration_in_order():
+    rows = [
+        (0.0, 0.5, 2, 1, 9, 4, 3, 2, 0.1, 0.3, 0.1, 7),
+        (0.5, 0.25, 3, 0, 12, 5, 5, 3, 0.05, 0.15, 0.05, 9),
+    ]
+    frame = logged(rows)
+    assert list(frame.columns) == list(ITERATION_COLUMNS)
+    assert [tuple(r) for r in frame.itertuples(index=False)] == rows
+    assert frame["decode_seqs"].dtype == np.int64 and frame["start_s"].dtype == np.float64
+
+
+def test_an_empty_iteration_log_is_an_empty_frame_with_every_column():
+    frame = logged([])
+    assert len(frame) == 0 and list(frame.columns) == list(ITERATION_COLUMNS)
