@@ -5,7 +5,7 @@ import pytest
 
 from simspec.catalog.hardware import load_engine, load_gpu, load_profile
 from simspec.catalog.models import BYTES_PER_PARAM, load_model
-from simspec.engine.costmodel import BatchShape, RooflineCostModel
+from simspec.engine.costmodel import BatchShape, RooflineCostModel, roofline_time
 
 
 def cost_model(tp=1, gpu="h100_sxm"):
@@ -26,18 +26,33 @@ def test_batch1_decode_is_weight_streaming_bound():
     assert weight_time < gpu_time < 2.0 * weight_time / cm.profile["gemm_memory_efficiency"]
 
 
-def test_breakdown_adds_up_to_total():
-    step = cost_model(tp=2).forward(load_model("llama-3.1-70b"), batch(4, 1000, 8))
-    parts = (
-        step.gemm_s
-        + step.attention_s
-        + step.lm_head_s
-        + step.elementwise_s
-        + step.communication_s
-        + step.overhead_s
+def test_roofline_time_is_latency_plus_a_smooth_max_of_compute_and_memory_time():
+    # 6 s of compute and 8 s of memory traffic after a 0.5 s launch
+    assert roofline_time(6.0, 8.0, 1.0, 1.0, 0.5, 2.0) == pytest.approx(0.5 + 10.0)  # 3-4-5
+    assert roofline_time(6.0, 8.0, 1.0, 1.0, 0.5, 1.0) == pytest.approx(0.5 + 14.0)  # the sum
+    assert roofline_time(6.0, 8.0, 1.0, 1.0, 0.5, 64.0) == pytest.approx(0.5 + 8.0)  # the max
+    # rates divide: 12 FLOPs at 2 FLOP/s and 32 bytes at 4 bytes/s are the same 6 s and 8 s
+    assert roofline_time(12.0, 32.0, 2.0, 4.0, 0.0, 2.0) == pytest.approx(10.0)
+
+
+def test_tensor_parallelism_halves_weight_bound_gemm_time_and_adds_communication():
+    model, shape = load_model("llama-3.1-70b"), batch(4, 1000, 8)
+    one, two = cost_model(tp=1).forward(model, shape), cost_model(tp=2).forward(model, shape)
+    # 32 tokens are far below the ridge point: GEMM time follows the weight bytes per GPU
+    assert 0.45 * one.gemm_s < two.gemm_s < 0.55 * one.gemm_s
+    assert one.communication_s == 0 < two.communication_s
+    gemms = [cost_model(tp=tp).forward(model, shape).gemm_s for tp in (1, 2, 4, 8)]
+    assert gemms == sorted(gemms, reverse=True)
+
+
+def test_step_time_never_falls_as_query_tokens_or_context_grow():
+    cm, model = cost_model(), load_model("llama-3.1-8b")
+    queries, contexts = (1, 2, 4, 8, 16, 64), (0, 16, 512, 4096, 32768)
+    times = np.array(
+        [[cm.forward(model, batch(q, kv, 8)).total_s for kv in contexts] for q in queries]
     )
-    assert step.total_s == pytest.approx(parts)
-    assert step.communication_s > 0
+    assert (np.diff(times, axis=0) > 0).all()  # more tokens per sequence
+    assert (np.diff(times, axis=1) > 0).all()  # longer caches
 
 
 def test_verify_of_k_plus_one_tokens_costs_little_more_than_decode_at_small_batch():
