@@ -97,16 +97,19 @@ class Replica:
                 self._idle = self.env.event()
                 yield self._idle  # until a request arrives
                 continue
+            # 1. schedule: who runs, and the draft the load policy picks for that many
             batch = self._schedule()
             d = batch.decode
-            kv_d = self.t.computed[d]
+            kv_d = self.t.computed[d]  # the decoding sequences' contexts
             # the draft and the verify pass both read the sum (one element: no reduction call)
             kv_sum = float(kv_d[0]) if len(kv_d) == 1 else float(kv_d.sum())
             shape = self.spec.step_shape(len(d) + len(batch.prefill))
+            # 2. draft and 3. verify (one target forward, prefill chunks included) take this long
             draft_s = self._draft_time(d, kv_d, kv_sum, shape)
             verify, prefill_done = self._verify_cost(batch, kv_sum, shape.width)
             start = self.env.now
             yield self.env.timeout(draft_s + verify.total_s)
+            # 4. accept, and 5. update KV, counters and metrics; finished requests leave
             emitted, decoded_out = self._accept(d, kv_d, shape)
             first = self._advance_prefill(batch, prefill_done)
             self._record(start, batch, shape, emitted, first, draft_s, verify)

@@ -47,10 +47,10 @@ class Speculator:
     """One method: its draft shape, draft time and memory.
 
     A family sets ``name`` (its key in the catalogue and the registry) and overrides what it
-    needs: :meth:`_configure` (its own parameters), :meth:`_draft` (the draft time of a step
-    with sequences to draft for), :meth:`extra_weight_bytes` and
-    :meth:`extra_kv_bytes_per_token` (its memory), :meth:`verify_tokens_for` (a verify pass
-    that is neither a chain nor a tree).
+    needs: :meth:`_configure` (its own parameters), :meth:`_tree_shape` (a tree not set by
+    ``tree_nodes``/``tree_topk``), :meth:`_draft` (the draft time of a step with sequences to
+    draft for), :meth:`extra_weight_bytes` and :meth:`extra_kv_bytes_per_token` (its memory),
+    :meth:`verify_tokens_for` (a verify pass that is neither a chain nor a tree).
     """
 
     name: ClassVar[str]
@@ -63,9 +63,9 @@ class Speculator:
     ) -> None:
         self.cfg, self.target, self.cost, self.engine = cfg, target, cost, engine
         self.info: MethodInfo = method_info(self.name)
-        self.draft_overhead_s = engine["draft_step_overhead_s"]
+        self.draft_overhead_s = engine["draft_step_overhead_s"]  # host time per draft forward
         self.tree_kind: TreeKind = self._tree_kind(cfg)
-        self.k = cfg.k if self.needs_acceptance else 0
+        self.k = cfg.k if self.needs_acceptance else 0  # draft length (tree depth); 0: none
         self._configure(cfg)
         explicit = self._explicit_tree(cfg)
         shape = self._tree_shape(cfg, explicit)
