@@ -16,6 +16,7 @@ import streamlit as st
 from pydantic import ValidationError
 
 from simspec.catalog.hardware import engine_ids, gpu_ids
+from simspec.catalog.methods import method_info
 from simspec.catalog.models import model_ids
 from simspec.config import Deployment
 from simspec.engine.speculators import SPECULATORS
@@ -229,7 +230,7 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
 
 
 def analytic_view(inputs: explorer.ExplorerInputs) -> None:
-    chains = [m for m in inputs.methods if SPECULATORS[m].trees[0] == "chain"] or ["eagle3"]
+    chains = [m for m in inputs.methods if method_info(m).shapes[0] == "chain"] or ["eagle3"]
     method = st.selectbox("Chain method for the closed form", chains)
     context = st.slider("Tokens in the KV cache", 64, 32768, 1024, 64)
     table = analytic_cached(deployment(inputs).model_dump_json(), method, context)

@@ -34,7 +34,8 @@ import pandas as pd
 import yaml
 from scipy.special import softmax
 
-from simspec.engine.acceptance.inversion import TreeShape, alpha_for_tau, alpha_for_tree_tau
+from simspec.engine.acceptance.inversion import alpha_for_tau, alpha_for_tree_tau
+from simspec.engine.acceptance.trees import TreeShape
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT.parent / "shared" / "validation" / "cases.csv"

@@ -14,13 +14,9 @@ from simspec.catalog.models import load_model
 from simspec.cli.main import app
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
 from simspec.engine.acceptance.exact import expected_tokens_per_step
-from simspec.engine.acceptance.inversion import (
-    TreeShape,
-    alpha_profile,
-    pooled_tau,
-    tree_expected_tau,
-)
+from simspec.engine.acceptance.inversion import alpha_profile, pooled_tau, tree_expected_tau
 from simspec.engine.acceptance.trees import (
+    TreeShape,
     best_tree,
     chain,
     expected_tau,
@@ -31,7 +27,7 @@ from simspec.engine.acceptance.trees import (
 )
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.simulation import simulate
-from simspec.engine.speculators import SPECULATORS, build_speculator
+from simspec.engine.speculators import SPECULATORS, DraftStep, build_speculator
 from simspec.studies.sweep import SweepConfig, run_sweep
 
 runner = CliRunner()
@@ -184,7 +180,7 @@ def test_self_spec_adds_no_draft_weights_or_kv_and_drafts_with_its_early_layers(
     cfg = preset_method("self_spec", "cnn", target=TARGET)
     spec = build_speculator(cfg, load_model(TARGET), cost_model(), load_engine("vllm"))
     assert spec.extra_weight_bytes() == 0 and spec.extra_kv_bytes_per_token() == 0
-    draft = spec.draft_cost(np.full(4, 512), np.ones(4, dtype=np.int64), 2048.0, spec.k)
+    draft = spec.draft_cost(DraftStep(np.full(4, 512), np.ones(4, dtype=np.int64), 2048.0, spec.k))
     full = cost_model().forward(load_model(TARGET), BatchShape.uniform(4, 1, 2048.0, 4))
     assert draft.total_s < spec.k * full.total_s  # 8 of 32 layers per draft step
 
@@ -223,8 +219,8 @@ def test_dynamic_sd_schedule_picks_k_by_batch_size():
         acceptance=AcceptanceConfig(alpha=0.7),
     )
     spec = build_speculator(cfg, load_model(TARGET), cost_model(), load_engine("vllm"))
-    assert [spec.k_for(b) for b in (1, 4, 5, 32, 33, 500)] == [5, 5, 2, 2, 0, 0]
-    assert spec.verify_tokens_for(spec.k_for(8)) == 3
+    assert [spec.step_shape(b).k for b in (1, 4, 5, 32, 33, 500)] == [5, 5, 2, 2, 0, 0]
+    assert spec.step_shape(8).width == 3
 
 
 # -- trees and the exact rule at temperature 0 --------------------------------------------------

@@ -789,6 +789,7 @@ def methods_command(
         DATASET_DOMAIN,
         TRACE_DATASETS,
         method_defaults,
+        method_info,
         method_presets,
         preset_acceptance,
     )
@@ -814,7 +815,7 @@ def methods_command(
         return
     entry = method_presets().get(name, {})
     console = Console()
-    console.print(f"[bold]{name}[/]: {SPECULATORS[name].summary}")
+    console.print(f"[bold]{name}[/]: {method_info(name).summary}")
     console.print(f"default config: {_config_cell(method_defaults(name))}")
     if entry.get("config_source"):
         console.print(f"config source: {entry['config_source']}")

@@ -1,4 +1,4 @@
-"""Time of one forward pass: a per-operator roofline behind one small interface.
+"""Time of one forward pass: a per-operator roofline (:meth:`RooflineCostModel.forward`).
 
 A batch is described per sequence by (new query tokens, tokens already in KV). The query axis
 matters: a verify step feeds K+1 (or tree-size) tokens per sequence. Each operator costs
@@ -19,7 +19,7 @@ overhead from an :class:`~simspec.catalog.hardware.EngineProfile`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -176,30 +176,9 @@ class StepCost:
         return StepCost().plus(self, times=factor)
 
 
-class CostModel(Protocol):
-    """The one interface the simulator uses for GPU time."""
-
-    tp: int
-
-    def forward(
-        self,
-        model: ModelShape,
-        batch: BatchShape,
-        overhead_s: float | None = None,
-        layers: int | None = None,
-        extra_gemm_s: float = 0.0,
-    ) -> StepCost:
-        """Time of one forward of ``model`` (or its first ``layers`` layers) over ``batch``;
-        ``extra_gemm_s`` is GEMM time outside the model's layers in the same pass (EAGLE's fc)."""
-        ...
-
-    def gemm_time(self, tokens: int, d_in: int, d_out: int) -> float:
-        """Time of one dense (tokens x d_in) @ (d_in x d_out) matmul on one GPU shard."""
-        ...
-
-
 class RooflineCostModel:
-    """Per-operator roofline for Llama-style decoders under tensor parallelism ``tp``."""
+    """Per-operator roofline for Llama-style decoders under tensor parallelism ``tp``: the one
+    cost model the simulator asks for GPU time (:meth:`forward`, :meth:`gemm_time`)."""
 
     def __init__(
         self,
@@ -240,6 +219,7 @@ class RooflineCostModel:
 
     # -- operators -------------------------------------------------------------------------
     def gemm_time(self, tokens: int, d_in: int, d_out: int) -> float:
+        """Time of one dense (tokens x d_in) @ (d_in x d_out) matmul on one GPU shard."""
         return roofline_time(*gemm_work(tokens, d_in, d_out), *self._gemm)
 
     def allreduce_time(self, nbytes: float) -> float:
@@ -270,6 +250,8 @@ class RooflineCostModel:
         layers: int | None = None,
         extra_gemm_s: float = 0.0,
     ) -> StepCost:
+        """Time of one forward of ``model`` (or its first ``layers`` layers) over ``batch``;
+        ``extra_gemm_s`` is GEMM time outside the model's layers in the same pass (EAGLE's fc)."""
         n_layers = model.num_hidden_layers if layers is None else layers
         t = batch.num_tokens
         overhead = self._step_overhead if overhead_s is None else overhead_s

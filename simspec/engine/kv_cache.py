@@ -41,22 +41,34 @@ def activation_reserve(target: ModelShape, tp: int, max_tokens: int, max_logit_r
     return max_tokens * per_token + logits
 
 
+@dataclass(frozen=True)
+class MemoryDemand:
+    """What a run needs of GPU memory besides the target's weights and KV cache: the draft's
+    weights and KV per token (per GPU, from the speculator), and the tokens and logit rows of
+    its largest forward (the activation reserve)."""
+
+    draft_bytes: float
+    draft_kv_per_token: float
+    max_tokens: int
+    max_logit_rows: int
+
+
 def plan_memory(
     gpu: GpuSpec,
-    target: ModelShape,
-    tp: int,
     engine: EngineProfile,
-    draft_bytes: float,
-    draft_kv_per_token: float,
-    max_tokens: int,
-    max_logit_rows: int,
+    target: ModelShape,
+    demand: MemoryDemand,
+    tp: int = 1,
     pp: int = 1,
 ) -> MemoryPlan:
+    """The KV blocks left per GPU once the target's weights (over ``tp``), the draft and the
+    activation reserve are placed; a ScenarioError when none are."""
+    draft_bytes = demand.draft_bytes
     # layers split over pp GPUs pool their memory (weights and KV divide with the layers)
     usable = gpu.memory_bytes * engine["gpu_memory_utilization"] * pp
     weights = target.num_params * BYTES_PER_PARAM / tp
-    act = activation_reserve(target, tp, max_tokens, max_logit_rows)
-    kv_per_token = target.kv_bytes_per_token_per_gpu(tp) + draft_kv_per_token
+    act = activation_reserve(target, tp, demand.max_tokens, demand.max_logit_rows)
+    kv_per_token = target.kv_bytes_per_token_per_gpu(tp) + demand.draft_kv_per_token
     block = int(engine["block_size"])
     free = usable - weights - draft_bytes - act
     blocks = int(free // (kv_per_token * block)) if free > 0 else 0

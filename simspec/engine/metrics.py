@@ -2,66 +2,43 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
 from simspec.config import WorkloadConfig
 from simspec.engine.kv_cache import MemoryPlan
 
-ITERATION_COLUMNS = (
-    "start_s",
-    "duration_s",
-    "decode_seqs",
-    "prefill_seqs",
-    "query_tokens",
-    "output_tokens",
-    "spec_tokens",
-    "spec_seqs",
-    "draft_s",
-    "verify_s",
-    "overhead_s",
-    "kv_blocks_used",
-)
+
+class IterationRecord(NamedTuple):
+    """One engine iteration: when it ran, what it computed and where its time went."""
+
+    start_s: float
+    duration_s: float
+    decode_seqs: int
+    prefill_seqs: int
+    query_tokens: int  # tokens the verify forward computed (verify chains/trees, prefill chunks)
+    output_tokens: int  # tokens the iteration emitted
+    spec_tokens: int  # tokens speculative steps emitted (accepted drafts + 1 each)
+    spec_seqs: int  # sequences that took a speculative step
+    draft_s: float  # drafting, with the host work of a speculative step
+    verify_s: float  # the target forward without its host overhead
+    overhead_s: float  # the target forward's host overhead
+    kv_blocks_used: int
+
+
+ITERATION_COLUMNS = IterationRecord._fields
 
 
 class IterationLog:
-    """Appends one tuple per iteration; a DataFrame only at the end (cheap on the hot loop)."""
+    """Appends one record per iteration; a DataFrame only at the end (cheap on the hot loop)."""
 
     def __init__(self) -> None:
-        self.rows: list[tuple] = []
+        self.rows: list[IterationRecord] = []
 
-    def record(
-        self,
-        start: float,
-        duration: float,
-        decode: int,
-        prefill: int,
-        query: int,
-        output: int,
-        spec_tokens: int,
-        spec_seqs: int,
-        draft_s: float,
-        verify_s: float,
-        overhead_s: float,
-        blocks_used: int,
-    ) -> None:
-        """Seconds drafting, in the target forward (without host overhead), and host overhead."""
-        self.rows.append(
-            (
-                start,
-                duration,
-                decode,
-                prefill,
-                query,
-                output,
-                spec_tokens,
-                spec_seqs,
-                draft_s,
-                verify_s,
-                overhead_s,
-                blocks_used,
-            )
-        )
+    def record(self, row: IterationRecord) -> None:
+        self.rows.append(row)
 
     def frame(self) -> pd.DataFrame:
         if not self.rows:

@@ -28,7 +28,7 @@ from simspec.config import (
 from simspec.engine.acceptance.exact import expected_tokens_per_step
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.simulation import build_cost_model, simulate
-from simspec.engine.speculators import build_speculator
+from simspec.engine.speculators import DraftStep, build_speculator
 from simspec.outputs import write_text_atomic
 
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.05, 0.96, 0.05))
@@ -64,7 +64,8 @@ def batch1_costs(deploy: Deployment, method: str, k_max: int, context: int) -> B
             _chain(method, k, AcceptanceConfig(alpha=0.5)), target, cost, engine
         )
         width = spec.verify_tokens_for(k)
-        draft[k] = spec.draft_cost(kv, np.ones(1, dtype=np.int64), float(context), k).total_s
+        step = DraftStep(kv, np.ones(1, dtype=np.int64), float(context), k)
+        draft[k] = spec.draft_cost(step).total_s
         verify[k] = cost.forward(
             target, BatchShape.uniform(1, width, float(context), width)
         ).total_s

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
@@ -19,13 +18,19 @@ from scipy.special import expit, logit
 from simspec.catalog.sampling import alpha_at, greedy_alpha
 from simspec.config import AcceptanceConfig
 from simspec.engine.acceptance.exact import expected_tokens_per_step
-from simspec.engine.acceptance.trees import MAX_RANK, Tree, best_tree, expected_tau
+from simspec.engine.acceptance.trees import (
+    ALPHA_EPS,
+    TREE_BUCKETS,
+    Tree,
+    TreeShape,
+    best_tree,
+    bucket_of,
+    expected_tau,
+    profile_at,
+)
 
 _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(48)
 _GH_W = _GH_W / _GH_W.sum()  # expectation over N(0, 1)
-
-
-_EPS = 1e-9
 
 
 def decayed(first: float, decay: float, k: int) -> np.ndarray:
@@ -35,7 +40,7 @@ def decayed(first: float, decay: float, k: int) -> np.ndarray:
 # -- closed forms ----------------------------------------------------------------------------
 def mean_matching_logits(alpha: np.ndarray, sigma: float) -> np.ndarray:
     """μ_j with E[expit(μ_j + σZ)] = α_j for Z ~ N(0, 1) (Gauss–Hermite quadrature)."""
-    alpha = np.clip(np.asarray(alpha, dtype=np.float64), _EPS, 1 - _EPS)
+    alpha = np.clip(np.asarray(alpha, dtype=np.float64), ALPHA_EPS, 1 - ALPHA_EPS)
     if sigma == 0.0:
         return logit(alpha)
 
@@ -110,51 +115,6 @@ def alpha_for_tau(
 
 
 # -- trees ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TreeShape:
-    """A draft tree by its budget: ``nodes`` drafted tokens, ``topk`` children per node at
-    most, ``depth`` levels; ``dynamic`` trees are rebuilt every step from the draft's
-    confidence (EAGLE-2), static ones once for the mean acceptance (Medusa, EAGLE-1)."""
-
-    nodes: int
-    topk: int
-    depth: int
-    dynamic: bool = False
-
-
-TREE_BUCKETS = 41  # dynamic trees are precomputed for α_1 = 0, 1/40, ..., 1
-
-
-def tree_plan(
-    shape: TreeShape, alpha_mean: np.ndarray, sigma: float, sampled: bool = False
-) -> tuple[np.ndarray, bool]:
-    """Child tables for a run: one static tree built for the mean α profile, or
-    (TREE_BUCKETS, nodes+1, MAX_RANK) dynamic trees, one per α_1 bucket, each built for the α
-    profile a sequence with that α_1 has (same logit offset at every depth)."""
-    if not shape.dynamic:
-        return best_tree(alpha_mean, shape.nodes, shape.topk).children(), False
-    mu = mean_matching_logits(alpha_mean, sigma)
-    tables = [
-        best_tree(_profile_at(mu, b / (TREE_BUCKETS - 1)), shape.nodes, shape.topk).children()
-        for b in range(TREE_BUCKETS)
-    ]
-    rows = max(len(t) for t in tables)
-    out = np.full((TREE_BUCKETS, rows, MAX_RANK), -1, dtype=np.int64)
-    for b, t in enumerate(tables):
-        out[b, : len(t)] = t
-    return out, True
-
-
-def _profile_at(mu: np.ndarray, alpha1: float) -> np.ndarray:
-    """The α profile of a sequence whose depth-1 acceptance is ``alpha1``."""
-    a1 = min(max(alpha1, _EPS), 1 - _EPS)
-    return expit(mu + (logit(a1) - mu[0]))
-
-
-def bucket_of(alpha1: np.ndarray) -> np.ndarray:
-    return np.rint(np.asarray(alpha1) * (TREE_BUCKETS - 1)).astype(np.int64)
-
-
 def tree_expected_tau(
     shape: TreeShape,
     alpha_mean: np.ndarray,
@@ -163,8 +123,9 @@ def tree_expected_tau(
     sampled: bool = False,
 ) -> float:
     """Tokens per step of the tree, pooled as papers report τ (:func:`pooled_tau`), with the
-    trees the simulation uses (:func:`tree_plan`: one static tree for the mean profile, or a
-    dynamic tree per α_1 bucket), walked greedily or (``sampled``) by recursive rejection."""
+    trees the simulation uses (:func:`~simspec.engine.acceptance.trees.tree_plan`: one static
+    tree for the mean profile, or a dynamic tree per α_1 bucket), walked greedily or
+    (``sampled``) by recursive rejection."""
     alpha_mean = np.asarray(alpha_mean, dtype=np.float64)
     sigma = math.hypot(spread, burst)
     if not shape.dynamic:
@@ -177,7 +138,7 @@ def tree_expected_tau(
         b = int(bucket_of(alpha[0]))
         tree = by_bucket.get(b)
         if tree is None:
-            profile = _profile_at(mu, b / (TREE_BUCKETS - 1))
+            profile = profile_at(mu, b / (TREE_BUCKETS - 1))
             tree = by_bucket[b] = best_tree(profile, shape.nodes, shape.topk)
         return expected_tau(tree, alpha, sampled)
 

@@ -17,6 +17,7 @@ of α:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -25,14 +26,8 @@ from scipy.special import expit
 from simspec.catalog.traces import AcceptanceTrace, load_trace
 from simspec.config import AcceptanceConfig
 from simspec.engine.acceptance.exact import sample_accept_counts
-from simspec.engine.acceptance.inversion import (
-    TreeShape,
-    alpha_profile,
-    bucket_of,
-    mean_matching_logits,
-    tree_plan,
-)
-from simspec.engine.acceptance.trees import Tree, walk
+from simspec.engine.acceptance.inversion import alpha_profile, mean_matching_logits
+from simspec.engine.acceptance.trees import DraftTree, bucket_of, walk
 
 
 # -- samplers used by the engine ---------------------------------------------------------------
@@ -161,37 +156,38 @@ class TraceAcceptance:
         return counts[self.offset[rids] + positions % self.length[rids]]
 
 
+@dataclass(frozen=True)
+class DraftPlan:
+    """The draft structure a run's acceptance is sampled on, as its speculator sets it up."""
+
+    depth: int  # the most drafts one step can accept (chain length, tree depth)
+    decay: float = 1.0  # α_d = α_1 · decay^(d-1) where the acceptance gives one α or τ
+    tree: DraftTree | None = None  # None: a chain
+    alpha: np.ndarray | None = None  # the run's mean α by depth (None: a trace replays)
+    sampled: bool = False  # tree candidates verified by recursive rejection (temperature > 0)
+
+
 def build_sampler(
     cfg: AcceptanceConfig,
-    k: int,
+    plan: DraftPlan,
     num_requests: int,
     rng: np.random.Generator,
     workload_trace: str | None = None,
-    decay: float = 1.0,
-    tree: TreeShape | None = None,
-    static_trees: dict[int, Tree] | None = None,
-    alpha: np.ndarray | None = None,
-    budgets: list[int] | None = None,
-    sampled: bool = False,
 ) -> AcceptanceSampler:
     """The sampler for one run: trace replay (chains only), parametric chains, or parametric
-    α walked down a tree: the method's own static trees by node budget when it has them, else
-    trees built from ``tree`` for each of ``budgets``."""
-    if tree is not None:
+    α walked down the plan's tree at each of its node budgets."""
+    if plan.tree is not None:
         if cfg.trace is not None:
             raise ValueError("tree methods need alpha or tau acceptance, not a chain trace")
-        base = ParametricAcceptance(cfg, tree.depth, num_requests, rng, decay, alpha)
-        plans = {}
-        for n in budgets or [tree.nodes]:
-            if static_trees and n in static_trees and not tree.dynamic:
-                plans[n] = (static_trees[n].children(), False)
-            else:
-                shape = TreeShape(n, tree.topk, tree.depth, tree.dynamic)
-                plans[n] = tree_plan(shape, base.alpha, cfg.sigma, sampled)
-        return TreeAcceptance(base, plans, tree.depth, tree.nodes, sampled)
+        shape = plan.tree.shape
+        base = ParametricAcceptance(cfg, shape.depth, num_requests, rng, plan.decay, plan.alpha)
+        plans = {
+            n: plan.tree.children(n, base.alpha, base.mu, plan.sampled) for n in plan.tree.budgets
+        }
+        return TreeAcceptance(base, plans, shape.depth, shape.nodes, plan.sampled)
     if cfg.trace is not None:
         trace = load_trace(cfg.trace, cfg.trace_method)
         return TraceAcceptance(
             trace, num_requests, rng, share_workload_index=workload_trace == cfg.trace
         )
-    return ParametricAcceptance(cfg, k, num_requests, rng, decay, alpha)
+    return ParametricAcceptance(cfg, plan.depth, num_requests, rng, plan.decay, plan.alpha)

@@ -1,4 +1,5 @@
-"""Draft trees: their shapes, how deep a verify step gets along one, and the best tree for a budget.
+"""Draft trees: their shapes, how deep a verify step gets along one, the best tree for a budget,
+and a method's trees over a run (:class:`DraftTree`: one per node budget, their widths by depth).
 
 A tree verify step sends the root (the last accepted token) plus ``nodes`` drafted tokens per
 sequence; node i's children are the draft's candidates ranked 1, 2, ... (1 = the draft's top
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
+from scipy.special import expit, logit
 
 from simspec.catalog.tables import packaged_table
 
@@ -30,6 +32,8 @@ MAX_RANK = CANDIDATES  # deepest sibling rank a tree may use
 _CONTEXTS = 10_000  # synthetic contexts per noise level
 _NOISE = np.concatenate([[0.0], np.geomspace(0.003, 30.0, 72)])  # noise / logit scale
 _GRID = 1000  # top_r_hit is tabulated at alpha = 0, 1/_GRID, ..., 1 for the hot loop
+ALPHA_EPS = 1e-9  # α is kept this far from 0 and 1 wherever its logit is taken
+TREE_BUCKETS = 41  # dynamic trees are precomputed for α_1 = 0, 1/40, ..., 1
 
 
 @cache
@@ -230,3 +234,95 @@ def walk(
         node[live] = child[moved]
         accepted[live] += 1
     return accepted
+
+
+# -- a method's trees over a run -----------------------------------------------------------------
+@dataclass(frozen=True)
+class TreeShape:
+    """A draft tree by its budget: ``nodes`` drafted tokens, ``topk`` children per node at
+    most, ``depth`` levels; ``dynamic`` trees are rebuilt every step from the draft's
+    confidence (EAGLE-2), static ones once for the mean acceptance (Medusa, EAGLE-1)."""
+
+    nodes: int
+    topk: int
+    depth: int
+    dynamic: bool = False
+
+
+def profile_at(mu: np.ndarray, alpha1: float) -> np.ndarray:
+    """The α profile of a sequence whose depth-1 acceptance is ``alpha1``, given the logit
+    means ``mu`` of the run's profile (the same logit offset at every depth)."""
+    a1 = min(max(alpha1, ALPHA_EPS), 1 - ALPHA_EPS)
+    return expit(mu + (logit(a1) - mu[0]))
+
+
+def bucket_of(alpha1: np.ndarray) -> np.ndarray:
+    """The dynamic-tree bucket of a depth-1 acceptance."""
+    return np.rint(np.asarray(alpha1) * (TREE_BUCKETS - 1)).astype(np.int64)
+
+
+def tree_plan(
+    shape: TreeShape, alpha_mean: np.ndarray, mu: np.ndarray, sampled: bool = False
+) -> tuple[np.ndarray, bool]:
+    """Child tables for a run: one static tree built for the mean α profile, or
+    (TREE_BUCKETS, nodes+1, MAX_RANK) dynamic trees, one per α_1 bucket, each built for the α
+    profile a sequence with that α_1 has (:func:`profile_at`; ``mu``: the logit means matched
+    to ``alpha_mean``, :func:`simspec.engine.acceptance.inversion.mean_matching_logits`)."""
+    if not shape.dynamic:
+        return best_tree(alpha_mean, shape.nodes, shape.topk).children(), False
+    tables = [
+        best_tree(profile_at(mu, b / (TREE_BUCKETS - 1)), shape.nodes, shape.topk).children()
+        for b in range(TREE_BUCKETS)
+    ]
+    rows = max(len(t) for t in tables)
+    out = np.full((TREE_BUCKETS, rows, MAX_RANK), -1, dtype=np.int64)
+    for b, t in enumerate(tables):
+        out[b, : len(t)] = t
+    return out, True
+
+
+class DraftTree:
+    """A method's draft tree over one run: its shape at the method's own node budget, the
+    budgets a load policy may switch to, and a static tree for each: the user's explicit tree,
+    or the best tree for the run's mean α profile (:meth:`build`). Their widths by depth set
+    what a sequential drafter computes; their child tables are what a verify step walks."""
+
+    def __init__(self, shape: TreeShape, budgets: list[int], explicit: Tree | None = None) -> None:
+        self.shape, self.budgets, self.explicit = shape, budgets, explicit
+        self.static: dict[int, Tree] = {} if explicit is None else {explicit.nodes: explicit}
+        self._widths: dict[tuple[int, int | None], tuple[int, ...]] = {}
+
+    def build(self, alpha_mean: np.ndarray, sampled: bool = False) -> None:
+        """The static trees for the run's mean α profile, one per node budget (for recursive
+        rejection sampling of the candidates when the run samples); a dynamic tree is built
+        every step instead, and an explicit one is kept."""
+        if not self.shape.dynamic and self.explicit is None:
+            s = self.shape
+            self.static = {n: best_tree(alpha_mean, n, s.topk, sampled) for n in self.budgets}
+            self._widths.clear()
+
+    def widths(self, k: int, nodes: int | None = None) -> tuple[int, ...]:
+        """Tokens per sequence a sequential drafter processes at steps 2..k: the previous
+        depth's nodes for a static tree (1 each before it is built), the expanded top-k for a
+        dynamic one."""
+        key = (k, nodes)
+        widths = self._widths.get(key)
+        if widths is None:
+            if self.shape.dynamic:
+                widths = (self.shape.topk,) * (k - 1)
+            else:
+                tree = self.static.get(nodes or self.shape.nodes)
+                by_depth = tree.width_by_depth() if tree else [1] * k
+                widths = tuple(by_depth[d] if d < len(by_depth) else 0 for d in range(k - 1))
+            self._widths[key] = widths
+        return widths
+
+    def children(
+        self, nodes: int, alpha_mean: np.ndarray, mu: np.ndarray, sampled: bool = False
+    ) -> tuple[np.ndarray, bool]:
+        """What a verify step with budget ``nodes`` walks: its static tree, or the trees
+        :func:`tree_plan` builds for the budget (dynamic trees, or a budget without one)."""
+        if nodes in self.static and not self.shape.dynamic:
+            return self.static[nodes].children(), False
+        s = self.shape
+        return tree_plan(TreeShape(nodes, s.topk, s.depth, s.dynamic), alpha_mean, mu, sampled)

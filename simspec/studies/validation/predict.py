@@ -235,7 +235,7 @@ def _method(
         return MethodConfig(name=name, k=0), ""
     get = _cells(row)
     fields = method_defaults(name)
-    cls = SPECULATORS[name]
+    shapes = method_info(name).shapes
     shape, k = get("spec_shape"), whole(get("k"))
     nodes, topk = whole(get("tree_nodes")), whole(get("tree_topk"))
     if shape == "chain":
@@ -243,13 +243,12 @@ def _method(
             fields.pop(key, None)
         if k:
             fields["k"] = k
-    elif shape == "tree" and cls.trees == ("chain",):
+    elif shape == "tree" and shapes == ("chain",):
         notes.append(f"{name} drafts chains: the row's tree is taken as the default chain")
     elif shape == "tree":
         if fields.get("tree") in (None, "chain"):
             fields.update(
-                TREE_DEFAULTS.get(name)
-                or {"tree": "dynamic" if "dynamic" in cls.trees else "static"}
+                TREE_DEFAULTS.get(name) or {"tree": "dynamic" if "dynamic" in shapes else "static"}
             )
         if k:
             fields["k"] = k

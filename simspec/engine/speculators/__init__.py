@@ -1,0 +1,60 @@
+"""Speculative-decoding methods: one interface (:mod:`.base`), one module per family, and the
+registry, a plain dict of name -> class."""
+
+from __future__ import annotations
+
+from simspec.catalog.hardware import EngineProfile
+from simspec.catalog.models import ModelShape
+from simspec.config import MethodConfig
+from simspec.engine.costmodel import RooflineCostModel
+from simspec.engine.speculators.base import Autoregressive, DraftStep, Speculator
+from simspec.engine.speculators.draft_model import DraftModel
+from simspec.engine.speculators.eagle import Eagle1, Eagle2, Eagle3
+from simspec.engine.speculators.heads import Hydra, Medusa, Medusa2, ReDrafter
+from simspec.engine.speculators.lookup import PLD, Lookahead, NGram, Suffix
+from simspec.engine.speculators.mtp import MTP
+from simspec.engine.speculators.self_spec import SelfSpec
+from simspec.errors import InputError
+
+__all__ = ["SPECULATORS", "DraftStep", "Speculator", "build_speculator"]
+
+SPECULATORS: dict[str, type[Speculator]] = {
+    cls.name: cls
+    for cls in (
+        Autoregressive,
+        DraftModel,
+        Medusa,
+        Medusa2,
+        Hydra,
+        Eagle1,
+        Eagle2,
+        Eagle3,
+        ReDrafter,
+        Lookahead,
+        NGram,
+        PLD,
+        Suffix,
+        SelfSpec,
+        MTP,
+    )
+}
+
+
+def build_speculator(
+    cfg: MethodConfig, target: ModelShape, cost: RooflineCostModel, engine: EngineProfile
+) -> Speculator:
+    if cfg.name not in SPECULATORS:
+        raise InputError(
+            "methods.name", f"unknown method {cfg.name!r}; choose one of {', '.join(SPECULATORS)}"
+        )
+    spec = SPECULATORS[cfg.name](cfg, target, cost, engine)
+    if spec.needs_acceptance and cfg.acceptance is None:
+        raise InputError(
+            f"methods.{cfg.name}.acceptance", "needs an acceptance model (alpha, tau or trace)"
+        )
+    if spec.tree is not None and cfg.acceptance.trace is not None:
+        raise InputError(
+            f"methods.{cfg.name}.acceptance",
+            "a tree needs alpha or tau acceptance: traces record chains (use tree: chain)",
+        )
+    return spec

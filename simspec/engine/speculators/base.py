@@ -1,0 +1,199 @@
+"""The speculator interface: what one speculative-decoding method costs, step by step.
+
+A speculator says, for the decoding sequences of one iteration (a :class:`DraftStep`), how long
+drafting takes (through the cost model, from the draft's own shapes and steps), how many query
+tokens each sequence sends to the verify pass (a chain of K+1, a tree of N+1, a lookahead
+window), how deep a step can accept, and how much extra GPU memory it needs. What the catalogue
+says of a method (summary, drafter family, supported shapes, defaults) is read from
+:func:`simspec.catalog.methods.method_info`; its draft tree is a
+:class:`~simspec.engine.acceptance.trees.DraftTree`; the draft shape under load comes from its
+:class:`~simspec.engine.load_policy.LoadPolicy`. Acceptance is sampled separately
+(:mod:`simspec.engine.acceptance`) on the :class:`DraftPlan` the speculator hands over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from simspec.catalog.hardware import EngineProfile
+from simspec.catalog.methods import MethodInfo, method_info
+from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
+from simspec.config import MethodConfig, TreeKind
+from simspec.engine.acceptance.samplers import DraftPlan
+from simspec.engine.acceptance.trees import DraftTree, Tree, TreeShape, from_paths
+from simspec.engine.costmodel import BatchShape, RooflineCostModel, StepCost
+from simspec.engine.kv_cache import MemoryDemand
+from simspec.engine.load_policy import LoadPolicy, StepShape
+from simspec.errors import InputError
+
+
+# A value: never mutate one. Not ``frozen`` because the hot loop builds one per iteration and a
+# frozen dataclass's __init__ costs four times as much (as for BatchShape).
+@dataclass(slots=True)
+class DraftStep:
+    """The decoding sequences of one iteration, as a drafter sees them."""
+
+    kv_tokens: np.ndarray  # each one's context length
+    last_step_tokens: np.ndarray  # what each one's last verify step yielded (accepted + 1)
+    kv_sum: float  # the sum of kv_tokens, which the engine has
+    k: int  # draft length (tree depth) this step
+    nodes: int | None = None  # tree budget this step (None: the method's own, or a chain)
+
+
+class Speculator:
+    """One method: its draft shape, draft time and memory.
+
+    A family sets ``name`` (its key in the catalogue and the registry) and overrides what it
+    needs: :meth:`_configure` (its own parameters), :meth:`_tree_shape` (a tree not set by
+    ``tree_nodes``/``tree_topk``), :meth:`_draft` (the draft time of a step with sequences to
+    draft for), :meth:`extra_weight_bytes` and :meth:`extra_kv_bytes_per_token` (its memory),
+    :meth:`verify_tokens_for` (a verify pass that is neither a chain nor a tree).
+    """
+
+    name: ClassVar[str]
+    needs_acceptance: ClassVar[bool] = True
+    # mean α at depth d = α_1 · decay^(d-1); 1 for drafters that see the tokens they drafted
+    depth_decay: ClassVar[float] = 1.0
+
+    def __init__(
+        self, cfg: MethodConfig, target: ModelShape, cost: RooflineCostModel, engine: EngineProfile
+    ) -> None:
+        self.cfg, self.target, self.cost, self.engine = cfg, target, cost, engine
+        self.info: MethodInfo = method_info(self.name)
+        self.draft_overhead_s = engine["draft_step_overhead_s"]  # host time per draft forward
+        self.tree_kind: TreeKind = self._tree_kind(cfg)
+        self.k = cfg.k if self.needs_acceptance else 0  # draft length (tree depth); 0: none
+        self._configure(cfg)
+        explicit = self._explicit_tree(cfg)
+        shape = self._tree_shape(cfg, explicit)
+        self.policy = LoadPolicy.of(cfg, self.k, None if shape is None else shape.nodes)
+        self.tree = None if shape is None else DraftTree(shape, self.policy.budgets, explicit)
+        self._steps: dict[int, StepShape] = {}  # by batch size
+
+    # -- construction hooks ----------------------------------------------------------------
+    def _configure(self, cfg: MethodConfig) -> None:
+        """The family's own parameters (its draft model, head, beams, window)."""
+
+    def _tree_kind(self, cfg: MethodConfig) -> TreeKind:
+        kind = cfg.tree or self.info.default_tree
+        if kind not in self.info.shapes:
+            raise InputError(
+                f"methods.{self.name}.tree",
+                f"{self.name} drafts a {' or '.join(self.info.shapes)}, not a {kind}",
+            )
+        return kind
+
+    def _explicit_tree(self, cfg: MethodConfig) -> Tree | None:
+        """The user's own static tree (``tree_paths``), whose depth becomes the draft length."""
+        if not (cfg.tree_paths and self.k > 0):
+            return None
+        if self.tree_kind != "static":
+            raise InputError(f"methods.{self.name}.tree_paths", "an explicit tree is static")
+        try:
+            tree = from_paths(cfg.tree_paths)
+        except ValueError as exc:
+            raise InputError(f"methods.{self.name}.tree_paths", str(exc)) from None
+        self.k = tree.max_depth
+        return tree
+
+    def _tree_shape(self, cfg: MethodConfig, explicit: Tree | None) -> TreeShape | None:
+        """The draft tree at the method's own node budget; None for a chain."""
+        if explicit is not None:
+            return TreeShape(explicit.nodes, max(explicit.rank), self.k)
+        if self.tree_kind == "chain" or self.k == 0:
+            return None
+        nodes = cfg.tree_nodes or self.k
+        if nodes < self.k:
+            raise InputError(f"methods.{self.name}.tree_nodes", "must be >= k (the depth)")
+        return TreeShape(nodes, cfg.tree_topk or 1, self.k, self.tree_kind == "dynamic")
+
+    # -- shape of a step -------------------------------------------------------------------
+    @property
+    def max_accept(self) -> int:
+        """The most draft tokens one step can accept (the chain length or tree depth)."""
+        return self.k
+
+    @property
+    def verify_tokens(self) -> int:
+        """Query tokens a decoding sequence may send to the verify pass (the widest step)."""
+        return max(self.verify_tokens_for(self.k, n) for n in self.policy.budgets or [None])
+
+    def verify_tokens_for(self, k: int, nodes: int | None = None) -> int:
+        if k == 0:
+            return 1
+        if self.tree is not None:
+            return (nodes or self.tree.shape.nodes) + 1
+        return k + 1
+
+    def step_shape(self, batch_size: int) -> StepShape:
+        """This iteration's draft length, tree budget and verify width: the load policy's
+        choice at ``batch_size`` (the same at every size without a schedule)."""
+        shape = self._steps.get(batch_size)
+        if shape is None:
+            k, nodes = self.policy.shape_for(batch_size)
+            shape = StepShape(k, nodes, self.verify_tokens_for(k, nodes))
+            self._steps[batch_size] = shape
+        return shape
+
+    def step_widths(self, k: int, nodes: int | None = None) -> tuple[int, ...]:
+        """Tokens per sequence a sequential drafter processes at steps 2..k: 1 for a chain,
+        the tree's widths by depth (:meth:`DraftTree.widths`) for a tree."""
+        return (1,) * (k - 1) if self.tree is None else self.tree.widths(k, nodes)
+
+    def draft_plan(self, alpha: np.ndarray | None, sampled: bool) -> DraftPlan:
+        """The draft structure acceptance is sampled on; builds the static trees for the run's
+        mean α profile ``alpha`` (for recursive rejection sampling when ``sampled``)."""
+        if alpha is not None and self.tree is not None:
+            self.tree.build(alpha, sampled)
+        return DraftPlan(self.max_accept, self.depth_decay, self.tree, alpha, sampled)
+
+    # -- costs -----------------------------------------------------------------------------
+    def draft_cost(self, step: DraftStep) -> StepCost:
+        """Time to draft ``step.k`` tokens (or a depth-k tree) for the step's decoding
+        sequences; nothing to draft takes no time."""
+        if len(step.kv_tokens) == 0 or step.k == 0:
+            return StepCost()
+        return self._draft(step)
+
+    def _draft(self, step: DraftStep) -> StepCost:
+        """The family's draft time, for a step with sequences and ``k > 0``."""
+        return StepCost()
+
+    def extra_weight_bytes(self) -> float:
+        """Draft weights per GPU."""
+        return 0.0
+
+    def extra_kv_bytes_per_token(self) -> float:
+        """Draft KV cache per token per GPU."""
+        return 0.0
+
+    def memory_demand(self, max_seqs: int, max_tokens: int) -> MemoryDemand:
+        """The draft's memory, and the largest forward: the token budget, with a logit row for
+        every verify position of ``max_seqs`` sequences that fits in it."""
+        return MemoryDemand(
+            self.extra_weight_bytes(),
+            self.extra_kv_bytes_per_token(),
+            max_tokens,
+            min(max_seqs * self.verify_tokens, max_tokens),
+        )
+
+    def _lm_steps(self, model: ModelShape, step: DraftStep, layers: int | None = None) -> StepCost:
+        """K one-token forwards of a draft LM (or of ``model``'s first ``layers``); the context
+        grows by one per forward, so each is costed at the mean context."""
+        b, k = len(step.kv_tokens), step.k
+        batch = BatchShape.uniform(b, 1, step.kv_sum + b * (k - 1) / 2.0, b)
+        cost = self.cost.forward(model, batch, overhead_s=self.draft_overhead_s, layers=layers)
+        return cost.scaled(k)
+
+    def _params_bytes(self, params: float) -> float:
+        return params * BYTES_PER_PARAM / self.cost.tp
+
+
+class Autoregressive(Speculator):
+    """Plain decoding: no draft, one query token per sequence."""
+
+    name = "autoregressive"
+    needs_acceptance = False

@@ -1,0 +1,39 @@
+"""A separate draft model (Leviathan et al.; Chen et al.)."""
+
+from __future__ import annotations
+
+from simspec.catalog.models import load_model
+from simspec.config import MethodConfig
+from simspec.engine.costmodel import StepCost
+from simspec.engine.speculators.base import DraftStep, Speculator
+from simspec.errors import InputError
+
+
+class DraftModel(Speculator):
+    """Leviathan/Chen: a separate small LM drafts K tokens in K sequential forwards, with its
+    own weights and KV cache; it must share the target's tokenizer."""
+
+    name = "draft_model"
+
+    def _configure(self, cfg: MethodConfig) -> None:
+        if not cfg.draft_model:
+            raise InputError(
+                "methods.draft_model", "draft_model needs a draft model preset or path"
+            )
+        self.draft = load_model(cfg.draft_model)
+        if self.draft.vocab_size != self.target.vocab_size:
+            raise InputError(
+                "methods.draft_model",
+                f"draft {self.draft.id!r} has vocabulary "
+                f"{self.draft.vocab_size}, target has {self.target.vocab_size}: "
+                "draft and target must share a tokenizer",
+            )
+
+    def _draft(self, step: DraftStep) -> StepCost:
+        return self._lm_steps(self.draft, step)
+
+    def extra_weight_bytes(self) -> float:
+        return self._params_bytes(self.draft.num_params)
+
+    def extra_kv_bytes_per_token(self) -> float:
+        return self.draft.kv_bytes_per_token_per_gpu(self.cost.tp)

@@ -1,0 +1,92 @@
+"""EAGLE-1, -2 and -3: a one-layer draft head on the target's features."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from simspec.config import MethodConfig
+from simspec.engine.costmodel import BatchShape, StepCost
+from simspec.engine.speculators.base import DraftStep, Speculator
+
+# EAGLE-3 fuses low, middle and high target features (fc over 3h) and drafts over a reduced
+# vocabulary: draft_vocab_size 32000 in the EAGLE-3 head config for Llama-3.1-8B (SpecForge
+# configs/llama3-8B-eagle3.json).
+EAGLE3_DRAFT_VOCAB = 32000
+
+
+class EagleHead(Speculator):
+    """EAGLE-style drafting: one decoder layer of the target's shape on the fusion (an fc) of
+    target features and the token embedding, then an LM head, run once per depth.
+
+    The first step consumes the features of every token the last verify accepted (a+1 query
+    tokens per sequence); later steps feed the nodes being expanded (1 for a chain). The head
+    shares the target's LM head unless it has its own smaller one (EAGLE-3).
+    """
+
+    fused_features: ClassVar[int] = 2  # fc input: [feature; embedding] = 2h
+    own_vocab: ClassVar[int | None] = None
+
+    def _configure(self, cfg: MethodConfig) -> None:
+        target = self.target
+        vocab = cfg.draft_vocab_size or self.own_vocab or target.vocab_size
+        self.head = target.model_copy(
+            update={"num_hidden_layers": 1, "vocab_size": vocab, "id": f"{target.id}-{self.name}"}
+        )
+        self._fc_by_tokens: dict[int, float] = {}  # the hot loop repeats a few counts
+
+    def _draft(self, step: DraftStep) -> StepCost:
+        b, k, kv_sum = len(step.kv_tokens), step.k, step.kv_sum
+        # step 1 feeds the features of every token the last verify step yielded (a + 1 each)
+        total = self._step(BatchShape.of(step.last_step_tokens, step.kv_tokens, b, kv_sum=kv_sum))
+        widths = self.step_widths(k, step.nodes)
+        if widths.count(1) == len(widths):  # a chain: K-1 equal steps, at the mean context
+            if k > 1:
+                later = self._step(BatchShape.uniform(b, 1, kv_sum + b * k / 2.0, b))
+                total = total.plus(later, times=k - 1)
+            return total
+        for depth, w in enumerate(widths, start=2):
+            if w:
+                total = total.plus(self._step(BatchShape.uniform(b, w, kv_sum + b * depth, b * w)))
+        return total
+
+    def _step(self, batch: BatchShape) -> StepCost:
+        """One pass of the head, with the fc over the fused inputs that feeds it."""
+        tokens = batch.num_tokens
+        fc = self._fc_by_tokens.get(tokens)
+        if fc is None:
+            h = self.target.hidden_size
+            fc = self._fc_by_tokens[tokens] = self.cost.gemm_time(
+                tokens, self.fused_features * h, h
+            )
+        overhead = self.draft_overhead_s
+        return self.cost.forward(self.head, batch, overhead_s=overhead, extra_gemm_s=fc)
+
+    def extra_weight_bytes(self) -> float:
+        h = self.target.hidden_size
+        params = self.head.layer_params + self.fused_features * h * h
+        if self.head.vocab_size != self.target.vocab_size:
+            params += self.head.vocab_size * h
+        return self._params_bytes(params)
+
+    def extra_kv_bytes_per_token(self) -> float:
+        return self.head.kv_bytes_per_token_per_gpu(self.cost.tp, layers=1)
+
+
+class Eagle1(EagleHead):
+    """EAGLE-1: the head drafts a chain or a static tree."""
+
+    name = "eagle1"
+
+
+class Eagle2(EagleHead):
+    """EAGLE-2: the EAGLE-1 head drafting a dynamic tree, expanded by draft confidence."""
+
+    name = "eagle2"
+
+
+class Eagle3(EagleHead):
+    """EAGLE-3: multi-layer feature fusion (fc 3h -> h) and a reduced draft vocabulary."""
+
+    name = "eagle3"
+    fused_features = 3
+    own_vocab = EAGLE3_DRAFT_VOCAB
