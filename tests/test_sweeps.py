@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from simspec.cli.main import app
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, WorkloadConfig
-from simspec.studies.sweep import SweepConfig, cells, read_journal, run_sweep
+from simspec.studies.runner import read_runs
+from simspec.studies.sweep import SweepConfig, cells, run_sweep
 
 runner = CliRunner()
 SMALL = WorkloadConfig(
@@ -67,13 +68,13 @@ def test_a_stopped_sweep_resumes_where_it_stopped(tmp_path):
     assert len(lines) == len({c.key for c in cells(small_grid())}) == 12
     # stop after 5 cells, the last line cut mid-write
     journal.write_text("\n".join(lines[:5]) + "\n" + lines[5][:40])
-    kept = read_journal(journal)
+    kept = read_runs(journal)
     assert len(kept) == 5
     labels: list[str] = []
     resumed = run_sweep(small_grid(), journal=journal, resume=True, progress=labels.append)
     reused = sum(c.key in kept for c in cells(small_grid()))
     assert sum("(resumed)" in label for label in labels) == reused
-    assert len(read_journal(journal)) == 12  # the rest ran and were appended
+    assert len(read_runs(journal)) == 12  # the rest ran and were appended
     pd.testing.assert_frame_equal(resumed, full)
 
 
