@@ -41,7 +41,8 @@ class Failed:
 
 def scenario_key(scenario_json: str) -> str:
     """A run's address: SHA-256 of its scenario's canonical JSON (``model_dump_json``), cut to
-    20 hex digits (80 bits: no two scenarios of any study share one)."""
+    20 hex digits (80 bits: no two scenarios of any study share one; the same keys earlier
+    versions wrote to a sweep's ``OUT.partial``, so those still resume)."""
     return hashlib.sha256(scenario_json.encode()).hexdigest()[:20]
 
 
