@@ -16,7 +16,8 @@ from simspec.catalog.hardware import gpu_ids, load_gpu, load_profile
 from simspec.cli.main import app
 from simspec.engine.costmodel import attention_work, gemm_work
 from simspec.studies.calibration.fit import FORMS, fit_all, holdout_split, predict
-from simspec.studies.calibration.samples import COLUMNS, discover, vidur_compute
+from simspec.studies.calibration.published import vidur_compute
+from simspec.studies.calibration.samples import COLUMNS, discover
 from simspec.studies.calibration.steps import check_step_times, step_time_rows
 from simspec.studies.validation.cases import read_cases
 

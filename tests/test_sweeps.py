@@ -1,5 +1,6 @@
-"""Sweeps at scale: grids from a file, executors that give identical results, streaming and
-resume, Parquet, and byte-identical output for the same seed."""
+"""Sweeps at scale: grids from a file, executors that give identical results, the run cache
+(each scenario once, streaming and resume), Parquet, and byte-identical output for the same
+seed."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ import pytest
 from typer.testing import CliRunner
 
 from simspec.cli.main import app
-from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, WorkloadConfig
-from simspec.studies.sweep import SweepConfig, cells, read_journal, run_sweep
+from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
+from simspec.errors import ScenarioError
+from simspec.studies import runner as runs
+from simspec.studies.runner import Failed, RunCache, read_runs, run_all, scenario_key
+from simspec.studies.sweep import SweepConfig, cells, run_sweep
 
-runner = CliRunner()
+cli = CliRunner()
 SMALL = WorkloadConfig(
     requests=12, trace=None, prompt=LengthSpec(mean=64), output=LengthSpec(mean=48)
 )
@@ -67,13 +71,13 @@ def test_a_stopped_sweep_resumes_where_it_stopped(tmp_path):
     assert len(lines) == len({c.key for c in cells(small_grid())}) == 12
     # stop after 5 cells, the last line cut mid-write
     journal.write_text("\n".join(lines[:5]) + "\n" + lines[5][:40])
-    kept = read_journal(journal)
+    kept = read_runs(journal)
     assert len(kept) == 5
     labels: list[str] = []
     resumed = run_sweep(small_grid(), journal=journal, resume=True, progress=labels.append)
     reused = sum(c.key in kept for c in cells(small_grid()))
     assert sum("(resumed)" in label for label in labels) == reused
-    assert len(read_journal(journal)) == 12  # the rest ran and were appended
+    assert len(read_runs(journal)) == 12  # the rest ran and were appended
     pd.testing.assert_frame_equal(resumed, full)
 
 
@@ -86,7 +90,7 @@ def test_cli_streams_writes_parquet_and_resumes(tmp_path):
     )
     csv, parquet = tmp_path / "r.csv", tmp_path / "r.parquet"
     for out in (csv, parquet):
-        result = runner.invoke(
+        result = cli.invoke(
             app,
             ["sweep", "--grid", str(grid), "--executor", "serial", "--quiet", "--out", str(out)],
         )
@@ -94,7 +98,7 @@ def test_cli_streams_writes_parquet_and_resumes(tmp_path):
         assert not out.with_name(out.name + ".partial").exists()  # folded into the table
     from_csv = pd.read_csv(csv, keep_default_na=False)
     pd.testing.assert_frame_equal(from_csv, pd.read_parquet(parquet), check_dtype=False)
-    again = runner.invoke(
+    again = cli.invoke(
         app,
         [
             "sweep",
@@ -114,7 +118,7 @@ def test_cli_streams_writes_parquet_and_resumes(tmp_path):
         (["--resume"], "--resume"),
         (["--out", str(tmp_path / "r.xlsx")], "--out"),
     ):
-        bad = runner.invoke(app, ["sweep", "--grid", str(grid), "--quiet", *args])
+        bad = cli.invoke(app, ["sweep", "--grid", str(grid), "--quiet", *args])
         assert bad.exit_code == 2 and bad.output.startswith(f"error: {field}"), bad.output
 
 
@@ -143,3 +147,55 @@ def test_same_seed_gives_byte_identical_csv_across_processes_and_executors(tmp_p
         )
         outs.append(out.read_bytes())
     assert outs[0] == outs[1] == outs[2]
+
+
+def test_the_same_scenario_asked_for_twice_runs_once(tmp_path, monkeypatch):
+    simulated: list[Scenario] = []
+    real = runs.simulate
+
+    def counting(sc: Scenario):
+        simulated.append(sc)
+        return real(sc)
+
+    monkeypatch.setattr(runs, "simulate", counting)
+    sc = Scenario(method=EAGLE, workload=SMALL)
+    path = tmp_path / "runs.jsonl"
+    with RunCache(path) as cache:
+        first, again = run_all([sc, sc.model_dump_json()], "serial", cache=cache)
+        assert len(simulated) == 1 and first == again
+        (later,) = run_all([sc], "process", cache=cache)  # already in the cache: not run
+    assert len(simulated) == 1 and later == first
+    # the key is the scenario's content: an equal scenario built anew finds the same entry
+    twin = Scenario.model_validate_json(sc.model_dump_json())
+    assert read_runs(path) == {scenario_key(twin.model_dump_json()): first}
+
+
+def test_a_cache_that_adds_nothing_leaves_no_file(tmp_path):
+    path = tmp_path / "out.csv.partial"
+    with RunCache(path) as cache:
+        assert len(cache) == 0
+    assert not path.exists()
+
+
+def test_a_resumed_sweep_equals_a_fresh_one_on_any_executor(tmp_path):
+    fresh = run_sweep(small_grid()).to_csv(index=False)
+    journal = tmp_path / "out.csv.partial"
+    run_sweep(small_grid(), journal=journal)
+    lines = journal.read_text().splitlines()
+    for stop, executor in ((0, "process"), (3, "serial"), (11, "process")):
+        journal.write_text("".join(line + "\n" for line in lines[:stop]))
+        resumed = run_sweep(
+            small_grid(), executor=executor, workers=2, journal=journal, resume=True
+        )
+        assert resumed.to_csv(index=False) == fresh
+        assert len(read_runs(journal)) == 12
+
+
+def test_an_error_raises_or_becomes_that_scenarios_failure_as_the_caller_asks():
+    ok = Scenario(workload=SMALL)
+    too_big = Scenario(model="llama-3.1-70b", workload=SMALL)  # 140 GB of weights on one H100
+    kept = run_all([ok, too_big], "process", workers=2, errors="keep")
+    assert "throughput_tok_s" in kept[0]
+    assert isinstance(kept[1], Failed) and "llama-3.1-70b" in kept[1].reason
+    with pytest.raises(ScenarioError):
+        run_all([ok, too_big], "serial")

@@ -134,3 +134,14 @@ def test_sweep_simulates_a_vllm_config_against_autoregressive(tmp_path):
     assert frame.loc[("eagle3", 8), "speedup"] == pytest.approx(1.0, abs=0.03)
     bad = runner.invoke(app, ["sweep", "--speculative-config", '{"method": "eagle3", "x": 1}'])
     assert bad.exit_code == 2 and bad.output.startswith("error: speculative_config.x")
+
+
+def test_the_method_map_reads_both_ways():
+    """Every method simspec exports to vLLM reads back as itself; every vLLM name simspec
+    accepts runs a method simspec models."""
+    from simspec.catalog.vllm import METHODS, MTP_ALIASES, TO_VLLM
+    from simspec.engine.speculators import SPECULATORS
+
+    assert all(METHODS[vllm] == name for name, vllm in TO_VLLM.items())
+    assert set(METHODS.values()) <= set(SPECULATORS)
+    assert {METHODS[alias] for alias in MTP_ALIASES} == {"mtp"}

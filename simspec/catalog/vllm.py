@@ -15,22 +15,27 @@ from typing import Any
 
 from simspec.errors import InputError
 
-# vLLM method names -> simspec method names
-METHODS = {
-    "ngram": "ngram",
-    "eagle": "eagle1",
+# simspec method -> the vLLM method name it is exported as (simspec.studies.planning)
+TO_VLLM = {
+    "eagle1": "eagle",
     "eagle3": "eagle3",
-    "medusa": "medusa1",
+    "ngram": "ngram",
     "draft_model": "draft_model",
-    "suffix": "suffix",
     "mtp": "mtp",
-    "deepseek_mtp": "mtp",
-    "qwen3_next_mtp": "mtp",
-    "ernie_mtp": "mtp",
-    "glm4_moe_mtp": "mtp",
-    "mimo_mtp": "mtp",
-    "longcat_flash_mtp": "mtp",
+    "medusa1": "medusa",
+    "suffix": "suffix",
 }
+# vLLM's per-model names for multi-token-prediction heads: all run simspec's mtp
+MTP_ALIASES = (
+    "deepseek_mtp",
+    "qwen3_next_mtp",
+    "ernie_mtp",
+    "glm4_moe_mtp",
+    "mimo_mtp",
+    "longcat_flash_mtp",
+)
+# vLLM method name -> simspec method: every exported name read back, and the MTP aliases
+METHODS = {**{vllm: name for name, vllm in TO_VLLM.items()}, **dict.fromkeys(MTP_ALIASES, "mtp")}
 # accepted, and without effect on what simspec simulates
 IGNORED = {
     "model": "the draft weights' path (draft_model: used as the draft model when it is a preset)",

@@ -27,9 +27,10 @@ from simspec.config import (
 )
 from simspec.engine.acceptance.exact import expected_tokens_per_step
 from simspec.engine.costmodel import BatchShape
-from simspec.engine.simulation import build_cost_model, simulate
+from simspec.engine.simulation import build_cost_model
 from simspec.engine.speculators import DraftStep, build_speculator
 from simspec.outputs import write_text_atomic
+from simspec.studies.runner import Executor, run_all
 
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.05, 0.96, 0.05))
 REPORTED_ALPHAS = (0.5, 0.7, 0.9)
@@ -152,6 +153,8 @@ def compare(
     context: int,
     batch_sizes: tuple[int, ...] = (1, 32),
     spread: float = 0.7,
+    *,
+    executor: Executor = "serial",
 ) -> pd.DataFrame:
     """Closed form against the simulation on fixed-length requests: where they agree (batch 1,
     i.i.d. α) and where they part (heterogeneous α, batch > 1), with the reason."""
@@ -173,8 +176,13 @@ def compare(
         )
         acc = AcceptanceConfig(alpha=alpha, spread=sp)
         base = deploy.model_dump(exclude={"method", "workload"})
-        spec_run = simulate(Scenario(**base, workload=wl, method=_chain(method, k, acc))).summary
-        ar_run = simulate(Scenario(**base, workload=wl)).summary
+        spec_run, ar_run = run_all(
+            [
+                Scenario(**base, workload=wl, method=_chain(method, k, acc)),
+                Scenario(**base, workload=wl),
+            ],
+            executor,
+        )
         sim_speedup = spec_run["throughput_tok_s"] / ar_run["throughput_tok_s"]
         if b == 1 and sp == 0.0:
             why = "same assumptions: they agree (prefill and the last, cut step aside)"

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from simspec.catalog.vllm import METHODS
+from simspec.catalog.vllm import TO_VLLM
 from simspec.config import Deployment, MethodConfig, Scenario
-from simspec.engine.simulation import simulate
 from simspec.errors import ScenarioError
+from simspec.studies.runner import Executor, RunCache, Summary, run, run_all
 
 PLAN_COLUMNS = [
     "method",
@@ -53,14 +53,14 @@ class Slo:
 MAX_PROBE_REQUESTS = 20_000
 
 
-def _probe(deploy: Deployment, method: MethodConfig, rate: float, duration_s: float) -> dict:
+def _probe(deploy: Deployment, method: MethodConfig, rate: float, duration_s: float) -> Scenario:
     """One run at ``rate`` long enough (``duration_s`` of arrivals) to reach steady state."""
     requests = min(max(50, math.ceil(rate * duration_s)), MAX_PROBE_REQUESTS)
     wl = deploy.workload.model_copy(
         update={"arrival": "poisson", "rate": rate, "rate_schedule": None, "requests": requests}
     )
     common = deploy.model_dump(exclude={"workload"})
-    return simulate(Scenario(**common, method=method, workload=wl)).summary
+    return Scenario(**common, method=method, workload=wl)
 
 
 def max_rate(
@@ -69,16 +69,19 @@ def max_rate(
     slo: Slo,
     duration_s: float = 60.0,
     iterations: int = 12,
-) -> tuple[float, dict | None]:
+    *,
+    cache: RunCache | None = None,
+) -> tuple[float, Summary | None]:
     """Highest arrival rate (requests/s) whose run (``duration_s`` seconds of arrivals) meets the
     SLO, by bisection between a rate
     that meets it and one that does not (found by doubling from 0.25/s). Latency grows with the
     rate, so the SLO holds on one side of a threshold; the answer is within 2^-iterations of
-    the bracket. Returns (0, None) when even 0.25/s misses the SLO."""
+    the bracket. Returns (0, None) when even 0.25/s misses the SLO. Each probe goes through
+    ``cache``: a probe already run is not run again."""
     lo, hi = 0.0, 0.25
     best = None
     while True:
-        s = _probe(deploy, method, hi, duration_s)
+        s = run(_probe(deploy, method, hi, duration_s), cache)
         if not slo.met(s):
             break
         lo, best, hi = hi, s, hi * 2
@@ -86,7 +89,7 @@ def max_rate(
             raise ScenarioError("the SLO holds at every rate tried: is it too loose?")
     for _ in range(iterations):
         mid = (lo + hi) / 2
-        s = _probe(deploy, method, mid, duration_s)
+        s = run(_probe(deploy, method, mid, duration_s), cache)
         if slo.met(s):
             lo, best = mid, s
         else:
@@ -102,12 +105,16 @@ def plan(
     gpu_hour_price: float,
     duration_s: float = 60.0,
     progress: Callable[[str], None] | None = None,
+    *,
+    cache: RunCache | None = None,
 ) -> pd.DataFrame:
     """One row per method: sustainable rate per replica, replicas and GPUs for ``target_qps``,
-    and the cost per million output tokens at ``gpu_hour_price`` per GPU-hour."""
+    and the cost per million output tokens at ``gpu_hour_price`` per GPU-hour. The methods'
+    probes share ``cache`` (a fresh one by default)."""
+    cache = cache if cache is not None else RunCache()
     rows = []
     for m in methods:
-        rate, s = max_rate(deploy, m, slo, duration_s)
+        rate, s = max_rate(deploy, m, slo, duration_s, cache=cache)
         ok = s is not None and rate > 0
         replicas = math.ceil(target_qps / rate) if ok else None
         gpus = replicas * deploy.tp if replicas else None
@@ -146,12 +153,18 @@ def recommend(
     requests_per_run: int | None = None,
     progress: Callable[[str], None] | None = None,
     knob: str = "k",
+    *,
+    executor: Executor = "serial",
+    workers: int | None = None,
+    cache: RunCache | None = None,
 ) -> pd.DataFrame:
     """Speedup of every value of ``knob`` (K, or ``tree_nodes`` for a tree's budget) at every
     concurrency (closed loop, the deployment's workload and seed), and the best value per
-    concurrency in ``best_k`` (0 when nothing beats plain decoding)."""
+    concurrency in ``best_k`` (0 when nothing beats plain decoding). Each concurrency's runs
+    go to ``executor`` together."""
     rows = []
     common = deploy.model_dump(exclude={"workload"})
+    fixed = {"k_schedule": None, "tree_schedule": None, "disable_by_batch_size": None}
     for c in concurrencies:
         wl = deploy.workload.model_copy(
             update={
@@ -160,19 +173,19 @@ def recommend(
                 "requests": requests_per_run or max(64, 4 * c),
             }
         )
-        base = simulate(Scenario(**common, workload=wl)).summary["throughput_tok_s"]
+        tried = [method.model_copy(update={knob: k, **fixed}) for k in ks]
+        base, *runs = run_all(
+            [
+                Scenario(**common, workload=wl),
+                *(Scenario(**common, method=m, workload=wl) for m in tried),
+            ],
+            executor,
+            workers,
+            cache=cache,
+        )
         row: dict[str, float] = {"concurrency": c}
-        for k in ks:
-            m = method.model_copy(
-                update={
-                    knob: k,
-                    "k_schedule": None,
-                    "tree_schedule": None,
-                    "disable_by_batch_size": None,
-                }
-            )
-            s = simulate(Scenario(**common, method=m, workload=wl)).summary
-            row[f"speedup_k{k}"] = s["throughput_tok_s"] / base
+        for k, s in zip(ks, runs, strict=True):
+            row[f"speedup_k{k}"] = s["throughput_tok_s"] / base["throughput_tok_s"]
         best_k, best = max(((k, row[f"speedup_k{k}"]) for k in ks), key=lambda kv: kv[1])
         row["best_k"] = best_k if best > 1.0 else 0
         row["best_speedup"] = max(best, 1.0)
@@ -198,23 +211,10 @@ def schedule(table: pd.DataFrame, max_batch: int) -> list[list[int]]:
     return bands
 
 
-# simspec method -> vLLM method name (simspec.catalog.vllm.METHODS read the other way)
-VLLM_NAMES = {
-    "eagle1": "eagle",
-    "eagle3": "eagle3",
-    "ngram": "ngram",
-    "draft_model": "draft_model",
-    "mtp": "mtp",
-    "medusa1": "medusa",
-    "suffix": "suffix",
-}
-assert all(METHODS[v] == k for k, v in VLLM_NAMES.items())  # noqa: S101
-
-
 def speculative_config(method: MethodConfig, bands: list[list[int]]) -> dict | None:
     """The ready-to-paste vLLM ``--speculative-config`` for the schedule, or None when vLLM has
     no such method."""
-    name = VLLM_NAMES.get(method.name)
+    name = TO_VLLM.get(method.name)
     if name is None:
         return None
     top = max((k for _, _, k in bands), default=0)

@@ -15,13 +15,10 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simspec.config import Deployment, MethodConfig, Scenario
-from simspec.engine.simulation import simulate
+from simspec.studies.runner import Executor, RunCache, Summary, run_all, scenario_key
 
-COLUMNS = [
-    "setting",
-    "method",
-    "k",
-    "tree_nodes",
+# summary metrics copied into the table, by name
+METRICS = (
     "throughput_tok_s",
     "tpot_ms_p50",
     "tpot_ms_p99",
@@ -29,6 +26,13 @@ COLUMNS = [
     "e2e_s_p50",
     "e2e_s_p99",
     "mean_accept_len",
+)
+COLUMNS = [
+    "setting",
+    "method",
+    "k",
+    "tree_nodes",
+    *METRICS,
     "policy_tpot_gain",
     "policy_e2e_gain",
 ]
@@ -62,40 +66,53 @@ def settings(cfg: PolicyConfig) -> list[tuple[str, MethodConfig]]:
     base = cfg.method.model_copy(
         update={"k_schedule": None, "tree_schedule": None, "disable_by_batch_size": None}
     )
-    out = [("autoregressive", MethodConfig(name="autoregressive", k=0))]
     ks = sorted({k for _, _, k in cfg.policy.k_schedule or () if k > 0} | {base.k})
     budgets = sorted({n for _, _, n in cfg.policy.tree_schedule or () if n > 0})
     if budgets:
-        for n in budgets:
-            out.append((f"fixed {n} nodes", base.model_copy(update={"tree_nodes": n})))
+        fixed = [(f"fixed {n} nodes", base.model_copy(update={"tree_nodes": n})) for n in budgets]
     else:
-        for k in ks:
-            out.append((f"fixed K={k}", base.model_copy(update={"k": k})))
-    policy = base.model_copy(update=cfg.policy.model_dump())
-    out.append(("policy", policy))
-    return out
+        fixed = [(f"fixed K={k}", base.model_copy(update={"k": k})) for k in ks]
+    return [
+        ("autoregressive", MethodConfig(name="autoregressive", k=0)),
+        *fixed,
+        ("policy", base.model_copy(update=cfg.policy.model_dump())),
+    ]
 
 
-def run_policy(cfg: PolicyConfig, progress: Callable[[str], None] | None = None) -> pd.DataFrame:
-    """Simulate every setting on the same workload and seed; gains are the policy's median
-    TPOT and median end-to-end latency relative to each setting's (> 1: the policy is faster)."""
+def run_policy(
+    cfg: PolicyConfig,
+    progress: Callable[[str], None] | None = None,
+    *,
+    cache: RunCache | None = None,
+    executor: Executor = "serial",
+    workers: int | None = None,
+) -> pd.DataFrame:
+    """Simulate every setting on the same workload and seed (a setting ``cache`` holds is not
+    run again); gains are the policy's median TPOT and median end-to-end latency relative to
+    each setting's (> 1: the policy is faster)."""
     common = cfg.model_dump(exclude={"method", "policy"})
-    rows = []
-    for label, method in settings(cfg):
-        s = simulate(Scenario(**common, method=method)).summary
-        k = method.k if method.name != "autoregressive" else 0
-        metrics = {c: s[c] for c in COLUMNS[4:11]}
-        rows.append(
-            {
-                "setting": label,
-                "method": method.name,
-                "k": k,
-                "tree_nodes": method.tree_nodes,
-                **metrics,
-            }
-        )
+    chosen = settings(cfg)
+    scenarios = [Scenario(**common, method=method) for _, method in chosen]
+    labels: dict[str, list[str]] = {}  # two settings may be the same run
+    for (label, _), sc in zip(chosen, scenarios, strict=True):
+        labels.setdefault(scenario_key(sc.model_dump_json()), []).append(label)
+
+    def finished(key: str, _: Summary) -> None:
         if progress:
-            progress(label)
+            for label in labels[key]:
+                progress(label)
+
+    summaries = run_all(scenarios, executor, workers, cache=cache, on_result=finished)
+    rows = [
+        {
+            "setting": label,
+            "method": method.name,
+            "k": method.k if method.name != "autoregressive" else 0,
+            "tree_nodes": method.tree_nodes,
+            **{c: s[c] for c in METRICS},
+        }
+        for (label, method), s in zip(chosen, summaries, strict=True)
+    ]
     frame = pd.DataFrame(rows)
     policy = frame[frame.setting == "policy"].iloc[0]
     frame["policy_tpot_gain"] = frame.tpot_ms_p50 / policy.tpot_ms_p50

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +14,7 @@ from pydantic import Field, field_validator
 from simspec.catalog.methods import TRACE_DATASETS, default_methods
 from simspec.config import Deployment, MethodConfig, Scenario
 from simspec.engine.simulation import check
-from simspec.outputs import write_text_atomic
-from simspec.studies.runner import Executor, run_all
+from simspec.studies.runner import Executor, RunCache, Summary, run_all, scenario_key
 
 DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
 
@@ -162,7 +159,7 @@ class Cell:
     @property
     def key(self) -> str:
         """Identifies the run by content, so a resumed sweep recognises it."""
-        return hashlib.sha256(self.scenario_json.encode()).hexdigest()[:20]
+        return scenario_key(self.scenario_json)
 
 
 def cells(cfg: SweepConfig) -> list[Cell]:
@@ -171,21 +168,6 @@ def cells(cfg: SweepConfig) -> list[Cell]:
         for method, bs in point.runs():
             out.append(Cell(point, method, bs, point.scenario(method, bs).model_dump_json()))
     return out
-
-
-def read_journal(path: Path | None) -> dict[str, dict[str, float]]:
-    """Summaries already finished by an earlier run of the same sweep (a stopped sweep keeps
-    them in ``<out>.partial``); a truncated last line is ignored."""
-    if path is None or not path.exists():
-        return {}
-    done = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            entry = json.loads(line)
-            done[entry["key"]] = entry["summary"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue
-    return done
 
 
 def run_sweep(
@@ -199,46 +181,40 @@ def run_sweep(
 ) -> pd.DataFrame:
     """Simulate every cell and report speedup = throughput / autoregressive throughput.
 
-    Finished runs are appended to ``journal`` as they complete (one JSON line each, flushed),
-    so a stopped sweep keeps them; with ``resume`` those already there are not run again. The
-    table is the same whichever executor ran the cells, and in the same order."""
+    ``journal`` backs the run cache: finished runs are appended to it as they complete (one
+    JSON line each, flushed), so a stopped sweep keeps them; with ``resume`` those already
+    there are not run again. The table is the same whichever executor ran the cells, and in
+    the same order."""
     todo = cells(cfg)
     for scenario_json in {c.scenario_json for c in todo}:  # bad input fails before any run
         check(Scenario.model_validate_json(scenario_json))
-    done = read_journal(journal) if resume else {}
-    if journal is not None and journal.exists():
-        # start from the complete entries only: a line cut by the stop must not swallow the
-        # next one appended after it
-        kept = "".join(json.dumps({"key": k, "summary": v}) + "\n" for k, v in done.items())
-        write_text_atomic(journal, kept)
-    # the longest runs first (low concurrency: most iterations per request), so the pool's
-    # workers finish together
-    order = sorted(todo, key=lambda c: c.batch_size)
-    missing = {c.key: c.scenario_json for c in order if c.key not in done}
     by_key = {c.key: c for c in todo}
-    for c in todo:
-        if c.key in done and progress:
-            progress(f"{c.method.name} bs={c.batch_size} (resumed)")
-    sink = None  # opened with the first finished run: a sweep that runs nothing leaves no file
-    try:
-        for key, summary in run_all(missing, executor, workers, ray_address):
-            done[key] = summary
-            if journal is not None:
-                sink = sink or journal.open("a", encoding="utf-8")
-                sink.write(json.dumps({"key": key, "summary": summary}) + "\n")
-                sink.flush()
-            if progress:
-                c = by_key[key]
-                progress(f"{c.method.name} bs={c.batch_size}")
-    finally:
-        if sink is not None:
-            sink.close()
+
+    def finished(key: str, _: Summary) -> None:
+        if progress:
+            c = by_key[key]
+            progress(f"{c.method.name} bs={c.batch_size}")
+
+    with RunCache(journal, resume) as cache:
+        for c in todo:
+            if c.key in cache and progress:
+                progress(f"{c.method.name} bs={c.batch_size} (resumed)")
+        # the longest runs first (low concurrency: most iterations per request), so the pool's
+        # workers finish together
+        order = sorted(todo, key=lambda c: c.batch_size)
+        summaries = run_all(
+            [c.scenario_json for c in order],
+            executor,
+            workers,
+            ray_address,
+            cache=cache,
+            on_result=finished,
+        )
+    done = {c.key: s for c, s in zip(order, summaries, strict=True)}
     return _results_frame(cfg, todo, done)
 
 
-def _results_frame(
-    cfg: SweepConfig, todo: list[Cell], done: dict[str, dict[str, float]]
-) -> pd.DataFrame:
+def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, Summary]) -> pd.DataFrame:
     want_baseline = any(m.name == "autoregressive" for m in cfg.methods)
     rows = []
     baseline: dict[tuple[int, int], dict[str, float]] = {}

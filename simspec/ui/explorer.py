@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Literal
 
@@ -23,9 +21,10 @@ from simspec.catalog.methods import DATASET_DOMAIN, TRACE_DATASETS, preset_metho
 from simspec.catalog.models import ModelShape, load_hf_config
 from simspec.catalog.traces import first_method, load_trace
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
-from simspec.engine.simulation import simulate
+from simspec.engine.simulation import SimResult
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
+from simspec.studies.runner import run_all
 
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024
 MAX_LOADS = 12
@@ -175,10 +174,21 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
     return m.model_copy(update=update)
 
 
-def _cell(inp_json: str, load: float, name: str) -> tuple[dict, dict, list[float]]:
-    """One (load, method) run: its summary row, time breakdown and per-request τ."""
-    inp = ExplorerInputs.model_validate_json(inp_json)
-    common = dict(
+# the summary metrics the page shows, per method and load
+SUMMARY_COLUMNS = (
+    "throughput_tok_s",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "e2e_s_p50",
+    "mean_accept_len",
+)
+
+
+def scenario_for(inp: ExplorerInputs, load: float, method: MethodConfig) -> Scenario:
+    """The page's deployment running ``method`` at one load."""
+    return Scenario(
         model=inp.model,
         gpu=inp.gpu,
         tp=inp.tp,
@@ -186,37 +196,23 @@ def _cell(inp_json: str, load: float, name: str) -> tuple[dict, dict, list[float
         temperature=inp.temperature,
         top_p=inp.top_p,
         seed=inp.seed,
+        method=method,
+        workload=workload_for(inp, load),
     )
-    method = method_for(inp, name)
-    res = simulate(Scenario(**common, method=method, workload=workload_for(inp, load)))
+
+
+def _measure(res: SimResult) -> tuple[dict[str, float], dict[str, float], list[float]]:
+    """What the page keeps of one run: its summary metrics, the mean ms per iteration in
+    drafting, verifying and host overhead, and each request's τ (module-level: pools ship it)."""
     s, it = res.summary, res.iterations
-    row = {
-        "method": name,
-        "k": method.k,
-        "load": load,
-        **{
-            c: s[c]
-            for c in (
-                "throughput_tok_s",
-                "tpot_ms_p50",
-                "tpot_ms_p99",
-                "ttft_ms_p50",
-                "ttft_ms_p99",
-                "e2e_s_p50",
-                "mean_accept_len",
-            )
-        },
-    }
     parts = {
-        "method": name,
-        "load": load,
         "draft_ms": 1e3 * it.draft_s.mean(),
         "verify_ms": 1e3 * it.verify_s.mean(),
         "overhead_ms": 1e3 * it.overhead_s.mean(),
     }
     req = res.requests[res.requests.spec_steps > 0]
     tau = ((req.accepted_tokens + req.spec_steps) / req.spec_steps).tolist()
-    return row, parts, tau
+    return {c: s[c] for c in SUMMARY_COLUMNS}, parts, tau
 
 
 def run(inp: ExplorerInputs, workers: int | None = None) -> dict[str, pd.DataFrame]:
@@ -227,30 +223,30 @@ def run(inp: ExplorerInputs, workers: int | None = None) -> dict[str, pd.DataFra
     iteration in drafting, verifying and host overhead) and ``acceptance`` (each request's mean
     tokens per speculative step)."""
     names = ["autoregressive", *[m for m in inp.methods if m != "autoregressive"]]
+    methods = {name: method_for(inp, name) for name in names}
     cells = [(load, name) for load in inp.loads for name in names]
-    payload = inp.model_dump_json()
-    workers = workers or os.cpu_count() or 1
-    if workers > 1 and len(cells) > 1:
-        # the slowest cells (lowest load: the most iterations per request) start first
-        order = sorted(range(len(cells)), key=lambda i: cells[i][0])
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {i: pool.submit(_cell, payload, *cells[i]) for i in order}
-            results = [futures[i].result() for i in range(len(cells))]
-    else:
-        results = [_cell(payload, load, name) for load, name in cells]
-    rows = [r[0] for r in results]
+    # the slowest cells (lowest load: the most iterations per request) start first
+    order = sorted(range(len(cells)), key=lambda i: cells[i][0])
+    done = run_all(
+        [scenario_for(inp, cells[i][0], methods[cells[i][1]]) for i in order],
+        "process",
+        workers,
+        measure=_measure,
+    )
+    results = {i: result for i, result in zip(order, done, strict=True)}
+    rows, parts, accept = [], [], []
+    for i, (load, name) in enumerate(cells):
+        metrics, breakdown, taus = results[i]
+        rows.append({"method": name, "k": methods[name].k, "load": load, **metrics})
+        parts.append({"method": name, "load": load, **breakdown})
+        if name != "autoregressive":
+            accept += [{"method": name, "load": load, "tau": t} for t in taus]
     summary = pd.DataFrame(rows)
     base = summary[summary.method == "autoregressive"].set_index("load").throughput_tok_s
     summary.insert(3, "speedup", summary.throughput_tok_s / summary.load.map(base))
-    accept = [
-        {"method": row["method"], "load": row["load"], "tau": t}
-        for row, _, taus in results
-        if row["method"] != "autoregressive"
-        for t in taus
-    ]
     return {
         "summary": summary,
-        "breakdown": pd.DataFrame([r[1] for r in results]),
+        "breakdown": pd.DataFrame(parts),
         "acceptance": pd.DataFrame(accept, columns=["method", "load", "tau"]),
     }
 
@@ -273,18 +269,23 @@ def _titled(fig: go.Figure, title: str, x: str, y: str, log_x: bool = False) -> 
     return fig
 
 
-def speedup_figure(summary: pd.DataFrame, inp: ExplorerInputs) -> go.Figure:
+def _against_load(fig: go.Figure, inp: ExplorerInputs, title: str, y: str) -> go.Figure:
+    """A figure whose x axis is the load, on a log scale (loads double)."""
+    return _titled(fig, title, load_label(inp), y, log_x=True)
+
+
+def _line_per_method(frame: pd.DataFrame, y: str) -> go.Figure:
     fig = go.Figure()
-    for name, part in summary[summary.method != "autoregressive"].groupby("method", sort=False):
-        fig.add_trace(go.Scatter(x=part.load, y=part.speedup, mode="lines+markers", name=name))
+    for name, part in frame.groupby("method", sort=False):
+        fig.add_trace(go.Scatter(x=part.load, y=part[y], mode="lines+markers", name=name))
+    return fig
+
+
+def speedup_figure(summary: pd.DataFrame, inp: ExplorerInputs) -> go.Figure:
+    fig = _line_per_method(summary[summary.method != "autoregressive"], "speedup")
     fig.add_hline(y=1.0, line_dash="dash", annotation_text="plain decoding")
-    return _titled(
-        fig,
-        f"Speedup over plain decoding: {inp.model} on {inp.gpu} x{inp.tp}",
-        load_label(inp),
-        "speedup (×)",
-        log_x=True,
-    )
+    title = f"Speedup over plain decoding: {inp.model} on {inp.gpu} x{inp.tp}"
+    return _against_load(fig, inp, title, "speedup (×)")
 
 
 def throughput_tpot_figure(summary: pd.DataFrame, inp: ExplorerInputs) -> go.Figure:
@@ -320,20 +321,14 @@ def latency_figure(summary: pd.DataFrame, inp: ExplorerInputs) -> go.Figure:
                     name=f"{name} {col[8:]}",
                 )
             )
-    return _titled(
-        fig,
-        "Time per output token, p50 (solid) and p99 (dotted)",
-        load_label(inp),
-        "TPOT (ms)",
-        log_x=True,
+    return _against_load(
+        fig, inp, "Time per output token, p50 (solid) and p99 (dotted)", "TPOT (ms)"
     )
 
 
 def ttft_figure(summary: pd.DataFrame, inp: ExplorerInputs) -> go.Figure:
-    fig = go.Figure()
-    for name, part in summary.groupby("method", sort=False):
-        fig.add_trace(go.Scatter(x=part.load, y=part.ttft_ms_p99, mode="lines+markers", name=name))
-    return _titled(fig, "Time to first token, p99", load_label(inp), "TTFT p99 (ms)", log_x=True)
+    fig = _line_per_method(summary, "ttft_ms_p99")
+    return _against_load(fig, inp, "Time to first token, p99", "TTFT p99 (ms)")
 
 
 def breakdown_figure(breakdown: pd.DataFrame, inp: ExplorerInputs) -> go.Figure:

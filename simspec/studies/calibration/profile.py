@@ -14,7 +14,7 @@ import yaml
 from simspec.catalog.hardware import HardwareProfile, Sourced
 from simspec.outputs import write_text_atomic
 from simspec.studies.calibration.fit import FORMS, OperatorFit
-from simspec.studies.calibration.samples import KNOWN_SOURCES
+from simspec.studies.calibration.published import KNOWN_SOURCES
 
 
 def _describe_sources(samples: pd.DataFrame) -> str:

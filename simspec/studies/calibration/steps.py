@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from simspec.config import Scenario
-from simspec.engine.simulation import simulate
 from simspec.errors import InputError
+from simspec.studies.runner import Executor, run_all
 from simspec.studies.validation.predict import Skip, plan_case
 
 MAX_CONCURRENCY = 64  # closed-loop rows above this are throughput tests, not step times
@@ -49,11 +49,13 @@ def _scenario(row: pd.Series, profile: str | None) -> Scenario:
     return plan.scenario.model_copy(update={"profile": profile})
 
 
-def check_step_times(rows: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
+def check_step_times(
+    rows: pd.DataFrame, profile: str | None = None, *, executor: Executor = "serial"
+) -> pd.DataFrame:
     """Measured against simulated TPOT (ms) per row, with the row's engine profile."""
     out = []
-    for _, row in rows.iterrows():
-        summary = simulate(_scenario(row, profile)).summary
+    summaries = run_all([_scenario(row, profile) for _, row in rows.iterrows()], executor)
+    for (_, row), summary in zip(rows.iterrows(), summaries, strict=True):
         measured = float(row["measured_value"])
         if row["metric"] == "throughput_tok_s":
             measured = 1e3 / measured  # one request: ms per output token

@@ -33,9 +33,10 @@ from simspec.catalog.methods import (
 from simspec.catalog.models import load_model
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
 from simspec.engine.costmodel import BatchShape
-from simspec.engine.simulation import build_cost_model, check, simulate
+from simspec.engine.simulation import build_cost_model, check
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, validation_message
+from simspec.studies.runner import Failed, Summary, scenario_key
 from simspec.studies.validation.cases import LOAD_KINDS, METRICS, number, whole
 
 BASELINES = ("same-engine-no-spec", "hf-vanilla")
@@ -343,12 +344,9 @@ def _chain_alpha(trace: AcceptanceConfig, name: str, k: int) -> AcceptanceConfig
 
 
 # -- from simulation summaries to the metric ----------------------------------------------------
-def scenario_key(sc: Scenario) -> str:
-    return sc.model_dump_json()
-
-
-def metric_value(plan: CasePlan, runs: dict[str, dict[str, float] | str]) -> tuple[float, float]:
-    """(predicted value, predicted τ) from the finished runs; raises Skip if a run failed."""
+def metric_value(plan: CasePlan, runs: dict[str, Summary | Failed]) -> tuple[float, float]:
+    """(predicted value, predicted τ) from the finished runs (by
+    :func:`~simspec.studies.runner.scenario_key`); raises Skip if a run failed."""
     if plan.metric == "step_time_ms":
         return _step_time_ms(plan.scenario), math.nan
     own = _run(runs, plan.scenario)
@@ -366,10 +364,10 @@ def metric_value(plan: CasePlan, runs: dict[str, dict[str, float] | str]) -> tup
     return own["throughput_tok_s"] / base["throughput_tok_s"], tau
 
 
-def _run(runs: dict[str, dict[str, float] | str], sc: Scenario | None) -> dict[str, float]:
-    result = runs[scenario_key(sc)]
-    if isinstance(result, str):
-        raise Skip(result)
+def _run(runs: dict[str, Summary | Failed], sc: Scenario | None) -> Summary:
+    result = runs[scenario_key(sc.model_dump_json())]
+    if isinstance(result, Failed):
+        raise Skip(result.reason)
     return result
 
 
@@ -380,14 +378,3 @@ def _step_time_ms(sc: Scenario) -> float:
     b = sc.workload.concurrency
     ctx = sc.workload.prompt.mean
     return 1e3 * cost.forward(load_model(sc.model), BatchShape.uniform(b, 1, b * ctx, b)).total_s
-
-
-def run_safely(scenario_json: str) -> dict[str, float] | str:
-    """A scenario's summary, or the one-line reason it cannot run (module-level: pools ship
-    it). Nothing a scenario does may stop the other rows."""
-    try:
-        return simulate(Scenario.model_validate_json(scenario_json)).summary
-    except (InputError, ScenarioError) as exc:
-        return str(exc)
-    except Exception as exc:  # noqa: BLE001 (one row's failure must not stop the table)
-        return f"simulation failed: {type(exc).__name__}: {exc}"

@@ -6,21 +6,15 @@ Every input row comes out, in order, with ``predicted_value``, ``predicted_tau``
 
 from __future__ import annotations
 
+import itertools
 import math
-import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import pandas as pd
 
-from simspec.studies.validation.predict import (
-    CasePlan,
-    Skip,
-    metric_value,
-    plan_case,
-    run_safely,
-    scenario_key,
-)
+from simspec.studies.runner import run_all, scenario_key
+from simspec.studies.validation.predict import CasePlan, Skip, metric_value, plan_case
 
 OUTPUT_COLUMNS = (
     "predicted_value",
@@ -40,9 +34,9 @@ def validate(
     assume_gpu: str | None = None,
 ) -> pd.DataFrame:
     """``cases`` (text cells, as :func:`~simspec.studies.validation.cases.read_cases` gives) with
-    the
-    prediction columns added. ``workers``: processes (1 = serial; default all cores);
-    ``assume_gpu``: the GPU for rows whose GPU is not stated (else they are skipped)."""
+    the prediction columns added. ``workers``: processes (1 = serial; default all cores);
+    ``assume_gpu``: the GPU for rows whose GPU is not stated (else they are skipped). Each
+    distinct scenario runs once; one that cannot run skips only the rows that need it."""
     plans: list[CasePlan | str] = []
     for row in cases.to_dict("records"):
         try:
@@ -51,13 +45,22 @@ def validate(
             plans.append(str(exc))
         except Exception as exc:  # noqa: BLE001 (a row's bad cell must not stop the table)
             plans.append(f"cannot plan this row: {type(exc).__name__}: {exc}")
-    todo: dict[str, str] = {}
-    for plan in plans:
-        if isinstance(plan, CasePlan) and plan.metric != "step_time_ms":
-            for sc in (plan.scenario, plan.baseline):
-                if sc is not None:
-                    todo.setdefault(scenario_key(sc), sc.model_dump_json())
-    runs = _run_all(todo, workers, progress)
+    scenarios = [
+        sc.model_dump_json()
+        for plan in plans
+        if isinstance(plan, CasePlan) and plan.metric != "step_time_ms"
+        for sc in (plan.scenario, plan.baseline)
+        if sc is not None
+    ]
+    total = len(set(scenarios))
+    finished = itertools.count(1)
+
+    def count(_key: str, _outcome: Any) -> None:
+        if progress:
+            progress(next(finished), total)
+
+    outcomes = run_all(scenarios, "process", workers, errors="keep", on_result=count)
+    runs = dict(zip(map(scenario_key, scenarios), outcomes, strict=True))
 
     out = cases.copy()
     cols: dict[str, list] = {c: [] for c in OUTPUT_COLUMNS}
@@ -86,28 +89,6 @@ def validate(
     for col, values in cols.items():
         out[col] = values
     return out
-
-
-def _run_all(
-    todo: dict[str, str], workers: int | None, progress: Callable[[int, int], None] | None
-) -> dict[str, dict[str, float] | str]:
-    runs: dict[str, dict[str, float] | str] = {}
-    workers = workers or os.cpu_count() or 1
-    keys = list(todo)
-    if workers == 1 or len(keys) <= 1:
-        for i, key in enumerate(keys):
-            runs[key] = run_safely(todo[key])
-            if progress:
-                progress(i + 1, len(keys))
-        return runs
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        for i, (key, result) in enumerate(
-            zip(keys, pool.map(run_safely, [todo[k] for k in keys], chunksize=4), strict=True)
-        ):
-            runs[key] = result
-            if progress:
-                progress(i + 1, len(keys))
-    return runs
 
 
 def _single_spaced(text: str) -> str:

@@ -1,0 +1,120 @@
+"""Our own timing harness's CSV (``calibration/time_forward.py``) -> samples.
+
+Recognised by its ``kind`` column; one row per timed operator with the shapes it ran at. Its
+whole-step rows are a held-out check
+(:func:`simspec.studies.calibration.report.forward_check`), not fit samples.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simspec.catalog.models import BYTES_PER_PARAM
+from simspec.engine.costmodel import attention_work, gemm_work
+from simspec.errors import InputError
+from simspec.studies.calibration.schema import COLUMNS, Shape, samples_frame
+
+HARNESS_KINDS = {
+    "gemm": "gemm",
+    "lm_head": "gemm",
+    "attention": "attention",
+    "elementwise": "elementwise",
+}
+# bytes per token, as in published.VIDUR_ELEMENTWISE (the residual ``add`` left out likewise)
+HARNESS_ELEMENTWISE = {
+    "rmsnorm": lambda h, q, kv, i: 2 * h,
+    "rope": lambda h, q, kv, i: 2 * (q + kv),
+    "silu_mul": lambda h, q, kv, i: 3 * i,
+}
+
+
+HARNESS_COLUMNS = (
+    "kind",
+    "op",
+    "num_seqs",
+    "q_per_seq",
+    "context_len",
+    "num_tokens",
+    "m",
+    "k",
+    "n",
+    "time_ms_median",
+    "tp",
+    "model",
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+)
+
+
+def is_harness_csv(path: Path) -> bool:
+    with path.open(encoding="utf-8") as f:
+        return f.readline().startswith("kind,")
+
+
+def harness_csv(path: Path) -> pd.DataFrame:
+    """Per-operator samples from a ``calibration/time_forward.py`` CSV."""
+    d = pd.read_csv(path)
+    missing = [c for c in HARNESS_COLUMNS if c not in d.columns]
+    if missing:
+        raise InputError("timings", f"{path} lacks columns {', '.join(missing)}")
+    out = []
+    for line, r in d[d.kind.isin(HARNESS_KINDS)].iterrows():
+        try:
+            sample = _harness_sample(r, path)
+        except (ValueError, TypeError, ZeroDivisionError) as exc:
+            raise InputError("timings", f"{path} row {line + 1}: {exc}") from None
+        if sample is not None:
+            out.append(sample)
+    if not out:
+        raise InputError("timings", f"{path} has no per-operator rows (gemm, attention, ...)")
+    return samples_frame({c: [row[c] for row in out] for c in COLUMNS})
+
+
+def _harness_sample(r: pd.Series, path: Path) -> dict[str, object] | None:
+    tp = int(r.tp)
+    shape = Shape(
+        int(r.hidden_size),
+        int(r.intermediate_size),
+        int(r.num_attention_heads),
+        int(r.num_key_value_heads),
+        int(r.head_dim),
+        int(r.vocab_size),
+    )
+    q, kv, i = shape.widths(tp)
+    t = float(r.time_ms_median) * 1e-3
+    if not t > 0:
+        raise ValueError(f"time_ms_median must be > 0, got {r.time_ms_median}")
+    kind = HARNESS_KINDS[r.kind]
+    if kind == "gemm":
+        flops, nbytes = gemm_work(float(r.m), float(r.k), float(r.n))
+    elif kind == "attention":
+        b, qs, ctx = float(r.num_seqs), float(r.q_per_seq), float(r.context_len)
+        flops, nbytes = attention_work(q, kv, b * qs, b * qs * qs, b * qs * ctx, b * ctx)
+    else:
+        per_token = HARNESS_ELEMENTWISE.get(r.op)
+        if per_token is None:  # the residual add: fused into RMSNorm in vLLM
+            return None
+        flops = 0.0
+        nbytes = BYTES_PER_PARAM * float(r.num_tokens) * per_token(shape.hidden, q, kv, i)
+    if not (np.isfinite(flops) and np.isfinite(nbytes) and nbytes > 0):
+        raise ValueError("shape columns give no work (empty or non-positive sizes)")
+    return dict(
+        operator=kind,
+        op=r.op,
+        source=f"harness:{path.name}",
+        model=r.model,
+        tp=tp,
+        group=f"{r.model} {r.op}",
+        tokens=float(r.num_tokens),
+        flops=flops,
+        bytes=nbytes,
+        time_s=t,
+        decode_only=kind == "attention" and int(r.q_per_seq) == 1,
+    )
