@@ -2,12 +2,18 @@
 
 import subprocess
 import sys
+from concurrent.futures.process import BrokenProcessPool
 
 import pandas as pd
 import pytest
+import typer
 from typer.testing import CliRunner
 
+from simspec.cli.common import one_line_errors
 from simspec.cli.main import app
+from simspec.cli.sweep_flags import SweepFlags
+from simspec.config import Deployment, LengthSpec
+from simspec.errors import InputError, ScenarioError
 from simspec.studies.sweep import COLUMNS
 
 runner = CliRunner()
@@ -161,3 +167,58 @@ def test_installed_console_script_reports_bad_input_without_traceback():
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "gpu" in proc.stderr
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+ERRORS = [
+    (lambda: Deployment(tp=3), "error: tp: "),
+    (lambda: _raise(InputError("--out", "bad\nname")), "error: --out: bad\\nname"),
+    (lambda: _raise(ScenarioError("model does not fit")), "error: model does not fit"),
+    (lambda: open("/nonexistent/dir/x.csv"), "error: cannot read or write a file: "),
+    (lambda: _raise(BrokenProcessPool("gone")), "error: a worker process died"),
+]
+
+
+@pytest.mark.parametrize(("cause", "start"), ERRORS)
+def test_every_command_error_is_one_line_and_exit_2(cause, start):
+    @one_line_errors
+    def command() -> None:
+        cause()
+
+    tiny = typer.Typer()
+    tiny.command()(command)
+    result = runner.invoke(tiny, [])
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(start), result.output
+    assert "Traceback" not in result.output
+
+
+def test_an_output_file_that_cannot_be_written_names_its_flag(tmp_path):
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "t.csv"  # its folder is a file
+    result = runner.invoke(app, ["analytic", "--k-max", "2", "--csv", str(out)])
+    last = result.output.splitlines()[-1]  # after the tables it printed
+    assert result.exit_code == 2 and last.startswith(f"error: --csv: cannot write {str(out)!r}")
+
+
+def test_flags_override_a_scenario_file_field_by_field(tmp_path):
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text(
+        "seed: 3\ngpu: h200\nscheduler: {max_num_seqs: 8}\n"
+        "workload: {requests: 12, trace: gsm8k, prompt: {dist: lognormal, mean: 300, cv: 1}}\n"
+    )
+    flags = SweepFlags(seed=5, requests=20, max_num_batched_tokens=4096)
+    cfg_sweep = flags.sweep_config(cfg)
+    assert (cfg_sweep.seed, cfg_sweep.gpu) == (5, "h200")
+    assert (cfg_sweep.workload.requests, cfg_sweep.workload.trace) == (20, "gsm8k")
+    assert cfg_sweep.workload.prompt.dist == "lognormal"
+    assert (cfg_sweep.scheduler.max_num_seqs, cfg_sweep.scheduler.max_num_batched_tokens) == (
+        8,
+        4096,
+    )
+    fixed = SweepFlags(prompt_len=64).sweep_config(cfg).workload  # replaces the file's lengths
+    assert fixed.trace is None and fixed.prompt == LengthSpec(dist="fixed", mean=64)

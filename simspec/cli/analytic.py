@@ -1,0 +1,82 @@
+"""``simspec analytic``: the closed form at batch 1 beside the simulation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from simspec.cli import options as opt
+from simspec.cli.common import csv_list, err, one_line_errors
+from simspec.cli.flags import ServingFlags, given, with_flags
+from simspec.cli.tables import print_frame, write_frame
+from simspec.config import AcceptanceConfig, Deployment
+from simspec.engine.speculators import SPECULATORS
+from simspec.errors import InputError
+
+
+@with_flags(ServingFlags)
+@one_line_errors
+def analytic(
+    method: Annotated[str, typer.Option(help="chain method whose draft cost to use")] = "eagle3",
+    *,
+    flags: ServingFlags,
+    profile: opt.Profile = None,
+    alpha: Annotated[
+        str | None,
+        typer.Option(
+            help=opt.field_help(
+                AcceptanceConfig, "alpha", ": one number, or a profile by position (comma list)"
+            )
+        ),
+    ] = None,
+    k_max: Annotated[int, typer.Option(help="largest K to consider", min=1, max=32)] = 8,
+    context: Annotated[int, typer.Option(help="tokens in the KV cache", min=1)] = 1024,
+    compare: Annotated[
+        bool, typer.Option("--compare", help="also simulate, and show where the two part")
+    ] = False,
+    html: Annotated[Path | None, typer.Option(help="write heatmaps of E and speedup")] = None,
+    csv: Annotated[Path | None, typer.Option(help="write the α × K table as CSV")] = None,
+) -> None:
+    """Closed-form speedup at batch 1 and the best K per α.
+
+    E = (1 − α^(K+1)) / (1 − α); speedup = E·t_AR / (t_draft + t_verify), with the step times
+    from the calibrated cost model; --compare simulates beside it.
+    """
+    from simspec.studies import analytic as an
+
+    if method not in SPECULATORS or method == "autoregressive":
+        raise InputError("--method", f"choose a speculative method: {', '.join(SPECULATORS)}")
+    deploy = Deployment(**flags.serving_fields(), **given(profile=profile))
+    given_alphas = csv_list(alpha, "--alpha", float) if alpha else []
+    if any(not 0.0 <= a <= 1.0 for a in given_alphas):
+        raise InputError("--alpha", "each α must be in [0, 1]")
+    one = given_alphas[:1] if len(given_alphas) == 1 else []
+    costs = an.batch1_costs(deploy, method, k_max, context)
+    table = an.analytic_table(costs, tuple(sorted({*an.ALPHAS, *an.REPORTED_ALPHAS, *one})))
+    picks = an.best_k(table)
+    shown = picks[picks.alpha.isin([*an.REPORTED_ALPHAS, *given_alphas[:1]])]
+    where = f"{deploy.model} on {deploy.gpu} x{deploy.tp}, {deploy.engine}"
+    err.print(
+        f"{where}, {method}, batch 1, {context} tokens of context: "
+        f"plain step {costs.ar_s * 1e3:.2f} ms; draft step "
+        f"{costs.draft_s[1] * 1e3:.2f} ms (cost ratio {costs.draft_s[1] / costs.ar_s:.2f})"
+    )
+    print_frame(shown.round(3), "Best K per α (closed form, batch 1)")
+    if len(given_alphas) > 1:
+        e = an.profile_tokens(given_alphas)
+        err.print(f"per-position profile {given_alphas}: E = 1 + Σ Π α = {e:.3f} tokens per step")
+    if compare:
+        a = one[0] if one else 0.7
+        k = int(picks.loc[(picks.alpha - a).abs().idxmin(), "best_k"]) or 3
+        both = an.compare(deploy, method, a, k, context).round(3)
+        both.insert(0, "case", range(1, len(both) + 1))
+        print_frame(both.drop(columns="why"), f"Closed form vs simulation, α={a}, K={k}")
+        for case, why in zip(both["case"], both["why"], strict=True):
+            err.print(f"  {case}: {why}")
+    if csv:
+        write_frame(table, csv, "--csv")
+    if html:
+        title = f"{method} on {deploy.model}, {deploy.gpu} x{deploy.tp}: closed form"
+        an.write_html(table, title, html)

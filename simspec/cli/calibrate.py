@@ -1,0 +1,155 @@
+"""``simspec calibrate fit|report``: hardware profiles from GPU timing tables, and their error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+
+from simspec.cli.common import csv_list, err, one_line_errors, writing
+from simspec.cli.tables import print_frame, write_frame
+from simspec.errors import InputError
+
+calibrate_app = typer.Typer(
+    no_args_is_help=True,
+    help="Fit hardware profiles to GPU timing tables and show the fit.",
+)
+
+
+@calibrate_app.command("fit")
+@one_line_errors(also=(ValueError,))  # a table the fits cannot use says why
+def calibrate_fit(
+    timings: Annotated[
+        list[Path],
+        typer.Argument(
+            help="timing CSVs from calibration/time_forward.py, Vidur/LLMServingSim tables, "
+            "or directories to search for them",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option(help="profile to write (.yaml/.yml or .json)", show_default=False)
+    ],
+    gpu: Annotated[str, typer.Option(help="GPU the timings were taken on")] = "h100_sxm",
+    fallback: Annotated[
+        str | None,
+        typer.Option(
+            help="profile id or file for operators the timings lack (the harness times no "
+            "all-reduce) [default: the GPU's packaged profile]"
+        ),
+    ] = None,
+    only: Annotated[
+        str | None,
+        typer.Option(
+            help="fit only these operators (comma list of gemm, attention, elementwise, "
+            "allreduce); the rest come from --fallback. E.g. 'gemm,elementwise' keeps the "
+            "packaged vLLM attention instead of the harness's PyTorch SDPA kernel"
+        ),
+    ] = None,
+) -> None:
+    """Fit every operator's constants to TIMINGS; write a profile.
+
+    The profile records each constant's provenance.
+
+    Example: simspec calibrate fit calibration/data/h100.csv --gpu h100_sxm --out my.yaml
+    """
+    from simspec.catalog.hardware import load_gpu, load_profile
+    from simspec.studies.calibration.fit import FORMS, fit_all
+    from simspec.studies.calibration.profile import build_profile, write_profile
+    from simspec.studies.calibration.samples import discover
+
+    if out.suffix not in (".yaml", ".yml", ".json"):
+        raise InputError("--out", f"give a .yaml, .yml or .json file name (got {str(out)!r})")
+    try:
+        spec = load_gpu(gpu)
+        samples, files = discover(timings, gpu)
+        if only is not None:
+            wanted = csv_list(only, "--only")
+            unknown = sorted(set(wanted) - set(FORMS))
+            if unknown:
+                raise InputError(
+                    "--only", f"unknown operator {unknown[0]!r}; choose from {', '.join(FORMS)}"
+                )
+            samples = samples[samples["operator"].isin(wanted)]
+        back = load_profile(fallback or gpu)
+        fits = fit_all(samples, spec)
+        profile = build_profile(gpu, fits, samples, files, fallback=back)
+    except (OSError, KeyError) as exc:  # a table without the columns its kind promises
+        raise InputError("timings", f"cannot read a table ({type(exc).__name__}: {exc})") from None
+    with writing(out):
+        write_profile(profile, out)
+    rows = []
+    for op, fit in fits.items():
+        s = fit.summary()
+        mapes = f"{s['fit_mape']:.1%}", f"{s['heldout_mape']:.1%}"
+        rows.append([op, str(s["n_samples"]), *mapes, str(s["heldout_split"])])
+    columns = ["operator", "samples", "fit MAPE", "held-out MAPE", "held-out split"]
+    print_frame(pd.DataFrame(rows, columns=columns), f"Fit of {gpu} from {len(files)} file(s)")
+    err.print(f"wrote {out}")
+
+
+@calibrate_app.command("report")
+@one_line_errors(also=(ValueError,))
+def calibrate_report(
+    profile: Annotated[
+        str, typer.Option(help="profile id (e.g. h100_sxm) or profile file")
+    ] = "h100_sxm",
+    gpu: Annotated[
+        str | None, typer.Option(help="GPU whose peaks to use [default: the profile's]")
+    ] = None,
+    timings: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="timing tables to compare against (repeatable); without it, the "
+            "errors stored in the profile are shown"
+        ),
+    ] = None,
+    html: Annotated[
+        Path | None, typer.Option(help="write a plotly page: predicted vs measured per operator")
+    ] = None,
+    csv: Annotated[Path | None, typer.Option(help="write per-sample predictions as CSV")] = None,
+    cases: Annotated[
+        Path | None,
+        typer.Option(help="validation cases CSV: also simulate its plain-decoding TPOT rows"),
+    ] = None,
+) -> None:
+    """A profile's fit and held-out error per operator.
+
+    With --timings: every sample against the profile (and --html, --csv), predicted vs
+    measured; with --cases: the published plain-decoding TPOT rows simulated end to end.
+    """
+    from simspec.catalog.hardware import load_gpu, load_profile
+    from simspec.studies.calibration import report
+    from simspec.studies.calibration.samples import discover, is_harness_csv
+    from simspec.studies.calibration.steps import check_step_times, step_time_rows
+    from simspec.studies.validation.cases import read_cases
+
+    prof = load_profile(profile)
+    spec = load_gpu(gpu or prof.gpu)
+    if not timings and (html or csv):
+        raise InputError("--timings", "--html and --csv need timing tables to compare with")
+    case_rows = step_time_rows(read_cases(cases), spec.id) if cases else None
+    print_frame(report.stored_fit_table(prof), f"Profile {prof.gpu} ({prof.status}): stored fit")
+    if timings:
+        samples, files = discover(timings, spec.id)
+        evaluated = report.evaluate(prof, samples, spec)
+        print_frame(report.error_table(evaluated, ("operator",)), "Predicted vs measured")
+        print_frame(report.error_table(evaluated), "... per operation")
+        for path in files:
+            if path.endswith(".csv") and is_harness_csv(Path(path)):
+                steps = report.forward_check(prof, spec, Path(path))
+                print_frame(
+                    report.error_table(steps, ("kind", "op")),
+                    f"Whole steps in {Path(path).name}: sum of operators vs measured",
+                )
+        if csv:
+            write_frame(evaluated, csv, "--csv")
+        if html:
+            report.write_html(evaluated, prof, html)
+    if case_rows is not None:
+        tpot = check_step_times(case_rows, profile if Path(profile).suffix else None)
+        print_frame(tpot, f"Plain-decoding TPOT on {spec.id}: simulated vs published")
+        if not tpot.empty:
+            err.print(f"TPOT MAPE over {len(tpot)} rows: {tpot.attrs['mape']:.1%}")

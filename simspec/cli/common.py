@@ -1,0 +1,136 @@
+"""What every command shares: one-line errors with exit code 2, the progress bar, comma lists.
+
+A command never shows a traceback for bad input: it raises (pydantic's ``ValidationError``,
+:class:`InputError`, :class:`ScenarioError`, ``OSError``, a broken process pool) and
+:func:`one_line_errors` turns that into ``error: <field>: <what is wrong>`` on stderr.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from simspec.engine.speculators import SPECULATORS
+from simspec.errors import InputError, ScenarioError, one_line, validation_message
+
+# stderr is looked up on every write, so a test's captured stream is the one written to
+err = Console(stderr=True)
+T = TypeVar("T")
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def print_error(message: str) -> None:
+    """``error: message`` as one line on stderr (control characters escaped)."""
+    err.print(
+        f"[bold red]error:[/] {one_line(message)}", highlight=False, soft_wrap=True, markup=True
+    )
+
+
+def fail(message: str) -> NoReturn:
+    """Print ``error: message`` and exit 2: the exit code of every bad input."""
+    print_error(message)
+    raise typer.Exit(code=2)
+
+
+def one_line_errors(
+    command: Command | None = None, *, also: tuple[type[Exception], ...] = ()
+) -> Any:
+    """Decorate a command so that the errors bad input raises become one line and exit 2.
+
+    ``also`` adds exception types whose text is already a message for the user (calibration's
+    fits raise ``ValueError`` for tables they cannot fit).
+    """
+    if command is None:
+        return functools.partial(one_line_errors, also=also)
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except ValidationError as exc:
+            fail(validation_message(exc))
+        except (InputError, ScenarioError, *also) as exc:
+            fail(str(exc))
+        except BrokenProcessPool:
+            fail("a worker process died (out of memory?); rerun with --workers 1")
+        except OSError as exc:
+            fail(f"cannot read or write a file: {exc}")
+
+    return run
+
+
+@contextmanager
+def writing(out: Path, flag: str = "--out") -> Iterator[None]:
+    """An ``OSError`` while writing ``out`` becomes an error naming the flag that chose it."""
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(flag, f"cannot write {str(out)!r}: {exc.strerror or exc}") from None
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One task's progress bar, fed by a study's ``progress`` callback."""
+
+    progress: Progress
+    task: TaskID
+
+    def step(self, label: str) -> None:
+        """One more done; ``label`` says which."""
+        self.progress.update(self.task, advance=1, description=label)
+
+    def at(self, done: int, total: int) -> None:
+        """``done`` of ``total`` done."""
+        self.progress.update(self.task, completed=done, total=total)
+
+
+@contextmanager
+def progress_bar(description: str, total: int | None = None, show: bool = True) -> Iterator[Bar]:
+    """A progress bar on stderr, drawn only on a terminal (and when ``show``)."""
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=not (show and err.is_terminal),
+    ) as progress:
+        yield Bar(progress, progress.add_task(description, total=total))
+
+
+def csv_list(text: str, flag: str, cast: Callable[[str], T] = str) -> list[T]:
+    """A comma-separated flag value (``"1,2,4"``) as a non-empty list of ``cast`` values."""
+    try:
+        items = [cast(x.strip()) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(flag, f"expected a comma-separated list, got {text!r}") from None
+    if not items:
+        raise InputError(flag, "the list is empty")
+    return items
+
+
+def known_method(name: str, flag: str = "--methods") -> str:
+    """``name`` if simspec models that method (``simspec methods`` lists them)."""
+    if name not in SPECULATORS:
+        raise InputError(flag, f"unknown method {name!r}; choose from {', '.join(SPECULATORS)}")
+    return name

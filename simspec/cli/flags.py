@@ -1,0 +1,125 @@
+"""A scenario file with flags on top: reading the file, the one rule (a flag given wins), and
+flags declared as a typed dataclass instead of a long parameter list."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import json
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simspec.cli import options as opt
+from simspec.config import Deployment
+from simspec.errors import InputError
+
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def read_config(path: Path, flag: str = "--config") -> dict[str, Any]:
+    """A YAML (or, by suffix, JSON) scenario file as a mapping of its fields."""
+    if not path.is_file():
+        raise InputError(flag, f"{str(path)!r} is not a file")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise InputError(flag, f"{str(path)!r} is larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise InputError(flag, f"cannot parse {str(path)!r}: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InputError(flag, "the file must hold a mapping of scenario fields")
+    odd = [k for k in data if not isinstance(k, str)]
+    if odd:
+        raise InputError(flag, f"field names must be text, got {odd[0]!r}")
+    return data
+
+
+def given(**flags: Any) -> dict[str, Any]:
+    """The flags a user gave (None = not given), by the scenario field each one sets."""
+    return {field: value for field, value in flags.items() if value is not None}
+
+
+def overlay(file: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    """A scenario file's fields with the given flags on top. A flag always wins; a section
+    (``workload: {...}``) merges field by field, so a flag replaces only the field it sets."""
+    out = dict(file)
+    for field, value in flags.items():
+        section = file.get(field) or {}
+        if not isinstance(value, dict):
+            out[field] = value
+        elif isinstance(section, dict):
+            out[field] = {**section, **value}
+        # else the file's section is no mapping: left for the schema to reject by name
+    return out
+
+
+def with_flags(flags_type: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a command whose ``flags`` parameter is a dataclass of options: typer sees each
+    of its fields as an option (in their place, in field order), and the command receives
+    them as one typed ``flags`` object."""
+    hints = typing.get_type_hints(flags_type, include_extras=True)
+    fields = dataclasses.fields(flags_type)
+    options = [
+        inspect.Parameter(
+            f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name]
+        )
+        for f in fields
+    ]
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        params = list(inspect.signature(command, eval_str=True).parameters.values())
+        at = [p.name for p in params].index("flags")
+        params[at : at + 1] = options
+
+        @functools.wraps(command)
+        def run(**kwargs: Any) -> Any:
+            flags = flags_type(**{f.name: kwargs.pop(f.name) for f in fields})
+            return command(flags=flags, **kwargs)
+
+        run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+        )
+        return run
+
+    return decorate
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingFlags:
+    """What is served on what: the flags of every command that builds a deployment."""
+
+    model: opt.Model = None
+    gpu: opt.Gpu = None
+    tp: opt.Tp = None
+    engine: opt.Engine = None
+
+    def serving_fields(self) -> dict[str, Any]:
+        """The deployment fields these flags set (only those given)."""
+        return given(model=self.model, gpu=self.gpu, tp=self.tp, engine=self.engine)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeploymentFlags(ServingFlags):
+    """The deployment flags of ``plan`` and ``recommend``, which go on top of --config."""
+
+    dataset: opt.Dataset = None
+    temperature: opt.Temperature = None
+
+    def deployment(self, config: Path | None) -> Deployment:
+        """The scenario file's deployment with these flags on top; a sweep's methods and batch
+        sizes in the file are not a deployment's, and --dataset sets the workload's trace."""
+        data = read_config(config) if config else {}
+        data.pop("methods", None)
+        data.pop("batch_sizes", None)
+        flags = {**self.serving_fields(), **given(temperature=self.temperature)}
+        if self.dataset:
+            flags["workload"] = {"trace": self.dataset}
+        return Deployment(**overlay(data, flags))

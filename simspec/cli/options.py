@@ -1,0 +1,136 @@
+"""Every option that sets a scenario field, declared once.
+
+A flag's help is its config field's ``description`` (simspec.config), so the command line and
+the scenario file explain a field in the same words. Each option defaults to None, "not
+given": the scenario file's value, else the field's default (shown in the help), holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import BaseModel
+
+from simspec.catalog.hardware import engine_ids, gpu_ids
+from simspec.catalog.methods import DEFAULT_DRAFT_MODEL, TRACE_DATASETS
+from simspec.config import AcceptanceConfig, Deployment, MethodConfig, WorkloadConfig
+
+
+def field_help(
+    schema: type[BaseModel],
+    name: str,
+    more: str = "",
+    *,
+    default: object = None,
+    choices: Iterable[str] = (),
+) -> str:
+    """The help of the flag that sets ``schema.name``: the field's description, ``more`` (what
+    the flag adds), the choices (if few), and the default that holds when neither flag nor
+    file sets it (the field's own unless ``default`` says otherwise)."""
+    field = schema.model_fields[name]
+    text = (field.description or name.replace("_", " ")) + more
+    if choices:
+        text += ": " + ", ".join(choices)
+    shown = field.default if default is None else default
+    return text if shown is None else f"{text} [default: {shown}]"
+
+
+Config = Annotated[Path | None, typer.Option(help="YAML/JSON scenario file; flags override it")]
+
+# the deployment
+Model = Annotated[str | None, typer.Option(help=field_help(Deployment, "model"))]
+Gpu = Annotated[str | None, typer.Option(help=field_help(Deployment, "gpu", choices=gpu_ids()))]
+Tp = Annotated[int | None, typer.Option(help=field_help(Deployment, "tp"))]
+Engine = Annotated[
+    str | None, typer.Option(help=field_help(Deployment, "engine", choices=engine_ids()))
+]
+Profile = Annotated[
+    str | None, typer.Option(help=field_help(Deployment, "profile", default="the GPU's"))
+]
+Temperature = Annotated[float | None, typer.Option(help=field_help(Deployment, "temperature"))]
+TopP = Annotated[float | None, typer.Option(help=field_help(Deployment, "top_p"))]
+Seed = Annotated[int | None, typer.Option(help="random seed [default: 0]")]
+MaxNumSeqs = Annotated[
+    int | None, typer.Option(help="scheduler: max sequences per iteration [default: engine's]")
+]
+MaxNumBatchedTokens = Annotated[
+    int | None, typer.Option(help="scheduler: token budget per iteration [default: engine's]")
+]
+
+# the workload
+Dataset = Annotated[
+    str | None,
+    typer.Option(
+        help=field_help(
+            WorkloadConfig,
+            "trace",
+            " (Llama-3.1-8B on H100), and the methods' acceptance presets from it",
+            choices=TRACE_DATASETS,
+        )
+    ),
+]
+Requests = Annotated[int | None, typer.Option(help=field_help(WorkloadConfig, "requests"))]
+PromptLen = Annotated[int | None, typer.Option(help="fixed prompt length instead of the trace's")]
+OutputLen = Annotated[int | None, typer.Option(help="fixed output length instead of the trace's")]
+BatchSizes = Annotated[
+    str | None,
+    typer.Option(help="comma list of concurrencies [default: 1,2,4,8,16,32,64,128]"),
+]
+
+# the methods
+Methods = Annotated[
+    str | None,
+    typer.Option(
+        help="comma list of methods (see `simspec methods`), or 'all' "
+        "[default: autoregressive,eagle3,ngram]"
+    ),
+]
+K = Annotated[
+    int | None,
+    typer.Option(
+        help=field_help(
+            MethodConfig,
+            "k",
+            ", for every speculative method",
+            default="each method's (`simspec methods`)",
+        )
+    ),
+]
+DraftModel = Annotated[
+    str | None,
+    typer.Option(
+        help=field_help(
+            MethodConfig,
+            "draft_model",
+            " of the draft_model method",
+            default=f"the method's preset, else {DEFAULT_DRAFT_MODEL}",
+        )
+    ),
+]
+Alpha = Annotated[
+    float | None,
+    typer.Option(
+        help=field_help(
+            AcceptanceConfig, "alpha", ", in [0, 1], instead of each speculative method's preset"
+        )
+    ),
+]
+Tau = Annotated[
+    float | None,
+    typer.Option(help=field_help(AcceptanceConfig, "tau", ": α is fitted to it")),
+]
+TauK = Annotated[
+    int | None,
+    typer.Option(help=field_help(AcceptanceConfig, "tau_k", default="the method's K")),
+]
+SpeculativeConfig = Annotated[
+    str | None,
+    typer.Option(
+        help="a vLLM --speculative-config JSON (or @file.json): simulate it against "
+        'autoregressive, e.g. \'{"method": "eagle3", "num_speculative_tokens": 5}\'; '
+        "num_speculative_tokens_per_batch_size and disable_by_batch_size are honoured"
+    ),
+]

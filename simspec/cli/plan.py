@@ -1,0 +1,146 @@
+"""``simspec plan`` and ``simspec recommend``: capacity within SLOs, and the K to run per
+concurrency band."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from simspec.catalog.methods import preset_method
+from simspec.cli import options as opt
+from simspec.cli.common import csv_list, err, known_method, one_line_errors, progress_bar
+from simspec.cli.flags import DeploymentFlags, with_flags
+from simspec.cli.tables import print_frame, write_frame, write_text
+from simspec.config import AcceptanceConfig
+from simspec.errors import InputError
+
+
+@with_flags(DeploymentFlags)
+@one_line_errors
+def plan(
+    qps: Annotated[float, typer.Option(help="target arrival rate (requests/s)", min=0.001)],
+    slo_ttft_ms: Annotated[float, typer.Option(help="time-to-first-token SLO (ms)", min=1)],
+    slo_tpot_ms: Annotated[float, typer.Option(help="time-per-output-token SLO (ms)", min=0.1)],
+    methods: Annotated[
+        str, typer.Option(help="comma list of methods (autoregressive is always included)")
+    ] = "eagle3,ngram",
+    percentile: Annotated[int, typer.Option(help="SLO percentile: 50 or 99")] = 99,
+    gpu_hour_price: Annotated[
+        float, typer.Option(help="price of one GPU-hour, for cost per million tokens", min=0)
+    ] = 2.5,
+    config: opt.Config = None,
+    *,
+    flags: DeploymentFlags,
+    duration: Annotated[
+        float, typer.Option(help="seconds of arrivals per probe run (steady state)", min=1)
+    ] = 60.0,
+    out: Annotated[Path | None, typer.Option(help="write the plan as CSV")] = None,
+) -> None:
+    """Capacity: QPS per replica within the SLOs, GPUs and cost.
+
+    For each method and plain decoding: the highest Poisson arrival rate one replica serves
+    within the SLOs (doubling, then bisection), the replicas and GPUs --qps needs, and the cost
+    per million output tokens at --gpu-hour-price.
+    """
+    from simspec.studies import planning
+
+    if percentile not in (50, 99):
+        raise InputError("--percentile", "choose 50 or 99")
+    deploy = flags.deployment(config)
+    ds = deploy.workload.trace or "sharegpt"
+    names = [
+        "autoregressive",
+        *(n for n in csv_list(methods, "--methods") if n != "autoregressive"),
+    ]
+    chosen = [preset_method(known_method(n), ds, None, deploy.model) for n in names]
+    slo = planning.Slo(slo_ttft_ms, slo_tpot_ms, percentile)
+    with progress_bar("planning", total=len(chosen)) as bar:
+        frame = planning.plan(deploy, chosen, qps, slo, gpu_hour_price, duration, progress=bar.step)
+    if out is not None:
+        write_frame(frame, out)
+    print_frame(
+        frame.round(3),
+        f"Capacity for {qps} req/s, p{percentile} TTFT <= "
+        f"{slo_ttft_ms} ms and TPOT <= {slo_tpot_ms} ms ({deploy.model} on {deploy.gpu} "
+        f"x{deploy.tp}, ${gpu_hour_price}/GPU-hour)",
+    )
+
+
+@with_flags(DeploymentFlags)
+@one_line_errors
+def recommend(
+    method: Annotated[str, typer.Option(help="speculative method to schedule")] = "eagle3",
+    k_max: Annotated[int, typer.Option(help="largest K to consider", min=1, max=16)] = 5,
+    tree_budgets: Annotated[
+        str, typer.Option(help="tree methods: node budgets to choose between")
+    ] = "8,16,32,64",
+    concurrencies: Annotated[
+        str, typer.Option(help="grid of concurrent requests to simulate")
+    ] = "1,2,4,8,16,32,64,128,256",
+    config: opt.Config = None,
+    *,
+    flags: DeploymentFlags,
+    alpha: opt.Alpha = None,
+    out: Annotated[Path | None, typer.Option(help="write the per-concurrency table (CSV)")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="write the --speculative-config JSON")
+    ] = None,
+) -> None:
+    """Best K per concurrency, as a vLLM --speculative-config.
+
+    The schedule is vLLM's Dynamic SD form (num_speculative_tokens_per_batch_size), with K = 0
+    where speculation should be off; tree methods get a tree budget per band instead.
+    """
+    from simspec.catalog.hardware import load_engine
+    from simspec.studies import planning
+
+    deploy = flags.deployment(config)
+    grid = tuple(sorted(set(csv_list(concurrencies, "--concurrencies", int))))
+    if grid[0] < 1:
+        raise InputError("--concurrencies", "must be >= 1")
+    ds = deploy.workload.trace or "sharegpt"
+    base = preset_method(known_method(method, "--method"), ds, None, deploy.model)
+    if base.name == "autoregressive":
+        raise InputError("--method", "choose a speculative method")
+    if alpha is not None:
+        base = base.model_copy(update={"acceptance": AcceptanceConfig(alpha=alpha)})
+    is_tree = base.tree not in (None, "chain")
+    if is_tree:
+        ks = sorted(set(csv_list(tree_budgets, "--tree-budgets", int)))
+        if ks[0] < base.k:
+            raise InputError("--tree-budgets", f"each budget must be >= the depth {base.k}")
+    else:
+        ks = list(range(1, k_max + 1))
+    knob = "tree_nodes" if is_tree else "k"
+    with progress_bar("simulating", total=len(grid)) as bar:
+        table = planning.recommend(deploy, base, ks, grid, knob=knob, progress=bar.step)
+    bands = planning.schedule(table, int(load_engine(deploy.engine)["max_num_seqs"]))
+    spec_cfg = None if is_tree else planning.speculative_config(base, bands)
+    if out is not None:
+        write_frame(table, out)
+    if json_out is not None and spec_cfg is not None:
+        write_text(json_out, planning.speculative_config_json(spec_cfg) + "\n", "--json")
+    print_frame(
+        table.round(3),
+        f"{base.name} on {deploy.model}, {deploy.gpu} x{deploy.tp}: "
+        "speedup over plain decoding by K and concurrency",
+    )
+    err.print(
+        "How: every K and plain decoding ran closed-loop at each concurrency on the same "
+        "workload and seed; the best K (0 if none beats plain decoding) holds from its grid "
+        "point up to the next; equal neighbours merge; the last band runs to max_num_seqs."
+    )
+    if is_tree:
+        print(f"tree_schedule: {bands}")
+        err.print(
+            "a tree budget per band (0 = off): simspec's tree_schedule, for "
+            "`simspec policy`; vLLM's Dynamic SD schedules K, not tree budgets"
+        )
+        return
+    print(f"num_speculative_tokens_per_batch_size: {bands}")
+    if spec_cfg is None:
+        err.print(f"vLLM has no {base.name} method: the schedule above is simspec's k_schedule")
+    else:
+        print(f"--speculative-config '{planning.speculative_config_json(spec_cfg)}'")

@@ -1,0 +1,86 @@
+"""``simspec validate``: every published measurement in a case table, predicted."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from simspec.cli.common import err, one_line_errors, progress_bar
+from simspec.cli.tables import print_frame, write_text
+from simspec.errors import InputError
+
+
+@one_line_errors
+def validate(
+    cases: Annotated[
+        Path | None,
+        typer.Option(
+            help="case table with the shared/validation/cases.csv columns "
+            "[default: the packaged copy of those cases]"
+        ),
+    ] = None,
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="predictions: every input column plus predicted_value, "
+            "predicted_tau, rel_error, status, skip_reason (.csv)"
+        ),
+    ] = Path("predictions.csv"),
+    report: Annotated[
+        Path | None, typer.Option(help="also write a self-contained plotly HTML report")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, max=256, help="processes [default: all cores]")
+    ] = None,
+    assume_gpu: Annotated[
+        str | None,
+        typer.Option(
+            help="run rows whose gpu is 'unknown' on this GPU preset (each such row "
+            "says so in its assumptions column) [default: skip them]"
+        ),
+    ] = None,
+) -> None:
+    """Predict published measurements; report the error.
+
+    Each row of the case table becomes a scenario (model, GPU, TP, engine profile, load,
+    method and acceptance: the row's trace, else its measured_tau, else the method's preset)
+    and the row's metric is predicted. Rows simspec cannot express are kept, with status
+    "skipped" and the reason.
+
+    Example: simspec validate --out predictions.csv --report validation.html
+    """
+    from simspec.catalog.hardware import load_gpu
+    from simspec.studies.validation.cases import read_cases
+    from simspec.studies.validation.report import write_report
+    from simspec.studies.validation.run import validate as predict
+    from simspec.studies.validation.summary import series_table, unique_mape
+
+    if out.suffix != ".csv":
+        raise InputError("--out", f"must end in .csv, got {str(out)!r}")
+    if report is not None and report.suffix not in (".html", ".htm"):
+        raise InputError("--report", f"must end in .html, got {str(report)!r}")
+    frame = read_cases(cases)
+    if assume_gpu is not None:
+        try:
+            load_gpu(assume_gpu)
+        except InputError as exc:
+            raise InputError("--assume-gpu", exc.message) from None
+    with progress_bar("simulating the cases") as bar:
+        pred = predict(frame, workers=workers, assume_gpu=assume_gpu, progress=bar.at)
+    table = series_table(pred)
+    # text cells are quoted: a user's cell may hold a bare carriage return, which an
+    # unquoted CSV would read back as a line break
+    write_text(out, pred.to_csv(index=False, float_format="%.6g", quoting=csv.QUOTE_NONNUMERIC))
+    if report is not None:
+        write_report(pred, table, report)
+    shown = table.rename(columns={"max_abs_error": "max |err|", "trend_rho": "trend rho"})
+    print_frame(shown, "Validation: predicted vs published, per series", width=140)
+    ok = int(table.iloc[-1]["ok"])
+    err.print(
+        f"{ok} of {len(pred)} rows predicted; MAPE {table.iloc[-1]['mape']:.1%} "
+        f"({unique_mape(pred):.1%} counting each measurement once); wrote {out}"
+        + (f" and {report}" if report else "")
+    )
