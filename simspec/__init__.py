@@ -14,7 +14,7 @@ Run one scenario::
     from simspec import Scenario, simulate, preset_method
 
     sc = Scenario(method=preset_method("eagle3"), workload={"concurrency": 16, "requests": 64})
-    print(simulate(sc).summary["throughput_tok_s"])
+    print(simulate(sc).summary.throughput_tok_s)
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def test_batch1_iid_alpha_matches_closed_form_within_2_percent(alpha, k):
     # outputs of 10k tokens make the truncated last step of each request negligible
     result = run(method, requests=8, output={"mean": 10000})
     formula = (1 - alpha ** (k + 1)) / (1 - alpha)
-    assert result.summary["mean_accept_len"] == pytest.approx(formula, rel=0.02)
+    assert result.summary.mean_accept_len == pytest.approx(formula, rel=0.02)
 
 
 @pytest.mark.parametrize("dataset", ["sharegpt", "gsm8k"])
@@ -50,7 +50,7 @@ def test_trace_replay_reproduces_the_tau_the_trace_implies(dataset, method, k, s
     result = run(
         spec, requests=trace.num_requests, concurrency=16, trace=dataset, trace_output_method=method
     )
-    simulated = result.summary["mean_accept_len"]
+    simulated = result.summary.mean_accept_len
     # the first token comes from prefill, so speculative steps start at output position 1
     assert simulated == pytest.approx(replay_tau(trace, k, start=1), rel=1e-9)
     cases = pd.read_csv(shared / "validation" / "cases.csv")

@@ -16,7 +16,13 @@ import pytest
 
 from simspec.catalog.hardware import EngineProfile, GpuSpec, Sourced, load_engine, load_gpu
 from simspec.catalog.models import ModelShape, load_model
-from simspec.engine.kv_cache import BlockPool, MemoryPlan, activation_reserve, plan_memory
+from simspec.engine.kv_cache import (
+    BlockPool,
+    MemoryDemand,
+    MemoryPlan,
+    activation_reserve,
+    plan_memory,
+)
 from simspec.errors import ScenarioError
 
 TINY = ModelShape(
@@ -65,17 +71,8 @@ def plan(
     max_logit_rows: int = 0,
 ) -> MemoryPlan:
     """The one place that calls plan_memory (no activations unless asked for)."""
-    return plan_memory(
-        gpu or tiny_gpu(),
-        target,
-        tp,
-        eng or engine(),
-        draft_bytes,
-        draft_kv_per_token,
-        max_tokens,
-        max_logit_rows,
-        pp=pp,
-    )
+    demand = MemoryDemand(draft_bytes, draft_kv_per_token, max_tokens, max_logit_rows)
+    return plan_memory(gpu or tiny_gpu(), eng or engine(), target, demand, tp=tp, pp=pp)
 
 
 # -- the plan, by hand ----------------------------------------------------------------------

@@ -46,7 +46,7 @@ def cost_model():
 
 
 def batch1_tau(method: MethodConfig, workload: WorkloadConfig = FIXED) -> float:
-    return simulate(Scenario(method=method, workload=workload)).summary["mean_accept_len"]
+    return simulate(Scenario(method=method, workload=workload)).summary.mean_accept_len
 
 
 TAU_PRESETS = [
@@ -208,7 +208,7 @@ def test_speculation_off_by_batch_size_is_autoregressive_decoding():
     wl = WorkloadConfig(concurrency=4, requests=16)
     ar = simulate(Scenario(workload=wl)).summary
     disabled = simulate(Scenario(method=off, workload=wl)).summary
-    assert disabled["throughput_tok_s"] == ar["throughput_tok_s"]
+    assert disabled.throughput_tok_s == ar.throughput_tok_s
 
 
 def test_dynamic_sd_schedule_picks_k_by_batch_size():
@@ -309,6 +309,6 @@ def test_a_tree_run_at_temperature_one_walks_the_sampled_siblings():
         prompt=LengthSpec(mean=64),
         output=LengthSpec(mean=128),
     )
-    greedy = simulate(Scenario(method=method, workload=wl)).summary["mean_accept_len"]
+    greedy = simulate(Scenario(method=method, workload=wl)).summary.mean_accept_len
     hot = simulate(Scenario(method=method, workload=wl, temperature=1.0)).summary
-    assert 1.0 < hot["mean_accept_len"] < greedy
+    assert 1.0 < hot.mean_accept_len < greedy

@@ -15,7 +15,7 @@ import pytest
 
 from simspec.config import WorkloadConfig
 from simspec.engine.kv_cache import MemoryPlan
-from simspec.engine.metrics import ITERATION_COLUMNS, IterationLog, summarize
+from simspec.engine.metrics import ITERATION_COLUMNS, IterationLog, IterationRecord, summarize
 
 NAN = float("nan")
 
@@ -86,23 +86,23 @@ def four_requests() -> pd.DataFrame:
 # -- latencies ------------------------------------------------------------------------------------
 def test_ttft_percentiles_are_first_token_minus_arrival():
     s = summary(four_requests())
-    assert s["ttft_ms_p50"] == pytest.approx(25.0)
-    assert s["ttft_ms_p99"] == pytest.approx(39.7)
+    assert s.ttft_ms_p50 == pytest.approx(25.0)
+    assert s.ttft_ms_p99 == pytest.approx(39.7)
 
 
 def test_tpot_spreads_the_time_after_the_first_token_over_the_later_tokens():
     s = summary(four_requests())
-    assert s["tpot_ms_mean"] == pytest.approx(2.5)
-    assert s["tpot_ms_p50"] == pytest.approx(2.5)
-    assert s["tpot_ms_p99"] == pytest.approx(3.97)
+    assert s.tpot_ms_mean == pytest.approx(2.5)
+    assert s.tpot_ms_p50 == pytest.approx(2.5)
+    assert s.tpot_ms_p99 == pytest.approx(3.97)
 
 
 def test_e2e_percentiles_are_finish_minus_arrival_in_seconds():
     # end to end: 20, 40, 60, 80 ms
     s = summary(four_requests())
-    assert s["e2e_s_p50"] == pytest.approx(0.05)
-    assert s["e2e_s_p90"] == pytest.approx(0.074)
-    assert s["e2e_s_p99"] == pytest.approx(0.0794)
+    assert s.e2e_s_p50 == pytest.approx(0.05)
+    assert s.e2e_s_p90 == pytest.approx(0.074)
+    assert s.e2e_s_p99 == pytest.approx(0.0794)
 
 
 def test_a_one_token_request_has_no_time_per_output_token():
@@ -112,9 +112,9 @@ def test_a_one_token_request_has_no_time_per_output_token():
             {"arrival": 0.0, "first": 0.1, "finish": 0.11, "out": 3},  # 5 ms per later token
         ]
     )
-    assert summary(req)["tpot_ms_mean"] == pytest.approx(5.0)
+    assert summary(req).tpot_ms_mean == pytest.approx(5.0)
     only_one = requests_frame([{"arrival": 0.0, "first": 0.1, "finish": 0.1, "out": 1}])
-    assert math.isnan(summary(only_one)["tpot_ms_p50"])
+    assert math.isnan(summary(only_one).tpot_ms_p50)
 
 
 # -- unfinishable requests --------------------------------------------------------------------
@@ -127,10 +127,10 @@ def test_unfinishable_requests_are_counted_but_left_out_of_latencies_and_lengths
         ]
     )
     s = summary(req)
-    assert s["requests"] == 3 and s["unfinishable"] == 1
-    assert s["ttft_ms_p50"] == pytest.approx(20.0)
-    assert s["e2e_s_p99"] == pytest.approx(0.0698)
-    assert s["output_tokens_mean"] == pytest.approx(6.0)
+    assert s.requests == 3 and s.unfinishable == 1
+    assert s.ttft_ms_p50 == pytest.approx(20.0)
+    assert s.e2e_s_p99 == pytest.approx(0.0698)
+    assert s.output_tokens_mean == pytest.approx(6.0)
 
 
 # -- throughput and the steady window -----------------------------------------------------------
@@ -144,8 +144,8 @@ TWO_SECONDS = iterations_frame(
 
 def test_open_loop_throughput_is_every_output_token_over_the_makespan():
     s = summary(four_requests(), TWO_SECONDS, open_loop())
-    assert s["makespan_s"] == 2.0
-    assert s["throughput_tok_s"] == pytest.approx(20.0)
+    assert s.makespan_s == 2.0
+    assert s.throughput_tok_s == pytest.approx(20.0)
 
 
 def test_a_closed_loop_measures_throughput_only_until_the_last_release():
@@ -158,8 +158,8 @@ def test_a_closed_loop_measures_throughput_only_until_the_last_release():
         ]
     )
     s = summary(req, TWO_SECONDS, closed_loop(2))
-    assert s["makespan_s"] == 2.0
-    assert s["throughput_tok_s"] == pytest.approx(10.0)  # 10 tokens by 1 s, not 40 by 2 s
+    assert s.makespan_s == 2.0
+    assert s.throughput_tok_s == pytest.approx(10.0)  # 10 tokens by 1 s, not 40 by 2 s
 
 
 def test_an_iteration_ending_exactly_at_the_last_release_is_inside_the_window():
@@ -173,7 +173,7 @@ def test_an_iteration_ending_exactly_at_the_last_release_is_inside_the_window():
             {"start_s": 1.5, "duration_s": 0.5, "output_tokens": 60},
         ]
     )
-    assert summary(req, its, closed_loop(2))["throughput_tok_s"] == pytest.approx(12 / 1.5)
+    assert summary(req, its, closed_loop(2)).throughput_tok_s == pytest.approx(12 / 1.5)
 
 
 def test_a_closed_loop_no_larger_than_its_concurrency_is_measured_to_the_end():
@@ -182,7 +182,7 @@ def test_a_closed_loop_no_larger_than_its_concurrency_is_measured_to_the_end():
         [{"arrival": a, "first": a + 0.1, "finish": 2.0, "out": 5} for a in (0.0, 1.0)]
     )
     s = summary(req, TWO_SECONDS, closed_loop(2))
-    assert s["throughput_tok_s"] == pytest.approx(20.0)
+    assert s.throughput_tok_s == pytest.approx(20.0)
 
 
 def test_an_unfinishable_request_released_late_does_not_stretch_the_closed_loop_window():
@@ -194,13 +194,13 @@ def test_an_unfinishable_request_released_late_does_not_stretch_the_closed_loop_
         ]
     )
     s = summary(req, TWO_SECONDS, closed_loop(1))
-    assert s["throughput_tok_s"] == pytest.approx(10.0)  # window ends at 1 s, not 2 s
+    assert s.throughput_tok_s == pytest.approx(10.0)  # window ends at 1 s, not 2 s
 
 
 def test_no_iterations_means_no_time_and_no_throughput():
     s = summary(requests_frame([{"arrival": 0.0, "unfinishable": True}]), iterations_frame([]))
-    assert s["makespan_s"] == 0.0 and s["iterations"] == 0
-    assert math.isnan(s["throughput_tok_s"])
+    assert s.makespan_s == 0.0 and s.iterations == 0
+    assert math.isnan(s.throughput_tok_s)
 
 
 # -- inter-token latency ------------------------------------------------------------------------
@@ -213,8 +213,8 @@ def test_itl_percentiles_count_each_iteration_once_per_decoding_sequence():
         ]
     )
     s = summary(four_requests(), its)
-    assert s["itl_ms_p50"] == pytest.approx(1.0)
-    assert s["itl_ms_p99"] == pytest.approx(10.0)
+    assert s.itl_ms_p50 == pytest.approx(1.0)
+    assert s.itl_ms_p99 == pytest.approx(10.0)
 
 
 def test_an_iteration_without_decodes_is_no_inter_token_latency():
@@ -224,9 +224,9 @@ def test_an_iteration_without_decodes_is_no_inter_token_latency():
             {"start_s": 0.1, "duration_s": 0.002, "decode_seqs": 3},
         ]
     )
-    assert summary(four_requests(), its)["itl_ms_p99"] == pytest.approx(2.0)
+    assert summary(four_requests(), its).itl_ms_p99 == pytest.approx(2.0)
     prefill_only = iterations_frame([{"start_s": 0.0, "duration_s": 0.1, "prefill_seqs": 4}])
-    assert math.isnan(summary(four_requests(), prefill_only)["itl_ms_p50"])
+    assert math.isnan(summary(four_requests(), prefill_only).itl_ms_p50)
 
 
 # -- acceptance, time split, counts ---------------------------------------------------------------
@@ -238,8 +238,8 @@ def test_mean_accept_length_is_tokens_per_speculative_sequence_step():
             {"start_s": 2.0, "duration_s": 1.0, "decode_seqs": 4},  # speculation off
         ]
     )
-    assert summary(four_requests(), its)["mean_accept_len"] == pytest.approx(3.0)
-    assert summary(four_requests(), TWO_SECONDS)["mean_accept_len"] == 1.0  # plain decoding
+    assert summary(four_requests(), its).mean_accept_len == pytest.approx(3.0)
+    assert summary(four_requests(), TWO_SECONDS).mean_accept_len == 1.0  # plain decoding
 
 
 def test_time_fractions_split_the_busy_time():
@@ -250,9 +250,9 @@ def test_time_fractions_split_the_busy_time():
         ]
     )
     s = summary(four_requests(), its)
-    assert s["draft_time_frac"] == pytest.approx(0.05)
-    assert s["verify_time_frac"] == pytest.approx(0.8)
-    assert s["overhead_time_frac"] == pytest.approx(0.15)
+    assert s.draft_time_frac == pytest.approx(0.05)
+    assert s.verify_time_frac == pytest.approx(0.8)
+    assert s.overhead_time_frac == pytest.approx(0.15)
 
 
 def test_counts_come_from_the_tables_and_the_memory_plan():
@@ -263,9 +263,9 @@ def test_counts_come_from_the_tables_and_the_memory_plan():
         ]
     )
     s = summary(req, TWO_SECONDS, peak_blocks=37, num_blocks=120)
-    assert s["preemptions"] == 3
-    assert s["kv_blocks_total"] == 120 and s["kv_blocks_peak"] == 37
-    assert s["iterations"] == 2
+    assert s.preemptions == 3
+    assert s.kv_blocks_total == 120 and s.kv_blocks_peak == 37
+    assert s.iterations == 2
 
 
 # -- the iteration log -----------------------------------------------------------------------
@@ -273,7 +273,7 @@ def logged(rows: list[tuple]) -> pd.DataFrame:
     """Rows recorded in column order, then the frame (the one place that calls ``record``)."""
     log = IterationLog()
     for row in rows:
-        log.record(*row)
+        log.record(IterationRecord(*row))
     return log.frame()
 
 

@@ -135,8 +135,8 @@ def test_random_scenarios_keep_every_invariant(sc):
     done = req[finished]
     assert (done.output_tokens == done.requested_output_tokens).all()
     # KV blocks never exceed capacity and all come back
-    assert (it.kv_blocks_used <= s["kv_blocks_total"]).all()
-    assert s["kv_blocks_in_use_end"] == 0
+    assert (it.kv_blocks_used <= s.kv_blocks_total).all()
+    assert s.kv_blocks_in_use_end == 0
     # simulated time never goes backwards: iterations follow one another
     starts, ends = it.start_s.to_numpy(), (it.start_s + it.duration_s).to_numpy()
     assert (np.diff(starts) >= 0).all() and (ends[:-1] <= starts[1:] + 1e-12).all()

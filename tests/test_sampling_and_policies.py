@@ -34,10 +34,8 @@ FIXED = WorkloadConfig(
 
 
 def speedup(method: MethodConfig, workload: WorkloadConfig = FIXED, **kw) -> float:
-    ar = simulate(Scenario(workload=workload, **kw)).summary["throughput_tok_s"]
-    return (
-        simulate(Scenario(method=method, workload=workload, **kw)).summary["throughput_tok_s"] / ar
-    )
+    ar = simulate(Scenario(workload=workload, **kw)).summary.throughput_tok_s
+    return simulate(Scenario(method=method, workload=workload, **kw)).summary.throughput_tok_s / ar
 
 
 # -- the exact rule on synthetic distributions ---------------------------------------------------
@@ -118,9 +116,9 @@ def test_sampling_makes_a_thin_win_a_loss_once_the_draft_is_paid():
 def test_trace_presets_sample_through_the_parametric_model():
     eagle = preset_method("eagle3", "sharegpt")
     wl = WorkloadConfig(concurrency=4, requests=40)
-    greedy = simulate(Scenario(method=eagle, workload=wl)).summary["mean_accept_len"]
+    greedy = simulate(Scenario(method=eagle, workload=wl)).summary.mean_accept_len
     hot = simulate(Scenario(method=eagle, workload=wl, temperature=1.0)).summary
-    assert hot["mean_accept_len"] < greedy
+    assert hot.mean_accept_len < greedy
 
 
 def test_a_tau_measured_while_sampling_is_taken_back_to_greedy_first():
@@ -151,7 +149,7 @@ def test_spread_across_requests_lowers_tau_below_the_iid_mean_jensen():
         prompt=LengthSpec(mean=64),
         output=LengthSpec(mean=128),
     )
-    assert simulate(Scenario(method=m, workload=wl)).summary["mean_accept_len"] < closed
+    assert simulate(Scenario(method=m, workload=wl)).summary.mean_accept_len < closed
 
 
 def test_best_k_grows_with_alpha_and_is_off_when_nothing_pays():
@@ -194,8 +192,8 @@ def test_a_policy_never_loses_to_the_fixed_setting_it_chooses_in_each_band():
         (32, MethodConfig(name="autoregressive", k=0)),
     ):
         wl = WorkloadConfig(concurrency=concurrency, requests=4 * concurrency)
-        with_policy = simulate(Scenario(method=policy, workload=wl)).summary["throughput_tok_s"]
-        without = simulate(Scenario(method=fixed, workload=wl)).summary["throughput_tok_s"]
+        with_policy = simulate(Scenario(method=policy, workload=wl)).summary.throughput_tok_s
+        without = simulate(Scenario(method=fixed, workload=wl)).summary.throughput_tok_s
         assert with_policy >= 0.98 * without, concurrency
 
 
@@ -207,7 +205,7 @@ def test_a_tree_budget_policy_uses_the_budget_of_its_band():
     wl = WorkloadConfig(concurrency=24, requests=72)
     a = simulate(Scenario(method=policy, workload=wl)).summary
     b = simulate(Scenario(method=fixed, workload=wl)).summary
-    assert a["throughput_tok_s"] == pytest.approx(b["throughput_tok_s"], rel=0.03)
+    assert a.throughput_tok_s == pytest.approx(b.throughput_tok_s, rel=0.03)
 
 
 def test_time_varying_arrivals_follow_the_rate_schedule():

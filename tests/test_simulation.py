@@ -29,8 +29,8 @@ def check_conservation(result):
     assert done.finish_s.notna().all(), "every request finishes"
     assert (done.output_tokens == done.requested_output_tokens).all(), "tokens conserved"
     assert it.output_tokens.sum() == done.output_tokens.sum()
-    assert (it.kv_blocks_used <= s["kv_blocks_total"]).all()
-    assert s["kv_blocks_peak"] <= s["kv_blocks_total"]
+    assert (it.kv_blocks_used <= s.kv_blocks_total).all()
+    assert s.kv_blocks_peak <= s.kv_blocks_total
     assert (np.diff(it.start_s.to_numpy()) >= 0).all(), "time never goes backwards"
     assert (done.first_token_s >= done.arrival_s).all()
     assert (done.finish_s >= done.first_token_s).all()
@@ -80,7 +80,7 @@ def test_speedup_falls_as_batch_grows():
 def test_no_request_is_lost_and_tokens_and_kv_are_conserved(method):
     result = simulate(Scenario(method=method, workload=small_workload()))
     check_conservation(result)
-    assert result.summary["unfinishable"] == 0
+    assert result.summary.unfinishable == 0
 
 
 def test_scarce_kv_forces_preemption_and_everything_still_finishes():
@@ -95,7 +95,7 @@ def test_scarce_kv_forces_preemption_and_everything_still_finishes():
     )
     result = simulate(sc)
     check_conservation(result)
-    assert result.summary["preemptions"] > 0
+    assert result.summary.preemptions > 0
 
 
 def test_open_loop_poisson_arrivals_are_served():
@@ -124,7 +124,7 @@ def test_a_request_that_can_never_fit_is_reported_not_hung():
         workload=small_workload(requests=3, prompt={"mean": 900_000, "max": 10**6}),
     )
     result = simulate(sc)
-    assert result.summary["unfinishable"] == 3
+    assert result.summary.unfinishable == 3
 
 
 def test_model_that_does_not_fit_says_so():

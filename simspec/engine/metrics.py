@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import asdict, dataclass, fields
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -48,6 +49,47 @@ class IterationLog:
         return pd.DataFrame({name: np.array(values) for name, values in columns})
 
 
+@dataclass(frozen=True)
+class RunSummary:
+    """What one run measured: latency percentiles, throughput, acceptance and where the time
+    went (over the steady window: see :func:`steady_window`), plus counts. Milliseconds per
+    token (``ttft``, ``tpot``, ``itl``), seconds per request (``e2e``)."""
+
+    requests: int
+    output_tokens_mean: float
+    unfinishable: int
+    makespan_s: float
+    throughput_tok_s: float
+    ttft_ms_p50: float
+    ttft_ms_p99: float
+    tpot_ms_mean: float
+    tpot_ms_p50: float
+    tpot_ms_p99: float
+    itl_ms_p50: float
+    itl_ms_p99: float
+    e2e_s_p50: float
+    e2e_s_p90: float
+    e2e_s_p99: float
+    mean_accept_len: float  # tokens per speculative step, bonus included (1 without speculation)
+    draft_time_frac: float
+    verify_time_frac: float
+    overhead_time_frac: float
+    preemptions: int
+    kv_blocks_total: int
+    kv_blocks_peak: int
+    iterations: int
+    kv_blocks_in_use_end: int  # 0 once every request has left: no block leaks
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> RunSummary:
+        """From :meth:`as_dict` (a JSON line of a run cache; counts may come back as floats)."""
+        cast = {"int": int, "float": float}
+        return cls(**{f.name: cast[f.type](values[f.name]) for f in fields(cls)})
+
+
 def _pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if len(x) else float("nan")
 
@@ -78,7 +120,8 @@ def summarize(
     wl: WorkloadConfig,
     peak_blocks: int,
     memory: MemoryPlan,
-) -> dict[str, float]:
+    blocks_in_use_end: int = 0,
+) -> RunSummary:
     """Latency percentiles, throughput and acceptance of a finished run."""
     ok = requests[~requests["unfinishable"]]
     end = iterations["start_s"] + iterations["duration_s"]
@@ -97,30 +140,31 @@ def summarize(
     itl_w = iterations["decode_seqs"].to_numpy().astype(float)
     spec_steps = float(iterations["spec_seqs"].sum())
     busy = float(iterations["duration_s"].sum())
-    return {
-        "requests": float(len(requests)),
-        "output_tokens_mean": float(ok["output_tokens"].mean()) if len(ok) else float("nan"),
-        "unfinishable": float(requests["unfinishable"].sum()),
-        "makespan_s": makespan,
-        "throughput_tok_s": throughput,
-        "ttft_ms_p50": 1e3 * _pct(ttft, 50),
-        "ttft_ms_p99": 1e3 * _pct(ttft, 99),
-        "tpot_ms_mean": 1e3 * float(np.mean(tpot)) if len(tpot) else float("nan"),
-        "tpot_ms_p50": 1e3 * _pct(tpot, 50),
-        "tpot_ms_p99": 1e3 * _pct(tpot, 99),
-        "itl_ms_p50": 1e3 * _weighted_pct(itl_vals, itl_w, 50),
-        "itl_ms_p99": 1e3 * _weighted_pct(itl_vals, itl_w, 99),
-        "e2e_s_p50": _pct(e2e, 50),
-        "e2e_s_p90": _pct(e2e, 90),
-        "e2e_s_p99": _pct(e2e, 99),
-        "mean_accept_len": (
+    return RunSummary(
+        requests=len(requests),
+        output_tokens_mean=float(ok["output_tokens"].mean()) if len(ok) else float("nan"),
+        unfinishable=int(requests["unfinishable"].sum()),
+        makespan_s=makespan,
+        throughput_tok_s=throughput,
+        ttft_ms_p50=1e3 * _pct(ttft, 50),
+        ttft_ms_p99=1e3 * _pct(ttft, 99),
+        tpot_ms_mean=1e3 * float(np.mean(tpot)) if len(tpot) else float("nan"),
+        tpot_ms_p50=1e3 * _pct(tpot, 50),
+        tpot_ms_p99=1e3 * _pct(tpot, 99),
+        itl_ms_p50=1e3 * _weighted_pct(itl_vals, itl_w, 50),
+        itl_ms_p99=1e3 * _weighted_pct(itl_vals, itl_w, 99),
+        e2e_s_p50=_pct(e2e, 50),
+        e2e_s_p90=_pct(e2e, 90),
+        e2e_s_p99=_pct(e2e, 99),
+        mean_accept_len=(
             float(iterations["spec_tokens"].sum()) / spec_steps if spec_steps else 1.0
         ),
-        "draft_time_frac": float(iterations["draft_s"].sum()) / busy if busy else 0.0,
-        "verify_time_frac": float(iterations["verify_s"].sum()) / busy if busy else 0.0,
-        "overhead_time_frac": float(iterations["overhead_s"].sum()) / busy if busy else 0.0,
-        "preemptions": float(requests["preemptions"].sum()),
-        "kv_blocks_total": float(memory.num_blocks),
-        "kv_blocks_peak": float(peak_blocks),
-        "iterations": float(len(iterations)),
-    }
+        draft_time_frac=float(iterations["draft_s"].sum()) / busy if busy else 0.0,
+        verify_time_frac=float(iterations["verify_s"].sum()) / busy if busy else 0.0,
+        overhead_time_frac=float(iterations["overhead_s"].sum()) / busy if busy else 0.0,
+        preemptions=int(requests["preemptions"].sum()),
+        kv_blocks_total=int(memory.num_blocks),
+        kv_blocks_peak=int(peak_blocks),
+        iterations=len(iterations),
+        kv_blocks_in_use_end=int(blocks_in_use_end),
+    )

@@ -21,7 +21,7 @@ from simspec.engine.acceptance.inversion import run_alpha_profile
 from simspec.engine.acceptance.samplers import AcceptanceSampler, build_sampler
 from simspec.engine.costmodel import RooflineCostModel
 from simspec.engine.kv_cache import MemoryPlan, plan_memory
-from simspec.engine.metrics import summarize
+from simspec.engine.metrics import RunSummary, summarize
 from simspec.engine.replica import Replica, ReplicaSetup
 from simspec.engine.requests import RequestTable
 from simspec.engine.speculators import Speculator, build_speculator
@@ -36,7 +36,7 @@ class SimResult:
     scenario: Scenario
     requests: pd.DataFrame
     iterations: pd.DataFrame
-    summary: dict[str, float]
+    summary: RunSummary
     memory: MemoryPlan
 
 
@@ -143,8 +143,9 @@ def simulate(sc: Scenario) -> SimResult:
 
     requests = _request_frame(table)
     iterations = replica.log.frame()
-    summary = summarize(requests, iterations, wl, replica.pool.peak_used, setup.memory)
-    summary["kv_blocks_in_use_end"] = float(replica.pool.used)  # all back once all have left
+    # every block is back once all requests have left: kv_blocks_in_use_end checks that
+    pool = replica.pool
+    summary = summarize(requests, iterations, wl, pool.peak_used, setup.memory, pool.used)
     return SimResult(sc, requests, iterations, summary, setup.memory)
 
 

@@ -183,7 +183,7 @@ def compare(
             ],
             executor,
         )
-        sim_speedup = spec_run["throughput_tok_s"] / ar_run["throughput_tok_s"]
+        sim_speedup = spec_run.throughput_tok_s / ar_run.throughput_tok_s
         if b == 1 and sp == 0.0:
             why = "same assumptions: they agree (prefill and the last, cut step aside)"
         elif sp > 0:
@@ -202,7 +202,7 @@ def compare(
                 "batch_size": b,
                 "spread": sp,
                 "closed_form_tau": e,
-                "simulated_tau": spec_run["mean_accept_len"],
+                "simulated_tau": spec_run.mean_accept_len,
                 "closed_form_speedup_batch1": closed_speedup,
                 "simulated_speedup": sim_speedup,
                 "why": why,

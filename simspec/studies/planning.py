@@ -45,9 +45,11 @@ class Slo:
     tpot_ms: float
     percentile: int = 99
 
-    def met(self, summary: dict[str, float]) -> bool:
+    def met(self, summary: Summary) -> bool:
         p = "p50" if self.percentile == 50 else "p99"
-        return summary[f"ttft_ms_{p}"] <= self.ttft_ms and summary[f"tpot_ms_{p}"] <= self.tpot_ms
+        return getattr(summary, f"ttft_ms_{p}") <= self.ttft_ms and (
+            getattr(summary, f"tpot_ms_{p}") <= self.tpot_ms
+        )
 
 
 MAX_PROBE_REQUESTS = 20_000
@@ -118,17 +120,17 @@ def plan(
         ok = s is not None and rate > 0
         replicas = math.ceil(target_qps / rate) if ok else None
         gpus = replicas * deploy.tp if replicas else None
-        out_tok = rate * s["output_tokens_mean"] if ok else float("nan")
+        out_tok = rate * s.output_tokens_mean if ok else float("nan")
         # the fleet serves target_qps requests/s of the workload's mean output length
-        tokens_per_hour = target_qps * s["output_tokens_mean"] * 3600 if ok else float("nan")
+        tokens_per_hour = target_qps * s.output_tokens_mean * 3600 if ok else float("nan")
         cost = gpus * gpu_hour_price / tokens_per_hour * 1e6 if ok else float("nan")
         rows.append(
             {
                 "method": m.name,
                 "k": m.k if m.name != "autoregressive" else 0,
                 "max_qps_per_replica": rate,
-                "ttft_ms_at_max": s[f"ttft_ms_p{slo.percentile}"] if ok else float("nan"),
-                "tpot_ms_at_max": s[f"tpot_ms_p{slo.percentile}"] if ok else float("nan"),
+                "ttft_ms_at_max": getattr(s, f"ttft_ms_p{slo.percentile}") if ok else float("nan"),
+                "tpot_ms_at_max": getattr(s, f"tpot_ms_p{slo.percentile}") if ok else float("nan"),
                 "output_tok_s_at_max": out_tok,
                 "replicas": replicas,
                 "gpus": gpus,
@@ -185,7 +187,7 @@ def recommend(
         )
         row: dict[str, float] = {"concurrency": c}
         for k, s in zip(ks, runs, strict=True):
-            row[f"speedup_k{k}"] = s["throughput_tok_s"] / base["throughput_tok_s"]
+            row[f"speedup_k{k}"] = s.throughput_tok_s / base.throughput_tok_s
         best_k, best = max(((k, row[f"speedup_k{k}"]) for k in ks), key=lambda kv: kv[1])
         row["best_k"] = best_k if best > 1.0 else 0
         row["best_speedup"] = max(best, 1.0)

@@ -109,7 +109,7 @@ def run_policy(
             "method": method.name,
             "k": method.k if method.name != "autoregressive" else 0,
             "tree_nodes": method.tree_nodes,
-            **{c: s[c] for c in METRICS},
+            **{c: getattr(s, c) for c in METRICS},
         }
         for (label, method), s in zip(chosen, summaries, strict=True)
     ]

@@ -21,13 +21,14 @@ from types import TracebackType
 from typing import Any, Literal, TextIO
 
 from simspec.config import Scenario
+from simspec.engine.metrics import RunSummary
 from simspec.engine.simulation import SimResult, simulate
 from simspec.errors import InputError, ScenarioError
 from simspec.outputs import write_text_atomic
 
 Executor = Literal["serial", "process", "ray"]
 Errors = Literal["raise", "keep"]
-Summary = dict[str, float]
+Summary = RunSummary
 Measure = Callable[[SimResult], Any]
 
 
@@ -115,7 +116,7 @@ class RunCache:
 
 
 def _line(key: str, summary: Summary) -> str:
-    return json.dumps({"key": key, "summary": summary}) + "\n"
+    return json.dumps({"key": key, "summary": summary.as_dict()}) + "\n"
 
 
 def read_runs(path: Path | None) -> dict[str, Summary]:
@@ -126,8 +127,8 @@ def read_runs(path: Path | None) -> dict[str, Summary]:
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             entry = json.loads(line)
-            done[entry["key"]] = entry["summary"]
-        except (json.JSONDecodeError, KeyError, TypeError):
+            done[entry["key"]] = RunSummary.from_dict(entry["summary"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
             continue
     return done
 

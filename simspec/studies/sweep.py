@@ -240,15 +240,12 @@ def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, Summary])
                 "method": c.method.name,
                 "k": c.method.k if c.method.name != "autoregressive" else 0,
                 "batch_size": c.batch_size,
-                "speedup": s["throughput_tok_s"] / base["throughput_tok_s"],
-                "tpot_ratio": base["tpot_ms_p50"] / s["tpot_ms_p50"],
-                **{col: s[col] for col in METRIC_COLUMNS},
-                "requests": int(s["requests"]),
+                "speedup": s.throughput_tok_s / base.throughput_tok_s,
+                "tpot_ratio": base.tpot_ms_p50 / s.tpot_ms_p50,
+                **{col: getattr(s, col) for col in METRIC_COLUMNS},
+                "requests": s.requests,
                 "seed": p.seed,
                 "acceptance": describe_acceptance(c.method),
             }
         )
-    frame = pd.DataFrame(rows, columns=COLUMNS)
-    for col in ("preemptions", "unfinishable", "kv_blocks_total"):
-        frame[col] = frame[col].astype(int)
-    return frame
+    return pd.DataFrame(rows, columns=COLUMNS)

@@ -212,7 +212,7 @@ def _measure(res: SimResult) -> tuple[dict[str, float], dict[str, float], list[f
     }
     req = res.requests[res.requests.spec_steps > 0]
     tau = ((req.accepted_tokens + req.spec_steps) / req.spec_steps).tolist()
-    return {c: s[c] for c in SUMMARY_COLUMNS}, parts, tau
+    return {c: getattr(s, c) for c in SUMMARY_COLUMNS}, parts, tau
 
 
 def run(inp: ExplorerInputs, workers: int | None = None) -> dict[str, pd.DataFrame]:

@@ -59,7 +59,7 @@ def check_step_times(
         measured = float(row["measured_value"])
         if row["metric"] == "throughput_tok_s":
             measured = 1e3 / measured  # one request: ms per output token
-        predicted = summary["tpot_ms_mean"]
+        predicted = summary.tpot_ms_mean
         out.append(
             {
                 "case_id": row["case_id"],

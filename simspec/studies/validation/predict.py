@@ -350,18 +350,18 @@ def metric_value(plan: CasePlan, runs: dict[str, Summary | Failed]) -> tuple[flo
     if plan.metric == "step_time_ms":
         return _step_time_ms(plan.scenario), math.nan
     own = _run(runs, plan.scenario)
-    tau = own["mean_accept_len"] if plan.scenario.method.name != "autoregressive" else math.nan
+    tau = own.mean_accept_len if plan.scenario.method.name != "autoregressive" else math.nan
     if plan.metric == "tau":
-        return own["mean_accept_len"], tau
+        return own.mean_accept_len, tau
     if plan.metric == "tpot_ms":
-        return own["tpot_ms_mean"], tau
+        return own.tpot_ms_mean, tau
     if plan.metric == "throughput_tok_s":
-        return own["throughput_tok_s"], tau
+        return own.throughput_tok_s, tau
     base = _run(runs, plan.baseline)
     if plan.scenario.workload.arrival == "poisson":
         # under open-loop load both serve the same rate: the gain is in latency
-        return base["e2e_s_p50"] / own["e2e_s_p50"], tau
-    return own["throughput_tok_s"] / base["throughput_tok_s"], tau
+        return base.e2e_s_p50 / own.e2e_s_p50, tau
+    return own.throughput_tok_s / base.throughput_tok_s, tau
 
 
 def _run(runs: dict[str, Summary | Failed], sc: Scenario | None) -> Summary:
