@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from simspec.catalog.hardware import load_engine, load_gpu, load_profile
-from simspec.catalog.methods import method_presets, preset_method
+from simspec.catalog.methods import method_info, method_presets, preset_method
 from simspec.catalog.models import load_model
 from simspec.cli.main import app
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
@@ -183,6 +183,30 @@ def test_self_spec_adds_no_draft_weights_or_kv_and_drafts_with_its_early_layers(
     draft = spec.draft_cost(DraftStep(np.full(4, 512), np.ones(4, dtype=np.int64), 2048.0, spec.k))
     full = cost_model().forward(load_model(TARGET), BatchShape.uniform(4, 1, 2048.0, 4))
     assert draft.total_s < spec.k * full.total_s  # 8 of 32 layers per draft step
+
+
+def built(name: str):
+    """``name`` in its packaged default configuration (alpha 0.5 where it has no preset)."""
+    cfg = preset_method(name, "sharegpt", target=TARGET)
+    if cfg.acceptance is None and name != "autoregressive":
+        cfg = cfg.model_copy(update={"acceptance": AcceptanceConfig(alpha=0.5)})
+    return build_speculator(cfg, load_model(TARGET), cost_model(), load_engine("vllm"))
+
+
+@pytest.mark.parametrize("name", list(SPECULATORS))
+def test_a_method_drafts_the_catalogues_default_shape(name):
+    spec = built(name)
+    info = method_info(name)
+    assert spec.info == info and spec.tree_kind == info.default_tree in info.shapes
+    assert (spec.tree is None) == (info.default_tree == "chain" or spec.k == 0)
+
+
+@pytest.mark.parametrize("name", list(SPECULATORS))
+def test_no_sequences_or_no_draft_takes_no_draft_time(name):
+    spec = built(name)
+    none, two = np.zeros(0, dtype=np.int64), np.ones(2, dtype=np.int64)
+    assert spec.draft_cost(DraftStep(none, none, 0.0, max(spec.k, 1))).total_s == 0.0
+    assert spec.draft_cost(DraftStep(100 * two, two, 200.0, 0)).total_s == 0.0
 
 
 def test_tree_speedup_falls_faster_with_batch_than_a_chains():

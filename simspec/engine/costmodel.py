@@ -131,9 +131,14 @@ class BatchShape:
         )
 
 
+_INT64 = np.dtype(np.int64)
+
+
 def _counts(x: np.ndarray) -> np.ndarray:
     """Token counts as int64 (exact sums, and the same floats as float64 sums below 2**53);
     anything else as float64."""
+    if type(x) is np.ndarray and x.dtype is _INT64:  # the hot loop's arrays, as they are
+        return x
     x = np.asarray(x)
     return x.astype(np.int64, copy=False) if x.dtype.kind in "iub" else x.astype(np.float64)
 

@@ -107,12 +107,13 @@ class Replica:
             # 2. draft and 3. verify (one target forward, prefill chunks included) take this long
             draft_s = self._draft_time(d, kv_d, kv_sum, shape)
             verify, prefill_done = self._verify_cost(batch, kv_sum, shape.width)
+            verify_s = verify.total_s
             start = self.env.now
-            yield self.env.timeout(draft_s + verify.total_s)
+            yield self.env.timeout(draft_s + verify_s)
             # 4. accept, and 5. update KV, counters and metrics; finished requests leave
             emitted, decoded_out = self._accept(d, kv_d, shape)
             first = self._advance_prefill(batch, prefill_done)
-            self._record(start, batch, shape, emitted, first, draft_s, verify)
+            self._record(start, batch, shape, emitted, first, draft_s, verify_s, verify.overhead_s)
             self._finish(decoded_out, first)
 
     # -- the steps of one iteration --------------------------------------------------------
@@ -200,8 +201,11 @@ class Replica:
         emitted: np.ndarray,
         first: np.ndarray,
         draft_s: float,
-        verify: StepCost,
+        verify_s: float,
+        overhead_s: float,
     ) -> None:
+        """The iteration's row in the log (``verify_s``: the target forward, ``overhead_s`` of
+        it host overhead)."""
         decode, prefill = len(batch.decode), len(batch.prefill)
         made = int(emitted.sum()) if shape.k else decode
         self.log.record(
@@ -215,8 +219,8 @@ class Replica:
                 spec_tokens=made if shape.k else 0,
                 spec_seqs=decode if shape.k else 0,
                 draft_s=draft_s,
-                verify_s=verify.total_s - verify.overhead_s,
-                overhead_s=verify.overhead_s,
+                verify_s=verify_s - overhead_s,
+                overhead_s=overhead_s,
                 kv_blocks_used=self.pool.used,
             )
         )
