@@ -1,8 +1,7 @@
-"""Presets as data: GPUs, model shapes, hardware profiles and engine profiles.
+"""Presets as data: GPUs, hardware profiles and engine profiles.
 
 Every value lives in a YAML file under ``simspec/data`` next to the source it was read from;
-this module only validates and loads them. A model can also come from a Hugging Face
-``config.json`` given by path.
+this module only validates and loads them (model shapes: :mod:`simspec.catalog.models`).
 """
 
 from __future__ import annotations

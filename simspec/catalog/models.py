@@ -1,4 +1,5 @@
-"""TODO docstring"""
+"""Model shapes: the packaged presets (``simspec/data/models.yaml``, each with its source) or a
+Hugging Face ``config.json`` given by path, read as a Llama-style dense decoder."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TODO docstring"""
+"""The packaged data files (``simspec/data``), read once: every catalogue module loads its
+YAML through here, so the installed package needs nothing outside itself."""
 
 from __future__ import annotations
 
