@@ -28,6 +28,7 @@ from simspec.engine.acceptance.trees import (
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.simulation import simulate
 from simspec.engine.speculators import SPECULATORS, DraftStep, build_speculator
+from simspec.errors import InputError
 from simspec.studies.sweep import SweepConfig, run_sweep
 
 runner = CliRunner()
@@ -336,3 +337,11 @@ def test_a_tree_run_at_temperature_one_walks_the_sampled_siblings():
     greedy = simulate(Scenario(method=method, workload=wl)).summary.mean_accept_len
     hot = simulate(Scenario(method=method, workload=wl, temperature=1.0)).summary
     assert 1.0 < hot.mean_accept_len < greedy
+
+
+def test_a_k_schedule_longer_than_k_is_an_error_naming_the_field():
+    method = MethodConfig(
+        name="eagle3", k=3, k_schedule=[[1, 4, 4]], acceptance=AcceptanceConfig(alpha=0.7)
+    )
+    with pytest.raises(InputError, match=r"methods\.eagle3\.k_schedule: K=4 exceeds k=3"):
+        simulate(Scenario(method=method, workload=WorkloadConfig(concurrency=2, requests=4)))

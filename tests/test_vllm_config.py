@@ -145,3 +145,8 @@ def test_the_method_map_reads_both_ways():
     assert all(METHODS[vllm] == name for name, vllm in TO_VLLM.items())
     assert set(METHODS.values()) <= set(SPECULATORS)
     assert {METHODS[alias] for alias in MTP_ALIASES} == {"mtp"}
+
+
+def test_a_schedule_without_num_speculative_tokens_builds_for_its_longest_draft():
+    out = to_method({"method": "eagle3", "num_speculative_tokens_per_batch_size": [[1, 8, 4]]})
+    assert out["k"] == 4

@@ -110,6 +110,8 @@ def to_method(cfg: dict[str, Any]) -> dict[str, Any]:
     schedule = cfg.get("num_speculative_tokens_per_batch_size")
     if schedule is not None:
         out["k_schedule"] = _schedule(schedule)
+        if k is None:  # vLLM builds the drafter for the longest draft the schedule asks for
+            out["k"] = max([1, *(steps for _, _, steps in out["k_schedule"])])
     if cfg.get("disable_by_batch_size") is not None:
         out["disable_by_batch_size"] = _int(
             cfg["disable_by_batch_size"], "disable_by_batch_size", 1, 1_000_000

@@ -70,6 +70,14 @@ class Speculator:
         explicit = self._explicit_tree(cfg)
         shape = self._tree_shape(cfg, explicit)
         self.policy = LoadPolicy.of(cfg, self.k, None if shape is None else shape.nodes)
+        longest = max((k for _, _, k in cfg.k_schedule or ()), default=0)
+        if shape is None and longest > self.k:
+            # the run's samplers and costs are built for k draft positions at most
+            raise InputError(
+                f"methods.{self.name}.k_schedule",
+                f"K={longest} exceeds k={self.k}, the longest draft the run is built for: "
+                f"set k (num_speculative_tokens) to at least {longest}",
+            )
         self.tree = None if shape is None else DraftTree(shape, self.policy.budgets, explicit)
         self._steps: dict[int, StepShape] = {}  # by batch size
 
