@@ -47,7 +47,7 @@ def main() -> None:
         t0 = time.perf_counter()
         result = simulate(sc)
         best = min(best, time.perf_counter() - t0)
-    n_it = int(result.summary["iterations"])
+    n_it = result.summary.iterations
     print(
         f"{args.requests} requests, concurrency 64, EAGLE K=3 (ShareGPT trace): "
         f"best of {args.repeat}: {best:.2f} s, {n_it} iterations, {n_it / best:,.0f} it/s"

@@ -33,9 +33,9 @@ TEMPS = [0.0, 0.25, 0.5, 0.7, 0.85, 1.0, 1.2, 1.5]
 
 
 def speedup(method: MethodConfig, temperature: float, wl: WorkloadConfig) -> float:
-    ar = simulate(Scenario(workload=wl)).summary["throughput_tok_s"]
+    ar = simulate(Scenario(workload=wl)).summary.throughput_tok_s
     spec = simulate(Scenario(method=method, workload=wl, temperature=temperature)).summary
-    return spec["throughput_tok_s"] / ar
+    return spec.throughput_tok_s / ar
 
 
 def temperature_figure() -> None:

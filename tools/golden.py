@@ -8,12 +8,18 @@ must not move any number::
 
     python tools/golden.py            # the 20 scenarios (about a minute on 2 cores)
     python tools/golden.py --cli      # also the default sweep and the validation run
+
+The same script gives the same three hashes on the flat package (commit 5ff7fd9) and on the
+layered one (issue 13)::
+
+    20 golden scenarios: da08d44775b6636a03549b9cdae3fee0e74dc96c730ebce351d0e6b54711eb34
+    default sweep CSV:   d3a8341c0a49cab1b812c1f50df9d752bda58a2c905da8a7c137c93aa9a783fb
+    validate CSV:        4e634cfd946b491510df453a07c40bdf68b2bb2a9d46e1bda2d653ea3fbe6245
 """
 
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,9 +27,9 @@ from pathlib import Path
 
 try:  # the public API
     from simspec import Scenario, simulate
-except ImportError:  # before the layered package
-    from simspec.config import Scenario
-    from simspec.engine.simulation import simulate
+except ImportError:  # the flat package before the layered one (commit 5ff7fd9)
+    from simspec.scenario import Scenario
+    from simspec.simulation import simulate
 
 
 def _method(name: str, **kw) -> dict:
@@ -118,7 +124,7 @@ SCENARIOS: list[dict] = [
         },
         "method": _method(
             "eagle3",
-            k=3,
+            k=4,
             k_schedule=[[1, 8, 4], [9, 1024, 1]],
             acceptance={"tau": 3.0, "tau_k": 4, "spread": 0.6},
         ),
@@ -183,7 +189,7 @@ def _cli_hash(args: list[str], name: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / name
         subprocess.run(
-            [shutil.which("simspec") or "simspec", *args, "--out", str(out)],
+            [sys.executable, "-m", "simspec.cli", *args, "--out", str(out)],
             check=True,
             stdout=subprocess.DEVNULL,
         )
