@@ -174,18 +174,6 @@ def main() -> None:
         analytic_view(inputs)
 
 
-def deployment(inputs: explorer.ExplorerInputs) -> Deployment:
-    return Deployment(
-        model=inputs.model,
-        gpu=inputs.gpu,
-        tp=inputs.tp,
-        engine=inputs.engine,
-        temperature=inputs.temperature,
-        top_p=inputs.top_p,
-        workload=explorer.workload_for(inputs, 1),
-    )
-
-
 def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot: float) -> None:
     left, right = st.columns(2)
     with left:
@@ -198,7 +186,7 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
                     explorer.method_for(inputs, m) for m in ["autoregressive", *inputs.methods]
                 ]
                 frame = planning.plan(
-                    deployment(inputs),
+                    explorer.deployment_for(inputs),
                     methods,
                     qps,
                     planning.Slo(slo_ttft, slo_tpot),
@@ -216,7 +204,9 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
             base = explorer.method_for(inputs, method)
             ks = list(range(1, 6)) if base.tree in (None, "chain") else [base.k]
             with st.spinner("simulating every K at every concurrency…"):
-                table = planning.recommend(deployment(inputs), base, ks, (1, 4, 16, 64, 128, 256))
+                table = planning.recommend(
+                    explorer.deployment_for(inputs), base, ks, (1, 4, 16, 64, 128, 256)
+                )
             bands = planning.schedule(table, 1024)
             st.dataframe(table, width="stretch")
             cfg = planning.speculative_config(base, bands)
@@ -233,7 +223,7 @@ def analytic_view(inputs: explorer.ExplorerInputs) -> None:
     chains = [m for m in inputs.methods if method_info(m).shapes[0] == "chain"] or ["eagle3"]
     method = st.selectbox("Chain method for the closed form", chains)
     context = st.slider("Tokens in the KV cache", 64, 32768, 1024, 64)
-    table = analytic_cached(deployment(inputs).model_dump_json(), method, context)
+    table = analytic_cached(explorer.deployment_for(inputs).model_dump_json(), method, context)
     fe, fs = explorer.analytic_figures(table, f"{method} on {inputs.model}")
     st.plotly_chart(fe, width="stretch")
     st.plotly_chart(fs, width="stretch")

@@ -20,7 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from simspec.catalog.methods import DATASET_DOMAIN, TRACE_DATASETS, preset_method
 from simspec.catalog.models import ModelShape, load_hf_config
 from simspec.catalog.traces import first_method, load_trace
-from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
+from simspec.config import (
+    AcceptanceConfig,
+    Deployment,
+    LengthSpec,
+    MethodConfig,
+    Scenario,
+    WorkloadConfig,
+)
 from simspec.engine.simulation import SimResult
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
@@ -186,9 +193,9 @@ SUMMARY_COLUMNS = (
 )
 
 
-def scenario_for(inp: ExplorerInputs, load: float, method: MethodConfig) -> Scenario:
-    """The page's deployment running ``method`` at one load."""
-    return Scenario(
+def deployment_for(inp: ExplorerInputs, load: float = 1) -> Deployment:
+    """The page's deployment (model, GPU, TP, engine, sampling, seed) at one load."""
+    return Deployment(
         model=inp.model,
         gpu=inp.gpu,
         tp=inp.tp,
@@ -196,9 +203,13 @@ def scenario_for(inp: ExplorerInputs, load: float, method: MethodConfig) -> Scen
         temperature=inp.temperature,
         top_p=inp.top_p,
         seed=inp.seed,
-        method=method,
         workload=workload_for(inp, load),
     )
+
+
+def scenario_for(inp: ExplorerInputs, load: float, method: MethodConfig) -> Scenario:
+    """The page's deployment running ``method`` at one load."""
+    return Scenario(**dict(deployment_for(inp, load)), method=method)
 
 
 def _measure(res: SimResult) -> tuple[dict[str, float], dict[str, float], list[float]]:
