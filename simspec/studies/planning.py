@@ -20,8 +20,9 @@ import pandas as pd
 
 from simspec.catalog.vllm import TO_VLLM
 from simspec.config import Deployment, MethodConfig, Scenario
+from simspec.engine.metrics import RunSummary
 from simspec.errors import ScenarioError
-from simspec.studies.runner import Executor, RunCache, Summary, run, run_all
+from simspec.studies.runner import Executor, RunCache, run, run_all
 
 PLAN_COLUMNS = [
     "method",
@@ -45,7 +46,7 @@ class Slo:
     tpot_ms: float
     percentile: int = 99
 
-    def met(self, summary: Summary) -> bool:
+    def met(self, summary: RunSummary) -> bool:
         p = "p50" if self.percentile == 50 else "p99"
         return getattr(summary, f"ttft_ms_{p}") <= self.ttft_ms and (
             getattr(summary, f"tpot_ms_{p}") <= self.tpot_ms
@@ -73,7 +74,7 @@ def max_rate(
     iterations: int = 12,
     *,
     cache: RunCache | None = None,
-) -> tuple[float, Summary | None]:
+) -> tuple[float, RunSummary | None]:
     """Highest arrival rate (requests/s) whose run (``duration_s`` seconds of arrivals) meets the
     SLO, by bisection between a rate
     that meets it and one that does not (found by doubling from 0.25/s). Latency grows with the

@@ -15,7 +15,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simspec.config import Deployment, MethodConfig, Scenario
-from simspec.studies.runner import Executor, RunCache, Summary, run_all, scenario_key
+from simspec.engine.metrics import RunSummary
+from simspec.studies.runner import Executor, RunCache, run_all, scenario_key
 
 # summary metrics copied into the table, by name
 METRICS = (
@@ -97,7 +98,7 @@ def run_policy(
     for (label, _), sc in zip(chosen, scenarios, strict=True):
         labels.setdefault(scenario_key(sc.model_dump_json()), []).append(label)
 
-    def finished(key: str, _: Summary) -> None:
+    def finished(key: str, _: RunSummary) -> None:
         if progress:
             for label in labels[key]:
                 progress(label)

@@ -28,7 +28,6 @@ from simspec.outputs import write_text_atomic
 
 Executor = Literal["serial", "process", "ray"]
 Errors = Literal["raise", "keep"]
-Summary = RunSummary
 Measure = Callable[[SimResult], Any]
 
 
@@ -47,7 +46,7 @@ def scenario_key(scenario_json: str) -> str:
     return hashlib.sha256(scenario_json.encode()).hexdigest()[:20]
 
 
-def summary_of(result: SimResult) -> Summary:
+def summary_of(result: SimResult) -> RunSummary:
     """What a run is kept for unless the caller asks for more: its summary."""
     return result.summary
 
@@ -80,7 +79,7 @@ class RunCache:
 
     def __init__(self, path: Path | None = None, resume: bool = False) -> None:
         self.path = path
-        self._runs: dict[str, Summary] = read_runs(path) if resume else {}
+        self._runs: dict[str, RunSummary] = read_runs(path) if resume else {}
         self._sink: TextIO | None = None
         if path is not None and path.exists():
             write_text_atomic(path, "".join(_line(k, v) for k, v in self._runs.items()))
@@ -91,10 +90,10 @@ class RunCache:
     def __len__(self) -> int:
         return len(self._runs)
 
-    def get(self, key: str) -> Summary | None:
+    def get(self, key: str) -> RunSummary | None:
         return self._runs.get(key)
 
-    def add(self, key: str, summary: Summary) -> None:
+    def add(self, key: str, summary: RunSummary) -> None:
         self._runs[key] = summary
         if self.path is not None:
             self._sink = self._sink or self.path.open("a", encoding="utf-8")
@@ -115,11 +114,11 @@ class RunCache:
         self.close()
 
 
-def _line(key: str, summary: Summary) -> str:
+def _line(key: str, summary: RunSummary) -> str:
     return json.dumps({"key": key, "summary": summary.as_dict()}) + "\n"
 
 
-def read_runs(path: Path | None) -> dict[str, Summary]:
+def read_runs(path: Path | None) -> dict[str, RunSummary]:
     """The summaries a :class:`RunCache` file holds; a truncated last line is ignored."""
     if path is None or not path.exists():
         return {}
@@ -172,7 +171,7 @@ def run_all(
     return [out[key] for key in keys]
 
 
-def run(scenario: Scenario, cache: RunCache | None = None) -> Summary:
+def run(scenario: Scenario, cache: RunCache | None = None) -> RunSummary:
     """One scenario's summary, here and now (a probe whose next step depends on it)."""
     return run_all([scenario], "serial", cache=cache)[0]
 

@@ -13,8 +13,9 @@ from pydantic import Field, field_validator
 
 from simspec.catalog.methods import TRACE_DATASETS, default_methods
 from simspec.config import Deployment, MethodConfig, Scenario
+from simspec.engine.metrics import RunSummary
 from simspec.engine.simulation import check
-from simspec.studies.runner import Executor, RunCache, Summary, run_all, scenario_key
+from simspec.studies.runner import Executor, RunCache, run_all, scenario_key
 
 DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
 
@@ -190,7 +191,7 @@ def run_sweep(
         check(Scenario.model_validate_json(scenario_json))
     by_key = {c.key: c for c in todo}
 
-    def finished(key: str, _: Summary) -> None:
+    def finished(key: str, _: RunSummary) -> None:
         if progress:
             c = by_key[key]
             progress(f"{c.method.name} bs={c.batch_size}")
@@ -214,7 +215,7 @@ def run_sweep(
     return _results_frame(cfg, todo, done)
 
 
-def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, Summary]) -> pd.DataFrame:
+def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, RunSummary]) -> pd.DataFrame:
     want_baseline = any(m.name == "autoregressive" for m in cfg.methods)
     rows = []
     baseline: dict[tuple[int, int], dict[str, float]] = {}

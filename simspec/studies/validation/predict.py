@@ -33,10 +33,11 @@ from simspec.catalog.methods import (
 from simspec.catalog.models import load_model
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
 from simspec.engine.costmodel import BatchShape
+from simspec.engine.metrics import RunSummary
 from simspec.engine.simulation import build_cost_model, check
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, validation_message
-from simspec.studies.runner import Failed, Summary, scenario_key
+from simspec.studies.runner import Failed, scenario_key
 from simspec.studies.validation.cases import LOAD_KINDS, METRICS, number, whole
 
 BASELINES = ("same-engine-no-spec", "hf-vanilla")
@@ -344,7 +345,7 @@ def _chain_alpha(trace: AcceptanceConfig, name: str, k: int) -> AcceptanceConfig
 
 
 # -- from simulation summaries to the metric ----------------------------------------------------
-def metric_value(plan: CasePlan, runs: dict[str, Summary | Failed]) -> tuple[float, float]:
+def metric_value(plan: CasePlan, runs: dict[str, RunSummary | Failed]) -> tuple[float, float]:
     """(predicted value, predicted τ) from the finished runs (by
     :func:`~simspec.studies.runner.scenario_key`); raises Skip if a run failed."""
     if plan.metric == "step_time_ms":
@@ -364,7 +365,7 @@ def metric_value(plan: CasePlan, runs: dict[str, Summary | Failed]) -> tuple[flo
     return own.throughput_tok_s / base.throughput_tok_s, tau
 
 
-def _run(runs: dict[str, Summary | Failed], sc: Scenario | None) -> Summary:
+def _run(runs: dict[str, RunSummary | Failed], sc: Scenario | None) -> RunSummary:
     result = runs[scenario_key(sc.model_dump_json())]
     if isinstance(result, Failed):
         raise Skip(result.reason)
