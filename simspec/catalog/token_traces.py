@@ -1,0 +1,127 @@
+"""Token traces: the prompt and the target's generated token ids of real requests.
+
+A token-trace file is JSONL (optionally gzipped), one request per line:
+``{"id": ..., "prompt_token_ids": [...], "generated_token_ids": [...]}`` (``id`` optional). Lookup
+drafters are deterministic functions of these streams, so :mod:`simspec.engine.lookup` replays
+them exactly. Four are packaged by dataset name (``data/traces/SOURCE.md``); any other file is
+read by path (``calibration/capture_tokens.py`` writes one from a run of your own model).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from simspec.catalog.traces import PACKAGED_DIR
+from simspec.errors import InputError
+
+MAX_TOKEN_TRACE_BYTES = 512 * 1024 * 1024  # uncompressed
+_SUFFIX = ".tokens.jsonl.gz"
+
+
+@dataclass(frozen=True, eq=False)
+class TokenTrace:
+    """Every request's prompt and generated token ids, in file order."""
+
+    name: str
+    ids: tuple[str, ...]
+    prompts: tuple[np.ndarray, ...]  # int64 token ids
+    outputs: tuple[np.ndarray, ...]  # int64 token ids, the target's output
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.prompts)
+
+    @property
+    def prompt_len(self) -> np.ndarray:
+        return np.array([len(p) for p in self.prompts], dtype=np.int64)
+
+    @property
+    def output_len(self) -> np.ndarray:
+        return np.array([len(o) for o in self.outputs], dtype=np.int64)
+
+
+def _packaged_root():
+    return resources.files("simspec").joinpath("data", "traces", PACKAGED_DIR, "tokens")
+
+
+def packaged_token_traces() -> list[str]:
+    return sorted(
+        p.name.removesuffix(_SUFFIX) for p in _packaged_root().iterdir() if p.name.endswith(_SUFFIX)
+    )
+
+
+def is_token_trace(ref: str) -> bool:
+    """Whether ``ref`` names a packaged token trace or an existing token-trace file."""
+    return ref in packaged_token_traces() or (
+        Path(ref).is_file() and (ref.endswith(".jsonl") or ref.endswith(".jsonl.gz"))
+    )
+
+
+def _read(ref: str, field: str) -> tuple[str, bytes]:
+    """(display name, raw JSONL bytes) of a packaged dataset name or a path."""
+    if ref in packaged_token_traces():
+        data = _packaged_root().joinpath(ref + _SUFFIX).read_bytes()
+        return f"{PACKAGED_DIR}/tokens/{ref}", gzip.decompress(data)
+    path = Path(ref)
+    if not path.is_file():
+        raise InputError(
+            field,
+            f"no token trace {ref!r}: give a packaged one ({', '.join(packaged_token_traces())}) "
+            "or the path of a JSONL(.gz) file with prompt_token_ids and generated_token_ids",
+        )
+    try:
+        if ref.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                raw = f.read(MAX_TOKEN_TRACE_BYTES + 1)
+        else:
+            raw = path.read_bytes()
+    except (OSError, EOFError) as exc:
+        raise InputError(field, f"cannot read {ref!r}: {exc}") from None
+    if len(raw) > MAX_TOKEN_TRACE_BYTES:
+        raise InputError(field, f"{ref!r} is larger than {MAX_TOKEN_TRACE_BYTES} bytes")
+    return str(path), raw
+
+
+def _ids(value: object, where: str, key: str, field: str, allow_empty: bool) -> np.ndarray:
+    if not isinstance(value, list) or (not value and not allow_empty):
+        raise InputError(field, f"{where}: {key} must be a non-empty list of token ids")
+    arr = np.asarray(value)
+    if len(arr) and (arr.dtype.kind not in "iu" or arr.ndim != 1 or arr.min() < 0):
+        raise InputError(field, f"{where}: {key} must hold integers >= 0")
+    return arr.astype(np.int64)
+
+
+@cache
+def load_token_trace(ref: str, field: str = "acceptance.tokens") -> TokenTrace:
+    """Load and check every line of a token trace (``field``: the input named in errors)."""
+    name, raw = _read(ref, field)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(field, f"{name}: not UTF-8 text") from None
+    ids, prompts, outputs = [], [], []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{name} line {lineno}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(field, f"{where}: not JSON ({exc.msg})") from None
+        if not isinstance(rec, dict) or not {"prompt_token_ids", "generated_token_ids"} <= set(
+            rec
+        ):
+            raise InputError(field, f"{where}: needs prompt_token_ids and generated_token_ids")
+        prompts.append(_ids(rec["prompt_token_ids"], where, "prompt_token_ids", field, False))
+        outputs.append(_ids(rec["generated_token_ids"], where, "generated_token_ids", field, False))
+        ids.append(str(rec.get("id", len(ids))))
+    if not prompts:
+        raise InputError(field, f"{name} holds no requests")
+    return TokenTrace(name, tuple(ids), tuple(prompts), tuple(outputs))
