@@ -146,18 +146,33 @@ class AcceptanceConfig(BaseModel):
         default=0.0, ge=0.0, lt=1.0, description="lag-1 correlation of the per-step offset"
     )
     trace: str | None = Field(default=None, description="packaged trace name or acc_len JSONL path")
+    tokens: str | None = Field(
+        default=None,
+        description="token trace (packaged dataset name or JSONL(.gz) path with prompt_token_ids "
+        "and generated_token_ids): lookup methods replay their proposer on it exactly",
+    )
     temperature: float = Field(
         default=0.0, ge=0.0, le=5.0, description="sampling temperature alpha/tau was measured at"
     )
     trace_method: str | None = Field(default=None, description="key under acc_len, e.g. eagle3")
     source: str = Field(default="", description="where the numbers come from")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _token_source(cls, data: object) -> object:
+        """``{source: tokens, file: F}`` is ``{tokens: F}`` (``source`` is otherwise provenance)."""
+        if isinstance(data, dict) and data.get("source") == "tokens" and "file" in data:
+            rest = {k: v for k, v in data.items() if k not in ("file", "source")}
+            return {**rest, "tokens": data["file"], "source": f"token trace {data['file']}"}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> AcceptanceConfig:
-        given = [n for n in ("alpha", "tau", "trace") if getattr(self, n) is not None]
+        given = [n for n in ("alpha", "tau", "trace", "tokens") if getattr(self, n) is not None]
         if len(given) != 1:
             raise ValueError(
-                f"give exactly one of alpha, tau or trace (got {', '.join(given) or 'none'})"
+                "give exactly one of alpha, tau, trace or tokens "
+                f"(got {', '.join(given) or 'none'})"
             )
         if self.alpha is not None:
             values = [self.alpha] if isinstance(self.alpha, float | int) else self.alpha
@@ -206,6 +221,12 @@ class MethodConfig(BaseModel):
     lookahead_ngram: int | None = Field(default=None, ge=2, le=16, description="Lookahead N")
     lookahead_guesses: int | None = Field(default=None, ge=0, le=64, description="Lookahead G")
     beam_width: int | None = Field(default=None, ge=1, le=64, description="ReDrafter beams")
+    prompt_lookup_min: int | None = Field(
+        default=None, ge=1, le=64, description="n-gram: shortest n-gram matched (vLLM's name)"
+    )
+    prompt_lookup_max: int | None = Field(
+        default=None, ge=1, le=64, description="n-gram: longest n-gram matched (vLLM's name)"
+    )
     draft_layers: int | None = Field(
         default=None, ge=1, description="self_spec: target layers that draft (early exit)"
     )

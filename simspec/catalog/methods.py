@@ -131,8 +131,9 @@ def method_defaults(name: str) -> dict[str, Any]:
         out["tree"] = tree
         out["tree_nodes"] = d.get("tree_nodes")
         out["tree_topk"] = d.get("tree_topk") or DEFAULT_TREE_TOPK
-    if d.get("draft_layers"):
-        out["draft_layers"] = d["draft_layers"]
+    for key in ("draft_layers", "prompt_lookup_min", "prompt_lookup_max"):
+        if d.get(key):
+            out[key] = d[key]
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -189,6 +190,13 @@ def preset_acceptance(
             else acc.model_copy(update={"source": f"proxy, {why}: {acc.source}"})
         )
     kind = method_info(name).drafter
+    if "tokens" in preset:
+        own = dataset in TRACE_DATASETS and DATASET_DOMAIN[dataset] == domain
+        tokens = dataset if own else preset["tokens"]
+        return AcceptanceConfig(
+            tokens=tokens,
+            source=f"{name} replayed on the {tokens} token streams, simspec/data/traces/SOURCE.md",
+        )
     if "trace" in preset:
         own = dataset in TRACE_DATASETS and DATASET_DOMAIN[dataset] == domain
         trace = dataset if own else preset["trace"]
@@ -276,9 +284,16 @@ def sampled_from_trace(acc: AcceptanceConfig, k: int, kind: str) -> AcceptanceCo
     """A trace replays acceptance measured at its own temperature (greedy, assumed: the trace
     source does not state it); to sample at another temperature it becomes the parametric
     model with the trace's own τ at chain k and the trace domain's measured spread."""
-    trace = load_trace(acc.trace, acc.trace_method)
-    tau = replay_tau(trace, k)
-    spread, _ = acceptance_spread(kind, DATASET_DOMAIN.get(str(acc.trace), "chat"))
+    tau = replay_tau(load_trace(acc.trace, acc.trace_method), k)
+    return sampled_from_tau(acc, tau, k, kind, str(acc.trace))
+
+
+def sampled_from_tau(
+    acc: AcceptanceConfig, tau: float, k: int, kind: str, dataset: str
+) -> AcceptanceConfig:
+    """Greedy acceptance measured as ``tau`` at chain ``k`` on ``dataset``, as the parametric
+    model (with the domain's measured spread) that the temperature model can move."""
+    spread, _ = acceptance_spread(kind, DATASET_DOMAIN.get(dataset, "chat"))
     return AcceptanceConfig(
         tau=min(tau, k + 1.0),
         tau_k=k,

@@ -57,11 +57,20 @@ def packaged_token_traces() -> list[str]:
     )
 
 
-def is_token_trace(ref: str) -> bool:
-    """Whether ``ref`` names a packaged token trace or an existing token-trace file."""
-    return ref in packaged_token_traces() or (
-        Path(ref).is_file() and (ref.endswith(".jsonl") or ref.endswith(".jsonl.gz"))
-    )
+def is_token_trace_file(ref: str) -> bool:
+    """Whether ``ref`` is a token-trace file (gzipped, or JSONL whose first record has
+    ``prompt_token_ids``) rather than a packaged name or an ``acc_len`` trace."""
+    path = Path(ref)
+    if ref in packaged_token_traces() or not path.is_file():
+        return False
+    if ref.endswith(".gz"):
+        return True
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return b'"prompt_token_ids"' in head.split(b"\n", 1)[0]
 
 
 def _read(ref: str, field: str) -> tuple[str, bytes]:

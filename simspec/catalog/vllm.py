@@ -48,8 +48,6 @@ IGNORED = {
     "disable_log_stats": "logging",
     "enforce_eager": "CUDA graphs are an engine-profile matter",
     "disable_padded_drafter_batch": "batch padding is not modelled",
-    "prompt_lookup_min": "n-gram match length: acceptance comes from traces or presets",
-    "prompt_lookup_max": "n-gram match length: acceptance comes from traces or presets",
     "suffix_decoding_max_tree_depth": "suffix tree depth: acceptance comes from presets",
     "suffix_decoding_max_cached_requests": "suffix cache size",
     "suffix_decoding_max_spec_factor": "suffix speculation factor",
@@ -61,6 +59,8 @@ USED = (
     "num_speculative_tokens_per_batch_size",
     "disable_by_batch_size",
     "speculative_token_tree",
+    "prompt_lookup_min",
+    "prompt_lookup_max",
 )
 MAX_JSON_BYTES = 256 * 1024
 
@@ -120,9 +120,32 @@ def to_method(cfg: dict[str, Any]) -> dict[str, Any]:
         out["tree_paths"] = _tree(cfg["speculative_token_tree"])
         out["tree"] = "static"
         out["k"] = max(len(p) for p in out["tree_paths"])
+    if out["name"] == "ngram":
+        out.update(_lookup_sizes(cfg))
     if out["name"] == "draft_model" and isinstance(cfg.get("model"), str):
         out["draft_model"] = cfg["model"]
     return out
+
+
+def _lookup_sizes(cfg: dict[str, Any]) -> dict[str, int]:
+    low, high = cfg.get("prompt_lookup_min"), cfg.get("prompt_lookup_max")
+    low = None if low is None else _int(low, "prompt_lookup_min", 1, 64)
+    high = None if high is None else _int(high, "prompt_lookup_max", 1, 64)
+    low, high = lookup_sizes(low, high, "speculative_config")
+    return {"prompt_lookup_min": low, "prompt_lookup_max": high}
+
+
+def lookup_sizes(low: int | None, high: int | None, where: str) -> tuple[int, int]:
+    """vLLM's n-gram sizes (min, max): neither given -> 5 and 5 ("arbitrarily chosen"), one
+    given -> the other copies it (SpeculativeConfig.__post_init__, vllm/config/speculative.py
+    in the 0.33.0 wheel, l.1302-1319; the same in 0.10.1). ``where``: the input named in errors."""
+    high = high or low or 5
+    low = low or high
+    if low > high:
+        raise InputError(
+            f"{where}.prompt_lookup_min", f"must be <= prompt_lookup_max ({high}), got {low}"
+        )
+    return low, high
 
 
 def _is_int(value: Any) -> bool:

@@ -27,6 +27,8 @@ class IterationRecord(NamedTuple):
     verify_s: float  # the target forward without its host overhead
     overhead_s: float  # the target forward's host overhead
     kv_blocks_used: int
+    decode_tokens: int  # of query_tokens, those of decoding sequences (verify widths)
+    no_proposal_seqs: int  # speculative sequences whose lookup proposed nothing (verify 1)
 
 
 ITERATION_COLUMNS = IterationRecord._fields
@@ -71,6 +73,8 @@ class RunSummary:
     e2e_s_p90: float
     e2e_s_p99: float
     mean_accept_len: float  # tokens per speculative step, bonus included (1 without speculation)
+    no_proposal_frac: float  # share of speculative steps that proposed nothing (lookup replay)
+    mean_verify_tokens: float  # query tokens per decoding sequence per step (1 without drafts)
     draft_time_frac: float
     verify_time_frac: float
     overhead_time_frac: float
@@ -139,6 +143,7 @@ def summarize(
     itl_vals = iterations["duration_s"].to_numpy()
     itl_w = iterations["decode_seqs"].to_numpy().astype(float)
     spec_steps = float(iterations["spec_seqs"].sum())
+    decode_steps = float(iterations["decode_seqs"].sum())
     busy = float(iterations["duration_s"].sum())
     return RunSummary(
         requests=len(requests),
@@ -158,6 +163,12 @@ def summarize(
         e2e_s_p99=_pct(e2e, 99),
         mean_accept_len=(
             float(iterations["spec_tokens"].sum()) / spec_steps if spec_steps else 1.0
+        ),
+        no_proposal_frac=(
+            float(iterations["no_proposal_seqs"].sum()) / spec_steps if spec_steps else 0.0
+        ),
+        mean_verify_tokens=(
+            float(iterations["decode_tokens"].sum()) / decode_steps if decode_steps else 1.0
         ),
         draft_time_frac=float(iterations["draft_s"].sum()) / busy if busy else 0.0,
         verify_time_frac=float(iterations["verify_s"].sum()) / busy if busy else 0.0,

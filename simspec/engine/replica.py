@@ -77,6 +77,10 @@ class Replica:
         # host work of a speculative step outside the forwards (tree masks, acceptance, KV
         # compaction), counted with the draft time
         self._spec_overhead = self.spec.engine["spec_step_overhead_s"]
+        # a lookup replayed on token streams says what each sequence proposed; unless the
+        # engine pads every draft to one width, a sequence verifies only that
+        self._proposals = getattr(acceptance, "proposals", None)
+        self._ragged = self._proposals is not None and acceptance.proposer.padded_width is None
 
     def arrive(self, rid: int) -> None:
         """Request ``rid`` joins the queue now (or leaves at once when it can never fit)."""
@@ -104,16 +108,20 @@ class Replica:
             # the draft and the verify pass both read the sum (one element: no reduction call)
             kv_sum = float(kv_d[0]) if len(kv_d) == 1 else float(kv_d.sum())
             shape = self.spec.step_shape(len(d) + len(batch.prefill))
+            proposed = self._proposed(d, shape)
+            widths = proposed + 1 if self._ragged and proposed is not None else None
             # 2. draft and 3. verify (one target forward, prefill chunks included) take this long
             draft_s = self._draft_time(d, kv_d, kv_sum, shape)
-            verify, prefill_done = self._verify_cost(batch, kv_sum, shape.width)
+            verify, prefill_done = self._verify_cost(batch, kv_d, kv_sum, shape.width, widths)
             verify_s = verify.total_s
             start = self.env.now
             yield self.env.timeout(draft_s + verify_s)
             # 4. accept, and 5. update KV, counters and metrics; finished requests leave
             emitted, decoded_out = self._accept(d, kv_d, shape)
             first = self._advance_prefill(batch, prefill_done)
-            self._record(start, batch, shape, emitted, first, draft_s, verify_s, verify.overhead_s)
+            self._record(
+                start, batch, shape, emitted, first, draft_s, verify, proposed, widths
+            )
             self._finish(decoded_out, first)
 
     # -- the steps of one iteration --------------------------------------------------------
@@ -126,6 +134,13 @@ class Replica:
             )
         return batch
 
+    def _proposed(self, d: np.ndarray, shape: StepShape) -> np.ndarray | None:
+        """Draft tokens each decoding sequence proposes this step, where the acceptance source
+        knows (a lookup replay); None: every sequence drafts the step's full shape."""
+        if self._proposals is None or not shape.k or len(d) == 0:
+            return None
+        return self._proposals(d, self.t.generated[d], shape.k)
+
     def _draft_time(
         self, d: np.ndarray, kv_d: np.ndarray, kv_sum: float, shape: StepShape
     ) -> float:
@@ -137,14 +152,22 @@ class Replica:
         return self.spec.draft_cost(step).total_s + self._spec_overhead
 
     def _verify_cost(
-        self, batch: ScheduledBatch, kv_sum: float, width: int
+        self,
+        batch: ScheduledBatch,
+        kv_d: np.ndarray,
+        kv_sum: float,
+        width: int,
+        widths: np.ndarray | None,
     ) -> tuple[StepCost, np.ndarray]:
         """One target forward over the verify chains/trees and the prefill chunks, and which
         chunks complete their prompt. Every verified position needs logits; a tree's positions
         are costed like a chain of the same width (attention kernels compute the masked block
-        whole)."""
+        whole). ``widths``: each decoding sequence's own verify width, when they differ."""
         d, p, chunks = batch.decode, batch.prefill, batch.chunks
-        shape = BatchShape.uniform(len(d), width, kv_sum, len(d) * width)
+        if widths is None:
+            shape = BatchShape.uniform(len(d), width, kv_sum, len(d) * width)
+        else:
+            shape = BatchShape.of(widths, kv_d, int(widths.sum()), kv_sum)
         if len(p) == 0:
             return self.cost.forward(self.target, shape), _NO_IDS
         kv_p = self.t.computed[p]
@@ -201,13 +224,17 @@ class Replica:
         emitted: np.ndarray,
         first: np.ndarray,
         draft_s: float,
-        verify_s: float,
-        overhead_s: float,
+        verify: StepCost,
+        proposed: np.ndarray | None,
+        widths: np.ndarray | None,
     ) -> None:
-        """The iteration's row in the log (``verify_s``: the target forward, ``overhead_s`` of
-        it host overhead)."""
+        """The iteration's row in the log (``verify``: the target forward, host overhead
+        included)."""
         decode, prefill = len(batch.decode), len(batch.prefill)
         made = int(emitted.sum()) if shape.k else decode
+        verify_s, overhead_s = verify.total_s, verify.overhead_s
+        decode_tokens = decode * shape.width if widths is None else int(widths.sum())
+        no_proposal = 0 if proposed is None else decode - int(np.count_nonzero(proposed))
         # positional, in IterationRecord's field order: a third cheaper than keywords here
         self.log.record(
             IterationRecord(
@@ -215,7 +242,7 @@ class Replica:
                 self.env.now - start,  # duration_s
                 decode,  # decode_seqs
                 prefill,  # prefill_seqs
-                decode * shape.width + (int(batch.chunks.sum()) if prefill else 0),  # query_tokens
+                decode_tokens + (int(batch.chunks.sum()) if prefill else 0),  # query_tokens
                 made + len(first),  # output_tokens
                 made if shape.k else 0,  # spec_tokens
                 decode if shape.k else 0,  # spec_seqs
@@ -223,6 +250,8 @@ class Replica:
                 verify_s - overhead_s,  # verify_s: the target forward without host overhead
                 overhead_s,
                 self.pool.used,  # kv_blocks_used
+                decode_tokens,
+                no_proposal,  # no_proposal_seqs
             )
         )
 

@@ -14,13 +14,14 @@ import pandas as pd
 import simpy
 
 from simspec.catalog.hardware import load_engine, load_gpu, load_profile
-from simspec.catalog.methods import sampled_from_trace
+from simspec.catalog.methods import sampled_from_tau, sampled_from_trace
 from simspec.catalog.models import load_model
 from simspec.config import Scenario
 from simspec.engine.acceptance.inversion import run_alpha_profile
 from simspec.engine.acceptance.samplers import AcceptanceSampler, build_sampler
 from simspec.engine.costmodel import RooflineCostModel
 from simspec.engine.kv_cache import MemoryPlan, plan_memory
+from simspec.engine.lookup.proposers import chain_tau, replay_table
 from simspec.engine.metrics import RunSummary, summarize
 from simspec.engine.replica import Replica, ReplicaSetup
 from simspec.engine.requests import RequestTable
@@ -83,8 +84,15 @@ def _acceptance(
     sampling = sc.temperature != acc.temperature or sc.top_p < 1.0
     if acc.trace is not None and sampling:
         acc = sampled_from_trace(acc, spec.max_accept, spec.info.drafter)
+    if acc.tokens is not None and sampling:
+        # the streams were generated greedily: at another temperature the target's tokens,
+        # and so the lookups' matches, differ; what carries over is the replay's τ, moved by
+        # the temperature model, with every sequence verifying a full chain (README: lookup)
+        table = replay_table(acc.tokens, spec.proposer, spec.max_accept)
+        tau = chain_tau(table)
+        acc = sampled_from_tau(acc, tau, spec.max_accept, spec.info.drafter, acc.tokens)
     profile = None
-    if acc.trace is None:  # a static tree is built for the mean α profile
+    if acc.trace is None and acc.tokens is None:  # a static tree is built for the mean α
         profile = run_alpha_profile(
             acc, spec.max_accept, spec.depth_decay, sc.temperature, sc.top_p
         )

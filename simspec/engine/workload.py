@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simspec.catalog.token_traces import is_token_trace_file, load_token_trace
 from simspec.catalog.traces import first_method, load_trace
 from simspec.config import WorkloadConfig
 
@@ -29,12 +30,17 @@ def generate_requests(cfg: WorkloadConfig, rng: np.random.Generator) -> RequestS
         return RequestSpecs(
             cfg.prompt.sample(n, rng), cfg.output.sample(n, rng), np.full(n, -1, dtype=np.int64)
         )
-    # lengths do not depend on the method key, so any key of the file will do
-    trace = load_trace(cfg.trace, cfg.trace_output_method or first_method(cfg.trace))
-    passes = -(-n // trace.num_requests)
-    order = np.concatenate([rng.permutation(trace.num_requests) for _ in range(passes)])[:n]
-    output = trace.lengths[order] if cfg.trace_output_method else trace.output_len[order]
-    return RequestSpecs(trace.prompt_len[order].astype(np.int64), output.astype(np.int64), order)
+    if is_token_trace_file(cfg.trace):  # a user's token trace: lengths from its streams
+        tokens = load_token_trace(cfg.trace, "workload.trace")
+        prompt, output = tokens.prompt_len, tokens.output_len
+    else:
+        # lengths do not depend on the method key, so any key of the file will do
+        trace = load_trace(cfg.trace, cfg.trace_output_method or first_method(cfg.trace))
+        prompt = trace.prompt_len
+        output = trace.lengths if cfg.trace_output_method else trace.output_len
+    passes = -(-n // len(prompt))
+    order = np.concatenate([rng.permutation(len(prompt)) for _ in range(passes)])[:n]
+    return RequestSpecs(prompt[order].astype(np.int64), output[order].astype(np.int64), order)
 
 
 def arrival_gaps(cfg: WorkloadConfig, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -12,6 +12,9 @@ of α:
   request and ``y_{r,s}`` a unit-variance AR(1) over steps with lag-1 correlation ``burstiness``.
   ``μ_j`` is solved so that the mean of α_j over requests and steps equals the given α_j.
 * **trace** – replay of measured ``acc_len`` arrays (:mod:`simspec.catalog.traces`).
+
+Lookup drafters need no α at all: **tokens** replays their proposer on real token streams
+(:mod:`simspec.engine.lookup`), which also says how many tokens each sequence proposed.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from simspec.config import AcceptanceConfig
 from simspec.engine.acceptance.exact import sample_accept_counts
 from simspec.engine.acceptance.inversion import alpha_profile, mean_matching_logits
 from simspec.engine.acceptance.trees import DraftTree, bucket_of, walk
+from simspec.engine.lookup.proposers import LookupProposer, ReplayTable, replay_table
 
 
 # -- samplers used by the engine ---------------------------------------------------------------
@@ -156,6 +160,61 @@ class TraceAcceptance:
         return counts[self.offset[rids] + positions % self.length[rids]]
 
 
+class TokenReplayAcceptance:
+    """A lookup proposer replayed on real token streams: at output position t a sequence
+    proposes ``proposed[t]`` tokens (0: no match) and the greedy target accepts
+    ``accepted[t]`` of them (:mod:`simspec.engine.lookup`). Requests map to streams as in
+    :class:`TraceAcceptance` (the workload's own record when both read the same file);
+    positions past a stream's end wrap around."""
+
+    def __init__(
+        self,
+        tokens: str,
+        proposer: LookupProposer,
+        k: int,
+        num_requests: int,
+        rng: np.random.Generator,
+        share_workload_index: bool,
+    ) -> None:
+        self.tokens, self.proposer, self.rng = tokens, proposer, rng
+        self.share = share_workload_index
+        self._tables: dict[int, ReplayTable] = {}  # by k, from the process-wide cache
+        base = self._table(k)
+        self.num_streams, self._stream_offsets, self._stream_lengths = (
+            base.num_requests,
+            base.offsets,
+            base.lengths,
+        )
+        self.offset = np.zeros(num_requests, dtype=np.int64)
+        self.length = np.ones(num_requests, dtype=np.int64)
+
+    def _table(self, k: int) -> ReplayTable:
+        table = self._tables.get(k)
+        if table is None:
+            table = self._tables[k] = replay_table(self.tokens, self.proposer, k)
+        return table
+
+    def start(self, rid: int, trace_index: int) -> None:
+        if self.share and 0 <= trace_index < self.num_streams:
+            record = trace_index
+        else:
+            record = int(self.rng.integers(self.num_streams))
+        self.offset[rid] = self._stream_offsets[record]
+        self.length[rid] = self._stream_lengths[record]
+
+    def _index(self, rids: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        return self.offset[rids] + positions % self.length[rids]
+
+    def proposals(self, rids: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
+        """Draft tokens each sequence proposes this step (0: the lookup found nothing)."""
+        return self._table(k).proposed[self._index(rids, positions)]
+
+    def accept_counts(
+        self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
+    ) -> np.ndarray:
+        return self._table(k).accepted[self._index(rids, positions)]
+
+
 @dataclass(frozen=True)
 class DraftPlan:
     """The draft structure a run's acceptance is sampled on, as its speculator sets it up."""
@@ -165,6 +224,7 @@ class DraftPlan:
     tree: DraftTree | None = None  # None: a chain
     alpha: np.ndarray | None = None  # the run's mean α by depth (None: a trace replays)
     sampled: bool = False  # tree candidates verified by recursive rejection (temperature > 0)
+    proposer: LookupProposer | None = None  # a lookup drafter's proposer (token replay)
 
 
 def build_sampler(
@@ -174,8 +234,20 @@ def build_sampler(
     rng: np.random.Generator,
     workload_trace: str | None = None,
 ) -> AcceptanceSampler:
-    """The sampler for one run: trace replay (chains only), parametric chains, or parametric
-    α walked down the plan's tree at each of its node budgets."""
+    """The sampler for one run: a lookup proposer replayed on token streams, trace replay
+    (chains only), parametric chains, or parametric α walked down the plan's tree at each of
+    its node budgets."""
+    if cfg.tokens is not None:
+        if plan.proposer is None:
+            raise ValueError("token replay needs a lookup proposer")
+        return TokenReplayAcceptance(
+            cfg.tokens,
+            plan.proposer,
+            plan.depth,
+            num_requests,
+            rng,
+            share_workload_index=workload_trace == cfg.tokens,
+        )
     if plan.tree is not None:
         if cfg.trace is not None:
             raise ValueError("tree methods need alpha or tau acceptance, not a chain trace")

@@ -11,7 +11,7 @@ from simspec.engine.speculators.base import Autoregressive, DraftStep, Speculato
 from simspec.engine.speculators.draft_model import DraftModel
 from simspec.engine.speculators.eagle import Eagle1, Eagle2, Eagle3
 from simspec.engine.speculators.heads import Hydra, Medusa, Medusa2, ReDrafter
-from simspec.engine.speculators.lookup import PLD, Lookahead, NGram, Suffix
+from simspec.engine.speculators.lookup import PLD, Lookahead, LookupSpeculator, NGram, Suffix
 from simspec.engine.speculators.mtp import MTP
 from simspec.engine.speculators.self_spec import SelfSpec
 from simspec.errors import InputError
@@ -50,11 +50,20 @@ def build_speculator(
     spec = SPECULATORS[cfg.name](cfg, target, cost, engine)
     if spec.needs_acceptance and cfg.acceptance is None:
         raise InputError(
-            f"methods.{cfg.name}.acceptance", "needs an acceptance model (alpha, tau or trace)"
+            f"methods.{cfg.name}.acceptance", "needs an acceptance model (alpha, tau, trace or tokens)"
         )
     if spec.tree is not None and cfg.acceptance.trace is not None:
         raise InputError(
             f"methods.{cfg.name}.acceptance",
             "a tree needs alpha or tau acceptance: traces record chains (use tree: chain)",
         )
+    if cfg.acceptance is not None and cfg.acceptance.tokens is not None:
+        if not isinstance(spec, LookupSpeculator):
+            lookups = ", ".join(n for n, c in SPECULATORS.items() if issubclass(c, LookupSpeculator))
+            raise InputError(
+                f"methods.{cfg.name}.acceptance.tokens",
+                f"a token trace replays lookup drafters ({lookups}); {cfg.name} drafts with a "
+                "model, so give alpha, tau or an acc_len trace",
+            )
+        spec.proposer  # noqa: B018 - a proposer that cannot run is refused before the run
     return spec

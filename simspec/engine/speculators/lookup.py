@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from simspec.catalog.hardware import EngineProfile
+from simspec.catalog.vllm import lookup_sizes
 from simspec.config import MethodConfig
+from simspec.engine.acceptance.samplers import DraftPlan
 from simspec.engine.costmodel import StepCost
+from simspec.engine.lookup.proposers import LookupProposer
 from simspec.engine.speculators.base import DraftStep, Speculator
+from simspec.errors import InputError
 
 
 def lookup_cost(engine: EngineProfile, seqs: int) -> StepCost:
@@ -13,30 +19,72 @@ def lookup_cost(engine: EngineProfile, seqs: int) -> StepCost:
     return StepCost(overhead_s=engine["ngram_cpu_s_per_seq"] * seqs)
 
 
-class NGram(Speculator):
-    """Prompt lookup: match the last n-gram in the prompt and output so far, on the CPU.
-
-    Every decoding sequence is charged a full chain of K in the verify pass (an upper bound:
-    an engine sends fewer tokens when no n-gram matches; the traces do not record misses).
-    """
+class LookupSpeculator(Speculator):
+    """A drafter that looks its drafts up in tokens already seen, on the CPU. With a token
+    trace (``acceptance.tokens``) its proposer is replayed exactly
+    (:attr:`proposer`, :mod:`simspec.engine.lookup`): a sequence whose lookup finds nothing
+    verifies one token. With an ``acc_len`` trace or a τ, every decoding sequence is charged a
+    full chain of K (an upper bound: those sources do not record the misses)."""
 
     name = "ngram"
 
+    @property
+    def proposer(self) -> LookupProposer:
+        raise NotImplementedError
+
+    def draft_plan(self, alpha: np.ndarray | None, sampled: bool) -> DraftPlan:
+        plan = super().draft_plan(alpha, sampled)
+        acc = self.cfg.acceptance
+        if acc is None or acc.tokens is None:
+            return plan
+        return DraftPlan(plan.depth, plan.decay, plan.tree, plan.alpha, sampled, self.proposer)
+
     def _draft(self, step: DraftStep) -> StepCost:
+        # the lookup runs for every decoding sequence, whether or not it finds a match
         return lookup_cost(self.engine, len(step.kv_tokens))
 
 
-class PLD(NGram):
-    """Prompt lookup decoding (Saxena), the n-gram lookup of the HF / Spec-Bench papers."""
+class NGram(LookupSpeculator):
+    """n-gram / prompt lookup as vLLM V1 runs it: the longest suffix of
+    ``prompt_lookup_min..max`` tokens found earlier in prompt + output, its earliest occurrence,
+    at most K following tokens (:func:`simspec.engine.lookup.ngram.replay_vllm_ngram`)."""
+
+    name = "ngram"
+
+    def _configure(self, cfg: MethodConfig) -> None:
+        low, high = lookup_sizes(cfg.prompt_lookup_min, cfg.prompt_lookup_max, self.name)
+        self.lookup_min, self.lookup_max = low, high
+
+    @property
+    def proposer(self) -> LookupProposer:
+        return LookupProposer(
+            "vllm_ngram",
+            (("prompt_lookup_min", self.lookup_min), ("prompt_lookup_max", self.lookup_max)),
+        )
+
+
+class PLD(LookupSpeculator):
+    """Prompt lookup decoding (Saxena), the n-gram lookup of the HF / Spec-Bench papers: n from
+    3 down to 1, only a match with K tokens after it proposes, exactly K
+    (:func:`simspec.engine.lookup.ngram.replay_pld`)."""
 
     name = "pld"
 
+    @property
+    def proposer(self) -> LookupProposer:
+        # Spec-Bench evaluation/inference_pld.py: draft_matching_window_size=3
+        return LookupProposer("pld", (("max_ngram_size", 3),))
 
-class Suffix(NGram):
+
+class Suffix(LookupSpeculator):
     """SuffixDecoding: a suffix tree over the prompt and earlier outputs proposes
     continuations on the CPU; costed like prompt lookup, with K the speculation cap."""
 
     name = "suffix"
+
+    @property
+    def proposer(self) -> LookupProposer:
+        raise InputError(f"methods.{self.name}.acceptance", "suffix replay is not available")
 
 
 class Lookahead(Speculator):

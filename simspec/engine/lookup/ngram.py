@@ -1,0 +1,104 @@
+"""Earliest-n-gram-match proposers, replayed on token streams: vLLM's ``ngram`` and prompt
+lookup decoding (``pld``).
+
+Both look for the context's last n tokens earlier in the context (prompt plus every token
+generated so far), trying the longest n first, take the *earliest* occurrence and propose the
+tokens that followed it. They differ in the sizes tried and in what a match must leave:
+
+* **vLLM V1** ``ngram`` (``NgramProposer._find_longest_matched_ngram_and_propose_tokens`` in
+  vllm/v1/spec_decode/ngram_proposer.py; read in the vLLM 0.33.0 wheel, commit g4ba787ec9, and
+  0.10.1, commit gaab549870, which agree): n from ``prompt_lookup_max`` down to
+  ``prompt_lookup_min`` (a KMP scan over the reversed context whose tie rule ``prev_lps >=
+  longest_ngram`` keeps the earliest occurrence); it proposes ``min(k, tokens left to the end of
+  the context)``, so any match proposes at least one token. No match proposes nothing and the
+  request is scheduled with its one sampled token (vllm/v1/core/sched/scheduler.py:
+  ``num_tokens_with_spec`` counts only the drafts it has).
+* **Prompt lookup decoding** (``find_candidate_pred_tokens``, github.com/apoorvumang/
+  prompt-lookup-decoding README at commit cada4fe6; the same code in Spec-Bench's
+  model/pld/pld.py at fd2c1cd7, whose evaluation/inference_pld.py runs it with
+  ``max_ngram_size=3``, ``num_pred_tokens=10``): n from ``max_ngram_size`` down to 1; a match
+  counts only when ``num_pred_tokens`` tokens follow it within the context and it starts before
+  ``input_length - 2n`` (``end_idx <= input_length and start_idx < input_length - ngram_size``);
+  it then proposes exactly ``num_pred_tokens``. The earliest occurrence is the one most likely
+  to pass both bounds, so only it needs checking.
+
+The replay keeps each size's earliest occurrences in a dict filled as the context grows: an
+occurrence qualifies when it ends before the context's last token (it is not the suffix itself),
+so the n-gram starting at ``s`` enters once the context is ``s + n + 1`` long.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simspec.catalog.token_traces import TokenTrace
+from simspec.engine.lookup.replay import StreamReplay, greedy_accepted
+
+MAX_DRAFT = 64  # the largest k a method accepts (MethodConfig.k)
+
+
+def replay_stream(
+    prompt: np.ndarray,
+    generated: np.ndarray,
+    n_min: int,
+    n_max: int,
+    k: int = MAX_DRAFT,
+    whole_draft: bool = False,
+) -> StreamReplay:
+    """The proposer at every decode position of one request (see the module docstring):
+    vLLM's rule, or prompt lookup's with ``whole_draft`` (exactly ``k`` tokens or nothing)."""
+    tokens = np.concatenate([prompt, generated]).tolist()
+    p, out = len(prompt), len(generated)
+    sizes = range(n_max, n_min - 1, -1)
+    first: dict[int, dict[tuple[int, ...], int]] = {n: {} for n in sizes}
+    inserted = dict.fromkeys(sizes, 0)  # next start to insert, per size
+    proposed = np.zeros(out, dtype=np.int32)
+    accepted = np.zeros(out, dtype=np.int32)
+    for t in range(out):
+        length = p + t  # context: tokens[:length]
+        for n in sizes:
+            table, s = first[n], inserted[n]
+            while s + n + 1 <= length:
+                table.setdefault(tuple(tokens[s : s + n]), s)
+                s += 1
+            inserted[n] = s
+            if length <= n:
+                continue
+            start = table.get(tuple(tokens[length - n : length]))
+            if start is None:
+                continue
+            if whole_draft and not (start + n + k <= length and start < length - 2 * n):
+                continue
+            begin = start + n
+            draft = tokens[begin : min(begin + k, length)]
+            proposed[t] = len(draft)
+            accepted[t] = greedy_accepted(np.asarray(draft), generated[t : t + len(draft)])
+            break
+    return StreamReplay(proposed, accepted)
+
+
+def replay_vllm_ngram(
+    trace: TokenTrace, k: int, prompt_lookup_min: int, prompt_lookup_max: int
+) -> list[StreamReplay]:
+    """Every request of ``trace``, independently (the proposer keeps no state across
+    requests); one pass at :data:`MAX_DRAFT` clipped to ``k`` (a shorter draft is a prefix)."""
+    if not 1 <= prompt_lookup_min <= prompt_lookup_max:
+        raise ValueError("need 1 <= prompt_lookup_min <= prompt_lookup_max")
+    return [
+        clip(replay_stream(p, g, prompt_lookup_min, prompt_lookup_max), k)
+        for p, g in zip(trace.prompts, trace.outputs, strict=True)
+    ]
+
+
+def replay_pld(trace: TokenTrace, k: int, max_ngram_size: int = 3) -> list[StreamReplay]:
+    """Prompt lookup decoding with ``num_pred_tokens = k``, every request independently."""
+    return [
+        replay_stream(p, g, 1, max_ngram_size, k, whole_draft=True)
+        for p, g in zip(trace.prompts, trace.outputs, strict=True)
+    ]
+
+
+def clip(replay: StreamReplay, k: int) -> StreamReplay:
+    """The replay at draft length ``k`` from one at a longer length (prefix-consistent drafts)."""
+    proposed = np.minimum(replay.proposed, k)
+    return StreamReplay(proposed, np.minimum(replay.accepted, proposed))

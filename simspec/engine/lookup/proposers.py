@@ -1,0 +1,83 @@
+"""Which proposer replays a lookup method, and the cached replay of a whole token trace.
+
+A replay is a pure function of (token trace, proposer, settings, k), so it is computed once per
+process and kept (:func:`replay_table`): a sweep's runs of one method share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from simspec.catalog.token_traces import TokenTrace, load_token_trace
+from simspec.engine.lookup.ngram import replay_pld, replay_vllm_ngram
+from simspec.engine.lookup.replay import StreamReplay
+
+Replayer = Callable[..., list[StreamReplay]]  # (trace, k, **params)
+
+REPLAYERS: dict[str, Replayer] = {
+    "vllm_ngram": replay_vllm_ngram,
+    "pld": replay_pld,
+}
+
+
+@dataclass(frozen=True)
+class LookupProposer:
+    """A proposer and its settings (hashable: the replay cache's key). ``padded_width``: the
+    fixed verify width of an engine that pads every sequence's draft (SGLang's n-gram), None
+    when a sequence verifies only what it proposed."""
+
+    kind: str
+    params: tuple[tuple[str, int | float], ...] = ()
+    padded_width: int | None = None
+
+    def replay(self, trace: TokenTrace, k: int) -> list[StreamReplay]:
+        return REPLAYERS[self.kind](trace, k, **dict(self.params))
+
+
+@dataclass(frozen=True, eq=False)
+class ReplayTable:
+    """Every request's replay at one draft length, stored flat (as acceptance traces are)."""
+
+    offsets: np.ndarray  # (n,) start of each request's positions
+    lengths: np.ndarray  # (n,) positions per request (its output length)
+    proposed: np.ndarray  # flat int64
+    accepted: np.ndarray  # flat int64
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.lengths)
+
+    @classmethod
+    def of(cls, replays: list[StreamReplay]) -> ReplayTable:
+        lengths = np.array([len(r.proposed) for r in replays], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        return cls(
+            offsets,
+            lengths,
+            np.concatenate([r.proposed for r in replays]).astype(np.int64),
+            np.concatenate([r.accepted for r in replays]).astype(np.int64),
+        )
+
+
+@lru_cache(maxsize=32)
+def replay_table(trace_ref: str, proposer: LookupProposer, k: int) -> ReplayTable:
+    """The replay of every request of the token trace ``trace_ref`` at draft length ``k``."""
+    return ReplayTable.of(proposer.replay(load_token_trace(trace_ref), k))
+
+
+def chain_tau(table: ReplayTable, start: int = 1) -> float:
+    """Tokens per step of a chain walk over every request (a step at ``t`` yields
+    ``accepted[t] + 1``, cut at the request's end), from output position ``start``: the
+    statistic a simulation replaying the table must reproduce."""
+    tokens = steps = 0
+    for off, n in zip(table.offsets.tolist(), table.lengths.tolist(), strict=True):
+        acc = table.accepted[off : off + n]
+        t = min(start, n)
+        while t < n:
+            made = min(int(acc[t]) + 1, n - t)
+            tokens, steps, t = tokens + made, steps + 1, t + made
+    return tokens / steps if steps else float("nan")
