@@ -279,8 +279,8 @@ def logged(rows: list[tuple]) -> pd.DataFrame:
 
 def test_the_iteration_log_keeps_one_row_per_iteration_in_order():
     rows = [
-        (0.0, 0.5, 2, 1, 9, 4, 3, 2, 0.1, 0.3, 0.1, 7),
-        (0.5, 0.25, 3, 0, 12, 5, 5, 3, 0.05, 0.15, 0.05, 9),
+        (0.0, 0.5, 2, 1, 9, 4, 3, 2, 0.1, 0.3, 0.1, 7, 8, 0),
+        (0.5, 0.25, 3, 0, 12, 5, 5, 3, 0.05, 0.15, 0.05, 9, 12, 1),
     ]
     frame = logged(rows)
     assert list(frame.columns) == list(ITERATION_COLUMNS)

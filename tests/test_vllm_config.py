@@ -30,7 +30,13 @@ runner = CliRunner()
                 "prompt_lookup_min": 3,
                 "num_speculative_tokens": 4,
             },
-            {"name": "ngram", "k": 4},
+            {"name": "ngram", "k": 4, "prompt_lookup_min": 3, "prompt_lookup_max": 5},
+        ),
+        # vLLM's own defaults: neither size -> 5 and 5; one -> the other copies it
+        ({"method": "ngram"}, {"name": "ngram", "prompt_lookup_min": 5, "prompt_lookup_max": 5}),
+        (
+            {"method": "ngram", "prompt_lookup_min": 2},
+            {"name": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 2},
         ),
         (
             {"model": "llama-3.2-1b", "num_speculative_tokens": 4},
