@@ -124,9 +124,7 @@ def load_token_trace(ref: str, field: str = "acceptance.tokens") -> TokenTrace:
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(field, f"{where}: not JSON ({exc.msg})") from None
-        if not isinstance(rec, dict) or not {"prompt_token_ids", "generated_token_ids"} <= set(
-            rec
-        ):
+        if not isinstance(rec, dict) or not {"prompt_token_ids", "generated_token_ids"} <= set(rec):
             raise InputError(field, f"{where}: needs prompt_token_ids and generated_token_ids")
         prompts.append(_ids(rec["prompt_token_ids"], where, "prompt_token_ids", field, False))
         outputs.append(_ids(rec["generated_token_ids"], where, "generated_token_ids", field, False))

@@ -119,9 +119,7 @@ class Replica:
             # 4. accept, and 5. update KV, counters and metrics; finished requests leave
             emitted, decoded_out = self._accept(d, kv_d, shape)
             first = self._advance_prefill(batch, prefill_done)
-            self._record(
-                start, batch, shape, emitted, first, draft_s, verify, proposed, widths
-            )
+            self._record(start, batch, shape, emitted, first, draft_s, verify, proposed, widths)
             self._finish(decoded_out, first)
 
     # -- the steps of one iteration --------------------------------------------------------

@@ -50,7 +50,8 @@ def build_speculator(
     spec = SPECULATORS[cfg.name](cfg, target, cost, engine)
     if spec.needs_acceptance and cfg.acceptance is None:
         raise InputError(
-            f"methods.{cfg.name}.acceptance", "needs an acceptance model (alpha, tau, trace or tokens)"
+            f"methods.{cfg.name}.acceptance",
+            "needs an acceptance model (alpha, tau, trace or tokens)",
         )
     if spec.tree is not None and cfg.acceptance.trace is not None:
         raise InputError(
@@ -59,7 +60,9 @@ def build_speculator(
         )
     if cfg.acceptance is not None and cfg.acceptance.tokens is not None:
         if not isinstance(spec, LookupSpeculator):
-            lookups = ", ".join(n for n, c in SPECULATORS.items() if issubclass(c, LookupSpeculator))
+            lookups = ", ".join(
+                n for n, c in SPECULATORS.items() if issubclass(c, LookupSpeculator)
+            )
             raise InputError(
                 f"methods.{cfg.name}.acceptance.tokens",
                 f"a token trace replays lookup drafters ({lookups}); {cfg.name} drafts with a "

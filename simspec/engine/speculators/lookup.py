@@ -45,9 +45,12 @@ class LookupSpeculator(Speculator):
 
 
 class NGram(LookupSpeculator):
-    """n-gram / prompt lookup as vLLM V1 runs it: the longest suffix of
-    ``prompt_lookup_min..max`` tokens found earlier in prompt + output, its earliest occurrence,
-    at most K following tokens (:func:`simspec.engine.lookup.ngram.replay_vllm_ngram`)."""
+    """n-gram lookup as the engine runs it. vLLM V1 (and engines without their own): the
+    longest suffix of ``prompt_lookup_min..max`` tokens found earlier in prompt + output, its
+    earliest occurrence, at most K following tokens, a sequence verifying only what it proposed
+    (:func:`simspec.engine.lookup.ngram.replay_vllm_ngram`). SGLang: a trie shared by all
+    requests, a BFS draft tree of K nodes, every sequence verifying K + 1 tokens, padded
+    whether or not anything matched (:mod:`simspec.engine.lookup.sglang_ngram`)."""
 
     name = "ngram"
 
@@ -57,6 +60,9 @@ class NGram(LookupSpeculator):
 
     @property
     def proposer(self) -> LookupProposer:
+        if self.engine.id == "sglang":
+            # SGLang's defaults (max_trie_depth 18, BFS breadth 1..10) are replay_sglang_ngram's
+            return LookupProposer("sglang_ngram", padded_width=self.k + 1)
         return LookupProposer(
             "vllm_ngram",
             (("prompt_lookup_min", self.lookup_min), ("prompt_lookup_max", self.lookup_max)),
