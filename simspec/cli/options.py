@@ -72,6 +72,16 @@ Dataset = Annotated[
         )
     ),
 ]
+TokenTrace = Annotated[
+    str | None,
+    typer.Option(
+        help="token-trace JSONL(.gz) with prompt_token_ids and generated_token_ids per request "
+        "(calibration/capture_tokens.py writes one), or a packaged dataset name: request "
+        "lengths come from it, and lookup methods (ngram, pld, suffix) replay their proposer "
+        "on its streams exactly",
+        metavar="FILE",
+    ),
+]
 Requests = Annotated[int | None, typer.Option(help=field_help(WorkloadConfig, "requests"))]
 PromptLen = Annotated[int | None, typer.Option(help="fixed prompt length instead of the trace's")]
 OutputLen = Annotated[int | None, typer.Option(help="fixed output length instead of the trace's")]

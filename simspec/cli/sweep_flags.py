@@ -12,7 +12,9 @@ from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, known_method
 from simspec.cli.flags import ServingFlags, given, overlay, read_config
+from simspec.catalog.token_traces import load_token_trace
 from simspec.engine.speculators import SPECULATORS
+from simspec.engine.speculators.lookup import LookupSpeculator
 from simspec.errors import InputError
 from simspec.studies.sweep import SweepConfig
 
@@ -29,6 +31,7 @@ class SweepFlags(ServingFlags):
     batch_sizes: opt.BatchSizes = None
     requests: opt.Requests = None
     dataset: opt.Dataset = None
+    token_trace: opt.TokenTrace = None
     prompt_len: opt.PromptLen = None
     output_len: opt.OutputLen = None
     alpha: opt.Alpha = None
@@ -64,7 +67,9 @@ class SweepFlags(ServingFlags):
                 "--dataset",
                 f"unknown dataset {self.dataset!r}; choose from {', '.join(packaged_traces())}",
             )
-        workload = given(requests=self.requests, trace=self.dataset or None)
+        if self.token_trace:
+            load_token_trace(self.token_trace, "--token-trace")  # a bad file fails here, by name
+        workload = given(requests=self.requests, trace=self.token_trace or self.dataset or None)
         if self.prompt_len is not None or self.output_len is not None:
             workload["trace"] = None  # fixed lengths instead of the trace's
             workload["prompt"] = {"dist": "fixed", "mean": self.prompt_len or 512}
@@ -120,6 +125,8 @@ class SweepFlags(ServingFlags):
             # a --tau was measured with the draft shape the method runs (--tau-k its depth)
             shape = tau_measured_with(m, self.tau_k or m.get("k", 1))
             m["acceptance"] = {"tau": self.tau, "tau_k": self.tau_k, **shape}
+        elif self.token_trace and _replays_tokens(name):
+            m["acceptance"] = {"tokens": self.token_trace}
         if name == "draft_model" and self.draft_model:
             m["draft_model"] = self.draft_model
         if name in SPECULATORS and m.get("acceptance") is None:
@@ -144,3 +151,8 @@ class SweepFlags(ServingFlags):
             base.pop("tree_nodes", None)  # preset tau stays tied to the tree it was measured with
             base.pop("tree_topk", None)
         return {**base, **fields}
+
+
+def _replays_tokens(name: str) -> bool:
+    """Whether ``name`` is a lookup drafter that a token trace replays exactly."""
+    return name in SPECULATORS and issubclass(SPECULATORS[name], LookupSpeculator)

@@ -30,6 +30,8 @@ METRIC_COLUMNS = (
     "itl_ms_p99",
     "e2e_s_p50",
     "mean_accept_len",
+    "no_proposal_frac",
+    "mean_verify_tokens",
     "draft_time_frac",
     "verify_time_frac",
     "overhead_time_frac",
@@ -134,6 +136,8 @@ def _with_dataset(method: dict[str, Any], dataset: str) -> dict[str, Any]:
     acc = method.get("acceptance") or {}
     if acc.get("trace") in TRACE_DATASETS:
         return {**method, "acceptance": {**acc, "trace": dataset}}
+    if acc.get("tokens") in TRACE_DATASETS:
+        return {**method, "acceptance": {**acc, "tokens": dataset}}
     return method
 
 
@@ -143,6 +147,8 @@ def describe_acceptance(m: MethodConfig) -> str:
         return ""
     if a.trace is not None:
         return f"trace:{a.trace}/{a.trace_method}"
+    if a.tokens is not None:
+        return f"tokens:{a.tokens}"
     if a.tau is not None:
         return f"tau={a.tau}@k={a.tau_k}"
     return f"alpha={a.alpha}"

@@ -190,6 +190,8 @@ SUMMARY_COLUMNS = (
     "ttft_ms_p99",
     "e2e_s_p50",
     "mean_accept_len",
+    "no_proposal_frac",
+    "mean_verify_tokens",
 )
 
 
