@@ -227,6 +227,18 @@ class MethodConfig(BaseModel):
     prompt_lookup_max: int | None = Field(
         default=None, ge=1, le=64, description="n-gram: longest n-gram matched (vLLM's name)"
     )
+    suffix_decoding_max_tree_depth: int | None = Field(
+        default=None, ge=1, le=1024, description="suffix: longest string the trees hold"
+    )
+    suffix_decoding_max_cached_requests: int | None = Field(
+        default=None, ge=0, le=10_000_000, description="suffix: outputs in the global tree"
+    )
+    suffix_decoding_max_spec_factor: float | None = Field(
+        default=None, gt=0.0, le=64.0, description="suffix: draft length per matched token"
+    )
+    suffix_decoding_min_token_prob: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="suffix: stop a draft below this probability"
+    )
     draft_layers: int | None = Field(
         default=None, ge=1, description="self_spec: target layers that draft (early exit)"
     )

@@ -44,11 +44,6 @@ PROXIES = {
         "Medusa-1's tau as a lower bound: Medusa-2's joint training raises "
         "acceptance, and no Medusa-2 tau is published in shared/validation",
     ),
-    "suffix": (
-        "ngram",
-        "the n-gram prompt-lookup trace as a lower bound: suffix trees also "
-        "match earlier outputs; no SuffixDecoding tau is published in shared/validation",
-    ),
 }
 
 

@@ -48,11 +48,14 @@ IGNORED = {
     "disable_log_stats": "logging",
     "enforce_eager": "CUDA graphs are an engine-profile matter",
     "disable_padded_drafter_batch": "batch padding is not modelled",
-    "suffix_decoding_max_tree_depth": "suffix tree depth: acceptance comes from presets",
-    "suffix_decoding_max_cached_requests": "suffix cache size",
-    "suffix_decoding_max_spec_factor": "suffix speculation factor",
-    "suffix_decoding_min_token_prob": "suffix probability threshold",
 }
+# vLLM's SuffixDecoding settings, passed through as MethodConfig fields of the same name
+SUFFIX_KEYS = (
+    "suffix_decoding_max_tree_depth",
+    "suffix_decoding_max_cached_requests",
+    "suffix_decoding_max_spec_factor",
+    "suffix_decoding_min_token_prob",
+)
 USED = (
     "method",
     "num_speculative_tokens",
@@ -61,6 +64,7 @@ USED = (
     "speculative_token_tree",
     "prompt_lookup_min",
     "prompt_lookup_max",
+    *SUFFIX_KEYS,
 )
 MAX_JSON_BYTES = 256 * 1024
 
@@ -122,6 +126,8 @@ def to_method(cfg: dict[str, Any]) -> dict[str, Any]:
         out["k"] = max(len(p) for p in out["tree_paths"])
     if out["name"] == "ngram":
         out.update(_lookup_sizes(cfg))
+    if out["name"] == "suffix":
+        out.update({key: cfg[key] for key in SUFFIX_KEYS if cfg.get(key) is not None})
     if out["name"] == "draft_model" and isinstance(cfg.get("model"), str):
         out["draft_model"] = cfg["model"]
     return out

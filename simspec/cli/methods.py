@@ -96,6 +96,8 @@ def _acceptance_cell(acc: AcceptanceConfig | None) -> str:
     mark = "*" if ("proxy" in acc.source or "overall" in acc.source or "only" in acc.source) else ""
     if acc.trace:
         return f"trace {acc.trace}{mark}"
+    if acc.tokens:
+        return f"tokens {acc.tokens}{mark}"
     if acc.tau is not None:
         return f"τ {acc.tau:g}{mark}"
     return f"α {acc.alpha:g}{mark}"

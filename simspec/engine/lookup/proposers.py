@@ -16,6 +16,7 @@ from simspec.catalog.token_traces import TokenTrace, load_token_trace
 from simspec.engine.lookup.ngram import replay_pld, replay_vllm_ngram
 from simspec.engine.lookup.replay import StreamReplay
 from simspec.engine.lookup.sglang_ngram import replay_sglang_ngram
+from simspec.engine.lookup.suffix import replay_suffix
 
 Replayer = Callable[..., list[StreamReplay]]  # (trace, k, **params)
 
@@ -30,6 +31,7 @@ REPLAYERS: dict[str, Replayer] = {
     "vllm_ngram": replay_vllm_ngram,
     "pld": replay_pld,
     "sglang_ngram": _sglang,
+    "suffix": replay_suffix,
 }
 
 

@@ -83,14 +83,24 @@ class PLD(LookupSpeculator):
 
 
 class Suffix(LookupSpeculator):
-    """SuffixDecoding: a suffix tree over the prompt and earlier outputs proposes
-    continuations on the CPU; costed like prompt lookup, with K the speculation cap."""
+    """SuffixDecoding as vLLM runs it (Arctic Inference's suffix trees): a tree over the
+    request's prompt and output and a global one over earlier requests' outputs; the draft
+    follows the most frequent continuation of the best-scoring match, up to
+    ``max_spec_factor`` tokens per matched token and K in all; a sequence verifies only what it
+    proposed (:mod:`simspec.engine.lookup.suffix`)."""
 
     name = "suffix"
 
     @property
     def proposer(self) -> LookupProposer:
-        raise InputError(f"methods.{self.name}.acceptance", "suffix replay is not available")
+        cfg = self.cfg
+        given = {
+            "max_tree_depth": cfg.suffix_decoding_max_tree_depth,
+            "max_cached_requests": cfg.suffix_decoding_max_cached_requests,
+            "max_spec_factor": cfg.suffix_decoding_max_spec_factor,
+            "min_token_prob": cfg.suffix_decoding_min_token_prob,
+        }
+        return LookupProposer("suffix", tuple((k, v) for k, v in given.items() if v is not None))
 
 
 class Lookahead(Speculator):
