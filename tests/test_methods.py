@@ -26,6 +26,7 @@ from simspec.engine.acceptance.trees import (
     walk,
 )
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
+from simspec.engine.lookup.proposers import LookupProposer, chain_tau, replay_table
 from simspec.engine.simulation import simulate
 from simspec.engine.speculators import SPECULATORS, DraftStep, build_speculator
 from simspec.errors import InputError
@@ -65,13 +66,19 @@ def test_batch1_tau_of_each_tau_preset_matches_its_published_tau(name):
     assert batch1_tau(method) == pytest.approx(method.acceptance.tau, rel=0.05)
 
 
-@pytest.mark.parametrize("name", ["eagle3", "ngram", "suffix"])
+@pytest.mark.parametrize("name", ["eagle3", "ngram"])
 def test_batch1_tau_of_each_trace_preset_matches_the_trace_replay(name):
     method = preset_method(name, "sharegpt", target=TARGET)
-    relative = "ngram" if name == "suffix" else name
-    replay = method_presets()[relative]["presets"]["chat"]["replay_tau"][method.k]
+    replay = method_presets()[name]["presets"]["chat"]["replay_tau"][method.k]
     workload = WorkloadConfig(concurrency=1, trace="sharegpt", requests=310)
     assert batch1_tau(method, workload) == pytest.approx(replay, rel=0.05)
+
+
+def test_batch1_tau_of_the_suffix_preset_is_its_replay_walked_as_a_chain():
+    method = preset_method("suffix", "gsm8k", target=TARGET)
+    workload = WorkloadConfig(concurrency=1, trace="gsm8k", requests=300)
+    table = replay_table("gsm8k", LookupProposer("suffix"), method.k)
+    assert batch1_tau(method, workload) == pytest.approx(chain_tau(table, start=1), rel=1e-12)
 
 
 def test_batch1_tau_of_the_alpha_preset_matches_the_model_prediction():

@@ -44,7 +44,11 @@ runner = CliRunner()
         ),
         ({"method": "deepseek_mtp", "num_speculative_tokens": 1}, {"name": "mtp", "k": 1}),
         ({"method": "medusa", "num_speculative_tokens": 3}, {"name": "medusa1", "k": 3}),
-        ({"method": "suffix", "suffix_decoding_max_tree_depth": 24}, {"name": "suffix"}),
+        # vLLM: num_speculative_tokens for suffix defaults to the tree depth
+        (
+            {"method": "suffix", "suffix_decoding_max_tree_depth": 16},
+            {"name": "suffix", "suffix_decoding_max_tree_depth": 16, "k": 16},
+        ),
         (
             {
                 "method": "eagle3",

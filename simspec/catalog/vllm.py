@@ -128,6 +128,9 @@ def to_method(cfg: dict[str, Any]) -> dict[str, Any]:
         out.update(_lookup_sizes(cfg))
     if out["name"] == "suffix":
         out.update({key: cfg[key] for key in SUFFIX_KEYS if cfg.get(key) is not None})
+        depth = out.get("suffix_decoding_max_tree_depth")
+        if k is None and depth is not None:  # vLLM's _validate_suffix_decoding default
+            out["k"] = _int(depth, "suffix_decoding_max_tree_depth", 1, 64)
     if out["name"] == "draft_model" and isinstance(cfg.get("model"), str):
         out["draft_model"] = cfg["model"]
     return out

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from simspec.catalog.methods import preset_method, tau_measured_with
+from simspec.catalog.token_traces import load_token_trace
 from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, known_method
 from simspec.cli.flags import ServingFlags, given, overlay, read_config
-from simspec.catalog.token_traces import load_token_trace
 from simspec.engine.speculators import SPECULATORS
 from simspec.engine.speculators.lookup import LookupSpeculator
 from simspec.errors import InputError

@@ -11,7 +11,6 @@ from simspec.engine.acceptance.samplers import DraftPlan
 from simspec.engine.costmodel import StepCost
 from simspec.engine.lookup.proposers import LookupProposer
 from simspec.engine.speculators.base import DraftStep, Speculator
-from simspec.errors import InputError
 
 
 def lookup_cost(engine: EngineProfile, seqs: int) -> StepCost:
