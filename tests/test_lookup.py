@@ -237,3 +237,12 @@ def test_replays_are_deterministic():
     b = replay_table("cnn", _vllm(2, 4), 3)
     assert (a.proposed == b.proposed).all() and (a.accepted == b.accepted).all()
     assert isinstance(pd.Series(a.proposed).mean(), float)
+
+
+def test_the_token_replayed_methods_are_the_lookup_speculators():
+    from simspec.catalog.methods import TOKEN_REPLAYED
+    from simspec.engine.speculators import SPECULATORS
+    from simspec.engine.speculators.lookup import LookupSpeculator
+
+    lookups = {n for n, c in SPECULATORS.items() if issubclass(c, LookupSpeculator)}
+    assert lookups == set(TOKEN_REPLAYED)

@@ -37,6 +37,9 @@ DEFAULT_TREE_TOPK = 10
 # Draft length for draft_model when the preset gives none: transformers' assisted generation
 # starts at num_assistant_tokens = 5 (method_presets.yaml, draft_model config_source).
 DEFAULT_DRAFT_MODEL_K = 5
+# Lookup drafters whose proposer simspec replays exactly on token streams
+# (simspec.engine.lookup; their speculators are LookupSpeculator subclasses, tests/test_lookup.py)
+TOKEN_REPLAYED = ("ngram", "pld", "suffix")
 # Methods with no published acceptance in shared/validation borrow a relative's, labelled so.
 PROXIES = {
     "medusa2": (

@@ -7,14 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simspec.catalog.methods import preset_method, tau_measured_with
+from simspec.catalog.methods import TOKEN_REPLAYED, preset_method, tau_measured_with
 from simspec.catalog.token_traces import load_token_trace
 from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, known_method
 from simspec.cli.flags import ServingFlags, given, overlay, read_config
 from simspec.engine.speculators import SPECULATORS
-from simspec.engine.speculators.lookup import LookupSpeculator
 from simspec.errors import InputError
 from simspec.studies.sweep import SweepConfig
 
@@ -125,7 +124,7 @@ class SweepFlags(ServingFlags):
             # a --tau was measured with the draft shape the method runs (--tau-k its depth)
             shape = tau_measured_with(m, self.tau_k or m.get("k", 1))
             m["acceptance"] = {"tau": self.tau, "tau_k": self.tau_k, **shape}
-        elif self.token_trace and _replays_tokens(name):
+        elif self.token_trace and name in TOKEN_REPLAYED:
             m["acceptance"] = {"tokens": self.token_trace}
         if name == "draft_model" and self.draft_model:
             m["draft_model"] = self.draft_model
@@ -151,8 +150,3 @@ class SweepFlags(ServingFlags):
             base.pop("tree_nodes", None)  # preset tau stays tied to the tree it was measured with
             base.pop("tree_topk", None)
         return {**base, **fields}
-
-
-def _replays_tokens(name: str) -> bool:
-    """Whether ``name`` is a lookup drafter that a token trace replays exactly."""
-    return name in SPECULATORS and issubclass(SPECULATORS[name], LookupSpeculator)

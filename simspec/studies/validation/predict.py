@@ -22,6 +22,7 @@ from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.methods import (
     DATASET_DOMAIN,
     DEFAULT_DRAFT_MODEL,
+    TOKEN_REPLAYED,
     TRACE_DATASETS,
     acceptance_spread,
     method_defaults,
@@ -304,6 +305,9 @@ def _acceptance(
     if get("uses_trace").lower() in ("yes", "true", "1"):
         if dataset not in TRACE_DATASETS:
             raise Skip(f"uses_trace is yes but no packaged trace is named {dataset!r}")
+        if name in TOKEN_REPLAYED:  # the proposer itself, replayed on the trace's streams
+            source = f"{name} replayed on the {dataset} token streams, data/traces/SOURCE.md"
+            return AcceptanceConfig(tokens=dataset, source=source), "tokens"
         acc = AcceptanceConfig(
             trace=dataset,
             trace_method=name,

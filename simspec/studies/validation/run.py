@@ -1,7 +1,7 @@
 """Predict every row of a case table: plan, simulate each distinct scenario once, score.
 
-Every input row comes out, in order, with ``predicted_value``, ``predicted_tau``,
-``rel_error``, ``status`` (ok / skipped), ``skip_reason`` and how acceptance was chosen.
+Every input row comes out, in order, with ``predicted_value``, ``predicted_tau``, the run's
+``no_proposal_frac`` and ``mean_verify_tokens`` (what a lookup replay proposed), ``rel_error``, ``status`` (ok / skipped), ``skip_reason`` and how acceptance was chosen.
 """
 
 from __future__ import annotations
@@ -13,12 +13,15 @@ from typing import Any
 
 import pandas as pd
 
+from simspec.engine.metrics import RunSummary
 from simspec.studies.runner import run_all, scenario_key
 from simspec.studies.validation.predict import CasePlan, Skip, metric_value, plan_case
 
 OUTPUT_COLUMNS = (
     "predicted_value",
     "predicted_tau",
+    "no_proposal_frac",
+    "mean_verify_tokens",
     "rel_error",
     "status",
     "skip_reason",
@@ -66,11 +69,15 @@ def validate(
     cols: dict[str, list] = {c: [] for c in OUTPUT_COLUMNS}
     for plan in plans:
         value, tau, reason = math.nan, math.nan, ""
+        no_proposal, verify = math.nan, math.nan
         source, notes = "", ""
         if isinstance(plan, str):
             reason = plan
         else:
             source, notes = plan.acceptance_source, "; ".join(plan.assumptions)
+            own = runs.get(scenario_key(plan.scenario.model_dump_json()))
+            if isinstance(own, RunSummary):
+                no_proposal, verify = own.no_proposal_frac, own.mean_verify_tokens
             try:
                 value, tau = metric_value(plan, runs)
                 if not math.isfinite(value):
@@ -81,6 +88,8 @@ def validate(
         ok = not reason
         cols["predicted_value"].append(value)
         cols["predicted_tau"].append(tau)
+        cols["no_proposal_frac"].append(no_proposal)
+        cols["mean_verify_tokens"].append(verify)
         cols["rel_error"].append((value - measured) / measured if ok else math.nan)
         cols["status"].append("ok" if ok else "skipped")
         cols["skip_reason"].append(_single_spaced(reason))
