@@ -1,7 +1,8 @@
 """Predict every row of a case table: plan, simulate each distinct scenario once, score.
 
 Every input row comes out, in order, with ``predicted_value``, ``predicted_tau``, the run's
-``no_proposal_frac`` and ``mean_verify_tokens`` (what a lookup replay proposed), ``rel_error``, ``status`` (ok / skipped), ``skip_reason`` and how acceptance was chosen.
+``no_proposal_frac`` and ``mean_verify_tokens`` (what a lookup replay proposed),
+``rel_error``, ``status`` (ok / skipped), ``skip_reason`` and how acceptance was chosen.
 """
 
 from __future__ import annotations
