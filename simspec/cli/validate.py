@@ -25,8 +25,8 @@ def validate(
     out: Annotated[
         Path,
         typer.Option(
-            help="predictions: every input column plus predicted_value, "
-            "predicted_tau, rel_error, status, skip_reason (.csv)"
+            help="predictions: every input column plus predicted_value, predicted_tau, "
+            "no_proposal_frac, mean_verify_tokens, rel_error, status, skip_reason (.csv)"
         ),
     ] = Path("predictions.csv"),
     report: Annotated[

@@ -32,6 +32,7 @@ from simspec.catalog.methods import (
     tau_measured_with,
 )
 from simspec.catalog.models import load_model
+from simspec.catalog.traces import first_method, load_trace
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.metrics import RunSummary
@@ -127,6 +128,11 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
         row = {**row, "prompt_len": str(context), "output_len": "1"}
         get = _cells(row)
     workload = _workload(load_kind, load, get, dataset, assumptions)
+    if metric == "tau" and _uses_trace(get) and dataset in TRACE_DATASETS:
+        # a τ computed from a trace is pooled over every request of it, at its own lengths
+        records = load_trace(dataset, first_method(dataset)).num_requests
+        workload = WorkloadConfig(concurrency=1, trace=dataset, requests=records)
+        assumptions.append(f"every request of the {dataset} trace, at its own lengths")
 
     deploy: dict[str, Any] = {
         "model": model,
@@ -197,6 +203,10 @@ def _first_error(exc: ValueError) -> str:
     if isinstance(exc, ValidationError):
         return validation_message(exc)
     return str(exc).splitlines()[0]
+
+
+def _uses_trace(get) -> bool:
+    return get("uses_trace").lower() in ("yes", "true", "1")
 
 
 def _workload(load_kind: str, load: float, get, dataset: str, notes: list[str]) -> WorkloadConfig:
@@ -302,7 +312,7 @@ def _acceptance(
     temperature: float,
 ) -> tuple[AcceptanceConfig, str]:
     get = _cells(row)
-    if get("uses_trace").lower() in ("yes", "true", "1"):
+    if _uses_trace(get):
         if dataset not in TRACE_DATASETS:
             raise Skip(f"uses_trace is yes but no packaged trace is named {dataset!r}")
         if name in TOKEN_REPLAYED:  # the proposer itself, replayed on the trace's streams
