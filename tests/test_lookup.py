@@ -14,7 +14,12 @@ from simspec import Scenario, simulate
 from simspec.catalog.token_traces import load_token_trace
 from simspec.catalog.traces import load_trace, replay_tau
 from simspec.config import AcceptanceConfig, MethodConfig
-from simspec.engine.lookup.ngram import replay_pld, replay_stream, replay_vllm_ngram
+from simspec.engine.lookup.ngram import (
+    replay_pld,
+    replay_stream,
+    replay_stream_reference,
+    replay_vllm_ngram,
+)
 from simspec.engine.lookup.proposers import LookupProposer, ReplayTable, chain_tau, replay_table
 from simspec.errors import InputError
 
@@ -246,3 +251,27 @@ def test_the_token_replayed_methods_are_the_lookup_speculators():
 
     lookups = {n for n, c in SPECULATORS.items() if issubclass(c, LookupSpeculator)}
     assert lookups == set(TOKEN_REPLAYED)
+
+
+@pytest.mark.parametrize("whole_draft", [False, True])
+@pytest.mark.parametrize("sizes", [(1, 1), (1, 3), (3, 5), (5, 5)])
+@pytest.mark.parametrize("k", [1, 3, 10])
+def test_the_vectorised_replay_is_the_position_by_position_rule(sizes, k, whole_draft):
+    rng = np.random.default_rng(sizes[0] * 100 + sizes[1] * 10 + k)
+    for _ in range(30):  # a small vocabulary repeats n-grams often
+        prompt = rng.integers(0, 4, size=int(rng.integers(1, 30)))
+        generated = rng.integers(0, 4, size=int(rng.integers(1, 40)))
+        fast = replay_stream(prompt, generated, *sizes, k=k, whole_draft=whole_draft)
+        slow = replay_stream_reference(prompt, generated, *sizes, k=k, whole_draft=whole_draft)
+        assert (fast.proposed == slow.proposed).all()
+        assert (fast.accepted == slow.accepted).all()
+
+
+def test_the_vectorised_replay_is_the_rule_on_real_streams():
+    trace = load_token_trace("cnn")
+    for prompt, generated in list(zip(trace.prompts, trace.outputs, strict=True))[:15]:
+        fast, slow = (
+            replay_stream(prompt, generated, 3, 5),
+            replay_stream_reference(prompt, generated, 3, 5),
+        )
+        assert (fast.proposed == slow.proposed).all() and (fast.accepted == slow.accepted).all()

@@ -22,9 +22,12 @@ tokens that followed it. They differ in the sizes tried and in what a match must
   it then proposes exactly ``num_pred_tokens``. The earliest occurrence is the one most likely
   to pass both bounds, so only it needs checking.
 
-The replay keeps each size's earliest occurrences in a dict filled as the context grows: an
-occurrence qualifies when it ends before the context's last token (it is not the suffix itself),
-so the n-gram starting at ``s`` enters once the context is ``s + n + 1`` long.
+An occurrence qualifies when it ends before the context's last token (it is not the suffix
+itself). The earliest occurrence of an n-gram in the whole stream is also its earliest in any
+prefix that contains it, so one pass over the stream (:func:`replay_stream`, numpy) finds, for
+every position at once, the earliest occurrence of its suffix and whether it qualifies;
+:func:`replay_stream_reference` walks position by position and is kept as the specification
+the fast path is tested against.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from simspec.engine.lookup.replay import StreamReplay, greedy_accepted
 MAX_DRAFT = 64  # the largest k a method accepts (MethodConfig.k)
 
 
-def replay_stream(
+def replay_stream_reference(
     prompt: np.ndarray,
     generated: np.ndarray,
     n_min: int,
@@ -45,8 +48,9 @@ def replay_stream(
     k: int = MAX_DRAFT,
     whole_draft: bool = False,
 ) -> StreamReplay:
-    """The proposer at every decode position of one request (see the module docstring):
-    vLLM's rule, or prompt lookup's with ``whole_draft`` (exactly ``k`` tokens or nothing)."""
+    """The proposer at every decode position of one request, one position at a time, with
+    each size's earliest occurrences in a dict filled as the context grows (the n-gram
+    starting at ``s`` enters once the context is ``s + n + 1`` long)."""
     tokens = np.concatenate([prompt, generated]).tolist()
     p, out = len(prompt), len(generated)
     sizes = range(n_max, n_min - 1, -1)
@@ -75,6 +79,61 @@ def replay_stream(
             accepted[t] = greedy_accepted(np.asarray(draft), generated[t : t + len(draft)])
             break
     return StreamReplay(proposed, accepted)
+
+
+def replay_stream(
+    prompt: np.ndarray,
+    generated: np.ndarray,
+    n_min: int,
+    n_max: int,
+    k: int = MAX_DRAFT,
+    whole_draft: bool = False,
+) -> StreamReplay:
+    """The proposer at every decode position of one request (see the module docstring):
+    vLLM's rule, or prompt lookup's with ``whole_draft`` (exactly ``k`` tokens or nothing)."""
+    tokens = np.concatenate([prompt, generated]).astype(np.int64)
+    p, out = len(prompt), len(generated)
+    ends = p + np.arange(out)  # context length at each position
+    begin = np.full(out, -1, dtype=np.int64)  # where the chosen draft starts; -1: no match
+    for n in range(n_max, n_min - 1, -1):
+        if len(tokens) < n:
+            continue
+        first = _earliest_starts(tokens, n)  # per n-gram start: its earliest occurrence
+        undecided = (begin < 0) & (ends > n)
+        pos = np.flatnonzero(undecided)
+        if len(pos) == 0:
+            continue
+        length = ends[pos]
+        start = first[length - n]
+        ok = start < length - n  # an earlier occurrence than the suffix itself
+        if whole_draft:
+            ok &= (start + n + k <= length) & (start < length - 2 * n)
+        begin[pos[ok]] = start[ok] + n
+    matched = begin >= 0
+    proposed = np.where(matched, np.minimum(k, ends - begin), 0)
+    accepted = np.zeros(out, dtype=np.int64)
+    pos = np.flatnonzero(matched)
+    src, dst, cap = begin[pos], ends[pos], proposed[pos]
+    cap = np.minimum(cap, len(tokens) - dst)  # the stream ends: nothing more to accept
+    alive = np.ones(len(pos), dtype=bool)
+    for j in range(int(cap.max()) if len(cap) else 0):
+        alive &= j < cap
+        if not alive.any():
+            break
+        idx = np.flatnonzero(alive)
+        same = tokens[src[idx] + j] == tokens[dst[idx] + j]
+        accepted[pos[idx[same]]] += 1
+        alive[idx[~same]] = False
+    return StreamReplay(proposed.astype(np.int32), accepted.astype(np.int32))
+
+
+def _earliest_starts(tokens: np.ndarray, n: int) -> np.ndarray:
+    """For every start ``s``, the earliest start of the n-gram ``tokens[s:s+n]`` (exact: the
+    n-grams are compared as bytes, not hashed)."""
+    windows = np.lib.stride_tricks.sliding_window_view(tokens, n)
+    keys = np.ascontiguousarray(windows).view(np.dtype((np.void, 8 * n))).ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return first[inverse.ravel()]
 
 
 def replay_vllm_ngram(
