@@ -162,6 +162,8 @@ class Replica:
         are costed like a chain of the same width (attention kernels compute the masked block
         whole). ``widths``: each decoding sequence's own verify width, when they differ."""
         d, p, chunks = batch.decode, batch.prefill, batch.chunks
+        if widths is not None and len(widths) == 1:  # one sequence: its own width, uniformly
+            width, widths = int(widths[0]), None
         if widths is None:
             shape = BatchShape.uniform(len(d), width, kv_sum, len(d) * width)
         else:

@@ -187,6 +187,7 @@ class TokenReplayAcceptance:
         )
         self.offset = np.zeros(num_requests, dtype=np.int64)
         self.length = np.ones(num_requests, dtype=np.int64)
+        self._step: tuple[np.ndarray | None, np.ndarray] = (None, self.offset[:0])
 
     def _table(self, k: int) -> ReplayTable:
         table = self._tables.get(k)
@@ -207,12 +208,17 @@ class TokenReplayAcceptance:
 
     def proposals(self, rids: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
         """Draft tokens each sequence proposes this step (0: the lookup found nothing)."""
-        return self._table(k).proposed[self._index(rids, positions)]
+        index = self._index(rids, positions)
+        self._step = (rids, index)  # the same step's accept_counts reads the same positions
+        return self._table(k).proposed[index]
 
     def accept_counts(
         self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
     ) -> np.ndarray:
-        return self._table(k).accepted[self._index(rids, positions)]
+        step_rids, index = self._step
+        if step_rids is not rids:
+            index = self._index(rids, positions)
+        return self._table(k).accepted[index]
 
 
 @dataclass(frozen=True)
