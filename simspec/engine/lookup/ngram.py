@@ -140,11 +140,11 @@ def replay_vllm_ngram(
     trace: TokenTrace, k: int, prompt_lookup_min: int, prompt_lookup_max: int
 ) -> list[StreamReplay]:
     """Every request of ``trace``, independently (the proposer keeps no state across
-    requests); one pass at :data:`MAX_DRAFT` clipped to ``k`` (a shorter draft is a prefix)."""
+    requests)."""
     if not 1 <= prompt_lookup_min <= prompt_lookup_max:
         raise ValueError("need 1 <= prompt_lookup_min <= prompt_lookup_max")
     return [
-        clip(replay_stream(p, g, prompt_lookup_min, prompt_lookup_max), k)
+        replay_stream(p, g, prompt_lookup_min, prompt_lookup_max, k)
         for p, g in zip(trace.prompts, trace.outputs, strict=True)
     ]
 
@@ -155,9 +155,3 @@ def replay_pld(trace: TokenTrace, k: int, max_ngram_size: int = 3) -> list[Strea
         replay_stream(p, g, 1, max_ngram_size, k, whole_draft=True)
         for p, g in zip(trace.prompts, trace.outputs, strict=True)
     ]
-
-
-def clip(replay: StreamReplay, k: int) -> StreamReplay:
-    """The replay at draft length ``k`` from one at a longer length (prefix-consistent drafts)."""
-    proposed = np.minimum(replay.proposed, k)
-    return StreamReplay(proposed, np.minimum(replay.accepted, proposed))

@@ -15,8 +15,6 @@ import numpy as np
 from simspec.catalog.token_traces import TokenTrace, load_token_trace
 from simspec.engine.lookup.ngram import replay_pld, replay_vllm_ngram
 from simspec.engine.lookup.replay import StreamReplay
-from simspec.engine.lookup.sglang_ngram import replay_sglang_ngram
-from simspec.engine.lookup.suffix import replay_suffix
 
 Replayer = Callable[..., list[StreamReplay]]  # (trace, k, **params)
 
@@ -24,14 +22,22 @@ Replayer = Callable[..., list[StreamReplay]]  # (trace, k, **params)
 def _sglang(trace: TokenTrace, k: int, **params: int | float | str) -> list[StreamReplay]:
     """SGLang's trie with ``k`` draft nodes: ``speculative_num_draft_tokens`` = k + 1 (the
     root, the last sampled token, is one of them: ``Param::get_draft_token_num``)."""
+    from simspec.engine.lookup.sglang_ngram import replay_sglang_ngram  # only when asked for
+
     return replay_sglang_ngram(trace, k + 1, **params)
+
+
+def _suffix(trace: TokenTrace, k: int, **params: int | float) -> list[StreamReplay]:
+    from simspec.engine.lookup.suffix import replay_suffix  # only when asked for
+
+    return replay_suffix(trace, k, **params)
 
 
 REPLAYERS: dict[str, Replayer] = {
     "vllm_ngram": replay_vllm_ngram,
     "pld": replay_pld,
     "sglang_ngram": _sglang,
-    "suffix": replay_suffix,
+    "suffix": _suffix,
 }
 
 
