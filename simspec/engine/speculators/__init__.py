@@ -68,5 +68,4 @@ def build_speculator(
                 f"a token trace replays lookup drafters ({lookups}); {cfg.name} drafts with a "
                 "model, so give alpha, tau or an acc_len trace",
             )
-        spec.proposer  # noqa: B018 - a proposer that cannot run is refused before the run
     return spec

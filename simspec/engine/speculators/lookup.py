@@ -25,8 +25,6 @@ class LookupSpeculator(Speculator):
     verifies one token. With an ``acc_len`` trace or a τ, every decoding sequence is charged a
     full chain of K (an upper bound: those sources do not record the misses)."""
 
-    name = "ngram"
-
     @property
     def proposer(self) -> LookupProposer:
         raise NotImplementedError
