@@ -15,6 +15,15 @@ layered one (issue 13)::
     20 golden scenarios: da08d44775b6636a03549b9cdae3fee0e74dc96c730ebce351d0e6b54711eb34
     default sweep CSV:   d3a8341c0a49cab1b812c1f50df9d752bda58a2c905da8a7c137c93aa9a783fb
     validate CSV:        4e634cfd946b491510df453a07c40bdf68b2bb2a9d46e1bda2d653ea3fbe6245
+
+Issue 14 moved two on purpose (n-gram and suffix replayed on token streams, two new CSV columns,
+τ-from-trace rows run over the whole trace) and left the scenarios' hash as it was: the
+scenarios hash the iteration columns they were recorded with (:data:`ITERATION_COLUMNS`), and
+their lookup methods replay ``acc_len`` traces, whose path did not change::
+
+    20 golden scenarios: da08d44775b6636a03549b9cdae3fee0e74dc96c730ebce351d0e6b54711eb34
+    default sweep CSV:   362efe60b6144ddb2fba9df8aba0e418743255705d20437a7508638c6f904d32
+    validate CSV:        3265f0a28d5c1eff052ecb9eb8511ae5623a95773eb0d7df4d43a15de46d1b12
 """
 
 from __future__ import annotations
