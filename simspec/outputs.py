@@ -1,8 +1,16 @@
-"""Output files written whole or not at all: a stopped or failed run never leaves half a file."""
+"""Output files written whole or not at all: a stopped or failed run never leaves half a file.
+
+An output is written to a temporary file beside it and renamed over it, so an existing file
+is *replaced*, not rewritten in place: its permission bits (and, where the process may, its
+owner and group) carry over, but other hard links to it keep the old content. Only a regular
+file (or a new name) is ever replaced: a directory, device node, FIFO or socket is refused.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -13,17 +21,68 @@ def write_text_atomic(out: Path, text: str) -> None:
 
 
 def write_bytes_atomic(out: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``out``, then rename it over ``out``."""
+    """Write ``data`` to a temporary file beside ``out``, then rename it over ``out``
+    (creating missing folders; an existing ``out`` must be a regular file and keeps its mode)."""
+    old = existing_regular(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; give it a new file's mode
+        if old is None:
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; give it a new file's mode
+        else:
+            _keep_attributes(tmp, old)
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def existing_regular(out: Path) -> os.stat_result | None:
+    """``out``'s status if it is an existing regular file, None if nothing is there; any
+    other kind of file raises ``OSError`` (renaming over it would destroy it)."""
+    try:
+        st = os.stat(out)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory; give a file name", str(out))
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(
+            errno.EINVAL,
+            "not a regular file (a device, FIFO or socket); give a file name",
+            str(out),
+        )
+    return st
+
+
+def check_writable(out: Path) -> None:
+    """Refuse, before any work, an ``out`` that could not be written: an existing non-regular
+    file, or a nearest existing folder that is not a folder or that refuses a new file (tried
+    with a temporary file, removed at once: permission bits alone mislead root and read-only
+    mounts). Missing folders are fine: writing creates them."""
+    existing_regular(out)
+    parent = out.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "a folder on the path is a file", str(parent))
+    fd, probe = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".probe", dir=parent)
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _keep_attributes(tmp: str, old: os.stat_result) -> None:
+    """Give the replacement the replaced file's permission bits, and its owner and group where
+    this process may set them (root, or a group it belongs to); otherwise they stay its own."""
+    for uid in (old.st_uid, -1):  # the group alone when the owner cannot be given away
+        try:
+            os.chown(tmp, uid, old.st_gid)
+            break
+        except OSError:
+            continue
+    os.chmod(tmp, stat.S_IMODE(old.st_mode))  # after chown, which may clear set-id bits
 
 
 def _umask() -> int:

@@ -15,8 +15,9 @@ from simspec.cli.common import err, one_line_errors, progress_bar, writing
 from simspec.cli.flags import with_flags
 from simspec.cli.sweep_flags import SweepFlags
 from simspec.cli.tables import write_frame
-from simspec.errors import InputError
-from simspec.studies.runner import Executor
+from simspec.errors import InputError, one_line
+from simspec.outputs import check_writable, existing_regular
+from simspec.studies.runner import Executor, path_in_use
 from simspec.studies.sweep import SweepConfig, cells, run_sweep
 
 
@@ -45,14 +46,19 @@ def sweep(
     resume: Annotated[
         bool,
         typer.Option(
-            "--resume", help="skip cells a stopped sweep already finished (kept in OUT.partial)"
+            "--resume",
+            help="skip cells a stopped sweep already finished (kept in OUT.partial, checked "
+            "entry by entry; a damaged one, or one whose profile/config/trace file changed, "
+            "runs again). Without it an existing OUT.partial is refused, never emptied",
         ),
     ] = False,
     out: Annotated[
         Path | None,
         typer.Option(
-            help="write the results table (.csv, or .parquet); finished cells stream "
-            "to OUT.partial meanwhile"
+            help="write the results table (.csv, or .parquet; missing folders are created, an "
+            "existing file is replaced by rename and keeps its mode); finished cells stream "
+            "to OUT.partial meanwhile (removed once the table is written, or if a sweep that "
+            "started it fails; kept on Ctrl-C, SIGTERM or SIGHUP for --resume)"
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="print no table or progress")] = False,
@@ -75,16 +81,27 @@ def sweep(
         raise InputError("--out", f"write .csv or .parquet (got {str(out)!r})")
     cfg = flags.sweep_config(grid or config)
     journal = _partial(out) if out is not None else None
-    with progress_bar("simulating", total=len(cells(cfg)), show=not quiet) as bar:
-        frame = run_sweep(
-            cfg,
-            progress=bar.step,
-            executor=cast(Executor, executor),
-            workers=workers,
-            ray_address=ray_address,
-            journal=journal,
-            resume=resume,
-        )
+    if out is not None and journal is not None:
+        _check_out(out, journal, resume)
+    started_journal = journal is not None and not journal.exists()
+    try:
+        with progress_bar("simulating", total=len(cells(cfg)), show=not quiet) as bar:
+            frame = run_sweep(
+                cfg,
+                progress=bar.step,
+                executor=cast(Executor, executor),
+                workers=workers,
+                ray_address=ray_address,
+                journal=journal,
+                resume=resume,
+                warn=_warn,
+            )
+    except Exception:
+        # a failure is not a stop: leave nothing behind but what was there before (an
+        # interrupt, SIGTERM or SIGHUP is a stop, and keeps the journal for --resume)
+        if started_journal and journal is not None:
+            journal.unlink(missing_ok=True)
+        raise
     if out is not None:
         with writing(out):
             write_frame(frame, out)
@@ -94,6 +111,26 @@ def sweep(
         if out is not None:
             err.print(f"wrote {len(frame)} rows to {out}")
     _sampling_note(cfg)
+
+
+def _check_out(out: Path, journal: Path, resume: bool) -> None:
+    """Before any cell runs: ``out`` and its journal can be written, and a stopped sweep's
+    journal is not thrown away unasked."""
+    with writing(out):
+        check_writable(out)
+    with writing(journal):
+        existing_regular(journal)
+    if not resume and path_in_use(journal):
+        raise InputError(
+            "--resume",
+            f"{str(journal)!r} holds the finished cells of a stopped sweep: pass --resume to "
+            "keep them, or delete it to start over",
+        )
+
+
+def _warn(message: str) -> None:
+    """``warning: message`` as one line on stderr."""
+    err.print(f"warning: {one_line(message)}", highlight=False, soft_wrap=True, markup=False)
 
 
 def _partial(out: Path) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, NamedTuple
 
@@ -88,10 +89,35 @@ class RunSummary:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> RunSummary:
-        """From :meth:`as_dict` (a JSON line of a run cache; counts may come back as floats)."""
-        cast = {"int": int, "float": float}
-        return cls(**{f.name: cast[f.type](values[f.name]) for f in fields(cls)})
+    def from_dict(cls, values: Any) -> RunSummary:
+        """From :meth:`as_dict` (a JSON line of a run cache, which a person or a cut write may
+        have damaged). Every field must be there and nothing else; counts are integers >= 0
+        (an integral float is one), measures finite numbers: a missing, null, string, boolean,
+        NaN or infinite value raises ``ValueError``, so no damaged entry becomes a result."""
+        if not isinstance(values, dict):
+            raise ValueError("a run summary is a JSON object")
+        names = [f.name for f in fields(cls)]
+        if set(values) != set(names):
+            odd = sorted(set(values) ^ set(names))
+            raise ValueError(f"a run summary has exactly its fields (not {', '.join(odd)})")
+        return cls(**{f.name: _checked(f.name, f.type, values[f.name]) for f in fields(cls)})
+
+
+def _checked(name: str, kind: Any, value: Any) -> int | float:
+    """``value`` as the field's type, if it is a finite number of that kind."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, not {type(value).__name__}")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        finite = False
+    if not finite:
+        raise ValueError(f"{name} must be finite, not {value}")
+    if kind in ("int", int):
+        if value != int(value) or value < 0:
+            raise ValueError(f"{name} must be a count (an integer >= 0), not {value}")
+        return int(value)
+    return float(value)
 
 
 def _pct(x: np.ndarray, q: float) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -163,9 +164,10 @@ class Cell:
     batch_size: int
     scenario_json: str
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """Identifies the run by content, so a resumed sweep recognises it."""
+        """Identifies the run by content, so a resumed sweep recognises it (computed once: the
+        files it hashes are read once per sweep)."""
         return scenario_key(self.scenario_json)
 
 
@@ -185,13 +187,15 @@ def run_sweep(
     ray_address: str | None = None,
     journal: Path | None = None,
     resume: bool = False,
+    warn: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """Simulate every cell and report speedup = throughput / autoregressive throughput.
 
     ``journal`` backs the run cache: finished runs are appended to it as they complete (one
     JSON line each, flushed), so a stopped sweep keeps them; with ``resume`` those already
-    there are not run again. The table is the same whichever executor ran the cells, and in
-    the same order."""
+    there are not run again (an existing journal without ``resume`` is refused; see
+    :class:`RunCache`, whose warnings go to ``warn``). The table is the same whichever executor
+    ran the cells, and in the same order."""
     todo = cells(cfg)
     for scenario_json in {c.scenario_json for c in todo}:  # bad input fails before any run
         check(Scenario.model_validate_json(scenario_json))
@@ -202,7 +206,7 @@ def run_sweep(
             c = by_key[key]
             progress(f"{c.method.name} bs={c.batch_size}")
 
-    with RunCache(journal, resume) as cache:
+    with RunCache(journal, resume, warn) as cache:
         for c in todo:
             if c.key in cache and progress:
                 progress(f"{c.method.name} bs={c.batch_size} (resumed)")
