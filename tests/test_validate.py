@@ -7,6 +7,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -227,3 +228,48 @@ def test_a_scenario_that_cannot_run_skips_only_its_rows(tmp_path, workers):
     assert status == {"a": "ok", "big": "skipped", "b": "ok"}
     assert "does not fit" in pred.loc[1, "skip_reason"]
     assert seen[-1] == (2, 2) and len(seen) == 2  # two distinct scenarios for three rows
+
+
+def _ok_rows(series: list[str], loads: list[float], measured: list[float]) -> pd.DataFrame:
+    n = len(series)
+    return pd.DataFrame(
+        {
+            "series": series,
+            "case_id": [f"c{i}" for i in range(n)],
+            "metric": ["speedup"] * n,
+            "method": ["eagle3"] * n,
+            "k": [3] * n,
+            "load": loads,
+            "measured_value": measured,
+            "predicted_value": [m * 0.97 for m in measured],
+            "rel_error": [-0.03] * n,
+            "status": ["ok"] * n,
+        }
+    )
+
+
+def test_validate_prints_errors_in_percent():
+    from simspec.cli.validate import shown_table
+    from simspec.studies.validation.summary import series_table
+
+    shown = shown_table(series_table(_ok_rows(["a", "a"], [1, 2], [1.5, 1.6])))
+    assert shown.loc[shown["series"] == "ALL", "MAPE %"].item() == pytest.approx(3.0)
+    assert "mape" not in shown.columns and "bias %" in shown.columns
+
+
+def test_the_all_row_has_no_trend_when_no_series_varies_load():
+    from simspec.studies.validation.summary import series_table
+
+    # two series of two load levels each: together four levels, but no one series' sweep
+    table = series_table(_ok_rows(["a", "a", "b", "b"], [1, 2, 4, 8], [1.2, 1.4, 1.6, 1.8]))
+    assert table["trend_rho"].isna().all()
+
+
+def test_a_one_point_panel_shows_a_small_miss_small():
+    from simspec.studies.validation.report import panel_range, predicted_vs_measured
+
+    rows = _ok_rows(["a"], [1], [1.66]).assign(predicted_value=[1.60])
+    fig = predicted_vs_measured(rows.assign(measured=[1.66]))
+    lo, hi = fig.layout.yaxis.range
+    assert lo == 0 and 1.66 < hi < 2.0 and tuple(fig.layout.xaxis.range) == (lo, hi)
+    assert panel_range(np.array([-2.0, -1.0])) == pytest.approx([-2.6, -0.4])

@@ -304,3 +304,25 @@ def sampled_from_tau(
 def default_methods(dataset: str = "sharegpt") -> list[MethodConfig]:
     """The embedded default sweep: plain decoding, EAGLE-3 and n-gram lookup at K=3."""
     return [preset_method(n, dataset) for n in ("autoregressive", "eagle3", "ngram")]
+
+
+def left_out_of_all(name: str, model: str) -> str | None:
+    """Why ``--methods all`` leaves ``name`` out for ``model`` (None: it is offered): a drafter
+    made of the model's own MTP layers needs a model that declares them, and a method no engine
+    profile ships is not something a user could deploy (``simspec/data/method_engines.yaml``)."""
+    table = packaged_table("method_engines.yaml")
+    if name in table["needs_mtp_layers"]:
+        try:
+            layers = load_model(model).num_nextn_predict_layers
+        except InputError:
+            return None  # the bad model is reported by name when the sweep builds it
+        if layers == 0:
+            return (
+                f"{model} declares no multi-token-prediction layers "
+                "(num_nextn_predict_layers in its config.json; no packaged preset has any)"
+            )
+    if name != "autoregressive" and not table["methods"].get(name):
+        from simspec.catalog.hardware import engine_ids
+
+        return f"no engine simspec models ({', '.join(engine_ids())}) ships it"
+    return None

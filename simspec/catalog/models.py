@@ -29,7 +29,12 @@ class ModelShape(BaseModel):
     vocab_size: int = Field(gt=0)
     tie_word_embeddings: bool = False
     max_position_embeddings: int = Field(default=4096, gt=0)
-    hf_id: str = ""
+    # multi-token-prediction layers shipped with the weights, as DeepSeek-V3's config.json names
+    # them; vLLM reads this key (or Qwen3.5's mtp_num_hidden_layers) to build its mtp drafter
+    # (SpeculativeConfig.hf_config_override, vllm/config/speculative.py). No packaged preset
+    # has any.
+    num_nextn_predict_layers: int = Field(default=0, ge=0)
+    hf_ids: tuple[str, ...] = ()
     source: str = ""
 
     @model_validator(mode="before")
@@ -92,18 +97,45 @@ def model_ids() -> list[str]:
     return sorted(packaged_table("models.yaml"))
 
 
-def load_model(ref: str) -> ModelShape:
-    """A preset id (e.g. ``llama-3.1-8b``) or a path to a Hugging Face ``config.json``."""
+def preset_id(ref: str) -> str:
+    """The preset a Hugging Face repo id names (``meta-llama/Llama-3.1-8B-Instruct`` ->
+    ``llama-3.1-8b``; case ignored, as the Hub ignores it), else ``ref`` unchanged: the names
+    users already type reach the preset and its acceptance presets."""
+    wanted = ref.strip().lower()
+    for name, entry in packaged_table("models.yaml").items():
+        if any(wanted == hf.lower() for hf in entry.get("hf_ids") or ()):
+            return ref if _is_file(ref) else name  # a file by that name is what is meant
+    return ref
+
+
+def _is_file(ref: str) -> bool:
+    try:
+        return Path(ref).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def load_model(ref: str, field: str = "model") -> ModelShape:
+    """A preset id (e.g. ``llama-3.1-8b``), a Hugging Face repo id of a preset, or a path to a
+    Hugging Face ``config.json``."""
     table = packaged_table("models.yaml")
+    ref = preset_id(ref)
     if ref in table:
         return ModelShape(id=ref, **table[ref])
     path = Path(ref)
     if path.suffix == ".json" or path.exists():
         return load_hf_config(path)
+    if ref.count("/") == 1 and not ref.startswith(("/", ".")):
+        raise InputError(
+            field,
+            f"{ref!r} is not a packaged preset and simspec does not download models: fetch its "
+            f"config.json (huggingface-cli download {ref} config.json --local-dir DIR) and give "
+            "its path (--model DIR/config.json); presets: " + ", ".join(sorted(table)),
+        )
     raise InputError(
-        "model",
-        f"unknown model {ref!r}; choose a preset ({', '.join(sorted(table))}) "
-        "or give a path to a Hugging Face config.json",
+        field,
+        f"unknown model {ref!r}; choose a preset ({', '.join(sorted(table))}), a Hugging Face "
+        "id of one, or give a path to a Hugging Face config.json",
     )
 
 
@@ -119,9 +151,16 @@ def load_hf_config(path: Path) -> ModelShape:
         raise InputError("model", f"{str(path)!r} must hold a JSON object")
     if "text_config" in raw and isinstance(raw["text_config"], dict):
         raw = {**raw, **raw["text_config"]}
-    aliases = {"n_layer": "num_hidden_layers", "n_head": "num_attention_heads"}
+    aliases = {
+        "n_layer": "num_hidden_layers",
+        "n_head": "num_attention_heads",
+        "mtp_num_hidden_layers": "num_nextn_predict_layers",  # Qwen3.5's name (vLLM reads both)
+    }
     for old, new in aliases.items():
-        raw.setdefault(new, raw.get(old))
+        if raw.get(new) is None and raw.get(old) is not None:
+            raw[new] = raw[old]
+    if raw.get("num_nextn_predict_layers") is None:
+        raw.pop("num_nextn_predict_layers", None)  # null: no MTP layers
     needed = (
         "hidden_size",
         "intermediate_size",
@@ -140,7 +179,7 @@ def load_hf_config(path: Path) -> ModelShape:
             **{
                 k: v
                 for k, v in raw.items()
-                if k in ModelShape.model_fields and k not in ("id", "source")
+                if k in ModelShape.model_fields and k not in ("id", "source", "hf_ids")
             },
         )
     except ValidationError as exc:

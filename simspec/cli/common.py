@@ -18,6 +18,7 @@ from typing import Any, NoReturn, TypeVar
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -38,9 +39,13 @@ Command = TypeVar("Command", bound=Callable[..., Any])
 
 
 def print_error(message: str) -> None:
-    """``error: message`` as one line on stderr (control characters escaped)."""
+    """``error: message`` as one line on stderr (control characters escaped, and rich markup:
+    ``pip install -e ".[ray]"`` must print its ``[ray]``)."""
     err.print(
-        f"[bold red]error:[/] {one_line(message)}", highlight=False, soft_wrap=True, markup=True
+        f"[bold red]error:[/] {escape(one_line(message))}",
+        highlight=False,
+        soft_wrap=True,
+        markup=True,
     )
 
 
@@ -130,7 +135,17 @@ def csv_list(text: str, flag: str, cast: Callable[[str], T] = str) -> list[T]:
 
 
 def known_method(name: str, flag: str = "--methods") -> str:
-    """``name`` if simspec models that method (``simspec methods`` lists them)."""
-    if name not in SPECULATORS:
-        raise InputError(flag, f"unknown method {name!r}; choose from {', '.join(SPECULATORS)}")
-    return name
+    """The simspec method ``name`` means (``simspec methods`` lists them): case ignored, and
+    vLLM's own method names (``eagle``, ``medusa``, the MTP aliases) read as the method vLLM
+    runs for them (:data:`simspec.catalog.vllm.METHODS`)."""
+    from simspec.catalog.vllm import METHODS
+
+    key = name.strip().lower()
+    method = key if key in SPECULATORS else METHODS.get(key)
+    if method is None:
+        raise InputError(
+            flag,
+            f"unknown method {name!r}; choose from {', '.join(SPECULATORS)} "
+            f"(or vLLM's names: {', '.join(sorted(set(METHODS) - set(SPECULATORS)))})",
+        )
+    return method

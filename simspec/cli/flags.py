@@ -61,6 +61,21 @@ def overlay(file: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def with_preset_ids(data: dict[str, Any]) -> dict[str, Any]:
+    """A scenario's model (and a grid's model axis) named by a Hugging Face id of a preset, as
+    that preset (:func:`~simspec.catalog.models.preset_id`): presets and results use one name."""
+    from simspec.catalog.models import preset_id
+
+    out = dict(data)
+    if isinstance(out.get("model"), str):
+        out["model"] = preset_id(out["model"])
+    grid = out.get("grid")
+    if isinstance(grid, dict) and isinstance(grid.get("model"), list):
+        models = [preset_id(m) if isinstance(m, str) else m for m in grid["model"]]
+        out["grid"] = {**grid, "model": models}
+    return out
+
+
 def with_flags(flags_type: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a command whose ``flags`` parameter is a dataclass of options: typer sees each
     of its fields as an option (in their place, in field order), and the command receives
@@ -122,4 +137,4 @@ class DeploymentFlags(ServingFlags):
         flags = {**self.serving_fields(), **given(temperature=self.temperature)}
         if self.dataset:
             flags["workload"] = {"trace": self.dataset}
-        return Deployment(**overlay(data, flags))
+        return Deployment(**with_preset_ids(overlay(data, flags)))

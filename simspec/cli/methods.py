@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from simspec.catalog.methods import (
@@ -61,16 +62,17 @@ def _print_one(name: str, datasets: dict[str, str]) -> None:
     """One method: what it is, its defaults, and every preset with its source."""
     entry = method_presets().get(name, {})
     console = Console()
-    console.print(f"[bold]{name}[/]: {method_info(name).summary}")
-    console.print(f"default config: {_config_cell(method_defaults(name))}")
+    # the catalogue's text is printed as written: brackets in a source are not rich markup
+    console.print(f"[bold]{name}[/]: {escape(method_info(name).summary)}")
+    console.print(f"default config: {escape(_config_cell(method_defaults(name)))}")
     if entry.get("config_source"):
-        console.print(f"config source: {entry['config_source']}")
+        console.print(f"config source: {escape(entry['config_source'])}")
     for domain, ds in datasets.items():
         acc = preset_acceptance(name, ds)
         text = "none (give --alpha or --tau)" if acc is None else acc.source
-        console.print(f"- {domain} ({ds}): {_acceptance_cell(acc)} — {text}")
+        console.print(f"- {domain} ({ds}): {escape(_acceptance_cell(acc))} — {escape(text)}")
     if entry.get("note"):
-        console.print(f"note: {entry['note']}")
+        console.print(f"note: {escape(entry['note'])}")
 
 
 def _shape_cell(cfg: dict[str, Any]) -> str:

@@ -94,7 +94,9 @@ BatchSizes = Annotated[
 Methods = Annotated[
     str | None,
     typer.Option(
-        help="comma list of methods (see `simspec methods`), or 'all' "
+        help="comma list of methods (see `simspec methods`; case ignored; vLLM's names such as "
+        "eagle and medusa accepted), or 'all': every method an engine ships for the model "
+        "(those left out are listed on stderr, unless --quiet) "
         "[default: autoregressive,eagle3,ngram]"
     ),
 ]
@@ -105,7 +107,7 @@ K = Annotated[
             MethodConfig,
             "k",
             ", for every speculative method",
-            default="each method's (`simspec methods`)",
+            default="the method's default, see simspec methods",
         )
     ),
 ]

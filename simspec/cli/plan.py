@@ -50,11 +50,9 @@ def plan(
         raise InputError("--percentile", "choose 50 or 99")
     deploy = flags.deployment(config)
     ds = deploy.workload.trace or "sharegpt"
-    names = [
-        "autoregressive",
-        *(n for n in csv_list(methods, "--methods") if n != "autoregressive"),
-    ]
-    chosen = [preset_method(known_method(n), ds, None, deploy.model) for n in names]
+    given = [known_method(n) for n in csv_list(methods, "--methods")]
+    names = ["autoregressive", *(n for n in given if n != "autoregressive")]
+    chosen = [preset_method(n, ds, None, deploy.model) for n in names]
     slo = planning.Slo(slo_ttft_ms, slo_tpot_ms, percentile)
     with progress_bar("planning", total=len(chosen)) as bar:
         frame = planning.plan(deploy, chosen, qps, slo, gpu_hour_price, duration, progress=bar.step)

@@ -14,7 +14,7 @@ from simspec.cli import options as opt
 from simspec.cli.common import err, one_line_errors, progress_bar, writing
 from simspec.cli.flags import with_flags
 from simspec.cli.sweep_flags import SweepFlags
-from simspec.cli.tables import write_frame
+from simspec.cli.tables import table_width, write_frame
 from simspec.errors import InputError, one_line
 from simspec.outputs import check_writable, existing_regular
 from simspec.studies.runner import Executor, path_in_use
@@ -108,6 +108,7 @@ def sweep(
             _partial(out).unlink(missing_ok=True)  # the table has every finished cell
     if not quiet:
         _print_speedups(frame, cfg)
+        _left_out_note(flags.left_out({"model": cfg.model, "grid": cfg.grid}))
         if out is not None:
             err.print(f"wrote {len(frame)} rows to {out}")
     _sampling_note(cfg)
@@ -139,20 +140,52 @@ def _partial(out: Path) -> Path:
 
 
 def _print_speedups(frame: pd.DataFrame, cfg: SweepConfig) -> None:
-    """Speedup by batch size (rows) and method (columns)."""
-    pivot = frame.pivot_table(index="batch_size", columns=["method", "k"], values="speedup")
-    table = Table(
-        title=f"Speedup over autoregressive: {cfg.model} on {cfg.gpu} x{cfg.tp}, "
+    """Speedup by batch size and method: batch sizes as rows and methods as columns when the
+    methods fit the terminal side by side, else methods as rows (a name stays whole)."""
+    labels = frame.apply(_method_label, axis=1)
+    order = list(dict.fromkeys(labels))  # the order the methods were given in
+    speedup = frame.assign(label=labels).pivot_table(
+        index="batch_size", columns="label", values="speedup", sort=False
+    )[order]
+    title = (
+        f"Speedup over autoregressive: {cfg.model} on {cfg.gpu} x{cfg.tp}, "
         f"{cfg.engine}, {cfg.workload.trace or 'fixed lengths'}"
     )
-    table.add_column("batch size", justify="right")
-    for method, k in pivot.columns:
-        table.add_column(
-            method if method == "autoregressive" else f"{method} K={k}", justify="right"
-        )
-    for bs, row in pivot.iterrows():
-        table.add_row(str(bs), *(f"{v:.2f}x" for v in row.to_numpy()))
-    Console().print(table)
+    console = Console()
+    widths = [max(len(h), len("0.00x")) for h in ["batch size", *order]]
+    if table_width(widths) <= console.width:
+        table = Table(title=title)
+        table.add_column("batch size", justify="right")
+        for label in order:
+            table.add_column(label, justify="right")
+        for bs, row in speedup.iterrows():
+            table.add_row(str(bs), *(f"{v:.2f}x" for v in row.to_numpy()))
+    else:
+        table = Table(title=title + " (rows: method, columns: batch size)")
+        table.add_column("method", no_wrap=True)
+        for bs in speedup.index:
+            table.add_column(f"bs={bs}", justify="right", no_wrap=True)
+        for label in order:
+            table.add_row(label, *(f"{v:.2f}x" for v in speedup[label].to_numpy()))
+    console.print(table)
+
+
+def _method_label(row: pd.Series) -> str:
+    """A method as a column or row name: its K, and its tree budget when it drafts a tree."""
+    if row["method"] == "autoregressive":
+        return "autoregressive"
+    tree = f" {row['tree']} tree {row['tree_nodes']}" if row["tree_nodes"] else ""
+    return f"{row['method']} K={row['k']}{tree}"
+
+
+def _left_out_note(left: dict[str, str]) -> None:
+    """What ``--methods all`` did not run, grouped by why (on stderr; --quiet drops it with the
+    table, since the written table already lists what ran)."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in left.items():
+        by_reason.setdefault(why, []).append(name)
+    for why, names in by_reason.items():
+        err.print(f"left out of --methods all: {', '.join(names)}: {why}", highlight=False)
 
 
 def _sampling_note(cfg: SweepConfig) -> None:

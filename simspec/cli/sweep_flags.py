@@ -7,12 +7,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simspec.catalog.methods import TOKEN_REPLAYED, preset_method, tau_measured_with
+from simspec.catalog.methods import (
+    TOKEN_REPLAYED,
+    left_out_of_all,
+    preset_method,
+    tau_measured_with,
+)
+from simspec.catalog.models import preset_id
 from simspec.catalog.token_traces import load_token_trace
 from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, known_method
-from simspec.cli.flags import ServingFlags, given, overlay, read_config
+from simspec.cli.flags import ServingFlags, given, overlay, read_config, with_preset_ids
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
 from simspec.studies.sweep import SweepConfig
@@ -46,7 +52,9 @@ class SweepFlags(ServingFlags):
 
     def sweep_config(self, config: Path | None) -> SweepConfig:
         """The scenario file (or none) with these flags on top, validated."""
-        data = overlay(read_config(config) if config else {}, self.scenario_fields())
+        data = with_preset_ids(
+            overlay(read_config(config) if config else {}, self.scenario_fields())
+        )
         methods = self.chosen_methods(data)
         if not isinstance(methods, list):
             raise InputError("methods", "give a list of methods")
@@ -97,15 +105,43 @@ class SweepFlags(ServingFlags):
             return [{"name": "autoregressive", "k": 0}, self.vllm_method(target)]
         if not self.methods and "methods" in data:
             return data["methods"]
-        names = csv_list(self.methods or DEFAULT_METHODS, "--methods")
-        if names == ["all"]:
-            names = list(SPECULATORS)
+        if self.wants_all:
+            left = self.left_out(data)
+            names = [n for n in SPECULATORS if n not in left]
+        else:
+            names = csv_list(self.methods or DEFAULT_METHODS, "--methods")
         return [
-            preset_method(known_method(n), self.trace, self.draft_model, target).model_dump(
+            preset_method(known_method(n), self.trace, self.draft, target).model_dump(
                 exclude_none=True
             )
             for n in names
         ]
+
+    @property
+    def draft(self) -> str | None:
+        """--draft-model, a Hugging Face id of a preset read as that preset."""
+        return preset_id(self.draft_model) if self.draft_model else None
+
+    @property
+    def wants_all(self) -> bool:
+        """``--methods all`` (case ignored) and no --speculative-config."""
+        return (self.methods or "").strip().lower() == "all" and not self.speculative_config
+
+    def left_out(self, data: dict[str, Any]) -> dict[str, str]:
+        """The methods ``--methods all`` leaves out, and why (for any model the sweep serves:
+        its model, or every model on a grid's model axis); empty unless --methods all."""
+        if not self.wants_all:
+            return {}
+        grid = data.get("grid") if isinstance(data.get("grid"), dict) else {}
+        models = grid.get("model") if isinstance(grid.get("model"), list) else None
+        models = models or [data.get("model", "llama-3.1-8b")]
+        out: dict[str, str] = {}
+        for name in SPECULATORS:
+            for model in models:
+                why = left_out_of_all(name, str(model))
+                if why:
+                    out.setdefault(name, why)
+        return out
 
     def tuned(self, method: Any) -> dict[str, Any]:
         """One method with --k, --alpha or --tau, and --draft-model applied (plain decoding
@@ -126,8 +162,8 @@ class SweepFlags(ServingFlags):
             m["acceptance"] = {"tau": self.tau, "tau_k": self.tau_k, **shape}
         elif self.token_trace and name in TOKEN_REPLAYED:
             m["acceptance"] = {"tokens": self.token_trace}
-        if name == "draft_model" and self.draft_model:
-            m["draft_model"] = self.draft_model
+        if name == "draft_model" and self.draft:
+            m["draft_model"] = self.draft
         if name in SPECULATORS and m.get("acceptance") is None:
             raise InputError(
                 f"methods.{name}.acceptance",
@@ -142,7 +178,9 @@ class SweepFlags(ServingFlags):
         from simspec.catalog.vllm import read_speculative_config, to_method
 
         fields = to_method(read_speculative_config(self.speculative_config or ""))
-        draft = self.draft_model or fields.get("draft_model")
+        if isinstance(fields.get("draft_model"), str):  # vLLM's "model": an id of a preset
+            fields["draft_model"] = preset_id(fields["draft_model"])
+        draft = self.draft or fields.get("draft_model")
         base = preset_method(fields["name"], self.trace, draft, target).model_dump(
             exclude_none=True
         )

@@ -13,17 +13,45 @@ from simspec.outputs import write_bytes_atomic, write_text_atomic
 
 
 def print_frame(frame: pd.DataFrame, title: str, width: int | None = None) -> None:
-    """A data frame as a table on stdout; with ``width``, a file or pipe gets that width and
-    the first column never wraps (long names stay whole)."""
-    table = Table(title=title)
-    for col in frame.columns:
-        table.add_column(str(col), no_wrap=width is not None and col == frame.columns[0])
-    for row in frame.itertuples(index=False):
-        table.add_row(*(number(v) if isinstance(v, float) else str(v) for v in row))
+    """A data frame as a table on stdout, every header and cell whole: columns that do not fit
+    the console side by side go to a continuation table that repeats the first column (the
+    row's name). With ``width``, a file or pipe gets that width."""
     console = Console()
     if width is not None and not console.is_terminal:
         console = Console(width=width)
-    console.print(table)
+    headers = [str(c) for c in frame.columns]
+    rows = [
+        [number(v) if isinstance(v, float) else str(v) for v in row]
+        for row in frame.itertuples(index=False)
+    ]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    for part, cols in enumerate(column_groups(widths, console.width)):
+        table = Table(title=title if part == 0 else f"{title} (continued)")
+        fits = table_width([widths[i] for i in cols]) <= console.width
+        for i in cols:
+            table.add_column(headers[i], no_wrap=fits, overflow="fold")
+        for r in rows:
+            table.add_row(*(r[i] for i in cols))
+        console.print(table)
+
+
+def table_width(widths: list[int]) -> int:
+    """Characters a rich table needs on one line for columns of these widths: one space of
+    padding either side of each, and a border between and around them."""
+    return 1 + sum(w + 3 for w in widths)
+
+
+def column_groups(widths: list[int], limit: int) -> list[list[int]]:
+    """Column indices split into tables no wider than ``limit``, each led by column 0; a
+    column too wide for any table gets one to itself (its cells then fold)."""
+    groups: list[list[int]] = [[0]]
+    for i in range(1, len(widths)):
+        group = groups[-1]
+        if len(group) > 1 and table_width([widths[j] for j in [*group, i]]) > limit:
+            groups.append([0, i])
+        else:
+            group.append(i)
+    return groups
 
 
 def number(v: float) -> str:

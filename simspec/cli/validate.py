@@ -6,6 +6,7 @@ import csv
 from pathlib import Path
 from typing import Annotated
 
+import pandas as pd
 import typer
 
 from simspec.cli.common import err, one_line_errors, progress_bar
@@ -76,11 +77,26 @@ def validate(
     write_text(out, pred.to_csv(index=False, float_format="%.6g", quoting=csv.QUOTE_NONNUMERIC))
     if report is not None:
         write_report(pred, table, report)
-    shown = table.rename(columns={"max_abs_error": "max |err|", "trend_rho": "trend rho"})
-    print_frame(shown, "Validation: predicted vs published, per series", width=140)
+    print_frame(shown_table(table), "Validation: predicted vs published, per series", width=140)
     ok = int(table.iloc[-1]["ok"])
     err.print(
         f"{ok} of {len(pred)} rows predicted; MAPE {table.iloc[-1]['mape']:.1%} "
         f"({unique_mape(pred):.1%} counting each measurement once); wrote {out}"
         + (f" and {report}" if report else "")
+    )
+
+
+def shown_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The per-series table as printed: errors in percent (as the summary line and the README
+    state them), ρ as a correlation."""
+    shown = table.copy()
+    for col in ("mape", "max_abs_error", "bias"):
+        shown[col] = 100 * shown[col].astype(float)
+    return shown.rename(
+        columns={
+            "mape": "MAPE %",
+            "max_abs_error": "max |err| %",
+            "bias": "bias %",
+            "trend_rho": "trend rho",
+        }
     )

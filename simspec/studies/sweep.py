@@ -51,6 +51,9 @@ COLUMNS = [
     "dataset",
     "method",
     "k",
+    "tree",
+    "tree_nodes",
+    "tree_topk",
     "batch_size",
     "speedup",
     "tpot_ratio",
@@ -140,6 +143,13 @@ def _with_dataset(method: dict[str, Any], dataset: str) -> dict[str, Any]:
     if acc.get("tokens") in TRACE_DATASETS:
         return {**method, "acceptance": {**acc, "tokens": dataset}}
     return method
+
+
+def tree_columns(m: MethodConfig) -> dict[str, Any]:
+    """The draft tree as the method's config states it (blank / 0 where it states none), so
+    two tree budgets of one method are two rows a reader can tell apart."""
+    nodes = len(m.tree_paths) if m.tree_paths else (m.tree_nodes or 0)
+    return {"tree": m.tree or "", "tree_nodes": nodes, "tree_topk": m.tree_topk or 0}
 
 
 def describe_acceptance(m: MethodConfig) -> str:
@@ -250,6 +260,7 @@ def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, RunSummar
                 "dataset": p.workload.trace or "",
                 "method": c.method.name,
                 "k": c.method.k if c.method.name != "autoregressive" else 0,
+                **tree_columns(c.method),
                 "batch_size": c.batch_size,
                 "speedup": s.throughput_tok_s / base.throughput_tok_s,
                 "tpot_ratio": base.tpot_ms_p50 / s.tpot_ms_p50,

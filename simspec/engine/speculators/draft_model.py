@@ -20,7 +20,7 @@ class DraftModel(Speculator):
             raise InputError(
                 "methods.draft_model", "draft_model needs a draft model preset or path"
             )
-        self.draft = load_model(cfg.draft_model)
+        self.draft = load_model(cfg.draft_model, "draft_model")
         if self.draft.vocab_size != self.target.vocab_size:
             raise InputError(
                 "methods.draft_model",

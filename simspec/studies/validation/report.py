@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -16,6 +17,31 @@ def write_report(pred: pd.DataFrame, table: pd.DataFrame, out: Path) -> None:
     """Write ``out`` whole (plotly.js inlined: opens offline)."""
     ok = pred[pred["status"] == "ok"].copy()
     ok["measured"] = pd.to_numeric(ok["measured_value"], errors="coerce")
+    fig = predicted_vs_measured(ok)
+    hist = go.Figure(go.Histogram(x=100 * ok["rel_error"].astype(float), nbinsx=40))
+    hist.update_layout(
+        title="Relative error of every predicted row",
+        xaxis_title="(predicted - measured) / measured, %",
+        yaxis_title="rows",
+    )
+    body = [
+        "<h1>simspec validate</h1>",
+        f"<p>{len(pred)} rows: {len(ok)} predicted, {len(pred) - len(ok)} skipped "
+        "(reasons in the CSV's skip_reason column).</p>",
+        table.to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep=""),
+        fig.to_html(full_html=False, include_plotlyjs=True),
+        hist.to_html(full_html=False, include_plotlyjs=False),
+    ]
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>simspec validate</title>"
+        "</head><body style='font-family:sans-serif'>" + "\n".join(body) + "</body></html>"
+    )
+    write_text_atomic(out, page)
+
+
+def predicted_vs_measured(ok: pd.DataFrame) -> go.Figure:
+    """One panel per metric: predicted against measured, each series its own colour, the
+    y = x line, and both axes on one fixed scale (:func:`panel_range`)."""
     metrics = sorted(ok["metric"].unique()) or ["speedup"]
     fig = make_subplots(
         rows=len(metrics),
@@ -56,28 +82,27 @@ def write_report(pred: pd.DataFrame, table: pd.DataFrame, out: Path) -> None:
                 row=i,
                 col=1,
             )
-        fig.update_xaxes(title_text="measured", row=i, col=1)
-        fig.update_yaxes(title_text="predicted", row=i, col=1)
+        values = pd.concat([rows["measured"], rows["predicted_value"].astype(float)])
+        scale = panel_range(values.to_numpy(dtype=float))
+        fig.update_xaxes(title_text="measured", range=scale, row=i, col=1)
+        fig.update_yaxes(title_text="predicted", range=scale, row=i, col=1)
     fig.update_layout(height=420 * len(metrics), title="Predicted vs measured (y = x dotted)")
-    hist = go.Figure(go.Histogram(x=100 * ok["rel_error"].astype(float), nbinsx=40))
-    hist.update_layout(
-        title="Relative error of every predicted row",
-        xaxis_title="(predicted - measured) / measured, %",
-        yaxis_title="rows",
-    )
-    body = [
-        "<h1>simspec validate</h1>",
-        f"<p>{len(pred)} rows: {len(ok)} predicted, {len(pred) - len(ok)} skipped "
-        "(reasons in the CSV's skip_reason column).</p>",
-        table.to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep=""),
-        fig.to_html(full_html=False, include_plotlyjs=True),
-        hist.to_html(full_html=False, include_plotlyjs=False),
-    ]
-    page = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>simspec validate</title>"
-        "</head><body style='font-family:sans-serif'>" + "\n".join(body) + "</body></html>"
-    )
-    write_text_atomic(out, page)
+    return fig
+
+
+def panel_range(values: np.ndarray) -> list[float]:
+    """An axis range that shows a miss at its true size: from 0 to 15 % past the largest value
+    when all are positive (so 1.60 against 1.66 is two close points, not opposite corners, as
+    autoscaling makes a panel of one or two points), else ±30 % of the largest magnitude
+    around the values."""
+    finite = values[np.isfinite(values)]
+    if not len(finite):
+        return [0.0, 1.0]
+    lo, hi = float(finite.min()), float(finite.max())
+    if lo >= 0:
+        return [0.0, hi * 1.15 if hi > 0 else 1.0]
+    pad = 0.3 * max(abs(lo), abs(hi))
+    return [lo - pad, hi + pad]
 
 
 def _first_series(ok: pd.DataFrame, row: int) -> set[str]:

@@ -55,10 +55,12 @@ def _stats(rows: pd.DataFrame) -> dict[str, float | int | str]:
 
 
 def trend_rho(ok: pd.DataFrame) -> float:
-    """Mean Spearman ρ between predicted and measured across load, over each (metric, method,
-    K) sweep with at least three load levels; NaN when nothing in the rows varies load."""
+    """Mean Spearman ρ between predicted and measured across load, over each (series, metric,
+    method, K) sweep with at least three load levels; NaN when nothing in the rows varies load.
+    A sweep never mixes series: the overall row is the mean of the series' own sweeps, not a
+    correlation across unrelated setups that happen to share a method and K."""
     rhos = []
-    keys = ["metric", "method", "k"]
+    keys = [k for k in ("series", "metric", "method", "k") if k in ok.columns]
     for _, sweep in ok.groupby(keys, dropna=False):
         load = pd.to_numeric(sweep["load"], errors="coerce")
         if load.nunique() < 3:
