@@ -14,7 +14,7 @@ from simspec.cli import options as opt
 from simspec.cli.common import err, one_line_errors, progress_bar, writing
 from simspec.cli.flags import with_flags
 from simspec.cli.sweep_flags import SweepFlags
-from simspec.cli.tables import write_frame
+from simspec.cli.tables import safe_title, write_frame
 from simspec.errors import InputError
 from simspec.studies.runner import Executor
 from simspec.studies.sweep import SweepConfig, cells, run_sweep
@@ -93,7 +93,7 @@ def sweep(
         _print_speedups(frame, cfg)
         if out is not None:
             err.print(f"wrote {len(frame)} rows to {out}")
-    _sampling_note(cfg)
+        _sampling_note(cfg)
 
 
 def _partial(out: Path) -> Path:
@@ -105,8 +105,10 @@ def _print_speedups(frame: pd.DataFrame, cfg: SweepConfig) -> None:
     """Speedup by batch size (rows) and method (columns)."""
     pivot = frame.pivot_table(index="batch_size", columns=["method", "k"], values="speedup")
     table = Table(
-        title=f"Speedup over autoregressive: {cfg.model} on {cfg.gpu} x{cfg.tp}, "
-        f"{cfg.engine}, {cfg.workload.trace or 'fixed lengths'}"
+        title=safe_title(
+            f"Speedup over autoregressive: {cfg.model} on {cfg.gpu} x{cfg.tp}, "
+            f"{cfg.engine}, {cfg.workload.trace or 'fixed lengths'}"
+        )
     )
     table.add_column("batch size", justify="right")
     for method, k in pivot.columns:
