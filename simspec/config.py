@@ -47,6 +47,13 @@ class LengthSpec(BaseModel):
         return np.clip(np.floor(x), self.min, self.max).astype(np.int64)
 
 
+# The slowest Poisson rate a run accepts (requests/s): 100 requests then span ~1e8 s of
+# simulated time, where float64 still resolves microseconds; at 1e-300 the gaps overflow float
+# time and the run measures nothing (TPOT 0, NaN gains) yet exits 0. planning.max_rate bisects
+# no lower than 0.25 / 2**12 = 6e-5.
+MIN_RATE = 1e-6
+
+
 class WorkloadConfig(BaseModel):
     """Arrivals (closed loop at fixed concurrency, or Poisson) and request lengths."""
 
@@ -55,7 +62,9 @@ class WorkloadConfig(BaseModel):
         default="closed", description="closed: N in flight, a finished one replaced at once"
     )
     concurrency: int = Field(default=1, ge=1, le=100_000, description="closed loop: N")
-    rate: float = Field(default=1.0, gt=0.0, le=1e6, description="poisson: requests per second")
+    rate: float = Field(
+        default=1.0, ge=MIN_RATE, le=1e6, description="poisson: requests per second"
+    )
     rate_schedule: list[tuple[float, float]] | None = Field(
         default=None,
         description="poisson with a rate that changes over the run: [[start_s, rate], ...], "
@@ -76,6 +85,30 @@ class WorkloadConfig(BaseModel):
     prompt: LengthSpec = LengthSpec(dist="fixed", mean=512)
     output: LengthSpec = LengthSpec(dist="fixed", mean=256)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _lengths_or_trace(cls, data: object) -> object:
+        """Fixed ``prompt``/``output`` lengths replace a trace's: written without ``trace``
+        they mean ``trace: null``; written beside a trace they would be ignored, so refused."""
+        if not isinstance(data, dict) or not ({"prompt", "output"} & set(data)):
+            return data
+        if "trace" not in data:
+            return {**data, "trace": None}
+        if data["trace"] is None:
+            return data
+        for side, default in (("prompt", 512.0), ("output", 256.0)):
+            try:
+                spec = LengthSpec.model_validate(data.get(side) or {"mean": default})
+            except ValueError:
+                continue  # left for the field's own validation to name
+            if spec == LengthSpec(dist="fixed", mean=default):
+                continue  # the default (as a dumped config writes it), not the user's lengths
+            raise ValueError(
+                f"{side}: lengths come from trace {data['trace']!r}, which would ignore "
+                f"{side}; give trace: null to use fixed lengths"
+            )
+        return data
+
     @model_validator(mode="after")
     def _schedule(self) -> WorkloadConfig:
         sched = self.rate_schedule
@@ -86,8 +119,8 @@ class WorkloadConfig(BaseModel):
         times = [t for t, _ in sched]
         if times != sorted(times) or len(set(times)) != len(times):
             raise ValueError("rate_schedule times must increase")
-        if any(not (0.0 <= r <= 1e6) for _, r in sched) or sched[-1][1] <= 0.0:
-            raise ValueError("rates must be in [0, 1e6] and the last one > 0")
+        if any(not (r == 0.0 or MIN_RATE <= r <= 1e6) for _, r in sched) or sched[-1][1] <= 0:
+            raise ValueError(f"rates must be 0 or in [{MIN_RATE:g}, 1e6], and the last one > 0")
         return self
 
     @property
@@ -194,6 +227,24 @@ class AcceptanceConfig(BaseModel):
 
 
 TreeKind = Literal["chain", "static", "dynamic"]
+Schedule = list[tuple[int, int, int]]
+MAX_K = 64  # MethodConfig.k's bound: a K schedule asks no more
+MAX_TREE_NODES = 1024  # MethodConfig.tree_nodes's bound
+
+
+def check_schedule(v: Schedule | None, top: int) -> Schedule | None:
+    """A schedule by batch size, ``[[start_bs, end_bs, value], ...]``: each band
+    1 <= start <= end, values in [0, top], no two bands overlapping."""
+    for start, end, value in v or []:
+        if not 1 <= start <= end:
+            raise ValueError(f"band [{start}, {end}]: need 1 <= start_bs <= end_bs")
+        if not 0 <= value <= top:
+            raise ValueError(f"band [{start}, {end}] asks {value}: values are 0 to {top}")
+    spans = sorted(v or [])
+    for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
+        if start <= end:
+            raise ValueError("batch-size ranges overlap")
+    return v
 
 
 class MethodConfig(BaseModel):
@@ -202,7 +253,7 @@ class MethodConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = Field(description="registry name, e.g. eagle3")
-    k: int = Field(default=3, ge=0, le=64, description="draft tokens per step, or tree depth")
+    k: int = Field(default=3, ge=0, le=MAX_K, description="draft tokens per step, or tree depth")
     draft_model: str | None = Field(default=None, description="draft preset or config.json path")
     draft_vocab_size: int | None = Field(
         default=None, gt=0, description="EAGLE head vocabulary (EAGLE-3 drafts over a reduced one)"
@@ -255,17 +306,15 @@ class MethodConfig(BaseModel):
     )
     acceptance: AcceptanceConfig | None = None
 
-    @field_validator("k_schedule", "tree_schedule")
+    @field_validator("k_schedule")
     @classmethod
-    def _schedule(cls, v: list[tuple[int, int, int]] | None) -> list[tuple[int, int, int]] | None:
-        for start, end, k in v or []:
-            if not (1 <= start <= end and 0 <= k <= 1024):
-                raise ValueError("each entry is [start_bs, end_bs, value] with 1 <= start <= end")
-        spans = sorted(v or [])
-        for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
-            if start <= end:
-                raise ValueError("batch-size ranges overlap")
-        return v
+    def _k_schedule(cls, v: Schedule | None) -> Schedule | None:
+        return check_schedule(v, MAX_K)
+
+    @field_validator("tree_schedule")
+    @classmethod
+    def _tree_schedule(cls, v: Schedule | None) -> Schedule | None:
+        return check_schedule(v, MAX_TREE_NODES)
 
     @property
     def label(self) -> str:

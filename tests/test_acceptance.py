@@ -18,7 +18,8 @@ from simspec.engine.simulation import simulate
 
 
 def run(method, requests=60, concurrency=1, **wl):
-    wl = {"trace": None, "prompt": {"mean": 128}, "output": {"mean": 400}, **wl}
+    if wl.get("trace") is None:  # fixed lengths unless a trace gives them
+        wl = {"trace": None, "prompt": {"mean": 128}, "output": {"mean": 400}, **wl}
     return simulate(
         Scenario(
             method=method,

@@ -208,17 +208,19 @@ def test_an_output_file_that_cannot_be_written_names_its_flag(tmp_path):
 def test_flags_override_a_scenario_file_field_by_field(tmp_path):
     cfg = tmp_path / "s.yaml"
     cfg.write_text(
-        "seed: 3\ngpu: h200\nscheduler: {max_num_seqs: 8}\n"
-        "workload: {requests: 12, trace: gsm8k, prompt: {dist: lognormal, mean: 300, cv: 1}}\n"
+        "seed: 3\ngpu: h200\nscheduler: {max_num_seqs: 8}\nworkload: {requests: 12, trace: gsm8k}\n"
     )
     flags = SweepFlags(seed=5, requests=20, max_num_batched_tokens=4096)
     cfg_sweep = flags.sweep_config(cfg)
     assert (cfg_sweep.seed, cfg_sweep.gpu) == (5, "h200")
     assert (cfg_sweep.workload.requests, cfg_sweep.workload.trace) == (20, "gsm8k")
-    assert cfg_sweep.workload.prompt.dist == "lognormal"
     assert (cfg_sweep.scheduler.max_num_seqs, cfg_sweep.scheduler.max_num_batched_tokens) == (
         8,
         4096,
     )
-    fixed = SweepFlags(prompt_len=64).sweep_config(cfg).workload  # replaces the file's lengths
+    fixed = SweepFlags(prompt_len=64, output_len=8).sweep_config(cfg).workload  # the trace's
     assert fixed.trace is None and fixed.prompt == LengthSpec(dist="fixed", mean=64)
+    lengths = tmp_path / "l.yaml"  # a file's own fixed lengths: a flag replaces its side only
+    lengths.write_text("workload: {trace: null, prompt: {dist: lognormal, mean: 300, cv: 1}}\n")
+    mixed = SweepFlags(output_len=8).sweep_config(lengths).workload
+    assert mixed.prompt.dist == "lognormal" and mixed.output == LengthSpec(mean=8)

@@ -116,15 +116,16 @@ def test_chunked_prefill_splits_long_prompts():
     assert (result.iterations.query_tokens <= 256).all()
 
 
-def test_a_request_that_can_never_fit_is_reported_not_hung():
+def test_a_request_that_can_never_fit_is_refused_not_hung():
+    # issue 18: every request unfinishable used to exit 0 with an empty table
     sc = Scenario(
         model="llama-3.1-70b",
         tp=2,
         method=EAGLE_HIGH,
         workload=small_workload(requests=3, prompt={"mean": 900_000, "max": 10**6}),
     )
-    result = simulate(sc)
-    assert result.summary.unfinishable == 3
+    with pytest.raises(ScenarioError, match="context of 131072 tokens"):
+        simulate(sc)
 
 
 def test_model_that_does_not_fit_says_so():

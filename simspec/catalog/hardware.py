@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from simspec.catalog.parsing import DuplicateKey, load_yaml
 from simspec.catalog.tables import packaged_table, packaged_text
 from simspec.errors import InputError, validation_message
 
@@ -148,12 +149,12 @@ def load_profile(ref: str) -> HardwareProfile:
     path = Path(ref)
     try:
         if path.suffix in (".yaml", ".yml", ".json") or path.exists():
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            raw = load_yaml(path.read_text(encoding="utf-8"))
         else:
             raw = yaml.safe_load(packaged_text("profiles", f"{ref}.yaml"))
     except FileNotFoundError:
         raise InputError("profile", f"no hardware profile {ref!r}") from None
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, yaml.YAMLError, DuplicateKey) as exc:
         raise InputError("profile", f"cannot read {ref!r}: {exc}") from None
     try:
         return HardwareProfile(**raw)

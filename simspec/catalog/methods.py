@@ -92,6 +92,56 @@ def method_info(name: str) -> MethodInfo:
     )
 
 
+# MethodConfig fields that one family reads, and the methods of it (the speculator reading each:
+# simspec/engine/speculators; draft_vocab_size is EagleHead's, which MTP extends)
+OWN_FIELDS: dict[str, tuple[str, ...]] = {
+    "draft_model": ("draft_model",),
+    "draft_vocab_size": ("eagle1", "eagle2", "eagle3", "mtp"),
+    "lookahead_window": ("lookahead",),
+    "lookahead_ngram": ("lookahead",),
+    "lookahead_guesses": ("lookahead",),
+    "beam_width": ("redrafter",),
+    "prompt_lookup_min": ("ngram", "pld"),
+    "prompt_lookup_max": ("ngram", "pld"),
+    "suffix_decoding_max_tree_depth": ("suffix",),
+    "suffix_decoding_max_cached_requests": ("suffix",),
+    "suffix_decoding_max_spec_factor": ("suffix",),
+    "suffix_decoding_min_token_prob": ("suffix",),
+    "draft_layers": ("self_spec",),
+}
+# fields of a tree the method shapes itself (a static or dynamic tree in its catalogue shapes,
+# drafted as that tree; ReDrafter's tree is its beams, beam_width x k)
+TREE_FIELDS = ("tree_nodes", "tree_topk", "tree_schedule")
+
+
+def unused_field(cfg: MethodConfig) -> tuple[str, str] | None:
+    """The first field ``cfg`` sets that its method does not read, and why (None if none): a
+    scenario that sets it would silently run without it (``lookahead_window`` on eagle3,
+    ``tree_topk`` on a chain)."""
+    set_fields = sorted(f for f in cfg.model_fields_set if getattr(cfg, f) is not None)
+    if cfg.name == "autoregressive":
+        extra = [f for f in set_fields if f not in ("name", "k")]
+        return (extra[0], "plain decoding drafts nothing: drop it") if extra else None
+    try:
+        info = method_info(cfg.name)
+    except KeyError:
+        return None  # an unknown method is reported by name elsewhere
+    for field in set_fields:
+        owners = OWN_FIELDS.get(field, (cfg.name,))
+        if cfg.name not in owners:
+            return field, f"a field of {', '.join(owners)}, which {cfg.name} does not read"
+    tree = cfg.tree or info.default_tree
+    if tree == "chain" or "beam_width" in info.defaults:
+        for field in set_fields:
+            if field in TREE_FIELDS:
+                shape = "its beams (beam_width)" if tree != "chain" else "a chain here"
+                return field, (
+                    f"{cfg.name} drafts {shape}, which {field} does not shape"
+                    + (" (give tree: static or dynamic)" if len(info.shapes) > 1 else "")
+                )
+    return None
+
+
 def acceptance_spread(kind: str, domain: str) -> tuple[float, str]:
     """Per-request heterogeneity (logit std) measured on the packaged traces."""
     table = packaged_table("acceptance_spread.yaml")

@@ -3,12 +3,12 @@ Hugging Face ``config.json`` given by path, read as a Llama-style dense decoder.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from simspec.catalog.parsing import loads_json
 from simspec.catalog.tables import packaged_table
 from simspec.errors import InputError, first_error
 
@@ -142,10 +142,10 @@ def load_model(ref: str, field: str = "model") -> ModelShape:
 def load_hf_config(path: Path) -> ModelShape:
     """Read the shapes of a Llama-style model from its Hugging Face ``config.json``."""
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = loads_json(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError("model", f"config file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, DuplicateKey
         raise InputError("model", f"cannot read {str(path)!r} as JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise InputError("model", f"{str(path)!r} must hold a JSON object")

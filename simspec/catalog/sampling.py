@@ -69,7 +69,14 @@ def factor(temperature: float, top_p: float = 1.0) -> float:
     """f(T, p) = α_T / α0 of the fitted family at the pairs' median greedy acceptance."""
     if temperature == 0.0 and top_p >= 1.0:
         return 1.0
-    alpha0, *_, doc = _grid()
+    alpha0, _, top_ps, _, doc = _grid()
+    lowest = float(top_ps.min())
+    if top_p < lowest:
+        # Below the table: top-p -> 0 keeps only the argmax (engines keep at least one token),
+        # which is greedy decoding, f = 1; between 0 and the table's lowest top-p, linear (an
+        # assumption: nothing is tabulated there), not the lowest top-p's factor held flat.
+        edge = factor(temperature, lowest)
+        return 1.0 + (edge - 1.0) * top_p / lowest
     median = float(doc["fit"]["alpha0_median"])
     return float(np.interp(median, alpha0, _curve(temperature, top_p))) / median
 

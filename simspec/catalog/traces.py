@@ -47,7 +47,7 @@ def packaged_traces() -> list[str]:
     )
 
 
-def _resolve(ref: str) -> tuple[str, str]:
+def _resolve(ref: str, field: str = "acceptance.trace") -> tuple[str, str]:
     """Return (display name, text) for a packaged dataset name or a JSONL path."""
     if ref in packaged_traces():
         f = resources.files("simspec").joinpath("data", "traces", PACKAGED_DIR, f"{ref}.jsonl")
@@ -55,22 +55,23 @@ def _resolve(ref: str) -> tuple[str, str]:
     path = Path(ref)
     if not path.is_file():
         raise InputError(
-            "acceptance.trace",
+            field,
             f"no trace {ref!r}: give a packaged one ({', '.join(packaged_traces())}) "
             "or the path of an acc_len JSONL file",
         )
     if path.stat().st_size > MAX_TRACE_BYTES:
-        raise InputError("acceptance.trace", f"{ref!r} is larger than {MAX_TRACE_BYTES} bytes")
+        raise InputError(field, f"{ref!r} is larger than {MAX_TRACE_BYTES} bytes")
     try:
         return str(path), path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError("acceptance.trace", f"cannot read {ref!r}: {exc}") from None
+        raise InputError(field, f"cannot read {ref!r}: {exc}") from None
 
 
 @cache
-def load_trace(ref: str, method: str) -> AcceptanceTrace:
-    """Load the ``acc_len[method]`` arrays of a trace; every line is checked."""
-    name, text = _resolve(ref)
+def load_trace(ref: str, method: str, field: str = "acceptance.trace") -> AcceptanceTrace:
+    """Load the ``acc_len[method]`` arrays of a trace; every line is checked, and an error
+    names ``field``, the setting that chose the file (acceptance.trace or workload.trace)."""
+    name, text = _resolve(ref, field)
     prompts, outputs, arrays = [], [], []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -79,35 +80,39 @@ def load_trace(ref: str, method: str) -> AcceptanceTrace:
         try:
             rec = json.loads(line)
             arr = rec["acc_len"][method]
-            prompt, output = int(rec["prompt_len"]), int(rec["output_len"])
+            prompt, output = _integer(rec["prompt_len"]), _integer(rec["output_len"])
         except json.JSONDecodeError as exc:
-            raise InputError("acceptance.trace", f"{where}: not JSON ({exc.msg})") from None
+            raise InputError(field, f"{where}: not JSON ({exc.msg})") from None
         except (KeyError, TypeError):
             raise InputError(
-                "acceptance.trace",
+                field,
                 f"{where}: needs prompt_len, output_len and acc_len.{method}",
             ) from None
         except ValueError:
-            raise InputError("acceptance.trace", f"{where}: lengths must be integers") from None
+            raise InputError(field, f"{where}: lengths must be integers") from None
         if not isinstance(arr, list) or not arr:
-            raise InputError(
-                "acceptance.trace", f"{where}: acc_len.{method} must be a non-empty list"
-            )
-        values = np.asarray(arr)
-        if values.dtype.kind not in "iu" or values.min() < 1:
-            raise InputError("acceptance.trace", f"{where}: acc_len values must be integers >= 1")
+            raise InputError(field, f"{where}: acc_len.{method} must be a non-empty list")
+        if not all(type(v) is int and v >= 1 for v in arr):
+            raise InputError(field, f"{where}: acc_len values must be integers >= 1")
         if prompt < 1 or output < 1:
-            raise InputError("acceptance.trace", f"{where}: prompt_len and output_len must be >= 1")
+            raise InputError(field, f"{where}: prompt_len and output_len must be >= 1")
         prompts.append(prompt)
         outputs.append(output)
-        arrays.append(values.astype(np.int32))
+        arrays.append(np.asarray(arr).astype(np.int32))
     if not arrays:
-        raise InputError("acceptance.trace", f"{name} holds no requests")
+        raise InputError(field, f"{name} holds no requests")
     lengths = np.array([len(a) for a in arrays], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     return AcceptanceTrace(
         name, method, np.array(prompts), np.array(outputs), offsets, lengths, np.concatenate(arrays)
     )
+
+
+def _integer(value: object) -> int:
+    """A JSON integer as is: 100.7 or ``true`` is no length (``int()`` would make 100 or 1)."""
+    if type(value) is not int:
+        raise ValueError(value)
+    return value
 
 
 def replay_tau(trace: AcceptanceTrace, k: int, start: int = 0) -> float:
@@ -130,7 +135,7 @@ def replay_tau(trace: AcceptanceTrace, k: int, start: int = 0) -> float:
 
 def first_method(ref: str) -> str:
     """The first ``acc_len`` key of a trace file (for reading lengths only)."""
-    name, text = _resolve(ref)
+    name, text = _resolve(ref, "workload.trace")
     for line in text.splitlines():
         if line.strip():
             try:

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from simspec.catalog.parsing import DuplicateKey, loads_json
 from simspec.errors import InputError
 
 # simspec method -> the vLLM method name it is exported as (simspec.studies.planning)
@@ -81,9 +82,11 @@ def read_speculative_config(text: str) -> dict[str, Any]:
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(field, f"cannot read {str(path)!r}: {exc}") from None
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except json.JSONDecodeError as exc:
         raise InputError(field, f"not valid JSON ({exc.msg} at position {exc.pos})") from None
+    except DuplicateKey as exc:
+        raise InputError(field, str(exc)) from None
     if not isinstance(data, dict):
         raise InputError(field, 'must be a JSON object such as {"method": "eagle3", ...}')
     return data

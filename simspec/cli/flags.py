@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import json
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from simspec.catalog.parsing import load_yaml, loads_json
 from simspec.cli import options as opt
 from simspec.config import Deployment
 from simspec.errors import InputError
@@ -29,8 +29,9 @@ def read_config(path: Path, flag: str = "--config") -> dict[str, Any]:
         raise InputError(flag, f"{str(path)!r} is larger than {MAX_CONFIG_BYTES} bytes")
     try:
         text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
+        data = loads_json(text) if path.suffix == ".json" else load_yaml(text)
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:  # ValueError:
+        # JSONDecodeError, or DuplicateKey (a field written twice: which one would hold?)
         raise InputError(flag, f"cannot parse {str(path)!r}: {exc}") from None
     if data is None:
         return {}

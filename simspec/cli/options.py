@@ -83,8 +83,17 @@ TokenTrace = Annotated[
     ),
 ]
 Requests = Annotated[int | None, typer.Option(help=field_help(WorkloadConfig, "requests"))]
-PromptLen = Annotated[int | None, typer.Option(help="fixed prompt length instead of the trace's")]
-OutputLen = Annotated[int | None, typer.Option(help="fixed output length instead of the trace's")]
+PromptLen = Annotated[
+    int | None,
+    typer.Option(
+        help="fixed prompt length (>= 1) instead of the trace's: give --output-len too "
+        "(fixed lengths replace the trace's), unless the file has trace: null"
+    ),
+]
+OutputLen = Annotated[
+    int | None,
+    typer.Option(help="fixed output length (>= 1) instead of the trace's; see --prompt-len"),
+]
 BatchSizes = Annotated[
     str | None,
     typer.Option(help="comma list of concurrencies [default: 1,2,4,8,16,32,64,128]"),

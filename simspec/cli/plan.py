@@ -3,6 +3,7 @@ concurrency band."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -12,7 +13,7 @@ from simspec.catalog.methods import preset_method
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, err, known_method, one_line_errors, progress_bar
 from simspec.cli.flags import DeploymentFlags, with_flags
-from simspec.cli.tables import print_frame, write_frame, write_text
+from simspec.cli.tables import check_suffix, print_frame, write_frame, write_text
 from simspec.config import AcceptanceConfig
 from simspec.errors import InputError
 
@@ -48,6 +49,9 @@ def plan(
 
     if percentile not in (50, 99):
         raise InputError("--percentile", "choose 50 or 99")
+    if not math.isfinite(gpu_hour_price):
+        raise InputError("--gpu-hour-price", f"must be a finite price (got {gpu_hour_price})")
+    check_suffix(out, "--out", (".csv", ".parquet"))
     deploy = flags.deployment(config)
     ds = deploy.workload.trace or "sharegpt"
     given = [known_method(n) for n in csv_list(methods, "--methods")]
@@ -94,6 +98,8 @@ def recommend(
     from simspec.catalog.hardware import load_engine
     from simspec.studies import planning
 
+    check_suffix(out, "--out", (".csv", ".parquet"))
+    check_suffix(json_out, "--json", (".json",))
     deploy = flags.deployment(config)
     grid = tuple(sorted(set(csv_list(concurrencies, "--concurrencies", int))))
     if grid[0] < 1:

@@ -14,7 +14,7 @@ from simspec.cli import options as opt
 from simspec.cli.common import err, one_line_errors, progress_bar, writing
 from simspec.cli.flags import with_flags
 from simspec.cli.sweep_flags import SweepFlags
-from simspec.cli.tables import table_width, write_frame
+from simspec.cli.tables import safe_title, table_width, write_frame
 from simspec.errors import InputError, one_line
 from simspec.outputs import check_writable, existing_regular
 from simspec.studies.runner import Executor, path_in_use
@@ -111,7 +111,7 @@ def sweep(
         _left_out_note(flags.left_out({"model": cfg.model, "grid": cfg.grid}))
         if out is not None:
             err.print(f"wrote {len(frame)} rows to {out}")
-    _sampling_note(cfg)
+        _sampling_note(cfg)
 
 
 def _check_out(out: Path, journal: Path, resume: bool) -> None:
@@ -147,7 +147,7 @@ def _print_speedups(frame: pd.DataFrame, cfg: SweepConfig) -> None:
     speedup = frame.assign(label=labels).pivot_table(
         index="batch_size", columns="label", values="speedup", sort=False
     )[order]
-    title = (
+    title = safe_title(
         f"Speedup over autoregressive: {cfg.model} on {cfg.gpu} x{cfg.tp}, "
         f"{cfg.engine}, {cfg.workload.trace or 'fixed lengths'}"
     )

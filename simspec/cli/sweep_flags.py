@@ -10,8 +10,10 @@ from typing import Any
 from simspec.catalog.methods import (
     TOKEN_REPLAYED,
     left_out_of_all,
+    preset_acceptance,
     preset_method,
     tau_measured_with,
+    unused_field,
 )
 from simspec.catalog.models import preset_id
 from simspec.catalog.token_traces import load_token_trace
@@ -19,6 +21,7 @@ from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, known_method
 from simspec.cli.flags import ServingFlags, given, overlay, read_config, with_preset_ids
+from simspec.config import MethodConfig
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
 from simspec.studies.sweep import SweepConfig
@@ -52,14 +55,46 @@ class SweepFlags(ServingFlags):
 
     def sweep_config(self, config: Path | None) -> SweepConfig:
         """The scenario file (or none) with these flags on top, validated."""
-        data = with_preset_ids(
-            overlay(read_config(config) if config else {}, self.scenario_fields())
-        )
+        self.check_acceptance_flags()
+        file = read_config(config) if config else {}
+        data = with_preset_ids(overlay(file, self.scenario_fields()))
+        self.check_fixed_lengths(file)
         methods = self.chosen_methods(data)
         if not isinstance(methods, list):
             raise InputError("methods", "give a list of methods")
-        data["methods"] = [self.tuned(m) for m in methods]
+        workload = data.get("workload")
+        trace = workload.get("trace") if isinstance(workload, dict) else None
+        dataset = trace if isinstance(trace, str) and trace in packaged_traces() else self.trace
+        data["methods"] = [self.tuned(m, dataset) for m in methods]
         return SweepConfig(**data)
+
+    def check_acceptance_flags(self) -> None:
+        """--alpha, --tau and --tau-k each set the acceptance: --tau-k only says what --tau was
+        measured at, and --alpha with --tau would drop one of them."""
+        if self.tau_k is not None and self.tau is None:
+            raise InputError("--tau-k", "is the chain length --tau was measured at: give --tau")
+        if self.alpha is not None and self.tau is not None:
+            raise InputError("--alpha", "give --alpha or --tau, not both")
+
+    def check_fixed_lengths(self, file: dict[str, Any]) -> None:
+        """--prompt-len or --output-len alone: fixed lengths replace the trace's prompt and
+        output lengths together, so the other side must be given too, unless the file already
+        has fixed lengths (``trace: null``), of which the flag replaces its own side."""
+        if (self.prompt_len is None) == (self.output_len is None):
+            return
+        workload = file.get("workload")
+        if isinstance(workload, dict) and "trace" in workload and workload["trace"] is None:
+            return
+        given_flag, other = (
+            ("--prompt-len", "--output-len")
+            if self.prompt_len is not None
+            else ("--output-len", "--prompt-len")
+        )
+        raise InputError(
+            given_flag,
+            f"fixed lengths replace the trace's prompt and output lengths together: "
+            f"give {other} too",
+        )
 
     @property
     def trace(self) -> str:
@@ -77,11 +112,21 @@ class SweepFlags(ServingFlags):
         if self.token_trace:
             load_token_trace(self.token_trace, "--token-trace")  # a bad file fails here, by name
         workload = given(requests=self.requests, trace=self.token_trace or self.dataset or None)
-        if self.prompt_len is not None or self.output_len is not None:
+        for flag, side, value in (
+            ("--prompt-len", "prompt", self.prompt_len),
+            ("--output-len", "output", self.output_len),
+        ):
+            if value is None:
+                continue
+            if value < 1:
+                raise InputError(flag, f"must be >= 1 (got {value})")
             workload["trace"] = None  # fixed lengths instead of the trace's
-            workload["prompt"] = {"dist": "fixed", "mean": self.prompt_len or 512}
-            workload["output"] = {"dist": "fixed", "mean": self.output_len or 256}
-        sizes = csv_list(self.batch_sizes, "--batch-sizes", int) if self.batch_sizes else None
+            workload[side] = {"dist": "fixed", "mean": value}
+        sizes = (
+            csv_list(self.batch_sizes, "--batch-sizes", int)
+            if self.batch_sizes is not None
+            else None
+        )
         return {
             **self.serving_fields(),
             **given(
@@ -143,14 +188,26 @@ class SweepFlags(ServingFlags):
                     out.setdefault(name, why)
         return out
 
-    def tuned(self, method: Any) -> dict[str, Any]:
+    def tuned(self, method: Any, dataset: str | None = None) -> dict[str, Any]:
         """One method with --k, --alpha or --tau, and --draft-model applied (plain decoding
-        has no draft to tune)."""
+        has no draft to tune); a method written without ``acceptance`` takes its packaged
+        preset for ``dataset`` (that of --methods)."""
         if not isinstance(method, dict):
             raise InputError("methods", "each method must be a mapping with at least a name")
         m = dict(method)
         name = m.get("name")
+        unknown = [key for key in m if key not in MethodConfig.model_fields]
+        if unknown:
+            raise InputError(
+                f"methods.{name}.{unknown[0]}",
+                "unknown field (misspelled?); a method's fields: "
+                + ", ".join(MethodConfig.model_fields),
+            )
         if name == "autoregressive":
+            # the sweep runs its own baseline in place of this entry: check it here
+            unused = unused_field(MethodConfig(**m))
+            if unused is not None:
+                raise InputError(f"methods.autoregressive.{unused[0]}", unused[1])
             return m
         if self.k is not None:
             m["k"] = self.k
@@ -164,6 +221,10 @@ class SweepFlags(ServingFlags):
             m["acceptance"] = {"tokens": self.token_trace}
         if name == "draft_model" and self.draft:
             m["draft_model"] = self.draft
+        if m.get("acceptance") is None and isinstance(name, str):
+            preset = preset_acceptance(name, dataset or self.trace)
+            if preset is not None:
+                m["acceptance"] = preset.model_dump(exclude_none=True)
         if name in SPECULATORS and m.get("acceptance") is None:
             raise InputError(
                 f"methods.{name}.acceptance",

@@ -6,10 +6,25 @@ from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from simspec.cli.common import writing
+from simspec.errors import InputError, one_line
 from simspec.outputs import write_bytes_atomic, write_text_atomic
+
+
+def check_suffix(out: Path | None, flag: str, suffixes: tuple[str, ...]) -> None:
+    """Refuse, before any work, an output name whose suffix is not a format the command
+    writes (``--out x.txt`` would get CSV bytes under a name that says otherwise)."""
+    if out is not None and out.suffix not in suffixes:
+        raise InputError(flag, f"write {' or '.join(suffixes)} (got {str(out)!r})")
+
+
+def safe_title(title: str) -> str:
+    """A table title as plain text: control characters escaped (a file name may hold them)
+    and rich markup shown, not interpreted."""
+    return escape(one_line(title))
 
 
 def print_frame(frame: pd.DataFrame, title: str, width: int | None = None) -> None:
@@ -26,7 +41,8 @@ def print_frame(frame: pd.DataFrame, title: str, width: int | None = None) -> No
     ]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     for part, cols in enumerate(column_groups(widths, console.width)):
-        table = Table(title=title if part == 0 else f"{title} (continued)")
+        shown = safe_title(title)
+        table = Table(title=shown if part == 0 else f"{shown} (continued)")
         fits = table_width([widths[i] for i in cols]) <= console.width
         for i in cols:
             table.add_column(headers[i], no_wrap=fits, overflow="fold")

@@ -6,6 +6,7 @@ SimPy process (Poisson, or a piecewise rate) or, in a closed loop, the moment on
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 
@@ -15,8 +16,8 @@ import simpy
 
 from simspec.catalog.hardware import load_engine, load_gpu, load_profile
 from simspec.catalog.methods import sampled_from_tau, sampled_from_trace
-from simspec.catalog.models import load_model
-from simspec.config import Scenario
+from simspec.catalog.models import ModelShape, load_model
+from simspec.config import LengthSpec, Scenario
 from simspec.engine.acceptance.inversion import run_alpha_profile
 from simspec.engine.acceptance.samplers import AcceptanceSampler, build_sampler
 from simspec.engine.costmodel import RooflineCostModel
@@ -70,7 +71,37 @@ def _setup(sc: Scenario) -> ReplicaSetup:
         )
     demand = spec.memory_demand(max_seqs, max_tokens)
     memory = plan_memory(cost.gpu, engine, target, demand, tp=sc.tp, pp=sc.pp)
+    _check_fixed_lengths(sc, target, memory)
     return ReplicaSetup(target, cost, spec, max_seqs, max_tokens, memory)
+
+
+def _check_fixed_lengths(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> None:
+    """Fixed (or uniform) lengths no request could be served with are refused before the run:
+    past the model's context (``max_position_embeddings``; vLLM rejects a prompt longer than
+    max_model_len) or past the KV cache, every request would be left unfinishable and the run
+    would report an empty table."""
+    wl = sc.workload
+    if wl.trace is not None:
+        return
+    shortest = _shortest(wl.prompt) + _shortest(wl.output)
+    what = f"requests of at least {shortest} tokens (prompt + output)"
+    if shortest > target.max_position_embeddings:
+        raise ScenarioError(
+            f"workload: {what} exceed {target.id}'s context of "
+            f"{target.max_position_embeddings} tokens (max_position_embeddings)"
+        )
+    capacity = memory.num_blocks * memory.block_size
+    if shortest > capacity:
+        raise ScenarioError(
+            f"workload: {what} exceed the KV cache of {capacity} tokens on "
+            f"{sc.gpu} at tp={sc.tp}: raise tp or pick a larger GPU"
+        )
+
+
+def _shortest(spec: LengthSpec) -> int:
+    """The shortest length ``spec`` draws (LengthSpec.sample: floor, then clipped)."""
+    low = {"fixed": spec.mean, "uniform": spec.low or spec.min}.get(spec.dist, spec.min)
+    return int(min(max(math.floor(low), spec.min), spec.max))
 
 
 def _acceptance(
@@ -148,6 +179,11 @@ def simulate(sc: Scenario) -> SimResult:
         env.process(open_arrivals(env, replica, arrival_gaps(wl, len(table), rng_arrival)))
     env.process(replica.run())
     env.run()
+    if table.unfinishable.all():
+        raise ScenarioError(
+            f"workload: no request fits {sc.model} on {sc.gpu} at tp={sc.tp} (each is longer "
+            "than the KV cache or the model's context): shorten the requests or raise tp"
+        )
 
     requests = _request_frame(table)
     iterations = replica.log.frame()

@@ -35,7 +35,8 @@ def generate_requests(cfg: WorkloadConfig, rng: np.random.Generator) -> RequestS
         prompt, output = tokens.prompt_len, tokens.output_len
     else:
         # lengths do not depend on the method key, so any key of the file will do
-        trace = load_trace(cfg.trace, cfg.trace_output_method or first_method(cfg.trace))
+        method = cfg.trace_output_method or first_method(cfg.trace)
+        trace = load_trace(cfg.trace, method, "workload.trace")
         prompt = trace.prompt_len
         output = trace.lengths if cfg.trace_output_method else trace.output_len
     passes = -(-n // len(prompt))

@@ -27,8 +27,9 @@ from simspec.config import (
 )
 from simspec.engine.acceptance.exact import expected_tokens_per_step
 from simspec.engine.costmodel import BatchShape
-from simspec.engine.simulation import build_cost_model
+from simspec.engine.simulation import build_cost_model, check
 from simspec.engine.speculators import DraftStep, build_speculator
+from simspec.errors import ScenarioError
 from simspec.outputs import write_text_atomic
 from simspec.studies.runner import Executor, run_all
 
@@ -55,8 +56,15 @@ class Batch1Costs:
 def batch1_costs(deploy: Deployment, method: str, k_max: int, context: int) -> Batch1Costs:
     """Step times of ``method`` at batch 1 with ``context`` tokens in the KV cache."""
     sc = Scenario(**deploy.model_dump(exclude={"method"}))
+    # the largest draft must fit beside the target (else there is no speedup to print)
+    check(sc.model_copy(update={"method": _chain(method, k_max, AcceptanceConfig(alpha=0.5))}))
     cost = build_cost_model(sc)
     target, engine = load_model(sc.model), load_engine(sc.engine)
+    if context > target.max_position_embeddings:
+        raise ScenarioError(
+            f"--context {context} exceeds {target.id}'s context of "
+            f"{target.max_position_embeddings} tokens (max_position_embeddings)"
+        )
     ar = cost.forward(target, BatchShape.uniform(1, 1, float(context), 1)).total_s
     draft, verify = {}, {}
     kv = np.array([context], dtype=np.int64)

@@ -12,9 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from simspec.config import Deployment, MethodConfig, Scenario
+from simspec.config import (
+    MAX_K,
+    MAX_TREE_NODES,
+    Deployment,
+    MethodConfig,
+    Scenario,
+    Schedule,
+    check_schedule,
+)
 from simspec.engine.metrics import RunSummary
 from simspec.studies.runner import Executor, RunCache, run_all, scenario_key
 
@@ -47,6 +55,17 @@ class Policy(BaseModel):
     k_schedule: list[tuple[int, int, int]] | None = None
     tree_schedule: list[tuple[int, int, int]] | None = None
     disable_by_batch_size: int | None = Field(default=None, ge=1)
+
+    # the method's own checks: the policy is copied onto it without validation (settings())
+    @field_validator("k_schedule")
+    @classmethod
+    def _k_schedule(cls, v: Schedule | None) -> Schedule | None:
+        return check_schedule(v, MAX_K)
+
+    @field_validator("tree_schedule")
+    @classmethod
+    def _tree_schedule(cls, v: Schedule | None) -> Schedule | None:
+        return check_schedule(v, MAX_TREE_NODES)
 
     @model_validator(mode="after")
     def _something(self) -> Policy:

@@ -13,7 +13,7 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from simspec.catalog.methods import TRACE_DATASETS, default_methods
-from simspec.config import Deployment, MethodConfig, Scenario
+from simspec.config import Deployment, MethodConfig, Scenario, WorkloadConfig
 from simspec.engine.metrics import RunSummary
 from simspec.engine.simulation import check
 from simspec.studies.runner import Executor, RunCache, run_all, scenario_key
@@ -81,6 +81,20 @@ class SweepConfig(Deployment):
     def _positive(cls, v: list[int]) -> list[int]:
         if not v or any(b < 1 or b > 100_000 for b in v):
             raise ValueError("batch sizes must be integers in [1, 100000]")
+        return v
+
+    @field_validator("workload")
+    @classmethod
+    def _closed_loop(cls, v: WorkloadConfig) -> WorkloadConfig:
+        """A sweep runs each batch size closed loop (:meth:`scenario`): open-loop fields
+        would be ignored, so they are refused."""
+        default = WorkloadConfig()
+        for name in ("arrival", "rate", "rate_schedule"):
+            if getattr(v, name) != getattr(default, name):
+                raise ValueError(
+                    f"{name}: a sweep runs closed loop at each of batch_sizes; "
+                    "drop it (open-loop arrivals: simspec plan or simspec policy)"
+                )
         return v
 
     @field_validator("methods")

@@ -4,6 +4,7 @@ registry, a plain dict of name -> class."""
 from __future__ import annotations
 
 from simspec.catalog.hardware import EngineProfile
+from simspec.catalog.methods import unused_field
 from simspec.catalog.models import ModelShape
 from simspec.config import MethodConfig
 from simspec.engine.costmodel import RooflineCostModel
@@ -47,6 +48,9 @@ def build_speculator(
         raise InputError(
             "methods.name", f"unknown method {cfg.name!r}; choose one of {', '.join(SPECULATORS)}"
         )
+    unused = unused_field(cfg)
+    if unused is not None:
+        raise InputError(f"methods.{cfg.name}.{unused[0]}", unused[1])
     spec = SPECULATORS[cfg.name](cfg, target, cost, engine)
     if spec.needs_acceptance and cfg.acceptance is None:
         raise InputError(

@@ -153,6 +153,13 @@ class OperatorFit:
         }
 
 
+def min_samples(operator: str) -> int:
+    """The fewest samples ``operator`` is fitted from: twice its constants, so the fit keeps
+    as many degrees of freedom as it spends (n constants fit n samples exactly: a MAPE of 0 %
+    that says nothing) and a held-out split has samples on both sides."""
+    return 2 * len(FORMS[operator])
+
+
 def fit_all(samples: pd.DataFrame, gpu: GpuSpec) -> dict[str, OperatorFit]:
     """Fit every operator family present in ``samples``: final constants on all its samples,
     and a held-out error from a refit on :func:`holdout_split`'s part."""
@@ -163,6 +170,13 @@ def fit_all(samples: pd.DataFrame, gpu: GpuSpec) -> dict[str, OperatorFit]:
             continue
         if (s["time_s"] <= 0).any():
             raise InputError("timings", f"{operator} samples include non-positive times")
+        need = min_samples(operator)
+        if len(s) < need:
+            raise InputError(
+                "timings",
+                f"{len(s)} {operator} sample(s) cannot fit its {len(FORMS[operator])} constants "
+                f"and measure the error: give at least {need}",
+            )
         params = fit_operator(operator, s, gpu)
         result = OperatorFit(
             operator,

@@ -1,0 +1,306 @@
+"""Issue 18, found by a hostile tester: inputs that ran and gave a wrong answer without a word,
+and messages that named the wrong thing. Each is now one ``error: <field>: ...`` line, exit 2,
+nothing written (or, where a value had a right answer, that answer)."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from simspec.catalog.methods import unused_field
+from simspec.catalog.sampling import factor
+from simspec.catalog.traces import load_trace
+from simspec.cli.main import app
+from simspec.cli.sweep_flags import SweepFlags
+from simspec.config import MethodConfig, WorkloadConfig
+from simspec.errors import InputError
+from simspec.studies.policy import Policy
+
+runner = CliRunner()
+QUICK = ["--batch-sizes", "1", "--requests", "4", "--executor", "serial"]
+
+
+def refused(args: list[str], field: str, tmp_path=None) -> str:
+    """Run the CLI; assert one error line naming ``field``, exit 2; return the line."""
+    result = runner.invoke(app, args)
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert result.exit_code == 2, result.output
+    assert lines and lines[-1].startswith(f"error: {field}"), result.output
+    assert "Traceback" not in result.output
+    if tmp_path is not None:
+        assert not [p for p in tmp_path.iterdir() if p.suffix in (".csv", ".txt", ".yaml")]
+    return lines[-1]
+
+
+def write(tmp_path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+# -- silent wrong answers --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flag", ["--prompt-len", "--output-len"])
+def test_a_zero_length_is_refused_not_taken_as_the_default(flag):
+    refused(["sweep", *QUICK, "--prompt-len", "8", "--output-len", "8", flag, "0"], flag)
+
+
+def test_one_fixed_length_alone_says_the_trace_lengths_are_replaced():
+    line = refused(["sweep", *QUICK, "--prompt-len", "64"], "--prompt-len")
+    assert "give --output-len too" in line
+
+
+def test_one_fixed_length_replaces_its_side_of_a_file_with_fixed_lengths(tmp_path):
+    cfg = write(tmp_path, "s.yaml", "workload: {trace: null, output: {mean: 32}}\n")
+    wl = SweepFlags(prompt_len=64).sweep_config(tmp_path / "s.yaml").workload
+    assert (wl.trace, wl.prompt.mean, wl.output.mean) == (None, 64, 32), cfg
+
+
+def test_lengths_beside_a_trace_are_refused_and_alone_mean_fixed_lengths():
+    with pytest.raises(ValueError, match="prompt: lengths come from trace 'gsm8k'"):
+        WorkloadConfig(trace="gsm8k", prompt={"mean": 100})
+    assert WorkloadConfig(prompt={"mean": 100}).trace is None
+    # a dumped config (defaults spelled out) still loads
+    wl = WorkloadConfig(trace="cnn")
+    assert WorkloadConfig(**wl.model_dump()) == wl
+
+
+def test_scenario_lengths_with_a_trace_are_an_error_on_the_cli(tmp_path):
+    cfg = write(tmp_path, "s.yaml", "workload: {trace: gsm8k, output: {mean: 20}}\n")
+    refused(["sweep", *QUICK, "--config", cfg], "workload")
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [("seed: 1\nseed: 2\n", "seed"), ("workload: {requests: 4, requests: 8}\n", "requests")],
+)
+def test_a_key_written_twice_is_an_error_naming_it(tmp_path, text, key):
+    line = refused(["sweep", *QUICK, "--config", write(tmp_path, "s.yaml", text)], "--config")
+    assert f"duplicate key {key!r}" in line
+    as_json = write(tmp_path, "s.json", '{"seed": 1, "seed": 2}')
+    assert "duplicate key 'seed'" in refused(["sweep", *QUICK, "--config", as_json], "--config")
+    spec = '{"method": "eagle3", "method": "ngram"}'
+    refused(["sweep", *QUICK, "--speculative-config", spec], "--speculative-config")
+
+
+def test_yaml_merge_keys_are_not_duplicates(tmp_path):
+    cfg = write(tmp_path, "s.yaml", "base: &b {requests: 4}\nworkload: {<<: *b, requests: 6}\n")
+    from simspec.cli.flags import read_config
+
+    assert read_config(tmp_path / "s.yaml")["workload"] == {"requests": 6}, cfg
+
+
+@pytest.mark.parametrize(
+    "workload", ["{arrival: poisson}", "{rate: 3.0}", "{rate_schedule: [[0, 2.0]]}"], ids=str
+)
+def test_open_loop_fields_in_a_sweep_are_refused(tmp_path, workload):
+    cfg = write(tmp_path, "s.yaml", f"workload: {workload}\n")
+    assert "closed loop" in refused(["sweep", *QUICK, "--config", cfg], "workload")
+
+
+@pytest.mark.parametrize(
+    ("method", "field"),
+    [
+        ("{name: eagle3, lookahead_window: 4}", "lookahead_window"),
+        ("{name: eagle3, beam_width: 2}", "beam_width"),
+        ("{name: eagle3, tree_topk: 4}", "tree_topk"),
+        ("{name: ngram, draft_layers: 4}", "draft_layers"),
+        ("{name: redrafter, tree_nodes: 8}", "tree_nodes"),
+        ("{name: autoregressive, tree: static}", "tree"),
+    ],
+)
+def test_method_fields_that_do_not_apply_are_errors_naming_them(tmp_path, method, field):
+    cfg = write(tmp_path, "s.yaml", f"methods:\n  - {method}\n")
+    name = method.split(",")[0].removeprefix("{name: ")
+    refused(["sweep", *QUICK, "--config", cfg], f"methods.{name}.{field}")
+
+
+def test_fields_a_method_reads_are_accepted():
+    for cfg in (
+        MethodConfig(name="eagle3", tree="dynamic", tree_nodes=16, tree_topk=4),
+        MethodConfig(name="lookahead", lookahead_window=4),
+        MethodConfig(name="ngram", prompt_lookup_min=2, prompt_lookup_max=4),
+        MethodConfig(name="redrafter", beam_width=2),
+        MethodConfig(name="autoregressive", k=0),
+    ):
+        assert unused_field(cfg) is None, cfg
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--tau-k", "3"], "--tau-k"),
+        (["--tau", "2.5", "--tau-k", "3", "--alpha", "0.5"], "--alpha"),
+        (["--batch-sizes", ""], "--batch-sizes"),
+    ],
+)
+def test_flags_that_would_be_ignored_are_refused(args, flag):
+    refused(["sweep", "--requests", "4", *args], flag)
+
+
+def test_a_prompt_past_the_model_context_is_refused():
+    line = refused(["sweep", *QUICK, "--prompt-len", "1000000", "--output-len", "8"], "workload")
+    assert "131072" in line and "max_position_embeddings" in line
+
+
+def test_a_prompt_past_the_kv_cache_is_refused():
+    args = ["--gpu", "rtx3090", "--prompt-len", "100000", "--output-len", "8"]
+    assert "KV cache" in refused(["sweep", *QUICK, *args], "workload")
+
+
+def test_analytic_refuses_a_model_that_does_not_fit_and_a_context_past_its_own():
+    assert "does not fit" in refused(
+        ["analytic", "--model", "llama-3.1-70b", "--gpu", "rtx3090"], ""
+    )
+    refused(["analytic", "--context", "200000"], "")
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [[[1, 8, 2], [4, 16, 3]], [[8, 1, 2]], [[1, 8, 65]], [[1, 8, -3]]],
+    ids=["overlap", "reversed", "k65", "negative"],
+)
+def test_policy_bands_are_checked_as_a_method_schedule_is(schedule):
+    with pytest.raises(ValueError):
+        Policy(k_schedule=schedule)
+    with pytest.raises(ValueError):
+        MethodConfig(name="eagle3", k_schedule=schedule)
+    assert Policy(k_schedule=[[1, 8, 64], [9, 16, 0]]).k_schedule
+
+
+def test_a_vanishing_rate_is_refused_by_its_documented_bound():
+    with pytest.raises(ValueError, match="greater than or equal to 0.000001"):
+        WorkloadConfig(arrival="poisson", rate=1e-300)
+    with pytest.raises(ValueError, match="rates must be 0 or in"):
+        WorkloadConfig(arrival="poisson", rate_schedule=[[0, 1e-300], [5, 1.0]])
+
+
+POLICY = (
+    "method: {name: eagle3, k: 3, acceptance: {alpha: 0.6}}\n"
+    "workload: {arrival: poisson, requests: 4, rate: RATE}\n"
+    "policy: {k_schedule: SCHEDULE}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("rate", "schedule", "field"),
+    [
+        ("1e-300", "[[1, 8, 2]]", "workload.rate"),
+        ("1.0", "[[1, 8, 65]]", "policy.k_schedule"),
+        ("1.0", "[[1, 8, 2], [4, 16, 3]]", "policy.k_schedule"),
+    ],
+)
+def test_policy_refuses_a_vanishing_rate_and_bad_bands(tmp_path, rate, schedule, field):
+    text = POLICY.replace("RATE", rate).replace("SCHEDULE", schedule)
+    refused(["policy", "--config", write(tmp_path, "p.yaml", text)], field)
+
+
+@pytest.mark.parametrize(
+    ("record", "what"),
+    [
+        ({"prompt_len": 100.7, "output_len": 4}, "lengths must be integers"),
+        ({"prompt_len": True, "output_len": 4}, "lengths must be integers"),
+        ({"prompt_len": 10, "output_len": 4, "acc": [1, True]}, "acc_len values"),
+        ({"prompt_len": 10, "output_len": 4, "acc": [1, 2.0]}, "acc_len values"),
+    ],
+)
+def test_trace_values_that_are_not_integers_are_errors(tmp_path, record, what):
+    acc = record.pop("acc", [1, 2])
+    path = write(tmp_path, "t.jsonl", json.dumps({**record, "acc_len": {"eagle3": acc}}) + "\n")
+    with pytest.raises(InputError, match=what):
+        load_trace(path, "eagle3")
+
+
+def test_workload_trace_errors_name_workload_trace(tmp_path):
+    bad = write(
+        tmp_path, "t.jsonl", json.dumps({"prompt_len": 1.5, "output_len": 4, "acc_len": {"x": [1]}})
+    )
+    cfg = write(
+        tmp_path, "s.yaml", f"workload: {{trace: {bad}}}\nmethods: [{{name: autoregressive}}]\n"
+    )
+    refused(["sweep", *QUICK, "--config", cfg], "workload.trace")
+
+
+def test_top_p_below_the_table_tends_to_greedy():
+    assert factor(1.0, 1e-9) == pytest.approx(1.0, abs=1e-6)
+    low = factor(1.0, 0.5)
+    assert low < factor(1.0, 0.25) < 1.0  # between the table's edge and greedy, not flat
+
+
+def test_plan_refuses_an_infinite_price(tmp_path):
+    args = ["plan", "--qps", "1", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50"]
+    refused([*args, "--gpu-hour-price", "inf"], "--gpu-hour-price")
+
+
+def harness_csv(tmp_path, rows: int) -> str:
+    head = (
+        "kind,op,num_seqs,q_per_seq,context_len,num_tokens,m,k,n,time_ms_median,tp,model,"
+        "hidden_size,intermediate_size,num_attention_heads,num_key_value_heads,head_dim,vocab_size"
+    )
+    lines = [head] + [
+        f"gemm,qkv,{m},1,0,{m},{m},4096,6144,{0.05 + 0.001 * m},1,tiny,4096,14336,32,8,128,128256"
+        for m in range(1, rows + 1)
+    ]
+    return write(tmp_path, "t.csv", "\n".join(lines) + "\n")
+
+
+def test_calibrate_fit_refuses_a_single_sample_and_writes_nothing(tmp_path):
+    out = tmp_path / "p.yaml"
+    result = runner.invoke(app, ["calibrate", "fit", harness_csv(tmp_path, 1), "--out", str(out)])
+    assert result.exit_code == 2 and not out.exists()
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: timings: 1 gemm sample")
+    assert "Warning" not in result.output
+
+
+# -- messages --------------------------------------------------------------------------------
+
+
+def test_a_method_without_acceptance_takes_its_preset(tmp_path):
+    cfg = write(tmp_path, "s.yaml", "methods:\n  - {name: eagle3}\n")
+    methods = SweepFlags().sweep_config(tmp_path / "s.yaml").methods
+    assert methods[0].acceptance is not None, cfg
+
+
+def test_a_misspelled_method_field_is_named(tmp_path):
+    cfg = write(tmp_path, "s.yaml", "methods:\n  - {name: eagle3, acceptence: {alpha: 0.5}}\n")
+    line = refused(["sweep", *QUICK, "--config", cfg], "methods.eagle3.acceptence")
+    assert "no packaged acceptance preset" not in line
+
+
+def test_quiet_prints_no_sampling_note():
+    result = runner.invoke(
+        app, ["sweep", *QUICK, "--methods", "autoregressive", "--temperature", "0.7", "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == ""
+
+
+def test_control_characters_and_markup_in_a_model_path_are_escaped_in_the_title(tmp_path):
+    config = {
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "vocab_size": 1000,
+    }
+    folder = tmp_path / "m\x1b[31m[bold]x"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    args = ["--model", str(folder / "config.json"), "--methods", "autoregressive"]
+    result = runner.invoke(app, ["sweep", *QUICK, *args, "--prompt-len", "8", "--output-len", "8"])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\\x1b[31m[bold]x" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["plan", "--qps", "1", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50"], "--out"),
+        (["recommend"], "--out"),
+        (["analytic"], "--csv"),
+    ],
+)
+def test_outputs_named_for_another_format_are_refused_before_any_work(tmp_path, args, flag):
+    refused([*args, flag, str(tmp_path / "x.txt")], flag, tmp_path)
