@@ -1,46 +1,62 @@
 """Where the explorer's what-if spends its time (issue 18). Run by hand; not a test.
 
-    python benchmarks/bench_explorer.py            # the default what-if: import, cold, warm
-    python benchmarks/bench_explorer.py --workers 2 --executor process
+    python benchmarks/bench_explorer.py                 # the issue's what-if: import, cold, warm
+    python benchmarks/bench_explorer.py --methods eagle3,ngram   # the page's default (the CLI's)
 
-Times, in one fresh process: importing the page's modules; the first what-if (cold: the
-trace, cost-model and replay caches fill); the same what-if again with a new seed (warm: what
-a widget change costs, the page's own cache bypassed). The what-if is the issue's: one method
-(EAGLE-3) at the eight default concurrencies. Target: warm <= 2 s on 2 cores.
+Times, in one fresh process: importing the page's modules (Streamlit and simspec.ui); starting
+the worker pool; the first what-if (cold: traces, cost models and replays load in every
+process); the same what-if again with a new seed (warm: what a widget change costs once the
+page's own cache misses); and the same runs one after another in this process, for the split
+between simulation and pool. The what-if is the issue's: one method (EAGLE-3) at the eight
+default concurrencies, 48 requests per run. Target: warm <= 2 s on 2 cores.
+
+Also runs against an older checkout (``PYTHONPATH=<old tree>``): what that lacks is skipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--workers", type=int, default=None, help="default: the page's choice")
     ap.add_argument("--methods", default="eagle3")
     ap.add_argument("--repeat", type=int, default=3, help="warm runs (the best is reported)")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    from simspec.ui import explorer  # the page's own import chain (app.py adds streamlit)
+    import streamlit  # noqa: F401  (the page imports it first)
+
+    t_st = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    from simspec.ui import explorer
 
     t_import = time.perf_counter() - t0
     inp = explorer.ExplorerInputs(methods=args.methods.split(","))
-    t0 = time.perf_counter()
-    explorer.run(inp, workers=args.workers)
-    t_cold = time.perf_counter() - t0
-    warm = []
-    for seed in range(1, args.repeat + 1):
-        t0 = time.perf_counter()
-        explorer.run(inp.model_copy(update={"seed": seed}), workers=args.workers)
-        warm.append(time.perf_counter() - t0)
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(f"import streamlit:           {t_st:.2f} s")
     print(f"import simspec.ui.explorer: {t_import:.2f} s")
-    print(f"first what-if (cold):       {t_cold:.2f} s")
-    print(
-        f"what-if again (warm):       {min(warm):.2f} s best of {len(warm)} "
-        f"({', '.join(f'{w:.2f}' for w in warm)})"
-    )
+    if hasattr(explorer, "worker_pool"):
+        pool = explorer.worker_pool()
+        t = _timed(lambda: list(pool.map(abs, range(2 * (os.cpu_count() or 1)))))
+        print(f"start the kept pool:        {t:.2f} s (fork server + workers, once per page)")
+    print(f"first what-if (cold):       {_timed(lambda: explorer.run(inp)):.2f} s")
+    warm = [
+        _timed(lambda s=s: explorer.run(inp.model_copy(update={"seed": s})))
+        for s in range(1, args.repeat + 1)
+    ]
+    shown = ", ".join(f"{w:.2f}" for w in warm)
+    print(f"what-if again (warm):       {min(warm):.2f} s best of {len(warm)} ({shown})")
+    serial = _timed(lambda: explorer.run(inp.model_copy(update={"seed": 99}), workers=1))
+    print(f"the same runs in-process:   {serial:.2f} s (the simulation alone)")
 
 
 if __name__ == "__main__":

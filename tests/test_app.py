@@ -415,3 +415,13 @@ def test_a_good_trace_is_kept_and_a_wrong_suffix_is_refused(tmp_path):
     assert uploads.save_trace_upload(GOOD_TRACE.encode(), "t.jsonl", tmp_path)  # again: reused
     with pytest.raises(InputError, match="expected a .jsonl"):
         uploads.save_trace_upload(GOOD_TRACE.encode(), "t.csv", tmp_path)
+
+
+def test_the_page_imports_no_root_finder_it_does_not_use():
+    """scipy.optimize costs ~0.3 s of every page and worker start (issue 18's first load)."""
+    import subprocess
+    import sys
+
+    code = "import sys, simspec.ui.explorer; print('scipy.optimize' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
