@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 from pydantic import ValidationError
 
-from simspec.catalog.hardware import engine_ids, gpu_ids
+from simspec.catalog.hardware import engine_ids, gpu_ids, load_engine
 from simspec.catalog.methods import method_info
 from simspec.catalog.models import model_ids
 from simspec.config import Deployment
@@ -106,7 +106,12 @@ def sidebar() -> explorer.ExplorerInputs:
         prompt_mean = sb.number_input("Prompt tokens (mean)", 1.0, 65536.0, 512.0)
         output_mean = sb.number_input("Output tokens (mean)", 1.0, 16384.0, 256.0)
     requests = sb.number_input(
-        "Requests per run (more: smoother, slower)", 8, 5000, DEFAULT.requests
+        "Requests per run (more: smoother, slower)",
+        8,
+        5000,
+        DEFAULT.requests,
+        help="at least twice the concurrency; the CLI runs max(100, 4 × concurrency), fewer "
+        "here so a what-if answers in a second or two",
     )
     return explorer.ExplorerInputs(
         model=model,
@@ -196,9 +201,9 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
     with left:
         st.subheader("Capacity plan")
         qps = st.number_input("Target requests/s", 0.1, 100000.0, 20.0)
-        price = st.number_input("GPU-hour price ($)", 0.0, 100.0, 2.5)
+        price = st.number_input("GPU-hour price ($)", 0.0, 100.0, explorer.GPU_HOUR_PRICE)
         key = ("plan", inputs.model_dump_json(), qps, price, slo_ttft, slo_tpot)
-        if st.button("Compute plan (bisection on the arrival rate, ~10 s per method)"):
+        if st.button("Compute plan (bisection on the arrival rate, ~20 s per method)"):
             with st.spinner("planning…"):
                 methods = [
                     explorer.method_for(inputs, m) for m in ["autoregressive", *inputs.methods]
@@ -209,7 +214,7 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
                     qps,
                     planning.Slo(slo_ttft, slo_tpot),
                     price,
-                    duration_s=30,
+                    duration_s=explorer.PLAN_DURATION_S,
                 )
             st.session_state["plan"] = (key, explorer.plan_view(frame))
         kept = st.session_state.get("plan")
@@ -228,16 +233,21 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
         key = ("schedule", inputs.model_dump_json(), method)
         if st.button("Recommend K per concurrency"):
             base = explorer.method_for(inputs, method)
-            ks = list(range(1, 6)) if base.tree in (None, "chain") else [base.k]
+            knob, values = explorer.recommend_grid(base)
             with st.spinner("simulating every K at every concurrency…"):
                 table = planning.recommend(
-                    explorer.deployment_for(inputs), base, ks, (1, 4, 16, 64, 128, 256)
+                    explorer.deployment_for(inputs),
+                    base,
+                    values,
+                    planning.DEFAULT_CONCURRENCIES,
+                    knob=knob,
                 )
-            bands = planning.schedule(table, 1024)
-            st.session_state["schedule"] = (key, table, bands, base)
+            max_seqs = int(load_engine(inputs.engine)["max_num_seqs"])
+            bands = planning.schedule(table, max_seqs)
+            st.session_state["schedule"] = (key, table, bands, base, knob)
         kept = st.session_state.get("schedule")
         if kept is not None and kept[0] == key:
-            _, table, bands, base = kept
+            _, table, bands, base, knob = kept
             st.dataframe(table, width="stretch")
             st.download_button(
                 "Download schedule CSV",
@@ -245,6 +255,9 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
                 "schedule.csv",
                 "text/csv",
             )
+            if knob == "tree_nodes":  # a budget per band: simspec's tree_schedule, not vLLM's
+                st.code(f"tree_schedule: {bands}")
+                return
             cfg = planning.speculative_config(base, bands)
             st.code(f"num_speculative_tokens_per_batch_size: {bands}")
             if cfg is not None:

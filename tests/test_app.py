@@ -171,7 +171,7 @@ def test_recommend_k_keeps_the_plan_and_both_download_with_their_scenario(monkey
         ]
         return pd.DataFrame(rows, columns=planning.PLAN_COLUMNS)
 
-    def fake_recommend(deploy, method, ks, concurrencies):
+    def fake_recommend(deploy, method, ks, concurrencies, knob="k"):
         rows = [
             {"concurrency": c, **{f"speedup_k{k}": 1.5 - 0.1 * k for k in ks}}
             | {"best_k": 1, "best_speedup": 1.4}
@@ -275,6 +275,25 @@ def test_every_download_carries_the_scenario_and_the_method_settings():
     sched = pd.read_csv(io.StringIO(explorer.schedule_csv(table, inp, "eagle3")))
     assert {"model", "gpu", "tp", "engine", "dataset", "method", "tree"} <= set(sched.columns)
     assert "k" not in sched.columns  # K is the table's own axis
+
+
+def test_plan_and_schedule_start_from_the_clis_defaults():
+    import inspect
+
+    from simspec.cli import plan as cli
+
+    rec = inspect.signature(cli.recommend).parameters
+    plan = inspect.signature(cli.plan).parameters
+    assert plan["duration"].default == explorer.PLAN_DURATION_S
+    assert plan["gpu_hour_price"].default == explorer.GPU_HOUR_PRICE
+    assert plan["methods"].default.split(",") == explorer.DEFAULT_METHODS
+    assert rec["k_max"].default == explorer.RECOMMEND_K_MAX
+    assert rec["tree_budgets"].default == ",".join(map(str, explorer.RECOMMEND_TREE_BUDGETS))
+    assert rec["concurrencies"].default == ",".join(map(str, planning.DEFAULT_CONCURRENCIES))
+    inp = explorer.ExplorerInputs()
+    assert explorer.recommend_grid(explorer.method_for(inp, "eagle3")) == ("k", [1, 2, 3, 4, 5])
+    knob, budgets = explorer.recommend_grid(explorer.method_for(inp, "eagle2"))
+    assert knob == "tree_nodes" and budgets and len(budgets) > 1
 
 
 def test_the_plan_puts_its_answer_first():
