@@ -320,14 +320,28 @@ class _NoPool:
 
 
 def test_a_small_what_if_runs_in_process_and_a_pool_gives_the_same_numbers():
+    explorer.forget_runs()
     one = explorer.ExplorerInputs(methods=["eagle3"], loads=[4], **SMALL)
     assert len(explorer.run(one, pool=_NoPool())["summary"]) == 2
     inp = explorer.ExplorerInputs(methods=["eagle3", "ngram"], loads=[1, 8], **SMALL)
+    explorer.forget_runs()
     serial = explorer.run(inp, workers=1)
+    explorer.forget_runs()
     with ThreadPoolExecutor(2) as pool:
         pooled = explorer.run(inp, pool=pool)
     for key in serial:
         pd.testing.assert_frame_equal(serial[key], pooled[key])
+
+
+def test_a_widget_change_reruns_only_what_it_changed():
+    explorer.forget_runs()
+    first = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
+    before = explorer.run(first, workers=1)["summary"]
+    # adding a method at the same loads: two new runs, the baseline and eagle3 remembered
+    both = first.model_copy(update={"methods": ["eagle3", "ngram"]})
+    after = explorer.run(both, pool=_NoPool())["summary"]
+    kept = after[after.method != "ngram"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept, before)
 
 
 def test_results_csv_holds_every_method_and_load():

@@ -11,6 +11,8 @@ from __future__ import annotations
 import atexit
 import math
 import os
+import threading
+from collections import OrderedDict
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from typing import Literal
 
@@ -213,6 +215,26 @@ def _measure(res: SimResult) -> tuple[dict[str, float], dict[str, float], list[f
 # pool's round trips costs more than a few short runs (benchmarks/bench_explorer.py).
 SERIAL_BELOW = 4
 _pool: ProcessPoolExecutor | None = None
+# Finished runs by scenario JSON (runs are seeded and uploads are named by their content, so
+# equal text is an equal result): a widget change re-runs only what it changed; the
+# plain-decoding baseline, about half of a what-if's work, is reused across methods and K.
+RUN_MEMO = 1024
+_runs: OrderedDict[str, tuple] = OrderedDict()
+_runs_lock = threading.Lock()  # Streamlit runs each session's script in its own thread
+
+
+def _remember(text: str, outcome: tuple) -> None:
+    with _runs_lock:
+        _runs[text] = outcome
+        _runs.move_to_end(text)
+        while len(_runs) > RUN_MEMO:
+            _runs.popitem(last=False)
+
+
+def forget_runs() -> None:
+    """Drop the remembered runs (benchmarks and tests that must simulate again)."""
+    with _runs_lock:
+        _runs.clear()
 
 
 def worker_pool() -> ProcessPoolExecutor:
@@ -238,9 +260,10 @@ def worker_pool() -> ProcessPoolExecutor:
 def run(
     inp: ExplorerInputs, workers: int | None = None, pool: Executor | None = None
 ) -> dict[str, pd.DataFrame]:
-    """Simulate autoregressive and every chosen method at every load: in this process when
-    ``workers`` is 1 or the what-if is small, else on ``pool`` (default :func:`worker_pool`);
-    each run is seeded, so the numbers do not depend on where it ran.
+    """Simulate autoregressive and every chosen method at every load, except runs this process
+    has already done: in this process when ``workers`` is 1 or few runs are left, else on
+    ``pool`` (default :func:`worker_pool`); each run is seeded, so the numbers do not depend
+    on where it ran.
 
     Returns ``summary`` (one row per method and load, with speedup), ``breakdown`` (mean ms per
     iteration in drafting, verifying and host overhead) and ``acceptance`` (each request's mean
@@ -249,17 +272,23 @@ def run(
     methods = {name: method_for(inp, name) for name in names}
     cells = [(load, name) for load in inp.loads for name in names]
     texts = [scenario_for(inp, load, methods[name]).model_dump_json() for load, name in cells]
-    results: dict[int, tuple] = {}
-    if workers == 1 or len(cells) < SERIAL_BELOW:
-        for i, text in enumerate(texts):
-            results[i] = run_one(text, "raise", _measure)
+    with _runs_lock:
+        done = {t: _runs[t] for t in texts if t in _runs}
+    todo = list(dict.fromkeys(t for t in texts if t not in done))
+    if workers == 1 or len(todo) < SERIAL_BELOW:
+        for text in todo:
+            done[text] = run_one(text, "raise", _measure)
+            _remember(text, done[text])
     else:
         pool = pool or worker_pool()
         # the slowest cells (lowest load: the most iterations per request) start first
-        order = sorted(range(len(cells)), key=lambda i: cells[i][0])
-        futures = {pool.submit(run_one, texts[i], "raise", _measure): i for i in order}
+        load_of = {text: cell[0] for text, cell in zip(texts, cells, strict=True)}
+        todo.sort(key=load_of.__getitem__)
+        futures = {pool.submit(run_one, text, "raise", _measure): text for text in todo}
         for fut in as_completed(futures):
-            results[futures[fut]] = fut.result()
+            done[futures[fut]] = fut.result()
+            _remember(futures[fut], done[futures[fut]])
+    results = {i: done[text] for i, text in enumerate(texts)}
     rows, parts, accept = [], [], []
     for i, (load, name) in enumerate(cells):
         metrics, breakdown, taus = results[i]
