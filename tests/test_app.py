@@ -333,6 +333,22 @@ def test_a_small_what_if_runs_in_process_and_a_pool_gives_the_same_numbers():
         pd.testing.assert_frame_equal(serial[key], pooled[key])
 
 
+class _BrokenPool:
+    def submit(self, *args, **kwargs):
+        from concurrent.futures.process import BrokenProcessPool
+
+        raise BrokenProcessPool("a worker died")
+
+    def shutdown(self, *args, **kwargs):
+        pass
+
+
+def test_a_dead_worker_does_not_break_the_page_for_good():
+    explorer.forget_runs()
+    inp = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
+    assert len(explorer.run(inp, pool=_BrokenPool())["summary"]) == 4  # finished in process
+
+
 def test_a_widget_change_reruns_only_what_it_changed():
     explorer.forget_runs()
     first = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)

@@ -14,6 +14,7 @@ import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from typing import Literal
 
 import pandas as pd
@@ -257,6 +258,14 @@ def worker_pool() -> ProcessPoolExecutor:
     return _pool
 
 
+def _drop_pool(pool: Executor) -> None:
+    """Forget a broken kept pool, so the next what-if starts a fresh one."""
+    global _pool
+    if pool is _pool:
+        _pool = None
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
 def run(
     inp: ExplorerInputs, workers: int | None = None, pool: Executor | None = None
 ) -> dict[str, pd.DataFrame]:
@@ -284,10 +293,17 @@ def run(
         # the slowest cells (lowest load: the most iterations per request) start first
         load_of = {text: cell[0] for text, cell in zip(texts, cells, strict=True)}
         todo.sort(key=load_of.__getitem__)
-        futures = {pool.submit(run_one, text, "raise", _measure): text for text in todo}
-        for fut in as_completed(futures):
-            done[futures[fut]] = fut.result()
-            _remember(futures[fut], done[futures[fut]])
+        try:
+            futures = {pool.submit(run_one, text, "raise", _measure): text for text in todo}
+            for fut in as_completed(futures):
+                done[futures[fut]] = fut.result()
+                _remember(futures[fut], done[futures[fut]])
+        except BrokenProcessPool:  # a worker died (killed, out of memory): finish here
+            _drop_pool(pool)
+            for text in todo:
+                if text not in done:
+                    done[text] = run_one(text, "raise", _measure)
+                    _remember(text, done[text])
     results = {i: done[text] for i, text in enumerate(texts)}
     rows, parts, accept = [], [], []
     for i, (load, name) in enumerate(cells):
