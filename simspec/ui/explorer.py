@@ -241,12 +241,12 @@ def forget_runs() -> None:
 def worker_pool() -> ProcessPoolExecutor:
     """One process pool for the page's lifetime, shared by every rerun and session.
 
-    Measured (benchmarks/bench_explorer.py, 2 cores): a fresh pool per what-if spent ~1 s
-    starting workers that then re-read traces and re-built replays, so it was no faster than
-    one process (2.7 s against 2.5 s); a kept pool's workers are warm, and a what-if takes
-    ~1.3 s. The workers come from a fork server that imported simspec once (a fork of the
-    threaded Streamlit server could deadlock), so even the first start is cheap; the fork
-    server also imports the main script once as ``__mp_main__`` (app.py draws nothing then)."""
+    Its workers keep their caches (traces, replays, cost models) from one what-if to the next,
+    and come from a fork server that imported simspec once: forking the threaded Streamlit
+    server for a fresh pool per what-if, as before, risks a deadlock and re-pays the start
+    (benchmarks/bench_explorer.py: a what-if of 16 new runs, 1.33 s before against 1.14-1.18 s
+    on 2 cores at load 2; the pool starts in ~0.6 s). The fork server also imports the main
+    script once as ``__mp_main__`` (app.py draws nothing then)."""
     global _pool
     if _pool is None:
         import multiprocessing
