@@ -9,25 +9,20 @@ bad input becomes one message on the page, never a traceback.
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import streamlit as st
 from pydantic import ValidationError
 
-from simspec.catalog.hardware import engine_ids, gpu_ids
+from simspec.catalog.hardware import engine_ids, gpu_ids, load_engine
 from simspec.catalog.methods import method_info
 from simspec.catalog.models import model_ids
 from simspec.config import Deployment
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.studies import analytic, planning
-from simspec.ui import explorer
+from simspec.ui import explorer, uploads
 
-st.set_page_config(page_title="simspec explorer", layout="wide")
-UPLOADS = Path(tempfile.gettempdir()) / "simspec-uploads"
-UPLOADS.mkdir(exist_ok=True)
 SPEC_METHODS = [m for m in SPECULATORS if m != "autoregressive"]
+DEFAULT = explorer.ExplorerInputs()  # the CLI's defaults
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -49,17 +44,22 @@ def problem(message: str) -> None:
 def sidebar() -> explorer.ExplorerInputs:
     sb = st.sidebar
     sb.header("Deployment")
-    model = sb.selectbox("Model", model_ids(), index=model_ids().index("llama-3.1-8b"))
-    upload = sb.file_uploader("…or a Hugging Face config.json", type=["json"])
+    model = sb.selectbox("Model", model_ids(), index=model_ids().index(DEFAULT.model))
+    upload = sb.file_uploader(
+        "…or a Hugging Face config.json", type=["json"], max_upload_size=uploads.MAX_UPLOAD_MB
+    )
+    model_name = None
     if upload is not None:
-        model, shape = explorer.save_config_upload(upload.getvalue(), upload.name, UPLOADS)
-        sb.caption(f"uploaded: hidden {shape.hidden_size}, {shape.num_hidden_layers} layers")
-    gpu = sb.selectbox("GPU", gpu_ids(), index=gpu_ids().index("h100_sxm"))
-    tp = sb.selectbox("Tensor parallel", [1, 2, 4, 8], index=0)
-    engine = sb.selectbox("Engine profile", engine_ids())
+        model, shape, model_name = uploads.save_config_upload(upload.getvalue(), upload.name)
+        sb.caption(
+            f"uploaded {model_name}: hidden {shape.hidden_size}, {shape.num_hidden_layers} layers"
+        )
+    gpu = sb.selectbox("GPU", gpu_ids(), index=gpu_ids().index(DEFAULT.gpu))
+    tp = sb.selectbox("Tensor parallel", [1, 2, 4, 8], index=[1, 2, 4, 8].index(DEFAULT.tp))
+    engine = sb.selectbox("Engine profile", engine_ids(), index=engine_ids().index(DEFAULT.engine))
 
     sb.header("Speculation")
-    methods = sb.multiselect("Methods", SPEC_METHODS, default=["eagle3"])
+    methods = sb.multiselect("Methods", SPEC_METHODS, default=DEFAULT.methods)
     k_mode = sb.radio("Draft length", ["method default", "set K"], horizontal=True)
     k = sb.slider("K (chain length or tree depth)", 1, 10, 3) if k_mode == "set K" else None
     nodes = sb.number_input("Tree budget (nodes; 0 = each tree method's default)", 0, 1024, 0)
@@ -69,18 +69,27 @@ def sidebar() -> explorer.ExplorerInputs:
         horizontal=True,
         help="preset: published τ or measured traces for the domain",
     )
-    dataset = sb.selectbox("Domain (preset and request lengths)", list(explorer.domains()))
+    names = list(explorer.domains())
+    dataset = sb.selectbox(
+        "Domain (preset and request lengths)",
+        names,
+        index=list(explorer.domains().values()).index(DEFAULT.dataset),
+    )
     alpha, spread, trace_path = 0.7, 0.0, None
     if acceptance == "alpha":
         alpha = sb.slider("Mean acceptance α per position", 0.0, 1.0, 0.7, 0.01)
         spread = sb.slider("Spread across requests (logit std)", 0.0, 2.0, 0.0, 0.1)
     elif acceptance == "trace":
-        trace = sb.file_uploader("Acceptance trace (.jsonl, acc_len format)", type=["jsonl"])
+        trace = sb.file_uploader(
+            "Acceptance trace (.jsonl, acc_len format)",
+            type=["jsonl"],
+            max_upload_size=uploads.MAX_UPLOAD_MB,
+        )
         if trace is None:
             problem("Upload an acceptance trace, or choose preset or alpha acceptance.")
-        trace_path = explorer.save_trace_upload(trace.getvalue(), trace.name, UPLOADS)
-    temperature = sb.slider("Sampling temperature", 0.0, 2.0, 0.0, 0.05)
-    top_p = sb.slider("top-p", 0.05, 1.0, 1.0, 0.05)
+        trace_path = uploads.save_trace_upload(trace.getvalue(), trace.name)
+    temperature = sb.slider("Sampling temperature", 0.0, 2.0, DEFAULT.temperature, 0.05)
+    top_p = sb.slider("top-p", 0.05, 1.0, DEFAULT.top_p, 0.05)
 
     sb.header("Workload")
     arrival = sb.radio(
@@ -89,20 +98,28 @@ def sidebar() -> explorer.ExplorerInputs:
         horizontal=True,
         format_func=lambda a: {"closed": "concurrency", "poisson": "QPS"}[a],
     )
-    default = "1,2,4,8,16,32,64,128" if arrival == "closed" else "1,4,8,16"
+    default = ",".join(f"{v:g}" for v in DEFAULT.loads) if arrival == "closed" else "1,4,8,16"
     loads = explorer.parse_loads(sb.text_input("Loads (comma list)", default), arrival)
     lengths = sb.radio("Request lengths", ["dataset", "fixed", "lognormal"], horizontal=True)
     prompt_mean, output_mean = 512.0, 256.0
     if lengths != "dataset":
         prompt_mean = sb.number_input("Prompt tokens (mean)", 1.0, 65536.0, 512.0)
         output_mean = sb.number_input("Output tokens (mean)", 1.0, 16384.0, 256.0)
-    requests = sb.number_input("Requests per run (more: smoother, slower)", 8, 5000, 48)
+    requests = sb.number_input(
+        "Requests per run (more: smoother, slower)",
+        8,
+        5000,
+        DEFAULT.requests,
+        help="at least twice the concurrency; the CLI runs max(100, 4 × concurrency), fewer "
+        "here so a what-if answers in a second or two",
+    )
     return explorer.ExplorerInputs(
         model=model,
+        model_name=model_name,
         gpu=gpu,
         tp=tp,
         engine=engine,
-        methods=methods or ["eagle3"],
+        methods=methods or DEFAULT.methods,
         k=k,
         tree_nodes=int(nodes) or None,
         acceptance=acceptance,
@@ -166,7 +183,10 @@ def main() -> None:
     with tabs[5]:
         st.dataframe(summary, width="stretch")
         st.download_button(
-            "Download CSV", explorer.results_csv(summary), "simspec-results.csv", "text/csv"
+            "Download CSV",
+            explorer.results_csv(summary, inputs),
+            "simspec-results.csv",
+            "text/csv",
         )
     with tabs[6]:
         plan_and_schedule(inputs, slo_ttft, slo_tpot)
@@ -175,12 +195,15 @@ def main() -> None:
 
 
 def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot: float) -> None:
+    """Two buttons, two results: each is kept in the session (keyed by everything it was
+    computed from), so pressing one button no longer wipes the other's table."""
     left, right = st.columns(2)
     with left:
         st.subheader("Capacity plan")
         qps = st.number_input("Target requests/s", 0.1, 100000.0, 20.0)
-        price = st.number_input("GPU-hour price ($)", 0.0, 100.0, 2.5)
-        if st.button("Compute plan (bisection on the arrival rate, ~10 s per method)"):
+        price = st.number_input("GPU-hour price ($)", 0.0, 100.0, explorer.GPU_HOUR_PRICE)
+        key = ("plan", inputs.model_dump_json(), qps, price, slo_ttft, slo_tpot)
+        if st.button("Compute plan (bisection on the arrival rate, ~20 s per method)"):
             with st.spinner("planning…"):
                 methods = [
                     explorer.method_for(inputs, m) for m in ["autoregressive", *inputs.methods]
@@ -191,24 +214,50 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
                     qps,
                     planning.Slo(slo_ttft, slo_tpot),
                     price,
-                    duration_s=30,
+                    duration_s=explorer.PLAN_DURATION_S,
                 )
-            st.dataframe(frame, width="stretch")
+            st.session_state["plan"] = (key, explorer.plan_view(frame))
+        kept = st.session_state.get("plan")
+        if kept is not None and kept[0] == key:
+            frame = kept[1]
+            st.dataframe(frame, hide_index=True, width="stretch")
+            plan_csv = explorer.with_scenario(frame, inputs).assign(
+                target_qps=qps, slo_ttft_ms=slo_ttft, slo_tpot_ms=slo_tpot
+            )
             st.download_button(
-                "Download plan CSV", frame.to_csv(index=False), "plan.csv", "text/csv"
+                "Download plan CSV", plan_csv.to_csv(index=False), "plan.csv", "text/csv"
             )
     with right:
         st.subheader("Speculation schedule (vLLM Dynamic SD)")
         method = st.selectbox("Method", inputs.methods)
+        key = ("schedule", inputs.model_dump_json(), method)
         if st.button("Recommend K per concurrency"):
             base = explorer.method_for(inputs, method)
-            ks = list(range(1, 6)) if base.tree in (None, "chain") else [base.k]
+            knob, values = explorer.recommend_grid(base)
             with st.spinner("simulating every K at every concurrency…"):
                 table = planning.recommend(
-                    explorer.deployment_for(inputs), base, ks, (1, 4, 16, 64, 128, 256)
+                    explorer.deployment_for(inputs),
+                    base,
+                    values,
+                    planning.DEFAULT_CONCURRENCIES,
+                    knob=knob,
                 )
-            bands = planning.schedule(table, 1024)
+            max_seqs = int(load_engine(inputs.engine)["max_num_seqs"])
+            bands = planning.schedule(table, max_seqs)
+            st.session_state["schedule"] = (key, table, bands, base, knob)
+        kept = st.session_state.get("schedule")
+        if kept is not None and kept[0] == key:
+            _, table, bands, base, knob = kept
             st.dataframe(table, width="stretch")
+            st.download_button(
+                "Download schedule CSV",
+                explorer.schedule_csv(table, inputs, method),
+                "schedule.csv",
+                "text/csv",
+            )
+            if knob == "tree_nodes":  # a budget per band: simspec's tree_schedule, not vLLM's
+                st.code(f"tree_schedule: {bands}")
+                return
             cfg = planning.speculative_config(base, bands)
             st.code(f"num_speculative_tokens_per_batch_size: {bands}")
             if cfg is not None:
@@ -224,17 +273,22 @@ def analytic_view(inputs: explorer.ExplorerInputs) -> None:
     method = st.selectbox("Chain method for the closed form", chains)
     context = st.slider("Tokens in the KV cache", 64, 32768, 1024, 64)
     table = analytic_cached(explorer.deployment_for(inputs).model_dump_json(), method, context)
-    fe, fs = explorer.analytic_figures(table, f"{method} on {inputs.model}")
+    fe, fs = explorer.analytic_figures(table, inputs, method)
     st.plotly_chart(fe, width="stretch")
     st.plotly_chart(fs, width="stretch")
     st.dataframe(analytic.best_k(table), width="stretch")
 
 
-try:
-    main()
-except (InputError, ScenarioError) as exc:
-    st.error(str(exc))
-except ValidationError as exc:
-    st.error(validation_message(exc))
-except (OSError, ValueError, RuntimeError) as exc:  # anything else: a message, not a traceback
-    st.error(f"simspec could not run this scenario: {type(exc).__name__}: {exc}")
+# The simulation pool's workers start from a fork server that imports this file as
+# ``__mp_main__`` (multiprocessing re-imports the main script): only Streamlit, which runs it
+# as ``__main__``, draws the page.
+if __name__ == "__main__":
+    st.set_page_config(page_title="simspec explorer", layout="wide")
+    try:
+        main()
+    except (InputError, ScenarioError) as exc:
+        st.error(str(exc))
+    except ValidationError as exc:
+        st.error(validation_message(exc))
+    except (OSError, ValueError, ArithmeticError, RuntimeError) as exc:  # not a traceback
+        st.error(f"simspec could not run this scenario: {type(exc).__name__}: {exc}")

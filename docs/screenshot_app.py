@@ -75,9 +75,12 @@ def _points(page) -> int:
     return page.locator(".js-plotly-plot").first.locator("path.point").count()
 
 
-def drive(url: str, screenshot: Path, timeout_ms: int = 150_000) -> tuple[int, int]:
+def drive(
+    url: str, screenshot: Path, expect_after: int = 4, timeout_ms: int = 150_000
+) -> tuple[int, int]:
     """Load the page, count the headline chart's points and screenshot it, set the loads to
-    '1,16' and wait for the redraw; returns (points before, points after)."""
+    '1,16' and wait for the redraw (``expect_after`` points: two per method at the default
+    EAGLE-3 and n-gram); returns (points before, points after)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -92,7 +95,7 @@ def drive(url: str, screenshot: Path, timeout_ms: int = 150_000) -> tuple[int, i
         box.fill("1,16")
         box.press("Enter")
         deadline = time.monotonic() + timeout_ms / 1000
-        while _points(page) != 2 and time.monotonic() < deadline:
+        while _points(page) != expect_after and time.monotonic() < deadline:
             page.wait_for_timeout(500)
         after = _points(page)
         browser.close()

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import re
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from simspec.catalog.methods import default_methods
+from simspec.config import Deployment
 from simspec.errors import InputError
-from simspec.ui import explorer
+from simspec.studies import planning
+from simspec.studies.sweep import DEFAULT_BATCH_SIZES
+from simspec.ui import explorer, uploads
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 TIMEOUT = 180
@@ -34,6 +44,40 @@ def test_default_page_renders_every_view_and_a_download(app):
     assert len(app.get("plotly_chart")) >= 6
     assert len(app.get("download_button")) >= 1
     assert any("Best:" in c.value for c in app.caption)
+
+
+def _titles(at) -> list[str]:
+    return [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+
+
+def test_the_page_starts_from_the_clis_defaults(app):
+    d = Deployment()
+    chosen = {s.label: s.value for s in app.sidebar.selectbox}
+    assert chosen["Model"] == d.model and chosen["GPU"] == d.gpu
+    assert chosen["Tensor parallel"] == d.tp and chosen["Engine profile"] == d.engine == "vllm"
+    assert chosen["Domain (preset and request lengths)"].startswith(d.workload.trace + " ")
+    methods = next(m for m in app.sidebar.multiselect if m.label == "Methods").value
+    assert ["autoregressive", *methods] == [m.name for m in default_methods()]
+    assert app.sidebar.text_input[0].value == ",".join(map(str, DEFAULT_BATCH_SIZES))
+
+
+def test_every_chart_title_names_model_gpu_tp_and_engine(app):
+    titles = _titles(app)
+    assert len(titles) >= 8
+    for title in titles:
+        assert "llama-3.1-8b · h100_sxm · TP 1 · vllm" in title, title
+
+
+def test_the_uploader_states_the_cap_the_code_enforces(app):
+    from conftest import ROOT
+
+    config = (ROOT / ".streamlit" / "config.toml").read_text()  # tomllib is 3.11+
+    assert re.findall(r"(?m)^maxUploadSize\s*=\s*(\d+)", config) == [str(uploads.MAX_UPLOAD_MB)]
+    # Streamlit counts an upload MB as 2**20 bytes (its server checks maxUploadSize * 1024 * 1024)
+    assert uploads.MAX_UPLOAD_BYTES == uploads.MAX_UPLOAD_MB * 2**20
+    assert [u.proto.max_upload_size_mb for u in app.sidebar.get("file_uploader")] == [
+        uploads.MAX_UPLOAD_MB
+    ]
 
 
 def test_changing_each_main_input_rerenders_without_error(app):
@@ -62,7 +106,7 @@ def test_changing_each_main_input_rerenders_without_error(app):
     assert len(at.get("plotly_chart")) >= 6
 
 
-@pytest.mark.parametrize("loads", ["abc", "0,4", "1.5", ",,"])
+@pytest.mark.parametrize("loads", ["abc", "0,4", "1.5", ",,", "inf", "nan", "1e400"])
 def test_bad_loads_are_one_message_not_a_traceback(loads):
     from conftest import ROOT
 
@@ -82,7 +126,250 @@ def test_trace_acceptance_without_an_upload_asks_for_one():
     assert not at.exception and "Upload an acceptance trace" in at.error[0].value
 
 
-# -- uploads are data, capped, and checked ----------------------------------------------------
+def _fresh(loads: str = "16"):
+    """A new page on a small what-if (one load: two runs, in process)."""
+    from conftest import ROOT
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.run()
+    at.sidebar.text_input[0].set_value(loads).run()
+    _ok(at)
+    return at
+
+
+def test_an_uploaded_config_is_titled_by_its_model_name_not_its_temporary_file():
+    at = _fresh()
+    config = {**GOOD_CONFIG, "_name_or_path": "acme/Tiny-Llama-1B"}
+    at.sidebar.file_uploader[0].set_value(
+        ("config.json", json.dumps(config).encode(), "application/json")
+    ).run()
+    _ok(at)
+    for title in _titles(at):
+        assert "acme/Tiny-Llama-1B · h100_sxm · TP 1 · vllm" in title and "upload-" not in title
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"prompt_len": Infinity, "output_len": 3, "acc_len": {"m": [1]}}',
+        '{"prompt_len": 10, "output_len": 3, "acc_len": {"m": [4294967296]}}',
+    ],
+)
+def test_a_hostile_trace_upload_is_one_message_not_a_traceback_nor_a_hang(line):
+    at = _fresh()
+    next(r for r in at.sidebar.radio if r.label == "Acceptance").set_value("trace").run()
+    at.sidebar.file_uploader[1].set_value(("t.jsonl", line.encode(), "text/plain")).run()
+    assert not at.exception
+    assert len(at.error) == 1 and at.error[0].value.startswith("acceptance trace:")
+
+
+def test_recommend_k_keeps_the_plan_and_both_download_with_their_scenario(monkeypatch):
+    def fake_plan(deploy, methods, qps, slo, price, duration_s):
+        rows = [
+            {c: 1.0 for c in planning.PLAN_COLUMNS} | {"method": m.name, "replicas": 3, "gpus": 3}
+            for m in methods
+        ]
+        return pd.DataFrame(rows, columns=planning.PLAN_COLUMNS)
+
+    def fake_recommend(deploy, method, ks, concurrencies, knob="k"):
+        rows = [
+            {"concurrency": c, **{f"speedup_k{k}": 1.5 - 0.1 * k for k in ks}}
+            | {"best_k": 1, "best_speedup": 1.4}
+            for c in concurrencies
+        ]
+        return pd.DataFrame(rows)
+
+    monkeypatch.setattr(planning, "plan", fake_plan)
+    monkeypatch.setattr(planning, "recommend", fake_recommend)
+    at = _fresh()
+    next(b for b in at.button if b.label.startswith("Compute plan")).click().run()
+    _ok(at)
+    next(b for b in at.button if b.label.startswith("Recommend K")).click().run()
+    _ok(at)
+    frames = [d.value for d in at.dataframe]
+    plan = next(f for f in frames if "replicas" in f.columns)  # still there
+    assert list(plan.columns[:2]) == ["replicas", "gpus"]
+    assert any("best_k" in f.columns for f in frames)
+    labels = {b.label for b in at.get("download_button")}
+    assert {"Download CSV", "Download plan CSV", "Download schedule CSV"} <= labels
+
+
+# -- figures: labels, colours, scales ------------------------------------------------------------
+def _summary(methods=("autoregressive", "eagle3", "ngram"), loads=(1, 8, 64)) -> pd.DataFrame:
+    rows = [
+        {"method": m, "k": 3, "load": x, "speedup": 1.0 + i / 10, "throughput_tok_s": 100.0 * x}
+        | {c: 10.0 + x for c in ("tpot_ms_p50", "tpot_ms_p99", "ttft_ms_p99")}
+        for i, m in enumerate(methods)
+        for x in loads
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_log_axes_are_ticked_at_the_loads_themselves():
+    inp = explorer.ExplorerInputs(loads=[1, 8, 64])
+    for fig in (
+        explorer.speedup_figure(_summary(), inp),
+        explorer.latency_figure(_summary(), inp),
+        explorer.ttft_figure(_summary(), inp),
+    ):
+        assert fig.layout.xaxis.type == "log"
+        assert list(fig.layout.xaxis.tickvals) == [1, 8, 64]
+        assert list(fig.layout.xaxis.ticktext) == ["1", "8", "64"]
+
+
+def test_each_method_keeps_one_colour_in_every_chart():
+    inp = explorer.ExplorerInputs(loads=[1, 8, 64])
+    summary = _summary()
+    # a chart without eagle3 must not shift ngram's colour (colours are not by position)
+    acceptance = pd.DataFrame({"method": ["ngram", "ngram"], "load": [1, 8], "tau": [1.5, 2.0]})
+    seen: dict[str, set[str]] = {}
+    for fig in (
+        explorer.speedup_figure(summary, inp),
+        explorer.throughput_tpot_figure(summary, inp),
+        explorer.latency_figure(summary, inp),
+        explorer.ttft_figure(summary, inp),
+        explorer.acceptance_figure(acceptance, inp),
+    ):
+        for trace in fig.data:
+            colour = trace.marker.color if trace.type == "histogram" else trace.line.color
+            seen.setdefault(trace.name.split()[0], set()).add(colour)
+    assert all(len(c) == 1 for c in seen.values()), seen
+    assert len({next(iter(c)) for c in seen.values()}) == len(seen) == 3
+    assert len(set(explorer.METHOD_COLOURS.values())) == len(explorer.METHOD_COLOURS)
+
+
+def test_the_batch1_speedup_map_is_white_at_1x_over_the_datas_own_range():
+    alphas, ks = [0.2, 0.5, 0.9], [1, 2, 4]
+    rows = [
+        {"alpha": a, "k": k, "expected_tokens": 1 + a * k, "speedup": 0.5 + 3.5 * a * k / 3.6}
+        for a in alphas
+        for k in ks
+    ]
+    table = pd.DataFrame(rows)
+    _, fs = explorer.analytic_figures(table, explorer.ExplorerInputs(), "eagle3")
+    heat = fs.data[0]
+    lo, hi = table.speedup.min(), table.speedup.max()
+    assert (heat.zmin, heat.zmax) == (lo, hi)  # not widened to a symmetric -2 .. 4
+    stops = {round(p, 9): c for p, c in heat.colorscale}
+    assert stops[round((1 - lo) / (hi - lo), 9)] == "#f7f7f7"
+    assert "TP 1 · vllm" in fs.layout.title.text
+
+
+# -- downloads say what they are ----------------------------------------------------------------
+def test_every_download_carries_the_scenario_and_the_method_settings():
+    inp = explorer.ExplorerInputs(methods=["eagle3", "eagle2"], loads=[1, 8], dataset="gsm8k")
+    summary = _summary(("autoregressive", "eagle3", "eagle2"), (1, 8))
+    frame = pd.read_csv(io.StringIO(explorer.results_csv(summary, inp)))
+    assert list(frame.columns[:5]) == ["model", "gpu", "tp", "engine", "dataset"]
+    assert (frame.engine == "vllm").all() and (frame.dataset == "gsm8k").all()
+    eagle2 = frame[frame.method == "eagle2"].iloc[0]
+    assert eagle2.tree == "dynamic" and eagle2.tree_nodes > 0
+    plan = explorer.with_scenario(
+        explorer.plan_view(pd.DataFrame([{c: 1 for c in planning.PLAN_COLUMNS}])).assign(
+            method="eagle3"
+        ),
+        inp,
+    )
+    assert {"model", "gpu", "tp", "engine", "dataset", "k", "tree"} <= set(plan.columns)
+    table = pd.DataFrame({"concurrency": [1, 4], "speedup_k1": [1.2, 1.1], "best_k": [1, 1]})
+    sched = pd.read_csv(io.StringIO(explorer.schedule_csv(table, inp, "eagle3")))
+    assert {"model", "gpu", "tp", "engine", "dataset", "method", "tree"} <= set(sched.columns)
+    assert "k" not in sched.columns  # K is the table's own axis
+
+
+def test_plan_and_schedule_start_from_the_clis_defaults():
+    import inspect
+
+    from simspec.cli import plan as cli
+
+    rec = inspect.signature(cli.recommend).parameters
+    plan = inspect.signature(cli.plan).parameters
+    assert plan["duration"].default == explorer.PLAN_DURATION_S
+    assert plan["gpu_hour_price"].default == explorer.GPU_HOUR_PRICE
+    assert plan["methods"].default.split(",") == explorer.DEFAULT_METHODS
+    assert rec["k_max"].default == explorer.RECOMMEND_K_MAX
+    assert rec["tree_budgets"].default == ",".join(map(str, explorer.RECOMMEND_TREE_BUDGETS))
+    assert rec["concurrencies"].default == ",".join(map(str, planning.DEFAULT_CONCURRENCIES))
+    inp = explorer.ExplorerInputs()
+    assert explorer.recommend_grid(explorer.method_for(inp, "eagle3")) == ("k", [1, 2, 3, 4, 5])
+    knob, budgets = explorer.recommend_grid(explorer.method_for(inp, "eagle2"))
+    assert knob == "tree_nodes" and budgets and len(budgets) > 1
+
+
+def test_the_plan_puts_its_answer_first():
+    frame = pd.DataFrame([{c: 1 for c in planning.PLAN_COLUMNS}])
+    view = explorer.plan_view(frame)
+    assert list(view.columns[:3]) == ["replicas", "gpus", "method"]
+    assert sorted(view.columns) == sorted(planning.PLAN_COLUMNS)
+
+
+@pytest.mark.parametrize("text", ["inf", "-inf", "nan", "1e400", "1, inf"])
+def test_non_finite_loads_are_input_errors(text):
+    for arrival in ("closed", "poisson"):
+        with pytest.raises(InputError, match="loads"):
+            explorer.parse_loads(text, arrival)
+
+
+# -- runs: small what-ifs in process, larger ones on the kept pool, same numbers --------------
+SMALL = {"requests": 8, "lengths": "fixed", "prompt_mean": 64, "output_mean": 32}
+
+
+class _NoPool:
+    def submit(self, *args, **kwargs):
+        raise AssertionError("a small what-if must not wait on a pool")
+
+
+def test_a_small_what_if_runs_in_process_and_a_pool_gives_the_same_numbers():
+    explorer.forget_runs()
+    one = explorer.ExplorerInputs(methods=["eagle3"], loads=[4], **SMALL)
+    assert len(explorer.run(one, pool=_NoPool())["summary"]) == 2
+    inp = explorer.ExplorerInputs(methods=["eagle3", "ngram"], loads=[1, 8], **SMALL)
+    explorer.forget_runs()
+    serial = explorer.run(inp, workers=1)
+    explorer.forget_runs()
+    with ThreadPoolExecutor(2) as pool:
+        pooled = explorer.run(inp, pool=pool)
+    for key in serial:
+        pd.testing.assert_frame_equal(serial[key], pooled[key])
+
+
+class _BrokenPool:
+    def submit(self, *args, **kwargs):
+        from concurrent.futures.process import BrokenProcessPool
+
+        raise BrokenProcessPool("a worker died")
+
+    def shutdown(self, *args, **kwargs):
+        pass
+
+
+def test_a_dead_worker_does_not_break_the_page_for_good():
+    explorer.forget_runs()
+    inp = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
+    assert len(explorer.run(inp, pool=_BrokenPool())["summary"]) == 4  # finished in process
+
+
+def test_a_widget_change_reruns_only_what_it_changed():
+    explorer.forget_runs()
+    first = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
+    before = explorer.run(first, workers=1)["summary"]
+    # adding a method at the same loads: two new runs, the baseline and eagle3 remembered
+    both = first.model_copy(update={"methods": ["eagle3", "ngram"]})
+    after = explorer.run(both, pool=_NoPool())["summary"]
+    kept = after[after.method != "ngram"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept, before)
+
+
+def test_results_csv_holds_every_method_and_load():
+    inp = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
+    res = explorer.run(inp, workers=1)
+    frame = pd.read_csv(io.StringIO(explorer.results_csv(res["summary"], inp)))
+    assert set(frame.method) == {"autoregressive", "eagle3"} and set(frame.load) == {1, 8}
+    assert {"speedup", "throughput_tok_s", "tpot_ms_p99", "ttft_ms_p99"} <= set(frame.columns)
+    assert (frame[frame.method == "autoregressive"].speedup == 1.0).all()
+
+
+# -- uploads are data, capped, checked in memory, and kept privately -------------------------
 GOOD_CONFIG = {
     "hidden_size": 2048,
     "intermediate_size": 8192,
@@ -91,11 +378,34 @@ GOOD_CONFIG = {
     "num_key_value_heads": 8,
     "vocab_size": 128256,
 }
+GOOD_TRACE = json.dumps({"id": 1, "prompt_len": 10, "output_len": 3, "acc_len": {"m": [1, 2, 1]}})
 
 
 def test_a_config_upload_is_read_as_json_and_stored(tmp_path):
-    path, shape = explorer.save_config_upload(json.dumps(GOOD_CONFIG).encode(), "c.json", tmp_path)
+    data = json.dumps({**GOOD_CONFIG, "architectures": ["LlamaForCausalLM"]}).encode()
+    path, shape, name = uploads.save_config_upload(data, "c.json", tmp_path)
     assert shape.num_hidden_layers == 16 and path.endswith(".json")
+    assert name == "LlamaForCausalLM"
+    assert os.stat(path).st_mode & 0o777 == 0o600
+
+
+def test_uploads_go_to_a_private_folder_of_this_process():
+    folder = uploads.upload_folder()
+    assert folder != Path(tempfile.gettempdir()) / "simspec-uploads"
+    assert folder.stat().st_mode & 0o777 == 0o700 and folder.stat().st_uid == os.getuid()
+
+
+def test_a_planted_symlink_is_never_followed(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    folder = tmp_path / "up"
+    folder.mkdir()
+    data = json.dumps(GOOD_CONFIG).encode()
+    digest = __import__("hashlib").sha256(data).hexdigest()[:32]
+    (folder / f"upload-{digest}.json").symlink_to(victim)
+    with pytest.raises(InputError, match="left alone"):
+        uploads.save_config_upload(data, "c.json", folder)
+    assert victim.read_text() == "precious"
 
 
 @pytest.mark.parametrize(
@@ -104,30 +414,63 @@ def test_a_config_upload_is_read_as_json_and_stored(tmp_path):
         (b"{not json", "c.json", "not valid JSON"),
         (json.dumps(GOOD_CONFIG).encode(), "c.pkl", "expected a .json"),
         (b"", "c.json", "empty"),
-        (b"x" * (explorer.MAX_UPLOAD_BYTES + 1), "c.json", "larger than"),
+        (b"x" * (uploads.MAX_UPLOAD_BYTES + 1), "c.json", "larger than"),
         (json.dumps({"hidden_size": 8}).encode(), "c.json", "lacks"),
         (b"\xff\xfe", "c.json", "not valid JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "c.json", "nested too deeply"),
+        (b'{"hidden_size": ' + b"9" * 5000 + b"}", "c.json", "not valid JSON"),
+        (b'{"hidden_size": NaN}', "c.json", "not a number"),
+        (b"[1, 2]", "c.json", "one JSON object"),
     ],
 )
-def test_bad_config_uploads_are_clear_errors(tmp_path, data, name, message):
+def test_bad_config_uploads_are_clear_errors_and_leave_nothing(tmp_path, data, name, message):
     with pytest.raises(InputError, match=message):
-        explorer.save_config_upload(data, name, tmp_path)
+        uploads.save_config_upload(data, name, tmp_path)
+    assert list(tmp_path.iterdir()) == []
 
 
-def test_trace_uploads_are_checked_line_by_line(tmp_path):
-    good = json.dumps({"id": 1, "prompt_len": 10, "output_len": 3, "acc_len": {"m": [1, 2, 1]}})
-    assert explorer.save_trace_upload(good.encode(), "t.jsonl", tmp_path).endswith(".jsonl")
-    for data, name in ((b'{"id": 1}', "t.jsonl"), (good.encode(), "t.csv"), (b"[1,", "t.jsonl")):
-        with pytest.raises(InputError):
-            explorer.save_trace_upload(data, name, tmp_path)
+def _trace(**fields) -> bytes:
+    rec = {"prompt_len": 10, "output_len": 3, "acc_len": {"m": [1, 2, 1]}} | fields
+    return json.dumps(rec).encode()
 
 
-def test_results_csv_holds_every_method_and_load():
-    inp = explorer.ExplorerInputs(
-        loads=[1, 8], requests=8, lengths="fixed", prompt_mean=64, output_mean=32
-    )
-    res = explorer.run(inp, workers=1)
-    frame = pd.read_csv(__import__("io").StringIO(explorer.results_csv(res["summary"])))
-    assert set(frame.method) == {"autoregressive", "eagle3"} and set(frame.load) == {1, 8}
-    assert {"speedup", "throughput_tok_s", "tpot_ms_p99", "ttft_ms_p99"} <= set(frame.columns)
-    assert (frame[frame.method == "autoregressive"].speedup == 1.0).all()
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"id": 1}',
+        b"[1,",
+        b'{"prompt_len": Infinity, "output_len": 3, "acc_len": {"m": [1]}}',
+        _trace(prompt_len=1e30),
+        _trace(prompt_len=100.7),
+        _trace(output_len=True),
+        _trace(acc_len={"m": [[1, 2]]}),
+        _trace(acc_len={"m": [2**31]}),
+        _trace(acc_len={"m": [2**32]}),
+        _trace(acc_len={"m": [0]}),
+        _trace(acc_len={"m": []}),
+        _trace(acc_len={}),
+        b'{"acc_len": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b"\n\n",
+    ],
+)
+def test_hostile_traces_are_clear_errors_and_leave_nothing(tmp_path, data):
+    with pytest.raises(InputError, match="acceptance trace"):
+        uploads.save_trace_upload(data, "t.jsonl", tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_good_trace_is_kept_and_a_wrong_suffix_is_refused(tmp_path):
+    assert uploads.save_trace_upload(GOOD_TRACE.encode(), "t.jsonl", tmp_path).endswith(".jsonl")
+    assert uploads.save_trace_upload(GOOD_TRACE.encode(), "t.jsonl", tmp_path)  # again: reused
+    with pytest.raises(InputError, match="expected a .jsonl"):
+        uploads.save_trace_upload(GOOD_TRACE.encode(), "t.csv", tmp_path)
+
+
+def test_the_page_imports_no_root_finder_it_does_not_use():
+    """scipy.optimize costs ~0.3 s of every page and worker start (issue 18's first load)."""
+    import subprocess
+    import sys
+
+    code = "import sys, simspec.ui.explorer; print('scipy.optimize' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

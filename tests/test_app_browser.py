@@ -22,6 +22,6 @@ def test_page_loads_renders_the_headline_chart_and_redraws_on_a_widget_change(tm
     shot = tmp_path / "app.png"
     with helpers.serve() as url:
         before, after = helpers.drive(url, shot)
-    assert before == 8  # one method at the 8 default concurrencies
-    assert after == 2  # the loads edited to "1,16"
+    assert before == 16  # the CLI's two default methods at its 8 default concurrencies
+    assert after == 4  # the loads edited to "1,16"
     assert shot.stat().st_size > 20_000

@@ -1,25 +1,28 @@
 """What the what-if explorer (app.py) computes and draws, kept out of the page so it is tested
 like the rest: validated inputs in, result frames and titled plotly figures out.
 
-Uploads are parsed as data only (JSON with ``json``, JSONL traces through
-:func:`simspec.catalog.traces.load_trace`), capped in size, and every failure is an
-:class:`~simspec.errors.InputError` the page shows as one message.
+Uploads live in :mod:`simspec.ui.uploads`. Defaults are the CLI's (the ``Deployment`` fields and
+``simspec sweep``'s methods and batch sizes); every figure's title names the model, GPU, TP and
+engine, and every download carries the scenario it came from (issue 18).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from pathlib import Path
+import atexit
+import math
+import os
+import threading
+from collections import OrderedDict
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from typing import Literal
 
 import pandas as pd
 import plotly.graph_objects as go
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from simspec.catalog.methods import DATASET_DOMAIN, TRACE_DATASETS, preset_method
-from simspec.catalog.models import ModelShape, load_hf_config
-from simspec.catalog.traces import first_method, load_trace
+from simspec.catalog.methods import DATASET_DOMAIN, TRACE_DATASETS, default_methods, preset_method
+from simspec.catalog.traces import first_method
 from simspec.config import (
     AcceptanceConfig,
     Deployment,
@@ -31,40 +34,47 @@ from simspec.config import (
 from simspec.engine.simulation import SimResult
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
-from simspec.studies.runner import run_all
+from simspec.studies.runner import run_one
+from simspec.studies.sweep import DEFAULT_BATCH_SIZES
 
-MAX_UPLOAD_BYTES = 2 * 1024 * 1024
 MAX_LOADS = 12
+_DEPLOY = Deployment.model_fields
+# the CLI's defaults (simspec sweep): its speculative methods, batch sizes and dataset
+DEFAULT_METHODS = [m.name for m in default_methods() if m.name != "autoregressive"]
+DEFAULT_DATASET = WorkloadConfig.model_fields["trace"].default
 
 
 class ExplorerInputs(BaseModel):
     """Everything the sidebar sets; hashable as JSON for the page's cache."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    model: str = "llama-3.1-8b"
-    gpu: str = "h100_sxm"
-    tp: int = Field(default=1, ge=1, le=64)
-    engine: str = "vllm"
-    methods: list[str] = ["eagle3"]
+    model: str = _DEPLOY["model"].default
+    model_name: str | None = Field(
+        default=None, max_length=80, description="an uploaded config's model name, for titles"
+    )
+    gpu: str = _DEPLOY["gpu"].default
+    tp: int = Field(default=_DEPLOY["tp"].default, ge=1, le=64)
+    engine: str = _DEPLOY["engine"].default
+    methods: list[str] = DEFAULT_METHODS
     k: int | None = Field(default=None, ge=1, le=16, description="None: each method's default")
     tree_nodes: int | None = Field(
         default=None, ge=1, le=1024, description="tree methods' budget; None: the default"
     )
     acceptance: Literal["preset", "alpha", "trace"] = "preset"
-    dataset: str = "sharegpt"
+    dataset: str = DEFAULT_DATASET
     alpha: float = Field(default=0.7, ge=0.0, le=1.0)
     spread: float = Field(default=0.0, ge=0.0, le=3.0)
     trace_path: str | None = None
     arrival: Literal["closed", "poisson"] = "closed"
-    loads: list[float] = [1, 2, 4, 8, 16, 32, 64, 128]
+    loads: list[float] = [float(b) for b in DEFAULT_BATCH_SIZES]
     requests: int = Field(default=48, ge=8, le=5000, description="requests per run (at least)")
     lengths: Literal["dataset", "fixed", "lognormal"] = "dataset"
     prompt_mean: float = Field(default=512, ge=1, le=65536)
     output_mean: float = Field(default=256, ge=1, le=16384)
     length_cv: float = Field(default=0.5, ge=0.0, le=5.0)
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    seed: int = Field(default=0, ge=0)
+    temperature: float = Field(default=_DEPLOY["temperature"].default, ge=0.0, le=2.0)
+    top_p: float = Field(default=_DEPLOY["top_p"].default, gt=0.0, le=1.0)
+    seed: int = Field(default=_DEPLOY["seed"].default, ge=0)
 
     @field_validator("methods")
     @classmethod
@@ -79,65 +89,39 @@ class ExplorerInputs(BaseModel):
     @field_validator("loads")
     @classmethod
     def _loads(cls, v: list[float]) -> list[float]:
-        if not v or len(v) > MAX_LOADS or any(x <= 0 or x > 4096 for x in v):
+        if not v or len(v) > MAX_LOADS or any(not 0 < x <= 4096 for x in v):
             raise ValueError(f"give 1 to {MAX_LOADS} loads, each in (0, 4096]")
         return sorted(set(v))
 
 
+# The CLI's `simspec plan` / `simspec recommend` defaults (simspec/cli/plan.py; tests/test_app.py
+# checks they agree): seconds of arrivals per probe, the GPU-hour price, the largest K and the
+# tree budgets to choose between, and the concurrency grid.
+PLAN_DURATION_S = 60.0
+GPU_HOUR_PRICE = 2.5
+RECOMMEND_K_MAX = 5
+RECOMMEND_TREE_BUDGETS = (8, 16, 32, 64)
+
+
+def recommend_grid(base: MethodConfig) -> tuple[str, list[int]]:
+    """What ``simspec recommend`` varies for ``base``: K for a chain, the node budget (at
+    least the tree's depth) for a tree."""
+    if base.tree in (None, "chain"):
+        return "k", list(range(1, RECOMMEND_K_MAX + 1))
+    return "tree_nodes", [b for b in RECOMMEND_TREE_BUDGETS if b >= base.k] or [base.k]
+
+
 def parse_loads(text: str, arrival: str) -> list[float]:
-    """'1, 4, 16' -> [1, 4, 16]; concurrencies must be whole numbers."""
+    """'1, 4, 16' -> [1, 4, 16]; finite, positive, and whole numbers for concurrencies."""
     try:
         values = [float(x) for x in text.replace(";", ",").split(",") if x.strip()]
     except ValueError:
         raise InputError("loads", f"expected numbers separated by commas, got {text!r}") from None
-    if arrival == "closed" and any(v != int(v) for v in values):
-        raise InputError("loads", "concurrencies are whole numbers of requests")
-    if not values or len(values) > MAX_LOADS or any(v <= 0 or v > 4096 for v in values):
+    if not values or len(values) > MAX_LOADS or any(not 0 < v <= 4096 for v in values):
         raise InputError("loads", f"give 1 to {MAX_LOADS} values, each in (0, 4096]")
+    if arrival == "closed" and any(not math.isfinite(v) or v != int(v) for v in values):
+        raise InputError("loads", "concurrencies are whole numbers of requests")
     return values
-
-
-def _check_size(data: bytes, what: str) -> None:
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise InputError(what, f"the file is larger than {MAX_UPLOAD_BYTES // 1024} KiB")
-    if not data:
-        raise InputError(what, "the file is empty")
-
-
-def _keep(data: bytes, folder: Path, suffix: str) -> Path:
-    """Store an upload under a name from its content, so a changed file is never mistaken for
-    an earlier one (loaders cache by path)."""
-    path = folder / f"upload-{hashlib.sha256(data).hexdigest()[:16]}{suffix}"
-    path.write_bytes(data)
-    return path
-
-
-def save_config_upload(data: bytes, name: str, folder: Path) -> tuple[str, ModelShape]:
-    """A Hugging Face config.json, read as JSON data only; returns its stored path (what the
-    scenario's ``model`` takes) and the shapes read from it."""
-    _check_size(data, "model config")
-    if not name.endswith(".json"):
-        raise InputError("model config", f"expected a .json file, got {name!r}")
-    try:
-        json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError("model config", f"not valid JSON ({exc})") from None
-    path = _keep(data, folder, ".json")
-    return str(path), load_hf_config(path)
-
-
-def save_trace_upload(data: bytes, name: str, folder: Path) -> str:
-    """An acceptance trace in the shared/acceptance-traces JSONL format, validated and kept in
-    ``folder`` for the runs; returns its path."""
-    _check_size(data, "acceptance trace")
-    if not name.endswith(".jsonl"):
-        raise InputError("acceptance trace", f"expected a .jsonl file, got {name!r}")
-    path = str(_keep(data, folder, ".jsonl"))
-    try:
-        load_trace(path, first_method(path))
-    except InputError as exc:
-        raise InputError("acceptance trace", exc.message) from None
-    return path
 
 
 def workload_for(inp: ExplorerInputs, load: float) -> WorkloadConfig:
@@ -228,9 +212,67 @@ def _measure(res: SimResult) -> tuple[dict[str, float], dict[str, float], list[f
     return {c: getattr(s, c) for c in SUMMARY_COLUMNS}, parts, tau
 
 
-def run(inp: ExplorerInputs, workers: int | None = None) -> dict[str, pd.DataFrame]:
-    """Simulate autoregressive and every chosen method at every load, on ``workers``
-    processes (default: every CPU; each run is seeded, so the numbers do not depend on it).
+# A what-if with fewer runs than this runs in the page's own process: starting even a warm
+# pool's round trips costs more than a few short runs (benchmarks/bench_explorer.py).
+SERIAL_BELOW = 4
+_pool: ProcessPoolExecutor | None = None
+# Finished runs by scenario JSON (runs are seeded and uploads are named by their content, so
+# equal text is an equal result): a widget change re-runs only what it changed; the
+# plain-decoding baseline, about half of a what-if's work, is reused across methods and K.
+RUN_MEMO = 1024
+_runs: OrderedDict[str, tuple] = OrderedDict()
+_runs_lock = threading.Lock()  # Streamlit runs each session's script in its own thread
+
+
+def _remember(text: str, outcome: tuple) -> None:
+    with _runs_lock:
+        _runs[text] = outcome
+        _runs.move_to_end(text)
+        while len(_runs) > RUN_MEMO:
+            _runs.popitem(last=False)
+
+
+def forget_runs() -> None:
+    """Drop the remembered runs (benchmarks and tests that must simulate again)."""
+    with _runs_lock:
+        _runs.clear()
+
+
+def worker_pool() -> ProcessPoolExecutor:
+    """One process pool for the page's lifetime, shared by every rerun and session.
+
+    Its workers keep their caches (traces, replays, cost models) from one what-if to the next,
+    and come from a fork server that imported simspec once: forking the threaded Streamlit
+    server for a fresh pool per what-if, as before, risks a deadlock and re-pays the start
+    (benchmarks/bench_explorer.py: a what-if of 16 new runs, 1.33 s before against 1.14-1.18 s
+    on 2 cores at load 2; the pool starts in ~0.6 s). The fork server also imports the main
+    script once as ``__mp_main__`` (app.py draws nothing then)."""
+    global _pool
+    if _pool is None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["simspec.ui.explorer"])
+        _pool = ProcessPoolExecutor(max_workers=os.cpu_count() or 1, mp_context=ctx)
+        atexit.register(_pool.shutdown, cancel_futures=True)
+    return _pool
+
+
+def _drop_pool(pool: Executor) -> None:
+    """Forget a broken kept pool, so the next what-if starts a fresh one."""
+    global _pool
+    if pool is _pool:
+        _pool = None
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def run(
+    inp: ExplorerInputs, workers: int | None = None, pool: Executor | None = None
+) -> dict[str, pd.DataFrame]:
+    """Simulate autoregressive and every chosen method at every load, except runs this process
+    has already done: in this process when ``workers`` is 1 or few runs are left, else on
+    ``pool`` (default :func:`worker_pool`); each run is seeded, so the numbers do not depend
+    on where it ran.
 
     Returns ``summary`` (one row per method and load, with speedup), ``breakdown`` (mean ms per
     iteration in drafting, verifying and host overhead) and ``acceptance`` (each request's mean
@@ -238,15 +280,31 @@ def run(inp: ExplorerInputs, workers: int | None = None) -> dict[str, pd.DataFra
     names = ["autoregressive", *[m for m in inp.methods if m != "autoregressive"]]
     methods = {name: method_for(inp, name) for name in names}
     cells = [(load, name) for load in inp.loads for name in names]
-    # the slowest cells (lowest load: the most iterations per request) start first
-    order = sorted(range(len(cells)), key=lambda i: cells[i][0])
-    done = run_all(
-        [scenario_for(inp, cells[i][0], methods[cells[i][1]]) for i in order],
-        "process",
-        workers,
-        measure=_measure,
-    )
-    results = {i: result for i, result in zip(order, done, strict=True)}
+    texts = [scenario_for(inp, load, methods[name]).model_dump_json() for load, name in cells]
+    with _runs_lock:
+        done = {t: _runs[t] for t in texts if t in _runs}
+    todo = list(dict.fromkeys(t for t in texts if t not in done))
+    if workers == 1 or len(todo) < SERIAL_BELOW:
+        for text in todo:
+            done[text] = run_one(text, "raise", _measure)
+            _remember(text, done[text])
+    else:
+        pool = pool or worker_pool()
+        # the slowest cells (lowest load: the most iterations per request) start first
+        load_of = {text: cell[0] for text, cell in zip(texts, cells, strict=True)}
+        todo.sort(key=load_of.__getitem__)
+        try:
+            futures = {pool.submit(run_one, text, "raise", _measure): text for text in todo}
+            for fut in as_completed(futures):
+                done[futures[fut]] = fut.result()
+                _remember(futures[fut], done[futures[fut]])
+        except BrokenProcessPool:  # a worker died (killed, out of memory): finish here
+            _drop_pool(pool)
+            for text in todo:
+                if text not in done:
+                    done[text] = run_one(text, "raise", _measure)
+                    _remember(text, done[text])
+    results = {i: done[text] for i, text in enumerate(texts)}
     rows, parts, accept = [], [], []
     for i, (load, name) in enumerate(cells):
         metrics, breakdown, taus = results[i]
@@ -268,14 +326,36 @@ def load_label(inp: ExplorerInputs) -> str:
     return "concurrent requests" if inp.arrival == "closed" else "arrival rate (requests/s)"
 
 
-def _titled(fig: go.Figure, title: str, x: str, y: str, log_x: bool = False) -> go.Figure:
+def scenario_label(inp: ExplorerInputs) -> str:
+    """Model, GPU, TP and engine, as every title ends (an upload by its model's name)."""
+    return f"{inp.model_name or inp.model} · {inp.gpu} · TP {inp.tp} · {inp.engine}"
+
+
+# One colour per method, the same in every chart and tab (the registry's order, so adding a
+# method never moves the others); plain decoding is grey.
+_PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+    "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173",
+)  # fmt: skip
+METHOD_COLOURS = {"autoregressive": "#7f7f7f"} | dict(
+    zip([m for m in SPECULATORS if m != "autoregressive"], _PALETTE, strict=False)
+)
+
+
+def method_colour(name: str) -> str:
+    return METHOD_COLOURS.get(name, "#000000")
+
+
+def _titled(
+    fig: go.Figure, title: str, inp: ExplorerInputs, x: str, y: str, log_x: bool = False
+) -> go.Figure:
     fig.update_layout(
-        title=title,
+        title={"text": f"{title}<br><sup>{scenario_label(inp)}</sup>"},
         xaxis_title=x,
         yaxis_title=y,
-        height=420,
+        height=440,
         legend_title_text="method",
-        margin={"t": 60},
+        margin={"t": 80},
     )
     if log_x:
         fig.update_xaxes(type="log")
@@ -283,22 +363,32 @@ def _titled(fig: go.Figure, title: str, x: str, y: str, log_x: bool = False) -> 
 
 
 def _against_load(fig: go.Figure, inp: ExplorerInputs, title: str, y: str) -> go.Figure:
-    """A figure whose x axis is the load, on a log scale (loads double)."""
-    return _titled(fig, title, load_label(inp), y, log_x=True)
+    """A figure whose x axis is the load, on a log scale (loads double), ticked at the loads
+    themselves: plotly's own log ticks label every digit ("8 9 1 2 3 ... 10 2 3")."""
+    fig = _titled(fig, title, inp, load_label(inp), y, log_x=True)
+    fig.update_xaxes(tickvals=list(inp.loads), ticktext=[f"{v:g}" for v in inp.loads])
+    return fig
 
 
 def _line_per_method(frame: pd.DataFrame, y: str) -> go.Figure:
     fig = go.Figure()
     for name, part in frame.groupby("method", sort=False):
-        fig.add_trace(go.Scatter(x=part.load, y=part[y], mode="lines+markers", name=name))
+        fig.add_trace(
+            go.Scatter(
+                x=part.load,
+                y=part[y],
+                mode="lines+markers",
+                name=name,
+                line={"color": method_colour(name)},
+            )
+        )
     return fig
 
 
 def speedup_figure(summary: pd.DataFrame, inp: ExplorerInputs) -> go.Figure:
     fig = _line_per_method(summary[summary.method != "autoregressive"], "speedup")
     fig.add_hline(y=1.0, line_dash="dash", annotation_text="plain decoding")
-    title = f"Speedup over plain decoding: {inp.model} on {inp.gpu} x{inp.tp}"
-    return _against_load(fig, inp, title, "speedup (×)")
+    return _against_load(fig, inp, "Speedup over plain decoding", "speedup (×)")
 
 
 def throughput_tpot_figure(summary: pd.DataFrame, inp: ExplorerInputs) -> go.Figure:
@@ -310,12 +400,14 @@ def throughput_tpot_figure(summary: pd.DataFrame, inp: ExplorerInputs) -> go.Fig
                 y=part.throughput_tok_s,
                 name=name,
                 mode="lines+markers",
+                line={"color": method_colour(name)},
                 text=[f"load {v:g}" for v in part.load],
             )
         )
     return _titled(
         fig,
         "Throughput against time per output token (each point a load)",
+        inp,
         "TPOT p50 (ms)",
         "output throughput (tokens/s)",
     )
@@ -330,7 +422,7 @@ def latency_figure(summary: pd.DataFrame, inp: ExplorerInputs) -> go.Figure:
                     x=part.load,
                     y=part[col],
                     mode="lines+markers",
-                    line={"dash": dash},
+                    line={"dash": dash, "color": method_colour(name)},
                     name=f"{name} {col[8:]}",
                 )
             )
@@ -356,25 +448,103 @@ def breakdown_figure(breakdown: pd.DataFrame, inp: ExplorerInputs) -> go.Figure:
         fig.add_trace(go.Bar(x=b.case, y=b[col], name=label))
     fig.update_layout(barmode="stack")
     return _titled(
-        fig, "Mean time per engine iteration", f"method @ {load_label(inp)}", "ms per iteration"
+        fig,
+        "Mean time per engine iteration",
+        inp,
+        f"method @ {load_label(inp)}",
+        "ms per iteration",
     )
 
 
 def acceptance_figure(acceptance: pd.DataFrame, inp: ExplorerInputs) -> go.Figure:
     fig = go.Figure()
     for name, part in acceptance.groupby("method", sort=False):
-        fig.add_trace(go.Histogram(x=part.tau, name=name, opacity=0.6, nbinsx=30))
+        fig.add_trace(
+            go.Histogram(
+                x=part.tau,
+                name=name,
+                opacity=0.6,
+                nbinsx=30,
+                marker={"color": method_colour(name)},
+            )
+        )
     fig.update_layout(barmode="overlay")
     return _titled(
         fig,
         "Acceptance per request: mean tokens per speculative step",
+        inp,
         "tokens per step (τ, bonus included)",
         "requests",
     )
 
 
-def results_csv(summary: pd.DataFrame) -> str:
-    return summary.to_csv(index=False, float_format="%.6g")
+# -- downloads: each says what it is ------------------------------------------------------------
+def scenario_columns(inp: ExplorerInputs) -> dict[str, object]:
+    """The scenario a result came from, as leading CSV columns."""
+    cols: dict[str, object] = {
+        "model": inp.model_name or inp.model,
+        "gpu": inp.gpu,
+        "tp": inp.tp,
+        "engine": inp.engine,
+        "dataset": inp.dataset,
+        "acceptance": inp.acceptance,
+    }
+    if inp.acceptance == "alpha":
+        cols |= {"alpha": inp.alpha, "alpha_spread": inp.spread}
+    cols |= {
+        "temperature": inp.temperature,
+        "top_p": inp.top_p,
+        "arrival": inp.arrival,
+        "lengths": inp.lengths,
+    }
+    if inp.lengths != "dataset":
+        cols |= {"prompt_mean": inp.prompt_mean, "output_mean": inp.output_mean}
+        if inp.lengths == "lognormal":
+            cols["length_cv"] = inp.length_cv
+    return cols | {"requests": inp.requests, "seed": inp.seed}
+
+
+def method_settings(inp: ExplorerInputs, name: str) -> dict[str, object]:
+    """The settings a method ran with (K, tree shape and budget)."""
+    m = method_for(inp, name)
+    return {"k": m.k, "tree": m.tree or "", "tree_nodes": m.tree_nodes or ""}
+
+
+def with_scenario(frame: pd.DataFrame, inp: ExplorerInputs, settings: bool = True) -> pd.DataFrame:
+    """``frame`` with the scenario's columns first and, where it has a ``method`` column (and
+    ``settings``), each method's settings beside it."""
+    out = frame.copy()
+    if settings and "method" in out.columns:
+        per = {m: method_settings(inp, m) for m in out.method.unique()}
+        at = list(out.columns).index("method") + 1
+        for key in ("k", "tree", "tree_nodes"):
+            if key not in out.columns:
+                out.insert(at, key, out.method.map(lambda m, key=key: per[m][key]))
+                at += 1
+    for i, (key, value) in enumerate(scenario_columns(inp).items()):
+        out.insert(i, key, value)
+    return out
+
+
+def results_csv(summary: pd.DataFrame, inp: ExplorerInputs) -> str:
+    return with_scenario(summary, inp).to_csv(index=False, float_format="%.6g")
+
+
+def schedule_csv(table: pd.DataFrame, inp: ExplorerInputs, method: str) -> str:
+    """The recommend table (speedup per K per concurrency) with the scenario and the method's
+    tree settings; K is the table's own axis."""
+    settings = method_settings(inp, method)
+    head = {"method": method, "tree": settings["tree"], "tree_nodes": settings["tree_nodes"]}
+    out = table.copy()
+    for i, (key, value) in enumerate(head.items()):
+        out.insert(i, key, value)
+    return with_scenario(out, inp, settings=False).to_csv(index=False, float_format="%.6g")
+
+
+def plan_view(frame: pd.DataFrame) -> pd.DataFrame:
+    """The capacity plan with its answer first: replicas and GPUs, then the method and why."""
+    first = ["replicas", "gpus", "method"]
+    return frame[first + [c for c in frame.columns if c not in first]]
 
 
 def domains() -> dict[str, str]:
@@ -382,7 +552,23 @@ def domains() -> dict[str, str]:
     return {f"{ds} ({DATASET_DOMAIN[ds]})": ds for ds in TRACE_DATASETS}
 
 
-def analytic_figures(table: pd.DataFrame, title: str) -> tuple[go.Figure, go.Figure]:
+def diverging_scale(lo: float, hi: float, mid: float = 1.0) -> list[list]:
+    """Red below ``mid``, white at it, blue above, over [lo, hi] (the data's range): plotly's
+    ``zmid`` alone widens the bar symmetrically (a 0.5-4x map read -2 to 4x)."""
+    red, white, blue = "#b2182b", "#f7f7f7", "#2166ac"
+    if hi <= lo:
+        return [[0.0, white], [1.0, white]]
+    f = min(max((mid - lo) / (hi - lo), 0.0), 1.0)
+    if f <= 0.0:
+        return [[0.0, white], [1.0, blue]]
+    if f >= 1.0:
+        return [[0.0, red], [1.0, white]]
+    return [[0.0, red], [f, white], [1.0, blue]]
+
+
+def analytic_figures(
+    table: pd.DataFrame, inp: ExplorerInputs, method: str
+) -> tuple[go.Figure, go.Figure]:
     """Heatmaps of E and of batch-1 speedup over α × K (simspec.studies.analytic)."""
     e = table.pivot(index="k", columns="alpha", values="expected_tokens")
     s = table.pivot(index="k", columns="alpha", values="speedup")
@@ -391,13 +577,20 @@ def analytic_figures(table: pd.DataFrame, title: str) -> tuple[go.Figure, go.Fig
             z=e.values, x=e.columns, y=e.index, colorscale="Viridis", colorbar={"title": "tokens"}
         )
     )
+    lo, hi = float(s.min().min()), float(s.max().max())
     fs = go.Figure(
         go.Heatmap(
-            z=s.values, x=s.columns, y=s.index, colorscale="RdBu", zmid=1.0, colorbar={"title": "×"}
+            z=s.values,
+            x=s.columns,
+            y=s.index,
+            zmin=lo,
+            zmax=hi,
+            colorscale=diverging_scale(lo, hi),
+            colorbar={"title": "×", "ticksuffix": "×"},
         )
     )
     x = "acceptance α (per position, i.i.d.)"
     return (
-        _titled(fe, f"Expected tokens per target step E, {title}", x, "draft tokens K"),
-        _titled(fs, f"Batch-1 speedup, {title}", x, "draft tokens K"),
+        _titled(fe, f"Expected tokens per target step E, {method}", inp, x, "draft tokens K"),
+        _titled(fs, f"Batch-1 speedup, {method} (white: 1×)", inp, x, "draft tokens K"),
     )

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from functools import cache
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import expit, logit
 
 from simspec.catalog.sampling import alpha_at, greedy_alpha
@@ -28,6 +27,15 @@ from simspec.engine.acceptance.trees import (
     expected_tau,
     profile_at,
 )
+
+
+def brentq(f: Callable[[float], float], lo: float, hi: float, **kw) -> float:
+    """scipy's root finder, imported on first use: scipy.optimize adds ~0.3 s to every
+    start (the explorer's page and workers, each CLI call) and most runs never invert."""
+    from scipy.optimize import brentq as _brentq
+
+    return _brentq(f, lo, hi, **kw)
+
 
 _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(48)
 _GH_W = _GH_W / _GH_W.sum()  # expectation over N(0, 1)
