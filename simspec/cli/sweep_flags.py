@@ -44,9 +44,9 @@ class SweepFlags(ServingFlags):
     top_p: opt.TopP = None
     seed: opt.Seed = None
 
-    def sweep_config(self, config: Path | None) -> SweepConfig:
-        """The scenario file (or none) with these flags on top, validated."""
-        data = overlay(read_config(config) if config else {}, self.scenario_fields())
+    def sweep_config(self, config: Path | None, flag: str = "--config") -> SweepConfig:
+        """The scenario file (or none; ``flag`` names it in errors) with these flags on top."""
+        data = overlay(read_config(config, flag) if config else {}, self.scenario_fields())
         methods = self.chosen_methods(data)
         if not isinstance(methods, list):
             raise InputError("methods", "give a list of methods")

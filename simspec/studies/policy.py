@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from simspec.config import Deployment, MethodConfig, Scenario
+from simspec.config import Deployment, MethodConfig, Scenario, check_schedule
 from simspec.engine.metrics import RunSummary
 from simspec.studies.runner import Executor, RunCache, run_all, scenario_key
 
@@ -48,6 +48,11 @@ class Policy(BaseModel):
     tree_schedule: list[tuple[int, int, int]] | None = None
     disable_by_batch_size: int | None = Field(default=None, ge=1)
 
+    @field_validator("k_schedule", "tree_schedule")
+    @classmethod
+    def _bands(cls, v: list[tuple[int, int, int]] | None) -> list[tuple[int, int, int]] | None:
+        return check_schedule(v)  # the method's own check: model_copy below would skip it
+
     @model_validator(mode="after")
     def _something(self) -> Policy:
         if not (self.k_schedule or self.tree_schedule or self.disable_by_batch_size):
@@ -76,7 +81,8 @@ def settings(cfg: PolicyConfig) -> list[tuple[str, MethodConfig]]:
     return [
         ("autoregressive", MethodConfig(name="autoregressive", k=0)),
         *fixed,
-        ("policy", base.model_copy(update=cfg.policy.model_dump())),
+        # validated, not model_copy'd: the merged method is checked as a whole
+        ("policy", MethodConfig.model_validate(base.model_dump() | cfg.policy.model_dump())),
     ]
 
 
