@@ -13,6 +13,30 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+# Size bounds, checked when a scenario is built (before any work). A simulation runs ~1,700-3,000
+# requests/s on one core (measured: 2 x 16,384 requests at batch 4,096 in 20 s), so a run is
+# capped at ~10 minutes and a command (all its runs) at ~20 core-minutes.
+MAX_CONCURRENCY = 16_384  # 16x vLLM's largest default max_num_seqs (1,024)
+MAX_REQUESTS = 1_000_000  # requests in one run
+MAX_TOTAL_REQUESTS = 2_000_000  # requests over every run of one command (sweep grid, recommend)
+MAX_RUNS = 10_000  # runs in one command (grid points x methods x batch sizes)
+MAX_QPS = 1e7  # plan's target arrival rate (requests/s over the whole fleet)
+MAX_DURATION_S = 86_400.0  # plan's arrivals per probe: a day (probes also stop at 20,000 requests)
+
+
+def _utf8_text(cls: type, value: object) -> object:
+    """Text that can be written out: a command-line byte that is not UTF-8 (``$'\\xff'``)
+    reaches Python as a lone surrogate, which no CSV, JSON or table can hold."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("must be UTF-8 text") from None
+    return value
+
+
+_TEXT = field_validator("*")(_utf8_text)
+
 
 class LengthSpec(BaseModel):
     """A token-length distribution, clipped to [min, max] and rounded to integers."""
@@ -58,10 +82,11 @@ class WorkloadConfig(BaseModel):
     """Arrivals (closed loop at fixed concurrency, or Poisson) and request lengths."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _text = _TEXT
     arrival: Literal["closed", "poisson"] = Field(
         default="closed", description="closed: N in flight, a finished one replaced at once"
     )
-    concurrency: int = Field(default=1, ge=1, le=100_000, description="closed loop: N")
+    concurrency: int = Field(default=1, ge=1, le=MAX_CONCURRENCY, description="closed loop: N")
     rate: float = Field(
         default=1.0, ge=MIN_RATE, le=1e6, description="poisson: requests per second"
     )
@@ -73,7 +98,7 @@ class WorkloadConfig(BaseModel):
     requests: int | None = Field(
         default=None,
         ge=1,
-        le=10_000_000,
+        le=MAX_REQUESTS,
         description="requests to simulate; default max(100, 4 x concurrency)",
     )
     trace: str | None = Field(
@@ -135,6 +160,7 @@ class AcceptanceConfig(BaseModel):
     """How accept events are drawn for one method. Give exactly one of alpha, tau or trace."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _text = _TEXT
     alpha: float | list[float] | None = Field(
         default=None,
         description="mean acceptance per draft position (a scalar = same at every position)",
@@ -145,7 +171,7 @@ class AcceptanceConfig(BaseModel):
         description="published mean tokens per step (incl. bonus) at chain tau_k",
     )
     tau_k: int | None = Field(
-        default=None, ge=1, description="chain length (or tree depth) tau was measured at"
+        default=None, ge=1, le=64, description="chain length (or tree depth) tau was measured at"
     )
     tau_tree_nodes: int | None = Field(
         default=None,
@@ -252,6 +278,7 @@ class MethodConfig(BaseModel):
     method's defaults (``simspec methods`` lists them)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _text = _TEXT
     name: str = Field(description="registry name, e.g. eagle3")
     k: int = Field(default=3, ge=0, le=MAX_K, description="draft tokens per step, or tree depth")
     draft_model: str | None = Field(default=None, description="draft preset or config.json path")
@@ -333,6 +360,7 @@ class Deployment(BaseModel):
     """What is served and how: model, hardware, engine, workload, scheduler limits, seed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _text = _TEXT
     model: str = Field(default="llama-3.1-8b", description="model preset or config.json path")
     gpu: str = Field(default="h100_sxm", description="GPU preset")
     tp: int = Field(default=1, ge=1, le=64, description="tensor-parallel degree")

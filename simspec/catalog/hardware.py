@@ -6,15 +6,23 @@ this module only validates and loads them (model shapes: :mod:`simspec.catalog.m
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, ClassVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from simspec.catalog.parsing import DuplicateKey, load_yaml
-from simspec.catalog.tables import packaged_table, packaged_text
+from simspec.catalog.tables import (
+    packaged_table,
+    packaged_text,
+    parse_yaml,
+    read_input_text,
+    shown,
+)
 from simspec.errors import InputError, validation_message
+
+MAX_PROFILE_BYTES = 1024 * 1024  # a fitted profile is a few KB
 
 
 class GpuSpec(BaseModel):
@@ -147,15 +155,13 @@ def load_gpu(gpu_id: str) -> GpuSpec:
 def load_profile(ref: str) -> HardwareProfile:
     """The packaged profile of a GPU id, or a profile YAML file given by path."""
     path = Path(ref)
-    try:
-        if path.suffix in (".yaml", ".yml", ".json") or path.exists():
-            raw = load_yaml(path.read_text(encoding="utf-8"))
-        else:
+    if path.suffix in (".yaml", ".yml", ".json") or os.path.exists(ref):
+        raw = parse_yaml(read_input_text(path, "profile", MAX_PROFILE_BYTES), "profile", shown(ref))
+    else:
+        try:
             raw = yaml.safe_load(packaged_text("profiles", f"{ref}.yaml"))
-    except FileNotFoundError:
-        raise InputError("profile", f"no hardware profile {ref!r}") from None
-    except (OSError, yaml.YAMLError, DuplicateKey) as exc:
-        raise InputError("profile", f"cannot read {ref!r}: {exc}") from None
+        except (OSError, ValueError):  # no such packaged file, or a name no file can have
+            raise InputError("profile", f"no hardware profile {shown(ref)}") from None
     try:
         return HardwareProfile(**raw)
     except (TypeError, ValidationError, ValueError) as exc:

@@ -3,16 +3,17 @@ Hugging Face ``config.json`` given by path, read as a Llama-style dense decoder.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from simspec.catalog.parsing import loads_json
-from simspec.catalog.tables import packaged_table
+from simspec.catalog.tables import packaged_table, parse_json, read_input_text, shown
 from simspec.errors import InputError, first_error
 
 BYTES_PER_PARAM = 2  # bf16/fp16 weights and KV cache
+MAX_HF_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; one with a label map, ~1 MB
 
 
 class ModelShape(BaseModel):
@@ -123,7 +124,7 @@ def load_model(ref: str, field: str = "model") -> ModelShape:
     if ref in table:
         return ModelShape(id=ref, **table[ref])
     path = Path(ref)
-    if path.suffix == ".json" or path.exists():
+    if path.suffix == ".json" or os.path.exists(ref):  # os.path: a too-long name is no error
         return load_hf_config(path)
     if ref.count("/") == 1 and not ref.startswith(("/", ".")):
         raise InputError(
@@ -141,12 +142,7 @@ def load_model(ref: str, field: str = "model") -> ModelShape:
 
 def load_hf_config(path: Path) -> ModelShape:
     """Read the shapes of a Llama-style model from its Hugging Face ``config.json``."""
-    try:
-        raw = loads_json(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("model", f"config file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, DuplicateKey
-        raise InputError("model", f"cannot read {str(path)!r} as JSON ({exc})") from None
+    raw = parse_json(read_input_text(path, "model", MAX_HF_CONFIG_BYTES), "model", shown(path))
     if not isinstance(raw, dict):
         raise InputError("model", f"{str(path)!r} must hold a JSON object")
     if "text_config" in raw and isinstance(raw["text_config"], dict):

@@ -10,7 +10,8 @@ read by path (``calibration/capture_tokens.py`` writes one from a run of your ow
 from __future__ import annotations
 
 import gzip
-import json
+import io
+import os
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -18,10 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
+from simspec.catalog.tables import parse_json, read_input, shown
 from simspec.catalog.traces import PACKAGED_DIR
 from simspec.errors import InputError
 
 MAX_TOKEN_TRACE_BYTES = 512 * 1024 * 1024  # uncompressed
+MAX_TOKEN_ID = 2**31 - 1  # vocabularies are ~10^5; ids are int32 in every engine
 _SUFFIX = ".tokens.jsonl.gz"
 
 
@@ -61,7 +64,7 @@ def is_token_trace_file(ref: str) -> bool:
     """Whether ``ref`` is a token-trace file (gzipped, or JSONL whose first record has
     ``prompt_token_ids``) rather than a packaged name or an ``acc_len`` trace."""
     path = Path(ref)
-    if ref in packaged_token_traces() or not path.is_file():
+    if ref in packaged_token_traces() or not os.path.isfile(ref):  # os.path: never raises
         return False
     if ref.endswith(".gz"):
         return True
@@ -79,32 +82,38 @@ def _read(ref: str, field: str) -> tuple[str, bytes]:
         data = _packaged_root().joinpath(ref + _SUFFIX).read_bytes()
         return f"{PACKAGED_DIR}/tokens/{ref}", gzip.decompress(data)
     path = Path(ref)
-    if not path.is_file():
+    if not os.path.lexists(ref):  # os.path: a too-long name is just not there
         raise InputError(
             field,
-            f"no token trace {ref!r}: give a packaged one ({', '.join(packaged_token_traces())}) "
+            f"no token trace {shown(ref)}: give a packaged one "
+            f"({', '.join(packaged_token_traces())}) "
             "or the path of a JSONL(.gz) file with prompt_token_ids and generated_token_ids",
         )
-    try:
-        if ref.endswith(".gz"):
-            with gzip.open(path, "rb") as f:
-                raw = f.read(MAX_TOKEN_TRACE_BYTES + 1)
-        else:
-            raw = path.read_bytes()
-    except (OSError, EOFError) as exc:
-        raise InputError(field, f"cannot read {ref!r}: {exc}") from None
+    raw = read_input(path, field, MAX_TOKEN_TRACE_BYTES)
+    if ref.endswith(".gz"):
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
+                raw = f.read(MAX_TOKEN_TRACE_BYTES + 1)  # a gzip bomb stops at the cap
+        except (OSError, EOFError) as exc:
+            raise InputError(field, f"cannot read {shown(ref)}: {exc}") from None
     if len(raw) > MAX_TOKEN_TRACE_BYTES:
-        raise InputError(field, f"{ref!r} is larger than {MAX_TOKEN_TRACE_BYTES} bytes")
+        raise InputError(field, f"{shown(ref)} is larger than {MAX_TOKEN_TRACE_BYTES} bytes")
     return str(path), raw
 
 
 def _ids(value: object, where: str, key: str, field: str, allow_empty: bool) -> np.ndarray:
     if not isinstance(value, list) or (not value and not allow_empty):
         raise InputError(field, f"{where}: {key} must be a non-empty list of token ids")
-    arr = np.asarray(value)
-    if len(arr) and (arr.dtype.kind not in "iu" or arr.ndim != 1 or arr.min() < 0):
-        raise InputError(field, f"{where}: {key} must hold integers >= 0")
-    return arr.astype(np.int64)
+    bad = f"{where}: {key} must hold integers in [0, {MAX_TOKEN_ID}]"
+    if not all(type(v) is int for v in value):  # a bool or a float is no token id
+        raise InputError(field, bad)
+    try:
+        arr = np.array(value, dtype=np.int64)
+    except OverflowError:
+        raise InputError(field, bad) from None
+    if len(arr) and (arr.min() < 0 or arr.max() > MAX_TOKEN_ID):
+        raise InputError(field, bad)
+    return arr
 
 
 @cache
@@ -120,10 +129,7 @@ def load_token_trace(ref: str, field: str = "acceptance.tokens") -> TokenTrace:
         if not line.strip():
             continue
         where = f"{name} line {lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(field, f"{where}: not JSON ({exc.msg})") from None
+        rec = parse_json(line, field, where, walk=False)  # each field's type is checked below
         if not isinstance(rec, dict) or not {"prompt_token_ids", "generated_token_ids"} <= set(rec):
             raise InputError(field, f"{where}: needs prompt_token_ids and generated_token_ids")
         prompts.append(_ids(rec["prompt_token_ids"], where, "prompt_token_ids", field, False))

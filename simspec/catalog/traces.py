@@ -6,7 +6,7 @@ produces with a long draft (accepted + 1); a chain of K yields ``min(acc_len[t],
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -14,10 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
+from simspec.catalog.tables import parse_json, read_input_text, shown
 from simspec.errors import InputError
 
 PACKAGED_DIR = "llama3.1-8b-instruct-h100"
 MAX_TRACE_BYTES = 200 * 1024 * 1024
+MAX_COUNT = 2**31 - 1  # lengths and acc_len are stored as int32
 
 
 @dataclass(frozen=True)
@@ -53,18 +55,37 @@ def _resolve(ref: str, field: str = "acceptance.trace") -> tuple[str, str]:
         f = resources.files("simspec").joinpath("data", "traces", PACKAGED_DIR, f"{ref}.jsonl")
         return f"{PACKAGED_DIR}/{ref}", f.read_text(encoding="utf-8")
     path = Path(ref)
-    if not path.is_file():
+    if not os.path.lexists(ref):  # os.path: a too-long name is just not there
         raise InputError(
             field,
-            f"no trace {ref!r}: give a packaged one ({', '.join(packaged_traces())}) "
+            f"no trace {shown(ref)}: give a packaged one ({', '.join(packaged_traces())}) "
             "or the path of an acc_len JSONL file",
         )
-    if path.stat().st_size > MAX_TRACE_BYTES:
-        raise InputError(field, f"{ref!r} is larger than {MAX_TRACE_BYTES} bytes")
+    return str(path), read_input_text(path, field, MAX_TRACE_BYTES)
+
+
+def _count(value: object, where: str, key: str, field: str = "acceptance.trace") -> int:
+    """A JSON count in [1, 2^31 - 1]: a bool, a float (``1e30``, ``Infinity``, ``100.7``) or a
+    value past int32 (``4294967296`` would wrap to 0 and replay forever) is refused."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+        raise InputError(
+            field,
+            f"{where}: {key} must be an integer in [1, {MAX_COUNT}], got {value!r}",
+        )
+    return value
+
+
+def _counts(values: list, where: str, key: str, field: str) -> np.ndarray:
+    """:func:`_count` over a list, vectorised (a trace holds millions of values)."""
+    if not all(type(v) is int for v in values):  # bool and float are not int here
+        _count(next(v for v in values if type(v) is not int), where, key, field)
     try:
-        return str(path), path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(field, f"cannot read {ref!r}: {exc}") from None
+        arr = np.array(values, dtype=np.int64)
+    except OverflowError:
+        arr = None
+    if arr is None or arr.min() < 1 or arr.max() > MAX_COUNT:
+        _count(next(v for v in values if not 1 <= v <= MAX_COUNT), where, key, field)
+    return arr.astype(np.int32)
 
 
 @cache
@@ -77,28 +98,22 @@ def load_trace(ref: str, method: str, field: str = "acceptance.trace") -> Accept
         if not line.strip():
             continue
         where = f"{name} line {lineno}"
+        rec = parse_json(line, field, where, walk=False)  # fields checked below
         try:
-            rec = json.loads(line)
             arr = rec["acc_len"][method]
-            prompt, output = _integer(rec["prompt_len"]), _integer(rec["output_len"])
-        except json.JSONDecodeError as exc:
-            raise InputError(field, f"{where}: not JSON ({exc.msg})") from None
-        except (KeyError, TypeError):
+            raw_prompt, raw_output = rec["prompt_len"], rec["output_len"]
+        except (KeyError, TypeError, IndexError):
             raise InputError(
                 field,
                 f"{where}: needs prompt_len, output_len and acc_len.{method}",
             ) from None
-        except ValueError:
-            raise InputError(field, f"{where}: lengths must be integers") from None
+        prompt = _count(raw_prompt, where, "prompt_len", field)
+        output = _count(raw_output, where, "output_len", field)
         if not isinstance(arr, list) or not arr:
             raise InputError(field, f"{where}: acc_len.{method} must be a non-empty list")
-        if not all(type(v) is int and v >= 1 for v in arr):
-            raise InputError(field, f"{where}: acc_len values must be integers >= 1")
-        if prompt < 1 or output < 1:
-            raise InputError(field, f"{where}: prompt_len and output_len must be >= 1")
         prompts.append(prompt)
         outputs.append(output)
-        arrays.append(np.asarray(arr).astype(np.int32))
+        arrays.append(_counts(arr, where, f"acc_len.{method} values", field))
     if not arrays:
         raise InputError(field, f"{name} holds no requests")
     lengths = np.array([len(a) for a in arrays], dtype=np.int64)
@@ -106,13 +121,6 @@ def load_trace(ref: str, method: str, field: str = "acceptance.trace") -> Accept
     return AcceptanceTrace(
         name, method, np.array(prompts), np.array(outputs), offsets, lengths, np.concatenate(arrays)
     )
-
-
-def _integer(value: object) -> int:
-    """A JSON integer as is: 100.7 or ``true`` is no length (``int()`` would make 100 or 1)."""
-    if type(value) is not int:
-        raise ValueError(value)
-    return value
 
 
 def replay_tau(trace: AcceptanceTrace, k: int, start: int = 0) -> float:
@@ -139,8 +147,8 @@ def first_method(ref: str) -> str:
     for line in text.splitlines():
         if line.strip():
             try:
-                keys = list(json.loads(line)["acc_len"])
-            except (json.JSONDecodeError, KeyError, TypeError):
+                keys = list(parse_json(line, "workload.trace")["acc_len"])
+            except (InputError, KeyError, TypeError, IndexError):
                 break
             if keys:
                 return keys[0]

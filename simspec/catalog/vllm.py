@@ -9,11 +9,10 @@ ignored; any other key is an error naming it, so a typo never silently changes a
 from __future__ import annotations
 
 import ast
-import json
 from pathlib import Path
 from typing import Any
 
-from simspec.catalog.parsing import DuplicateKey, loads_json
+from simspec.catalog.tables import parse_json, read_input_text
 from simspec.errors import InputError
 
 # simspec method -> the vLLM method name it is exported as (simspec.studies.planning)
@@ -68,25 +67,18 @@ USED = (
     *SUFFIX_KEYS,
 )
 MAX_JSON_BYTES = 256 * 1024
+MAX_TREE_NODES = 1024  # MethodConfig.tree_nodes' bound
+MAX_TREE_DEPTH = 64  # MethodConfig.k's bound
 
 
 def read_speculative_config(text: str) -> dict[str, Any]:
     """The JSON object given inline or, with a leading '@', in a file."""
     field = "--speculative-config"
     if text.startswith("@"):
-        path = Path(text[1:])
-        try:
-            if path.stat().st_size > MAX_JSON_BYTES:
-                raise InputError(field, f"{str(path)!r} is larger than {MAX_JSON_BYTES} bytes")
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(field, f"cannot read {str(path)!r}: {exc}") from None
-    try:
-        data = loads_json(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(field, f"not valid JSON ({exc.msg} at position {exc.pos})") from None
-    except DuplicateKey as exc:
-        raise InputError(field, str(exc)) from None
+        text = read_input_text(Path(text[1:]), field, MAX_JSON_BYTES)
+    elif len(text) > MAX_JSON_BYTES:
+        raise InputError(field, f"longer than {MAX_JSON_BYTES} characters")
+    data = parse_json(text, field)
     if not isinstance(data, dict):
         raise InputError(field, 'must be a JSON object such as {"method": "eagle3", ...}')
     return data
@@ -195,16 +187,23 @@ def _tree(value: Any) -> list[list[int]]:
     if isinstance(value, str):
         try:
             value = ast.literal_eval(value)  # literals only: never code
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
+            # RecursionError: ``-----...1`` nests one unary minus per sign
             raise InputError(key, "must be a list of paths such as [(0,), (1,), (0, 0)]") from None
     if not isinstance(value, list | tuple) or not value:
         raise InputError(key, "must be a non-empty list of paths")
+    if len(value) > MAX_TREE_NODES:
+        raise InputError(key, f"at most {MAX_TREE_NODES} paths (tree_nodes' bound)")
     paths = []
     for p in value:
         if not (
-            isinstance(p, list | tuple) and p and all(isinstance(x, int) and x >= 0 for x in p)
+            isinstance(p, list | tuple)
+            and 0 < len(p) <= MAX_TREE_DEPTH
+            and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 1024 for x in p)
         ):
-            raise InputError(key, f"each path is a tuple of ranks >= 0, got {p!r}")
+            raise InputError(
+                key, f"each path is a tuple of 1 to {MAX_TREE_DEPTH} ranks in [0, 1024), got {p!r}"
+            )
         paths.append([int(x) for x in p])
     known = {()}
     for p in sorted(paths, key=len):

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from simspec.cli import options as opt
-from simspec.cli.common import csv_list, err, one_line_errors
+from simspec.cli.common import csv_list, err, one_line_errors, writing
 from simspec.cli.flags import ServingFlags, given, with_flags
 from simspec.cli.tables import check_suffix, print_frame, write_frame
 from simspec.config import AcceptanceConfig, Deployment
@@ -32,7 +32,12 @@ def analytic(
         ),
     ] = None,
     k_max: Annotated[int, typer.Option(help="largest K to consider", min=1, max=32)] = 8,
-    context: Annotated[int, typer.Option(help="tokens in the KV cache", min=1)] = 1024,
+    context: Annotated[
+        int,
+        typer.Option(
+            help="tokens in the KV cache (at most 10M, the longest context)", min=1, max=10_000_000
+        ),
+    ] = 1024,
     compare: Annotated[
         bool, typer.Option("--compare", help="also simulate, and show where the two part")
     ] = False,
@@ -60,6 +65,13 @@ def analytic(
     picks = an.best_k(table)
     shown = picks[picks.alpha.isin([*an.REPORTED_ALPHAS, *given_alphas[:1]])]
     where = f"{deploy.model} on {deploy.gpu} x{deploy.tp}, {deploy.engine}"
+    # files first: an output that cannot be written is the one error line, with nothing printed
+    if csv:
+        write_frame(table, csv, "--csv")
+    if html:
+        title = f"{method} on {deploy.model}, {deploy.gpu} x{deploy.tp}: closed form"
+        with writing(html, "--html"):
+            an.write_html(table, title, html)
     err.print(
         f"{where}, {method}, batch 1, {context} tokens of context: "
         f"plain step {costs.ar_s * 1e3:.2f} ms; draft step "
@@ -77,8 +89,3 @@ def analytic(
         print_frame(both.drop(columns="why"), f"Closed form vs simulation, α={a}, K={k}")
         for case, why in zip(both["case"], both["why"], strict=True):
             err.print(f"  {case}: {why}")
-    if csv:
-        write_frame(table, csv, "--csv")
-    if html:
-        title = f"{method} on {deploy.model}, {deploy.gpu} x{deploy.tp}: closed form"
-        an.write_html(table, title, html)

@@ -11,9 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from simspec.catalog.parsing import load_yaml, loads_json
+from simspec.catalog.tables import parse_json_or_yaml, read_input_text
 from simspec.cli import options as opt
 from simspec.config import Deployment
 from simspec.errors import InputError
@@ -23,16 +21,8 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 def read_config(path: Path, flag: str = "--config") -> dict[str, Any]:
     """A YAML (or, by suffix, JSON) scenario file as a mapping of its fields."""
-    if not path.is_file():
-        raise InputError(flag, f"{str(path)!r} is not a file")
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise InputError(flag, f"{str(path)!r} is larger than {MAX_CONFIG_BYTES} bytes")
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = loads_json(text) if path.suffix == ".json" else load_yaml(text)
-    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:  # ValueError:
-        # JSONDecodeError, or DuplicateKey (a field written twice: which one would hold?)
-        raise InputError(flag, f"cannot parse {str(path)!r}: {exc}") from None
+    text = read_input_text(path, flag, MAX_CONFIG_BYTES)
+    data = parse_json_or_yaml(text, path, flag)
     if data is None:
         return {}
     if not isinstance(data, dict):

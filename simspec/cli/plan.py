@@ -14,14 +14,16 @@ from simspec.cli import options as opt
 from simspec.cli.common import csv_list, err, known_method, one_line_errors, progress_bar
 from simspec.cli.flags import DeploymentFlags, with_flags
 from simspec.cli.tables import check_suffix, print_frame, write_frame, write_text
-from simspec.config import AcceptanceConfig
+from simspec.config import MAX_DURATION_S, MAX_QPS, AcceptanceConfig
 from simspec.errors import InputError
 
 
 @with_flags(DeploymentFlags)
 @one_line_errors
 def plan(
-    qps: Annotated[float, typer.Option(help="target arrival rate (requests/s)", min=0.001)],
+    qps: Annotated[
+        float, typer.Option(help="target arrival rate (requests/s)", min=0.001, max=MAX_QPS)
+    ],
     slo_ttft_ms: Annotated[float, typer.Option(help="time-to-first-token SLO (ms)", min=1)],
     slo_tpot_ms: Annotated[float, typer.Option(help="time-per-output-token SLO (ms)", min=0.1)],
     methods: Annotated[
@@ -35,7 +37,10 @@ def plan(
     *,
     flags: DeploymentFlags,
     duration: Annotated[
-        float, typer.Option(help="seconds of arrivals per probe run (steady state)", min=1)
+        float,
+        typer.Option(
+            help="seconds of arrivals per probe run (steady state)", min=1, max=MAX_DURATION_S
+        ),
     ] = 60.0,
     out: Annotated[Path | None, typer.Option(help="write the plan as CSV")] = None,
 ) -> None:

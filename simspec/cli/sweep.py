@@ -79,7 +79,7 @@ def sweep(
         raise InputError("--resume", "needs --out (the stopped sweep's OUT.partial)")
     if out is not None and out.suffix not in (".csv", ".parquet"):
         raise InputError("--out", f"write .csv or .parquet (got {str(out)!r})")
-    cfg = flags.sweep_config(grid or config)
+    cfg = flags.sweep_config(grid or config, "--grid" if grid else "--config")
     journal = _partial(out) if out is not None else None
     if out is not None and journal is not None:
         _check_out(out, journal, resume)

@@ -53,10 +53,11 @@ class SweepFlags(ServingFlags):
     top_p: opt.TopP = None
     seed: opt.Seed = None
 
-    def sweep_config(self, config: Path | None) -> SweepConfig:
-        """The scenario file (or none) with these flags on top, validated."""
+    def sweep_config(self, config: Path | None, flag: str = "--config") -> SweepConfig:
+        """The scenario file (or none; ``flag`` names it in errors) with these flags on top,
+        validated."""
         self.check_acceptance_flags()
-        file = read_config(config) if config else {}
+        file = read_config(config, flag) if config else {}
         data = with_preset_ids(overlay(file, self.scenario_fields()))
         self.check_fixed_lengths(file)
         methods = self.chosen_methods(data)

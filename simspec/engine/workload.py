@@ -10,6 +10,8 @@ from simspec.catalog.token_traces import is_token_trace_file, load_token_trace
 from simspec.catalog.traces import first_method, load_trace
 from simspec.config import WorkloadConfig
 
+MAX_RATE_CSV_BYTES = 16 * 1024 * 1024  # a day at one row per second is ~2 MB
+
 
 @dataclass(frozen=True)
 class RequestSpecs:
@@ -67,14 +69,18 @@ def arrival_gaps(cfg: WorkloadConfig, n: int, rng: np.random.Generator) -> np.nd
 
 def read_rate_csv(path: str) -> list[tuple[float, float]]:
     """A day's traffic shape from a CSV with columns ``time_s`` and ``rate`` (requests/s)."""
+    import io
+
     import pandas as pd
 
+    from simspec.catalog.tables import read_input, shown
     from simspec.errors import InputError
 
+    data = read_input(path, "rate_csv", MAX_RATE_CSV_BYTES)
     try:
-        frame = pd.read_csv(path)
+        frame = pd.read_csv(io.BytesIO(data))
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise InputError("rate_csv", f"cannot read {path!r} as CSV ({exc})") from None
+        raise InputError("rate_csv", f"cannot read {shown(path)} as CSV ({exc})") from None
     if not {"time_s", "rate"} <= set(frame.columns):
         raise InputError("rate_csv", f"{path!r} needs columns time_s and rate")
     try:

@@ -19,9 +19,18 @@ from dataclasses import dataclass
 import pandas as pd
 
 from simspec.catalog.vllm import TO_VLLM
-from simspec.config import Deployment, MethodConfig, Scenario
+from simspec.config import (
+    MAX_DURATION_S,
+    MAX_QPS,
+    MAX_RUNS,
+    MAX_TOTAL_REQUESTS,
+    Deployment,
+    MethodConfig,
+    Scenario,
+    WorkloadConfig,
+)
 from simspec.engine.metrics import RunSummary
-from simspec.errors import ScenarioError
+from simspec.errors import InputError, ScenarioError
 from simspec.studies.runner import Executor, RunCache, run, run_all
 
 PLAN_COLUMNS = [
@@ -114,6 +123,10 @@ def plan(
     """One row per method: sustainable rate per replica, replicas and GPUs for ``target_qps``,
     and the cost per million output tokens at ``gpu_hour_price`` per GPU-hour. The methods'
     probes share ``cache`` (a fresh one by default)."""
+    if not 0 < target_qps <= MAX_QPS:  # also refuses NaN and inf
+        raise InputError("qps", f"must be in (0, {MAX_QPS:g}] requests/s, got {target_qps}")
+    if not 0 < duration_s <= MAX_DURATION_S:
+        raise InputError("duration", f"must be in (0, {MAX_DURATION_S:g}] s, got {duration_s}")
     cache = cache if cache is not None else RunCache()
     rows = []
     for m in methods:
@@ -168,15 +181,28 @@ def recommend(
     rows = []
     common = deploy.model_dump(exclude={"workload"})
     fixed = {"k_schedule": None, "tree_schedule": None, "disable_by_batch_size": None}
-    for c in concurrencies:
-        wl = deploy.workload.model_copy(
-            update={
+    # validated, not model_copy'd: a concurrency of 1e20 is refused, not simulated; and the
+    # whole grid is sized before the first run
+    loads = [
+        WorkloadConfig.model_validate(
+            deploy.workload.model_dump()
+            | {
                 "arrival": "closed",
                 "concurrency": c,
                 "requests": requests_per_run or max(64, 4 * c),
             }
         )
-        tried = [method.model_copy(update={knob: k, **fixed}) for k in ks]
+        for c in concurrencies
+    ]
+    total = (len(ks) + 1) * sum(wl.num_requests for wl in loads)
+    if total > MAX_TOTAL_REQUESTS or (len(ks) + 1) * len(loads) > MAX_RUNS:
+        raise InputError(
+            "concurrencies",
+            f"{total:,} requests over {(len(ks) + 1) * len(loads):,} runs; at most "
+            f"{MAX_TOTAL_REQUESTS:,} requests and {MAX_RUNS:,} runs",
+        )
+    for c, wl in zip(concurrencies, loads, strict=True):
+        tried = [MethodConfig.model_validate(method.model_dump() | {knob: k, **fixed}) for k in ks]
         base, *runs = run_all(
             [
                 Scenario(**common, workload=wl),

@@ -95,7 +95,8 @@ def settings(cfg: PolicyConfig) -> list[tuple[str, MethodConfig]]:
     return [
         ("autoregressive", MethodConfig(name="autoregressive", k=0)),
         *fixed,
-        ("policy", base.model_copy(update=cfg.policy.model_dump())),
+        # validated, not model_copy'd: the merged method is checked as a whole
+        ("policy", MethodConfig.model_validate(base.model_dump() | cfg.policy.model_dump())),
     ]
 
 

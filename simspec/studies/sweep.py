@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -10,10 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from simspec.catalog.methods import TRACE_DATASETS, default_methods
-from simspec.config import Deployment, MethodConfig, Scenario, WorkloadConfig
+from simspec.config import (
+    MAX_CONCURRENCY,
+    MAX_RUNS,
+    MAX_TOTAL_REQUESTS,
+    Deployment,
+    MethodConfig,
+    Scenario,
+    WorkloadConfig,
+)
 from simspec.engine.metrics import RunSummary
 from simspec.engine.simulation import check
 from simspec.studies.runner import Executor, RunCache, run_all, scenario_key
@@ -74,13 +83,13 @@ class SweepConfig(Deployment):
 
     methods: list[MethodConfig] = Field(default_factory=default_methods)
     batch_sizes: list[int] = Field(default_factory=lambda: list(DEFAULT_BATCH_SIZES))
-    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    grid: dict[str, list[Any]] = Field(default_factory=dict, validate_default=True)  # sized
 
     @field_validator("batch_sizes")
     @classmethod
     def _positive(cls, v: list[int]) -> list[int]:
-        if not v or any(b < 1 or b > 100_000 for b in v):
-            raise ValueError("batch sizes must be integers in [1, 100000]")
+        if not v or any(b < 1 or b > MAX_CONCURRENCY for b in v):
+            raise ValueError(f"batch sizes must be integers in [1, {MAX_CONCURRENCY}]")
         return v
 
     @field_validator("workload")
@@ -106,12 +115,15 @@ class SweepConfig(Deployment):
 
     @field_validator("grid")
     @classmethod
-    def _axes(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    def _axes(cls, v: dict[str, list[Any]], info: ValidationInfo) -> dict[str, list[Any]]:
         for axis, values in v.items():
             if axis not in GRID_AXES:
                 raise ValueError(f"unknown grid axis {axis!r}; choose from {', '.join(GRID_AXES)}")
             if not isinstance(values, list) or not values:
                 raise ValueError(f"grid axis {axis!r} needs a non-empty list")
+        methods, sizes, wl = (info.data.get(f) for f in ("methods", "batch_sizes", "workload"))
+        if methods and sizes and wl:
+            _check_size(math.prod(len(values) for values in v.values()), methods, sizes, wl)
         return v
 
     def points(self) -> list[SweepConfig]:
@@ -147,6 +159,27 @@ class SweepConfig(Deployment):
         baseline = MethodConfig(name="autoregressive", k=0)
         others = [m for m in self.methods if m.name != "autoregressive"]
         return [(m, b) for b in self.batch_sizes for m in [baseline, *others]]
+
+
+def _check_size(
+    points: int, methods: list[MethodConfig], sizes: list[int], wl: WorkloadConfig
+) -> None:
+    """The whole grid's runs and requests within the bounds in :mod:`simspec.config`, counted
+    from the axes before any point is built (a 1,000 x 1,000 grid fails here, at once)."""
+    per_size = 1 + sum(m.name != "autoregressive" for m in methods)
+    runs = points * per_size * len(sizes)
+    if runs > MAX_RUNS:
+        raise ValueError(
+            f"{runs:,} runs ({points:,} grid points x {per_size} methods x "
+            f"{len(sizes)} batch sizes); at most {MAX_RUNS:,}"
+        )
+    # each batch size runs closed-loop (see scenario): WorkloadConfig.num_requests' default
+    requests = points * per_size * sum(wl.requests or max(100, 4 * b) for b in sizes)
+    if requests > MAX_TOTAL_REQUESTS:
+        raise ValueError(
+            f"{requests:,} requests over {runs:,} runs; at most {MAX_TOTAL_REQUESTS:,} "
+            "(lower --requests, the batch sizes or the grid)"
+        )
 
 
 def _with_dataset(method: dict[str, Any], dataset: str) -> dict[str, Any]:

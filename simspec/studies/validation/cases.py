@@ -7,12 +7,14 @@ numbers a prediction needs are parsed per row by :func:`number`.
 
 from __future__ import annotations
 
+import io
 import math
 from importlib import resources
 from pathlib import Path
 
 import pandas as pd
 
+from simspec.catalog.tables import read_input
 from simspec.errors import InputError
 
 # every column of the contract (shared/validation/README.md, "cases.csv"), in its order
@@ -72,10 +74,9 @@ def read_cases(path: Path | None = None) -> pd.DataFrame:
         packaged = resources.files("simspec").joinpath("data", "validation", "cases.csv")
         with resources.as_file(packaged) as local:
             return read_cases(local)
+    data = read_input(path, "--cases", MAX_BYTES)
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise InputError("--cases", f"{str(path)!r} is over {MAX_BYTES // 2**20} MiB")
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+        frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError("--cases", f"cannot read {str(path)!r} as CSV ({exc})") from None
     frame.columns = [str(c).strip() for c in frame.columns]

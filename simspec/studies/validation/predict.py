@@ -375,8 +375,16 @@ def metric_value(plan: CasePlan, runs: dict[str, RunSummary | Failed]) -> tuple[
     base = _run(runs, plan.baseline)
     if plan.scenario.workload.arrival == "poisson":
         # under open-loop load both serve the same rate: the gain is in latency
-        return base.e2e_s_p50 / own.e2e_s_p50, tau
-    return own.throughput_tok_s / base.throughput_tok_s, tau
+        return _ratio(base.e2e_s_p50, own.e2e_s_p50, "median latency"), tau
+    return _ratio(own.throughput_tok_s, base.throughput_tok_s, "baseline throughput"), tau
+
+
+def _ratio(num: float, den: float, what: str) -> float:
+    """``num / den``; a zero ``den`` (a rate of 1e-300 req/s leaves nothing to time) skips the
+    row instead of losing the table to a ZeroDivisionError."""
+    if not den:
+        raise Skip(f"the simulated {what} is 0: no speedup to report at this load")
+    return num / den
 
 
 def _run(runs: dict[str, RunSummary | Failed], sc: Scenario | None) -> RunSummary:
