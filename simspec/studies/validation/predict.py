@@ -33,7 +33,14 @@ from simspec.catalog.methods import (
 )
 from simspec.catalog.models import load_model
 from simspec.catalog.traces import first_method, load_trace
-from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
+from simspec.config import (
+    MIN_RATE,
+    AcceptanceConfig,
+    LengthSpec,
+    MethodConfig,
+    Scenario,
+    WorkloadConfig,
+)
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.metrics import RunSummary
 from simspec.engine.simulation import build_cost_model, check
@@ -226,6 +233,8 @@ def _workload(load_kind: str, load: float, get, dataset: str, notes: list[str]) 
     if load_kind == "single":
         return WorkloadConfig(concurrency=1, requests=SINGLE_REQUESTS, **lengths)
     if load_kind == "qps":
+        if load < MIN_RATE:
+            raise Skip(f"a rate of {load:g} requests/s is below simspec's lowest, {MIN_RATE:g}")
         requests = min(max(QPS_REQUESTS[0], int(load * QPS_SECONDS)), QPS_REQUESTS[1])
         return WorkloadConfig(arrival="poisson", rate=load, requests=requests, **lengths)
     if load_kind == "concurrency" and n >= OFFLINE_CONCURRENCY:
