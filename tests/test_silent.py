@@ -198,10 +198,10 @@ def test_policy_refuses_a_vanishing_rate_and_bad_bands(tmp_path, rate, schedule,
 @pytest.mark.parametrize(
     ("record", "what"),
     [
-        ({"prompt_len": 100.7, "output_len": 4}, "lengths must be integers"),
-        ({"prompt_len": True, "output_len": 4}, "lengths must be integers"),
-        ({"prompt_len": 10, "output_len": 4, "acc": [1, True]}, "acc_len values"),
-        ({"prompt_len": 10, "output_len": 4, "acc": [1, 2.0]}, "acc_len values"),
+        ({"prompt_len": 100.7, "output_len": 4}, "prompt_len must be an integer"),
+        ({"prompt_len": True, "output_len": 4}, "prompt_len must be an integer"),
+        ({"prompt_len": 10, "output_len": 4, "acc": [1, True]}, "values must be an integer"),
+        ({"prompt_len": 10, "output_len": 4, "acc": [1, 2.0]}, "values must be an integer"),
     ],
 )
 def test_trace_values_that_are_not_integers_are_errors(tmp_path, record, what):
