@@ -24,6 +24,11 @@ their lookup methods replay ``acc_len`` traces, whose path did not change::
     20 golden scenarios: da08d44775b6636a03549b9cdae3fee0e74dc96c730ebce351d0e6b54711eb34
     default sweep CSV:   362efe60b6144ddb2fba9df8aba0e418743255705d20437a7508638c6f904d32
     validate CSV:        3265f0a28d5c1eff052ecb9eb8511ae5623a95773eb0d7df4d43a15de46d1b12
+
+Issue 18 added the sweep CSV's ``tree``, ``tree_nodes`` and ``tree_topk`` columns; without them
+the CSV hashes to the value above, and nothing else moved::
+
+    default sweep CSV:   9372ec70d7ed440b2b0d50f1e333be49b018a6f153b60349e7f49bf044655ff1
 """
 
 from __future__ import annotations
