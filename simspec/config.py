@@ -8,10 +8,17 @@ command-line help.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 # Size bounds, checked when a scenario is built (before any work). A simulation runs ~1,700-3,000
 # requests/s on one core (measured: 2 x 16,384 requests at batch 4,096 in 20 s), so a run is
@@ -273,6 +280,13 @@ def check_schedule(v: Schedule | None, top: int) -> Schedule | None:
     return v
 
 
+# a K schedule and a tree-budget schedule, checked wherever one is written (a method, a policy)
+KSchedule = Annotated[Schedule | None, AfterValidator(lambda v: check_schedule(v, MAX_K))]
+TreeSchedule = Annotated[
+    Schedule | None, AfterValidator(lambda v: check_schedule(v, MAX_TREE_NODES))
+]
+
+
 class MethodConfig(BaseModel):
     """One method to simulate, as a user writes it in a scenario file. Unset fields take the
     method's defaults (``simspec methods`` lists them)."""
@@ -320,28 +334,18 @@ class MethodConfig(BaseModel):
     draft_layers: int | None = Field(
         default=None, ge=1, description="self_spec: target layers that draft (early exit)"
     )
-    k_schedule: list[tuple[int, int, int]] | None = Field(
+    k_schedule: KSchedule = Field(
         default=None,
         description="vLLM Dynamic SD: [[start_bs, end_bs, K], ...]; K=0 turns speculation off",
     )
     disable_by_batch_size: int | None = Field(
         default=None, ge=1, description="speculation off when this many requests are running"
     )
-    tree_schedule: list[tuple[int, int, int]] | None = Field(
+    tree_schedule: TreeSchedule = Field(
         default=None,
         description="tree budget by batch size: [[start_bs, end_bs, nodes], ...]; 0 = off",
     )
     acceptance: AcceptanceConfig | None = None
-
-    @field_validator("k_schedule")
-    @classmethod
-    def _k_schedule(cls, v: Schedule | None) -> Schedule | None:
-        return check_schedule(v, MAX_K)
-
-    @field_validator("tree_schedule")
-    @classmethod
-    def _tree_schedule(cls, v: Schedule | None) -> Schedule | None:
-        return check_schedule(v, MAX_TREE_NODES)
 
     @property
     def label(self) -> str:

@@ -12,17 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from simspec.config import (
-    MAX_K,
-    MAX_TREE_NODES,
-    Deployment,
-    MethodConfig,
-    Scenario,
-    Schedule,
-    check_schedule,
-)
+from simspec.config import Deployment, KSchedule, MethodConfig, Scenario, TreeSchedule
 from simspec.engine.metrics import RunSummary
 from simspec.studies.runner import Executor, RunCache, run_all, scenario_key
 
@@ -52,20 +44,10 @@ class Policy(BaseModel):
     speculation off from ``disable_by_batch_size`` running requests up."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    k_schedule: list[tuple[int, int, int]] | None = None
-    tree_schedule: list[tuple[int, int, int]] | None = None
-    disable_by_batch_size: int | None = Field(default=None, ge=1)
-
     # the method's own checks: the policy is copied onto it without validation (settings())
-    @field_validator("k_schedule")
-    @classmethod
-    def _k_schedule(cls, v: Schedule | None) -> Schedule | None:
-        return check_schedule(v, MAX_K)
-
-    @field_validator("tree_schedule")
-    @classmethod
-    def _tree_schedule(cls, v: Schedule | None) -> Schedule | None:
-        return check_schedule(v, MAX_TREE_NODES)
+    k_schedule: KSchedule = None
+    tree_schedule: TreeSchedule = None
+    disable_by_batch_size: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _something(self) -> Policy:
