@@ -7,6 +7,7 @@ produces with a long draft (accepted + 1); a chain of K yields ``min(acc_len[t],
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -129,15 +130,19 @@ def replay_tau(trace: AcceptanceTrace, k: int, start: int = 0) -> float:
     This is the statistic a simulation replaying the trace must reproduce; the last step of a
     request is cut at the request's end, as in generation.
     """
+    return walk_tau((trace.request(i) for i in range(trace.num_requests)), k + 1, start)
+
+
+def walk_tau(step_tokens: Iterable[np.ndarray], cap: int, start: int = 0) -> float:
+    """Tokens per step of a chain walk over requests whose ``step_tokens[t]`` says what a step
+    starting at output position ``t`` yields: at most ``cap``, cut at the request's end; the
+    next step starts where it ends."""
     tokens = steps = 0
-    for i in range(trace.num_requests):
-        acc = trace.request(i)
-        t = start
-        while t < len(acc):
-            made = min(int(acc[t]), k + 1, len(acc) - t)
-            t += made
-            tokens += made
-            steps += 1
+    for made_at in step_tokens:
+        n, t = len(made_at), start
+        while t < n:
+            made = min(int(made_at[t]), cap, n - t)
+            tokens, steps, t = tokens + made, steps + 1, t + made
     return tokens / steps if steps else float("nan")
 
 

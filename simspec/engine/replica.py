@@ -80,7 +80,7 @@ class Replica:
         # a lookup replayed on token streams says what each sequence proposed; unless the
         # engine pads every draft to one width, a sequence verifies only that
         self._proposals = getattr(acceptance, "proposals", None)
-        self._ragged = self._proposals is not None and acceptance.proposer.padded_width is None
+        self._ragged = self._proposals is not None and not acceptance.proposer.padded
 
     def arrive(self, rid: int) -> None:
         """Request ``rid`` joins the queue now (or leaves at once when it can never fit)."""

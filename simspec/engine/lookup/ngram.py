@@ -35,9 +35,8 @@ from __future__ import annotations
 import numpy as np
 
 from simspec.catalog.token_traces import TokenTrace
+from simspec.config import MAX_K
 from simspec.engine.lookup.replay import StreamReplay, greedy_accepted
-
-MAX_DRAFT = 64  # the largest k a method accepts (MethodConfig.k)
 
 
 def replay_stream_reference(
@@ -45,7 +44,7 @@ def replay_stream_reference(
     generated: np.ndarray,
     n_min: int,
     n_max: int,
-    k: int = MAX_DRAFT,
+    k: int = MAX_K,
     whole_draft: bool = False,
 ) -> StreamReplay:
     """The proposer at every decode position of one request, one position at a time, with
@@ -86,7 +85,7 @@ def replay_stream(
     generated: np.ndarray,
     n_min: int,
     n_max: int,
-    k: int = MAX_DRAFT,
+    k: int = MAX_K,
     whole_draft: bool = False,
 ) -> StreamReplay:
     """The proposer at every decode position of one request (see the module docstring):

@@ -13,6 +13,8 @@ from functools import lru_cache
 import numpy as np
 
 from simspec.catalog.token_traces import TokenTrace, load_token_trace
+from simspec.catalog.traces import walk_tau
+from simspec.config import MAX_K
 from simspec.engine.lookup.ngram import replay_pld, replay_vllm_ngram
 from simspec.engine.lookup.replay import StreamReplay
 
@@ -43,13 +45,13 @@ REPLAYERS: dict[str, Replayer] = {
 
 @dataclass(frozen=True)
 class LookupProposer:
-    """A proposer and its settings (hashable: the replay cache's key). ``padded_width``: the
-    fixed verify width of an engine that pads every sequence's draft (SGLang's n-gram), None
-    when a sequence verifies only what it proposed."""
+    """A proposer and its settings (hashable: the replay cache's key). ``padded``: the engine
+    pads every sequence's draft to the step's full width (SGLang's n-gram) instead of verifying
+    only what it proposed."""
 
     kind: str
     params: tuple[tuple[str, int | float], ...] = ()
-    padded_width: int | None = None
+    padded: bool = False
 
     def replay(self, trace: TokenTrace, k: int) -> list[StreamReplay]:
         return REPLAYERS[self.kind](trace, k, **dict(self.params))
@@ -88,13 +90,10 @@ def replay_table(trace_ref: str, proposer: LookupProposer, k: int) -> ReplayTabl
 
 def chain_tau(table: ReplayTable, start: int = 1) -> float:
     """Tokens per step of a chain walk over every request (a step at ``t`` yields
-    ``accepted[t] + 1``, cut at the request's end), from output position ``start``: the
-    statistic a simulation replaying the table must reproduce."""
-    tokens = steps = 0
-    for off, n in zip(table.offsets.tolist(), table.lengths.tolist(), strict=True):
-        acc = table.accepted[off : off + n]
-        t = min(start, n)
-        while t < n:
-            made = min(int(acc[t]) + 1, n - t)
-            tokens, steps, t = tokens + made, steps + 1, t + made
-    return tokens / steps if steps else float("nan")
+    ``accepted[t] + 1``), from output position ``start``: the statistic a simulation replaying
+    the table must reproduce."""
+    made_at = (
+        table.accepted[off : off + n] + 1
+        for off, n in zip(table.offsets.tolist(), table.lengths.tolist(), strict=True)
+    )
+    return walk_tau(made_at, MAX_K + 1, start)  # a replay accepts at most K <= MAX_K

@@ -59,7 +59,7 @@ class NGram(LookupSpeculator):
     def proposer(self) -> LookupProposer:
         if self.engine.id == "sglang":
             # SGLang's defaults (max_trie_depth 18, BFS breadth 1..10) are replay_sglang_ngram's
-            return LookupProposer("sglang_ngram", padded_width=self.k + 1)
+            return LookupProposer("sglang_ngram", padded=True)
         return LookupProposer(
             "vllm_ngram",
             (("prompt_lookup_min", self.lookup_min), ("prompt_lookup_max", self.lookup_max)),
