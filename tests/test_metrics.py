@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simspec.config import WorkloadConfig
 from simspec.engine.kv_cache import MemoryPlan
 from simspec.engine.metrics import ITERATION_COLUMNS, IterationLog, IterationRecord, summarize
+from simspec.engine.window import Layout
 
 NAN = float("nan")
 
@@ -47,12 +47,14 @@ def iterations_frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(full, columns=list(ITERATION_COLUMNS))
 
 
-def open_loop() -> WorkloadConfig:
-    return WorkloadConfig(arrival="poisson", rate=1.0, trace=None)
+def everything(requests: pd.DataFrame) -> Layout:
+    """Measure every request from the first arrival to the last departure (no warm-up)."""
+    return Layout(0, len(requests), 0)
 
 
-def closed_loop(concurrency: int) -> WorkloadConfig:
-    return WorkloadConfig(arrival="closed", concurrency=concurrency, trace=None)
+def closed_loop(concurrency: int, warmup: int, measured: int) -> Layout:
+    """A closed loop's window: the first ``warmup`` requests cut, ``measured`` after them."""
+    return Layout(warmup, measured, 1, search=False, concurrency=concurrency)
 
 
 def memory_plan(num_blocks: int = 100) -> MemoryPlan:
@@ -62,13 +64,14 @@ def memory_plan(num_blocks: int = 100) -> MemoryPlan:
 def summary(
     requests: pd.DataFrame,
     iterations: pd.DataFrame | None = None,
-    wl: WorkloadConfig | None = None,
+    plan: Layout | None = None,
     peak_blocks: int = 0,
     num_blocks: int = 100,
 ) -> dict[str, float]:
     if iterations is None:
         iterations = iterations_frame([{"start_s": 0.0, "duration_s": 1.0, "decode_seqs": 1}])
-    return summarize(requests, iterations, wl or open_loop(), peak_blocks, memory_plan(num_blocks))
+    plan = plan or everything(requests)
+    return summarize(requests, iterations, plan, peak_blocks, memory_plan(num_blocks))
 
 
 def four_requests() -> pd.DataFrame:
@@ -142,59 +145,40 @@ TWO_SECONDS = iterations_frame(
 )
 
 
-def test_open_loop_throughput_is_every_output_token_over_the_makespan():
-    s = summary(four_requests(), TWO_SECONDS, open_loop())
+def test_a_study_of_everything_takes_every_output_token_over_the_makespan():
+    s = summary(four_requests(), TWO_SECONDS)
     assert s.makespan_s == 2.0
     assert s.throughput_tok_s == pytest.approx(20.0)
 
 
-def test_a_closed_loop_measures_throughput_only_until_the_last_release():
-    # 3 requests at concurrency 2: the third is released at 1 s, then the batch drains
+def test_a_closed_loop_throughput_is_littles_law_over_the_measured_requests():
+    # concurrency 2; the first request is warm-up; the next two are measured: 5 + 7 tokens
+    # over 1.0 + 2.0 s of latency, at 2 in flight -> 2 x 12 / 3 = 8 tokens/s
     req = requests_frame(
         [
-            {"arrival": 0.0, "first": 0.1, "finish": 1.0, "out": 5},
-            {"arrival": 0.0, "first": 0.1, "finish": 1.5, "out": 5},
-            {"arrival": 1.0, "first": 1.1, "finish": 2.0, "out": 5},
+            {"arrival": 0.0, "first": 0.1, "finish": 0.5, "out": 50},
+            {"arrival": 0.5, "first": 0.6, "finish": 1.5, "out": 5},
+            {"arrival": 1.0, "first": 1.1, "finish": 3.0, "out": 7},
+            {"arrival": 1.5, "first": 1.6, "finish": 3.5, "out": 9},
         ]
     )
-    s = summary(req, TWO_SECONDS, closed_loop(2))
-    assert s.makespan_s == 2.0
-    assert s.throughput_tok_s == pytest.approx(10.0)  # 10 tokens by 1 s, not 40 by 2 s
+    s = summary(req, TWO_SECONDS, closed_loop(2, warmup=1, measured=2))
+    assert s.requests == 2 and s.warmup_requests == 1
+    assert s.throughput_tok_s == pytest.approx(8.0)
+    assert s.output_tokens_mean == pytest.approx(6.0)
+    assert s.window_start_s == 0.5 and s.window_s == pytest.approx(1.0)  # to the next arrival
 
 
-def test_an_iteration_ending_exactly_at_the_last_release_is_inside_the_window():
-    req = requests_frame(
-        [{"arrival": a, "first": 2.0, "finish": 2.0, "out": 1} for a in (0, 0, 1.5)]
-    )
-    its = iterations_frame(
-        [
-            {"start_s": 0.0, "duration_s": 0.5, "output_tokens": 6},
-            {"start_s": 0.5, "duration_s": 1.0, "output_tokens": 6},
-            {"start_s": 1.5, "duration_s": 0.5, "output_tokens": 60},
-        ]
-    )
-    assert summary(req, its, closed_loop(2)).throughput_tok_s == pytest.approx(12 / 1.5)
-
-
-def test_a_closed_loop_no_larger_than_its_concurrency_is_measured_to_the_end():
-    # never more requests than slots: no steady load to cut at, whatever the release times
-    req = requests_frame(
-        [{"arrival": a, "first": a + 0.1, "finish": 2.0, "out": 5} for a in (0.0, 1.0)]
-    )
-    s = summary(req, TWO_SECONDS, closed_loop(2))
-    assert s.throughput_tok_s == pytest.approx(20.0)
-
-
-def test_an_unfinishable_request_released_late_does_not_stretch_the_closed_loop_window():
+def test_a_request_that_never_fits_adds_no_latency_and_no_tokens_to_the_closed_loop():
     req = requests_frame(
         [
-            {"arrival": 0.0, "first": 0.1, "finish": 1.0, "out": 5},
-            {"arrival": 1.0, "first": 1.1, "finish": 2.0, "out": 5},
-            {"arrival": 2.0, "unfinishable": True},
+            {"arrival": 0.0, "first": 0.1, "finish": 1.0, "out": 4},
+            {"arrival": 1.0, "unfinishable": True},
+            {"arrival": 1.0, "first": 1.1, "finish": 2.0, "out": 4},
         ]
     )
-    s = summary(req, TWO_SECONDS, closed_loop(1))
-    assert s.throughput_tok_s == pytest.approx(10.0)  # window ends at 1 s, not 2 s
+    s = summary(req, TWO_SECONDS, closed_loop(1, warmup=0, measured=3))
+    assert s.throughput_tok_s == pytest.approx(1 * 8 / 2.0) and s.unfinishable == 1
 
 
 def test_no_iterations_means_no_time_and_no_throughput():

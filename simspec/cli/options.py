@@ -83,6 +83,9 @@ TokenTrace = Annotated[
     ),
 ]
 Requests = Annotated[int | None, typer.Option(help=field_help(WorkloadConfig, "requests"))]
+Turnovers = Annotated[
+    int | None, typer.Option(help=field_help(WorkloadConfig, "turnovers"), metavar="N")
+]
 PromptLen = Annotated[
     int | None,
     typer.Option(

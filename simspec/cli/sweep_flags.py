@@ -38,6 +38,7 @@ class SweepFlags(ServingFlags):
     k: opt.K = None
     batch_sizes: opt.BatchSizes = None
     requests: opt.Requests = None
+    turnovers: opt.Turnovers = None
     dataset: opt.Dataset = None
     token_trace: opt.TokenTrace = None
     prompt_len: opt.PromptLen = None
@@ -112,7 +113,11 @@ class SweepFlags(ServingFlags):
             )
         if self.token_trace:
             load_token_trace(self.token_trace, "--token-trace")  # a bad file fails here, by name
-        workload = given(requests=self.requests, trace=self.token_trace or self.dataset or None)
+        workload = given(
+            requests=self.requests,
+            turnovers=self.turnovers,
+            trace=self.token_trace or self.dataset or None,
+        )
         for flag, side, value in (
             ("--prompt-len", "prompt", self.prompt_len),
             ("--output-len", "output", self.output_len),

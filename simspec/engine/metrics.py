@@ -9,8 +9,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from simspec.config import WorkloadConfig
+from simspec.engine import intervals as ci
 from simspec.engine.kv_cache import MemoryPlan
+from simspec.engine.window import Layout, Window, steady_window
 
 
 class IterationRecord(NamedTuple):
@@ -54,11 +55,12 @@ class IterationLog:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """What one run measured: latency percentiles, throughput, acceptance and where the time
-    went (over the steady window: see :func:`steady_window`), plus counts. Milliseconds per
-    token (``ttft``, ``tpot``, ``itl``), seconds per request (``e2e``)."""
+    """What one run measured over its steady window (:mod:`simspec.engine.window`): latency
+    percentiles, throughput, acceptance and where the time went, each headline figure with a
+    95 % interval (``*_ci_low``/``*_ci_high``, :mod:`simspec.engine.intervals`), plus counts.
+    Milliseconds per token (``ttft``, ``tpot``, ``itl``), seconds per request (``e2e``)."""
 
-    requests: int
+    requests: int  # measured (in the window)
     output_tokens_mean: float
     unfinishable: int
     makespan_s: float
@@ -84,9 +86,39 @@ class RunSummary:
     kv_blocks_peak: int
     iterations: int
     kv_blocks_in_use_end: int  # 0 once every request has left: no block leaks
+    throughput_tok_s_ci_low: float
+    throughput_tok_s_ci_high: float
+    ttft_ms_p50_ci_low: float
+    ttft_ms_p50_ci_high: float
+    ttft_ms_p99_ci_low: float
+    ttft_ms_p99_ci_high: float
+    tpot_ms_p50_ci_low: float
+    tpot_ms_p50_ci_high: float
+    tpot_ms_p99_ci_low: float
+    tpot_ms_p99_ci_high: float
+    e2e_s_p50_ci_low: float
+    e2e_s_p50_ci_high: float
+    simulated_requests: int  # warm-up, measured and tail
+    warmup_requests: int  # cut by MSER-5 before the window
+    window_short: int  # measured requests missing: the warm-up outran its allowance
+    window_start_s: float
+    window_s: float
+    mean_waiting: float  # requests waiting for their first token, time-averaged over the window
+    stable: int  # 1 unless the waiting requests pile up over the window (open loop)
+    # end-to-end seconds of the measured requests in each of the ``intervals.SECTIONS``
+    # consecutive sections (arrival order): two closed-loop runs over the same requests pair
+    # them for a speedup's interval
+    section_e2e_s: tuple[float, ...]
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def as_json_dict(self) -> dict[str, Any]:
+        """:meth:`as_dict` with undefined measures (NaN) as ``None``: strict JSON."""
+        return {
+            k: (list(v) if isinstance(v, tuple) else None if v != v else v)
+            for k, v in asdict(self).items()
+        }
 
     @classmethod
     def from_dict(cls, values: Any) -> RunSummary:
@@ -102,9 +134,22 @@ class RunSummary:
             raise ValueError(f"a run summary has exactly its fields (not {', '.join(odd)})")
         return cls(**{f.name: _checked(f.name, f.type, values[f.name]) for f in fields(cls)})
 
+    @classmethod
+    def may_be_undefined(cls, name: str) -> bool:
+        """Whether a field may be NaN: an interval (too few requests for sections) or a level
+        only an open loop measures. Every other measure of a kept run is a finite number."""
+        return name.endswith(("_ci_low", "_ci_high")) or name == "mean_waiting"
 
-def _checked(name: str, kind: Any, value: Any) -> int | float:
-    """``value`` as the field's type, if it is a finite number of that kind."""
+
+def _checked(name: str, kind: Any, value: Any) -> int | float | tuple[float, ...]:
+    """``value`` as the field's type, if it is a finite number of that kind (``None`` or NaN
+    only where :meth:`RunSummary.may_be_undefined`; a list of them for a tuple field)."""
+    if kind in ("tuple[float, ...]",):
+        if not isinstance(value, list) or len(value) > 1024:
+            raise ValueError(f"{name} must be a list of numbers")
+        return tuple(float(_checked(name, float, v)) for v in value)
+    if RunSummary.may_be_undefined(name) and (value is None or value != value):
+        return float("nan")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number, not {type(value).__name__}")
     try:
@@ -131,50 +176,93 @@ def _weighted_pct(values: np.ndarray, weights: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q, weights=weights, method="inverted_cdf"))
 
 
-def steady_window(requests: pd.DataFrame, wl: WorkloadConfig, makespan: float) -> float:
-    """End of the window in which a closed loop holds its full concurrency.
+def _waiting(requests: pd.DataFrame, w: Window) -> np.ndarray:
+    """Requests arrived and still waiting for their first token, time-averaged in each section
+    of the window (a request that never fits leaves as it arrives). An overloaded engine
+    admits more slowly than requests arrive, so this is where the excess piles up."""
+    arrival = requests["arrival_s"].to_numpy()
+    first = requests["first_token_s"].to_numpy().copy()
+    never = requests["unfinishable"].to_numpy()
+    first[never] = arrival[never]
+    arrival = np.sort(arrival[np.isfinite(arrival)])
+    first = np.sort(np.where(np.isnan(first), np.inf, first))
+    if not w.span_s > 0:
+        return np.array([])
+    grid = np.linspace(w.start_s, w.end_s, 20 * ci.SECTIONS, endpoint=False)
+    level = np.searchsorted(arrival, grid, "right") - np.searchsorted(first, grid, "right")
+    return level.reshape(ci.SECTIONS, -1).mean(axis=1).astype(float)
 
-    The closed loop stays at N in flight until the last request is released; after that the
-    batch drains and throughput falls, which is not the load being asked about.
-    """
-    if wl.arrival == "closed" and len(requests) > wl.concurrency:
-        last = float(requests["arrival_s"].max())
-        if last > 0:
-            return last
-    return makespan
+
+def _section_rates(iterations: pd.DataFrame, w: Window) -> np.ndarray:
+    """Output tokens per second in each of the window's equal time sections."""
+    if not w.span_s > 0:
+        return np.array([])
+    end = (iterations["start_s"] + iterations["duration_s"]).to_numpy()
+    tokens = iterations["output_tokens"].to_numpy().astype(float)
+    edges = np.linspace(w.start_s, w.end_s, ci.SECTIONS + 1)
+    per = np.histogram(end, bins=edges, weights=tokens)[0]
+    return per / (w.span_s / ci.SECTIONS)
 
 
 def summarize(
     requests: pd.DataFrame,
     iterations: pd.DataFrame,
-    wl: WorkloadConfig,
+    plan: Layout,
     peak_blocks: int,
     memory: MemoryPlan,
     blocks_in_use_end: int = 0,
 ) -> RunSummary:
-    """Latency percentiles, throughput and acceptance of a finished run."""
-    ok = requests[~requests["unfinishable"]]
+    """Latency percentiles, throughput and acceptance of a finished run, over its window."""
     end = iterations["start_s"] + iterations["duration_s"]
     makespan = float(end.max()) if len(iterations) else 0.0
-    window = steady_window(ok, wl, makespan)
-    in_window = end <= window + 1e-12
-    tokens = float(iterations.loc[in_window, "output_tokens"].sum())
-    throughput = tokens / window if window > 0 else float("nan")
+    w = steady_window(requests, plan, makespan)
+    measured = requests.iloc[w.first : w.first + w.count]
+    ok = measured[~measured["unfinishable"]]
+    in_window = ((end >= w.start_s - 1e-12) & (end <= w.end_s + 1e-12)).to_numpy()
+    it = iterations[in_window] if len(iterations) else iterations
+    # every measured request's latency, 0 for one that never fit (it leaves as it arrives)
+    lat = (measured["finish_s"] - measured["arrival_s"]).fillna(0.0).to_numpy()
+    parts = ci.sections(len(lat))
+    section_e2e = tuple(float(lat[p].sum()) for p in parts)
+    if plan.concurrency:
+        # a closed loop holds ``concurrency`` requests at every moment: by Little's law its
+        # throughput is concurrency x tokens / latency summed over the same requests, which
+        # two methods share (so their ratio pairs, see intervals.ratio_of_sums_interval)
+        made = measured["output_tokens"].to_numpy().astype(float)
+        throughput = plan.concurrency * made.sum() / lat.sum() if lat.sum() > 0 else float("nan")
+        lo, hi = ci.ratio_of_sums_interval(
+            np.array([made[p].sum() for p in parts]), np.array(section_e2e)
+        )
+        thr_ci = (plan.concurrency * lo, plan.concurrency * hi)
+    else:
+        tokens = float(it["output_tokens"].sum())
+        throughput = tokens / w.span_s if w.span_s > 0 else float("nan")
+        rates = _section_rates(iterations, w)
+        thr_ci = ci.mean_interval(rates) if len(rates) else (float("nan"), float("nan"))
 
     ttft = (ok["first_token_s"] - ok["arrival_s"]).to_numpy()
     e2e = (ok["finish_s"] - ok["arrival_s"]).to_numpy()
     multi = ok[ok["output_tokens"] > 1]
     tpot = ((multi["finish_s"] - multi["first_token_s"]) / (multi["output_tokens"] - 1)).to_numpy()
     # a decoding sequence waits one iteration between token chunks
-    itl_vals = iterations["duration_s"].to_numpy()
-    itl_w = iterations["decode_seqs"].to_numpy().astype(float)
-    spec_steps = float(iterations["spec_seqs"].sum())
-    decode_steps = float(iterations["decode_seqs"].sum())
-    busy = float(iterations["duration_s"].sum())
+    itl_vals = it["duration_s"].to_numpy()
+    itl_w = it["decode_seqs"].to_numpy().astype(float)
+    spec_steps = float(it["spec_seqs"].sum())
+    decode_steps = float(it["decode_seqs"].sum())
+    busy = float(it["duration_s"].sum())
+    level = _waiting(requests, w) if plan.tail > 0 and not plan.concurrency else np.array([])
+
+    def pct_ci(x: np.ndarray, q: float, scale: float) -> tuple[float, float]:
+        lo, hi = ci.percentile_interval(x, q)
+        return scale * lo, scale * hi
+
+    ttft50, ttft99 = pct_ci(ttft, 50, 1e3), pct_ci(ttft, 99, 1e3)
+    tpot50, tpot99 = pct_ci(tpot, 50, 1e3), pct_ci(tpot, 99, 1e3)
+    e2e50 = pct_ci(e2e, 50, 1.0)
     return RunSummary(
-        requests=len(requests),
+        requests=len(measured),
         output_tokens_mean=float(ok["output_tokens"].mean()) if len(ok) else float("nan"),
-        unfinishable=int(requests["unfinishable"].sum()),
+        unfinishable=int(measured["unfinishable"].sum()),
         makespan_s=makespan,
         throughput_tok_s=throughput,
         ttft_ms_p50=1e3 * _pct(ttft, 50),
@@ -187,21 +275,40 @@ def summarize(
         e2e_s_p50=_pct(e2e, 50),
         e2e_s_p90=_pct(e2e, 90),
         e2e_s_p99=_pct(e2e, 99),
-        mean_accept_len=(
-            float(iterations["spec_tokens"].sum()) / spec_steps if spec_steps else 1.0
-        ),
+        mean_accept_len=(float(it["spec_tokens"].sum()) / spec_steps if spec_steps else 1.0),
         no_proposal_frac=(
-            float(iterations["no_proposal_seqs"].sum()) / spec_steps if spec_steps else 0.0
+            float(it["no_proposal_seqs"].sum()) / spec_steps if spec_steps else 0.0
         ),
         mean_verify_tokens=(
-            float(iterations["decode_tokens"].sum()) / decode_steps if decode_steps else 1.0
+            float(it["decode_tokens"].sum()) / decode_steps if decode_steps else 1.0
         ),
-        draft_time_frac=float(iterations["draft_s"].sum()) / busy if busy else 0.0,
-        verify_time_frac=float(iterations["verify_s"].sum()) / busy if busy else 0.0,
-        overhead_time_frac=float(iterations["overhead_s"].sum()) / busy if busy else 0.0,
-        preemptions=int(requests["preemptions"].sum()),
+        draft_time_frac=float(it["draft_s"].sum()) / busy if busy else 0.0,
+        verify_time_frac=float(it["verify_s"].sum()) / busy if busy else 0.0,
+        overhead_time_frac=float(it["overhead_s"].sum()) / busy if busy else 0.0,
+        preemptions=int(measured["preemptions"].sum()),
         kv_blocks_total=int(memory.num_blocks),
         kv_blocks_peak=int(peak_blocks),
         iterations=len(iterations),
         kv_blocks_in_use_end=int(blocks_in_use_end),
+        throughput_tok_s_ci_low=thr_ci[0],
+        throughput_tok_s_ci_high=thr_ci[1],
+        ttft_ms_p50_ci_low=ttft50[0],
+        ttft_ms_p50_ci_high=ttft50[1],
+        ttft_ms_p99_ci_low=ttft99[0],
+        ttft_ms_p99_ci_high=ttft99[1],
+        tpot_ms_p50_ci_low=tpot50[0],
+        tpot_ms_p50_ci_high=tpot50[1],
+        tpot_ms_p99_ci_low=tpot99[0],
+        tpot_ms_p99_ci_high=tpot99[1],
+        e2e_s_p50_ci_low=e2e50[0],
+        e2e_s_p50_ci_high=e2e50[1],
+        simulated_requests=len(requests),
+        warmup_requests=w.first,
+        window_short=w.short,
+        window_start_s=w.start_s,
+        window_s=w.span_s,
+        mean_waiting=float(level.mean()) if len(level) else float("nan"),
+        # piling up: a rise of more than a twentieth of the window's arrivals
+        stable=int(not ci.rising(level, 0.05 * w.count)) if len(level) else 1,
+        section_e2e_s=section_e2e,
     )

@@ -94,6 +94,19 @@ class Replica:
         if self._idle is not None and not self._idle.triggered:
             self._idle.succeed()
 
+    def resume(self, rid: int, generated: int) -> None:
+        """Request ``rid`` is already decoding when the run starts, ``generated`` tokens
+        produced (a closed loop's stationary start: see ``workload.stationary_cohort``)."""
+        t = self.t
+        t.arrival[rid] = t.first_token[rid] = self.env.now
+        t.generated[rid] = t.before_start[rid] = generated
+        if self.acc is not None:
+            self.acc.start(rid, int(t.trace_index[rid]))
+        self.sched.resume(rid)
+        if t.unfinishable[rid]:
+            self.expected -= 1
+            self.on_finish(rid)
+
     def run(self) -> Generator[simpy.Event, None, None]:
         """The SimPy process: one loop turn is one engine iteration."""
         while self.expected > 0:

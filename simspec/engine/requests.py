@@ -32,6 +32,9 @@ class RequestTable:
         self.first_token = np.full(n, np.nan)
         self.finish = np.full(n, np.nan)
         self.generated = np.zeros(n, dtype=np.int64)
+        # tokens a request had produced before the run started (a closed loop's stationary
+        # start: see workload.stationary_cohort); no iteration of the run emitted them
+        self.before_start = np.zeros(n, dtype=np.int64)
         self.computed = np.zeros(n, dtype=np.int64)
         self.decoding = np.zeros(n, dtype=bool)
         self.blocks = np.zeros(n, dtype=np.int64)

@@ -58,6 +58,25 @@ class Scheduler:
             return
         self.waiting.append(rid)
 
+    def resume(self, rid: int) -> None:
+        """A request that was decoding before the run started (its ``generated`` set): its KV
+        holds the prompt and every generated token but the last, as after a decode step. When
+        the slots or blocks are short it waits with an empty cache, as a preempted request
+        does, and recomputes prompt and generated tokens."""
+        t = self.t
+        self.add(rid)
+        if t.unfinishable[rid] or len(self.running) >= self.max_seqs:
+            return
+        computed = int(t.prompt_len[rid] + t.generated[rid] - 1)
+        blocks = int(self._blocks_for(computed))
+        if blocks > self.pool.free:
+            return
+        self.waiting.remove(rid)
+        self.pool.allocate(blocks)
+        t.blocks[rid], t.computed[rid], t.decoding[rid] = blocks, computed, True
+        self.running.append(rid)
+        self._running_arr = None
+
     def finish(self, rids: np.ndarray) -> None:
         done = set(rids.tolist())
         self.running = [r for r in self.running if r not in done]

@@ -17,17 +17,18 @@ import simpy
 from simspec.catalog.hardware import load_engine, load_gpu, load_profile
 from simspec.catalog.methods import sampled_from_tau, sampled_from_trace
 from simspec.catalog.models import ModelShape, load_model
-from simspec.config import LengthSpec, Scenario
+from simspec.config import LengthSpec, Scenario, WorkloadConfig
 from simspec.engine.acceptance.inversion import run_alpha_profile
 from simspec.engine.acceptance.samplers import AcceptanceSampler, build_sampler
-from simspec.engine.costmodel import RooflineCostModel
+from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.kv_cache import MemoryPlan, plan_memory
 from simspec.engine.lookup.proposers import chain_tau, replay_table
 from simspec.engine.metrics import RunSummary, summarize
 from simspec.engine.replica import Replica, ReplicaSetup
 from simspec.engine.requests import RequestTable
 from simspec.engine.speculators import Speculator, build_speculator
-from simspec.engine.workload import arrival_gaps, generate_requests
+from simspec.engine.window import layout
+from simspec.engine.workload import arrival_gaps, generate_requests, stationary_cohort
 from simspec.errors import ScenarioError
 
 
@@ -132,31 +133,77 @@ def _acceptance(
     return build_sampler(acc, plan, num_requests, rng, workload_trace=sc.workload.trace)
 
 
+def relaxation_time(setup: ReplicaSetup, wl: WorkloadConfig) -> float:
+    """Seconds an empty engine takes to fill with the mix of requests it holds in steady
+    state: the 99th-percentile output length times the step of plain decoding over a full
+    batch (the most sequences the engine runs, or the KV cache holds at the mean request
+    length). A speculative step yields more tokens, so this bounds its time from above."""
+    rng = np.random.default_rng(0)  # lengths only; the run's own streams are untouched
+    probe = generate_requests(wl, rng, 1000)
+    context = float(np.mean(probe.prompt_len) + np.mean(probe.output_len))
+    held = setup.memory.num_blocks * setup.memory.block_size / max(context, 1.0)
+    batch = int(max(1, min(setup.max_seqs, held)))
+    step = setup.cost.forward(
+        setup.target, BatchShape.uniform(batch, 1, batch * context, batch)
+    ).total_s
+    return float(np.percentile(probe.output_len, 99)) * step
+
+
 def open_arrivals(
-    env: simpy.Environment, replica: Replica, gaps: Iterable[float]
+    env: simpy.Environment, replica: Replica, gaps: Iterable[float], watch: Watch
 ) -> Generator[simpy.Event, None, None]:
     """The SimPy process of an open workload: each request arrives ``gap`` seconds after the
-    one before it, whatever the replica is doing."""
+    one before it, whatever the replica is doing, until ``watch`` says the measured requests
+    have all left."""
     for rid, gap in enumerate(gaps):
         yield env.timeout(gap)
+        if watch.done:
+            break
         replica.arrive(rid)
+
+
+class Watch:
+    """Counts down the first ``watched`` requests (warm-up and measured) as they leave: the
+    tail's arrivals stop once all have left (:mod:`simspec.engine.window`)."""
+
+    def __init__(self, watched: int) -> None:
+        self.watched, self.left = watched, watched
+
+    def leave(self, rid: int) -> None:
+        if rid < self.watched:
+            self.left -= 1
+
+    @property
+    def done(self) -> bool:
+        return self.left <= 0
 
 
 class ClosedLoop:
     """A closed workload: ``concurrency`` requests arrive at once, and every request that leaves
-    lets the next one in at that moment. Not a SimPy process: the new request must be queued
-    before the replica schedules its next iteration, which it does without yielding."""
+    lets the next one in at that moment, until ``watch`` says the measured requests have all
+    left. Not a SimPy process: the new request must be queued before the replica schedules its
+    next iteration, which it does without yielding."""
 
-    def __init__(self, replica: Replica, num_requests: int) -> None:
+    def __init__(self, replica: Replica, num_requests: int, watch: Watch) -> None:
         self.replica, self.num_requests, self.released = replica, num_requests, 0
+        self.watch = watch
 
-    def start(self, concurrency: int) -> None:
+    def start(self, concurrency: int, ages: np.ndarray) -> None:
+        """Fill the slots: the first ``len(ages)`` requests already decoding, ``ages[i]``
+        tokens produced (a stationary start), the rest new."""
         for _ in range(min(concurrency, self.num_requests)):
-            self.release()
+            rid = self.released
+            if rid < len(ages):
+                self.released += 1
+                self.replica.resume(rid, int(ages[rid]))
+            else:
+                self.release()
 
-    def release(self, _finished: int = -1) -> None:
-        """Let the next request in (``_finished``: the one that left, if any)."""
-        if self.released < self.num_requests:
+    def release(self, finished: int = -1) -> None:
+        """Let the next request in (``finished``: the one that left, if any)."""
+        if finished >= 0:
+            self.watch.leave(finished)
+        if self.released < self.num_requests and not self.watch.done:
             self.released += 1
             self.replica.arrive(self.released - 1)
 
@@ -167,29 +214,42 @@ def simulate(sc: Scenario) -> SimResult:
     seeds = np.random.SeedSequence(sc.seed).spawn(3)
     rng_workload, rng_accept, rng_arrival = (np.random.default_rng(s) for s in seeds)
     wl = sc.workload
-    table = RequestTable(generate_requests(wl, rng_workload))
-    acceptance = _acceptance(sc, setup.speculator, len(table), rng_accept)
+    open_loop = wl.arrival != "closed" and wl.rate_schedule is None
+    plan = layout(wl, relaxation_time(setup, wl) if open_loop else 0.0)
+    specs = generate_requests(wl, rng_workload, plan.total)
+    acceptance = _acceptance(sc, setup.speculator, len(specs), rng_accept)
+    ages = np.zeros(0, dtype=np.int64)
+    if wl.arrival == "closed" and not plan.search:  # a stationary start (engine.window)
+        per_step = None
+        if acceptance is not None and hasattr(acceptance, "step_tokens"):
+            per_step = acceptance.step_tokens(specs.trace_index, setup.speculator.max_accept)
+        specs, ages = stationary_cohort(specs, wl.concurrency, rng_workload, per_step)
+    table = RequestTable(specs)
     env = simpy.Environment()
     replica = Replica(env, setup, table, acceptance)
+    watch = Watch(plan.watched)
     if wl.arrival == "closed":
-        loop = ClosedLoop(replica, len(table))
+        loop = ClosedLoop(replica, len(table), watch)
         replica.on_finish = loop.release
-        loop.start(wl.concurrency)
+        loop.start(wl.concurrency, ages)
     else:
-        env.process(open_arrivals(env, replica, arrival_gaps(wl, len(table), rng_arrival)))
+        replica.on_finish = watch.leave
+        gaps = arrival_gaps(wl, len(table), rng_arrival)
+        env.process(open_arrivals(env, replica, gaps, watch))
     env.process(replica.run())
     env.run()
-    if table.unfinishable.all():
+    released = int(np.isfinite(table.arrival).sum())  # arrivals stop once the measured left
+    if table.unfinishable[:released].all():
         raise ScenarioError(
             f"workload: no request fits {sc.model} on {sc.gpu} at tp={sc.tp} (each is longer "
             "than the KV cache or the model's context): shorten the requests or raise tp"
         )
 
-    requests = _request_frame(table)
+    requests = _request_frame(table).iloc[:released]
     iterations = replica.log.frame()
     # every block is back once all requests have left: kv_blocks_in_use_end checks that
     pool = replica.pool
-    summary = summarize(requests, iterations, wl, pool.peak_used, setup.memory, pool.used)
+    summary = summarize(requests, iterations, plan, pool.peak_used, setup.memory, pool.used)
     return SimResult(sc, requests, iterations, summary, setup.memory)
 
 
@@ -201,6 +261,7 @@ def _request_frame(t: RequestTable) -> pd.DataFrame:
             "finish_s": t.finish,
             "prompt_tokens": t.prompt_len,
             "output_tokens": t.generated,
+            "tokens_before_start": t.before_start,
             "requested_output_tokens": t.output_len,
             "spec_steps": t.spec_steps,
             "accepted_tokens": t.accepted,

@@ -25,9 +25,12 @@ class RequestSpecs:
         return len(self.prompt_len)
 
 
-def generate_requests(cfg: WorkloadConfig, rng: np.random.Generator) -> RequestSpecs:
-    """Draw request lengths; a trace is walked in shuffled passes so every record is used."""
-    n = cfg.num_requests
+def generate_requests(
+    cfg: WorkloadConfig, rng: np.random.Generator, n: int | None = None
+) -> RequestSpecs:
+    """Draw the lengths of ``n`` requests (default: the measured count); a trace is walked
+    in shuffled passes so every record is used."""
+    n = cfg.num_requests if n is None else n
     if cfg.trace is None:
         return RequestSpecs(
             cfg.prompt.sample(n, rng), cfg.output.sample(n, rng), np.full(n, -1, dtype=np.int64)
@@ -44,6 +47,39 @@ def generate_requests(cfg: WorkloadConfig, rng: np.random.Generator) -> RequestS
     passes = -(-n // len(prompt))
     order = np.concatenate([rng.permutation(len(prompt)) for _ in range(passes)])[:n]
     return RequestSpecs(prompt[order].astype(np.int64), output[order].astype(np.int64), order)
+
+
+def stationary_cohort(
+    specs: RequestSpecs,
+    n: int,
+    rng: np.random.Generator,
+    step_tokens: np.ndarray | None = None,
+) -> tuple[RequestSpecs, np.ndarray]:
+    """``specs`` with its first ``n`` requests replaced by what a closed loop holds in its
+    slots at a random moment of steady state, and the tokens each has already produced, so a
+    closed-loop run starts there instead of relaxing to it (with ShareGPT's heavy-tailed
+    outputs, relaxing from an empty engine takes ~100 s of simulated time, longer than a run of
+    a few hundred requests lasts).
+
+    By the inspection paradox of renewal theory, the request in a slot at a random moment is
+    drawn with probability proportional to its lifetime, and has lived a uniform share of it.
+    A request's lifetime is taken as its number of decode steps (the prefill is a small share;
+    every sequence in a batch waits the same step time): its output length divided by its own
+    tokens per step, ``step_tokens`` (known when it replays its own acceptance record or token
+    stream; else the same for all). Each slot holds a request drawn from ``specs`` with that
+    weight that has produced ``age ~ U{1, ..., output_len}`` tokens (at least its first: it is
+    decoding). These requests are warm-up, never measured."""
+    n = min(n, len(specs))
+    out = specs.output_len
+    life = out / step_tokens if step_tokens is not None else out.astype(float)
+    if n == 0 or life.sum() <= 0:
+        return specs, np.zeros(0, dtype=np.int64)
+    pick = rng.choice(len(specs), size=n, p=life / life.sum())
+    age = 1 + np.floor(rng.random(n) * out[pick]).astype(np.int64)
+    age = np.minimum(age, out[pick])
+    prompt, output, index = specs.prompt_len.copy(), out.copy(), specs.trace_index.copy()
+    prompt[:n], output[:n], index[:n] = specs.prompt_len[pick], out[pick], specs.trace_index[pick]
+    return RequestSpecs(prompt, output, index), age
 
 
 def arrival_gaps(cfg: WorkloadConfig, n: int, rng: np.random.Generator) -> np.ndarray:

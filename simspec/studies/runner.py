@@ -228,7 +228,13 @@ def _warn(message: str) -> None:
 
 
 def _finite(summary: RunSummary) -> bool:
-    return all(v == v and abs(v) != float("inf") for v in summary.as_dict().values())
+    """Whether the summary reads back (:meth:`RunSummary.from_dict`): finite measures, NaN
+    only where a measure may be undefined."""
+    try:
+        RunSummary.from_dict(summary.as_json_dict())
+    except ValueError:
+        return False
+    return True
 
 
 def _check(key: str, summary_json: str) -> str:
@@ -237,8 +243,9 @@ def _check(key: str, summary_json: str) -> str:
 
 
 def _line(key: str, summary: RunSummary) -> str:
-    body = json.dumps(summary.as_dict(), sort_keys=True)
-    return json.dumps({"key": key, "summary": summary.as_dict(), "check": _check(key, body)}) + "\n"
+    values = summary.as_json_dict()
+    body = json.dumps(values, sort_keys=True)
+    return json.dumps({"key": key, "summary": values, "check": _check(key, body)}) + "\n"
 
 
 def read_journal(path: Path) -> tuple[dict[str, RunSummary], int]:

@@ -151,6 +151,15 @@ class TraceAcceptance:
         self.offset[rid] = self.trace.offsets[self.record[rid]]
         self.length[rid] = self.trace.lengths[self.record[rid]]
 
+    def step_tokens(self, trace_index: np.ndarray, k: int) -> np.ndarray | None:
+        """Mean tokens per step of each workload record's own acceptance at draft length
+        ``k`` (None when requests draw their records at random: then every request expects
+        the same)."""
+        if not self.share:
+            return None
+        taus = _record_taus(self.trace.acc, self.trace.offsets, self.trace.lengths, k + 1)
+        return _per_request(taus, trace_index)
+
     def accept_counts(
         self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
     ) -> np.ndarray:
@@ -203,6 +212,14 @@ class TokenReplayAcceptance:
         self.offset[rid] = self._stream_offsets[record]
         self.length[rid] = self._stream_lengths[record]
 
+    def step_tokens(self, trace_index: np.ndarray, k: int) -> np.ndarray | None:
+        """As :meth:`TraceAcceptance.step_tokens`: each stream's tokens per step at ``k``."""
+        if not self.share:
+            return None
+        table = self._table(k)
+        taus = _record_taus(table.accepted, table.offsets, table.lengths, k + 1, extra=1)
+        return _per_request(taus, trace_index)
+
     def _index(self, rids: np.ndarray, positions: np.ndarray) -> np.ndarray:
         return self.offset[rids] + positions % self.length[rids]
 
@@ -219,6 +236,43 @@ class TokenReplayAcceptance:
         if step_rids is not rids:
             index = self._index(rids, positions)
         return self._table(k).accepted[index]
+
+
+_TAUS: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}  # by (id, id, cap)
+
+
+def _record_taus(
+    made_at: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, cap: int, extra: int = 0
+) -> np.ndarray:
+    """Tokens per step of each record's chain walk (``catalog.traces.walk_tau`` per record),
+    all records stepped together; remembered for the process's cached traces (``made_at``
+    is kept alive with the result, so its id is not reused). ``extra`` is added to every
+    ``made_at`` value (a replay's accepted drafts plus the step's own token)."""
+    key = (id(made_at), id(offsets), cap)
+    hit = _TAUS.get(key)
+    if hit is not None and hit[0] is made_at:
+        return hit[1]
+    pos = np.zeros(len(lengths), dtype=np.int64)
+    steps = np.zeros(len(lengths), dtype=np.int64)
+    live = np.flatnonzero(lengths > 0)
+    while len(live):
+        left = lengths[live] - pos[live]
+        made = np.minimum(np.minimum(made_at[offsets[live] + pos[live]] + extra, cap), left)
+        made = np.maximum(made, 1)
+        pos[live] += made
+        steps[live] += 1
+        live = live[pos[live] < lengths[live]]
+    taus = np.where(steps > 0, lengths / np.maximum(steps, 1), np.nan)
+    _TAUS[key] = (made_at, taus)
+    return taus
+
+
+def _per_request(taus: np.ndarray, trace_index: np.ndarray) -> np.ndarray:
+    """``taus`` of each request's record; a request without one (index -1) gets the mean."""
+    ok = (trace_index >= 0) & (trace_index < len(taus))
+    out = np.full(len(trace_index), float(np.nanmean(taus)))
+    out[ok] = taus[trace_index[ok]]
+    return np.where(np.isfinite(out) & (out > 0), out, 1.0)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,109 @@
+"""95 % confidence intervals from one run, by sectioning, and the open-loop stability test.
+
+A run's observations are autocorrelated (neighbouring requests share batches), so they are
+split into ``SECTIONS`` consecutive sections whose statistics are close to independent:
+
+* a mean or a rate (throughput): batch means, ``mean +- t(0.975, B-1) * sd / sqrt(B)`` over the
+  B section values (Law, Simulation Modeling and Analysis, 5th ed., §9.5.3);
+* a percentile: sectioning (Nakayama, "Confidence intervals for quantiles using sectioning when
+  applying variance-reduction techniques", ACM TOMACS 24(4), 2014): centred on the percentile
+  of all measured requests, with the spread of the sections' percentiles;
+* a ratio of two runs (a speedup): the delta method on the two relative standard errors, as if
+  the runs were independent. They share the seed (the same requests and arrivals), which
+  correlates them positively, so this interval is wider than the truth, never narrower.
+
+Ten sections (t = 2.262) is the usual choice for batch means (Law §9.5.3 suggests 10 to 30).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+SECTIONS = 10
+T95 = float(stats.t.ppf(0.975, SECTIONS - 1))  # two-sided 95 %, B - 1 degrees of freedom
+# stability: a one-sided test at 1 % on the slope of the waiting requests over the sections
+T_TREND = float(stats.t.ppf(0.99, SECTIONS - 2))
+
+NAN = float("nan")
+
+
+def sections(n: int, b: int = SECTIONS) -> list[slice]:
+    """``b`` consecutive, near-equal slices of ``range(n)`` (fewer when n < b)."""
+    edges = np.linspace(0, n, min(b, n) + 1).round().astype(int)
+    return [slice(int(a), int(z)) for a, z in zip(edges[:-1], edges[1:], strict=True) if z > a]
+
+
+def mean_interval(values: np.ndarray) -> tuple[float, float]:
+    """Batch-means interval for the mean of ``values`` (one per section)."""
+    values = values[np.isfinite(values)]
+    if len(values) < 2:
+        return NAN, NAN
+    half = _t(len(values)) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+    mid = float(np.mean(values))
+    return mid - half, mid + half
+
+
+def percentile_interval(values: np.ndarray, q: float) -> tuple[float, float]:
+    """Sectioning interval for the ``q``-th percentile of ``values`` (in arrival order)."""
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2 * SECTIONS:
+        return NAN, NAN
+    parts = np.array([np.percentile(values[s], q) for s in sections(len(values))])
+    half = _t(len(parts)) * float(np.std(parts, ddof=1)) / math.sqrt(len(parts))
+    mid = float(np.percentile(values, q))
+    return mid - half, mid + half
+
+
+def ratio_of_sums_interval(num: np.ndarray, den: np.ndarray) -> tuple[float, float]:
+    """Interval of ``sum(num) / sum(den)`` from per-section sums (the ratio estimator's delta
+    method: the spread of ``num_j - r * den_j`` over the sections). With the two from two runs
+    over the same requests (a speedup from two runs' latencies) the sections are paired, so
+    what the runs share cancels."""
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    if len(num) != len(den) or len(num) < 2 or not den.sum() > 0:
+        return NAN, NAN
+    r = num.sum() / den.sum()
+    resid = num - r * den
+    half = _t(len(num)) * float(np.std(resid, ddof=1)) / (math.sqrt(len(num)) * den.mean())
+    return r - half, r + half
+
+
+def ratio_interval(
+    num: float, num_ci: tuple[float, float], den: float, den_ci: tuple[float, float]
+) -> tuple[float, float]:
+    """Interval of ``num / den`` from the two intervals (delta method, independent runs)."""
+    r = num / den if den else NAN
+    rel = [(hi - lo) / (2 * T95 * abs(x)) for x, (lo, hi) in ((num, num_ci), (den, den_ci))]
+    if not all(math.isfinite(v) for v in [r, *rel]):
+        return NAN, NAN
+    half = T95 * abs(r) * math.sqrt(rel[0] ** 2 + rel[1] ** 2)
+    return r - half, r + half
+
+
+def rising(levels: np.ndarray, min_rise: float) -> bool:
+    """Whether a level measured per section (requests waiting) rises over the window: the
+    least-squares slope is positive at 1 % (one-sided t-test) and the fitted rise over the
+    window is more than ``min_rise`` (a stationary queue near capacity wanders; one that grows
+    without bound rises by a share of every request that arrives)."""
+    y = np.asarray(levels, dtype=float)
+    if len(y) < 3 or not np.isfinite(y).all():
+        return False
+    x = np.arange(len(y), dtype=float)
+    fit = stats.linregress(x, y)
+    rise = fit.slope * (len(y) - 1)
+    if fit.slope <= 0 or rise <= min_rise:
+        return False
+    if fit.stderr == 0:
+        return True
+    return fit.slope / fit.stderr > _t_trend(len(y))
+
+
+def _t(b: int) -> float:
+    return T95 if b == SECTIONS else float(stats.t.ppf(0.975, b - 1))
+
+
+def _t_trend(b: int) -> float:
+    return T_TREND if b == SECTIONS else float(stats.t.ppf(0.99, b - 2))
