@@ -65,9 +65,10 @@ def sidebar() -> explorer.ExplorerInputs:
     nodes = sb.number_input("Tree budget (nodes; 0 = each tree method's default)", 0, 1024, 0)
     acceptance = sb.radio(
         "Acceptance",
-        ["preset", "alpha", "trace"],
+        ["preset", "alpha", "tau", "trace"],
         horizontal=True,
-        help="preset: published τ or measured traces for the domain",
+        help="preset: published τ or measured traces for the domain; alpha or tau: your own "
+        "measurement (τ = tokens per step, bonus included, at the K you measured it)",
     )
     names = list(explorer.domains())
     dataset = sb.selectbox(
@@ -75,9 +76,15 @@ def sidebar() -> explorer.ExplorerInputs:
         names,
         index=list(explorer.domains().values()).index(DEFAULT.dataset),
     )
-    alpha, spread, trace_path = 0.7, 0.0, None
+    alpha, tau, tau_k, spread, trace_path = 0.7, DEFAULT.tau, None, 0.0, None
     if acceptance == "alpha":
         alpha = sb.slider("Mean acceptance α per position", 0.0, 1.0, 0.7, 0.01)
+    elif acceptance == "tau":
+        tau_k = int(sb.number_input("K τ was measured at", 1, 16, 3))
+        tau = sb.number_input(
+            "Measured τ (tokens per step)", 1.0, tau_k + 1.0, min(tau, tau_k + 1.0)
+        )
+    if acceptance in ("alpha", "tau"):
         spread = sb.slider("Spread across requests (logit std)", 0.0, 2.0, 0.0, 0.1)
     elif acceptance == "trace":
         trace = sb.file_uploader(
@@ -86,7 +93,7 @@ def sidebar() -> explorer.ExplorerInputs:
             max_upload_size=uploads.MAX_UPLOAD_MB,
         )
         if trace is None:
-            problem("Upload an acceptance trace, or choose preset or alpha acceptance.")
+            problem("Upload an acceptance trace, or choose preset, alpha or tau acceptance.")
         trace_path = uploads.save_trace_upload(trace.getvalue(), trace.name)
     temperature = sb.slider("Sampling temperature", 0.0, 2.0, DEFAULT.temperature, 0.05)
     top_p = sb.slider("top-p", 0.05, 1.0, DEFAULT.top_p, 0.05)
@@ -125,6 +132,8 @@ def sidebar() -> explorer.ExplorerInputs:
         acceptance=acceptance,
         dataset=explorer.domains()[dataset],
         alpha=alpha,
+        tau=tau,
+        tau_k=tau_k,
         spread=spread,
         trace_path=trace_path,
         arrival=arrival,
