@@ -19,6 +19,7 @@ from simspec.config import Deployment
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.studies import analytic, planning
+from simspec.studies import bands as bands_study
 from simspec.ui import explorer, uploads
 
 SPEC_METHODS = [m for m in SPECULATORS if m != "autoregressive"]
@@ -243,21 +244,26 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
         if st.button("Recommend K per concurrency"):
             base = explorer.method_for(inputs, method)
             knob, values = explorer.recommend_grid(base)
-            with st.spinner("simulating every K at every concurrency…"):
-                table = planning.recommend(
+            max_seqs = int(load_engine(inputs.engine)["max_num_seqs"])
+            with st.spinner("simulating every K at every concurrency, then the crossovers…"):
+                rec = bands_study.recommend_bands(
                     explorer.deployment_for(inputs),
                     base,
                     values,
                     planning.DEFAULT_CONCURRENCIES,
-                    knob=knob,
+                    max_seqs,
+                    knob,
                 )
-            max_seqs = int(load_engine(inputs.engine)["max_num_seqs"])
-            bands = planning.schedule(table, max_seqs)
-            st.session_state["schedule"] = (key, table, bands, base, knob)
+            st.session_state["schedule"] = (key, rec, base, knob)
         kept = st.session_state.get("schedule")
         if kept is not None and kept[0] == key:
-            _, table, bands, base, knob = kept
+            _, rec, base, knob = kept
+            table, bands = rec.table, rec.bands
             st.dataframe(table, width="stretch")
+            st.caption(
+                "Bands, and how far each band's setting is from the fastest at its edges (%)"
+            )
+            st.dataframe(rec.band_table, hide_index=True, width="stretch")
             st.download_button(
                 "Download schedule CSV",
                 explorer.schedule_csv(table, inputs, method),

@@ -110,6 +110,7 @@ def recommend(
     """
     from simspec.catalog.hardware import load_engine
     from simspec.studies import planning
+    from simspec.studies.bands import recommend_bands
 
     check_suffix(out, "--out", (".csv", ".parquet"))
     check_suffix(json_out, "--json", (".json",))
@@ -127,23 +128,35 @@ def recommend(
     else:
         ks = list(range(1, k_max + 1))
     knob = "tree_nodes" if is_tree else "k"
+    max_batch = int(load_engine(deploy.engine)["max_num_seqs"])
     with progress_bar("simulating", total=len(grid)) as bar:
-        table = planning.recommend(deploy, base, ks, grid, knob=knob, progress=bar.step)
-    bands = planning.schedule(table, int(load_engine(deploy.engine)["max_num_seqs"]))
+        rec = recommend_bands(
+            deploy, base, ks, grid, max_batch, knob, progress=bar.step, more=bar.grow
+        )
+    bands = rec.bands
     spec_cfg = None if is_tree else planning.speculative_config(base, bands)
     if out is not None:
-        write_frame(table, out)
+        write_frame(rec.table, out)
     if json_out is not None and spec_cfg is not None:
         write_text(json_out, planning.speculative_config_json(spec_cfg) + "\n", "--json")
+    what = "tree budget" if is_tree else "K"
     print_frame(
-        table.round(3),
+        rec.table.round(3),
         f"{base.name} on {deploy.model}, {deploy.gpu} x{deploy.tp}: "
-        "speedup over plain decoding by K and concurrency",
+        f"speedup over plain decoding by {what} and concurrency",
+    )
+    print_frame(
+        rec.band_table.round(2),
+        f"Bands: the {what} to run per concurrency, and how far it is from the fastest "
+        "setting at each edge (%)",
     )
     err.print(
-        "How: every K and plain decoding ran closed-loop at each concurrency on the same "
-        "workload and seed; the best K (0 if none beats plain decoding) holds from its grid "
-        "point up to the next; equal neighbours merge; the last band runs to max_num_seqs."
+        f"How: every {what} and plain decoding ran closed-loop at each grid concurrency on the "
+        "same workload and seed; where the best one changes between two grid points, "
+        "bisection on the concurrency (both settings run at each probe) puts the band edge "
+        "where the next one becomes faster, and every setting runs at both sides of that edge "
+        "(point = crossover); equal neighbours merge; the first band starts at 1 and the last "
+        "runs to max_num_seqs (loss nan: nothing ran there)."
     )
     if is_tree:
         print(f"tree_schedule: {bands}")
