@@ -106,7 +106,9 @@ def recommend(
     """Best K per concurrency, as a vLLM --speculative-config.
 
     The schedule is vLLM's Dynamic SD form (num_speculative_tokens_per_batch_size), with K = 0
-    where speculation should be off; tree methods get a tree budget per band instead.
+    where speculation should be off; tree methods get a tree budget per band instead. A band
+    ends where the next band's setting becomes faster, found by bisection between the grid
+    points.
     """
     from simspec.catalog.hardware import load_engine
     from simspec.studies import planning
