@@ -19,6 +19,7 @@ from simspec.config import Deployment
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.studies import analytic, planning
+from simspec.studies import bands as bands_study
 from simspec.ui import explorer, uploads
 
 SPEC_METHODS = [m for m in SPECULATORS if m != "autoregressive"]
@@ -65,9 +66,10 @@ def sidebar() -> explorer.ExplorerInputs:
     nodes = sb.number_input("Tree budget (nodes; 0 = each tree method's default)", 0, 1024, 0)
     acceptance = sb.radio(
         "Acceptance",
-        ["preset", "alpha", "trace"],
+        ["preset", "alpha", "tau", "trace"],
         horizontal=True,
-        help="preset: published τ or measured traces for the domain",
+        help="preset: published τ or measured traces for the domain; alpha or tau: your own "
+        "measurement (τ = tokens per step, bonus included, at the K you measured it)",
     )
     names = list(explorer.domains())
     dataset = sb.selectbox(
@@ -75,9 +77,15 @@ def sidebar() -> explorer.ExplorerInputs:
         names,
         index=list(explorer.domains().values()).index(DEFAULT.dataset),
     )
-    alpha, spread, trace_path = 0.7, 0.0, None
+    alpha, tau, tau_k, spread, trace_path = 0.7, DEFAULT.tau, None, 0.0, None
     if acceptance == "alpha":
         alpha = sb.slider("Mean acceptance α per position", 0.0, 1.0, 0.7, 0.01)
+    elif acceptance == "tau":
+        tau_k = int(sb.number_input("K τ was measured at", 1, 16, 3))
+        tau = sb.number_input(
+            "Measured τ (tokens per step)", 1.0, tau_k + 1.0, min(tau, tau_k + 1.0)
+        )
+    if acceptance in ("alpha", "tau"):
         spread = sb.slider("Spread across requests (logit std)", 0.0, 2.0, 0.0, 0.1)
     elif acceptance == "trace":
         trace = sb.file_uploader(
@@ -86,7 +94,7 @@ def sidebar() -> explorer.ExplorerInputs:
             max_upload_size=uploads.MAX_UPLOAD_MB,
         )
         if trace is None:
-            problem("Upload an acceptance trace, or choose preset or alpha acceptance.")
+            problem("Upload an acceptance trace, or choose preset, alpha or tau acceptance.")
         trace_path = uploads.save_trace_upload(trace.getvalue(), trace.name)
     temperature = sb.slider("Sampling temperature", 0.0, 2.0, DEFAULT.temperature, 0.05)
     top_p = sb.slider("top-p", 0.05, 1.0, DEFAULT.top_p, 0.05)
@@ -125,6 +133,8 @@ def sidebar() -> explorer.ExplorerInputs:
         acceptance=acceptance,
         dataset=explorer.domains()[dataset],
         alpha=alpha,
+        tau=tau,
+        tau_k=tau_k,
         spread=spread,
         trace_path=trace_path,
         arrival=arrival,
@@ -234,21 +244,26 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
         if st.button("Recommend K per concurrency"):
             base = explorer.method_for(inputs, method)
             knob, values = explorer.recommend_grid(base)
-            with st.spinner("simulating every K at every concurrency…"):
-                table = planning.recommend(
+            max_seqs = int(load_engine(inputs.engine)["max_num_seqs"])
+            with st.spinner("simulating every K at every concurrency, then the crossovers…"):
+                rec = bands_study.recommend_bands(
                     explorer.deployment_for(inputs),
                     base,
                     values,
                     planning.DEFAULT_CONCURRENCIES,
-                    knob=knob,
+                    max_seqs,
+                    knob,
                 )
-            max_seqs = int(load_engine(inputs.engine)["max_num_seqs"])
-            bands = planning.schedule(table, max_seqs)
-            st.session_state["schedule"] = (key, table, bands, base, knob)
+            st.session_state["schedule"] = (key, rec, base, knob)
         kept = st.session_state.get("schedule")
         if kept is not None and kept[0] == key:
-            _, table, bands, base, knob = kept
+            _, rec, base, knob = kept
+            table, bands = rec.table, rec.bands
             st.dataframe(table, width="stretch")
+            st.caption(
+                "Bands, and how far each band's setting is from the fastest at its edges (%)"
+            )
+            st.dataframe(rec.band_table, hide_index=True, width="stretch")
             st.download_button(
                 "Download schedule CSV",
                 explorer.schedule_csv(table, inputs, method),

@@ -171,7 +171,7 @@ def test_recommend_k_keeps_the_plan_and_both_download_with_their_scenario(monkey
         ]
         return pd.DataFrame(rows, columns=planning.PLAN_COLUMNS)
 
-    def fake_recommend(deploy, method, ks, concurrencies, knob="k"):
+    def fake_recommend(deploy, method, ks, concurrencies, *args, knob="k", **kwargs):
         rows = [
             {"concurrency": c, **{f"speedup_k{k}": 1.5 - 0.1 * k for k in ks}}
             | {"best_k": 1, "best_speedup": 1.4}
@@ -286,7 +286,7 @@ def test_plan_and_schedule_start_from_the_clis_defaults():
     plan = inspect.signature(cli.plan).parameters
     assert plan["duration"].default == explorer.PLAN_DURATION_S
     assert plan["gpu_hour_price"].default == explorer.GPU_HOUR_PRICE
-    assert plan["methods"].default.split(",") == explorer.DEFAULT_METHODS
+    assert list(cli.DEFAULT_PLAN_METHODS) == explorer.DEFAULT_METHODS
     assert rec["k_max"].default == explorer.RECOMMEND_K_MAX
     assert rec["tree_budgets"].default == ",".join(map(str, explorer.RECOMMEND_TREE_BUDGETS))
     assert rec["concurrencies"].default == ",".join(map(str, planning.DEFAULT_CONCURRENCIES))

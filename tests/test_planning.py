@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from simspec.catalog.vllm import to_method
 from simspec.cli.main import app
 from simspec.config import AcceptanceConfig, Deployment, LengthSpec, MethodConfig, WorkloadConfig
-from simspec.studies.planning import Slo, max_rate, plan, recommend, schedule, speculative_config
+from simspec.studies.bands import schedule
+from simspec.studies.planning import Slo, max_rate, plan, recommend, speculative_config
 
 runner = CliRunner()
 SHORT = Deployment(
@@ -107,7 +108,8 @@ def test_recommend_and_plan_commands(tmp_path):
     assert result.exit_code == 0, result.output
     assert "num_speculative_tokens_per_batch_size" in result.output
     assert to_method(json.loads(js.read_text()))["name"] == "eagle3"
-    assert list(pd.read_csv(out).concurrency) == [1, 32]
+    table = pd.read_csv(out)
+    assert list(table[table.point == "grid"].concurrency) == [1, 32]
     plan_out = tmp_path / "plan.csv"
     result = runner.invoke(
         app,

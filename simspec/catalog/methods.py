@@ -204,6 +204,38 @@ def tau_measured_with(method: dict[str, Any], depth: int) -> dict[str, Any]:
     return {"tau_k": depth}
 
 
+def measured_acceptance(
+    method: dict[str, Any],
+    *,
+    alpha: float | None = None,
+    tau: float | None = None,
+    tau_k: int | None = None,
+) -> dict[str, Any] | None:
+    """The acceptance a user measured, as :class:`AcceptanceConfig` fields for ``method`` (a
+    dict of MethodConfig fields): a rate α, or a τ measured with the method's own draft shape
+    at chain length (or tree depth) ``tau_k``, by default the method's K. None if neither."""
+    if alpha is not None:
+        return {"alpha": alpha}
+    if tau is None:
+        return None
+    return {"tau": tau, **tau_measured_with(method, tau_k or method.get("k") or DEFAULT_K)}
+
+
+def k_not_read(method: dict[str, Any]) -> str | None:
+    """Why ``method`` (a dict of MethodConfig fields) takes its draft length from something
+    other than ``k`` (None: ``k`` is its draft length or tree depth): Lookahead drafts
+    lookahead_ngram - 1 tokens (speculators/lookup.py, Lookahead), and an explicit tree's depth
+    is the tree's (speculators/base.py, _explicit_tree)."""
+    name = method.get("name")
+    if name == "autoregressive":
+        return "plain decoding drafts nothing"
+    if name == "lookahead":
+        return "lookahead drafts lookahead_ngram - 1 tokens: set lookahead_ngram instead"
+    if method.get("tree_paths"):
+        return f"{name}'s explicit tree (tree_paths) sets its depth"
+    return None
+
+
 def preset_acceptance(
     name: str, dataset: str, domain: str | None = None, target: str | None = None
 ) -> AcceptanceConfig | None:

@@ -102,6 +102,11 @@ class Bar:
         """One more done; ``label`` says which."""
         self.progress.update(self.task, advance=1, description=label)
 
+    def grow(self, more: int) -> None:
+        """``more`` steps to do than the total said (a study that learns its size as it goes)."""
+        task = next(t for t in self.progress.tasks if t.id == self.task)
+        self.progress.update(self.task, total=(task.total or 0) + more)
+
     def at(self, done: int, total: int) -> None:
         """``done`` of ``total`` done."""
         self.progress.update(self.task, completed=done, total=total)

@@ -13,7 +13,8 @@ from typing import Any
 
 from simspec.catalog.tables import parse_json_or_yaml, read_input_text
 from simspec.cli import options as opt
-from simspec.config import Deployment
+from simspec.cli.method_flags import MethodFlags, preset_dataset
+from simspec.config import Deployment, MethodConfig
 from simspec.errors import InputError
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -113,19 +114,40 @@ class ServingFlags:
 
 
 @dataclasses.dataclass(frozen=True)
-class DeploymentFlags(ServingFlags):
-    """The deployment flags of ``plan`` and ``recommend``, which go on top of --config."""
+class DeploymentFlags(MethodFlags, ServingFlags):
+    """The deployment and method flags of ``plan`` and ``recommend``, which go on top of
+    --config."""
 
     dataset: opt.Dataset = None
     temperature: opt.Temperature = None
 
     def deployment(self, config: Path | None) -> Deployment:
-        """The scenario file's deployment with these flags on top; a sweep's methods and batch
-        sizes in the file are not a deployment's, and --dataset sets the workload's trace."""
+        """The scenario file's deployment with these flags on top; --token-trace, else
+        --dataset, sets the workload's trace (a file's methods are :meth:`planned`'s)."""
+        return self._deployment(self._scenario(config))
+
+    def planned(
+        self, config: Path | None, names: list[str] | None, default: list[str], flag: str
+    ) -> tuple[Deployment, list[MethodConfig]]:
+        """The deployment, and the methods to run on it (:meth:`MethodFlags.chosen`: the
+        file's, unless ``names`` from ``flag`` or --speculative-config replace them)."""
+        data = self._scenario(config)
+        dataset = preset_dataset(data.get("workload"), self.dataset)
+        methods = self.chosen(data, names, default, dataset, flag)
+        return self._deployment(data), [MethodConfig(**m) for m in methods]
+
+    def _scenario(self, config: Path | None) -> dict[str, Any]:
+        """The scenario file's fields with the deployment flags on top."""
         data = read_config(config) if config else {}
-        data.pop("methods", None)
-        data.pop("batch_sizes", None)
         flags = {**self.serving_fields(), **given(temperature=self.temperature)}
-        if self.dataset:
-            flags["workload"] = {"trace": self.dataset}
-        return Deployment(**with_preset_ids(overlay(data, flags)))
+        trace = self.checked_token_trace() or self.dataset
+        if trace:
+            flags["workload"] = {"trace": trace}
+        return with_preset_ids(overlay(data, flags))
+
+    @staticmethod
+    def _deployment(data: dict[str, Any]) -> Deployment:
+        """The deployment a scenario's fields describe: its methods and a sweep's batch sizes
+        are not a deployment's."""
+        rest = {k: v for k, v in data.items() if k not in ("methods", "method", "batch_sizes")}
+        return Deployment(**rest)

@@ -9,12 +9,11 @@ from typing import Annotated
 
 import typer
 
-from simspec.catalog.methods import preset_method
 from simspec.cli import options as opt
-from simspec.cli.common import csv_list, err, known_method, one_line_errors, progress_bar
+from simspec.cli.common import csv_list, err, one_line_errors, progress_bar
 from simspec.cli.flags import DeploymentFlags, with_flags
 from simspec.cli.tables import check_suffix, print_frame, write_frame, write_text
-from simspec.config import MAX_DURATION_S, MAX_QPS, AcceptanceConfig
+from simspec.config import MAX_DURATION_S, MAX_QPS, Deployment, MethodConfig
 from simspec.errors import InputError
 
 
@@ -27,8 +26,12 @@ def plan(
     slo_ttft_ms: Annotated[float, typer.Option(help="time-to-first-token SLO (ms)", min=1)],
     slo_tpot_ms: Annotated[float, typer.Option(help="time-per-output-token SLO (ms)", min=0.1)],
     methods: Annotated[
-        str, typer.Option(help="comma list of methods (autoregressive is always included)")
-    ] = "eagle3,ngram",
+        str | None,
+        typer.Option(
+            help="comma list of methods, each in its preset (autoregressive is always "
+            "included) [default: the --config file's methods, else eagle3,ngram]"
+        ),
+    ] = None,
     percentile: Annotated[int, typer.Option(help="SLO percentile: 50 or 99")] = 99,
     gpu_hour_price: Annotated[
         float, typer.Option(help="price of one GPU-hour, for cost per million tokens", min=0)
@@ -57,14 +60,14 @@ def plan(
     if not math.isfinite(gpu_hour_price):
         raise InputError("--gpu-hour-price", f"must be a finite price (got {gpu_hour_price})")
     check_suffix(out, "--out", (".csv", ".parquet"))
-    deploy = flags.deployment(config)
-    ds = deploy.workload.trace or "sharegpt"
-    given = [known_method(n) for n in csv_list(methods, "--methods")]
-    names = ["autoregressive", *(n for n in given if n != "autoregressive")]
-    chosen = [preset_method(n, ds, None, deploy.model) for n in names]
+    names = csv_list(methods, "--methods") if methods is not None else None
+    deploy, given = flags.planned(config, names, list(DEFAULT_PLAN_METHODS), "--methods")
+    chosen = [MethodConfig(name="autoregressive", k=0)]
+    chosen += [m for m in given if m.name != "autoregressive"]
     slo = planning.Slo(slo_ttft_ms, slo_tpot_ms, percentile)
     with progress_bar("planning", total=len(chosen)) as bar:
         frame = planning.plan(deploy, chosen, qps, slo, gpu_hour_price, duration, progress=bar.step)
+    frame.insert(list(frame.columns).index("k") + 1, "acceptance", _acceptance(chosen))
     if out is not None:
         write_frame(frame, out)
     print_frame(
@@ -78,7 +81,13 @@ def plan(
 @with_flags(DeploymentFlags)
 @one_line_errors
 def recommend(
-    method: Annotated[str, typer.Option(help="speculative method to schedule")] = "eagle3",
+    method: Annotated[
+        str | None,
+        typer.Option(
+            help="speculative method to schedule, in its preset [default: the --config "
+            "file's method, else eagle3]"
+        ),
+    ] = None,
     k_max: Annotated[int, typer.Option(help="largest K to consider", min=1, max=16)] = 5,
     tree_budgets: Annotated[
         str, typer.Option(help="tree methods: node budgets to choose between")
@@ -89,7 +98,6 @@ def recommend(
     config: opt.Config = None,
     *,
     flags: DeploymentFlags,
-    alpha: opt.Alpha = None,
     out: Annotated[Path | None, typer.Option(help="write the per-concurrency table (CSV)")] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="write the --speculative-config JSON")
@@ -98,24 +106,23 @@ def recommend(
     """Best K per concurrency, as a vLLM --speculative-config.
 
     The schedule is vLLM's Dynamic SD form (num_speculative_tokens_per_batch_size), with K = 0
-    where speculation should be off; tree methods get a tree budget per band instead.
+    where speculation should be off; tree methods get a tree budget per band instead. A band
+    ends where the next band's setting becomes faster, found by bisection between the grid
+    points.
     """
     from simspec.catalog.hardware import load_engine
     from simspec.studies import planning
+    from simspec.studies.bands import recommend_bands
 
     check_suffix(out, "--out", (".csv", ".parquet"))
     check_suffix(json_out, "--json", (".json",))
-    deploy = flags.deployment(config)
     grid = tuple(sorted(set(csv_list(concurrencies, "--concurrencies", int))))
     if grid[0] < 1:
         raise InputError("--concurrencies", "must be >= 1")
-    ds = deploy.workload.trace or "sharegpt"
-    base = preset_method(known_method(method, "--method"), ds, None, deploy.model)
-    if base.name == "autoregressive":
-        raise InputError("--method", "choose a speculative method")
-    if alpha is not None:
-        base = base.model_copy(update={"acceptance": AcceptanceConfig(alpha=alpha)})
+    deploy, base = _scheduled_method(flags, config, method)
     is_tree = base.tree not in (None, "chain")
+    if flags.k is not None and not is_tree:
+        raise InputError("--k", "recommend tries every K from 1 to --k-max: give --k-max")
     if is_tree:
         ks = sorted(set(csv_list(tree_budgets, "--tree-budgets", int)))
         if ks[0] < base.k:
@@ -123,23 +130,35 @@ def recommend(
     else:
         ks = list(range(1, k_max + 1))
     knob = "tree_nodes" if is_tree else "k"
+    max_batch = int(load_engine(deploy.engine)["max_num_seqs"])
     with progress_bar("simulating", total=len(grid)) as bar:
-        table = planning.recommend(deploy, base, ks, grid, knob=knob, progress=bar.step)
-    bands = planning.schedule(table, int(load_engine(deploy.engine)["max_num_seqs"]))
+        rec = recommend_bands(
+            deploy, base, ks, grid, max_batch, knob, progress=bar.step, more=bar.grow
+        )
+    bands = rec.bands
     spec_cfg = None if is_tree else planning.speculative_config(base, bands)
     if out is not None:
-        write_frame(table, out)
+        write_frame(rec.table, out)
     if json_out is not None and spec_cfg is not None:
         write_text(json_out, planning.speculative_config_json(spec_cfg) + "\n", "--json")
+    what = "tree budget" if is_tree else "K"
     print_frame(
-        table.round(3),
+        rec.table.round(3),
         f"{base.name} on {deploy.model}, {deploy.gpu} x{deploy.tp}: "
-        "speedup over plain decoding by K and concurrency",
+        f"speedup over plain decoding by {what} and concurrency",
+    )
+    print_frame(
+        rec.band_table.round(2),
+        f"Bands: the {what} to run per concurrency, and how far it is from the fastest "
+        "setting at each edge (%)",
     )
     err.print(
-        "How: every K and plain decoding ran closed-loop at each concurrency on the same "
-        "workload and seed; the best K (0 if none beats plain decoding) holds from its grid "
-        "point up to the next; equal neighbours merge; the last band runs to max_num_seqs."
+        f"How: every {what} and plain decoding ran closed-loop at each grid concurrency on the "
+        "same workload and seed; where the best one changes between two grid points, "
+        "bisection on the concurrency (both settings run at each probe) puts the band edge "
+        "where the next one becomes faster, and every setting runs at both sides of that edge "
+        "(point = crossover); equal neighbours merge; the first band starts at 1 and the last "
+        "runs to max_num_seqs (loss nan: nothing ran there)."
     )
     if is_tree:
         print(f"tree_schedule: {bands}")
@@ -153,3 +172,40 @@ def recommend(
         err.print(f"vLLM has no {base.name} method: the schedule above is simspec's k_schedule")
     else:
         print(f"--speculative-config '{planning.speculative_config_json(spec_cfg)}'")
+
+
+DEFAULT_PLAN_METHODS = ("eagle3", "ngram")
+# what recommend chooses per band: a method that states it would have it replaced
+SCHEDULE_FIELDS = ("k_schedule", "tree_schedule", "disable_by_batch_size")
+
+
+def _scheduled_method(
+    flags: DeploymentFlags, config: Path | None, method: str | None
+) -> tuple[Deployment, MethodConfig]:
+    """The deployment and the one speculative method recommend schedules: --method (in its
+    preset), else --speculative-config, else the file's, else EAGLE-3; the method flags on top."""
+    names = [method] if method is not None else None
+    deploy, chosen = flags.planned(config, names, ["eagle3"], "--method")
+    drafting = [m for m in chosen if m.name != "autoregressive"]
+    if len(drafting) != 1:
+        raise InputError(
+            "--method",
+            "choose one speculative method"
+            + (f" (the file has {len(drafting)})" if names is None and drafting else ""),
+        )
+    base = drafting[0]
+    for field in SCHEDULE_FIELDS:
+        if getattr(base, field) is not None:
+            where = flags.speculative_config and "--speculative-config"
+            raise InputError(
+                where or f"methods.{base.name}.{field}",
+                f"states {field}, which recommend chooses: drop it",
+            )
+    return deploy, base
+
+
+def _acceptance(methods: list[MethodConfig]) -> list[str]:
+    """Each method's acceptance in a few characters, as the sweep's CSV writes it."""
+    from simspec.studies.sweep import describe_acceptance
+
+    return [describe_acceptance(m) for m in methods]

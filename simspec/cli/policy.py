@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from simspec.cli.common import err, one_line_errors
-from simspec.cli.flags import overlay, read_config
+from simspec.cli.flags import overlay, read_config, with_flags, with_preset_ids
+from simspec.cli.method_flags import MethodFlags, preset_dataset
 from simspec.cli.tables import print_frame, write_frame
+from simspec.errors import InputError
+
+if TYPE_CHECKING:
+    from simspec.studies.policy import PolicyConfig
 
 # the comparison's columns as printed: the CSV keeps every column under its own name
 SHOWN = {
@@ -25,6 +30,7 @@ SHOWN = {
 }
 
 
+@with_flags(MethodFlags)
 @one_line_errors
 def policy(
     config: Annotated[
@@ -42,6 +48,8 @@ def policy(
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option(help="write the comparison as CSV")] = None,
+    *,
+    flags: MethodFlags,
 ) -> None:
     """A load-following policy vs plain decoding and fixed settings.
 
@@ -49,13 +57,13 @@ def policy(
     time-varying) workload and seed.
     """
     from simspec.engine.workload import read_rate_csv
-    from simspec.studies.policy import PolicyConfig, run_policy
+    from simspec.studies.policy import run_policy
 
     data = read_config(config)
     if rate_csv is not None:
         rates = {"arrival": "poisson", "rate_schedule": read_rate_csv(str(rate_csv))}
         data = overlay(data, {"workload": rates})
-    cfg = PolicyConfig(**data)
+    cfg = policy_config(data, flags)
     frame = run_policy(cfg)
     if out is not None:
         write_frame(frame, out)
@@ -65,3 +73,32 @@ def policy(
         "gain = the setting's median (TPOT | end-to-end latency) / the policy's: > 1 means "
         "the policy is faster"
     )
+
+
+# the method fields that make a schedule: a --speculative-config's are the policy to compare
+POLICY_FIELDS = ("k_schedule", "tree_schedule", "disable_by_batch_size")
+
+
+def policy_config(data: dict[str, Any], flags: MethodFlags) -> PolicyConfig:
+    """The policy file with the method flags on top of its method; a --speculative-config
+    replaces the method, and its schedule (num_speculative_tokens_per_batch_size,
+    disable_by_batch_size) is the policy when the file states none."""
+    from simspec.studies.policy import PolicyConfig
+
+    data = with_preset_ids(dict(data))
+    if "method" in data or flags.speculative_config:
+        dataset = preset_dataset(data.get("workload"), None)
+        if flags.token_trace:
+            data = overlay(data, {"workload": {"trace": flags.checked_token_trace()}})
+        chosen = flags.chosen(data, None, [], dataset, "--config")
+        method = next((m for m in chosen if m.get("name") != "autoregressive"), chosen[-1])
+        if flags.speculative_config:
+            schedule = {f: method.pop(f) for f in POLICY_FIELDS if f in method}
+            if schedule and "policy" in data:
+                raise InputError(
+                    "--speculative-config",
+                    "states a schedule and the file a policy: drop one of them",
+                )
+            data.setdefault("policy", schedule)
+        data["method"] = method
+    return PolicyConfig(**data)

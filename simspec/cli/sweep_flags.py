@@ -7,21 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simspec.catalog.methods import (
-    TOKEN_REPLAYED,
-    left_out_of_all,
-    preset_acceptance,
-    preset_method,
-    tau_measured_with,
-    unused_field,
-)
-from simspec.catalog.models import preset_id
-from simspec.catalog.token_traces import load_token_trace
+from simspec.catalog.methods import left_out_of_all
 from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
-from simspec.cli.common import csv_list, known_method
+from simspec.cli.common import csv_list
 from simspec.cli.flags import ServingFlags, given, overlay, read_config, with_preset_ids
-from simspec.config import MethodConfig
+from simspec.cli.method_flags import MethodFlags, preset_dataset
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
 from simspec.studies.sweep import SweepConfig
@@ -30,24 +21,17 @@ DEFAULT_METHODS = "autoregressive,eagle3,ngram"
 
 
 @dataclass(frozen=True)
-class SweepFlags(ServingFlags):
+class SweepFlags(MethodFlags, ServingFlags):
     """What a sweep's flags say; None (or an empty value) = not given."""
 
     profile: opt.Profile = None
     methods: opt.Methods = None
-    k: opt.K = None
     batch_sizes: opt.BatchSizes = None
     requests: opt.Requests = None
     turnovers: opt.Turnovers = None
     dataset: opt.Dataset = None
-    token_trace: opt.TokenTrace = None
     prompt_len: opt.PromptLen = None
     output_len: opt.OutputLen = None
-    alpha: opt.Alpha = None
-    tau: opt.Tau = None
-    tau_k: opt.TauK = None
-    draft_model: opt.DraftModel = None
-    speculative_config: opt.SpeculativeConfig = None
     max_num_seqs: opt.MaxNumSeqs = None
     max_num_batched_tokens: opt.MaxNumBatchedTokens = None
     temperature: opt.Temperature = None
@@ -61,22 +45,17 @@ class SweepFlags(ServingFlags):
         file = read_config(config, flag) if config else {}
         data = with_preset_ids(overlay(file, self.scenario_fields()))
         self.check_fixed_lengths(file)
-        methods = self.chosen_methods(data)
-        if not isinstance(methods, list):
-            raise InputError("methods", "give a list of methods")
-        workload = data.get("workload")
-        trace = workload.get("trace") if isinstance(workload, dict) else None
-        dataset = trace if isinstance(trace, str) and trace in packaged_traces() else self.trace
-        data["methods"] = [self.tuned(m, dataset) for m in methods]
+        dataset = preset_dataset(data.get("workload"), self.dataset)
+        names = None
+        if self.wants_all:
+            left = self.left_out(data)
+            names = [n for n in SPECULATORS if n not in left]
+        elif self.methods:
+            names = csv_list(self.methods, "--methods")
+        methods = self.chosen(data, names, csv_list(DEFAULT_METHODS, "--methods"), dataset)
+        data.pop("method", None)  # a scenario's one method, now among the methods
+        data["methods"] = methods
         return SweepConfig(**data)
-
-    def check_acceptance_flags(self) -> None:
-        """--alpha, --tau and --tau-k each set the acceptance: --tau-k only says what --tau was
-        measured at, and --alpha with --tau would drop one of them."""
-        if self.tau_k is not None and self.tau is None:
-            raise InputError("--tau-k", "is the chain length --tau was measured at: give --tau")
-        if self.alpha is not None and self.tau is not None:
-            raise InputError("--alpha", "give --alpha or --tau, not both")
 
     def check_fixed_lengths(self, file: dict[str, Any]) -> None:
         """--prompt-len or --output-len alone: fixed lengths replace the trace's prompt and
@@ -98,11 +77,6 @@ class SweepFlags(ServingFlags):
             f"give {other} too",
         )
 
-    @property
-    def trace(self) -> str:
-        """The packaged trace behind request lengths and acceptance presets."""
-        return self.dataset or "sharegpt"
-
     def scenario_fields(self) -> dict[str, Any]:
         """The deployment, workload and scheduler fields the flags set, as a scenario file
         would write them."""
@@ -111,12 +85,11 @@ class SweepFlags(ServingFlags):
                 "--dataset",
                 f"unknown dataset {self.dataset!r}; choose from {', '.join(packaged_traces())}",
             )
-        if self.token_trace:
-            load_token_trace(self.token_trace, "--token-trace")  # a bad file fails here, by name
+        token_trace = self.checked_token_trace()
         workload = given(
             requests=self.requests,
             turnovers=self.turnovers,
-            trace=self.token_trace or self.dataset or None,
+            trace=token_trace or self.dataset or None,
         )
         for flag, side, value in (
             ("--prompt-len", "prompt", self.prompt_len),
@@ -148,31 +121,6 @@ class SweepFlags(ServingFlags):
             ),
         }
 
-    def chosen_methods(self, data: dict[str, Any]) -> Any:
-        """The methods to run: a --speculative-config against autoregressive, else --methods
-        (each in its preset), else the file's, else the default three."""
-        target = data.get("model", "llama-3.1-8b")
-        if self.speculative_config:
-            return [{"name": "autoregressive", "k": 0}, self.vllm_method(target)]
-        if not self.methods and "methods" in data:
-            return data["methods"]
-        if self.wants_all:
-            left = self.left_out(data)
-            names = [n for n in SPECULATORS if n not in left]
-        else:
-            names = csv_list(self.methods or DEFAULT_METHODS, "--methods")
-        return [
-            preset_method(known_method(n), self.trace, self.draft, target).model_dump(
-                exclude_none=True
-            )
-            for n in names
-        ]
-
-    @property
-    def draft(self) -> str | None:
-        """--draft-model, a Hugging Face id of a preset read as that preset."""
-        return preset_id(self.draft_model) if self.draft_model else None
-
     @property
     def wants_all(self) -> bool:
         """``--methods all`` (case ignored) and no --speculative-config."""
@@ -193,65 +141,3 @@ class SweepFlags(ServingFlags):
                 if why:
                     out.setdefault(name, why)
         return out
-
-    def tuned(self, method: Any, dataset: str | None = None) -> dict[str, Any]:
-        """One method with --k, --alpha or --tau, and --draft-model applied (plain decoding
-        has no draft to tune); a method written without ``acceptance`` takes its packaged
-        preset for ``dataset`` (that of --methods)."""
-        if not isinstance(method, dict):
-            raise InputError("methods", "each method must be a mapping with at least a name")
-        m = dict(method)
-        name = m.get("name")
-        unknown = [key for key in m if key not in MethodConfig.model_fields]
-        if unknown:
-            raise InputError(
-                f"methods.{name}.{unknown[0]}",
-                "unknown field (misspelled?); a method's fields: "
-                + ", ".join(MethodConfig.model_fields),
-            )
-        if name == "autoregressive":
-            # the sweep runs its own baseline in place of this entry: check it here
-            unused = unused_field(MethodConfig(**m))
-            if unused is not None:
-                raise InputError(f"methods.autoregressive.{unused[0]}", unused[1])
-            return m
-        if self.k is not None:
-            m["k"] = self.k
-        if self.alpha is not None:
-            m["acceptance"] = {"alpha": self.alpha}
-        elif self.tau is not None:
-            # a --tau was measured with the draft shape the method runs (--tau-k its depth)
-            shape = tau_measured_with(m, self.tau_k or m.get("k", 1))
-            m["acceptance"] = {"tau": self.tau, "tau_k": self.tau_k, **shape}
-        elif self.token_trace and name in TOKEN_REPLAYED:
-            m["acceptance"] = {"tokens": self.token_trace}
-        if name == "draft_model" and self.draft:
-            m["draft_model"] = self.draft
-        if m.get("acceptance") is None and isinstance(name, str):
-            preset = preset_acceptance(name, dataset or self.trace)
-            if preset is not None:
-                m["acceptance"] = preset.model_dump(exclude_none=True)
-        if name in SPECULATORS and m.get("acceptance") is None:
-            raise InputError(
-                f"methods.{name}.acceptance",
-                "no packaged acceptance preset for this method and model: "
-                "give --alpha, or --tau with --tau-k",
-            )
-        return m
-
-    def vllm_method(self, target: str) -> dict[str, Any]:
-        """The vLLM --speculative-config as one simspec method: the method's preset, then the
-        config's own fields on top."""
-        from simspec.catalog.vllm import read_speculative_config, to_method
-
-        fields = to_method(read_speculative_config(self.speculative_config or ""))
-        if isinstance(fields.get("draft_model"), str):  # vLLM's "model": an id of a preset
-            fields["draft_model"] = preset_id(fields["draft_model"])
-        draft = self.draft or fields.get("draft_model")
-        base = preset_method(fields["name"], self.trace, draft, target).model_dump(
-            exclude_none=True
-        )
-        if "tree_paths" in fields:  # the config's own tree replaces the preset's shape; a
-            base.pop("tree_nodes", None)  # preset tau stays tied to the tree it was measured with
-            base.pop("tree_topk", None)
-        return {**base, **fields}

@@ -221,20 +221,8 @@ def recommend(
     go to ``executor`` together."""
     rows = []
     common = deploy.model_dump(exclude={"workload"})
-    fixed = {"k_schedule": None, "tree_schedule": None, "disable_by_batch_size": None}
-    # validated, not model_copy'd: a concurrency of 1e20 is refused, not simulated; and the
-    # whole grid is sized before the first run
-    loads = [
-        WorkloadConfig.model_validate(
-            deploy.workload.model_dump()
-            | {
-                "arrival": "closed",
-                "concurrency": c,
-                "requests": requests_per_run or max(64, 4 * c),
-            }
-        )
-        for c in concurrencies
-    ]
+    # the whole grid is sized before the first run
+    loads = [closed_load(deploy, c, requests_per_run) for c in concurrencies]
     total = (len(ks) + 1) * sum(wl.num_requests for wl in loads)
     if total > MAX_TOTAL_REQUESTS or (len(ks) + 1) * len(loads) > MAX_RUNS:
         raise InputError(
@@ -243,7 +231,7 @@ def recommend(
             f"{MAX_TOTAL_REQUESTS:,} requests and {MAX_RUNS:,} runs",
         )
     for c, wl in zip(concurrencies, loads, strict=True):
-        tried = [MethodConfig.model_validate(method.model_dump() | {knob: k, **fixed}) for k in ks]
+        tried = [setting(method, knob, k) for k in ks]
         base, *runs = run_all(
             [
                 Scenario(**common, workload=wl),
@@ -265,20 +253,30 @@ def recommend(
     return pd.DataFrame(rows)
 
 
-def schedule(table: pd.DataFrame, max_batch: int) -> list[list[int]]:
-    """Bands of running requests with their K: the grid point c_i's K holds from c_i up to the
-    next grid point (exclusive); the last band runs to ``max_batch``; equal neighbours merge."""
-    cs = [int(c) for c in table.concurrency]
-    ks = [int(k) for k in table.best_k]
-    bands: list[list[int]] = []
-    for i, (c, k) in enumerate(zip(cs, ks, strict=True)):
-        start = 1 if i == 0 else c
-        end = (cs[i + 1] - 1) if i + 1 < len(cs) else max_batch
-        if bands and bands[-1][2] == k:
-            bands[-1][1] = end
-        else:
-            bands.append([start, end, k])
-    return bands
+def closed_load(
+    deploy: Deployment, concurrency: int, requests_per_run: int | None = None
+) -> WorkloadConfig:
+    """The closed loop recommend runs at ``concurrency``: the deployment's lengths, and
+    ``requests_per_run`` measured requests (default: the deployment's, and the measurement
+    rule's floor of ``turnovers`` x concurrency in any case). Validated, not model_copy'd: a
+    concurrency of 1e20 is refused, not simulated."""
+    return WorkloadConfig.model_validate(
+        deploy.workload.model_dump()
+        | {
+            "arrival": "closed",
+            "concurrency": concurrency,
+            "requests": requests_per_run or deploy.workload.requests,
+        }
+    )
+
+
+def setting(method: MethodConfig, knob: str, value: int) -> MethodConfig:
+    """``method`` at one value of ``knob`` (K, or a tree's node budget), without a schedule of
+    its own; 0 is speculation off, plain decoding."""
+    if value == 0:
+        return MethodConfig(name="autoregressive", k=0)
+    fixed = {"k_schedule": None, "tree_schedule": None, "disable_by_batch_size": None}
+    return MethodConfig.model_validate(method.model_dump() | {knob: value, **fixed})
 
 
 def speculative_config(method: MethodConfig, bands: list[list[int]]) -> dict | None:

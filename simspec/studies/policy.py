@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from simspec.config import Deployment, KSchedule, MethodConfig, Scenario, TreeSchedule
 from simspec.engine.metrics import RunSummary
 from simspec.studies.runner import Executor, RunCache, run_all, scenario_key
+from simspec.studies.sweep import describe_acceptance
 
 # summary metrics copied into the table, by name
 METRICS = (
@@ -33,6 +34,7 @@ COLUMNS = [
     "method",
     "k",
     "tree_nodes",
+    "acceptance",
     *METRICS,
     "policy_tpot_gain",
     "policy_e2e_gain",
@@ -112,6 +114,7 @@ def run_policy(
             "method": method.name,
             "k": method.k if method.name != "autoregressive" else 0,
             "tree_nodes": method.tree_nodes,
+            "acceptance": describe_acceptance(method),
             **{c: getattr(s, c) for c in METRICS},
         }
         for (label, method), s in zip(chosen, summaries, strict=True)

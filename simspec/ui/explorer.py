@@ -21,7 +21,13 @@ import pandas as pd
 import plotly.graph_objects as go
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from simspec.catalog.methods import DATASET_DOMAIN, TRACE_DATASETS, default_methods, preset_method
+from simspec.catalog.methods import (
+    DATASET_DOMAIN,
+    TRACE_DATASETS,
+    default_methods,
+    measured_acceptance,
+    preset_method,
+)
 from simspec.catalog.traces import first_method
 from simspec.config import (
     AcceptanceConfig,
@@ -60,9 +66,13 @@ class ExplorerInputs(BaseModel):
     tree_nodes: int | None = Field(
         default=None, ge=1, le=1024, description="tree methods' budget; None: the default"
     )
-    acceptance: Literal["preset", "alpha", "trace"] = "preset"
+    acceptance: Literal["preset", "alpha", "tau", "trace"] = "preset"
     dataset: str = DEFAULT_DATASET
     alpha: float = Field(default=0.7, ge=0.0, le=1.0)
+    tau: float = Field(default=3.0, ge=1.0, le=65.0, description="measured tokens per step")
+    tau_k: int | None = Field(
+        default=None, ge=1, le=64, description="the K tau was measured at; None: the method's"
+    )
     spread: float = Field(default=0.0, ge=0.0, le=3.0)
     trace_path: str | None = None
     arrival: Literal["closed", "poisson"] = "closed"
@@ -154,8 +164,11 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
         update["k"] = inp.k
     if inp.tree_nodes is not None and m.tree in ("static", "dynamic"):
         update["tree_nodes"] = max(inp.tree_nodes, update.get("k", m.k))
-    if inp.acceptance == "alpha":
-        update["acceptance"] = AcceptanceConfig(alpha=inp.alpha, spread=inp.spread)
+    if inp.acceptance in ("alpha", "tau"):
+        shape = m.model_dump(exclude_none=True) | update
+        given = {"alpha": inp.alpha} if inp.acceptance == "alpha" else {"tau": inp.tau}
+        measured = measured_acceptance(shape, **given, tau_k=inp.tau_k) or {}
+        update["acceptance"] = AcceptanceConfig(**measured, spread=inp.spread)
     elif inp.acceptance == "trace" and inp.trace_path:
         if m.tree not in (None, "chain"):
             update["tree"] = "chain"
@@ -491,6 +504,8 @@ def scenario_columns(inp: ExplorerInputs) -> dict[str, object]:
     }
     if inp.acceptance == "alpha":
         cols |= {"alpha": inp.alpha, "alpha_spread": inp.spread}
+    elif inp.acceptance == "tau":
+        cols |= {"tau": inp.tau, "tau_k": inp.tau_k or "method's K", "tau_spread": inp.spread}
     cols |= {
         "temperature": inp.temperature,
         "top_p": inp.top_p,

@@ -1,0 +1,197 @@
+"""The flags that set a method's draft and acceptance, one set for every command that runs a
+method (``sweep``, ``plan``, ``recommend``, ``policy``): a measured acceptance (--alpha, or
+--tau at --tau-k), the draft length (--k), a draft model, a token trace, or a whole vLLM
+--speculative-config. Each flag goes on top of the method a scenario file or a preset gives;
+one that no chosen method reads is an error naming it, never dropped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from simspec.catalog.methods import (
+    TOKEN_REPLAYED,
+    k_not_read,
+    measured_acceptance,
+    preset_acceptance,
+    preset_method,
+    unused_field,
+)
+from simspec.catalog.models import preset_id
+from simspec.catalog.token_traces import load_token_trace
+from simspec.catalog.traces import packaged_traces
+from simspec.cli import options as opt
+from simspec.cli.common import known_method
+from simspec.config import Deployment, MethodConfig
+from simspec.engine.speculators import SPECULATORS
+from simspec.errors import InputError
+
+AUTOREGRESSIVE = {"name": "autoregressive", "k": 0}
+DEFAULT_MODEL = Deployment.model_fields["model"].default
+
+
+@dataclass(frozen=True)
+class MethodFlags:
+    """What the method flags say; None = not given."""
+
+    k: opt.K = None
+    token_trace: opt.TokenTrace = None
+    alpha: opt.Alpha = None
+    tau: opt.Tau = None
+    tau_k: opt.TauK = None
+    draft_model: opt.DraftModel = None
+    speculative_config: opt.SpeculativeConfig = None
+
+    def check_acceptance_flags(self) -> None:
+        """--alpha, --tau and --tau-k each set the acceptance: --tau-k only says what --tau was
+        measured at, and --alpha with --tau would drop one of them."""
+        if self.tau_k is not None and self.tau is None:
+            raise InputError("--tau-k", "is the chain length --tau was measured at: give --tau")
+        if self.alpha is not None and self.tau is not None:
+            raise InputError("--alpha", "give --alpha or --tau, not both")
+
+    def checked_token_trace(self) -> str | None:
+        """--token-trace, read once here so that a bad file fails by the flag's name."""
+        if self.token_trace:
+            load_token_trace(self.token_trace, "--token-trace")
+        return self.token_trace or None
+
+    @property
+    def draft(self) -> str | None:
+        """--draft-model, a Hugging Face id of a preset read as that preset."""
+        return preset_id(self.draft_model) if self.draft_model else None
+
+    def presets(
+        self, names: list[str], dataset: str, target: str, flag: str = "--methods"
+    ) -> list[dict[str, Any]]:
+        """Methods named by the user (``simspec methods`` names, case ignored), each in its
+        preset for ``dataset``, as scenario-file dicts."""
+        return [
+            preset_method(known_method(n, flag), dataset, self.draft, target).model_dump(
+                exclude_none=True
+            )
+            for n in names
+        ]
+
+    def file_methods(self, data: dict[str, Any]) -> list[Any] | None:
+        """A scenario file's methods: its ``methods`` list (a sweep's) or its one ``method`` (a
+        scenario's or a policy's); None if it names none."""
+        if "methods" in data and "method" in data:
+            raise InputError("--config", "give methods (a list) or method (one), not both")
+        if "methods" in data:
+            methods = data["methods"]
+            if not isinstance(methods, list):
+                raise InputError("methods", "give a list of methods")
+            return methods
+        return [data["method"]] if "method" in data else None
+
+    def tuned(self, method: Any, dataset: str) -> dict[str, Any]:
+        """One method with --k, --alpha or --tau, a token trace and --draft-model applied
+        (plain decoding has no draft to tune); a method written without ``acceptance`` takes
+        its packaged preset for ``dataset``."""
+        if not isinstance(method, dict):
+            raise InputError("methods", "each method must be a mapping with at least a name")
+        m = dict(method)
+        name = m.get("name")
+        unknown = [key for key in m if key not in MethodConfig.model_fields]
+        if unknown:
+            raise InputError(
+                f"methods.{name}.{unknown[0]}",
+                "unknown field (misspelled?); a method's fields: "
+                + ", ".join(MethodConfig.model_fields),
+            )
+        if name == "autoregressive":
+            # a study runs its own baseline in place of this entry: check it here
+            unused = unused_field(MethodConfig(**m))
+            if unused is not None:
+                raise InputError(f"methods.autoregressive.{unused[0]}", unused[1])
+            return m
+        if self.k is not None:
+            why = k_not_read(m)
+            if why is not None:
+                raise InputError("--k", f"does not set {name}'s draft length: {why}")
+            m["k"] = self.k
+        measured = measured_acceptance(m, alpha=self.alpha, tau=self.tau, tau_k=self.tau_k)
+        if measured is not None:
+            m["acceptance"] = measured
+        elif self.token_trace and name in TOKEN_REPLAYED:
+            m["acceptance"] = {"tokens": self.token_trace}
+        if name == "draft_model" and self.draft:
+            m["draft_model"] = self.draft
+        if m.get("acceptance") is None and isinstance(name, str):
+            preset = preset_acceptance(name, dataset)
+            if preset is not None:
+                m["acceptance"] = preset.model_dump(exclude_none=True)
+        if name in SPECULATORS and m.get("acceptance") is None:
+            raise InputError(
+                f"methods.{name}.acceptance",
+                "no packaged acceptance preset for this method and model: "
+                "give --alpha, or --tau with --tau-k",
+            )
+        return m
+
+    def check_read(self, methods: list[dict[str, Any]]) -> None:
+        """Every method flag given is read by a chosen method: --k, --alpha and --tau by any
+        speculative one, --draft-model by draft_model (a flag no method reads would be
+        silently dropped)."""
+        names = [m.get("name") for m in methods]
+        drafting = [n for n in names if n != "autoregressive"]
+        for flag, value in (("--k", self.k), ("--alpha", self.alpha), ("--tau", self.tau)):
+            if value is not None and not drafting:
+                raise InputError(flag, "sets a speculative method, and only plain decoding runs")
+        if self.draft_model and "draft_model" not in names:
+            raise InputError(
+                "--draft-model",
+                "is the draft of the draft_model method, which is not among the methods",
+            )
+
+    def vllm_method(self, target: str, dataset: str) -> dict[str, Any]:
+        """The vLLM --speculative-config as one simspec method: the method's preset for
+        ``dataset``, then the config's own fields on top."""
+        from simspec.catalog.vllm import read_speculative_config, to_method
+
+        fields = to_method(read_speculative_config(self.speculative_config or ""))
+        if isinstance(fields.get("draft_model"), str):  # vLLM's "model": an id of a preset
+            fields["draft_model"] = preset_id(fields["draft_model"])
+        draft = self.draft or fields.get("draft_model")
+        base = preset_method(fields["name"], dataset, draft, target).model_dump(exclude_none=True)
+        if "tree_paths" in fields:  # the config's own tree replaces the preset's shape; a
+            base.pop("tree_nodes", None)  # preset tau stays tied to the tree it was measured with
+            base.pop("tree_topk", None)
+        return {**base, **fields}
+
+    def chosen(
+        self,
+        data: dict[str, Any],
+        names: list[str] | None,
+        default: list[str],
+        dataset: str,
+        flag: str = "--methods",
+    ) -> list[dict[str, Any]]:
+        """The methods to run, tuned and checked: a --speculative-config (against plain
+        decoding), else ``names`` (from ``flag``), else the file's, else ``default``; each in
+        its preset for ``dataset`` unless the file writes it out."""
+        self.check_acceptance_flags()
+        target = data.get("model", DEFAULT_MODEL)
+        target = target if isinstance(target, str) else DEFAULT_MODEL
+        from_file = self.file_methods(data)
+        if self.speculative_config:
+            if names is not None:
+                raise InputError(flag, "give it or --speculative-config, not both")
+            methods: list[Any] = [AUTOREGRESSIVE, self.vllm_method(target, dataset)]
+        elif names is None and from_file is not None:
+            methods = from_file
+        else:
+            methods = self.presets(names or default, dataset, target, flag)
+        tuned = [self.tuned(m, dataset) for m in methods]
+        self.check_read(tuned)
+        return tuned
+
+
+def preset_dataset(workload: Any, dataset: str | None) -> str:
+    """The packaged dataset whose acceptance presets a method without its own takes: the
+    workload's trace when it is a packaged one, else --dataset, else sharegpt."""
+    trace = workload.get("trace") if isinstance(workload, dict) else None
+    if isinstance(trace, str) and trace in packaged_traces():
+        return trace
+    return dataset or "sharegpt"

@@ -1,0 +1,267 @@
+"""The bands of a speculation schedule: where each draft length (or tree budget) takes over.
+
+``recommend``'s grid (:func:`simspec.studies.planning.recommend`) says which K is best at each
+grid concurrency. Between two grid points whose best K differ, the two settings' throughput
+curves cross somewhere; holding the lower point's K up to the next grid point (as a grid alone
+must) runs it past that crossing, where it already loses. :func:`find_crossovers` finds the
+crossing by bisection on the integer concurrency, each probe the two settings run closed-loop
+under the grid's own workload rule (:func:`~simspec.studies.planning.closed_load`) and seed, so
+a change over a gap of g concurrencies costs at most ceil(log2 g) probes of two runs, plus every
+setting at the two concurrencies either side of the edge (:func:`edge_rows`), which say how far
+each band's K is from the best there (:func:`band_table`).
+
+The crossing found is the one bisection finds: where the curves cross more than once between
+two grid points, one of the crossings.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from simspec.config import MAX_RUNS, MAX_TOTAL_REQUESTS, Deployment, MethodConfig, Scenario
+from simspec.errors import InputError
+from simspec.studies import planning
+from simspec.studies.planning import closed_load, setting
+from simspec.studies.runner import Executor, RunCache, run_all
+
+BAND_COLUMNS = ["start_bs", "end_bs", "k", "loss_at_start_pct", "loss_at_end_pct"]
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where ``above`` (best at the upper grid point ``between[1]``) takes over from ``below``
+    (best at ``between[0]``): ``below`` is at least as fast at ``last``, ``above`` faster at
+    ``first`` = ``last`` + 1. A setting is a K (or a tree budget); 0 is plain decoding."""
+
+    below: int
+    above: int
+    last: int
+    first: int
+    between: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Recommended:
+    """What ``recommend`` answers: the speedup table (grid points and crossover edges, in
+    ``point``), the crossovers, and the bands with their losses at the edges."""
+
+    table: pd.DataFrame
+    crossovers: list[Crossover]
+    bands: list[list[int]]
+    band_table: pd.DataFrame
+
+
+def probes(gap: int) -> int:
+    """Bisection probes between two grid points ``gap`` apart: ceil(log2 gap), 0 for
+    neighbours (the crossing is the upper point itself)."""
+    return math.ceil(math.log2(gap)) if gap > 1 else 0
+
+
+def check_size(
+    deploy: Deployment, grid: tuple[int, ...], settings: int, requests_per_run: int | None
+) -> None:
+    """The grid and, at worst (a change between every two grid points), its crossovers, within
+    the bounds of one command: each change costs its probes' two runs and ``settings`` (every
+    K and plain decoding) at each of its two edges."""
+    size = {c: closed_load(deploy, c, requests_per_run).num_requests for c in grid}
+    runs = settings * len(grid)
+    requests = settings * sum(size.values())
+    for low, high in zip(grid, grid[1:], strict=False):
+        extra = 2 * probes(high - low) + 2 * settings
+        runs += extra
+        requests += extra * size[high]
+    if requests > MAX_TOTAL_REQUESTS or runs > MAX_RUNS:
+        raise InputError(
+            "concurrencies",
+            f"up to {requests:,} requests over {runs:,} runs with the crossovers; at most "
+            f"{MAX_TOTAL_REQUESTS:,} requests and {MAX_RUNS:,} runs",
+        )
+
+
+def changes(table: pd.DataFrame) -> list[tuple[int, int, int, int]]:
+    """(lower grid point, upper grid point, best setting at each) wherever the best setting
+    changes between neighbouring grid points of ``table``."""
+    cs = [int(c) for c in table.concurrency]
+    best = [int(k) for k in table.best_k]
+    pairs = zip(cs, cs[1:], best, best[1:], strict=False)
+    return [(c0, c1, k0, k1) for c0, c1, k0, k1 in pairs if k0 != k1]
+
+
+def find_crossovers(
+    deploy: Deployment,
+    method: MethodConfig,
+    table: pd.DataFrame,
+    knob: str = "k",
+    requests_per_run: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    *,
+    executor: Executor = "serial",
+    workers: int | None = None,
+    cache: RunCache | None = None,
+) -> list[Crossover]:
+    """Between every two neighbouring grid points of ``table`` (the grid's
+    :func:`~simspec.studies.planning.recommend` table) whose best setting differs, the
+    concurrency where the upper one's setting takes over: bisection on the integer
+    concurrency, each probe both settings at the midpoint (same workload rule and seed as the
+    grid)."""
+    common = deploy.model_dump(exclude={"workload"})
+    found = []
+    for c0, c1, below, above in changes(table):
+        last, first = c0, c1
+        while first - last > 1:
+            mid = (last + first) // 2
+            wl = closed_load(deploy, mid, requests_per_run)
+            slow, fast = run_all(
+                [
+                    Scenario(**common, method=setting(method, knob, below), workload=wl),
+                    Scenario(**common, method=setting(method, knob, above), workload=wl),
+                ],
+                executor,
+                workers,
+                cache=cache,
+            )
+            if fast.throughput_tok_s > slow.throughput_tok_s:
+                first = mid
+            else:
+                last = mid
+            if progress:
+                progress(f"crossover {knob}={below}->{above}: concurrency {mid}")
+        found.append(Crossover(below, above, last, first, (c0, c1)))
+    return found
+
+
+def edge_rows(
+    deploy: Deployment,
+    method: MethodConfig,
+    ks: list[int],
+    crossovers: list[Crossover],
+    grid: tuple[int, ...],
+    knob: str = "k",
+    requests_per_run: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    *,
+    executor: Executor = "serial",
+    workers: int | None = None,
+    cache: RunCache | None = None,
+) -> pd.DataFrame:
+    """Every setting at both sides of each crossover that is not a grid point, as rows of
+    :func:`~simspec.studies.planning.recommend` (the runs a probe made there come from
+    ``cache``)."""
+    edges = sorted({c for x in crossovers for c in (x.last, x.first)} - set(grid))
+    rows = []
+    for c in edges:
+        rows.append(
+            planning.recommend(
+                deploy,
+                method,
+                ks,
+                (c,),
+                requests_per_run,
+                knob=knob,
+                executor=executor,
+                workers=workers,
+                cache=cache,
+            )
+        )
+        if progress:
+            progress(f"crossover edge: concurrency {c}")
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def schedule(
+    table: pd.DataFrame, max_batch: int, crossovers: list[Crossover] | tuple = ()
+) -> list[list[int]]:
+    """Bands of running requests with their setting (vLLM's ``[[start_bs, end_bs, K], ...]``):
+    each grid point's best setting holds from where it takes over from the previous one (its
+    crossover, else the grid point itself) up to where the next takes over; the first band
+    starts at 1, the last runs to ``max_batch``; equal neighbours merge. Only the grid rows of
+    ``table`` (``point`` = grid, where it has that column) make bands."""
+    grid = table[table.point == "grid"] if "point" in table.columns else table
+    takes_over = {x.between[1]: x.first for x in crossovers}
+    bands: list[list[int]] = []
+    for c, k in zip(grid.concurrency.astype(int), grid.best_k.astype(int), strict=True):
+        if bands and bands[-1][2] == k:
+            continue
+        start = takes_over.get(c, c) if bands else 1
+        if bands:
+            bands[-1][1] = start - 1
+        bands.append([start, max_batch, k])
+    return bands
+
+
+def loss_pct(row: pd.Series, k: int) -> float:
+    """How far setting ``k`` is from the fastest one in ``row`` (one concurrency of the table):
+    100 x (1 - its speedup / the best speedup there), plain decoding's speedup being 1."""
+    speedups = row[[col for col in row.index if str(col).startswith("speedup_k")]]
+    best = max(1.0, float(speedups.max()))
+    own = 1.0 if k == 0 else float(row[f"speedup_k{k}"])
+    return 100.0 * (1.0 - own / best)
+
+
+def band_of(bands: list[list[int]], concurrency: int) -> int:
+    """The setting the bands run at ``concurrency`` (past the last band: its setting)."""
+    return next((k for start, end, k in bands if start <= concurrency <= end), bands[-1][2])
+
+
+def with_schedule(table: pd.DataFrame, bands: list[list[int]]) -> pd.DataFrame:
+    """``table`` with the setting the schedule runs at each concurrency (``scheduled_k``) and
+    how far it is from the fastest there (``loss_pct``)."""
+    scheduled = [band_of(bands, int(c)) for c in table.concurrency]
+    losses = [loss_pct(row, k) for (_, row), k in zip(table.iterrows(), scheduled, strict=True)]
+    return table.assign(scheduled_k=scheduled, loss_pct=losses)
+
+
+def band_table(table: pd.DataFrame, bands: list[list[int]]) -> pd.DataFrame:
+    """Each band with its setting's :func:`loss_pct` at its first and last concurrency; blank
+    where nothing ran there (the first band's start below the grid, the last band's end above
+    it)."""
+    rows = table.drop_duplicates("concurrency").set_index("concurrency")
+
+    def loss(c: int, k: int) -> float:
+        return loss_pct(rows.loc[c], k) if c in rows.index else float("nan")
+
+    return pd.DataFrame(
+        [[s, e, k, loss(s, k), loss(e, k)] for s, e, k in bands], columns=BAND_COLUMNS
+    )
+
+
+def recommend_bands(
+    deploy: Deployment,
+    method: MethodConfig,
+    ks: list[int],
+    grid: tuple[int, ...],
+    max_batch: int,
+    knob: str = "k",
+    requests_per_run: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    more: Callable[[int], None] | None = None,
+    *,
+    executor: Executor = "serial",
+    workers: int | None = None,
+    cache: RunCache | None = None,
+) -> Recommended:
+    """The grid, its crossovers and the bands between them. ``progress`` sees each grid point,
+    probe and edge done; ``more(n)`` is told, once the grid has run, how many probes and edges
+    may follow (at most: a bisection can end a step early)."""
+    check_size(deploy, grid, len(ks) + 1, requests_per_run)
+    cache = cache if cache is not None else RunCache()
+    opts = {"executor": executor, "workers": workers, "cache": cache}
+    table = planning.recommend(
+        deploy, method, ks, grid, requests_per_run, progress, knob=knob, **opts
+    )
+    if more:
+        more(sum(probes(c1 - c0) + 2 for c0, c1, _, _ in changes(table)))
+    crossovers = find_crossovers(deploy, method, table, knob, requests_per_run, progress, **opts)
+    edges = edge_rows(
+        deploy, method, ks, crossovers, grid, knob, requests_per_run, progress, **opts
+    )
+    full = table.assign(point="grid")
+    if len(edges):
+        full = pd.concat([full, edges.assign(point="crossover")], ignore_index=True)
+        full = full.sort_values("concurrency", kind="stable", ignore_index=True)
+    bands = schedule(full, max_batch, crossovers)
+    return Recommended(with_schedule(full, bands), crossovers, bands, band_table(full, bands))

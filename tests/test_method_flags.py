@@ -1,0 +1,129 @@
+"""A measured acceptance reaches every command: plan, recommend and policy take sweep's method
+flags (one shared set, :class:`simspec.cli.method_flags.MethodFlags`), a scenario file's method
+is what runs, and a flag no chosen method reads is an error naming it."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from simspec.cli.flags import DeploymentFlags
+from simspec.cli.main import app
+from simspec.cli.method_flags import MethodFlags
+from simspec.cli.policy import policy_config
+from simspec.cli.sweep_flags import SweepFlags
+from simspec.ui import explorer
+
+runner = CliRunner()
+# a plan that answers in seconds: fixed short lengths, a few seconds of arrivals per probe
+FAST_PLAN = ["plan", "--qps", "5", "--slo-ttft-ms", "3000", "--slo-tpot-ms", "40"]
+FAST_PLAN += ["--duration", "2"]
+SHORT = "workload: {trace: null, prompt: {mean: 128}, output: {mean: 64}}\n"
+EAGLE_K4 = "{name: eagle3, k: 4, acceptance: {tau: 2.9, tau_k: 4}}"
+
+
+def test_plan_runs_the_config_files_method_not_the_preset(tmp_path):
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text(SHORT + f"method: {EAGLE_K4}\n")
+    out = tmp_path / "plan.csv"
+    result = runner.invoke(app, [*FAST_PLAN, "--config", str(cfg), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out).set_index("method")
+    assert list(frame.index) == ["autoregressive", "eagle3"]
+    assert frame.loc["eagle3", "k"] == 4 and frame.loc["eagle3", "acceptance"] == "tau=2.9@k=4"
+    # the same file in a sweep's form (a list of methods) is honoured the same way
+    _, methods = DeploymentFlags().planned(cfg, None, ["eagle3", "ngram"], "--methods")
+    cfg.write_text(SHORT + f"methods: [{{name: autoregressive}}, {EAGLE_K4}]\n")
+    _, listed = DeploymentFlags().planned(cfg, None, ["eagle3", "ngram"], "--methods")
+    assert methods == [m for m in listed if m.name != "autoregressive"]
+
+
+def test_plan_takes_a_measured_tau_at_its_k(tmp_path):
+    flags = DeploymentFlags(tau=2.9, tau_k=4, k=4)
+    _, methods = flags.planned(None, ["eagle3"], ["eagle3", "ngram"], "--methods")
+    (m,) = methods
+    assert m.k == 4 and (m.acceptance.tau, m.acceptance.tau_k) == (2.9, 4)
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text(SHORT)
+    measured = ["--tau", "2.9", "--tau-k", "4", "--k", "4", "--config", str(cfg)]
+    result = runner.invoke(app, [*FAST_PLAN, "--methods", "eagle3", *measured])
+    assert result.exit_code == 0, result.output
+    assert "tau=2.9@k=4" in result.output
+
+
+def test_a_speculative_config_reaches_plan_with_its_own_k():
+    spec = '{"method": "eagle3", "num_speculative_tokens": 5}'
+    _, methods = DeploymentFlags(speculative_config=spec).planned(None, None, ["x"], "--methods")
+    assert [m.name for m in methods] == ["autoregressive", "eagle3"] and methods[1].k == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--methods", "lookahead", "--k", "3"], "--k"),
+        (["--methods", "eagle3", "--draft-model", "llama-3.2-1b"], "--draft-model"),
+        (["--methods", "autoregressive", "--alpha", "0.6"], "--alpha"),
+        (["--methods", "eagle3", "--speculative-config", '{"method": "ngram"}'], "--methods"),
+        (["--tau-k", "4"], "--tau-k"),
+    ],
+)
+def test_a_flag_no_chosen_method_reads_is_an_error_naming_it(args, flag):
+    for command in (FAST_PLAN, ["sweep", "--requests", "4", "--batch-sizes", "1"]):
+        result = runner.invoke(app, [*command, *args])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith(f"error: {flag}"), result.output
+
+
+def test_k_on_an_explicit_tree_is_refused_as_its_depth_is_the_trees():
+    spec = '{"method": "eagle", "speculative_token_tree": "[(0,), (1,), (0, 0)]"}'
+    with pytest.raises(Exception, match="tree_paths"):
+        SweepFlags(speculative_config=spec, k=4).sweep_config(None)
+
+
+POLICY = (
+    "seed: 0\n"
+    f"method: {EAGLE_K4}\n"
+    "policy: {k_schedule: [[1, 4, 4], [5, 64, 2]]}\n"
+    "workload: {arrival: poisson, trace: null, requests: 12, rate: 8, "
+    "prompt: {mean: 64}, output: {mean: 32}}\n"
+)
+
+
+def test_policy_keeps_the_files_acceptance_and_takes_the_method_flags(tmp_path):
+    import yaml
+
+    data = yaml.safe_load(POLICY)
+    cfg = policy_config(data, MethodFlags())
+    assert cfg.method.k == 4 and (cfg.method.acceptance.tau, cfg.method.acceptance.tau_k) == (
+        2.9,
+        4,
+    )
+    tuned = policy_config(data, MethodFlags(alpha=0.5, k=5))
+    assert tuned.method.k == 5 and tuned.method.acceptance.alpha == 0.5
+    spec = (
+        '{"method": "ngram", "num_speculative_tokens": 3, '
+        '"num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 64, 1]]}'
+    )
+    no_policy = {k: v for k, v in data.items() if k not in ("method", "policy")}
+    vllm = policy_config(no_policy, MethodFlags(speculative_config=spec))
+    assert vllm.method.name == "ngram" and vllm.policy.k_schedule == [(1, 4, 3), (5, 64, 1)]
+    path = tmp_path / "p.yaml"
+    path.write_text(POLICY)
+    out = tmp_path / "p.csv"
+    result = runner.invoke(app, ["policy", "--config", str(path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert (frame[frame.method == "eagle3"].acceptance == "tau=2.9@k=4").all()
+    bad = runner.invoke(app, ["policy", "--config", str(path), "--speculative-config", spec])
+    assert bad.exit_code == 2 and "--speculative-config" in bad.output
+
+
+def test_the_explorer_takes_a_measured_tau_for_its_plan_and_schedule():
+    inp = explorer.ExplorerInputs(acceptance="tau", tau=2.9, tau_k=4, k=4)
+    m = explorer.method_for(inp, "eagle3")
+    assert m.k == 4 and (m.acceptance.tau, m.acceptance.tau_k) == (2.9, 4)
+    tree = explorer.method_for(inp, "eagle2")  # a tree's tau is tied to the tree it ran
+    assert tree.acceptance.tau_tree_nodes == tree.tree_nodes
+    assert explorer.scenario_columns(inp)["tau"] == 2.9
+    assert explorer.method_for(explorer.ExplorerInputs(acceptance="alpha"), "eagle3").acceptance

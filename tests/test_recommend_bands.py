@@ -1,0 +1,93 @@
+"""recommend's band edges sit where the two settings' throughput curves cross (bisection on the
+concurrency), not at the next grid point; small fixed-length runs, a second or two each."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from simspec.catalog.vllm import to_method
+from simspec.cli.main import app
+from simspec.config import AcceptanceConfig, Deployment, LengthSpec, MethodConfig, WorkloadConfig
+from simspec.studies.bands import probes, recommend_bands, schedule
+from simspec.studies.planning import speculative_config
+
+runner = CliRunner()
+SHORT = Deployment(
+    workload=WorkloadConfig(trace=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=96))
+)
+
+
+def _row(table: pd.DataFrame, c: int) -> pd.Series:
+    return table.set_index("concurrency").loc[c]
+
+
+def test_a_crossover_lies_between_the_grid_points_and_the_curves_order_as_claimed():
+    eagle = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
+    labels: list[str] = []
+    rec = recommend_bands(SHORT, eagle, [3, 4], (1, 64), 1024, progress=labels.append)
+    (x,) = rec.crossovers
+    assert (x.below, x.above) == (4, 3)  # a long chain alone, a shorter one under load
+    assert 1 < x.last < x.first < 64 and x.first == x.last + 1
+    last, first = _row(rec.table, x.last), _row(rec.table, x.first)
+    assert last.speedup_k4 >= last.speedup_k3 and first.speedup_k3 > first.speedup_k4
+    assert rec.bands == [[1, x.last, 4], [x.first, 1024, 3]]
+    # bounded: at most ceil(log2(63)) probes, then the two edges
+    assert sum(label.startswith("crossover k=") for label in labels) <= probes(63) == 6
+    assert set(rec.table.point) == {"grid", "crossover"}
+    assert (rec.band_table.loss_at_start_pct.fillna(0) >= 0).all()
+    assert rec.band_table.loss_at_end_pct.iloc[0] == 0.0  # K=4 is the fastest at its edge
+    # the vLLM form carries the bisected edges
+    cfg = json.loads(json.dumps(speculative_config(eagle, rec.bands)))
+    assert cfg["num_speculative_tokens_per_batch_size"] == [[1, x.last, 4], [x.first, 1024, 3]]
+    assert to_method(cfg)["k_schedule"] == [(1, x.last, 4), (x.first, 1024, 3)]
+
+
+def test_the_edge_where_speculation_turns_off_is_bisected_too():
+    weak = MethodConfig(
+        name="draft_model", k=1, draft_model="llama-3.2-1b", acceptance=AcceptanceConfig(alpha=0.4)
+    )
+    rec = recommend_bands(SHORT, weak, [1], (1, 64), 1024)
+    (x,) = rec.crossovers
+    assert (x.below, x.above) == (1, 0) and 1 < x.last < x.first < 64
+    assert _row(rec.table, x.last).speedup_k1 >= 1.0 > _row(rec.table, x.first).speedup_k1
+    assert rec.bands == [[1, x.last, 1], [x.first, 1024, 0]]
+
+
+def test_without_crossovers_a_setting_holds_from_its_grid_point():
+    table = pd.DataFrame({"concurrency": [1, 4, 16, 64], "best_k": [4, 4, 2, 0]})
+    assert schedule(table, 1024) == [[1, 15, 4], [16, 63, 2], [64, 1024, 0]]
+    assert probes(1) == 0 and probes(2) == 1 and probes(64) == 6
+
+
+def test_recommend_cli_takes_the_files_method_and_writes_the_bisected_schedule(tmp_path):
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text(
+        "workload: {trace: null, prompt: {mean: 128}, output: {mean: 96}}\n"
+        "method: {name: eagle3, k: 3, acceptance: {alpha: 0.7}}\n"
+    )
+    out, js = tmp_path / "rec.csv", tmp_path / "spec.json"
+    args = ["recommend", "--config", str(cfg), "--concurrencies", "1,64", "--k-max", "4"]
+    result = runner.invoke(app, [*args, "--out", str(out), "--json", str(js)])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out)
+    edges = table[table.point == "crossover"]
+    assert len(edges) == 2 and ((1 < edges.concurrency) & (edges.concurrency < 64)).all()
+    assert {"scheduled_k", "loss_pct"} <= set(table.columns)
+    bands = json.loads(js.read_text())["num_speculative_tokens_per_batch_size"]
+    assert [b[1] for b in bands[:-1]] == [int(edges.concurrency.min())]
+    assert "loss_at_start_pct" in result.output
+
+
+def test_recommend_refuses_a_k_it_would_replace_and_a_schedule_it_would_overwrite(tmp_path):
+    bad = runner.invoke(app, ["recommend", "--k", "4"])
+    assert bad.exit_code == 2 and "--k" in bad.output and "--k-max" in bad.output
+    spec = '{"method": "eagle3", "num_speculative_tokens": 3, "disable_by_batch_size": 8}'
+    bad = runner.invoke(app, ["recommend", "--speculative-config", spec])
+    assert bad.exit_code == 2 and "--speculative-config" in bad.output
+    cfg = tmp_path / "two.yaml"
+    cfg.write_text("methods: [{name: eagle3}, {name: ngram}]\n")
+    bad = runner.invoke(app, ["recommend", "--config", str(cfg)])
+    assert bad.exit_code == 2 and "--method" in bad.output
