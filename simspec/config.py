@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -375,6 +376,14 @@ class Deployment(BaseModel):
         description="GPUs the layers are split across, run one after another (Hugging Face "
         "device_map='auto'): more memory, the same step time plus a hop per boundary",
     )
+    ep: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="expert parallelism of a MoE model: 1 slices every expert over the tp GPUs; "
+        "ep = tp places whole experts on each GPU (vLLM --enable-expert-parallel), tokens sent "
+        "to their experts and back by all-to-all",
+    )
     engine: str = Field(default="vllm", description="engine profile")
     profile: str | None = Field(default=None, description="hardware profile id or YAML path")
     workload: WorkloadConfig = WorkloadConfig()
@@ -389,6 +398,17 @@ class Deployment(BaseModel):
     @classmethod
     def _tp(cls, v: int) -> int:
         return check_tp(v)
+
+    @field_validator("ep")
+    @classmethod
+    def _ep(cls, v: int, info: ValidationInfo) -> int:
+        tp = info.data.get("tp")
+        if tp is not None and v not in (1, tp):
+            raise ValueError(
+                f"must be 1 (experts sliced over the tp GPUs) or tp={tp} (whole experts spread "
+                "over them)"
+            )
+        return v
 
 
 class Scenario(Deployment):

@@ -179,3 +179,13 @@ def load_engine(engine_id: str) -> EngineProfile:
 
 def _first_error(exc: Exception) -> str:
     return validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
+
+
+def load_alltoall(gpu_id: str) -> tuple[float, float, str]:
+    """(latency s, bandwidth B/s, basis) of one GPU-to-GPU transfer inside a node, for expert
+    parallelism's dispatch and combine (``simspec/data/alltoall.yaml``): measured for H100 and
+    A100, the H100 fit transferred to other GPUs."""
+    table = packaged_table("alltoall.yaml")
+    name = table["gpus"].get(gpu_id)
+    fit = table["fits"][name or table["default"]]
+    return fit["latency_s"], fit["bandwidth_bytes_s"], "measured" if name else "transferred"

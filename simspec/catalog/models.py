@@ -262,7 +262,9 @@ class ModelShape(BaseModel):
         dense = self.num_hidden_layers - moe
         return dense * self.layer_params + moe * routed + self.embedding_params + head
 
-    def weight_bytes_per_gpu(self, tp: int = 1, ep: int = 1, dtype: str | None = None) -> float:
+    def weight_bytes_per_gpu(
+        self, tp: int = 1, ep: int = 1, dtype: str | None = None, embeddings: bool = True
+    ) -> float:
         """Weight bytes one GPU holds with tensor parallelism ``tp`` and the experts split
         whole over ``ep`` GPUs (vLLM's expert parallelism) or sliced over ``tp`` (ep 1).
         Linear layers in ``dtype`` (default: the model's own), routers, embeddings and LM head
@@ -279,7 +281,8 @@ class ModelShape(BaseModel):
             + moe * self.shared_expert_params
         ) * linear
         head = 0 if self.tie_word_embeddings else self.embedding_params
-        per_tp += (self.embedding_params + head) * bf16
+        if embeddings:
+            per_tp += (self.embedding_params + head) * bf16
         whole = self.num_hidden_layers * self.replicated_attention_params * linear
         whole += moe * self.router_params * bf16
         expert_bytes = moe * self.num_experts * self.expert_params * experts

@@ -24,7 +24,7 @@ from typing import TypeVar
 import numpy as np
 
 from simspec.catalog.hardware import EngineProfile, GpuSpec, HardwareProfile
-from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
+from simspec.catalog.models import BYTES_PER_PARAM, BYTES_PER_WEIGHT, ModelShape
 
 Num = TypeVar("Num", float, np.ndarray)
 
@@ -32,6 +32,10 @@ Num = TypeVar("Num", float, np.ndarray)
 # K, SiLU-and-mul (vllm/model_executor/models/llama.py, LlamaDecoderLayer, which passes the
 # residual into RMSNorm so the add is fused). Each pays the profile's per-kernel latency.
 ELEMENTWISE_KERNELS_PER_LAYER = 4
+# Small kernels a MoE layer adds in vLLM's fused MoE (vllm/model_executor/layers/fused_moe/
+# fused_moe.py): the top-k routing (topk_softmax or grouped_topk), moe_align_block_size (sort the
+# tokens by expert) and moe_sum (combine the k outputs); each pays the per-kernel latency.
+MOE_KERNELS_PER_LAYER = 3
 
 
 def roofline_time(
@@ -67,6 +71,57 @@ def attention_work(
     flops = 4.0 * q_dim * pairs
     nbytes = BYTES_PER_PARAM * (2.0 * kv_dim * (sum_kv + num_tokens) + 2.0 * q_dim * num_tokens)
     return flops, nbytes
+
+
+def mla_attention_work(
+    heads: int,
+    latent: int,
+    value_latent: int,
+    num_tokens: Num,
+    sum_q_sq: Num,
+    sum_q_kv: Num,
+    sum_kv: Num,
+) -> tuple[Num, Num]:
+    """FLOPs and bytes of absorbed multi-head latent attention (per layer, per GPU shard).
+
+    vLLM's MLA decode path (vllm/v1/attention/backends/mla/common.py, "Data-Movement Friendly
+    Approach"; FlashMLA takes verify steps of up to 128 query tokens on the same path,
+    reorder_batch_threshold 128 in backends/mla/flashmla.py) attends like multi-query
+    attention: each of the GPU's ``heads`` scores its query, absorbed into the latent, against
+    the one cached latent of ``latent`` = kv_lora_rank + qk_rope_head_dim per token, and sums
+    the latents (``value_latent`` = kv_lora_rank) by the scores. The latent cache is read once
+    per sequence for all heads; Q (latent width) is read and O (value latent) written.
+    Prefill chunks longer than 128 tokens take the compute-friendly path in vLLM (K and V
+    up-projected per head), which this counts as the absorbed one: an overestimate of prefill
+    attention FLOPs (about 3.4x for DeepSeek-V3), not of decode or verify.
+    """
+    pairs = sum_q_kv + (sum_q_sq + num_tokens) / 2.0
+    flops = 2.0 * heads * (latent + value_latent) * pairs
+    nbytes = BYTES_PER_PARAM * (
+        latent * (sum_kv + num_tokens) + heads * (latent + value_latent) * num_tokens
+    )
+    return flops, nbytes
+
+
+def distinct_experts(
+    experts: int, top_k: int, tokens: float, popularity: np.ndarray | None = None
+) -> float:
+    """Expected number of distinct experts ``tokens`` tokens route to, each choosing ``top_k``
+    of ``experts``.
+
+    Uniform routing (the default): an expert is missed by one token with probability
+    1 - k/E, so E * (1 - (1 - k/E)**N) are touched. ``popularity`` (a per-expert share of the
+    routed tokens, summing to 1) is the hook for a measured routing skew: expert e is then
+    missed with probability 1 - k * p_e per token (capped at 1). No packaged model has a
+    measured skew, so simspec routes uniformly, which touches the most experts for N tokens
+    (an upper bound on the weights a step reads).
+    """
+    if tokens <= 0:
+        return 0.0
+    if popularity is None:
+        return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+    hit = np.minimum(top_k * np.asarray(popularity, dtype=np.float64), 1.0)
+    return float(np.sum(1.0 - (1.0 - hit) ** tokens))
 
 
 def elementwise_bytes(tokens: Num, hidden: int, q_dim: int, kv_dim: int, inter: int) -> Num:
@@ -182,8 +237,19 @@ class StepCost:
 
 
 class RooflineCostModel:
-    """Per-operator roofline for Llama-style decoders under tensor parallelism ``tp``: the one
-    cost model the simulator asks for GPU time (:meth:`forward`, :meth:`gemm_time`)."""
+    """Per-operator roofline for decoders under tensor parallelism ``tp``: the one cost model
+    the simulator asks for GPU time (:meth:`forward`, :meth:`gemm_time`).
+
+    Llama-style dense models take the original path bit for bit. Mixture-of-experts layers,
+    MLA attention and sliding-window layers take :meth:`_dense_general` and
+    :meth:`_attention_general`: per MoE layer the router GEMM, the shared expert, and the
+    routed experts as two grouped GEMMs (gate-up, down) that read every distinct expert the
+    step's tokens touch (:func:`distinct_experts`) once and compute every routed token, costed
+    with the profile's GEMM constants (fitted on dense GEMMs and transferred to vLLM's fused
+    MoE kernels); ``ep`` GPUs holding whole experts exchange the tokens by all-to-all
+    (``alltoall`` = (latency s, bandwidth B/s) of one transfer,
+    :func:`~simspec.catalog.hardware.load_alltoall`).
+    """
 
     def __init__(
         self,
@@ -193,9 +259,13 @@ class RooflineCostModel:
         tp: int = 1,
         step_overhead_s: float | None = None,
         pp: int = 1,
+        ep: int = 1,
+        alltoall: tuple[float, float] | None = None,
     ) -> None:
         self.gpu, self.profile, self.engine, self.tp = gpu, profile, engine, tp
         self.pp = pp  # sequential layer stages: each boundary sends the hidden states on
+        self.ep = ep  # GPUs the experts are spread over whole (1: each expert sliced over tp)
+        self._a2a = alltoall or (0.0, gpu.interconnect_bandwidth_bytes_s)
         flops, bw, p = gpu.bf16_dense_flops, gpu.hbm_bandwidth_bytes_s, profile
         self._gemm = (
             flops * p["gemm_compute_efficiency"],
@@ -264,23 +334,28 @@ class RooflineCostModel:
             return StepCost(gemm_s=extra_gemm_s, overhead_s=overhead)
         terms = self._models.get(id(model))
         if terms is None or terms.model is not model:  # first use, or a recycled id
-            terms = self._models[id(model)] = _ModelTerms(model, *self._shard(model))
+            terms = self._models[id(model)] = _ModelTerms(
+                model, *self._shard(model), plain=model.is_plain
+            )
         key = (t, batch.logit_tokens, n_layers)
         dense = terms.dense.get(key)
         if dense is None:
             dense = terms.dense[key] = self._dense(model, terms, *key)
         gemm, elementwise, comm, lm_head = dense
-        q_dim, kv_dim = terms.q_dim, terms.kv_dim
-        flops, nbytes = attention_work(
-            q_dim, kv_dim, t, batch.sum_q_sq, batch.sum_q_kv, batch.sum_kv
-        )
-        rate_c, rate_m, latency, p = self._attn
-        if batch.sum_q_sq == t:  # every sequence sends one token: the decode kernel path
-            latency = self._attn_decode_latency
-        a, b = flops / rate_c, nbytes / rate_m
-        # roofline_time, inlined on the hot loop; p == 1 (a plain sum) skips two pow calls and
-        # gives the same floats, since x ** 1.0 == x exactly
-        attention = n_layers * (latency + (a + b if p == 1.0 else (a**p + b**p) ** (1.0 / p)))
+        if not terms.plain:
+            attention = self._attention_general(model, terms, batch, n_layers)
+        else:
+            q_dim, kv_dim = terms.q_dim, terms.kv_dim
+            flops, nbytes = attention_work(
+                q_dim, kv_dim, t, batch.sum_q_sq, batch.sum_q_kv, batch.sum_kv
+            )
+            rate_c, rate_m, latency, p = self._attn
+            if batch.sum_q_sq == t:  # every sequence sends one token: the decode kernel path
+                latency = self._attn_decode_latency
+            a, b = flops / rate_c, nbytes / rate_m
+            # roofline_time, inlined on the hot loop; p == 1 (a plain sum) skips two pow calls
+            # and gives the same floats, since x ** 1.0 == x exactly
+            attention = n_layers * (latency + (a + b if p == 1.0 else (a**p + b**p) ** (1.0 / p)))
         if self._layer_launch:
             gpu = gemm + extra_gemm_s + attention + lm_head + elementwise + comm
             overhead += max(0.0, n_layers * self._layer_launch - gpu)
@@ -290,6 +365,8 @@ class RooflineCostModel:
         self, model: ModelShape, terms: _ModelTerms, t: int, logit_tokens: int, n_layers: int
     ) -> tuple[float, float, float, float]:
         """Everything that depends only on token counts (``forward`` caches it in ``terms``)."""
+        if not terms.plain:
+            return self._dense_general(model, terms, t, logit_tokens, n_layers)
         h = model.hidden_size
         q_dim, kv_dim, inter = terms.q_dim, terms.kv_dim, terms.inter
         gemm = (
@@ -311,6 +388,171 @@ class RooflineCostModel:
         return (n_layers * gemm, elementwise, comm, lm_head)
 
 
+    # -- MoE, MLA and sliding-window models ----------------------------------------------
+    def _dense_general(
+        self, model: ModelShape, terms: _ModelTerms, t: int, logit_tokens: int, n_layers: int
+    ) -> tuple[float, float, float, float]:
+        """The token-count terms of a model with MoE layers, MLA or windowed layers: each
+        layer's attention projections, its MLP (dense, or router + shared + routed experts),
+        elementwise kernels and communication; the LM head as for a dense model."""
+        h, tp = model.hidden_size, self.tp
+        n_moe = model.moe_layers_in(n_layers)
+        n_dense = n_layers - n_moe
+        proj = self._attention_projections(model, t)
+        inter = terms.inter
+        dense_mlp = self.gemm_time(t, h, 2 * inter) + self.gemm_time(t, inter, h)
+        gemm = n_layers * proj + n_dense * dense_mlp
+        if n_moe:
+            gemm += n_moe * self._moe_mlp(model, t)
+        # elementwise: the dense layers' kernels as today; a MoE layer's gated activation runs
+        # over the k routed widths and the shared one, plus its routing kernels
+        q_dim, kv_dim = terms.q_dim, terms.kv_dim
+        moe_inter = (
+            model.num_experts_per_tok * model.moe_intermediate_size
+            + model.shared_expert_intermediate_size
+        ) // tp
+        elem_bytes = n_dense * elementwise_bytes(t, h, q_dim, kv_dim, inter)
+        elem_bytes += n_moe * elementwise_bytes(t, h, q_dim, kv_dim, moe_inter)
+        embed_bytes = BYTES_PER_PARAM * t * h
+        elementwise = (elem_bytes + embed_bytes) / self._elem_m
+        kernels = n_layers * ELEMENTWISE_KERNELS_PER_LAYER + n_moe * MOE_KERNELS_PER_LAYER + 1
+        elementwise += kernels * self._elem_lat
+        # communication: the attention all-reduce every layer; the MLP's all-reduce, or on a
+        # MoE layer under expert parallelism the dispatch and combine all-to-all
+        reduce = self.allreduce_time(BYTES_PER_PARAM * t * h)
+        if self.ep > 1:
+            comm = n_layers * reduce + n_dense * reduce + n_moe * 2 * self._alltoall(model, t)
+        else:
+            comm = n_layers * 2 * reduce
+        comm += self.allgather_time(BYTES_PER_PARAM * logit_tokens * model.vocab_size)
+        if self.pp > 1 and n_layers > 1:
+            comm += (self.pp - 1) * (self._ar_lat + BYTES_PER_PARAM * t * h / self._ar_bw)
+        vocab = model.vocab_size // tp
+        lm_head = self.gemm_time(logit_tokens, h, vocab) if logit_tokens else 0.0
+        return (gemm, elementwise, comm, lm_head)
+
+    def _attention_projections(self, model: ModelShape, t: int) -> float:
+        """One layer's attention GEMMs on one GPU. GQA: fused QKV and O. MLA (vLLM
+        deepseek_v2.py and backends/mla/common.py, decode path): the replicated fused q_a/kv_a
+        down projection, q_b per GPU's heads (or one q_proj), W_UK absorbing each head's query
+        into the latent and W_UV expanding each head's output from it (batched over the heads),
+        then O."""
+        h, tp = model.hidden_size, self.tp
+        if not model.is_mla:
+            q, kv = model.q_dim // tp, model.kv_dim_per_gpu(tp)
+            return self.gemm_time(t, h, q + 2 * kv) + self.gemm_time(t, q, h)
+        heads = max(model.num_attention_heads // tp, 1)
+        q_head = model.qk_nope_head_dim + model.qk_rope_head_dim
+        latent, rank = model.kv_dim, model.kv_lora_rank
+        if model.q_lora_rank:
+            down = self.gemm_time(t, h, model.q_lora_rank + latent)
+            up = self.gemm_time(t, model.q_lora_rank, heads * q_head)
+        else:
+            down = self.gemm_time(t, h, latent)
+            up = self.gemm_time(t, h, heads * q_head)
+        absorb = self._batched_gemm_time(heads, t, model.qk_nope_head_dim, rank)
+        expand = self._batched_gemm_time(heads, t, rank, model.v_head_dim)
+        return down + up + absorb + expand + self.gemm_time(t, heads * model.v_head_dim, h)
+
+    def _batched_gemm_time(self, batch: int, m: int, k: int, n: int) -> float:
+        """``batch`` independent (m x k) @ (k x n) matmuls in one kernel (torch.bmm)."""
+        flops, nbytes = gemm_work(m, k, n)
+        return roofline_time(batch * flops, batch * nbytes, *self._gemm)
+
+    def _moe_mlp(self, model: ModelShape, t: int) -> float:
+        """One MoE layer's MLP on one GPU: the router (replicated), the shared expert (sliced
+        over tp) and the routed experts."""
+        h, tp = model.hidden_size, self.tp
+        total = self.gemm_time(t, h, model.num_experts)
+        shared = model.shared_expert_intermediate_size // tp
+        if shared:
+            total += self.gemm_time(t, h, 2 * shared) + self.gemm_time(t, shared, h)
+        return total + self.routed_experts_time(model, t)
+
+    def routed_experts_time(self, model: ModelShape, t: int) -> float:
+        """The routed experts of one MoE layer for ``t`` tokens on one GPU: two grouped GEMMs
+        (vLLM fused_moe: w13 = gate and up, then w2 = down) that stream the weights of every
+        distinct expert the tokens touch once and multiply every (token, expert) pair. Sliced
+        experts (ep 1): each GPU holds 1/tp of every expert. Whole experts (ep GPUs): each holds
+        1/ep of them and, routing being uniform, gets 1/ep of the pairs and distinct experts."""
+        h, k = model.hidden_size, model.num_experts_per_tok
+        touched = distinct_experts(model.num_experts, k, t)
+        pairs = float(t * k)
+        if self.ep > 1:
+            width, touched, pairs = model.moe_intermediate_size, touched / self.ep, pairs / self.ep
+        else:
+            width = model.moe_intermediate_size // self.tp
+        wbytes = BYTES_PER_WEIGHT[model.expert_weight_dtype or model.weight_dtype]
+        abytes = BYTES_PER_PARAM
+        up = roofline_time(
+            2.0 * pairs * h * 2 * width,
+            touched * h * 2 * width * wbytes + abytes * pairs * (h + 2 * width),
+            *self._gemm,
+        )
+        down = roofline_time(
+            2.0 * pairs * width * h,
+            touched * width * h * wbytes + abytes * pairs * (width + h),
+            *self._gemm,
+        )
+        return up + down
+
+    def _alltoall(self, model: ModelShape, t: int) -> float:
+        """One all-to-all of a MoE layer under expert parallelism (dispatch, or combine): the
+        step's tokens split evenly over the ep GPUs, each token's hidden state sent to the
+        GPUs of its k experts, (ep - 1)/ep of them remote (uniform routing), over point-to-point
+        NVLink transfers running side by side (DeepEP / vLLM's all2all backends)."""
+        ep, k = self.ep, model.num_experts_per_tok
+        nbytes = BYTES_PER_PARAM * (t / ep) * k * model.hidden_size * (ep - 1) / ep
+        latency, bandwidth = self._a2a
+        return latency + nbytes / bandwidth if nbytes > 0 else 0.0
+
+    def _attention_general(
+        self, model: ModelShape, terms: _ModelTerms, batch: BatchShape, n_layers: int
+    ) -> float:
+        """Attention of a model with MLA or sliding-window layers: full layers over the whole
+        context, windowed layers over at most ``sliding_window`` tokens per sequence (the
+        pairs and cached tokens clipped to the window: exact when every context is past the
+        window or within it, an upper bound otherwise)."""
+        t = batch.num_tokens
+        n_win = model.sliding_layers_in(n_layers)
+        total = 0.0
+        if n_layers - n_win:
+            total += (n_layers - n_win) * self._attention_layer(model, terms, batch)
+        if n_win:
+            w = model.sliding_window
+            pairs = batch.sum_q_kv + (batch.sum_q_sq + t) / 2.0
+            clipped = BatchShape(
+                batch.num_seqs,
+                t,
+                0.0,
+                min(pairs, float(t * w)) - t / 2.0,  # keeps pairs = clipped count below
+                min(batch.sum_kv, float(batch.num_seqs * w)),
+                batch.logit_tokens,
+            )
+            total += n_win * self._attention_layer(model, terms, clipped, decode=batch.sum_q_sq == t)
+        return total
+
+    def _attention_layer(
+        self, model: ModelShape, terms: _ModelTerms, batch: BatchShape, decode: bool | None = None
+    ) -> float:
+        """One layer's attention kernel on one GPU."""
+        t = batch.num_tokens
+        if model.is_mla:
+            heads = max(model.num_attention_heads // self.tp, 1)
+            flops, nbytes = mla_attention_work(
+                heads, model.kv_dim, model.kv_lora_rank, t, batch.sum_q_sq, batch.sum_q_kv,
+                batch.sum_kv,
+            )
+        else:
+            flops, nbytes = attention_work(
+                terms.q_dim, terms.kv_dim, t, batch.sum_q_sq, batch.sum_q_kv, batch.sum_kv
+            )
+        rate_c, rate_m, latency, p = self._attn
+        if batch.sum_q_sq == t if decode is None else decode:
+            latency = self._attn_decode_latency
+        return roofline_time(flops, nbytes, rate_c, rate_m, latency, p)
+
+
 @dataclass(slots=True)
 class _ModelTerms:
     """What the roofline reuses for one model: per-GPU widths (:meth:`RooflineCostModel._shard`)
@@ -320,6 +562,7 @@ class _ModelTerms:
     q_dim: int
     kv_dim: int
     inter: int
+    plain: bool = True  # a Llama-style dense model: the original, bit-identical path
     dense: dict[tuple[int, int, int], tuple[float, float, float, float]] = field(
         default_factory=dict
     )

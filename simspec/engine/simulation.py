@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
-from simspec.catalog.hardware import load_engine, load_gpu, load_profile
+from simspec.catalog.hardware import load_alltoall, load_engine, load_gpu, load_profile
 from simspec.catalog.methods import sampled_from_tau, sampled_from_trace
 from simspec.catalog.models import ModelShape, load_model
 from simspec.config import LengthSpec, Scenario
@@ -28,7 +28,7 @@ from simspec.engine.replica import Replica, ReplicaSetup
 from simspec.engine.requests import RequestTable
 from simspec.engine.speculators import Speculator, build_speculator
 from simspec.engine.workload import arrival_gaps, generate_requests
-from simspec.errors import ScenarioError
+from simspec.errors import InputError, ScenarioError
 
 
 @dataclass
@@ -45,8 +45,16 @@ class SimResult:
 def build_cost_model(sc: Scenario) -> RooflineCostModel:
     gpu, engine = load_gpu(sc.gpu), load_engine(sc.engine)
     overhead = engine.step_overhead(speculative=sc.method.name != "autoregressive")
+    latency, bandwidth, _ = load_alltoall(sc.gpu)
     return RooflineCostModel(
-        gpu, load_profile(sc.profile or sc.gpu), engine, sc.tp, overhead, pp=sc.pp
+        gpu,
+        load_profile(sc.profile or sc.gpu),
+        engine,
+        sc.tp,
+        overhead,
+        pp=sc.pp,
+        ep=sc.ep,
+        alltoall=(latency, bandwidth),
     )
 
 
@@ -59,6 +67,8 @@ def check(sc: Scenario) -> None:
 
 def _setup(sc: Scenario) -> ReplicaSetup:
     target = load_model(sc.model)
+    if sc.ep > 1 and not target.is_moe:
+        raise InputError("ep", f"{target.id} has no experts to spread (a dense model): use ep 1")
     engine = load_engine(sc.engine)
     cost = build_cost_model(sc)
     spec = build_speculator(sc.method, target, cost, engine)
@@ -70,7 +80,7 @@ def _setup(sc: Scenario) -> ReplicaSetup:
             f"{spec.verify_tokens} tokens"
         )
     demand = spec.memory_demand(max_seqs, max_tokens)
-    memory = plan_memory(cost.gpu, engine, target, demand, tp=sc.tp, pp=sc.pp)
+    memory = plan_memory(cost.gpu, engine, target, demand, tp=sc.tp, pp=sc.pp, ep=sc.ep)
     _check_fixed_lengths(sc, target, memory)
     return ReplicaSetup(target, cost, spec, max_seqs, max_tokens, memory)
 

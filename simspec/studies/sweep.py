@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from pydantic import Field, ValidationInfo, field_validator
 
-from simspec.catalog.methods import TRACE_DATASETS, default_methods
+from simspec.catalog.methods import TRACE_DATASETS, default_methods, missing_draft_layers
 from simspec.config import (
     MAX_CONCURRENCY,
     MAX_RUNS,
@@ -25,6 +25,7 @@ from simspec.config import (
 )
 from simspec.engine.metrics import RunSummary
 from simspec.engine.simulation import check
+from simspec.errors import InputError
 from simspec.studies.runner import Executor, RunCache, run_all, scenario_key
 
 DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
@@ -228,6 +229,16 @@ class Cell:
         return scenario_key(self.scenario_json)
 
 
+def check_runnable(sc: Scenario) -> None:
+    """:func:`~simspec.engine.simulation.check`, and a method whose drafter is the model's own
+    MTP layers refused on a model that has none (the engine would cost a hypothetical module
+    no checkpoint ships)."""
+    why = missing_draft_layers(sc.method.name, sc.model)
+    if why:
+        raise InputError(f"methods.{sc.method.name}", why)
+    check(sc)
+
+
 def cells(cfg: SweepConfig) -> list[Cell]:
     out = []
     for point in cfg.points():
@@ -255,7 +266,7 @@ def run_sweep(
     ran the cells, and in the same order."""
     todo = cells(cfg)
     for scenario_json in {c.scenario_json for c in todo}:  # bad input fails before any run
-        check(Scenario.model_validate_json(scenario_json))
+        check_runnable(Scenario.model_validate_json(scenario_json))
     by_key = {c.key: c for c in todo}
 
     def finished(key: str, _: RunSummary) -> None:
