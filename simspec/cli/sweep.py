@@ -112,6 +112,16 @@ def sweep(
         if out is not None:
             err.print(f"wrote {len(frame)} rows to {out}")
         _sampling_note(cfg)
+        _profile_note(cfg)
+
+
+def _profile_note(cfg: SweepConfig) -> None:
+    """A GPU whose packaged profile was fitted on another GPU says so (on stderr)."""
+    from simspec.catalog.hardware import load_profile
+
+    for gpu in dict.fromkeys(cfg.grid.get("gpu") or [cfg.gpu]):
+        if note := load_profile(cfg.profile or gpu).transferred_note():
+            err.print(f"note: {note}", highlight=False)
 
 
 def _check_out(out: Path, journal: Path, resume: bool) -> None:
