@@ -125,7 +125,7 @@ class HardwareProfile(SourcedParams):
         ]
         return (
             f"{self.gpu} hardware profile transferred ({'; '.join(parts)}): "
-            "no timing tables for this GPU"
+            "no timing tables for those operators on this GPU"
         )
 
     @model_validator(mode="after")

@@ -88,10 +88,13 @@ class ModelShape(BaseModel):
         """KV width on one GPU: heads split over tp, replicated when there are fewer than tp."""
         return max(self.num_key_value_heads // tp, 1) * self.head_dim
 
-    def kv_bytes_per_token_per_gpu(self, tp: int, layers: int | None = None) -> int:
-        """K and V of ``layers`` (default: all) layers for one token on one GPU."""
+    def kv_bytes_per_token_per_gpu(
+        self, tp: int, layers: int | None = None, dtype_bytes: float = 2
+    ) -> float:
+        """K and V of ``layers`` (default: all) layers for one token on one GPU, at
+        ``dtype_bytes`` per element (the KV-cache dtype: 2 for bf16, 1 for fp8)."""
         n = self.num_hidden_layers if layers is None else layers
-        return 2 * n * self.kv_dim_per_gpu(tp) * BYTES_PER_PARAM
+        return 2 * n * self.kv_dim_per_gpu(tp) * dtype_bytes
 
 
 def model_ids() -> list[str]:

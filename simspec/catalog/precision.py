@@ -18,13 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from simspec.catalog.hardware import GpuSpec
 from simspec.catalog.tables import packaged_table
+from simspec.config import KV_CACHE_ALIASES, KvCacheDtype, WeightPrecision
 from simspec.errors import InputError
 
-Precision = Literal["bf16", "fp8", "int4-w"]
 Compute = Literal["bf16", "fp8"]
-KvCacheDtype = Literal["auto", "bf16", "fp8"]
-PRECISIONS: tuple[str, ...] = get_args(Precision)
-KV_CACHE_DTYPES: tuple[str, ...] = get_args(KvCacheDtype)
+PRECISIONS: tuple[str, ...] = get_args(WeightPrecision)
+KV_CACHE_DTYPES: tuple[str, ...] = get_args(get_args(KvCacheDtype)[0])
 
 
 class SpeedCurve(BaseModel):
@@ -101,6 +100,26 @@ def effective_precision(spec: PrecisionSpec, gpu: GpuSpec) -> PrecisionSpec:
     return spec
 
 
+def precision_note(spec: PrecisionSpec, gpu: GpuSpec) -> str:
+    """One line on how ``gpu`` runs ``spec`` when that is not what its name says, or when no
+    kernel timings back it ("" for bf16, and for a measured precision run natively)."""
+    if spec.name == "bf16":
+        return ""
+    eff = effective_precision(spec, gpu)
+    parts = []
+    if eff is not spec:
+        parts.append(
+            f"{gpu.id} has no FP8 tensor cores: {spec.name} weights run weight-only (W8A16, "
+            "bf16 compute), as vLLM's FP8 Marlin kernel runs them"
+        )
+    if eff.curve(gpu.arch) is None:
+        parts.append(
+            f"no {eff.name} kernel timings for {gpu.arch} GPUs: its GEMMs are the roofline at "
+            f"{eff.weight_bytes:g} bytes per weight and the {eff.compute} peak"
+        )
+    return "; ".join(parts)
+
+
 def compute_flops(spec: PrecisionSpec, gpu: GpuSpec) -> float:
     """Dense tensor peak the GEMMs of ``spec`` run at on ``gpu`` (after the weight-only
     fallback): the FP8 peak for FP8 compute, else the bf16 peak."""
@@ -126,21 +145,21 @@ def gemm_speed_ratio(spec: PrecisionSpec, gpu: GpuSpec, tokens: float) -> float 
 def normalize_kv_cache_dtype(value: str, field: str = "kv_cache_dtype") -> str:
     """``auto``, ``bf16`` or ``fp8``, accepting vLLM's spellings (``bfloat16``, ``fp8_e4m3``,
     ``fp8_e5m2``)."""
-    table = packaged_table("precision.yaml")
-    name = table["kv_cache_aliases"].get(value, value) if isinstance(value, str) else value
+    name = KV_CACHE_ALIASES.get(value, value) if isinstance(value, str) else value
     if name not in KV_CACHE_DTYPES:
-        allowed = [*KV_CACHE_DTYPES, *table["kv_cache_aliases"]]
+        allowed = [*KV_CACHE_DTYPES, *KV_CACHE_ALIASES]
         raise InputError(
             field, f"unknown KV cache dtype {value!r}; choose one of {', '.join(allowed)}"
         )
     return name
 
 
-def kv_cache_bytes(kv_cache_dtype: str, activation_bytes: float = 2.0) -> float:
-    """Bytes per cached K or V element: ``auto`` is the model's activation dtype."""
+def kv_cache_bytes(kv_cache_dtype: str, activation_bytes: float = 2) -> float:
+    """Bytes per cached K or V element: ``auto`` is the model's activation dtype. Whole
+    numbers stay ints, so a bf16 cache sizes exactly as it did before this option existed."""
     name = normalize_kv_cache_dtype(kv_cache_dtype)
     nbytes = packaged_table("precision.yaml")["kv_cache_dtypes"][name]["bytes"]
-    return activation_bytes if nbytes is None else float(nbytes)
+    return activation_bytes if nbytes is None else nbytes
 
 
 @cache

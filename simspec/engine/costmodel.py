@@ -25,6 +25,12 @@ import numpy as np
 
 from simspec.catalog.hardware import EngineProfile, GpuSpec, HardwareProfile
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
+from simspec.catalog.precision import (
+    PrecisionSpec,
+    compute_flops,
+    effective_precision,
+    gemm_speed_ratio,
+)
 
 Num = TypeVar("Num", float, np.ndarray)
 
@@ -47,13 +53,22 @@ def roofline_time(
     return latency + (a**sharpness + b**sharpness) ** (1.0 / sharpness)
 
 
-def gemm_work(m: Num, k: Num, n: Num) -> tuple[Num, Num]:
-    """FLOPs and bytes of an (m x k) @ (k x n) bf16 matmul: weights plus input and output."""
-    return 2.0 * m * k * n, BYTES_PER_PARAM * (k * n + m * (k + n))
+def gemm_work(m: Num, k: Num, n: Num, weight_bytes: float = BYTES_PER_PARAM) -> tuple[Num, Num]:
+    """FLOPs and bytes of an (m x k) @ (k x n) matmul: weights at ``weight_bytes`` per element
+    (bf16: 2; the precision's, simspec.catalog.precision) plus bf16 input and output."""
+    if weight_bytes == BYTES_PER_PARAM:  # the bf16 expression, unchanged to the last bit
+        return 2.0 * m * k * n, BYTES_PER_PARAM * (k * n + m * (k + n))
+    return 2.0 * m * k * n, weight_bytes * k * n + BYTES_PER_PARAM * m * (k + n)
 
 
 def attention_work(
-    q_dim: Num, kv_dim: Num, num_tokens: Num, sum_q_sq: Num, sum_q_kv: Num, sum_kv: Num
+    q_dim: Num,
+    kv_dim: Num,
+    num_tokens: Num,
+    sum_q_sq: Num,
+    sum_q_kv: Num,
+    sum_kv: Num,
+    kv_bytes: float = BYTES_PER_PARAM,
 ) -> tuple[Num, Num]:
     """FLOPs and bytes of causal attention of ``num_tokens`` new tokens over their sequences'
     caches (per layer, per GPU shard).
@@ -61,11 +76,15 @@ def attention_work(
     New token i of a sequence attends to its cached tokens plus i new ones, so there are
     sum_i q_i * (kv_i + (q_i + 1) / 2) query-key pairs, each costing QK^T and PV (4 * q_dim
     FLOPs). Bytes: K and V of every context token (cached and new) read once, Q read and O
-    written.
+    written. K and V are ``kv_bytes`` per element (the KV-cache dtype); Q and O bf16.
     """
     pairs = sum_q_kv + (sum_q_sq + num_tokens) / 2.0
     flops = 4.0 * q_dim * pairs
-    nbytes = BYTES_PER_PARAM * (2.0 * kv_dim * (sum_kv + num_tokens) + 2.0 * q_dim * num_tokens)
+    if kv_bytes == BYTES_PER_PARAM:  # the bf16 expression, unchanged to the last bit
+        nbytes = BYTES_PER_PARAM * (2.0 * kv_dim * (sum_kv + num_tokens) + 2.0 * q_dim * num_tokens)
+    else:
+        nbytes = kv_bytes * 2.0 * kv_dim * (sum_kv + num_tokens)
+        nbytes += BYTES_PER_PARAM * 2.0 * q_dim * num_tokens
     return flops, nbytes
 
 
@@ -193,8 +212,19 @@ class RooflineCostModel:
         tp: int = 1,
         step_overhead_s: float | None = None,
         pp: int = 1,
+        precision: PrecisionSpec | None = None,
+        precision_model: str | None = None,
+        kv_bytes: float = BYTES_PER_PARAM,
     ) -> None:
+        """``precision``: the weights of the model whose id is ``precision_model`` (the served
+        target; None: bf16); every other model (draft heads, draft models) runs bf16.
+        ``kv_bytes``: bytes per cached K/V element (the KV-cache dtype), for every model."""
         self.gpu, self.profile, self.engine, self.tp = gpu, profile, engine, tp
+        # FP8 on a GPU without FP8 tensor cores runs weight-only, as vLLM does
+        eff = effective_precision(precision, gpu) if precision is not None else None
+        self.precision = None if eff is None or eff.name == "bf16" else eff
+        self.precision_model = precision_model
+        self.kv_bytes = kv_bytes
         self.pp = pp  # sequential layer stages: each boundary sends the hidden states on
         flops, bw, p = gpu.bf16_dense_flops, gpu.hbm_bandwidth_bytes_s, profile
         self._gemm = (
@@ -223,9 +253,38 @@ class RooflineCostModel:
         self._models: dict[int, _ModelTerms] = {}  # by id(model); the entry keeps it alive
 
     # -- operators -------------------------------------------------------------------------
-    def gemm_time(self, tokens: int, d_in: int, d_out: int) -> float:
-        """Time of one dense (tokens x d_in) @ (d_in x d_out) matmul on one GPU shard."""
-        return roofline_time(*gemm_work(tokens, d_in, d_out), *self._gemm)
+    def gemm_time(
+        self, tokens: int, d_in: int, d_out: int, precision: PrecisionSpec | None = None
+    ) -> float:
+        """Time of one dense (tokens x d_in) @ (d_in x d_out) matmul on one GPU shard, with bf16
+        weights or (``precision``, as :func:`effective_precision` gives it) quantised ones."""
+        if precision is None:
+            return roofline_time(*gemm_work(tokens, d_in, d_out), *self._gemm)
+        return self._quantized_gemm_time(tokens, d_in, d_out, precision)
+
+    def precision_of(self, model: ModelShape) -> PrecisionSpec | None:
+        """The weight precision ``model``'s layer GEMMs run at (None: bf16)."""
+        return self.precision if model.id == self.precision_model else None
+
+    def _quantized_gemm_time(
+        self, tokens: int, d_in: int, d_out: int, spec: PrecisionSpec
+    ) -> float:
+        """The roofline at the precision's weight bytes and compute peak (the profile's bf16
+        fractions of peak, an assumption), replaced by the measured speed over bf16 where a
+        kernel table covers this GPU's architecture and token count; above the largest
+        measured count the last measured ratio holds, but never past the roofline."""
+        _, rate_m, latency, sharpness = self._gemm
+        rate_c = compute_flops(spec, self.gpu) * self.profile["gemm_compute_efficiency"]
+        flops, nbytes = gemm_work(tokens, d_in, d_out, spec.weight_bytes)
+        roof = roofline_time(flops, nbytes, rate_c, rate_m, latency, sharpness)
+        ratio = gemm_speed_ratio(spec, self.gpu, tokens)
+        if ratio is None:
+            return roof
+        measured = roofline_time(*gemm_work(tokens, d_in, d_out), *self._gemm) / ratio
+        curve = spec.curve(self.gpu.arch)
+        if curve is not None and tokens > curve.max_tokens:
+            return max(measured, roof)
+        return measured
 
     def allreduce_time(self, nbytes: float) -> float:
         """Ring all-reduce across ``tp`` GPUs; zero without tensor parallelism."""
@@ -272,7 +331,7 @@ class RooflineCostModel:
         gemm, elementwise, comm, lm_head = dense
         q_dim, kv_dim = terms.q_dim, terms.kv_dim
         flops, nbytes = attention_work(
-            q_dim, kv_dim, t, batch.sum_q_sq, batch.sum_q_kv, batch.sum_kv
+            q_dim, kv_dim, t, batch.sum_q_sq, batch.sum_q_kv, batch.sum_kv, self.kv_bytes
         )
         rate_c, rate_m, latency, p = self._attn
         if batch.sum_q_sq == t:  # every sequence sends one token: the decode kernel path
@@ -292,11 +351,12 @@ class RooflineCostModel:
         """Everything that depends only on token counts (``forward`` caches it in ``terms``)."""
         h = model.hidden_size
         q_dim, kv_dim, inter = terms.q_dim, terms.kv_dim, terms.inter
+        w = self.precision_of(model)  # the LM head stays bf16, as vLLM leaves it unquantised
         gemm = (
-            self.gemm_time(t, h, q_dim + 2 * kv_dim)
-            + self.gemm_time(t, q_dim, h)
-            + self.gemm_time(t, h, 2 * inter)
-            + self.gemm_time(t, inter, h)
+            self.gemm_time(t, h, q_dim + 2 * kv_dim, w)
+            + self.gemm_time(t, q_dim, h, w)
+            + self.gemm_time(t, h, 2 * inter, w)
+            + self.gemm_time(t, inter, h, w)
         )
         elem_bytes = elementwise_bytes(t, h, q_dim, kv_dim, inter)
         embed_bytes = BYTES_PER_PARAM * t * h

@@ -29,6 +29,16 @@ class MemoryPlan:
     num_blocks: int
 
 
+def target_weight_bytes(target: ModelShape, weight_bytes: float = BYTES_PER_PARAM) -> float:
+    """Bytes of the target's weights: decoder layers at ``weight_bytes`` each, the embedding
+    and LM head in bf16 (vLLM's FP8 and GPTQ/AWQ methods quantise LinearBase layers only; the
+    vocab embedding and ParallelLMHead stay unquantised unless a config says otherwise)."""
+    if weight_bytes == BYTES_PER_PARAM:  # the bf16 expression, unchanged to the last bit
+        return target.num_params * BYTES_PER_PARAM
+    dense = target.num_params - target.num_hidden_layers * target.layer_params
+    return target.num_hidden_layers * target.layer_params * weight_bytes + dense * BYTES_PER_PARAM
+
+
 def activation_reserve(target: ModelShape, tp: int, max_tokens: int, max_logit_rows: int) -> float:
     """Peak activations of the largest forward (what vLLM's profiling run measures).
 
@@ -60,15 +70,20 @@ def plan_memory(
     demand: MemoryDemand,
     tp: int = 1,
     pp: int = 1,
+    weight_bytes: float = BYTES_PER_PARAM,
+    kv_bytes: float = BYTES_PER_PARAM,
 ) -> MemoryPlan:
     """The KV blocks left per GPU once the target's weights (over ``tp``), the draft and the
-    activation reserve are placed; a ScenarioError when none are."""
+    activation reserve are placed; a ScenarioError when none are. ``weight_bytes``: bytes per
+    weight of the target's decoder layers (its precision); ``kv_bytes``: per cached K/V
+    element (the KV-cache dtype; ``demand`` already counts the draft's at that dtype)."""
     draft_bytes = demand.draft_bytes
     # layers split over pp GPUs pool their memory (weights and KV divide with the layers)
     usable = gpu.memory_bytes * engine["gpu_memory_utilization"] * pp
-    weights = target.num_params * BYTES_PER_PARAM / tp
+    weights = target_weight_bytes(target, weight_bytes) / tp
     act = activation_reserve(target, tp, demand.max_tokens, demand.max_logit_rows)
-    kv_per_token = target.kv_bytes_per_token_per_gpu(tp) + demand.draft_kv_per_token
+    kv_per_token = target.kv_bytes_per_token_per_gpu(tp, dtype_bytes=kv_bytes)
+    kv_per_token += demand.draft_kv_per_token
     block = int(engine["block_size"])
     free = usable - weights - draft_bytes - act
     blocks = int(free // (kv_per_token * block)) if free > 0 else 0
