@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -361,6 +362,20 @@ class SchedulerConfig(BaseModel):
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
 
 
+# vLLM's --kv-cache-dtype spellings (vllm/config/cache.py CacheDType) for the dtypes simspec
+# prices: every fp8 variant is one byte per element.
+KV_CACHE_ALIASES = {"bfloat16": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+
+
+def _kv_alias(value: object) -> object:
+    return KV_CACHE_ALIASES.get(value, value) if isinstance(value, str) else value
+
+
+KvCacheDtype = Annotated[Literal["auto", "bf16", "fp8"], BeforeValidator(_kv_alias)]
+# weight precisions a deployment can name (data: simspec/data/precision.yaml)
+WeightPrecision = Literal["bf16", "fp8", "int4-w"]
+
+
 class Deployment(BaseModel):
     """What is served and how: model, hardware, engine, workload, scheduler limits, seed."""
 
@@ -386,6 +401,17 @@ class Deployment(BaseModel):
     )
     engine: str = Field(default="vllm", description="engine profile")
     profile: str | None = Field(default=None, description="hardware profile id or YAML path")
+    precision: WeightPrecision | None = Field(
+        default=None,
+        description="weight precision: bf16, fp8 (W8A8; weight-only on GPUs without FP8 tensor "
+        "cores) or int4-w (W4A16, group 128); unset = the checkpoint's own (its "
+        "quantization_config, else bf16)",
+    )
+    kv_cache_dtype: KvCacheDtype = Field(
+        default="auto",
+        description="KV cache dtype: auto (the model's, bf16), bf16 or fp8 (vLLM "
+        "--kv-cache-dtype; fp8_e4m3, fp8_e5m2 and bfloat16 are accepted)",
+    )
     workload: WorkloadConfig = WorkloadConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
     temperature: float = Field(

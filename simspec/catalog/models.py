@@ -21,11 +21,14 @@ MAX_HF_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; one with a l
 
 
 WeightDtype = Literal["bf16", "fp8", "int4-w"]
-# Bytes a stored weight takes: bf16 2; fp8 1 (DeepSeek-V3's 128x128 block scales add 4 bytes per
-# 16,384 weights, 0.02 %, left out); int4-w 4 bits plus one fp16 scale per group of 128
-# (GPTQ/AWQ/Marlin's group size 128: 4.125 bits). GPT-OSS's MXFP4 experts (4.25 bits) are read
-# as int4-w (hf_config.weight_dtypes).
-BYTES_PER_WEIGHT: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "int4-w": 4.125 / 8}
+
+
+def bytes_per_weight(dtype: str) -> float:
+    """Bytes a stored weight of ``dtype`` takes, scales included (simspec/data/precision.yaml:
+    bf16 2, fp8 1, int4-w 0.515625)."""
+    from simspec.catalog.precision import load_precision
+
+    return load_precision(dtype, "model.weight_dtype").weight_bytes
 
 
 class ModelShape(BaseModel):
@@ -263,15 +266,25 @@ class ModelShape(BaseModel):
         return dense * self.layer_params + moe * routed + self.embedding_params + head
 
     def weight_bytes_per_gpu(
-        self, tp: int = 1, ep: int = 1, dtype: str | None = None, embeddings: bool = True
+        self,
+        tp: int = 1,
+        ep: int = 1,
+        weight_bytes: float | None = None,
+        expert_bytes: float | None = None,
+        embeddings: bool = True,
     ) -> float:
         """Weight bytes one GPU holds with tensor parallelism ``tp`` and the experts split
         whole over ``ep`` GPUs (vLLM's expert parallelism) or sliced over ``tp`` (ep 1).
-        Linear layers in ``dtype`` (default: the model's own), routers, embeddings and LM head
-        in bf16; MLA's down projections whole on every rank."""
-        linear = BYTES_PER_WEIGHT[dtype or self.weight_dtype]
-        experts = BYTES_PER_WEIGHT[dtype or self.expert_weight_dtype or self.weight_dtype]
-        bf16 = BYTES_PER_WEIGHT["bf16"]
+        Linear layers at ``weight_bytes`` and routed experts at ``expert_bytes`` per weight
+        (default: the checkpoint's own dtypes); routers, embeddings and LM head in bf16; MLA's
+        down projections whole on every rank."""
+        linear = bytes_per_weight(self.weight_dtype) if weight_bytes is None else weight_bytes
+        experts = (
+            bytes_per_weight(self.expert_weight_dtype or self.weight_dtype)
+            if expert_bytes is None
+            else expert_bytes
+        )
+        bf16 = BYTES_PER_PARAM
         moe = self.moe_layers_in()
         dense = self.num_hidden_layers - moe
         shared = self.attention_params - self.replicated_attention_params

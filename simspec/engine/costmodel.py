@@ -24,7 +24,13 @@ from typing import TypeVar
 import numpy as np
 
 from simspec.catalog.hardware import EngineProfile, GpuSpec, HardwareProfile
-from simspec.catalog.models import BYTES_PER_PARAM, BYTES_PER_WEIGHT, ModelShape
+from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
+from simspec.catalog.precision import (
+    PrecisionSpec,
+    compute_flops,
+    effective_precision,
+    gemm_speed_ratio,
+)
 
 Num = TypeVar("Num", float, np.ndarray)
 
@@ -51,13 +57,22 @@ def roofline_time(
     return latency + (a**sharpness + b**sharpness) ** (1.0 / sharpness)
 
 
-def gemm_work(m: Num, k: Num, n: Num) -> tuple[Num, Num]:
-    """FLOPs and bytes of an (m x k) @ (k x n) bf16 matmul: weights plus input and output."""
-    return 2.0 * m * k * n, BYTES_PER_PARAM * (k * n + m * (k + n))
+def gemm_work(m: Num, k: Num, n: Num, weight_bytes: float = BYTES_PER_PARAM) -> tuple[Num, Num]:
+    """FLOPs and bytes of an (m x k) @ (k x n) matmul: weights at ``weight_bytes`` per element
+    (bf16: 2; the precision's, simspec.catalog.precision) plus bf16 input and output."""
+    if weight_bytes == BYTES_PER_PARAM:  # the bf16 expression, unchanged to the last bit
+        return 2.0 * m * k * n, BYTES_PER_PARAM * (k * n + m * (k + n))
+    return 2.0 * m * k * n, weight_bytes * k * n + BYTES_PER_PARAM * m * (k + n)
 
 
 def attention_work(
-    q_dim: Num, kv_dim: Num, num_tokens: Num, sum_q_sq: Num, sum_q_kv: Num, sum_kv: Num
+    q_dim: Num,
+    kv_dim: Num,
+    num_tokens: Num,
+    sum_q_sq: Num,
+    sum_q_kv: Num,
+    sum_kv: Num,
+    kv_bytes: float = BYTES_PER_PARAM,
 ) -> tuple[Num, Num]:
     """FLOPs and bytes of causal attention of ``num_tokens`` new tokens over their sequences'
     caches (per layer, per GPU shard).
@@ -65,11 +80,15 @@ def attention_work(
     New token i of a sequence attends to its cached tokens plus i new ones, so there are
     sum_i q_i * (kv_i + (q_i + 1) / 2) query-key pairs, each costing QK^T and PV (4 * q_dim
     FLOPs). Bytes: K and V of every context token (cached and new) read once, Q read and O
-    written.
+    written. K and V are ``kv_bytes`` per element (the KV-cache dtype); Q and O bf16.
     """
     pairs = sum_q_kv + (sum_q_sq + num_tokens) / 2.0
     flops = 4.0 * q_dim * pairs
-    nbytes = BYTES_PER_PARAM * (2.0 * kv_dim * (sum_kv + num_tokens) + 2.0 * q_dim * num_tokens)
+    if kv_bytes == BYTES_PER_PARAM:  # the bf16 expression, unchanged to the last bit
+        nbytes = BYTES_PER_PARAM * (2.0 * kv_dim * (sum_kv + num_tokens) + 2.0 * q_dim * num_tokens)
+    else:
+        nbytes = kv_bytes * 2.0 * kv_dim * (sum_kv + num_tokens)
+        nbytes += BYTES_PER_PARAM * 2.0 * q_dim * num_tokens
     return flops, nbytes
 
 
@@ -81,6 +100,7 @@ def mla_attention_work(
     sum_q_sq: Num,
     sum_q_kv: Num,
     sum_kv: Num,
+    kv_bytes: float = BYTES_PER_PARAM,
 ) -> tuple[Num, Num]:
     """FLOPs and bytes of absorbed multi-head latent attention (per layer, per GPU shard).
 
@@ -97,9 +117,8 @@ def mla_attention_work(
     """
     pairs = sum_q_kv + (sum_q_sq + num_tokens) / 2.0
     flops = 2.0 * heads * (latent + value_latent) * pairs
-    nbytes = BYTES_PER_PARAM * (
-        latent * (sum_kv + num_tokens) + heads * (latent + value_latent) * num_tokens
-    )
+    nbytes = kv_bytes * latent * (sum_kv + num_tokens)
+    nbytes += BYTES_PER_PARAM * heads * (latent + value_latent) * num_tokens
     return flops, nbytes
 
 
@@ -261,8 +280,29 @@ class RooflineCostModel:
         pp: int = 1,
         ep: int = 1,
         alltoall: tuple[float, float] | None = None,
+        precision: PrecisionSpec | None = None,
+        precision_model: str | None = None,
+        kv_bytes: float = BYTES_PER_PARAM,
+        expert_precision: PrecisionSpec | None = None,
     ) -> None:
+        """``precision``: the weights of the model whose id is ``precision_model`` (the served
+        target; None: bf16); every other model (draft heads, draft models) runs bf16.
+        ``kv_bytes``: bytes per cached K/V element (the KV-cache dtype), for every model."""
         self.gpu, self.profile, self.engine, self.tp = gpu, profile, engine, tp
+        # FP8 on a GPU without FP8 tensor cores runs weight-only, as vLLM does
+        eff = effective_precision(precision, gpu) if precision is not None else None
+        self.precision = None if eff is None or eff.name == "bf16" else eff
+        self.precision_model = precision_model
+        # models whose layer GEMMs run at the target's precision: the target, and the MTP
+        # modules shipped in its checkpoint (quantize_like_target)
+        self._quantized = {precision_model}
+        # the routed experts' precision (GPT-OSS: MXFP4 experts beside bf16 layers); None: the
+        # layers' own
+        eff_experts = (
+            effective_precision(expert_precision, gpu) if expert_precision is not None else None
+        )
+        self.expert_precision = eff_experts
+        self.kv_bytes = kv_bytes
         self.pp = pp  # sequential layer stages: each boundary sends the hidden states on
         self.ep = ep  # GPUs the experts are spread over whole (1: each expert sliced over tp)
         self._a2a = alltoall or (0.0, gpu.interconnect_bandwidth_bytes_s)
@@ -293,9 +333,42 @@ class RooflineCostModel:
         self._models: dict[int, _ModelTerms] = {}  # by id(model); the entry keeps it alive
 
     # -- operators -------------------------------------------------------------------------
-    def gemm_time(self, tokens: int, d_in: int, d_out: int) -> float:
-        """Time of one dense (tokens x d_in) @ (d_in x d_out) matmul on one GPU shard."""
-        return roofline_time(*gemm_work(tokens, d_in, d_out), *self._gemm)
+    def gemm_time(
+        self, tokens: int, d_in: int, d_out: int, precision: PrecisionSpec | None = None
+    ) -> float:
+        """Time of one dense (tokens x d_in) @ (d_in x d_out) matmul on one GPU shard, with bf16
+        weights or (``precision``, as :func:`effective_precision` gives it) quantised ones."""
+        if precision is None:
+            return roofline_time(*gemm_work(tokens, d_in, d_out), *self._gemm)
+        return self._quantized_gemm_time(tokens, d_in, d_out, precision)
+
+    def precision_of(self, model: ModelShape) -> PrecisionSpec | None:
+        """The weight precision ``model``'s layer GEMMs run at (None: bf16)."""
+        return self.precision if model.id in self._quantized else None
+
+    def quantize_like_target(self, model: ModelShape) -> None:
+        """``model`` (an MTP module of the checkpoint) runs at the target's precision."""
+        self._quantized.add(model.id)
+
+    def _quantized_gemm_time(
+        self, tokens: int, d_in: int, d_out: int, spec: PrecisionSpec
+    ) -> float:
+        """The roofline at the precision's weight bytes and compute peak (the profile's bf16
+        fractions of peak, an assumption), replaced by the measured speed over bf16 where a
+        kernel table covers this GPU's architecture and token count; above the largest
+        measured count the last measured ratio holds, but never past the roofline."""
+        _, rate_m, latency, sharpness = self._gemm
+        rate_c = compute_flops(spec, self.gpu) * self.profile["gemm_compute_efficiency"]
+        flops, nbytes = gemm_work(tokens, d_in, d_out, spec.weight_bytes)
+        roof = roofline_time(flops, nbytes, rate_c, rate_m, latency, sharpness)
+        ratio = gemm_speed_ratio(spec, self.gpu, tokens)
+        if ratio is None:
+            return roof
+        measured = roofline_time(*gemm_work(tokens, d_in, d_out), *self._gemm) / ratio
+        curve = spec.curve(self.gpu.arch)
+        if curve is not None and tokens > curve.max_tokens:
+            return max(measured, roof)
+        return measured
 
     def allreduce_time(self, nbytes: float) -> float:
         """Ring all-reduce across ``tp`` GPUs; zero without tensor parallelism."""
@@ -347,7 +420,7 @@ class RooflineCostModel:
         else:
             q_dim, kv_dim = terms.q_dim, terms.kv_dim
             flops, nbytes = attention_work(
-                q_dim, kv_dim, t, batch.sum_q_sq, batch.sum_q_kv, batch.sum_kv
+                q_dim, kv_dim, t, batch.sum_q_sq, batch.sum_q_kv, batch.sum_kv, self.kv_bytes
             )
             rate_c, rate_m, latency, p = self._attn
             if batch.sum_q_sq == t:  # every sequence sends one token: the decode kernel path
@@ -369,11 +442,12 @@ class RooflineCostModel:
             return self._dense_general(model, terms, t, logit_tokens, n_layers)
         h = model.hidden_size
         q_dim, kv_dim, inter = terms.q_dim, terms.kv_dim, terms.inter
+        w = self.precision_of(model)  # the LM head stays bf16, as vLLM leaves it unquantised
         gemm = (
-            self.gemm_time(t, h, q_dim + 2 * kv_dim)
-            + self.gemm_time(t, q_dim, h)
-            + self.gemm_time(t, h, 2 * inter)
-            + self.gemm_time(t, inter, h)
+            self.gemm_time(t, h, q_dim + 2 * kv_dim, w)
+            + self.gemm_time(t, q_dim, h, w)
+            + self.gemm_time(t, h, 2 * inter, w)
+            + self.gemm_time(t, inter, h, w)
         )
         elem_bytes = elementwise_bytes(t, h, q_dim, kv_dim, inter)
         embed_bytes = BYTES_PER_PARAM * t * h
@@ -398,12 +472,13 @@ class RooflineCostModel:
         h, tp = model.hidden_size, self.tp
         n_moe = model.moe_layers_in(n_layers)
         n_dense = n_layers - n_moe
-        proj = self._attention_projections(model, t)
+        w = self.precision_of(model)
+        proj = self._attention_projections(model, t, w)
         inter = terms.inter
-        dense_mlp = self.gemm_time(t, h, 2 * inter) + self.gemm_time(t, inter, h)
+        dense_mlp = self.gemm_time(t, h, 2 * inter, w) + self.gemm_time(t, inter, h, w)
         gemm = n_layers * proj + n_dense * dense_mlp
         if n_moe:
-            gemm += n_moe * self._moe_mlp(model, t)
+            gemm += n_moe * self._moe_mlp(model, t, w)
         # elementwise: the dense layers' kernels as today; a MoE layer's gated activation runs
         # over the k routed widths and the shared one, plus its routing kernels
         q_dim, kv_dim = terms.q_dim, terms.kv_dim
@@ -431,42 +506,46 @@ class RooflineCostModel:
         lm_head = self.gemm_time(logit_tokens, h, vocab) if logit_tokens else 0.0
         return (gemm, elementwise, comm, lm_head)
 
-    def _attention_projections(self, model: ModelShape, t: int) -> float:
+    def _attention_projections(
+        self, model: ModelShape, t: int, w: PrecisionSpec | None = None
+    ) -> float:
         """One layer's attention GEMMs on one GPU. GQA: fused QKV and O. MLA (vLLM
         deepseek_v2.py and backends/mla/common.py, decode path): the replicated fused q_a/kv_a
         down projection, q_b per GPU's heads (or one q_proj), W_UK absorbing each head's query
         into the latent and W_UV expanding each head's output from it (batched over the heads),
-        then O."""
+        then O. The projections run at the weights' precision ``w``; the absorbed W_UK/W_UV
+        are bf16 (vLLM dequantises kv_b_proj into them when the weights load)."""
         h, tp = model.hidden_size, self.tp
         if not model.is_mla:
             q, kv = model.q_dim // tp, model.kv_dim_per_gpu(tp)
-            return self.gemm_time(t, h, q + 2 * kv) + self.gemm_time(t, q, h)
+            return self.gemm_time(t, h, q + 2 * kv, w) + self.gemm_time(t, q, h, w)
         heads = max(model.num_attention_heads // tp, 1)
         q_head = model.qk_nope_head_dim + model.qk_rope_head_dim
         latent, rank = model.kv_dim, model.kv_lora_rank
         if model.q_lora_rank:
-            down = self.gemm_time(t, h, model.q_lora_rank + latent)
-            up = self.gemm_time(t, model.q_lora_rank, heads * q_head)
+            down = self.gemm_time(t, h, model.q_lora_rank + latent, w)
+            up = self.gemm_time(t, model.q_lora_rank, heads * q_head, w)
         else:
-            down = self.gemm_time(t, h, latent)
-            up = self.gemm_time(t, h, heads * q_head)
+            down = self.gemm_time(t, h, latent, w)
+            up = self.gemm_time(t, h, heads * q_head, w)
         absorb = self._batched_gemm_time(heads, t, model.qk_nope_head_dim, rank)
         expand = self._batched_gemm_time(heads, t, rank, model.v_head_dim)
-        return down + up + absorb + expand + self.gemm_time(t, heads * model.v_head_dim, h)
+        return down + up + absorb + expand + self.gemm_time(t, heads * model.v_head_dim, h, w)
 
     def _batched_gemm_time(self, batch: int, m: int, k: int, n: int) -> float:
         """``batch`` independent (m x k) @ (k x n) matmuls in one kernel (torch.bmm)."""
         flops, nbytes = gemm_work(m, k, n)
         return roofline_time(batch * flops, batch * nbytes, *self._gemm)
 
-    def _moe_mlp(self, model: ModelShape, t: int) -> float:
-        """One MoE layer's MLP on one GPU: the router (replicated), the shared expert (sliced
-        over tp) and the routed experts."""
+    def _moe_mlp(self, model: ModelShape, t: int, w: PrecisionSpec | None = None) -> float:
+        """One MoE layer's MLP on one GPU: the router (replicated, bf16: vLLM builds the gate
+        unquantised), the shared expert (sliced over tp, at the layers' precision ``w``) and the
+        routed experts."""
         h, tp = model.hidden_size, self.tp
         total = self.gemm_time(t, h, model.num_experts)
         shared = model.shared_expert_intermediate_size // tp
         if shared:
-            total += self.gemm_time(t, h, 2 * shared) + self.gemm_time(t, shared, h)
+            total += self.gemm_time(t, h, 2 * shared, w) + self.gemm_time(t, shared, h, w)
         return total + self.routed_experts_time(model, t)
 
     def routed_experts_time(self, model: ModelShape, t: int) -> float:
@@ -482,19 +561,38 @@ class RooflineCostModel:
             width, touched, pairs = model.moe_intermediate_size, touched / self.ep, pairs / self.ep
         else:
             width = model.moe_intermediate_size // self.tp
-        wbytes = BYTES_PER_WEIGHT[model.expert_weight_dtype or model.weight_dtype]
+        spec = self.experts_precision_of(model)
+        rate_c, rate_m, latency, sharpness = self._gemm
+        wbytes = BYTES_PER_PARAM
+        if spec is not None:  # the roofline at the precision's weight bytes and peak
+            wbytes = spec.weight_bytes
+            rate_c = compute_flops(spec, self.gpu) * self.profile["gemm_compute_efficiency"]
         abytes = BYTES_PER_PARAM
         up = roofline_time(
             2.0 * pairs * h * 2 * width,
             touched * h * 2 * width * wbytes + abytes * pairs * (h + 2 * width),
-            *self._gemm,
+            rate_c,
+            rate_m,
+            latency,
+            sharpness,
         )
         down = roofline_time(
             2.0 * pairs * width * h,
             touched * width * h * wbytes + abytes * pairs * (width + h),
-            *self._gemm,
+            rate_c,
+            rate_m,
+            latency,
+            sharpness,
         )
         return up + down
+
+    def experts_precision_of(self, model: ModelShape) -> PrecisionSpec | None:
+        """The routed experts' precision: their own where the checkpoint stores them apart
+        (GPT-OSS's MXFP4), else the layers'; None: bf16."""
+        if model.id not in self._quantized:
+            return None
+        spec = self.expert_precision or self.precision
+        return None if spec is None or spec.name == "bf16" else spec
 
     def _alltoall(self, model: ModelShape, t: int) -> float:
         """One all-to-all of a MoE layer under expert parallelism (dispatch, or combine): the
@@ -540,12 +638,24 @@ class RooflineCostModel:
         if model.is_mla:
             heads = max(model.num_attention_heads // self.tp, 1)
             flops, nbytes = mla_attention_work(
-                heads, model.kv_dim, model.kv_lora_rank, t, batch.sum_q_sq, batch.sum_q_kv,
+                heads,
+                model.kv_dim,
+                model.kv_lora_rank,
+                t,
+                batch.sum_q_sq,
+                batch.sum_q_kv,
                 batch.sum_kv,
+                self.kv_bytes,
             )
         else:
             flops, nbytes = attention_work(
-                terms.q_dim, terms.kv_dim, t, batch.sum_q_sq, batch.sum_q_kv, batch.sum_kv
+                terms.q_dim,
+                terms.kv_dim,
+                t,
+                batch.sum_q_sq,
+                batch.sum_q_kv,
+                batch.sum_kv,
+                self.kv_bytes,
             )
         rate_c, rate_m, latency, p = self._attn
         if batch.sum_q_sq == t if decode is None else decode:

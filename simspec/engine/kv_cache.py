@@ -31,6 +31,14 @@ class MemoryPlan:
     num_blocks: int
 
 
+def target_weight_bytes(target: ModelShape, weight_bytes: float = BYTES_PER_PARAM) -> float:
+    """Bytes of the target's weights on one GPU: linear layers (routed experts included) at
+    ``weight_bytes`` each, the embedding and LM head in bf16 (vLLM's FP8 and GPTQ/AWQ methods
+    quantise LinearBase layers only; the vocab embedding and ParallelLMHead stay unquantised
+    unless a config says otherwise)."""
+    return target.weight_bytes_per_gpu(1, 1, weight_bytes, weight_bytes)
+
+
 def activation_reserve(target: ModelShape, tp: int, max_tokens: int, max_logit_rows: int) -> float:
     """Peak activations of the largest forward (what vLLM's profiling run measures).
 
@@ -66,23 +74,30 @@ def plan_memory(
     tp: int = 1,
     pp: int = 1,
     ep: int = 1,
+    weight_bytes: float | None = None,
+    kv_bytes: float = BYTES_PER_PARAM,
+    expert_bytes: float | None = None,
 ) -> MemoryPlan:
     """The KV blocks left per GPU once the target's weights (over ``tp``; experts over ``ep``
     when expert-parallel), the draft, the activation reserve and the windowed layers' KV are
-    placed; a ScenarioError when none are, saying how many GPUs the model needs."""
+    placed; a ScenarioError when none are, saying how many GPUs the model needs.
+    ``weight_bytes``/``expert_bytes``: bytes per weight of the target's linear layers and
+    routed experts (its precision; None: the checkpoint's own); ``kv_bytes``: per cached K/V
+    element (the KV-cache dtype; ``demand`` already counts the draft's at that dtype)."""
     draft_bytes = demand.draft_bytes
     # layers split over pp GPUs pool their memory (weights and KV divide with the layers)
     usable = gpu.memory_bytes * engine["gpu_memory_utilization"] * pp
-    weights = target.weight_bytes_per_gpu(tp, ep)
+    weights = target.weight_bytes_per_gpu(tp, ep, weight_bytes, expert_bytes)
     act = activation_reserve(target, tp, demand.max_tokens, demand.max_logit_rows)
     block = int(engine["block_size"])
-    act += demand.max_seqs * target.window_kv_bytes_per_seq_per_gpu(tp, block)
-    kv_per_token = target.kv_bytes_per_token_per_gpu(tp) + demand.draft_kv_per_token
+    act += demand.max_seqs * target.window_kv_bytes_per_seq_per_gpu(tp, block, kv_bytes)
+    kv_per_token = target.kv_bytes_per_token_per_gpu(tp, dtype_bytes=kv_bytes)
+    kv_per_token += demand.draft_kv_per_token
     free = usable - weights - draft_bytes - act
     blocks = int(free // (kv_per_token * block)) if free > 0 else 0
     if blocks <= 0:
         where = f"over {pp} GPUs" if pp > 1 else "per GPU"
-        need = min_gpus(gpu, engine, target)
+        need = min_gpus(gpu, engine, target, weight_bytes=weight_bytes, expert_bytes=expert_bytes)
         fix = (
             f"it needs {need} {gpu.id} GPUs at the least (tp={need})"
             if need is not None
@@ -91,8 +106,9 @@ def plan_memory(
         raise ScenarioError(
             f"{target.id} does not fit on {gpu.id} at tp={tp}: weights {weights / GIB:.1f} GiB + "
             f"draft {draft_bytes / GIB:.1f} GiB + activations {act / GIB:.1f} GiB exceed the "
-            f"{usable / GIB:.1f} GiB usable {where} ({target.num_params / 1e9:.1f}B parameters "
-            f"in {_precision(target)}); {fix}: raise tp or pp, or pick a larger GPU"
+            f"{usable / GIB:.1f} GiB usable {where} ({target.num_params / 1e9:.1f}B parameters"
+            f"{_per_weight(weight_bytes, expert_bytes)}); {fix}: raise tp or pp, or pick a "
+            "larger GPU"
         )
     return MemoryPlan(usable, weights, draft_bytes, act, kv_per_token, block, blocks)
 
@@ -102,7 +118,12 @@ MIN_KV_TOKENS = 4096  # "some KV": one 4,096-token sequence
 
 
 def min_gpus(
-    gpu: GpuSpec, engine: EngineProfile, target: ModelShape, kv_tokens: int = MIN_KV_TOKENS
+    gpu: GpuSpec,
+    engine: EngineProfile,
+    target: ModelShape,
+    kv_tokens: int = MIN_KV_TOKENS,
+    weight_bytes: float | None = None,
+    expert_bytes: float | None = None,
 ) -> int | None:
     """The fewest GPUs (a power-of-two tp) whose memory holds the target's weights, the
     activation reserve of the engine's token budget and the KV of one ``kv_tokens``-token
@@ -114,16 +135,19 @@ def min_gpus(
         act = activation_reserve(target, tp, tokens, 1)
         act += target.window_kv_bytes_per_seq_per_gpu(tp, int(engine["block_size"]))
         kv = kv_tokens * target.kv_bytes_per_token_per_gpu(tp)
-        if target.weight_bytes_per_gpu(tp) + act + kv <= usable:
+        if target.weight_bytes_per_gpu(tp, 1, weight_bytes, expert_bytes) + act + kv <= usable:
             return tp
         tp *= 2
     return None
 
 
-def _precision(target: ModelShape) -> str:
-    if target.expert_weight_dtype and target.expert_weight_dtype != target.weight_dtype:
-        return f"{target.weight_dtype}, experts {target.expert_weight_dtype}"
-    return target.weight_dtype
+def _per_weight(weight_bytes: float | None, expert_bytes: float | None) -> str:
+    if weight_bytes is None:
+        return ""
+    text = f", {weight_bytes:g} B/weight"
+    if expert_bytes is not None and expert_bytes != weight_bytes:
+        text += f", experts {expert_bytes:g}"
+    return text
 
 
 class BlockPool:

@@ -70,7 +70,9 @@ class EagleHead(Speculator):
         return self._params_bytes(params)
 
     def extra_kv_bytes_per_token(self) -> float:
-        return self.head.kv_bytes_per_token_per_gpu(self.cost.tp, layers=1)
+        return self.head.kv_bytes_per_token_per_gpu(
+            self.cost.tp, layers=1, dtype_bytes=self.cost.kv_bytes
+        )
 
 
 class Eagle1(EagleHead):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from simspec.catalog.models import BYTES_PER_PARAM
+from simspec.config import MethodConfig
 from simspec.engine.speculators.eagle import EagleHead
 
 
@@ -30,16 +32,30 @@ class MTP(EagleHead):
     def moe_head(self) -> bool:  # type: ignore[override]
         return self.target.is_moe and self.target.num_nextn_predict_layers > 0
 
+    def _configure(self, cfg: MethodConfig) -> None:
+        super()._configure(cfg)
+        if self.target.num_nextn_predict_layers:  # the checkpoint's modules: its precision
+            self.cost.quantize_like_target(self.head)
+
     def extra_weight_bytes(self) -> float:
         """The modules' decoder blocks and eh_proj per GPU (embedding and LM head shared with
         the target, vLLM load_eagle_model sharing them when the draft owns none)."""
         modules = self.target.num_nextn_predict_layers
         if not modules:
             return super().extra_weight_bytes()
-        h = self.target.hidden_size
-        block = self.head.weight_bytes_per_gpu(self.cost.tp, self.cost.ep, embeddings=False)
+        h, cost = self.target.hidden_size, self.cost
+        layers, experts = cost.precision_of(self.head), cost.experts_precision_of(self.head)
+        block = self.head.weight_bytes_per_gpu(
+            cost.tp,
+            cost.ep,
+            layers.weight_bytes if layers else BYTES_PER_PARAM,
+            experts.weight_bytes if experts else BYTES_PER_PARAM,
+            embeddings=False,
+        )
         return modules * (block + self._params_bytes(self.fused_features * h * h))
 
     def extra_kv_bytes_per_token(self) -> float:
         modules = max(self.target.num_nextn_predict_layers, 1)  # each module caches its own KV
-        return modules * self.head.kv_bytes_per_token_per_gpu(self.cost.tp, layers=1)
+        return modules * self.head.kv_bytes_per_token_per_gpu(
+            self.cost.tp, layers=1, dtype_bytes=self.cost.kv_bytes
+        )

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from simspec.catalog.hardware import load_engine, load_gpu
+from simspec.catalog.hardware import load_engine, load_gpu, load_profile
 from simspec.catalog.methods import (
     DATASET_DOMAIN,
     DEFAULT_DRAFT_MODEL,
@@ -102,6 +102,8 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
         gpu = assume_gpu
         assumptions.append(f"GPU not stated: {assume_gpu} assumed")
     _known(load_gpu, gpu, "unsupported GPU")
+    if note := load_profile(gpu).transferred_note():
+        assumptions.append(note)
     engine = get("engine")
     _known(load_engine, engine, "no engine profile for")
 
