@@ -554,9 +554,16 @@ class RooflineCostModel:
         distinct expert the tokens touch once and multiply every (token, expert) pair. Sliced
         experts (ep 1): each GPU holds 1/tp of every expert. Whole experts (ep GPUs): each holds
         1/ep of them and, routing being uniform, gets 1/ep of the pairs and distinct experts."""
-        h, k = model.hidden_size, model.num_experts_per_tok
-        touched = distinct_experts(model.num_experts, k, t)
-        pairs = float(t * k)
+        k = model.num_experts_per_tok
+        return self.grouped_experts_time(
+            model, float(t * k), distinct_experts(model.num_experts, k, t)
+        )
+
+    def grouped_experts_time(self, model: ModelShape, pairs: float, touched: float) -> float:
+        """The routed-expert GEMMs of one MoE layer for ``pairs`` (token, expert) pairs over
+        ``touched`` distinct experts (whole batch), on one GPU (see
+        :meth:`routed_experts_time`)."""
+        h = model.hidden_size
         if self.ep > 1:
             width, touched, pairs = model.moe_intermediate_size, touched / self.ep, pairs / self.ep
         else:
