@@ -13,6 +13,7 @@ from rich.table import Table
 from simspec.catalog.hardware import gpu_ids, load_engine, load_gpu
 from simspec.catalog.models import load_model, model_ids
 from simspec.cli.common import one_line_errors
+from simspec.errors import one_line
 from simspec.engine.kv_cache import min_gpus
 from simspec.studies.model_facts import billions, layout, model_facts, precision
 
@@ -41,7 +42,7 @@ def models(
         return
     console = Console()
     for label, value in model_facts(name, gpu, engine):
-        console.print(f"[bold]{label}[/]: {escape(value)}", highlight=False)
+        console.print(f"[bold]{label}[/]: {escape(one_line(value))}", highlight=False)
 
 
 def _print_all(gpu: str, engine: str) -> None:

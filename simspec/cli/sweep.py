@@ -8,7 +8,6 @@ from typing import Annotated, cast, get_args
 import pandas as pd
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from simspec.catalog.models import load_model
@@ -196,7 +195,7 @@ def _print_models(cfg: SweepConfig) -> None:
     precision (``simspec models NAME`` has the rest)."""
     names = cfg.grid.get("model") or [cfg.model]
     for name in dict.fromkeys(str(n) for n in names):
-        Console().print(escape(summary_line(load_model(name))), highlight=False)
+        Console().print(safe_title(summary_line(load_model(name))), highlight=False)
 
 
 def _method_label(row: pd.Series) -> str:
