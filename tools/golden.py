@@ -36,6 +36,14 @@ a100_80gb, a100_40gb), every number in it unchanged (compared column by column w
 above)::
 
     validate CSV:        63bef3486927edb31afd464cf172e748a45064a54dc6da1d160fc951acdf43cc
+
+Issue 15 (MoE, MLA, MTP) again left the scenarios and the sweep CSV as they were. validate moved
+on purpose: the 34 rows whose notes say FP8 (Qwen3-8B-FP8 on SGLang) run at fp8, the 8 rows
+against "other: vLLM 0.11.0 BF16 no-spec" are predicted with that baseline, and rows simspec
+cannot serve name why (prefill/decode disaggregation, NVFP4, Gated DeltaNet, a target named
+only in the notes); the other 214 predicted rows' numbers are unchanged::
+
+    validate CSV:        8eae47eac0a15769c2978daa7328a8c95130168f0870ca754b761c5b41ab8048
 """
 
 from __future__ import annotations
