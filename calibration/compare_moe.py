@@ -110,8 +110,10 @@ def qwen36(shared: Path) -> None:
         if not with_shared:
             for n, touched, m, p in detail:
                 if touched in (8, 64, 256) and n in (1, 8, 32, 256, 1024):
-                    print(f"  tokens {n:5d}, experts {touched:3d}: measured {m:6.1f} us, "
-                          f"predicted {p:6.1f} us")
+                    print(
+                        f"  tokens {n:5d}, experts {touched:3d}: measured {m:6.1f} us, "
+                        f"predicted {p:6.1f} us"
+                    )
 
 
 def main() -> None:

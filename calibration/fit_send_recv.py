@@ -41,7 +41,9 @@ def main() -> None:
     base = shared / "calibration-data/vidur-profiling/data/profiling/network"
     for net in NETWORKS:
         lat, bw, err, n = fit(base / net / "send_recv.csv")
-        print(f"{net}: latency {lat:.4e} s, bandwidth {bw:.4e} B/s, median |err| {err:.3f}, {n} rows")
+        print(
+            f"{net}: latency {lat:.4e} s, bandwidth {bw:.4e} B/s, median |err| {err:.3f}, {n} rows"
+        )
 
 
 if __name__ == "__main__":

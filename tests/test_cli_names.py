@@ -141,9 +141,9 @@ def test_all_offers_only_what_an_engine_ships_for_the_model():
     with_mtp = [m for m in model_ids() if load_model(m).num_nextn_predict_layers > 0]
     assert with_mtp == ["deepseek-r1", "deepseek-v3"]
     assert "deepseek-r1, deepseek-v3" in left["mtp"]
-    assert "mtp" in [m.name for m in SweepFlags(methods="all", model="deepseek-v3").sweep_config(
-        None
-    ).methods]
+    assert "mtp" in [
+        m.name for m in SweepFlags(methods="all", model="deepseek-v3").sweep_config(None).methods
+    ]
 
 
 def test_asking_for_mtp_on_a_model_without_mtp_layers_names_the_config_key():

@@ -109,9 +109,10 @@ def test_what_simspec_cannot_express_names_the_config_key(keys, field):
 
 
 def test_gpt_oss_mxfp4_experts_are_weight_only_int4():
-    assert read_config(_config(quantization_config={"quant_method": "mxfp4"}))[
-        "expert_weight_dtype"
-    ] == "int4-w"
+    assert (
+        read_config(_config(quantization_config={"quant_method": "mxfp4"}))["expert_weight_dtype"]
+        == "int4-w"
+    )
 
 
 def test_a_deepseek_config_json_reads_as_the_preset(tmp_path):
@@ -204,8 +205,14 @@ def test_mtp_drafts_with_the_models_own_moe_layer():
             "model": "deepseek-v3",
             "gpu": "h200",
             "tp": 8,
-            "workload": {"arrival": "closed", "concurrency": 2, "requests": 2, "trace": None,
-                         "prompt": {"mean": 64}, "output": {"mean": 16}},
+            "workload": {
+                "arrival": "closed",
+                "concurrency": 2,
+                "requests": 2,
+                "trace": None,
+                "prompt": {"mean": 64},
+                "output": {"mean": 16},
+            },
             "method": {"name": "mtp", "k": 2, "acceptance": {"alpha": 0.85}},
         }
     )

@@ -152,9 +152,7 @@ def _layers(raw: dict[str, Any]) -> int:
 
 def _index_list(raw: dict[str, Any], key: str, layers: int) -> list[int]:
     value = raw.get(key) or []
-    if not isinstance(value, list) or any(
-        type(i) is not int or not 0 <= i < layers for i in value
-    ):
+    if not isinstance(value, list) or any(type(i) is not int or not 0 <= i < layers for i in value):
         raise InputError(f"model.{key}", f"must be a list of layer indices below {layers}")
     return value
 
@@ -193,7 +191,9 @@ def _dense(raw: dict[str, Any]) -> dict[str, Any]:
             )
     layers = _layers(raw)
     if raw.get("use_sliding_window"):  # Qwen2/3: windows on layers past max_window_layers
-        raise InputError("model.use_sliding_window", "Qwen's sliding-window layers are not modelled")
+        raise InputError(
+            "model.use_sliding_window", "Qwen's sliding-window layers are not modelled"
+        )
     windowed = _windowed_layers(raw, layers, ())
     if raw.get("model_type") == "mistral" and raw.get("sliding_window") is not None:
         # Mistral-7B-v0.1 windows every layer (MistralConfig.sliding_window)
@@ -232,9 +232,7 @@ def _qwen_moe(raw: dict[str, Any]) -> dict[str, Any]:
     fields = _experts(raw, "num_experts", "moe_intermediate_size")
     step = _int(raw, "decoder_sparse_step", default=1, minimum=1)
     dense = set(_index_list(raw, "mlp_only_layers", layers))
-    fields["moe_layers"] = tuple(
-        i for i in range(layers) if i not in dense and (i + 1) % step == 0
-    )
+    fields["moe_layers"] = tuple(i for i in range(layers) if i not in dense and (i + 1) % step == 0)
     shared = _int(raw, "shared_expert_intermediate_size", default=0)
     if shared and raw.get("model_type") != "qwen2_moe":
         raise InputError(
@@ -243,7 +241,9 @@ def _qwen_moe(raw: dict[str, Any]) -> dict[str, Any]:
         )
     fields["shared_expert_intermediate_size"] = shared
     if raw.get("use_sliding_window"):
-        raise InputError("model.use_sliding_window", "Qwen's sliding-window layers are not modelled")
+        raise InputError(
+            "model.use_sliding_window", "Qwen's sliding-window layers are not modelled"
+        )
     return fields
 
 
@@ -274,7 +274,9 @@ def _llama4(raw: dict[str, Any]) -> dict[str, Any]:
     if chunk is not None:
         nope = raw.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(layers)]
         if not isinstance(nope, list) or len(nope) != layers or any(v not in (0, 1) for v in nope):
-            raise InputError("model.no_rope_layers", f"must list 0 or 1 for each of {layers} layers")
+            raise InputError(
+                "model.no_rope_layers", f"must list 0 or 1 for each of {layers} layers"
+            )
         fields["sliding_window"] = _int(raw, "attention_chunk_size", minimum=1)
         fields["sliding_layers"] = tuple(i for i, rope in enumerate(nope) if rope)
     return fields

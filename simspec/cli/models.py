@@ -13,8 +13,8 @@ from rich.table import Table
 from simspec.catalog.hardware import gpu_ids, load_engine, load_gpu
 from simspec.catalog.models import load_model, model_ids
 from simspec.cli.common import one_line_errors
-from simspec.errors import one_line
 from simspec.engine.kv_cache import min_gpus
+from simspec.errors import one_line
 from simspec.studies.model_facts import billions, layout, model_facts, precision
 
 

@@ -461,7 +461,6 @@ class RooflineCostModel:
         lm_head = self.gemm_time(logit_tokens, h, vocab) if logit_tokens else 0.0
         return (n_layers * gemm, elementwise, comm, lm_head)
 
-
     # -- MoE, MLA and sliding-window models ----------------------------------------------
     def _dense_general(
         self, model: ModelShape, terms: _ModelTerms, t: int, logit_tokens: int, n_layers: int
@@ -634,7 +633,9 @@ class RooflineCostModel:
                 min(batch.sum_kv, float(batch.num_seqs * w)),
                 batch.logit_tokens,
             )
-            total += n_win * self._attention_layer(model, terms, clipped, decode=batch.sum_q_sq == t)
+            total += n_win * self._attention_layer(
+                model, terms, clipped, decode=batch.sum_q_sq == t
+            )
         return total
 
     def _attention_layer(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.models import ModelShape, load_model
-from simspec.engine.kv_cache import GIB, MIN_KV_TOKENS, MAX_GPUS, min_gpus
+from simspec.engine.kv_cache import GIB, MAX_GPUS, MIN_KV_TOKENS, min_gpus
 
 
 def billions(n: float) -> str:
@@ -42,7 +42,9 @@ def precision(model: ModelShape) -> str:
     return model.weight_dtype
 
 
-def model_facts(ref: str, gpu_id: str = "h100_sxm", engine_id: str = "vllm") -> list[tuple[str, str]]:
+def model_facts(
+    ref: str, gpu_id: str = "h100_sxm", engine_id: str = "vllm"
+) -> list[tuple[str, str]]:
     """(label, value) pairs describing model ``ref`` and what it needs of ``gpu_id`` GPUs."""
     model = load_model(ref)
     gpu, engine = load_gpu(gpu_id), load_engine(engine_id)

@@ -56,9 +56,7 @@ def unmodelled_target(target: str, notes: str) -> str | None:
     if target == "other":
         named = re.search(r"target: ([^;]+)", notes)
         what = named.group(1).strip() if named else "not named"
-        return (
-            f"target_model 'other' ({what}): no preset or config.json of that model in simspec"
-        )
+        return f"target_model 'other' ({what}): no preset or config.json of that model in simspec"
     return None
 
 
