@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from pydantic import Field, ValidationInfo, field_validator
 
-from simspec.catalog.methods import TRACE_DATASETS, default_methods, missing_draft_layers
+from simspec.catalog.methods import TRACE_DATASETS, default_methods
 from simspec.config import (
     MAX_CONCURRENCY,
     MAX_RUNS,
@@ -24,9 +24,7 @@ from simspec.config import (
     WorkloadConfig,
 )
 from simspec.engine.metrics import RunSummary
-from simspec.engine.simulation import check
-from simspec.errors import InputError
-from simspec.studies.runner import Executor, RunCache, run_all, scenario_key
+from simspec.studies.runner import Executor, RunCache, check_runnable, run_all, scenario_key
 
 DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
 
@@ -227,16 +225,6 @@ class Cell:
         """Identifies the run by content, so a resumed sweep recognises it (computed once: the
         files it hashes are read once per sweep)."""
         return scenario_key(self.scenario_json)
-
-
-def check_runnable(sc: Scenario) -> None:
-    """:func:`~simspec.engine.simulation.check`, and a method whose drafter is the model's own
-    MTP layers refused on a model that has none (the engine would cost a hypothetical module
-    no checkpoint ships)."""
-    why = missing_draft_layers(sc.method.name, sc.model)
-    if why:
-        raise InputError(f"methods.{sc.method.name}", why)
-    check(sc)
 
 
 def cells(cfg: SweepConfig) -> list[Cell]:
