@@ -60,7 +60,12 @@ def sidebar() -> explorer.ExplorerInputs:
     engine = sb.selectbox("Engine profile", engine_ids(), index=engine_ids().index(DEFAULT.engine))
 
     sb.header("Speculation")
-    methods = sb.multiselect("Methods", SPEC_METHODS, default=DEFAULT.methods)
+    offered, left_out = explorer.offered_methods(model)
+    methods = sb.multiselect(
+        "Methods", offered, default=[m for m in DEFAULT.methods if m in offered]
+    )
+    for name, why in left_out.items():
+        sb.caption(f"{name} not offered: {why}")
     k_mode = sb.radio("Draft length", ["method default", "set K"], horizontal=True)
     k = sb.slider("K (chain length or tree depth)", 1, 10, 3) if k_mode == "set K" else None
     nodes = sb.number_input("Tree budget (nodes; 0 = each tree method's default)", 0, 1024, 0)
@@ -151,6 +156,12 @@ def sidebar() -> explorer.ExplorerInputs:
 def main() -> None:
     st.title("Does speculative decoding pay?")
     inputs = sidebar()
+    with st.expander("Model", expanded=False):
+        st.markdown("\n".join(f"- **{k}**: {v}" for k, v in explorer.model_info(inputs)))
+    try:
+        explorer.check_inputs(inputs)
+    except (InputError, ScenarioError) as exc:
+        problem(str(exc))
     slo_ttft = st.sidebar.number_input("SLO: TTFT p99 (ms)", 10.0, 60000.0, 2000.0)
     slo_tpot = st.sidebar.number_input("SLO: TPOT p99 (ms)", 1.0, 1000.0, 50.0)
     with st.spinner("simulating…"):

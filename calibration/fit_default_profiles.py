@@ -9,7 +9,9 @@ Run from the repository root, with ../shared beside it:
 * a100_80gb: fitted to Vidur's A100 (80 GB) tables; no A100 attention table exists in shared/,
   so attention is transferred from the H100 fit (fractions of the A100's datasheet peaks).
 * a100_40gb, rtx3090, h200: no tables at all; every operator transferred (A100 80 GB -> 40 GB: same
-  GA100 chip; A100 -> RTX 3090: same Ampere SM; H100 -> H200: same GH100 die). A GPU run of
+  GA100 chip; A100 -> RTX 3090: same Ampere SM; H100 -> H200: same GH100 die).
+* b200, gb200, h20, l40s, mi300x, mi355x: no tables at all; every operator transferred from the
+  nearest measured fit (NEWER_GPUS says which and why). A GPU run of
   calibration/time_forward.py replaces these with measured fits (calibration/README.md).
 """
 
@@ -96,6 +98,67 @@ def main() -> None:
         "no H200 tables in shared/ and no GPU run yet: same GH100 die as the H100 SXM, whose "
         "fractions of peak are applied to the H200's datasheet HBM3e bandwidth",
     )
+    for gpu, source, why in NEWER_GPUS:
+        transferred(gpu, source, why)
+
+
+# GPUs with datasheet peaks but no timing tables at all (issue 15): every operator is
+# transferred, as fractions of the GPU's own datasheet peaks, from the nearest measured fit.
+HOPPER_FIT = (
+    "the nearest measured fit is the H100 SXM's (Hopper, every operator fitted): its fractions "
+    "of peak are applied to this GPU's datasheet peaks"
+)
+ROCM_CAVEAT = (
+    "; AMD GPUs run vLLM/SGLang on ROCm (hipBLASLt GEMMs, AITER/Triton attention, RCCL), whose "
+    "fractions of peak differ from CUDA's: published maximum-achievable BF16 matmul is 51% of peak "
+    "on MI300X and 68% on MI355X against 80% on H100 SXM (stas00/ml-engineering "
+    "compute/accelerator/README.md, 'Maximum Achievable Matmul FLOPS comparison table'), so "
+    "compute-bound steps on this profile are likely optimistic; not corrected here, since no AMD "
+    "kernel timings exist to fit"
+)
+NEWER_GPUS = (
+    (
+        "b200",
+        "h100_sxm",
+        "no B200 tables in shared/ and no GPU run yet: Blackwell (sm_100) succeeds Hopper with "
+        "the same programming model (TMA, warp-specialised tensor-core GEMMs in CUTLASS/cuBLAS); "
+        + HOPPER_FIT,
+    ),
+    (
+        "gb200",
+        "h100_sxm",
+        "no GB200 tables in shared/ and no GPU run yet: the same Blackwell GPU as the B200 at a "
+        "higher power limit; " + HOPPER_FIT,
+    ),
+    (
+        "h20",
+        "h100_sxm",
+        "no H20 tables in shared/ and no GPU run yet: a GH100 (Hopper) part with fewer SMs, the "
+        "same die as the H100 SXM, whose fractions of peak are applied to the H20's datasheet "
+        "peaks",
+    ),
+    (
+        "l40s",
+        "a100_80gb",
+        "no L40S tables in shared/ and no GPU run yet: Ada's SM descends from Ampere's GA10x SM "
+        "and its GEMMs use the same mma.sync tensor-core kernels (no Hopper TMA/wgmma), so the "
+        "nearest measured fit is the A100's (Ampere), applied to the L40S's datasheet GDDR6 "
+        "bandwidth and tensor peak; GDDR6 may reach a different fraction of its peak than HBM2e",
+    ),
+    (
+        "mi300x",
+        "h100_sxm",
+        "no MI300X tables in shared/ and no GPU run yet: no AMD fit exists; the H100 SXM (the "
+        "HBM3 contemporary of the MI300X) is the nearest measured fit, applied to the MI300X's "
+        "datasheet peaks" + ROCM_CAVEAT,
+    ),
+    (
+        "mi355x",
+        "h100_sxm",
+        "no MI355X tables in shared/ and no GPU run yet: no AMD fit exists; the H100 SXM fit is "
+        "the only fully measured one, applied to the MI355X's datasheet peaks" + ROCM_CAVEAT,
+    ),
+)
 
 
 if __name__ == "__main__":

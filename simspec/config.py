@@ -14,8 +14,10 @@ import numpy as np
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -387,6 +389,20 @@ class SchedulerConfig(BaseModel):
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
 
 
+# vLLM's --kv-cache-dtype spellings (vllm/config/cache.py CacheDType) for the dtypes simspec
+# prices: every fp8 variant is one byte per element.
+KV_CACHE_ALIASES = {"bfloat16": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+
+
+def _kv_alias(value: object) -> object:
+    return KV_CACHE_ALIASES.get(value, value) if isinstance(value, str) else value
+
+
+KvCacheDtype = Annotated[Literal["auto", "bf16", "fp8"], BeforeValidator(_kv_alias)]
+# weight precisions a deployment can name (data: simspec/data/precision.yaml)
+WeightPrecision = Literal["bf16", "fp8", "int4-w"]
+
+
 class Deployment(BaseModel):
     """What is served and how: model, hardware, engine, workload, scheduler limits, seed."""
 
@@ -402,8 +418,27 @@ class Deployment(BaseModel):
         description="GPUs the layers are split across, run one after another (Hugging Face "
         "device_map='auto'): more memory, the same step time plus a hop per boundary",
     )
+    ep: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="expert parallelism of a MoE model: 1 slices every expert over the tp GPUs; "
+        "ep = tp places whole experts on each GPU (vLLM --enable-expert-parallel), tokens sent "
+        "to their experts and back by all-to-all",
+    )
     engine: str = Field(default="vllm", description="engine profile")
     profile: str | None = Field(default=None, description="hardware profile id or YAML path")
+    precision: WeightPrecision | None = Field(
+        default=None,
+        description="weight precision: bf16, fp8 (W8A8; weight-only on GPUs without FP8 tensor "
+        "cores) or int4-w (W4A16, group 128); unset = the checkpoint's own (its "
+        "quantization_config, else bf16)",
+    )
+    kv_cache_dtype: KvCacheDtype = Field(
+        default="auto",
+        description="KV cache dtype: auto (the model's, bf16), bf16 or fp8 (vLLM "
+        "--kv-cache-dtype; fp8_e4m3, fp8_e5m2 and bfloat16 are accepted)",
+    )
     workload: WorkloadConfig = WorkloadConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
     temperature: float = Field(
@@ -416,6 +451,17 @@ class Deployment(BaseModel):
     @classmethod
     def _tp(cls, v: int) -> int:
         return check_tp(v)
+
+    @field_validator("ep")
+    @classmethod
+    def _ep(cls, v: int, info: ValidationInfo) -> int:
+        tp = info.data.get("tp")
+        if tp is not None and v not in (1, tp):
+            raise ValueError(
+                f"must be 1 (experts sliced over the tp GPUs) or tp={tp} (whole experts spread "
+                "over them)"
+            )
+        return v
 
 
 class Scenario(Deployment):

@@ -138,7 +138,21 @@ def test_all_offers_only_what_an_engine_ships_for_the_model():
     assert {"hydra", "lookahead", "redrafter", "medusa2"} <= set(left)
     assert {"autoregressive", "eagle3", "ngram", "suffix", "draft_model"} <= set(names)
     assert set(names) | set(left) == set(SPECULATORS)
-    assert all(load_model(m).num_nextn_predict_layers == 0 for m in model_ids())
+    with_mtp = [m for m in model_ids() if load_model(m).num_nextn_predict_layers > 0]
+    assert with_mtp == ["deepseek-r1", "deepseek-v3"]
+    assert "deepseek-r1, deepseek-v3" in left["mtp"]
+    assert "mtp" in [
+        m.name for m in SweepFlags(methods="all", model="deepseek-v3").sweep_config(None).methods
+    ]
+
+
+def test_asking_for_mtp_on_a_model_without_mtp_layers_names_the_config_key():
+    res = runner.invoke(
+        app, ["sweep", "--methods", "mtp", "--batch-sizes", "1", "--requests", "2", "--quiet"]
+    )
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1, res.output
+    assert "methods.mtp" in lines[0] and "num_nextn_predict_layers" in lines[0]
 
 
 def test_all_offers_mtp_for_a_model_that_declares_mtp_layers(tmp_path):

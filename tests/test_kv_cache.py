@@ -41,6 +41,7 @@ def tiny_gpu(memory_bytes: float = 100_000) -> GpuSpec:
     return GpuSpec(
         id="tiny_gpu",
         name="Tiny GPU",
+        arch="hopper",
         bf16_dense_flops=1e12,
         hbm_bandwidth_bytes_s=1e12,
         memory_bytes=memory_bytes,

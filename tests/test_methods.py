@@ -99,12 +99,15 @@ def test_every_method_has_a_preset_and_cites_its_source():
 
 def test_sweep_runs_every_method_by_name_and_methods_lists_them(tmp_path):
     # every method by name: `--methods all` offers only what applies to the model
-    # (tests/test_cli_names.py), but a method left out of it still runs when named
+    # (tests/test_cli_names.py), but a method left out of it still runs when named; mtp needs
+    # a model with MTP layers (refused by name on this one: tests/test_cli_names.py; run on
+    # deepseek-v3: tests/test_moe.py)
     out = tmp_path / "all.csv"
+    names = [n for n in SPECULATORS if n != "mtp"]
     args = [
         "sweep",
         "--methods",
-        ",".join(SPECULATORS),
+        ",".join(names),
         "--batch-sizes",
         "1",
         "--requests",
@@ -121,7 +124,7 @@ def test_sweep_runs_every_method_by_name_and_methods_lists_them(tmp_path):
     assert result.exit_code == 0, result.output
     import pandas as pd
 
-    assert set(pd.read_csv(out).method) == set(SPECULATORS)
+    assert set(pd.read_csv(out).method) == set(names)
     listing = runner.invoke(app, ["methods"])
     assert listing.exit_code == 0
     for name in SPECULATORS:

@@ -88,3 +88,39 @@ def test_unknown_presets_name_the_field():
         load_gpu("tpu_v9")
     with pytest.raises(InputError, match="model"):
         load_model("gpt-17")
+
+
+NEWER_GPUS = ("b200", "gb200", "h20", "l40s", "mi300x", "mi355x")
+
+
+def test_the_newer_gpus_load_with_a_source_and_a_transferred_profile():
+    """Issue 15's GPUs: datasheet presets whose profiles are transferred, and say so."""
+    assert set(NEWER_GPUS) <= set(gpu_ids())
+    for g in NEWER_GPUS:
+        gpu = load_gpu(g)
+        assert gpu.source and gpu.arch
+        profile = load_profile(g)
+        assert {p.basis for p in profile.params.values()} == {"transferred"}
+        assert profile.provenance["note"]
+        assert profile.transferred_note().startswith(f"{g} hardware profile transferred")
+    assert load_profile("h100_sxm").transferred_note() == ""  # every operator measured there
+    assert "attention from h100_sxm" in load_profile("a100_80gb").transferred_note()
+
+
+def test_every_gpu_states_its_per_dtype_peaks_explicitly():
+    """fp8/int8/fp4 are written for every GPU (null where the tensor cores lack the dtype), so a
+    missing number is never read as "none"; FP8 is absent exactly on Ampere, and where present
+    it is the datasheets' 2x of bf16."""
+    from importlib import resources
+
+    import yaml
+
+    raw = yaml.safe_load(resources.files("simspec").joinpath("data", "gpus.yaml").read_text())
+    for g in gpu_ids():
+        assert {"fp8_dense_flops", "int8_dense_flops", "fp4_dense_flops", "arch"} <= set(raw[g])
+        gpu = load_gpu(g)
+        assert (gpu.fp8_dense_flops is None) == (gpu.arch == "ampere"), g
+        if gpu.fp8_dense_flops:
+            # L40S: 733 / 362.05 = 2.02 as printed
+            assert gpu.fp8_dense_flops / gpu.bf16_dense_flops == pytest.approx(2, rel=0.03), g
+        assert gpu.int8_dense_flops and gpu.int8_dense_flops >= gpu.bf16_dense_flops, g

@@ -273,3 +273,15 @@ def test_a_one_point_panel_shows_a_small_miss_small():
     lo, hi = fig.layout.yaxis.range
     assert lo == 0 and 1.66 < hi < 2.0 and tuple(fig.layout.xaxis.range) == (lo, hi)
     assert panel_range(np.array([-2.0, -1.0])) == pytest.approx([-2.6, -0.4])
+
+
+def test_a_row_on_a_gpu_without_timings_says_its_profile_is_transferred():
+    from simspec.studies.validation.predict import plan_case
+
+    row = {
+        "metric": "tpot_ms", "method": "autoregressive", "target_model": "llama-3.1-8b",
+        "engine": "vllm", "load_kind": "concurrency", "load": "2", "measured_value": "7",
+    }  # fmt: skip
+    h200 = plan_case({**row, "gpu": "h200"}).assumptions
+    assert any("transferred (every operator from h100_sxm)" in a for a in h200)
+    assert not any("transferred" in a for a in plan_case({**row, "gpu": "h100_sxm"}).assumptions)

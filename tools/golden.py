@@ -29,6 +29,21 @@ Issue 18 added the sweep CSV's ``tree``, ``tree_nodes`` and ``tree_topk`` column
 the CSV hashes to the value above, and nothing else moved::
 
     default sweep CSV:   9372ec70d7ed440b2b0d50f1e333be49b018a6f153b60349e7f49bf044655ff1
+
+Issue 15 (GPUs, precision) left the scenarios and the sweep CSV as they were; validate's
+``assumptions`` column now says when a row's GPU profile is transferred (139 rows on rtx3090,
+a100_80gb, a100_40gb), every number in it unchanged (compared column by column with the CSV
+above)::
+
+    validate CSV:        63bef3486927edb31afd464cf172e748a45064a54dc6da1d160fc951acdf43cc
+
+Issue 15 (MoE, MLA, MTP) again left the scenarios and the sweep CSV as they were. validate moved
+on purpose: the 34 rows whose notes say FP8 (Qwen3-8B-FP8 on SGLang) run at fp8, the 8 rows
+against "other: vLLM 0.11.0 BF16 no-spec" are predicted with that baseline, and rows simspec
+cannot serve name why (prefill/decode disaggregation, NVFP4, Gated DeltaNet, a target named
+only in the notes); the other 214 predicted rows' numbers are unchanged::
+
+    validate CSV:        8eae47eac0a15769c2978daa7328a8c95130168f0870ca754b761c5b41ab8048
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -25,13 +25,25 @@ from simspec.errors import InputError, validation_message
 MAX_PROFILE_BYTES = 1024 * 1024  # a fitted profile is a few KB
 
 
+Arch = Literal["ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4"]
+
+
 class GpuSpec(BaseModel):
-    """Datasheet numbers for one GPU (per device)."""
+    """Datasheet numbers for one GPU (per device).
+
+    Tensor peaks are dense (no 2:4 sparsity). ``fp8_dense_flops`` is None where the GPU has no
+    FP8 tensor cores (Ampere): FP8 weights then run weight-only (see
+    :mod:`simspec.catalog.precision`). ``arch`` names the tensor-core generation that
+    precision data (simspec/data/precision.yaml) is keyed by."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str
     name: str
+    arch: Arch
     bf16_dense_flops: float = Field(gt=0)
+    fp8_dense_flops: float | None = Field(default=None, gt=0)
+    int8_dense_flops: float | None = Field(default=None, gt=0)
+    fp4_dense_flops: float | None = Field(default=None, gt=0)
     hbm_bandwidth_bytes_s: float = Field(gt=0)
     memory_bytes: float = Field(gt=0)
     interconnect_bandwidth_bytes_s: float = Field(gt=0)
@@ -96,6 +108,25 @@ class HardwareProfile(SourcedParams):
         "allreduce_latency_s",
         "allreduce_bandwidth_efficiency",
     )
+
+    def transferred_note(self) -> str:
+        """One line saying which operators were not fitted on this GPU and where they came
+        from ("" when every operator was measured here), for outputs that must not present a
+        transferred profile as a calibrated one."""
+        sources: dict[str, list[str]] = {}
+        for op, fit in self.fit.items():
+            if "transferred_from" in fit:
+                sources.setdefault(str(fit["transferred_from"]), []).append(op)
+        if not sources:
+            return ""
+        parts = [
+            ("every operator" if len(ops) == len(self.fit) else ", ".join(ops)) + f" from {src}"
+            for src, ops in sources.items()
+        ]
+        return (
+            f"{self.gpu} hardware profile transferred ({'; '.join(parts)}): "
+            "no timing tables for those operators on this GPU"
+        )
 
     @model_validator(mode="after")
     def _values_in_range(self) -> HardwareProfile:
@@ -179,3 +210,13 @@ def load_engine(engine_id: str) -> EngineProfile:
 
 def _first_error(exc: Exception) -> str:
     return validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
+
+
+def load_alltoall(gpu_id: str) -> tuple[float, float, str]:
+    """(latency s, bandwidth B/s, basis) of one GPU-to-GPU transfer inside a node, for expert
+    parallelism's dispatch and combine (``simspec/data/alltoall.yaml``): measured for H100 and
+    A100, the H100 fit transferred to other GPUs."""
+    table = packaged_table("alltoall.yaml")
+    name = table["gpus"].get(gpu_id)
+    fit = table["fits"][name or table["default"]]
+    return fit["latency_s"], fit["bandwidth_bytes_s"], "measured" if name else "transferred"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from simspec.catalog.models import load_model
+from simspec.catalog.models import load_model, model_ids
 from simspec.catalog.tables import packaged_table
 from simspec.catalog.traces import load_trace, replay_tau
 from simspec.config import AcceptanceConfig, MethodConfig, TreeKind
@@ -393,18 +393,29 @@ def left_out_of_all(name: str, model: str) -> str | None:
     made of the model's own MTP layers needs a model that declares them, and a method no engine
     profile ships is not something a user could deploy (``simspec/data/method_engines.yaml``)."""
     table = packaged_table("method_engines.yaml")
-    if name in table["needs_mtp_layers"]:
-        try:
-            layers = load_model(model).num_nextn_predict_layers
-        except InputError:
-            return None  # the bad model is reported by name when the sweep builds it
-        if layers == 0:
-            return (
-                f"{model} declares no multi-token-prediction layers "
-                "(num_nextn_predict_layers in its config.json; no packaged preset has any)"
-            )
+    try:
+        why = missing_draft_layers(name, model)
+    except InputError:
+        return None  # the bad model is reported by name when the sweep builds it
+    if why:
+        return why
     if name != "autoregressive" and not table["methods"].get(name):
         from simspec.catalog.hardware import engine_ids
 
         return f"no engine simspec models ({', '.join(engine_ids())}) ships it"
     return None
+
+
+def missing_draft_layers(name: str, model: str) -> str | None:
+    """Why ``model`` cannot run ``name``, whose drafter is the model's own multi-token-
+    prediction layers (None: it can, or the method needs none). Raises InputError for a model
+    that cannot be loaded."""
+    if name not in packaged_table("method_engines.yaml")["needs_mtp_layers"]:
+        return None
+    if load_model(model).num_nextn_predict_layers > 0:
+        return None
+    with_mtp = [m for m in model_ids() if load_model(m).num_nextn_predict_layers > 0]
+    return (
+        f"{model} declares no multi-token-prediction layers (num_nextn_predict_layers in its "
+        f"config.json is 0 or absent); presets with them: {', '.join(with_mtp)}"
+    )

@@ -1,14 +1,18 @@
-"""Model shapes: the packaged presets (``simspec/data/models.yaml``, each with its source) or a
-Hugging Face ``config.json`` given by path, read as a Llama-style dense decoder."""
+"""Model shapes: the packaged presets (``simspec/data/models.yaml``, each written with its
+config.json's keys and its source) or a Hugging Face ``config.json`` given by path, both read
+by architecture (:mod:`simspec.catalog.hf_config`): dense, mixture-of-experts, MLA,
+sliding-window and MTP layers, and the weights' precision."""
 
 from __future__ import annotations
 
 import os
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from simspec.catalog.hf_config import normalised, read_config
 from simspec.catalog.tables import packaged_table, parse_json, read_input_text, shown
 from simspec.errors import InputError, first_error
 
@@ -16,11 +20,34 @@ BYTES_PER_PARAM = 2  # bf16/fp16 weights and KV cache
 MAX_HF_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; one with a label map, ~1 MB
 
 
+WeightDtype = Literal["bf16", "fp8", "int4-w"]
+
+
+def bytes_per_weight(dtype: str) -> float:
+    """Bytes a stored weight of ``dtype`` takes, scales included (simspec/data/precision.yaml:
+    bf16 2, fp8 1, int4-w 0.515625)."""
+    from simspec.catalog.precision import load_precision
+
+    return load_precision(dtype, "model.weight_dtype").weight_bytes
+
+
 class ModelShape(BaseModel):
-    """Shapes of a Llama-style decoder (names follow Hugging Face ``config.json``)."""
+    """Shapes of a decoder-only model, named as in Hugging Face ``config.json``: a Llama-style
+    dense decoder, and optionally mixture-of-experts layers, multi-head latent attention (MLA),
+    sliding-window layers and multi-token-prediction modules (read from each architecture's
+    own keys by :mod:`simspec.catalog.hf_config`).
+
+    Dense layers have an MLP of ``intermediate_size``; the layers in ``moe_layers`` instead
+    route each token to ``num_experts_per_tok`` of ``num_experts`` experts of width
+    ``moe_intermediate_size`` (plus an always-on shared MLP of
+    ``shared_expert_intermediate_size``, 0 for none) through a router of ``hidden x
+    num_experts``. ``kv_lora_rank > 0`` means MLA (DeepSeek-V2/V3, Kimi-K2): one latent of
+    ``kv_lora_rank + qk_rope_head_dim`` per token and layer replaces K and V.
+    """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
     id: str
+    model_type: str = "llama"
     hidden_size: int = Field(gt=0)
     intermediate_size: int = Field(gt=0)
     num_hidden_layers: int = Field(gt=0)
@@ -32,9 +59,26 @@ class ModelShape(BaseModel):
     max_position_embeddings: int = Field(default=4096, gt=0)
     # multi-token-prediction layers shipped with the weights, as DeepSeek-V3's config.json names
     # them; vLLM reads this key (or Qwen3.5's mtp_num_hidden_layers) to build its mtp drafter
-    # (SpeculativeConfig.hf_config_override, vllm/config/speculative.py). No packaged preset
-    # has any.
+    # (SpeculativeConfig.hf_config_override, vllm/config/speculative.py)
     num_nextn_predict_layers: int = Field(default=0, ge=0)
+    # weights as stored: linear layers, and the routed experts where they differ (GPT-OSS)
+    weight_dtype: WeightDtype = "bf16"
+    expert_weight_dtype: WeightDtype | None = None
+    # mixture of experts (num_experts 0: a dense model)
+    num_experts: int = Field(default=0, ge=0)
+    num_experts_per_tok: int = Field(default=0, ge=0)
+    moe_intermediate_size: int = Field(default=0, ge=0)
+    shared_expert_intermediate_size: int = Field(default=0, ge=0)
+    moe_layers: tuple[int, ...] = ()
+    # multi-head latent attention (kv_lora_rank 0: none; q_lora_rank 0: a direct q projection)
+    q_lora_rank: int = Field(default=0, ge=0)
+    kv_lora_rank: int = Field(default=0, ge=0)
+    qk_nope_head_dim: int = Field(default=0, ge=0)
+    qk_rope_head_dim: int = Field(default=0, ge=0)
+    v_head_dim: int = Field(default=0, ge=0)
+    # layers that attend to the last sliding_window tokens only (GPT-OSS, Llama-4 chunks)
+    sliding_window: int = Field(default=0, ge=0)
+    sliding_layers: tuple[int, ...] = ()
     hf_ids: tuple[str, ...] = ()
     source: str = ""
 
@@ -56,19 +100,134 @@ class ModelShape(BaseModel):
                 data["head_dim"] = hidden // heads
         return data
 
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelShape:
+        n = self.num_hidden_layers
+        if any(not 0 <= i < n for i in (*self.moe_layers, *self.sliding_layers)):
+            raise ValueError(f"moe_layers and sliding_layers must be layer indices below {n}")
+        if self.num_experts:
+            if not 1 <= self.num_experts_per_tok <= self.num_experts:
+                raise ValueError("num_experts_per_tok must be in [1, num_experts]")
+            if not self.moe_intermediate_size or not self.moe_layers:
+                raise ValueError("a MoE model needs moe_intermediate_size and moe_layers")
+        elif self.moe_layers:
+            raise ValueError("moe_layers without num_experts")
+        if self.kv_lora_rank and not (self.qk_nope_head_dim and self.qk_rope_head_dim):
+            raise ValueError("MLA (kv_lora_rank) needs qk_nope_head_dim and qk_rope_head_dim")
+        if self.kv_lora_rank and not self.v_head_dim:
+            raise ValueError("MLA (kv_lora_rank) needs v_head_dim")
+        if self.sliding_layers and not self.sliding_window:
+            raise ValueError("sliding_layers need sliding_window")
+        return self
+
+    # -- what kind of model ----------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def is_plain(self) -> bool:
+        """A Llama-style dense decoder with full attention in every layer (the cost model's
+        original path, kept bit for bit)."""
+        return not (self.num_experts or self.kv_lora_rank or self.sliding_layers)
+
+    @property
+    def attention_kind(self) -> str:
+        if self.is_mla:
+            return "MLA"
+        kind = "MHA" if self.num_key_value_heads == self.num_attention_heads else "GQA"
+        if self.sliding_layers:
+            kind += f", window {self.sliding_window} on {len(self.sliding_layers)} layers"
+        return kind
+
+    def moe_layers_in(self, layers: int | None = None) -> int:
+        """MoE layers among the first ``layers`` (default: all)."""
+        n = self.num_hidden_layers if layers is None else layers
+        return sum(1 for i in self.moe_layers if i < n)
+
+    def sliding_layers_in(self, layers: int | None = None) -> int:
+        n = self.num_hidden_layers if layers is None else layers
+        return sum(1 for i in self.sliding_layers if i < n)
+
+    # -- widths ----------------------------------------------------------------------------
     @property
     def q_dim(self) -> int:
+        if self.is_mla:
+            return self.num_attention_heads * (self.qk_nope_head_dim + self.qk_rope_head_dim)
         return self.num_attention_heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
+        """K (or V) width per token and layer; MLA: the one latent (kv_lora_rank +
+        qk_rope_head_dim) all heads share."""
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
         return self.num_key_value_heads * self.head_dim
+
+    # -- parameters ------------------------------------------------------------------------
+    @property
+    def attention_params(self) -> int:
+        """One layer's attention weights. MLA (vLLM deepseek_v2.py DeepseekV2MLAAttention):
+        q_a (h x q_lora) and q_b (q_lora x heads*(nope+rope)), or one q_proj; kv_a (h x
+        (kv_lora+rope)); kv_b (kv_lora x heads*(nope+v)); o (heads*v x h)."""
+        h = self.hidden_size
+        if not self.is_mla:
+            return h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
+        heads, q_head = self.num_attention_heads, self.qk_nope_head_dim + self.qk_rope_head_dim
+        q = (
+            h * self.q_lora_rank + self.q_lora_rank * heads * q_head
+            if self.q_lora_rank
+            else h * heads * q_head
+        )
+        kv = h * self.kv_dim + self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)
+        return q + kv + heads * self.v_head_dim * h
+
+    @property
+    def replicated_attention_params(self) -> int:
+        """Attention weights every tensor-parallel rank holds whole: MLA's down projections
+        (vLLM builds q_a/kv_a as one replicated fused_qkv_a_proj)."""
+        if not self.is_mla:
+            return 0
+        return self.hidden_size * (self.q_lora_rank + self.kv_dim)
+
+    @property
+    def dense_mlp_params(self) -> int:
+        return 3 * self.hidden_size * self.intermediate_size  # gate, up, down
+
+    @property
+    def expert_params(self) -> int:
+        return 3 * self.hidden_size * self.moe_intermediate_size
+
+    @property
+    def shared_expert_params(self) -> int:
+        return 3 * self.hidden_size * self.shared_expert_intermediate_size
+
+    @property
+    def router_params(self) -> int:
+        return self.hidden_size * self.num_experts
 
     @property
     def layer_params(self) -> int:
-        """Weights of one decoder layer: QKV, O, gate+up, down (norm weights are negligible)."""
+        """Weights of one dense decoder layer: QKV, O, gate+up, down (norm weights are
+        negligible)."""
         h, i = self.hidden_size, self.intermediate_size
+        if self.is_mla:
+            return self.attention_params + 3 * h * i
         return h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h + 3 * h * i
+
+    @property
+    def moe_layer_params(self) -> int:
+        """Weights of one MoE layer: attention, every expert, the shared MLP, the router."""
+        return (
+            self.attention_params
+            + self.num_experts * self.expert_params
+            + self.shared_expert_params
+            + self.router_params
+        )
 
     @property
     def embedding_params(self) -> int:
@@ -76,22 +235,126 @@ class ModelShape(BaseModel):
 
     @property
     def num_params(self) -> int:
+        """Every weight (the MTP modules excluded, as model cards count)."""
         head = 0 if self.tie_word_embeddings else self.embedding_params
-        return self.num_hidden_layers * self.layer_params + self.embedding_params + head
+        if not self.is_moe:
+            return self.num_hidden_layers * self.layer_params + self.embedding_params + head
+        moe = self.moe_layers_in()
+        dense = self.num_hidden_layers - moe
+        return (
+            dense * self.layer_params + moe * self.moe_layer_params + self.embedding_params + head
+        )
 
     @property
+    def active_params(self) -> int:
+        """Weights one token uses: attention, dense MLPs, the shared MLP, the router and
+        ``num_experts_per_tok`` experts per MoE layer, with the embedding table and LM head
+        counted whole (DeepSeek-V3 README_WEIGHTS.md "36.7B (including 0.9B for Embedding
+        and 0.9B for the output Head)"; Mistral's 12.9B for Mixtral counts them too; OpenAI's
+        5.1B for gpt-oss-120b leaves out the embedding)."""
+        if not self.is_moe:
+            return self.num_params
+        head = 0 if self.tie_word_embeddings else self.embedding_params
+        moe = self.moe_layers_in()
+        routed = (
+            self.attention_params
+            + self.num_experts_per_tok * self.expert_params
+            + self.shared_expert_params
+            + self.router_params
+        )
+        dense = self.num_hidden_layers - moe
+        return dense * self.layer_params + moe * routed + self.embedding_params + head
+
+    def weight_bytes_per_gpu(
+        self,
+        tp: int = 1,
+        ep: int = 1,
+        weight_bytes: float | None = None,
+        expert_bytes: float | None = None,
+        embeddings: bool = True,
+    ) -> float:
+        """Weight bytes one GPU holds with tensor parallelism ``tp`` and the experts split
+        whole over ``ep`` GPUs (vLLM's expert parallelism) or sliced over ``tp`` (ep 1).
+        Linear layers at ``weight_bytes`` and routed experts at ``expert_bytes`` per weight
+        (default: the checkpoint's own dtypes); routers, embeddings and LM head in bf16; MLA's
+        down projections whole on every rank."""
+        linear = bytes_per_weight(self.weight_dtype) if weight_bytes is None else weight_bytes
+        experts = (
+            bytes_per_weight(self.expert_weight_dtype or self.weight_dtype)
+            if expert_bytes is None
+            else expert_bytes
+        )
+        bf16 = BYTES_PER_PARAM
+        moe = self.moe_layers_in()
+        dense = self.num_hidden_layers - moe
+        shared = self.attention_params - self.replicated_attention_params
+        per_tp = (
+            self.num_hidden_layers * shared
+            + dense * self.dense_mlp_params
+            + moe * self.shared_expert_params
+        ) * linear
+        head = 0 if self.tie_word_embeddings else self.embedding_params
+        if embeddings:
+            per_tp += (self.embedding_params + head) * bf16
+        whole = self.num_hidden_layers * self.replicated_attention_params * linear
+        whole += moe * self.router_params * bf16
+        expert_bytes = moe * self.num_experts * self.expert_params * experts
+        return per_tp / tp + whole + expert_bytes / (ep if ep > 1 else tp)
+
+    # -- KV cache --------------------------------------------------------------------------
+    @property
     def kv_bytes_per_token(self) -> int:
-        """K and V for every layer, before tensor-parallel sharding."""
-        return 2 * self.num_hidden_layers * self.kv_dim * BYTES_PER_PARAM
+        """K and V for every layer, before tensor-parallel sharding (MLA: the latent)."""
+        per_layer = self.kv_dim if self.is_mla else 2 * self.kv_dim
+        return self.num_hidden_layers * per_layer * BYTES_PER_PARAM
 
     def kv_dim_per_gpu(self, tp: int) -> int:
-        """KV width on one GPU: heads split over tp, replicated when there are fewer than tp."""
+        """KV width on one GPU: heads split over tp, replicated when there are fewer than tp.
+        MLA's latent is one "head" every rank caches whole (vLLM MLACommonBackend
+        get_kv_cache_shape: num_kv_heads "assumed to be 1 for MLA", head_size 576 for
+        DeepSeek-V3; vllm/v1/attention/backends/mla/common.py at 00a817a)."""
+        if self.is_mla:
+            return self.kv_dim
         return max(self.num_key_value_heads // tp, 1) * self.head_dim
 
-    def kv_bytes_per_token_per_gpu(self, tp: int, layers: int | None = None) -> int:
-        """K and V of ``layers`` (default: all) layers for one token on one GPU."""
+    def kv_bytes_per_token_per_gpu(
+        self, tp: int, layers: int | None = None, dtype_bytes: float = BYTES_PER_PARAM
+    ) -> float:
+        """K and V of ``layers`` (default: all) full-attention layers for one token on one GPU
+        (MLA: the latent); sliding-window layers hold a window per sequence instead
+        (:meth:`window_kv_bytes_per_seq_per_gpu`)."""
         n = self.num_hidden_layers if layers is None else layers
-        return 2 * n * self.kv_dim_per_gpu(tp) * BYTES_PER_PARAM
+        n -= self.sliding_layers_in(n)
+        per_layer = self.kv_dim_per_gpu(tp) * (1 if self.is_mla else 2)
+        return n * per_layer * dtype_bytes
+
+    def window_kv_bytes_per_seq_per_gpu(
+        self, tp: int, block_size: int, dtype_bytes: float = BYTES_PER_PARAM
+    ) -> float:
+        """The most KV a sequence's sliding-window layers hold on one GPU: the window plus a
+        block being filled (vLLM's hybrid KV cache manager frees blocks that leave the
+        window)."""
+        if not self.sliding_layers:
+            return 0.0
+        tokens = self.sliding_window + block_size
+        per_layer = self.kv_dim_per_gpu(tp) * (1 if self.is_mla else 2)
+        return len(self.sliding_layers) * per_layer * tokens * dtype_bytes
+
+    # -- one layer of the model's kind (draft heads) ---------------------------------------
+    def one_layer(self, moe: bool, vocab_size: int, name: str) -> ModelShape:
+        """A one-layer model of this model's widths and attention: a MoE layer when ``moe``
+        (an MTP module of a MoE model), else a dense one (an EAGLE head); full attention."""
+        return self.model_copy(
+            update={
+                "id": name,
+                "num_hidden_layers": 1,
+                "vocab_size": vocab_size,
+                "moe_layers": (0,) if moe and self.is_moe else (),
+                "num_experts": self.num_experts if moe else 0,
+                "sliding_layers": (),
+                "num_nextn_predict_layers": 0,
+            }
+        )
 
 
 def model_ids() -> list[str]:
@@ -122,7 +385,7 @@ def load_model(ref: str, field: str = "model") -> ModelShape:
     table = packaged_table("models.yaml")
     ref = preset_id(ref)
     if ref in table:
-        return ModelShape(id=ref, **table[ref])
+        return _preset(ref)
     path = Path(ref)
     if path.suffix == ".json" or os.path.exists(ref):  # os.path: a too-long name is no error
         return load_hf_config(path)
@@ -140,23 +403,25 @@ def load_model(ref: str, field: str = "model") -> ModelShape:
     )
 
 
+@cache
+def _preset(name: str) -> ModelShape:
+    """A packaged preset, written with its config.json's keys and read as one."""
+    entry = packaged_table("models.yaml")[name]
+    return ModelShape(
+        id=name,
+        hf_ids=tuple(entry.get("hf_ids") or ()),
+        source=entry.get("source", ""),
+        **read_config(entry),
+    )
+
+
 def load_hf_config(path: Path) -> ModelShape:
-    """Read the shapes of a Llama-style model from its Hugging Face ``config.json``."""
+    """Read the shapes of a model from its Hugging Face ``config.json``, by its architecture
+    (:func:`simspec.catalog.hf_config.read_config`)."""
     raw = parse_json(read_input_text(path, "model", MAX_HF_CONFIG_BYTES), "model", shown(path))
     if not isinstance(raw, dict):
         raise InputError("model", f"{str(path)!r} must hold a JSON object")
-    if "text_config" in raw and isinstance(raw["text_config"], dict):
-        raw = {**raw, **raw["text_config"]}
-    aliases = {
-        "n_layer": "num_hidden_layers",
-        "n_head": "num_attention_heads",
-        "mtp_num_hidden_layers": "num_nextn_predict_layers",  # Qwen3.5's name (vLLM reads both)
-    }
-    for old, new in aliases.items():
-        if raw.get(new) is None and raw.get(old) is not None:
-            raw[new] = raw[old]
-    if raw.get("num_nextn_predict_layers") is None:
-        raw.pop("num_nextn_predict_layers", None)  # null: no MTP layers
+    raw = normalised(raw)
     needed = (
         "hidden_size",
         "intermediate_size",
@@ -168,16 +433,9 @@ def load_hf_config(path: Path) -> ModelShape:
     if missing:
         raise InputError("model", f"{str(path)!r} lacks {', '.join(missing)}")
     name = raw.get("_name_or_path") or Path(path).parent.name or Path(path).stem
+    fields = read_config(raw)
     try:
-        return ModelShape(
-            id=str(name),
-            source=f"Hugging Face config.json at {path}",
-            **{
-                k: v
-                for k, v in raw.items()
-                if k in ModelShape.model_fields and k not in ("id", "source", "hf_ids")
-            },
-        )
+        return ModelShape(id=str(name), source=f"Hugging Face config.json at {path}", **fields)
     except ValidationError as exc:
         field, message = first_error(exc)
         raise InputError(f"model.{field}", message) from None

@@ -107,10 +107,19 @@ class ServingFlags:
     gpu: opt.Gpu = None
     tp: opt.Tp = None
     engine: opt.Engine = None
+    precision: opt.Precision = None
+    kv_cache_dtype: opt.KvCacheDtype = None
 
     def serving_fields(self) -> dict[str, Any]:
         """The deployment fields these flags set (only those given)."""
-        return given(model=self.model, gpu=self.gpu, tp=self.tp, engine=self.engine)
+        return given(
+            model=self.model,
+            gpu=self.gpu,
+            tp=self.tp,
+            engine=self.engine,
+            precision=self.precision,
+            kv_cache_dtype=self.kv_cache_dtype,
+        )
 
 
 @dataclasses.dataclass(frozen=True)

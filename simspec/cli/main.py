@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from simspec.cli import analytic, methods, plan, policy, sweep, validate
+from simspec.cli import analytic, methods, models, plan, policy, sweep, validate
 from simspec.cli.calibrate import calibrate_app
 from simspec.cli.common import print_error
 
@@ -35,6 +35,7 @@ app.command("policy")(policy.policy)
 app.command("plan")(plan.plan)
 app.command("recommend")(plan.recommend)
 app.command("methods")(methods.methods)
+app.command("models")(models.models)
 app.command("validate")(validate.validate)
 app.add_typer(calibrate_app, name="calibrate")
 

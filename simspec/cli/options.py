@@ -47,6 +47,11 @@ Tp = Annotated[int | None, typer.Option(help=field_help(Deployment, "tp"))]
 Engine = Annotated[
     str | None, typer.Option(help=field_help(Deployment, "engine", choices=engine_ids()))
 ]
+Precision = Annotated[
+    str | None,
+    typer.Option(help=field_help(Deployment, "precision", default="the checkpoint's")),
+]
+KvCacheDtype = Annotated[str | None, typer.Option(help=field_help(Deployment, "kv_cache_dtype"))]
 Profile = Annotated[
     str | None, typer.Option(help=field_help(Deployment, "profile", default="the GPU's"))
 ]

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from simspec.catalog.models import load_model
 from simspec.cli import options as opt
 from simspec.cli.common import err, one_line_errors, progress_bar, writing
 from simspec.cli.flags import with_flags
@@ -17,6 +18,7 @@ from simspec.cli.sweep_flags import SweepFlags
 from simspec.cli.tables import safe_title, table_width, write_frame
 from simspec.errors import InputError, one_line
 from simspec.outputs import check_writable, existing_regular
+from simspec.studies.model_facts import summary_line
 from simspec.studies.runner import Executor, path_in_use
 from simspec.studies.sweep import SweepConfig, cells, run_sweep
 
@@ -107,11 +109,29 @@ def sweep(
             write_frame(frame, out)
             _partial(out).unlink(missing_ok=True)  # the table has every finished cell
     if not quiet:
+        _print_models(cfg)
         _print_speedups(frame, cfg)
         _left_out_note(flags.left_out({"model": cfg.model, "grid": cfg.grid}))
         if out is not None:
             err.print(f"wrote {len(frame)} rows to {out}")
         _sampling_note(cfg)
+        _profile_note(cfg)
+
+
+def _profile_note(cfg: SweepConfig) -> None:
+    """A GPU whose packaged profile was fitted on another GPU says so, and so does a precision
+    the GPU runs otherwise than named or without kernel timings (on stderr)."""
+    from simspec.catalog.hardware import load_gpu, load_profile
+    from simspec.catalog.models import load_model
+    from simspec.catalog.precision import load_precision, precision_note
+
+    for gpu in dict.fromkeys(cfg.grid.get("gpu") or [cfg.gpu]):
+        if note := load_profile(cfg.profile or gpu).transferred_note():
+            err.print(f"note: {note}", highlight=False)
+        for model in dict.fromkeys(cfg.grid.get("model") or [cfg.model]):
+            name = cfg.precision or getattr(load_model(model), "weight_dtype", "bf16")
+            if note := precision_note(load_precision(name), load_gpu(gpu)):
+                err.print(f"note: {model} at {name}: {note}", highlight=False)
 
 
 def _check_out(out: Path, journal: Path, resume: bool) -> None:
@@ -168,6 +188,14 @@ def _print_speedups(frame: pd.DataFrame, cfg: SweepConfig) -> None:
         for label in order:
             table.add_row(label, *(f"{v:.2f}x" for v in speedup[label].to_numpy()))
     console.print(table)
+
+
+def _print_models(cfg: SweepConfig) -> None:
+    """Each model the sweep ran, in one line: total and active parameters, layout and
+    precision (``simspec models NAME`` has the rest)."""
+    names = cfg.grid.get("model") or [cfg.model]
+    for name in dict.fromkeys(str(n) for n in names):
+        Console().print(safe_title(summary_line(load_model(name))), highlight=False)
 
 
 def _method_label(row: pd.Series) -> str:

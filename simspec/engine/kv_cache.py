@@ -1,8 +1,10 @@
 """GPU memory plan and the paged KV block pool.
 
 Capacity follows vLLM: ``gpu_memory_utilization`` of device memory, minus the weights of the
-target and the draft (both sharded over TP), minus an activation reserve, divided into blocks of
-``block_size`` tokens whose size covers the target's and the draft's KV for those tokens.
+target (in their stored precision, sharded over TP, experts over TP or EP) and the draft, minus an
+activation reserve and the sliding-window layers' KV of every sequence that may run, divided into
+blocks of ``block_size`` tokens whose size covers the target's and the draft's KV for those
+tokens (full-attention layers; MLA's latent, whole on every GPU).
 """
 
 from __future__ import annotations
@@ -29,13 +31,23 @@ class MemoryPlan:
     num_blocks: int
 
 
+def target_weight_bytes(target: ModelShape, weight_bytes: float = BYTES_PER_PARAM) -> float:
+    """Bytes of the target's weights on one GPU: linear layers (routed experts included) at
+    ``weight_bytes`` each, the embedding and LM head in bf16 (vLLM's FP8 and GPTQ/AWQ methods
+    quantise LinearBase layers only; the vocab embedding and ParallelLMHead stay unquantised
+    unless a config says otherwise)."""
+    return target.weight_bytes_per_gpu(1, 1, weight_bytes, weight_bytes)
+
+
 def activation_reserve(target: ModelShape, tp: int, max_tokens: int, max_logit_rows: int) -> float:
     """Peak activations of the largest forward (what vLLM's profiling run measures).
 
     Estimated from shapes: one layer's widest intermediates for ``max_tokens`` tokens in bf16,
     plus fp32 logits for every row the sampler may see. Not measured; calibration may replace it.
     """
-    h, inter = target.hidden_size, target.intermediate_size // tp
+    routed = target.num_experts_per_tok * target.moe_intermediate_size
+    widest = max(target.intermediate_size, routed + target.shared_expert_intermediate_size)
+    h, inter = target.hidden_size, widest // tp  # a MoE layer's k routed widths per token
     per_token = (4 * h + 3 * inter + (target.q_dim + 2 * target.kv_dim) // tp) * BYTES_PER_PARAM
     logits = max_logit_rows * target.vocab_size / tp * 4
     return max_tokens * per_token + logits
@@ -51,6 +63,7 @@ class MemoryDemand:
     draft_kv_per_token: float
     max_tokens: int
     max_logit_rows: int
+    max_seqs: int = 0  # sequences at once: each holds a window in sliding-window layers
 
 
 def plan_memory(
@@ -60,26 +73,81 @@ def plan_memory(
     demand: MemoryDemand,
     tp: int = 1,
     pp: int = 1,
+    ep: int = 1,
+    weight_bytes: float | None = None,
+    kv_bytes: float = BYTES_PER_PARAM,
+    expert_bytes: float | None = None,
 ) -> MemoryPlan:
-    """The KV blocks left per GPU once the target's weights (over ``tp``), the draft and the
-    activation reserve are placed; a ScenarioError when none are."""
+    """The KV blocks left per GPU once the target's weights (over ``tp``; experts over ``ep``
+    when expert-parallel), the draft, the activation reserve and the windowed layers' KV are
+    placed; a ScenarioError when none are, saying how many GPUs the model needs.
+    ``weight_bytes``/``expert_bytes``: bytes per weight of the target's linear layers and
+    routed experts (its precision; None: the checkpoint's own); ``kv_bytes``: per cached K/V
+    element (the KV-cache dtype; ``demand`` already counts the draft's at that dtype)."""
     draft_bytes = demand.draft_bytes
     # layers split over pp GPUs pool their memory (weights and KV divide with the layers)
     usable = gpu.memory_bytes * engine["gpu_memory_utilization"] * pp
-    weights = target.num_params * BYTES_PER_PARAM / tp
+    weights = target.weight_bytes_per_gpu(tp, ep, weight_bytes, expert_bytes)
     act = activation_reserve(target, tp, demand.max_tokens, demand.max_logit_rows)
-    kv_per_token = target.kv_bytes_per_token_per_gpu(tp) + demand.draft_kv_per_token
     block = int(engine["block_size"])
+    act += demand.max_seqs * target.window_kv_bytes_per_seq_per_gpu(tp, block, kv_bytes)
+    kv_per_token = target.kv_bytes_per_token_per_gpu(tp, dtype_bytes=kv_bytes)
+    kv_per_token += demand.draft_kv_per_token
     free = usable - weights - draft_bytes - act
     blocks = int(free // (kv_per_token * block)) if free > 0 else 0
     if blocks <= 0:
         where = f"over {pp} GPUs" if pp > 1 else "per GPU"
+        need = min_gpus(gpu, engine, target, weight_bytes=weight_bytes, expert_bytes=expert_bytes)
+        fix = (
+            f"it needs {need} {gpu.id} GPUs at the least (tp={need})"
+            if need is not None
+            else f"it does not fit on {MAX_GPUS} {gpu.id} GPUs"
+        )
         raise ScenarioError(
             f"{target.id} does not fit on {gpu.id} at tp={tp}: weights {weights / GIB:.1f} GiB + "
             f"draft {draft_bytes / GIB:.1f} GiB + activations {act / GIB:.1f} GiB exceed the "
-            f"{usable / GIB:.1f} GiB usable {where}; raise tp or pp, or pick a larger GPU"
+            f"{usable / GIB:.1f} GiB usable {where} ({target.num_params / 1e9:.1f}B parameters"
+            f"{_per_weight(weight_bytes, expert_bytes)}); {fix}: raise tp or pp, or pick a "
+            "larger GPU"
         )
     return MemoryPlan(usable, weights, draft_bytes, act, kv_per_token, block, blocks)
+
+
+MAX_GPUS = 64  # Deployment.tp's bound
+MIN_KV_TOKENS = 4096  # "some KV": one 4,096-token sequence
+
+
+def min_gpus(
+    gpu: GpuSpec,
+    engine: EngineProfile,
+    target: ModelShape,
+    kv_tokens: int = MIN_KV_TOKENS,
+    weight_bytes: float | None = None,
+    expert_bytes: float | None = None,
+) -> int | None:
+    """The fewest GPUs (a power-of-two tp) whose memory holds the target's weights, the
+    activation reserve of the engine's token budget and the KV of one ``kv_tokens``-token
+    sequence, per :func:`plan_memory`; None past :data:`MAX_GPUS`."""
+    tokens = int(engine["max_num_batched_tokens"])
+    tp = 1
+    while tp <= MAX_GPUS:
+        usable = gpu.memory_bytes * engine["gpu_memory_utilization"]
+        act = activation_reserve(target, tp, tokens, 1)
+        act += target.window_kv_bytes_per_seq_per_gpu(tp, int(engine["block_size"]))
+        kv = kv_tokens * target.kv_bytes_per_token_per_gpu(tp)
+        if target.weight_bytes_per_gpu(tp, 1, weight_bytes, expert_bytes) + act + kv <= usable:
+            return tp
+        tp *= 2
+    return None
+
+
+def _per_weight(weight_bytes: float | None, expert_bytes: float | None) -> str:
+    if weight_bytes is None:
+        return ""
+    text = f", {weight_bytes:g} B/weight"
+    if expert_bytes is not None and expert_bytes != weight_bytes:
+        text += f", experts {expert_bytes:g}"
+    return text
 
 
 class BlockPool:

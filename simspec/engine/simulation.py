@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 import simpy
 
-from simspec.catalog.hardware import load_engine, load_gpu, load_profile
+from simspec.catalog.hardware import load_alltoall, load_engine, load_gpu, load_profile
 from simspec.catalog.methods import sampled_from_tau, sampled_from_trace
-from simspec.catalog.models import ModelShape, load_model
+from simspec.catalog.models import BYTES_PER_PARAM, ModelShape, load_model
+from simspec.catalog.precision import PrecisionSpec, kv_cache_bytes, load_precision
 from simspec.config import LengthSpec, Scenario, WorkloadConfig
 from simspec.engine.acceptance.inversion import run_alpha_profile
 from simspec.engine.acceptance.samplers import AcceptanceSampler, build_sampler
@@ -29,7 +30,7 @@ from simspec.engine.requests import RequestTable
 from simspec.engine.speculators import Speculator, build_speculator
 from simspec.engine.window import layout
 from simspec.engine.workload import arrival_gaps, generate_requests, stationary_cohort
-from simspec.errors import ScenarioError
+from simspec.errors import InputError, ScenarioError
 
 
 @dataclass
@@ -43,12 +44,46 @@ class SimResult:
     memory: MemoryPlan
 
 
-def build_cost_model(sc: Scenario) -> RooflineCostModel:
+def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> RooflineCostModel:
     gpu, engine = load_gpu(sc.gpu), load_engine(sc.engine)
     overhead = engine.step_overhead(speculative=sc.method.name != "autoregressive")
+    latency, bandwidth, _ = load_alltoall(sc.gpu)
+    target = target or load_model(sc.model)
+    precision = weight_precision(sc, target)
+    experts = expert_precision(sc, target, precision)
     return RooflineCostModel(
-        gpu, load_profile(sc.profile or sc.gpu), engine, sc.tp, overhead, pp=sc.pp
+        gpu,
+        load_profile(sc.profile or sc.gpu),
+        engine,
+        sc.tp,
+        overhead,
+        pp=sc.pp,
+        ep=sc.ep,
+        alltoall=(latency, bandwidth),
+        precision=None if precision.name == "bf16" else precision,
+        precision_model=target.id,
+        kv_bytes=kv_cache_bytes(sc.kv_cache_dtype),
+        expert_precision=experts,
     )
+
+
+def weight_precision(sc: Scenario, target: ModelShape) -> PrecisionSpec:
+    """The deployment's precision, else the checkpoint's own (``weight_dtype``, read from its
+    config.json's quantization_config; bf16 when it has none)."""
+    if sc.precision is not None:
+        return load_precision(sc.precision, "precision")
+    return load_precision(getattr(target, "weight_dtype", "bf16"), "model.quantization_config")
+
+
+def expert_precision(
+    sc: Scenario, target: ModelShape, layers: PrecisionSpec
+) -> PrecisionSpec | None:
+    """The routed experts' precision where the checkpoint stores them apart from the other
+    layers (GPT-OSS: MXFP4 experts, read as int4-w, beside bf16 attention) and the deployment
+    names none; None: the layers' own."""
+    if sc.precision is not None or not target.expert_weight_dtype:
+        return None
+    return load_precision(target.expert_weight_dtype, "model.quantization_config")
 
 
 def check(sc: Scenario) -> None:
@@ -60,8 +95,10 @@ def check(sc: Scenario) -> None:
 
 def _setup(sc: Scenario) -> ReplicaSetup:
     target = load_model(sc.model)
+    if sc.ep > 1 and not target.is_moe:
+        raise InputError("ep", f"{target.id} has no experts to spread (a dense model): use ep 1")
     engine = load_engine(sc.engine)
-    cost = build_cost_model(sc)
+    cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine)
     max_seqs = int(sc.scheduler.max_num_seqs or engine["max_num_seqs"])
     max_tokens = int(sc.scheduler.max_num_batched_tokens or engine["max_num_batched_tokens"])
@@ -71,7 +108,20 @@ def _setup(sc: Scenario) -> ReplicaSetup:
             f"{spec.verify_tokens} tokens"
         )
     demand = spec.memory_demand(max_seqs, max_tokens)
-    memory = plan_memory(cost.gpu, engine, target, demand, tp=sc.tp, pp=sc.pp)
+    weight_bytes = cost.precision.weight_bytes if cost.precision else BYTES_PER_PARAM
+    experts = cost.experts_precision_of(target)
+    memory = plan_memory(
+        cost.gpu,
+        engine,
+        target,
+        demand,
+        sc.tp,
+        sc.pp,
+        sc.ep,
+        weight_bytes,
+        cost.kv_bytes,
+        experts.weight_bytes if experts else BYTES_PER_PARAM,
+    )
     _check_fixed_lengths(sc, target, memory)
     return ReplicaSetup(target, cost, spec, max_seqs, max_tokens, memory)
 

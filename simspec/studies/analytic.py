@@ -27,11 +27,11 @@ from simspec.config import (
 )
 from simspec.engine.acceptance.exact import expected_tokens_per_step
 from simspec.engine.costmodel import BatchShape
-from simspec.engine.simulation import build_cost_model, check
+from simspec.engine.simulation import build_cost_model
 from simspec.engine.speculators import DraftStep, build_speculator
 from simspec.errors import ScenarioError
 from simspec.outputs import write_text_atomic
-from simspec.studies.runner import Executor, run_all
+from simspec.studies.runner import Executor, check_runnable, run_all
 
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.05, 0.96, 0.05))
 REPORTED_ALPHAS = (0.5, 0.7, 0.9)
@@ -57,7 +57,9 @@ def batch1_costs(deploy: Deployment, method: str, k_max: int, context: int) -> B
     """Step times of ``method`` at batch 1 with ``context`` tokens in the KV cache."""
     sc = Scenario(**deploy.model_dump(exclude={"method"}))
     # the largest draft must fit beside the target (else there is no speedup to print)
-    check(sc.model_copy(update={"method": _chain(method, k_max, AcceptanceConfig(alpha=0.5))}))
+    check_runnable(
+        sc.model_copy(update={"method": _chain(method, k_max, AcceptanceConfig(alpha=0.5))})
+    )
     cost = build_cost_model(sc)
     target, engine = load_model(sc.model), load_engine(sc.engine)
     if context > target.max_position_embeddings:

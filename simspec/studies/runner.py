@@ -27,9 +27,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TextIO
 
+from simspec.catalog.methods import missing_draft_layers
 from simspec.config import Scenario
 from simspec.engine.metrics import RunSummary
-from simspec.engine.simulation import SimResult, simulate
+from simspec.engine.simulation import SimResult, check, simulate
 from simspec.errors import InputError, ScenarioError
 from simspec.outputs import write_text_atomic
 
@@ -123,12 +124,28 @@ def summary_of(result: SimResult) -> RunSummary:
     return result.summary
 
 
+def check_runnable(sc: Scenario) -> None:
+    """:func:`~simspec.engine.simulation.check`, and a method whose drafter is the model's own
+    MTP layers refused on a model that has none (the engine would cost a hypothetical module
+    no checkpoint ships): every study runs its scenarios through here or :func:`run_one`."""
+    refuse_missing_draft_layers(sc)
+    check(sc)
+
+
+def refuse_missing_draft_layers(sc: Scenario) -> None:
+    why = missing_draft_layers(sc.method.name, sc.model)
+    if why:
+        raise InputError(f"methods.{sc.method.name}", why)
+
+
 def run_one(scenario_json: str, errors: Errors = "raise", measure: Measure = summary_of) -> Any:
     """``measure`` of one scenario's run (its summary by default). With ``errors="keep"`` a
     scenario that cannot run gives a :class:`Failed` instead of raising, so nothing one
     scenario does stops the others. Module-level, so process pools and Ray can ship it."""
     try:
-        return measure(simulate(Scenario.model_validate_json(scenario_json)))
+        sc = Scenario.model_validate_json(scenario_json)
+        refuse_missing_draft_layers(sc)
+        return measure(simulate(sc))
     except (InputError, ScenarioError) as exc:
         if errors == "raise":
             raise

@@ -24,8 +24,7 @@ from simspec.config import (
     WorkloadConfig,
 )
 from simspec.engine.metrics import RunSummary
-from simspec.engine.simulation import check
-from simspec.studies.runner import Executor, RunCache, run_all, scenario_key
+from simspec.studies.runner import Executor, RunCache, check_runnable, run_all, scenario_key
 
 DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
 
@@ -255,7 +254,7 @@ def run_sweep(
     ran the cells, and in the same order."""
     todo = cells(cfg)
     for scenario_json in {c.scenario_json for c in todo}:  # bad input fails before any run
-        check(Scenario.model_validate_json(scenario_json))
+        check_runnable(Scenario.model_validate_json(scenario_json))
     by_key = {c.key: c for c in todo}
 
     def finished(key: str, _: RunSummary) -> None:

@@ -26,6 +26,7 @@ from simspec.catalog.methods import (
     TRACE_DATASETS,
     default_methods,
     measured_acceptance,
+    missing_draft_layers,
     preset_method,
 )
 from simspec.catalog.traces import first_method
@@ -40,7 +41,8 @@ from simspec.config import (
 from simspec.engine.simulation import SimResult
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
-from simspec.studies.runner import run_one
+from simspec.studies.model_facts import model_facts
+from simspec.studies.runner import check_runnable, run_one
 from simspec.studies.sweep import DEFAULT_BATCH_SIZES
 
 MAX_LOADS = 12
@@ -209,6 +211,34 @@ def deployment_for(inp: ExplorerInputs, load: float = 1) -> Deployment:
 def scenario_for(inp: ExplorerInputs, load: float, method: MethodConfig) -> Scenario:
     """The page's deployment running ``method`` at one load."""
     return Scenario(**dict(deployment_for(inp, load)), method=method)
+
+
+def model_info(inp: ExplorerInputs) -> list[tuple[str, str]]:
+    """The chosen model's facts (parameters, active per token, layout, precision, KV per
+    token, GPUs needed on the chosen GPU), as ``simspec models NAME`` prints them."""
+    return [(k, v) for k, v in model_facts(inp.model, inp.gpu, inp.engine) if k != "source"]
+
+
+def offered_methods(model: str) -> tuple[list[str], dict[str, str]]:
+    """The speculative methods the page offers for ``model``, and those it leaves out with
+    why (mtp needs the model's own MTP layers)."""
+    offered, left = [], {}
+    for name in SPECULATORS:
+        if name == "autoregressive":
+            continue
+        why = missing_draft_layers(name, model)
+        if why:
+            left[name] = why
+        else:
+            offered.append(name)
+    return offered, left
+
+
+def check_inputs(inp: ExplorerInputs) -> None:
+    """Refuse, before any run, what cannot run: a method the model lacks the layers for, or a
+    model that does not fit the GPUs (one line, from the memory plan)."""
+    for name in ["autoregressive", *inp.methods]:
+        check_runnable(scenario_for(inp, inp.loads[0], method_for(inp, name)))
 
 
 def _measure(res: SimResult) -> tuple[dict[str, float], dict[str, float], list[float]]:

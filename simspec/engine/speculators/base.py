@@ -186,6 +186,7 @@ class Speculator:
             self.extra_kv_bytes_per_token(),
             max_tokens,
             min(max_seqs * self.verify_tokens, max_tokens),
+            max_seqs,
         )
 
     def _lm_steps(self, model: ModelShape, step: DraftStep, layers: int | None = None) -> StepCost:

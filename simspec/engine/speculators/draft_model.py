@@ -36,4 +36,4 @@ class DraftModel(Speculator):
         return self._params_bytes(self.draft.num_params)
 
     def extra_kv_bytes_per_token(self) -> float:
-        return self.draft.kv_bytes_per_token_per_gpu(self.cost.tp)
+        return self.draft.kv_bytes_per_token_per_gpu(self.cost.tp, dtype_bytes=self.cost.kv_bytes)

@@ -25,13 +25,14 @@ class EagleHead(Speculator):
 
     fused_features: ClassVar[int] = 2  # fc input: [feature; embedding] = 2h
     own_vocab: ClassVar[int | None] = None
+    moe_head: ClassVar[bool] = False  # the head's layer is the target's MoE layer
 
     def _configure(self, cfg: MethodConfig) -> None:
         target = self.target
         vocab = cfg.draft_vocab_size or self.own_vocab or target.vocab_size
-        self.head = target.model_copy(
-            update={"num_hidden_layers": 1, "vocab_size": vocab, "id": f"{target.id}-{self.name}"}
-        )
+        # one decoder layer of the target's widths and attention; a dense MLP (EAGLE heads are
+        # Llama layers), or the target's own MoE layer for its MTP module (MTP)
+        self.head = target.one_layer(self.moe_head, vocab, f"{target.id}-{self.name}")
         self._fc_by_tokens: dict[int, float] = {}  # the hot loop repeats a few counts
 
     def _draft(self, step: DraftStep) -> StepCost:
@@ -69,7 +70,9 @@ class EagleHead(Speculator):
         return self._params_bytes(params)
 
     def extra_kv_bytes_per_token(self) -> float:
-        return self.head.kv_bytes_per_token_per_gpu(self.cost.tp, layers=1)
+        return self.head.kv_bytes_per_token_per_gpu(
+            self.cost.tp, layers=1, dtype_bytes=self.cost.kv_bytes
+        )
 
 
 class Eagle1(EagleHead):

@@ -1,13 +1,61 @@
-"""DeepSeek-V3 multi-token prediction reused as the draft."""
+"""The model's own multi-token-prediction modules reused as the draft (DeepSeek-V3 MTP)."""
 
 from __future__ import annotations
 
+from simspec.catalog.models import BYTES_PER_PARAM
+from simspec.config import MethodConfig
 from simspec.engine.speculators.eagle import EagleHead
 
 
 class MTP(EagleHead):
-    """DeepSeek-V3 multi-token prediction: one transformer block fed [RMSNorm(h); RMSNorm(emb)]
-    through a 2h->h projection, then the shared output head (DeepSeek-V3 report §2.2); engines
-    reuse the one module for K > 1 (vLLM, SGLang). Costed as an EAGLE head of the same shape."""
+    """Multi-token prediction: each module is one decoder block of the model's own kind fed
+    [RMSNorm(embedding); RMSNorm(hidden)] through a 2h -> h projection (``eh_proj``), then the
+    shared output head (DeepSeek-V3 report §2.2; README_WEIGHTS.md: the module's embedding and
+    head share the main model's). As vLLM runs it (vllm/model_executor/models/deepseek_mtp.py
+    at 03356f8: DeepSeekMultiTokenPredictorLayer = enorm, hnorm, eh_proj, a DeepseekV2DecoderLayer
+    at index num_hidden_layers, SharedHead) and SGLang's NextN (the same module run by its EAGLE
+    worker with topk 1), K draft steps chain one module pass each, step k reusing module
+    ``k % num_nextn_predict_layers``: the first over every token the last verify accepted,
+    the rest over one token per sequence, each with its LM head.
+
+    The block is the target's layer type: for DeepSeek-V3/R1 an MLA attention and a full MoE
+    layer (256 routed experts + 1 shared; the MTP layer's index is past first_k_dense_replace),
+    so a draft step reads the experts its tokens touch like a target layer. A model that
+    declares no MTP layers (num_nextn_predict_layers 0) is refused by the front ends
+    (``simspec sweep --methods mtp``, the explorer); the engine then costs a hypothetical
+    one-module head of the model's dense layer shape.
+    """
 
     name = "mtp"
+
+    @property
+    def moe_head(self) -> bool:  # type: ignore[override]
+        return self.target.is_moe and self.target.num_nextn_predict_layers > 0
+
+    def _configure(self, cfg: MethodConfig) -> None:
+        super()._configure(cfg)
+        if self.target.num_nextn_predict_layers:  # the checkpoint's modules: its precision
+            self.cost.quantize_like_target(self.head)
+
+    def extra_weight_bytes(self) -> float:
+        """The modules' decoder blocks and eh_proj per GPU (embedding and LM head shared with
+        the target, vLLM load_eagle_model sharing them when the draft owns none)."""
+        modules = self.target.num_nextn_predict_layers
+        if not modules:
+            return super().extra_weight_bytes()
+        h, cost = self.target.hidden_size, self.cost
+        layers, experts = cost.precision_of(self.head), cost.experts_precision_of(self.head)
+        block = self.head.weight_bytes_per_gpu(
+            cost.tp,
+            cost.ep,
+            layers.weight_bytes if layers else BYTES_PER_PARAM,
+            experts.weight_bytes if experts else BYTES_PER_PARAM,
+            embeddings=False,
+        )
+        return modules * (block + self._params_bytes(self.fused_features * h * h))
+
+    def extra_kv_bytes_per_token(self) -> float:
+        modules = max(self.target.num_nextn_predict_layers, 1)  # each module caches its own KV
+        return modules * self.head.kv_bytes_per_token_per_gpu(
+            self.cost.tp, layers=1, dtype_bytes=self.cost.kv_bytes
+        )

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from simspec.catalog.hardware import load_engine, load_gpu
+from simspec.catalog.hardware import load_engine, load_gpu, load_profile
 from simspec.catalog.methods import (
     DATASET_DOMAIN,
     DEFAULT_DRAFT_MODEL,
@@ -48,6 +48,12 @@ from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.studies.runner import Failed, scenario_key
 from simspec.studies.validation.cases import LOAD_KINDS, METRICS, number, whole
+from simspec.studies.validation.setups import (
+    notes_precision,
+    other_baseline,
+    unmodelled_serving,
+    unmodelled_target,
+)
 
 BASELINES = ("same-engine-no-spec", "hf-vanilla")
 SEED = 0
@@ -95,13 +101,21 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
     if method not in SPECULATORS:
         raise Skip(f"method {method!r} is not modelled (simspec methods lists them)")
     assumptions: list[str] = []
-    model = get("target_model")
+    model, notes = get("target_model"), get("notes")
+    precision, why = notes_precision(notes)
+    why = why or unmodelled_target(model, notes) or unmodelled_serving(notes)
+    if why:
+        raise Skip(why)
     _known(load_model, model, "unknown model")
+    if precision:
+        assumptions.append(f"weights in {precision}, as the notes say")
     gpu = get("gpu")
     if gpu in ("unknown", "") and assume_gpu:
         gpu = assume_gpu
         assumptions.append(f"GPU not stated: {assume_gpu} assumed")
     _known(load_gpu, gpu, "unsupported GPU")
+    if note := load_profile(gpu).transferred_note():
+        assumptions.append(note)
     engine = get("engine")
     _known(load_engine, engine, "no engine profile for")
 
@@ -147,6 +161,7 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
         "tp": tp,
         "pp": pp,
         "engine": engine,
+        "precision": precision,
         "workload": workload,
         "temperature": temperature,
         "seed": SEED,
@@ -157,13 +172,21 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
         baseline = None
         if metric == "speedup":
             base = get("baseline")
-            if base not in BASELINES:
+            other = other_baseline(base)
+            if base not in BASELINES and other is None:
                 raise Skip(
                     f"baseline {base!r} is not a configuration simspec runs "
-                    f"(it runs {', '.join(BASELINES)})"
+                    f"(it runs {', '.join(BASELINES)}, or 'other: <vLLM|SGLang> <version> "
+                    "[<precision>] no-spec')"
                 )
-            base_engine = "hf" if base == "hf-vanilla" else engine
-            baseline = Scenario(**{**deploy, "engine": base_engine})
+            if other is not None:
+                baseline = Scenario(**{**deploy, **other})
+                assumptions.append(
+                    "baseline: " + ", ".join(f"{k} {v}" for k, v in other.items()) + ", no spec"
+                )
+            else:
+                base_engine = "hf" if base == "hf-vanilla" else engine
+                baseline = Scenario(**{**deploy, "engine": base_engine})
         if engine == "hf" and not get("tp") and not gpus:
             scenario, baseline = _fit_by_layer_split(scenario, baseline, assumptions)
     except InputError as exc:

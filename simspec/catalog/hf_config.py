@@ -1,0 +1,372 @@
+"""A Hugging Face ``config.json`` (or a preset written with its keys) read into the fields of a
+:class:`~simspec.catalog.models.ModelShape`, one reader per architecture.
+
+Each reader takes the keys its architecture's config class defines and nothing else, so a
+key that changes the shape but that the reader does not know is an error naming it, never a
+silently dense model. Dispatch is on ``model_type`` (a config without one is read as a
+Llama-style dense decoder, as simspec always has, unless it carries MoE or MLA keys).
+
+Sources, per architecture (transformers ``models/<name>/configuration_<name>.py`` and the
+matching vLLM model file, read in the indexed copies):
+
+- dense ``llama``, ``mistral``, ``qwen2``, ``qwen3``: LlamaConfig / MistralConfig /
+  Qwen2Config / Qwen3Config (``sliding_window`` applies to every layer of a Mistral config that
+  sets it; Qwen's ``use_sliding_window`` is refused, no preset uses it).
+- ``mixtral``: MixtralConfig: every layer is MoE, ``num_local_experts`` experts of width
+  ``intermediate_size``, top ``num_experts_per_tok``; no shared expert.
+- ``qwen2_moe``/``qwen3_moe``: Qwen2MoeConfig/Qwen3MoeConfig: ``num_experts`` of width
+  ``moe_intermediate_size``; layer i is MoE unless it is in ``mlp_only_layers`` or
+  ``(i + 1) % decoder_sparse_step != 0`` (then a dense MLP of ``intermediate_size``);
+  Qwen2-MoE adds one shared expert of ``shared_expert_intermediate_size`` (Qwen3-MoE has none).
+- ``gpt_oss``: GptOssConfig: every layer MoE (``num_local_experts``, top
+  ``num_experts_per_tok``, width ``intermediate_size``); ``layer_types`` alternates
+  ``sliding_attention`` (window ``sliding_window``) and ``full_attention``; attention sinks are
+  one learned logit per head (no KV, negligible work).
+- ``llama4``/``llama4_text``: Llama4TextConfig: MoE layers are ``moe_layers`` or every
+  ``interleave_moe_layer_step``-th layer (``range(step - 1, L, step)``), experts of width
+  ``intermediate_size`` plus one shared expert of the same width; dense layers use
+  ``intermediate_size_mlp``. Layers with RoPE (``no_rope_layers[i] == 1``, by default 3 of
+  every 4) use chunked local attention of ``attention_chunk_size`` tokens (vLLM
+  ``model_executor/models/llama4.py``: ``use_chunked_local_attn = not self.nope and
+  config.attention_chunk_size is not None``), modelled as a window of that size (an upper
+  bound: a token sees only its own chunk).
+- ``deepseek_v2``/``deepseek_v3``/``kimi_k2``: DeepseekV2Config/DeepseekV3Config: layer i is
+  MoE when ``i >= first_k_dense_replace`` and ``i % moe_layer_freq == 0``
+  (``n_routed_experts`` of width ``moe_intermediate_size`` plus ``n_shared_experts`` of the
+  same width), else a dense MLP of ``intermediate_size``; MLA attention from ``q_lora_rank``
+  (null: a direct q projection), ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``,
+  ``v_head_dim``; ``num_nextn_predict_layers`` MTP modules.
+
+Weights are read as bf16 unless ``quantization_config`` says otherwise (:func:`weight_dtypes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from simspec.errors import InputError
+
+DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+# keys that declare experts or latent attention: refused on a config read as a dense decoder
+MOE_OR_MLA_KEYS = (
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "moe_intermediate_size",
+    "kv_lora_rank",
+)
+# architectures whose layers simspec cannot cost, and why (names the config key that says so)
+UNMODELLED = {
+    "qwen3_next": "layer_types",
+    "qwen3_5": "layer_types",
+    "qwen3_5_text": "layer_types",
+    "qwen3_5_moe": "layer_types",
+    "qwen3_5_moe_text": "layer_types",
+}
+LINEAR_ATTENTION = (
+    "Gated DeltaNet linear-attention layers (layer_types 'linear_attention', as in Qwen3-Next "
+    "and Qwen3.5) keep a recurrent state instead of a KV cache; simspec does not model them"
+)
+
+
+def normalised(raw: dict[str, Any]) -> dict[str, Any]:
+    """``text_config`` merged over the top level (multimodal configs, as Llama-4's) and the
+    older key names under the current ones."""
+    if isinstance(raw.get("text_config"), dict):
+        raw = {**raw, **raw["text_config"]}
+    raw = dict(raw)
+    for old, new in _ALIASES.items():
+        if raw.get(new) is None and raw.get(old) is not None:
+            raw[new] = raw[old]
+    return raw
+
+
+def read_config(raw: dict[str, Any]) -> dict[str, Any]:
+    """The ModelShape fields a config's keys give."""
+    raw = normalised(raw)
+    model_type = raw.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise InputError("model.model_type", f"must be text (got {model_type!r})")
+    if model_type in UNMODELLED or _has_linear_attention(raw):
+        raise InputError("model.layer_types", LINEAR_ATTENTION)
+    reader = READERS.get(model_type or "llama")
+    if reader is None:
+        known = ", ".join(sorted(READERS))
+        raise InputError(
+            "model.model_type",
+            f"{model_type!r} is not an architecture simspec models (it reads {known}); "
+            "a dense fallback would misstate its cost",
+        )
+    fields = _common(raw)
+    fields.update(reader(raw))
+    fields["model_type"] = model_type or "llama"
+    fields["weight_dtype"], fields["expert_weight_dtype"] = weight_dtypes(raw)
+    return fields
+
+
+def _has_linear_attention(raw: dict[str, Any]) -> bool:
+    types = raw.get("layer_types")
+    return isinstance(types, list) and "linear_attention" in types
+
+
+# -- common keys ------------------------------------------------------------------------------
+_ALIASES = {
+    "n_layer": "num_hidden_layers",
+    "n_head": "num_attention_heads",
+    "mtp_num_hidden_layers": "num_nextn_predict_layers",  # Qwen3.5's name (vLLM reads both)
+}
+_COMMON = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "tie_word_embeddings",
+    "max_position_embeddings",
+    "num_nextn_predict_layers",
+)
+
+
+def _common(raw: dict[str, Any]) -> dict[str, Any]:
+    """The Llama-style keys every architecture shares, as written (ModelShape checks them;
+    a null num_nextn_predict_layers means no MTP layers)."""
+    return {k: raw[k] for k in _COMMON if raw.get(k) is not None}
+
+
+def _int(raw: dict[str, Any], key: str, default: int | None = None, minimum: int = 0) -> int:
+    """A whole-number key, or an InputError naming it."""
+    value = raw.get(key, default)
+    if value is None and default is not None:
+        value = default
+    if type(value) is not int or value < minimum:
+        raise InputError(f"model.{key}", f"must be a whole number >= {minimum} (got {value!r})")
+    return value
+
+
+def _layers(raw: dict[str, Any]) -> int:
+    return _int(raw, "num_hidden_layers", minimum=1)
+
+
+def _index_list(raw: dict[str, Any], key: str, layers: int) -> list[int]:
+    value = raw.get(key) or []
+    if not isinstance(value, list) or any(type(i) is not int or not 0 <= i < layers for i in value):
+        raise InputError(f"model.{key}", f"must be a list of layer indices below {layers}")
+    return value
+
+
+# -- attention layouts ------------------------------------------------------------------------
+def _windowed_layers(raw: dict[str, Any], layers: int, allowed: tuple[str, ...]) -> dict:
+    """Sliding-window layers from ``layer_types`` (each ``full_attention`` or one of
+    ``allowed``) and ``sliding_window``."""
+    types = raw.get("layer_types")
+    if types is None:
+        return {}
+    if not isinstance(types, list) or len(types) != layers:
+        raise InputError("model.layer_types", f"must list one type per layer ({layers})")
+    for i, kind in enumerate(types):
+        if kind != "full_attention" and kind not in allowed:
+            raise InputError(
+                "model.layer_types",
+                f"layer {i} is {kind!r}; simspec models full_attention"
+                + "".join(f" and {a}" for a in allowed),
+            )
+    sliding = tuple(i for i, kind in enumerate(types) if kind != "full_attention")
+    if not sliding:
+        return {}
+    return {"sliding_window": _int(raw, "sliding_window", minimum=1), "sliding_layers": sliding}
+
+
+def _dense(raw: dict[str, Any]) -> dict[str, Any]:
+    """Llama, Mistral, Qwen2/3: a dense decoder (refusing keys that declare more)."""
+    for key in MOE_OR_MLA_KEYS:
+        if raw.get(key) not in (None, 0):
+            kind = raw.get("model_type") or "a config without model_type"
+            raise InputError(
+                f"model.{key}",
+                f"declares experts or latent attention, but {kind} is read as a dense "
+                f"decoder; give the model_type of its architecture ({', '.join(sorted(READERS))})",
+            )
+    layers = _layers(raw)
+    if raw.get("use_sliding_window"):  # Qwen2/3: windows on layers past max_window_layers
+        raise InputError(
+            "model.use_sliding_window", "Qwen's sliding-window layers are not modelled"
+        )
+    windowed = _windowed_layers(raw, layers, ())
+    if raw.get("model_type") == "mistral" and raw.get("sliding_window") is not None:
+        # Mistral-7B-v0.1 windows every layer (MistralConfig.sliding_window)
+        windowed = {
+            "sliding_window": _int(raw, "sliding_window", minimum=1),
+            "sliding_layers": tuple(range(layers)),
+        }
+    return windowed
+
+
+# -- mixture of experts -----------------------------------------------------------------------
+def _experts(raw: dict[str, Any], count_key: str, width_key: str) -> dict[str, Any]:
+    experts = _int(raw, count_key, minimum=1)
+    top = _int(raw, "num_experts_per_tok", minimum=1)
+    if top > experts:
+        raise InputError("model.num_experts_per_tok", f"must be <= {count_key} ({experts})")
+    return {
+        "num_experts": experts,
+        "num_experts_per_tok": top,
+        "moe_intermediate_size": _int(raw, width_key, minimum=1),
+    }
+
+
+def _mixtral(raw: dict[str, Any]) -> dict[str, Any]:
+    layers = _layers(raw)
+    fields = _experts(raw, "num_local_experts", "intermediate_size")
+    fields["moe_layers"] = tuple(range(layers))
+    if raw.get("sliding_window") is not None:
+        fields["sliding_window"] = _int(raw, "sliding_window", minimum=1)
+        fields["sliding_layers"] = tuple(range(layers))
+    return fields
+
+
+def _qwen_moe(raw: dict[str, Any]) -> dict[str, Any]:
+    layers = _layers(raw)
+    fields = _experts(raw, "num_experts", "moe_intermediate_size")
+    step = _int(raw, "decoder_sparse_step", default=1, minimum=1)
+    dense = set(_index_list(raw, "mlp_only_layers", layers))
+    fields["moe_layers"] = tuple(i for i in range(layers) if i not in dense and (i + 1) % step == 0)
+    shared = _int(raw, "shared_expert_intermediate_size", default=0)
+    if shared and raw.get("model_type") != "qwen2_moe":
+        raise InputError(
+            "model.shared_expert_intermediate_size",
+            "Qwen3-MoE has no shared expert (Qwen3MoeSparseMoeBlock); only qwen2_moe reads it",
+        )
+    fields["shared_expert_intermediate_size"] = shared
+    if raw.get("use_sliding_window"):
+        raise InputError(
+            "model.use_sliding_window", "Qwen's sliding-window layers are not modelled"
+        )
+    return fields
+
+
+def _gpt_oss(raw: dict[str, Any]) -> dict[str, Any]:
+    layers = _layers(raw)
+    raw = dict(raw)
+    if raw.get("num_experts_per_tok") is None:
+        raw["num_experts_per_tok"] = raw.get("experts_per_token")
+    fields = _experts(raw, "num_local_experts", "intermediate_size")
+    fields["moe_layers"] = tuple(range(layers))
+    fields.update(_windowed_layers(raw, layers, ("sliding_attention",)))
+    return fields
+
+
+def _llama4(raw: dict[str, Any]) -> dict[str, Any]:
+    layers = _layers(raw)
+    fields = _experts(raw, "num_local_experts", "intermediate_size")
+    if raw.get("moe_layers"):
+        moe = _index_list(raw, "moe_layers", layers)
+    else:
+        step = _int(raw, "interleave_moe_layer_step", default=1, minimum=1)
+        moe = list(range(step - 1, layers, step))
+    fields["moe_layers"] = tuple(sorted(set(moe)))
+    fields["shared_expert_intermediate_size"] = fields["moe_intermediate_size"]
+    # dense layers use intermediate_size_mlp; intermediate_size is the experts' width
+    fields["intermediate_size"] = _int(raw, "intermediate_size_mlp", minimum=1)
+    chunk = raw.get("attention_chunk_size")
+    if chunk is not None:
+        nope = raw.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(layers)]
+        if not isinstance(nope, list) or len(nope) != layers or any(v not in (0, 1) for v in nope):
+            raise InputError(
+                "model.no_rope_layers", f"must list 0 or 1 for each of {layers} layers"
+            )
+        fields["sliding_window"] = _int(raw, "attention_chunk_size", minimum=1)
+        fields["sliding_layers"] = tuple(i for i, rope in enumerate(nope) if rope)
+    return fields
+
+
+def _deepseek(raw: dict[str, Any]) -> dict[str, Any]:
+    layers = _layers(raw)
+    fields = _experts(raw, "n_routed_experts", "moe_intermediate_size")
+    first = _int(raw, "first_k_dense_replace", default=0)
+    freq = _int(raw, "moe_layer_freq", default=1, minimum=1)
+    fields["moe_layers"] = tuple(i for i in range(layers) if i >= first and i % freq == 0)
+    fields["shared_expert_intermediate_size"] = (
+        _int(raw, "n_shared_experts", default=0) * fields["moe_intermediate_size"]
+    )
+    q_lora = raw.get("q_lora_rank")
+    fields["q_lora_rank"] = 0 if q_lora is None else _int(raw, "q_lora_rank", minimum=1)
+    for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+        fields[key] = _int(raw, key, minimum=1)
+    return fields
+
+
+READERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    **dict.fromkeys(DENSE_TYPES, _dense),
+    "mixtral": _mixtral,
+    "qwen2_moe": _qwen_moe,
+    "qwen3_moe": _qwen_moe,
+    "gpt_oss": _gpt_oss,
+    "llama4": _llama4,
+    "llama4_text": _llama4,
+    "deepseek_v2": _deepseek,
+    "deepseek_v3": _deepseek,
+    "kimi_k2": _deepseek,
+}
+
+
+# -- weight precision -------------------------------------------------------------------------
+def weight_dtypes(raw: dict[str, Any]) -> tuple[str, str | None]:
+    """(weights, experts' weights if they differ) from ``quantization_config``.
+
+    - ``fp8`` / ``fbgemm_fp8``: 8-bit float weights (DeepSeek-V3's 128x128 block FP8:
+      README_WEIGHTS.md "FP8 Weight Documentation"; embeddings and LM head stay bf16).
+    - ``mxfp4``: GPT-OSS ships its MoE experts in MXFP4 (4-bit E2M1 values with one 8-bit
+      scale per 32, 4.25 bits a weight; ``modules_to_not_convert`` keeps attention, router,
+      embeddings and head in bf16). On Hopper vLLM runs them weight-only (W4A16 kernels), so
+      the experts are read as ``int4-w``; the rest stays bf16.
+    - ``gptq`` / ``awq``: ``bits`` (AWQ: ``w_bit``) 4 -> ``int4-w``.
+    - ``compressed-tensors``: each ``config_groups`` entry's ``weights`` (8-bit float -> fp8,
+      4-bit int -> int4-w).
+
+    Anything else is an InputError naming ``quantization_config.quant_method``."""
+    q = raw.get("quantization_config")
+    if q is None:
+        return "bf16", None
+    if not isinstance(q, dict):
+        raise InputError("model.quantization_config", "must be a mapping")
+    method = q.get("quant_method")
+    if method in ("fp8", "fbgemm_fp8"):
+        return "fp8", None
+    if method == "mxfp4":
+        return "bf16", "int4-w"
+    if method in ("gptq", "awq"):
+        bits = q.get("bits", q.get("w_bit"))
+        if bits == 4:
+            return "int4-w", None
+        raise InputError(
+            "model.quantization_config.bits",
+            f"{method} with {bits!r}-bit weights is not modelled (4-bit: int4-w)",
+        )
+    if method == "compressed-tensors":
+        return _compressed_tensors(q), None
+    raise InputError(
+        "model.quantization_config.quant_method",
+        f"{method!r} is not a weight format simspec models (fp8, fbgemm_fp8, mxfp4, gptq, awq, "
+        "compressed-tensors: bf16, fp8 or int4-w weights)",
+    )
+
+
+def _compressed_tensors(q: dict[str, Any]) -> str:
+    groups = q.get("config_groups")
+    kinds = set()
+    for group in groups.values() if isinstance(groups, dict) else ():
+        w = group.get("weights") if isinstance(group, dict) else None
+        if isinstance(w, dict):
+            kinds.add((w.get("num_bits"), w.get("type")))
+    if kinds == {(8, "float")}:
+        return "fp8"
+    if kinds == {(4, "int")}:
+        return "int4-w"
+    raise InputError(
+        "model.quantization_config.config_groups",
+        f"compressed-tensors weights {sorted(map(str, kinds)) or 'unstated'} are not modelled "
+        "(8-bit float: fp8; 4-bit int: int4-w)",
+    )

@@ -1,0 +1,195 @@
+"""Weight precisions and KV-cache dtypes: bytes per element, compute dtype, and the measured GEMM
+speed of each precision relative to bf16 (data and sources: simspec/data/precision.yaml).
+
+The cost model (:mod:`simspec.engine.costmodel`) asks :func:`effective_precision` what a GPU
+actually runs (FP8 weights on a GPU without FP8 tensor cores run weight-only, as vLLM's FP8
+Marlin path does) and :func:`gemm_speed_ratio` how much faster than bf16 the measured kernels
+were at that many tokens; the KV plan asks :func:`kv_cache_bytes`.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from functools import cache
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simspec.catalog.hardware import GpuSpec
+from simspec.catalog.tables import packaged_table
+from simspec.config import KV_CACHE_ALIASES, KvCacheDtype, WeightPrecision
+from simspec.errors import InputError
+
+Compute = Literal["bf16", "fp8"]
+PRECISIONS: tuple[str, ...] = get_args(WeightPrecision)
+KV_CACHE_DTYPES: tuple[str, ...] = get_args(get_args(KvCacheDtype)[0])
+
+
+class SpeedCurve(BaseModel):
+    """(bf16 GEMM time) / (time at a precision) by token count, on one GPU architecture: the
+    geometric mean, at each measured M, of the published tables that measured it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    arch: str
+    tokens: tuple[float, ...]  # ascending
+    ratios: tuple[float, ...]
+    sources: tuple[str, ...]
+
+    @property
+    def max_tokens(self) -> float:
+        return self.tokens[-1]
+
+    def ratio(self, tokens: float) -> float:
+        """Linear in log2(M) between measured M; the end values held outside them."""
+        ts, rs = self.tokens, self.ratios
+        if tokens <= ts[0]:
+            return rs[0]
+        if tokens >= ts[-1]:
+            return rs[-1]
+        i = bisect_right(ts, tokens)
+        x0, x1 = math.log2(ts[i - 1]), math.log2(ts[i])
+        w = (math.log2(tokens) - x0) / (x1 - x0)
+        return rs[i - 1] + w * (rs[i] - rs[i - 1])
+
+
+class PrecisionSpec(BaseModel):
+    """One weight precision as a GPU runs it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    weight_bytes: float = Field(gt=0)
+    compute: Compute
+    source: str
+    curves: dict[str, SpeedCurve] = Field(default_factory=dict)
+    weight_only: PrecisionSpec | None = None  # what runs where compute dtype has no tensor cores
+
+    def curve(self, arch: str) -> SpeedCurve | None:
+        return self.curves.get(arch)
+
+
+def precision_ids() -> list[str]:
+    return list(PRECISIONS)
+
+
+def load_precision(name: str, field: str = "precision") -> PrecisionSpec:
+    """The packaged precision ``name``; an InputError naming ``field`` for any other."""
+    spec = _precisions().get(name) if isinstance(name, str) else None
+    if spec is None:
+        raise InputError(
+            field, f"unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}"
+        )
+    return spec
+
+
+def has_fp8_tensor_cores(gpu: GpuSpec) -> bool:
+    """Whether the GPU multiplies FP8 natively (gpus.yaml fp8_dense_flops is not null)."""
+    return gpu.fp8_dense_flops is not None
+
+
+def effective_precision(spec: PrecisionSpec, gpu: GpuSpec) -> PrecisionSpec:
+    """What ``gpu`` runs for ``spec``: FP8 weights on a GPU without FP8 tensor cores run
+    weight-only (W8A16, bf16 compute), as vLLM's FP8 Marlin kernel does; else ``spec``."""
+    if spec.compute == "fp8" and not has_fp8_tensor_cores(gpu):
+        if spec.weight_only is None:
+            raise InputError(
+                "precision",
+                f"{gpu.id} has no FP8 tensor cores and {spec.name} has no weight-only form",
+            )
+        return spec.weight_only
+    return spec
+
+
+def precision_note(spec: PrecisionSpec, gpu: GpuSpec) -> str:
+    """One line on how ``gpu`` runs ``spec`` when that is not what its name says, or when no
+    kernel timings back it ("" for bf16, and for a measured precision run natively)."""
+    if spec.name == "bf16":
+        return ""
+    eff = effective_precision(spec, gpu)
+    parts = []
+    if eff is not spec:
+        parts.append(
+            f"{gpu.id} has no FP8 tensor cores: {spec.name} weights run weight-only (W8A16, "
+            "bf16 compute), as vLLM's FP8 Marlin kernel runs them"
+        )
+    if eff.curve(gpu.arch) is None:
+        parts.append(
+            f"no {eff.name} kernel timings for {gpu.arch} GPUs: its GEMMs are the roofline at "
+            f"{eff.weight_bytes:g} bytes per weight and the {eff.compute} peak"
+        )
+    return "; ".join(parts)
+
+
+def compute_flops(spec: PrecisionSpec, gpu: GpuSpec) -> float:
+    """Dense tensor peak the GEMMs of ``spec`` run at on ``gpu`` (after the weight-only
+    fallback): the FP8 peak for FP8 compute, else the bf16 peak."""
+    eff = effective_precision(spec, gpu)
+    if eff.compute == "fp8":
+        assert gpu.fp8_dense_flops is not None  # effective_precision checked it
+        return gpu.fp8_dense_flops
+    return gpu.bf16_dense_flops
+
+
+def gemm_speed_ratio(spec: PrecisionSpec, gpu: GpuSpec, tokens: float) -> float | None:
+    """Measured (bf16 GEMM time) / (time at ``spec``) at ``tokens`` rows on ``gpu``'s
+    architecture, or None where no kernel was measured there (the roofline then decides).
+    Above the largest measured M this is the last measured value; the cost model never lets it
+    exceed what the precision's roofline allows. bf16 is 1.0 by definition."""
+    eff = effective_precision(spec, gpu)
+    if eff.name == "bf16":
+        return 1.0
+    curve = eff.curve(gpu.arch)
+    return None if curve is None else curve.ratio(tokens)
+
+
+def normalize_kv_cache_dtype(value: str, field: str = "kv_cache_dtype") -> str:
+    """``auto``, ``bf16`` or ``fp8``, accepting vLLM's spellings (``bfloat16``, ``fp8_e4m3``,
+    ``fp8_e5m2``)."""
+    name = KV_CACHE_ALIASES.get(value, value) if isinstance(value, str) else value
+    if name not in KV_CACHE_DTYPES:
+        allowed = [*KV_CACHE_DTYPES, *KV_CACHE_ALIASES]
+        raise InputError(
+            field, f"unknown KV cache dtype {value!r}; choose one of {', '.join(allowed)}"
+        )
+    return name
+
+
+def kv_cache_bytes(kv_cache_dtype: str, activation_bytes: float = 2) -> float:
+    """Bytes per cached K or V element: ``auto`` is the model's activation dtype. Whole
+    numbers stay ints, so a bf16 cache sizes exactly as it did before this option existed."""
+    name = normalize_kv_cache_dtype(kv_cache_dtype)
+    nbytes = packaged_table("precision.yaml")["kv_cache_dtypes"][name]["bytes"]
+    return activation_bytes if nbytes is None else nbytes
+
+
+@cache
+def _precisions() -> dict[str, PrecisionSpec]:
+    raw = packaged_table("precision.yaml")["precisions"]
+    return {name: _spec(name, entry) for name, entry in raw.items()}
+
+
+def _spec(name: str, entry: dict) -> PrecisionSpec:
+    only = entry.get("weight_only")
+    return PrecisionSpec(
+        name=name,
+        weight_bytes=entry["weight_bytes"],
+        compute=entry["compute"],
+        source=" ".join(str(entry["source"]).split()),
+        curves={arch: _curve(arch, tables) for arch, tables in (entry.get("curves") or {}).items()},
+        weight_only=_spec(f"{name} (weight-only)", only) if only else None,
+    )
+
+
+def _curve(arch: str, tables: list[dict]) -> SpeedCurve:
+    """Pool the tables: at each M the geometric mean of every cell measured there."""
+    logs: dict[float, list[float]] = {}
+    for table in tables:
+        # same FLOPs on both sides: the ratio of rates is the inverse ratio of times
+        rows = [(m, p / b) for m, b, p in table.get("tflops", [])]
+        rows += [(m, s) for m, s in table.get("speedup", [])]
+        for m, r in rows:
+            logs.setdefault(float(m), []).append(math.log(r))
+    tokens = tuple(sorted(logs))
+    ratios = tuple(math.exp(sum(logs[m]) / len(logs[m])) for m in tokens)
+    sources = tuple(" ".join(str(t["source"]).split()) for t in tables)
+    return SpeedCurve(arch=arch, tokens=tokens, ratios=ratios, sources=sources)

@@ -1,0 +1,128 @@
+"""What a model is, in the few facts a user checks before trusting a prediction: parameters
+(total and active per token), attention, expert layout, MTP modules, weight precision, KV cache
+per token and the GPUs it needs (``simspec models``, the sweep's header, the explorer)."""
+
+from __future__ import annotations
+
+from simspec.catalog.hardware import load_engine, load_gpu
+from simspec.catalog.models import ModelShape, load_model
+from simspec.engine.kv_cache import GIB, MAX_GPUS, MIN_KV_TOKENS, min_gpus
+
+
+def billions(n: float) -> str:
+    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
+
+
+def summary_line(model: ModelShape) -> str:
+    """One line: total and active parameters, layout, precision."""
+    parts = [f"{billions(model.num_params)} parameters"]
+    if model.is_moe:
+        parts.append(f"{billions(model.active_params)} active per token")
+    parts.append(layout(model))
+    parts.append(f"{precision(model)} weights")
+    if model.num_nextn_predict_layers:
+        parts.append(f"{model.num_nextn_predict_layers} MTP module(s)")
+    return f"{model.id}: " + ", ".join(parts)
+
+
+def layout(model: ModelShape) -> str:
+    if not model.is_moe:
+        return f"dense, {model.attention_kind}"
+    moe = model.moe_layers_in()
+    return (
+        f"MoE {model.num_experts} experts top {model.num_experts_per_tok} on {moe} of "
+        f"{model.num_hidden_layers} layers, {model.attention_kind}"
+    )
+
+
+def precision(model: ModelShape) -> str:
+    expert = model.expert_weight_dtype
+    if expert and expert != model.weight_dtype:
+        return f"{model.weight_dtype} (experts {expert})"
+    return model.weight_dtype
+
+
+def model_facts(
+    ref: str, gpu_id: str = "h100_sxm", engine_id: str = "vllm"
+) -> list[tuple[str, str]]:
+    """(label, value) pairs describing model ``ref`` and what it needs of ``gpu_id`` GPUs."""
+    model = load_model(ref)
+    gpu, engine = load_gpu(gpu_id), load_engine(engine_id)
+    facts = [("model", model.id), ("architecture", model.model_type)]
+    facts.append(("parameters", f"{billions(model.num_params)} total"))
+    if model.is_moe:
+        without = model.active_params - model.embedding_params
+        facts.append(
+            (
+                "active per token",
+                f"{billions(model.active_params)} ({billions(without)} without the embedding "
+                "table)",
+            )
+        )
+    facts.append(("layers", _layers(model)))
+    facts.append(("attention", _attention(model)))
+    if model.is_moe:
+        facts.append(("experts", _experts(model)))
+    mtp = model.num_nextn_predict_layers
+    facts.append(("MTP modules", f"{mtp} (num_nextn_predict_layers)" if mtp else "none"))
+    facts.append(("weights", precision(model)))
+    facts.append(("KV cache per token", _kv(model)))
+    facts.append(("GPUs needed", _gpus(model, gpu, engine)))
+    if model.source:
+        facts.append(("source", model.source))
+    return facts
+
+
+def _layers(model: ModelShape) -> str:
+    n, moe = model.num_hidden_layers, model.moe_layers_in()
+    if not moe:
+        return f"{n} dense"
+    return f"{n}: {n - moe} dense, {moe} MoE"
+
+
+def _attention(model: ModelShape) -> str:
+    if model.is_mla:
+        return (
+            f"MLA, {model.num_attention_heads} heads; one latent of {model.kv_lora_rank} + "
+            f"{model.qk_rope_head_dim} per token and layer shared by all heads"
+        )
+    text = (
+        f"{model.attention_kind}, {model.num_attention_heads} query / "
+        f"{model.num_key_value_heads} KV heads of {model.head_dim}"
+    )
+    return text
+
+
+def _experts(model: ModelShape) -> str:
+    text = (
+        f"{model.num_experts} routed of width {model.moe_intermediate_size}, top "
+        f"{model.num_experts_per_tok}"
+    )
+    if model.shared_expert_intermediate_size:
+        text += f", shared MLP of {model.shared_expert_intermediate_size}"
+    return text + f"; dense MLP {model.intermediate_size}"
+
+
+def _kv(model: ModelShape) -> str:
+    kib = model.kv_bytes_per_token_per_gpu(1) / 1024
+    if model.is_mla:
+        return f"{kib:.1f} KiB in bf16 (the latent: the same on every GPU under TP)"
+    text = f"{kib:.1f} KiB in bf16 at tp=1 (KV heads split over TP)"
+    if model.sliding_layers:
+        text += (
+            f"; the {len(model.sliding_layers)} windowed layers hold at most "
+            f"{model.sliding_window} tokens per sequence"
+        )
+    return text
+
+
+def _gpus(model: ModelShape, gpu, engine) -> str:
+    need = min_gpus(gpu, engine, model)
+    if need is None:
+        return f"more than {MAX_GPUS} {gpu.id}"
+    weights = model.weight_bytes_per_gpu(need) / GIB
+    return (
+        f"{need} x {gpu.id} at the least (tp={need}: {weights:.1f} GiB of weights per GPU, "
+        f"plus activations and KV for one {MIN_KV_TOKENS:,}-token sequence, at "
+        f"gpu_memory_utilization {engine['gpu_memory_utilization']:g})"
+    )

@@ -1,0 +1,86 @@
+"""What a case row's free-text cells say about its target and serving setup, read by fixed
+rules: the weights' precision (``notes``), a target simspec cannot model (``other``, hybrid
+linear attention), serving simspec does not simulate (prefill/decode disaggregation), and a
+baseline run on another engine or precision (``other: vLLM 0.11.0 BF16 no-spec``).
+
+Each rule returns what it found or a reason that names the real limit; it never guesses a
+number.
+"""
+
+from __future__ import annotations
+
+import re
+
+from simspec.catalog.hf_config import LINEAR_ATTENTION
+
+# precisions a row's notes name, as simspec's (bf16, fp8, int4-w) or why they are not modelled
+_PRECISION_WORDS = {
+    "FP8": "fp8",
+    "BF16": "bf16",
+    "W4A16": "int4-w",
+    "AWQ": "int4-w",
+    "GPTQ": "int4-w",
+}
+_UNMODELLED_PRECISIONS = {
+    "NVFP4": "NVFP4 (4-bit float weights and activations on Blackwell FP4 tensor cores)",
+    "MXFP4": "MXFP4 weights of a model simspec has no preset for",
+}
+# targets the case table names that simspec knows and cannot cost, with the config key at fault
+UNMODELLED_TARGETS = {
+    "qwen3.5-9b": (
+        "Qwen3.5-9B interleaves three Gated DeltaNet layers with each full-attention layer "
+        f"(config.json layer_types): {LINEAR_ATTENTION}"
+    ),
+}
+_DISAGGREGATED = re.compile(r"PD-disaggregated|prefill \+ \d+ decode nodes", re.IGNORECASE)
+_ENGINES = {"vllm": "vllm", "sglang": "sglang"}
+
+
+def notes_precision(notes: str) -> tuple[str | None, str | None]:
+    """(precision, why it cannot run) from a row's notes: ``FP8`` -> fp8 (the checkpoint the
+    row served; its config's own precision otherwise), NVFP4 -> not modelled."""
+    for word, why in _UNMODELLED_PRECISIONS.items():
+        if re.search(rf"\b{word}\b", notes):
+            return None, f"the notes give {why}, not a precision simspec models (bf16, fp8, int4-w)"
+    for word, name in _PRECISION_WORDS.items():
+        if re.match(rf"\s*{word}\b", notes):  # a row's precision tag leads its notes
+            return name, None
+    return None, None
+
+
+def unmodelled_target(target: str, notes: str) -> str | None:
+    """Why a row's target cannot be costed, or None: a model the table calls ``other`` (named
+    only in the notes), or one whose layers simspec does not model."""
+    if target in UNMODELLED_TARGETS:
+        return f"target_model {target!r}: {UNMODELLED_TARGETS[target]}"
+    if target == "other":
+        named = re.search(r"target: ([^;]+)", notes)
+        what = named.group(1).strip() if named else "not named"
+        return f"target_model 'other' ({what}): no preset or config.json of that model in simspec"
+    return None
+
+
+def unmodelled_serving(notes: str) -> str | None:
+    """Why a row's serving setup is not one simspec simulates, or None."""
+    if _DISAGGREGATED.search(notes):
+        return (
+            "prefill/decode disaggregation (the notes: separate prefill and decode nodes, "
+            "attention data-parallel over them) is not modelled: simspec serves prefill and "
+            "decode on one replica"
+        )
+    return None
+
+
+def other_baseline(text: str) -> dict[str, str] | None:
+    """A baseline on another engine or precision, ``other: <engine> <version> [<precision>]
+    no-spec ...``, as the deployment fields it changes; None if the text is not of that form."""
+    m = re.match(r"other:\s*(\w+)\s+[\d.]+\s+(?:(\w+)\s+)?no-spec\b", text, re.IGNORECASE)
+    if not m or m.group(1).lower() not in _ENGINES:
+        return None
+    fields = {"engine": _ENGINES[m.group(1).lower()]}
+    if m.group(2):
+        precision = _PRECISION_WORDS.get(m.group(2).upper())
+        if precision is None:
+            return None
+        fields["precision"] = precision
+    return fields
