@@ -119,12 +119,20 @@ def sidebar() -> explorer.ExplorerInputs:
         prompt_mean = sb.number_input("Prompt tokens (mean)", 1.0, 65536.0, 512.0)
         output_mean = sb.number_input("Output tokens (mean)", 1.0, 16384.0, 256.0)
     requests = sb.number_input(
-        "Requests per run (more: smoother, slower)",
+        "Requests measured per run (more: tighter intervals, slower)",
         8,
         5000,
         DEFAULT.requests,
-        help="at least twice the concurrency; the CLI runs max(100, 4 × concurrency), fewer "
-        "here so a what-if answers in a second or two",
+        help="measured in the steady window, after a warm-up; the CLI's default",
+    )
+    turnovers = sb.number_input(
+        "Closed loop: batch turnovers measured (at least)",
+        0,
+        1024,
+        DEFAULT.turnovers,
+        help="a closed loop measures at least this many × concurrency requests (the CLI's "
+        "default: 64, which holds a batch-64 speedup within ~0.3 % run to run); fewer answer "
+        "faster with wider error bars",
     )
     return explorer.ExplorerInputs(
         model=model,
@@ -148,6 +156,7 @@ def sidebar() -> explorer.ExplorerInputs:
         prompt_mean=prompt_mean,
         output_mean=output_mean,
         requests=int(requests),
+        turnovers=int(turnovers),
         temperature=temperature,
         top_p=top_p,
     )
@@ -181,12 +190,21 @@ def main() -> None:
     )
     with tabs[0]:
         st.plotly_chart(explorer.speedup_figure(summary, inputs), width="stretch")
+        column, _, _ = explorer.headline(inputs)
         spec = summary[summary.method != "autoregressive"]
-        best = spec.loc[spec.speedup.idxmax()]
+        best = spec.loc[spec[column].idxmax()]
+        what = "throughput" if column == "speedup" else "TPOT p50"
         st.caption(
-            f"Best: {best.method} (K={best.k}) at {best.load:g}: {best.speedup:.2f}×. "
-            "Below the dashed line speculation is slower than plain decoding."
+            f"Best: {best.method} (K={best.k}) at {best.load:g}: {best[column]:.2f}× on "
+            f"{what}. Below the dashed line speculation is worse than plain decoding; error "
+            "bars are 95 % intervals (README: Measurement)."
         )
+        unstable = summary[summary.stable == 0]
+        if len(unstable):
+            st.warning(
+                f"{len(unstable)} run(s) do not keep up with the arrival rate (the waiting "
+                "queue grows over the window): their latencies grow with run length."
+            )
     with tabs[1]:
         st.plotly_chart(explorer.throughput_tpot_figure(summary, inputs), width="stretch")
     with tabs[2]:

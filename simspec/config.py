@@ -125,6 +125,12 @@ class WorkloadConfig(BaseModel):
         description="closed loop: measure at least this many x concurrency requests (the "
         "batch's mix of long and short, easy and hard requests must turn over many times)",
     )
+    measure: Literal["steady", "whole"] = Field(
+        default="steady",
+        description="steady: the steady-state window (README: Measurement); whole: every "
+        "request from an empty engine to the last departure, no warm-up or tail (a transient "
+        "study, or a check that a run replays each trace record exactly once)",
+    )
     warmup_requests: int | None = Field(
         default=None,
         ge=0,
@@ -187,7 +193,7 @@ class WorkloadConfig(BaseModel):
         n = self.requests
         if n is None:
             n = max(DEFAULT_MEASURED, 4 * (self.concurrency if closed else 1))
-        if closed:
+        if closed and self.measure == "steady":
             n = max(n, self.turnovers * self.concurrency)
         return min(n, MAX_REQUESTS)
 

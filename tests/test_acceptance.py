@@ -20,6 +20,7 @@ from simspec.engine.simulation import simulate
 def run(method, requests=60, concurrency=1, **wl):
     if wl.get("trace") is None:  # fixed lengths unless a trace gives them
         wl = {"trace": None, "prompt": {"mean": 128}, "output": {"mean": 400}, **wl}
+    wl = {"measure": "whole", **wl}  # every request once: the acceptance's own statistics
     return simulate(
         Scenario(
             method=method,

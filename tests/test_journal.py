@@ -221,8 +221,9 @@ def test_every_kind_of_damage_is_caught_on_resume(tmp_path):
 
 def test_run_summary_from_dict_rejects_what_is_not_a_finite_number():
     summary = runs.run(Scenario(workload=SMALL))
-    values = summary.as_dict()
-    assert RunSummary.from_dict(json.loads(json.dumps(values))) == summary
+    values = summary.as_json_dict()  # undefined measures (too few requests for intervals): null
+    back = RunSummary.from_dict(json.loads(json.dumps(values)))
+    assert back.as_json_dict() == values
     for field, value in (
         ("throughput_tok_s", None),
         ("throughput_tok_s", "1"),

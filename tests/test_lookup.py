@@ -135,7 +135,12 @@ def test_batch1_replay_walks_the_streams_exactly():
     tokens = load_token_trace("gsm8k")
     sc = Scenario(
         method=_ngram(),
-        workload={"concurrency": 1, "trace": "gsm8k", "requests": tokens.num_requests},
+        workload={
+            "concurrency": 1,
+            "trace": "gsm8k",
+            "requests": tokens.num_requests,
+            "measure": "whole",  # every stream once, start to end
+        },
     )
     result = simulate(sc)
     table = replay_table("gsm8k", _vllm(3, 5), 3)
@@ -144,7 +149,8 @@ def test_batch1_replay_walks_the_streams_exactly():
 
 
 def test_a_sequence_that_proposed_nothing_verifies_one_token():
-    sc = Scenario(method=_ngram(), workload={"concurrency": 16, "trace": "gsm8k", "requests": 64})
+    wl = {"concurrency": 16, "trace": "gsm8k", "requests": 64, "measure": "whole"}
+    sc = Scenario(method=_ngram(), workload=wl)
     result = simulate(sc)
     it = result.iterations
     spec = it[it.spec_seqs > 0]
@@ -208,7 +214,8 @@ def test_a_users_token_trace_gives_the_workload_its_lengths(tmp_path):
         prompt_lookup_max=2,
         acceptance=AcceptanceConfig(tokens=str(path)),
     )
-    sc = Scenario(method=method, workload={"concurrency": 1, "trace": str(path), "requests": 2})
+    wl = {"concurrency": 1, "trace": str(path), "requests": 2, "measure": "whole"}
+    sc = Scenario(method=method, workload=wl)
     req = simulate(sc).requests
     assert sorted(req.prompt_tokens.tolist()) == [3, 6]
     assert sorted(req.output_tokens.tolist()) == [2, 5]

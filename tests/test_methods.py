@@ -48,7 +48,9 @@ def cost_model():
 
 
 def batch1_tau(method: MethodConfig, workload: WorkloadConfig = FIXED) -> float:
-    return simulate(Scenario(method=method, workload=workload)).summary.mean_accept_len
+    """Tokens per step over every request once (``measure: whole``)."""
+    whole = workload.model_copy(update={"measure": "whole"})
+    return simulate(Scenario(method=method, workload=whole)).summary.mean_accept_len
 
 
 TAU_PRESETS = [

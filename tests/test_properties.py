@@ -89,6 +89,11 @@ def scenarios(draw) -> Scenario:
         rate=draw(st.floats(0.5, 80.0)),
         rate_schedule=draw(st.none() | st.just([(0.0, 40.0), (0.5, 0.0), (1.0, 5.0)])),
         requests=draw(st.integers(1, 40)),
+        turnovers=draw(st.integers(0, 4)),
+        measure=draw(st.sampled_from(["steady", "whole"])),
+        # an open loop's own warm-up lasts its relaxation time (thousands of requests at 80/s):
+        # an allowance keeps the examples small; a closed loop also tries its stationary start
+        warmup_requests=draw(st.integers(0, 40) if not closed else st.none() | st.integers(0, 8)),
         trace=None,
         prompt=draw(lengths()),
         output=draw(lengths()),

@@ -20,7 +20,7 @@ from simspec.errors import InputError, one_line
 from simspec.outputs import check_writable, existing_regular
 from simspec.studies.model_facts import summary_line
 from simspec.studies.runner import Executor, path_in_use
-from simspec.studies.sweep import SweepConfig, cells, run_sweep
+from simspec.studies.sweep import WIDE_INTERVAL, SweepConfig, cells, run_sweep, wide_intervals
 
 
 @with_flags(SweepFlags)
@@ -164,30 +164,52 @@ def _print_speedups(frame: pd.DataFrame, cfg: SweepConfig) -> None:
     methods fit the terminal side by side, else methods as rows (a name stays whole)."""
     labels = frame.apply(_method_label, axis=1)
     order = list(dict.fromkeys(labels))  # the order the methods were given in
-    speedup = frame.assign(label=labels).pivot_table(
-        index="batch_size", columns="label", values="speedup", sort=False
+    if "speedup_ci_low" in frame:
+        half = (frame.speedup_ci_high - frame.speedup_ci_low) / 2
+    else:  # a table without intervals
+        half = pd.Series(float("nan"), index=frame.index)
+    cells = [_with_interval(v, h) for v, h in zip(frame.speedup, half, strict=True)]
+    speedup = frame.assign(label=labels, cell=cells).pivot_table(
+        index="batch_size", columns="label", values="cell", sort=False, aggfunc="first"
     )[order]
     title = safe_title(
         f"Speedup over autoregressive: {cfg.model} on {cfg.gpu} x{cfg.tp}, "
         f"{cfg.engine}, {cfg.workload.trace or 'fixed lengths'}"
     )
     console = Console()
-    widths = [max(len(h), len("0.00x")) for h in ["batch size", *order]]
+    widths = [max(len(h), len("0.00x ±0.00")) for h in ["batch size", *order]]
     if table_width(widths) <= console.width:
         table = Table(title=title)
         table.add_column("batch size", justify="right")
         for label in order:
             table.add_column(label, justify="right")
         for bs, row in speedup.iterrows():
-            table.add_row(str(bs), *(f"{v:.2f}x" for v in row.to_numpy()))
+            table.add_row(str(bs), *row.to_numpy())
     else:
         table = Table(title=title + " (rows: method, columns: batch size)")
         table.add_column("method", no_wrap=True)
         for bs in speedup.index:
             table.add_column(f"bs={bs}", justify="right", no_wrap=True)
         for label in order:
-            table.add_row(label, *(f"{v:.2f}x" for v in speedup[label].to_numpy()))
+            table.add_row(label, *speedup[label].to_numpy())
     console.print(table)
+    err.print(
+        "± : 95 % interval of the speedup (README: Measurement)", highlight=False, markup=False
+    )
+    wide = wide_intervals(frame) if "speedup_ci_low" in frame else frame.iloc[:0]
+    if len(wide):
+        err.print(
+            f"note: {len(wide)} speedup(s) known only to more than ±{WIDE_INTERVAL:.0%}: "
+            "raise --requests or --turnovers for a longer window",
+            highlight=False,
+        )
+
+
+def _with_interval(value: float, half: float) -> str:
+    """``1.33x ±0.01``; the plain value where the interval is undefined (or exact)."""
+    if not half == half or half == 0:  # NaN: too few requests for sections
+        return f"{value:.2f}x"
+    return f"{value:.2f}x ±{half:.2f}"
 
 
 def _print_models(cfg: SweepConfig) -> None:

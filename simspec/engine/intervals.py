@@ -20,12 +20,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
+from scipy.special import stdtrit  # Student t quantiles (scipy.stats would import a root finder)
 
 SECTIONS = 10
-T95 = float(stats.t.ppf(0.975, SECTIONS - 1))  # two-sided 95 %, B - 1 degrees of freedom
+T95 = float(stdtrit(SECTIONS - 1, 0.975))  # two-sided 95 %, B - 1 degrees of freedom
 # stability: a one-sided test at 1 % on the slope of the waiting requests over the sections
-T_TREND = float(stats.t.ppf(0.99, SECTIONS - 2))
+T_TREND = float(stdtrit(SECTIONS - 2, 0.99))
 
 NAN = float("nan")
 
@@ -91,19 +91,18 @@ def rising(levels: np.ndarray, min_rise: float) -> bool:
     y = np.asarray(levels, dtype=float)
     if len(y) < 3 or not np.isfinite(y).all():
         return False
-    x = np.arange(len(y), dtype=float)
-    fit = stats.linregress(x, y)
-    rise = fit.slope * (len(y) - 1)
-    if fit.slope <= 0 or rise <= min_rise:
+    x = np.arange(len(y), dtype=float) - (len(y) - 1) / 2
+    slope = float(x @ (y - y.mean()) / (x @ x))
+    if slope <= 0 or slope * (len(y) - 1) <= min_rise:
         return False
-    if fit.stderr == 0:
-        return True
-    return fit.slope / fit.stderr > _t_trend(len(y))
+    resid = y - y.mean() - slope * x
+    stderr = math.sqrt(float(resid @ resid) / (len(y) - 2) / float(x @ x))
+    return stderr == 0 or slope / stderr > _t_trend(len(y))
 
 
 def _t(b: int) -> float:
-    return T95 if b == SECTIONS else float(stats.t.ppf(0.975, b - 1))
+    return T95 if b == SECTIONS else float(stdtrit(b - 1, 0.975))
 
 
 def _t_trend(b: int) -> float:
-    return T_TREND if b == SECTIONS else float(stats.t.ppf(0.99, b - 2))
+    return T_TREND if b == SECTIONS else float(stdtrit(b - 2, 0.99))

@@ -239,11 +239,11 @@ class ClosedLoop:
         self.watch = watch
 
     def start(self, concurrency: int, ages: np.ndarray) -> None:
-        """Fill the slots: the first ``len(ages)`` requests already decoding, ``ages[i]``
-        tokens produced (a stationary start), the rest new."""
+        """Fill the slots: request i < ``len(ages)`` already decoding with ``ages[i]`` tokens
+        produced (a stationary start; 0: in its prefill, as a new request), the rest new."""
         for _ in range(min(concurrency, self.num_requests)):
             rid = self.released
-            if rid < len(ages):
+            if rid < len(ages) and ages[rid] > 0:
                 self.released += 1
                 self.replica.resume(rid, int(ages[rid]))
             else:
@@ -271,8 +271,9 @@ def simulate(sc: Scenario) -> SimResult:
     ages = np.zeros(0, dtype=np.int64)
     if wl.arrival == "closed" and not plan.search:  # a stationary start (engine.window)
         per_step = None
-        if acceptance is not None and hasattr(acceptance, "step_tokens"):
-            per_step = acceptance.step_tokens(specs.trace_index, setup.speculator.max_accept)
+        k = setup.speculator.step_shape(wl.concurrency).k  # the draft a full loop runs
+        if k and acceptance is not None and hasattr(acceptance, "step_tokens"):
+            per_step = acceptance.step_tokens(specs.trace_index, k)
         specs, ages = stationary_cohort(specs, wl.concurrency, rng_workload, per_step)
     table = RequestTable(specs)
     env = simpy.Environment()

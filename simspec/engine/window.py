@@ -16,7 +16,7 @@ the load being asked about, so:
   (at most ``tail`` more), so the last measured requests finish under the same load.
 
 A run with a rate schedule is a transient by design (a load that changes over the run): it has
-no warm-up or tail and measures every request.
+no warm-up or tail and measures every request, as ``measure: whole`` asks of any run.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def layout(wl: WorkloadConfig, relaxation_s: float = 0.0) -> Layout:
     ``warmup_requests`` replaces either warm-up by an allowance within which MSER-5 finds the
     cut (and, in a closed loop, turns the stationary start off)."""
     n = wl.num_requests
-    if wl.rate_schedule is not None:
+    if wl.rate_schedule is not None or wl.measure == "whole":
         return Layout(0, n, 0)
     quarter = math.ceil(n / 4)
     if wl.arrival == "closed":

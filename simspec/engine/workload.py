@@ -75,8 +75,7 @@ def stationary_cohort(
     if n == 0 or life.sum() <= 0:
         return specs, np.zeros(0, dtype=np.int64)
     pick = rng.choice(len(specs), size=n, p=life / life.sum())
-    age = 1 + np.floor(rng.random(n) * out[pick]).astype(np.int64)
-    age = np.minimum(age, out[pick])
+    age = np.floor(rng.random(n) * out[pick]).astype(np.int64)  # 0 .. output_len - 1
     prompt, output, index = specs.prompt_len.copy(), out.copy(), specs.trace_index.copy()
     prompt[:n], output[:n], index[:n] = specs.prompt_len[pick], out[pick], specs.trace_index[pick]
     return RequestSpecs(prompt, output, index), age

@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -23,6 +24,7 @@ from simspec.config import (
     Scenario,
     WorkloadConfig,
 )
+from simspec.engine import intervals
 from simspec.engine.metrics import RunSummary
 from simspec.studies.runner import Executor, RunCache, check_runnable, run_all, scenario_key
 
@@ -48,6 +50,25 @@ METRIC_COLUMNS = (
     "unfinishable",
     "kv_blocks_total",
 )
+# 95 % intervals (engine.intervals) written next to their metric
+INTERVAL_COLUMNS = (
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "throughput_tok_s_ci_low",
+    "throughput_tok_s_ci_high",
+    "tpot_ms_p50_ci_low",
+    "tpot_ms_p50_ci_high",
+    "tpot_ms_p99_ci_low",
+    "tpot_ms_p99_ci_high",
+    "ttft_ms_p50_ci_low",
+    "ttft_ms_p50_ci_high",
+    "ttft_ms_p99_ci_low",
+    "ttft_ms_p99_ci_high",
+    "e2e_s_p50_ci_low",
+    "e2e_s_p50_ci_high",
+)
+# an interval wider than this (relative half-width of a speedup) is reported as wide
+WIDE_INTERVAL = 0.02
 # Column order of the CSV written by ``simspec sweep --out``.
 COLUMNS = [
     "model",
@@ -66,6 +87,7 @@ COLUMNS = [
     "speedup",
     "tpot_ratio",
     *METRIC_COLUMNS,
+    *INTERVAL_COLUMNS,
     "requests",
     "seed",
     "acceptance",
@@ -172,13 +194,17 @@ def _check_size(
             f"{runs:,} runs ({points:,} grid points x {per_size} methods x "
             f"{len(sizes)} batch sizes); at most {MAX_RUNS:,}"
         )
-    # each batch size runs closed-loop (see scenario): WorkloadConfig.num_requests' default
-    requests = points * per_size * sum(wl.requests or max(100, 4 * b) for b in sizes)
+    # each batch size runs closed-loop (see scenario), measuring WorkloadConfig.num_requests
+    requests = points * per_size * sum(_closed(wl, b).num_requests for b in sizes)
     if requests > MAX_TOTAL_REQUESTS:
         raise ValueError(
             f"{requests:,} requests over {runs:,} runs; at most {MAX_TOTAL_REQUESTS:,} "
             "(lower --requests, the batch sizes or the grid)"
         )
+
+
+def _closed(wl: WorkloadConfig, batch_size: int) -> WorkloadConfig:
+    return wl.model_copy(update={"arrival": "closed", "concurrency": batch_size})
 
 
 def _with_dataset(method: dict[str, Any], dataset: str) -> dict[str, Any]:
@@ -309,11 +335,32 @@ def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, RunSummar
                 **tree_columns(c.method),
                 "batch_size": c.batch_size,
                 "speedup": s.throughput_tok_s / base.throughput_tok_s,
+                **speedup_interval(base, s),
                 "tpot_ratio": base.tpot_ms_p50 / s.tpot_ms_p50,
                 **{col: getattr(s, col) for col in METRIC_COLUMNS},
+                **{col: getattr(s, col) for col in INTERVAL_COLUMNS[2:]},
                 "requests": s.requests,
                 "seed": p.seed,
                 "acceptance": describe_acceptance(c.method),
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def speedup_interval(base: RunSummary, run: RunSummary) -> dict[str, float]:
+    """95 % interval of ``run``'s speedup over ``base``. Both closed loops at one concurrency
+    measure the same requests (one seed, one workload), so their per-section latencies pair
+    (Little's law: the speedup is the ratio of summed latencies); the baseline against itself
+    is exactly 1."""
+    if run is base:
+        return {"speedup_ci_low": 1.0, "speedup_ci_high": 1.0}
+    lo, hi = intervals.ratio_of_sums_interval(
+        np.array(base.section_e2e_s), np.array(run.section_e2e_s)
+    )
+    return {"speedup_ci_low": lo, "speedup_ci_high": hi}
+
+
+def wide_intervals(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose speedup interval is wider than ``WIDE_INTERVAL`` either side."""
+    half = (frame.speedup_ci_high - frame.speedup_ci_low) / 2 / frame.speedup
+    return frame[half > WIDE_INTERVAL]

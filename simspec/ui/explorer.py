@@ -17,6 +17,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -31,6 +32,8 @@ from simspec.catalog.methods import (
 )
 from simspec.catalog.traces import first_method
 from simspec.config import (
+    DEFAULT_MEASURED,
+    DEFAULT_TURNOVERS,
     AcceptanceConfig,
     Deployment,
     LengthSpec,
@@ -38,6 +41,7 @@ from simspec.config import (
     Scenario,
     WorkloadConfig,
 )
+from simspec.engine.intervals import ratio_of_sums_interval
 from simspec.engine.simulation import SimResult
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
@@ -79,7 +83,15 @@ class ExplorerInputs(BaseModel):
     trace_path: str | None = None
     arrival: Literal["closed", "poisson"] = "closed"
     loads: list[float] = [float(b) for b in DEFAULT_BATCH_SIZES]
-    requests: int = Field(default=48, ge=8, le=5000, description="requests per run (at least)")
+    requests: int = Field(
+        default=DEFAULT_MEASURED, ge=8, le=5000, description="requests measured per run"
+    )
+    turnovers: int = Field(
+        default=DEFAULT_TURNOVERS,
+        ge=0,
+        le=1024,
+        description="closed loop: measure at least this many x concurrency requests",
+    )
     lengths: Literal["dataset", "fixed", "lognormal"] = "dataset"
     prompt_mean: float = Field(default=512, ge=1, le=65536)
     output_mean: float = Field(default=256, ge=1, le=16384)
@@ -137,8 +149,8 @@ def parse_loads(text: str, arrival: str) -> list[float]:
 
 
 def workload_for(inp: ExplorerInputs, load: float) -> WorkloadConfig:
-    """The workload at one load: a closed loop of ``load`` requests (run with at least twice
-    that many, so it fills) or Poisson arrivals at ``load`` per second."""
+    """The workload at one load: a closed loop of ``load`` requests or Poisson arrivals at
+    ``load`` per second, measured by the CLI's rule (README "Measurement")."""
     if inp.lengths == "dataset":
         lengths = {"trace": inp.dataset}
     else:
@@ -151,7 +163,11 @@ def workload_for(inp: ExplorerInputs, load: float) -> WorkloadConfig:
     if inp.arrival == "closed":
         n = int(load)
         return WorkloadConfig(
-            arrival="closed", concurrency=n, requests=max(inp.requests, 2 * n), **lengths
+            arrival="closed",
+            concurrency=n,
+            requests=inp.requests,
+            turnovers=inp.turnovers,
+            **lengths,
         )
     return WorkloadConfig(arrival="poisson", rate=load, requests=inp.requests, **lengths)
 
@@ -191,6 +207,15 @@ SUMMARY_COLUMNS = (
     "mean_accept_len",
     "no_proposal_frac",
     "mean_verify_tokens",
+    "throughput_tok_s_ci_low",
+    "throughput_tok_s_ci_high",
+    "tpot_ms_p50_ci_low",
+    "tpot_ms_p50_ci_high",
+    "tpot_ms_p99_ci_low",
+    "tpot_ms_p99_ci_high",
+    "ttft_ms_p99_ci_low",
+    "ttft_ms_p99_ci_high",
+    "stable",
 )
 
 
@@ -252,7 +277,9 @@ def _measure(res: SimResult) -> tuple[dict[str, float], dict[str, float], list[f
     }
     req = res.requests[res.requests.spec_steps > 0]
     tau = ((req.accepted_tokens + req.spec_steps) / req.spec_steps).tolist()
-    return {c: getattr(s, c) for c in SUMMARY_COLUMNS}, parts, tau
+    metrics = {c: getattr(s, c) for c in SUMMARY_COLUMNS}
+    metrics["section_e2e_s"] = s.section_e2e_s  # pairs two runs for a speedup's interval
+    return metrics, parts, tau
 
 
 # A what-if with fewer runs than this runs in the page's own process: starting even a warm
@@ -356,8 +383,20 @@ def run(
         if name != "autoregressive":
             accept += [{"method": name, "load": load, "tau": t} for t in taus]
     summary = pd.DataFrame(rows)
-    base = summary[summary.method == "autoregressive"].set_index("load").throughput_tok_s
-    summary.insert(3, "speedup", summary.throughput_tok_s / summary.load.map(base))
+    by_load = summary[summary.method == "autoregressive"].set_index("load")
+    summary.insert(3, "speedup", summary.throughput_tok_s / summary.load.map(by_load.throughput_tok_s))
+    # under a closed loop the headline is throughput at a fixed concurrency; under Poisson
+    # arrivals both serve the offered rate, and the gain is in latency (TPOT p50 ratio)
+    summary.insert(4, "tpot_ratio", summary.load.map(by_load.tpot_ms_p50) / summary.tpot_ms_p50)
+    intervals = [
+        ratio_of_sums_interval(np.array(base), np.array(own))
+        for base, own in zip(
+            summary.load.map(by_load.section_e2e_s), summary.section_e2e_s, strict=True
+        )
+    ]
+    summary.insert(4, "speedup_ci_low", [lo for lo, _ in intervals])
+    summary.insert(5, "speedup_ci_high", [hi for _, hi in intervals])
+    summary = summary.drop(columns="section_e2e_s")
     return {
         "summary": summary,
         "breakdown": pd.DataFrame(parts),
@@ -428,10 +467,33 @@ def _line_per_method(frame: pd.DataFrame, y: str) -> go.Figure:
     return fig
 
 
+def headline(inp: ExplorerInputs) -> tuple[str, str, str]:
+    """(column, chart title, axis title) of the page's headline: throughput at a fixed
+    concurrency under a closed loop; under Poisson arrivals, where every method serves the
+    offered rate, time per output token."""
+    if inp.arrival == "closed":
+        return "speedup", "Throughput speedup over plain decoding (closed loop)", "speedup (×)"
+    return (
+        "tpot_ratio",
+        "Latency gain over plain decoding: TPOT p50 ratio (open loop)",
+        "plain decoding's TPOT p50 / method's (×)",
+    )
+
+
 def speedup_figure(summary: pd.DataFrame, inp: ExplorerInputs) -> go.Figure:
-    fig = _line_per_method(summary[summary.method != "autoregressive"], "speedup")
+    column, title, axis = headline(inp)
+    spec = summary[summary.method != "autoregressive"]
+    fig = _line_per_method(spec, column)
+    if column == "speedup" and "speedup_ci_low" in spec:  # 95 % intervals (paired runs)
+        for trace, (_, part) in zip(fig.data, spec.groupby("method", sort=False), strict=True):
+            trace.error_y = {
+                "type": "data",
+                "symmetric": False,
+                "array": (part.speedup_ci_high - part.speedup).to_numpy(),
+                "arrayminus": (part.speedup - part.speedup_ci_low).to_numpy(),
+            }
     fig.add_hline(y=1.0, line_dash="dash", annotation_text="plain decoding")
-    return _against_load(fig, inp, "Speedup over plain decoding", "speedup (×)")
+    return _against_load(fig, inp, title, axis)
 
 
 def throughput_tpot_figure(summary: pd.DataFrame, inp: ExplorerInputs) -> go.Figure:
