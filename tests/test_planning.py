@@ -69,12 +69,19 @@ def test_the_exported_speculative_config_reads_back_as_the_same_schedule():
 
 def test_max_rate_is_higher_under_a_looser_slo_and_plan_sizes_the_fleet():
     ar = MethodConfig(name="autoregressive", k=0)
-    strict, _, _ = max_rate(SHORT, ar, Slo(400, 12), duration_s=10, iterations=4)
-    loose, s, why = max_rate(SHORT, ar, Slo(4000, 40), duration_s=10, iterations=4)
+    fast = {"iterations": 4, "min_requests": 100}  # mechanics, not a precise rate
+    strict, _, _ = max_rate(SHORT, ar, Slo(400, 12), duration_s=10, **fast)
+    loose, s, why = max_rate(SHORT, ar, Slo(4000, 40), duration_s=10, **fast)
     assert why in ("ttft", "tpot", "unstable")  # what stopped the rate from going higher
     assert 0 < strict < loose and s is not None
     frame = plan(
-        SHORT, [ar], target_qps=3 * loose, slo=Slo(4000, 40), gpu_hour_price=2.0, duration_s=10
+        SHORT,
+        [ar],
+        target_qps=3 * loose,
+        slo=Slo(4000, 40),
+        gpu_hour_price=2.0,
+        duration_s=10,
+        min_requests=100,
     )
     row = frame.iloc[0]
     assert (
@@ -84,16 +91,22 @@ def test_max_rate_is_higher_under_a_looser_slo_and_plan_sizes_the_fleet():
 
 
 def test_an_unreachable_slo_is_reported_not_a_crash():
-    frame = plan(SHORT, [eagle(0.7)], 10.0, Slo(1.0, 0.5), 2.0, duration_s=5)
+    frame = plan(SHORT, [eagle(0.7)], 10.0, Slo(1.0, 0.5), 2.0, duration_s=5, min_requests=100)
     assert not frame.meets_slo.iloc[0] and pd.isna(frame.replicas.iloc[0])
 
 
 def test_recommend_and_plan_commands(tmp_path):
     out, js = tmp_path / "rec.csv", tmp_path / "spec.json"
+    small = tmp_path / "small.yaml"  # short fixed lengths, few turnovers: the commands' plumbing
+    small.write_text(
+        "workload: {trace: null, prompt: {mean: 128}, output: {mean: 64}, turnovers: 4}\n"
+    )
     result = runner.invoke(
         app,
         [
             "recommend",
+            "--config",
+            str(small),
             "--concurrencies",
             "1,32",
             "--k-max",
@@ -116,6 +129,8 @@ def test_recommend_and_plan_commands(tmp_path):
         app,
         [
             "plan",
+            "--config",
+            str(small),
             "--qps",
             "5",
             "--slo-ttft-ms",

@@ -90,10 +90,16 @@ MIN_PROBE_REQUESTS = 1000
 RATE_TOLERANCE = 0.05
 
 
-def _probe(deploy: Deployment, method: MethodConfig, rate: float, duration_s: float) -> Scenario:
+def _probe(
+    deploy: Deployment,
+    method: MethodConfig,
+    rate: float,
+    duration_s: float,
+    min_requests: int = MIN_PROBE_REQUESTS,
+) -> Scenario:
     """One run at ``rate``, measuring ``duration_s`` of arrivals in its steady window (a
     warm-up before it and a tail after it are added: ``engine.window``)."""
-    requests = min(max(MIN_PROBE_REQUESTS, math.ceil(rate * duration_s)), MAX_PROBE_REQUESTS)
+    requests = min(max(min_requests, math.ceil(rate * duration_s)), MAX_PROBE_REQUESTS)
     wl = deploy.workload.model_copy(
         update={"arrival": "poisson", "rate": rate, "rate_schedule": None, "requests": requests}
     )
@@ -109,6 +115,7 @@ def max_rate(
     iterations: int = 12,
     *,
     cache: RunCache | None = None,
+    min_requests: int = MIN_PROBE_REQUESTS,
 ) -> tuple[float, RunSummary | None, str]:
     """Highest arrival rate (requests/s) one replica sustains (a stable queue, the SLO met
     over the steady window of ``duration_s`` seconds of arrivals), by bisection between a
@@ -120,7 +127,7 @@ def max_rate(
     lo, hi = 0.0, 0.25
     best = None
     while True:
-        s = run(_probe(deploy, method, hi, duration_s), cache)
+        s = run(_probe(deploy, method, hi, duration_s, min_requests), cache)
         why = slo.missed(s)
         if why:
             break
@@ -131,7 +138,7 @@ def max_rate(
         if lo > 0 and (hi - lo) / hi <= RATE_TOLERANCE:
             break
         mid = (lo + hi) / 2
-        s = run(_probe(deploy, method, mid, duration_s), cache)
+        s = run(_probe(deploy, method, mid, duration_s, min_requests), cache)
         missed = slo.missed(s)
         if not missed:
             lo, best = mid, s
@@ -150,6 +157,7 @@ def plan(
     progress: Callable[[str], None] | None = None,
     *,
     cache: RunCache | None = None,
+    min_requests: int = MIN_PROBE_REQUESTS,
 ) -> pd.DataFrame:
     """One row per method: sustainable rate per replica, replicas and GPUs for ``target_qps``,
     and the cost per million output tokens at ``gpu_hour_price`` per GPU-hour. The methods'
@@ -161,7 +169,9 @@ def plan(
     cache = cache if cache is not None else RunCache()
     rows = []
     for m in methods:
-        rate, s, why = max_rate(deploy, m, slo, duration_s, cache=cache)
+        rate, s, why = max_rate(
+            deploy, m, slo, duration_s, cache=cache, min_requests=min_requests
+        )
         ok = s is not None and rate > 0
         replicas = math.ceil(target_qps / rate) if ok else None
         gpus = replicas * deploy.tp if replicas else None
