@@ -481,3 +481,60 @@ def check_tp(tp: int) -> int:
     if tp & (tp - 1):
         raise ValueError("must be a power of two (1, 2, 4, 8, ...)")
     return tp
+
+
+# How a fleet's router assigns each arriving request to a replica (simspec.engine.fleet).
+Router = Literal["round_robin", "random", "least_outstanding", "least_kv", "power_of_two"]
+ROUTERS: tuple[str, ...] = Router.__args__  # type: ignore[attr-defined]
+# routers whose choice depends only on the arrivals (never on the replicas' state): replicas
+# behind them are independent given their arrivals, so a fleet can be sharded exactly
+STATE_FREE_ROUTERS = ("round_robin", "random")
+# replicas in one fleet: 1,024 H100 replicas of an 8B model serve ~10^4 requests/s, past any
+# published production trace (Azure's conversation hour peaks below 20/s)
+MAX_REPLICAS = 1024
+
+
+class FleetConfig(BaseModel):
+    """N replicas, each a full scenario (its own deployment and method: a fleet may mix
+    them), behind one router, all fed by one arrival process. Every replica shares the
+    fleet's workload and seed: the arrivals and the requests are the fleet's, not a
+    replica's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    replicas: list[Scenario] = Field(min_length=1, max_length=MAX_REPLICAS)
+    router: Router = Field(
+        default="least_outstanding",
+        description="round_robin, random (seeded), least_outstanding (fewest requests routed "
+        "and not finished), least_kv (most free KV blocks) or power_of_two (the less loaded "
+        "of two replicas drawn at random)",
+    )
+
+    @model_validator(mode="after")
+    def _shared(self) -> FleetConfig:
+        first = self.replicas[0]
+        for i, r in enumerate(self.replicas[1:], start=1):
+            for field in ("workload", "seed"):
+                if getattr(r, field) != getattr(first, field):
+                    raise ValueError(
+                        f"replicas[{i}].{field} differs from replicas[0]'s: the arrivals and "
+                        "requests are the fleet's, so every replica must share them"
+                    )
+        if first.workload.arrival == "closed":
+            raise ValueError(
+                "workload.arrival: a fleet needs open arrivals (poisson or a trace); a closed "
+                "loop has no arrival process to route"
+            )
+        return self
+
+    @property
+    def workload(self) -> WorkloadConfig:
+        return self.replicas[0].workload
+
+    @property
+    def seed(self) -> int:
+        return self.replicas[0].seed
+
+    @classmethod
+    def uniform(cls, scenario: Scenario, n: int, router: str) -> FleetConfig:
+        """``n`` copies of one scenario behind ``router``."""
+        return cls(replicas=[scenario] * n, router=router)

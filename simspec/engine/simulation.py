@@ -320,3 +320,10 @@ def _request_frame(t: RequestTable) -> pd.DataFrame:
             "unfinishable": t.unfinishable,
         }
     )
+
+
+# A fleet (:mod:`simspec.engine.fleet`) builds each of its replicas with these same steps, so a
+# fleet of one replica is this module's run, request for request.
+setup_replica = _setup
+acceptance_sampler = _acceptance
+request_frame = _request_frame
