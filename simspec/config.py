@@ -94,13 +94,40 @@ DEFAULT_MEASURED = 256
 DEFAULT_TURNOVERS = 64
 
 
+MAX_TRACE_S = 30 * 86_400.0  # a trace's window and tiling horizon: a month of seconds
+TRACE_FIELDS = (
+    "arrival_trace",
+    "trace_start_s",
+    "trace_end_s",
+    "rate_scale",
+    "target_qps",
+    "tile_s",
+)
+# fields of the other modes; a trace replay refuses them (when not at their defaults)
+NOT_FOR_TRACE = (
+    "concurrency",
+    "rate",
+    "rate_schedule",
+    "requests",
+    "warmup_requests",
+    "trace",
+    "trace_output_method",
+    "prompt",
+    "output",
+    "turnovers",
+)
+
+
 class WorkloadConfig(BaseModel):
-    """Arrivals (closed loop at fixed concurrency, or Poisson) and request lengths."""
+    """Arrivals (closed loop at fixed concurrency, Poisson, or a replayed arrival trace) and
+    request lengths."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     _text = _TEXT
-    arrival: Literal["closed", "poisson"] = Field(
-        default="closed", description="closed: N in flight, a finished one replaced at once"
+    arrival: Literal["closed", "poisson", "trace"] = Field(
+        default="closed",
+        description="closed: N in flight, a finished one replaced at once; poisson: at rate; "
+        "trace: replay arrival_trace's arrival times and lengths",
     )
     concurrency: int = Field(default=1, ge=1, le=MAX_CONCURRENCY, description="closed loop: N")
     rate: float = Field(
@@ -146,6 +173,76 @@ class WorkloadConfig(BaseModel):
     )
     prompt: LengthSpec = LengthSpec(dist="fixed", mean=512)
     output: LengthSpec = LengthSpec(dist="fixed", mean=256)
+    arrival_trace: str | None = Field(
+        default=None,
+        description="trace: a packaged arrival trace (azure-conv, azure-code) or a CSV/Parquet/"
+        "JSONL file (TIMESTAMP, ContextTokens, GeneratedTokens, or arrival_s, prompt_len, "
+        "output_len[, dataset|domain])",
+    )
+    trace_start_s: float | None = Field(
+        default=None, ge=0.0, le=MAX_TRACE_S, description="trace: replay from this second of it"
+    )
+    trace_end_s: float | None = Field(
+        default=None, gt=0.0, le=MAX_TRACE_S, description="trace: replay up to this second of it"
+    )
+    rate_scale: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1e6,
+        description="trace: replay this many times as fast (every gap divided by it, the bursts "
+        "keep their shape)",
+    )
+    target_qps: float | None = Field(
+        default=None,
+        ge=MIN_RATE,
+        le=1e6,
+        description="trace: rescale the gaps so the mean rate is this many requests/s",
+    )
+    tile_s: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=MAX_TRACE_S,
+        description="trace: repeat the (windowed, rescaled) trace back to back up to this "
+        "many seconds",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_arrivals(cls, data: object) -> object:
+        """A replayed trace brings its own times and lengths and is measured whole: the other
+        modes' fields are refused beside it (unless at their defaults, as a dumped config
+        writes them), and its own fields are refused without it."""
+        if not isinstance(data, dict):
+            return data
+        own = [f for f in TRACE_FIELDS if data.get(f) is not None]
+        if data.get("arrival") != "trace":
+            if own:
+                raise ValueError(f"{', '.join(own)} need arrival: trace")
+            return data
+        if data.get("arrival_trace") is None:
+            raise ValueError(
+                "arrival: trace needs arrival_trace (azure-conv, azure-code or a file)"
+            )
+        if data.get("rate_scale") is not None and data.get("target_qps") is not None:
+            raise ValueError("give rate_scale or target_qps, not both")
+        start, end = data.get("trace_start_s"), data.get("trace_end_s")
+        if isinstance(start, int | float) and isinstance(end, int | float) and end <= start:
+            raise ValueError(f"trace_end_s ({end}) must be > trace_start_s ({start})")
+        for name in NOT_FOR_TRACE:
+            value, default = data.get(name), cls.model_fields[name].default
+            if isinstance(default, LengthSpec) and isinstance(value, dict):
+                try:
+                    value = LengthSpec.model_validate(value)
+                except ValueError:
+                    pass  # not the default: refused below
+            if value is not None and value != default:
+                raise ValueError(
+                    f"{name} does not apply to arrival: trace (the trace gives the arrivals, "
+                    "the lengths and the request count)"
+                )
+        if data.get("measure", "whole") != "whole":
+            raise ValueError("a replayed trace is measured whole (measure: whole)")
+        return {**data, "trace": None, "measure": "whole"}
 
     @model_validator(mode="before")
     @classmethod
@@ -189,6 +286,11 @@ class WorkloadConfig(BaseModel):
     def num_requests(self) -> int:
         """Requests a run measures: ``requests`` (default max(256, 4 x concurrency)), and in
         a closed loop at least ``turnovers`` x concurrency; a rate schedule measures them all."""
+        if self.arrival == "trace":
+            raise ValueError(
+                "a trace replay's request count is known once the trace is read: "
+                "simspec.engine.workload.request_count(workload)"
+            )
         closed = self.arrival == "closed"
         n = self.requests
         if n is None:
