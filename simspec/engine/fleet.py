@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
+from simspec.catalog.models import load_model
 from simspec.config import STATE_FREE_ROUTERS, FleetConfig
 from simspec.engine.kv_cache import MemoryPlan
 from simspec.engine.metrics import IterationRecord
@@ -49,10 +50,11 @@ from simspec.engine.replica import Replica
 from simspec.engine.requests import RequestTable
 from simspec.engine.simulation import (
     acceptance_sampler,
+    past_context,
     request_frame,
     setup_replica,
 )
-from simspec.engine.workload import RequestSpecs, arrival_gaps, generate_requests
+from simspec.engine.workload import RequestSpecs, arrival_gaps, generate_requests, request_count
 from simspec.errors import InputError
 
 # seconds per bin of the fleet's time series unless asked otherwise
@@ -153,7 +155,7 @@ def fleet_requests(cfg: FleetConfig) -> tuple[RequestSpecs, np.ndarray]:
     whole`` semantics: a replayed day is a transient, README "Measurement")."""
     wl = cfg.workload
     rng_workload, _, rng_arrival, _ = fleet_streams(cfg.seed)
-    n = wl.num_requests
+    n = request_count(wl)
     specs = generate_requests(wl, rng_workload, n)
     return specs, arrival_gaps(wl, n, rng_arrival)
 
@@ -226,6 +228,9 @@ def simulate_fleet(
         raise InputError("only", f"replica indices must be in [0, {n_rep - 1}]")
     specs, gaps = fleet_requests(cfg)
     table = RequestTable(specs)
+    if cfg.workload.arrival == "trace":  # past the shortest context of any replica's model
+        shortest = min({r.model for r in cfg.replicas}, key=_context)
+        past_context(table, load_model(shortest))
     env = simpy.Environment()
     replicas: list[Replica | None] = [None] * n_rep
     logs: dict[int, WindowedLog] = {}
@@ -263,6 +268,10 @@ def simulate_fleet(
     ]
     windows = pd.concat([logs[i].frame(i) for i in chosen], ignore_index=True)
     return FleetRun(requests, windows, stats, window_s)
+
+
+def _context(model: str) -> int:
+    return load_model(model).max_position_embeddings
 
 
 def _arrivals(

@@ -337,3 +337,4 @@ def _request_frame(t: RequestTable) -> pd.DataFrame:
 setup_replica = _setup
 acceptance_sampler = _acceptance
 request_frame = _request_frame
+past_context = _past_context
