@@ -100,3 +100,38 @@ def test_timeline_and_summary_are_consistent() -> None:
     assert fleet["tokens_s"].sum() * 5.0 == pytest.approx(emitted)
     assert (tl["queue_depth"] >= 0).all()
     assert np.isfinite(row["ttft_ms_p99_ci_low"])
+
+
+def test_smallest_fleet_searches_doubling_then_bisection(monkeypatch) -> None:
+    import simspec.studies.fleet as study
+    from simspec.studies import planning
+
+    tried: list[int] = []
+
+    def probe(cfg: FleetConfig) -> int:  # stands in for a run: the fleet's size
+        tried.append(len(cfg.replicas))
+        return len(cfg.replicas)
+
+    # a fleet meets the attainment from 5 replicas on
+    monkeypatch.setattr(study, "summarize_fleet", lambda n, slo: {"slo_attainment": n >= 5})
+    n, _ = planning.smallest_fleet(_eagle(), "round_robin", FleetSlo(1, 1), 0.99, probe=probe)
+    assert n == 5 and tried == [1, 2, 4, 8, 6, 5]
+
+
+def test_fleet_command_writes_its_outputs(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    out, summary, tl, report = (tmp_path / n for n in ("r.csv", "s.json", "t.csv", "r.html"))
+    args = ["fleet", "--trace", "azure-code", "--window", "0:120", "--replicas", "2"]
+    args += ["--router", "round_robin", "--method", "eagle3", "--slo-ttft-ms", "2000"]
+    args += ["--slo-tpot-ms", "50", "--out", str(out), "--summary", str(summary)]
+    args += ["--timeline", str(tl), "--report", str(report)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out)
+    assert list(table.columns[:2]) == ["request", "replica"] and table["met_slo"].dtype == bool
+    assert "slo_attainment" in summary.read_text() and report.read_text().startswith("<!doctype")
+    bad = CliRunner().invoke(app, ["fleet", "--slo-ttft-ms", "1", "--slo-tpot-ms", "1"])
+    assert bad.exit_code == 2
