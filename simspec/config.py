@@ -94,13 +94,40 @@ DEFAULT_MEASURED = 256
 DEFAULT_TURNOVERS = 64
 
 
+MAX_TRACE_S = 30 * 86_400.0  # a trace's window and tiling horizon: a month of seconds
+TRACE_FIELDS = (
+    "arrival_trace",
+    "trace_start_s",
+    "trace_end_s",
+    "rate_scale",
+    "target_qps",
+    "tile_s",
+)
+# fields of the other modes; a trace replay refuses them (when not at their defaults)
+NOT_FOR_TRACE = (
+    "concurrency",
+    "rate",
+    "rate_schedule",
+    "requests",
+    "warmup_requests",
+    "trace",
+    "trace_output_method",
+    "prompt",
+    "output",
+    "turnovers",
+)
+
+
 class WorkloadConfig(BaseModel):
-    """Arrivals (closed loop at fixed concurrency, or Poisson) and request lengths."""
+    """Arrivals (closed loop at fixed concurrency, Poisson, or a replayed arrival trace) and
+    request lengths."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     _text = _TEXT
-    arrival: Literal["closed", "poisson"] = Field(
-        default="closed", description="closed: N in flight, a finished one replaced at once"
+    arrival: Literal["closed", "poisson", "trace"] = Field(
+        default="closed",
+        description="closed: N in flight, a finished one replaced at once; poisson: at rate; "
+        "trace: replay arrival_trace's arrival times and lengths",
     )
     concurrency: int = Field(default=1, ge=1, le=MAX_CONCURRENCY, description="closed loop: N")
     rate: float = Field(
@@ -146,6 +173,76 @@ class WorkloadConfig(BaseModel):
     )
     prompt: LengthSpec = LengthSpec(dist="fixed", mean=512)
     output: LengthSpec = LengthSpec(dist="fixed", mean=256)
+    arrival_trace: str | None = Field(
+        default=None,
+        description="trace: a packaged arrival trace (azure-conv, azure-code) or a CSV/Parquet/"
+        "JSONL file (TIMESTAMP, ContextTokens, GeneratedTokens, or arrival_s, prompt_len, "
+        "output_len[, dataset|domain])",
+    )
+    trace_start_s: float | None = Field(
+        default=None, ge=0.0, le=MAX_TRACE_S, description="trace: replay from this second of it"
+    )
+    trace_end_s: float | None = Field(
+        default=None, gt=0.0, le=MAX_TRACE_S, description="trace: replay up to this second of it"
+    )
+    rate_scale: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1e6,
+        description="trace: replay this many times as fast (every gap divided by it, the bursts "
+        "keep their shape)",
+    )
+    target_qps: float | None = Field(
+        default=None,
+        ge=MIN_RATE,
+        le=1e6,
+        description="trace: rescale the gaps so the mean rate is this many requests/s",
+    )
+    tile_s: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=MAX_TRACE_S,
+        description="trace: repeat the (windowed, rescaled) trace back to back up to this "
+        "many seconds",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_arrivals(cls, data: object) -> object:
+        """A replayed trace brings its own times and lengths and is measured whole: the other
+        modes' fields are refused beside it (unless at their defaults, as a dumped config
+        writes them), and its own fields are refused without it."""
+        if not isinstance(data, dict):
+            return data
+        own = [f for f in TRACE_FIELDS if data.get(f) is not None]
+        if data.get("arrival") != "trace":
+            if own:
+                raise ValueError(f"{', '.join(own)} need arrival: trace")
+            return data
+        if data.get("arrival_trace") is None:
+            raise ValueError(
+                "arrival: trace needs arrival_trace (azure-conv, azure-code or a file)"
+            )
+        if data.get("rate_scale") is not None and data.get("target_qps") is not None:
+            raise ValueError("give rate_scale or target_qps, not both")
+        start, end = data.get("trace_start_s"), data.get("trace_end_s")
+        if isinstance(start, int | float) and isinstance(end, int | float) and end <= start:
+            raise ValueError(f"trace_end_s ({end}) must be > trace_start_s ({start})")
+        for name in NOT_FOR_TRACE:
+            value, default = data.get(name), cls.model_fields[name].default
+            if isinstance(default, LengthSpec) and isinstance(value, dict):
+                try:
+                    value = LengthSpec.model_validate(value)
+                except ValueError:
+                    pass  # not the default: refused below
+            if value is not None and value != default:
+                raise ValueError(
+                    f"{name} does not apply to arrival: trace (the trace gives the arrivals, "
+                    "the lengths and the request count)"
+                )
+        if data.get("measure", "whole") != "whole":
+            raise ValueError("a replayed trace is measured whole (measure: whole)")
+        return {**data, "trace": None, "measure": "whole"}
 
     @model_validator(mode="before")
     @classmethod
@@ -189,6 +286,11 @@ class WorkloadConfig(BaseModel):
     def num_requests(self) -> int:
         """Requests a run measures: ``requests`` (default max(256, 4 x concurrency)), and in
         a closed loop at least ``turnovers`` x concurrency; a rate schedule measures them all."""
+        if self.arrival == "trace":
+            raise ValueError(
+                "a trace replay's request count is known once the trace is read: "
+                "simspec.engine.workload.request_count(workload)"
+            )
         closed = self.arrival == "closed"
         n = self.requests
         if n is None:
@@ -481,3 +583,60 @@ def check_tp(tp: int) -> int:
     if tp & (tp - 1):
         raise ValueError("must be a power of two (1, 2, 4, 8, ...)")
     return tp
+
+
+# How a fleet's router assigns each arriving request to a replica (simspec.engine.fleet).
+Router = Literal["round_robin", "random", "least_outstanding", "least_kv", "power_of_two"]
+ROUTERS: tuple[str, ...] = Router.__args__  # type: ignore[attr-defined]
+# routers whose choice depends only on the arrivals (never on the replicas' state): replicas
+# behind them are independent given their arrivals, so a fleet can be sharded exactly
+STATE_FREE_ROUTERS = ("round_robin", "random")
+# replicas in one fleet: 1,024 H100 replicas of an 8B model serve ~10^4 requests/s, past any
+# published production trace (Azure's conversation hour peaks below 20/s)
+MAX_REPLICAS = 1024
+
+
+class FleetConfig(BaseModel):
+    """N replicas, each a full scenario (its own deployment and method: a fleet may mix
+    them), behind one router, all fed by one arrival process. Every replica shares the
+    fleet's workload and seed: the arrivals and the requests are the fleet's, not a
+    replica's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    replicas: list[Scenario] = Field(min_length=1, max_length=MAX_REPLICAS)
+    router: Router = Field(
+        default="least_outstanding",
+        description="round_robin, random (seeded), least_outstanding (fewest requests routed "
+        "and not finished), least_kv (most free KV blocks) or power_of_two (the less loaded "
+        "of two replicas drawn at random)",
+    )
+
+    @model_validator(mode="after")
+    def _shared(self) -> FleetConfig:
+        first = self.replicas[0]
+        for i, r in enumerate(self.replicas[1:], start=1):
+            for field in ("workload", "seed"):
+                if getattr(r, field) != getattr(first, field):
+                    raise ValueError(
+                        f"replicas[{i}].{field} differs from replicas[0]'s: the arrivals and "
+                        "requests are the fleet's, so every replica must share them"
+                    )
+        if first.workload.arrival == "closed":
+            raise ValueError(
+                "workload.arrival: a fleet needs open arrivals (poisson or a trace); a closed "
+                "loop has no arrival process to route"
+            )
+        return self
+
+    @property
+    def workload(self) -> WorkloadConfig:
+        return self.replicas[0].workload
+
+    @property
+    def seed(self) -> int:
+        return self.replicas[0].seed
+
+    @classmethod
+    def uniform(cls, scenario: Scenario, n: int, router: str) -> FleetConfig:
+        """``n`` copies of one scenario behind ``router``."""
+        return cls(replicas=[scenario] * n, router=router)

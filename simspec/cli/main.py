@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from simspec.cli import analytic, methods, models, plan, policy, sweep, validate
+from simspec.cli import analytic, fleet, methods, models, plan, policy, sweep, validate
 from simspec.cli.calibrate import calibrate_app
 from simspec.cli.common import print_error
 
@@ -32,6 +32,7 @@ def _root() -> None:
 app.command("sweep")(sweep.sweep)
 app.command("analytic")(analytic.analytic)
 app.command("policy")(policy.policy)
+app.command("fleet")(fleet.fleet)
 app.command("plan")(plan.plan)
 app.command("recommend")(plan.recommend)
 app.command("methods")(methods.methods)

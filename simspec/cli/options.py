@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from simspec.catalog.hardware import engine_ids, gpu_ids
 from simspec.catalog.methods import DEFAULT_DRAFT_MODEL, TRACE_DATASETS
 from simspec.config import AcceptanceConfig, Deployment, MethodConfig, WorkloadConfig
+from simspec.errors import InputError
 
 
 def field_help(
@@ -163,3 +164,69 @@ SpeculativeConfig = Annotated[
         "num_speculative_tokens_per_batch_size and disable_by_batch_size are honoured"
     ),
 ]
+
+# a replayed arrival trace (workload.arrival: trace); trace_workload turns them into the overlay
+ArrivalTraceRef = Annotated[
+    str | None,
+    typer.Option(
+        "--trace",
+        help=field_help(WorkloadConfig, "arrival_trace").removeprefix("trace: ")
+        + "; replayed open-loop, every request measured (measure: whole)",
+        metavar="azure-conv|azure-code|FILE",
+    ),
+]
+RateScale = Annotated[
+    float | None,
+    typer.Option("--rate-scale", help=field_help(WorkloadConfig, "rate_scale"), metavar="X"),
+]
+TargetQps = Annotated[
+    float | None,
+    typer.Option("--target-qps", help=field_help(WorkloadConfig, "target_qps"), metavar="QPS"),
+]
+TraceWindow = Annotated[
+    str | None,
+    typer.Option(
+        "--window",
+        help="trace: replay only [START, END) seconds of it, e.g. 0:600 (END may be left "
+        "out: to the end) [default: all]",
+        metavar="START:END",
+    ),
+]
+TraceTile = Annotated[
+    float | None,
+    typer.Option("--tile", help=field_help(WorkloadConfig, "tile_s"), metavar="SECONDS"),
+]
+
+
+def trace_workload(
+    trace: str,
+    rate_scale: float | None = None,
+    target_qps: float | None = None,
+    window: str | None = None,
+    tile: float | None = None,
+) -> dict[str, object]:
+    """The ``workload`` mapping the trace flags set (validated by WorkloadConfig); a window
+    that is not ``START:END`` seconds is an InputError naming --window."""
+    start = end = None
+    if window is not None:
+        head, sep, tail = window.partition(":")
+        try:
+            start = float(head) if head.strip() else None
+            end = float(tail) if tail.strip() else None
+        except ValueError:
+            sep = ""
+        if not sep or (start is not None and not start >= 0) or (end is not None and not end > 0):
+            raise InputError(
+                "--window", f"give START:END seconds (0 <= START < END), got {window!r}"
+            )
+    out: dict[str, object] = {"arrival": "trace", "arrival_trace": trace}
+    for key, value in (
+        ("trace_start_s", start),
+        ("trace_end_s", end),
+        ("rate_scale", rate_scale),
+        ("target_qps", target_qps),
+        ("tile_s", tile),
+    ):
+        if value is not None:
+            out[key] = value
+    return out

@@ -20,9 +20,6 @@ from simspec.errors import InputError
 @with_flags(DeploymentFlags)
 @one_line_errors
 def plan(
-    qps: Annotated[
-        float, typer.Option(help="target arrival rate (requests/s)", min=0.001, max=MAX_QPS)
-    ],
     slo_ttft_ms: Annotated[float, typer.Option(help="time-to-first-token SLO (ms)", min=1)],
     slo_tpot_ms: Annotated[float, typer.Option(help="time-per-output-token SLO (ms)", min=0.1)],
     methods: Annotated[
@@ -32,6 +29,20 @@ def plan(
             "included) [default: the --config file's methods, else eagle3,ngram]"
         ),
     ] = None,
+    qps: Annotated[
+        float | None,
+        typer.Option(help="target arrival rate (requests/s); or --trace", min=0.001, max=MAX_QPS),
+    ] = None,
+    trace: opt.ArrivalTraceRef = None,
+    rate_scale: opt.RateScale = None,
+    target_qps: opt.TargetQps = None,
+    window: opt.TraceWindow = None,
+    tile: opt.TraceTile = None,
+    attainment: Annotated[
+        float,
+        typer.Option(help="--trace: share of requests that must meet both SLOs", min=0, max=1),
+    ] = 0.99,
+    router: Annotated[str, typer.Option(help="--trace: the fleet's router")] = "least_outstanding",
     percentile: Annotated[int, typer.Option(help="SLO percentile: 50 or 99")] = 99,
     gpu_hour_price: Annotated[
         float, typer.Option(help="price of one GPU-hour, for cost per million tokens", min=0)
@@ -55,6 +66,12 @@ def plan(
     """
     from simspec.studies import planning
 
+    if trace is not None:
+        trace_flags = {"rate_scale": rate_scale, "target_qps": target_qps, "window": window}
+        args = (flags, config, trace, methods, attainment, router, gpu_hour_price, out)
+        return _plan_trace(*args, trace_flags | {"tile": tile}, slo_ttft_ms, slo_tpot_ms)
+    if qps is None:
+        raise InputError("--qps", "give the target rate (requests/s), or --trace")
     if percentile not in (50, 99):
         raise InputError("--percentile", "choose 50 or 99")
     if not math.isfinite(gpu_hour_price):
@@ -75,6 +92,52 @@ def plan(
         f"Capacity for {qps} req/s, p{percentile} TTFT <= "
         f"{slo_ttft_ms} ms and TPOT <= {slo_tpot_ms} ms ({deploy.model} on {deploy.gpu} "
         f"x{deploy.tp}, ${gpu_hour_price}/GPU-hour)",
+    )
+
+
+def _plan_trace(
+    flags: DeploymentFlags,
+    config: Path | None,
+    trace: str,
+    methods: str | None,
+    attainment: float,
+    router: str,
+    gpu_hour_price: float,
+    out: Path | None,
+    trace_flags: dict,
+    slo_ttft_ms: float,
+    slo_tpot_ms: float,
+) -> None:
+    """plan --trace: the smallest fleet per method whose replay of the trace has
+    --attainment of its requests within both SLOs."""
+    from simspec.cli.fleet import fleet_deployment
+    from simspec.config import ROUTERS
+    from simspec.studies import planning
+    from simspec.studies.fleet import FleetSlo
+
+    if router not in ROUTERS:
+        raise InputError("--router", f"choose {', '.join(ROUTERS)} (got {router!r})")
+    check_suffix(out, "--out", (".csv", ".parquet"))
+    names = ",".join(csv_list(methods, "--methods")) if methods else ",".join(DEFAULT_PLAN_METHODS)
+    deploy, given = fleet_deployment(flags, config, trace, None, 0, trace_flags, names)
+    chosen = [MethodConfig(name="autoregressive", k=0)]
+    chosen += [m for m in given if m.name != "autoregressive"]
+    slo = FleetSlo(slo_ttft_ms, slo_tpot_ms)
+    with progress_bar("planning", total=len(chosen)) as bar:
+        frame = planning.plan_fleet(
+            deploy, chosen, router, slo, attainment, gpu_hour_price, progress=bar.step
+        )
+    if out is not None:
+        write_frame(frame, out)
+    print_frame(
+        frame.round(3),
+        f"Smallest fleet replaying {trace} with {attainment:.1%} of requests within TTFT <= "
+        f"{slo_ttft_ms:g} ms and TPOT <= {slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} "
+        f"x{deploy.tp} per replica, {router}, ${gpu_hour_price}/GPU-hour)",
+    )
+    err.print(
+        "How: replicas doubled from 1 until a fleet meets the attainment, then bisection on "
+        "the integers; each probe replays the whole trace window on the fleet."
     )
 
 

@@ -53,7 +53,7 @@ class Scheduler:
     def add(self, rid: int) -> None:
         """A new request joins the queue; one that can never fit is marked unfinishable."""
         need = self._blocks_for(int(self.t.prompt_len[rid] + self.t.output_len[rid]) + self.k)
-        if need > self.pool.num_blocks:
+        if self.t.unfinishable[rid] or need > self.pool.num_blocks:  # or marked before (context)
             self.t.unfinishable[rid] = True
             return
         self.waiting.append(rid)

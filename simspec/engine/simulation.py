@@ -132,7 +132,7 @@ def _check_fixed_lengths(sc: Scenario, target: ModelShape, memory: MemoryPlan) -
     max_model_len) or past the KV cache, every request would be left unfinishable and the run
     would report an empty table."""
     wl = sc.workload
-    if wl.trace is not None:
+    if wl.trace is not None or wl.arrival == "trace":  # per request: _past_context
         return
     shortest = _shortest(wl.prompt) + _shortest(wl.output)
     what = f"requests of at least {shortest} tokens (prompt + output)"
@@ -147,6 +147,14 @@ def _check_fixed_lengths(sc: Scenario, target: ModelShape, memory: MemoryPlan) -
             f"workload: {what} exceed the KV cache of {capacity} tokens on "
             f"{sc.gpu} at tp={sc.tp}: raise tp or pick a larger GPU"
         )
+
+
+def _past_context(table: RequestTable, target: ModelShape) -> None:
+    """A replayed trace's requests longer than the model's context (prompt + output past
+    ``max_position_embeddings``; vLLM rejects a prompt past max_model_len and stops an output
+    at it) are counted unfinishable, each, as :func:`_check_fixed_lengths` refuses fixed ones
+    (a run where every request is too long is refused after it)."""
+    table.unfinishable |= table.prompt_len + table.output_len > target.max_position_embeddings
 
 
 def _shortest(spec: LengthSpec) -> int:
@@ -264,7 +272,7 @@ def simulate(sc: Scenario) -> SimResult:
     seeds = np.random.SeedSequence(sc.seed).spawn(3)
     rng_workload, rng_accept, rng_arrival = (np.random.default_rng(s) for s in seeds)
     wl = sc.workload
-    open_loop = wl.arrival != "closed" and wl.rate_schedule is None
+    open_loop = wl.arrival == "poisson" and wl.rate_schedule is None
     plan = layout(wl, relaxation_time(setup, wl) if open_loop else 0.0)
     specs = generate_requests(wl, rng_workload, plan.total)
     acceptance = _acceptance(sc, setup.speculator, len(specs), rng_accept)
@@ -276,6 +284,8 @@ def simulate(sc: Scenario) -> SimResult:
             per_step = acceptance.step_tokens(specs.trace_index, k)
         specs, ages = stationary_cohort(specs, wl.concurrency, rng_workload, per_step)
     table = RequestTable(specs)
+    if wl.arrival == "trace":
+        _past_context(table, setup.target)
     env = simpy.Environment()
     replica = Replica(env, setup, table, acceptance)
     watch = Watch(plan.watched)
@@ -320,3 +330,11 @@ def _request_frame(t: RequestTable) -> pd.DataFrame:
             "unfinishable": t.unfinishable,
         }
     )
+
+
+# A fleet (:mod:`simspec.engine.fleet`) builds each of its replicas with these same steps, so a
+# fleet of one replica is this module's run, request for request.
+setup_replica = _setup
+acceptance_sampler = _acceptance
+request_frame = _request_frame
+past_context = _past_context

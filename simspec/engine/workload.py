@@ -6,9 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simspec.catalog.arrival_traces import ArrivalTrace, transformed
 from simspec.catalog.token_traces import is_token_trace_file, load_token_trace
 from simspec.catalog.traces import first_method, load_trace
-from simspec.config import WorkloadConfig
+from simspec.config import MAX_REQUESTS, WorkloadConfig
+from simspec.errors import InputError
 
 MAX_RATE_CSV_BYTES = 16 * 1024 * 1024  # a day at one row per second is ~2 MB
 
@@ -25,11 +27,45 @@ class RequestSpecs:
         return len(self.prompt_len)
 
 
+def arrival_trace(cfg: WorkloadConfig) -> ArrivalTrace:
+    """The requests a trace replay serves: ``arrival_trace`` windowed, rescaled and tiled as
+    the workload asks (``catalog.arrival_traces.transformed``, cached), at most
+    :data:`MAX_REQUESTS` of them."""
+    trace = transformed(
+        cfg.arrival_trace,
+        cfg.trace_start_s,
+        cfg.trace_end_s,
+        cfg.rate_scale,
+        cfg.target_qps,
+        cfg.tile_s,
+    )
+    if len(trace) > MAX_REQUESTS:
+        raise InputError(
+            "workload.arrival_trace",
+            f"{trace.name} as windowed, rescaled and tiled holds {len(trace):,} requests; "
+            f"a run serves at most {MAX_REQUESTS:,}: shorten tile_s or the window",
+        )
+    return trace
+
+
+def request_count(cfg: WorkloadConfig) -> int:
+    """Requests a run measures: a trace replay's every request, else ``cfg.num_requests``."""
+    return len(arrival_trace(cfg)) if cfg.arrival == "trace" else cfg.num_requests
+
+
 def generate_requests(
     cfg: WorkloadConfig, rng: np.random.Generator, n: int | None = None
 ) -> RequestSpecs:
     """Draw the lengths of ``n`` requests (default: the measured count); a trace is walked
-    in shuffled passes so every record is used."""
+    in shuffled passes so every record is used. A trace replay's requests are the trace's, in
+    its order (the first ``n`` of them; ``trace_index`` -1: their acceptance records are
+    drawn at random from the method's acceptance trace)."""
+    if cfg.arrival == "trace":
+        trace = arrival_trace(cfg)
+        n = len(trace) if n is None else min(n, len(trace))
+        return RequestSpecs(
+            trace.prompt_len[:n].copy(), trace.output_len[:n].copy(), np.full(n, -1, np.int64)
+        )
     n = cfg.num_requests if n is None else n
     if cfg.trace is None:
         return RequestSpecs(
@@ -84,7 +120,10 @@ def stationary_cohort(
 def arrival_gaps(cfg: WorkloadConfig, n: int, rng: np.random.Generator) -> np.ndarray:
     """Seconds between successive Poisson arrivals (a piecewise-constant rate when the config
     has a schedule: a gap that crosses into the next piece restarts there at its rate, which is
-    exact because exponential gaps are memoryless)."""
+    exact because exponential gaps are memoryless). A trace replay's gaps are the trace's
+    own (the first from time 0 to its first arrival); ``rng`` is not drawn from."""
+    if cfg.arrival == "trace":
+        return np.diff(arrival_trace(cfg).arrival_s[:n], prepend=0.0)
     if cfg.rate_schedule is None:
         return rng.exponential(1.0 / cfg.rate, size=n)
     starts = [t for t, _ in cfg.rate_schedule] + [np.inf]

@@ -15,6 +15,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -25,6 +26,7 @@ from simspec.config import (
     MAX_RUNS,
     MAX_TOTAL_REQUESTS,
     Deployment,
+    FleetConfig,
     MethodConfig,
     Scenario,
     WorkloadConfig,
@@ -32,6 +34,10 @@ from simspec.config import (
 from simspec.engine.metrics import RunSummary
 from simspec.errors import InputError, ScenarioError
 from simspec.studies.runner import Executor, RunCache, run, run_all
+
+if TYPE_CHECKING:
+    from simspec.engine.fleet import FleetRun
+    from simspec.studies.fleet import FleetSlo
 
 PLAN_COLUMNS = [
     "method",
@@ -203,7 +209,11 @@ def _at_max(s: RunSummary | None, percentile: int) -> dict[str, float]:
     out = {}
     for metric in ("ttft", "tpot"):
         name = f"{metric}_ms_p{percentile}"
-        for suffix, field in (("", name), ("_ci_low", f"{name}_ci_low"), ("_ci_high", f"{name}_ci_high")):
+        for suffix, field in (
+            ("", name),
+            ("_ci_low", f"{name}_ci_low"),
+            ("_ci_high", f"{name}_ci_high"),
+        ):
             out[f"{metric}_ms_at_max{suffix}"] = getattr(s, field) if s else float("nan")
     return out
 
@@ -308,3 +318,99 @@ def speculative_config(method: MethodConfig, bands: list[list[int]]) -> dict | N
 
 def speculative_config_json(cfg: dict) -> str:
     return json.dumps(cfg, separators=(", ", ": "))
+
+
+# -- plan --trace: the smallest fleet meeting an SLO attainment ---------------------------------
+FLEET_PLAN_COLUMNS = [
+    "method",
+    "k",
+    "replicas",
+    "gpus",
+    "slo_attainment",
+    "ttft_ms_p99",
+    "tpot_ms_p99",
+    "goodput_req_s",
+    "cost_per_million_tokens",
+    "meets_slo",
+]
+
+
+def smallest_fleet(
+    scenario: Scenario,
+    router: str,
+    slo: FleetSlo,
+    attainment: float,
+    max_replicas: int = 256,
+    probe: Callable[[FleetConfig], FleetRun] | None = None,
+) -> tuple[int | None, dict[str, Any] | None]:
+    """The fewest replicas of ``scenario`` behind ``router`` whose run over the workload's
+    arrivals (a trace window, replayed whole) has at least ``attainment`` of its requests
+    within both SLOs: doubling from 1 until one meets it, then bisection on the integers
+    between the last that failed and the first that met it (attainment grows with replicas).
+    Returns (replicas, that run's summary), or (None, None) past ``max_replicas``."""
+    from simspec.studies.fleet import run_fleet, summarize_fleet
+
+    probe = probe or run_fleet
+    runs: dict[int, dict[str, Any]] = {}
+
+    def ok(n: int) -> bool:
+        if n not in runs:
+            runs[n] = summarize_fleet(probe(FleetConfig.uniform(scenario, n, router)), slo)
+        return runs[n]["slo_attainment"] >= attainment
+
+    lo, hi = 0, 1  # lo fails (0 replicas serve nothing), hi is tried next
+    while not ok(hi):
+        lo, hi = hi, hi * 2
+        if hi > max_replicas:
+            if lo < max_replicas and ok(max_replicas):
+                hi = max_replicas
+                break
+            return None, None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi, runs[hi]
+
+
+def plan_fleet(
+    deploy: Deployment,
+    methods: list[MethodConfig],
+    router: str,
+    slo: FleetSlo,
+    attainment: float,
+    gpu_hour_price: float,
+    progress: Callable[[str], None] | None = None,
+    probe: Callable[[FleetConfig], FleetRun] | None = None,
+) -> pd.DataFrame:
+    """One row per method: the smallest fleet meeting ``attainment`` on the deployment's
+    arrivals (:func:`smallest_fleet`), its GPUs (replicas x tp), and the cost per million
+    output tokens at ``gpu_hour_price`` (the fleet's GPUs for the run's makespan over the
+    tokens it emitted)."""
+    if not 0 < attainment <= 1:
+        raise InputError("--attainment", f"must be in (0, 1], got {attainment}")
+    common = deploy.model_dump(exclude={"workload"})
+    rows = []
+    for m in methods:
+        sc = Scenario(**common, method=m, workload=deploy.workload)
+        n, s = smallest_fleet(sc, router, slo, attainment, probe=probe)
+        gpus = n * deploy.tp if n else None
+        cost = math.nan
+        if s is not None and s["throughput_tok_s"] > 0:
+            cost = gpus * gpu_hour_price / (s["throughput_tok_s"] * 3600) * 1e6
+        rows.append(
+            {
+                "method": m.name,
+                "k": m.k if m.name != "autoregressive" else 0,
+                "replicas": n,
+                "gpus": gpus,
+                "slo_attainment": s["slo_attainment"] if s else math.nan,
+                "ttft_ms_p99": s["ttft_ms_p99"] if s else math.nan,
+                "tpot_ms_p99": s["tpot_ms_p99"] if s else math.nan,
+                "goodput_req_s": s["goodput_req_s"] if s else math.nan,
+                "cost_per_million_tokens": cost,
+                "meets_slo": n is not None,
+            }
+        )
+        if progress:
+            progress(m.name)
+    return pd.DataFrame(rows, columns=FLEET_PLAN_COLUMNS)

@@ -11,6 +11,7 @@ stopped study resume where it stopped, never with a run of a file since edited.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -343,7 +344,8 @@ def run_all(
             out[key] = cache.get(key)
         else:
             todo.setdefault(key, text)
-    outcomes = _execute(todo, executor, workers, ray_address, errors, measure)
+    job = functools.partial(run_one, errors=errors, measure=measure)
+    outcomes = _execute(todo, executor, workers, ray_address, job)
     with closing(outcomes):  # stops (and so frees) a pool as soon as anything here raises
         for key, outcome in outcomes:
             out[key] = outcome
@@ -359,15 +361,30 @@ def run(scenario: Scenario, cache: RunCache | None = None) -> RunSummary:
     return run_all([scenario], "serial", cache=cache)[0]
 
 
+def map_jobs(
+    job: Callable[[str], Any],
+    payloads: Sequence[str],
+    executor: Executor = "process",
+    workers: int | None = None,
+    ray_address: str | None = None,
+) -> list[Any]:
+    """``job(payload)`` for each payload (text), in the order given, on ``executor``: the
+    pools and Ray of :func:`run_all` for work that is not one scenario (a shard of a fleet).
+    ``job`` must be picklable (module level, or a partial of one)."""
+    todo = {str(i): p for i, p in enumerate(payloads)}
+    out = dict(_execute(todo, executor, workers, ray_address, job))
+    return [out[str(i)] for i in range(len(payloads))]
+
+
 def _execute(
     todo: dict[str, str],
     executor: Executor,
     workers: int | None,
     ray_address: str | None,
-    errors: Errors,
-    measure: Measure,
+    job: Callable[[str], Any],
 ) -> Iterator[tuple[str, Any]]:
-    """``(key, outcome)`` for every ``key -> scenario JSON``, in completion order."""
+    """``(key, job(payload))`` for every ``key -> payload`` (a scenario's JSON), in
+    completion order."""
     if executor not in ("serial", "process", "ray"):
         raise InputError(
             "--executor", f"unknown executor {executor!r}; choose serial, process or ray"
@@ -377,14 +394,14 @@ def _execute(
     workers = workers or os.cpu_count() or 1
     if executor == "serial" or (executor == "process" and (workers == 1 or len(todo) == 1)):
         for key, sc in todo.items():
-            yield key, run_one(sc, errors, measure)
+            yield key, job(sc)
     elif executor == "process":
         with _pool(workers) as pool:
-            futures = {pool.submit(run_one, sc, errors, measure): key for key, sc in todo.items()}
+            futures = {pool.submit(job, sc): key for key, sc in todo.items()}
             for fut in as_completed(futures):
                 yield futures[fut], fut.result()
     else:
-        yield from _ray(todo, workers, ray_address, errors, measure)
+        yield from _ray(todo, workers, ray_address, job)
 
 
 @contextmanager
@@ -472,8 +489,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _call(job: Callable[[str], Any], payload: str) -> Any:
+    return job(payload)
+
+
 def _ray(
-    todo: dict[str, str], workers: int, address: str | None, errors: Errors, measure: Measure
+    todo: dict[str, str], workers: int, address: str | None, job: Callable[[str], Any]
 ) -> Iterator[tuple[str, Any]]:
     try:
         import ray
@@ -491,8 +512,8 @@ def _ray(
             raise InputError("--ray-address", f"cannot start or reach Ray: {exc}") from None
         started = True
     try:
-        remote = ray.remote(run_one)
-        pending = {remote.remote(sc, errors, measure): key for key, sc in todo.items()}
+        remote = ray.remote(_call)  # Ray takes functions, not partials
+        pending = {remote.remote(job, sc): key for key, sc in todo.items()}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:

@@ -1,0 +1,299 @@
+"""A fleet: N replicas in one SimPy environment behind a router that places each request on
+one replica at the moment it arrives.
+
+Each replica is a full :class:`~simspec.engine.replica.Replica`, built by the same steps as a
+single-replica run (:mod:`simspec.engine.simulation`), with its own deployment, method and load
+policy: a Dynamic SD schedule or ``disable_by_batch_size`` reads the batch of the replica it
+runs on (``Replica.run`` asks its own speculator for ``step_shape(len(decode) +
+len(prefill))``), never the fleet's.
+
+Routers (``FleetConfig.router``), after Vidur's global schedulers (microsoft/vidur
+``vidur/scheduler/global_scheduler/``, commit 7d47513):
+
+* ``round_robin``: request i to replica i mod N (Vidur ``round_robin_global_scheduler.py``);
+* ``random``: a uniform replica per request, from the fleet's seeded router stream (Vidur
+  ``random_global_scheduler.py``);
+* ``least_outstanding``: the replica with the fewest requests routed to it and not finished
+  (waiting or running). Vidur's ``lor_global_scheduler.py`` counts a replica's
+  ``num_pending_requests``, its queue of requests not yet scheduled; simspec counts every
+  unfinished request, the usual "least outstanding requests" of load balancers, because
+  a request that is running still holds a batch slot and KV blocks;
+* ``least_kv``: the replica with the most free KV blocks now;
+* ``power_of_two``: two distinct replicas drawn at random, the one with fewer outstanding
+  requests (Mitzenmacher, "The power of two choices in randomized load balancing", IEEE TPDS
+  12(10), 2001).
+
+Ties go to the lowest replica index. ``round_robin`` and ``random`` never read the replicas'
+state, so which replica a request goes to is fixed by the arrivals alone
+(:func:`assignments`): the replicas are then independent, and a run of a subset of them
+(``only``) gives exactly their rows of the whole fleet's run (``studies.fleet`` shards on
+this). The state-aware routers couple the replicas and are never sharded.
+
+Requests are conserved: every arriving request is routed to exactly one replica, and each
+replica finishes it or reports it unfinishable (too long for its KV cache or context).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import simpy
+
+from simspec.catalog.models import load_model
+from simspec.config import STATE_FREE_ROUTERS, FleetConfig
+from simspec.engine.kv_cache import MemoryPlan
+from simspec.engine.metrics import IterationRecord
+from simspec.engine.replica import Replica
+from simspec.engine.requests import RequestTable
+from simspec.engine.simulation import (
+    acceptance_sampler,
+    past_context,
+    request_frame,
+    setup_replica,
+)
+from simspec.engine.workload import RequestSpecs, arrival_gaps, generate_requests, request_count
+from simspec.errors import InputError
+
+# seconds per bin of the fleet's time series unless asked otherwise
+DEFAULT_WINDOW_S = 10.0
+
+
+@dataclass
+class WindowedLog:
+    """A replica's iterations folded into fixed windows as they happen (an hour of a busy
+    replica is ~10^5 iterations; a day's log would not fit in memory). An iteration is
+    counted in the window it starts in. Duck-types :class:`~simspec.engine.metrics.
+    IterationLog` for the replica (``record``)."""
+
+    window_s: float
+    busy_s: list[float] = field(default_factory=list)
+    iterations: list[int] = field(default_factory=list)
+    output_tokens: list[int] = field(default_factory=list)
+    batch_s: list[float] = field(default_factory=list)  # running sequences x seconds
+    draft_s: list[float] = field(default_factory=list)  # draft tokens per sequence x seconds
+    kv_peak: list[int] = field(default_factory=list)
+
+    def record(self, row: IterationRecord) -> None:
+        w = int(row.start_s // self.window_s)
+        if w >= len(self.busy_s):
+            grow = w + 1 - len(self.busy_s)
+            for column in (self.busy_s, self.batch_s, self.draft_s):
+                column.extend([0.0] * grow)
+            for column in (self.iterations, self.output_tokens, self.kv_peak):
+                column.extend([0] * grow)
+        dur = row.duration_s
+        self.busy_s[w] += dur
+        self.iterations[w] += 1
+        self.output_tokens[w] += row.output_tokens
+        self.batch_s[w] += (row.decode_seqs + row.prefill_seqs) * dur
+        if row.spec_seqs:  # a speculative step: query tokens per sequence less the input one
+            self.draft_s[w] += (row.decode_tokens / row.decode_seqs - 1.0) * dur
+        if row.kv_blocks_used > self.kv_peak[w]:
+            self.kv_peak[w] = row.kv_blocks_used
+
+    def frame(self, replica: int) -> pd.DataFrame:
+        """One row per window: ``busy_s``, ``iterations``, ``output_tokens``, the
+        time-weighted running batch and active draft length (tokens drafted per sequence: K
+        for a chain, 0 while speculation is off) over the busy time, and the peak KV blocks."""
+        busy = np.array(self.busy_s)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            batch = np.where(busy > 0, np.array(self.batch_s) / busy, 0.0)
+            k = np.where(busy > 0, np.array(self.draft_s) / busy, 0.0)
+        n = len(busy)
+        return pd.DataFrame(
+            {
+                "replica": np.full(n, replica, dtype=np.int64),
+                "window": np.arange(n, dtype=np.int64),
+                "busy_s": busy,
+                "iterations": np.array(self.iterations, dtype=np.int64),
+                "output_tokens": np.array(self.output_tokens, dtype=np.int64),
+                "running_batch": batch,
+                "active_k": k,
+                "kv_blocks_peak": np.array(self.kv_peak, dtype=np.int64),
+            }
+        )
+
+
+@dataclass(frozen=True)
+class ReplicaStats:
+    """One replica's run: its memory plan, KV peak and end state, and seconds it computed."""
+
+    index: int
+    memory: MemoryPlan
+    kv_blocks_peak: int
+    kv_blocks_in_use_end: int
+    busy_s: float
+    iterations: int
+
+
+@dataclass
+class FleetRun:
+    """What a fleet (or a shard of it) produced: one row per request it served, in request
+    order, with the replica that served it; one row per replica and window; per-replica
+    statistics."""
+
+    requests: pd.DataFrame
+    windows: pd.DataFrame
+    replicas: list[ReplicaStats]
+    window_s: float
+
+
+def fleet_streams(seed: int) -> tuple[np.random.Generator, ...]:
+    """The fleet's random streams: lengths, acceptance and arrivals are a single replica's
+    (``simulate``'s first three children of the seed, so a fleet of one is that run), the
+    router's the fourth. Every replica's acceptance sampler starts from the same stream and
+    draws only for the requests routed to it."""
+    return tuple(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
+
+
+def fleet_requests(cfg: FleetConfig) -> tuple[RequestSpecs, np.ndarray]:
+    """Every request of the fleet's run (lengths) and the gaps between their arrivals. The
+    fleet measures every request from an empty fleet to the last departure (``measure:
+    whole`` semantics: a replayed day is a transient, README "Measurement")."""
+    wl = cfg.workload
+    rng_workload, _, rng_arrival, _ = fleet_streams(cfg.seed)
+    n = request_count(wl)
+    specs = generate_requests(wl, rng_workload, n)
+    return specs, arrival_gaps(wl, n, rng_arrival)
+
+
+def assignments(router: str, n: int, replicas: int, seed: int) -> np.ndarray:
+    """The replica of each of ``n`` requests under a state-free router (it depends on the
+    arrival order alone)."""
+    if router == "round_robin":
+        return np.arange(n, dtype=np.int64) % replicas
+    if router == "random":
+        return fleet_streams(seed)[3].integers(0, replicas, size=n)
+    raise ValueError(f"{router} reads the replicas' state: no fixed assignment")
+
+
+class Router:
+    """Picks a replica for each arriving request and counts each replica's outstanding
+    requests (routed, not finished)."""
+
+    def __init__(self, cfg: FleetConfig, replicas: list[Replica | None], n: int) -> None:
+        self.kind, self.replicas = cfg.router, replicas
+        self.outstanding = np.zeros(len(replicas), dtype=np.int64)
+        self.fixed = (
+            assignments(cfg.router, n, len(replicas), cfg.seed)
+            if cfg.router in STATE_FREE_ROUTERS
+            else None
+        )
+        self.rng = fleet_streams(cfg.seed)[3]
+        self.count = 0
+
+    def pick(self, rid: int) -> int:
+        if self.fixed is not None:
+            return int(self.fixed[rid])
+        if self.kind == "least_outstanding":
+            return int(np.argmin(self.outstanding))
+        if self.kind == "least_kv":
+            free = [r.pool.free for r in self.replicas]  # type: ignore[union-attr]
+            return int(np.argmax(free))
+        # power_of_two: two distinct replicas, the one with fewer outstanding (the first on a tie)
+        n = len(self.replicas)
+        if n == 1:
+            return 0
+        a, b = self.rng.choice(n, size=2, replace=False)
+        a, b = min(a, b), max(a, b)
+        return int(b if self.outstanding[b] < self.outstanding[a] else a)
+
+    def left(self, replica: int) -> Callable[[int], None]:
+        def done(rid: int) -> None:
+            self.outstanding[replica] -= 1
+
+        return done
+
+
+def simulate_fleet(
+    cfg: FleetConfig,
+    only: list[int] | None = None,
+    window_s: float = DEFAULT_WINDOW_S,
+    progress: Callable[[float], None] | None = None,
+) -> FleetRun:
+    """Run the fleet until every request has left. ``only``: simulate just these replicas
+    (a shard; state-free routers only), whose rows are then exactly the whole run's.
+    ``progress(share)`` hears of the share of arrivals released, every 1 % or so."""
+    n_rep = len(cfg.replicas)
+    chosen = sorted(set(range(n_rep) if only is None else only))
+    if only is not None and cfg.router not in STATE_FREE_ROUTERS:
+        raise InputError(
+            "router",
+            f"{cfg.router} reads every replica's state: a subset of the fleet is not exact",
+        )
+    if not chosen or chosen[0] < 0 or chosen[-1] >= n_rep:
+        raise InputError("only", f"replica indices must be in [0, {n_rep - 1}]")
+    specs, gaps = fleet_requests(cfg)
+    table = RequestTable(specs)
+    if cfg.workload.arrival == "trace":  # past the shortest context of any replica's model
+        shortest = min({r.model for r in cfg.replicas}, key=_context)
+        past_context(table, load_model(shortest))
+    env = simpy.Environment()
+    replicas: list[Replica | None] = [None] * n_rep
+    logs: dict[int, WindowedLog] = {}
+    memory: dict[int, MemoryPlan] = {}
+    for i in chosen:
+        sc = cfg.replicas[i]
+        setup = setup_replica(sc)
+        memory[i] = setup.memory
+        accept = acceptance_sampler(sc, setup.speculator, len(table), fleet_streams(cfg.seed)[1])
+        replica = Replica(env, setup, table, accept)
+        replica.log = logs[i] = WindowedLog(window_s)  # type: ignore[assignment]
+        replicas[i] = replica
+    router = Router(cfg, replicas, len(table))
+    for i in chosen:
+        replicas[i].on_finish = router.left(i)  # type: ignore[union-attr]
+    placed = np.full(len(table), -1, dtype=np.int64)
+    env.process(_arrivals(env, router, replicas, gaps, placed, progress))
+    for i in chosen:
+        env.process(replicas[i].run())  # type: ignore[union-attr]
+    env.run()
+    mine = np.flatnonzero(placed >= 0)
+    requests = request_frame(table).iloc[mine].reset_index(drop=True)
+    requests.insert(0, "request", mine)
+    requests.insert(1, "replica", placed[mine])
+    stats = [
+        ReplicaStats(
+            i,
+            memory[i],
+            replicas[i].pool.peak_used,  # type: ignore[union-attr]
+            replicas[i].pool.used,  # type: ignore[union-attr]
+            float(sum(logs[i].busy_s)),
+            int(sum(logs[i].iterations)),
+        )
+        for i in chosen
+    ]
+    windows = pd.concat([logs[i].frame(i) for i in chosen], ignore_index=True)
+    return FleetRun(requests, windows, stats, window_s)
+
+
+def _context(model: str) -> int:
+    return load_model(model).max_position_embeddings
+
+
+def _arrivals(
+    env: simpy.Environment,
+    router: Router,
+    replicas: list[Replica | None],
+    gaps: np.ndarray,
+    placed: np.ndarray,
+    progress: Callable[[float], None] | None,
+) -> Generator[simpy.Event, None, None]:
+    """The fleet's arrival process: each request arrives ``gap`` seconds after the one before
+    (the same additions a single replica's ``open_arrivals`` makes, so arrival times agree to
+    the bit) and goes where the router says; a shard skips those routed elsewhere."""
+    step = max(len(gaps) // 100, 1)
+    for rid, gap in enumerate(gaps):
+        yield env.timeout(gap)
+        i = router.pick(rid)
+        replica = replicas[i]
+        if progress is not None and rid % step == 0:
+            progress(rid / len(gaps))
+        if replica is None:
+            continue
+        placed[rid] = i
+        router.outstanding[i] += 1
+        replica.arrive(rid)

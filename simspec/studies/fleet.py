@@ -1,0 +1,257 @@
+"""A fleet's run, sharded where that is exact, and what it measured: per-request results
+against the SLOs, a summary with intervals, and time series per window.
+
+Sharding: behind a state-free router (``round_robin``, ``random``) the replicas are
+independent given their arrivals (:func:`simspec.engine.fleet.assignments`), so the fleet
+splits into shards of replicas, each run in its own process (or on Ray) by the runner's
+executors, and the merged tables are the serial run's, row for row. A state-aware router
+(``least_outstanding``, ``least_kv``, ``power_of_two``) reads every replica's state at each
+arrival; a shard would route on a part of that state (in effect, N/S independent sub-fleets
+each behind its own router fed by a fixed split of the arrivals: an approximation that
+balances worse than the real router, and by how much depends on the burstiness), so such
+fleets always run in one process.
+
+Measurement: a replayed trace (or a fleet's Poisson run) is a transient study, measured whole
+(README "Measurement"): every request of the run counts, from an empty fleet to the last
+departure, except those arriving in a stated warm-up span (``warmup_s``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simspec.config import STATE_FREE_ROUTERS, FleetConfig
+from simspec.engine import intervals as ci
+from simspec.engine.fleet import DEFAULT_WINDOW_S, FleetRun, simulate_fleet
+from simspec.errors import InputError
+from simspec.studies.runner import Executor, map_jobs
+
+REQUEST_COLUMNS = [
+    "request",
+    "replica",
+    "arrival_s",
+    "first_token_s",
+    "finish_s",
+    "prompt_tokens",
+    "output_tokens",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_s",
+    "unfinishable",
+    "met_slo",
+]
+
+
+@dataclass(frozen=True)
+class FleetSlo:
+    """Per-request latency targets: a request meets the SLO when its TTFT and its TPOT are
+    both within them (DistServe, Zhong et al., OSDI 2024, §2: SLO attainment)."""
+
+    ttft_ms: float
+    tpot_ms: float
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_ms", "tpot_ms"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise InputError(f"--slo-{name.replace('_', '-')}", f"must be > 0, got {value}")
+
+
+def shardable(cfg: FleetConfig) -> bool:
+    return cfg.router in STATE_FREE_ROUTERS and len(cfg.replicas) > 1
+
+
+def run_fleet(
+    cfg: FleetConfig,
+    executor: Executor = "serial",
+    workers: int | None = None,
+    ray_address: str | None = None,
+    window_s: float = DEFAULT_WINDOW_S,
+    progress: Callable[[float], None] | None = None,
+) -> FleetRun:
+    """The fleet's run: in this process, or (``executor`` process or ray, a state-free
+    router) in ``workers`` shards of contiguous replicas whose merged tables equal it."""
+    if not (math.isfinite(window_s) and window_s > 0):
+        raise InputError("--window-s", f"must be > 0 seconds, got {window_s}")
+    shards = min(workers or 1, len(cfg.replicas))
+    if executor == "serial" or not shardable(cfg) or shards < 2:
+        return simulate_fleet(cfg, window_s=window_s, progress=progress)
+    parts = np.array_split(np.arange(len(cfg.replicas)), shards)
+    fleet_json = cfg.model_dump_json()
+    payloads = [
+        json.dumps({"fleet": fleet_json, "only": p.tolist(), "window_s": window_s}) for p in parts
+    ]
+    runs = map_jobs(run_shard, payloads, executor, shards, ray_address)
+    return merge(runs)
+
+
+def run_shard(payload: str) -> FleetRun:
+    """One shard's run (module level: process pools and Ray ship it)."""
+    job = json.loads(payload)
+    cfg = FleetConfig.model_validate_json(job["fleet"])
+    return simulate_fleet(cfg, only=job["only"], window_s=job["window_s"])
+
+
+def merge(runs: list[FleetRun]) -> FleetRun:
+    """The shards' runs as one: requests in request order, windows by replica."""
+    requests = pd.concat([r.requests for r in runs], ignore_index=True)
+    requests = requests.sort_values("request", kind="stable").reset_index(drop=True)
+    windows = pd.concat([r.windows for r in runs], ignore_index=True)
+    windows = windows.sort_values(["replica", "window"], kind="stable").reset_index(drop=True)
+    stats = sorted((s for r in runs for s in r.replicas), key=lambda s: s.index)
+    return FleetRun(requests, windows, stats, runs[0].window_s)
+
+
+def per_request(run: FleetRun, slo: FleetSlo) -> pd.DataFrame:
+    """One row per request: where it ran, when, its lengths, TTFT, TPOT (decode time per
+    output token after the first; NaN for a one-token output, which meets any TPOT), end to
+    end, and whether it met both SLOs (an unfinishable request meets none)."""
+    q = run.requests
+    ttft = (q["first_token_s"] - q["arrival_s"]) * 1e3
+    out = q["output_tokens"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = ((q["finish_s"] - q["first_token_s"]) / (out - 1)).where(out > 1) * 1e3
+    ok = ~q["unfinishable"] & (ttft <= slo.ttft_ms) & ((tpot <= slo.tpot_ms) | tpot.isna())
+    return pd.DataFrame(
+        {
+            "request": q["request"],
+            "replica": q["replica"],
+            "arrival_s": q["arrival_s"],
+            "first_token_s": q["first_token_s"],
+            "finish_s": q["finish_s"],
+            "prompt_tokens": q["prompt_tokens"],
+            "output_tokens": out,
+            "ttft_ms": ttft,
+            "tpot_ms": tpot,
+            "e2e_s": q["finish_s"] - q["arrival_s"],
+            "unfinishable": q["unfinishable"],
+            "met_slo": ok.to_numpy(),
+        },
+        columns=REQUEST_COLUMNS,
+    )
+
+
+def summarize_fleet(
+    run: FleetRun, slo: FleetSlo, table: pd.DataFrame | None = None, warmup_s: float = 0.0
+) -> dict[str, Any]:
+    """The fleet's headline figures over every request arriving from ``warmup_s`` on:
+    TTFT/TPOT/E2E p50 and p99 with 95 % sectioning intervals (arrival order,
+    :mod:`simspec.engine.intervals`), SLO attainment (share of requests meeting both SLOs,
+    with a batch-means interval), goodput (requests meeting both SLOs per second of the run,
+    as vLLM's benchmark_serving.py reports it; DistServe's per-GPU goodput, the highest rate
+    at an attainment goal, is what ``plan --trace`` searches), throughput, and each replica's
+    utilisation (share of the run it spent computing)."""
+    t = per_request(run, slo) if table is None else table
+    t = t[t["arrival_s"] >= warmup_s]
+    done = t[~t["unfinishable"]]
+    makespan = float(run.requests["finish_s"].max()) if len(run.requests) else 0.0
+    span = makespan - warmup_s
+    row: dict[str, Any] = {
+        "requests": len(t),
+        "unfinishable": int(t["unfinishable"].sum()),
+        "replicas": len(run.replicas),
+        "makespan_s": makespan,
+        "throughput_tok_s": float(done["output_tokens"].sum()) / span if span > 0 else math.nan,
+    }
+    for name, scale in (("ttft_ms", 1.0), ("tpot_ms", 1.0), ("e2e_s", 1.0)):
+        values = done[name].dropna().to_numpy() * scale
+        for q in (50, 99):
+            key = f"{name.split('_')[0]}_{name.split('_')[1]}_p{q}"
+            row[key] = float(np.percentile(values, q)) if len(values) else math.nan
+            row[f"{key}_ci_low"], row[f"{key}_ci_high"] = ci.percentile_interval(values, q)
+    met = t["met_slo"].to_numpy(dtype=float)
+    row["slo_attainment"] = float(met.mean()) if len(met) else math.nan
+    parts = np.array([met[s].mean() for s in ci.sections(len(met))])
+    row["slo_attainment_ci_low"], row["slo_attainment_ci_high"] = ci.mean_interval(parts)
+    row["goodput_req_s"] = float(met.sum()) / span if span > 0 else math.nan
+    util = [s.busy_s / makespan if makespan > 0 else math.nan for s in run.replicas]
+    row["utilisation_mean"] = float(np.mean(util))
+    row["utilisation_min"] = float(np.min(util))
+    row["utilisation_max"] = float(np.max(util))
+    row["preemptions"] = int(run.requests["preemptions"].sum())
+    return row
+
+
+def utilisation(run: FleetRun) -> pd.DataFrame:
+    """Per replica: requests served, busy seconds and their share of the run, KV peak."""
+    makespan = float(run.requests["finish_s"].max()) if len(run.requests) else math.nan
+    served = run.requests["replica"].value_counts()
+    return pd.DataFrame(
+        {
+            "replica": [s.index for s in run.replicas],
+            "requests": [int(served.get(s.index, 0)) for s in run.replicas],
+            "busy_s": [s.busy_s for s in run.replicas],
+            "utilisation": [s.busy_s / makespan for s in run.replicas],
+            "iterations": [s.iterations for s in run.replicas],
+            "kv_blocks_peak": [s.kv_blocks_peak for s in run.replicas],
+            "kv_blocks_total": [s.memory.num_blocks for s in run.replicas],
+        }
+    )
+
+
+TIMELINE_COLUMNS = [
+    "time_s",
+    "replica",
+    "arrivals",
+    "queue_depth",
+    "running_batch",
+    "active_k",
+    "tokens_s",
+    "utilisation",
+]
+
+
+def timeline(run: FleetRun) -> pd.DataFrame:
+    """Time series per window of ``run.window_s`` seconds, per replica and for the fleet
+    (``replica`` = -1): arrivals, requests waiting for their first token at the window's end
+    (queue depth), the running batch (averaged over the window; the fleet's: summed), the
+    active draft length (averaged over busy time), output tokens per second, and the busy
+    share (an iteration counts in the window it starts in, so a share may pass 1 slightly)."""
+    w = run.window_s
+    q = run.requests
+    n_win = int(max(q["finish_s"].max() if len(q) else 0.0, 0.0) // w) + 1
+    n_win = max(n_win, int(run.windows["window"].max()) + 1 if len(run.windows) else 1)
+    ends = (np.arange(n_win) + 1) * w
+    frames = []
+    for s in run.replicas:
+        mine = q[(q["replica"] == s.index) & ~q["unfinishable"]]
+        arrived = np.searchsorted(np.sort(mine["arrival_s"].to_numpy()), ends, side="right")
+        first = np.sort(mine["first_token_s"].to_numpy())
+        started = np.searchsorted(first, ends, side="right")
+        bins = np.bincount((mine["arrival_s"].to_numpy() // w).astype(int), minlength=n_win)
+        win = run.windows[run.windows["replica"] == s.index].set_index("window")
+        win = win.reindex(range(n_win), fill_value=0)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "time_s": ends - w,
+                    "replica": s.index,
+                    "arrivals": bins[:n_win],
+                    "queue_depth": arrived - started,
+                    "running_batch": win["running_batch"].to_numpy(dtype=float)
+                    * win["busy_s"].to_numpy(dtype=float)
+                    / w,
+                    "active_k": win["active_k"].to_numpy(dtype=float),
+                    "tokens_s": win["output_tokens"].to_numpy(dtype=float) / w,
+                    "utilisation": win["busy_s"].to_numpy(dtype=float) / w,
+                }
+            )
+        )
+    per = pd.concat(frames, ignore_index=True)
+    busy = per["utilisation"] * w
+    per["_kb"] = per["active_k"] * busy
+    per["_b"] = busy
+    fleet = per.groupby("time_s", sort=True).sum(numeric_only=True).reset_index()
+    fleet["replica"] = -1
+    busy_fleet = fleet["_b"].where(fleet["_b"] > 0, 1.0)
+    fleet["active_k"] = np.where(fleet["_b"] > 0, fleet["_kb"] / busy_fleet, 0.0)
+    fleet["utilisation"] = fleet["utilisation"] / len(run.replicas)
+    out = pd.concat([fleet, per], ignore_index=True)[TIMELINE_COLUMNS]
+    return out
