@@ -168,7 +168,7 @@ def test_the_same_scenario_asked_for_twice_runs_once(tmp_path, monkeypatch):
     assert len(simulated) == 1 and later is first
     # the key is the scenario's content: an equal scenario built anew finds the same entry
     twin = Scenario.model_validate_json(sc.model_dump_json())
-    (key, back), = read_runs(path).items()
+    ((key, back),) = read_runs(path).items()
     assert key == scenario_key(twin.model_dump_json())
     assert back.as_json_dict() == first.as_json_dict()  # NaN (undefined intervals) as null
 

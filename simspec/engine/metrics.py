@@ -276,9 +276,7 @@ def summarize(
         e2e_s_p90=_pct(e2e, 90),
         e2e_s_p99=_pct(e2e, 99),
         mean_accept_len=(float(it["spec_tokens"].sum()) / spec_steps if spec_steps else 1.0),
-        no_proposal_frac=(
-            float(it["no_proposal_seqs"].sum()) / spec_steps if spec_steps else 0.0
-        ),
+        no_proposal_frac=(float(it["no_proposal_seqs"].sum()) / spec_steps if spec_steps else 0.0),
         mean_verify_tokens=(
             float(it["decode_tokens"].sum()) / decode_steps if decode_steps else 1.0
         ),

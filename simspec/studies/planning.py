@@ -175,9 +175,7 @@ def plan(
     cache = cache if cache is not None else RunCache()
     rows = []
     for m in methods:
-        rate, s, why = max_rate(
-            deploy, m, slo, duration_s, cache=cache, min_requests=min_requests
-        )
+        rate, s, why = max_rate(deploy, m, slo, duration_s, cache=cache, min_requests=min_requests)
         ok = s is not None and rate > 0
         replicas = math.ceil(target_qps / rate) if ok else None
         gpus = replicas * deploy.tp if replicas else None

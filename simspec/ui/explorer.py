@@ -384,7 +384,9 @@ def run(
             accept += [{"method": name, "load": load, "tau": t} for t in taus]
     summary = pd.DataFrame(rows)
     by_load = summary[summary.method == "autoregressive"].set_index("load")
-    summary.insert(3, "speedup", summary.throughput_tok_s / summary.load.map(by_load.throughput_tok_s))
+    summary.insert(
+        3, "speedup", summary.throughput_tok_s / summary.load.map(by_load.throughput_tok_s)
+    )
     # under a closed loop the headline is throughput at a fixed concurrency; under Poisson
     # arrivals both serve the offered rate, and the gain is in latency (TPOT p50 ratio)
     summary.insert(4, "tpot_ratio", summary.load.map(by_load.tpot_ms_p50) / summary.tpot_ms_p50)

@@ -157,9 +157,7 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
     if metric == "tau" and _uses_trace(get) and dataset in TRACE_DATASETS:
         # a τ computed from a trace is pooled over every request of it, at its own lengths
         records = load_trace(dataset, first_method(dataset)).num_requests
-        workload = WorkloadConfig(
-            concurrency=1, trace=dataset, requests=records, measure="whole"
-        )
+        workload = WorkloadConfig(concurrency=1, trace=dataset, requests=records, measure="whole")
         assumptions.append(f"every request of the {dataset} trace, at its own lengths")
 
     deploy: dict[str, Any] = {
