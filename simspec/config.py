@@ -163,7 +163,8 @@ class WorkloadConfig(BaseModel):
         ge=0,
         le=MAX_REQUESTS,
         description="requests simulated first, within which the warm-up cut (MSER-5) is "
-        "searched; default: the concurrency (closed loop) plus a quarter of requests",
+        "searched; default: none (a closed loop starts in its steady state; an open loop "
+        "warms up for its relaxation time)",
     )
     trace: str | None = Field(
         default="sharegpt", description="take prompt/output lengths from this acc_len trace"
