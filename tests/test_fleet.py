@@ -135,3 +135,39 @@ def test_fleet_command_writes_its_outputs(tmp_path) -> None:
     assert "slo_attainment" in summary.read_text() and report.read_text().startswith("<!doctype")
     bad = CliRunner().invoke(app, ["fleet", "--slo-ttft-ms", "1", "--slo-tpot-ms", "1"])
     assert bad.exit_code == 2
+
+
+def test_plan_trace_plans_the_recommended_schedule_too(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    out = tmp_path / "plan.csv"
+    args = ["plan", "--trace", "azure-code", "--window", "0:60", "--methods", "eagle3"]
+    args += ["--schedule-grid", "1,4", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50"]
+    result = CliRunner().invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out, keep_default_na=False)
+    assert list(frame["method"]) == [
+        "autoregressive",
+        "eagle3",
+        "eagle3 (recommended schedule)",
+    ]
+    assert list(frame["schedule"][:2]) == ["", ""]
+    schedule = frame["schedule"].iloc[2]
+    assert schedule.startswith("k_schedule: [[1, ") and schedule.endswith("]]")
+    assert frame["replicas"].iloc[2] >= 1
+    bad_args = [*args[:7], "--schedule-grid", "0,4", "--slo-ttft-ms", "1", "--slo-tpot-ms", "1"]
+    bad = CliRunner().invoke(app, bad_args)
+    assert bad.exit_code != 0 and "--schedule-grid" in bad.output
+
+
+def test_the_schedule_closed_loop_follows_the_trace_windows_lengths() -> None:
+    from simspec.config import Deployment
+    from simspec.studies.trace_schedule import closed_like
+
+    wl = WorkloadConfig(arrival="trace", arrival_trace="azure-conv", trace_end_s=120.0)
+    closed = closed_like(Deployment(workload=wl)).workload
+    assert closed.arrival == "closed" and closed.trace is None
+    assert closed.prompt.dist == "lognormal" and 500 < closed.prompt.mean < 2000
+    assert 1 <= closed.output.min <= closed.output.mean <= closed.output.max

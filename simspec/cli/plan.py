@@ -43,6 +43,13 @@ def plan(
         typer.Option(help="--trace: share of requests that must meet both SLOs", min=0, max=1),
     ] = 0.99,
     router: Annotated[str, typer.Option(help="--trace: the fleet's router")] = "least_outstanding",
+    schedule_grid: Annotated[
+        str,
+        typer.Option(
+            help="--trace: concurrencies recommend measures each method's schedule at "
+            "(closed loops of the trace window's lengths); 'none' skips the schedule rows"
+        ),
+    ] = "1,4,16,64",
     percentile: Annotated[int, typer.Option(help="SLO percentile: 50 or 99")] = 99,
     gpu_hour_price: Annotated[
         float, typer.Option(help="price of one GPU-hour, for cost per million tokens", min=0)
@@ -69,7 +76,8 @@ def plan(
     if trace is not None:
         trace_flags = {"rate_scale": rate_scale, "target_qps": target_qps, "window": window}
         args = (flags, config, trace, methods, attainment, router, gpu_hour_price, out)
-        return _plan_trace(*args, trace_flags | {"tile": tile}, slo_ttft_ms, slo_tpot_ms)
+        flags_ = trace_flags | {"tile": tile}
+        return _plan_trace(*args, flags_, slo_ttft_ms, slo_tpot_ms, schedule_grid)
     if qps is None:
         raise InputError("--qps", "give the target rate (requests/s), or --trace")
     if percentile not in (50, 99):
@@ -107,9 +115,11 @@ def _plan_trace(
     trace_flags: dict,
     slo_ttft_ms: float,
     slo_tpot_ms: float,
+    schedule_grid: str = "1,4,16,64",
 ) -> None:
     """plan --trace: the smallest fleet per method whose replay of the trace has
-    --attainment of its requests within both SLOs."""
+    --attainment of its requests within both SLOs: plain decoding, each method at its fixed
+    K, and each method under the schedule recommend picks (unless --schedule-grid none)."""
     from simspec.cli.fleet import fleet_deployment
     from simspec.config import ROUTERS
     from simspec.studies import planning
@@ -122,6 +132,7 @@ def _plan_trace(
     deploy, given = fleet_deployment(flags, config, trace, None, 0, trace_flags, names)
     chosen = [MethodConfig(name="autoregressive", k=0)]
     chosen += [m for m in given if m.name != "autoregressive"]
+    chosen += _recommended(deploy, chosen[1:], schedule_grid)
     slo = FleetSlo(slo_ttft_ms, slo_tpot_ms)
     with progress_bar("planning", total=len(chosen)) as bar:
         frame = planning.plan_fleet(
@@ -137,8 +148,33 @@ def _plan_trace(
     )
     err.print(
         "How: replicas doubled from 1 until a fleet meets the attainment, then bisection on "
-        "the integers; each probe replays the whole trace window on the fleet."
+        "the integers; each probe replays the whole trace window on the fleet. A "
+        "recommended schedule: recommend's bands from closed loops at --schedule-grid with "
+        "lognormal lengths at the trace window's mean and CV."
     )
+
+
+def _recommended(
+    deploy: Deployment, methods: list[MethodConfig], grid_text: str
+) -> list[MethodConfig]:
+    """Each speculative method under the schedule recommend picks for the trace's lengths."""
+    from simspec.catalog.hardware import load_engine
+    from simspec.studies.trace_schedule import recommended
+
+    if grid_text.strip().lower() == "none" or not methods:
+        return []
+    grid = tuple(sorted(set(csv_list(grid_text, "--schedule-grid", int))))
+    if grid[0] < 1:
+        raise InputError("--schedule-grid", "concurrencies must be >= 1")
+    max_batch = int(load_engine(deploy.engine)["max_num_seqs"])
+    out = []
+    with progress_bar("recommending schedules", total=len(methods)) as bar:
+        for m in methods:
+            if any(getattr(m, f) is not None for f in SCHEDULE_FIELDS):
+                continue  # the method states its own schedule: it is planned as given
+            out.append(recommended(deploy, m, max_batch, grid))
+            bar.step(m.name)
+    return out
 
 
 @with_flags(DeploymentFlags)

@@ -322,6 +322,7 @@ def speculative_config_json(cfg: dict) -> str:
 FLEET_PLAN_COLUMNS = [
     "method",
     "k",
+    "schedule",
     "replicas",
     "gpus",
     "slo_attainment",
@@ -383,7 +384,10 @@ def plan_fleet(
     """One row per method: the smallest fleet meeting ``attainment`` on the deployment's
     arrivals (:func:`smallest_fleet`), its GPUs (replicas x tp), and the cost per million
     output tokens at ``gpu_hour_price`` (the fleet's GPUs for the run's makespan over the
-    tokens it emitted)."""
+    tokens it emitted). A method with a schedule (``k_schedule``/``tree_schedule``, e.g. the
+    recommended one) is labelled "NAME (recommended schedule)" with the schedule beside it."""
+    from simspec.studies.trace_schedule import schedule_of
+
     if not 0 < attainment <= 1:
         raise InputError("--attainment", f"must be in (0, 1], got {attainment}")
     common = deploy.model_dump(exclude={"workload"})
@@ -395,10 +399,12 @@ def plan_fleet(
         cost = math.nan
         if s is not None and s["throughput_tok_s"] > 0:
             cost = gpus * gpu_hour_price / (s["throughput_tok_s"] * 3600) * 1e6
+        schedule = schedule_of(m)
         rows.append(
             {
-                "method": m.name,
+                "method": f"{m.name} (recommended schedule)" if schedule else m.name,
                 "k": m.k if m.name != "autoregressive" else 0,
+                "schedule": schedule,
                 "replicas": n,
                 "gpus": gpus,
                 "slo_attainment": s["slo_attainment"] if s else math.nan,

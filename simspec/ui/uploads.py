@@ -22,6 +22,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+from simspec.catalog.arrival_traces import load_arrival_trace
 from simspec.catalog.models import ModelShape, load_hf_config
 from simspec.catalog.traces import load_trace
 from simspec.errors import InputError
@@ -182,4 +183,26 @@ def save_trace_upload(data: bytes, name: str, folder: Path | None = None) -> str
     except InputError as exc:
         path.unlink(missing_ok=True)
         raise InputError(what, exc.message) from None
+    return str(path)
+
+
+ARRIVAL_SUFFIXES = (".csv", ".parquet")
+
+
+def save_arrival_trace_upload(data: bytes, name: str, folder: Path | None = None) -> str:
+    """An arrival trace (CSV or Parquet, Azure's or the plain schema), kept under a name from
+    its content and read by the arrival-trace loader, every row checked; one it rejects is
+    removed before the error. Returns its path (what ``workload.arrival_trace`` takes)."""
+    what = "arrival trace"
+    _check_size(data, what)
+    suffix = Path(name).suffix.lower()
+    if suffix not in ARRIVAL_SUFFIXES:
+        raise InputError(what, f"expected a .csv or .parquet file, got {name!r}")
+    path = _keep(data, suffix, folder)
+    try:
+        load_arrival_trace(str(path), what)
+    except InputError as exc:
+        path.unlink(missing_ok=True)
+        # the loader names the stored file: say the name the user uploaded
+        raise InputError(what, exc.message.replace(path.name, Path(name).name)) from None
     return str(path)
