@@ -172,30 +172,9 @@ def _title(cfg: FleetConfig, slo: Any) -> str:
 
 
 def _show(row: dict[str, Any], util: Any, cfg: FleetConfig, slo: Any) -> None:
-    import pandas as pd
+    from simspec.studies.fleet import summary_table
 
-    keys = [
-        "requests",
-        "unfinishable",
-        "slo_attainment",
-        "goodput_req_s",
-        "ttft_ms_p50",
-        "ttft_ms_p99",
-        "tpot_ms_p50",
-        "tpot_ms_p99",
-        "e2e_s_p99",
-        "throughput_tok_s",
-        "utilisation_mean",
-        "makespan_s",
-    ]
-    frame = pd.DataFrame(
-        {
-            "measure": keys,
-            "value": [row[k] for k in keys],
-            "ci_low": [row.get(f"{k}_ci_low", math.nan) for k in keys],
-            "ci_high": [row.get(f"{k}_ci_high", math.nan) for k in keys],
-        }
-    )
+    frame = summary_table(row)
     print_frame(frame.round(4), _title(cfg, slo))
     if len(util) <= 16:
         print_frame(util.round(3), "Per replica")

@@ -196,6 +196,38 @@ def utilisation(run: FleetRun) -> pd.DataFrame:
     )
 
 
+SUMMARY_MEASURES = (
+    "requests",
+    "unfinishable",
+    "slo_attainment",
+    "goodput_req_s",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "e2e_s_p50",
+    "e2e_s_p99",
+    "throughput_tok_s",
+    "utilisation_mean",
+    "utilisation_min",
+    "utilisation_max",
+    "preemptions",
+    "makespan_s",
+)
+
+
+def summary_table(row: dict[str, Any]) -> pd.DataFrame:
+    """The summary as measure, value and its 95 % interval (NaN where it has none)."""
+    return pd.DataFrame(
+        {
+            "measure": list(SUMMARY_MEASURES),
+            "value": [row[k] for k in SUMMARY_MEASURES],
+            "ci_low": [row.get(f"{k}_ci_low", math.nan) for k in SUMMARY_MEASURES],
+            "ci_high": [row.get(f"{k}_ci_high", math.nan) for k in SUMMARY_MEASURES],
+        }
+    )
+
+
 TIMELINE_COLUMNS = [
     "time_s",
     "replica",

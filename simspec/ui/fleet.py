@@ -14,7 +14,6 @@ measured whole (README "Measurement"): every request arriving in the window coun
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -109,38 +108,6 @@ def fleet_config(page: explorer.ExplorerInputs, f: FleetInputs) -> FleetConfig:
     return FleetConfig.uniform(sc, f.replicas, f.router)
 
 
-SUMMARY_MEASURES = (
-    "requests",
-    "unfinishable",
-    "slo_attainment",
-    "goodput_req_s",
-    "ttft_ms_p50",
-    "ttft_ms_p99",
-    "tpot_ms_p50",
-    "tpot_ms_p99",
-    "e2e_s_p50",
-    "e2e_s_p99",
-    "throughput_tok_s",
-    "utilisation_mean",
-    "utilisation_min",
-    "utilisation_max",
-    "preemptions",
-    "makespan_s",
-)
-
-
-def summary_table(row: dict[str, Any]) -> pd.DataFrame:
-    """The summary as measure, value and its 95 % interval (NaN where it has none)."""
-    return pd.DataFrame(
-        {
-            "measure": list(SUMMARY_MEASURES),
-            "value": [row[k] for k in SUMMARY_MEASURES],
-            "ci_low": [row.get(f"{k}_ci_low", math.nan) for k in SUMMARY_MEASURES],
-            "ci_high": [row.get(f"{k}_ci_high", math.nan) for k in SUMMARY_MEASURES],
-        }
-    )
-
-
 def attainment_by_window(table: pd.DataFrame, window_s: float) -> pd.DataFrame:
     """Per window of arrival time: requests arriving, and the share of them meeting both SLOs
     (a burst shows as a dip)."""
@@ -161,7 +128,7 @@ def run_view(page: explorer.ExplorerInputs, f: FleetInputs) -> dict[str, Any]:
     table = study.per_request(run, slo)
     row = study.summarize_fleet(run, slo, table)
     return {
-        "summary": summary_table(row),
+        "summary": study.summary_table(row),
         "row": row,
         "utilisation": study.utilisation(run),
         "requests": table,
