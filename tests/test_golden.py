@@ -1,0 +1,24 @@
+"""Golden numbers: every case of ``tests/golden/cases.py`` against the values recorded in
+``tests/golden/*.json``, within ``cases.RTOL`` (relative). A failure lists each metric that
+moved. Re-record on purpose with ``python tools/golden.py --update`` (it prints the diff)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.golden import cases
+
+SLOW = {"cli_sweep_default", "cli_validate", "study_plan", "study_recommend"}
+
+
+def _param(name: str):
+    marks = [pytest.mark.golden] + ([pytest.mark.slow] if name in SLOW else [])
+    return pytest.param(name, marks=marks, id=name)
+
+
+@pytest.mark.parametrize("name", [_param(n) for n in cases.names()])
+def test_golden(name: str):
+    old = cases.recorded(name)
+    assert old is not None, f"no recorded values for {name}: run python tools/golden.py --update"
+    moved = cases.compare(old, cases.compute(name))
+    assert not moved, f"{len(moved)} golden metric(s) of {name} moved:\n" + "\n".join(moved[:40])
