@@ -16,11 +16,9 @@ with MTP, sliding windows with MXFP4 experts, FP8 weights and KV cache; plus one
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,13 +41,15 @@ def _method(name: str, **kw: Any) -> dict:
 
 TRACE = {"trace": "sharegpt", "trace_method": "eagle3"}
 NGRAM = {"trace": "sharegpt", "trace_method": "ngram"}
-CLOSED = {"arrival": "closed", "concurrency": 8, "requests": 40}
+# 8 turnovers (the studies measure 64) keep a case to a second or two; two cases keep 64
+CLOSED = {"arrival": "closed", "concurrency": 8, "requests": 40, "turnovers": 8}
+STUDY_RULE = {"arrival": "closed", "concurrency": 8, "requests": 40}
 
 # The 20 scenarios of the first golden hashes (tools/golden.py before this file), then the
 # MoE, MLA, precision and windowed-attention paths.
 SCENARIOS: dict[str, dict] = {
-    "ar_closed": {"workload": CLOSED},
-    "eagle3_chain": {"workload": CLOSED, "method": _method("eagle3", k=3, acceptance=TRACE)},
+    "ar_closed": {"workload": STUDY_RULE},
+    "eagle3_chain": {"workload": STUDY_RULE, "method": _method("eagle3", k=3, acceptance=TRACE)},
     "eagle3_batch64": {
         "workload": {**CLOSED, "concurrency": 64, "requests": 160},
         "method": _method("eagle3", k=4, acceptance=TRACE),
@@ -58,14 +58,22 @@ SCENARIOS: dict[str, dict] = {
     "eagle1_static_tree": {
         "workload": CLOSED,
         "method": _method(
-            "eagle1", k=5, tree="static", tree_nodes=25, tree_topk=10,
+            "eagle1",
+            k=5,
+            tree="static",
+            tree_nodes=25,
+            tree_topk=10,
             acceptance={"tau": 3.6, "tau_k": 5},
         ),
     },
     "eagle2_dynamic_tree": {
         "workload": CLOSED,
         "method": _method(
-            "eagle2", k=6, tree="dynamic", tree_nodes=50, tree_topk=10,
+            "eagle2",
+            k=6,
+            tree="dynamic",
+            tree_nodes=50,
+            tree_topk=10,
             acceptance={"tau": 4.2, "tau_k": 6, "spread": 0.5},
         ),
     },
@@ -88,14 +96,20 @@ SCENARIOS: dict[str, dict] = {
     "lookahead": {
         "workload": CLOSED,
         "method": _method(
-            "lookahead", k=4, lookahead_window=7, lookahead_ngram=5, lookahead_guesses=7,
+            "lookahead",
+            k=4,
+            lookahead_window=7,
+            lookahead_ngram=5,
+            lookahead_guesses=7,
             acceptance={"alpha": 0.4},
         ),
     },
     "draft_model_bursty": {
         "workload": CLOSED,
         "method": _method(
-            "draft_model", k=5, draft_model="llama-3.2-1b",
+            "draft_model",
+            k=5,
+            draft_model="llama-3.2-1b",
             acceptance={"alpha": 0.7, "burst_scale": 0.5, "burstiness": 0.8},
         ),
     },
@@ -104,7 +118,8 @@ SCENARIOS: dict[str, dict] = {
         "method": _method("self_spec", k=4, draft_layers=12, acceptance={"alpha": 0.5}),
     },
     "mtp_hypothetical": {
-        "workload": CLOSED, "method": _method("mtp", k=2, acceptance={"tau": 2.4, "tau_k": 2})
+        "workload": CLOSED,
+        "method": _method("mtp", k=2, acceptance={"tau": 2.4, "tau_k": 2}),
     },
     "suffix_acc_len": {"workload": CLOSED, "method": _method("suffix", k=5, acceptance=NGRAM)},
     "poisson": {
@@ -113,10 +128,14 @@ SCENARIOS: dict[str, dict] = {
     },
     "rate_schedule_k_schedule": {
         "workload": {
-            "arrival": "poisson", "rate_schedule": [[0.0, 2.0], [4.0, 20.0]], "requests": 80
+            "arrival": "poisson",
+            "rate_schedule": [[0.0, 2.0], [4.0, 20.0]],
+            "requests": 80,
         },
         "method": _method(
-            "eagle3", k=4, k_schedule=[[1, 8, 4], [9, 1024, 1]],
+            "eagle3",
+            k=4,
+            k_schedule=[[1, 8, 4], [9, 1024, 1]],
             acceptance={"tau": 3.0, "tau_k": 4, "spread": 0.6},
         ),
     },
@@ -124,12 +143,18 @@ SCENARIOS: dict[str, dict] = {
         "temperature": 1.0,
         "workload": CLOSED,
         "method": _method(
-            "eagle2", k=6, tree="dynamic", tree_nodes=50, tree_topk=10,
+            "eagle2",
+            k=6,
+            tree="dynamic",
+            tree_nodes=50,
+            tree_topk=10,
             acceptance={"tau": 4.0, "tau_k": 6, "temperature": 1.0},
         ),
     },
     "eagle3_temperature": {
-        "temperature": 0.7, "workload": CLOSED, "method": _method("eagle3", k=3, acceptance=TRACE)
+        "temperature": 0.7,
+        "workload": CLOSED,
+        "method": _method("eagle3", k=3, acceptance=TRACE),
     },
     "tp4_disable_by_batch": {
         "model": "llama-3.1-70b",
@@ -147,6 +172,7 @@ SCENARIOS: dict[str, dict] = {
             "arrival": "closed",
             "concurrency": 64,
             "requests": 128,
+            "turnovers": 2,
             "trace": None,
             "prompt": {"dist": "lognormal", "mean": 2000, "cv": 1.0, "max": 8000},
             "output": {"dist": "uniform", "low": 100, "high": 600},
@@ -244,36 +270,49 @@ def table_metrics(frame: pd.DataFrame, key: list[str], prefix: str) -> dict[str,
                 v = bool(v)
             elif isinstance(v, (int, float, np.integer, np.floating)):
                 v = None if v != v else float(v)
-            else:
-                v = None if v is None or v != v else str(v)
+            else:  # a blank and a missing string are the same cell
+                v = None if v is None or v != v or v == "" else str(v)
             out[f"{prefix}[{name}].{col}"] = v
     return out
 
 
-def _cli_csv(args: list[str]) -> pd.DataFrame:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "out.csv"
-        subprocess.run(
-            [sys.executable, "-m", "simspec.cli", *args, "--out", str(out)],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        return pd.read_csv(out, keep_default_na=False, na_values=[""])
+@functools.cache
+def sweep_frame() -> pd.DataFrame:
+    """``simspec sweep``'s default table (the README's first command), unrounded."""
+    from simspec import sweep
+
+    return sweep({})
 
 
 def default_sweep() -> dict[str, Any]:
-    """``simspec sweep``'s default table (the README's first command)."""
-    frame = _cli_csv(["sweep", "--quiet"])
-    return table_metrics(frame, ["method", "k", "batch_size"], "sweep")
+    """``simspec sweep``'s default table: every cell."""
+    return table_metrics(sweep_frame(), ["method", "k", "batch_size"], "sweep")
+
+
+@functools.cache
+def validate_frame() -> pd.DataFrame:
+    """``simspec validate``'s predictions for the packaged cases (the regression test of
+    tests/test_validate.py reads the same run)."""
+    from simspec import validate
+
+    return validate(workers=2)
 
 
 def validate_packaged() -> dict[str, Any]:
     """``simspec validate`` on the packaged cases: every row's prediction and status."""
-    frame = _cli_csv(["validate"])
+    frame = validate_frame()
     frame = frame.assign(row=range(len(frame)))
     keep = ["row", "predicted_value", "predicted_tau", "rel_error", "status", "skip_reason",
             "acceptance_source", "assumptions"]  # fmt: skip
     return table_metrics(frame[[c for c in keep if c in frame.columns]], ["row"], "validate")
+
+
+# short fixed lengths keep the studies' runs (and an open loop's warm-up) short
+SHORT = {
+    "trace": None,
+    "prompt": {"dist": "lognormal", "mean": 512, "cv": 0.5, "max": 2048},
+    "output": {"dist": "lognormal", "mean": 128, "cv": 0.5, "max": 512},
+}
 
 
 def recommend_study() -> dict[str, Any]:
@@ -281,7 +320,7 @@ def recommend_study() -> dict[str, Any]:
     from simspec import Deployment, preset_method
     from simspec.studies.bands import recommend_bands
 
-    deploy = Deployment(workload={"requests": 64, "turnovers": 8})
+    deploy = Deployment(workload={"requests": 64, "turnovers": 4, **SHORT})
     rec = recommend_bands(deploy, preset_method("eagle3"), [1, 2, 3], (1, 8, 64), 256)
     out = table_metrics(rec.table.drop(columns=["point"]), ["concurrency"], "table")
     out |= table_metrics(rec.band_table, ["start_bs"], "bands")
@@ -295,13 +334,13 @@ def plan_study() -> dict[str, Any]:
     from simspec.studies.planning import Slo, plan
 
     frame = plan(
-        Deployment(),
+        Deployment(workload=SHORT),
         [preset_method("autoregressive"), preset_method("eagle3")],
         target_qps=40.0,
         slo=Slo(ttft_ms=2000.0, tpot_ms=50.0),
         gpu_hour_price=2.5,
-        duration_s=20.0,
-        min_requests=200,
+        duration_s=10.0,
+        min_requests=100,
     )
     return table_metrics(frame, ["method"], "plan")
 
