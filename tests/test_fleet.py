@@ -13,6 +13,7 @@ from simspec.engine.fleet import simulate_fleet
 from simspec.engine.simulation import simulate
 from simspec.errors import InputError
 from simspec.studies.fleet import FleetSlo, per_request, run_fleet, summarize_fleet, timeline
+from simspec.studies.runs import Runs
 
 POISSON = WorkloadConfig(arrival="poisson", rate=12.0, requests=300, measure="whole")
 
@@ -45,7 +46,7 @@ def test_state_free_routers_shard_exactly(router: str) -> None:
     cfg = FleetConfig.uniform(_eagle(), 4, router)
     slo = FleetSlo(200, 30)
     serial = per_request(run_fleet(cfg), slo)
-    sharded = per_request(run_fleet(cfg, "process", workers=2), slo)
+    sharded = per_request(run_fleet(cfg, runs=Runs("process", workers=2)), slo)
     pd.testing.assert_frame_equal(sharded, serial)
 
 

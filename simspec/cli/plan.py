@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from simspec.cli import options as opt
-from simspec.cli.common import csv_list, err, one_line_errors, progress_bar
+from simspec.cli.common import csv_list, err, one_line_errors, progress_bar, study_runs
 from simspec.cli.flags import DeploymentFlags, with_flags
 from simspec.cli.tables import check_suffix, print_frame, write_frame, write_text
 from simspec.config import MAX_DURATION_S, MAX_QPS, Deployment, MethodConfig
@@ -90,8 +90,8 @@ def plan(
     chosen = [MethodConfig(name="autoregressive", k=0)]
     chosen += [m for m in given if m.name != "autoregressive"]
     slo = planning.Slo(slo_ttft_ms, slo_tpot_ms, percentile)
-    with progress_bar("planning", total=len(chosen)) as bar:
-        frame = planning.plan(deploy, chosen, qps, slo, gpu_hour_price, duration, progress=bar.step)
+    with progress_bar("planning", total=len(chosen)) as bar, study_runs(progress=bar) as runs:
+        frame = planning.plan(deploy, chosen, qps, slo, gpu_hour_price, duration, runs=runs)
     frame.insert(list(frame.columns).index("k") + 1, "acceptance", _acceptance(chosen))
     if out is not None:
         write_frame(frame, out)
@@ -134,9 +134,9 @@ def _plan_trace(
     chosen += [m for m in given if m.name != "autoregressive"]
     chosen += _recommended(deploy, chosen[1:], schedule_grid)
     slo = FleetSlo(slo_ttft_ms, slo_tpot_ms)
-    with progress_bar("planning", total=len(chosen)) as bar:
+    with progress_bar("planning", total=len(chosen)) as bar, study_runs(progress=bar) as runs:
         frame = planning.plan_fleet(
-            deploy, chosen, router, slo, attainment, gpu_hour_price, progress=bar.step
+            deploy, chosen, router, slo, attainment, gpu_hour_price, runs=runs
         )
     if out is not None:
         write_frame(frame, out)
@@ -230,10 +230,8 @@ def recommend(
         ks = list(range(1, k_max + 1))
     knob = "tree_nodes" if is_tree else "k"
     max_batch = int(load_engine(deploy.engine)["max_num_seqs"])
-    with progress_bar("simulating", total=len(grid)) as bar:
-        rec = recommend_bands(
-            deploy, base, ks, grid, max_batch, knob, progress=bar.step, more=bar.grow
-        )
+    with progress_bar("simulating", total=len(grid)) as bar, study_runs(progress=bar) as runs:
+        rec = recommend_bands(deploy, base, ks, grid, max_batch, knob, runs=runs)
     bands = rec.bands
     spec_cfg = None if is_tree else planning.speculative_config(base, bands)
     if out is not None:

@@ -11,6 +11,7 @@ a grid of concurrencies, exported as vLLM's Dynamic SD schedule
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from simspec.config import (
 )
 from simspec.engine.metrics import RunSummary
 from simspec.errors import InputError, ScenarioError
-from simspec.studies.runner import Executor, RunCache, run, run_all
+from simspec.studies.runs import SERIAL, Runs
 
 if TYPE_CHECKING:
     from simspec.engine.fleet import FleetRun
@@ -120,7 +121,7 @@ def max_rate(
     duration_s: float = 60.0,
     iterations: int = 12,
     *,
-    cache: RunCache | None = None,
+    runs: Runs = SERIAL,
     min_requests: int = MIN_PROBE_REQUESTS,
 ) -> tuple[float, RunSummary | None, str]:
     """Highest arrival rate (requests/s) one replica sustains (a stable queue, the SLO met
@@ -129,11 +130,12 @@ def max_rate(
     is within ``RATE_TOLERANCE`` (at most ``iterations`` halvings). Latency grows with the
     rate, so the SLO holds on one side of a threshold. Returns the rate, its run, and why the
     bracket's upper rate failed (:meth:`Slo.missed`); (0, None, why) when even 0.25/s fails.
-    Each probe goes through ``cache``: a probe already run is not run again."""
+    Each probe runs here and now through the cache of ``runs``: a probe already run is not
+    run again."""
     lo, hi = 0.0, 0.25
     best = None
     while True:
-        s = run(_probe(deploy, method, hi, duration_s, min_requests), cache)
+        s = runs.one(_probe(deploy, method, hi, duration_s, min_requests))
         why = slo.missed(s)
         if why:
             break
@@ -144,7 +146,7 @@ def max_rate(
         if lo > 0 and (hi - lo) / hi <= RATE_TOLERANCE:
             break
         mid = (lo + hi) / 2
-        s = run(_probe(deploy, method, mid, duration_s, min_requests), cache)
+        s = runs.one(_probe(deploy, method, mid, duration_s, min_requests))
         missed = slo.missed(s)
         if not missed:
             lo, best = mid, s
@@ -160,22 +162,22 @@ def plan(
     slo: Slo,
     gpu_hour_price: float,
     duration_s: float = 60.0,
-    progress: Callable[[str], None] | None = None,
     *,
-    cache: RunCache | None = None,
+    runs: Runs = SERIAL,
     min_requests: int = MIN_PROBE_REQUESTS,
 ) -> pd.DataFrame:
     """One row per method: sustainable rate per replica, replicas and GPUs for ``target_qps``,
     and the cost per million output tokens at ``gpu_hour_price`` per GPU-hour. The methods'
-    probes share ``cache`` (a fresh one by default)."""
+    probes share the cache of ``runs`` (a fresh one by default), which is told of each method
+    done."""
     if not 0 < target_qps <= MAX_QPS:  # also refuses NaN and inf
         raise InputError("qps", f"must be in (0, {MAX_QPS:g}] requests/s, got {target_qps}")
     if not 0 < duration_s <= MAX_DURATION_S:
         raise InputError("duration", f"must be in (0, {MAX_DURATION_S:g}] s, got {duration_s}")
-    cache = cache if cache is not None else RunCache()
+    runs = runs.cached()
     rows = []
     for m in methods:
-        rate, s, why = max_rate(deploy, m, slo, duration_s, cache=cache, min_requests=min_requests)
+        rate, s, why = max_rate(deploy, m, slo, duration_s, runs=runs, min_requests=min_requests)
         ok = s is not None and rate > 0
         replicas = math.ceil(target_qps / rate) if ok else None
         gpus = replicas * deploy.tp if replicas else None
@@ -197,8 +199,7 @@ def plan(
                 "meets_slo": ok,
             }
         )
-        if progress:
-            progress(m.name)
+        runs.step(m.name)
     return pd.DataFrame(rows, columns=PLAN_COLUMNS)
 
 
@@ -226,17 +227,14 @@ def recommend(
     ks: list[int],
     concurrencies: tuple[int, ...] = DEFAULT_CONCURRENCIES,
     requests_per_run: int | None = None,
-    progress: Callable[[str], None] | None = None,
     knob: str = "k",
     *,
-    executor: Executor = "serial",
-    workers: int | None = None,
-    cache: RunCache | None = None,
+    runs: Runs = SERIAL,
 ) -> pd.DataFrame:
     """Speedup of every value of ``knob`` (K, or ``tree_nodes`` for a tree's budget) at every
     concurrency (closed loop, the deployment's workload and seed), and the best value per
     concurrency in ``best_k`` (0 when nothing beats plain decoding). Each concurrency's runs
-    go to ``executor`` together."""
+    go to ``runs`` together, which is told of each concurrency done."""
     rows = []
     common = deploy.model_dump(exclude={"workload"})
     # the whole grid is sized before the first run
@@ -250,24 +248,20 @@ def recommend(
         )
     for c, wl in zip(concurrencies, loads, strict=True):
         tried = [setting(method, knob, k) for k in ks]
-        base, *runs = run_all(
+        base, *summaries = runs.all(
             [
                 Scenario(**common, workload=wl),
                 *(Scenario(**common, method=m, workload=wl) for m in tried),
-            ],
-            executor,
-            workers,
-            cache=cache,
+            ]
         )
         row: dict[str, float] = {"concurrency": c}
-        for k, s in zip(ks, runs, strict=True):
+        for k, s in zip(ks, summaries, strict=True):
             row[f"speedup_k{k}"] = s.throughput_tok_s / base.throughput_tok_s
         best_k, best = max(((k, row[f"speedup_k{k}"]) for k in ks), key=lambda kv: kv[1])
         row["best_k"] = best_k if best > 1.0 else 0
         row["best_speedup"] = max(best, 1.0)
         rows.append(row)
-        if progress:
-            progress(f"concurrency {c}")
+        runs.step(f"concurrency {c}")
     return pd.DataFrame(rows)
 
 
@@ -378,18 +372,23 @@ def plan_fleet(
     slo: FleetSlo,
     attainment: float,
     gpu_hour_price: float,
-    progress: Callable[[str], None] | None = None,
+    *,
+    runs: Runs = SERIAL,
     probe: Callable[[FleetConfig], FleetRun] | None = None,
 ) -> pd.DataFrame:
     """One row per method: the smallest fleet meeting ``attainment`` on the deployment's
     arrivals (:func:`smallest_fleet`), its GPUs (replicas x tp), and the cost per million
     output tokens at ``gpu_hour_price`` (the fleet's GPUs for the run's makespan over the
     tokens it emitted). A method with a schedule (``k_schedule``/``tree_schedule``, e.g. the
-    recommended one) is labelled "NAME (recommended schedule)" with the schedule beside it."""
+    recommended one) is labelled "NAME (recommended schedule)" with the schedule beside it.
+    Each fleet runs on ``runs`` (``probe`` replaces the run), which is told of each method
+    done."""
+    from simspec.studies.fleet import run_fleet
     from simspec.studies.trace_schedule import schedule_of
 
     if not 0 < attainment <= 1:
         raise InputError("--attainment", f"must be in (0, 1], got {attainment}")
+    probe = probe or functools.partial(run_fleet, runs=runs.quiet())
     common = deploy.model_dump(exclude={"workload"})
     rows = []
     for m in methods:
@@ -415,6 +414,5 @@ def plan_fleet(
                 "meets_slo": n is not None,
             }
         )
-        if progress:
-            progress(m.name)
+        runs.step(m.name)
     return pd.DataFrame(rows, columns=FLEET_PLAN_COLUMNS)

@@ -15,14 +15,12 @@ between grid points are still found by bisection (:mod:`simspec.studies.bands`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from simspec.config import Deployment, LengthSpec, MethodConfig, WorkloadConfig
 from simspec.engine.workload import arrival_trace
 from simspec.studies.bands import recommend_bands
-from simspec.studies.runner import RunCache
+from simspec.studies.runs import SERIAL, Runs
 
 SCHEDULE_GRID = (1, 4, 16, 64)
 # what `simspec recommend` chooses between by default (simspec/cli/plan.py: --k-max 5,
@@ -69,18 +67,16 @@ def recommended(
     max_batch: int,
     grid: tuple[int, ...] = SCHEDULE_GRID,
     requests_per_run: int | None = None,
-    progress: Callable[[str], None] | None = None,
     *,
-    cache: RunCache | None = None,
+    runs: Runs = SERIAL,
 ) -> MethodConfig:
     """``method`` with the schedule ``recommend`` picks for the trace window's lengths: a K
     per band of running requests (vLLM Dynamic SD, ``k_schedule``; K at the largest band's),
     or a tree budget per band (``tree_schedule``). Bands run from 1 to ``max_batch``."""
     knob, values = grid_for(method)
     rec = recommend_bands(
-        closed_like(deploy), method, values, grid, max_batch, knob, requests_per_run, progress,
-        cache=cache,
-    )  # fmt: skip
+        closed_like(deploy), method, values, grid, max_batch, knob, requests_per_run, runs=runs
+    )
     bands = [(int(s), int(e), int(v)) for s, e, v in rec.bands]
     top = max((v for _, _, v in bands), default=0)
     fixed = {"k_schedule": None, "tree_schedule": None, "disable_by_batch_size": None}

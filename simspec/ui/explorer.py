@@ -46,7 +46,7 @@ from simspec.engine.simulation import SimResult
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
 from simspec.studies.model_facts import model_facts
-from simspec.studies.runner import check_runnable, run_one
+from simspec.studies.runs.job import check_runnable, run_one
 from simspec.studies.sweep import DEFAULT_BATCH_SIZES
 
 MAX_LOADS = 12

@@ -294,8 +294,9 @@ def validate_frame() -> pd.DataFrame:
     """``simspec validate``'s predictions for the packaged cases (the regression test of
     tests/test_validate.py reads the same run)."""
     from simspec import validate
+    from simspec.studies.runs import Runs
 
-    return validate(workers=2)
+    return validate(runs=Runs("process", workers=2))
 
 
 def validate_packaged() -> dict[str, Any]:
