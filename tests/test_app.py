@@ -16,7 +16,8 @@ import pytest
 from simspec.catalog.methods import default_methods
 from simspec.config import Deployment
 from simspec.errors import InputError
-from simspec.studies import planning
+from simspec.studies import capacity
+from simspec.studies.schedule import bands, grid
 from simspec.studies.sweep import DEFAULT_BATCH_SIZES
 from simspec.ui import explorer, uploads
 
@@ -166,10 +167,10 @@ def test_a_hostile_trace_upload_is_one_message_not_a_traceback_nor_a_hang(line):
 def test_recommend_k_keeps_the_plan_and_both_download_with_their_scenario(monkeypatch):
     def fake_plan(deploy, methods, qps, slo, price, duration_s):
         rows = [
-            {c: 1.0 for c in planning.PLAN_COLUMNS} | {"method": m.name, "replicas": 3, "gpus": 3}
+            {c: 1.0 for c in capacity.PLAN_COLUMNS} | {"method": m.name, "replicas": 3, "gpus": 3}
             for m in methods
         ]
-        return pd.DataFrame(rows, columns=planning.PLAN_COLUMNS)
+        return pd.DataFrame(rows, columns=capacity.PLAN_COLUMNS)
 
     def fake_recommend(deploy, method, ks, concurrencies, *args, knob="k", **kwargs):
         rows = [
@@ -179,8 +180,8 @@ def test_recommend_k_keeps_the_plan_and_both_download_with_their_scenario(monkey
         ]
         return pd.DataFrame(rows)
 
-    monkeypatch.setattr(planning, "plan", fake_plan)
-    monkeypatch.setattr(planning, "recommend", fake_recommend)
+    monkeypatch.setattr(capacity, "plan", fake_plan)
+    monkeypatch.setattr(bands, "recommend", fake_recommend)
     at = _fresh()
     next(b for b in at.button if b.label.startswith("Compute plan")).click().run()
     _ok(at)
@@ -265,7 +266,7 @@ def test_every_download_carries_the_scenario_and_the_method_settings():
     eagle2 = frame[frame.method == "eagle2"].iloc[0]
     assert eagle2.tree == "dynamic" and eagle2.tree_nodes > 0
     plan = explorer.with_scenario(
-        explorer.plan_view(pd.DataFrame([{c: 1 for c in planning.PLAN_COLUMNS}])).assign(
+        explorer.plan_view(pd.DataFrame([{c: 1 for c in capacity.PLAN_COLUMNS}])).assign(
             method="eagle3"
         ),
         inp,
@@ -289,7 +290,7 @@ def test_plan_and_schedule_start_from_the_clis_defaults():
     assert list(cli.DEFAULT_PLAN_METHODS) == explorer.DEFAULT_METHODS
     assert rec["k_max"].default == explorer.RECOMMEND_K_MAX
     assert rec["tree_budgets"].default == ",".join(map(str, explorer.RECOMMEND_TREE_BUDGETS))
-    assert rec["concurrencies"].default == ",".join(map(str, planning.DEFAULT_CONCURRENCIES))
+    assert rec["concurrencies"].default == ",".join(map(str, grid.DEFAULT_CONCURRENCIES))
     inp = explorer.ExplorerInputs()
     assert explorer.recommend_grid(explorer.method_for(inp, "eagle3")) == ("k", [1, 2, 3, 4, 5])
     knob, budgets = explorer.recommend_grid(explorer.method_for(inp, "eagle2"))
@@ -297,10 +298,10 @@ def test_plan_and_schedule_start_from_the_clis_defaults():
 
 
 def test_the_plan_puts_its_answer_first():
-    frame = pd.DataFrame([{c: 1 for c in planning.PLAN_COLUMNS}])
+    frame = pd.DataFrame([{c: 1 for c in capacity.PLAN_COLUMNS}])
     view = explorer.plan_view(frame)
     assert list(view.columns[:3]) == ["replicas", "gpus", "method"]
-    assert sorted(view.columns) == sorted(planning.PLAN_COLUMNS)
+    assert sorted(view.columns) == sorted(capacity.PLAN_COLUMNS)
 
 
 @pytest.mark.parametrize("text", ["inf", "-inf", "nan", "1e400", "1, inf"])

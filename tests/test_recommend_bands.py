@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from simspec.catalog.vllm import to_method
 from simspec.cli.main import app
 from simspec.config import AcceptanceConfig, Deployment, LengthSpec, MethodConfig, WorkloadConfig
-from simspec.studies.bands import probes, recommend_bands, schedule
-from simspec.studies.planning import speculative_config
 from simspec.studies.runs import Runs
+from simspec.studies.schedule.bands import probes, recommend_bands, schedule
+from simspec.studies.schedule.export import speculative_config
 
 runner = CliRunner()
 SHORT = Deployment(

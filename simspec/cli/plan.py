@@ -71,7 +71,7 @@ def plan(
     within the SLOs (doubling, then bisection), the replicas and GPUs --qps needs, and the cost
     per million output tokens at --gpu-hour-price.
     """
-    from simspec.studies import planning
+    from simspec.studies import capacity
 
     if trace is not None:
         trace_flags = {"rate_scale": rate_scale, "target_qps": target_qps, "window": window}
@@ -89,9 +89,9 @@ def plan(
     deploy, given = flags.planned(config, names, list(DEFAULT_PLAN_METHODS), "--methods")
     chosen = [MethodConfig(name="autoregressive", k=0)]
     chosen += [m for m in given if m.name != "autoregressive"]
-    slo = planning.Slo(slo_ttft_ms, slo_tpot_ms, percentile)
+    slo = capacity.Slo(slo_ttft_ms, slo_tpot_ms, percentile)
     with progress_bar("planning", total=len(chosen)) as bar, study_runs(progress=bar) as runs:
-        frame = planning.plan(deploy, chosen, qps, slo, gpu_hour_price, duration, runs=runs)
+        frame = capacity.plan(deploy, chosen, qps, slo, gpu_hour_price, duration, runs=runs)
     frame.insert(list(frame.columns).index("k") + 1, "acceptance", _acceptance(chosen))
     if out is not None:
         write_frame(frame, out)
@@ -122,7 +122,7 @@ def _plan_trace(
     K, and each method under the schedule recommend picks (unless --schedule-grid none)."""
     from simspec.cli.fleet import fleet_deployment
     from simspec.config import ROUTERS
-    from simspec.studies import planning
+    from simspec.studies import capacity
     from simspec.studies.fleet import FleetSlo
 
     if router not in ROUTERS:
@@ -135,7 +135,7 @@ def _plan_trace(
     chosen += _recommended(deploy, chosen[1:], schedule_grid)
     slo = FleetSlo(slo_ttft_ms, slo_tpot_ms)
     with progress_bar("planning", total=len(chosen)) as bar, study_runs(progress=bar) as runs:
-        frame = planning.plan_fleet(
+        frame = capacity.plan_fleet(
             deploy, chosen, router, slo, attainment, gpu_hour_price, runs=runs
         )
     if out is not None:
@@ -159,7 +159,7 @@ def _recommended(
 ) -> list[MethodConfig]:
     """Each speculative method under the schedule recommend picks for the trace's lengths."""
     from simspec.catalog.hardware import load_engine
-    from simspec.studies.trace_schedule import recommended
+    from simspec.studies.schedule.trace import recommended
 
     if grid_text.strip().lower() == "none" or not methods:
         return []
@@ -210,8 +210,8 @@ def recommend(
     points.
     """
     from simspec.catalog.hardware import load_engine
-    from simspec.studies import planning
-    from simspec.studies.bands import recommend_bands
+    from simspec.studies.schedule.bands import recommend_bands
+    from simspec.studies.schedule.export import speculative_config, speculative_config_json
 
     check_suffix(out, "--out", (".csv", ".parquet"))
     check_suffix(json_out, "--json", (".json",))
@@ -233,11 +233,11 @@ def recommend(
     with progress_bar("simulating", total=len(grid)) as bar, study_runs(progress=bar) as runs:
         rec = recommend_bands(deploy, base, ks, grid, max_batch, knob, runs=runs)
     bands = rec.bands
-    spec_cfg = None if is_tree else planning.speculative_config(base, bands)
+    spec_cfg = None if is_tree else speculative_config(base, bands)
     if out is not None:
         write_frame(rec.table, out)
     if json_out is not None and spec_cfg is not None:
-        write_text(json_out, planning.speculative_config_json(spec_cfg) + "\n", "--json")
+        write_text(json_out, speculative_config_json(spec_cfg) + "\n", "--json")
     what = "tree budget" if is_tree else "K"
     print_frame(
         rec.table.round(3),
@@ -268,7 +268,7 @@ def recommend(
     if spec_cfg is None:
         err.print(f"vLLM has no {base.name} method: the schedule above is simspec's k_schedule")
     else:
-        print(f"--speculative-config '{planning.speculative_config_json(spec_cfg)}'")
+        print(f"--speculative-config '{speculative_config_json(spec_cfg)}'")
 
 
 DEFAULT_PLAN_METHODS = ("eagle3", "ngram")

@@ -1,44 +1,30 @@
-"""Capacity planning and the speculation schedule to deploy.
+"""Capacity planning: how many replicas, GPUs and dollars a load needs within latency SLOs.
 
 ``plan``: for each method, the highest Poisson arrival rate one replica sustains within the
 latency SLOs (binary search on the rate, each probe a simulation), the replicas and GPUs a target
 rate needs, and the cost per million output tokens at a GPU-hour price.
 
-``recommend``: the best draft length per band of concurrent requests, from closed-loop runs at
-a grid of concurrencies, exported as vLLM's Dynamic SD schedule
-(``num_speculative_tokens_per_batch_size: [[start_bs, end_bs, K], ...]``, K = 0 = off).
+``plan_fleet`` (``plan --trace``): for each method, the smallest fleet whose replay of a trace
+has a share of its requests within both SLOs.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
-from simspec.catalog.vllm import TO_VLLM
-from simspec.config import (
-    MAX_DURATION_S,
-    MAX_QPS,
-    MAX_RUNS,
-    MAX_TOTAL_REQUESTS,
-    Deployment,
-    FleetConfig,
-    MethodConfig,
-    Scenario,
-    WorkloadConfig,
-)
+from simspec.config import MAX_DURATION_S, MAX_QPS, Deployment, FleetConfig, MethodConfig, Scenario
+from simspec.engine.fleet import FleetRun
 from simspec.engine.metrics import RunSummary
 from simspec.errors import InputError, ScenarioError
+from simspec.studies.fleet import FleetSlo, run_fleet, summarize_fleet
 from simspec.studies.runs import SERIAL, Runs
-
-if TYPE_CHECKING:
-    from simspec.engine.fleet import FleetRun
-    from simspec.studies.fleet import FleetSlo
+from simspec.studies.schedule.export import schedule_of
 
 PLAN_COLUMNS = [
     "method",
@@ -217,101 +203,6 @@ def _at_max(s: RunSummary | None, percentile: int) -> dict[str, float]:
     return out
 
 
-# -- recommend -----------------------------------------------------------------------------------
-DEFAULT_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-
-
-def recommend(
-    deploy: Deployment,
-    method: MethodConfig,
-    ks: list[int],
-    concurrencies: tuple[int, ...] = DEFAULT_CONCURRENCIES,
-    requests_per_run: int | None = None,
-    knob: str = "k",
-    *,
-    runs: Runs = SERIAL,
-) -> pd.DataFrame:
-    """Speedup of every value of ``knob`` (K, or ``tree_nodes`` for a tree's budget) at every
-    concurrency (closed loop, the deployment's workload and seed), and the best value per
-    concurrency in ``best_k`` (0 when nothing beats plain decoding). Each concurrency's runs
-    go to ``runs`` together, which is told of each concurrency done."""
-    rows = []
-    common = deploy.model_dump(exclude={"workload"})
-    # the whole grid is sized before the first run
-    loads = [closed_load(deploy, c, requests_per_run) for c in concurrencies]
-    total = (len(ks) + 1) * sum(wl.num_requests for wl in loads)
-    if total > MAX_TOTAL_REQUESTS or (len(ks) + 1) * len(loads) > MAX_RUNS:
-        raise InputError(
-            "concurrencies",
-            f"{total:,} requests over {(len(ks) + 1) * len(loads):,} runs; at most "
-            f"{MAX_TOTAL_REQUESTS:,} requests and {MAX_RUNS:,} runs",
-        )
-    for c, wl in zip(concurrencies, loads, strict=True):
-        tried = [setting(method, knob, k) for k in ks]
-        base, *summaries = runs.all(
-            [
-                Scenario(**common, workload=wl),
-                *(Scenario(**common, method=m, workload=wl) for m in tried),
-            ]
-        )
-        row: dict[str, float] = {"concurrency": c}
-        for k, s in zip(ks, summaries, strict=True):
-            row[f"speedup_k{k}"] = s.throughput_tok_s / base.throughput_tok_s
-        best_k, best = max(((k, row[f"speedup_k{k}"]) for k in ks), key=lambda kv: kv[1])
-        row["best_k"] = best_k if best > 1.0 else 0
-        row["best_speedup"] = max(best, 1.0)
-        rows.append(row)
-        runs.step(f"concurrency {c}")
-    return pd.DataFrame(rows)
-
-
-def closed_load(
-    deploy: Deployment, concurrency: int, requests_per_run: int | None = None
-) -> WorkloadConfig:
-    """The closed loop recommend runs at ``concurrency``: the deployment's lengths, and
-    ``requests_per_run`` measured requests (default: the deployment's, and the measurement
-    rule's floor of ``turnovers`` x concurrency in any case). Validated, not model_copy'd: a
-    concurrency of 1e20 is refused, not simulated."""
-    return WorkloadConfig.model_validate(
-        deploy.workload.model_dump()
-        | {
-            "arrival": "closed",
-            "concurrency": concurrency,
-            "requests": requests_per_run or deploy.workload.requests,
-        }
-    )
-
-
-def setting(method: MethodConfig, knob: str, value: int) -> MethodConfig:
-    """``method`` at one value of ``knob`` (K, or a tree's node budget), without a schedule of
-    its own; 0 is speculation off, plain decoding."""
-    if value == 0:
-        return MethodConfig(name="autoregressive", k=0)
-    fixed = {"k_schedule": None, "tree_schedule": None, "disable_by_batch_size": None}
-    return MethodConfig.model_validate(method.model_dump() | {knob: value, **fixed})
-
-
-def speculative_config(method: MethodConfig, bands: list[list[int]]) -> dict | None:
-    """The ready-to-paste vLLM ``--speculative-config`` for the schedule, or None when vLLM has
-    no such method."""
-    name = TO_VLLM.get(method.name)
-    if name is None:
-        return None
-    top = max((k for _, _, k in bands), default=0)
-    cfg: dict = {
-        "method": name,
-        "num_speculative_tokens": max(top, 1),
-        "num_speculative_tokens_per_batch_size": bands,
-    }
-    if name in ("eagle", "eagle3", "medusa", "draft_model", "mtp"):
-        cfg["model"] = method.draft_model or "<path to the draft weights>"
-    return cfg
-
-
-def speculative_config_json(cfg: dict) -> str:
-    return json.dumps(cfg, separators=(", ", ": "))
-
-
 # -- plan --trace: the smallest fleet meeting an SLO attainment ---------------------------------
 FLEET_PLAN_COLUMNS = [
     "method",
@@ -341,8 +232,6 @@ def smallest_fleet(
     within both SLOs: doubling from 1 until one meets it, then bisection on the integers
     between the last that failed and the first that met it (attainment grows with replicas).
     Returns (replicas, that run's summary), or (None, None) past ``max_replicas``."""
-    from simspec.studies.fleet import run_fleet, summarize_fleet
-
     probe = probe or run_fleet
     runs: dict[int, dict[str, Any]] = {}
 
@@ -383,9 +272,6 @@ def plan_fleet(
     recommended one) is labelled "NAME (recommended schedule)" with the schedule beside it.
     Each fleet runs on ``runs`` (``probe`` replaces the run), which is told of each method
     done."""
-    from simspec.studies.fleet import run_fleet
-    from simspec.studies.trace_schedule import schedule_of
-
     if not 0 < attainment <= 1:
         raise InputError("--attainment", f"must be in (0, 1], got {attainment}")
     probe = probe or functools.partial(run_fleet, runs=runs.quiet())

@@ -1,12 +1,12 @@
 """The bands of a speculation schedule: where each draft length (or tree budget) takes over.
 
-``recommend``'s grid (:func:`simspec.studies.planning.recommend`) says which K is best at each
-grid concurrency. Between two grid points whose best K differ, the two settings' throughput
-curves cross somewhere; holding the lower point's K up to the next grid point (as a grid alone
-must) runs it past that crossing, where it already loses. :func:`find_crossovers` finds the
-crossing by bisection on the integer concurrency, each probe the two settings run closed-loop
-under the grid's own workload rule (:func:`~simspec.studies.planning.closed_load`) and seed, so
-a change over a gap of g concurrencies costs at most ceil(log2 g) probes of two runs, plus every
+``recommend``'s grid (:func:`simspec.studies.schedule.grid.recommend`) says which K is best
+at each grid concurrency. Between two grid points whose best K differ, the two settings'
+throughput curves cross somewhere; holding the lower point's K up to the next grid point (as a
+grid alone must) runs it past that crossing, where it already loses. :func:`find_crossovers`
+finds the crossing by bisection on the integer concurrency, each probe the two settings run
+closed-loop under the grid's own workload rule (:func:`~.grid.closed_load`) and seed, so a
+change over a gap of g concurrencies costs at most ceil(log2 g) probes of two runs, plus every
 setting at the two concurrencies either side of the edge (:func:`edge_rows`), which say how far
 each band's K is from the best there (:func:`band_table`).
 
@@ -23,9 +23,8 @@ import pandas as pd
 
 from simspec.config import MAX_RUNS, MAX_TOTAL_REQUESTS, Deployment, MethodConfig, Scenario
 from simspec.errors import InputError
-from simspec.studies import planning
-from simspec.studies.planning import closed_load, setting
 from simspec.studies.runs import SERIAL, Runs
+from simspec.studies.schedule.grid import closed_load, recommend, setting
 
 BAND_COLUMNS = ["start_bs", "end_bs", "k", "loss_at_start_pct", "loss_at_end_pct"]
 
@@ -100,7 +99,7 @@ def find_crossovers(
     runs: Runs = SERIAL,
 ) -> list[Crossover]:
     """Between every two neighbouring grid points of ``table`` (the grid's
-    :func:`~simspec.studies.planning.recommend` table) whose best setting differs, the
+    :func:`~simspec.studies.schedule.grid.recommend` table) whose best setting differs, the
     concurrency where the upper one's setting takes over: bisection on the integer
     concurrency, each probe both settings at the midpoint (same workload rule and seed as the
     grid), each told to ``runs``."""
@@ -138,14 +137,12 @@ def edge_rows(
     runs: Runs = SERIAL,
 ) -> pd.DataFrame:
     """Every setting at both sides of each crossover that is not a grid point, as rows of
-    :func:`~simspec.studies.planning.recommend` (the runs a probe made there come from the
-    cache of ``runs``), each edge told to ``runs``."""
+    :func:`~simspec.studies.schedule.grid.recommend` (the runs a probe made there come from
+    the cache of ``runs``), each edge told to ``runs``."""
     edges = sorted({c for x in crossovers for c in (x.last, x.first)} - set(grid))
     rows = []
     for c in edges:
-        rows.append(
-            planning.recommend(deploy, method, ks, (c,), requests_per_run, knob, runs=runs.quiet())
-        )
+        rows.append(recommend(deploy, method, ks, (c,), requests_per_run, knob, runs=runs.quiet()))
         runs.step(f"crossover edge: concurrency {c}")
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
@@ -224,7 +221,7 @@ def recommend_bands(
     lets the edges reuse the probes' runs."""
     check_size(deploy, grid, len(ks) + 1, requests_per_run)
     runs = runs.cached()
-    table = planning.recommend(deploy, method, ks, grid, requests_per_run, knob, runs=runs)
+    table = recommend(deploy, method, ks, grid, requests_per_run, knob, runs=runs)
     runs.grow(sum(probes(c1 - c0) + 2 for c0, c1, _, _ in changes(table)))
     crossovers = find_crossovers(deploy, method, table, knob, requests_per_run, runs=runs)
     edges = edge_rows(deploy, method, ks, crossovers, grid, knob, requests_per_run, runs=runs)

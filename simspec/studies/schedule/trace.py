@@ -10,7 +10,7 @@ the same as the fleet's replicas draw.
 
 The grid is small by default (``SCHEDULE_GRID``: 1, 4, 16, 64 concurrent requests) so the
 schedule costs seconds, not the minutes of ``simspec recommend``'s full grid; the band edges
-between grid points are still found by bisection (:mod:`simspec.studies.bands`).
+between grid points are still found by bisection (:mod:`simspec.studies.schedule.bands`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import numpy as np
 
 from simspec.config import Deployment, LengthSpec, MethodConfig, WorkloadConfig
 from simspec.engine.workload import arrival_trace
-from simspec.studies.bands import recommend_bands
 from simspec.studies.runs import SERIAL, Runs
+from simspec.studies.schedule.bands import recommend_bands
 
 SCHEDULE_GRID = (1, 4, 16, 64)
 # what `simspec recommend` chooses between by default (simspec/cli/plan.py: --k-max 5,
@@ -85,12 +85,3 @@ def recommended(
     else:
         update = fixed | {"tree_nodes": max(top, method.k), "tree_schedule": bands}
     return MethodConfig.model_validate(method.model_dump() | update)
-
-
-def schedule_of(method: MethodConfig) -> str:
-    """A method's schedule as text ('' when it has none)."""
-    bands = method.k_schedule or method.tree_schedule
-    if not bands:
-        return ""
-    kind = "k_schedule" if method.k_schedule else "tree_schedule"
-    return f"{kind}: {[list(b) for b in bands]}"
