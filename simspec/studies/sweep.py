@@ -24,49 +24,15 @@ from simspec.config import (
 )
 from simspec.engine import intervals
 from simspec.engine.metrics import RunSummary
+from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.runs.job import check_runnable
 from simspec.studies.runs.keys import scenario_key
 
 DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
 
-# Summary metrics copied into the sweep CSV (see README.md for their meaning).
-METRIC_COLUMNS = (
-    "throughput_tok_s",
-    "tpot_ms_p50",
-    "tpot_ms_p99",
-    "ttft_ms_p50",
-    "ttft_ms_p99",
-    "itl_ms_p50",
-    "itl_ms_p99",
-    "e2e_s_p50",
-    "mean_accept_len",
-    "no_proposal_frac",
-    "mean_verify_tokens",
-    "draft_time_frac",
-    "verify_time_frac",
-    "overhead_time_frac",
-    "preemptions",
-    "unfinishable",
-    "kv_blocks_total",
-)
-# 95 % intervals (engine.intervals) written next to their metric
-INTERVAL_COLUMNS = (
-    "speedup_ci_low",
-    "speedup_ci_high",
-    "throughput_tok_s_ci_low",
-    "throughput_tok_s_ci_high",
-    "tpot_ms_p50_ci_low",
-    "tpot_ms_p50_ci_high",
-    "tpot_ms_p99_ci_low",
-    "tpot_ms_p99_ci_high",
-    "ttft_ms_p50_ci_low",
-    "ttft_ms_p50_ci_high",
-    "ttft_ms_p99_ci_low",
-    "ttft_ms_p99_ci_high",
-    "e2e_s_p50_ci_low",
-    "e2e_s_p50_ci_high",
-)
+# 95 % intervals written after the metrics: the speedup's, then each run's own
+INTERVAL_COLUMNS = ("speedup_ci_low", "speedup_ci_high", *RUN_INTERVALS)
 # an interval wider than this (relative half-width of a speedup) is reported as wide
 WIDE_INTERVAL = 0.02
 # Column order of the CSV written by ``simspec sweep --out``.
@@ -86,7 +52,7 @@ COLUMNS = [
     "batch_size",
     "speedup",
     "tpot_ratio",
-    *METRIC_COLUMNS,
+    *RUN_METRICS,
     *INTERVAL_COLUMNS,
     "requests",
     "seed",
@@ -331,8 +297,8 @@ def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, RunSummar
                 "speedup": s.throughput_tok_s / base.throughput_tok_s,
                 **speedup_interval(base, s),
                 "tpot_ratio": base.tpot_ms_p50 / s.tpot_ms_p50,
-                **{col: getattr(s, col) for col in METRIC_COLUMNS},
-                **{col: getattr(s, col) for col in INTERVAL_COLUMNS[2:]},
+                **{col: getattr(s, col) for col in RUN_METRICS},
+                **{col: getattr(s, col) for col in RUN_INTERVALS},
                 "requests": s.requests,
                 "seed": p.seed,
                 "acceptance": describe_acceptance(c.method),

@@ -45,6 +45,7 @@ from simspec.engine.intervals import ratio_of_sums_interval
 from simspec.engine.simulation import SimResult
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
+from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
 from simspec.studies.model_facts import model_facts
 from simspec.studies.runs.job import check_runnable, run_one
 from simspec.studies.sweep import DEFAULT_BATCH_SIZES
@@ -196,25 +197,13 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
     return m.model_copy(update=update)
 
 
-# the summary metrics the page shows, per method and load
+# the summary metrics the page shows, per method and load: the studies' metrics and intervals
+# (simspec.studies.metrics) less the detail only the sweep's CSV keeps, and whether the run was
+# stable
+_SWEEP_ONLY = ("itl_", "draft_time", "verify_time", "overhead_time", "preemptions")
+_SWEEP_ONLY += ("unfinishable", "kv_blocks", "ttft_ms_p50_ci", "e2e_s_p50_ci")
 SUMMARY_COLUMNS = (
-    "throughput_tok_s",
-    "tpot_ms_p50",
-    "tpot_ms_p99",
-    "ttft_ms_p50",
-    "ttft_ms_p99",
-    "e2e_s_p50",
-    "mean_accept_len",
-    "no_proposal_frac",
-    "mean_verify_tokens",
-    "throughput_tok_s_ci_low",
-    "throughput_tok_s_ci_high",
-    "tpot_ms_p50_ci_low",
-    "tpot_ms_p50_ci_high",
-    "tpot_ms_p99_ci_low",
-    "tpot_ms_p99_ci_high",
-    "ttft_ms_p99_ci_low",
-    "ttft_ms_p99_ci_high",
+    *(c for c in (*RUN_METRICS, *RUN_INTERVALS) if not c.startswith(_SWEEP_ONLY)),
     "stable",
 )
 
