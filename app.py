@@ -245,7 +245,7 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
     with left:
         st.subheader("Capacity plan")
         qps = st.number_input("Target requests/s", 0.1, 100000.0, 20.0)
-        price = st.number_input("GPU-hour price ($)", 0.0, 100.0, explorer.GPU_HOUR_PRICE)
+        price = st.number_input("GPU-hour price ($)", 0.0, 100.0, capacity.GPU_HOUR_PRICE)
         key = ("plan", inputs.model_dump_json(), qps, price, slo_ttft, slo_tpot)
         if st.button("Compute plan (bisection on the arrival rate, ~20 s per method)"):
             with st.spinner("planning…"):
@@ -258,7 +258,7 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
                     qps,
                     capacity.Slo(slo_ttft, slo_tpot),
                     price,
-                    duration_s=explorer.PLAN_DURATION_S,
+                    duration_s=capacity.PLAN_DURATION_S,
                 )
             st.session_state["plan"] = (key, explorer.plan_view(frame))
         kept = st.session_state.get("plan")
@@ -277,7 +277,7 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
         key = ("schedule", inputs.model_dump_json(), method)
         if st.button("Recommend K per concurrency"):
             base = explorer.method_for(inputs, method)
-            knob, values = explorer.recommend_grid(base)
+            knob, values = grid.recommend_grid(base)
             max_seqs = int(load_engine(inputs.engine)["max_num_seqs"])
             with st.spinner("simulating every K at every concurrency, then the crossovers…"):
                 rec = bands_study.recommend_bands(

@@ -278,23 +278,32 @@ def test_every_download_carries_the_scenario_and_the_method_settings():
     assert "k" not in sched.columns  # K is the table's own axis
 
 
-def test_plan_and_schedule_start_from_the_clis_defaults():
-    import inspect
+def test_the_clis_help_shows_the_one_default_of_plan_and_recommend():
+    from typer.testing import CliRunner
 
+    from simspec.cli.main import app
+
+    def shown(command: str, option: str) -> str:
+        """The default ``command --help`` shows for ``option``."""
+        out = CliRunner().invoke(app, [command, "--help"]).output
+        found = re.search(rf"^\s+{option} .*?\[default:\s*([^\];]+)", out, re.M | re.S)
+        return found.group(1).strip()
+
+    assert float(shown("plan", "--duration")) == capacity.PLAN_DURATION_S
+    assert float(shown("plan", "--gpu-hour-price")) == capacity.GPU_HOUR_PRICE
+    assert int(shown("recommend", "--k-max")) == grid.K_MAX
+    assert shown("recommend", "--tree-budgets") == ",".join(map(str, grid.TREE_BUDGETS))
+    assert shown("recommend", "--concurrencies") == ",".join(map(str, grid.DEFAULT_CONCURRENCIES))
+    inp = explorer.ExplorerInputs()
+    assert grid.recommend_grid(explorer.method_for(inp, "eagle3")) == ("k", [1, 2, 3, 4, 5])
+    knob, budgets = grid.recommend_grid(explorer.method_for(inp, "eagle2"))
+    assert knob == "tree_nodes" and budgets and len(budgets) > 1
+
+
+def test_the_plan_starts_from_the_clis_methods():
     from simspec.cli import plan as cli
 
-    rec = inspect.signature(cli.recommend).parameters
-    plan = inspect.signature(cli.plan).parameters
-    assert plan["duration"].default == explorer.PLAN_DURATION_S
-    assert plan["gpu_hour_price"].default == explorer.GPU_HOUR_PRICE
     assert list(cli.DEFAULT_PLAN_METHODS) == explorer.DEFAULT_METHODS
-    assert rec["k_max"].default == explorer.RECOMMEND_K_MAX
-    assert rec["tree_budgets"].default == ",".join(map(str, explorer.RECOMMEND_TREE_BUDGETS))
-    assert rec["concurrencies"].default == ",".join(map(str, grid.DEFAULT_CONCURRENCIES))
-    inp = explorer.ExplorerInputs()
-    assert explorer.recommend_grid(explorer.method_for(inp, "eagle3")) == ("k", [1, 2, 3, 4, 5])
-    knob, budgets = explorer.recommend_grid(explorer.method_for(inp, "eagle2"))
-    assert knob == "tree_nodes" and budgets and len(budgets) > 1
 
 
 def test_the_plan_puts_its_answer_first():

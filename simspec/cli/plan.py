@@ -15,6 +15,15 @@ from simspec.cli.flags import DeploymentFlags, with_flags
 from simspec.cli.tables import check_suffix, print_frame, write_frame, write_text
 from simspec.config import MAX_DURATION_S, MAX_QPS, Deployment, MethodConfig
 from simspec.errors import InputError
+from simspec.studies import capacity
+from simspec.studies.schedule import SCHEDULE_FIELDS
+from simspec.studies.schedule.grid import DEFAULT_CONCURRENCIES, K_MAX, TREE_BUDGETS
+from simspec.studies.schedule.trace import SCHEDULE_GRID
+
+
+def _listed(values: tuple[int, ...]) -> str:
+    """A default list as its option takes it: ``1,4,16``."""
+    return ",".join(map(str, values))
 
 
 @with_flags(DeploymentFlags)
@@ -49,11 +58,11 @@ def plan(
             help="--trace: concurrencies recommend measures each method's schedule at "
             "(closed loops of the trace window's lengths); 'none' skips the schedule rows"
         ),
-    ] = "1,4,16,64",
+    ] = _listed(SCHEDULE_GRID),
     percentile: Annotated[int, typer.Option(help="SLO percentile: 50 or 99")] = 99,
     gpu_hour_price: Annotated[
         float, typer.Option(help="price of one GPU-hour, for cost per million tokens", min=0)
-    ] = 2.5,
+    ] = capacity.GPU_HOUR_PRICE,
     config: opt.Config = None,
     *,
     flags: DeploymentFlags,
@@ -62,7 +71,7 @@ def plan(
         typer.Option(
             help="seconds of arrivals per probe run (steady state)", min=1, max=MAX_DURATION_S
         ),
-    ] = 60.0,
+    ] = capacity.PLAN_DURATION_S,
     out: Annotated[Path | None, typer.Option(help="write the plan as CSV")] = None,
 ) -> None:
     """Capacity: QPS per replica within the SLOs, GPUs and cost.
@@ -71,8 +80,6 @@ def plan(
     within the SLOs (doubling, then bisection), the replicas and GPUs --qps needs, and the cost
     per million output tokens at --gpu-hour-price.
     """
-    from simspec.studies import capacity
-
     if trace is not None:
         trace_flags = {"rate_scale": rate_scale, "target_qps": target_qps, "window": window}
         args = (flags, config, trace, methods, attainment, router, gpu_hour_price, out)
@@ -115,14 +122,13 @@ def _plan_trace(
     trace_flags: dict,
     slo_ttft_ms: float,
     slo_tpot_ms: float,
-    schedule_grid: str = "1,4,16,64",
+    schedule_grid: str = _listed(SCHEDULE_GRID),
 ) -> None:
     """plan --trace: the smallest fleet per method whose replay of the trace has
     --attainment of its requests within both SLOs: plain decoding, each method at its fixed
     K, and each method under the schedule recommend picks (unless --schedule-grid none)."""
     from simspec.cli.fleet import fleet_deployment
     from simspec.config import ROUTERS
-    from simspec.studies import capacity
     from simspec.studies.fleet import FleetSlo
 
     if router not in ROUTERS:
@@ -187,13 +193,13 @@ def recommend(
             "file's method, else eagle3]"
         ),
     ] = None,
-    k_max: Annotated[int, typer.Option(help="largest K to consider", min=1, max=16)] = 5,
+    k_max: Annotated[int, typer.Option(help="largest K to consider", min=1, max=16)] = K_MAX,
     tree_budgets: Annotated[
         str, typer.Option(help="tree methods: node budgets to choose between")
-    ] = "8,16,32,64",
+    ] = _listed(TREE_BUDGETS),
     concurrencies: Annotated[
         str, typer.Option(help="grid of concurrent requests to simulate")
-    ] = "1,2,4,8,16,32,64,128,256",
+    ] = _listed(DEFAULT_CONCURRENCIES),
     config: opt.Config = None,
     *,
     flags: DeploymentFlags,
@@ -272,8 +278,6 @@ def recommend(
 
 
 DEFAULT_PLAN_METHODS = ("eagle3", "ngram")
-# what recommend chooses per band: a method that states it would have it replaced
-SCHEDULE_FIELDS = ("k_schedule", "tree_schedule", "disable_by_batch_size")
 
 
 def _scheduled_method(

@@ -26,6 +26,11 @@ from simspec.studies.fleet import FleetSlo, run_fleet, summarize_fleet
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.schedule.export import schedule_of
 
+# plan's defaults (the CLI's options and the explorer read them): seconds of arrivals each
+# probe measures, and the price of one GPU-hour
+PLAN_DURATION_S = 60.0
+GPU_HOUR_PRICE = 2.5
+
 PLAN_COLUMNS = [
     "method",
     "k",
@@ -104,7 +109,7 @@ def max_rate(
     deploy: Deployment,
     method: MethodConfig,
     slo: Slo,
-    duration_s: float = 60.0,
+    duration_s: float = PLAN_DURATION_S,
     iterations: int = 12,
     *,
     runs: Runs = SERIAL,
@@ -146,8 +151,8 @@ def plan(
     methods: list[MethodConfig],
     target_qps: float,
     slo: Slo,
-    gpu_hour_price: float,
-    duration_s: float = 60.0,
+    gpu_hour_price: float = GPU_HOUR_PRICE,
+    duration_s: float = PLAN_DURATION_S,
     *,
     runs: Runs = SERIAL,
     min_requests: int = MIN_PROBE_REQUESTS,
@@ -260,7 +265,7 @@ def plan_fleet(
     router: str,
     slo: FleetSlo,
     attainment: float,
-    gpu_hour_price: float,
+    gpu_hour_price: float = GPU_HOUR_PRICE,
     *,
     runs: Runs = SERIAL,
     probe: Callable[[FleetConfig], FleetRun] | None = None,

@@ -16,6 +16,7 @@ from simspec.config import Deployment, KSchedule, MethodConfig, Scenario, TreeSc
 from simspec.engine.metrics import RunSummary
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.runs.keys import scenario_key
+from simspec.studies.schedule import NO_SCHEDULE
 from simspec.studies.sweep import describe_acceptance
 
 # summary metrics copied into the table, by name
@@ -66,9 +67,7 @@ class PolicyConfig(Deployment):
 
 def settings(cfg: PolicyConfig) -> list[tuple[str, MethodConfig]]:
     """Plain decoding, each fixed setting the policy switches between, and the policy."""
-    base = cfg.method.model_copy(
-        update={"k_schedule": None, "tree_schedule": None, "disable_by_batch_size": None}
-    )
+    base = cfg.method.model_copy(update=dict(NO_SCHEDULE))
     ks = sorted({k for _, _, k in cfg.policy.k_schedule or () if k > 0} | {base.k})
     budgets = sorted({n for _, _, n in cfg.policy.tree_schedule or () if n > 0})
     if budgets:

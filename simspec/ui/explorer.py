@@ -119,23 +119,6 @@ class ExplorerInputs(BaseModel):
         return sorted(set(v))
 
 
-# The CLI's `simspec plan` / `simspec recommend` defaults (simspec/cli/plan.py; tests/test_app.py
-# checks they agree): seconds of arrivals per probe, the GPU-hour price, the largest K and the
-# tree budgets to choose between, and the concurrency grid.
-PLAN_DURATION_S = 60.0
-GPU_HOUR_PRICE = 2.5
-RECOMMEND_K_MAX = 5
-RECOMMEND_TREE_BUDGETS = (8, 16, 32, 64)
-
-
-def recommend_grid(base: MethodConfig) -> tuple[str, list[int]]:
-    """What ``simspec recommend`` varies for ``base``: K for a chain, the node budget (at
-    least the tree's depth) for a tree."""
-    if base.tree in (None, "chain"):
-        return "k", list(range(1, RECOMMEND_K_MAX + 1))
-    return "tree_nodes", [b for b in RECOMMEND_TREE_BUDGETS if b >= base.k] or [base.k]
-
-
 def parse_loads(text: str, arrival: str) -> list[float]:
     """'1, 4, 16' -> [1, 4, 16]; finite, positive, and whole numbers for concurrencies."""
     try:

@@ -1,6 +1,7 @@
 """``simspec recommend``'s grid: every setting (a draft length K, or a tree's node budget) and
 plain decoding, run closed-loop at each of a grid of concurrencies, and the best setting at
-each.
+each. The grid's defaults live here, once: the CLI's options, the explorer and the schedule
+for a replayed trace all read them.
 """
 
 from __future__ import annotations
@@ -17,8 +18,22 @@ from simspec.config import (
 )
 from simspec.errors import InputError
 from simspec.studies.runs import SERIAL, Runs
+from simspec.studies.schedule import NO_SCHEDULE
 
+# concurrencies the grid runs at
 DEFAULT_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+# what recommend chooses between: every K from 1 to K_MAX for a chain, these node budgets for
+# a tree
+K_MAX = 5
+TREE_BUDGETS = (8, 16, 32, 64)
+
+
+def recommend_grid(method: MethodConfig) -> tuple[str, list[int]]:
+    """What recommend varies for ``method`` by default: K for a chain, the node budget (at
+    least the tree's depth) for a tree."""
+    if method.tree in (None, "chain"):
+        return "k", list(range(1, K_MAX + 1))
+    return "tree_nodes", [b for b in TREE_BUDGETS if b >= method.k] or [method.k]
 
 
 def recommend(
@@ -87,5 +102,4 @@ def setting(method: MethodConfig, knob: str, value: int) -> MethodConfig:
     its own; 0 is speculation off, plain decoding."""
     if value == 0:
         return MethodConfig(name="autoregressive", k=0)
-    fixed = {"k_schedule": None, "tree_schedule": None, "disable_by_batch_size": None}
-    return MethodConfig.model_validate(method.model_dump() | {knob: value, **fixed})
+    return MethodConfig.model_validate(method.model_dump() | {knob: value, **NO_SCHEDULE})
