@@ -8,6 +8,7 @@ import os
 import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +18,7 @@ from simspec.catalog.methods import default_methods
 from simspec.config import Deployment
 from simspec.errors import InputError
 from simspec.studies import capacity
+from simspec.studies.runs.executors import KeptPool
 from simspec.studies.schedule import bands, grid
 from simspec.studies.sweep import DEFAULT_BATCH_SIZES
 from simspec.ui import explorer, uploads
@@ -324,21 +326,27 @@ def test_non_finite_loads_are_input_errors(text):
 SMALL = {"requests": 8, "lengths": "fixed", "prompt_mean": 64, "output_mean": 32}
 
 
-class _NoPool:
-    def submit(self, *args, **kwargs):
-        raise AssertionError("a small what-if must not wait on a pool")
+def _no_pool():
+    raise AssertionError("a small what-if must not wait on a pool")
+
+
+IN_PROCESS = replace(explorer.RUNS, executor="serial")  # the page's memo, no pool
+NO_POOL = replace(explorer.RUNS, pool=KeptPool(start=_no_pool))
 
 
 def test_a_small_what_if_runs_in_process_and_a_pool_gives_the_same_numbers():
     explorer.forget_runs()
     one = explorer.ExplorerInputs(methods=["eagle3"], loads=[4], **SMALL)
-    assert len(explorer.run(one, pool=_NoPool())["summary"]) == 2
+    assert len(explorer.run(one, NO_POOL)["summary"]) == 2
     inp = explorer.ExplorerInputs(methods=["eagle3", "ngram"], loads=[1, 8], **SMALL)
     explorer.forget_runs()
-    serial = explorer.run(inp, workers=1)
+    serial = explorer.run(inp, IN_PROCESS)
     explorer.forget_runs()
-    with ThreadPoolExecutor(2) as pool:
-        pooled = explorer.run(inp, pool=pool)
+    threads = KeptPool(start=lambda: ThreadPoolExecutor(2))
+    try:
+        pooled = explorer.run(inp, replace(explorer.RUNS, pool=threads))
+    finally:
+        threads.close()
     for key in serial:
         pd.testing.assert_frame_equal(serial[key], pooled[key])
 
@@ -356,23 +364,29 @@ class _BrokenPool:
 def test_a_dead_worker_does_not_break_the_page_for_good():
     explorer.forget_runs()
     inp = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
-    assert len(explorer.run(inp, pool=_BrokenPool())["summary"]) == 4  # finished in process
+    started: list[_BrokenPool] = []
+    broken = KeptPool(start=lambda: started.append(_BrokenPool()) or started[-1])
+    runs = replace(explorer.RUNS, pool=broken)
+    assert len(explorer.run(inp, runs)["summary"]) == 4  # finished in process
+    explorer.forget_runs()
+    explorer.run(inp, runs)  # the broken pool was dropped: the next what-if starts a fresh one
+    assert len(started) == 2
 
 
 def test_a_widget_change_reruns_only_what_it_changed():
     explorer.forget_runs()
     first = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
-    before = explorer.run(first, workers=1)["summary"]
+    before = explorer.run(first, IN_PROCESS)["summary"]
     # adding a method at the same loads: two new runs, the baseline and eagle3 remembered
     both = first.model_copy(update={"methods": ["eagle3", "ngram"]})
-    after = explorer.run(both, pool=_NoPool())["summary"]
+    after = explorer.run(both, NO_POOL)["summary"]
     kept = after[after.method != "ngram"].reset_index(drop=True)
     pd.testing.assert_frame_equal(kept, before)
 
 
 def test_results_csv_holds_every_method_and_load():
     inp = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
-    res = explorer.run(inp, workers=1)
+    res = explorer.run(inp, IN_PROCESS)
     frame = pd.read_csv(io.StringIO(explorer.results_csv(res["summary"], inp)))
     assert set(frame.method) == {"autoregressive", "eagle3"} and set(frame.load) == {1, 8}
     assert {"speedup", "throughput_tok_s", "tpot_ms_p99", "ttft_ms_p99"} <= set(frame.columns)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 import pytest
@@ -15,11 +16,13 @@ from typer.testing import CliRunner
 from simspec.cli.main import app
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
 from simspec.engine.metrics import RunSummary
-from simspec.errors import ScenarioError
+from simspec.errors import InputError, ScenarioError
 from simspec.studies.runs import Runs, job
+from simspec.studies.runs.executors import KeptPool
 from simspec.studies.runs.job import Failed
 from simspec.studies.runs.journal import RunCache, read_runs
 from simspec.studies.runs.keys import scenario_key
+from simspec.studies.runs.memo import Memo
 from simspec.studies.sweep import SweepConfig, cells, run_sweep
 
 cli = CliRunner()
@@ -203,3 +206,50 @@ def test_an_error_raises_or_becomes_that_scenarios_failure_as_the_caller_asks():
     assert isinstance(kept[1], Failed) and "llama-3.1-70b" in kept[1].reason
     with pytest.raises(ScenarioError):
         Runs().all([ok, too_big])
+
+
+# -- run settings: a memo for long-lived callers, a kept pool, one place to say where ---------
+def test_a_memo_keeps_the_latest_outcomes_of_each_measure_within_its_bound():
+    memo = Memo(size=2)
+    memo.add("a", len, 1)
+    memo.add("a", str, "one")  # the same run measured otherwise is another outcome
+    assert memo.get("a", len) == (True, 1)  # used: now the latest
+    memo.add("b", len, 2)
+    assert memo.get("a", str) == (False, None) and len(memo) == 2
+    with ThreadPoolExecutor(4) as pool:  # threads share it
+        list(pool.map(lambda i: memo.add(str(i), len, i), range(400)))
+    assert len(memo) == 2
+
+
+def test_runs_with_a_memo_do_not_run_what_they_remember(monkeypatch):
+    simulated: list[Scenario] = []
+    real = job.simulate
+    monkeypatch.setattr(job, "simulate", lambda sc: simulated.append(sc) or real(sc))
+    runs = Runs(memo=Memo())
+    sc = Scenario(method=EAGLE, workload=SMALL)
+    (first,) = runs.all([sc])
+    (again,) = runs.all([sc])
+    assert again is first and len(simulated) == 1
+    (tau,) = runs.all([sc], measure=lambda res: res.summary.mean_accept_len)
+    assert tau == first.mean_accept_len and len(simulated) == 2
+
+
+def test_a_kept_pool_is_started_once_and_serves_every_call():
+    started: list[ThreadPoolExecutor] = []
+    kept = KeptPool(start=lambda: started.append(ThreadPoolExecutor(2)) or started[-1])
+    runs = Runs("kept", pool=kept)
+    two = [Scenario(workload=SMALL.model_copy(update={"concurrency": c})) for c in (1, 2)]
+    try:
+        runs.all(two[:1])
+        assert started == []  # one run: in this process
+        first = runs.all(two)
+        again = runs.all(two)  # no memo: they run again, on the same pool
+        assert len(started) == 1
+        assert [s.throughput_tok_s for s in again] == [s.throughput_tok_s for s in first]
+    finally:
+        kept.close()
+
+
+def test_an_unknown_executor_is_refused_when_the_settings_are_made():
+    with pytest.raises(InputError, match="--executor"):
+        Runs("threads")  # type: ignore[arg-type]

@@ -137,7 +137,7 @@ def warn(message: str) -> None:
     err.print(f"warning: {one_line(message)}", highlight=False, soft_wrap=True, markup=False)
 
 
-# what --executor offers
+# what --executor offers (a study's Runs also has a pool kept across calls, for the explorer)
 EXECUTORS = ("serial", "process", "ray")
 
 

@@ -2,9 +2,10 @@
 
 A run's key is the content of its scenario and of the files it names (:mod:`.keys`), so each
 distinct scenario runs once; finished summaries are kept by that key in a :class:`RunCache`
-(:mod:`.journal`), which a file backs so a stopped study resumes where it stopped; the runs
-execute here, on a process pool or on Ray (:mod:`.executors`); one run is
-:func:`~.job.run_one`.
+(:mod:`.journal`), which a file backs so a stopped study resumes where it stopped; measured
+outcomes of any kind can be remembered in memory for a long-lived caller (:mod:`.memo`); the
+runs execute here, on a process pool, on a pool kept across calls, or on Ray
+(:mod:`.executors`); one run is :func:`~.job.run_one`.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from simspec.config import Scenario
 from simspec.engine.metrics import RunSummary
 from simspec.errors import InputError
 from simspec.studies.runs import executors
-from simspec.studies.runs.executors import EXECUTORS, Executor, Job, Outcomes
+from simspec.studies.runs.executors import EXECUTORS, Executor, Job, KeptPool, Outcomes
 from simspec.studies.runs.job import Errors, Failed, Measure, run_one, summary_of
 from simspec.studies.runs.journal import RunCache
 from simspec.studies.runs.keys import scenario_key
+from simspec.studies.runs.memo import Memo
 
 
 class Progress(Protocol):
@@ -42,15 +44,20 @@ class Progress(Protocol):
 @dataclass(frozen=True)
 class Runs:
     """How a study runs its scenarios: where (``executor``: serial, a ``process`` pool of
-    ``workers`` started for the study, or ``ray`` at ``ray_address``), which finished
-    summaries it reuses and keeps (``cache``), and whom it tells (``progress``). One new run
-    never waits on a pool: it runs in this process."""
+    ``workers`` started for the study, the ``kept`` pool ``pool`` shared across calls, or
+    ``ray`` at ``ray_address``), which finished summaries it reuses and keeps (``cache``),
+    which measured outcomes it remembers in memory (``memo``), and whom it tells
+    (``progress``). On a pool, fewer new runs than ``serial_below`` run in this process:
+    starting a pool, or even a kept pool's round trips, costs more than a few short runs."""
 
     executor: Executor = "serial"
     workers: int | None = None
     ray_address: str | None = None
     cache: RunCache | None = None
+    memo: Memo | None = None
     progress: Progress | None = None
+    pool: KeptPool | None = None
+    serial_below: int = 2
 
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:
@@ -71,9 +78,9 @@ class Runs:
         the order given.
 
         They are submitted in that order (put the longest first, so the workers finish
-        together) and each distinct one runs once; those the cache holds do not run at all,
-        and fresh summaries are added to it as they finish. ``on_result(key, outcome)`` sees
-        each fresh run in completion order. ``errors`` and ``measure`` are
+        together) and each distinct one runs once; those the cache or the memo holds do not
+        run at all, and fresh outcomes are added to them as they finish. ``on_result(key,
+        outcome)`` sees each fresh run in completion order. ``errors`` and ``measure`` are
         :func:`~.job.run_one`'s; a cache keeps summaries, so it goes only with the default
         measure."""
         cache = self.cache
@@ -89,13 +96,21 @@ class Runs:
             if cache is not None and key in cache:
                 out[key] = cache.get(key)
                 continue
+            if self.memo is not None:
+                known, outcome = self.memo.get(key, measure)
+                if known:
+                    out[key] = outcome
+                    continue
             todo[key] = text
         job = functools.partial(run_one, errors=errors, measure=measure)
         with closing(self._execute(todo, job)) as outcomes:  # stops a pool on any raise
             for key, outcome in outcomes:
                 out[key] = outcome
-                if cache is not None and not isinstance(outcome, Failed):
-                    cache.add(key, outcome)
+                if not isinstance(outcome, Failed):
+                    if cache is not None:
+                        cache.add(key, outcome)
+                    if self.memo is not None:
+                        self.memo.add(key, measure, outcome)
                 if on_result:
                     on_result(key, outcome)
         return [out[key] for key in keys]
@@ -115,11 +130,13 @@ class Runs:
 
     def _execute(self, todo: dict[str, str], job: Job) -> Outcomes:
         workers = self.workers or os.cpu_count() or 1
-        few = workers == 1 or len(todo) == 1
-        if not todo or self.executor == "serial" or (self.executor == "process" and few):
+        few = workers == 1 or len(todo) < self.serial_below
+        if not todo or self.executor == "serial" or (self.executor != "ray" and few):
             return executors.serial(todo, job)
         if self.executor == "process":
             return executors.pooled(todo, job, workers)
+        if self.executor == "kept":
+            return executors.kept(todo, job, self.pool or executors.KEPT)
         return executors.on_ray(todo, job, workers, self.ray_address)
 
     def cached(self) -> Runs:

@@ -1,5 +1,5 @@
 """Where a study's runs execute: here, one after another; on a process pool started for the
-study and ended with it; or on Ray.
+study and ended with it; on a pool kept for a long-lived caller's lifetime; or on Ray.
 
 Each takes ``key -> payload`` (a scenario's JSON, or a shard of a fleet) and a picklable
 ``job``, and yields ``(key, job(payload))`` in completion order. Every payload is seeded and
@@ -9,19 +9,23 @@ executors differ only in speed.
 
 from __future__ import annotations
 
+import atexit
+import multiprocessing
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Generator, Iterator, Sequence
+from concurrent.futures import Executor as PoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any, Literal
 
 from simspec.errors import InputError
 
-Executor = Literal["serial", "process", "ray"]
-EXECUTORS: tuple[Executor, ...] = ("serial", "process", "ray")
+Executor = Literal["serial", "process", "kept", "ray"]
+EXECUTORS: tuple[Executor, ...] = ("serial", "process", "kept", "ray")
 Job = Callable[[str], Any]
 # (key, outcome) in completion order; closing it early stops a pool
 Outcomes = Generator[tuple[str, Any], None, None]
@@ -38,6 +42,79 @@ def pooled(todo: dict[str, str], job: Job, workers: int) -> Outcomes:
         futures = {pool.submit(job, payload): key for key, payload in todo.items()}
         for fut in as_completed(futures):
             yield futures[fut], fut.result()
+
+
+def kept(todo: dict[str, str], job: Job, pool: KeptPool) -> Outcomes:
+    """On ``pool``'s workers; if the pool breaks (a worker killed, out of memory) it is
+    dropped, so the next call starts a fresh one, and what is left runs here."""
+    executor = pool.get()
+    done: set[str] = set()
+    futures: dict[Future[Any], str] = {}
+    try:
+        futures = {executor.submit(job, payload): key for key, payload in todo.items()}
+        for fut in as_completed(futures):
+            result = fut.result()
+            done.add(futures[fut])
+            yield futures[fut], result
+    except BrokenProcessPool:
+        pool.drop(executor)
+        yield from serial({k: p for k, p in todo.items() if k not in done}, job)
+    finally:
+        for fut in futures:  # stopped early: the pool outlives this call, its runs need not
+            fut.cancel()
+
+
+class KeptPool:
+    """One process pool for a long-lived caller (the explorer's page), shared by every call
+    and thread, started on first use and shut down at exit.
+
+    Its workers keep their caches (traces, replays, cost models) from one call to the next,
+    and come from a fork server that imported ``preload`` once: forking a threaded server
+    (Streamlit) for a fresh pool per call risks a deadlock and re-pays the start. The fork
+    server also imports the caller's main script once, as ``__mp_main__``: a script that
+    starts one does its work only under ``if __name__ == "__main__"``. ``start`` replaces the
+    pool it starts (a test's thread pool)."""
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        preload: Sequence[str] = ("simspec.studies.runs.job",),
+        start: Callable[[], PoolExecutor] | None = None,
+    ) -> None:
+        self.workers = workers
+        self.preload = list(preload)
+        self._start = start or self._forkserver_pool
+        self._pool: PoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _forkserver_pool(self) -> PoolExecutor:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(self.preload)
+        return ProcessPoolExecutor(max_workers=self.workers or os.cpu_count() or 1, mp_context=ctx)
+
+    def get(self) -> PoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = self._start()
+                atexit.register(self._pool.shutdown, cancel_futures=True)
+            return self._pool
+
+    def drop(self, pool: PoolExecutor) -> None:
+        """Forget a broken pool (if it is still the kept one) and end it."""
+        with self._lock:
+            if pool is self._pool:
+                self._pool = None
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+# the process's own kept pool, for a caller that names none
+KEPT = KeptPool()
 
 
 @contextmanager
