@@ -3,7 +3,7 @@
     streamlit run app.py
 
 The page only gathers inputs and shows results; everything it computes lives in
-simspec.ui.explorer, simspec.studies.planning and simspec.studies.analytic (tested there). Any
+simspec.ui.explorer and simspec.studies (capacity, schedule, analytic; tested there). Any
 bad input becomes one message on the page, never a traceback.
 """
 
@@ -18,8 +18,9 @@ from simspec.catalog.models import model_ids
 from simspec.config import ROUTERS, Deployment
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, validation_message
-from simspec.studies import analytic, planning
-from simspec.studies import bands as bands_study
+from simspec.studies import analytic, capacity
+from simspec.studies.schedule import bands as bands_study
+from simspec.studies.schedule import export, grid
 from simspec.ui import explorer, uploads
 from simspec.ui import fleet as fleet_ui
 
@@ -244,20 +245,20 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
     with left:
         st.subheader("Capacity plan")
         qps = st.number_input("Target requests/s", 0.1, 100000.0, 20.0)
-        price = st.number_input("GPU-hour price ($)", 0.0, 100.0, explorer.GPU_HOUR_PRICE)
+        price = st.number_input("GPU-hour price ($)", 0.0, 100.0, capacity.GPU_HOUR_PRICE)
         key = ("plan", inputs.model_dump_json(), qps, price, slo_ttft, slo_tpot)
         if st.button("Compute plan (bisection on the arrival rate, ~20 s per method)"):
             with st.spinner("planning…"):
                 methods = [
                     explorer.method_for(inputs, m) for m in ["autoregressive", *inputs.methods]
                 ]
-                frame = planning.plan(
+                frame = capacity.plan(
                     explorer.deployment_for(inputs),
                     methods,
                     qps,
-                    planning.Slo(slo_ttft, slo_tpot),
+                    capacity.Slo(slo_ttft, slo_tpot),
                     price,
-                    duration_s=explorer.PLAN_DURATION_S,
+                    duration_s=capacity.PLAN_DURATION_S,
                 )
             st.session_state["plan"] = (key, explorer.plan_view(frame))
         kept = st.session_state.get("plan")
@@ -276,14 +277,14 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
         key = ("schedule", inputs.model_dump_json(), method)
         if st.button("Recommend K per concurrency"):
             base = explorer.method_for(inputs, method)
-            knob, values = explorer.recommend_grid(base)
+            knob, values = grid.recommend_grid(base)
             max_seqs = int(load_engine(inputs.engine)["max_num_seqs"])
             with st.spinner("simulating every K at every concurrency, then the crossovers…"):
                 rec = bands_study.recommend_bands(
                     explorer.deployment_for(inputs),
                     base,
                     values,
-                    planning.DEFAULT_CONCURRENCIES,
+                    grid.DEFAULT_CONCURRENCIES,
                     max_seqs,
                     knob,
                 )
@@ -306,10 +307,10 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
             if knob == "tree_nodes":  # a budget per band: simspec's tree_schedule, not vLLM's
                 st.code(f"tree_schedule: {bands}")
                 return
-            cfg = planning.speculative_config(base, bands)
+            cfg = export.speculative_config(base, bands)
             st.code(f"num_speculative_tokens_per_batch_size: {bands}")
             if cfg is not None:
-                text = planning.speculative_config_json(cfg)
+                text = export.speculative_config_json(cfg)
                 st.code(f"--speculative-config '{text}'")
                 st.download_button(
                     "Download JSON", text, "speculative-config.json", "application/json"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from dataclasses import replace
 
 
 def _timed(fn) -> float:
@@ -45,8 +46,11 @@ def main() -> None:
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     print(f"import streamlit:           {t_st:.2f} s")
     print(f"import simspec.ui.explorer: {t_import:.2f} s")
-    if hasattr(explorer, "worker_pool"):
-        pool = explorer.worker_pool()
+    start = (
+        explorer.POOL.get if hasattr(explorer, "POOL") else getattr(explorer, "worker_pool", None)
+    )
+    if start is not None:
+        pool = start()
         t = _timed(lambda: list(pool.map(abs, range(2 * (os.cpu_count() or 1)))))
         print(f"start the kept pool:        {t:.2f} s (fork server + workers, once per page)")
     print(f"first what-if (cold):       {_timed(lambda: explorer.run(inp)):.2f} s")
@@ -66,7 +70,11 @@ def main() -> None:
     print(f"K moved (warm):             {min(k_moves):.2f} s best of 3 ({shown})")
     forget()
     cpu = time.process_time()  # the first warm what-if's runs (seed 1), one after another here
-    serial = _timed(lambda: explorer.run(inp.model_copy(update={"seed": 1}), workers=1))
+    seed1 = inp.model_copy(update={"seed": 1})
+    if hasattr(explorer, "RUNS"):
+        serial = _timed(lambda: explorer.run(seed1, replace(explorer.RUNS, executor="serial")))
+    else:
+        serial = _timed(lambda: explorer.run(seed1, workers=1))
     cpu = time.process_time() - cpu
     print(f"the same runs in-process:   {serial:.2f} s, {cpu:.2f} s of CPU (the simulation alone)")
 

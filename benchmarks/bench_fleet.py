@@ -18,6 +18,7 @@ import time
 from simspec.catalog.methods import preset_method
 from simspec.config import FleetConfig, Scenario, WorkloadConfig
 from simspec.studies.fleet import FleetSlo, per_request, run_fleet
+from simspec.studies.runs import Runs
 
 
 def scenario(model: str, tp: int, tile_s: float | None = None) -> Scenario:
@@ -27,7 +28,7 @@ def scenario(model: str, tp: int, tile_s: float | None = None) -> Scenario:
 
 def timed(cfg: FleetConfig, executor: str = "serial", workers: int | None = None):
     start = time.perf_counter()
-    run = run_fleet(cfg, executor, workers)  # type: ignore[arg-type]
+    run = run_fleet(cfg, runs=Runs(executor, workers))  # type: ignore[arg-type]
     return time.perf_counter() - start, run
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from simspec.catalog.methods import preset_method
 from simspec.config import Scenario, WorkloadConfig
 from simspec.engine.simulation import simulate
+from simspec.studies.runs import Runs
 from simspec.studies.sweep import SweepConfig, run_sweep
 
 
@@ -32,7 +33,7 @@ def grid(executor: str) -> None:
         grid={"dataset": ["sharegpt", "instructcoder", "gsm8k", "cnn"]},
     )
     t0 = time.perf_counter()
-    frame = run_sweep(cfg, executor=executor)  # type: ignore[arg-type]
+    frame = run_sweep(cfg, runs=Runs(executor))  # type: ignore[arg-type]
     total = time.perf_counter() - t0
     print(f"{len(frame)} method points (+16 baselines), executor {executor}: {total:.2f} s")
 

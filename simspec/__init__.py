@@ -6,7 +6,9 @@ The public API, layer by layer (each imports only the ones above it in this list
 - ``simspec.catalog``: presets as data: hardware, models, methods, traces, vLLM configs.
 - ``simspec.engine``: one replica in SimPy: workload, scheduler, speculators and acceptance,
   cost model, metrics (:func:`simulate`).
-- ``simspec.studies``: what is built from many runs: sweeps, planning, validation, calibration.
+- ``simspec.studies``: what is built from many runs: sweeps, capacity planning, speculation
+  schedules, validation, calibration; each takes one ``Runs`` (``simspec.studies.runs``): where
+  its runs execute, the runs it reuses, whom it tells.
 - ``simspec.cli`` and ``simspec.ui``: the ``simspec`` command and the Streamlit explorer.
 
 Run one scenario::
@@ -56,7 +58,8 @@ __all__ = [
 
 def sweep(cfg: SweepConfig | dict[str, Any], **options: Any):
     """Speedup of every method over plain decoding at every batch size (a DataFrame); the
-    options are :func:`simspec.studies.sweep.run_sweep`'s (executor, workers, journal, ...)."""
+    options are :func:`simspec.studies.sweep.run_sweep`'s (``runs``: executor, workers, a
+    journal's cache, ...)."""
     from simspec.studies.sweep import SweepConfig, run_sweep
 
     return run_sweep(SweepConfig.model_validate(cfg), **options)
@@ -64,7 +67,8 @@ def sweep(cfg: SweepConfig | dict[str, Any], **options: Any):
 
 def validate(cases: str | Path | None = None, **options: Any):
     """Predictions for a table of published measurements (default: the packaged cases), one
-    row per case with the predicted value, its relative error and a status."""
+    row per case with the predicted value, its relative error and a status; the options are
+    :func:`simspec.studies.validation.run.validate`'s (``runs``, ``assume_gpu``)."""
     from simspec.studies.validation.cases import read_cases
     from simspec.studies.validation.run import validate as run
 

@@ -8,6 +8,7 @@ import os
 import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +17,9 @@ import pytest
 from simspec.catalog.methods import default_methods
 from simspec.config import Deployment
 from simspec.errors import InputError
-from simspec.studies import planning
+from simspec.studies import capacity
+from simspec.studies.runs.executors import KeptPool
+from simspec.studies.schedule import bands, grid
 from simspec.studies.sweep import DEFAULT_BATCH_SIZES
 from simspec.ui import explorer, uploads
 
@@ -166,10 +169,10 @@ def test_a_hostile_trace_upload_is_one_message_not_a_traceback_nor_a_hang(line):
 def test_recommend_k_keeps_the_plan_and_both_download_with_their_scenario(monkeypatch):
     def fake_plan(deploy, methods, qps, slo, price, duration_s):
         rows = [
-            {c: 1.0 for c in planning.PLAN_COLUMNS} | {"method": m.name, "replicas": 3, "gpus": 3}
+            {c: 1.0 for c in capacity.PLAN_COLUMNS} | {"method": m.name, "replicas": 3, "gpus": 3}
             for m in methods
         ]
-        return pd.DataFrame(rows, columns=planning.PLAN_COLUMNS)
+        return pd.DataFrame(rows, columns=capacity.PLAN_COLUMNS)
 
     def fake_recommend(deploy, method, ks, concurrencies, *args, knob="k", **kwargs):
         rows = [
@@ -179,8 +182,8 @@ def test_recommend_k_keeps_the_plan_and_both_download_with_their_scenario(monkey
         ]
         return pd.DataFrame(rows)
 
-    monkeypatch.setattr(planning, "plan", fake_plan)
-    monkeypatch.setattr(planning, "recommend", fake_recommend)
+    monkeypatch.setattr(capacity, "plan", fake_plan)
+    monkeypatch.setattr(bands, "recommend", fake_recommend)
     at = _fresh()
     next(b for b in at.button if b.label.startswith("Compute plan")).click().run()
     _ok(at)
@@ -265,7 +268,7 @@ def test_every_download_carries_the_scenario_and_the_method_settings():
     eagle2 = frame[frame.method == "eagle2"].iloc[0]
     assert eagle2.tree == "dynamic" and eagle2.tree_nodes > 0
     plan = explorer.with_scenario(
-        explorer.plan_view(pd.DataFrame([{c: 1 for c in planning.PLAN_COLUMNS}])).assign(
+        explorer.plan_view(pd.DataFrame([{c: 1 for c in capacity.PLAN_COLUMNS}])).assign(
             method="eagle3"
         ),
         inp,
@@ -277,30 +280,39 @@ def test_every_download_carries_the_scenario_and_the_method_settings():
     assert "k" not in sched.columns  # K is the table's own axis
 
 
-def test_plan_and_schedule_start_from_the_clis_defaults():
-    import inspect
+def test_the_clis_help_shows_the_one_default_of_plan_and_recommend():
+    from typer.testing import CliRunner
 
-    from simspec.cli import plan as cli
+    from simspec.cli.main import app
 
-    rec = inspect.signature(cli.recommend).parameters
-    plan = inspect.signature(cli.plan).parameters
-    assert plan["duration"].default == explorer.PLAN_DURATION_S
-    assert plan["gpu_hour_price"].default == explorer.GPU_HOUR_PRICE
-    assert list(cli.DEFAULT_PLAN_METHODS) == explorer.DEFAULT_METHODS
-    assert rec["k_max"].default == explorer.RECOMMEND_K_MAX
-    assert rec["tree_budgets"].default == ",".join(map(str, explorer.RECOMMEND_TREE_BUDGETS))
-    assert rec["concurrencies"].default == ",".join(map(str, planning.DEFAULT_CONCURRENCIES))
+    def shown(command: str, option: str) -> str:
+        """The default ``command --help`` shows for ``option``."""
+        out = CliRunner().invoke(app, [command, "--help"]).output
+        found = re.search(rf"^\s+{option} .*?\[default:\s*([^\];]+)", out, re.M | re.S)
+        return found.group(1).strip()
+
+    assert float(shown("plan", "--duration")) == capacity.PLAN_DURATION_S
+    assert float(shown("plan", "--gpu-hour-price")) == capacity.GPU_HOUR_PRICE
+    assert int(shown("recommend", "--k-max")) == grid.K_MAX
+    assert shown("recommend", "--tree-budgets") == ",".join(map(str, grid.TREE_BUDGETS))
+    assert shown("recommend", "--concurrencies") == ",".join(map(str, grid.DEFAULT_CONCURRENCIES))
     inp = explorer.ExplorerInputs()
-    assert explorer.recommend_grid(explorer.method_for(inp, "eagle3")) == ("k", [1, 2, 3, 4, 5])
-    knob, budgets = explorer.recommend_grid(explorer.method_for(inp, "eagle2"))
+    assert grid.recommend_grid(explorer.method_for(inp, "eagle3")) == ("k", [1, 2, 3, 4, 5])
+    knob, budgets = grid.recommend_grid(explorer.method_for(inp, "eagle2"))
     assert knob == "tree_nodes" and budgets and len(budgets) > 1
 
 
+def test_the_plan_starts_from_the_clis_methods():
+    from simspec.cli import plan as cli
+
+    assert list(cli.DEFAULT_PLAN_METHODS) == explorer.DEFAULT_METHODS
+
+
 def test_the_plan_puts_its_answer_first():
-    frame = pd.DataFrame([{c: 1 for c in planning.PLAN_COLUMNS}])
+    frame = pd.DataFrame([{c: 1 for c in capacity.PLAN_COLUMNS}])
     view = explorer.plan_view(frame)
     assert list(view.columns[:3]) == ["replicas", "gpus", "method"]
-    assert sorted(view.columns) == sorted(planning.PLAN_COLUMNS)
+    assert sorted(view.columns) == sorted(capacity.PLAN_COLUMNS)
 
 
 @pytest.mark.parametrize("text", ["inf", "-inf", "nan", "1e400", "1, inf"])
@@ -314,21 +326,27 @@ def test_non_finite_loads_are_input_errors(text):
 SMALL = {"requests": 8, "lengths": "fixed", "prompt_mean": 64, "output_mean": 32}
 
 
-class _NoPool:
-    def submit(self, *args, **kwargs):
-        raise AssertionError("a small what-if must not wait on a pool")
+def _no_pool():
+    raise AssertionError("a small what-if must not wait on a pool")
+
+
+IN_PROCESS = replace(explorer.RUNS, executor="serial")  # the page's memo, no pool
+NO_POOL = replace(explorer.RUNS, pool=KeptPool(start=_no_pool))
 
 
 def test_a_small_what_if_runs_in_process_and_a_pool_gives_the_same_numbers():
     explorer.forget_runs()
     one = explorer.ExplorerInputs(methods=["eagle3"], loads=[4], **SMALL)
-    assert len(explorer.run(one, pool=_NoPool())["summary"]) == 2
+    assert len(explorer.run(one, NO_POOL)["summary"]) == 2
     inp = explorer.ExplorerInputs(methods=["eagle3", "ngram"], loads=[1, 8], **SMALL)
     explorer.forget_runs()
-    serial = explorer.run(inp, workers=1)
+    serial = explorer.run(inp, IN_PROCESS)
     explorer.forget_runs()
-    with ThreadPoolExecutor(2) as pool:
-        pooled = explorer.run(inp, pool=pool)
+    threads = KeptPool(start=lambda: ThreadPoolExecutor(2))
+    try:
+        pooled = explorer.run(inp, replace(explorer.RUNS, pool=threads))
+    finally:
+        threads.close()
     for key in serial:
         pd.testing.assert_frame_equal(serial[key], pooled[key])
 
@@ -346,23 +364,29 @@ class _BrokenPool:
 def test_a_dead_worker_does_not_break_the_page_for_good():
     explorer.forget_runs()
     inp = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
-    assert len(explorer.run(inp, pool=_BrokenPool())["summary"]) == 4  # finished in process
+    started: list[_BrokenPool] = []
+    broken = KeptPool(start=lambda: started.append(_BrokenPool()) or started[-1])
+    runs = replace(explorer.RUNS, pool=broken)
+    assert len(explorer.run(inp, runs)["summary"]) == 4  # finished in process
+    explorer.forget_runs()
+    explorer.run(inp, runs)  # the broken pool was dropped: the next what-if starts a fresh one
+    assert len(started) == 2
 
 
 def test_a_widget_change_reruns_only_what_it_changed():
     explorer.forget_runs()
     first = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
-    before = explorer.run(first, workers=1)["summary"]
+    before = explorer.run(first, IN_PROCESS)["summary"]
     # adding a method at the same loads: two new runs, the baseline and eagle3 remembered
     both = first.model_copy(update={"methods": ["eagle3", "ngram"]})
-    after = explorer.run(both, pool=_NoPool())["summary"]
+    after = explorer.run(both, NO_POOL)["summary"]
     kept = after[after.method != "ngram"].reset_index(drop=True)
     pd.testing.assert_frame_equal(kept, before)
 
 
 def test_results_csv_holds_every_method_and_load():
     inp = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
-    res = explorer.run(inp, workers=1)
+    res = explorer.run(inp, IN_PROCESS)
     frame = pd.read_csv(io.StringIO(explorer.results_csv(res["summary"], inp)))
     assert set(frame.method) == {"autoregressive", "eagle3"} and set(frame.load) == {1, 8}
     assert {"speedup", "throughput_tok_s", "tpot_ms_p99", "ttft_ms_p99"} <= set(frame.columns)

@@ -23,7 +23,7 @@ from simspec.cli.sweep_flags import SweepFlags
 from simspec.cli.tables import print_frame
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
-from simspec.studies.planning import PLAN_COLUMNS
+from simspec.studies.capacity import PLAN_COLUMNS
 from simspec.studies.sweep import COLUMNS, SweepConfig, tree_columns
 
 runner = CliRunner()

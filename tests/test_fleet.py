@@ -13,6 +13,7 @@ from simspec.engine.fleet import simulate_fleet
 from simspec.engine.simulation import simulate
 from simspec.errors import InputError
 from simspec.studies.fleet import FleetSlo, per_request, run_fleet, summarize_fleet, timeline
+from simspec.studies.runs import Runs
 
 POISSON = WorkloadConfig(arrival="poisson", rate=12.0, requests=300, measure="whole")
 
@@ -45,7 +46,7 @@ def test_state_free_routers_shard_exactly(router: str) -> None:
     cfg = FleetConfig.uniform(_eagle(), 4, router)
     slo = FleetSlo(200, 30)
     serial = per_request(run_fleet(cfg), slo)
-    sharded = per_request(run_fleet(cfg, "process", workers=2), slo)
+    sharded = per_request(run_fleet(cfg, runs=Runs("process", workers=2)), slo)
     pd.testing.assert_frame_equal(sharded, serial)
 
 
@@ -103,8 +104,7 @@ def test_timeline_and_summary_are_consistent() -> None:
 
 
 def test_smallest_fleet_searches_doubling_then_bisection(monkeypatch) -> None:
-    import simspec.studies.fleet as study
-    from simspec.studies import planning
+    from simspec.studies import capacity
 
     tried: list[int] = []
 
@@ -113,8 +113,8 @@ def test_smallest_fleet_searches_doubling_then_bisection(monkeypatch) -> None:
         return len(cfg.replicas)
 
     # a fleet meets the attainment from 5 replicas on
-    monkeypatch.setattr(study, "summarize_fleet", lambda n, slo: {"slo_attainment": n >= 5})
-    n, _ = planning.smallest_fleet(_eagle(), "round_robin", FleetSlo(1, 1), 0.99, probe=probe)
+    monkeypatch.setattr(capacity, "summarize_fleet", lambda n, slo: {"slo_attainment": n >= 5})
+    n, _ = capacity.smallest_fleet(_eagle(), "round_robin", FleetSlo(1, 1), 0.99, probe=probe)
     assert n == 5 and tried == [1, 2, 4, 8, 6, 5]
 
 
@@ -164,7 +164,7 @@ def test_plan_trace_plans_the_recommended_schedule_too(tmp_path) -> None:
 
 def test_the_schedule_closed_loop_follows_the_trace_windows_lengths() -> None:
     from simspec.config import Deployment
-    from simspec.studies.trace_schedule import closed_like
+    from simspec.studies.schedule.trace import closed_like
 
     wl = WorkloadConfig(arrival="trace", arrival_trace="azure-conv", trace_end_s=120.0)
     closed = closed_like(Deployment(workload=wl)).workload

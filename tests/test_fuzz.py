@@ -548,21 +548,21 @@ def test_a_1000_by_1000_grid_is_refused_before_any_point_is_built(tmp_path):
 
 def test_recommend_validates_the_concurrency_a_model_copy_would_skip():
     from simspec.config import Deployment, MethodConfig
-    from simspec.studies import planning
+    from simspec.studies.schedule.grid import recommend
 
     # 20,000 passed the old cap (100,000) and ran for minutes; the bound is 16,384
     with within(30), pytest.raises(ValidationError):
-        planning.recommend(Deployment(), MethodConfig(name="eagle3"), [1], (20_000,))
+        recommend(Deployment(), MethodConfig(name="eagle3"), [1], (20_000,))
 
 
 def test_plan_refuses_non_finite_rates_and_durations_from_any_caller():
     from simspec.config import Deployment
-    from simspec.studies import planning
+    from simspec.studies import capacity
 
-    slo = planning.Slo(1e3, 50.0)
+    slo = capacity.Slo(1e3, 50.0)
     for qps, duration in [(math.inf, 60.0), (math.nan, 60.0), (1.0, math.inf), (1.0, 1e308)]:
         with pytest.raises(InputError):
-            planning.plan(Deployment(), [], qps, slo, 2.5, duration)
+            capacity.plan(Deployment(), [], qps, slo, 2.5, duration)
 
 
 def test_a_yaml_alias_bomb_in_a_profile_fit_is_refused(tmp_path):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import swept
 from typer.testing import CliRunner
 
 import simspec
@@ -25,8 +26,9 @@ from simspec.cli.tables import write_frame
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
 from simspec.engine.metrics import RunSummary
 from simspec.errors import ScenarioError
-from simspec.studies import runner as runs
-from simspec.studies.runner import RunCache, read_journal, scenario_key
+from simspec.studies.runs import Runs, executors, job
+from simspec.studies.runs.journal import RunCache, read_journal
+from simspec.studies.runs.keys import scenario_key
 from simspec.studies.sweep import SweepConfig, run_sweep
 
 cli = CliRunner()
@@ -59,10 +61,10 @@ def test_a_profile_edited_between_stop_and_resume_runs_again(tmp_path):
     prof = tmp_path / "prof.yaml"
     prof.write_text(PROFILE.read_text())
     journal = tmp_path / "o.csv.partial"
-    before = run_sweep(grid(profile=str(prof)), journal=journal)
+    before = swept(grid(profile=str(prof)), journal)
     # a stop: the journal holds every run; now the profile changes (a 1000x slower GEMM)
     prof.write_text(PROFILE.read_text().replace("value: 6.0324e-06", "value: 6.0324e-03", 1))
-    resumed = run_sweep(grid(profile=str(prof)), journal=journal, resume=True)
+    resumed = swept(grid(profile=str(prof)), journal, resume=True)
     fresh = run_sweep(grid(profile=str(prof)))
     pd.testing.assert_frame_equal(resumed, fresh)
     assert (resumed.throughput_tok_s < before.throughput_tok_s / 10).all()
@@ -86,7 +88,7 @@ def test_the_key_hashes_named_files_and_is_unchanged_without_them(tmp_path):
 def test_a_sweep_without_resume_refuses_an_existing_journal(tmp_path):
     out = tmp_path / "o.csv"
     journal = tmp_path / "o.csv.partial"
-    run_sweep(grid(), journal=journal)
+    swept(grid(), journal)
     saved = journal.read_bytes()
     result = sweep(*FAST, "--out", str(out))
     assert result.exit_code == 2, result.output
@@ -98,14 +100,14 @@ def test_a_sweep_without_resume_refuses_an_existing_journal(tmp_path):
 
 
 def test_a_failing_sweep_leaves_no_journal(tmp_path, monkeypatch):
-    real = runs.simulate
+    real = job.simulate
 
     def fails_at_four(sc: Scenario):
         if sc.workload.concurrency == 4:
             raise ScenarioError("simulated failure")
         return real(sc)
 
-    monkeypatch.setattr(runs, "simulate", fails_at_four)
+    monkeypatch.setattr(job, "simulate", fails_at_four)
     out = tmp_path / "o.csv"
     result = sweep(*FAST, "--out", str(out))
     assert result.exit_code == 2 and "simulated failure" in result.output, result.output
@@ -115,7 +117,7 @@ def test_a_failing_sweep_leaves_no_journal(tmp_path, monkeypatch):
 @pytest.mark.parametrize("kind", ["directory", "fifo", "under a file", "journal is a directory"])
 def test_an_out_that_cannot_be_written_is_refused_before_any_run(tmp_path, monkeypatch, kind):
     ran: list[Scenario] = []
-    monkeypatch.setattr(runs, "simulate", lambda sc: ran.append(sc))
+    monkeypatch.setattr(job, "simulate", lambda sc: ran.append(sc))
     out = tmp_path / "o.csv"
     if kind == "directory":
         out.mkdir()
@@ -181,7 +183,7 @@ DAMAGE += ["utf-8", "deep", "huge int"]
 def test_cli_resume_drops_damaged_entries_with_a_warning_and_runs_them_again(tmp_path, monkeypatch):
     fresh = tmp_path / "fresh.csv"
     assert sweep(*FAST, "--out", str(fresh)).exit_code == 0
-    real = runs.simulate
+    real = job.simulate
 
     def stopped_at_four(sc: Scenario):
         if sc.workload.concurrency == 4:
@@ -190,9 +192,9 @@ def test_cli_resume_drops_damaged_entries_with_a_warning_and_runs_them_again(tmp
 
     out = tmp_path / "o.csv"
     journal = tmp_path / "o.csv.partial"
-    monkeypatch.setattr(runs, "simulate", stopped_at_four)
+    monkeypatch.setattr(job, "simulate", stopped_at_four)
     assert sweep(*FAST, "--out", str(out)).exit_code != 0
-    monkeypatch.setattr(runs, "simulate", real)
+    monkeypatch.setattr(job, "simulate", real)
     lines = journal.read_text().splitlines()
     assert len(lines) == 2 and not out.exists()
     journal.write_bytes(_damaged(lines[0], "nan") + b"\n" + _damaged(lines[1], "utf-8") + b"\n")
@@ -204,7 +206,7 @@ def test_cli_resume_drops_damaged_entries_with_a_warning_and_runs_them_again(tmp
 
 def test_every_kind_of_damage_is_caught_on_resume(tmp_path):
     journal = tmp_path / "o.csv.partial"
-    fresh = run_sweep(grid(), journal=journal)
+    fresh = swept(grid(), journal)
     lines = journal.read_text().splitlines()
     assert len(lines) == 4
     for how in DAMAGE:
@@ -213,14 +215,14 @@ def test_every_kind_of_damage_is_caught_on_resume(tmp_path):
         kept, dropped = read_journal(journal)
         assert (len(kept), dropped) == (3, 1), how
         warned: list[str] = []
-        resumed = run_sweep(grid(), journal=journal, resume=True, warn=warned.append)
+        resumed = swept(grid(), journal, resume=True, warn=warned.append)
         assert len(warned) == 1 and "1 damaged entry" in warned[0], how
         pd.testing.assert_frame_equal(resumed, fresh)
         assert read_journal(journal)[1] == 0  # rewritten without it, then appended
 
 
 def test_run_summary_from_dict_rejects_what_is_not_a_finite_number():
-    summary = runs.run(Scenario(workload=SMALL))
+    summary = Runs().one(Scenario(workload=SMALL))
     values = summary.as_json_dict()  # undefined measures (too few requests for intervals): null
     back = RunSummary.from_dict(json.loads(json.dumps(values)))
     assert back.as_json_dict() == values
@@ -323,7 +325,7 @@ def test_a_signalled_sweep_leaves_no_pool_worker(tmp_path, sig):
 
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
 def test_while_a_pool_runs_sigterm_and_sighup_exit_like_the_shell_reports_them():
-    restore = runs._exit_on_signals()
+    restore = executors._exit_on_signals()
     try:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             with pytest.raises(SystemExit) as stop:

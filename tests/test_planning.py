@@ -11,8 +11,10 @@ from typer.testing import CliRunner
 from simspec.catalog.vllm import to_method
 from simspec.cli.main import app
 from simspec.config import AcceptanceConfig, Deployment, LengthSpec, MethodConfig, WorkloadConfig
-from simspec.studies.bands import schedule
-from simspec.studies.planning import Slo, max_rate, plan, recommend, speculative_config
+from simspec.studies.capacity import Slo, max_rate, plan
+from simspec.studies.schedule.bands import schedule
+from simspec.studies.schedule.export import speculative_config
+from simspec.studies.schedule.grid import recommend
 
 runner = CliRunner()
 SHORT = Deployment(

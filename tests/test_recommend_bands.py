@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+from conftest import Told
 from typer.testing import CliRunner
 
 from simspec.catalog.vllm import to_method
 from simspec.cli.main import app
 from simspec.config import AcceptanceConfig, Deployment, LengthSpec, MethodConfig, WorkloadConfig
-from simspec.studies.bands import probes, recommend_bands, schedule
-from simspec.studies.planning import speculative_config
+from simspec.studies.runs import Runs
+from simspec.studies.schedule.bands import probes, recommend_bands, schedule
+from simspec.studies.schedule.export import speculative_config
 
 runner = CliRunner()
 SHORT = Deployment(
@@ -26,8 +28,9 @@ def _row(table: pd.DataFrame, c: int) -> pd.Series:
 
 def test_a_crossover_lies_between_the_grid_points_and_the_curves_order_as_claimed():
     eagle = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
-    labels: list[str] = []
-    rec = recommend_bands(SHORT, eagle, [3, 4], (1, 64), 1024, progress=labels.append)
+    told = Told()
+    rec = recommend_bands(SHORT, eagle, [3, 4], (1, 64), 1024, runs=Runs(progress=told))
+    labels = told.labels
     (x,) = rec.crossovers
     assert (x.below, x.above) == (4, 3)  # a long chain alone, a shorter one under load
     assert 1 < x.last < x.first < 64 and x.first == x.last + 1

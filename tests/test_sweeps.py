@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 import pytest
+from conftest import Told, swept
 from typer.testing import CliRunner
 
 from simspec.cli.main import app
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
 from simspec.engine.metrics import RunSummary
-from simspec.errors import ScenarioError
-from simspec.studies import runner as runs
-from simspec.studies.runner import Failed, RunCache, read_runs, run_all, scenario_key
+from simspec.errors import InputError, ScenarioError
+from simspec.studies.runs import Runs, job
+from simspec.studies.runs.executors import KeptPool
+from simspec.studies.runs.job import Failed
+from simspec.studies.runs.journal import RunCache, read_runs
+from simspec.studies.runs.keys import scenario_key
+from simspec.studies.runs.memo import Memo
 from simspec.studies.sweep import SweepConfig, cells, run_sweep
 
 cli = CliRunner()
@@ -48,8 +54,8 @@ def test_grid_points_are_every_combination_of_its_axes():
 
 
 def test_every_executor_gives_the_same_table():
-    serial = run_sweep(small_grid(), executor="serial")
-    pool = run_sweep(small_grid(), executor="process", workers=2)
+    serial = run_sweep(small_grid())
+    pool = run_sweep(small_grid(), runs=Runs("process", workers=2))
     pd.testing.assert_frame_equal(serial, pool)
     assert set(serial.gpu) == {"h100_sxm", "a100_80gb"} and set(serial.k) == {0, 2, 4}
 
@@ -58,15 +64,15 @@ def test_a_local_ray_instance_gives_the_same_table():
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
-        on_ray = run_sweep(small_grid(), executor="ray")
+        on_ray = run_sweep(small_grid(), runs=Runs("ray"))
     finally:
         ray.shutdown()
-    pd.testing.assert_frame_equal(on_ray, run_sweep(small_grid(), executor="serial"))
+    pd.testing.assert_frame_equal(on_ray, run_sweep(small_grid()))
 
 
 def test_a_stopped_sweep_resumes_where_it_stopped(tmp_path):
     journal = tmp_path / "out.csv.partial"
-    full = run_sweep(small_grid(), journal=journal)
+    full = swept(small_grid(), journal)
     lines = journal.read_text().splitlines()
     # one line per distinct run: a baseline shared by two grid points runs once
     assert len(lines) == len({c.key for c in cells(small_grid())}) == 12
@@ -74,10 +80,10 @@ def test_a_stopped_sweep_resumes_where_it_stopped(tmp_path):
     journal.write_text("\n".join(lines[:5]) + "\n" + lines[5][:40])
     kept = read_runs(journal)
     assert len(kept) == 5
-    labels: list[str] = []
-    resumed = run_sweep(small_grid(), journal=journal, resume=True, progress=labels.append)
+    told = Told()
+    resumed = swept(small_grid(), journal, resume=True, progress=told)
     reused = sum(c.key in kept for c in cells(small_grid()))
-    assert sum("(resumed)" in label for label in labels) == reused
+    assert sum("(resumed)" in label for label in told.labels) == reused
     assert len(read_runs(journal)) == 12  # the rest ran and were appended
     pd.testing.assert_frame_equal(resumed, full)
 
@@ -152,19 +158,19 @@ def test_same_seed_gives_byte_identical_csv_across_processes_and_executors(tmp_p
 
 def test_the_same_scenario_asked_for_twice_runs_once(tmp_path, monkeypatch):
     simulated: list[Scenario] = []
-    real = runs.simulate
+    real = job.simulate
 
     def counting(sc: Scenario):
         simulated.append(sc)
         return real(sc)
 
-    monkeypatch.setattr(runs, "simulate", counting)
+    monkeypatch.setattr(job, "simulate", counting)
     sc = Scenario(method=EAGLE, workload=SMALL)
     path = tmp_path / "runs.jsonl"
     with RunCache(path) as cache:
-        first, again = run_all([sc, sc.model_dump_json()], "serial", cache=cache)
+        first, again = Runs(cache=cache).all([sc, sc.model_dump_json()])
         assert len(simulated) == 1 and first is again
-        (later,) = run_all([sc], "process", cache=cache)  # already in the cache: not run
+        (later,) = Runs("process", cache=cache).all([sc])  # already in the cache: not run
     assert len(simulated) == 1 and later is first
     # the key is the scenario's content: an equal scenario built anew finds the same entry
     twin = Scenario.model_validate_json(sc.model_dump_json())
@@ -183,13 +189,11 @@ def test_a_cache_that_adds_nothing_leaves_no_file(tmp_path):
 def test_a_resumed_sweep_equals_a_fresh_one_on_any_executor(tmp_path):
     fresh = run_sweep(small_grid()).to_csv(index=False)
     journal = tmp_path / "out.csv.partial"
-    run_sweep(small_grid(), journal=journal)
+    swept(small_grid(), journal)
     lines = journal.read_text().splitlines()
     for stop, executor in ((0, "process"), (3, "serial"), (11, "process")):
         journal.write_text("".join(line + "\n" for line in lines[:stop]))
-        resumed = run_sweep(
-            small_grid(), executor=executor, workers=2, journal=journal, resume=True
-        )
+        resumed = swept(small_grid(), journal, resume=True, executor=executor, workers=2)
         assert resumed.to_csv(index=False) == fresh
         assert len(read_runs(journal)) == 12
 
@@ -197,8 +201,55 @@ def test_a_resumed_sweep_equals_a_fresh_one_on_any_executor(tmp_path):
 def test_an_error_raises_or_becomes_that_scenarios_failure_as_the_caller_asks():
     ok = Scenario(workload=SMALL)
     too_big = Scenario(model="llama-3.1-70b", workload=SMALL)  # 140 GB of weights on one H100
-    kept = run_all([ok, too_big], "process", workers=2, errors="keep")
+    kept = Runs("process", workers=2).all([ok, too_big], errors="keep")
     assert isinstance(kept[0], RunSummary)
     assert isinstance(kept[1], Failed) and "llama-3.1-70b" in kept[1].reason
     with pytest.raises(ScenarioError):
-        run_all([ok, too_big], "serial")
+        Runs().all([ok, too_big])
+
+
+# -- run settings: a memo for long-lived callers, a kept pool, one place to say where ---------
+def test_a_memo_keeps_the_latest_outcomes_of_each_measure_within_its_bound():
+    memo = Memo(size=2)
+    memo.add("a", len, 1)
+    memo.add("a", str, "one")  # the same run measured otherwise is another outcome
+    assert memo.get("a", len) == (True, 1)  # used: now the latest
+    memo.add("b", len, 2)
+    assert memo.get("a", str) == (False, None) and len(memo) == 2
+    with ThreadPoolExecutor(4) as pool:  # threads share it
+        list(pool.map(lambda i: memo.add(str(i), len, i), range(400)))
+    assert len(memo) == 2
+
+
+def test_runs_with_a_memo_do_not_run_what_they_remember(monkeypatch):
+    simulated: list[Scenario] = []
+    real = job.simulate
+    monkeypatch.setattr(job, "simulate", lambda sc: simulated.append(sc) or real(sc))
+    runs = Runs(memo=Memo())
+    sc = Scenario(method=EAGLE, workload=SMALL)
+    (first,) = runs.all([sc])
+    (again,) = runs.all([sc])
+    assert again is first and len(simulated) == 1
+    (tau,) = runs.all([sc], measure=lambda res: res.summary.mean_accept_len)
+    assert tau == first.mean_accept_len and len(simulated) == 2
+
+
+def test_a_kept_pool_is_started_once_and_serves_every_call():
+    started: list[ThreadPoolExecutor] = []
+    kept = KeptPool(start=lambda: started.append(ThreadPoolExecutor(2)) or started[-1])
+    runs = Runs("kept", pool=kept)
+    two = [Scenario(workload=SMALL.model_copy(update={"concurrency": c})) for c in (1, 2)]
+    try:
+        runs.all(two[:1])
+        assert started == []  # one run: in this process
+        first = runs.all(two)
+        again = runs.all(two)  # no memo: they run again, on the same pool
+        assert len(started) == 1
+        assert [s.throughput_tok_s for s in again] == [s.throughput_tok_s for s in first]
+    finally:
+        kept.close()
+
+
+def test_an_unknown_executor_is_refused_when_the_settings_are_made():
+    with pytest.raises(InputError, match="--executor"):
+        Runs("threads")  # type: ignore[arg-type]

@@ -10,12 +10,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import Told
 from typer.testing import CliRunner
 
 from simspec.catalog.hardware import load_engine, load_gpu, load_profile
 from simspec.catalog.models import load_model
 from simspec.cli.main import app
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
+from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.validation.cases import COLUMNS, read_cases
 from simspec.studies.validation.run import OUTPUT_COLUMNS, validate
 
@@ -115,7 +117,7 @@ def test_any_columns_beyond_the_contract_are_optional(tmp_path):
         "a,tpot_ms,autoregressive,llama-3.1-8b,h100_sxm,vllm,concurrency,2,7.4,hello\n",
         encoding="utf-8",
     )
-    pred = validate(read_cases(path), workers=1)
+    pred = validate(read_cases(path), runs=SERIAL)
     assert pred.loc[0, "status"] == "ok", pred.loc[0, "skip_reason"]
     assert pred.loc[0, "my_note"] == "hello" and set(COLUMNS) <= set(pred.columns)
     assert abs(pred.loc[0, "rel_error"]) < 0.10
@@ -145,7 +147,7 @@ def test_packaged_cases_error_does_not_regress(packaged_cases):
     """The whole packaged table: predicted rows and overall MAPE against the figure recorded in
     the repo, and the issue's plain-decoding target (vLLM H100 TPOT, batch 1-8, within 10%)."""
     recorded = json.loads(PACKAGED.joinpath("recorded.json").read_text(encoding="utf-8"))
-    pred = validate(packaged_cases, workers=2)
+    pred = validate(packaged_cases, runs=Runs("process", workers=2))
     ok = pred[pred["status"] == "ok"]
     assert len(pred) == len(packaged_cases)
     assert len(ok) >= recorded["ok"]
@@ -205,7 +207,7 @@ def test_a_step_time_row_costs_one_decode_step(tmp_path):
         "t,step_time_ms,autoregressive,llama-3.1-8b,h100_sxm,vllm,static_batch,1,,7.15\n",
         encoding="utf-8",
     )
-    pred = validate(read_cases(path), workers=1)
+    pred = validate(read_cases(path), runs=SERIAL)
     assert pred.loc[0, "status"] == "ok" and abs(pred.loc[0, "rel_error"]) < 0.10
     assert "context_len" in pred.loc[1, "skip_reason"]
 
@@ -222,8 +224,9 @@ def test_a_scenario_that_cannot_run_skips_only_its_rows(tmp_path, workers):
         "b,throughput_tok_s,autoregressive,llama-3.1-8b,h100_sxm,vllm,concurrency,2,250\n",
         encoding="utf-8",
     )
-    seen: list[tuple[int, int]] = []
-    pred = validate(read_cases(path), workers=workers, progress=lambda *p: seen.append(p))
+    told = Told()
+    pred = validate(read_cases(path), runs=Runs("process", workers, progress=told))
+    seen = told.points
     status = dict(zip(pred["case_id"], pred["status"], strict=True))
     assert status == {"a": "ok", "big": "skipped", "b": "ok"}
     assert "does not fit" in pred.loc[1, "skip_reason"]

@@ -17,7 +17,7 @@ from simspec.config import Deployment, MethodConfig, WorkloadConfig
 from simspec.engine import intervals
 from simspec.engine.window import Layout, layout, mser_cut
 from simspec.engine.workload import RequestSpecs, stationary_cohort
-from simspec.studies.planning import RATE_TOLERANCE, Slo, max_rate
+from simspec.studies.capacity import RATE_TOLERANCE, Slo, max_rate
 
 PLAIN = MethodConfig(name="autoregressive", k=0)
 

@@ -15,7 +15,7 @@ from typing import Any
 from simspec.catalog.tables import parse_json, read_input_text
 from simspec.errors import InputError
 
-# simspec method -> the vLLM method name it is exported as (simspec.studies.planning)
+# simspec method -> the vLLM method name it is exported as (simspec.studies.schedule.export)
 TO_VLLM = {
     "eagle1": "eagle",
     "eagle3": "eagle3",

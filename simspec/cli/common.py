@@ -1,4 +1,5 @@
-"""What every command shares: one-line errors with exit code 2, the progress bar, comma lists.
+"""What every command shares: one-line errors with exit code 2, the progress bar, comma lists,
+and the run settings a study takes, built from the flags.
 
 A command never shows a traceback for bad input: it raises (pydantic's ``ValidationError``,
 :class:`InputError`, :class:`ScenarioError`, ``OSError``, a broken process pool) and
@@ -13,7 +14,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, cast
 
 import typer
 from pydantic import ValidationError
@@ -31,6 +32,9 @@ from rich.progress import (
 
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, one_line, validation_message
+from simspec.studies.runs import Runs
+from simspec.studies.runs.executors import Executor
+from simspec.studies.runs.journal import RunCache
 
 # stderr is looked up on every write, so a test's captured stream is the one written to
 err = Console(stderr=True)
@@ -126,6 +130,43 @@ def progress_bar(description: str, total: int | None = None, show: bool = True) 
         disable=not (show and err.is_terminal),
     ) as progress:
         yield Bar(progress, progress.add_task(description, total=total))
+
+
+def warn(message: str) -> None:
+    """``warning: message`` as one line on stderr."""
+    err.print(f"warning: {one_line(message)}", highlight=False, soft_wrap=True, markup=False)
+
+
+# what --executor offers (a study's Runs also has a pool kept across calls, for the explorer)
+EXECUTORS = ("serial", "process", "ray")
+
+
+def check_executor(executor: str) -> Executor:
+    if executor not in EXECUTORS:
+        raise InputError("--executor", f"choose serial, process or ray (got {executor!r})")
+    return cast(Executor, executor)
+
+
+@contextmanager
+def study_runs(
+    executor: str = "serial",
+    workers: int | None = None,
+    ray_address: str | None = None,
+    *,
+    journal: Path | None = None,
+    resume: bool = False,
+    progress: Bar | None = None,
+) -> Iterator[Runs]:
+    """The run settings a study takes, from the flags: --executor, --workers, --ray-address,
+    and the journal its finished runs stream to (``--resume``: start from those it holds),
+    closed when the study ends; ``progress`` is told as the study goes."""
+    chosen = check_executor(executor)
+    cache = RunCache(journal, resume, warn) if journal is not None else None
+    try:
+        yield Runs(chosen, workers, ray_address, cache, progress=progress)
+    finally:
+        if cache is not None:
+            cache.close()
 
 
 def csv_list(text: str, flag: str, cast: Callable[[str], T] = str) -> list[T]:

@@ -6,17 +6,23 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any, cast, get_args
+from typing import Annotated, Any
 
 import typer
 
 from simspec.cli import options as opt
-from simspec.cli.common import err, known_method, one_line_errors, progress_bar
+from simspec.cli.common import (
+    check_executor,
+    err,
+    known_method,
+    one_line_errors,
+    progress_bar,
+    study_runs,
+)
 from simspec.cli.flags import DeploymentFlags, with_flags
 from simspec.cli.tables import check_suffix, print_frame, write_frame, write_text
 from simspec.config import MAX_REPLICAS, ROUTERS, Deployment, FleetConfig, MethodConfig, Scenario
 from simspec.errors import InputError
-from simspec.studies.runner import Executor
 
 Replicas = Annotated[int, typer.Option(help="replicas in the fleet", min=1, max=MAX_REPLICAS)]
 RouterOpt = Annotated[str, typer.Option(help=f"router: {', '.join(ROUTERS)}")]
@@ -112,8 +118,7 @@ def fleet(
 
     if router not in ROUTERS:
         raise InputError("--router", f"choose {', '.join(ROUTERS)} (got {router!r})")
-    if executor not in get_args(Executor):
-        raise InputError("--executor", f"choose serial, process or ray (got {executor!r})")
+    check_executor(executor)
     if not (math.isfinite(warmup_s) and warmup_s >= 0):
         raise InputError("--warmup-s", f"must be >= 0 seconds, got {warmup_s}")
     check_suffix(out, "--out", (".csv", ".parquet"))
@@ -128,14 +133,11 @@ def fleet(
         raise InputError("--method", "a fleet's replicas run one method: name one")
     common = deploy.model_dump() | ({"seed": seed} if seed is not None else {})
     cfg = FleetConfig.uniform(Scenario(**common, method=methods[0]), replicas, router)
-    with progress_bar("simulating", total=100) as bar:
-        run = study.run_fleet(
-            cfg,
-            cast(Executor, executor),
-            workers,
-            window_s=window_s,
-            progress=lambda share: bar.at(round(100 * share), 100),
-        )
+    with (
+        progress_bar("simulating", total=100) as bar,
+        study_runs(executor, workers, progress=bar) as runs,
+    ):
+        run = study.run_fleet(cfg, runs=runs, window_s=window_s)
     table = study.per_request(run, slo)
     row = study.summarize_fleet(run, slo, table, warmup_s)
     series = study.timeline(run)

@@ -10,11 +10,20 @@ from typing import Annotated
 import typer
 
 from simspec.cli import options as opt
-from simspec.cli.common import csv_list, err, one_line_errors, progress_bar
+from simspec.cli.common import csv_list, err, one_line_errors, progress_bar, study_runs
 from simspec.cli.flags import DeploymentFlags, with_flags
 from simspec.cli.tables import check_suffix, print_frame, write_frame, write_text
 from simspec.config import MAX_DURATION_S, MAX_QPS, Deployment, MethodConfig
 from simspec.errors import InputError
+from simspec.studies import capacity
+from simspec.studies.schedule import SCHEDULE_FIELDS
+from simspec.studies.schedule.grid import DEFAULT_CONCURRENCIES, K_MAX, TREE_BUDGETS
+from simspec.studies.schedule.trace import SCHEDULE_GRID
+
+
+def _listed(values: tuple[int, ...]) -> str:
+    """A default list as its option takes it: ``1,4,16``."""
+    return ",".join(map(str, values))
 
 
 @with_flags(DeploymentFlags)
@@ -49,11 +58,11 @@ def plan(
             help="--trace: concurrencies recommend measures each method's schedule at "
             "(closed loops of the trace window's lengths); 'none' skips the schedule rows"
         ),
-    ] = "1,4,16,64",
+    ] = _listed(SCHEDULE_GRID),
     percentile: Annotated[int, typer.Option(help="SLO percentile: 50 or 99")] = 99,
     gpu_hour_price: Annotated[
         float, typer.Option(help="price of one GPU-hour, for cost per million tokens", min=0)
-    ] = 2.5,
+    ] = capacity.GPU_HOUR_PRICE,
     config: opt.Config = None,
     *,
     flags: DeploymentFlags,
@@ -62,7 +71,7 @@ def plan(
         typer.Option(
             help="seconds of arrivals per probe run (steady state)", min=1, max=MAX_DURATION_S
         ),
-    ] = 60.0,
+    ] = capacity.PLAN_DURATION_S,
     out: Annotated[Path | None, typer.Option(help="write the plan as CSV")] = None,
 ) -> None:
     """Capacity: QPS per replica within the SLOs, GPUs and cost.
@@ -71,8 +80,6 @@ def plan(
     within the SLOs (doubling, then bisection), the replicas and GPUs --qps needs, and the cost
     per million output tokens at --gpu-hour-price.
     """
-    from simspec.studies import planning
-
     if trace is not None:
         trace_flags = {"rate_scale": rate_scale, "target_qps": target_qps, "window": window}
         args = (flags, config, trace, methods, attainment, router, gpu_hour_price, out)
@@ -89,9 +96,9 @@ def plan(
     deploy, given = flags.planned(config, names, list(DEFAULT_PLAN_METHODS), "--methods")
     chosen = [MethodConfig(name="autoregressive", k=0)]
     chosen += [m for m in given if m.name != "autoregressive"]
-    slo = planning.Slo(slo_ttft_ms, slo_tpot_ms, percentile)
-    with progress_bar("planning", total=len(chosen)) as bar:
-        frame = planning.plan(deploy, chosen, qps, slo, gpu_hour_price, duration, progress=bar.step)
+    slo = capacity.Slo(slo_ttft_ms, slo_tpot_ms, percentile)
+    with progress_bar("planning", total=len(chosen)) as bar, study_runs(progress=bar) as runs:
+        frame = capacity.plan(deploy, chosen, qps, slo, gpu_hour_price, duration, runs=runs)
     frame.insert(list(frame.columns).index("k") + 1, "acceptance", _acceptance(chosen))
     if out is not None:
         write_frame(frame, out)
@@ -115,14 +122,13 @@ def _plan_trace(
     trace_flags: dict,
     slo_ttft_ms: float,
     slo_tpot_ms: float,
-    schedule_grid: str = "1,4,16,64",
+    schedule_grid: str = _listed(SCHEDULE_GRID),
 ) -> None:
     """plan --trace: the smallest fleet per method whose replay of the trace has
     --attainment of its requests within both SLOs: plain decoding, each method at its fixed
     K, and each method under the schedule recommend picks (unless --schedule-grid none)."""
     from simspec.cli.fleet import fleet_deployment
     from simspec.config import ROUTERS
-    from simspec.studies import planning
     from simspec.studies.fleet import FleetSlo
 
     if router not in ROUTERS:
@@ -134,9 +140,9 @@ def _plan_trace(
     chosen += [m for m in given if m.name != "autoregressive"]
     chosen += _recommended(deploy, chosen[1:], schedule_grid)
     slo = FleetSlo(slo_ttft_ms, slo_tpot_ms)
-    with progress_bar("planning", total=len(chosen)) as bar:
-        frame = planning.plan_fleet(
-            deploy, chosen, router, slo, attainment, gpu_hour_price, progress=bar.step
+    with progress_bar("planning", total=len(chosen)) as bar, study_runs(progress=bar) as runs:
+        frame = capacity.plan_fleet(
+            deploy, chosen, router, slo, attainment, gpu_hour_price, runs=runs
         )
     if out is not None:
         write_frame(frame, out)
@@ -159,7 +165,7 @@ def _recommended(
 ) -> list[MethodConfig]:
     """Each speculative method under the schedule recommend picks for the trace's lengths."""
     from simspec.catalog.hardware import load_engine
-    from simspec.studies.trace_schedule import recommended
+    from simspec.studies.schedule.trace import recommended
 
     if grid_text.strip().lower() == "none" or not methods:
         return []
@@ -187,13 +193,13 @@ def recommend(
             "file's method, else eagle3]"
         ),
     ] = None,
-    k_max: Annotated[int, typer.Option(help="largest K to consider", min=1, max=16)] = 5,
+    k_max: Annotated[int, typer.Option(help="largest K to consider", min=1, max=16)] = K_MAX,
     tree_budgets: Annotated[
         str, typer.Option(help="tree methods: node budgets to choose between")
-    ] = "8,16,32,64",
+    ] = _listed(TREE_BUDGETS),
     concurrencies: Annotated[
         str, typer.Option(help="grid of concurrent requests to simulate")
-    ] = "1,2,4,8,16,32,64,128,256",
+    ] = _listed(DEFAULT_CONCURRENCIES),
     config: opt.Config = None,
     *,
     flags: DeploymentFlags,
@@ -210,8 +216,8 @@ def recommend(
     points.
     """
     from simspec.catalog.hardware import load_engine
-    from simspec.studies import planning
-    from simspec.studies.bands import recommend_bands
+    from simspec.studies.schedule.bands import recommend_bands
+    from simspec.studies.schedule.export import speculative_config, speculative_config_json
 
     check_suffix(out, "--out", (".csv", ".parquet"))
     check_suffix(json_out, "--json", (".json",))
@@ -230,16 +236,14 @@ def recommend(
         ks = list(range(1, k_max + 1))
     knob = "tree_nodes" if is_tree else "k"
     max_batch = int(load_engine(deploy.engine)["max_num_seqs"])
-    with progress_bar("simulating", total=len(grid)) as bar:
-        rec = recommend_bands(
-            deploy, base, ks, grid, max_batch, knob, progress=bar.step, more=bar.grow
-        )
+    with progress_bar("simulating", total=len(grid)) as bar, study_runs(progress=bar) as runs:
+        rec = recommend_bands(deploy, base, ks, grid, max_batch, knob, runs=runs)
     bands = rec.bands
-    spec_cfg = None if is_tree else planning.speculative_config(base, bands)
+    spec_cfg = None if is_tree else speculative_config(base, bands)
     if out is not None:
         write_frame(rec.table, out)
     if json_out is not None and spec_cfg is not None:
-        write_text(json_out, planning.speculative_config_json(spec_cfg) + "\n", "--json")
+        write_text(json_out, speculative_config_json(spec_cfg) + "\n", "--json")
     what = "tree budget" if is_tree else "K"
     print_frame(
         rec.table.round(3),
@@ -270,12 +274,10 @@ def recommend(
     if spec_cfg is None:
         err.print(f"vLLM has no {base.name} method: the schedule above is simspec's k_schedule")
     else:
-        print(f"--speculative-config '{planning.speculative_config_json(spec_cfg)}'")
+        print(f"--speculative-config '{speculative_config_json(spec_cfg)}'")
 
 
 DEFAULT_PLAN_METHODS = ("eagle3", "ngram")
-# what recommend chooses per band: a method that states it would have it replaced
-SCHEDULE_FIELDS = ("k_schedule", "tree_schedule", "disable_by_batch_size")
 
 
 def _scheduled_method(

@@ -12,6 +12,7 @@ from simspec.cli.flags import overlay, read_config, with_flags, with_preset_ids
 from simspec.cli.method_flags import MethodFlags, preset_dataset
 from simspec.cli.tables import print_frame, write_frame
 from simspec.errors import InputError
+from simspec.studies.schedule import SCHEDULE_FIELDS
 
 if TYPE_CHECKING:
     from simspec.studies.policy import PolicyConfig
@@ -75,10 +76,6 @@ def policy(
     )
 
 
-# the method fields that make a schedule: a --speculative-config's are the policy to compare
-POLICY_FIELDS = ("k_schedule", "tree_schedule", "disable_by_batch_size")
-
-
 def policy_config(data: dict[str, Any], flags: MethodFlags) -> PolicyConfig:
     """The policy file with the method flags on top of its method; a --speculative-config
     replaces the method, and its schedule (num_speculative_tokens_per_batch_size,
@@ -93,7 +90,8 @@ def policy_config(data: dict[str, Any], flags: MethodFlags) -> PolicyConfig:
         chosen = flags.chosen(data, None, [], dataset, "--config")
         method = next((m for m in chosen if m.get("name") != "autoregressive"), chosen[-1])
         if flags.speculative_config:
-            schedule = {f: method.pop(f) for f in POLICY_FIELDS if f in method}
+            # a --speculative-config's schedule is the policy to compare
+            schedule = {f: method.pop(f) for f in SCHEDULE_FIELDS if f in method}
             if schedule and "policy" in data:
                 raise InputError(
                     "--speculative-config",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, cast, get_args
+from typing import Annotated
 
 import pandas as pd
 import typer
@@ -12,15 +12,29 @@ from rich.table import Table
 
 from simspec.catalog.models import load_model
 from simspec.cli import options as opt
-from simspec.cli.common import err, one_line_errors, progress_bar, writing
+from simspec.cli.common import (
+    check_executor,
+    err,
+    one_line_errors,
+    progress_bar,
+    study_runs,
+    writing,
+)
 from simspec.cli.flags import with_flags
 from simspec.cli.sweep_flags import SweepFlags
 from simspec.cli.tables import safe_title, table_width, write_frame
-from simspec.errors import InputError, one_line
+from simspec.errors import InputError
 from simspec.outputs import check_writable, existing_regular
 from simspec.studies.model_facts import summary_line
-from simspec.studies.runner import Executor, path_in_use
-from simspec.studies.sweep import WIDE_INTERVAL, SweepConfig, cells, run_sweep, wide_intervals
+from simspec.studies.runs.journal import path_in_use
+from simspec.studies.sweep import (
+    WIDE_INTERVAL,
+    SweepConfig,
+    cells,
+    check_cells,
+    run_cells,
+    wide_intervals,
+)
 
 
 @with_flags(SweepFlags)
@@ -75,8 +89,7 @@ def sweep(
             "--grid",
             "give --grid or --config, not both (a grid file is a scenario file with a grid: section)",
         )
-    if executor not in get_args(Executor):
-        raise InputError("--executor", f"choose serial, process or ray (got {executor!r})")
+    check_executor(executor)
     if resume and out is None:
         raise InputError("--resume", "needs --out (the stopped sweep's OUT.partial)")
     if out is not None and out.suffix not in (".csv", ".parquet"):
@@ -86,18 +99,16 @@ def sweep(
     if out is not None and journal is not None:
         _check_out(out, journal, resume)
     started_journal = journal is not None and not journal.exists()
+    todo = cells(cfg)
     try:
-        with progress_bar("simulating", total=len(cells(cfg)), show=not quiet) as bar:
-            frame = run_sweep(
-                cfg,
-                progress=bar.step,
-                executor=cast(Executor, executor),
-                workers=workers,
-                ray_address=ray_address,
-                journal=journal,
-                resume=resume,
-                warn=_warn,
-            )
+        check_cells(todo)  # bad input fails before the journal is read
+        with (
+            progress_bar("simulating", total=len(todo), show=not quiet) as bar,
+            study_runs(
+                executor, workers, ray_address, journal=journal, resume=resume, progress=bar
+            ) as runs,
+        ):
+            frame = run_cells(cfg, todo, runs=runs)
     except Exception:
         # a failure is not a stop: leave nothing behind but what was there before (an
         # interrupt, SIGTERM or SIGHUP is a stop, and keeps the journal for --resume)
@@ -147,11 +158,6 @@ def _check_out(out: Path, journal: Path, resume: bool) -> None:
             f"{str(journal)!r} holds the finished cells of a stopped sweep: pass --resume to "
             "keep them, or delete it to start over",
         )
-
-
-def _warn(message: str) -> None:
-    """``warning: message`` as one line on stderr."""
-    err.print(f"warning: {one_line(message)}", highlight=False, soft_wrap=True, markup=False)
 
 
 def _partial(out: Path) -> Path:

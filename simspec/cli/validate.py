@@ -9,7 +9,7 @@ from typing import Annotated
 import pandas as pd
 import typer
 
-from simspec.cli.common import err, one_line_errors, progress_bar
+from simspec.cli.common import err, one_line_errors, progress_bar, study_runs
 from simspec.cli.tables import print_frame, write_text
 from simspec.errors import InputError
 
@@ -69,8 +69,11 @@ def validate(
             load_gpu(assume_gpu)
         except InputError as exc:
             raise InputError("--assume-gpu", exc.message) from None
-    with progress_bar("simulating the cases") as bar:
-        pred = predict(frame, workers=workers, assume_gpu=assume_gpu, progress=bar.at)
+    with (
+        progress_bar("simulating the cases") as bar,
+        study_runs("process", workers, progress=bar) as runs,
+    ):
+        pred = predict(frame, runs=runs, assume_gpu=assume_gpu)
     table = series_table(pred)
     # text cells are quoted: a user's cell may hold a bare carriage return, which an
     # unquoted CSV would read back as a line break

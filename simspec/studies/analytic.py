@@ -31,7 +31,8 @@ from simspec.engine.simulation import build_cost_model
 from simspec.engine.speculators import DraftStep, build_speculator
 from simspec.errors import ScenarioError
 from simspec.outputs import write_text_atomic
-from simspec.studies.runner import Executor, check_runnable, run_all
+from simspec.studies.runs import SERIAL, Runs
+from simspec.studies.runs.job import check_runnable
 
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.05, 0.96, 0.05))
 REPORTED_ALPHAS = (0.5, 0.7, 0.9)
@@ -164,7 +165,7 @@ def compare(
     batch_sizes: tuple[int, ...] = (1, 32),
     spread: float = 0.7,
     *,
-    executor: Executor = "serial",
+    runs: Runs = SERIAL,
 ) -> pd.DataFrame:
     """Closed form against the simulation on fixed-length requests: where they agree (batch 1,
     i.i.d. α) and where they part (heterogeneous α, batch > 1), with the reason."""
@@ -186,12 +187,11 @@ def compare(
         )
         acc = AcceptanceConfig(alpha=alpha, spread=sp)
         base = deploy.model_dump(exclude={"method", "workload"})
-        spec_run, ar_run = run_all(
+        spec_run, ar_run = runs.all(
             [
                 Scenario(**base, workload=wl, method=_chain(method, k, acc)),
                 Scenario(**base, workload=wl),
-            ],
-            executor,
+            ]
         )
         sim_speedup = spec_run.throughput_tok_s / ar_run.throughput_tok_s
         if b == 1 and sp == 0.0:

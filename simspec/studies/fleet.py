@@ -1,15 +1,15 @@
 """A fleet's run, sharded where that is exact, and what it measured: per-request results
 against the SLOs, a summary with intervals, and time series per window.
 
-Sharding: behind a state-free router (``round_robin``, ``random``) the replicas are
-independent given their arrivals (:func:`simspec.engine.fleet.assignments`), so the fleet
-splits into shards of replicas, each run in its own process (or on Ray) by the runner's
-executors, and the merged tables are the serial run's, row for row. A state-aware router
-(``least_outstanding``, ``least_kv``, ``power_of_two``) reads every replica's state at each
-arrival; a shard would route on a part of that state (in effect, N/S independent sub-fleets
-each behind its own router fed by a fixed split of the arrivals: an approximation that
-balances worse than the real router, and by how much depends on the burstiness), so such
-fleets always run in one process.
+Sharding: behind a state-free router (``round_robin``, ``random``) the replicas are independent
+given their arrivals (:func:`simspec.engine.fleet.assignments`), so the fleet splits into
+shards of replicas, each run in its own process (or on Ray) by the study's
+:class:`~simspec.studies.runs.Runs`, and the merged tables are the serial run's, row for row. A
+state-aware router (``least_outstanding``, ``least_kv``, ``power_of_two``) reads every
+replica's state at each arrival; a shard would route on a part of that state (in effect, N/S
+independent sub-fleets each behind its own router fed by a fixed split of the arrivals: an
+approximation that balances worse than the real router, and by how much depends on the
+burstiness), so such fleets always run in one process.
 
 Measurement: a replayed trace (or a fleet's Poisson run) is a transient study, measured whole
 (README "Measurement"): every request of the run counts, from an empty fleet to the last
@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,7 @@ from simspec.config import STATE_FREE_ROUTERS, FleetConfig
 from simspec.engine import intervals as ci
 from simspec.engine.fleet import DEFAULT_WINDOW_S, FleetRun, simulate_fleet
 from simspec.errors import InputError
-from simspec.studies.runner import Executor, map_jobs
+from simspec.studies.runs import SERIAL, Runs
 
 REQUEST_COLUMNS = [
     "request",
@@ -69,27 +68,24 @@ def shardable(cfg: FleetConfig) -> bool:
 
 
 def run_fleet(
-    cfg: FleetConfig,
-    executor: Executor = "serial",
-    workers: int | None = None,
-    ray_address: str | None = None,
-    window_s: float = DEFAULT_WINDOW_S,
-    progress: Callable[[float], None] | None = None,
+    cfg: FleetConfig, *, runs: Runs = SERIAL, window_s: float = DEFAULT_WINDOW_S
 ) -> FleetRun:
-    """The fleet's run: in this process, or (``executor`` process or ray, a state-free
-    router) in ``workers`` shards of contiguous replicas whose merged tables equal it."""
+    """The fleet's run: in this process (telling ``runs`` the share simulated, out of 100),
+    or (a pool or Ray executor, a state-free router) in ``runs.workers`` shards of contiguous
+    replicas whose merged tables equal it."""
     if not (math.isfinite(window_s) and window_s > 0):
         raise InputError("--window-s", f"must be > 0 seconds, got {window_s}")
-    shards = min(workers or 1, len(cfg.replicas))
-    if executor == "serial" or not shardable(cfg) or shards < 2:
+    shards = min(runs.workers or 1, len(cfg.replicas))
+    if runs.executor == "serial" or not shardable(cfg) or shards < 2:
+        told = runs.progress is not None
+        progress = (lambda share: runs.at(round(100 * share), 100)) if told else None
         return simulate_fleet(cfg, window_s=window_s, progress=progress)
     parts = np.array_split(np.arange(len(cfg.replicas)), shards)
     fleet_json = cfg.model_dump_json()
     payloads = [
         json.dumps({"fleet": fleet_json, "only": p.tolist(), "window_s": window_s}) for p in parts
     ]
-    runs = map_jobs(run_shard, payloads, executor, shards, ray_address)
-    return merge(runs)
+    return merge(replace(runs, workers=shards).map(run_shard, payloads))
 
 
 def run_shard(payload: str) -> FleetRun:

@@ -9,14 +9,14 @@ the policy buys over each.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simspec.config import Deployment, KSchedule, MethodConfig, Scenario, TreeSchedule
 from simspec.engine.metrics import RunSummary
-from simspec.studies.runner import Executor, RunCache, run_all, scenario_key
+from simspec.studies.runs import SERIAL, Runs
+from simspec.studies.runs.keys import scenario_key
+from simspec.studies.schedule import NO_SCHEDULE
 from simspec.studies.sweep import describe_acceptance
 
 # summary metrics copied into the table, by name
@@ -67,9 +67,7 @@ class PolicyConfig(Deployment):
 
 def settings(cfg: PolicyConfig) -> list[tuple[str, MethodConfig]]:
     """Plain decoding, each fixed setting the policy switches between, and the policy."""
-    base = cfg.method.model_copy(
-        update={"k_schedule": None, "tree_schedule": None, "disable_by_batch_size": None}
-    )
+    base = cfg.method.model_copy(update=dict(NO_SCHEDULE))
     ks = sorted({k for _, _, k in cfg.policy.k_schedule or () if k > 0} | {base.k})
     budgets = sorted({n for _, _, n in cfg.policy.tree_schedule or () if n > 0})
     if budgets:
@@ -84,17 +82,11 @@ def settings(cfg: PolicyConfig) -> list[tuple[str, MethodConfig]]:
     ]
 
 
-def run_policy(
-    cfg: PolicyConfig,
-    progress: Callable[[str], None] | None = None,
-    *,
-    cache: RunCache | None = None,
-    executor: Executor = "serial",
-    workers: int | None = None,
-) -> pd.DataFrame:
-    """Simulate every setting on the same workload and seed (a setting ``cache`` holds is not
-    run again); gains are the policy's median TPOT and median end-to-end latency relative to
-    each setting's (> 1: the policy is faster)."""
+def run_policy(cfg: PolicyConfig, *, runs: Runs = SERIAL) -> pd.DataFrame:
+    """Simulate every setting on the same workload and seed (a setting the cache of ``runs``
+    holds is not run again; ``runs`` is told of each setting done); gains are the policy's
+    median TPOT and median end-to-end latency relative to each setting's (> 1: the policy is
+    faster)."""
     common = cfg.model_dump(exclude={"method", "policy"})
     chosen = settings(cfg)
     scenarios = [Scenario(**common, method=method) for _, method in chosen]
@@ -103,11 +95,10 @@ def run_policy(
         labels.setdefault(scenario_key(sc.model_dump_json()), []).append(label)
 
     def finished(key: str, _: RunSummary) -> None:
-        if progress:
-            for label in labels[key]:
-                progress(label)
+        for label in labels[key]:
+            runs.step(label)
 
-    summaries = run_all(scenarios, executor, workers, cache=cache, on_result=finished)
+    summaries = runs.all(scenarios, on_result=finished)
     rows = [
         {
             "setting": label,

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,47 +24,15 @@ from simspec.config import (
 )
 from simspec.engine import intervals
 from simspec.engine.metrics import RunSummary
-from simspec.studies.runner import Executor, RunCache, check_runnable, run_all, scenario_key
+from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
+from simspec.studies.runs import SERIAL, Runs
+from simspec.studies.runs.job import check_runnable
+from simspec.studies.runs.keys import scenario_key
 
 DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
 
-# Summary metrics copied into the sweep CSV (see README.md for their meaning).
-METRIC_COLUMNS = (
-    "throughput_tok_s",
-    "tpot_ms_p50",
-    "tpot_ms_p99",
-    "ttft_ms_p50",
-    "ttft_ms_p99",
-    "itl_ms_p50",
-    "itl_ms_p99",
-    "e2e_s_p50",
-    "mean_accept_len",
-    "no_proposal_frac",
-    "mean_verify_tokens",
-    "draft_time_frac",
-    "verify_time_frac",
-    "overhead_time_frac",
-    "preemptions",
-    "unfinishable",
-    "kv_blocks_total",
-)
-# 95 % intervals (engine.intervals) written next to their metric
-INTERVAL_COLUMNS = (
-    "speedup_ci_low",
-    "speedup_ci_high",
-    "throughput_tok_s_ci_low",
-    "throughput_tok_s_ci_high",
-    "tpot_ms_p50_ci_low",
-    "tpot_ms_p50_ci_high",
-    "tpot_ms_p99_ci_low",
-    "tpot_ms_p99_ci_high",
-    "ttft_ms_p50_ci_low",
-    "ttft_ms_p50_ci_high",
-    "ttft_ms_p99_ci_low",
-    "ttft_ms_p99_ci_high",
-    "e2e_s_p50_ci_low",
-    "e2e_s_p50_ci_high",
-)
+# 95 % intervals written after the metrics: the speedup's, then each run's own
+INTERVAL_COLUMNS = ("speedup_ci_low", "speedup_ci_high", *RUN_INTERVALS)
 # an interval wider than this (relative half-width of a speedup) is reported as wide
 WIDE_INTERVAL = 0.02
 # Column order of the CSV written by ``simspec sweep --out``.
@@ -86,7 +52,7 @@ COLUMNS = [
     "batch_size",
     "speedup",
     "tpot_ratio",
-    *METRIC_COLUMNS,
+    *RUN_METRICS,
     *INTERVAL_COLUMNS,
     "requests",
     "seed",
@@ -261,48 +227,42 @@ def cells(cfg: SweepConfig) -> list[Cell]:
     return out
 
 
-def run_sweep(
-    cfg: SweepConfig,
-    progress: Callable[[str], None] | None = None,
-    executor: Executor = "serial",
-    workers: int | None = None,
-    ray_address: str | None = None,
-    journal: Path | None = None,
-    resume: bool = False,
-    warn: Callable[[str], None] | None = None,
-) -> pd.DataFrame:
+def check_cells(todo: list[Cell]) -> None:
+    """Every distinct cell can run (bad input fails before any run)."""
+    for scenario_json in {c.scenario_json for c in todo}:
+        check_runnable(Scenario.model_validate_json(scenario_json))
+
+
+def run_sweep(cfg: SweepConfig, *, runs: Runs = SERIAL) -> pd.DataFrame:
     """Simulate every cell and report speedup = throughput / autoregressive throughput.
 
-    ``journal`` backs the run cache: finished runs are appended to it as they complete (one
-    JSON line each, flushed), so a stopped sweep keeps them; with ``resume`` those already
-    there are not run again (an existing journal without ``resume`` is refused; see
-    :class:`RunCache`, whose warnings go to ``warn``). The table is the same whichever executor
-    ran the cells, and in the same order."""
+    A cell the cache of ``runs`` holds is not run again: backed by a journal
+    (:class:`~simspec.studies.runs.journal.RunCache`), finished runs are appended to it as they
+    complete, so a stopped sweep keeps them and a resumed one starts from them. ``runs`` is
+    told of each cell done. The table is the same whichever executor ran the cells, and in the
+    same order."""
     todo = cells(cfg)
-    for scenario_json in {c.scenario_json for c in todo}:  # bad input fails before any run
-        check_runnable(Scenario.model_validate_json(scenario_json))
+    check_cells(todo)
+    return run_cells(cfg, todo, runs=runs)
+
+
+def run_cells(cfg: SweepConfig, todo: list[Cell], *, runs: Runs = SERIAL) -> pd.DataFrame:
+    """:func:`run_sweep` of ``cfg``'s cells ``todo``, already checked (:func:`check_cells`):
+    ``simspec sweep`` checks them before it reads a journal."""
     by_key = {c.key: c for c in todo}
 
     def finished(key: str, _: RunSummary) -> None:
-        if progress:
-            c = by_key[key]
-            progress(f"{c.method.name} bs={c.batch_size}")
+        c = by_key[key]
+        runs.step(f"{c.method.name} bs={c.batch_size}")
 
-    with RunCache(journal, resume, warn) as cache:
+    if runs.cache is not None:
         for c in todo:
-            if c.key in cache and progress:
-                progress(f"{c.method.name} bs={c.batch_size} (resumed)")
-        # the longest runs first (low concurrency: most iterations per request), so the pool's
-        # workers finish together
-        order = sorted(todo, key=lambda c: c.batch_size)
-        summaries = run_all(
-            [c.scenario_json for c in order],
-            executor,
-            workers,
-            ray_address,
-            cache=cache,
-            on_result=finished,
-        )
+            if c.key in runs.cache:
+                runs.step(f"{c.method.name} bs={c.batch_size} (resumed)")
+    # the longest runs first (low concurrency: most iterations per request), so the pool's
+    # workers finish together
+    order = sorted(todo, key=lambda c: c.batch_size)
+    summaries = runs.all([c.scenario_json for c in order], on_result=finished)
     done = {c.key: s for c, s in zip(order, summaries, strict=True)}
     return _results_frame(cfg, todo, done)
 
@@ -337,8 +297,8 @@ def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, RunSummar
                 "speedup": s.throughput_tok_s / base.throughput_tok_s,
                 **speedup_interval(base, s),
                 "tpot_ratio": base.tpot_ms_p50 / s.tpot_ms_p50,
-                **{col: getattr(s, col) for col in METRIC_COLUMNS},
-                **{col: getattr(s, col) for col in INTERVAL_COLUMNS[2:]},
+                **{col: getattr(s, col) for col in RUN_METRICS},
+                **{col: getattr(s, col) for col in RUN_INTERVALS},
                 "requests": s.requests,
                 "seed": p.seed,
                 "acceptance": describe_acceptance(c.method),

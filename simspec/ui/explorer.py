@@ -8,13 +8,7 @@ engine, and every download carries the scenario it came from (issue 18).
 
 from __future__ import annotations
 
-import atexit
 import math
-import os
-import threading
-from collections import OrderedDict
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from typing import Literal
 
 import numpy as np
@@ -45,8 +39,12 @@ from simspec.engine.intervals import ratio_of_sums_interval
 from simspec.engine.simulation import SimResult
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
+from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
 from simspec.studies.model_facts import model_facts
-from simspec.studies.runner import check_runnable, run_one
+from simspec.studies.runs import Runs
+from simspec.studies.runs.executors import KeptPool
+from simspec.studies.runs.job import check_runnable
+from simspec.studies.runs.memo import Memo
 from simspec.studies.sweep import DEFAULT_BATCH_SIZES
 
 MAX_LOADS = 12
@@ -118,23 +116,6 @@ class ExplorerInputs(BaseModel):
         return sorted(set(v))
 
 
-# The CLI's `simspec plan` / `simspec recommend` defaults (simspec/cli/plan.py; tests/test_app.py
-# checks they agree): seconds of arrivals per probe, the GPU-hour price, the largest K and the
-# tree budgets to choose between, and the concurrency grid.
-PLAN_DURATION_S = 60.0
-GPU_HOUR_PRICE = 2.5
-RECOMMEND_K_MAX = 5
-RECOMMEND_TREE_BUDGETS = (8, 16, 32, 64)
-
-
-def recommend_grid(base: MethodConfig) -> tuple[str, list[int]]:
-    """What ``simspec recommend`` varies for ``base``: K for a chain, the node budget (at
-    least the tree's depth) for a tree."""
-    if base.tree in (None, "chain"):
-        return "k", list(range(1, RECOMMEND_K_MAX + 1))
-    return "tree_nodes", [b for b in RECOMMEND_TREE_BUDGETS if b >= base.k] or [base.k]
-
-
 def parse_loads(text: str, arrival: str) -> list[float]:
     """'1, 4, 16' -> [1, 4, 16]; finite, positive, and whole numbers for concurrencies."""
     try:
@@ -196,25 +177,13 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
     return m.model_copy(update=update)
 
 
-# the summary metrics the page shows, per method and load
+# the summary metrics the page shows, per method and load: the studies' metrics and intervals
+# (simspec.studies.metrics) less the detail only the sweep's CSV keeps, and whether the run was
+# stable
+_SWEEP_ONLY = ("itl_", "draft_time", "verify_time", "overhead_time", "preemptions")
+_SWEEP_ONLY += ("unfinishable", "kv_blocks", "ttft_ms_p50_ci", "e2e_s_p50_ci")
 SUMMARY_COLUMNS = (
-    "throughput_tok_s",
-    "tpot_ms_p50",
-    "tpot_ms_p99",
-    "ttft_ms_p50",
-    "ttft_ms_p99",
-    "e2e_s_p50",
-    "mean_accept_len",
-    "no_proposal_frac",
-    "mean_verify_tokens",
-    "throughput_tok_s_ci_low",
-    "throughput_tok_s_ci_high",
-    "tpot_ms_p50_ci_low",
-    "tpot_ms_p50_ci_high",
-    "tpot_ms_p99_ci_low",
-    "tpot_ms_p99_ci_high",
-    "ttft_ms_p99_ci_low",
-    "ttft_ms_p99_ci_high",
+    *(c for c in (*RUN_METRICS, *RUN_INTERVALS) if not c.startswith(_SWEEP_ONLY)),
     "stable",
 )
 
@@ -282,67 +251,29 @@ def _measure(res: SimResult) -> tuple[dict[str, float], dict[str, float], list[f
     return metrics, parts, tau
 
 
-# A what-if with fewer runs than this runs in the page's own process: starting even a warm
+# A what-if with fewer new runs than this runs in the page's own process: starting even a warm
 # pool's round trips costs more than a few short runs (benchmarks/bench_explorer.py).
 SERIAL_BELOW = 4
-_pool: ProcessPoolExecutor | None = None
-# Finished runs by scenario JSON (runs are seeded and uploads are named by their content, so
-# equal text is an equal result): a widget change re-runs only what it changed; the
+# One process pool for the page's lifetime, shared by every rerun and session: its workers keep
+# their caches (traces, replays, cost models) from one what-if to the next, and its fork server
+# imports this module once (and app.py, which then draws nothing).
+POOL = KeptPool(preload=("simspec.ui.explorer",))
+# Finished runs by scenario (runs are seeded and uploads are named by their content, so an equal
+# scenario is an equal result): a widget change re-runs only what it changed; the
 # plain-decoding baseline, about half of a what-if's work, is reused across methods and K.
-RUN_MEMO = 1024
-_runs: OrderedDict[str, tuple] = OrderedDict()
-_runs_lock = threading.Lock()  # Streamlit runs each session's script in its own thread
-
-
-def _remember(text: str, outcome: tuple) -> None:
-    with _runs_lock:
-        _runs[text] = outcome
-        _runs.move_to_end(text)
-        while len(_runs) > RUN_MEMO:
-            _runs.popitem(last=False)
+MEMO = Memo()
+RUNS = Runs("kept", pool=POOL, memo=MEMO, serial_below=SERIAL_BELOW)
 
 
 def forget_runs() -> None:
     """Drop the remembered runs (benchmarks and tests that must simulate again)."""
-    with _runs_lock:
-        _runs.clear()
+    MEMO.clear()
 
 
-def worker_pool() -> ProcessPoolExecutor:
-    """One process pool for the page's lifetime, shared by every rerun and session.
-
-    Its workers keep their caches (traces, replays, cost models) from one what-if to the next,
-    and come from a fork server that imported simspec once: forking the threaded Streamlit
-    server for a fresh pool per what-if, as before, risks a deadlock and re-pays the start
-    (benchmarks/bench_explorer.py: a what-if of 16 new runs, 1.33 s before against 1.14-1.18 s
-    on 2 cores at load 2; the pool starts in ~0.6 s). The fork server also imports the main
-    script once as ``__mp_main__`` (app.py draws nothing then)."""
-    global _pool
-    if _pool is None:
-        import multiprocessing
-
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["simspec.ui.explorer"])
-        _pool = ProcessPoolExecutor(max_workers=os.cpu_count() or 1, mp_context=ctx)
-        atexit.register(_pool.shutdown, cancel_futures=True)
-    return _pool
-
-
-def _drop_pool(pool: Executor) -> None:
-    """Forget a broken kept pool, so the next what-if starts a fresh one."""
-    global _pool
-    if pool is _pool:
-        _pool = None
-    pool.shutdown(wait=False, cancel_futures=True)
-
-
-def run(
-    inp: ExplorerInputs, workers: int | None = None, pool: Executor | None = None
-) -> dict[str, pd.DataFrame]:
-    """Simulate autoregressive and every chosen method at every load, except runs this process
-    has already done: in this process when ``workers`` is 1 or few runs are left, else on
-    ``pool`` (default :func:`worker_pool`); each run is seeded, so the numbers do not depend
-    on where it ran.
+def run(inp: ExplorerInputs, runs: Runs = RUNS) -> dict[str, pd.DataFrame]:
+    """Simulate autoregressive and every chosen method at every load on ``runs`` (default: the
+    page's pool, except runs this process has already done, and in this process when few runs
+    are left); each run is seeded, so the numbers do not depend on where it ran.
 
     Returns ``summary`` (one row per method and load, with speedup), ``breakdown`` (mean ms per
     iteration in drafting, verifying and host overhead) and ``acceptance`` (each request's mean
@@ -350,31 +281,10 @@ def run(
     names = ["autoregressive", *[m for m in inp.methods if m != "autoregressive"]]
     methods = {name: method_for(inp, name) for name in names}
     cells = [(load, name) for load in inp.loads for name in names]
-    texts = [scenario_for(inp, load, methods[name]).model_dump_json() for load, name in cells]
-    with _runs_lock:
-        done = {t: _runs[t] for t in texts if t in _runs}
-    todo = list(dict.fromkeys(t for t in texts if t not in done))
-    if workers == 1 or len(todo) < SERIAL_BELOW:
-        for text in todo:
-            done[text] = run_one(text, "raise", _measure)
-            _remember(text, done[text])
-    else:
-        pool = pool or worker_pool()
-        # the slowest cells (lowest load: the most iterations per request) start first
-        load_of = {text: cell[0] for text, cell in zip(texts, cells, strict=True)}
-        todo.sort(key=load_of.__getitem__)
-        try:
-            futures = {pool.submit(run_one, text, "raise", _measure): text for text in todo}
-            for fut in as_completed(futures):
-                done[futures[fut]] = fut.result()
-                _remember(futures[fut], done[futures[fut]])
-        except BrokenProcessPool:  # a worker died (killed, out of memory): finish here
-            _drop_pool(pool)
-            for text in todo:
-                if text not in done:
-                    done[text] = run_one(text, "raise", _measure)
-                    _remember(text, done[text])
-    results = {i: done[text] for i, text in enumerate(texts)}
+    # the slowest cells (lowest load: the most iterations per request) start first
+    order = sorted(range(len(cells)), key=lambda i: cells[i][0])
+    scenarios = [scenario_for(inp, cells[i][0], methods[cells[i][1]]) for i in order]
+    results = dict(zip(order, runs.all(scenarios, measure=_measure), strict=True))
     rows, parts, accept = [], [], []
     for i, (load, name) in enumerate(cells):
         metrics, breakdown, taus = results[i]

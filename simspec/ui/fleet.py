@@ -30,7 +30,7 @@ from simspec.config import ROUTERS, FleetConfig, Scenario, WorkloadConfig
 from simspec.engine.speculators import SPECULATORS
 from simspec.studies import fleet as study
 from simspec.studies.fleet_report import timeline_figure
-from simspec.studies.runner import check_runnable
+from simspec.studies.runs.job import check_runnable
 from simspec.ui import explorer
 
 # the page caps a fleet well below config.MAX_REPLICAS: the page runs in one process, and 64

@@ -294,8 +294,9 @@ def validate_frame() -> pd.DataFrame:
     """``simspec validate``'s predictions for the packaged cases (the regression test of
     tests/test_validate.py reads the same run)."""
     from simspec import validate
+    from simspec.studies.runs import Runs
 
-    return validate(workers=2)
+    return validate(runs=Runs("process", workers=2))
 
 
 def validate_packaged() -> dict[str, Any]:
@@ -318,7 +319,7 @@ SHORT = {
 def recommend_study() -> dict[str, Any]:
     """recommend's grid, its crossovers by bisection and the bands (EAGLE-3, K 1-3)."""
     from simspec import Deployment, preset_method
-    from simspec.studies.bands import recommend_bands
+    from simspec.studies.schedule.bands import recommend_bands
 
     deploy = Deployment(workload={"requests": 64, "turnovers": 4, **SHORT})
     rec = recommend_bands(deploy, preset_method("eagle3"), [1, 2, 3], (1, 8, 64), 256)
@@ -331,7 +332,7 @@ def recommend_study() -> dict[str, Any]:
 def plan_study() -> dict[str, Any]:
     """plan's bisection on the arrival rate (plain decoding and EAGLE-3)."""
     from simspec import Deployment, preset_method
-    from simspec.studies.planning import Slo, plan
+    from simspec.studies.capacity import Slo, plan
 
     frame = plan(
         Deployment(workload=SHORT),

@@ -12,7 +12,7 @@ import pandas as pd
 
 from simspec.config import Scenario
 from simspec.errors import InputError
-from simspec.studies.runner import Executor, run_all
+from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.validation.predict import Skip, plan_case
 
 MAX_CONCURRENCY = 64  # closed-loop rows above this are throughput tests, not step times
@@ -50,11 +50,11 @@ def _scenario(row: pd.Series, profile: str | None) -> Scenario:
 
 
 def check_step_times(
-    rows: pd.DataFrame, profile: str | None = None, *, executor: Executor = "serial"
+    rows: pd.DataFrame, profile: str | None = None, *, runs: Runs = SERIAL
 ) -> pd.DataFrame:
     """Measured against simulated TPOT (ms) per row, with the row's engine profile."""
     out = []
-    summaries = run_all([_scenario(row, profile) for _, row in rows.iterrows()], executor)
+    summaries = runs.all([_scenario(row, profile) for _, row in rows.iterrows()])
     for (_, row), summary in zip(rows.iterrows(), summaries, strict=True):
         measured = float(row["measured_value"])
         if row["metric"] == "throughput_tok_s":

@@ -46,7 +46,8 @@ from simspec.engine.metrics import RunSummary
 from simspec.engine.simulation import build_cost_model, check
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, validation_message
-from simspec.studies.runner import Failed, scenario_key
+from simspec.studies.runs.job import Failed
+from simspec.studies.runs.keys import scenario_key
 from simspec.studies.validation.cases import LOAD_KINDS, METRICS, number, whole
 from simspec.studies.validation.setups import (
     notes_precision,
@@ -407,7 +408,7 @@ def _chain_alpha(trace: AcceptanceConfig, name: str, k: int) -> AcceptanceConfig
 # -- from simulation summaries to the metric ----------------------------------------------------
 def metric_value(plan: CasePlan, runs: dict[str, RunSummary | Failed]) -> tuple[float, float]:
     """(predicted value, predicted τ) from the finished runs (by
-    :func:`~simspec.studies.runner.scenario_key`); raises Skip if a run failed."""
+    :func:`~simspec.studies.runs.keys.scenario_key`); raises Skip if a run failed."""
     if plan.metric == "step_time_ms":
         return _step_time_ms(plan.scenario), math.nan
     own = _run(runs, plan.scenario)

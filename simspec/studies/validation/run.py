@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
 from simspec.engine.metrics import RunSummary
-from simspec.studies.runner import run_all, scenario_key
+from simspec.studies.runs import PROCESS, Runs
+from simspec.studies.runs.keys import scenario_key
 from simspec.studies.validation.predict import CasePlan, Skip, metric_value, plan_case
 
 OUTPUT_COLUMNS = (
@@ -32,15 +32,13 @@ OUTPUT_COLUMNS = (
 
 
 def validate(
-    cases: pd.DataFrame,
-    workers: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    assume_gpu: str | None = None,
+    cases: pd.DataFrame, *, runs: Runs = PROCESS, assume_gpu: str | None = None
 ) -> pd.DataFrame:
     """``cases`` (text cells, as :func:`~simspec.studies.validation.cases.read_cases` gives) with
-    the prediction columns added. ``workers``: processes (1 = serial; default all cores);
-    ``assume_gpu``: the GPU for rows whose GPU is not stated (else they are skipped). Each
-    distinct scenario runs once; one that cannot run skips only the rows that need it."""
+    the prediction columns added. ``runs``: where the scenarios run (default: a pool of every
+    core), told how many of them are done; ``assume_gpu``: the GPU for rows whose GPU is not
+    stated (else they are skipped). Each distinct scenario runs once; one that cannot run skips
+    only the rows that need it."""
     plans: list[CasePlan | str] = []
     for row in cases.to_dict("records"):
         try:
@@ -60,10 +58,9 @@ def validate(
     finished = itertools.count(1)
 
     def count(_key: str, _outcome: Any) -> None:
-        if progress:
-            progress(next(finished), total)
+        runs.at(next(finished), total)
 
-    outcomes = run_all(scenarios, "process", workers, errors="keep", on_result=count)
+    outcomes = runs.all(scenarios, errors="keep", on_result=count)
     runs = dict(zip(map(scenario_key, scenarios), outcomes, strict=True))
 
     out = cases.copy()

@@ -1,12 +1,12 @@
 """The bands of a speculation schedule: where each draft length (or tree budget) takes over.
 
-``recommend``'s grid (:func:`simspec.studies.planning.recommend`) says which K is best at each
-grid concurrency. Between two grid points whose best K differ, the two settings' throughput
-curves cross somewhere; holding the lower point's K up to the next grid point (as a grid alone
-must) runs it past that crossing, where it already loses. :func:`find_crossovers` finds the
-crossing by bisection on the integer concurrency, each probe the two settings run closed-loop
-under the grid's own workload rule (:func:`~simspec.studies.planning.closed_load`) and seed, so
-a change over a gap of g concurrencies costs at most ceil(log2 g) probes of two runs, plus every
+``recommend``'s grid (:func:`simspec.studies.schedule.grid.recommend`) says which K is best
+at each grid concurrency. Between two grid points whose best K differ, the two settings'
+throughput curves cross somewhere; holding the lower point's K up to the next grid point (as a
+grid alone must) runs it past that crossing, where it already loses. :func:`find_crossovers`
+finds the crossing by bisection on the integer concurrency, each probe the two settings run
+closed-loop under the grid's own workload rule (:func:`~.grid.closed_load`) and seed, so a
+change over a gap of g concurrencies costs at most ceil(log2 g) probes of two runs, plus every
 setting at the two concurrencies either side of the edge (:func:`edge_rows`), which say how far
 each band's K is from the best there (:func:`band_table`).
 
@@ -17,16 +17,14 @@ two grid points, one of the crossings.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
 
 from simspec.config import MAX_RUNS, MAX_TOTAL_REQUESTS, Deployment, MethodConfig, Scenario
 from simspec.errors import InputError
-from simspec.studies import planning
-from simspec.studies.planning import closed_load, setting
-from simspec.studies.runner import Executor, RunCache, run_all
+from simspec.studies.runs import SERIAL, Runs
+from simspec.studies.schedule.grid import closed_load, recommend, setting
 
 BAND_COLUMNS = ["start_bs", "end_bs", "k", "loss_at_start_pct", "loss_at_end_pct"]
 
@@ -97,17 +95,14 @@ def find_crossovers(
     table: pd.DataFrame,
     knob: str = "k",
     requests_per_run: int | None = None,
-    progress: Callable[[str], None] | None = None,
     *,
-    executor: Executor = "serial",
-    workers: int | None = None,
-    cache: RunCache | None = None,
+    runs: Runs = SERIAL,
 ) -> list[Crossover]:
     """Between every two neighbouring grid points of ``table`` (the grid's
-    :func:`~simspec.studies.planning.recommend` table) whose best setting differs, the
+    :func:`~simspec.studies.schedule.grid.recommend` table) whose best setting differs, the
     concurrency where the upper one's setting takes over: bisection on the integer
     concurrency, each probe both settings at the midpoint (same workload rule and seed as the
-    grid)."""
+    grid), each told to ``runs``."""
     common = deploy.model_dump(exclude={"workload"})
     found = []
     for c0, c1, below, above in changes(table):
@@ -115,21 +110,17 @@ def find_crossovers(
         while first - last > 1:
             mid = (last + first) // 2
             wl = closed_load(deploy, mid, requests_per_run)
-            slow, fast = run_all(
+            slow, fast = runs.all(
                 [
                     Scenario(**common, method=setting(method, knob, below), workload=wl),
                     Scenario(**common, method=setting(method, knob, above), workload=wl),
-                ],
-                executor,
-                workers,
-                cache=cache,
+                ]
             )
             if fast.throughput_tok_s > slow.throughput_tok_s:
                 first = mid
             else:
                 last = mid
-            if progress:
-                progress(f"crossover {knob}={below}->{above}: concurrency {mid}")
+            runs.step(f"crossover {knob}={below}->{above}: concurrency {mid}")
         found.append(Crossover(below, above, last, first, (c0, c1)))
     return found
 
@@ -142,33 +133,17 @@ def edge_rows(
     grid: tuple[int, ...],
     knob: str = "k",
     requests_per_run: int | None = None,
-    progress: Callable[[str], None] | None = None,
     *,
-    executor: Executor = "serial",
-    workers: int | None = None,
-    cache: RunCache | None = None,
+    runs: Runs = SERIAL,
 ) -> pd.DataFrame:
     """Every setting at both sides of each crossover that is not a grid point, as rows of
-    :func:`~simspec.studies.planning.recommend` (the runs a probe made there come from
-    ``cache``)."""
+    :func:`~simspec.studies.schedule.grid.recommend` (the runs a probe made there come from
+    the cache of ``runs``), each edge told to ``runs``."""
     edges = sorted({c for x in crossovers for c in (x.last, x.first)} - set(grid))
     rows = []
     for c in edges:
-        rows.append(
-            planning.recommend(
-                deploy,
-                method,
-                ks,
-                (c,),
-                requests_per_run,
-                knob=knob,
-                executor=executor,
-                workers=workers,
-                cache=cache,
-            )
-        )
-        if progress:
-            progress(f"crossover edge: concurrency {c}")
+        rows.append(recommend(deploy, method, ks, (c,), requests_per_run, knob, runs=runs.quiet()))
+        runs.step(f"crossover edge: concurrency {c}")
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 
@@ -237,28 +212,19 @@ def recommend_bands(
     max_batch: int,
     knob: str = "k",
     requests_per_run: int | None = None,
-    progress: Callable[[str], None] | None = None,
-    more: Callable[[int], None] | None = None,
     *,
-    executor: Executor = "serial",
-    workers: int | None = None,
-    cache: RunCache | None = None,
+    runs: Runs = SERIAL,
 ) -> Recommended:
-    """The grid, its crossovers and the bands between them. ``progress`` sees each grid point,
-    probe and edge done; ``more(n)`` is told, once the grid has run, how many probes and edges
-    may follow (at most: a bisection can end a step early)."""
+    """The grid, its crossovers and the bands between them. ``runs`` is told of each grid
+    point, probe and edge done, and, once the grid has run, how many probes and edges may
+    follow (at most: a bisection can end a step early); its cache (a fresh one by default)
+    lets the edges reuse the probes' runs."""
     check_size(deploy, grid, len(ks) + 1, requests_per_run)
-    cache = cache if cache is not None else RunCache()
-    opts = {"executor": executor, "workers": workers, "cache": cache}
-    table = planning.recommend(
-        deploy, method, ks, grid, requests_per_run, progress, knob=knob, **opts
-    )
-    if more:
-        more(sum(probes(c1 - c0) + 2 for c0, c1, _, _ in changes(table)))
-    crossovers = find_crossovers(deploy, method, table, knob, requests_per_run, progress, **opts)
-    edges = edge_rows(
-        deploy, method, ks, crossovers, grid, knob, requests_per_run, progress, **opts
-    )
+    runs = runs.cached()
+    table = recommend(deploy, method, ks, grid, requests_per_run, knob, runs=runs)
+    runs.grow(sum(probes(c1 - c0) + 2 for c0, c1, _, _ in changes(table)))
+    crossovers = find_crossovers(deploy, method, table, knob, requests_per_run, runs=runs)
+    edges = edge_rows(deploy, method, ks, crossovers, grid, knob, requests_per_run, runs=runs)
     full = table.assign(point="grid")
     if len(edges):
         full = pd.concat([full, edges.assign(point="crossover")], ignore_index=True)

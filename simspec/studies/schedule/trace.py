@@ -10,25 +10,21 @@ the same as the fleet's replicas draw.
 
 The grid is small by default (``SCHEDULE_GRID``: 1, 4, 16, 64 concurrent requests) so the
 schedule costs seconds, not the minutes of ``simspec recommend``'s full grid; the band edges
-between grid points are still found by bisection (:mod:`simspec.studies.bands`).
+between grid points are still found by bisection (:mod:`simspec.studies.schedule.bands`).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 
 from simspec.config import Deployment, LengthSpec, MethodConfig, WorkloadConfig
 from simspec.engine.workload import arrival_trace
-from simspec.studies.bands import recommend_bands
-from simspec.studies.runner import RunCache
+from simspec.studies.runs import SERIAL, Runs
+from simspec.studies.schedule import NO_SCHEDULE
+from simspec.studies.schedule.bands import recommend_bands
+from simspec.studies.schedule.grid import recommend_grid
 
 SCHEDULE_GRID = (1, 4, 16, 64)
-# what `simspec recommend` chooses between by default (simspec/cli/plan.py: --k-max 5,
-# --tree-budgets 8,16,32,64)
-K_MAX = 5
-TREE_BUDGETS = (8, 16, 32, 64)
 
 
 def lengths_like(values: np.ndarray) -> LengthSpec:
@@ -56,45 +52,26 @@ def closed_like(deploy: Deployment) -> Deployment:
     return deploy.model_copy(update={"workload": wl})
 
 
-def grid_for(method: MethodConfig) -> tuple[str, list[int]]:
-    """What recommend varies: K for a chain, the node budget (at least the depth) for a tree."""
-    if method.tree in (None, "chain"):
-        return "k", list(range(1, K_MAX + 1))
-    return "tree_nodes", [b for b in TREE_BUDGETS if b >= method.k] or [method.k]
-
-
 def recommended(
     deploy: Deployment,
     method: MethodConfig,
     max_batch: int,
     grid: tuple[int, ...] = SCHEDULE_GRID,
     requests_per_run: int | None = None,
-    progress: Callable[[str], None] | None = None,
     *,
-    cache: RunCache | None = None,
+    runs: Runs = SERIAL,
 ) -> MethodConfig:
     """``method`` with the schedule ``recommend`` picks for the trace window's lengths: a K
     per band of running requests (vLLM Dynamic SD, ``k_schedule``; K at the largest band's),
     or a tree budget per band (``tree_schedule``). Bands run from 1 to ``max_batch``."""
-    knob, values = grid_for(method)
+    knob, values = recommend_grid(method)
     rec = recommend_bands(
-        closed_like(deploy), method, values, grid, max_batch, knob, requests_per_run, progress,
-        cache=cache,
-    )  # fmt: skip
+        closed_like(deploy), method, values, grid, max_batch, knob, requests_per_run, runs=runs
+    )
     bands = [(int(s), int(e), int(v)) for s, e, v in rec.bands]
     top = max((v for _, _, v in bands), default=0)
-    fixed = {"k_schedule": None, "tree_schedule": None, "disable_by_batch_size": None}
     if knob == "k":
-        update = fixed | {"k": max(top, 1), "k_schedule": bands}
+        update = {**NO_SCHEDULE, "k": max(top, 1), "k_schedule": bands}
     else:
-        update = fixed | {"tree_nodes": max(top, method.k), "tree_schedule": bands}
+        update = {**NO_SCHEDULE, "tree_nodes": max(top, method.k), "tree_schedule": bands}
     return MethodConfig.model_validate(method.model_dump() | update)
-
-
-def schedule_of(method: MethodConfig) -> str:
-    """A method's schedule as text ('' when it has none)."""
-    bands = method.k_schedule or method.tree_schedule
-    if not bands:
-        return ""
-    kind = "k_schedule" if method.k_schedule else "tree_schedule"
-    return f"{kind}: {[list(b) for b in bands]}"

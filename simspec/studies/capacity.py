@@ -1,43 +1,35 @@
-"""Capacity planning and the speculation schedule to deploy.
+"""Capacity planning: how many replicas, GPUs and dollars a load needs within latency SLOs.
 
 ``plan``: for each method, the highest Poisson arrival rate one replica sustains within the
 latency SLOs (binary search on the rate, each probe a simulation), the replicas and GPUs a target
 rate needs, and the cost per million output tokens at a GPU-hour price.
 
-``recommend``: the best draft length per band of concurrent requests, from closed-loop runs at
-a grid of concurrencies, exported as vLLM's Dynamic SD schedule
-(``num_speculative_tokens_per_batch_size: [[start_bs, end_bs, K], ...]``, K = 0 = off).
+``plan_fleet`` (``plan --trace``): for each method, the smallest fleet whose replay of a trace
+has a share of its requests within both SLOs.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
-from simspec.catalog.vllm import TO_VLLM
-from simspec.config import (
-    MAX_DURATION_S,
-    MAX_QPS,
-    MAX_RUNS,
-    MAX_TOTAL_REQUESTS,
-    Deployment,
-    FleetConfig,
-    MethodConfig,
-    Scenario,
-    WorkloadConfig,
-)
+from simspec.config import MAX_DURATION_S, MAX_QPS, Deployment, FleetConfig, MethodConfig, Scenario
+from simspec.engine.fleet import FleetRun
 from simspec.engine.metrics import RunSummary
 from simspec.errors import InputError, ScenarioError
-from simspec.studies.runner import Executor, RunCache, run, run_all
+from simspec.studies.fleet import FleetSlo, run_fleet, summarize_fleet
+from simspec.studies.runs import SERIAL, Runs
+from simspec.studies.schedule.export import schedule_of
 
-if TYPE_CHECKING:
-    from simspec.engine.fleet import FleetRun
-    from simspec.studies.fleet import FleetSlo
+# plan's defaults (the CLI's options and the explorer read them): seconds of arrivals each
+# probe measures, and the price of one GPU-hour
+PLAN_DURATION_S = 60.0
+GPU_HOUR_PRICE = 2.5
 
 PLAN_COLUMNS = [
     "method",
@@ -117,10 +109,10 @@ def max_rate(
     deploy: Deployment,
     method: MethodConfig,
     slo: Slo,
-    duration_s: float = 60.0,
+    duration_s: float = PLAN_DURATION_S,
     iterations: int = 12,
     *,
-    cache: RunCache | None = None,
+    runs: Runs = SERIAL,
     min_requests: int = MIN_PROBE_REQUESTS,
 ) -> tuple[float, RunSummary | None, str]:
     """Highest arrival rate (requests/s) one replica sustains (a stable queue, the SLO met
@@ -129,11 +121,12 @@ def max_rate(
     is within ``RATE_TOLERANCE`` (at most ``iterations`` halvings). Latency grows with the
     rate, so the SLO holds on one side of a threshold. Returns the rate, its run, and why the
     bracket's upper rate failed (:meth:`Slo.missed`); (0, None, why) when even 0.25/s fails.
-    Each probe goes through ``cache``: a probe already run is not run again."""
+    Each probe runs here and now through the cache of ``runs``: a probe already run is not
+    run again."""
     lo, hi = 0.0, 0.25
     best = None
     while True:
-        s = run(_probe(deploy, method, hi, duration_s, min_requests), cache)
+        s = runs.one(_probe(deploy, method, hi, duration_s, min_requests))
         why = slo.missed(s)
         if why:
             break
@@ -144,7 +137,7 @@ def max_rate(
         if lo > 0 and (hi - lo) / hi <= RATE_TOLERANCE:
             break
         mid = (lo + hi) / 2
-        s = run(_probe(deploy, method, mid, duration_s, min_requests), cache)
+        s = runs.one(_probe(deploy, method, mid, duration_s, min_requests))
         missed = slo.missed(s)
         if not missed:
             lo, best = mid, s
@@ -158,24 +151,24 @@ def plan(
     methods: list[MethodConfig],
     target_qps: float,
     slo: Slo,
-    gpu_hour_price: float,
-    duration_s: float = 60.0,
-    progress: Callable[[str], None] | None = None,
+    gpu_hour_price: float = GPU_HOUR_PRICE,
+    duration_s: float = PLAN_DURATION_S,
     *,
-    cache: RunCache | None = None,
+    runs: Runs = SERIAL,
     min_requests: int = MIN_PROBE_REQUESTS,
 ) -> pd.DataFrame:
     """One row per method: sustainable rate per replica, replicas and GPUs for ``target_qps``,
     and the cost per million output tokens at ``gpu_hour_price`` per GPU-hour. The methods'
-    probes share ``cache`` (a fresh one by default)."""
+    probes share the cache of ``runs`` (a fresh one by default), which is told of each method
+    done."""
     if not 0 < target_qps <= MAX_QPS:  # also refuses NaN and inf
         raise InputError("qps", f"must be in (0, {MAX_QPS:g}] requests/s, got {target_qps}")
     if not 0 < duration_s <= MAX_DURATION_S:
         raise InputError("duration", f"must be in (0, {MAX_DURATION_S:g}] s, got {duration_s}")
-    cache = cache if cache is not None else RunCache()
+    runs = runs.cached()
     rows = []
     for m in methods:
-        rate, s, why = max_rate(deploy, m, slo, duration_s, cache=cache, min_requests=min_requests)
+        rate, s, why = max_rate(deploy, m, slo, duration_s, runs=runs, min_requests=min_requests)
         ok = s is not None and rate > 0
         replicas = math.ceil(target_qps / rate) if ok else None
         gpus = replicas * deploy.tp if replicas else None
@@ -197,8 +190,7 @@ def plan(
                 "meets_slo": ok,
             }
         )
-        if progress:
-            progress(m.name)
+        runs.step(m.name)
     return pd.DataFrame(rows, columns=PLAN_COLUMNS)
 
 
@@ -214,108 +206,6 @@ def _at_max(s: RunSummary | None, percentile: int) -> dict[str, float]:
         ):
             out[f"{metric}_ms_at_max{suffix}"] = getattr(s, field) if s else float("nan")
     return out
-
-
-# -- recommend -----------------------------------------------------------------------------------
-DEFAULT_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-
-
-def recommend(
-    deploy: Deployment,
-    method: MethodConfig,
-    ks: list[int],
-    concurrencies: tuple[int, ...] = DEFAULT_CONCURRENCIES,
-    requests_per_run: int | None = None,
-    progress: Callable[[str], None] | None = None,
-    knob: str = "k",
-    *,
-    executor: Executor = "serial",
-    workers: int | None = None,
-    cache: RunCache | None = None,
-) -> pd.DataFrame:
-    """Speedup of every value of ``knob`` (K, or ``tree_nodes`` for a tree's budget) at every
-    concurrency (closed loop, the deployment's workload and seed), and the best value per
-    concurrency in ``best_k`` (0 when nothing beats plain decoding). Each concurrency's runs
-    go to ``executor`` together."""
-    rows = []
-    common = deploy.model_dump(exclude={"workload"})
-    # the whole grid is sized before the first run
-    loads = [closed_load(deploy, c, requests_per_run) for c in concurrencies]
-    total = (len(ks) + 1) * sum(wl.num_requests for wl in loads)
-    if total > MAX_TOTAL_REQUESTS or (len(ks) + 1) * len(loads) > MAX_RUNS:
-        raise InputError(
-            "concurrencies",
-            f"{total:,} requests over {(len(ks) + 1) * len(loads):,} runs; at most "
-            f"{MAX_TOTAL_REQUESTS:,} requests and {MAX_RUNS:,} runs",
-        )
-    for c, wl in zip(concurrencies, loads, strict=True):
-        tried = [setting(method, knob, k) for k in ks]
-        base, *runs = run_all(
-            [
-                Scenario(**common, workload=wl),
-                *(Scenario(**common, method=m, workload=wl) for m in tried),
-            ],
-            executor,
-            workers,
-            cache=cache,
-        )
-        row: dict[str, float] = {"concurrency": c}
-        for k, s in zip(ks, runs, strict=True):
-            row[f"speedup_k{k}"] = s.throughput_tok_s / base.throughput_tok_s
-        best_k, best = max(((k, row[f"speedup_k{k}"]) for k in ks), key=lambda kv: kv[1])
-        row["best_k"] = best_k if best > 1.0 else 0
-        row["best_speedup"] = max(best, 1.0)
-        rows.append(row)
-        if progress:
-            progress(f"concurrency {c}")
-    return pd.DataFrame(rows)
-
-
-def closed_load(
-    deploy: Deployment, concurrency: int, requests_per_run: int | None = None
-) -> WorkloadConfig:
-    """The closed loop recommend runs at ``concurrency``: the deployment's lengths, and
-    ``requests_per_run`` measured requests (default: the deployment's, and the measurement
-    rule's floor of ``turnovers`` x concurrency in any case). Validated, not model_copy'd: a
-    concurrency of 1e20 is refused, not simulated."""
-    return WorkloadConfig.model_validate(
-        deploy.workload.model_dump()
-        | {
-            "arrival": "closed",
-            "concurrency": concurrency,
-            "requests": requests_per_run or deploy.workload.requests,
-        }
-    )
-
-
-def setting(method: MethodConfig, knob: str, value: int) -> MethodConfig:
-    """``method`` at one value of ``knob`` (K, or a tree's node budget), without a schedule of
-    its own; 0 is speculation off, plain decoding."""
-    if value == 0:
-        return MethodConfig(name="autoregressive", k=0)
-    fixed = {"k_schedule": None, "tree_schedule": None, "disable_by_batch_size": None}
-    return MethodConfig.model_validate(method.model_dump() | {knob: value, **fixed})
-
-
-def speculative_config(method: MethodConfig, bands: list[list[int]]) -> dict | None:
-    """The ready-to-paste vLLM ``--speculative-config`` for the schedule, or None when vLLM has
-    no such method."""
-    name = TO_VLLM.get(method.name)
-    if name is None:
-        return None
-    top = max((k for _, _, k in bands), default=0)
-    cfg: dict = {
-        "method": name,
-        "num_speculative_tokens": max(top, 1),
-        "num_speculative_tokens_per_batch_size": bands,
-    }
-    if name in ("eagle", "eagle3", "medusa", "draft_model", "mtp"):
-        cfg["model"] = method.draft_model or "<path to the draft weights>"
-    return cfg
-
-
-def speculative_config_json(cfg: dict) -> str:
-    return json.dumps(cfg, separators=(", ", ": "))
 
 
 # -- plan --trace: the smallest fleet meeting an SLO attainment ---------------------------------
@@ -347,8 +237,6 @@ def smallest_fleet(
     within both SLOs: doubling from 1 until one meets it, then bisection on the integers
     between the last that failed and the first that met it (attainment grows with replicas).
     Returns (replicas, that run's summary), or (None, None) past ``max_replicas``."""
-    from simspec.studies.fleet import run_fleet, summarize_fleet
-
     probe = probe or run_fleet
     runs: dict[int, dict[str, Any]] = {}
 
@@ -377,19 +265,21 @@ def plan_fleet(
     router: str,
     slo: FleetSlo,
     attainment: float,
-    gpu_hour_price: float,
-    progress: Callable[[str], None] | None = None,
+    gpu_hour_price: float = GPU_HOUR_PRICE,
+    *,
+    runs: Runs = SERIAL,
     probe: Callable[[FleetConfig], FleetRun] | None = None,
 ) -> pd.DataFrame:
     """One row per method: the smallest fleet meeting ``attainment`` on the deployment's
     arrivals (:func:`smallest_fleet`), its GPUs (replicas x tp), and the cost per million
     output tokens at ``gpu_hour_price`` (the fleet's GPUs for the run's makespan over the
     tokens it emitted). A method with a schedule (``k_schedule``/``tree_schedule``, e.g. the
-    recommended one) is labelled "NAME (recommended schedule)" with the schedule beside it."""
-    from simspec.studies.trace_schedule import schedule_of
-
+    recommended one) is labelled "NAME (recommended schedule)" with the schedule beside it.
+    Each fleet runs on ``runs`` (``probe`` replaces the run), which is told of each method
+    done."""
     if not 0 < attainment <= 1:
         raise InputError("--attainment", f"must be in (0, 1], got {attainment}")
+    probe = probe or functools.partial(run_fleet, runs=runs.quiet())
     common = deploy.model_dump(exclude={"workload"})
     rows = []
     for m in methods:
@@ -415,6 +305,5 @@ def plan_fleet(
                 "meets_slo": n is not None,
             }
         )
-        if progress:
-            progress(m.name)
+        runs.step(m.name)
     return pd.DataFrame(rows, columns=FLEET_PLAN_COLUMNS)

@@ -1,0 +1,40 @@
+"""The measures of a run a study reports, named once: the sweep's CSV writes them all, the
+explorer's table a selection (see README.md for their meaning)."""
+
+from __future__ import annotations
+
+# summary metrics (RunSummary fields), in the order the tables show them
+RUN_METRICS = (
+    "throughput_tok_s",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "itl_ms_p50",
+    "itl_ms_p99",
+    "e2e_s_p50",
+    "mean_accept_len",
+    "no_proposal_frac",
+    "mean_verify_tokens",
+    "draft_time_frac",
+    "verify_time_frac",
+    "overhead_time_frac",
+    "preemptions",
+    "unfinishable",
+    "kv_blocks_total",
+)
+# their 95 % intervals (engine.intervals), each bound a RunSummary field
+RUN_INTERVALS = (
+    "throughput_tok_s_ci_low",
+    "throughput_tok_s_ci_high",
+    "tpot_ms_p50_ci_low",
+    "tpot_ms_p50_ci_high",
+    "tpot_ms_p99_ci_low",
+    "tpot_ms_p99_ci_high",
+    "ttft_ms_p50_ci_low",
+    "ttft_ms_p50_ci_high",
+    "ttft_ms_p99_ci_low",
+    "ttft_ms_p99_ci_high",
+    "e2e_s_p50_ci_low",
+    "e2e_s_p50_ci_high",
+)

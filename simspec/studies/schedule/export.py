@@ -1,0 +1,39 @@
+"""A schedule as deployed: vLLM's ready-to-paste ``--speculative-config``, or a method's own
+schedule as one line of text."""
+
+from __future__ import annotations
+
+import json
+
+from simspec.catalog.vllm import TO_VLLM
+from simspec.config import MethodConfig
+
+
+def speculative_config(method: MethodConfig, bands: list[list[int]]) -> dict | None:
+    """The ready-to-paste vLLM ``--speculative-config`` for the schedule, or None when vLLM has
+    no such method."""
+    name = TO_VLLM.get(method.name)
+    if name is None:
+        return None
+    top = max((k for _, _, k in bands), default=0)
+    cfg: dict = {
+        "method": name,
+        "num_speculative_tokens": max(top, 1),
+        "num_speculative_tokens_per_batch_size": bands,
+    }
+    if name in ("eagle", "eagle3", "medusa", "draft_model", "mtp"):
+        cfg["model"] = method.draft_model or "<path to the draft weights>"
+    return cfg
+
+
+def speculative_config_json(cfg: dict) -> str:
+    return json.dumps(cfg, separators=(", ", ": "))
+
+
+def schedule_of(method: MethodConfig) -> str:
+    """A method's schedule as text ('' when it has none)."""
+    bands = method.k_schedule or method.tree_schedule
+    if not bands:
+        return ""
+    kind = "k_schedule" if method.k_schedule else "tree_schedule"
+    return f"{kind}: {[list(b) for b in bands]}"

@@ -1,0 +1,105 @@
+"""``simspec recommend``'s grid: every setting (a draft length K, or a tree's node budget) and
+plain decoding, run closed-loop at each of a grid of concurrencies, and the best setting at
+each. The grid's defaults live here, once: the CLI's options, the explorer and the schedule
+for a replayed trace all read them.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from simspec.config import (
+    MAX_RUNS,
+    MAX_TOTAL_REQUESTS,
+    Deployment,
+    MethodConfig,
+    Scenario,
+    WorkloadConfig,
+)
+from simspec.errors import InputError
+from simspec.studies.runs import SERIAL, Runs
+from simspec.studies.schedule import NO_SCHEDULE
+
+# concurrencies the grid runs at
+DEFAULT_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+# what recommend chooses between: every K from 1 to K_MAX for a chain, these node budgets for
+# a tree
+K_MAX = 5
+TREE_BUDGETS = (8, 16, 32, 64)
+
+
+def recommend_grid(method: MethodConfig) -> tuple[str, list[int]]:
+    """What recommend varies for ``method`` by default: K for a chain, the node budget (at
+    least the tree's depth) for a tree."""
+    if method.tree in (None, "chain"):
+        return "k", list(range(1, K_MAX + 1))
+    return "tree_nodes", [b for b in TREE_BUDGETS if b >= method.k] or [method.k]
+
+
+def recommend(
+    deploy: Deployment,
+    method: MethodConfig,
+    ks: list[int],
+    concurrencies: tuple[int, ...] = DEFAULT_CONCURRENCIES,
+    requests_per_run: int | None = None,
+    knob: str = "k",
+    *,
+    runs: Runs = SERIAL,
+) -> pd.DataFrame:
+    """Speedup of every value of ``knob`` (K, or ``tree_nodes`` for a tree's budget) at every
+    concurrency (closed loop, the deployment's workload and seed), and the best value per
+    concurrency in ``best_k`` (0 when nothing beats plain decoding). Each concurrency's runs
+    go to ``runs`` together, which is told of each concurrency done."""
+    rows = []
+    common = deploy.model_dump(exclude={"workload"})
+    # the whole grid is sized before the first run
+    loads = [closed_load(deploy, c, requests_per_run) for c in concurrencies]
+    total = (len(ks) + 1) * sum(wl.num_requests for wl in loads)
+    if total > MAX_TOTAL_REQUESTS or (len(ks) + 1) * len(loads) > MAX_RUNS:
+        raise InputError(
+            "concurrencies",
+            f"{total:,} requests over {(len(ks) + 1) * len(loads):,} runs; at most "
+            f"{MAX_TOTAL_REQUESTS:,} requests and {MAX_RUNS:,} runs",
+        )
+    for c, wl in zip(concurrencies, loads, strict=True):
+        tried = [setting(method, knob, k) for k in ks]
+        base, *summaries = runs.all(
+            [
+                Scenario(**common, workload=wl),
+                *(Scenario(**common, method=m, workload=wl) for m in tried),
+            ]
+        )
+        row: dict[str, float] = {"concurrency": c}
+        for k, s in zip(ks, summaries, strict=True):
+            row[f"speedup_k{k}"] = s.throughput_tok_s / base.throughput_tok_s
+        best_k, best = max(((k, row[f"speedup_k{k}"]) for k in ks), key=lambda kv: kv[1])
+        row["best_k"] = best_k if best > 1.0 else 0
+        row["best_speedup"] = max(best, 1.0)
+        rows.append(row)
+        runs.step(f"concurrency {c}")
+    return pd.DataFrame(rows)
+
+
+def closed_load(
+    deploy: Deployment, concurrency: int, requests_per_run: int | None = None
+) -> WorkloadConfig:
+    """The closed loop recommend runs at ``concurrency``: the deployment's lengths, and
+    ``requests_per_run`` measured requests (default: the deployment's, and the measurement
+    rule's floor of ``turnovers`` x concurrency in any case). Validated, not model_copy'd: a
+    concurrency of 1e20 is refused, not simulated."""
+    return WorkloadConfig.model_validate(
+        deploy.workload.model_dump()
+        | {
+            "arrival": "closed",
+            "concurrency": concurrency,
+            "requests": requests_per_run or deploy.workload.requests,
+        }
+    )
+
+
+def setting(method: MethodConfig, knob: str, value: int) -> MethodConfig:
+    """``method`` at one value of ``knob`` (K, or a tree's node budget), without a schedule of
+    its own; 0 is speculation off, plain decoding."""
+    if value == 0:
+        return MethodConfig(name="autoregressive", k=0)
+    return MethodConfig.model_validate(method.model_dump() | {knob: value, **NO_SCHEDULE})
