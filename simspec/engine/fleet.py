@@ -2,7 +2,7 @@
 one replica at the moment it arrives.
 
 Each replica is a full :class:`~simspec.engine.replica.Replica`, built by the same steps as a
-single-replica run (:mod:`simspec.engine.simulation`), with its own deployment, method and load
+single-replica run (:mod:`simspec.engine.build`), with its own deployment, method and load
 policy: a Dynamic SD schedule or ``disable_by_batch_size`` reads the batch of the replica it
 runs on (``Replica.run`` asks its own speculator for ``step_shape(len(decode) +
 len(prefill))``), never the fleet's.
@@ -44,16 +44,12 @@ import simpy
 
 from simspec.catalog.models import load_model
 from simspec.config import STATE_FREE_ROUTERS, FleetConfig
+from simspec.engine.build import acceptance_sampler, past_context, setup_replica
 from simspec.engine.kv_cache import MemoryPlan
 from simspec.engine.metrics import IterationRecord
 from simspec.engine.replica import Replica
 from simspec.engine.requests import RequestTable
-from simspec.engine.simulation import (
-    acceptance_sampler,
-    past_context,
-    request_frame,
-    setup_replica,
-)
+from simspec.engine.simulation import request_frame
 from simspec.engine.workload import RequestSpecs, arrival_gaps, generate_requests, request_count
 from simspec.errors import InputError
 
