@@ -48,7 +48,7 @@ class IterationLog:
     def frame(self) -> pd.DataFrame:
         if not self.rows:
             return pd.DataFrame.from_records(self.rows, columns=list(ITERATION_COLUMNS))
-        # column by column: a third faster than from_records, with the same dtypes
+        # column by column: faster than from_records, with the same dtypes
         columns = zip(ITERATION_COLUMNS, zip(*self.rows, strict=True), strict=True)
         return pd.DataFrame({name: np.array(values) for name, values in columns})
 

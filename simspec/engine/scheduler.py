@@ -20,7 +20,7 @@ from simspec.engine.requests import RequestTable
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-@dataclass(slots=True)  # not frozen: built every iteration, and frozen costs 4x to build
+@dataclass(slots=True)  # not frozen: built every iteration, and frozen is much slower to build
 class ScheduledBatch:
     """Who runs in one iteration: decoding sequences and prefill chunks."""
 

@@ -239,7 +239,7 @@ def suffix_drafts(
     cached: deque[int] = deque()
     drafts: list[list[list[int]]] = []
     # The tries hold no reference cycles, so reference counting frees them; the cyclic
-    # collector would only rescan millions of nodes (about 40% of the run time).
+    # collector would only rescan millions of nodes, again and again.
     collecting = gc.isenabled()
     gc.disable()
     try:

@@ -31,7 +31,7 @@ from simspec.errors import InputError
 
 
 # A value: never mutate one. Not ``frozen`` because the hot loop builds one per iteration and a
-# frozen dataclass's __init__ costs four times as much (as for BatchShape).
+# frozen dataclass's __init__ is much slower (as for BatchShape).
 @dataclass(slots=True)
 class DraftStep:
     """The decoding sequences of one iteration, as a drafter sees them."""
