@@ -72,18 +72,17 @@ class SuffixSettings:
     max_spec_offset: float = 0.0
 
     def __post_init__(self) -> None:
+        depth, cached = self.max_tree_depth, self.max_cached_requests
+        factor, min_prob = self.max_spec_factor, self.min_token_prob
         field = "methods.suffix"
-        if self.max_tree_depth < 1:
-            raise InputError(f"{field}.max_tree_depth", f"must be >= 1, got {self.max_tree_depth}")
-        if self.max_cached_requests < 0:
-            got = self.max_cached_requests
-            raise InputError(f"{field}.max_cached_requests", f"must be >= 0, got {got}")
-        if self.max_spec_factor < 0:
-            got = self.max_spec_factor
-            raise InputError(f"{field}.max_spec_factor", f"must be >= 0, got {got}")
-        if not 0 <= self.min_token_prob <= 1:
-            got = self.min_token_prob
-            raise InputError(f"{field}.min_token_prob", f"must be in [0, 1], got {got}")
+        if depth < 1:
+            raise InputError(f"{field}.max_tree_depth", f"must be >= 1, got {depth}")
+        if cached < 0:
+            raise InputError(f"{field}.max_cached_requests", f"must be >= 0, got {cached}")
+        if factor < 0:
+            raise InputError(f"{field}.max_spec_factor", f"must be >= 0, got {factor}")
+        if not 0 <= min_prob <= 1:
+            raise InputError(f"{field}.min_token_prob", f"must be in [0, 1], got {min_prob}")
 
     def spec_tokens(self, max_spec_tokens: int | None) -> int:
         """vLLM's ``num_speculative_tokens`` (None: ``max_tree_depth``, its default for
@@ -105,13 +104,13 @@ def _f32(x: float) -> float:
     return _F[0]
 
 
-def _advance(trie: SuffixTrie, ms: list[Node], ctx: list[int], n: int, limit: int) -> list:
+def _advance(trie: SuffixTrie, ms: list[Node], ctx: list[int], n: int, limit: int) -> list[Node]:
     """Match states once ``ctx[n-1]`` was appended: ``out[k-1]`` is the deepest materialised
     node on the path of ``ctx[n-k:n]``, for k = 1, 2, ... while that suffix occurs with a
     continuation (k <= limit). A suffix without one can only grow into suffixes seen once,
     at the end of the context, which never propose."""
     x = ctx[n - 1]
-    c = trie.root.kids.get(x)
+    c = trie.root_kids.get(x)
     if c is None or limit < 1:
         return []
     out: list[Node] = []
@@ -133,9 +132,10 @@ def _advance(trie: SuffixTrie, ms: list[Node], ctx: list[int], n: int, limit: in
         while g.depth < k and g.kids is not None:  # the trie may have grown since
             g = g.kids[ctx[n - 1 - k + g.depth]]
         if g.kids is not None:
-            g = g.kids.get(x)
-            if g is None:
+            child = g.kids.get(x)
+            if child is None:
                 break
+            g = child
         else:
             pos = g.end + (k - g.depth)
             if k >= depth or pos >= len(g.seq) or g.seq[pos] != x:
@@ -161,7 +161,8 @@ def _speculate(
             score = float(nt)
         else:
             # probabilities only fall along the path: skip a match that cannot reach the best
-            if limit * g.head.count < best_score * g.count * 0.999:
+            head = g.head
+            if head is not None and limit * head.count < best_score * g.count * 0.999:
                 continue
             draft = []
             prob = 1.0

@@ -25,7 +25,7 @@ class Node:
 
     __slots__ = ("token", "depth", "count", "kids", "head", "groups", "top", "seq", "end")
 
-    def __init__(self, token: int, depth: int, seq: list[int] | None, end: int) -> None:
+    def __init__(self, token: int, depth: int, seq: list[int], end: int) -> None:
         self.token = token
         self.depth = depth
         self.count = 1
@@ -44,9 +44,11 @@ class SuffixTrie:
 
     def __init__(self, max_depth: int) -> None:
         self.max_depth = max_depth
-        self.root = Node(-1, 0, None, 0)
+        self.root = Node(-1, 0, [], 0)
         self.root.count = 0
-        self.root.kids = {}
+        # the root is always materialised: its children, typed as such
+        self.root_kids: dict[int, Node] = {}
+        self.root.kids = self.root_kids
         self.seqs: dict[int, list[int]] = {}
         # per sequence, for its suffixes of length 0 .. max_depth-1 (oldest first): the deepest
         # materialised node on the suffix's path
@@ -89,6 +91,8 @@ class SuffixTrie:
                     groups = g.groups
                     if groups is None and kids:
                         k1 = g.head
+                        # one child so far, and head is that child
+                        assert k1 is not None
                         groups = g.groups = {k1.count: [k1]}
                         g.top = k1.count
                     if groups is None:
@@ -108,8 +112,9 @@ class SuffixTrie:
                     self._materialise(c, seq, end)
                 cnt = c.count
                 c.count = cnt + 1
-                if g.groups is not None:
-                    _promote(g, c, cnt)
+                groups = g.groups
+                if groups is not None:
+                    _promote(g, groups, c, cnt)
             act[i] = c
 
     def _materialise(self, c: Node, seq: list[int], end: int) -> None:
@@ -135,12 +140,14 @@ class SuffixTrie:
             node = root
             for idx in range(start, min(len(seq), start + depth)):
                 kids = node.kids
-                c = kids.get(seq[idx]) if kids is not None else None
+                if kids is None:
+                    break
+                c = kids.get(seq[idx])
                 if c is None:
                     break
                 if c.count > 1:
                     if node.groups is not None:
-                        _demote(node, c)
+                        _demote(node, node.groups, c)
                     else:
                         c.count -= 1
                     node = c
@@ -160,10 +167,10 @@ class SuffixTrie:
                 break
 
 
-def _promote(g: Node, c: Node, cnt: int) -> None:
-    """``c`` (a child of ``g``) went from ``cnt`` to ``cnt + 1`` (arctic ``_increment_count``:
-    the first of its count moves to the front of the next count, any other to its back)."""
-    groups = g.groups
+def _promote(g: Node, groups: dict[int, list[Node]], c: Node, cnt: int) -> None:
+    """``c`` (a child of ``g``, whose ``groups`` these are) went from ``cnt`` to ``cnt + 1``
+    (arctic ``_increment_count``: the first of its count moves to the front of the next count,
+    any other to its back)."""
     same = groups[cnt]
     first = same[0] is c
     if first:
@@ -184,10 +191,9 @@ def _promote(g: Node, c: Node, cnt: int) -> None:
         g.head = groups[cnt + 1][0]
 
 
-def _demote(g: Node, c: Node) -> None:
-    """``c`` goes from its count to one less, to the front of that count
-    (arctic ``_decrement_count``)."""
-    groups = g.groups
+def _demote(g: Node, groups: dict[int, list[Node]], c: Node) -> None:
+    """``c`` (a child of ``g``, whose ``groups`` these are) goes from its count to one less, to
+    the front of that count (arctic ``_decrement_count``)."""
     cnt = c.count
     same = groups[cnt]
     same.remove(c)
