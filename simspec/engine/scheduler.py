@@ -146,6 +146,7 @@ class Scheduler:
         computed = r.computed[rids]
         prefilling = ~r.decoding[rids]
         all_decode = np.count_nonzero(prefilling) == 0
+        ask_up: int | np.ndarray  # ask + size - 1: floor division by size then rounds up
         if all_decode:  # every ask is the decode one: one scalar, no per-request array
             total = len(rids) * decode_ask
             ask_up = decode_ask + size - 1
