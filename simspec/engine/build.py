@@ -25,6 +25,7 @@ from simspec.engine.lookup.proposers import chain_tau, replay_table
 from simspec.engine.replica import ReplicaSetup
 from simspec.engine.requests import RequestTable
 from simspec.engine.speculators import Speculator, build_speculator
+from simspec.engine.speculators.lookup import LookupSpeculator
 from simspec.engine.workload import generate_requests
 from simspec.errors import InputError, ScenarioError
 
@@ -149,10 +150,13 @@ def acceptance_sampler(
     if not spec.needs_acceptance:
         return None
     acc = sc.method.acceptance
+    # build_speculator refuses a method that needs an acceptance and has none
+    assert acc is not None
     sampling = sc.temperature != acc.temperature or sc.top_p < 1.0
     if acc.trace is not None and sampling:
         acc = sampled_from_trace(acc, spec.max_accept, spec.info.drafter)
-    if acc.tokens is not None and sampling:
+    # build_speculator lets token streams replay only a lookup speculator
+    if acc.tokens is not None and sampling and isinstance(spec, LookupSpeculator):
         # the streams were generated greedily: at another temperature the target's tokens,
         # and so the lookups' matches, differ; what carries over is the replay's τ, moved by
         # the temperature model, with every sequence verifying a full chain (README: lookup)

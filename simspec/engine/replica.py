@@ -21,7 +21,7 @@ from simspec.engine.acceptance.samplers import AcceptanceSampler, TokenReplayAcc
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.kv_cache import BlockPool, MemoryPlan
 from simspec.engine.load_policy import StepShape
-from simspec.engine.metrics import IterationLog, IterationRecord
+from simspec.engine.metrics import IterationLog, IterationRecord, IterationSink
 from simspec.engine.requests import RequestTable
 from simspec.engine.scheduler import ScheduledBatch, Scheduler
 from simspec.engine.speculators import DraftStep, Speculator
@@ -86,7 +86,9 @@ class Replica:
         setup: ReplicaSetup,
         requests: RequestTable,
         acceptance: AcceptanceSampler | None,
+        log: IterationSink | None = None,
     ) -> None:
+        """``log`` hears of every iteration (default: an :class:`IterationLog`)."""
         self.env, self.requests, self.acceptance = env, requests, acceptance
         self.spec, self.cost, self.target = setup.speculator, setup.cost, setup.target
         self.pool = BlockPool(setup.memory.num_blocks)
@@ -98,7 +100,7 @@ class Replica:
             setup.max_tokens,
             self.spec.verify_tokens - 1,
         )
-        self.log = IterationLog()
+        self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener
         self.expected = len(requests)  # requests still to finish
         self._idle: simpy.Event | None = None

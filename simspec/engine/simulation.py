@@ -17,7 +17,7 @@ import simpy
 from simspec.config import Scenario
 from simspec.engine.build import acceptance_sampler, past_context, relaxation_time, setup_replica
 from simspec.engine.kv_cache import MemoryPlan
-from simspec.engine.metrics import RunSummary, summarize
+from simspec.engine.metrics import IterationLog, RunSummary, summarize
 from simspec.engine.replica import Replica
 from simspec.engine.requests import RequestTable
 from simspec.engine.window import layout
@@ -123,7 +123,8 @@ def simulate(sc: Scenario) -> SimResult:
     if wl.arrival == "trace":
         past_context(table, setup.target)
     env = simpy.Environment()
-    replica = Replica(env, setup, table, acceptance)
+    log = IterationLog()
+    replica = Replica(env, setup, table, acceptance, log)
     watch = Watch(plan.watched)
     if wl.arrival == "closed":
         loop = ClosedLoop(replica, len(table), watch)
@@ -143,7 +144,7 @@ def simulate(sc: Scenario) -> SimResult:
         )
 
     requests = request_frame(table).iloc[:released]
-    iterations = replica.log.frame()
+    iterations = log.frame()
     # every block is back once all requests have left: kv_blocks_in_use_end checks that
     pool = replica.pool
     summary = summarize(requests, iterations, plan, pool.peak_used, setup.memory, pool.used)
