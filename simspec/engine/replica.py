@@ -150,10 +150,10 @@ class Replica:
             step = self._schedule()
             # 2. draft and 3. verify (one target forward, prefill chunks included) take this long
             step.draft_s = self._draft_time(step)
-            prefill_done = self._verify(step)
+            step.verify_s, step.verify_overhead_s, prefill_done = self._verify(step)
             yield self.env.timeout(step.draft_s + step.verify_s)
             # 4. accept, and 5. update KV, counters and metrics; finished requests leave
-            decoded_out = self._accept(step)
+            step.emitted, decoded_out = self._accept(step)
             step.first = self._advance_prefill(step.batch, prefill_done)
             self._record(step)
             self._finish(decoded_out, step.first)
@@ -204,12 +204,12 @@ class Replica:
         drafting = DraftStep(step.context_lens, last, step.context_sum, draft.k, draft.nodes)
         return self.spec.draft_cost(drafting).total_s + self._spec_overhead
 
-    def _verify(self, step: Step) -> np.ndarray:
-        """One target forward over the verify chains/trees and the prefill chunks (its time
-        into ``step``), and which chunks complete their prompt. Every verified position needs
-        logits; a tree's positions are costed like a chain of the same width (attention
-        kernels compute the masked block whole). ``step.widths``: each decoding sequence's own
-        verify width, when they differ."""
+    def _verify(self, step: Step) -> tuple[float, float, np.ndarray]:
+        """Seconds of one target forward over the verify chains/trees and the prefill chunks
+        (and of them, the host overhead), and which chunks complete their prompt. Every
+        verified position needs logits; a tree's positions are costed like a chain of the same
+        width (attention kernels compute the masked block whole). ``step.widths``: each
+        decoding sequence's own verify width, when they differ."""
         decoding, prefilling, chunks = step.decoding, step.batch.prefill, step.batch.chunks
         width, widths = step.draft.width, step.widths
         if widths is not None and len(widths) == 1:  # one sequence: its own width, uniformly
@@ -227,15 +227,14 @@ class Replica:
             # a completed prompt needs logits for its last position (its first output token)
             verified += BatchShape.of(chunks, computed, len(prefill_done))
         cost = self.cost.forward(self.target, verified)
-        step.verify_s, step.verify_overhead_s = cost.total_s, cost.overhead_s
-        return prefill_done
+        return cost.total_s, cost.overhead_s, prefill_done
 
-    def _accept(self, step: Step) -> np.ndarray:
+    def _accept(self, step: Step) -> tuple[np.ndarray, np.ndarray]:
         """Tokens each decoding sequence emits (the accepted prefix plus one, cut at its end),
-        into ``step.emitted``; returns the sequences that thereby reach their output length."""
+        and the sequences that thereby reach their output length."""
         r, decoding, draft = self.requests, step.decoding, step.draft
         if len(decoding) == 0:
-            return _NO_IDS
+            return _NO_IDS, _NO_IDS
         generated = r.generated[decoding]
         remaining = r.output_len[decoding] - generated
         if draft.k > 0:
@@ -253,10 +252,9 @@ class Replica:
             emitted = self._ones[: len(decoding)]  # never written through
             r.computed[decoding] = step.context_lens + 1
         r.generated[decoding] = generated + emitted
-        step.emitted = emitted
         out = emitted >= remaining
         # most steps finish nothing: count first, which is cheaper than a boolean index
-        return decoding[out] if np.count_nonzero(out) else _NO_IDS
+        return emitted, (decoding[out] if np.count_nonzero(out) else _NO_IDS)
 
     def _advance_prefill(self, batch: ScheduledBatch, done: np.ndarray) -> np.ndarray:
         """Chunks enter the KV cache; a completed prompt samples its next (first) token."""
