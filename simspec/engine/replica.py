@@ -176,15 +176,9 @@ class Replica:
         draft = self.spec.step_shape(len(decoding) + len(batch.prefill))
         proposed = self._proposed(decoding, draft)
         widths = proposed + 1 if self._ragged and proposed is not None else None
+        # in field order (keywords to a class call cost a dict per iteration)
         return Step(
-            start_s=self.env.now,
-            batch=batch,
-            decoding=decoding,
-            context_lens=context_lens,
-            context_sum=context_sum,
-            draft=draft,
-            proposed=proposed,
-            widths=widths,
+            self.env.now, batch, decoding, context_lens, context_sum, draft, proposed, widths
         )
 
     def _proposed(self, decoding: np.ndarray, draft: StepShape) -> np.ndarray | None:
@@ -279,8 +273,11 @@ class Replica:
         chunk_tokens = int(step.batch.chunks.sum()) if prefill else 0
         proposed = step.proposed
         no_proposal = 0 if proposed is None else decode - int(np.count_nonzero(proposed))
+        # by field name, through __new__ itself: a call of the class would first pack the
+        # keywords into a dict, every iteration
         self.log.record(
-            IterationRecord(
+            IterationRecord.__new__(
+                IterationRecord,
                 start_s=step.start_s,
                 duration_s=self.env.now - step.start_s,
                 decode_seqs=decode,
