@@ -28,7 +28,7 @@ class EagleHead(Speculator):
 
     @property
     def moe_head(self) -> bool:
-        """Whether the head's layer is the target's MoE layer (a dense Llama layer here)."""
+        """Whether the head's layer is the target's MoE layer: EAGLE heads are Llama layers."""
         return False
 
     def _configure(self, cfg: MethodConfig) -> None:
