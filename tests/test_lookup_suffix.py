@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from simspec.catalog.token_traces import TokenTrace
-from simspec.engine.lookup.suffix import replay_suffix, suffix_drafts
+from simspec.engine.lookup.suffix import SuffixSettings, replay_suffix, suffix_drafts
 from simspec.errors import InputError
 
 
@@ -85,7 +85,9 @@ def test_draft_length_grows_with_match_length(factor: float) -> None:
     # After t copied tokens the longest match with a continuation is t long (the separator
     # breaks t + 1); what follows in the prompt runs 21 tokens (the copy, 999, the output so
     # far), so the draft is min(floor(factor * t), 21) with a deep tree and a large k.
-    r = replay_suffix(_copy_trace(), 64, max_tree_depth=64, max_spec_factor=factor)[0]
+    r = replay_suffix(_copy_trace(), 64, SuffixSettings(max_tree_depth=64, max_spec_factor=factor))[
+        0
+    ]
     expected = [min(int(factor * t), 21) for t in range(20)]
     assert r.proposed.tolist() == expected
     assert r.accepted.tolist() == [min(e, 20 - t) for t, e in enumerate(expected)]
@@ -112,7 +114,7 @@ def test_earlier_output_is_proposed_to_a_later_request() -> None:
     assert later.accepted.sum() > 0
     alone = replay_suffix(_trace(second), 24)[0]  # the first request has not run
     assert not alone.proposed.any()
-    no_cache = replay_suffix(_trace(first, second), 24, max_cached_requests=0)[1]
+    no_cache = replay_suffix(_trace(first, second), 24, SuffixSettings(max_cached_requests=0))[1]
     assert not no_cache.proposed.any()
 
 
@@ -131,9 +133,9 @@ def test_eviction_forgets_the_oldest_output() -> None:
     filler = ([4], [5, 6])
     second = ([7, 8, 50, 51, 52], list(range(53, 70)))
     trace = _trace(first, filler, second)
-    assert replay_suffix(trace, 24, max_cached_requests=3)[2].proposed[0] == 3
+    assert replay_suffix(trace, 24, SuffixSettings(max_cached_requests=3))[2].proposed[0] == 3
     # with room for two outputs, the second request's slot pushes out the first's
-    assert replay_suffix(trace, 24, max_cached_requests=2)[2].proposed[0] == 0
+    assert replay_suffix(trace, 24, SuffixSettings(max_cached_requests=2))[2].proposed[0] == 0
 
 
 @pytest.mark.parametrize(("frequent", "rare"), [(3, 4), (4, 3)])
@@ -144,7 +146,10 @@ def test_more_frequent_continuation_wins(frequent: int, rare: int) -> None:
     # "1 2" has count 4 (with the context's own end): 2/4, then 90 or 91: 1/4
     assert draft == [frequent, 90]
     # below the threshold nothing is proposed
-    assert suffix_drafts(_trace((prompt, [frequent, 5])), 24, min_token_prob=0.6)[0][0] == []
+    assert (
+        suffix_drafts(_trace((prompt, [frequent, 5])), 24, SuffixSettings(min_token_prob=0.6))[0][0]
+        == []
+    )
 
 
 def test_deterministic() -> None:
@@ -166,7 +171,7 @@ def test_deterministic() -> None:
 )
 def test_bad_settings_are_refused(setting: dict) -> None:
     with pytest.raises(InputError):
-        replay_suffix(_copy_trace(), 4, **setting)
+        replay_suffix(_copy_trace(), 4, SuffixSettings(**setting))
 
 
 def test_probabilities_are_float32_as_in_arctic() -> None:
@@ -316,13 +321,12 @@ def test_matches_a_literal_model_of_arctics_tree(evicting: bool) -> None:
         factor = float(rng.choice([0.5, 1.0, 2.0]))
         offset = float(rng.choice([0.0, -1.0, 1.5]))
         min_prob = float(rng.choice([0.0, 0.1, 0.34]))
-        mine = suffix_drafts(
-            trace,
-            k,
+        settings = SuffixSettings(
             max_tree_depth=depth,
             max_cached_requests=cached,
             max_spec_factor=factor,
             max_spec_offset=offset,
             min_token_prob=min_prob,
         )
+        mine = suffix_drafts(trace, k, settings)
         assert mine == _ref_drafts(trace, k, depth, cached, factor, offset, min_prob)

@@ -9,9 +9,9 @@ from simspec.catalog.hardware import load_engine, load_gpu, load_profile
 from simspec.catalog.models import load_model
 from simspec.catalog.precision import load_precision
 from simspec.config import Scenario
+from simspec.engine.build import build_cost_model
 from simspec.engine.costmodel import RooflineCostModel
 from simspec.engine.kv_cache import MemoryDemand, plan_memory, target_weight_bytes
-from simspec.engine.simulation import build_cost_model
 
 MODEL = load_model("llama-3.1-8b")
 H, INTER = MODEL.hidden_size, MODEL.intermediate_size

@@ -288,7 +288,7 @@ class CountingPaths(Scheduler):
     fast = single = general = 0
 
     def _schedule_running_at_once(self) -> ScheduledBatch | None:
-        single = len(self.running) == 1 and bool(self.t.decoding[self.running[0]])
+        single = len(self.running) == 1 and bool(self.requests.decoding[self.running[0]])
         batch = super()._schedule_running_at_once()
         if batch is None:
             CountingPaths.general += 1

@@ -169,7 +169,8 @@ def test_layer_split_pools_memory_and_keeps_the_step_time():
     24 GB RTX 3090 cannot hold fits on two, and a batch-1 step costs what one GPU's would plus
     one hop of the hidden state."""
     from simspec.config import Scenario
-    from simspec.engine.simulation import build_cost_model, check
+    from simspec.engine.build import build_cost_model
+    from simspec.engine.simulation import check
     from simspec.errors import ScenarioError
 
     one = Scenario(model="vicuna-13b", gpu="rtx3090", engine="hf")

@@ -2,7 +2,7 @@
 one replica at the moment it arrives.
 
 Each replica is a full :class:`~simspec.engine.replica.Replica`, built by the same steps as a
-single-replica run (:mod:`simspec.engine.simulation`), with its own deployment, method and load
+single-replica run (:mod:`simspec.engine.build`), with its own deployment, method and load
 policy: a Dynamic SD schedule or ``disable_by_batch_size`` reads the batch of the replica it
 runs on (``Replica.run`` asks its own speculator for ``step_shape(len(decode) +
 len(prefill))``), never the fleet's.
@@ -44,16 +44,12 @@ import simpy
 
 from simspec.catalog.models import load_model
 from simspec.config import STATE_FREE_ROUTERS, FleetConfig
+from simspec.engine.build import acceptance_sampler, past_context, setup_replica
 from simspec.engine.kv_cache import MemoryPlan
 from simspec.engine.metrics import IterationRecord
 from simspec.engine.replica import Replica
 from simspec.engine.requests import RequestTable
-from simspec.engine.simulation import (
-    acceptance_sampler,
-    past_context,
-    request_frame,
-    setup_replica,
-)
+from simspec.engine.simulation import request_frame
 from simspec.engine.workload import RequestSpecs, arrival_gaps, generate_requests, request_count
 from simspec.errors import InputError
 
@@ -65,8 +61,8 @@ DEFAULT_WINDOW_S = 10.0
 class WindowedLog:
     """A replica's iterations folded into fixed windows as they happen (an hour of a busy
     replica is ~10^5 iterations; a day's log would not fit in memory). An iteration is
-    counted in the window it starts in. Duck-types :class:`~simspec.engine.metrics.
-    IterationLog` for the replica (``record``)."""
+    counted in the window it starts in. The replica's
+    :class:`~simspec.engine.metrics.IterationSink`."""
 
     window_s: float
     busy_s: list[float] = field(default_factory=list)
@@ -82,8 +78,8 @@ class WindowedLog:
             grow = w + 1 - len(self.busy_s)
             for column in (self.busy_s, self.batch_s, self.draft_s):
                 column.extend([0.0] * grow)
-            for column in (self.iterations, self.output_tokens, self.kv_peak):
-                column.extend([0] * grow)
+            for counts in (self.iterations, self.output_tokens, self.kv_peak):
+                counts.extend([0] * grow)
         dur = row.duration_s
         self.busy_s[w] += dur
         self.iterations[w] += 1
@@ -191,7 +187,8 @@ class Router:
         if self.kind == "least_outstanding":
             return int(np.argmin(self.outstanding))
         if self.kind == "least_kv":
-            free = [r.pool.free for r in self.replicas]  # type: ignore[union-attr]
+            # a state-aware router runs every replica (no shard), so none is None here
+            free = [-1 if r is None else r.pool.free for r in self.replicas]
             return int(np.argmax(free))
         # power_of_two: two distinct replicas, the one with fewer outstanding (the first on a tie)
         n = len(self.replicas)
@@ -232,7 +229,7 @@ def simulate_fleet(
         shortest = min({r.model for r in cfg.replicas}, key=_context)
         past_context(table, load_model(shortest))
     env = simpy.Environment()
-    replicas: list[Replica | None] = [None] * n_rep
+    built: dict[int, Replica] = {}
     logs: dict[int, WindowedLog] = {}
     memory: dict[int, MemoryPlan] = {}
     for i in chosen:
@@ -240,16 +237,16 @@ def simulate_fleet(
         setup = setup_replica(sc)
         memory[i] = setup.memory
         accept = acceptance_sampler(sc, setup.speculator, len(table), fleet_streams(cfg.seed)[1])
-        replica = Replica(env, setup, table, accept)
-        replica.log = logs[i] = WindowedLog(window_s)  # type: ignore[assignment]
-        replicas[i] = replica
+        logs[i] = WindowedLog(window_s)
+        built[i] = Replica(env, setup, table, accept, logs[i])
+    replicas: list[Replica | None] = [built.get(i) for i in range(n_rep)]  # None: not simulated
     router = Router(cfg, replicas, len(table))
-    for i in chosen:
-        replicas[i].on_finish = router.left(i)  # type: ignore[union-attr]
+    for i, replica in built.items():
+        replica.on_finish = router.left(i)
     placed = np.full(len(table), -1, dtype=np.int64)
     env.process(_arrivals(env, router, replicas, gaps, placed, progress))
-    for i in chosen:
-        env.process(replicas[i].run())  # type: ignore[union-attr]
+    for replica in built.values():
+        env.process(replica.run())
     env.run()
     mine = np.flatnonzero(placed >= 0)
     requests = request_frame(table).iloc[mine].reset_index(drop=True)
@@ -259,8 +256,8 @@ def simulate_fleet(
         ReplicaStats(
             i,
             memory[i],
-            replicas[i].pool.peak_used,  # type: ignore[union-attr]
-            replicas[i].pool.used,  # type: ignore[union-attr]
+            built[i].pool.peak_used,
+            built[i].pool.used,
             float(sum(logs[i].busy_s)),
             int(sum(logs[i].iterations)),
         )

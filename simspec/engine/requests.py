@@ -19,7 +19,7 @@ class RequestTable:
 
     ``spec_steps`` and ``accepted`` are reported, never read by the engine, so
     :meth:`add_spec_step` buffers each step and folds a thousand of them in with one scatter-add
-    (two scatter-adds per iteration cost ~5% of the hot loop). Reading either column folds
+    (two scatter-adds per iteration would weigh on the hot loop). Reading either column folds
     first, so it is always exact.
     """
 

@@ -1,8 +1,8 @@
 """vLLM-V1-like iteration-level scheduler: token budget, chunked prefill, paged KV, preemption.
 
-Each iteration serves running requests first (decodes ask for 1 + K tokens: the last sampled
-token plus K speculative slots; unfinished prefills continue with a chunk), then admits waiting
-requests FCFS while sequence slots, token budget and KV blocks last. When a running request
+Each iteration serves running requests first (a decode asks for the last sampled token plus the
+draft slots the widest verify step needs; unfinished prefills continue with a chunk), then admits
+waiting requests FCFS while sequence slots, token budget and KV blocks last. When a running request
 cannot get blocks, the lowest-priority running request (the last admitted) is preempted by
 recompute: its blocks are freed and it restarts its prefill (prompt plus tokens generated so far).
 """
@@ -20,11 +20,11 @@ from simspec.engine.requests import RequestTable
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-@dataclass(slots=True)  # not frozen: built every iteration, and frozen costs 4x to build
+@dataclass(slots=True)  # not frozen: built every iteration, and frozen is much slower to build
 class ScheduledBatch:
     """Who runs in one iteration: decoding sequences and prefill chunks."""
 
-    decode: np.ndarray  # request ids that verify 1 + K tokens
+    decode: np.ndarray  # request ids that verify their draft (1 + reserved draft slots asked)
     prefill: np.ndarray  # request ids that process a prompt chunk
     chunks: np.ndarray  # tokens per prefill id
 
@@ -34,17 +34,29 @@ class ScheduledBatch:
 
 
 class Scheduler:
+    """Decides, each iteration, which requests run and with how many tokens, over one KV block
+    pool: running requests keep their place (a decode asks ``1 + reserved_draft_slots``
+    tokens, a prefill the rest of its prompt up to the budget), waiting ones are admitted FCFS
+    while ``max_num_seqs`` slots, ``max_num_batched_tokens`` and blocks last, and the last
+    admitted is preempted by recompute when a running request needs blocks.
+
+    ``reserved_draft_slots`` is the widest verify step minus its input token: K for a chain of
+    K, 62 for a 63-node tree, 0 without speculation. Every decode reserves that many tokens of
+    budget and KV, whatever draft the load policy picks for the step.
+    """
+
     def __init__(
         self,
-        table: RequestTable,
+        requests: RequestTable,
         pool: BlockPool,
         block_size: int,
         max_num_seqs: int,
         max_num_batched_tokens: int,
-        spec_tokens: int,
+        reserved_draft_slots: int,
     ) -> None:
-        self.t, self.pool, self.bs = table, pool, block_size
-        self.max_seqs, self.max_tokens, self.k = max_num_seqs, max_num_batched_tokens, spec_tokens
+        self.requests, self.pool, self.block_size = requests, pool, block_size
+        self.max_seqs, self.max_tokens = max_num_seqs, max_num_batched_tokens
+        self.reserved_draft_slots = reserved_draft_slots
         self.waiting: deque[int] = deque()
         self.running: list[int] = []
         self._running_arr: np.ndarray | None = None  # cache of ``running`` as an array
@@ -52,9 +64,12 @@ class Scheduler:
     # -- membership ----------------------------------------------------------------------------
     def add(self, rid: int) -> None:
         """A new request joins the queue; one that can never fit is marked unfinishable."""
-        need = self._blocks_for(int(self.t.prompt_len[rid] + self.t.output_len[rid]) + self.k)
-        if self.t.unfinishable[rid] or need > self.pool.num_blocks:  # or marked before (context)
-            self.t.unfinishable[rid] = True
+        r = self.requests
+        need = self._blocks_for(
+            int(r.prompt_len[rid] + r.output_len[rid]) + self.reserved_draft_slots
+        )
+        if r.unfinishable[rid] or need > self.pool.num_blocks:  # or marked before (context)
+            r.unfinishable[rid] = True
             return
         self.waiting.append(rid)
 
@@ -63,17 +78,17 @@ class Scheduler:
         holds the prompt and every generated token but the last, as after a decode step. When
         the slots or blocks are short it waits with an empty cache, as a preempted request
         does, and recomputes prompt and generated tokens."""
-        t = self.t
+        r = self.requests
         self.add(rid)
-        if t.unfinishable[rid] or len(self.running) >= self.max_seqs:
+        if r.unfinishable[rid] or len(self.running) >= self.max_seqs:
             return
-        computed = int(t.prompt_len[rid] + t.generated[rid] - 1)
+        computed = int(r.prompt_len[rid] + r.generated[rid] - 1)
         blocks = int(self._blocks_for(computed))
         if blocks > self.pool.free:
             return
         self.waiting.remove(rid)
         self.pool.allocate(blocks)
-        t.blocks[rid], t.computed[rid], t.decoding[rid] = blocks, computed, True
+        r.blocks[rid], r.computed[rid], r.decoding[rid] = blocks, computed, True
         self.running.append(rid)
         self._running_arr = None
 
@@ -81,8 +96,8 @@ class Scheduler:
         done = set(rids.tolist())
         self.running = [r for r in self.running if r not in done]
         self._running_arr = None
-        self.pool.release(int(self.t.blocks[rids].sum()))
-        self.t.blocks[rids] = 0
+        self.pool.release(int(self.requests.blocks[rids].sum()))
+        self.requests.blocks[rids] = 0
 
     @property
     def has_work(self) -> bool:
@@ -97,7 +112,7 @@ class Scheduler:
         return batch
 
     def _blocks_for(self, tokens: int | np.ndarray) -> int | np.ndarray:
-        return -(-tokens // self.bs)
+        return -(-tokens // self.block_size)
 
     def _running_array(self) -> np.ndarray:
         if self._running_arr is None:
@@ -107,46 +122,49 @@ class Scheduler:
     def _schedule_running_at_once(self) -> ScheduledBatch | None:
         """Common case: all running requests get their full ask within budget and free blocks.
 
-        Every running request asks for 1 + K tokens (decode) or the rest of its prompt; when none
-        is prefilling, the ask is one scalar and needs no per-request array.
+        Every running request asks for ``1 + reserved_draft_slots`` tokens (decode) or the rest
+        of its prompt; when none is prefilling, the ask is one scalar and needs no per-request
+        array.
         """
-        t = self.t
+        r, size = self.requests, self.block_size
+        decode_ask = 1 + self.reserved_draft_slots
         rids = self._running_array()
-        if len(rids) == 1 and t.decoding[rids[0]]:
+        if len(rids) == 1 and r.decoding[rids[0]]:
             # one decoding request (batch 1, the longest runs): the same integers as below,
             # without numpy calls on one-element arrays
             rid = int(rids[0])
-            total = 1 + self.k
+            total = decode_ask
             if total > self.max_tokens:
                 return None
-            held = int(t.blocks[rid])
-            new = max((int(t.computed[rid]) + self.k + self.bs) // self.bs, held)
+            held = int(r.blocks[rid])
+            new = max((int(r.computed[rid]) + decode_ask + size - 1) // size, held)
             if new - held > self.pool.free:
                 return None
             self.pool.allocate(new - held)
-            t.blocks[rid] = new
+            r.blocks[rid] = new
             return self._with_admitted(rids, _EMPTY, _EMPTY, total)
-        computed = t.computed[rids]
-        prefilling = ~t.decoding[rids]
+        computed = r.computed[rids]
+        prefilling = ~r.decoding[rids]
         all_decode = np.count_nonzero(prefilling) == 0
-        if all_decode:  # every ask is 1 + K: one scalar, no per-request array
-            total = len(rids) * (1 + self.k)
-            ask_up = self.k + self.bs  # (1 + K) + (bs - 1)
+        ask_up: int | np.ndarray  # ask + size - 1: floor division by size then rounds up
+        if all_decode:  # every ask is the decode one: one scalar, no per-request array
+            total = len(rids) * decode_ask
+            ask_up = decode_ask + size - 1
         else:
-            need = t.prompt_len[rids] + t.generated[rids] - computed
-            ask = np.where(prefilling, need, 1 + self.k)
+            need = r.prompt_len[rids] + r.generated[rids] - computed
+            ask = np.where(prefilling, need, decode_ask)
             total = int(ask.sum())
-            ask_up = ask + (self.bs - 1)
+            ask_up = ask + (size - 1)
         if total > self.max_tokens:
             return None
-        held = t.blocks[rids]
-        # blocks for computed + ask tokens, ceil((computed + ask) / bs); never fewer than held
-        new_held = np.maximum((computed + ask_up) // self.bs, held)
+        held = r.blocks[rids]
+        # blocks for computed + ask tokens, ceil((computed + ask) / size); never fewer than held
+        new_held = np.maximum((computed + ask_up) // size, held)
         blocks = int((new_held - held).sum())
         if blocks > self.pool.free:
             return None
         self.pool.allocate(blocks)
-        t.blocks[rids] = new_held
+        r.blocks[rids] = new_held
         if all_decode:
             decode, prefill, chunks = rids, _EMPTY, _EMPTY
         else:
@@ -172,7 +190,7 @@ class Scheduler:
         return ScheduledBatch(decode, prefill, chunks)
 
     def _schedule_general(self) -> ScheduledBatch:
-        t = self.t
+        r = self.requests
         budget = self.max_tokens
         decode: list[int] = []
         prefill: list[int] = []
@@ -181,12 +199,13 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             rid = self.running[i]
-            decoding = bool(t.decoding[rid])
-            n = 1 + self.k if decoding else min(int(t.num_tokens(rid) - t.computed[rid]), budget)
+            decoding = bool(r.decoding[rid])
+            left = int(r.num_tokens(rid) - r.computed[rid])
+            n = 1 + self.reserved_draft_slots if decoding else min(left, budget)
             if n > budget:
                 i += 1
                 continue
-            extra = max(int(self._blocks_for(int(t.computed[rid]) + n)) - int(t.blocks[rid]), 0)
+            extra = max(int(self._blocks_for(int(r.computed[rid]) + n)) - int(r.blocks[rid]), 0)
             while extra > self.pool.free and self.running[-1] != rid:
                 self._preempt(self.running[-1])
                 preempted = True
@@ -195,7 +214,7 @@ class Scheduler:
                 preempted = True
                 break
             self.pool.allocate(extra)
-            t.blocks[rid] += extra
+            r.blocks[rid] += extra
             (decode if decoding else prefill).append(rid)
             if not decoding:
                 chunks.append(n)
@@ -210,18 +229,18 @@ class Scheduler:
         )
 
     def _admit(self, budget: int, prefill: list[int], chunks: list[int]) -> None:
-        t = self.t
+        r = self.requests
         while self.waiting and len(self.running) < self.max_seqs and budget > 0:
             rid = self.waiting[0]
-            n = min(int(t.num_tokens(rid) - t.computed[rid]), budget)
-            extra = int(self._blocks_for(int(t.computed[rid]) + n)) - int(t.blocks[rid])
+            n = min(int(r.num_tokens(rid) - r.computed[rid]), budget)
+            extra = int(self._blocks_for(int(r.computed[rid]) + n)) - int(r.blocks[rid])
             if extra > self.pool.free:
                 break
             self.waiting.popleft()
             self.running.append(rid)
             self._running_arr = None
             self.pool.allocate(extra)
-            t.blocks[rid] += extra
+            r.blocks[rid] += extra
             prefill.append(rid)
             chunks.append(n)
             budget -= n
@@ -230,9 +249,9 @@ class Scheduler:
         """Recompute preemption: drop the KV, go back to the front of the queue."""
         self.running.remove(rid)
         self._running_arr = None
-        self.pool.release(int(self.t.blocks[rid]))
-        self.t.blocks[rid] = 0
-        self.t.computed[rid] = 0
-        self.t.decoding[rid] = False
-        self.t.preemptions[rid] += 1
+        self.pool.release(int(self.requests.blocks[rid]))
+        self.requests.blocks[rid] = 0
+        self.requests.computed[rid] = 0
+        self.requests.decoding[rid] = False
+        self.requests.preemptions[rid] += 1
         self.waiting.appendleft(rid)

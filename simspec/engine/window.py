@@ -68,7 +68,7 @@ def layout(wl: WorkloadConfig, relaxation_s: float = 0.0) -> Layout:
     Open loop (Poisson at a fixed rate): an empty engine fills up with long requests slowly
     (with ShareGPT's outputs, the KV cache of an H100 near capacity takes two minutes to fill),
     so the warm-up is ``relaxation_s`` seconds of arrivals, the time the longest requests take
-    to pass through a busy engine (:func:`simspec.engine.simulation.relaxation_time`); a tail
+    to pass through a busy engine (:func:`simspec.engine.build.relaxation_time`); a tail
     of a quarter of the measured count follows.
 
     ``warmup_requests`` replaces either warm-up by an allowance within which MSER-5 finds the

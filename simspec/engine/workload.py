@@ -77,9 +77,9 @@ def generate_requests(
     else:
         # lengths do not depend on the method key, so any key of the file will do
         method = cfg.trace_output_method or first_method(cfg.trace)
-        trace = load_trace(cfg.trace, method, "workload.trace")
-        prompt = trace.prompt_len
-        output = trace.lengths if cfg.trace_output_method else trace.output_len
+        records = load_trace(cfg.trace, method, "workload.trace")
+        prompt = records.prompt_len
+        output = records.lengths if cfg.trace_output_method else records.output_len
     passes = -(-n // len(prompt))
     order = np.concatenate([rng.permutation(len(prompt)) for _ in range(passes)])[:n]
     return RequestSpecs(prompt[order].astype(np.int64), output[order].astype(np.int64), order)

@@ -26,8 +26,8 @@ from simspec.config import (
     WorkloadConfig,
 )
 from simspec.engine.acceptance.exact import expected_tokens_per_step
+from simspec.engine.build import build_cost_model
 from simspec.engine.costmodel import BatchShape
-from simspec.engine.simulation import build_cost_model
 from simspec.engine.speculators import DraftStep, build_speculator
 from simspec.errors import ScenarioError
 from simspec.outputs import write_text_atomic

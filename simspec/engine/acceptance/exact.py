@@ -265,8 +265,8 @@ def sample_accept_counts(alpha: np.ndarray, rng: np.random.Generator) -> np.ndar
     uniform per position).  Tokens emitted per step = count + 1.
 
     Draws exactly one ``rng.random((B, K))`` per call, so the stream stays
-    aligned across runs.  Cost is a handful of numpy calls (~8 us for
-    B=64, K=3), cheap enough to call once per engine iteration.
+    aligned across runs.  Cost is a handful of numpy calls, cheap enough to
+    call once per engine iteration.
     """
     alpha = np.asarray(alpha, dtype=np.float64)
     if alpha.ndim != 2:

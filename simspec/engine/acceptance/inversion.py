@@ -55,7 +55,10 @@ def mean_matching_logits(alpha: np.ndarray, sigma: float) -> np.ndarray:
     def mean(mu: float) -> float:
         return float(np.dot(_GH_W, expit(mu + sigma * _GH_X)))
 
-    return np.array([brentq(lambda m, a=a: mean(m) - a, -60.0, 60.0) for a in alpha])
+    def solve(target: float) -> float:
+        return brentq(lambda mu: mean(mu) - target, -60.0, 60.0)
+
+    return np.array([solve(a) for a in alpha])
 
 
 def expected_tokens(alpha: np.ndarray, sigma: float = 0.0) -> float:
@@ -189,15 +192,16 @@ def alpha_profile(acc: AcceptanceConfig, k: int, decay: float = 1.0) -> np.ndarr
         base = acc.alpha
         return np.array([base[min(j, len(base) - 1)] for j in range(k)], dtype=np.float64)
     if acc.alpha is not None:
-        first = float(acc.alpha)
-    elif acc.tau_tree_nodes is None:
-        first = alpha_for_tau(acc.tau, acc.tau_k, acc.spread, acc.burst_scale, decay)
+        return decayed(float(acc.alpha), decay, k)
+    tau, tau_k = acc.tau, acc.tau_k
+    if tau is None or tau_k is None:  # AcceptanceConfig gives tau with its tau_k
+        raise ValueError("an acceptance profile needs alpha, or tau with tau_k")
+    if acc.tau_tree_nodes is None:
+        first = alpha_for_tau(tau, tau_k, acc.spread, acc.burst_scale, decay)
     else:
-        shape = TreeShape(
-            acc.tau_tree_nodes, acc.tau_tree_topk or 1, acc.tau_k, acc.tau_dynamic_tree
-        )
+        shape = TreeShape(acc.tau_tree_nodes, acc.tau_tree_topk or 1, tau_k, acc.tau_dynamic_tree)
         first = alpha_for_tree_tau(
-            acc.tau, shape, acc.spread, acc.burst_scale, decay, acc.temperature > 0
+            tau, shape, acc.spread, acc.burst_scale, decay, acc.temperature > 0
         )
     return decayed(first, decay, k)
 

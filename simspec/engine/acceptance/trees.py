@@ -144,7 +144,7 @@ def chain(k: int) -> Tree:
 def from_paths(paths: list[list[int]]) -> Tree:
     """A tree from paths of 0-based sibling ranks (Medusa's choices, vLLM's
     speculative_token_tree): ``[0]`` is the draft's top token, ``[0, 1]`` its second child."""
-    index = {(): 0}
+    index: dict[tuple[int, ...], int] = {(): 0}
     parent, rank = [-1], [0]
     for path in sorted((tuple(p) for p in paths), key=lambda p: (len(p), p)):
         if path[:-1] not in index or path in index:
@@ -213,7 +213,6 @@ def walk(
     tables (trees, nodes+1, MAX_RANK) with ``tree_of`` naming each sequence's; ``alpha``: (n, D)
     acceptance of each sequence's rank-1 candidate at depth 1..D.
     """
-    shared = tree_of is None
     n, depth_limit = alpha.shape
     node = np.zeros(n, dtype=np.int64)
     accepted = np.zeros(n, dtype=np.int64)
@@ -228,7 +227,10 @@ def walk(
         inside = rank < MAX_RANK
         child = np.full(len(live), -1, dtype=np.int64)
         at, r = live[inside], rank[inside]
-        child[inside] = children[node[at], r] if shared else children[tree_of[at], node[at], r]
+        if tree_of is None:
+            child[inside] = children[node[at], r]
+        else:
+            child[inside] = children[tree_of[at], node[at], r]
         moved = child >= 0
         live = live[moved]
         node[live] = child[moved]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -18,21 +19,25 @@ from simspec.config import MAX_K
 from simspec.engine.lookup.ngram import replay_pld, replay_vllm_ngram
 from simspec.engine.lookup.replay import StreamReplay
 
-Replayer = Callable[..., list[StreamReplay]]  # (trace, k, **params)
+# (trace, k, **settings): a proposer's settings are its replay's keyword arguments, by name
+Replayer = Callable[..., list[StreamReplay]]
+
+# The two shims below forward a LookupProposer's settings by name to a replay that checks them
+# (the speculator that builds the proposer names them), hence ``Any``.
 
 
-def _sglang(trace: TokenTrace, k: int, **params: int | float | str) -> list[StreamReplay]:
+def _sglang(trace: TokenTrace, k: int, **settings: Any) -> list[StreamReplay]:
     """SGLang's trie with ``k`` draft nodes: ``speculative_num_draft_tokens`` = k + 1 (the
     root, the last sampled token, is one of them: ``Param::get_draft_token_num``)."""
     from simspec.engine.lookup.sglang_ngram import replay_sglang_ngram  # only when asked for
 
-    return replay_sglang_ngram(trace, k + 1, **params)
+    return replay_sglang_ngram(trace, k + 1, **settings)
 
 
-def _suffix(trace: TokenTrace, k: int, **params: int | float) -> list[StreamReplay]:
-    from simspec.engine.lookup.suffix import replay_suffix  # only when asked for
+def _suffix(trace: TokenTrace, k: int, **settings: Any) -> list[StreamReplay]:
+    from simspec.engine.lookup.suffix import SuffixSettings, replay_suffix  # only when asked for
 
-    return replay_suffix(trace, k, **params)
+    return replay_suffix(trace, k, SuffixSettings(**settings))
 
 
 REPLAYERS: dict[str, Replayer] = {

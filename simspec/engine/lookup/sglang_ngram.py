@@ -155,17 +155,18 @@ class NgramTrie:
             )
         return lo, end, ends
 
-    def match(self, context: Sequence[int]) -> list[dict]:
+    def match(self, context: Sequence[int]) -> list[dict | None]:
         """``rebuildMatchState_``: ``anchors[d - 1]`` is the node of the context's length-d
         suffix, d = 1 .. min(len, depth). The trie holds every suffix of what it holds, so
         the list stops at the first suffix it lacks (the engine keeps empty slots there)."""
-        anchors: list[dict] = []
+        anchors: list[dict | None] = []
         for d in range(1, min(len(context), self.depth) + 1):
-            node: dict | None = self.root
+            node: dict = self.root
             for tok in context[len(context) - d :]:
-                node = node.get(tok)
-                if node is None:
+                child = node.get(tok)
+                if child is None:
                     return anchors
+                node = child
             anchors.append(node)
         return anchors
 
@@ -342,9 +343,10 @@ def accepted_depth(tree: Tree, future: Sequence[int]) -> int:
     verify kernel follows the child whose token the target predicts)."""
     pos, depth = 0, 0
     for tok in future:
-        pos = tree[pos].get(tok)
-        if pos is None:
+        child = tree[pos].get(tok)
+        if child is None:
             break
+        pos = child
         depth += 1
     return depth
 

@@ -52,17 +52,18 @@ def build_speculator(
     if unused is not None:
         raise InputError(f"methods.{cfg.name}.{unused[0]}", unused[1])
     spec = SPECULATORS[cfg.name](cfg, target, cost, engine)
-    if spec.needs_acceptance and cfg.acceptance is None:
+    acc = cfg.acceptance
+    if spec.needs_acceptance and acc is None:
         raise InputError(
             f"methods.{cfg.name}.acceptance",
             "needs an acceptance model (alpha, tau, trace or tokens)",
         )
-    if spec.tree is not None and cfg.acceptance.trace is not None:
+    if spec.tree is not None and acc is not None and acc.trace is not None:
         raise InputError(
             f"methods.{cfg.name}.acceptance",
             "a tree needs alpha or tau acceptance: traces record chains (use tree: chain)",
         )
-    if cfg.acceptance is not None and cfg.acceptance.tokens is not None:
+    if acc is not None and acc.tokens is not None:
         if not isinstance(spec, LookupSpeculator):
             lookups = ", ".join(
                 n for n, c in SPECULATORS.items() if issubclass(c, LookupSpeculator)

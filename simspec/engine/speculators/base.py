@@ -31,7 +31,7 @@ from simspec.errors import InputError
 
 
 # A value: never mutate one. Not ``frozen`` because the hot loop builds one per iteration and a
-# frozen dataclass's __init__ costs four times as much (as for BatchShape).
+# frozen dataclass's __init__ is much slower (as for BatchShape).
 @dataclass(slots=True)
 class DraftStep:
     """The decoding sequences of one iteration, as a drafter sees them."""
@@ -127,7 +127,8 @@ class Speculator:
     @property
     def verify_tokens(self) -> int:
         """Query tokens a decoding sequence may send to the verify pass (the widest step)."""
-        return max(self.verify_tokens_for(self.k, n) for n in self.policy.budgets or [None])
+        budgets: list[int | None] = [*self.policy.budgets]
+        return max(self.verify_tokens_for(self.k, n) for n in budgets or [None])
 
     def verify_tokens_for(self, k: int, nodes: int | None = None) -> int:
         if k == 0:

@@ -25,7 +25,11 @@ class EagleHead(Speculator):
 
     fused_features: ClassVar[int] = 2  # fc input: [feature; embedding] = 2h
     own_vocab: ClassVar[int | None] = None
-    moe_head: ClassVar[bool] = False  # the head's layer is the target's MoE layer
+
+    @property
+    def moe_head(self) -> bool:
+        """Whether the head's layer is the target's MoE layer: EAGLE heads are Llama layers."""
+        return False
 
     def _configure(self, cfg: MethodConfig) -> None:
         target = self.target

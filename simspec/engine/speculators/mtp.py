@@ -29,7 +29,7 @@ class MTP(EagleHead):
     name = "mtp"
 
     @property
-    def moe_head(self) -> bool:  # type: ignore[override]
+    def moe_head(self) -> bool:
         return self.target.is_moe and self.target.num_nextn_predict_layers > 0
 
     def _configure(self, cfg: MethodConfig) -> None:

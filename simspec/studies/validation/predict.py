@@ -41,9 +41,10 @@ from simspec.config import (
     Scenario,
     WorkloadConfig,
 )
+from simspec.engine.build import build_cost_model
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.metrics import RunSummary
-from simspec.engine.simulation import build_cost_model, check
+from simspec.engine.simulation import check
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.studies.runs.job import Failed

@@ -1,0 +1,189 @@
+"""Build one replica from a scenario: its cost model, speculator, scheduler limits, memory plan
+and acceptance sampler, with every check that can refuse the scenario before anything runs.
+
+A single run (:mod:`simspec.engine.simulation`) and a fleet (:mod:`simspec.engine.fleet`)
+build each replica with these same steps, so a fleet of one replica is a single run, request
+for request.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from simspec.catalog.hardware import load_alltoall, load_engine, load_gpu, load_profile
+from simspec.catalog.methods import sampled_from_tau, sampled_from_trace
+from simspec.catalog.models import BYTES_PER_PARAM, ModelShape, load_model
+from simspec.catalog.precision import PrecisionSpec, kv_cache_bytes, load_precision
+from simspec.config import LengthSpec, Scenario, WorkloadConfig
+from simspec.engine.acceptance.inversion import run_alpha_profile
+from simspec.engine.acceptance.samplers import AcceptanceSampler, build_sampler
+from simspec.engine.costmodel import BatchShape, RooflineCostModel
+from simspec.engine.kv_cache import MemoryPlan, plan_memory
+from simspec.engine.lookup.proposers import chain_tau, replay_table
+from simspec.engine.replica import ReplicaSetup
+from simspec.engine.requests import RequestTable
+from simspec.engine.speculators import Speculator, build_speculator
+from simspec.engine.speculators.lookup import LookupSpeculator
+from simspec.engine.workload import generate_requests
+from simspec.errors import InputError, ScenarioError
+
+
+def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> RooflineCostModel:
+    gpu, engine = load_gpu(sc.gpu), load_engine(sc.engine)
+    overhead = engine.step_overhead(speculative=sc.method.name != "autoregressive")
+    latency, bandwidth, _ = load_alltoall(sc.gpu)
+    target = target or load_model(sc.model)
+    precision = weight_precision(sc, target)
+    experts = expert_precision(sc, target, precision)
+    return RooflineCostModel(
+        gpu,
+        load_profile(sc.profile or sc.gpu),
+        engine,
+        sc.tp,
+        overhead,
+        pp=sc.pp,
+        ep=sc.ep,
+        alltoall=(latency, bandwidth),
+        precision=None if precision.name == "bf16" else precision,
+        precision_model=target.id,
+        kv_bytes=kv_cache_bytes(sc.kv_cache_dtype),
+        expert_precision=experts,
+    )
+
+
+def weight_precision(sc: Scenario, target: ModelShape) -> PrecisionSpec:
+    """The deployment's precision, else the checkpoint's own (``weight_dtype``, read from its
+    config.json's quantization_config; bf16 when it has none)."""
+    if sc.precision is not None:
+        return load_precision(sc.precision, "precision")
+    return load_precision(getattr(target, "weight_dtype", "bf16"), "model.quantization_config")
+
+
+def expert_precision(
+    sc: Scenario, target: ModelShape, layers: PrecisionSpec
+) -> PrecisionSpec | None:
+    """The routed experts' precision where the checkpoint stores them apart from the other
+    layers (GPT-OSS: MXFP4 experts, read as int4-w, beside bf16 attention) and the deployment
+    names none; None: the layers' own."""
+    if sc.precision is not None or not target.expert_weight_dtype:
+        return None
+    return load_precision(target.expert_weight_dtype, "model.quantization_config")
+
+
+def setup_replica(sc: Scenario) -> ReplicaSetup:
+    target = load_model(sc.model)
+    if sc.ep > 1 and not target.is_moe:
+        raise InputError("ep", f"{target.id} has no experts to spread (a dense model): use ep 1")
+    engine = load_engine(sc.engine)
+    cost = build_cost_model(sc, target)
+    spec = build_speculator(sc.method, target, cost, engine)
+    max_seqs = int(sc.scheduler.max_num_seqs or engine["max_num_seqs"])
+    max_tokens = int(sc.scheduler.max_num_batched_tokens or engine["max_num_batched_tokens"])
+    if max_tokens < spec.verify_tokens:
+        raise ScenarioError(
+            f"max_num_batched_tokens={max_tokens} cannot hold one verify step of "
+            f"{spec.verify_tokens} tokens"
+        )
+    demand = spec.memory_demand(max_seqs, max_tokens)
+    weight_bytes = cost.precision.weight_bytes if cost.precision else BYTES_PER_PARAM
+    experts = cost.experts_precision_of(target)
+    memory = plan_memory(
+        cost.gpu,
+        engine,
+        target,
+        demand,
+        sc.tp,
+        sc.pp,
+        sc.ep,
+        weight_bytes,
+        cost.kv_bytes,
+        experts.weight_bytes if experts else BYTES_PER_PARAM,
+    )
+    check_fixed_lengths(sc, target, memory)
+    return ReplicaSetup(target, cost, spec, max_seqs, max_tokens, memory)
+
+
+def check_fixed_lengths(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> None:
+    """Fixed (or uniform) lengths no request could be served with are refused before the run:
+    past the model's context (``max_position_embeddings``; vLLM rejects a prompt longer than
+    max_model_len) or past the KV cache, every request would be left unfinishable and the run
+    would report an empty table."""
+    wl = sc.workload
+    if wl.trace is not None or wl.arrival == "trace":  # per request: past_context
+        return
+    shortest = _shortest(wl.prompt) + _shortest(wl.output)
+    what = f"requests of at least {shortest} tokens (prompt + output)"
+    if shortest > target.max_position_embeddings:
+        raise ScenarioError(
+            f"workload: {what} exceed {target.id}'s context of "
+            f"{target.max_position_embeddings} tokens (max_position_embeddings)"
+        )
+    capacity = memory.num_blocks * memory.block_size
+    if shortest > capacity:
+        raise ScenarioError(
+            f"workload: {what} exceed the KV cache of {capacity} tokens on "
+            f"{sc.gpu} at tp={sc.tp}: raise tp or pick a larger GPU"
+        )
+
+
+def past_context(table: RequestTable, target: ModelShape) -> None:
+    """A replayed trace's requests longer than the model's context (prompt + output past
+    ``max_position_embeddings``; vLLM rejects a prompt past max_model_len and stops an output
+    at it) are counted unfinishable, each, as :func:`check_fixed_lengths` refuses fixed ones
+    (a run where every request is too long is refused after it)."""
+    table.unfinishable |= table.prompt_len + table.output_len > target.max_position_embeddings
+
+
+def _shortest(spec: LengthSpec) -> int:
+    """The shortest length ``spec`` draws (LengthSpec.sample: floor, then clipped)."""
+    low = {"fixed": spec.mean, "uniform": spec.low or spec.min}.get(spec.dist, spec.min)
+    return int(min(max(math.floor(low), spec.min), spec.max))
+
+
+def acceptance_sampler(
+    sc: Scenario, spec: Speculator, num_requests: int, rng: np.random.Generator
+) -> AcceptanceSampler | None:
+    """The run's acceptance sampler: the method's acceptance, moved to the run's temperature
+    and top-p, on the draft structure its speculator plans."""
+    if not spec.needs_acceptance:
+        return None
+    acc = sc.method.acceptance
+    # build_speculator refuses a method that needs an acceptance and has none
+    assert acc is not None
+    sampling = sc.temperature != acc.temperature or sc.top_p < 1.0
+    if acc.trace is not None and sampling:
+        acc = sampled_from_trace(acc, spec.max_accept, spec.info.drafter)
+    # build_speculator lets token streams replay only a lookup speculator
+    if acc.tokens is not None and sampling and isinstance(spec, LookupSpeculator):
+        # the streams were generated greedily: at another temperature the target's tokens,
+        # and so the lookups' matches, differ; what carries over is the replay's τ, moved by
+        # the temperature model, with every sequence verifying a full chain (README: lookup)
+        table = replay_table(acc.tokens, spec.proposer, spec.max_accept)
+        tau = chain_tau(table)
+        acc = sampled_from_tau(acc, tau, spec.max_accept, spec.info.drafter, acc.tokens)
+    profile = None
+    if acc.trace is None and acc.tokens is None:  # a static tree is built for the mean α
+        profile = run_alpha_profile(
+            acc, spec.max_accept, spec.depth_decay, sc.temperature, sc.top_p
+        )
+    # tree candidates are verified by recursive rejection when the run samples
+    plan = spec.draft_plan(profile, sampled=sc.temperature > 0)
+    return build_sampler(acc, plan, num_requests, rng, workload_trace=sc.workload.trace)
+
+
+def relaxation_time(setup: ReplicaSetup, wl: WorkloadConfig) -> float:
+    """Seconds an empty engine takes to fill with the mix of requests it holds in steady
+    state: the 99th-percentile output length times the step of plain decoding over a full
+    batch (the most sequences the engine runs, or the KV cache holds at the mean request
+    length). A speculative step yields more tokens, so this bounds its time from above."""
+    rng = np.random.default_rng(0)  # lengths only; the run's own streams are untouched
+    probe = generate_requests(wl, rng, 1000)
+    context = float(np.mean(probe.prompt_len) + np.mean(probe.output_len))
+    held = setup.memory.num_blocks * setup.memory.block_size / max(context, 1.0)
+    batch = int(max(1, min(setup.max_seqs, held)))
+    step = setup.cost.forward(
+        setup.target, BatchShape.uniform(batch, 1, batch * context, batch)
+    ).total_s
+    return float(np.percentile(probe.output_len, 99)) * step

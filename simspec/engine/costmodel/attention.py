@@ -1,0 +1,112 @@
+"""A model's attention on one GPU: the projections around it (GQA's fused QKV and O, or MLA's
+down, up, absorb and expand GEMMs) and the attention kernel itself, over the whole context in
+full layers and over at most ``sliding_window`` tokens in windowed ones."""
+
+from __future__ import annotations
+
+from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
+from simspec.catalog.precision import PrecisionSpec
+from simspec.engine.costmodel.roofline import OperatorTimes, roofline_time
+from simspec.engine.costmodel.shapes import BatchShape
+from simspec.engine.costmodel.work import attention_work, mla_attention_work
+
+
+def projection_time(
+    ops: OperatorTimes, model: ModelShape, tokens: int, w: PrecisionSpec | None = None
+) -> float:
+    """One layer's attention GEMMs on one GPU. GQA: fused QKV and O. MLA (vLLM
+    deepseek_v2.py and backends/mla/common.py, decode path): the replicated fused q_a/kv_a
+    down projection, q_b per GPU's heads (or one q_proj), W_UK absorbing each head's query
+    into the latent and W_UV expanding each head's output from it (batched over the heads),
+    then O. The projections run at the weights' precision ``w``; the absorbed W_UK/W_UV
+    are bf16 (vLLM dequantises kv_b_proj into them when the weights load)."""
+    h, tp, t = model.hidden_size, ops.tp, tokens
+    if not model.is_mla:
+        q, kv = model.q_dim // tp, model.kv_dim_per_gpu(tp)
+        return ops.gemm_time(t, h, q + 2 * kv, w) + ops.gemm_time(t, q, h, w)
+    heads = max(model.num_attention_heads // tp, 1)
+    q_head = model.qk_nope_head_dim + model.qk_rope_head_dim
+    latent, rank = model.kv_dim, model.kv_lora_rank
+    if model.q_lora_rank:
+        down = ops.gemm_time(t, h, model.q_lora_rank + latent, w)
+        up = ops.gemm_time(t, model.q_lora_rank, heads * q_head, w)
+    else:
+        down = ops.gemm_time(t, h, latent, w)
+        up = ops.gemm_time(t, h, heads * q_head, w)
+    absorb = ops.batched_gemm_time(heads, t, model.qk_nope_head_dim, rank)
+    expand = ops.batched_gemm_time(heads, t, rank, model.v_head_dim)
+    return down + up + absorb + expand + ops.gemm_time(t, heads * model.v_head_dim, h, w)
+
+
+class AttentionKernels:
+    """One model's attention kernels on one GPU (built once per model; :meth:`time` runs three
+    times per engine iteration). K and V are cached at ``kv_bytes`` per element."""
+
+    __slots__ = (
+        "model",
+        "q_dim",
+        "kv_dim",
+        "mla",
+        "kv_bytes",
+        "compute_rate",
+        "memory_rate",
+        "latency",
+        "decode_latency",
+        "sharpness",
+        "windowed",
+    )
+
+    def __init__(self, ops: OperatorTimes, model: ModelShape, kv_bytes: float = BYTES_PER_PARAM):
+        self.model = model
+        self.q_dim, self.kv_dim = model.q_dim // ops.tp, model.kv_dim_per_gpu(ops.tp)
+        # MLA: (the GPU's heads, the cached latent, the value latent)
+        self.mla = (
+            (max(model.num_attention_heads // ops.tp, 1), model.kv_dim, model.kv_lora_rank)
+            if model.is_mla
+            else None
+        )
+        self.kv_bytes = kv_bytes
+        roof = ops.attention
+        self.compute_rate, self.memory_rate = roof.compute_rate, roof.memory_rate
+        self.latency, self.sharpness = roof.latency, roof.sharpness
+        self.decode_latency = ops.attention_decode_latency
+        self.windowed = bool(model.sliding_layers)
+
+    def time(self, batch: BatchShape, layers: int) -> float:
+        """Seconds of the attention kernels of the model's first ``layers`` layers over
+        ``batch``. Windowed layers attend over at most ``sliding_window`` tokens per sequence:
+        the pairs and cached tokens are clipped to the window (exact when every context is
+        past the window or within it, an upper bound otherwise)."""
+        t = batch.num_tokens
+        # every sequence sends one token: the decode kernel path
+        latency = self.decode_latency if batch.sum_q_sq == t else self.latency
+        windowed = self.model.sliding_layers_in(layers) if self.windowed else 0
+        total = 0.0
+        if layers > windowed:
+            total = (layers - windowed) * self._layer(
+                t, batch.sum_q_sq, batch.sum_q_kv, batch.sum_kv, latency
+            )
+        if windowed:
+            w = self.model.sliding_window
+            pairs = batch.sum_q_kv + (batch.sum_q_sq + t) / 2.0
+            # no new-token term: the clipped count keeps pairs = min(pairs, t * w)
+            sum_q_kv = min(pairs, float(t * w)) - t / 2.0
+            sum_kv = min(batch.sum_kv, float(batch.num_seqs * w))
+            total += windowed * self._layer(t, 0.0, sum_q_kv, sum_kv, latency)
+        return total
+
+    def _layer(
+        self, t: int, sum_q_sq: float, sum_q_kv: float, sum_kv: float, latency: float
+    ) -> float:
+        if self.mla is None:
+            flops, nbytes = attention_work(
+                self.q_dim, self.kv_dim, t, sum_q_sq, sum_q_kv, sum_kv, self.kv_bytes
+            )
+        else:
+            heads, latent, value_latent = self.mla
+            flops, nbytes = mla_attention_work(
+                heads, latent, value_latent, t, sum_q_sq, sum_q_kv, sum_kv, self.kv_bytes
+            )
+        return roofline_time(
+            flops, nbytes, self.compute_rate, self.memory_rate, latency, self.sharpness
+        )

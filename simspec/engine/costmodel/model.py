@@ -1,0 +1,218 @@
+"""The model-level cost model: one forward pass of a decoder, composed from its operators
+(:meth:`RooflineCostModel.forward`).
+
+A dense Llama-style model is the general case with its defaults: every layer has a dense MLP
+(no MoE layers), GQA attention (no MLA) over the whole context (no windowed layers), and bf16
+weights. Per layer a forward runs the attention projections and kernel
+(:mod:`~simspec.engine.costmodel.attention`), the MLP (dense, or router + shared + routed
+experts: :mod:`~simspec.engine.costmodel.moe`), the elementwise kernels and the tensor-parallel
+all-reduces; then the LM head over the rows that need logits, and the all-gather of their
+vocab shards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simspec.catalog.hardware import EngineProfile, GpuSpec, HardwareProfile
+from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
+from simspec.catalog.precision import PrecisionSpec, effective_precision
+from simspec.engine.costmodel.attention import AttentionKernels, projection_time
+from simspec.engine.costmodel.moe import (
+    MOE_KERNELS_PER_LAYER,
+    alltoall_time,
+    grouped_experts_time,
+    moe_mlp_time,
+    routed_experts_time,
+)
+from simspec.engine.costmodel.roofline import OperatorTimes
+from simspec.engine.costmodel.shapes import BatchShape, StepCost
+from simspec.engine.costmodel.work import ELEMENTWISE_KERNELS_PER_LAYER, elementwise_bytes
+
+# seconds of (GEMMs, elementwise kernels, communication, LM head) of one forward
+TokenTerms = tuple[float, float, float, float]
+
+
+class RooflineCostModel:
+    """Per-operator roofline for decoders under tensor parallelism ``tp``, pipeline stages
+    ``pp`` and expert parallelism ``ep``: the one cost model the simulator asks for GPU time
+    (:meth:`forward`, :meth:`gemm_time`). ``alltoall``: (latency s, bandwidth B/s) of one
+    all-to-all transfer (:func:`~simspec.catalog.hardware.load_alltoall`)."""
+
+    def __init__(
+        self,
+        gpu: GpuSpec,
+        profile: HardwareProfile,
+        engine: EngineProfile,
+        tp: int = 1,
+        step_overhead_s: float | None = None,
+        pp: int = 1,
+        ep: int = 1,
+        alltoall: tuple[float, float] | None = None,
+        precision: PrecisionSpec | None = None,
+        precision_model: str | None = None,
+        kv_bytes: float = BYTES_PER_PARAM,
+        expert_precision: PrecisionSpec | None = None,
+    ) -> None:
+        """``precision``: the weights of the model whose id is ``precision_model`` (the served
+        target; None: bf16); every other model (draft heads, draft models) runs bf16.
+        ``kv_bytes``: bytes per cached K/V element (the KV-cache dtype), for every model."""
+        self.gpu, self.profile, self.engine, self.tp = gpu, profile, engine, tp
+        self.ops = OperatorTimes(gpu, profile, tp)
+        # FP8 on a GPU without FP8 tensor cores runs weight-only, as vLLM does
+        eff = effective_precision(precision, gpu) if precision is not None else None
+        self.precision = None if eff is None or eff.name == "bf16" else eff
+        self.precision_model = precision_model
+        # models whose layer GEMMs run at the target's precision: the target, and the MTP
+        # modules shipped in its checkpoint (quantize_like_target)
+        self._quantized = {precision_model}
+        # the routed experts' precision (GPT-OSS: MXFP4 experts beside bf16 layers); None: the
+        # layers' own
+        self.expert_precision = (
+            effective_precision(expert_precision, gpu) if expert_precision is not None else None
+        )
+        self.kv_bytes = kv_bytes
+        self.pp = pp  # sequential layer stages: each boundary sends the hidden states on
+        self.ep = ep  # GPUs the experts are spread over whole (1: each expert sliced over tp)
+        self.alltoall = alltoall or (0.0, gpu.interconnect_bandwidth_bytes_s)
+        self._step_overhead = (
+            engine["step_overhead_s"] if step_overhead_s is None else step_overhead_s
+        )
+        # eager engines launch every kernel from Python: a layer costs at least this much host
+        # time, and the GPU waits when its own work is shorter (0 under CUDA graphs)
+        self._layer_launch = engine["layer_launch_s"]
+        self._models: dict[int, _ModelTerms] = {}  # by id(model); the entry keeps it alive
+
+    # -- operators -------------------------------------------------------------------------
+    def gemm_time(
+        self, tokens: int, d_in: int, d_out: int, precision: PrecisionSpec | None = None
+    ) -> float:
+        """Time of one dense (tokens x d_in) @ (d_in x d_out) matmul on one GPU shard, with bf16
+        weights or (``precision``, as :func:`effective_precision` gives it) quantised ones."""
+        return self.ops.gemm_time(tokens, d_in, d_out, precision)
+
+    def allreduce_time(self, nbytes: float) -> float:
+        """Ring all-reduce across ``tp`` GPUs; zero without tensor parallelism."""
+        return self.ops.allreduce_time(nbytes)
+
+    def allgather_time(self, nbytes: float) -> float:
+        """Ring all-gather of ``nbytes`` in total (e.g. vocab-sharded logits)."""
+        return self.ops.allgather_time(nbytes)
+
+    def routed_experts_time(self, model: ModelShape, t: int) -> float:
+        """The routed experts of one MoE layer of ``model`` for ``t`` tokens on one GPU
+        (:func:`~simspec.engine.costmodel.moe.routed_experts_time`)."""
+        return routed_experts_time(self.ops, model, t, self.ep, self.experts_precision_of(model))
+
+    def grouped_experts_time(self, model: ModelShape, pairs: float, touched: float) -> float:
+        """The routed-expert GEMMs of one MoE layer of ``model`` for ``pairs`` (token, expert)
+        pairs over ``touched`` distinct experts
+        (:func:`~simspec.engine.costmodel.moe.grouped_experts_time`)."""
+        spec = self.experts_precision_of(model)
+        return grouped_experts_time(self.ops, model, pairs, touched, self.ep, spec)
+
+    # -- precision -------------------------------------------------------------------------
+    def precision_of(self, model: ModelShape) -> PrecisionSpec | None:
+        """The weight precision ``model``'s layer GEMMs run at (None: bf16)."""
+        return self.precision if model.id in self._quantized else None
+
+    def experts_precision_of(self, model: ModelShape) -> PrecisionSpec | None:
+        """The routed experts' precision: their own where the checkpoint stores them apart
+        (GPT-OSS's MXFP4), else the layers'; None: bf16."""
+        if model.id not in self._quantized:
+            return None
+        spec = self.expert_precision or self.precision
+        return None if spec is None or spec.name == "bf16" else spec
+
+    def quantize_like_target(self, model: ModelShape) -> None:
+        """``model`` (an MTP module of the checkpoint) runs at the target's precision."""
+        self._quantized.add(model.id)
+
+    # -- one forward -----------------------------------------------------------------------
+    def forward(
+        self,
+        model: ModelShape,
+        batch: BatchShape,
+        overhead_s: float | None = None,
+        layers: int | None = None,
+        extra_gemm_s: float = 0.0,
+    ) -> StepCost:
+        """Time of one forward of ``model`` (or its first ``layers`` layers) over ``batch``;
+        ``extra_gemm_s`` is GEMM time outside the model's layers in the same pass (EAGLE's fc)."""
+        n_layers = model.num_hidden_layers if layers is None else layers
+        t = batch.num_tokens
+        overhead = self._step_overhead if overhead_s is None else overhead_s
+        if t == 0:
+            return StepCost(gemm_s=extra_gemm_s, overhead_s=overhead)
+        terms = self._models.get(id(model))
+        if terms is None or terms.model is not model:  # first use, or a recycled id
+            terms = self._models[id(model)] = _ModelTerms(
+                model, AttentionKernels(self.ops, model, self.kv_bytes)
+            )
+        key = (t, batch.logit_tokens, n_layers)
+        by_tokens = terms.by_tokens.get(key)
+        if by_tokens is None:
+            by_tokens = terms.by_tokens[key] = self._token_terms(model, *key)
+        gemm, elementwise, comm, lm_head = by_tokens
+        attention = terms.attention.time(batch, n_layers)
+        if self._layer_launch:
+            gpu = gemm + extra_gemm_s + attention + lm_head + elementwise + comm
+            overhead += max(0.0, n_layers * self._layer_launch - gpu)
+        return StepCost(gemm + extra_gemm_s, attention, lm_head, elementwise, comm, overhead)
+
+    def _token_terms(
+        self, model: ModelShape, t: int, logit_tokens: int, n_layers: int
+    ) -> TokenTerms:
+        """Everything of a forward that depends only on its token counts (``forward`` caches
+        it): each layer's attention projections, its MLP (dense, or router + shared + routed
+        experts), elementwise kernels and communication; the LM head."""
+        ops, h, tp = self.ops, model.hidden_size, self.tp
+        n_moe = model.moe_layers_in(n_layers)
+        n_dense = n_layers - n_moe
+        w = self.precision_of(model)
+        inter = model.intermediate_size // tp
+        gemm = n_layers * projection_time(ops, model, t, w)
+        if n_dense:
+            gemm += n_dense * ops.mlp_time(t, h, inter, w)
+        if n_moe:
+            experts = self.experts_precision_of(model)
+            gemm += n_moe * moe_mlp_time(ops, model, t, self.ep, w, experts)
+        # elementwise: a MoE layer's gated activation runs over the k routed widths and the
+        # shared one, and its routing adds kernels
+        q_dim, kv_dim = model.q_dim // tp, model.kv_dim_per_gpu(tp)
+        nbytes = n_dense * elementwise_bytes(t, h, q_dim, kv_dim, inter)
+        kernels = n_layers * ELEMENTWISE_KERNELS_PER_LAYER + 1  # + the embedding lookup
+        if n_moe:
+            moe_inter = (
+                model.num_experts_per_tok * model.moe_intermediate_size
+                + model.shared_expert_intermediate_size
+            ) // tp
+            nbytes += n_moe * elementwise_bytes(t, h, q_dim, kv_dim, moe_inter)
+            kernels += n_moe * MOE_KERNELS_PER_LAYER
+        elementwise = ops.elementwise_time(nbytes + BYTES_PER_PARAM * t * h, kernels)
+        # communication: the attention's all-reduce every layer; the MLP's all-reduce, or on a
+        # MoE layer under expert parallelism the dispatch and combine all-to-all
+        hidden_bytes = BYTES_PER_PARAM * t * h
+        reduce = ops.allreduce_time(hidden_bytes)
+        if self.ep > 1 and n_moe:
+            comm = n_layers * reduce + n_dense * reduce
+            comm += n_moe * 2 * alltoall_time(model, t, self.ep, self.alltoall)
+        else:
+            comm = n_layers * 2 * reduce
+        comm += ops.allgather_time(BYTES_PER_PARAM * logit_tokens * model.vocab_size)
+        if self.pp > 1 and n_layers > 1:  # a draft head's one layer stays on its stage
+            comm += (self.pp - 1) * ops.hop_time(hidden_bytes)
+        # the LM head stays bf16, as vLLM leaves it unquantised
+        vocab = model.vocab_size // tp
+        lm_head = ops.gemm_time(logit_tokens, h, vocab) if logit_tokens else 0.0
+        return (gemm, elementwise, comm, lm_head)
+
+
+@dataclass(slots=True)
+class _ModelTerms:
+    """What the cost model reuses for one model: its attention kernels, and the terms that
+    depend only on token counts by (tokens, logit rows, layers), which the hot loop repeats."""
+
+    model: ModelShape
+    attention: AttentionKernels
+    by_tokens: dict[tuple[int, int, int], TokenTerms] = field(default_factory=dict)

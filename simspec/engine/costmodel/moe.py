@@ -1,0 +1,106 @@
+"""A mixture-of-experts layer's MLP on one GPU: the router GEMM, the shared expert, and the
+routed experts as two grouped GEMMs (gate-up, down) that read every distinct expert the step's
+tokens touch (:func:`~simspec.engine.costmodel.work.distinct_experts`) once and compute every
+routed token, costed with the profile's GEMM constants (fitted on dense GEMMs and transferred
+to vLLM's fused MoE kernels). Under expert parallelism ``ep`` GPUs hold whole experts and
+exchange the tokens by all-to-all."""
+
+from __future__ import annotations
+
+from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
+from simspec.catalog.precision import PrecisionSpec
+from simspec.engine.costmodel.roofline import OperatorTimes, roofline_time
+from simspec.engine.costmodel.work import distinct_experts
+
+# Small kernels a MoE layer adds in vLLM's fused MoE (vllm/model_executor/layers/fused_moe/
+# fused_moe.py): the top-k routing (topk_softmax or grouped_topk), moe_align_block_size (sort the
+# tokens by expert) and moe_sum (combine the k outputs); each pays the per-kernel latency.
+MOE_KERNELS_PER_LAYER = 3
+
+
+def moe_mlp_time(
+    ops: OperatorTimes,
+    model: ModelShape,
+    tokens: int,
+    ep: int,
+    w: PrecisionSpec | None = None,
+    experts: PrecisionSpec | None = None,
+) -> float:
+    """One MoE layer's MLP on one GPU: the router (replicated, bf16: vLLM builds the gate
+    unquantised), the shared expert (sliced over tp, at the layers' precision ``w``) and the
+    routed experts (at ``experts``; None: bf16)."""
+    h, t = model.hidden_size, tokens
+    total = ops.gemm_time(t, h, model.num_experts)
+    shared = model.shared_expert_intermediate_size // ops.tp
+    if shared:
+        total += ops.mlp_time(t, h, shared, w)
+    return total + routed_experts_time(ops, model, t, ep, experts)
+
+
+def routed_experts_time(
+    ops: OperatorTimes,
+    model: ModelShape,
+    tokens: int,
+    ep: int,
+    experts: PrecisionSpec | None = None,
+) -> float:
+    """The routed experts of one MoE layer for ``tokens`` tokens on one GPU: two grouped
+    GEMMs (vLLM fused_moe: w13 = gate and up, then w2 = down) that stream the weights of every
+    distinct expert the tokens touch once and multiply every (token, expert) pair. Sliced
+    experts (ep 1): each GPU holds 1/tp of every expert. Whole experts (ep GPUs): each holds
+    1/ep of them and, routing being uniform, gets 1/ep of the pairs and distinct experts."""
+    k = model.num_experts_per_tok
+    touched = distinct_experts(model.num_experts, k, tokens)
+    return grouped_experts_time(ops, model, float(tokens * k), touched, ep, experts)
+
+
+def grouped_experts_time(
+    ops: OperatorTimes,
+    model: ModelShape,
+    pairs: float,
+    touched: float,
+    ep: int,
+    experts: PrecisionSpec | None = None,
+) -> float:
+    """The routed-expert GEMMs of one MoE layer for ``pairs`` (token, expert) pairs over
+    ``touched`` distinct experts (whole batch), on one GPU (see :func:`routed_experts_time`),
+    at the roofline of the experts' precision (weight bytes and compute peak)."""
+    h = model.hidden_size
+    if ep > 1:
+        width, touched, pairs = model.moe_intermediate_size, touched / ep, pairs / ep
+    else:
+        width = model.moe_intermediate_size // ops.tp
+    g = ops.gemm
+    rate_c, wbytes = g.compute_rate, float(BYTES_PER_PARAM)
+    if experts is not None:
+        rate_c, wbytes = ops.compute_rate_at(experts), experts.weight_bytes
+    abytes = BYTES_PER_PARAM
+    up = roofline_time(
+        2.0 * pairs * h * 2 * width,
+        touched * h * 2 * width * wbytes + abytes * pairs * (h + 2 * width),
+        rate_c,
+        g.memory_rate,
+        g.latency,
+        g.sharpness,
+    )
+    down = roofline_time(
+        2.0 * pairs * width * h,
+        touched * width * h * wbytes + abytes * pairs * (width + h),
+        rate_c,
+        g.memory_rate,
+        g.latency,
+        g.sharpness,
+    )
+    return up + down
+
+
+def alltoall_time(model: ModelShape, tokens: int, ep: int, link: tuple[float, float]) -> float:
+    """One all-to-all of a MoE layer under expert parallelism (dispatch, or combine): the
+    step's tokens split evenly over the ep GPUs, each token's hidden state sent to the GPUs of
+    its k experts, (ep - 1)/ep of them remote (uniform routing), over point-to-point NVLink
+    transfers running side by side (DeepEP / vLLM's all2all backends). ``link``: (latency s,
+    bandwidth B/s) of one transfer (:func:`~simspec.catalog.hardware.load_alltoall`)."""
+    k = model.num_experts_per_tok
+    nbytes = BYTES_PER_PARAM * (tokens / ep) * k * model.hidden_size * (ep - 1) / ep
+    latency, bandwidth = link
+    return latency + nbytes / bandwidth if nbytes > 0 else 0.0

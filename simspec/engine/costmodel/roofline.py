@@ -1,0 +1,150 @@
+"""The roofline and the operator times it gives on one GPU of a tensor-parallel group: dense and
+quantised GEMMs, batched GEMMs, elementwise kernels, and the ring collectives and point-to-point
+hops between GPUs.
+
+Each operator costs
+
+    latency + smoothmax(FLOPs / (peak * compute_eff), bytes / (bandwidth * memory_eff); sharpness)
+
+where ``smoothmax(a, b; p) = (a**p + b**p) ** (1/p)``: a pure roofline is p -> infinity, and real
+kernels bend more gently near the ridge point. The constants come from a
+:class:`~simspec.catalog.hardware.HardwareProfile` fitted to timing tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simspec.catalog.hardware import GpuSpec, HardwareProfile
+from simspec.catalog.precision import PrecisionSpec, compute_flops, gemm_speed_ratio
+from simspec.engine.costmodel.work import Num, gemm_work
+
+
+def roofline_time(
+    flops: Num,
+    nbytes: Num,
+    compute_rate: float,
+    memory_rate: float,
+    latency: float,
+    sharpness: float,
+) -> Num:
+    """``latency + smoothmax(flops / compute_rate, nbytes / memory_rate)``; works on arrays."""
+    a, b = flops / compute_rate, nbytes / memory_rate
+    if sharpness == 1.0:  # a plain sum: the same floats (x ** 1.0 == x) without two pow calls
+        return latency + (a + b)
+    return latency + (a**sharpness + b**sharpness) ** (1.0 / sharpness)
+
+
+@dataclass(frozen=True, slots=True)
+class Roofline:
+    """One operator family's fitted constants: FLOP/s and B/s it reaches, the latency every
+    kernel pays, and how sharply it bends at the ridge point."""
+
+    compute_rate: float
+    memory_rate: float
+    latency: float
+    sharpness: float
+
+    def time(self, flops: float, nbytes: float) -> float:
+        return roofline_time(
+            flops, nbytes, self.compute_rate, self.memory_rate, self.latency, self.sharpness
+        )
+
+
+class OperatorTimes:
+    """Seconds each operator takes on one GPU of a group of ``tp`` (tensor parallelism), from
+    the GPU's peaks and the profile's fractions of them."""
+
+    def __init__(self, gpu: GpuSpec, profile: HardwareProfile, tp: int = 1) -> None:
+        self.gpu, self.profile, self.tp = gpu, profile, tp
+        flops, bw, p = gpu.bf16_dense_flops, gpu.hbm_bandwidth_bytes_s, profile
+        self.gemm = Roofline(
+            flops * p["gemm_compute_efficiency"],
+            bw * p["gemm_memory_efficiency"],
+            p["gemm_latency_s"],
+            p["gemm_sharpness"],
+        )
+        self.attention = Roofline(
+            flops * p["attention_compute_efficiency"],
+            bw * p["attention_memory_efficiency"],
+            p["attention_latency_s"],
+            p["attention_sharpness"],
+        )
+        # a decode-only batch (one new token per sequence) takes a lighter attention kernel path
+        self.attention_decode_latency = p["attention_decode_latency_s"]
+        self.elementwise_rate = bw * p["elementwise_memory_efficiency"]
+        self.elementwise_latency = p["elementwise_latency_s"]
+        self.link_latency = p["allreduce_latency_s"]
+        self.link_bandwidth = (
+            gpu.interconnect_bandwidth_bytes_s * p["allreduce_bandwidth_efficiency"]
+        )
+
+    # -- GEMMs ---------------------------------------------------------------------------------
+    def gemm_time(
+        self, tokens: int, d_in: int, d_out: int, precision: PrecisionSpec | None = None
+    ) -> float:
+        """One dense (tokens x d_in) @ (d_in x d_out) matmul, with bf16 weights or
+        (``precision``, as :func:`~simspec.catalog.precision.effective_precision` gives it)
+        quantised ones."""
+        if precision is None:
+            return self.gemm.time(*gemm_work(tokens, d_in, d_out))
+        return self.quantized_gemm_time(tokens, d_in, d_out, precision)
+
+    def quantized_gemm_time(self, tokens: int, d_in: int, d_out: int, spec: PrecisionSpec) -> float:
+        """The roofline at the precision's weight bytes and compute peak (the profile's bf16
+        fractions of peak, an assumption), replaced by the measured speed over bf16 where a
+        kernel table covers this GPU's architecture and token count; above the largest
+        measured count the last measured ratio holds, but never past the roofline."""
+        g = self.gemm
+        flops, nbytes = gemm_work(tokens, d_in, d_out, spec.weight_bytes)
+        roof = roofline_time(
+            flops, nbytes, self.compute_rate_at(spec), g.memory_rate, g.latency, g.sharpness
+        )
+        ratio = gemm_speed_ratio(spec, self.gpu, tokens)
+        if ratio is None:
+            return roof
+        measured = self.gemm.time(*gemm_work(tokens, d_in, d_out)) / ratio
+        curve = spec.curve(self.gpu.arch)
+        if curve is not None and tokens > curve.max_tokens:
+            return max(measured, roof)
+        return measured
+
+    def compute_rate_at(self, spec: PrecisionSpec) -> float:
+        """FLOP/s GEMMs reach at ``spec``: its peak times the profile's (bf16) fraction."""
+        return compute_flops(spec, self.gpu) * self.profile["gemm_compute_efficiency"]
+
+    def batched_gemm_time(self, batch: int, m: int, k: int, n: int) -> float:
+        """``batch`` independent bf16 (m x k) @ (k x n) matmuls in one kernel (torch.bmm)."""
+        flops, nbytes = gemm_work(m, k, n)
+        return self.gemm.time(batch * flops, batch * nbytes)
+
+    def mlp_time(
+        self, tokens: int, hidden: int, width: int, precision: PrecisionSpec | None = None
+    ) -> float:
+        """A gated MLP of ``width`` on this GPU: the fused gate-up GEMM, then the down one."""
+        return self.gemm_time(tokens, hidden, 2 * width, precision) + self.gemm_time(
+            tokens, width, hidden, precision
+        )
+
+    # -- elementwise kernels -------------------------------------------------------------------
+    def elementwise_time(self, nbytes: float, kernels: int) -> float:
+        """``kernels`` memory-bound kernels moving ``nbytes`` in all."""
+        return nbytes / self.elementwise_rate + kernels * self.elementwise_latency
+
+    # -- between GPUs --------------------------------------------------------------------------
+    def allreduce_time(self, nbytes: float) -> float:
+        """Ring all-reduce across ``tp`` GPUs; zero without tensor parallelism."""
+        return self._ring_time(nbytes, passes=2)
+
+    def allgather_time(self, nbytes: float) -> float:
+        """Ring all-gather of ``nbytes`` in total (e.g. vocab-sharded logits)."""
+        return self._ring_time(nbytes, passes=1)
+
+    def _ring_time(self, nbytes: float, passes: int) -> float:
+        if self.tp == 1 or nbytes <= 0:
+            return 0.0
+        return self.link_latency + passes * (self.tp - 1) / self.tp * nbytes / self.link_bandwidth
+
+    def hop_time(self, nbytes: float) -> float:
+        """One point-to-point send of ``nbytes`` (a pipeline stage hands its hidden states on)."""
+        return self.link_latency + nbytes / self.link_bandwidth

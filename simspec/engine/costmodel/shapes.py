@@ -1,0 +1,116 @@
+"""The values at the cost model's seam: what one forward computes (:class:`BatchShape`) and what
+it costs, per component (:class:`StepCost`).
+
+Both are values: never mutate one. They are not ``frozen`` because the hot loop builds several
+per iteration and a frozen dataclass's __init__ sets every field through ``object.__setattr__``,
+which is much slower.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(slots=True)
+class BatchShape:
+    """What one forward pass computes, reduced to the sums a per-operator model needs.
+
+    Build it from per-sequence arrays (new query tokens, tokens already in KV) with :meth:`of`,
+    or from totals with :meth:`uniform` when every sequence sends the same number of tokens (the
+    common decode/verify case, which then costs no per-sequence work on the hot loop).
+    """
+
+    num_seqs: int
+    num_tokens: int  # sum of q_i
+    sum_q_sq: float  # sum of q_i^2 (causal attention among the new tokens)
+    sum_q_kv: float  # sum of q_i * kv_i (new tokens attending to cached ones)
+    sum_kv: float  # cached tokens read
+    logit_tokens: int  # rows that need LM-head logits (all verify positions, last prefill token)
+
+    @classmethod
+    def of(
+        cls,
+        q_tokens: np.ndarray,
+        kv_tokens: np.ndarray,
+        logit_tokens: int,
+        kv_sum: float | None = None,
+    ) -> BatchShape:
+        """``kv_sum``: ``kv_tokens.sum()`` when the caller has it (the hot loop does)."""
+        q, kv = _counts(q_tokens), _counts(kv_tokens)
+        if q.shape != kv.shape or q.ndim != 1:
+            raise ValueError("q_tokens and kv_tokens must be 1-D arrays of equal length")
+        sum_kv = float(kv.sum()) if kv_sum is None else kv_sum
+        return cls(
+            len(q), int(q.sum()), float(q.dot(q)), float(q.dot(kv)), sum_kv, int(logit_tokens)
+        )
+
+    @classmethod
+    def uniform(cls, num_seqs: int, q_per_seq: int, kv_sum: float, logit_tokens: int) -> BatchShape:
+        q = q_per_seq
+        return cls(
+            num_seqs, num_seqs * q, float(num_seqs * q * q), q * kv_sum, kv_sum, int(logit_tokens)
+        )
+
+    def __add__(self, other: BatchShape) -> BatchShape:
+        """Both batches in one forward. The sums are of token counts, so integers: a float64
+        sum of them is exact (below 2**53), equal to summing the concatenated arrays."""
+        return BatchShape(
+            self.num_seqs + other.num_seqs,
+            self.num_tokens + other.num_tokens,
+            self.sum_q_sq + other.sum_q_sq,
+            self.sum_q_kv + other.sum_q_kv,
+            self.sum_kv + other.sum_kv,
+            self.logit_tokens + other.logit_tokens,
+        )
+
+
+_INT64 = np.dtype(np.int64)
+
+
+def _counts(x: np.ndarray) -> np.ndarray:
+    """Token counts as int64 (exact sums, and the same floats as float64 sums below 2**53);
+    anything else as float64."""
+    if type(x) is np.ndarray and x.dtype is _INT64:  # the hot loop's arrays, as they are
+        return x
+    x = np.asarray(x)
+    return x.astype(np.int64, copy=False) if x.dtype.kind in "iub" else x.astype(np.float64)
+
+
+@dataclass(slots=True)
+class StepCost:
+    """Seconds per component of one forward pass."""
+
+    gemm_s: float = 0.0
+    attention_s: float = 0.0
+    lm_head_s: float = 0.0
+    elementwise_s: float = 0.0
+    communication_s: float = 0.0
+    overhead_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return (
+            self.gemm_s
+            + self.attention_s
+            + self.lm_head_s
+            + self.elementwise_s
+            + self.communication_s
+            + self.overhead_s
+        )
+
+    def plus(self, other: StepCost, times: float = 1) -> StepCost:
+        """``self + times * other`` in one object (the draft cost adds K - 1 equal steps to its
+        first one every iteration)."""
+        return StepCost(
+            self.gemm_s + other.gemm_s * times,
+            self.attention_s + other.attention_s * times,
+            self.lm_head_s + other.lm_head_s * times,
+            self.elementwise_s + other.elementwise_s * times,
+            self.communication_s + other.communication_s * times,
+            self.overhead_s + other.overhead_s * times,
+        )
+
+    def scaled(self, factor: float) -> StepCost:
+        return StepCost().plus(self, times=factor)

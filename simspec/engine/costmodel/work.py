@@ -1,0 +1,105 @@
+"""FLOP and byte counts of the operators a forward pass runs, counted once here so that the
+calibration fit (:mod:`simspec.studies.calibration`) and the simulator count the same work."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import numpy as np
+
+from simspec.catalog.models import BYTES_PER_PARAM
+
+Num = TypeVar("Num", float, np.ndarray)
+
+# Elementwise kernels per decoder layer in vLLM: two fused residual-add + RMSNorm, RoPE on Q and
+# K, SiLU-and-mul (vllm/model_executor/models/llama.py, LlamaDecoderLayer, which passes the
+# residual into RMSNorm so the add is fused). Each pays the profile's per-kernel latency.
+ELEMENTWISE_KERNELS_PER_LAYER = 4
+
+
+def gemm_work(m: Num, k: Num, n: Num, weight_bytes: float = BYTES_PER_PARAM) -> tuple[Num, Num]:
+    """FLOPs and bytes of an (m x k) @ (k x n) matmul: weights at ``weight_bytes`` per element
+    (bf16: 2; the precision's, simspec.catalog.precision) plus bf16 input and output."""
+    return 2.0 * m * k * n, weight_bytes * k * n + BYTES_PER_PARAM * m * (k + n)
+
+
+def attention_work(
+    q_dim: Num,
+    kv_dim: Num,
+    num_tokens: Num,
+    sum_q_sq: Num,
+    sum_q_kv: Num,
+    sum_kv: Num,
+    kv_bytes: float = BYTES_PER_PARAM,
+) -> tuple[Num, Num]:
+    """FLOPs and bytes of causal attention of ``num_tokens`` new tokens over their sequences'
+    caches (per layer, per GPU shard).
+
+    New token i of a sequence attends to its cached tokens plus i new ones, so there are
+    sum_i q_i * (kv_i + (q_i + 1) / 2) query-key pairs, each costing QK^T and PV (4 * q_dim
+    FLOPs). Bytes: K and V of every context token (cached and new) read once, Q read and O
+    written. K and V are ``kv_bytes`` per element (the KV-cache dtype); Q and O bf16.
+    """
+    pairs = sum_q_kv + (sum_q_sq + num_tokens) / 2.0
+    flops = 4.0 * q_dim * pairs
+    nbytes = kv_bytes * 2.0 * kv_dim * (sum_kv + num_tokens)
+    nbytes += BYTES_PER_PARAM * 2.0 * q_dim * num_tokens
+    return flops, nbytes
+
+
+def mla_attention_work(
+    heads: int,
+    latent: int,
+    value_latent: int,
+    num_tokens: Num,
+    sum_q_sq: Num,
+    sum_q_kv: Num,
+    sum_kv: Num,
+    kv_bytes: float = BYTES_PER_PARAM,
+) -> tuple[Num, Num]:
+    """FLOPs and bytes of absorbed multi-head latent attention (per layer, per GPU shard).
+
+    vLLM's MLA decode path (vllm/v1/attention/backends/mla/common.py, "Data-Movement Friendly
+    Approach"; FlashMLA takes verify steps of up to 128 query tokens on the same path,
+    reorder_batch_threshold 128 in backends/mla/flashmla.py) attends like multi-query
+    attention: each of the GPU's ``heads`` scores its query, absorbed into the latent, against
+    the one cached latent of ``latent`` = kv_lora_rank + qk_rope_head_dim per token, and sums
+    the latents (``value_latent`` = kv_lora_rank) by the scores. The latent cache is read once
+    per sequence for all heads; Q (latent width) is read and O (value latent) written.
+    Prefill chunks longer than 128 tokens take the compute-friendly path in vLLM (K and V
+    up-projected per head), which this counts as the absorbed one: an overestimate of prefill
+    attention FLOPs (about 3.4x for DeepSeek-V3), not of decode or verify.
+    """
+    pairs = sum_q_kv + (sum_q_sq + num_tokens) / 2.0
+    flops = 2.0 * heads * (latent + value_latent) * pairs
+    nbytes = kv_bytes * latent * (sum_kv + num_tokens)
+    nbytes += BYTES_PER_PARAM * heads * (latent + value_latent) * num_tokens
+    return flops, nbytes
+
+
+def distinct_experts(
+    experts: int, top_k: int, tokens: float, popularity: np.ndarray | None = None
+) -> float:
+    """Expected number of distinct experts ``tokens`` tokens route to, each choosing ``top_k``
+    of ``experts``.
+
+    Uniform routing (the default): an expert is missed by one token with probability
+    1 - k/E, so E * (1 - (1 - k/E)**N) are touched. ``popularity`` (a per-expert share of the
+    routed tokens, summing to 1) is the hook for a measured routing skew: expert e is then
+    missed with probability 1 - k * p_e per token (capped at 1). No packaged model has a
+    measured skew, so simspec routes uniformly, which touches the most experts for N tokens
+    (an upper bound on the weights a step reads).
+    """
+    if tokens <= 0:
+        return 0.0
+    if popularity is None:
+        return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+    hit = np.minimum(top_k * np.asarray(popularity, dtype=np.float64), 1.0)
+    return float(np.sum(1.0 - (1.0 - hit) ** tokens))
+
+
+def elementwise_bytes(tokens: Num, hidden: int, q_dim: int, kv_dim: int, inter: int) -> Num:
+    """Bytes one decoder layer's elementwise kernels move: two RMSNorms (read + write h), two
+    residual adds (read 2h, write h), RoPE on Q and K (read + write), SiLU-and-mul (read 2i,
+    write i)."""
+    return BYTES_PER_PARAM * tokens * (4 * hidden + 6 * hidden + 2 * (q_dim + kv_dim) + 3 * inter)
