@@ -481,16 +481,45 @@ def test_token_trace_ids_must_be_int32_integers(tmp_path, value):
         load_token_trace(str(path))
 
 
-def test_a_gzip_token_trace_is_capped_after_decompression(tmp_path, monkeypatch):
+def _gzip_trace_readers(monkeypatch) -> dict:
+    """Both readers of a user's gzipped trace, their caps lowered to 1,000 bytes."""
+    from simspec.catalog import arrival_traces, token_traces
+
+    monkeypatch.setattr(arrival_traces, "MAX_ARRIVAL_TRACE_BYTES", 1_000)
+    monkeypatch.setattr(token_traces, "MAX_TOKEN_TRACE_BYTES", 1_000)
+    return {
+        "arrival": arrival_traces.load_arrival_trace.__wrapped__,
+        "token": token_traces.load_token_trace.__wrapped__,
+    }
+
+
+@pytest.mark.parametrize("reader", ["arrival", "token"])
+def test_a_gzip_bomb_is_capped_after_decompression_by_every_trace_reader(
+    tmp_path, monkeypatch, reader
+):
     import gzip
 
-    from simspec.catalog import token_traces
+    from simspec.catalog.tables import shown
 
-    monkeypatch.setattr(token_traces, "MAX_TOKEN_TRACE_BYTES", 1_000)
     path = tmp_path / "bomb.jsonl.gz"
     path.write_bytes(gzip.compress(b" " * 100_000))  # 100 kB from a few hundred bytes
-    with pytest.raises(InputError, match="larger than"):
-        token_traces.load_token_trace.__wrapped__(str(path))
+    assert path.stat().st_size < 1_000  # under the cap as a file: only inflating crosses it
+    with pytest.raises(InputError) as err:
+        _gzip_trace_readers(monkeypatch)[reader](str(path), "the.field")
+    assert str(err.value) == f"the.field: {shown(path)} is larger than 1,000 bytes"
+
+
+@pytest.mark.parametrize("reader", ["arrival", "token"])
+@pytest.mark.parametrize("damage", ["corrupt", "truncated"])
+def test_a_broken_gzip_trace_is_one_line_not_a_traceback(tmp_path, monkeypatch, reader, damage):
+    import gzip
+
+    good = gzip.compress(b'{"a": 1}\n' * 50)
+    data = good[:10] + bytes(b ^ 0xFF for b in good[10:30]) + good[30:]  # bad code lengths
+    path = tmp_path / "broken.jsonl.gz"
+    path.write_bytes(data if damage == "corrupt" else good[:-5])
+    with pytest.raises(InputError, match=r"^the\.field: cannot read .*broken\.jsonl\.gz"):
+        _gzip_trace_readers(monkeypatch)[reader](str(path), "the.field")
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,12 @@ field, before any work.
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
 import stat
+import zlib
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -64,6 +67,21 @@ def read_input(path: str | os.PathLike, field: str, max_bytes: int) -> bytes:
         raise InputError(field, f"cannot read {shown(path)}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
+    if len(data) > max_bytes:
+        raise InputError(field, f"{shown(path)} is larger than {max_bytes:,} bytes")
+    return data
+
+
+def read_input_gzip(path: str | os.PathLike, field: str, max_bytes: int) -> bytes:
+    """The decompressed bytes of a user's gzip file: the file and what it inflates to are each
+    at most ``max_bytes``, so a gzip bomb (kilobytes that inflate to gigabytes) stops at the
+    cap instead of filling memory. A corrupt or truncated stream is one InputError too."""
+    raw = read_input(path, field, max_bytes)
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
+            data = f.read(max_bytes + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(field, f"cannot read {shown(path)}: {exc}") from None
     if len(data) > max_bytes:
         raise InputError(field, f"{shown(path)} is larger than {max_bytes:,} bytes")
     return data
