@@ -150,7 +150,7 @@ def _parse(raw: bytes, path: str, name: str, field: str) -> pd.DataFrame:
         return pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False)
     except InputError:
         raise
-    except Exception as exc:  # noqa: BLE001  (pandas/pyarrow raise many types for a bad file)
+    except Exception as exc:  # pandas/pyarrow raise many types for a bad file
         text = " ".join(str(exc).split())[:200]
         raise InputError(field, f"cannot read {name} as a table ({text})") from None
 

@@ -120,7 +120,7 @@ class _BoundedLoader(yaml.SafeLoader):
     (blocks), because PyYAML's scanner slows down with every open ``[`` (2.7 s for 100,000).
     """
 
-    def fetch_flow_collection_start(self, TokenClass):  # noqa: ANN001, ANN201, N803 (PyYAML's)
+    def fetch_flow_collection_start(self, TokenClass):  # PyYAML's name and signature
         if self.flow_level > MAX_DEPTH:  # check_depth (below) draws the exact line
             raise yaml.scanner.ScannerError(
                 None, None, f"nested deeper than {MAX_DEPTH} levels", self.get_mark()
@@ -141,7 +141,7 @@ class _BoundedLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
-    def compose_node(self, parent, index):  # noqa: ANN001, ANN201 (PyYAML's signature)
+    def compose_node(self, parent, index):  # PyYAML's signature
         if self.check_event(yaml.AliasEvent):
             raise yaml.composer.ComposerError(
                 None, None, "YAML aliases (*name) are not supported", self.peek_event().start_mark
@@ -184,7 +184,7 @@ def parse_yaml(text: str, field: str, where: str = "") -> Any:
     """YAML text as Python data (safe tags only, no aliases), failures as one InputError."""
     prefix = f"{where}: " if where else ""
     try:
-        data = yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 (a SafeLoader subclass)
+        data = yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader subclass
     except DuplicateKey as exc:
         raise InputError(field, f"{prefix}{exc}") from None
     except yaml.YAMLError as exc:
