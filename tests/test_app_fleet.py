@@ -95,6 +95,8 @@ def _replay(at):
     assert any(d.label == "Download per-request CSV" for d in at.get("download_button"))
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("explorer_page")  # with tests/test_app.py's page tests (see PAGE there)
 def test_the_fleet_view_renders_and_rerenders_on_a_short_window():
     from conftest import ROOT
 

@@ -9,10 +9,14 @@ import pytest
 from tests.golden import cases
 
 SLOW = {"cli_sweep_default", "cli_validate", "study_plan", "study_recommend"}
+# the golden validate run is the one tests/test_validate.py reads: both on one xdist worker
+GROUPS = {"cli_validate": cases.VALIDATE_GROUP}
 
 
 def _param(name: str):
     marks = [pytest.mark.golden] + ([pytest.mark.slow] if name in SLOW else [])
+    if name in GROUPS:
+        marks.append(pytest.mark.xdist_group(GROUPS[name]))
     return pytest.param(name, marks=marks, id=name)
 
 

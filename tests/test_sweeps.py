@@ -20,8 +20,10 @@ from simspec.studies.runner import Failed, RunCache, read_runs, run_all, scenari
 from simspec.studies.sweep import SweepConfig, cells, run_sweep
 
 cli = CliRunner()
+# the executors, the cache and the journal are what these tests check, not a measurement:
+# 12 measured requests (one turnover of the batch, not the study's 64) keep a run short
 SMALL = WorkloadConfig(
-    requests=12, trace=None, prompt=LengthSpec(mean=64), output=LengthSpec(mean=48)
+    requests=12, turnovers=1, trace=None, prompt=LengthSpec(mean=64), output=LengthSpec(mean=48)
 )
 EAGLE = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
 
@@ -84,8 +86,10 @@ def test_a_stopped_sweep_resumes_where_it_stopped(tmp_path):
 
 def test_cli_streams_writes_parquet_and_resumes(tmp_path):
     grid = tmp_path / "grid.yaml"
+    # 20 measured requests (one turnover): the fewest that give every interval a value, so the
+    # CSV and the Parquet file are compared on numbers
     grid.write_text(
-        "batch_sizes: [1, 4]\nworkload: {requests: 8}\n"
+        "batch_sizes: [1, 4]\nworkload: {requests: 20, turnovers: 1}\n"
         "methods: [{name: autoregressive}, {name: eagle3, acceptance: {alpha: 0.6}}]\n"
         "grid: {k: [1, 3]}\n"
     )
@@ -137,6 +141,8 @@ def test_same_seed_gives_byte_identical_csv_across_processes_and_executors(tmp_p
                 "1,8",
                 "--requests",
                 "12",
+                "--turnovers",
+                "1",
                 "--executor",
                 executor,
                 "--quiet",
