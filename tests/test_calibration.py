@@ -226,6 +226,7 @@ def test_profile_files_round_trip_through_yaml_and_json(tmp_path):
     assert yaml.safe_load((tmp_path / "p.yaml").read_text())["gpu"] == "h100_sxm"
 
 
+@pytest.mark.slow
 def test_harness_csv_fits_a_profile_and_reports_whole_steps(tmp_path):
     pytest.importorskip("torch")
     import subprocess

@@ -42,6 +42,7 @@ def sweep(*args):
     return runner.invoke(app, ["sweep", *args])
 
 
+@pytest.mark.slow
 def test_sweep_prints_speedup_table_and_writes_the_documented_csv(tmp_path):
     out = tmp_path / "speedup.csv"
     result = sweep(*FAST, "--out", str(out))
@@ -54,6 +55,7 @@ def test_sweep_prints_speedup_table_and_writes_the_documented_csv(tmp_path):
     assert (frame[frame.method == "autoregressive"].speedup == 1.0).all()
 
 
+@pytest.mark.slow
 def test_same_flags_and_seed_write_identical_csv(tmp_path):
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
     assert sweep(*FAST, "--seed", "5", "--out", str(a)).exit_code == 0

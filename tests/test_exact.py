@@ -104,6 +104,7 @@ def position_independent_run():
     return p, q, tokens, lengths
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["per_position_run", "position_independent_run"])
 def test_first_emitted_token_is_distributed_as_target(run, request):
     p, _, tokens, _ = request.getfixturevalue(run)
@@ -379,6 +380,7 @@ def test_bad_input_raises_value_error_naming_argument(call, name):
 
 
 # -- several candidates at one tree node (recursive rejection sampling) ------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("num_candidates", [1, 2, 4])
 def test_verify_siblings_emits_the_target_distribution(num_candidates):
     from simspec.engine.acceptance.exact import verify_siblings
@@ -401,6 +403,7 @@ def test_verify_siblings_emits_the_target_distribution(num_candidates):
         assert accepted / n == pytest.approx(np.minimum(p, q).sum(), abs=0.01)
 
 
+@pytest.mark.slow
 def test_more_sibling_candidates_accept_more_often():
     from simspec.engine.acceptance.exact import verify_siblings
 

@@ -137,6 +137,7 @@ def test_fleet_command_writes_its_outputs(tmp_path) -> None:
     assert bad.exit_code == 2
 
 
+@pytest.mark.slow
 def test_plan_trace_plans_the_recommended_schedule_too(tmp_path) -> None:
     from typer.testing import CliRunner
 

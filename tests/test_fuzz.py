@@ -85,6 +85,7 @@ def _one_line_or_ok(result: Result, out=None) -> None:
         assert not out.exists()
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     st.sampled_from(
@@ -113,6 +114,7 @@ def test_random_cli_values(tmp_path_factory, flag, value):
     _one_line_or_ok(result, out)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(JSONISH)
 def test_random_config_files(tmp_path_factory, data):
@@ -122,6 +124,7 @@ def test_random_config_files(tmp_path_factory, data):
     _one_line_or_ok(invoke(["sweep", "--config", str(cfg), *FAST, "--out", str(out)]), out)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.binary(max_size=200) | TEXT.map(str.encode))
 def test_malformed_config_file_bytes(tmp_path_factory, data):
@@ -131,6 +134,7 @@ def test_malformed_config_file_bytes(tmp_path_factory, data):
     _one_line_or_ok(invoke(["sweep", "--config", str(cfg), *FAST]))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(JSONISH, max_size=4))
 def test_random_trace_files(tmp_path_factory, records):
@@ -143,6 +147,7 @@ def test_random_trace_files(tmp_path_factory, records):
     _one_line_or_ok(invoke(["sweep", "--config", str(cfg), *FAST]))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     st.dictionaries(
@@ -183,6 +188,7 @@ VLLM_KEYS = [
 ]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.dictionaries(st.sampled_from(VLLM_KEYS) | TEXT, JSONISH, max_size=5))
 def test_random_vllm_speculative_configs(data):
@@ -194,6 +200,7 @@ def test_random_vllm_speculative_configs(data):
     _one_line_or_ok(result)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(st.lists(TEXT, min_size=1, max_size=6), max_size=5))
 def test_random_validation_csvs(tmp_path_factory, rows):
@@ -235,6 +242,7 @@ _CELLS = {
 }
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     st.lists(
@@ -410,6 +418,7 @@ def test_deep_nesting_and_huge_integers_in_a_trace_line(tmp_path, line):
     refused(["sweep", "--config", _trace_config(tmp_path, trace), *FAST], "line 1")
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.integers(1, 100) | st.integers(1, 100_000), st.sampled_from([".json", ".yaml"]))
 def test_any_nesting_depth_is_read_or_refused_by_name(tmp_path_factory, depth, suffix):
@@ -445,6 +454,7 @@ BAD_COUNTS = [
 ]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.sampled_from(["prompt_len", "output_len", "acc_len"]), st.sampled_from(BAD_COUNTS))
 def test_trace_counts_must_be_int32_integers(tmp_path_factory, key, value):

@@ -170,6 +170,7 @@ def test_a_sequence_that_proposed_nothing_verifies_one_token():
     )
 
 
+@pytest.mark.slow
 def test_per_sequence_widths_make_lookup_cheaper_than_a_full_chain_at_high_batch():
     wl = {"concurrency": 64, "trace": "sharegpt", "requests": 192}
     replay = simulate(Scenario(method=_ngram(tokens="sharegpt"), workload=wl)).summary

@@ -62,12 +62,14 @@ TAU_PRESETS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TAU_PRESETS)
 def test_batch1_tau_of_each_tau_preset_matches_its_published_tau(name):
     method = preset_method(name, "sharegpt", target=TARGET)
     assert batch1_tau(method) == pytest.approx(method.acceptance.tau, rel=0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["eagle3", "ngram"])
 def test_batch1_tau_of_each_trace_preset_matches_the_trace_replay(name):
     method = preset_method(name, "sharegpt", target=TARGET)
@@ -99,6 +101,7 @@ def test_every_method_has_a_preset_and_cites_its_source():
             assert acc is not None and len(acc.source) > 30, (name, dataset)
 
 
+@pytest.mark.slow
 def test_sweep_runs_every_method_by_name_and_methods_lists_them(tmp_path):
     # every method by name: `--methods all` offers only what applies to the model
     # (tests/test_cli_names.py), but a method left out of it still runs when named; mtp needs
@@ -137,6 +140,7 @@ def test_sweep_runs_every_method_by_name_and_methods_lists_them(tmp_path):
 
 
 # -- structure ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_medusa_deep_heads_accept_less_than_hydras():
     medusa = preset_method("medusa1", "sharegpt", target=TARGET)
     hydra = preset_method("hydra", "sharegpt", target=TARGET)
@@ -148,6 +152,7 @@ def test_medusa_deep_heads_accept_less_than_hydras():
     assert batch1_tau(hydra) > batch1_tau(medusa) + 0.5
 
 
+@pytest.mark.slow
 def test_dynamic_tree_beats_a_static_tree_of_the_same_budget():
     acc = AcceptanceConfig(alpha=0.6, spread=0.5)
     shape = dict(name="eagle2", k=6, tree_nodes=50, tree_topk=10, acceptance=acc)
@@ -224,6 +229,7 @@ def test_no_sequences_or_no_draft_takes_no_draft_time(name):
     assert spec.draft_cost(DraftStep(100 * two, two, 200.0, 0)).total_s == 0.0
 
 
+@pytest.mark.slow
 def test_tree_speedup_falls_faster_with_batch_than_a_chains():
     acc = AcceptanceConfig(alpha=0.7)
     tree = MethodConfig(
@@ -241,6 +247,7 @@ def test_tree_speedup_falls_faster_with_batch_than_a_chains():
     assert by[(6, 64)] / by[(6, 1)] < by[(3, 64)] / by[(3, 1)]  # and loses more under load
 
 
+@pytest.mark.slow
 def test_speculation_off_by_batch_size_is_autoregressive_decoding():
     eagle = preset_method("eagle3", "sharegpt", target=TARGET)
     off = eagle.model_copy(update={"disable_by_batch_size": 1})
@@ -296,6 +303,7 @@ def test_a_chain_tree_is_the_chain_formula():
 
 
 # -- trees when sampling: recursive rejection over sibling candidates ----------------------------
+@pytest.mark.slow
 def test_one_of_r_sibling_candidates_survives_as_the_residual_product_says():
     """P(one of R i.i.d. candidates accepted) = 1 - prod_i (1 - sum min(q, r_i)), with r_1 = p
     and r_{i+1} = norm((r_i - q)+): the formula the sampled sibling table is computed with,

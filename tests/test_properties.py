@@ -122,6 +122,7 @@ def names_the_cause(sc: Scenario, message: str) -> bool:
     return budget in message or fit
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(scenarios())
 def test_random_scenarios_keep_every_invariant(sc):

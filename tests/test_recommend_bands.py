@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from simspec.catalog.vllm import to_method
@@ -24,6 +25,7 @@ def _row(table: pd.DataFrame, c: int) -> pd.Series:
     return table.set_index("concurrency").loc[c]
 
 
+@pytest.mark.slow
 def test_a_crossover_lies_between_the_grid_points_and_the_curves_order_as_claimed():
     eagle = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
     labels: list[str] = []
@@ -45,6 +47,7 @@ def test_a_crossover_lies_between_the_grid_points_and_the_curves_order_as_claime
     assert to_method(cfg)["k_schedule"] == [(1, x.last, 4), (x.first, 1024, 3)]
 
 
+@pytest.mark.slow
 def test_the_edge_where_speculation_turns_off_is_bisected_too():
     weak = MethodConfig(
         name="draft_model", k=1, draft_model="llama-3.2-1b", acceptance=AcceptanceConfig(alpha=0.4)
@@ -62,6 +65,7 @@ def test_without_crossovers_a_setting_holds_from_its_grid_point():
     assert probes(1) == 0 and probes(2) == 1 and probes(64) == 6
 
 
+@pytest.mark.slow
 def test_recommend_cli_takes_the_files_method_and_writes_the_bisected_schedule(tmp_path):
     cfg = tmp_path / "s.yaml"
     cfg.write_text(

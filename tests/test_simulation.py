@@ -85,6 +85,7 @@ def test_no_request_is_lost_and_tokens_and_kv_are_conserved(method):
     assert result.summary.unfinishable == 0
 
 
+@pytest.mark.slow
 def test_scarce_kv_forces_preemption_and_everything_still_finishes():
     # Llama-3.1-70B on two H100s leaves little KV room; long outputs at high concurrency preempt
     sc = Scenario(

@@ -56,6 +56,7 @@ def test_every_executor_gives_the_same_table():
     assert set(serial.gpu) == {"h100_sxm", "a100_80gb"} and set(serial.k) == {0, 2, 4}
 
 
+@pytest.mark.slow
 def test_a_local_ray_instance_gives_the_same_table():
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
@@ -84,6 +85,7 @@ def test_a_stopped_sweep_resumes_where_it_stopped(tmp_path):
     pd.testing.assert_frame_equal(resumed, full)
 
 
+@pytest.mark.slow
 def test_cli_streams_writes_parquet_and_resumes(tmp_path):
     grid = tmp_path / "grid.yaml"
     # 20 measured requests (one turnover): the fewest that give every interval a value, so the
@@ -127,6 +129,7 @@ def test_cli_streams_writes_parquet_and_resumes(tmp_path):
         assert bad.exit_code == 2 and bad.output.startswith(f"error: {field}"), bad.output
 
 
+@pytest.mark.slow
 def test_same_seed_gives_byte_identical_csv_across_processes_and_executors(tmp_path):
     outs = []
     for i, executor in enumerate(("serial", "process", "serial")):
@@ -186,6 +189,7 @@ def test_a_cache_that_adds_nothing_leaves_no_file(tmp_path):
     assert not path.exists()
 
 
+@pytest.mark.slow
 def test_a_resumed_sweep_equals_a_fresh_one_on_any_executor(tmp_path):
     fresh = run_sweep(small_grid()).to_csv(index=False)
     journal = tmp_path / "out.csv.partial"

@@ -49,6 +49,7 @@ def _sample(cases: pd.DataFrame, tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_validate_writes_every_row_with_the_output_columns(packaged_cases, tmp_path):
     cases = _sample(packaged_cases, tmp_path)
     out = tmp_path / "pred.csv"

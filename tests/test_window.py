@@ -76,6 +76,7 @@ def test_intervals_by_sections():
 
 
 # -- the acceptance tests -------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_closed_loop_speedup_does_not_move_with_the_number_of_requests():
     """Batch 64, ShareGPT lengths and EAGLE-3 K=4 on its trace: 256, 2,000 and 12,288
     requests agree within 1 % (256 and 2,000 both measure 64 turnovers of the batch)."""
@@ -112,6 +113,7 @@ def test_an_overloaded_rate_is_reported_unstable_and_a_light_one_stable():
     assert Slo(1e9, 1e9).missed(heavy) == "unstable"
 
 
+@pytest.mark.slow
 def test_plan_gives_the_same_rate_for_any_duration_past_the_warm_up():
     """The issue's case: Llama-3.1-8B on one H100, ShareGPT, p99 TTFT <= 2 s and TPOT <= 50
     ms. Before the rule, 20 s of arrivals gave 39.5 req/s and 240 s gave 14.4."""
