@@ -40,6 +40,7 @@ def test_batch1_iid_alpha_matches_closed_form_within_2_percent(alpha, k):
     assert result.summary.mean_accept_len == pytest.approx(formula, rel=0.02)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dataset", ["sharegpt", "gsm8k"])
 @pytest.mark.parametrize("method", ["eagle3", "ngram"])
 @pytest.mark.parametrize("k", [1, 3, 5])

@@ -353,6 +353,7 @@ class _NoPool:
         raise AssertionError("a small what-if must not wait on a pool")
 
 
+@pytest.mark.slow
 def test_a_small_what_if_runs_in_process_and_a_pool_gives_the_same_numbers():
     explorer.forget_runs()
     one = explorer.ExplorerInputs(methods=["eagle3"], loads=[4], **SMALL)
@@ -383,6 +384,7 @@ def test_a_dead_worker_does_not_break_the_page_for_good():
     assert len(explorer.run(inp, pool=_BrokenPool())["summary"]) == 4  # finished in process
 
 
+@pytest.mark.slow
 def test_a_widget_change_reruns_only_what_it_changed():
     explorer.forget_runs()
     first = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
@@ -500,6 +502,7 @@ def test_a_good_trace_is_kept_and_a_wrong_suffix_is_refused(tmp_path):
         uploads.save_trace_upload(GOOD_TRACE.encode(), "t.csv", tmp_path)
 
 
+@pytest.mark.slow
 def test_the_page_imports_no_root_finder_it_does_not_use():
     """scipy.optimize costs ~0.3 s of every page and worker start (issue 18's first load)."""
     import subprocess

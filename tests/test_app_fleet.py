@@ -18,6 +18,7 @@ TIMEOUT = 180
 SHORT = {"end_s": 120.0}  # two minutes of azure-conv: ~560 requests, about a second
 
 
+@pytest.mark.slow
 def test_the_view_conserves_requests_and_reports_each_replica():
     page = explorer.ExplorerInputs()
     f = fleet_ui.FleetInputs(**SHORT, replicas=3, router="round_robin")

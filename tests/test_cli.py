@@ -63,6 +63,7 @@ def test_same_flags_and_seed_write_identical_csv(tmp_path):
     assert a.read_bytes() == b.read_bytes()
 
 
+@pytest.mark.slow
 def test_config_file_sets_what_flags_set_and_flags_override_it(tmp_path):
     cfg = tmp_path / "s.yaml"
     cfg.write_text(
@@ -79,6 +80,7 @@ def test_config_file_sets_what_flags_set_and_flags_override_it(tmp_path):
     assert frame[frame.method == "draft_model"].k.item() == 4
 
 
+@pytest.mark.slow
 def test_json_config_and_alpha_override(tmp_path):
     cfg = tmp_path / "s.json"
     cfg.write_text('{"batch_sizes": [1], "workload": {"requests": 8}}')
@@ -160,6 +162,7 @@ def test_help_explains_every_option():
         assert option in result.output
 
 
+@pytest.mark.slow
 def test_installed_console_script_reports_bad_input_without_traceback():
     proc = subprocess.run(
         [sys.executable, "-m", "simspec.cli", "sweep", "--gpu", "nope"],

@@ -354,6 +354,7 @@ def test_special_files_as_a_trace_are_refused(tmp_path, fifo):
         refused(["sweep", "--config", _trace_config(tmp_path, path), *FAST], "acceptance.trace")
 
 
+@pytest.mark.slow
 def test_a_case_rows_target_model_on_dev_zero_skips_that_row(tmp_path):
     import pandas as pd
 
@@ -640,6 +641,7 @@ def test_a_command_line_byte_that_is_not_utf8_is_one_error_line():
     refused(["sweep", *FAST, "--gpu", os.fsdecode(b"\xff\xfe")], "gpu", "UTF-8")
 
 
+@pytest.mark.slow
 def test_a_validate_row_at_1e_300_qps_skips_only_that_row(tmp_path):
     import pandas as pd
 

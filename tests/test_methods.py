@@ -78,6 +78,7 @@ def test_batch1_tau_of_each_trace_preset_matches_the_trace_replay(name):
     assert batch1_tau(method, workload) == pytest.approx(replay, rel=0.05)
 
 
+@pytest.mark.slow
 def test_batch1_tau_of_the_suffix_preset_is_its_replay_walked_as_a_chain():
     method = preset_method("suffix", "gsm8k", target=TARGET)
     workload = WorkloadConfig(concurrency=1, trace="gsm8k", requests=300)
@@ -340,6 +341,7 @@ def test_sampled_tree_walk_matches_its_expected_length():
     assert 1 + acc.mean() == pytest.approx(expected_tau(tree, profile, sampled=True), rel=0.01)
 
 
+@pytest.mark.slow
 def test_a_tree_run_at_temperature_one_walks_the_sampled_siblings():
     method = MethodConfig(
         name="eagle2",

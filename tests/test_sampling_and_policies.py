@@ -227,6 +227,7 @@ def test_time_varying_arrivals_follow_the_rate_schedule():
         WorkloadConfig(arrival="poisson", rate_schedule=[(5, 1.0)])
 
 
+@pytest.mark.slow
 def test_policy_command_compares_the_policy_with_each_fixed_setting(tmp_path):
     rates = tmp_path / "day.csv"
     rates.write_text("time_s,rate\n0,2\n30,12\n60,4\n")

@@ -49,6 +49,7 @@ def test_grid_points_are_every_combination_of_its_axes():
         SweepConfig(grid={"colour": ["red"]})
 
 
+@pytest.mark.slow
 def test_every_executor_gives_the_same_table():
     serial = run_sweep(small_grid(), executor="serial")
     pool = run_sweep(small_grid(), executor="process", workers=2)
@@ -67,6 +68,7 @@ def test_a_local_ray_instance_gives_the_same_table():
     pd.testing.assert_frame_equal(on_ray, run_sweep(small_grid(), executor="serial"))
 
 
+@pytest.mark.slow
 def test_a_stopped_sweep_resumes_where_it_stopped(tmp_path):
     journal = tmp_path / "out.csv.partial"
     full = run_sweep(small_grid(), journal=journal)

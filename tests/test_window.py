@@ -95,6 +95,7 @@ def test_a_closed_loop_speedup_does_not_move_with_the_number_of_requests():
     assert abs(short / long - 1) < 0.01 and abs(default / long - 1) < 0.01
 
 
+@pytest.mark.slow
 def test_an_overloaded_rate_is_reported_unstable_and_a_light_one_stable():
     def run(rate: float):
         wl = WorkloadConfig(
