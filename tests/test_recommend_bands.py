@@ -16,8 +16,12 @@ from simspec.studies.bands import probes, recommend_bands, schedule
 from simspec.studies.planning import speculative_config
 
 runner = CliRunner()
+# 8 turnovers of the batch (recommend measures 64): where the curves cross moves a little with
+# a shorter run, and what is asked is how the bisection places the edge, wherever it is
 SHORT = Deployment(
-    workload=WorkloadConfig(trace=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=96))
+    workload=WorkloadConfig(
+        trace=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=96), turnovers=8
+    )
 )
 
 
@@ -69,7 +73,7 @@ def test_without_crossovers_a_setting_holds_from_its_grid_point():
 def test_recommend_cli_takes_the_files_method_and_writes_the_bisected_schedule(tmp_path):
     cfg = tmp_path / "s.yaml"
     cfg.write_text(
-        "workload: {trace: null, prompt: {mean: 128}, output: {mean: 96}}\n"
+        "workload: {trace: null, prompt: {mean: 128}, output: {mean: 96}, turnovers: 8}\n"
         "method: {name: eagle3, k: 3, acceptance: {alpha: 0.7}}\n"
     )
     out, js = tmp_path / "rec.csv", tmp_path / "spec.json"
