@@ -25,3 +25,20 @@ def short_plan_probes(monkeypatch):
     from simspec.studies import planning
 
     monkeypatch.setattr(planning, "plan", functools.partial(planning.plan, min_requests=100))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Keep ``--dist loadgroup`` working on pytest 9: pytest-xdist (3.8) names each item of an
+    ``xdist_group`` by setting ``item._nodeid`` to ``nodeid@group`` on the worker, which
+    pytest 9 no longer reads (its ids live in ``item._id``), so every group was scattered over
+    the workers and a run shared by a group ran once per worker. Older pytest reads
+    ``_nodeid`` itself and has no ``coerce_node_id``: nothing to do there."""
+    try:
+        from _pytest.nodes import coerce_node_id
+    except ImportError:
+        return
+    for item in items:
+        grouped = getattr(item, "_nodeid", None)
+        if grouped and grouped != item.nodeid and "@" in grouped:
+            item._id = coerce_node_id(grouped)
