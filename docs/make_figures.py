@@ -14,19 +14,19 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from simspec.catalog.methods import preset_method  # noqa: E402
-from simspec.catalog.sampling import factor  # noqa: E402
-from simspec.config import (  # noqa: E402
-    AcceptanceConfig,  # noqa: E402
+from simspec.catalog.methods import preset_method
+from simspec.catalog.sampling import factor
+from simspec.config import (
+    AcceptanceConfig,
     LengthSpec,
-    MethodConfig,  # noqa: E402
+    MethodConfig,
     Scenario,
     WorkloadConfig,
 )
-from simspec.engine.simulation import simulate  # noqa: E402
-from simspec.studies.sweep import SweepConfig, run_sweep  # noqa: E402
+from simspec.engine.simulation import simulate
+from simspec.studies.sweep import SweepConfig, run_sweep
 
 OUT = Path(__file__).resolve().parent / "figures"
 TEMPS = [0.0, 0.25, 0.5, 0.7, 0.85, 1.0, 1.2, 1.5]

@@ -73,6 +73,7 @@ class LengthSpec(BaseModel):
         if self.dist == "fixed":
             x = np.full(n, self.mean)
         elif self.dist == "uniform":
+            assert self.low is not None and self.high is not None  # _check requires both
             x = rng.uniform(self.low, self.high + 1.0, size=n)
         else:
             sigma2 = np.log1p(self.cv**2)
@@ -382,10 +383,11 @@ class AcceptanceConfig(BaseModel):
             values = [self.alpha] if isinstance(self.alpha, float | int) else self.alpha
             if not values or any(not 0.0 <= a <= 1.0 for a in values):
                 raise ValueError("alpha must be in [0, 1] (a number or a non-empty list)")
-        if self.tau is not None and self.tau_k is None:
-            raise ValueError("tau needs tau_k, the chain length it was measured at")
-        if self.tau is not None and self.tau > self.tau_k + 1:
-            raise ValueError(f"tau must be <= tau_k + 1 = {self.tau_k + 1}")
+        if self.tau is not None:
+            if self.tau_k is None:
+                raise ValueError("tau needs tau_k, the chain length it was measured at")
+            if self.tau > self.tau_k + 1:
+                raise ValueError(f"tau must be <= tau_k + 1 = {self.tau_k + 1}")
         if self.tau_tree_nodes is not None and self.tau_tree_nodes < (self.tau_k or 1):
             raise ValueError("tau_tree_nodes must be >= tau_k (a tree holds its depth)")
         if self.trace is not None and not self.trace_method:
@@ -639,5 +641,6 @@ class FleetConfig(BaseModel):
 
     @classmethod
     def uniform(cls, scenario: Scenario, n: int, router: str) -> FleetConfig:
-        """``n`` copies of one scenario behind ``router``."""
-        return cls(replicas=[scenario] * n, router=router)
+        """``n`` copies of one scenario behind ``router``, a name as the CLI and the explorer
+        give it: the model checks it against :data:`Router`."""
+        return cls.model_validate({"replicas": [scenario] * n, "router": router})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,3 +55,29 @@ def swept(
 
     with RunCache(journal, resume, warn) as cache:
         return run_sweep(cfg, runs=Runs(**settings, cache=cache))
+
+
+@pytest.fixture
+def short_plan_probes(monkeypatch):
+    """``simspec plan``'s probes at 100 requests instead of its floor of 1,000 (what a p99
+    needs): for tests of which methods and settings a plan runs, not of the rate it finds."""
+    from simspec.studies import capacity
+
+    monkeypatch.setattr(capacity, "plan", functools.partial(capacity.plan, min_requests=100))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Keep ``--dist loadgroup`` working on pytest 9: pytest-xdist (3.8) names each item of an
+    ``xdist_group`` by setting ``item._nodeid`` to ``nodeid@group`` on the worker, which
+    pytest 9 no longer reads (its ids live in ``item._id``), so every group was scattered over
+    the workers and a run shared by a group ran once per worker. Older pytest reads
+    ``_nodeid`` itself and has no ``coerce_node_id``: nothing to do there."""
+    try:
+        from _pytest.nodes import coerce_node_id
+    except ImportError:
+        return
+    for item in items:
+        grouped = getattr(item, "_nodeid", None)
+        if grouped and grouped != item.nodeid and "@" in grouped:
+            item._id = coerce_node_id(grouped)

@@ -30,6 +30,7 @@ def run(method, requests=60, concurrency=1, **wl):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("alpha", "k"), [(0.6, 3), (0.8, 3), (0.8, 5)])
 def test_batch1_iid_alpha_matches_closed_form_within_2_percent(alpha, k):
     method = MethodConfig(name="eagle3", k=k, acceptance=AcceptanceConfig(alpha=alpha))
@@ -39,6 +40,7 @@ def test_batch1_iid_alpha_matches_closed_form_within_2_percent(alpha, k):
     assert result.summary.mean_accept_len == pytest.approx(formula, rel=0.02)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dataset", ["sharegpt", "gsm8k"])
 @pytest.mark.parametrize("method", ["eagle3", "ngram"])
 @pytest.mark.parametrize("k", [1, 3, 5])

@@ -25,6 +25,11 @@ from simspec.ui import explorer, uploads
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 TIMEOUT = 180
+# Every test that renders the page runs the default what-if (the CLI's default sweep, the
+# longest part of a page test) unless this process has run it: on one xdist worker, it runs
+# once per session and the others reuse it (the explorer's run memo and st.cache_data).
+# tests/test_app_fleet.py's page test joins them.
+PAGE = pytest.mark.xdist_group("explorer_page")
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +46,8 @@ def _ok(at) -> None:
     assert not at.error, [e.value for e in at.error]
 
 
+@pytest.mark.slow
+@PAGE
 def test_default_page_renders_every_view_and_a_download(app):
     _ok(app)
     assert len(app.tabs) == 9
@@ -49,10 +56,16 @@ def test_default_page_renders_every_view_and_a_download(app):
     assert any("Best:" in c.value for c in app.caption)
 
 
+def _starting(widgets, label: str):
+    return next(w for w in widgets if w.label.startswith(label))
+
+
 def _titles(at) -> list[str]:
     return [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
 
 
+@pytest.mark.slow
+@PAGE
 def test_the_page_starts_from_the_clis_defaults(app):
     d = Deployment()
     chosen = {s.label: s.value for s in app.sidebar.selectbox}
@@ -64,6 +77,8 @@ def test_the_page_starts_from_the_clis_defaults(app):
     assert app.sidebar.text_input[0].value == ",".join(map(str, DEFAULT_BATCH_SIZES))
 
 
+@pytest.mark.slow
+@PAGE
 def test_every_chart_title_names_model_gpu_tp_and_engine(app):
     titles = _titles(app)
     assert len(titles) >= 8
@@ -71,6 +86,8 @@ def test_every_chart_title_names_model_gpu_tp_and_engine(app):
         assert "llama-3.1-8b · h100_sxm · TP 1 · vllm" in title, title
 
 
+@pytest.mark.slow
+@PAGE
 def test_the_uploader_states_the_cap_the_code_enforces(app):
     from conftest import ROOT
 
@@ -83,9 +100,16 @@ def test_the_uploader_states_the_cap_the_code_enforces(app):
     ]
 
 
+@pytest.mark.slow
+@PAGE
 def test_changing_each_main_input_rerenders_without_error(app):
     at = app
-    at.sidebar.text_input[0].set_value("1,16").run()  # smaller grid first: faster reruns
+    # a small what-if first (two loads, 32 requests, 2 turnovers), set in one rerun: what is
+    # asked is that each input reruns the page cleanly, not the numbers of a default run
+    at.sidebar.text_input[0].set_value("1,16")
+    _starting(at.sidebar.number_input, "Requests measured").set_value(32)
+    _starting(at.sidebar.number_input, "Closed loop: batch turnovers").set_value(2)
+    at.run()
     _ok(at)
     for label, value in (
         ("Model", "qwen3-8b"),
@@ -109,6 +133,8 @@ def test_changing_each_main_input_rerenders_without_error(app):
     assert len(at.get("plotly_chart")) >= 6
 
 
+@pytest.mark.slow
+@PAGE
 @pytest.mark.parametrize("loads", ["abc", "0,4", "1.5", ",,", "inf", "nan", "1e400"])
 def test_bad_loads_are_one_message_not_a_traceback(loads):
     from conftest import ROOT
@@ -120,6 +146,8 @@ def test_bad_loads_are_one_message_not_a_traceback(loads):
     assert len(at.error) == 1 and "loads" in at.error[0].value
 
 
+@pytest.mark.slow
+@PAGE
 def test_trace_acceptance_without_an_upload_asks_for_one():
     from conftest import ROOT
 
@@ -140,6 +168,8 @@ def _fresh(loads: str = "16"):
     return at
 
 
+@pytest.mark.slow
+@PAGE
 def test_an_uploaded_config_is_titled_by_its_model_name_not_its_temporary_file():
     at = _fresh()
     config = {**GOOD_CONFIG, "_name_or_path": "acme/Tiny-Llama-1B"}
@@ -151,6 +181,8 @@ def test_an_uploaded_config_is_titled_by_its_model_name_not_its_temporary_file()
         assert "acme/Tiny-Llama-1B · h100_sxm · TP 1 · vllm" in title and "upload-" not in title
 
 
+@pytest.mark.slow
+@PAGE
 @pytest.mark.parametrize(
     "line",
     [
@@ -166,6 +198,8 @@ def test_a_hostile_trace_upload_is_one_message_not_a_traceback_nor_a_hang(line):
     assert len(at.error) == 1 and at.error[0].value.startswith("acceptance trace:")
 
 
+@pytest.mark.slow
+@PAGE
 def test_recommend_k_keeps_the_plan_and_both_download_with_their_scenario(monkeypatch):
     def fake_plan(deploy, methods, qps, slo, price, duration_s):
         rows = [
@@ -334,6 +368,7 @@ IN_PROCESS = replace(explorer.RUNS, executor="serial")  # the page's memo, no po
 NO_POOL = replace(explorer.RUNS, pool=KeptPool(start=_no_pool))
 
 
+@pytest.mark.slow
 def test_a_small_what_if_runs_in_process_and_a_pool_gives_the_same_numbers():
     explorer.forget_runs()
     one = explorer.ExplorerInputs(methods=["eagle3"], loads=[4], **SMALL)
@@ -373,6 +408,7 @@ def test_a_dead_worker_does_not_break_the_page_for_good():
     assert len(started) == 2
 
 
+@pytest.mark.slow
 def test_a_widget_change_reruns_only_what_it_changed():
     explorer.forget_runs()
     first = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
@@ -490,6 +526,7 @@ def test_a_good_trace_is_kept_and_a_wrong_suffix_is_refused(tmp_path):
         uploads.save_trace_upload(GOOD_TRACE.encode(), "t.csv", tmp_path)
 
 
+@pytest.mark.slow
 def test_the_page_imports_no_root_finder_it_does_not_use():
     """scipy.optimize costs ~0.3 s of every page and worker start (issue 18's first load)."""
     import subprocess

@@ -18,6 +18,7 @@ TIMEOUT = 180
 SHORT = {"end_s": 120.0}  # two minutes of azure-conv: ~560 requests, about a second
 
 
+@pytest.mark.slow
 def test_the_view_conserves_requests_and_reports_each_replica():
     page = explorer.ExplorerInputs()
     f = fleet_ui.FleetInputs(**SHORT, replicas=3, router="round_robin")
@@ -95,6 +96,8 @@ def _replay(at):
     assert any(d.label == "Download per-request CSV" for d in at.get("download_button"))
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("explorer_page")  # with tests/test_app.py's page tests (see PAGE there)
 def test_the_fleet_view_renders_and_rerenders_on_a_short_window():
     from conftest import ROOT
 

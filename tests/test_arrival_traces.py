@@ -191,6 +191,7 @@ def test_cli_trace_flags_overlay():
         trace_workload("azure-conv", window="abc")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, dataset", [("azure-conv", "sharegpt"), ("azure-code", "instructcoder")]
 )

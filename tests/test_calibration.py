@@ -118,6 +118,7 @@ def test_vidur_tables_become_gemm_and_elementwise_samples_of_the_right_shapes(sh
     assert "add" not in set(s.op)  # vLLM fuses the residual add into RMSNorm
 
 
+@pytest.mark.slow
 def test_packaged_h100_profile_is_reproduced_by_refitting_the_shared_tables(shared):
     samples, files = discover([shared / "calibration-data"], "h100_sxm")
     assert set(samples.operator) == set(FORMS)
@@ -147,6 +148,7 @@ def test_a100_attention_is_marked_transferred_and_its_gemms_measured():
     assert p.params["gemm_memory_efficiency"].basis == "measured"
 
 
+@pytest.mark.slow
 def test_calibrated_model_meets_published_vllm_step_times_within_10_percent(shared):
     rows = step_time_rows(read_cases(shared / "validation" / "cases.csv"), "h100_sxm")
     assert len(rows) >= 5 and set(rows.engine) == {"vllm"}
@@ -226,6 +228,7 @@ def test_profile_files_round_trip_through_yaml_and_json(tmp_path):
     assert yaml.safe_load((tmp_path / "p.yaml").read_text())["gpu"] == "h100_sxm"
 
 
+@pytest.mark.slow
 def test_harness_csv_fits_a_profile_and_reports_whole_steps(tmp_path):
     pytest.importorskip("torch")
     import subprocess

@@ -18,6 +18,8 @@ import pytest
 from simspec.catalog.token_traces import load_token_trace
 from simspec.catalog.traces import load_trace
 
+pytestmark = pytest.mark.slow  # the torch harness (a model forward per test)
+
 torch = pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -42,6 +42,7 @@ def sweep(*args):
     return runner.invoke(app, ["sweep", *args])
 
 
+@pytest.mark.slow
 def test_sweep_prints_speedup_table_and_writes_the_documented_csv(tmp_path):
     out = tmp_path / "speedup.csv"
     result = sweep(*FAST, "--out", str(out))
@@ -54,6 +55,7 @@ def test_sweep_prints_speedup_table_and_writes_the_documented_csv(tmp_path):
     assert (frame[frame.method == "autoregressive"].speedup == 1.0).all()
 
 
+@pytest.mark.slow
 def test_same_flags_and_seed_write_identical_csv(tmp_path):
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
     assert sweep(*FAST, "--seed", "5", "--out", str(a)).exit_code == 0
@@ -61,6 +63,7 @@ def test_same_flags_and_seed_write_identical_csv(tmp_path):
     assert a.read_bytes() == b.read_bytes()
 
 
+@pytest.mark.slow
 def test_config_file_sets_what_flags_set_and_flags_override_it(tmp_path):
     cfg = tmp_path / "s.yaml"
     cfg.write_text(
@@ -77,6 +80,7 @@ def test_config_file_sets_what_flags_set_and_flags_override_it(tmp_path):
     assert frame[frame.method == "draft_model"].k.item() == 4
 
 
+@pytest.mark.slow
 def test_json_config_and_alpha_override(tmp_path):
     cfg = tmp_path / "s.json"
     cfg.write_text('{"batch_sizes": [1], "workload": {"requests": 8}}')
@@ -158,6 +162,7 @@ def test_help_explains_every_option():
         assert option in result.output
 
 
+@pytest.mark.slow
 def test_installed_console_script_reports_bad_input_without_traceback():
     proc = subprocess.run(
         [sys.executable, "-m", "simspec.cli", "sweep", "--gpu", "nope"],

@@ -214,6 +214,7 @@ def test_the_ray_hint_prints_its_extra(monkeypatch, tmp_path, capsys):
 # --- the sweep CSV ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_tree_budgets_are_two_distinguishable_rows(tmp_path):
     cfg = tmp_path / "trees.yaml"
     cfg.write_text(

@@ -104,6 +104,7 @@ def position_independent_run():
     return p, q, tokens, lengths
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["per_position_run", "position_independent_run"])
 def test_first_emitted_token_is_distributed_as_target(run, request):
     p, _, tokens, _ = request.getfixturevalue(run)
@@ -112,6 +113,7 @@ def test_first_emitted_token_is_distributed_as_target(run, request):
     assert tv_distance(histogram(tokens[:, 0], V), p[0]) < 0.01
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["per_position_run", "position_independent_run"])
 def test_every_emitted_position_is_distributed_as_target(run, request):
     """Given that a step emitted more than j tokens, token j ~ p_j.
@@ -130,6 +132,7 @@ def test_every_emitted_position_is_distributed_as_target(run, request):
         assert tv_distance(histogram(reached, V), p[j]) < tolerance, j
 
 
+@pytest.mark.slow
 def test_output_stream_of_context_free_target_has_target_unigrams(position_independent_run):
     # with the same p at every position, plain decoding emits iid draws from p;
     # pooled over all steps and positions, speculative output must look the same
@@ -139,6 +142,7 @@ def test_output_stream_of_context_free_target_has_target_unigrams(position_indep
     assert tv_distance(histogram(emitted, V), p[0]) < 0.01
 
 
+@pytest.mark.slow
 def test_resampling_from_target_instead_of_residual_is_detected(monkeypatch):
     """The classic bug: after a rejection, sample from p_j instead of (p_j - q_j)+.
 
@@ -253,6 +257,7 @@ def fast_path_counts(alpha: np.ndarray, n: int, seed: int) -> np.ndarray:
     return np.bincount(accepted + 1, minlength=K + 2)[1:]
 
 
+@pytest.mark.slow
 def test_fast_path_matches_reference_tokens_per_step(fast_path_setup):
     alpha, n, lengths, reference = fast_path_setup
     # sanity: the positions really differ, so per-position alpha matters
@@ -379,6 +384,7 @@ def test_bad_input_raises_value_error_naming_argument(call, name):
 
 
 # -- several candidates at one tree node (recursive rejection sampling) ------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("num_candidates", [1, 2, 4])
 def test_verify_siblings_emits_the_target_distribution(num_candidates):
     from simspec.engine.acceptance.exact import verify_siblings
@@ -401,6 +407,7 @@ def test_verify_siblings_emits_the_target_distribution(num_candidates):
         assert accepted / n == pytest.approx(np.minimum(p, q).sum(), abs=0.01)
 
 
+@pytest.mark.slow
 def test_more_sibling_candidates_accept_more_often():
     from simspec.engine.acceptance.exact import verify_siblings
 

@@ -22,6 +22,7 @@ def _eagle(wl: WorkloadConfig = POISSON) -> Scenario:
     return Scenario(workload=wl, method=preset_method("eagle3", "sharegpt"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("router", ROUTERS)
 def test_requests_are_conserved_across_the_router(router: str) -> None:
     run = simulate_fleet(FleetConfig.uniform(_eagle(), 3, router))
@@ -33,6 +34,7 @@ def test_requests_are_conserved_across_the_router(router: str) -> None:
     assert all(s.kv_blocks_in_use_end == 0 for s in run.replicas)  # no blocks leak
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("router", ["round_robin", "least_kv"])
 def test_a_fleet_of_one_is_the_single_replica_run(router: str) -> None:
     sc = _eagle()
@@ -41,6 +43,7 @@ def test_a_fleet_of_one_is_the_single_replica_run(router: str) -> None:
     pd.testing.assert_frame_equal(fleet.drop(columns=["request", "replica"]), single)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("router", ["round_robin", "random"])
 def test_state_free_routers_shard_exactly(router: str) -> None:
     cfg = FleetConfig.uniform(_eagle(), 4, router)
@@ -55,6 +58,7 @@ def test_a_state_aware_router_refuses_a_shard() -> None:
         simulate_fleet(FleetConfig.uniform(_eagle(), 2, "least_outstanding"), only=[0])
 
 
+@pytest.mark.slow
 def test_heterogeneous_replicas_run_their_own_methods() -> None:
     plain = Scenario(workload=POISSON)
     run = simulate_fleet(FleetConfig(replicas=[_eagle(), plain], router="round_robin"))
@@ -73,6 +77,7 @@ def test_replicas_must_share_the_workload() -> None:
         FleetConfig(replicas=[Scenario()])
 
 
+@pytest.mark.slow
 def test_least_outstanding_beats_random_on_bursts() -> None:
     # bursts of 50 req/s for 3 s every 12 s, 2 req/s between them, on three replicas of
     # Llama-3.1-8B (plain decoding, ShareGPT lengths) capped at 32 running requests each: a
@@ -87,6 +92,7 @@ def test_least_outstanding_beats_random_on_bursts() -> None:
     assert p99["least_outstanding"] < 0.85 * p99["random"]
 
 
+@pytest.mark.slow
 def test_timeline_and_summary_are_consistent() -> None:
     run = simulate_fleet(FleetConfig.uniform(_eagle(), 2, "power_of_two"), window_s=5.0)
     slo = FleetSlo(200, 30)
@@ -137,6 +143,7 @@ def test_fleet_command_writes_its_outputs(tmp_path) -> None:
     assert bad.exit_code == 2
 
 
+@pytest.mark.slow
 def test_plan_trace_plans_the_recommended_schedule_too(tmp_path) -> None:
     from typer.testing import CliRunner
 

@@ -85,6 +85,7 @@ def _one_line_or_ok(result: Result, out=None) -> None:
         assert not out.exists()
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     st.sampled_from(
@@ -113,6 +114,7 @@ def test_random_cli_values(tmp_path_factory, flag, value):
     _one_line_or_ok(result, out)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(JSONISH)
 def test_random_config_files(tmp_path_factory, data):
@@ -122,6 +124,7 @@ def test_random_config_files(tmp_path_factory, data):
     _one_line_or_ok(invoke(["sweep", "--config", str(cfg), *FAST, "--out", str(out)]), out)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.binary(max_size=200) | TEXT.map(str.encode))
 def test_malformed_config_file_bytes(tmp_path_factory, data):
@@ -131,6 +134,7 @@ def test_malformed_config_file_bytes(tmp_path_factory, data):
     _one_line_or_ok(invoke(["sweep", "--config", str(cfg), *FAST]))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(JSONISH, max_size=4))
 def test_random_trace_files(tmp_path_factory, records):
@@ -143,6 +147,7 @@ def test_random_trace_files(tmp_path_factory, records):
     _one_line_or_ok(invoke(["sweep", "--config", str(cfg), *FAST]))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     st.dictionaries(
@@ -183,6 +188,7 @@ VLLM_KEYS = [
 ]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.dictionaries(st.sampled_from(VLLM_KEYS) | TEXT, JSONISH, max_size=5))
 def test_random_vllm_speculative_configs(data):
@@ -194,6 +200,7 @@ def test_random_vllm_speculative_configs(data):
     _one_line_or_ok(result)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(st.lists(TEXT, min_size=1, max_size=6), max_size=5))
 def test_random_validation_csvs(tmp_path_factory, rows):
@@ -235,6 +242,7 @@ _CELLS = {
 }
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     st.lists(
@@ -346,6 +354,7 @@ def test_special_files_as_a_trace_are_refused(tmp_path, fifo):
         refused(["sweep", "--config", _trace_config(tmp_path, path), *FAST], "acceptance.trace")
 
 
+@pytest.mark.slow
 def test_a_case_rows_target_model_on_dev_zero_skips_that_row(tmp_path):
     import pandas as pd
 
@@ -410,6 +419,7 @@ def test_deep_nesting_and_huge_integers_in_a_trace_line(tmp_path, line):
     refused(["sweep", "--config", _trace_config(tmp_path, trace), *FAST], "line 1")
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.integers(1, 100) | st.integers(1, 100_000), st.sampled_from([".json", ".yaml"]))
 def test_any_nesting_depth_is_read_or_refused_by_name(tmp_path_factory, depth, suffix):
@@ -445,6 +455,7 @@ BAD_COUNTS = [
 ]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.sampled_from(["prompt_len", "output_len", "acc_len"]), st.sampled_from(BAD_COUNTS))
 def test_trace_counts_must_be_int32_integers(tmp_path_factory, key, value):
@@ -481,16 +492,45 @@ def test_token_trace_ids_must_be_int32_integers(tmp_path, value):
         load_token_trace(str(path))
 
 
-def test_a_gzip_token_trace_is_capped_after_decompression(tmp_path, monkeypatch):
+def _gzip_trace_readers(monkeypatch) -> dict:
+    """Both readers of a user's gzipped trace, their caps lowered to 1,000 bytes."""
+    from simspec.catalog import arrival_traces, token_traces
+
+    monkeypatch.setattr(arrival_traces, "MAX_ARRIVAL_TRACE_BYTES", 1_000)
+    monkeypatch.setattr(token_traces, "MAX_TOKEN_TRACE_BYTES", 1_000)
+    return {
+        "arrival": arrival_traces.load_arrival_trace.__wrapped__,
+        "token": token_traces.load_token_trace.__wrapped__,
+    }
+
+
+@pytest.mark.parametrize("reader", ["arrival", "token"])
+def test_a_gzip_bomb_is_capped_after_decompression_by_every_trace_reader(
+    tmp_path, monkeypatch, reader
+):
     import gzip
 
-    from simspec.catalog import token_traces
+    from simspec.catalog.tables import shown
 
-    monkeypatch.setattr(token_traces, "MAX_TOKEN_TRACE_BYTES", 1_000)
     path = tmp_path / "bomb.jsonl.gz"
     path.write_bytes(gzip.compress(b" " * 100_000))  # 100 kB from a few hundred bytes
-    with pytest.raises(InputError, match="larger than"):
-        token_traces.load_token_trace.__wrapped__(str(path))
+    assert path.stat().st_size < 1_000  # under the cap as a file: only inflating crosses it
+    with pytest.raises(InputError) as err:
+        _gzip_trace_readers(monkeypatch)[reader](str(path), "the.field")
+    assert str(err.value) == f"the.field: {shown(path)} is larger than 1,000 bytes"
+
+
+@pytest.mark.parametrize("reader", ["arrival", "token"])
+@pytest.mark.parametrize("damage", ["corrupt", "truncated"])
+def test_a_broken_gzip_trace_is_one_line_not_a_traceback(tmp_path, monkeypatch, reader, damage):
+    import gzip
+
+    good = gzip.compress(b'{"a": 1}\n' * 50)
+    data = good[:10] + bytes(b ^ 0xFF for b in good[10:30]) + good[30:]  # bad code lengths
+    path = tmp_path / "broken.jsonl.gz"
+    path.write_bytes(data if damage == "corrupt" else good[:-5])
+    with pytest.raises(InputError, match=r"^the\.field: cannot read .*broken\.jsonl\.gz"):
+        _gzip_trace_readers(monkeypatch)[reader](str(path), "the.field")
 
 
 @pytest.mark.parametrize(
@@ -601,6 +641,7 @@ def test_a_command_line_byte_that_is_not_utf8_is_one_error_line():
     refused(["sweep", *FAST, "--gpu", os.fsdecode(b"\xff\xfe")], "gpu", "UTF-8")
 
 
+@pytest.mark.slow
 def test_a_validate_row_at_1e_300_qps_skips_only_that_row(tmp_path):
     import pandas as pd
 

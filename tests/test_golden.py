@@ -8,11 +8,20 @@ import pytest
 
 from tests.golden import cases
 
-SLOW = {"cli_sweep_default", "cli_validate", "study_plan", "study_recommend"}
+# over a second or so each (the rest, under a second, stay in the edit loop: -m "not slow")
+SLOW = {
+    "cli_sweep_default", "cli_validate", "study_plan", "study_recommend", "study_fleet",
+    "ar_closed", "eagle3_chain", "poisson", "hf_pp2_preemption", "mixtral_tp2_poisson",
+    "medusa1_alpha_profile", "deepseek_v3_mla_mtp",
+}  # fmt: skip
+# the golden validate run is the one tests/test_validate.py reads: both on one xdist worker
+GROUPS = {"cli_validate": cases.VALIDATE_GROUP}
 
 
 def _param(name: str):
     marks = [pytest.mark.golden] + ([pytest.mark.slow] if name in SLOW else [])
+    if name in GROUPS:
+        marks.append(pytest.mark.xdist_group(GROUPS[name]))
     return pytest.param(name, marks=marks, id=name)
 
 

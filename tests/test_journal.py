@@ -135,6 +135,7 @@ def test_an_out_that_cannot_be_written_is_refused_before_any_run(tmp_path, monke
     assert ran == [] and sorted(os.listdir(tmp_path)) == listing
 
 
+@pytest.mark.slow
 def test_sweep_and_plan_both_create_missing_folders(tmp_path):
     out = tmp_path / "a" / "b" / "o.csv"
     assert sweep(*FAST, "--out", str(out)).exit_code == 0
@@ -180,6 +181,7 @@ DAMAGE = ["edited", "missing", "null", "string", "nan", "inf", "bool", "fraction
 DAMAGE += ["utf-8", "deep", "huge int"]
 
 
+@pytest.mark.slow
 def test_cli_resume_drops_damaged_entries_with_a_warning_and_runs_them_again(tmp_path, monkeypatch):
     fresh = tmp_path / "fresh.csv"
     assert sweep(*FAST, "--out", str(fresh)).exit_code == 0
@@ -204,6 +206,7 @@ def test_cli_resume_drops_damaged_entries_with_a_warning_and_runs_them_again(tmp
     assert out.read_bytes() == fresh.read_bytes() and not journal.exists()
 
 
+@pytest.mark.slow
 def test_every_kind_of_damage_is_caught_on_resume(tmp_path):
     journal = tmp_path / "o.csv.partial"
     fresh = swept(grid(), journal)
@@ -297,6 +300,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
 def test_a_signalled_sweep_leaves_no_pool_worker(tmp_path, sig):

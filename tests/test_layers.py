@@ -70,6 +70,7 @@ def test_imports_only_lower_layers(path: Path):
     assert not bad, f"{layer} may import only {sorted(ALLOWED[layer])}: {bad}"
 
 
+@pytest.mark.slow
 def test_importing_the_engine_loads_no_study_cli_or_ui_module():
     code = (
         "import sys, simspec.engine.simulation; "

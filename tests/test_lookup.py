@@ -131,6 +131,7 @@ def _ngram(k: int = 3, tokens: str = "gsm8k") -> MethodConfig:
     )
 
 
+@pytest.mark.slow
 def test_batch1_replay_walks_the_streams_exactly():
     tokens = load_token_trace("gsm8k")
     sc = Scenario(
@@ -170,6 +171,7 @@ def test_a_sequence_that_proposed_nothing_verifies_one_token():
     )
 
 
+@pytest.mark.slow
 def test_per_sequence_widths_make_lookup_cheaper_than_a_full_chain_at_high_batch():
     wl = {"concurrency": 64, "trace": "sharegpt", "requests": 192}
     replay = simulate(Scenario(method=_ngram(tokens="sharegpt"), workload=wl)).summary
@@ -182,6 +184,7 @@ def test_per_sequence_widths_make_lookup_cheaper_than_a_full_chain_at_high_batch
     assert replay.throughput_tok_s > chain.throughput_tok_s
 
 
+@pytest.mark.slow
 def test_plain_decoding_reports_one_verify_token_and_no_misses():
     s = simulate(Scenario(workload={"concurrency": 4, "requests": 8})).summary
     assert s.mean_verify_tokens == 1.0 and s.no_proposal_frac == 0.0
@@ -243,6 +246,7 @@ def test_pld_replays_whole_drafts_only():
     assert (table.accepted <= table.proposed).all()
 
 
+@pytest.mark.slow
 def test_replays_are_deterministic():
     a = replay_table("cnn", _vllm(2, 4), 3)
     replay_table.cache_clear()

@@ -309,6 +309,7 @@ def _ref_drafts(trace: TokenTrace, k, depth, cached, factor, offset, min_prob) -
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("evicting", [False, True])
 def test_matches_a_literal_model_of_arctics_tree(evicting: bool) -> None:
     rng = np.random.default_rng(11 + evicting)

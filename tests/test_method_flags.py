@@ -23,7 +23,8 @@ SHORT = "workload: {trace: null, prompt: {mean: 128}, output: {mean: 64}}\n"
 EAGLE_K4 = "{name: eagle3, k: 4, acceptance: {tau: 2.9, tau_k: 4}}"
 
 
-def test_plan_runs_the_config_files_method_not_the_preset(tmp_path):
+@pytest.mark.slow
+def test_plan_runs_the_config_files_method_not_the_preset(tmp_path, short_plan_probes):
     cfg = tmp_path / "s.yaml"
     cfg.write_text(SHORT + f"method: {EAGLE_K4}\n")
     out = tmp_path / "plan.csv"
@@ -39,7 +40,8 @@ def test_plan_runs_the_config_files_method_not_the_preset(tmp_path):
     assert methods == [m for m in listed if m.name != "autoregressive"]
 
 
-def test_plan_takes_a_measured_tau_at_its_k(tmp_path):
+@pytest.mark.slow
+def test_plan_takes_a_measured_tau_at_its_k(tmp_path, short_plan_probes):
     flags = DeploymentFlags(tau=2.9, tau_k=4, k=4)
     _, methods = flags.planned(None, ["eagle3"], ["eagle3", "ngram"], "--methods")
     (m,) = methods

@@ -147,6 +147,7 @@ def _dense_twin(tmp_path) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_moe_verify_cost_grows_faster_with_k_and_speedup_rises_with_batch(tmp_path):
     """Verifying K+1 tokens per sequence routes them to more distinct experts, so on an MoE
     model the verify step's cost grows with K far faster than on a dense model of the same

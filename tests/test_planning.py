@@ -6,6 +6,7 @@ import json
 import math
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from simspec.catalog.vllm import to_method
@@ -17,17 +18,21 @@ from simspec.studies.schedule.export import speculative_config
 from simspec.studies.schedule.grid import recommend
 
 runner = CliRunner()
+# fixed short lengths and 8 turnovers of the batch (the studies measure 64): what is asked
+# below is an order (which K, which budget, on or off), not a number, and holds either way
 SHORT = Deployment(
     workload=WorkloadConfig(
-        trace=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=96), requests=32
+        trace=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=96), requests=32,
+        turnovers=8,
     )
-)
+)  # fmt: skip
 
 
 def eagle(alpha: float) -> MethodConfig:
     return MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=alpha))
 
 
+@pytest.mark.slow
 def test_a_method_that_never_beats_plain_decoding_is_off_everywhere():
     useless = MethodConfig(
         name="draft_model", k=2, draft_model="llama-3.2-1b", acceptance=AcceptanceConfig(alpha=0.02)
@@ -37,6 +42,7 @@ def test_a_method_that_never_beats_plain_decoding_is_off_everywhere():
     assert schedule(table, 1024) == [[1, 1024, 0]]
 
 
+@pytest.mark.slow
 def test_lowering_acceptance_never_raises_the_recommended_k():
     grid = (1, 8, 64)
     high = recommend(SHORT, eagle(0.85), [1, 2, 3, 4], grid)
@@ -45,6 +51,7 @@ def test_lowering_acceptance_never_raises_the_recommended_k():
     assert high.best_k.iloc[0] >= 3  # a good draft wants a long chain alone
 
 
+@pytest.mark.slow
 def test_tree_budgets_are_recommended_per_band_and_shrink_with_load():
     tree = MethodConfig(
         name="eagle2", k=4, tree="dynamic", tree_topk=8, acceptance=AcceptanceConfig(alpha=0.7)
@@ -69,6 +76,7 @@ def test_the_exported_speculative_config_reads_back_as_the_same_schedule():
     assert speculative_config(MethodConfig(name="hydra", k=3), bands) is None  # not in vLLM
 
 
+@pytest.mark.slow
 def test_max_rate_is_higher_under_a_looser_slo_and_plan_sizes_the_fleet():
     ar = MethodConfig(name="autoregressive", k=0)
     fast = {"iterations": 4, "min_requests": 100}  # mechanics, not a precise rate
@@ -92,12 +100,14 @@ def test_max_rate_is_higher_under_a_looser_slo_and_plan_sizes_the_fleet():
     assert row.cost_per_million_tokens > 0 and bool(row.meets_slo)
 
 
+@pytest.mark.slow
 def test_an_unreachable_slo_is_reported_not_a_crash():
     frame = plan(SHORT, [eagle(0.7)], 10.0, Slo(1.0, 0.5), 2.0, duration_s=5, min_requests=100)
     assert not frame.meets_slo.iloc[0] and pd.isna(frame.replicas.iloc[0])
 
 
-def test_recommend_and_plan_commands(tmp_path):
+@pytest.mark.slow
+def test_recommend_and_plan_commands(tmp_path, short_plan_probes):
     out, js = tmp_path / "rec.csv", tmp_path / "spec.json"
     small = tmp_path / "small.yaml"  # short fixed lengths, few turnovers: the commands' plumbing
     small.write_text(

@@ -122,6 +122,7 @@ def names_the_cause(sc: Scenario, message: str) -> bool:
     return budget in message or fit
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(scenarios())
 def test_random_scenarios_keep_every_invariant(sc):
@@ -151,6 +152,7 @@ def test_random_scenarios_keep_every_invariant(sc):
     assert (done.finish_s >= done.first_token_s).all()
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(st.integers(1, 32), st.integers(2, 20), st.integers(0, 1000))
 def test_plain_decoding_is_exactly_its_own_baseline(batch, requests, seed):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -18,6 +20,7 @@ def test_the_readme_example_is_examples_api_py():
     assert _readme_block() == (ROOT / "examples" / "api.py").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_the_readme_example_runs_and_reports_a_speedup(capsys):
     runpy.run_path(str(ROOT / "examples" / "api.py"), run_name="__main__")
     out = capsys.readouterr().out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 from conftest import Told
 from typer.testing import CliRunner
 
@@ -17,8 +18,12 @@ from simspec.studies.schedule.bands import probes, recommend_bands, schedule
 from simspec.studies.schedule.export import speculative_config
 
 runner = CliRunner()
+# 8 turnovers of the batch (recommend measures 64): where the curves cross moves a little with
+# a shorter run, and what is asked is how the bisection places the edge, wherever it is
 SHORT = Deployment(
-    workload=WorkloadConfig(trace=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=96))
+    workload=WorkloadConfig(
+        trace=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=96), turnovers=8
+    )
 )
 
 
@@ -26,6 +31,7 @@ def _row(table: pd.DataFrame, c: int) -> pd.Series:
     return table.set_index("concurrency").loc[c]
 
 
+@pytest.mark.slow
 def test_a_crossover_lies_between_the_grid_points_and_the_curves_order_as_claimed():
     eagle = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
     told = Told()
@@ -48,6 +54,7 @@ def test_a_crossover_lies_between_the_grid_points_and_the_curves_order_as_claime
     assert to_method(cfg)["k_schedule"] == [(1, x.last, 4), (x.first, 1024, 3)]
 
 
+@pytest.mark.slow
 def test_the_edge_where_speculation_turns_off_is_bisected_too():
     weak = MethodConfig(
         name="draft_model", k=1, draft_model="llama-3.2-1b", acceptance=AcceptanceConfig(alpha=0.4)
@@ -65,10 +72,11 @@ def test_without_crossovers_a_setting_holds_from_its_grid_point():
     assert probes(1) == 0 and probes(2) == 1 and probes(64) == 6
 
 
+@pytest.mark.slow
 def test_recommend_cli_takes_the_files_method_and_writes_the_bisected_schedule(tmp_path):
     cfg = tmp_path / "s.yaml"
     cfg.write_text(
-        "workload: {trace: null, prompt: {mean: 128}, output: {mean: 96}}\n"
+        "workload: {trace: null, prompt: {mean: 128}, output: {mean: 96}, turnovers: 8}\n"
         "method: {name: eagle3, k: 3, acceptance: {alpha: 0.7}}\n"
     )
     out, js = tmp_path / "rec.csv", tmp_path / "spec.json"

@@ -268,6 +268,7 @@ def test_a_misspelled_method_field_is_named(tmp_path):
     assert "no packaged acceptance preset" not in line
 
 
+@pytest.mark.slow
 def test_quiet_prints_no_sampling_note():
     result = runner.invoke(
         app, ["sweep", *QUICK, "--methods", "autoregressive", "--temperature", "0.7", "--quiet"]

@@ -55,6 +55,7 @@ def test_eagle_with_low_acceptance_at_large_batch_is_slower_than_plain_decoding(
     assert run_sweep(cfg).speedup.iloc[0] < 1.0
 
 
+@pytest.mark.slow
 def test_speedup_falls_as_batch_grows():
     cfg = SweepConfig(
         methods=[EAGLE_HIGH],
@@ -85,6 +86,7 @@ def test_no_request_is_lost_and_tokens_and_kv_are_conserved(method):
     assert result.summary.unfinishable == 0
 
 
+@pytest.mark.slow
 def test_scarce_kv_forces_preemption_and_everything_still_finishes():
     # Llama-3.1-70B on two H100s leaves little KV room; long outputs at high concurrency preempt
     sc = Scenario(
@@ -135,6 +137,7 @@ def test_model_that_does_not_fit_says_so():
         simulate(Scenario(model="llama-3.1-70b", tp=1, workload=small_workload()))
 
 
+@pytest.mark.slow
 def test_same_seed_same_numbers_and_other_seed_other_numbers():
     def csv(seed):
         cfg = SweepConfig(

@@ -26,8 +26,10 @@ from simspec.studies.runs.memo import Memo
 from simspec.studies.sweep import SweepConfig, cells, run_sweep
 
 cli = CliRunner()
+# the executors, the cache and the journal are what these tests check, not a measurement:
+# 12 measured requests (one turnover of the batch, not the study's 64) keep a run short
 SMALL = WorkloadConfig(
-    requests=12, trace=None, prompt=LengthSpec(mean=64), output=LengthSpec(mean=48)
+    requests=12, turnovers=1, trace=None, prompt=LengthSpec(mean=64), output=LengthSpec(mean=48)
 )
 EAGLE = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
 
@@ -53,6 +55,7 @@ def test_grid_points_are_every_combination_of_its_axes():
         SweepConfig(grid={"colour": ["red"]})
 
 
+@pytest.mark.slow
 def test_every_executor_gives_the_same_table():
     serial = run_sweep(small_grid())
     pool = run_sweep(small_grid(), runs=Runs("process", workers=2))
@@ -60,6 +63,7 @@ def test_every_executor_gives_the_same_table():
     assert set(serial.gpu) == {"h100_sxm", "a100_80gb"} and set(serial.k) == {0, 2, 4}
 
 
+@pytest.mark.slow
 def test_a_local_ray_instance_gives_the_same_table():
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
@@ -70,6 +74,7 @@ def test_a_local_ray_instance_gives_the_same_table():
     pd.testing.assert_frame_equal(on_ray, run_sweep(small_grid()))
 
 
+@pytest.mark.slow
 def test_a_stopped_sweep_resumes_where_it_stopped(tmp_path):
     journal = tmp_path / "out.csv.partial"
     full = swept(small_grid(), journal)
@@ -88,10 +93,13 @@ def test_a_stopped_sweep_resumes_where_it_stopped(tmp_path):
     pd.testing.assert_frame_equal(resumed, full)
 
 
+@pytest.mark.slow
 def test_cli_streams_writes_parquet_and_resumes(tmp_path):
     grid = tmp_path / "grid.yaml"
+    # 20 measured requests (one turnover): the fewest that give every interval a value, so the
+    # CSV and the Parquet file are compared on numbers
     grid.write_text(
-        "batch_sizes: [1, 4]\nworkload: {requests: 8}\n"
+        "batch_sizes: [1, 4]\nworkload: {requests: 20, turnovers: 1}\n"
         "methods: [{name: autoregressive}, {name: eagle3, acceptance: {alpha: 0.6}}]\n"
         "grid: {k: [1, 3]}\n"
     )
@@ -129,6 +137,7 @@ def test_cli_streams_writes_parquet_and_resumes(tmp_path):
         assert bad.exit_code == 2 and bad.output.startswith(f"error: {field}"), bad.output
 
 
+@pytest.mark.slow
 def test_same_seed_gives_byte_identical_csv_across_processes_and_executors(tmp_path):
     outs = []
     for i, executor in enumerate(("serial", "process", "serial")):
@@ -143,6 +152,8 @@ def test_same_seed_gives_byte_identical_csv_across_processes_and_executors(tmp_p
                 "1,8",
                 "--requests",
                 "12",
+                "--turnovers",
+                "1",
                 "--executor",
                 executor,
                 "--quiet",
@@ -186,6 +197,7 @@ def test_a_cache_that_adds_nothing_leaves_no_file(tmp_path):
     assert not path.exists()
 
 
+@pytest.mark.slow
 def test_a_resumed_sweep_equals_a_fresh_one_on_any_executor(tmp_path):
     fresh = run_sweep(small_grid()).to_csv(index=False)
     journal = tmp_path / "out.csv.partial"

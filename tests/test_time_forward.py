@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the torch harness (a model forward per test)
+
 torch = pytest.importorskip("torch")
 pd = pytest.importorskip("pandas")
 

@@ -20,6 +20,7 @@ from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.validation.cases import COLUMNS, read_cases
 from simspec.studies.validation.run import OUTPUT_COLUMNS, validate
+from tests.golden import cases as golden
 
 PACKAGED = resources.files("simspec").joinpath("data", "validation")
 # one row of each kind: a plain-decoding TPOT, an engine speedup, an HF speedup with its τ, a
@@ -50,6 +51,7 @@ def _sample(cases: pd.DataFrame, tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_validate_writes_every_row_with_the_output_columns(packaged_cases, tmp_path):
     cases = _sample(packaged_cases, tmp_path)
     out = tmp_path / "pred.csv"
@@ -143,11 +145,15 @@ def test_an_eager_step_waits_for_its_kernel_launches():
     assert cost.forward(model, big).total_s == pytest.approx(gpu_only, rel=1e-9)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group(golden.VALIDATE_GROUP)
 def test_packaged_cases_error_does_not_regress(packaged_cases):
     """The whole packaged table: predicted rows and overall MAPE against the figure recorded in
-    the repo, and the issue's plain-decoding target (vLLM H100 TPOT, batch 1-8, within 10%)."""
+    the repo, and the issue's plain-decoding target (vLLM H100 TPOT, batch 1-8, within 10%).
+    The run is the golden check's (``validate(workers=2)`` on the same packaged table), once
+    per test session."""
     recorded = json.loads(PACKAGED.joinpath("recorded.json").read_text(encoding="utf-8"))
-    pred = validate(packaged_cases, runs=Runs("process", workers=2))
+    pred = golden.validate_frame()
     ok = pred[pred["status"] == "ok"]
     assert len(pred) == len(packaged_cases)
     assert len(ok) >= recorded["ok"]

@@ -112,6 +112,7 @@ def test_config_text_inline_or_from_a_file(tmp_path):
             read_speculative_config(bad)
 
 
+@pytest.mark.slow
 def test_sweep_simulates_a_vllm_config_against_autoregressive(tmp_path):
     out = tmp_path / "v.csv"
     schedule = [[1, 4, 4], [5, 64, 0]]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.golden import cases  # noqa: E402 (after the path above)
+from tests.golden import cases  # after the path above
 
 
 def main() -> int:

@@ -10,7 +10,6 @@ read by path (``calibration/capture_tokens.py`` writes one from a run of your ow
 from __future__ import annotations
 
 import gzip
-import io
 import os
 from dataclasses import dataclass
 from functools import cache
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simspec.catalog.tables import parse_json, read_input, shown
+from simspec.catalog.tables import parse_json, read_input, read_input_gzip, shown
 from simspec.catalog.traces import PACKAGED_DIR
 from simspec.errors import InputError
 
@@ -89,16 +88,8 @@ def _read(ref: str, field: str) -> tuple[str, bytes]:
             f"({', '.join(packaged_token_traces())}) "
             "or the path of a JSONL(.gz) file with prompt_token_ids and generated_token_ids",
         )
-    raw = read_input(path, field, MAX_TOKEN_TRACE_BYTES)
-    if ref.endswith(".gz"):
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
-                raw = f.read(MAX_TOKEN_TRACE_BYTES + 1)  # a gzip bomb stops at the cap
-        except (OSError, EOFError) as exc:
-            raise InputError(field, f"cannot read {shown(ref)}: {exc}") from None
-    if len(raw) > MAX_TOKEN_TRACE_BYTES:
-        raise InputError(field, f"{shown(ref)} is larger than {MAX_TOKEN_TRACE_BYTES} bytes")
-    return str(path), raw
+    read = read_input_gzip if ref.endswith(".gz") else read_input
+    return str(path), read(path, field, MAX_TOKEN_TRACE_BYTES)
 
 
 def _ids(value: object, where: str, key: str, field: str, allow_empty: bool) -> np.ndarray:

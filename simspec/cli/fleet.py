@@ -51,7 +51,7 @@ def fleet_deployment(
     conversation -> sharegpt, coding -> instructcoder, unless --dataset says otherwise)."""
     from simspec.catalog.arrival_traces import acceptance_dataset, load_arrival_trace
 
-    data = flags._scenario(config)  # noqa: SLF001 (the deployment flags' one reading of --config)
+    data = flags._scenario(config)  # the deployment flags' one reading of --config
     if trace is not None:
         workload = opt.trace_workload(trace, **trace_flags)
         dataset = acceptance_dataset(load_arrival_trace(trace, "--trace"), flags.dataset)

@@ -289,10 +289,15 @@ def default_sweep() -> dict[str, Any]:
     return table_metrics(sweep_frame(), ["method", "k", "batch_size"], "sweep")
 
 
+# The pytest-xdist group of every test that reads validate_frame(): one worker runs them all,
+# so the packaged table (the suite's costliest run) runs once per test session.
+VALIDATE_GROUP = "packaged_validation"
+
+
 @functools.cache
 def validate_frame() -> pd.DataFrame:
     """``simspec validate``'s predictions for the packaged cases (the regression test of
-    tests/test_validate.py reads the same run)."""
+    tests/test_validate.py reads the same run: tests that do are in :data:`VALIDATE_GROUP`)."""
     from simspec import validate
     from simspec.studies.runs import Runs
 

@@ -56,7 +56,7 @@ def run_one(scenario_json: str, errors: Errors = "raise", measure: Measure = sum
         if errors == "raise":
             raise
         return Failed(str(exc))
-    except Exception as exc:  # noqa: BLE001 (one scenario's failure must not stop the rest)
+    except Exception as exc:  # one scenario's failure must not stop the rest
         if errors == "raise":
             raise
         return Failed(f"simulation failed: {type(exc).__name__}: {exc}")

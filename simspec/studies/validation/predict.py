@@ -76,7 +76,7 @@ OFFLINE_CONCURRENCY = 1000  # a closed loop this wide is an offline run: every r
 TREE_DEFAULTS = {"eagle3": {"tree": "dynamic", "k": 7, "tree_nodes": 60, "tree_topk": 10}}
 
 
-class Skip(Exception):  # noqa: N818 (a row outcome, not an error)
+class Skip(Exception):  # a row outcome, not an error
     """A row simspec cannot express; the message is its ``skip_reason``."""
 
 
