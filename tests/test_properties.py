@@ -55,6 +55,8 @@ def methods(draw, target: str) -> MethodConfig:
         burstiness=draw(st.floats(0.0, 0.9)),
     )
     k = draw(st.integers(1, 5))
+    if name == "lookahead":  # drafts lookahead_ngram - 1 tokens (5 - 1 by default), not k
+        k = 4
     extra: dict = {}
     if name == "draft_model":
         extra["draft_model"] = {**DRAFTS, **TOO_BIG}[target]  # the target's tokenizer
