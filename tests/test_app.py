@@ -8,7 +8,7 @@ import os
 import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pandas as pd
@@ -300,6 +300,24 @@ def test_the_clis_help_shows_the_one_default_of_plan_and_recommend():
     assert grid.recommend_grid(explorer.method_for(inp, "eagle3")) == ("k", [1, 2, 3, 4, 5])
     knob, budgets = grid.recommend_grid(explorer.method_for(inp, "eagle2"))
     assert knob == "tree_nodes" and budgets and len(budgets) > 1
+
+
+def test_the_page_and_the_cli_map_deployment_fields_alike():
+    from simspec.cli.flags import ServingFlags
+    from simspec.config import SAMPLING_FIELDS, SERVING_FIELDS
+
+    assert {*SERVING_FIELDS, *SAMPLING_FIELDS} <= set(Deployment.model_fields)
+    assert [f.name for f in fields(ServingFlags)] == list(SERVING_FIELDS)
+    flags = ServingFlags(model="qwen3-8b", gpu="h200", tp=2, engine="sglang")
+    inp = explorer.ExplorerInputs(
+        model="qwen3-8b", gpu="h200", tp=2, engine="sglang", temperature=0.7, top_p=0.9, seed=3
+    )
+    deploy = explorer.deployment_for(inp)
+    assert flags.serving_fields() == {
+        k: getattr(deploy, k) for k in ("model", "gpu", "tp", "engine")
+    }
+    assert (deploy.temperature, deploy.top_p, deploy.seed) == (0.7, 0.9, 3)
+    assert (deploy.precision, deploy.kv_cache_dtype) == (None, "auto")  # not on the page
 
 
 def test_the_plan_starts_from_the_clis_methods():

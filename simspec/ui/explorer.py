@@ -28,12 +28,15 @@ from simspec.catalog.traces import first_method
 from simspec.config import (
     DEFAULT_MEASURED,
     DEFAULT_TURNOVERS,
+    SAMPLING_FIELDS,
+    SERVING_FIELDS,
     AcceptanceConfig,
     Deployment,
     LengthSpec,
     MethodConfig,
     Scenario,
     WorkloadConfig,
+    deployment_fields,
 )
 from simspec.engine.intervals import ratio_of_sums_interval
 from simspec.engine.simulation import SimResult
@@ -190,16 +193,8 @@ SUMMARY_COLUMNS = (
 
 def deployment_for(inp: ExplorerInputs, load: float = 1) -> Deployment:
     """The page's deployment (model, GPU, TP, engine, sampling, seed) at one load."""
-    return Deployment(
-        model=inp.model,
-        gpu=inp.gpu,
-        tp=inp.tp,
-        engine=inp.engine,
-        temperature=inp.temperature,
-        top_p=inp.top_p,
-        seed=inp.seed,
-        workload=workload_for(inp, load),
-    )
+    fields = deployment_fields(inp, (*SERVING_FIELDS, *SAMPLING_FIELDS))
+    return Deployment(**fields, workload=workload_for(inp, load))
 
 
 def scenario_for(inp: ExplorerInputs, load: float, method: MethodConfig) -> Scenario:
