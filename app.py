@@ -3,7 +3,7 @@
     streamlit run app.py
 
 The page only gathers inputs and shows results; everything it computes lives in
-simspec.ui.explorer and simspec.studies (capacity, schedule, analytic; tested there). Any
+simspec.ui and simspec.studies (capacity, schedule, analytic; tested there). Any
 bad input becomes one message on the page, never a traceback.
 """
 
@@ -21,16 +21,17 @@ from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.studies import analytic, capacity
 from simspec.studies.schedule import bands as bands_study
 from simspec.studies.schedule import export, grid
-from simspec.ui import explorer, uploads
+from simspec.ui import downloads, figures, runs, uploads
 from simspec.ui import fleet as fleet_ui
+from simspec.ui import inputs as ui_inputs
 
 SPEC_METHODS = [m for m in SPECULATORS if m != "autoregressive"]
-DEFAULT = explorer.ExplorerInputs()  # the CLI's defaults
+DEFAULT = ui_inputs.ExplorerInputs()  # the CLI's defaults
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def simulate_cached(inputs_json: str) -> dict:
-    return explorer.run(explorer.ExplorerInputs.model_validate_json(inputs_json))
+    return runs.run(ui_inputs.ExplorerInputs.model_validate_json(inputs_json))
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -44,7 +45,7 @@ def problem(message: str) -> None:
     st.stop()
 
 
-def sidebar() -> explorer.ExplorerInputs:
+def sidebar() -> ui_inputs.ExplorerInputs:
     sb = st.sidebar
     sb.header("Deployment")
     model = sb.selectbox("Model", model_ids(), index=model_ids().index(DEFAULT.model))
@@ -62,7 +63,7 @@ def sidebar() -> explorer.ExplorerInputs:
     engine = sb.selectbox("Engine profile", engine_ids(), index=engine_ids().index(DEFAULT.engine))
 
     sb.header("Speculation")
-    offered, left_out = explorer.offered_methods(model)
+    offered, left_out = ui_inputs.offered_methods(model)
     methods = sb.multiselect(
         "Methods", offered, default=[m for m in DEFAULT.methods if m in offered]
     )
@@ -78,11 +79,11 @@ def sidebar() -> explorer.ExplorerInputs:
         help="preset: published τ or measured traces for the domain; alpha or tau: your own "
         "measurement (τ = tokens per step, bonus included, at the K you measured it)",
     )
-    names = list(explorer.domains())
+    names = list(ui_inputs.domains())
     dataset = sb.selectbox(
         "Domain (preset and request lengths)",
         names,
-        index=list(explorer.domains().values()).index(DEFAULT.dataset),
+        index=list(ui_inputs.domains().values()).index(DEFAULT.dataset),
     )
     alpha, tau, tau_k, spread, trace_path = 0.7, DEFAULT.tau, None, 0.0, None
     if acceptance == "alpha":
@@ -114,7 +115,7 @@ def sidebar() -> explorer.ExplorerInputs:
         format_func=lambda a: {"closed": "concurrency", "poisson": "QPS"}[a],
     )
     default = ",".join(f"{v:g}" for v in DEFAULT.loads) if arrival == "closed" else "1,4,8,16"
-    loads = explorer.parse_loads(sb.text_input("Loads (comma list)", default), arrival)
+    loads = ui_inputs.parse_loads(sb.text_input("Loads (comma list)", default), arrival)
     lengths = sb.radio("Request lengths", ["dataset", "fixed", "lognormal"], horizontal=True)
     prompt_mean, output_mean = 512.0, 256.0
     if lengths != "dataset":
@@ -136,7 +137,7 @@ def sidebar() -> explorer.ExplorerInputs:
         "default: 64, which holds a batch-64 speedup within ~0.3 % run to run); fewer answer "
         "faster with wider error bars",
     )
-    return explorer.ExplorerInputs(
+    return ui_inputs.ExplorerInputs(
         model=model,
         model_name=model_name,
         gpu=gpu,
@@ -146,7 +147,7 @@ def sidebar() -> explorer.ExplorerInputs:
         k=k,
         tree_nodes=int(nodes) or None,
         acceptance=acceptance,
-        dataset=explorer.domains()[dataset],
+        dataset=ui_inputs.domains()[dataset],
         alpha=alpha,
         tau=tau,
         tau_k=tau_k,
@@ -168,9 +169,9 @@ def main() -> None:
     st.title("Does speculative decoding pay?")
     inputs = sidebar()
     with st.expander("Model", expanded=False):
-        st.markdown("\n".join(f"- **{k}**: {v}" for k, v in explorer.model_info(inputs)))
+        st.markdown("\n".join(f"- **{k}**: {v}" for k, v in ui_inputs.model_info(inputs)))
     try:
-        explorer.check_inputs(inputs)
+        ui_inputs.check_inputs(inputs)
     except (InputError, ScenarioError) as exc:
         problem(str(exc))
     slo_ttft = st.sidebar.number_input("SLO: TTFT p99 (ms)", 10.0, 60000.0, 2000.0)
@@ -192,8 +193,8 @@ def main() -> None:
         ]
     )
     with tabs[0]:
-        st.plotly_chart(explorer.speedup_figure(summary, inputs), width="stretch")
-        column, _, _ = explorer.headline(inputs)
+        st.plotly_chart(figures.speedup_figure(summary, inputs), width="stretch")
+        column, _, _ = figures.headline(inputs)
         spec = summary[summary.method != "autoregressive"]
         best = spec.loc[spec[column].idxmax()]
         what = "throughput" if column == "speedup" else "TPOT p50"
@@ -209,24 +210,24 @@ def main() -> None:
                 "queue grows over the window): their latencies grow with run length."
             )
     with tabs[1]:
-        st.plotly_chart(explorer.throughput_tpot_figure(summary, inputs), width="stretch")
+        st.plotly_chart(figures.throughput_tpot_figure(summary, inputs), width="stretch")
     with tabs[2]:
-        st.plotly_chart(explorer.latency_figure(summary, inputs), width="stretch")
-        st.plotly_chart(explorer.ttft_figure(summary, inputs), width="stretch")
+        st.plotly_chart(figures.latency_figure(summary, inputs), width="stretch")
+        st.plotly_chart(figures.ttft_figure(summary, inputs), width="stretch")
         ok = summary[(summary.ttft_ms_p99 <= slo_ttft) & (summary.tpot_ms_p99 <= slo_tpot)]
         st.caption(
             f"{len(ok)} of {len(summary)} runs meet TTFT p99 ≤ {slo_ttft:g} ms and "
             f"TPOT p99 ≤ {slo_tpot:g} ms."
         )
     with tabs[3]:
-        st.plotly_chart(explorer.breakdown_figure(res["breakdown"], inputs), width="stretch")
+        st.plotly_chart(figures.breakdown_figure(res["breakdown"], inputs), width="stretch")
     with tabs[4]:
-        st.plotly_chart(explorer.acceptance_figure(res["acceptance"], inputs), width="stretch")
+        st.plotly_chart(figures.acceptance_figure(res["acceptance"], inputs), width="stretch")
     with tabs[5]:
         st.dataframe(summary, width="stretch")
         st.download_button(
             "Download CSV",
-            explorer.results_csv(summary, inputs),
+            downloads.results_csv(summary, inputs),
             "simspec-results.csv",
             "text/csv",
         )
@@ -238,7 +239,7 @@ def main() -> None:
         fleet_view(inputs, slo_ttft, slo_tpot)
 
 
-def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot: float) -> None:
+def plan_and_schedule(inputs: ui_inputs.ExplorerInputs, slo_ttft: float, slo_tpot: float) -> None:
     """Two buttons, two results: each is kept in the session (keyed by everything it was
     computed from), so pressing one button no longer wipes the other's table."""
     left, right = st.columns(2)
@@ -250,22 +251,22 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
         if st.button("Compute plan (bisection on the arrival rate, ~20 s per method)"):
             with st.spinner("planning…"):
                 methods = [
-                    explorer.method_for(inputs, m) for m in ["autoregressive", *inputs.methods]
+                    ui_inputs.method_for(inputs, m) for m in ["autoregressive", *inputs.methods]
                 ]
                 frame = capacity.plan(
-                    explorer.deployment_for(inputs),
+                    ui_inputs.deployment_for(inputs),
                     methods,
                     qps,
                     capacity.Slo(slo_ttft, slo_tpot),
                     price,
                     duration_s=capacity.PLAN_DURATION_S,
                 )
-            st.session_state["plan"] = (key, explorer.plan_view(frame))
+            st.session_state["plan"] = (key, runs.plan_view(frame))
         kept = st.session_state.get("plan")
         if kept is not None and kept[0] == key:
             frame = kept[1]
             st.dataframe(frame, hide_index=True, width="stretch")
-            plan_csv = explorer.with_scenario(frame, inputs).assign(
+            plan_csv = downloads.with_scenario(frame, inputs).assign(
                 target_qps=qps, slo_ttft_ms=slo_ttft, slo_tpot_ms=slo_tpot
             )
             st.download_button(
@@ -276,12 +277,12 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
         method = st.selectbox("Method", inputs.methods)
         key = ("schedule", inputs.model_dump_json(), method)
         if st.button("Recommend K per concurrency"):
-            base = explorer.method_for(inputs, method)
+            base = ui_inputs.method_for(inputs, method)
             knob, values = grid.recommend_grid(base)
             max_seqs = int(load_engine(inputs.engine)["max_num_seqs"])
             with st.spinner("simulating every K at every concurrency, then the crossovers…"):
                 rec = bands_study.recommend_bands(
-                    explorer.deployment_for(inputs),
+                    ui_inputs.deployment_for(inputs),
                     base,
                     values,
                     grid.DEFAULT_CONCURRENCIES,
@@ -300,7 +301,7 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
             st.dataframe(rec.band_table, hide_index=True, width="stretch")
             st.download_button(
                 "Download schedule CSV",
-                explorer.schedule_csv(table, inputs, method),
+                downloads.schedule_csv(table, inputs, method),
                 "schedule.csv",
                 "text/csv",
             )
@@ -317,18 +318,18 @@ def plan_and_schedule(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot
                 )
 
 
-def analytic_view(inputs: explorer.ExplorerInputs) -> None:
+def analytic_view(inputs: ui_inputs.ExplorerInputs) -> None:
     chains = [m for m in inputs.methods if method_info(m).shapes[0] == "chain"] or ["eagle3"]
     method = st.selectbox("Chain method for the closed form", chains)
     context = st.slider("Tokens in the KV cache", 64, 32768, 1024, 64)
-    table = analytic_cached(explorer.deployment_for(inputs).model_dump_json(), method, context)
-    fe, fs = explorer.analytic_figures(table, inputs, method)
+    table = analytic_cached(ui_inputs.deployment_for(inputs).model_dump_json(), method, context)
+    fe, fs = figures.analytic_figures(table, inputs, method)
     st.plotly_chart(fe, width="stretch")
     st.plotly_chart(fs, width="stretch")
     st.dataframe(analytic.best_k(table), width="stretch")
 
 
-def fleet_inputs(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot: float):
+def fleet_inputs(inputs: ui_inputs.ExplorerInputs, slo_ttft: float, slo_tpot: float):
     """The Fleet view's own widgets (the deployment, method settings and SLOs are the page's)."""
     d = fleet_ui.FleetInputs()
     left, mid, right = st.columns(3)
@@ -374,7 +375,7 @@ def fleet_inputs(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot: flo
     )
 
 
-def fleet_view(inputs: explorer.ExplorerInputs, slo_ttft: float, slo_tpot: float) -> None:
+def fleet_view(inputs: ui_inputs.ExplorerInputs, slo_ttft: float, slo_tpot: float) -> None:
     """A trace replayed on a fleet: kept in the session, keyed by everything it came from."""
     st.caption(
         "Replays a production trace on N replicas of the sidebar's deployment behind a router. "
