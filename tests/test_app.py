@@ -519,3 +519,61 @@ def test_the_page_imports_no_root_finder_it_does_not_use():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# -- the page's layout: logic without a browser, Streamlit only in pages/ ---------------------
+LOGIC = ("inputs", "runs", "figures", "downloads", "fleet", "uploads")
+
+
+def test_only_the_page_modules_import_streamlit():
+    import ast
+
+    from conftest import ROOT
+
+    package = ROOT / "simspec"
+    pages = package / "ui" / "pages"
+    found = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if any(n.split(".")[0] == "streamlit" for n in names):
+                found.append(path)
+    assert found and all(pages in p.parents for p in found), found
+
+
+def test_the_logic_modules_import_without_streamlit():
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['streamlit'] = None\n" + "".join(
+        f"import simspec.ui.{name}\n" for name in LOGIC
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_app_imported_by_the_pools_fork_server_draws_nothing():
+    """The kept pool's fork server imports the main script as ``__mp_main__``."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = (
+        "import runpy, streamlit as st\n"
+        "def drawn(*a, **k): raise SystemExit('drew the page')\n"
+        "st.set_page_config = st.title = st.sidebar = drawn\n"
+        f"runpy.run_path({str(ROOT / 'app.py')!r}, run_name='__mp_main__')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_app_and_each_ui_module_stay_small():
+    from conftest import ROOT
+
+    assert len((ROOT / "app.py").read_text().splitlines()) < 150
+    for path in (ROOT / "simspec" / "ui").rglob("*.py"):
+        assert len(path.read_text().splitlines()) <= 450, path
