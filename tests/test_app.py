@@ -408,7 +408,17 @@ def test_results_csv_holds_every_method_and_load():
     frame = pd.read_csv(io.StringIO(downloads.results_csv(res["summary"], inp)))
     assert set(frame.method) == {"autoregressive", "eagle3"} and set(frame.load) == {1, 8}
     assert {"speedup", "throughput_tok_s", "tpot_ms_p99", "ttft_ms_p99"} <= set(frame.columns)
+    assert set(runs.SUMMARY_COLUMNS) <= set(frame.columns)
     assert (frame[frame.method == "autoregressive"].speedup == 1.0).all()
+
+
+def test_the_tables_metrics_are_a_selection_of_the_studies_one_list():
+    from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
+
+    studied = [*RUN_METRICS, *RUN_INTERVALS]
+    shown = [c for c in runs.SUMMARY_COLUMNS if c != "stable"]
+    assert shown == [c for c in studied if c in shown]  # the studies' names, in their order
+    assert {"throughput_tok_s", "tpot_ms_p99", "ttft_ms_p99", "mean_accept_len"} <= set(shown)
 
 
 # -- uploads are data, capped, checked in memory, and kept privately -------------------------
