@@ -8,7 +8,8 @@ command-line help.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import (
@@ -573,6 +574,20 @@ class Deployment(BaseModel):
                 "over them)"
             )
         return v
+
+
+# What is served on what, and how it samples: Deployment fields that the CLI's flags and the
+# explorer's inputs set from attributes of the same names, so one mapping serves both.
+SERVING_FIELDS = ("model", "gpu", "tp", "engine", "precision", "kv_cache_dtype")
+SAMPLING_FIELDS = ("temperature", "top_p", "seed")
+
+
+def deployment_fields(source: object, names: Iterable[str] = SERVING_FIELDS) -> dict[str, Any]:
+    """The Deployment fields among ``names`` that ``source`` sets: each attribute of that name
+    it has and that is not None (a flag not given, a field the explorer does not offer keeps
+    the Deployment's default)."""
+    fields = ((name, getattr(source, name, None)) for name in names)
+    return {name: value for name, value in fields if value is not None}
 
 
 class Scenario(Deployment):

@@ -8,7 +8,7 @@ import os
 import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +21,7 @@ from simspec.studies import capacity
 from simspec.studies.runs.executors import KeptPool
 from simspec.studies.schedule import bands, grid
 from simspec.studies.sweep import DEFAULT_BATCH_SIZES
-from simspec.ui import explorer, uploads
+from simspec.ui import downloads, figures, inputs, runs, uploads
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 TIMEOUT = 180
@@ -243,11 +243,11 @@ def _summary(methods=("autoregressive", "eagle3", "ngram"), loads=(1, 8, 64)) ->
 
 
 def test_log_axes_are_ticked_at_the_loads_themselves():
-    inp = explorer.ExplorerInputs(loads=[1, 8, 64])
+    inp = inputs.ExplorerInputs(loads=[1, 8, 64])
     for fig in (
-        explorer.speedup_figure(_summary(), inp),
-        explorer.latency_figure(_summary(), inp),
-        explorer.ttft_figure(_summary(), inp),
+        figures.speedup_figure(_summary(), inp),
+        figures.latency_figure(_summary(), inp),
+        figures.ttft_figure(_summary(), inp),
     ):
         assert fig.layout.xaxis.type == "log"
         assert list(fig.layout.xaxis.tickvals) == [1, 8, 64]
@@ -255,24 +255,24 @@ def test_log_axes_are_ticked_at_the_loads_themselves():
 
 
 def test_each_method_keeps_one_colour_in_every_chart():
-    inp = explorer.ExplorerInputs(loads=[1, 8, 64])
+    inp = inputs.ExplorerInputs(loads=[1, 8, 64])
     summary = _summary()
     # a chart without eagle3 must not shift ngram's colour (colours are not by position)
     acceptance = pd.DataFrame({"method": ["ngram", "ngram"], "load": [1, 8], "tau": [1.5, 2.0]})
     seen: dict[str, set[str]] = {}
     for fig in (
-        explorer.speedup_figure(summary, inp),
-        explorer.throughput_tpot_figure(summary, inp),
-        explorer.latency_figure(summary, inp),
-        explorer.ttft_figure(summary, inp),
-        explorer.acceptance_figure(acceptance, inp),
+        figures.speedup_figure(summary, inp),
+        figures.throughput_tpot_figure(summary, inp),
+        figures.latency_figure(summary, inp),
+        figures.ttft_figure(summary, inp),
+        figures.acceptance_figure(acceptance, inp),
     ):
         for trace in fig.data:
             colour = trace.marker.color if trace.type == "histogram" else trace.line.color
             seen.setdefault(trace.name.split()[0], set()).add(colour)
     assert all(len(c) == 1 for c in seen.values()), seen
     assert len({next(iter(c)) for c in seen.values()}) == len(seen) == 3
-    assert len(set(explorer.METHOD_COLOURS.values())) == len(explorer.METHOD_COLOURS)
+    assert len(set(figures.METHOD_COLOURS.values())) == len(figures.METHOD_COLOURS)
 
 
 def test_the_batch1_speedup_map_is_white_at_1x_over_the_datas_own_range():
@@ -283,7 +283,7 @@ def test_the_batch1_speedup_map_is_white_at_1x_over_the_datas_own_range():
         for k in ks
     ]
     table = pd.DataFrame(rows)
-    _, fs = explorer.analytic_figures(table, explorer.ExplorerInputs(), "eagle3")
+    _, fs = figures.analytic_figures(table, inputs.ExplorerInputs(), "eagle3")
     heat = fs.data[0]
     lo, hi = table.speedup.min(), table.speedup.max()
     assert (heat.zmin, heat.zmax) == (lo, hi)  # not widened to a symmetric -2 .. 4
@@ -294,22 +294,22 @@ def test_the_batch1_speedup_map_is_white_at_1x_over_the_datas_own_range():
 
 # -- downloads say what they are ----------------------------------------------------------------
 def test_every_download_carries_the_scenario_and_the_method_settings():
-    inp = explorer.ExplorerInputs(methods=["eagle3", "eagle2"], loads=[1, 8], dataset="gsm8k")
+    inp = inputs.ExplorerInputs(methods=["eagle3", "eagle2"], loads=[1, 8], dataset="gsm8k")
     summary = _summary(("autoregressive", "eagle3", "eagle2"), (1, 8))
-    frame = pd.read_csv(io.StringIO(explorer.results_csv(summary, inp)))
+    frame = pd.read_csv(io.StringIO(downloads.results_csv(summary, inp)))
     assert list(frame.columns[:5]) == ["model", "gpu", "tp", "engine", "dataset"]
     assert (frame.engine == "vllm").all() and (frame.dataset == "gsm8k").all()
     eagle2 = frame[frame.method == "eagle2"].iloc[0]
     assert eagle2.tree == "dynamic" and eagle2.tree_nodes > 0
-    plan = explorer.with_scenario(
-        explorer.plan_view(pd.DataFrame([{c: 1 for c in capacity.PLAN_COLUMNS}])).assign(
+    plan = downloads.with_scenario(
+        runs.plan_view(pd.DataFrame([{c: 1 for c in capacity.PLAN_COLUMNS}])).assign(
             method="eagle3"
         ),
         inp,
     )
     assert {"model", "gpu", "tp", "engine", "dataset", "k", "tree"} <= set(plan.columns)
     table = pd.DataFrame({"concurrency": [1, 4], "speedup_k1": [1.2, 1.1], "best_k": [1, 1]})
-    sched = pd.read_csv(io.StringIO(explorer.schedule_csv(table, inp, "eagle3")))
+    sched = pd.read_csv(io.StringIO(downloads.schedule_csv(table, inp, "eagle3")))
     assert {"model", "gpu", "tp", "engine", "dataset", "method", "tree"} <= set(sched.columns)
     assert "k" not in sched.columns  # K is the table's own axis
 
@@ -330,21 +330,39 @@ def test_the_clis_help_shows_the_one_default_of_plan_and_recommend():
     assert int(shown("recommend", "--k-max")) == grid.K_MAX
     assert shown("recommend", "--tree-budgets") == ",".join(map(str, grid.TREE_BUDGETS))
     assert shown("recommend", "--concurrencies") == ",".join(map(str, grid.DEFAULT_CONCURRENCIES))
-    inp = explorer.ExplorerInputs()
-    assert grid.recommend_grid(explorer.method_for(inp, "eagle3")) == ("k", [1, 2, 3, 4, 5])
-    knob, budgets = grid.recommend_grid(explorer.method_for(inp, "eagle2"))
+    inp = inputs.ExplorerInputs()
+    assert grid.recommend_grid(inputs.method_for(inp, "eagle3")) == ("k", [1, 2, 3, 4, 5])
+    knob, budgets = grid.recommend_grid(inputs.method_for(inp, "eagle2"))
     assert knob == "tree_nodes" and budgets and len(budgets) > 1
+
+
+def test_the_page_and_the_cli_map_deployment_fields_alike():
+    from simspec.cli.flags import ServingFlags
+    from simspec.config import SAMPLING_FIELDS, SERVING_FIELDS
+
+    assert {*SERVING_FIELDS, *SAMPLING_FIELDS} <= set(Deployment.model_fields)
+    assert [f.name for f in fields(ServingFlags)] == list(SERVING_FIELDS)
+    flags = ServingFlags(model="qwen3-8b", gpu="h200", tp=2, engine="sglang")
+    inp = inputs.ExplorerInputs(
+        model="qwen3-8b", gpu="h200", tp=2, engine="sglang", temperature=0.7, top_p=0.9, seed=3
+    )
+    deploy = inputs.deployment_for(inp)
+    assert flags.serving_fields() == {
+        k: getattr(deploy, k) for k in ("model", "gpu", "tp", "engine")
+    }
+    assert (deploy.temperature, deploy.top_p, deploy.seed) == (0.7, 0.9, 3)
+    assert (deploy.precision, deploy.kv_cache_dtype) == (None, "auto")  # not on the page
 
 
 def test_the_plan_starts_from_the_clis_methods():
     from simspec.cli import plan as cli
 
-    assert list(cli.DEFAULT_PLAN_METHODS) == explorer.DEFAULT_METHODS
+    assert list(cli.DEFAULT_PLAN_METHODS) == inputs.DEFAULT_METHODS
 
 
 def test_the_plan_puts_its_answer_first():
     frame = pd.DataFrame([{c: 1 for c in capacity.PLAN_COLUMNS}])
-    view = explorer.plan_view(frame)
+    view = runs.plan_view(frame)
     assert list(view.columns[:3]) == ["replicas", "gpus", "method"]
     assert sorted(view.columns) == sorted(capacity.PLAN_COLUMNS)
 
@@ -353,7 +371,7 @@ def test_the_plan_puts_its_answer_first():
 def test_non_finite_loads_are_input_errors(text):
     for arrival in ("closed", "poisson"):
         with pytest.raises(InputError, match="loads"):
-            explorer.parse_loads(text, arrival)
+            inputs.parse_loads(text, arrival)
 
 
 # -- runs: small what-ifs in process, larger ones on the kept pool, same numbers --------------
@@ -364,22 +382,22 @@ def _no_pool():
     raise AssertionError("a small what-if must not wait on a pool")
 
 
-IN_PROCESS = replace(explorer.RUNS, executor="serial")  # the page's memo, no pool
-NO_POOL = replace(explorer.RUNS, pool=KeptPool(start=_no_pool))
+IN_PROCESS = replace(runs.RUNS, executor="serial")  # the page's memo, no pool
+NO_POOL = replace(runs.RUNS, pool=KeptPool(start=_no_pool))
 
 
 @pytest.mark.slow
 def test_a_small_what_if_runs_in_process_and_a_pool_gives_the_same_numbers():
-    explorer.forget_runs()
-    one = explorer.ExplorerInputs(methods=["eagle3"], loads=[4], **SMALL)
-    assert len(explorer.run(one, NO_POOL)["summary"]) == 2
-    inp = explorer.ExplorerInputs(methods=["eagle3", "ngram"], loads=[1, 8], **SMALL)
-    explorer.forget_runs()
-    serial = explorer.run(inp, IN_PROCESS)
-    explorer.forget_runs()
+    runs.forget_runs()
+    one = inputs.ExplorerInputs(methods=["eagle3"], loads=[4], **SMALL)
+    assert len(runs.run(one, NO_POOL)["summary"]) == 2
+    inp = inputs.ExplorerInputs(methods=["eagle3", "ngram"], loads=[1, 8], **SMALL)
+    runs.forget_runs()
+    serial = runs.run(inp, IN_PROCESS)
+    runs.forget_runs()
     threads = KeptPool(start=lambda: ThreadPoolExecutor(2))
     try:
-        pooled = explorer.run(inp, replace(explorer.RUNS, pool=threads))
+        pooled = runs.run(inp, replace(runs.RUNS, pool=threads))
     finally:
         threads.close()
     for key in serial:
@@ -397,36 +415,46 @@ class _BrokenPool:
 
 
 def test_a_dead_worker_does_not_break_the_page_for_good():
-    explorer.forget_runs()
-    inp = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
+    runs.forget_runs()
+    inp = inputs.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
     started: list[_BrokenPool] = []
     broken = KeptPool(start=lambda: started.append(_BrokenPool()) or started[-1])
-    runs = replace(explorer.RUNS, pool=broken)
-    assert len(explorer.run(inp, runs)["summary"]) == 4  # finished in process
-    explorer.forget_runs()
-    explorer.run(inp, runs)  # the broken pool was dropped: the next what-if starts a fresh one
+    on_broken = replace(runs.RUNS, pool=broken)
+    assert len(runs.run(inp, on_broken)["summary"]) == 4  # finished in process
+    runs.forget_runs()
+    runs.run(inp, on_broken)  # the broken pool was dropped: the next what-if starts a fresh one
     assert len(started) == 2
 
 
 @pytest.mark.slow
 def test_a_widget_change_reruns_only_what_it_changed():
-    explorer.forget_runs()
-    first = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
-    before = explorer.run(first, IN_PROCESS)["summary"]
+    runs.forget_runs()
+    first = inputs.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
+    before = runs.run(first, IN_PROCESS)["summary"]
     # adding a method at the same loads: two new runs, the baseline and eagle3 remembered
     both = first.model_copy(update={"methods": ["eagle3", "ngram"]})
-    after = explorer.run(both, NO_POOL)["summary"]
+    after = runs.run(both, NO_POOL)["summary"]
     kept = after[after.method != "ngram"].reset_index(drop=True)
     pd.testing.assert_frame_equal(kept, before)
 
 
 def test_results_csv_holds_every_method_and_load():
-    inp = explorer.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
-    res = explorer.run(inp, IN_PROCESS)
-    frame = pd.read_csv(io.StringIO(explorer.results_csv(res["summary"], inp)))
+    inp = inputs.ExplorerInputs(methods=["eagle3"], loads=[1, 8], **SMALL)
+    res = runs.run(inp, IN_PROCESS)
+    frame = pd.read_csv(io.StringIO(downloads.results_csv(res["summary"], inp)))
     assert set(frame.method) == {"autoregressive", "eagle3"} and set(frame.load) == {1, 8}
     assert {"speedup", "throughput_tok_s", "tpot_ms_p99", "ttft_ms_p99"} <= set(frame.columns)
+    assert set(runs.SUMMARY_COLUMNS) <= set(frame.columns)
     assert (frame[frame.method == "autoregressive"].speedup == 1.0).all()
+
+
+def test_the_tables_metrics_are_a_selection_of_the_studies_one_list():
+    from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
+
+    studied = [*RUN_METRICS, *RUN_INTERVALS]
+    shown = [c for c in runs.SUMMARY_COLUMNS if c != "stable"]
+    assert shown == [c for c in studied if c in shown]  # the studies' names, in their order
+    assert {"throughput_tok_s", "tpot_ms_p99", "ttft_ms_p99", "mean_accept_len"} <= set(shown)
 
 
 # -- uploads are data, capped, checked in memory, and kept privately -------------------------
@@ -528,10 +556,71 @@ def test_a_good_trace_is_kept_and_a_wrong_suffix_is_refused(tmp_path):
 
 @pytest.mark.slow
 def test_the_page_imports_no_root_finder_it_does_not_use():
-    """scipy.optimize costs ~0.3 s of every page and worker start (issue 18's first load)."""
+    """scipy.optimize would add to every page and worker start: nothing the page runs needs it."""
     import subprocess
     import sys
 
-    code = "import sys, simspec.ui.explorer; print('scipy.optimize' in sys.modules)"
+    code = (
+        "import sys, simspec.ui.runs, simspec.ui.figures, simspec.ui.downloads; "
+        "print('scipy.optimize' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# -- the page's layout: logic without a browser, Streamlit only in pages/ ---------------------
+LOGIC = ("inputs", "runs", "figures", "downloads", "fleet", "uploads")
+
+
+def test_only_the_page_modules_import_streamlit():
+    import ast
+
+    from conftest import ROOT
+
+    package = ROOT / "simspec"
+    pages = package / "ui" / "pages"
+    found = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if any(n.split(".")[0] == "streamlit" for n in names):
+                found.append(path)
+    assert found and all(pages in p.parents for p in found), found
+
+
+def test_the_logic_modules_import_without_streamlit():
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['streamlit'] = None\n" + "".join(
+        f"import simspec.ui.{name}\n" for name in LOGIC
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_app_imported_by_the_pools_fork_server_draws_nothing():
+    """The kept pool's fork server imports the main script as ``__mp_main__``."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = (
+        "import runpy, streamlit as st\n"
+        "def drawn(*a, **k): raise SystemExit('drew the page')\n"
+        "st.set_page_config = st.title = st.sidebar = drawn\n"
+        f"runpy.run_path({str(ROOT / 'app.py')!r}, run_name='__mp_main__')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_app_and_each_ui_module_stay_small():
+    from conftest import ROOT
+
+    assert len((ROOT / "app.py").read_text().splitlines()) < 150
+    for path in (ROOT / "simspec" / "ui").rglob("*.py"):
+        assert len(path.read_text().splitlines()) <= 450, path

@@ -1,4 +1,4 @@
-"""The explorer's Fleet view (issue 17): its logic (simspec.ui.fleet), its arrival-trace
+"""The explorer's Fleet view: its logic (simspec.ui.fleet), its arrival-trace
 uploads, and the page headless (streamlit.testing.v1.AppTest) on a short window."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from simspec.catalog.arrival_traces import transformed
 from simspec.errors import InputError
-from simspec.ui import explorer, uploads
 from simspec.ui import fleet as fleet_ui
+from simspec.ui import inputs, uploads
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 TIMEOUT = 180
@@ -20,7 +20,7 @@ SHORT = {"end_s": 120.0}  # two minutes of azure-conv: ~560 requests, about a se
 
 @pytest.mark.slow
 def test_the_view_conserves_requests_and_reports_each_replica():
-    page = explorer.ExplorerInputs()
+    page = inputs.ExplorerInputs()
     f = fleet_ui.FleetInputs(**SHORT, replicas=3, router="round_robin")
     res = fleet_ui.run_view(page, f)
     arrived = len(transformed("azure-conv", None, 120.0))
@@ -39,7 +39,7 @@ def test_the_view_conserves_requests_and_reports_each_replica():
 
 
 def test_a_speculative_fleet_draws_acceptance_from_the_traces_domain():
-    page = explorer.ExplorerInputs()
+    page = inputs.ExplorerInputs()
     code = fleet_ui.FleetInputs(**SHORT, trace="azure-code", method="eagle3")
     assert fleet_ui.dataset_for(page, code) == "instructcoder"
     sc = fleet_ui.scenario_for(page, code)
@@ -57,7 +57,7 @@ def test_bad_fleet_inputs_are_refused(fields):
 
 
 def test_a_window_with_no_request_is_an_input_error():
-    page = explorer.ExplorerInputs()
+    page = inputs.ExplorerInputs()
     f = fleet_ui.FleetInputs(start_s=5000.0, end_s=5100.0)
     with pytest.raises(InputError, match="window"):
         fleet_ui.run_view(page, f)

@@ -13,7 +13,7 @@ from simspec.cli.main import app
 from simspec.cli.method_flags import MethodFlags
 from simspec.cli.policy import policy_config
 from simspec.cli.sweep_flags import SweepFlags
-from simspec.ui import explorer
+from simspec.ui import downloads, inputs
 
 runner = CliRunner()
 # a plan that answers in seconds: fixed short lengths, a few seconds of arrivals per probe
@@ -122,10 +122,10 @@ def test_policy_keeps_the_files_acceptance_and_takes_the_method_flags(tmp_path):
 
 
 def test_the_explorer_takes_a_measured_tau_for_its_plan_and_schedule():
-    inp = explorer.ExplorerInputs(acceptance="tau", tau=2.9, tau_k=4, k=4)
-    m = explorer.method_for(inp, "eagle3")
+    inp = inputs.ExplorerInputs(acceptance="tau", tau=2.9, tau_k=4, k=4)
+    m = inputs.method_for(inp, "eagle3")
     assert m.k == 4 and (m.acceptance.tau, m.acceptance.tau_k) == (2.9, 4)
-    tree = explorer.method_for(inp, "eagle2")  # a tree's tau is tied to the tree it ran
+    tree = inputs.method_for(inp, "eagle2")  # a tree's tau is tied to the tree it ran
     assert tree.acceptance.tau_tree_nodes == tree.tree_nodes
-    assert explorer.scenario_columns(inp)["tau"] == 2.9
-    assert explorer.method_for(explorer.ExplorerInputs(acceptance="alpha"), "eagle3").acceptance
+    assert downloads.scenario_columns(inp)["tau"] == 2.9
+    assert inputs.method_for(inputs.ExplorerInputs(acceptance="alpha"), "eagle3").acceptance

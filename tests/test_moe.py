@@ -284,15 +284,15 @@ def test_expert_weight_streaming_matches_vllms_fused_moe_on_h100(shared):
 
 
 def test_the_explorer_shows_the_model_and_offers_mtp_only_where_it_exists():
-    from simspec.ui import explorer
+    from simspec.ui import inputs
 
-    offered, left = explorer.offered_methods("llama-3.1-8b")
+    offered, left = inputs.offered_methods("llama-3.1-8b")
     assert "mtp" not in offered and "num_nextn_predict_layers" in left["mtp"]
-    assert "mtp" in explorer.offered_methods("deepseek-v3")[0]
-    inputs = explorer.ExplorerInputs(model="deepseek-v3", gpu="h100_sxm", methods=["mtp"])
-    facts = dict(explorer.model_info(inputs))
+    assert "mtp" in inputs.offered_methods("deepseek-v3")[0]
+    inp = inputs.ExplorerInputs(model="deepseek-v3", gpu="h100_sxm", methods=["mtp"])
+    facts = dict(inputs.model_info(inp))
     assert facts["parameters"] == "671.0B total" and "16 x h100_sxm" in facts["GPUs needed"]
     with pytest.raises(ScenarioError, match="does not fit"):
-        explorer.check_inputs(inputs)
+        inputs.check_inputs(inp)
     with pytest.raises(InputError, match="num_nextn_predict_layers"):
-        explorer.check_inputs(explorer.ExplorerInputs(methods=["mtp"]))
+        inputs.check_inputs(inputs.ExplorerInputs(methods=["mtp"]))

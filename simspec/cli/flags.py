@@ -14,7 +14,7 @@ from typing import Any
 from simspec.catalog.tables import parse_json_or_yaml, read_input_text
 from simspec.cli import options as opt
 from simspec.cli.method_flags import MethodFlags, preset_dataset
-from simspec.config import Deployment, MethodConfig
+from simspec.config import SERVING_FIELDS, Deployment, MethodConfig, deployment_fields
 from simspec.errors import InputError
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -112,14 +112,7 @@ class ServingFlags:
 
     def serving_fields(self) -> dict[str, Any]:
         """The deployment fields these flags set (only those given)."""
-        return given(
-            model=self.model,
-            gpu=self.gpu,
-            tp=self.tp,
-            engine=self.engine,
-            precision=self.precision,
-            kv_cache_dtype=self.kv_cache_dtype,
-        )
+        return deployment_fields(self, SERVING_FIELDS)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,15 +1,15 @@
 """The explorer's Fleet view: a production trace replayed on N replicas behind a router,
-against per-request SLOs (issue 17). Validated inputs in, frames and titled figures out; the
-page (app.py) only gathers the inputs and shows what :func:`run_view` returns.
+against per-request SLOs. Validated inputs in, frames and titled figures out; the page
+(:mod:`simspec.ui.pages.fleet`) only gathers the inputs and shows what :func:`run_view` returns.
 
 The replicas run the page's deployment (model, GPU, TP, engine, sampling, seed) and one method:
 plain decoding or a speculative method in its preset, with the page's K, tree budget and
 acceptance. Acceptance is drawn from the trace's own domain (azure-conv: sharegpt, azure-code:
 instructcoder); an uploaded trace that names no dataset or domain uses the page's domain.
 
-The default window is the first 10 minutes of the trace (2,867 requests of azure-conv, ~4 s on
-one core for two Llama-3.1-8B replicas on H100): a what-if answers in seconds. The run is
-measured whole (README "Measurement"): every request arriving in the window counts.
+The default window is the first 10 minutes of the trace, so that a what-if answers while one
+waits at the page. The run is measured whole (README "Measurement"): every request arriving in
+the window counts.
 """
 
 from __future__ import annotations
@@ -31,12 +31,13 @@ from simspec.engine.speculators import SPECULATORS
 from simspec.studies import fleet as study
 from simspec.studies.fleet_report import timeline_figure
 from simspec.studies.runs.job import check_runnable
-from simspec.ui import explorer
+from simspec.ui.figures import scenario_label
+from simspec.ui.inputs import ExplorerInputs, deployment_for, method_for
 
-# the page caps a fleet well below config.MAX_REPLICAS: the page runs in one process, and 64
-# replicas replaying 10 minutes of azure-conv at 4x is already tens of seconds
+# the page caps a fleet well below config.MAX_REPLICAS: it replays the whole fleet in its own
+# process while the user waits, and the replay's time grows with the replicas
 MAX_PAGE_REPLICAS = 64
-DEFAULT_WINDOW = (0.0, 600.0)  # the first 10 minutes: seconds, not minutes, to answer
+DEFAULT_WINDOW = (0.0, 600.0)  # the first 10 minutes of the trace
 TRACE_FIELD = "fleet trace"
 
 
@@ -81,14 +82,14 @@ def trace_choices() -> list[str]:
     return [*packaged_arrival_traces(), "upload"]
 
 
-def dataset_for(page: explorer.ExplorerInputs, f: FleetInputs) -> str:
+def dataset_for(page: ExplorerInputs, f: FleetInputs) -> str:
     """The acceptance dataset of the replay: the trace's own domain if it names one, else the
     page's domain."""
     trace = load_arrival_trace(f.trace, TRACE_FIELD)
     return acceptance_dataset(trace, None if trace.dataset else page.dataset)
 
 
-def scenario_for(page: explorer.ExplorerInputs, f: FleetInputs) -> Scenario:
+def scenario_for(page: ExplorerInputs, f: FleetInputs) -> Scenario:
     """One replica: the page's deployment replaying the trace window with the chosen method."""
     wl = WorkloadConfig(
         arrival="trace",
@@ -98,11 +99,11 @@ def scenario_for(page: explorer.ExplorerInputs, f: FleetInputs) -> Scenario:
         rate_scale=None if f.rate_scale == 1.0 else f.rate_scale,
     )
     own = page.model_copy(update={"dataset": dataset_for(page, f)})
-    common = explorer.deployment_for(page).model_dump(exclude={"workload"})
-    return Scenario(**common, workload=wl, method=explorer.method_for(own, f.method))
+    common = deployment_for(page).model_dump(exclude={"workload"})
+    return Scenario(**common, workload=wl, method=method_for(own, f.method))
 
 
-def fleet_config(page: explorer.ExplorerInputs, f: FleetInputs) -> FleetConfig:
+def fleet_config(page: ExplorerInputs, f: FleetInputs) -> FleetConfig:
     sc = scenario_for(page, f)
     check_runnable(sc)
     return FleetConfig.uniform(sc, f.replicas, f.router)
@@ -118,7 +119,7 @@ def attainment_by_window(table: pd.DataFrame, window_s: float) -> pd.DataFrame:
     return out.rename_axis("time_s").reset_index()
 
 
-def run_view(page: explorer.ExplorerInputs, f: FleetInputs) -> dict[str, Any]:
+def run_view(page: ExplorerInputs, f: FleetInputs) -> dict[str, Any]:
     """The fleet's run, in this process: ``summary`` (measure, value, interval), ``row`` (the
     summary as a dict), ``utilisation`` (per replica), ``requests`` (per request, with
     ``met_slo``), ``timeline`` (per window, fleet = replica -1), ``attainment`` (per window)."""
@@ -137,7 +138,7 @@ def run_view(page: explorer.ExplorerInputs, f: FleetInputs) -> dict[str, Any]:
     }
 
 
-def label(page: explorer.ExplorerInputs, f: FleetInputs) -> str:
+def label(page: ExplorerInputs, f: FleetInputs) -> str:
     """What the fleet is, for titles: replicas, router, method, trace and window."""
     trace = f.trace if f.trace in packaged_arrival_traces() else "uploaded trace"
     end = "end" if f.end_s is None else f"{f.end_s:g}"
@@ -147,21 +148,16 @@ def label(page: explorer.ExplorerInputs, f: FleetInputs) -> str:
     )
 
 
-def timeline(frames: dict[str, Any], page: explorer.ExplorerInputs, f: FleetInputs) -> go.Figure:
+def timeline(frames: dict[str, Any], page: ExplorerInputs, f: FleetInputs) -> go.Figure:
     fig = timeline_figure(frames["timeline"])
     fig.update_layout(
-        title={
-            "text": f"Fleet timelines<br><sup>{label(page, f)} · "
-            f"{explorer.scenario_label(page)}</sup>"
-        },
+        title={"text": f"Fleet timelines<br><sup>{label(page, f)} · {scenario_label(page)}</sup>"},
         margin={"t": 90},
     )
     return fig
 
 
-def attainment_figure(
-    frames: dict[str, Any], page: explorer.ExplorerInputs, f: FleetInputs
-) -> go.Figure:
+def attainment_figure(frames: dict[str, Any], page: ExplorerInputs, f: FleetInputs) -> go.Figure:
     """Share of requests meeting both SLOs per window of arrivals (line), the requests that
     arrived in it (bars, right axis), and the goal (dashed)."""
     a = frames["attainment"]
@@ -180,7 +176,7 @@ def attainment_figure(
         title={
             "text": f"Requests within TTFT ≤ {f.slo_ttft_ms:g} ms and TPOT ≤ "
             f"{f.slo_tpot_ms:g} ms, per {f.window_s:g} s of arrivals<br><sup>"
-            f"{label(page, f)} · {explorer.scenario_label(page)}</sup>"
+            f"{label(page, f)} · {scenario_label(page)}</sup>"
         },
         xaxis_title="arrival time (s)",
         yaxis={"title": "share meeting both SLOs", "range": [0, 1.05]},
@@ -192,9 +188,9 @@ def attainment_figure(
     return fig
 
 
-def fleet_columns(page: explorer.ExplorerInputs, f: FleetInputs) -> dict[str, object]:
+def fleet_columns(page: ExplorerInputs, f: FleetInputs) -> dict[str, object]:
     """The fleet's scenario, as leading CSV columns."""
-    m = explorer.method_for(page.model_copy(update={"dataset": dataset_for(page, f)}), f.method)
+    m = method_for(page.model_copy(update={"dataset": dataset_for(page, f)}), f.method)
     return {
         "model": page.model_name or page.model,
         "gpu": page.gpu,
@@ -215,7 +211,7 @@ def fleet_columns(page: explorer.ExplorerInputs, f: FleetInputs) -> dict[str, ob
     }
 
 
-def requests_csv(table: pd.DataFrame, page: explorer.ExplorerInputs, f: FleetInputs) -> str:
+def requests_csv(table: pd.DataFrame, page: ExplorerInputs, f: FleetInputs) -> str:
     out = table.copy()
     for i, (key, value) in enumerate(fleet_columns(page, f).items()):
         out.insert(i, key, value)

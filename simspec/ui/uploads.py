@@ -1,13 +1,12 @@
-"""The explorer's uploads (a Hugging Face config.json, an acceptance trace): checked in memory,
-then kept where no one else can write.
+"""The explorer's uploads (a Hugging Face config.json, an acceptance trace, an arrival trace):
+checked in memory, then kept where no one else can write.
 
-Why so careful (issue 18, "Found by a hostile tester"): the page used to write every upload,
-before checking it, into a fixed shared ``<tmp>/simspec-uploads``; a symlink planted there
-under the name an upload would get made the page overwrite the link's target, and rejected
-uploads stayed behind. Now each process keeps its uploads in its own ``tempfile.mkdtemp``
-folder (mode 0700, removed at exit), a file is created with ``O_CREAT | O_EXCL | O_NOFOLLOW``
-(never through a link, never over a file it did not make), and one the loaders still reject is
-removed before the error is raised.
+Why so careful: a page that wrote uploads unchecked into a fixed shared folder could be made,
+by a symlink planted there under the name an upload would get, to overwrite the link's target,
+and would leave rejected uploads behind. So each process keeps its uploads in its own
+``tempfile.mkdtemp`` folder (mode 0700, removed at exit), a file is created with
+``O_CREAT | O_EXCL | O_NOFOLLOW`` (never through a link, never over a file it did not make),
+and one the loaders still reject is removed before the error is raised.
 """
 
 from __future__ import annotations

@@ -1,0 +1,84 @@
+"""The explorer's downloads, each saying what it is: the scenario's columns first (model, GPU,
+TP, engine, dataset, acceptance, sampling, workload), each method's settings beside its name,
+then the result.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from simspec.studies.capacity import Slo
+from simspec.ui.inputs import ExplorerInputs, method_for
+
+
+def scenario_columns(inp: ExplorerInputs) -> dict[str, object]:
+    """The scenario a result came from, as leading CSV columns."""
+    cols: dict[str, object] = {
+        "model": inp.model_name or inp.model,
+        "gpu": inp.gpu,
+        "tp": inp.tp,
+        "engine": inp.engine,
+        "dataset": inp.dataset,
+        "acceptance": inp.acceptance,
+    }
+    if inp.acceptance == "alpha":
+        cols |= {"alpha": inp.alpha, "alpha_spread": inp.spread}
+    elif inp.acceptance == "tau":
+        cols |= {"tau": inp.tau, "tau_k": inp.tau_k or "method's K", "tau_spread": inp.spread}
+    cols |= {
+        "temperature": inp.temperature,
+        "top_p": inp.top_p,
+        "arrival": inp.arrival,
+        "lengths": inp.lengths,
+    }
+    if inp.lengths != "dataset":
+        cols |= {"prompt_mean": inp.prompt_mean, "output_mean": inp.output_mean}
+        if inp.lengths == "lognormal":
+            cols["length_cv"] = inp.length_cv
+    return cols | {"requests": inp.requests, "seed": inp.seed}
+
+
+def method_settings(inp: ExplorerInputs, name: str) -> dict[str, object]:
+    """The settings a method ran with (K, tree shape and budget)."""
+    m = method_for(inp, name)
+    return {"k": m.k, "tree": m.tree or "", "tree_nodes": m.tree_nodes or ""}
+
+
+def with_scenario(frame: pd.DataFrame, inp: ExplorerInputs, settings: bool = True) -> pd.DataFrame:
+    """``frame`` with the scenario's columns first and, where it has a ``method`` column (and
+    ``settings``), each method's settings beside it."""
+    out = frame.copy()
+    if settings and "method" in out.columns:
+        per = {m: method_settings(inp, m) for m in out.method.unique()}
+        at = list(out.columns).index("method") + 1
+        for key in ("k", "tree", "tree_nodes"):
+            if key not in out.columns:
+                out.insert(at, key, out.method.map(lambda m, key=key: per[m][key]))
+                at += 1
+    for i, (key, value) in enumerate(scenario_columns(inp).items()):
+        out.insert(i, key, value)
+    return out
+
+
+def results_csv(summary: pd.DataFrame, inp: ExplorerInputs) -> str:
+    return with_scenario(summary, inp).to_csv(index=False, float_format="%.6g")
+
+
+def schedule_csv(table: pd.DataFrame, inp: ExplorerInputs, method: str) -> str:
+    """The recommend table (speedup per K per concurrency) with the scenario and the method's
+    tree settings; K is the table's own axis."""
+    settings = method_settings(inp, method)
+    head = {"method": method, "tree": settings["tree"], "tree_nodes": settings["tree_nodes"]}
+    out = table.copy()
+    for i, (key, value) in enumerate(head.items()):
+        out.insert(i, key, value)
+    return with_scenario(out, inp, settings=False).to_csv(index=False, float_format="%.6g")
+
+
+def plan_csv(frame: pd.DataFrame, inp: ExplorerInputs, target_qps: float, slo: Slo) -> str:
+    """The capacity plan (:func:`simspec.ui.runs.plan`) with the scenario and what it was
+    planned for: the target rate and the SLOs."""
+    out = with_scenario(frame, inp).assign(
+        target_qps=target_qps, slo_ttft_ms=slo.ttft_ms, slo_tpot_ms=slo.tpot_ms
+    )
+    return out.to_csv(index=False)

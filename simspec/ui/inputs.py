@@ -1,0 +1,223 @@
+"""What the explorer's sidebar sets, validated (:class:`ExplorerInputs`), and what it stands
+for: the loads, the workload at each, the methods in their presets with the page's settings,
+the deployment and the scenarios it runs, and what the page offers for a model.
+
+Defaults are the CLI's (the ``Deployment`` fields and ``simspec sweep``'s methods and batch
+sizes), so the page's first answer is the one ``simspec sweep`` gives.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from simspec.catalog.methods import (
+    DATASET_DOMAIN,
+    TRACE_DATASETS,
+    default_methods,
+    measured_acceptance,
+    method_info,
+    missing_draft_layers,
+    preset_method,
+)
+from simspec.catalog.traces import first_method
+from simspec.config import (
+    DEFAULT_MEASURED,
+    DEFAULT_TURNOVERS,
+    SAMPLING_FIELDS,
+    SERVING_FIELDS,
+    AcceptanceConfig,
+    Deployment,
+    LengthSpec,
+    MethodConfig,
+    Scenario,
+    WorkloadConfig,
+    deployment_fields,
+)
+from simspec.engine.speculators import SPECULATORS
+from simspec.errors import InputError
+from simspec.studies.model_facts import model_facts
+from simspec.studies.runs.job import check_runnable
+from simspec.studies.sweep import DEFAULT_BATCH_SIZES
+
+MAX_LOADS = 12
+_DEPLOY = Deployment.model_fields
+# the CLI's defaults (simspec sweep): its speculative methods, batch sizes and dataset
+DEFAULT_METHODS = [m.name for m in default_methods() if m.name != "autoregressive"]
+DEFAULT_DATASET = WorkloadConfig.model_fields["trace"].default
+
+
+class ExplorerInputs(BaseModel):
+    """Everything the sidebar sets; hashable as JSON for the page's cache. The deployment's
+    fields carry the ``Deployment``'s names (:func:`~simspec.config.deployment_fields`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    model: str = _DEPLOY["model"].default
+    model_name: str | None = Field(
+        default=None, max_length=80, description="an uploaded config's model name, for titles"
+    )
+    gpu: str = _DEPLOY["gpu"].default
+    tp: int = Field(default=_DEPLOY["tp"].default, ge=1, le=64)
+    engine: str = _DEPLOY["engine"].default
+    methods: list[str] = DEFAULT_METHODS
+    k: int | None = Field(default=None, ge=1, le=16, description="None: each method's default")
+    tree_nodes: int | None = Field(
+        default=None, ge=1, le=1024, description="tree methods' budget; None: the default"
+    )
+    acceptance: Literal["preset", "alpha", "tau", "trace"] = "preset"
+    dataset: str = DEFAULT_DATASET
+    alpha: float = Field(default=0.7, ge=0.0, le=1.0)
+    tau: float = Field(default=3.0, ge=1.0, le=65.0, description="measured tokens per step")
+    tau_k: int | None = Field(
+        default=None, ge=1, le=64, description="the K tau was measured at; None: the method's"
+    )
+    spread: float = Field(default=0.0, ge=0.0, le=3.0)
+    trace_path: str | None = None
+    arrival: Literal["closed", "poisson"] = "closed"
+    loads: list[float] = [float(b) for b in DEFAULT_BATCH_SIZES]
+    requests: int = Field(
+        default=DEFAULT_MEASURED, ge=8, le=5000, description="requests measured per run"
+    )
+    turnovers: int = Field(
+        default=DEFAULT_TURNOVERS,
+        ge=0,
+        le=1024,
+        description="closed loop: measure at least this many x concurrency requests",
+    )
+    lengths: Literal["dataset", "fixed", "lognormal"] = "dataset"
+    prompt_mean: float = Field(default=512, ge=1, le=65536)
+    output_mean: float = Field(default=256, ge=1, le=16384)
+    length_cv: float = Field(default=0.5, ge=0.0, le=5.0)
+    temperature: float = Field(default=_DEPLOY["temperature"].default, ge=0.0, le=2.0)
+    top_p: float = Field(default=_DEPLOY["top_p"].default, gt=0.0, le=1.0)
+    seed: int = Field(default=_DEPLOY["seed"].default, ge=0)
+
+    @field_validator("methods")
+    @classmethod
+    def _methods(cls, v: list[str]) -> list[str]:
+        unknown = [m for m in v if m not in SPECULATORS]
+        if unknown:
+            raise ValueError(f"unknown method {unknown[0]!r}")
+        if not [m for m in v if m != "autoregressive"]:
+            raise ValueError("pick at least one speculative method")
+        return v
+
+    @field_validator("loads")
+    @classmethod
+    def _loads(cls, v: list[float]) -> list[float]:
+        if not v or len(v) > MAX_LOADS or any(not 0 < x <= 4096 for x in v):
+            raise ValueError(f"give 1 to {MAX_LOADS} loads, each in (0, 4096]")
+        return sorted(set(v))
+
+
+def parse_loads(text: str, arrival: str) -> list[float]:
+    """'1, 4, 16' -> [1, 4, 16]; finite, positive, and whole numbers for concurrencies."""
+    try:
+        values = [float(x) for x in text.replace(";", ",").split(",") if x.strip()]
+    except ValueError:
+        raise InputError("loads", f"expected numbers separated by commas, got {text!r}") from None
+    if not values or len(values) > MAX_LOADS or any(not 0 < v <= 4096 for v in values):
+        raise InputError("loads", f"give 1 to {MAX_LOADS} values, each in (0, 4096]")
+    if arrival == "closed" and any(not math.isfinite(v) or v != int(v) for v in values):
+        raise InputError("loads", "concurrencies are whole numbers of requests")
+    return values
+
+
+def workload_for(inp: ExplorerInputs, load: float) -> WorkloadConfig:
+    """The workload at one load: a closed loop of ``load`` requests or Poisson arrivals at
+    ``load`` per second, measured by the CLI's rule (README "Measurement")."""
+    if inp.lengths == "dataset":
+        lengths = {"trace": inp.dataset}
+    else:
+        dist = "fixed" if inp.lengths == "fixed" else "lognormal"
+        lengths = {
+            "trace": None,
+            "prompt": LengthSpec(dist=dist, mean=inp.prompt_mean, cv=inp.length_cv),
+            "output": LengthSpec(dist=dist, mean=inp.output_mean, cv=inp.length_cv),
+        }
+    if inp.arrival == "closed":
+        n = int(load)
+        return WorkloadConfig(
+            arrival="closed",
+            concurrency=n,
+            requests=inp.requests,
+            turnovers=inp.turnovers,
+            **lengths,
+        )
+    return WorkloadConfig(arrival="poisson", rate=load, requests=inp.requests, **lengths)
+
+
+def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
+    """A method in its preset configuration, with the page's K, tree budget and acceptance."""
+    if name == "autoregressive":
+        return MethodConfig(name=name, k=0)
+    m = preset_method(name, inp.dataset, None, inp.model)
+    update: dict = {}
+    if inp.k is not None:
+        update["k"] = inp.k
+    if inp.tree_nodes is not None and m.tree in ("static", "dynamic"):
+        update["tree_nodes"] = max(inp.tree_nodes, update.get("k", m.k))
+    if inp.acceptance in ("alpha", "tau"):
+        shape = m.model_dump(exclude_none=True) | update
+        given = {"alpha": inp.alpha} if inp.acceptance == "alpha" else {"tau": inp.tau}
+        measured = measured_acceptance(shape, **given, tau_k=inp.tau_k) or {}
+        update["acceptance"] = AcceptanceConfig(**measured, spread=inp.spread)
+    elif inp.acceptance == "trace" and inp.trace_path:
+        if m.tree not in (None, "chain"):
+            update["tree"] = "chain"
+        update["acceptance"] = AcceptanceConfig(
+            trace=inp.trace_path, trace_method=first_method(inp.trace_path)
+        )
+    return m.model_copy(update=update)
+
+
+def deployment_for(inp: ExplorerInputs, load: float = 1) -> Deployment:
+    """The page's deployment (model, GPU, TP, engine, sampling, seed) at one load."""
+    fields = deployment_fields(inp, (*SERVING_FIELDS, *SAMPLING_FIELDS))
+    return Deployment(**fields, workload=workload_for(inp, load))
+
+
+def scenario_for(inp: ExplorerInputs, load: float, method: MethodConfig) -> Scenario:
+    """The page's deployment running ``method`` at one load."""
+    return Scenario(**dict(deployment_for(inp, load)), method=method)
+
+
+def check_inputs(inp: ExplorerInputs) -> None:
+    """Refuse, before any run, what cannot run: a method the model lacks the layers for, or a
+    model that does not fit the GPUs (one line, from the memory plan)."""
+    for name in ["autoregressive", *inp.methods]:
+        check_runnable(scenario_for(inp, inp.loads[0], method_for(inp, name)))
+
+
+def offered_methods(model: str) -> tuple[list[str], dict[str, str]]:
+    """The speculative methods the page offers for ``model``, and those it leaves out with
+    why (mtp needs the model's own MTP layers)."""
+    offered, left = [], {}
+    for name in SPECULATORS:
+        if name == "autoregressive":
+            continue
+        why = missing_draft_layers(name, model)
+        if why:
+            left[name] = why
+        else:
+            offered.append(name)
+    return offered, left
+
+
+def chain_methods(inp: ExplorerInputs) -> list[str]:
+    """The chosen methods whose first draft shape is a chain (what the closed form models),
+    else EAGLE-3, so the analytic view always has one."""
+    return [m for m in inp.methods if method_info(m).shapes[0] == "chain"] or ["eagle3"]
+
+
+def domains() -> dict[str, str]:
+    """Packaged datasets by the domain their presets stand for."""
+    return {f"{ds} ({DATASET_DOMAIN[ds]})": ds for ds in TRACE_DATASETS}
+
+
+def model_info(inp: ExplorerInputs) -> list[tuple[str, str]]:
+    """The chosen model's facts (parameters, active per token, layout, precision, KV per
+    token, GPUs needed on the chosen GPU), as ``simspec models NAME`` prints them."""
+    return [(k, v) for k, v in model_facts(inp.model, inp.gpu, inp.engine) if k != "source"]

@@ -1,0 +1,30 @@
+"""The "Analytic" tab: the closed form at batch 1 (simspec.studies.analytic) for one chain
+method, as heatmaps over acceptance and K, and the best K per acceptance."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from simspec.config import Deployment
+from simspec.studies import analytic
+from simspec.ui.figures import analytic_figures
+from simspec.ui.inputs import ExplorerInputs, chain_methods, deployment_for
+
+K_MAX = 8
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def analytic_cached(deploy_json: str, method: str, context: int) -> pd.DataFrame:
+    deploy = Deployment.model_validate_json(deploy_json)
+    return analytic.analytic_table(analytic.batch1_costs(deploy, method, K_MAX, context))
+
+
+def analytic_view(inputs: ExplorerInputs) -> None:
+    method = st.selectbox("Chain method for the closed form", chain_methods(inputs))
+    context = st.slider("Tokens in the KV cache", 64, 32768, 1024, 64)
+    table = analytic_cached(deployment_for(inputs).model_dump_json(), method, context)
+    fe, fs = analytic_figures(table, inputs, method)
+    st.plotly_chart(fe, width="stretch")
+    st.plotly_chart(fs, width="stretch")
+    st.dataframe(analytic.best_k(table), width="stretch")

@@ -1,0 +1,75 @@
+"""The "Plan & schedule" tab: the capacity plan for a target rate, and the speculation schedule
+(K, or a tree budget, per concurrency) as vLLM's ``--speculative-config``.
+
+Two buttons, two results: each is kept in the session, keyed by everything it was computed
+from, so pressing one button does not wipe the other's table, and a changed input hides a
+result that no longer describes the page."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from simspec.studies import capacity
+from simspec.studies.capacity import Slo
+from simspec.studies.schedule import export
+from simspec.ui import runs
+from simspec.ui.downloads import plan_csv, schedule_csv
+from simspec.ui.inputs import ExplorerInputs
+
+
+def plan_and_schedule(inputs: ExplorerInputs, slo: Slo) -> None:
+    left, right = st.columns(2)
+    with left:
+        capacity_plan(inputs, slo)
+    with right:
+        speculation_schedule(inputs)
+
+
+def capacity_plan(inputs: ExplorerInputs, slo: Slo) -> None:
+    st.subheader("Capacity plan")
+    qps = st.number_input("Target requests/s", 0.1, 100000.0, 20.0)
+    price = st.number_input("GPU-hour price ($)", 0.0, 100.0, capacity.GPU_HOUR_PRICE)
+    key = ("plan", inputs.model_dump_json(), qps, price, slo)
+    if st.button("Compute plan (bisection on the arrival rate, ~20 s per method)"):
+        with st.spinner("planning…"):
+            st.session_state["plan"] = (key, runs.plan(inputs, qps, slo, price))
+    kept = st.session_state.get("plan")
+    if kept is None or kept[0] != key:
+        return
+    frame = kept[1]
+    st.dataframe(frame, hide_index=True, width="stretch")
+    st.download_button(
+        "Download plan CSV", plan_csv(frame, inputs, qps, slo), "plan.csv", "text/csv"
+    )
+
+
+def speculation_schedule(inputs: ExplorerInputs) -> None:
+    st.subheader("Speculation schedule (vLLM Dynamic SD)")
+    method = st.selectbox("Method", inputs.methods)
+    key = ("schedule", inputs.model_dump_json(), method)
+    if st.button("Recommend K per concurrency"):
+        with st.spinner("simulating every K at every concurrency, then the crossovers…"):
+            st.session_state["schedule"] = (key, runs.schedule(inputs, method))
+    kept = st.session_state.get("schedule")
+    if kept is None or kept[0] != key:
+        return
+    sched: runs.Schedule = kept[1]
+    rec = sched.recommended
+    st.dataframe(rec.table, width="stretch")
+    st.caption("Bands, and how far each band's setting is from the fastest at its edges (%)")
+    st.dataframe(rec.band_table, hide_index=True, width="stretch")
+    st.download_button(
+        "Download schedule CSV",
+        schedule_csv(rec.table, inputs, method),
+        "schedule.csv",
+        "text/csv",
+    )
+    if sched.knob == "tree_nodes":  # a budget per band: simspec's tree_schedule, not vLLM's
+        st.code(f"tree_schedule: {rec.bands}")
+        return
+    cfg = export.speculative_config(sched.method, rec.bands)
+    st.code(f"num_speculative_tokens_per_batch_size: {rec.bands}")
+    if cfg is not None:
+        text = export.speculative_config_json(cfg)
+        st.code(f"--speculative-config '{text}'")
+        st.download_button("Download JSON", text, "speculative-config.json", "application/json")

@@ -1,0 +1,75 @@
+"""The what-if's results: its run (cached per inputs for the session's reruns), the chart tabs
+and the table with its download."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from simspec.studies.capacity import Slo
+from simspec.ui import figures, runs
+from simspec.ui.downloads import results_csv
+from simspec.ui.inputs import ExplorerInputs
+
+TABS = ["Speedup", "Throughput vs TPOT", "Latency", "Time per step", "Acceptance", "Table"]
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def simulate_cached(inputs_json: str) -> dict:
+    return runs.run(ExplorerInputs.model_validate_json(inputs_json))
+
+
+def simulate(inputs: ExplorerInputs) -> dict[str, pd.DataFrame]:
+    with st.spinner("simulating…"):
+        return simulate_cached(inputs.model_dump_json())
+
+
+def show(tabs: list, res: dict[str, pd.DataFrame], inputs: ExplorerInputs, slo: Slo) -> None:
+    """Fill the result tabs (one per name in :data:`TABS`, in order)."""
+    summary = res["summary"]
+    with tabs[0]:
+        speedup(summary, inputs)
+    with tabs[1]:
+        st.plotly_chart(figures.throughput_tpot_figure(summary, inputs), width="stretch")
+    with tabs[2]:
+        latency(summary, inputs, slo)
+    with tabs[3]:
+        st.plotly_chart(figures.breakdown_figure(res["breakdown"], inputs), width="stretch")
+    with tabs[4]:
+        st.plotly_chart(figures.acceptance_figure(res["acceptance"], inputs), width="stretch")
+    with tabs[5]:
+        st.dataframe(summary, width="stretch")
+        st.download_button(
+            "Download CSV", results_csv(summary, inputs), "simspec-results.csv", "text/csv"
+        )
+
+
+def speedup(summary: pd.DataFrame, inputs: ExplorerInputs) -> None:
+    """The headline chart, its best point in words, and a warning for runs that fall behind."""
+    st.plotly_chart(figures.speedup_figure(summary, inputs), width="stretch")
+    column, _, _ = figures.headline(inputs)
+    spec = summary[summary.method != "autoregressive"]
+    best = spec.loc[spec[column].idxmax()]
+    what = "throughput" if column == "speedup" else "TPOT p50"
+    st.caption(
+        f"Best: {best.method} (K={best.k}) at {best.load:g}: {best[column]:.2f}× on "
+        f"{what}. Below the dashed line speculation is worse than plain decoding; error "
+        "bars are 95 % intervals (README: Measurement)."
+    )
+    unstable = summary[summary.stable == 0]
+    if len(unstable):
+        st.warning(
+            f"{len(unstable)} run(s) do not keep up with the arrival rate (the waiting "
+            "queue grows over the window): their latencies grow with run length."
+        )
+
+
+def latency(summary: pd.DataFrame, inputs: ExplorerInputs, slo: Slo) -> None:
+    """TPOT and TTFT against the load, and how many runs meet both SLOs."""
+    st.plotly_chart(figures.latency_figure(summary, inputs), width="stretch")
+    st.plotly_chart(figures.ttft_figure(summary, inputs), width="stretch")
+    ok = summary[(summary.ttft_ms_p99 <= slo.ttft_ms) & (summary.tpot_ms_p99 <= slo.tpot_ms)]
+    st.caption(
+        f"{len(ok)} of {len(summary)} runs meet TTFT p99 ≤ {slo.ttft_ms:g} ms and "
+        f"TPOT p99 ≤ {slo.tpot_ms:g} ms."
+    )

@@ -1,0 +1,160 @@
+"""The sidebar: the deployment, speculation and workload widgets, read into one validated
+:class:`~simspec.ui.inputs.ExplorerInputs`, and the SLOs the plan, latency and fleet views
+judge by. Each widget starts at the CLI's default."""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+from simspec.catalog.hardware import engine_ids, gpu_ids
+from simspec.catalog.models import model_ids
+from simspec.studies.capacity import Slo
+from simspec.ui import uploads
+from simspec.ui.inputs import ExplorerInputs, domains, offered_methods, parse_loads
+
+DEFAULT = ExplorerInputs()  # the CLI's defaults
+TP_CHOICES = [1, 2, 4, 8]
+
+
+def problem(message: str) -> NoReturn:
+    """Show ``message`` as the page's one error and draw nothing more."""
+    st.error(message)
+    st.stop()
+
+
+def sidebar() -> ExplorerInputs:
+    sb = st.sidebar
+    deployment = _deployment(sb)
+    speculation = _speculation(sb, deployment["model"])
+    return ExplorerInputs(**deployment, **speculation, **_workload(sb))
+
+
+def slos() -> Slo:
+    """The latency targets, at p99 (drawn after the inputs are checked)."""
+    ttft = st.sidebar.number_input("SLO: TTFT p99 (ms)", 10.0, 60000.0, 2000.0)
+    tpot = st.sidebar.number_input("SLO: TPOT p99 (ms)", 1.0, 1000.0, 50.0)
+    return Slo(ttft, tpot)
+
+
+def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
+    sb.header("Deployment")
+    model = sb.selectbox("Model", model_ids(), index=model_ids().index(DEFAULT.model))
+    upload = sb.file_uploader(
+        "…or a Hugging Face config.json", type=["json"], max_upload_size=uploads.MAX_UPLOAD_MB
+    )
+    model_name = None
+    if upload is not None:
+        model, shape, model_name = uploads.save_config_upload(upload.getvalue(), upload.name)
+        sb.caption(
+            f"uploaded {model_name}: hidden {shape.hidden_size}, {shape.num_hidden_layers} layers"
+        )
+    gpu = sb.selectbox("GPU", gpu_ids(), index=gpu_ids().index(DEFAULT.gpu))
+    tp = sb.selectbox("Tensor parallel", TP_CHOICES, index=TP_CHOICES.index(DEFAULT.tp))
+    engine = sb.selectbox("Engine profile", engine_ids(), index=engine_ids().index(DEFAULT.engine))
+    return {"model": model, "model_name": model_name, "gpu": gpu, "tp": tp, "engine": engine}
+
+
+def _speculation(sb: DeltaGenerator, model: str) -> dict[str, Any]:
+    sb.header("Speculation")
+    offered, left_out = offered_methods(model)
+    methods = sb.multiselect(
+        "Methods", offered, default=[m for m in DEFAULT.methods if m in offered]
+    )
+    for name, why in left_out.items():
+        sb.caption(f"{name} not offered: {why}")
+    k_mode = sb.radio("Draft length", ["method default", "set K"], horizontal=True)
+    k = sb.slider("K (chain length or tree depth)", 1, 10, 3) if k_mode == "set K" else None
+    nodes = sb.number_input("Tree budget (nodes; 0 = each tree method's default)", 0, 1024, 0)
+    acceptance = sb.radio(
+        "Acceptance",
+        ["preset", "alpha", "tau", "trace"],
+        horizontal=True,
+        help="preset: published τ or measured traces for the domain; alpha or tau: your own "
+        "measurement (τ = tokens per step, bonus included, at the K you measured it)",
+    )
+    by_label = domains()
+    dataset = sb.selectbox(
+        "Domain (preset and request lengths)",
+        list(by_label),
+        index=list(by_label.values()).index(DEFAULT.dataset),
+    )
+    alpha, tau, tau_k, spread, trace_path = 0.7, DEFAULT.tau, None, 0.0, None
+    if acceptance == "alpha":
+        alpha = sb.slider("Mean acceptance α per position", 0.0, 1.0, 0.7, 0.01)
+    elif acceptance == "tau":
+        tau_k = int(sb.number_input("K τ was measured at", 1, 16, 3))
+        tau = sb.number_input(
+            "Measured τ (tokens per step)", 1.0, tau_k + 1.0, min(tau, tau_k + 1.0)
+        )
+    if acceptance in ("alpha", "tau"):
+        spread = sb.slider("Spread across requests (logit std)", 0.0, 2.0, 0.0, 0.1)
+    elif acceptance == "trace":
+        trace = sb.file_uploader(
+            "Acceptance trace (.jsonl, acc_len format)",
+            type=["jsonl"],
+            max_upload_size=uploads.MAX_UPLOAD_MB,
+        )
+        if trace is None:
+            problem("Upload an acceptance trace, or choose preset, alpha or tau acceptance.")
+        trace_path = uploads.save_trace_upload(trace.getvalue(), trace.name)
+    temperature = sb.slider("Sampling temperature", 0.0, 2.0, DEFAULT.temperature, 0.05)
+    top_p = sb.slider("top-p", 0.05, 1.0, DEFAULT.top_p, 0.05)
+    return {
+        "methods": methods or DEFAULT.methods,
+        "k": k,
+        "tree_nodes": int(nodes) or None,
+        "acceptance": acceptance,
+        "dataset": by_label[dataset],
+        "alpha": alpha,
+        "tau": tau,
+        "tau_k": tau_k,
+        "spread": spread,
+        "trace_path": trace_path,
+        "temperature": temperature,
+        "top_p": top_p,
+    }
+
+
+def _workload(sb: DeltaGenerator) -> dict[str, Any]:
+    sb.header("Workload")
+    arrival = sb.radio(
+        "Load",
+        ["closed", "poisson"],
+        horizontal=True,
+        format_func=lambda a: {"closed": "concurrency", "poisson": "QPS"}[a],
+    )
+    default = ",".join(f"{v:g}" for v in DEFAULT.loads) if arrival == "closed" else "1,4,8,16"
+    loads = parse_loads(sb.text_input("Loads (comma list)", default), arrival)
+    lengths = sb.radio("Request lengths", ["dataset", "fixed", "lognormal"], horizontal=True)
+    prompt_mean, output_mean = 512.0, 256.0
+    if lengths != "dataset":
+        prompt_mean = sb.number_input("Prompt tokens (mean)", 1.0, 65536.0, 512.0)
+        output_mean = sb.number_input("Output tokens (mean)", 1.0, 16384.0, 256.0)
+    requests = sb.number_input(
+        "Requests measured per run (more: tighter intervals, slower)",
+        8,
+        5000,
+        DEFAULT.requests,
+        help="measured in the steady window, after a warm-up; the CLI's default",
+    )
+    turnovers = sb.number_input(
+        "Closed loop: batch turnovers measured (at least)",
+        0,
+        1024,
+        DEFAULT.turnovers,
+        help="a closed loop measures at least this many × concurrency requests (the CLI's "
+        "default: 64, which holds a batch-64 speedup within ~0.3 % run to run); fewer answer "
+        "faster with wider error bars",
+    )
+    return {
+        "arrival": arrival,
+        "loads": loads,
+        "lengths": lengths,
+        "prompt_mean": prompt_mean,
+        "output_mean": output_mean,
+        "requests": int(requests),
+        "turnovers": int(turnovers),
+    }
