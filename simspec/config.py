@@ -23,9 +23,9 @@ from pydantic import (
     model_validator,
 )
 
-# Size bounds, checked when a scenario is built (before any work). A simulation runs ~1,700-3,000
-# requests/s on one core (measured: 2 x 16,384 requests at batch 4,096 in 20 s), so a run is
-# capped at ~10 minutes and a command (all its runs) at ~20 core-minutes.
+# Size bounds, checked when a scenario is built (before any work): at the simulator's speed
+# (benchmarks/README.md, "Size bounds") they keep a run to about ten minutes and a command (all
+# its runs) to about twenty core-minutes.
 MAX_CONCURRENCY = 16_384  # 16x vLLM's largest default max_num_seqs (1,024)
 MAX_REQUESTS = 1_000_000  # requests in one run
 MAX_TOTAL_REQUESTS = 2_000_000  # requests over every run of one command (sweep grid, recommend)
