@@ -241,9 +241,9 @@ class WorkloadConfig(BaseModel):
         default=None,
         description="replay: a packaged arrival trace (azure-conv, azure-code) or a CSV/"
         "Parquet/JSONL file (TIMESTAMP, ContextTokens, GeneratedTokens, or arrival_s, "
-        "prompt_len, output_len[, dataset|domain]); the workload's only trace, so the "
-        "trace_* fields below are its",
+        "prompt_len, output_len[, dataset|domain])",
     )
+    # the replay's window keeps trace_* names: in a workload, "trace" is only the arrival trace
     trace_start_s: float | None = Field(
         default=None,
         ge=0.0,

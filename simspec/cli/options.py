@@ -70,12 +70,10 @@ MaxNumBatchedTokens = Annotated[
 Dataset = Annotated[
     str | None,
     typer.Option(
-        help=field_help(
-            WorkloadConfig,
-            "lengths_from",
-            " (Llama-3.1-8B on H100), and the methods' acceptance presets from it",
-            choices=TRACE_DATASETS,
-        )
+        help="take prompt/output lengths (workload.lengths_from) from this recorded dataset "
+        "(Llama-3.1-8B on H100), and the methods' acceptance presets from it: "
+        f"{', '.join(TRACE_DATASETS)} "
+        f"[default: {WorkloadConfig.model_fields['lengths_from'].default}]"
     ),
 ]
 TokenTrace = Annotated[
