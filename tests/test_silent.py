@@ -57,8 +57,8 @@ def test_one_fixed_length_replaces_its_side_of_a_file_with_fixed_lengths(tmp_pat
     assert (wl.lengths_from, wl.prompt.mean, wl.output.mean) == (None, 64, 32), cfg
 
 
-def test_lengths_beside_a_trace_are_refused_and_alone_mean_fixed_lengths():
-    with pytest.raises(ValueError, match="prompt: lengths come from trace 'gsm8k'"):
+def test_lengths_beside_lengths_from_are_refused_and_alone_mean_fixed_lengths():
+    with pytest.raises(ValueError, match="prompt: lengths come from lengths_from 'gsm8k'"):
         WorkloadConfig(lengths_from="gsm8k", prompt={"mean": 100})
     assert WorkloadConfig(prompt={"mean": 100}).lengths_from is None
     # a dumped config (defaults spelled out) still loads
