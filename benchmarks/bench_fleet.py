@@ -22,7 +22,7 @@ from simspec.studies.runs import Runs
 
 
 def scenario(model: str, tp: int, tile_s: float | None = None) -> Scenario:
-    wl = WorkloadConfig(arrival="trace", arrival_trace="azure-conv", tile_s=tile_s)
+    wl = WorkloadConfig(arrival="replay", arrival_trace="azure-conv", tile_s=tile_s)
     return Scenario(model=model, tp=tp, workload=wl, method=preset_method("eagle3", "sharegpt"))
 
 

@@ -32,7 +32,7 @@ Stop tokens are the generation config's ``eos_token_id`` plus the tokenizer's, u
 Acceptance trace (``hf --draft-model``, or ``accept`` on an existing token trace): one object per
 request, ``{"id", "prompt_len", "output_len", "acc_len": {NAME: [...]}, "alpha": {NAME: [...]}}``,
 the packaged format (``simspec/catalog/traces.py``; a scenario replays it with
-``acceptance: {trace: PATH, trace_method: NAME}``), where for every output position t, with
+``acceptance: {acc_len: PATH, acc_len_method: NAME}``), where for every output position t, with
 context c_t = prompt + generated[:t]:
 
 - ``acc_len[t]`` = tokens a greedy speculative step starting at t produces with a chain of

@@ -42,7 +42,7 @@ def temperature_figure() -> None:
     wl = WorkloadConfig(
         concurrency=1,
         requests=40,
-        trace=None,
+        lengths_from=None,
         prompt=LengthSpec(mean=128),
         output=LengthSpec(mean=256),
     )
@@ -76,7 +76,7 @@ def temperature_figure() -> None:
 
 
 def load_figure() -> None:
-    acc = AcceptanceConfig(trace="sharegpt", trace_method="eagle3")
+    acc = AcceptanceConfig(acc_len="sharegpt", acc_len_method="eagle3")
     methods = [MethodConfig(name="eagle3", k=k, acceptance=acc) for k in (1, 2, 3, 4, 5)]
     batch = [1, 4, 16, 32, 64, 96, 128, 192]
     cfg = SweepConfig(methods=methods, batch_sizes=batch, workload=WorkloadConfig(requests=256))

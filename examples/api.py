@@ -5,7 +5,7 @@ deploy = Deployment(
     model="llama-3.1-8b",
     gpu="h100_sxm",
     engine="vllm",
-    workload=WorkloadConfig(concurrency=32, requests=256, trace="sharegpt"),
+    workload=WorkloadConfig(concurrency=32, requests=256, lengths_from="sharegpt"),
 )
 
 # Plain decoding and EAGLE-3 (K=3, acceptance replayed from the packaged ShareGPT trace).

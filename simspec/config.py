@@ -23,9 +23,9 @@ from pydantic import (
     model_validator,
 )
 
-# Size bounds, checked when a scenario is built (before any work). A simulation runs ~1,700-3,000
-# requests/s on one core (measured: 2 x 16,384 requests at batch 4,096 in 20 s), so a run is
-# capped at ~10 minutes and a command (all its runs) at ~20 core-minutes.
+# Size bounds, checked when a scenario is built (before any work): at the simulator's speed
+# (benchmarks/README.md, "Size bounds") they keep a run to about ten minutes and a command (all
+# its runs) to about twenty core-minutes.
 MAX_CONCURRENCY = 16_384  # 16x vLLM's largest default max_num_seqs (1,024)
 MAX_REQUESTS = 1_000_000  # requests in one run
 MAX_TOTAL_REQUESTS = 2_000_000  # requests over every run of one command (sweep grid, recommend)
@@ -96,8 +96,9 @@ DEFAULT_MEASURED = 256
 DEFAULT_TURNOVERS = 64
 
 
-MAX_TRACE_S = 30 * 86_400.0  # a trace's window and tiling horizon: a month of seconds
-TRACE_FIELDS = (
+MAX_TRACE_S = 30 * 86_400.0  # an arrival trace's window and tiling horizon: a month of seconds
+# an arrival replay's own fields, refused beside the other arrival modes
+REPLAY_FIELDS = (
     "arrival_trace",
     "trace_start_s",
     "trace_end_s",
@@ -105,19 +106,74 @@ TRACE_FIELDS = (
     "target_qps",
     "tile_s",
 )
-# fields of the other modes; a trace replay refuses them (when not at their defaults)
-NOT_FOR_TRACE = (
+# fields of the other modes; a replay refuses them (when not at their defaults)
+NOT_FOR_REPLAY = (
     "concurrency",
     "rate",
     "rate_schedule",
     "requests",
     "warmup_requests",
-    "trace",
-    "trace_output_method",
+    "lengths_from",
+    "lengths_from_method",
     "prompt",
     "output",
     "turnovers",
 )
+
+# Older spellings a scenario file or a caller may still write (old name -> field), so files
+# written for them keep loading. All three say "trace", which could mean a dataset's lengths, an
+# arrival replay or recorded acceptance; the fields each say which.
+WORKLOAD_RENAMED = {"trace": "lengths_from", "trace_output_method": "lengths_from_method"}
+ACCEPTANCE_RENAMED = {"trace": "acc_len", "trace_method": "acc_len_method"}
+ARRIVAL_RENAMED = {"trace": "replay"}
+
+
+def renamed(data: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """``data`` with each older spelling in ``names`` under its field's name; giving both
+    spellings of one field is an error naming both."""
+    old = [name for name in names if name in data]
+    if not old:
+        return data
+    out = {k: v for k, v in data.items() if k not in names}
+    for name in old:
+        if names[name] in data:
+            raise ValueError(f"give {names[name]} or its older spelling {name}, not both")
+        out[names[name]] = data[name]
+    return out
+
+
+def current_spellings(data: Any) -> Any:
+    """A scenario file's mapping with every ``workload`` and ``acceptance`` section (wherever
+    it sits: a scenario, a sweep's methods, a fleet's replicas) in the current field names, so
+    that a flag setting a field replaces the file's value whichever spelling the file used."""
+    if isinstance(data, list):
+        return [current_spellings(v) for v in data]
+    if not isinstance(data, dict):
+        return data
+    out = {k: current_spellings(v) for k, v in data.items()}
+    for section, rename in (
+        ("workload", _workload_spellings),
+        ("acceptance", _acceptance_spellings),
+    ):
+        value = out.get(section)
+        if isinstance(value, dict):
+            try:
+                out[section] = rename(value)
+            except ValueError:
+                pass  # both spellings: left for the schema to refuse, naming where
+    return out
+
+
+def _acceptance_spellings(data: dict[str, Any]) -> dict[str, Any]:
+    return renamed(data, ACCEPTANCE_RENAMED)
+
+
+def _workload_spellings(data: dict[str, Any]) -> dict[str, Any]:
+    data = renamed(data, WORKLOAD_RENAMED)
+    arrival = data.get("arrival")
+    if isinstance(arrival, str) and arrival in ARRIVAL_RENAMED:
+        return {**data, "arrival": ARRIVAL_RENAMED[arrival]}
+    return data
 
 
 class WorkloadConfig(BaseModel):
@@ -126,10 +182,10 @@ class WorkloadConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     _text = _TEXT
-    arrival: Literal["closed", "poisson", "trace"] = Field(
+    arrival: Literal["closed", "poisson", "replay"] = Field(
         default="closed",
         description="closed: N in flight, a finished one replaced at once; poisson: at rate; "
-        "trace: replay arrival_trace's arrival times and lengths",
+        "replay: replay arrival_trace's arrival times and lengths (older spelling: trace)",
     )
     concurrency: int = Field(default=1, ge=1, le=MAX_CONCURRENCY, description="closed loop: N")
     rate: float = Field(
@@ -168,70 +224,88 @@ class WorkloadConfig(BaseModel):
         "searched; default: none (a closed loop starts in its steady state; an open loop "
         "warms up for its relaxation time)",
     )
-    trace: str | None = Field(
-        default="sharegpt", description="take prompt/output lengths from this acc_len trace"
+    lengths_from: str | None = Field(
+        default="sharegpt",
+        description="take prompt/output lengths from this recorded dataset, a packaged name or "
+        "an acc_len or token-trace JSONL file (only its lengths, hence lengths_from; older "
+        "spelling: trace)",
     )
-    trace_output_method: str | None = Field(
-        default=None, description="use len(acc_len[method]) as output length instead of output_len"
+    lengths_from_method: str | None = Field(
+        default=None,
+        description="use len(acc_len[method]) of lengths_from's records as output length "
+        "instead of output_len (older spelling: trace_output_method)",
     )
     prompt: LengthSpec = LengthSpec(dist="fixed", mean=512)
     output: LengthSpec = LengthSpec(dist="fixed", mean=256)
     arrival_trace: str | None = Field(
         default=None,
-        description="trace: a packaged arrival trace (azure-conv, azure-code) or a CSV/Parquet/"
-        "JSONL file (TIMESTAMP, ContextTokens, GeneratedTokens, or arrival_s, prompt_len, "
-        "output_len[, dataset|domain])",
+        description="replay: a packaged arrival trace (azure-conv, azure-code) or a CSV/"
+        "Parquet/JSONL file (TIMESTAMP, ContextTokens, GeneratedTokens, or arrival_s, "
+        "prompt_len, output_len[, dataset|domain])",
     )
+    # the replay's window keeps trace_* names: in a workload, "trace" is only the arrival trace
     trace_start_s: float | None = Field(
-        default=None, ge=0.0, le=MAX_TRACE_S, description="trace: replay from this second of it"
+        default=None,
+        ge=0.0,
+        le=MAX_TRACE_S,
+        description="replay: from this second of the arrival trace",
     )
     trace_end_s: float | None = Field(
-        default=None, gt=0.0, le=MAX_TRACE_S, description="trace: replay up to this second of it"
+        default=None,
+        gt=0.0,
+        le=MAX_TRACE_S,
+        description="replay: up to this second of the arrival trace",
     )
     rate_scale: float | None = Field(
         default=None,
         gt=0.0,
         le=1e6,
-        description="trace: replay this many times as fast (every gap divided by it, the bursts "
+        description="replay: this many times as fast (every gap divided by it, the bursts "
         "keep their shape)",
     )
     target_qps: float | None = Field(
         default=None,
         ge=MIN_RATE,
         le=1e6,
-        description="trace: rescale the gaps so the mean rate is this many requests/s",
+        description="replay: rescale the gaps so the mean rate is this many requests/s",
     )
     tile_s: float | None = Field(
         default=None,
         gt=0.0,
         le=MAX_TRACE_S,
-        description="trace: repeat the (windowed, rescaled) trace back to back up to this "
-        "many seconds",
+        description="replay: repeat the (windowed, rescaled) arrival trace back to back up to "
+        "this many seconds",
     )
 
     @model_validator(mode="before")
     @classmethod
-    def _trace_arrivals(cls, data: object) -> object:
-        """A replayed trace brings its own times and lengths and is measured whole: the other
-        modes' fields are refused beside it (unless at their defaults, as a dumped config
-        writes them), and its own fields are refused without it."""
+    def _as_written(cls, data: object) -> object:
+        """Checks of the fields as written, in this order: older spellings renamed, fixed
+        lengths against lengths_from, then an arrival replay's refusals."""
         if not isinstance(data, dict):
             return data
-        own = [f for f in TRACE_FIELDS if data.get(f) is not None]
-        if data.get("arrival") != "trace":
+        return cls._replay(cls._lengths_or_dataset(_workload_spellings(data)))
+
+    @classmethod
+    def _replay(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """A replayed arrival trace brings its own times and lengths and is measured whole:
+        the other modes' fields are refused beside it (unless at their defaults, as a dumped
+        config writes them), and its own fields are refused without it."""
+        own = [f for f in REPLAY_FIELDS if data.get(f) is not None]
+        if data.get("arrival") != "replay":
             if own:
-                raise ValueError(f"{', '.join(own)} need arrival: trace")
+                raise ValueError(f"{', '.join(own)} need arrival: replay")
             return data
         if data.get("arrival_trace") is None:
             raise ValueError(
-                "arrival: trace needs arrival_trace (azure-conv, azure-code or a file)"
+                "arrival: replay needs arrival_trace (azure-conv, azure-code or a file)"
             )
         if data.get("rate_scale") is not None and data.get("target_qps") is not None:
             raise ValueError("give rate_scale or target_qps, not both")
         start, end = data.get("trace_start_s"), data.get("trace_end_s")
         if isinstance(start, int | float) and isinstance(end, int | float) and end <= start:
             raise ValueError(f"trace_end_s ({end}) must be > trace_start_s ({start})")
-        for name in NOT_FOR_TRACE:
+        for name in NOT_FOR_REPLAY:
             value, default = data.get(name), cls.model_fields[name].default
             if isinstance(default, LengthSpec) and isinstance(value, dict):
                 try:
@@ -240,23 +314,23 @@ class WorkloadConfig(BaseModel):
                     pass  # not the default: refused below
             if value is not None and value != default:
                 raise ValueError(
-                    f"{name} does not apply to arrival: trace (the trace gives the arrivals, "
+                    f"{name} does not apply to arrival: replay (the trace gives the arrivals, "
                     "the lengths and the request count)"
                 )
         if data.get("measure", "whole") != "whole":
             raise ValueError("a replayed trace is measured whole (measure: whole)")
-        return {**data, "trace": None, "measure": "whole"}
+        return {**data, "lengths_from": None, "measure": "whole"}
 
-    @model_validator(mode="before")
-    @classmethod
-    def _lengths_or_trace(cls, data: object) -> object:
-        """Fixed ``prompt``/``output`` lengths replace a trace's: written without ``trace``
-        they mean ``trace: null``; written beside a trace they would be ignored, so refused."""
-        if not isinstance(data, dict) or not ({"prompt", "output"} & set(data)):
+    @staticmethod
+    def _lengths_or_dataset(data: dict[str, Any]) -> dict[str, Any]:
+        """Fixed ``prompt``/``output`` lengths replace a dataset's: written without
+        ``lengths_from`` they mean ``lengths_from: null``; written beside a dataset they would
+        be ignored, so refused."""
+        if not ({"prompt", "output"} & set(data)):
             return data
-        if "trace" not in data:
-            return {**data, "trace": None}
-        if data["trace"] is None:
+        if "lengths_from" not in data:
+            return {**data, "lengths_from": None}
+        if data["lengths_from"] is None:
             return data
         for side, default in (("prompt", 512.0), ("output", 256.0)):
             try:
@@ -266,8 +340,8 @@ class WorkloadConfig(BaseModel):
             if spec == LengthSpec(dist="fixed", mean=default):
                 continue  # the default (as a dumped config writes it), not the user's lengths
             raise ValueError(
-                f"{side}: lengths come from trace {data['trace']!r}, which would ignore "
-                f"{side}; give trace: null to use fixed lengths"
+                f"{side}: lengths come from lengths_from {data['lengths_from']!r}, which would "
+                f"ignore {side}; give lengths_from: null to use fixed lengths"
             )
         return data
 
@@ -289,9 +363,9 @@ class WorkloadConfig(BaseModel):
     def num_requests(self) -> int:
         """Requests a run measures: ``requests`` (default max(256, 4 x concurrency)), and in
         a closed loop at least ``turnovers`` x concurrency; a rate schedule measures them all."""
-        if self.arrival == "trace":
+        if self.arrival == "replay":
             raise ValueError(
-                "a trace replay's request count is known once the trace is read: "
+                "an arrival replay's request count is known once the trace is read: "
                 "simspec.engine.workload.request_count(workload)"
             )
         closed = self.arrival == "closed"
@@ -304,7 +378,8 @@ class WorkloadConfig(BaseModel):
 
 
 class AcceptanceConfig(BaseModel):
-    """How accept events are drawn for one method. Give exactly one of alpha, tau or trace."""
+    """How accept events are drawn for one method. Give exactly one of alpha, tau, acc_len or
+    tokens."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     _text = _TEXT
@@ -351,7 +426,12 @@ class AcceptanceConfig(BaseModel):
     burstiness: float = Field(
         default=0.0, ge=0.0, lt=1.0, description="lag-1 correlation of the per-step offset"
     )
-    trace: str | None = Field(default=None, description="packaged trace name or acc_len JSONL path")
+    acc_len: str | None = Field(
+        default=None,
+        description="replay acceptance recorded as per-position acc_len arrays: a packaged "
+        "dataset name or an acc_len JSONL path; named for the records it replays (older "
+        "spelling: trace)",
+    )
     tokens: str | None = Field(
         default=None,
         description="token trace (packaged dataset name or JSONL(.gz) path with prompt_token_ids "
@@ -360,24 +440,32 @@ class AcceptanceConfig(BaseModel):
     temperature: float = Field(
         default=0.0, ge=0.0, le=5.0, description="sampling temperature alpha/tau was measured at"
     )
-    trace_method: str | None = Field(default=None, description="key under acc_len, e.g. eagle3")
+    acc_len_method: str | None = Field(
+        default=None,
+        description="acc_len: the method's key under acc_len, e.g. eagle3 (older spelling: "
+        "trace_method)",
+    )
     source: str = Field(default="", description="where the numbers come from")
 
     @model_validator(mode="before")
     @classmethod
-    def _token_source(cls, data: object) -> object:
-        """``{source: tokens, file: F}`` is ``{tokens: F}`` (``source`` is otherwise provenance)."""
-        if isinstance(data, dict) and data.get("source") == "tokens" and "file" in data:
+    def _as_written(cls, data: object) -> object:
+        """Older spellings renamed; ``{source: tokens, file: F}`` is ``{tokens: F}``
+        (``source`` is otherwise provenance)."""
+        if not isinstance(data, dict):
+            return data
+        data = _acceptance_spellings(data)
+        if data.get("source") == "tokens" and "file" in data:
             rest = {k: v for k, v in data.items() if k not in ("file", "source")}
             return {**rest, "tokens": data["file"], "source": f"token trace {data['file']}"}
         return data
 
     @model_validator(mode="after")
     def _check(self) -> AcceptanceConfig:
-        given = [n for n in ("alpha", "tau", "trace", "tokens") if getattr(self, n) is not None]
+        given = [n for n in ("alpha", "tau", "acc_len", "tokens") if getattr(self, n) is not None]
         if len(given) != 1:
             raise ValueError(
-                "give exactly one of alpha, tau, trace or tokens "
+                "give exactly one of alpha, tau, acc_len or tokens "
                 f"(got {', '.join(given) or 'none'})"
             )
         if self.alpha is not None:
@@ -391,8 +479,8 @@ class AcceptanceConfig(BaseModel):
                 raise ValueError(f"tau must be <= tau_k + 1 = {self.tau_k + 1}")
         if self.tau_tree_nodes is not None and self.tau_tree_nodes < (self.tau_k or 1):
             raise ValueError("tau_tree_nodes must be >= tau_k (a tree holds its depth)")
-        if self.trace is not None and not self.trace_method:
-            raise ValueError("trace needs trace_method (e.g. eagle3 or ngram)")
+        if self.acc_len is not None and not self.acc_len_method:
+            raise ValueError("acc_len needs acc_len_method (e.g. eagle3 or ngram)")
         return self
 
     @property
@@ -641,7 +729,7 @@ class FleetConfig(BaseModel):
                     )
         if first.workload.arrival == "closed":
             raise ValueError(
-                "workload.arrival: a fleet needs open arrivals (poisson or a trace); a closed "
+                "workload.arrival: a fleet needs open arrivals (poisson or replay); a closed "
                 "loop has no arrival process to route"
             )
         return self

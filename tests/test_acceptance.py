@@ -18,8 +18,8 @@ from simspec.engine.simulation import simulate
 
 
 def run(method, requests=60, concurrency=1, **wl):
-    if wl.get("trace") is None:  # fixed lengths unless a trace gives them
-        wl = {"trace": None, "prompt": {"mean": 128}, "output": {"mean": 400}, **wl}
+    if wl.get("lengths_from") is None:  # fixed lengths unless a dataset gives them
+        wl = {"lengths_from": None, "prompt": {"mean": 128}, "output": {"mean": 400}, **wl}
     wl = {"measure": "whole", **wl}  # every request once: the acceptance's own statistics
     return simulate(
         Scenario(
@@ -49,10 +49,14 @@ def test_trace_replay_reproduces_the_tau_the_trace_implies(dataset, method, k, s
     spec = MethodConfig(
         name=method,
         k=k,
-        acceptance=AcceptanceConfig(trace=dataset, trace_method=method),
+        acceptance=AcceptanceConfig(acc_len=dataset, acc_len_method=method),
     )
     result = run(
-        spec, requests=trace.num_requests, concurrency=16, trace=dataset, trace_output_method=method
+        spec,
+        requests=trace.num_requests,
+        concurrency=16,
+        lengths_from=dataset,
+        lengths_from_method=method,
     )
     simulated = result.summary.mean_accept_len
     # the first token comes from prefill, so speculative steps start at output position 1
@@ -107,7 +111,7 @@ def test_burstiness_correlates_successive_steps():
         {"alpha": [0.5, 2]},
         {"tau": 2.0},
         {"alpha": 0.5, "tau": 2.0, "tau_k": 3},
-        {"trace": "sharegpt"},
+        {"acc_len": "sharegpt"},
         {"tau": 5.0, "tau_k": 3},
     ],
 )

@@ -71,7 +71,7 @@ def test_the_page_starts_from_the_clis_defaults(app):
     chosen = {s.label: s.value for s in app.sidebar.selectbox}
     assert chosen["Model"] == d.model and chosen["GPU"] == d.gpu
     assert chosen["Tensor parallel"] == d.tp and chosen["Engine profile"] == d.engine == "vllm"
-    assert chosen["Domain (preset and request lengths)"].startswith(d.workload.trace + " ")
+    assert chosen["Domain (preset and request lengths)"].startswith(d.workload.lengths_from + " ")
     methods = next(m for m in app.sidebar.multiselect if m.label == "Methods").value
     assert ["autoregressive", *methods] == [m.name for m in default_methods()]
     assert app.sidebar.text_input[0].value == ",".join(map(str, DEFAULT_BATCH_SIZES))

@@ -43,7 +43,7 @@ def test_a_speculative_fleet_draws_acceptance_from_the_traces_domain():
     code = fleet_ui.FleetInputs(**SHORT, trace="azure-code", method="eagle3")
     assert fleet_ui.dataset_for(page, code) == "instructcoder"
     sc = fleet_ui.scenario_for(page, code)
-    assert sc.workload.arrival == "trace" and sc.workload.trace_end_s == 120.0
+    assert sc.workload.arrival == "replay" and sc.workload.trace_end_s == 120.0
     assert sc.method.name == "eagle3"
 
 

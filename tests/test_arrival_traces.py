@@ -115,7 +115,7 @@ def test_lengths_only_file_replays_as_an_arrival_trace(tmp_path):
     record has no acc_len methods"; as an arrival trace it replays."""
     path = _csv(tmp_path, "arrival_s,prompt_len,output_len\n0,100,20\n0.5,200,30\n1.0,50,10\n")
     sc = Scenario(
-        workload=WorkloadConfig(arrival="trace", arrival_trace=path),
+        workload=WorkloadConfig(arrival="replay", arrival_trace=path),
         method=preset_method("eagle3", "sharegpt"),
     )
     res = simulate(sc)
@@ -155,12 +155,12 @@ def test_window_and_tile():
 
 
 def test_config_refuses_what_does_not_apply():
-    wl = WorkloadConfig(arrival="trace", arrival_trace="azure-conv", trace_end_s=60)
-    assert wl.measure == "whole" and wl.trace is None
+    wl = WorkloadConfig(arrival="replay", arrival_trace="azure-conv", trace_end_s=60)
+    assert wl.measure == "whole" and wl.lengths_from is None
     assert WorkloadConfig.model_validate(wl.model_dump()) == wl
     for bad, words in [
-        ({"arrival": "trace"}, "needs arrival_trace"),
-        ({"arrival": "poisson", "rate_scale": 2}, "rate_scale need arrival: trace"),
+        ({"arrival": "replay"}, "needs arrival_trace"),
+        ({"arrival": "poisson", "rate_scale": 2}, "rate_scale need arrival: replay"),
         ({"concurrency": 8}, "concurrency does not apply"),
         ({"requests": 8}, "requests does not apply"),
         ({"prompt": {"mean": 9}}, "prompt does not apply"),
@@ -169,7 +169,7 @@ def test_config_refuses_what_does_not_apply():
         ({"trace_start_s": 9, "trace_end_s": 3}, "must be > trace_start_s"),
         ({"rate_scale": 0}, "greater than 0"),
     ]:
-        base = {} if bad.get("arrival") else {"arrival": "trace", "arrival_trace": "azure-conv"}
+        base = {} if bad.get("arrival") else {"arrival": "replay", "arrival_trace": "azure-conv"}
         with pytest.raises(ValidationError, match=words):
             WorkloadConfig(**base, **bad)
     assert layout(wl).measured == request_count(wl) == len(transformed("azure-conv", None, 60.0))
@@ -179,7 +179,7 @@ def test_config_refuses_what_does_not_apply():
 def test_cli_trace_flags_overlay():
     wl = trace_workload("azure-code", target_qps=10.0, window="0:600", tile=1200.0)
     assert wl == {
-        "arrival": "trace",
+        "arrival": "replay",
         "arrival_trace": "azure-code",
         "trace_start_s": 0.0,
         "trace_end_s": 600.0,
@@ -200,8 +200,8 @@ def test_replica_replays_the_first_minute(name, dataset):
     ds = acceptance_dataset(trace)
     assert ds == dataset
     method = preset_method("eagle3", ds)
-    assert method.acceptance.trace == dataset  # acceptance follows the trace's domain
-    wl = WorkloadConfig(arrival="trace", arrival_trace=name, trace_end_s=60)
+    assert method.acceptance.acc_len == dataset  # acceptance follows the trace's domain
+    wl = WorkloadConfig(arrival="replay", arrival_trace=name, trace_end_s=60)
     res = simulate(Scenario(workload=wl, method=method, seed=3))
     expected = window(trace, 0, 60)
     req = res.requests
@@ -216,7 +216,7 @@ def test_replica_replays_the_first_minute(name, dataset):
 
 def test_requests_past_the_context_are_unfinishable(tmp_path):
     path = _csv(tmp_path, "arrival_s,prompt_len,output_len\n0,100,20\n0.1,200000,10\n0.2,50,5\n")
-    wl = WorkloadConfig(arrival="trace", arrival_trace=path)
+    wl = WorkloadConfig(arrival="replay", arrival_trace=path)
     res = simulate(Scenario(workload=wl))  # llama-3.1-8b: 131,072 tokens of context
     assert res.requests["unfinishable"].tolist() == [False, True, False]
     assert res.summary.unfinishable == 1

@@ -67,7 +67,7 @@ def test_same_flags_and_seed_write_identical_csv(tmp_path):
 def test_config_file_sets_what_flags_set_and_flags_override_it(tmp_path):
     cfg = tmp_path / "s.yaml"
     cfg.write_text(
-        "batch_sizes: [2]\nseed: 3\nworkload: {requests: 12, trace: gsm8k}\n"
+        "batch_sizes: [2]\nseed: 3\nworkload: {requests: 12, lengths_from: gsm8k}\n"
         "methods:\n  - {name: autoregressive}\n"
         "  - {name: draft_model, k: 2, draft_model: llama-3.2-1b, acceptance: {alpha: 0.6}}\n"
     )
@@ -126,10 +126,10 @@ def test_unreadable_trace_and_config_files_are_clear_errors(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
         "methods:\n  - name: eagle3\n"
-        f"    acceptance: {{trace: {bad_trace}, trace_method: eagle3}}\n"
+        f"    acceptance: {{acc_len: {bad_trace}, acc_len_method: eagle3}}\n"
     )
     result = sweep(*FAST, "--config", str(cfg))
-    assert result.exit_code == 2 and "acceptance.trace" in result.output
+    assert result.exit_code == 2 and "acceptance.acc_len" in result.output
     for text in ["batch_sizes: [1", "- just\n- a list\n", "unknown_field: 3\n"]:
         cfg.write_text(text)
         result = sweep("--config", str(cfg))
@@ -213,19 +213,22 @@ def test_an_output_file_that_cannot_be_written_names_its_flag(tmp_path):
 def test_flags_override_a_scenario_file_field_by_field(tmp_path):
     cfg = tmp_path / "s.yaml"
     cfg.write_text(
-        "seed: 3\ngpu: h200\nscheduler: {max_num_seqs: 8}\nworkload: {requests: 12, trace: gsm8k}\n"
+        "seed: 3\ngpu: h200\nscheduler: {max_num_seqs: 8}\n"
+        "workload: {requests: 12, lengths_from: gsm8k}\n"
     )
     flags = SweepFlags(seed=5, requests=20, max_num_batched_tokens=4096)
     cfg_sweep = flags.sweep_config(cfg)
     assert (cfg_sweep.seed, cfg_sweep.gpu) == (5, "h200")
-    assert (cfg_sweep.workload.requests, cfg_sweep.workload.trace) == (20, "gsm8k")
+    assert (cfg_sweep.workload.requests, cfg_sweep.workload.lengths_from) == (20, "gsm8k")
     assert (cfg_sweep.scheduler.max_num_seqs, cfg_sweep.scheduler.max_num_batched_tokens) == (
         8,
         4096,
     )
     fixed = SweepFlags(prompt_len=64, output_len=8).sweep_config(cfg).workload  # the trace's
-    assert fixed.trace is None and fixed.prompt == LengthSpec(dist="fixed", mean=64)
+    assert fixed.lengths_from is None and fixed.prompt == LengthSpec(dist="fixed", mean=64)
     lengths = tmp_path / "l.yaml"  # a file's own fixed lengths: a flag replaces its side only
-    lengths.write_text("workload: {trace: null, prompt: {dist: lognormal, mean: 300, cv: 1}}\n")
+    lengths.write_text(
+        "workload: {lengths_from: null, prompt: {dist: lognormal, mean: 300, cv: 1}}\n"
+    )
     mixed = SweepFlags(output_len=8).sweep_config(lengths).workload
     assert mixed.prompt.dist == "lognormal" and mixed.output == LengthSpec(mean=8)

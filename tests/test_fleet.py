@@ -173,8 +173,8 @@ def test_the_schedule_closed_loop_follows_the_trace_windows_lengths() -> None:
     from simspec.config import Deployment
     from simspec.studies.schedule.trace import closed_like
 
-    wl = WorkloadConfig(arrival="trace", arrival_trace="azure-conv", trace_end_s=120.0)
+    wl = WorkloadConfig(arrival="replay", arrival_trace="azure-conv", trace_end_s=120.0)
     closed = closed_like(Deployment(workload=wl)).workload
-    assert closed.arrival == "closed" and closed.trace is None
+    assert closed.arrival == "closed" and closed.lengths_from is None
     assert closed.prompt.dist == "lognormal" and 500 < closed.prompt.mean < 2000
     assert 1 <= closed.output.min <= closed.output.mean <= closed.output.max

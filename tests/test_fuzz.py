@@ -142,7 +142,7 @@ def test_random_trace_files(tmp_path_factory, records):
     trace, cfg = folder / "t.jsonl", folder / "c.yaml"
     trace.write_text("\n".join(json.dumps(r) for r in records))
     cfg.write_text(
-        f"methods: [{{name: eagle3, acceptance: {{trace: '{trace}', trace_method: eagle3}}}}]\n"
+        f"methods: [{{name: eagle3, acceptance: {{acc_len: '{trace}', acc_len_method: eagle3}}}}]\n"
     )
     _one_line_or_ok(invoke(["sweep", "--config", str(cfg), *FAST]))
 
@@ -310,7 +310,7 @@ def refused(args: list[str], *needles: str, seconds: int = 30) -> Result:
 def _trace_config(folder, trace) -> str:
     cfg = folder / "c.yaml"
     cfg.write_text(
-        f"methods: [{{name: eagle3, acceptance: {{trace: '{trace}', trace_method: eagle3}}}}]\n"
+        f"methods: [{{name: eagle3, acceptance: {{acc_len: '{trace}', acc_len_method: eagle3}}}}]\n"
     )
     return str(cfg)
 
@@ -351,7 +351,7 @@ def test_special_files_are_refused_before_reading(entry, special, tmp_path, requ
 
 def test_special_files_as_a_trace_are_refused(tmp_path, fifo):
     for path in ("/dev/zero", fifo):
-        refused(["sweep", "--config", _trace_config(tmp_path, path), *FAST], "acceptance.trace")
+        refused(["sweep", "--config", _trace_config(tmp_path, path), *FAST], "acceptance.acc_len")
 
 
 @pytest.mark.slow
@@ -379,7 +379,7 @@ def test_a_5000_character_path_is_one_error_line(entry):
 
 
 def test_a_5000_character_trace_or_output_path_is_one_error_line(tmp_path):
-    refused(["sweep", "--config", _trace_config(tmp_path, LONG_PATH), *FAST], "acceptance.trace")
+    refused(["sweep", "--config", _trace_config(tmp_path, LONG_PATH), *FAST], "acceptance.acc_len")
     refused(["sweep", *FAST, "--out", str(tmp_path / LONG_PATH)])
 
 
@@ -471,7 +471,7 @@ def test_trace_counts_must_be_int32_integers(tmp_path_factory, key, value):
     path.write_text(good + "\n" + json.dumps(rec) + "\n")
     with pytest.raises(InputError) as exc:
         load_trace(str(path), "eagle3")
-    assert exc.value.field == "acceptance.trace"
+    assert exc.value.field == "acceptance.acc_len"
     assert "line 2" in exc.value.message and key in exc.value.message
 
 
@@ -631,7 +631,7 @@ def test_a_policy_k_schedule_with_a_negative_k_is_one_error_line(tmp_path):
     cfg = tmp_path / "p.yaml"
     cfg.write_text(
         "method: {name: eagle3, k: 3}\npolicy: {k_schedule: [[1, 8, -3]]}\n"
-        "workload: {requests: 4, trace: null, prompt: {mean: 16}, output: {mean: 8}}\n"
+        "workload: {requests: 4, lengths_from: null, prompt: {mean: 16}, output: {mean: 8}}\n"
     )
     refused(["policy", "--config", str(cfg)], "policy.k_schedule")
 

@@ -33,7 +33,11 @@ from simspec.studies.sweep import SweepConfig, run_sweep
 
 cli = CliRunner()
 SMALL = WorkloadConfig(
-    requests=8, turnovers=1, trace=None, prompt=LengthSpec(mean=64), output=LengthSpec(mean=32)
+    requests=8,
+    turnovers=1,
+    lengths_from=None,
+    prompt=LengthSpec(mean=64),
+    output=LengthSpec(mean=32),
 )
 EAGLE = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
 FAST = ["--batch-sizes", "1,4", "--requests", "8", "--turnovers", "1", "--methods", "eagle3"]

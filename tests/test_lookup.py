@@ -138,7 +138,7 @@ def test_batch1_replay_walks_the_streams_exactly():
         method=_ngram(),
         workload={
             "concurrency": 1,
-            "trace": "gsm8k",
+            "lengths_from": "gsm8k",
             "requests": tokens.num_requests,
             "measure": "whole",  # every stream once, start to end
         },
@@ -150,7 +150,7 @@ def test_batch1_replay_walks_the_streams_exactly():
 
 
 def test_a_sequence_that_proposed_nothing_verifies_one_token():
-    wl = {"concurrency": 16, "trace": "gsm8k", "requests": 64, "measure": "whole"}
+    wl = {"concurrency": 16, "lengths_from": "gsm8k", "requests": 64, "measure": "whole"}
     sc = Scenario(method=_ngram(), workload=wl)
     result = simulate(sc)
     it = result.iterations
@@ -173,10 +173,10 @@ def test_a_sequence_that_proposed_nothing_verifies_one_token():
 
 @pytest.mark.slow
 def test_per_sequence_widths_make_lookup_cheaper_than_a_full_chain_at_high_batch():
-    wl = {"concurrency": 64, "trace": "sharegpt", "requests": 192}
+    wl = {"concurrency": 64, "lengths_from": "sharegpt", "requests": 192}
     replay = simulate(Scenario(method=_ngram(tokens="sharegpt"), workload=wl)).summary
     full = MethodConfig(
-        name="ngram", k=3, acceptance=AcceptanceConfig(trace="sharegpt", trace_method="ngram")
+        name="ngram", k=3, acceptance=AcceptanceConfig(acc_len="sharegpt", acc_len_method="ngram")
     )
     chain = simulate(Scenario(method=full, workload=wl)).summary
     assert chain.mean_verify_tokens == 4.0 and chain.no_proposal_frac == 0.0
@@ -217,7 +217,7 @@ def test_a_users_token_trace_gives_the_workload_its_lengths(tmp_path):
         prompt_lookup_max=2,
         acceptance=AcceptanceConfig(tokens=str(path)),
     )
-    wl = {"concurrency": 1, "trace": str(path), "requests": 2, "measure": "whole"}
+    wl = {"concurrency": 1, "lengths_from": str(path), "requests": 2, "measure": "whole"}
     sc = Scenario(method=method, workload=wl)
     req = simulate(sc).requests
     assert sorted(req.prompt_tokens.tolist()) == [3, 6]

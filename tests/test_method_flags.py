@@ -19,7 +19,7 @@ runner = CliRunner()
 # a plan that answers in seconds: fixed short lengths, a few seconds of arrivals per probe
 FAST_PLAN = ["plan", "--qps", "5", "--slo-ttft-ms", "3000", "--slo-tpot-ms", "40"]
 FAST_PLAN += ["--duration", "2"]
-SHORT = "workload: {trace: null, prompt: {mean: 128}, output: {mean: 64}}\n"
+SHORT = "workload: {lengths_from: null, prompt: {mean: 128}, output: {mean: 64}}\n"
 EAGLE_K4 = "{name: eagle3, k: 4, acceptance: {tau: 2.9, tau_k: 4}}"
 
 
@@ -87,7 +87,7 @@ POLICY = (
     "seed: 0\n"
     f"method: {EAGLE_K4}\n"
     "policy: {k_schedule: [[1, 4, 4], [5, 64, 2]]}\n"
-    "workload: {arrival: poisson, trace: null, requests: 12, rate: 8, "
+    "workload: {arrival: poisson, lengths_from: null, requests: 12, rate: 8, "
     "prompt: {mean: 64}, output: {mean: 32}}\n"
 )
 

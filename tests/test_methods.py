@@ -37,7 +37,7 @@ TARGET = "llama-3.1-8b"
 FIXED = WorkloadConfig(
     concurrency=1,
     requests=160,
-    trace=None,
+    lengths_from=None,
     prompt=LengthSpec(mean=128),
     output=LengthSpec(mean=192),
 )
@@ -74,14 +74,14 @@ def test_batch1_tau_of_each_tau_preset_matches_its_published_tau(name):
 def test_batch1_tau_of_each_trace_preset_matches_the_trace_replay(name):
     method = preset_method(name, "sharegpt", target=TARGET)
     replay = method_presets()[name]["presets"]["chat"]["replay_tau"][method.k]
-    workload = WorkloadConfig(concurrency=1, trace="sharegpt", requests=310)
+    workload = WorkloadConfig(concurrency=1, lengths_from="sharegpt", requests=310)
     assert batch1_tau(method, workload) == pytest.approx(replay, rel=0.05)
 
 
 @pytest.mark.slow
 def test_batch1_tau_of_the_suffix_preset_is_its_replay_walked_as_a_chain():
     method = preset_method("suffix", "gsm8k", target=TARGET)
-    workload = WorkloadConfig(concurrency=1, trace="gsm8k", requests=300)
+    workload = WorkloadConfig(concurrency=1, lengths_from="gsm8k", requests=300)
     table = replay_table("gsm8k", LookupProposer("suffix"), method.k)
     assert batch1_tau(method, workload) == pytest.approx(chain_tau(table, start=1), rel=1e-12)
 
@@ -356,7 +356,7 @@ def test_a_tree_run_at_temperature_one_walks_the_sampled_siblings():
     wl = WorkloadConfig(
         concurrency=8,
         requests=48,
-        trace=None,
+        lengths_from=None,
         prompt=LengthSpec(mean=64),
         output=LengthSpec(mean=128),
     )

@@ -170,7 +170,7 @@ def test_moe_verify_cost_grows_faster_with_k_and_speedup_rises_with_batch(tmp_pa
             "arrival": "closed",
             "concurrency": batch,
             "requests": 2 * batch,
-            "trace": None,
+            "lengths_from": None,
             "prompt": {"mean": 256},
             "output": {"mean": 48},
         }
@@ -210,7 +210,7 @@ def test_mtp_drafts_with_the_models_own_moe_layer():
                 "arrival": "closed",
                 "concurrency": 2,
                 "requests": 2,
-                "trace": None,
+                "lengths_from": None,
                 "prompt": {"mean": 64},
                 "output": {"mean": 16},
             },

@@ -22,7 +22,7 @@ runner = CliRunner()
 # below is an order (which K, which budget, on or off), not a number, and holds either way
 SHORT = Deployment(
     workload=WorkloadConfig(
-        trace=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=96), requests=32,
+        lengths_from=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=96), requests=32,
         turnovers=8,
     )
 )  # fmt: skip
@@ -111,7 +111,7 @@ def test_recommend_and_plan_commands(tmp_path, short_plan_probes):
     out, js = tmp_path / "rec.csv", tmp_path / "spec.json"
     small = tmp_path / "small.yaml"  # short fixed lengths, few turnovers: the commands' plumbing
     small.write_text(
-        "workload: {trace: null, prompt: {mean: 128}, output: {mean: 64}, turnovers: 4}\n"
+        "workload: {lengths_from: null, prompt: {mean: 128}, output: {mean: 64}, turnovers: 4}\n"
     )
     result = runner.invoke(
         app,

@@ -96,7 +96,7 @@ def scenarios(draw) -> Scenario:
         # an open loop's own warm-up lasts its relaxation time (thousands of requests at 80/s):
         # an allowance keeps the examples small; a closed loop also tries its stationary start
         warmup_requests=draw(st.integers(0, 40) if not closed else st.none() | st.integers(0, 8)),
-        trace=None,
+        lengths_from=None,
         prompt=draw(lengths()),
         output=draw(lengths()),
     )
@@ -161,7 +161,7 @@ def test_plain_decoding_is_exactly_its_own_baseline(batch, requests, seed):
     cfg = SweepConfig(
         methods=[MethodConfig(name="autoregressive", k=0)],
         batch_sizes=[batch],
-        workload=WorkloadConfig(requests=requests, trace=None, output=LengthSpec(mean=16)),
+        workload=WorkloadConfig(requests=requests, lengths_from=None, output=LengthSpec(mean=16)),
         seed=seed,
     )
     frame = run_sweep(cfg)

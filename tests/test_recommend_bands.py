@@ -22,7 +22,7 @@ runner = CliRunner()
 # a shorter run, and what is asked is how the bisection places the edge, wherever it is
 SHORT = Deployment(
     workload=WorkloadConfig(
-        trace=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=96), turnovers=8
+        lengths_from=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=96), turnovers=8
     )
 )
 
@@ -76,7 +76,7 @@ def test_without_crossovers_a_setting_holds_from_its_grid_point():
 def test_recommend_cli_takes_the_files_method_and_writes_the_bisected_schedule(tmp_path):
     cfg = tmp_path / "s.yaml"
     cfg.write_text(
-        "workload: {trace: null, prompt: {mean: 128}, output: {mean: 96}, turnovers: 8}\n"
+        "workload: {lengths_from: null, prompt: {mean: 128}, output: {mean: 96}, turnovers: 8}\n"
         "method: {name: eagle3, k: 3, acceptance: {alpha: 0.7}}\n"
     )
     out, js = tmp_path / "rec.csv", tmp_path / "spec.json"

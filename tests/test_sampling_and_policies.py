@@ -29,7 +29,11 @@ from simspec.studies.policy import Policy, PolicyConfig, run_policy
 
 runner = CliRunner()
 FIXED = WorkloadConfig(
-    concurrency=1, requests=30, trace=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=256)
+    concurrency=1,
+    requests=30,
+    lengths_from=None,
+    prompt=LengthSpec(mean=128),
+    output=LengthSpec(mean=256),
 )
 
 
@@ -148,7 +152,7 @@ def test_spread_across_requests_lowers_tau_below_the_iid_mean_jensen():
     wl = WorkloadConfig(
         concurrency=16,
         requests=400,
-        trace=None,
+        lengths_from=None,
         prompt=LengthSpec(mean=64),
         output=LengthSpec(mean=128),
     )
@@ -237,7 +241,7 @@ def test_policy_command_compares_the_policy_with_each_fixed_setting(tmp_path):
     cfg.write_text(
         "method: {name: eagle3, k: 4, acceptance: {alpha: 0.7}}\n"
         "policy: {k_schedule: [[1, 8, 4], [9, 1024, 2]], disable_by_batch_size: 64}\n"
-        "workload: {requests: 200, trace: sharegpt}\n"
+        "workload: {requests: 200, lengths_from: sharegpt}\n"
     )
     out = tmp_path / "policy.csv"
     result = runner.invoke(

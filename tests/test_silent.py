@@ -52,22 +52,22 @@ def test_one_fixed_length_alone_says_the_trace_lengths_are_replaced():
 
 
 def test_one_fixed_length_replaces_its_side_of_a_file_with_fixed_lengths(tmp_path):
-    cfg = write(tmp_path, "s.yaml", "workload: {trace: null, output: {mean: 32}}\n")
+    cfg = write(tmp_path, "s.yaml", "workload: {lengths_from: null, output: {mean: 32}}\n")
     wl = SweepFlags(prompt_len=64).sweep_config(tmp_path / "s.yaml").workload
-    assert (wl.trace, wl.prompt.mean, wl.output.mean) == (None, 64, 32), cfg
+    assert (wl.lengths_from, wl.prompt.mean, wl.output.mean) == (None, 64, 32), cfg
 
 
-def test_lengths_beside_a_trace_are_refused_and_alone_mean_fixed_lengths():
-    with pytest.raises(ValueError, match="prompt: lengths come from trace 'gsm8k'"):
-        WorkloadConfig(trace="gsm8k", prompt={"mean": 100})
-    assert WorkloadConfig(prompt={"mean": 100}).trace is None
+def test_lengths_beside_lengths_from_are_refused_and_alone_mean_fixed_lengths():
+    with pytest.raises(ValueError, match="prompt: lengths come from lengths_from 'gsm8k'"):
+        WorkloadConfig(lengths_from="gsm8k", prompt={"mean": 100})
+    assert WorkloadConfig(prompt={"mean": 100}).lengths_from is None
     # a dumped config (defaults spelled out) still loads
-    wl = WorkloadConfig(trace="cnn")
+    wl = WorkloadConfig(lengths_from="cnn")
     assert WorkloadConfig(**wl.model_dump()) == wl
 
 
 def test_scenario_lengths_with_a_trace_are_an_error_on_the_cli(tmp_path):
-    cfg = write(tmp_path, "s.yaml", "workload: {trace: gsm8k, output: {mean: 20}}\n")
+    cfg = write(tmp_path, "s.yaml", "workload: {lengths_from: gsm8k, output: {mean: 20}}\n")
     refused(["sweep", *QUICK, "--config", cfg], "workload")
 
 
@@ -216,9 +216,11 @@ def test_workload_trace_errors_name_workload_trace(tmp_path):
         tmp_path, "t.jsonl", json.dumps({"prompt_len": 1.5, "output_len": 4, "acc_len": {"x": [1]}})
     )
     cfg = write(
-        tmp_path, "s.yaml", f"workload: {{trace: {bad}}}\nmethods: [{{name: autoregressive}}]\n"
+        tmp_path,
+        "s.yaml",
+        f"workload: {{lengths_from: {bad}}}\nmethods: [{{name: autoregressive}}]\n",
     )
-    refused(["sweep", *QUICK, "--config", cfg], "workload.trace")
+    refused(["sweep", *QUICK, "--config", cfg], "workload.lengths_from")
 
 
 def test_top_p_below_the_table_tends_to_greedy():

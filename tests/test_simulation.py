@@ -14,7 +14,7 @@ EAGLE_HIGH = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=
 
 def small_workload(**kw):
     base = {
-        "trace": None,
+        "lengths_from": None,
         "requests": 40,
         "turnovers": 1,  # these tests ask about mechanics, not a precise speedup
         "concurrency": 4,

@@ -29,7 +29,11 @@ cli = CliRunner()
 # the executors, the cache and the journal are what these tests check, not a measurement:
 # 12 measured requests (one turnover of the batch, not the study's 64) keep a run short
 SMALL = WorkloadConfig(
-    requests=12, turnovers=1, trace=None, prompt=LengthSpec(mean=64), output=LengthSpec(mean=48)
+    requests=12,
+    turnovers=1,
+    lengths_from=None,
+    prompt=LengthSpec(mean=64),
+    output=LengthSpec(mean=48),
 )
 EAGLE = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
 

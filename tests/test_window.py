@@ -103,7 +103,7 @@ def test_an_overloaded_rate_is_reported_unstable_and_a_light_one_stable():
             arrival="poisson",
             rate=rate,
             requests=300,
-            trace=None,
+            lengths_from=None,
             prompt={"mean": 512},
             output={"mean": 128},
         )

@@ -1,6 +1,6 @@
 """Arrival traces: when real requests arrived and how long their prompts and outputs were.
 
-A production log replayed as an open-loop workload (``workload.arrival: trace``). Two are
+A production log replayed as an open-loop workload (``workload.arrival: replay``). Two are
 packaged by name (``azure-conv``, ``azure-code``: ``simspec/data/workload_traces/SOURCE.md``,
 CC-BY 4.0); any other is read by path, CSV, Parquet or JSONL, in one of two schemas:
 

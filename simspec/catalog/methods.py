@@ -277,13 +277,13 @@ def preset_acceptance(
             tokens=tokens,
             source=f"{name} replayed on the {tokens} token streams, simspec/data/traces/SOURCE.md",
         )
-    if "trace" in preset:
+    if "acc_len" in preset:
         own = dataset in TRACE_DATASETS and DATASET_DOMAIN[dataset] == domain
-        trace = dataset if own else preset["trace"]
+        trace = dataset if own else preset["acc_len"]
         return AcceptanceConfig(
-            trace=trace,
-            trace_method=preset["trace_method"],
-            source=f"{preset['trace_method']} trace {trace}, simspec/data/traces/SOURCE.md",
+            acc_len=trace,
+            acc_len_method=preset["acc_len_method"],
+            source=f"{preset['acc_len_method']} trace {trace}, simspec/data/traces/SOURCE.md",
         )
     spread, _ = acceptance_spread(kind, domain)
     source = f"{preset['source']}{note}; cases {', '.join(preset.get('case_ids') or [])}; " + (
@@ -364,8 +364,8 @@ def sampled_from_trace(acc: AcceptanceConfig, k: int, kind: str) -> AcceptanceCo
     """A trace replays acceptance measured at its own temperature (greedy, assumed: the trace
     source does not state it); to sample at another temperature it becomes the parametric
     model with the trace's own τ at chain k and the trace domain's measured spread."""
-    tau = replay_tau(load_trace(acc.trace, acc.trace_method), k)
-    return sampled_from_tau(acc, tau, k, kind, str(acc.trace))
+    tau = replay_tau(load_trace(acc.acc_len, acc.acc_len_method), k)
+    return sampled_from_tau(acc, tau, k, kind, str(acc.acc_len))
 
 
 def sampled_from_tau(

@@ -50,7 +50,7 @@ def packaged_traces() -> list[str]:
     )
 
 
-def _resolve(ref: str, field: str = "acceptance.trace") -> tuple[str, str]:
+def _resolve(ref: str, field: str = "acceptance.acc_len") -> tuple[str, str]:
     """Return (display name, text) for a packaged dataset name or a JSONL path."""
     if ref in packaged_traces():
         f = resources.files("simspec").joinpath("data", "traces", PACKAGED_DIR, f"{ref}.jsonl")
@@ -65,7 +65,7 @@ def _resolve(ref: str, field: str = "acceptance.trace") -> tuple[str, str]:
     return str(path), read_input_text(path, field, MAX_TRACE_BYTES)
 
 
-def _count(value: object, where: str, key: str, field: str = "acceptance.trace") -> int:
+def _count(value: object, where: str, key: str, field: str = "acceptance.acc_len") -> int:
     """A JSON count in [1, 2^31 - 1]: a bool, a float (``1e30``, ``Infinity``, ``100.7``) or a
     value past int32 (``4294967296`` would wrap to 0 and replay forever) is refused."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
@@ -90,9 +90,10 @@ def _counts(values: list, where: str, key: str, field: str) -> np.ndarray:
 
 
 @cache
-def load_trace(ref: str, method: str, field: str = "acceptance.trace") -> AcceptanceTrace:
+def load_trace(ref: str, method: str, field: str = "acceptance.acc_len") -> AcceptanceTrace:
     """Load the ``acc_len[method]`` arrays of a trace; every line is checked, and an error
-    names ``field``, the setting that chose the file (acceptance.trace or workload.trace)."""
+    names ``field``, the setting that chose the file (acceptance.acc_len or
+    workload.lengths_from)."""
     name, text = _resolve(ref, field)
     prompts, outputs, arrays = [], [], []
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -148,13 +149,13 @@ def walk_tau(step_tokens: Iterable[np.ndarray], cap: int, start: int = 0) -> flo
 
 def first_method(ref: str) -> str:
     """The first ``acc_len`` key of a trace file (for reading lengths only)."""
-    name, text = _resolve(ref, "workload.trace")
+    name, text = _resolve(ref, "workload.lengths_from")
     for line in text.splitlines():
         if line.strip():
             try:
-                keys = list(parse_json(line, "workload.trace")["acc_len"])
+                keys = list(parse_json(line, "workload.lengths_from")["acc_len"])
             except (InputError, KeyError, TypeError, IndexError):
                 break
             if keys:
                 return keys[0]
-    raise InputError("workload.trace", f"{name}: first record has no acc_len methods")
+    raise InputError("workload.lengths_from", f"{name}: first record has no acc_len methods")

@@ -14,14 +14,22 @@ from typing import Any
 from simspec.catalog.tables import parse_json_or_yaml, read_input_text
 from simspec.cli import options as opt
 from simspec.cli.method_flags import MethodFlags, preset_dataset
-from simspec.config import SERVING_FIELDS, Deployment, MethodConfig, deployment_fields
+from simspec.config import (
+    SERVING_FIELDS,
+    Deployment,
+    MethodConfig,
+    current_spellings,
+    deployment_fields,
+)
 from simspec.errors import InputError
 
 MAX_CONFIG_BYTES = 1024 * 1024
 
 
 def read_config(path: Path, flag: str = "--config") -> dict[str, Any]:
-    """A YAML (or, by suffix, JSON) scenario file as a mapping of its fields."""
+    """A YAML (or, by suffix, JSON) scenario file as a mapping of its fields, older spellings
+    under their current names (a flag then replaces the field whichever spelling the file
+    used)."""
     text = read_input_text(path, flag, MAX_CONFIG_BYTES)
     data = parse_json_or_yaml(text, path, flag)
     if data is None:
@@ -31,7 +39,7 @@ def read_config(path: Path, flag: str = "--config") -> dict[str, Any]:
     odd = [k for k in data if not isinstance(k, str)]
     if odd:
         raise InputError(flag, f"field names must be text, got {odd[0]!r}")
-    return data
+    return current_spellings(data)
 
 
 def given(**flags: Any) -> dict[str, Any]:
@@ -125,7 +133,7 @@ class DeploymentFlags(MethodFlags, ServingFlags):
 
     def deployment(self, config: Path | None) -> Deployment:
         """The scenario file's deployment with these flags on top; --token-trace, else
-        --dataset, sets the workload's trace (a file's methods are :meth:`planned`'s)."""
+        --dataset, sets workload.lengths_from (a file's methods are :meth:`planned`'s)."""
         return self._deployment(self._scenario(config))
 
     def planned(
@@ -144,7 +152,7 @@ class DeploymentFlags(MethodFlags, ServingFlags):
         flags = {**self.serving_fields(), **given(temperature=self.temperature)}
         trace = self.checked_token_trace() or self.dataset
         if trace:
-            flags["workload"] = {"trace": trace}
+            flags["workload"] = {"lengths_from": trace}
         return with_preset_ids(overlay(data, flags))
 
     @staticmethod

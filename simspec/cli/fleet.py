@@ -166,7 +166,7 @@ def _plain(v: Any) -> Any:
 
 def _title(cfg: FleetConfig, slo: Any) -> str:
     sc, wl = cfg.replicas[0], cfg.workload
-    arrivals = wl.arrival_trace if wl.arrival == "trace" else f"Poisson {wl.rate:g} req/s"
+    arrivals = wl.arrival_trace if wl.arrival == "replay" else f"Poisson {wl.rate:g} req/s"
     return (
         f"{len(cfg.replicas)} x {sc.model} on {sc.gpu} x{sc.tp}, {sc.method.name}, "
         f"{cfg.router}, {arrivals}; SLO TTFT <= {slo.ttft_ms:g} ms, TPOT <= {slo.tpot_ms:g} ms"

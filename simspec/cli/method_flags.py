@@ -190,8 +190,8 @@ class MethodFlags:
 
 def preset_dataset(workload: Any, dataset: str | None) -> str:
     """The packaged dataset whose acceptance presets a method without its own takes: the
-    workload's trace when it is a packaged one, else --dataset, else sharegpt."""
-    trace = workload.get("trace") if isinstance(workload, dict) else None
+    workload's lengths_from when it is a packaged one, else --dataset, else sharegpt."""
+    trace = workload.get("lengths_from") if isinstance(workload, dict) else None
     if isinstance(trace, str) and trace in packaged_traces():
         return trace
     return dataset or "sharegpt"

@@ -96,8 +96,8 @@ def _acceptance_cell(acc: AcceptanceConfig | None) -> str:
     if acc is None:
         return "—"
     mark = "*" if ("proxy" in acc.source or "overall" in acc.source or "only" in acc.source) else ""
-    if acc.trace:
-        return f"trace {acc.trace}{mark}"
+    if acc.acc_len:
+        return f"trace {acc.acc_len}{mark}"
     if acc.tokens:
         return f"tokens {acc.tokens}{mark}"
     if acc.tau is not None:

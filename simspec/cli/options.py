@@ -70,12 +70,10 @@ MaxNumBatchedTokens = Annotated[
 Dataset = Annotated[
     str | None,
     typer.Option(
-        help=field_help(
-            WorkloadConfig,
-            "trace",
-            " (Llama-3.1-8B on H100), and the methods' acceptance presets from it",
-            choices=TRACE_DATASETS,
-        )
+        help="take prompt/output lengths (workload.lengths_from) from this recorded dataset "
+        "(Llama-3.1-8B on H100), and the methods' acceptance presets from it: "
+        f"{', '.join(TRACE_DATASETS)} "
+        f"[default: {WorkloadConfig.model_fields['lengths_from'].default}]"
     ),
 ]
 TokenTrace = Annotated[
@@ -95,13 +93,13 @@ Turnovers = Annotated[
 PromptLen = Annotated[
     int | None,
     typer.Option(
-        help="fixed prompt length (>= 1) instead of the trace's: give --output-len too "
-        "(fixed lengths replace the trace's), unless the file has trace: null"
+        help="fixed prompt length (>= 1) instead of the dataset's: give --output-len too "
+        "(fixed lengths replace the dataset's), unless the file has lengths_from: null"
     ),
 ]
 OutputLen = Annotated[
     int | None,
-    typer.Option(help="fixed output length (>= 1) instead of the trace's; see --prompt-len"),
+    typer.Option(help="fixed output length (>= 1) instead of the dataset's; see --prompt-len"),
 ]
 BatchSizes = Annotated[
     str | None,
@@ -165,12 +163,12 @@ SpeculativeConfig = Annotated[
     ),
 ]
 
-# a replayed arrival trace (workload.arrival: trace); trace_workload turns them into the overlay
+# a replayed arrival trace (workload.arrival: replay); trace_workload turns them into the overlay
 ArrivalTraceRef = Annotated[
     str | None,
     typer.Option(
         "--trace",
-        help=field_help(WorkloadConfig, "arrival_trace").removeprefix("trace: ")
+        help=field_help(WorkloadConfig, "arrival_trace").removeprefix("replay: ")
         + "; replayed open-loop, every request measured (measure: whole)",
         metavar="azure-conv|azure-code|FILE",
     ),
@@ -219,7 +217,7 @@ def trace_workload(
             raise InputError(
                 "--window", f"give START:END seconds (0 <= START < END), got {window!r}"
             )
-    out: dict[str, object] = {"arrival": "trace", "arrival_trace": trace}
+    out: dict[str, object] = {"arrival": "replay", "arrival_trace": trace}
     for key, value in (
         ("trace_start_s", start),
         ("trace_end_s", end),

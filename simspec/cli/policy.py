@@ -86,7 +86,7 @@ def policy_config(data: dict[str, Any], flags: MethodFlags) -> PolicyConfig:
     if "method" in data or flags.speculative_config:
         dataset = preset_dataset(data.get("workload"), None)
         if flags.token_trace:
-            data = overlay(data, {"workload": {"trace": flags.checked_token_trace()}})
+            data = overlay(data, {"workload": {"lengths_from": flags.checked_token_trace()}})
         chosen = flags.chosen(data, None, [], dataset, "--config")
         method = next((m for m in chosen if m.get("name") != "autoregressive"), chosen[-1])
         if flags.speculative_config:

@@ -180,7 +180,7 @@ def _print_speedups(frame: pd.DataFrame, cfg: SweepConfig) -> None:
     )[order]
     title = safe_title(
         f"Speedup over autoregressive: {cfg.model} on {cfg.gpu} x{cfg.tp}, "
-        f"{cfg.engine}, {cfg.workload.trace or 'fixed lengths'}"
+        f"{cfg.engine}, {cfg.workload.lengths_from or 'fixed lengths'}"
     )
     console = Console()
     widths = [max(len(h), len("0.00x ±0.00")) for h in ["batch size", *order]]

@@ -58,13 +58,17 @@ class SweepFlags(MethodFlags, ServingFlags):
         return SweepConfig(**data)
 
     def check_fixed_lengths(self, file: dict[str, Any]) -> None:
-        """--prompt-len or --output-len alone: fixed lengths replace the trace's prompt and
+        """--prompt-len or --output-len alone: fixed lengths replace the dataset's prompt and
         output lengths together, so the other side must be given too, unless the file already
-        has fixed lengths (``trace: null``), of which the flag replaces its own side."""
+        has fixed lengths (``lengths_from: null``), of which the flag replaces its own side."""
         if (self.prompt_len is None) == (self.output_len is None):
             return
         workload = file.get("workload")
-        if isinstance(workload, dict) and "trace" in workload and workload["trace"] is None:
+        if (
+            isinstance(workload, dict)
+            and "lengths_from" in workload
+            and workload["lengths_from"] is None
+        ):
             return
         given_flag, other = (
             ("--prompt-len", "--output-len")
@@ -73,7 +77,7 @@ class SweepFlags(MethodFlags, ServingFlags):
         )
         raise InputError(
             given_flag,
-            f"fixed lengths replace the trace's prompt and output lengths together: "
+            f"fixed lengths replace the dataset's prompt and output lengths together: "
             f"give {other} too",
         )
 
@@ -89,7 +93,7 @@ class SweepFlags(MethodFlags, ServingFlags):
         workload = given(
             requests=self.requests,
             turnovers=self.turnovers,
-            trace=token_trace or self.dataset or None,
+            lengths_from=token_trace or self.dataset or None,
         )
         for flag, side, value in (
             ("--prompt-len", "prompt", self.prompt_len),
@@ -99,7 +103,7 @@ class SweepFlags(MethodFlags, ServingFlags):
                 continue
             if value < 1:
                 raise InputError(flag, f"must be >= 1 (got {value})")
-            workload["trace"] = None  # fixed lengths instead of the trace's
+            workload["lengths_from"] = None  # fixed lengths instead of the dataset's
             workload[side] = {"dist": "fixed", "mean": value}
         sizes = (
             csv_list(self.batch_sizes, "--batch-sizes", int)

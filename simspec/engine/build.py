@@ -111,7 +111,7 @@ def check_fixed_lengths(sc: Scenario, target: ModelShape, memory: MemoryPlan) ->
     max_model_len) or past the KV cache, every request would be left unfinishable and the run
     would report an empty table."""
     wl = sc.workload
-    if wl.trace is not None or wl.arrival == "trace":  # per request: past_context
+    if wl.lengths_from is not None or wl.arrival == "replay":  # per request: past_context
         return
     shortest = _shortest(wl.prompt) + _shortest(wl.output)
     what = f"requests of at least {shortest} tokens (prompt + output)"
@@ -153,7 +153,7 @@ def acceptance_sampler(
     # build_speculator refuses a method that needs an acceptance and has none
     assert acc is not None
     sampling = sc.temperature != acc.temperature or sc.top_p < 1.0
-    if acc.trace is not None and sampling:
+    if acc.acc_len is not None and sampling:
         acc = sampled_from_trace(acc, spec.max_accept, spec.info.drafter)
     # build_speculator lets token streams replay only a lookup speculator
     if acc.tokens is not None and sampling and isinstance(spec, LookupSpeculator):
@@ -164,13 +164,13 @@ def acceptance_sampler(
         tau = chain_tau(table)
         acc = sampled_from_tau(acc, tau, spec.max_accept, spec.info.drafter, acc.tokens)
     profile = None
-    if acc.trace is None and acc.tokens is None:  # a static tree is built for the mean α
+    if acc.acc_len is None and acc.tokens is None:  # a static tree is built for the mean α
         profile = run_alpha_profile(
             acc, spec.max_accept, spec.depth_decay, sc.temperature, sc.top_p
         )
     # tree candidates are verified by recursive rejection when the run samples
     plan = spec.draft_plan(profile, sampled=sc.temperature > 0)
-    return build_sampler(acc, plan, num_requests, rng, workload_trace=sc.workload.trace)
+    return build_sampler(acc, plan, num_requests, rng, lengths_from=sc.workload.lengths_from)
 
 
 def relaxation_time(setup: ReplicaSetup, wl: WorkloadConfig) -> float:

@@ -225,7 +225,7 @@ def simulate_fleet(
         raise InputError("only", f"replica indices must be in [0, {n_rep - 1}]")
     specs, gaps = fleet_requests(cfg)
     table = RequestTable(specs)
-    if cfg.workload.arrival == "trace":  # past the shortest context of any replica's model
+    if cfg.workload.arrival == "replay":  # past the shortest context of any replica's model
         shortest = min({r.model for r in cfg.replicas}, key=_context)
         past_context(table, load_model(shortest))
     env = simpy.Environment()

@@ -120,7 +120,7 @@ def simulate(sc: Scenario) -> SimResult:
             per_step = acceptance.step_tokens(specs.trace_index, k)
         specs, ages = stationary_cohort(specs, wl.concurrency, rng_workload, per_step)
     table = RequestTable(specs)
-    if wl.arrival == "trace":
+    if wl.arrival == "replay":
         past_context(table, setup.target)
     env = simpy.Environment()
     log = IterationLog()

@@ -17,7 +17,7 @@ the load being asked about, so:
 
 A run with a rate schedule is a transient by design (a load that changes over the run): it has
 no warm-up or tail and measures every request, as ``measure: whole`` asks of any run. So is a
-replayed trace (``arrival: trace``): every request of its chosen window is measured, from an
+replayed trace (``arrival: replay``): every request of its chosen window is measured, from an
 empty engine to the last departure (choose ``trace_start_s`` to leave out a span).
 """
 
@@ -73,7 +73,7 @@ def layout(wl: WorkloadConfig, relaxation_s: float = 0.0) -> Layout:
 
     ``warmup_requests`` replaces either warm-up by an allowance within which MSER-5 finds the
     cut (and, in a closed loop, turns the stationary start off)."""
-    if wl.arrival == "trace":  # a replayed trace: every request of its window, whole
+    if wl.arrival == "replay":  # a replayed trace: every request of its window, whole
         from simspec.engine.workload import request_count
 
         return Layout(0, request_count(wl), 0)

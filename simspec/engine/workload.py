@@ -50,7 +50,7 @@ def arrival_trace(cfg: WorkloadConfig) -> ArrivalTrace:
 
 def request_count(cfg: WorkloadConfig) -> int:
     """Requests a run measures: a trace replay's every request, else ``cfg.num_requests``."""
-    return len(arrival_trace(cfg)) if cfg.arrival == "trace" else cfg.num_requests
+    return len(arrival_trace(cfg)) if cfg.arrival == "replay" else cfg.num_requests
 
 
 def generate_requests(
@@ -60,26 +60,26 @@ def generate_requests(
     in shuffled passes so every record is used. A trace replay's requests are the trace's, in
     its order (the first ``n`` of them; ``trace_index`` -1: their acceptance records are
     drawn at random from the method's acceptance trace)."""
-    if cfg.arrival == "trace":
+    if cfg.arrival == "replay":
         trace = arrival_trace(cfg)
         n = len(trace) if n is None else min(n, len(trace))
         return RequestSpecs(
             trace.prompt_len[:n].copy(), trace.output_len[:n].copy(), np.full(n, -1, np.int64)
         )
     n = cfg.num_requests if n is None else n
-    if cfg.trace is None:
+    if cfg.lengths_from is None:
         return RequestSpecs(
             cfg.prompt.sample(n, rng), cfg.output.sample(n, rng), np.full(n, -1, dtype=np.int64)
         )
-    if is_token_trace_file(cfg.trace):  # a user's token trace: lengths from its streams
-        tokens = load_token_trace(cfg.trace, "workload.trace")
+    if is_token_trace_file(cfg.lengths_from):  # a user's token trace: lengths from its streams
+        tokens = load_token_trace(cfg.lengths_from, "workload.lengths_from")
         prompt, output = tokens.prompt_len, tokens.output_len
     else:
         # lengths do not depend on the method key, so any key of the file will do
-        method = cfg.trace_output_method or first_method(cfg.trace)
-        records = load_trace(cfg.trace, method, "workload.trace")
+        method = cfg.lengths_from_method or first_method(cfg.lengths_from)
+        records = load_trace(cfg.lengths_from, method, "workload.lengths_from")
         prompt = records.prompt_len
-        output = records.lengths if cfg.trace_output_method else records.output_len
+        output = records.lengths if cfg.lengths_from_method else records.output_len
     passes = -(-n // len(prompt))
     order = np.concatenate([rng.permutation(len(prompt)) for _ in range(passes)])[:n]
     return RequestSpecs(prompt[order].astype(np.int64), output[order].astype(np.int64), order)
@@ -122,7 +122,7 @@ def arrival_gaps(cfg: WorkloadConfig, n: int, rng: np.random.Generator) -> np.nd
     has a schedule: a gap that crosses into the next piece restarts there at its rate, which is
     exact because exponential gaps are memoryless). A trace replay's gaps are the trace's
     own (the first from time 0 to its first arrival); ``rng`` is not drawn from."""
-    if cfg.arrival == "trace":
+    if cfg.arrival == "replay":
         return np.diff(arrival_trace(cfg).arrival_s[:n], prepend=0.0)
     if cfg.rate_schedule is None:
         return rng.exponential(1.0 / cfg.rate, size=n)

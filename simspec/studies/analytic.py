@@ -181,7 +181,7 @@ def compare(
         wl = WorkloadConfig(
             concurrency=b,
             requests=max(24, 3 * b) if sp == 0.0 else 200,  # many requests to average the spread
-            trace=None,
+            lengths_from=None,
             prompt=LengthSpec(mean=prompt),
             output=LengthSpec(mean=output),
         )

@@ -126,7 +126,7 @@ class SweepConfig(Deployment):
                 if axis in values:
                     data[axis] = values[axis]
             if "dataset" in values:
-                data["workload"] = {**data["workload"], "trace": values["dataset"]}
+                data["workload"] = {**data["workload"], "lengths_from": values["dataset"]}
                 data["methods"] = [_with_dataset(m, values["dataset"]) for m in data["methods"]]
             if "k" in values:
                 data["methods"] = [
@@ -176,8 +176,8 @@ def _closed(wl: WorkloadConfig, batch_size: int) -> WorkloadConfig:
 def _with_dataset(method: dict[str, Any], dataset: str) -> dict[str, Any]:
     """A method whose acceptance replays a packaged trace follows the dataset axis."""
     acc = method.get("acceptance") or {}
-    if acc.get("trace") in TRACE_DATASETS:
-        return {**method, "acceptance": {**acc, "trace": dataset}}
+    if acc.get("acc_len") in TRACE_DATASETS:
+        return {**method, "acceptance": {**acc, "acc_len": dataset}}
     if acc.get("tokens") in TRACE_DATASETS:
         return {**method, "acceptance": {**acc, "tokens": dataset}}
     return method
@@ -194,8 +194,8 @@ def describe_acceptance(m: MethodConfig) -> str:
     a = m.acceptance
     if a is None:
         return ""
-    if a.trace is not None:
-        return f"trace:{a.trace}/{a.trace_method}"
+    if a.acc_len is not None:
+        return f"trace:{a.acc_len}/{a.acc_len_method}"
     if a.tokens is not None:
         return f"tokens:{a.tokens}"
     if a.tau is not None:
@@ -289,7 +289,7 @@ def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, RunSummar
                 "engine": p.engine,
                 "temperature": p.temperature,
                 "top_p": p.top_p,
-                "dataset": p.workload.trace or "",
+                "dataset": p.workload.lengths_from or "",
                 "method": c.method.name,
                 "k": c.method.k if c.method.name != "autoregressive" else 0,
                 **tree_columns(c.method),

@@ -92,7 +92,7 @@ def dataset_for(page: ExplorerInputs, f: FleetInputs) -> str:
 def scenario_for(page: ExplorerInputs, f: FleetInputs) -> Scenario:
     """One replica: the page's deployment replaying the trace window with the chosen method."""
     wl = WorkloadConfig(
-        arrival="trace",
+        arrival="replay",
         arrival_trace=f.trace,
         trace_start_s=f.start_s or None,
         trace_end_s=f.end_s,

@@ -46,7 +46,7 @@ MAX_LOADS = 12
 _DEPLOY = Deployment.model_fields
 # the CLI's defaults (simspec sweep): its speculative methods, batch sizes and dataset
 DEFAULT_METHODS = [m.name for m in default_methods() if m.name != "autoregressive"]
-DEFAULT_DATASET = WorkloadConfig.model_fields["trace"].default
+DEFAULT_DATASET = WorkloadConfig.model_fields["lengths_from"].default
 
 
 class ExplorerInputs(BaseModel):
@@ -129,11 +129,11 @@ def workload_for(inp: ExplorerInputs, load: float) -> WorkloadConfig:
     """The workload at one load: a closed loop of ``load`` requests or Poisson arrivals at
     ``load`` per second, measured by the CLI's rule (README "Measurement")."""
     if inp.lengths == "dataset":
-        lengths = {"trace": inp.dataset}
+        lengths = {"lengths_from": inp.dataset}
     else:
         dist = "fixed" if inp.lengths == "fixed" else "lognormal"
         lengths = {
-            "trace": None,
+            "lengths_from": None,
             "prompt": LengthSpec(dist=dist, mean=inp.prompt_mean, cv=inp.length_cv),
             "output": LengthSpec(dist=dist, mean=inp.output_mean, cv=inp.length_cv),
         }
@@ -168,7 +168,7 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
         if m.tree not in (None, "chain"):
             update["tree"] = "chain"
         update["acceptance"] = AcceptanceConfig(
-            trace=inp.trace_path, trace_method=first_method(inp.trace_path)
+            acc_len=inp.trace_path, acc_len_method=first_method(inp.trace_path)
         )
     return m.model_copy(update=update)
 

@@ -39,8 +39,8 @@ def _method(name: str, **kw: Any) -> dict:
     return {"name": name, **kw}
 
 
-TRACE = {"trace": "sharegpt", "trace_method": "eagle3"}
-NGRAM = {"trace": "sharegpt", "trace_method": "ngram"}
+TRACE = {"acc_len": "sharegpt", "acc_len_method": "eagle3"}
+NGRAM = {"acc_len": "sharegpt", "acc_len_method": "ngram"}
 # 8 turnovers (the studies measure 64) keep a case to a second or two; two cases keep 64
 CLOSED = {"arrival": "closed", "concurrency": 8, "requests": 40, "turnovers": 8}
 STUDY_RULE = {"arrival": "closed", "concurrency": 8, "requests": 40}
@@ -173,7 +173,7 @@ SCENARIOS: dict[str, dict] = {
             "concurrency": 64,
             "requests": 128,
             "turnovers": 2,
-            "trace": None,
+            "lengths_from": None,
             "prompt": {"dist": "lognormal", "mean": 2000, "cv": 1.0, "max": 8000},
             "output": {"dist": "uniform", "low": 100, "high": 600},
         },
@@ -315,7 +315,7 @@ def validate_packaged() -> dict[str, Any]:
 
 # short fixed lengths keep the studies' runs (and an open loop's warm-up) short
 SHORT = {
-    "trace": None,
+    "lengths_from": None,
     "prompt": {"dist": "lognormal", "mean": 512, "cv": 0.5, "max": 2048},
     "output": {"dist": "lognormal", "mean": 128, "cv": 0.5, "max": 512},
 }
@@ -359,7 +359,7 @@ def fleet_study() -> dict[str, Any]:
 
     sc = Scenario(
         method=preset_method("eagle3"),
-        workload={"arrival": "trace", "arrival_trace": "azure-conv", "trace_end_s": 120.0},
+        workload={"arrival": "replay", "arrival_trace": "azure-conv", "trace_end_s": 120.0},
     )
     run = run_fleet(FleetConfig.uniform(sc, 2, "least_outstanding"))
     summary = summarize_fleet(run, FleetSlo(2000.0, 50.0))

@@ -292,7 +292,7 @@ def build_sampler(
     plan: DraftPlan,
     num_requests: int,
     rng: np.random.Generator,
-    workload_trace: str | None = None,
+    lengths_from: str | None = None,
 ) -> AcceptanceSampler:
     """The sampler for one run: a lookup proposer replayed on token streams, trace replay
     (chains only), parametric chains, or parametric α walked down the plan's tree at each of
@@ -306,10 +306,10 @@ def build_sampler(
             plan.depth,
             num_requests,
             rng,
-            share_workload_index=workload_trace == cfg.tokens,
+            share_workload_index=lengths_from == cfg.tokens,
         )
     if plan.tree is not None:
-        if cfg.trace is not None:
+        if cfg.acc_len is not None:
             raise ValueError("tree methods need alpha or tau acceptance, not a chain trace")
         shape = plan.tree.shape
         base = ParametricAcceptance(cfg, shape.depth, num_requests, rng, plan.decay, plan.alpha)
@@ -317,9 +317,9 @@ def build_sampler(
             n: plan.tree.children(n, base.alpha, base.mu, plan.sampled) for n in plan.tree.budgets
         }
         return TreeAcceptance(base, plans, shape.depth, shape.nodes, plan.sampled)
-    if cfg.trace is not None:
-        trace = load_trace(cfg.trace, cfg.trace_method)
+    if cfg.acc_len is not None:
+        trace = load_trace(cfg.acc_len, cfg.acc_len_method)
         return TraceAcceptance(
-            trace, num_requests, rng, share_workload_index=workload_trace == cfg.trace
+            trace, num_requests, rng, share_workload_index=lengths_from == cfg.acc_len
         )
     return ParametricAcceptance(cfg, plan.depth, num_requests, rng, plan.decay, plan.alpha)

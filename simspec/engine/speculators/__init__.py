@@ -56,9 +56,9 @@ def build_speculator(
     if spec.needs_acceptance and acc is None:
         raise InputError(
             f"methods.{cfg.name}.acceptance",
-            "needs an acceptance model (alpha, tau, trace or tokens)",
+            "needs an acceptance model (alpha, tau, acc_len or tokens)",
         )
-    if spec.tree is not None and acc is not None and acc.trace is not None:
+    if spec.tree is not None and acc is not None and acc.acc_len is not None:
         raise InputError(
             f"methods.{cfg.name}.acceptance",
             "a tree needs alpha or tau acceptance: traces record chains (use tree: chain)",

@@ -45,7 +45,7 @@ def closed_like(deploy: Deployment) -> Deployment:
     trace = arrival_trace(deploy.workload)
     wl = WorkloadConfig(
         arrival="closed",
-        trace=None,
+        lengths_from=None,
         prompt=lengths_like(trace.prompt_len),
         output=lengths_like(trace.output_len),
     )

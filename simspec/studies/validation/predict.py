@@ -159,7 +159,9 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
     if metric == "tau" and _uses_trace(get) and dataset in TRACE_DATASETS:
         # a τ computed from a trace is pooled over every request of it, at its own lengths
         records = load_trace(dataset, first_method(dataset)).num_requests
-        workload = WorkloadConfig(concurrency=1, trace=dataset, requests=records, measure="whole")
+        workload = WorkloadConfig(
+            concurrency=1, lengths_from=dataset, requests=records, measure="whole"
+        )
         assumptions.append(f"every request of the {dataset} trace, at its own lengths")
 
     deploy: dict[str, Any] = {
@@ -250,7 +252,7 @@ def _workload(load_kind: str, load: float, get, dataset: str, notes: list[str]) 
     prompt, output = number(get("prompt_len")), number(get("output_len"))
     if prompt and output:
         lengths: dict[str, Any] = {
-            "trace": None,
+            "lengths_from": None,
             "prompt": LengthSpec(mean=prompt),
             "output": LengthSpec(mean=output),
         }
@@ -258,7 +260,7 @@ def _workload(load_kind: str, load: float, get, dataset: str, notes: list[str]) 
         trace = dataset if dataset in TRACE_DATASETS else "sharegpt"
         if trace != dataset:
             notes.append(f"lengths unknown: the {trace} trace's")
-        lengths = {"trace": trace}
+        lengths = {"lengths_from": trace}
     n = int(load)
     if load_kind == "single":
         return WorkloadConfig(
@@ -367,8 +369,8 @@ def _acceptance(
             source = f"{name} replayed on the {dataset} token streams, data/traces/SOURCE.md"
             return AcceptanceConfig(tokens=dataset, source=source), "tokens"
         acc = AcceptanceConfig(
-            trace=dataset,
-            trace_method=name,
+            acc_len=dataset,
+            acc_len_method=name,
             source=f"{name} trace {dataset}, simspec/data/traces/SOURCE.md",
         )
         if fields.get("tree", "chain") == "chain":
@@ -392,7 +394,7 @@ def _acceptance(
     preset = preset_acceptance(name, dataset, domain, target=get("target_model"))
     if preset is None:
         raise Skip(f"no acceptance for {name} on {dataset!r}: no trace, measured_tau or preset")
-    if preset.trace is not None and fields.get("tree", "chain") != "chain":
+    if preset.acc_len is not None and fields.get("tree", "chain") != "chain":
         return _chain_alpha(preset, name, int(fields["k"])), "preset (trace as chain α)"
     return preset, "preset"
 
@@ -403,7 +405,7 @@ def _chain_alpha(trace: AcceptanceConfig, name: str, k: int) -> AcceptanceConfig
     try:
         return sampled_from_trace(trace, k, method_info(name).drafter)
     except InputError as exc:
-        raise Skip(f"cannot read the {trace.trace} trace at depth {k}: {exc}") from None
+        raise Skip(f"cannot read the {trace.acc_len} trace at depth {k}: {exc}") from None
 
 
 # -- from simulation summaries to the metric ----------------------------------------------------
