@@ -102,7 +102,7 @@ def main() -> None:
         transferred(gpu, source, why)
 
 
-# GPUs with datasheet peaks but no timing tables at all (issue 15): every operator is
+# GPUs with datasheet peaks but no timing tables at all: every operator is
 # transferred, as fractions of the GPU's own datasheet peaks, from the nearest measured fit.
 HOPPER_FIT = (
     "the nearest measured fit is the H100 SXM's (Hopper, every operator fitted): its fractions "

@@ -1,4 +1,4 @@
-"""What a first-time user of the command line meets (issue 18, "The CLI"): tables that fit the
+"""What a first-time user of the command line meets: tables that fit the
 terminal, the names users already type, what `--methods all` offers, help that matches the
 errors, and a sweep CSV that tells two tree budgets apart."""
 

@@ -271,7 +271,7 @@ def test_random_validate_rows(tmp_path_factory, rows):
         assert (pred.loc[pred["status"] == "skipped", "skip_reason"] != "").all()
 
 
-# -- hostile inputs (issue 18): depth, size, special files, non-finite numbers ------------------
+# -- hostile inputs: depth, size, special files, non-finite numbers ------------------
 # Each was a hang, a memory blow-up or a traceback; each must be one error line, refused at once.
 DEEP = "[" * 100_000 + "]" * 100_000
 HUGE_INT = "1" * 5_000  # past Python's 4,300-digit limit for int(str)

@@ -1,4 +1,4 @@
-"""A sweep's journal and output files under hostile use (issue 18): resume keyed by the
+"""A sweep's journal and output files under hostile use: resume keyed by the
 content of the files a scenario names, a journal never emptied unasked nor left by a failure,
 damaged entries run again, outputs that refuse non-regular files and keep a replaced file's
 mode, and no pool worker outliving a stopped sweep."""

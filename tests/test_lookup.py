@@ -86,7 +86,7 @@ def _visited(acc: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_vllm_ngram_at_3_to_5_reproduces_the_recorded_ngram_acceptance(dataset):
-    """Issue 14's check. Every position of gsm8k and cnn; on sharegpt and instructcoder, the
+    """Every position of gsm8k and cnn; on sharegpt and instructcoder, the
     positions the recorded trace's own steps start at. Inside long copied spans (the recorded
     value saturated at 21) the recorded trace follows the span being copied while vLLM's rule
     restarts from the earliest occurrence of the last 5 tokens, which differs at 2.6 % and 3.3 %

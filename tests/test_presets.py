@@ -94,7 +94,7 @@ NEWER_GPUS = ("b200", "gb200", "h20", "l40s", "mi300x", "mi355x")
 
 
 def test_the_newer_gpus_load_with_a_source_and_a_transferred_profile():
-    """Issue 15's GPUs: datasheet presets whose profiles are transferred, and say so."""
+    """Newer GPUs: datasheet presets whose profiles are transferred, and say so."""
     assert set(NEWER_GPUS) <= set(gpu_ids())
     for g in NEWER_GPUS:
         gpu = load_gpu(g)

@@ -1,5 +1,5 @@
-"""Issue 18, found by a hostile tester: inputs that ran and gave a wrong answer without a word,
-and messages that named the wrong thing. Each is now one ``error: <field>: ...`` line, exit 2,
+"""Inputs that could run and give a wrong answer without a word, and messages that could name
+the wrong thing. Each is now one ``error: <field>: ...`` line, exit 2,
 nothing written (or, where a value had a right answer, that answer)."""
 
 import json

@@ -121,7 +121,7 @@ def test_chunked_prefill_splits_long_prompts():
 
 
 def test_a_request_that_can_never_fit_is_refused_not_hung():
-    # issue 18: every request unfinishable used to exit 0 with an empty table
+    # every request unfinishable must not exit 0 with an empty table
     sc = Scenario(
         model="llama-3.1-70b",
         tp=2,
