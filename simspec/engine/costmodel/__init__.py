@@ -15,6 +15,7 @@ tables; the per-step host overhead from an :class:`~simspec.catalog.hardware.Eng
     roofline.py   the roofline and the operator times (GEMMs, elementwise, collectives)
     attention.py  attention projections and kernels: dense, MLA, windowed
     moe.py        router, shared and routed experts, all-to-all
+    kernels.py    measured-kernel terms: grouped GEMMs, MLA decode, DeepEP (fitted tables)
     model.py      RooflineCostModel: one forward, composed from them
 """
 

@@ -1,14 +1,24 @@
 """A model's attention on one GPU: the projections around it (GQA's fused QKV and O, or MLA's
 down, up, absorb and expand GEMMs) and the attention kernel itself, over the whole context in
-full layers and over at most ``sliding_window`` tokens in windowed ones."""
+full layers and over at most ``sliding_window`` tokens in windowed ones. MLA decode and verify
+batches take the fitted decode kernel (:func:`~simspec.engine.costmodel.kernels.mla_decode_time`)
+where a measured table covers the GPU and engine."""
 
 from __future__ import annotations
 
+from simspec.catalog.kernel_tables import MlaDecodeFit
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.catalog.precision import PrecisionSpec
+from simspec.engine.costmodel.kernels import mla_decode_time
 from simspec.engine.costmodel.roofline import OperatorTimes, roofline_time
 from simspec.engine.costmodel.shapes import BatchShape
 from simspec.engine.costmodel.work import attention_work, mla_attention_work
+
+# Query tokens per sequence (on average) up to which an MLA batch runs the decode kernel: a
+# verify step's K+1 tokens ride the same kernel as extra query rows (FlashMLA takes up to 128,
+# vLLM backends/mla/flashmla.py reorder_batch_threshold; SGLang's target_verify uses its decode
+# backend's MLA kernel); prefill chunks above this keep the roofline.
+MLA_DECODE_MAX_QUERY = 16
 
 
 def projection_time(
@@ -40,7 +50,8 @@ def projection_time(
 
 class AttentionKernels:
     """One model's attention kernels on one GPU (built once per model; :meth:`time` runs three
-    times per engine iteration). K and V are cached at ``kv_bytes`` per element."""
+    times per engine iteration). K and V are cached at ``kv_bytes`` per element. ``mla_fit``:
+    the measured MLA decode kernel (None: the roofline for every batch)."""
 
     __slots__ = (
         "model",
@@ -54,9 +65,17 @@ class AttentionKernels:
         "decode_latency",
         "sharpness",
         "windowed",
+        "mla_fit",
+        "peak_rates",
     )
 
-    def __init__(self, ops: OperatorTimes, model: ModelShape, kv_bytes: float = BYTES_PER_PARAM):
+    def __init__(
+        self,
+        ops: OperatorTimes,
+        model: ModelShape,
+        kv_bytes: float = BYTES_PER_PARAM,
+        mla_fit: MlaDecodeFit | None = None,
+    ):
         self.model = model
         self.q_dim, self.kv_dim = model.q_dim // ops.tp, model.kv_dim_per_gpu(ops.tp)
         # MLA: (the GPU's heads, the cached latent, the value latent)
@@ -71,6 +90,8 @@ class AttentionKernels:
         self.latency, self.sharpness = roof.latency, roof.sharpness
         self.decode_latency = ops.attention_decode_latency
         self.windowed = bool(model.sliding_layers)
+        self.mla_fit = mla_fit if model.is_mla else None
+        self.peak_rates = (ops.gpu.bf16_dense_flops, ops.gpu.hbm_bandwidth_bytes_s)
 
     def time(self, batch: BatchShape, layers: int) -> float:
         """Seconds of the attention kernels of the model's first ``layers`` layers over
@@ -81,6 +102,8 @@ class AttentionKernels:
         # every sequence sends one token: the decode kernel path
         latency = self.decode_latency if batch.sum_q_sq == t else self.latency
         windowed = self.model.sliding_layers_in(layers) if self.windowed else 0
+        if self.mla_fit is not None and batch.sum_q_sq <= MLA_DECODE_MAX_QUERY * t:
+            return layers * self._mla_decode(batch)
         total = 0.0
         if layers > windowed:
             total = (layers - windowed) * self._layer(
@@ -94,6 +117,19 @@ class AttentionKernels:
             sum_kv = min(batch.sum_kv, float(batch.num_seqs * w))
             total += windowed * self._layer(t, 0.0, sum_q_kv, sum_kv, latency)
         return total
+
+    def _mla_decode(self, batch: BatchShape) -> float:
+        """One layer's MLA decode kernel: each sequence's query rows are its heads times its
+        query tokens (sum q^2 / sum q: the token-weighted mean), over every latent it reads."""
+        assert self.mla is not None and self.mla_fit is not None
+        heads, latent, value_latent = self.mla
+        t = batch.num_tokens
+        rows = heads * batch.sum_q_sq / t
+        compute_rate, memory_rate = self.peak_rates
+        return mla_decode_time(
+            self.mla_fit, batch.num_seqs, rows, batch.sum_kv + t, latent, value_latent,
+            self.kv_bytes, compute_rate, memory_rate,
+        )  # fmt: skip
 
     def _layer(
         self, t: int, sum_q_sq: float, sum_q_kv: float, sum_kv: float, latency: float

@@ -15,12 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from simspec.catalog.hardware import EngineProfile, GpuSpec, HardwareProfile
+from simspec.catalog.kernel_tables import (
+    GroupedGemmFit,
+    deepep_fits,
+    deepep_low_latency_limit,
+    mla_decode_fit,
+    moe_kernel_fit,
+)
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.catalog.precision import PrecisionSpec, effective_precision
 from simspec.engine.costmodel.attention import AttentionKernels, projection_time
 from simspec.engine.costmodel.moe import (
     MOE_KERNELS_PER_LAYER,
-    alltoall_time,
+    dispatch_combine_time,
     grouped_experts_time,
     moe_mlp_time,
     routed_experts_time,
@@ -75,6 +82,8 @@ class RooflineCostModel:
         self.pp = pp  # sequential layer stages: each boundary sends the hidden states on
         self.ep = ep  # GPUs the experts are spread over whole (1: each expert sliced over tp)
         self.alltoall = alltoall or (0.0, gpu.interconnect_bandwidth_bytes_s)
+        # DeepEP's measured kernels where their table covers the GPU and EP size
+        self._deepep = deepep_fits(gpu.id, ep) if ep > 1 else None
         self._step_overhead = (
             engine["step_overhead_s"] if step_overhead_s is None else step_overhead_s
         )
@@ -102,14 +111,21 @@ class RooflineCostModel:
     def routed_experts_time(self, model: ModelShape, t: int) -> float:
         """The routed experts of one MoE layer of ``model`` for ``t`` tokens on one GPU
         (:func:`~simspec.engine.costmodel.moe.routed_experts_time`)."""
-        return routed_experts_time(self.ops, model, t, self.ep, self.experts_precision_of(model))
+        spec = self.experts_precision_of(model)
+        return routed_experts_time(self.ops, model, t, self.ep, spec, self.moe_kernel(spec))
 
     def grouped_experts_time(self, model: ModelShape, pairs: float, touched: float) -> float:
         """The routed-expert GEMMs of one MoE layer of ``model`` for ``pairs`` (token, expert)
         pairs over ``touched`` distinct experts
         (:func:`~simspec.engine.costmodel.moe.grouped_experts_time`)."""
         spec = self.experts_precision_of(model)
-        return grouped_experts_time(self.ops, model, pairs, touched, self.ep, spec)
+        kernel = self.moe_kernel(spec)
+        return grouped_experts_time(self.ops, model, pairs, touched, self.ep, spec, kernel)
+
+    def moe_kernel(self, experts: PrecisionSpec | None) -> GroupedGemmFit | None:
+        """The measured MoE kernel the engine runs for experts at ``experts`` (None: bf16) on
+        this GPU; None where no table covers them (the roofline then)."""
+        return moe_kernel_fit(self.gpu.id, self.engine.id, experts.name if experts else "bf16")
 
     # -- precision -------------------------------------------------------------------------
     def precision_of(self, model: ModelShape) -> PrecisionSpec | None:
@@ -146,8 +162,9 @@ class RooflineCostModel:
             return StepCost(gemm_s=extra_gemm_s, overhead_s=overhead)
         terms = self._models.get(id(model))
         if terms is None or terms.model is not model:  # first use, or a recycled id
+            mla = mla_decode_fit(self.gpu.id, self.engine.id, self.kv_bytes)
             terms = self._models[id(model)] = _ModelTerms(
-                model, AttentionKernels(self.ops, model, self.kv_bytes)
+                model, AttentionKernels(self.ops, model, self.kv_bytes, mla)
             )
         key = (t, batch.logit_tokens, n_layers)
         by_tokens = terms.by_tokens.get(key)
@@ -174,21 +191,21 @@ class RooflineCostModel:
         gemm = n_layers * projection_time(ops, model, t, w)
         if n_dense:
             gemm += n_dense * ops.mlp_time(t, h, inter, w)
+        kernel = None
         if n_moe:
             experts = self.experts_precision_of(model)
-            gemm += n_moe * moe_mlp_time(ops, model, t, self.ep, w, experts)
+            kernel = self.moe_kernel(experts)
+            gemm += n_moe * moe_mlp_time(ops, model, t, self.ep, w, experts, kernel)
         # elementwise: a MoE layer's gated activation runs over the k routed widths and the
-        # shared one, and its routing adds kernels
+        # shared one, and its routing adds kernels (a measured MoE kernel times both itself)
         q_dim, kv_dim = model.q_dim // tp, model.kv_dim_per_gpu(tp)
         nbytes = n_dense * elementwise_bytes(t, h, q_dim, kv_dim, inter)
         kernels = n_layers * ELEMENTWISE_KERNELS_PER_LAYER + 1  # + the embedding lookup
         if n_moe:
-            moe_inter = (
-                model.num_experts_per_tok * model.moe_intermediate_size
-                + model.shared_expert_intermediate_size
-            ) // tp
+            routed = 0 if kernel else model.num_experts_per_tok * model.moe_intermediate_size
+            moe_inter = (routed + model.shared_expert_intermediate_size) // tp
             nbytes += n_moe * elementwise_bytes(t, h, q_dim, kv_dim, moe_inter)
-            kernels += n_moe * MOE_KERNELS_PER_LAYER
+            kernels += 0 if kernel else n_moe * MOE_KERNELS_PER_LAYER
         elementwise = ops.elementwise_time(nbytes + BYTES_PER_PARAM * t * h, kernels)
         # communication: the attention's all-reduce every layer; the MLP's all-reduce, or on a
         # MoE layer under expert parallelism the dispatch and combine all-to-all
@@ -196,7 +213,10 @@ class RooflineCostModel:
         reduce = ops.allreduce_time(hidden_bytes)
         if self.ep > 1 and n_moe:
             comm = n_layers * reduce + n_dense * reduce
-            comm += n_moe * 2 * alltoall_time(model, t, self.ep, self.alltoall)
+            limit = deepep_low_latency_limit() if self._deepep else 0
+            comm += n_moe * dispatch_combine_time(
+                model, t, self.ep, self.alltoall, self._deepep, limit
+            )
         else:
             comm = n_layers * 2 * reduce
         comm += ops.allgather_time(BYTES_PER_PARAM * logit_tokens * model.vocab_size)

@@ -1,20 +1,26 @@
 """A mixture-of-experts layer's MLP on one GPU: the router GEMM, the shared expert, and the
 routed experts as two grouped GEMMs (gate-up, down) that read every distinct expert the step's
 tokens touch (:func:`~simspec.engine.costmodel.work.distinct_experts`) once and compute every
-routed token, costed with the profile's GEMM constants (fitted on dense GEMMs and transferred
-to vLLM's fused MoE kernels). Under expert parallelism ``ep`` GPUs hold whole experts and
-exchange the tokens by all-to-all."""
+routed token. Where a measured table covers the (GPU, engine, experts' dtype) they are timed
+as the engine's own MoE kernel runs them (:func:`~simspec.engine.costmodel.kernels.
+grouped_gemm_time`: block padding per expert, waves over the SMs, the routing kernels' cost);
+elsewhere with the profile's GEMM constants (fitted on dense GEMMs). Under expert parallelism
+``ep`` GPUs hold whole experts and exchange the tokens by all-to-all: DeepEP's kernels where
+their table covers the GPU and EP size, else one fitted point-to-point link."""
 
 from __future__ import annotations
 
+from simspec.catalog.kernel_tables import DeepEpFit, GroupedGemmFit
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.catalog.precision import PrecisionSpec
+from simspec.engine.costmodel.kernels import deepep_time, grouped_gemm_time
 from simspec.engine.costmodel.roofline import OperatorTimes, roofline_time
 from simspec.engine.costmodel.work import distinct_experts
 
 # Small kernels a MoE layer adds in vLLM's fused MoE (vllm/model_executor/layers/fused_moe/
 # fused_moe.py): the top-k routing (topk_softmax or grouped_topk), moe_align_block_size (sort the
 # tokens by expert) and moe_sum (combine the k outputs); each pays the per-kernel latency.
+# A fitted MoE kernel (``kernel`` below) has them in its own fixed and per-pair cost.
 MOE_KERNELS_PER_LAYER = 3
 
 
@@ -25,16 +31,17 @@ def moe_mlp_time(
     ep: int,
     w: PrecisionSpec | None = None,
     experts: PrecisionSpec | None = None,
+    kernel: GroupedGemmFit | None = None,
 ) -> float:
     """One MoE layer's MLP on one GPU: the router (replicated, bf16: vLLM builds the gate
     unquantised), the shared expert (sliced over tp, at the layers' precision ``w``) and the
-    routed experts (at ``experts``; None: bf16)."""
+    routed experts (at ``experts``; None: bf16; timed by ``kernel`` where given)."""
     h, t = model.hidden_size, tokens
     total = ops.gemm_time(t, h, model.num_experts)
     shared = model.shared_expert_intermediate_size // ops.tp
     if shared:
         total += ops.mlp_time(t, h, shared, w)
-    return total + routed_experts_time(ops, model, t, ep, experts)
+    return total + routed_experts_time(ops, model, t, ep, experts, kernel)
 
 
 def routed_experts_time(
@@ -43,6 +50,7 @@ def routed_experts_time(
     tokens: int,
     ep: int,
     experts: PrecisionSpec | None = None,
+    kernel: GroupedGemmFit | None = None,
 ) -> float:
     """The routed experts of one MoE layer for ``tokens`` tokens on one GPU: two grouped
     GEMMs (vLLM fused_moe: w13 = gate and up, then w2 = down) that stream the weights of every
@@ -51,7 +59,7 @@ def routed_experts_time(
     1/ep of them and, routing being uniform, gets 1/ep of the pairs and distinct experts."""
     k = model.num_experts_per_tok
     touched = distinct_experts(model.num_experts, k, tokens)
-    return grouped_experts_time(ops, model, float(tokens * k), touched, ep, experts)
+    return grouped_experts_time(ops, model, float(tokens * k), touched, ep, experts, kernel)
 
 
 def grouped_experts_time(
@@ -61,15 +69,25 @@ def grouped_experts_time(
     touched: float,
     ep: int,
     experts: PrecisionSpec | None = None,
+    kernel: GroupedGemmFit | None = None,
 ) -> float:
     """The routed-expert GEMMs of one MoE layer for ``pairs`` (token, expert) pairs over
-    ``touched`` distinct experts (whole batch), on one GPU (see :func:`routed_experts_time`),
-    at the roofline of the experts' precision (weight bytes and compute peak)."""
+    ``touched`` distinct experts (whole batch), on one GPU (see :func:`routed_experts_time`):
+    as the fitted ``kernel`` times them, else at the roofline of the experts' precision
+    (weight bytes and compute peak)."""
     h = model.hidden_size
     if ep > 1:
         width, touched, pairs = model.moe_intermediate_size, touched / ep, pairs / ep
     else:
         width = model.moe_intermediate_size // ops.tp
+    if kernel is not None:
+        gpu = ops.gpu
+        peak = {"fp8": gpu.fp8_dense_flops, "fp4": gpu.fp4_dense_flops}.get(kernel.compute)
+        rate = float(peak or gpu.bf16_dense_flops)
+        memory_rate = gpu.hbm_bandwidth_bytes_s
+        return grouped_gemm_time(
+            kernel, h, width, pairs, touched, kernel.sms, rate, memory_rate, kernel.weight_bytes
+        )
     g = ops.gemm
     rate_c, wbytes = g.compute_rate, float(BYTES_PER_PARAM)
     if experts is not None:
@@ -104,3 +122,27 @@ def alltoall_time(model: ModelShape, tokens: int, ep: int, link: tuple[float, fl
     nbytes = BYTES_PER_PARAM * (tokens / ep) * k * model.hidden_size * (ep - 1) / ep
     latency, bandwidth = link
     return latency + nbytes / bandwidth if nbytes > 0 else 0.0
+
+
+def dispatch_combine_time(
+    model: ModelShape,
+    tokens: int,
+    ep: int,
+    link: tuple[float, float],
+    deepep: dict[str, DeepEpFit] | None = None,
+    low_latency_limit: int = 0,
+) -> float:
+    """One MoE layer's dispatch and combine under expert parallelism. With ``deepep`` (DeepEP's
+    fitted kernels, :func:`~simspec.catalog.kernel_tables.deepep_fits`): each GPU sends its
+    share of the step's tokens to the GPUs of their k experts, by the low-latency kernels up to
+    ``low_latency_limit`` tokens per GPU (SGLang --deepep-mode auto runs them for decode
+    batches, whose buffer holds that many tokens per rank) and the normal kernels above it.
+    Without: two point-to-point all-to-alls (:func:`alltoall_time`)."""
+    if deepep is None:
+        return 2 * alltoall_time(model, tokens, ep, link)
+    per_rank = tokens / ep
+    mode = "low_latency" if per_rank <= low_latency_limit else "normal"
+    h, k = model.hidden_size, model.num_experts_per_tok
+    return deepep_time(deepep[f"{mode}_dispatch"], per_rank, h, k) + deepep_time(
+        deepep[f"{mode}_combine"], per_rank, h, k
+    )

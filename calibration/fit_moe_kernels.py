@@ -1,0 +1,440 @@
+"""Fit the MoE / MLA kernel constants simspec packages to AIConfigurator's measured tables.
+
+    python calibration/fit_moe_kernels.py [--shared ../shared]
+
+Reads ``<shared>/calibration-data/moe-serving/`` (converted from ai-dynamo/aiconfigurator at
+095f58a, Apache-2.0; see its SOURCE.md section 6) and writes
+
+- ``simspec/data/moe_kernels.yaml``: per (GPU, framework, kernel, dtype) the constants of
+  :func:`simspec.engine.costmodel.kernels.grouped_gemm_time`, from
+  ``aiconfigurator_moe_1node.csv`` (balanced routing; vLLM and SGLang at moe_ep_size 1 only,
+  since their EP>1 collectors compute non-local assignments, SOURCE.md section 6), the block M
+  chosen from 16/32/64/128 by the best median error;
+- ``simspec/data/mla_kernels.yaml``: per (GPU, framework, KV dtype) the constants of
+  :func:`simspec.engine.costmodel.kernels.mla_decode_time`, from
+  ``aiconfigurator_mla_decode_attention.csv``;
+- the ``deepep`` section of ``simspec/data/alltoall.yaml``: per GPU a (latency, bandwidth) for
+  DeepEP's low-latency and normal dispatch and combine, from
+  ``aiconfigurator_deepep_{ll,normal}_1node.csv``.
+
+Every fit is least squares on log(predicted / measured); each entry records its rows and the
+median and max |relative error| over them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from scipy.optimize import least_squares
+
+from simspec.catalog.hardware import load_gpu
+from simspec.catalog.kernel_tables import DeepEpFit, GroupedGemmFit, MlaDecodeFit
+from simspec.engine.costmodel.kernels import deepep_time, grouped_gemm_time, mla_decode_time
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "simspec" / "data"
+TABLES = "calibration-data/moe-serving"
+
+# simspec GPU id -> the table's GPU name and its SM count (NVIDIA H100 whitepaper: 132 SMs on
+# H100 SXM5, and H200 is the same GH100 die; B200: 148 SMs, NVIDIA Blackwell datasheet)
+GPUS = {
+    "h100_sxm": ("H100 SXM", 132),
+    "h200": ("H200 SXM", 132),
+    "b200": ("B200 SXM", 148),
+}
+ENGINES = {"vllm": "VLLM", "sglang": "SGLang"}
+# simspec precision -> the table's MoE dtype: fp8 checkpoints of the MoE models simspec ships
+# (DeepSeek-V3/R1, Qwen3 FP8) are block-scaled 128x128; int4-w is how simspec reads
+# gpt-oss's MXFP4 experts (weight-only, bf16 activations on Hopper)
+DTYPES = {"bf16": "bfloat16", "fp8": "fp8_block", "int4-w": "w4a16_mxfp4"}
+# the table's dtype -> (tensor-core dtype of its MMA, bytes per weight with scales)
+DTYPE_COST = {
+    "bfloat16": ("bf16", 2.0),
+    "fp8": ("fp8", 1.0),
+    "fp8_block": ("fp8", 1.0 + 4.0 / (128 * 128)),
+    "w4a16_mxfp4": ("bf16", 0.5 + 1.0 / 32),
+    "w4a8_mxfp4_mxfp8": ("fp8", 0.5 + 1.0 / 32),
+    "int4_wo": ("bf16", 0.5 + 2.0 / 128),
+    "nvfp4": ("fp4", 0.5 + 1.0 / 16),
+}
+# the kernel each engine runs by default, first match in the table wins:
+# - vLLM Hopper: fused_moe/oracle/fp8.py select_fp8_moe_backend prefers DeepGEMM on SM90
+#   (TritonOrDeepGemmExperts, falling back to Triton where DeepGEMM's shapes do not fit); the
+#   table has no vLLM DeepGEMM rows on Hopper, so its Triton experts stand in (vLLM PR #13932
+#   measured DeepGEMM 1.6-2x faster than Triton at 128-2048 tokens on H100: an upper bound
+#   there). Unquantised and MXFP4 experts: Triton (UnquantizedFusedMoEMethod, the OAI Triton
+#   MXFP4 kernels). Blackwell: FlashInfer TRT-LLM experts (the oracle's SM100 priority).
+# - SGLang: --moe-runner-backend auto runs fused_moe_triton on Hopper
+#   (python/sglang/srt/layers/moe/fused_moe_triton); on B200 the flashinfer_trtllm runner
+#   server_args.py selects for DeepSeek/gpt-oss on SM100, Triton otherwise.
+DEFAULT_KERNELS = {
+    "VLLM": [
+        "vllm_fp8moe_triton_tritonexperts",
+        "vllm_unquantizedfusedmoe_triton_tritonexperts",
+        "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
+        "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
+        "vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts",
+        "vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16_trtllmmxfp4expertsmonolithic",
+    ],
+    "SGLang": ["sglang_flashinfer_trtllm_moe", "sglang_fused_moe_triton"],
+}
+# vLLM's and SGLang's DeepSeek-V3/R1 rows stream 256 experts' fp8 weights at up to 8.3 TB/s on
+# H200 (4.8 TB/s HBM) at 32-128 tokens, where TRT-LLM's and both engines' Kimi-K2 rows (same
+# expert shape, 384 experts) stay at 4.0-4.6 TB/s: their collectors' balanced workload goes
+# through DeepSeek's group-limited top-k (4 of 8 groups) and touches half the experts, which
+# a served batch (each token its own groups) does not. Those rows are left out of the fit.
+DEEPSEEK = "DeepSeek-V3/R1"
+BLOCK_MS = (16, 32, 64, 128)
+BLOCK_N = 128
+MLA_BLOCK_M = 64  # FlashMLA and FlashAttention-3's MLA decode tile: 64 query rows
+MLA_LATENT, MLA_VALUE = 576, 512  # DeepSeek-V3's kv_lora_rank + rope, kv_lora_rank
+# DeepEP's Buffer default num_sms (deep_ep/buffer.py), which SGLang's DeepEPBuffer keeps unless
+# --deepep-config says otherwise
+DEEPEP_NORMAL_SMS = 20
+# SGLang's low-latency buffer holds SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK tokens
+# (default 128); --deepep-mode auto runs low-latency for decode batches, normal for extend
+DEEPEP_LL_MAX_TOKENS = 128
+FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128  # fp8 with one fp32 scale per 128 elements
+BF16_BYTES = 2.0
+
+
+def rates(gpu_id: str, compute: str) -> tuple[float, float]:
+    gpu = load_gpu(gpu_id)
+    peak = {
+        "bf16": gpu.bf16_dense_flops,
+        "fp8": gpu.fp8_dense_flops,
+        "fp4": gpu.fp4_dense_flops,
+    }[compute]
+    return float(peak or gpu.bf16_dense_flops), gpu.hbm_bandwidth_bytes_s
+
+
+def summary(err: np.ndarray) -> dict[str, float]:
+    a = np.abs(err)
+    return {
+        "median_abs_error": round(float(np.median(a)), 4),
+        "max_abs_error": round(float(a.max()), 4),
+    }
+
+
+# -- MoE grouped GEMMs ---------------------------------------------------------------------------
+def moe_rows(df: pd.DataFrame) -> list[tuple[int, int, float, float, float]]:
+    """(hidden, width, pairs, touched, seconds) per row, per GPU rank: balanced routing sends
+    tokens*k pairs to min(E, tokens*k) experts evenly, 1/ep of them on each rank."""
+    out = []
+    for r in df.itertuples():
+        pairs = r.num_tokens * r.topk
+        touched = min(r.num_experts, pairs)
+        out.append(
+            (
+                r.hidden_size,
+                r.inter_size // r.moe_tp_size,
+                pairs / r.moe_ep_size,
+                touched / r.moe_ep_size,
+                r.latency * 1e-3,
+            )
+        )
+    return out
+
+
+def fit_moe_family(rows, sms, rate_c, rate_m, compute, wbytes, kernel) -> tuple[dict, np.ndarray]:
+    best: tuple[float, dict, np.ndarray] | None = None
+    measured = np.array([r[4] for r in rows])
+    for block_m in BLOCK_MS:
+
+        def make(x: np.ndarray, block_m: int = block_m) -> GroupedGemmFit:
+            return GroupedGemmFit(
+                kernel, block_m, BLOCK_N, *np.exp(x[:2]), *(1 / (1 + np.exp(-x[2:]))),
+                compute, wbytes, sms,
+            )  # fmt: skip
+
+        def resid(x: np.ndarray, make=make) -> np.ndarray:
+            f = make(x)
+            pred = [
+                grouped_gemm_time(f, h, w, p, t, sms, rate_c, rate_m, wbytes)
+                for h, w, p, t, _ in rows
+            ]
+            return np.log(np.array(pred) / measured)
+
+        sol = least_squares(resid, np.array([math.log(2e-5), math.log(1e-8), 0.0, 0.0]))
+        err = np.exp(sol.fun) - 1
+        med = float(np.median(np.abs(err)))
+        if best is None or med < best[0]:
+            f = make(sol.x)
+            fit = {
+                "block_m": block_m,
+                "block_n": BLOCK_N,
+                "fixed_s": float(f"{f.fixed_s:.4e}"),
+                "per_pair_s": float(f"{f.per_pair_s:.4e}"),
+                "compute_efficiency": round(float(f.compute_efficiency), 4),
+                "memory_efficiency": round(float(f.memory_efficiency), 4),
+                "compute": compute,
+                "weight_bytes": round(wbytes, 6),
+            }
+            best = (med, fit, err)
+    assert best is not None
+    return best[1], best[2]
+
+
+def fit_moe(src: Path) -> dict:
+    df = pd.read_csv(src / "aiconfigurator_moe_1node.csv")
+    inv = {v[0]: k for k, v in GPUS.items()}
+    fits, defaults, imbalance = {}, {}, {}
+    for (gpu, fw, kernel, dtype), fam in df.groupby(
+        ["gpu", "framework", "kernel_source", "moe_dtype"]
+    ):
+        if gpu not in inv or dtype not in DTYPE_COST:
+            continue
+        bal = fam[fam.distribution == "balanced"]
+        if fw in ("VLLM", "SGLang"):
+            bal = bal[(bal.moe_ep_size == 1) & (bal.model_shape != DEEPSEEK)]
+        if len(bal) < 20:
+            continue
+        compute, wbytes = DTYPE_COST[dtype]
+        rate_c, rate_m = rates(inv[gpu], compute)
+        fit, err = fit_moe_family(
+            moe_rows(bal), GPUS[inv[gpu]][1], rate_c, rate_m, compute, wbytes, kernel
+        )
+        key = f"{gpu}/{fw}/{kernel}/{dtype}"
+        fits[key] = {**fit, "rows": len(bal), **summary(err)}
+        imbalance[key] = power_law_ratio(fam)
+        print(f"{key:100s} n={len(bal):4d} bm={fit['block_m']:3d} {summary(err)}")
+    for gpu in inv:
+        for fw, order in DEFAULT_KERNELS.items():
+            for dtype in DTYPES.values():
+                for kernel in order:
+                    if f"{gpu}/{fw}/{kernel}/{dtype}" in fits:
+                        defaults[f"{gpu}/{fw}/{dtype}"] = kernel
+                        break
+    return {"fits": fits, "defaults": defaults, "imbalance": imbalance}
+
+
+def power_law_ratio(fam: pd.DataFrame) -> dict[str, float]:
+    """Median latency of power-law routing over balanced at the same point, by EP size: what
+    the hottest expert (and, under EP, the hottest GPU) costs."""
+    keys = ["moe_tp_size", "moe_ep_size", "model_shape", "num_tokens"]
+    bal = fam[fam.distribution == "balanced"].set_index(keys).latency
+    out = {}
+    for dist in ("power_law_1.01", "power_law_1.2"):
+        pl = fam[fam.distribution == dist].set_index(keys).latency
+        ratio = (pl / bal).dropna()
+        for ep, r in ratio.groupby(level="moe_ep_size"):
+            out[f"{dist}_ep{ep}"] = round(float(r.median()), 3)
+    return out
+
+
+# -- MLA decode attention -----------------------------------------------------------------------
+def mla_make(x: np.ndarray, kernel: str) -> MlaDecodeFit:
+    return MlaDecodeFit(kernel, MLA_BLOCK_M, *np.exp(x[:2]), *(1 / (1 + np.exp(-x[2:]))))
+
+
+def mla_resid(x, kernel, seqs, heads, sum_kv, measured, kvb, rate_c, rate_m) -> np.ndarray:
+    f = mla_make(x, kernel)
+    pred = [
+        mla_decode_time(f, int(b), h, s, MLA_LATENT, MLA_VALUE, kvb, rate_c, rate_m)
+        for b, h, s in zip(seqs, heads, sum_kv, strict=True)
+    ]
+    return np.log(np.array(pred) / measured)
+
+
+def fit_mla(src: Path) -> dict:
+    df = pd.read_csv(src / "aiconfigurator_mla_decode_attention.csv")
+    inv = {v[0]: k for k, v in GPUS.items()}
+    fits = {}
+    for (gpu, fw, kernel, kv), fam in df.groupby(
+        ["gpu", "framework", "kernel_source", "kv_cache_dtype"]
+    ):
+        if gpu not in inv:
+            continue
+        rate_c, rate_m = rates(inv[gpu], "bf16")
+        kvb = 1.0 if kv == "fp8" else 2.0
+        seqs = fam.batch_size.to_numpy()
+        heads = fam.num_heads.to_numpy().astype(float)
+        sum_kv = (seqs * (fam.step.to_numpy() + 1)).astype(float)
+        measured = fam.latency.to_numpy() * 1e-3
+
+        data = (kernel, seqs, heads, sum_kv, measured, kvb, rate_c, rate_m)
+        x0 = np.array([math.log(1e-5), math.log(1e-7), 0.0, 0.0])
+        sol = least_squares(mla_resid, x0, args=data)
+        f = mla_make(sol.x, kernel)
+        err = np.exp(sol.fun) - 1
+        key = f"{gpu}/{fw}/{kv}"
+        fits[key] = {
+            "kernel": kernel,
+            "block_m": MLA_BLOCK_M,
+            "fixed_s": float(f"{f.fixed_s:.4e}"),
+            "per_seq_s": float(f"{f.per_seq_s:.4e}"),
+            "compute_efficiency": round(float(f.compute_efficiency), 4),
+            "memory_efficiency": round(float(f.memory_efficiency), 4),
+            "rows": len(fam),
+            **summary(err),
+        }
+        print(f"{key:40s} {kernel:16s} {fits[key]}")
+    return fits
+
+
+# -- DeepEP ---------------------------------------------------------------------------------------
+def fit_line(x: np.ndarray, t: np.ndarray, per_element: float) -> tuple[dict, np.ndarray]:
+    """latency + bytes / bandwidth, least squares on the relative error (weights 1/t)."""
+    a = np.stack([np.ones_like(x), x], axis=1) / t[:, None]
+    (lat, inv_bw), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
+    f = DeepEpFit(float(lat), float(1.0 / inv_bw), per_element)
+    err = np.array([deepep_time(f, xi / per_element, 1, 1) for xi in x]) / t - 1
+    return {
+        "latency_s": float(f"{f.latency_s:.4e}"),
+        "bandwidth_bytes_s": float(f"{f.bandwidth_bytes_s:.4e}"),
+        "bytes_per_element": round(per_element, 6),
+        **summary(err),
+    }, err
+
+
+def fit_deepep(src: Path) -> dict:
+    ll = pd.read_csv(src / "aiconfigurator_deepep_ll_1node.csv")
+    normal = pd.read_csv(src / "aiconfigurator_deepep_normal_1node.csv")
+    normal = normal[
+        (normal.dispatch_sms == DEEPEP_NORMAL_SMS) & (normal.combine_sms == DEEPEP_NORMAL_SMS)
+    ]
+    fits: dict[str, dict] = {}
+    for gpu in GPUS.values():
+        g = {}
+        sub = ll[ll.gpu == gpu[0]]
+        elems = (sub.num_token * sub.num_topk * sub.hidden_size).to_numpy().astype(float)
+        for name, col, per in (
+            ("low_latency_dispatch", "dispatch_avg_t_us", FP8_DISPATCH_BYTES),
+            ("low_latency_combine", "combine_avg_t_us", BF16_BYTES),
+        ):
+            g[name], _ = fit_line(elems * per, sub[col].to_numpy() * 1e-6, per)
+            g[name]["rows"] = len(sub)
+        sub = normal[normal.gpu == gpu[0]]
+        elems = (sub.num_token * sub.num_topk * sub.hidden_size).to_numpy().astype(float)
+        for name, cols in (
+            ("normal_dispatch", ("dispatch_transmit_us", "dispatch_notify_us")),
+            ("normal_combine", ("combine_transmit_us", "combine_notify_us")),
+        ):
+            t = (sub[cols[0]] + sub[cols[1]]).to_numpy() * 1e-6
+            g[name], _ = fit_line(elems * BF16_BYTES, t, BF16_BYTES)
+            g[name]["rows"] = len(sub)
+        fits[gpu[0]] = g
+        print(
+            gpu[0],
+            {
+                k: (v["latency_s"], v["bandwidth_bytes_s"], v["median_abs_error"])
+                for k, v in g.items()
+            },
+        )
+    return fits
+
+
+# -- output ---------------------------------------------------------------------------------------
+COMMAND = "python calibration/fit_moe_kernels.py --shared ../shared"
+PROVENANCE = f"""\
+# Written by {COMMAND}
+# (re-runnable; do not edit by hand) from ../shared/{TABLES}/
+# {{table}}: AIConfigurator's measured performance database (github.com/ai-dynamo/aiconfigurator
+# at 095f58a, aic-core/src/aiconfigurator_core/systems/data, Apache-2.0, Copyright (c) 2025-2026
+# NVIDIA CORPORATION & AFFILIATES; constants fitted here, no rows copied).
+"""
+
+
+def write_yaml(path: Path, header: str, body: dict) -> None:
+    text = yaml.safe_dump(body, sort_keys=False, width=100)
+    path.write_text(header + text, encoding="utf-8")
+
+
+MOE_HEADER = (
+    PROVENANCE.format(table="aiconfigurator_moe_1node.csv")
+    + """\
+# The routed experts of one MoE layer on one GPU, as the kernel each engine runs times them
+# (simspec.engine.costmodel.kernels.grouped_gemm_time): fixed_s + per_pair_s * pairs +
+# max(compute, memory), compute = the output tiles (each touched expert's tokens padded to
+# block_m rows, block_n columns) in waves over the GPU's SMs at compute_efficiency of the
+# dtype's peak; memory = every touched expert's weights (weight_bytes each, scales included)
+# at memory_efficiency of HBM bandwidth. Fitted on balanced routing, least squares on
+# log(predicted/measured); vLLM and SGLang rows at moe_ep_size 1 only (their EP>1 collectors
+# compute non-local assignments, SOURCE.md section 6) and without their DeepSeek-V3/R1 rows
+# (which touch half the experts: see DEEPSEEK in the script); TRT-LLM rows at every TP x EP.
+# median_abs_error / max_abs_error: |predicted/measured - 1| over the family's rows.
+# defaults: the kernel each engine runs by default (calibration/fit_moe_kernels.py
+# DEFAULT_KERNELS says why); a (GPU, engine, dtype) not listed keeps the roofline.
+# imbalance: median latency under power-law routing over balanced, by EP size (not modelled:
+# simspec routes uniformly).
+"""
+)
+
+MLA_HEADER = (
+    PROVENANCE.format(table="aiconfigurator_mla_decode_attention.csv")
+    + """\
+# MLA decode attention, one layer on one GPU (simspec.engine.costmodel.kernels.mla_decode_time):
+# fixed_s + per_seq_s * sequences + max(latent bytes / (memory_efficiency * HBM), FLOPs over
+# the query rows padded to block_m per sequence / (compute_efficiency * bf16 peak)). Keyed
+# "<gpu>/<framework>/<kv cache dtype>"; kernels as the table names them (SGLang: FA3 on Hopper,
+# trtllm_mla on B200). median_abs_error / max_abs_error: |predicted/measured - 1| over all rows
+# (batch 1-1024, context 2-131072, 1-128 heads per GPU).
+"""
+)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    args = ap.parse_args()
+    src = args.shared / TABLES
+    moe = fit_moe(src)
+    write_yaml(
+        DATA / "moe_kernels.yaml",
+        MOE_HEADER,
+        {
+            "gpus": {k: {"table": v[0], "sms": v[1]} for k, v in GPUS.items()},
+            "engines": ENGINES,
+            "dtypes": DTYPES,
+            "defaults": moe["defaults"],
+            "fits": moe["fits"],
+            "imbalance": moe["imbalance"],
+        },
+    )
+    mla = fit_mla(src)
+    write_yaml(
+        DATA / "mla_kernels.yaml",
+        MLA_HEADER,
+        {"gpus": {k: v[0] for k, v in GPUS.items()}, "engines": ENGINES, "fits": mla},
+    )
+    deepep = fit_deepep(src)
+    path = DATA / "alltoall.yaml"
+    text = path.read_text(encoding="utf-8").split("\n# -- DeepEP")[0].rstrip("\n") + "\n"
+    table = "aiconfigurator_deepep_{ll,normal}_1node.csv"
+    header = "\n# -- DeepEP --\n" + PROVENANCE.format(table=table)
+    header += DEEPEP_HEADER
+    section = {
+        "deepep": {
+            "ep": [8],
+            "max_low_latency_tokens_per_rank": DEEPEP_LL_MAX_TOKENS,
+            "normal_num_sms": DEEPEP_NORMAL_SMS,
+            "gpus": {k: v[0] for k, v in GPUS.items()},
+            "fits": deepep,
+        }
+    }
+    path.write_text(
+        text + header + yaml.safe_dump(section, sort_keys=False, width=100), encoding="utf-8"
+    )
+
+
+DEEPEP_HEADER = """\
+# DeepEP (github.com/deepseek-ai/DeepEP, MIT) dispatch and combine on one 8-GPU node (EP8),
+# collected by AIConfigurator through SGLang 0.5.12: time = latency_s + bytes / bandwidth,
+# bytes = tokens per rank x top-k x hidden x bytes_per_element (low-latency dispatch: fp8 with
+# per-128 scales; combine and normal kernels: bf16). Normal kernels at num_sms 20 (DeepEP's
+# Buffer default), time = transmit + notify. Which kernel runs: SGLang --moe-a2a-backend deepep
+# with --deepep-mode auto takes low-latency for decode batches and normal for extend
+# (DeepEPMode.resolve); vLLM --all2all-backend deepep_low_latency / deepep_high_throughput.
+# simspec takes low-latency up to max_low_latency_tokens_per_rank (SGLang's
+# SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK default) and normal above it. An EP size or GPU
+# not listed keeps the point-to-point fit above.
+"""
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Fitted kernel constants for large MoE / MLA models, read from the packaged data: the routed
+experts' grouped GEMMs (``moe_kernels.yaml``), MLA decode attention (``mla_kernels.yaml``) and
+DeepEP dispatch/combine (the ``deepep`` section of ``alltoall.yaml``). Each was fitted by
+``calibration/fit_moe_kernels.py`` to AIConfigurator's measured tables; each lookup answers None
+where no table covers the (GPU, engine, dtype), and the cost model then keeps its roofline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from simspec.catalog.tables import packaged_table
+
+
+@dataclass(frozen=True, slots=True)
+class GroupedGemmFit:
+    """One MoE kernel family on one GPU at one dtype (see
+    :func:`~simspec.engine.costmodel.kernels.grouped_gemm_time`)."""
+
+    kernel: str
+    block_m: int
+    block_n: int
+    fixed_s: float
+    per_pair_s: float
+    compute_efficiency: float
+    memory_efficiency: float
+    compute: str  # the tensor-core dtype whose peak applies: bf16, fp8 or fp4
+    weight_bytes: float
+    sms: int
+
+
+@dataclass(frozen=True, slots=True)
+class MlaDecodeFit:
+    """MLA decode attention on one GPU under one engine and KV-cache dtype (see
+    :func:`~simspec.engine.costmodel.kernels.mla_decode_time`)."""
+
+    kernel: str
+    block_m: int
+    fixed_s: float
+    per_seq_s: float
+    compute_efficiency: float
+    memory_efficiency: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeepEpFit:
+    """One DeepEP kernel (low-latency or normal) in one direction on one GPU type."""
+
+    latency_s: float
+    bandwidth_bytes_s: float
+    bytes_per_element: float
+
+
+def _key(*parts: str) -> str:
+    return "/".join(parts)
+
+
+@cache
+def moe_kernel_fit(gpu: str, engine: str, precision: str) -> GroupedGemmFit | None:
+    """The grouped-GEMM fit of the kernel ``engine`` runs by default for experts at
+    ``precision`` on ``gpu`` (simspec ids); None where no table covers them."""
+    table: dict[str, Any] = packaged_table("moe_kernels.yaml")
+    g = table["gpus"].get(gpu)
+    framework = table["engines"].get(engine)
+    dtype = table["dtypes"].get(precision)
+    if g is None or framework is None or dtype is None:
+        return None
+    kernel = table["defaults"].get(_key(g["table"], framework, dtype))
+    fit = table["fits"].get(_key(g["table"], framework, kernel or "", dtype))
+    if fit is None:
+        return None
+    return GroupedGemmFit(
+        kernel=str(kernel),
+        block_m=int(fit["block_m"]),
+        block_n=int(fit["block_n"]),
+        fixed_s=float(fit["fixed_s"]),
+        per_pair_s=float(fit["per_pair_s"]),
+        compute_efficiency=float(fit["compute_efficiency"]),
+        memory_efficiency=float(fit["memory_efficiency"]),
+        compute=str(fit["compute"]),
+        weight_bytes=float(fit["weight_bytes"]),
+        sms=int(g["sms"]),
+    )
+
+
+@cache
+def mla_decode_fit(gpu: str, engine: str, kv_bytes: float) -> MlaDecodeFit | None:
+    """The MLA decode-attention fit for ``engine`` on ``gpu`` with a KV cache of ``kv_bytes``
+    per element (1: fp8, 2: bf16); None where no table covers them."""
+    table: dict[str, Any] = packaged_table("mla_kernels.yaml")
+    g = table["gpus"].get(gpu)
+    framework = table["engines"].get(engine)
+    kv = {1.0: "fp8", 2.0: "bfloat16"}.get(float(kv_bytes))
+    if g is None or framework is None or kv is None:
+        return None
+    fit = table["fits"].get(_key(g, framework, kv))
+    if fit is None:
+        return None
+    return MlaDecodeFit(
+        kernel=str(fit["kernel"]),
+        block_m=int(fit["block_m"]),
+        fixed_s=float(fit["fixed_s"]),
+        per_seq_s=float(fit["per_seq_s"]),
+        compute_efficiency=float(fit["compute_efficiency"]),
+        memory_efficiency=float(fit["memory_efficiency"]),
+    )
+
+
+@cache
+def deepep_fits(gpu: str, ep: int) -> dict[str, DeepEpFit] | None:
+    """DeepEP's kernels on ``gpu`` at expert-parallel size ``ep``, keyed
+    ``{low_latency,normal}_{dispatch,combine}`` (with ``max_low_latency_tokens``' threshold
+    read by :func:`deepep_low_latency_limit`); None where no table covers them (the tables are
+    one 8-GPU node: ep 8)."""
+    table: dict[str, Any] = packaged_table("alltoall.yaml").get("deepep", {})
+    if ep not in table.get("ep", []):
+        return None
+    fits = table.get("fits", {}).get(table.get("gpus", {}).get(gpu, ""))
+    if fits is None:
+        return None
+    return {
+        name: DeepEpFit(
+            float(f["latency_s"]), float(f["bandwidth_bytes_s"]), float(f["bytes_per_element"])
+        )
+        for name, f in fits.items()
+    }
+
+
+def deepep_low_latency_limit() -> int:
+    """Tokens per rank up to which the low-latency kernels run (see alltoall.yaml)."""
+    return int(packaged_table("alltoall.yaml")["deepep"]["max_low_latency_tokens_per_rank"])

@@ -1,0 +1,145 @@
+"""The measured-kernel terms of large MoE / MLA models: grouped GEMMs padded per expert and run
+in waves, MLA decode tiles, DeepEP's two kernels, which table each (GPU, engine, dtype) takes,
+and the fits reproducing their tables."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from simspec.catalog.hardware import load_engine, load_gpu, load_profile
+from simspec.catalog.kernel_tables import (
+    DeepEpFit,
+    GroupedGemmFit,
+    MlaDecodeFit,
+    deepep_fits,
+    deepep_low_latency_limit,
+    mla_decode_fit,
+    moe_kernel_fit,
+)
+from simspec.catalog.models import load_model
+from simspec.catalog.precision import load_precision
+from simspec.catalog.tables import packaged_table
+from simspec.engine.costmodel import BatchShape, RooflineCostModel
+from simspec.engine.costmodel.kernels import deepep_time, grouped_gemm_time, mla_decode_time
+from simspec.engine.costmodel.moe import dispatch_combine_time
+
+WANTED = ("H200 SXM", "SGLang", "fp8_block", "Kimi-K2", "8")
+COMPUTE_ONLY = GroupedGemmFit("k", 64, 128, 0.0, 0.0, 1.0, 1e12, "bf16", 2.0, 132)
+
+
+def _gemm(pairs: float, touched: float) -> float:
+    return grouped_gemm_time(COMPUTE_ONLY, 4096, 512, pairs, touched, 132, 1e15, 4e12, 2.0)
+
+
+def test_each_touched_expert_pads_its_tokens_to_the_block():
+    # 1 or 64 tokens per expert fill one 64-row block: the same MMA work; 65 need two (64
+    # experts' tiles fill whole waves, so twice the blocks take twice the waves)
+    assert _gemm(64, 64) == pytest.approx(_gemm(64 * 64, 64))
+    assert _gemm(64 * 65, 64) == pytest.approx(2 * _gemm(64 * 64, 64))
+
+
+def test_tiles_run_in_whole_waves_over_the_sms():
+    # per expert block: 1024/128 gate-up tiles and 4096/128 down tiles; 2 to 4 experts' tiles
+    # fill one wave of 132 SMs, 5 experts' down tiles (160) take two: the down GEMM's K of 512
+    # against the gate-up's 4096 makes its second wave 1/8 of the first step
+    one = _gemm(2, 2)
+    assert _gemm(4, 4) == pytest.approx(one)
+    assert _gemm(5, 5) == pytest.approx(one * (4096 + 2 * 512) / (4096 + 512))
+
+
+def test_weight_streaming_bounds_few_tokens():
+    fit = GroupedGemmFit("k", 64, 128, 1e-5, 0.0, 1.0, 1.0, "bf16", 2.0, 132)
+    t = grouped_gemm_time(fit, 4096, 1024, 8, 8, 132, 1e18, 4e12, 2.0)
+    weights = 8 * 3 * 4096 * 1024 * 2.0
+    assert t == pytest.approx(1e-5 + (weights + 2.0 * 8 * (2 * 4096 + 3 * 1024)) / 4e12)
+
+
+def test_mla_decode_pads_heads_to_the_tile_and_pays_per_sequence():
+    fit = MlaDecodeFit("k", 64, 1e-5, 1e-7, 1.0, 1e9)  # compute-bound
+
+    def t(seqs: int, rows: float) -> float:
+        return mla_decode_time(fit, seqs, rows, seqs * 1000.0, 576, 512, 2.0, 1e15, 4.8e12)
+
+    assert t(1, 16) == pytest.approx(t(1, 64))  # 16 heads per GPU cost a 64-row tile
+    assert t(1, 65) > t(1, 64)
+    assert t(2, 16) - 2 * t(1, 16) == pytest.approx(-1e-5)  # one fixed cost, two sequences
+
+
+def test_deepep_takes_low_latency_for_decode_sized_batches_and_normal_above():
+    ll = DeepEpFit(1e-5, 2e11, 1.0)
+    normal = DeepEpFit(3e-5, 8e11, 2.0)
+    fits = {
+        "low_latency_dispatch": ll,
+        "low_latency_combine": ll,
+        "normal_dispatch": normal,
+        "normal_combine": normal,
+    }
+    m = load_model("deepseek-v3")
+    small = dispatch_combine_time(m, 8 * 128, 8, (0.0, 1.0), fits, 128)
+    assert small == pytest.approx(2 * deepep_time(ll, 128, m.hidden_size, 8))
+    big = dispatch_combine_time(m, 8 * 129, 8, (0.0, 1.0), fits, 128)
+    assert big == pytest.approx(2 * deepep_time(normal, 129, m.hidden_size, 8))
+
+
+def test_which_table_each_deployment_takes():
+    assert moe_kernel_fit("h200", "sglang", "fp8").kernel == "sglang_fused_moe_triton"
+    assert moe_kernel_fit("h100_sxm", "vllm", "fp8").kernel == "vllm_fp8moe_triton_tritonexperts"
+    assert "flashinfer_trtllm" in moe_kernel_fit("b200", "vllm", "fp8").kernel
+    assert moe_kernel_fit("a100_80gb", "vllm", "bf16") is None  # no table: roofline
+    assert moe_kernel_fit("h200", "hf", "bf16") is None
+    assert mla_decode_fit("h200", "sglang", 2.0).kernel == "flash_attention"
+    assert mla_decode_fit("h200", "vllm", 2.0) is None  # vLLM's FlashMLA is not in the table
+    assert deepep_fits("h200", 8) is not None
+    assert deepep_fits("h200", 4) is None  # the tables are one 8-GPU node
+    assert deepep_low_latency_limit() == 128
+
+
+def test_every_default_kernel_states_a_residual_within_a_fifth():
+    table = packaged_table("moe_kernels.yaml")
+    for key, kernel in table["defaults"].items():
+        gpu, framework, dtype = key.split("/")
+        fit = table["fits"][f"{gpu}/{framework}/{kernel}/{dtype}"]
+        assert fit["median_abs_error"] <= 0.2, key
+        assert fit["rows"] >= 100
+
+
+def test_deepseek_on_h200_sglang_runs_the_measured_kernels():
+    gpu, engine = load_gpu("h200"), load_engine("sglang")
+    cost = RooflineCostModel(
+        gpu, load_profile("h200"), engine, tp=8, precision=load_precision("fp8"),
+        precision_model="deepseek-v3",
+    )  # fmt: skip
+    m = load_model("deepseek-v3")
+    assert cost.moe_kernel(cost.experts_precision_of(m)) is not None
+    # batch 1 reads 8 experts' 1/8 slices: the measured kernel's fixed cost shows
+    assert cost.routed_experts_time(m, 1) > 20e-6
+    # the decode attention kernel's fixed cost per layer
+    one = cost.forward(m, BatchShape.uniform(1, 1, 1000.0, 1)).attention_s
+    assert one > m.num_hidden_layers * 10e-6
+
+
+@pytest.mark.slow
+def test_packaged_fit_reproduces_its_table_at_deepseeks_expert_shape(shared):
+    """SGLang fused_moe_triton, fp8 block-scaled experts of DeepSeek-V3's shape (Kimi-K2's
+    rows: the DeepSeek ones touch half the experts, calibration/fit_moe_kernels.py), TP8,
+    balanced routing, on H200: the packaged fit within 30% at every token count of
+    aiconfigurator_moe_1node.csv."""
+    fit = moe_kernel_fit("h200", "sglang", "fp8")
+    gpu = load_gpu("h200")
+    path = shared / "calibration-data/moe-serving/aiconfigurator_moe_1node.csv"
+    checked = 0
+    with path.open(newline="") as f:
+        for r in csv.DictReader(f):
+            key = (r["gpu"], r["framework"], r["moe_dtype"], r["model_shape"], r["moe_tp_size"])
+            if key != WANTED or (r["moe_ep_size"], r["distribution"]) != ("1", "balanced"):
+                continue
+            pairs = int(r["num_tokens"]) * 8
+            predicted = grouped_gemm_time(
+                fit, 7168, 256, pairs, min(384, pairs), fit.sms, gpu.fp8_dense_flops,
+                gpu.hbm_bandwidth_bytes_s, fit.weight_bytes,
+            )  # fmt: skip
+            assert predicted == pytest.approx(float(r["latency"]) * 1e-3, rel=0.3), r
+            checked += 1
+    assert checked >= 20
