@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from simspec.catalog.hf_config import LINEAR_ATTENTION
+from simspec.catalog.tables import packaged_table
 
 # precisions a row's notes name, as simspec's (bf16, fp8, int4-w) or why they are not modelled
 _PRECISION_WORDS = {
@@ -23,7 +24,7 @@ _PRECISION_WORDS = {
 }
 _UNMODELLED_PRECISIONS = {
     "NVFP4": "NVFP4 (4-bit float weights and activations on Blackwell FP4 tensor cores)",
-    "MXFP4": "MXFP4 weights of a model simspec has no preset for",
+    "MXFP4": "MXFP4 weights of a model whose preset is not an MXFP4 checkpoint",
 }
 # targets the case table names that simspec knows and cannot cost, with the config key at fault
 UNMODELLED_TARGETS = {
@@ -32,20 +33,56 @@ UNMODELLED_TARGETS = {
         f"(config.json layer_types): {LINEAR_ATTENTION}"
     ),
 }
+# a preset's checkpoint precision (its config.json quantization_config.quant_method) as the
+# word a row's notes use for it
+_QUANT_METHOD_WORDS = {
+    "mxfp4": "MXFP4",
+    "fp8": "FP8",
+    "fbgemm_fp8": "FP8",
+    "gptq": "GPTQ",
+    "awq": "AWQ",
+}
 _DISAGGREGATED = re.compile(r"PD-disaggregated|prefill \+ \d+ decode nodes", re.IGNORECASE)
 _ENGINES = {"vllm": "vllm", "sglang": "sglang"}
 
 
-def notes_precision(notes: str) -> tuple[str | None, str | None]:
-    """(precision, why it cannot run) from a row's notes: ``FP8`` -> fp8 (the checkpoint the
-    row served; its config's own precision otherwise), NVFP4 -> not modelled."""
+def notes_precision(notes: str, model: str = "") -> tuple[str | None, str | None, str]:
+    """(precision, why it cannot run, what was assumed) from a row's notes: ``FP8`` -> fp8
+    (the checkpoint the row served; its config's own precision otherwise), NVFP4 -> not
+    modelled. A precision simspec does not name (MXFP4) that is the ``model`` preset's own
+    checkpoint precision is no reason to refuse the row: it runs the preset's checkpoint as
+    its config.json quantises it."""
+    own = preset_precision(model)
     for word, why in _UNMODELLED_PRECISIONS.items():
         if re.search(rf"\b{word}\b", notes):
-            return None, f"the notes give {why}, not a precision simspec models (bf16, fp8, int4-w)"
+            if word == own:
+                return (
+                    None,
+                    None,
+                    (
+                        f"weights in {word}, as the notes say: the {model} preset's own checkpoint "
+                        "(its config.json quantization_config)"
+                    ),
+                )
+            return (
+                None,
+                (f"the notes give {why}, not a precision simspec models (bf16, fp8, int4-w)"),
+                "",
+            )
     for word, name in _PRECISION_WORDS.items():
         if re.match(rf"\s*{word}\b", notes):  # a row's precision tag leads its notes
-            return name, None
-    return None, None
+            return name, None, f"weights in {name}, as the notes say"
+    return None, None, ""
+
+
+def preset_precision(model: str) -> str | None:
+    """The word for a preset's checkpoint precision (MXFP4, FP8, ...), None for a bf16 one or
+    a name that is not a preset."""
+    entry = packaged_table("models.yaml").get(model)
+    if not isinstance(entry, dict):
+        return None
+    quant = entry.get("quantization_config") or {}
+    return _QUANT_METHOD_WORDS.get(str(quant.get("quant_method", "")).lower())
 
 
 def unmodelled_target(target: str, notes: str) -> str | None:
