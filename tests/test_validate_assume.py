@@ -145,3 +145,15 @@ def test_a_ttft_row_needs_its_prompt_and_is_scored(tmp_path):
     one, many = pred["predicted_value"]
     # 64 prompts of 1,000 tokens sent at once queue behind the 8,192-token prefill budget
     assert many > 3 * one > 0
+
+
+def test_the_serve_commands_stated_limits_and_expert_parallelism_are_kept():
+    notes = "serve: vllm serve X -tp 8 --max-num-batched-tokens 16384 --enable-expert-parallel"
+    row = {**ROW, "target_model": "qwen3-30b-a3b", "tp": "8", "notes": notes}
+    plan = plan_case({**row, "gpu": "a100_80gb", "engine_version": "v0.11.0"})
+    # the stated budget replaces the version's default; the unstated cap keeps it
+    assert plan.scenario.scheduler.max_num_batched_tokens == 16384
+    assert plan.scenario.scheduler.max_num_seqs == VLLM_SMALL_GPU.max_num_seqs
+    assert plan.scenario.ep == 8
+    dense = plan_case({**ROW, "tp": "2", "notes": "--enable-expert-parallel"})
+    assert dense.scenario.ep == 1  # no experts to spread

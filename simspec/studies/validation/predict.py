@@ -34,7 +34,13 @@ from simspec.catalog.methods import (
 )
 from simspec.catalog.models import load_model
 from simspec.catalog.traces import first_method, load_trace
-from simspec.config import AcceptanceConfig, MethodConfig, Scenario, WorkloadConfig
+from simspec.config import (
+    AcceptanceConfig,
+    MethodConfig,
+    Scenario,
+    SchedulerConfig,
+    WorkloadConfig,
+)
 from simspec.engine.build import build_cost_model
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.metrics import RunSummary
@@ -49,6 +55,8 @@ from simspec.studies.validation.loads import LoadError, engine_batch_defaults, w
 from simspec.studies.validation.setups import (
     notes_precision,
     other_baseline,
+    serve_expert_parallel,
+    serve_limits,
     unmodelled_serving,
     unmodelled_target,
 )
@@ -187,6 +195,16 @@ def plan_case(
     if limits is not None:
         deploy["scheduler"] = limits
         assumptions.append(said)
+    if stated := serve_limits(notes):
+        base = deploy.get("scheduler") or SchedulerConfig()
+        deploy["scheduler"] = base.model_copy(update=stated)
+        assumptions.append(
+            ", ".join(f"{k} {v}" for k, v in stated.items()) + " as the notes' serve command sets"
+        )
+    ep = serve_expert_parallel(notes, tp)
+    if ep is not None and ep > 1 and (get("tp") or gpus) and load_model(model).is_moe:
+        deploy["ep"] = ep
+        assumptions.append(f"ep={ep}: experts whole on each GPU, as the notes' serve command sets")
     try:
         cfg, source = _method(row, method, dataset, metric, temperature, assumptions)
         scenario = Scenario(**deploy, method=cfg)

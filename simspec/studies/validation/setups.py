@@ -42,6 +42,20 @@ _QUANT_METHOD_WORDS = {
     "gptq": "GPTQ",
     "awq": "AWQ",
 }
+# batch limits a row's serve command sets, as the deployment's scheduler fields: vLLM's flags
+# (vllm/engine/arg_utils.py EngineArgs) and SGLang's (python/sglang/srt/server_args.py
+# ServerArgs: max_running_requests caps running requests, chunked_prefill_size the tokens a
+# prefill chunk may take in one step)
+_SERVE_LIMITS = {
+    "max_num_seqs": re.compile(r"--max-num-seqs[ =](\d+)|--max-running-requests[ =](\d+)"),
+    "max_num_batched_tokens": re.compile(
+        r"--max-num-batched-tokens[ =](\d+)|--chunked-prefill-size[ =](\d+)"
+    ),
+}
+# expert parallelism in a serve command: vLLM --enable-expert-parallel puts whole experts on
+# each of the TP GPUs (ep = tp); SGLang --ep-size / --expert-parallel-size N
+_EP_ALL = re.compile(r"--enable-expert-parallel\b")
+_EP_SIZE = re.compile(r"--(?:ep-size|expert-parallel-size|ep)[ =](\d+)")
 _DISAGGREGATED = re.compile(r"PD-disaggregated|prefill \+ \d+ decode nodes", re.IGNORECASE)
 _ENGINES = {"vllm": "vllm", "sglang": "sglang"}
 
@@ -83,6 +97,24 @@ def preset_precision(model: str) -> str | None:
         return None
     quant = entry.get("quantization_config") or {}
     return _QUANT_METHOD_WORDS.get(str(quant.get("quant_method", "")).lower())
+
+
+def serve_limits(notes: str) -> dict[str, int]:
+    """The batch limits (``max_num_seqs``, ``max_num_batched_tokens``) the notes' serve command
+    sets, by name; empty when it sets none."""
+    out = {}
+    for field, pattern in _SERVE_LIMITS.items():
+        if m := pattern.search(notes):
+            out[field] = int(next(g for g in m.groups() if g))
+    return out
+
+
+def serve_expert_parallel(notes: str, tp: int) -> int | None:
+    """The expert-parallel degree the notes' serve command sets (None: experts sliced over TP,
+    the engines' default)."""
+    if m := _EP_SIZE.search(notes):
+        return int(m.group(1))
+    return tp if _EP_ALL.search(notes) else None
 
 
 def unmodelled_target(target: str, notes: str) -> str | None:
