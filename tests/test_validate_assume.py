@@ -16,6 +16,7 @@ from simspec.studies.validation.cases import read_cases
 from simspec.studies.validation.loads import VLLM_SMALL_GPU, engine_batch_defaults, workload
 from simspec.studies.validation.predict import Skip, plan_case
 from simspec.studies.validation.run import validate
+from simspec.studies.validation.setups import sent_as_burst
 
 ROW = {
     "case_id": "r",
@@ -107,14 +108,17 @@ def test_mxfp4_in_the_notes_runs_when_it_is_the_presets_own_checkpoint():
         plan_case({**row, "notes": "NVFP4 checkpoint"})
 
 
-def test_a_static_batch_is_a_burst_of_every_request_at_once():
+def test_a_burst_sends_every_request_at_once():
     def get(col):
         return {"prompt_len": "200", "output_len": "100"}.get(col, "")
 
-    wl = workload("static_batch", 500, get, "sharegpt", [])
+    assert sent_as_burst("burst of 1000 prompts (request rate inf, no max concurrency)")
+    wl = workload("static_batch", 500, get, "sharegpt", [], burst=True)
     assert (wl.arrival, wl.concurrency, wl.requests, wl.measure) == ("closed", 500, 500, "whole")
-    held = workload("concurrency", 8, get, "sharegpt", [])
-    assert held.measure == "steady" and held.requests > 8
+    # a paper's "batch size 8" over a dataset, and a closed loop: a batch held full
+    for kind in ("static_batch", "concurrency"):
+        held = workload(kind, 8, get, "sharegpt", [])
+        assert held.measure == "steady" and held.requests > 8
 
 
 def test_vllm_batch_defaults_follow_the_version_and_the_gpu():
@@ -135,9 +139,11 @@ def test_a_ttft_row_needs_its_prompt_and_is_scored(tmp_path):
     path = tmp_path / "cases.csv"
     path.write_text(
         "case_id,metric,method,target_model,gpu,tp,engine,load_kind,load,prompt_len,"
-        "output_len,measured_value\n"
-        "one,ttft_ms,autoregressive,llama-3.1-8b,h100_sxm,1,vllm,static_batch,1,1000,20,30\n"
-        "many,ttft_ms,autoregressive,llama-3.1-8b,h100_sxm,1,vllm,static_batch,64,1000,20,300\n",
+        "output_len,measured_value,notes\n"
+        "one,ttft_ms,autoregressive,llama-3.1-8b,h100_sxm,1,vllm,static_batch,1,1000,20,30,"
+        "burst of 1\n"
+        "many,ttft_ms,autoregressive,llama-3.1-8b,h100_sxm,1,vllm,static_batch,64,1000,20,300,"
+        "burst of 64\n",
         encoding="utf-8",
     )
     pred = validate(read_cases(path), runs=SERIAL)

@@ -6,11 +6,13 @@ Load kinds (the case-table contract, shared/validation/README.md):
 - ``single``: one request at a time.
 - ``concurrency``: a closed loop holding ``load`` requests (a finished one replaced at once),
   measured in its steady window.
-- ``static_batch``: ``load`` requests start together and the run ends when the last one
-  finishes: every request is sent at once, the engine admits what its ``max_num_seqs``, token
-  budget and KV cache allow, the rest queue for their prefill, and the batch drains at the end.
-  Timed from the first arrival to the last departure (``vllm bench serve --request-rate inf``
-  with no max concurrency is this).
+- ``static_batch``: ``load`` requests start together. A row whose notes say the run was one
+  burst (``vllm bench serve --request-rate inf`` with no max concurrency: "burst of N prompts",
+  "request rate inf") sends every request at once and ends when the last one finishes: the
+  engine admits what its ``max_num_seqs``, token budget and KV cache allow, the rest queue for
+  their prefill, and the batch drains at the end, timed from the first arrival to the last
+  departure. Any other static batch is a paper's "batch size N" over a dataset, batch after
+  batch: a batch of N held full, measured in its steady window.
 - ``qps``: Poisson arrivals at ``load`` requests/s from a cold server, every request measured.
 """
 
@@ -51,8 +53,11 @@ class LoadError(Exception):
     """A load the row states but simspec cannot run (the message says why)."""
 
 
-def workload(load_kind: str, load: float, get, dataset: str, notes: list[str]) -> WorkloadConfig:
-    """The row's load and lengths as a simspec workload (``get``: a cell by column name)."""
+def workload(
+    load_kind: str, load: float, get, dataset: str, notes: list[str], burst: bool = False
+) -> WorkloadConfig:
+    """The row's load and lengths as a simspec workload (``get``: a cell by column name;
+    ``burst``: the row's static batch was sent as one burst)."""
     lengths = _lengths(get, dataset, notes)
     n = int(load)
     if load_kind == "single":
@@ -70,12 +75,12 @@ def workload(load_kind: str, load: float, get, dataset: str, notes: list[str]) -
         return WorkloadConfig(
             arrival="poisson", rate=load, requests=requests, measure="whole", **lengths
         )
-    if load_kind == "static_batch" or n >= OFFLINE_CONCURRENCY:
+    if (load_kind == "static_batch" and burst) or n >= OFFLINE_CONCURRENCY:
         # every request at once, timed from the start to the last one out (a closed loop with
         # nothing to refill: the engine's limits queue what does not fit)
         return WorkloadConfig(concurrency=n, requests=n, measure="whole", **lengths)
-    # a closed loop: hold the batch at n (a finished request is replaced) and measure its
-    # steady window
+    # a static batch over a dataset or a closed loop: hold the batch at n (a finished request is
+    # replaced) and measure its steady window
     return WorkloadConfig(
         concurrency=n, requests=max(MIN_REQUESTS, 3 * n), turnovers=TURNOVERS, **lengths
     )

@@ -55,6 +55,7 @@ from simspec.studies.validation.loads import LoadError, engine_batch_defaults, w
 from simspec.studies.validation.setups import (
     notes_precision,
     other_baseline,
+    sent_as_burst,
     serve_expert_parallel,
     serve_limits,
     unmodelled_serving,
@@ -169,7 +170,7 @@ def plan_case(
             raise Skip("a ttft_ms row needs prompt_len: the time to a first token is its prefill")
         assumptions.append(TTFT_NOTE)
     try:
-        work = workload(load_kind, load, get, dataset, assumptions)
+        work = workload(load_kind, load, get, dataset, assumptions, sent_as_burst(notes))
     except LoadError as exc:
         raise Skip(str(exc)) from None
     if metric == "tau" and _uses_trace(get) and dataset in TRACE_DATASETS:

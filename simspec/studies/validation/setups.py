@@ -56,6 +56,9 @@ _SERVE_LIMITS = {
 # each of the TP GPUs (ep = tp); SGLang --ep-size / --expert-parallel-size N
 _EP_ALL = re.compile(r"--enable-expert-parallel\b")
 _EP_SIZE = re.compile(r"--(?:ep-size|expert-parallel-size|ep)[ =](\d+)")
+# a static batch sent as one burst (the case table's gpustack rows: "burst of 1000 prompts
+# (request rate inf, no max concurrency)")
+_BURST = re.compile(r"burst of \d+|request[- ]rate inf", re.IGNORECASE)
 _DISAGGREGATED = re.compile(r"PD-disaggregated|prefill \+ \d+ decode nodes", re.IGNORECASE)
 _ENGINES = {"vllm": "vllm", "sglang": "sglang"}
 
@@ -97,6 +100,11 @@ def preset_precision(model: str) -> str | None:
         return None
     quant = entry.get("quantization_config") or {}
     return _QUANT_METHOD_WORDS.get(str(quant.get("quant_method", "")).lower())
+
+
+def sent_as_burst(notes: str) -> bool:
+    """Whether the notes say every request was sent at once (one burst)."""
+    return bool(_BURST.search(notes))
 
 
 def serve_limits(notes: str) -> dict[str, int]:
