@@ -65,12 +65,12 @@ from simspec.studies.validation.setups import (
 BASELINES = ("same-engine-no-spec", "hf-vanilla")
 SEED = 0
 NODE_GPUS = 8  # the GPUs of one node, the most a stated GPU count is read as one TP group
-# Tree rows that give no depth or budget, for methods whose packaged default is a chain: the
-# reference implementation's defaults. EAGLE-3: SafeAILab/EAGLE eagle/model/ea_model.py,
-# EaModel.from_pretrained(use_eagle3=True, total_token=60, depth=7, top_k=10), dynamic tree.
 # vLLM's and SGLang's serving benchmarks print a mean TTFT; a simspec run summarises TTFT by
 # percentiles, so a ttft_ms row is predicted by the median of the simulated requests
 TTFT_NOTE = "TTFT: simspec's median over the run's requests (the row gives the source's figure)"
+# Tree rows that give no depth or budget, for methods whose packaged default is a chain: the
+# reference implementation's defaults. EAGLE-3: SafeAILab/EAGLE eagle/model/ea_model.py,
+# EaModel.from_pretrained(use_eagle3=True, total_token=60, depth=7, top_k=10), dynamic tree.
 TREE_DEFAULTS = {"eagle3": {"tree": "dynamic", "k": 7, "tree_nodes": 60, "tree_topk": 10}}
 
 
