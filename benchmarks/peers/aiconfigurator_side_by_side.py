@@ -12,8 +12,10 @@ with the command that produced them.
         --cases ../shared/validation/cases_serving_gpustack.csv \
         --out benchmarks/peers/aiconfigurator_qwen3_235b_h100.csv
 
-A burst of N requests (``static_batch``) is estimated at batch size N: AIConfigurator has no
-queue, prefill backlog or drain, so this is its reading of the row, not a burst.
+A burst of N requests (``static_batch``) is estimated at batch size N, halved until the
+deployment holds it (AIConfigurator reports OOM past its KV capacity): it has no queue, prefill
+backlog or drain, so this is its reading of the row, not a burst. ``aic_batch`` says which batch
+it estimated.
 """
 
 from __future__ import annotations
@@ -32,14 +34,17 @@ HF_IDS = {
     "deepseek-v3": "deepseek-ai/DeepSeek-V3",
     "deepseek-r1": "deepseek-ai/DeepSeek-R1",
 }
+# a row served an FP8 checkpoint (its notes lead with "FP8;"): Qwen's FP8 releases are
+# block-quantised (128x128), AIConfigurator's fp8_block
+FP8 = ["--gemm-quant-mode", "fp8_block", "--moe-quant-mode", "fp8_block"]
 FIELDS = {
-    "tpot_ms": r"TPOT:\s+([\d.]+) ms",
-    "ttft_ms": r"TTFT:\s+([\d.]+) ms",
-    "throughput_tok_s": r"tokens/s:\s+([\d.]+)",
+    "tpot_ms": r"TPOT:\s+([\d.,]+) ms",
+    "ttft_ms": r"TTFT:\s+([\d.,]+) ms",
+    "throughput_tok_s": r"tokens/s:\s+([\d.,]+)",
 }
 
 
-def command(aic: str, row: pd.Series) -> list[str]:
+def command(aic: str, row: pd.Series, batch: int) -> list[str]:
     tp = int(float(row["tp"]))
     return [
         aic, "cli", "estimate", "--estimate-mode", "agg",
@@ -47,9 +52,10 @@ def command(aic: str, row: pd.Series) -> list[str]:
         "--system", SYSTEMS[row["gpu"]],
         "--backend", row["engine"],
         "--tp-size", str(tp), "--moe-tp-size", str(tp), "--moe-ep-size", "1",
-        "--batch-size", str(int(float(row["load"]))),
+        "--batch-size", str(batch),
         "--isl", str(round(float(row["prompt_len"]))),
         "--osl", str(max(2, round(float(row["output_len"])))),
+        *(FP8 if row["notes"].lstrip().startswith("FP8") else []),
     ]  # fmt: skip
 
 
@@ -58,9 +64,20 @@ def estimate(cmd: list[str]) -> dict[str, float] | str:
     text = done.stdout + done.stderr
     found = {k: re.search(p, text) for k, p in FIELDS.items()}
     if not all(found.values()):
-        errors = [ln for ln in text.splitlines() if ln.startswith("Error")]
+        errors = [ln for ln in text.splitlines() if ln.startswith(("Error", "RuntimeError"))]
         return (errors or [f"exit {done.returncode}, no estimate printed"])[-1]
-    return {k: float(m.group(1)) for k, m in found.items() if m}
+    return {k: float(m.group(1).replace(",", "")) for k, m in found.items() if m}
+
+
+def fitting_estimate(aic: str, row: pd.Series) -> tuple[dict[str, float] | str, int, str]:
+    """The estimate at the row's load, or at the largest halving of it that does not OOM."""
+    batch = int(float(row["load"]))
+    while True:
+        cmd = command(aic, row, batch)
+        result = estimate(cmd)
+        if isinstance(result, dict) or "OOM" not in result or batch == 1:
+            return result, batch, "aiconfigurator " + " ".join(cmd[1:])
+        batch //= 2
 
 
 def main() -> None:
@@ -82,11 +99,10 @@ def main() -> None:
     ]
     out, seen = [], {}
     for _, row in rows.iterrows():
-        cmd = command(args.aic, row)
-        key = " ".join(cmd[1:])
+        key = " ".join(command(args.aic, row, int(float(row["load"])))[1:])
         if key not in seen:
-            seen[key] = estimate(cmd)
-        result = seen[key]
+            seen[key] = fitting_estimate(args.aic, row)
+        result, batch, cmd = seen[key]
         ok = isinstance(result, dict)
         out.append(
             {
@@ -94,8 +110,9 @@ def main() -> None:
                 "metric": row["metric"],
                 "measured_value": float(row["measured_value"]),
                 "aic_predicted": result[row["metric"]] if ok else float("nan"),
+                "aic_batch": batch,
                 "aic_error": "" if ok else result,
-                "command": "aiconfigurator " + key,
+                "command": cmd,
             }
         )
     pd.DataFrame(out).to_csv(args.out, index=False)

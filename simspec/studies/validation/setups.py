@@ -24,7 +24,7 @@ _PRECISION_WORDS = {
 }
 _UNMODELLED_PRECISIONS = {
     "NVFP4": "NVFP4 (4-bit float weights and activations on Blackwell FP4 tensor cores)",
-    "MXFP4": "MXFP4 weights of a model whose preset is not an MXFP4 checkpoint",
+    "MXFP4": "MXFP4 weights of a model simspec has no preset for",
 }
 # targets the case table names that simspec knows and cannot cost, with the config key at fault
 UNMODELLED_TARGETS = {
@@ -81,6 +81,8 @@ def notes_precision(notes: str, model: str = "") -> tuple[str | None, str | None
                         "(its config.json quantization_config)"
                     ),
                 )
+            if own is not None or model in packaged_table("models.yaml"):
+                why = f"{word} weights of a model whose preset is a {own or 'BF16'} checkpoint"
             return (
                 None,
                 (f"the notes give {why}, not a precision simspec models (bf16, fp8, int4-w)"),
