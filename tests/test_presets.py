@@ -45,6 +45,9 @@ def test_every_required_model_gpu_and_profile_is_present_with_a_source():
         ("llama-3.1-8b", 8.03),
         ("llama-3.1-70b", 70.6),
         ("qwen3-8b", 8.19),
+        # Qwen3 model cards: 14.8B and 32.8B parameters
+        ("qwen3-14b", 14.8),
+        ("qwen3-32b", 32.8),
         ("vicuna-33b", 32.5),
     ],
 )

@@ -221,14 +221,14 @@ def test_a_step_time_row_costs_one_decode_step(tmp_path):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_scenario_that_cannot_run_skips_only_its_rows(tmp_path, workers):
-    """The 70B model does not fit one H100: its row says why; the others, the same scenario
-    asked for twice among them, are predicted, and that scenario runs once."""
+    """The 70B model does not fit one H100 (its row says tp 1): its row says why; the others,
+    the same scenario asked for twice among them, are predicted, and that scenario runs once."""
     path = tmp_path / "cases.csv"
     path.write_text(
-        "case_id,metric,method,target_model,gpu,engine,load_kind,load,measured_value\n"
-        "a,tpot_ms,autoregressive,llama-3.1-8b,h100_sxm,vllm,concurrency,2,7.4\n"
-        "big,tpot_ms,autoregressive,llama-3.1-70b,h100_sxm,vllm,concurrency,2,20\n"
-        "b,throughput_tok_s,autoregressive,llama-3.1-8b,h100_sxm,vllm,concurrency,2,250\n",
+        "case_id,metric,method,target_model,gpu,tp,engine,load_kind,load,measured_value\n"
+        "a,tpot_ms,autoregressive,llama-3.1-8b,h100_sxm,1,vllm,concurrency,2,7.4\n"
+        "big,tpot_ms,autoregressive,llama-3.1-70b,h100_sxm,1,vllm,concurrency,2,20\n"
+        "b,throughput_tok_s,autoregressive,llama-3.1-8b,h100_sxm,1,vllm,concurrency,2,250\n",
         encoding="utf-8",
     )
     told = Told()

@@ -43,6 +43,15 @@ def validate(
             "says so in its assumptions column) [default: skip them]"
         ),
     ] = None,
+    assume: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="FIELD=VALUE, repeatable: fill this cell wherever a row leaves it empty or "
+            "'unknown' (gpu, num_gpus, tp, engine, load_kind, load, temperature, dataset, "
+            "prompt_len, output_len; e.g. --assume gpu=h200 --assume load_kind=single); each "
+            "row so filled says so in its assumptions column"
+        ),
+    ] = None,
 ) -> None:
     """Predict published measurements; report the error.
 
@@ -51,9 +60,13 @@ def validate(
     and the row's metric is predicted. Rows simspec cannot express are kept, with status
     "skipped" and the reason.
 
+    A row that states neither TP nor a GPU count runs on the fewest GPUs that hold the model
+    (TP 1, 2, 4 or 8), and says so.
+
     Example: simspec validate --out predictions.csv --report validation.html
     """
     from simspec.catalog.hardware import load_gpu
+    from simspec.studies.validation.assume import parse_assumptions
     from simspec.studies.validation.cases import read_cases
     from simspec.studies.validation.report import write_report
     from simspec.studies.validation.run import validate as predict
@@ -63,6 +76,7 @@ def validate(
         raise InputError("--out", f"must end in .csv, got {str(out)!r}")
     if report is not None and report.suffix not in (".html", ".htm"):
         raise InputError("--report", f"must end in .html, got {str(report)!r}")
+    assumed = parse_assumptions(assume or [])
     frame = read_cases(cases)
     if assume_gpu is not None:
         try:
@@ -73,7 +87,7 @@ def validate(
         progress_bar("simulating the cases") as bar,
         study_runs("process", workers, progress=bar) as runs,
     ):
-        pred = predict(frame, runs=runs, assume_gpu=assume_gpu)
+        pred = predict(frame, runs=runs, assume_gpu=assume_gpu, assume=assumed)
     table = series_table(pred)
     # text cells are quoted: a user's cell may hold a bare carriage return, which an
     # unquoted CSV would read back as a line break

@@ -59,7 +59,7 @@ REQUIRED = (
     "load_kind",
     "measured_value",
 )
-METRICS = ("speedup", "tau", "tpot_ms", "throughput_tok_s", "step_time_ms")
+METRICS = ("speedup", "tau", "tpot_ms", "ttft_ms", "throughput_tok_s", "step_time_ms")
 LOAD_KINDS = ("single", "static_batch", "concurrency", "qps")
 MAX_BYTES = 64 * 1024 * 1024  # a case table is a few hundred rows; refuse anything absurd
 

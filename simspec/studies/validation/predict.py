@@ -13,6 +13,7 @@ the number from itself): it takes the preset.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,42 +35,39 @@ from simspec.catalog.methods import (
 from simspec.catalog.models import load_model
 from simspec.catalog.traces import first_method, load_trace
 from simspec.config import (
-    MIN_RATE,
     AcceptanceConfig,
-    LengthSpec,
     MethodConfig,
     Scenario,
+    SchedulerConfig,
     WorkloadConfig,
 )
 from simspec.engine.build import build_cost_model
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.metrics import RunSummary
-from simspec.engine.simulation import check
 from simspec.engine.speculators import SPECULATORS
-from simspec.errors import InputError, ScenarioError, validation_message
+from simspec.errors import InputError, validation_message
 from simspec.studies.runs.job import Failed
 from simspec.studies.runs.keys import scenario_key
+from simspec.studies.validation.assume import fill_unstated
 from simspec.studies.validation.cases import LOAD_KINDS, METRICS, number, whole
+from simspec.studies.validation.gpus import fewest_gpus, fit_by_layer_split
+from simspec.studies.validation.loads import LoadError, engine_batch_defaults, workload
 from simspec.studies.validation.setups import (
     notes_precision,
     other_baseline,
+    sent_as_burst,
+    serve_expert_parallel,
+    serve_limits,
     unmodelled_serving,
     unmodelled_target,
 )
 
 BASELINES = ("same-engine-no-spec", "hf-vanilla")
 SEED = 0
-SINGLE_REQUESTS = 32  # batch-1 rows: enough requests that per-request spread averages out
-MIN_REQUESTS = 32  # small batches: enough requests that per-request spread averages out
-# closed-loop rows measure this many turnovers of the batch (the default is 64): published
-# numbers are read to a few per cent and the model's own error is ~16 %, while 8 turnovers
-# put the run-to-run spread of a batch-64 speedup at ~1 % (README "Measurement") and keep
-# the ~400 rows to minutes
-TURNOVERS = 8
-QPS_SECONDS = 60.0  # open-loop rows: a minute of arrivals
-QPS_REQUESTS = (100, 2000)
-LAYER_SPLITS = (1, 2, 4, 8)  # GPU counts tried for an HF row that does not state its own
-OFFLINE_CONCURRENCY = 1000  # a closed loop this wide is an offline run: every request at once
+NODE_GPUS = 8  # the GPUs of one node, the most a stated GPU count is read as one TP group
+# vLLM's and SGLang's serving benchmarks print a mean TTFT; a simspec run summarises TTFT by
+# percentiles, so a ttft_ms row is predicted by the median of the simulated requests
+TTFT_NOTE = "TTFT: simspec's median over the run's requests (the row gives the source's figure)"
 # Tree rows that give no depth or budget, for methods whose packaged default is a chain: the
 # reference implementation's defaults. EAGLE-3: SafeAILab/EAGLE eagle/model/ea_model.py,
 # EaModel.from_pretrained(use_eagle3=True, total_token=60, depth=7, top_k=10), dynamic tree.
@@ -92,11 +90,20 @@ class CasePlan:
     assumptions: list[str] = field(default_factory=list)
 
 
-def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
+def plan_case(
+    row: dict[str, str],
+    assume_gpu: str | None = None,
+    *,
+    assume: Mapping[str, str] | None = None,
+) -> CasePlan:
     """The scenarios for one row, or :class:`Skip` naming the field that stops it.
 
-    assume_gpu: run rows whose gpu is ``unknown`` on this GPU (noted in ``assumptions``);
-    without it they are skipped."""
+    assume: cells to fill where the row leaves them unstated (``--assume FIELD=VALUE``, each
+    fill noted in ``assumptions``); assume_gpu: the same for ``gpu`` alone."""
+    assumed = dict(assume or {})
+    if assume_gpu and "gpu" not in assumed:
+        assumed["gpu"] = assume_gpu
+    row, assumptions = fill_unstated(row, assumed)
     get = _cells(row)
     metric = get("metric")
     if metric not in METRICS:
@@ -107,19 +114,15 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
     method = get("method")
     if method not in SPECULATORS:
         raise Skip(f"method {method!r} is not modelled (simspec methods lists them)")
-    assumptions: list[str] = []
     model, notes = get("target_model"), get("notes")
-    precision, why = notes_precision(notes)
+    precision, why, said = notes_precision(notes, model)
     why = why or unmodelled_target(model, notes) or unmodelled_serving(notes)
     if why:
         raise Skip(why)
     _known(load_model, model, "unknown model")
-    if precision:
-        assumptions.append(f"weights in {precision}, as the notes say")
+    if said:
+        assumptions.append(said)
     gpu = get("gpu")
-    if gpu in ("unknown", "") and assume_gpu:
-        gpu = assume_gpu
-        assumptions.append(f"GPU not stated: {assume_gpu} assumed")
     _known(load_gpu, gpu, "unsupported GPU")
     if note := load_profile(gpu).transferred_note():
         assumptions.append(note)
@@ -139,10 +142,17 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
     tp, pp = whole(get("tp")) or 1, 1
     gpus = whole(get("num_gpus"))
     if not get("tp") and (gpus or 1) > 1:
-        if engine != "hf":
-            raise Skip(f"num_gpus {gpus} with no tp: how the GPUs split the model is not stated")
-        pp = gpus  # the HF reference code loads with device_map="auto": layers split in order
-        assumptions.append(f"HF splits the layers over the {gpus} GPUs (device_map='auto')")
+        if engine == "hf":
+            pp = gpus  # the HF reference code loads with device_map="auto": layers split in order
+            assumptions.append(f"HF splits the layers over the {gpus} GPUs (device_map='auto')")
+        elif gpus > NODE_GPUS:
+            raise Skip(
+                f"num_gpus {gpus} with no tp: more than one node, and how the nodes split the "
+                "model is not stated"
+            )
+        else:  # a serving engine spreads one replica over a node's GPUs by tensor parallelism
+            tp = gpus
+            assumptions.append(f"TP not stated: tp={gpus}, the row's {gpus} GPUs")
     temperature = number(get("temperature"))
     if temperature is None:
         temperature = 0.0
@@ -155,11 +165,18 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
             raise Skip("a step_time_ms row needs context_len (the KV length per sequence)")
         row = {**row, "prompt_len": str(context), "output_len": "1"}
         get = _cells(row)
-    workload = _workload(load_kind, load, get, dataset, assumptions)
+    if metric == "ttft_ms":
+        if not number(get("prompt_len")):
+            raise Skip("a ttft_ms row needs prompt_len: the time to a first token is its prefill")
+        assumptions.append(TTFT_NOTE)
+    try:
+        work = workload(load_kind, load, get, dataset, assumptions, sent_as_burst(notes))
+    except LoadError as exc:
+        raise Skip(str(exc)) from None
     if metric == "tau" and _uses_trace(get) and dataset in TRACE_DATASETS:
         # a τ computed from a trace is pooled over every request of it, at its own lengths
         records = load_trace(dataset, first_method(dataset)).num_requests
-        workload = WorkloadConfig(
+        work = WorkloadConfig(
             concurrency=1, lengths_from=dataset, requests=records, measure="whole"
         )
         assumptions.append(f"every request of the {dataset} trace, at its own lengths")
@@ -171,10 +188,26 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
         "pp": pp,
         "engine": engine,
         "precision": precision,
-        "workload": workload,
+        "workload": work,
         "temperature": temperature,
         "seed": SEED,
     }
+    limits, said = engine_batch_defaults(
+        engine, get("engine_version"), gpu, load_gpu(gpu).memory_bytes / 2**30
+    )
+    if limits is not None:
+        deploy["scheduler"] = limits
+        assumptions.append(said)
+    if stated := serve_limits(notes):
+        base = deploy.get("scheduler") or SchedulerConfig()
+        deploy["scheduler"] = base.model_copy(update=stated)
+        assumptions.append(
+            ", ".join(f"{k} {v}" for k, v in stated.items()) + " as the notes' serve command sets"
+        )
+    ep = serve_expert_parallel(notes, tp)
+    if ep is not None and ep > 1 and (get("tp") or gpus) and load_model(model).is_moe:
+        deploy["ep"] = ep
+        assumptions.append(f"ep={ep}: experts whole on each GPU, as the notes' serve command sets")
     try:
         cfg, source = _method(row, method, dataset, metric, temperature, assumptions)
         scenario = Scenario(**deploy, method=cfg)
@@ -196,8 +229,9 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
             else:
                 base_engine = "hf" if base == "hf-vanilla" else engine
                 baseline = Scenario(**{**deploy, "engine": base_engine})
-        if engine == "hf" and not get("tp") and not gpus:
-            scenario, baseline = _fit_by_layer_split(scenario, baseline, assumptions)
+        if not get("tp") and not gpus:
+            fit = fit_by_layer_split if engine == "hf" else fewest_gpus
+            scenario, baseline = fit(scenario, baseline, assumptions)
     except InputError as exc:
         raise Skip(exc.message if exc.field.startswith("methods") else str(exc)) from None
     except ValueError as exc:  # pydantic: a field out of range
@@ -208,27 +242,6 @@ def plan_case(row: dict[str, str], assume_gpu: str | None = None) -> CasePlan:
 def _cells(row: dict[str, str]):
     """Reads a row's cell as stripped text ("" when the column is absent)."""
     return lambda col: str(row.get(col, "")).strip()
-
-
-def _fit_by_layer_split(
-    scenario: Scenario, baseline: Scenario | None, notes: list[str]
-) -> tuple[Scenario, Scenario | None]:
-    """An HF row that does not say how many GPUs it used, for a model one GPU cannot hold: the
-    fewest GPUs its layers fit on when split in order (device_map='auto'), as the reference
-    code loads it. The baseline runs on the same GPUs."""
-    for pp in LAYER_SPLITS:
-        trial = scenario.model_copy(update={"pp": pp})
-        try:
-            check(trial)
-        except ScenarioError:
-            continue
-        except InputError:
-            return scenario, baseline  # let the run report the bad input
-        if pp > 1:
-            notes.append(f"GPU count unstated: the model fits with its layers split over {pp}")
-            baseline = baseline.model_copy(update={"pp": pp}) if baseline else None
-        return trial, baseline
-    return scenario, baseline
 
 
 def _known(loader, name: str, what: str) -> None:
@@ -246,43 +259,6 @@ def _first_error(exc: ValueError) -> str:
 
 def _uses_trace(get) -> bool:
     return get("uses_trace").lower() in ("yes", "true", "1")
-
-
-def _workload(load_kind: str, load: float, get, dataset: str, notes: list[str]) -> WorkloadConfig:
-    prompt, output = number(get("prompt_len")), number(get("output_len"))
-    if prompt and output:
-        lengths: dict[str, Any] = {
-            "lengths_from": None,
-            "prompt": LengthSpec(mean=prompt),
-            "output": LengthSpec(mean=output),
-        }
-    else:
-        trace = dataset if dataset in TRACE_DATASETS else "sharegpt"
-        if trace != dataset:
-            notes.append(f"lengths unknown: the {trace} trace's")
-        lengths = {"lengths_from": trace}
-    n = int(load)
-    if load_kind == "single":
-        return WorkloadConfig(
-            concurrency=1, requests=SINGLE_REQUESTS, turnovers=TURNOVERS, **lengths
-        )
-    if load_kind == "qps":
-        if load < MIN_RATE:
-            raise Skip(f"a rate of {load:g} requests/s is below simspec's lowest, {MIN_RATE:g}")
-        requests = min(max(QPS_REQUESTS[0], int(load * QPS_SECONDS)), QPS_REQUESTS[1])
-        # a serving benchmark (bench_serving --request-rate) sends its prompts to a cold server
-        # and reports over all of them: simulate that run as it was made, not a steady state
-        return WorkloadConfig(
-            arrival="poisson", rate=load, requests=requests, measure="whole", **lengths
-        )
-    if load_kind == "concurrency" and n >= OFFLINE_CONCURRENCY:
-        # an offline run: every request at once, timed from the start to the last one out
-        return WorkloadConfig(concurrency=n, requests=n, measure="whole", **lengths)
-    # a static batch or a closed loop: hold the batch at n (a finished request is replaced) and
-    # measure its steady window
-    return WorkloadConfig(
-        concurrency=n, requests=max(MIN_REQUESTS, 3 * n), turnovers=TURNOVERS, **lengths
-    )
 
 
 def _method(
@@ -420,6 +396,8 @@ def metric_value(plan: CasePlan, runs: dict[str, RunSummary | Failed]) -> tuple[
         return own.mean_accept_len, tau
     if plan.metric == "tpot_ms":
         return own.tpot_ms_mean, tau
+    if plan.metric == "ttft_ms":
+        return own.ttft_ms_p50, tau
     if plan.metric == "throughput_tok_s":
         return own.throughput_tok_s, tau
     base = _run(runs, plan.baseline)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -32,17 +33,23 @@ OUTPUT_COLUMNS = (
 
 
 def validate(
-    cases: pd.DataFrame, *, runs: Runs = PROCESS, assume_gpu: str | None = None
+    cases: pd.DataFrame,
+    *,
+    runs: Runs = PROCESS,
+    assume_gpu: str | None = None,
+    assume: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """``cases`` (text cells, as :func:`~simspec.studies.validation.cases.read_cases` gives) with
     the prediction columns added. ``runs``: where the scenarios run (default: a pool of every
-    core), told how many of them are done; ``assume_gpu``: the GPU for rows whose GPU is not
-    stated (else they are skipped). Each distinct scenario runs once; one that cannot run skips
-    only the rows that need it."""
+    core), told how many of them are done; ``assume``: cells to fill where a row leaves them
+    unstated (``{"gpu": "h200"}``, checked by
+    :func:`~simspec.studies.validation.assume.parse_assumptions`; else such rows may be
+    skipped), ``assume_gpu`` the same for the GPU alone. Each distinct scenario runs once; one
+    that cannot run skips only the rows that need it."""
     plans: list[CasePlan | str] = []
     for row in cases.to_dict("records"):
         try:
-            plans.append(plan_case(row, assume_gpu))
+            plans.append(plan_case(row, assume_gpu, assume=assume))
         except Skip as exc:
             plans.append(str(exc))
         except Exception as exc:  # a row's bad cell must not stop the table

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from simspec.catalog.hf_config import LINEAR_ATTENTION
+from simspec.catalog.tables import packaged_table
 
 # precisions a row's notes name, as simspec's (bf16, fp8, int4-w) or why they are not modelled
 _PRECISION_WORDS = {
@@ -32,20 +33,98 @@ UNMODELLED_TARGETS = {
         f"(config.json layer_types): {LINEAR_ATTENTION}"
     ),
 }
+# a preset's checkpoint precision (its config.json quantization_config.quant_method) as the
+# word a row's notes use for it
+_QUANT_METHOD_WORDS = {
+    "mxfp4": "MXFP4",
+    "fp8": "FP8",
+    "fbgemm_fp8": "FP8",
+    "gptq": "GPTQ",
+    "awq": "AWQ",
+}
+# batch limits a row's serve command sets, as the deployment's scheduler fields: vLLM's flags
+# (vllm/engine/arg_utils.py EngineArgs) and SGLang's (python/sglang/srt/server_args.py
+# ServerArgs: max_running_requests caps running requests, chunked_prefill_size the tokens a
+# prefill chunk may take in one step)
+_SERVE_LIMITS = {
+    "max_num_seqs": re.compile(r"--max-num-seqs[ =](\d+)|--max-running-requests[ =](\d+)"),
+    "max_num_batched_tokens": re.compile(
+        r"--max-num-batched-tokens[ =](\d+)|--chunked-prefill-size[ =](\d+)"
+    ),
+}
+# expert parallelism in a serve command: vLLM --enable-expert-parallel puts whole experts on
+# each of the TP GPUs (ep = tp); SGLang --ep-size / --expert-parallel-size N
+_EP_ALL = re.compile(r"--enable-expert-parallel\b")
+_EP_SIZE = re.compile(r"--(?:ep-size|expert-parallel-size|ep)[ =](\d+)")
+# a static batch sent as one burst (the case table's gpustack rows: "burst of 1000 prompts
+# (request rate inf, no max concurrency)")
+_BURST = re.compile(r"burst of \d+|request[- ]rate inf", re.IGNORECASE)
 _DISAGGREGATED = re.compile(r"PD-disaggregated|prefill \+ \d+ decode nodes", re.IGNORECASE)
 _ENGINES = {"vllm": "vllm", "sglang": "sglang"}
 
 
-def notes_precision(notes: str) -> tuple[str | None, str | None]:
-    """(precision, why it cannot run) from a row's notes: ``FP8`` -> fp8 (the checkpoint the
-    row served; its config's own precision otherwise), NVFP4 -> not modelled."""
+def notes_precision(notes: str, model: str = "") -> tuple[str | None, str | None, str]:
+    """(precision, why it cannot run, what was assumed) from a row's notes: ``FP8`` -> fp8
+    (the checkpoint the row served; its config's own precision otherwise), NVFP4 -> not
+    modelled. A precision simspec does not name (MXFP4) that is the ``model`` preset's own
+    checkpoint precision is no reason to refuse the row: it runs the preset's checkpoint as
+    its config.json quantises it."""
+    own = preset_precision(model)
     for word, why in _UNMODELLED_PRECISIONS.items():
         if re.search(rf"\b{word}\b", notes):
-            return None, f"the notes give {why}, not a precision simspec models (bf16, fp8, int4-w)"
+            if word == own:
+                return (
+                    None,
+                    None,
+                    (
+                        f"weights in {word}, as the notes say: the {model} preset's own checkpoint "
+                        "(its config.json quantization_config)"
+                    ),
+                )
+            if own is not None or model in packaged_table("models.yaml"):
+                why = f"{word} weights of a model whose preset is a {own or 'BF16'} checkpoint"
+            return (
+                None,
+                (f"the notes give {why}, not a precision simspec models (bf16, fp8, int4-w)"),
+                "",
+            )
     for word, name in _PRECISION_WORDS.items():
         if re.match(rf"\s*{word}\b", notes):  # a row's precision tag leads its notes
-            return name, None
-    return None, None
+            return name, None, f"weights in {name}, as the notes say"
+    return None, None, ""
+
+
+def preset_precision(model: str) -> str | None:
+    """The word for a preset's checkpoint precision (MXFP4, FP8, ...), None for a bf16 one or
+    a name that is not a preset."""
+    entry = packaged_table("models.yaml").get(model)
+    if not isinstance(entry, dict):
+        return None
+    quant = entry.get("quantization_config") or {}
+    return _QUANT_METHOD_WORDS.get(str(quant.get("quant_method", "")).lower())
+
+
+def sent_as_burst(notes: str) -> bool:
+    """Whether the notes say every request was sent at once (one burst)."""
+    return bool(_BURST.search(notes))
+
+
+def serve_limits(notes: str) -> dict[str, int]:
+    """The batch limits (``max_num_seqs``, ``max_num_batched_tokens``) the notes' serve command
+    sets, by name; empty when it sets none."""
+    out = {}
+    for field, pattern in _SERVE_LIMITS.items():
+        if m := pattern.search(notes):
+            out[field] = int(next(g for g in m.groups() if g))
+    return out
+
+
+def serve_expert_parallel(notes: str, tp: int) -> int | None:
+    """The expert-parallel degree the notes' serve command sets (None: experts sliced over TP,
+    the engines' default)."""
+    if m := _EP_SIZE.search(notes):
+        return int(m.group(1))
+    return tp if _EP_ALL.search(notes) else None
 
 
 def unmodelled_target(target: str, notes: str) -> str | None:

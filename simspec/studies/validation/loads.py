@@ -1,0 +1,126 @@
+"""A case's load as the benchmark that measured it sent it, and the engine's batch limits as
+that engine version defaults them.
+
+Load kinds (the case-table contract, shared/validation/README.md):
+
+- ``single``: one request at a time.
+- ``concurrency``: a closed loop holding ``load`` requests (a finished one replaced at once),
+  measured in its steady window.
+- ``static_batch``: ``load`` requests start together. A row whose notes say the run was one
+  burst (``vllm bench serve --request-rate inf`` with no max concurrency: "burst of N prompts",
+  "request rate inf") sends every request at once and ends when the last one finishes: the
+  engine admits what its ``max_num_seqs``, token budget and KV cache allow, the rest queue for
+  their prefill, and the batch drains at the end, timed from the first arrival to the last
+  departure. Any other static batch is a paper's "batch size N" over a dataset, batch after
+  batch: a batch of N held full, measured in its steady window.
+- ``qps``: Poisson arrivals at ``load`` requests/s from a cold server, every request measured.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from simspec.catalog.methods import TRACE_DATASETS
+from simspec.config import MIN_RATE, LengthSpec, SchedulerConfig, WorkloadConfig
+from simspec.studies.validation.cases import number
+
+SINGLE_REQUESTS = 32  # batch-1 rows: enough requests that per-request spread averages out
+MIN_REQUESTS = 32  # small batches: enough requests that per-request spread averages out
+# closed-loop rows measure this many turnovers of the batch (the default is 64): published
+# numbers are read to a few per cent and the model's own error is ~16 %, while 8 turnovers
+# put the run-to-run spread of a batch-64 speedup at ~1 % (README "Measurement") and keep
+# the ~400 rows to minutes
+TURNOVERS = 8
+QPS_SECONDS = 60.0  # open-loop rows: a minute of arrivals
+QPS_REQUESTS = (100, 2000)
+OFFLINE_CONCURRENCY = 1000  # a closed loop this wide is an offline run: every request at once
+
+# vLLM's `vllm serve` batch defaults on GPUs it does not count as large (A100, and any under
+# 70 GiB): EngineArgs.get_batch_defaults in vllm/engine/arg_utils.py, the branch taken unless
+# `device_memory >= 70 * GiB_bytes and "a100" not in device_name`: max_num_seqs 256 and
+# max_num_batched_tokens 2048 for UsageContext.OPENAI_API_SERVER (the large-GPU branch, 1024 /
+# 8192, is the vllm profile's own). A100 was excluded by vllm-project/vllm PR #17885
+# ("[Perf] Use small max_num_batched_tokens for A100", merged 2025-05-09, first released in
+# v0.9.0); the test test_defaults_with_usage_context in tests/engine/test_arg_utils.py checks
+# both branches.
+VLLM_SMALL_GPU = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=2048)
+VLLM_SMALL_GPU_SINCE = (0, 9)
+VLLM_LARGE_GIB = 70
+
+
+class LoadError(Exception):
+    """A load the row states but simspec cannot run (the message says why)."""
+
+
+def workload(
+    load_kind: str, load: float, get, dataset: str, notes: list[str], burst: bool = False
+) -> WorkloadConfig:
+    """The row's load and lengths as a simspec workload (``get``: a cell by column name;
+    ``burst``: the row's static batch was sent as one burst)."""
+    lengths = _lengths(get, dataset, notes)
+    n = int(load)
+    if load_kind == "single":
+        return WorkloadConfig(
+            concurrency=1, requests=SINGLE_REQUESTS, turnovers=TURNOVERS, **lengths
+        )
+    if load_kind == "qps":
+        if load < MIN_RATE:
+            raise LoadError(
+                f"a rate of {load:g} requests/s is below simspec's lowest, {MIN_RATE:g}"
+            )
+        requests = min(max(QPS_REQUESTS[0], int(load * QPS_SECONDS)), QPS_REQUESTS[1])
+        # a serving benchmark (bench_serving --request-rate) sends its prompts to a cold server
+        # and reports over all of them: simulate that run as it was made, not a steady state
+        return WorkloadConfig(
+            arrival="poisson", rate=load, requests=requests, measure="whole", **lengths
+        )
+    if (load_kind == "static_batch" and burst) or n >= OFFLINE_CONCURRENCY:
+        # every request at once, timed from the start to the last one out (a closed loop with
+        # nothing to refill: the engine's limits queue what does not fit)
+        return WorkloadConfig(concurrency=n, requests=n, measure="whole", **lengths)
+    # a static batch over a dataset or a closed loop: hold the batch at n (a finished request is
+    # replaced) and measure its steady window
+    return WorkloadConfig(
+        concurrency=n, requests=max(MIN_REQUESTS, 3 * n), turnovers=TURNOVERS, **lengths
+    )
+
+
+def _lengths(get, dataset: str, notes: list[str]) -> dict[str, Any]:
+    prompt, output = number(get("prompt_len")), number(get("output_len"))
+    if prompt and output:
+        return {
+            "lengths_from": None,
+            "prompt": LengthSpec(mean=prompt),
+            "output": LengthSpec(mean=output),
+        }
+    trace = dataset if dataset in TRACE_DATASETS else "sharegpt"
+    if trace != dataset:
+        notes.append(f"lengths unknown: the {trace} trace's")
+    return {"lengths_from": trace}
+
+
+def engine_batch_defaults(
+    engine: str, version: str, gpu_id: str, gpu_gib: float
+) -> tuple[SchedulerConfig | None, str]:
+    """The batch limits the row's engine version sets by default where they differ from the
+    engine profile's, with a note; (None, "") where they do not (or the version is unstated:
+    the profile's defaults stand)."""
+    if engine != "vllm":
+        return None, ""
+    release = _release(version)
+    if release is None or release < VLLM_SMALL_GPU_SINCE:
+        return None, ""
+    if gpu_gib >= VLLM_LARGE_GIB and "a100" not in gpu_id:
+        return None, ""
+    return VLLM_SMALL_GPU, (
+        f"vLLM {version} defaults on {gpu_id}: max_num_seqs {VLLM_SMALL_GPU.max_num_seqs}, "
+        f"max_num_batched_tokens {VLLM_SMALL_GPU.max_num_batched_tokens} "
+        "(EngineArgs.get_batch_defaults, A100 and GPUs under 70 GiB)"
+    )
+
+
+def _release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a stated release ("v0.11.0", "0.10.1rc1"), None for anything else."""
+    m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.\d+)?\S*\s*$", version)
+    return (int(m.group(1)), int(m.group(2))) if m else None

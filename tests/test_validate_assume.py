@@ -1,0 +1,165 @@
+"""`simspec validate` runs what a user would: unstated TP on the fewest GPUs that hold the model,
+`--assume FIELD=VALUE` for other unstated cells, a precision in the notes compared with the
+preset's own, bursts sent at once under the engine version's batch defaults, TTFT scored."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from simspec.cli.main import app
+from simspec.engine.build import setup_replica
+from simspec.errors import InputError, ScenarioError
+from simspec.studies.runs import SERIAL
+from simspec.studies.validation.assume import fill_unstated, parse_assumptions
+from simspec.studies.validation.cases import read_cases
+from simspec.studies.validation.loads import VLLM_SMALL_GPU, engine_batch_defaults, workload
+from simspec.studies.validation.predict import Skip, plan_case
+from simspec.studies.validation.run import validate
+from simspec.studies.validation.setups import sent_as_burst
+
+ROW = {
+    "case_id": "r",
+    "metric": "tpot_ms",
+    "method": "autoregressive",
+    "target_model": "llama-3.1-8b",
+    "gpu": "h100_sxm",
+    "engine": "vllm",
+    "load_kind": "concurrency",
+    "load": "2",
+    "measured_value": "7",
+}
+
+
+def test_assumptions_parse_and_every_bad_one_is_one_error():
+    assert parse_assumptions(["gpu=h200", "Load_Kind = single"]) == {
+        "gpu": "h200",
+        "load_kind": "single",
+    }
+    for bad, says in [
+        (["gpu"], "FIELD=VALUE"),
+        (["colour=red"], "not a field"),
+        (["gpu=h900"], "unknown GPU"),
+        (["tp=3.5"], "whole number"),
+        (["load_kind=burst"], "one of"),
+        (["gpu=h200", "gpu=h100_sxm"], "twice"),
+    ]:
+        with pytest.raises(InputError, match=says) as err:
+            parse_assumptions(bad)
+        assert err.value.field == "--assume"
+
+
+@pytest.mark.slow
+def test_the_cli_refuses_a_bad_assumption_before_running(tmp_path):
+    out = tmp_path / "pred.csv"
+    res = CliRunner().invoke(app, ["validate", "--assume", "colour=red", "--out", str(out)])
+    assert res.exit_code == 2 and "--assume" in res.output and not out.exists()
+
+
+def test_only_unstated_cells_are_filled_and_each_fill_is_said():
+    row, notes = fill_unstated(
+        {"gpu": "unknown", "engine": "sglang", "load_kind": ""},
+        {"gpu": "h200", "engine": "vllm", "load_kind": "single"},
+    )
+    assert row == {"gpu": "h200", "engine": "sglang", "load_kind": "single"}
+    assert notes == [
+        "gpu not stated: h200 assumed (--assume gpu=h200)",
+        "load_kind not stated: single assumed (--assume load_kind=single)",
+    ]
+    plan = plan_case({**ROW, "gpu": "unknown"}, assume={"gpu": "h200"})
+    assert plan.scenario.gpu == "h200"
+    assert any("--assume gpu=h200" in a for a in plan.assumptions)
+    with pytest.raises(Skip, match="unsupported GPU"):
+        plan_case({**ROW, "gpu": "unknown"})
+
+
+def test_a_row_without_tp_runs_on_the_fewest_gpus_that_hold_the_model():
+    plan = plan_case({**ROW, "target_model": "llama-3.1-70b"})
+    tp = plan.scenario.tp
+    assert tp in (2, 4, 8)
+    assert any(f"tp={tp}, the fewest h100_sxm GPUs" in a for a in plan.assumptions)
+    half = plan.scenario.model_copy(update={"tp": tp // 2})
+    try:
+        memory = setup_replica(half).memory
+        assert memory.num_blocks * memory.block_size < 4096  # too little KV left
+    except ScenarioError:
+        pass
+    # a model one GPU holds stays on one, and says so; a stated tp is kept as stated
+    small = plan_case(ROW)
+    assert small.scenario.tp == 1 and any("tp=1" in a for a in small.assumptions)
+    assert plan_case({**ROW, "target_model": "llama-3.1-70b", "tp": "8"}).scenario.tp == 8
+
+
+def test_a_gpu_count_without_tp_is_one_tp_group_within_a_node():
+    plan = plan_case({**ROW, "target_model": "llama-3.1-70b", "num_gpus": "4"})
+    assert plan.scenario.tp == 4 and any("the row's 4 GPUs" in a for a in plan.assumptions)
+    with pytest.raises(Skip, match="more than one node"):
+        plan_case({**ROW, "num_gpus": "16"})
+
+
+def test_mxfp4_in_the_notes_runs_when_it_is_the_presets_own_checkpoint():
+    row = {**ROW, "target_model": "gpt-oss-120b", "gpu": "h200", "tp": "4"}
+    plan = plan_case({**row, "notes": "default checkpoint has MXFP4 MoE weights"})
+    assert plan.scenario.precision is None  # the checkpoint's own quantization_config
+    assert any("gpt-oss-120b preset's own checkpoint" in a for a in plan.assumptions)
+    with pytest.raises(Skip, match="MXFP4"):  # a bf16 preset served in MXFP4: not modelled
+        plan_case({**ROW, "notes": "MXFP4 weights"})
+    with pytest.raises(Skip, match="NVFP4"):
+        plan_case({**row, "notes": "NVFP4 checkpoint"})
+
+
+def test_a_burst_sends_every_request_at_once():
+    def get(col):
+        return {"prompt_len": "200", "output_len": "100"}.get(col, "")
+
+    assert sent_as_burst("burst of 1000 prompts (request rate inf, no max concurrency)")
+    wl = workload("static_batch", 500, get, "sharegpt", [], burst=True)
+    assert (wl.arrival, wl.concurrency, wl.requests, wl.measure) == ("closed", 500, 500, "whole")
+    # a paper's "batch size 8" over a dataset, and a closed loop: a batch held full
+    for kind in ("static_batch", "concurrency"):
+        held = workload(kind, 8, get, "sharegpt", [])
+        assert held.measure == "steady" and held.requests > 8
+
+
+def test_vllm_batch_defaults_follow_the_version_and_the_gpu():
+    assert engine_batch_defaults("vllm", "v0.11.0", "a100_80gb", 74.5)[0] == VLLM_SMALL_GPU
+    assert engine_batch_defaults("vllm", "v0.11.0", "h100_sxm", 74.5)[0] is None
+    assert engine_batch_defaults("vllm", "", "a100_80gb", 74.5)[0] is None  # unstated
+    assert engine_batch_defaults("vllm", "v0.8.4", "a100_80gb", 74.5)[0] is None  # before it
+    assert engine_batch_defaults("sglang", "v0.5.3", "a100_80gb", 74.5)[0] is None
+    plan = plan_case({**ROW, "gpu": "a100_80gb", "engine_version": "v0.11.0"})
+    assert plan.scenario.scheduler == VLLM_SMALL_GPU
+    assert any("max_num_seqs 256" in a for a in plan.assumptions)
+
+
+@pytest.mark.slow
+def test_a_ttft_row_needs_its_prompt_and_is_scored(tmp_path):
+    with pytest.raises(Skip, match="prompt_len"):
+        plan_case({**ROW, "metric": "ttft_ms"})
+    path = tmp_path / "cases.csv"
+    path.write_text(
+        "case_id,metric,method,target_model,gpu,tp,engine,load_kind,load,prompt_len,"
+        "output_len,measured_value,notes\n"
+        "one,ttft_ms,autoregressive,llama-3.1-8b,h100_sxm,1,vllm,static_batch,1,1000,20,30,"
+        "burst of 1\n"
+        "many,ttft_ms,autoregressive,llama-3.1-8b,h100_sxm,1,vllm,static_batch,64,1000,20,300,"
+        "burst of 64\n",
+        encoding="utf-8",
+    )
+    pred = validate(read_cases(path), runs=SERIAL)
+    assert list(pred["status"]) == ["ok", "ok"], list(pred["skip_reason"])
+    one, many = pred["predicted_value"]
+    # 64 prompts of 1,000 tokens sent at once queue behind the 8,192-token prefill budget
+    assert many > 3 * one > 0
+
+
+def test_the_serve_commands_stated_limits_and_expert_parallelism_are_kept():
+    notes = "serve: vllm serve X -tp 8 --max-num-batched-tokens 16384 --enable-expert-parallel"
+    row = {**ROW, "target_model": "qwen3-30b-a3b", "tp": "8", "notes": notes}
+    plan = plan_case({**row, "gpu": "a100_80gb", "engine_version": "v0.11.0"})
+    # the stated budget replaces the version's default; the unstated cap keeps it
+    assert plan.scenario.scheduler.max_num_batched_tokens == 16384
+    assert plan.scenario.scheduler.max_num_seqs == VLLM_SMALL_GPU.max_num_seqs
+    assert plan.scenario.ep == 8
+    dense = plan_case({**ROW, "tp": "2", "notes": "--enable-expert-parallel"})
+    assert dense.scenario.ep == 1  # no experts to spread
