@@ -6,6 +6,7 @@ this module only validates and loads them (model shapes: :mod:`simspec.catalog.m
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -141,13 +142,24 @@ class HardwareProfile(SourcedParams):
 
 
 class EngineProfile(SourcedParams):
-    """Host-side costs and scheduler defaults of a serving engine."""
+    """Host-side costs and scheduler defaults of a serving engine.
+
+    ``custom_allreduce`` names the engine's own all-reduce kernel whose measured curves
+    (``simspec/data/collectives.yaml``) tensor parallelism uses below the engine's switch to
+    NCCL; empty: NCCL for every message."""
 
     id: str
     description: str = ""
+    custom_allreduce: Literal["", "vllm", "sglang"] = ""
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "step_overhead_s",
+        "step_overhead_per_seq_s",
         "layer_launch_s",
+        "cuda_graph_max_tokens",
+        "cuda_graph_max_seqs",
+        "cuda_graph_max_seqs_tp4",
+        "cuda_graph_decode_only",
+        "pad_to_capture_size",
         "draft_step_overhead_s",
         "spec_step_overhead_s",
         "overlap_schedule",
@@ -159,13 +171,23 @@ class EngineProfile(SourcedParams):
         "max_num_batched_tokens",
     )
 
-    def step_overhead(self, speculative: bool) -> float:
-        """Host time per engine step that the GPU waits for: none when an overlap scheduler
-        prepares the next step while this one runs, unless speculation turns overlap off."""
-        overlapped = self["overlap_schedule"] and not (
+    def overlaps(self, speculative: bool) -> bool:
+        """Whether an overlap scheduler prepares the next step on the host while the GPU runs
+        this one (the step then takes the longer of the two), unless speculation turns it off."""
+        return bool(self["overlap_schedule"]) and not (
             speculative and self["spec_disables_overlap"]
         )
-        return 0.0 if overlapped else self["step_overhead_s"]
+
+    def step_overhead(self, speculative: bool) -> float:
+        """The fixed host time per engine step that the GPU waits for: none under overlap,
+        whose host time shows only where it outlasts the GPU's (the cost model's forward)."""
+        return 0.0 if self.overlaps(speculative) else self["step_overhead_s"]
+
+    def graph_limits(self, tp: int) -> tuple[float, float]:
+        """(tokens, sequences): the largest forward the engine replays from a CUDA graph at
+        tensor parallelism ``tp``; a larger one runs eager (0 tokens: never a graph)."""
+        seqs = self["cuda_graph_max_seqs_tp4"] if tp >= 4 else self["cuda_graph_max_seqs"]
+        return self["cuda_graph_max_tokens"], seqs
 
 
 def gpu_ids() -> list[str]:
@@ -210,6 +232,16 @@ def load_engine(engine_id: str) -> EngineProfile:
 
 def _first_error(exc: Exception) -> str:
     return validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
+
+
+@functools.cache
+def load_collectives(gpu_id: str) -> tuple[int, dict[str, dict[int, list[list[float]]]]] | None:
+    """(bytes at which the engines' custom all-reduce hands over to NCCL, the measured curves
+    by kernel and GPU count) of one GPU (``simspec/data/collectives.yaml``); None for a GPU
+    the tables do not cover, which keeps its hardware profile's ring formula."""
+    table = packaged_table("collectives.yaml")
+    curves = table["gpus"].get(gpu_id)
+    return None if curves is None else (int(table["custom_allreduce_max_bytes"]), curves)
 
 
 def load_alltoall(gpu_id: str) -> tuple[float, float, str]:

@@ -32,7 +32,6 @@ from simspec.errors import InputError, ScenarioError
 
 def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> RooflineCostModel:
     gpu, engine = load_gpu(sc.gpu), load_engine(sc.engine)
-    overhead = engine.step_overhead(speculative=sc.method.name != "autoregressive")
     latency, bandwidth, _ = load_alltoall(sc.gpu)
     target = target or load_model(sc.model)
     precision = weight_precision(sc, target)
@@ -42,7 +41,6 @@ def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> Roofline
         load_profile(sc.profile or sc.gpu),
         engine,
         sc.tp,
-        overhead,
         pp=sc.pp,
         ep=sc.ep,
         alltoall=(latency, bandwidth),
@@ -50,6 +48,7 @@ def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> Roofline
         precision_model=target.id,
         kv_bytes=kv_cache_bytes(sc.kv_cache_dtype),
         expert_precision=experts,
+        speculative=sc.method.name != "autoregressive",
     )
 
 

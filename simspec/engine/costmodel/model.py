@@ -25,6 +25,8 @@ from simspec.catalog.kernel_tables import (
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.catalog.precision import PrecisionSpec, effective_precision
 from simspec.engine.costmodel.attention import AttentionKernels, projection_time
+from simspec.engine.costmodel.collectives import engine_collectives
+from simspec.engine.costmodel.host import HostModel
 from simspec.engine.costmodel.moe import (
     MOE_KERNELS_PER_LAYER,
     dispatch_combine_time,
@@ -60,12 +62,17 @@ class RooflineCostModel:
         precision_model: str | None = None,
         kv_bytes: float = BYTES_PER_PARAM,
         expert_precision: PrecisionSpec | None = None,
+        speculative: bool = False,
     ) -> None:
         """``precision``: the weights of the model whose id is ``precision_model`` (the served
         target; None: bf16); every other model (draft heads, draft models) runs bf16.
-        ``kv_bytes``: bytes per cached K/V element (the KV-cache dtype), for every model."""
+        ``kv_bytes``: bytes per cached K/V element (the KV-cache dtype), for every model.
+        ``speculative``: the engine runs a speculative method (some turn overlap off);
+        ``step_overhead_s``: a fixed exposed host time per step instead of the engine's."""
         self.gpu, self.profile, self.engine, self.tp = gpu, profile, engine, tp
-        self.ops = OperatorTimes(gpu, profile, tp)
+        self.ops = OperatorTimes(
+            gpu, profile, tp, engine_collectives(gpu.id, tp, engine.custom_allreduce)
+        )
         # FP8 on a GPU without FP8 tensor cores runs weight-only, as vLLM does
         eff = effective_precision(precision, gpu) if precision is not None else None
         self.precision = None if eff is None or eff.name == "bf16" else eff
@@ -84,12 +91,7 @@ class RooflineCostModel:
         self.alltoall = alltoall or (0.0, gpu.interconnect_bandwidth_bytes_s)
         # DeepEP's measured kernels where their table covers the GPU and EP size
         self._deepep = deepep_fits(gpu.id, ep) if ep > 1 else None
-        self._step_overhead = (
-            engine["step_overhead_s"] if step_overhead_s is None else step_overhead_s
-        )
-        # eager engines launch every kernel from Python: a layer costs at least this much host
-        # time, and the GPU waits when its own work is shorter (0 under CUDA graphs)
-        self._layer_launch = engine["layer_launch_s"]
+        self.host = HostModel.of(engine, tp, speculative, step_overhead_s)
         self._models: dict[int, _ModelTerms] = {}  # by id(model); the entry keeps it alive
 
     # -- operators -------------------------------------------------------------------------
@@ -156,9 +158,9 @@ class RooflineCostModel:
         """Time of one forward of ``model`` (or its first ``layers`` layers) over ``batch``;
         ``extra_gemm_s`` is GEMM time outside the model's layers in the same pass (EAGLE's fc)."""
         n_layers = model.num_hidden_layers if layers is None else layers
-        t = batch.num_tokens
-        overhead = self._step_overhead if overhead_s is None else overhead_s
+        t, host = batch.num_tokens, self.host
         if t == 0:
+            overhead = host.exposed(0, extra_gemm_s) if overhead_s is None else overhead_s
             return StepCost(gemm_s=extra_gemm_s, overhead_s=overhead)
         terms = self._models.get(id(model))
         if terms is None or terms.model is not model:  # first use, or a recycled id
@@ -166,23 +168,30 @@ class RooflineCostModel:
             terms = self._models[id(model)] = _ModelTerms(
                 model, AttentionKernels(self.ops, model, self.kv_bytes, mla)
             )
-        key = (t, batch.logit_tokens, n_layers)
+        graphed = host.graphed(batch)
+        key = (host.padded(t) if graphed else t, batch.logit_tokens, n_layers, graphed)
         by_tokens = terms.by_tokens.get(key)
         if by_tokens is None:
             by_tokens = terms.by_tokens[key] = self._token_terms(model, *key)
         gemm, elementwise, comm, lm_head = by_tokens
         attention = terms.attention.time(batch, n_layers)
-        if self._layer_launch:
-            gpu = gemm + extra_gemm_s + attention + lm_head + elementwise + comm
-            overhead += max(0.0, n_layers * self._layer_launch - gpu)
+        gpu = gemm + extra_gemm_s + attention + lm_head + elementwise + comm
+        # a forward outside a CUDA graph launches its kernels from Python: a layer costs at
+        # least this much host time, and the GPU waits when its own work is shorter
+        launch = 0.0 if graphed else max(0.0, n_layers * host.layer_launch_s - gpu)
+        if overhead_s is None:
+            overhead = host.exposed(batch.num_seqs, gpu + launch) + launch
+        else:
+            overhead = overhead_s + launch
         return StepCost(gemm + extra_gemm_s, attention, lm_head, elementwise, comm, overhead)
 
     def _token_terms(
-        self, model: ModelShape, t: int, logit_tokens: int, n_layers: int
+        self, model: ModelShape, t: int, logit_tokens: int, n_layers: int, graphed: bool = True
     ) -> TokenTerms:
         """Everything of a forward that depends only on its token counts (``forward`` caches
         it): each layer's attention projections, its MLP (dense, or router + shared + routed
-        experts), elementwise kernels and communication; the LM head."""
+        experts), elementwise kernels and communication (``graphed``: replayed from a CUDA
+        graph, which the engines' custom all-reduce is faster in); the LM head."""
         ops, h, tp = self.ops, model.hidden_size, self.tp
         n_moe = model.moe_layers_in(n_layers)
         n_dense = n_layers - n_moe
@@ -210,7 +219,7 @@ class RooflineCostModel:
         # communication: the attention's all-reduce every layer; the MLP's all-reduce, or on a
         # MoE layer under expert parallelism the dispatch and combine all-to-all
         hidden_bytes = BYTES_PER_PARAM * t * h
-        reduce = ops.allreduce_time(hidden_bytes)
+        reduce = ops.allreduce_time(hidden_bytes, graphed)
         if self.ep > 1 and n_moe:
             comm = n_layers * reduce + n_dense * reduce
             limit = deepep_low_latency_limit() if self._deepep else 0
@@ -231,8 +240,9 @@ class RooflineCostModel:
 @dataclass(slots=True)
 class _ModelTerms:
     """What the cost model reuses for one model: its attention kernels, and the terms that
-    depend only on token counts by (tokens, logit rows, layers), which the hot loop repeats."""
+    depend only on token counts by (tokens run, logit rows, layers, graphed), which the hot loop
+    repeats."""
 
     model: ModelShape
     attention: AttentionKernels
-    by_tokens: dict[tuple[int, int, int], TokenTerms] = field(default_factory=dict)
+    by_tokens: dict[tuple[int, int, int, bool], TokenTerms] = field(default_factory=dict)

@@ -1,6 +1,7 @@
 """The roofline and the operator times it gives on one GPU of a tensor-parallel group: dense and
-quantised GEMMs, batched GEMMs, elementwise kernels, and the ring collectives and point-to-point
-hops between GPUs.
+quantised GEMMs, batched GEMMs, elementwise kernels, and the collectives and point-to-point hops
+between GPUs (measured curves where :mod:`~simspec.engine.costmodel.collectives` covers the GPU,
+else a ring over the profile's link constants).
 
 Each operator costs
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from simspec.catalog.hardware import GpuSpec, HardwareProfile
 from simspec.catalog.precision import PrecisionSpec, compute_flops, gemm_speed_ratio
+from simspec.engine.costmodel.collectives import Collectives
 from simspec.engine.costmodel.work import Num, gemm_work
 
 
@@ -53,10 +55,18 @@ class Roofline:
 
 class OperatorTimes:
     """Seconds each operator takes on one GPU of a group of ``tp`` (tensor parallelism), from
-    the GPU's peaks and the profile's fractions of them."""
+    the GPU's peaks and the profile's fractions of them; ``collectives``: the measured
+    all-reduce/all-gather curves of this GPU, GPU count and engine (None: the ring formula)."""
 
-    def __init__(self, gpu: GpuSpec, profile: HardwareProfile, tp: int = 1) -> None:
+    def __init__(
+        self,
+        gpu: GpuSpec,
+        profile: HardwareProfile,
+        tp: int = 1,
+        collectives: Collectives | None = None,
+    ) -> None:
         self.gpu, self.profile, self.tp = gpu, profile, tp
+        self.collectives = collectives
         flops, bw, p = gpu.bf16_dense_flops, gpu.hbm_bandwidth_bytes_s, profile
         self.gemm = Roofline(
             flops * p["gemm_compute_efficiency"],
@@ -132,12 +142,18 @@ class OperatorTimes:
         return nbytes / self.elementwise_rate + kernels * self.elementwise_latency
 
     # -- between GPUs --------------------------------------------------------------------------
-    def allreduce_time(self, nbytes: float) -> float:
-        """Ring all-reduce across ``tp`` GPUs; zero without tensor parallelism."""
+    def allreduce_time(self, nbytes: float, graphed: bool = True) -> float:
+        """All-reduce across ``tp`` GPUs, inside a CUDA graph or launched eagerly (``graphed``):
+        the measured curves where they cover the GPU, else a ring; zero without tensor
+        parallelism."""
+        if self.collectives is not None and nbytes > 0:
+            return self.collectives.allreduce_time(nbytes, graphed)
         return self._ring_time(nbytes, passes=2)
 
     def allgather_time(self, nbytes: float) -> float:
-        """Ring all-gather of ``nbytes`` in total (e.g. vocab-sharded logits)."""
+        """All-gather of ``nbytes`` in total (e.g. vocab-sharded logits): measured, else ring."""
+        if self.collectives is not None and nbytes > 0:
+            return self.collectives.allgather_time(nbytes)
         return self._ring_time(nbytes, passes=1)
 
     def _ring_time(self, nbytes: float, passes: int) -> float:

@@ -1,0 +1,111 @@
+"""Tensor-parallel all-reduce and all-gather curves per GPU, GPU count and kernel, from
+AIConfigurator's measured tables (``simspec/data/collectives.yaml`` holds what this writes).
+
+Reads, under ``SHARED_DIR/calibration-data/moe-serving/`` (see its SOURCE.md, section 6, and
+LICENSE-aiconfigurator.txt: Apache-2.0, converted from ai-dynamo/aiconfigurator's database):
+
+- ``aiconfigurator_custom_allreduce_1node.csv``: the custom all-reduce kernels of vLLM 0.24.0
+  and SGLang 0.5.14, bf16, replayed in a CUDA graph (``*_graph``) or launched from Python
+  (``*_eager``), 2/4/8 GPUs of one node;
+- ``aiconfigurator_nccl_tests_1node.csv``: nccl-tests 2.29.2 ``all_reduce`` / ``all_gather``,
+  ``half``, 2/4/8 GPUs (out-of-place time).
+
+Each curve keeps the measured (bytes, seconds) points made monotone from the right (a point is
+lowered to the cheapest larger message: a larger message never costs less, so an isolated
+outlier, e.g. H100 SGLang graph at 1 KiB, does not hold up a whole span); the cost model
+interpolates them log-log and extends the last segment's bandwidth beyond the largest size.
+Custom curves keep the points up to the engines' switch to NCCL (8 MiB, ``custom_allreduce_max``
+below) and one past it. Prints each curve's points and the largest correction it made::
+
+    python calibration/fit_collectives.py [SHARED_DIR] > simspec/data/collectives.yaml
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+GPUS = {"H100 SXM": "h100_sxm", "H200 SXM": "h200", "B200 SXM": "b200"}
+CUSTOM_MODES = ("vllm_graph", "vllm_eager", "sglang_graph", "sglang_eager")
+NCCL_OPS = ("all_reduce", "all_gather")
+# vLLM CustomAllreduce(max_size=8192 * 1024) and SGLang CustomAllreduce._MAX_CAR_SIZE =
+# 8192 * 1024 on CUDA: a message of this many bytes or more goes to NCCL (should_custom_ar:
+# inp_size < self.max_size)
+CUSTOM_MAX_BYTES = 8192 * 1024
+
+HEADER = """\
+# Tensor-parallel collectives inside one node, per GPU, GPU count and kernel: measured points
+# (message bytes, seconds), interpolated log-log by simspec.engine.costmodel.collectives and
+# extended past the largest size at the last segment's bandwidth.
+#
+# Written by `python calibration/fit_collectives.py [SHARED_DIR] > simspec/data/collectives.yaml`
+# from shared calibration-data/moe-serving (AIConfigurator database, Apache-2.0, (c) 2025-2026
+# NVIDIA CORPORATION & AFFILIATES; converted there, see its SOURCE.md section 6):
+#   aiconfigurator_custom_allreduce_1node.csv: gpu H100 SXM / H200 SXM / B200 SXM, framework vLLM
+#     0.24.0 (kernel_source vLLM_custom_graph / vLLM_custom_eager) and SGLang 0.5.14
+#     (sglang_graph / sglang_eager), bf16, 2/4/8 GPUs, 20 runs after 3 warm-ups;
+#   aiconfigurator_nccl_tests_1node.csv: nccl_version 2.29.2, op all_reduce / all_gather,
+#     nccl_dtype half, 2/4/8 GPUs (all_gather bytes: the gathered total, as nccl-tests counts).
+# Each curve is made monotone from the right (a point is lowered to the cheapest larger message).
+# Custom curves stop one point past custom_allreduce_max_bytes, where both engines switch to NCCL.
+# GPUs not listed (A100, L40S, H20, GB200, MI300X, ...) keep their hardware profile's ring formula.
+"""
+
+
+def monotone(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Sorted by size, each time lowered to the least time of any larger message."""
+    points = sorted(points)
+    out: list[tuple[int, float]] = []
+    best = float("inf")
+    for size, t in reversed(points):
+        best = min(best, t)
+        out.append((size, best))
+    return out[::-1]
+
+
+def read(shared: Path) -> dict[str, dict[str, dict[int, list[tuple[int, float]]]]]:
+    base = shared / "calibration-data" / "moe-serving"
+    curves: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    with (base / "aiconfigurator_custom_allreduce_1node.csv").open(newline="") as f:
+        for row in csv.DictReader(f):
+            if row["gpu"] in GPUS and row["mode"] in CUSTOM_MODES:
+                size = int(row["message_bytes_computed"])
+                curve = curves[GPUS[row["gpu"]]][row["mode"]][int(row["num_gpus"])]
+                curve.append((size, float(row["latency"]) * 1e-3))
+    with (base / "aiconfigurator_nccl_tests_1node.csv").open(newline="") as f:
+        for row in csv.DictReader(f):
+            if row["gpu"] in GPUS and row["op_name"] in NCCL_OPS and row["nccl_dtype"] == "half":
+                size = int(row["message_bytes_computed"])
+                curve = curves[GPUS[row["gpu"]]]["nccl_" + row["op_name"]][int(row["num_gpus"])]
+                curve.append((size, float(row["latency"]) * 1e-3))
+    return curves
+
+
+def main() -> None:
+    shared = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parents[2] / "shared"
+    curves = read(shared)
+    lines = [HEADER.rstrip("\n"), f"custom_allreduce_max_bytes: {CUSTOM_MAX_BYTES}", "gpus:"]
+    for gpu in sorted(curves):
+        lines.append(f"  {gpu}:")
+        for kind in sorted(curves[gpu]):
+            lines.append(f"    {kind}:")
+            for n in sorted(curves[gpu][kind]):
+                raw = sorted(curves[gpu][kind][n])
+                if kind in CUSTOM_MODES:
+                    past = [p for p in raw if p[0] >= CUSTOM_MAX_BYTES][:1]
+                    raw = [p for p in raw if p[0] < CUSTOM_MAX_BYTES] + past
+                pts = monotone(raw)
+                worst = max(r[1] / p[1] for r, p in zip(raw, pts, strict=True))
+                print(
+                    f"{gpu} {kind} {n} GPUs: {len(pts)} points, largest lowering {worst:.2f}x",
+                    file=sys.stderr,
+                )
+                body = ", ".join(f"[{s}, {t:.4e}]" for s, t in pts)
+                lines.append(f"      {n}: [{body}]")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""What a step costs on a node beyond its kernels: the engines' all-reduce (custom kernel below
+8 MiB, NCCL above, graph or eager), host work that grows with the batch and hides under an
+overlap scheduler, CUDA graphs up to the engine's capture limit, MTP draft steps."""
+
+import numpy as np
+import pytest
+
+from simspec.catalog.hardware import load_engine, load_gpu, load_profile
+from simspec.catalog.models import load_model
+from simspec.engine.costmodel import BatchShape, RooflineCostModel
+from simspec.engine.costmodel.collectives import Curve, engine_collectives
+from simspec.engine.costmodel.host import HostModel, capture_sizes
+
+
+def cost(engine="vllm", gpu="h200", tp=8, **kw):
+    return RooflineCostModel(load_gpu(gpu), load_profile(gpu), load_engine(engine), tp, **kw)
+
+
+def test_curve_is_flat_below_its_first_point_and_linear_past_its_last():
+    c = Curve.of([[1e3, 1e-5], [1e6, 2e-5], [2e6, 3e-5]])
+    assert c.time(10) == pytest.approx(1e-5)
+    assert c.time(1e3) == pytest.approx(1e-5) and c.time(2e6) == pytest.approx(3e-5)
+    assert 1e-5 < c.time(3e4) < 2e-5
+    # past the last point: the last segment's 1e6 bytes per 1e-5 s
+    assert c.time(4e6) == pytest.approx(3e-5 + 2e-5)
+
+
+def test_custom_allreduce_below_8_mib_is_faster_in_a_graph_and_nccl_takes_over_above():
+    vllm = engine_collectives("h200", 8, "vllm")
+    assert vllm is not None
+    decode = 7168 * 2 * 8  # DeepSeek-V3 hidden states of 8 tokens
+    assert vllm.allreduce_time(decode, graphed=True) < 8e-6  # measured ~5 us
+    assert vllm.allreduce_time(decode, graphed=False) > 2 * vllm.allreduce_time(decode)
+    big = 64 * 2**20
+    assert vllm.allreduce_time(big) == vllm.nccl_allreduce.time(big)
+    nccl_only = engine_collectives("h200", 8, "")
+    assert nccl_only is not None and nccl_only.allreduce_time(decode) > 15e-6
+    # a GPU or GPU count the tables do not cover keeps the ring formula
+    assert engine_collectives("a100_80gb", 8, "vllm") is None
+    assert engine_collectives("h200", 6, "vllm") is None
+    assert engine_collectives("h200", 1, "vllm") is None
+
+
+def test_the_measured_allreduce_replaces_the_ring_in_a_forward():
+    model, b = load_model("llama-3.1-70b"), BatchShape.uniform(4, 1, 4000.0, 4)
+    measured = cost(gpu="h100_sxm", tp=4).forward(model, b).communication_s
+    ring = cost(gpu="a100_80gb", tp=4).forward(model, b).communication_s
+    # 160 decode all-reduces at ~5 us (custom, graphed) against ~30 us each on the ring
+    assert measured < 0.5 * ring
+
+
+def test_host_time_grows_with_the_batch_and_overlap_shows_only_what_outlasts_the_gpu():
+    vllm = HostModel.of(load_engine("vllm"), tp=1)
+    assert vllm.exposed(64, 0.01) == pytest.approx(vllm.fixed_s + 64 * vllm.per_seq_s)
+    assert vllm.exposed(256, 0.0) > vllm.exposed(1, 0.0)
+    sglang = HostModel.of(load_engine("sglang"), tp=1)
+    assert sglang.exposed(64, 0.05) == 0.0  # hidden behind a 50 ms forward
+    host = sglang.fixed_s + 64 * sglang.per_seq_s
+    assert sglang.exposed(64, 1e-4) == pytest.approx(host - 1e-4)
+    spec = HostModel.of(load_engine("sglang"), tp=1, speculative=True)  # EAGLE: overlap off
+    assert spec.exposed(64, 0.05) == pytest.approx(host)
+    fixed = HostModel.of(load_engine("sglang"), tp=1, step_overhead_s=2e-3)
+    assert fixed.exposed(64, 0.05) == 2e-3
+
+
+def test_vllm_pads_to_the_next_capture_size_and_runs_eager_above_512_tokens():
+    sizes = capture_sizes(512)
+    assert sizes[:5] == (1, 2, 4, 8, 16) and sizes[-2:] == (496, 512) and 248 in sizes
+    vllm = HostModel.of(load_engine("vllm"), tp=8)
+    assert [vllm.padded(t) for t in (3, 9, 250, 257, 512)] == [4, 16, 256, 272, 512]
+    # a verify batch counts batch x (K + 1) tokens against the limit
+    assert vllm.graphed(BatchShape.uniform(128, 4, 1e5, 512))
+    assert not vllm.graphed(BatchShape.uniform(129, 4, 1e5, 516))
+    # piecewise graphs take mixed batches too
+    assert vllm.graphed(BatchShape.of(np.array([1, 1, 200]), np.array([9, 9, 0]), 3))
+
+
+def test_sglang_graphs_decode_up_to_cuda_graph_max_bs_and_never_an_extend_batch():
+    sglang = HostModel.of(load_engine("sglang"), tp=8)
+    assert sglang.graphed(BatchShape.uniform(512, 4, 1e5, 2048))  # verify: 512 requests
+    assert not sglang.graphed(BatchShape.uniform(513, 1, 1e5, 513))
+    assert not HostModel.of(load_engine("sglang"), tp=2).graphed(BatchShape.uniform(300, 1, 0, 300))
+    assert not sglang.graphed(BatchShape.of(np.array([1, 64]), np.array([9, 0]), 2))
+
+
+def test_an_eager_forward_above_the_limit_pays_launches_and_the_eager_allreduce():
+    model = load_model("llama-3.1-8b")
+    cm = cost(engine="vllm", gpu="h100_sxm", tp=8)
+    inside = cm.forward(model, BatchShape.uniform(512, 1, 512 * 100.0, 512))
+    outside = cm.forward(model, BatchShape.uniform(513, 1, 513 * 100.0, 513))
+    assert outside.communication_s > 1.2 * inside.communication_s  # 4 MiB: eager vs graph
+    gpu = outside.total_s - outside.overhead_s
+    launches = model.num_hidden_layers * load_engine("vllm")["layer_launch_s"]
+    assert outside.total_s >= max(gpu, launches) - 1e-12
+
+
+def test_mtp_reuses_its_one_module_and_pays_host_time_per_draft_step():
+    """K draft steps of DeepSeek-V3's single MTP module: one module's weights, K passes, each
+    with its own host time (vLLM num_speculative_tokens > num_nextn_predict_layers reuses
+    layer 0; SGLang NextN runs speculative_num_steps passes of its one layer)."""
+    from simspec.config import MethodConfig
+    from simspec.engine.speculators import SPECULATORS
+    from simspec.engine.speculators.base import DraftStep
+
+    target, engine = load_model("deepseek-v3"), load_engine("sglang")
+    assert target.num_nextn_predict_layers == 1
+    cm = cost(engine="sglang")
+    specs = {
+        k: SPECULATORS["mtp"](MethodConfig(name="mtp", k=k), target, cm, engine) for k in (1, 3)
+    }
+    assert specs[1].extra_weight_bytes() == specs[3].extra_weight_bytes()
+    kv = np.full(8, 1000)
+    step = {
+        k: specs[k].draft_cost(DraftStep(kv, np.full(8, 2), float(kv.sum()), k)) for k in (1, 3)
+    }
+    assert step[1].overhead_s == pytest.approx(engine["draft_step_overhead_s"])
+    assert step[3].overhead_s == pytest.approx(3 * engine["draft_step_overhead_s"])
+    assert step[3].gemm_s > 2 * step[1].gemm_s
