@@ -17,11 +17,14 @@ import pytest
 from simspec.catalog.hardware import EngineProfile, GpuSpec, Sourced, load_engine, load_gpu
 from simspec.catalog.models import ModelShape, load_model
 from simspec.engine.kv_cache import (
+    GIB,
     BlockPool,
     MemoryDemand,
     MemoryPlan,
     activation_reserve,
+    min_gpus,
     plan_memory,
+    window_tokens,
 )
 from simspec.errors import ScenarioError
 
@@ -70,9 +73,10 @@ def plan(
     draft_kv_per_token: float = 0.0,
     max_tokens: int = 0,
     max_logit_rows: int = 0,
+    max_seqs: int = 0,
 ) -> MemoryPlan:
     """The one place that calls plan_memory (no activations unless asked for)."""
-    demand = MemoryDemand(draft_bytes, draft_kv_per_token, max_tokens, max_logit_rows)
+    demand = MemoryDemand(draft_bytes, draft_kv_per_token, max_tokens, max_logit_rows, max_seqs)
     return plan_memory(gpu or tiny_gpu(), eng or engine(), target, demand, tp=tp, pp=pp)
 
 
@@ -136,6 +140,60 @@ def test_the_activation_reserve_grows_in_proportion_to_the_token_budget():
 
 def test_tensor_parallelism_shards_the_activation_reserve():
     assert activation_reserve(TINY, 2, 100, 10) < activation_reserve(TINY, 1, 100, 10)
+
+
+# -- windowed layers: at most a window per running sequence, out of the same memory -------------
+# TINY with its first layer windowed over 8 tokens: 32 bytes per token in the full layer and 32
+# in the windowed one; a sequence keeps at most 8 + 16 = 24 tokens in the windowed layer.
+WINDOWED = TINY.model_copy(
+    update={"id": "tiny-window", "sliding_window": 8, "sliding_layers": (0,)}
+)
+
+
+def test_a_sequence_keeps_its_window_plus_the_block_being_filled():
+    assert window_tokens(WINDOWED, 16) == 24 and window_tokens(TINY, 16) == 0
+
+
+def test_below_the_window_cap_every_cached_token_costs_both_layers():
+    # 1,000 sequences could keep 24,000 windowed tokens, more than the pool: each token costs
+    # 64 bytes, as in the model without a window: 46,416 // 1,024 = 45 blocks
+    p = plan(target=WINDOWED, max_seqs=1000)
+    assert p.kv_bytes_per_token == 32
+    assert p.num_blocks == plan().num_blocks == 45
+    assert p.window_bytes == 45 * 16 * 32
+
+
+def test_past_the_window_cap_only_the_full_layers_grow():
+    # one sequence keeps at most 24 windowed tokens (768 bytes): (46,416 - 768) // 512 = 89
+    p = plan(target=WINDOWED, max_seqs=1)
+    assert p.num_blocks == 89
+    assert p.window_bytes == 24 * 32
+    assert plan(target=WINDOWED).num_blocks == 46_416 // 512  # no sequences: no window held
+
+
+def test_more_running_sequences_never_leave_fewer_blocks_than_full_attention_would():
+    blocks = [plan(target=WINDOWED, max_seqs=n).num_blocks for n in (0, 1, 10, 100, 10_000)]
+    assert blocks == sorted(blocks, reverse=True) and blocks[-1] == 45
+
+
+def test_llama_4_scout_fits_on_eight_h200_at_bf16():
+    # 36 of its 48 layers attend within 8,192-token chunks; vLLM's 1,024 sequences each holding
+    # a chunk would be 1,024 x 8,208 tokens x 36 layers x 2 x 128 x 2 bytes (one KV head per
+    # GPU at tp=8) = 145 GiB per GPU if reserved up front
+    gpu, eng, scout = load_gpu("h200"), load_engine("vllm"), load_model("llama-4-scout")
+    seqs, tokens = int(eng["max_num_seqs"]), int(eng["max_num_batched_tokens"])
+    p = plan(gpu, scout, tp=8, eng=eng, max_tokens=tokens, max_logit_rows=seqs, max_seqs=seqs)
+    assert 24 * GIB < p.weight_bytes < 26 * GIB  # 107.8B parameters in bf16 over 8 GPUs
+    assert p.activation_bytes < 1 * GIB
+    kv = p.num_blocks * p.block_size * p.kv_bytes_per_token + p.window_bytes
+    assert p.weight_bytes + p.activation_bytes + kv <= p.usable_bytes
+    assert kv > 0.95 * (p.usable_bytes - p.weight_bytes - p.activation_bytes)
+    # every cached token inside its chunk: 12 full + 36 windowed layers of one KV head each
+    assert p.window_bytes == pytest.approx(3 * p.num_blocks * p.block_size * p.kv_bytes_per_token)
+    assert p.num_blocks * p.block_size > 4_000_000
+    assert min_gpus(gpu, eng, scout) == 2
+    with pytest.raises(ScenarioError, match="needs 2 h200 GPUs"):
+        plan(gpu, scout, tp=1, eng=eng, max_tokens=tokens, max_logit_rows=seqs, max_seqs=seqs)
 
 
 # -- the plan on real presets: directions ------------------------------------------------------

@@ -322,23 +322,20 @@ class ModelShape(BaseModel):
     ) -> float:
         """K and V of ``layers`` (default: all) full-attention layers for one token on one GPU
         (MLA: the latent); sliding-window layers hold a window per sequence instead
-        (:meth:`window_kv_bytes_per_seq_per_gpu`)."""
+        (:meth:`window_kv_bytes_per_token_per_gpu`)."""
         n = self.num_hidden_layers if layers is None else layers
         n -= self.sliding_layers_in(n)
         per_layer = self.kv_dim_per_gpu(tp) * (1 if self.is_mla else 2)
         return n * per_layer * dtype_bytes
 
-    def window_kv_bytes_per_seq_per_gpu(
-        self, tp: int, block_size: int, dtype_bytes: float = BYTES_PER_PARAM
+    def window_kv_bytes_per_token_per_gpu(
+        self, tp: int, dtype_bytes: float = BYTES_PER_PARAM
     ) -> float:
-        """The most KV a sequence's sliding-window layers hold on one GPU: the window plus a
-        block being filled (vLLM's hybrid KV cache manager frees blocks that leave the
-        window)."""
-        if not self.sliding_layers:
-            return 0.0
-        tokens = self.sliding_window + block_size
+        """K and V of the sliding-window layers for one token on one GPU; a sequence holds
+        them for its last ``sliding_window`` tokens only (vLLM's hybrid KV cache manager frees
+        blocks that leave the window), which the memory plan bounds."""
         per_layer = self.kv_dim_per_gpu(tp) * (1 if self.is_mla else 2)
-        return len(self.sliding_layers) * per_layer * tokens * dtype_bytes
+        return len(self.sliding_layers) * per_layer * dtype_bytes
 
     # -- one layer of the model's kind (draft heads) ---------------------------------------
     def one_layer(self, moe: bool, vocab_size: int, name: str) -> ModelShape:

@@ -2,9 +2,17 @@
 
 Capacity follows vLLM: ``gpu_memory_utilization`` of device memory, minus the weights of the
 target (in their stored precision, sharded over TP, experts over TP or EP) and the draft, minus an
-activation reserve and the sliding-window layers' KV of every sequence that may run, divided into
-blocks of ``block_size`` tokens whose size covers the target's and the draft's KV for those
-tokens (full-attention layers; MLA's latent, whole on every GPU).
+activation reserve, divided into blocks of ``block_size`` tokens whose size covers the target's
+and the draft's KV for those tokens (full-attention layers; MLA's latent, whole on every GPU).
+
+Sliding-window (and chunked-local) layers share that memory, as in vLLM's hybrid KV cache
+manager: every layer's blocks come from one pool (vllm/v1/core/kv_cache_utils.py
+get_kv_cache_config_from_groups: one tensor per group slot, shared by a layer of each group), and
+a windowed layer's manager frees the blocks that leave its window (SlidingWindowSpec /
+ChunkedLocalAttentionSpec in vllm/v1/kv_cache_interface.py: at most the window, or chunk, plus
+the tokens being scheduled, per request). Nothing is reserved per possible sequence up front, so
+a cached token also costs its windowed-layer KV until the running sequences (at most
+``max_num_seqs``) each hold a full window (:func:`kv_blocks`).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ class MemoryPlan:
     kv_bytes_per_token: float
     block_size: int
     num_blocks: int
+    window_bytes: float = 0.0  # windowed layers' KV when the pool is full (within the KV share)
 
 
 def target_weight_bytes(target: ModelShape, weight_bytes: float = BYTES_PER_PARAM) -> float:
@@ -63,7 +72,29 @@ class MemoryDemand:
     draft_kv_per_token: float
     max_tokens: int
     max_logit_rows: int
-    max_seqs: int = 0  # sequences at once: each holds a window in sliding-window layers
+    max_seqs: int = 0  # sequences at once: each holds at most a window in windowed layers
+
+
+def window_tokens(target: ModelShape, block_size: int) -> int:
+    """The most tokens a sequence keeps in a windowed layer: the window (or chunk) plus the
+    block being filled (SlidingWindowSpec.max_memory_usage_bytes adds a block because a window
+    need not start on a block boundary); 0 without windowed layers."""
+    return target.sliding_window + block_size if target.sliding_layers else 0
+
+
+def kv_blocks(
+    free: float, block: int, per_token: float, window_per_token: float, window_cap: int
+) -> int:
+    """Blocks of ``block`` tokens that ``free`` bytes hold when each token costs ``per_token``
+    (full-attention layers and the draft) plus ``window_per_token`` (windowed layers) for up to
+    ``window_cap`` tokens, the most the windowed layers keep (running sequences times
+    :func:`window_tokens`): below that cap every cached token may lie inside its sequence's
+    window; past it only the full-attention layers grow. A model with windowed layers only is
+    counted below the cap."""
+    both = per_token + window_per_token
+    if free <= window_cap * both or per_token <= 0:
+        return int(free // (both * block))
+    return int((free - window_cap * window_per_token) // (per_token * block))
 
 
 def plan_memory(
@@ -79,8 +110,9 @@ def plan_memory(
     expert_bytes: float | None = None,
 ) -> MemoryPlan:
     """The KV blocks left per GPU once the target's weights (over ``tp``; experts over ``ep``
-    when expert-parallel), the draft, the activation reserve and the windowed layers' KV are
-    placed; a ScenarioError when none are, saying how many GPUs the model needs.
+    when expert-parallel), the draft and the activation reserve are placed, each block's
+    tokens also holding the windowed layers' KV up to a window per running sequence
+    (:func:`kv_blocks`); a ScenarioError when none are, saying how many GPUs the model needs.
     ``weight_bytes``/``expert_bytes``: bytes per weight of the target's linear layers and
     routed experts (its precision; None: the checkpoint's own); ``kv_bytes``: per cached K/V
     element (the KV-cache dtype; ``demand`` already counts the draft's at that dtype)."""
@@ -90,11 +122,12 @@ def plan_memory(
     weights = target.weight_bytes_per_gpu(tp, ep, weight_bytes, expert_bytes)
     act = activation_reserve(target, tp, demand.max_tokens, demand.max_logit_rows)
     block = int(engine["block_size"])
-    act += demand.max_seqs * target.window_kv_bytes_per_seq_per_gpu(tp, block, kv_bytes)
     kv_per_token = target.kv_bytes_per_token_per_gpu(tp, dtype_bytes=kv_bytes)
     kv_per_token += demand.draft_kv_per_token
+    window_per_token = target.window_kv_bytes_per_token_per_gpu(tp, kv_bytes)
+    window_cap = demand.max_seqs * window_tokens(target, block)
     free = usable - weights - draft_bytes - act
-    blocks = int(free // (kv_per_token * block)) if free > 0 else 0
+    blocks = kv_blocks(free, block, kv_per_token, window_per_token, window_cap) if free > 0 else 0
     if blocks <= 0:
         where = f"over {pp} GPUs" if pp > 1 else "per GPU"
         need = min_gpus(gpu, engine, target, weight_bytes=weight_bytes, expert_bytes=expert_bytes)
@@ -110,7 +143,8 @@ def plan_memory(
             f"{_per_weight(weight_bytes, expert_bytes)}); {fix}: raise tp or pp, or pick a "
             "larger GPU"
         )
-    return MemoryPlan(usable, weights, draft_bytes, act, kv_per_token, block, blocks)
+    window = min(blocks * block, window_cap) * window_per_token
+    return MemoryPlan(usable, weights, draft_bytes, act, kv_per_token, block, blocks, window)
 
 
 MAX_GPUS = 64  # Deployment.tp's bound
@@ -121,20 +155,22 @@ def min_gpus(
     gpu: GpuSpec,
     engine: EngineProfile,
     target: ModelShape,
-    kv_tokens: int = MIN_KV_TOKENS,
+    seq_tokens: int = MIN_KV_TOKENS,
     weight_bytes: float | None = None,
     expert_bytes: float | None = None,
 ) -> int | None:
     """The fewest GPUs (a power-of-two tp) whose memory holds the target's weights, the
-    activation reserve of the engine's token budget and the KV of one ``kv_tokens``-token
-    sequence, per :func:`plan_memory`; None past :data:`MAX_GPUS`."""
+    activation reserve of the engine's token budget and the KV of one ``seq_tokens``-token
+    sequence (in windowed layers, at most its window), per :func:`plan_memory`; None past
+    :data:`MAX_GPUS`."""
     tokens = int(engine["max_num_batched_tokens"])
+    windowed = min(seq_tokens, window_tokens(target, int(engine["block_size"])))
     tp = 1
     while tp <= MAX_GPUS:
         usable = gpu.memory_bytes * engine["gpu_memory_utilization"]
         act = activation_reserve(target, tp, tokens, 1)
-        act += target.window_kv_bytes_per_seq_per_gpu(tp, int(engine["block_size"]))
-        kv = kv_tokens * target.kv_bytes_per_token_per_gpu(tp)
+        kv = seq_tokens * target.kv_bytes_per_token_per_gpu(tp)
+        kv += windowed * target.window_kv_bytes_per_token_per_gpu(tp)
         if target.weight_bytes_per_gpu(tp, 1, weight_bytes, expert_bytes) + act + kv <= usable:
             return tp
         tp *= 2
