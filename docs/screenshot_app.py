@@ -76,7 +76,7 @@ def _points(page) -> int:
 
 
 def drive(
-    url: str, screenshot: Path, expect_after: int = 4, timeout_ms: int = 150_000
+    url: str, screenshot: Path, expect_after: int = 4, timeout_ms: int = 600_000
 ) -> tuple[int, int]:
     """Load the page, count the headline chart's points and screenshot it, set the loads to
     '1,16' and wait for the redraw (``expect_after`` points: two per method at the default

@@ -24,7 +24,7 @@ from simspec.studies.sweep import DEFAULT_BATCH_SIZES
 from simspec.ui import downloads, figures, inputs, runs, uploads
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
-TIMEOUT = 180
+TIMEOUT = 600  # a hang guard, not a speed bound: the page shares two cores with the suite
 # Every test that renders the page runs the default what-if (the CLI's default sweep, the
 # longest part of a page test) unless this process has run it: on one xdist worker, it runs
 # once per session and the others reuse it (the explorer's run memo and st.cache_data).

@@ -14,7 +14,7 @@ from simspec.ui import fleet as fleet_ui
 from simspec.ui import inputs, uploads
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
-TIMEOUT = 180
+TIMEOUT = 600  # a hang guard, not a speed bound: the page shares two cores with the suite
 SHORT = {"end_s": 120.0}  # two minutes of azure-conv: ~560 requests, about a second
 
 
