@@ -35,6 +35,7 @@ from scipy.optimize import least_squares
 from simspec.catalog.hardware import load_gpu
 from simspec.catalog.kernel_tables import DeepEpFit, GroupedGemmFit, MlaDecodeFit
 from simspec.engine.costmodel.kernels import deepep_time, grouped_gemm_time, mla_decode_time
+from simspec.engine.costmodel.work import distinct_experts
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "simspec" / "data"
@@ -89,6 +90,15 @@ DEFAULT_KERNELS = {
 # through DeepSeek's group-limited top-k (4 of 8 groups) and touches half the experts, which
 # a served batch (each token its own groups) does not. Those rows are left out of the fit.
 DEEPSEEK = "DeepSeek-V3/R1"
+# vLLM V0 (releases before 0.8, early 2025) ran an older Triton fused MoE: vLLM PR #13932
+# (2025-02-26) timed it with benchmark_moe.py on DeepSeek-V3's block-FP8 experts on H100 at
+# TP 1-8 and 128-2048 tokens, about 3x the time AIConfigurator measured for vLLM's Triton
+# experts later. Its framework key is the engine profile ``vllm-v0``; dtypes and GPUs the table
+# does not cover fall back to the V1 fits (V0_FALLBACK).
+V0_TABLE = "vllm_pr13932_fused_moe_deepgemm_vs_triton_h100.csv"
+V0_FRAMEWORK = "VLLM-V0"
+V0_KERNEL = "vllm_fused_moe_triton_2025_02"
+V0_FALLBACK = {V0_FRAMEWORK: "VLLM"}
 BLOCK_MS = (16, 32, 64, 128)
 BLOCK_N = 128
 MLA_BLOCK_M = 64  # FlashMLA and FlashAttention-3's MLA decode tile: 64 query rows
@@ -211,6 +221,62 @@ def fit_moe(src: Path) -> dict:
                         defaults[f"{gpu}/{fw}/{dtype}"] = kernel
                         break
     return {"fits": fits, "defaults": defaults, "imbalance": imbalance}
+
+
+def fit_v0(src: Path, v1: dict) -> tuple[dict, dict]:
+    """(fits, defaults) of vLLM V0's Triton fused MoE from vLLM PR #13932's H100 table
+    (benchmark_moe.py gates randomly: uniform routing, so the expected distinct experts).
+
+    Every row touches nearly all 256 experts (128+ tokens x top-8), so the table pins only the
+    weight stream: memory_efficiency is fitted; block_m, the fixed and per-pair costs and the
+    compute efficiency are the same kernel family's fit on the later vLLM (``v1``, the H100
+    Triton fp8 experts), whose launch and routing kernels the rows cannot separate. H200 is
+    the same GH100 die: the H100 fractions stand for it, as the h200 hardware profile's do
+    (an assumption: no H200 table of that kernel)."""
+    df = pd.read_csv(src / V0_TABLE)
+    rows = [
+        (
+            int(r.k),
+            int(r.n_per_tp) // 2,  # n_per_tp is the gate-up width: 2 x intermediate / tp
+            float(r.batch_tokens * r.topk),
+            distinct_experts(int(r.num_experts), int(r.topk), float(r.batch_tokens)),
+            float(r.triton_us) * 1e-6,
+        )
+        for r in df.itertuples()
+    ]
+    compute, wbytes = DTYPE_COST["fp8_block"]
+    rate_c, rate_m = rates("h100_sxm", compute)
+    sms = GPUS["h100_sxm"][1]
+    base = v1["H100 SXM/VLLM/vllm_fp8moe_triton_tritonexperts/fp8_block"]
+    measured = np.array([r[4] for r in rows])
+
+    def make(x: np.ndarray) -> GroupedGemmFit:
+        return GroupedGemmFit(
+            V0_KERNEL, base["block_m"], base["block_n"], base["fixed_s"], base["per_pair_s"],
+            base["compute_efficiency"], float(1 / (1 + np.exp(-x[0]))), compute, wbytes, sms,
+        )  # fmt: skip
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        f = make(x)
+        pred = [
+            grouped_gemm_time(f, h, w, p, t, sms, rate_c, rate_m, wbytes) for h, w, p, t, _ in rows
+        ]
+        return np.log(np.array(pred) / measured)
+
+    sol = least_squares(resid, np.array([0.0]))
+    err = np.exp(sol.fun) - 1
+    fit = {**base, "memory_efficiency": round(float(make(sol.x).memory_efficiency), 4)}
+    fit["fitted"] = "memory_efficiency (the rest: H100 SXM/VLLM/vllm_fp8moe_triton_tritonexperts)"
+    print(f"{V0_FRAMEWORK}/{V0_KERNEL} n={len(rows)} {summary(err)} {fit}")
+    fits, defaults = {}, {}
+    for gpu in ("h100_sxm", "h200"):
+        name = GPUS[gpu][0]
+        entry = {**fit, "rows": len(rows), **summary(err)}
+        if gpu != "h100_sxm":
+            entry["transferred_from"] = GPUS["h100_sxm"][0]
+        fits[f"{name}/{V0_FRAMEWORK}/{V0_KERNEL}/fp8_block"] = entry
+        defaults[f"{name}/{V0_FRAMEWORK}/fp8_block"] = V0_KERNEL
+    return fits, defaults
 
 
 def power_law_ratio(fam: pd.DataFrame) -> dict[str, float]:
@@ -362,6 +428,11 @@ MOE_HEADER = (
 # DEFAULT_KERNELS says why); a (GPU, engine, dtype) not listed keeps the roofline.
 # imbalance: median latency under power-law routing over balanced, by EP size (not modelled:
 # simspec routes uniformly).
+# VLLM-V0 (engine profile vllm-v0): vLLM V0's Triton fused MoE, fitted to
+# ../shared/calibration-data/moe-serving/vllm_pr13932_fused_moe_deepgemm_vs_triton_h100.csv
+# (vLLM PR #13932, 2025-02-26, benchmark_moe.py, DeepSeek-V3 block-FP8 on H100, its triton_us
+# column); H200 transferred from the H100 fit. fallbacks: a framework's (GPU, dtype) with no
+# default of its own runs the named framework's kernel.
 """
 )
 
@@ -384,15 +455,17 @@ def main() -> None:
     args = ap.parse_args()
     src = args.shared / TABLES
     moe = fit_moe(src)
+    v0_fits, v0_defaults = fit_v0(src, moe["fits"])
     write_yaml(
         DATA / "moe_kernels.yaml",
         MOE_HEADER,
         {
             "gpus": {k: {"table": v[0], "sms": v[1]} for k, v in GPUS.items()},
-            "engines": ENGINES,
+            "engines": {**ENGINES, "vllm-v0": V0_FRAMEWORK},
+            "fallbacks": V0_FALLBACK,
             "dtypes": DTYPES,
-            "defaults": moe["defaults"],
-            "fits": moe["fits"],
+            "defaults": {**moe["defaults"], **v0_defaults},
+            "fits": {**moe["fits"], **v0_fits},
             "imbalance": moe["imbalance"],
         },
     )

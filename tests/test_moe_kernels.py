@@ -24,6 +24,7 @@ from simspec.catalog.tables import packaged_table
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.costmodel.kernels import deepep_time, grouped_gemm_time, mla_decode_time
 from simspec.engine.costmodel.moe import dispatch_combine_time
+from simspec.engine.costmodel.work import distinct_experts
 
 WANTED = ("H200 SXM", "SGLang", "fp8_block", "Kimi-K2", "8")
 COMPUTE_ONLY = GroupedGemmFit("k", 64, 128, 0.0, 0.0, 1.0, 1e12, "bf16", 2.0, 132)
@@ -102,7 +103,8 @@ def test_every_default_kernel_states_a_residual_within_a_fifth():
         gpu, framework, dtype = key.split("/")
         fit = table["fits"][f"{gpu}/{framework}/{kernel}/{dtype}"]
         assert fit["median_abs_error"] <= 0.2, key
-        assert fit["rows"] >= 100
+        # the AIConfigurator families; vLLM PR #13932's table has 24 rows and fits one term
+        assert fit["rows"] >= (20 if "fitted" in fit else 100), key
 
 
 def test_deepseek_on_h200_sglang_runs_the_measured_kernels():
@@ -143,3 +145,33 @@ def test_packaged_fit_reproduces_its_table_at_deepseeks_expert_shape(shared):
             assert predicted == pytest.approx(float(r["latency"]) * 1e-3, rel=0.3), r
             checked += 1
     assert checked >= 20
+
+
+def test_vllm_v0_is_vllm_with_its_older_moe_kernel():
+    v0, v1 = load_engine("vllm-v0"), load_engine("vllm")
+    assert v0.params == v1.params and v0.custom_allreduce == v1.custom_allreduce
+    old, new = moe_kernel_fit("h200", "vllm-v0", "fp8"), moe_kernel_fit("h200", "vllm", "fp8")
+    assert old is not None and new is not None
+    assert old.kernel == "vllm_fused_moe_triton_2025_02"
+    # vLLM PR #13932's rows ran about 3x the later kernel's time: the weight stream is slower
+    assert 2.5 < new.memory_efficiency / old.memory_efficiency < 4.0
+    # a dtype the era table does not cover runs the later kernel
+    assert moe_kernel_fit("h200", "vllm-v0", "bf16") == moe_kernel_fit("h200", "vllm", "bf16")
+
+
+def test_the_v0_fit_reproduces_vllm_pr13932(shared):
+    table = "vllm_pr13932_fused_moe_deepgemm_vs_triton_h100.csv"
+    path = shared / "calibration-data/moe-serving" / table
+    fit, gpu = moe_kernel_fit("h100_sxm", "vllm-v0", "fp8"), load_gpu("h100_sxm")
+    assert fit is not None
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    errors = []
+    for r in rows:
+        tokens = int(r["batch_tokens"])
+        pred = grouped_gemm_time(
+            fit, 7168, int(r["n_per_tp"]) // 2, tokens * 8.0, distinct_experts(256, 8, tokens),
+            132, gpu.fp8_dense_flops, gpu.hbm_bandwidth_bytes_s, fit.weight_bytes,
+        )  # fmt: skip
+        errors.append(abs(pred / (float(r["triton_us"]) * 1e-6) - 1))
+    assert sorted(errors)[len(errors) // 2] < 0.08  # the packaged median error is 5 %

@@ -13,7 +13,12 @@ from simspec.errors import InputError, ScenarioError
 from simspec.studies.runs import SERIAL
 from simspec.studies.validation.assume import fill_unstated, parse_assumptions
 from simspec.studies.validation.cases import read_cases
-from simspec.studies.validation.loads import VLLM_SMALL_GPU, engine_batch_defaults, workload
+from simspec.studies.validation.loads import (
+    VLLM_SMALL_GPU,
+    engine_batch_defaults,
+    engine_version_profile,
+    workload,
+)
 from simspec.studies.validation.predict import Skip, plan_case
 from simspec.studies.validation.run import validate
 from simspec.studies.validation.setups import sent_as_burst
@@ -130,6 +135,17 @@ def test_vllm_batch_defaults_follow_the_version_and_the_gpu():
     plan = plan_case({**ROW, "gpu": "a100_80gb", "engine_version": "v0.11.0"})
     assert plan.scenario.scheduler == VLLM_SMALL_GPU
     assert any("max_num_seqs 256" in a for a in plan.assumptions)
+
+
+def test_a_v0_row_runs_the_v0_profile():
+    assert engine_version_profile("vllm", "V0 spec-decode path (Feb 2025)")[0] == "vllm-v0"
+    assert engine_version_profile("vllm", "0.6.0")[0] == "vllm-v0"
+    assert engine_version_profile("vllm", "v0.8.4")[0] == "vllm"  # V1 by default since 0.8
+    assert engine_version_profile("vllm", "V1 (Apr 2025)") == ("vllm", "")
+    assert engine_version_profile("sglang", "V0")[0] == "sglang"
+    plan = plan_case({**ROW, "engine_version": "0.6.0"})
+    assert plan.scenario.engine == "vllm-v0"
+    assert any("vllm-v0" in a for a in plan.assumptions)
 
 
 @pytest.mark.slow

@@ -227,7 +227,13 @@ def load_engine(engine_id: str) -> EngineProfile:
         raise InputError(
             "engine", f"unknown engine {engine_id!r}; choose one of {', '.join(sorted(table))}"
         )
-    return EngineProfile(id=engine_id, **table[engine_id])
+    entry = dict(table[engine_id])
+    if base := entry.pop("base", None):
+        # a version of another engine: its parameters, overridden where this entry sets them
+        inherited = {k: v for k, v in table[base].items() if k != "params"}
+        params = {**table[base]["params"], **entry.pop("params", {})}
+        entry = {**inherited, **entry, "params": params}
+    return EngineProfile(id=engine_id, **entry)
 
 
 def _first_error(exc: Exception) -> str:

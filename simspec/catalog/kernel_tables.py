@@ -67,6 +67,10 @@ def moe_kernel_fit(gpu: str, engine: str, precision: str) -> GroupedGemmFit | No
     if g is None or framework is None or dtype is None:
         return None
     kernel = table["defaults"].get(_key(g["table"], framework, dtype))
+    if kernel is None and framework in table.get("fallbacks", {}):
+        # an engine version whose own tables stop short runs the later version's kernel
+        framework = table["fallbacks"][framework]
+        kernel = table["defaults"].get(_key(g["table"], framework, dtype))
     fit = table["fits"].get(_key(g["table"], framework, kernel or "", dtype))
     if fit is None:
         return None

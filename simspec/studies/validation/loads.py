@@ -120,6 +120,23 @@ def engine_batch_defaults(
     )
 
 
+# vLLM 0.8.0 made the V1 engine the default (its release notes: "V1 is now enabled by default");
+# a row that names V0, or a release before 0.8, ran the V0 engine
+VLLM_V1_SINCE = (0, 8)
+V0_NAMED = re.compile(r"\bV0\b")
+
+
+def engine_version_profile(engine: str, version: str) -> tuple[str, str]:
+    """The engine profile of the row's engine version, with a note where it is not the
+    engine's own: vLLM V0 rows run ``vllm-v0`` (its older MoE kernel)."""
+    if engine != "vllm":
+        return engine, ""
+    release = _release(version)
+    if V0_NAMED.search(version) or (release is not None and release < VLLM_V1_SINCE):
+        return "vllm-v0", f"engine profile vllm-v0: vLLM {version.strip()} runs the V0 engine"
+    return engine, ""
+
+
 def _release(version: str) -> tuple[int, int] | None:
     """(major, minor) of a stated release ("v0.11.0", "0.10.1rc1"), None for anything else."""
     m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.\d+)?\S*\s*$", version)

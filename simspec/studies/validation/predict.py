@@ -51,7 +51,12 @@ from simspec.studies.runs.keys import scenario_key
 from simspec.studies.validation.assume import fill_unstated
 from simspec.studies.validation.cases import LOAD_KINDS, METRICS, number, whole
 from simspec.studies.validation.gpus import fewest_gpus, fit_by_layer_split
-from simspec.studies.validation.loads import LoadError, engine_batch_defaults, workload
+from simspec.studies.validation.loads import (
+    LoadError,
+    engine_batch_defaults,
+    engine_version_profile,
+    workload,
+)
 from simspec.studies.validation.setups import (
     notes_precision,
     other_baseline,
@@ -128,6 +133,9 @@ def plan_case(
         assumptions.append(note)
     engine = get("engine")
     _known(load_engine, engine, "no engine profile for")
+    engine, said = engine_version_profile(engine, get("engine_version"))
+    if said:
+        assumptions.append(said)
 
     load_kind = get("load_kind")
     if load_kind not in LOAD_KINDS:
