@@ -22,6 +22,7 @@ from simspec.catalog.kernel_tables import (
     mla_decode_fit,
     moe_kernel_fit,
 )
+from simspec.catalog.layer_kernels import LayerKernels, extra_kernels, model_features
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.catalog.precision import PrecisionSpec, effective_precision
 from simspec.engine.costmodel.attention import AttentionKernels, projection_time
@@ -93,6 +94,7 @@ class RooflineCostModel:
         self._deepep = deepep_fits(gpu.id, ep) if ep > 1 else None
         self.host = HostModel.of(engine, tp, speculative, step_overhead_s)
         self._models: dict[int, _ModelTerms] = {}  # by id(model); the entry keeps it alive
+        self._extras: dict[int, tuple[ModelShape, LayerKernels]] = {}  # likewise
 
     # -- operators -------------------------------------------------------------------------
     def gemm_time(
@@ -145,6 +147,26 @@ class RooflineCostModel:
     def quantize_like_target(self, model: ModelShape) -> None:
         """``model`` (an MTP module of the checkpoint) runs at the target's precision."""
         self._quantized.add(model.id)
+
+    def extra_kernels(self, model: ModelShape) -> LayerKernels:
+        """The kernels this engine launches per layer of ``model`` beyond the priced set
+        (:mod:`simspec.catalog.layer_kernels`), matched by the features ``model`` runs with
+        here: the target, an MTP module (at the target's precision) and a draft head alike."""
+        hit = self._extras.get(id(model))
+        if hit is not None and hit[0] is model:
+            return hit[1]
+        w, experts = self.precision_of(model), self.experts_precision_of(model)
+        features = model_features(
+            model,
+            tp=self.tp,
+            ep=self.ep,
+            gpu=self.gpu.id,
+            w8a8=w is not None and w.compute == "fp8",
+            experts_w8a8=experts is not None and experts.compute == "fp8",
+        )
+        extra = extra_kernels(self.engine.id, features, model, self.tp)
+        self._extras[id(model)] = (model, extra)
+        return extra
 
     # -- one forward -----------------------------------------------------------------------
     def forward(
@@ -215,6 +237,18 @@ class RooflineCostModel:
             moe_inter = (routed + model.shared_expert_intermediate_size) // tp
             nbytes += n_moe * elementwise_bytes(t, h, q_dim, kv_dim, moe_inter)
             kernels += 0 if kernel else n_moe * MOE_KERNELS_PER_LAYER
+        # the kernels the engine launches beyond these (latent norms, FP8 activation quant,
+        # q/k norms, ...; none for a dense Llama layer)
+        extra = self.extra_kernels(model)
+        if not extra.none:
+            unmeasured = 0 if kernel else 1
+            kernels += n_layers * extra.layer + n_dense * extra.dense
+            kernels += n_moe * (extra.moe + unmeasured * extra.moe_unmeasured)
+            nbytes += t * (
+                n_layers * extra.layer_bytes
+                + n_dense * extra.dense_bytes
+                + n_moe * (extra.moe_bytes + unmeasured * extra.moe_unmeasured_bytes)
+            )
         elementwise = ops.elementwise_time(nbytes + BYTES_PER_PARAM * t * h, kernels)
         # communication: the attention's all-reduce every layer; the MLP's all-reduce, or on a
         # MoE layer under expert parallelism the dispatch and combine all-to-all
