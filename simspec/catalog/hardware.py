@@ -151,6 +151,7 @@ class EngineProfile(SourcedParams):
     id: str
     description: str = ""
     custom_allreduce: Literal["", "vllm", "sglang"] = ""
+    base: str = ""  # the engine this profile is a version of (its tables stand where its own stop)
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "step_overhead_s",
         "step_overhead_per_seq_s",
@@ -183,6 +184,11 @@ class EngineProfile(SourcedParams):
         """The fixed host time per engine step that the GPU waits for: none under overlap,
         whose host time shows only where it outlasts the GPU's (the cost model's forward)."""
         return 0.0 if self.overlaps(speculative) else self["step_overhead_s"]
+
+    @property
+    def family(self) -> str:
+        """The engine whose per-engine tables (kernel counts) this profile reads."""
+        return self.base or self.id
 
     def graph_limits(self, tp: int) -> tuple[float, float]:
         """(tokens, sequences): the largest forward the engine replays from a CUDA graph at
@@ -229,7 +235,7 @@ def load_engine(engine_id: str) -> EngineProfile:
             "engine", f"unknown engine {engine_id!r}; choose one of {', '.join(sorted(table))}"
         )
     entry = dict(table[engine_id])
-    if base := entry.pop("base", None):
+    if base := entry.get("base"):
         # a version of another engine: its parameters, overridden where this entry sets them
         inherited = {k: v for k, v in table[base].items() if k != "params"}
         params = {**table[base]["params"], **entry.pop("params", {})}

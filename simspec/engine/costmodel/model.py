@@ -164,7 +164,7 @@ class RooflineCostModel:
             w8a8=w is not None and w.compute == "fp8",
             experts_w8a8=experts is not None and experts.compute == "fp8",
         )
-        extra = extra_kernels(self.engine.id, features, model, self.tp)
+        extra = extra_kernels(self.engine.family, features, model, self.tp)
         self._extras[id(model)] = (model, extra)
         return extra
 
