@@ -4,6 +4,7 @@ Capacity follows vLLM: ``gpu_memory_utilization`` of device memory, minus the we
 target (in their stored precision, sharded over TP, experts over TP or EP) and the draft, minus an
 activation reserve, divided into blocks of ``block_size`` tokens whose size covers the target's
 and the draft's KV for those tokens (full-attention layers; MLA's latent, whole on every GPU).
+Under data-parallel attention (``dp`` ranks) each rank caches only its own requests.
 
 Sliding-window (and chunked-local) layers share that memory, as in vLLM's hybrid KV cache
 manager: every layer's blocks come from one pool (vllm/v1/core/kv_cache_utils.py

@@ -170,11 +170,12 @@ def layout_facts(model: ModelShape, gpu, engine, layout: ParallelLayout) -> list
         facts.append(("KV cache", str(exc)))
         return facts
     tokens = plan.num_blocks * plan.block_size
+    ranks = f" in all ({tokens // lay.dp:,} per rank)" if lay.dp > 1 else ""
     facts.append(
         (
             "KV cache",
-            f"{tokens:,} tokens in all ({tokens // lay.dp:,} per rank), after "
-            f"{plan.activation_bytes / GIB:.1f} GiB of activations per GPU",
+            f"{tokens:,} tokens{ranks}, after {plan.activation_bytes / GIB:.1f} GiB of "
+            "activations per GPU",
         )
     )
     return facts
