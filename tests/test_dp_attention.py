@@ -8,10 +8,11 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from simspec.catalog.hardware import load_engine, load_gpu, load_profile
+from simspec import simulate
+from simspec.catalog.hardware import load_alltoall, load_engine, load_gpu, load_profile
 from simspec.catalog.models import load_model
 from simspec.cli.main import app
-from simspec.config import Deployment, Scenario
+from simspec.config import Deployment, Scenario, WorkloadConfig
 from simspec.engine.build import setup_replica
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.costmodel.dp_attention import rank_share
@@ -135,8 +136,6 @@ def test_vllm_keeps_every_non_expert_layer_on_each_rank():
 # -- the step ----------------------------------------------------------------------------------
 def _cost(tp: int, ep: int, dp: int) -> RooflineCostModel:
     engine = load_engine("sglang")
-    from simspec.catalog.hardware import load_alltoall
-
     latency, bandwidth, _ = load_alltoall("h200")
     return RooflineCostModel(
         load_gpu("h200"),
@@ -184,3 +183,26 @@ def test_dp_attention_trades_low_batch_latency_for_high_batch_throughput():
 
     assert step(dp8, 1) > step(tp8, 1)  # every GPU reads the whole attention for one token
     assert step(dp8, 256) < step(tp8, 256)  # eight attention kernels side by side
+
+
+# -- the scheduler -----------------------------------------------------------------------------
+def test_vllm_limits_are_per_rank_and_sglang_divides_its_own():
+    base = {"model": "qwen3-30b-a3b", "tp": 2, "ep": 2}
+    vllm = setup_replica(Scenario(**base, dp=2, engine="vllm"))
+    sglang = setup_replica(Scenario(**base, dp=2, engine="sglang"))
+    for setup, engine, ranks in ((vllm, "vllm", 2), (sglang, "sglang", 1)):
+        e = load_engine(engine)
+        assert setup.max_seqs == ranks * e["max_num_seqs"]
+        assert setup.max_tokens == ranks * e["max_num_batched_tokens"]
+        assert setup.memory.dp == 2
+
+
+def test_a_dp_attention_run_serves_every_request():
+    wl = WorkloadConfig(concurrency=4, requests=16, turnovers=0, lengths_from=None)
+    sc = Scenario(model="qwen3-30b-a3b", tp=2, dp=2, ep=2, engine="sglang", workload=wl)
+    one_rank = simulate(sc.model_copy(update={"dp": 1}))
+    two = simulate(sc)
+    assert two.summary.unfinishable == 0 and two.summary.throughput_tok_s > 0
+    # GQA splits its KV heads over TP: a rank of one GPU caches twice the bytes per token, so
+    # (unlike MLA's latent) DP attention holds no more tokens, and here fewer (more weights)
+    assert two.summary.kv_blocks_total < one_rank.summary.kv_blocks_total
