@@ -143,9 +143,10 @@ def check_fixed_lengths(sc: Scenario, target: ModelShape, memory: MemoryPlan) ->
         )
     capacity = memory.num_blocks // memory.dp * memory.block_size  # one rank's cache
     if shortest > capacity:
+        at = f"tp={sc.tp}, dp={sc.dp} (one rank's cache)" if sc.dp > 1 else f"tp={sc.tp}"
         raise ScenarioError(
             f"workload: {what} exceed the KV cache of {capacity} tokens on "
-            f"{sc.gpu} at tp={sc.tp}: raise tp or pick a larger GPU"
+            f"{sc.gpu} at {at}: raise tp or pick a larger GPU"
         )
 
 
