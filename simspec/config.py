@@ -626,6 +626,15 @@ class Deployment(BaseModel):
         "ep = tp places whole experts on each GPU (vLLM --enable-expert-parallel), tokens sent "
         "to their experts and back by all-to-all",
     )
+    dp: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="data-parallel attention: the tp GPUs form dp attention ranks of tp/dp GPUs, "
+        "each running attention on its own requests and KV cache, the MoE layers over all tp "
+        "GPUs (SGLang --tp N --dp D --enable-dp-attention; vLLM --data-parallel-size D "
+        "--tensor-parallel-size N/D); must divide tp",
+    )
     engine: str = Field(default="vllm", description="engine profile")
     profile: str | None = Field(default=None, description="hardware profile id or YAML path")
     precision: WeightPrecision | None = Field(
@@ -663,10 +672,21 @@ class Deployment(BaseModel):
             )
         return v
 
+    @field_validator("dp")
+    @classmethod
+    def _dp(cls, v: int, info: ValidationInfo) -> int:
+        tp = info.data.get("tp")
+        if tp is not None and tp % v:
+            allowed = ", ".join(str(d) for d in range(1, tp + 1) if tp % d == 0)
+            raise ValueError(
+                f"must divide tp={tp} (attention ranks of tp/dp GPUs each): one of {allowed}"
+            )
+        return v
+
 
 # What is served on what, and how it samples: Deployment fields that the CLI's flags and the
 # explorer's inputs set from attributes of the same names, so one mapping serves both.
-SERVING_FIELDS = ("model", "gpu", "tp", "engine", "precision", "kv_cache_dtype")
+SERVING_FIELDS = ("model", "gpu", "tp", "ep", "dp", "engine", "precision", "kv_cache_dtype")
 SAMPLING_FIELDS = ("temperature", "top_p", "seed")
 
 

@@ -146,12 +146,14 @@ class EngineProfile(SourcedParams):
 
     ``custom_allreduce`` names the engine's own all-reduce kernel whose measured curves
     (``simspec/data/collectives.yaml``) tensor parallelism uses below the engine's switch to
-    NCCL; empty: NCCL for every message."""
+    NCCL; empty: NCCL for every message. ``dp_attention`` names how the engine lays a model
+    out under data-parallel attention (:mod:`simspec.engine.layout`); empty: it runs none."""
 
     id: str
     description: str = ""
     custom_allreduce: Literal["", "vllm", "sglang"] = ""
     base: str = ""  # the engine this profile is a version of (its tables stand where its own stop)
+    dp_attention: Literal["", "vllm", "sglang"] = ""
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "step_overhead_s",
         "step_overhead_per_seq_s",

@@ -114,6 +114,8 @@ class ServingFlags:
     model: opt.Model = None
     gpu: opt.Gpu = None
     tp: opt.Tp = None
+    ep: opt.Ep = None
+    dp: opt.Dp = None
     engine: opt.Engine = None
     precision: opt.Precision = None
     kv_cache_dtype: opt.KvCacheDtype = None

@@ -12,8 +12,11 @@ from rich.table import Table
 
 from simspec.catalog.hardware import gpu_ids, load_engine, load_gpu
 from simspec.catalog.models import load_model, model_ids
+from simspec.cli import options as opt
 from simspec.cli.common import one_line_errors
+from simspec.config import Deployment
 from simspec.engine.kv_cache import min_gpus
+from simspec.engine.layout import ParallelLayout
 from simspec.errors import one_line
 from simspec.studies.model_facts import billions, layout, model_facts, precision
 
@@ -28,20 +31,29 @@ def models(
         str, typer.Option(help=f"GPU to size the deployment for ({', '.join(gpu_ids())})")
     ] = "h100_sxm",
     engine: Annotated[str, typer.Option(help="engine profile (its memory utilisation)")] = "vllm",
+    tp: opt.Tp = None,
+    ep: opt.Ep = None,
+    dp: opt.Dp = None,
 ) -> None:
     """Model presets: parameters, layout, precision and the GPUs each needs.
 
     Without NAME, one row per packaged preset; with NAME, every fact about that model with its
     source. Active parameters count the embedding table and LM head whole, as most model
     cards do; GPUs needed is the fewest (tensor-parallel) GPUs whose memory holds the weights,
-    activations and the KV cache of one 4,096-token sequence.
+    activations and the KV cache of one 4,096-token sequence. With --tp (and --ep, --dp), what
+    each GPU holds in that layout and the tokens its KV cache holds.
     """
     load_gpu(gpu), load_engine(engine)  # bad flags fail by name first
+    asked = None
+    if tp is not None or ep is not None or dp is not None:
+        fields = {k: v for k, v in {"tp": tp, "ep": ep, "dp": dp}.items() if v is not None}
+        d = Deployment(**fields)  # checked as a deployment's fields: an error names the field
+        asked = ParallelLayout(d.tp, d.ep, d.dp)
     if name is None:
         _print_all(gpu, engine)
         return
     console = Console()
-    for label, value in model_facts(name, gpu, engine):
+    for label, value in model_facts(name, gpu, engine, asked):
         console.print(f"[bold]{label}[/]: {escape(one_line(value))}", highlight=False)
 
 

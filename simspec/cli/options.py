@@ -45,6 +45,15 @@ Config = Annotated[Path | None, typer.Option(help="YAML/JSON scenario file; flag
 Model = Annotated[str | None, typer.Option(help=field_help(Deployment, "model"))]
 Gpu = Annotated[str | None, typer.Option(help=field_help(Deployment, "gpu", choices=gpu_ids()))]
 Tp = Annotated[int | None, typer.Option(help=field_help(Deployment, "tp"))]
+# the engines' spellings: SGLang --ep-size / --ep, --dp-size / --dp; vLLM --data-parallel-size
+Ep = Annotated[
+    int | None,
+    typer.Option("--ep", "--ep-size", "--expert-parallel-size", help=field_help(Deployment, "ep")),
+]
+Dp = Annotated[
+    int | None,
+    typer.Option("--dp", "--dp-size", "--data-parallel-size", help=field_help(Deployment, "dp")),
+]
 Engine = Annotated[
     str | None, typer.Option(help=field_help(Deployment, "engine", choices=engine_ids()))
 ]

@@ -179,7 +179,7 @@ def _print_speedups(frame: pd.DataFrame, cfg: SweepConfig) -> None:
         index="batch_size", columns="label", values="cell", sort=False, aggfunc="first"
     )[order]
     title = safe_title(
-        f"Speedup over autoregressive: {cfg.model} on {cfg.gpu} x{cfg.tp}, "
+        f"Speedup over autoregressive: {cfg.model} on {cfg.gpu} x{cfg.tp}{_ranks(cfg)}, "
         f"{cfg.engine}, {cfg.workload.lengths_from or 'fixed lengths'}"
     )
     console = Console()
@@ -259,3 +259,9 @@ def _sampling_note(cfg: SweepConfig) -> None:
             f"note: no published pair constrains acceptance above T="
             f"{MAX_FITTED_TEMPERATURE:g}; it is held at its T={MAX_FITTED_TEMPERATURE:g} value"
         )
+
+
+def _ranks(cfg: SweepConfig) -> str:
+    """The layout beyond tensor parallelism, where the sweep asks one."""
+    parts = [f"{name}{getattr(cfg, name)}" for name in ("dp", "ep") if getattr(cfg, name) > 1]
+    return f" ({', '.join(parts)})" if parts else ""

@@ -49,6 +49,7 @@ def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> Roofline
         kv_bytes=kv_cache_bytes(sc.kv_cache_dtype),
         expert_precision=experts,
         speculative=sc.method.name != "autoregressive",
+        dp=sc.dp,
     )
 
 
@@ -76,10 +77,16 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     if sc.ep > 1 and not target.is_moe:
         raise InputError("ep", f"{target.id} has no experts to spread (a dense model): use ep 1")
     engine = load_engine(sc.engine)
+    check_dp_attention(sc, engine.id, engine.dp_attention)
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine)
     max_seqs = int(sc.scheduler.max_num_seqs or engine["max_num_seqs"])
     max_tokens = int(sc.scheduler.max_num_batched_tokens or engine["max_num_batched_tokens"])
+    if engine.dp_attention == "vllm":
+        # each DP engine core applies its own limits (the flags are per rank); SGLang divides
+        # --max-running-requests and --chunked-prefill-size by dp (server_args.py at 469c63e,
+        # _handle_data_parallelism), so there they are the replica's limits already
+        max_seqs, max_tokens = max_seqs * sc.dp, max_tokens * sc.dp
     if max_tokens < spec.verify_tokens:
         raise ScenarioError(
             f"max_num_batched_tokens={max_tokens} cannot hold one verify step of "
@@ -99,9 +106,24 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         weight_bytes,
         cost.kv_bytes,
         experts.weight_bytes if experts else BYTES_PER_PARAM,
+        sc.dp,
     )
     check_fixed_lengths(sc, target, memory)
     return ReplicaSetup(target, cost, spec, max_seqs, max_tokens, memory)
+
+
+def check_dp_attention(sc: Scenario, engine_id: str, style: str) -> None:
+    """Data-parallel attention needs an engine that runs it, on one pipeline stage."""
+    if sc.dp == 1:
+        return
+    if not style:
+        raise InputError(
+            "dp",
+            f"engine {engine_id} runs no data-parallel attention: use dp 1, or engine sglang "
+            "(--enable-dp-attention) or vllm (--data-parallel-size)",
+        )
+    if sc.pp > 1:
+        raise InputError("dp", "data-parallel attention over pipeline stages is not modelled")
 
 
 def check_fixed_lengths(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> None:
@@ -119,11 +141,12 @@ def check_fixed_lengths(sc: Scenario, target: ModelShape, memory: MemoryPlan) ->
             f"workload: {what} exceed {target.id}'s context of "
             f"{target.max_position_embeddings} tokens (max_position_embeddings)"
         )
-    capacity = memory.num_blocks * memory.block_size
+    capacity = memory.num_blocks // memory.dp * memory.block_size  # one rank's cache
     if shortest > capacity:
+        at = f"tp={sc.tp}, dp={sc.dp} (one rank's cache)" if sc.dp > 1 else f"tp={sc.tp}"
         raise ScenarioError(
             f"workload: {what} exceed the KV cache of {capacity} tokens on "
-            f"{sc.gpu} at tp={sc.tp}: raise tp or pick a larger GPU"
+            f"{sc.gpu} at {at}: raise tp or pick a larger GPU"
         )
 
 

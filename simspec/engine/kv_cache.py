@@ -4,6 +4,7 @@ Capacity follows vLLM: ``gpu_memory_utilization`` of device memory, minus the we
 target (in their stored precision, sharded over TP, experts over TP or EP) and the draft, minus an
 activation reserve, divided into blocks of ``block_size`` tokens whose size covers the target's
 and the draft's KV for those tokens (full-attention layers; MLA's latent, whole on every GPU).
+Under data-parallel attention (``dp`` ranks) each rank caches only its own requests.
 
 Sliding-window (and chunked-local) layers share that memory, as in vLLM's hybrid KV cache
 manager: every layer's blocks come from one pool (vllm/v1/core/kv_cache_utils.py
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from simspec.catalog.hardware import EngineProfile, GpuSpec
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
+from simspec.engine.layout import ParallelLayout
 from simspec.errors import ScenarioError
 
 GIB = 1024**3
@@ -38,6 +40,8 @@ class MemoryPlan:
     block_size: int
     num_blocks: int
     window_bytes: float = 0.0  # windowed layers' KV when the pool is full (within the KV share)
+    # data-parallel attention ranks: each holds its own requests' KV in num_blocks / dp blocks
+    dp: int = 1
 
 
 def target_weight_bytes(target: ModelShape, weight_bytes: float = BYTES_PER_PARAM) -> float:
@@ -108,24 +112,35 @@ def plan_memory(
     weight_bytes: float | None = None,
     kv_bytes: float = BYTES_PER_PARAM,
     expert_bytes: float | None = None,
+    dp: int = 1,
 ) -> MemoryPlan:
     """The KV blocks left per GPU once the target's weights (over ``tp``; experts over ``ep``
-    when expert-parallel), the draft and the activation reserve are placed, each block's
+    when expert-parallel; under ``dp`` attention ranks as :class:`ParallelLayout` places
+    them), the draft and the activation reserve are placed, each block's
     tokens also holding the windowed layers' KV up to a window per running sequence
     (:func:`kv_blocks`); a ScenarioError when none are, saying how many GPUs the model needs.
     ``weight_bytes``/``expert_bytes``: bytes per weight of the target's linear layers and
     routed experts (its precision; None: the checkpoint's own); ``kv_bytes``: per cached K/V
-    element (the KV-cache dtype; ``demand`` already counts the draft's at that dtype)."""
+    element (the KV-cache dtype; ``demand`` already counts the draft's at that dtype).
+
+    Under DP attention each of the ``dp`` ranks caches only its own requests, over its tp/dp
+    GPUs (MLA's latent no longer repeated on every GPU of the tp group): the plan's blocks are
+    the ranks' pools together, each rank sized for its share of the token budget and
+    sequences."""
     draft_bytes = demand.draft_bytes
     # layers split over pp GPUs pool their memory (weights and KV divide with the layers)
     usable = gpu.memory_bytes * engine["gpu_memory_utilization"] * pp
-    weights = target.weight_bytes_per_gpu(tp, ep, weight_bytes, expert_bytes)
-    act = activation_reserve(target, tp, demand.max_tokens, demand.max_logit_rows)
+    layout = ParallelLayout(tp, ep, dp, engine.dp_attention)
+    weights = layout.weight_bytes_per_gpu(target, weight_bytes, expert_bytes)
+    a_tp = layout.attn_tp
+    act = activation_reserve(
+        target, a_tp, -(-demand.max_tokens // dp), -(-demand.max_logit_rows // dp)
+    )
     block = int(engine["block_size"])
-    kv_per_token = target.kv_bytes_per_token_per_gpu(tp, dtype_bytes=kv_bytes)
+    kv_per_token = target.kv_bytes_per_token_per_gpu(a_tp, dtype_bytes=kv_bytes)
     kv_per_token += demand.draft_kv_per_token
-    window_per_token = target.window_kv_bytes_per_token_per_gpu(tp, kv_bytes)
-    window_cap = demand.max_seqs * window_tokens(target, block)
+    window_per_token = target.window_kv_bytes_per_token_per_gpu(a_tp, kv_bytes)
+    window_cap = -(-demand.max_seqs // dp) * window_tokens(target, block)
     free = usable - weights - draft_bytes - act
     blocks = kv_blocks(free, block, kv_per_token, window_per_token, window_cap) if free > 0 else 0
     if blocks <= 0:
@@ -136,15 +151,18 @@ def plan_memory(
             if need is not None
             else f"it does not fit on {MAX_GPUS} {gpu.id} GPUs"
         )
+        at = f"tp={tp}, dp={dp}" if dp > 1 else f"tp={tp}"
         raise ScenarioError(
-            f"{target.id} does not fit on {gpu.id} at tp={tp}: weights {weights / GIB:.1f} GiB + "
+            f"{target.id} does not fit on {gpu.id} at {at}: weights {weights / GIB:.1f} GiB + "
             f"draft {draft_bytes / GIB:.1f} GiB + activations {act / GIB:.1f} GiB exceed the "
             f"{usable / GIB:.1f} GiB usable {where} ({target.num_params / 1e9:.1f}B parameters"
             f"{_per_weight(weight_bytes, expert_bytes)}); {fix}: raise tp or pp, or pick a "
             "larger GPU"
         )
     window = min(blocks * block, window_cap) * window_per_token
-    return MemoryPlan(usable, weights, draft_bytes, act, kv_per_token, block, blocks, window)
+    return MemoryPlan(
+        usable, weights, draft_bytes, act, kv_per_token, block, blocks * dp, window, dp
+    )
 
 
 MAX_GPUS = 64  # Deployment.tp's bound

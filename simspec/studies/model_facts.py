@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.models import ModelShape, load_model
-from simspec.engine.kv_cache import GIB, MAX_GPUS, MIN_KV_TOKENS, min_gpus
+from simspec.engine.kv_cache import (
+    GIB,
+    MAX_GPUS,
+    MIN_KV_TOKENS,
+    MemoryDemand,
+    min_gpus,
+    plan_memory,
+)
+from simspec.engine.layout import ParallelLayout
 
 
 def billions(n: float) -> str:
@@ -43,9 +51,13 @@ def precision(model: ModelShape) -> str:
 
 
 def model_facts(
-    ref: str, gpu_id: str = "h100_sxm", engine_id: str = "vllm"
+    ref: str,
+    gpu_id: str = "h100_sxm",
+    engine_id: str = "vllm",
+    layout: ParallelLayout | None = None,
 ) -> list[tuple[str, str]]:
-    """(label, value) pairs describing model ``ref`` and what it needs of ``gpu_id`` GPUs."""
+    """(label, value) pairs describing model ``ref`` and what it needs of ``gpu_id`` GPUs;
+    with ``layout`` (its style is the engine's), what each GPU holds in that layout."""
     model = load_model(ref)
     gpu, engine = load_gpu(gpu_id), load_engine(engine_id)
     facts = [("model", model.id), ("architecture", model.model_type)]
@@ -68,6 +80,8 @@ def model_facts(
     facts.append(("weights", precision(model)))
     facts.append(("KV cache per token", _kv(model)))
     facts.append(("GPUs needed", _gpus(model, gpu, engine)))
+    if layout is not None:
+        facts += layout_facts(model, gpu, engine, layout)
     if model.source:
         facts.append(("source", model.source))
     return facts
@@ -126,3 +140,42 @@ def _gpus(model: ModelShape, gpu, engine) -> str:
         f"plus activations and KV for one {MIN_KV_TOKENS:,}-token sequence, at "
         f"gpu_memory_utilization {engine['gpu_memory_utilization']:g})"
     )
+
+
+def layout_facts(model: ModelShape, gpu, engine, layout: ParallelLayout) -> list[tuple[str, str]]:
+    """What one GPU holds in ``layout`` (weights by part in the checkpoint's precision, KV per
+    token in bf16) and the tokens the replica's KV cache then holds, at the engine's default
+    limits (no draft)."""
+    lay = ParallelLayout(layout.tp, layout.ep, layout.dp, engine.dp_attention)
+    name = f"tp={lay.tp}" + (f", ep={lay.ep}" if lay.ep > 1 else "")
+    if lay.dp > 1:
+        name += f", dp={lay.dp} (attention over {lay.attn_tp} GPU(s) per rank, {engine.id})"
+    parts = lay.weight_parts(model)
+    shown = ", ".join(f"{k} {v / GIB:.2f}" for k, v in parts.items() if v)
+    facts = [(f"per GPU at {name}", f"weights {sum(parts.values()) / GIB:.1f} GiB ({shown})")]
+    kv = model.kv_bytes_per_token_per_gpu(lay.attn_tp)
+    held = "each rank caches its own requests" if lay.dp > 1 else "every GPU caches every request"
+    facts.append(("KV per token per GPU", f"{kv / 1024:.1f} KiB in bf16 ({held})"))
+    scale = lay.dp if engine.dp_attention == "vllm" else 1  # vLLM's limits are per DP rank
+    demand = MemoryDemand(
+        0.0,
+        0.0,
+        int(engine["max_num_batched_tokens"]) * scale,
+        int(engine["max_num_seqs"]) * scale,
+        int(engine["max_num_seqs"]) * scale,
+    )
+    try:
+        plan = plan_memory(gpu, engine, model, demand, lay.tp, 1, lay.ep, dp=lay.dp)
+    except ValueError as exc:  # a ScenarioError: does not fit
+        facts.append(("KV cache", str(exc)))
+        return facts
+    tokens = plan.num_blocks * plan.block_size
+    ranks = f" in all ({tokens // lay.dp:,} per rank)" if lay.dp > 1 else ""
+    facts.append(
+        (
+            "KV cache",
+            f"{tokens:,} tokens{ranks}, after {plan.activation_bytes / GIB:.1f} GiB of "
+            "activations per GPU",
+        )
+    )
+    return facts

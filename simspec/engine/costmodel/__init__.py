@@ -17,6 +17,8 @@ tables; the per-step host overhead from an :class:`~simspec.catalog.hardware.Eng
     moe.py        router, shared and routed experts, all-to-all
     kernels.py    measured-kernel terms: grouped GEMMs, MLA decode, DeepEP (fitted tables)
     model.py      RooflineCostModel: one forward, composed from them
+    dp_attention.py  one forward under data-parallel attention: the busiest rank's attention,
+                  the MoE over every rank's tokens
 """
 
 from simspec.engine.costmodel.model import RooflineCostModel

@@ -27,9 +27,10 @@ from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.catalog.precision import PrecisionSpec, effective_precision
 from simspec.engine.costmodel.attention import AttentionKernels, projection_time
 from simspec.engine.costmodel.collectives import engine_collectives
+from simspec.engine.costmodel.dp_attention import TokenTerms, dp_forward
+from simspec.engine.costmodel.elementwise import elementwise_work
 from simspec.engine.costmodel.host import HostModel
 from simspec.engine.costmodel.moe import (
-    MOE_KERNELS_PER_LAYER,
     dispatch_combine_time,
     grouped_experts_time,
     moe_mlp_time,
@@ -37,17 +38,15 @@ from simspec.engine.costmodel.moe import (
 )
 from simspec.engine.costmodel.roofline import OperatorTimes
 from simspec.engine.costmodel.shapes import BatchShape, StepCost
-from simspec.engine.costmodel.work import ELEMENTWISE_KERNELS_PER_LAYER, elementwise_bytes
-
-# seconds of (GEMMs, elementwise kernels, communication, LM head) of one forward
-TokenTerms = tuple[float, float, float, float]
+from simspec.engine.layout import ParallelLayout
 
 
 class RooflineCostModel:
     """Per-operator roofline for decoders under tensor parallelism ``tp``, pipeline stages
-    ``pp`` and expert parallelism ``ep``: the one cost model the simulator asks for GPU time
-    (:meth:`forward`, :meth:`gemm_time`). ``alltoall``: (latency s, bandwidth B/s) of one
-    all-to-all transfer (:func:`~simspec.catalog.hardware.load_alltoall`)."""
+    ``pp``, expert parallelism ``ep`` and ``dp`` data-parallel attention ranks
+    (:mod:`~simspec.engine.costmodel.dp_attention`): the one cost model the simulator asks for
+    GPU time (:meth:`forward`, :meth:`gemm_time`). ``alltoall``: (latency s, bandwidth B/s) of
+    one all-to-all transfer (:func:`~simspec.catalog.hardware.load_alltoall`)."""
 
     def __init__(
         self,
@@ -64,6 +63,7 @@ class RooflineCostModel:
         kv_bytes: float = BYTES_PER_PARAM,
         expert_precision: PrecisionSpec | None = None,
         speculative: bool = False,
+        dp: int = 1,
     ) -> None:
         """``precision``: the weights of the model whose id is ``precision_model`` (the served
         target; None: bf16); every other model (draft heads, draft models) runs bf16.
@@ -73,6 +73,16 @@ class RooflineCostModel:
         self.gpu, self.profile, self.engine, self.tp = gpu, profile, engine, tp
         self.ops = OperatorTimes(
             gpu, profile, tp, engine_collectives(gpu.id, tp, engine.custom_allreduce)
+        )
+        self.layout = ParallelLayout(tp, ep, dp, engine.dp_attention)
+        # the GPUs one attention rank spans: all tp of them without DP attention
+        attn_tp = self.layout.attn_tp
+        self.attn_ops = (
+            OperatorTimes(
+                gpu, profile, attn_tp, engine_collectives(gpu.id, attn_tp, engine.custom_allreduce)
+            )
+            if dp > 1
+            else self.ops
         )
         # FP8 on a GPU without FP8 tensor cores runs weight-only, as vLLM does
         eff = effective_precision(precision, gpu) if precision is not None else None
@@ -91,7 +101,7 @@ class RooflineCostModel:
         self.ep = ep  # GPUs the experts are spread over whole (1: each expert sliced over tp)
         self.alltoall = alltoall or (0.0, gpu.interconnect_bandwidth_bytes_s)
         # DeepEP's measured kernels where their table covers the GPU and EP size
-        self._deepep = deepep_fits(gpu.id, ep) if ep > 1 else None
+        self.deepep = deepep_fits(gpu.id, ep) if ep > 1 else None
         self.host = HostModel.of(engine, tp, speculative, step_overhead_s)
         self._models: dict[int, _ModelTerms] = {}  # by id(model); the entry keeps it alive
         self._extras: dict[int, tuple[ModelShape, LayerKernels]] = {}  # likewise
@@ -188,8 +198,10 @@ class RooflineCostModel:
         if terms is None or terms.model is not model:  # first use, or a recycled id
             mla = mla_decode_fit(self.gpu.id, self.engine.id, self.kv_bytes)
             terms = self._models[id(model)] = _ModelTerms(
-                model, AttentionKernels(self.ops, model, self.kv_bytes, mla)
+                model, AttentionKernels(self.attn_ops, model, self.kv_bytes, mla)
             )
+        if self.layout.dp > 1:
+            return dp_forward(self, terms, batch, overhead_s, n_layers, extra_gemm_s)
         graphed = host.graphed(batch)
         key = (host.padded(t) if graphed else t, batch.logit_tokens, n_layers, graphed)
         by_tokens = terms.by_tokens.get(key)
@@ -227,38 +239,19 @@ class RooflineCostModel:
             experts = self.experts_precision_of(model)
             kernel = self.moe_kernel(experts)
             gemm += n_moe * moe_mlp_time(ops, model, t, self.ep, w, experts, kernel)
-        # elementwise: a MoE layer's gated activation runs over the k routed widths and the
-        # shared one, and its routing adds kernels (a measured MoE kernel times both itself)
-        q_dim, kv_dim = model.q_dim // tp, model.kv_dim_per_gpu(tp)
-        nbytes = n_dense * elementwise_bytes(t, h, q_dim, kv_dim, inter)
-        kernels = n_layers * ELEMENTWISE_KERNELS_PER_LAYER + 1  # + the embedding lookup
-        if n_moe:
-            routed = 0 if kernel else model.num_experts_per_tok * model.moe_intermediate_size
-            moe_inter = (routed + model.shared_expert_intermediate_size) // tp
-            nbytes += n_moe * elementwise_bytes(t, h, q_dim, kv_dim, moe_inter)
-            kernels += 0 if kernel else n_moe * MOE_KERNELS_PER_LAYER
-        # the kernels the engine launches beyond these (latent norms, FP8 activation quant,
-        # q/k norms, ...; none for a dense Llama layer)
-        extra = self.extra_kernels(model)
-        if not extra.none:
-            unmeasured = 0 if kernel else 1
-            kernels += n_layers * extra.layer + n_dense * extra.dense
-            kernels += n_moe * (extra.moe + unmeasured * extra.moe_unmeasured)
-            nbytes += t * (
-                n_layers * extra.layer_bytes
-                + n_dense * extra.dense_bytes
-                + n_moe * (extra.moe_bytes + unmeasured * extra.moe_unmeasured_bytes)
-            )
-        elementwise = ops.elementwise_time(nbytes + BYTES_PER_PARAM * t * h, kernels)
+        nbytes, kernels = elementwise_work(
+            model, t, tp, n_layers, kernel is not None, self.extra_kernels(model)
+        )
+        elementwise = ops.elementwise_time(nbytes, kernels)
         # communication: the attention's all-reduce every layer; the MLP's all-reduce, or on a
         # MoE layer under expert parallelism the dispatch and combine all-to-all
         hidden_bytes = BYTES_PER_PARAM * t * h
         reduce = ops.allreduce_time(hidden_bytes, graphed)
         if self.ep > 1 and n_moe:
             comm = n_layers * reduce + n_dense * reduce
-            limit = deepep_low_latency_limit() if self._deepep else 0
+            limit = deepep_low_latency_limit() if self.deepep else 0
             comm += n_moe * dispatch_combine_time(
-                model, t, self.ep, self.alltoall, self._deepep, limit
+                model, t, self.ep, self.alltoall, self.deepep, limit
             )
         else:
             comm = n_layers * 2 * reduce
@@ -280,3 +273,6 @@ class _ModelTerms:
     model: ModelShape
     attention: AttentionKernels
     by_tokens: dict[tuple[int, int, int, bool], TokenTerms] = field(default_factory=dict)
+    # under DP attention by (rank tokens run, tokens over all ranks, rank logit rows, layers,
+    # graphed)
+    dp_by_tokens: dict[tuple[int, int, int, int, bool], TokenTerms] = field(default_factory=dict)

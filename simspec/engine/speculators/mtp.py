@@ -45,9 +45,8 @@ class MTP(EagleHead):
             return super().extra_weight_bytes()
         h, cost = self.target.hidden_size, self.cost
         layers, experts = cost.precision_of(self.head), cost.experts_precision_of(self.head)
-        block = self.head.weight_bytes_per_gpu(
-            cost.tp,
-            cost.ep,
+        block = cost.layout.weight_bytes_per_gpu(
+            self.head,
             layers.weight_bytes if layers else BYTES_PER_PARAM,
             experts.weight_bytes if experts else BYTES_PER_PARAM,
             embeddings=False,
@@ -57,5 +56,5 @@ class MTP(EagleHead):
     def extra_kv_bytes_per_token(self) -> float:
         modules = max(self.target.num_nextn_predict_layers, 1)  # each module caches its own KV
         return modules * self.head.kv_bytes_per_token_per_gpu(
-            self.cost.tp, layers=1, dtype_bytes=self.cost.kv_bytes
+            self.cost.layout.attn_tp, layers=1, dtype_bytes=self.cost.kv_bytes
         )

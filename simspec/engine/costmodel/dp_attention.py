@@ -1,0 +1,200 @@
+"""One forward under data-parallel attention (``dp`` attention ranks of ``tp/dp`` GPUs;
+:class:`~simspec.engine.layout.ParallelLayout`): the step of the busiest rank, since every rank
+steps together.
+
+Ranks step in lockstep because the MoE layers span all of them: SGLang's ranks agree on their
+token counts before every forward and a rank without requests runs an idle batch (the
+scheduler's ``prepare_mlp_sync_batch`` with ``get_idle_batch``); vLLM's DP engine cores run a
+dummy batch while any other rank has work (vllm/v1/engine/core.py at ac3cb2e,
+``DPEngineCoreProc.run_busy_loop``: ``execute_dummy_batch``).
+
+A rank runs its own requests' attention: the projections over its tp/dp GPUs, the kernel over
+its own KV cache. The MoE layers take every rank's tokens: dispatched to their experts and
+combined back under expert parallelism (DeepEP's kernels where measured), or gathered from all
+ranks (padded to the busiest rank: SGLang's ``DpPaddingMode.MAX_LEN`` in CUDA graphs,
+python/sglang/srt/layers/dp_attention.py at 0016109) and scattered back after the layer, which
+runs sliced over all tp GPUs. Dense layers and the LM head run per rank or gathered as the
+engine lays them out (:mod:`simspec.engine.layout`).
+
+Requests spread evenly over the ranks, as the engines' controllers assign them: SGLang round-
+robins by default (data_parallel_controller.py ``round_robin_scheduler``, at 000a3db); vLLM
+sends each to the rank with the least ``4 x waiting + running`` (vllm/v1/engine/core_client.py
+``DPLBAsyncMPClient.get_core_engine_for_request``, at 364631a). The busiest rank then holds
+ceil(n / dp) of n sequences, with their mean share of the batch's tokens and context.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from simspec.catalog.kernel_tables import DeepEpFit, GroupedGemmFit, deepep_low_latency_limit
+from simspec.catalog.layer_kernels import LayerKernels
+from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
+from simspec.catalog.precision import PrecisionSpec
+from simspec.engine.costmodel.attention import AttentionKernels, projection_time
+from simspec.engine.costmodel.elementwise import elementwise_work
+from simspec.engine.costmodel.host import HostModel
+from simspec.engine.costmodel.moe import (
+    dispatch_combine_time,
+    moe_mlp_time,
+    routed_experts_time,
+)
+from simspec.engine.costmodel.roofline import OperatorTimes
+from simspec.engine.costmodel.shapes import BatchShape, StepCost
+from simspec.engine.layout import ParallelLayout
+
+# seconds of (GEMMs, elementwise kernels, communication, LM head) of one forward
+TokenTerms = tuple[float, float, float, float]
+
+
+class CostModel(Protocol):
+    """What a forward under DP attention reads of the cost model
+    (:class:`~simspec.engine.costmodel.model.RooflineCostModel`)."""
+
+    layout: ParallelLayout
+    ops: OperatorTimes  # one GPU of all tp
+    attn_ops: OperatorTimes  # one GPU of an attention rank's tp/dp
+    host: HostModel
+    alltoall: tuple[float, float]
+    deepep: dict[str, DeepEpFit] | None
+
+    def precision_of(self, model: ModelShape) -> PrecisionSpec | None: ...
+
+    def experts_precision_of(self, model: ModelShape) -> PrecisionSpec | None: ...
+
+    def moe_kernel(self, experts: PrecisionSpec | None) -> GroupedGemmFit | None: ...
+
+    def extra_kernels(self, model: ModelShape) -> LayerKernels: ...
+
+
+class ModelTerms(Protocol):
+    """What the cost model keeps per model (``model._ModelTerms``)."""
+
+    model: ModelShape
+    attention: AttentionKernels
+    dp_by_tokens: dict[tuple[int, int, int, int, bool], TokenTerms]
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def rank_share(batch: BatchShape, dp: int) -> BatchShape:
+    """The busiest of ``dp`` ranks' share of ``batch``: ceil(n / dp) of its n sequences, with
+    that fraction of every sum (token counts rounded up)."""
+    n = batch.num_seqs
+    held = _ceil_div(n, dp)
+    if held >= n:
+        return batch
+    f = held / n
+    return BatchShape(
+        held,
+        _ceil_div(batch.num_tokens * held, n),
+        batch.sum_q_sq * f,
+        batch.sum_q_kv * f,
+        batch.sum_kv * f,
+        _ceil_div(batch.logit_tokens * held, n),
+    )
+
+
+def dp_forward(
+    cost: CostModel,
+    terms: ModelTerms,
+    batch: BatchShape,
+    overhead_s: float | None,
+    n_layers: int,
+    extra_gemm_s: float,
+) -> StepCost:
+    """:meth:`RooflineCostModel.forward` under DP attention: the busiest rank's attention
+    and host time (each rank's scheduler handles its own sequences), the MoE over every rank's
+    tokens."""
+    host, dp = cost.host, cost.layout.dp
+    rank = rank_share(batch, dp)
+    graphed = host.graphed(rank)
+    t = host.padded(rank.num_tokens) if graphed else rank.num_tokens
+    key = (t, batch.num_tokens, rank.logit_tokens, n_layers, graphed)
+    by_tokens = terms.dp_by_tokens.get(key)
+    if by_tokens is None:
+        by_tokens = terms.dp_by_tokens[key] = dp_token_terms(cost, terms.model, *key)
+    gemm, elementwise, comm, lm_head = by_tokens
+    attention = terms.attention.time(rank, n_layers)
+    gpu = gemm + extra_gemm_s + attention + lm_head + elementwise + comm
+    launch = 0.0 if graphed else max(0.0, n_layers * host.layer_launch_s - gpu)
+    if overhead_s is None:
+        overhead = host.exposed(rank.num_seqs, gpu + launch) + launch
+    else:
+        overhead = overhead_s + launch
+    return StepCost(gemm + extra_gemm_s, attention, lm_head, elementwise, comm, overhead)
+
+
+def dp_token_terms(
+    cost: CostModel,
+    model: ModelShape,
+    t: int,
+    total: int,
+    logits: int,
+    n_layers: int,
+    graphed: bool = True,
+) -> TokenTerms:
+    """(GEMMs, elementwise, communication, LM head) seconds of one forward on the busiest
+    rank's GPU: ``t`` tokens and ``logits`` logit rows on that rank, ``total`` tokens over all
+    ranks (what the routed experts compute)."""
+    lay, ops, attn = cost.layout, cost.ops, cost.attn_ops
+    h, dp, a_tp = model.hidden_size, lay.dp, lay.attn_tp
+    n_moe = model.moe_layers_in(n_layers)
+    n_dense = n_layers - n_moe
+    w = cost.precision_of(model)
+    hidden = BYTES_PER_PARAM * h
+    gathered = t * dp  # every rank's tokens, padded to the busiest rank's
+    # a layer over all tp GPUs: gather every rank's tokens, then reduce-scatter its output
+    # (a ring reduce-scatter moves what the all-gather does)
+    exchange = 2 * ops.allgather_time(hidden * gathered)
+    attn_reduce = attn.allreduce_time(hidden * t, graphed)
+    gemm = n_layers * projection_time(attn, model, t, w)
+    comm = n_layers * attn_reduce
+    if n_dense:
+        if lay.gathered:
+            gemm += n_dense * ops.mlp_time(gathered, h, model.intermediate_size // lay.tp, w)
+            comm += n_dense * exchange
+        else:
+            gemm += n_dense * attn.mlp_time(t, h, model.intermediate_size // a_tp, w)
+            comm += n_dense * attn_reduce
+    kernel = None
+    if n_moe:
+        experts = cost.experts_precision_of(model)
+        kernel = cost.moe_kernel(experts)
+        if lay.ep > 1:
+            # each GPU routes its own tokens (a rank's split over its GPUs)
+            local = _ceil_div(t, a_tp)
+            layer = ops.gemm_time(local, h, model.num_experts)
+            shared = model.shared_expert_intermediate_size
+            if shared:
+                rows = local if lay.shared_tp == 1 else t
+                layer += ops.mlp_time(rows, h, shared // lay.shared_tp, w)
+            layer += routed_experts_time(ops, model, total, lay.ep, experts, kernel)
+            limit = deepep_low_latency_limit() if cost.deepep else 0
+            comm += n_moe * dispatch_combine_time(
+                model, local * lay.ep, lay.ep, cost.alltoall, cost.deepep, limit
+            )
+            gemm += n_moe * layer
+        else:
+            gemm += n_moe * moe_mlp_time(ops, model, gathered, 1, w, experts, kernel)
+            comm += n_moe * exchange
+    # elementwise kernels as on one GPU of a tp/dp group running the rank's tokens (a gathered
+    # layer's activations over all GPUs amount to the same bytes per GPU)
+    nbytes, kernels = elementwise_work(
+        model, t, a_tp, n_layers, kernel is not None, cost.extra_kernels(model)
+    )
+    elementwise = ops.elementwise_time(nbytes, kernels)
+    lm_head = 0.0
+    if lay.gathered:  # every rank's logit rows over the vocab shards of all tp GPUs
+        rows = logits * dp
+        if rows:
+            lm_head = ops.gemm_time(rows, h, model.vocab_size // lay.tp)
+            comm += ops.allgather_time(hidden * rows)
+        comm += ops.allgather_time(BYTES_PER_PARAM * rows * model.vocab_size)
+    else:
+        if logits:
+            lm_head = attn.gemm_time(logits, h, model.vocab_size // a_tp)
+        comm += attn.allgather_time(BYTES_PER_PARAM * logits * model.vocab_size)
+    return (gemm, elementwise, comm, lm_head)

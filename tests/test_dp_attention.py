@@ -1,0 +1,208 @@
+"""Data-parallel attention with expert-parallel MoE (``dp`` attention ranks of tp/dp GPUs): the
+field's checks, what each GPU holds (hand-computed from DeepSeek-V3's shapes), and a step's
+cost as the busiest rank's attention plus the MoE over every rank's tokens."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+from simspec import simulate
+from simspec.catalog.hardware import load_alltoall, load_engine, load_gpu, load_profile
+from simspec.catalog.models import load_model
+from simspec.cli.main import app
+from simspec.config import Deployment, Scenario, WorkloadConfig
+from simspec.engine.build import setup_replica
+from simspec.engine.costmodel import BatchShape, RooflineCostModel
+from simspec.engine.costmodel.dp_attention import rank_share
+from simspec.engine.kv_cache import GIB, MemoryDemand, activation_reserve, plan_memory
+from simspec.engine.layout import ParallelLayout
+from simspec.errors import InputError
+
+runner = CliRunner()
+
+
+# -- the field ---------------------------------------------------------------------------------
+def test_dp_must_divide_tp_and_the_error_names_the_field_and_the_choices():
+    assert Deployment(tp=8, dp=8, ep=8).dp == 8
+    assert Deployment(tp=8, dp=2).dp == 2
+    with pytest.raises(ValidationError, match=r"dp\n.*must divide tp=8.*one of 1, 2, 4, 8"):
+        Deployment(tp=8, dp=3)
+    with pytest.raises(ValidationError, match="one of 1, 2, 4"):
+        Deployment(tp=4, dp=8)
+
+
+def test_an_engine_without_dp_attention_and_pipeline_stages_are_refused_by_name():
+    with pytest.raises(InputError, match="dp: engine hf runs no data-parallel attention"):
+        setup_replica(Scenario(model="qwen3-30b-a3b", tp=2, dp=2, engine="hf"))
+    with pytest.raises(InputError, match="dp: .*pipeline"):
+        setup_replica(Scenario(model="qwen3-30b-a3b", tp=2, dp=2, pp=2))
+
+
+def test_the_flags_take_the_engines_spellings_and_refuse_a_bad_dp():
+    out = runner.invoke(app, ["models", "deepseek-v3", "--tp", "8", "--dp-size", "3"])
+    assert out.exit_code == 2
+    assert "dp: must divide tp=8" in out.output
+    out = runner.invoke(
+        app,
+        ["models", "deepseek-v3", "--gpu", "h200", "--engine", "sglang", "--tp", "8"]
+        + ["--data-parallel-size", "8", "--ep-size", "8"],
+    )
+    assert out.exit_code == 0, out.output
+    assert "per GPU at tp=8, ep=8, dp=8" in out.output
+    assert "each rank caches its own requests" in out.output
+
+
+# -- memory: DeepSeek-V3 on 8 x H200, TP8 vs DP8 + EP8 (SGLang) ---------------------------------
+H, LAYERS, MOE, DENSE, VOCAB = 7168, 61, 58, 3, 129280
+# MLA per layer: q_a (h x 1536), q_b (1536 x 128 x 192), kv_a (h x 576), kv_b (512 x 128 x 256),
+# o (128 x 128 x h); q_a and kv_a are the down projections every GPU holds whole
+ATTENTION = H * 1536 + 1536 * 128 * 192 + H * 576 + 512 * 128 * 256 + 128 * 128 * H
+DOWN = H * 1536 + H * 576
+EXPERT = 3 * H * 2048  # each routed expert, and the one shared expert
+DENSE_MLP = 3 * H * 18432
+ROUTER = H * 256
+TABLE = VOCAB * H  # the embedding, and the LM head (untied)
+FP8, BF16 = 1.0, 2.0
+
+
+def _expected_weights(dp: int) -> float:
+    """Per-GPU weight bytes from the shapes: fp8 linear layers, bf16 routers/embedding/head."""
+    tp, attn_tp = 8, 8 // dp
+    attention = LAYERS * ((ATTENTION - DOWN) / attn_tp + DOWN) * FP8
+    dense = DENSE * DENSE_MLP / tp * FP8  # over all tp GPUs either way (SGLang gathers)
+    shared = MOE * EXPERT / (1 if dp > 1 else tp) * FP8  # DeepEP: whole on every GPU
+    routers = MOE * ROUTER * BF16
+    experts = MOE * 256 * EXPERT / 8 * FP8  # 1/8 of them, whole or sliced
+    embedding = TABLE * BF16 / (1 if dp > 1 else tp)  # replicated under DP attention
+    head = TABLE * BF16 / tp
+    return attention + dense + shared + routers + experts + embedding + head
+
+
+def test_shapes_behind_the_hand_counts_are_the_models():
+    m = load_model("deepseek-v3")
+    assert m.attention_params == ATTENTION
+    assert m.replicated_attention_params == DOWN
+    assert (m.expert_params, m.shared_expert_params, m.dense_mlp_params) == (
+        EXPERT,
+        EXPERT,
+        DENSE_MLP,
+    )
+    assert (m.moe_layers_in(), m.num_hidden_layers, m.embedding_params) == (MOE, LAYERS, TABLE)
+
+
+def _plan(dp: int, ep: int):
+    gpu, engine, m = load_gpu("h200"), load_engine("sglang"), load_model("deepseek-v3")
+    demand = MemoryDemand(0.0, 0.0, 8192, 1, 1024)
+    return plan_memory(gpu, engine, m, demand, 8, 1, ep, dp=dp), gpu, engine, m
+
+
+def test_dp8_ep8_holds_the_attention_whole_and_caches_each_rank_apart():
+    tp8, gpu, engine, m = _plan(1, 1)
+    dp8, *_ = _plan(8, 8)
+    assert tp8.weight_bytes == pytest.approx(_expected_weights(1), rel=1e-12)
+    assert dp8.weight_bytes == pytest.approx(_expected_weights(8), rel=1e-12)
+    # replicated attention (~10.6 GiB of it) and embedding cost every GPU ~12 GiB more
+    assert (dp8.weight_bytes - tp8.weight_bytes) / GIB == pytest.approx(12.1, abs=0.1)
+    # MLA's latent: 576 bf16 values per token and layer on every GPU that caches the token
+    per_token = LAYERS * 576 * BF16
+    assert tp8.kv_bytes_per_token == dp8.kv_bytes_per_token == per_token
+    usable = gpu.memory_bytes * engine["gpu_memory_utilization"]
+    tp8_free = usable - tp8.weight_bytes - activation_reserve(m, 8, 8192, 1)
+    dp8_free = usable - dp8.weight_bytes - activation_reserve(m, 1, 1024, 1)
+    # TP8: each of the 8 GPUs caches every token; DP8: each rank's GPU only its own
+    assert tp8.num_blocks == int(tp8_free // per_token)
+    assert dp8.num_blocks == 8 * int(dp8_free // per_token)
+    assert dp8.num_blocks / tp8.num_blocks == pytest.approx(5.8, abs=0.1)
+
+
+def test_without_dp_attention_the_layout_is_the_models_own_count():
+    m = load_model("deepseek-v3")
+    for tp, ep in ((8, 1), (8, 8), (4, 1)):
+        layout = ParallelLayout(tp, ep, 1, "sglang")
+        assert layout.weight_bytes_per_gpu(m) == m.weight_bytes_per_gpu(tp, ep)
+    parts = ParallelLayout(8, 8, 1).weight_parts(m)
+    assert sum(parts.values()) == pytest.approx(m.weight_bytes_per_gpu(8, 8), rel=1e-12)
+
+
+def test_vllm_keeps_every_non_expert_layer_on_each_rank():
+    m = load_model("deepseek-v3")
+    parts = ParallelLayout(8, 8, 8, "vllm").weight_parts(m)
+    assert parts["dense MLPs"] == DENSE * DENSE_MLP * FP8  # tp/dp = 1: whole
+    assert parts["embedding and LM head"] == 2 * TABLE * BF16
+
+
+# -- the step ----------------------------------------------------------------------------------
+def _cost(tp: int, ep: int, dp: int) -> RooflineCostModel:
+    engine = load_engine("sglang")
+    latency, bandwidth, _ = load_alltoall("h200")
+    return RooflineCostModel(
+        load_gpu("h200"),
+        load_profile("h200"),
+        engine,
+        tp,
+        ep=ep,
+        alltoall=(latency, bandwidth),
+        dp=dp,
+    )
+
+
+def test_the_busiest_rank_holds_its_even_share():
+    b = BatchShape.uniform(10, 4, 10 * 1000.0, 10)
+    r = rank_share(b, 8)
+    assert (r.num_seqs, r.num_tokens, r.logit_tokens) == (2, 8, 2)
+    assert r.sum_kv == pytest.approx(2000.0)
+    assert rank_share(b, 1) is b
+    assert rank_share(BatchShape.uniform(3, 1, 300.0, 3), 8).num_seqs == 1
+
+
+def test_dp8_at_batch_8_is_attention_at_batch_1_per_rank_plus_ep_moe_over_8_tokens():
+    m = load_model("deepseek-v3")
+    dp8, tp1 = _cost(8, 8, 8), _cost(1, 1, 1)
+    ctx = 2000.0
+    one, eight = BatchShape.uniform(1, 1, ctx, 1), BatchShape.uniform(8, 1, 8 * ctx, 8)
+    at1, at8 = dp8.forward(m, one), dp8.forward(m, eight)
+    # each rank runs one sequence's attention on its own GPU: a single GPU's at batch 1
+    assert at8.attention_s == at1.attention_s == tp1.forward(m, one).attention_s
+    # every GPU still dispatches and combines its one token; the LM head is SGLang's gathered one
+    assert at8.communication_s == at1.communication_s
+    # only the routed experts see all 8 tokens (1/8 of the experts and pairs on each GPU)
+    routed = MOE * (dp8.routed_experts_time(m, 8) - dp8.routed_experts_time(m, 1))
+    assert at8.gemm_s - at1.gemm_s == pytest.approx(routed, rel=1e-12)
+    assert at8.elementwise_s == at1.elementwise_s
+    assert at8.lm_head_s == at1.lm_head_s
+
+
+def test_dp_attention_trades_low_batch_latency_for_high_batch_throughput():
+    m = load_model("deepseek-v3")
+    tp8, dp8 = _cost(8, 1, 1), _cost(8, 8, 8)
+
+    def step(cost, b):
+        return cost.forward(m, BatchShape.uniform(b, 1, b * 2000.0, b)).total_s
+
+    assert step(dp8, 1) > step(tp8, 1)  # every GPU reads the whole attention for one token
+    assert step(dp8, 256) < step(tp8, 256)  # eight attention kernels side by side
+
+
+# -- the scheduler -----------------------------------------------------------------------------
+def test_vllm_limits_are_per_rank_and_sglang_divides_its_own():
+    base = {"model": "qwen3-30b-a3b", "tp": 2, "ep": 2}
+    vllm = setup_replica(Scenario(**base, dp=2, engine="vllm"))
+    sglang = setup_replica(Scenario(**base, dp=2, engine="sglang"))
+    for setup, engine, ranks in ((vllm, "vllm", 2), (sglang, "sglang", 1)):
+        e = load_engine(engine)
+        assert setup.max_seqs == ranks * e["max_num_seqs"]
+        assert setup.max_tokens == ranks * e["max_num_batched_tokens"]
+        assert setup.memory.dp == 2
+
+
+def test_a_dp_attention_run_serves_every_request():
+    wl = WorkloadConfig(concurrency=4, requests=16, turnovers=0, lengths_from=None)
+    sc = Scenario(model="qwen3-30b-a3b", tp=2, dp=2, ep=2, engine="sglang", workload=wl)
+    one_rank = simulate(sc.model_copy(update={"dp": 1}))
+    two = simulate(sc)
+    assert two.summary.unfinishable == 0 and two.summary.throughput_tok_s > 0
+    # GQA splits its KV heads over TP: a rank of one GPU caches twice the bytes per token, so
+    # (unlike MLA's latent) DP attention holds no more tokens, and here fewer (more weights)
+    assert two.summary.kv_blocks_total < one_rank.summary.kv_blocks_total
