@@ -121,6 +121,22 @@ def test_a_burst_sends_every_request_at_once():
         assert held.measure == "steady" and held.requests > 8
 
 
+def test_a_bench_serve_sharegpt_row_spreads_its_lengths_about_its_means():
+    def cells(notes):
+        return {"prompt_len": "217", "output_len": "202", "notes": notes}.get
+
+    bench = "BF16; vllm bench serve ShareGPT; burst of 1000 prompts"
+    said: list[str] = []
+    wl = workload("static_batch", 1000, lambda c: cells(bench)(c, ""), "sharegpt", said, True)
+    assert (wl.prompt.dist, wl.prompt.mean, wl.output.mean) == ("lognormal", 217, 202)
+    assert wl.prompt.cv > 0 and wl.output.cv > 0 and wl.prompt.max == 1024
+    assert any("vllm bench serve's filter" in s for s in said)
+    # the same means from a paper's batch, or from the benchmark's random dataset, stay fixed
+    for dataset, notes in (("sharegpt", "batch 8"), ("random", bench)):
+        fixed = workload("static_batch", 8, lambda c, n=notes: cells(n)(c, ""), dataset, [])
+        assert fixed.prompt.dist == fixed.output.dist == "fixed"
+
+
 def test_vllm_batch_defaults_follow_the_version_and_the_gpu():
     assert engine_batch_defaults("vllm", "v0.11.0", "a100_80gb", 74.5)[0] == VLLM_SMALL_GPU
     assert engine_batch_defaults("vllm", "v0.11.0", "h100_sxm", 74.5)[0] is None
