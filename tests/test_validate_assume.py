@@ -13,10 +13,15 @@ from simspec.errors import InputError, ScenarioError
 from simspec.studies.runs import SERIAL
 from simspec.studies.validation.assume import fill_unstated, parse_assumptions
 from simspec.studies.validation.cases import read_cases
-from simspec.studies.validation.loads import VLLM_SMALL_GPU, engine_batch_defaults, workload
+from simspec.studies.validation.loads import (
+    VLLM_SMALL_GPU,
+    VLLM_V0,
+    engine_batch_defaults,
+    workload,
+)
 from simspec.studies.validation.predict import Skip, plan_case
 from simspec.studies.validation.run import validate
-from simspec.studies.validation.setups import sent_as_burst
+from simspec.studies.validation.setups import sent_as_burst, serve_prefix_caching
 
 ROW = {
     "case_id": "r",
@@ -137,11 +142,24 @@ def test_a_bench_serve_sharegpt_row_spreads_its_lengths_about_its_means():
         assert fixed.prompt.dist == fixed.output.dist == "fixed"
 
 
+def test_a_serve_command_may_turn_prefix_caching_on_or_off():
+    assert serve_prefix_caching("serve: vllm serve m --no-enable-prefix-caching") is False
+    assert serve_prefix_caching("python3 -m sglang.launch_server --disable-radix-cache") is False
+    assert serve_prefix_caching("serve: vllm serve m --enable-prefix-caching") is True
+    assert serve_prefix_caching("serve: vllm serve m") is None
+    plan = plan_case({**ROW, "notes": "serve: vllm serve m --no-enable-prefix-caching"})
+    assert plan.scenario.scheduler.enable_prefix_caching is False
+    assert setup_replica(plan.scenario).prefix_caching is False
+    assert setup_replica(plan_case(ROW).scenario).prefix_caching is True  # V1's default
+
+
 def test_vllm_batch_defaults_follow_the_version_and_the_gpu():
     assert engine_batch_defaults("vllm", "v0.11.0", "a100_80gb", 74.5)[0] == VLLM_SMALL_GPU
     assert engine_batch_defaults("vllm", "v0.11.0", "h100_sxm", 74.5)[0] is None
     assert engine_batch_defaults("vllm", "", "a100_80gb", 74.5)[0] is None  # unstated
     assert engine_batch_defaults("vllm", "v0.8.4", "a100_80gb", 74.5)[0] is None  # before it
+    # the V0 engine (before 0.8) kept no prefix cache: a preempted request starts over
+    assert engine_batch_defaults("vllm", "0.6.0", "a100_80gb", 74.5)[0] == VLLM_V0
     assert engine_batch_defaults("sglang", "v0.5.3", "a100_80gb", 74.5)[0] is None
     plan = plan_case({**ROW, "gpu": "a100_80gb", "engine_version": "v0.11.0"})
     assert plan.scenario.scheduler == VLLM_SMALL_GPU

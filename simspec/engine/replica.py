@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from simspec.catalog.hardware import EngineProfile
 from simspec.catalog.models import ModelShape
 from simspec.engine.acceptance.samplers import AcceptanceSampler, TokenReplayAcceptance
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
@@ -47,6 +46,7 @@ class ReplicaSetup:
     max_seqs: int
     max_tokens: int
     memory: MemoryPlan
+    prefix_caching: bool = False  # a preempted request's blocks stay cached for its return
 
 
 @dataclass(slots=True)
@@ -70,13 +70,6 @@ class Step:
     emitted: np.ndarray = field(default_factory=_no_ids)  # tokens each decoding sequence made
     # requests whose prefill completed and sampled their first token
     first: np.ndarray = field(default_factory=_no_ids)
-
-
-def _prefix_caching(engine: EngineProfile) -> bool:
-    """Whether the engine keeps a preempted request's blocks cached for its return (its
-    profile's ``prefix_caching``; an engine without the parameter does not)."""
-    param = engine.params.get("prefix_caching")
-    return bool(param is not None and param.value)
 
 
 def _no_listener(rid: int) -> None:
@@ -107,7 +100,7 @@ class Replica:
             setup.max_seqs,
             setup.max_tokens,
             self.spec.verify_tokens - 1,
-            prefix_caching=_prefix_caching(self.spec.engine),
+            prefix_caching=setup.prefix_caching,
         )
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener

@@ -51,6 +51,12 @@ OFFLINE_CONCURRENCY = 1000  # a closed loop this wide is an offline run: every r
 VLLM_SMALL_GPU = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=2048)
 VLLM_SMALL_GPU_SINCE = (0, 9)
 VLLM_LARGE_GIB = 70
+# vLLM V1, the default engine since v0.8.0, turns prefix caching on unless told otherwise
+# (EngineArgs._set_default_args_v1 in vllm/engine/arg_utils.py: "V1 always uses chunked
+# prefills and prefix caching"); the V0 engine before it left it off (_set_default_args_v0),
+# so a preempted request recomputed its prompt from the start (the engine profile describes V1)
+VLLM_V1_SINCE = (0, 8)
+VLLM_V0 = SchedulerConfig(enable_prefix_caching=False)
 
 # `vllm bench serve --dataset-name sharegpt` sends each sampled conversation's first turn as the
 # prompt and its reply's token count as max_tokens, keeping only pairs that pass
@@ -152,13 +158,20 @@ def sharegpt_spread() -> tuple[float, float]:
 def engine_batch_defaults(
     engine: str, version: str, gpu_id: str, gpu_gib: float
 ) -> tuple[SchedulerConfig | None, str]:
-    """The batch limits the row's engine version sets by default where they differ from the
-    engine profile's, with a note; (None, "") where they do not (or the version is unstated:
-    the profile's defaults stand)."""
+    """The scheduler defaults (batch limits, prefix caching) the row's engine version sets where
+    they differ from the engine profile's, with a note; (None, "") where they do not (or the
+    version is unstated: the profile's defaults stand)."""
     if engine != "vllm":
         return None, ""
     release = _release(version)
-    if release is None or release < VLLM_SMALL_GPU_SINCE:
+    if release is None:
+        return None, ""
+    if release < VLLM_V1_SINCE:
+        return VLLM_V0, (
+            f"vLLM {version} runs the V0 engine: no prefix caching by default, a preempted "
+            "request recomputes from its first token (EngineArgs._set_default_args_v0)"
+        )
+    if release < VLLM_SMALL_GPU_SINCE:
         return None, ""
     if gpu_gib >= VLLM_LARGE_GIB and "a100" not in gpu_id:
         return None, ""

@@ -58,6 +58,7 @@ from simspec.studies.validation.setups import (
     sent_as_burst,
     serve_expert_parallel,
     serve_limits,
+    serve_prefix_caching,
     unmodelled_serving,
     unmodelled_target,
 )
@@ -204,6 +205,10 @@ def plan_case(
         assumptions.append(
             ", ".join(f"{k} {v}" for k, v in stated.items()) + " as the notes' serve command sets"
         )
+    if (prefix := serve_prefix_caching(notes)) is not None:
+        base = deploy.get("scheduler") or SchedulerConfig()
+        deploy["scheduler"] = base.model_copy(update={"enable_prefix_caching": prefix})
+        assumptions.append(f"prefix caching {'on' if prefix else 'off'} as the serve command sets")
     ep = serve_expert_parallel(notes, tp)
     if ep is not None and ep > 1 and (get("tp") or gpus) and load_model(model).is_moe:
         deploy["ep"] = ep

@@ -54,6 +54,10 @@ _SERVE_LIMITS = {
 }
 # expert parallelism in a serve command: vLLM --enable-expert-parallel puts whole experts on
 # each of the TP GPUs (ep = tp); SGLang --ep-size / --expert-parallel-size N
+# prefix caching a serve command turns on or off: vLLM's --enable-prefix-caching /
+# --no-enable-prefix-caching (EngineArgs), SGLang's --disable-radix-cache (ServerArgs)
+_PREFIX_OFF = re.compile(r"--no-enable-prefix-caching\b|--disable-radix-cache\b")
+_PREFIX_ON = re.compile(r"--enable-prefix-caching\b")
 _EP_ALL = re.compile(r"--enable-expert-parallel\b")
 _EP_SIZE = re.compile(r"--(?:ep-size|expert-parallel-size|ep)[ =](\d+)")
 # a static batch sent as one burst (the case table's gpustack rows: "burst of 1000 prompts
@@ -117,6 +121,14 @@ def serve_limits(notes: str) -> dict[str, int]:
         if m := pattern.search(notes):
             out[field] = int(next(g for g in m.groups() if g))
     return out
+
+
+def serve_prefix_caching(notes: str) -> bool | None:
+    """Whether the notes' serve command turns prefix caching on or off (None: it does not say,
+    the engine version's default stands)."""
+    if _PREFIX_OFF.search(notes):
+        return False
+    return True if _PREFIX_ON.search(notes) else None
 
 
 def serve_expert_parallel(notes: str, tp: int) -> int | None:
