@@ -142,6 +142,17 @@ def test_a_bench_serve_sharegpt_row_spreads_its_lengths_about_its_means():
         assert fixed.prompt.dist == fixed.output.dist == "fixed"
 
 
+def test_a_non_default_sglang_attention_backend_is_refused_by_name():
+    sglang = {**ROW, "engine": "sglang", "target_model": "qwen3-14b"}
+    serve = "serve: python3 -m sglang.launch_server --attention-backend=fa3"
+    assert plan_case({**sglang, "notes": serve})  # SGLang's own choice on Hopper
+    rerun = serve + "; this run used the script modified (--attention-backend=triton)"
+    with pytest.raises(Skip, match="triton attention backend, not its default on this GPU"):
+        plan_case({**sglang, "notes": rerun})
+    with pytest.raises(Skip, match=r"default on this GPU \(flashinfer\)"):
+        plan_case({**sglang, "gpu": "a100_80gb", "notes": serve})
+
+
 def test_a_serve_command_may_turn_prefix_caching_on_or_off():
     assert serve_prefix_caching("serve: vllm serve m --no-enable-prefix-caching") is False
     assert serve_prefix_caching("python3 -m sglang.launch_server --disable-radix-cache") is False

@@ -59,6 +59,7 @@ from simspec.studies.validation.setups import (
     serve_expert_parallel,
     serve_limits,
     serve_prefix_caching,
+    unmodelled_attention,
     unmodelled_serving,
     unmodelled_target,
 )
@@ -129,6 +130,8 @@ def plan_case(
         assumptions.append(note)
     engine = get("engine")
     _known(load_engine, engine, "no engine profile for")
+    if why := unmodelled_attention(notes, engine, load_gpu(gpu).arch, load_model(model).is_mla):
+        raise Skip(why)
 
     load_kind = get("load_kind")
     if load_kind not in LOAD_KINDS:

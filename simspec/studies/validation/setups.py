@@ -63,6 +63,13 @@ _EP_SIZE = re.compile(r"--(?:ep-size|expert-parallel-size|ep)[ =](\d+)")
 # a static batch sent as one burst (the case table's gpustack rows: "burst of 1000 prompts
 # (request rate inf, no max concurrency)")
 _BURST = re.compile(r"burst of \d+|request[- ]rate inf", re.IGNORECASE)
+# the attention backend a serve command names (the last one: a row may note a rerun with another)
+# and SGLang's when it names none, for standard multi-head attention
+# (ServerArgs._get_default_attn_backend, python/sglang/srt/server_args.py: fa3 on Hopper with
+# CUDA >= 12.3, flashinfer on other CUDA GPUs); MLA models choose among other backends
+_ATTENTION_BACKEND = re.compile(r"--attention-backend[ =](\w+)")
+_SGLANG_DEFAULT_ATTENTION = {"hopper": "fa3"}
+_SGLANG_OTHER_ATTENTION = "flashinfer"
 _DISAGGREGATED = re.compile(r"PD-disaggregated|prefill \+ \d+ decode nodes", re.IGNORECASE)
 _ENGINES = {"vllm": "vllm", "sglang": "sglang"}
 
@@ -160,6 +167,23 @@ def unmodelled_serving(notes: str) -> str | None:
             "decode on one replica"
         )
     return None
+
+
+def unmodelled_attention(notes: str, engine: str, arch: str, mla: bool) -> str | None:
+    """Why a row's attention backend is not one simspec prices, or None: an SGLang serve
+    command that names a backend other than SGLang's default on the GPU (simspec's attention
+    costs are one measured kernel set per GPU, the default's)."""
+    named = _ATTENTION_BACKEND.findall(notes)
+    if engine != "sglang" or not named or mla:
+        return None
+    default = _SGLANG_DEFAULT_ATTENTION.get(arch, _SGLANG_OTHER_ATTENTION)
+    if named[-1] == default:
+        return None
+    return (
+        f"the serve command picks SGLang's {named[-1]} attention backend, not its default on "
+        f"this GPU ({default}): simspec prices attention with one measured kernel set per GPU "
+        "and has no timings per backend"
+    )
 
 
 def other_baseline(text: str) -> dict[str, str] | None:
