@@ -587,6 +587,11 @@ class SchedulerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     max_num_seqs: int | None = Field(default=None, ge=1, le=100_000)
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+    enable_prefix_caching: bool | None = Field(
+        default=None,
+        description="keep a preempted request's full KV blocks cached for its return (vLLM "
+        "--enable-prefix-caching, SGLang's radix cache); unset: the engine profile's",
+    )
 
 
 # vLLM's --kv-cache-dtype spellings (vllm/config/cache.py CacheDType) for the dtypes simspec

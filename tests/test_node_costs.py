@@ -108,14 +108,11 @@ def test_mtp_reuses_its_one_module_and_pays_host_time_per_draft_phase(name):
     assert target.num_nextn_predict_layers == 1
     cm = cost(engine=name)
     specs = {
-        k: SPECULATORS["mtp"](MethodConfig(name="mtp", k=k), target, cm, engine)
-        for k in (1, 3, 5)
+        k: SPECULATORS["mtp"](MethodConfig(name="mtp", k=k), target, cm, engine) for k in (1, 3, 5)
     }
     assert specs[1].extra_weight_bytes() == specs[3].extra_weight_bytes()
     kv = np.full(8, 1000)
-    step = {
-        k: specs[k].draft_cost(DraftStep(kv, np.full(8, 2), float(kv.sum()), k)) for k in specs
-    }
+    step = {k: specs[k].draft_cost(DraftStep(kv, np.full(8, 2), float(kv.sum()), k)) for k in specs}
     host = engine["draft_step_overhead_s"]
     assert step[1].overhead_s == pytest.approx(host)
     phases = {"sglang": (2, 2), "vllm": (3, 5)}[name]

@@ -14,7 +14,7 @@ import numpy as np
 
 from simspec.engine.kv_cache import BlockPool
 from simspec.engine.requests import RequestTable
-from simspec.engine.scheduler import ScheduledBatch, Scheduler
+from simspec.engine.scheduler import FreeQueue, ScheduledBatch, Scheduler
 from simspec.engine.workload import RequestSpecs
 
 
@@ -34,6 +34,7 @@ def make_rig(
     max_tokens: int = 2048,
     k: int = 0,
     scheduler_cls: type[Scheduler] = Scheduler,
+    prefix_caching: bool = False,
 ) -> Rig:
     """The one place that builds a table, a pool and a scheduler."""
     n = len(prompts)
@@ -44,7 +45,9 @@ def make_rig(
     )
     table = RequestTable(specs)
     pool = BlockPool(num_blocks)
-    sched = scheduler_cls(table, pool, block_size, max_seqs, max_tokens, k)
+    sched = scheduler_cls(
+        table, pool, block_size, max_seqs, max_tokens, k, prefix_caching=prefix_caching
+    )
     return Rig(sched, table, pool)
 
 
@@ -240,6 +243,51 @@ def test_a_preempted_request_recomputes_its_prompt_and_the_tokens_it_had_generat
     rig.sched.finish(np.array([0, 1]))  # room again
     batch = rig.sched.schedule()
     assert ids(batch.prefill) == [2] and ids(batch.chunks) == [4 + generated]
+
+
+def test_with_prefix_caching_a_preempted_request_resumes_from_its_cached_blocks():
+    # as above with a seventh block, which request 0 takes for its third; request 1's third
+    # preempts request 2, whose two full blocks go to the free queue, and takes the last of
+    # them: request 2 comes back to its first block and recomputes from there
+    rig = make_rig([4, 4, 4], [12, 12, 12], num_blocks=7, block_size=4, prefix_caching=True)
+    add_all(rig)
+    run_batch(rig, decode_until_preemption(rig))
+    generated = int(rig.table.generated[2])
+    assert rig.sched.free_queue.cached == {2: 1}
+    rig.sched.finish(np.array([0, 1]))
+    batch = rig.sched.schedule()
+    assert ids(batch.prefill) == [2] and ids(batch.chunks) == [4 + generated - 4]
+    assert rig.table.computed[2] == 4 and rig.pool.used == rig.table.blocks.sum()
+
+
+def test_the_free_queue_evicts_the_least_recently_freed_and_an_owners_last_blocks_first():
+    pool = BlockPool(10)
+    queue = FreeQueue(pool)
+    queue.take(10)
+    queue.give(3, owner=7)  # request 7's prefix, then anonymous blocks behind it
+    queue.give(2)
+    queue.take(1)
+    assert queue.cached == {7: 2} and pool.free == 4
+    queue.touch(7, 1)  # it comes back for one block; its other one is nobody's
+    assert queue.cached == {} and pool.free == 3
+    queue.take(3)
+    assert pool.free == 0 and not queue.runs
+
+
+def test_with_prefix_caching_blocks_held_still_equal_the_pool_in_use():
+    rig = make_rig(
+        [9, 3, 17, 5, 2], [7, 11, 2, 6, 9], num_blocks=12, block_size=4, k=2, prefix_caching=True
+    )
+    add_all(rig)
+    finished: list[int] = []
+    for _ in range(200):
+        if not rig.sched.has_work:
+            break
+        finished += run_batch(rig, rig.sched.schedule(), accepted=1)
+        assert rig.pool.used == rig.table.blocks.sum()
+        assert sum(n for _, n in rig.sched.free_queue.runs) == rig.pool.free
+    assert sorted(finished) == [0, 1, 2, 3, 4] and rig.table.preemptions.sum() > 0
+    assert (rig.table.generated == rig.table.output_len).all()
 
 
 def test_finishing_returns_every_block_the_request_held():

@@ -21,7 +21,7 @@ from simspec.studies.validation.loads import (
 )
 from simspec.studies.validation.predict import Skip, plan_case
 from simspec.studies.validation.run import validate
-from simspec.studies.validation.setups import sent_as_burst
+from simspec.studies.validation.setups import sent_as_burst, serve_prefix_caching
 
 ROW = {
     "case_id": "r",
@@ -126,11 +126,54 @@ def test_a_burst_sends_every_request_at_once():
         assert held.measure == "steady" and held.requests > 8
 
 
+def test_a_bench_serve_sharegpt_row_spreads_its_lengths_about_its_means():
+    def cells(notes):
+        return {"prompt_len": "217", "output_len": "202", "notes": notes}.get
+
+    bench = "BF16; vllm bench serve ShareGPT; burst of 1000 prompts"
+    said: list[str] = []
+    wl = workload("static_batch", 1000, lambda c: cells(bench)(c, ""), "sharegpt", said, True)
+    assert (wl.prompt.dist, wl.prompt.mean, wl.output.mean) == ("lognormal", 217, 202)
+    assert wl.prompt.cv > 0 and wl.output.cv > 0 and wl.prompt.max == 1024
+    assert any("vllm bench serve's filter" in s for s in said)
+    # the same means from a paper's batch, or from the benchmark's random dataset, stay fixed
+    for dataset, notes in (("sharegpt", "batch 8"), ("random", bench)):
+        fixed = workload("static_batch", 8, lambda c, n=notes: cells(n)(c, ""), dataset, [])
+        assert fixed.prompt.dist == fixed.output.dist == "fixed"
+
+
+def test_a_non_default_sglang_attention_backend_is_refused_by_name():
+    sglang = {**ROW, "engine": "sglang", "target_model": "qwen3-14b"}
+    serve = "serve: python3 -m sglang.launch_server --attention-backend=fa3"
+    assert plan_case({**sglang, "notes": serve})  # SGLang's own choice on Hopper
+    rerun = serve + "; this run used the script modified (--attention-backend=triton)"
+    with pytest.raises(Skip, match="triton attention backend, not its default on this GPU"):
+        plan_case({**sglang, "notes": rerun})
+    with pytest.raises(Skip, match=r"default on this GPU \(flashinfer\)"):
+        plan_case({**sglang, "gpu": "a100_80gb", "notes": serve})
+
+
+def test_a_serve_command_may_turn_prefix_caching_on_or_off():
+    assert serve_prefix_caching("serve: vllm serve m --no-enable-prefix-caching") is False
+    assert serve_prefix_caching("python3 -m sglang.launch_server --disable-radix-cache") is False
+    assert serve_prefix_caching("serve: vllm serve m --enable-prefix-caching") is True
+    assert serve_prefix_caching("serve: vllm serve m") is None
+    plan = plan_case({**ROW, "notes": "serve: vllm serve m --no-enable-prefix-caching"})
+    assert plan.scenario.scheduler.enable_prefix_caching is False
+    assert setup_replica(plan.scenario).prefix_caching is False
+    assert setup_replica(plan_case(ROW).scenario).prefix_caching is True  # V1's default
+
+
 def test_vllm_batch_defaults_follow_the_version_and_the_gpu():
     assert engine_batch_defaults("vllm", "v0.11.0", "a100_80gb", 74.5)[0] == VLLM_SMALL_GPU
     assert engine_batch_defaults("vllm", "v0.11.0", "h100_sxm", 74.5)[0] is None
     assert engine_batch_defaults("vllm", "", "a100_80gb", 74.5)[0] is None  # unstated
     assert engine_batch_defaults("vllm", "v0.8.4", "a100_80gb", 74.5)[0] is None  # before it
+    # the V0 engine (before 0.8) runs its own profile, which kept no prefix cache: a
+    # preempted request starts over
+    plan = plan_case({**ROW, "engine_version": "0.6.0"})
+    assert plan.scenario.engine == "vllm-v0"
+    assert setup_replica(plan.scenario).prefix_caching is False
     assert engine_batch_defaults("sglang", "v0.5.3", "a100_80gb", 74.5)[0] is None
     plan = plan_case({**ROW, "gpu": "a100_80gb", "engine_version": "v0.11.0"})
     assert plan.scenario.scheduler == VLLM_SMALL_GPU

@@ -109,7 +109,11 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         sc.dp,
     )
     check_fixed_lengths(sc, target, memory)
-    return ReplicaSetup(target, cost, spec, max_seqs, max_tokens, memory)
+    prefix = sc.scheduler.enable_prefix_caching
+    if prefix is None:  # the engine's default (an engine without the parameter has none)
+        param = engine.params.get("prefix_caching")
+        prefix = bool(param is not None and param.value)
+    return ReplicaSetup(target, cost, spec, max_seqs, max_tokens, memory, prefix)
 
 
 def check_dp_attention(sc: Scenario, engine_id: str, style: str) -> None:

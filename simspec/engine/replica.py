@@ -46,6 +46,7 @@ class ReplicaSetup:
     max_seqs: int
     max_tokens: int
     memory: MemoryPlan
+    prefix_caching: bool = False  # a preempted request's blocks stay cached for its return
 
 
 @dataclass(slots=True)
@@ -99,6 +100,7 @@ class Replica:
             setup.max_seqs,
             setup.max_tokens,
             self.spec.verify_tokens - 1,
+            prefix_caching=setup.prefix_caching,
         )
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener

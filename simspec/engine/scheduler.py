@@ -18,6 +18,56 @@ from simspec.engine.kv_cache import BlockPool
 from simspec.engine.requests import RequestTable
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+_NOBODY = -1  # free blocks whose contents nobody will look up
+
+
+class FreeQueue:
+    """The pool's free blocks in eviction order, as runs of (owner, blocks): a preempted
+    request's cached prefix or anonymous blocks. Taking from the head evicts a run's last
+    blocks first, so what is left of an owner's run is the prefix it can still hit."""
+
+    def __init__(self, pool: BlockPool) -> None:
+        self.pool = pool
+        self.runs: deque[list[int]] = deque([[_NOBODY, pool.free]] if pool.free else [])
+        self.cached: dict[int, int] = {}  # owner -> blocks of its prefix still in the queue
+
+    def take(self, n: int) -> None:
+        """``n`` blocks for new tokens, from the head (the least recently freed)."""
+        self.pool.allocate(n)
+        while n > 0:
+            run = self.runs[0]
+            used = min(n, run[1])
+            run[1] -= used
+            n -= used
+            if run[0] != _NOBODY:
+                self.cached[run[0]] = run[1]
+            if run[1] == 0:
+                self.runs.popleft()
+                self.cached.pop(run[0], None)
+
+    def give(self, n: int, owner: int = _NOBODY) -> None:
+        """``n`` freed blocks to the tail; ``owner``: the request whose prefix they cache."""
+        if n <= 0:
+            return
+        self.pool.release(n)
+        if owner == _NOBODY and self.runs and self.runs[-1][0] == _NOBODY:
+            self.runs[-1][1] += n
+        else:
+            self.runs.append([owner, n])
+        if owner != _NOBODY:
+            self.cached[owner] = n
+
+    def touch(self, owner: int, n: int) -> None:
+        """A re-admitted owner reuses the first ``n`` blocks of its cached prefix: they leave
+        the queue; the rest of its run stays free, cached for nobody."""
+        for run in self.runs:
+            if run[0] == owner:
+                run[0] = _NOBODY
+                run[1] -= n
+                break
+        self.runs = deque(run for run in self.runs if run[1] > 0)
+        self.cached.pop(owner, None)
+        self.pool.allocate(n)
 
 
 @dataclass(slots=True)  # not frozen: built every iteration, and frozen is much slower to build
@@ -42,7 +92,9 @@ class Scheduler:
 
     ``reserved_draft_slots`` is the widest verify step minus its input token: K for a chain of
     K, 62 for a 63-node tree, 0 without speculation. Every decode reserves that many tokens of
-    budget and KV, whatever draft the load policy picks for the step.
+    budget and KV, whatever draft the load policy picks for the step. ``prefix_caching``: a
+    preempted request's full blocks stay cached until new allocations evict them
+    (:class:`FreeQueue`).
     """
 
     def __init__(
@@ -53,8 +105,11 @@ class Scheduler:
         max_num_seqs: int,
         max_num_batched_tokens: int,
         reserved_draft_slots: int,
+        prefix_caching: bool = False,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
+        # the free blocks in eviction order where a preempted prefix can be hit again
+        self.free_queue = FreeQueue(pool) if prefix_caching else None
         self.max_seqs, self.max_tokens = max_num_seqs, max_num_batched_tokens
         self.reserved_draft_slots = reserved_draft_slots
         self.waiting: deque[int] = deque()
@@ -87,7 +142,7 @@ class Scheduler:
         if blocks > self.pool.free:
             return
         self.waiting.remove(rid)
-        self.pool.allocate(blocks)
+        self._take(blocks)
         r.blocks[rid], r.computed[rid], r.decoding[rid] = blocks, computed, True
         self.running.append(rid)
         self._running_arr = None
@@ -96,7 +151,7 @@ class Scheduler:
         done = set(rids.tolist())
         self.running = [r for r in self.running if r not in done]
         self._running_arr = None
-        self.pool.release(int(self.requests.blocks[rids].sum()))
+        self._give(int(self.requests.blocks[rids].sum()))
         self.requests.blocks[rids] = 0
 
     @property
@@ -140,7 +195,7 @@ class Scheduler:
             new = max((int(r.computed[rid]) + decode_ask + size - 1) // size, held)
             if new - held > self.pool.free:
                 return None
-            self.pool.allocate(new - held)
+            self._take(new - held)
             r.blocks[rid] = new
             return self._with_admitted(rids, _EMPTY, _EMPTY, total)
         computed = r.computed[rids]
@@ -163,7 +218,7 @@ class Scheduler:
         blocks = int((new_held - held).sum())
         if blocks > self.pool.free:
             return None
-        self.pool.allocate(blocks)
+        self._take(blocks)
         r.blocks[rids] = new_held
         if all_decode:
             decode, prefill, chunks = rids, _EMPTY, _EMPTY
@@ -213,7 +268,7 @@ class Scheduler:
                 self._preempt(rid)  # lowest priority left: nothing below it can run either
                 preempted = True
                 break
-            self.pool.allocate(extra)
+            self._take(extra)
             r.blocks[rid] += extra
             (decode if decoding else prefill).append(rid)
             if not decoding:
@@ -232,24 +287,54 @@ class Scheduler:
         r = self.requests
         while self.waiting and len(self.running) < self.max_seqs and budget > 0:
             rid = self.waiting[0]
-            n = min(int(r.num_tokens(rid) - r.computed[rid]), budget)
-            extra = int(self._blocks_for(int(r.computed[rid]) + n)) - int(r.blocks[rid])
-            if extra > self.pool.free:
+            hit = self._prefix_hit(rid)
+            computed = int(r.computed[rid]) + hit * self.block_size
+            n = min(int(r.num_tokens(rid)) - computed, budget)
+            extra = int(self._blocks_for(computed + n)) - int(r.blocks[rid]) - hit
+            if extra + hit > self.pool.free:  # the hit blocks leave the free queue too
                 break
             self.waiting.popleft()
             self.running.append(rid)
             self._running_arr = None
-            self.pool.allocate(extra)
-            r.blocks[rid] += extra
+            if self.free_queue is not None and rid in self.free_queue.cached:
+                self.free_queue.touch(rid, hit)  # what it does not reuse is nobody's now
+                r.computed[rid] = computed
+            self._take(extra)
+            r.blocks[rid] += hit + extra
             prefill.append(rid)
             chunks.append(n)
             budget -= n
 
+    def _prefix_hit(self, rid: int) -> int:
+        """Blocks of a waiting request's prefix still cached (0 without prefix caching): at
+        most all but the block of its last token, which is always recomputed (vLLM's
+        get_computed_blocks caps the hit at num_tokens - 1)."""
+        if self.free_queue is None:
+            return 0
+        cached = self.free_queue.cached.get(rid, 0)
+        return min(cached, (int(self.requests.num_tokens(rid)) - 1) // self.block_size)
+
+    def _take(self, n: int) -> None:
+        if self.free_queue is None:
+            self.pool.allocate(n)
+        elif n > 0:
+            self.free_queue.take(n)
+
+    def _give(self, n: int, owner: int = _NOBODY) -> None:
+        if self.free_queue is None:
+            self.pool.release(n)
+        else:
+            self.free_queue.give(n, owner)
+
     def _preempt(self, rid: int) -> None:
-        """Recompute preemption: drop the KV, go back to the front of the queue."""
+        """Recompute preemption: drop the KV, go back to the front of the queue. With prefix
+        caching its full blocks stay cached in the free queue behind its partial one."""
         self.running.remove(rid)
         self._running_arr = None
-        self.pool.release(int(self.requests.blocks[rid]))
+        held = int(self.requests.blocks[rid])
+        full = min(int(self.requests.computed[rid]) // self.block_size, held)
+        self._give(held - full)
+        self._give(full, rid)
         self.requests.blocks[rid] = 0
         self.requests.computed[rid] = 0
         self.requests.decoding[rid] = False

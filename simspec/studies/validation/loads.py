@@ -19,9 +19,13 @@ Load kinds (the case-table contract, shared/validation/README.md):
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
+import numpy as np
+
 from simspec.catalog.methods import TRACE_DATASETS
+from simspec.catalog.traces import first_method, load_trace
 from simspec.config import MIN_RATE, LengthSpec, SchedulerConfig, WorkloadConfig
 from simspec.studies.validation.cases import number
 
@@ -47,6 +51,13 @@ OFFLINE_CONCURRENCY = 1000  # a closed loop this wide is an offline run: every r
 VLLM_SMALL_GPU = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=2048)
 VLLM_SMALL_GPU_SINCE = (0, 9)
 VLLM_LARGE_GIB = 70
+
+# `vllm bench serve --dataset-name sharegpt` sends each sampled conversation's first turn as the
+# prompt and its reply's token count as max_tokens, keeping only pairs that pass
+# is_valid_sequence (vllm/benchmarks/datasets.py: both at least 4 tokens, the prompt at most
+# 1024, the two at most 2048; SGLang's bench_serving sample_sharegpt_requests filters the same)
+BENCH_SHAREGPT = re.compile(r"vllm bench serve\b.*\bShareGPT\b", re.IGNORECASE)
+SHAREGPT_MIN, SHAREGPT_PROMPT_MAX, SHAREGPT_TOTAL_MAX = 4, 1024, 2048
 
 
 class LoadError(Exception):
@@ -88,6 +99,26 @@ def workload(
 
 def _lengths(get, dataset: str, notes: list[str]) -> dict[str, Any]:
     prompt, output = number(get("prompt_len")), number(get("output_len"))
+    if prompt and output and dataset == "sharegpt" and BENCH_SHAREGPT.search(get("notes")):
+        p_cv, o_cv = sharegpt_spread()
+        notes.append(
+            f"ShareGPT lengths spread as the packaged sharegpt trace's pairs that vllm bench "
+            f"serve's filter keeps (cv {p_cv:.2f} prompt, {o_cv:.2f} output, lognormal), at the "
+            "row's means"
+        )
+        return {
+            "lengths_from": None,
+            "prompt": LengthSpec(
+                dist="lognormal", mean=prompt, cv=p_cv, min=SHAREGPT_MIN, max=SHAREGPT_PROMPT_MAX
+            ),
+            "output": LengthSpec(
+                dist="lognormal",
+                mean=output,
+                cv=o_cv,
+                min=SHAREGPT_MIN,
+                max=SHAREGPT_TOTAL_MAX - SHAREGPT_MIN,
+            ),
+        }
     if prompt and output:
         return {
             "lengths_from": None,
@@ -100,12 +131,31 @@ def _lengths(get, dataset: str, notes: list[str]) -> dict[str, Any]:
     return {"lengths_from": trace}
 
 
+@cache
+def sharegpt_spread() -> tuple[float, float]:
+    """Coefficients of variation (prompt, output) of the packaged ShareGPT trace's records that
+    pass the benchmark's filter: a row gives only mean lengths, and a burst's drain (its last
+    requests decoding alone) and the queueing of its short requests behind long ones follow
+    from the spread. The trace's outputs are a model's own replies to the ShareGPT prompts, the
+    closest packaged record of the dataset's reply lengths."""
+    records = load_trace("sharegpt", first_method("sharegpt"), "workload.lengths_from")
+    p, o = records.prompt_len.astype(float), records.output_len.astype(float)
+    keep = (
+        (p >= SHAREGPT_MIN)
+        & (o >= SHAREGPT_MIN)
+        & (p <= SHAREGPT_PROMPT_MAX)
+        & (p + o <= SHAREGPT_TOTAL_MAX)
+    )
+    return float(np.std(p[keep]) / np.mean(p[keep])), float(np.std(o[keep]) / np.mean(o[keep]))
+
+
 def engine_batch_defaults(
     engine: str, version: str, gpu_id: str, gpu_gib: float
 ) -> tuple[SchedulerConfig | None, str]:
     """The batch limits the row's engine version sets by default where they differ from the
     engine profile's, with a note; (None, "") where they do not (or the version is unstated:
-    the profile's defaults stand)."""
+    the profile's defaults stand). A V0 row runs the ``vllm-v0`` profile
+    (:func:`engine_version_profile`), whose defaults are V0's."""
     if engine != "vllm":
         return None, ""
     release = _release(version)
@@ -120,8 +170,9 @@ def engine_batch_defaults(
     )
 
 
-# vLLM 0.8.0 made the V1 engine the default (its release notes: "V1 is now enabled by default");
-# a row that names V0, or a release before 0.8, ran the V0 engine
+# vLLM 0.8.0 made the V1 engine the default (its release notes: "V1 is now enabled by default";
+# EngineArgs._set_default_args_v1 in vllm/engine/arg_utils.py); a row that names V0, or a
+# release before 0.8, ran the V0 engine
 VLLM_V1_SINCE = (0, 8)
 V0_NAMED = re.compile(r"\bV0\b")
 

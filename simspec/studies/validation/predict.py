@@ -63,6 +63,8 @@ from simspec.studies.validation.setups import (
     sent_as_burst,
     serve_expert_parallel,
     serve_limits,
+    serve_prefix_caching,
+    unmodelled_attention,
     unmodelled_serving,
     unmodelled_target,
 )
@@ -133,6 +135,8 @@ def plan_case(
         assumptions.append(note)
     engine = get("engine")
     _known(load_engine, engine, "no engine profile for")
+    if why := unmodelled_attention(notes, engine, load_gpu(gpu).arch, load_model(model).is_mla):
+        raise Skip(why)
     engine, said = engine_version_profile(engine, get("engine_version"))
     if said:
         assumptions.append(said)
@@ -212,6 +216,10 @@ def plan_case(
         assumptions.append(
             ", ".join(f"{k} {v}" for k, v in stated.items()) + " as the notes' serve command sets"
         )
+    if (prefix := serve_prefix_caching(notes)) is not None:
+        base = deploy.get("scheduler") or SchedulerConfig()
+        deploy["scheduler"] = base.model_copy(update={"enable_prefix_caching": prefix})
+        assumptions.append(f"prefix caching {'on' if prefix else 'off'} as the serve command sets")
     ep = serve_expert_parallel(notes, tp)
     if ep is not None and ep > 1 and (get("tp") or gpus) and load_model(model).is_moe:
         deploy["ep"] = ep

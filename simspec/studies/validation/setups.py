@@ -54,11 +54,22 @@ _SERVE_LIMITS = {
 }
 # expert parallelism in a serve command: vLLM --enable-expert-parallel puts whole experts on
 # each of the TP GPUs (ep = tp); SGLang --ep-size / --expert-parallel-size N
+# prefix caching a serve command turns on or off: vLLM's --enable-prefix-caching /
+# --no-enable-prefix-caching (EngineArgs), SGLang's --disable-radix-cache (ServerArgs)
+_PREFIX_OFF = re.compile(r"--no-enable-prefix-caching\b|--disable-radix-cache\b")
+_PREFIX_ON = re.compile(r"--enable-prefix-caching\b")
 _EP_ALL = re.compile(r"--enable-expert-parallel\b")
 _EP_SIZE = re.compile(r"--(?:ep-size|expert-parallel-size|ep)[ =](\d+)")
 # a static batch sent as one burst (the case table's gpustack rows: "burst of 1000 prompts
 # (request rate inf, no max concurrency)")
 _BURST = re.compile(r"burst of \d+|request[- ]rate inf", re.IGNORECASE)
+# the attention backend a serve command names (the last one: a row may note a rerun with another)
+# and SGLang's when it names none, for standard multi-head attention
+# (ServerArgs._get_default_attn_backend, python/sglang/srt/server_args.py: fa3 on Hopper with
+# CUDA >= 12.3, flashinfer on other CUDA GPUs); MLA models choose among other backends
+_ATTENTION_BACKEND = re.compile(r"--attention-backend[ =](\w+)")
+_SGLANG_DEFAULT_ATTENTION = {"hopper": "fa3"}
+_SGLANG_OTHER_ATTENTION = "flashinfer"
 _DISAGGREGATED = re.compile(r"PD-disaggregated|prefill \+ \d+ decode nodes", re.IGNORECASE)
 _ENGINES = {"vllm": "vllm", "sglang": "sglang"}
 
@@ -119,6 +130,14 @@ def serve_limits(notes: str) -> dict[str, int]:
     return out
 
 
+def serve_prefix_caching(notes: str) -> bool | None:
+    """Whether the notes' serve command turns prefix caching on or off (None: it does not say,
+    the engine version's default stands)."""
+    if _PREFIX_OFF.search(notes):
+        return False
+    return True if _PREFIX_ON.search(notes) else None
+
+
 def serve_expert_parallel(notes: str, tp: int) -> int | None:
     """The expert-parallel degree the notes' serve command sets (None: experts sliced over TP,
     the engines' default)."""
@@ -148,6 +167,23 @@ def unmodelled_serving(notes: str) -> str | None:
             "decode on one replica"
         )
     return None
+
+
+def unmodelled_attention(notes: str, engine: str, arch: str, mla: bool) -> str | None:
+    """Why a row's attention backend is not one simspec prices, or None: an SGLang serve
+    command that names a backend other than SGLang's default on the GPU (simspec's attention
+    costs are one measured kernel set per GPU, the default's)."""
+    named = _ATTENTION_BACKEND.findall(notes)
+    if engine != "sglang" or not named or mla:
+        return None
+    default = _SGLANG_DEFAULT_ATTENTION.get(arch, _SGLANG_OTHER_ATTENTION)
+    if named[-1] == default:
+        return None
+    return (
+        f"the serve command picks SGLang's {named[-1]} attention backend, not its default on "
+        f"this GPU ({default}): simspec prices attention with one measured kernel set per GPU "
+        "and has no timings per backend"
+    )
 
 
 def other_baseline(text: str) -> dict[str, str] | None:
