@@ -164,7 +164,6 @@ class EngineProfile(SourcedParams):
         "cuda_graph_decode_only",
         "pad_to_capture_size",
         "draft_step_overhead_s",
-        "draft_loop_graphed",
         "spec_step_overhead_s",
         "overlap_schedule",
         "spec_disables_overlap",

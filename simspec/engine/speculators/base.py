@@ -64,8 +64,6 @@ class Speculator:
         self.cfg, self.target, self.cost, self.engine = cfg, target, cost, engine
         self.info: MethodInfo = method_info(self.name)
         self.draft_overhead_s = engine["draft_step_overhead_s"]  # host time per draft forward
-        # the engine replays draft steps 2..K as one CUDA graph (SGLang's EAGLE worker)
-        self.draft_loop_graphed = bool(engine["draft_loop_graphed"])
         self.tree_kind: TreeKind = self._tree_kind(cfg)
         self.k = cfg.k if self.needs_acceptance else 0  # draft length (tree depth); 0: none
         self._configure(cfg)
@@ -197,18 +195,8 @@ class Speculator:
         grows by one per forward, so each is costed at the mean context."""
         b, k = len(step.kv_tokens), step.k
         batch = BatchShape.uniform(b, 1, step.kv_sum + b * (k - 1) / 2.0, b)
-        cost = self.cost.forward(model, batch, overhead_s=0.0, layers=layers).scaled(k)
-        return cost.plus(StepCost(overhead_s=self.draft_host_s(k)))
-
-    def draft_host_s(self, forwards: int) -> float:
-        """Host time of ``forwards`` sequential draft forwards: the engine's host time per
-        forward each, unless it replays forwards 2..K as one CUDA graph, whose loop then pays
-        it once (SGLang's EAGLE worker: draft() replays ``draft_forward``'s whole loop through
-        its draft CUDA-graph runner; vLLM's proposer prepares every step's inputs in Python)."""
-        if forwards <= 0:
-            return 0.0
-        paid = min(forwards, 2) if self.draft_loop_graphed else forwards
-        return self.draft_overhead_s * paid
+        cost = self.cost.forward(model, batch, overhead_s=self.draft_overhead_s, layers=layers)
+        return cost.scaled(k)
 
     def _params_bytes(self, params: float) -> float:
         return params * BYTES_PER_PARAM / self.cost.tp

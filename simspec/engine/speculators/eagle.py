@@ -44,25 +44,18 @@ class EagleHead(Speculator):
         # step 1 feeds the features of every token the last verify step yielded (a + 1 each)
         total = self._step(BatchShape.of(step.last_step_tokens, step.kv_tokens, b, kv_sum=kv_sum))
         widths = self.step_widths(k, step.nodes)
-        # steps 2..K: each pays the host time of a draft forward, or (a graphed loop) none
-        # each and the loop once
-        each = 0.0 if self.draft_loop_graphed else self.draft_overhead_s
         if widths.count(1) == len(widths):  # a chain: K-1 equal steps, at the mean context
             if k > 1:
-                later = self._step(BatchShape.uniform(b, 1, kv_sum + b * k / 2.0, b), each)
+                later = self._step(BatchShape.uniform(b, 1, kv_sum + b * k / 2.0, b))
                 total = total.plus(later, times=k - 1)
-        else:
-            for depth, w in enumerate(widths, start=2):
-                if w:
-                    shape = BatchShape.uniform(b, w, kv_sum + b * depth, b * w)
-                    total = total.plus(self._step(shape, each))
-        if self.draft_loop_graphed and k > 1:
-            total = total.plus(StepCost(overhead_s=self.draft_overhead_s))
+            return total
+        for depth, w in enumerate(widths, start=2):
+            if w:
+                total = total.plus(self._step(BatchShape.uniform(b, w, kv_sum + b * depth, b * w)))
         return total
 
-    def _step(self, batch: BatchShape, overhead: float | None = None) -> StepCost:
-        """One pass of the head, with the fc over the fused inputs that feeds it, paying
-        ``overhead`` of host time (None: the engine's per draft forward)."""
+    def _step(self, batch: BatchShape) -> StepCost:
+        """One pass of the head, with the fc over the fused inputs that feeds it."""
         tokens = batch.num_tokens
         fc = self._fc_by_tokens.get(tokens)
         if fc is None:
@@ -70,8 +63,7 @@ class EagleHead(Speculator):
             fc = self._fc_by_tokens[tokens] = self.cost.gemm_time(
                 tokens, self.fused_features * h, h
             )
-        if overhead is None:
-            overhead = self.draft_overhead_s
+        overhead = self.draft_overhead_s
         return self.cost.forward(self.head, batch, overhead_s=overhead, extra_gemm_s=fc)
 
     def extra_weight_bytes(self) -> float:
