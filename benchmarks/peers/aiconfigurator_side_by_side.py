@@ -36,11 +36,13 @@ import json
 import math
 import re
 import subprocess
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
+from simspec.catalog.models import load_model
 from simspec.catalog.traces import first_method, load_trace
 from simspec.studies.validation.assume import fill_unstated, parse_assumptions
 from simspec.studies.validation.predict import CasePlan, Skip, plan_case
@@ -51,7 +53,7 @@ HF_IDS = {
     "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",
     "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
     "qwen3-32b": "Qwen/Qwen3-32B",
-    "qwen3-14b": "Qwen/Qwen3-14B",  # not packaged: AIConfigurator refuses it offline
+    "qwen3-14b": "Qwen/Qwen3-14B",
     "deepseek-v3": "deepseek-ai/DeepSeek-V3",
     "deepseek-r1": "deepseek-ai/DeepSeek-R1",
     "kimi-k2": "moonshotai/Kimi-K2-Instruct",
@@ -61,6 +63,10 @@ HF_IDS = {
     "llama-3.1-70b": "meta-llama/Meta-Llama-3.1-70B",
     "llama-3.1-8b": "meta-llama/Meta-Llama-3.1-8B",
 }
+# models AIConfigurator 0.12.0 does not package (it would fetch their config.json from Hugging
+# Face): given as a local config.json, its packaged sibling's with simspec's catalog shapes
+UNPACKAGED = {"qwen3-14b": "Qwen--Qwen3-32B"}
+CONFIGS = Path(tempfile.gettempdir()) / "simspec-aic-configs"
 BACKENDS = ("vllm", "sglang", "trtllm")
 METRICS = ("tpot_ms", "ttft_ms", "throughput_tok_s", "speedup")
 # a row that served an FP8 checkpoint: Qwen's and DeepSeek's FP8 releases are block-quantised
@@ -152,6 +158,32 @@ class Estimator:
         return {k: float(m.group(1).replace(",", "")) for k, m in found.items() if m}
 
 
+def model_path(aic: str, model: str) -> str:
+    """The --model-path: the Hugging Face id, or for a model AIConfigurator does not package a
+    folder holding its config.json (the sibling's, with the shapes simspec's catalog gives)."""
+    if model not in UNPACKAGED:
+        return HF_IDS[model]
+    site = next(Path(aic).resolve().parent.parent.glob("lib/python*/site-packages"))
+    sibling = site / "aiconfigurator_core/model_configs" / f"{UNPACKAGED[model]}_config.json"
+    cfg = json.loads(sibling.read_text())
+    m = load_model(model)
+    cfg.update(
+        hidden_size=m.hidden_size,
+        intermediate_size=m.intermediate_size,
+        num_hidden_layers=m.num_hidden_layers,
+        max_window_layers=m.num_hidden_layers,
+        num_attention_heads=m.num_attention_heads,
+        num_key_value_heads=m.num_key_value_heads,
+        head_dim=m.head_dim,
+        vocab_size=m.vocab_size,
+        tie_word_embeddings=m.tie_word_embeddings,
+    )
+    folder = CONFIGS / HF_IDS[model].replace("/", "--")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg, indent=1))
+    return str(folder)
+
+
 def trace_means(dataset: str) -> tuple[float, float]:
     trace = load_trace(dataset, first_method(dataset))
     return float(trace.prompt_len.mean()), float(trace.output_len.mean())
@@ -187,7 +219,9 @@ def acceptance(row: dict[str, str], p: CasePlan) -> tuple[float, str]:
     raise Skip("no acceptance AIConfigurator can take (--nextn-accepted)")
 
 
-def deployment(row: dict[str, str], assumed: dict[str, str]) -> tuple[Deployment, str, str]:
+def deployment(
+    aic: str, row: dict[str, str], assumed: dict[str, str]
+) -> tuple[Deployment, str, str]:
     """(deployment with its method, load kind, notes) or Skip saying why AIConfigurator cannot."""
     filled, _ = fill_unstated(row, assumed)
     model, gpu, engine = filled["target_model"], filled["gpu"], filled["engine"]
@@ -216,8 +250,9 @@ def deployment(row: dict[str, str], assumed: dict[str, str]) -> tuple[Deployment
         isl, osl = trace_means(wl.lengths_from)
         said = "; ".join(filter(None, [said, f"lengths: the {wl.lengths_from} trace's means"]))
     dep = Deployment(
-        model=HF_IDS[model], system=SYSTEMS[sc.gpu], backend=engine, tp=sc.tp, ep=sc.ep or 1,
-        isl=max(1, round(isl)), osl=max(2, round(osl)), fp8=sc.precision == "fp8",
+        model=model_path(aic, model), system=SYSTEMS[sc.gpu], backend=engine, tp=sc.tp,
+        ep=sc.ep or 1, isl=max(1, round(isl)), osl=max(2, round(osl)),
+        fp8=sc.precision == "fp8",
     )  # fmt: skip
     if method == "mtp":
         accepted, source = acceptance(row, p)
@@ -252,7 +287,7 @@ def predict(est: Estimator, row: dict[str, str], assumed: dict[str, str]) -> dic
     out = {"aic_predicted": math.nan, "aic_batch": "", "aic_status": "ok", "aic_notes": ""}
     out["command"] = ""
     try:
-        dep, kind, said = deployment(row, assumed)
+        dep, kind, said = deployment(est.aic, row, assumed)
     except Skip as exc:
         reason = str(exc)
         status = reason.split(":")[0]

@@ -113,11 +113,12 @@ def summary(frame: pd.DataFrame, by: str | None) -> pd.DataFrame:
         line["simspec on both"] = mape(both["simspec"], both["measured"])
         for metric in METRICS:
             m = both[both["metric"] == metric]
-            if len(m):
-                line[f"{metric} (n) aic/simspec"] = (
-                    f"({len(m)}) {mape(m['aic'], m['measured']):.1f} / "
-                    f"{mape(m['simspec'], m['measured']):.1f}"
-                )
+            line[f"{metric}: n, aic / simspec"] = (
+                f"{len(m)}: {mape(m['aic'], m['measured']):.1f} / "
+                f"{mape(m['simspec'], m['measured']):.1f}"
+                if len(m)
+                else ""
+            )
         out.append(line)
     return pd.DataFrame(out)
 
@@ -131,7 +132,7 @@ def cell(value: object) -> str:
 def show(title: str, table: pd.DataFrame, markdown: bool) -> None:
     print(f"\n{title}")
     if not markdown:
-        print(table.fillna("").to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+        print(table.map(cell).to_string(index=False))
         return
     print("| " + " | ".join(table.columns) + " |")
     print("|" + "---|" * len(table.columns))
