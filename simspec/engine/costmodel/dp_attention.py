@@ -116,15 +116,10 @@ def dp_forward(
     by_tokens = terms.dp_by_tokens.get(key)
     if by_tokens is None:
         by_tokens = terms.dp_by_tokens[key] = dp_token_terms(cost, terms.model, *key)
-    gemm, elementwise, comm, lm_head = by_tokens
     attention = terms.attention.time(rank, n_layers)
-    gpu = gemm + extra_gemm_s + attention + lm_head + elementwise + comm
-    launch = 0.0 if graphed else max(0.0, n_layers * host.layer_launch_s - gpu)
-    if overhead_s is None:
-        overhead = host.exposed(rank.num_seqs, gpu + launch) + launch
-    else:
-        overhead = overhead_s + launch
-    return StepCost(gemm + extra_gemm_s, attention, lm_head, elementwise, comm, overhead)
+    return host.step_cost(
+        by_tokens, attention, extra_gemm_s, overhead_s, rank.num_seqs, n_layers, graphed
+    )
 
 
 def dp_token_terms(

@@ -21,7 +21,7 @@ import functools
 from dataclasses import dataclass
 
 from simspec.catalog.hardware import EngineProfile
-from simspec.engine.costmodel.shapes import BatchShape
+from simspec.engine.costmodel.shapes import BatchShape, StepCost
 
 
 @functools.cache
@@ -76,6 +76,30 @@ class HostModel:
         forward's own ``gpu_s``."""
         host = self.fixed_s + self.per_seq_s * num_seqs
         return max(0.0, host - gpu_s) if self.overlapped else host
+
+    def step_cost(
+        self,
+        terms: tuple[float, float, float, float],
+        attention: float,
+        extra_gemm_s: float,
+        overhead_s: float | None,
+        num_seqs: int,
+        n_layers: int,
+        graphed: bool,
+    ) -> StepCost:
+        """One forward's cost from its token terms (GEMMs, elementwise, communication, LM
+        head), its attention and its host time: a forward outside a CUDA graph launches its
+        kernels from Python, so a layer costs at least ``layer_launch_s`` of host time and the
+        GPU waits when its own work is shorter; ``overhead_s``: a fixed host time instead of
+        the engine's for ``num_seqs`` sequences."""
+        gemm, elementwise, comm, lm_head = terms
+        gpu = gemm + extra_gemm_s + attention + lm_head + elementwise + comm
+        launch = 0.0 if graphed else max(0.0, n_layers * self.layer_launch_s - gpu)
+        if overhead_s is None:
+            overhead = self.exposed(num_seqs, gpu + launch) + launch
+        else:
+            overhead = overhead_s + launch
+        return StepCost(gemm + extra_gemm_s, attention, lm_head, elementwise, comm, overhead)
 
     def graphed(self, batch: BatchShape) -> bool:
         """Whether the engine replays this forward from a CUDA graph. A batch with more tokens

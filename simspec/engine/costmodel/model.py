@@ -207,17 +207,10 @@ class RooflineCostModel:
         by_tokens = terms.by_tokens.get(key)
         if by_tokens is None:
             by_tokens = terms.by_tokens[key] = self._token_terms(model, *key)
-        gemm, elementwise, comm, lm_head = by_tokens
         attention = terms.attention.time(batch, n_layers)
-        gpu = gemm + extra_gemm_s + attention + lm_head + elementwise + comm
-        # a forward outside a CUDA graph launches its kernels from Python: a layer costs at
-        # least this much host time, and the GPU waits when its own work is shorter
-        launch = 0.0 if graphed else max(0.0, n_layers * host.layer_launch_s - gpu)
-        if overhead_s is None:
-            overhead = host.exposed(batch.num_seqs, gpu + launch) + launch
-        else:
-            overhead = overhead_s + launch
-        return StepCost(gemm + extra_gemm_s, attention, lm_head, elementwise, comm, overhead)
+        return host.step_cost(
+            by_tokens, attention, extra_gemm_s, overhead_s, batch.num_seqs, n_layers, graphed
+        )
 
     def _token_terms(
         self, model: ModelShape, t: int, logit_tokens: int, n_layers: int, graphed: bool = True
