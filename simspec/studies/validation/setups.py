@@ -52,12 +52,12 @@ _SERVE_LIMITS = {
         r"--max-num-batched-tokens[ =](\d+)|--chunked-prefill-size[ =](\d+)"
     ),
 }
-# expert parallelism in a serve command: vLLM --enable-expert-parallel puts whole experts on
-# each of the TP GPUs (ep = tp); SGLang --ep-size / --expert-parallel-size N
 # prefix caching a serve command turns on or off: vLLM's --enable-prefix-caching /
 # --no-enable-prefix-caching (EngineArgs), SGLang's --disable-radix-cache (ServerArgs)
 _PREFIX_OFF = re.compile(r"--no-enable-prefix-caching\b|--disable-radix-cache\b")
 _PREFIX_ON = re.compile(r"--enable-prefix-caching\b")
+# expert parallelism in a serve command: vLLM --enable-expert-parallel puts whole experts on
+# each of the TP GPUs (ep = tp); SGLang --ep-size / --expert-parallel-size N
 _EP_ALL = re.compile(r"--enable-expert-parallel\b")
 _EP_SIZE = re.compile(r"--(?:ep-size|expert-parallel-size|ep)[ =](\d+)")
 # a static batch sent as one burst (the case table's gpustack rows: "burst of 1000 prompts
