@@ -94,11 +94,10 @@ DEEPSEEK = "DeepSeek-V3/R1"
 # (2025-02-26) timed it with benchmark_moe.py on DeepSeek-V3's block-FP8 experts on H100 at
 # TP 1-8 and 128-2048 tokens, about 3x the time AIConfigurator measured for vLLM's Triton
 # experts later. Its framework key is the engine profile ``vllm-v0``; dtypes and GPUs the table
-# does not cover fall back to the V1 fits (V0_FALLBACK).
+# does not cover run vLLM's fits (the profile's ``base`` in engines.yaml).
 V0_TABLE = "vllm_pr13932_fused_moe_deepgemm_vs_triton_h100.csv"
 V0_FRAMEWORK = "VLLM-V0"
 V0_KERNEL = "vllm_fused_moe_triton_2025_02"
-V0_FALLBACK = {V0_FRAMEWORK: "VLLM"}
 BLOCK_MS = (16, 32, 64, 128)
 BLOCK_N = 128
 MLA_BLOCK_M = 64  # FlashMLA and FlashAttention-3's MLA decode tile: 64 query rows
@@ -431,8 +430,8 @@ MOE_HEADER = (
 # VLLM-V0 (engine profile vllm-v0): vLLM V0's Triton fused MoE, fitted to
 # ../shared/calibration-data/moe-serving/vllm_pr13932_fused_moe_deepgemm_vs_triton_h100.csv
 # (vLLM PR #13932, 2025-02-26, benchmark_moe.py, DeepSeek-V3 block-FP8 on H100, its triton_us
-# column); H200 transferred from the H100 fit. fallbacks: a framework's (GPU, dtype) with no
-# default of its own runs the named framework's kernel.
+# column); H200 transferred from the H100 fit. A (GPU, dtype) with no VLLM-V0 default runs the
+# vllm profile's kernel (engines.yaml: vllm-v0's base).
 """
 )
 
@@ -462,7 +461,6 @@ def main() -> None:
         {
             "gpus": {k: {"table": v[0], "sms": v[1]} for k, v in GPUS.items()},
             "engines": {**ENGINES, "vllm-v0": V0_FRAMEWORK},
-            "fallbacks": V0_FALLBACK,
             "dtypes": DTYPES,
             "defaults": {**moe["defaults"], **v0_defaults},
             "fits": {**moe["fits"], **v0_fits},

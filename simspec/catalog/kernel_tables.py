@@ -59,7 +59,8 @@ def _key(*parts: str) -> str:
 @cache
 def moe_kernel_fit(gpu: str, engine: str, precision: str) -> GroupedGemmFit | None:
     """The grouped-GEMM fit of the kernel ``engine`` runs by default for experts at
-    ``precision`` on ``gpu`` (simspec ids); None where no table covers them."""
+    ``precision`` on ``gpu`` (simspec ids); None where no table covers them. An engine
+    version profile (engines.yaml ``base``) whose own table stops short runs its engine's."""
     table: dict[str, Any] = packaged_table("moe_kernels.yaml")
     g = table["gpus"].get(gpu)
     framework = table["engines"].get(engine)
@@ -67,11 +68,12 @@ def moe_kernel_fit(gpu: str, engine: str, precision: str) -> GroupedGemmFit | No
     if g is None or framework is None or dtype is None:
         return None
     kernel = table["defaults"].get(_key(g["table"], framework, dtype))
-    if kernel is None and framework in table.get("fallbacks", {}):
-        # an engine version whose own tables stop short runs the later version's kernel
-        framework = table["fallbacks"][framework]
-        kernel = table["defaults"].get(_key(g["table"], framework, dtype))
-    fit = table["fits"].get(_key(g["table"], framework, kernel or "", dtype))
+    if kernel is None:
+        from simspec.catalog.hardware import load_engine
+
+        base = load_engine(engine).base
+        return moe_kernel_fit(gpu, base, precision) if base else None
+    fit = table["fits"].get(_key(g["table"], framework, kernel, dtype))
     if fit is None:
         return None
     return GroupedGemmFit(
