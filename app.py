@@ -14,7 +14,7 @@ import streamlit as st
 from pydantic import ValidationError
 
 from simspec.errors import InputError, ScenarioError, validation_message
-from simspec.ui.inputs import check_inputs, model_info
+from simspec.ui.inputs import check_inputs, markdown_text, model_info_markdown
 from simspec.ui.pages import analytic, fleet, plan, results, sidebar
 
 TABS = [*results.TABS, "Plan & schedule", "Analytic", "Fleet"]
@@ -24,7 +24,7 @@ def main() -> None:
     st.title("Does speculative decoding pay?")
     inputs = sidebar.sidebar()
     with st.expander("Model", expanded=False):
-        st.markdown("\n".join(f"- **{k}**: {v}" for k, v in model_info(inputs)))
+        st.markdown(model_info_markdown(inputs))
     check_inputs(inputs)  # what cannot run is refused here, before any run starts
     slo = sidebar.slos()
     res = results.simulate(inputs)
@@ -43,12 +43,12 @@ def draw() -> None:
     st.set_page_config(page_title="simspec explorer", layout="wide")
     try:
         main()
-    except (InputError, ScenarioError) as exc:
-        st.error(str(exc))
+    except (InputError, ScenarioError) as exc:  # may quote an uploaded config: shown as text
+        st.error(markdown_text(str(exc)))
     except ValidationError as exc:
-        st.error(validation_message(exc))
+        st.error(markdown_text(validation_message(exc)))
     except (OSError, ValueError, ArithmeticError, RuntimeError) as exc:  # not a traceback
-        st.error(f"simspec could not run this scenario: {type(exc).__name__}: {exc}")
+        st.error(markdown_text(f"simspec could not run this scenario: {type(exc).__name__}: {exc}"))
 
 
 # The simulation pool's workers start from a fork server that imports this file as

@@ -465,6 +465,7 @@ GOOD_CONFIG = {
     "num_attention_heads": 32,
     "num_key_value_heads": 8,
     "vocab_size": 128256,
+    "max_position_embeddings": 131072,
 }
 GOOD_TRACE = json.dumps({"id": 1, "prompt_len": 10, "output_len": 3, "acc_len": {"m": [1, 2, 1]}})
 

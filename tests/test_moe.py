@@ -81,6 +81,7 @@ def _config(**keys) -> dict:
         "num_hidden_layers": 4,
         "num_attention_heads": 4,
         "vocab_size": 100,
+        "max_position_embeddings": 4096,
     }
     return {**base, **keys}
 
@@ -109,10 +110,9 @@ def test_what_simspec_cannot_express_names_the_config_key(keys, field):
 
 
 def test_gpt_oss_mxfp4_experts_are_weight_only_int4():
-    assert (
-        read_config(_config(quantization_config={"quant_method": "mxfp4"}))["expert_weight_dtype"]
-        == "int4-w"
-    )
+    gpt_oss = _config(model_type="gpt_oss", num_local_experts=8, num_experts_per_tok=2)
+    fields = read_config({**gpt_oss, "quantization_config": {"quant_method": "mxfp4"}})
+    assert (fields["weight_dtype"], fields["expert_weight_dtype"]) == ("bf16", "int4-w")
 
 
 def test_a_deepseek_config_json_reads_as_the_preset(tmp_path):

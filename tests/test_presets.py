@@ -69,6 +69,7 @@ def test_hugging_face_config_json_loads_by_path(tmp_path):
         "num_key_value_heads": 8,
         "vocab_size": 128256,
         "tie_word_embeddings": True,
+        "max_position_embeddings": 131072,
         "_name_or_path": "my/llama-1b",
     }
     path = tmp_path / "config.json"

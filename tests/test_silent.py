@@ -286,6 +286,7 @@ def test_control_characters_and_markup_in_a_model_path_are_escaped_in_the_title(
         "num_hidden_layers": 2,
         "num_attention_heads": 4,
         "vocab_size": 1000,
+        "max_position_embeddings": 4096,
     }
     folder = tmp_path / "m\x1b[31m[bold]x"
     folder.mkdir()

@@ -38,6 +38,11 @@ matching vLLM model file, read in the indexed copies):
   ``v_head_dim``; ``num_nextn_predict_layers`` MTP modules.
 
 Weights are read as bf16 unless ``quantization_config`` says otherwise (:func:`weight_dtypes`).
+
+Every size key is a whole number under a documented limit (:data:`SIZE_LIMITS`), checked before
+any reader builds its per-layer tuples, and nothing is guessed: a config without
+``max_position_embeddings``, with KV heads that do not divide the query heads, or quantising
+experts it does not have is an error naming the key.
 """
 
 from __future__ import annotations
@@ -87,7 +92,7 @@ def read_config(raw: dict[str, Any]) -> dict[str, Any]:
     raw = normalised(raw)
     model_type = raw.get("model_type")
     if model_type is not None and not isinstance(model_type, str):
-        raise InputError("model.model_type", f"must be text (got {model_type!r})")
+        raise InputError("model.model_type", f"must be text (got {_shown(model_type)})")
     if model_type in UNMODELLED or _has_linear_attention(raw):
         raise InputError("model.layer_types", LINEAR_ATTENTION)
     reader = READERS.get(model_type or "llama")
@@ -95,13 +100,21 @@ def read_config(raw: dict[str, Any]) -> dict[str, Any]:
         known = ", ".join(sorted(READERS))
         raise InputError(
             "model.model_type",
-            f"{model_type!r} is not an architecture simspec models (it reads {known}); "
+            f"{_shown(model_type)} is not an architecture simspec models (it reads {known}); "
             "a dense fallback would misstate its cost",
         )
+    _check_sizes(raw)  # before any reader builds a tuple per layer
     fields = _common(raw)
     fields.update(reader(raw))
     fields["model_type"] = model_type or "llama"
     fields["weight_dtype"], fields["expert_weight_dtype"] = weight_dtypes(raw)
+    if fields["expert_weight_dtype"] and not fields.get("num_experts"):
+        raise InputError(  # read as bf16 it would misstate the weights of a model that has them
+            "model.quantization_config.quant_method",
+            f"mxfp4 quantises a model's MoE experts only (GPT-OSS), but this "
+            f"{fields['model_type']} config declares no experts; give the format its weights "
+            "are stored in (fp8, gptq, awq, compressed-tensors) or none for bf16",
+        )
     return fields
 
 
@@ -131,19 +144,100 @@ _COMMON = (
 
 
 def _common(raw: dict[str, Any]) -> dict[str, Any]:
-    """The Llama-style keys every architecture shares, as written (ModelShape checks them;
-    a null num_nextn_predict_layers means no MTP layers)."""
-    return {k: raw[k] for k in _COMMON if raw.get(k) is not None}
+    """The Llama-style keys every architecture shares, as written (sizes checked by
+    :func:`_check_sizes`; a null num_nextn_predict_layers means no MTP layers)."""
+    fields = {k: raw[k] for k in _COMMON if raw.get(k) is not None}
+    if "max_position_embeddings" not in fields:
+        # transformers' classes default it (LlamaConfig 2048, DeepseekV3Config 4096, ...) for a
+        # freshly initialised model, not a trained one's context, and save_pretrained always
+        # writes it: a config without it was written by hand, and any number would be a guess
+        raise InputError(
+            "model.max_position_embeddings",
+            "missing: give the context length the model was trained for (every config.json "
+            "transformers saves has it); simspec does not guess one",
+        )
+    heads, kv = fields.get("num_attention_heads"), fields.get("num_key_value_heads")
+    if heads is not None and kv is not None and heads % kv:
+        # grouped-query attention shares each KV head among heads / kv query heads; vLLM
+        # shards both over TP and asserts the grouping (and transformers' repeat_kv needs it)
+        raise InputError(
+            "model.num_key_value_heads",
+            f"must divide num_attention_heads ({heads}): each KV head serves a whole group of "
+            f"query heads (got {kv})",
+        )
+    return fields
+
+
+# The largest value read for each size key, checked before any reader builds a tuple per layer
+# (num_hidden_layers 1e9 would take gigabytes, 1e10 hours). Each is several times the largest
+# released model's value we know of, so no real config meets one, and together they keep
+# every product the cost model forms a finite float and every context length an int32:
+_LAYERS = 1024  # 8x the 126 layers of Llama-3.1-405B, the deepest released decoder we know
+_WIDTH = 65_536  # 4x Llama-3.1-405B's hidden_size 16,384
+_MLP = 262_144  # ~5x Llama-3.1-405B's intermediate_size 53,248
+_HEADS = 1024  # 8x the 128 query heads of Llama-3.1-405B and DeepSeek-V3
+_HEAD_DIM = 1024  # 4x Gemma's head_dim 256 (DeepSeek-V3's MLA heads: 128 + 64)
+_VOCAB = 2_097_152  # 8x Gemma-3's vocab_size 262,208
+_POSITIONS = 2**27  # 12.8x Llama-4-Scout's 10,485,760 (models.yaml); prompt + output fit int32
+_EXPERTS = 4096  # 8x Qwen3-Next's 512 routed experts (Kimi-K2: 384, DeepSeek-V3: 256)
+SIZE_LIMITS: dict[str, tuple[int, int]] = {
+    # key: (least, largest); 0 where a reader accepts it (a dense config's num_experts 0)
+    "num_hidden_layers": (1, _LAYERS),
+    "num_nextn_predict_layers": (0, _LAYERS),
+    "first_k_dense_replace": (0, _LAYERS),
+    "moe_layer_freq": (1, _LAYERS),
+    "decoder_sparse_step": (1, _LAYERS),
+    "interleave_moe_layer_step": (1, _LAYERS),
+    "hidden_size": (1, _WIDTH),
+    "q_lora_rank": (0, _WIDTH),  # a low-rank projection is narrower than the hidden width
+    "kv_lora_rank": (0, _WIDTH),
+    "intermediate_size": (1, _MLP),
+    "intermediate_size_mlp": (1, _MLP),
+    "moe_intermediate_size": (0, _MLP),
+    "shared_expert_intermediate_size": (0, _MLP),
+    "num_attention_heads": (1, _HEADS),
+    "num_key_value_heads": (1, _HEADS),
+    "head_dim": (1, _HEAD_DIM),
+    "qk_nope_head_dim": (0, _HEAD_DIM),
+    "qk_rope_head_dim": (0, _HEAD_DIM),
+    "v_head_dim": (0, _HEAD_DIM),
+    "vocab_size": (1, _VOCAB),
+    "max_position_embeddings": (1, _POSITIONS),
+    "sliding_window": (0, _POSITIONS),
+    "attention_chunk_size": (0, _POSITIONS),
+    "num_local_experts": (0, _EXPERTS),
+    "num_experts": (0, _EXPERTS),
+    "n_routed_experts": (0, _EXPERTS),
+    "n_shared_experts": (0, _EXPERTS),
+    "num_experts_per_tok": (0, _EXPERTS),
+    "experts_per_token": (0, _EXPERTS),
+}
+
+
+def _check_sizes(raw: dict[str, Any]) -> None:
+    """Every size key the config sets (null: unset) a whole number within its limits."""
+    for key, (least, _) in SIZE_LIMITS.items():
+        if raw.get(key) is not None:
+            _int(raw, key, minimum=least)
 
 
 def _int(raw: dict[str, Any], key: str, default: int | None = None, minimum: int = 0) -> int:
-    """A whole-number key, or an InputError naming it."""
+    """A whole-number key within its :data:`SIZE_LIMITS`, or an InputError naming it."""
     value = raw.get(key, default)
     if value is None and default is not None:
         value = default
-    if type(value) is not int or value < minimum:
-        raise InputError(f"model.{key}", f"must be a whole number >= {minimum} (got {value!r})")
+    largest = SIZE_LIMITS[key][1] if key in SIZE_LIMITS else None
+    if type(value) is not int or value < minimum or (largest is not None and value > largest):
+        allowed = f">= {minimum}" if largest is None else f"in [{minimum}, {largest}]"
+        raise InputError(f"model.{key}", f"must be a whole number {allowed} (got {_shown(value)})")
     return value
+
+
+def _shown(value: Any) -> str:
+    """A config's value as an error quotes it: cut to 40 characters (JSON allows an integer of
+    4,300 digits and a string of any length)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _layers(raw: dict[str, Any]) -> int:

@@ -385,7 +385,7 @@ def load_model(ref: str, field: str = "model") -> ModelShape:
         return _preset(ref)
     path = Path(ref)
     if path.suffix == ".json" or os.path.exists(ref):  # os.path: a too-long name is no error
-        return load_hf_config(path)
+        return load_hf_config(path, field)
     if ref.count("/") == 1 and not ref.startswith(("/", ".")):
         raise InputError(
             field,
@@ -412,9 +412,19 @@ def _preset(name: str) -> ModelShape:
     )
 
 
-def load_hf_config(path: Path) -> ModelShape:
+def load_hf_config(path: Path, field: str = "model") -> ModelShape:
     """Read the shapes of a model from its Hugging Face ``config.json``, by its architecture
-    (:func:`simspec.catalog.hf_config.read_config`)."""
+    (:func:`simspec.catalog.hf_config.read_config`); an error names ``field`` (``draft_model``
+    for a draft's config) and the key."""
+    try:
+        return _read_hf_config(path)
+    except InputError as exc:
+        if field == "model":
+            raise
+        raise InputError(field + exc.field.removeprefix("model"), exc.message) from None
+
+
+def _read_hf_config(path: Path) -> ModelShape:
     raw = parse_json(read_input_text(path, "model", MAX_HF_CONFIG_BYTES), "model", shown(path))
     if not isinstance(raw, dict):
         raise InputError("model", f"{str(path)!r} must hold a JSON object")
@@ -429,10 +439,12 @@ def load_hf_config(path: Path) -> ModelShape:
     missing = [k for k in needed if raw.get(k) is None]
     if missing:
         raise InputError("model", f"{str(path)!r} lacks {', '.join(missing)}")
-    name = raw.get("_name_or_path") or Path(path).parent.name or Path(path).stem
+    name = raw.get("_name_or_path")
+    if not isinstance(name, str) or not name.strip():
+        name = Path(path).parent.name or Path(path).stem
     fields = read_config(raw)
     try:
-        return ModelShape(id=str(name), source=f"Hugging Face config.json at {path}", **fields)
+        return ModelShape(id=name, source=f"Hugging Face config.json at {path}", **fields)
     except ValidationError as exc:
         field, message = first_error(exc)
         raise InputError(f"model.{field}", message) from None

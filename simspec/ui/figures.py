@@ -5,6 +5,8 @@ model, GPU, TP and engine it came from, so a saved chart says what it shows.
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -17,8 +19,11 @@ def load_label(inp: ExplorerInputs) -> str:
 
 
 def scenario_label(inp: ExplorerInputs) -> str:
-    """Model, GPU, TP and engine, as every title ends (an upload by its model's name)."""
-    return f"{inp.model_name or inp.model} · {inp.gpu} · TP {inp.tp} · {inp.engine}"
+    """Model, GPU, TP and engine, as every title ends (an upload by its model's name). Plotly
+    titles read a subset of HTML (``<a href>`` among it), so the name's ``<``, ``>`` and ``&``
+    are written as entities: a config's name is shown, never followed."""
+    model = html.escape(inp.model_name or inp.model, quote=False)
+    return f"{model} · {inp.gpu} · TP {inp.tp} · {inp.engine}"
 
 
 # One colour per method, the same in every chart and tab (the registry's order, so adding a

@@ -9,6 +9,7 @@ sizes), so the page's first answer is the one ``simspec sweep`` gives.
 from __future__ import annotations
 
 import math
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -37,7 +38,7 @@ from simspec.config import (
     deployment_fields,
 )
 from simspec.engine.speculators import SPECULATORS
-from simspec.errors import InputError
+from simspec.errors import InputError, one_line
 from simspec.studies.model_facts import model_facts
 from simspec.studies.runs.job import check_runnable
 from simspec.studies.sweep import DEFAULT_BATCH_SIZES
@@ -221,3 +222,23 @@ def model_info(inp: ExplorerInputs) -> list[tuple[str, str]]:
     """The chosen model's facts (parameters, active per token, layout, precision, KV per
     token, GPUs needed on the chosen GPU), as ``simspec models NAME`` prints them."""
     return [(k, v) for k, v in model_facts(inp.model, inp.gpu, inp.engine) if k != "source"]
+
+
+def model_info_markdown(inp: ExplorerInputs) -> str:
+    """:func:`model_info` as a markdown list, each value shown as the text it is (an uploaded
+    config's ``_name_or_path`` is the model's name here)."""
+    return "\n".join(f"- **{k}**: {markdown_text(v)}" for k, v in model_info(inp))
+
+
+# ASCII punctuation: CommonMark lets a backslash escape any of it, and each of Streamlit's
+# markdown constructs (links, images, autolinks, emphasis, code, HTML, $ maths, :colour[]
+# directives, tables, lists) starts with a mark. A colon before a space or the end starts none
+# (a directive's name follows its colon, a URL's // does), so "field: message" keeps its own.
+_MARKUP = re.compile(r"([!-/;-@\[-`{-~]|:(?=\S))")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` (a config's name, an error quoting a config) to show through Streamlit's
+    markdown (st.markdown, st.caption, st.error) as exactly that text, on one line: every mark
+    that could open a link, an image or formatting is escaped."""
+    return _MARKUP.sub(r"\\\1", one_line(text))

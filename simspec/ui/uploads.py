@@ -128,7 +128,13 @@ def save_config_upload(
         shape = load_hf_config(path)
     except InputError as exc:
         path.unlink(missing_ok=True)
-        raise InputError(what, exc.message) from None
+        # the key at fault, and the name the user uploaded rather than the stored file's
+        key = exc.field.removeprefix("model").lstrip(".")
+        message = exc.message.replace(str(path), Path(name).name)
+        raise InputError(what, f"{key}: {message}" if key else message) from None
+    except BaseException:  # whatever else stops the read, a refused file is not kept
+        path.unlink(missing_ok=True)
+        raise
     return str(path), shape, config_name(raw, name)
 
 

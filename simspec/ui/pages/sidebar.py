@@ -13,7 +13,13 @@ from simspec.catalog.hardware import engine_ids, gpu_ids
 from simspec.catalog.models import model_ids
 from simspec.studies.capacity import Slo
 from simspec.ui import uploads
-from simspec.ui.inputs import ExplorerInputs, domains, offered_methods, parse_loads
+from simspec.ui.inputs import (
+    ExplorerInputs,
+    domains,
+    markdown_text,
+    offered_methods,
+    parse_loads,
+)
 
 DEFAULT = ExplorerInputs()  # the CLI's defaults
 TP_CHOICES = [1, 2, 4, 8]
@@ -48,8 +54,9 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
     model_name = None
     if upload is not None:
         model, shape, model_name = uploads.save_config_upload(upload.getvalue(), upload.name)
-        sb.caption(
-            f"uploaded {model_name}: hidden {shape.hidden_size}, {shape.num_hidden_layers} layers"
+        sb.caption(  # the name is the config's own _name_or_path: shown as text
+            f"uploaded {markdown_text(model_name)}: hidden {shape.hidden_size}, "
+            f"{shape.num_hidden_layers} layers"
         )
     gpu = sb.selectbox("GPU", gpu_ids(), index=gpu_ids().index(DEFAULT.gpu))
     tp = sb.selectbox("Tensor parallel", TP_CHOICES, index=TP_CHOICES.index(DEFAULT.tp))
@@ -64,7 +71,7 @@ def _speculation(sb: DeltaGenerator, model: str) -> dict[str, Any]:
         "Methods", offered, default=[m for m in DEFAULT.methods if m in offered]
     )
     for name, why in left_out.items():
-        sb.caption(f"{name} not offered: {why}")
+        sb.caption(f"{name} not offered: {markdown_text(why)}")  # why names the model
     k_mode = sb.radio("Draft length", ["method default", "set K"], horizontal=True)
     k = sb.slider("K (chain length or tree depth)", 1, 10, 3) if k_mode == "set K" else None
     nodes = sb.number_input("Tree budget (nodes; 0 = each tree method's default)", 0, 1024, 0)
