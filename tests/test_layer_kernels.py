@@ -76,6 +76,11 @@ def test_features_come_from_the_shape_not_the_name():
     features = lk.model_features(qwen, tp=1, ep=1, gpu="a100_80gb", w8a8=False, experts_w8a8=False)
     assert "qk_norm" in features and "mla" not in features
     assert lk.extra_kernels("vllm", features, qwen, 1).layer == 2
+    glm = load_model("glm-4.6")
+    without = glm.model_copy(update={"qk_norm": False})  # GLM-4.5-Air: use_qk_norm false
+    args = dict(tp=8, ep=1, gpu="h200", w8a8=False, experts_w8a8=False)
+    assert "qk_norm" in lk.model_features(glm, **args)
+    assert "qk_norm" not in lk.model_features(without, **args)
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])

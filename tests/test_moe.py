@@ -49,6 +49,28 @@ def test_gpt_oss_counts_as_openai_does_without_the_embedding():
     assert small.active_params - small.embedding_params == pytest.approx(3.61e9, rel=0.01)
 
 
+def test_glm_4_6_counts_as_z_ai_does_without_embedding_and_head():
+    # Z.ai (GLM-4.5 / 4.6 model cards): 355B total, 32B activated; the 32B leaves out the
+    # untied embedding and LM head (0.78B each), which simspec's active count includes
+    m = load_model("glm-4.6")
+    assert m.num_params == pytest.approx(355e9, rel=0.01)
+    assert m.active_params - 2 * m.embedding_params == pytest.approx(32e9, rel=0.01)
+
+
+def test_glm_4_moe_reads_dense_leading_layers_shared_expert_and_qk_norm():
+    m = load_model("glm-4.6")
+    assert m.moe_layers == tuple(range(3, 92)) and m.num_nextn_predict_layers == 1
+    assert m.shared_expert_intermediate_size == 1536 and m.head_dim == 128
+    assert m.qk_norm and not m.is_mla
+    keys = {"model_type": "glm4_moe", "n_routed_experts": 8, "num_experts_per_tok": 2}
+    keys |= {"moe_intermediate_size": 32, "first_k_dense_replace": 1}
+    assert read_config(_config(**keys))["qk_norm"] is False  # use_qk_norm defaults off
+    assert read_config(_config(**keys, use_qk_norm=True))["qk_norm"] is True
+    with pytest.raises(InputError) as err:
+        read_config(_config(**keys, use_qk_norm="yes"))
+    assert err.value.field == "model.use_qk_norm"
+
+
 def test_llama_4_interleaves_moe_and_chunked_layers():
     scout, maverick = load_model("llama-4-scout"), load_model("llama-4-maverick")
     assert scout.moe_layers == tuple(range(48))

@@ -36,6 +36,13 @@ matching vLLM model file, read in the indexed copies):
   same width), else a dense MLP of ``intermediate_size``; MLA attention from ``q_lora_rank``
   (null: a direct q projection), ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``,
   ``v_head_dim``; ``num_nextn_predict_layers`` MTP modules.
+- ``glm4_moe`` (GLM-4.5, GLM-4.6, GLM-4.7): Glm4MoeConfig: GQA attention (``head_dim`` may
+  differ from ``hidden_size / heads``), per-head q/k RMSNorm when ``use_qk_norm``; layer i is
+  MoE when ``i >= first_k_dense_replace`` (``n_routed_experts`` of width
+  ``moe_intermediate_size`` plus ``n_shared_experts`` of the same width), else a dense MLP of
+  ``intermediate_size`` (SGLang ``models/glm4_moe.py`` ``Glm4MoeDecoderLayer._is_layer_sparse``
+  and ``Glm4MoeSparseMoeBlock``); the qkv bias (``attention_bias``) and partial RoPE cost
+  nothing simspec prices.
 
 Weights are read as bf16 unless ``quantization_config`` says otherwise (:func:`weight_dtypes`).
 
@@ -61,6 +68,9 @@ MOE_OR_MLA_KEYS = (
     "moe_intermediate_size",
     "kv_lora_rank",
 )
+# architectures whose attention always normalises q and k per head (Qwen3Attention builds
+# q_norm/k_norm unconditionally); GLM-4-MoE reads its config's use_qk_norm instead
+QK_NORM_TYPES = ("qwen3", "qwen3_moe")
 # architectures whose layers simspec cannot cost, and why (names the config key that says so)
 UNMODELLED = {
     "qwen3_next": "layer_types",
@@ -105,6 +115,7 @@ def read_config(raw: dict[str, Any]) -> dict[str, Any]:
         )
     _check_sizes(raw)  # before any reader builds a tuple per layer
     fields = _common(raw)
+    fields["qk_norm"] = model_type in QK_NORM_TYPES
     fields.update(reader(raw))
     fields["model_type"] = model_type or "llama"
     fields["weight_dtype"], fields["expert_weight_dtype"] = weight_dtypes(raw)
@@ -392,6 +403,21 @@ def _deepseek(raw: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def _glm4_moe(raw: dict[str, Any]) -> dict[str, Any]:
+    layers = _layers(raw)
+    fields = _experts(raw, "n_routed_experts", "moe_intermediate_size")
+    first = _int(raw, "first_k_dense_replace", default=0)
+    fields["moe_layers"] = tuple(range(first, layers))
+    fields["shared_expert_intermediate_size"] = (
+        _int(raw, "n_shared_experts", default=0) * fields["moe_intermediate_size"]
+    )
+    qk_norm = raw.get("use_qk_norm", False)
+    if type(qk_norm) is not bool:
+        raise InputError("model.use_qk_norm", f"must be true or false (got {qk_norm!r})")
+    fields["qk_norm"] = qk_norm
+    return fields
+
+
 READERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     **dict.fromkeys(DENSE_TYPES, _dense),
     "mixtral": _mixtral,
@@ -403,6 +429,7 @@ READERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "deepseek_v2": _deepseek,
     "deepseek_v3": _deepseek,
     "kimi_k2": _deepseek,
+    "glm4_moe": _glm4_moe,
 }
 
 

@@ -131,6 +131,8 @@ def model_features(
         f.add("moe")
     if model.shared_expert_intermediate_size:
         f.add("shared_expert")
+    if model.qk_norm:
+        f.add("qk_norm")
     if w8a8 and model.weight_dtype == "fp8":
         f.add("fp8_act_quant")
     if experts_w8a8:

@@ -76,6 +76,9 @@ class ModelShape(BaseModel):
     qk_nope_head_dim: int = Field(default=0, ge=0)
     qk_rope_head_dim: int = Field(default=0, ge=0)
     v_head_dim: int = Field(default=0, ge=0)
+    # per-head RMSNorm on q and k before RoPE (Qwen3, GLM-4-MoE with use_qk_norm): two small
+    # kernels per layer the engines launch (simspec/data/layer_kernels.yaml)
+    qk_norm: bool = False
     # layers that attend to the last sliding_window tokens only (GPT-OSS, Llama-4 chunks)
     sliding_window: int = Field(default=0, ge=0)
     sliding_layers: tuple[int, ...] = ()
