@@ -63,10 +63,10 @@ MAX_ARRIVAL_ROWS = 10_000_000
 # MAX_LINE_BYTES (256 names of 256 bytes each).
 MAX_COLUMNS = 256
 MAX_LINE_BYTES = 64 * 1024
-# A Parquet text cell (a timestamp is at most 35 characters with nanoseconds and an offset):
+# A Parquet text cell, in bytes (a timestamp is at most 35 with nanoseconds and an offset):
 # a dictionary-encoded column repeats one value on every row, so one megabyte-long value
 # would inflate to terabytes; each distinct value is measured before any row is decoded.
-MAX_TEXT_CHARS = 64
+MAX_TEXT_BYTES = 64
 # arrival_s may be seconds from the log's start or a Unix clock (1.7e9 in 2024); up to 1e10
 # (the year 2286) a float64 still tells apart arrivals 2 microseconds apart, beyond it the gaps
 # are rounded away (at 1e15 to an eighth of a second).
@@ -249,21 +249,27 @@ def _check_rows(rows: int, name: str, field: str) -> None:
         )
 
 
+_LINE_END = re.compile(rb"[\r\n]")
+
+
 def _csv(raw: bytes, name: str, field: str) -> pd.DataFrame:
     """A CSV's used columns as text, its header and row count checked before any row is
     parsed (lines counted: a newline inside a quoted cell counts as a row too)."""
-    body = raw.lstrip(b"\r\n")  # pandas skips blank lines before the header too
-    end = body.find(b"\n", 0, MAX_LINE_BYTES + 1)
-    if end < 0 and len(body) > MAX_LINE_BYTES:
+    body = raw.removeprefix(b"\xef\xbb\xbf").lstrip(b"\r\n")  # as pandas: no BOM, blank lines
+    end = _LINE_END.search(body, 0, MAX_LINE_BYTES + 1)  # pandas ends a line at \r too
+    if end is None and len(body) > MAX_LINE_BYTES:
         raise InputError(
             field, f"{name}: the header (first line) is longer than {MAX_LINE_BYTES:,} bytes"
         )
     try:
-        line = body[: len(body) if end < 0 else end].decode("utf-8-sig").rstrip("\r")
+        line = body[: len(body) if end is None else end.start()].decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(field, f"{name}: the header (first line) is not UTF-8 text") from None
-    columns = _schema(next(csv.reader([line]), []), name, field)
-    _check_rows(body.count(b"\n") - body.endswith(b"\n"), name, field)
+    with _reading(name, field):
+        header = next(csv.reader([line]), [])
+    columns = _schema(header, name, field)
+    lines = max(body.count(b"\n"), body.count(b"\r")) + (not body.endswith((b"\n", b"\r")))
+    _check_rows(lines - 1, name, field)
     with _reading(name, field):
         return pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, usecols=columns)
 
@@ -348,11 +354,11 @@ def _parquet(raw: bytes, name: str, field: str) -> pd.DataFrame:
             if not pa.types.is_dictionary(cells.type):
                 continue
             longest = _longest(cells) if column in texts else 0
-            if longest > MAX_TEXT_CHARS:
+            if longest > MAX_TEXT_BYTES:
                 raise InputError(
                     field,
                     f"{name} column {column} holds a value of {longest:,} bytes; a cell of an "
-                    f"arrival trace is at most {MAX_TEXT_CHARS}",
+                    f"arrival trace is at most {MAX_TEXT_BYTES}",
                 )
             # decoded only now, each value known to be short
             table = table.set_column(at, column, cells.cast(cells.type.value_type))
@@ -431,7 +437,11 @@ def _azure_seconds(col: pd.Series, name: str, field: str) -> np.ndarray:
             field,
             f"{_where(name, bad, 'TIMESTAMP')}: not a date and time ({_cell(col, bad)})",
         )
-    return (stamps - stamps.iloc[0]).dt.total_seconds().to_numpy(dtype=np.float64)
+    delta = (stamps - stamps.iloc[0]).to_numpy()
+    seconds = delta / np.timedelta64(1, "s")  # any span, in float; refused later if too long
+    if np.all(np.abs(seconds) < 9e9):  # whole nanoseconds fit an int64: seconds from them
+        seconds = delta.astype("timedelta64[ns]").astype(np.int64).astype(np.float64) / 1e9
+    return seconds
 
 
 def _cell_number(value: object) -> object:
