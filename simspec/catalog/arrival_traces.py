@@ -283,7 +283,7 @@ def _jsonl(raw: bytes, name: str, field: str) -> pd.DataFrame:
     except UnicodeDecodeError:
         raise InputError(field, f"{name} is not UTF-8 text") from None
     seen: dict[str, None] = {}  # every key, in order: the file's columns
-    values: dict[str, list[object]] = {c: [] for c in KNOWN_COLUMNS}
+    values: dict[str, list[object]] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -293,11 +293,14 @@ def _jsonl(raw: bytes, name: str, field: str) -> pd.DataFrame:
         record = parse_json(line, field, where, walk=False)  # cells are checked by column
         if not isinstance(record, dict):
             raise InputError(field, f"{where}: a record is one JSON object {{...}}")
+        if not values:  # the first record names the schema every record needs: refused early
+            used = _schema(list(record), where, field)
+            values = {c: [] for c in dict.fromkeys([*used, *DOMAIN_COLUMNS])}
         seen.update(dict.fromkeys(record))
         _check_columns(len(seen), name, field)
         for column, cells in values.items():
             cells.append(record.get(column))
-    columns = _schema(list(seen), name, field)
+    columns = _schema(list(seen), name, field)  # no record: "it has none"
     return pd.DataFrame({c: pd.Series(values[c], dtype=object) for c in columns})
 
 
