@@ -241,7 +241,8 @@ class WorkloadConfig(BaseModel):
         default=None,
         description="replay: a packaged arrival trace (azure-conv, azure-code) or a CSV/"
         "Parquet/JSONL file (TIMESTAMP, ContextTokens, GeneratedTokens, or arrival_s, "
-        "prompt_len, output_len[, dataset|domain])",
+        "prompt_len, output_len[, dataset|domain]) of at most 10,000,000 rows spanning at "
+        "most 30 days",
     )
     # the replay's window keeps trace_* names: in a workload, "trace" is only the arrival trace
     trace_start_s: float | None = Field(
@@ -261,13 +262,14 @@ class WorkloadConfig(BaseModel):
         gt=0.0,
         le=1e6,
         description="replay: this many times as fast (every gap divided by it, the bursts "
-        "keep their shape)",
+        "keep their shape; slowed down, the trace still spans at most 30 days)",
     )
     target_qps: float | None = Field(
         default=None,
         ge=MIN_RATE,
         le=1e6,
-        description="replay: rescale the gaps so the mean rate is this many requests/s",
+        description="replay: rescale the gaps so the mean rate is this many requests/s "
+        "(n requests then span (n - 1) / target_qps s: at most 30 days)",
     )
     tile_s: float | None = Field(
         default=None,

@@ -156,6 +156,11 @@ def first_method(ref: str) -> str:
                 keys = list(parse_json(line, "workload.lengths_from")["acc_len"])
             except (InputError, KeyError, TypeError, IndexError):
                 break
+            if keys and not keys[0].strip():
+                raise InputError(
+                    "workload.lengths_from",
+                    f"{name}: the first record's acc_len key {keys[0]!r} is empty: name the method",
+                )
             if keys:
                 return keys[0]
     raise InputError("workload.lengths_from", f"{name}: first record has no acc_len methods")

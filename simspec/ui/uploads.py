@@ -6,7 +6,7 @@ by a symlink planted there under the name an upload would get, to overwrite the 
 and would leave rejected uploads behind. So each process keeps its uploads in its own
 ``tempfile.mkdtemp`` folder (mode 0700, removed at exit), a file is created with
 ``O_CREAT | O_EXCL | O_NOFOLLOW`` (never through a link, never over a file it did not make),
-and one the loaders still reject is removed before the error is raised.
+and one the loaders still reject (or fail on) is removed before the error is raised.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -97,6 +99,23 @@ def _keep(data: bytes, suffix: str, folder: Path | None) -> Path:
     return path
 
 
+@contextmanager
+def _loading(path: Path, what: str, name: str) -> Iterator[None]:
+    """The loaders' reading of a kept upload. Whatever stops it (a refusal, or an error no
+    check foresaw), the file is removed before the error goes on; a refusal names the file as
+    the user uploaded it, not as it is stored."""
+    try:
+        yield
+    except InputError as exc:
+        path.unlink(missing_ok=True)
+        uploaded = Path(name).name
+        message = exc.message.replace(str(path), uploaded).replace(path.name, uploaded)
+        raise InputError(what, message) from None
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
 def config_name(raw: dict, filename: str) -> str:
     """What to call an uploaded model in titles and downloads: its Hugging Face name if the
     file says, else its architecture, else the uploaded file's name."""
@@ -157,6 +176,8 @@ def _check_trace(text: str, what: str) -> str:
         if not rec["acc_len"]:
             raise InputError(what, f"{where}acc_len names no method")
         for method, values in rec["acc_len"].items():
+            if not method.strip():
+                raise InputError(what, f"{where}acc_len key {method!r} is empty: name the method")
             if not isinstance(values, list) or not values:
                 raise InputError(what, f"{where}acc_len.{method} must be a non-empty list")
             bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int)]
@@ -183,11 +204,8 @@ def save_trace_upload(data: bytes, name: str, folder: Path | None = None) -> str
     text = _text(data, what)
     first = _check_trace(text, what)
     path = _keep(data, ".jsonl", folder)
-    try:
+    with _loading(path, what, name):
         load_trace(str(path), first)
-    except InputError as exc:
-        path.unlink(missing_ok=True)
-        raise InputError(what, exc.message) from None
     return str(path)
 
 
@@ -204,10 +222,6 @@ def save_arrival_trace_upload(data: bytes, name: str, folder: Path | None = None
     if suffix not in ARRIVAL_SUFFIXES:
         raise InputError(what, f"expected a .csv or .parquet file, got {name!r}")
     path = _keep(data, suffix, folder)
-    try:
+    with _loading(path, what, name):
         load_arrival_trace(str(path), what)
-    except InputError as exc:
-        path.unlink(missing_ok=True)
-        # the loader names the stored file: say the name the user uploaded
-        raise InputError(what, exc.message.replace(path.name, Path(name).name)) from None
     return str(path)
