@@ -36,6 +36,7 @@ def trace(tmp_path: Path, rows: list[tuple[float, int, int]], name: str = "t.csv
 
 
 SMALL = [(0.0, 100, 20), (0.5, 200, 30), (1.0, 50, 10)]
+POISSON = WorkloadConfig(arrival="poisson", rate=1.0, requests=3, measure="whole")
 
 
 CHILD = """
@@ -120,9 +121,6 @@ def test_the_window_the_error_asks_for_fits(last_s, replicas):
     asked = float(exc.value.message.split("give --window-s >= ")[1].split(",")[0])
     check_span(cfg, gaps, asked)  # fits
     assert last_s // asked + 1 <= max_windows(replicas)
-
-
-POISSON = WorkloadConfig(arrival="poisson", rate=1.0, requests=3, measure="whole")
 
 
 def test_a_queue_draining_past_the_timeline_is_refused_as_it_happens():

@@ -182,11 +182,11 @@ def check_span(cfg: FleetConfig, gaps: np.ndarray, window_s: float) -> None:
     """Refuse, before simulating, arrivals that alone span more windows than the timeline
     holds (:data:`MAX_TIMELINE_ROWS`), naming what sets the span and the --window-s that
     would fit."""
-    cap = max_windows(len(cfg.replicas))
+    n = len(cfg.replicas)
+    cap = max_windows(n)
     last = float(np.cumsum(gaps)[-1]) if len(gaps) else 0.0
     if last // window_s < cap:
         return
-    n = len(cfg.replicas)
     raise InputError(
         "--window-s",
         f"the arrivals span {last:,.6g} s ({span_source(cfg)}): {last // window_s + 1:,.0f} "
