@@ -727,6 +727,13 @@ STATE_FREE_ROUTERS = ("round_robin", "random")
 # replicas in one fleet: 1,024 H100 replicas of an 8B model serve ~10^4 requests/s, past any
 # published production trace (Azure's conversation hour peaks below 20/s)
 MAX_REPLICAS = 1024
+# The timeline (studies.fleet.timeline) has a row per window for each replica and one for the
+# fleet, and each replica's WindowedLog a slot per window: both grow with the run's span over
+# window_s, not with its requests (three requests a day apart make 8.6e6 windows of 10 ms).
+# Two million rows take ~0.4 GB while the timeline is built (measured: 2.1e6 rows, 0.4 GB
+# above the run) and ~150 MB as CSV, and still hold a day at the default 10 s windows for 230
+# replicas, or a month (MAX_TRACE_S) for 6.
+MAX_TIMELINE_ROWS = 2_000_000
 
 
 class FleetConfig(BaseModel):

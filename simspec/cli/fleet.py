@@ -21,7 +21,15 @@ from simspec.cli.common import (
 )
 from simspec.cli.flags import DeploymentFlags, with_flags
 from simspec.cli.tables import check_suffix, print_frame, write_frame, write_text
-from simspec.config import MAX_REPLICAS, ROUTERS, Deployment, FleetConfig, MethodConfig, Scenario
+from simspec.config import (
+    MAX_REPLICAS,
+    MAX_TIMELINE_ROWS,
+    ROUTERS,
+    Deployment,
+    FleetConfig,
+    MethodConfig,
+    Scenario,
+)
 from simspec.errors import InputError
 
 Replicas = Annotated[int, typer.Option(help="replicas in the fleet", min=1, max=MAX_REPLICAS)]
@@ -95,9 +103,20 @@ def fleet(
     flags: DeploymentFlags,
     seed: opt.Seed = None,
     warmup_s: Annotated[
-        float, typer.Option(help="leave requests arriving before this second out of the stats")
+        float,
+        typer.Option(
+            help="leave requests arriving before this second out of the stats (before the "
+            "last arrival: some request must be measured)"
+        ),
     ] = 0.0,
-    window_s: Annotated[float, typer.Option(help="seconds per timeline window", min=0.01)] = 10.0,
+    window_s: Annotated[
+        float,
+        typer.Option(
+            help="seconds per timeline window: the arrivals' span over it, times replicas + 1, "
+            f"is at most {MAX_TIMELINE_ROWS:,} timeline rows",
+            min=0.01,
+        ),
+    ] = 10.0,
     executor: Annotated[
         str, typer.Option(help="serial, process or ray: shards state-free routers' replicas")
     ] = "serial",
@@ -120,7 +139,11 @@ def fleet(
         raise InputError("--router", f"choose {', '.join(ROUTERS)} (got {router!r})")
     check_executor(executor)
     if not (math.isfinite(warmup_s) and warmup_s >= 0):
-        raise InputError("--warmup-s", f"must be >= 0 seconds, got {warmup_s}")
+        raise InputError("--warmup-s", f"must be a finite number of seconds >= 0, got {warmup_s}")
+    if not math.isfinite(window_s):  # the option's own range refuses below 0.01 and NaN
+        raise InputError(
+            "--window-s", f"must be a finite number of seconds >= 0.01, got {window_s}"
+        )
     check_suffix(out, "--out", (".csv", ".parquet"))
     check_suffix(summary, "--summary", (".csv", ".json"))
     check_suffix(timeline, "--timeline", (".csv",))
@@ -133,6 +156,7 @@ def fleet(
         raise InputError("--method", "a fleet's replicas run one method: name one")
     common = deploy.model_dump() | ({"seed": seed} if seed is not None else {})
     cfg = FleetConfig.uniform(Scenario(**common, method=methods[0]), replicas, router)
+    study.check_warmup(cfg, warmup_s)
     with (
         progress_bar("simulating", total=100) as bar,
         study_runs(executor, workers, progress=bar) as runs,

@@ -59,19 +59,32 @@ def plan(
             "(closed loops of the trace window's lengths); 'none' skips the schedule rows"
         ),
     ] = _listed(SCHEDULE_GRID),
-    percentile: Annotated[int, typer.Option(help="SLO percentile: 50 or 99")] = 99,
+    percentile: Annotated[
+        int | None,
+        typer.Option(
+            help="SLO percentile: 50 or 99 [default: 99]; not with --trace, whose SLO is the "
+            "share of requests within both (--attainment)"
+        ),
+    ] = None,
     gpu_hour_price: Annotated[
-        float, typer.Option(help="price of one GPU-hour, for cost per million tokens", min=0)
+        float,
+        typer.Option(
+            help="price of one GPU-hour, for cost per million tokens: a finite number > 0"
+        ),
     ] = capacity.GPU_HOUR_PRICE,
     config: opt.Config = None,
     *,
     flags: DeploymentFlags,
     duration: Annotated[
-        float,
+        float | None,
         typer.Option(
-            help="seconds of arrivals per probe run (steady state)", min=1, max=MAX_DURATION_S
+            help="seconds of arrivals per probe run (steady state) "
+            f"[default: {capacity.PLAN_DURATION_S:g}]; not with --trace, which replays its "
+            "whole --window",
+            min=1,
+            max=MAX_DURATION_S,
         ),
-    ] = capacity.PLAN_DURATION_S,
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="write the plan as CSV")] = None,
 ) -> None:
     """Capacity: QPS per replica within the SLOs, GPUs and cost.
@@ -80,23 +93,37 @@ def plan(
     within the SLOs (doubling, then bisection), the replicas and GPUs --qps needs, and the cost
     per million output tokens at --gpu-hour-price.
     """
+    if not (math.isfinite(gpu_hour_price) and gpu_hour_price > 0):
+        raise InputError("--gpu-hour-price", f"must be a finite number > 0, got {gpu_hour_price}")
     if trace is not None:
+        # a replay is measured whole, against a share of requests within both SLOs: neither
+        # a probe's duration nor a percentile has a meaning there, so neither is dropped quietly
+        if duration is not None:
+            raise InputError(
+                "--duration", "plan --trace replays its whole trace window: set it with --window"
+            )
+        if percentile is not None:
+            raise InputError(
+                "--percentile",
+                "plan --trace asks a share of requests within both SLOs: set it with "
+                "--attainment (0.99 for p99, 0.5 for p50)",
+            )
+        from simspec.studies.fleet import FleetSlo
+
+        FleetSlo(slo_ttft_ms, slo_tpot_ms)  # checked before the schedules are recommended
         trace_flags = {"rate_scale": rate_scale, "target_qps": target_qps, "window": window}
         args = (flags, config, trace, methods, attainment, router, gpu_hour_price, out)
         flags_ = trace_flags | {"tile": tile}
         return _plan_trace(*args, flags_, slo_ttft_ms, slo_tpot_ms, schedule_grid)
     if qps is None:
         raise InputError("--qps", "give the target rate (requests/s), or --trace")
-    if percentile not in (50, 99):
-        raise InputError("--percentile", "choose 50 or 99")
-    if not math.isfinite(gpu_hour_price):
-        raise InputError("--gpu-hour-price", f"must be a finite price (got {gpu_hour_price})")
+    slo = capacity.Slo(slo_ttft_ms, slo_tpot_ms, 99 if percentile is None else percentile)
+    duration = capacity.PLAN_DURATION_S if duration is None else duration
     check_suffix(out, "--out", (".csv", ".parquet"))
     names = csv_list(methods, "--methods") if methods is not None else None
     deploy, given = flags.planned(config, names, list(DEFAULT_PLAN_METHODS), "--methods")
     chosen = [MethodConfig(name="autoregressive", k=0)]
     chosen += [m for m in given if m.name != "autoregressive"]
-    slo = capacity.Slo(slo_ttft_ms, slo_tpot_ms, percentile)
     with progress_bar("planning", total=len(chosen)) as bar, study_runs(progress=bar) as runs:
         frame = capacity.plan(deploy, chosen, qps, slo, gpu_hour_price, duration, runs=runs)
     frame.insert(list(frame.columns).index("k") + 1, "acceptance", _acceptance(chosen))
@@ -104,7 +131,7 @@ def plan(
         write_frame(frame, out)
     print_frame(
         frame.round(3),
-        f"Capacity for {qps} req/s, p{percentile} TTFT <= "
+        f"Capacity for {qps} req/s, p{slo.percentile} TTFT <= "
         f"{slo_ttft_ms} ms and TPOT <= {slo_tpot_ms} ms ({deploy.model} on {deploy.gpu} "
         f"x{deploy.tp}, ${gpu_hour_price}/GPU-hour)",
     )

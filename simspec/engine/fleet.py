@@ -35,6 +35,7 @@ replica finishes it or reports it unfinishable (too long for its KV cache or con
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
@@ -43,7 +44,7 @@ import pandas as pd
 import simpy
 
 from simspec.catalog.models import load_model
-from simspec.config import STATE_FREE_ROUTERS, FleetConfig
+from simspec.config import MAX_TIMELINE_ROWS, STATE_FREE_ROUTERS, FleetConfig
 from simspec.engine.build import acceptance_sampler, past_context, setup_replica
 from simspec.engine.kv_cache import MemoryPlan
 from simspec.engine.metrics import IterationRecord
@@ -57,6 +58,12 @@ from simspec.errors import InputError
 DEFAULT_WINDOW_S = 10.0
 
 
+def max_windows(replicas: int) -> int:
+    """Windows a fleet of ``replicas`` may span: the timeline has a row per window for each
+    replica and one for the fleet (:data:`~simspec.config.MAX_TIMELINE_ROWS`)."""
+    return MAX_TIMELINE_ROWS // (replicas + 1)
+
+
 @dataclass
 class WindowedLog:
     """A replica's iterations folded into fixed windows as they happen (an hour of a busy
@@ -65,6 +72,7 @@ class WindowedLog:
     :class:`~simspec.engine.metrics.IterationSink`."""
 
     window_s: float
+    max_windows: int  # past it the run is refused (:func:`max_windows`), not logged
     busy_s: list[float] = field(default_factory=list)
     iterations: list[int] = field(default_factory=list)
     output_tokens: list[int] = field(default_factory=list)
@@ -74,13 +82,15 @@ class WindowedLog:
 
     def record(self, row: IterationRecord) -> None:
         w = int(row.start_s // self.window_s)
+        dur = row.duration_s
+        if (row.start_s + dur) // self.window_s >= self.max_windows:
+            self._refuse(row.start_s + dur)
         if w >= len(self.busy_s):
             grow = w + 1 - len(self.busy_s)
             for column in (self.busy_s, self.batch_s, self.draft_s):
                 column.extend([0.0] * grow)
             for counts in (self.iterations, self.output_tokens, self.kv_peak):
                 counts.extend([0] * grow)
-        dur = row.duration_s
         self.busy_s[w] += dur
         self.iterations[w] += 1
         self.output_tokens[w] += row.output_tokens
@@ -89,6 +99,18 @@ class WindowedLog:
             self.draft_s[w] += (row.decode_tokens / row.decode_seqs - 1.0) * dur
         if row.kv_blocks_used > self.kv_peak[w]:
             self.kv_peak[w] = row.kv_blocks_used
+
+    def _refuse(self, end_s: float) -> None:
+        """An iteration ends past the windows the timeline holds: the queue drains long after
+        the last arrival (the arrivals themselves were checked: :func:`check_span`). Its end
+        bounds every finish, and so the timeline's span."""
+        raise InputError(
+            "--window-s",
+            f"the run still computes at {end_s:,.6g} s, long after its last arrival: past "
+            f"the {self.max_windows:,} windows of {self.window_s:g} s its timeline holds "
+            f"({MAX_TIMELINE_ROWS:,} rows: a row per window for each replica and the "
+            "fleet); give a larger --window-s",
+        )
 
     def frame(self, replica: int) -> pd.DataFrame:
         """One row per window: ``busy_s``, ``iterations``, ``output_tokens``, the
@@ -154,6 +176,38 @@ def fleet_requests(cfg: FleetConfig) -> tuple[RequestSpecs, np.ndarray]:
     n = request_count(wl)
     specs = generate_requests(wl, rng_workload, n)
     return specs, arrival_gaps(wl, n, rng_arrival)
+
+
+def check_span(cfg: FleetConfig, gaps: np.ndarray, window_s: float) -> None:
+    """Refuse, before simulating, arrivals that alone span more windows than the timeline
+    holds (:data:`MAX_TIMELINE_ROWS`), naming what sets the span and the --window-s that
+    would fit."""
+    n = len(cfg.replicas)
+    cap = max_windows(n)
+    last = float(np.cumsum(gaps)[-1]) if len(gaps) else 0.0
+    if last // window_s < cap:
+        return
+    raise InputError(
+        "--window-s",
+        f"the arrivals span {last:,.6g} s ({span_source(cfg)}): {last // window_s + 1:,.0f} "
+        f"windows of {window_s:g} s, and the timeline of {n} replica{'s' * (n > 1)} holds "
+        f"{cap:,} ({MAX_TIMELINE_ROWS:,} rows: a row per window for each replica and the "
+        f"fleet); give --window-s >= {_ceil_3(last / (cap - 1))}, or a shorter span",
+    )
+
+
+def span_source(cfg: FleetConfig) -> str:
+    """What sets the span of a fleet's arrivals, in the flags a user changes it with."""
+    wl = cfg.workload
+    if wl.arrival == "replay":
+        return f"{wl.arrival_trace} as --window, --rate-scale/--target-qps and --tile make it"
+    return f"--requests {wl.num_requests:,} at --qps {wl.rate:g}"
+
+
+def _ceil_3(x: float) -> str:
+    """``x`` rounded up to three significant digits, as a user would type it."""
+    step = 10.0 ** (math.floor(math.log10(x)) - 2)
+    return f"{math.ceil(x / step) * step:.6g}"
 
 
 def assignments(router: str, n: int, replicas: int, seed: int) -> np.ndarray:
@@ -224,6 +278,7 @@ def simulate_fleet(
     if not chosen or chosen[0] < 0 or chosen[-1] >= n_rep:
         raise InputError("only", f"replica indices must be in [0, {n_rep - 1}]")
     specs, gaps = fleet_requests(cfg)
+    check_span(cfg, gaps, window_s)
     table = RequestTable(specs)
     if cfg.workload.arrival == "replay":  # past the shortest context of any replica's model
         shortest = min({r.model for r in cfg.replicas}, key=_context)
@@ -237,7 +292,7 @@ def simulate_fleet(
         setup = setup_replica(sc)
         memory[i] = setup.memory
         accept = acceptance_sampler(sc, setup.speculator, len(table), fleet_streams(cfg.seed)[1])
-        logs[i] = WindowedLog(window_s)
+        logs[i] = WindowedLog(window_s, max_windows(n_rep))
         built[i] = Replica(env, setup, table, accept, logs[i])
     replicas: list[Replica | None] = [built.get(i) for i in range(n_rep)]  # None: not simulated
     router = Router(cfg, replicas, len(table))

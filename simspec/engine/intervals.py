@@ -8,6 +8,9 @@ split into ``SECTIONS`` consecutive sections whose statistics are close to indep
 * a percentile: sectioning (Nakayama, "Confidence intervals for quantiles using sectioning when
   applying variance-reduction techniques", ACM TOMACS 24(4), 2014): centred on the percentile
   of all measured requests, with the spread of the sections' percentiles;
+* a proportion (the share of requests meeting an SLO): Wilson's score interval, inside [0, 1]
+  whatever the count or the share, on a sample size discounted by the design effect the batch
+  means measure (see :func:`proportion_interval`);
 * a ratio of two runs (a speedup): the delta method on the two relative standard errors, as if
   the runs were independent. They share the seed (the same requests and arrivals), which
   correlates them positively, so this interval is wider than the truth, never narrower.
@@ -20,12 +23,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import stdtrit  # Student t quantiles (scipy.stats would import a root finder)
+from scipy.special import ndtri, stdtrit  # quantiles (scipy.stats would import a root finder)
 
 SECTIONS = 10
 T95 = float(stdtrit(SECTIONS - 1, 0.975))  # two-sided 95 %, B - 1 degrees of freedom
 # stability: a one-sided test at 1 % on the slope of the waiting requests over the sections
 T_TREND = float(stdtrit(SECTIONS - 2, 0.99))
+Z95 = float(ndtri(0.975))  # two-sided 95 %, normal
 
 NAN = float("nan")
 
@@ -55,6 +59,31 @@ def percentile_interval(values: np.ndarray, q: float) -> tuple[float, float]:
     half = _t(len(parts)) * float(np.std(parts, ddof=1)) / math.sqrt(len(parts))
     mid = float(np.percentile(values, q))
     return mid - half, mid + half
+
+
+def proportion_interval(hits: np.ndarray) -> tuple[float, float]:
+    """Interval for the share of ``hits`` (booleans, in arrival order): Wilson's score
+    interval (E. B. Wilson, "Probable inference, the law of succession, and statistical
+    inference", JASA 22(158), 1927), which stays in [0, 1] and has width at a share of 0 or 1,
+    where batch means give a point or leave [0, 1] on a few requests. Neighbouring requests
+    share batches, so their outcomes correlate: ``n`` is divided by the design effect (Kish,
+    Survey Sampling, 1965), the batch-means variance of the share over the binomial one, when
+    that is above 1. Below ``2 * SECTIONS`` requests a section is too small to measure it and
+    ``n`` is taken as it is."""
+    x = np.asarray(hits, dtype=float)
+    n = len(x)
+    if n == 0:
+        return NAN, NAN
+    p = float(x.mean())
+    n_eff = float(n)
+    if n >= 2 * SECTIONS and 0 < p < 1:
+        parts = np.array([x[s].mean() for s in sections(n)])
+        batch_var = float(np.var(parts, ddof=1)) / len(parts)
+        n_eff = n / max(batch_var / (p * (1 - p) / n), 1.0)
+    z2 = Z95**2 / n_eff
+    mid = (p + z2 / 2) / (1 + z2)
+    half = Z95 / (1 + z2) * math.sqrt(p * (1 - p) / n_eff + z2 / (4 * n_eff))
+    return max(mid - half, 0.0), min(mid + half, 1.0)
 
 
 def ratio_of_sums_interval(num: np.ndarray, den: np.ndarray) -> tuple[float, float]:

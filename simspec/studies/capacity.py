@@ -58,6 +58,11 @@ class Slo:
     tpot_ms: float
     percentile: int = 99
 
+    def __post_init__(self) -> None:
+        FleetSlo(self.ttft_ms, self.tpot_ms)  # the same targets, checked the same way
+        if self.percentile not in (50, 99):
+            raise InputError("--percentile", f"choose 50 or 99 (got {self.percentile})")
+
     def met(self, summary: RunSummary) -> bool:
         return not self.missed(summary)
 
@@ -74,6 +79,13 @@ class Slo:
         if not getattr(summary, f"tpot_ms_{p}") <= self.tpot_ms:
             return "tpot"
         return ""
+
+
+def check_price(gpu_hour_price: float) -> None:
+    """A GPU-hour price the cost can be computed at: finite, not negative (the explorer lets
+    one set 0 to see the plan without a cost; the CLI asks > 0)."""
+    if not (math.isfinite(gpu_hour_price) and gpu_hour_price >= 0):
+        raise InputError("--gpu-hour-price", f"must be a finite number >= 0, got {gpu_hour_price}")
 
 
 MAX_PROBE_REQUESTS = 20_000
@@ -165,6 +177,7 @@ def plan(
         raise InputError("qps", f"must be in (0, {MAX_QPS:g}] requests/s, got {target_qps}")
     if not 0 < duration_s <= MAX_DURATION_S:
         raise InputError("duration", f"must be in (0, {MAX_DURATION_S:g}] s, got {duration_s}")
+    check_price(gpu_hour_price)
     runs = runs.cached()
     rows = []
     for m in methods:
@@ -279,6 +292,7 @@ def plan_fleet(
     done."""
     if not 0 < attainment <= 1:
         raise InputError("--attainment", f"must be in (0, 1], got {attainment}")
+    check_price(gpu_hour_price)
     probe = probe or functools.partial(run_fleet, runs=runs.quiet())
     common = deploy.model_dump(exclude={"workload"})
     rows = []

@@ -13,7 +13,9 @@ burstiness), so such fleets always run in one process.
 
 Measurement: a replayed trace (or a fleet's Poisson run) is a transient study, measured whole
 (README "Measurement"): every request of the run counts, from an empty fleet to the last
-departure, except those arriving in a stated warm-up span (``warmup_s``).
+departure, except those arriving in a stated warm-up span (``warmup_s``). A run where no
+request can finish (each longer than the model's context or a replica's KV cache) is refused,
+as a single replica's is.
 """
 
 from __future__ import annotations
@@ -26,10 +28,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simspec.catalog.models import load_model
 from simspec.config import STATE_FREE_ROUTERS, FleetConfig
 from simspec.engine import intervals as ci
-from simspec.engine.fleet import DEFAULT_WINDOW_S, FleetRun, simulate_fleet
-from simspec.errors import InputError
+from simspec.engine.fleet import (
+    DEFAULT_WINDOW_S,
+    FleetRun,
+    check_span,
+    fleet_requests,
+    simulate_fleet,
+    span_source,
+)
+from simspec.errors import InputError, ScenarioError
 from simspec.studies.runs import SERIAL, Runs
 
 REQUEST_COLUMNS = [
@@ -60,7 +70,9 @@ class FleetSlo:
         for name in ("ttft_ms", "tpot_ms"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
-                raise InputError(f"--slo-{name.replace('_', '-')}", f"must be > 0, got {value}")
+                raise InputError(
+                    f"--slo-{name.replace('_', '-')}", f"must be a finite number > 0, got {value}"
+                )
 
 
 def shardable(cfg: FleetConfig) -> bool:
@@ -74,18 +86,75 @@ def run_fleet(
     or (a pool or Ray executor, a state-free router) in ``runs.workers`` shards of contiguous
     replicas whose merged tables equal it."""
     if not (math.isfinite(window_s) and window_s > 0):
-        raise InputError("--window-s", f"must be > 0 seconds, got {window_s}")
+        raise InputError("--window-s", f"must be a finite number of seconds > 0, got {window_s}")
     shards = min(runs.workers or 1, len(cfg.replicas))
     if runs.executor == "serial" or not shardable(cfg) or shards < 2:
         told = runs.progress is not None
         progress = (lambda share: runs.at(round(100 * share), 100)) if told else None
-        return simulate_fleet(cfg, window_s=window_s, progress=progress)
-    parts = np.array_split(np.arange(len(cfg.replicas)), shards)
-    fleet_json = cfg.model_dump_json()
-    payloads = [
-        json.dumps({"fleet": fleet_json, "only": p.tolist(), "window_s": window_s}) for p in parts
-    ]
-    return merge(replace(runs, workers=shards).map(run_shard, payloads))
+        run = simulate_fleet(cfg, window_s=window_s, progress=progress)
+    else:
+        check_span(cfg, fleet_requests(cfg)[1], window_s)  # once, before any shard starts
+        parts = np.array_split(np.arange(len(cfg.replicas)), shards)
+        fleet_json = cfg.model_dump_json()
+        payloads = [
+            json.dumps({"fleet": fleet_json, "only": p.tolist(), "window_s": window_s})
+            for p in parts
+        ]
+        run = merge(replace(runs, workers=shards).map(run_shard, payloads))
+    _check_finishable(cfg, run)
+    return run
+
+
+def _check_finishable(cfg: FleetConfig, run: FleetRun) -> None:
+    """A run where no request could finish has no latency to report: refused, saying why
+    (how many requests are past the shortest context of the replicas' models; the rest
+    need more KV cache than a replica holds)."""
+    q = run.requests
+    if not len(q) or not q["unfinishable"].all():
+        return
+    model = min(
+        {r.model for r in cfg.replicas}, key=lambda m: load_model(m).max_position_embeddings
+    )
+    context = load_model(model).max_position_embeddings
+    longer = int((q["prompt_tokens"] + q["requested_output_tokens"] > context).sum())
+    why = []
+    if longer:
+        why.append(
+            f"{longer:,} of {len(q):,} are longer (prompt + output) than {model}'s context of "
+            f"{context:,} tokens"
+        )
+    if len(q) > longer:
+        blocks = min(s.memory.num_blocks for s in run.replicas)
+        why.append(
+            f"{len(q) - longer:,} of {len(q):,} need more KV cache than a replica holds "
+            f"({blocks:,} blocks): shorten them, or raise tp"
+        )
+    raise ScenarioError(
+        f"workload: no request of the run can finish: {'; '.join(why)}"
+        + ("" if len(q) > longer else ": shorten the requests")
+    )
+
+
+def last_arrival_s(cfg: FleetConfig) -> float:
+    """The second the run's last request arrives (the gaps added one by one, as the fleet's
+    arrival process adds them)."""
+    gaps = fleet_requests(cfg)[1]
+    return float(np.cumsum(gaps)[-1]) if len(gaps) else 0.0
+
+
+def check_warmup(cfg: FleetConfig, warmup_s: float) -> None:
+    """Refuse, before simulating, a warm-up that leaves no request to measure: every
+    statistic would be over none."""
+    last = last_arrival_s(cfg)
+    if warmup_s > last:
+        raise InputError("--warmup-s", _no_measured(warmup_s, last, span_source(cfg)))
+
+
+def _no_measured(warmup_s: float, last: float, source: str) -> str:
+    return (
+        f"{warmup_s:g} s leaves no request to measure: the last arrives at {last:,.6g} s "
+        f"({source}); give a warm-up below it"
+    )
 
 
 def run_shard(payload: str) -> FleetRun:
@@ -140,12 +209,18 @@ def summarize_fleet(
     """The fleet's headline figures over every request arriving from ``warmup_s`` on:
     TTFT/TPOT/E2E p50 and p99 with 95 % sectioning intervals (arrival order,
     :mod:`simspec.engine.intervals`), SLO attainment (share of requests meeting both SLOs,
-    with a batch-means interval), goodput (requests meeting both SLOs per second of the run,
-    as vLLM's benchmark_serving.py reports it; DistServe's per-GPU goodput, the highest rate
-    at an attainment goal, is what ``plan --trace`` searches), throughput, and each replica's
-    utilisation (share of the run it spent computing)."""
+    with Wilson's interval discounted for correlated neighbours:
+    :func:`~simspec.engine.intervals.proportion_interval`), goodput (requests meeting both SLOs
+    per second of the run, as vLLM's benchmark_serving.py reports it; DistServe's per-GPU
+    goodput, the highest rate at an attainment goal, is what ``plan --trace`` searches),
+    throughput, and each replica's utilisation (share of the run it spent computing). A
+    warm-up that leaves no request to measure is an InputError naming --warmup-s."""
     t = per_request(run, slo) if table is None else table
     t = t[t["arrival_s"] >= warmup_s]
+    if not len(t):
+        last = float(run.requests["arrival_s"].max()) if len(run.requests) else 0.0
+        source = "the run's span"
+        raise InputError("--warmup-s", _no_measured(warmup_s, last, source))
     done = t[~t["unfinishable"]]
     makespan = float(run.requests["finish_s"].max()) if len(run.requests) else 0.0
     span = makespan - warmup_s
@@ -163,9 +238,8 @@ def summarize_fleet(
             row[key] = float(np.percentile(values, q)) if len(values) else math.nan
             row[f"{key}_ci_low"], row[f"{key}_ci_high"] = ci.percentile_interval(values, q)
     met = t["met_slo"].to_numpy(dtype=float)
-    row["slo_attainment"] = float(met.mean()) if len(met) else math.nan
-    parts = np.array([met[s].mean() for s in ci.sections(len(met))])
-    row["slo_attainment_ci_low"], row["slo_attainment_ci_high"] = ci.mean_interval(parts)
+    row["slo_attainment"] = float(met.mean())
+    row["slo_attainment_ci_low"], row["slo_attainment_ci_high"] = ci.proportion_interval(met)
     row["goodput_req_s"] = float(met.sum()) / span if span > 0 else math.nan
     util = [s.busy_s / makespan if makespan > 0 else math.nan for s in run.replicas]
     row["utilisation_mean"] = float(np.mean(util))
@@ -244,7 +318,8 @@ def timeline(run: FleetRun) -> pd.DataFrame:
     share (an iteration counts in the window it starts in, so a share may pass 1 slightly)."""
     w = run.window_s
     q = run.requests
-    n_win = int(max(q["finish_s"].max() if len(q) else 0.0, 0.0) // w) + 1
+    last = float(q["finish_s"].max()) if q["finish_s"].notna().any() else 0.0
+    n_win = int(max(last, 0.0) // w) + 1
     n_win = max(n_win, int(run.windows["window"].max()) + 1 if len(run.windows) else 1)
     ends = (np.arange(n_win) + 1) * w
     frames = []

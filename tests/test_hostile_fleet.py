@@ -1,0 +1,268 @@
+"""Hostile input to fleet and plan: a span that would not fit, requests that cannot finish, a
+warm-up past every arrival, flags plan --trace has no use for, and infinities. Each ends in
+one line and exit 2 before the work, in bounded memory; an interval stays a share."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from simspec.cli.main import app
+from simspec.config import FleetConfig, Scenario, WorkloadConfig
+from simspec.engine.fleet import WindowedLog, check_span, max_windows, simulate_fleet
+from simspec.engine.intervals import proportion_interval
+from simspec.engine.metrics import IterationRecord
+from simspec.errors import InputError
+from simspec.studies.fleet import FleetSlo, summarize_fleet, timeline
+
+runner = CliRunner()
+SLO = ["--slo-ttft-ms", "2000", "--slo-tpot-ms", "50"]
+MEMORY_CAP = 2 * 1024**3
+
+
+def trace(tmp_path: Path, rows: list[tuple[float, int, int]], name: str = "t.csv") -> str:
+    """A plain arrival trace of ``rows`` (arrival_s, prompt_len, output_len), chat domain."""
+    body = "".join(f"{a},{p},{o},conversation\n" for a, p, o in rows)
+    path = tmp_path / name
+    path.write_text("arrival_s,prompt_len,output_len,domain\n" + body)
+    return str(path)
+
+
+SMALL = [(0.0, 100, 20), (0.5, 200, 30), (1.0, 50, 10)]
+POISSON = WorkloadConfig(arrival="poisson", rate=1.0, requests=3, measure="whole")
+
+
+CHILD = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
+from typer.testing import CliRunner
+from simspec.cli.main import app
+results = []
+for args in json.loads(sys.argv[1]):
+    r = CliRunner().invoke(app, args)
+    results.append([r.exit_code, r.output, repr(r.exception)])
+print(json.dumps(results))
+"""
+
+
+def capped(cases: list[list[str]], cwd: Path) -> list[tuple[int, str, str]]:
+    """``simspec ARGS`` for each of ``cases`` in one child process under a 2 GB address-space
+    cap and a timeout (one interpreter start for all: it is most of the time): a run whose
+    memory grows with the span fails there instead of taking the machine. Per case: exit
+    code, output, and the exception a crash left."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    code = CHILD.replace("CAP", str(MEMORY_CAP))
+    proc = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=cwd,
+        env=env,
+        check=True,
+    )
+    return [tuple(r) for r in json.loads(proc.stdout.splitlines()[-1])]
+
+
+def one_error_line(text: str) -> str:
+    lines = [x for x in text.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), text
+    return lines[0]
+
+
+# -- a fleet's span over its windows is bounded before the run ----------------------------------
+
+
+TRACE_SPANS = {  # each flag within its own bound; the span over the windows is not
+    "arrival-1e9": ([(0.0, 100, 20), (0.5, 200, 30), (1e9, 50, 10)], []),
+    "a-month-of-tiles-at-10ms": (
+        [(0.0, 100, 20), (500.0, 200, 30), (999.0, 50, 10)],
+        ["--tile", "2592000", "--window-s", "0.01"],
+    ),
+    "target-qps-1e-6": ([(float(i), 100, 20) for i in range(30)], ["--target-qps", "1e-6"]),
+}
+POISSON_SPAN = ["--qps", "0.001", "--requests", "30", "--window-s", "0.01"]
+
+
+def test_a_span_past_the_timeline_is_refused_before_the_run_in_bounded_memory(tmp_path):
+    cases, outs = [], []
+    for name, (rows, flags) in TRACE_SPANS.items():
+        outs.append(tmp_path / f"{name}.csv")
+        path = trace(tmp_path, rows, f"{name}-trace.csv")
+        cases.append(["fleet", "--trace", path, *SLO, *flags, "--out", str(outs[-1])])
+    outs.append(tmp_path / "poisson.csv")
+    cases.append(["fleet", *POISSON_SPAN, *SLO, "--out", str(outs[-1])])
+    names = [*TRACE_SPANS, "poisson"]
+    for name, out, (code, output, crash) in zip(names, outs, capped(cases, tmp_path), strict=True):
+        assert code == 2, f"{name}: {crash} {output[-500:]}"
+        line = one_error_line(output)
+        assert line.startswith("error: --window-s: the arrivals span"), name
+        assert "give --window-s >=" in line and not out.exists()
+        if name == "poisson":  # the flags that set the span
+            assert "--requests 30 at --qps 0.001" in line
+        else:
+            assert "--tile" in line and "--target-qps" in line
+
+
+@pytest.mark.parametrize("last_s", [2e4, 3.3e7, 1e9, 7.77e12])
+@pytest.mark.parametrize("replicas", [1, 3, 1024])
+def test_the_window_the_error_asks_for_fits(last_s, replicas):
+    cfg = FleetConfig.uniform(Scenario(workload=POISSON), replicas, "round_robin")
+    gaps = np.array([0.0, last_s / 2, last_s / 2])
+    with pytest.raises(InputError, match="give --window-s >= ") as exc:
+        check_span(cfg, gaps, 0.01)
+    asked = float(exc.value.message.split("give --window-s >= ")[1].split(",")[0])
+    check_span(cfg, gaps, asked)  # fits
+    assert last_s // asked + 1 <= max_windows(replicas)
+
+
+def test_a_queue_draining_past_the_timeline_is_refused_as_it_happens():
+    log = WindowedLog(window_s=1.0, max_windows=5)
+    log.record(_iteration(start_s=0.5, duration_s=1.0))
+    with pytest.raises(InputError, match="--window-s: the run still computes at 5.5 s"):
+        log.record(_iteration(start_s=4.0, duration_s=1.5))  # starts inside, ends past
+    assert len(log.busy_s) == 1  # nothing logged past the bound
+
+
+def _iteration(start_s: float, duration_s: float) -> IterationRecord:
+    return IterationRecord(start_s, duration_s, 1, 0, 1, 1, 0, 0, 0.0, duration_s, 0.0, 1, 1, 0)
+
+
+def _replay(path: str) -> Scenario:
+    return Scenario(workload=WorkloadConfig(arrival="replay", arrival_trace=path))
+
+
+# -- a run where no request can finish ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "prompt, output", [(2_147_483_647, 20), (100, 200_000)], ids=["prompt", "output"]
+)
+def test_a_trace_no_request_of_which_can_finish_is_one_line_naming_the_context(
+    tmp_path, prompt, output
+):
+    path = trace(tmp_path, [(0.0, prompt, output), (0.5, prompt, output)])
+    out = tmp_path / "r.csv"
+    result = runner.invoke(app, ["fleet", "--trace", path, *SLO, "--out", str(out)])
+    assert result.exit_code == 2
+    line = one_error_line(result.output)
+    assert "no request of the run can finish: 2 of 2 are longer" in line
+    assert "context of 131,072 tokens" in line and not out.exists()
+
+
+def test_the_timeline_of_a_run_with_no_finished_request_has_no_nan_cast(tmp_path):
+    path = trace(tmp_path, [(0.0, 2_147_483_647, 20), (3.0, 2_147_483_647, 20)])
+    run = simulate_fleet(FleetConfig.uniform(_replay(path), 2, "round_robin"))
+    series = timeline(run)
+    assert (series["arrivals"] == 0).all() and np.isfinite(series["utilisation"]).all()
+
+
+# -- plan --trace: only the flags it reads, a stated percentile, a finite price ----------------
+
+
+PLAN_TRACE = ["plan", "--trace", "azure-code", "--window", "0:30", *SLO]
+
+
+@pytest.mark.parametrize(
+    "flags, field, why",
+    [
+        (["--duration", "30"], "--duration", "--window"),
+        (["--percentile", "50"], "--percentile", "--attainment"),
+        (["--percentile", "75"], "--percentile", "--attainment"),
+        (["--gpu-hour-price", "inf"], "--gpu-hour-price", "finite number > 0"),
+        (["--gpu-hour-price", "0"], "--gpu-hour-price", "finite number > 0"),
+        (["--slo-tpot-ms", "inf"], "--slo-tpot-ms", "finite number > 0"),
+    ],
+)
+def test_plan_trace_refuses_what_it_would_ignore_or_print_as_inf(flags, field, why):
+    result = runner.invoke(app, [*PLAN_TRACE, *flags])
+    assert result.exit_code == 2
+    line = one_error_line(result.output)
+    assert line.startswith(f"error: {field}: ") and why in line
+
+
+@pytest.mark.parametrize(
+    "flags, line",
+    [
+        (["--percentile", "75"], "error: --percentile: choose 50 or 99 (got 75)"),
+        (
+            ["--gpu-hour-price", "inf"],
+            "error: --gpu-hour-price: must be a finite number > 0, got inf",
+        ),
+        (["--slo-ttft-ms", "inf"], "error: --slo-ttft-ms: must be a finite number > 0, got inf"),
+    ],
+)
+def test_plan_refuses_a_percentile_outside_50_99_and_infinite_numbers(flags, line):
+    result = runner.invoke(app, ["plan", "--qps", "1", *SLO, *flags])
+    assert result.exit_code == 2 and one_error_line(result.output) == line
+
+
+# -- warm-up and the attainment's interval -----------------------------------------------------
+
+
+def test_a_warmup_past_every_arrival_is_refused_naming_the_span(tmp_path):
+    summary = tmp_path / "s.json"
+    args = ["fleet", "--trace", trace(tmp_path, SMALL), *SLO, "--summary", str(summary)]
+    result = runner.invoke(app, [*args, "--warmup-s", "1e300"])
+    assert result.exit_code == 2 and not summary.exists()
+    line = one_error_line(result.output)
+    assert line.startswith("error: --warmup-s: 1e+300 s leaves no request to measure")
+    assert "the last arrives at 1 s" in line
+
+
+def test_summarize_refuses_a_warmup_that_leaves_no_request(tmp_path):
+    run = simulate_fleet(FleetConfig.uniform(_replay(trace(tmp_path, SMALL)), 1, "round_robin"))
+    with pytest.raises(InputError, match="--warmup-s"):
+        summarize_fleet(run, FleetSlo(2000, 50), warmup_s=5.0)
+
+
+def test_slo_attainment_over_three_requests_has_an_interval_inside_0_1(tmp_path):
+    summary = tmp_path / "s.json"
+    args = ["fleet", "--trace", trace(tmp_path, SMALL), "--slo-ttft-ms", "9"]
+    result = runner.invoke(app, [*args, "--slo-tpot-ms", "50", "--summary", str(summary)])
+    assert result.exit_code == 0, result.output
+    row = json.loads(summary.read_text())
+    low, value, high = (row[f"slo_attainment{s}"] for s in ("_ci_low", "", "_ci_high"))
+    assert 0 <= low < value < high <= 1  # 2 of 3 within a 9 ms TTFT
+
+
+def test_the_attainment_interval_is_wilsons_with_width_at_a_share_of_one():
+    # scipy.stats.binomtest(k, n).proportion_ci(method="wilson") for 2 of 3 and 90 of 100
+    two_of_three, ninety_of_100 = (0.207660, 0.938508), (0.825634, 0.944771)
+    assert proportion_interval(np.array([True, False, True])) == pytest.approx(
+        two_of_three, abs=1e-6
+    )
+    low, high = proportion_interval(np.ones(456, dtype=bool))
+    assert 0.99 < low < 1.0 and high == 1.0
+    # independent-looking outcomes get Wilson's own; a burst of misses (correlated
+    # neighbours) widens it, still inside [0, 1]
+    mixed = np.array([True] * 9 + [False])
+    assert proportion_interval(np.tile(mixed, 10)) == pytest.approx(ninety_of_100, abs=1e-6)
+    low, high = proportion_interval(np.array([True] * 90 + [False] * 10))
+    assert 0 <= low < ninety_of_100[0] and ninety_of_100[1] < high <= 1
+
+
+# -- non-finite numbers say the range they are outside -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--window-s", "must be a finite number of seconds >= 0.01"),
+        ("--warmup-s", "must be a finite number of seconds >= 0"),
+        ("--slo-ttft-ms", "must be a finite number > 0"),
+        ("--slo-tpot-ms", "must be a finite number > 0"),
+    ],
+)
+def test_fleet_says_an_infinite_number_is_not_finite(tmp_path, flag, message):
+    args = ["fleet", "--trace", trace(tmp_path, SMALL), *SLO, flag, "inf"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert one_error_line(result.output) == f"error: {flag}: {message}, got inf"
