@@ -76,10 +76,12 @@ def check_writable(out: Path) -> None:
     mislead root and read-only mounts). Missing folders are fine: writing creates them."""
     existing_regular(out)
     parent = out.parent
-    while not parent.exists() and parent != parent.parent:
+    while not os.path.lexists(parent) and parent != parent.parent:
         parent = parent.parent
-    if not parent.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, "a folder on the path is a file", str(parent))
+    if not parent.is_dir():  # a file, or a link to nowhere (writing could not make the folder)
+        raise NotADirectoryError(
+            errno.ENOTDIR, "a folder on the path is a file or a broken link", str(parent)
+        )
     fd, probe = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".probe", dir=parent)
     os.close(fd)
     os.unlink(probe)

@@ -16,6 +16,7 @@ import signal
 import stat
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -318,8 +319,11 @@ def test_random_calibration_directories_fit_or_fail_in_one_line(
         harness_table(folder / "good.csv")
     _lay_out(folder, entries)
     for command in ("fit", "report"):
-        with within(60):
+        # a warning would be one more line on stderr in a real run
+        with within(60), warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
             result = runner.invoke(app, CALIBRATE[command](folder))
+        assert not warned, [str(w.message) for w in warned]
         assert "Traceback" not in result.output, result.output[-800:]
         assert result.exception is None or isinstance(result.exception, SystemExit), (
             result.output[-800:],
@@ -521,7 +525,7 @@ def _suffix(command: str, flag: str) -> str:
 
 
 @pytest.mark.parametrize(("command", "flag"), OUTPUT_FLAGS)
-@pytest.mark.parametrize("kind", ["a folder", "under a file", "in /proc"])
+@pytest.mark.parametrize("kind", ["a folder", "under a file", "under a broken link", "in /proc"])
 def test_every_output_is_checked_before_any_work_and_none_is_written(
     tmp_path, no_work, command, flag, kind
 ):
@@ -532,6 +536,9 @@ def test_every_output_is_checked_before_any_work_and_none_is_written(
     elif kind == "under a file":
         (tmp_path / "file").write_text("")
         bad = tmp_path / "file" / f"bad{suffix}"
+    elif kind == "under a broken link":  # writing could not make the folder
+        os.symlink(tmp_path / "nowhere", tmp_path / "broken")
+        bad = tmp_path / "broken" / f"bad{suffix}"
     else:  # no folder there can be made, nor a file written, even by root
         bad = Path(f"/proc/simspec-no-such/bad{suffix}")
     harness_table(tmp_path / "in" / "h.csv")

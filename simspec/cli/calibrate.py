@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import typer
 
-from simspec.cli.common import csv_list, err, one_line_errors, writing
+from simspec.cli.common import csv_list, err, one_line_errors, os_error_text, writing
 from simspec.cli.tables import check_outputs, print_frame, write_frame
 from simspec.errors import InputError
 
@@ -80,8 +80,10 @@ def calibrate_fit(
             warnings.simplefilter("ignore", RuntimeWarning)
             fits = fit_all(samples, spec)
         profile = build_profile(gpu, fits, samples, files, fallback=back)
-    except (OSError, KeyError) as exc:  # a table without the columns its kind promises
-        raise InputError("timings", f"cannot read a table ({type(exc).__name__}: {exc})") from None
+    except OSError as exc:  # a folder that cannot be listed
+        raise InputError("timings", f"cannot read {os_error_text(exc)}") from None
+    except KeyError as exc:  # a table without the columns its kind promises
+        raise InputError("timings", f"cannot read a table (KeyError: {exc})") from None
     with writing(out):
         write_profile(profile, out)
     rows = []

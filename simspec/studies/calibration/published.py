@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -139,7 +140,10 @@ def lss_layers(path: Path, max_points: int = 64) -> pd.DataFrame:
         "lm_head": (h, shape.vocab // tp),
     }
     d = read_table(path)
-    keep = np.unique(np.geomspace(1, d.input.max(), max_points).round().astype(int))
+    top = float(d.input.max())
+    if not (math.isfinite(top) and top >= 1):  # geomspace would give NaN, cast to garbage
+        raise ValueError(f"input must hold token counts >= 1 (the largest is {top})")
+    keep = np.unique(np.geomspace(1, top, max_points).round().astype(int))
     d = d[d.input.isin(keep)].groupby(["layer_name", "input"])["latency(ns)"].median()
     origin = Origin(f"llmservingsim-v0:{'/'.join(path.parts[-4:])}", model, tp)
     out = []

@@ -60,7 +60,7 @@ class RunCache:
         self.path = path
         self._warn = warn or _warn
         self._sink: TextIO | None = None
-        self._version = package_version()
+        self._version = package_version() if path is not None else ""
         if path is not None and path.is_symlink():
             raise InputError(
                 "--out",
@@ -173,6 +173,8 @@ def _check(key: str, summary_json: str) -> str:
 
 
 def _line(key: str, summary: RunSummary, version: str) -> str:
+    # the check is against damage (a cut or edited value), not forgery, so it need not cover
+    # the version: a line that names another version is dropped whatever its check says
     values = summary.as_json_dict()
     body = json.dumps(values, sort_keys=True)
     entry = {"key": key, "simspec": version, "summary": values, "check": _check(key, body)}
