@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -141,8 +140,8 @@ def lss_layers(path: Path, max_points: int = 64) -> pd.DataFrame:
     }
     d = read_table(path)
     top = float(d.input.max())
-    if not (math.isfinite(top) and top >= 1):  # geomspace would give NaN, cast to garbage
-        raise ValueError(f"input must hold token counts >= 1 (the largest is {top})")
+    if not 1 <= top <= 2**31 - 1:  # token counts are int32; past them the cast to int wraps
+        raise ValueError(f"input must hold token counts in [1, 2**31 - 1] (the largest is {top})")
     keep = np.unique(np.geomspace(1, top, max_points).round().astype(int))
     d = d[d.input.isin(keep)].groupby(["layer_name", "input"])["latency(ns)"].median()
     origin = Origin(f"llmservingsim-v0:{'/'.join(path.parts[-4:])}", model, tp)

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from simspec.catalog.tables import shown
@@ -74,7 +75,8 @@ def _load_known(f: Path, gpu_dirs: tuple[str, ...], explicit: bool) -> pd.DataFr
         return None
     name, load = layout
     try:
-        return load(f)
+        with np.errstate(all="ignore"):  # an overflow becomes inf, refused below by name
+            samples = load(f)
     except InputError:
         raise
     except (KeyError, AttributeError, IndexError, TypeError, ValueError, ArithmeticError) as exc:
@@ -83,6 +85,25 @@ def _load_known(f: Path, gpu_dirs: tuple[str, ...], explicit: bool) -> pd.DataFr
         raise InputError(
             "timings", f"{shown(f)} is not a {name} table simspec can read ({_why(exc)})"
         ) from None
+    return _sound(samples, f)
+
+
+def _sound(samples: pd.DataFrame, f: Path) -> pd.DataFrame:
+    """``samples`` if every one has a finite positive time and finite non-negative work (every
+    sample of the shared tables does); a table of 1e308-token rows is refused by name, not
+    fitted to infinities or reported as NaN."""
+    try:
+        values = samples[["tokens", "flops", "bytes", "time_s"]].to_numpy(dtype=float)
+    except (TypeError, ValueError):
+        raise InputError("timings", f"{shown(f)}: a size or time is not a number") from None
+    bad = ~np.isfinite(values).all(axis=1) | (values[:, 3] <= 0) | (values[:, 1:3] < 0).any(axis=1)
+    if bad.any():
+        raise InputError(
+            "timings",
+            f"{shown(f)}: {int(bad.sum())} row(s) give a time that is not > 0 or a size that is "
+            "negative or not finite",
+        )
+    return samples
 
 
 def _why(exc: Exception) -> str:
