@@ -4,6 +4,13 @@ An output is written to a temporary file beside it and renamed over it, so an ex
 is *replaced*, not rewritten in place: its permission bits (and, where the process may, its
 owner and group) carry over, but other hard links to it keep the old content. Only a regular
 file (or a new name) is ever replaced: a directory, device node, FIFO or socket is refused.
+
+A symbolic link as the output's own name is refused too (folders on the way may be links).
+Renaming over it would replace the link, not the file it points to, and give the new file the
+owner and mode of that target: a link to another user's world-writable file would leave a
+world-writable file in its place. Writing through it instead would let whoever can plant a link
+in a shared folder choose which file simspec overwrites. Either way the user did not ask for
+it: they name the file itself.
 """
 
 from __future__ import annotations
@@ -41,11 +48,16 @@ def write_bytes_atomic(out: Path, data: bytes) -> None:
 
 def existing_regular(out: Path) -> os.stat_result | None:
     """``out``'s status if it is an existing regular file, None if nothing is there; any
-    other kind of file raises ``OSError`` (renaming over it would destroy it)."""
+    other kind of file, a symbolic link included (dangling or not), raises ``OSError``
+    (renaming over it would destroy it)."""
     try:
-        st = os.stat(out)
+        st = os.lstat(out)
     except FileNotFoundError:
         return None
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(
+            errno.ELOOP, "is a symbolic link; give the file itself or a new name", str(out)
+        )
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(errno.EISDIR, "is a directory; give a file name", str(out))
     if not stat.S_ISREG(st.st_mode):
@@ -58,16 +70,18 @@ def existing_regular(out: Path) -> os.stat_result | None:
 
 
 def check_writable(out: Path) -> None:
-    """Refuse, before any work, an ``out`` that could not be written: an existing non-regular
-    file, or a nearest existing folder that is not a folder or that refuses a new file (tried
-    with a temporary file, removed at once: permission bits alone mislead root and read-only
-    mounts). Missing folders are fine: writing creates them."""
+    """Refuse, before any work, an ``out`` that could not be written: a symbolic link or an
+    existing non-regular file, or a nearest existing folder that is not a folder or that
+    refuses a new file (tried with a temporary file, removed at once: permission bits alone
+    mislead root and read-only mounts). Missing folders are fine: writing creates them."""
     existing_regular(out)
     parent = out.parent
-    while not parent.exists() and parent != parent.parent:
+    while not os.path.lexists(parent) and parent != parent.parent:
         parent = parent.parent
-    if not parent.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, "a folder on the path is a file", str(parent))
+    if not parent.is_dir():  # a file, or a link to nowhere (writing could not make the folder)
+        raise NotADirectoryError(
+            errno.ENOTDIR, "a folder on the path is a file or a broken link", str(parent)
+        )
     fd, probe = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".probe", dir=parent)
     os.close(fd)
     os.unlink(probe)

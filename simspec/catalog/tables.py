@@ -11,6 +11,7 @@ field, before any work.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import json
@@ -44,15 +45,20 @@ def shown(path: str | os.PathLike) -> str:
     return repr(text if len(text) <= 120 else text[:60] + "..." + text[-57:])
 
 
-def read_input(path: str | os.PathLike, field: str, max_bytes: int) -> bytes:
+def read_input(path: str | os.PathLike, field: str, max_bytes: int, follow: bool = True) -> bytes:
     """The bytes of a user's file: a regular file of at most ``max_bytes``, checked before
     reading. Opened non-blocking, so a FIFO with no writer cannot hang the open; a device
-    (``/dev/zero``), a directory or a FIFO is refused by its ``fstat`` type."""
+    (``/dev/zero``), a directory or a FIFO is refused by its ``fstat`` type. ``follow=False``
+    refuses a symbolic link as the file's own name (``O_NOFOLLOW``: for a file simspec also
+    writes, which a planted link must not redirect)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise InputError(field, f"no such file {shown(path)}") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise InputError(field, f"{shown(path)} is a symbolic link") from None
         raise InputError(field, f"cannot read {shown(path)}: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)

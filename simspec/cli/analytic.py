@@ -10,7 +10,7 @@ import typer
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, err, one_line_errors, writing
 from simspec.cli.flags import ServingFlags, given, with_flags
-from simspec.cli.tables import check_suffix, print_frame, write_frame
+from simspec.cli.tables import check_outputs, print_frame, write_frame
 from simspec.config import AcceptanceConfig, Deployment
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
@@ -51,8 +51,7 @@ def analytic(
     """
     from simspec.studies import analytic as an
 
-    check_suffix(csv, "--csv", (".csv", ".parquet"))
-    check_suffix(html, "--html", (".html", ".htm"))
+    check_outputs((csv, "--csv", (".csv", ".parquet")), (html, "--html", (".html", ".htm")))
     if method not in SPECULATORS or method == "autoregressive":
         raise InputError("--method", f"choose a speculative method: {', '.join(SPECULATORS)}")
     deploy = Deployment(**flags.serving_fields(), **given(profile=profile))

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import typer
 
-from simspec.cli.common import csv_list, err, one_line_errors, writing
-from simspec.cli.tables import print_frame, write_frame
+from simspec.cli.common import csv_list, err, one_line_errors, os_error_text, writing
+from simspec.cli.tables import check_outputs, print_frame, write_frame
 from simspec.errors import InputError
 
 calibrate_app = typer.Typer(
@@ -27,7 +27,7 @@ def calibrate_fit(
         list[Path],
         typer.Argument(
             help="timing CSVs from calibration/time_forward.py, Vidur/LLMServingSim tables, "
-            "or directories to search for them",
+            "or directories to search for them (regular files of at most 64 MiB each)",
             show_default=False,
         ),
     ],
@@ -62,8 +62,7 @@ def calibrate_fit(
     from simspec.studies.calibration.profile import build_profile, write_profile
     from simspec.studies.calibration.samples import discover
 
-    if out.suffix not in (".yaml", ".yml", ".json"):
-        raise InputError("--out", f"give a .yaml, .yml or .json file name (got {str(out)!r})")
+    check_outputs((out, "--out", (".yaml", ".yml", ".json")))
     try:
         spec = load_gpu(gpu)
         samples, files = discover(timings, gpu)
@@ -81,8 +80,10 @@ def calibrate_fit(
             warnings.simplefilter("ignore", RuntimeWarning)
             fits = fit_all(samples, spec)
         profile = build_profile(gpu, fits, samples, files, fallback=back)
-    except (OSError, KeyError) as exc:  # a table without the columns its kind promises
-        raise InputError("timings", f"cannot read a table ({type(exc).__name__}: {exc})") from None
+    except OSError as exc:  # a folder that cannot be listed
+        raise InputError("timings", f"cannot read {os_error_text(exc)}") from None
+    except KeyError as exc:  # a table without the columns its kind promises
+        raise InputError("timings", f"cannot read a table (KeyError: {exc})") from None
     with writing(out):
         write_profile(profile, out)
     rows = []
@@ -107,8 +108,8 @@ def calibrate_report(
     timings: Annotated[
         list[Path] | None,
         typer.Option(
-            help="timing tables to compare against (repeatable); without it, the "
-            "errors stored in the profile are shown"
+            help="timing tables or directories to compare against (repeatable; regular files "
+            "of at most 64 MiB each); without it, the errors stored in the profile are shown"
         ),
     ] = None,
     html: Annotated[
@@ -131,30 +132,36 @@ def calibrate_report(
     from simspec.studies.calibration.steps import check_step_times, step_time_rows
     from simspec.studies.validation.cases import read_cases
 
-    prof = load_profile(profile)
-    spec = load_gpu(gpu or prof.gpu)
     if not timings and (html or csv):
         raise InputError("--timings", "--html and --csv need timing tables to compare with")
+    check_outputs((html, "--html", None), (csv, "--csv", None))
+    prof = load_profile(profile)
+    spec = load_gpu(gpu or prof.gpu)
     case_rows = step_time_rows(read_cases(cases), spec.id) if cases else None
+    # every table is read before anything is printed: a bad one is the only line shown
+    samples, files = discover(timings, spec.id) if timings else (None, [])
+    evaluated = report.evaluate(prof, samples, spec) if samples is not None else None
+    steps = {
+        Path(path): report.forward_check(prof, spec, Path(path))
+        for path in files
+        if path.endswith(".csv") and is_harness_csv(Path(path))
+    }
     print_frame(report.stored_fit_table(prof), f"Profile {prof.gpu} ({prof.status}): stored fit")
-    if timings:
-        samples, files = discover(timings, spec.id)
-        evaluated = report.evaluate(prof, samples, spec)
+    if evaluated is not None:
         print_frame(report.error_table(evaluated, ("operator",)), "Predicted vs measured")
         print_frame(report.error_table(evaluated), "... per operation")
-        for path in files:
-            if path.endswith(".csv") and is_harness_csv(Path(path)):
-                steps = report.forward_check(prof, spec, Path(path))
-                if steps.empty:  # a harness table of operators only: no whole step to check
-                    continue
-                print_frame(
-                    report.error_table(steps, ("kind", "op")),
-                    f"Whole steps in {Path(path).name}: sum of operators vs measured",
-                )
+        for path, whole in steps.items():
+            if whole.empty:  # a harness table of operators only: no whole step to check
+                continue
+            print_frame(
+                report.error_table(whole, ("kind", "op")),
+                f"Whole steps in {path.name}: sum of operators vs measured",
+            )
         if csv:
             write_frame(evaluated, csv, "--csv")
         if html:
-            report.write_html(evaluated, prof, html)
+            with writing(html, "--html"):
+                report.write_html(evaluated, prof, html)
     if case_rows is not None:
         tpot = check_step_times(case_rows, profile if Path(profile).suffix else None)
         print_frame(tpot, f"Plain-decoding TPOT on {spec.id}: simulated vs published")

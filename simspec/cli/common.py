@@ -30,6 +30,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from simspec.catalog.tables import shown
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, one_line, validation_message
 from simspec.studies.runs import Runs
@@ -81,9 +82,17 @@ def one_line_errors(
         except BrokenProcessPool:
             fail("a worker process died (out of memory?); rerun with --workers 1")
         except OSError as exc:
-            fail(f"cannot read or write a file: {exc}")
+            fail(f"cannot read or write a file: {os_error_text(exc)}")
 
     return run
+
+
+def os_error_text(exc: OSError) -> str:
+    """``'name': what went wrong``, the name cut as :func:`shown` cuts it (an ``OSError``'s own
+    text quotes its file names whole, 5,000 characters of them if that is what was typed)."""
+    if exc.filename is None or exc.strerror is None:
+        return str(exc)
+    return f"{shown(exc.filename)}: {exc.strerror}"
 
 
 @contextmanager
@@ -92,7 +101,7 @@ def writing(out: Path, flag: str = "--out") -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        raise InputError(flag, f"cannot write {str(out)!r}: {exc.strerror or exc}") from None
+        raise InputError(flag, f"cannot write {shown(out)}: {exc.strerror or exc}") from None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from simspec.cli.common import (
     study_runs,
 )
 from simspec.cli.flags import DeploymentFlags, with_flags
-from simspec.cli.tables import check_suffix, print_frame, write_frame, write_text
+from simspec.cli.tables import check_outputs, print_frame, write_frame, write_text
 from simspec.config import (
     MAX_REPLICAS,
     MAX_TIMELINE_ROWS,
@@ -144,10 +144,12 @@ def fleet(
         raise InputError(
             "--window-s", f"must be a finite number of seconds >= 0.01, got {window_s}"
         )
-    check_suffix(out, "--out", (".csv", ".parquet"))
-    check_suffix(summary, "--summary", (".csv", ".json"))
-    check_suffix(timeline, "--timeline", (".csv",))
-    check_suffix(report, "--report", (".html",))
+    check_outputs(
+        (out, "--out", (".csv", ".parquet")),
+        (summary, "--summary", (".csv", ".json")),
+        (timeline, "--timeline", (".csv",)),
+        (report, "--report", (".html",)),
+    )
     slo = study.FleetSlo(slo_ttft_ms, slo_tpot_ms)
     trace_flags = {"rate_scale": rate_scale, "target_qps": target_qps, "window": window}
     trace_flags["tile"] = tile

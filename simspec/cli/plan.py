@@ -12,7 +12,7 @@ import typer
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, err, one_line_errors, progress_bar, study_runs
 from simspec.cli.flags import DeploymentFlags, with_flags
-from simspec.cli.tables import check_suffix, print_frame, write_frame, write_text
+from simspec.cli.tables import check_outputs, print_frame, write_frame, write_text
 from simspec.config import MAX_DURATION_S, MAX_QPS, Deployment, MethodConfig
 from simspec.errors import InputError
 from simspec.studies import capacity
@@ -95,6 +95,7 @@ def plan(
     """
     if not (math.isfinite(gpu_hour_price) and gpu_hour_price > 0):
         raise InputError("--gpu-hour-price", f"must be a finite number > 0, got {gpu_hour_price}")
+    check_outputs((out, "--out", (".csv", ".parquet")))
     if trace is not None:
         # a replay is measured whole, against a share of requests within both SLOs: neither
         # a probe's duration nor a percentile has a meaning there, so neither is dropped quietly
@@ -119,7 +120,6 @@ def plan(
         raise InputError("--qps", "give the target rate (requests/s), or --trace")
     slo = capacity.Slo(slo_ttft_ms, slo_tpot_ms, 99 if percentile is None else percentile)
     duration = capacity.PLAN_DURATION_S if duration is None else duration
-    check_suffix(out, "--out", (".csv", ".parquet"))
     names = csv_list(methods, "--methods") if methods is not None else None
     deploy, given = flags.planned(config, names, list(DEFAULT_PLAN_METHODS), "--methods")
     chosen = [MethodConfig(name="autoregressive", k=0)]
@@ -160,7 +160,6 @@ def _plan_trace(
 
     if router not in ROUTERS:
         raise InputError("--router", f"choose {', '.join(ROUTERS)} (got {router!r})")
-    check_suffix(out, "--out", (".csv", ".parquet"))
     names = ",".join(csv_list(methods, "--methods")) if methods else ",".join(DEFAULT_PLAN_METHODS)
     deploy, given = fleet_deployment(flags, config, trace, None, 0, trace_flags, names)
     chosen = [MethodConfig(name="autoregressive", k=0)]
@@ -246,8 +245,7 @@ def recommend(
     from simspec.studies.schedule.bands import recommend_bands
     from simspec.studies.schedule.export import speculative_config, speculative_config_json
 
-    check_suffix(out, "--out", (".csv", ".parquet"))
-    check_suffix(json_out, "--json", (".json",))
+    check_outputs((out, "--out", (".csv", ".parquet")), (json_out, "--json", (".json",)))
     grid = tuple(sorted(set(csv_list(concurrencies, "--concurrencies", int))))
     if grid[0] < 1:
         raise InputError("--concurrencies", "must be >= 1")

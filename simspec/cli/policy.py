@@ -10,7 +10,7 @@ import typer
 from simspec.cli.common import err, one_line_errors
 from simspec.cli.flags import overlay, read_config, with_flags, with_preset_ids
 from simspec.cli.method_flags import MethodFlags, preset_dataset
-from simspec.cli.tables import print_frame, write_frame
+from simspec.cli.tables import check_outputs, print_frame, write_frame
 from simspec.errors import InputError
 from simspec.studies.schedule import SCHEDULE_FIELDS
 
@@ -60,6 +60,7 @@ def policy(
     from simspec.engine.workload import read_rate_csv
     from simspec.studies.policy import run_policy
 
+    check_outputs((out, "--out", None))
     data = read_config(config)
     if rate_csv is not None:
         rates = {"arrival": "poisson", "rate_schedule": read_rate_csv(str(rate_csv))}

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from simspec.catalog.models import load_model
+from simspec.catalog.tables import shown
 from simspec.cli import options as opt
 from simspec.cli.common import (
     check_executor,
@@ -64,8 +65,10 @@ def sweep(
         typer.Option(
             "--resume",
             help="skip cells a stopped sweep already finished (kept in OUT.partial, checked "
-            "entry by entry; a damaged one, or one whose profile/config/trace file changed, "
-            "runs again). Without it an existing OUT.partial is refused, never emptied",
+            "entry by entry; a damaged one, one whose profile/config/trace file changed, or "
+            "one another simspec version ran, runs again; an OUT.partial over 64 MiB or a "
+            "symbolic link is refused). Without it an existing OUT.partial is refused, never "
+            "emptied",
         ),
     ] = False,
     out: Annotated[
@@ -93,7 +96,7 @@ def sweep(
     if resume and out is None:
         raise InputError("--resume", "needs --out (the stopped sweep's OUT.partial)")
     if out is not None and out.suffix not in (".csv", ".parquet"):
-        raise InputError("--out", f"write .csv or .parquet (got {str(out)!r})")
+        raise InputError("--out", f"write .csv or .parquet (got {shown(out)})")
     cfg = flags.sweep_config(grid or config, "--grid" if grid else "--config")
     journal = _partial(out) if out is not None else None
     if out is not None and journal is not None:
@@ -155,7 +158,7 @@ def _check_out(out: Path, journal: Path, resume: bool) -> None:
     if not resume and path_in_use(journal):
         raise InputError(
             "--resume",
-            f"{str(journal)!r} holds the finished cells of a stopped sweep: pass --resume to "
+            f"{shown(journal)} holds the finished cells of a stopped sweep: pass --resume to "
             "keep them, or delete it to start over",
         )
 

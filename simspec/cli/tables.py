@@ -9,16 +9,32 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from simspec.catalog.tables import shown
 from simspec.cli.common import writing
 from simspec.errors import InputError, one_line
-from simspec.outputs import write_bytes_atomic, write_text_atomic
+from simspec.outputs import check_writable, write_bytes_atomic, write_text_atomic
 
 
 def check_suffix(out: Path | None, flag: str, suffixes: tuple[str, ...]) -> None:
     """Refuse, before any work, an output name whose suffix is not a format the command
     writes (``--out x.txt`` would get CSV bytes under a name that says otherwise)."""
     if out is not None and out.suffix not in suffixes:
-        raise InputError(flag, f"write {' or '.join(suffixes)} (got {str(out)!r})")
+        raise InputError(flag, f"write {' or '.join(suffixes)} (got {shown(out)})")
+
+
+def check_outputs(*outputs: tuple[Path | None, str, tuple[str, ...] | None]) -> None:
+    """Refuse, before any work, each ``(path, flag, suffixes)`` a command would write that
+    could not be written: a suffix it does not write (``None``: any name), a symbolic link, a
+    directory or special file, a folder that refuses a new file
+    (:func:`~simspec.outputs.check_writable`). All are checked before any is written, so one
+    bad output never leaves the others behind."""
+    for out, flag, suffixes in outputs:
+        if out is None:
+            continue
+        if suffixes is not None:
+            check_suffix(out, flag, suffixes)
+        with writing(out, flag):
+            check_writable(out)
 
 
 def safe_title(title: str) -> str:

@@ -9,8 +9,8 @@ from typing import Annotated
 import pandas as pd
 import typer
 
-from simspec.cli.common import err, one_line_errors, progress_bar, study_runs
-from simspec.cli.tables import print_frame, write_text
+from simspec.cli.common import err, one_line_errors, progress_bar, study_runs, writing
+from simspec.cli.tables import check_outputs, print_frame, write_text
 from simspec.errors import InputError
 
 
@@ -72,10 +72,7 @@ def validate(
     from simspec.studies.validation.run import validate as predict
     from simspec.studies.validation.summary import series_table, unique_mape
 
-    if out.suffix != ".csv":
-        raise InputError("--out", f"must end in .csv, got {str(out)!r}")
-    if report is not None and report.suffix not in (".html", ".htm"):
-        raise InputError("--report", f"must end in .html, got {str(report)!r}")
+    check_outputs((out, "--out", (".csv",)), (report, "--report", (".html", ".htm")))
     assumed = parse_assumptions(assume or [])
     frame = read_cases(cases)
     if assume_gpu is not None:
@@ -93,7 +90,8 @@ def validate(
     # unquoted CSV would read back as a line break
     write_text(out, pred.to_csv(index=False, float_format="%.6g", quoting=csv.QUOTE_NONNUMERIC))
     if report is not None:
-        write_report(pred, table, report)
+        with writing(report, "--report"):
+            write_report(pred, table, report)
     print_frame(shown_table(table), "Validation: predicted vs published, per series", width=140)
     ok = int(table.iloc[-1]["ok"])
     err.print(

@@ -168,8 +168,14 @@ def fit_all(samples: pd.DataFrame, gpu: GpuSpec) -> dict[str, OperatorFit]:
         s = samples[samples["operator"] == operator].reset_index(drop=True)
         if s.empty:
             continue
-        if (s["time_s"] <= 0).any():
-            raise InputError("timings", f"{operator} samples include non-positive times")
+        times = s["time_s"].to_numpy(dtype=float)
+        if not (np.isfinite(times) & (times > 0)).all():
+            raise InputError(
+                "timings", f"{operator} samples include non-positive or infinite times"
+            )
+        work = s[["flops", "bytes"]].to_numpy(dtype=float)
+        if not (np.isfinite(work) & (work >= 0)).all():
+            raise InputError("timings", f"{operator} samples include negative or infinite sizes")
         need = min_samples(operator)
         if len(s) < need:
             raise InputError(

@@ -7,15 +7,24 @@ whole-step rows are a held-out check
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from simspec.catalog.models import BYTES_PER_PARAM
+from simspec.catalog.tables import shown
 from simspec.engine.costmodel import attention_work, gemm_work
 from simspec.errors import InputError
-from simspec.studies.calibration.schema import COLUMNS, Shape, samples_frame
+from simspec.studies.calibration.schema import (
+    COLUMNS,
+    Shape,
+    brief,
+    read_table,
+    samples_frame,
+    table_bytes,
+)
 
 HARNESS_KINDS = {
     "gemm": "gemm",
@@ -54,26 +63,28 @@ HARNESS_COLUMNS = (
 
 
 def is_harness_csv(path: Path) -> bool:
-    with path.open(encoding="utf-8") as f:
-        return f.readline().startswith("kind,")
+    """Whether ``path`` is our harness's CSV (its header starts with ``kind,``)."""
+    return table_bytes(path).startswith(b"kind,")
 
 
 def harness_csv(path: Path) -> pd.DataFrame:
     """Per-operator samples from a ``calibration/time_forward.py`` CSV."""
-    d = pd.read_csv(path)
+    d = read_table(path)
     missing = [c for c in HARNESS_COLUMNS if c not in d.columns]
     if missing:
-        raise InputError("timings", f"{path} lacks columns {', '.join(missing)}")
+        raise InputError("timings", f"{shown(path)} lacks columns {', '.join(missing)}")
     out = []
     for line, r in d[d.kind.isin(HARNESS_KINDS)].iterrows():
         try:
             sample = _harness_sample(r, path)
-        except (ValueError, TypeError, ZeroDivisionError) as exc:
-            raise InputError("timings", f"{path} row {line + 1}: {exc}") from None
+        except (ValueError, TypeError, ZeroDivisionError, OverflowError) as exc:
+            raise InputError("timings", f"{shown(path)} row {line + 1}: {brief(exc)}") from None
         if sample is not None:
             out.append(sample)
     if not out:
-        raise InputError("timings", f"{path} has no per-operator rows (gemm, attention, ...)")
+        raise InputError(
+            "timings", f"{shown(path)} has no per-operator rows (gemm, attention, ...)"
+        )
     return samples_frame({c: [row[c] for row in out] for c in COLUMNS})
 
 
@@ -89,8 +100,8 @@ def _harness_sample(r: pd.Series, path: Path) -> dict[str, object] | None:
     )
     q, kv, i = shape.widths(tp)
     t = float(r.time_ms_median) * 1e-3
-    if not t > 0:
-        raise ValueError(f"time_ms_median must be > 0, got {r.time_ms_median}")
+    if not (math.isfinite(t) and t > 0):
+        raise ValueError(f"time_ms_median must be a finite number > 0, got {r.time_ms_median}")
     kind = HARNESS_KINDS[r.kind]
     if kind == "gemm":
         flops, nbytes = gemm_work(float(r.m), float(r.k), float(r.n))
@@ -103,7 +114,7 @@ def _harness_sample(r: pd.Series, path: Path) -> dict[str, object] | None:
             return None
         flops = 0.0
         nbytes = BYTES_PER_PARAM * float(r.num_tokens) * per_token(shape.hidden, q, kv, i)
-    if not (np.isfinite(flops) and np.isfinite(nbytes) and nbytes > 0):
+    if not (np.isfinite(flops) and np.isfinite(nbytes) and flops >= 0 and nbytes > 0):
         raise ValueError("shape columns give no work (empty or non-positive sizes)")
     return dict(
         operator=kind,

@@ -19,7 +19,7 @@ import pandas as pd
 
 from simspec.catalog.models import BYTES_PER_PARAM
 from simspec.engine.costmodel import attention_work
-from simspec.studies.calibration.schema import COLUMNS, Origin, Shape
+from simspec.studies.calibration.schema import COLUMNS, Origin, Shape, read_table
 
 # Where each table layout comes from (the SOURCE.md files in shared/calibration-data).
 KNOWN_SOURCES = {
@@ -57,7 +57,7 @@ VIDUR_ELEMENTWISE = {
 
 def vidur_compute(path: Path) -> pd.DataFrame:
     """GEMM and elementwise samples from one Vidur ``mlp.csv`` (median of repeated rows)."""
-    d = pd.read_csv(path)
+    d = read_table(path)
     model = path.parent.name
     source = f"vidur:{'/'.join(path.parts[-5:])}"
     out = []
@@ -99,7 +99,7 @@ def vidur_compute(path: Path) -> pd.DataFrame:
 
 def vidur_allreduce(path: Path) -> pd.DataFrame:
     """Single-node NCCL all-reduce samples; ``bytes`` is the ring's bus bytes 2(n-1)/n * size."""
-    d = pd.read_csv(path)
+    d = read_table(path)
     d = d[d.num_workers == d.devices_per_node]
     g = d.groupby(["num_workers", "size"])["time_stats.all_reduce.median"].median().reset_index()
     n = g.num_workers.to_numpy(dtype=float)
@@ -138,8 +138,11 @@ def lss_layers(path: Path, max_points: int = 64) -> pd.DataFrame:
         "down_proj": (i, h),
         "lm_head": (h, shape.vocab // tp),
     }
-    d = pd.read_csv(path)
-    keep = np.unique(np.geomspace(1, d.input.max(), max_points).round().astype(int))
+    d = read_table(path)
+    top = float(d.input.max())
+    if not 1 <= top <= 2**31 - 1:  # token counts are int32; past them the cast to int wraps
+        raise ValueError(f"input must hold token counts in [1, 2**31 - 1] (the largest is {top})")
+    keep = np.unique(np.geomspace(1, top, max_points).round().astype(int))
     d = d[d.input.isin(keep)].groupby(["layer_name", "input"])["latency(ns)"].median()
     origin = Origin(f"llmservingsim-v0:{'/'.join(path.parts[-4:])}", model, tp)
     out = []
@@ -154,10 +157,10 @@ def vllm_profile(folder: Path, shape: Shape = QWEN36) -> pd.DataFrame:
     tp = int(folder.name[2:])
     model = folder.parts[-3]
     origin = Origin(f"llmservingsim-vllm:{'/'.join(folder.parts[-5:])}", model, tp)
-    per_seq = pd.read_csv(folder / "per_sequence.csv")
+    per_seq = read_table(folder / "per_sequence.csv")
     lm = per_seq[per_seq.layer == "lm_head"]
     head = origin.gemm("lm_head", lm.sequences, shape.hidden, shape.vocab // tp, lm.time_us * 1e-6)
-    a = pd.read_csv(folder / "attention.csv")
+    a = read_table(folder / "attention.csv")
     c, kp = a.prefill_chunk.to_numpy(float), a.kv_prefill.to_numpy(float)
     nd, kd = a.n_decode.to_numpy(float), a.kv_decode.to_numpy(float)
     tokens = c + nd

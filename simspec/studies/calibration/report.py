@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from simspec.catalog.hardware import GpuSpec, HardwareProfile
+from simspec.catalog.tables import shown
+from simspec.errors import InputError
 from simspec.outputs import write_text_atomic
 from simspec.studies.calibration.fit import FORMS, predict
+from simspec.studies.calibration.schema import brief, read_table
 
 
 def operator_params(profile: HardwareProfile, operator: str) -> dict[str, float]:
@@ -117,42 +121,51 @@ def write_html(evaluated: pd.DataFrame, profile: HardwareProfile, out: Path) -> 
 def forward_check(profile: HardwareProfile, gpu: GpuSpec, harness_csv: Path) -> pd.DataFrame:
     """Whole-step times of a harness CSV (``forward`` and ``prefill`` rows) against the cost
     model's sum of operators: a held-out check, since no whole step is fitted on. Collectives
-    and host overhead are left out on both sides (the harness times neither)."""
+    and host overhead are left out on both sides (the harness times neither). A row that
+    cannot be read is an InputError naming the file and row."""
+    d = read_table(harness_csv)
+    d = d[d["kind"].isin(["forward", "prefill"])]
+    rows = []
+    for line, r in zip(d.index, d.itertuples(index=False), strict=True):
+        try:
+            rows.append(_whole_step(profile, gpu, r))
+        except (AttributeError, TypeError, ValueError, ArithmeticError) as exc:
+            # a column the forward rows need is missing, or a cell is not a number
+            raise InputError(
+                "timings", f"{shown(harness_csv)} row {line + 1}: {brief(exc)}"
+            ) from None
+    return pd.DataFrame(rows)
+
+
+def _whole_step(profile: HardwareProfile, gpu: GpuSpec, r: Any) -> dict[str, Any]:
+    """One ``forward`` or ``prefill`` row of a harness CSV: measured against the cost model."""
     from simspec.catalog.hardware import load_engine
     from simspec.catalog.models import ModelShape
     from simspec.engine.costmodel import BatchShape, RooflineCostModel
 
-    d = pd.read_csv(harness_csv)
-    d = d[d["kind"].isin(["forward", "prefill"])]
-    rows = []
-    engine = load_engine("vllm")
-    for r in d.itertuples(index=False):
-        model = ModelShape(
-            id=str(r.model),
-            hidden_size=int(r.hidden_size),
-            intermediate_size=int(r.intermediate_size),
-            num_hidden_layers=int(r.num_hidden_layers),
-            num_attention_heads=int(r.num_attention_heads),
-            num_key_value_heads=int(r.num_key_value_heads),
-            head_dim=int(r.head_dim),
-            vocab_size=int(r.vocab_size),
-        )
-        b, q, ctx = int(r.num_seqs), int(r.q_per_seq), int(r.context_len)
-        logits = b if (r.kind == "prefill" or q == 1) else b * q
-        cost = RooflineCostModel(gpu, profile, engine, tp=int(r.tp))
-        step = cost.forward(model, BatchShape.uniform(b, q, float(b * ctx), logits), 0.0)
-        predicted = step.total_s - step.communication_s
-        measured = float(r.time_ms_median) * 1e-3
-        rows.append(
-            {
-                "kind": r.kind,
-                "op": r.op,
-                "num_seqs": b,
-                "q_per_seq": q,
-                "context_len": ctx,
-                "measured_ms": measured * 1e3,
-                "predicted_ms": predicted * 1e3,
-                "rel_error": (predicted - measured) / measured,
-            }
-        )
-    return pd.DataFrame(rows)
+    model = ModelShape(
+        id=str(r.model),
+        hidden_size=int(r.hidden_size),
+        intermediate_size=int(r.intermediate_size),
+        num_hidden_layers=int(r.num_hidden_layers),
+        num_attention_heads=int(r.num_attention_heads),
+        num_key_value_heads=int(r.num_key_value_heads),
+        head_dim=int(r.head_dim),
+        vocab_size=int(r.vocab_size),
+    )
+    b, q, ctx = int(r.num_seqs), int(r.q_per_seq), int(r.context_len)
+    logits = b if (r.kind == "prefill" or q == 1) else b * q
+    cost = RooflineCostModel(gpu, profile, load_engine("vllm"), tp=int(r.tp))
+    step = cost.forward(model, BatchShape.uniform(b, q, float(b * ctx), logits), 0.0)
+    predicted = step.total_s - step.communication_s
+    measured = float(r.time_ms_median) * 1e-3
+    return {
+        "kind": r.kind,
+        "op": r.op,
+        "num_seqs": b,
+        "q_per_seq": q,
+        "context_len": ctx,
+        "measured_ms": measured * 1e3,
+        "predicted_ms": predicted * 1e3,
+        "rel_error": (predicted - measured) / measured,
+    }

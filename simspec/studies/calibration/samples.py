@@ -6,15 +6,23 @@ Known layouts: Vidur operator profiles and LLMServingSim's v0 and vLLM-profiler 
 (:mod:`simspec.studies.calibration.harness`). Every loader returns rows of
 :data:`~simspec.studies.calibration.schema.COLUMNS` (re-exported here: it is what
 :func:`discover` returns).
+
+A directory may hold anything: every file is read through
+:func:`~simspec.studies.calibration.schema.read_table` (regular files of a bounded size only),
+and a table a loader cannot read is one InputError naming the file, not a traceback.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from simspec.catalog.tables import shown
 from simspec.errors import InputError
 from simspec.studies.calibration.harness import harness_csv, is_harness_csv
 from simspec.studies.calibration.published import (
@@ -23,7 +31,7 @@ from simspec.studies.calibration.published import (
     vidur_compute,
     vllm_profile,
 )
-from simspec.studies.calibration.schema import COLUMNS
+from simspec.studies.calibration.schema import COLUMNS, brief
 
 __all__ = ["COLUMNS", "GPU_DIRS", "discover", "is_harness_csv"]
 
@@ -36,42 +44,99 @@ GPU_DIRS = {
 
 
 def discover(paths: list[Path], gpu: str) -> tuple[pd.DataFrame, list[str]]:
-    """All samples for ``gpu`` under ``paths`` (files or directories) and the files used."""
+    """All samples for ``gpu`` under ``paths`` (files or directories) and the files used.
+
+    A path that is not a directory is read as a table, whatever it is (a FIFO or a device is
+    refused by name); a directory's ``*.csv`` files are searched (its links to directories
+    are not followed, so a link loop cannot make the search endless)."""
     frames, used = [], []
     dirs = GPU_DIRS.get(gpu, (gpu,))
     for root in paths:
-        if not root.exists():
-            raise InputError("timings", f"{root} does not exist")
-        files = [root] if root.is_file() else sorted(root.rglob("*.csv"))
+        if not os.path.lexists(root):
+            raise InputError("timings", f"{shown(root)} does not exist")
+        explicit = not root.is_dir()
+        files = [root] if explicit else sorted(root.rglob("*.csv"))
         for f in files:
-            loaded = _load_known(f, dirs, explicit=root.is_file())
+            loaded = _load_known(f, dirs, explicit)
             if loaded is not None and not loaded.empty:
                 frames.append(loaded)
                 used.append(str(f))
     if not frames:
-        raise InputError(
-            "timings", f"no timing tables for GPU {gpu!r} under {', '.join(map(str, paths))}"
-        )
+        under = ", ".join(shown(p) for p in paths[:3]) + (" ..." if len(paths) > 3 else "")
+        raise InputError("timings", f"no timing tables for GPU {gpu!r} under {under}")
     return pd.concat(frames, ignore_index=True), used
 
 
 def _load_known(f: Path, gpu_dirs: tuple[str, ...], explicit: bool) -> pd.DataFrame | None:
+    """``f``'s samples by its layout, None for a file of no known layout under a directory
+    (an explicit file of none is refused)."""
+    layout = _layout(f, gpu_dirs, explicit)
+    if layout is None:
+        return None
+    name, load = layout
+    try:
+        with np.errstate(all="ignore"):  # an overflow becomes inf, refused below by name
+            samples = load(f)
+    except InputError:
+        raise
+    except (KeyError, AttributeError, IndexError, TypeError, ValueError, ArithmeticError) as exc:
+        # a loader reads its layout's columns without asking: a file that only looks like
+        # one (by its name and place) lacks them or holds text where numbers belong
+        raise InputError(
+            "timings", f"{shown(f)} is not a {name} table simspec can read ({_why(exc)})"
+        ) from None
+    return _sound(samples, f)
+
+
+def _sound(samples: pd.DataFrame, f: Path) -> pd.DataFrame:
+    """``samples`` if every one has a finite positive time and finite non-negative work (every
+    sample of the shared tables does); a table of 1e308-token rows is refused by name, not
+    fitted to infinities or reported as NaN."""
+    try:
+        values = samples[["tokens", "flops", "bytes", "time_s"]].to_numpy(dtype=float)
+    except (TypeError, ValueError):
+        raise InputError("timings", f"{shown(f)}: a size or time is not a number") from None
+    bad = ~np.isfinite(values).all(axis=1) | (values[:, 3] <= 0) | (values[:, 1:3] < 0).any(axis=1)
+    if bad.any():
+        raise InputError(
+            "timings",
+            f"{shown(f)}: {int(bad.sum())} row(s) give a time that is not > 0 or a size that is "
+            "negative or not finite",
+        )
+    return samples
+
+
+def _why(exc: Exception) -> str:
+    """What a loader's exception says about the table: a column (or row label) it lacks, or
+    the exception's own words."""
+    if isinstance(exc, KeyError):
+        return f"missing {brief(exc)}"
+    if isinstance(exc, AttributeError) and exc.name:  # a column read as frame.name
+        return f"missing column {exc.name!r}"
+    return brief(exc)
+
+
+Loader = Callable[[Path], pd.DataFrame]
+
+
+def _layout(f: Path, gpu_dirs: tuple[str, ...], explicit: bool) -> tuple[str, Loader] | None:
+    """Which known table ``f`` is (by its header or its place), and its loader."""
     parts = set(f.parts)
     on_gpu = explicit or bool(parts & set(gpu_dirs))
     if f.suffix == ".csv" and is_harness_csv(f):
-        return harness_csv(f)
+        return "harness", harness_csv
     if not on_gpu:
         return None
     if f.name == "mlp.csv" and "compute" in parts:
         # phi-2 is not Llama-style (plain MLP, partial rotary): its byte counts would be wrong
-        return None if "phi-2" in parts else vidur_compute(f)
+        return None if "phi-2" in parts else ("Vidur mlp.csv", vidur_compute)
     if f.name == "all_reduce.csv" and any(re.fullmatch(r".+_dgx", p) for p in f.parts):
-        return vidur_allreduce(f)
+        return "Vidur all_reduce.csv", vidur_allreduce
     if f.name == "layers.csv" and "perf_models" in parts:
-        return lss_layers(f)
+        return "LLMServingSim layers.csv", lss_layers
     if f.name == "attention.csv" and "perf" in parts and "bf16" in parts:
-        if f.parent.parts[-3] == "Qwen3.6-35B-A3B":
-            return vllm_profile(f.parent)
+        if len(f.parts) >= 4 and f.parent.parts[-3] == "Qwen3.6-35B-A3B":
+            return "LLMServingSim vLLM profile", lambda a: vllm_profile(a.parent)
     if explicit:
-        raise InputError("timings", f"{f}: not a timing table simspec knows")
+        raise InputError("timings", f"{shown(f)}: not a timing table simspec knows")
     return None

@@ -5,17 +5,62 @@ Every loader returns rows of :data:`COLUMNS`: which operator family (``gemm``, `
 (:func:`simspec.engine.costmodel.gemm_work` and friends, so fit and simulation agree), and the
 measured seconds. ``group`` names what a held-out split may leave out (a model, a TP degree, a
 worker count).
+
+Every table file is read by :func:`read_table` (or :func:`table_bytes`): a regular file of at
+most :data:`MAX_TABLE_BYTES`, parsed as CSV, each failure one :class:`InputError` naming it.
 """
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from simspec.catalog.tables import read_input, shown
 from simspec.engine.costmodel import gemm_work
+from simspec.errors import InputError, one_line
+
+# The largest timing table under shared/calibration-data is 12.1 MB
+# (moe-serving/aiconfigurator_moe_1node.csv; the largest a loader uses, an LLMServingSim
+# attention.csv, is 3.3 MB). Five times that leaves room for a longer profile; a file past it
+# (a 3 GB sparse CSV, /dev/zero behind a link) is refused before a byte is read.
+MAX_TABLE_BYTES = 64 * 1024 * 1024
+# The widest real table has 58 columns (Vidur's mlp.csv). A header is checked before pandas
+# parses the file: a 64 MB line of commas would otherwise become millions of columns.
+MAX_TABLE_COLUMNS = 1_000
+
+
+def table_bytes(path: Path) -> bytes:
+    """A timing table's bytes: a regular file (not a FIFO or a device, even behind a symbolic
+    link) of at most :data:`MAX_TABLE_BYTES`."""
+    return read_input(path, "timings", MAX_TABLE_BYTES)
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """A timing table's CSV as a frame; a file that is not one is an InputError naming it."""
+    data = table_bytes(path)
+    header = data.split(b"\n", 1)[0]
+    if header.count(b",") >= MAX_TABLE_COLUMNS:
+        raise InputError(
+            "timings",
+            f"{shown(path)} has more than {MAX_TABLE_COLUMNS:,} columns: not a timing table",
+        )
+    try:
+        return pd.read_csv(io.BytesIO(data))
+    except ValueError as exc:  # pandas' ParserError and EmptyDataError, UnicodeDecodeError
+        raise InputError("timings", f"{shown(path)} is not a CSV table ({brief(exc)})") from None
+
+
+def brief(exc: BaseException) -> str:
+    """An exception's text as part of one error line: a cell of a user's table may be
+    megabytes long, and a message quoting it is cut to 200 characters."""
+    text = one_line(str(exc))
+    return text if len(text) <= 200 else text[:197] + "..."
+
 
 COLUMNS = [
     "operator",
