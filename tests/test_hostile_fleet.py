@@ -81,12 +81,19 @@ def one_error_line(text: str) -> str:
 
 
 TRACE_SPANS = {  # each flag within its own bound; the span over the windows is not
-    "arrival-1e9": ([(0.0, 100, 20), (0.5, 200, 30), (1e9, 50, 10)], []),
+    # 29 days at 10 ms windows (an arrival at 1e9 s the trace reader refuses itself: a trace
+    # spans at most 30 days, tests/test_hostile_traces.py)
+    "arrival-29-days": ([(0.0, 100, 20), (0.5, 200, 30), (2.5e6, 50, 10)], ["--window-s", "0.01"]),
     "a-month-of-tiles-at-10ms": (
         [(0.0, 100, 20), (500.0, 200, 30), (999.0, 50, 10)],
         ["--tile", "2592000", "--window-s", "0.01"],
     ),
-    "target-qps-1e-6": ([(float(i), 100, 20) for i in range(30)], ["--target-qps", "1e-6"]),
+    # stretched to 17 days (--target-qps 1e-6 would stretch past the 30 days a trace may span,
+    # which the trace reader refuses itself)
+    "target-qps-2e-5": (
+        [(float(i), 100, 20) for i in range(30)],
+        ["--target-qps", "2e-5", "--window-s", "0.01"],
+    ),
 }
 POISSON_SPAN = ["--qps", "0.001", "--requests", "30", "--window-s", "0.01"]
 
