@@ -98,6 +98,7 @@ TRACE_SPANS = {  # each flag within its own bound; the span over the windows is 
 POISSON_SPAN = ["--qps", "0.001", "--requests", "30", "--window-s", "0.01"]
 
 
+@pytest.mark.slow  # a CLI subprocess under a memory cap: seconds of start-up
 def test_a_span_past_the_timeline_is_refused_before_the_run_in_bounded_memory(tmp_path):
     cases, outs = [], []
     for name, (rows, flags) in TRACE_SPANS.items():

@@ -91,6 +91,7 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 # -- bounded before the rows are read ------------------------------------------------------
 
 
+@pytest.mark.slow  # a CLI subprocess under a memory cap: seconds of start-up
 def test_a_parquet_of_sixty_million_rows_is_refused_by_its_footer(tmp_path):
     """Under 300 KB that would inflate to gigabytes: the footer's row count is read first."""
     path = tmp_path / "rows.parquet"
@@ -101,6 +102,7 @@ def test_a_parquet_of_sixty_million_rows_is_refused_by_its_footer(tmp_path):
     _cli_refuses(*FLEET, "--trace", str(path), match=f"at most {MAX_ARRIVAL_ROWS:,}")
 
 
+@pytest.mark.slow  # a CLI subprocess under a memory cap: seconds of start-up
 def test_an_all_nul_csv_is_refused_by_its_header_in_one_short_line(tmp_path):
     path = tmp_path / "zeros.csv"
     with open(path, "wb") as f:
@@ -108,6 +110,7 @@ def test_an_all_nul_csv_is_refused_by_its_header_in_one_short_line(tmp_path):
     _cli_refuses(*FLEET, "--trace", str(path), match="the header (first line) is longer than")
 
 
+@pytest.mark.slow  # a CLI subprocess under a memory cap: seconds of start-up
 def test_a_million_column_header_is_refused_before_its_rows(tmp_path):
     names = [f"c{i}" for i in range(1_000_000)]
     path = _write(tmp_path, "wide.csv", ",".join(names) + "\n" + ",".join("1" * len(names)))
@@ -180,6 +183,7 @@ def test_an_arrival_time_outside_a_clocks_range_is_refused(tmp_path, value):
     _refused(path, r"row 2 column arrival_s: must be a number of seconds in \[0, 1e\+10\]")
 
 
+@pytest.mark.slow  # a CLI subprocess under a memory cap: seconds of start-up
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_an_arrival_time_that_would_fill_memory_is_refused_in_one_line(tmp_path, fmt):
     """1e15 s, or a uint64 of 2**64 - 1, was a timeline too long for memory."""
