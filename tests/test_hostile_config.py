@@ -13,9 +13,7 @@ import html
 import json
 import os
 import re
-import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,7 +27,7 @@ from simspec.errors import InputError, one_line
 from simspec.ui import uploads
 from simspec.ui.figures import scenario_label
 from simspec.ui.inputs import ExplorerInputs, markdown_text, model_info_markdown
-from tests.conftest import ROOT
+from tests.capped import run_capped
 
 MEMORY_LIMIT = 2 * 1024**3  # bytes of address space for the CLI: imports take ~1 GB
 SECONDS = 15  # the CLI starts in ~3 s on a busy machine; a hang never ends
@@ -86,23 +84,7 @@ def _write(folder: Path, config: dict) -> Path:
 
 def _limited(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """``python ARGS`` in a subprocess of this tree, its address space capped."""
-
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    try:
-        return subprocess.run(
-            [sys.executable, *args],
-            cwd=cwd,
-            env=env,
-            preexec_fn=cap,
-            capture_output=True,
-            text=True,
-            timeout=SECONDS,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"still running after {SECONDS} s: {args}")
+    return run_capped(args, MEMORY_LIMIT, cwd, SECONDS)
 
 
 def _one_error_line(result: subprocess.CompletedProcess, field: str) -> str:

@@ -11,14 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import signal
 import stat
-import subprocess
-import sys
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,7 +25,9 @@ from simspec.config import LengthSpec, Scenario, WorkloadConfig
 from simspec.errors import InputError
 from simspec.studies.runs import Runs, journal
 from simspec.studies.runs.journal import RunCache, read_journal
+from tests.capped import run_capped
 from tests.conftest import ROOT
+from tests.test_fuzz import within
 
 runner = CliRunner()
 FAST = ["--batch-sizes", "1", "--requests", "2", "--turnovers", "1", "--methods", "eagle3"]
@@ -50,22 +46,6 @@ HARNESS_HEAD = (
 GIB = 1 << 30
 
 
-@contextmanager
-def within(seconds: int) -> Iterator[None]:
-    """Fail (not stall the suite) when the block runs past ``seconds``: a FIFO waited on."""
-
-    def stop(*_: object) -> None:
-        raise TimeoutError(f"still running after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-
-
 def one_error(result, *needles: str) -> str:
     """The one ``error:`` line a refused command printed (exit 2), holding every needle."""
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
@@ -80,18 +60,7 @@ def capped(args: list[str], cwd: Path, seconds: int = 60) -> str:
     """The CLI in a subprocess under a 2 GiB address-space limit: it must refuse ``args`` with
     one ``error:`` line on stderr and exit 2 (a MemoryError, a traceback or a hang fails).
     ``seconds`` only stops a hang: the refusals take the interpreter's start-up time."""
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (2 * GIB, 2 * GIB))
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "simspec.cli.main", *args],
-        cwd=cwd,
-        preexec_fn=limit,
-        capture_output=True,
-        text=True,
-        timeout=seconds,
-    )
+    proc = run_capped(["-m", "simspec.cli.main", *args], 2 * GIB, cwd, seconds)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-800:])
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-800:]

@@ -10,10 +10,7 @@ import csv
 import io
 import json
 import os
-import resource
 import string
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +32,7 @@ from simspec.catalog.traces import first_method
 from simspec.config import MAX_TRACE_S
 from simspec.errors import InputError
 from simspec.ui import uploads
-from tests.conftest import ROOT
+from tests.capped import run_capped
 from tests.test_fuzz import FUZZ, TEXT, invoke
 
 pa = pytest.importorskip("pyarrow")
@@ -51,22 +48,10 @@ TIMEOUT = 60
 PLAIN = "arrival_s,prompt_len,output_len\n"
 
 
-def _limited() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-
-
 def _cli_refuses(*args: str, match: str) -> str:
     """``simspec ARGS`` in a subprocess under :data:`MEMORY`: exit 2 and one short line
     ``error: ...`` that contains ``match``. Returns the line."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "simspec.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        preexec_fn=_limited,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    proc = run_capped(["-m", "simspec.cli.main", *args], MEMORY, seconds=TIMEOUT)
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr[-2000:]
