@@ -33,7 +33,7 @@ from simspec.config import MAX_TRACE_S
 from simspec.errors import InputError
 from simspec.ui import uploads
 from tests.capped import run_capped
-from tests.test_fuzz import FUZZ, TEXT, invoke
+from tests.test_fuzz import FUZZ, TEXT, _one_line_or_ok, invoke
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -348,16 +348,6 @@ def test_an_empty_acc_len_key_is_said_to_be_empty(tmp_path):
 # -- fuzzed --------------------------------------------------------------------------------
 
 
-def _one_line_or_ok(args: list[str]) -> None:
-    result = invoke(args)
-    assert "Traceback" not in result.output
-    if result.exit_code == 0:
-        return
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    lines = [ln for ln in result.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
-
-
 KEYS = st.sampled_from(
     ["arrival_s", "prompt_len", "output_len", "TIMESTAMP", "ContextTokens", "GeneratedTokens"]
     + ["dataset", "domain"]
@@ -400,7 +390,7 @@ def test_random_arrival_trace_files(tmp_path_factory, records, fmt, flags):
         path.write_text(_as_csv(records))
     else:
         path.write_text("\n".join(json.dumps(r) for r in records))
-    _one_line_or_ok([*FLEET, "--trace", str(path), *(x for pair in flags for x in pair)])
+    _one_line_or_ok(invoke([*FLEET, "--trace", str(path), *(x for pair in flags for x in pair)]))
 
 
 @pytest.mark.slow
@@ -413,4 +403,4 @@ def test_random_arrival_trace_files(tmp_path_factory, records, fmt, flags):
 def test_malformed_arrival_trace_bytes(tmp_path_factory, data, suffix):
     path = tmp_path_factory.mktemp("arrival-bytes") / f"t.{suffix}"
     path.write_bytes(data)
-    _one_line_or_ok([*FLEET, "--trace", str(path)])
+    _one_line_or_ok(invoke([*FLEET, "--trace", str(path)]))
