@@ -178,6 +178,11 @@ def test_the_model_panel_holds_weights_and_kv_at_the_selected_precision_and_dtyp
     assert tokens[1] > 2 * tokens[0]  # half the bytes per token, and more memory free
 
 
+def test_the_model_panel_says_a_layout_does_not_fit_instead_of_failing():
+    panel = _panel(model="deepseek-v3", tp=1, methods=["mtp"])
+    assert "does not fit" in panel["KV cache"] and "tp=16" in panel["KV cache"]
+
+
 def test_the_model_panel_says_what_simspec_models_says_for_that_layout():
     from simspec.cli.main import app
 

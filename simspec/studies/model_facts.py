@@ -16,6 +16,7 @@ from simspec.engine.kv_cache import (
     plan_memory,
 )
 from simspec.engine.layout import ParallelLayout
+from simspec.errors import ScenarioError
 
 
 def billions(n: float) -> str:
@@ -191,7 +192,7 @@ def layout_facts(
         plan = plan_memory(
             gpu, engine, model, demand, lay.tp, 1, lay.ep, nbytes, kv_bytes, nbytes, lay.dp
         )
-    except ValueError as exc:  # a ScenarioError: does not fit
+    except ScenarioError as exc:  # does not fit: said as the layout's KV cache fact
         facts.append(("KV cache", str(exc)))
         return facts
     tokens = plan.num_blocks * plan.block_size
