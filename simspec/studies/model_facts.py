@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.models import ModelShape, load_model
+from simspec.catalog.precision import kv_cache_bytes, load_precision, normalize_kv_cache_dtype
 from simspec.engine.kv_cache import (
     GIB,
     MAX_GPUS,
@@ -15,6 +16,7 @@ from simspec.engine.kv_cache import (
     plan_memory,
 )
 from simspec.engine.layout import ParallelLayout
+from simspec.errors import ScenarioError
 
 
 def billions(n: float) -> str:
@@ -55,9 +57,13 @@ def model_facts(
     gpu_id: str = "h100_sxm",
     engine_id: str = "vllm",
     layout: ParallelLayout | None = None,
+    weight_precision: str | None = None,
+    kv_cache_dtype: str = "auto",
 ) -> list[tuple[str, str]]:
     """(label, value) pairs describing model ``ref`` and what it needs of ``gpu_id`` GPUs;
-    with ``layout`` (its style is the engine's), what each GPU holds in that layout."""
+    with ``layout`` (its style is the engine's), what each GPU holds in that layout, its
+    weights at ``weight_precision`` (None: the checkpoint's) and its KV cache in
+    ``kv_cache_dtype``."""
     model = load_model(ref)
     gpu, engine = load_gpu(gpu_id), load_engine(engine_id)
     facts = [("model", model.id), ("architecture", model.model_type)]
@@ -81,7 +87,7 @@ def model_facts(
     facts.append(("KV cache per token", _kv(model)))
     facts.append(("GPUs needed", _gpus(model, gpu, engine)))
     if layout is not None:
-        facts += layout_facts(model, gpu, engine, layout)
+        facts += layout_facts(model, gpu, engine, layout, weight_precision, kv_cache_dtype)
     if model.source:
         facts.append(("source", model.source))
     return facts
@@ -142,20 +148,38 @@ def _gpus(model: ModelShape, gpu, engine) -> str:
     )
 
 
-def layout_facts(model: ModelShape, gpu, engine, layout: ParallelLayout) -> list[tuple[str, str]]:
-    """What one GPU holds in ``layout`` (weights by part in the checkpoint's precision, KV per
-    token in bf16) and the tokens the replica's KV cache then holds, at the engine's default
-    limits (no draft)."""
+def layout_facts(
+    model: ModelShape,
+    gpu,
+    engine,
+    layout: ParallelLayout,
+    weight_precision: str | None = None,
+    kv_cache_dtype: str = "auto",
+) -> list[tuple[str, str]]:
+    """What one GPU holds in ``layout`` (weights by part at ``weight_precision``, the checkpoint's
+    when None, as a deployment's precision sets every linear layer and expert; KV per token
+    in ``kv_cache_dtype``) and the tokens the replica's KV cache then holds, at the engine's
+    default limits (no draft)."""
     lay = ParallelLayout(layout.tp, layout.ep, layout.dp, engine.dp_attention)
     name = f"tp={lay.tp}" + (f", ep={lay.ep}" if lay.ep > 1 else "")
     if lay.dp > 1:
         name += f", dp={lay.dp} (attention over {lay.attn_tp} GPU(s) per rank, {engine.id})"
-    parts = lay.weight_parts(model)
+    nbytes = None if weight_precision is None else load_precision(weight_precision).weight_bytes
+    kv_dtype = normalize_kv_cache_dtype(kv_cache_dtype)
+    kv_bytes = kv_cache_bytes(kv_dtype)
+    parts = lay.weight_parts(model, nbytes, nbytes)
     shown = ", ".join(f"{k} {v / GIB:.2f}" for k, v in parts.items() if v)
-    facts = [(f"per GPU at {name}", f"weights {sum(parts.values()) / GIB:.1f} GiB ({shown})")]
-    kv = model.kv_bytes_per_token_per_gpu(lay.attn_tp)
+    held_in = f" in {weight_precision}" if weight_precision else ""
+    facts = [
+        (
+            f"per GPU at {name}",
+            f"weights {sum(parts.values()) / GIB:.1f} GiB{held_in} ({shown})",
+        )
+    ]
+    kv = model.kv_bytes_per_token_per_gpu(lay.attn_tp, dtype_bytes=kv_bytes)
     held = "each rank caches its own requests" if lay.dp > 1 else "every GPU caches every request"
-    facts.append(("KV per token per GPU", f"{kv / 1024:.1f} KiB in bf16 ({held})"))
+    kv_name = "bf16" if kv_dtype == "auto" else kv_dtype  # auto: the activations' bf16
+    facts.append(("KV per token per GPU", f"{kv / 1024:.1f} KiB in {kv_name} ({held})"))
     scale = lay.dp if engine.dp_attention == "vllm" else 1  # vLLM's limits are per DP rank
     demand = MemoryDemand(
         0.0,
@@ -165,8 +189,10 @@ def layout_facts(model: ModelShape, gpu, engine, layout: ParallelLayout) -> list
         int(engine["max_num_seqs"]) * scale,
     )
     try:
-        plan = plan_memory(gpu, engine, model, demand, lay.tp, 1, lay.ep, dp=lay.dp)
-    except ValueError as exc:  # a ScenarioError: does not fit
+        plan = plan_memory(
+            gpu, engine, model, demand, lay.tp, 1, lay.ep, nbytes, kv_bytes, nbytes, lay.dp
+        )
+    except ScenarioError as exc:  # does not fit: said as the layout's KV cache fact
         facts.append(("KV cache", str(exc)))
         return facts
     tokens = plan.num_blocks * plan.block_size

@@ -1,6 +1,6 @@
 """The explorer's downloads, each saying what it is: the scenario's columns first (model, GPU,
-TP, engine, dataset, acceptance, sampling, workload), each method's settings beside its name,
-then the result.
+TP, engine, dataset, EP, DP, precision, KV-cache dtype, acceptance, sampling, workload), each
+method's settings beside its name, then the result.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from simspec.studies.capacity import Slo
-from simspec.ui.inputs import ExplorerInputs, method_for
+from simspec.ui.inputs import ExplorerInputs, method_for, serving_columns
 
 
 def scenario_columns(inp: ExplorerInputs) -> dict[str, object]:
@@ -19,6 +19,7 @@ def scenario_columns(inp: ExplorerInputs) -> dict[str, object]:
         "tp": inp.tp,
         "engine": inp.engine,
         "dataset": inp.dataset,
+        **serving_columns(inp),
         "acceptance": inp.acceptance,
     }
     if inp.acceptance == "alpha":

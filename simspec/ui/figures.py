@@ -19,11 +19,20 @@ def load_label(inp: ExplorerInputs) -> str:
 
 
 def scenario_label(inp: ExplorerInputs) -> str:
-    """Model, GPU, TP and engine, as every title ends (an upload by its model's name). Plotly
-    titles read a subset of HTML (``<a href>`` among it), so the name's ``<``, ``>`` and ``&``
-    are written as entities: a config's name is shown, never followed."""
+    """Model, GPU, TP (and EP, DP), engine, and a precision or KV-cache dtype the page sets,
+    as every title ends (an upload by its model's name). Plotly titles read a subset of HTML
+    (``<a href>`` among it), so the name's ``<``, ``>`` and ``&`` are written as entities: a
+    config's name is shown, never followed."""
     model = html.escape(inp.model_name or inp.model, quote=False)
-    return f"{model} · {inp.gpu} · TP {inp.tp} · {inp.engine}"
+    label = f"{model} · {inp.gpu} · TP {inp.tp}"
+    label += f" EP {inp.ep}" if inp.ep > 1 else ""
+    label += f" DP {inp.dp}" if inp.dp > 1 else ""
+    label += f" · {inp.engine}"
+    if inp.precision is not None:
+        label += f" · {inp.precision} weights"
+    if inp.kv_cache_dtype != "auto":
+        label += f" · {inp.kv_cache_dtype} KV"
+    return label
 
 
 # One colour per method, the same in every chart and tab (the registry's order, so adding a

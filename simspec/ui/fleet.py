@@ -32,7 +32,7 @@ from simspec.studies import fleet as study
 from simspec.studies.fleet_report import timeline_figure
 from simspec.studies.runs.job import check_runnable
 from simspec.ui.figures import scenario_label
-from simspec.ui.inputs import ExplorerInputs, deployment_for, method_for
+from simspec.ui.inputs import ExplorerInputs, deployment_for, method_for, serving_columns
 
 # the page caps a fleet well below config.MAX_REPLICAS: it replays the whole fleet in its own
 # process while the user waits, and the replay's time grows with the replicas
@@ -208,6 +208,7 @@ def fleet_columns(page: ExplorerInputs, f: FleetInputs) -> dict[str, object]:
         "slo_ttft_ms": f.slo_ttft_ms,
         "slo_tpot_ms": f.slo_tpot_ms,
         "seed": page.seed,
+        **serving_columns(page),
     }
 
 

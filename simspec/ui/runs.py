@@ -19,6 +19,7 @@ from simspec.studies import capacity
 from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
 from simspec.studies.runs import Runs
 from simspec.studies.runs.executors import KeptPool
+from simspec.studies.runs.keys import scenario_key
 from simspec.studies.runs.memo import Memo
 from simspec.studies.schedule import bands, grid
 from simspec.ui.inputs import ExplorerInputs, deployment_for, method_for, scenario_for
@@ -72,7 +73,8 @@ def forget_runs() -> None:
 def run(inp: ExplorerInputs, runs: Runs = RUNS) -> dict[str, pd.DataFrame]:
     """Simulate autoregressive and every chosen method at every load on ``runs`` (default: the
     page's pool, except runs this process has already done, and in this process when few runs
-    are left); each run is seeded, so the numbers do not depend on where it ran.
+    are left); each run is seeded, so the numbers do not depend on where it ran. The progress
+    of ``runs`` is told how many runs are new, then each as it finishes, by its :func:`stage`.
 
     Returns ``summary`` (one row per method and load, with speedup), ``breakdown`` (mean ms per
     iteration in drafting, verifying and host overhead) and ``acceptance`` (each request's mean
@@ -82,8 +84,14 @@ def run(inp: ExplorerInputs, runs: Runs = RUNS) -> dict[str, pd.DataFrame]:
     cells = [(load, name) for load in inp.loads for name in names]
     # the slowest cells (lowest load: the most iterations per request) start first
     order = sorted(range(len(cells)), key=lambda i: cells[i][0])
-    scenarios = [scenario_for(inp, cells[i][0], methods[cells[i][1]]) for i in order]
-    results = dict(zip(order, runs.all(scenarios, measure=_measure), strict=True))
+    texts = [scenario_for(inp, cells[i][0], methods[cells[i][1]]).model_dump_json() for i in order]
+    keys = [scenario_key(t) for t in texts]
+    stages = {key: stage(inp, *cells[i]) for key, i in zip(keys, order, strict=True)}
+    fresh = {k for k in keys if runs.memo is None or not runs.memo.get(k, _measure)[0]}
+    if fresh:
+        runs.at(0, len(fresh))
+    outcomes = runs.all(texts, measure=_measure, on_result=lambda key, _: runs.step(stages[key]))
+    results = dict(zip(order, outcomes, strict=True))
     rows, parts, accept = [], [], []
     for i, (load, name) in enumerate(cells):
         metrics, breakdown, taus = results[i]
@@ -96,6 +104,17 @@ def run(inp: ExplorerInputs, runs: Runs = RUNS) -> dict[str, pd.DataFrame]:
         "breakdown": pd.DataFrame(parts),
         "acceptance": pd.DataFrame(accept, columns=["method", "load", "tau"]),
     }
+
+
+def stage(inp: ExplorerInputs, load: float, name: str) -> str:
+    """What one run of the what-if is, as its progress names it: plain decoding is the
+    baseline, each chosen method "method i of n", at its batch size (or arrival rate)."""
+    spec = [m for m in inp.methods if m != "autoregressive"]
+    what = (
+        "baseline" if name == "autoregressive" else f"method {spec.index(name) + 1} of {len(spec)}"
+    )
+    at = f"batch size {load:g}" if inp.arrival == "closed" else f"{load:g} requests/s"
+    return f"{what} ({name}) at {at}"
 
 
 def _with_speedups(summary: pd.DataFrame) -> pd.DataFrame:
@@ -152,13 +171,16 @@ class Schedule:
     recommended: bands.Recommended
 
 
-def schedule(inp: ExplorerInputs, name: str) -> Schedule:
+def schedule(inp: ExplorerInputs, name: str, runs: Runs = RUNS) -> Schedule:
     """Every setting of ``name``'s knob at the CLI's concurrencies, the crossovers and the
-    bands (:func:`~simspec.studies.schedule.bands.recommend_bands`, as ``simspec recommend``)."""
+    bands (:func:`~simspec.studies.schedule.bands.recommend_bands`, as ``simspec recommend``),
+    on ``runs`` (default: the page's pool; seeded runs, the same numbers as in process), whose
+    progress is told each grid concurrency, then each crossover probe and edge."""
     base = method_for(inp, name)
     knob, values = grid.recommend_grid(base)
     max_seqs = int(load_engine(inp.engine)["max_num_seqs"])
+    runs.at(0, len(grid.DEFAULT_CONCURRENCIES))
     rec = bands.recommend_bands(
-        deployment_for(inp), base, values, grid.DEFAULT_CONCURRENCIES, max_seqs, knob
+        deployment_for(inp), base, values, grid.DEFAULT_CONCURRENCIES, max_seqs, knob, runs=runs
     )
     return Schedule(base, knob, rec)

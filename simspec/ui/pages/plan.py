@@ -3,9 +3,13 @@
 
 Two buttons, two results: each is kept in the session, keyed by everything it was computed
 from, so pressing one button does not wipe the other's table, and a changed input hides a
-result that no longer describes the page."""
+result that no longer describes the page. Each answer is also kept across reruns and sessions
+by its inputs (:func:`~simspec.ui.pages.progress.keep_answer`): asking again costs nothing."""
 
 from __future__ import annotations
+
+import json
+from dataclasses import replace
 
 import streamlit as st
 
@@ -15,6 +19,7 @@ from simspec.studies.schedule import export
 from simspec.ui import runs
 from simspec.ui.downloads import plan_csv, schedule_csv
 from simspec.ui.inputs import ExplorerInputs
+from simspec.ui.pages.progress import keep_answer, stages
 
 
 def plan_and_schedule(inputs: ExplorerInputs, slo: Slo) -> None:
@@ -32,7 +37,11 @@ def capacity_plan(inputs: ExplorerInputs, slo: Slo) -> None:
     key = ("plan", inputs.model_dump_json(), qps, price, slo)
     if st.button("Compute plan (bisection on the arrival rate, ~20 s per method)"):
         with st.spinner("planning…"):
-            st.session_state["plan"] = (key, runs.plan(inputs, qps, slo, price))
+            text = json.dumps(
+                [inputs.model_dump(mode="json"), qps, price, slo.ttft_ms, slo.tpot_ms]
+            )
+            frame = keep_answer("plan", text, lambda: runs.plan(inputs, qps, slo, price))
+            st.session_state["plan"] = (key, frame)
     kept = st.session_state.get("plan")
     if kept is None or kept[0] != key:
         return
@@ -48,8 +57,14 @@ def speculation_schedule(inputs: ExplorerInputs) -> None:
     method = st.selectbox("Method", inputs.methods)
     key = ("schedule", inputs.model_dump_json(), method)
     if st.button("Recommend K per concurrency"):
-        with st.spinner("simulating every K at every concurrency, then the crossovers…"):
-            st.session_state["schedule"] = (key, runs.schedule(inputs, method))
+
+        def compute() -> runs.Schedule:
+            title = "Simulating every K at every concurrency, then the crossovers"
+            with stages(title) as progress:
+                return runs.schedule(inputs, method, replace(runs.RUNS, progress=progress))
+
+        text = json.dumps([inputs.model_dump(mode="json"), method])
+        st.session_state["schedule"] = (key, keep_answer("schedule", text, compute))
     kept = st.session_state.get("schedule")
     if kept is None or kept[0] != key:
         return

@@ -1,7 +1,9 @@
-"""The what-if's results: its run (cached per inputs for the session's reruns), the chart tabs
-and the table with its download."""
+"""The what-if's results: its run (shown by stage as it goes, kept per inputs for every rerun),
+the chart tabs and the table with its download."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
@@ -10,18 +12,20 @@ from simspec.studies.capacity import Slo
 from simspec.ui import figures, runs
 from simspec.ui.downloads import results_csv
 from simspec.ui.inputs import ExplorerInputs
+from simspec.ui.pages.progress import keep_answer, stages
 
 TABS = ["Speedup", "Throughput vs TPOT", "Latency", "Time per step", "Acceptance", "Table"]
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def simulate_cached(inputs_json: str) -> dict:
-    return runs.run(ExplorerInputs.model_validate_json(inputs_json))
-
-
 def simulate(inputs: ExplorerInputs) -> dict[str, pd.DataFrame]:
-    with st.spinner("simulating…"):
-        return simulate_cached(inputs.model_dump_json())
+    """The what-if, kept by its inputs; while it runs, a box names each run as it finishes
+    (baseline, method i of n, at which batch size) with a bar of runs done."""
+
+    def compute() -> dict[str, pd.DataFrame]:
+        with stages("Simulating plain decoding and each method at each load") as progress:
+            return runs.run(inputs, replace(runs.RUNS, progress=progress))
+
+    return keep_answer("what-if", inputs.model_dump_json(), compute)
 
 
 def show(tabs: list, res: dict[str, pd.DataFrame], inputs: ExplorerInputs, slo: Slo) -> None:

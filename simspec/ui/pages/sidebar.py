@@ -11,18 +11,38 @@ from streamlit.delta_generator import DeltaGenerator
 
 from simspec.catalog.hardware import engine_ids, gpu_ids
 from simspec.catalog.models import model_ids
+from simspec.catalog.precision import KV_CACHE_DTYPES
+from simspec.config import Deployment
 from simspec.studies.capacity import Slo
 from simspec.ui import uploads
 from simspec.ui.inputs import (
     ExplorerInputs,
     domains,
+    dp_choices,
+    ep_choices,
+    kv_cache_label,
     markdown_text,
     offered_methods,
     parse_loads,
+    precision_caveat,
+    precision_choices,
+    precision_label,
+    tp_choices,
 )
 
 DEFAULT = ExplorerInputs()  # the CLI's defaults
-TP_CHOICES = [1, 2, 4, 8]
+
+
+def field_help(field: str, flag: str) -> str:
+    """A deployment widget's help: the field's description, as ``flag``'s --help has it."""
+    return f"{Deployment.model_fields[field].description} (the CLI's {flag})"
+
+
+# each deployment widget's help is its flag's (the Deployment field's description)
+EP_HELP = field_help("ep", "--ep")
+DP_HELP = field_help("dp", "--dp")
+PRECISION_HELP = field_help("precision", "--precision")
+KV_HELP = field_help("kv_cache_dtype", "--kv-cache-dtype")
 
 
 def problem(message: str) -> NoReturn:
@@ -59,9 +79,45 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
             f"{shape.num_hidden_layers} layers"
         )
     gpu = sb.selectbox("GPU", gpu_ids(), index=gpu_ids().index(DEFAULT.gpu))
-    tp = sb.selectbox("Tensor parallel", TP_CHOICES, index=TP_CHOICES.index(DEFAULT.tp))
+    tps = tp_choices()
+    tp = sb.selectbox(
+        "Tensor parallel",
+        tps,
+        index=tps.index(DEFAULT.tp),
+        help="GPUs per replica; past 8 a replica spans nodes (TP 16: two 8-GPU nodes)",
+    )
     engine = sb.selectbox("Engine profile", engine_ids(), index=engine_ids().index(DEFAULT.engine))
-    return {"model": model, "model_name": model_name, "gpu": gpu, "tp": tp, "engine": engine}
+    eps, dps = ep_choices(model, tp), dp_choices(engine, tp)
+    ep = sb.selectbox("Expert parallel", eps, help=EP_HELP) if len(eps) > 1 else DEFAULT.ep
+    dp = sb.selectbox("Data-parallel attention", dps, help=DP_HELP) if len(dps) > 1 else DEFAULT.dp
+    precisions = precision_choices(gpu)
+    precision = sb.selectbox(
+        "Weight precision",
+        precisions,
+        index=precisions.index(DEFAULT.precision),
+        format_func=lambda p: precision_label(model, p),
+        help=PRECISION_HELP,
+    )
+    if note := precision_caveat(precision, gpu):
+        sb.caption(note)
+    kv_cache_dtype = sb.selectbox(
+        "KV-cache dtype",
+        KV_CACHE_DTYPES,
+        index=KV_CACHE_DTYPES.index(DEFAULT.kv_cache_dtype),
+        format_func=kv_cache_label,
+        help=KV_HELP,
+    )
+    return {
+        "model": model,
+        "model_name": model_name,
+        "gpu": gpu,
+        "tp": tp,
+        "ep": ep,
+        "dp": dp,
+        "engine": engine,
+        "precision": precision,
+        "kv_cache_dtype": kv_cache_dtype,
+    }
 
 
 def _speculation(sb: DeltaGenerator, model: str) -> dict[str, Any]:
