@@ -351,7 +351,7 @@ def test_the_page_and_the_cli_map_deployment_fields_alike():
         k: getattr(deploy, k) for k in ("model", "gpu", "tp", "engine")
     }
     assert (deploy.temperature, deploy.top_p, deploy.seed) == (0.7, 0.9, 3)
-    assert (deploy.precision, deploy.kv_cache_dtype) == (None, "auto")  # not on the page
+    assert (deploy.precision, deploy.kv_cache_dtype) == (None, "auto")  # the page's defaults
 
 
 def test_the_plan_starts_from_the_clis_methods():
