@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from simspec.engine import intervals as ci
 
 # --- validation: errors in percent everywhere a person reads them -----------------------------
 
@@ -48,3 +54,48 @@ def test_the_validation_report_shows_mape_in_percent_as_the_cli_prints_it(tmp_pa
     cells = re.findall(r"<td>([^<]*)</td>", all_row.group(1))
     assert cells[3:6] == ["4.0", "5.0", "1.0"]  # MAPE, max |err| and bias, in percent
     assert "MAPE 4.0% (4.0% counting each measurement once)" in text
+
+
+# --- intervals inside the range of what they bound --------------------------------------------
+
+# latencies in seconds, spread as a mixed load spreads them: many near zero, a few long
+LATENCIES = arrays(
+    float,
+    st.integers(2 * ci.SECTIONS, 300),
+    elements=st.one_of(st.floats(0.0, 1e-3), st.floats(0.0, 60.0)),
+)
+
+
+def test_a_tpot_median_whose_sections_disagree_keeps_a_lower_end_at_or_above_zero():
+    # four tenths of the requests (in a row) decode in 30 ms steps, the rest in 1 ms: the
+    # median is 1 ms and the sections' medians spread so far that a symmetric interval
+    # around it reaches below zero (-9.7 ms)
+    tpot = np.array([0.030] * 40 + [0.001] * 60)
+    lo, hi = ci.percentile_interval(tpot, 50)
+    assert lo == 0.0 and hi == pytest.approx(0.0117, rel=1e-2)
+    assert ci.mean_interval(np.array([0.0] * 9 + [50.0])) == (0.0, pytest.approx(16.31, rel=1e-3))
+
+
+@settings(max_examples=80, deadline=None)
+@given(LATENCIES, st.sampled_from([50, 99]))
+def test_a_percentile_interval_of_latencies_never_leaves_zero_to_infinity(values, q):
+    lo, hi = ci.percentile_interval(values, q)
+    assert 0.0 <= lo <= hi
+    assert lo <= float(np.percentile(values, q)) <= hi
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    arrays(float, ci.SECTIONS, elements=st.floats(0.0, 1e4)),
+    arrays(float, ci.SECTIONS, elements=st.floats(1e-3, 1e4)),
+)
+def test_rates_and_speedups_have_intervals_at_or_above_zero(tokens, seconds):
+    for lo, hi in (ci.mean_interval(tokens), ci.ratio_of_sums_interval(tokens, seconds)):
+        assert 0.0 <= lo <= hi
+
+
+@settings(max_examples=80, deadline=None)
+@given(arrays(bool, st.integers(1, 400)))
+def test_a_share_has_an_interval_inside_zero_to_one_around_it(hits):
+    lo, hi = ci.proportion_interval(hits)
+    assert 0.0 <= lo <= float(hits.mean()) <= hi <= 1.0
