@@ -13,7 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from simspec.config import FleetConfig, MethodConfig, Scenario
 from simspec.engine import intervals as ci
+from simspec.engine.fleet import FleetRun, WindowedLog, simulate_fleet
+from simspec.engine.metrics import IterationRecord
+from simspec.studies.fleet import FleetSlo, summarize_fleet, summary_table, timeline, utilisation
 
 # --- validation: errors in percent everywhere a person reads them -----------------------------
 
@@ -99,3 +103,75 @@ def test_rates_and_speedups_have_intervals_at_or_above_zero(tokens, seconds):
 def test_a_share_has_an_interval_inside_zero_to_one_around_it(hits):
     lo, hi = ci.proportion_interval(hits)
     assert 0.0 <= lo <= float(hits.mean()) <= hi <= 1.0
+
+
+# --- a fleet's headroom beside its busy share, every share in [0, 1] ---------------------------
+
+
+@st.composite
+def iterations(draw) -> list[IterationRecord]:
+    """A replica's iterations back to back (gaps of idle time between some), a few lasting
+    longer than a window, each with its batch and KV blocks in use."""
+    out, t = [], draw(st.floats(0.0, 1.0))
+    for _ in range(draw(st.integers(1, 25))):
+        t += draw(st.sampled_from([0.0, 0.0, draw(st.floats(0.0, 0.3))]))  # idle, now and then
+        dur = draw(st.floats(1e-4, 0.4))
+        seqs = draw(st.integers(1, MAX_SEQS))
+        kv = draw(st.integers(0, KV_BLOCKS))
+        out.append(IterationRecord(t, dur, seqs, 0, seqs, seqs, 0, 0, 0.0, dur, 0.0, kv, seqs, 0))
+        t += dur
+    return out
+
+
+MAX_SEQS, KV_BLOCKS = 8, 100
+
+
+@settings(max_examples=50, deadline=None)
+@given(iterations(), st.sampled_from([0.01, 0.05, 0.1, 1.0]))
+def test_no_window_of_a_replica_is_busy_longer_than_itself(its, window_s):
+    log = WindowedLog(window_s, max_windows=10**6)
+    for it in its:
+        log.record(it)
+    frame = log.frame(0)
+    busy = frame["busy_s"].to_numpy()
+    assert (busy <= window_s * (1 + 1e-9)).all()
+    assert busy.sum() == pytest.approx(sum(it.duration_s for it in its))
+    assert (frame["kv_block_s"] <= KV_BLOCKS * busy * (1 + 1e-9)).all()
+    assert (frame["running_batch"] <= MAX_SEQS * (1 + 1e-9)).all()
+    assert frame["iterations"].sum() == len(its)
+
+
+def _small_fleet(window_s: float) -> FleetRun:
+    """Two replicas of plain decoding behind least_outstanding on 40 short Poisson requests,
+    prompts long enough that a prefill outlasts a 10 ms window."""
+    wl = {
+        "arrival": "poisson",
+        "rate": 40.0,
+        "requests": 40,
+        "measure": "whole",
+        "lengths_from": None,
+        "prompt": {"mean": 4096},
+        "output": {"mean": 24},
+    }
+    sc = Scenario(workload=wl, method=MethodConfig(name="autoregressive", k=0))
+    return simulate_fleet(FleetConfig.uniform(sc, 2, "least_outstanding"), window_s=window_s)
+
+
+def test_a_fleet_reports_kv_and_batch_occupancy_beside_its_busy_share_all_within_0_and_1():
+    run = _small_fleet(0.01)
+    series = timeline(run)
+    shares = ["utilisation", "kv_occupancy", "batch_occupancy"]
+    assert series[shares].notna().all().all()
+    assert ((series[shares] >= 0) & (series[shares] <= 1)).all().all()
+    assert series["utilisation"].max() == pytest.approx(1.0)  # full windows do occur
+    row = summarize_fleet(run, FleetSlo(2000, 50))
+    per = utilisation(run)
+    for name in ("kv_occupancy", "batch_occupancy"):
+        assert 0 < row[f"{name}_mean"] <= row[f"{name}_max"] <= 1
+        assert row[f"{name}_max"] == pytest.approx(per[name].max())
+        assert f"{name}_mean" in set(summary_table(row)["measure"])
+    # the headroom the busy share hides: a busy replica, a small share of its batch slots
+    assert (per["batch_occupancy"] < per["utilisation"]).all()
+    for key in [k for k in row if k.endswith("_ci_low")]:
+        assert row[key] >= 0, key
+    assert 0 <= row["slo_attainment_ci_low"] <= row["slo_attainment_ci_high"] <= 1
