@@ -12,11 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from typer.testing import CliRunner
 
+from simspec.cli.main import app
 from simspec.config import FleetConfig, MethodConfig, Scenario
 from simspec.engine import intervals as ci
 from simspec.engine.fleet import FleetRun, WindowedLog, simulate_fleet
 from simspec.engine.metrics import IterationRecord
+from simspec.studies import capacity
+from simspec.studies.capacity import PLAN_COLUMNS, RATE_TOLERANCE, within_noise
 from simspec.studies.fleet import FleetSlo, summarize_fleet, summary_table, timeline, utilisation
 
 # --- validation: errors in percent everywhere a person reads them -----------------------------
@@ -175,3 +179,52 @@ def test_a_fleet_reports_kv_and_batch_occupancy_beside_its_busy_share_all_within
     for key in [k for k in row if k.endswith("_ci_low")]:
         assert row[key] >= 0, key
     assert 0 <= row["slo_attainment_ci_low"] <= row["slo_attainment_ci_high"] <= 1
+
+
+# --- plan: the answer first, at 80 columns ------------------------------------------------------
+
+
+def _plan_frame() -> pd.DataFrame:
+    """A plan of three methods: EAGLE-3 and n-gram 3 % apart (inside the 5 % the rate search
+    resolves), plain decoding well below; one GPU each replica."""
+    rows = [
+        ["autoregressive", 0, 8.0, 900.0, 850.0, 950.0, 31.0, 30.0, 32.0, 2100.0, "tpot"],
+        ["eagle3", 3, 12.4, 1200.0, 1100.0, 1300.0, 24.0, 23.0, 25.0, 3100.0, "unstable"],
+        ["ngram", 3, 12.0, 1100.0, 1000.0, 1200.0, 26.0, 25.0, 27.0, 3000.0, "ttft"],
+    ]
+    rows[0] += [5, 5, 0.434, True]
+    rows[1] += [4, 4, 0.281, True]
+    rows[2] += [4, 4, 0.291, True]
+    return pd.DataFrame(rows, columns=PLAN_COLUMNS)
+
+
+def test_rates_inside_the_search_tolerance_are_within_noise_of_each_other():
+    assert RATE_TOLERANCE == 0.05
+    assert within_noise([8.0, 12.4, 12.0]) == [[], [2], [1]]
+    assert within_noise([10.0, 10.5, 11.0]) == [[1], [0, 2], [1]]  # not transitive
+    assert within_noise([0.0, 0.0]) == [[], []]  # neither met the SLOs: no tie to speak of
+
+
+def test_plan_at_80_columns_prints_a_whole_answer_table_before_the_detail(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    frame = _plan_frame()
+    monkeypatch.setattr(capacity, "plan", lambda *a, **k: frame.copy())
+    args = ["plan", "--qps", "40", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50"]
+    res = CliRunner().invoke(app, [*args, "--methods", "eagle3,ngram"])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    answer, detail = out.split("Detail: capacity for", 1)
+    assert "Answer: capacity for 40 req/s" in answer and "(continued)" not in answer
+    assert max(len(line) for line in answer.splitlines()) <= 80 and "…" not in answer
+    rows = {
+        r[0]: r
+        for r in re.findall(
+            r"│ (\S+(?: K=\d)?) +│ (.+?) +│ (.+?) +│ (.+?) +│ (.+?) +│ (.*?) *│", answer
+        )
+    }
+    assert rows["autoregressive"][1:] == ("5 = 5x1", "0.434", "8", "TPOT p99", "")
+    assert rows["eagle3 K=3"][1:] == ("4 = 4x1", "0.281", "12.4", "queue grows", "yes")
+    assert rows["ngram K=3"][1:] == ("4 = 4x1", "0.291", "12", "TTFT p99", "yes")
+    assert "within noise: eagle3 K=3 and ngram K=3" in res.stderr and "5%" in res.stderr
+    for col in PLAN_COLUMNS:  # the detail follows, whole
+        assert f" {col} " in detail, col
