@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from typer.testing import CliRunner
 
+from simspec.catalog.models import model_ids
 from simspec.cli.main import app
 from simspec.config import FleetConfig, MethodConfig, Scenario
 from simspec.engine import intervals as ci
@@ -228,3 +229,30 @@ def test_plan_at_80_columns_prints_a_whole_answer_table_before_the_detail(monkey
     assert "within noise: eagle3 K=3 and ngram K=3" in res.stderr and "5%" in res.stderr
     for col in PLAN_COLUMNS:  # the detail follows, whole
         assert f" {col} " in detail, col
+
+
+# --- the model list at 80 columns -----------------------------------------------------------------
+
+
+def test_models_at_80_columns_keeps_each_model_whole_on_one_line_and_names_what_it_left_out(
+    monkeypatch,
+):
+    monkeypatch.setenv("COLUMNS", "80")
+    res = CliRunner().invoke(app, ["models"])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out
+    for m in model_ids():
+        assert len(re.findall(rf"^│ {re.escape(m)} +│.*│ (\d+|>64) +│$", out, re.M)) == 1, m
+    assert "│ 671.0B " in out and "│ 69 KiB " in out  # numbers one compares models by stay
+    assert "left out at 80 columns: layout, weights" in res.stderr and "--wide" in res.stderr
+
+
+def test_models_wide_shows_every_column_with_each_model_on_one_line(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    res = CliRunner().invoke(app, ["models", "--wide"])
+    assert res.exit_code == 0, res.output
+    assert "left out" not in res.stderr and "…" not in res.stdout
+    rows = [line for line in res.stdout.splitlines() if line.startswith("│ deepseek-v3 ")]
+    assert len(rows) == 1 and "MoE 256 experts top 8 on 58 of 61 layers, MLA" in rows[0]
+    assert " fp8 " in rows[0]
