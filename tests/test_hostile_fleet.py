@@ -4,6 +4,7 @@ one line and exit 2 before the work, in bounded memory; an interval stays a shar
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -133,10 +134,11 @@ def test_the_window_the_error_asks_for_fits(last_s, replicas):
 
 def test_a_queue_draining_past_the_timeline_is_refused_as_it_happens():
     log = WindowedLog(window_s=1.0, max_windows=5)
-    log.record(_iteration(start_s=0.5, duration_s=1.0))
+    log.record(_iteration(start_s=0.5, duration_s=1.0))  # its time split over windows 0, 1
+    before = dataclasses.asdict(log)
     with pytest.raises(InputError, match="--window-s: the run still computes at 5.5 s"):
         log.record(_iteration(start_s=4.0, duration_s=1.5))  # starts inside, ends past
-    assert len(log.busy_s) == 1  # nothing logged past the bound
+    assert dataclasses.asdict(log) == before and len(log.busy_s) == 2  # nothing logged
 
 
 def _iteration(start_s: float, duration_s: float) -> IterationRecord:

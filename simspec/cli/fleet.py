@@ -131,7 +131,8 @@ def fleet(
     Every request of the trace (window, rescaled, tiled) arrives at its time, the router puts
     it on a replica, and each replica runs the engine as `simspec sweep` does. Reported:
     TTFT/TPOT/E2E percentiles with 95 % intervals, SLO attainment (requests within both SLOs),
-    goodput, per-replica utilisation, and timelines.
+    goodput, per-replica utilisation (busy share) with KV and batch occupancy (the headroom
+    beside it), and timelines.
     """
     from simspec.studies import fleet as study
 
@@ -208,5 +209,8 @@ def _show(row: dict[str, Any], util: Any, cfg: FleetConfig, slo: Any) -> None:
         print_frame(util.round(3), "Per replica")
     err.print(
         "Every request of the run counts (measure: whole, from an empty fleet to the last "
-        "departure); intervals: 95 %, sectioning over arrival order."
+        "departure); intervals: 95 %, sectioning over arrival order (percentiles clipped at "
+        "0; attainment: Wilson's). utilisation: share of the run a replica computed; "
+        "kv_occupancy, batch_occupancy: mean share of its KV blocks and of its max_num_seqs "
+        "batch slots in use, its headroom."
     )

@@ -13,7 +13,8 @@ from rich.table import Table
 from simspec.catalog.hardware import gpu_ids, load_engine, load_gpu
 from simspec.catalog.models import load_model, model_ids
 from simspec.cli import options as opt
-from simspec.cli.common import one_line_errors
+from simspec.cli.common import err, one_line_errors
+from simspec.cli.tables import table_width
 from simspec.config import Deployment
 from simspec.engine.kv_cache import min_gpus
 from simspec.engine.layout import ParallelLayout
@@ -34,10 +35,20 @@ def models(
     tp: opt.Tp = None,
     ep: opt.Ep = None,
     dp: opt.Dp = None,
+    wide: Annotated[
+        bool,
+        typer.Option(
+            "--wide",
+            "--all",
+            help="every column of the list, each model on one line however long (by "
+            "default the columns that fit the terminal, the others named below it)",
+        ),
+    ] = False,
 ) -> None:
     """Model presets: parameters, layout, precision and the GPUs each needs.
 
-    Without NAME, one row per packaged preset; with NAME, every fact about that model with its
+    Without NAME, one row per packaged preset, on one line: the columns that fit the
+    terminal (--wide: all of them), those left out named below; with NAME, every fact about that model with its
     source. Active parameters count the embedding table and LM head whole, as most model
     cards do; GPUs needed is the fewest (tensor-parallel) GPUs whose memory holds the weights,
     activations and the KV cache of one 4,096-token sequence. With --tp (and --ep, --dp), what
@@ -50,29 +61,65 @@ def models(
         d = Deployment(**fields)  # checked as a deployment's fields: an error names the field
         asked = ParallelLayout(d.tp, d.ep, d.dp)
     if name is None:
-        _print_all(gpu, engine)
+        _print_all(gpu, engine, wide)
         return
     console = Console()
     for label, value in model_facts(name, gpu, engine, asked):
         console.print(f"[bold]{label}[/]: {escape(one_line(value))}", highlight=False)
 
 
-def _print_all(gpu: str, engine: str) -> None:
+COLUMNS = ("model", "parameters", "active", "layout", "MTP", "weights", "KV/token", "GPUs")
+# the columns a narrow terminal leaves out, first left out first: the long descriptions
+# (`simspec models NAME` gives them in full) before the numbers one compares models by
+LEFT_OUT_FIRST = ("layout", "weights", "MTP", "active", "parameters", "KV/token")
+
+
+def _print_all(gpu: str, engine: str, wide: bool = False) -> None:
+    """One row per preset, each on one line: the columns that fit the terminal (all with
+    ``wide``, folding where they must), and a line naming those left out."""
     g, e = load_gpu(gpu), load_engine(engine)
-    table = Table(title=f"Model presets (simspec models NAME: one model in full); GPUs of {gpu}")
-    for col in ("model", "parameters", "active", "layout", "MTP", "weights", "KV/token", "GPUs"):
-        table.add_column(col, no_wrap=col == "model")
+    rows = []
     for m in model_ids():
         shape = load_model(m)
         need = min_gpus(g, e, shape)
-        table.add_row(
-            m,
-            billions(shape.num_params),
-            billions(shape.active_params) if shape.is_moe else "=",
-            layout(shape),
-            str(shape.num_nextn_predict_layers or ""),
-            precision(shape),
-            f"{shape.kv_bytes_per_token_per_gpu(1) / 1024:.0f} KiB",
-            str(need) if need else ">64",
+        rows.append(
+            [
+                m,
+                billions(shape.num_params),
+                billions(shape.active_params) if shape.is_moe else "=",
+                layout(shape),
+                str(shape.num_nextn_predict_layers or ""),
+                precision(shape),
+                f"{shape.kv_bytes_per_token_per_gpu(1) / 1024:.0f} KiB",
+                str(need) if need else ">64",
+            ]
         )
-    Console().print(table)
+    console = Console()
+    widths = {c: max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(COLUMNS)}
+    shown = list(COLUMNS) if wide else _fitting(widths, console.width)
+    if wide:  # every row on one line, however long: for a pager (less -S) or a file
+        console = Console(width=max(console.width, table_width(list(widths.values()))))
+    title = f"Model presets (simspec models NAME: one model in full); GPUs of {gpu}"
+    table = Table(title=escape(title))
+    for col in shown:
+        table.add_column(col, no_wrap=True)
+    for row in rows:
+        table.add_row(*(row[COLUMNS.index(col)] for col in shown))
+    console.print(table)
+    left = [col for col in COLUMNS if col not in shown]
+    if left:
+        err.print(
+            f"left out at {console.width} columns: {', '.join(left)} (--wide shows every "
+            "column; simspec models NAME, one model in full)"
+        )
+
+
+def _fitting(widths: dict[str, int], limit: int) -> list[str]:
+    """The columns, in order, that fit ``limit`` characters side by side, leaving out those of
+    :data:`LEFT_OUT_FIRST` in turn until they do (the model and its GPUs always stay)."""
+    shown = list(COLUMNS)
+    for col in LEFT_OUT_FIRST:
+        if table_width([widths[c] for c in shown]) <= limit:
+            break
+        shown.remove(col)
+    return shown

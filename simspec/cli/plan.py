@@ -7,12 +7,22 @@ import math
 from pathlib import Path
 from typing import Annotated
 
+import pandas as pd
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, err, one_line_errors, progress_bar, study_runs
 from simspec.cli.flags import DeploymentFlags, with_flags
-from simspec.cli.tables import check_outputs, print_frame, write_frame, write_text
+from simspec.cli.tables import (
+    check_outputs,
+    number,
+    print_frame,
+    safe_title,
+    write_frame,
+    write_text,
+)
 from simspec.config import MAX_DURATION_S, MAX_QPS, Deployment, MethodConfig
 from simspec.errors import InputError
 from simspec.studies import capacity
@@ -129,12 +139,50 @@ def plan(
     frame.insert(list(frame.columns).index("k") + 1, "acceptance", _acceptance(chosen))
     if out is not None:
         write_frame(frame, out)
-    print_frame(
-        frame.round(3),
-        f"Capacity for {qps} req/s, p{slo.percentile} TTFT <= "
-        f"{slo_ttft_ms} ms and TPOT <= {slo_tpot_ms} ms ({deploy.model} on {deploy.gpu} "
-        f"x{deploy.tp}, ${gpu_hour_price}/GPU-hour)",
+    what = (
+        f"{qps:g} req/s, p{slo.percentile} TTFT <= {slo_ttft_ms:g} ms and TPOT <= "
+        f"{slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} x{deploy.tp}, "
+        f"${gpu_hour_price:g}/GPU-hour)"
     )
+    print_answer(frame, deploy.tp, slo.percentile, f"Answer: capacity for {what}")
+    print_frame(frame.round(3), f"Detail: capacity for {what}")
+
+
+# what stopped the rate from going higher (capacity.Slo.missed), as the answer says it
+LIMITS = {"ttft": "TTFT p{p}", "tpot": "TPOT p{p}", "unstable": "queue grows"}
+
+
+def print_answer(frame: pd.DataFrame, tp: int, percentile: int, title: str) -> None:
+    """plan's answer in a table that fits 80 columns, before the detail: per method its GPUs
+    (replicas x GPUs each), cost per million output tokens, highest rate one replica serves
+    within the SLOs, what limits it, and whether that rate is within the search's noise of
+    another method's (:func:`~simspec.studies.capacity.within_noise`), each tie named
+    below the table."""
+    pairs = zip(frame.method, frame.k, strict=True)
+    names = [m if m == "autoregressive" else f"{m} K={k}" for m, k in pairs]
+    rates = [float(r) for r in frame.max_qps_per_replica]
+    ties = capacity.within_noise(rates)
+    table = Table(title=safe_title(title))
+    headers = ("method", "GPUs\n(replicas x tp)", "$/M\ntokens", "max QPS\n/replica", "limited\nby")
+    for header in (*headers, "within\nnoise"):
+        table.add_column(header, no_wrap=True)
+    for i, row in enumerate(frame.itertuples(index=False)):
+        ok = bool(row.meets_slo)
+        table.add_row(
+            names[i],
+            f"{int(row.gpus)} = {int(row.replicas)}x{tp}" if ok else "-",
+            number(float(row.cost_per_million_tokens)) if ok else "-",
+            number(rates[i]),
+            LIMITS.get(row.limited_by, str(row.limited_by)).format(p=percentile),
+            "yes" if ties[i] else "",
+        )
+    Console().print(table)
+    for i, j in sorted({(min(i, j), max(i, j)) for i, js in enumerate(ties) for j in js}):
+        err.print(
+            f"within noise: {names[i]} and {names[j]} (max QPS {number(rates[i])} and "
+            f"{number(rates[j])}) differ by less than the rate search's tolerance "
+            f"({capacity.RATE_TOLERANCE:.0%}): this run does not rank them"
+        )
 
 
 def _plan_trace(

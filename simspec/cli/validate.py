@@ -70,7 +70,7 @@ def validate(
     from simspec.studies.validation.cases import read_cases
     from simspec.studies.validation.report import write_report
     from simspec.studies.validation.run import validate as predict
-    from simspec.studies.validation.summary import series_table, unique_mape
+    from simspec.studies.validation.summary import mape_line, series_table
 
     check_outputs((out, "--out", (".csv",)), (report, "--report", (".html", ".htm")))
     assumed = parse_assumptions(assume or [])
@@ -93,25 +93,11 @@ def validate(
         with writing(report, "--report"):
             write_report(pred, table, report)
     print_frame(shown_table(table), "Validation: predicted vs published, per series", width=140)
-    ok = int(table.iloc[-1]["ok"])
-    err.print(
-        f"{ok} of {len(pred)} rows predicted; MAPE {table.iloc[-1]['mape']:.1%} "
-        f"({unique_mape(pred):.1%} counting each measurement once); wrote {out}"
-        + (f" and {report}" if report else "")
-    )
+    err.print(f"{mape_line(pred, table)}; wrote {out}" + (f" and {report}" if report else ""))
 
 
 def shown_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The per-series table as printed: errors in percent (as the summary line and the README
-    state them), ρ as a correlation."""
-    shown = table.copy()
-    for col in ("mape", "max_abs_error", "bias"):
-        shown[col] = 100 * shown[col].astype(float)
-    return shown.rename(
-        columns={
-            "mape": "MAPE %",
-            "max_abs_error": "max |err| %",
-            "bias": "bias %",
-            "trend_rho": "trend rho",
-        }
-    )
+    """The per-series table as printed: errors in percent, as the HTML report shows them."""
+    from simspec.studies.validation.summary import percent_table
+
+    return percent_table(table)

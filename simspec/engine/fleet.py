@@ -67,8 +67,10 @@ def max_windows(replicas: int) -> int:
 @dataclass
 class WindowedLog:
     """A replica's iterations folded into fixed windows as they happen (an hour of a busy
-    replica is ~10^5 iterations; a day's log would not fit in memory). An iteration is
-    counted in the window it starts in. The replica's
+    replica is ~10^5 iterations; a day's log would not fit in memory). An iteration's time
+    (busy, running batch, draft length and KV blocks, each times seconds) is split over the
+    windows it spans, so no window holds more than its own seconds of work; its count and the
+    tokens it emits go to the window it starts in. The replica's
     :class:`~simspec.engine.metrics.IterationSink`."""
 
     window_s: float
@@ -78,27 +80,40 @@ class WindowedLog:
     output_tokens: list[int] = field(default_factory=list)
     batch_s: list[float] = field(default_factory=list)  # running sequences x seconds
     draft_s: list[float] = field(default_factory=list)  # draft tokens per sequence x seconds
+    kv_block_s: list[float] = field(default_factory=list)  # KV blocks in use x seconds
     kv_peak: list[int] = field(default_factory=list)
 
     def record(self, row: IterationRecord) -> None:
-        w = int(row.start_s // self.window_s)
-        dur = row.duration_s
-        if (row.start_s + dur) // self.window_s >= self.max_windows:
-            self._refuse(row.start_s + dur)
-        if w >= len(self.busy_s):
-            grow = w + 1 - len(self.busy_s)
-            for column in (self.busy_s, self.batch_s, self.draft_s):
-                column.extend([0.0] * grow)
-            for counts in (self.iterations, self.output_tokens, self.kv_peak):
-                counts.extend([0] * grow)
-        self.busy_s[w] += dur
-        self.iterations[w] += 1
-        self.output_tokens[w] += row.output_tokens
-        self.batch_s[w] += (row.decode_seqs + row.prefill_seqs) * dur
-        if row.spec_seqs:  # a speculative step: query tokens per sequence less the input one
-            self.draft_s[w] += (row.decode_tokens / row.decode_seqs - 1.0) * dur
-        if row.kv_blocks_used > self.kv_peak[w]:
-            self.kv_peak[w] = row.kv_blocks_used
+        start, end = row.start_s, row.start_s + row.duration_s
+        if end // self.window_s >= self.max_windows:
+            self._refuse(end)
+        first = int(start // self.window_s)
+        last = max(first, math.ceil(end / self.window_s) - 1)  # holds the last instant
+        self._grow(last + 1)
+        self.iterations[first] += 1
+        self.output_tokens[first] += row.output_tokens
+        seqs = row.decode_seqs + row.prefill_seqs
+        # a speculative step: query tokens per sequence less the input one
+        draft = row.decode_tokens / row.decode_seqs - 1.0 if row.spec_seqs else 0.0
+        for w in range(first, last + 1):
+            part = min(end, (w + 1) * self.window_s) - max(start, w * self.window_s)
+            if part > 0:
+                self.busy_s[w] += part
+                self.batch_s[w] += seqs * part
+                self.draft_s[w] += draft * part
+                self.kv_block_s[w] += row.kv_blocks_used * part
+            if row.kv_blocks_used > self.kv_peak[w]:
+                self.kv_peak[w] = row.kv_blocks_used
+
+    def _grow(self, n: int) -> None:
+        """Windows up to ``n``, the new ones empty."""
+        grow = n - len(self.busy_s)
+        if grow <= 0:
+            return
+        for column in (self.busy_s, self.batch_s, self.draft_s, self.kv_block_s):
+            column.extend([0.0] * grow)
+        for counts in (self.iterations, self.output_tokens, self.kv_peak):
+            counts.extend([0] * grow)
 
     def _refuse(self, end_s: float) -> None:
         """An iteration ends past the windows the timeline holds: the queue drains long after
@@ -115,7 +130,8 @@ class WindowedLog:
     def frame(self, replica: int) -> pd.DataFrame:
         """One row per window: ``busy_s``, ``iterations``, ``output_tokens``, the
         time-weighted running batch and active draft length (tokens drafted per sequence: K
-        for a chain, 0 while speculation is off) over the busy time, and the peak KV blocks."""
+        for a chain, 0 while speculation is off) over the busy time, the KV blocks in use
+        times seconds (``kv_block_s``) and the peak KV blocks."""
         busy = np.array(self.busy_s)
         with np.errstate(invalid="ignore", divide="ignore"):
             batch = np.where(busy > 0, np.array(self.batch_s) / busy, 0.0)
@@ -130,6 +146,7 @@ class WindowedLog:
                 "output_tokens": np.array(self.output_tokens, dtype=np.int64),
                 "running_batch": batch,
                 "active_k": k,
+                "kv_block_s": np.array(self.kv_block_s),
                 "kv_blocks_peak": np.array(self.kv_peak, dtype=np.int64),
             }
         )
@@ -137,7 +154,9 @@ class WindowedLog:
 
 @dataclass(frozen=True)
 class ReplicaStats:
-    """One replica's run: its memory plan, KV peak and end state, and seconds it computed."""
+    """One replica's run: its memory plan, KV peak and end state, seconds it computed, and
+    the time integrals of its KV blocks in use and of its running batch (over ``max_seqs``,
+    the sequences it may run at once), from which its occupancies follow."""
 
     index: int
     memory: MemoryPlan
@@ -145,6 +164,9 @@ class ReplicaStats:
     kv_blocks_in_use_end: int
     busy_s: float
     iterations: int
+    max_seqs: int
+    kv_block_s: float
+    batch_s: float
 
 
 @dataclass
@@ -287,10 +309,11 @@ def simulate_fleet(
     built: dict[int, Replica] = {}
     logs: dict[int, WindowedLog] = {}
     memory: dict[int, MemoryPlan] = {}
+    max_seqs: dict[int, int] = {}
     for i in chosen:
         sc = cfg.replicas[i]
         setup = setup_replica(sc)
-        memory[i] = setup.memory
+        memory[i], max_seqs[i] = setup.memory, setup.max_seqs
         accept = acceptance_sampler(sc, setup.speculator, len(table), fleet_streams(cfg.seed)[1])
         logs[i] = WindowedLog(window_s, max_windows(n_rep))
         built[i] = Replica(env, setup, table, accept, logs[i])
@@ -315,6 +338,9 @@ def simulate_fleet(
             built[i].pool.used,
             float(sum(logs[i].busy_s)),
             int(sum(logs[i].iterations)),
+            max_seqs[i],
+            float(sum(logs[i].kv_block_s)),
+            float(sum(logs[i].batch_s)),
         )
         for i in chosen
     ]

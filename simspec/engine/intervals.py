@@ -16,6 +16,15 @@ split into ``SECTIONS`` consecutive sections whose statistics are close to indep
   correlates them positively, so this interval is wider than the truth, never narrower.
 
 Ten sections (t = 2.262) is the usual choice for batch means (Law §9.5.3 suggests 10 to 30).
+
+Every interval stays inside the range its quantity can take. A share's is Wilson's, inside
+[0, 1] by construction. Latencies, rates and speedups are never negative, but a symmetric
+interval around a small, spread value can reach below 0 (a TPOT p50 whose sections disagree):
+a percentile, mean or ratio of values none of which is negative has its lower end clipped at 0
+(:func:`clipped`). Clipping to the quantity's range never removes its true value from the
+interval, so the coverage stays 95 %; an interval built in another space (a log scale) would
+move every interval reported, not just the ones that leave the range, and one built from order
+statistics ignores the correlation between neighbouring requests that sectioning measures.
 """
 
 from __future__ import annotations
@@ -40,25 +49,35 @@ def sections(n: int, b: int = SECTIONS) -> list[slice]:
     return [slice(int(a), int(z)) for a, z in zip(edges[:-1], edges[1:], strict=True) if z > a]
 
 
+def clipped(low: float, high: float, *data: np.ndarray) -> tuple[float, float]:
+    """``(low, high)`` with ``low`` raised to 0 when no value of ``data`` is negative: a
+    percentile, mean or ratio of such values is never negative, whatever its spread."""
+    if all(len(d) and float(np.min(d)) >= 0 for d in data) and low < 0:
+        low = 0.0
+    return low, high
+
+
 def mean_interval(values: np.ndarray) -> tuple[float, float]:
-    """Batch-means interval for the mean of ``values`` (one per section)."""
+    """Batch-means interval for the mean of ``values`` (one per section), clipped at 0 when
+    none is negative."""
     values = values[np.isfinite(values)]
     if len(values) < 2:
         return NAN, NAN
     half = _t(len(values)) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
     mid = float(np.mean(values))
-    return mid - half, mid + half
+    return clipped(mid - half, mid + half, values)
 
 
 def percentile_interval(values: np.ndarray, q: float) -> tuple[float, float]:
-    """Sectioning interval for the ``q``-th percentile of ``values`` (in arrival order)."""
+    """Sectioning interval for the ``q``-th percentile of ``values`` (in arrival order),
+    clipped at 0 when none is negative (a latency)."""
     values = np.asarray(values, dtype=float)
     if len(values) < 2 * SECTIONS:
         return NAN, NAN
     parts = np.array([np.percentile(values[s], q) for s in sections(len(values))])
     half = _t(len(parts)) * float(np.std(parts, ddof=1)) / math.sqrt(len(parts))
     mid = float(np.percentile(values, q))
-    return mid - half, mid + half
+    return clipped(mid - half, mid + half, values)
 
 
 def proportion_interval(hits: np.ndarray) -> tuple[float, float]:
@@ -83,21 +102,24 @@ def proportion_interval(hits: np.ndarray) -> tuple[float, float]:
     z2 = Z95**2 / n_eff
     mid = (p + z2 / 2) / (1 + z2)
     half = Z95 / (1 + z2) * math.sqrt(p * (1 - p) / n_eff + z2 / (4 * n_eff))
-    return max(mid - half, 0.0), min(mid + half, 1.0)
+    # Wilson's interval holds the share (its upper end is exactly 1 at a share of 1); in
+    # floating point it may miss it by an ulp
+    return min(max(mid - half, 0.0), p), max(min(mid + half, 1.0), p)
 
 
 def ratio_of_sums_interval(num: np.ndarray, den: np.ndarray) -> tuple[float, float]:
     """Interval of ``sum(num) / sum(den)`` from per-section sums (the ratio estimator's delta
     method: the spread of ``num_j - r * den_j`` over the sections). With the two from two runs
     over the same requests (a speedup from two runs' latencies) the sections are paired, so
-    what the runs share cancels."""
+    what the runs share cancels. Clipped at 0 when neither has a negative value (tokens,
+    latencies)."""
     num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
     if len(num) != len(den) or len(num) < 2 or not den.sum() > 0:
         return NAN, NAN
     r = num.sum() / den.sum()
     resid = num - r * den
     half = _t(len(num)) * float(np.std(resid, ddof=1)) / (math.sqrt(len(num)) * den.mean())
-    return r - half, r + half
+    return clipped(r - half, r + half, num, den)
 
 
 def ratio_interval(
@@ -109,7 +131,7 @@ def ratio_interval(
     if not all(math.isfinite(v) for v in [r, *rel]):
         return NAN, NAN
     half = T95 * abs(r) * math.sqrt(rel[0] ** 2 + rel[1] ** 2)
-    return r - half, r + half
+    return clipped(r - half, r + half, np.array([num, den]))
 
 
 def rising(levels: np.ndarray, min_rise: float) -> bool:

@@ -100,6 +100,24 @@ MIN_PROBE_REQUESTS = 1000
 RATE_TOLERANCE = 0.05
 
 
+def within_noise(rates: list[float]) -> list[list[int]]:
+    """For each rate, the indices of the others it is not told apart from. Bisection leaves
+    the sustainable rate somewhere in ``[rate, rate / (1 - RATE_TOLERANCE)]``, so two rates
+    whose brackets overlap (the larger at most ``RATE_TOLERANCE`` above the smaller, as a
+    share of the larger) rank two methods by less than the search resolves; a rate of 0 (no
+    rate met the SLOs) ties with nothing."""
+    out: list[list[int]] = []
+    for i, a in enumerate(rates):
+        out.append(
+            [
+                j
+                for j, b in enumerate(rates)
+                if j != i and a > 0 and b > 0 and abs(a - b) <= RATE_TOLERANCE * max(a, b)
+            ]
+        )
+    return out
+
+
 def _probe(
     deploy: Deployment,
     method: MethodConfig,

@@ -213,8 +213,9 @@ def summarize_fleet(
     :func:`~simspec.engine.intervals.proportion_interval`), goodput (requests meeting both SLOs
     per second of the run, as vLLM's benchmark_serving.py reports it; DistServe's per-GPU
     goodput, the highest rate at an attainment goal, is what ``plan --trace`` searches),
-    throughput, and each replica's utilisation (share of the run it spent computing). A
-    warm-up that leaves no request to measure is an InputError naming --warmup-s."""
+    throughput, each replica's utilisation (share of the run it spent computing) and, as its
+    headroom, its KV and batch occupancy (:func:`occupancy`). A warm-up that leaves no request
+    to measure is an InputError naming --warmup-s."""
     t = per_request(run, slo) if table is None else table
     t = t[t["arrival_s"] >= warmup_s]
     if not len(t):
@@ -241,24 +242,51 @@ def summarize_fleet(
     row["slo_attainment"] = float(met.mean())
     row["slo_attainment_ci_low"], row["slo_attainment_ci_high"] = ci.proportion_interval(met)
     row["goodput_req_s"] = float(met.sum()) / span if span > 0 else math.nan
-    util = [s.busy_s / makespan if makespan > 0 else math.nan for s in run.replicas]
+    util = [_share(s.busy_s, makespan) for s in run.replicas]
     row["utilisation_mean"] = float(np.mean(util))
     row["utilisation_min"] = float(np.min(util))
     row["utilisation_max"] = float(np.max(util))
+    kv, batch = occupancy(run)
+    row["kv_occupancy_mean"], row["kv_occupancy_max"] = float(np.mean(kv)), float(np.max(kv))
+    row["batch_occupancy_mean"] = float(np.mean(batch))
+    row["batch_occupancy_max"] = float(np.max(batch))
     row["preemptions"] = int(run.requests["preemptions"].sum())
     return row
 
 
+def occupancy(run: FleetRun) -> tuple[list[float], list[float]]:
+    """Per replica, over the run (from 0 to the last departure, idle time counting as empty):
+    the mean share of its KV blocks in use, and its mean running batch over the sequences it
+    may run at once (max_num_seqs). Each is in [0, 1], and is the headroom the busy share
+    hides: a replica that computes all the time (utilisation 1) at a tenth of its batch
+    and KV cache could serve more."""
+    makespan = float(run.requests["finish_s"].max()) if len(run.requests) else math.nan
+    if not makespan > 0:
+        return [math.nan] * len(run.replicas), [math.nan] * len(run.replicas)
+    kv = [_share(s.kv_block_s, s.memory.num_blocks * makespan) for s in run.replicas]
+    batch = [_share(s.batch_s, s.max_seqs * makespan) for s in run.replicas]
+    return kv, batch
+
+
+def _share(part: float, whole: float) -> float:
+    """``part / whole``, at most 1: a share summed in floating point may pass it by an ulp."""
+    return min(part / whole, 1.0) if whole > 0 else math.nan
+
+
 def utilisation(run: FleetRun) -> pd.DataFrame:
-    """Per replica: requests served, busy seconds and their share of the run, KV peak."""
+    """Per replica: requests served, busy seconds and their share of the run, its KV and
+    batch occupancy (:func:`occupancy`), KV peak."""
     makespan = float(run.requests["finish_s"].max()) if len(run.requests) else math.nan
     served = run.requests["replica"].value_counts()
+    kv, batch = occupancy(run)
     return pd.DataFrame(
         {
             "replica": [s.index for s in run.replicas],
             "requests": [int(served.get(s.index, 0)) for s in run.replicas],
             "busy_s": [s.busy_s for s in run.replicas],
             "utilisation": [s.busy_s / makespan for s in run.replicas],
+            "kv_occupancy": kv,
+            "batch_occupancy": batch,
             "iterations": [s.iterations for s in run.replicas],
             "kv_blocks_peak": [s.kv_blocks_peak for s in run.replicas],
             "kv_blocks_total": [s.memory.num_blocks for s in run.replicas],
@@ -281,6 +309,10 @@ SUMMARY_MEASURES = (
     "utilisation_mean",
     "utilisation_min",
     "utilisation_max",
+    "kv_occupancy_mean",
+    "kv_occupancy_max",
+    "batch_occupancy_mean",
+    "batch_occupancy_max",
     "preemptions",
     "makespan_s",
 )
@@ -307,6 +339,8 @@ TIMELINE_COLUMNS = [
     "active_k",
     "tokens_s",
     "utilisation",
+    "kv_occupancy",
+    "batch_occupancy",
 ]
 
 
@@ -314,8 +348,10 @@ def timeline(run: FleetRun) -> pd.DataFrame:
     """Time series per window of ``run.window_s`` seconds, per replica and for the fleet
     (``replica`` = -1): arrivals, requests waiting for their first token at the window's end
     (queue depth), the running batch (averaged over the window; the fleet's: summed), the
-    active draft length (averaged over busy time), output tokens per second, and the busy
-    share (an iteration counts in the window it starts in, so a share may pass 1 slightly)."""
+    active draft length (averaged over busy time), output tokens per second, the busy share,
+    and the mean shares of the KV blocks and of the batch slots (max_num_seqs) in use (the
+    fleet's: the mean over its replicas). An iteration's time is split over the windows it
+    spans (:class:`~simspec.engine.fleet.WindowedLog`), so every share is in [0, 1]."""
     w = run.window_s
     q = run.requests
     last = float(q["finish_s"].max()) if q["finish_s"].notna().any() else 0.0
@@ -343,7 +379,15 @@ def timeline(run: FleetRun) -> pd.DataFrame:
                     / w,
                     "active_k": win["active_k"].to_numpy(dtype=float),
                     "tokens_s": win["output_tokens"].to_numpy(dtype=float) / w,
-                    "utilisation": win["busy_s"].to_numpy(dtype=float) / w,
+                    "utilisation": _shares(win["busy_s"].to_numpy(dtype=float), w),
+                    "kv_occupancy": _shares(
+                        win["kv_block_s"].to_numpy(dtype=float), s.memory.num_blocks * w
+                    ),
+                    "batch_occupancy": _shares(
+                        win["running_batch"].to_numpy(dtype=float)
+                        * win["busy_s"].to_numpy(dtype=float),
+                        s.max_seqs * w,
+                    ),
                 }
             )
         )
@@ -355,6 +399,12 @@ def timeline(run: FleetRun) -> pd.DataFrame:
     fleet["replica"] = -1
     busy_fleet = fleet["_b"].where(fleet["_b"] > 0, 1.0)
     fleet["active_k"] = np.where(fleet["_b"] > 0, fleet["_kb"] / busy_fleet, 0.0)
-    fleet["utilisation"] = fleet["utilisation"] / len(run.replicas)
+    for share in ("utilisation", "kv_occupancy", "batch_occupancy"):
+        fleet[share] = fleet[share] / len(run.replicas)
     out = pd.concat([fleet, per], ignore_index=True)[TIMELINE_COLUMNS]
     return out
+
+
+def _shares(part: np.ndarray, whole: float) -> np.ndarray:
+    """Each ``part / whole``, at most 1 (:func:`_share`)."""
+    return np.minimum(part / whole, 1.0)

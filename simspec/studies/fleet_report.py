@@ -15,12 +15,14 @@ PANELS = (
     ("active_k", "active draft length"),
     ("tokens_s", "output tokens/s"),
     ("utilisation", "busy share"),
+    ("kv_occupancy", "share of KV blocks in use"),
+    ("batch_occupancy", "share of batch slots (max_num_seqs) in use"),
 )
 
 
 def timeline_figure(series: pd.DataFrame) -> Any:
     """The fleet's and each replica's time series, one panel per measure (replica -1 is the
-    fleet: summed counts, mean draft length and busy share)."""
+    fleet: summed counts, mean draft length, busy share and occupancies)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 

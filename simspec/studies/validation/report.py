@@ -11,10 +11,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from simspec.outputs import write_text_atomic
+from simspec.studies.validation.summary import PERCENT_COLUMNS, mape_line, percent_table
 
 
 def write_report(pred: pd.DataFrame, table: pd.DataFrame, out: Path) -> None:
-    """Write ``out`` whole (plotly.js inlined: opens offline)."""
+    """Write ``out`` whole (plotly.js inlined: opens offline). Errors are in percent, as
+    the CLI prints them: the per-series table of :func:`percent_table` and the histogram."""
     ok = pred[pred["status"] == "ok"].copy()
     ok["measured"] = pd.to_numeric(ok["measured_value"], errors="coerce")
     fig = predicted_vs_measured(ok)
@@ -28,7 +30,8 @@ def write_report(pred: pd.DataFrame, table: pd.DataFrame, out: Path) -> None:
         "<h1>simspec validate</h1>",
         f"<p>{len(pred)} rows: {len(ok)} predicted, {len(pred) - len(ok)} skipped "
         "(reasons in the CSV's skip_reason column).</p>",
-        table.to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep=""),
+        f"<p>{html.escape(mape_line(pred, table))}.</p>",
+        series_html(table),
         fig.to_html(full_html=False, include_plotlyjs=True),
         hist.to_html(full_html=False, include_plotlyjs=False),
     ]
@@ -37,6 +40,15 @@ def write_report(pred: pd.DataFrame, table: pd.DataFrame, out: Path) -> None:
         "</head><body style='font-family:sans-serif'>" + "\n".join(body) + "</body></html>"
     )
     write_text_atomic(out, page)
+
+
+def series_html(table: pd.DataFrame) -> str:
+    """The per-series table as HTML: errors in percent to one decimal, rho to two."""
+    shown = percent_table(table)
+    percent = dict.fromkeys(PERCENT_COLUMNS.values(), lambda v: f"{v:.1f}")
+    return shown.to_html(
+        index=False, formatters={**percent, "trend rho": lambda v: f"{v:.2f}"}, na_rep=""
+    )
 
 
 def predicted_vs_measured(ok: pd.DataFrame) -> go.Figure:

@@ -72,6 +72,30 @@ def trend_rho(ok: pd.DataFrame) -> float:
     return float(np.mean(rhos)) if rhos else math.nan
 
 
+# the per-series table's errors as people read them: in percent, as the CLI's summary line, the
+# HTML report and the README state them (the predictions CSV keeps rel_error a fraction)
+PERCENT_COLUMNS = {"mape": "MAPE %", "max_abs_error": "max |err| %", "bias": "bias %"}
+
+
+def percent_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The per-series table as shown (CLI and HTML report): errors in percent, under headers
+    that say so, and rho as a correlation."""
+    shown = table.copy()
+    for col in PERCENT_COLUMNS:
+        shown[col] = 100 * shown[col].astype(float)
+    return shown.rename(columns={**PERCENT_COLUMNS, "trend_rho": "trend rho"})
+
+
+def mape_line(pred: pd.DataFrame, table: pd.DataFrame) -> str:
+    """The overall error in one sentence, in percent (the CLI prints it, the report heads
+    its table with it)."""
+    ok = int(table.iloc[-1]["ok"])
+    return (
+        f"{ok} of {len(pred)} rows predicted; MAPE {table.iloc[-1]['mape']:.1%} "
+        f"({unique_mape(pred):.1%} counting each measurement once)"
+    )
+
+
 def unique_mape(pred: pd.DataFrame) -> float:
     """MAPE with each measurement counted once (duplicates across sources dropped)."""
     ok = pred[pred["status"] == "ok"]
