@@ -15,7 +15,9 @@ import typer
 from simspec.cli import options as opt
 from simspec.cli.common import err, known_method, one_line_errors, progress_bar, writing
 from simspec.cli.flags import ServingFlags, given, with_flags, with_preset_ids
+from simspec.cli.options import field_help
 from simspec.cli.tables import check_outputs, print_frame, write_text
+from simspec.config import Deployment
 
 Method = Annotated[
     str,
@@ -31,6 +33,10 @@ class CompareFlags(ServingFlags):
     """The deployment the runs were measured on; None = not given (the model defaults to the
     one the file names)."""
 
+    model: Annotated[
+        str | None,
+        typer.Option(help=field_help(Deployment, "model", default="the preset the file names")),
+    ] = None
     profile: opt.Profile = None
     max_num_seqs: opt.MaxNumSeqs = None
     max_num_batched_tokens: opt.MaxNumBatchedTokens = None
