@@ -458,3 +458,55 @@ def test_an_output_the_command_does_not_write_is_refused_before_any_run(tmp_path
     path = DATA / "qwen3-8b-h100-bs1.json"
     result = runner.invoke(app, ["compare", str(path), *DEPLOY, "--out", str(tmp_path / "x.txt")])
     one_error(result, "--out", ".csv or .json")
+
+
+def test_a_file_of_more_runs_than_one_command_simulates_is_refused_before_parsing_them(tmp_path):
+    line = json.dumps(vllm_json()) + "\n"
+    path = write(tmp_path, "many.jsonl", line * 10_001)
+    one_error(runner.invoke(app, ["compare", str(path), *DEPLOY]), "10,001 runs", "10,000")
+
+
+def test_k_without_a_speculative_method_is_refused(tmp_path):
+    path = DATA / "qwen3-8b-h100-bs1.json"
+    one_error(runner.invoke(app, ["compare", str(path), *DEPLOY, "--k", "4"]), "--k", "--method")
+
+
+def plans_of(tmp_path: Path, path: Path, method: str, k=None, shared=None):
+    from simspec.studies.bench.compare import plan_run
+
+    deploy = {"model": "qwen3-8b", "gpu": "h100_sxm"}
+    return [plan_run(r, deploy, method, k, shared, tmp_path) for r in read_result(path)]
+
+
+def test_a_runs_per_position_acceptance_is_the_simulated_chains_alpha(tmp_path):
+    data = vllm_json(spec_decode_per_position_acceptance_rates=[0.8, 0.4, 0.1, 0.05])
+    (plan,) = plans_of(tmp_path, write(tmp_path, "s.json", data), "eagle3")
+    method = plan.scenario.method
+    assert method.k == 4 and method.tree in (None, "chain")
+    assert method.acceptance.alpha == pytest.approx([0.8, 0.5, 0.25, 0.5])
+
+
+def test_an_accept_length_is_tau_at_the_methods_k(tmp_path):
+    (plan,) = plans_of(tmp_path, write(tmp_path, "sg.jsonl", json.dumps(SGLANG_LINE)), "eagle3", 4)
+    acc = plan.scenario.method.acceptance
+    assert (acc.tau, acc.tau_k, plan.scenario.method.k) == (2.6, 4, 4)
+    assert any("τ 2.60 at K=4" in note for note in plan.notes)
+
+
+def test_a_metrics_dump_gives_acceptance_to_runs_whose_file_has_none(tmp_path):
+    dump = write(tmp_path, "m.txt", METRICS_DUMP.format(d0=60, d1=40, t=200, a=110, p0=40, p1=30))
+    shared = read_metrics([dump])
+    (plan,) = plans_of(tmp_path, DATA / "qwen3-8b-h100-bs1.json", "eagle3", shared=shared)
+    assert plan.scenario.method.acceptance.alpha == pytest.approx([0.8, 0.375])
+
+
+def test_per_request_lengths_are_simulated_as_listed(tmp_path):
+    data = vllm_json(completed=3, input_lens=[10, 20, 30], output_lens=[5, 6, 7])
+    (plan,) = plans_of(tmp_path, write(tmp_path, "d.json", data), "autoregressive")
+    sim = simulate(plan.scenario)
+    assert sorted(zip(sim.requests.prompt_tokens, sim.requests.output_tokens, strict=True)) == [
+        (10, 5),
+        (20, 6),
+        (30, 7),
+    ]
+    assert plan.lengths == "per request" and plan.scenario.workload.concurrency == 3

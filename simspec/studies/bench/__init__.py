@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from simspec.catalog.tables import parse_json, read_input_text, shown
+from simspec.config import MAX_RUNS
 from simspec.errors import InputError
 from simspec.studies.bench.measured import Acceptance, MeasuredRun
 from simspec.studies.bench.prometheus import acceptance_from, is_metrics_dump, read_counters
@@ -49,6 +50,11 @@ def read_result(path: str | os.PathLike, field: str = "RESULT") -> list[Measured
     if not lines:
         raise InputError(field, f"{where} is empty")
     if len(lines) > 1 and _object_line(lines[0][1]):
+        if len(lines) > MAX_RUNS:  # refused before 256 MiB of lines become objects
+            raise InputError(
+                field,
+                f"{where} holds {len(lines):,} runs; one command simulates at most {MAX_RUNS:,}",
+            )
         # --append-result (vLLM) and --output-file (SGLang) append one object per run
         return [
             _one(parse_json(line, field, f"{where} line {n}"), f"{name}#{i}", f"{where} line {n}")

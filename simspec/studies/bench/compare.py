@@ -181,6 +181,8 @@ def _method(
 ) -> MethodConfig:
     """The method the server ran, with the acceptance it measured where the run has one."""
     if name == "autoregressive":
+        if k is not None:
+            raise InputError("--k", "plain decoding drafts nothing: give --method too")
         if acceptance is not None:
             tau = f" (acceptance length {acceptance.length:.2f})" if acceptance.length else ""
             raise InputError(

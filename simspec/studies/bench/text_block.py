@@ -24,6 +24,7 @@ import math
 import re
 from typing import Any
 
+from simspec.config import MAX_RUNS
 from simspec.errors import InputError
 from simspec.studies.bench.measured import (
     Acceptance,
@@ -36,7 +37,7 @@ from simspec.studies.bench.measured import (
 )
 
 BANNER = "Serving Benchmark Result"
-MAX_BLOCKS = 10_000  # runs one pasted file may hold (a block is ~1.5 KB; the file cap is 1 MiB)
+MAX_BLOCKS = MAX_RUNS  # runs one command simulates (config.MAX_RUNS), counted as they are found
 _LINE = re.compile(r"^\s*([A-Za-z][^:]*?)\s*:\s*(\S.*?)\s*$")
 _POSITION = re.compile(r"^Position (\d+)$")
 # label -> (field, reader): counts, numbers, or the special traffic fields
@@ -79,11 +80,9 @@ def has_block(text: str) -> bool:
 
 def read_text_blocks(text: str, name: str, where: str) -> list[MeasuredRun]:
     """Every result block of ``text``, in order (``where`` names the file in errors)."""
-    blocks = _blocks(text)
+    blocks = _blocks(text, where)
     if not blocks:
         raise InputError(where, f"no '{BANNER}' block")
-    if len(blocks) > MAX_BLOCKS:
-        raise InputError(where, f"{len(blocks):,} result blocks; at most {MAX_BLOCKS:,}")
     runs = []
     for i, (lineno, lines) in enumerate(blocks, start=1):
         label = name if len(blocks) == 1 else f"{name}#{i}"
@@ -91,13 +90,20 @@ def read_text_blocks(text: str, name: str, where: str) -> list[MeasuredRun]:
     return runs
 
 
-def _blocks(text: str) -> list[tuple[int, list[str]]]:
-    """(line number of the banner, the lines up to the closing ``====``) of each block."""
+def _blocks(text: str, where: str) -> list[tuple[int, list[str]]]:
+    """(line number of the banner, the lines up to the closing ``====``) of each block; more
+    than :data:`MAX_BLOCKS` are refused as the one past it is found."""
     out: list[tuple[int, list[str]]] = []
     current: list[str] | None = None
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if BANNER in line:
+            if len(out) == MAX_BLOCKS:
+                raise InputError(
+                    where,
+                    f"more than {MAX_BLOCKS:,} result blocks; one command simulates at "
+                    f"most {MAX_BLOCKS:,} runs",
+                )
             current = []
             out.append((lineno, current))
         elif current is not None and line and set(line) == {"="}:
