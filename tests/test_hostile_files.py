@@ -423,6 +423,10 @@ COMMANDS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     ),
     "recommend": (["recommend", "--k-max", "2"], [("--out", ".csv"), ("--json", ".json")]),
     "validate": (["validate", "--workers", "1"], [("--out", ".csv"), ("--report", ".html")]),
+    "compare": (
+        ["compare", str(ROOT / "tests" / "data" / "bench" / "qwen3-8b-h100-bs1.json")],
+        [("--out", ".csv"), ("--html", ".html")],
+    ),
     "calibrate fit": (["calibrate", "fit", HARNESS], [("--out", ".yaml")]),
     "calibrate report": (
         ["calibrate", "report", "--timings", HARNESS],
@@ -454,6 +458,7 @@ def no_work(monkeypatch):
     """Every study a command runs fails the test if it starts: outputs are checked first."""
     import simspec.cli.sweep
     import simspec.studies.analytic
+    import simspec.studies.bench.compare
     import simspec.studies.calibration.samples
     import simspec.studies.capacity
     import simspec.studies.fleet
@@ -468,6 +473,7 @@ def no_work(monkeypatch):
     for module, name in [
         (simspec.cli.sweep, "run_cells"),
         (simspec.studies.analytic, "batch1_costs"),
+        (simspec.studies.bench.compare, "compare"),
         (simspec.studies.calibration.samples, "discover"),
         (simspec.studies.capacity, "plan"),
         (simspec.studies.capacity, "plan_fleet"),

@@ -13,6 +13,7 @@ import typer
 from simspec.cli import analytic, fleet, methods, models, plan, policy, sweep, validate
 from simspec.cli.calibrate import calibrate_app
 from simspec.cli.common import print_error
+from simspec.cli.compare import compare
 
 app = typer.Typer(
     add_completion=False,
@@ -38,6 +39,7 @@ app.command("recommend")(plan.recommend)
 app.command("methods")(methods.methods)
 app.command("models")(models.models)
 app.command("validate")(validate.validate)
+app.command("compare")(compare)
 app.add_typer(calibrate_app, name="calibrate")
 
 

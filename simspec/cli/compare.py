@@ -1,0 +1,167 @@
+"""``simspec compare``: the engines' own benchmark results, each predicted by simspec."""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+
+from simspec.cli import options as opt
+from simspec.cli.common import err, known_method, one_line_errors, progress_bar, writing
+from simspec.cli.flags import ServingFlags, given, with_flags, with_preset_ids
+from simspec.cli.options import field_help
+from simspec.cli.tables import check_outputs, print_frame, write_text
+from simspec.config import Deployment
+
+Method = Annotated[
+    str,
+    typer.Option(
+        help="the method the server ran (see `simspec methods`; vLLM's names accepted); a "
+        "speculative one takes the acceptance the file measured, else the method's preset"
+    ),
+]
+
+
+@dataclass(frozen=True)
+class CompareFlags(ServingFlags):
+    """The deployment the runs were measured on; None = not given (the model defaults to the
+    one the file names)."""
+
+    model: Annotated[
+        str | None,
+        typer.Option(help=field_help(Deployment, "model", default="the preset the file names")),
+    ] = None
+    profile: opt.Profile = None
+    max_num_seqs: opt.MaxNumSeqs = None
+    max_num_batched_tokens: opt.MaxNumBatchedTokens = None
+    temperature: opt.Temperature = None
+    top_p: opt.TopP = None
+    seed: opt.Seed = None
+    method: Method = "autoregressive"
+    k: opt.K = None
+
+    def deployment(self) -> dict[str, object]:
+        """The Scenario fields these flags set."""
+        fields = {
+            **self.serving_fields(),
+            **given(
+                profile=self.profile,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                seed=self.seed,
+            ),
+        }
+        limits = given(
+            max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens
+        )
+        if limits:
+            fields["scheduler"] = limits
+        return with_preset_ids(fields)
+
+
+@with_flags(CompareFlags)
+@one_line_errors
+def compare(
+    results: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RESULT...",
+            help="benchmark results: vllm bench serve --save-result JSON (--save-detailed: "
+            "each request's lengths), the result block vllm bench serve or SGLang "
+            "bench_serving prints, or SGLang bench_serving --output-file JSONL; at most 256 MiB "
+            "each",
+            show_default=False,
+        ),
+    ],
+    *,
+    flags: CompareFlags,
+    spec_metrics: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="vLLM's /metrics text, for the acceptance of runs whose file has none: one "
+            "dump (counters since the server started), or the option twice, the dumps taken "
+            "before and after the run (at most 16 MiB each)",
+            metavar="FILE",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="write run, metric, measured, predicted, rel_error, load, lengths per row "
+            "(.csv or .json)"
+        ),
+    ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(help="also write a self-contained plotly page: each metric by load"),
+    ] = None,
+) -> None:
+    """Predict the runs you measured; report the error per metric.
+
+    Each run is simulated with its own workload: its requests, its client concurrency (a
+    closed loop from an empty server) or request rate (Poisson), each request's own lengths
+    where the file lists them, else the run's mean lengths; and, for a speculative method, the
+    acceptance the run measured. Nothing is fitted to the measurements.
+
+    Example: simspec compare bs1.json bs2.json bs4.json bs8.json --gpu h100_sxm --out cmp.csv
+    --html cmp.html
+    """
+    from simspec.studies.bench import read_metrics, read_result
+    from simspec.studies.bench.compare import check_runs, plan_run
+    from simspec.studies.bench.compare import compare as simulate_runs
+    from simspec.studies.bench.report import write_compare_report
+
+    check_outputs((out, "--out", (".csv", ".json")), (html, "--html", (".html", ".htm")))
+    method = known_method(flags.method, "--method")
+    runs = [run for path in results for run in read_result(path)]
+    check_runs(runs)
+    shared = read_metrics(list(spec_metrics)) if spec_metrics else None
+    deployment = flags.deployment()
+    with tempfile.TemporaryDirectory(prefix="simspec-compare-") as tmp:
+        plans = [plan_run(r, deployment, method, flags.k, shared, Path(tmp)) for r in runs]
+        with progress_bar("simulating the runs", total=len(plans)) as bar:
+            frame = simulate_runs(plans, bar.step)
+    if out is not None:
+        write_text(out, _table_text(frame, out))
+    if html is not None:
+        with writing(html, "--html"):
+            write_compare_report(frame, plans, html)
+    print_frame(_shown(frame), "Measured vs predicted, per run and metric", width=120)
+    for plan in plans:
+        err.print(
+            f"{plan.run.name}: {'; '.join(plan.notes)}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+    written = " and ".join(str(p) for p in (out, html) if p is not None)
+    err.print(
+        f"{len(plans)} run(s), {len(frame)} metric(s) compared"
+        + (f"; wrote {written}" if written else ""),
+        highlight=False,
+        markup=False,
+    )
+
+
+def _table_text(frame: pd.DataFrame, out: Path) -> str:
+    """The rows as CSV, or as a JSON list of objects (NaN as null)."""
+    if out.suffix == ".json":
+        rows = [
+            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+            for row in frame.to_dict(orient="records")
+        ]
+        return json.dumps(rows, indent=1) + "\n"
+    return frame.to_csv(index=False, float_format="%.6g")
+
+
+def _shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows as printed: the error in percent."""
+    shown = frame[["run", "load", "metric", "measured", "predicted", "rel_error"]].copy()
+    shown["rel_error"] = 100 * shown["rel_error"].astype(float)
+    return shown.rename(columns={"rel_error": "error %"})

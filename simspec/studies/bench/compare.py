@@ -1,0 +1,255 @@
+"""Each measured run, simulated with the same workload: the predicted metrics beside the
+measured ones.
+
+The workload is the benchmark's as the file states it: its successful requests, sent as vLLM's
+and SGLang's clients send them (request rate inf: all at once, at most ``max_concurrency`` in
+flight, a new one the moment one finishes: a closed loop from an empty server to the last
+departure; a request rate: Poisson arrivals), every request measured, as the benchmark measures
+every request. Lengths are each request's own where the file lists them (``--save-detailed``),
+else the run's mean prompt and output lengths for every request; each run says which.
+
+Acceptance (a speculative method): the run's own (per-position shares as α per position, else
+its acceptance length as τ at the method's K), else the ``--spec-metrics`` dump's, else the
+method's preset.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import ValidationError
+
+from simspec.catalog.methods import measured_acceptance, preset_method
+from simspec.catalog.models import load_model, preset_id
+from simspec.config import (
+    MAX_CONCURRENCY,
+    MAX_RUNS,
+    MAX_TOTAL_REQUESTS,
+    MIN_RATE,
+    LengthSpec,
+    MethodConfig,
+    Scenario,
+    WorkloadConfig,
+)
+from simspec.engine.simulation import simulate
+from simspec.errors import InputError, ScenarioError, first_error
+from simspec.studies.bench.measured import METRICS, Acceptance, MeasuredRun
+from simspec.studies.bench.simulated import simulated_metrics
+
+COLUMNS = ("run", "metric", "measured", "predicted", "rel_error", "load", "lengths")
+_TREE_FIELDS = ("tree", "tree_nodes", "tree_topk", "tree_paths", "tree_schedule")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one run is simulated, and what was assumed to simulate it."""
+
+    run: MeasuredRun
+    scenario: Scenario
+    lengths: str  # "per request" or "mean, fixed"
+    notes: tuple[str, ...]
+
+
+def check_runs(runs: list[MeasuredRun]) -> None:
+    """Every run fits simspec's bounds together (config.MAX_RUNS runs, MAX_TOTAL_REQUESTS
+    requests over all of them: a command's bounds wherever runs are many)."""
+    if len(runs) > MAX_RUNS:
+        raise InputError(
+            "RESULT", f"{len(runs):,} runs; one command simulates at most {MAX_RUNS:,}"
+        )
+    total = sum(_simulated_requests(r) for r in runs)
+    if total > MAX_TOTAL_REQUESTS:
+        raise InputError(
+            "RESULT",
+            f"{total:,} requests over the runs; one command simulates at most "
+            f"{MAX_TOTAL_REQUESTS:,}",
+        )
+
+
+def plan_run(
+    run: MeasuredRun,
+    deployment: dict[str, Any],
+    method: str,
+    k: int | None,
+    shared: Acceptance | None,
+    lengths_dir: Path,
+) -> Plan:
+    """The scenario that replays ``run`` on ``deployment`` (Scenario fields the flags set;
+    ``model`` defaults to the file's own when it names a preset) running ``method``.
+    Per-request lengths are written to a JSONL file in ``lengths_dir`` (the workload reads
+    lengths from a file), which must outlive the simulation."""
+    notes: list[str] = []
+    model = deployment.get("model")
+    if model is None:
+        if run.model is None:
+            raise InputError("--model", f"{run.name} does not name its model: give --model")
+        model = preset_id(run.model)
+        try:
+            load_model(model)
+        except InputError:
+            raise InputError(
+                "--model",
+                f"{run.name} names model {run.model!r}, not a simspec preset: give --model",
+            ) from None
+        notes.append(f"model {model}, as the file names it")
+    work, lengths = _workload(run, lengths_dir, notes)
+    acceptance = run.acceptance or shared
+    cfg = _method(run, method, k, acceptance, model, notes)
+    try:
+        scenario = Scenario(**{**deployment, "model": model}, workload=work, method=cfg)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise InputError(field, f"{run.name}: {message}") from None
+    return Plan(run, scenario, lengths, tuple(notes))
+
+
+def _simulated_requests(run: MeasuredRun) -> int:
+    return len(run.input_lens) if run.input_lens is not None else run.requests
+
+
+def _workload(run: MeasuredRun, lengths_dir: Path, notes: list[str]) -> tuple[WorkloadConfig, str]:
+    n = _simulated_requests(run)
+    if run.detailed:
+        assert run.input_lens is not None and run.output_lens is not None
+        path = lengths_dir / f"{len(list(lengths_dir.iterdir()))}.jsonl"
+        path.write_text(
+            "".join(
+                json.dumps({"prompt_len": p, "output_len": o, "acc_len": {"lengths": [1]}}) + "\n"
+                for p, o in zip(run.input_lens, run.output_lens, strict=True)
+            ),
+            encoding="utf-8",
+        )
+        lengths = "per request"
+        sizes: dict[str, Any] = {"lengths_from": str(path)}
+        notes.append(f"lengths: each of the {n} requests' own, as the file lists them")
+    else:
+        lengths = "mean, fixed"
+        sizes = {
+            "lengths_from": None,
+            "prompt": LengthSpec(mean=max(1.0, run.mean_input_len)),
+            "output": LengthSpec(mean=max(1.0, run.mean_output_len)),
+        }
+        notes.append(
+            f"lengths: the run's means for every request ({run.mean_input_len:.1f} prompt, "
+            f"{run.mean_output_len:.1f} output tokens): the file lists no per-request lengths"
+        )
+    if run.closed:
+        c = min(run.max_concurrency or n, n)
+        if c > MAX_CONCURRENCY:
+            raise InputError(
+                f"{run.name}: max_concurrency",
+                f"{c:,} requests in flight at once; simspec holds at most {MAX_CONCURRENCY:,}",
+            )
+        if run.max_concurrency is None:
+            notes.append(f"load: all {n} requests sent at once (request rate inf, no cap)")
+        else:
+            notes.append(f"load: a closed loop of {c} (request rate inf, max_concurrency {c})")
+        work = WorkloadConfig(concurrency=c, requests=n, measure="whole", **sizes)
+    else:
+        if run.request_rate < MIN_RATE:
+            raise InputError(
+                f"{run.name}: request_rate",
+                f"{run.request_rate:g} requests/s is below simspec's lowest, {MIN_RATE:g}",
+            )
+        notes.append(f"load: Poisson arrivals at {run.request_rate:g} requests/s")
+        if run.max_concurrency is not None:
+            notes.append(
+                f"the client's cap of {run.max_concurrency} in flight is not modelled under a "
+                "request rate: arrivals are not held back"
+            )
+        if run.burstiness != 1.0:
+            notes.append(f"gamma arrivals (burstiness {run.burstiness:g}) simulated as Poisson")
+        work = WorkloadConfig(
+            arrival="poisson", rate=run.request_rate, requests=n, measure="whole", **sizes
+        )
+    return work, lengths
+
+
+def _method(
+    run: MeasuredRun,
+    name: str,
+    k: int | None,
+    acceptance: Acceptance | None,
+    model: str,
+    notes: list[str],
+) -> MethodConfig:
+    """The method the server ran, with the acceptance it measured where the run has one."""
+    if name == "autoregressive":
+        if k is not None:
+            raise InputError("--k", "plain decoding drafts nothing: give --method too")
+        if acceptance is not None:
+            tau = f" (acceptance length {acceptance.length:.2f})" if acceptance.length else ""
+            raise InputError(
+                "--method",
+                f"{run.name} measured speculative decoding{tau}: give --method, the method "
+                "the server ran",
+            )
+        return MethodConfig(name=name, k=0)
+    fields = preset_method(name, target=model).model_dump(exclude_none=True)
+    if k is not None:
+        fields["k"] = k
+    if acceptance is None:
+        notes.append(f"acceptance: {name}'s preset (the file measured none)")
+        return MethodConfig(**fields)
+    if acceptance.per_position:
+        drafted = len(acceptance.per_position)
+        if k is not None and k != drafted:
+            raise InputError(
+                "--k", f"{run.name} drafted {drafted} tokens a step (its per-position acceptance)"
+            )
+        for key in _TREE_FIELDS:  # vLLM verifies chains
+            fields.pop(key, None)
+        fields["k"] = drafted
+        alpha = acceptance.conditional()
+        fields["acceptance"] = {"alpha": alpha, "source": acceptance.source}
+        notes.append(
+            "acceptance: α per position from the run (" + ", ".join(f"{a:.2f}" for a in alpha) + ")"
+        )
+        return MethodConfig(**fields)
+    assert acceptance.length is not None
+    depth = int(fields.get("k") or 1)
+    if not 1 <= acceptance.length <= depth + 1:
+        raise InputError(
+            f"{run.name}: acceptance length",
+            f"{acceptance.length:g} is not in [1, K + 1 = {depth + 1}] for {name} at K={depth} "
+            "(give --k, the draft length the server ran)",
+        )
+    acc = measured_acceptance(fields, tau=acceptance.length, tau_k=depth) or {}
+    fields["acceptance"] = {**acc, "source": acceptance.source}
+    notes.append(f"acceptance: τ {acceptance.length:.2f} at K={depth} from the run")
+    return MethodConfig(**fields)
+
+
+def compare(plans: list[Plan], step: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """Simulate every plan; one row per run and measured metric (``COLUMNS``)."""
+    rows = []
+    for plan in plans:
+        try:
+            predicted = simulated_metrics(simulate(plan.scenario))
+        except ScenarioError as exc:
+            raise ScenarioError(f"{plan.run.name}: {exc}") from None
+        for metric in METRICS:
+            if metric not in plan.run.metrics:
+                continue
+            measured = plan.run.metrics[metric]
+            value = predicted.get(metric, math.nan)
+            rows.append(
+                {
+                    "run": plan.run.name,
+                    "metric": metric,
+                    "measured": measured,
+                    "predicted": value,
+                    "rel_error": (value - measured) / measured if measured > 0 else math.nan,
+                    "load": plan.run.load_label,
+                    "lengths": plan.lengths,
+                }
+            )
+        if step is not None:
+            step(plan.run.name)
+    return pd.DataFrame(rows, columns=list(COLUMNS))

@@ -1,0 +1,218 @@
+"""A measured serving-benchmark run, whichever engine's benchmark wrote it: the seam between the
+readers (one module per result format) and ``simspec compare``.
+
+Metric names are vLLM's result keys (``mean_tpot_ms``, ``p99_ttft_ms``, ...), end-to-end latency
+as ``e2el``; the two throughputs carry their unit (``output_throughput_tok_s``,
+``request_throughput_req_s``). A run keeps only the metrics its file states: a reader never
+fills one in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from simspec.config import MAX_CONCURRENCY, MAX_REQUESTS
+from simspec.errors import InputError
+
+LATENCIES = ("ttft", "tpot", "itl", "e2el")
+STATS = ("mean", "median", "p99")
+THROUGHPUTS = ("output_throughput_tok_s", "request_throughput_req_s")
+METRICS = tuple(f"{s}_{m}_ms" for m in LATENCIES for s in STATS) + THROUGHPUTS
+
+# A benchmark's per-request lists hold one entry per request and its draft positions one per
+# speculative token: the bounds a run is simulated with (config.MAX_REQUESTS requests,
+# MethodConfig.k <= 64 draft tokens).
+MAX_POSITIONS = 64
+MAX_TOKENS_PER_REQUEST = 10_000_000  # 10x the longest context of any preset (1M tokens)
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """What a speculative run measured: ``per_position[i]`` is the share of drafts whose token
+    i was accepted (vLLM's num_accepted_tokens_per_pos / num_drafts: non-increasing, since a
+    chain stops at its first rejection), and ``length`` the mean tokens per step, bonus
+    included (vLLM's acceptance length, SGLang's accept_length)."""
+
+    per_position: tuple[float, ...] = ()
+    length: float | None = None
+    source: str = ""
+
+    def conditional(self) -> list[float]:
+        """Per-position acceptance as simspec's α (token i accepted given tokens before it
+        were): each position's share over the one before it."""
+        out, before = [], 1.0
+        for rate in self.per_position:
+            out.append(min(1.0, rate / before) if before > 0 else 0.0)
+            before = rate
+        return out
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """One benchmark run: its workload (requests, client concurrency or request rate, prompt
+    and output lengths) and what it measured."""
+
+    name: str  # where it came from, as messages and tables name it
+    kind: str  # the format it was read from: vllm-json, vllm-text, sglang-jsonl, sglang-text
+    requests: int  # successful requests
+    duration_s: float
+    total_input_tokens: int
+    total_output_tokens: int
+    max_concurrency: int | None = None  # None: no client-side cap
+    request_rate: float = math.inf  # requests/s the client sent at; inf: all at once
+    burstiness: float = 1.0  # vLLM's gamma shape of the gaps (1: Poisson)
+    model: str | None = None
+    input_lens: tuple[int, ...] | None = None  # per request (--save-detailed), successful ones
+    output_lens: tuple[int, ...] | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    acceptance: Acceptance | None = None
+
+    @property
+    def detailed(self) -> bool:
+        return self.input_lens is not None and self.output_lens is not None
+
+    @property
+    def mean_input_len(self) -> float:
+        return self.total_input_tokens / self.requests
+
+    @property
+    def mean_output_len(self) -> float:
+        return self.total_output_tokens / self.requests
+
+    @property
+    def closed(self) -> bool:
+        """Sent as fast as the client's cap lets (request rate inf): a closed loop."""
+        return math.isinf(self.request_rate)
+
+    @property
+    def load(self) -> float:
+        """The x of a load curve: the concurrency of a closed loop (every request at once
+        without a cap), else the request rate."""
+        if self.closed:
+            return float(self.max_concurrency or self.requests)
+        return self.request_rate
+
+    @property
+    def load_label(self) -> str:
+        if self.closed:
+            if self.max_concurrency is None:
+                return f"burst of {self.requests}"
+            return f"concurrency {self.max_concurrency}"
+        cap = f", concurrency <= {self.max_concurrency}" if self.max_concurrency else ""
+        return f"rate {self.request_rate:g}/s{cap}"
+
+
+# -- checks every reader applies to a field, each failure one InputError naming it ------------
+def number(data: dict[str, Any], key: str, where: str, *, positive: bool = False) -> float:
+    """``data[key]`` as a finite number >= 0 (> 0 if ``positive``): a bool, a string, NaN or
+    infinity is refused by the key's name."""
+    if key not in data:
+        raise InputError(f"{where}: {key}", "missing (a truncated or hand-edited result file?)")
+    return check_number(data[key], key, where, positive=positive)
+
+
+def check_number(value: Any, key: str, where: str, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(f"{where}: {key}", f"must be a finite number, got {_short(value)}")
+    if value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise InputError(f"{where}: {key}", f"must be {bound}, got {value!r}")
+    return float(value)
+
+
+def count(
+    data: dict[str, Any], key: str, where: str, *, least: int = 0, most: int = MAX_REQUESTS
+) -> int:
+    """``data[key]`` as a whole number in [least, most]."""
+    if key not in data:
+        raise InputError(f"{where}: {key}", "missing (a truncated or hand-edited result file?)")
+    return check_count(data[key], key, where, least=least, most=most)
+
+
+def check_count(
+    value: Any, key: str, where: str, *, least: int = 0, most: int = MAX_REQUESTS
+) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise InputError(
+            f"{where}: {key}", f"must be a whole number in [{least}, {most:,}], got {_short(value)}"
+        )
+    return value
+
+
+def concurrency(value: Any, key: str, where: str) -> int | None:
+    """A client's concurrency cap: None (not set), else 1 .. :data:`MAX_CONCURRENCY`."""
+    if value is None:
+        return None
+    return check_count(value, key, where, least=1, most=MAX_CONCURRENCY)
+
+
+def rate(value: Any, key: str, where: str) -> float:
+    """A request rate: ``"inf"`` (vLLM writes it so), infinity (SGLang's json.dumps writes
+    ``Infinity``) or a positive number."""
+    if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    if isinstance(value, float) and math.isinf(value) and value > 0:
+        return math.inf
+    return check_number(value, key, where, positive=True)
+
+
+def lengths(values: Any, key: str, where: str, least: int) -> list[int]:
+    """A per-request list of token counts."""
+    if not isinstance(values, list):
+        raise InputError(f"{where}: {key}", f"must be a list of token counts, got {_short(values)}")
+    if len(values) > MAX_REQUESTS:
+        raise InputError(
+            f"{where}: {key}",
+            f"holds {len(values):,} requests; a run simulates at most {MAX_REQUESTS:,}",
+        )
+    for i, v in enumerate(values):
+        if type(v) is not int or not least <= v <= MAX_TOKENS_PER_REQUEST:
+            raise InputError(
+                f"{where}: {key}[{i}]",
+                f"must be a whole number in [{least}, {MAX_TOKENS_PER_REQUEST:,}], got {_short(v)}",
+            )
+    return values
+
+
+def per_position(values: Any, key: str, where: str) -> tuple[float, ...]:
+    """Per-position acceptance shares in [0, 1], at most :data:`MAX_POSITIONS` of them."""
+    if not isinstance(values, list) or len(values) > MAX_POSITIONS:
+        raise InputError(
+            f"{where}: {key}",
+            f"must be a list of at most {MAX_POSITIONS} shares in [0, 1], got {_short(values)}",
+        )
+    out = []
+    for i, v in enumerate(values):
+        share = check_number(v, f"{key}[{i}]", where)
+        if share > 1:
+            raise InputError(f"{where}: {key}[{i}]", f"must be a share in [0, 1], got {v!r}")
+        out.append(share)
+    return tuple(out)
+
+
+def check_run(run: MeasuredRun, where: str) -> MeasuredRun:
+    """The checks that need the whole run: a successful request, and a token in every prompt
+    and every output (the totals divided by the requests are the lengths simulated)."""
+    if run.requests < 1:
+        raise InputError(f"{where}: completed", "no successful request to compare with")
+    if run.total_input_tokens < run.requests:
+        raise InputError(
+            f"{where}: total_input_tokens",
+            f"{run.total_input_tokens} for {run.requests} requests: every prompt has a token",
+        )
+    if run.total_output_tokens < run.requests:
+        raise InputError(
+            f"{where}: total_output_tokens",
+            f"{run.total_output_tokens} for {run.requests} requests: every request that "
+            "succeeded generated a token",
+        )
+    return run
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,90 @@
+"""SGLang ``bench_serving --output-file`` JSONL (one result object appended per run), read as
+measured runs.
+
+The keys, as sgl-project/sglang writes them in python/sglang/bench_serving.py (commit
+0033168f, end of ``benchmark``): ``backend``, ``dataset_name``, ``request_rate`` (a number, or
+``Infinity`` as ``json.dumps`` writes ``float("inf")``), ``max_concurrency`` (null: no cap),
+``duration``, ``completed``, ``total_input_tokens``, ``total_output_tokens``,
+``request_throughput``, ``output_throughput``, ``mean/median/p99_ttft_ms``,
+``mean/median/p99_tpot_ms``, ``mean/median/p95/p99_itl_ms``, ``mean/median/p99_e2e_latency_ms``
+and ``accept_length``: the server's ``avg_spec_accept_length`` (tokens per verify step, bonus
+included; null without speculative decoding). ``--output-details`` adds ``input_lens``,
+``output_lens``, ``ttfts``, ``itls``, one entry per request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simspec.errors import InputError
+from simspec.studies.bench.measured import (
+    LATENCIES,
+    STATS,
+    Acceptance,
+    MeasuredRun,
+    check_number,
+    check_run,
+    concurrency,
+    count,
+    lengths,
+    number,
+    rate,
+)
+
+KIND = "sglang-jsonl"
+# SGLang's names where they differ from vLLM's (simspec's metric names are vLLM's)
+_THEIRS = {"e2el": "e2e_latency"}
+_THROUGHPUTS = {
+    "output_throughput_tok_s": "output_throughput",
+    "request_throughput_req_s": "request_throughput",
+}
+
+
+def read_sglang_result(data: Any, name: str, where: str) -> MeasuredRun:
+    """One bench_serving result line as a measured run (``where`` names it in errors)."""
+    if not isinstance(data, dict):
+        raise InputError(where, "must hold a JSON object (sglang bench_serving --output-file)")
+    metrics = {}
+    for metric in LATENCIES:
+        for stat in STATS:
+            key = f"{stat}_{_THEIRS.get(metric, metric)}_ms"
+            if data.get(key) is not None:
+                metrics[f"{stat}_{metric}_ms"] = check_number(data[key], key, where)
+    for ours, theirs in _THROUGHPUTS.items():
+        if data.get(theirs) is not None:
+            metrics[ours] = check_number(data[theirs], theirs, where)
+    accept = data.get("accept_length")
+    ins, outs = None, None
+    if data.get("input_lens") is not None and data.get("output_lens") is not None:
+        raw_in = lengths(data["input_lens"], "input_lens", where, least=0)
+        raw_out = lengths(data["output_lens"], "output_lens", where, least=0)
+        if len(raw_in) != len(raw_out):
+            raise InputError(
+                f"{where}: output_lens",
+                f"{len(raw_out)} entries for {len(raw_in)} input_lens: one per request in each",
+            )
+        kept = [(i, o) for i, o in zip(raw_in, raw_out, strict=True) if i >= 1 and o >= 1]
+        if kept:
+            ins, outs = tuple(i for i, _ in kept), tuple(o for _, o in kept)
+    run = MeasuredRun(
+        name=name,
+        kind=KIND,
+        requests=count(data, "completed", where),
+        duration_s=number(data, "duration", where, positive=True),
+        total_input_tokens=count(data, "total_input_tokens", where, most=2**62),
+        total_output_tokens=count(data, "total_output_tokens", where, most=2**62),
+        max_concurrency=concurrency(data.get("max_concurrency"), "max_concurrency", where),
+        request_rate=rate(data.get("request_rate", "inf"), "request_rate", where),
+        input_lens=ins,
+        output_lens=outs,
+        metrics=metrics,
+        acceptance=(
+            Acceptance(
+                length=check_number(accept, "accept_length", where, positive=True),
+                source=f"{where}: accept_length (the server's avg_spec_accept_length)",
+            )
+            if accept is not None
+            else None
+        ),
+    )
+    return check_run(run, where)

@@ -1,0 +1,72 @@
+"""A simulated run's metrics as the engines' serving benchmarks define them, so a prediction
+and a measurement are the same statistic of the same requests.
+
+vLLM's ``calculate_metrics`` (vllm/benchmarks/serve.py, commit 009e6d4a; SGLang's
+bench_serving.py computes the same) over every successful request: TTFT from the request's
+send to its first token; TPOT ``(latency - ttft) / (output tokens - 1)`` over requests of more
+than one token; ITL every gap between streamed chunks; E2E latency from send to the last token;
+the mean, ``np.median`` and ``np.percentile`` (linear interpolation) of each; throughputs over
+the benchmark's duration, from the first send to the last token.
+
+A decoding sequence waits one iteration between chunks (a speculative step streams its
+accepted tokens as one chunk), so the simulated ITLs are the iterations' durations, each
+counted once per sequence decoding in it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simspec.engine.simulation import SimResult
+
+
+def simulated_metrics(sim: SimResult) -> dict[str, float]:
+    """Every metric of :data:`~simspec.studies.bench.measured.METRICS`, and ``duration_s``
+    (NaN where no request defines one: TPOT when every output is one token)."""
+    q = sim.requests[~sim.requests["unfinishable"]]
+    ttft = (q["first_token_s"] - q["arrival_s"]).to_numpy()
+    e2e = (q["finish_s"] - q["arrival_s"]).to_numpy()
+    multi = q[q["output_tokens"] > 1]
+    tpot = ((multi["finish_s"] - multi["first_token_s"]) / (multi["output_tokens"] - 1)).to_numpy()
+    it = sim.iterations
+    duration = float(q["finish_s"].max() - sim.requests["arrival_s"].min()) if len(q) else 0.0
+    out = {"duration_s": duration}
+    for name, values in (("ttft", ttft), ("tpot", tpot), ("e2el", e2e)):
+        out.update(_stats(name, values, np.ones(len(values))))
+    if len(it):
+        out.update(_stats("itl", it["duration_s"].to_numpy(), it["decode_seqs"].to_numpy()))
+    else:
+        out.update(_stats("itl", np.zeros(0), np.zeros(0)))
+    rate = 1.0 / duration if duration > 0 else float("nan")
+    out["output_throughput_tok_s"] = float(q["output_tokens"].sum()) * rate
+    out["request_throughput_req_s"] = len(q) * rate
+    return out
+
+
+def _stats(name: str, values: np.ndarray, weights: np.ndarray) -> dict[str, float]:
+    """Mean, median and 99th percentile in ms of ``values`` (seconds), each counted
+    ``weights`` times; linear interpolation between order statistics, as ``np.percentile``
+    draws them for the benchmarks."""
+    keep = weights > 0
+    values, weights = values[keep], weights[keep].astype(np.int64)
+    if not len(values):
+        return {f"{s}_{name}_ms": float("nan") for s in ("mean", "median", "p99")}
+    order = np.argsort(values, kind="stable")
+    values, weights = values[order], weights[order]
+    return {
+        f"mean_{name}_ms": 1e3 * float(np.average(values, weights=weights)),
+        f"median_{name}_ms": 1e3 * _repeated_percentile(values, weights, 50.0),
+        f"p99_{name}_ms": 1e3 * _repeated_percentile(values, weights, 99.0),
+    }
+
+
+def _repeated_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    """``np.percentile(np.repeat(values, weights), q)`` for sorted ``values``, without
+    building the repeated array (a long run decodes millions of sequence-steps)."""
+    total = int(weights.sum())
+    pos = (total - 1) * q / 100.0
+    lo, frac = int(np.floor(pos)), pos - np.floor(pos)
+    ends = np.cumsum(weights)  # order statistic j is values[searchsorted(ends, j, "right")]
+    at = np.searchsorted(ends, [lo, min(lo + 1, total - 1)], side="right")
+    a, b = float(values[at[0]]), float(values[at[1]])
+    return a + (b - a) * frac

@@ -1,0 +1,512 @@
+"""The engines' benchmark results as measured runs, and ``simspec compare``.
+
+Readers: vLLM's --save-result JSON (and --save-detailed's per-request lengths), the block
+vLLM and SGLang print, SGLang's --output-file JSONL, vLLM's /metrics text; each read on the
+GPUStack Qwen3-8B/H100 runs (tests/data/bench/SOURCE.md) or a small file as the engine writes
+it. Hostile files end in one ``error:`` line naming the field, exit 2, nothing written. A
+simspec run written in vLLM's format compares with itself with zero error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from simspec.cli.main import app
+from simspec.config import LengthSpec, Scenario, WorkloadConfig
+from simspec.engine.simulation import simulate
+from simspec.errors import InputError
+from simspec.studies.bench import read_metrics, read_result
+from simspec.studies.bench.measured import METRICS
+from simspec.studies.bench.simulated import _repeated_percentile, simulated_metrics
+from simspec.studies.bench.vllm_json import vllm_result
+from tests.capped import run_capped
+from tests.conftest import ROOT
+
+runner = CliRunner()
+DATA = ROOT / "tests" / "data" / "bench"
+GPUSTACK = {1: 7.28, 2: 7.37, 4: 7.38, 8: 7.71}  # mean TPOT (ms) each block prints
+DEPLOY = ["--model", "qwen3-8b", "--gpu", "h100_sxm"]
+
+
+def one_error(result, *needles: str) -> str:
+    """The one ``error:`` line a refused command printed (exit 2), holding every needle."""
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert result.exit_code == 2, (result.exit_code, result.output[-800:], result.exception)
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output[-800:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def vllm_json(**over) -> dict:
+    """A small --save-result object as vLLM writes one; ``over`` replaces or (None) drops keys."""
+    data = json.loads((DATA / "qwen3-8b-h100-bs4.json").read_text())
+    data.update(over)
+    return {k: v for k, v in data.items() if v is not None or k in ("label", "request_goodput")}
+
+
+def write(tmp_path: Path, name: str, data) -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+# -- readers on the GPUStack runs ---------------------------------------------------------------
+@pytest.mark.parametrize("bs", sorted(GPUSTACK))
+def test_each_printed_gpustack_block_reads_as_its_run(bs):
+    (run,) = read_result(DATA / f"qwen3-8b-h100-bs{bs}.txt")
+    assert run.kind == "vllm-text" and run.model is None
+    assert (run.requests, run.max_concurrency, run.closed) == (100, bs, True)
+    assert (run.total_input_tokens, run.total_output_tokens) == (23260, 22061)
+    assert run.metrics["mean_tpot_ms"] == GPUSTACK[bs]
+    assert set(run.metrics) == set(METRICS) - {"mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms"}
+    assert not run.detailed and run.acceptance is None
+
+
+@pytest.mark.parametrize("bs", sorted(GPUSTACK))
+def test_the_json_of_a_run_reads_as_the_same_run_as_its_printed_block(bs):
+    (text,) = read_result(DATA / f"qwen3-8b-h100-bs{bs}.txt")
+    (data,) = read_result(DATA / f"qwen3-8b-h100-bs{bs}.json")
+    assert data.kind == "vllm-json" and data.model == "Qwen/Qwen3-8B"
+    for field in ("requests", "duration_s", "total_input_tokens", "total_output_tokens"):
+        assert getattr(data, field) == getattr(text, field)
+    assert (data.max_concurrency, data.request_rate) == (text.max_concurrency, math.inf)
+    assert data.metrics == text.metrics
+
+
+def test_a_pasted_page_with_several_indented_fenced_blocks_reads_one_run_per_block(tmp_path):
+    parts = ["## Results", "```bash"]
+    for bs in sorted(GPUSTACK):
+        parts.append(f"    # BS={bs}")
+        text = (DATA / f"qwen3-8b-h100-bs{bs}.txt").read_text()
+        parts += ["    " + line for line in text.splitlines()] + [""]
+    parts.append("```")
+    runs = read_result(write(tmp_path, "page.md", "\n".join(parts)))
+    assert [r.name for r in runs] == [f"page.md#{i}" for i in range(1, 5)]
+    assert [r.max_concurrency for r in runs] == sorted(GPUSTACK)
+    assert [r.metrics["mean_tpot_ms"] for r in runs] == [GPUSTACK[b] for b in sorted(GPUSTACK)]
+
+
+def test_vllm_append_result_lines_read_as_one_run_each(tmp_path):
+    lines = [json.dumps(vllm_json(max_concurrency=c)) for c in (1, 2)]
+    runs = read_result(write(tmp_path, "runs.json", "\n".join(lines) + "\n"))
+    assert [(r.name, r.max_concurrency, r.kind) for r in runs] == [
+        ("runs.json#1", 1, "vllm-json"),
+        ("runs.json#2", 2, "vllm-json"),
+    ]
+
+
+def test_save_detailed_lists_give_the_lengths_of_the_successful_requests(tmp_path):
+    data = vllm_json(completed=3, input_lens=[10, 20, 30, 40], output_lens=[5, 0, 7, 9])
+    (run,) = read_result(write(tmp_path, "d.json", data))
+    assert run.detailed
+    assert (run.input_lens, run.output_lens) == ((10, 30, 40), (5, 7, 9))
+
+
+def test_a_request_rate_is_an_open_loop_and_inf_a_closed_one(tmp_path):
+    (run,) = read_result(write(tmp_path, "r.json", vllm_json(request_rate=2.5)))
+    assert not run.closed and run.load == 2.5 and run.load_label.startswith("rate 2.5/s")
+    (burst,) = read_result(write(tmp_path, "b.json", {**vllm_json(), "max_concurrency": None}))
+    assert burst.closed and burst.load == 100 and burst.load_label == "burst of 100"
+
+
+def test_vllm_spec_decode_fields_become_acceptance_per_position(tmp_path):
+    data = vllm_json(
+        spec_decode_acceptance_length=2.1,
+        spec_decode_per_position_acceptance_rates=[0.8, 0.4, 0.1],
+    )
+    (run,) = read_result(write(tmp_path, "s.json", data))
+    assert run.acceptance is not None
+    assert run.acceptance.per_position == (0.8, 0.4, 0.1)
+    assert run.acceptance.length == 2.1
+    # a chain reaches position i only through position i - 1: α is the share over the one before
+    assert run.acceptance.conditional() == pytest.approx([0.8, 0.5, 0.25])
+
+
+def test_the_printed_speculative_section_reads_as_acceptance(tmp_path):
+    text = (
+        (DATA / "qwen3-8b-h100-bs1.txt")
+        .read_text()
+        .replace(
+            "=" * 50 + "\n",
+            "------------------Speculative Decoding------------------\n"
+            "Acceptance rate (%):                     43.33\n"
+            "Acceptance length:                       2.30\n"
+            "Per-position acceptance (%):\n"
+            "  Position 0:                            80.00\n"
+            "  Position 1:                            40.00\n"
+            "  Position 2:                            10.00\n" + "=" * 50 + "\n",
+        )
+    )
+    (run,) = read_result(write(tmp_path, "spec.txt", text))
+    assert run.acceptance is not None
+    assert run.acceptance.per_position == pytest.approx((0.8, 0.4, 0.1))
+    assert run.acceptance.length == 2.3
+
+
+SGLANG_LINE = {
+    "backend": "sglang",
+    "dataset_name": "sharegpt",
+    "request_rate": float("inf"),
+    "max_concurrency": 16,
+    "sharegpt_output_len": None,
+    "duration": 30.5,
+    "completed": 200,
+    "total_input_tokens": 50000,
+    "total_output_tokens": 40000,
+    "total_output_tokens_retokenized": 39990,
+    "request_throughput": 6.56,
+    "output_throughput": 1311.5,
+    "mean_e2e_latency_ms": 2400.0,
+    "median_e2e_latency_ms": 2300.0,
+    "p99_e2e_latency_ms": 6000.0,
+    "mean_ttft_ms": 40.0,
+    "median_ttft_ms": 35.0,
+    "p99_ttft_ms": 120.0,
+    "mean_tpot_ms": 11.0,
+    "median_tpot_ms": 10.5,
+    "p99_tpot_ms": 16.0,
+    "mean_itl_ms": 9.0,
+    "median_itl_ms": 8.0,
+    "p95_itl_ms": 20.0,
+    "p99_itl_ms": 40.0,
+    "concurrency": 15.7,
+    "accept_length": 2.6,
+}
+
+
+def test_sglang_output_file_reads_one_run_per_line_with_its_accept_length(tmp_path):
+    second = {**SGLANG_LINE, "request_rate": 4.0, "max_concurrency": None, "accept_length": None}
+    # json.dumps writes SGLang's float("inf") as Infinity
+    text = json.dumps(SGLANG_LINE) + "\n" + json.dumps(second) + "\n"
+    assert "Infinity" in text
+    first, other = read_result(write(tmp_path, "sg.jsonl", text))
+    assert first.kind == "sglang-jsonl" and first.closed and first.max_concurrency == 16
+    assert first.metrics["mean_e2el_ms"] == 2400.0 and first.metrics["p99_itl_ms"] == 40.0
+    assert first.acceptance is not None and first.acceptance.length == 2.6
+    assert not first.acceptance.per_position
+    assert other.request_rate == 4.0 and other.acceptance is None
+
+
+def test_sglangs_printed_block_reads_its_own_labels(tmp_path):
+    block = "\n".join(
+        [
+            "============ Serving Benchmark Result ============",
+            "Backend:                                 sglang",
+            "Traffic request rate:                    inf",
+            "Max request concurrency:                 not set",
+            "Successful requests:                     50",
+            "Benchmark duration (s):                  10.00",
+            "Total input tokens:                      5000",
+            "Total generated tokens:                  2500",
+            "Accept length:                           3.10",
+            "----------------End-to-End Latency----------------",
+            "Mean E2E Latency (ms):                   900.00",
+            "Median E2E Latency (ms):                 850.00",
+            "=" * 50,
+        ]
+    )
+    (run,) = read_result(write(tmp_path, "sg.txt", block))
+    assert run.kind == "sglang-text" and run.max_concurrency is None and run.closed
+    assert run.metrics == {"mean_e2el_ms": 900.0, "median_e2el_ms": 850.0}
+    assert run.acceptance is not None and run.acceptance.length == 3.1
+
+
+METRICS_DUMP = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {d0}
+vllm:spec_decode_num_drafts_total{{engine="1",model_name="m"}} {d1}
+vllm:spec_decode_num_drafts_created{{engine="0",model_name="m"}} 1.7e9
+vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {t}
+vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {a}
+vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",position="0"}} {p0}
+vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="1",model_name="m",position="0"}} {p0}
+vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",position="1"}} {p1}
+vllm:num_requests_running{{engine="0",model_name="m"}} 3.0
+"""
+
+
+def test_a_metrics_dump_sums_the_engines_and_two_dumps_give_the_runs_counters(tmp_path):
+    after = write(
+        tmp_path, "after.txt", METRICS_DUMP.format(d0=60, d1=40, t=200, a=110, p0=40, p1=30)
+    )
+    acc = read_metrics([after])
+    assert acc.per_position == pytest.approx((0.8, 0.3)) and acc.length == pytest.approx(2.1)
+    before = write(tmp_path, "before.txt", METRICS_DUMP.format(d0=10, d1=0, t=20, a=5, p0=0, p1=0))
+    acc = read_metrics([before, after])
+    assert acc.per_position == pytest.approx((80 / 90, 30 / 90))
+    assert acc.length == pytest.approx(1 + 105 / 90)
+
+
+# -- simulated metrics as the benchmarks define them --------------------------------------------
+def test_weighted_percentiles_equal_numpys_of_the_repeated_values():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        values = np.sort(rng.random(int(rng.integers(1, 20))))
+        weights = rng.integers(1, 6, len(values))
+        for q in (0.0, 50.0, 99.0, 100.0):
+            got = _repeated_percentile(values, weights, q)
+            assert got == pytest.approx(np.percentile(np.repeat(values, weights), q), abs=1e-15)
+
+
+def small_scenario(**workload) -> Scenario:
+    sizes = {"lengths_from": None, "prompt": LengthSpec(mean=48), "output": LengthSpec(mean=12)}
+    return Scenario(
+        model="qwen3-8b",
+        gpu="h100_sxm",
+        workload=WorkloadConfig(requests=10, measure="whole", **{**sizes, **workload}),
+    )
+
+
+def test_simulated_tpot_is_each_requests_decode_time_over_its_tokens_after_the_first():
+    sim = simulate(small_scenario(concurrency=3))
+    got = simulated_metrics(sim)
+    q = sim.requests
+    tpot = (q.finish_s - q.first_token_s) / (q.output_tokens - 1)
+    assert got["mean_tpot_ms"] == pytest.approx(1e3 * tpot.mean())
+    assert got["p99_ttft_ms"] == pytest.approx(
+        1e3 * np.percentile(q.first_token_s - q.arrival_s, 99)
+    )
+    assert got["output_throughput_tok_s"] == pytest.approx(q.output_tokens.sum() / q.finish_s.max())
+
+
+# -- the round trip -----------------------------------------------------------------------------
+@pytest.mark.parametrize("detailed", [False, True], ids=["totals", "detailed"])
+@pytest.mark.parametrize(
+    "load", [{"concurrency": 3}, {"arrival": "poisson", "rate": 20.0}], ids=["closed", "rate"]
+)
+def test_a_simspec_run_written_in_vllms_format_compares_with_zero_error(tmp_path, load, detailed):
+    sim = simulate(small_scenario(**load))
+    path = write(tmp_path, "sim.json", vllm_result(sim, detailed=detailed))
+    out = tmp_path / "cmp.json"
+    result = runner.invoke(app, ["compare", str(path), *DEPLOY, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())
+    assert {r["metric"] for r in rows} == set(METRICS)
+    assert all(r["rel_error"] == 0.0 for r in rows), [r for r in rows if r["rel_error"]]
+    assert {r["lengths"] for r in rows} == {"per request" if detailed else "mean, fixed"}
+
+
+# -- the command on the GPUStack runs -----------------------------------------------------------
+def test_compare_prints_writes_and_plots_a_printed_run(tmp_path):
+    # the BS=8 block at a tenth of its requests (the same mean lengths): a short simulation
+    text = (DATA / "qwen3-8b-h100-bs8.txt").read_text()
+    for old, new in (("100", "10"), ("23260", "2326"), ("22061", "2206")):
+        text = text.replace(f"  {old}\n", f"  {new}\n")
+    out, html = tmp_path / "c.csv", tmp_path / "c.html"
+    result = runner.invoke(
+        app,
+        ["compare", str(write(tmp_path, "bs8.txt", text)), *DEPLOY]
+        + ["--out", str(out), "--html", str(html)],
+    )
+    assert result.exit_code == 0, result.output
+    assert "mean_tpot_ms" in result.output and "the run's means for every request" in result.output
+    head, *rows = out.read_text().splitlines()
+    assert head == "run,metric,measured,predicted,rel_error,load,lengths"
+    assert len(rows) == 11  # TTFT, TPOT and ITL (mean, median, P99) and both throughputs
+    assert all(',concurrency 8,"mean, fixed"' in row for row in rows)
+    assert "plotly" in html.read_text() and "concurrency" in html.read_text()
+
+
+@pytest.mark.slow
+def test_compare_on_the_four_gpustack_json_runs_names_the_model_from_the_file(tmp_path):
+    files = [str(DATA / f"qwen3-8b-h100-bs{bs}.json") for bs in sorted(GPUSTACK)]
+    out = tmp_path / "c.json"
+    result = runner.invoke(app, ["compare", *files, "--gpu", "h100_sxm", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = [r for r in json.loads(out.read_text()) if r["metric"] == "mean_tpot_ms"]
+    assert [r["measured"] for r in rows] == [GPUSTACK[bs] for bs in sorted(GPUSTACK)]
+    assert all(math.isfinite(r["predicted"]) and r["predicted"] > 0 for r in rows)
+    assert "model qwen3-8b, as the file names it" in result.output
+
+
+# -- hostile files: one line naming the field, exit 2, nothing written --------------------------
+@pytest.mark.parametrize(
+    ("data", "needles"),
+    [
+        ('{"completed": 100, "duration": 4', ("not valid JSON",)),
+        (vllm_json(completed=None), ("completed", "missing")),
+        (vllm_json(duration=-3.0), ("duration", "must be > 0")),
+        (vllm_json(total_output_tokens=None), ("total_output_tokens", "missing")),
+        (vllm_json(completed=True), ("completed", "whole number")),
+        (vllm_json(completed=0), ("completed", "no successful request")),
+        (vllm_json(total_input_tokens=50), ("total_input_tokens", "every prompt")),
+        (vllm_json(mean_tpot_ms="7.3"), ("mean_tpot_ms", "finite number")),
+        (vllm_json(max_concurrency=0), ("max_concurrency", "whole number in [1, 16,384]")),
+        (vllm_json(request_rate="fast"), ("request_rate", "finite number")),
+        (vllm_json(request_rate=-1.0), ("request_rate", "must be > 0")),
+        (vllm_json(input_lens=[1, 2], output_lens=[1]), ("output_lens", "one per request")),
+        (vllm_json(input_lens=[1, -2], output_lens=[1, 1]), ("input_lens[1]", "whole number")),
+        (
+            vllm_json(spec_decode_per_position_acceptance_rates=[0.5, 1.5]),
+            ("spec_decode_per_position_acceptance_rates[1]", "[0, 1]"),
+        ),
+        ("[" * 100_000, ("nested deeper",)),
+        ("[1, 2]", ("JSON object",)),
+        ("", ("is empty",)),
+    ],
+    ids=lambda v: str(v)[:30] if isinstance(v, str) else None,
+)
+def test_a_bad_vllm_result_is_one_line_naming_the_field(tmp_path, data, needles):
+    path = write(tmp_path, "bad.json", data)
+    out = tmp_path / "out.csv"
+    result = runner.invoke(app, ["compare", str(path), *DEPLOY, "--out", str(out)])
+    one_error(result, *needles)
+    assert not out.exists()
+
+
+def test_a_nan_metric_is_refused_by_name(tmp_path):
+    path = write(tmp_path, "nan.json", json.dumps(vllm_json()).replace("7.38", "NaN"))
+    one_error(runner.invoke(app, ["compare", str(path), *DEPLOY]), "mean_tpot_ms", "finite")
+
+
+@pytest.mark.parametrize(
+    ("cut", "needles"),
+    [
+        ("Total generated tokens:", ("Total generated tokens", "missing", "truncated")),
+        ("Benchmark duration (s):", ("Benchmark duration (s)", "missing")),
+    ],
+)
+def test_a_truncated_printed_block_names_the_missing_line(tmp_path, cut, needles):
+    text = (DATA / "qwen3-8b-h100-bs2.txt").read_text()
+    lines = [ln for ln in text.splitlines() if not ln.startswith(cut)]
+    path = write(tmp_path, "cut.txt", "\n".join(lines))
+    one_error(runner.invoke(app, ["compare", str(path), *DEPLOY]), *needles)
+
+
+def test_a_printed_value_that_is_no_number_is_refused_by_its_label(tmp_path):
+    text = (DATA / "qwen3-8b-h100-bs2.txt").read_text().replace("85.78", "-85.78")
+    path = write(tmp_path, "neg.txt", text)
+    one_error(runner.invoke(app, ["compare", str(path), *DEPLOY]), "Benchmark duration (s)", "> 0")
+
+
+def test_a_bad_sglang_line_is_refused_with_its_line_number(tmp_path):
+    bad = {**SGLANG_LINE, "duration": "later"}
+    text = json.dumps(SGLANG_LINE) + "\n" + json.dumps(bad) + "\n"
+    path = write(tmp_path, "sg.jsonl", text)
+    one_error(runner.invoke(app, ["compare", str(path), *DEPLOY]), "line 2", "duration")
+
+
+def test_a_file_over_the_cap_is_refused_before_it_is_read(tmp_path):
+    path = tmp_path / "huge.json"
+    path.touch()
+    os.truncate(path, 300 * 1024 * 1024)  # sparse: no disk, and never read
+    one_error(runner.invoke(app, ["compare", str(path), *DEPLOY]), "larger than 268,435,456")
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
+    path = tmp_path / "pipe.json"
+    os.mkfifo(path)
+    one_error(runner.invoke(app, ["compare", str(path), *DEPLOY]), "not a regular file")
+
+
+@pytest.mark.slow
+def test_a_deep_or_huge_result_is_refused_within_bounded_memory(tmp_path):
+    deep = write(tmp_path, "deep.json", "[" * 10_000_000)
+    proc = run_capped(["-m", "simspec.cli.main", "compare", str(deep), *DEPLOY], 2 << 30)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-500:]
+    assert "nested deeper" in proc.stderr
+
+
+def test_more_requests_than_one_command_simulates_are_refused_before_any_run(tmp_path):
+    big = vllm_json(completed=1_000_000, total_input_tokens=10**8, total_output_tokens=10**8)
+    paths = [str(write(tmp_path, f"{i}.json", big)) for i in range(3)]
+    one_error(runner.invoke(app, ["compare", *paths, *DEPLOY]), "3,000,000 requests")
+
+
+def test_a_burst_wider_than_simspec_holds_in_flight_is_refused(tmp_path):
+    burst = {
+        **vllm_json(completed=20_000, total_input_tokens=10**6, total_output_tokens=10**6),
+        "max_concurrency": None,
+    }
+    path = write(tmp_path, "burst.json", burst)
+    one_error(runner.invoke(app, ["compare", str(path), *DEPLOY]), "max_concurrency", "16,384")
+
+
+def test_a_metrics_dump_given_as_a_result_points_to_spec_metrics(tmp_path):
+    path = write(tmp_path, "m.txt", METRICS_DUMP.format(d0=1, d1=1, t=2, a=1, p0=1, p1=0))
+    one_error(runner.invoke(app, ["compare", str(path), *DEPLOY]), "--spec-metrics")
+
+
+def test_dumps_given_after_before_are_refused(tmp_path):
+    after = write(tmp_path, "a.txt", METRICS_DUMP.format(d0=60, d1=40, t=200, a=110, p0=40, p1=30))
+    before = write(tmp_path, "b.txt", METRICS_DUMP.format(d0=10, d1=0, t=20, a=5, p0=0, p1=0))
+    with pytest.raises(InputError, match="drafts counted"):
+        read_metrics([after, before])
+
+
+def test_a_speculative_run_compared_as_plain_decoding_asks_for_the_method(tmp_path):
+    data = vllm_json(spec_decode_acceptance_length=2.1)
+    path = write(tmp_path, "s.json", data)
+    one_error(runner.invoke(app, ["compare", str(path), *DEPLOY]), "--method", "2.10")
+
+
+def test_an_accept_length_past_k_plus_one_is_refused_by_name(tmp_path):
+    path = write(tmp_path, "sg.jsonl", json.dumps({**SGLANG_LINE, "accept_length": 9.0}))
+    result = runner.invoke(app, ["compare", str(path), *DEPLOY, "--method", "eagle3", "--k", "3"])
+    one_error(result, "acceptance length", "K + 1 = 4")
+
+
+def test_an_output_the_command_does_not_write_is_refused_before_any_run(tmp_path):
+    path = DATA / "qwen3-8b-h100-bs1.json"
+    result = runner.invoke(app, ["compare", str(path), *DEPLOY, "--out", str(tmp_path / "x.txt")])
+    one_error(result, "--out", ".csv or .json")
+
+
+def test_a_file_of_more_runs_than_one_command_simulates_is_refused_before_parsing_them(tmp_path):
+    line = json.dumps(vllm_json()) + "\n"
+    path = write(tmp_path, "many.jsonl", line * 10_001)
+    one_error(runner.invoke(app, ["compare", str(path), *DEPLOY]), "10,001 runs", "10,000")
+
+
+def test_k_without_a_speculative_method_is_refused(tmp_path):
+    path = DATA / "qwen3-8b-h100-bs1.json"
+    one_error(runner.invoke(app, ["compare", str(path), *DEPLOY, "--k", "4"]), "--k", "--method")
+
+
+def plans_of(tmp_path: Path, path: Path, method: str, k=None, shared=None):
+    from simspec.studies.bench.compare import plan_run
+
+    deploy = {"model": "qwen3-8b", "gpu": "h100_sxm"}
+    return [plan_run(r, deploy, method, k, shared, tmp_path) for r in read_result(path)]
+
+
+def test_a_runs_per_position_acceptance_is_the_simulated_chains_alpha(tmp_path):
+    data = vllm_json(spec_decode_per_position_acceptance_rates=[0.8, 0.4, 0.1, 0.05])
+    (plan,) = plans_of(tmp_path, write(tmp_path, "s.json", data), "eagle3")
+    method = plan.scenario.method
+    assert method.k == 4 and method.tree in (None, "chain")
+    assert method.acceptance.alpha == pytest.approx([0.8, 0.5, 0.25, 0.5])
+
+
+def test_an_accept_length_is_tau_at_the_methods_k(tmp_path):
+    (plan,) = plans_of(tmp_path, write(tmp_path, "sg.jsonl", json.dumps(SGLANG_LINE)), "eagle3", 4)
+    acc = plan.scenario.method.acceptance
+    assert (acc.tau, acc.tau_k, plan.scenario.method.k) == (2.6, 4, 4)
+    assert any("τ 2.60 at K=4" in note for note in plan.notes)
+
+
+def test_a_metrics_dump_gives_acceptance_to_runs_whose_file_has_none(tmp_path):
+    dump = write(tmp_path, "m.txt", METRICS_DUMP.format(d0=60, d1=40, t=200, a=110, p0=40, p1=30))
+    shared = read_metrics([dump])
+    (plan,) = plans_of(tmp_path, DATA / "qwen3-8b-h100-bs1.json", "eagle3", shared=shared)
+    assert plan.scenario.method.acceptance.alpha == pytest.approx([0.8, 0.375])
+
+
+def test_per_request_lengths_are_simulated_as_listed(tmp_path):
+    data = vllm_json(completed=3, input_lens=[10, 20, 30], output_lens=[5, 6, 7])
+    (plan,) = plans_of(tmp_path, write(tmp_path, "d.json", data), "autoregressive")
+    sim = simulate(plan.scenario)
+    assert sorted(zip(sim.requests.prompt_tokens, sim.requests.output_tokens, strict=True)) == [
+        (10, 5),
+        (20, 6),
+        (30, 7),
+    ]
+    assert plan.lengths == "per request" and plan.scenario.workload.concurrency == 3
