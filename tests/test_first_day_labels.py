@@ -220,3 +220,10 @@ def test_a_proxy_and_a_given_acceptance_are_labelled_as_such():
 def test_plain_decoding_rests_on_no_acceptance_but_still_prints_the_line():
     line = rests_on(Deployment(), [_ar()])
     assert line.startswith("rests on: plain decoding (no acceptance);")
+
+
+def test_the_closed_form_too_says_what_it_rests_on():
+    result = runner.invoke(app, ["analytic", "--method", "eagle3", "--gpu", "b200"])
+    assert result.exit_code == 0, result.output
+    (line,) = lines_starting(result.output, "rests on:")
+    assert "given eagle3 acceptance" in line and "b200 profile from h100_sxm" in line

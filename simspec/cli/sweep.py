@@ -86,7 +86,8 @@ def sweep(
     """Speedup of every method by batch size (closed loop).
 
     Each method's output-token throughput over autoregressive decoding's, on the same workload
-    and seed, measured while the closed loop holds its full concurrency.
+    and seed, measured while the closed loop holds its full concurrency. A --grid prints one
+    table per grid point; under each, what it ran with and what its numbers rest on.
     """
     if grid is not None and config is not None:
         raise InputError(
@@ -184,7 +185,7 @@ def _print_points(frame: pd.DataFrame, cfg: SweepConfig) -> None:
         rows = frame
         for col, value in zip(POINT_COLUMNS, values, strict=True):
             rows = rows[rows[col] == value]
-        _print_speedups(rows, points[0], cfg)
+        _print_speedups(rows, points[0], cfg.grid)
         err.print(ran_with(points[0]), highlight=False, markup=False, soft_wrap=True)
         methods = [m for p in points for m in p.methods]
         err.print(rests_on(points[0], methods), highlight=False, markup=False, soft_wrap=True)
@@ -207,14 +208,16 @@ def _point_values(point: SweepConfig) -> tuple:
     return tuple(data[col] for col in POINT_COLUMNS)
 
 
-def _print_speedups(frame: pd.DataFrame, point: SweepConfig, cfg: SweepConfig) -> None:
-    """Speedup by batch size and method at one grid point: batch sizes as rows and methods as
-    columns when the methods fit the terminal side by side, else methods as rows (a name stays
-    whole)."""
+def _print_speedups(
+    frame: pd.DataFrame, point: SweepConfig, grid: dict[str, list] | None = None
+) -> None:
+    """Speedup by batch size and method at one grid point (its ``grid`` axes named in the
+    title): batch sizes as rows and methods as columns when the methods fit the terminal side
+    by side, else methods as rows (a name stays whole)."""
     labels = frame.apply(_method_label, axis=1)
-    # two methods of one name and K (acceptances apart) keep a column each
-    twice = frame.assign(label=labels).duplicated(["label", "batch_size"], keep=False)
-    labels = labels.where(~twice, labels + " " + frame.acceptance)
+    if "acceptance" in frame:  # two methods of one name and K keep a column each
+        twice = frame.assign(label=labels).duplicated(["label", "batch_size"], keep=False)
+        labels = labels.where(~twice, labels + " " + frame.acceptance)
     order = list(dict.fromkeys(labels))  # the order the methods were given in
     if "speedup_ci_low" in frame:
         half = (frame.speedup_ci_high - frame.speedup_ci_low) / 2
@@ -226,7 +229,7 @@ def _print_speedups(frame: pd.DataFrame, point: SweepConfig, cfg: SweepConfig) -
     )[order]
     title = safe_title(
         f"Speedup over autoregressive: {point.model} on {point.gpu} x{point.tp}{_ranks(point)}, "
-        f"{point.engine}, {point.workload.lengths_from or 'fixed lengths'}{_axes(point, cfg)}"
+        f"{point.engine}, {point.workload.lengths_from or 'fixed lengths'}{_axes(point, grid or {})}"
     )
     console = Console()
     widths = [max(len(h), len("0.00x ±0.00")) for h in ["batch size", *order]]
@@ -247,11 +250,11 @@ def _print_speedups(frame: pd.DataFrame, point: SweepConfig, cfg: SweepConfig) -
     console.print(table)
 
 
-def _axes(point: SweepConfig, cfg: SweepConfig) -> str:
+def _axes(point: SweepConfig, grid: dict[str, list]) -> str:
     """The grid's seed, temperature and top-p axes in a point's title (the others are in it
     already)."""
     shown_as = {"seed": "seed {}", "temperature": "T={}", "top_p": "top-p={}"}
-    parts = [shown_as[a].format(getattr(point, a)) for a in shown_as if a in cfg.grid]
+    parts = [shown_as[a].format(getattr(point, a)) for a in shown_as if a in grid]
     return "".join(f", {p}" for p in parts)
 
 
