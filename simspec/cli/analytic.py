@@ -10,8 +10,8 @@ import typer
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, err, one_line_errors, writing
 from simspec.cli.flags import ServingFlags, given, with_flags
-from simspec.cli.tables import check_outputs, print_frame, write_frame
-from simspec.config import AcceptanceConfig, Deployment
+from simspec.cli.tables import check_outputs, print_frame, print_provenance, write_frame
+from simspec.config import AcceptanceConfig, Deployment, MethodConfig
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
 
@@ -77,6 +77,8 @@ def analytic(
         f"{costs.draft_s[1] * 1e3:.2f} ms (cost ratio {costs.draft_s[1] / costs.ar_s:.2f})"
     )
     print_frame(shown.round(3), "Best K per α (closed form, batch 1)")
+    # the α are the given ones (a grid of them): no preset's acceptance
+    print_provenance(deploy, [MethodConfig(name=method, acceptance=AcceptanceConfig(alpha=0.5))])
     if len(given_alphas) > 1:
         e = an.profile_tokens(given_alphas)
         err.print(f"per-position profile {given_alphas}: E = 1 + Σ Π α = {e:.3f} tokens per step")

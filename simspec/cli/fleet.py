@@ -20,7 +20,13 @@ from simspec.cli.common import (
     study_runs,
 )
 from simspec.cli.flags import DeploymentFlags, with_flags
-from simspec.cli.tables import check_outputs, print_frame, write_frame, write_text
+from simspec.cli.tables import (
+    check_outputs,
+    print_frame,
+    print_provenance,
+    write_frame,
+    write_text,
+)
 from simspec.config import (
     MAX_REPLICAS,
     MAX_TIMELINE_ROWS,
@@ -31,6 +37,7 @@ from simspec.config import (
     Scenario,
 )
 from simspec.errors import InputError
+from simspec.studies.provenance import provenance
 
 Replicas = Annotated[int, typer.Option(help="replicas in the fleet", min=1, max=MAX_REPLICAS)]
 RouterOpt = Annotated[str, typer.Option(help=f"router: {', '.join(ROUTERS)}")]
@@ -166,7 +173,7 @@ def fleet(
     ):
         run = study.run_fleet(cfg, runs=runs, window_s=window_s)
     table = study.per_request(run, slo)
-    row = study.summarize_fleet(run, slo, table, warmup_s)
+    row = study.summarize_fleet(run, slo, table, warmup_s) | provenance(deploy, methods[0])
     series = study.timeline(run)
     if out is not None:
         write_frame(table, out)
@@ -185,6 +192,7 @@ def fleet(
 
         write_text(report, report_html(series, row, _title(cfg, slo)), "--report")
     _show(row, study.utilisation(run), cfg, slo)
+    print_provenance(deploy, methods)
 
 
 def _plain(v: Any) -> Any:

@@ -19,6 +19,7 @@ from simspec.cli.tables import (
     check_outputs,
     number,
     print_frame,
+    print_provenance,
     safe_title,
     write_frame,
     write_text,
@@ -26,6 +27,7 @@ from simspec.cli.tables import (
 from simspec.config import MAX_DURATION_S, MAX_QPS, Deployment, MethodConfig
 from simspec.errors import InputError
 from simspec.studies import capacity
+from simspec.studies.provenance import with_provenance
 from simspec.studies.schedule import SCHEDULE_FIELDS
 from simspec.studies.schedule.grid import DEFAULT_CONCURRENCIES, K_MAX, TREE_BUDGETS
 from simspec.studies.schedule.trace import SCHEDULE_GRID
@@ -138,7 +140,7 @@ def plan(
         frame = capacity.plan(deploy, chosen, qps, slo, gpu_hour_price, duration, runs=runs)
     frame.insert(list(frame.columns).index("k") + 1, "acceptance", _acceptance(chosen))
     if out is not None:
-        write_frame(frame, out)
+        write_frame(with_provenance(frame, deploy, chosen), out)
     what = (
         f"{qps:g} req/s, p{slo.percentile} TTFT <= {slo_ttft_ms:g} ms and TPOT <= "
         f"{slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} x{deploy.tp}, "
@@ -146,6 +148,7 @@ def plan(
     )
     print_answer(frame, deploy.tp, slo.percentile, f"Answer: capacity for {what}")
     print_frame(frame.round(3), f"Detail: capacity for {what}")
+    print_provenance(deploy, chosen)
 
 
 # what stopped the rate from going higher (capacity.Slo.missed), as the answer says it
@@ -219,13 +222,14 @@ def _plan_trace(
             deploy, chosen, router, slo, attainment, gpu_hour_price, runs=runs
         )
     if out is not None:
-        write_frame(frame, out)
+        write_frame(with_provenance(frame, deploy, chosen), out)
     print_frame(
         frame.round(3),
         f"Smallest fleet replaying {trace} with {attainment:.1%} of requests within TTFT <= "
         f"{slo_ttft_ms:g} ms and TPOT <= {slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} "
         f"x{deploy.tp} per replica, {router}, ${gpu_hour_price}/GPU-hour)",
     )
+    print_provenance(deploy, chosen)
     err.print(
         "How: replicas doubled from 1 until a fleet meets the attainment, then bisection on "
         "the integers; each probe replays the whole trace window on the fleet. A "
@@ -314,7 +318,7 @@ def recommend(
     bands = rec.bands
     spec_cfg = None if is_tree else speculative_config(base, bands)
     if out is not None:
-        write_frame(rec.table, out)
+        write_frame(with_provenance(rec.table, deploy, [base]), out)
     if json_out is not None and spec_cfg is not None:
         write_text(json_out, speculative_config_json(spec_cfg) + "\n", "--json")
     what = "tree budget" if is_tree else "K"
@@ -328,6 +332,7 @@ def recommend(
         f"Bands: the {what} to run per concurrency, and how far it is from the fastest "
         "setting at each edge (%)",
     )
+    print_provenance(deploy, [base])
     err.print(
         f"How: every {what} and plain decoding ran closed-loop at each grid concurrency on the "
         "same workload and seed; where the best one changes between two grid points, "

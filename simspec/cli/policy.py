@@ -10,7 +10,7 @@ import typer
 from simspec.cli.common import err, one_line_errors
 from simspec.cli.flags import overlay, read_config, with_flags, with_preset_ids
 from simspec.cli.method_flags import MethodFlags, preset_dataset
-from simspec.cli.tables import check_outputs, print_frame, write_frame
+from simspec.cli.tables import check_outputs, print_frame, print_provenance, write_frame
 from simspec.errors import InputError
 from simspec.studies.schedule import SCHEDULE_FIELDS
 
@@ -71,6 +71,7 @@ def policy(
         write_frame(frame, out)
     shown = frame[list(SHOWN)].rename(columns=SHOWN).round(2)
     print_frame(shown, f"Policy vs fixed settings: {cfg.method.name} on {cfg.model}, {cfg.gpu}")
+    print_provenance(cfg, [cfg.method])
     err.print(
         "gain = the setting's median (TPOT | end-to-end latency) / the policy's: > 1 means "
         "the policy is faster"

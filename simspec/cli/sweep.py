@@ -27,6 +27,7 @@ from simspec.cli.tables import safe_title, table_width, write_frame
 from simspec.errors import InputError
 from simspec.outputs import check_writable, existing_regular
 from simspec.studies.model_facts import summary_line
+from simspec.studies.provenance import ran_with, rests_on
 from simspec.studies.runs.journal import path_in_use
 from simspec.studies.sweep import (
     WIDE_INTERVAL,
@@ -85,7 +86,8 @@ def sweep(
     """Speedup of every method by batch size (closed loop).
 
     Each method's output-token throughput over autoregressive decoding's, on the same workload
-    and seed, measured while the closed loop holds its full concurrency.
+    and seed, measured while the closed loop holds its full concurrency. A --grid prints one
+    table per grid point; under each, what it ran with and what its numbers rest on.
     """
     if grid is not None and config is not None:
         raise InputError(
@@ -124,7 +126,7 @@ def sweep(
             _partial(out).unlink(missing_ok=True)  # the table has every finished cell
     if not quiet:
         _print_models(cfg)
-        _print_speedups(frame, cfg)
+        _print_points(frame, cfg)
         _left_out_note(flags.left_out({"model": cfg.model, "grid": cfg.grid}))
         if out is not None:
             err.print(f"wrote {len(frame)} rows to {out}")
@@ -168,10 +170,54 @@ def _partial(out: Path) -> Path:
     return out.with_name(out.name + ".partial")
 
 
-def _print_speedups(frame: pd.DataFrame, cfg: SweepConfig) -> None:
-    """Speedup by batch size and method: batch sizes as rows and methods as columns when the
-    methods fit the terminal side by side, else methods as rows (a name stays whole)."""
+# the columns that tell one grid point's rows from another's (a K axis is in the method label)
+POINT_COLUMNS = ("model", "gpu", "tp", "engine", "seed", "temperature", "top_p", "dataset")
+
+
+def _print_points(frame: pd.DataFrame, cfg: SweepConfig) -> None:
+    """One speedup table per grid point (points that differ only in K share one: their
+    methods are columns of their own), each followed by what it ran with and rests on; then
+    the interval legend once."""
+    by_point: dict[tuple, list[SweepConfig]] = {}
+    for point in cfg.points():
+        by_point.setdefault(_point_values(point), []).append(point)
+    for values, points in by_point.items():
+        rows = frame
+        for col, value in zip(POINT_COLUMNS, values, strict=True):
+            rows = rows[rows[col] == value]
+        _print_speedups(rows, points[0], cfg.grid)
+        err.print(ran_with(points[0]), highlight=False, markup=False, soft_wrap=True)
+        methods = [m for p in points for m in p.methods]
+        err.print(rests_on(points[0], methods), highlight=False, markup=False, soft_wrap=True)
+    err.print(
+        "± : 95 % interval of the speedup (README: Measurement)", highlight=False, markup=False
+    )
+    wide = wide_intervals(frame) if "speedup_ci_low" in frame else frame.iloc[:0]
+    if len(wide):
+        err.print(
+            f"note: {len(wide)} speedup(s) known only to more than ±{WIDE_INTERVAL:.0%}: "
+            "raise --requests or --turnovers for a longer window",
+            highlight=False,
+        )
+
+
+def _point_values(point: SweepConfig) -> tuple:
+    """A grid point's values of :data:`POINT_COLUMNS`, as its rows hold them."""
+    data = {**point.model_dump(include=set(POINT_COLUMNS)), "dataset": point.workload.lengths_from}
+    data["dataset"] = data["dataset"] or ""
+    return tuple(data[col] for col in POINT_COLUMNS)
+
+
+def _print_speedups(
+    frame: pd.DataFrame, point: SweepConfig, grid: dict[str, list] | None = None
+) -> None:
+    """Speedup by batch size and method at one grid point (its ``grid`` axes named in the
+    title): batch sizes as rows and methods as columns when the methods fit the terminal side
+    by side, else methods as rows (a name stays whole)."""
     labels = frame.apply(_method_label, axis=1)
+    if "acceptance" in frame:  # two methods of one name and K keep a column each
+        twice = frame.assign(label=labels).duplicated(["label", "batch_size"], keep=False)
+        labels = labels.where(~twice, labels + " " + frame.acceptance)
     order = list(dict.fromkeys(labels))  # the order the methods were given in
     if "speedup_ci_low" in frame:
         half = (frame.speedup_ci_high - frame.speedup_ci_low) / 2
@@ -182,8 +228,8 @@ def _print_speedups(frame: pd.DataFrame, cfg: SweepConfig) -> None:
         index="batch_size", columns="label", values="cell", sort=False, aggfunc="first"
     )[order]
     title = safe_title(
-        f"Speedup over autoregressive: {cfg.model} on {cfg.gpu} x{cfg.tp}{_ranks(cfg)}, "
-        f"{cfg.engine}, {cfg.workload.lengths_from or 'fixed lengths'}"
+        f"Speedup over autoregressive: {point.model} on {point.gpu} x{point.tp}{_ranks(point)}, "
+        f"{point.engine}, {point.workload.lengths_from or 'fixed lengths'}{_axes(point, grid or {})}"
     )
     console = Console()
     widths = [max(len(h), len("0.00x ±0.00")) for h in ["batch size", *order]]
@@ -202,16 +248,14 @@ def _print_speedups(frame: pd.DataFrame, cfg: SweepConfig) -> None:
         for label in order:
             table.add_row(label, *speedup[label].to_numpy())
     console.print(table)
-    err.print(
-        "± : 95 % interval of the speedup (README: Measurement)", highlight=False, markup=False
-    )
-    wide = wide_intervals(frame) if "speedup_ci_low" in frame else frame.iloc[:0]
-    if len(wide):
-        err.print(
-            f"note: {len(wide)} speedup(s) known only to more than ±{WIDE_INTERVAL:.0%}: "
-            "raise --requests or --turnovers for a longer window",
-            highlight=False,
-        )
+
+
+def _axes(point: SweepConfig, grid: dict[str, list]) -> str:
+    """The grid's seed, temperature and top-p axes in a point's title (the others are in it
+    already)."""
+    shown_as = {"seed": "seed {}", "temperature": "T={}", "top_p": "top-p={}"}
+    parts = [shown_as[a].format(getattr(point, a)) for a in shown_as if a in grid]
+    return "".join(f", {p}" for p in parts)
 
 
 def _with_interval(value: float, half: float) -> str:
@@ -226,7 +270,8 @@ def _print_models(cfg: SweepConfig) -> None:
     precision (``simspec models NAME`` has the rest)."""
     names = cfg.grid.get("model") or [cfg.model]
     for name in dict.fromkeys(str(n) for n in names):
-        Console().print(safe_title(summary_line(load_model(name))), highlight=False)
+        line = summary_line(load_model(name), cfg.precision)
+        Console().print(safe_title(line), highlight=False)
 
 
 def _method_label(row: pd.Series) -> str:

@@ -10,7 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from simspec.catalog.tables import shown
-from simspec.cli.common import writing
+from simspec.cli.common import err, writing
+from simspec.config import Deployment, MethodConfig
 from simspec.errors import InputError, one_line
 from simspec.outputs import check_writable, write_bytes_atomic, write_text_atomic
 
@@ -65,6 +66,15 @@ def print_frame(frame: pd.DataFrame, title: str, width: int | None = None) -> No
         for r in rows:
             table.add_row(*(r[i] for i in cols))
         console.print(table)
+
+
+def print_provenance(deploy: Deployment, methods: list[MethodConfig]) -> None:
+    """Under a table, on stderr: what the run ran with and what its numbers rest on, one line
+    each (:mod:`simspec.studies.provenance`)."""
+    from simspec.studies.provenance import ran_with, rests_on
+
+    for line in (ran_with(deploy), rests_on(deploy, methods)):
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def table_width(widths: list[int]) -> int:

@@ -23,13 +23,14 @@ def billions(n: float) -> str:
     return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
 
 
-def summary_line(model: ModelShape) -> str:
-    """One line: total and active parameters, layout, precision."""
+def summary_line(model: ModelShape, deployed: str | None = None) -> str:
+    """One line: total and active parameters, layout, precision (the ``deployed`` one where a
+    deployment names it, else the checkpoint's)."""
     parts = [f"{billions(model.num_params)} parameters"]
     if model.is_moe:
         parts.append(f"{billions(model.active_params)} active per token")
     parts.append(layout(model))
-    parts.append(f"{precision(model)} weights")
+    parts.append(f"{precision(model, deployed)} weights")
     if model.num_nextn_predict_layers:
         parts.append(f"{model.num_nextn_predict_layers} MTP module(s)")
     return f"{model.id}: " + ", ".join(parts)
@@ -45,7 +46,11 @@ def layout(model: ModelShape) -> str:
     )
 
 
-def precision(model: ModelShape) -> str:
+def precision(model: ModelShape, deployed: str | None = None) -> str:
+    """The weights' precision: ``deployed`` (a deployment's --precision, which the experts
+    follow too: simspec.engine.build) where given, else the checkpoint's."""
+    if deployed is not None:
+        return deployed
     expert = model.expert_weight_dtype
     if expert and expert != model.weight_dtype:
         return f"{model.weight_dtype} (experts {expert})"

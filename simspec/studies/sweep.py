@@ -25,6 +25,7 @@ from simspec.config import (
 from simspec.engine import intervals
 from simspec.engine.metrics import RunSummary
 from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
+from simspec.studies.provenance import PROVENANCE_COLUMNS, provenance
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.runs.job import check_runnable
 from simspec.studies.runs.keys import scenario_key
@@ -57,6 +58,7 @@ COLUMNS = [
     "requests",
     "seed",
     "acceptance",
+    *PROVENANCE_COLUMNS,
 ]
 
 
@@ -302,6 +304,7 @@ def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, RunSummar
                 "requests": s.requests,
                 "seed": p.seed,
                 "acceptance": describe_acceptance(c.method),
+                **provenance(p, c.method),
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -1,0 +1,245 @@
+"""What a run ran with and what its numbers rest on, read from the data simspec already holds.
+
+Every command that runs a method writes :func:`provenance` into each row of its table (weights
+as the GPU runs them, KV-cache dtype, engine profile, acceptance source) and prints
+:func:`rests_on` under its table: whose acceptance it replays (the acceptance presets'
+``target_model``, simspec/data/method_presets.yaml), whether the GPU's hardware profile was
+fitted on that GPU (the profile's ``transferred_from``, simspec/data/profiles), and how many
+packaged validation cases (simspec/data/validation/cases.csv) ran this model or its
+architecture. The line is printed even when there is nothing to caveat, so that users learn
+to look for it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+
+from simspec.catalog.hardware import GpuSpec, load_engine, load_gpu, load_profile
+from simspec.catalog.methods import PROXIES, method_presets
+from simspec.catalog.models import ModelShape, load_model, preset_id
+from simspec.catalog.precision import effective_precision, kv_cache_bytes, load_precision
+from simspec.catalog.tables import shown
+from simspec.catalog.traces import packaged_traces
+from simspec.config import AcceptanceConfig, Deployment, MethodConfig
+from simspec.errors import InputError
+
+PROVENANCE_COLUMNS = ("precision", "kv_cache_dtype", "engine_profile", "acceptance_source")
+
+
+def provenance(deploy: Deployment, method: MethodConfig) -> dict[str, str]:
+    """The columns every result row carries (:data:`PROVENANCE_COLUMNS`), so that a CSV read
+    on its own says what it ran with."""
+    engine = load_engine(deploy.engine)
+    return {
+        "precision": weights(deploy.precision, load_model(deploy.model), load_gpu(deploy.gpu)),
+        "kv_cache_dtype": kv_dtype(deploy.kv_cache_dtype),
+        "engine_profile": f"{engine.id} ({engine.description})"
+        if engine.description
+        else engine.id,
+        "acceptance_source": acceptance_source(method),
+    }
+
+
+def with_provenance(
+    frame: pd.DataFrame, deploy: Deployment, methods: list[MethodConfig]
+) -> pd.DataFrame:
+    """``frame`` with :data:`PROVENANCE_COLUMNS` appended, row i run with ``methods[i]`` (one
+    method for every row: the list holds it once)."""
+    rows = [provenance(deploy, m) for m in methods]
+    if len(rows) == 1:
+        rows *= len(frame)
+    return frame.assign(**{col: [r[col] for r in rows] for col in PROVENANCE_COLUMNS})
+
+
+def weights(precision: str | None, model: ModelShape, gpu: GpuSpec | None = None) -> str:
+    """The weights' precision as the run uses it: the deployment's, else the checkpoint's
+    (experts apart where it stores them apart), as ``gpu`` runs it (FP8 without FP8 tensor
+    cores runs weight-only), the rule :mod:`simspec.engine.build` applies."""
+
+    def on_gpu(name: str) -> str:
+        return effective_precision(load_precision(name), gpu).name if gpu else name
+
+    if precision is not None:
+        return on_gpu(precision)
+    expert = model.expert_weight_dtype
+    if expert and expert != model.weight_dtype:
+        return f"{on_gpu(model.weight_dtype)} (experts {on_gpu(expert)})"
+    return on_gpu(model.weight_dtype)
+
+
+def kv_dtype(kv_cache_dtype: str) -> str:
+    """The KV cache's dtype as sized: ``auto`` is the model's activation dtype, bf16."""
+    if kv_cache_dtype != "auto":
+        return kv_cache_dtype
+    return "bf16" if kv_cache_bytes("auto") == 2 else kv_cache_dtype
+
+
+def acceptance_source(method: MethodConfig) -> str:
+    """Where the method's acceptance comes from: its preset's source, or what the user gave."""
+    if method.name == "autoregressive":
+        return "none (plain decoding drafts nothing)"
+    acc = method.acceptance
+    if acc is None:
+        return "none"
+    return acc.source or f"as given ({_given(acc)})"
+
+
+def _given(acc: AcceptanceConfig) -> str:
+    if acc.acc_len is not None:
+        return f"acc_len trace {shown(acc.acc_len)}"
+    if acc.tokens is not None:
+        return f"token trace {shown(acc.tokens)}"
+    if acc.tau is not None:
+        return f"tau {acc.tau:g} at k={acc.tau_k}"
+    return f"alpha {acc.alpha}"
+
+
+# -- the lines under a table ---------------------------------------------------------------------
+
+
+def ran_with(deploy: Deployment) -> str:
+    """One line: the weights as the GPU runs them, the KV-cache dtype and the engine profile."""
+    row = provenance(deploy, MethodConfig(name="autoregressive", k=0))
+    return (
+        f"ran with: {row['precision']} weights, {row['kv_cache_dtype']} KV cache, engine "
+        f"{row['engine_profile']}"
+    )
+
+
+def rests_on(deploy: Deployment, methods: Iterable[MethodConfig]) -> str:
+    """One line: whose acceptance the methods replay, how the GPU's profile was obtained and
+    how many validation cases back the model ("rests on: ..."; printed even when none of it
+    is a caveat)."""
+    model = load_model(deploy.model)
+    parts = [_acceptance_part(model.id, list(methods)), _profile_part(deploy)]
+    parts.append(_validation_part(model))
+    return "rests on: " + "; ".join(parts)
+
+
+def _acceptance_part(model: str, methods: list[MethodConfig]) -> str:
+    """Methods grouped by the model their acceptance was measured on."""
+    groups: dict[str, list[str]] = {}
+    for m in methods:
+        if m.name == "autoregressive" or m.acceptance is None:
+            continue
+        name = m.name + _qualifier(m.acceptance)
+        where = _measured_on(m, model)
+        if name not in groups.setdefault(where, []):
+            groups[where].append(name)
+    if not groups:
+        return "plain decoding (no acceptance)"
+    return "; ".join(where.format(", ".join(names)) for where, names in groups.items())
+
+
+def _measured_on(m: MethodConfig, model: str) -> str:
+    """Whose acceptance ``m`` runs, as a template for the methods' names: "own {}
+    acceptance" (measured on this model), "llama-3.1-8b's {} acceptance", "given {}
+    acceptance" or "{} acceptance from FILE"."""
+    acc = m.acceptance
+    assert acc is not None  # the caller skips methods without one
+    trace = acc.acc_len or acc.tokens
+    if trace is not None and trace not in packaged_traces():
+        return "{} acceptance from " + shown(Path(trace).name).replace("{", "{{").replace("}", "}}")
+    origin = acceptance_model(m.name, acc)
+    if origin is None:
+        return "given {} acceptance"
+    return "own {} acceptance" if origin == preset_id(model) else origin + "'s {} acceptance"
+
+
+def _qualifier(acc: AcceptanceConfig) -> str:
+    """What the preset stands in for, in a word, from the labels its source carries."""
+    source = acc.source
+    if source.startswith("proxy"):
+        return " (proxy)"
+    if "extrapolat" in source:
+        return " (extrapolated)"
+    if "(only preset:" in source or "(overall: no" in source:
+        return " (other domain)"
+    if source.startswith("measured with a different draft pair"):
+        return " (other draft)"
+    return ""
+
+
+def acceptance_model(method: str, acc: AcceptanceConfig) -> str | None:
+    """The target model a packaged acceptance was measured on (a preset's ``target_model``),
+    or None for an acceptance the user gave (no preset's source is in its own)."""
+    if acc.acc_len in packaged_traces() or acc.tokens in packaged_traces():
+        return _traces_model()
+    if not acc.source:
+        return None
+    names = [method, *([PROXIES[method][0]] if method in PROXIES else [])]
+    for entry in (e for name in names for e in _entries(name)):
+        if entry.get("source") and entry["source"] in acc.source and entry.get("target_model"):
+            return str(entry["target_model"])
+    return None
+
+
+def _entries(method: str) -> list[dict]:
+    """A method's presets and their alternatives (each may name its target_model)."""
+    presets = (method_presets().get(method) or {}).get("presets") or {}
+    out = []
+    for preset in presets.values():
+        out.append(preset)
+        out += [a for a in preset.get("alternatives") or [] if isinstance(a, dict)]
+    return out
+
+
+@cache
+def _traces_model() -> str | None:
+    """The target the packaged acceptance traces were recorded on: the target_model of the
+    presets that replay them."""
+    for entry in method_presets().values():
+        for preset in (entry.get("presets") or {}).values():
+            if ("acc_len" in preset or "tokens" in preset) and preset.get("target_model"):
+                return str(preset["target_model"])
+    return None
+
+
+def _profile_part(deploy: Deployment) -> str:
+    """How the hardware profile was obtained: fitted on the GPU, or transferred from another."""
+    profile = load_profile(deploy.profile or deploy.gpu)
+    sources: dict[str, list[str]] = {}
+    for op, fit in profile.fit.items():
+        if "transferred_from" in fit:
+            sources.setdefault(str(fit["transferred_from"]), []).append(op)
+    own = profile.gpu == deploy.gpu
+    name = f"{profile.gpu} profile" + ("" if own else f" on {deploy.gpu}")
+    if not sources:
+        return f"{profile.gpu}'s own profile" if own else name
+    if len(sources) == 1 and len(next(iter(sources.values()))) == len(profile.fit):
+        return f"{name} from {next(iter(sources))}"
+    parts = [f"{', '.join(ops)} from {src}" for src, ops in sources.items()]
+    return f"{name}: {'; '.join(parts)}"
+
+
+def _validation_part(model: ModelShape) -> str:
+    """How many packaged validation cases ran this model, else models of its architecture."""
+    counts = _validation_counts()
+    own = counts.get(model.id, 0)
+    if own:
+        return f"{own} validation cases of this model"
+    family = sum(n for target, n in counts.items() if _architecture(target) == model.model_type)
+    if family:
+        return f"no validation case of this model, {family} of {model.model_type} models"
+    return f"no validation case of any {model.model_type} model"
+
+
+@cache
+def _validation_counts() -> dict[str, int]:
+    from simspec.studies.validation.cases import read_cases
+
+    return dict(Counter(read_cases()["target_model"]))
+
+
+@cache
+def _architecture(target: str) -> str | None:
+    """A validation case's target as an architecture (None for a target that is no preset)."""
+    try:
+        return load_model(target).model_type
+    except InputError:
+        return None
