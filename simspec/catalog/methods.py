@@ -10,6 +10,7 @@ from typing import Any, Literal
 from simspec.catalog.models import load_model, model_ids
 from simspec.catalog.tables import packaged_table
 from simspec.catalog.traces import load_trace, replay_tau
+from simspec.catalog.vllm import lookup_sizes
 from simspec.config import AcceptanceConfig, MethodConfig, TreeKind
 from simspec.errors import InputError
 
@@ -101,8 +102,9 @@ OWN_FIELDS: dict[str, tuple[str, ...]] = {
     "lookahead_ngram": ("lookahead",),
     "lookahead_guesses": ("lookahead",),
     "beam_width": ("redrafter",),
-    "prompt_lookup_min": ("ngram", "pld"),
-    "prompt_lookup_max": ("ngram", "pld"),
+    # PLD matches n = 3 down to 1 whatever they say (speculators/lookup.py, PLD)
+    "prompt_lookup_min": ("ngram",),
+    "prompt_lookup_max": ("ngram",),
     "suffix_decoding_max_tree_depth": ("suffix",),
     "suffix_decoding_max_cached_requests": ("suffix",),
     "suffix_decoding_max_spec_factor": ("suffix",),
@@ -179,10 +181,19 @@ def method_defaults(name: str) -> dict[str, Any]:
         out["tree"] = tree
         out["tree_nodes"] = d.get("tree_nodes")
         out["tree_topk"] = d.get("tree_topk") or DEFAULT_TREE_TOPK
-    for key in ("draft_layers", "prompt_lookup_min", "prompt_lookup_max"):
-        if d.get(key):
-            out[key] = d[key]
+    if d.get("draft_layers"):
+        out["draft_layers"] = d["draft_layers"]
+    if name == "ngram":  # written out: vLLM's own default where the catalogue sets none
+        low, high = lookup_sizes(d.get("prompt_lookup_min"), d.get("prompt_lookup_max"), name)
+        out.update(prompt_lookup_min=low, prompt_lookup_max=high)
     return {k: v for k, v in out.items() if v is not None}
+
+
+def trace_setup(name: str) -> dict[str, Any]:
+    """MethodConfig fields the packaged acceptance traces of ``name`` were recorded with, where
+    they differ from its defaults (n-gram: prompt_lookup 3/5, method_presets.yaml): what a row
+    standing for one of those recordings runs. Empty for a method without one."""
+    return dict(method_presets().get(name, {}).get("trace_setup") or {})
 
 
 def tau_measured_with(method: dict[str, Any], depth: int) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from simspec.config import (
 )
 from simspec.engine import intervals
 from simspec.engine.metrics import RunSummary
+from simspec.engine.speculators.lookup import matched_sizes
 from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.runs.job import check_runnable
@@ -49,6 +50,8 @@ COLUMNS = [
     "tree",
     "tree_nodes",
     "tree_topk",
+    "prompt_lookup_min",
+    "prompt_lookup_max",
     "batch_size",
     "speedup",
     "tpot_ratio",
@@ -190,6 +193,13 @@ def tree_columns(m: MethodConfig) -> dict[str, Any]:
     return {"tree": m.tree or "", "tree_nodes": nodes, "tree_topk": m.tree_topk or 0}
 
 
+def lookup_columns(m: MethodConfig, engine: str) -> dict[str, int | None]:
+    """The n-gram sizes a lookup method matched (prompt_lookup_min/max, vLLM's names; blank
+    for a method that matches none), so two n-gram rows say which n-gram each ran."""
+    low, high = matched_sizes(m, engine) or (None, None)
+    return {"prompt_lookup_min": low, "prompt_lookup_max": high}
+
+
 def describe_acceptance(m: MethodConfig) -> str:
     a = m.acceptance
     if a is None:
@@ -293,6 +303,7 @@ def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, RunSummar
                 "method": c.method.name,
                 "k": c.method.k if c.method.name != "autoregressive" else 0,
                 **tree_columns(c.method),
+                **lookup_columns(c.method, p.engine),
                 "batch_size": c.batch_size,
                 "speedup": s.throughput_tok_s / base.throughput_tok_s,
                 **speedup_interval(base, s),
