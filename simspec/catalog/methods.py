@@ -302,12 +302,20 @@ def preset_acceptance(
     )
     cfg = method_defaults(name)
     if "alpha" in preset and cfg["k"] == 1:
-        # with one draft token the acceptance rate is exactly tau - 1 (pooled over steps)
+        # with one draft token the acceptance rate is exactly tau - 1 (pooled over steps);
+        # deeper positions, where a K > 1 run drafts them, decay as the preset says
+        deeper = {k: preset[k] for k in ("depth_decay", "sourced_k") if preset.get(k)}
+        if deeper:
+            source += (
+                f"; deeper positions: {preset['decay_source']}, extrapolated beyond "
+                f"k={deeper['sourced_k']}"
+            )
         return AcceptanceConfig(
             tau=1.0 + float(preset["alpha"]),
             tau_k=1,
             spread=spread,
             source=f"tau = 1 + acceptance rate; {source}",
+            **deeper,
         )
     if "alpha" in preset:
         return AcceptanceConfig(alpha=float(preset["alpha"]), spread=spread, source=source)

@@ -135,6 +135,7 @@ def plan(
         f"{slo_ttft_ms} ms and TPOT <= {slo_tpot_ms} ms ({deploy.model} on {deploy.gpu} "
         f"x{deploy.tp}, ${gpu_hour_price}/GPU-hour)",
     )
+    _extrapolation_notes(chosen)
 
 
 def _plan_trace(
@@ -178,6 +179,7 @@ def _plan_trace(
         f"{slo_ttft_ms:g} ms and TPOT <= {slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} "
         f"x{deploy.tp} per replica, {router}, ${gpu_hour_price}/GPU-hour)",
     )
+    _extrapolation_notes(chosen)
     err.print(
         "How: replicas doubled from 1 until a fleet meets the attainment, then bisection on "
         "the integers; each probe replays the whole trace window on the fleet. A "
@@ -335,3 +337,11 @@ def _acceptance(methods: list[MethodConfig]) -> list[str]:
     from simspec.studies.sweep import describe_acceptance
 
     return [describe_acceptance(m) for m in methods]
+
+
+def _extrapolation_notes(methods: list[MethodConfig]) -> None:
+    """A method drafting deeper than its acceptance sources measured says so (on stderr)."""
+    from simspec.studies.sweep import extrapolation_notes
+
+    for line in extrapolation_notes(methods):
+        err.print(line, highlight=False)

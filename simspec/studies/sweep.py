@@ -208,9 +208,36 @@ def describe_acceptance(m: MethodConfig) -> str:
         return f"trace:{a.acc_len}/{a.acc_len_method}"
     if a.tokens is not None:
         return f"tokens:{a.tokens}"
-    if a.tau is not None:
-        return f"tau={a.tau}@k={a.tau_k}"
-    return f"alpha={a.alpha}"
+    text = f"tau={a.tau}@k={a.tau_k}" if a.tau is not None else f"alpha={a.alpha}"
+    if a.depth_decay is not None:
+        text += f",decay={a.depth_decay}"
+    beyond = extrapolated_beyond(m)
+    return text + (f" (extrapolated beyond k={beyond})" if beyond else "")
+
+
+def extrapolated_beyond(m: MethodConfig) -> int | None:
+    """The deepest draft position ``m``'s acceptance sources measured, when ``m`` drafts
+    deeper (its acceptance there is extrapolated); None when it does not."""
+    a = m.acceptance
+    if a is None or a.sourced_k is None or m.name == "autoregressive":
+        return None
+    deepest = max([m.k, *(k for _, _, k in m.k_schedule or [])])
+    return a.sourced_k if deepest > a.sourced_k else None
+
+
+def extrapolation_notes(methods: list[MethodConfig]) -> list[str]:
+    """One line per method whose acceptance is extrapolated past what its sources measured."""
+    deepest: dict[str, tuple[int, int]] = {}
+    for m in methods:
+        beyond = extrapolated_beyond(m)
+        if beyond:
+            k = max(m.k, deepest.get(m.name, (0, 0))[1])
+            deepest[m.name] = (beyond, k)
+    return [
+        f"note: {name} at K={k}: acceptance extrapolated beyond k={beyond}, the deepest draft "
+        f"position its sources measured (simspec methods {name})"
+        for name, (beyond, k) in deepest.items()
+    ]
 
 
 @dataclass(frozen=True)
