@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Annotated
 
+import pandas as pd
 import typer
 
 from simspec.cli import options as opt
@@ -130,7 +131,7 @@ def plan(
     if out is not None:
         write_frame(frame, out)
     print_frame(
-        frame.round(3),
+        _console(frame).round(3),
         f"Capacity for {qps} req/s, p{slo.percentile} TTFT <= "
         f"{slo_ttft_ms} ms and TPOT <= {slo_tpot_ms} ms ({deploy.model} on {deploy.gpu} "
         f"x{deploy.tp}, ${gpu_hour_price}/GPU-hour)",
@@ -174,7 +175,7 @@ def _plan_trace(
     if out is not None:
         write_frame(frame, out)
     print_frame(
-        frame.round(3),
+        _console(frame).round(3),
         f"Smallest fleet replaying {trace} with {attainment:.1%} of requests within TTFT <= "
         f"{slo_ttft_ms:g} ms and TPOT <= {slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} "
         f"x{deploy.tp} per replica, {router}, ${gpu_hour_price}/GPU-hour)",
@@ -337,6 +338,12 @@ def _acceptance(methods: list[MethodConfig]) -> list[str]:
     from simspec.studies.sweep import describe_acceptance
 
     return [describe_acceptance(m) for m in methods]
+
+
+def _console(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as printed: the CSV's n-gram sizes stay in the CSV (the console keeps its
+    columns)."""
+    return frame.drop(columns=["prompt_lookup_min", "prompt_lookup_max"])
 
 
 def _extrapolation_notes(methods: list[MethodConfig]) -> None:
