@@ -413,8 +413,15 @@ class AcceptanceConfig(BaseModel):
         default=None,
         gt=0.0,
         le=1.0,
-        description="mean α at depth d = α_1 · decay^(d-1) (Medusa's independent heads); "
-        "default: the method's",
+        description="mean α at depth d = α_1 · decay^(d-1) (Medusa's independent heads, one "
+        "MTP module run again per draft step); default: the method's",
+    )
+    sourced_k: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="deepest draft position the sources measured; deeper ones are extrapolated "
+        "(by depth_decay), and a run drafting deeper says so",
     )
     spread: float = Field(
         default=0.0,

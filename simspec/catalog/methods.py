@@ -10,6 +10,7 @@ from typing import Any, Literal
 from simspec.catalog.models import load_model, model_ids
 from simspec.catalog.tables import packaged_table
 from simspec.catalog.traces import load_trace, replay_tau
+from simspec.catalog.vllm import lookup_sizes
 from simspec.config import AcceptanceConfig, MethodConfig, TreeKind
 from simspec.errors import InputError
 
@@ -101,8 +102,9 @@ OWN_FIELDS: dict[str, tuple[str, ...]] = {
     "lookahead_ngram": ("lookahead",),
     "lookahead_guesses": ("lookahead",),
     "beam_width": ("redrafter",),
-    "prompt_lookup_min": ("ngram", "pld"),
-    "prompt_lookup_max": ("ngram", "pld"),
+    # PLD matches n = 3 down to 1 whatever they say (speculators/lookup.py, PLD)
+    "prompt_lookup_min": ("ngram",),
+    "prompt_lookup_max": ("ngram",),
     "suffix_decoding_max_tree_depth": ("suffix",),
     "suffix_decoding_max_cached_requests": ("suffix",),
     "suffix_decoding_max_spec_factor": ("suffix",),
@@ -179,10 +181,19 @@ def method_defaults(name: str) -> dict[str, Any]:
         out["tree"] = tree
         out["tree_nodes"] = d.get("tree_nodes")
         out["tree_topk"] = d.get("tree_topk") or DEFAULT_TREE_TOPK
-    for key in ("draft_layers", "prompt_lookup_min", "prompt_lookup_max"):
-        if d.get(key):
-            out[key] = d[key]
+    if d.get("draft_layers"):
+        out["draft_layers"] = d["draft_layers"]
+    if name == "ngram":  # written out: vLLM's own default where the catalogue sets none
+        low, high = lookup_sizes(d.get("prompt_lookup_min"), d.get("prompt_lookup_max"), name)
+        out.update(prompt_lookup_min=low, prompt_lookup_max=high)
     return {k: v for k, v in out.items() if v is not None}
+
+
+def trace_setup(name: str) -> dict[str, Any]:
+    """MethodConfig fields the packaged acceptance traces of ``name`` were recorded with, where
+    they differ from its defaults (n-gram: prompt_lookup 3/5, method_presets.yaml): what a row
+    standing for one of those recordings runs. Empty for a method without one."""
+    return dict(method_presets().get(name, {}).get("trace_setup") or {})
 
 
 def tau_measured_with(method: dict[str, Any], depth: int) -> dict[str, Any]:
@@ -291,12 +302,20 @@ def preset_acceptance(
     )
     cfg = method_defaults(name)
     if "alpha" in preset and cfg["k"] == 1:
-        # with one draft token the acceptance rate is exactly tau - 1 (pooled over steps)
+        # with one draft token the acceptance rate is exactly tau - 1 (pooled over steps);
+        # deeper positions, where a K > 1 run drafts them, decay as the preset says
+        deeper = {k: preset[k] for k in ("depth_decay", "sourced_k") if preset.get(k)}
+        if deeper:
+            source += (
+                f"; deeper positions: {preset['decay_source']}, extrapolated beyond "
+                f"k={deeper['sourced_k']}"
+            )
         return AcceptanceConfig(
             tau=1.0 + float(preset["alpha"]),
             tau_k=1,
             spread=spread,
             source=f"tau = 1 + acceptance rate; {source}",
+            **deeper,
         )
     if "alpha" in preset:
         return AcceptanceConfig(alpha=float(preset["alpha"]), spread=spread, source=source)
@@ -334,30 +353,58 @@ def preset_method(
     """A method in its packaged default configuration, with its packaged acceptance for
     ``dataset``'s domain where one exists (``simspec methods`` lists them).
 
-    draft_model: the given draft, else the preset's when it shares ``target``'s tokenizer, else
-    :data:`DEFAULT_DRAFT_MODEL` (the acceptance then stays the preset pair's, as its source says).
+    draft_model: the given draft, else the packaged draft that shares ``target``'s vocabulary
+    (:func:`family_draft`; the acceptance then stays the preset pair's, as its source says), else
+    :data:`DEFAULT_DRAFT_MODEL` without a target. Raises InputError for a target no packaged draft
+    serves.
     """
     if name == "autoregressive":
         return MethodConfig(name=name, k=0)
     fields = method_defaults(name)
     acc = preset_acceptance(name, dataset)
     if name == "draft_model":
-        preset_draft = fields.get("draft_model")
-        if not draft_model and preset_draft and target and not _same_vocab(preset_draft, target):
-            preset_draft = None
-        fields["draft_model"] = draft_model or preset_draft or DEFAULT_DRAFT_MODEL
-        if acc is not None and fields["draft_model"] != method_defaults(name).get("draft_model"):
+        preset_draft = method_presets()[name]["defaults"].get("draft_model")
+        fields["draft_model"] = draft_model or (
+            draft_for(target) if target else DEFAULT_DRAFT_MODEL
+        )
+        if acc is not None and fields["draft_model"] != preset_draft:
             acc = acc.model_copy(
                 update={"source": f"measured with a different draft pair: {acc.source}"}
             )
     return MethodConfig(**fields, acceptance=acc)
 
 
-def _same_vocab(a: str, b: str) -> bool:
+def family_draft(target: str) -> tuple[str | None, str]:
+    """The packaged draft that shares ``target``'s tokenizer (the first of the catalogue's
+    ``family_drafts`` with its vocabulary, unless the target's architecture ships a tokenizer of
+    its own), and why none does: (None, a sentence naming the vocabulary). Raises InputError for
+    a target that cannot be loaded."""
+    entry = method_presets()["draft_model"]
+    model = load_model(target)
+    own = (entry.get("own_tokenizer") or {}).get(model.model_type)
+    drafts = [d["draft"] for d in entry["family_drafts"]]
+    if own is None:
+        for draft in drafts:
+            if load_model(draft).vocab_size == model.vocab_size:
+                return draft, ""
+    sizes = ", ".join(f"{d} {load_model(d).vocab_size}" for d in drafts)
+    vocabulary = f"tokenizer ({own})" if own else f"{model.vocab_size}-token vocabulary"
+    return None, (
+        f"no packaged draft shares {target}'s {vocabulary}; packaged drafts (vocabulary): "
+        f"{sizes}; name one with --draft-model"
+    )
+
+
+def draft_for(target: str) -> str:
+    """The packaged draft for ``target`` (:func:`family_draft`); InputError naming
+    ``methods.draft_model`` when none shares its tokenizer."""
     try:
-        return load_model(a).vocab_size == load_model(b).vocab_size
+        draft, why = family_draft(target)
     except InputError:
-        return True  # let the speculator report the bad model by name
+        return DEFAULT_DRAFT_MODEL  # the bad target is reported by name where it is loaded
+    if draft is None:
+        raise InputError("methods.draft_model", why)
+    return draft
 
 
 def sampled_from_trace(acc: AcceptanceConfig, k: int, kind: str) -> AcceptanceConfig:
@@ -388,13 +435,17 @@ def default_methods(dataset: str = "sharegpt") -> list[MethodConfig]:
     return [preset_method(n, dataset) for n in ("autoregressive", "eagle3", "ngram")]
 
 
-def left_out_of_all(name: str, model: str) -> str | None:
+def left_out_of_all(name: str, model: str, draft: str | None = None) -> str | None:
     """Why ``--methods all`` leaves ``name`` out for ``model`` (None: it is offered): a drafter
-    made of the model's own MTP layers needs a model that declares them, and a method no engine
-    profile ships is not something a user could deploy (``simspec/data/method_engines.yaml``)."""
+    made of the model's own MTP layers needs a model that declares them, a draft model needs
+    one that shares the model's tokenizer (``draft``, else a packaged one), and a method no
+    engine profile ships is not something a user could deploy
+    (``simspec/data/method_engines.yaml``)."""
     table = packaged_table("method_engines.yaml")
     try:
         why = missing_draft_layers(name, model)
+        if name == "draft_model" and not draft:
+            why = why or family_draft(model)[1] or None
     except InputError:
         return None  # the bad model is reported by name when the sweep builds it
     if why:

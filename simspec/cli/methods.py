@@ -84,6 +84,8 @@ def _shape_cell(cfg: dict[str, Any]) -> str:
     if cfg.get("tree"):
         return f"{cfg['tree']} tree {cfg['tree_nodes']}, depth {cfg['k']}, top-{cfg['tree_topk']}"
     extra = f", {cfg['draft_layers']} layers" if cfg.get("draft_layers") else ""
+    if cfg.get("prompt_lookup_max"):
+        extra = f", n-gram {cfg['prompt_lookup_min']}-{cfg['prompt_lookup_max']}"
     return f"chain K={cfg['k']}{extra}"
 
 

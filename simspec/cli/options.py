@@ -15,7 +15,7 @@ import typer
 from pydantic import BaseModel
 
 from simspec.catalog.hardware import engine_ids, gpu_ids
-from simspec.catalog.methods import DEFAULT_DRAFT_MODEL, TRACE_DATASETS
+from simspec.catalog.methods import TRACE_DATASETS
 from simspec.config import AcceptanceConfig, Deployment, MethodConfig, WorkloadConfig
 from simspec.errors import InputError
 
@@ -143,7 +143,8 @@ DraftModel = Annotated[
             MethodConfig,
             "draft_model",
             " of the draft_model method",
-            default=f"the method's preset, else {DEFAULT_DRAFT_MODEL}",
+            default="the packaged draft sharing the model's vocabulary (vicuna-68m, "
+            "llama-3.2-1b, qwen3-0.6b)",
         )
     ),
 ]

@@ -147,7 +147,8 @@ def plan(
         f"${gpu_hour_price:g}/GPU-hour)"
     )
     print_answer(frame, deploy.tp, slo.percentile, f"Answer: capacity for {what}")
-    print_frame(frame.round(3), f"Detail: capacity for {what}")
+    print_frame(_console(frame).round(3), f"Detail: capacity for {what}")
+    _extrapolation_notes(chosen)
     print_provenance(deploy, chosen)
 
 
@@ -224,11 +225,12 @@ def _plan_trace(
     if out is not None:
         write_frame(with_provenance(frame, deploy, chosen), out)
     print_frame(
-        frame.round(3),
+        _console(frame).round(3),
         f"Smallest fleet replaying {trace} with {attainment:.1%} of requests within TTFT <= "
         f"{slo_ttft_ms:g} ms and TPOT <= {slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} "
         f"x{deploy.tp} per replica, {router}, ${gpu_hour_price}/GPU-hour)",
     )
+    _extrapolation_notes(chosen)
     print_provenance(deploy, chosen)
     err.print(
         "How: replicas doubled from 1 until a fleet meets the attainment, then bisection on "
@@ -388,3 +390,17 @@ def _acceptance(methods: list[MethodConfig]) -> list[str]:
     from simspec.studies.sweep import describe_acceptance
 
     return [describe_acceptance(m) for m in methods]
+
+
+def _console(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as printed: the CSV's n-gram sizes stay in the CSV (the console keeps its
+    columns)."""
+    return frame.drop(columns=["prompt_lookup_min", "prompt_lookup_max"])
+
+
+def _extrapolation_notes(methods: list[MethodConfig]) -> None:
+    """A method drafting deeper than its acceptance sources measured says so (on stderr)."""
+    from simspec.studies.sweep import extrapolation_notes
+
+    for line in extrapolation_notes(methods):
+        err.print(line, highlight=False)

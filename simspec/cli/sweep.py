@@ -34,6 +34,7 @@ from simspec.studies.sweep import (
     SweepConfig,
     cells,
     check_cells,
+    extrapolation_notes,
     run_cells,
     wide_intervals,
 )
@@ -128,6 +129,8 @@ def sweep(
         _print_models(cfg)
         _print_points(frame, cfg)
         _left_out_note(flags.left_out({"model": cfg.model, "grid": cfg.grid}))
+        for line in extrapolation_notes([m for p in cfg.points() for m in p.methods]):
+            err.print(line, highlight=False)
         if out is not None:
             err.print(f"wrote {len(frame)} rows to {out}")
         _sampling_note(cfg)

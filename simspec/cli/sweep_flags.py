@@ -141,7 +141,7 @@ class SweepFlags(MethodFlags, ServingFlags):
         out: dict[str, str] = {}
         for name in SPECULATORS:
             for model in models:
-                why = left_out_of_all(name, str(model))
+                why = left_out_of_all(name, str(model), self.draft)
                 if why:
                     out.setdefault(name, why)
         return out

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from simspec.catalog.hardware import load_engine
-from simspec.catalog.methods import DEFAULT_DRAFT_MODEL
+from simspec.catalog.methods import draft_for
 from simspec.catalog.models import load_model
 from simspec.config import (
     AcceptanceConfig,
@@ -59,7 +59,9 @@ def batch1_costs(deploy: Deployment, method: str, k_max: int, context: int) -> B
     sc = Scenario(**deploy.model_dump(exclude={"method"}))
     # the largest draft must fit beside the target (else there is no speedup to print)
     check_runnable(
-        sc.model_copy(update={"method": _chain(method, k_max, AcceptanceConfig(alpha=0.5))})
+        sc.model_copy(
+            update={"method": _chain(method, k_max, AcceptanceConfig(alpha=0.5), sc.model)}
+        )
     )
     cost = build_cost_model(sc)
     target, engine = load_model(sc.model), load_engine(sc.engine)
@@ -73,7 +75,7 @@ def batch1_costs(deploy: Deployment, method: str, k_max: int, context: int) -> B
     kv = np.array([context], dtype=np.int64)
     for k in range(1, k_max + 1):
         spec = build_speculator(
-            _chain(method, k, AcceptanceConfig(alpha=0.5)), target, cost, engine
+            _chain(method, k, AcceptanceConfig(alpha=0.5), sc.model), target, cost, engine
         )
         width = spec.verify_tokens_for(k)
         step = DraftStep(kv, np.ones(1, dtype=np.int64), float(context), k)
@@ -189,7 +191,7 @@ def compare(
         base = deploy.model_dump(exclude={"method", "workload"})
         spec_run, ar_run = runs.all(
             [
-                Scenario(**base, workload=wl, method=_chain(method, k, acc)),
+                Scenario(**base, workload=wl, method=_chain(method, k, acc, deploy.model)),
                 Scenario(**base, workload=wl),
             ]
         )
@@ -221,10 +223,11 @@ def compare(
     return pd.DataFrame(rows)
 
 
-def _chain(method: str, k: int, acc: AcceptanceConfig) -> MethodConfig:
-    """``method`` as a chain of k (the closed form's shape); draft_model drafts with
-    :data:`simspec.catalog.methods.DEFAULT_DRAFT_MODEL`."""
-    draft = DEFAULT_DRAFT_MODEL if method == "draft_model" else None
+def _chain(method: str, k: int, acc: AcceptanceConfig, target: str) -> MethodConfig:
+    """``method`` as a chain of k (the closed form's shape); draft_model drafts with the
+    packaged draft that shares ``target``'s tokenizer
+    (:func:`simspec.catalog.methods.draft_for`)."""
+    draft = draft_for(target) if method == "draft_model" else None
     return MethodConfig(name=method, k=k, tree="chain", acceptance=acc, draft_model=draft)
 
 

@@ -25,6 +25,7 @@ from simspec.errors import InputError, ScenarioError
 from simspec.studies.fleet import FleetSlo, run_fleet, summarize_fleet
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.schedule.export import schedule_of
+from simspec.studies.sweep import lookup_columns
 
 # plan's defaults (the CLI's options and the explorer read them): seconds of arrivals each
 # probe measures, and the price of one GPU-hour
@@ -34,6 +35,8 @@ GPU_HOUR_PRICE = 2.5
 PLAN_COLUMNS = [
     "method",
     "k",
+    "prompt_lookup_min",
+    "prompt_lookup_max",
     "max_qps_per_replica",
     "ttft_ms_at_max",
     "ttft_ms_at_max_ci_low",
@@ -211,6 +214,7 @@ def plan(
             {
                 "method": m.name,
                 "k": m.k if m.name != "autoregressive" else 0,
+                **lookup_columns(m, deploy.engine),
                 "max_qps_per_replica": rate,
                 **_at_max(s if ok else None, slo.percentile),
                 "output_tok_s_at_max": out_tok,
@@ -243,6 +247,10 @@ def _at_max(s: RunSummary | None, percentile: int) -> dict[str, float]:
 FLEET_PLAN_COLUMNS = [
     "method",
     "k",
+    "prompt_lookup_min",
+    "prompt_lookup_max",
+    "prompt_lookup_min",
+    "prompt_lookup_max",
     "schedule",
     "replicas",
     "gpus",
@@ -326,6 +334,7 @@ def plan_fleet(
             {
                 "method": f"{m.name} (recommended schedule)" if schedule else m.name,
                 "k": m.k if m.name != "autoregressive" else 0,
+                **lookup_columns(m, deploy.engine),
                 "schedule": schedule,
                 "replicas": n,
                 "gpus": gpus,

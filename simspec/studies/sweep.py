@@ -24,6 +24,7 @@ from simspec.config import (
 )
 from simspec.engine import intervals
 from simspec.engine.metrics import RunSummary
+from simspec.engine.speculators.lookup import matched_sizes
 from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
 from simspec.studies.provenance import PROVENANCE_COLUMNS, provenance
 from simspec.studies.runs import SERIAL, Runs
@@ -50,6 +51,8 @@ COLUMNS = [
     "tree",
     "tree_nodes",
     "tree_topk",
+    "prompt_lookup_min",
+    "prompt_lookup_max",
     "batch_size",
     "speedup",
     "tpot_ratio",
@@ -192,6 +195,13 @@ def tree_columns(m: MethodConfig) -> dict[str, Any]:
     return {"tree": m.tree or "", "tree_nodes": nodes, "tree_topk": m.tree_topk or 0}
 
 
+def lookup_columns(m: MethodConfig, engine: str) -> dict[str, int | None]:
+    """The n-gram sizes a lookup method matched (prompt_lookup_min/max, vLLM's names; blank
+    for a method that matches none), so two n-gram rows say which n-gram each ran."""
+    low, high = matched_sizes(m, engine) or (None, None)
+    return {"prompt_lookup_min": low, "prompt_lookup_max": high}
+
+
 def describe_acceptance(m: MethodConfig) -> str:
     a = m.acceptance
     if a is None:
@@ -200,9 +210,36 @@ def describe_acceptance(m: MethodConfig) -> str:
         return f"trace:{a.acc_len}/{a.acc_len_method}"
     if a.tokens is not None:
         return f"tokens:{a.tokens}"
-    if a.tau is not None:
-        return f"tau={a.tau}@k={a.tau_k}"
-    return f"alpha={a.alpha}"
+    text = f"tau={a.tau}@k={a.tau_k}" if a.tau is not None else f"alpha={a.alpha}"
+    if a.depth_decay is not None:
+        text += f",decay={a.depth_decay}"
+    beyond = extrapolated_beyond(m)
+    return text + (f" (extrapolated beyond k={beyond})" if beyond else "")
+
+
+def extrapolated_beyond(m: MethodConfig) -> int | None:
+    """The deepest draft position ``m``'s acceptance sources measured, when ``m`` drafts
+    deeper (its acceptance there is extrapolated); None when it does not."""
+    a = m.acceptance
+    if a is None or a.sourced_k is None or m.name == "autoregressive":
+        return None
+    deepest = max([m.k, *(k for _, _, k in m.k_schedule or [])])
+    return a.sourced_k if deepest > a.sourced_k else None
+
+
+def extrapolation_notes(methods: list[MethodConfig]) -> list[str]:
+    """One line per method whose acceptance is extrapolated past what its sources measured."""
+    deepest: dict[str, tuple[int, int]] = {}
+    for m in methods:
+        beyond = extrapolated_beyond(m)
+        if beyond:
+            k = max(m.k, deepest.get(m.name, (0, 0))[1])
+            deepest[m.name] = (beyond, k)
+    return [
+        f"note: {name} at K={k}: acceptance extrapolated beyond k={beyond}, the deepest draft "
+        f"position its sources measured (simspec methods {name})"
+        for name, (beyond, k) in deepest.items()
+    ]
 
 
 @dataclass(frozen=True)
@@ -295,6 +332,7 @@ def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, RunSummar
                 "method": c.method.name,
                 "k": c.method.k if c.method.name != "autoregressive" else 0,
                 **tree_columns(c.method),
+                **lookup_columns(c.method, p.engine),
                 "batch_size": c.batch_size,
                 "speedup": s.throughput_tok_s / base.throughput_tok_s,
                 **speedup_interval(base, s),

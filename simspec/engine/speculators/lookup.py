@@ -12,6 +12,20 @@ from simspec.engine.costmodel import StepCost
 from simspec.engine.lookup.proposers import LookupProposer
 from simspec.engine.speculators.base import DraftStep, Speculator
 
+# Spec-Bench evaluation/inference_pld.py: draft_matching_window_size=3, n from 3 down to 1
+PLD_MAX_NGRAM = 3
+
+
+def matched_sizes(cfg: MethodConfig, engine: str) -> tuple[int, int] | None:
+    """The n-gram sizes (shortest, longest) the lookup of ``cfg`` matches on ``engine``: vLLM's
+    n-gram its prompt_lookup_min/max (vLLM's default 5/5 where unset), PLD 1 to 3; None where
+    no n-gram sizes apply (SGLang's n-gram walks a trie, suffix decoding suffix trees)."""
+    if cfg.name == "ngram" and engine != "sglang":
+        return lookup_sizes(cfg.prompt_lookup_min, cfg.prompt_lookup_max, cfg.name)
+    if cfg.name == "pld":
+        return 1, PLD_MAX_NGRAM
+    return None
+
 
 def lookup_cost(engine: EngineProfile, seqs: int) -> StepCost:
     """Host time of an n-gram lookup for ``seqs`` decoding sequences (no GPU work)."""
@@ -75,8 +89,7 @@ class PLD(LookupSpeculator):
 
     @property
     def proposer(self) -> LookupProposer:
-        # Spec-Bench evaluation/inference_pld.py: draft_matching_window_size=3
-        return LookupProposer("pld", (("max_ngram_size", 3),))
+        return LookupProposer("pld", (("max_ngram_size", PLD_MAX_NGRAM),))
 
 
 class Suffix(LookupSpeculator):

@@ -31,6 +31,7 @@ from simspec.catalog.methods import (
     preset_acceptance,
     sampled_from_trace,
     tau_measured_with,
+    trace_setup,
 )
 from simspec.catalog.models import load_model
 from simspec.catalog.traces import first_method, load_trace
@@ -290,6 +291,8 @@ def _method(
         return MethodConfig(name=name, k=0), ""
     get = _cells(row)
     fields = method_defaults(name)
+    if _uses_trace(get):  # the setup the packaged trace was recorded with (n-gram: 3/5)
+        fields.update(trace_setup(name))
     shapes = method_info(name).shapes
     shape, k = get("spec_shape"), whole(get("k"))
     nodes, topk = whole(get("tree_nodes")), whole(get("tree_topk"))
