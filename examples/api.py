@@ -25,5 +25,5 @@ steps = runs["eagle3"].iterations
 print(steps[["decode_seqs", "draft_s", "verify_s", "overhead_s"]].mean())
 
 # The same question over batch sizes: one row per (method, batch size), speedup included.
-table = sweep({"methods": [preset_method("eagle3")], "batch_sizes": [1, 16, 64]})
+table = sweep({"methods": ["eagle3"], "batch_sizes": [1, 16, 64]})  # names, as --methods
 print(table[["method", "batch_size", "speedup", "tpot_ms_p50"]])

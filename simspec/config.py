@@ -32,6 +32,11 @@ MAX_TOTAL_REQUESTS = 2_000_000  # requests over every run of one command (sweep 
 MAX_RUNS = 10_000  # runs in one command (grid points x methods x batch sizes)
 MAX_QPS = 1e7  # plan's target arrival rate (requests/s over the whole fleet)
 MAX_DURATION_S = 86_400.0  # plan's arrivals per probe: a day (probes also stop at 20,000 requests)
+# The latency SLOs fleet, plan and the explorer take when none is given: a chat service's first
+# token within 2 s, and then 20 tokens/s per stream (50 ms each), faster than people read.
+# One pair, so that the page and the command line judge a deployment alike.
+DEFAULT_SLO_TTFT_MS = 2000.0
+DEFAULT_SLO_TPOT_MS = 50.0
 
 
 def _utf8_text(cls: type, value: object) -> object:

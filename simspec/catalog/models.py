@@ -368,8 +368,18 @@ def preset_id(ref: str) -> str:
     wanted = ref.strip().lower()
     for name, entry in packaged_table("models.yaml").items():
         if any(wanted == hf.lower() for hf in entry.get("hf_ids") or ()):
-            return ref if _is_file(ref) else name  # a file by that name is what is meant
-    return ref
+            return snapshot_config(ref) if _is_file(ref) else name  # a file by that name
+    return snapshot_config(ref)
+
+
+def snapshot_config(ref: str) -> str:
+    """A Hugging Face snapshot folder (what vLLM's --model takes) as the ``config.json`` in it,
+    else ``ref`` unchanged: a scenario then names the file it reads, so a run's key follows
+    the file's content (:mod:`simspec.studies.runs.keys`). A folder without one is left for
+    :func:`load_model` to refuse by name."""
+    config = os.path.join(ref, "config.json")
+    # os.path: a too-long name, or one with a NUL, is no error but False
+    return config if os.path.isdir(ref) and os.path.isfile(config) else ref
 
 
 def _is_file(ref: str) -> bool:
@@ -387,6 +397,8 @@ def load_model(ref: str, field: str = "model") -> ModelShape:
     if ref in table:
         return _preset(ref)
     path = Path(ref)
+    if os.path.isdir(ref):  # a folder with a config.json reads as it (preset_id)
+        raise InputError(field, _no_config_json(ref))
     if path.suffix == ".json" or os.path.exists(ref):  # os.path: a too-long name is no error
         return load_hf_config(path, field)
     if ref.count("/") == 1 and not ref.startswith(("/", ".")):
@@ -401,6 +413,19 @@ def load_model(ref: str, field: str = "model") -> ModelShape:
         f"unknown model {ref!r}; choose a preset ({', '.join(sorted(table))}), a Hugging Face "
         "id of one, or give a path to a Hugging Face config.json",
     )
+
+
+def _no_config_json(folder: str) -> str:
+    """Why a folder given as a model is refused, and the folder that would do (a Hub cache's
+    repo folder holds its snapshots one level down, under snapshots/REVISION)."""
+    text = (
+        f"folder {shown(folder)} has no config.json: --model DIR reads DIR/config.json (a "
+        "Hugging Face snapshot folder, as vLLM takes it)"
+    )
+    snapshots = os.path.join(folder, "snapshots")
+    if os.path.isdir(snapshots):
+        text += f"; this looks like a Hub cache folder: give {shown(snapshots + '/REVISION')}"
+    return text
 
 
 @cache
@@ -427,6 +452,17 @@ def load_hf_config(path: Path, field: str = "model") -> ModelShape:
         raise InputError(field + exc.field.removeprefix("model"), exc.message) from None
 
 
+def _folder_name(path: Path) -> str:
+    """A config.json's model name from where it lies: its folder's, or, in a Hub cache
+    (``models--ORG--NAME/snapshots/REVISION/config.json``), ``ORG/NAME`` rather than the
+    revision's hash."""
+    folder = path.parent
+    repo = folder.parent.parent.name
+    if folder.parent.name == "snapshots" and repo.startswith("models--"):
+        return repo.removeprefix("models--").replace("--", "/")
+    return folder.name or path.stem
+
+
 def _read_hf_config(path: Path) -> ModelShape:
     raw = parse_json(read_input_text(path, "model", MAX_HF_CONFIG_BYTES), "model", shown(path))
     if not isinstance(raw, dict):
@@ -444,7 +480,7 @@ def _read_hf_config(path: Path) -> ModelShape:
         raise InputError("model", f"{str(path)!r} lacks {', '.join(missing)}")
     name = raw.get("_name_or_path")
     if not isinstance(name, str) or not name.strip():
-        name = Path(path).parent.name or Path(path).stem
+        name = _folder_name(Path(path))
     fields = read_config(raw)
     try:
         return ModelShape(id=name, source=f"Hugging Face config.json at {path}", **fields)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from simspec.cli import options as opt
-from simspec.cli.common import csv_list, err, one_line_errors, writing
+from simspec.cli.common import csv_list, err, one_line_errors, one_method, writing
 from simspec.cli.flags import ServingFlags, given, with_flags
 from simspec.cli.tables import check_outputs, print_frame, print_provenance, write_frame
 from simspec.config import AcceptanceConfig, Deployment, MethodConfig
@@ -19,7 +19,11 @@ from simspec.errors import InputError
 @with_flags(ServingFlags)
 @one_line_errors
 def analytic(
-    method: Annotated[str, typer.Option(help="chain method whose draft cost to use")] = "eagle3",
+    method: Annotated[
+        str | None,
+        typer.Option(help="chain method whose draft cost to use [default: eagle3]"),
+    ] = None,
+    methods: opt.MethodsAlias = None,
     *,
     flags: ServingFlags,
     profile: opt.Profile = None,
@@ -52,13 +56,22 @@ def analytic(
     from simspec.studies import analytic as an
 
     check_outputs((csv, "--csv", (".csv", ".parquet")), (html, "--html", (".html", ".htm")))
-    if method not in SPECULATORS or method == "autoregressive":
-        raise InputError("--method", f"choose a speculative method: {', '.join(SPECULATORS)}")
+    why = "the closed form prices one method's draft: run it once per method"
+    flag = "--methods" if methods is not None else "--method"
+    method = one_method({"--method": method, "--methods": methods}, why) or "eagle3"
+    if method == "autoregressive":
+        raise InputError(flag, f"choose a speculative method: {', '.join(SPECULATORS)}")
     deploy = Deployment(**flags.serving_fields(), **given(profile=profile))
     given_alphas = csv_list(alpha, "--alpha", float) if alpha else []
     if any(not 0.0 <= a <= 1.0 for a in given_alphas):
         raise InputError("--alpha", "each α must be in [0, 1]")
     one = given_alphas[:1] if len(given_alphas) == 1 else []
+    if compare and len(given_alphas) > 1:
+        raise InputError(
+            "--compare",
+            "simulates one α beside the closed form, and --alpha gives a profile by position: "
+            "give one --alpha value",
+        )
     costs = an.batch1_costs(deploy, method, k_max, context)
     table = an.analytic_table(costs, tuple(sorted({*an.ALPHAS, *an.REPORTED_ALPHAS, *one})))
     picks = an.best_k(table)

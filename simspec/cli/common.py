@@ -31,7 +31,7 @@ from rich.progress import (
 )
 
 from simspec.catalog.tables import shown
-from simspec.engine.speculators import SPECULATORS
+from simspec.engine.speculators import known_method as known_method  # the CLI's name for it
 from simspec.errors import InputError, ScenarioError, one_line, validation_message
 from simspec.studies.runs import Runs
 from simspec.studies.runs.executors import Executor
@@ -189,18 +189,35 @@ def csv_list(text: str, flag: str, cast: Callable[[str], T] = str) -> list[T]:
     return items
 
 
-def known_method(name: str, flag: str = "--methods") -> str:
-    """The simspec method ``name`` means (``simspec methods`` lists them): case ignored, and
-    vLLM's own method names (``eagle``, ``medusa``, the MTP aliases) read as the method vLLM
-    runs for them (:data:`simspec.catalog.vllm.METHODS`)."""
-    from simspec.catalog.vllm import METHODS
+def refuse_unread(why: str, flags: dict[str, object]) -> None:
+    """Each of ``flags`` (the flag as typed: its value, None = not given) that was given is an
+    error naming it and saying ``why``: the mode chosen does not read it, and what does. A flag
+    a mode ignores would change nothing without a word, and its answer would pass for the one
+    asked."""
+    for flag, value in flags.items():
+        if value is not None:
+            raise InputError(flag, why)
 
-    key = name.strip().lower()
-    method = key if key in SPECULATORS else METHODS.get(key)
-    if method is None:
-        raise InputError(
-            flag,
-            f"unknown method {name!r}; choose from {', '.join(SPECULATORS)} "
-            f"(or vLLM's names: {', '.join(sorted(set(METHODS) - set(SPECULATORS)))})",
-        )
-    return method
+
+def one_spelling(flags: dict[str, T | None]) -> tuple[str, T] | None:
+    """The flag (as typed) and value of the one given among ``flags``, the names one option
+    goes by (``--concurrencies``, ``--batch-sizes``); None if none is. Two given is an error:
+    which one wins is not for the user to guess."""
+    given = [(flag, value) for flag, value in flags.items() if value is not None]
+    if len(given) > 1:
+        raise InputError(given[1][0], f"is another name for {given[0][0]}: give one of them")
+    return given[0] if given else None
+
+
+def one_method(flags: dict[str, str | None], why: str) -> str | None:
+    """The method named by ``flags`` (``--method`` or ``--methods``: a command that runs one
+    method takes either spelling), as simspec names it; None if neither is given. A list of
+    more than one is an error saying ``why`` the command runs one."""
+    spelled = one_spelling(flags)
+    if spelled is None:
+        return None
+    flag, text = spelled
+    names = csv_list(text, flag)
+    if len(names) > 1:
+        raise InputError(flag, f"{why} (got {len(names)}: {', '.join(names)})")
+    return known_method(names[0], flag)

@@ -127,11 +127,12 @@ class ServingFlags:
 
 @dataclasses.dataclass(frozen=True)
 class DeploymentFlags(MethodFlags, ServingFlags):
-    """The deployment and method flags of ``plan`` and ``recommend``, which go on top of
-    --config."""
+    """The deployment and method flags of ``plan``, ``recommend``, ``fleet`` and ``policy``,
+    which go on top of --config."""
 
     dataset: opt.Dataset = None
     temperature: opt.Temperature = None
+    seed: opt.Seed = None
 
     def deployment(self, config: Path | None) -> Deployment:
         """The scenario file's deployment with these flags on top; --token-trace, else
@@ -151,7 +152,7 @@ class DeploymentFlags(MethodFlags, ServingFlags):
     def _scenario(self, config: Path | None) -> dict[str, Any]:
         """The scenario file's fields with the deployment flags on top."""
         data = read_config(config) if config else {}
-        flags = {**self.serving_fields(), **given(temperature=self.temperature)}
+        flags = {**self.serving_fields(), **given(temperature=self.temperature, seed=self.seed)}
         trace = self.checked_token_trace() or self.dataset
         if trace:
             flags["workload"] = {"lengths_from": trace}

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,9 +15,10 @@ from simspec.cli import options as opt
 from simspec.cli.common import (
     check_executor,
     err,
-    known_method,
     one_line_errors,
+    one_method,
     progress_bar,
+    refuse_unread,
     study_runs,
 )
 from simspec.cli.flags import DeploymentFlags, with_flags
@@ -28,6 +30,8 @@ from simspec.cli.tables import (
     write_text,
 )
 from simspec.config import (
+    DEFAULT_SLO_TPOT_MS,
+    DEFAULT_SLO_TTFT_MS,
     MAX_REPLICAS,
     MAX_TIMELINE_ROWS,
     ROUTERS,
@@ -39,17 +43,26 @@ from simspec.config import (
 from simspec.errors import InputError
 from simspec.studies.provenance import provenance
 
+if TYPE_CHECKING:
+    from simspec.catalog.arrival_traces import ArrivalTrace
+
 Replicas = Annotated[int, typer.Option(help="replicas in the fleet", min=1, max=MAX_REPLICAS)]
 RouterOpt = Annotated[str, typer.Option(help=f"router: {', '.join(ROUTERS)}")]
-SloTtft = Annotated[float, typer.Option(help="time-to-first-token SLO per request (ms)", min=1)]
-SloTpot = Annotated[float, typer.Option(help="time-per-output-token SLO per request (ms)", min=0.1)]
 Qps = Annotated[
     float | None,
     typer.Option(help="without --trace: Poisson arrivals at this rate (requests/s)", min=1e-3),
 ]
+FLEET_REQUESTS = 2000  # Poisson requests when --requests is not given
 Requests = Annotated[
-    int, typer.Option(help="without --trace: Poisson requests to simulate", min=1, max=1_000_000)
+    int | None,
+    typer.Option(
+        help=f"without --trace: Poisson requests to simulate [default: {FLEET_REQUESTS}]",
+        min=1,
+        max=1_000_000,
+    ),
 ]
+TRACE_FLAGS = {"rate_scale": "--rate-scale", "target_qps": "--target-qps", "window": "--window"}
+TRACE_FLAGS |= {"tile": "--tile"}
 
 
 def fleet_deployment(
@@ -57,58 +70,125 @@ def fleet_deployment(
     config: Path | None,
     trace: str | None,
     qps: float | None,
-    requests: int,
+    requests: int | None,
     trace_flags: dict[str, Any],
-    method: str | None,
+    names: list[str] | None,
+    default: list[str],
+    flag: str,
 ) -> tuple[Deployment, list[MethodConfig]]:
     """The replicas' deployment with the arrivals the flags ask for (a replayed trace, or
-    Poisson), and the methods named (each in its preset for the trace's acceptance domain:
-    conversation -> sharegpt, coding -> instructcoder, unless --dataset says otherwise)."""
-    from simspec.catalog.arrival_traces import acceptance_dataset, load_arrival_trace
+    Poisson), and the methods: ``names`` (from ``flag``), else the file's, else ``default``,
+    each in its preset for the trace's acceptance domain (conversation -> sharegpt, coding ->
+    instructcoder, unless --dataset says otherwise). A flag the arrivals chosen do not read is
+    an error naming it."""
+    from simspec.catalog.arrival_traces import load_arrival_trace
 
     data = flags._scenario(config)  # the deployment flags' one reading of --config
+    given_trace_flags = {TRACE_FLAGS[k]: v for k, v in trace_flags.items()}
     if trace is not None:
-        workload = opt.trace_workload(trace, **trace_flags)
-        dataset = acceptance_dataset(load_arrival_trace(trace, "--trace"), flags.dataset)
+        refuse_unread(
+            "with --trace the arrival rate is the trace's: scale it with --target-qps or "
+            "--rate-scale",
+            {"--qps": qps},
+        )
+        refuse_unread(
+            "with --trace every request of the trace (its --window) arrives: choose them with "
+            "--window, or repeat them with --tile",
+            {"--requests": requests},
+        )
+        data["workload"] = opt.trace_workload(trace, **trace_flags)
+        methods = _trace_methods(
+            flags, data, load_arrival_trace(trace, "--trace"), names, default, flag
+        )
+        _check_token_trace_read(flags, methods)
     elif qps is not None:
-        if any(v is not None for v in trace_flags.values()):
-            raise InputError("--trace", "--rate-scale, --target-qps, --window and --tile need it")
+        refuse_unread(
+            "sets how a trace replays: give --trace (without it, Poisson arrivals at --qps)",
+            given_trace_flags,
+        )
         workload = {**(data.get("workload") or {}), "arrival": "poisson", "rate": qps}
-        workload |= {"requests": requests, "measure": "whole"}
-        dataset = flags.dataset or "sharegpt"
+        workload |= {"requests": FLEET_REQUESTS if requests is None else requests}
+        data["workload"] = workload | {"measure": "whole"}
+        methods = flags.chosen(data, names, default, flags.dataset or "sharegpt", flag)
     else:
         raise InputError("--trace", "give --trace azure-conv|azure-code|FILE, or --qps")
-    data["workload"] = workload
-    names = [known_method(m, "--method") for m in method.split(",")] if method else None
-    methods = flags.chosen(data, names, ["autoregressive"], dataset, "--method")
     if flags.speculative_config:  # chosen() puts plain decoding first, to compare against
         methods = methods[1:]
     rest = {k: v for k, v in data.items() if k not in ("methods", "method", "batch_sizes")}
     return Deployment(**rest), [MethodConfig(**m) for m in methods]
 
 
+def _trace_methods(
+    flags: DeploymentFlags,
+    data: dict[str, Any],
+    trace: ArrivalTrace,
+    names: list[str] | None,
+    default: list[str],
+    flag: str,
+) -> list[dict[str, Any]]:
+    """The methods a replay of ``trace`` runs, each in its preset for the trace's acceptance
+    dataset (:func:`acceptance_dataset`). A trace that names no domain (arrival_s, prompt_len,
+    output_len only) needs one only when the methods depend on it: plain decoding reads no
+    acceptance, nor does a method given its own (--alpha, --tau, the file's)."""
+    from simspec.catalog.arrival_traces import PACKAGED_DATASETS, acceptance_dataset
+
+    try:
+        dataset = acceptance_dataset(trace, flags.dataset)
+    except InputError as exc:
+        unnamed = exc
+    else:
+        return flags.chosen(data, names, default, dataset, flag)
+    first = flags.chosen(data, names, default, PACKAGED_DATASETS[0], flag)
+    try:
+        same = all(
+            flags.chosen(data, names, default, ds, flag) == first for ds in PACKAGED_DATASETS[1:]
+        )
+    except InputError:
+        same = False  # a dataset without a preset for a method: the dataset matters
+    if not same:
+        needing = [m["name"] for m in first if m["name"] != "autoregressive"]
+        raise InputError(
+            "--dataset",
+            f"{', '.join(needing)} takes its acceptance from a dataset, and {unnamed.message}",
+        ) from None
+    return first
+
+
+def _check_token_trace_read(flags: DeploymentFlags, methods: list[dict[str, Any]]) -> None:
+    """With --trace the lengths are the trace's, so a --token-trace is read only as the
+    acceptance of a lookup method it replays."""
+    from simspec.catalog.methods import TOKEN_REPLAYED
+
+    if not any(m.get("name") in TOKEN_REPLAYED for m in methods):
+        refuse_unread(
+            "with --trace the request lengths are the trace's, and a token trace sets only "
+            f"the acceptance of {', '.join(TOKEN_REPLAYED)}, none of which runs",
+            {"--token-trace": flags.token_trace},
+        )
+
+
 @with_flags(DeploymentFlags)
 @one_line_errors
 def fleet(
-    slo_ttft_ms: SloTtft,
-    slo_tpot_ms: SloTpot,
+    slo_ttft_ms: opt.SloTtft = DEFAULT_SLO_TTFT_MS,
+    slo_tpot_ms: opt.SloTpot = DEFAULT_SLO_TPOT_MS,
     trace: opt.ArrivalTraceRef = None,
     rate_scale: opt.RateScale = None,
     target_qps: opt.TargetQps = None,
     window: opt.TraceWindow = None,
     tile: opt.TraceTile = None,
     qps: Qps = None,
-    requests: Requests = 2000,
+    requests: Requests = None,
     replicas: Replicas = 1,
     router: RouterOpt = "least_outstanding",
     method: Annotated[
         str | None,
         typer.Option(help="the replicas' method, in its preset [default: autoregressive]"),
     ] = None,
+    methods: opt.MethodsAlias = None,
     config: opt.Config = None,
     *,
     flags: DeploymentFlags,
-    seed: opt.Seed = None,
     warmup_s: Annotated[
         float,
         typer.Option(
@@ -146,6 +226,10 @@ def fleet(
     if router not in ROUTERS:
         raise InputError("--router", f"choose {', '.join(ROUTERS)} (got {router!r})")
     check_executor(executor)
+    if executor == "serial":
+        refuse_unread(
+            "shards a pool's or Ray's run: give --executor process or ray", {"--workers": workers}
+        )
     if not (math.isfinite(warmup_s) and warmup_s >= 0):
         raise InputError("--warmup-s", f"must be a finite number of seconds >= 0, got {warmup_s}")
     if not math.isfinite(window_s):  # the option's own range refuses below 0.01 and NaN
@@ -161,15 +245,30 @@ def fleet(
     slo = study.FleetSlo(slo_ttft_ms, slo_tpot_ms)
     trace_flags = {"rate_scale": rate_scale, "target_qps": target_qps, "window": window}
     trace_flags["tile"] = tile
-    deploy, methods = fleet_deployment(flags, config, trace, qps, requests, trace_flags, method)
-    if len(methods) != 1:
-        raise InputError("--method", "a fleet's replicas run one method: name one")
-    common = deploy.model_dump() | ({"seed": seed} if seed is not None else {})
-    cfg = FleetConfig.uniform(Scenario(**common, method=methods[0]), replicas, router)
+    why = "a fleet's replicas run one method; simspec plan --trace compares methods"
+    name = one_method({"--method": method, "--methods": methods}, why)
+    names = [name] if name is not None else None
+    flag = "--methods" if methods is not None else "--method"
+    deploy, chosen = fleet_deployment(
+        flags, config, trace, qps, requests, trace_flags, names, ["autoregressive"], flag
+    )
+    if len(chosen) != 1:
+        raise InputError(flag, f"{why}: name one")
+    cfg = FleetConfig.uniform(Scenario(**deploy.model_dump(), method=chosen[0]), replicas, router)
+    if executor != "serial" and not study.shardable(cfg):
+        raise InputError(
+            "--executor",
+            "shards a fleet's replicas, and one replica runs in one process"
+            if replicas == 1
+            else f"shards the replicas behind a state-free router (round_robin, random); "
+            f"{router} reads every replica's state at each arrival, so the fleet runs in one "
+            "process: drop --executor, or give --router round_robin or random",
+        )
     study.check_warmup(cfg, warmup_s)
+    shards = workers if workers is not None or executor == "serial" else os.cpu_count()
     with (
         progress_bar("simulating", total=100) as bar,
-        study_runs(executor, workers, progress=bar) as runs,
+        study_runs(executor, shards, progress=bar) as runs,
     ):
         run = study.run_fleet(cfg, runs=runs, window_s=window_s)
     table = study.per_request(run, slo)

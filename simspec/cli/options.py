@@ -110,10 +110,28 @@ OutputLen = Annotated[
     int | None,
     typer.Option(help="fixed output length (>= 1) instead of the dataset's; see --prompt-len"),
 ]
-BatchSizes = Annotated[
+
+
+def concurrencies_help(what: str, default: str) -> str:
+    """The help of a command's --concurrencies: ``what`` it runs at them, and its default."""
+    return (
+        f"comma list of concurrencies (requests in flight in a closed loop; a sweep's CSV "
+        f"calls each batch_size; also spelled --batch-sizes or --schedule-grid): {what} "
+        f"[default: {default}]"
+    )
+
+
+Concurrencies = Annotated[
     str | None,
-    typer.Option(help="comma list of concurrencies [default: 1,2,4,8,16,32,64,128]"),
+    typer.Option(
+        help=concurrencies_help("each method runs at each", "1,2,4,8,16,32,64,128"),
+        metavar="N,N,...",
+    ),
 ]
+# the other names a concurrency list has gone by, accepted by every command that takes one
+# (an error names the one typed) and left out of --help, which documents --concurrencies
+BatchSizesAlias = Annotated[str | None, typer.Option("--batch-sizes", hidden=True)]
+ScheduleGridAlias = Annotated[str | None, typer.Option("--schedule-grid", hidden=True)]
 
 # the methods
 Methods = Annotated[
@@ -125,6 +143,9 @@ Methods = Annotated[
         "[default: autoregressive,eagle3,ngram]"
     ),
 ]
+# the other spelling of --methods (a command of many methods) or --method (one), hidden
+MethodAlias = Annotated[str | None, typer.Option("--method", hidden=True)]
+MethodsAlias = Annotated[str | None, typer.Option("--methods", hidden=True)]
 K = Annotated[
     int | None,
     typer.Option(
@@ -171,6 +192,16 @@ SpeculativeConfig = Annotated[
         'autoregressive, e.g. \'{"method": "eagle3", "num_speculative_tokens": 5}\'; '
         "num_speculative_tokens_per_batch_size and disable_by_batch_size are honoured"
     ),
+]
+
+# latency SLOs per request: the explorer's defaults, so both judge a deployment alike
+SloTtft = Annotated[
+    float,
+    typer.Option(help="time-to-first-token SLO (ms), the explorer's default", min=1),
+]
+SloTpot = Annotated[
+    float,
+    typer.Option(help="time-per-output-token SLO (ms), the explorer's default", min=0.1),
 ]
 
 # a replayed arrival trace (workload.arrival: replay); trace_workload turns them into the overlay

@@ -13,7 +13,16 @@ from rich.console import Console
 from rich.table import Table
 
 from simspec.cli import options as opt
-from simspec.cli.common import csv_list, err, one_line_errors, progress_bar, study_runs
+from simspec.cli.common import (
+    csv_list,
+    err,
+    one_line_errors,
+    one_method,
+    one_spelling,
+    progress_bar,
+    refuse_unread,
+    study_runs,
+)
 from simspec.cli.flags import DeploymentFlags, with_flags
 from simspec.cli.tables import (
     check_outputs,
@@ -24,13 +33,23 @@ from simspec.cli.tables import (
     write_frame,
     write_text,
 )
-from simspec.config import MAX_DURATION_S, MAX_QPS, Deployment, MethodConfig
+from simspec.config import (
+    DEFAULT_SLO_TPOT_MS,
+    DEFAULT_SLO_TTFT_MS,
+    MAX_DURATION_S,
+    MAX_QPS,
+    Deployment,
+    FleetConfig,
+    MethodConfig,
+)
 from simspec.errors import InputError
 from simspec.studies import capacity
 from simspec.studies.provenance import with_provenance
 from simspec.studies.schedule import SCHEDULE_FIELDS
 from simspec.studies.schedule.grid import DEFAULT_CONCURRENCIES, K_MAX, TREE_BUDGETS
 from simspec.studies.schedule.trace import SCHEDULE_GRID
+
+DEFAULT_ROUTER = FleetConfig.model_fields["router"].default
 
 
 def _listed(values: tuple[int, ...]) -> str:
@@ -41,8 +60,8 @@ def _listed(values: tuple[int, ...]) -> str:
 @with_flags(DeploymentFlags)
 @one_line_errors
 def plan(
-    slo_ttft_ms: Annotated[float, typer.Option(help="time-to-first-token SLO (ms)", min=1)],
-    slo_tpot_ms: Annotated[float, typer.Option(help="time-per-output-token SLO (ms)", min=0.1)],
+    slo_ttft_ms: opt.SloTtft = DEFAULT_SLO_TTFT_MS,
+    slo_tpot_ms: opt.SloTpot = DEFAULT_SLO_TPOT_MS,
     methods: Annotated[
         str | None,
         typer.Option(
@@ -50,6 +69,7 @@ def plan(
             "included) [default: the --config file's methods, else eagle3,ngram]"
         ),
     ] = None,
+    method: opt.MethodAlias = None,
     qps: Annotated[
         float | None,
         typer.Option(help="target arrival rate (requests/s); or --trace", min=0.001, max=MAX_QPS),
@@ -60,17 +80,30 @@ def plan(
     window: opt.TraceWindow = None,
     tile: opt.TraceTile = None,
     attainment: Annotated[
-        float,
-        typer.Option(help="--trace: share of requests that must meet both SLOs", min=0, max=1),
-    ] = 0.99,
-    router: Annotated[str, typer.Option(help="--trace: the fleet's router")] = "least_outstanding",
-    schedule_grid: Annotated[
-        str,
+        float | None,
         typer.Option(
-            help="--trace: concurrencies recommend measures each method's schedule at "
-            "(closed loops of the trace window's lengths); 'none' skips the schedule rows"
+            help="--trace: share of requests that must meet both SLOs [default: 0.99]",
+            min=0,
+            max=1,
         ),
-    ] = _listed(SCHEDULE_GRID),
+    ] = None,
+    router: Annotated[
+        str | None,
+        typer.Option(help=f"--trace: the fleet's router [default: {DEFAULT_ROUTER}]"),
+    ] = None,
+    concurrencies: Annotated[
+        str | None,
+        typer.Option(
+            help=opt.concurrencies_help(
+                "--trace: recommend measures each method's schedule at each (closed loops of "
+                "the trace window's lengths); 'none' skips the schedule rows",
+                _listed(SCHEDULE_GRID),
+            ),
+            metavar="N,N,...|none",
+        ),
+    ] = None,
+    schedule_grid: opt.ScheduleGridAlias = None,
+    batch_sizes: opt.BatchSizesAlias = None,
     percentile: Annotated[
         int | None,
         typer.Option(
@@ -103,37 +136,64 @@ def plan(
 
     For each method and plain decoding: the highest Poisson arrival rate one replica serves
     within the SLOs (doubling, then bisection), the replicas and GPUs --qps needs, and the cost
-    per million output tokens at --gpu-hour-price.
+    per million output tokens at --gpu-hour-price. With --trace: the smallest fleet whose
+    replay of the trace has --attainment of its requests within both SLOs.
     """
     if not (math.isfinite(gpu_hour_price) and gpu_hour_price > 0):
         raise InputError("--gpu-hour-price", f"must be a finite number > 0, got {gpu_hour_price}")
     check_outputs((out, "--out", (".csv", ".parquet")))
+    grid = one_spelling(
+        {"--concurrencies": concurrencies, "--schedule-grid": schedule_grid}
+        | {"--batch-sizes": batch_sizes}
+    )
+    listed = one_spelling({"--methods": methods, "--method": method})
+    flag, names_text = listed or ("--methods", None)
+    names = csv_list(names_text, flag) if names_text is not None else None
     if trace is not None:
         # a replay is measured whole, against a share of requests within both SLOs: neither
         # a probe's duration nor a percentile has a meaning there, so neither is dropped quietly
-        if duration is not None:
-            raise InputError(
-                "--duration", "plan --trace replays its whole trace window: set it with --window"
-            )
-        if percentile is not None:
-            raise InputError(
-                "--percentile",
-                "plan --trace asks a share of requests within both SLOs: set it with "
-                "--attainment (0.99 for p99, 0.5 for p50)",
-            )
+        refuse_unread(
+            "plan --trace replays its whole trace window: set it with --window",
+            {"--duration": duration},
+        )
+        refuse_unread(
+            "plan --trace asks a share of requests within both SLOs: set it with "
+            "--attainment (0.99 for p99, 0.5 for p50)",
+            {"--percentile": percentile},
+        )
         from simspec.studies.fleet import FleetSlo
 
         FleetSlo(slo_ttft_ms, slo_tpot_ms)  # checked before the schedules are recommended
         trace_flags = {"rate_scale": rate_scale, "target_qps": target_qps, "window": window}
-        args = (flags, config, trace, methods, attainment, router, gpu_hour_price, out)
-        flags_ = trace_flags | {"tile": tile}
-        return _plan_trace(*args, flags_, slo_ttft_ms, slo_tpot_ms, schedule_grid)
+        how = (
+            DEFAULT_ROUTER if router is None else router,
+            0.99 if attainment is None else attainment,
+            grid or ("--concurrencies", _listed(SCHEDULE_GRID)),
+        )
+        args = (flags, config, trace, names, flag, gpu_hour_price, out, qps)
+        return _plan_trace(*args, trace_flags | {"tile": tile}, slo_ttft_ms, slo_tpot_ms, *how)
+    refuse_unread(
+        "sets how a trace replays: give --trace (without it, plan probes Poisson arrivals "
+        "at the rates --qps needs)",
+        {"--rate-scale": rate_scale, "--target-qps": target_qps, "--window": window}
+        | {"--tile": tile},
+    )
+    refuse_unread(
+        "sizes the fleet that replays --trace: give --trace (without it, the SLOs hold at "
+        "--percentile, and replicas = --qps over one replica's rate)",
+        {"--attainment": attainment, "--router": router},
+    )
+    if grid is not None:
+        refuse_unread(
+            "lists where recommend measures the schedules plan --trace plans: give --trace "
+            "(without it, plan runs each method at its fixed K)",
+            {grid[0]: grid[1]},
+        )
     if qps is None:
         raise InputError("--qps", "give the target rate (requests/s), or --trace")
     slo = capacity.Slo(slo_ttft_ms, slo_tpot_ms, 99 if percentile is None else percentile)
     duration = capacity.PLAN_DURATION_S if duration is None else duration
-    names = csv_list(methods, "--methods") if methods is not None else None
-    deploy, given = flags.planned(config, names, list(DEFAULT_PLAN_METHODS), "--methods")
+    deploy, given = flags.planned(config, names, list(DEFAULT_PLAN_METHODS), flag)
     chosen = [MethodConfig(name="autoregressive", k=0)]
     chosen += [m for m in given if m.name != "autoregressive"]
     with progress_bar("planning", total=len(chosen)) as bar, study_runs(progress=bar) as runs:
@@ -193,30 +253,34 @@ def _plan_trace(
     flags: DeploymentFlags,
     config: Path | None,
     trace: str,
-    methods: str | None,
-    attainment: float,
-    router: str,
+    names: list[str] | None,
+    flag: str,
     gpu_hour_price: float,
     out: Path | None,
+    qps: float | None,
     trace_flags: dict,
     slo_ttft_ms: float,
     slo_tpot_ms: float,
-    schedule_grid: str = _listed(SCHEDULE_GRID),
+    router: str,
+    attainment: float,
+    grid: tuple[str, str],
 ) -> None:
     """plan --trace: the smallest fleet per method whose replay of the trace has
-    --attainment of its requests within both SLOs: plain decoding, each method at its fixed
-    K, and each method under the schedule recommend picks (unless --schedule-grid none)."""
+    ``attainment`` of its requests within both SLOs: plain decoding, each method at its fixed
+    K, and each method under the schedule recommend picks at the ``grid`` concurrencies (its
+    flag as typed, and its text; unless 'none')."""
     from simspec.cli.fleet import fleet_deployment
     from simspec.config import ROUTERS
     from simspec.studies.fleet import FleetSlo
 
     if router not in ROUTERS:
         raise InputError("--router", f"choose {', '.join(ROUTERS)} (got {router!r})")
-    names = ",".join(csv_list(methods, "--methods")) if methods else ",".join(DEFAULT_PLAN_METHODS)
-    deploy, given = fleet_deployment(flags, config, trace, None, 0, trace_flags, names)
+    deploy, given = fleet_deployment(
+        flags, config, trace, qps, None, trace_flags, names, list(DEFAULT_PLAN_METHODS), flag
+    )
     chosen = [MethodConfig(name="autoregressive", k=0)]
     chosen += [m for m in given if m.name != "autoregressive"]
-    chosen += _recommended(deploy, chosen[1:], schedule_grid)
+    chosen += _recommended(deploy, chosen[1:], *grid)
     slo = FleetSlo(slo_ttft_ms, slo_tpot_ms)
     with progress_bar("planning", total=len(chosen)) as bar, study_runs(progress=bar) as runs:
         frame = capacity.plan_fleet(
@@ -235,13 +299,13 @@ def _plan_trace(
     err.print(
         "How: replicas doubled from 1 until a fleet meets the attainment, then bisection on "
         "the integers; each probe replays the whole trace window on the fleet. A "
-        "recommended schedule: recommend's bands from closed loops at --schedule-grid with "
+        "recommended schedule: recommend's bands from closed loops at --concurrencies with "
         "lognormal lengths at the trace window's mean and CV."
     )
 
 
 def _recommended(
-    deploy: Deployment, methods: list[MethodConfig], grid_text: str
+    deploy: Deployment, methods: list[MethodConfig], grid_flag: str, grid_text: str
 ) -> list[MethodConfig]:
     """Each speculative method under the schedule recommend picks for the trace's lengths."""
     from simspec.catalog.hardware import load_engine
@@ -249,9 +313,9 @@ def _recommended(
 
     if grid_text.strip().lower() == "none" or not methods:
         return []
-    grid = tuple(sorted(set(csv_list(grid_text, "--schedule-grid", int))))
+    grid = tuple(sorted(set(csv_list(grid_text, grid_flag, int))))
     if grid[0] < 1:
-        raise InputError("--schedule-grid", "concurrencies must be >= 1")
+        raise InputError(grid_flag, "concurrencies must be >= 1")
     max_batch = int(load_engine(deploy.engine)["max_num_seqs"])
     out = []
     with progress_bar("recommending schedules", total=len(methods)) as bar:
@@ -273,13 +337,29 @@ def recommend(
             "file's method, else eagle3]"
         ),
     ] = None,
-    k_max: Annotated[int, typer.Option(help="largest K to consider", min=1, max=16)] = K_MAX,
+    methods: opt.MethodsAlias = None,
+    k_max: Annotated[
+        int | None,
+        typer.Option(help=f"largest K to consider [default: {K_MAX}]", min=1, max=16),
+    ] = None,
     tree_budgets: Annotated[
-        str, typer.Option(help="tree methods: node budgets to choose between")
-    ] = _listed(TREE_BUDGETS),
+        str | None,
+        typer.Option(
+            help=f"tree methods: node budgets to choose between [default: {_listed(TREE_BUDGETS)}]"
+        ),
+    ] = None,
     concurrencies: Annotated[
-        str, typer.Option(help="grid of concurrent requests to simulate")
-    ] = _listed(DEFAULT_CONCURRENCIES),
+        str | None,
+        typer.Option(
+            help=opt.concurrencies_help(
+                "plain decoding and every setting run closed-loop at each",
+                _listed(DEFAULT_CONCURRENCIES),
+            ),
+            metavar="N,N,...",
+        ),
+    ] = None,
+    batch_sizes: opt.BatchSizesAlias = None,
+    schedule_grid: opt.ScheduleGridAlias = None,
     config: opt.Config = None,
     *,
     flags: DeploymentFlags,
@@ -300,19 +380,28 @@ def recommend(
     from simspec.studies.schedule.export import speculative_config, speculative_config_json
 
     check_outputs((out, "--out", (".csv", ".parquet")), (json_out, "--json", (".json",)))
-    grid = tuple(sorted(set(csv_list(concurrencies, "--concurrencies", int))))
+    spelled = one_spelling(
+        {"--concurrencies": concurrencies, "--batch-sizes": batch_sizes}
+        | {"--schedule-grid": schedule_grid}
+    )
+    grid_flag, grid_text = spelled or ("--concurrencies", _listed(DEFAULT_CONCURRENCIES))
+    grid = tuple(sorted(set(csv_list(grid_text, grid_flag, int))))
     if grid[0] < 1:
-        raise InputError("--concurrencies", "must be >= 1")
-    deploy, base = _scheduled_method(flags, config, method)
+        raise InputError(grid_flag, "must be >= 1")
+    why = "recommend schedules one method: run it once per method"
+    name = one_method({"--method": method, "--methods": methods}, why)
+    deploy, base = _scheduled_method(flags, config, name, "--methods" if methods else "--method")
     is_tree = base.tree not in (None, "chain")
     if flags.k is not None and not is_tree:
         raise InputError("--k", "recommend tries every K from 1 to --k-max: give --k-max")
+    _check_read(base, is_tree, k_max, tree_budgets, json_out)
     if is_tree:
-        ks = sorted(set(csv_list(tree_budgets, "--tree-budgets", int)))
+        budgets = _listed(TREE_BUDGETS) if tree_budgets is None else tree_budgets
+        ks = sorted(set(csv_list(budgets, "--tree-budgets", int)))
         if ks[0] < base.k:
             raise InputError("--tree-budgets", f"each budget must be >= the depth {base.k}")
     else:
-        ks = list(range(1, k_max + 1))
+        ks = list(range(1, (K_MAX if k_max is None else k_max) + 1))
     knob = "tree_nodes" if is_tree else "k"
     max_batch = int(load_engine(deploy.engine)["max_num_seqs"])
     with progress_bar("simulating", total=len(grid)) as bar, study_runs(progress=bar) as runs:
@@ -360,17 +449,53 @@ def recommend(
 DEFAULT_PLAN_METHODS = ("eagle3", "ngram")
 
 
+def _check_read(
+    base: MethodConfig,
+    is_tree: bool,
+    k_max: int | None,
+    tree_budgets: str | None,
+    json_out: Path | None,
+) -> None:
+    """A chain method reads --k-max, a tree method --tree-budgets; --json is a vLLM
+    --speculative-config, which schedules a chain method vLLM has. Any other is refused."""
+    from simspec.catalog.vllm import TO_VLLM
+
+    if is_tree:
+        refuse_unread(
+            f"{base.name} drafts a tree here: recommend chooses its node budget from "
+            "--tree-budgets",
+            {"--k-max": k_max},
+        )
+        refuse_unread(
+            "is a vLLM --speculative-config, which schedules K, not tree budgets: the "
+            "tree_schedule printed is simspec's (for simspec policy)",
+            {"--json": json_out},
+        )
+        return
+    refuse_unread(
+        f"are for a method that drafts a tree; {base.name} drafts a chain, whose K recommend "
+        "chooses up to --k-max",
+        {"--tree-budgets": tree_budgets},
+    )
+    if base.name not in TO_VLLM:
+        refuse_unread(
+            f"vLLM has no {base.name} method, so no --speculative-config to write: the "
+            "schedule printed is simspec's k_schedule",
+            {"--json": json_out},
+        )
+
+
 def _scheduled_method(
-    flags: DeploymentFlags, config: Path | None, method: str | None
+    flags: DeploymentFlags, config: Path | None, method: str | None, flag: str = "--method"
 ) -> tuple[Deployment, MethodConfig]:
     """The deployment and the one speculative method recommend schedules: --method (in its
     preset), else --speculative-config, else the file's, else EAGLE-3; the method flags on top."""
     names = [method] if method is not None else None
-    deploy, chosen = flags.planned(config, names, ["eagle3"], "--method")
+    deploy, chosen = flags.planned(config, names, ["eagle3"], flag)
     drafting = [m for m in chosen if m.name != "autoregressive"]
     if len(drafting) != 1:
         raise InputError(
-            "--method",
+            flag,
             "choose one speculative method"
             + (f" (the file has {len(drafting)})" if names is None and drafting else ""),
         )

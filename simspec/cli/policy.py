@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from simspec.cli.common import err, one_line_errors
-from simspec.cli.flags import overlay, read_config, with_flags, with_preset_ids
+from simspec.cli.flags import DeploymentFlags, overlay, with_flags, with_preset_ids
 from simspec.cli.method_flags import MethodFlags, preset_dataset
 from simspec.cli.tables import check_outputs, print_frame, print_provenance, write_frame
 from simspec.errors import InputError
@@ -31,16 +31,17 @@ SHOWN = {
 }
 
 
-@with_flags(MethodFlags)
+@with_flags(DeploymentFlags)
 @one_line_errors
 def policy(
     config: Annotated[
-        Path,
+        Path | None,
         typer.Option(
-            help="YAML/JSON: deployment, workload, method and policy (see examples/policy.yaml)",
-            show_default=False,
+            help="YAML/JSON: deployment, workload, method and policy (see "
+            "examples/policy.yaml); flags override it. Without it: the deployment flags, and "
+            "a --speculative-config whose schedule is the policy",
         ),
-    ],
+    ] = None,
     rate_csv: Annotated[
         Path | None,
         typer.Option(
@@ -50,7 +51,7 @@ def policy(
     ] = None,
     out: Annotated[Path | None, typer.Option(help="write the comparison as CSV")] = None,
     *,
-    flags: MethodFlags,
+    flags: DeploymentFlags,
 ) -> None:
     """A load-following policy vs plain decoding and fixed settings.
 
@@ -61,7 +62,14 @@ def policy(
     from simspec.studies.policy import run_policy
 
     check_outputs((out, "--out", None))
-    data = read_config(config)
+    if config is None and not flags.speculative_config:
+        raise InputError(
+            "--config",
+            "give the policy: a --config file with method and policy (examples/policy.yaml), "
+            "or a --speculative-config with num_speculative_tokens_per_batch_size (as "
+            "simspec recommend prints it)",
+        )
+    data = flags._scenario(config)
     if rate_csv is not None:
         rates = {"arrival": "poisson", "rate_schedule": read_rate_csv(str(rate_csv))}
         data = overlay(data, {"workload": rates})
@@ -86,7 +94,7 @@ def policy_config(data: dict[str, Any], flags: MethodFlags) -> PolicyConfig:
 
     data = with_preset_ids(dict(data))
     if "method" in data or flags.speculative_config:
-        dataset = preset_dataset(data.get("workload"), None)
+        dataset = preset_dataset(data.get("workload"), getattr(flags, "dataset", None))
         if flags.token_trace:
             data = overlay(data, {"workload": {"lengths_from": flags.checked_token_trace()}})
         chosen = flags.chosen(data, None, [], dataset, "--config")

@@ -18,6 +18,7 @@ from simspec.cli.common import (
     err,
     one_line_errors,
     progress_bar,
+    refuse_unread,
     study_runs,
     writing,
 )
@@ -96,6 +97,12 @@ def sweep(
             "give --grid or --config, not both (a grid file is a scenario file with a grid: section)",
         )
     check_executor(executor)
+    if executor != "ray":
+        refuse_unread("is the Ray cluster --executor ray runs on", {"--ray-address": ray_address})
+    if executor == "serial":
+        refuse_unread(
+            "sizes a pool: --executor serial runs one cell at a time", {"--workers": workers}
+        )
     if resume and out is None:
         raise InputError("--resume", "needs --out (the stopped sweep's OUT.partial)")
     if out is not None and out.suffix not in (".csv", ".parquet"):

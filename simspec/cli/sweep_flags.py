@@ -10,7 +10,7 @@ from typing import Any
 from simspec.catalog.methods import left_out_of_all
 from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
-from simspec.cli.common import csv_list
+from simspec.cli.common import csv_list, one_spelling
 from simspec.cli.flags import ServingFlags, given, overlay, read_config, with_preset_ids
 from simspec.cli.method_flags import MethodFlags, preset_dataset
 from simspec.engine.speculators import SPECULATORS
@@ -26,7 +26,10 @@ class SweepFlags(MethodFlags, ServingFlags):
 
     profile: opt.Profile = None
     methods: opt.Methods = None
-    batch_sizes: opt.BatchSizes = None
+    method: opt.MethodAlias = None
+    concurrencies: opt.Concurrencies = None
+    batch_sizes: opt.BatchSizesAlias = None
+    schedule_grid: opt.ScheduleGridAlias = None
     requests: opt.Requests = None
     turnovers: opt.Turnovers = None
     dataset: opt.Dataset = None
@@ -47,12 +50,13 @@ class SweepFlags(MethodFlags, ServingFlags):
         self.check_fixed_lengths(file)
         dataset = preset_dataset(data.get("workload"), self.dataset)
         names = None
+        flag, listed = self.named_methods or ("--methods", None)
         if self.wants_all:
             left = self.left_out(data)
             names = [n for n in SPECULATORS if n not in left]
-        elif self.methods:
-            names = csv_list(self.methods, "--methods")
-        methods = self.chosen(data, names, csv_list(DEFAULT_METHODS, "--methods"), dataset)
+        elif listed:
+            names = csv_list(listed, flag)
+        methods = self.chosen(data, names, csv_list(DEFAULT_METHODS, "--methods"), dataset, flag)
         data.pop("method", None)  # a scenario's one method, now among the methods
         data["methods"] = methods
         return SweepConfig(**data)
@@ -105,11 +109,14 @@ class SweepFlags(MethodFlags, ServingFlags):
                 raise InputError(flag, f"must be >= 1 (got {value})")
             workload["lengths_from"] = None  # fixed lengths instead of the dataset's
             workload[side] = {"dist": "fixed", "mean": value}
-        sizes = (
-            csv_list(self.batch_sizes, "--batch-sizes", int)
-            if self.batch_sizes is not None
-            else None
+        spelled = one_spelling(
+            {
+                "--concurrencies": self.concurrencies,
+                "--batch-sizes": self.batch_sizes,
+                "--schedule-grid": self.schedule_grid,
+            }
         )
+        sizes = csv_list(spelled[1], spelled[0], int) if spelled is not None else None
         return {
             **self.serving_fields(),
             **given(
@@ -126,9 +133,16 @@ class SweepFlags(MethodFlags, ServingFlags):
         }
 
     @property
+    def named_methods(self) -> tuple[str, str] | None:
+        """The flag (``--methods``, or its other spelling ``--method``) and the methods it
+        lists; None if neither is given."""
+        return one_spelling({"--methods": self.methods, "--method": self.method})
+
+    @property
     def wants_all(self) -> bool:
         """``--methods all`` (case ignored) and no --speculative-config."""
-        return (self.methods or "").strip().lower() == "all" and not self.speculative_config
+        listed = (self.named_methods or ("", ""))[1]
+        return listed.strip().lower() == "all" and not self.speculative_config
 
     def left_out(self, data: dict[str, Any]) -> dict[str, str]:
         """The methods ``--methods all`` leaves out, and why (for any model the sweep serves:

@@ -9,7 +9,14 @@ from typing import Annotated
 import pandas as pd
 import typer
 
-from simspec.cli.common import err, one_line_errors, progress_bar, study_runs, writing
+from simspec.cli.common import (
+    err,
+    one_line_errors,
+    progress_bar,
+    refuse_unread,
+    study_runs,
+    writing,
+)
 from simspec.cli.tables import check_outputs, print_frame, write_text
 from simspec.errors import InputError
 
@@ -74,6 +81,11 @@ def validate(
 
     check_outputs((out, "--out", (".csv",)), (report, "--report", (".html", ".htm")))
     assumed = parse_assumptions(assume or [])
+    if "gpu" in assumed:
+        refuse_unread(
+            f"fills the rows' gpu, and so does --assume gpu={assumed['gpu']}: give one of them",
+            {"--assume-gpu": assume_gpu},
+        )
     frame = read_cases(cases)
     if assume_gpu is not None:
         try:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, ValidationInfo, field_validator
 
-from simspec.catalog.methods import TRACE_DATASETS, default_methods
+from simspec.catalog.methods import TRACE_DATASETS, default_methods, preset_method
 from simspec.config import (
     MAX_CONCURRENCY,
     MAX_RUNS,
@@ -24,6 +24,7 @@ from simspec.config import (
 )
 from simspec.engine import intervals
 from simspec.engine.metrics import RunSummary
+from simspec.engine.speculators import known_method
 from simspec.engine.speculators.lookup import matched_sizes
 from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
 from simspec.studies.provenance import PROVENANCE_COLUMNS, provenance
@@ -97,6 +98,25 @@ class SweepConfig(Deployment):
                     "drop it (open-loop arrivals: simspec plan or simspec policy)"
                 )
         return v
+
+    @field_validator("methods", mode="before")
+    @classmethod
+    def _named(cls, v: Any, info: ValidationInfo) -> Any:
+        """A method given by name (``"eagle3"``; case ignored, vLLM's names too) is that
+        method in its preset for the workload's dataset, as ``simspec sweep --methods`` reads
+        it: a script names methods as the command line does."""
+        if not isinstance(v, list) or not any(isinstance(m, str) for m in v):
+            return v
+        wl = info.data.get("workload")
+        lengths = wl.lengths_from if isinstance(wl, WorkloadConfig) else None
+        dataset = lengths if lengths in TRACE_DATASETS else "sharegpt"
+        target = info.data.get("model")
+        return [
+            preset_method(known_method(m, "methods"), dataset, target=target)
+            if isinstance(m, str)
+            else m
+            for m in v
+        ]
 
     @field_validator("methods")
     @classmethod

@@ -26,7 +26,14 @@ from simspec.catalog.arrival_traces import (
     load_arrival_trace,
     packaged_arrival_traces,
 )
-from simspec.config import ROUTERS, FleetConfig, Scenario, WorkloadConfig
+from simspec.config import (
+    DEFAULT_SLO_TPOT_MS,
+    DEFAULT_SLO_TTFT_MS,
+    ROUTERS,
+    FleetConfig,
+    Scenario,
+    WorkloadConfig,
+)
 from simspec.engine.speculators import SPECULATORS
 from simspec.studies import fleet as study
 from simspec.studies.fleet_report import timeline_figure
@@ -52,8 +59,8 @@ class FleetInputs(BaseModel):
     replicas: int = Field(default=2, ge=1, le=MAX_PAGE_REPLICAS)
     router: str = "least_outstanding"
     method: str = "autoregressive"
-    slo_ttft_ms: float = Field(default=2000.0, gt=0.0)
-    slo_tpot_ms: float = Field(default=50.0, gt=0.0)
+    slo_ttft_ms: float = Field(default=DEFAULT_SLO_TTFT_MS, gt=0.0)
+    slo_tpot_ms: float = Field(default=DEFAULT_SLO_TPOT_MS, gt=0.0)
     attainment_goal: float = Field(default=0.99, gt=0.0, le=1.0)
     window_s: float = Field(default=10.0, gt=0.0, le=3600.0, description="timeline bin (s)")
 

@@ -17,7 +17,7 @@ from simspec.engine.speculators.mtp import MTP
 from simspec.engine.speculators.self_spec import SelfSpec
 from simspec.errors import InputError
 
-__all__ = ["SPECULATORS", "DraftStep", "Speculator", "build_speculator"]
+__all__ = ["SPECULATORS", "DraftStep", "Speculator", "build_speculator", "known_method"]
 
 SPECULATORS: dict[str, type[Speculator]] = {
     cls.name: cls
@@ -39,6 +39,24 @@ SPECULATORS: dict[str, type[Speculator]] = {
         MTP,
     )
 }
+
+
+def known_method(name: str, flag: str = "--methods") -> str:
+    """The simspec method ``name`` means (``simspec methods`` lists them): case ignored, and
+    vLLM's own method names (``eagle``, ``medusa``, the MTP aliases) read as the method vLLM
+    runs for them (:data:`simspec.catalog.vllm.METHODS`); an unknown one is an error naming
+    ``flag`` (the flag, or the field, that named it)."""
+    from simspec.catalog.vllm import METHODS
+
+    key = name.strip().lower()
+    method = key if key in SPECULATORS else METHODS.get(key)
+    if method is None:
+        raise InputError(
+            flag,
+            f"unknown method {name!r}; choose from {', '.join(SPECULATORS)} "
+            f"(or vLLM's names: {', '.join(sorted(set(METHODS) - set(SPECULATORS)))})",
+        )
+    return method
 
 
 def build_speculator(

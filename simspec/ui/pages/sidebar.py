@@ -12,7 +12,7 @@ from streamlit.delta_generator import DeltaGenerator
 from simspec.catalog.hardware import engine_ids, gpu_ids
 from simspec.catalog.models import model_ids
 from simspec.catalog.precision import KV_CACHE_DTYPES
-from simspec.config import Deployment
+from simspec.config import DEFAULT_SLO_TPOT_MS, DEFAULT_SLO_TTFT_MS, Deployment
 from simspec.studies.capacity import Slo
 from simspec.ui import uploads
 from simspec.ui.inputs import (
@@ -60,8 +60,8 @@ def sidebar() -> ExplorerInputs:
 
 def slos() -> Slo:
     """The latency targets, at p99 (drawn after the inputs are checked)."""
-    ttft = st.sidebar.number_input("SLO: TTFT p99 (ms)", 10.0, 60000.0, 2000.0)
-    tpot = st.sidebar.number_input("SLO: TPOT p99 (ms)", 1.0, 1000.0, 50.0)
+    ttft = st.sidebar.number_input("SLO: TTFT p99 (ms)", 10.0, 60000.0, DEFAULT_SLO_TTFT_MS)
+    tpot = st.sidebar.number_input("SLO: TPOT p99 (ms)", 1.0, 1000.0, DEFAULT_SLO_TPOT_MS)
     return Slo(ttft, tpot)
 
 

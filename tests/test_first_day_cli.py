@@ -1,0 +1,322 @@
+"""A first day without surprises: no flag is read in one mode and dropped in another, the
+commands share one vocabulary (--method or --methods, --concurrencies, --seed, the deployment
+flags, the explorer's SLOs), --model takes a Hugging Face snapshot folder, a script names
+methods as the command line does, and a plain arrival trace replays with plain decoding."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from simspec.catalog.methods import preset_method
+from simspec.catalog.models import load_hf_config, load_model
+from simspec.cli.flags import with_preset_ids
+from simspec.cli.main import app
+from simspec.config import DEFAULT_SLO_TPOT_MS, DEFAULT_SLO_TTFT_MS
+
+runner = CliRunner()
+
+
+def refused(args: list[str], flag: str) -> str:
+    """Run ``simspec ARGS``; assert one ``error: FLAG: ...`` line and exit 2; return it."""
+    result = runner.invoke(app, args)
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: "), result.output
+    return lines[0]
+
+
+def ran(args: list[str]) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def arrivals(tmp_path: Path, domain: bool = True) -> str:
+    """Three requests in a second; with a domain column (chat), or the plain three columns."""
+    rows = [(0.0, 100, 20), (0.5, 200, 30), (1.0, 50, 10)]
+    head = "arrival_s,prompt_len,output_len" + (",domain" if domain else "")
+    body = "".join(f"{a},{p},{o}" + (",conversation" if domain else "") + "\n" for a, p, o in rows)
+    path = tmp_path / ("chat.csv" if domain else "plain.csv")
+    path.write_text(head + "\n" + body)
+    return str(path)
+
+
+def snapshot(tmp_path: Path, repo: str = "models--acme--Tiny-8B") -> Path:
+    """A Hub cache snapshot folder holding the config.json of Llama-3.1-8B's shapes."""
+    entry = yaml.safe_load(
+        (Path(__file__).parents[1] / "simspec" / "data" / "models.yaml").read_text()
+    )["llama-3.1-8b"]
+    config = {k: v for k, v in entry.items() if k not in ("hf_ids", "source")}
+    folder = tmp_path / repo / "snapshots" / "0e9e39f2"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "llama"}))
+    return folder
+
+
+# -- item 1: a flag the chosen mode does not read is an error naming it ----------------------
+
+
+def test_plan_trace_refuses_qps_and_names_what_sets_the_rate(tmp_path):
+    line = refused(["plan", "--trace", arrivals(tmp_path), "--qps", "40"], "--qps")
+    assert "--target-qps" in line and "--rate-scale" in line
+
+
+@pytest.mark.parametrize(
+    ("flags", "flag", "instead"),
+    [(["--qps", "100"], "--qps", "--target-qps"), (["--requests", "50"], "--requests", "--window")],
+)
+def test_fleet_trace_refuses_the_poisson_flags(tmp_path, flags, flag, instead):
+    assert instead in refused(["fleet", "--trace", arrivals(tmp_path), *flags], flag)
+
+
+@pytest.mark.parametrize(
+    "flags", [["--window", "0:10"], ["--tile", "60"], ["--rate-scale", "2"], ["--target-qps", "3"]]
+)
+def test_fleet_without_trace_names_the_trace_flag_it_would_drop(flags):
+    assert "--trace" in refused(["fleet", "--qps", "1", *flags], flags[0])
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--window", "0:10"],
+        ["--tile", "60"],
+        ["--rate-scale", "2"],
+        ["--target-qps", "3"],
+        ["--attainment", "0.9"],
+        ["--router", "random"],
+        ["--concurrencies", "1,4"],
+        ["--schedule-grid", "1,4"],
+    ],
+)
+def test_plan_without_trace_refuses_what_only_a_replay_reads(flags):
+    assert "give --trace" in refused(["plan", "--qps", "1", *flags], flags[0])
+
+
+@pytest.mark.parametrize(
+    ("flags", "flag"),
+    [
+        (["--method", "eagle2", "--k-max", "3"], "--k-max"),
+        (["--method", "eagle2", "--json", "x.json"], "--json"),
+        (["--method", "eagle3", "--tree-budgets", "8,16"], "--tree-budgets"),
+        (["--method", "lookahead", "--json", "x.json"], "--json"),
+    ],
+)
+def test_recommend_refuses_a_knob_the_method_does_not_read(flags, flag):
+    refused(["recommend", *flags], flag)
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["sweep", "--executor", "serial", "--workers", "2"], "--workers"),
+        (["sweep", "--executor", "process", "--ray-address", "auto"], "--ray-address"),
+        (["fleet", "--qps", "1", "--workers", "2"], "--workers"),
+        (["fleet", "--qps", "1", "--replicas", "2", "--executor", "process"], "--executor"),
+        (["analytic", "--alpha", "0.8,0.7", "--compare"], "--compare"),
+        (["validate", "--assume-gpu", "h100_sxm", "--assume", "gpu=h200"], "--assume-gpu"),
+    ],
+)
+def test_run_settings_that_would_not_take_effect_are_refused(args, flag):
+    refused(args, flag)
+
+
+def test_fleet_trace_refuses_a_token_trace_no_method_replays(tmp_path):
+    args = ["fleet", "--trace", arrivals(tmp_path), "--token-trace", "sharegpt"]
+    line = refused(args, "--token-trace")
+    assert "ngram" in line
+
+
+def test_plan_trace_plans_the_config_files_methods(tmp_path, monkeypatch):
+    from simspec.studies import capacity
+
+    planned: list[str] = []
+
+    def plan_fleet(deploy, methods, *args, **kwargs):
+        planned.extend(m.name for m in methods)
+        return pd.DataFrame({"method": [m.name for m in methods]})
+
+    monkeypatch.setattr(capacity, "plan_fleet", plan_fleet)
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text("methods:\n  - {name: pld}\n")
+    args = ["plan", "--trace", arrivals(tmp_path), "--config", str(cfg)]
+    ran([*args, "--concurrencies", "none"])
+    assert planned == ["autoregressive", "pld"]
+
+
+# -- item 7: one vocabulary ---------------------------------------------------------------------
+
+
+def test_fleet_takes_methods_as_well_as_method(tmp_path):
+    out = tmp_path / "r.csv"
+    ran(["fleet", "--trace", arrivals(tmp_path), "--methods", "ngram", "--out", str(out)])
+    assert len(pd.read_csv(out)) == 3
+
+
+def test_analytic_takes_methods_as_well_as_method():
+    assert "Best K per" in ran(["analytic", "--methods", "EAGLE3"])
+
+
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [
+        (["fleet", "--qps", "1"], "a fleet's replicas run one method"),
+        (["recommend"], "recommend schedules one method"),
+        (["analytic"], "one method's draft"),
+    ],
+)
+@pytest.mark.parametrize("flag", ["--method", "--methods"])
+def test_a_list_for_a_one_method_command_says_why(command, why, flag):
+    line = refused([*command, flag, "eagle3,ngram"], flag)
+    assert why in line and "(got 2: eagle3, ngram)" in line
+
+
+def test_sweep_and_plan_take_method_as_well_as_methods():
+    refused(["sweep", "--method", "eagle9"], "--method")
+    refused(["plan", "--qps", "1", "--method", "eagle9"], "--method")
+
+
+@pytest.mark.parametrize("command", ["sweep", "recommend", "plan"])
+def test_concurrencies_is_the_one_documented_name_of_a_concurrency_list(command):
+    shown = runner.invoke(app, [command, "--help"], terminal_width=200).output
+    options = [line.split()[0] for line in shown.splitlines() if line.startswith("  --")]
+    assert "--concurrencies" in options
+    assert "--batch-sizes" not in options and "--schedule-grid" not in options
+    assert "also spelled --batch-sizes or --schedule-grid" in " ".join(shown.split())
+
+
+@pytest.mark.parametrize("alias", ["--batch-sizes", "--schedule-grid"])
+def test_the_other_names_of_a_concurrency_list_are_accepted_and_named_in_errors(alias):
+    for command in (["sweep"], ["recommend"], ["plan", "--trace", "azure-code"]):
+        refused([*command, alias, "0,x"], alias)
+        line = refused([*command, "--concurrencies", "1", alias, "2"], alias)
+        assert "another name for --concurrencies" in line
+
+
+def test_sweep_runs_at_the_concurrencies_given(tmp_path):
+    out = tmp_path / "s.csv"
+    args = ["sweep", "--concurrencies", "2", "--methods", "ngram", "--requests", "4"]
+    ran([*args, "--turnovers", "1", "--executor", "serial", "--quiet", "--out", str(out)])
+    assert set(pd.read_csv(out).batch_size) == {2}
+
+
+def test_plan_takes_a_seed(monkeypatch, tmp_path):
+    from simspec.studies import capacity
+
+    seeds: list[int] = []
+
+    def plan(deploy, methods, *args, **kwargs):
+        seeds.append(deploy.seed)
+        return pd.DataFrame({"method": [m.name for m in methods], "k": [m.k for m in methods]})
+
+    monkeypatch.setattr(capacity, "plan", plan)
+    ran(["plan", "--qps", "1", "--methods", "ngram", "--seed", "7"])
+    assert seeds == [7]
+
+
+def test_policy_runs_from_the_deployment_flags_without_a_config(monkeypatch):
+    from simspec.cli.policy import SHOWN
+    from simspec.studies import policy
+
+    seen = []
+
+    def run_policy(cfg):
+        seen.append(cfg)
+        return pd.DataFrame([dict.fromkeys(SHOWN, 1.0) | {"setting": "policy"}])
+
+    monkeypatch.setattr(policy, "run_policy", run_policy)
+    spec = {"method": "eagle3", "num_speculative_tokens": 3}
+    spec["num_speculative_tokens_per_batch_size"] = [[1, 4, 3], [5, 512, 1]]
+    args = ["policy", "--model", "qwen3-8b", "--gpu", "h200", "--seed", "3"]
+    ran([*args, "--speculative-config", json.dumps(spec)])
+    (cfg,) = seen
+    assert (cfg.model, cfg.gpu, cfg.seed, cfg.method.name) == ("qwen3-8b", "h200", 3, "eagle3")
+    assert [list(band) for band in cfg.policy.k_schedule] == [[1, 4, 3], [5, 512, 1]]
+    assert "--speculative-config" in refused(["policy", "--model", "qwen3-8b"], "--config")
+
+
+def test_fleet_and_plan_default_to_the_explorers_slos(tmp_path):
+    from simspec.ui.fleet import FleetInputs
+
+    assert (FleetInputs().slo_ttft_ms, FleetInputs().slo_tpot_ms) == (2000.0, 50.0)
+    assert (DEFAULT_SLO_TTFT_MS, DEFAULT_SLO_TPOT_MS) == (2000.0, 50.0)
+    for command in ("fleet", "plan"):
+        shown = runner.invoke(app, [command, "--help"], terminal_width=200).output
+        assert "[default: 2000.0; x>=1]" in shown and "[default: 50.0; x>=0.1]" in shown
+    output = ran(["fleet", "--trace", arrivals(tmp_path)])
+    assert "TTFT <= 2000 ms, TPOT <= 50 ms" in " ".join(output.split())
+
+
+# -- item 8: a snapshot folder as --model; method names in Python -------------------------------
+
+
+def test_a_snapshot_folder_reads_its_config_json(tmp_path):
+    folder = snapshot(tmp_path)
+    shape = load_model(str(folder))
+    assert shape == load_hf_config(folder / "config.json")
+    assert shape.id == "acme/Tiny-8B"  # the Hub cache's repo, not the revision's hash
+    assert "acme/Tiny-8B" in ran(["models", str(folder)])
+
+
+def test_a_scenario_names_the_config_json_a_folder_holds(tmp_path):
+    """A run's key hashes the files a scenario names: the folder's config.json is named."""
+    folder = snapshot(tmp_path)
+    assert with_preset_ids({"model": str(folder)})["model"] == str(folder / "config.json")
+
+
+def test_a_folder_without_config_json_is_one_line_naming_model_and_the_file(tmp_path):
+    line = refused(["models", str(tmp_path)], "model")
+    assert "has no config.json" in line and "--model DIR" in line
+    repo = snapshot(tmp_path, "models--acme--Other").parents[1]
+    assert "snapshots/REVISION" in refused(["sweep", "--model", str(repo)], "model")
+
+
+def test_python_sweep_takes_method_names_as_the_command_line_does():
+    from simspec.studies.sweep import SweepConfig
+
+    cfg = SweepConfig.model_validate({"methods": ["autoregressive", "EAGLE3", "eagle"]})
+    assert cfg.methods == [
+        preset_method("autoregressive"),
+        preset_method("eagle3"),
+        preset_method("eagle1"),
+    ]
+    gsm = {"methods": ["ngram"], "workload": {"lengths_from": "gsm8k"}}
+    assert SweepConfig.model_validate(gsm).methods == [preset_method("ngram", "gsm8k")]
+    with pytest.raises(ValueError, match="methods: unknown method 'eagle9'"):
+        SweepConfig.model_validate({"methods": ["eagle9"]})
+
+
+def test_python_sweep_runs_methods_named_by_string():
+    import simspec
+
+    table = simspec.sweep(
+        {
+            "methods": ["autoregressive", "ngram"],
+            "batch_sizes": [1],
+            "workload": {"requests": 4, "turnovers": 1},
+        }
+    )
+    assert set(table.method) == {"autoregressive", "ngram"}
+
+
+# -- item 16: plain decoding replays a plain trace ----------------------------------------------
+
+
+def test_fleet_replays_a_plain_trace_with_plain_decoding(tmp_path):
+    out = tmp_path / "r.csv"
+    ran(["fleet", "--trace", arrivals(tmp_path, domain=False), "--out", str(out)])
+    assert len(pd.read_csv(out)) == 3
+
+
+def test_a_dataset_is_asked_for_only_when_a_method_takes_acceptance_from_one(tmp_path):
+    plain = arrivals(tmp_path, domain=False)
+    line = refused(["fleet", "--trace", plain, "--method", "eagle3"], "--dataset")
+    assert "eagle3 takes its acceptance from a dataset" in line and "names no domain" in line
+    ran(["fleet", "--trace", plain, "--method", "eagle3", "--alpha", "0.7"])
+    ran(["fleet", "--trace", plain, "--method", "eagle3", "--dataset", "gsm8k"])
