@@ -140,7 +140,8 @@ def test_plan_trace_plans_the_config_files_methods(tmp_path, monkeypatch):
 
     def plan_fleet(deploy, methods, *args, **kwargs):
         planned.extend(m.name for m in methods)
-        return pd.DataFrame({"method": [m.name for m in methods]})
+        frame = pd.DataFrame({"method": [m.name for m in methods]})
+        return frame.assign(prompt_lookup_min=None, prompt_lookup_max=None)
 
     monkeypatch.setattr(capacity, "plan_fleet", plan_fleet)
     cfg = tmp_path / "s.yaml"
@@ -213,7 +214,12 @@ def test_plan_takes_a_seed(monkeypatch, tmp_path):
 
     def plan(deploy, methods, *args, **kwargs):
         seeds.append(deploy.seed)
-        return pd.DataFrame({"method": [m.name for m in methods], "k": [m.k for m in methods]})
+        rows = [
+            dict.fromkeys(capacity.PLAN_COLUMNS, 0)
+            | {"method": m.name, "k": m.k, "limited_by": "ttft", "meets_slo": False}
+            for m in methods
+        ]
+        return pd.DataFrame(rows, columns=capacity.PLAN_COLUMNS)
 
     monkeypatch.setattr(capacity, "plan", plan)
     ran(["plan", "--qps", "1", "--methods", "ngram", "--seed", "7"])

@@ -272,7 +272,7 @@ def fleet(
     ):
         run = study.run_fleet(cfg, runs=runs, window_s=window_s)
     table = study.per_request(run, slo)
-    row = study.summarize_fleet(run, slo, table, warmup_s) | provenance(deploy, methods[0])
+    row = study.summarize_fleet(run, slo, table, warmup_s) | provenance(deploy, chosen[0])
     series = study.timeline(run)
     if out is not None:
         write_frame(table, out)
@@ -291,7 +291,7 @@ def fleet(
 
         write_text(report, report_html(series, row, _title(cfg, slo)), "--report")
     _show(row, study.utilisation(run), cfg, slo)
-    print_provenance(deploy, methods)
+    print_provenance(deploy, chosen)
 
 
 def _plain(v: Any) -> Any:
