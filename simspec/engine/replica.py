@@ -1,12 +1,12 @@
 """One model replica serving requests with speculative decoding, one engine iteration at a time.
 
 Read one iteration top to bottom in :meth:`Replica.run`: schedule → draft → verify → accept →
-update KV, counters and metrics. A replica whose only events are its own iterations (a closed
-loop) steps the same iterations without SimPy's event queue (:meth:`Replica.run_alone`). Each step's model lives in its own module: the scheduler
+update KV, counters and metrics. Each step's model lives in its own module: the scheduler
 (:mod:`~simspec.engine.scheduler`), the speculator's draft cost and load policy
 (:mod:`~simspec.engine.speculators`), the target's forward (:mod:`~simspec.engine.costmodel`)
 and acceptance (:mod:`~simspec.engine.acceptance`). What one iteration computes travels in a
-:class:`Step`.
+:class:`Step`. A replica whose only events are its own iterations (a closed loop) steps the
+same iterations without SimPy's event queue (:meth:`Replica.run_alone`).
 """
 
 from __future__ import annotations

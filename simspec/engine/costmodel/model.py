@@ -282,9 +282,7 @@ class _ModelTerms:
     by_tokens: dict[tuple[int, int, int, bool], TokenTerms] = field(default_factory=dict)
     # (token terms, graphed) by (tokens, logit rows, sequences, layers): what a forward's
     # counts decide before its context
-    by_shape: dict[tuple[int, int, int, int], tuple[TokenTerms, bool]] = field(
-        default_factory=dict
-    )
+    by_shape: dict[tuple[int, int, int, int], tuple[TokenTerms, bool]] = field(default_factory=dict)
     # under DP attention by (rank tokens run, tokens over all ranks, rank logit rows, layers,
     # graphed)
     dp_by_tokens: dict[tuple[int, int, int, int, bool], TokenTerms] = field(default_factory=dict)
