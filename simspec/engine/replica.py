@@ -5,13 +5,14 @@ update KV, counters and metrics. Each step's model lives in its own module: the 
 (:mod:`~simspec.engine.scheduler`), the speculator's draft cost and load policy
 (:mod:`~simspec.engine.speculators`), the target's forward (:mod:`~simspec.engine.costmodel`)
 and acceptance (:mod:`~simspec.engine.acceptance`). What one iteration computes travels in a
-:class:`Step`.
+:class:`Step`. A replica whose only events are its own iterations (a closed loop) steps the
+same iterations without SimPy's event queue (:meth:`Replica.run_alone`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import simpy
@@ -27,12 +28,17 @@ from simspec.engine.scheduler import ScheduledBatch, Scheduler
 from simspec.engine.speculators import DraftStep, Speculator
 from simspec.errors import ScenarioError
 
-_NO_IDS = np.zeros(0, dtype=np.int64)
+_NO_IDS = np.zeros(0, dtype=np.int64)  # the shared empty id array (never written through)
 
 
-def _no_ids() -> np.ndarray:
-    """The shared empty id array (never written through)."""
-    return _NO_IDS
+class StepClock:
+    """The time of a replica that steps alone (:meth:`Replica.run_alone`): it advances by each
+    iteration's length, as SimPy's clock would, with no event queue to keep."""
+
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        self.now = 0.0
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,8 @@ class ReplicaSetup:
 @dataclass(slots=True)
 class Step:
     """What one engine iteration computes, filled in as it goes: who runs and the draft they
-    take (at scheduling), what drafting and verifying cost, what the step emitted."""
+    take (at scheduling), what drafting and verifying cost, what the step emitted. Built with
+    every field given (a default factory would run on the hot loop)."""
 
     start_s: float
     batch: ScheduledBatch
@@ -64,12 +71,13 @@ class Step:
     # lookup replay); None: every sequence drafts the full shape
     proposed: np.ndarray | None
     widths: np.ndarray | None  # each one's verify width when they differ; None: draft.width
-    draft_s: float = 0.0  # drafting, with the host work of a speculative step
-    verify_s: float = 0.0  # the target forward, its host overhead included
-    verify_overhead_s: float = 0.0  # of verify_s, the host overhead
-    emitted: np.ndarray = field(default_factory=_no_ids)  # tokens each decoding sequence made
+    draft_s: float  # drafting, with the host work of a speculative step
+    verify_s: float  # the target forward, its host overhead included
+    verify_overhead_s: float  # of verify_s, the host overhead
+    prefill_done: np.ndarray  # prefilling requests whose chunk completes their prompt
+    emitted: np.ndarray  # tokens each decoding sequence made
     # requests whose prefill completed and sampled their first token
-    first: np.ndarray = field(default_factory=_no_ids)
+    first: np.ndarray
 
 
 def _no_listener(rid: int) -> None:
@@ -83,13 +91,15 @@ class Replica:
 
     def __init__(
         self,
-        env: simpy.Environment,
+        env: simpy.Environment | StepClock,
         setup: ReplicaSetup,
         requests: RequestTable,
         acceptance: AcceptanceSampler | None,
         log: IterationSink | None = None,
     ) -> None:
-        """``log`` hears of every iteration (default: an :class:`IterationLog`)."""
+        """``log`` hears of every iteration (default: an :class:`IterationLog`). ``env``: the
+        SimPy environment :meth:`run` steps in, or the :class:`StepClock` of
+        :meth:`run_alone`."""
         self.env, self.requests, self.acceptance = env, requests, acceptance
         self.spec, self.cost, self.target = setup.speculator, setup.cost, setup.target
         self.pool = BlockPool(setup.memory.num_blocks)
@@ -143,22 +153,45 @@ class Replica:
 
     def run(self) -> Generator[simpy.Event, None, None]:
         """The SimPy process: one loop turn is one engine iteration."""
+        env = self.env
+        assert isinstance(env, simpy.Environment), "a replica on a StepClock steps in run_alone"
         while self.expected > 0:
             if not self.sched.has_work:
-                self._idle = self.env.event()
+                self._idle = env.event()
                 yield self._idle  # until a request arrives
                 continue
-            # 1. schedule: who runs, and the draft the load policy picks for that many
-            step = self._schedule()
-            # 2. draft and 3. verify (one target forward, prefill chunks included) take this long
-            step.draft_s = self._draft_time(step)
-            step.verify_s, step.verify_overhead_s, prefill_done = self._verify(step)
-            yield self.env.timeout(step.draft_s + step.verify_s)
-            # 4. accept, and 5. update KV, counters and metrics; finished requests leave
-            step.emitted, decoded_out = self._accept(step)
-            step.first = self._advance_prefill(step.batch, prefill_done)
-            self._record(step)
-            self._finish(decoded_out, step.first)
+            step = self._begin()
+            yield env.timeout(step.draft_s + step.verify_s)
+            self._end(step)
+
+    def run_alone(self) -> None:
+        """:meth:`run` for a replica whose only events are its own iterations (a closed loop,
+        whose requests arrive when others leave, in the iteration that frees their slot):
+        the same iterations at the same times, on a :class:`StepClock` instead of SimPy's event
+        queue. Stops where :meth:`run` would wait for an arrival that never comes."""
+        clock = self.env
+        assert isinstance(clock, StepClock), "a replica in a SimPy environment steps in run"
+        while self.expected > 0 and self.sched.has_work:
+            step = self._begin()
+            clock.now += step.draft_s + step.verify_s  # as SimPy adds a timeout's delay
+            self._end(step)
+
+    def _begin(self) -> Step:
+        """An iteration up to its length: who runs, and how long drafting and verifying take."""
+        # 1. schedule: who runs, and the draft the load policy picks for that many
+        step = self._schedule()
+        # 2. draft and 3. verify (one target forward, prefill chunks included) take this long
+        step.draft_s = self._draft_time(step)
+        step.verify_s, step.verify_overhead_s, step.prefill_done = self._verify(step)
+        return step
+
+    def _end(self, step: Step) -> None:
+        """The iteration's outcome, once it has taken its time."""
+        # 4. accept, and 5. update KV, counters and metrics; finished requests leave
+        step.emitted, decoded_out = self._accept(step)
+        step.first = self._advance_prefill(step.batch, step.prefill_done)
+        self._record(step)
+        self._finish(decoded_out, step.first)
 
     # -- the steps of one iteration --------------------------------------------------------
     def _schedule(self) -> Step:
@@ -168,20 +201,20 @@ class Replica:
                 "the scheduler could not place any request: KV blocks or "
                 "token budget too small for a single request"
             )
-        decoding = batch.decode
-        context_lens = self.requests.computed[decoding]
+        decoding, context_lens = batch.decode, batch.context
         # one element: no reduction call
         if len(context_lens) == 1:
             context_sum = float(context_lens[0])
         else:
-            context_sum = float(context_lens.sum())
+            context_sum = float(self.requests.total(context_lens))
         draft = self.spec.step_shape(len(decoding) + len(batch.prefill))
         proposed = self._proposed(decoding, draft)
         widths = proposed + 1 if self._ragged and proposed is not None else None
         # in field order (keywords to a class call cost a dict per iteration)
         return Step(
-            self.env.now, batch, decoding, context_lens, context_sum, draft, proposed, widths
-        )
+            self.env.now, batch, decoding, context_lens, context_sum, draft, proposed, widths,
+            0.0, 0.0, 0.0, _NO_IDS, _NO_IDS, _NO_IDS,
+        )  # fmt: skip
 
     def _proposed(self, decoding: np.ndarray, draft: StepShape) -> np.ndarray | None:
         """Draft tokens each decoding sequence proposes this step, where the acceptance source
@@ -240,17 +273,21 @@ class Replica:
             # a step yields the accepted drafts plus one sampled token; as many enter the KV
             # (the input token and the accepted drafts)
             step_tokens = accepted + 1
-            emitted = np.minimum(step_tokens, remaining)
+            out = step_tokens >= remaining  # these reach their output length
+            # most steps finish nothing: count first, which is cheaper than a boolean index,
+            # and no one's tokens are cut at the end
+            finishing = np.count_nonzero(out)
+            emitted = np.minimum(step_tokens, remaining) if finishing else step_tokens
             r.computed[decoding] = step.context_lens + step_tokens
             r.last_step_tokens[decoding] = step_tokens
             r.add_spec_step(decoding, emitted)
         else:
             emitted = self._ones[: len(decoding)]  # never written through
             r.computed[decoding] = step.context_lens + 1
+            out = emitted >= remaining
+            finishing = np.count_nonzero(out)
         r.generated[decoding] = generated + emitted
-        out = emitted >= remaining
-        # most steps finish nothing: count first, which is cheaper than a boolean index
-        return emitted, (decoding[out] if np.count_nonzero(out) else _NO_IDS)
+        return emitted, (decoding[out] if finishing else _NO_IDS)
 
     def _advance_prefill(self, batch: ScheduledBatch, done: np.ndarray) -> np.ndarray:
         """Chunks enter the KV cache; a completed prompt samples its next (first) token."""
@@ -269,7 +306,7 @@ class Replica:
         """The iteration's row in the log."""
         decode, prefill = len(step.decoding), len(step.batch.prefill)
         speculative = step.draft.k > 0
-        made = int(step.emitted.sum()) if speculative else decode
+        made = self.requests.total(step.emitted) if speculative else decode
         widths = step.widths
         decode_tokens = decode * step.draft.width if widths is None else int(widths.sum())
         chunk_tokens = int(step.batch.chunks.sum()) if prefill else 0

@@ -45,12 +45,19 @@ class RequestTable:
         self.last_step_tokens = np.ones(n, dtype=np.int64)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.unfinishable = np.zeros(n, dtype=bool)
+        self._ones = np.ones(max(n, 1), dtype=np.int64)  # read only: see total()
 
     def __len__(self) -> int:
         return len(self.prompt_len)
 
     def num_tokens(self, rids: np.ndarray | int) -> np.ndarray | int:
         return self.prompt_len[rids] + self.generated[rids]
+
+    def total(self, counts: np.ndarray) -> int:
+        """The sum of ``counts``, int64 values of at most one per request (tokens or blocks of
+        a batch): a dot with ones, the same integer at about half the cost of numpy's sum on
+        an array this short, which the hot loop takes a few times per iteration."""
+        return int(counts.dot(self._ones[: len(counts)]))
 
     def add_spec_step(self, rids: np.ndarray, emitted: np.ndarray) -> None:
         """One speculative step of ``rids`` emitted ``emitted`` tokens each (arrays not mutated

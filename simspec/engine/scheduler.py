@@ -77,6 +77,8 @@ class ScheduledBatch:
     decode: np.ndarray  # request ids that verify their draft (1 + reserved draft slots asked)
     prefill: np.ndarray  # request ids that process a prompt chunk
     chunks: np.ndarray  # tokens per prefill id
+    # the decoding ones' tokens in the KV cache (``computed``), which scheduling reads anyway
+    context: np.ndarray
 
     @property
     def empty(self) -> bool:
@@ -197,15 +199,16 @@ class Scheduler:
                 return None
             self._take(new - held)
             r.blocks[rid] = new
-            return self._with_admitted(rids, _EMPTY, _EMPTY, total)
+            return self._with_admitted(rids, r.computed[rids], _EMPTY, _EMPTY, total)
         computed = r.computed[rids]
-        prefilling = ~r.decoding[rids]
-        all_decode = np.count_nonzero(prefilling) == 0
+        decoding = r.decoding[rids]
+        all_decode = np.count_nonzero(decoding) == len(rids)
         ask_up: int | np.ndarray  # ask + size - 1: floor division by size then rounds up
         if all_decode:  # every ask is the decode one: one scalar, no per-request array
             total = len(rids) * decode_ask
             ask_up = decode_ask + size - 1
         else:
+            prefilling = ~decoding
             need = r.prompt_len[rids] + r.generated[rids] - computed
             ask = np.where(prefilling, need, decode_ask)
             total = int(ask.sum())
@@ -215,20 +218,24 @@ class Scheduler:
         held = r.blocks[rids]
         # blocks for computed + ask tokens, ceil((computed + ask) / size); never fewer than held
         new_held = np.maximum((computed + ask_up) // size, held)
-        blocks = int((new_held - held).sum())
+        blocks = r.total(new_held - held)
         if blocks > self.pool.free:
             return None
         self._take(blocks)
         r.blocks[rids] = new_held
         if all_decode:
-            decode, prefill, chunks = rids, _EMPTY, _EMPTY
-        else:
-            decoding = ~prefilling
-            decode, prefill, chunks = rids[decoding], rids[prefilling], ask[prefilling]
-        return self._with_admitted(decode, prefill, chunks, total)
+            return self._with_admitted(rids, computed, _EMPTY, _EMPTY, total)
+        return self._with_admitted(
+            rids[decoding], computed[decoding], rids[prefilling], ask[prefilling], total
+        )
 
     def _with_admitted(
-        self, decode: np.ndarray, prefill: np.ndarray, chunks: np.ndarray, total: int
+        self,
+        decode: np.ndarray,
+        context: np.ndarray,
+        prefill: np.ndarray,
+        chunks: np.ndarray,
+        total: int,
     ) -> ScheduledBatch:
         """The running requests' batch plus the waiting ones the rest of the budget admits."""
         budget = self.max_tokens - total
@@ -242,7 +249,7 @@ class Scheduler:
                 self._running_arr = np.concatenate([rids, admitted])  # they run from now on
                 prefill = np.concatenate([prefill, admitted]) if len(prefill) else admitted
                 chunks = np.concatenate([chunks, np.array(new_chunks, dtype=np.int64)])
-        return ScheduledBatch(decode, prefill, chunks)
+        return ScheduledBatch(decode, prefill, chunks, context)
 
     def _schedule_general(self) -> ScheduledBatch:
         r = self.requests
@@ -277,10 +284,12 @@ class Scheduler:
             i += 1
         if not preempted:
             self._admit(budget, prefill, chunks)
+        decode_ids = np.array(decode, dtype=np.int64)
         return ScheduledBatch(
-            np.array(decode, dtype=np.int64),
+            decode_ids,
             np.array(prefill, dtype=np.int64),
             np.array(chunks, dtype=np.int64),
+            r.computed[decode_ids],
         )
 
     def _admit(self, budget: int, prefill: list[int], chunks: list[int]) -> None:

@@ -2,7 +2,8 @@
 
 The replica is built by :mod:`simspec.engine.build`; the iteration itself is
 :meth:`simspec.engine.replica.Replica.run`. Requests arrive through a SimPy process (Poisson,
-or a piecewise rate) or, in a closed loop, the moment one leaves.
+or a piecewise rate) or, in a closed loop, the moment one leaves: then the replica's own
+iterations are the only events, and it steps without SimPy (``Replica.run_alone``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from simspec.config import Scenario
 from simspec.engine.build import acceptance_sampler, past_context, relaxation_time, setup_replica
 from simspec.engine.kv_cache import MemoryPlan
 from simspec.engine.metrics import IterationLog, RunSummary, summarize
-from simspec.engine.replica import Replica
+from simspec.engine.replica import Replica, StepClock
 from simspec.engine.requests import RequestTable
 from simspec.engine.window import layout
 from simspec.engine.workload import arrival_gaps, generate_requests, stationary_cohort
@@ -122,20 +123,22 @@ def simulate(sc: Scenario) -> SimResult:
     table = RequestTable(specs)
     if wl.arrival == "replay":
         past_context(table, setup.target)
-    env = simpy.Environment()
     log = IterationLog()
-    replica = Replica(env, setup, table, acceptance, log)
     watch = Watch(plan.watched)
     if wl.arrival == "closed":
+        replica = Replica(StepClock(), setup, table, acceptance, log)
         loop = ClosedLoop(replica, len(table), watch)
         replica.on_finish = loop.release
         loop.start(wl.concurrency, ages)
+        replica.run_alone()
     else:
+        env = simpy.Environment()
+        replica = Replica(env, setup, table, acceptance, log)
         replica.on_finish = watch.leave
         gaps = arrival_gaps(wl, len(table), rng_arrival)
         env.process(open_arrivals(env, replica, gaps, watch))
-    env.process(replica.run())
-    env.run()
+        env.process(replica.run())
+        env.run()
     released = int(np.isfinite(table.arrival).sum())  # arrivals stop once the measured left
     if table.unfinishable[:released].all():
         raise ScenarioError(

@@ -202,15 +202,29 @@ class RooflineCostModel:
             )
         if self.layout.dp > 1:
             return dp_forward(self, terms, batch, overhead_s, n_layers, extra_gemm_s)
-        graphed = host.graphed(batch)
-        key = (host.padded(t) if graphed else t, batch.logit_tokens, n_layers, graphed)
-        by_tokens = terms.by_tokens.get(key)
-        if by_tokens is None:
-            by_tokens = terms.by_tokens[key] = self._token_terms(model, *key)
+        # the hot loop repeats a few shapes: one lookup instead of the graph and padding rules
+        shape = (t, batch.logit_tokens, batch.num_seqs, n_layers)
+        hit = terms.by_shape.get(shape)
+        if hit is None:
+            hit = terms.by_shape[shape] = self._shape_terms(terms, batch, n_layers)
+        by_tokens, graphed = hit
         attention = terms.attention.time(batch, n_layers)
         return host.step_cost(
             by_tokens, attention, extra_gemm_s, overhead_s, batch.num_seqs, n_layers, graphed
         )
+
+    def _shape_terms(
+        self, terms: _ModelTerms, batch: BatchShape, n_layers: int
+    ) -> tuple[TokenTerms, bool]:
+        """The token terms of a forward of ``batch``'s token, logit row and sequence counts,
+        and whether it replays a CUDA graph (padded to the captured size where it does)."""
+        host, t = self.host, batch.num_tokens
+        graphed = host.graphed(batch)
+        key = (host.padded(t) if graphed else t, batch.logit_tokens, n_layers, graphed)
+        by_tokens = terms.by_tokens.get(key)
+        if by_tokens is None:
+            by_tokens = terms.by_tokens[key] = self._token_terms(terms.model, *key)
+        return by_tokens, graphed
 
     def _token_terms(
         self, model: ModelShape, t: int, logit_tokens: int, n_layers: int, graphed: bool = True
@@ -266,6 +280,9 @@ class _ModelTerms:
     model: ModelShape
     attention: AttentionKernels
     by_tokens: dict[tuple[int, int, int, bool], TokenTerms] = field(default_factory=dict)
+    # (token terms, graphed) by (tokens, logit rows, sequences, layers): what a forward's
+    # counts decide before its context
+    by_shape: dict[tuple[int, int, int, int], tuple[TokenTerms, bool]] = field(default_factory=dict)
     # under DP attention by (rank tokens run, tokens over all ranks, rank logit rows, layers,
     # graphed)
     dp_by_tokens: dict[tuple[int, int, int, int, bool], TokenTerms] = field(default_factory=dict)

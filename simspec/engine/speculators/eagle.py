@@ -43,8 +43,9 @@ class EagleHead(Speculator):
         b, k, kv_sum = len(step.kv_tokens), step.k, step.kv_sum
         # step 1 feeds the features of every token the last verify step yielded (a + 1 each)
         total = self._step(BatchShape.of(step.last_step_tokens, step.kv_tokens, b, kv_sum=kv_sum))
-        widths = self.step_widths(k, step.nodes)
-        if widths.count(1) == len(widths):  # a chain: K-1 equal steps, at the mean context
+        widths = None if self.tree is None else self.step_widths(k, step.nodes)
+        if widths is None or widths.count(1) == len(widths):
+            # a chain (or a tree one node wide): K-1 equal steps, at the mean context
             if k > 1:
                 later = self._step(BatchShape.uniform(b, 1, kv_sum + b * k / 2.0, b))
                 total = total.plus(later, times=k - 1)
