@@ -132,6 +132,7 @@ class DeploymentFlags(MethodFlags, ServingFlags):
 
     dataset: opt.Dataset = None
     temperature: opt.Temperature = None
+    profile: opt.Profile = None
 
     def deployment(self, config: Path | None) -> Deployment:
         """The scenario file's deployment with these flags on top; --token-trace, else
@@ -151,7 +152,10 @@ class DeploymentFlags(MethodFlags, ServingFlags):
     def _scenario(self, config: Path | None) -> dict[str, Any]:
         """The scenario file's fields with the deployment flags on top."""
         data = read_config(config) if config else {}
-        flags = {**self.serving_fields(), **given(temperature=self.temperature)}
+        flags = {
+            **self.serving_fields(),
+            **given(temperature=self.temperature, profile=self.profile),
+        }
         trace = self.checked_token_trace() or self.dataset
         if trace:
             flags["workload"] = {"lengths_from": trace}
