@@ -423,3 +423,81 @@ def test_fitted_on_concurrency_1_and_8_compare_predicts_2_and_4_within_5_percent
     rows = pd.read_csv(table)
     tpot = rows[rows.metric == "mean_tpot_ms"]
     assert len(tpot) == 2 and (tpot.rel_error.abs() < 0.05).all(), tpot
+
+
+# -- the explorer's compare view ----------------------------------------------------------------
+def test_an_uploaded_result_is_compared_on_the_sidebars_deployment(tmp_path):
+    from simspec.ui import uploads
+    from simspec.ui.compare import compare_upload
+    from simspec.ui.inputs import ExplorerInputs
+
+    data = measured_run(tmp_path, 2, None).read_bytes()
+    path = uploads.save_result_upload(data, "mine.json", tmp_path)
+    done = compare_upload(path, ExplorerInputs(gpu="h100_sxm"))
+    tpot = done.frame[done.frame.metric == "mean_tpot_ms"]
+    assert tpot.rel_error.abs().max() < 1e-9  # a simspec run of this deployment, read back
+    assert done.figure.layout.title.text.startswith("Measured")
+    assert any("model qwen3-8b, as the file names it" in n for n in done.notes)
+
+
+def test_an_uploaded_profile_moves_the_prediction(tmp_path):
+    from simspec.ui import uploads
+    from simspec.ui.compare import compare_upload
+    from simspec.ui.inputs import ExplorerInputs
+
+    truth = truth_profile(tmp_path)
+    result = uploads.save_result_upload(
+        measured_run(tmp_path, 2, truth).read_bytes(), "m.json", tmp_path
+    )
+    profile = uploads.save_profile_upload(truth.read_bytes(), "truth.yaml", tmp_path)
+    inputs = ExplorerInputs(gpu="h100_sxm")
+    base, mine = compare_upload(result, inputs), compare_upload(result, inputs, profile=profile)
+    err = {
+        n: d.frame.set_index("metric").rel_error["mean_tpot_ms"]
+        for n, d in (("b", base), ("m", mine))
+    }
+    assert abs(err["b"]) > 0.05 and abs(err["m"]) < 1e-9
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "needle"),
+    [
+        ("r.csv", b"{}", "expected a .json, .jsonl or .txt"),
+        ("r.json", b"", "empty"),
+        ("r.json", b"[1, 2", "not valid JSON"),
+        ("r.json", json.dumps({"completed": 3}).encode(), "duration"),
+    ],
+)
+def test_a_hostile_result_upload_is_one_message_and_is_not_kept(tmp_path, name, data, needle):
+    from simspec.ui import uploads
+
+    with pytest.raises(InputError) as exc:
+        uploads.save_result_upload(data, name, tmp_path)
+    assert exc.value.field == "benchmark result" and needle in exc.value.message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_hostile_profile_upload_is_one_message_and_is_not_kept(tmp_path):
+    from simspec.ui import uploads
+
+    with pytest.raises(InputError) as exc:
+        uploads.save_profile_upload(b"gpu: h100_sxm\nparams: {}\n", "p.yaml", tmp_path)
+    assert exc.value.field == "profile" and "missing" in exc.value.message
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("explorer_page")  # with tests/test_app.py's page tests
+def test_the_explorers_compare_tab_shows_measured_against_predicted(tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
+    at.run()
+    assert at.tabs[9].label == "Compare"
+    data = (DATA / "qwen3-8b-h100-bs8.txt").read_bytes()
+    at.file_uploader[0].set_value(("bs8.txt", data, "text/plain")).run()
+    next(b for b in at.button if b.label == "Compare with simspec").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    table = at.dataframe[-1].value
+    assert "mean_tpot_ms" in set(table["metric"]) and "error %" in table.columns
+    assert any("concurrency 8" in str(c.value) for c in at.caption)

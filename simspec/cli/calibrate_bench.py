@@ -96,7 +96,7 @@ def calibrate_bench(
         runs.extend(found)
     check_runs(runs)
     deployment = flags.deployment()
-    check_fit_runs(runs, deployment.get("gpu"))  # type: ignore[arg-type]
+    check_fit_runs(runs, str(deployment.get("gpu") or Deployment.model_fields["gpu"].default))
     with tempfile.TemporaryDirectory(prefix="simspec-calibrate-") as tmp:
         plans = [plan_run(r, deployment, "autoregressive", None, None, Path(tmp)) for r in runs]
         sc = plans[0].scenario

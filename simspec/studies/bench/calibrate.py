@@ -18,7 +18,7 @@ What they are fitted to, by scipy's least squares, each run simulated with its o
   toward time the engine does not spend;
 - not TTFT. A benchmark's TTFT runs from the client's send to the first streamed chunk:
   request parsing, chat templating, tokenization, the HTTP stream. GPUStack's Qwen3-8B/H100
-  runs measure 59 ms at concurrency 1 where the engine's prefill of 233 tokens is ~11 ms;
+  runs measure 59 ms at concurrency 1 where simspec's prefill of their 233 tokens is ~11 ms;
   simspec models the engine, so TTFT is compared (``simspec compare``) but never fitted.
 
 Three constants from two runs are not determined by the data alone (at small batches the
@@ -52,6 +52,7 @@ from simspec.catalog.hardware import (
     EngineProfile,
     HardwareProfile,
     Sourced,
+    gpu_ids,
 )
 from simspec.catalog.models import preset_id
 from simspec.engine.simulation import simulate
@@ -64,8 +65,9 @@ from simspec.studies.bench.simulated import simulated_metrics
 PARAMS = DeploymentFit.KEYS
 TPOT = "mean_tpot_ms"
 THROUGHPUT = "output_throughput_tok_s"
-# A benchmark's mean TPOT repeats to about 1 % from one run to the next on an idle server
-# (GPUStack's four runs of one deployment differ by 6 % over an 8x load, most of it the load).
+# How closely a fitted TPOT should match: an estimate of a benchmark's run-to-run spread on
+# an idle server (~1 %), ten times the printed resolution (0.01 ms of a 7 ms TPOT); GPUStack's
+# four runs of one deployment differ by 6 % over an 8x load, most of it the load.
 DATA_SIGMA = 0.01
 # The priors' widths. Kernel time: the base profile's own held-out error (its GEMM fit on
 # models it did not see), else 10 %. Host time: the engines' estimates (engines.yaml) are
@@ -160,9 +162,11 @@ def check_runs(runs: list[MeasuredRun], gpu: str | None) -> None:
             f"{a.name} ran on {a.gpu}, {b.name} on {b.gpu} (their gpu metadata): one "
             "calibration is of one deployment; give the runs of one GPU",
         )
-    if gpu is not None and len(gpus) == 1 and (label := gpus.pop()) in _gpu_ids():
+    if gpu is not None and len(gpus) == 1 and (label := gpus.pop()) in gpu_ids():
         if label != gpu:
-            raise InputError("--gpu", f"{gpu}, but the runs say they ran on {label}")
+            raise InputError(
+                "--gpu", f"{gpu}, but the runs say they ran on {label}: give --gpu {label}"
+            )
     loads = {_load_key(r) for r in runs}
     if len(loads) < MIN_LOADS:
         only = "one run" if len(runs) == 1 else f"{len(runs)} runs, all at {runs[0].load_label},"
@@ -171,12 +175,6 @@ def check_runs(runs: list[MeasuredRun], gpu: str | None) -> None:
             f"{only} cannot separate the host time of a step from that of a sequence: give "
             "runs at two loads or more (e.g. vllm bench serve --max-concurrency 1 and 8)",
         )
-
-
-def _gpu_ids() -> list[str]:
-    from simspec.catalog.hardware import gpu_ids
-
-    return gpu_ids()
 
 
 def _two_differing(
