@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.ui.inputs import check_inputs, markdown_text, model_info_markdown
-from simspec.ui.pages import analytic, fleet, plan, results, sidebar
+from simspec.ui.pages import analytic, compare, fleet, plan, results, sidebar
 
-TABS = [*results.TABS, "Plan & schedule", "Analytic", "Fleet"]
+TABS = [*results.TABS, "Plan & schedule", "Analytic", "Fleet", "Compare"]
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     check_inputs(inputs)  # what cannot run is refused here, before any run starts
     slo = sidebar.slos()
     res = results.simulate(inputs)
-    *result_tabs, plan_tab, analytic_tab, fleet_tab = st.tabs(TABS)
+    *result_tabs, plan_tab, analytic_tab, fleet_tab, compare_tab = st.tabs(TABS)
     results.show(result_tabs, res, inputs, slo)
     with plan_tab:
         plan.plan_and_schedule(inputs, slo)
@@ -36,6 +36,8 @@ def main() -> None:
         analytic.analytic_view(inputs)
     with fleet_tab:
         fleet.fleet_view(inputs, slo)
+    with compare_tab:
+        compare.compare_view(inputs)
 
 
 def draw() -> None:

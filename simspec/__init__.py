@@ -68,7 +68,8 @@ def sweep(cfg: SweepConfig | dict[str, Any], **options: Any):
 def validate(cases: str | Path | None = None, **options: Any):
     """Predictions for a table of published measurements (default: the packaged cases), one
     row per case with the predicted value, its relative error and a status; the options are
-    :func:`simspec.studies.validation.run.validate`'s (``runs``, ``assume``, ``assume_gpu``)."""
+    :func:`simspec.studies.validation.run.validate`'s (``runs``, ``assume``, ``assume_gpu``,
+    ``profile``)."""
     from simspec.studies.validation.cases import read_cases
     from simspec.studies.validation.run import validate as run
 

@@ -50,7 +50,7 @@ def _ok(at) -> None:
 @PAGE
 def test_default_page_renders_every_view_and_a_download(app):
     _ok(app)
-    assert len(app.tabs) == 9
+    assert len(app.tabs) == 10
     assert len(app.get("plotly_chart")) >= 6
     assert len(app.get("download_button")) >= 1
     assert any("Best:" in c.value for c in app.caption)

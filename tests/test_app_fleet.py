@@ -105,7 +105,7 @@ def test_the_fleet_view_renders_and_rerenders_on_a_short_window():
     at.run()
     at.sidebar.text_input[0].set_value("16").run()  # a small what-if on the other tabs
     _ok(at)
-    assert len(at.tabs) == 9 and at.tabs[8].label == "Fleet"
+    assert len(at.tabs) == 10 and at.tabs[8].label == "Fleet"
     _by_label(at.number_input, "Window end").set_value(120.0).run()
     _replay(at)
     assert any("requests within both SLOs" in m.value for m in at.markdown)

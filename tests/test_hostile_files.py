@@ -428,6 +428,11 @@ COMMANDS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         [("--out", ".csv"), ("--html", ".html")],
     ),
     "calibrate fit": (["calibrate", "fit", HARNESS], [("--out", ".yaml")]),
+    "calibrate bench": (
+        ["calibrate", "bench"]
+        + [str(ROOT / "tests" / "data" / "bench" / f"qwen3-8b-h100-bs{c}.json") for c in (1, 8)],
+        [("--out", ".yaml")],
+    ),
     "calibrate report": (
         ["calibrate", "report", "--timings", HARNESS],
         [("--html", ".html"), ("--csv", ".csv")],
@@ -440,7 +445,7 @@ def test_the_table_of_commands_names_every_path_option_the_cli_writes():
     """Every ``Path`` option of every command is an input file or listed above."""
     import typer.main
 
-    inputs = {"--config", "--grid", "--cases", "--rate-csv", "--timings"}
+    inputs = {"--config", "--grid", "--cases", "--rate-csv", "--timings", "--acceptance-from"}
     seen = set()
     for name, command in typer.main.get_command(app).commands.items():
         subs = command.commands.items() if hasattr(command, "commands") else [("", command)]
@@ -458,6 +463,7 @@ def no_work(monkeypatch):
     """Every study a command runs fails the test if it starts: outputs are checked first."""
     import simspec.cli.sweep
     import simspec.studies.analytic
+    import simspec.studies.bench.calibrate
     import simspec.studies.bench.compare
     import simspec.studies.calibration.samples
     import simspec.studies.capacity
@@ -474,6 +480,7 @@ def no_work(monkeypatch):
         (simspec.cli.sweep, "run_cells"),
         (simspec.studies.analytic, "batch1_costs"),
         (simspec.studies.bench.compare, "compare"),
+        (simspec.studies.bench.calibrate, "calibrate"),
         (simspec.studies.calibration.samples, "discover"),
         (simspec.studies.capacity, "plan"),
         (simspec.studies.capacity, "plan_fleet"),

@@ -16,7 +16,8 @@ from simspec.errors import InputError
 
 calibrate_app = typer.Typer(
     no_args_is_help=True,
-    help="Fit hardware profiles to GPU timing tables and show the fit.",
+    help="Fit hardware profiles to GPU timing tables (fit, report), or a deployment's own "
+    "constants to its benchmark runs (bench).",
 )
 
 
@@ -167,3 +168,13 @@ def calibrate_report(
         print_frame(tpot, f"Plain-decoding TPOT on {spec.id}: simulated vs published")
         if not tpot.empty:
             err.print(f"TPOT MAPE over {len(tpot)} rows: {tpot.attrs['mape']:.1%}")
+
+
+def _register_bench() -> None:
+    """``calibrate bench`` lives in its own module (a deployment's runs, not GPU tables)."""
+    from simspec.cli.calibrate_bench import calibrate_bench
+
+    calibrate_app.command("bench")(calibrate_bench)
+
+
+_register_bench()

@@ -133,6 +133,7 @@ class DeploymentFlags(MethodFlags, ServingFlags):
     dataset: opt.Dataset = None
     temperature: opt.Temperature = None
     seed: opt.Seed = None
+    profile: opt.Profile = None
 
     def deployment(self, config: Path | None) -> Deployment:
         """The scenario file's deployment with these flags on top; --token-trace, else
@@ -152,7 +153,10 @@ class DeploymentFlags(MethodFlags, ServingFlags):
     def _scenario(self, config: Path | None) -> dict[str, Any]:
         """The scenario file's fields with the deployment flags on top."""
         data = read_config(config) if config else {}
-        flags = {**self.serving_fields(), **given(temperature=self.temperature, seed=self.seed)}
+        flags = {
+            **self.serving_fields(),
+            **given(temperature=self.temperature, seed=self.seed, profile=self.profile),
+        }
         trace = self.checked_token_trace() or self.dataset
         if trace:
             flags["workload"] = {"lengths_from": trace}

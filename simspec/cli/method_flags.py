@@ -6,8 +6,12 @@ one that no chosen method reads is an error naming it, never dropped."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
 
 from simspec.catalog.methods import (
     TOKEN_REPLAYED,
@@ -18,6 +22,7 @@ from simspec.catalog.methods import (
     unused_field,
 )
 from simspec.catalog.models import preset_id
+from simspec.catalog.tables import shown
 from simspec.catalog.token_traces import load_token_trace
 from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
@@ -25,9 +30,23 @@ from simspec.cli.common import known_method
 from simspec.config import Deployment, MethodConfig
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
+from simspec.studies.bench.measured import Acceptance
 
 AUTOREGRESSIVE = {"name": "autoregressive", "k": 0}
 DEFAULT_MODEL = Deployment.model_fields["model"].default
+
+AcceptanceFrom = Annotated[
+    Path | None,
+    typer.Option(
+        help="your server's measured acceptance as each speculative method's: a vllm bench "
+        "serve --save-result JSON of a speculative run (per-position acceptance: α per "
+        "position at K = the positions drafted; else its acceptance length as τ at the "
+        "method's K), SGLang bench_serving --output-file JSONL (accept_length, as τ), or "
+        "vLLM's /metrics text; several runs in one file are pooled by their output tokens "
+        "(at most 256 MiB; /metrics 16 MiB)",
+        metavar="FILE",
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -41,14 +60,27 @@ class MethodFlags:
     tau_k: opt.TauK = None
     draft_model: opt.DraftModel = None
     speculative_config: opt.SpeculativeConfig = None
+    acceptance_from: AcceptanceFrom = None
 
     def check_acceptance_flags(self) -> None:
         """--alpha, --tau and --tau-k each set the acceptance: --tau-k only says what --tau was
-        measured at, and --alpha with --tau would drop one of them."""
+        measured at, and --alpha with --tau would drop one of them; --acceptance-from is a
+        measured acceptance too, so it goes alone."""
         if self.tau_k is not None and self.tau is None:
             raise InputError("--tau-k", "is the chain length --tau was measured at: give --tau")
         if self.alpha is not None and self.tau is not None:
             raise InputError("--alpha", "give --alpha or --tau, not both")
+        if self.acceptance_from is not None and (self.alpha is not None or self.tau is not None):
+            raise InputError("--acceptance-from", "give it, --alpha or --tau, not two of them")
+
+    @functools.cached_property
+    def file_acceptance(self) -> Acceptance | None:
+        """--acceptance-from, read once (a bad file fails by the flag's name)."""
+        if self.acceptance_from is None:
+            return None
+        from simspec.studies.bench.acceptance import read_acceptance
+
+        return read_acceptance(self.acceptance_from)
 
     def checked_token_trace(self) -> str | None:
         """--token-trace, read once here so that a bad file fails by the flag's name."""
@@ -112,7 +144,9 @@ class MethodFlags:
                 raise InputError("--k", f"does not set {name}'s draft length: {why}")
             m["k"] = self.k
         measured = measured_acceptance(m, alpha=self.alpha, tau=self.tau, tau_k=self.tau_k)
-        if measured is not None:
+        if self.file_acceptance is not None:
+            m = self.with_file_acceptance(m)
+        elif measured is not None:
             m["acceptance"] = measured
         elif self.token_trace and name in TOKEN_REPLAYED:
             m["acceptance"] = {"tokens": self.token_trace}
@@ -130,13 +164,35 @@ class MethodFlags:
             )
         return m
 
+    def with_file_acceptance(self, method: dict[str, Any]) -> dict[str, Any]:
+        """``method`` with --acceptance-from's acceptance: per-position shares set its K (a
+        chain, as vLLM verifies), an acceptance length is τ at its K."""
+        from simspec.studies.bench.acceptance import with_acceptance
+
+        acc = self.file_acceptance
+        assert acc is not None
+        if acc.per_position and method.get("name") == "lookahead":
+            raise InputError(
+                "--acceptance-from",
+                "per-position acceptance sets the draft length, and lookahead's is "
+                "lookahead_ngram - 1: give a run's acceptance length, or --tau",
+            )
+        where = f"--acceptance-from {shown(str(self.acceptance_from))}"
+        return with_acceptance(method, acc, self.k, where)[0]
+
     def check_read(self, methods: list[dict[str, Any]]) -> None:
         """Every method flag given is read by a chosen method: --k, --alpha and --tau by any
         speculative one, --draft-model by draft_model (a flag no method reads would be
         silently dropped)."""
         names = [m.get("name") for m in methods]
         drafting = [n for n in names if n != "autoregressive"]
-        for flag, value in (("--k", self.k), ("--alpha", self.alpha), ("--tau", self.tau)):
+        given = (
+            ("--k", self.k),
+            ("--alpha", self.alpha),
+            ("--tau", self.tau),
+            ("--acceptance-from", self.acceptance_from),
+        )
+        for flag, value in given:
             if value is not None and not drafting:
                 raise InputError(flag, "sets a speculative method, and only plain decoding runs")
         if self.draft_model and "draft_model" not in names:

@@ -50,6 +50,14 @@ def validate(
             "says so in its assumptions column) [default: skip them]"
         ),
     ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            help="hardware profile id or YAML file (simspec calibrate fit or bench writes one) "
+            "for the rows on its GPU (a calibrated deployment's: on its engine too); each such "
+            "row says so in its assumptions column [default: each GPU's own]"
+        ),
+    ] = None,
     assume: Annotated[
         list[str] | None,
         typer.Option(
@@ -86,6 +94,10 @@ def validate(
             f"fills the rows' gpu, and so does --assume gpu={assumed['gpu']}: give one of them",
             {"--assume-gpu": assume_gpu},
         )
+    if profile is not None:
+        from simspec.catalog.hardware import load_profile
+
+        load_profile(profile)  # a bad file is refused before any row is read
     frame = read_cases(cases)
     if assume_gpu is not None:
         try:
@@ -96,7 +108,7 @@ def validate(
         progress_bar("simulating the cases") as bar,
         study_runs("process", workers, progress=bar) as runs,
     ):
-        pred = predict(frame, runs=runs, assume_gpu=assume_gpu, assume=assumed)
+        pred = predict(frame, runs=runs, assume_gpu=assume_gpu, assume=assumed, profile=profile)
     table = series_table(pred)
     # text cells are quoted: a user's cell may hold a bare carriage return, which an
     # unquoted CSV would read back as a line break

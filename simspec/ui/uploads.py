@@ -225,3 +225,46 @@ def save_arrival_trace_upload(data: bytes, name: str, folder: Path | None = None
     with _loading(path, what, name):
         load_arrival_trace(str(path), what)
     return str(path)
+
+
+RESULT_SUFFIXES = (".json", ".jsonl", ".txt")
+
+
+def save_result_upload(data: bytes, name: str, folder: Path | None = None) -> str:
+    """A benchmark result (vllm bench serve --save-result JSON, its printed block, SGLang
+    --output-file JSONL), kept under a name from its content once the readers accept it (one
+    they reject is removed before the error). Returns its path."""
+    from simspec.studies.bench import read_result
+
+    what = "benchmark result"
+    _check_size(data, what)
+    suffix = Path(name).suffix.lower()
+    if suffix not in RESULT_SUFFIXES:
+        raise InputError(what, f"expected a .json, .jsonl or .txt file, got {name!r}")
+    path = _keep(data, suffix, folder)
+    with _loading(path, what, name):
+        try:
+            read_result(path, what)
+        except InputError as exc:  # the field at fault (a reader names it with the file)
+            inner = "" if exc.field == what else f"{exc.field}: "
+            raise InputError(what, inner + exc.message) from None
+    return str(path)
+
+
+PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def save_profile_upload(data: bytes, name: str, folder: Path | None = None) -> str:
+    """A hardware profile (``simspec calibrate fit`` or ``bench`` writes one), kept once the
+    loader accepts it. Returns its path (what a scenario's ``profile`` takes)."""
+    from simspec.catalog.hardware import load_profile
+
+    what = "profile"
+    _check_size(data, what)
+    suffix = Path(name).suffix.lower()
+    if suffix not in PROFILE_SUFFIXES:
+        raise InputError(what, f"expected a .yaml, .yml or .json file, got {name!r}")
+    path = _keep(data, suffix, folder)
+    with _loading(path, what, name):
+        load_profile(str(path))
+    return str(path)

@@ -47,6 +47,9 @@ class HostModel:
     graph_max_seqs: float
     graph_decode_only: bool
     pad: bool
+    # a calibrated deployment's multiplier on kernel time (HardwareProfile.gpu_time_scale);
+    # it rides here because step_cost is where a forward's kernel times are summed
+    gpu_scale: float = 1.0
 
     @classmethod
     def of(
@@ -55,9 +58,10 @@ class HostModel:
         tp: int,
         speculative: bool = False,
         step_overhead_s: float | None = None,
+        gpu_scale: float = 1.0,
     ) -> HostModel:
         """``step_overhead_s``: a fixed exposed host time instead of the engine's (no per-
-        sequence part, no overlap)."""
+        sequence part, no overlap); ``gpu_scale``: the kernels' time multiplier."""
         max_tokens, max_seqs = engine.graph_limits(tp)
         explicit = step_overhead_s is not None
         return cls(
@@ -69,6 +73,7 @@ class HostModel:
             graph_max_seqs=max_seqs,
             graph_decode_only=bool(engine["cuda_graph_decode_only"]),
             pad=bool(engine["pad_to_capture_size"]),
+            gpu_scale=gpu_scale,
         )
 
     def exposed(self, num_seqs: int, gpu_s: float) -> float:
@@ -93,6 +98,10 @@ class HostModel:
         GPU waits when its own work is shorter; ``overhead_s``: a fixed host time instead of
         the engine's for ``num_seqs`` sequences."""
         gemm, elementwise, comm, lm_head = terms
+        if self.gpu_scale != 1.0:
+            g = self.gpu_scale
+            gemm, elementwise, comm, lm_head = gemm * g, elementwise * g, comm * g, lm_head * g
+            attention, extra_gemm_s = attention * g, extra_gemm_s * g
         gpu = gemm + extra_gemm_s + attention + lm_head + elementwise + comm
         launch = 0.0 if graphed else max(0.0, n_layers * self.layer_launch_s - gpu)
         if overhead_s is None:

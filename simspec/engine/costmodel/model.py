@@ -69,7 +69,10 @@ class RooflineCostModel:
         target; None: bf16); every other model (draft heads, draft models) runs bf16.
         ``kv_bytes``: bytes per cached K/V element (the KV-cache dtype), for every model.
         ``speculative``: the engine runs a speculative method (some turn overlap off);
-        ``step_overhead_s``: a fixed exposed host time per step instead of the engine's."""
+        ``step_overhead_s``: a fixed exposed host time per step instead of the engine's.
+        A profile calibrated to a deployment replaces the engine's host overheads and scales
+        the kernels' time (:meth:`HardwareProfile.engine_for`)."""
+        engine = profile.engine_for(engine)
         self.gpu, self.profile, self.engine, self.tp = gpu, profile, engine, tp
         self.ops = OperatorTimes(
             gpu, profile, tp, engine_collectives(gpu.id, tp, engine.custom_allreduce)
@@ -102,7 +105,9 @@ class RooflineCostModel:
         self.alltoall = alltoall or (0.0, gpu.interconnect_bandwidth_bytes_s)
         # DeepEP's measured kernels where their table covers the GPU and EP size
         self.deepep = deepep_fits(gpu.id, ep) if ep > 1 else None
-        self.host = HostModel.of(engine, tp, speculative, step_overhead_s)
+        self.host = HostModel.of(
+            engine, tp, speculative, step_overhead_s, gpu_scale=profile.gpu_time_scale
+        )
         self._models: dict[int, _ModelTerms] = {}  # by id(model); the entry keeps it alive
         self._extras: dict[int, tuple[ModelShape, LayerKernels]] = {}  # likewise
 

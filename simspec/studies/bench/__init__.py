@@ -10,11 +10,12 @@ else JSON (one document, or one object per line).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Any
 
-from simspec.catalog.tables import parse_json, read_input_text, shown
+from simspec.catalog.tables import parse_json, read_input, read_input_text, shown
 from simspec.config import MAX_RUNS
 from simspec.errors import InputError
 from simspec.studies.bench.measured import Acceptance, MeasuredRun
@@ -23,7 +24,7 @@ from simspec.studies.bench.sglang_jsonl import read_sglang_result
 from simspec.studies.bench.text_block import has_block, read_text_blocks
 from simspec.studies.bench.vllm_json import is_vllm_result, read_vllm_result
 
-__all__ = ["Acceptance", "MeasuredRun", "read_metrics", "read_result"]
+__all__ = ["Acceptance", "MeasuredRun", "read_metrics", "read_result", "read_result_file"]
 
 # A --save-detailed run keeps each request's ITLs (~200 floats of ~20 characters for a ShareGPT
 # reply) and its text (~1 KB): ~6 KB a request, so 10,000 requests are ~60 MB. 256 MiB holds
@@ -36,7 +37,23 @@ MAX_METRICS_BYTES = 16 * 1024 * 1024
 
 def read_result(path: str | os.PathLike, field: str = "RESULT") -> list[MeasuredRun]:
     """The measured runs of one result file (``field``: the argument that named it)."""
-    text = read_input_text(path, field, MAX_RESULT_BYTES)
+    return read_result_file(path, field)[0]
+
+
+def read_result_file(
+    path: str | os.PathLike, field: str = "RESULT"
+) -> tuple[list[MeasuredRun], str]:
+    """The measured runs of one result file and the sha256 of the bytes they were read from
+    (a calibrated profile names the files it was fitted to by their hashes)."""
+    data = read_input(path, field, MAX_RESULT_BYTES)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(field, f"{shown(path)} is not UTF-8 text") from None
+    return _runs_of(text, path, field), hashlib.sha256(data).hexdigest()
+
+
+def _runs_of(text: str, path: str | os.PathLike, field: str) -> list[MeasuredRun]:
     where = shown(path)
     name = os.path.basename(str(path)) or str(path)
     if has_block(text):

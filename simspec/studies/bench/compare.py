@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
-from simspec.catalog.methods import measured_acceptance, preset_method
+from simspec.catalog.methods import preset_method
 from simspec.catalog.models import load_model, preset_id
 from simspec.config import (
     MAX_CONCURRENCY,
@@ -39,11 +39,11 @@ from simspec.config import (
 )
 from simspec.engine.simulation import simulate
 from simspec.errors import InputError, ScenarioError, first_error
+from simspec.studies.bench.acceptance import with_acceptance
 from simspec.studies.bench.measured import METRICS, Acceptance, MeasuredRun
 from simspec.studies.bench.simulated import simulated_metrics
 
 COLUMNS = ("run", "metric", "measured", "predicted", "rel_error", "load", "lengths")
-_TREE_FIELDS = ("tree", "tree_nodes", "tree_topk", "tree_paths", "tree_schedule")
 
 
 @dataclass(frozen=True)
@@ -197,32 +197,8 @@ def _method(
     if acceptance is None:
         notes.append(f"acceptance: {name}'s preset (the file measured none)")
         return MethodConfig(**fields)
-    if acceptance.per_position:
-        drafted = len(acceptance.per_position)
-        if k is not None and k != drafted:
-            raise InputError(
-                "--k", f"{run.name} drafted {drafted} tokens a step (its per-position acceptance)"
-            )
-        for key in _TREE_FIELDS:  # vLLM verifies chains
-            fields.pop(key, None)
-        fields["k"] = drafted
-        alpha = acceptance.conditional()
-        fields["acceptance"] = {"alpha": alpha, "source": acceptance.source}
-        notes.append(
-            "acceptance: α per position from the run (" + ", ".join(f"{a:.2f}" for a in alpha) + ")"
-        )
-        return MethodConfig(**fields)
-    assert acceptance.length is not None
-    depth = int(fields.get("k") or 1)
-    if not 1 <= acceptance.length <= depth + 1:
-        raise InputError(
-            f"{run.name}: acceptance length",
-            f"{acceptance.length:g} is not in [1, K + 1 = {depth + 1}] for {name} at K={depth} "
-            "(give --k, the draft length the server ran)",
-        )
-    acc = measured_acceptance(fields, tau=acceptance.length, tau_k=depth) or {}
-    fields["acceptance"] = {**acc, "source": acceptance.source}
-    notes.append(f"acceptance: τ {acceptance.length:.2f} at K={depth} from the run")
+    fields, note = with_acceptance(fields, acceptance, k, run.name)
+    notes.append(note)
     return MethodConfig(**fields)
 
 

@@ -64,6 +64,9 @@ class MeasuredRun:
     request_rate: float = math.inf  # requests/s the client sent at; inf: all at once
     burstiness: float = 1.0  # vLLM's gamma shape of the gaps (1: Poisson)
     model: str | None = None
+    # the GPU the file says the server ran on (vllm bench serve --metadata gpu=...: vLLM
+    # writes each KEY=VALUE into the result); None where it says nothing
+    gpu: str | None = None
     input_lens: tuple[int, ...] | None = None  # per request (--save-detailed), successful ones
     output_lens: tuple[int, ...] | None = None
     metrics: dict[str, float] = field(default_factory=dict)

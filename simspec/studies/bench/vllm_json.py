@@ -16,7 +16,9 @@ GPUStack performance-lab pages ran as v0.11.0):
   ``itls``, ``start_times``, ``generated_texts``, ``errors``, one entry per request;
 - on a server with speculative decoding (its /metrics read before and after):
   ``spec_decode_acceptance_length`` and ``spec_decode_per_position_acceptance_rates`` (accepted
-  tokens at each draft position per draft).
+  tokens at each draft position per draft);
+- ``--metadata KEY=VALUE`` adds each key to the result as text: simspec reads ``gpu`` (the
+  GPU the server ran on), so runs of different GPUs are not calibrated together.
 """
 
 from __future__ import annotations
@@ -78,12 +80,20 @@ def read_vllm_result(data: Any, name: str, where: str) -> MeasuredRun:
         request_rate=rate(data.get("request_rate", "inf"), "request_rate", where),
         burstiness=check_number(data.get("burstiness", 1.0), "burstiness", where, positive=True),
         model=model if isinstance(model, str) and model else None,
+        gpu=_label(data.get("gpu")),
         input_lens=ins,
         output_lens=outs,
         metrics=metrics,
         acceptance=_acceptance(data, where),
     )
     return check_run(run, where)
+
+
+def _label(value: Any) -> str | None:
+    """A ``--metadata KEY=VALUE`` label: vLLM stores the value as text."""
+    if not isinstance(value, str):
+        return None
+    return value.strip()[:100] or None
 
 
 def _detailed(data: dict[str, Any], where: str) -> tuple[tuple[int, ...] | None, ...]:

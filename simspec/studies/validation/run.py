@@ -10,14 +10,36 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
+from simspec.catalog.hardware import HardwareProfile, load_profile
+from simspec.config import Scenario
 from simspec.engine.metrics import RunSummary
 from simspec.studies.runs import PROCESS, Runs
 from simspec.studies.runs.keys import scenario_key
 from simspec.studies.validation.predict import CasePlan, Skip, metric_value, plan_case
+
+
+def on_profile(plan: CasePlan, ref: str, profile: HardwareProfile) -> CasePlan:
+    """``plan`` with ``profile`` where it describes the row's GPU and engine: a profile is one
+    GPU's, and a calibrated deployment's host constants are one engine's."""
+
+    def fits(sc: Scenario) -> bool:
+        engine = profile.deployment.engine if profile.deployment else sc.engine
+        return sc.gpu == profile.gpu and sc.engine == engine
+
+    if not fits(plan.scenario):
+        return plan
+    baseline = plan.baseline
+    if baseline is not None and fits(baseline):
+        baseline = baseline.model_copy(update={"profile": ref})
+    notes = [*plan.assumptions, f"hardware profile {ref}"]
+    scenario = plan.scenario.model_copy(update={"profile": ref})
+    return replace(plan, scenario=scenario, baseline=baseline, assumptions=notes)
+
 
 OUTPUT_COLUMNS = (
     "predicted_value",
@@ -38,6 +60,7 @@ def validate(
     runs: Runs = PROCESS,
     assume_gpu: str | None = None,
     assume: Mapping[str, str] | None = None,
+    profile: str | None = None,
 ) -> pd.DataFrame:
     """``cases`` (text cells, as :func:`~simspec.studies.validation.cases.read_cases` gives) with
     the prediction columns added. ``runs``: where the scenarios run (default: a pool of every
@@ -45,11 +68,15 @@ def validate(
     unstated (``{"gpu": "h200"}``, checked by
     :func:`~simspec.studies.validation.assume.parse_assumptions`; else such rows may be
     skipped), ``assume_gpu`` the same for the GPU alone. Each distinct scenario runs once; one
-    that cannot run skips only the rows that need it."""
+    that cannot run skips only the rows that need it. ``profile``: a hardware profile (id or
+    file) for the rows on its GPU (and, for one calibrated to a deployment, its engine), each
+    such row saying so; the other rows keep their GPU's own."""
+    prof = load_profile(profile) if profile is not None else None
     plans: list[CasePlan | str] = []
     for row in cases.to_dict("records"):
         try:
-            plans.append(plan_case(row, assume_gpu, assume=assume))
+            plan = plan_case(row, assume_gpu, assume=assume)
+            plans.append(on_profile(plan, profile, prof) if prof and profile else plan)
         except Skip as exc:
             plans.append(str(exc))
         except Exception as exc:  # a row's bad cell must not stop the table

@@ -1,0 +1,101 @@
+"""A server's measured acceptance as a method's acceptance (``--acceptance-from FILE``, and
+each speculative run ``simspec compare`` replays).
+
+vLLM verifies a chain, so per-position shares (vLLM's ``spec_decode_per_position_acceptance_
+rates``, or the /metrics counters) become α per position (token i accepted given the ones
+before it were) at K = the positions drafted; an acceptance length alone (SGLang's
+``accept_length``, vLLM's ``spec_decode_acceptance_length``) becomes τ at the method's K.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from simspec.catalog.methods import measured_acceptance
+from simspec.catalog.tables import read_input_text, shown
+from simspec.errors import InputError
+from simspec.studies.bench.measured import Acceptance, MeasuredRun
+
+TREE_FIELDS = ("tree", "tree_nodes", "tree_topk", "tree_paths", "tree_schedule")
+
+
+def read_acceptance(path: str | os.PathLike, field: str = "--acceptance-from") -> Acceptance:
+    """The acceptance one file measured: a vLLM /metrics dump, or a benchmark result whose
+    runs carry one (several runs pooled, each weighted by the tokens it generated)."""
+    from simspec.studies.bench import MAX_RESULT_BYTES, _runs_of, read_metrics
+    from simspec.studies.bench.prometheus import is_metrics_dump
+
+    text = read_input_text(path, field, MAX_RESULT_BYTES)
+    if is_metrics_dump(text):
+        return read_metrics([path], field)  # again, under the /metrics bound
+    runs = [r for r in _runs_of(text, path, field) if r.acceptance is not None]
+    if not runs:
+        raise InputError(
+            field,
+            f"{shown(path)} measured no acceptance: give a run against a server with "
+            "speculative decoding (vLLM writes spec_decode_per_position_acceptance_rates, "
+            "SGLang accept_length), or its /metrics text",
+        )
+    return pooled(runs, field, shown(path))
+
+
+def pooled(runs: list[MeasuredRun], field: str, where: str) -> Acceptance:
+    """One acceptance for runs of one server: per position where every run has the same
+    positions, else the acceptance length where every run has one."""
+    accs = [r.acceptance for r in runs if r.acceptance is not None]
+    if len(accs) == 1:
+        return accs[0]
+    weights = [float(r.total_output_tokens) for r in runs]
+    total = sum(weights)
+    positions = {len(a.per_position) for a in accs}
+    source = f"{where}: {len(accs)} runs pooled, each weighted by its output tokens"
+    if len(positions) == 1 and 0 not in positions:
+        shares = tuple(
+            sum(w * a.per_position[i] for w, a in zip(weights, accs, strict=True)) / total
+            for i in range(positions.pop())
+        )
+        return Acceptance(per_position=shares, source=source)
+    if all(a.length is not None for a in accs):
+        length = sum(w * (a.length or 0.0) for w, a in zip(weights, accs, strict=True)) / total
+        return Acceptance(length=length, source=source)
+    raise InputError(
+        field,
+        f"{where}: its runs measured different draft lengths; give the runs of one "
+        "speculative configuration",
+    )
+
+
+def with_acceptance(
+    fields: dict[str, Any], acc: Acceptance, k: int | None, who: str, flag: str = "--k"
+) -> tuple[dict[str, Any], str]:
+    """``fields`` (a method's MethodConfig fields, K already applied if ``k`` was given) with
+    the measured acceptance, and a note saying what it became. ``who`` names the measurement
+    in errors."""
+    out = dict(fields)
+    name = out.get("name")
+    if acc.per_position:
+        drafted = len(acc.per_position)
+        if k is not None and k != drafted:
+            raise InputError(
+                flag, f"{who} drafted {drafted} tokens a step (its per-position acceptance)"
+            )
+        for key in TREE_FIELDS:  # vLLM verifies chains
+            out.pop(key, None)
+        out["k"] = drafted
+        alpha = acc.conditional()
+        out["acceptance"] = {"alpha": alpha, "source": acc.source}
+        return out, "acceptance: α per position from the run (" + ", ".join(
+            f"{a:.2f}" for a in alpha
+        ) + ")"
+    assert acc.length is not None
+    depth = int(out.get("k") or 1)
+    if not 1 <= acc.length <= depth + 1:
+        raise InputError(
+            f"{who}: acceptance length",
+            f"{acc.length:g} is not in [1, K + 1 = {depth + 1}] for {name} at K={depth} "
+            "(give --k, the draft length the server ran)",
+        )
+    measured = measured_acceptance(out, tau=acc.length, tau_k=depth) or {}
+    out["acceptance"] = {**measured, "source": acc.source}
+    return out, f"acceptance: τ {acc.length:.2f} at K={depth} from the run"

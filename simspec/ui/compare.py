@@ -1,0 +1,80 @@
+"""The explorer's compare view: an uploaded benchmark result, each run simulated on the
+sidebar's deployment (``simspec compare``'s plans and report figure)."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from simspec.catalog.models import load_model, preset_id
+from simspec.config import deployment_fields
+from simspec.errors import InputError
+from simspec.studies.bench import read_result
+from simspec.studies.bench.compare import Plan, check_runs, compare, plan_run
+from simspec.studies.bench.measured import MeasuredRun
+from simspec.studies.bench.report import by_load
+from simspec.ui.inputs import ExplorerInputs
+
+# A page answers in seconds: a run of GPUStack's size (100 requests of ~220 tokens at
+# concurrency 1) simulates in ~3 s on one core, so 16 runs are under a minute; more runs are
+# what the command line (simspec compare) is for.
+MAX_PAGE_RUNS = 16
+
+
+@dataclass(frozen=True)
+class Compared:
+    """Measured against predicted: one row per run and metric, the figure, and each run's
+    notes (what was assumed to simulate it)."""
+
+    frame: pd.DataFrame
+    figure: go.Figure
+    notes: list[str]
+
+
+def compare_upload(
+    result: str, inputs: ExplorerInputs, method: str = "autoregressive", profile: str | None = None
+) -> Compared:
+    """Every run of the stored upload ``result`` on the sidebar's deployment (the model the
+    file names where it is a preset, else the sidebar's), on ``profile`` where given."""
+    runs = read_result(result, "benchmark result")
+    if len(runs) > MAX_PAGE_RUNS:
+        raise InputError(
+            "benchmark result",
+            f"{len(runs)} runs; the page compares at most {MAX_PAGE_RUNS} (simspec compare "
+            "takes more)",
+        )
+    check_runs(runs)
+    base = deployment_fields(inputs)
+    if profile is not None:
+        base["profile"] = profile
+    with tempfile.TemporaryDirectory(prefix="simspec-compare-") as tmp:
+        plans = [plan_run(r, _deployment(r, base), method, None, None, Path(tmp)) for r in runs]
+        frame = compare(plans)
+    notes = [f"{p.run.name}: {'; '.join(p.notes)}" for p in plans]
+    return Compared(frame, by_load(frame, plans), notes)
+
+
+def _deployment(run: MeasuredRun, base: dict[str, object]) -> dict[str, object]:
+    """The sidebar's deployment, its model left for the file's to fill where that is a
+    preset (plan_run reads it then)."""
+    if run.model is None:
+        return base
+    try:
+        load_model(preset_id(run.model))
+    except InputError:
+        return base
+    return {k: v for k, v in base.items() if k != "model"}
+
+
+def shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows as the page shows them: the error in percent."""
+    out = frame[["run", "load", "metric", "measured", "predicted", "rel_error"]].copy()
+    out["rel_error"] = 100 * out["rel_error"].astype(float)
+    return out.rename(columns={"rel_error": "error %"})
+
+
+__all__ = ["MAX_PAGE_RUNS", "Compared", "Plan", "compare_upload", "shown"]
