@@ -158,6 +158,12 @@ _NGRAM = ("sweep", "--methods", "autoregressive,ngram", "--batch-sizes", "1,64,1
 BLOCKS: tuple[Block, ...] = (
     Block("sweep-default", (("sweep",),), cheap=True),
     Block("models-list", (("models",),), cheap=True),
+    Block("calibrate-report", (("calibrate", "report"),), cheap=True),
+    Block(
+        "calibrate-report-a100",
+        (("calibrate", "report", "--profile", "a100_80gb"),),
+        cheap=True,
+    ),
     Block("models-qwen3-moe", (("models", "qwen3-30b-a3b", "--gpu", "h100_sxm"),), cheap=True),
     Block(
         "sweep-qwen3-moe-all",
@@ -193,6 +199,27 @@ BLOCKS: tuple[Block, ...] = (
         ),
         cheap=False,
         show=_lookup_columns,
+    ),
+    Block(
+        "plan-azure-4x",
+        (
+            (
+                "plan",
+                "--trace",
+                "azure-conv",
+                "--rate-scale",
+                "4",
+                "--slo-ttft-ms",
+                "2000",
+                "--slo-tpot-ms",
+                "50",
+                "--methods",
+                "eagle3",
+                "--attainment",
+                "0.99",
+            ),
+        ),
+        cheap=False,
     ),
     Block(
         "validate-packaged",
