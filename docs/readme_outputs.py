@@ -175,7 +175,12 @@ BLOCKS: tuple[Block, ...] = (
         (("plan", "--qps", "20", "--methods", "eagle3"),),
         cheap=False,
     ),
-    Block("models-dsv3-tp8", (("models", "deepseek-v3", *_NODE),), cheap=True),
+    Block(
+        "models-dsv3-tp8",
+        (("models", "deepseek-v3", *_NODE),),
+        cheap=True,
+        show=_memory_plan,
+    ),
     Block(
         "models-dsv3-dp8-ep8",
         (("models", "deepseek-v3", *_NODE, "--dp", "8", "--ep", "8"),),
