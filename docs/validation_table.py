@@ -26,27 +26,38 @@ def _pct(v: float) -> str:
     return "" if pd.isna(v) else f"{100 * v:.1f} %"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("predictions", type=Path)
-    ap.add_argument("--record", action="store_true", help="rewrite recorded.json")
-    args = ap.parse_args()
-    pred = pd.read_csv(args.predictions, dtype=str, keep_default_na=False)
+def read_predictions(path: Path) -> pd.DataFrame:
+    """`simspec validate --out`'s CSV with its numeric columns as numbers."""
+    pred = pd.read_csv(path, dtype=str, keep_default_na=False)
     for col in ("predicted_value", "predicted_tau", "rel_error"):
         pred[col] = pd.to_numeric(pred[col], errors="coerce")
-    table = series_table(pred)
+    return pred
+
+
+def markdown_table(pred: pd.DataFrame) -> str:
+    """The README's per-series table: every series with a predicted row, and the total."""
     lines = [
         "| series | rows | predicted | MAPE | max error | bias | trend ρ |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in table.itertuples():
+    for r in series_table(pred).itertuples():
         if r.ok or r.series == "ALL":
             rho = "" if pd.isna(r.trend_rho) else f"{r.trend_rho:.2f}"
             lines.append(
                 f"| {r.series} | {r.rows} | {r.ok} | {_pct(r.mape)} | "
                 f"{_pct(r.max_abs_error)} | {_pct(r.bias)} | {rho} |"
             )
-    print("\n".join(lines))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("predictions", type=Path)
+    ap.add_argument("--record", action="store_true", help="rewrite recorded.json")
+    args = ap.parse_args()
+    pred = read_predictions(args.predictions)
+    print(markdown_table(pred))
+    table = series_table(pred)
     if args.record:
         total = table.iloc[-1]
         record = {
