@@ -29,6 +29,7 @@ import difflib
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -74,13 +75,19 @@ class Block:
     cheap: bool  # the slow test reruns it (seconds to a minute on two cores)
     show: Callable[[list[str], Path], str] | None = None  # outputs, scratch dir -> text
     fenced: bool = True  # False: the output is markdown (a table), shown as it is
+    files: tuple[tuple[str, str], ...] = ()  # (name in the scratch dir, path in the checkout)
+    interleaved: bool = False  # show() writes each command's `$` line above its own output
 
     def render(self) -> str:
         """The text between the block's markers: the commands and what they printed."""
         with tempfile.TemporaryDirectory() as tmp:
+            for name, source in self.files:
+                shutil.copyfile(ROOT / source, Path(tmp) / name)
             outputs = [run(list(argv), Path(tmp)) for argv in self.commands]
             body = _tidy(self.show(outputs, Path(tmp)) if self.show else "".join(outputs))
         shown = "".join(f"$ simspec {shlex.join(argv)}\n" for argv in self.commands)
+        if self.interleaved:
+            shown = ""
         if self.fenced:
             return f"```text\n{shown}{body}```\n"
         return f"```bash\n{shown}```\n\n{body}"
@@ -111,6 +118,18 @@ def _schedule_lines(outputs: list[str], tmp: Path) -> str:
         if line.startswith(("num_speculative_tokens_per_batch_size", "--speculative-config"))
     ]
     return "\n".join(keep) if keep else outputs[0]
+
+
+def _bench_check(outputs: list[str], tmp: Path) -> str:
+    """compare, calibrate bench, compare --profile: of compare's table only the mean TPOT
+    rows (the rest is in --out), calibrate's output whole."""
+    parts = []
+    for argv, text in zip(BENCH_CHECK, outputs, strict=True):
+        keep = text.splitlines()
+        if argv[0] == "compare":
+            keep = [line for line in keep if "mean_tpot_ms" in line]
+        parts.append(f"$ simspec {shlex.join(argv)}\n" + "\n".join(keep))
+    return "\n".join(parts)
 
 
 def _lookup_columns(outputs: list[str], tmp: Path) -> str:
@@ -146,14 +165,21 @@ _DSV3_SWEEP = (
     *_NODE,
     "--methods",
     "autoregressive,mtp",
-    "--batch-sizes",
+    "--concurrencies",
     "1,2,4,8,16,32,64,128,256",
     "--turnovers",
     "4",
     "--quiet",
 )
 
-_NGRAM = ("sweep", "--methods", "autoregressive,ngram", "--batch-sizes", "1,64,128", "--quiet")
+_NGRAM = ("sweep", "--methods", "autoregressive,ngram", "--concurrencies", "1,64,128", "--quiet")
+
+_RUNS = tuple((f"bs{c}.json", f"tests/data/bench/qwen3-8b-h100-bs{c}.json") for c in (1, 2, 4, 8))
+BENCH_CHECK = (
+    ("compare", "bs1.json", "bs2.json", "bs4.json", "bs8.json", "--gpu", "h100_sxm"),
+    ("calibrate", "bench", "bs1.json", "bs8.json", "--gpu", "h100_sxm", "--out", "mine.yaml"),
+    ("compare", "bs2.json", "bs4.json", "--gpu", "h100_sxm", "--profile", "mine.yaml"),
+)
 
 BLOCKS: tuple[Block, ...] = (
     Block("sweep-default", (("sweep",),), cheap=True),
@@ -167,7 +193,7 @@ BLOCKS: tuple[Block, ...] = (
     Block("models-qwen3-moe", (("models", "qwen3-30b-a3b", "--gpu", "h100_sxm"),), cheap=True),
     Block(
         "sweep-qwen3-moe-all",
-        (("sweep", "--model", "qwen3-30b-a3b", "--methods", "all", "--batch-sizes", "1,16,64"),),
+        (("sweep", "--model", "qwen3-30b-a3b", "--methods", "all", "--concurrencies", "1,16,64"),),
         cheap=False,
     ),
     Block(
@@ -225,6 +251,14 @@ BLOCKS: tuple[Block, ...] = (
             ),
         ),
         cheap=False,
+    ),
+    Block(
+        "bench-check",
+        BENCH_CHECK,
+        cheap=False,
+        show=_bench_check,
+        files=_RUNS,
+        interleaved=True,
     ),
     Block(
         "validate-packaged",
