@@ -312,21 +312,31 @@ class WorkloadConfig(BaseModel):
         start, end = data.get("trace_start_s"), data.get("trace_end_s")
         if isinstance(start, int | float) and isinstance(end, int | float) and end <= start:
             raise ValueError(f"trace_end_s ({end}) must be > trace_start_s ({start})")
+        if unread := cls.not_for_replay(data):
+            raise ValueError(
+                f"{unread[0]} does not apply to arrival: replay (the trace gives the arrivals, "
+                "the lengths and the request count)"
+            )
+        if data.get("measure", "whole") != "whole":
+            raise ValueError("a replayed trace is measured whole (measure: whole)")
+        return {**data, "lengths_from": None, "measure": "whole"}
+
+    @classmethod
+    def not_for_replay(cls, data: dict[str, Any]) -> list[str]:
+        """The fields of ``data`` (a workload as written) that a replay does not read, set to
+        other than their defaults: at its default a field says nothing a replay drops (a
+        dumped config writes every field)."""
+        out = []
         for name in NOT_FOR_REPLAY:
             value, default = data.get(name), cls.model_fields[name].default
             if isinstance(default, LengthSpec) and isinstance(value, dict):
                 try:
                     value = LengthSpec.model_validate(value)
                 except ValueError:
-                    pass  # not the default: refused below
+                    pass  # not the default
             if value is not None and value != default:
-                raise ValueError(
-                    f"{name} does not apply to arrival: replay (the trace gives the arrivals, "
-                    "the lengths and the request count)"
-                )
-        if data.get("measure", "whole") != "whole":
-            raise ValueError("a replayed trace is measured whole (measure: whole)")
-        return {**data, "lengths_from": None, "measure": "whole"}
+                out.append(name)
+        return out
 
     @staticmethod
     def _lengths_or_dataset(data: dict[str, Any]) -> dict[str, Any]:

@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from simspec.catalog.hardware import gpu_ids
 from simspec.catalog.models import load_model, model_ids
-from simspec.cli.common import known_method, print_error
+from simspec.cli.common import known_method, left_out_note, print_error
 from simspec.cli.flags import DeploymentFlags
 from simspec.cli.main import app
-from simspec.cli.sweep import _left_out_note, _print_speedups
+from simspec.cli.sweep import _print_speedups
 from simspec.cli.sweep_flags import SweepFlags
 from simspec.cli.tables import print_frame
 from simspec.engine.speculators import SPECULATORS
@@ -167,7 +167,7 @@ def test_all_offers_mtp_for_a_model_that_declares_mtp_layers(tmp_path):
 
 
 def test_what_all_left_out_is_listed_by_reason(capsys):
-    _left_out_note(SweepFlags(methods="all").left_out({"model": "llama-3.1-8b"}))
+    left_out_note(SweepFlags(methods="all").left_out({"model": "llama-3.1-8b"}))
     lines = capsys.readouterr().err.splitlines()
     assert any(line.startswith("left out of --methods all: mtp:") for line in lines)
     assert any("hydra" in line and "no engine" in line for line in lines)

@@ -140,8 +140,8 @@ def test_plan_trace_plans_the_config_files_methods(tmp_path, monkeypatch):
 
     def plan_fleet(deploy, methods, *args, **kwargs):
         planned.extend(m.name for m in methods)
-        frame = pd.DataFrame({"method": [m.name for m in methods]})
-        return frame.assign(prompt_lookup_min=None, prompt_lookup_max=None)
+        rows = [dict.fromkeys(capacity.FLEET_PLAN_COLUMNS) | {"method": m.name} for m in methods]
+        return pd.DataFrame(rows, columns=capacity.FLEET_PLAN_COLUMNS).assign(meets_slo=False)
 
     monkeypatch.setattr(capacity, "plan_fleet", plan_fleet)
     cfg = tmp_path / "s.yaml"

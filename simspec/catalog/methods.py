@@ -442,12 +442,7 @@ def left_out_of_all(name: str, model: str, draft: str | None = None) -> str | No
     engine profile ships is not something a user could deploy
     (``simspec/data/method_engines.yaml``)."""
     table = packaged_table("method_engines.yaml")
-    try:
-        why = missing_draft_layers(name, model)
-        if name == "draft_model" and not draft:
-            why = why or family_draft(model)[1] or None
-    except InputError:
-        return None  # the bad model is reported by name when the sweep builds it
+    why = cannot_draft_for(name, model, draft)
     if why:
         return why
     if name != "autoregressive" and not table["methods"].get(name):
@@ -455,6 +450,19 @@ def left_out_of_all(name: str, model: str, draft: str | None = None) -> str | No
 
         return f"no engine simspec models ({', '.join(engine_ids())}) ships it"
     return None
+
+
+def cannot_draft_for(name: str, model: str, draft: str | None = None) -> str | None:
+    """Why ``name`` has no drafter for ``model`` (None: it has, or ``model`` cannot be loaded,
+    which is reported by name where it is): MTP needs the model's own multi-token-prediction
+    layers, and draft_model a draft sharing its tokenizer (``draft``, else a packaged one)."""
+    try:
+        why = missing_draft_layers(name, model)
+        if name == "draft_model" and not draft:
+            why = why or family_draft(model)[1] or None
+    except InputError:
+        return None
+    return why
 
 
 def missing_draft_layers(name: str, model: str) -> str | None:

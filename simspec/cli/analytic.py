@@ -7,8 +7,10 @@ from typing import Annotated
 
 import typer
 
+from simspec.catalog.methods import family_draft
+from simspec.catalog.models import load_model, preset_id
 from simspec.cli import options as opt
-from simspec.cli.common import csv_list, err, one_line_errors, one_method, writing
+from simspec.cli.common import csv_list, err, one_line_errors, one_method, refuse_unread, writing
 from simspec.cli.flags import ServingFlags, given, with_flags
 from simspec.cli.tables import check_outputs, print_frame, print_provenance, write_frame
 from simspec.config import AcceptanceConfig, Deployment, MethodConfig
@@ -24,6 +26,7 @@ def analytic(
         typer.Option(help="chain method whose draft cost to use [default: eagle3]"),
     ] = None,
     methods: opt.MethodsAlias = None,
+    draft_model: opt.DraftModel = None,
     *,
     flags: ServingFlags,
     profile: opt.Profile = None,
@@ -62,6 +65,7 @@ def analytic(
     if method == "autoregressive":
         raise InputError(flag, f"choose a speculative method: {', '.join(SPECULATORS)}")
     deploy = Deployment(**flags.serving_fields(), **given(profile=profile))
+    draft = _draft(method, flag, draft_model, deploy.model)
     given_alphas = csv_list(alpha, "--alpha", float) if alpha else []
     if any(not 0.0 <= a <= 1.0 for a in given_alphas):
         raise InputError("--alpha", "each α must be in [0, 1]")
@@ -72,7 +76,7 @@ def analytic(
             "simulates one α beside the closed form, and --alpha gives a profile by position: "
             "give one --alpha value",
         )
-    costs = an.batch1_costs(deploy, method, k_max, context)
+    costs = an.batch1_costs(deploy, method, k_max, context, draft)
     table = an.analytic_table(costs, tuple(sorted({*an.ALPHAS, *an.REPORTED_ALPHAS, *one})))
     picks = an.best_k(table)
     shown = picks[picks.alpha.isin([*an.REPORTED_ALPHAS, *given_alphas[:1]])]
@@ -85,21 +89,49 @@ def analytic(
         with writing(html, "--html"):
             an.write_html(table, title, html)
     err.print(
-        f"{where}, {method}, batch 1, {context} tokens of context: "
+        f"{where}, {method}{f' (draft {draft})' if draft else ''}, batch 1, {context} tokens "
+        "of context: "
         f"plain step {costs.ar_s * 1e3:.2f} ms; draft step "
         f"{costs.draft_s[1] * 1e3:.2f} ms (cost ratio {costs.draft_s[1] / costs.ar_s:.2f})"
     )
     print_frame(shown.round(3), "Best K per α (closed form, batch 1)")
     # the α are the given ones (a grid of them): no preset's acceptance
-    print_provenance(deploy, [MethodConfig(name=method, acceptance=AcceptanceConfig(alpha=0.5))])
+    drafted = MethodConfig(name=method, draft_model=draft, acceptance=AcceptanceConfig(alpha=0.5))
+    print_provenance(deploy, [drafted])
     if len(given_alphas) > 1:
         e = an.profile_tokens(given_alphas)
         err.print(f"per-position profile {given_alphas}: E = 1 + Σ Π α = {e:.3f} tokens per step")
     if compare:
         a = one[0] if one else 0.7
         k = int(picks.loc[(picks.alpha - a).abs().idxmin(), "best_k"]) or 3
-        both = an.compare(deploy, method, a, k, context).round(3)
+        both = an.compare(deploy, method, a, k, context, draft_model=draft).round(3)
         both.insert(0, "case", range(1, len(both) + 1))
         print_frame(both.drop(columns="why"), f"Closed form vs simulation, α={a}, K={k}")
         for case, why in zip(both["case"], both["why"], strict=True):
             err.print(f"  {case}: {why}")
+
+
+def _draft(method: str, flag: str, draft_model: str | None, target: str) -> str | None:
+    """draft_model's draft, whose forward is the draft cost: --draft-model (a Hugging Face id
+    of a preset read as that preset), else the packaged draft of ``target``'s family; None for
+    another method, which --draft-model would not change (so it is refused)."""
+    if method != "draft_model":
+        refuse_unread(
+            f"is the draft of the draft_model method, and --method is {method}",
+            {"--draft-model": draft_model},
+        )
+        return None
+    if draft_model:
+        draft = preset_id(draft_model)
+        vocab, own = load_model(draft, "--draft-model").vocab_size, load_model(target).vocab_size
+        if vocab != own:
+            raise InputError(
+                "--draft-model",
+                f"{draft} has a {vocab}-token vocabulary and {target} {own}: a draft must share "
+                "the target's tokenizer",
+            )
+        return draft
+    found, why = family_draft(target)
+    if found is None:
+        raise InputError(flag, why)
+    return found

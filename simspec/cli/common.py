@@ -189,6 +189,15 @@ def csv_list(text: str, flag: str, cast: Callable[[str], T] = str) -> list[T]:
     return items
 
 
+def left_out_note(left: dict[str, str]) -> None:
+    """What ``--methods all`` did not run, grouped by why (on stderr)."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in left.items():
+        by_reason.setdefault(why, []).append(name)
+    for why, names in by_reason.items():
+        err.print(f"left out of --methods all: {', '.join(names)}: {why}", highlight=False)
+
+
 def refuse_unread(why: str, flags: dict[str, object]) -> None:
     """Each of ``flags`` (the flag as typed: its value, None = not given) that was given is an
     error naming it and saying ``why``: the mode chosen does not read it, and what does. A flag

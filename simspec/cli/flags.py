@@ -150,15 +150,17 @@ class DeploymentFlags(MethodFlags, ServingFlags):
         methods = self.chosen(data, names, default, dataset, flag)
         return self._deployment(data), [MethodConfig(**m) for m in methods]
 
-    def _scenario(self, config: Path | None) -> dict[str, Any]:
-        """The scenario file's fields with the deployment flags on top."""
+    def _scenario(self, config: Path | None, replay: bool = False) -> dict[str, Any]:
+        """The scenario file's fields with the deployment flags on top; ``replay``: the
+        arrivals replay a trace, whose lengths are the requests' (--token-trace and --dataset
+        then name acceptance only, not the workload's lengths)."""
         data = read_config(config) if config else {}
         flags = {
             **self.serving_fields(),
             **given(temperature=self.temperature, seed=self.seed, profile=self.profile),
         }
         trace = self.checked_token_trace() or self.dataset
-        if trace:
+        if trace and not replay:
             flags["workload"] = {"lengths_from": trace}
         return with_preset_ids(overlay(data, flags))
 

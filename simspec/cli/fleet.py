@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from simspec.catalog.tables import shown
 from simspec.cli import options as opt
 from simspec.cli.common import (
     check_executor,
@@ -39,6 +40,7 @@ from simspec.config import (
     FleetConfig,
     MethodConfig,
     Scenario,
+    WorkloadConfig,
 )
 from simspec.errors import InputError
 from simspec.studies.provenance import provenance
@@ -83,7 +85,8 @@ def fleet_deployment(
     an error naming it."""
     from simspec.catalog.arrival_traces import load_arrival_trace
 
-    data = flags._scenario(config)  # the deployment flags' one reading of --config
+    # the deployment flags' one reading of --config
+    data = flags._scenario(config, replay=trace is not None)
     given_trace_flags = {TRACE_FLAGS[k]: v for k, v in trace_flags.items()}
     if trace is not None:
         refuse_unread(
@@ -96,7 +99,8 @@ def fleet_deployment(
             "--window, or repeat them with --tile",
             {"--requests": requests},
         )
-        data["workload"] = opt.trace_workload(trace, **trace_flags)
+        replay = opt.trace_workload(trace, **trace_flags)
+        data["workload"] = replay_workload(data.get("workload"), replay, trace_flags, config)
         methods = _trace_methods(
             flags, data, load_arrival_trace(trace, "--trace"), names, default, flag
         )
@@ -116,6 +120,47 @@ def fleet_deployment(
         methods = methods[1:]
     rest = {k: v for k, v in data.items() if k not in ("methods", "method", "batch_sizes")}
     return Deployment(**rest), [MethodConfig(**m) for m in methods]
+
+
+# the replay fields each trace flag sets, which replace the --config file's
+REPLACED_BY = {
+    "window": ("trace_start_s", "trace_end_s"),
+    "rate_scale": ("rate_scale", "target_qps"),
+    "target_qps": ("rate_scale", "target_qps"),
+    "tile": ("tile_s",),
+}
+
+
+def replay_workload(
+    file: Any, replay: dict[str, Any], trace_flags: dict[str, Any], config: Path | None
+) -> dict[str, Any]:
+    """The workload that replays --trace (``replay``, from the trace flags) on top of the
+    --config file's: a replay reads the file's window, rate and tiling (each replaced by its
+    flag when given), while the trace sets the arrivals, the lengths and the request count, so
+    a file's field for those (a closed loop's concurrency, a dataset's lengths; at other than
+    its default) is an error naming it, never dropped."""
+    if file is None:
+        return replay
+    why = (
+        f"the --config file {shown(str(config))} sets it, and --trace sets the workload "
+        "(the trace gives the arrivals, the lengths and the request count): drop it from "
+        "the file, or run without --trace"
+    )
+    if not isinstance(file, dict):
+        raise InputError("workload", why)
+    if file.get("arrival", "replay") != "replay":
+        raise InputError("workload.arrival", why)
+    if file.get("measure", "whole") != "whole":
+        raise InputError("workload.measure", f"{why}; a replay is measured whole")
+    if unread := WorkloadConfig.not_for_replay(file):
+        dataset = "; --dataset names the methods' acceptance dataset"
+        raise InputError(
+            f"workload.{unread[0]}", why + (dataset if unread[0].startswith("lengths_from") else "")
+        )
+    replaced = {
+        f for flag, fields in REPLACED_BY.items() if trace_flags[flag] is not None for f in fields
+    }
+    return {k: v for k, v in file.items() if k not in replaced} | replay
 
 
 def _trace_methods(

@@ -16,6 +16,7 @@ import typer
 from simspec.catalog.methods import (
     TOKEN_REPLAYED,
     k_not_read,
+    left_out_of_all,
     measured_acceptance,
     preset_acceptance,
     preset_method,
@@ -34,6 +35,26 @@ from simspec.studies.bench.measured import Acceptance
 
 AUTOREGRESSIVE = {"name": "autoregressive", "k": 0}
 DEFAULT_MODEL = Deployment.model_fields["model"].default
+
+
+def asks_all(names: list[str] | None) -> bool:
+    """``--methods all`` (case ignored): every method that runs on the model."""
+    return names is not None and len(names) == 1 and names[0].strip().lower() == "all"
+
+
+def all_methods(models: list[str], draft: str | None) -> tuple[list[str], dict[str, str]]:
+    """What ``--methods all`` runs on every one of ``models`` (in the registry's order), and
+    what it leaves out with why (:func:`~simspec.catalog.methods.left_out_of_all`, the first
+    model's reason): a method left out for one model is left out for all, so every model runs
+    the same set. ``draft``: --draft-model, which lets draft_model run on any model."""
+    left: dict[str, str] = {}
+    for name in SPECULATORS:
+        for model in models:
+            why = left_out_of_all(name, model, draft)
+            if why:
+                left.setdefault(name, why)
+    return [n for n in SPECULATORS if n not in left], left
+
 
 AcceptanceFrom = Annotated[
     Path | None,
@@ -226,10 +247,13 @@ class MethodFlags:
     ) -> list[dict[str, Any]]:
         """The methods to run, tuned and checked: a --speculative-config (against plain
         decoding), else ``names`` (from ``flag``), else the file's, else ``default``; each in
-        its preset for ``dataset`` unless the file writes it out."""
+        its preset for ``dataset`` unless the file writes it out. ``names`` of ``all`` are
+        :func:`all_methods` for the model."""
         self.check_acceptance_flags()
         target = data.get("model", DEFAULT_MODEL)
         target = target if isinstance(target, str) else DEFAULT_MODEL
+        if asks_all(names) and not self.speculative_config:
+            names = all_methods([target], self.draft)[0]
         from_file = self.file_methods(data)
         if self.speculative_config:
             if names is not None:

@@ -16,6 +16,7 @@ from simspec.cli import options as opt
 from simspec.cli.common import (
     csv_list,
     err,
+    left_out_note,
     one_line_errors,
     one_method,
     one_spelling,
@@ -24,6 +25,7 @@ from simspec.cli.common import (
     study_runs,
 )
 from simspec.cli.flags import DeploymentFlags, with_flags
+from simspec.cli.method_flags import all_methods, asks_all
 from simspec.cli.tables import (
     check_outputs,
     number,
@@ -66,7 +68,9 @@ def plan(
         str | None,
         typer.Option(
             help="comma list of methods, each in its preset (autoregressive is always "
-            "included) [default: the --config file's methods, else eagle3,ngram]"
+            "included), or 'all': every method an engine ships for the model, as sweep runs "
+            "it (those left out are listed on stderr) [default: the --config file's methods, "
+            "else eagle3,ngram]"
         ),
     ] = None,
     method: opt.MethodAlias = None,
@@ -210,6 +214,13 @@ def plan(
     print_frame(_console(frame).round(3), f"Detail: capacity for {what}")
     _extrapolation_notes(chosen)
     print_provenance(deploy, chosen)
+    _left_out(flags, names, deploy.model)
+
+
+def _left_out(flags: DeploymentFlags, names: list[str] | None, model: str) -> None:
+    """What ``--methods all`` left out on ``model``, and why (on stderr), as sweep says it."""
+    if asks_all(names) and not flags.speculative_config:
+        left_out_note(all_methods([model], flags.draft)[1])
 
 
 # what stopped the rate from going higher (capacity.Slo.missed), as the answer says it
@@ -247,6 +258,32 @@ def print_answer(frame: pd.DataFrame, tp: int, percentile: int, title: str) -> N
             f"{number(rates[j])}) differ by less than the rate search's tolerance "
             f"({capacity.RATE_TOLERANCE:.0%}): this run does not rank them"
         )
+
+
+# what kept the fleet one replica smaller from the attainment (capacity.fleet_limit)
+FLEET_LIMITS = {"ttft": "TTFT", "tpot": "TPOT", "unfinishable": "too long", "": "-"}
+
+
+def print_fleet_answer(frame: pd.DataFrame, tp: int, title: str) -> None:
+    """plan --trace's answer in a table that fits 80 columns, before the detail: per method
+    (a recommended schedule as "NAME sched.") its fleet's GPUs (replicas x GPUs each), the
+    share of requests within both SLOs, the cost per million output tokens, and what the
+    fleet one replica smaller missed."""
+    table = Table(title=safe_title(title))
+    headers = ("method", "GPUs\n(replicas x tp)", "SLO\nattained", "$/M\ntokens", "limited\nby")
+    for header in headers:
+        table.add_column(header, no_wrap=True)
+    for row in frame.itertuples(index=False):
+        ok = bool(row.meets_slo)
+        name = str(row.method).replace(" (recommended schedule)", " sched.")
+        table.add_row(
+            name if row.method == "autoregressive" or row.schedule else f"{name} K={row.k}",
+            f"{int(row.gpus)} = {int(row.replicas)}x{tp}" if ok else "none <= 256",
+            f"{row.slo_attainment:.1%}" if ok else "-",
+            number(float(row.cost_per_million_tokens)) if ok else "-",
+            FLEET_LIMITS.get(row.limited_by, str(row.limited_by)),
+        )
+    Console().print(table)
 
 
 def _plan_trace(
@@ -288,17 +325,21 @@ def _plan_trace(
         )
     if out is not None:
         write_frame(with_provenance(frame, deploy, chosen), out)
-    print_frame(
-        _console(frame).round(3),
-        f"Smallest fleet replaying {trace} with {attainment:.1%} of requests within TTFT <= "
-        f"{slo_ttft_ms:g} ms and TPOT <= {slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} "
-        f"x{deploy.tp} per replica, {router}, ${gpu_hour_price}/GPU-hour)",
+    what = (
+        f"replaying {trace} with {attainment:.1%} of requests within TTFT <= {slo_ttft_ms:g} "
+        f"ms and TPOT <= {slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} x{deploy.tp} per "
+        f"replica, {router}, ${gpu_hour_price:g}/GPU-hour)"
     )
+    print_fleet_answer(frame, deploy.tp, f"Answer: the smallest fleet {what}")
+    print_frame(_console(frame).round(3), f"Detail: the smallest fleet {what}")
     _extrapolation_notes(chosen)
     print_provenance(deploy, chosen)
+    _left_out(flags, names, deploy.model)
     err.print(
         "How: replicas doubled from 1 until a fleet meets the attainment, then bisection on "
-        "the integers; each probe replays the whole trace window on the fleet. A "
+        "the integers; each probe replays the whole trace window on the fleet. limited by: "
+        "what the fleet one replica smaller missed for more requests (TTFT, TPOT, or "
+        "requests too long for a replica's KV cache); '-': one replica meets it. A "
         "recommended schedule: recommend's bands from closed loops at --concurrencies with "
         "lognormal lengths at the trace window's mean and CV."
     )

@@ -16,6 +16,7 @@ from simspec.cli import options as opt
 from simspec.cli.common import (
     check_executor,
     err,
+    left_out_note,
     one_line_errors,
     progress_bar,
     refuse_unread,
@@ -135,7 +136,8 @@ def sweep(
     if not quiet:
         _print_models(cfg)
         _print_points(frame, cfg)
-        _left_out_note(flags.left_out({"model": cfg.model, "grid": cfg.grid}))
+        # --quiet drops it with the table: the written table lists what ran
+        left_out_note(flags.left_out({"model": cfg.model, "grid": cfg.grid}))
         for line in extrapolation_notes([m for p in cfg.points() for m in p.methods]):
             err.print(line, highlight=False)
         if out is not None:
@@ -290,16 +292,6 @@ def _method_label(row: pd.Series) -> str:
         return "autoregressive"
     tree = f" {row['tree']} tree {row['tree_nodes']}" if row["tree_nodes"] else ""
     return f"{row['method']} K={row['k']}{tree}"
-
-
-def _left_out_note(left: dict[str, str]) -> None:
-    """What ``--methods all`` did not run, grouped by why (on stderr; --quiet drops it with the
-    table, since the written table already lists what ran)."""
-    by_reason: dict[str, list[str]] = {}
-    for name, why in left.items():
-        by_reason.setdefault(why, []).append(name)
-    for why, names in by_reason.items():
-        err.print(f"left out of --methods all: {', '.join(names)}: {why}", highlight=False)
 
 
 def _sampling_note(cfg: SweepConfig) -> None:

@@ -7,13 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simspec.catalog.methods import left_out_of_all
 from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, one_spelling
 from simspec.cli.flags import ServingFlags, given, overlay, read_config, with_preset_ids
-from simspec.cli.method_flags import MethodFlags, preset_dataset
-from simspec.engine.speculators import SPECULATORS
+from simspec.cli.method_flags import MethodFlags, all_methods, asks_all, preset_dataset
 from simspec.errors import InputError
 from simspec.studies.sweep import SweepConfig
 
@@ -52,8 +50,7 @@ class SweepFlags(MethodFlags, ServingFlags):
         names = None
         flag, listed = self.named_methods or ("--methods", None)
         if self.wants_all:
-            left = self.left_out(data)
-            names = [n for n in SPECULATORS if n not in left]
+            names = all_methods(self.models(data), self.draft)[0]
         elif listed:
             names = csv_list(listed, flag)
         methods = self.chosen(data, names, csv_list(DEFAULT_METHODS, "--methods"), dataset, flag)
@@ -142,20 +139,16 @@ class SweepFlags(MethodFlags, ServingFlags):
     def wants_all(self) -> bool:
         """``--methods all`` (case ignored) and no --speculative-config."""
         listed = (self.named_methods or ("", ""))[1]
-        return listed.strip().lower() == "all" and not self.speculative_config
+        return asks_all([listed]) and not self.speculative_config
 
     def left_out(self, data: dict[str, Any]) -> dict[str, str]:
         """The methods ``--methods all`` leaves out, and why (for any model the sweep serves:
         its model, or every model on a grid's model axis); empty unless --methods all."""
-        if not self.wants_all:
-            return {}
+        return all_methods(self.models(data), self.draft)[1] if self.wants_all else {}
+
+    @staticmethod
+    def models(data: dict[str, Any]) -> list[str]:
+        """The models a sweep serves: its model, or every model on a grid's model axis."""
         grid = data.get("grid") if isinstance(data.get("grid"), dict) else {}
         models = grid.get("model") if isinstance(grid.get("model"), list) else None
-        models = models or [data.get("model", "llama-3.1-8b")]
-        out: dict[str, str] = {}
-        for name in SPECULATORS:
-            for model in models:
-                why = left_out_of_all(name, str(model), self.draft)
-                if why:
-                    out.setdefault(name, why)
-        return out
+        return [str(m) for m in models or [data.get("model", "llama-3.1-8b")]]

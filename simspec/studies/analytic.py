@@ -54,13 +54,18 @@ class Batch1Costs:
     verify_s: dict[int, float]
 
 
-def batch1_costs(deploy: Deployment, method: str, k_max: int, context: int) -> Batch1Costs:
-    """Step times of ``method`` at batch 1 with ``context`` tokens in the KV cache."""
+def batch1_costs(
+    deploy: Deployment, method: str, k_max: int, context: int, draft_model: str | None = None
+) -> Batch1Costs:
+    """Step times of ``method`` at batch 1 with ``context`` tokens in the KV cache (``draft_model``:
+    that method's draft, by default the packaged one of the target's family)."""
     sc = Scenario(**deploy.model_dump(exclude={"method"}))
     # the largest draft must fit beside the target (else there is no speedup to print)
     check_runnable(
         sc.model_copy(
-            update={"method": _chain(method, k_max, AcceptanceConfig(alpha=0.5), sc.model)}
+            update={
+                "method": _chain(method, k_max, AcceptanceConfig(alpha=0.5), sc.model, draft_model)
+            }
         )
     )
     cost = build_cost_model(sc)
@@ -75,7 +80,10 @@ def batch1_costs(deploy: Deployment, method: str, k_max: int, context: int) -> B
     kv = np.array([context], dtype=np.int64)
     for k in range(1, k_max + 1):
         spec = build_speculator(
-            _chain(method, k, AcceptanceConfig(alpha=0.5), sc.model), target, cost, engine
+            _chain(method, k, AcceptanceConfig(alpha=0.5), sc.model, draft_model),
+            target,
+            cost,
+            engine,
         )
         width = spec.verify_tokens_for(k)
         step = DraftStep(kv, np.ones(1, dtype=np.int64), float(context), k)
@@ -168,10 +176,11 @@ def compare(
     spread: float = 0.7,
     *,
     runs: Runs = SERIAL,
+    draft_model: str | None = None,
 ) -> pd.DataFrame:
     """Closed form against the simulation on fixed-length requests: where they agree (batch 1,
     i.i.d. α) and where they part (heterogeneous α, batch > 1), with the reason."""
-    costs = batch1_costs(deploy, method, k, context)
+    costs = batch1_costs(deploy, method, k, context, draft_model)
     e = expected_tokens(alpha, k)
     closed_speedup = e * costs.ar_s / (costs.draft_s[k] + costs.verify_s[k])
     output = 512
@@ -191,7 +200,9 @@ def compare(
         base = deploy.model_dump(exclude={"method", "workload"})
         spec_run, ar_run = runs.all(
             [
-                Scenario(**base, workload=wl, method=_chain(method, k, acc, deploy.model)),
+                Scenario(
+                    **base, workload=wl, method=_chain(method, k, acc, deploy.model, draft_model)
+                ),
                 Scenario(**base, workload=wl),
             ]
         )
@@ -223,11 +234,13 @@ def compare(
     return pd.DataFrame(rows)
 
 
-def _chain(method: str, k: int, acc: AcceptanceConfig, target: str) -> MethodConfig:
-    """``method`` as a chain of k (the closed form's shape); draft_model drafts with the
-    packaged draft that shares ``target``'s tokenizer
+def _chain(
+    method: str, k: int, acc: AcceptanceConfig, target: str, draft_model: str | None = None
+) -> MethodConfig:
+    """``method`` as a chain of k (the closed form's shape); the draft_model method drafts with
+    ``draft_model``, else the packaged draft that shares ``target``'s tokenizer
     (:func:`simspec.catalog.methods.draft_for`)."""
-    draft = draft_for(target) if method == "draft_model" else None
+    draft = (draft_model or draft_for(target)) if method == "draft_model" else None
     return MethodConfig(name=method, k=k, tree="chain", acceptance=acc, draft_model=draft)
 
 

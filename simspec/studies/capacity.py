@@ -22,7 +22,7 @@ from simspec.config import MAX_DURATION_S, MAX_QPS, Deployment, FleetConfig, Met
 from simspec.engine.fleet import FleetRun
 from simspec.engine.metrics import RunSummary
 from simspec.errors import InputError, ScenarioError
-from simspec.studies.fleet import FleetSlo, run_fleet, summarize_fleet
+from simspec.studies.fleet import FleetSlo, per_request, run_fleet, summarize_fleet
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.schedule.export import schedule_of
 from simspec.studies.sweep import lookup_columns
@@ -249,14 +249,13 @@ FLEET_PLAN_COLUMNS = [
     "k",
     "prompt_lookup_min",
     "prompt_lookup_max",
-    "prompt_lookup_min",
-    "prompt_lookup_max",
     "schedule",
     "replicas",
     "gpus",
     "slo_attainment",
     "ttft_ms_p99",
     "tpot_ms_p99",
+    "limited_by",
     "goodput_req_s",
     "cost_per_million_tokens",
     "meets_slo",
@@ -315,7 +314,9 @@ def plan_fleet(
     tokens it emitted). A method with a schedule (``k_schedule``/``tree_schedule``, e.g. the
     recommended one) is labelled "NAME (recommended schedule)" with the schedule beside it.
     Each fleet runs on ``runs`` (``probe`` replaces the run), which is told of each method
-    done."""
+    done. ``limited_by``: what the fleet one replica smaller missed (:func:`fleet_limit`; ''
+    when one replica meets the attainment), or without a fleet, what the largest one tried
+    missed."""
     if not 0 < attainment <= 1:
         raise InputError("--attainment", f"must be in (0, 1], got {attainment}")
     check_price(gpu_hour_price)
@@ -324,7 +325,8 @@ def plan_fleet(
     rows = []
     for m in methods:
         sc = Scenario(**common, method=m, workload=deploy.workload)
-        n, s = smallest_fleet(sc, router, slo, attainment, probe=probe)
+        limits: dict[int, str] = {}
+        n, s = smallest_fleet(sc, router, slo, attainment, probe=_noting(probe, slo, limits))
         gpus = n * deploy.tp if n else None
         cost = math.nan
         if s is not None and s["throughput_tok_s"] > 0:
@@ -341,6 +343,7 @@ def plan_fleet(
                 "slo_attainment": s["slo_attainment"] if s else math.nan,
                 "ttft_ms_p99": s["ttft_ms_p99"] if s else math.nan,
                 "tpot_ms_p99": s["tpot_ms_p99"] if s else math.nan,
+                "limited_by": limits.get(n - 1, "") if n else limits[max(limits)],
                 "goodput_req_s": s["goodput_req_s"] if s else math.nan,
                 "cost_per_million_tokens": cost,
                 "meets_slo": n is not None,
@@ -348,3 +351,29 @@ def plan_fleet(
         )
         runs.step(m.name)
     return pd.DataFrame(rows, columns=FLEET_PLAN_COLUMNS)
+
+
+def _noting(
+    probe: Callable[[FleetConfig], FleetRun], slo: FleetSlo, limits: dict[int, str]
+) -> Callable[[FleetConfig], FleetRun]:
+    """``probe``, noting in ``limits`` what each fleet size it runs missed (:func:`fleet_limit`)."""
+
+    def run(cfg: FleetConfig) -> FleetRun:
+        out = probe(cfg)
+        limits[len(cfg.replicas)] = fleet_limit(per_request(out, slo), slo)
+        return out
+
+    return run
+
+
+def fleet_limit(table: pd.DataFrame, slo: FleetSlo) -> str:
+    """What kept more of a fleet's requests (:func:`~simspec.studies.fleet.per_request`) from
+    the SLOs: ``ttft`` or ``tpot``, the target more of them missed, or ``unfinishable``,
+    requests too long for a replica's KV cache, which no number of replicas serves."""
+    done = table[~table["unfinishable"]]
+    missed = {
+        "ttft": int((done["ttft_ms"] > slo.ttft_ms).sum()),
+        "tpot": int((done["tpot_ms"] > slo.tpot_ms).sum()),
+        "unfinishable": int(table["unfinishable"].sum()),
+    }
+    return max(missed, key=lambda k: missed[k])

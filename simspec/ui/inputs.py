@@ -20,10 +20,10 @@ from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.methods import (
     DATASET_DOMAIN,
     TRACE_DATASETS,
+    cannot_draft_for,
     default_methods,
     measured_acceptance,
     method_info,
-    missing_draft_layers,
     preset_method,
 )
 from simspec.catalog.models import load_model
@@ -215,12 +215,15 @@ def check_inputs(inp: ExplorerInputs) -> None:
 
 def offered_methods(model: str) -> tuple[list[str], dict[str, str]]:
     """The speculative methods the page offers for ``model``, and those it leaves out with
-    why (mtp needs the model's own MTP layers)."""
+    why: as for ``--methods all`` (:func:`~simspec.catalog.methods.cannot_draft_for`), mtp
+    needs the model's own MTP layers and draft_model a packaged draft of its tokenizer. A
+    method no engine ships (hydra, lookahead, ...) stays offered, as ``--methods NAME`` runs
+    it: what it lacks is an engine, not a drafter for this model."""
     offered, left = [], {}
     for name in SPECULATORS:
         if name == "autoregressive":
             continue
-        why = missing_draft_layers(name, model)
+        why = cannot_draft_for(name, model)
         if why:
             left[name] = why
         else:
