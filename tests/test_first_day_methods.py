@@ -35,10 +35,11 @@ from simspec.studies.sweep import (
     extrapolation_notes,
     lookup_columns,
 )
-from simspec.studies.validation.predict import plan_case
+from simspec.studies.validation.predict import plan_case, stated_lookup_sizes
 
 runner = CliRunner()
 CASES = Path(__file__).resolve().parents[1] / "simspec" / "data" / "validation" / "cases.csv"
+MOE_CASES = Path(__file__).resolve().parents[2] / "shared" / "validation" / "cases_moe_serving.csv"
 VLLM_DEFAULT = (5, 5)  # SpeculativeConfig.__post_init__: neither size given -> 5 and 5
 
 
@@ -106,6 +107,28 @@ def test_validation_rows_of_the_recorded_ngram_traces_replay_their_recorded_setu
         method = plan_case(_case(case_id)).scenario.method
         assert (method.prompt_lookup_min, method.prompt_lookup_max) == (3, 5), case_id
         assert method.acceptance.tokens  # the proposer replayed on the recorded streams
+
+
+def test_a_validation_row_runs_the_ngram_sizes_its_notes_state():
+    """A row that states its n-gram sizes ("ngram [3,5]", or vLLM's keys) runs them, not the
+    default; a row that states none runs vLLM's default 5/5, as its engine would have."""
+    assert stated_lookup_sizes("speedup = vanilla TPOT / ngram [3,5] TPOT; also ngram [5,5]") == {
+        "prompt_lookup_min": 3,
+        "prompt_lookup_max": 5,
+    }
+    assert stated_lookup_sizes('"prompt_lookup_max": 4, "prompt_lookup_min": 2') == {
+        "prompt_lookup_min": 2,
+        "prompt_lookup_max": 4,
+    }
+    assert stated_lookup_sizes("num speculative tokens not stated") == {}
+    if MOE_CASES.exists():  # ../shared, beside the checkout
+        with MOE_CASES.open(newline="") as f:
+            rows = [
+                r for r in csv.DictReader(f) if r["case_id"].startswith("suffixart-l8b-ngram35")
+            ]
+        for row in rows:  # their GPU is unstated: as under `--assume gpu=h200`
+            method = plan_case({**row, "gpu": "h200"}).scenario.method
+            assert (method.prompt_lookup_min, method.prompt_lookup_max) == (3, 5), row["case_id"]
 
 
 def test_pld_refuses_lookup_sizes_it_does_not_read():

@@ -13,6 +13,7 @@ the number from itself): it takes the preset.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -278,6 +279,22 @@ def _uses_trace(get) -> bool:
     return get("uses_trace").lower() in ("yes", "true", "1")
 
 
+# how a row's notes state vLLM's n-gram sizes: "ngram [3,5]" (the SuffixDecoding artifact's
+# [min,max] labels) or the config keys / serve flags themselves; the first statement counts
+_LOOKUP_PAIR = re.compile(r"\bn-?gram \[(\d+),\s*(\d+)\]", re.IGNORECASE)
+_LOOKUP_KEY = re.compile(r"prompt[_-]lookup[_-](min|max)\W{0,3}(\d+)")
+
+
+def stated_lookup_sizes(notes: str | None) -> dict[str, int]:
+    """The n-gram prompt_lookup_min/max a row's notes state (empty where they state none, and
+    the row then runs vLLM's default, as its engine would)."""
+    text = notes or ""
+    if pair := _LOOKUP_PAIR.search(text):
+        return {"prompt_lookup_min": int(pair[1]), "prompt_lookup_max": int(pair[2])}
+    keys = {f"prompt_lookup_{k}": int(v) for k, v in reversed(_LOOKUP_KEY.findall(text))}
+    return keys if len(keys) == 2 else {}
+
+
 def _method(
     row: dict[str, str],
     name: str,
@@ -293,6 +310,10 @@ def _method(
     fields = method_defaults(name)
     if _uses_trace(get):  # the setup the packaged trace was recorded with (n-gram: 3/5)
         fields.update(trace_setup(name))
+    if name == "ngram" and (sizes := stated_lookup_sizes(get("notes"))):
+        fields.update(sizes)
+        notes.append(f"n-gram lookup sizes {sizes['prompt_lookup_min']}/"
+                     f"{sizes['prompt_lookup_max']} as the row's notes state")  # fmt: skip
     shapes = method_info(name).shapes
     shape, k = get("spec_shape"), whole(get("k"))
     nodes, topk = whole(get("tree_nodes")), whole(get("tree_topk"))
