@@ -36,22 +36,13 @@ from simspec.studies.bench.calibrate import (
 from simspec.studies.bench.compare import plan_run
 from simspec.studies.bench.vllm_json import vllm_result
 from tests.conftest import ROOT
+from tests.refusals import one_error
 
 runner = CliRunner()
 DATA = ROOT / "tests" / "data" / "bench"
 DEPLOY = ["--model", "qwen3-8b", "--gpu", "h100_sxm"]
 # the deployment the small runs are "measured" on: slower host than the vllm profile's
 TRUTH = {"step_overhead_s": 2.0e-3, "step_overhead_per_seq_s": 20e-6, "gpu_time_scale": 1.0}
-
-
-def one_error(result, *needles: str) -> str:
-    """The one ``error:`` line a refused command printed (exit 2), holding every needle."""
-    lines = [ln for ln in result.output.splitlines() if ln.strip()]
-    assert result.exit_code == 2, (result.exit_code, result.output[-800:], result.exception)
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output[-800:]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def truth_profile(tmp_path: Path, params: dict[str, float] = TRUTH) -> Path:

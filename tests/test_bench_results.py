@@ -28,21 +28,12 @@ from simspec.studies.bench.simulated import _repeated_percentile, simulated_metr
 from simspec.studies.bench.vllm_json import vllm_result
 from tests.capped import run_capped
 from tests.conftest import ROOT
+from tests.refusals import one_error
 
 runner = CliRunner()
 DATA = ROOT / "tests" / "data" / "bench"
 GPUSTACK = {1: 7.28, 2: 7.37, 4: 7.38, 8: 7.71}  # mean TPOT (ms) each block prints
 DEPLOY = ["--model", "qwen3-8b", "--gpu", "h100_sxm"]
-
-
-def one_error(result, *needles: str) -> str:
-    """The one ``error:`` line a refused command printed (exit 2), holding every needle."""
-    lines = [ln for ln in result.output.splitlines() if ln.strip()]
-    assert result.exit_code == 2, (result.exit_code, result.output[-800:], result.exception)
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output[-800:]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def vllm_json(**over) -> dict:

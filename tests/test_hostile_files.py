@@ -27,6 +27,7 @@ from simspec.studies.runs import Runs, journal
 from simspec.studies.runs.journal import RunCache, read_journal
 from tests.capped import run_capped
 from tests.conftest import ROOT
+from tests.refusals import one_error
 from tests.test_fuzz import within
 
 runner = CliRunner()
@@ -44,16 +45,6 @@ HARNESS_HEAD = (
     "hidden_size,intermediate_size,num_attention_heads,num_key_value_heads,head_dim,vocab_size"
 )
 GIB = 1 << 30
-
-
-def one_error(result, *needles: str) -> str:
-    """The one ``error:`` line a refused command printed (exit 2), holding every needle."""
-    lines = [ln for ln in result.output.splitlines() if ln.strip()]
-    assert result.exit_code == 2, (result.exit_code, result.output[-800:], result.exception)
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output[-800:]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def capped(args: list[str], cwd: Path, seconds: int = 60) -> str:

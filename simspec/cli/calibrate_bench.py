@@ -13,7 +13,7 @@ import typer
 
 from simspec.cli import options as opt
 from simspec.cli.common import err, one_line_errors, progress_bar, warn, writing
-from simspec.cli.flags import ServingFlags, given, with_flags, with_preset_ids
+from simspec.cli.flags import ServingFlags, given, scheduler_limits, with_flags, with_preset_ids
 from simspec.cli.options import field_help
 from simspec.cli.tables import check_outputs, print_frame
 from simspec.config import Deployment
@@ -42,10 +42,7 @@ class CalibrateFlags(ServingFlags):
     def deployment(self) -> dict[str, object]:
         """The Scenario fields these flags set."""
         fields = {**self.serving_fields(), **given(profile=self.profile, seed=self.seed)}
-        limits = given(
-            max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens
-        )
-        if limits:
+        if limits := scheduler_limits(self):
             fields["scheduler"] = limits
         return with_preset_ids(fields)
 

@@ -14,7 +14,7 @@ import typer
 
 from simspec.cli import options as opt
 from simspec.cli.common import err, known_method, one_line_errors, progress_bar, writing
-from simspec.cli.flags import ServingFlags, given, with_flags, with_preset_ids
+from simspec.cli.flags import ServingFlags, given, scheduler_limits, with_flags, with_preset_ids
 from simspec.cli.options import field_help
 from simspec.cli.tables import check_outputs, print_frame, write_text
 from simspec.config import Deployment
@@ -57,10 +57,7 @@ class CompareFlags(ServingFlags):
                 seed=self.seed,
             ),
         }
-        limits = given(
-            max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens
-        )
-        if limits:
+        if limits := scheduler_limits(self):
             fields["scheduler"] = limits
         return with_preset_ids(fields)
 

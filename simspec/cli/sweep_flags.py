@@ -10,7 +10,14 @@ from typing import Any
 from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, one_spelling
-from simspec.cli.flags import ServingFlags, given, overlay, read_config, with_preset_ids
+from simspec.cli.flags import (
+    ServingFlags,
+    given,
+    overlay,
+    read_config,
+    scheduler_limits,
+    with_preset_ids,
+)
 from simspec.cli.method_flags import MethodFlags, all_methods, asks_all, preset_dataset
 from simspec.errors import InputError
 from simspec.studies.sweep import SweepConfig
@@ -124,9 +131,7 @@ class SweepFlags(MethodFlags, ServingFlags):
                 batch_sizes=sizes,
             ),
             "workload": workload,
-            "scheduler": given(
-                max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens
-            ),
+            "scheduler": scheduler_limits(self),
         }
 
     @property
