@@ -501,3 +501,17 @@ def test_per_request_lengths_are_simulated_as_listed(tmp_path):
         (30, 7),
     ]
     assert plan.lengths == "per request" and plan.scenario.workload.concurrency == 3
+
+
+@pytest.mark.parametrize(
+    ("over", "needles"),
+    [
+        ({"request_rate": 2.5, "max_concurrency": 4}, ("max_concurrency", "not modelled")),
+        ({"request_rate": 2.5, "max_concurrency": None, "burstiness": 0.5}, ("burstiness",)),
+    ],
+)
+def test_a_load_simspec_cannot_run_is_refused_not_approximated(tmp_path, over, needles):
+    """A client that holds arrivals back under a rate, or draws gamma gaps, is a load simspec's
+    open loop cannot run: one line naming the field, never a Poisson stand-in."""
+    path = write(tmp_path, "r.json", vllm_json(**over))
+    one_error(runner.invoke(app, ["compare", str(path), *DEPLOY]), *needles)

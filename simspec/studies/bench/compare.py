@@ -157,14 +157,22 @@ def _workload(run: MeasuredRun, lengths_dir: Path, notes: list[str]) -> tuple[Wo
                 f"{run.name}: request_rate",
                 f"{run.request_rate:g} requests/s is below simspec's lowest, {MIN_RATE:g}",
             )
-        notes.append(f"load: Poisson arrivals at {run.request_rate:g} requests/s")
-        if run.max_concurrency is not None:
-            notes.append(
-                f"the client's cap of {run.max_concurrency} in flight is not modelled under a "
-                "request rate: arrivals are not held back"
+        # simspec's open loop sends each arrival when it comes (Poisson or a replay): a client
+        # that holds arrivals back, or draws gamma gaps, is a load it cannot run
+        if run.max_concurrency is not None and run.max_concurrency < n:
+            raise InputError(
+                f"{run.name}: max_concurrency",
+                f"a cap of {run.max_concurrency} in flight under a request rate is not modelled "
+                "(simspec's arrivals are never held back); compare a run without the cap, or "
+                "one at request rate inf (a closed loop)",
             )
         if run.burstiness != 1.0:
-            notes.append(f"gamma arrivals (burstiness {run.burstiness:g}) simulated as Poisson")
+            raise InputError(
+                f"{run.name}: burstiness",
+                f"{run.burstiness:g}: gamma arrivals are not modelled; simspec's arrivals are "
+                "Poisson (burstiness 1) or a replayed trace",
+            )
+        notes.append(f"load: Poisson arrivals at {run.request_rate:g} requests/s")
         work = WorkloadConfig(
             arrival="poisson", rate=run.request_rate, requests=n, measure="whole", **sizes
         )
