@@ -10,8 +10,8 @@ Run from the repository root, with ../shared beside it:
   so attention is transferred from the H100 fit (fractions of the A100's datasheet peaks).
 * a100_40gb, rtx3090, h200: no tables at all; every operator transferred (A100 80 GB -> 40 GB: same
   GA100 chip; A100 -> RTX 3090: same Ampere SM; H100 -> H200: same GH100 die).
-* b200, gb200, b300, gb300, h20, l40s, mi300x, mi355x: no tables at all; every operator transferred from the
-  nearest measured fit (NEWER_GPUS says which and why). A GPU run of
+* b200, gb200, b300, gb300, h20, l40s, mi300x, mi355x: no tables at all; every operator
+  transferred from the nearest measured fit (NEWER_GPUS says which and why). A GPU run of
   calibration/time_forward.py replaces these with measured fits (calibration/README.md).
 """
 
