@@ -63,7 +63,8 @@ class PrecisionSpec(BaseModel):
     source: str
     curves: dict[str, SpeedCurve] = Field(default_factory=dict)
     weight_only: PrecisionSpec | None = None  # what runs where compute dtype has no tensor cores
-    # architectures whose tensor cores take this format (None: any with the compute dtype's)
+    # architectures whose tensor cores take this format (None: any with the compute dtype's);
+    # on a weight-only form, the architectures its kernel runs on
     native_archs: tuple[str, ...] | None = None
     # engine profiles that run the weight-only form (None: every engine, as for FP8 on Ampere)
     engines: tuple[str, ...] | None = None
@@ -105,13 +106,14 @@ def effective_precision(spec: PrecisionSpec, gpu: GpuSpec) -> PrecisionSpec:
     cores run weight-only (bf16 compute), as vLLM's FP8 (FP4) Marlin kernels do; else
     ``spec``."""
     if not runs_natively(spec, gpu):
-        if spec.weight_only is None:
+        only = spec.weight_only
+        if only is None or (only.native_archs is not None and gpu.arch not in only.native_archs):
             raise InputError(
                 "precision",
-                f"{gpu.id} has no {spec.compute.upper()} tensor cores for {spec.name} and "
-                f"{spec.name} has no weight-only form",
+                f"{gpu.id} ({gpu.arch}) has no {spec.compute.upper()} tensor cores for "
+                f"{spec.name} and no kernel runs {spec.name} weight-only there",
             )
-        return spec.weight_only
+        return only
     return spec
 
 
