@@ -176,3 +176,5 @@ def test_the_explorer_offers_nvfp4_only_where_a_kernel_runs_it():
     assert "nvfp4" in precision_choices("b300")
     assert "nvfp4" in precision_choices("h100_sxm")  # vLLM's weight-only Marlin path
     assert "nvfp4" not in precision_choices("mi300x")
+    assert "nvfp4" not in precision_choices("h100_sxm", "sglang")
+    assert "nvfp4" in precision_choices("b200", "sglang")
