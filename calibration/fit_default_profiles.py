@@ -10,8 +10,8 @@ Run from the repository root, with ../shared beside it:
   so attention is transferred from the H100 fit (fractions of the A100's datasheet peaks).
 * a100_40gb, rtx3090, h200: no tables at all; every operator transferred (A100 80 GB -> 40 GB: same
   GA100 chip; A100 -> RTX 3090: same Ampere SM; H100 -> H200: same GH100 die).
-* b200, gb200, h20, l40s, mi300x, mi355x: no tables at all; every operator transferred from the
-  nearest measured fit (NEWER_GPUS says which and why). A GPU run of
+* b200, gb200, b300, gb300, h20, l40s, mi300x, mi355x: no tables at all; every operator
+  transferred from the nearest measured fit (NEWER_GPUS says which and why). A GPU run of
   calibration/time_forward.py replaces these with measured fits (calibration/README.md).
 """
 
@@ -129,6 +129,20 @@ NEWER_GPUS = (
         "h100_sxm",
         "no GB200 tables in shared/ and no GPU run yet: the same Blackwell GPU as the B200 at a "
         "higher power limit; " + HOPPER_FIT,
+    ),
+    (
+        "b300",
+        "h100_sxm",
+        "no B300 tables in shared/ and no GPU run yet: Blackwell Ultra (sm_103) is the B200's "
+        "Blackwell SM with a faster FP4 path and more HBM, so it takes what the b200 profile "
+        "takes: " + HOPPER_FIT,
+    ),
+    (
+        "gb300",
+        "h100_sxm",
+        "no GB300 tables in shared/ and no GPU run yet: the same Blackwell Ultra GPU as the B300 "
+        "at a higher power limit, made as the gb200 profile is from the GB200's peaks: "
+        + HOPPER_FIT,
     ),
     (
         "h20",

@@ -51,8 +51,9 @@ GPUS = {
 ENGINES = {"vllm": "VLLM", "sglang": "SGLang"}
 # simspec precision -> the table's MoE dtype: fp8 checkpoints of the MoE models simspec ships
 # (DeepSeek-V3/R1, Qwen3 FP8) are block-scaled 128x128; int4-w is how simspec reads
-# gpt-oss's MXFP4 experts (weight-only, bf16 activations on Hopper)
-DTYPES = {"bf16": "bfloat16", "fp8": "fp8_block", "int4-w": "w4a16_mxfp4"}
+# gpt-oss's MXFP4 experts (weight-only, bf16 activations on Hopper); nvfp4 is ModelOpt's W4A4
+# (nvidia/DeepSeek-R1-FP4 and the like), the table's nvfp4 rows
+DTYPES = {"bf16": "bfloat16", "fp8": "fp8_block", "int4-w": "w4a16_mxfp4", "nvfp4": "nvfp4"}
 # the table's dtype -> (tensor-core dtype of its MMA, bytes per weight with scales)
 DTYPE_COST = {
     "bfloat16": ("bf16", 2.0),
@@ -81,6 +82,11 @@ DEFAULT_KERNELS = {
         "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
         "vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts",
         "vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16_trtllmmxfp4expertsmonolithic",
+        # NVFP4 experts on SM100: FlashInfer TRT-LLM first (vLLM logs "Using
+        # 'FLASHINFER_TRTLLM' NvFp4 MoE backend out of potential backends: ['FLASHINFER_TRTLLM',
+        # 'MARLIN']"; ModelOpt and compressed-tensors NVFP4 share that backend selection); the
+        # table's only vLLM nvfp4 family, measured through a compressed-tensors checkpoint
+        "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_trtllm_trtllmnvfp4expertsmonolithic",
     ],
     "SGLang": ["sglang_flashinfer_trtllm_moe", "sglang_fused_moe_triton"],
 }

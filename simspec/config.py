@@ -629,7 +629,7 @@ def _kv_alias(value: object) -> object:
 
 KvCacheDtype = Annotated[Literal["auto", "bf16", "fp8"], BeforeValidator(_kv_alias)]
 # weight precisions a deployment can name (data: simspec/data/precision.yaml)
-WeightPrecision = Literal["bf16", "fp8", "int4-w"]
+WeightPrecision = Literal["bf16", "fp8", "int4-w", "nvfp4"]
 
 
 class Deployment(BaseModel):
@@ -669,7 +669,8 @@ class Deployment(BaseModel):
     precision: WeightPrecision | None = Field(
         default=None,
         description="weight precision: bf16, fp8 (W8A8; weight-only on GPUs without FP8 tensor "
-        "cores) or int4-w (W4A16, group 128); unset = the checkpoint's own (its "
+        "cores), int4-w (W4A16, group 128) or nvfp4 (W4A4 on Blackwell FP4 tensor cores; "
+        "vLLM runs it weight-only elsewhere); unset = the checkpoint's own (its "
         "quantization_config, else bf16)",
     )
     kv_cache_dtype: KvCacheDtype = Field(

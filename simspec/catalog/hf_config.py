@@ -122,7 +122,8 @@ def read_config(raw: dict[str, Any]) -> dict[str, Any]:
     if fields["expert_weight_dtype"] and not fields.get("num_experts"):
         raise InputError(  # read as bf16 it would misstate the weights of a model that has them
             "model.quantization_config.quant_method",
-            f"mxfp4 quantises a model's MoE experts only (GPT-OSS), but this "
+            "the format quantises a model's MoE experts only (GPT-OSS's mxfp4; a ModelOpt "
+            f"checkpoint that ignores attention), but this "
             f"{fields['model_type']} config declares no experts; give the format its weights "
             "are stored in (fp8, gptq, awq, compressed-tensors) or none for bf16",
         )
@@ -468,11 +469,46 @@ def weight_dtypes(raw: dict[str, Any]) -> tuple[str, str | None]:
         )
     if method == "compressed-tensors":
         return _compressed_tensors(q), None
+    if method == "modelopt":
+        return modelopt_dtypes(q)
     raise InputError(
         "model.quantization_config.quant_method",
         f"{method!r} is not a weight format simspec models (fp8, fbgemm_fp8, mxfp4, gptq, awq, "
-        "compressed-tensors: bf16, fp8 or int4-w weights)",
+        "compressed-tensors, modelopt: bf16, fp8, int4-w or nvfp4 weights)",
     )
+
+
+# NVIDIA ModelOpt's quant_algo values (vLLM docs/features/quantization/modelopt.md, read by
+# vLLM's ModelOptQuantConfigBase.from_config in model_executor/layers/quantization/modelopt.py)
+MODELOPT_ALGOS = {"NVFP4": "nvfp4", "FP8": "fp8", "FP8_PER_CHANNEL_PER_TOKEN": "fp8"}
+
+
+def modelopt_dtypes(q: dict[str, Any]) -> tuple[str, str | None]:
+    """A ModelOpt checkpoint (nvidia/DeepSeek-R1-FP4, the Llama-4 FP4/FP8 checkpoints): its
+    ``quant_algo``, at the top of config.json's ``quantization_config`` or, in the older
+    hf_quant_config.json form, under ``quantization`` (vLLM reads both). NVFP4 -> nvfp4, FP8
+    -> fp8. Where ``ignore`` (``exclude_modules``) keeps the attention projections unquantised
+    (a pattern naming ``attn``), only the MoE experts are read at that precision and the other
+    linear layers as bf16; a dense MLP or shared expert of such a checkpoint is then priced as
+    bf16 too (an upper bound on its time: those are quantised in the checkpoint)."""
+    nested = q.get("quantization")
+    inner = nested if isinstance(nested, dict) else q
+    algo = inner.get("quant_algo")
+    dtype = MODELOPT_ALGOS.get(algo) if isinstance(algo, str) else None
+    if dtype is None:
+        raise InputError(
+            "model.quantization_config.quant_algo",
+            f"ModelOpt's {shown_algo(algo)} is not a weight format simspec models "
+            f"({', '.join(MODELOPT_ALGOS)})",
+        )
+    ignored = inner.get("ignore", inner.get("exclude_modules")) or []
+    if isinstance(ignored, list) and any(isinstance(m, str) and "attn" in m for m in ignored):
+        return "bf16", dtype
+    return dtype, None
+
+
+def shown_algo(algo: object) -> str:
+    return repr(algo) if isinstance(algo, str) else "missing quant_algo"
 
 
 def _compressed_tensors(q: dict[str, Any]) -> str:

@@ -20,12 +20,12 @@ BYTES_PER_PARAM = 2  # bf16/fp16 weights and KV cache
 MAX_HF_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; one with a label map, ~1 MB
 
 
-WeightDtype = Literal["bf16", "fp8", "int4-w"]
+WeightDtype = Literal["bf16", "fp8", "int4-w", "nvfp4"]
 
 
 def bytes_per_weight(dtype: str) -> float:
     """Bytes a stored weight of ``dtype`` takes, scales included (simspec/data/precision.yaml:
-    bf16 2, fp8 1, int4-w 0.515625)."""
+    bf16 2, fp8 1, int4-w 0.515625, nvfp4 0.5625)."""
     from simspec.catalog.precision import load_precision
 
     return load_precision(dtype, "model.weight_dtype").weight_bytes

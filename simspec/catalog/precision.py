@@ -21,7 +21,7 @@ from simspec.catalog.tables import packaged_table
 from simspec.config import KV_CACHE_ALIASES, KvCacheDtype, WeightPrecision
 from simspec.errors import InputError
 
-Compute = Literal["bf16", "fp8"]
+Compute = Literal["bf16", "fp8", "fp4"]
 PRECISIONS: tuple[str, ...] = get_args(WeightPrecision)
 KV_CACHE_DTYPES: tuple[str, ...] = get_args(get_args(KvCacheDtype)[0])
 
@@ -63,6 +63,11 @@ class PrecisionSpec(BaseModel):
     source: str
     curves: dict[str, SpeedCurve] = Field(default_factory=dict)
     weight_only: PrecisionSpec | None = None  # what runs where compute dtype has no tensor cores
+    # architectures whose tensor cores take this format (None: any with the compute dtype's);
+    # on a weight-only form, the architectures its kernel runs on
+    native_archs: tuple[str, ...] | None = None
+    # engine profiles that run the weight-only form (None: every engine, as for FP8 on Ampere)
+    engines: tuple[str, ...] | None = None
 
     def curve(self, arch: str) -> SpeedCurve | None:
         return self.curves.get(arch)
@@ -87,17 +92,45 @@ def has_fp8_tensor_cores(gpu: GpuSpec) -> bool:
     return gpu.fp8_dense_flops is not None
 
 
+def runs_natively(spec: PrecisionSpec, gpu: GpuSpec) -> bool:
+    """Whether ``gpu``'s tensor cores multiply ``spec``'s compute dtype (and, for a format
+    tied to an architecture, as NVFP4 is to Blackwell, whether it is that architecture)."""
+    peak = {"bf16": gpu.bf16_dense_flops, "fp8": gpu.fp8_dense_flops, "fp4": gpu.fp4_dense_flops}
+    if peak[spec.compute] is None:
+        return False
+    return spec.native_archs is None or gpu.arch in spec.native_archs
+
+
 def effective_precision(spec: PrecisionSpec, gpu: GpuSpec) -> PrecisionSpec:
-    """What ``gpu`` runs for ``spec``: FP8 weights on a GPU without FP8 tensor cores run
-    weight-only (W8A16, bf16 compute), as vLLM's FP8 Marlin kernel does; else ``spec``."""
-    if spec.compute == "fp8" and not has_fp8_tensor_cores(gpu):
-        if spec.weight_only is None:
+    """What ``gpu`` runs for ``spec``: FP8 (FP4) weights on a GPU without FP8 (FP4) tensor
+    cores run weight-only (bf16 compute), as vLLM's FP8 (FP4) Marlin kernels do; else
+    ``spec``."""
+    if not runs_natively(spec, gpu):
+        only = spec.weight_only
+        if only is None or (only.native_archs is not None and gpu.arch not in only.native_archs):
             raise InputError(
                 "precision",
-                f"{gpu.id} has no FP8 tensor cores and {spec.name} has no weight-only form",
+                f"{gpu.id} ({gpu.arch}) has no {spec.compute.upper()} tensor cores for "
+                f"{spec.name} and no kernel runs {spec.name} weight-only there",
             )
-        return spec.weight_only
+        return only
     return spec
+
+
+def check_engine_runs(spec: PrecisionSpec, gpu: GpuSpec, engine: str, field: str) -> None:
+    """An InputError naming ``field`` where ``engine`` has no kernel for what ``gpu`` runs of
+    ``spec``: NVFP4 on a GPU without FP4 tensor cores runs weight-only under vLLM (its FP4
+    Marlin kernel) and nowhere else (precision.yaml says why)."""
+    eff = effective_precision(spec, gpu)
+    if eff.engines is None or engine in eff.engines:
+        return
+    raise InputError(
+        field,
+        f"{spec.name} needs FP4 tensor cores ({', '.join(spec.native_archs or ())} GPUs) under "
+        f"engine {engine}, and {gpu.id} ({gpu.arch}) has none; only {', '.join(eff.engines)} "
+        f"runs {spec.name} weight-only there (--engine {eff.engines[0]}), or choose a "
+        "Blackwell GPU (b200, gb200, b300, gb300)",
+    )
 
 
 def precision_note(spec: PrecisionSpec, gpu: GpuSpec) -> str:
@@ -108,9 +141,11 @@ def precision_note(spec: PrecisionSpec, gpu: GpuSpec) -> str:
     eff = effective_precision(spec, gpu)
     parts = []
     if eff is not spec:
+        bits = "W8A16" if spec.compute == "fp8" else "W4A16"
         parts.append(
-            f"{gpu.id} has no FP8 tensor cores: {spec.name} weights run weight-only (W8A16, "
-            "bf16 compute), as vLLM's FP8 Marlin kernel runs them"
+            f"{gpu.id} has no {spec.compute.upper()} tensor cores: {spec.name} weights run "
+            f"weight-only ({bits}, bf16 compute), as vLLM's {spec.compute.upper()} Marlin "
+            "kernel runs them"
         )
     if eff.curve(gpu.arch) is None:
         parts.append(
@@ -122,11 +157,14 @@ def precision_note(spec: PrecisionSpec, gpu: GpuSpec) -> str:
 
 def compute_flops(spec: PrecisionSpec, gpu: GpuSpec) -> float:
     """Dense tensor peak the GEMMs of ``spec`` run at on ``gpu`` (after the weight-only
-    fallback): the FP8 peak for FP8 compute, else the bf16 peak."""
+    fallback): the FP8 (FP4) peak for FP8 (FP4) compute, else the bf16 peak."""
     eff = effective_precision(spec, gpu)
     if eff.compute == "fp8":
         assert gpu.fp8_dense_flops is not None  # effective_precision checked it
         return gpu.fp8_dense_flops
+    if eff.compute == "fp4":
+        assert gpu.fp4_dense_flops is not None  # likewise
+        return gpu.fp4_dense_flops
     return gpu.bf16_dense_flops
 
 
@@ -177,6 +215,8 @@ def _spec(name: str, entry: dict) -> PrecisionSpec:
         source=" ".join(str(entry["source"]).split()),
         curves={arch: _curve(arch, tables) for arch, tables in (entry.get("curves") or {}).items()},
         weight_only=_spec(f"{name} (weight-only)", only) if only else None,
+        native_archs=tuple(entry["native_archs"]) if "native_archs" in entry else None,
+        engines=tuple(entry["engines"]) if "engines" in entry else None,
     )
 
 

@@ -15,7 +15,12 @@ import numpy as np
 from simspec.catalog.hardware import load_alltoall, load_engine, load_gpu, load_profile
 from simspec.catalog.methods import sampled_from_tau, sampled_from_trace
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape, load_model
-from simspec.catalog.precision import PrecisionSpec, kv_cache_bytes, load_precision
+from simspec.catalog.precision import (
+    PrecisionSpec,
+    check_engine_runs,
+    kv_cache_bytes,
+    load_precision,
+)
 from simspec.config import LengthSpec, Scenario, WorkloadConfig
 from simspec.engine.acceptance.inversion import run_alpha_profile
 from simspec.engine.acceptance.samplers import AcceptanceSampler, build_sampler
@@ -36,6 +41,10 @@ def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> Roofline
     target = target or load_model(sc.model)
     precision = weight_precision(sc, target)
     experts = expert_precision(sc, target, precision)
+    field = "precision" if sc.precision is not None else "model.quantization_config"
+    for spec in (precision, experts):
+        if spec is not None:  # a precision this engine has no kernel for on this GPU
+            check_engine_runs(spec, gpu, sc.engine, field)
     return RooflineCostModel(
         gpu,
         load_profile(sc.profile or sc.gpu),

@@ -29,6 +29,7 @@ from simspec.catalog.methods import (
 from simspec.catalog.models import load_model
 from simspec.catalog.precision import (
     PRECISIONS,
+    check_engine_runs,
     effective_precision,
     load_precision,
     precision_note,
@@ -280,14 +281,17 @@ def dp_choices(engine: str, tp: int) -> list[int]:
     return [d for d in range(1, tp + 1) if tp % d == 0]
 
 
-def precision_choices(gpu: str) -> list[str | None]:
+def precision_choices(gpu: str, engine: str | None = None) -> list[str | None]:
     """The weight precisions ``--precision`` takes that ``gpu`` runs (FP8 weight-only where it
-    has no FP8 tensor cores), after None: the checkpoint's own, the CLI's default."""
+    has no FP8 tensor cores; NVFP4 weight-only there only under an engine with that kernel,
+    when ``engine`` is given), after None: the checkpoint's own, the CLI's default."""
     spec = load_gpu(gpu)
     runs: list[str | None] = [None]
     for name in PRECISIONS:
         try:
             effective_precision(load_precision(name), spec)
+            if engine is not None:
+                check_engine_runs(load_precision(name), spec, engine, "precision")
         except InputError:
             continue
         runs.append(name)

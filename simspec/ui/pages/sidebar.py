@@ -90,7 +90,7 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
     eps, dps = ep_choices(model, tp), dp_choices(engine, tp)
     ep = sb.selectbox("Expert parallel", eps, help=EP_HELP) if len(eps) > 1 else DEFAULT.ep
     dp = sb.selectbox("Data-parallel attention", dps, help=DP_HELP) if len(dps) > 1 else DEFAULT.dp
-    precisions = precision_choices(gpu)
+    precisions = precision_choices(gpu, engine)
     precision = sb.selectbox(
         "Weight precision",
         precisions,

@@ -1,0 +1,180 @@
+"""NVFP4 on Blackwell, MXFP4 as the engines run it, and the Blackwell Ultra presets (B300,
+GB300): every expected number is read from simspec/data (precision.yaml, gpus.yaml,
+moe_kernels.yaml), none is tuned here."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from simspec.catalog.hardware import gpu_ids, load_gpu, load_profile
+from simspec.catalog.hf_config import read_config
+from simspec.catalog.kernel_tables import moe_kernel_fit
+from simspec.catalog.models import bytes_per_weight, load_model
+from simspec.catalog.precision import (
+    compute_flops,
+    effective_precision,
+    load_precision,
+    precision_note,
+)
+from simspec.cli.main import app
+from simspec.config import Scenario
+from simspec.engine.build import build_cost_model
+from simspec.errors import InputError
+from simspec.ui.inputs import precision_choices
+from tests.refusals import one_error
+
+R1 = load_model("deepseek-r1")
+
+
+def r1_cost(precision: str, gpu: str = "b200", engine: str = "vllm"):
+    return build_cost_model(
+        Scenario(model="deepseek-r1", gpu=gpu, tp=8, engine=engine, precision=precision)
+    )
+
+
+# -- NVFP4 ------------------------------------------------------------------------------------
+def test_nvfp4_weights_take_four_bits_plus_an_fp8_scale_per_sixteen():
+    assert load_precision("nvfp4").weight_bytes == (4 + 8 / 16) / 8 == 0.5625
+    assert bytes_per_weight("nvfp4") == 0.5625
+
+
+def test_nvfp4_multiplies_at_the_fp4_tensor_peak_on_blackwell():
+    for gpu in ("b200", "gb200", "b300", "gb300"):
+        spec = load_gpu(gpu)
+        assert effective_precision(load_precision("nvfp4"), spec).name == "nvfp4"
+        assert compute_flops(load_precision("nvfp4"), spec) == spec.fp4_dense_flops
+
+
+def test_nvfp4_is_refused_on_hopper_under_an_engine_without_a_weight_only_kernel():
+    with pytest.raises(InputError, match="^precision: nvfp4 needs FP4 tensor cores"):
+        r1_cost("nvfp4", gpu="h100_sxm", engine="sglang")
+
+
+def test_nvfp4_on_hopper_runs_weight_only_under_vllm_and_says_so():
+    cm = r1_cost("nvfp4", gpu="h100_sxm")
+    assert cm.precision is not None and cm.precision.compute == "bf16"
+    assert cm.precision.weight_bytes == 0.5625
+    note = precision_note(load_precision("nvfp4"), load_gpu("h100_sxm"))
+    assert "weight-only (W4A16" in note and "FP4 Marlin" in note
+
+
+def test_nvfp4_is_refused_on_amd_gpus_where_no_kernel_runs_it():
+    for gpu in ("mi300x", "mi355x"):
+        with pytest.raises(InputError, match="no kernel runs nvfp4 weight-only"):
+            effective_precision(load_precision("nvfp4"), load_gpu(gpu))
+
+
+def test_the_cli_refusal_is_one_line_naming_the_precision_flag():
+    args = ["sweep", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", "--engine", "sglang"]
+    result = CliRunner().invoke(app, [*args, "--precision", "nvfp4", "--batch-sizes", "1"])
+    one_error(result, "error: precision:", "nvfp4", "b200")
+
+
+def test_an_nvfp4_moe_on_b200_reads_the_measured_nvfp4_kernels():
+    for engine, kernel in (
+        (
+            "vllm",
+            "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_trtllm_trtllmnvfp4expertsmonolithic",
+        ),
+        ("sglang", "sglang_flashinfer_trtllm_moe"),
+    ):
+        cm = r1_cost("nvfp4", engine=engine)
+        fit = cm.moe_kernel(cm.experts_precision_of(R1))
+        assert fit is not None and fit.kernel == kernel
+        assert fit.compute == "fp4" and fit.weight_bytes == 0.5625
+
+
+@pytest.mark.parametrize("tokens", [1, 8, 32])
+def test_nvfp4_experts_beat_fp8_experts_in_a_memory_bound_decode_step_on_b200(tokens):
+    nvfp4, fp8 = r1_cost("nvfp4"), r1_cost("fp8")
+    assert nvfp4.routed_experts_time(R1, tokens) < fp8.routed_experts_time(R1, tokens)
+
+
+def test_dense_nvfp4_gemms_follow_the_published_kernel_ratios_not_the_roofline():
+    """vLLM's published NVFP4 CUTLASS table is slower than bf16 below M = 512 (before its
+    retuning): the cost model keeps that, pooled at M = 1 with FlashInfer's B200 estimate."""
+    curve = load_precision("nvfp4").curve("blackwell")
+    assert curve is not None
+    assert curve.ratio(64) < 1 < curve.ratio(1024)
+    assert curve.ratio(1) == pytest.approx((3.737964 / 5.924172 * 1.294) ** 0.5)
+
+
+# -- checkpoints ------------------------------------------------------------------------------
+def llama(**quant: object) -> dict:
+    base = {
+        "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+        "vocab_size": 100, "max_position_embeddings": 512,
+    }  # fmt: skip
+    return {**base, "quantization_config": quant}
+
+
+def test_a_modelopt_nvfp4_checkpoint_is_read_as_nvfp4():
+    fields = read_config(llama(quant_method="modelopt", quant_algo="NVFP4", ignore=["lm_head"]))
+    assert (fields["weight_dtype"], fields["expert_weight_dtype"]) == ("nvfp4", None)
+
+
+def test_the_older_hf_quant_config_form_is_read_too():
+    q = {"quant_method": "modelopt", "quantization": {"quant_algo": "FP8"}}
+    assert read_config(llama(**q))["weight_dtype"] == "fp8"
+
+
+def test_a_modelopt_checkpoint_that_keeps_attention_unquantised_quantises_the_experts():
+    moe = {
+        **llama(quant_method="modelopt", quant_algo="NVFP4", ignore=["model.layers.*.self_attn*"]),
+        "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2,
+    }  # fmt: skip
+    fields = read_config(moe)
+    assert (fields["weight_dtype"], fields["expert_weight_dtype"]) == ("bf16", "nvfp4")
+
+
+def test_an_unmodelled_modelopt_algorithm_names_its_key():
+    with pytest.raises(InputError, match=r"^model\.quantization_config\.quant_algo: .*W4A8_AWQ"):
+        read_config(llama(quant_method="modelopt", quant_algo="W4A8_AWQ"))
+
+
+# -- MXFP4 and FP8 as they were ---------------------------------------------------------------
+def test_gpt_oss_mxfp4_experts_on_h200_are_priced_as_before():
+    """W4A16 on Hopper: the int4-w form and the same measured MXFP4 kernel as before."""
+    cm = build_cost_model(Scenario(model="gpt-oss-120b", gpu="h200"))
+    experts = cm.experts_precision_of(load_model("gpt-oss-120b"))
+    assert experts is not None and experts.name == "int4-w"
+    fit = moe_kernel_fit("h200", "vllm", "int4-w")
+    assert fit is not None and cm.moe_kernel(experts) == fit
+    assert fit.kernel == "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic"
+
+
+def test_fp8_is_the_block_scaled_kernel_family_for_moe_experts():
+    fit = moe_kernel_fit("b200", "vllm", "fp8")
+    assert fit is not None and fit.weight_bytes == pytest.approx(1 + 4 / (128 * 128), abs=1e-6)
+
+
+# -- Blackwell Ultra --------------------------------------------------------------------------
+@pytest.mark.parametrize("gpu", ["b300", "gb300"])
+def test_blackwell_ultra_presets_load_with_a_source_and_a_transferred_profile(gpu):
+    assert gpu in gpu_ids()
+    spec = load_gpu(gpu)
+    assert spec.arch == "blackwell" and spec.source
+    assert spec.fp4_dense_flops is not None and spec.fp4_dense_flops > 1.4 * 9.0e15
+    assert spec.memory_bytes > load_gpu("b200").memory_bytes
+    profile = load_profile(gpu)
+    assert {p.basis for p in profile.params.values()} == {"transferred"}
+    assert profile.transferred_note().startswith(f"{gpu} hardware profile transferred")
+
+
+@pytest.mark.parametrize("gpu", ["b300", "gb300"])
+def test_blackwell_ultra_runs_a_tiny_nvfp4_sweep(gpu):
+    args = ["sweep", "--model", "llama-3.1-8b", "--gpu", gpu, "--precision", "nvfp4"]
+    result = CliRunner().invoke(app, [*args, "--methods", "eagle3", "--batch-sizes", "1",
+                                      "--requests", "4"])  # fmt: skip
+    assert result.exit_code == 0, result.output[-800:]
+    assert "nvfp4 weights" in result.output
+
+
+def test_the_explorer_offers_nvfp4_only_where_a_kernel_runs_it():
+    assert "nvfp4" in precision_choices("b300")
+    assert "nvfp4" in precision_choices("h100_sxm")  # vLLM's weight-only Marlin path
+    assert "nvfp4" not in precision_choices("mi300x")
+    assert "nvfp4" not in precision_choices("h100_sxm", "sglang")
+    assert "nvfp4" in precision_choices("b200", "sglang")
