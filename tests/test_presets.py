@@ -127,4 +127,8 @@ def test_every_gpu_states_its_per_dtype_peaks_explicitly():
         if gpu.fp8_dense_flops:
             # L40S: 733 / 362.05 = 2.02 as printed
             assert gpu.fp8_dense_flops / gpu.bf16_dense_flops == pytest.approx(2, rel=0.03), g
-        assert gpu.int8_dense_flops and gpu.int8_dense_flops >= gpu.bf16_dense_flops, g
+        assert gpu.int8_dense_flops, g
+        # INT8 is at least bf16 on every GPU but Blackwell Ultra, whose datasheet cut the INT8
+        # path (B300/GB300: ~0.15 POPS dense against 2.25-2.5 PF bf16; gpus.yaml quotes it)
+        cut = "Blackwell Ultra cut the INT8" in raw[g]["source"] or g == "gb300"
+        assert cut or gpu.int8_dense_flops >= gpu.bf16_dense_flops, g
