@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 from typing import Any
 
-from simspec.catalog.tables import parse_json, read_input_text
+from simspec.catalog.tables import packaged_table, parse_json, read_input_text
 from simspec.errors import InputError
 
 # simspec method -> the vLLM method name it is exported as (simspec.studies.schedule.export)
@@ -64,8 +64,12 @@ USED = (
     "speculative_token_tree",
     "prompt_lookup_min",
     "prompt_lookup_max",
+    "parallel_drafting",
     *SUFFIX_KEYS,
 )
+# vLLM's parallel_drafting flag turns these methods into the one-forward drafters simspec names
+# apart (vllm/v1/spec_decode/llm_base_proposer.py @ 00c4f22 reads it for both)
+PARALLEL = {"draft_model": "pard", "eagle3": "p_eagle"}
 MAX_JSON_BYTES = 256 * 1024
 MAX_TREE_NODES = 1024  # MethodConfig.tree_nodes' bound
 MAX_TREE_DEPTH = 64  # MethodConfig.k's bound
@@ -126,9 +130,32 @@ def to_method(cfg: dict[str, Any]) -> dict[str, Any]:
         depth = out.get("suffix_decoding_max_tree_depth")
         if k is None and depth is not None:  # vLLM's _validate_suffix_decoding default
             out["k"] = _int(depth, "suffix_decoding_max_tree_depth", 1, 64)
-    if out["name"] == "draft_model" and isinstance(cfg.get("model"), str):
-        out["draft_model"] = cfg["model"]
+    if cfg.get("parallel_drafting") not in (None, False):
+        if cfg["parallel_drafting"] is not True:
+            raise InputError("speculative_config.parallel_drafting", "must be true or false")
+        if out["name"] not in PARALLEL:
+            raise InputError(
+                "speculative_config.parallel_drafting",
+                f"vLLM drafts in parallel with {' or '.join(PARALLEL)} only, not {method!r}",
+            )
+        if "tree_paths" in out:
+            raise InputError(
+                "speculative_config.parallel_drafting",
+                "parallel drafting proposes one chain: drop speculative_token_tree",
+            )
+        out["name"] = PARALLEL[out["name"]]
+    if out["name"] in ("draft_model", "pard") and isinstance(cfg.get("model"), str):
+        out["draft_model"] = _pard_draft(cfg["model"]) if out["name"] == "pard" else cfg["model"]
     return out
+
+
+def _pard_draft(model: str) -> str:
+    """A PARD checkpoint's Hugging Face id read as the packaged model whose shape it has
+    (method_presets.yaml, pard.family_drafts); any other name as given."""
+    for d in packaged_table("method_presets.yaml")["pard"]["family_drafts"]:
+        if model.strip().lower() == d["checkpoint"].lower():
+            return str(d["draft"])
+    return model
 
 
 def _lookup_sizes(cfg: dict[str, Any]) -> dict[str, int]:
