@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 from typing import Any
 
-from simspec.catalog.tables import packaged_table, parse_json, read_input_text
+from simspec.catalog.tables import parse_json, read_input_text
 from simspec.errors import InputError
 
 # simspec method -> the vLLM method name it is exported as (simspec.studies.schedule.export)
@@ -68,8 +68,13 @@ USED = (
     *SUFFIX_KEYS,
 )
 # vLLM's parallel_drafting flag turns these methods into the one-forward drafters simspec names
-# apart (vllm/v1/spec_decode/llm_base_proposer.py @ 00c4f22 reads it for both)
+# apart (vllm/v1/spec_decode/llm_base_proposer.py @ 00c4f22 reads it for both); a parallel
+# draft model (PARD) has no packaged acceptance yet, so it is refused by name
 PARALLEL = {"draft_model": "pard", "eagle3": "p_eagle"}
+UNPACKAGED = {
+    "pard": "a parallel draft model (PARD) is not a simspec method yet: no published PARD "
+    "acceptance per K is packaged (simspec methods lists what is)"
+}
 MAX_JSON_BYTES = 256 * 1024
 MAX_TREE_NODES = 1024  # MethodConfig.tree_nodes' bound
 MAX_TREE_DEPTH = 64  # MethodConfig.k's bound
@@ -144,18 +149,11 @@ def to_method(cfg: dict[str, Any]) -> dict[str, Any]:
                 "parallel drafting proposes one chain: drop speculative_token_tree",
             )
         out["name"] = PARALLEL[out["name"]]
-    if out["name"] in ("draft_model", "pard") and isinstance(cfg.get("model"), str):
-        out["draft_model"] = _pard_draft(cfg["model"]) if out["name"] == "pard" else cfg["model"]
+        if out["name"] in UNPACKAGED:
+            raise InputError("speculative_config.parallel_drafting", UNPACKAGED[out["name"]])
+    if out["name"] == "draft_model" and isinstance(cfg.get("model"), str):
+        out["draft_model"] = cfg["model"]
     return out
-
-
-def _pard_draft(model: str) -> str:
-    """A PARD checkpoint's Hugging Face id read as the packaged model whose shape it has
-    (method_presets.yaml, pard.family_drafts); any other name as given."""
-    for d in packaged_table("method_presets.yaml")["pard"]["family_drafts"]:
-        if model.strip().lower() == d["checkpoint"].lower():
-            return str(d["draft"])
-    return model
 
 
 def _lookup_sizes(cfg: dict[str, Any]) -> dict[str, int]:

@@ -14,7 +14,7 @@ from simspec.engine.speculators.eagle import Eagle1, Eagle2, Eagle3
 from simspec.engine.speculators.heads import Hydra, Medusa, Medusa2, ReDrafter
 from simspec.engine.speculators.lookup import PLD, Lookahead, LookupSpeculator, NGram, Suffix
 from simspec.engine.speculators.mtp import MTP
-from simspec.engine.speculators.parallel import PARD, PEagle
+from simspec.engine.speculators.parallel import PEagle
 from simspec.engine.speculators.self_spec import SelfSpec
 from simspec.errors import InputError
 
@@ -38,7 +38,6 @@ SPECULATORS: dict[str, type[Speculator]] = {
         Suffix,
         SelfSpec,
         MTP,
-        PARD,
         PEagle,
     )
 }

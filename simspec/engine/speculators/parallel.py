@@ -46,7 +46,11 @@ def parallel_batch(step: DraftStep, logits_per_seq: int) -> BatchShape:
 class PARD(DraftModel):
     """PARD (AMD, arXiv 2504.18583): a small draft LM adapted to predict K tokens from K-1 mask
     tokens in one forward; target-independent, so one draft serves a tokenizer family. vLLM:
-    ``{"method": "draft_model", "parallel_drafting": true}`` with a PARD checkpoint."""
+    ``{"method": "draft_model", "parallel_drafting": true}`` with a PARD checkpoint.
+
+    Not in the registry yet: every method ships a sourced acceptance (tests/test_methods.py), and
+    no published PARD τ per K is packaged (method_presets.yaml, pard.no_acceptance). Registering
+    it is adding this class to ``SPECULATORS`` once ``pard.presets`` has a sourced row."""
 
     name = "pard"
 

@@ -81,7 +81,10 @@ TTFT_NOTE = "TTFT: simspec's median over the run's requests (the row gives the s
 # same pair): an e2e_s row is scored on the statistic its notes name, else on the mean, the
 # figure both print first; simspec has both over the measured requests
 E2E_MEDIAN = re.compile(r"\b(median|p50)\b", re.IGNORECASE)
-E2E_MEAN_NOTE = "E2E: the mean over the run's requests (the notes name no statistic: the mean, as vllm bench serve prints first)"
+E2E_MEAN_NOTE = (
+    "E2E: the mean over the run's requests (the notes name no statistic: the mean, "
+    "as vllm bench serve prints first)"
+)
 # Tree rows that give no depth or budget, for methods whose packaged default is a chain: the
 # reference implementation's defaults. EAGLE-3: SafeAILab/EAGLE eagle/model/ea_model.py,
 # EaModel.from_pretrained(use_eagle3=True, total_token=60, depth=7, top_k=10), dynamic tree.
