@@ -96,8 +96,8 @@ def method_info(name: str) -> MethodInfo:
 # MethodConfig fields that one family reads, and the methods of it (the speculator reading each:
 # simspec/engine/speculators; draft_vocab_size is EagleHead's, which MTP extends)
 OWN_FIELDS: dict[str, tuple[str, ...]] = {
-    "draft_model": ("draft_model",),
-    "draft_vocab_size": ("eagle1", "eagle2", "eagle3", "mtp"),
+    "draft_model": ("draft_model", "pard"),
+    "draft_vocab_size": ("eagle1", "eagle2", "eagle3", "mtp", "p_eagle"),
     "lookahead_window": ("lookahead",),
     "lookahead_ngram": ("lookahead",),
     "lookahead_guesses": ("lookahead",),
@@ -109,7 +109,7 @@ OWN_FIELDS: dict[str, tuple[str, ...]] = {
     "suffix_decoding_max_cached_requests": ("suffix",),
     "suffix_decoding_max_spec_factor": ("suffix",),
     "suffix_decoding_min_token_prob": ("suffix",),
-    "draft_layers": ("self_spec",),
+    "draft_layers": ("self_spec", "p_eagle"),
 }
 # fields of a tree the method shapes itself (a static or dynamic tree in its catalogue shapes,
 # drafted as that tree; ReDrafter's tree is its beams, beam_width x k)
@@ -318,7 +318,14 @@ def preset_acceptance(
             **deeper,
         )
     if "alpha" in preset:
-        return AcceptanceConfig(alpha=float(preset["alpha"]), spread=spread, source=source)
+        alpha = preset["alpha"]  # a rate, or one per draft position (p_eagle)
+        sourced = {"sourced_k": preset["sourced_k"]} if preset.get("sourced_k") else {}
+        return AcceptanceConfig(
+            alpha=[float(a) for a in alpha] if isinstance(alpha, list) else float(alpha),
+            spread=spread,
+            source=source,
+            **sourced,
+        )
     return AcceptanceConfig(
         tau=float(preset["tau"]), spread=spread, source=source, **tau_measured_with(cfg, cfg["k"])
     )
@@ -362,6 +369,10 @@ def preset_method(
         return MethodConfig(name=name, k=0)
     fields = method_defaults(name)
     acc = preset_acceptance(name, dataset)
+    if name == "pard":
+        fields["draft_model"] = draft_model or (
+            draft_for(target, name) if target else family_drafts(name)[0]
+        )
     if name == "draft_model":
         preset_draft = method_presets()[name]["defaults"].get("draft_model")
         fields["draft_model"] = draft_model or (
@@ -374,32 +385,39 @@ def preset_method(
     return MethodConfig(**fields, acceptance=acc)
 
 
-def family_draft(target: str) -> tuple[str | None, str]:
-    """The packaged draft that shares ``target``'s tokenizer (the first of the catalogue's
-    ``family_drafts`` with its vocabulary, unless the target's architecture ships a tokenizer of
-    its own), and why none does: (None, a sentence naming the vocabulary). Raises InputError for
-    a target that cannot be loaded."""
+def family_drafts(method: str = "draft_model") -> list[str]:
+    """The packaged drafts of ``method`` (draft_model, pard), one per tokenizer."""
+    return [d["draft"] for d in method_presets()[method]["family_drafts"]]
+
+
+def family_draft(target: str, method: str = "draft_model") -> tuple[str | None, str]:
+    """The packaged draft of ``method`` (draft_model's small LMs, pard's PARD checkpoints) that
+    shares ``target``'s tokenizer (the first of the catalogue's ``family_drafts`` with its
+    vocabulary, unless the target's architecture ships a tokenizer of its own), and why none
+    does: (None, a sentence naming the vocabulary). Raises InputError for a target that cannot
+    be loaded."""
     entry = method_presets()["draft_model"]
     model = load_model(target)
     own = (entry.get("own_tokenizer") or {}).get(model.model_type)
-    drafts = [d["draft"] for d in entry["family_drafts"]]
+    drafts = family_drafts(method)
     if own is None:
         for draft in drafts:
             if load_model(draft).vocab_size == model.vocab_size:
                 return draft, ""
     sizes = ", ".join(f"{d} {load_model(d).vocab_size}" for d in drafts)
     vocabulary = f"tokenizer ({own})" if own else f"{model.vocab_size}-token vocabulary"
+    kind = "PARD draft" if method == "pard" else "draft"
     return None, (
-        f"no packaged draft shares {target}'s {vocabulary}; packaged drafts (vocabulary): "
+        f"no packaged {kind} shares {target}'s {vocabulary}; packaged {kind}s (vocabulary): "
         f"{sizes}; name one with --draft-model"
     )
 
 
-def draft_for(target: str) -> str:
-    """The packaged draft for ``target`` (:func:`family_draft`); InputError naming
-    ``methods.draft_model`` when none shares its tokenizer."""
+def draft_for(target: str, method: str = "draft_model") -> str:
+    """The packaged draft of ``method`` for ``target`` (:func:`family_draft`); InputError
+    naming ``methods.draft_model`` when none shares its tokenizer."""
     try:
-        draft, why = family_draft(target)
+        draft, why = family_draft(target, method)
     except InputError:
         return DEFAULT_DRAFT_MODEL  # the bad target is reported by name where it is loaded
     if draft is None:
@@ -438,9 +456,9 @@ def default_methods(dataset: str = "sharegpt") -> list[MethodConfig]:
 def left_out_of_all(name: str, model: str, draft: str | None = None) -> str | None:
     """Why ``--methods all`` leaves ``name`` out for ``model`` (None: it is offered): a drafter
     made of the model's own MTP layers needs a model that declares them, a draft model needs
-    one that shares the model's tokenizer (``draft``, else a packaged one), and a method no
-    engine profile ships is not something a user could deploy
-    (``simspec/data/method_engines.yaml``)."""
+    one that shares the model's tokenizer (``draft``, else a packaged one), a method no engine
+    profile ships is not something a user could deploy (``simspec/data/method_engines.yaml``),
+    and one without packaged acceptance (pard) runs only with the user's own."""
     table = packaged_table("method_engines.yaml")
     why = cannot_draft_for(name, model, draft)
     if why:
@@ -449,7 +467,13 @@ def left_out_of_all(name: str, model: str, draft: str | None = None) -> str | No
         from simspec.catalog.hardware import engine_ids
 
         return f"no engine simspec models ({', '.join(engine_ids())}) ships it"
-    return None
+    return no_acceptance(name)
+
+
+def no_acceptance(name: str) -> str | None:
+    """Why ``name`` has no packaged acceptance (None: it has, or drafts nothing), as the
+    catalogue says (``no_acceptance``): a run of it needs the user's own."""
+    return (method_presets().get(name) or {}).get("no_acceptance")
 
 
 def cannot_draft_for(name: str, model: str, draft: str | None = None) -> str | None:
@@ -457,12 +481,23 @@ def cannot_draft_for(name: str, model: str, draft: str | None = None) -> str | N
     which is reported by name where it is): MTP needs the model's own multi-token-prediction
     layers, and draft_model a draft sharing its tokenizer (``draft``, else a packaged one)."""
     try:
-        why = missing_draft_layers(name, model)
-        if name == "draft_model" and not draft:
-            why = why or family_draft(model)[1] or None
+        why = missing_draft_layers(name, model) or missing_head(name, model)
+        if name in ("draft_model", "pard") and not draft:
+            why = why or family_draft(model, name)[1] or None
     except InputError:
         return None
     return why
+
+
+def missing_head(name: str, model: str) -> str | None:
+    """Why ``model`` has no published head for ``name`` (None: it has, or ``name`` needs none):
+    a P-EAGLE head is trained on its own target's hidden states, and only the catalogue's
+    ``heads`` are published."""
+    heads = method_presets().get(name, {}).get("heads")
+    if not heads or model in [h["target"] for h in heads]:
+        return None
+    named = ", ".join(f"{h['target']} ({h['checkpoint']})" for h in heads)
+    return f"no published {name} head for {model}: a head is trained per target; heads: {named}"
 
 
 def missing_draft_layers(name: str, model: str) -> str | None:

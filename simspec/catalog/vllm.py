@@ -64,8 +64,17 @@ USED = (
     "speculative_token_tree",
     "prompt_lookup_min",
     "prompt_lookup_max",
+    "parallel_drafting",
     *SUFFIX_KEYS,
 )
+# vLLM's parallel_drafting flag turns these methods into the one-forward drafters simspec names
+# apart (vllm/v1/spec_decode/llm_base_proposer.py @ 00c4f22 reads it for both); a parallel
+# draft model (PARD) has no packaged acceptance yet, so it is refused by name
+PARALLEL = {"draft_model": "pard", "eagle3": "p_eagle"}
+UNPACKAGED = {
+    "pard": "a parallel draft model (PARD) is not a simspec method yet: no published PARD "
+    "acceptance per K is packaged (simspec methods lists what is)"
+}
 MAX_JSON_BYTES = 256 * 1024
 MAX_TREE_NODES = 1024  # MethodConfig.tree_nodes' bound
 MAX_TREE_DEPTH = 64  # MethodConfig.k's bound
@@ -126,6 +135,22 @@ def to_method(cfg: dict[str, Any]) -> dict[str, Any]:
         depth = out.get("suffix_decoding_max_tree_depth")
         if k is None and depth is not None:  # vLLM's _validate_suffix_decoding default
             out["k"] = _int(depth, "suffix_decoding_max_tree_depth", 1, 64)
+    if cfg.get("parallel_drafting") not in (None, False):
+        if cfg["parallel_drafting"] is not True:
+            raise InputError("speculative_config.parallel_drafting", "must be true or false")
+        if out["name"] not in PARALLEL:
+            raise InputError(
+                "speculative_config.parallel_drafting",
+                f"vLLM drafts in parallel with {' or '.join(PARALLEL)} only, not {method!r}",
+            )
+        if "tree_paths" in out:
+            raise InputError(
+                "speculative_config.parallel_drafting",
+                "parallel drafting proposes one chain: drop speculative_token_tree",
+            )
+        out["name"] = PARALLEL[out["name"]]
+        if out["name"] in UNPACKAGED:
+            raise InputError("speculative_config.parallel_drafting", UNPACKAGED[out["name"]])
     if out["name"] == "draft_model" and isinstance(cfg.get("model"), str):
         out["draft_model"] = cfg["model"]
     return out

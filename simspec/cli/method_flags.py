@@ -18,6 +18,8 @@ from simspec.catalog.methods import (
     k_not_read,
     left_out_of_all,
     measured_acceptance,
+    missing_head,
+    no_acceptance,
     preset_acceptance,
     preset_method,
     unused_field,
@@ -119,11 +121,13 @@ class MethodFlags:
     ) -> list[dict[str, Any]]:
         """Methods named by the user (``simspec methods`` names, case ignored), each in its
         preset for ``dataset``, as scenario-file dicts."""
+        methods = [known_method(n, flag) for n in names]
+        for name in methods:  # a head trained on another target's hidden states is no head
+            if why := missing_head(name, target):
+                raise InputError(flag, why)
         return [
-            preset_method(known_method(n, flag), dataset, self.draft, target).model_dump(
-                exclude_none=True
-            )
-            for n in names
+            preset_method(name, dataset, self.draft, target).model_dump(exclude_none=True)
+            for name in methods
         ]
 
     def file_methods(self, data: dict[str, Any]) -> list[Any] | None:
@@ -171,7 +175,7 @@ class MethodFlags:
             m["acceptance"] = measured
         elif self.token_trace and name in TOKEN_REPLAYED:
             m["acceptance"] = {"tokens": self.token_trace}
-        if name == "draft_model" and self.draft:
+        if name in ("draft_model", "pard") and self.draft:
             m["draft_model"] = self.draft
         if m.get("acceptance") is None and isinstance(name, str):
             preset = preset_acceptance(name, dataset)
@@ -180,7 +184,8 @@ class MethodFlags:
         if name in SPECULATORS and m.get("acceptance") is None:
             raise InputError(
                 f"methods.{name}.acceptance",
-                "no packaged acceptance preset for this method and model: "
+                no_acceptance(name)
+                or "no packaged acceptance preset for this method and model: "
                 "give --alpha, or --tau with --tau-k",
             )
         return m

@@ -104,4 +104,6 @@ def _acceptance_cell(acc: AcceptanceConfig | None) -> str:
         return f"tokens {acc.tokens}{mark}"
     if acc.tau is not None:
         return f"τ {acc.tau:g}{mark}"
+    if isinstance(acc.alpha, list):  # one per draft position: first and last
+        return f"α {acc.alpha[0]:g}..{acc.alpha[-1]:g}{mark}"
     return f"α {acc.alpha:g}{mark}"

@@ -4,7 +4,7 @@ registry, a plain dict of name -> class."""
 from __future__ import annotations
 
 from simspec.catalog.hardware import EngineProfile
-from simspec.catalog.methods import unused_field
+from simspec.catalog.methods import no_acceptance, unused_field
 from simspec.catalog.models import ModelShape
 from simspec.config import MethodConfig
 from simspec.engine.costmodel import RooflineCostModel
@@ -14,6 +14,7 @@ from simspec.engine.speculators.eagle import Eagle1, Eagle2, Eagle3
 from simspec.engine.speculators.heads import Hydra, Medusa, Medusa2, ReDrafter
 from simspec.engine.speculators.lookup import PLD, Lookahead, LookupSpeculator, NGram, Suffix
 from simspec.engine.speculators.mtp import MTP
+from simspec.engine.speculators.parallel import PEagle
 from simspec.engine.speculators.self_spec import SelfSpec
 from simspec.errors import InputError
 
@@ -37,6 +38,7 @@ SPECULATORS: dict[str, type[Speculator]] = {
         Suffix,
         SelfSpec,
         MTP,
+        PEagle,
     )
 }
 
@@ -74,7 +76,7 @@ def build_speculator(
     if spec.needs_acceptance and acc is None:
         raise InputError(
             f"methods.{cfg.name}.acceptance",
-            "needs an acceptance model (alpha, tau, acc_len or tokens)",
+            no_acceptance(cfg.name) or "needs an acceptance model (alpha, tau, acc_len or tokens)",
         )
     if spec.tree is not None and acc is not None and acc.acc_len is not None:
         raise InputError(

@@ -59,7 +59,17 @@ REQUIRED = (
     "load_kind",
     "measured_value",
 )
-METRICS = ("speedup", "tau", "tpot_ms", "ttft_ms", "throughput_tok_s", "step_time_ms")
+# e2e_s: seconds from a request's arrival to its last token (vllm bench serve's E2EL, which it
+# prints in ms: a row gives it divided by 1,000)
+METRICS = (
+    "speedup",
+    "tau",
+    "tpot_ms",
+    "ttft_ms",
+    "e2e_s",
+    "throughput_tok_s",
+    "step_time_ms",
+)
 LOAD_KINDS = ("single", "static_batch", "concurrency", "qps")
 MAX_BYTES = 64 * 1024 * 1024  # a case table is a few hundred rows; refuse anything absurd
 

@@ -77,6 +77,14 @@ NODE_GPUS = 8  # the GPUs of one node, the most a stated GPU count is read as on
 # vLLM's and SGLang's serving benchmarks print a mean TTFT; a simspec run summarises TTFT by
 # percentiles, so a ttft_ms row is predicted by the median of the simulated requests
 TTFT_NOTE = "TTFT: simspec's median over the run's requests (the row gives the source's figure)"
+# vllm bench serve prints "Mean E2EL (ms)" and "Median E2EL (ms)" (SGLang's bench_serving the
+# same pair): an e2e_s row is scored on the statistic its notes name, else on the mean, the
+# figure both print first; simspec has both over the measured requests
+E2E_MEDIAN = re.compile(r"\b(median|p50)\b", re.IGNORECASE)
+E2E_MEAN_NOTE = (
+    "E2E: the mean over the run's requests (the notes name no statistic: the mean, "
+    "as vllm bench serve prints first)"
+)
 # Tree rows that give no depth or budget, for methods whose packaged default is a chain: the
 # reference implementation's defaults. EAGLE-3: SafeAILab/EAGLE eagle/model/ea_model.py,
 # EaModel.from_pretrained(use_eagle3=True, total_token=60, depth=7, top_k=10), dynamic tree.
@@ -97,6 +105,7 @@ class CasePlan:
     baseline: Scenario | None = None
     acceptance_source: str = ""
     assumptions: list[str] = field(default_factory=list)
+    statistic: str = "mean"  # of a per-request latency row (e2e_s): mean or median
 
 
 def plan_case(
@@ -183,6 +192,9 @@ def plan_case(
         if not number(get("prompt_len")):
             raise Skip("a ttft_ms row needs prompt_len: the time to a first token is its prefill")
         assumptions.append(TTFT_NOTE)
+    statistic = e2e_statistic(notes)
+    if metric == "e2e_s" and statistic == "mean" and not re.search(r"\bmean\b", notes, re.I):
+        assumptions.append(E2E_MEAN_NOTE)
     try:
         work = workload(load_kind, load, get, dataset, assumptions, sent_as_burst(notes))
     except LoadError as exc:
@@ -254,7 +266,7 @@ def plan_case(
         raise Skip(exc.message if exc.field.startswith("methods") else str(exc)) from None
     except ValueError as exc:  # pydantic: a field out of range
         raise Skip(_first_error(exc)) from None
-    return CasePlan(metric, measured, scenario, baseline, source, assumptions)
+    return CasePlan(metric, measured, scenario, baseline, source, assumptions, statistic)
 
 
 def _cells(row: dict[str, str]):
@@ -438,6 +450,8 @@ def metric_value(plan: CasePlan, runs: dict[str, RunSummary | Failed]) -> tuple[
         return own.tpot_ms_mean, tau
     if plan.metric == "ttft_ms":
         return own.ttft_ms_p50, tau
+    if plan.metric == "e2e_s":
+        return e2e_seconds(own, plan.statistic), tau
     if plan.metric == "throughput_tok_s":
         return own.throughput_tok_s, tau
     base = _run(runs, plan.baseline)
@@ -445,6 +459,21 @@ def metric_value(plan: CasePlan, runs: dict[str, RunSummary | Failed]) -> tuple[
         # under open-loop load both serve the same rate: the gain is in latency
         return _ratio(base.e2e_s_p50, own.e2e_s_p50, "median latency"), tau
     return _ratio(own.throughput_tok_s, base.throughput_tok_s, "baseline throughput"), tau
+
+
+def e2e_statistic(notes: str) -> str:
+    """The statistic an e2e_s row's notes name: ``median`` (or p50), else ``mean``."""
+    return "median" if E2E_MEDIAN.search(notes or "") else "mean"
+
+
+def e2e_seconds(run: RunSummary, statistic: str) -> float:
+    """A run's end-to-end latency per request: the median, or the mean (the measured requests'
+    latencies summed by section over their count)."""
+    if statistic == "median":
+        return run.e2e_s_p50
+    if not run.requests:
+        raise Skip("the run measured no request: no end-to-end latency to report")
+    return sum(run.section_e2e_s) / run.requests
 
 
 def _ratio(num: float, den: float, what: str) -> float:
