@@ -110,7 +110,9 @@ def test_sweep_runs_every_method_by_name_and_methods_lists_them(tmp_path):
     # a model with MTP layers (refused by name on this one: tests/test_cli_names.py; run on
     # deepseek-v3: tests/test_moe.py)
     out = tmp_path / "all.csv"
-    names = [n for n in SPECULATORS if n != "mtp"]
+    # p_eagle drafts only with a head trained for its target (gpt-oss: run in
+    # tests/test_parallel_drafting.py; refused by name on llama-3.1-8b there too)
+    names = [n for n in SPECULATORS if n not in ("mtp", "p_eagle")]
     args = [
         "sweep",
         "--methods",
