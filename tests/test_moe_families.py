@@ -181,3 +181,8 @@ def test_models_cli_reads_each_family_config():
     for folder in ("Kimi-K2.5", "GLM-4.5-Air", "MiniMax-M2", "Ling-flash-2.0"):
         result = runner.invoke(app, ["models", str(FIXTURES / folder / "config.json")])
         assert result.exit_code == 0, result.output[-500:]
+
+
+def test_models_cli_says_why_minimax_m2s_declared_mtp_modules_do_not_draft():
+    result = runner.invoke(app, ["models", "minimax-m2"])
+    assert result.exit_code == 0 and "num_mtp_modules 3" in " ".join(result.output.split())
