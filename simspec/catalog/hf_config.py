@@ -43,6 +43,32 @@ matching vLLM model file, read in the indexed copies):
   ``intermediate_size`` (SGLang ``models/glm4_moe.py`` ``Glm4MoeDecoderLayer._is_layer_sparse``
   and ``Glm4MoeSparseMoeBlock``); the qkv bias (``attention_bias``) and partial RoPE cost
   nothing simspec prices.
+- ``kimi_k25`` (Kimi-K2.5): a KimiK25ForConditionalGeneration config nesting the language
+  model's keys under ``text_config`` (``model_type`` ``kimi_k2``, the DeepSeek-V3 layout, read as
+  ``deepseek_v3``). The MoonViT vision tower (``vision_config``: 27 layers of width 1152) and its
+  patch-merger projector are left out: they run only on image and video inputs, which simspec
+  does not serve. Its routed experts ship in 4-bit int (compressed-tensors, group 32) with
+  attention, shared experts, dense MLPs and head kept bf16 (the ``ignore`` list), read as
+  experts-only int4 (:func:`weight_dtypes`).
+- ``minimax_m2`` (MiniMax-M2): MiniMaxM2Config as vLLM ``models/minimax_m2.py`` builds it
+  (vllm-project/vllm@01d99586): every layer full attention (``attn_type_list`` all 1) and a MoE
+  of ``num_local_experts`` experts of width ``intermediate_size`` (MiniMaxM2MoE passes
+  ``intermediate_size`` to FusedMoE), top ``num_experts_per_tok``, no shared expert and no
+  dense layer; q and k RMSNorm over all heads (``qk_norm_type`` ``per_layer``: vLLM builds
+  MiniMaxText01RMSNormTP unconditionally), priced as the qk_norm kernels (the all-reduce of
+  the norm's variance over tensor-parallel ranks is not priced). ``num_mtp_modules`` is not
+  read as MTP layers: vLLM builds no MTP module for this model and skips the checkpoint's spec-layer
+  weights (``get_spec_layer_idx_from_weight_name``), and neither vLLM nor SGLang has a
+  MiniMax-M2 MTP/NextN model (none in their indexed ``models/``), so ``--methods mtp`` is
+  refused naming why (``mtp_unserved``).
+- ``bailing_moe`` (Ling-lite/plus, BailingMoeForCausalLM; Ling-mini/flash-2.0,
+  BailingMoeV2ForCausalLM, whose config keeps this model_type): SGLang ``models/bailing_moe.py``
+  (sgl-project/sglang@008d83eb): layer i is MoE when ``i >= first_k_dense_replace``
+  (``BailingMoEBlock._is_layer_sparse``), ``num_experts`` of width ``moe_intermediate_size``
+  plus ``num_shared_experts`` shared experts of ``moe_shared_expert_intermediate_size`` (else
+  ``moe_intermediate_size``) each, top ``num_experts_per_tok``; per-head q/k RMSNorm when
+  ``use_qk_norm``. Group-limited routing (``n_group``, ``topk_group``), sigmoid scores with an
+  expert bias, partial RoPE (``partial_rotary_factor``) and biases cost nothing simspec prices.
 
 Weights are read as bf16 unless ``quantization_config`` says otherwise (:func:`weight_dtypes`).
 
@@ -68,6 +94,7 @@ MOE_OR_MLA_KEYS = (
     "moe_intermediate_size",
     "kv_lora_rank",
 )
+EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 # architectures whose attention always normalises q and k per head (Qwen3Attention builds
 # q_norm/k_norm unconditionally); GLM-4-MoE reads its config's use_qk_norm instead
 QK_NORM_TYPES = ("qwen3", "qwen3_moe")
@@ -223,6 +250,8 @@ SIZE_LIMITS: dict[str, tuple[int, int]] = {
     "n_shared_experts": (0, _EXPERTS),
     "num_experts_per_tok": (0, _EXPERTS),
     "experts_per_token": (0, _EXPERTS),
+    "num_shared_experts": (0, _EXPERTS),
+    "moe_shared_expert_intermediate_size": (0, _MLP),
 }
 
 
@@ -419,6 +448,67 @@ def _glm4_moe(raw: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def _kimi_k25(raw: dict[str, Any]) -> dict[str, Any]:
+    """Kimi-K2.5 written flat (its text model's keys at the top level): the DeepSeek-V3 layout
+    of Kimi-K2 (a config nesting them under text_config is read as its kimi_k2 text model)."""
+    return _deepseek(raw)
+
+
+def _minimax_m2(raw: dict[str, Any]) -> dict[str, Any]:
+    layers = _layers(raw)
+    kinds = raw.get("attn_type_list")
+    if kinds is not None and (
+        not isinstance(kinds, list) or len(kinds) != layers or any(k != 1 for k in kinds)
+    ):
+        # MiniMax-01 (MiniMaxText01) marks its lightning (linear) attention layers with 0
+        raise InputError(
+            "model.attn_type_list",
+            f"must list 1 (full attention) for each of {layers} layers: MiniMax-M2 has no "
+            "lightning-attention layers, and simspec models none",
+        )
+    if raw.get("shared_intermediate_size"):
+        raise InputError(
+            "model.shared_intermediate_size",
+            "must be 0: vLLM's MiniMaxM2MoE builds no shared expert",
+        )
+    if raw.get("use_qk_norm") is False or raw.get("qk_norm_type", "per_layer") != "per_layer":
+        raise InputError(
+            "model.qk_norm_type",
+            "MiniMax-M2 normalises q and k over all heads (use_qk_norm true, qk_norm_type "
+            f"per_layer), as vLLM builds it; got use_qk_norm {raw.get('use_qk_norm')!r}, "
+            f"qk_norm_type {_shown(raw.get('qk_norm_type'))}",
+        )
+    fields = _experts(raw, "num_local_experts", "intermediate_size")
+    fields["moe_layers"] = tuple(range(layers))
+    fields["qk_norm"] = True
+    if raw.get("num_mtp_modules"):
+        fields["mtp_unserved"] = (
+            f"its config declares num_mtp_modules {_shown(raw['num_mtp_modules'])}, but no "
+            "engine in scope drafts with them (vLLM's minimax_m2.py skips the checkpoint's "
+            "spec-layer weights and it has no MiniMax-M2 MTP model; neither has SGLang)"
+        )
+    return fields
+
+
+def _bailing_moe(raw: dict[str, Any]) -> dict[str, Any]:
+    layers = _layers(raw)
+    fields = _experts(raw, "num_experts", "moe_intermediate_size")
+    first = _int(raw, "first_k_dense_replace", default=0)
+    fields["moe_layers"] = tuple(range(first, layers))
+    shared_width = raw.get("moe_shared_expert_intermediate_size")
+    width = (
+        fields["moe_intermediate_size"]
+        if shared_width is None
+        else _int(raw, "moe_shared_expert_intermediate_size", minimum=1)
+    )
+    fields["shared_expert_intermediate_size"] = _int(raw, "num_shared_experts", default=0) * width
+    qk_norm = raw.get("use_qk_norm", False)
+    if type(qk_norm) is not bool:
+        raise InputError("model.use_qk_norm", f"must be true or false (got {_shown(qk_norm)})")
+    fields["qk_norm"] = qk_norm
+    return fields
+
+
 READERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     **dict.fromkeys(DENSE_TYPES, _dense),
     "mixtral": _mixtral,
@@ -431,6 +521,9 @@ READERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "deepseek_v3": _deepseek,
     "kimi_k2": _deepseek,
     "glm4_moe": _glm4_moe,
+    "kimi_k25": _kimi_k25,
+    "minimax_m2": _minimax_m2,
+    "bailing_moe": _bailing_moe,
 }
 
 
@@ -446,7 +539,8 @@ def weight_dtypes(raw: dict[str, Any]) -> tuple[str, str | None]:
       the experts are read as ``int4-w``; the rest stays bf16.
     - ``gptq`` / ``awq``: ``bits`` (AWQ: ``w_bit``) 4 -> ``int4-w``.
     - ``compressed-tensors``: each ``config_groups`` entry's ``weights`` (8-bit float -> fp8,
-      4-bit int -> int4-w).
+      4-bit int -> int4-w); the routed experts alone when ``ignore`` keeps every other linear
+      layer unquantised (:func:`_experts_only`, Kimi-K2.5's INT4 checkpoint).
 
     Anything else is an InputError naming ``quantization_config.quant_method``."""
     q = raw.get("quantization_config")
@@ -468,6 +562,8 @@ def weight_dtypes(raw: dict[str, Any]) -> tuple[str, str | None]:
             f"{method} with {bits!r}-bit weights is not modelled (4-bit: int4-w)",
         )
     if method == "compressed-tensors":
+        if _experts_only(q) and any(raw.get(k) for k in EXPERT_COUNT_KEYS):
+            return "bf16", _compressed_tensors(q)
         return _compressed_tensors(q), None
     if method == "modelopt":
         return modelopt_dtypes(q)
@@ -526,4 +622,32 @@ def _compressed_tensors(q: dict[str, Any]) -> str:
         "model.quantization_config.config_groups",
         f"compressed-tensors weights {sorted(map(str, kinds)) or 'unstated'} are not modelled "
         "(8-bit float: fp8; 4-bit int: int4-w)",
+    )
+
+
+# What a compressed-tensors ``ignore`` entry must name for the checkpoint to quantise its routed
+# experts alone, as Kimi-K2.5's does (ignore: lm_head, re:.*self_attn.*, re:.*shared_experts.*,
+# re:.*mlp\.(gate|up|gate_up|down)_proj.* -- the dense layers' MLPs; moonshotai/Kimi-K2.5
+# config.json text_config.quantization_config, as copied in ai-dynamo/aiconfigurator
+# src/aiconfigurator/model_configs/nvidia--Kimi-K2.5-NVFP4_config.json@202f06a3). Matched as
+# text, never compiled: a config's regex is user input.
+_NON_EXPERT_MODULES = {
+    "attention": ("self_attn",),
+    "shared experts": ("shared_expert",),
+    "dense MLPs": ("mlp.gate_proj", "mlp\\.(gate", "mlp.(gate", "mlp.down_proj"),
+    "LM head": ("lm_head",),
+}
+
+
+def _experts_only(q: dict[str, Any]) -> bool:
+    """Whether ``ignore`` names attention, shared experts, dense MLPs and the LM head and
+    leaves the routed experts (``mlp.experts``) quantised."""
+    ignore = q.get("ignore")
+    if not isinstance(ignore, list) or not all(isinstance(e, str) for e in ignore):
+        return False
+    if any(".experts" in e and "shared" not in e for e in ignore):
+        return False
+    return all(
+        any(token in entry for entry in ignore for token in tokens)
+        for tokens in _NON_EXPERT_MODULES.values()
     )

@@ -506,8 +506,11 @@ def missing_draft_layers(name: str, model: str) -> str | None:
     that cannot be loaded."""
     if name not in packaged_table("method_engines.yaml")["needs_mtp_layers"]:
         return None
-    if load_model(model).num_nextn_predict_layers > 0:
+    shape = load_model(model)
+    if shape.num_nextn_predict_layers > 0:
         return None
+    if shape.mtp_unserved:
+        return f"{model}: {shape.mtp_unserved}"
     with_mtp = [m for m in model_ids() if load_model(m).num_nextn_predict_layers > 0]
     return (
         f"{model} declares no multi-token-prediction layers (num_nextn_predict_layers in its "

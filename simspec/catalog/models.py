@@ -61,6 +61,9 @@ class ModelShape(BaseModel):
     # them; vLLM reads this key (or Qwen3.5's mtp_num_hidden_layers) to build its mtp drafter
     # (SpeculativeConfig.hf_config_override, vllm/config/speculative.py)
     num_nextn_predict_layers: int = Field(default=0, ge=0)
+    # why MTP modules a config declares under another key cannot draft (MiniMax-M2's
+    # num_mtp_modules, which no engine in scope runs); empty when it declares none
+    mtp_unserved: str = ""
     # weights as stored: linear layers, and the routed experts where they differ (GPT-OSS)
     weight_dtype: WeightDtype = "bf16"
     expert_weight_dtype: WeightDtype | None = None

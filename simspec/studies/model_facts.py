@@ -87,7 +87,8 @@ def model_facts(
     if model.is_moe:
         facts.append(("experts", _experts(model)))
     mtp = model.num_nextn_predict_layers
-    facts.append(("MTP modules", f"{mtp} (num_nextn_predict_layers)" if mtp else "none"))
+    unserved = f"none run as drafts: {model.mtp_unserved}" if model.mtp_unserved else "none"
+    facts.append(("MTP modules", f"{mtp} (num_nextn_predict_layers)" if mtp else unserved))
     facts.append(("weights", precision(model)))
     facts.append(("KV cache per token", _kv(model)))
     facts.append(("GPUs needed", _gpus(model, gpu, engine)))
