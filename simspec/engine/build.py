@@ -48,7 +48,7 @@ def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> Roofline
         precision_model=target.id,
         kv_bytes=kv_cache_bytes(sc.kv_cache_dtype),
         expert_precision=experts,
-        speculative=sc.method.name != "autoregressive",
+        speculative=engine.overlap_off_by(sc.method.name),
         dp=sc.dp,
     )
 
