@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from simspec.catalog.hardware import load_alltoall, load_engine, load_gpu, load_profile
-from simspec.catalog.methods import sampled_from_tau, sampled_from_trace
+from simspec.catalog.methods import engine_refuses, sampled_from_tau, sampled_from_trace
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape, load_model
 from simspec.catalog.precision import PrecisionSpec, kv_cache_bytes, load_precision
 from simspec.config import LengthSpec, Scenario, WorkloadConfig
@@ -77,6 +77,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     if sc.ep > 1 and not target.is_moe:
         raise InputError("ep", f"{target.id} has no experts to spread (a dense model): use ep 1")
     engine = load_engine(sc.engine)
+    if why := engine_refuses(sc.method.name, engine.id):
+        raise InputError("methods.name", f"{sc.method.name} {why}")
     check_dp_attention(sc, engine.id, engine.dp_attention)
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine)
