@@ -115,7 +115,9 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     if prefix is None:  # the engine's default (an engine without the parameter has none)
         param = engine.params.get("prefix_caching")
         prefix = bool(param is not None and param.value)
-    return ReplicaSetup(target, cost, spec, max_seqs, max_tokens, memory, prefix)
+    return ReplicaSetup(
+        target, cost, spec, max_seqs, max_tokens, memory, prefix, engine.flag("guaranteed_no_evict")
+    )
 
 
 def check_dp_attention(sc: Scenario, engine_id: str, style: str) -> None:

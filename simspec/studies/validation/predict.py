@@ -65,6 +65,7 @@ from simspec.studies.validation.setups import (
     sent_as_burst,
     serve_expert_parallel,
     serve_limits,
+    trtllm_serving,
     serve_prefix_caching,
     unmodelled_attention,
     unmodelled_serving,
@@ -142,6 +143,11 @@ def plan_case(
     engine, said = engine_version_profile(engine, get("engine_version"))
     if said:
         assumptions.append(said)
+    if engine == "trtllm":
+        why, said_all = trtllm_serving(notes)
+        if why:
+            raise Skip(why)
+        assumptions.extend(said_all)
 
     load_kind = get("load_kind")
     if load_kind not in LOAD_KINDS:
