@@ -329,7 +329,8 @@ class Scheduler:
     def _final_blocks(self, rids: np.ndarray) -> np.ndarray:
         """Blocks each request holds once its whole output (and the widest verify) is cached."""
         r = self.requests
-        return self._blocks_for(r.prompt_len[rids] + r.output_len[rids] + self.reserved_draft_slots)
+        tokens = r.prompt_len[rids] + r.output_len[rids] + self.reserved_draft_slots
+        return -(-tokens // self.block_size)
 
     def _promised(self) -> int:
         """Free blocks the running requests may still take as they grow to their whole output."""

@@ -7,10 +7,10 @@ peer memory (vLLM ``CustomAllreduce.should_custom_ar``: ``inp_size < max_size``,
 8192 * 1024 in vllm/distributed/device_communicators/custom_all_reduce.py; SGLang
 ``CustomAllreduce._MAX_CAR_SIZE = 8192 * 1024`` in sglang/srt/distributed/device_communicators/
 custom_all_reduce.py), and larger ones with NCCL; TRT-LLM's AllReduce op (strategy AUTO) makes
-that choice itself, and its measured curve covers every size. A decode step's messages (hidden x tokens x
-2 bytes: 14 KiB per token for DeepSeek-V3) sit on the flat, latency-bound part of the curves;
-a prefill chunk's reach the bandwidth-bound part. Inside a CUDA graph the custom kernel is
-replayed; outside one (a forward above the capture limit) it is launched from Python, which
+that choice itself, and its measured curve covers every size. A decode step's messages (hidden
+x tokens x 2 bytes: 14 KiB per token for DeepSeek-V3) sit on the flat, latency-bound part of the
+curves; a prefill chunk's reach the bandwidth-bound part. Inside a CUDA graph the custom kernel
+is replayed; outside one (a forward above the capture limit) it is launched from Python, which
 the ``*_eager`` curves measure.
 """
 
