@@ -6,7 +6,8 @@ LICENSE-aiconfigurator.txt: Apache-2.0, converted from ai-dynamo/aiconfigurator'
 
 - ``aiconfigurator_custom_allreduce_1node.csv``: the custom all-reduce kernels of vLLM 0.24.0
   and SGLang 0.5.14, bf16, replayed in a CUDA graph (``*_graph``) or launched from Python
-  (``*_eager``), 2/4/8 GPUs of one node;
+  (``*_eager``), and TensorRT-LLM 1.3.0rc20's all-reduce op (mode ``trtllm``, graph-captured,
+  written as ``trtllm_graph``), 2/4/8 GPUs of one node;
 - ``aiconfigurator_nccl_tests_1node.csv``: nccl-tests 2.29.2 ``all_reduce`` / ``all_gather``,
   ``half``, 2/4/8 GPUs (out-of-place time).
 
@@ -28,7 +29,13 @@ from collections import defaultdict
 from pathlib import Path
 
 GPUS = {"H100 SXM": "h100_sxm", "H200 SXM": "h200", "B200 SXM": "b200"}
-CUSTOM_MODES = ("vllm_graph", "vllm_eager", "sglang_graph", "sglang_eager")
+CUSTOM_MODES = ("vllm_graph", "vllm_eager", "sglang_graph", "sglang_eager", "trtllm_graph")
+# the table's mode -> the curve's name: TRT-LLM's rows are graph-captured only
+MODE_NAMES = {"trtllm": "trtllm_graph"}
+# kernels measured as the engine's whole all-reduce op, which picks NCCL or its own kernels by
+# message size itself (TRT-LLM AllReduce, strategy AUTO): their curves keep every size and
+# stand at every size (simspec.engine.costmodel.collectives)
+OWN_SWITCH = ("trtllm",)
 NCCL_OPS = ("all_reduce", "all_gather")
 # vLLM CustomAllreduce(max_size=8192 * 1024) and SGLang CustomAllreduce._MAX_CAR_SIZE =
 # 8192 * 1024 on CUDA: a message of this many bytes or more goes to NCCL (should_custom_ar:
@@ -46,10 +53,14 @@ HEADER = """\
 #   aiconfigurator_custom_allreduce_1node.csv: gpu H100 SXM / H200 SXM / B200 SXM, framework vLLM
 #     0.24.0 (kernel_source vLLM_custom_graph / vLLM_custom_eager) and SGLang 0.5.14
 #     (sglang_graph / sglang_eager), bf16, 2/4/8 GPUs, 20 runs after 3 warm-ups;
+#     and TRTLLM 1.3.0rc20 (mode trtllm: TRT-LLM's AllReduce op, graph-captured, as trtllm_graph);
 #   aiconfigurator_nccl_tests_1node.csv: nccl_version 2.29.2, op all_reduce / all_gather,
 #     nccl_dtype half, 2/4/8 GPUs (all_gather bytes: the gathered total, as nccl-tests counts).
 # Each curve is made monotone from the right (a point is lowered to the cheapest larger message).
-# Custom curves stop one point past custom_allreduce_max_bytes, where both engines switch to NCCL.
+# Custom curves stop one point past custom_allreduce_max_bytes, where vLLM and SGLang switch to
+# NCCL; own_switch kernels (TRT-LLM's op, strategy AUTO, which switches itself) keep every size
+# and have no eager curve: a forward TRT-LLM runs eagerly uses the graph curve, its launch
+# cost being the engine's layer_launch_s.
 # GPUs not listed (A100, L40S, H20, GB200, MI300X, ...) keep their hardware profile's ring formula.
 """
 
@@ -70,9 +81,10 @@ def read(shared: Path) -> dict[str, dict[str, dict[int, list[tuple[int, float]]]
     curves: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     with (base / "aiconfigurator_custom_allreduce_1node.csv").open(newline="") as f:
         for row in csv.DictReader(f):
-            if row["gpu"] in GPUS and row["mode"] in CUSTOM_MODES:
+            mode = MODE_NAMES.get(row["mode"], row["mode"])
+            if row["gpu"] in GPUS and mode in CUSTOM_MODES:
                 size = int(row["message_bytes_computed"])
-                curve = curves[GPUS[row["gpu"]]][row["mode"]][int(row["num_gpus"])]
+                curve = curves[GPUS[row["gpu"]]][mode][int(row["num_gpus"])]
                 curve.append((size, float(row["latency"]) * 1e-3))
     with (base / "aiconfigurator_nccl_tests_1node.csv").open(newline="") as f:
         for row in csv.DictReader(f):
@@ -86,14 +98,19 @@ def read(shared: Path) -> dict[str, dict[str, dict[int, list[tuple[int, float]]]
 def main() -> None:
     shared = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parents[2] / "shared"
     curves = read(shared)
-    lines = [HEADER.rstrip("\n"), f"custom_allreduce_max_bytes: {CUSTOM_MAX_BYTES}", "gpus:"]
+    lines = [
+        HEADER.rstrip("\n"),
+        f"custom_allreduce_max_bytes: {CUSTOM_MAX_BYTES}",
+        f"own_switch: [{', '.join(OWN_SWITCH)}]",
+        "gpus:",
+    ]
     for gpu in sorted(curves):
         lines.append(f"  {gpu}:")
         for kind in sorted(curves[gpu]):
             lines.append(f"    {kind}:")
             for n in sorted(curves[gpu][kind]):
                 raw = sorted(curves[gpu][kind][n])
-                if kind in CUSTOM_MODES:
+                if kind in CUSTOM_MODES and kind.rsplit("_", 1)[0] not in OWN_SWITCH:
                     past = [p for p in raw if p[0] >= CUSTOM_MAX_BYTES][:1]
                     raw = [p for p in raw if p[0] < CUSTOM_MAX_BYTES] + past
                 pts = monotone(raw)

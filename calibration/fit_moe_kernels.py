@@ -48,7 +48,7 @@ GPUS = {
     "h200": ("H200 SXM", 132),
     "b200": ("B200 SXM", 148),
 }
-ENGINES = {"vllm": "VLLM", "sglang": "SGLang"}
+ENGINES = {"vllm": "VLLM", "sglang": "SGLang", "trtllm": "TRTLLM"}
 # simspec precision -> the table's MoE dtype: fp8 checkpoints of the MoE models simspec ships
 # (DeepSeek-V3/R1, Qwen3 FP8) are block-scaled 128x128; int4-w is how simspec reads
 # gpt-oss's MXFP4 experts (weight-only, bf16 activations on Hopper); nvfp4 is ModelOpt's W4A4
@@ -74,6 +74,11 @@ DTYPE_COST = {
 # - SGLang: --moe-runner-backend auto runs fused_moe_triton on Hopper
 #   (python/sglang/srt/layers/moe/fused_moe_triton); on B200 the flashinfer_trtllm runner
 #   server_args.py selects for DeepSeek/gpt-oss on SM100, Triton otherwise.
+# - TRT-LLM (PyTorch backend, 1.0-1.2): MoeConfig.backend defaults to "CUTLASS"
+#   (tensorrt_llm/llmapi/llm_args.py, indexed copies; later copies default to "AUTO", which
+#   resolves per model), the CutlassFusedMoE the table calls moe_torch_flow_cutlass. Where the
+#   table has no CUTLASS rows for a dtype it times the kernel TRT-LLM runs for it instead:
+#   DeepGEMM for block-FP8 on B200, the Triton path (moe_torch_flow) for MXFP4 on Hopper.
 DEFAULT_KERNELS = {
     "VLLM": [
         "vllm_fp8moe_triton_tritonexperts",
@@ -89,6 +94,7 @@ DEFAULT_KERNELS = {
         "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_trtllm_trtllmnvfp4expertsmonolithic",
     ],
     "SGLang": ["sglang_flashinfer_trtllm_moe", "sglang_fused_moe_triton"],
+    "TRTLLM": ["moe_torch_flow_cutlass", "deepgemm", "moe_torch_flow"],
 }
 # vLLM's and SGLang's DeepSeek-V3/R1 rows stream 256 experts' fp8 weights at up to 8.3 TB/s on
 # H200 (4.8 TB/s HBM) at 32-128 tokens, where TRT-LLM's and both engines' Kimi-K2 rows (same

@@ -214,9 +214,12 @@ class EngineProfile(SourcedParams):
 
     id: str
     description: str = ""
-    custom_allreduce: Literal["", "vllm", "sglang"] = ""
+    custom_allreduce: Literal["", "vllm", "sglang", "trtllm"] = ""
     base: str = ""  # the engine this profile is a version of (its tables stand where its own stop)
     dp_attention: Literal["", "vllm", "sglang"] = ""
+    # speculative methods under which the engine keeps its overlap scheduler although
+    # spec_disables_overlap (TRT-LLM's one-model EAGLE-3 and MTP)
+    overlap_spec_methods: tuple[str, ...] = ()
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "step_overhead_s",
         "step_overhead_per_seq_s",
@@ -243,6 +246,16 @@ class EngineProfile(SourcedParams):
         return bool(self["overlap_schedule"]) and not (
             speculative and self["spec_disables_overlap"]
         )
+
+    def overlap_off_by(self, method: str) -> bool:
+        """Whether running ``method`` may turn the overlap scheduler off: any speculative
+        method but those the engine keeps overlap for (``overlap_spec_methods``)."""
+        return method != "autoregressive" and method not in self.overlap_spec_methods
+
+    def flag(self, key: str) -> bool:
+        """An optional 0/1 parameter only some engines set (absent: off)."""
+        param = self.params.get(key)
+        return bool(param is not None and param.value)
 
     def step_overhead(self, speculative: bool) -> float:
         """The fixed host time per engine step that the GPU waits for: none under overlap,
@@ -321,6 +334,12 @@ def load_collectives(gpu_id: str) -> tuple[int, dict[str, dict[int, list[list[fl
     table = packaged_table("collectives.yaml")
     curves = table["gpus"].get(gpu_id)
     return None if curves is None else (int(table["custom_allreduce_max_bytes"]), curves)
+
+
+def own_switch_allreduce() -> tuple[str, ...]:
+    """Custom all-reduce kernels measured as the engine's whole op, which hands large messages
+    to NCCL itself (``own_switch`` in ``simspec/data/collectives.yaml``: TRT-LLM's)."""
+    return tuple(packaged_table("collectives.yaml").get("own_switch", ()))
 
 
 def load_alltoall(gpu_id: str) -> tuple[float, float, str]:

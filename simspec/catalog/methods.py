@@ -453,12 +453,30 @@ def default_methods(dataset: str = "sharegpt") -> list[MethodConfig]:
     return [preset_method(n, dataset) for n in ("autoregressive", "eagle3", "ngram")]
 
 
-def left_out_of_all(name: str, model: str, draft: str | None = None) -> str | None:
+def engine_refuses(name: str, engine: str) -> str | None:
+    """Why ``engine`` cannot run the speculative method ``name`` (None: it can, or the engine
+    simulates any method asked for): an engine under ``only_listed`` in
+    ``simspec/data/method_engines.yaml`` runs only the methods listed for it."""
+    table = packaged_table("method_engines.yaml")
+    only = table.get("only_listed", {})
+    if name == "autoregressive" or engine not in only:
+        return None
+    if engine in table["methods"].get(name, []):
+        return None
+    runs = [m for m, engines in table["methods"].items() if engine in engines]
+    why = only[engine].get(name) or f"not one of the speculative modes engine {engine} ships"
+    return f"does not run on engine {engine}: {why} (it runs {', '.join(runs)})"
+
+
+def left_out_of_all(
+    name: str, model: str, draft: str | None = None, engine: str | None = None
+) -> str | None:
     """Why ``--methods all`` leaves ``name`` out for ``model`` (None: it is offered): a drafter
     made of the model's own MTP layers needs a model that declares them, a draft model needs
     one that shares the model's tokenizer (``draft``, else a packaged one), a method no engine
-    profile ships is not something a user could deploy (``simspec/data/method_engines.yaml``),
-    and one without packaged acceptance (pard) runs only with the user's own."""
+    profile ships (or ``engine``, where it runs only its own) is not something a user could
+    deploy (``simspec/data/method_engines.yaml``), and one without packaged acceptance (pard)
+    runs only with the user's own."""
     table = packaged_table("method_engines.yaml")
     why = cannot_draft_for(name, model, draft)
     if why:
@@ -467,7 +485,7 @@ def left_out_of_all(name: str, model: str, draft: str | None = None) -> str | No
         from simspec.catalog.hardware import engine_ids
 
         return f"no engine simspec models ({', '.join(engine_ids())}) ships it"
-    return no_acceptance(name)
+    return (engine_refuses(name, engine) if engine else None) or no_acceptance(name)
 
 
 def no_acceptance(name: str) -> str | None:

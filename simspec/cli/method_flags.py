@@ -44,15 +44,18 @@ def asks_all(names: list[str] | None) -> bool:
     return names is not None and len(names) == 1 and names[0].strip().lower() == "all"
 
 
-def all_methods(models: list[str], draft: str | None) -> tuple[list[str], dict[str, str]]:
+def all_methods(
+    models: list[str], draft: str | None, engine: str | None = None
+) -> tuple[list[str], dict[str, str]]:
     """What ``--methods all`` runs on every one of ``models`` (in the registry's order), and
     what it leaves out with why (:func:`~simspec.catalog.methods.left_out_of_all`, the first
     model's reason): a method left out for one model is left out for all, so every model runs
-    the same set. ``draft``: --draft-model, which lets draft_model run on any model."""
+    the same set. ``draft``: --draft-model, which lets draft_model run on any model;
+    ``engine``: the engine profile, where it runs only the methods it ships (trtllm)."""
     left: dict[str, str] = {}
     for name in SPECULATORS:
         for model in models:
-            why = left_out_of_all(name, model, draft)
+            why = left_out_of_all(name, model, draft, engine)
             if why:
                 left.setdefault(name, why)
     return [n for n in SPECULATORS if n not in left], left
@@ -258,7 +261,7 @@ class MethodFlags:
         target = data.get("model", DEFAULT_MODEL)
         target = target if isinstance(target, str) else DEFAULT_MODEL
         if asks_all(names) and not self.speculative_config:
-            names = all_methods([target], self.draft)[0]
+            names = all_methods([target], self.draft, scenario_engine(data))[0]
         from_file = self.file_methods(data)
         if self.speculative_config:
             if names is not None:
@@ -280,3 +283,9 @@ def preset_dataset(workload: Any, dataset: str | None) -> str:
     if isinstance(trace, str) and trace in packaged_traces():
         return trace
     return dataset or "sharegpt"
+
+
+def scenario_engine(data: dict[str, Any]) -> str | None:
+    """The engine profile a scenario's fields name (None: the default's, which runs any)."""
+    engine = data.get("engine")
+    return engine if isinstance(engine, str) else None

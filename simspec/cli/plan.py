@@ -214,13 +214,13 @@ def plan(
     print_frame(_console(frame).round(3), f"Detail: capacity for {what}")
     _extrapolation_notes(chosen)
     print_provenance(deploy, chosen)
-    _left_out(flags, names, deploy.model)
+    _left_out(flags, names, deploy.model, deploy.engine)
 
 
-def _left_out(flags: DeploymentFlags, names: list[str] | None, model: str) -> None:
+def _left_out(flags: DeploymentFlags, names: list[str] | None, model: str, engine: str) -> None:
     """What ``--methods all`` left out on ``model``, and why (on stderr), as sweep says it."""
     if asks_all(names) and not flags.speculative_config:
-        left_out_note(all_methods([model], flags.draft)[1])
+        left_out_note(all_methods([model], flags.draft, engine)[1])
 
 
 # what stopped the rate from going higher (capacity.Slo.missed), as the answer says it
@@ -334,7 +334,7 @@ def _plan_trace(
     print_frame(_console(frame).round(3), f"Detail: the smallest fleet {what}")
     _extrapolation_notes(chosen)
     print_provenance(deploy, chosen)
-    _left_out(flags, names, deploy.model)
+    _left_out(flags, names, deploy.model, deploy.engine)
     err.print(
         "How: replicas doubled from 1 until a fleet meets the attainment, then bisection on "
         "the integers; each probe replays the whole trace window on the fleet. limited by: "

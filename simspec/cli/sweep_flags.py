@@ -18,7 +18,13 @@ from simspec.cli.flags import (
     scheduler_limits,
     with_preset_ids,
 )
-from simspec.cli.method_flags import MethodFlags, all_methods, asks_all, preset_dataset
+from simspec.cli.method_flags import (
+    MethodFlags,
+    all_methods,
+    asks_all,
+    preset_dataset,
+    scenario_engine,
+)
 from simspec.errors import InputError
 from simspec.studies.sweep import SweepConfig
 
@@ -57,7 +63,7 @@ class SweepFlags(MethodFlags, ServingFlags):
         names = None
         flag, listed = self.named_methods or ("--methods", None)
         if self.wants_all:
-            names = all_methods(self.models(data), self.draft)[0]
+            names = all_methods(self.models(data), self.draft, scenario_engine(data))[0]
         elif listed:
             names = csv_list(listed, flag)
         methods = self.chosen(data, names, csv_list(DEFAULT_METHODS, "--methods"), dataset, flag)
@@ -149,7 +155,9 @@ class SweepFlags(MethodFlags, ServingFlags):
     def left_out(self, data: dict[str, Any]) -> dict[str, str]:
         """The methods ``--methods all`` leaves out, and why (for any model the sweep serves:
         its model, or every model on a grid's model axis); empty unless --methods all."""
-        return all_methods(self.models(data), self.draft)[1] if self.wants_all else {}
+        if not self.wants_all:
+            return {}
+        return all_methods(self.models(data), self.draft, scenario_engine(data))[1]
 
     @staticmethod
     def models(data: dict[str, Any]) -> list[str]:

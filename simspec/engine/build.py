@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from simspec.catalog.hardware import load_alltoall, load_engine, load_gpu, load_profile
-from simspec.catalog.methods import sampled_from_tau, sampled_from_trace
+from simspec.catalog.methods import engine_refuses, sampled_from_tau, sampled_from_trace
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape, load_model
 from simspec.catalog.precision import (
     PrecisionSpec,
@@ -57,7 +57,7 @@ def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> Roofline
         precision_model=target.id,
         kv_bytes=kv_cache_bytes(sc.kv_cache_dtype),
         expert_precision=experts,
-        speculative=sc.method.name != "autoregressive",
+        speculative=engine.overlap_off_by(sc.method.name),
         dp=sc.dp,
     )
 
@@ -86,6 +86,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     if sc.ep > 1 and not target.is_moe:
         raise InputError("ep", f"{target.id} has no experts to spread (a dense model): use ep 1")
     engine = load_engine(sc.engine)
+    if why := engine_refuses(sc.method.name, engine.id):
+        raise InputError("methods.name", f"{sc.method.name} {why}")
     check_dp_attention(sc, engine.id, engine.dp_attention)
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine)
@@ -122,7 +124,9 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     if prefix is None:  # the engine's default (an engine without the parameter has none)
         param = engine.params.get("prefix_caching")
         prefix = bool(param is not None and param.value)
-    return ReplicaSetup(target, cost, spec, max_seqs, max_tokens, memory, prefix)
+    return ReplicaSetup(
+        target, cost, spec, max_seqs, max_tokens, memory, prefix, engine.flag("guaranteed_no_evict")
+    )
 
 
 def check_dp_attention(sc: Scenario, engine_id: str, style: str) -> None:

@@ -2,7 +2,8 @@
 
 Capacity follows vLLM: ``gpu_memory_utilization`` of device memory, minus the weights of the
 target (in their stored precision, sharded over TP, experts over TP or EP) and the draft, minus an
-activation reserve, divided into blocks of ``block_size`` tokens whose size covers the target's
+activation reserve (TRT-LLM, ``kv_memory_of_free``: that fraction of what is left after them),
+divided into blocks of ``block_size`` tokens whose size covers the target's
 and the draft's KV for those tokens (full-attention layers; MLA's latent, whole on every GPU).
 Under data-parallel attention (``dp`` ranks) each rank caches only its own requests.
 
@@ -129,7 +130,7 @@ def plan_memory(
     sequences."""
     draft_bytes = demand.draft_bytes
     # layers split over pp GPUs pool their memory (weights and KV divide with the layers)
-    usable = gpu.memory_bytes * engine["gpu_memory_utilization"] * pp
+    usable = gpu.memory_bytes * pp * _total_share(engine)
     layout = ParallelLayout(tp, ep, dp, engine.dp_attention)
     weights = layout.weight_bytes_per_gpu(target, weight_bytes, expert_bytes)
     a_tp = layout.attn_tp
@@ -141,7 +142,7 @@ def plan_memory(
     kv_per_token += demand.draft_kv_per_token
     window_per_token = target.window_kv_bytes_per_token_per_gpu(a_tp, kv_bytes)
     window_cap = -(-demand.max_seqs // dp) * window_tokens(target, block)
-    free = usable - weights - draft_bytes - act
+    free = (usable - weights - draft_bytes - act) * _free_share(engine)
     blocks = kv_blocks(free, block, kv_per_token, window_per_token, window_cap) if free > 0 else 0
     if blocks <= 0:
         where = f"over {pp} GPUs" if pp > 1 else "per GPU"
@@ -185,14 +186,27 @@ def min_gpus(
     windowed = min(seq_tokens, window_tokens(target, int(engine["block_size"])))
     tp = 1
     while tp <= MAX_GPUS:
-        usable = gpu.memory_bytes * engine["gpu_memory_utilization"]
+        usable = gpu.memory_bytes * _total_share(engine)
         act = activation_reserve(target, tp, tokens, 1)
         kv = seq_tokens * target.kv_bytes_per_token_per_gpu(tp)
         kv += windowed * target.window_kv_bytes_per_token_per_gpu(tp)
+        kv /= _free_share(engine)
         if target.weight_bytes_per_gpu(tp, 1, weight_bytes, expert_bytes) + act + kv <= usable:
             return tp
         tp *= 2
     return None
+
+
+def _total_share(engine: EngineProfile) -> float:
+    """The share of device memory the engine may fill: ``gpu_memory_utilization`` (vLLM,
+    SGLang), or all of it where that fraction applies to what the weights and activations
+    leave (``kv_memory_of_free``: TRT-LLM's free_gpu_memory_fraction)."""
+    return 1.0 if engine.flag("kv_memory_of_free") else engine["gpu_memory_utilization"]
+
+
+def _free_share(engine: EngineProfile) -> float:
+    """The share of the memory left after weights and activations that holds KV."""
+    return engine["gpu_memory_utilization"] if engine.flag("kv_memory_of_free") else 1.0
 
 
 def _per_weight(weight_bytes: float | None, expert_bytes: float | None) -> str:

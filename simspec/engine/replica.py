@@ -53,6 +53,9 @@ class ReplicaSetup:
     max_tokens: int
     memory: MemoryPlan
     prefix_caching: bool = False  # a preempted request's blocks stay cached for its return
+    # admit a request only when the blocks of its whole output are free (TRT-LLM's
+    # GUARANTEED_NO_EVICT capacity scheduler): nothing is ever preempted
+    reserve_output: bool = False
 
 
 @dataclass(slots=True)
@@ -111,6 +114,7 @@ class Replica:
             setup.max_tokens,
             self.spec.verify_tokens - 1,
             prefix_caching=setup.prefix_caching,
+            reserve_output=setup.reserve_output,
         )
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener

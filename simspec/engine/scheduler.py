@@ -96,7 +96,11 @@ class Scheduler:
     K, 62 for a 63-node tree, 0 without speculation. Every decode reserves that many tokens of
     budget and KV, whatever draft the load policy picks for the step. ``prefix_caching``: a
     preempted request's full blocks stay cached until new allocations evict them
-    (:class:`FreeQueue`).
+    (:class:`FreeQueue`). ``reserve_output``: a waiting request is admitted only when the
+    blocks of its prompt and whole output (and draft slots) fit beside what the running ones
+    may still grow to, so no running request ever runs short (TRT-LLM's GUARANTEED_NO_EVICT
+    capacity scheduler, the one trtllm-serve sets: tensorrt_llm/commands/serve.py
+    get_llm_args at 00209af1).
     """
 
     def __init__(
@@ -108,8 +112,10 @@ class Scheduler:
         max_num_batched_tokens: int,
         reserved_draft_slots: int,
         prefix_caching: bool = False,
+        reserve_output: bool = False,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
+        self.reserve_output = reserve_output
         # the free blocks in eviction order where a preempted prefix can be hit again
         self.free_queue = FreeQueue(pool) if prefix_caching else None
         self.max_seqs, self.max_tokens = max_num_seqs, max_num_batched_tokens
@@ -294,6 +300,7 @@ class Scheduler:
 
     def _admit(self, budget: int, prefill: list[int], chunks: list[int]) -> None:
         r = self.requests
+        promised = self._promised() if self.reserve_output else 0
         while self.waiting and len(self.running) < self.max_seqs and budget > 0:
             rid = self.waiting[0]
             hit = self._prefix_hit(rid)
@@ -302,6 +309,11 @@ class Scheduler:
             extra = int(self._blocks_for(computed + n)) - int(r.blocks[rid]) - hit
             if extra + hit > self.pool.free:  # the hit blocks leave the free queue too
                 break
+            if self.reserve_output:
+                later = int(self._final_blocks(np.array([rid]))[0]) - int(r.blocks[rid]) - hit
+                if later + hit + promised > self.pool.free:
+                    break
+                promised += later - extra
             self.waiting.popleft()
             self.running.append(rid)
             self._running_arr = None
@@ -313,6 +325,20 @@ class Scheduler:
             prefill.append(rid)
             chunks.append(n)
             budget -= n
+
+    def _final_blocks(self, rids: np.ndarray) -> np.ndarray:
+        """Blocks each request holds once its whole output (and the widest verify) is cached."""
+        r = self.requests
+        tokens = r.prompt_len[rids] + r.output_len[rids] + self.reserved_draft_slots
+        return -(-tokens // self.block_size)
+
+    def _promised(self) -> int:
+        """Free blocks the running requests may still take as they grow to their whole output."""
+        rids = self._running_array()
+        if not len(rids):
+            return 0
+        held = self.requests.blocks[rids]
+        return int(np.maximum(self._final_blocks(rids) - held, 0).sum())
 
     def _prefix_hit(self, rid: int) -> int:
         """Blocks of a waiting request's prefix still cached (0 without prefix caching): at

@@ -6,10 +6,11 @@ The engines reduce a message below 8 MiB with their own one-/two-shot kernel ove
 peer memory (vLLM ``CustomAllreduce.should_custom_ar``: ``inp_size < max_size``, max_size
 8192 * 1024 in vllm/distributed/device_communicators/custom_all_reduce.py; SGLang
 ``CustomAllreduce._MAX_CAR_SIZE = 8192 * 1024`` in sglang/srt/distributed/device_communicators/
-custom_all_reduce.py), and larger ones with NCCL. A decode step's messages (hidden x tokens x
-2 bytes: 14 KiB per token for DeepSeek-V3) sit on the flat, latency-bound part of the curves;
-a prefill chunk's reach the bandwidth-bound part. Inside a CUDA graph the custom kernel is
-replayed; outside one (a forward above the capture limit) it is launched from Python, which
+custom_all_reduce.py), and larger ones with NCCL; TRT-LLM's AllReduce op (strategy AUTO) makes
+that choice itself, and its measured curve covers every size. A decode step's messages (hidden
+x tokens x 2 bytes: 14 KiB per token for DeepSeek-V3) sit on the flat, latency-bound part of the
+curves; a prefill chunk's reach the bandwidth-bound part. Inside a CUDA graph the custom kernel
+is replayed; outside one (a forward above the capture limit) it is launched from Python, which
 the ``*_eager`` curves measure.
 """
 
@@ -19,7 +20,7 @@ import bisect
 import math
 from dataclasses import dataclass
 
-from simspec.catalog.hardware import load_collectives
+from simspec.catalog.hardware import load_collectives, own_switch_allreduce
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,7 @@ class Collectives:
         curves: dict[str, dict[int, list[list[float]]]],
         tp: int,
         custom: str,
-        custom_max_bytes: int,
+        custom_max_bytes: float,
     ) -> None:
         self.nccl_allreduce = Curve.of(curves["nccl_all_reduce"][tp])
         self.nccl_allgather = Curve.of(curves["nccl_all_gather"][tp])
@@ -66,7 +67,12 @@ class Collectives:
         self.custom_graph = self.custom_eager = None
         if custom:
             self.custom_graph = Curve.of(curves[f"{custom}_graph"][tp])
-            self.custom_eager = Curve.of(curves[f"{custom}_eager"][tp])
+            # TRT-LLM's op was measured graph-captured only: an eager forward runs the same
+            # kernels, its launches charged as the engine's layer_launch_s
+            eager = curves.get(f"{custom}_eager")
+            self.custom_eager = Curve.of(eager[tp]) if eager else self.custom_graph
+            if custom in own_switch_allreduce():  # it hands large messages to NCCL itself
+                self.custom_max_bytes = math.inf
 
     def allreduce_time(self, nbytes: float, graphed: bool = True) -> float:
         """One all-reduce of ``nbytes``: the engine's custom kernel below its switch size

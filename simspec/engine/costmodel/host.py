@@ -10,8 +10,9 @@ only applies them:
   off) only what outlasts the GPU's forward: the step takes max(host, GPU);
 - a forward is replayed from a CUDA graph when it fits the engine's capture limit (vLLM:
   ``max_cudagraph_capture_size`` tokens; SGLang: ``cuda_graph_max_bs`` decode or verify
-  requests, extend batches never), padded up to the next captured size where the engine pads
-  (vLLM); a larger one runs eager and pays ``layer_launch_s`` per layer of host launches.
+  requests, extend batches never; TRT-LLM: decode batches of a captured size only), padded up
+  to the next captured size where the engine pads (vLLM); any other runs eager and pays
+  ``layer_launch_s`` per layer of host launches.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 
 from simspec.catalog.hardware import EngineProfile
 from simspec.engine.costmodel.shapes import BatchShape, StepCost
+from simspec.engine.costmodel.trtllm import capture_batch_sizes
 
 
 @functools.cache
@@ -47,6 +49,8 @@ class HostModel:
     graph_max_seqs: float
     graph_decode_only: bool
     pad: bool
+    # the only batch sizes a graph replays (TRT-LLM without padding); None: any up to the limit
+    graph_sizes: frozenset[int] | None = None
     # a calibrated deployment's multiplier on kernel time (HardwareProfile.gpu_time_scale);
     # it rides here because step_cost is where a forward's kernel times are summed
     gpu_scale: float = 1.0
@@ -73,6 +77,11 @@ class HostModel:
             graph_max_seqs=max_seqs,
             graph_decode_only=bool(engine["cuda_graph_decode_only"]),
             pad=bool(engine["pad_to_capture_size"]),
+            graph_sizes=(
+                capture_batch_sizes(int(max_seqs))
+                if engine.flag("cuda_graph_exact_sizes")
+                else None
+            ),
             gpu_scale=gpu_scale,
         )
 
@@ -116,6 +125,8 @@ class HostModel:
         outside its graphs (cuda_graph_runner ``can_run``: decode and target-verify only)."""
         if batch.num_tokens > self.graph_max_tokens or batch.num_seqs > self.graph_max_seqs:
             return False
+        if self.graph_sizes is not None and batch.num_seqs not in self.graph_sizes:
+            return False  # TRT-LLM without padding: no graph of that size (costmodel.trtllm)
         return not (self.graph_decode_only and batch.num_tokens > batch.logit_tokens)
 
     def padded(self, tokens: int) -> int:

@@ -68,7 +68,8 @@ class RooflineCostModel:
         """``precision``: the weights of the model whose id is ``precision_model`` (the served
         target; None: bf16); every other model (draft heads, draft models) runs bf16.
         ``kv_bytes``: bytes per cached K/V element (the KV-cache dtype), for every model.
-        ``speculative``: the engine runs a speculative method (some turn overlap off);
+        ``speculative``: the engine runs a speculative method that may turn its overlap
+        scheduler off (:meth:`EngineProfile.overlap_off_by`);
         ``step_overhead_s``: a fixed exposed host time per step instead of the engine's.
         A profile calibrated to a deployment replaces the engine's host overheads and scales
         the kernels' time (:meth:`HardwareProfile.engine_for`)."""

@@ -66,6 +66,7 @@ from simspec.studies.validation.setups import (
     serve_expert_parallel,
     serve_limits,
     serve_prefix_caching,
+    trtllm_serving,
     unmodelled_attention,
     unmodelled_serving,
     unmodelled_target,
@@ -151,6 +152,11 @@ def plan_case(
     engine, said = engine_version_profile(engine, get("engine_version"))
     if said:
         assumptions.append(said)
+    if engine == "trtllm":
+        why, said_all = trtllm_serving(notes)
+        if why:
+            raise Skip(why)
+        assumptions.extend(said_all)
 
     load_kind = get("load_kind")
     if load_kind not in LOAD_KINDS:

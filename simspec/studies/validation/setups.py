@@ -52,6 +52,17 @@ _SERVE_LIMITS = {
         r"--max-num-batched-tokens[ =](\d+)|--chunked-prefill-size[ =](\d+)"
     ),
 }
+# the same limits as trtllm-serve's flags (tensorrt_llm/commands/serve.py: --max_batch_size, the
+# requests scheduled at once; --max_num_tokens, the tokens batched per step); the last one
+# stated counts, as a row's notes may restate a flag for a modified run ("this run used the
+# script modified as its block label says (--max_num_tokens=32768)")
+_TRTLLM_LIMITS = {
+    "max_num_seqs": re.compile(r"--max_batch_size[ =](\d+)"),
+    "max_num_batched_tokens": re.compile(r"--max_num_tokens[ =](\d+)"),
+}
+# trtllm-serve runs chunked prefill only when asked (get_llm_args enable_chunked_prefill=False)
+_TRTLLM_CHUNKED = re.compile(r"--enable_chunked_prefill\b")
+_TRTLLM_KV_FRACTION = re.compile(r"--kv_cache_free_gpu_memory_fraction[ =]([\d.]+)")
 # prefix caching a serve command turns on or off: vLLM's --enable-prefix-caching /
 # --no-enable-prefix-caching (EngineArgs), SGLang's --disable-radix-cache (ServerArgs)
 _PREFIX_OFF = re.compile(r"--no-enable-prefix-caching\b|--disable-radix-cache\b")
@@ -127,7 +138,29 @@ def serve_limits(notes: str) -> dict[str, int]:
     for field, pattern in _SERVE_LIMITS.items():
         if m := pattern.search(notes):
             out[field] = int(next(g for g in m.groups() if g))
+    for field, pattern in _TRTLLM_LIMITS.items():
+        if found := pattern.findall(notes):
+            out[field] = int(found[-1])
     return out
+
+
+def trtllm_serving(notes: str) -> tuple[str | None, list[str]]:
+    """(why a trtllm row cannot run, what simspec assumes) from its serve command: a KV
+    fraction other than the profile's 0.9 has no deployment field to carry it; chunked prefill
+    off (trtllm-serve's default) admits a prompt whole or not at all, where simspec's
+    scheduler splits the last admitted prompt at the token budget."""
+    if (m := _TRTLLM_KV_FRACTION.search(notes)) and float(m.group(1)) != 0.9:
+        return (
+            f"--kv_cache_free_gpu_memory_fraction {m.group(1)}: simspec runs the trtllm "
+            "profile's 0.9 and has no deployment field for another fraction",
+            [],
+        )
+    if _TRTLLM_CHUNKED.search(notes):
+        return None, ["chunked prefill on, as the serve command sets (--enable_chunked_prefill)"]
+    return None, [
+        "TRT-LLM chunked prefill off (trtllm-serve default): it admits a prompt whole or waits; "
+        "simspec's scheduler splits the last admitted prompt at the token budget"
+    ]
 
 
 def serve_prefix_caching(notes: str) -> bool | None:
