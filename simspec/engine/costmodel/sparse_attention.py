@@ -103,7 +103,8 @@ class SparseAttentionKernels(AttentionKernels):
             raise InputError(
                 "gpu",
                 f"{model.id}'s sparse attention runs on FlashMLA's sparse and DeepGEMM's FP8 "
-                f"MQA-logits kernels, Hopper and Blackwell only; {gpu.id} is {gpu.arch}",
+                f"MQA-logits kernels, Hopper and Blackwell only ({gpu.id} is {gpu.arch}; "
+                "ROCm's AITER sparse-MLA path is not modelled): pick a Hopper or Blackwell GPU",
             )
         super().__init__(ops, model, kv_bytes, mla_fit)
         self._ops, self._precision = ops, precision
