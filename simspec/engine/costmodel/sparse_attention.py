@@ -31,13 +31,16 @@ the 576-element latent dense MLA reads. Below ``index_topk`` the MLA part is the
 and the indexer only adds to it; in a verify step of K+1 tokens per sequence, sparse MLA reads
 up to K+1 selections where dense MLA reads the shared context once.
 
-Approximations (named in the README): a batch is known by its sums, so a token's visible
-context is the batch's mean; the capped count ``min(pairs, tokens x index_topk)`` is exact
-when every context is on the same side of ``index_topk`` and an upper bound otherwise (as the
-windowed layers). The sparse kernel's gathered reads are priced as the dense kernel's
-contiguous ones, and overlap among a verify step's selections (which L2 may serve) is not
-credited. The indexer's small elementwise kernels (k LayerNorm, RoPE, FP8 quantisation and
-cache insert) and its logits buffer in activation memory are not priced.
+Approximations (named in the README and in a sweep's notes, :func:`sparse_attention_note`): a
+batch is known by its sums, so a token's visible context is the batch's mean; the capped count
+``min(pairs, tokens x index_topk)`` is exact when every context is on the same side of
+``index_topk`` and an upper bound otherwise (as the windowed layers). The sparse kernel's
+gathered reads are priced as the dense kernel's contiguous ones, and overlap among a verify
+step's selections (which L2 may serve) is not credited. An FP8 latent is counted at 576 bytes
+where vLLM's ``fp8_ds_mla`` layout stores 656 (four float32 scales and a bf16 RoPE part;
+flashmla_sparse.py). The indexer's small elementwise kernels (k LayerNorm, RoPE, FP8
+quantisation and cache insert), its logits buffer in activation memory and SGLang's running
+of the indexer on a second stream are not priced.
 """
 
 from __future__ import annotations
@@ -56,6 +59,21 @@ from simspec.errors import InputError
 SPARSE_ATTENTION_ARCHS = ("hopper", "blackwell")
 LOGIT_BYTES = 4  # float32 logits (DeepGEMM's MQA-logits output), written then read by top-k
 INDEX_BYTES = 4  # int32 top-k indices
+
+
+def sparse_attention_note(model: ModelShape) -> str | None:
+    """What stays approximate in ``model``'s sparse attention (None: it has none), for a run's
+    notes."""
+    if not model.is_sparse:
+        return None
+    return (
+        f"sparse attention priced from its work: the indexer over the whole context (FP8 at "
+        f"the profile's attention fraction of peak), MLA over min(context, "
+        f"{model.index_topk}) tokens per query token with the dense MLA kernel's fit; a "
+        "batch's contexts taken at their mean (an upper bound where they straddle "
+        f"{model.index_topk}); the indexer's elementwise kernels, its logits buffer and "
+        "SGLang's overlap of the indexer on a second stream are not priced"
+    )
 
 
 def attention_kernels(
