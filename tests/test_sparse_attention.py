@@ -59,11 +59,13 @@ V32_CONFIG = {
 }
 
 
-def _cost(model: str = "deepseek-v3.2", gpu: str = "h200") -> RooflineCostModel:
+def _cost(
+    model: str = "deepseek-v3.2", gpu: str = "h200", engine: str = "vllm"
+) -> RooflineCostModel:
     return RooflineCostModel(
         load_gpu(gpu),
         load_profile(gpu),
-        load_engine("vllm"),
+        load_engine(engine),
         tp=8,
         precision=load_precision("fp8", "precision"),
         precision_model=model,
@@ -171,6 +173,20 @@ def test_sparse_attention_is_refused_on_gpus_its_kernels_do_not_run_on():
     with pytest.raises(InputError) as err:
         _cost(gpu="mi300x").forward(load_model("deepseek-v3.2"), _decode(1, 512))
     assert err.value.field == "gpu" and "Hopper and Blackwell" in err.value.message
+
+
+def test_sglang_verify_reads_the_indexer_keys_per_query_token_and_vllm_per_sequence():
+    model = load_model("deepseek-v3.2")
+    vllm, sglang = _kernels(_cost(), model), _kernels(_cost(engine="sglang"), model)
+    decode, verify = _decode(8, 65536), _decode(8, 65536, q=4)
+    assert vllm.indexer_time(decode) == sglang.indexer_time(decode)  # one query a sequence
+    assert sglang.indexer_time(verify) > vllm.indexer_time(verify)
+
+
+def test_sparse_attention_is_refused_on_engines_it_is_not_modelled_for():
+    with pytest.raises(InputError) as err:
+        _cost(engine="hf").forward(load_model("deepseek-v3.2"), _decode(1, 512))
+    assert err.value.field == "engine" and "vllm and sglang" in err.value.message
 
 
 def test_dense_models_keep_the_dense_attention_kernels():

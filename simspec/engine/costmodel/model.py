@@ -204,7 +204,7 @@ class RooflineCostModel:
         if terms is None or terms.model is not model:  # first use, or a recycled id
             mla = mla_decode_fit(self.gpu.id, self.engine.id, self.kv_bytes)
             kernels = attention_kernels(
-                self.attn_ops, model, self.kv_bytes, mla, self.precision_of(model)
+                self.attn_ops, model, self.kv_bytes, mla, self.precision_of(model), self.engine.id
             )
             terms = self._models[id(model)] = _ModelTerms(model, kernels)
         if self.layout.dp > 1:

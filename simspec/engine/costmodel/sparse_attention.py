@@ -12,9 +12,15 @@ How the engines run it, per layer:
 - **Indexer logits** (DeepGEMM ``fp8_mqa_logits`` for prefill, ``fp8_paged_mqa_logits`` for
   decode and verify; vLLM ``sparse_attn_indexer``, SGLang's NSA indexer): per (query token,
   visible past token) ``index_n_heads x index_head_dim`` FP8 multiply-adds, a ReLU and a
-  weighted sum over the heads, into one float32 logit. Each sequence's indexer keys (one
-  FP8 key of index_head_dim plus a float32 scale per 128 values per token,
-  :attr:`ModelShape.indexer_cache_bytes_per_token`) are read once for its query tokens.
+  weighted sum over the heads, into one float32 logit, from the indexer's keys (one FP8 key
+  of index_head_dim plus a float32 scale per 128 values per token,
+  :attr:`ModelShape.indexer_cache_bytes_per_token`). vLLM reads a sequence's keys once for
+  all its query tokens (``model_executor/layers/sparse_attn_indexer.py`` at c30af86: decode
+  and verify queries reshaped to ``[batch, next_n, heads, dim]`` for one
+  ``fp8_paged_mqa_logits`` call); SGLang runs a verify step's tokens as one-token queries
+  over their own contexts (``nsa_indexer.py`` at 9c570b0, ``_get_topk_paged``: "the next_n
+  dim is 1 now", sequence lengths expanded per token for ``target_verify``), reading the keys
+  once per query token.
 - **Top-k** (vLLM ``top_k_per_row`` kernels; SGLang ``nsa/cuda/topk.cu``): reads each
   query's logits and writes ``min(context, index_topk)`` indices.
 - **Sparse MLA** (FlashMLA's sparse kernels: ``flash_mla_with_kvcache`` with per-token
@@ -53,6 +59,10 @@ from simspec.engine.costmodel.roofline import OperatorTimes, roofline_time
 from simspec.engine.costmodel.shapes import BatchShape
 from simspec.errors import InputError
 
+# the engines simspec prices sparse attention for, and whether each reads the indexer's keys
+# once per query token (SGLang) rather than once per sequence (vLLM); vLLM V0 (before 0.8)
+# predates DeepSeek-V3.2, which vLLM serves from 0.11 on its V1 engine
+SPARSE_ATTENTION_ENGINES = {"vllm": False, "sglang": True}
 # the GPUs FlashMLA's sparse kernels and DeepGEMM's MQA-logits kernels run on: vLLM's
 # FlashMLASparseBackend.supports_compute_capability (major 9 or 10) and its model test's skip,
 # "DeepseekV32 requires Hopper (9.0+) or Blackwell (10.0+) for FLASHMLA_SPARSE backend"
@@ -82,10 +92,12 @@ def attention_kernels(
     kv_bytes: float,
     mla_fit: MlaDecodeFit | None,
     precision: PrecisionSpec | None,
+    engine: str = "vllm",
 ) -> AttentionKernels:
-    """The attention kernels of ``model``: sparse ones where it has an indexer."""
+    """The attention kernels of ``model`` under ``engine`` (its id): sparse ones where the
+    model has an indexer."""
     if model.is_sparse:
-        return SparseAttentionKernels(ops, model, kv_bytes, mla_fit, precision)
+        return SparseAttentionKernels(ops, model, kv_bytes, mla_fit, precision, engine)
     return AttentionKernels(ops, model, kv_bytes, mla_fit)
 
 
@@ -106,7 +118,7 @@ class SparseAttentionKernels(AttentionKernels):
     (:func:`sparse_mla_batch` through :class:`AttentionKernels`). The indexer's GEMMs are
     counted here, in the attention time, so the dense model's terms stay as they are."""
 
-    __slots__ = ("indexer", "fp8_rate", "projections", "_ops", "_precision")
+    __slots__ = ("indexer", "fp8_rate", "projections", "keys_per_query", "_ops", "_precision")
 
     def __init__(
         self,
@@ -115,7 +127,16 @@ class SparseAttentionKernels(AttentionKernels):
         kv_bytes: float,
         mla_fit: MlaDecodeFit | None,
         precision: PrecisionSpec | None,
+        engine: str = "vllm",
     ) -> None:
+        if engine not in SPARSE_ATTENTION_ENGINES:
+            raise InputError(
+                "engine",
+                f"{model.id}'s sparse attention is modelled as "
+                f"{' and '.join(SPARSE_ATTENTION_ENGINES)} run it (FlashMLA's sparse and "
+                f"DeepGEMM's MQA-logits kernels); {engine} is not one of them",
+            )
+        self.keys_per_query = SPARSE_ATTENTION_ENGINES[engine]
         gpu = ops.gpu
         if gpu.arch not in SPARSE_ATTENTION_ARCHS or gpu.fp8_dense_flops is None:
             raise InputError(
@@ -155,12 +176,14 @@ class SparseAttentionKernels(AttentionKernels):
 
     def indexer_time(self, batch: BatchShape) -> float:
         """One layer's indexer logits and top-k over ``batch``: FP8 MQA over every (query
-        token, visible past token) pair, each sequence's indexer keys read once; float32
-        logits written and read back by the top-k, which writes the selected indices."""
+        token, visible past token) pair, the indexer's keys read once per sequence (vLLM) or
+        per query token (SGLang); float32 logits written and read back by the top-k, which
+        writes the selected indices."""
         heads, dim, topk = self.indexer
         t = batch.num_tokens
         pairs = batch.sum_q_kv + (batch.sum_q_sq + t) / 2.0
-        keys = (batch.sum_kv + t) * self.model.indexer_cache_bytes_per_token
+        read = pairs if self.keys_per_query else batch.sum_kv + t
+        keys = read * self.model.indexer_cache_bytes_per_token
         queries = t * heads * (dim + LOGIT_BYTES)  # FP8 queries and float32 head weights
         # the decode kernel (fp8_paged_mqa_logits) where every sequence sends one token, as
         # the attention kernels take their decode latency
