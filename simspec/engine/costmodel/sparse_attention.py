@@ -60,8 +60,8 @@ from simspec.engine.costmodel.shapes import BatchShape
 from simspec.errors import InputError
 
 # the engines simspec prices sparse attention for, and whether each reads the indexer's keys
-# once per query token (SGLang) rather than once per sequence (vLLM); vLLM V0 (before 0.8)
-# predates DeepSeek-V3.2, which vLLM serves from 0.11 on its V1 engine
+# once per query token (SGLang) rather than once per sequence (vLLM); vLLM V0 (releases before
+# 0.8, early 2025: engines.yaml) predates DeepSeek-V3.2-Exp's day-0 support on V1 (its README)
 SPARSE_ATTENTION_ENGINES = {"vllm": False, "sglang": True}
 # the GPUs FlashMLA's sparse kernels and DeepGEMM's MQA-logits kernels run on: vLLM's
 # FlashMLASparseBackend.supports_compute_capability (major 9 or 10) and its model test's skip,
@@ -81,8 +81,9 @@ def sparse_attention_note(model: ModelShape) -> str | None:
         f"the profile's attention fraction of peak), MLA over min(context, "
         f"{model.index_topk}) tokens per query token with the dense MLA kernel's fit; a "
         "batch's contexts taken at their mean (an upper bound where they straddle "
-        f"{model.index_topk}); the indexer's elementwise kernels, its logits buffer and "
-        "SGLang's overlap of the indexer on a second stream are not priced"
+        f"{model.index_topk}); an FP8 latent counted at 576 of vLLM's 656 bytes; the "
+        "indexer's elementwise kernels, its logits buffer and SGLang's overlap of the indexer "
+        "on a second stream are not priced"
     )
 
 
