@@ -36,6 +36,13 @@ matching vLLM model file, read in the indexed copies):
   same width), else a dense MLP of ``intermediate_size``; MLA attention from ``q_lora_rank``
   (null: a direct q projection), ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``,
   ``v_head_dim``; ``num_nextn_predict_layers`` MTP modules.
+- ``deepseek_v32`` (DeepSeek-V3.2, V3.2-Exp): the DeepSeek-V3 keys plus DeepSeek Sparse
+  Attention's lightning indexer, ``index_n_heads`` x ``index_head_dim``, picking
+  ``index_topk`` tokens per query in every layer (DeepSeek-V3.2-Exp inference/model.py
+  ``ModelArgs``/``Indexer``). vLLM treats any DeepSeek config carrying ``index_topk`` as V3.2
+  (deepseek_v2.py ``self.is_v32 = hasattr(config, "index_topk")``), and so does this reader.
+  Indexers shared across layers (``index_topk_freq``, ``index_topk_pattern``,
+  ``indexer_types``: GLM-5's IndexCache) are refused by name.
 - ``glm4_moe`` (GLM-4.5, GLM-4.6, GLM-4.7): Glm4MoeConfig: GQA attention (``head_dim`` may
   differ from ``hidden_size / heads``), per-head q/k RMSNorm when ``use_qk_norm``; layer i is
   MoE when ``i >= first_k_dense_replace`` (``n_routed_experts`` of width
@@ -240,6 +247,9 @@ SIZE_LIMITS: dict[str, tuple[int, int]] = {
     "qk_nope_head_dim": (0, _HEAD_DIM),
     "qk_rope_head_dim": (0, _HEAD_DIM),
     "v_head_dim": (0, _HEAD_DIM),
+    "index_n_heads": (1, _HEADS),
+    "index_head_dim": (1, _HEAD_DIM),
+    "index_topk": (1, _POSITIONS),  # at most the context: a token never picks more
     "vocab_size": (1, _VOCAB),
     "max_position_embeddings": (1, _POSITIONS),
     "sliding_window": (0, _POSITIONS),
@@ -430,6 +440,39 @@ def _deepseek(raw: dict[str, Any]) -> dict[str, Any]:
     fields["q_lora_rank"] = 0 if q_lora is None else _int(raw, "q_lora_rank", minimum=1)
     for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
         fields[key] = _int(raw, key, minimum=1)
+    fields.update(_sparse_indexer(raw))
+    return fields
+
+
+# keys of indexers shared across layers (IndexCache, arXiv 2603.12201: GLM-5's indexer_types
+# "shared" layers reuse a preceding layer's top-k); vLLM reads them in deepseek_v2.py at 002d607
+_SHARED_INDEXER = ("index_topk_freq", "index_topk_pattern", "indexer_types")
+
+
+def _sparse_indexer(raw: dict[str, Any]) -> dict[str, Any]:
+    """DeepSeek Sparse Attention's indexer keys: none on a DeepSeek-V2/V3 config, required on
+    a deepseek_v32 one (transformers' DeepseekV32Config defaults them for a fresh model, but a
+    saved config has them; simspec guesses none)."""
+    if raw.get("index_topk") is None and raw.get("model_type") != "deepseek_v32":
+        return {}
+    for key in _SHARED_INDEXER:
+        value = raw.get(key)
+        if value not in (None, 1) and not (
+            key == "indexer_types" and isinstance(value, list) and set(value) <= {"full"}
+        ):
+            raise InputError(
+                f"model.{key}",
+                "indexers shared across layers (IndexCache: a layer reusing another's top-k) "
+                "are not modelled; simspec models an indexer in every layer, as DeepSeek-V3.2 "
+                "has",
+            )
+    fields = {k: _int(raw, k, minimum=1) for k in ("index_topk", "index_n_heads", "index_head_dim")}
+    if raw.get("q_lora_rank") is None:
+        raise InputError(
+            "model.q_lora_rank",
+            "sparse attention's indexer projects its query from MLA's query latent; give "
+            "q_lora_rank",
+        )
     return fields
 
 
@@ -519,6 +562,7 @@ READERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "llama4_text": _llama4,
     "deepseek_v2": _deepseek,
     "deepseek_v3": _deepseek,
+    "deepseek_v32": _deepseek,
     "kimi_k2": _deepseek,
     "glm4_moe": _glm4_moe,
     "kimi_k25": _kimi_k25,

@@ -85,6 +85,12 @@ class ModelShape(BaseModel):
     # layers that attend to the last sliding_window tokens only (GPT-OSS, Llama-4 chunks)
     sliding_window: int = Field(default=0, ge=0)
     sliding_layers: tuple[int, ...] = ()
+    # DeepSeek Sparse Attention (index_topk 0: none): a lightning indexer of index_n_heads x
+    # index_head_dim in every MLA layer picks the index_topk past tokens each query attends to
+    # (simspec.engine.costmodel.sparse_attention)
+    index_topk: int = Field(default=0, ge=0)
+    index_n_heads: int = Field(default=0, ge=0)
+    index_head_dim: int = Field(default=0, ge=0)
     hf_ids: tuple[str, ...] = ()
     source: str = ""
 
@@ -124,6 +130,13 @@ class ModelShape(BaseModel):
             raise ValueError("MLA (kv_lora_rank) needs v_head_dim")
         if self.sliding_layers and not self.sliding_window:
             raise ValueError("sliding_layers need sliding_window")
+        if self.index_topk and not (self.is_mla and self.q_lora_rank):
+            # the indexer's query is projected from MLA's query latent (wq_b of q_lora_rank)
+            raise ValueError("sparse attention (index_topk) needs MLA with q_lora_rank")
+        if self.index_topk and not (self.index_n_heads and self.index_head_dim):
+            raise ValueError("sparse attention (index_topk) needs index_n_heads and index_head_dim")
+        if self.index_topk and self.sliding_layers:
+            raise ValueError("sparse attention (index_topk) with sliding_layers is not modelled")
         return self
 
     # -- what kind of model ----------------------------------------------------------------
@@ -142,7 +155,14 @@ class ModelShape(BaseModel):
         return not (self.num_experts or self.kv_lora_rank or self.sliding_layers)
 
     @property
+    def is_sparse(self) -> bool:
+        """DeepSeek Sparse Attention: MLA over the ``index_topk`` tokens an indexer picks."""
+        return self.index_topk > 0
+
+    @property
     def attention_kind(self) -> str:
+        if self.is_sparse:
+            return f"MLA, sparse top-{self.index_topk}"
         if self.is_mla:
             return "MLA"
         kind = "MHA" if self.num_key_value_heads == self.num_attention_heads else "GQA"
@@ -190,15 +210,30 @@ class ModelShape(BaseModel):
             else h * heads * q_head
         )
         kv = h * self.kv_dim + self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)
-        return q + kv + heads * self.v_head_dim * h
+        return q + kv + heads * self.v_head_dim * h + self.indexer_params
+
+    @property
+    def indexer_params(self) -> int:
+        """One layer's lightning-indexer weights (0 without sparse attention): wq_b (q_lora x
+        index heads*dim) on MLA's query latent, wk (h x index_head_dim) and weights_proj (h x
+        index heads) (DeepSeek-V3.2-Exp inference/model.py ``Indexer``, at 6d8cb70; its
+        LayerNorm's 2 x index_head_dim left out like every norm). DeepSeek-V3.2: 13.96M a
+        layer, 0.85B over 61 layers."""
+        if not self.is_sparse:
+            return 0
+        n, d = self.index_n_heads, self.index_head_dim
+        return self.q_lora_rank * n * d + self.hidden_size * (d + n)
 
     @property
     def replicated_attention_params(self) -> int:
         """Attention weights every tensor-parallel rank holds whole: MLA's down projections
-        (vLLM builds q_a/kv_a as one replicated fused_qkv_a_proj)."""
+        (vLLM builds q_a/kv_a as one replicated fused_qkv_a_proj) and the indexer, which vLLM
+        and SGLang replicate ("no tensor parallel, just replicated": vLLM
+        model_executor/models/deepseek_v2.py ``Indexer`` at 002d607; ReplicatedLinear in
+        SGLang layers/attention/nsa/nsa_indexer.py)."""
         if not self.is_mla:
             return 0
-        return self.hidden_size * (self.q_lora_rank + self.kv_dim)
+        return self.hidden_size * (self.q_lora_rank + self.kv_dim) + self.indexer_params
 
     @property
     def dense_mlp_params(self) -> int:
@@ -310,9 +345,22 @@ class ModelShape(BaseModel):
     # -- KV cache --------------------------------------------------------------------------
     @property
     def kv_bytes_per_token(self) -> int:
-        """K and V for every layer, before tensor-parallel sharding (MLA: the latent)."""
+        """K and V for every layer, before tensor-parallel sharding (MLA: the latent; with
+        sparse attention also the indexer's keys)."""
         per_layer = self.kv_dim if self.is_mla else 2 * self.kv_dim
-        return self.num_hidden_layers * per_layer * BYTES_PER_PARAM
+        n = self.num_hidden_layers
+        return n * per_layer * BYTES_PER_PARAM + n * self.indexer_cache_bytes_per_token
+
+    @property
+    def indexer_cache_bytes_per_token(self) -> int:
+        """Bytes one layer's indexer caches per token (0 without sparse attention): its one
+        key of index_head_dim in FP8 plus a float32 scale per 128 values, whatever the KV
+        cache's dtype, on every tensor-parallel rank (vLLM deepseek_v2.py ``Indexer`` at
+        002d607: ``DeepseekV32IndexerCache(head_dim=head_dim + head_dim // 128 * 4,
+        dtype=torch.uint8)``, one head; DeepSeek-V3.2: 132 bytes)."""
+        if not self.is_sparse:
+            return 0
+        return self.index_head_dim + 4 * -(-self.index_head_dim // 128)
 
     def kv_dim_per_gpu(self, tp: int) -> int:
         """KV width on one GPU: heads split over tp, replicated when there are fewer than tp.
@@ -327,11 +375,13 @@ class ModelShape(BaseModel):
         self, tp: int, layers: int | None = None, dtype_bytes: float = BYTES_PER_PARAM
     ) -> float:
         """K and V of ``layers`` (default: all) full-attention layers for one token on one GPU
-        (MLA: the latent); sliding-window layers hold a window per sequence instead
-        (:meth:`window_kv_bytes_per_token_per_gpu`)."""
+        (MLA: the latent, plus the sparse-attention indexer's key); sliding-window layers hold a
+        window per sequence instead (:meth:`window_kv_bytes_per_token_per_gpu`)."""
         n = self.num_hidden_layers if layers is None else layers
         n -= self.sliding_layers_in(n)
         per_layer = self.kv_dim_per_gpu(tp) * (1 if self.is_mla else 2)
+        if self.is_sparse:
+            return n * per_layer * dtype_bytes + n * self.indexer_cache_bytes_per_token
         return n * per_layer * dtype_bytes
 
     def window_kv_bytes_per_token_per_gpu(

@@ -148,10 +148,12 @@ def sweep(
 
 def _profile_note(cfg: SweepConfig) -> None:
     """A GPU whose packaged profile was fitted on another GPU says so, and so does a precision
-    the GPU runs otherwise than named or without kernel timings (on stderr)."""
+    the GPU runs otherwise than named or without kernel timings, and a model's sparse attention
+    (what of it stays approximate) (on stderr)."""
     from simspec.catalog.hardware import load_gpu, load_profile
     from simspec.catalog.models import load_model
     from simspec.catalog.precision import load_precision, precision_note
+    from simspec.engine.costmodel.sparse_attention import sparse_attention_note
 
     for gpu in dict.fromkeys(cfg.grid.get("gpu") or [cfg.gpu]):
         if note := load_profile(cfg.profile or gpu).transferred_note():
@@ -160,6 +162,9 @@ def _profile_note(cfg: SweepConfig) -> None:
             name = cfg.precision or getattr(load_model(model), "weight_dtype", "bf16")
             if note := precision_note(load_precision(name), load_gpu(gpu)):
                 err.print(f"note: {model} at {name}: {note}", highlight=False)
+    for model in dict.fromkeys(cfg.grid.get("model") or [cfg.model]):
+        if note := sparse_attention_note(load_model(model)):
+            err.print(f"note: {model}: {note}", highlight=False)
 
 
 def _check_out(out: Path, journal: Path, resume: bool) -> None:

@@ -108,10 +108,16 @@ def _layers(model: ModelShape) -> str:
 
 def _attention(model: ModelShape) -> str:
     if model.is_mla:
-        return (
+        text = (
             f"MLA, {model.num_attention_heads} heads; one latent of {model.kv_lora_rank} + "
             f"{model.qk_rope_head_dim} per token and layer shared by all heads"
         )
+        if model.is_sparse:
+            text += (
+                f"; sparse: an indexer of {model.index_n_heads} x {model.index_head_dim} picks "
+                f"the top {model.index_topk} past tokens per query"
+            )
+        return text
     text = (
         f"{model.attention_kind}, {model.num_attention_heads} query / "
         f"{model.num_key_value_heads} KV heads of {model.head_dim}"
@@ -131,6 +137,12 @@ def _experts(model: ModelShape) -> str:
 
 def _kv(model: ModelShape) -> str:
     kib = model.kv_bytes_per_token_per_gpu(1) / 1024
+    if model.is_sparse:
+        return (
+            f"{kib:.1f} KiB in bf16 (the latent, and the indexer's "
+            f"{model.indexer_cache_bytes_per_token}-byte FP8 key per layer: the same on every "
+            "GPU under TP)"
+        )
     if model.is_mla:
         return f"{kib:.1f} KiB in bf16 (the latent: the same on every GPU under TP)"
     text = f"{kib:.1f} KiB in bf16 at tp=1 (KV heads split over TP)"

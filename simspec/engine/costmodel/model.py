@@ -38,6 +38,7 @@ from simspec.engine.costmodel.moe import (
 )
 from simspec.engine.costmodel.roofline import OperatorTimes
 from simspec.engine.costmodel.shapes import BatchShape, StepCost
+from simspec.engine.costmodel.sparse_attention import attention_kernels
 from simspec.engine.layout import ParallelLayout
 
 
@@ -203,9 +204,10 @@ class RooflineCostModel:
         terms = self._models.get(id(model))
         if terms is None or terms.model is not model:  # first use, or a recycled id
             mla = mla_decode_fit(self.gpu.id, self.engine.id, self.kv_bytes)
-            terms = self._models[id(model)] = _ModelTerms(
-                model, AttentionKernels(self.attn_ops, model, self.kv_bytes, mla)
+            kernels = attention_kernels(
+                self.attn_ops, model, self.kv_bytes, mla, self.precision_of(model), self.engine.id
             )
+            terms = self._models[id(model)] = _ModelTerms(model, kernels)
         if self.layout.dp > 1:
             return dp_forward(self, terms, batch, overhead_s, n_layers, extra_gemm_s)
         # the hot loop repeats a few shapes: one lookup instead of the graph and padding rules
