@@ -232,9 +232,9 @@ def plan_memory(
         block,
         blocks * dp,
         window,
-        dp,
-        state,
-        state_seqs * dp,
+        state_bytes=state,
+        state_seqs=state_seqs * dp,
+        dp=dp,
     )
 
 

@@ -32,6 +32,12 @@ from simspec.catalog.precision import PrecisionSpec
 from simspec.engine.costmodel.roofline import OperatorTimes, roofline_time
 from simspec.engine.costmodel.shapes import BatchShape
 
+# what a prediction of a model with Gated DeltaNet layers rests on beyond its measured inputs
+LINEAR_STATE_NOTE = (
+    "Gated DeltaNet layers priced from their shapes (projections, conv1d, a state per sequence "
+    "read once and written per verify position as SGLang and vLLM keep it; chunked prefill "
+    "FLOPs estimated), not from timed kernels"
+)
 # FLA's chunk size for the chunked delta rule (vllm/model_executor/layers/fla/ops/utils.py
 # FLA_CHUNK_SIZE = 64; SGLang vendors the same FLA kernels)
 FLA_CHUNK = 64
@@ -133,13 +139,14 @@ class RecurrentKernels:
         dk, dv = model.linear_key_head_dim, model.linear_value_head_dim
         ssm, conv = self.state
         recurrent = batch.sum_q_sq <= RECURRENT_MAX_QUERY * t
+        per_token: float
         if recurrent:  # read each sequence's state, write one per query token
             per_token = RECURRENT_FLOPS * dk * dv
             states = seqs * (ssm + conv) + t * (ssm + conv)
         else:  # chunked prefill: the state in and out once per sequence
             per_token = chunk_flops_per_token(dk, dv)
             states = 2.0 * seqs * (ssm + conv)
-        flops = t * self.heads * per_token
+        flops: float = t * self.heads * per_token
         flops += 2.0 * t * self.channels * model.linear_conv_kernel_dim  # the conv1d
         # the conv1d reads its q, k, v inputs and writes them; the recurrence reads them and
         # writes the value-width output (bf16 activations)
