@@ -207,6 +207,7 @@ def plan_memory(
     blocks = kv_blocks(free, block, kv_per_token, window_per_token, window_cap) if free > 0 else 0
     if target.linear_layers and state_seqs < 1:
         blocks = 0  # not one sequence's recurrent state fits
+    if blocks <= 0:
         where = f"over {pp} GPUs" if pp > 1 else "per GPU"
         need = min_gpus(gpu, engine, target, weight_bytes=weight_bytes, expert_bytes=expert_bytes)
         fix = (
