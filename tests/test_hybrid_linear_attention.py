@@ -280,3 +280,11 @@ def test_simspec_models_shows_the_fixed_state_per_sequence():
     text = " ".join(result.output.split())
     assert "recurrent state per sequence" in text and "36 Gated DeltaNet layers" in text
     assert "whatever its context" in text
+
+
+def test_the_mtp_module_is_a_gated_full_attention_layer_and_an_eagle_head_a_plain_one():
+    m = load_model("qwen3-next-80b-a3b")
+    mtp, eagle = m.one_layer(True, m.vocab_size, "mtp"), m.one_layer(False, m.vocab_size, "e3")
+    assert mtp.linear_layers == eagle.linear_layers == ()
+    assert mtp.attn_output_gate and mtp.is_moe
+    assert not eagle.attn_output_gate and not eagle.is_moe

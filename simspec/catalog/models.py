@@ -466,6 +466,8 @@ class ModelShape(BaseModel):
                 "num_experts": self.num_experts if moe else 0,
                 "sliding_layers": (),
                 "linear_layers": (),
+                # a Llama layer (EAGLE) has no output gate; the target's own layer (MTP) keeps it
+                "attn_output_gate": self.attn_output_gate and moe,
                 "num_nextn_predict_layers": 0,
             }
         )
