@@ -141,8 +141,8 @@ def test_all_offers_only_what_an_engine_ships_for_the_model():
     assert {"autoregressive", "eagle3", "ngram", "suffix", "draft_model"} <= set(names)
     assert set(names) | set(left) == set(SPECULATORS)
     with_mtp = [m for m in model_ids() if load_model(m).num_nextn_predict_layers > 0]
-    assert with_mtp == ["deepseek-r1", "deepseek-v3", "glm-4.6"]
-    assert "deepseek-r1, deepseek-v3, glm-4.6" in left["mtp"]
+    assert with_mtp == ["deepseek-r1", "deepseek-v3", "glm-4.6", "qwen3-next-80b-a3b"]
+    assert "deepseek-r1, deepseek-v3, glm-4.6, qwen3-next-80b-a3b" in left["mtp"]
     assert "mtp" in [
         m.name for m in SweepFlags(methods="all", model="deepseek-v3").sweep_config(None).methods
     ]
