@@ -20,6 +20,11 @@ conv1d's last ``taps - 1`` inputs; it holds no KV, so its cost does not grow wit
   chunks of 64 tokens, FLA_CHUNK_SIZE) reads and writes the state once per sequence; its FLOPs
   per token and value head are estimated below (:data:`CHUNK_FLOPS_PER_TOKEN`).
 
+Read at: vLLM qwen_gdn_linear_attn.py at 00545a8 and models/qwen3_next.py at 002d607
+(vllm-project/vllm); SGLang's MambaPool and ServerArgs in indexed copies of
+sgl-project/sglang's python/sglang/srt (the stored upstream file predates MambaPool, so no
+upstream commit is named).
+
 Not modelled (named in the README): the elementwise kernels around the recurrence (the gated
 RMSNorm, l2-norms of q and k, the sigmoid gates) are counted as a full-attention layer's, and a
 batch mixing prefill chunks with verify rows is priced by its mean query length.
