@@ -141,7 +141,15 @@ def test_all_offers_only_what_an_engine_ships_for_the_model():
     assert {"autoregressive", "eagle3", "ngram", "suffix", "draft_model"} <= set(names)
     assert set(names) | set(left) == set(SPECULATORS)
     with_mtp = [m for m in model_ids() if load_model(m).num_nextn_predict_layers > 0]
-    names_mtp = ["deepseek-r1", "deepseek-v3", "deepseek-v3.2", "glm-4.5", "glm-4.5-air", "glm-4.6"]
+    names_mtp = [
+        "deepseek-r1",
+        "deepseek-v3",
+        "deepseek-v3.2",
+        "glm-4.5",
+        "glm-4.5-air",
+        "glm-4.6",
+        "qwen3-next-80b-a3b",
+    ]
     assert with_mtp == names_mtp
     assert ", ".join(names_mtp) in left["mtp"]
     assert "mtp" in [

@@ -113,7 +113,7 @@ def _config(**keys) -> dict:
     [
         ({"model_type": "falcon_h1"}, "model.model_type"),
         ({"n_routed_experts": 8}, "model.n_routed_experts"),  # MoE keys on a dense reader
-        ({"model_type": "qwen3_next"}, "model.layer_types"),  # Gated DeltaNet
+        ({"model_type": "qwen3_next"}, "model.linear_num_key_heads"),  # Gated DeltaNet dims
         ({"layer_types": ["linear_attention", "full_attention"] * 2}, "model.layer_types"),
         (
             {"model_type": "llama", "quantization_config": {"quant_method": "bitsandbytes"}},

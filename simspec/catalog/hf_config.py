@@ -77,6 +77,18 @@ matching vLLM model file, read in the indexed copies):
   ``use_qk_norm``. Group-limited routing (``n_group``, ``topk_group``), sigmoid scores with an
   expert bias, partial RoPE (``partial_rotary_factor``) and biases cost nothing simspec prices.
 
+- ``qwen3_next`` (Qwen3-Next) and ``qwen3_5``/``qwen3_5_moe`` (Qwen3.5, their ``text_config``):
+  Qwen3NextConfig / Qwen3_5(Moe)TextConfig: ``layer_types`` (or, where a config omits it, every
+  ``full_attention_interval``-th layer full, the rest ``linear_attention``, as
+  Qwen3NextConfig.__post_init__ fills it) mark the Gated DeltaNet layers, of
+  ``linear_num_key_heads`` x ``linear_key_head_dim`` keys, ``linear_num_value_heads`` x
+  ``linear_value_head_dim`` values and a causal conv1d of ``linear_conv_kernel_dim`` taps
+  (vLLM ``model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py`` QwenGatedDeltaNetAttention;
+  SGLang ``models/qwen3_next.py`` Qwen3GatedDeltaNet). The full-attention layers gate their
+  output (``attn_output_gate``, default true: vLLM ``models/qwen3_next.py`` Qwen3NextAttention
+  builds its qkv_proj with ``num_heads * (1 + attn_output_gate)`` query heads). MoE layers as
+  ``qwen2_moe`` (with the shared expert); Qwen3.5 dense configs have none.
+
 Weights are read as bf16 unless ``quantization_config`` says otherwise (:func:`weight_dtypes`).
 
 Every size key is a whole number under a documented limit (:data:`SIZE_LIMITS`), checked before
@@ -105,17 +117,12 @@ EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 # architectures whose attention always normalises q and k per head (Qwen3Attention builds
 # q_norm/k_norm unconditionally); GLM-4-MoE reads its config's use_qk_norm instead
 QK_NORM_TYPES = ("qwen3", "qwen3_moe")
-# architectures whose layers simspec cannot cost, and why (names the config key that says so)
-UNMODELLED = {
-    "qwen3_next": "layer_types",
-    "qwen3_5": "layer_types",
-    "qwen3_5_text": "layer_types",
-    "qwen3_5_moe": "layer_types",
-    "qwen3_5_moe_text": "layer_types",
-}
+# architectures whose Gated DeltaNet layers simspec reads (:func:`_hybrid_linear`)
+HYBRID_LINEAR_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
 LINEAR_ATTENTION = (
-    "Gated DeltaNet linear-attention layers (layer_types 'linear_attention', as in Qwen3-Next "
-    "and Qwen3.5) keep a recurrent state instead of a KV cache; simspec does not model them"
+    "Gated DeltaNet linear-attention layers (layer_types 'linear_attention') are read for "
+    f"the architectures that define them ({', '.join(HYBRID_LINEAR_TYPES)}); in another "
+    "architecture simspec does not know their shapes"
 )
 
 
@@ -137,7 +144,7 @@ def read_config(raw: dict[str, Any]) -> dict[str, Any]:
     model_type = raw.get("model_type")
     if model_type is not None and not isinstance(model_type, str):
         raise InputError("model.model_type", f"must be text (got {_shown(model_type)})")
-    if model_type in UNMODELLED or _has_linear_attention(raw):
+    if model_type not in HYBRID_LINEAR_TYPES and _has_linear_attention(raw):
         raise InputError("model.layer_types", LINEAR_ATTENTION)
     reader = READERS.get(model_type or "llama")
     if reader is None:
@@ -262,6 +269,14 @@ SIZE_LIMITS: dict[str, tuple[int, int]] = {
     "experts_per_token": (0, _EXPERTS),
     "num_shared_experts": (0, _EXPERTS),
     "moe_shared_expert_intermediate_size": (0, _MLP),
+    # Gated DeltaNet layers: heads and head widths bounded as attention's; the conv1d's taps
+    # by 64, 16x the 4 of every Qwen3-Next and Qwen3.5 config
+    "full_attention_interval": (1, _LAYERS),
+    "linear_num_key_heads": (1, _HEADS),
+    "linear_num_value_heads": (1, _HEADS),
+    "linear_key_head_dim": (1, _HEAD_DIM),
+    "linear_value_head_dim": (1, _HEAD_DIM),
+    "linear_conv_kernel_dim": (1, 64),
 }
 
 
@@ -533,6 +548,66 @@ def _minimax_m2(raw: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+# -- hybrid linear attention ------------------------------------------------------------------
+_LINEAR_KEYS = (
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+)
+# the SSM state dtypes a config may ask the engine for (Qwen3.5's mamba_ssm_dtype; vLLM reads
+# it into mamba_ssm_cache_dtype, vllm/model_executor/models/config.py Qwen3_5 config hook)
+_SSM_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _linear_layer_types(raw: dict[str, Any], layers: int) -> tuple[int, ...]:
+    """The Gated DeltaNet layers: ``layer_types`` as written, else every
+    ``full_attention_interval``-th layer full (Qwen3NextConfig.__post_init__: layer i is
+    linear when ``(i + 1) % interval`` is nonzero)."""
+    types = raw.get("layer_types")
+    if types is None:
+        interval = _int(raw, "full_attention_interval", minimum=1)
+        return tuple(i for i in range(layers) if (i + 1) % interval)
+    if not isinstance(types, list) or len(types) != layers:
+        raise InputError("model.layer_types", f"must list one type per layer ({layers})")
+    for i, kind in enumerate(types):
+        if kind not in ("full_attention", "linear_attention"):
+            raise InputError(
+                "model.layer_types",
+                f"layer {i} is {_shown(kind)}; a {raw.get('model_type')} config has "
+                "full_attention and linear_attention layers",
+            )
+    return tuple(i for i, kind in enumerate(types) if kind == "linear_attention")
+
+
+def _hybrid_linear(raw: dict[str, Any]) -> dict[str, Any]:
+    """Qwen3-Next and Qwen3.5: Gated DeltaNet layers beside gated full attention, MoE (with a
+    shared expert) or dense MLPs."""
+    layers = _layers(raw)
+    fields: dict[str, Any] = {key: _int(raw, key, minimum=1) for key in _LINEAR_KEYS}
+    fields["linear_layers"] = _linear_layer_types(raw, layers)
+    gate = raw.get("attn_output_gate", True)  # vLLM: getattr(config, "attn_output_gate", True)
+    if type(gate) is not bool:
+        raise InputError("model.attn_output_gate", f"must be true or false (got {_shown(gate)})")
+    fields["attn_output_gate"] = gate
+    ssm = raw.get("mamba_ssm_dtype")
+    if ssm is not None and ssm not in _SSM_DTYPES:
+        raise InputError(
+            "model.mamba_ssm_dtype", f"must be one of {', '.join(_SSM_DTYPES)} (got {_shown(ssm)})"
+        )
+    fields["mamba_ssm_dtype"] = ssm or ""
+    fields["qk_norm"] = True  # Qwen3NextAttention builds q_norm/k_norm unconditionally
+    if raw.get("num_experts"):
+        moe = dict(raw, model_type="qwen2_moe")  # Qwen3NextSparseMoeBlock: Qwen2-MoE's layout
+        fields.update(_qwen_moe(moe))
+    elif raw.get("moe_intermediate_size") or raw.get("shared_expert_intermediate_size"):
+        raise InputError(
+            "model.num_experts", "is missing or 0 but the config sizes experts: give num_experts"
+        )
+    return fields
+
+
 def _bailing_moe(raw: dict[str, Any]) -> dict[str, Any]:
     layers = _layers(raw)
     fields = _experts(raw, "num_experts", "moe_intermediate_size")
@@ -568,6 +643,7 @@ READERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "kimi_k25": _kimi_k25,
     "minimax_m2": _minimax_m2,
     "bailing_moe": _bailing_moe,
+    **dict.fromkeys(HYBRID_LINEAR_TYPES, _hybrid_linear),
 }
 
 

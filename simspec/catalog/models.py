@@ -91,6 +91,18 @@ class ModelShape(BaseModel):
     index_topk: int = Field(default=0, ge=0)
     index_n_heads: int = Field(default=0, ge=0)
     index_head_dim: int = Field(default=0, ge=0)
+    # Gated DeltaNet layers (Qwen3-Next, Qwen3.5): a recurrent state per sequence instead of KV
+    # (linear_layers empty: none); the dims as their config.json names them
+    linear_layers: tuple[int, ...] = ()
+    linear_num_key_heads: int = Field(default=0, ge=0)
+    linear_num_value_heads: int = Field(default=0, ge=0)
+    linear_key_head_dim: int = Field(default=0, ge=0)
+    linear_value_head_dim: int = Field(default=0, ge=0)
+    linear_conv_kernel_dim: int = Field(default=0, ge=0)
+    # the SSM state dtype the config asks the engine for ("": the engine's default)
+    mamba_ssm_dtype: str = ""
+    # full-attention layers gate their output by a second q-sized projection (Qwen3-Next)
+    attn_output_gate: bool = False
     hf_ids: tuple[str, ...] = ()
     source: str = ""
 
@@ -115,8 +127,24 @@ class ModelShape(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> ModelShape:
         n = self.num_hidden_layers
-        if any(not 0 <= i < n for i in (*self.moe_layers, *self.sliding_layers)):
-            raise ValueError(f"moe_layers and sliding_layers must be layer indices below {n}")
+        if any(
+            not 0 <= i < n for i in (*self.moe_layers, *self.sliding_layers, *self.linear_layers)
+        ):
+            raise ValueError(
+                f"moe_layers, sliding_layers and linear_layers must be layer indices below {n}"
+            )
+        if self.linear_layers:
+            dims = (
+                self.linear_num_key_heads,
+                self.linear_num_value_heads,
+                self.linear_key_head_dim,
+                self.linear_value_head_dim,
+                self.linear_conv_kernel_dim,
+            )
+            if not all(dims):
+                raise ValueError("linear_layers need the linear_* head counts and widths")
+            if self.sliding_layers:  # no released model has both; the kernels assume one kind
+                raise ValueError("linear_layers beside sliding_layers are not modelled")
         if self.num_experts:
             if not 1 <= self.num_experts_per_tok <= self.num_experts:
                 raise ValueError("num_experts_per_tok must be in [1, num_experts]")
@@ -152,7 +180,9 @@ class ModelShape(BaseModel):
     def is_plain(self) -> bool:
         """A Llama-style dense decoder with full attention in every layer (the cost model's
         original path, kept bit for bit)."""
-        return not (self.num_experts or self.kv_lora_rank or self.sliding_layers)
+        return not (
+            self.num_experts or self.kv_lora_rank or self.sliding_layers or self.linear_layers
+        )
 
     @property
     def is_sparse(self) -> bool:
@@ -168,6 +198,8 @@ class ModelShape(BaseModel):
         kind = "MHA" if self.num_key_value_heads == self.num_attention_heads else "GQA"
         if self.sliding_layers:
             kind += f", window {self.sliding_window} on {len(self.sliding_layers)} layers"
+        if self.linear_layers:
+            kind += f", Gated DeltaNet on {len(self.linear_layers)} layers"
         return kind
 
     def moe_layers_in(self, layers: int | None = None) -> int:
@@ -179,12 +211,23 @@ class ModelShape(BaseModel):
         n = self.num_hidden_layers if layers is None else layers
         return sum(1 for i in self.sliding_layers if i < n)
 
+    def linear_layers_in(self, layers: int | None = None) -> int:
+        """Gated DeltaNet layers among the first ``layers`` (default: all)."""
+        n = self.num_hidden_layers if layers is None else layers
+        return sum(1 for i in self.linear_layers if i < n)
+
     # -- widths ----------------------------------------------------------------------------
     @property
     def q_dim(self) -> int:
         if self.is_mla:
             return self.num_attention_heads * (self.qk_nope_head_dim + self.qk_rope_head_dim)
         return self.num_attention_heads * self.head_dim
+
+    @property
+    def q_proj_dim(self) -> int:
+        """The q projection's width: q, and with an output gate the gate beside it (vLLM
+        qwen3_next.py Qwen3NextAttention: ``total_num_heads * (1 + attn_output_gate)``)."""
+        return self.q_dim * (2 if self.attn_output_gate else 1)
 
     @property
     def kv_dim(self) -> int:
@@ -202,7 +245,7 @@ class ModelShape(BaseModel):
         (kv_lora+rope)); kv_b (kv_lora x heads*(nope+v)); o (heads*v x h)."""
         h = self.hidden_size
         if not self.is_mla:
-            return h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
+            return h * (self.q_proj_dim + 2 * self.kv_dim) + self.q_dim * h
         heads, q_head = self.num_attention_heads, self.qk_nope_head_dim + self.qk_rope_head_dim
         q = (
             h * self.q_lora_rank + self.q_lora_rank * heads * q_head
@@ -258,7 +301,7 @@ class ModelShape(BaseModel):
         h, i = self.hidden_size, self.intermediate_size
         if self.is_mla:
             return self.attention_params + 3 * h * i
-        return h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h + 3 * h * i
+        return h * (self.q_proj_dim + 2 * self.kv_dim) + self.q_dim * h + 3 * h * i
 
     @property
     def moe_layer_params(self) -> int:
@@ -271,6 +314,45 @@ class ModelShape(BaseModel):
         )
 
     @property
+    def linear_key_dim(self) -> int:
+        return self.linear_num_key_heads * self.linear_key_head_dim
+
+    @property
+    def linear_value_dim(self) -> int:
+        return self.linear_num_value_heads * self.linear_value_head_dim
+
+    @property
+    def linear_conv_dim(self) -> int:
+        """Channels of the causal conv1d: q, k and v (vLLM gated_delta_net_state_shape:
+        ``head_k_dim * num_k_heads * 2 + head_v_dim * num_v_heads``)."""
+        return 2 * self.linear_key_dim + self.linear_value_dim
+
+    @property
+    def linear_attention_params(self) -> int:
+        """One Gated DeltaNet layer's weights (vLLM qwen_gdn_linear_attn.py): in_proj_qkvz
+        (h x (2 key_dim + 2 value_dim): q, k, v and the output gate z), in_proj_ba (h x 2
+        value heads: the write strength beta and the decay a), the conv1d (conv_dim x taps),
+        out_proj (value_dim x h); A_log, dt_bias and the gated norm's weight are per head or per
+        value channel (counted: a few thousand)."""
+        h, kd, vd = self.hidden_size, self.linear_key_dim, self.linear_value_dim
+        heads = self.linear_num_value_heads
+        return (
+            h * (2 * kd + 2 * vd)
+            + h * 2 * heads
+            + self.linear_conv_dim * self.linear_conv_kernel_dim
+            + vd * h
+            + 2 * heads
+            + self.linear_value_head_dim
+        )
+
+    @property
+    def _linear_mixer_excess(self) -> int:
+        """What the Gated DeltaNet layers weigh beyond the attention the per-layer counts
+        assume for every layer (0 without them)."""
+        n = len(self.linear_layers)
+        return n * (self.linear_attention_params - self.attention_params) if n else 0
+
+    @property
     def embedding_params(self) -> int:
         return self.vocab_size * self.hidden_size
 
@@ -278,12 +360,19 @@ class ModelShape(BaseModel):
     def num_params(self) -> int:
         """Every weight (the MTP modules excluded, as model cards count)."""
         head = 0 if self.tie_word_embeddings else self.embedding_params
+        mixers = self._linear_mixer_excess
         if not self.is_moe:
-            return self.num_hidden_layers * self.layer_params + self.embedding_params + head
+            return (
+                self.num_hidden_layers * self.layer_params + self.embedding_params + head + mixers
+            )
         moe = self.moe_layers_in()
         dense = self.num_hidden_layers - moe
         return (
-            dense * self.layer_params + moe * self.moe_layer_params + self.embedding_params + head
+            dense * self.layer_params
+            + moe * self.moe_layer_params
+            + self.embedding_params
+            + head
+            + mixers
         )
 
     @property
@@ -304,7 +393,13 @@ class ModelShape(BaseModel):
             + self.router_params
         )
         dense = self.num_hidden_layers - moe
-        return dense * self.layer_params + moe * routed + self.embedding_params + head
+        return (
+            dense * self.layer_params
+            + moe * routed
+            + self.embedding_params
+            + head
+            + self._linear_mixer_excess
+        )
 
     def weight_bytes_per_gpu(
         self,
@@ -331,6 +426,7 @@ class ModelShape(BaseModel):
         shared = self.attention_params - self.replicated_attention_params
         per_tp = (
             self.num_hidden_layers * shared
+            + self._linear_mixer_excess
             + dense * self.dense_mlp_params
             + moe * self.shared_expert_params
         ) * linear
@@ -348,7 +444,7 @@ class ModelShape(BaseModel):
         """K and V for every layer, before tensor-parallel sharding (MLA: the latent; with
         sparse attention also the indexer's keys)."""
         per_layer = self.kv_dim if self.is_mla else 2 * self.kv_dim
-        n = self.num_hidden_layers
+        n = self.num_hidden_layers - len(self.linear_layers)
         return n * per_layer * BYTES_PER_PARAM + n * self.indexer_cache_bytes_per_token
 
     @property
@@ -378,7 +474,7 @@ class ModelShape(BaseModel):
         (MLA: the latent, plus the sparse-attention indexer's key); sliding-window layers hold a
         window per sequence instead (:meth:`window_kv_bytes_per_token_per_gpu`)."""
         n = self.num_hidden_layers if layers is None else layers
-        n -= self.sliding_layers_in(n)
+        n -= self.sliding_layers_in(n) + self.linear_layers_in(n)
         per_layer = self.kv_dim_per_gpu(tp) * (1 if self.is_mla else 2)
         if self.is_sparse:
             return n * per_layer * dtype_bytes + n * self.indexer_cache_bytes_per_token
@@ -393,6 +489,23 @@ class ModelShape(BaseModel):
         per_layer = self.kv_dim_per_gpu(tp) * (1 if self.is_mla else 2)
         return len(self.sliding_layers) * per_layer * dtype_bytes
 
+    # -- Gated DeltaNet state ---------------------------------------------------------------
+    def linear_state_bytes_per_gpu(
+        self, tp: int, ssm_bytes: float, conv_bytes: float = BYTES_PER_PARAM
+    ) -> tuple[float, float]:
+        """(SSM state, conv state) bytes of one sequence's recurrent state over all Gated
+        DeltaNet layers on one GPU, whatever its context: per layer a state of value heads/tp x
+        value head x key head (vLLM mamba_utils.py gated_delta_net_state_shape: temporal
+        ``(num_v_heads // tp, head_v_dim, head_k_dim)``) and the conv1d's last taps - 1 inputs
+        of its conv_dim/tp channels; (0, 0) without such layers."""
+        n = len(self.linear_layers)
+        if not n:
+            return 0.0, 0.0
+        heads = max(self.linear_num_value_heads // tp, 1)
+        ssm = heads * self.linear_value_head_dim * self.linear_key_head_dim * ssm_bytes
+        conv = self.linear_conv_dim / tp * (self.linear_conv_kernel_dim - 1) * conv_bytes
+        return n * ssm, n * conv
+
     # -- one layer of the model's kind (draft heads) ---------------------------------------
     def one_layer(self, moe: bool, vocab_size: int, name: str) -> ModelShape:
         """A one-layer model of this model's widths and attention: a MoE layer when ``moe``
@@ -405,6 +518,9 @@ class ModelShape(BaseModel):
                 "moe_layers": (0,) if moe and self.is_moe else (),
                 "num_experts": self.num_experts if moe else 0,
                 "sliding_layers": (),
+                "linear_layers": (),
+                # a Llama layer (EAGLE) has no output gate; the target's own layer (MTP) keeps it
+                "attn_output_gate": self.attn_output_gate and moe,
                 "num_nextn_predict_layers": 0,
             }
         )

@@ -89,6 +89,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     if why := engine_refuses(sc.method.name, engine.id):
         raise InputError("methods.name", f"{sc.method.name} {why}")
     check_dp_attention(sc, engine.id, engine.dp_attention)
+    check_linear_layers(sc, target)
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine)
     max_seqs = int(sc.scheduler.max_num_seqs or engine["max_num_seqs"])
@@ -120,6 +121,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         sc.dp,
     )
     check_fixed_lengths(sc, target, memory)
+    if memory.state_seqs:  # the recurrent states bound the running sequences
+        max_seqs = min(max_seqs, memory.state_seqs)
     prefix = sc.scheduler.enable_prefix_caching
     if prefix is None:  # the engine's default (an engine without the parameter has none)
         param = engine.params.get("prefix_caching")
@@ -141,6 +144,17 @@ def check_dp_attention(sc: Scenario, engine_id: str, style: str) -> None:
         )
     if sc.pp > 1:
         raise InputError("dp", "data-parallel attention over pipeline stages is not modelled")
+
+
+def check_linear_layers(sc: Scenario, target: ModelShape) -> None:
+    """Gated DeltaNet layers are priced on the one-rank forward: data-parallel attention's
+    per-rank split of them is not modelled."""
+    if target.linear_layers and sc.dp > 1:
+        raise InputError(
+            "dp",
+            f"{target.id}'s Gated DeltaNet layers are not modelled under data-parallel "
+            "attention: use dp 1",
+        )
 
 
 def check_fixed_lengths(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> None:

@@ -15,6 +15,16 @@ ChunkedLocalAttentionSpec in vllm/v1/kv_cache_interface.py: at most the window, 
 the tokens being scheduled, per request). Nothing is reserved per possible sequence up front, so
 a cached token also costs its windowed-layer KV until the running sequences (at most
 ``max_num_seqs``) each hold a full window (:func:`kv_blocks`).
+
+Gated DeltaNet layers (Qwen3-Next, Qwen3.5) hold no KV but a fixed recurrent state per running
+sequence, whatever its context, and under speculative decoding one more per verify position
+(:func:`linear_state_bytes`). The states bound how many sequences run at once
+(:func:`linear_state_split`): SGLang gives them ``mamba_full_memory_ratio`` / (1 + ratio) of
+the memory left after weights and activations and caps its running requests at the states
+that hold (model_runner's hybrid-GDN memory split, ServerArgs.mamba_full_memory_ratio 0.9);
+vLLM draws them from the KV pool request by request (MambaSpec pages beside attention pages),
+which simspec approximates by setting aside the states of ``max_num_seqs`` sequences, or of as
+many as half that memory holds.
 """
 
 from __future__ import annotations
@@ -41,6 +51,10 @@ class MemoryPlan:
     block_size: int
     num_blocks: int
     window_bytes: float = 0.0  # windowed layers' KV when the pool is full (within the KV share)
+    # Gated DeltaNet states of the running sequences (set aside before the KV blocks), and the
+    # running sequences they hold per rank (0: no such layers, no cap)
+    state_bytes: float = 0.0
+    state_seqs: int = 0
     # data-parallel attention ranks: each holds its own requests' KV in num_blocks / dp blocks
     dp: int = 1
 
@@ -78,6 +92,23 @@ class MemoryDemand:
     max_tokens: int
     max_logit_rows: int
     max_seqs: int = 0  # sequences at once: each holds at most a window in windowed layers
+    verify_tokens: int = 1  # query tokens a decoding sequence verifies at once (1: no draft)
+
+
+def linear_state_bytes(
+    target: ModelShape, engine: EngineProfile, tp: int, seqs: int, verify_tokens: int = 1
+) -> float:
+    """Bytes one GPU keeps for the Gated DeltaNet states of ``seqs`` running sequences: each
+    sequence's SSM and conv states (:meth:`ModelShape.linear_state_bytes_per_gpu`, the SSM
+    state in the engine's dtype) times the states it holds (one, plus one per verify position
+    under speculative decoding: :func:`~simspec.engine.costmodel.linear_attention.state_slots`);
+    0 without such layers."""
+    if not target.linear_layers or seqs <= 0:
+        return 0.0
+    from simspec.engine.costmodel.linear_attention import ssm_state_bytes, state_slots
+
+    ssm, conv = target.linear_state_bytes_per_gpu(tp, ssm_state_bytes(target, engine.family))
+    return seqs * state_slots(engine.family, verify_tokens) * (ssm + conv)
 
 
 def window_tokens(target: ModelShape, block_size: int) -> int:
@@ -100,6 +131,33 @@ def kv_blocks(
     if free <= window_cap * both or per_token <= 0:
         return int(free // (both * block))
     return int((free - window_cap * window_per_token) // (per_token * block))
+
+
+# SGLang's default share of the memory after weights and activations that Gated DeltaNet states
+# get, as ratio / (1 + ratio) (python/sglang/srt/server_args.py ServerArgs
+# mamba_full_memory_ratio = 0.9; model_runner's hybrid-GDN budget "total_rest_memory *
+# mamba_full_memory_ratio / (1 + mamba_full_memory_ratio)")
+SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
+# the most of that memory simspec lets vLLM's states take when max_num_seqs sequences' would
+# exceed it (an assumption: vLLM shares one pool between states and KV pages as requests come)
+VLLM_STATE_SHARE = 0.5
+
+
+def linear_state_split(
+    target: ModelShape, engine: EngineProfile, tp: int, free: float, seqs: int, verify: int
+) -> tuple[float, int]:
+    """(bytes, sequences): the memory one GPU sets aside for Gated DeltaNet states out of
+    ``free`` bytes, and the running sequences (at most ``seqs``) whose states it holds; (0, 0)
+    without such layers (see the module's docstring for each engine's rule)."""
+    per_seq = linear_state_bytes(target, engine, tp, 1, verify)
+    if per_seq <= 0 or free <= 0:
+        return 0.0, 0
+    if engine.family == "sglang":
+        ratio = SGLANG_MAMBA_FULL_MEMORY_RATIO
+        budget = free * ratio / (1 + ratio)
+        return budget, min(seqs, int(budget // per_seq))
+    held = min(seqs, int(free * VLLM_STATE_SHARE // per_seq))
+    return held * per_seq, held
 
 
 def plan_memory(
@@ -143,7 +201,13 @@ def plan_memory(
     window_per_token = target.window_kv_bytes_per_token_per_gpu(a_tp, kv_bytes)
     window_cap = -(-demand.max_seqs // dp) * window_tokens(target, block)
     free = (usable - weights - draft_bytes - act) * _free_share(engine)
+    state, state_seqs = linear_state_split(
+        target, engine, a_tp, free, -(-demand.max_seqs // dp), demand.verify_tokens
+    )
+    free -= state
     blocks = kv_blocks(free, block, kv_per_token, window_per_token, window_cap) if free > 0 else 0
+    if target.linear_layers and state_seqs < 1:
+        blocks = 0  # not one sequence's recurrent state fits
     if blocks <= 0:
         where = f"over {pp} GPUs" if pp > 1 else "per GPU"
         need = min_gpus(gpu, engine, target, weight_bytes=weight_bytes, expert_bytes=expert_bytes)
@@ -162,7 +226,17 @@ def plan_memory(
         )
     window = min(blocks * block, window_cap) * window_per_token
     return MemoryPlan(
-        usable, weights, draft_bytes, act, kv_per_token, block, blocks * dp, window, dp
+        usable,
+        weights,
+        draft_bytes,
+        act,
+        kv_per_token,
+        block,
+        blocks * dp,
+        window,
+        state_bytes=state,
+        state_seqs=state_seqs * dp,
+        dp=dp,
     )
 
 
@@ -190,6 +264,7 @@ def min_gpus(
         act = activation_reserve(target, tp, tokens, 1)
         kv = seq_tokens * target.kv_bytes_per_token_per_gpu(tp)
         kv += windowed * target.window_kv_bytes_per_token_per_gpu(tp)
+        kv += linear_state_bytes(target, engine, tp, 1)
         kv /= _free_share(engine)
         if target.weight_bytes_per_gpu(tp, 1, weight_bytes, expert_bytes) + act + kv <= usable:
             return tp

@@ -91,6 +91,8 @@ def model_facts(
     facts.append(("MTP modules", f"{mtp} (num_nextn_predict_layers)" if mtp else unserved))
     facts.append(("weights", precision(model)))
     facts.append(("KV cache per token", _kv(model)))
+    if model.linear_layers:
+        facts.append(("recurrent state per sequence", _recurrent_state(model, engine)))
     facts.append(("GPUs needed", _gpus(model, gpu, engine)))
     if layout is not None:
         facts += layout_facts(model, gpu, engine, layout, weight_precision, kv_cache_dtype)
@@ -118,10 +120,21 @@ def _attention(model: ModelShape) -> str:
                 f"the top {model.index_topk} past tokens per query"
             )
         return text
+    kind = model.attention_kind.split(", Gated DeltaNet")[0]  # said in full below
     text = (
-        f"{model.attention_kind}, {model.num_attention_heads} query / "
+        f"{kind}, {model.num_attention_heads} query / "
         f"{model.num_key_value_heads} KV heads of {model.head_dim}"
     )
+    if model.attn_output_gate:
+        text += ", output gate"
+    if model.linear_layers:
+        full = model.num_hidden_layers - len(model.linear_layers)
+        text += (
+            f" on {full} layers; {len(model.linear_layers)} Gated DeltaNet layers of "
+            f"{model.linear_num_key_heads} key / {model.linear_num_value_heads} value heads of "
+            f"{model.linear_key_head_dim} / {model.linear_value_head_dim}, conv1d of "
+            f"{model.linear_conv_kernel_dim} taps"
+        )
     return text
 
 
@@ -152,6 +165,23 @@ def _kv(model: ModelShape) -> str:
             f"{model.sliding_window} tokens per sequence"
         )
     return text
+
+
+def _recurrent_state(model: ModelShape, engine) -> str:
+    """The Gated DeltaNet layers' fixed state per sequence, whatever its context."""
+    from simspec.engine.costmodel.linear_attention import ssm_state_bytes
+
+    width = ssm_state_bytes(model, engine.family)
+    ssm, conv = model.linear_state_bytes_per_gpu(1, width)
+    return (
+        f"{(ssm + conv) / 2**20:.1f} MiB at tp=1 in the {len(model.linear_layers)} Gated "
+        f"DeltaNet layers (SSM {model.linear_num_value_heads} x "
+        f"{model.linear_value_head_dim} x {model.linear_key_head_dim} per layer in "
+        f"{'fp32' if width == 4 else 'bf16'} as {engine.id} keeps it, conv window "
+        f"{model.linear_conv_kernel_dim - 1} x {model.linear_conv_dim} in bf16), whatever its "
+        "context; no KV in those layers; under speculative decoding one more per verify "
+        "position"
+    )
 
 
 def _gpus(model: ModelShape, gpu, engine) -> str:

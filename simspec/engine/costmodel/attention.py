@@ -33,7 +33,9 @@ def projection_time(
     h, tp, t = model.hidden_size, ops.tp, tokens
     if not model.is_mla:
         q, kv = model.q_dim // tp, model.kv_dim_per_gpu(tp)
-        return ops.gemm_time(t, h, q + 2 * kv, w) + ops.gemm_time(t, q, h, w)
+        # an output gate widens the fused projection by a second q (Qwen3-Next)
+        qkv = (model.q_proj_dim // tp if model.attn_output_gate else q) + 2 * kv
+        return ops.gemm_time(t, h, qkv, w) + ops.gemm_time(t, q, h, w)
     heads = max(model.num_attention_heads // tp, 1)
     q_head = model.qk_nope_head_dim + model.qk_rope_head_dim
     latent, rank = model.kv_dim, model.kv_lora_rank

@@ -30,6 +30,11 @@ from simspec.engine.costmodel.collectives import engine_collectives
 from simspec.engine.costmodel.dp_attention import TokenTerms, dp_forward
 from simspec.engine.costmodel.elementwise import elementwise_work
 from simspec.engine.costmodel.host import HostModel
+from simspec.engine.costmodel.linear_attention import (
+    RecurrentKernels,
+    gdn_projection_time,
+    ssm_state_bytes,
+)
 from simspec.engine.costmodel.moe import (
     dispatch_combine_time,
     grouped_experts_time,
@@ -208,6 +213,9 @@ class RooflineCostModel:
                 self.attn_ops, model, self.kv_bytes, mla, self.precision_of(model), self.engine.id
             )
             terms = self._models[id(model)] = _ModelTerms(model, kernels)
+            if model.linear_layers:
+                ssm = ssm_state_bytes(model, self.engine.family)
+                terms.recurrent = RecurrentKernels(self.attn_ops, model, ssm)
         if self.layout.dp > 1:
             return dp_forward(self, terms, batch, overhead_s, n_layers, extra_gemm_s)
         # the hot loop repeats a few shapes: one lookup instead of the graph and padding rules
@@ -216,7 +224,12 @@ class RooflineCostModel:
         if hit is None:
             hit = terms.by_shape[shape] = self._shape_terms(terms, batch, n_layers)
         by_tokens, graphed = hit
-        attention = terms.attention.time(batch, n_layers)
+        if terms.recurrent is None:
+            attention = terms.attention.time(batch, n_layers)
+        else:  # Gated DeltaNet layers run their kernels instead of attention's
+            n_linear = model.linear_layers_in(n_layers)
+            attention = terms.attention.time(batch, n_layers - n_linear)
+            attention += terms.recurrent.time(batch, n_linear)
         return host.step_cost(
             by_tokens, attention, extra_gemm_s, overhead_s, batch.num_seqs, n_layers, graphed
         )
@@ -246,7 +259,12 @@ class RooflineCostModel:
         n_dense = n_layers - n_moe
         w = self.precision_of(model)
         inter = model.intermediate_size // tp
-        gemm = n_layers * projection_time(ops, model, t, w)
+        n_linear = model.linear_layers_in(n_layers) if model.linear_layers else 0
+        if n_linear:
+            gemm = (n_layers - n_linear) * projection_time(ops, model, t, w)
+            gemm += n_linear * gdn_projection_time(ops, model, t, w)
+        else:
+            gemm = n_layers * projection_time(ops, model, t, w)
         if n_dense:
             gemm += n_dense * ops.mlp_time(t, h, inter, w)
         kernel = None
@@ -294,3 +312,5 @@ class _ModelTerms:
     # under DP attention by (rank tokens run, tokens over all ranks, rank logit rows, layers,
     # graphed)
     dp_by_tokens: dict[tuple[int, int, int, int, bool], TokenTerms] = field(default_factory=dict)
+    # the Gated DeltaNet layers' kernels (None: the model has none)
+    recurrent: RecurrentKernels | None = None

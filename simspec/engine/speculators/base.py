@@ -188,6 +188,7 @@ class Speculator:
             max_tokens,
             min(max_seqs * self.verify_tokens, max_tokens),
             max_seqs,
+            self.verify_tokens,
         )
 
     def _lm_steps(self, model: ModelShape, step: DraftStep, layers: int | None = None) -> StepCost:

@@ -45,6 +45,7 @@ from simspec.config import (
 )
 from simspec.engine.build import build_cost_model
 from simspec.engine.costmodel import BatchShape
+from simspec.engine.costmodel.linear_attention import LINEAR_STATE_NOTE
 from simspec.engine.metrics import RunSummary
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, validation_message
@@ -145,6 +146,8 @@ def plan_case(
     _known(load_gpu, gpu, "unsupported GPU")
     if note := load_profile(gpu).transferred_note():
         assumptions.append(note)
+    if load_model(model).linear_layers:
+        assumptions.append(LINEAR_STATE_NOTE)
     engine = get("engine")
     _known(load_engine, engine, "no engine profile for")
     if why := unmodelled_attention(notes, engine, load_gpu(gpu).arch, load_model(model).is_mla):

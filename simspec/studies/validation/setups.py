@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 
-from simspec.catalog.hf_config import LINEAR_ATTENTION
 from simspec.catalog.tables import packaged_table
 
 # precisions a row's notes name, as simspec's (bf16, fp8, int4-w) or why they are not modelled
@@ -26,11 +25,12 @@ _UNMODELLED_PRECISIONS = {
     "NVFP4": "NVFP4 (4-bit float weights and activations on Blackwell FP4 tensor cores)",
     "MXFP4": "MXFP4 weights of a model simspec has no preset for",
 }
-# targets the case table names that simspec knows and cannot cost, with the config key at fault
+# targets the case table names that simspec has no preset for, and why
 UNMODELLED_TARGETS = {
     "qwen3.5-9b": (
-        "Qwen3.5-9B interleaves three Gated DeltaNet layers with each full-attention layer "
-        f"(config.json layer_types): {LINEAR_ATTENTION}"
+        "no packaged preset: simspec reads Qwen3.5's Gated DeltaNet layers from its config.json "
+        "(--model PATH/config.json), but Qwen3.5-9B's published max_position_embeddings and "
+        "MTP acceptance have no source here yet"
     ),
 }
 # a preset's checkpoint precision (its config.json quantization_config.quant_method) as the
