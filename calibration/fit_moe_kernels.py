@@ -104,16 +104,18 @@ DEFAULT_KERNELS = {
 DEEPSEEK = "DeepSeek-V3/R1"
 # MXFP4 experts (gpt-oss) with MXFP8 activations where an engine runs them so by default: the
 # (GPU, engine, dtype) -> the table dtype whose fit times them (moe_kernels.yaml ``runs_as``).
-# - SGLang on SM100: server_args.py (sgl-project/sglang@469c63e5, GptOssForCausalLM branch)
-#   sets --moe-runner-backend auto to flashinfer_mxfp4 for an mxfp4 checkpoint on Blackwell,
+# - SGLang on SM100: python/sglang/srt/server_args.py (GptOssForCausalLM branch) sets
+#   --moe-runner-backend auto to flashinfer_mxfp4 for an mxfp4 checkpoint on Blackwell,
 #   and --flashinfer-mxfp4-moe-precision defaults to "default", under which
 #   layers/quantization/mxfp4.py Mxfp4MoEMethod.apply quantises the activations with
-#   mxfp8_quantize before trtllm_fp4_block_scale_moe ("bf16" keeps them bf16); indexed copies,
-#   find_string 'elif self.flashinfer_mxfp4_moe_precision == "default"'.
-# - TRT-LLM on SM100: tensorrt_llm/_torch/model_config.py (NVIDIA/TensorRT-LLM@1a0dc5f7)
-#   ModelConfig.get_mxfp4_quant_algo returns W4A8_MXFP4_MXFP8 for get_sm_version() >= 100 and
-#   every MoE backend but TRITON (W4A8_MXFP4_FP8, also fp8 activations), W4A16_MXFP4 below
-#   SM100, unless OVERRIDE_QUANT_ALGO says otherwise.
+#   mxfp8_quantize before trtllm_fp4_block_scale_moe ("bf16" keeps them bf16); indexed copies
+#   of sgl-project/sglang, find_string 'self.moe_runner_backend = "flashinfer_mxfp4"' and
+#   'elif self.flashinfer_mxfp4_moe_precision == "default"'.
+# - TRT-LLM on SM100: tensorrt_llm/_torch/model_config.py ModelConfig.get_mxfp4_quant_algo
+#   (NVIDIA/TensorRT-LLM, indexed copies, find_string "def get_mxfp4_quant_algo") returns
+#   W4A8_MXFP4_MXFP8 for get_sm_version() >= 100 and every MoE backend but TRITON
+#   (W4A8_MXFP4_FP8, also fp8 activations), W4A16_MXFP4 below SM100, unless
+#   ModelConfig.override_quant_algo() names another.
 # - vLLM keeps bf16 activations on SM100 (Mxfp4Backend.SM100_FI_MXFP4_BF16 unless
 #   VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1: precision.yaml int4-w says where), and all three run
 #   W4A16 on Hopper (Triton / OAI triton_kernels), so they keep w4a16_mxfp4.
