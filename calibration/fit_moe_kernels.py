@@ -102,6 +102,27 @@ DEFAULT_KERNELS = {
 # through DeepSeek's group-limited top-k (4 of 8 groups) and touches half the experts, which
 # a served batch (each token its own groups) does not. Those rows are left out of the fit.
 DEEPSEEK = "DeepSeek-V3/R1"
+# MXFP4 experts (gpt-oss) with MXFP8 activations where an engine runs them so by default: the
+# (GPU, engine, dtype) -> the table dtype whose fit times them (moe_kernels.yaml ``runs_as``).
+# - SGLang on SM100: python/sglang/srt/server_args.py (GptOssForCausalLM branch) sets
+#   --moe-runner-backend auto to flashinfer_mxfp4 for an mxfp4 checkpoint on Blackwell,
+#   and --flashinfer-mxfp4-moe-precision defaults to "default", under which
+#   layers/quantization/mxfp4.py Mxfp4MoEMethod.apply quantises the activations with
+#   mxfp8_quantize before trtllm_fp4_block_scale_moe ("bf16" keeps them bf16); indexed copies
+#   of sgl-project/sglang, find_string 'self.moe_runner_backend = "flashinfer_mxfp4"' and
+#   'elif self.flashinfer_mxfp4_moe_precision == "default"'.
+# - TRT-LLM on SM100: tensorrt_llm/_torch/model_config.py ModelConfig.get_mxfp4_quant_algo
+#   (NVIDIA/TensorRT-LLM, indexed copies, find_string "def get_mxfp4_quant_algo") returns
+#   W4A8_MXFP4_MXFP8 for get_sm_version() >= 100 and every MoE backend but TRITON
+#   (W4A8_MXFP4_FP8, also fp8 activations), W4A16_MXFP4 below SM100, unless
+#   ModelConfig.override_quant_algo() names another.
+# - vLLM keeps bf16 activations on SM100 (Mxfp4Backend.SM100_FI_MXFP4_BF16 unless
+#   VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1: precision.yaml int4-w says where), and all three run
+#   W4A16 on Hopper (Triton / OAI triton_kernels), so they keep w4a16_mxfp4.
+RUNS_AS = {
+    ("B200 SXM", "SGLang", "w4a16_mxfp4"): "w4a8_mxfp4_mxfp8",
+    ("B200 SXM", "TRTLLM", "w4a16_mxfp4"): "w4a8_mxfp4_mxfp8",
+}
 # vLLM V0 (releases before 0.8, early 2025) ran an older Triton fused MoE: vLLM PR #13932
 # (2025-02-26) timed it with benchmark_moe.py on DeepSeek-V3's block-FP8 experts on H100 at
 # TP 1-8 and 128-2048 tokens, about 3x the time AIConfigurator measured for vLLM's Triton
@@ -224,14 +245,18 @@ def fit_moe(src: Path) -> dict:
         fits[key] = {**fit, "rows": len(bal), **summary(err)}
         imbalance[key] = power_law_ratio(fam)
         print(f"{key:100s} n={len(bal):4d} bm={fit['block_m']:3d} {summary(err)}")
+    runs_as = {}
     for gpu in inv:
         for fw, order in DEFAULT_KERNELS.items():
             for dtype in DTYPES.values():
+                fit_dtype = RUNS_AS.get((gpu, fw, dtype), dtype)
                 for kernel in order:
-                    if f"{gpu}/{fw}/{kernel}/{dtype}" in fits:
+                    if f"{gpu}/{fw}/{kernel}/{fit_dtype}" in fits:
                         defaults[f"{gpu}/{fw}/{dtype}"] = kernel
+                        if fit_dtype != dtype:
+                            runs_as[f"{gpu}/{fw}/{dtype}"] = fit_dtype
                         break
-    return {"fits": fits, "defaults": defaults, "imbalance": imbalance}
+    return {"fits": fits, "defaults": defaults, "runs_as": runs_as, "imbalance": imbalance}
 
 
 def fit_v0(src: Path, v1: dict) -> tuple[dict, dict]:
@@ -437,6 +462,8 @@ MOE_HEADER = (
 # median_abs_error / max_abs_error: |predicted/measured - 1| over the family's rows.
 # defaults: the kernel each engine runs by default (calibration/fit_moe_kernels.py
 # DEFAULT_KERNELS says why); a (GPU, engine, dtype) not listed keeps the roofline.
+# runs_as: a (GPU, engine, dtype) whose default kernel runs at another of the table's dtypes,
+# timed by that dtype's fit (MXFP4 experts x MXFP8 activations: the script's RUNS_AS says why).
 # imbalance: median latency under power-law routing over balanced, by EP size (not modelled:
 # simspec routes uniformly).
 # VLLM-V0 (engine profile vllm-v0): vLLM V0's Triton fused MoE, fitted to
@@ -475,6 +502,7 @@ def main() -> None:
             "engines": {**ENGINES, "vllm-v0": V0_FRAMEWORK},
             "dtypes": DTYPES,
             "defaults": {**moe["defaults"], **v0_defaults},
+            "runs_as": moe["runs_as"],
             "fits": {**moe["fits"], **v0_fits},
             "imbalance": moe["imbalance"],
         },

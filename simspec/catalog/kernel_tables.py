@@ -73,7 +73,9 @@ def moe_kernel_fit(gpu: str, engine: str, precision: str) -> GroupedGemmFit | No
 
         base = load_engine(engine).base
         return moe_kernel_fit(gpu, base, precision) if base else None
-    fit = table["fits"].get(_key(g["table"], framework, kernel, dtype))
+    # a kernel that runs the experts at other activations (MXFP4 x MXFP8) has that dtype's fit
+    runs_as = table.get("runs_as", {}).get(_key(g["table"], framework, dtype), dtype)
+    fit = table["fits"].get(_key(g["table"], framework, kernel, runs_as))
     if fit is None:
         return None
     return GroupedGemmFit(
