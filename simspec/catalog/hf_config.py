@@ -491,18 +491,31 @@ def _sparse_indexer(raw: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _glm4_moe(raw: dict[str, Any]) -> dict[str, Any]:
-    layers = _layers(raw)
-    fields = _experts(raw, "n_routed_experts", "moe_intermediate_size")
+def _moe_after_dense(
+    raw: dict[str, Any], count_key: str, shared_key: str, shared_width: int | None = None
+) -> dict[str, Any]:
+    """Experts in every layer from ``first_k_dense_replace`` on (dense MLPs before it), plus
+    ``shared_key`` shared experts of ``shared_width`` (default: the routed experts' width)
+    summed into one shared MLP: GLM-4-MoE's and BailingMoE-V2's layout."""
+    fields = _experts(raw, count_key, "moe_intermediate_size")
     first = _int(raw, "first_k_dense_replace", default=0)
-    fields["moe_layers"] = tuple(range(first, layers))
-    fields["shared_expert_intermediate_size"] = (
-        _int(raw, "n_shared_experts", default=0) * fields["moe_intermediate_size"]
-    )
+    fields["moe_layers"] = tuple(range(first, _layers(raw)))
+    width = fields["moe_intermediate_size"] if shared_width is None else shared_width
+    fields["shared_expert_intermediate_size"] = _int(raw, shared_key, default=0) * width
+    return fields
+
+
+def _use_qk_norm(raw: dict[str, Any]) -> bool:
+    """The config's ``use_qk_norm`` (absent: off), which must be a boolean."""
     qk_norm = raw.get("use_qk_norm", False)
     if type(qk_norm) is not bool:
-        raise InputError("model.use_qk_norm", f"must be true or false (got {qk_norm!r})")
-    fields["qk_norm"] = qk_norm
+        raise InputError("model.use_qk_norm", f"must be true or false (got {_shown(qk_norm)})")
+    return qk_norm
+
+
+def _glm4_moe(raw: dict[str, Any]) -> dict[str, Any]:
+    fields = _moe_after_dense(raw, "n_routed_experts", "n_shared_experts")
+    fields["qk_norm"] = _use_qk_norm(raw)
     return fields
 
 
@@ -609,21 +622,13 @@ def _hybrid_linear(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _bailing_moe(raw: dict[str, Any]) -> dict[str, Any]:
-    layers = _layers(raw)
-    fields = _experts(raw, "num_experts", "moe_intermediate_size")
-    first = _int(raw, "first_k_dense_replace", default=0)
-    fields["moe_layers"] = tuple(range(first, layers))
-    shared_width = raw.get("moe_shared_expert_intermediate_size")
-    width = (
-        fields["moe_intermediate_size"]
-        if shared_width is None
+    shared_width = (
+        None
+        if raw.get("moe_shared_expert_intermediate_size") is None
         else _int(raw, "moe_shared_expert_intermediate_size", minimum=1)
     )
-    fields["shared_expert_intermediate_size"] = _int(raw, "num_shared_experts", default=0) * width
-    qk_norm = raw.get("use_qk_norm", False)
-    if type(qk_norm) is not bool:
-        raise InputError("model.use_qk_norm", f"must be true or false (got {_shown(qk_norm)})")
-    fields["qk_norm"] = qk_norm
+    fields = _moe_after_dense(raw, "num_experts", "num_shared_experts", shared_width)
+    fields["qk_norm"] = _use_qk_norm(raw)
     return fields
 
 
