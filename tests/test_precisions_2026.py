@@ -178,3 +178,9 @@ def test_the_explorer_offers_nvfp4_only_where_a_kernel_runs_it():
     assert "nvfp4" not in precision_choices("mi300x")
     assert "nvfp4" not in precision_choices("h100_sxm", "sglang")
     assert "nvfp4" in precision_choices("b200", "sglang")
+
+
+def test_a_native_nvfp4_run_is_told_its_dense_kernel_table_predates_the_retune():
+    note = precision_note(load_precision("nvfp4"), load_gpu("b200"))
+    assert "20578" in note and "pessimistic" in note
+    assert precision_note(load_precision("fp8"), load_gpu("h100_sxm")) == ""

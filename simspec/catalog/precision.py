@@ -68,6 +68,9 @@ class PrecisionSpec(BaseModel):
     native_archs: tuple[str, ...] | None = None
     # engine profiles that run the weight-only form (None: every engine, as for FP8 on Ampere)
     engines: tuple[str, ...] | None = None
+    # what a run at this precision should know about its kernel data ("" : nothing), said with
+    # the run's notes where it runs as named
+    caveat: str = ""
 
     def curve(self, arch: str) -> SpeedCurve | None:
         return self.curves.get(arch)
@@ -147,6 +150,8 @@ def precision_note(spec: PrecisionSpec, gpu: GpuSpec) -> str:
             f"weight-only ({bits}, bf16 compute), as vLLM's {spec.compute.upper()} Marlin "
             "kernel runs them"
         )
+    if eff is spec and spec.caveat:
+        parts.append(spec.caveat)
     if eff.curve(gpu.arch) is None:
         parts.append(
             f"no {eff.name} kernel timings for {gpu.arch} GPUs: its GEMMs are the roofline at "
@@ -217,6 +222,7 @@ def _spec(name: str, entry: dict) -> PrecisionSpec:
         weight_only=_spec(f"{name} (weight-only)", only) if only else None,
         native_archs=tuple(entry["native_archs"]) if "native_archs" in entry else None,
         engines=tuple(entry["engines"]) if "engines" in entry else None,
+        caveat=" ".join(str(entry.get("caveat", "")).split()),
     )
 
 
