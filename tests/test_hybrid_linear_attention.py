@@ -288,3 +288,14 @@ def test_the_mtp_module_is_a_gated_full_attention_layer_and_an_eagle_head_a_plai
     assert mtp.linear_layers == eagle.linear_layers == ()
     assert mtp.attn_output_gate and mtp.is_moe
     assert not eagle.attn_output_gate and not eagle.is_moe
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "hf", "vllm-v0"])
+def test_an_engine_whose_state_handling_is_not_modelled_is_refused_naming_it(engine):
+    from simspec.config import Scenario
+    from simspec.engine.build import check_linear_layers
+
+    sc = Scenario(model="qwen3-next-80b-a3b", gpu="h200", engine=engine)
+    with pytest.raises(InputError) as err:
+        check_linear_layers(sc, load_model("qwen3-next-80b-a3b"))
+    assert err.value.field == "engine" and engine in err.value.message

@@ -146,10 +146,25 @@ def check_dp_attention(sc: Scenario, engine_id: str, style: str) -> None:
         raise InputError("dp", "data-parallel attention over pipeline stages is not modelled")
 
 
+# engines whose Gated DeltaNet state handling (its dtype, its slots per verify position, its
+# share of memory) simspec follows: simspec/engine/kv_cache.py and costmodel/linear_attention.py
+LINEAR_ATTENTION_ENGINES = ("vllm", "sglang")
+
+
 def check_linear_layers(sc: Scenario, target: ModelShape) -> None:
-    """Gated DeltaNet layers are priced on the one-rank forward: data-parallel attention's
-    per-rank split of them is not modelled."""
-    if target.linear_layers and sc.dp > 1:
+    """Gated DeltaNet layers are priced on the one-rank forward, as vLLM V1 and SGLang keep
+    their states: data-parallel attention's per-rank split of them, and another engine's state
+    handling, are not modelled."""
+    if not target.linear_layers:
+        return
+    if sc.engine not in LINEAR_ATTENTION_ENGINES:
+        raise InputError(
+            "engine",
+            f"{target.id}'s Gated DeltaNet states are modelled as "
+            f"{' and '.join(LINEAR_ATTENTION_ENGINES)} keep them (dtype, one per verify "
+            f"position, share of memory); {sc.engine} is not one of them",
+        )
+    if sc.dp > 1:
         raise InputError(
             "dp",
             f"{target.id}'s Gated DeltaNet layers are not modelled under data-parallel "
