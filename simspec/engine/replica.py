@@ -129,6 +129,8 @@ class Replica:
         replay = acceptance if isinstance(acceptance, TokenReplayAcceptance) else None
         self._proposals = None if replay is None else replay.proposals
         self._ragged = replay is not None and not replay.proposer.padded
+        # the target's forward as floats where it takes the plain path (costmodel.plain)
+        self._plain_target = self.cost.plain(self.target)
 
     def arrive(self, rid: int) -> None:
         """Request ``rid`` joins the queue now (or leaves at once when it can never fit)."""
@@ -235,7 +237,7 @@ class Replica:
             return 0.0
         last = self.requests.last_step_tokens[step.decoding]
         drafting = DraftStep(step.context_lens, last, step.context_sum, draft.k, draft.nodes)
-        return self.spec.draft_cost(drafting).total_s + self._spec_overhead
+        return self.spec.draft_s(drafting) + self._spec_overhead
 
     def _verify(self, step: Step) -> tuple[float, float, np.ndarray]:
         """Seconds of one target forward over the verify chains/trees and the prefill chunks
@@ -247,6 +249,15 @@ class Replica:
         width, widths = step.draft.width, step.widths
         if widths is not None and len(widths) == 1:  # one sequence: its own width, uniformly
             width, widths = int(widths[0]), None
+        if widths is None and not len(prefilling) and self._plain_target is not None:
+            # the common step, every sequence verifying one width: the same floats as below
+            n = len(decoding)
+            gemm, attention, lm_head, elementwise, comm, overhead = self._plain_target.parts(
+                n * width, n * width, n, float(n * width * width), width * step.context_sum,
+                step.context_sum,
+            )  # fmt: skip
+            total = gemm + attention + lm_head + elementwise + comm + overhead
+            return total, overhead, _NO_IDS
         if widths is None:
             verified = BatchShape.uniform(
                 len(decoding), width, step.context_sum, len(decoding) * width
