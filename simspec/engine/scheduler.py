@@ -215,11 +215,11 @@ class Scheduler:
             total = decode_ask
             if total > self.max_tokens:
                 return None
-            held = int(r.blocks[rid])
-            new = max((int(r.computed[rid]) + decode_ask + size - 1) // size, held)
-            if new - held > self.pool.free:
+            has = int(r.blocks[rid])
+            new = max((int(r.computed[rid]) + decode_ask + size - 1) // size, has)
+            if new - has > self.pool.free:
                 return None
-            self._take(new - held)
+            self._take(new - has)
             r.blocks[rid] = new
             return self._with_admitted(rids, r.computed[rids], _EMPTY, _EMPTY, total)
         ask_up: int | np.ndarray  # ask + size - 1: floor division by size then rounds up

@@ -17,12 +17,7 @@ from simspec.engine.speculators.base import DraftStep, Speculator
 EAGLE3_DRAFT_VOCAB = 32000
 
 
-_INT64 = np.dtype(np.int64)
-
-
-def _counts(*arrays: np.ndarray) -> bool:
-    """Whether every array holds int64 counts, which BatchShape.of sums as they are."""
-    return all(type(x) is np.ndarray and x.dtype is _INT64 for x in arrays)
+_INT64 = np.dtype(np.int64)  # counts BatchShape.of sums as they are (the engine's columns)
 
 
 class EagleHead(Speculator):
@@ -77,7 +72,8 @@ class EagleHead(Speculator):
             plain = self._plain = self.cost.plain(self.head) if own else None
         b, k = len(step.kv_tokens), step.k
         kv, q = step.kv_tokens, step.last_step_tokens
-        if plain is None or b == 0 or k == 0 or self.tree is not None or not _counts(q, kv):
+        counts = q.dtype is _INT64 and kv.dtype is _INT64
+        if plain is None or b == 0 or k == 0 or self.tree is not None or not counts:
             return self.draft_cost(step).total_s
         assert isinstance(plain, PlainForward)
         kv_sum, overhead = step.kv_sum, self.draft_overhead_s
