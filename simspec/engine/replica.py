@@ -81,6 +81,25 @@ class Step:
     emitted: np.ndarray  # tokens each decoding sequence made
     # requests whose prefill completed and sampled their first token
     first: np.ndarray
+    made: int  # tokens the decoding sequences made (the sum of ``emitted``)
+
+
+@dataclass(slots=True)
+class Carry:
+    """The decoding batch's hot columns as one step's accept left them, for the next step of
+    the very same sequences (the scheduler hands back the same id array while no request
+    joins, leaves or is preempted): what accept computed instead of gathering it again from
+    the request table, which holds the same values. Never written through."""
+
+    ids: np.ndarray  # the decoding sequences (the array the batch named)
+    generated: np.ndarray  # their tokens generated
+    remaining: np.ndarray  # output tokens still to make
+    last_step_tokens: np.ndarray | None  # what the step yielded each (None: no speculation)
+    last_sum: int  # the sum of those (tokens emitted: nobody finished)
+    context_sum: float  # the sum of their tokens in KV now
+
+
+_new_record = tuple.__new__  # IterationRecord from a tuple of its fields (see _record)
 
 
 def _no_listener(rid: int) -> None:
@@ -129,6 +148,9 @@ class Replica:
         replay = acceptance if isinstance(acceptance, TokenReplayAcceptance) else None
         self._proposals = None if replay is None else replay.proposals
         self._ragged = replay is not None and not replay.proposer.padded
+        # the target's forward as floats where it takes the plain path (costmodel.plain)
+        self._plain_target = self.cost.plain(self.target)
+        self._carry: Carry | None = None  # the last step's decoding columns (see Carry)
 
     def arrive(self, rid: int) -> None:
         """Request ``rid`` joins the queue now (or leaves at once when it can never fit)."""
@@ -192,7 +214,7 @@ class Replica:
     def _end(self, step: Step) -> None:
         """The iteration's outcome, once it has taken its time."""
         # 4. accept, and 5. update KV, counters and metrics; finished requests leave
-        step.emitted, decoded_out = self._accept(step)
+        step.emitted, step.made, decoded_out = self._accept(step)
         step.first = self._advance_prefill(step.batch, step.prefill_done)
         self._record(step)
         self._finish(decoded_out, step.first)
@@ -206,8 +228,13 @@ class Replica:
                 "token budget too small for a single request"
             )
         decoding, context_lens = batch.decode, batch.context
+        carry = self._carry
+        if carry is not None and carry.ids is not decoding:
+            carry = self._carry = None  # other sequences decode: gather their columns
         # one element: no reduction call
-        if len(context_lens) == 1:
+        if carry is not None:
+            context_sum = carry.context_sum
+        elif len(context_lens) == 1:
             context_sum = float(context_lens[0])
         else:
             context_sum = float(self.requests.total(context_lens))
@@ -217,7 +244,7 @@ class Replica:
         # in field order (keywords to a class call cost a dict per iteration)
         return Step(
             self.env.now, batch, decoding, context_lens, context_sum, draft, proposed, widths,
-            0.0, 0.0, 0.0, _NO_IDS, _NO_IDS, _NO_IDS,
+            0.0, 0.0, 0.0, _NO_IDS, _NO_IDS, _NO_IDS, 0,
         )  # fmt: skip
 
     def _proposed(self, decoding: np.ndarray, draft: StepShape) -> np.ndarray | None:
@@ -233,9 +260,15 @@ class Replica:
         draft = step.draft
         if not draft.k:
             return 0.0
-        last = self.requests.last_step_tokens[step.decoding]
-        drafting = DraftStep(step.context_lens, last, step.context_sum, draft.k, draft.nodes)
-        return self.spec.draft_cost(drafting).total_s + self._spec_overhead
+        carry = self._carry
+        if carry is not None and carry.last_step_tokens is not None:
+            last, last_sum = carry.last_step_tokens, carry.last_sum
+        else:
+            last, last_sum = self.requests.last_step_tokens[step.decoding], None
+        drafting = DraftStep(
+            step.context_lens, last, step.context_sum, draft.k, draft.nodes, last_sum
+        )
+        return self.spec.draft_s(drafting) + self._spec_overhead
 
     def _verify(self, step: Step) -> tuple[float, float, np.ndarray]:
         """Seconds of one target forward over the verify chains/trees and the prefill chunks
@@ -247,6 +280,15 @@ class Replica:
         width, widths = step.draft.width, step.widths
         if widths is not None and len(widths) == 1:  # one sequence: its own width, uniformly
             width, widths = int(widths[0]), None
+        if widths is None and not len(prefilling) and self._plain_target is not None:
+            # the common step, every sequence verifying one width: the same floats as below
+            n = len(decoding)
+            gemm, attention, lm_head, elementwise, comm, overhead = self._plain_target.parts(
+                n * width, n * width, n, float(n * width * width), width * step.context_sum,
+                step.context_sum,
+            )  # fmt: skip
+            total = gemm + attention + lm_head + elementwise + comm + overhead
+            return total, overhead, _NO_IDS
         if widths is None:
             verified = BatchShape.uniform(
                 len(decoding), width, step.context_sum, len(decoding) * width
@@ -262,14 +304,18 @@ class Replica:
         cost = self.cost.forward(self.target, verified)
         return cost.total_s, cost.overhead_s, prefill_done
 
-    def _accept(self, step: Step) -> tuple[np.ndarray, np.ndarray]:
+    def _accept(self, step: Step) -> tuple[np.ndarray, int, np.ndarray]:
         """Tokens each decoding sequence emits (the accepted prefix plus one, cut at its end),
-        and the sequences that thereby reach their output length."""
-        r, decoding, draft = self.requests, step.decoding, step.draft
+        their sum, and the sequences that thereby reach their output length."""
+        r, decoding, draft, carry = self.requests, step.decoding, step.draft, self._carry
+        self._carry = None
         if len(decoding) == 0:
-            return _NO_IDS, _NO_IDS
-        generated = r.generated[decoding]
-        remaining = r.output_len[decoding] - generated
+            return _NO_IDS, 0, _NO_IDS
+        if carry is not None:
+            generated, remaining = carry.generated, carry.remaining
+        else:
+            generated = r.generated[decoding]
+            remaining = r.output_len[decoding] - generated
         if draft.k > 0:
             # a speculative step samples acceptance: the run was built with a sampler
             assert self.acceptance is not None
@@ -282,16 +328,27 @@ class Replica:
             # and no one's tokens are cut at the end
             finishing = np.count_nonzero(out)
             emitted = np.minimum(step_tokens, remaining) if finishing else step_tokens
-            r.computed[decoding] = step.context_lens + step_tokens
+            computed = step.context_lens + step_tokens
             r.last_step_tokens[decoding] = step_tokens
             r.add_spec_step(decoding, emitted)
         else:
-            emitted = self._ones[: len(decoding)]  # never written through
-            r.computed[decoding] = step.context_lens + 1
+            step_tokens = emitted = self._ones[: len(decoding)]  # never written through
+            computed = step.context_lens + 1
             out = emitted >= remaining
             finishing = np.count_nonzero(out)
-        r.generated[decoding] = generated + emitted
-        return emitted, (decoding[out] if finishing else _NO_IDS)
+        r.computed[decoding] = computed
+        generated = generated + emitted
+        r.generated[decoding] = generated
+        made = r.total(emitted) if draft.k > 0 else len(decoding)
+        if finishing:
+            return emitted, made, decoding[out]
+        # nobody leaves: the same sequences decode next unless a request joins
+        self._carry = Carry(
+            decoding, generated, remaining - emitted, step_tokens if draft.k > 0 else None,
+            made, step.context_sum + made,
+        )  # fmt: skip
+        self.sched.decoded(decoding, computed)
+        return emitted, made, _NO_IDS
 
     def _advance_prefill(self, batch: ScheduledBatch, done: np.ndarray) -> np.ndarray:
         """Chunks enter the KV cache; a completed prompt samples its next (first) token."""
@@ -310,33 +367,31 @@ class Replica:
         """The iteration's row in the log."""
         decode, prefill = len(step.decoding), len(step.batch.prefill)
         speculative = step.draft.k > 0
-        made = self.requests.total(step.emitted) if speculative else decode
+        made = step.made
         widths = step.widths
         decode_tokens = decode * step.draft.width if widths is None else int(widths.sum())
         chunk_tokens = int(step.batch.chunks.sum()) if prefill else 0
         proposed = step.proposed
         no_proposal = 0 if proposed is None else decode - int(np.count_nonzero(proposed))
-        # by field name, through __new__ itself: a call of the class would first pack the
-        # keywords into a dict, every iteration
-        self.log.record(
-            IterationRecord.__new__(
-                IterationRecord,
-                start_s=step.start_s,
-                duration_s=self.env.now - step.start_s,
-                decode_seqs=decode,
-                prefill_seqs=prefill,
-                query_tokens=decode_tokens + chunk_tokens,
-                output_tokens=made + len(step.first),
-                spec_tokens=made if speculative else 0,
-                spec_seqs=decode if speculative else 0,
-                draft_s=step.draft_s,
-                verify_s=step.verify_s - step.verify_overhead_s,
-                overhead_s=step.verify_overhead_s,
-                kv_blocks_used=self.pool.used,
-                decode_tokens=decode_tokens,
-                no_proposal_seqs=no_proposal,
-            )
+        # in field order, as one tuple made an IterationRecord (what NamedTuple's own __new__
+        # ends in) without binding fourteen arguments every iteration
+        row = (
+            step.start_s,  # start_s
+            self.env.now - step.start_s,  # duration_s
+            decode,  # decode_seqs
+            prefill,  # prefill_seqs
+            decode_tokens + chunk_tokens,  # query_tokens
+            made + len(step.first),  # output_tokens
+            made if speculative else 0,  # spec_tokens
+            decode if speculative else 0,  # spec_seqs
+            step.draft_s,  # draft_s
+            step.verify_s - step.verify_overhead_s,  # verify_s
+            step.verify_overhead_s,  # overhead_s
+            self.pool.used,  # kv_blocks_used
+            decode_tokens,  # decode_tokens
+            no_proposal,  # no_proposal_seqs
         )
+        self.log.record(_new_record(IterationRecord, row))
 
     def _finish(self, decoded_out: np.ndarray, first: np.ndarray) -> None:
         """Requests that reached their output length leave: those that just decoded their last

@@ -123,6 +123,12 @@ class Scheduler:
         self.waiting: deque[int] = deque()
         self.running: list[int] = []
         self._running_arr: np.ndarray | None = None  # cache of ``running`` as an array
+        # a decode-only batch's blocks held (as scheduled) and tokens in KV (as accept left
+        # them, :meth:`decoded`), kept for the next schedule of the very same running array
+        self._held_ids: np.ndarray | None = None
+        self._held: np.ndarray = _EMPTY
+        self._steady_ids: np.ndarray | None = None
+        self._steady_ctx: np.ndarray = _EMPTY
 
     # -- membership ----------------------------------------------------------------------------
     def add(self, rid: int) -> None:
@@ -162,6 +168,14 @@ class Scheduler:
         self._give(int(self.requests.blocks[rids].sum()))
         self.requests.blocks[rids] = 0
 
+    def decoded(self, rids: np.ndarray, computed: np.ndarray) -> None:
+        """The decoding requests ``rids`` (the array this iteration's batch named) now hold
+        ``computed`` tokens in KV, as accept wrote them into the request table: while the same
+        requests run on, the next schedule reads them and their blocks from here instead of
+        gathering both from the table (the arrays are never written through)."""
+        if rids is self._held_ids:
+            self._steady_ids, self._steady_ctx = rids, computed
+
     @property
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
@@ -192,6 +206,8 @@ class Scheduler:
         r, size = self.requests, self.block_size
         decode_ask = 1 + self.reserved_draft_slots
         rids = self._running_array()
+        steady = self._steady_ids is rids  # the same decoding requests as last iteration
+        self._steady_ids = None
         if len(rids) == 1 and r.decoding[rids[0]]:
             # one decoding request (batch 1, the longest runs): the same integers as below,
             # without numpy calls on one-element arrays
@@ -199,17 +215,20 @@ class Scheduler:
             total = decode_ask
             if total > self.max_tokens:
                 return None
-            held = int(r.blocks[rid])
-            new = max((int(r.computed[rid]) + decode_ask + size - 1) // size, held)
-            if new - held > self.pool.free:
+            has = int(r.blocks[rid])
+            new = max((int(r.computed[rid]) + decode_ask + size - 1) // size, has)
+            if new - has > self.pool.free:
                 return None
-            self._take(new - held)
+            self._take(new - has)
             r.blocks[rid] = new
             return self._with_admitted(rids, r.computed[rids], _EMPTY, _EMPTY, total)
-        computed = r.computed[rids]
-        decoding = r.decoding[rids]
-        all_decode = np.count_nonzero(decoding) == len(rids)
         ask_up: int | np.ndarray  # ask + size - 1: floor division by size then rounds up
+        if steady:  # their tokens in KV and blocks, as the last iteration left them
+            computed, held, all_decode = self._steady_ctx, self._held, True
+        else:
+            computed, held = r.computed[rids], r.blocks[rids]
+            decoding = r.decoding[rids]
+            all_decode = np.count_nonzero(decoding) == len(rids)
         if all_decode:  # every ask is the decode one: one scalar, no per-request array
             total = len(rids) * decode_ask
             ask_up = decode_ask + size - 1
@@ -221,7 +240,6 @@ class Scheduler:
             ask_up = ask + (size - 1)
         if total > self.max_tokens:
             return None
-        held = r.blocks[rids]
         # blocks for computed + ask tokens, ceil((computed + ask) / size); never fewer than held
         new_held = np.maximum((computed + ask_up) // size, held)
         blocks = r.total(new_held - held)
@@ -230,6 +248,7 @@ class Scheduler:
         self._take(blocks)
         r.blocks[rids] = new_held
         if all_decode:
+            self._held_ids, self._held = rids, new_held
             return self._with_admitted(rids, computed, _EMPTY, _EMPTY, total)
         return self._with_admitted(
             rids[decoding], computed[decoding], rids[prefilling], ask[prefilling], total

@@ -120,6 +120,9 @@ class TreeAcceptance:
         return walk(children, alpha, self.base.rng, tree_of, self.sampled)
 
 
+_NONE = np.zeros(0, dtype=np.int64)
+
+
 class TraceAcceptance:
     """Replays measured ``acc_len`` arrays: a step at output position t yields min(acc[t], k+1).
 
@@ -142,8 +145,12 @@ class TraceAcceptance:
         self.offset = np.zeros(num_requests, dtype=np.int64)
         self.length = np.ones(num_requests, dtype=np.int64)
         self._counts: dict[int, np.ndarray] = {}  # by k: accepted drafts at every flat position
+        # the offsets and lengths of the last step's sequences, by the id array itself: the
+        # engine hands the same (never written) array while the same sequences decode
+        self._rows: tuple[np.ndarray | None, np.ndarray, np.ndarray] = (None, _NONE, _NONE)
 
     def start(self, rid: int, trace_index: int) -> None:
+        self._rows = (None, _NONE, _NONE)
         if self.share and 0 <= trace_index < self.trace.num_requests:
             self.record[rid] = trace_index
         else:
@@ -166,7 +173,11 @@ class TraceAcceptance:
         counts = self._counts.get(k)
         if counts is None:
             counts = self._counts[k] = np.minimum(self.trace.acc, k + 1).astype(np.int64) - 1
-        return counts[self.offset[rids] + positions % self.length[rids]]
+        ids, offset, length = self._rows
+        if ids is not rids:
+            offset, length = self.offset[rids], self.length[rids]
+            self._rows = (rids, offset, length)
+        return counts[offset + positions % length]
 
 
 class TokenReplayAcceptance:

@@ -41,6 +41,7 @@ from simspec.engine.costmodel.moe import (
     moe_mlp_time,
     routed_experts_time,
 )
+from simspec.engine.costmodel.plain import PlainForward, plain_model
 from simspec.engine.costmodel.roofline import OperatorTimes
 from simspec.engine.costmodel.shapes import BatchShape, StepCost
 from simspec.engine.costmodel.sparse_attention import attention_kernels
@@ -206,16 +207,7 @@ class RooflineCostModel:
         if t == 0:
             overhead = host.exposed(0, extra_gemm_s) if overhead_s is None else overhead_s
             return StepCost(gemm_s=extra_gemm_s, overhead_s=overhead)
-        terms = self._models.get(id(model))
-        if terms is None or terms.model is not model:  # first use, or a recycled id
-            mla = mla_decode_fit(self.gpu.id, self.engine.id, self.kv_bytes)
-            kernels = attention_kernels(
-                self.attn_ops, model, self.kv_bytes, mla, self.precision_of(model), self.engine.id
-            )
-            terms = self._models[id(model)] = _ModelTerms(model, kernels)
-            if model.linear_layers:
-                ssm = ssm_state_bytes(model, self.engine.family)
-                terms.recurrent = RecurrentKernels(self.attn_ops, model, ssm)
+        terms = self._terms_of(model)
         if self.layout.dp > 1:
             return dp_forward(self, terms, batch, overhead_s, n_layers, extra_gemm_s)
         # the hot loop repeats a few shapes: one lookup instead of the graph and padding rules
@@ -233,6 +225,30 @@ class RooflineCostModel:
         return host.step_cost(
             by_tokens, attention, extra_gemm_s, overhead_s, batch.num_seqs, n_layers, graphed
         )
+
+    def _terms_of(self, model: ModelShape) -> _ModelTerms:
+        """What the cost model reuses for ``model``, built on its first forward."""
+        terms = self._models.get(id(model))
+        if terms is None or terms.model is not model:  # first use, or a recycled id
+            mla = mla_decode_fit(self.gpu.id, self.engine.id, self.kv_bytes)
+            kernels = attention_kernels(
+                self.attn_ops, model, self.kv_bytes, mla, self.precision_of(model), self.engine.id
+            )
+            terms = self._models[id(model)] = _ModelTerms(model, kernels)
+            if model.linear_layers:
+                ssm = ssm_state_bytes(model, self.engine.family)
+                terms.recurrent = RecurrentKernels(self.attn_ops, model, ssm)
+        return terms
+
+    def plain(self, model: ModelShape, layers: int | None = None) -> PlainForward | None:
+        """:meth:`forward` of ``model`` (its first ``layers`` layers) as plain floats from a
+        batch's sums, for the hot loop (:mod:`~simspec.engine.costmodel.plain`); None where
+        the model takes a path that does not repeat (MLA, windows, DP attention, ...)."""
+        n_layers = model.num_hidden_layers if layers is None else layers
+        terms = self._terms_of(model)
+        if not plain_model(self, model, terms):
+            return None
+        return PlainForward(self, terms, n_layers)
 
     def _shape_terms(
         self, terms: _ModelTerms, batch: BatchShape, n_layers: int

@@ -41,6 +41,7 @@ class DraftStep:
     kv_sum: float  # the sum of kv_tokens, which the engine has
     k: int  # draft length (tree depth) this step
     nodes: int | None = None  # tree budget this step (None: the method's own, or a chain)
+    q_sum: int | None = None  # the sum of last_step_tokens, where the engine has it
 
 
 class Speculator:
@@ -166,6 +167,11 @@ class Speculator:
         if len(step.kv_tokens) == 0 or step.k == 0:
             return StepCost()
         return self._draft(step)
+
+    def draft_s(self, step: DraftStep) -> float:
+        """Seconds of :meth:`draft_cost` (a family may answer without building its
+        ``StepCost``, with the same float)."""
+        return self.draft_cost(step).total_s
 
     def _draft(self, step: DraftStep) -> StepCost:
         """The family's draft time, for a step with sequences and ``k > 0``."""

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
+
 from simspec.config import MethodConfig
 from simspec.engine.costmodel import BatchShape, StepCost
+from simspec.engine.costmodel.plain import PlainForward
 from simspec.engine.speculators.base import DraftStep, Speculator
 
 # EAGLE-3 fuses low, middle and high target features (fc over 3h) and drafts over a reduced
 # vocabulary: draft_vocab_size 32000 in the EAGLE-3 head config for Llama-3.1-8B (SpecForge
 # configs/llama3-8B-eagle3.json).
 EAGLE3_DRAFT_VOCAB = 32000
+
+
+_INT64 = np.dtype(np.int64)  # counts BatchShape.of sums as they are (the engine's columns)
 
 
 class EagleHead(Speculator):
@@ -38,6 +44,7 @@ class EagleHead(Speculator):
         # Llama layers), or the target's own MoE layer for its MTP module (MTP)
         self.head = target.one_layer(self.moe_head, vocab, f"{target.id}-{self.name}")
         self._fc_by_tokens: dict[int, float] = {}  # the hot loop repeats a few counts
+        self._plain: PlainForward | None | bool = False  # False: not looked up yet
 
     def _draft(self, step: DraftStep) -> StepCost:
         b, k, kv_sum = len(step.kv_tokens), step.k, step.kv_sum
@@ -54,6 +61,51 @@ class EagleHead(Speculator):
             if w:
                 total = total.plus(self._step(BatchShape.uniform(b, w, kv_sum + b * depth, b * w)))
         return total
+
+    def draft_s(self, step: DraftStep) -> float:
+        """:meth:`draft_cost`'s ``total_s`` for a chain on a plain head, as floats: the same
+        sums, the same two forwards and the same K-1 scaling, field by field, with no
+        ``BatchShape`` or ``StepCost`` built (:mod:`~simspec.engine.costmodel.plain`)."""
+        plain = self._plain
+        if plain is False:
+            own = type(self)._draft is EagleHead._draft and type(self)._step is EagleHead._step
+            plain = self._plain = self.cost.plain(self.head) if own else None
+        b, k = len(step.kv_tokens), step.k
+        kv, q = step.kv_tokens, step.last_step_tokens
+        counts = q.dtype is _INT64 and kv.dtype is _INT64
+        if plain is None or b == 0 or k == 0 or self.tree is not None or not counts:
+            return self.draft_cost(step).total_s
+        assert isinstance(plain, PlainForward)
+        kv_sum, overhead = step.kv_sum, self.draft_overhead_s
+        # step 1: BatchShape.of(q, kv, b, kv_sum)'s sums
+        t = int(q.sum()) if step.q_sum is None else step.q_sum
+        first = plain.parts(
+            t, b, b, float(q.dot(q)), float(q.dot(kv)), kv_sum, overhead, self._fc(t)
+        )
+        if k == 1:
+            g, a, lm, e, c, o = first
+            return g + a + lm + e + c + o
+        # steps 2..K: BatchShape.uniform(b, 1, mean context, b), added K-1 times (StepCost.plus)
+        mean_kv = kv_sum + b * k / 2.0
+        later = plain.parts(b, b, b, float(b), mean_kv, mean_kv, overhead, self._fc(b))
+        times = k - 1
+        g = first[0] + later[0] * times
+        a = first[1] + later[1] * times
+        lm = first[2] + later[2] * times
+        e = first[3] + later[3] * times
+        c = first[4] + later[4] * times
+        o = first[5] + later[5] * times
+        return g + a + lm + e + c + o
+
+    def _fc(self, tokens: int) -> float:
+        """The fc over the fused inputs for ``tokens`` tokens (remembered by count)."""
+        fc = self._fc_by_tokens.get(tokens)
+        if fc is None:
+            h = self.target.hidden_size
+            fc = self._fc_by_tokens[tokens] = self.cost.gemm_time(
+                tokens, self.fused_features * h, h
+            )
+        return fc
 
     def _step(self, batch: BatchShape) -> StepCost:
         """One pass of the head, with the fc over the fused inputs that feeds it."""

@@ -1,0 +1,144 @@
+"""One forward of a plain decoder for the hot loop: :meth:`RooflineCostModel.forward`'s floats,
+in its order, from a batch's sums, without the objects a forward builds on the way.
+
+An engine iteration runs three forwards (EAGLE's two draft passes and the verify pass), and
+most of their cost in Python is not arithmetic but the calls and values around it: the
+``BatchShape`` in, the attention kernel's three nested calls, the host's step cost and the
+``StepCost`` out. :class:`PlainForward` does the same operations on the same operands for the
+case that covers the hot loop (full GQA attention: no MLA, sparse attention, sliding window or
+Gated DeltaNet layers; no data-parallel attention; no calibrated kernel-time scale), so every
+result is bit-identical to ``forward``'s (``tests/test_step_columns.py`` checks it shape by
+shape); a model outside that case gets no ``PlainForward`` (:meth:`RooflineCostModel.plain`
+says None) and keeps ``forward``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
+from simspec.engine.costmodel.attention import AttentionKernels
+from simspec.engine.costmodel.shapes import BatchShape
+
+if TYPE_CHECKING:
+    from simspec.engine.costmodel.model import RooflineCostModel, _ModelTerms
+
+# (GEMMs with any extra GEMM, attention, LM head, elementwise, communication, host overhead):
+# StepCost's fields, in its order
+Parts = tuple[float, float, float, float, float, float]
+
+
+class PlainForward:
+    """``forward(model, batch, layers=layers)`` of one model, as plain floats. Built by
+    :meth:`RooflineCostModel.plain`, which checks that the model is a plain one."""
+
+    __slots__ = (
+        "cost",
+        "terms",
+        "layers",
+        "flops_per_pair",
+        "kv_bytes_per_token",
+        "q_bytes_per_token",
+        "compute_rate",
+        "memory_rate",
+        "latency",
+        "decode_latency",
+        "sharpness",
+        "host_fixed_s",
+        "host_per_seq_s",
+        "overlapped",
+        "launch_s",
+        "by_shape",
+    )
+
+    def __init__(self, cost: RooflineCostModel, terms: _ModelTerms, layers: int) -> None:
+        attn, host = terms.attention, cost.host
+        self.cost, self.terms, self.layers = cost, terms, layers
+        # attention_work's constant factors, multiplied first as its expressions do
+        # (Python evaluates ``4.0 * q_dim * pairs`` as ``(4.0 * q_dim) * pairs``)
+        self.flops_per_pair = 4.0 * attn.q_dim
+        self.kv_bytes_per_token = attn.kv_bytes * 2.0 * attn.kv_dim
+        self.q_bytes_per_token = BYTES_PER_PARAM * 2.0 * attn.q_dim
+        self.compute_rate, self.memory_rate = attn.compute_rate, attn.memory_rate
+        self.latency, self.decode_latency = attn.latency, attn.decode_latency
+        self.sharpness = attn.sharpness
+        self.host_fixed_s, self.host_per_seq_s = host.fixed_s, host.per_seq_s
+        self.overlapped = host.overlapped
+        self.launch_s = layers * host.layer_launch_s  # as step_cost's n_layers * layer_launch_s
+        # (GEMMs, elementwise, communication, LM head, graphed) by (tokens, logit rows, seqs)
+        self.by_shape: dict[tuple[int, int, int], tuple[float, float, float, float, bool]] = {}
+
+    def parts(
+        self,
+        num_tokens: int,
+        logit_tokens: int,
+        num_seqs: int,
+        sum_q_sq: float,
+        sum_q_kv: float,
+        sum_kv: float,
+        overhead_s: float | None = None,
+        extra_gemm_s: float = 0.0,
+    ) -> Parts:
+        """The ``StepCost`` fields of a forward over a batch with these sums (the
+        :class:`BatchShape` fields); their sum in field order is its ``total_s``, and equals
+        ``gpu + overhead`` bit for bit, since the first five are summed in the same order."""
+        t = num_tokens
+        if t == 0:  # nothing runs: forward's own early answer
+            batch = BatchShape(num_seqs, 0, sum_q_sq, sum_q_kv, sum_kv, logit_tokens)
+            c = self.cost.forward(self.terms.model, batch, overhead_s, self.layers, extra_gemm_s)
+            return (c.gemm_s, c.attention_s, c.lm_head_s, c.elementwise_s,
+                    c.communication_s, c.overhead_s)  # fmt: skip
+        key = (t, logit_tokens, num_seqs)
+        hit = self.by_shape.get(key)
+        if hit is None:
+            hit = self.by_shape[key] = self._shape(t, logit_tokens, num_seqs)
+        gemm, elementwise, comm, lm_head, graphed = hit
+        # AttentionKernels.time over every layer: attention_work, then roofline_time
+        attention = 0.0
+        if self.layers > 0:
+            latency = self.decode_latency if sum_q_sq == t else self.latency
+            pairs = sum_q_kv + (sum_q_sq + t) / 2.0
+            flops = self.flops_per_pair * pairs
+            nbytes = self.kv_bytes_per_token * (sum_kv + t)
+            nbytes += self.q_bytes_per_token * t
+            a, b = flops / self.compute_rate, nbytes / self.memory_rate
+            s = self.sharpness
+            one = latency + (a + b) if s == 1.0 else latency + (a**s + b**s) ** (1.0 / s)
+            attention = self.layers * one
+        # HostModel.step_cost at a kernel-time scale of 1
+        gemm += extra_gemm_s
+        gpu = gemm + attention + lm_head + elementwise + comm
+        launch = 0.0 if graphed else max(0.0, self.launch_s - gpu)
+        if overhead_s is None:
+            host = self.host_fixed_s + self.host_per_seq_s * num_seqs
+            exposed = max(0.0, host - (gpu + launch)) if self.overlapped else host
+            overhead = exposed + launch
+        else:
+            overhead = overhead_s + launch
+        return (gemm, attention, lm_head, elementwise, comm, overhead)
+
+    def _shape(
+        self, t: int, logit_tokens: int, num_seqs: int
+    ) -> tuple[float, float, float, float, bool]:
+        """The count-only terms and graph verdict, from the cost model's own caches."""
+        batch = BatchShape(num_seqs, t, 0.0, 0.0, 0.0, logit_tokens)
+        (gemm, elementwise, comm, lm_head), graphed = self.cost._shape_terms(
+            self.terms, batch, self.layers
+        )
+        return gemm, elementwise, comm, lm_head, graphed
+
+
+def plain_model(cost: RooflineCostModel, model: ModelShape, terms: _ModelTerms) -> bool:
+    """Whether ``model``'s forwards on ``cost`` take only the paths :class:`PlainForward`
+    repeats: full GQA attention in every layer, one attention rank, no kernel-time scale."""
+    attn = terms.attention
+    return (
+        type(attn) is AttentionKernels  # not a subclass (sparse attention's indexer)
+        and cost.layout.dp == 1
+        and cost.host.gpu_scale == 1.0
+        and terms.recurrent is None
+        and attn.mla is None
+        and attn.mla_fit is None
+        and not attn.windowed
+        and not model.linear_layers
+    )

@@ -1,0 +1,182 @@
+"""A cheaper engine step computes the same bits: the hot loop's forwards as plain floats
+(:mod:`simspec.engine.costmodel.plain`), and a decoding batch that carries its columns from one
+step to the next instead of gathering them from the request table, leave every forward, every
+draft time and every table of a run exactly as the general path computes them."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simspec.catalog.hardware import load_engine, load_gpu, load_profile
+from simspec.catalog.models import load_model
+from simspec.config import AcceptanceConfig, MethodConfig, Scenario, WorkloadConfig
+from simspec.engine.build import setup_replica
+from simspec.engine.costmodel import BatchShape, RooflineCostModel, StepCost
+from simspec.engine.replica import Replica
+from simspec.engine.scheduler import Scheduler
+from simspec.engine.simulation import simulate
+from simspec.engine.speculators import DraftStep
+
+
+def cost_model(engine: str = "vllm", tp: int = 1, gpu: str = "h100_sxm") -> RooflineCostModel:
+    return RooflineCostModel(load_gpu(gpu), load_profile(gpu), load_engine(engine), tp)
+
+
+def fields(c: StepCost) -> tuple[float, ...]:
+    return (c.gemm_s, c.attention_s, c.lm_head_s, c.elementwise_s, c.communication_s,
+            c.overhead_s)  # fmt: skip
+
+
+def shapes(rng: np.random.Generator) -> list[BatchShape]:
+    """Decode, verify, draft and prefill-like batches, from one sequence to past the largest
+    CUDA graph (eager launches), with the counts the hot loop builds them from."""
+    out = [BatchShape(3, 0, 0.0, 0.0, 0.0, 0)]  # nothing runs
+    for n in (1, 2, 7, 64, 256, 700):
+        q = rng.integers(1, 6, n)
+        kv = rng.integers(0, 9000, n)
+        out.append(BatchShape.of(q, kv, n, float(kv.sum())))
+        out.append(BatchShape.uniform(n, 4, float(kv.sum()), 4 * n))
+        out.append(BatchShape.uniform(n, 1, float(kv.sum()), n))
+        chunks = rng.integers(200, 3000, max(n // 8, 1))
+        out.append(BatchShape.of(chunks, rng.integers(0, 500, len(chunks)), 1))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("engine", "tp", "model"),
+    [("vllm", 1, "llama-3.1-8b"), ("sglang", 1, "llama-3.1-8b"), ("trtllm", 1, "llama-3.1-8b"),
+     ("hf", 1, "llama-3.1-8b"), ("vllm", 4, "llama-3.1-70b"), ("vllm", 2, "mixtral-8x7b")],
+)  # fmt: skip
+def test_a_plain_forward_gives_the_forwards_floats_bit_for_bit(engine, tp, model):
+    cm = cost_model(engine, tp)
+    shape = load_model(model)
+    rng = np.random.default_rng(11)
+    for layers in (None, 1):
+        plain = cm.plain(shape, layers)
+        assert plain is not None
+        for b in shapes(rng):
+            for overhead, extra in ((None, 0.0), (4e-5, 0.0), (None, 3e-6), (2e-5, 7e-6)):
+                want = cm.forward(shape, b, overhead, layers, extra)
+                got = plain.parts(b.num_tokens, b.logit_tokens, b.num_seqs, b.sum_q_sq,
+                                  b.sum_q_kv, b.sum_kv, overhead, extra)  # fmt: skip
+                assert got == fields(want)
+                assert sum(got[1:], got[0]) == want.total_s  # total_s: the fields in order
+
+
+def test_a_plain_forward_follows_an_attention_roofline_that_bends():
+    cm, model = cost_model(), load_model("llama-3.1-8b")
+    cm._terms_of(model).attention.sharpness = 2.5  # packaged profiles fit attention at 1
+    plain = cm.plain(model)
+    assert plain is not None
+    for b in shapes(np.random.default_rng(3)):
+        got = plain.parts(b.num_tokens, b.logit_tokens, b.num_seqs, b.sum_q_sq, b.sum_q_kv,
+                          b.sum_kv)  # fmt: skip
+        assert got == fields(cm.forward(model, b))
+
+
+@pytest.mark.parametrize(
+    "model", ["deepseek-v3", "deepseek-v3.2", "gpt-oss-120b", "qwen3-next-80b-a3b"]
+)
+def test_models_off_the_plain_path_keep_the_general_forward(model):
+    # MLA, sparse MLA, sliding windows, Gated DeltaNet: no plain forward is offered
+    assert cost_model().plain(load_model(model)) is None
+
+
+def eagle_scenario(method: str = "eagle3", **acceptance) -> Scenario:
+    acc = acceptance or {"acc_len": "sharegpt", "acc_len_method": "eagle3"}
+    return Scenario(method=MethodConfig(name=method, k=3, acceptance=AcceptanceConfig(**acc)))
+
+
+@pytest.mark.parametrize("method", ["eagle1", "eagle3", "mtp"])
+def test_eagle_draft_seconds_are_the_draft_costs_total(method):
+    spec = setup_replica(eagle_scenario(method, alpha=0.7)).speculator
+    rng = np.random.default_rng(5)
+    for n in (1, 3, 64, 300):
+        kv = rng.integers(0, 8000, n)
+        last = rng.integers(1, 5, n)
+        for k in (1, 2, 3):
+            for q_sum in (None, int(last.sum())):
+                step = DraftStep(kv, last, float(kv.sum()), k, None, q_sum)
+                assert spec.draft_s(step) == spec.draft_cost(step).total_s
+
+
+def closed(method: MethodConfig, concurrency: int, **workload) -> Scenario:
+    wl = {"arrival": "closed", "concurrency": concurrency, "requests": 60, "turnovers": 2,
+          "lengths_from": None, "prompt": {"dist": "lognormal", "mean": 300, "cv": 0.5},
+          "output": {"dist": "lognormal", "mean": 90, "cv": 0.6}, **workload}  # fmt: skip
+    return Scenario(method=method, workload=WorkloadConfig(**wl))
+
+
+SCENARIOS = {
+    # the ShareGPT trace, each request replaying its own record's acceptance
+    "eagle3_trace": Scenario(
+        method=MethodConfig(
+            name="eagle3",
+            k=3,
+            acceptance=AcceptanceConfig(acc_len="sharegpt", acc_len_method="eagle3"),
+        ),
+        workload=WorkloadConfig(arrival="closed", concurrency=16, requests=60, turnovers=2),
+    ),
+    "eagle3_parametric": closed(
+        MethodConfig(name="eagle3", k=4, acceptance=AcceptanceConfig(alpha=0.7, spread=0.5)), 8
+    ),
+    "autoregressive": closed(MethodConfig(name="autoregressive", k=0), 8),
+    "ngram_replay": closed(
+        MethodConfig(name="ngram", k=3, acceptance=AcceptanceConfig(tokens="sharegpt")), 8
+    ),
+    "poisson": Scenario(
+        method=MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.6)),
+        workload=WorkloadConfig(
+            arrival="poisson",
+            rate=20.0,
+            requests=60,
+            lengths_from=None,
+            prompt={"dist": "lognormal", "mean": 300, "cv": 0.5},
+            output={"dist": "lognormal", "mean": 40, "cv": 0.5},
+        ),  # fmt: skip
+    ),
+    # 70B on two A100s and long prompts (the hf_pp2_preemption golden's deployment): the
+    # KV cache runs short, and preemptions break the running set mid-run
+    "preempting": Scenario(
+        model="llama-3.1-70b",
+        pp=2,
+        engine="hf",
+        gpu="a100_80gb",
+        method=MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.8)),
+        workload=WorkloadConfig(
+            arrival="closed",
+            concurrency=64,
+            requests=128,
+            turnovers=2,
+            lengths_from=None,
+            prompt={"dist": "lognormal", "mean": 2000, "cv": 1.0, "max": 8000},
+            output={"dist": "uniform", "low": 100, "high": 600},
+        ),
+    ),  # fmt: skip
+}
+
+
+def _no_carry(self: Replica, step):
+    """Accept as before the carry: every step gathers its columns from the request table."""
+    out = Replica_accept(self, step)
+    self._carry = None
+    return out
+
+
+Replica_accept = Replica._accept
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_a_run_is_the_same_with_and_without_carried_columns_and_plain_forwards(name, monkeypatch):
+    sc = SCENARIOS[name]
+    fast = simulate(sc)
+    with monkeypatch.context() as m:
+        m.setattr(Replica, "_accept", _no_carry)
+        m.setattr(Scheduler, "decoded", lambda self, rids, computed: None)
+        m.setattr(RooflineCostModel, "plain", lambda self, model, layers=None: None)
+        general = simulate(sc)
+    if name == "preempting":
+        assert fast.requests["preemptions"].sum() > 0
+    pd.testing.assert_frame_equal(fast.iterations, general.iterations, check_exact=True)
+    pd.testing.assert_frame_equal(fast.requests, general.requests, check_exact=True)
+    assert fast.summary.as_json_dict() == general.summary.as_json_dict()
