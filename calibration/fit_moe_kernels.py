@@ -24,6 +24,7 @@ median and max |relative error| over them.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 from pathlib import Path
 
@@ -315,6 +316,48 @@ def fit_v0(src: Path, v1: dict) -> tuple[dict, dict]:
     return fits, defaults
 
 
+# The routing a served batch's MoE layers are timed at: AIConfigurator's MOEModel
+# (ai-dynamo/aiconfigurator src/aiconfigurator/sdk/models/moe.py at 28db912) sets
+# _power_law_alpha = 1.2 and ModelConfig.workload_distribution defaults to "power_law"
+# (sdk/config.py), so it estimates served layers from its collectors' power_law_1.2 rows, not
+# from the balanced ones the kernel constants are fitted on.
+SERVED_DISTRIBUTION = "power_law_1.2"
+# half-octave bins of routed pairs per expert (tokens x top-k / experts): the table's token
+# counts (1, 2, 4, 8, 16, 32, 48, ...) over its seven expert counts land a few points per bin
+ROUTING_BIN_EDGES = tuple(2.0 ** (i / 2) for i in range(-10, 15))
+ROUTING_MIN_ROWS = 20  # a bin with fewer paired rows gives no node
+
+
+def fit_routing(src: Path) -> dict[str, list[list[float]]]:
+    """Per framework, the latency of SERVED_DISTRIBUTION over balanced routing at the same
+    point, as nodes (pairs per expert, median ratio) by half-octave bin: vLLM and SGLang at
+    moe_ep_size 1 (as their kernel fits), without the DeepSeek-V3/R1 rows (group-limited
+    routing, see DEEPSEEK), over every GPU and dtype; TRT-LLM at every TP x EP. Below one pair
+    per expert the skewed batch touches fewer experts (less weight read); above a few the
+    hottest expert's extra rows cost more than the balanced layout's."""
+    df = pd.read_csv(src / "aiconfigurator_moe_1node.csv")
+    df = df[df.model_shape != DEEPSEEK]
+    out = {}
+    for fw, fam in df.groupby("framework"):
+        if fw in ("VLLM", "SGLang"):
+            fam = fam[fam.moe_ep_size == 1]
+        keys = ["gpu", "kernel_source", "moe_dtype", "model_shape", "moe_tp_size", "moe_ep_size"]
+        keys.append("num_tokens")
+        bal = fam[fam.distribution == "balanced"].set_index(keys)
+        skew = fam[fam.distribution == SERVED_DISTRIBUTION].set_index(keys).latency
+        both = bal.assign(ratio=skew / bal.latency).dropna(subset=["ratio"])
+        x = both.index.get_level_values("num_tokens") * both.topk / both.num_experts
+        both = both.assign(x=np.asarray(x, dtype=float))
+        nodes = []
+        for lo, hi in itertools.pairwise(ROUTING_BIN_EDGES):
+            b = both[(both.x > lo) & (both.x <= hi)]
+            if len(b) >= ROUTING_MIN_ROWS:
+                nodes.append([round(float(b.x.median()), 4), round(float(b.ratio.median()), 4)])
+        out[str(fw)] = nodes
+        print(f"routing {fw}: {nodes}")
+    return out
+
+
 def power_law_ratio(fam: pd.DataFrame) -> dict[str, float]:
     """Median latency of power-law routing over balanced at the same point, by EP size: what
     the hottest expert (and, under EP, the hottest GPU) costs."""
@@ -464,8 +507,14 @@ MOE_HEADER = (
 # DEFAULT_KERNELS says why); a (GPU, engine, dtype) not listed keeps the roofline.
 # runs_as: a (GPU, engine, dtype) whose default kernel runs at another of the table's dtypes,
 # timed by that dtype's fit (MXFP4 experts x MXFP8 activations: the script's RUNS_AS says why).
-# imbalance: median latency under power-law routing over balanced, by EP size (not modelled:
-# simspec routes uniformly).
+# imbalance: median latency under power-law routing over balanced, by EP size (a summary;
+# ``routing`` below is what runs).
+# routing: per framework, nodes (routed pairs per expert, latency under power_law_1.2 routing
+# over balanced) by half-octave bin, median over the framework's rows (fit_routing says which).
+# A served batch's routed experts at EP 1 are timed as the fit times balanced routing (each
+# expert min(E, pairs) touched) times this ratio, interpolated in log pairs per expert and held
+# at the end nodes (simspec.engine.costmodel.moe_routing): AIConfigurator's MOEModel estimates
+# served layers at power_law_1.2 (sdk/models/moe.py _power_law_alpha at 28db912).
 # VLLM-V0 (engine profile vllm-v0): vLLM V0's Triton fused MoE, fitted to
 # ../shared/calibration-data/moe-serving/vllm_pr13932_fused_moe_deepgemm_vs_triton_h100.csv
 # (vLLM PR #13932, 2025-02-26, benchmark_moe.py, DeepSeek-V3 block-FP8 on H100, its triton_us
@@ -505,6 +554,7 @@ def main() -> None:
             "runs_as": moe["runs_as"],
             "fits": {**moe["fits"], **v0_fits},
             "imbalance": moe["imbalance"],
+            "routing": fit_routing(src),
         },
     )
     mla = fit_mla(src)

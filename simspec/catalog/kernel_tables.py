@@ -28,6 +28,10 @@ class GroupedGemmFit:
     compute: str  # the tensor-core dtype whose peak applies: bf16, fp8 or fp4
     weight_bytes: float
     sms: int
+    # served over balanced routing by routed pairs per expert, (x, ratio) nodes
+    # (:mod:`simspec.engine.costmodel.moe_routing`); empty: the fit was not made on balanced
+    # routing, and the uniform expectation of touched experts stands
+    routing: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +93,19 @@ def moe_kernel_fit(gpu: str, engine: str, precision: str) -> GroupedGemmFit | No
         compute=str(fit["compute"]),
         weight_bytes=float(fit["weight_bytes"]),
         sms=int(g["sms"]),
+        routing=_routing(table, framework, fit),
     )
+
+
+def _routing(
+    table: dict[str, Any], framework: str, fit: dict[str, Any]
+) -> tuple[tuple[float, float], ...]:
+    """The framework's served-routing ratio nodes for a kernel fitted on balanced routing;
+    none for a fit on uniform routing (vLLM V0's, which carries ``fitted``)."""
+    if "fitted" in fit:
+        return ()
+    nodes = table.get("routing", {}).get(framework, [])
+    return tuple((float(x), float(r)) for x, r in nodes)
 
 
 @cache

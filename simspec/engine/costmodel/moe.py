@@ -14,6 +14,7 @@ from simspec.catalog.kernel_tables import DeepEpFit, GroupedGemmFit
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.catalog.precision import PrecisionSpec
 from simspec.engine.costmodel.kernels import deepep_time, grouped_gemm_time
+from simspec.engine.costmodel.moe_routing import routing_ratio, served_touched
 from simspec.engine.costmodel.roofline import OperatorTimes, roofline_time
 from simspec.engine.costmodel.work import distinct_experts
 
@@ -56,10 +57,18 @@ def routed_experts_time(
     GEMMs (vLLM fused_moe: w13 = gate and up, then w2 = down) that stream the weights of every
     distinct expert the tokens touch once and multiply every (token, expert) pair. Sliced
     experts (ep 1): each GPU holds 1/tp of every expert. Whole experts (ep GPUs): each holds
-    1/ep of them and, routing being uniform, gets 1/ep of the pairs and distinct experts."""
+    1/ep of them and, routing being uniform, gets 1/ep of the pairs and distinct experts.
+    Where a measured kernel times sliced experts, the tokens route as a served batch does,
+    skewed (:mod:`~simspec.engine.costmodel.moe_routing`), instead of uniformly."""
     k = model.num_experts_per_tok
+    pairs = float(tokens * k)
+    if kernel is not None and kernel.routing and ep == 1:
+        # a served batch routes skewed, as the measured tables time it (moe_routing)
+        touched = served_touched(model.num_experts, pairs)
+        ratio = routing_ratio(kernel.routing, pairs / model.num_experts)
+        return ratio * grouped_experts_time(ops, model, pairs, touched, ep, experts, kernel)
     touched = distinct_experts(model.num_experts, k, tokens)
-    return grouped_experts_time(ops, model, float(tokens * k), touched, ep, experts, kernel)
+    return grouped_experts_time(ops, model, pairs, touched, ep, experts, kernel)
 
 
 def grouped_experts_time(
