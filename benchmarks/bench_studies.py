@@ -73,9 +73,9 @@ class Row:
 
 def simspec(*args: str) -> Callable[[Path], list[str]]:
     """``python -m simspec.cli.main ARGS``; ``{out}`` in an argument is the run's folder."""
-    return lambda d: [sys.executable, "-m", "simspec.cli.main"] + [
-        a.replace("{out}", str(d)) for a in args
-    ]
+    return lambda d: (
+        [sys.executable, "-m", "simspec.cli.main"] + [a.replace("{out}", str(d)) for a in args]
+    )
 
 
 def wide_count(output: str) -> str:
@@ -91,20 +91,36 @@ def engine_seconds(output: str) -> str:
 
 
 # the issue's table ("Answers in seconds"): command and target
+PLAN = "simspec plan --qps 20 --slo-tpot-ms 50 --slo-ttft-ms 2000 --methods eagle3"
 ROWS = {
-    "recommend": Row("recommend", "simspec recommend (defaults)", 30.0,
-                     simspec("recommend", "--out", "{out}/recommend.csv")),
-    "sweep-all": Row("sweep-all", "simspec sweep --methods all", 30.0,
-                     simspec("sweep", "--methods", "all", "--out", "{out}/sweep_all.csv")),
-    "sweep": Row("sweep", "simspec sweep (README's first command)", 15.0,
-                 simspec("sweep", "--out", "{out}/sweep.csv"), wide_count),
-    "plan": Row("plan", "simspec plan --qps 20 --slo-tpot-ms 50 --slo-ttft-ms 2000 --methods eagle3",
-                20.0, simspec("plan", "--qps", "20", "--slo-tpot-ms", "50", "--slo-ttft-ms", "2000",
-                              "--methods", "eagle3", "--out", "{out}/plan.csv")),
-    "engine": Row("engine", "benchmarks/bench_engine.py --repeat 1 (10k requests, concurrency 64)",
-                  1.0, lambda d: [sys.executable, str(ROOT / "benchmarks" / "bench_engine.py"),
-                                  "--repeat", "1"], engine_seconds),
-}  # fmt: skip
+    "recommend": Row(
+        "recommend",
+        "simspec recommend (defaults)",
+        30.0,
+        simspec("recommend", "--out", "{out}/recommend.csv"),
+    ),
+    "sweep-all": Row(
+        "sweep-all",
+        "simspec sweep --methods all",
+        30.0,
+        simspec("sweep", "--methods", "all", "--out", "{out}/sweep_all.csv"),
+    ),
+    "sweep": Row(
+        "sweep",
+        "simspec sweep (README's first command)",
+        15.0,
+        simspec("sweep", "--out", "{out}/sweep.csv"),
+        wide_count,
+    ),
+    "plan": Row("plan", PLAN, 20.0, simspec(*PLAN.split()[1:], "--out", "{out}/plan.csv")),
+    "engine": Row(
+        "engine",
+        "benchmarks/bench_engine.py --repeat 1 (10k requests, concurrency 64)",
+        1.0,
+        lambda d: [sys.executable, str(ROOT / "benchmarks" / "bench_engine.py"), "--repeat", "1"],
+        engine_seconds,
+    ),
+}
 SPECDECODE = "specdecode"
 SPECDECODE_RATIO = 300.0  # the issue's target: the peer's seconds over simspec's, at least
 
@@ -210,7 +226,9 @@ def main() -> int:
         return 0
     bad = [r for r in args.rows if r not in names]
     if bad:
-        print(f"error: ROW: {bad[0]!r} is not a row; choose from {', '.join(names)}", file=sys.stderr)
+        print(
+            f"error: ROW: {bad[0]!r} is not a row; choose from {', '.join(names)}", file=sys.stderr
+        )
         return 2
     if not 1 <= args.repeat <= 20:
         print("error: --repeat: 1 to 20 runs", file=sys.stderr)

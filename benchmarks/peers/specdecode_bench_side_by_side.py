@@ -85,7 +85,9 @@ def check_peer(peer: Path, python: str) -> None:
         if not (peer / "data" / "llama3.1-8B" / f"combined_{d}.jsonl").is_file()
     ]
     if missing:
-        raise PeerError(f"PEER_DIR: {peer} is not a SpecDecode-Bench/simulator checkout: no {missing[0]}")
+        raise PeerError(
+            f"PEER_DIR: {peer} is not a SpecDecode-Bench/simulator checkout: no {missing[0]}"
+        )
     probe = subprocess.run(
         [python, "-c", "import main"], cwd=peer, capture_output=True, text=True, check=False
     )
@@ -112,7 +114,9 @@ def run_peer(peer: Path, python: str, results: Path, log: Path) -> list[Timing]:
                "--output-dir", str(results.resolve())]  # fmt: skip
         t = timed(cmd, peer, log)
         if t.rc:
-            raise PeerError(f"PEER_DIR: the peer's main.py --proposer {proposer} exited {t.rc}; see {log}")
+            raise PeerError(
+                f"PEER_DIR: the peer's main.py --proposer {proposer} exited {t.rc}; see {log}"
+            )
         timings.append(t)
     return timings
 
@@ -208,7 +212,9 @@ def report(peer: list[Timing] | None, ours: list[Timing], predictions: Path) -> 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("peer", type=Path, metavar="PEER_DIR", help="SpecDecode-Bench/simulator checkout")
+    ap.add_argument(
+        "peer", type=Path, metavar="PEER_DIR", help="SpecDecode-Bench/simulator checkout"
+    )
     ap.add_argument("--out-dir", type=Path, help="where results and logs go [default: a temp dir]")
     ap.add_argument("--repeat", type=int, default=3, help="simspec runs (best of) [default: 3]")
     ap.add_argument(
