@@ -15,8 +15,8 @@ speedups the command said are known only to more than +-2 %; ``engine`` also pri
 simulation's own seconds that bench_engine.py reports (its target is on those);
 ``specdecode`` times ``simspec validate`` on the SpecDecode-Bench points
 (benchmarks/peers/specdecode_bench_side_by_side.py) and divides the peer's seconds by them:
-give ``--peer`` (runs the peer once, ~10 minutes of a core) or ``--peer-results`` with the
-peer's CSVs and ``--peer-seconds`` measured earlier.
+give ``--peer`` (runs the peer once: 828 s of CPU on a loaded 2-core machine) or
+``--peer-results`` with the peer's CSVs and ``--peer-seconds`` measured earlier.
 
 A benchmark, run by hand: nothing here asserts a time. On a shared machine compare CPU seconds,
 and compare two builds by alternating them on the same machine.
