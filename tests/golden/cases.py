@@ -314,8 +314,8 @@ def validate_packaged() -> dict[str, Any]:
 
 
 # The suite checks cli_validate one series of the packaged table at a time: the whole table in
-# one test was the suite's longest (over a third of its wall time on two cores), one worker busy
-# while the other ran out of tests. A row's prediction reads only its own scenarios (planned from
+# one test was the suite's longest (457 s of a 21-minute run on two cores), one worker busy while
+# the other ran out of tests. A row's prediction reads only its own scenarios (planned from
 # its own cells, run by their content's key), so a series run alone predicts each of its rows as
 # the whole table does; 4 of the table's 237 scenarios serve two or three series and run once
 # for each (5 more runs, 2%).
