@@ -66,6 +66,16 @@ def short_plan_probes(monkeypatch):
     monkeypatch.setattr(capacity, "plan", functools.partial(capacity.plan, min_requests=100))
 
 
+def slow_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The tests marked slow first, each part in the order collected. pytest-xdist hands each
+    worker the next test (or group) as it runs low, in this order: the long tests start while
+    there is other work to run beside them, and the short ones fill the end, where a long test
+    left for last kept one worker busy while the other had nothing to do (test_window.py,
+    collected last, holds one of the suite's longest). Within each part a module's tests stay
+    together, so a module-scoped fixture is still built once per part on a worker."""
+    return sorted(items, key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Keep ``--dist loadgroup`` working on pytest 9: pytest-xdist (3.8) names each item of an
@@ -73,6 +83,7 @@ def pytest_collection_modifyitems(config, items):
     pytest 9 no longer reads (its ids live in ``item._id``), so every group was scattered over
     the workers and a run shared by a group ran once per worker. Older pytest reads
     ``_nodeid`` itself and has no ``coerce_node_id``: nothing to do there."""
+    items[:] = slow_first(items)
     try:
         from _pytest.nodes import coerce_node_id
     except ImportError:

@@ -145,15 +145,28 @@ def test_an_eager_step_waits_for_its_kernel_launches():
     assert cost.forward(model, big).total_s == pytest.approx(gpu_only, rel=1e-9)
 
 
-@pytest.mark.slow
-@pytest.mark.xdist_group(golden.VALIDATE_GROUP)
+def _recorded_predictions(cases: pd.DataFrame) -> pd.DataFrame:
+    """The packaged table with each row's status and relative error as the cli_validate golden
+    numbers hold them."""
+    old = golden.recorded("cli_validate")
+    assert old is not None
+
+    def column(name: str) -> list:
+        return [old.get(f"validate[{i}].{name}") for i in range(len(cases))]
+
+    rel = [np.nan if v is None else v for v in column("rel_error")]
+    return cases.assign(status=column("status"), rel_error=np.array(rel, dtype=float))
+
+
 def test_packaged_cases_error_does_not_regress(packaged_cases):
     """The whole packaged table: predicted rows and overall MAPE against the figure recorded in
     the repo, and the issue's plain-decoding target (vLLM H100 TPOT, batch 1-8, within 10%).
-    The run is the golden check's (``validate(workers=2)`` on the same packaged table), once
-    per test session."""
+    The predictions are the cli_validate golden numbers: tests/test_golden.py's series tests
+    hold today's code to each of them (relative 1e-9) and find every row there, so this reads
+    them rather than running the suite's costliest table a second time; a change that moves
+    them is re-recorded (tools/golden.py --update cli_validate) and then checked here."""
     recorded = json.loads(PACKAGED.joinpath("recorded.json").read_text(encoding="utf-8"))
-    pred = golden.validate_frame()
+    pred = _recorded_predictions(packaged_cases)
     ok = pred[pred["status"] == "ok"]
     assert len(pred) == len(packaged_cases)
     assert len(ok) >= recorded["ok"]

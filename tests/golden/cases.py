@@ -289,28 +289,73 @@ def default_sweep() -> dict[str, Any]:
     return table_metrics(sweep_frame(), ["method", "k", "batch_size"], "sweep")
 
 
-# The pytest-xdist group of every test that reads validate_frame(): one worker runs them all,
-# so the packaged table (the suite's costliest run) runs once per test session.
-VALIDATE_GROUP = "packaged_validation"
-
-
 @functools.cache
 def validate_frame() -> pd.DataFrame:
-    """``simspec validate``'s predictions for the packaged cases (the regression test of
-    tests/test_validate.py reads the same run: tests that do are in :data:`VALIDATE_GROUP`)."""
+    """``simspec validate``'s predictions for the packaged cases (``tools/golden.py``
+    records them so; the suite checks the same rows series by series, :func:`validate_series`)."""
     from simspec import validate
     from simspec.studies.runs import Runs
 
     return validate(runs=Runs("process", workers=2))
 
 
-def validate_packaged() -> dict[str, Any]:
-    """``simspec validate`` on the packaged cases: every row's prediction and status."""
-    frame = validate_frame()
-    frame = frame.assign(row=range(len(frame)))
+def _validate_metrics(frame: pd.DataFrame, rows: list[int]) -> dict[str, Any]:
+    """Each row's prediction and status, named by its position ``rows`` in the packaged table."""
+    frame = frame.assign(row=rows)
     keep = ["row", "predicted_value", "predicted_tau", "rel_error", "status", "skip_reason",
             "acceptance_source", "assumptions"]  # fmt: skip
     return table_metrics(frame[[c for c in keep if c in frame.columns]], ["row"], "validate")
+
+
+def validate_packaged() -> dict[str, Any]:
+    """``simspec validate`` on the packaged cases: every row's prediction and status."""
+    frame = validate_frame()
+    return _validate_metrics(frame, list(range(len(frame))))
+
+
+# The suite checks cli_validate one series of the packaged table at a time: the whole table in
+# one test was the suite's longest (457 s of a 21-minute run on two cores), one worker busy while
+# the other ran out of tests. A row's prediction reads only its own scenarios (planned from
+# its own cells, run by their content's key), so a series run alone predicts each of its rows as
+# the whole table does; 4 of the table's 237 scenarios serve two or three series and run once
+# for each (5 more runs, 2%).
+@functools.cache
+def packaged_cases() -> pd.DataFrame:
+    """The packaged case table, as ``simspec validate`` reads it."""
+    from simspec.studies.validation.cases import read_cases
+
+    return read_cases(None)
+
+
+def validate_series_names() -> list[str]:
+    """The packaged table's series, in the table's order."""
+    return list(dict.fromkeys(packaged_cases()["series"]))
+
+
+def series_rows(series: str) -> list[int]:
+    """The positions in the packaged table of ``series``'s rows."""
+    return [i for i, s in enumerate(packaged_cases()["series"]) if s == series]
+
+
+def validate_series(series: str) -> dict[str, Any]:
+    """:func:`validate_packaged`'s metrics of one series' rows, predicted by ``simspec validate``
+    on those rows alone (serially: pytest's workers are the parallelism)."""
+    from simspec.studies.runs import SERIAL
+    from simspec.studies.validation.run import validate
+
+    rows = series_rows(series)
+    return _validate_metrics(validate(packaged_cases().iloc[rows], runs=SERIAL), rows)
+
+
+def recorded_row(key: str) -> int:
+    """The table position a ``cli_validate`` metric is of (``validate[12].status`` -> 12)."""
+    return int(key[key.index("[") + 1 : key.index("]")])
+
+
+def of_rows(values: dict[str, Any], rows: list[int]) -> dict[str, Any]:
+    """The ``cli_validate`` metrics of the rows ``rows``."""
+    wanted = set(rows)
+    return {k: v for k, v in values.items() if recorded_row(k) in wanted}
 
 
 # short fixed lengths keep the studies' runs (and an open loop's warm-up) short
