@@ -11,6 +11,7 @@ has a share of its requests within both SLOs.
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -199,10 +200,9 @@ def plan(
     if not 0 < duration_s <= MAX_DURATION_S:
         raise InputError("duration", f"must be in (0, {MAX_DURATION_S:g}] s, got {duration_s}")
     check_price(gpu_hour_price)
-    runs = runs.cached()
+    found = _max_rates(deploy, methods, slo, duration_s, runs, min_requests)
     rows = []
-    for m in methods:
-        rate, s, why = max_rate(deploy, m, slo, duration_s, runs=runs, min_requests=min_requests)
+    for m, (rate, s, why) in zip(methods, found, strict=True):
         ok = s is not None and rate > 0
         replicas = math.ceil(target_qps / rate) if ok else None
         gpus = replicas * deploy.tp if replicas else None
@@ -227,6 +227,49 @@ def plan(
         )
         runs.step(m.name)
     return pd.DataFrame(rows, columns=PLAN_COLUMNS)
+
+
+def _max_rates(
+    deploy: Deployment,
+    methods: list[MethodConfig],
+    slo: Slo,
+    duration_s: float,
+    runs: Runs,
+    min_requests: int,
+) -> list[tuple[float, RunSummary | None, str]]:
+    """:func:`max_rate` of each method. Each method's bisection waits on its own probes
+    alone, so on a pool (and with no cache a caller shares) the methods search side by side,
+    one job each (:func:`_max_rate_job`), each with a fresh cache of its own: probes of two
+    methods are two scenarios, never one run. Here (serial) they share the cache of ``runs``
+    (a fresh one by default). Either way each method takes the same probes to the same
+    answer."""
+    if runs.executor == "serial" or runs.cache is not None or len(methods) < 2:
+        runs = runs.cached()
+        return [
+            max_rate(deploy, m, slo, duration_s, runs=runs, min_requests=min_requests)
+            for m in methods
+        ]
+    common = {
+        "deploy": deploy.model_dump(mode="json"),
+        "slo": [slo.ttft_ms, slo.tpot_ms, slo.percentile],
+        "duration_s": duration_s,
+        "min_requests": min_requests,
+    }
+    payloads = [json.dumps(common | {"method": m.model_dump(mode="json")}) for m in methods]
+    return runs.map(_max_rate_job, payloads)
+
+
+def _max_rate_job(payload: str) -> tuple[float, RunSummary | None, str]:
+    """:func:`max_rate` of one method given as JSON (module level: a pool ships it)."""
+    job = json.loads(payload)
+    return max_rate(
+        Deployment.model_validate(job["deploy"]),
+        MethodConfig.model_validate(job["method"]),
+        Slo(*job["slo"]),
+        job["duration_s"],
+        runs=SERIAL.cached(),
+        min_requests=job["min_requests"],
+    )
 
 
 def _at_max(s: RunSummary | None, percentile: int) -> dict[str, float]:
