@@ -4,6 +4,8 @@ pool, the default on more than one CPU) never changes the answer."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 from conftest import Told
@@ -27,6 +29,10 @@ TINY = Deployment(
     )
 )
 EAGLE = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
+# a weak drafter: worth running alone, not under load, so its band ends inside the grid
+WEAK = MethodConfig(
+    name="draft_model", k=1, draft_model="llama-3.2-1b", acceptance=AcceptanceConfig(alpha=0.4)
+)
 
 
 @pytest.fixture
@@ -47,29 +53,43 @@ def _plain(scenarios: list[str]) -> list[str]:
     return [s for s in scenarios if '"name":"autoregressive"' in s]
 
 
+def _concurrency(scenario: str) -> int:
+    return int(json.loads(scenario)["workload"]["concurrency"])
+
+
+@pytest.mark.slow
 def test_recommend_runs_each_scenario_once_and_one_baseline_per_concurrency(simulated):
-    rec = recommend_bands(TINY, EAGLE, [1, 3], (1, 2, 8), 256)
+    rec = recommend_bands(TINY, WEAK, [1, 2], (1, 64), 256)
+    (x,) = rec.crossovers
+    assert (x.below, x.above) == (1, 0)  # speculation turns off: plain decoding is probed too
     assert len(simulated) == len(set(simulated))  # no scenario ran twice
-    # every concurrency of the table (grid points and band edges) has exactly one plain run,
-    # shared by every K there and by the probes; a probe may add one where it turns
-    # speculation off between edges
-    concurrencies = set(rec.table.concurrency.astype(int))
-    assert len(_plain(simulated)) >= len(concurrencies)
-    per_setting = len(concurrencies) * 3  # plain, K=1, K=3 at each
-    probes = sum(1 for _ in rec.crossovers)
-    assert len(simulated) <= per_setting + 2 * 3 * probes
+    # one plain run per concurrency that ran anything: the baseline of every K there, and the
+    # probe's own setting 0 where the bisection went
+    plain = [_concurrency(s) for s in _plain(simulated)]
+    assert sorted(plain) == sorted({_concurrency(s) for s in simulated})
+    # plain, K=1 and K=2 at each concurrency of the table (grid points and edges), and the
+    # two crossing settings at each probe between them: nothing else
+    table = set(rec.table.concurrency.astype(int))
+    probes = {_concurrency(s) for s in simulated} - table
+    assert len(simulated) == 3 * len(table) + 2 * len(probes)
 
 
+@pytest.mark.slow
 def test_recommend_table_is_the_same_here_and_on_a_pool():
-    here = recommend_bands(TINY, EAGLE, [1, 3], (1, 2, 8), 256)
+    here = recommend_bands(TINY, WEAK, [1, 2], (1, 64), 256)
     told = Told()
     pool = recommend_bands(
-        TINY, EAGLE, [1, 3], (1, 2, 8), 256, runs=Runs("process", workers=2, progress=told)
+        TINY, WEAK, [1, 2], (1, 64), 256, runs=Runs("process", workers=2, progress=told)
     )
     pd.testing.assert_frame_equal(here.table, pool.table)
+    pd.testing.assert_frame_equal(here.band_table, pool.band_table)
     assert here.bands == pool.bands and here.crossovers == pool.crossovers
-    # the grid's concurrencies are told in order, whichever worker finished first
-    assert told.labels[:3] == ["concurrency 1", "concurrency 2", "concurrency 8"]
+    # the grid's concurrencies are told in order, whichever worker finished first, then each
+    # probe and each edge
+    assert told.labels[:2] == ["concurrency 1", "concurrency 64"]
+    assert sum(label.startswith("crossover k=1->0") for label in told.labels) == 6
+    (x,) = pool.crossovers
+    assert told.labels[-2:] == [f"crossover edge: concurrency {c}" for c in (x.last, x.first)]
 
 
 def test_sweep_runs_one_baseline_per_batch_size_for_every_method(simulated):
@@ -83,6 +103,7 @@ def test_sweep_runs_one_baseline_per_batch_size_for_every_method(simulated):
     assert len(frame) == 4
 
 
+@pytest.mark.slow
 def test_plan_finds_the_same_rates_here_and_with_its_methods_side_by_side_on_a_pool():
     short = Deployment(
         workload=WorkloadConfig(
