@@ -5,6 +5,8 @@ pool, the default on more than one CPU) never changes the answer."""
 from __future__ import annotations
 
 import json
+import math
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -14,7 +16,7 @@ from typer.testing import CliRunner
 from simspec.cli import common
 from simspec.cli.main import app
 from simspec.config import AcceptanceConfig, Deployment, LengthSpec, MethodConfig, WorkloadConfig
-from simspec.errors import InputError
+from simspec.errors import InputError, ScenarioError
 from simspec.studies import capacity
 from simspec.studies.runs import Runs, job
 from simspec.studies.schedule.bands import recommend_bands
@@ -136,3 +138,52 @@ def test_a_study_refuses_an_executor_it_has_not_and_workers_without_a_pool(comma
     assert bad.exit_code == 2 and "error: --executor: choose serial or process" in bad.output
     bad = runner.invoke(app, [*command, "--executor", "serial", "--workers", "2"])
     assert bad.exit_code == 2 and "error: --workers:" in bad.output
+
+
+def _fake_probe(threshold: float, asked: list[float]):
+    """A replica whose p99 TTFT meets a 2 s SLO below ``threshold`` requests/s."""
+
+    def probe(rate: float):
+        asked.append(rate)
+        return SimpleNamespace(
+            stable=True,
+            window_short=0,
+            ttft_ms_p99=100.0 if rate < threshold else 9000.0,
+            tpot_ms_p99=10.0,
+        )
+
+    return probe
+
+
+@pytest.mark.parametrize("threshold", [0.1, 0.3, 3.0, 12.7, 5000.0])
+def test_the_doubling_ends_on_the_same_bracket_from_any_start(threshold):
+    slo = capacity.Slo(ttft_ms=2000.0, tpot_ms=50.0)
+    brackets = []
+    for start in range(0, 19):
+        asked: list[float] = []
+        lo, best, hi, why = capacity.doubling_bracket(_fake_probe(threshold, asked), slo, start)
+        brackets.append((lo, best is None, hi, why))
+        assert len(asked) == len(set(asked))  # no rate probed twice
+    assert len(set(brackets)) == 1
+    lo, no_run, hi, why = brackets[0]
+    assert lo < threshold <= hi and hi == (2 * lo or 0.25) and why == "ttft"
+    assert no_run == (lo == 0)
+
+
+def test_a_start_at_the_threshold_probes_only_the_bracket():
+    slo = capacity.Slo(ttft_ms=2000.0, tpot_ms=50.0)
+    asked: list[float] = []
+    capacity.doubling_bracket(_fake_probe(12.7, asked), slo, 5)  # 8 req/s holds, 16 does not
+    assert asked == [8.0, 16.0]
+    asked.clear()
+    capacity.doubling_bracket(_fake_probe(12.7, asked), slo, 0)  # the doubling from 0.25/s
+    assert asked == [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
+
+
+def test_a_slo_that_holds_at_every_rate_is_refused_from_any_start():
+    slo = capacity.Slo(ttft_ms=2000.0, tpot_ms=50.0)
+    for start in (0, 18, 40):
+        asked: list[float] = []
+        with pytest.raises(ScenarioError, match="too loose"):
+            capacity.doubling_bracket(_fake_probe(math.inf, asked), slo, start)
+        assert max(asked) == 0.25 * 2**18 <= capacity.TOP_RATE  # as the doubling from 0.25/s
