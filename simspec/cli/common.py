@@ -9,6 +9,7 @@ A command never shows a traceback for bad input: it raises (pydantic's ``Validat
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Iterator
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -176,6 +177,20 @@ def study_runs(
     finally:
         if cache is not None:
             cache.close()
+
+
+def default_executor(executor: str | None, workers: int | None) -> str:
+    """``--executor`` as given, else where a study's runs go by default: a process pool where
+    this machine has more than one CPU (every run is seeded and self-contained, so the pool
+    changes only how soon the answer comes, never its bytes), else this process.
+    ``--workers`` sizes a pool: with ``--executor serial`` it is refused."""
+    chosen = executor or ("process" if (os.cpu_count() or 1) > 1 else "serial")
+    if chosen not in ("serial", "process"):
+        # Ray takes a sweep's independent cells; a study's probes wait on each other
+        raise InputError("--executor", f"choose serial or process (got {chosen!r})")
+    if chosen == "serial":
+        refuse_unread("sizes a pool: --executor serial runs one at a time", {"--workers": workers})
+    return chosen
 
 
 def csv_list(text: str, flag: str, cast: Callable[[str], T] = str) -> list[T]:

@@ -269,3 +269,17 @@ def trace_workload(
         if value is not None:
             out[key] = value
     return out
+
+
+# where a study's runs go (recommend, plan): the default follows the machine's CPUs
+StudyExecutor = Annotated[
+    str | None,
+    typer.Option(
+        help="run the study's simulations on a local process pool ('process') or one after "
+        "another in this process ('serial'); the answer is the same bytes either way "
+        "[default: process where there is more than one CPU, else serial]"
+    ),
+]
+StudyWorkers = Annotated[
+    int | None, typer.Option(help="process pool size [default: every CPU]", min=1)
+]

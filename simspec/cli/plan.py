@@ -15,6 +15,7 @@ from rich.table import Table
 from simspec.cli import options as opt
 from simspec.cli.common import (
     csv_list,
+    default_executor,
     err,
     left_out_note,
     one_line_errors,
@@ -135,6 +136,8 @@ def plan(
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option(help="write the plan as CSV")] = None,
+    executor: opt.StudyExecutor = None,
+    workers: opt.StudyWorkers = None,
 ) -> None:
     """Capacity: QPS per replica within the SLOs, GPUs and cost.
 
@@ -146,6 +149,7 @@ def plan(
     if not (math.isfinite(gpu_hour_price) and gpu_hour_price > 0):
         raise InputError("--gpu-hour-price", f"must be a finite number > 0, got {gpu_hour_price}")
     check_outputs((out, "--out", (".csv", ".parquet")))
+    where = default_executor(executor, workers), workers
     grid = one_spelling(
         {"--concurrencies": concurrencies, "--schedule-grid": schedule_grid}
         | {"--batch-sizes": batch_sizes}
@@ -175,7 +179,9 @@ def plan(
             grid or ("--concurrencies", _listed(SCHEDULE_GRID)),
         )
         args = (flags, config, trace, names, flag, gpu_hour_price, out, qps)
-        return _plan_trace(*args, trace_flags | {"tile": tile}, slo_ttft_ms, slo_tpot_ms, *how)
+        return _plan_trace(
+            *args, trace_flags | {"tile": tile}, slo_ttft_ms, slo_tpot_ms, *how, where
+        )
     refuse_unread(
         "sets how a trace replays: give --trace (without it, plan probes Poisson arrivals "
         "at the rates --qps needs)",
@@ -200,7 +206,10 @@ def plan(
     deploy, given = flags.planned(config, names, list(DEFAULT_PLAN_METHODS), flag)
     chosen = [MethodConfig(name="autoregressive", k=0)]
     chosen += [m for m in given if m.name != "autoregressive"]
-    with progress_bar("planning", total=len(chosen)) as bar, study_runs(progress=bar) as runs:
+    with (
+        progress_bar("planning", total=len(chosen)) as bar,
+        study_runs(*where, progress=bar) as runs,
+    ):
         frame = capacity.plan(deploy, chosen, qps, slo, gpu_hour_price, duration, runs=runs)
     frame.insert(list(frame.columns).index("k") + 1, "acceptance", _acceptance(chosen))
     if out is not None:
@@ -301,11 +310,13 @@ def _plan_trace(
     router: str,
     attainment: float,
     grid: tuple[str, str],
+    where: tuple[str, int | None] = ("serial", None),
 ) -> None:
     """plan --trace: the smallest fleet per method whose replay of the trace has
     ``attainment`` of its requests within both SLOs: plain decoding, each method at its fixed
     K, and each method under the schedule recommend picks at the ``grid`` concurrencies (its
-    flag as typed, and its text; unless 'none')."""
+    flag as typed, and its text; unless 'none'), whose closed loops run ``where`` (the
+    executor and workers; the fleets replay in this process)."""
     from simspec.cli.fleet import fleet_deployment
     from simspec.config import ROUTERS
     from simspec.studies.fleet import FleetSlo
@@ -317,7 +328,7 @@ def _plan_trace(
     )
     chosen = [MethodConfig(name="autoregressive", k=0)]
     chosen += [m for m in given if m.name != "autoregressive"]
-    chosen += _recommended(deploy, chosen[1:], *grid)
+    chosen += _recommended(deploy, chosen[1:], *grid, where)
     slo = FleetSlo(slo_ttft_ms, slo_tpot_ms)
     with progress_bar("planning", total=len(chosen)) as bar, study_runs(progress=bar) as runs:
         frame = capacity.plan_fleet(
@@ -346,9 +357,14 @@ def _plan_trace(
 
 
 def _recommended(
-    deploy: Deployment, methods: list[MethodConfig], grid_flag: str, grid_text: str
+    deploy: Deployment,
+    methods: list[MethodConfig],
+    grid_flag: str,
+    grid_text: str,
+    where: tuple[str, int | None] = ("serial", None),
 ) -> list[MethodConfig]:
-    """Each speculative method under the schedule recommend picks for the trace's lengths."""
+    """Each speculative method under the schedule recommend picks for the trace's lengths,
+    its runs on ``where`` (executor, workers)."""
     from simspec.catalog.hardware import load_engine
     from simspec.studies.schedule.trace import recommended
 
@@ -359,11 +375,14 @@ def _recommended(
         raise InputError(grid_flag, "concurrencies must be >= 1")
     max_batch = int(load_engine(deploy.engine)["max_num_seqs"])
     out = []
-    with progress_bar("recommending schedules", total=len(methods)) as bar:
+    with (
+        progress_bar("recommending schedules", total=len(methods)) as bar,
+        study_runs(*where) as runs,
+    ):
         for m in methods:
             if any(getattr(m, f) is not None for f in SCHEDULE_FIELDS):
                 continue  # the method states its own schedule: it is planned as given
-            out.append(recommended(deploy, m, max_batch, grid))
+            out.append(recommended(deploy, m, max_batch, grid, runs=runs))
             bar.step(m.name)
     return out
 
@@ -408,6 +427,8 @@ def recommend(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="write the --speculative-config JSON")
     ] = None,
+    executor: opt.StudyExecutor = None,
+    workers: opt.StudyWorkers = None,
 ) -> None:
     """Best K per concurrency, as a vLLM --speculative-config.
 
@@ -421,6 +442,7 @@ def recommend(
     from simspec.studies.schedule.export import speculative_config, speculative_config_json
 
     check_outputs((out, "--out", (".csv", ".parquet")), (json_out, "--json", (".json",)))
+    where = default_executor(executor, workers)
     spelled = one_spelling(
         {"--concurrencies": concurrencies, "--batch-sizes": batch_sizes}
         | {"--schedule-grid": schedule_grid}
@@ -445,7 +467,10 @@ def recommend(
         ks = list(range(1, (K_MAX if k_max is None else k_max) + 1))
     knob = "tree_nodes" if is_tree else "k"
     max_batch = int(load_engine(deploy.engine)["max_num_seqs"])
-    with progress_bar("simulating", total=len(grid)) as bar, study_runs(progress=bar) as runs:
+    with (
+        progress_bar("simulating", total=len(grid)) as bar,
+        study_runs(where, workers, progress=bar) as runs,
+    ):
         rec = recommend_bands(deploy, base, ks, grid, max_batch, knob, runs=runs)
     bands = rec.bands
     spec_cfg = None if is_tree else speculative_config(base, bands)

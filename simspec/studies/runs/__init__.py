@@ -115,6 +115,13 @@ class Runs:
                     on_result(key, outcome)
         return [out[key] for key in keys]
 
+    def holds(self, key: str, measure: Measure = summary_of) -> bool:
+        """Whether the outcome of the run ``key`` (:func:`~.keys.scenario_key`) is at hand, in
+        the cache or the memo: :meth:`all` will not run it."""
+        if self.cache is not None and key in self.cache:
+            return True
+        return self.memo is not None and self.memo.get(key, measure)[0]
+
     def one(self, scenario: Scenario) -> RunSummary:
         """One scenario's summary, here and now (a probe whose next step depends on it)."""
         return replace(self, executor="serial").all([scenario])[0]

@@ -102,27 +102,34 @@ def find_crossovers(
     :func:`~simspec.studies.schedule.grid.recommend` table) whose best setting differs, the
     concurrency where the upper one's setting takes over: bisection on the integer
     concurrency, each probe both settings at the midpoint (same workload rule and seed as the
-    grid), each told to ``runs``."""
+    grid), each told to ``runs``. The bisections step together: each round's probes, one per
+    unfinished crossover, go to ``runs`` at once (a pool runs them side by side); a probe's
+    outcome depends on its scenario alone, so each bisection takes the path it takes alone."""
     common = deploy.model_dump(exclude={"workload"})
-    found = []
-    for c0, c1, below, above in changes(table):
-        last, first = c0, c1
-        while first - last > 1:
-            mid = (last + first) // 2
-            wl = closed_load(deploy, mid, requests_per_run)
-            slow, fast = runs.all(
-                [
-                    Scenario(**common, method=setting(method, knob, below), workload=wl),
-                    Scenario(**common, method=setting(method, knob, above), workload=wl),
-                ]
-            )
+    found = changes(table)
+    brackets = [[c0, c1] for c0, c1, _, _ in found]  # [last, first] of each
+    while todo := [i for i, (last, first) in enumerate(brackets) if first - last > 1]:
+        mids = {i: (brackets[i][0] + brackets[i][1]) // 2 for i in todo}
+        pairs = []
+        for i in todo:
+            wl = closed_load(deploy, mids[i], requests_per_run)
+            pairs += [
+                Scenario(**common, method=setting(method, knob, found[i][b]), workload=wl)
+                for b in (2, 3)
+            ]
+        outcomes = runs.all(pairs)
+        for n, i in enumerate(todo):
+            slow, fast = outcomes[2 * n], outcomes[2 * n + 1]
             if fast.throughput_tok_s > slow.throughput_tok_s:
-                first = mid
+                brackets[i][1] = mids[i]
             else:
-                last = mid
-            runs.step(f"crossover {knob}={below}->{above}: concurrency {mid}")
-        found.append(Crossover(below, above, last, first, (c0, c1)))
-    return found
+                brackets[i][0] = mids[i]
+            _, _, below, above = found[i]
+            runs.step(f"crossover {knob}={below}->{above}: concurrency {mids[i]}")
+    return [
+        Crossover(below, above, last, first, (c0, c1))
+        for (c0, c1, below, above), (last, first) in zip(found, brackets, strict=True)
+    ]
 
 
 def edge_rows(
@@ -138,13 +145,13 @@ def edge_rows(
 ) -> pd.DataFrame:
     """Every setting at both sides of each crossover that is not a grid point, as rows of
     :func:`~simspec.studies.schedule.grid.recommend` (the runs a probe made there come from
-    the cache of ``runs``), each edge told to ``runs``."""
-    edges = sorted({c for x in crossovers for c in (x.last, x.first)} - set(grid))
-    rows = []
-    for c in edges:
-        rows.append(recommend(deploy, method, ks, (c,), requests_per_run, knob, runs=runs.quiet()))
-        runs.step(f"crossover edge: concurrency {c}")
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    the cache of ``runs``; the edges' other runs go to ``runs`` at once), each edge told to
+    ``runs``."""
+    edges = tuple(sorted({c for x in crossovers for c in (x.last, x.first)} - set(grid)))
+    if not edges:
+        return pd.DataFrame()
+    label = "crossover edge: concurrency {}"
+    return recommend(deploy, method, ks, edges, requests_per_run, knob, runs=runs, label=label)
 
 
 def schedule(

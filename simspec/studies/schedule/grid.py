@@ -18,6 +18,7 @@ from simspec.config import (
 )
 from simspec.errors import InputError
 from simspec.studies.runs import SERIAL, Runs
+from simspec.studies.runs.keys import scenario_key
 from simspec.studies.schedule import NO_SCHEDULE
 
 # concurrencies the grid runs at
@@ -45,11 +46,15 @@ def recommend(
     knob: str = "k",
     *,
     runs: Runs = SERIAL,
+    label: str = "concurrency {}",
 ) -> pd.DataFrame:
     """Speedup of every value of ``knob`` (K, or ``tree_nodes`` for a tree's budget) at every
     concurrency (closed loop, the deployment's workload and seed), and the best value per
-    concurrency in ``best_k`` (0 when nothing beats plain decoding). Each concurrency's runs
-    go to ``runs`` together, which is told of each concurrency done."""
+    concurrency in ``best_k`` (0 when nothing beats plain decoding). Every concurrency's runs
+    go to ``runs`` at once (a pool stays busy to the end, instead of waiting at each
+    concurrency for its slowest run), lowest concurrency first (the longest runs: most
+    iterations per request); one plain-decoding run per concurrency is the baseline of every
+    setting there. ``runs`` is told of each concurrency done (``label``), in order."""
     rows = []
     common = deploy.model_dump(exclude={"workload"})
     # the whole grid is sized before the first run
@@ -61,14 +66,20 @@ def recommend(
             f"{total:,} requests over {(len(ks) + 1) * len(loads):,} runs; at most "
             f"{MAX_TOTAL_REQUESTS:,} requests and {MAX_RUNS:,} runs",
         )
-    for c, wl in zip(concurrencies, loads, strict=True):
-        tried = [setting(method, knob, k) for k in ks]
-        base, *summaries = runs.all(
-            [
-                Scenario(**common, workload=wl),
-                *(Scenario(**common, method=m, workload=wl) for m in tried),
-            ]
-        )
+    tried = [setting(method, knob, k) for k in ks]
+    per_c = [
+        [
+            Scenario(**common, workload=wl),
+            *(Scenario(**common, method=m, workload=wl) for m in tried),
+        ]
+        for wl in loads
+    ]
+    told = InOrder(runs, [label.format(c) for c in concurrencies], per_c)
+    flat = runs.all([sc for scs in per_c for sc in scs], on_result=told)
+    told.rest()
+    width = len(ks) + 1
+    for i, c in enumerate(concurrencies):
+        base, *summaries = flat[i * width : (i + 1) * width]
         row: dict[str, float] = {"concurrency": c}
         for k, s in zip(ks, summaries, strict=True):
             row[f"speedup_k{k}"] = s.throughput_tok_s / base.throughput_tok_s
@@ -76,8 +87,39 @@ def recommend(
         row["best_k"] = best_k if best > 1.0 else 0
         row["best_speedup"] = max(best, 1.0)
         rows.append(row)
-        runs.step(f"concurrency {c}")
     return pd.DataFrame(rows)
+
+
+class InOrder:
+    """Tells ``runs`` each label once every run of its group (scenarios) and of every group
+    before it has an outcome, so the labels come in order whichever worker finishes first; an
+    ``on_result`` for :meth:`Runs.all`. Runs the cache or memo of ``runs`` already holds are
+    done from the start (no outcome will come for them)."""
+
+    def __init__(self, runs: Runs, labels: list[str], groups: list[list[Scenario]]) -> None:
+        self.runs = runs
+        self.labels = labels
+        self.pending = [{scenario_key(sc.model_dump_json()) for sc in g} for g in groups]
+        for left in self.pending:
+            left -= {key for key in left if runs.holds(key)}
+        self.told = 0
+        self._tell()
+
+    def __call__(self, key: str, _: object) -> None:
+        for left in self.pending:
+            left.discard(key)
+        self._tell()
+
+    def rest(self) -> None:
+        """Every group done (:meth:`Runs.all` has returned)."""
+        for left in self.pending:
+            left.clear()
+        self._tell()
+
+    def _tell(self) -> None:
+        while self.told < len(self.labels) and not self.pending[self.told]:
+            self.runs.step(self.labels[self.told])
+            self.told += 1
 
 
 def closed_load(
