@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from simspec.catalog.methods import TRACE_DATASETS, default_methods, preset_method
 from simspec.config import (
+    DEFAULT_TURNOVERS,
     MAX_CONCURRENCY,
     MAX_RUNS,
     MAX_TOTAL_REQUESTS,
@@ -26,6 +27,7 @@ from simspec.engine import intervals
 from simspec.engine.metrics import RunSummary
 from simspec.engine.speculators import known_method
 from simspec.engine.speculators.lookup import matched_sizes
+from simspec.studies import precision
 from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
 from simspec.studies.provenance import PROVENANCE_COLUMNS, provenance
 from simspec.studies.runs import SERIAL, Runs
@@ -77,6 +79,49 @@ class SweepConfig(Deployment):
     methods: list[MethodConfig] = Field(default_factory=default_methods)
     batch_sizes: list[int] = Field(default_factory=lambda: list(DEFAULT_BATCH_SIZES))
     grid: dict[str, list[Any]] = Field(default_factory=dict, validate_default=True)  # sized
+    precision_target: float = Field(
+        default=precision.DEFAULT_PRECISION_TARGET,
+        description="measure each cell until the 95 % interval of its speedup is within this "
+        f"share of it either side ({precision.MIN_PRECISION_TARGET:g} to "
+        f"{precision.MAX_PRECISION_TARGET:g}), from {precision.FLOOR_TURNOVERS} turnovers "
+        f"(at least {precision.floor_requests(1)} requests) up to a cap of "
+        f"{precision.CAP_FLOORS}x that; 0: a fixed length (the default once "
+        "workload.requests or workload.turnovers is given)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fixed_or_target(cls, data: Any) -> Any:
+        """A fixed length (``workload.requests`` or ``workload.turnovers`` written) and a
+        precision target exclude each other: written without ``precision_target`` a fixed
+        length turns the target off (0); written beside one, refused. At their defaults the
+        two fields say nothing (a dumped config writes every field)."""
+        if not isinstance(data, dict):
+            return data
+        wl = data.get("workload")
+        wl = wl.model_dump() if isinstance(wl, WorkloadConfig) else wl
+        if not isinstance(wl, dict):
+            return data
+        if "precision_target" not in data:
+            if wl.get("requests") is not None or wl.get("turnovers") is not None:
+                return {**data, "precision_target": 0.0}
+            return data
+        target = data["precision_target"]
+        fixed = wl.get("requests") is not None or wl.get("turnovers") not in (
+            None,
+            DEFAULT_TURNOVERS,
+        )
+        if fixed and isinstance(target, int | float) and target != 0:
+            raise ValueError(
+                "precision_target: a fixed length (workload.requests or workload.turnovers) "
+                "and a precision target exclude each other: give one"
+            )
+        return data
+
+    @field_validator("precision_target")
+    @classmethod
+    def _target(cls, v: float) -> float:
+        return precision.check_target(v)
 
     @field_validator("batch_sizes")
     @classmethod
@@ -163,7 +208,8 @@ class SweepConfig(Deployment):
 
     def scenario(self, method: MethodConfig, batch_size: int) -> Scenario:
         wl = self.workload.model_copy(update={"arrival": "closed", "concurrency": batch_size})
-        common = self.model_dump(exclude={"methods", "batch_sizes", "workload", "grid"})
+        study = {"methods", "batch_sizes", "workload", "grid", "precision_target"}
+        common = self.model_dump(exclude=study)
         return Scenario(**common, method=method, workload=wl)
 
     def runs(self) -> list[tuple[MethodConfig, int]]:
@@ -320,13 +366,60 @@ def run_cells(cfg: SweepConfig, todo: list[Cell], *, runs: Runs = SERIAL) -> pd.
                 runs.step(f"{c.method.name} bs={c.batch_size} (resumed)")
     # the longest runs first (low concurrency: most iterations per request), so the pool's
     # workers finish together
+    if cfg.precision_target:  # each cell as long as its precision asks (studies/precision.py)
+        done, bases = _to_precision(cfg, todo, runs)
+        return _results_frame(cfg, todo, done, bases)
     order = sorted(todo, key=lambda c: c.batch_size)
     summaries = runs.all([c.scenario_json for c in order], on_result=finished)
     done = {c.key: s for c, s in zip(order, summaries, strict=True)}
     return _results_frame(cfg, todo, done)
 
 
-def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, RunSummary]) -> pd.DataFrame:
+def _to_precision(
+    cfg: SweepConfig, todo: list[Cell], runs: Runs
+) -> tuple[dict[str, RunSummary], dict[str, RunSummary]]:
+    """Each method cell's run and its baseline's at the length its precision target asked
+    for (:func:`precision.run_to_target`), and each baseline cell's longest run (its row in
+    the table). A sweep of the baseline alone targets its throughput."""
+    points = {id(c.point): i for i, c in enumerate(todo)}
+    base_of = {
+        (points[id(c.point)], c.batch_size): c for c in todo if c.method.name == "autoregressive"
+    }
+    alone = all(c.method.name == "autoregressive" for c in todo)
+    pairs, by_key = [], {c.key: c for c in todo}
+    for c in todo:
+        if c.method.name == "autoregressive" and not alone:
+            continue
+        base = base_of[(points[id(c.point)], c.batch_size)]
+        pair_base = None if alone else base.scenario_json
+        pairs.append(precision.Pair(c.key, c.batch_size, c.scenario_json, pair_base))
+    reached = precision.run_to_target(
+        pairs,
+        cfg.precision_target,
+        runs,
+        lambda key: f"{by_key[key].method.name} bs={by_key[key].batch_size}",
+    )
+    done = {key: r.run for key, r in reached.items()}
+    bases = {key: r.base for key, r in reached.items() if r.base is not None}
+    longest: dict[str, precision.Reached] = {}
+    for key, r in reached.items():
+        c = by_key[key]
+        b = base_of[(points[id(c.point)], c.batch_size)]
+        if r.base is not None and (b.key not in longest or r.requests > longest[b.key].requests):
+            longest[b.key] = r
+    for key, r in longest.items():
+        assert r.base is not None  # only pairs with a baseline are kept
+        done[key] = r.base
+        runs.step(f"{by_key[key].method.name} bs={by_key[key].batch_size}")
+    return done, bases
+
+
+def _results_frame(
+    cfg: SweepConfig,
+    todo: list[Cell],
+    done: dict[str, RunSummary],
+    bases: dict[str, RunSummary] | None = None,
+) -> pd.DataFrame:
     want_baseline = any(m.name == "autoregressive" for m in cfg.methods)
     rows = []
     baseline: dict[tuple[int, int], dict[str, float]] = {}
@@ -339,6 +432,8 @@ def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, RunSummar
             if not want_baseline:
                 continue
         base = baseline[(point_id, c.batch_size)]
+        if bases and c.key in bases:  # the baseline's run of the same length as this cell's
+            base = bases[c.key]
         p = c.point
         rows.append(
             {
@@ -381,7 +476,7 @@ def speedup_interval(base: RunSummary, run: RunSummary) -> dict[str, float]:
     return {"speedup_ci_low": lo, "speedup_ci_high": hi}
 
 
-def wide_intervals(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows whose speedup interval is wider than ``WIDE_INTERVAL`` either side."""
+def wide_intervals(frame: pd.DataFrame, limit: float = WIDE_INTERVAL) -> pd.DataFrame:
+    """Rows whose speedup interval is wider than ``limit`` (a share of it) either side."""
     half = (frame.speedup_ci_high - frame.speedup_ci_low) / 2 / frame.speedup
-    return frame[half > WIDE_INTERVAL]
+    return frame[half > limit]
