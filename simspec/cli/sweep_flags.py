@@ -99,7 +99,7 @@ class SweepFlags(MethodFlags, ServingFlags):
         try:
             target = precision.check_target(self.precision_target)
         except ValueError as e:
-            raise InputError("--precision-target", str(e)) from None
+            raise InputError("--precision-target", f"{e} (got {self.precision_target:g})") from None
         workload = data.get("workload")
         if isinstance(workload, dict):
             workload = {k: v for k, v in workload.items() if k not in ("requests", "turnovers")}

@@ -75,7 +75,7 @@ def check_target(v: float) -> float:
     if not (v == 0 or low <= v <= high):
         raise ValueError(
             f"must be 0 (a fixed length) or in [{low:g}, {high:g}] (a relative half-width: "
-            f"0.01 is +-1 %; got {v:g})"
+            "0.01 is +-1 %)"
         )
     return v
 

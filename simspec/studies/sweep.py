@@ -99,7 +99,8 @@ class SweepConfig(Deployment):
         if not isinstance(data, dict):
             return data
         wl = data.get("workload")
-        wl = wl.model_dump() if isinstance(wl, WorkloadConfig) else wl
+        if isinstance(wl, WorkloadConfig):  # built: what was written is its fields set
+            wl = wl.model_dump(include=wl.model_fields_set & {"requests", "turnovers"})
         if not isinstance(wl, dict):
             return data
         if "precision_target" not in data:
