@@ -14,9 +14,16 @@ from typer.testing import CliRunner
 from simspec import Scenario, simulate
 from simspec.catalog.methods import preset_method
 from simspec.cli.main import app
-from simspec.config import DEFAULT_TURNOVERS, MAX_REQUESTS, MethodConfig, WorkloadConfig
+from simspec.config import (
+    DEFAULT_PRECISION_TARGET,
+    DEFAULT_TURNOVERS,
+    MAX_REQUESTS,
+    MethodConfig,
+    WorkloadConfig,
+)
+from simspec.engine import window
 from simspec.engine.window import layout
-from simspec.studies import precision
+from simspec.studies import sweep
 from simspec.studies.runs import Runs
 from simspec.studies.sweep import SweepConfig, run_sweep
 
@@ -38,30 +45,30 @@ def _half(frame: pd.DataFrame) -> pd.Series:
 # -- the lengths -------------------------------------------------------------------------------
 def test_the_cap_is_the_fixed_64_turnovers_from_batch_16_and_four_floors_below():
     for c in (16, 64, 128, 1024):
-        assert precision.cap_requests(c) == DEFAULT_TURNOVERS * c
-        assert precision.cap_requests(c) == 4 * precision.floor_requests(c)
-    assert precision.floor_requests(1) == 256 and precision.cap_requests(1) == 1024
-    assert precision.cap_requests(16_384) == MAX_REQUESTS  # never past one run's bound
+        assert window.cap_requests(c) == DEFAULT_TURNOVERS * c
+        assert window.cap_requests(c) == 4 * window.floor_requests(c)
+    assert window.floor_requests(1) == 256 and window.cap_requests(1) == 1024
+    assert window.cap_requests(16_384) == MAX_REQUESTS  # never past one run's bound
 
 
 def test_the_next_length_is_on_the_lattice_at_or_above_the_predicted_one_and_capped():
-    floor = precision.floor_requests(64)  # 1,024
-    assert precision.next_length(floor, 0.0148, 0.01, 64) == 4 * floor  # predicts 2,243
-    assert precision.next_length(floor, 0.012, 0.01, 64) == 2 * floor  # predicts 1,475
-    assert precision.next_length(floor, 0.5, 0.01, 64) == precision.cap_requests(64)
-    assert precision.next_length(floor, float("nan"), 0.01, 64) == 2 * floor
+    floor = window.floor_requests(64)  # 1,024
+    assert window.next_length(floor, 0.0148, 0.01, 64) == 4 * floor  # predicts 2,243
+    assert window.next_length(floor, 0.012, 0.01, 64) == 2 * floor  # predicts 1,475
+    assert window.next_length(floor, 0.5, 0.01, 64) == window.cap_requests(64)
+    assert window.next_length(floor, float("nan"), 0.01, 64) == 2 * floor
 
 
 def test_a_length_is_exactly_that_many_measured_requests():
     sc = Scenario(workload=WorkloadConfig(concurrency=8))
     for n in (256, 1024):
-        wl = Scenario.model_validate_json(precision.with_length(sc.model_dump_json(), n)).workload
+        wl = Scenario.model_validate_json(sweep.with_length(sc.model_dump_json(), n)).workload
         assert layout(wl).measured == n
 
 
 # -- the config and the flag -------------------------------------------------------------------
 def test_a_fixed_length_turns_the_target_off_and_both_at_once_are_refused():
-    assert SweepConfig().precision_target == precision.DEFAULT_PRECISION_TARGET
+    assert SweepConfig().precision_target == DEFAULT_PRECISION_TARGET
     assert SweepConfig(workload={"requests": 300}).precision_target == 0
     assert SweepConfig(workload=WorkloadConfig(turnovers=8)).precision_target == 0
     # a built workload that was given neither keeps the target
@@ -125,13 +132,13 @@ def _swept() -> pd.DataFrame:
 
 def test_each_speedup_meets_the_target_or_ran_to_the_cap():
     spec = _swept()[_swept().method == "eagle3"]
-    cap = spec.batch_size.map(precision.cap_requests)
+    cap = spec.batch_size.map(window.cap_requests)
     assert ((_half(spec) <= 0.03) | (spec.requests == cap)).all(), spec[["batch_size", "requests"]]
-    assert (spec.requests >= spec.batch_size.map(precision.floor_requests)).all()
+    assert (spec.requests >= spec.batch_size.map(window.floor_requests)).all()
     # a target no length reaches runs to the cap, and reports the interval it reached
     tight = run_sweep(_cfg(0.001, (16,)))
     row = tight[tight.method == "eagle3"].iloc[0]
-    assert row.requests == precision.cap_requests(16) and _half(tight).iloc[1] > 0.001
+    assert row.requests == window.cap_requests(16) and _half(tight).iloc[1] > 0.001
 
 
 def test_the_speedup_pairs_the_method_with_the_baseline_run_of_its_own_length():
@@ -149,17 +156,22 @@ def test_same_seed_same_bytes_whichever_executor(tmp_path):
     assert _swept().to_csv(index=False) == pooled.to_csv(index=False)
 
 
-def test_a_round_past_the_commands_request_bound_does_not_start(monkeypatch):
-    monkeypatch.setattr(precision, "MAX_TOTAL_REQUESTS", 1)  # only the floors run
-    frame = run_sweep(_cfg(0.001, (16,)))
-    assert (frame.requests == frame.batch_size.map(precision.floor_requests)).all()
+def test_a_round_past_the_commands_request_bound_does_not_start():
+    base, spec = sweep.cells(_cfg(0.001, (16,)))
+    pair = sweep.Pair(spec.key, 16, spec.scenario_json, base.scenario_json)
+    floor = window.floor_requests(16)
+    # the floors always run (the sweep's own bound counted the fixed lengths, which are longer)
+    reached = sweep.run_to_target([pair], 0.001, Runs(), budget=2 * floor)[spec.key]
+    assert reached.requests == floor and reached.half > 0.001
+    longer = sweep.run_to_target([pair], 0.001, Runs(), budget=2 * floor + 2 * 4 * floor)
+    assert longer[spec.key].requests == window.cap_requests(16)
 
 
 def test_the_baseline_alone_is_measured_to_its_throughputs_precision():
     cfg = SweepConfig(methods=["autoregressive"], batch_sizes=[4], workload=SHORT)
     row = run_sweep(cfg.model_copy(update={"precision_target": 0.02})).iloc[0]
     half = (row.throughput_tok_s_ci_high - row.throughput_tok_s_ci_low) / 2
-    assert half / row.throughput_tok_s <= 0.02 or row.requests == precision.cap_requests(4)
+    assert half / row.throughput_tok_s <= 0.02 or row.requests == window.cap_requests(4)
 
 
 # -- the measurement rule's checks, under the target -------------------------------------------
@@ -173,7 +185,7 @@ def test_the_readme_example_agrees_with_12288_requests_and_eight_seeds_within_it
     frame = run_sweep(cfg, runs=Runs("process", workers=2))
     spec = frame[frame.method == "eagle3"].sort_values("seed")
     first = spec.iloc[0]
-    assert _half(spec.iloc[:1]).iloc[0] <= 0.01 or first.requests == precision.cap_requests(64)
+    assert _half(spec.iloc[:1]).iloc[0] <= 0.01 or first.requests == window.cap_requests(64)
     wl = WorkloadConfig(concurrency=64, requests=12_288)
     base, run = (simulate(Scenario(method=m, workload=wl)).summary for m in (PLAIN, eagle))
     long = run.throughput_tok_s / base.throughput_tok_s

@@ -26,9 +26,9 @@ from simspec.cli.common import (
 from simspec.cli.flags import with_flags
 from simspec.cli.sweep_flags import SweepFlags
 from simspec.cli.tables import safe_title, table_width, write_frame
+from simspec.engine import window
 from simspec.errors import InputError
 from simspec.outputs import check_writable, existing_regular
-from simspec.studies import precision
 from simspec.studies.model_facts import summary_line
 from simspec.studies.provenance import ran_with, rests_on
 from simspec.studies.runs.journal import path_in_use
@@ -218,8 +218,8 @@ def _print_points(frame: pd.DataFrame, cfg: SweepConfig) -> None:
     )
     if len(wide) and target:
         err.print(
-            f"note: {len(wide)} speedup(s) reached the cap ({precision.CAP_FLOORS * precision.FLOOR_TURNOVERS} "
-            f"turnovers, at least {precision.cap_requests(1):,} requests) before ±{target:.1%}: "
+            f"note: {len(wide)} speedup(s) reached the cap ({window.CAP_FLOORS * window.FLOOR_TURNOVERS} "
+            f"turnovers, at least {window.cap_requests(1):,} requests) before ±{target:.1%}: "
             "the interval shown is the one reached; --requests N measures a longer fixed run",
             highlight=False,
         )

@@ -27,8 +27,8 @@ from simspec.cli.method_flags import (
     preset_dataset,
     scenario_engine,
 )
+from simspec.config import check_precision_target
 from simspec.errors import InputError
-from simspec.studies import precision
 from simspec.studies.sweep import SweepConfig
 
 DEFAULT_METHODS = "autoregressive,eagle3,ngram"
@@ -97,7 +97,7 @@ class SweepFlags(MethodFlags, ServingFlags):
                 "give a precision target or a fixed length (--requests, --turnovers), not both",
             )
         try:
-            target = precision.check_target(self.precision_target)
+            target = check_precision_target(self.precision_target)
         except ValueError as e:
             raise InputError("--precision-target", f"{e} (got {self.precision_target:g})") from None
         workload = data.get("workload")

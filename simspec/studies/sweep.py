@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -14,20 +15,23 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from simspec.catalog.methods import TRACE_DATASETS, default_methods, preset_method
 from simspec.config import (
+    DEFAULT_PRECISION_TARGET,
     DEFAULT_TURNOVERS,
     MAX_CONCURRENCY,
+    MAX_PRECISION_TARGET,
     MAX_RUNS,
     MAX_TOTAL_REQUESTS,
+    MIN_PRECISION_TARGET,
     Deployment,
     MethodConfig,
     Scenario,
     WorkloadConfig,
+    check_precision_target,
 )
-from simspec.engine import intervals
+from simspec.engine import intervals, window
 from simspec.engine.metrics import RunSummary
 from simspec.engine.speculators import known_method
 from simspec.engine.speculators.lookup import matched_sizes
-from simspec.studies import precision
 from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
 from simspec.studies.provenance import PROVENANCE_COLUMNS, provenance
 from simspec.studies.runs import SERIAL, Runs
@@ -80,13 +84,12 @@ class SweepConfig(Deployment):
     batch_sizes: list[int] = Field(default_factory=lambda: list(DEFAULT_BATCH_SIZES))
     grid: dict[str, list[Any]] = Field(default_factory=dict, validate_default=True)  # sized
     precision_target: float = Field(
-        default=precision.DEFAULT_PRECISION_TARGET,
+        default=DEFAULT_PRECISION_TARGET,
         description="measure each cell until the 95 % interval of its speedup is within this "
-        f"share of it either side ({precision.MIN_PRECISION_TARGET:g} to "
-        f"{precision.MAX_PRECISION_TARGET:g}), from {precision.FLOOR_TURNOVERS} turnovers "
-        f"(at least {precision.floor_requests(1)} requests) up to a cap of "
-        f"{precision.CAP_FLOORS}x that; 0: a fixed length (the default once "
-        "workload.requests or workload.turnovers is given)",
+        f"share of it either side ({MIN_PRECISION_TARGET:g} to {MAX_PRECISION_TARGET:g}), "
+        f"from {window.FLOOR_TURNOVERS} turnovers (at least {window.floor_requests(1)} "
+        f"requests) up to a cap of {window.CAP_FLOORS}x that; 0: a fixed length (the default "
+        "once workload.requests or workload.turnovers is given)",
     )
 
     @model_validator(mode="before")
@@ -122,7 +125,7 @@ class SweepConfig(Deployment):
     @field_validator("precision_target")
     @classmethod
     def _target(cls, v: float) -> float:
-        return precision.check_target(v)
+        return check_precision_target(v)
 
     @field_validator("batch_sizes")
     @classmethod
@@ -367,7 +370,7 @@ def run_cells(cfg: SweepConfig, todo: list[Cell], *, runs: Runs = SERIAL) -> pd.
                 runs.step(f"{c.method.name} bs={c.batch_size} (resumed)")
     # the longest runs first (low concurrency: most iterations per request), so the pool's
     # workers finish together
-    if cfg.precision_target:  # each cell as long as its precision asks (studies/precision.py)
+    if cfg.precision_target:  # each cell as long as its precision asks (run_to_target)
         done, bases = _to_precision(cfg, todo, runs)
         return _results_frame(cfg, todo, done, bases)
     order = sorted(todo, key=lambda c: c.batch_size)
@@ -380,7 +383,7 @@ def _to_precision(
     cfg: SweepConfig, todo: list[Cell], runs: Runs
 ) -> tuple[dict[str, RunSummary], dict[str, RunSummary]]:
     """Each method cell's run and its baseline's at the length its precision target asked
-    for (:func:`precision.run_to_target`), and each baseline cell's longest run (its row in
+    for (:func:`run_to_target`), and each baseline cell's longest run (its row in
     the table). A sweep of the baseline alone targets its throughput."""
     points = {id(c.point): i for i, c in enumerate(todo)}
     base_of = {
@@ -393,8 +396,8 @@ def _to_precision(
             continue
         base = base_of[(points[id(c.point)], c.batch_size)]
         pair_base = None if alone else base.scenario_json
-        pairs.append(precision.Pair(c.key, c.batch_size, c.scenario_json, pair_base))
-    reached = precision.run_to_target(
+        pairs.append(Pair(c.key, c.batch_size, c.scenario_json, pair_base))
+    reached = run_to_target(
         pairs,
         cfg.precision_target,
         runs,
@@ -402,7 +405,7 @@ def _to_precision(
     )
     done = {key: r.run for key, r in reached.items()}
     bases = {key: r.base for key, r in reached.items() if r.base is not None}
-    longest: dict[str, precision.Reached] = {}
+    longest: dict[str, Reached] = {}
     for key, r in reached.items():
         c = by_key[key]
         b = base_of[(points[id(c.point)], c.batch_size)]
@@ -481,3 +484,114 @@ def wide_intervals(frame: pd.DataFrame, limit: float = WIDE_INTERVAL) -> pd.Data
     """Rows whose speedup interval is wider than ``limit`` (a share of it) either side."""
     half = (frame.speedup_ci_high - frame.speedup_ci_low) / 2 / frame.speedup
     return frame[half > limit]
+
+
+# -- run length from the precision asked for ---------------------------------------------------
+# A cell reports a speedup: its method's run and its baseline's over the very same requests (one
+# workload, one seed), paired section by section, so both have one length and are extended
+# together: when the interval is wider than the target, both run again, longer, at a length of
+# a fixed lattice (simspec.engine.window.next_length), so that the methods of one concurrency
+# that need the same length share one baseline run (a run's key is its scenario).
+#
+# Reruns, not one run that goes on: a run's requests are not a prefix-stable sequence of its
+# length (fixed or lognormal lengths draw every prompt, then every output; the stationary
+# start draws its cohort from all of them), so a run of 2n requests is another sample than n
+# plus n more. Each length is a complete seeded run: which length a cell stops at depends only
+# on its config and seed, never on the executor or the pool size, and the table is the same
+# bytes whichever ran it. The reported interval is the last run's own (no run reuses another's
+# requests).
+
+
+def paired_half_width(run: RunSummary, base: RunSummary | None) -> float:
+    """Half the 95 % interval of what a cell reports, over its value: ``run``'s speedup over
+    ``base`` (paired by sections, as the sweep's ``speedup_ci_*``), or with no ``base``, the
+    run's own throughput (a study of the baseline alone). NaN where it is undefined."""
+    if base is None:
+        value = run.throughput_tok_s
+        low, high = run.throughput_tok_s_ci_low, run.throughput_tok_s_ci_high
+    else:
+        value = run.throughput_tok_s / base.throughput_tok_s
+        low, high = intervals.ratio_of_sums_interval(
+            np.array(base.section_e2e_s), np.array(run.section_e2e_s)
+        )
+    return intervals.relative_half_width(low, high, value)
+
+
+def with_length(scenario_json: str, n: int) -> str:
+    """The scenario measuring exactly ``n`` requests (no turnover rule on top)."""
+    sc = Scenario.model_validate_json(scenario_json)
+    wl = sc.workload.model_copy(update={"requests": n, "turnovers": 0})
+    return sc.model_copy(update={"workload": wl}).model_dump_json()
+
+
+@dataclass(frozen=True)
+class Pair:
+    """What one cell reports: its method's scenario and its baseline's (None: the cell is the
+    baseline itself, and reports its throughput), at any length."""
+
+    key: str
+    concurrency: int
+    run: str
+    base: str | None
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A cell's final runs: the method's, its baseline's (same length), the length and the
+    interval's relative half-width there."""
+
+    run: RunSummary
+    base: RunSummary | None
+    requests: int
+    half: float
+
+
+def run_to_target(
+    pairs: list[Pair],
+    target: float,
+    runs: Runs,
+    label: Callable[[str], str] = str,
+    budget: int = MAX_TOTAL_REQUESTS,
+) -> dict[str, Reached]:
+    """Run every pair until its interval is within ``target`` or its run reached the cap.
+
+    Each round runs what the pairs still short of the target need, longest first, through
+    ``runs`` (each distinct scenario once, the cache's not at all); ``label(pair key)`` names a
+    pair's runs in the progress. A round that would take the command past MAX_TOTAL_REQUESTS
+    new requests (``budget``) does not start (its pairs keep the interval they reached, as at
+    the cap)."""
+    length = {p.key: window.floor_requests(p.concurrency) for p in pairs}
+    reached: dict[str, Reached] = {}
+    spent = 0
+    active = pairs
+    first = True
+    while active:
+        texts: dict[str, int] = {}  # scenario -> measured requests
+        for p in active:
+            n = length[p.key]
+            texts[with_length(p.run, n)] = n
+            if p.base is not None:
+                texts[with_length(p.base, n)] = n
+        more = sum(texts.values())
+        if not first and spent + more > budget:
+            break
+        if not first:
+            runs.grow(len(active))
+        spent += more
+        order = sorted(texts, key=lambda t: -texts[t])  # longest first: the workers end together
+        summaries = dict(zip(order, runs.all(order), strict=True))
+        nxt = []
+        for p in active:
+            n = length[p.key]
+            run = summaries[with_length(p.run, n)]
+            base = summaries[with_length(p.base, n)] if p.base is not None else None
+            half = paired_half_width(run, base)
+            reached[p.key] = Reached(run, base, n, half)
+            runs.step(f"{label(p.key)} n={n}")
+            if half <= target or n >= window.cap_requests(p.concurrency):
+                continue
+            length[p.key] = window.next_length(n, half, target, p.concurrency)
+            nxt.append(p)
+        active = nxt
+        first = False
+    return reached
