@@ -368,11 +368,11 @@ def run_cells(cfg: SweepConfig, todo: list[Cell], *, runs: Runs = SERIAL) -> pd.
         for c in todo:
             if c.key in runs.cache:
                 runs.step(f"{c.method.name} bs={c.batch_size} (resumed)")
-    # the longest runs first (low concurrency: most iterations per request), so the pool's
-    # workers finish together
     if cfg.precision_target:  # each cell as long as its precision asks (run_to_target)
         done, bases = _to_precision(cfg, todo, runs)
         return _results_frame(cfg, todo, done, bases)
+    # the longest runs first (low concurrency: most iterations per request), so the pool's
+    # workers finish together
     order = sorted(todo, key=lambda c: c.batch_size)
     summaries = runs.all([c.scenario_json for c in order], on_result=finished)
     done = {c.key: s for c, s in zip(order, summaries, strict=True)}
@@ -566,19 +566,21 @@ def run_to_target(
     active = pairs
     first = True
     while active:
-        texts: dict[str, int] = {}  # scenario -> measured requests
+        texts: dict[str, tuple[int, int]] = {}  # scenario -> (concurrency, measured requests)
         for p in active:
             n = length[p.key]
-            texts[with_length(p.run, n)] = n
+            texts[with_length(p.run, n)] = (p.concurrency, n)
             if p.base is not None:
-                texts[with_length(p.base, n)] = n
-        more = sum(texts.values())
+                texts[with_length(p.base, n)] = (p.concurrency, n)
+        more = sum(n for _, n in texts.values())
         if not first and spent + more > budget:
             break
         if not first:
             runs.grow(len(active))
         spent += more
-        order = sorted(texts, key=lambda t: -texts[t])  # longest first: the workers end together
+        # the longest runs first, so the pool's workers finish together: low concurrency (most
+        # iterations per request), then the most requests
+        order = sorted(texts, key=lambda t: (texts[t][0], -texts[t][1]))
         summaries = dict(zip(order, runs.all(order), strict=True))
         nxt = []
         for p in active:
