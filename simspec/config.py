@@ -229,14 +229,16 @@ class WorkloadConfig(BaseModel):
         ge=1,
         le=MAX_REQUESTS,
         description="requests measured in the steady window (warm-up and tail requests are "
-        f"simulated around them); default max({DEFAULT_MEASURED}, 4 x concurrency)",
+        f"simulated around them); default max({DEFAULT_MEASURED}, 4 x concurrency); in a "
+        "sweep, a fixed length instead of its precision_target",
     )
     turnovers: int = Field(
         default=DEFAULT_TURNOVERS,
         ge=0,
         le=1024,
         description="closed loop: measure at least this many x concurrency requests (the "
-        "batch's mix of long and short, easy and hard requests must turn over many times)",
+        "batch's mix of long and short, easy and hard requests must turn over many times); "
+        "in a sweep, a fixed length instead of its precision_target",
     )
     measure: Literal["steady", "whole"] = Field(
         default="steady",

@@ -176,18 +176,24 @@ def test_the_baseline_alone_is_measured_to_its_throughputs_precision():
 
 # -- the measurement rule's checks, under the target -------------------------------------------
 @pytest.mark.slow
-def test_the_readme_example_agrees_with_12288_requests_and_eight_seeds_within_its_interval():
-    """Batch 64, ShareGPT lengths, EAGLE-3 K=4 on its trace (tests/test_window.py's case): the
-    speedup measured to the default target agrees with a fixed 12,288-request run and with
-    the mean over eight seeds within its own interval."""
+def test_the_readme_example_at_the_floor_agrees_with_12288_requests_and_eight_seeds():
+    """Batch 64, ShareGPT lengths, EAGLE-3 K=4 on its trace (tests/test_window.py's case) to
+    +-2 %: each seed stops at the floor (16 turnovers, 1,024 requests), and its interval holds
+    both a fixed 12,288-request run's speedup (in seven of eight seeds at least: 95 % each)
+    and the mean over the eight seeds."""
     eagle = preset_method("eagle3", "sharegpt", 4, "llama-3.1-8b")
-    cfg = SweepConfig(methods=[PLAIN, eagle], batch_sizes=[64], grid={"seed": list(range(8))})
-    frame = run_sweep(cfg, runs=Runs("process", workers=2))
-    spec = frame[frame.method == "eagle3"].sort_values("seed")
-    first = spec.iloc[0]
-    assert _half(spec.iloc[:1]).iloc[0] <= 0.01 or first.requests == window.cap_requests(64)
+    cfg = SweepConfig(
+        methods=[PLAIN, eagle],
+        batch_sizes=[64],
+        grid={"seed": list(range(8))},
+        precision_target=0.02,
+    )
+    spec = run_sweep(cfg, runs=Runs("process", workers=2)).query("method == 'eagle3'")
+    assert (spec.requests == window.floor_requests(64)).all() and (_half(spec) <= 0.02).all()
     wl = WorkloadConfig(concurrency=64, requests=12_288)
     base, run = (simulate(Scenario(method=m, workload=wl)).summary for m in (PLAIN, eagle))
     long = run.throughput_tok_s / base.throughput_tok_s
-    assert first.speedup_ci_low <= long <= first.speedup_ci_high
-    assert first.speedup_ci_low <= float(np.mean(spec.speedup)) <= first.speedup_ci_high
+    held = (spec.speedup_ci_low <= long) & (long <= spec.speedup_ci_high)
+    assert held.sum() >= 7, spec[["seed", "speedup", "speedup_ci_low", "speedup_ci_high"]]
+    mean = float(np.mean(spec.speedup))
+    assert ((spec.speedup_ci_low <= mean) & (mean <= spec.speedup_ci_high)).all()
