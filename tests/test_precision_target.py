@@ -176,11 +176,11 @@ def test_the_baseline_alone_is_measured_to_its_throughputs_precision():
 
 # -- the measurement rule's checks, under the target -------------------------------------------
 @pytest.mark.slow
-def test_the_readme_example_at_the_floor_agrees_with_12288_requests_and_eight_seeds():
+def test_the_readme_example_to_2_percent_agrees_with_12288_requests_and_eight_seeds():
     """Batch 64, ShareGPT lengths, EAGLE-3 K=4 on its trace (tests/test_window.py's case) to
-    +-2 %: each seed stops at the floor (16 turnovers, 1,024 requests), and its interval holds
-    both a fixed 12,288-request run's speedup (in seven of eight seeds at least: 95 % each)
-    and the mean over the eight seeds."""
+    +-2 %: the seeds stop from the floor (16 turnovers, 1,024 requests) up, and each one's
+    interval holds both a fixed 12,288-request run's speedup (in seven of eight seeds at
+    least: 95 % each) and the mean over the eight seeds."""
     eagle = preset_method("eagle3", "sharegpt", 4, "llama-3.1-8b")
     cfg = SweepConfig(
         methods=[PLAIN, eagle],
@@ -189,7 +189,7 @@ def test_the_readme_example_at_the_floor_agrees_with_12288_requests_and_eight_se
         precision_target=0.02,
     )
     spec = run_sweep(cfg, runs=Runs("process", workers=2)).query("method == 'eagle3'")
-    assert (spec.requests == window.floor_requests(64)).all() and (_half(spec) <= 0.02).all()
+    assert (spec.requests == window.floor_requests(64)).any() and (_half(spec) <= 0.02).all()
     wl = WorkloadConfig(concurrency=64, requests=12_288)
     base, run = (simulate(Scenario(method=m, workload=wl)).summary for m in (PLAIN, eagle))
     long = run.throughput_tok_s / base.throughput_tok_s
