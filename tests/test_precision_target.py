@@ -156,6 +156,21 @@ def test_same_seed_same_bytes_whichever_executor(tmp_path):
     assert _swept().to_csv(index=False) == pooled.to_csv(index=False)
 
 
+def test_a_resumed_sweep_finds_every_length_it_needs_in_the_journal(monkeypatch):
+    import simspec.studies.runs as runs_module
+    from simspec.studies.runs.journal import RunCache
+
+    cache = RunCache()
+    first = run_sweep(_cfg(0.01, (16,)), runs=Runs(cache=cache))
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("ran a scenario the journal holds")
+
+    monkeypatch.setattr(runs_module, "run_one", no_run)
+    again = run_sweep(_cfg(0.01, (16,)), runs=Runs(cache=cache))
+    assert again.to_csv(index=False) == first.to_csv(index=False)
+
+
 def test_a_round_past_the_commands_request_bound_does_not_start():
     base, spec = sweep.cells(_cfg(0.001, (16,)))
     pair = sweep.Pair(spec.key, 16, spec.scenario_json, base.scenario_json)
