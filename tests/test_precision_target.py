@@ -32,8 +32,8 @@ PLAIN = MethodConfig(name="autoregressive", k=0)
 # short lognormal outputs: a cell of a few hundred requests runs in well under a second
 SHORT = {
     "lengths_from": None,
-    "prompt": {"dist": "fixed", "mean": 64},
-    "output": {"dist": "lognormal", "mean": 12, "cv": 1.0, "max": 64},
+    "prompt": {"dist": "fixed", "mean": 32},
+    "output": {"dist": "lognormal", "mean": 6, "cv": 1.0, "max": 32},
 }
 EAGLE = {"name": "eagle3", "k": 3, "acceptance": {"alpha": 0.7}}
 
