@@ -26,6 +26,7 @@ from simspec.cli.common import (
 from simspec.cli.flags import with_flags
 from simspec.cli.sweep_flags import SweepFlags
 from simspec.cli.tables import safe_title, table_width, write_frame
+from simspec.engine import window
 from simspec.errors import InputError
 from simspec.outputs import check_writable, existing_regular
 from simspec.studies.model_facts import summary_line
@@ -209,8 +210,20 @@ def _print_points(frame: pd.DataFrame, cfg: SweepConfig) -> None:
     err.print(
         "± : 95 % interval of the speedup (README: Measurement)", highlight=False, markup=False
     )
-    wide = wide_intervals(frame) if "speedup_ci_low" in frame else frame.iloc[:0]
-    if len(wide):
+    target = cfg.precision_target
+    wide = (
+        wide_intervals(frame, target or WIDE_INTERVAL)
+        if "speedup_ci_low" in frame
+        else frame.iloc[:0]
+    )
+    if len(wide) and target:
+        err.print(
+            f"note: {len(wide)} speedup(s) reached the cap ({window.CAP_FLOORS * window.FLOOR_TURNOVERS} "
+            f"turnovers, at least {window.cap_requests(1):,} requests) before ±{target:.1%}: "
+            "the interval shown is the one reached; --requests N measures a longer fixed run",
+            highlight=False,
+        )
+    elif len(wide):
         err.print(
             f"note: {len(wide)} speedup(s) known only to more than ±{WIDE_INTERVAL:.0%}: "
             "raise --requests or --turnovers for a longer window",

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
@@ -25,10 +27,20 @@ from simspec.cli.method_flags import (
     preset_dataset,
     scenario_engine,
 )
+from simspec.config import check_precision_target
 from simspec.errors import InputError
 from simspec.studies.sweep import SweepConfig
 
 DEFAULT_METHODS = "autoregressive,eagle3,ngram"
+PrecisionTarget = Annotated[
+    float | None,
+    typer.Option(
+        help=opt.field_help(SweepConfig, "precision_target")
+        + "; on the command line it replaces a --config file's fixed length, and --requests "
+        "or --turnovers replaces the file's target",
+        metavar="SHARE",
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,7 @@ class SweepFlags(MethodFlags, ServingFlags):
     schedule_grid: opt.ScheduleGridAlias = None
     requests: opt.Requests = None
     turnovers: opt.Turnovers = None
+    precision_target: PrecisionTarget = None
     dataset: opt.Dataset = None
     prompt_len: opt.PromptLen = None
     output_len: opt.OutputLen = None
@@ -57,7 +70,7 @@ class SweepFlags(MethodFlags, ServingFlags):
         validated."""
         self.check_acceptance_flags()
         file = read_config(config, flag) if config else {}
-        data = with_preset_ids(overlay(file, self.scenario_fields()))
+        data = self.run_length(with_preset_ids(overlay(file, self.scenario_fields())))
         self.check_fixed_lengths(file)
         dataset = preset_dataset(data.get("workload"), self.dataset)
         names = None
@@ -70,6 +83,28 @@ class SweepFlags(MethodFlags, ServingFlags):
         data.pop("method", None)  # a scenario's one method, now among the methods
         data["methods"] = methods
         return SweepConfig(**data)
+
+    def run_length(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The command line's run length over the file's: --precision-target replaces the
+        file's fixed length (workload.requests, workload.turnovers), --requests or
+        --turnovers the file's precision_target; both kinds on the command line is an error."""
+        fixed = self.requests is not None or self.turnovers is not None
+        if self.precision_target is None:
+            return {**data, "precision_target": 0.0} if fixed else data
+        if fixed:
+            raise InputError(
+                "--precision-target",
+                "give a precision target or a fixed length (--requests, --turnovers), not both",
+            )
+        try:
+            target = check_precision_target(self.precision_target)
+        except ValueError as e:
+            raise InputError("--precision-target", f"{e} (got {self.precision_target:g})") from None
+        workload = data.get("workload")
+        if isinstance(workload, dict):
+            workload = {k: v for k, v in workload.items() if k not in ("requests", "turnovers")}
+            data = {**data, "workload": workload}
+        return {**data, "precision_target": target}
 
     def check_fixed_lengths(self, file: dict[str, Any]) -> None:
         """--prompt-len or --output-len alone: fixed lengths replace the dataset's prompt and

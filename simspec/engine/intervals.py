@@ -134,6 +134,13 @@ def ratio_interval(
     return clipped(r - half, r + half, np.array([num, den]))
 
 
+def relative_half_width(low: float, high: float, value: float) -> float:
+    """Half of the interval ``[low, high]`` over ``value`` (what a precision target bounds);
+    NaN where the interval is undefined."""
+    half = (high - low) / 2 / value if value else NAN
+    return half if math.isfinite(half) else NAN
+
+
 def rising(levels: np.ndarray, min_rise: float) -> bool:
     """Whether a level measured per section (requests waiting) rises over the window: the
     least-squares slope is positive at 1 % (one-sided t-test) and the fitted rise over the

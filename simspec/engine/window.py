@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simspec.config import WorkloadConfig
+from simspec.config import DEFAULT_MEASURED, DEFAULT_TURNOVERS, MAX_REQUESTS, WorkloadConfig
 
 MSER_BATCH = 5  # MSER-5: the rule is applied to means of 5 consecutive observations
 MAX_WARMUP = 200_000  # open-loop warm-up requests (at 1e6 req/s a relaxation is cut short)
@@ -90,6 +90,48 @@ def layout(wl: WorkloadConfig, relaxation_s: float = 0.0) -> Layout:
         return Layout(wl.warmup_requests, n, quarter)
     warmup = min(math.ceil(wl.rate * relaxation_s), MAX_WARMUP)
     return Layout(warmup, n, quarter, search=False)
+
+
+# Run lengths of a study measured to a precision target (simspec.studies.sweep,
+# run_to_target): a closed loop at concurrency c runs floor(c) x 2^k measured requests, up to
+# cap(c). The floor: 16 turnovers of the batch (at least DEFAULT_MEASURED requests, as the
+# shortest fixed run). Ten sections then hold 1.6 turnovers each; at batch 64 the paired
+# half-width of EAGLE-3's speedup (ShareGPT, seed 0) is 1.48 % at 16 turnovers and 0.74 % at 64,
+# the 1/sqrt(n) of sections close to independent (sections that correlated would narrow the
+# short run's interval more than the long one's); tests/test_precision_target.py checks that
+# such a cell agrees with a 12,288-request run and with eight seeds within its interval.
+FLOOR_TURNOVERS = 16
+# The cap: four floors, which from batch 16 up is the fixed 64 turnovers (DEFAULT_TURNOVERS) a
+# closed loop measured before there was a target (the same run, to the byte), and at batch 4 and
+# below 1,024 requests (four times the fixed 256). Longer would cost what no default can: at
+# batch 1 a request costs ~20 ms of CPU (a step per token or speculative step), and n-gram's
+# +-1 % there needs ~40,000 requests (~13 CPU-minutes a run); --requests N runs longer.
+CAP_FLOORS = DEFAULT_TURNOVERS // FLOOR_TURNOVERS
+
+
+def floor_requests(concurrency: int) -> int:
+    """Measured requests of a closed loop's first run under a precision target."""
+    return min(max(DEFAULT_MEASURED, FLOOR_TURNOVERS * concurrency), MAX_REQUESTS)
+
+
+def cap_requests(concurrency: int) -> int:
+    """The most measured requests a closed loop's run reaches under a precision target."""
+    return min(CAP_FLOORS * floor_requests(concurrency), MAX_REQUESTS)
+
+
+def next_length(n: int, half: float, target: float, concurrency: int) -> int:
+    """The run length after ``n`` requests whose interval's relative half-width ``half``
+    missed ``target``: the first of ``floor x 2^k`` (at most the cap) at or above the length
+    the half-width predicts (``n x (half / target)^2``: it falls as one over the root of the
+    requests measured), at least one step longer. An undefined half-width (too few requests
+    for sections) doubles. Jumping there, a study runs a cell once or twice, and at most
+    ``1 + 2 + 4`` floors = 1.75 x its cap."""
+    want = n * (half / target) ** 2 if math.isfinite(half) else 2 * n
+    cap = cap_requests(concurrency)
+    length = 2 * n
+    while length < want and length < cap:
+        length *= 2
+    return min(length, cap)
 
 
 @dataclass(frozen=True)

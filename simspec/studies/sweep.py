@@ -4,25 +4,31 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from simspec.catalog.methods import TRACE_DATASETS, default_methods, preset_method
 from simspec.config import (
+    DEFAULT_PRECISION_TARGET,
+    DEFAULT_TURNOVERS,
     MAX_CONCURRENCY,
+    MAX_PRECISION_TARGET,
     MAX_RUNS,
     MAX_TOTAL_REQUESTS,
+    MIN_PRECISION_TARGET,
     Deployment,
     MethodConfig,
     Scenario,
     WorkloadConfig,
+    check_precision_target,
 )
-from simspec.engine import intervals
+from simspec.engine import intervals, window
 from simspec.engine.metrics import RunSummary
 from simspec.engine.speculators import known_method
 from simspec.engine.speculators.lookup import matched_sizes
@@ -77,6 +83,49 @@ class SweepConfig(Deployment):
     methods: list[MethodConfig] = Field(default_factory=default_methods)
     batch_sizes: list[int] = Field(default_factory=lambda: list(DEFAULT_BATCH_SIZES))
     grid: dict[str, list[Any]] = Field(default_factory=dict, validate_default=True)  # sized
+    precision_target: float = Field(
+        default=DEFAULT_PRECISION_TARGET,
+        description="measure each cell until the 95 % interval of its speedup is within this "
+        f"share of it either side ({MIN_PRECISION_TARGET:g} to {MAX_PRECISION_TARGET:g}), "
+        f"from {window.FLOOR_TURNOVERS} turnovers (at least {window.floor_requests(1)} "
+        f"requests) up to a cap of {window.CAP_FLOORS}x that; 0: a fixed length (the default "
+        "once workload.requests or workload.turnovers is given)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fixed_or_target(cls, data: Any) -> Any:
+        """A fixed length (``workload.requests`` or ``workload.turnovers`` written) and a
+        precision target exclude each other: written without ``precision_target`` a fixed
+        length turns the target off (0); written beside one, refused. At their defaults the
+        two fields say nothing (a dumped config writes every field)."""
+        if not isinstance(data, dict):
+            return data
+        wl = data.get("workload")
+        if isinstance(wl, WorkloadConfig):  # built: what was written is its fields set
+            wl = wl.model_dump(include=wl.model_fields_set & {"requests", "turnovers"})
+        if not isinstance(wl, dict):
+            return data
+        if "precision_target" not in data:
+            if wl.get("requests") is not None or wl.get("turnovers") is not None:
+                return {**data, "precision_target": 0.0}
+            return data
+        target = data["precision_target"]
+        fixed = wl.get("requests") is not None or wl.get("turnovers") not in (
+            None,
+            DEFAULT_TURNOVERS,
+        )
+        if fixed and isinstance(target, int | float) and target != 0:
+            raise ValueError(
+                "precision_target: a fixed length (workload.requests or workload.turnovers) "
+                "and a precision target exclude each other: give one"
+            )
+        return data
+
+    @field_validator("precision_target")
+    @classmethod
+    def _target(cls, v: float) -> float:
+        return check_precision_target(v)
 
     @field_validator("batch_sizes")
     @classmethod
@@ -163,7 +212,8 @@ class SweepConfig(Deployment):
 
     def scenario(self, method: MethodConfig, batch_size: int) -> Scenario:
         wl = self.workload.model_copy(update={"arrival": "closed", "concurrency": batch_size})
-        common = self.model_dump(exclude={"methods", "batch_sizes", "workload", "grid"})
+        study = {"methods", "batch_sizes", "workload", "grid", "precision_target"}
+        common = self.model_dump(exclude=study)
         return Scenario(**common, method=method, workload=wl)
 
     def runs(self) -> list[tuple[MethodConfig, int]]:
@@ -318,6 +368,9 @@ def run_cells(cfg: SweepConfig, todo: list[Cell], *, runs: Runs = SERIAL) -> pd.
         for c in todo:
             if c.key in runs.cache:
                 runs.step(f"{c.method.name} bs={c.batch_size} (resumed)")
+    if cfg.precision_target:  # each cell as long as its precision asks (run_to_target)
+        done, bases = _to_precision(cfg, todo, runs)
+        return _results_frame(cfg, todo, done, bases)
     # the longest runs first (low concurrency: most iterations per request), so the pool's
     # workers finish together
     order = sorted(todo, key=lambda c: c.batch_size)
@@ -326,7 +379,51 @@ def run_cells(cfg: SweepConfig, todo: list[Cell], *, runs: Runs = SERIAL) -> pd.
     return _results_frame(cfg, todo, done)
 
 
-def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, RunSummary]) -> pd.DataFrame:
+def _to_precision(
+    cfg: SweepConfig, todo: list[Cell], runs: Runs
+) -> tuple[dict[str, RunSummary], dict[str, RunSummary]]:
+    """Each method cell's run and its baseline's at the length its precision target asked
+    for (:func:`run_to_target`), and each baseline cell's longest run (its row in
+    the table). A sweep of the baseline alone targets its throughput."""
+    points = {id(c.point): i for i, c in enumerate(todo)}
+    base_of = {
+        (points[id(c.point)], c.batch_size): c for c in todo if c.method.name == "autoregressive"
+    }
+    alone = all(c.method.name == "autoregressive" for c in todo)
+    pairs, by_key = [], {c.key: c for c in todo}
+    for c in todo:
+        if c.method.name == "autoregressive" and not alone:
+            continue
+        base = base_of[(points[id(c.point)], c.batch_size)]
+        pair_base = None if alone else base.scenario_json
+        pairs.append(Pair(c.key, c.batch_size, c.scenario_json, pair_base))
+    reached = run_to_target(
+        pairs,
+        cfg.precision_target,
+        runs,
+        lambda key: f"{by_key[key].method.name} bs={by_key[key].batch_size}",
+    )
+    done = {key: r.run for key, r in reached.items()}
+    bases = {key: r.base for key, r in reached.items() if r.base is not None}
+    longest: dict[str, Reached] = {}
+    for key, r in reached.items():
+        c = by_key[key]
+        b = base_of[(points[id(c.point)], c.batch_size)]
+        if r.base is not None and (b.key not in longest or r.requests > longest[b.key].requests):
+            longest[b.key] = r
+    for key, r in longest.items():
+        assert r.base is not None  # only pairs with a baseline are kept
+        done[key] = r.base
+        runs.step(f"{by_key[key].method.name} bs={by_key[key].batch_size}")
+    return done, bases
+
+
+def _results_frame(
+    cfg: SweepConfig,
+    todo: list[Cell],
+    done: dict[str, RunSummary],
+    bases: dict[str, RunSummary] | None = None,
+) -> pd.DataFrame:
     want_baseline = any(m.name == "autoregressive" for m in cfg.methods)
     rows = []
     baseline: dict[tuple[int, int], dict[str, float]] = {}
@@ -339,6 +436,8 @@ def _results_frame(cfg: SweepConfig, todo: list[Cell], done: dict[str, RunSummar
             if not want_baseline:
                 continue
         base = baseline[(point_id, c.batch_size)]
+        if bases and c.key in bases:  # the baseline's run of the same length as this cell's
+            base = bases[c.key]
         p = c.point
         rows.append(
             {
@@ -381,7 +480,120 @@ def speedup_interval(base: RunSummary, run: RunSummary) -> dict[str, float]:
     return {"speedup_ci_low": lo, "speedup_ci_high": hi}
 
 
-def wide_intervals(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows whose speedup interval is wider than ``WIDE_INTERVAL`` either side."""
+def wide_intervals(frame: pd.DataFrame, limit: float = WIDE_INTERVAL) -> pd.DataFrame:
+    """Rows whose speedup interval is wider than ``limit`` (a share of it) either side."""
     half = (frame.speedup_ci_high - frame.speedup_ci_low) / 2 / frame.speedup
-    return frame[half > WIDE_INTERVAL]
+    return frame[half > limit]
+
+
+# -- run length from the precision asked for ---------------------------------------------------
+# A cell reports a speedup: its method's run and its baseline's over the very same requests (one
+# workload, one seed), paired section by section, so both have one length and are extended
+# together: when the interval is wider than the target, both run again, longer, at a length of
+# a fixed lattice (simspec.engine.window.next_length), so that the methods of one concurrency
+# that need the same length share one baseline run (a run's key is its scenario).
+#
+# Reruns, not one run that goes on: a run's requests are not a prefix-stable sequence of its
+# length (fixed or lognormal lengths draw every prompt, then every output; the stationary
+# start draws its cohort from all of them), so a run of 2n requests is another sample than n
+# plus n more. Each length is a complete seeded run: which length a cell stops at depends only
+# on its config and seed, never on the executor or the pool size, and the table is the same
+# bytes whichever ran it. The reported interval is the last run's own (no run reuses another's
+# requests).
+
+
+def paired_half_width(run: RunSummary, base: RunSummary | None) -> float:
+    """Half the 95 % interval of what a cell reports, over its value: ``run``'s speedup over
+    ``base`` (paired by sections, as the sweep's ``speedup_ci_*``), or with no ``base``, the
+    run's own throughput (a study of the baseline alone). NaN where it is undefined."""
+    if base is None:
+        value = run.throughput_tok_s
+        low, high = run.throughput_tok_s_ci_low, run.throughput_tok_s_ci_high
+    else:
+        value = run.throughput_tok_s / base.throughput_tok_s
+        low, high = intervals.ratio_of_sums_interval(
+            np.array(base.section_e2e_s), np.array(run.section_e2e_s)
+        )
+    return intervals.relative_half_width(low, high, value)
+
+
+def with_length(scenario_json: str, n: int) -> str:
+    """The scenario measuring exactly ``n`` requests (no turnover rule on top)."""
+    sc = Scenario.model_validate_json(scenario_json)
+    wl = sc.workload.model_copy(update={"requests": n, "turnovers": 0})
+    return sc.model_copy(update={"workload": wl}).model_dump_json()
+
+
+@dataclass(frozen=True)
+class Pair:
+    """What one cell reports: its method's scenario and its baseline's (None: the cell is the
+    baseline itself, and reports its throughput), at any length."""
+
+    key: str
+    concurrency: int
+    run: str
+    base: str | None
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A cell's final runs: the method's, its baseline's (same length), the length and the
+    interval's relative half-width there."""
+
+    run: RunSummary
+    base: RunSummary | None
+    requests: int
+    half: float
+
+
+def run_to_target(
+    pairs: list[Pair],
+    target: float,
+    runs: Runs,
+    label: Callable[[str], str] = str,
+    budget: int = MAX_TOTAL_REQUESTS,
+) -> dict[str, Reached]:
+    """Run every pair until its interval is within ``target`` or its run reached the cap.
+
+    Each round runs what the pairs still short of the target need, longest first, through
+    ``runs`` (each distinct scenario once, the cache's not at all); ``label(pair key)`` names a
+    pair's runs in the progress. A round that would take the command past MAX_TOTAL_REQUESTS
+    new requests (``budget``) does not start (its pairs keep the interval they reached, as at
+    the cap)."""
+    length = {p.key: window.floor_requests(p.concurrency) for p in pairs}
+    reached: dict[str, Reached] = {}
+    spent = 0
+    active = pairs
+    first = True
+    while active:
+        texts: dict[str, tuple[int, int]] = {}  # scenario -> (concurrency, measured requests)
+        for p in active:
+            n = length[p.key]
+            texts[with_length(p.run, n)] = (p.concurrency, n)
+            if p.base is not None:
+                texts[with_length(p.base, n)] = (p.concurrency, n)
+        more = sum(n for _, n in texts.values())
+        if not first and spent + more > budget:
+            break
+        if not first:
+            runs.grow(len(active))
+        spent += more
+        # the longest runs first, so the pool's workers finish together: low concurrency (most
+        # iterations per request), then the most requests
+        order = sorted(texts, key=lambda t: (texts[t][0], -texts[t][1]))
+        summaries = dict(zip(order, runs.all(order), strict=True))
+        nxt = []
+        for p in active:
+            n = length[p.key]
+            run = summaries[with_length(p.run, n)]
+            base = summaries[with_length(p.base, n)] if p.base is not None else None
+            half = paired_half_width(run, base)
+            reached[p.key] = Reached(run, base, n, half)
+            runs.step(f"{label(p.key)} n={n}")
+            if half <= target or n >= window.cap_requests(p.concurrency):
+                continue
+            length[p.key] = window.next_length(n, half, target, p.concurrency)
+            nxt.append(p)
+        active = nxt
+        first = False
+    return reached
