@@ -68,11 +68,14 @@ def test_a_length_is_exactly_that_many_measured_requests():
 
 # -- the config and the flag -------------------------------------------------------------------
 def test_a_fixed_length_turns_the_target_off_and_both_at_once_are_refused():
-    assert SweepConfig().precision_target == DEFAULT_PRECISION_TARGET
+    # the default is the fixed length (asked for: the README's +-1 %)
+    assert SweepConfig().precision_target == 0
+    assert SweepConfig(precision_target=DEFAULT_PRECISION_TARGET).precision_target == 0.01
     assert SweepConfig(workload={"requests": 300}).precision_target == 0
     assert SweepConfig(workload=WorkloadConfig(turnovers=8)).precision_target == 0
-    # a built workload that was given neither keeps the target
-    assert SweepConfig(workload=WorkloadConfig(concurrency=2)).precision_target == 0.01
+    # a built workload that was given neither keeps the target asked for
+    built = SweepConfig(workload=WorkloadConfig(concurrency=2), precision_target=0.01)
+    assert built.precision_target == 0.01
     # grid points (dumped and rebuilt) keep the study's choice
     grid = SweepConfig(grid={"seed": [0, 1]}, precision_target=0.02)
     assert [p.precision_target for p in grid.points()] == [0.02, 0.02]

@@ -84,12 +84,13 @@ class SweepConfig(Deployment):
     batch_sizes: list[int] = Field(default_factory=lambda: list(DEFAULT_BATCH_SIZES))
     grid: dict[str, list[Any]] = Field(default_factory=dict, validate_default=True)  # sized
     precision_target: float = Field(
-        default=DEFAULT_PRECISION_TARGET,
+        default=0.0,
         description="measure each cell until the 95 % interval of its speedup is within this "
-        f"share of it either side ({MIN_PRECISION_TARGET:g} to {MAX_PRECISION_TARGET:g}), "
+        f"share of it either side ({MIN_PRECISION_TARGET:g} to {MAX_PRECISION_TARGET:g}; "
+        f"{DEFAULT_PRECISION_TARGET:g} is +-{DEFAULT_PRECISION_TARGET:.0%}), "
         f"from {window.FLOOR_TURNOVERS} turnovers (at least {window.floor_requests(1)} "
-        f"requests) up to a cap of {window.CAP_FLOORS}x that; 0: a fixed length (the default "
-        "once workload.requests or workload.turnovers is given)",
+        f"requests) up to a cap of {window.CAP_FLOORS}x that; 0 (the default): the fixed "
+        f"length of workload.requests and workload.turnovers ({DEFAULT_TURNOVERS} turnovers)",
     )
 
     @model_validator(mode="before")
