@@ -333,12 +333,19 @@ def test_a_signalled_sweep_leaves_no_pool_worker(tmp_path, sig):
 
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
 def test_while_a_pool_runs_sigterm_and_sighup_exit_like_the_shell_reports_them():
-    restore = executors._exit_on_signals()
+    # from the default handlers (a suite started under nohup ignores SIGHUP, and a handler
+    # someone else installed is left alone by design)
+    before = {sig: signal.signal(sig, signal.SIG_DFL) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            with pytest.raises(SystemExit) as stop:
-                signal.getsignal(sig)(sig, None)
-            assert stop.value.code == 128 + sig
+        restore = executors._exit_on_signals()
+        try:
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                with pytest.raises(SystemExit) as stop:
+                    signal.getsignal(sig)(sig, None)
+                assert stop.value.code == 128 + sig
+        finally:
+            restore()
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL
     finally:
-        restore()
-    assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL
+        for sig, handler in before.items():
+            signal.signal(sig, handler)

@@ -14,14 +14,53 @@ says None) and keeps ``forward``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.engine.costmodel.attention import AttentionKernels
-from simspec.engine.costmodel.shapes import BatchShape
+from simspec.engine.costmodel.host import HostModel
+from simspec.engine.costmodel.shapes import BatchShape, StepCost
+from simspec.engine.layout import ParallelLayout
 
-if TYPE_CHECKING:
-    from simspec.engine.costmodel.model import RooflineCostModel, _ModelTerms
+# seconds of (GEMMs, elementwise kernels, communication, LM head) of one forward
+TokenTerms = tuple[float, float, float, float]
+
+
+class ModelTerms(Protocol):
+    """What the cost model keeps per model (``model._ModelTerms``) that a plain forward reads."""
+
+    @property
+    def model(self) -> ModelShape: ...
+
+    @property
+    def attention(self) -> AttentionKernels: ...
+
+    @property
+    def recurrent(self) -> object | None: ...
+
+
+class CostModel(Protocol):
+    """What a plain forward reads of the cost model
+    (:class:`~simspec.engine.costmodel.model.RooflineCostModel`, which builds it: a protocol,
+    so this module never imports that one back)."""
+
+    layout: ParallelLayout
+    host: HostModel
+
+    def forward(
+        self,
+        model: ModelShape,
+        batch: BatchShape,
+        overhead_s: float | None = None,
+        layers: int | None = None,
+        extra_gemm_s: float = 0.0,
+    ) -> StepCost: ...
+
+    # ``terms`` is the cost model's own per-model record, the one it handed a PlainForward
+    def _shape_terms(
+        self, terms: Any, batch: BatchShape, n_layers: int
+    ) -> tuple[TokenTerms, bool]: ...
+
 
 # (GEMMs with any extra GEMM, attention, LM head, elementwise, communication, host overhead):
 # StepCost's fields, in its order
@@ -51,7 +90,7 @@ class PlainForward:
         "by_shape",
     )
 
-    def __init__(self, cost: RooflineCostModel, terms: _ModelTerms, layers: int) -> None:
+    def __init__(self, cost: CostModel, terms: ModelTerms, layers: int) -> None:
         attn, host = terms.attention, cost.host
         self.cost, self.terms, self.layers = cost, terms, layers
         # attention_work's constant factors, multiplied first as its expressions do
@@ -128,7 +167,7 @@ class PlainForward:
         return gemm, elementwise, comm, lm_head, graphed
 
 
-def plain_model(cost: RooflineCostModel, model: ModelShape, terms: _ModelTerms) -> bool:
+def plain_model(cost: CostModel, model: ModelShape, terms: ModelTerms) -> bool:
     """Whether ``model``'s forwards on ``cost`` take only the paths :class:`PlainForward`
     repeats: full GQA attention in every layer, one attention rank, no kernel-time scale."""
     attn = terms.attention
