@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.engine.costmodel.attention import AttentionKernels
 from simspec.engine.costmodel.host import HostModel
-from simspec.engine.costmodel.shapes import BatchShape, StepCost
+from simspec.engine.costmodel.shapes import BatchShape
 from simspec.engine.layout import ParallelLayout
 
 # seconds of (GEMMs, elementwise kernels, communication, LM head) of one forward
@@ -46,15 +46,6 @@ class CostModel(Protocol):
 
     layout: ParallelLayout
     host: HostModel
-
-    def forward(
-        self,
-        model: ModelShape,
-        batch: BatchShape,
-        overhead_s: float | None = None,
-        layers: int | None = None,
-        extra_gemm_s: float = 0.0,
-    ) -> StepCost: ...
 
     # ``terms`` is the cost model's own per-model record, the one it handed a PlainForward
     def _shape_terms(
@@ -122,11 +113,9 @@ class PlainForward:
         :class:`BatchShape` fields); their sum in field order is its ``total_s``, and equals
         ``gpu + overhead`` bit for bit, since the first five are summed in the same order."""
         t = num_tokens
-        if t == 0:  # nothing runs: forward's own early answer
-            batch = BatchShape(num_seqs, 0, sum_q_sq, sum_q_kv, sum_kv, logit_tokens)
-            c = self.cost.forward(self.terms.model, batch, overhead_s, self.layers, extra_gemm_s)
-            return (c.gemm_s, c.attention_s, c.lm_head_s, c.elementwise_s,
-                    c.communication_s, c.overhead_s)  # fmt: skip
+        if t == 0:  # nothing runs: forward's own early answer, the host's time alone
+            idle = self.cost.host.exposed(0, extra_gemm_s) if overhead_s is None else overhead_s
+            return (extra_gemm_s, 0.0, 0.0, 0.0, 0.0, idle)
         key = (t, logit_tokens, num_seqs)
         hit = self.by_shape.get(key)
         if hit is None:
