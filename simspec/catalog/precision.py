@@ -71,6 +71,9 @@ class PrecisionSpec(BaseModel):
     # what a run at this precision should know about its kernel data ("" : nothing), said with
     # the run's notes where it runs as named
     caveat: str = ""
+    # a precision whose measured GEMM time this one's never beats at the same M: the same
+    # kernel moving at least as many bytes (FP8 weight-only runs int4-w's Marlin kernel)
+    never_faster_than: str | None = None
 
     def curve(self, arch: str) -> SpeedCurve | None:
         return self.curves.get(arch)
@@ -153,9 +156,12 @@ def precision_note(spec: PrecisionSpec, gpu: GpuSpec) -> str:
     if eff is spec and spec.caveat:
         parts.append(spec.caveat)
     if eff.curve(gpu.arch) is None:
+        bound = ""
+        if eff.never_faster_than is not None:
+            bound = f", never faster than {eff.never_faster_than}'s measured kernel (the same one)"
         parts.append(
             f"no {eff.name} kernel timings for {gpu.arch} GPUs: its GEMMs are the roofline at "
-            f"{eff.weight_bytes:g} bytes per weight and the {eff.compute} peak"
+            f"{eff.weight_bytes:g} bytes per weight and the {eff.compute} peak{bound}"
         )
     return "; ".join(parts)
 
@@ -223,6 +229,7 @@ def _spec(name: str, entry: dict) -> PrecisionSpec:
         native_archs=tuple(entry["native_archs"]) if "native_archs" in entry else None,
         engines=tuple(entry["engines"]) if "engines" in entry else None,
         caveat=" ".join(str(entry.get("caveat", "")).split()),
+        never_faster_than=entry.get("never_faster_than"),
     )
 
 

@@ -17,7 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simspec.catalog.hardware import GpuSpec, HardwareProfile
-from simspec.catalog.precision import PrecisionSpec, compute_flops, gemm_speed_ratio
+from simspec.catalog.precision import (
+    PrecisionSpec,
+    compute_flops,
+    effective_precision,
+    gemm_speed_ratio,
+    load_precision,
+)
 from simspec.engine.costmodel.collectives import Collectives
 from simspec.engine.costmodel.work import Num, gemm_work
 
@@ -112,12 +118,16 @@ class OperatorTimes:
         )
         ratio = gemm_speed_ratio(spec, self.gpu, tokens)
         if ratio is None:
-            return roof
-        measured = self.gemm.time(*gemm_work(tokens, d_in, d_out)) / ratio
-        curve = spec.curve(self.gpu.arch)
-        if curve is not None and tokens > curve.max_tokens:
-            return max(measured, roof)
-        return measured
+            time = roof
+        else:
+            time = self.gemm.time(*gemm_work(tokens, d_in, d_out)) / ratio
+            curve = spec.curve(self.gpu.arch)
+            if curve is not None and tokens > curve.max_tokens:
+                time = max(time, roof)
+        if spec.never_faster_than is not None:
+            floor = effective_precision(load_precision(spec.never_faster_than), self.gpu)
+            time = max(time, self.quantized_gemm_time(tokens, d_in, d_out, floor))
+        return time
 
     def compute_rate_at(self, spec: PrecisionSpec) -> float:
         """FLOP/s GEMMs reach at ``spec``: its peak times the profile's (bf16) fraction."""
