@@ -128,7 +128,15 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         param = engine.params.get("prefix_caching")
         prefix = bool(param is not None and param.value)
     return ReplicaSetup(
-        target, cost, spec, max_seqs, max_tokens, memory, prefix, engine.flag("guaranteed_no_evict")
+        target,
+        cost,
+        spec,
+        max_seqs,
+        max_tokens,
+        memory,
+        prefix,
+        engine.flag("guaranteed_no_evict"),
+        engine.flag("prefill_first"),
     )
 
 

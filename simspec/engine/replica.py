@@ -56,6 +56,8 @@ class ReplicaSetup:
     # admit a request only when the blocks of its whole output are free (TRT-LLM's
     # GUARANTEED_NO_EVICT capacity scheduler): nothing is ever preempted
     reserve_output: bool = False
+    # run a prefill batch whenever one can be formed, decoding only when none can (SGLang)
+    prefill_first: bool = False
 
 
 @dataclass(slots=True)
@@ -134,6 +136,7 @@ class Replica:
             self.spec.verify_tokens - 1,
             prefix_caching=setup.prefix_caching,
             reserve_output=setup.reserve_output,
+            prefill_first=setup.prefill_first,
         )
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener

@@ -101,6 +101,13 @@ class Scheduler:
     may still grow to, so no running request ever runs short (TRT-LLM's GUARANTEED_NO_EVICT
     capacity scheduler, the one trtllm-serve sets: tensorrt_llm/commands/serve.py
     get_llm_args at 00209af1).
+
+    ``prefill_first``: SGLang's policy instead of vLLM's. A step runs the prefill batch it can
+    form (a chunked prompt's next chunk, then waiting requests FCFS within the token budget,
+    the slots and free blocks) and decodes nothing; the running requests decode only in a step
+    no prefill can be formed for, and such a step admits no one (Scheduler.get_next_batch_to_run:
+    "Run prefill first if possible", python/sglang/srt/managers/scheduler.py; decodes join a
+    prefill batch only under --enable-mixed-chunk, ServerArgs.enable_mixed_chunk = False).
     """
 
     def __init__(
@@ -113,9 +120,10 @@ class Scheduler:
         reserved_draft_slots: int,
         prefix_caching: bool = False,
         reserve_output: bool = False,
+        prefill_first: bool = False,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
-        self.reserve_output = reserve_output
+        self.reserve_output, self.prefill_first = reserve_output, prefill_first
         # the free blocks in eviction order where a preempted prefix can be hit again
         self.free_queue = FreeQueue(pool) if prefix_caching else None
         self.max_seqs, self.max_tokens = max_num_seqs, max_num_batched_tokens
@@ -183,6 +191,10 @@ class Scheduler:
     # -- one iteration ----------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch:
         """Vectorised when every running request fits; the per-request path handles the rest."""
+        if self.prefill_first:
+            batch = self._schedule_prefill_only()
+            if batch is not None:
+                return batch
         batch = self._schedule_running_at_once()
         if batch is None:
             batch = self._schedule_general()
@@ -254,6 +266,33 @@ class Scheduler:
             rids[decoding], computed[decoding], rids[prefilling], ask[prefilling], total
         )
 
+    def _schedule_prefill_only(self) -> ScheduledBatch | None:
+        """Under ``prefill_first``, the prefill batch this step can form, or None (then the
+        running requests decode): running requests still prefilling take their next chunk
+        first (SGLang's chunked request), then waiting ones are admitted with the rest of the
+        budget. A chunk whose blocks are not free leaves it to the decode path, which preempts."""
+        r = self.requests
+        budget = self.max_tokens
+        prefill: list[int] = []
+        chunks: list[int] = []
+        for rid in self.running:
+            if r.decoding[rid] or budget <= 0:
+                continue
+            n = min(int(r.num_tokens(rid) - r.computed[rid]), budget)
+            extra = max(int(self._blocks_for(int(r.computed[rid]) + n)) - int(r.blocks[rid]), 0)
+            if extra > self.pool.free:
+                return None
+            self._take(extra)
+            r.blocks[rid] += extra
+            prefill.append(rid)
+            chunks.append(n)
+            budget -= n
+        self._admit(budget, prefill, chunks)
+        if not prefill:
+            return None
+        return ScheduledBatch(_EMPTY, np.array(prefill, dtype=np.int64),
+                              np.array(chunks, dtype=np.int64), _EMPTY)  # fmt: skip
+
     def _with_admitted(
         self,
         decode: np.ndarray,
@@ -264,6 +303,8 @@ class Scheduler:
     ) -> ScheduledBatch:
         """The running requests' batch plus the waiting ones the rest of the budget admits."""
         budget = self.max_tokens - total
+        if self.prefill_first:  # its prefill step admitted whoever could be
+            budget = 0
         if self.waiting and len(self.running) < self.max_seqs and budget > 0:
             new_ids: list[int] = []
             new_chunks: list[int] = []
@@ -307,7 +348,7 @@ class Scheduler:
                 chunks.append(n)
             budget -= n
             i += 1
-        if not preempted:
+        if not preempted and not self.prefill_first:
             self._admit(budget, prefill, chunks)
         decode_ids = np.array(decode, dtype=np.int64)
         return ScheduledBatch(

@@ -1,0 +1,117 @@
+"""SGLang's scheduling policy: a prefill batch runs whenever one can be formed, and the running
+requests decode only in a step that cannot form one (Scheduler.get_next_batch_to_run, "Run
+prefill first if possible"); vLLM's decodes first and admits with the budget left."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simspec.catalog.hardware import load_engine
+from simspec.config import Scenario
+from simspec.engine.build import setup_replica
+from simspec.engine.kv_cache import BlockPool
+from simspec.engine.requests import RequestTable
+from simspec.engine.scheduler import ScheduledBatch, Scheduler
+from simspec.engine.simulation import simulate
+from simspec.engine.workload import RequestSpecs
+
+
+def rig(
+    prompts: list[int],
+    outputs: list[int],
+    *,
+    num_blocks: int = 1000,
+    max_seqs: int = 256,
+    max_tokens: int = 2048,
+) -> tuple[Scheduler, RequestTable]:
+    n = len(prompts)
+    specs = RequestSpecs(
+        np.array(prompts, dtype=np.int64),
+        np.array(outputs, dtype=np.int64),
+        np.full(n, -1, dtype=np.int64),
+    )
+    table = RequestTable(specs)
+    sched = Scheduler(table, BlockPool(num_blocks), 4, max_seqs, max_tokens, 0, prefill_first=True)
+    return sched, table
+
+
+def step(sched: Scheduler, table: RequestTable, batch: ScheduledBatch) -> None:
+    """One iteration's outcome: each decode writes a token, a finished prompt its first."""
+    done = []
+    for rid in batch.decode.tolist():
+        table.computed[rid] += 1
+        table.generated[rid] += 1
+        if table.generated[rid] >= table.output_len[rid]:
+            done.append(rid)
+    for rid, chunk in zip(batch.prefill.tolist(), batch.chunks.tolist(), strict=True):
+        table.computed[rid] += chunk
+        if table.computed[rid] == table.num_tokens(rid):
+            table.generated[rid] += 1
+            table.decoding[rid] = True
+    if done:
+        sched.finish(np.array(done, dtype=np.int64))
+
+
+def test_a_new_arrival_is_prefilled_alone_while_the_running_requests_wait():
+    sched, table = rig([4, 4, 6], [9, 9, 9])
+    sched.add(0)
+    sched.add(1)
+    step(sched, table, sched.schedule())  # 0 and 1 prefilled: they decode from now on
+    sched.add(2)
+    batch = sched.schedule()
+    assert batch.prefill.tolist() == [2] and batch.decode.tolist() == []
+    step(sched, table, batch)
+    batch = sched.schedule()  # nothing left to prefill: everyone decodes
+    assert batch.decode.tolist() == [0, 1, 2] and batch.prefill.tolist() == []
+
+
+def test_a_chunked_prompt_runs_every_chunk_before_anyone_decodes_again():
+    sched, table = rig([4, 40], [9, 9], max_tokens=16)
+    sched.add(0)
+    step(sched, table, sched.schedule())
+    sched.add(1)
+    chunks = []
+    for _ in range(3):
+        batch = sched.schedule()
+        assert batch.decode.tolist() == [] and batch.prefill.tolist() == [1]
+        chunks += batch.chunks.tolist()
+        step(sched, table, batch)
+    assert chunks == [16, 16, 8]
+    assert sched.schedule().decode.tolist() == [0, 1]
+
+
+def test_with_every_slot_taken_the_running_requests_decode_and_the_queue_waits():
+    sched, table = rig([4, 4, 4], [5, 5, 5], max_seqs=2)
+    for rid in range(3):
+        sched.add(rid)
+    step(sched, table, sched.schedule())
+    batch = sched.schedule()
+    assert batch.decode.tolist() == [0, 1] and batch.prefill.tolist() == []
+    assert list(sched.waiting) == [2]
+
+
+def test_a_decode_step_admits_no_one_even_with_budget_left():
+    # the waiting prompt's blocks are not free: a decode step, which leaves it queued
+    sched, table = rig([8, 20], [3, 1], num_blocks=6)
+    sched.add(0)
+    step(sched, table, sched.schedule())  # 2 of the 6 blocks: prompt 1 needs 5
+    sched.add(1)
+    batch = sched.schedule()
+    assert batch.decode.tolist() == [0] and batch.prefill.tolist() == []
+    assert list(sched.waiting) == [1]
+
+
+def test_only_sglang_prefills_first():
+    assert load_engine("sglang").flag("prefill_first")
+    for engine in ("vllm", "vllm-v0", "trtllm", "hf", "gpt-fast"):
+        assert not load_engine(engine).flag("prefill_first"), engine
+    assert setup_replica(Scenario(engine="sglang")).prefill_first
+    assert not setup_replica(Scenario()).prefill_first
+
+
+def test_under_sglang_every_iteration_prefills_or_decodes_never_both():
+    base = {"workload": {"concurrency": 16, "requests": 128}, "seed": 3}
+    sglang = simulate(Scenario(**base, engine="sglang")).iterations
+    assert ((sglang.prefill_seqs == 0) | (sglang.decode_seqs == 0)).all()
+    vllm = simulate(Scenario(**base)).iterations
+    assert ((vllm.prefill_seqs > 0) & (vllm.decode_seqs > 0)).any()  # vLLM mixes them
