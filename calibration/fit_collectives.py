@@ -11,6 +11,15 @@ LICENSE-aiconfigurator.txt: Apache-2.0, converted from ai-dynamo/aiconfigurator'
 - ``aiconfigurator_nccl_tests_1node.csv``: nccl-tests 2.29.2 ``all_reduce`` / ``all_gather``,
   ``half``, 2/4/8 GPUs (out-of-place time).
 
+With ``--aic-core WHEEL``, A100 SXM's tables are read too, from the aiconfigurator-core 0.12.0
+wheel itself (``pip download aiconfigurator-core==0.12.0 --no-deps``; Apache-2.0, (c) 2025-2026
+NVIDIA CORPORATION & AFFILIATES; the version is checked): ``systems/data/a100_sxm/comm/``
+``vllm/0.14.0``, ``sglang/0.5.10`` and ``trtllm/1.0.0`` ``custom_allreduce_perf.parquet`` and
+``nccl/2.27.3/nccl_perf.parquet``, converted as SOURCE.md section 6 converts the others
+(``message_size`` in elements, bf16/half: 2 bytes each; ``latency`` in ms; the ``backend``
+column is the mode, TRT-LLM's op is ``trtllm_graph``). Reading the parquet files needs pyarrow
+(the ``parquet`` extra).
+
 Each curve keeps the measured (bytes, seconds) points made monotone from the right (a point is
 lowered to the cheapest larger message: a larger message never costs less, so an isolated
 outlier, e.g. H100 SGLang graph at 1 KiB, does not hold up a whole span); the cost model
@@ -18,13 +27,17 @@ interpolates them log-log and extends the last segment's bandwidth beyond the la
 Custom curves keep the points up to the engines' switch to NCCL (8 MiB, ``custom_allreduce_max``
 below) and one past it. Prints each curve's points and the largest correction it made::
 
-    python calibration/fit_collectives.py [SHARED_DIR] > simspec/data/collectives.yaml
+    python calibration/fit_collectives.py [SHARED_DIR] [--aic-core WHEEL] \
+        > simspec/data/collectives.yaml
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
+import io
 import sys
+import zipfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -47,7 +60,8 @@ HEADER = """\
 # (message bytes, seconds), interpolated log-log by simspec.engine.costmodel.collectives and
 # extended past the largest size at the last segment's bandwidth.
 #
-# Written by `python calibration/fit_collectives.py [SHARED_DIR] > simspec/data/collectives.yaml`
+# Written by `python calibration/fit_collectives.py [SHARED_DIR] --aic-core WHEEL >
+#   simspec/data/collectives.yaml`
 # from shared calibration-data/moe-serving (AIConfigurator database, Apache-2.0, (c) 2025-2026
 # NVIDIA CORPORATION & AFFILIATES; converted there, see its SOURCE.md section 6):
 #   aiconfigurator_custom_allreduce_1node.csv: gpu H100 SXM / H200 SXM / B200 SXM, framework vLLM
@@ -61,8 +75,19 @@ HEADER = """\
 # NCCL; own_switch kernels (TRT-LLM's op, strategy AUTO, which switches itself) keep every size
 # and have no eager curve: a forward TRT-LLM runs eagerly uses the graph curve, its launch
 # cost being the engine's layer_launch_s.
-# GPUs not listed (A100, L40S, H20, GB200, MI300X, ...) keep their hardware profile's ring formula.
+# GPUs not listed (L40S, H20, GB200, MI300X, ...) keep their hardware profile's ring formula.
 """
+AIC_HEADER = """\
+# a100_80gb: aiconfigurator-core 0.12.0 (the PyPI wheel, Apache-2.0, (c) 2025-2026 NVIDIA
+#   CORPORATION & AFFILIATES), systems/data/a100_sxm/comm: vllm/0.14.0, sglang/0.5.10 and
+#   trtllm/1.0.0 custom_allreduce_perf.parquet (backend vllm_graph / vllm_eager / sglang_graph /
+#   sglang_eager; TRT-LLM's op as trtllm_graph), nccl/2.27.3 nccl_perf.parquet (all_reduce /
+#   all_gather, half); NVIDIA A100-SXM4-80GB, 2/4/8 GPUs; message_size elements x 2 bytes.
+"""
+AIC_VERSION = "0.12.0"
+AIC_A100 = "aiconfigurator_core/systems/data/a100_sxm/comm/"
+AIC_CUSTOM = ("vllm/0.14.0", "sglang/0.5.10", "trtllm/1.0.0")
+AIC_NCCL = "nccl/2.27.3"
 
 
 def monotone(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
@@ -95,11 +120,45 @@ def read(shared: Path) -> dict[str, dict[str, dict[int, list[tuple[int, float]]]
     return curves
 
 
+def read_aic_a100(wheel: Path, curves: dict) -> None:
+    """A100 SXM's curves from the aiconfigurator-core wheel, into ``curves`` (as ``read``)."""
+    import pandas as pd  # parquet through pyarrow: only this option needs them
+
+    with zipfile.ZipFile(wheel) as z:
+        meta = z.read(f"aiconfigurator_core-{AIC_VERSION}.dist-info/METADATA").decode()
+        if f"\nVersion: {AIC_VERSION}\n" not in meta:
+            raise SystemExit(f"{wheel}: not aiconfigurator-core {AIC_VERSION}")
+
+        def table(path: str) -> pd.DataFrame:
+            return pd.read_parquet(io.BytesIO(z.read(AIC_A100 + path)))
+
+        for source in AIC_CUSTOM:
+            frame = table(f"{source}/custom_allreduce_perf.parquet")
+            for row in frame.itertuples():
+                assert row.allreduce_dtype == "bfloat16", row
+                mode = getattr(row, "backend", None) or "trtllm"
+                mode = MODE_NAMES.get(mode, mode)
+                curve = curves["a100_80gb"][mode][int(row.num_gpus)]
+                curve.append((2 * int(row.message_size), float(row.latency) * 1e-3))
+        frame = table(f"{AIC_NCCL}/nccl_perf.parquet")
+        for row in frame.itertuples():
+            if row.op_name in NCCL_OPS and row.nccl_dtype == "half":
+                curve = curves["a100_80gb"]["nccl_" + row.op_name][int(row.num_gpus)]
+                curve.append((2 * int(row.message_size), float(row.latency) * 1e-3))
+
+
 def main() -> None:
-    shared = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parents[2] / "shared"
-    curves = read(shared)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    shared = Path(__file__).parents[2] / "shared"
+    parser.add_argument("shared", nargs="?", type=Path, default=shared)
+    parser.add_argument("--aic-core", type=Path, help="the aiconfigurator-core 0.12.0 wheel")
+    args = parser.parse_args()
+    curves = read(args.shared)
+    if args.aic_core is not None:
+        read_aic_a100(args.aic_core, curves)
     lines = [
         HEADER.rstrip("\n"),
+        *([AIC_HEADER.rstrip("\n")] if args.aic_core is not None else []),
         f"custom_allreduce_max_bytes: {CUSTOM_MAX_BYTES}",
         f"own_switch: [{', '.join(OWN_SWITCH)}]",
         "gpus:",
