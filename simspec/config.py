@@ -643,6 +643,15 @@ class SchedulerConfig(BaseModel):
         description="keep a preempted request's full KV blocks cached for its return (vLLM "
         "--enable-prefix-caching, SGLang's radix cache); unset: the engine profile's",
     )
+    gpu_memory_utilization: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="share of each GPU's memory the engine fills with weights, activations and "
+        "KV cache (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static); under "
+        "trtllm the share of what the weights leave free that the KV cache takes "
+        "(--kv_cache_free_gpu_memory_fraction); unset: the engine profile's",
+    )
 
 
 # vLLM's --kv-cache-dtype spellings (vllm/config/cache.py CacheDType) for the dtypes simspec

@@ -40,6 +40,7 @@ class CompareFlags(ServingFlags):
     profile: opt.Profile = None
     max_num_seqs: opt.MaxNumSeqs = None
     max_num_batched_tokens: opt.MaxNumBatchedTokens = None
+    gpu_memory_utilization: opt.GpuMemoryUtilization = None
     temperature: opt.Temperature = None
     top_p: opt.TopP = None
     seed: opt.Seed = None

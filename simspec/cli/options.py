@@ -71,6 +71,15 @@ Seed = Annotated[int | None, typer.Option(help="random seed [default: 0]")]
 MaxNumSeqs = Annotated[
     int | None, typer.Option(help="scheduler: max sequences per iteration [default: engine's]")
 ]
+GpuMemoryUtilization = Annotated[
+    float | None,
+    typer.Option(
+        "--gpu-memory-utilization",
+        "--mem-fraction-static",
+        help="scheduler: share of GPU memory for weights, activations and KV (0-1]; trtllm: "
+        "the KV cache's share of what the weights leave [default: engine's]",
+    ),
+]
 MaxNumBatchedTokens = Annotated[
     int | None, typer.Option(help="scheduler: token budget per iteration [default: engine's]")
 ]

@@ -61,6 +61,7 @@ class SweepFlags(MethodFlags, ServingFlags):
     output_len: opt.OutputLen = None
     max_num_seqs: opt.MaxNumSeqs = None
     max_num_batched_tokens: opt.MaxNumBatchedTokens = None
+    gpu_memory_utilization: opt.GpuMemoryUtilization = None
     temperature: opt.Temperature = None
     top_p: opt.TopP = None
     seed: opt.Seed = None

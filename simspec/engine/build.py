@@ -12,7 +12,14 @@ import math
 
 import numpy as np
 
-from simspec.catalog.hardware import load_alltoall, load_engine, load_gpu, load_profile
+from simspec.catalog.hardware import (
+    EngineProfile,
+    Sourced,
+    load_alltoall,
+    load_engine,
+    load_gpu,
+    load_profile,
+)
 from simspec.catalog.methods import engine_refuses, sampled_from_tau, sampled_from_trace
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape, load_model
 from simspec.catalog.precision import (
@@ -109,7 +116,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     experts = cost.experts_precision_of(target)
     memory = plan_memory(
         cost.gpu,
-        engine,
+        with_memory_share(engine, sc.scheduler.gpu_memory_utilization),
         target,
         demand,
         sc.tp,
@@ -138,6 +145,14 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         engine.flag("guaranteed_no_evict"),
         engine.flag("prefill_first"),
     )
+
+
+def with_memory_share(engine: EngineProfile, share: float | None) -> EngineProfile:
+    """``engine`` with the deployment's own ``gpu_memory_utilization`` (None: as it is)."""
+    if share is None:
+        return engine
+    given = Sourced(value=share, source="the deployment's scheduler.gpu_memory_utilization")
+    return engine.model_copy(update={"params": {**engine.params, "gpu_memory_utilization": given}})
 
 
 def check_dp_attention(sc: Scenario, engine_id: str, style: str) -> None:

@@ -235,7 +235,7 @@ def plan_case(
         assumptions.append(said)
     if stated := serve_limits(notes):
         base = deploy.get("scheduler") or SchedulerConfig()
-        deploy["scheduler"] = base.model_copy(update=stated)
+        deploy["scheduler"] = SchedulerConfig.model_validate({**base.model_dump(), **stated})
         assumptions.append(
             ", ".join(f"{k} {v}" for k, v in stated.items()) + " as the notes' serve command sets"
         )

@@ -67,7 +67,14 @@ _TRTLLM_LIMITS = {
 }
 # trtllm-serve runs chunked prefill only when asked (get_llm_args enable_chunked_prefill=False)
 _TRTLLM_CHUNKED = re.compile(r"--enable_chunked_prefill\b")
-_TRTLLM_KV_FRACTION = re.compile(r"--kv_cache_free_gpu_memory_fraction[ =]([\d.]+)")
+# the memory share a serve command sets, as scheduler.gpu_memory_utilization: vLLM's
+# --gpu-memory-utilization (EngineArgs), SGLang's --mem-fraction-static (ServerArgs), and
+# trtllm-serve's --kv_cache_free_gpu_memory_fraction (the KV cache's share of the memory the
+# weights leave, which the trtllm profile reads the field as: engines.yaml kv_memory_of_free)
+_MEMORY_SHARE = re.compile(
+    r"--(?:gpu-memory-utilization|mem-fraction-static|kv_cache_free_gpu_memory_fraction)"
+    r"[ =](\d*\.?\d+)"
+)
 # prefix caching a serve command turns on or off: vLLM's --enable-prefix-caching /
 # --no-enable-prefix-caching (EngineArgs), SGLang's --disable-radix-cache (ServerArgs)
 _PREFIX_OFF = re.compile(r"--no-enable-prefix-caching\b|--disable-radix-cache\b")
@@ -133,30 +140,27 @@ def sent_as_burst(notes: str) -> bool:
     return bool(_BURST.search(notes))
 
 
-def serve_limits(notes: str) -> dict[str, int]:
-    """The batch limits (``max_num_seqs``, ``max_num_batched_tokens``) the notes' serve command
-    sets, by name; empty when it sets none."""
-    out = {}
+def serve_limits(notes: str) -> dict[str, float]:
+    """The batch limits (``max_num_seqs``, ``max_num_batched_tokens``) and the memory share
+    (``gpu_memory_utilization``) the notes' serve command sets, by name; empty when it sets
+    none."""
+    out: dict[str, float] = {}
     for field, pattern in _SERVE_LIMITS.items():
         if m := pattern.search(notes):
             out[field] = int(next(g for g in m.groups() if g))
     for field, pattern in _TRTLLM_LIMITS.items():
         if found := pattern.findall(notes):
             out[field] = int(found[-1])
+    if m := _MEMORY_SHARE.search(notes):
+        out["gpu_memory_utilization"] = float(m.group(1))
     return out
 
 
 def trtllm_serving(notes: str) -> tuple[str | None, list[str]]:
-    """(why a trtllm row cannot run, what simspec assumes) from its serve command: a KV
-    fraction other than the profile's 0.9 has no deployment field to carry it; chunked prefill
-    off (trtllm-serve's default) admits a prompt whole or not at all, where simspec's
-    scheduler splits the last admitted prompt at the token budget."""
-    if (m := _TRTLLM_KV_FRACTION.search(notes)) and float(m.group(1)) != 0.9:
-        return (
-            f"--kv_cache_free_gpu_memory_fraction {m.group(1)}: simspec runs the trtllm "
-            "profile's 0.9 and has no deployment field for another fraction",
-            [],
-        )
+    """(why a trtllm row cannot run, what simspec assumes) from its serve command: chunked
+    prefill off (trtllm-serve's default) admits a prompt whole or not at all, where simspec's
+    scheduler splits the last admitted prompt at the token budget. (Its KV fraction is a
+    scheduler field: :func:`serve_limits`.)"""
     if _TRTLLM_CHUNKED.search(notes):
         return None, ["chunked prefill on, as the serve command sets (--enable_chunked_prefill)"]
     return None, [
