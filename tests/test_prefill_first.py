@@ -5,6 +5,7 @@ prefill first if possible"); vLLM's decodes first and admits with the budget lef
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from simspec.catalog.hardware import load_engine
 from simspec.config import Scenario
@@ -23,6 +24,8 @@ def rig(
     num_blocks: int = 1000,
     max_seqs: int = 256,
     max_tokens: int = 2048,
+    block_size: int = 4,
+    decode_reserve: tuple[float, float, float, int] | None = None,
 ) -> tuple[Scheduler, RequestTable]:
     n = len(prompts)
     specs = RequestSpecs(
@@ -31,7 +34,16 @@ def rig(
         np.full(n, -1, dtype=np.int64),
     )
     table = RequestTable(specs)
-    sched = Scheduler(table, BlockPool(num_blocks), 4, max_seqs, max_tokens, 0, prefill_first=True)
+    sched = Scheduler(
+        table,
+        BlockPool(num_blocks),
+        block_size,
+        max_seqs,
+        max_tokens,
+        0,
+        prefill_first=True,
+        decode_reserve=decode_reserve,
+    )
     return sched, table
 
 
@@ -115,3 +127,54 @@ def test_under_sglang_every_iteration_prefills_or_decodes_never_both():
     assert ((sglang.prefill_seqs == 0) | (sglang.decode_seqs == 0)).all()
     vllm = simulate(Scenario(**base)).iterations
     assert ((vllm.prefill_seqs > 0) & (vllm.decode_seqs > 0)).any()  # vLLM mixes them
+
+
+# SGLang's admission: (initial ratio, least ratio, decay a decode step, clip), one token a page
+RESERVE = (0.7, 0.098, 0.001, 4096)
+
+
+def test_sglang_admits_only_while_prompt_and_whole_output_fit_beside_the_running_reserve():
+    # a 100-token pool, prompts of 10, outputs of 40: the first needs 10 + 40 + 1 < 100 and
+    # sets 50 aside, the second's 51 no longer fits beside it
+    sched, _ = rig([10] * 5, [40] * 5, num_blocks=100, block_size=1, decode_reserve=RESERVE)
+    for rid in range(5):
+        sched.add(rid)
+    assert sched.schedule().prefill.tolist() == [0]
+    # without the reservation every prompt's blocks fit, and all five are admitted
+    free, _ = rig([10] * 5, [40] * 5, num_blocks=100, block_size=1)
+    for rid in range(5):
+        free.add(rid)
+    assert free.schedule().prefill.tolist() == [0, 1, 2, 3, 4]
+
+
+def test_a_running_request_is_set_aside_its_remaining_output_times_the_ratio():
+    sched, table = rig([10] * 3, [40] * 3, num_blocks=100, block_size=1, decode_reserve=RESERVE)
+    for rid in range(3):
+        sched.add(rid)
+    step(sched, table, sched.schedule())  # 0 prefilled: 89 tokens free
+    # 0 is set aside 39 x 0.7 = 27.3: 1 (51) fits beside it and sets 50 aside, 2 does not
+    batch = sched.schedule()
+    assert batch.prefill.tolist() == [1] and list(sched.waiting) == [2]
+
+
+def test_the_ratio_decays_with_decode_steps_to_its_least_and_resets_when_idle():
+    sched, table = rig([4, 4], [5, 5], block_size=1, decode_reserve=(0.7, 0.1, 0.3, 4096))
+    sched.add(0)
+    step(sched, table, sched.schedule())  # a prefill step: no decay
+    assert sched.ratio == 0.7
+    for expected in (0.4, 0.1, 0.1):
+        step(sched, table, sched.schedule())
+        assert sched.ratio == pytest.approx(expected)
+    while sched.running:
+        step(sched, table, sched.schedule())
+    sched.add(1)  # nothing runs: the next schedule starts again from the initial ratio
+    assert sched.schedule().prefill.tolist() == [1]
+    assert sched.ratio == 0.7
+
+
+def test_only_sglang_reserves_for_decodes():
+    assert setup_replica(Scenario(engine="sglang")).decode_reserve == pytest.approx(
+        (0.7, 0.098, (0.7 - 0.098) / 600, 4096)
+    )
+    for engine in ("vllm", "trtllm"):
+        assert setup_replica(Scenario(engine=engine)).decode_reserve is None

@@ -144,7 +144,20 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         prefix,
         engine.flag("guaranteed_no_evict"),
         engine.flag("prefill_first"),
+        decode_reserve(engine),
     )
+
+
+def decode_reserve(engine: EngineProfile) -> tuple[float, float, float, int] | None:
+    """SGLang's admission reservation as the scheduler takes it (initial ratio, least ratio,
+    decay a decode step, clip), from the profile's ``decode_reserve_*``; None where the
+    engine has none (vLLM, TRT-LLM: their own admission rules)."""
+    if "decode_reserve_init" not in engine.params:
+        return None
+    init = engine["decode_reserve_init"]
+    least = init * engine["decode_reserve_least_factor"]
+    decay = (init - least) / engine["decode_reserve_decay_steps"]
+    return init, least, decay, int(engine["decode_reserve_clip"])
 
 
 def with_memory_share(engine: EngineProfile, share: float | None) -> EngineProfile:

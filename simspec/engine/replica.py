@@ -58,6 +58,8 @@ class ReplicaSetup:
     reserve_output: bool = False
     # run a prefill batch whenever one can be formed, decoding only when none can (SGLang)
     prefill_first: bool = False
+    # SGLang's admission reservation (Scheduler decode_reserve); None: none
+    decode_reserve: tuple[float, float, float, int] | None = None
 
 
 @dataclass(slots=True)
@@ -137,6 +139,7 @@ class Replica:
             prefix_caching=setup.prefix_caching,
             reserve_output=setup.reserve_output,
             prefill_first=setup.prefill_first,
+            decode_reserve=setup.decode_reserve,
         )
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener

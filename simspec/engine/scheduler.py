@@ -18,6 +18,9 @@ from simspec.engine.kv_cache import BlockPool
 from simspec.engine.requests import RequestTable
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+# tokens a running request is credited per request in SGLang's retraction estimate
+# (SGLANG_RETRACT_DECODE_STEPS, python/sglang/srt/environ.py: 20)
+RETRACT_DECODE_STEPS = 20
 _NOBODY = -1  # free blocks whose contents nobody will look up
 
 
@@ -108,6 +111,16 @@ class Scheduler:
     no prefill can be formed for, and such a step admits no one (Scheduler.get_next_batch_to_run:
     "Run prefill first if possible", python/sglang/srt/managers/scheduler.py; decodes join a
     prefill batch only under --enable-mixed-chunk, ServerArgs.enable_mixed_chunk = False).
+
+    ``decode_reserve``: SGLang's admission (PrefillAdder, python/sglang/srt/managers/
+    schedule_policy.py), as (initial ratio, least ratio, decay a decode step, clip): a waiting
+    request is admitted only while its prompt, its whole remaining output (at most clip) and a
+    page fit in the free KV beside the running requests' remaining outputs times a ratio, and
+    each one admitted adds its own prompt and output to what is set aside. The ratio starts
+    at the initial one, falls by the decay every decode step down to the least, returns to the
+    initial one when nothing runs, and after a preemption is re-estimated as SGLang's
+    retract_decode does: (tokens the running requests generated + 20 per request) / their
+    output lengths. The benchmark client's max_tokens is each request's output length.
     """
 
     def __init__(
@@ -121,9 +134,13 @@ class Scheduler:
         prefix_caching: bool = False,
         reserve_output: bool = False,
         prefill_first: bool = False,
+        decode_reserve: tuple[float, float, float, int] | None = None,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
         self.reserve_output, self.prefill_first = reserve_output, prefill_first
+        self.decode_reserve = decode_reserve
+        self.ratio = decode_reserve[0] if decode_reserve else 0.0
+        self._preempted = False  # since the last schedule: SGLang re-estimates its ratio
         # the free blocks in eviction order where a preempted prefix can be hit again
         self.free_queue = FreeQueue(pool) if prefix_caching else None
         self.max_seqs, self.max_tokens = max_num_seqs, max_num_batched_tokens
@@ -191,6 +208,8 @@ class Scheduler:
     # -- one iteration ----------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch:
         """Vectorised when every running request fits; the per-request path handles the rest."""
+        if self.decode_reserve is not None and not self.running:
+            self.ratio = self.decode_reserve[0]  # idle: SGLang resets its ratio
         if self.prefill_first:
             batch = self._schedule_prefill_only()
             if batch is not None:
@@ -198,7 +217,22 @@ class Scheduler:
         batch = self._schedule_running_at_once()
         if batch is None:
             batch = self._schedule_general()
+        if self.decode_reserve is not None:
+            self._update_ratio()
         return batch
+
+    def _update_ratio(self) -> None:
+        """After a decode step, SGLang's new_token_ratio: decayed, or re-estimated from the
+        running requests where one was preempted (retract_decode's new_estimate_ratio)."""
+        assert self.decode_reserve is not None
+        init, least, decay, _ = self.decode_reserve
+        if self._preempted and self.running:
+            r, rids = self.requests, self._running_array()
+            made = float(r.generated[rids].sum()) + RETRACT_DECODE_STEPS * len(rids)
+            self.ratio = min(1.0, made / max(float(r.output_len[rids].sum()), 1.0))
+        else:
+            self.ratio = max(self.ratio - decay, least)
+        self._preempted = False
 
     def _blocks_for(self, tokens: int | np.ndarray) -> int | np.ndarray:
         return -(-tokens // self.block_size)
@@ -361,6 +395,7 @@ class Scheduler:
     def _admit(self, budget: int, prefill: list[int], chunks: list[int]) -> None:
         r = self.requests
         promised = self._promised() if self.reserve_output else 0
+        set_aside = self._set_aside() if self.decode_reserve is not None else 0.0
         while self.waiting and len(self.running) < self.max_seqs and budget > 0:
             rid = self.waiting[0]
             hit = self._prefix_hit(rid)
@@ -369,6 +404,14 @@ class Scheduler:
             extra = int(self._blocks_for(computed + n)) - int(r.blocks[rid]) - hit
             if extra + hit > self.pool.free:  # the hit blocks leave the free queue too
                 break
+            if self.decode_reserve is not None:
+                clip = self.decode_reserve[3]
+                extend = int(r.num_tokens(rid)) - computed
+                left = min(int(r.output_len[rid] - r.generated[rid]), clip)
+                free = self.pool.free * self.block_size
+                if extend + left + self.block_size >= free - set_aside:
+                    break
+                set_aside += n + (left if n == extend else 0)
             if self.reserve_output:
                 later = int(self._final_blocks(np.array([rid]))[0]) - int(r.blocks[rid]) - hit
                 if later + hit + promised > self.pool.free:
@@ -385,6 +428,17 @@ class Scheduler:
             prefill.append(rid)
             chunks.append(n)
             budget -= n
+
+    def _set_aside(self) -> float:
+        """KV tokens SGLang sets aside for the running requests' remaining outputs: each
+        one's (at most the clip) times the current ratio."""
+        assert self.decode_reserve is not None
+        rids = self._running_array()
+        if not len(rids):
+            return 0.0
+        r, clip = self.requests, self.decode_reserve[3]
+        left = np.minimum(r.output_len[rids] - r.generated[rids], clip)
+        return float(left.sum()) * self.ratio
 
     def _final_blocks(self, rids: np.ndarray) -> np.ndarray:
         """Blocks each request holds once its whole output (and the widest verify) is cached."""
@@ -435,3 +489,4 @@ class Scheduler:
         self.requests.decoding[rid] = False
         self.requests.preemptions[rid] += 1
         self.waiting.appendleft(rid)
+        self._preempted = True
