@@ -4,47 +4,24 @@ prefill first if possible"); vLLM's decodes first and admits with the budget lef
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
+from test_scheduler import make_rig
 
 from simspec.catalog.hardware import load_engine
 from simspec.config import Scenario
 from simspec.engine.build import setup_replica
-from simspec.engine.kv_cache import BlockPool
 from simspec.engine.requests import RequestTable
 from simspec.engine.scheduler import ScheduledBatch, Scheduler
 from simspec.engine.simulation import simulate
-from simspec.engine.workload import RequestSpecs
 
 
-def rig(
-    prompts: list[int],
-    outputs: list[int],
-    *,
-    num_blocks: int = 1000,
-    max_seqs: int = 256,
-    max_tokens: int = 2048,
-    block_size: int = 4,
-    decode_reserve: tuple[float, float, float, int] | None = None,
-) -> tuple[Scheduler, RequestTable]:
-    n = len(prompts)
-    specs = RequestSpecs(
-        np.array(prompts, dtype=np.int64),
-        np.array(outputs, dtype=np.int64),
-        np.full(n, -1, dtype=np.int64),
-    )
-    table = RequestTable(specs)
-    sched = Scheduler(
-        table,
-        BlockPool(num_blocks),
-        block_size,
-        max_seqs,
-        max_tokens,
-        0,
-        prefill_first=True,
-        decode_reserve=decode_reserve,
-    )
-    return sched, table
+def rig(prompts: list[int], outputs: list[int], **kw: Any) -> tuple[Scheduler, RequestTable]:
+    """test_scheduler's rig under SGLang's policy (``decode_reserve`` as given)."""
+    made = make_rig(prompts, outputs, prefill_first=True, **kw)
+    return made.sched, made.table
 
 
 def step(sched: Scheduler, table: RequestTable, batch: ScheduledBatch) -> None:

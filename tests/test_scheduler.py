@@ -8,7 +8,7 @@ keeps its accepted drafts plus one token, and requests that reach their output l
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,6 +35,7 @@ def make_rig(
     k: int = 0,
     scheduler_cls: type[Scheduler] = Scheduler,
     prefix_caching: bool = False,
+    **policy: Any,
 ) -> Rig:
     """The one place that builds a table, a pool and a scheduler."""
     n = len(prompts)
@@ -46,7 +47,7 @@ def make_rig(
     table = RequestTable(specs)
     pool = BlockPool(num_blocks)
     sched = scheduler_cls(
-        table, pool, block_size, max_seqs, max_tokens, k, prefix_caching=prefix_caching
+        table, pool, block_size, max_seqs, max_tokens, k, prefix_caching=prefix_caching, **policy
     )
     return Rig(sched, table, pool)
 
