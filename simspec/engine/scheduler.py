@@ -396,6 +396,9 @@ class Scheduler:
         r = self.requests
         promised = self._promised() if self.reserve_output else 0
         set_aside = self._set_aside() if self.decode_reserve is not None else 0.0
+        # SGLang weighs every candidate against the KV free before this admission (the
+        # admitted prompts are set aside, not yet taken from the pool)
+        free_before = self.pool.free * self.block_size
         while self.waiting and len(self.running) < self.max_seqs and budget > 0:
             rid = self.waiting[0]
             hit = self._prefix_hit(rid)
@@ -408,8 +411,7 @@ class Scheduler:
                 clip = self.decode_reserve[3]
                 extend = int(r.num_tokens(rid)) - computed
                 left = min(int(r.output_len[rid] - r.generated[rid]), clip)
-                free = self.pool.free * self.block_size
-                if extend + left + self.block_size >= free - set_aside:
+                if extend + left + self.block_size >= free_before - set_aside:
                     break
                 set_aside += n + (left if n == extend else 0)
             if self.reserve_output:
