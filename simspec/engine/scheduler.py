@@ -306,12 +306,18 @@ class Scheduler:
         first (SGLang's chunked request), then waiting ones are admitted with the rest of the
         budget. A chunk whose blocks are not free leaves it to the decode path, which preempts."""
         r = self.requests
+        rids = self._running_array()
+        # one vectorised look for the prompts still prefilling: the common step has none and
+        # nobody waiting, and decodes without a per-request pass
+        still = rids[~r.decoding[rids]].tolist() if len(rids) else []
+        if not still and not self.waiting:
+            return None
         budget = self.max_tokens
         prefill: list[int] = []
         chunks: list[int] = []
-        for rid in self.running:
-            if r.decoding[rid] or budget <= 0:
-                continue
+        for rid in still:
+            if budget <= 0:
+                break
             n = min(int(r.num_tokens(rid) - r.computed[rid]), budget)
             extra = max(int(self._blocks_for(int(r.computed[rid]) + n)) - int(r.blocks[rid]), 0)
             if extra > self.pool.free:
