@@ -180,3 +180,64 @@ def test_a_run_is_the_same_with_and_without_carried_columns_and_plain_forwards(n
     pd.testing.assert_frame_equal(fast.iterations, general.iterations, check_exact=True)
     pd.testing.assert_frame_equal(fast.requests, general.requests, check_exact=True)
     assert fast.summary.as_json_dict() == general.summary.as_json_dict()
+
+
+SOLO = {
+    "eagle3_trace": Scenario(
+        method=MethodConfig(
+            name="eagle3",
+            k=3,
+            acceptance=AcceptanceConfig(acc_len="sharegpt", acc_len_method="eagle3"),
+        ),
+        workload=WorkloadConfig(arrival="closed", concurrency=1, requests=12, turnovers=2),
+    ),  # fmt: skip
+    "eagle3_parametric_sglang": closed(
+        MethodConfig(name="eagle3", k=4, acceptance=AcceptanceConfig(alpha=0.7, spread=0.5)), 1
+    ).model_copy(update={"engine": "sglang"}),
+    "eagle2_tree": closed(
+        MethodConfig(name="eagle2", k=5, tree_nodes=24, acceptance=AcceptanceConfig(alpha=0.7)),
+        1,
+    ),
+    "autoregressive": closed(MethodConfig(name="autoregressive", k=0), 1),
+    "ngram_replay": closed(
+        MethodConfig(name="ngram", k=3, acceptance=AcceptanceConfig(tokens="sharegpt")), 1
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SOLO))
+@pytest.mark.parametrize("interrupted", [False, True])
+def test_a_request_decoding_alone_steps_as_the_general_iteration(name, interrupted, monkeypatch):
+    """Replica._decode_alone (a closed loop at concurrency 1) gives the general step's tables
+    bit for bit; ``interrupted``: every seventh solo step hands over to the general step (as
+    when blocks run short), so the columns written back must be what the general step would
+    have left."""
+    sc = SOLO[name]
+    solo_steps = 0
+    decode_alone = Replica._decode_alone
+    schedule_alone = Scheduler.schedule_alone
+    calls = 0
+
+    def counted(self, rid):
+        nonlocal solo_steps
+        n = decode_alone(self, rid)
+        solo_steps += n
+        return n
+
+    def every_seventh_short(self, computed, held):
+        nonlocal calls
+        calls += 1
+        return -1 if calls % 7 == 0 else schedule_alone(self, computed, held)
+
+    with monkeypatch.context() as m:
+        m.setattr(Replica, "_decode_alone", counted)
+        if interrupted:
+            m.setattr(Scheduler, "schedule_alone", every_seventh_short)
+        fast = simulate(sc)
+    assert solo_steps > 0.8 * len(fast.iterations) * (6 / 7 if interrupted else 1)
+    with monkeypatch.context() as m:
+        m.setattr(Scheduler, "alone", lambda self: None)
+        general = simulate(sc)
+    pd.testing.assert_frame_equal(fast.iterations, general.iterations, check_exact=True)
+    pd.testing.assert_frame_equal(fast.requests, general.requests, check_exact=True)
+    assert fast.summary.as_json_dict() == general.summary.as_json_dict()

@@ -6,7 +6,8 @@ update KV, counters and metrics. Each step's model lives in its own module: the 
 (:mod:`~simspec.engine.speculators`), the target's forward (:mod:`~simspec.engine.costmodel`)
 and acceptance (:mod:`~simspec.engine.acceptance`). What one iteration computes travels in a
 :class:`Step`. A replica whose only events are its own iterations (a closed loop) steps the
-same iterations without SimPy's event queue (:meth:`Replica.run_alone`).
+same iterations without SimPy's event queue (:meth:`Replica.run_alone`), and there a request
+that decodes alone (concurrency 1) without building a batch (:meth:`Replica._decode_alone`).
 """
 
 from __future__ import annotations
@@ -204,9 +205,87 @@ class Replica:
         clock = self.env
         assert isinstance(clock, StepClock), "a replica in a SimPy environment steps in run"
         while self.expected > 0 and self.sched.has_work:
+            rid = self.sched.alone()
+            if rid is not None and self._decode_alone(rid):
+                continue
             step = self._begin()
             clock.now += step.draft_s + step.verify_s  # as SimPy adds a timeout's delay
             self._end(step)
+
+    def _decode_alone(self, rid: int) -> int:
+        """The iterations of request ``rid`` decoding alone (:meth:`Scheduler.alone`), until
+        it finishes or its next blocks are not free: :meth:`_begin` and :meth:`_end` of a
+        one-sequence decode step, with its columns kept as integers between steps and
+        written back to the request table when it leaves the loop (nobody else reads them
+        meanwhile). The same calls to the speculator, the cost model and the acceptance
+        source with the same values, so the same floats and random draws; only the batch,
+        the ``Step`` and the one-element column updates are not built. A run at
+        concurrency 1 (the packaged validation's batch-1 series) spends its iterations here.
+        Returns the iterations run (0: none, the general step must run: another path of the
+        cost model, or blocks short)."""
+        plain, clock = self._plain_target, self.env
+        assert isinstance(clock, StepClock)
+        if plain is None:
+            return 0
+        r, sched, spec, acceptance = self.requests, self.sched, self.spec, self.acceptance
+        k, nodes, width = spec.step_shape(1)
+        proposals = self._proposals if k else None
+        ragged, overhead = self._ragged, self._spec_overhead
+        ids = sched.running_ids()
+        generated, computed = int(r.generated[rid]), int(r.computed[rid])
+        held, last = int(r.blocks[rid]), int(r.last_step_tokens[rid])
+        output_len, record, log = int(r.output_len[rid]), _new_record, self.log
+        iterations = steps = accepted_sum = 0
+        self._carry = None  # the columns live here until written back
+        finished = False
+        while not finished:
+            blocks = sched.schedule_alone(computed, held)
+            if blocks < 0:
+                break
+            held, iterations = blocks, iterations + 1
+            start, context_sum = clock.now, float(computed)
+            draft_s, proposed, w = 0.0, None, width
+            if k:  # the one-element columns a speculative step hands on
+                position = np.array([generated], dtype=np.int64)
+                if proposals is not None:
+                    proposed = proposals(ids, position, k)
+                    w = int(proposed[0]) + 1 if ragged else width
+                context, lasts = np.array([computed, last], dtype=np.int64).reshape(2, 1)
+                drafting = DraftStep(context, lasts, context_sum, k, nodes, last)
+                draft_s = spec.draft_s(drafting) + overhead
+            gemm, attention, lm_head, elementwise, comm, over = plain.parts(
+                w, w, 1, float(w * w), w * context_sum, context_sum
+            )
+            verify_s = gemm + attention + lm_head + elementwise + comm + over
+            clock.now += draft_s + verify_s
+            remaining = output_len - generated
+            if k:
+                assert acceptance is not None
+                step_tokens = int(acceptance.accept_counts(ids, position, k, nodes)[0]) + 1
+                last = step_tokens
+            else:
+                step_tokens = 1
+            finished = step_tokens >= remaining
+            emitted = remaining if finished else step_tokens
+            if k:
+                steps += 1
+                accepted_sum += emitted - 1
+            computed += step_tokens
+            generated += emitted
+            no_proposal = 0 if proposed is None else int(proposed[0] == 0)
+            row = (
+                start, clock.now - start, 1, 0, w, emitted, emitted if k else 0, 1 if k else 0,
+                draft_s, verify_s - over, over, self.pool.used, w, no_proposal,
+            )  # fmt: skip
+            log.record(record(IterationRecord, row))
+        if not iterations:
+            return 0
+        r.generated[rid], r.computed[rid], r.blocks[rid] = generated, computed, held
+        r.last_step_tokens[rid] = last
+        r.add_spec_steps(rid, steps, accepted_sum)
+        if finished:
+            self._finish(ids[:1].copy(), _NO_IDS)
+        return iterations
 
     def _begin(self) -> Step:
         """An iteration up to its length: who runs, and how long drafting and verifying take."""

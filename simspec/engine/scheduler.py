@@ -205,6 +205,38 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
 
+    # -- one request decoding alone (a closed loop at concurrency 1) ---------------------------
+    def alone(self) -> int | None:
+        """The running request when it is the only one, decodes and nobody waits (a closed
+        loop at concurrency 1 between arrivals), while its decode ask fits the budget; else
+        None. Until it finishes, every :meth:`schedule` would run it alone: the replica steps
+        it without building a batch (``Replica._decode_alone``)."""
+        if len(self.running) != 1 or self.waiting:
+            return None
+        rid = self.running[0]
+        if not self.requests.decoding[rid] or 1 + self.reserved_draft_slots > self.max_tokens:
+            return None
+        return rid
+
+    def running_ids(self) -> np.ndarray:
+        """The running requests as an id array (the same array while they do not change)."""
+        return self._running_array()
+
+    def schedule_alone(self, computed: int, held: int) -> int:
+        """:meth:`schedule` for the request :meth:`alone` names, holding ``held`` blocks with
+        ``computed`` tokens in KV: the same blocks taken and the same SGLang ratio step, with
+        no batch built. Returns the blocks it holds now, or -1 (nothing done) when they are not
+        free: then :meth:`schedule` must run, which preempts."""
+        size = self.block_size
+        new = max((computed + 1 + self.reserved_draft_slots + size - 1) // size, held)
+        if new - held > self.pool.free:
+            return -1
+        self._steady_ids = None
+        self._take(new - held)
+        if self.decode_reserve is not None:
+            self._update_ratio()
+        return new
+
     # -- one iteration ----------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch:
         """Vectorised when every running request fits; the per-request path handles the rest."""
