@@ -87,14 +87,14 @@ def eagle_scenario(method: str = "eagle3", **acceptance) -> Scenario:
     return Scenario(method=MethodConfig(name=method, k=3, acceptance=AcceptanceConfig(**acc)))
 
 
-@pytest.mark.parametrize("method", ["eagle1", "eagle3", "mtp"])
-def test_eagle_draft_seconds_are_the_draft_costs_total(method):
+@pytest.mark.parametrize("method", ["eagle1", "eagle3", "mtp", "ngram", "pld", "suffix"])
+def test_draft_seconds_are_the_draft_costs_total(method):
     spec = setup_replica(eagle_scenario(method, alpha=0.7)).speculator
     rng = np.random.default_rng(5)
     for n in (1, 3, 64, 300):
         kv = rng.integers(0, 8000, n)
         last = rng.integers(1, 5, n)
-        for k in (1, 2, 3):
+        for k in (0, 1, 2, 3):
             for q_sum in (None, int(last.sum())):
                 step = DraftStep(kv, last, float(kv.sum()), k, None, q_sum)
                 assert spec.draft_s(step) == spec.draft_cost(step).total_s

@@ -54,6 +54,14 @@ class LookupSpeculator(Speculator):
         # the lookup runs for every decoding sequence, whether or not it finds a match
         return lookup_cost(self.engine, len(step.kv_tokens))
 
+    def draft_s(self, step: DraftStep) -> float:
+        """:meth:`draft_cost`'s ``total_s`` with no ``StepCost`` built: the lookup's host time
+        (the other fields are zeros, so their sum is this float)."""
+        seqs = len(step.kv_tokens)
+        if seqs == 0 or step.k == 0:
+            return 0.0
+        return float(self.engine["ngram_cpu_s_per_seq"] * seqs)
+
 
 class NGram(LookupSpeculator):
     """n-gram lookup as the engine runs it. vLLM V1 (and engines without their own): the
