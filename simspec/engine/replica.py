@@ -7,7 +7,8 @@ update KV, counters and metrics. Each step's model lives in its own module: the 
 and acceptance (:mod:`~simspec.engine.acceptance`). What one iteration computes travels in a
 :class:`Step`. A replica whose only events are its own iterations (a closed loop) steps the
 same iterations without SimPy's event queue (:meth:`Replica.run_alone`), and there a request
-that decodes alone (concurrency 1) without building a batch (:meth:`Replica._decode_alone`).
+that decodes alone, or a batch that decodes on unchanged until one of its requests finishes,
+without building a batch each step (:meth:`Replica._decode_alone`, :meth:`Replica._decode_steady`).
 """
 
 from __future__ import annotations
@@ -204,10 +205,15 @@ class Replica:
         queue. Stops where :meth:`run` would wait for an arrival that never comes."""
         clock = self.env
         assert isinstance(clock, StepClock), "a replica in a SimPy environment steps in run"
+        loops = self._plain_target is not None  # the loops below step plain forwards only
         while self.expected > 0 and self.sched.has_work:
-            rid = self.sched.alone()
-            if rid is not None and self._decode_alone(rid):
-                continue
+            if loops:
+                rid = self.sched.alone()
+                if rid is not None and self._decode_alone(rid):
+                    continue
+                batch = self.sched.steady() if rid is None else None
+                if batch is not None and self._decode_steady(batch):
+                    continue
             step = self._begin()
             clock.now += step.draft_s + step.verify_s  # as SimPy adds a timeout's delay
             self._end(step)
@@ -285,6 +291,93 @@ class Replica:
         r.add_spec_steps(rid, steps, accepted_sum)
         if finished:
             self._finish(ids[:1].copy(), _NO_IDS)
+        return iterations
+
+    def _decode_steady(self, ids: np.ndarray) -> int:
+        """:meth:`_decode_alone` for a batch of several sequences (:meth:`Scheduler.steady`:
+        every running request decodes and nobody waits, as in a closed loop between a
+        departure and the next arrival), until one finishes or blocks are short: the batch's
+        columns (tokens in KV, blocks held, generated, remaining, the last step's tokens and
+        the spec counters) are the loop's own arrays, written back to the request table when
+        it leaves, and the general step's calls are made with the same values. Only a batch
+        that verifies one width on the plain forward steps here (a ragged lookup replay and
+        the other cost-model paths take the general step). Returns the iterations run."""
+        plain, clock = self._plain_target, self.env
+        assert isinstance(clock, StepClock)
+        n = len(ids)
+        k, nodes, width = self.spec.step_shape(n)
+        if plain is None or (k and self._ragged):
+            return 0
+        r, sched, spec, acceptance = self.requests, self.sched, self.spec, self.acceptance
+        proposals = self._proposals if k else None
+        overhead, record, log, total = self._spec_overhead, _new_record, self.log, r.total
+        computed, held, generated = r.computed[ids], r.blocks[ids], r.generated[ids]
+        remaining = r.output_len[ids] - generated
+        last = r.last_step_tokens[ids]
+        context_sum = float(total(computed))
+        last_sum: int | None = None
+        ones = self._ones[:n]  # never written through
+        tokens, logits, sum_q_sq = n * width, n * width, float(n * width * width)
+        iterations = steps = 0
+        emitted_sum = np.zeros(n, dtype=np.int64)
+        self._carry = None  # the columns live here until written back
+        out: np.ndarray | None = None
+        while out is None:
+            new_held = sched.schedule_steady(computed, held)
+            if new_held is None:
+                break
+            held, iterations = new_held, iterations + 1
+            start, draft_s, proposed = clock.now, 0.0, None
+            if k:
+                if proposals is not None:
+                    proposed = proposals(ids, generated, k)
+                drafting = DraftStep(computed, last, context_sum, k, nodes, last_sum)
+                draft_s = spec.draft_s(drafting) + overhead
+            gemm, attention, lm_head, elementwise, comm, over = plain.parts(
+                tokens, logits, n, sum_q_sq, width * context_sum, context_sum
+            )
+            verify_s = gemm + attention + lm_head + elementwise + comm + over
+            clock.now += draft_s + verify_s
+            if k:
+                assert acceptance is not None
+                step_tokens = acceptance.accept_counts(ids, generated, k, nodes) + 1
+                finishing = step_tokens >= remaining
+                if np.count_nonzero(finishing):
+                    out = finishing
+                    emitted = np.minimum(step_tokens, remaining)
+                else:
+                    emitted = step_tokens
+                last = step_tokens
+                steps += 1
+                emitted_sum = emitted_sum + emitted
+                made = total(emitted)
+            else:
+                step_tokens = emitted = ones
+                finishing = emitted >= remaining
+                if np.count_nonzero(finishing):
+                    out = finishing
+                made = n
+            computed = computed + step_tokens
+            generated = generated + emitted
+            no_proposal = 0 if proposed is None else n - int(np.count_nonzero(proposed))
+            row = (
+                start, clock.now - start, n, 0, tokens, made, made if k else 0, n if k else 0,
+                draft_s, verify_s - over, over, self.pool.used, tokens, no_proposal,
+            )  # fmt: skip
+            if out is not None:  # the step's columns are the table's before it is recorded
+                break
+            log.record(record(IterationRecord, row))
+            remaining = remaining - emitted
+            context_sum, last_sum = context_sum + made, made
+        if not iterations:
+            return 0
+        r.computed[ids], r.blocks[ids], r.generated[ids] = computed, held, generated
+        if k:
+            r.last_step_tokens[ids] = last
+            r.add_spec_steps(ids, steps, emitted_sum - steps)
+        if out is not None:
+            log.record(record(IterationRecord, row))
+            self._finish(ids[out], _NO_IDS)
         return iterations
 
     def _begin(self) -> Step:

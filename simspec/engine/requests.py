@@ -66,11 +66,14 @@ class RequestTable:
         if len(self._steps) >= _FOLD_EVERY:
             self._fold_steps()
 
-    def add_spec_steps(self, rid: int, steps: int, accepted: int) -> None:
-        """``steps`` speculative steps of request ``rid`` that kept ``accepted`` drafts in all
-        (what :meth:`add_spec_step` would fold in for them one by one: integer sums)."""
-        self._spec_steps[rid] += steps
-        self._accepted[rid] += accepted
+    def add_spec_steps(
+        self, rids: int | np.ndarray, steps: int, accepted: int | np.ndarray
+    ) -> None:
+        """``steps`` speculative steps of each of ``rids`` (distinct ids), which kept
+        ``accepted`` drafts in all (what :meth:`add_spec_step` would fold in for them step
+        by step: integer sums)."""
+        self._spec_steps[rids] += steps
+        self._accepted[rids] += accepted
 
     @property
     def spec_steps(self) -> np.ndarray:

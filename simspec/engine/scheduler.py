@@ -218,6 +218,35 @@ class Scheduler:
             return None
         return rid
 
+    def steady(self) -> np.ndarray | None:
+        """The running requests when more than one runs, every one decodes, nobody waits and
+        their decode asks fit the budget (a closed loop between a departure and the next
+        arrival); else None. Until one finishes, every :meth:`schedule` would run the same
+        batch: the replica steps it without building one (``Replica._decode_steady``)."""
+        n = len(self.running)
+        if n < 2 or self.waiting or n * (1 + self.reserved_draft_slots) > self.max_tokens:
+            return None
+        rids = self._running_array()
+        if np.count_nonzero(self.requests.decoding[rids]) != n:
+            return None
+        return rids
+
+    def schedule_steady(self, computed: np.ndarray, held: np.ndarray) -> np.ndarray | None:
+        """:meth:`schedule` for the batch :meth:`steady` names, holding ``held`` blocks with
+        ``computed`` tokens in KV: the same blocks taken and the same SGLang ratio step, with
+        no batch built. Returns the blocks each holds now, or None (nothing done) when they
+        are not free: then :meth:`schedule` must run, which preempts."""
+        ask_up = 1 + self.reserved_draft_slots + self.block_size - 1
+        new_held = np.maximum((computed + ask_up) // self.block_size, held)
+        blocks = self.requests.total(new_held - held)
+        if blocks > self.pool.free:
+            return None
+        self._steady_ids = None
+        self._take(blocks)
+        if self.decode_reserve is not None:
+            self._update_ratio()
+        return new_held
+
     def running_ids(self) -> np.ndarray:
         """The running requests as an id array (the same array while they do not change)."""
         return self._running_array()
