@@ -299,17 +299,19 @@ class Replica:
         departure and the next arrival), until one finishes or blocks are short: the batch's
         columns (tokens in KV, blocks held, generated, remaining, the last step's tokens and
         the spec counters) are the loop's own arrays, written back to the request table when
-        it leaves, and the general step's calls are made with the same values. Only a batch
-        that verifies one width on the plain forward steps here (a ragged lookup replay and
-        the other cost-model paths take the general step). Returns the iterations run."""
+        it leaves, and the general step's calls are made with the same values. A lookup
+        replayed with each sequence verifying what it proposed costs its ragged verify as the
+        general step does (``BatchShape.of`` and the cost model's forward). Returns the
+        iterations run."""
         plain, clock = self._plain_target, self.env
         assert isinstance(clock, StepClock)
+        if plain is None:
+            return 0
         n = len(ids)
         k, nodes, width = self.spec.step_shape(n)
-        if plain is None or (k and self._ragged):
-            return 0
         r, sched, spec, acceptance = self.requests, self.sched, self.spec, self.acceptance
         proposals = self._proposals if k else None
+        ragged = proposals is not None and self._ragged
         overhead, record, log, total = self._spec_overhead, _new_record, self.log, r.total
         computed, held, generated = r.computed[ids], r.blocks[ids], r.generated[ids]
         remaining = r.output_len[ids] - generated
@@ -333,10 +335,19 @@ class Replica:
                     proposed = proposals(ids, generated, k)
                 drafting = DraftStep(computed, last, context_sum, k, nodes, last_sum)
                 draft_s = spec.draft_s(drafting) + overhead
-            gemm, attention, lm_head, elementwise, comm, over = plain.parts(
-                tokens, logits, n, sum_q_sq, width * context_sum, context_sum
-            )
-            verify_s = gemm + attention + lm_head + elementwise + comm + over
+            if ragged:  # each verifies what it proposed: the general step's BatchShape.of
+                assert proposed is not None
+                widths = proposed + 1
+                tokens = int(widths.sum())
+                cost = self.cost.forward(
+                    self.target, BatchShape.of(widths, computed, tokens, context_sum)
+                )
+                verify_s, over = cost.total_s, cost.overhead_s
+            else:
+                gemm, attention, lm_head, elementwise, comm, over = plain.parts(
+                    tokens, logits, n, sum_q_sq, width * context_sum, context_sum
+                )
+                verify_s = gemm + attention + lm_head + elementwise + comm + over
             clock.now += draft_s + verify_s
             if k:
                 assert acceptance is not None
