@@ -205,7 +205,7 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
 
-    # -- one request decoding alone (a closed loop at concurrency 1) ---------------------------
+    # -- a batch that decodes on unchanged (a closed loop between arrivals and departures) ----
     def alone(self) -> int | None:
         """The running request when it is the only one, decodes and nobody waits (a closed
         loop at concurrency 1 between arrivals), while its decode ask fits the budget; else
@@ -217,6 +217,21 @@ class Scheduler:
         if not self.requests.decoding[rid] or 1 + self.reserved_draft_slots > self.max_tokens:
             return None
         return rid
+
+    def schedule_alone(self, computed: int, held: int) -> int:
+        """:meth:`schedule` for the request :meth:`alone` names, holding ``held`` blocks with
+        ``computed`` tokens in KV: the same blocks taken and the same SGLang ratio step, with
+        no batch built. Returns the blocks it holds now, or -1 (nothing done) when they are not
+        free: then :meth:`schedule` must run, which preempts."""
+        size = self.block_size
+        new = max((computed + 1 + self.reserved_draft_slots + size - 1) // size, held)
+        if new - held > self.pool.free:
+            return -1
+        self._steady_ids = None
+        self._take(new - held)
+        if self.decode_reserve is not None:
+            self._update_ratio()
+        return new
 
     def steady(self) -> np.ndarray | None:
         """The running requests when more than one runs, every one decodes, nobody waits and
@@ -250,21 +265,6 @@ class Scheduler:
     def running_ids(self) -> np.ndarray:
         """The running requests as an id array (the same array while they do not change)."""
         return self._running_array()
-
-    def schedule_alone(self, computed: int, held: int) -> int:
-        """:meth:`schedule` for the request :meth:`alone` names, holding ``held`` blocks with
-        ``computed`` tokens in KV: the same blocks taken and the same SGLang ratio step, with
-        no batch built. Returns the blocks it holds now, or -1 (nothing done) when they are not
-        free: then :meth:`schedule` must run, which preempts."""
-        size = self.block_size
-        new = max((computed + 1 + self.reserved_draft_slots + size - 1) // size, held)
-        if new - held > self.pool.free:
-            return -1
-        self._steady_ids = None
-        self._take(new - held)
-        if self.decode_reserve is not None:
-            self._update_ratio()
-        return new
 
     # -- one iteration ----------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch:

@@ -57,6 +57,8 @@ class LookupSpeculator(Speculator):
     def draft_s(self, step: DraftStep) -> float:
         """:meth:`draft_cost`'s ``total_s`` with no ``StepCost`` built: the lookup's host time
         (the other fields are zeros, so their sum is this float)."""
+        if type(self)._draft is not LookupSpeculator._draft:  # a family's own draft cost
+            return super().draft_s(step)
         seqs = len(step.kv_tokens)
         if seqs == 0 or step.k == 0:
             return 0.0
