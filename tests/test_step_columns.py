@@ -196,7 +196,7 @@ LOOPED = {
                 acceptance=AcceptanceConfig(acc_len="sharegpt", acc_len_method="eagle3"),
             ),
             workload=WorkloadConfig(arrival="closed", concurrency=c, requests=12, turnovers=2),
-        )  # fmt: skip
+        )
         for c in (1, 4)
     },
     "eagle3_parametric_sglang": _few(
