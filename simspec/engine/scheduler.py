@@ -223,15 +223,8 @@ class Scheduler:
         ``computed`` tokens in KV: the same blocks taken and the same SGLang ratio step, with
         no batch built. Returns the blocks it holds now, or -1 (nothing done) when they are not
         free: then :meth:`schedule` must run, which preempts."""
-        size = self.block_size
-        new = max((computed + 1 + self.reserved_draft_slots + size - 1) // size, held)
-        if new - held > self.pool.free:
-            return -1
-        self._steady_ids = None
-        self._take(new - held)
-        if self.decode_reserve is not None:
-            self._update_ratio()
-        return new
+        new = max(int(self._blocks_for(computed + 1 + self.reserved_draft_slots)), held)
+        return new if self._take_for_decode(new - held) else -1
 
     def steady(self) -> np.ndarray | None:
         """The running requests when more than one runs, every one decodes, nobody waits and
@@ -251,16 +244,20 @@ class Scheduler:
         ``computed`` tokens in KV: the same blocks taken and the same SGLang ratio step, with
         no batch built. Returns the blocks each holds now, or None (nothing done) when they
         are not free: then :meth:`schedule` must run, which preempts."""
-        ask_up = 1 + self.reserved_draft_slots + self.block_size - 1
-        new_held = np.maximum((computed + ask_up) // self.block_size, held)
-        blocks = self.requests.total(new_held - held)
+        new_held = np.maximum(self._blocks_for(computed + 1 + self.reserved_draft_slots), held)
+        return new_held if self._take_for_decode(self.requests.total(new_held - held)) else None
+
+    def _take_for_decode(self, blocks: int) -> bool:
+        """What :meth:`schedule` does beyond the blocks' arithmetic for a batch that decodes
+        on unchanged: take the ``blocks`` its asks add and step SGLang's ratio; False (nothing
+        done) when they are not free."""
         if blocks > self.pool.free:
-            return None
+            return False
         self._steady_ids = None
         self._take(blocks)
         if self.decode_reserve is not None:
             self._update_ratio()
-        return new_held
+        return True
 
     def running_ids(self) -> np.ndarray:
         """The running requests as an id array (the same array while they do not change)."""
