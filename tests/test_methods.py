@@ -303,6 +303,29 @@ def test_tree_walk_matches_the_expected_accepted_length():
         assert 1 + acc.mean() == pytest.approx(expected_tau(tree, profile[:depth]), rel=0.01)
 
 
+@pytest.mark.parametrize("sampled", [False, True])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_the_small_batch_walk_is_the_array_walk(monkeypatch, sampled, dynamic):
+    """walk() steps through a few sequences one by one (trees._walk_small) and through more as
+    arrays: at every count across the switch, the same depths and the same draws consumed."""
+    from simspec.engine.acceptance import trees
+
+    mu = np.array([0.6, 0.2, 0.0, -0.3, -0.5])
+    shape = trees.TreeShape(40, 8, 5, dynamic)
+    children, is_dynamic = trees.tree_plan(shape, trees.expit(mu), mu, sampled)
+    for n in (1, 2, 5, trees._SMALL_WALK, trees._SMALL_WALK + 1):
+        for seed in range(40):
+            alpha = np.random.default_rng(seed).random((n, 5))
+            tree_of = trees.bucket_of(alpha[:, 0]) if is_dynamic else None
+            one, many = np.random.default_rng(seed), np.random.default_rng(seed)
+            small = trees._walk_small(children, alpha, one, tree_of, sampled)
+            monkeypatch.setattr(trees, "_SMALL_WALK", 0)
+            arrays = walk(children, alpha, many, tree_of, sampled)
+            monkeypatch.undo()
+            assert small.tolist() == arrays.tolist()
+            assert one.random() == many.random()  # the same draws consumed
+
+
 def test_a_chain_tree_is_the_chain_formula():
     profile = np.array([0.9, 0.8, 0.7])
     assert expected_tau(chain(3), profile) == pytest.approx(expected_tokens_per_step(profile))

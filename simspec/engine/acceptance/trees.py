@@ -19,6 +19,7 @@ ranks matter, so the noise-to-logit-scale ratio is the family's one parameter, f
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -32,6 +33,9 @@ MAX_RANK = CANDIDATES  # deepest sibling rank a tree may use
 _CONTEXTS = 10_000  # synthetic contexts per noise level
 _NOISE = np.concatenate([[0.0], np.geomspace(0.003, 30.0, 72)])  # noise / logit scale
 _GRID = 1000  # top_r_hit is tabulated at alpha = 0, 1/_GRID, ..., 1 for the hot loop
+# walk() steps through this many sequences or fewer one by one (its numpy form costs ~10 array
+# calls per depth whatever the count; measured on 2 cores: benchmarks/README.md)
+_SMALL_WALK = 16
 ALPHA_EPS = 1e-9  # α is kept this far from 0 and 1 wherever its logit is taken
 TREE_BUCKETS = 41  # dynamic trees are precomputed for α_1 = 0, 1/40, ..., 1
 
@@ -73,6 +77,17 @@ def _hit_table(sampled: bool = False) -> np.ndarray:
     table[:, 0] = alpha  # exactly α for the first candidate
     table = np.maximum(table, alpha[:, None])
     return np.maximum.accumulate(table, axis=1)
+
+
+@cache
+def _hit_rows(sampled: bool = False) -> tuple[tuple[float, ...], ...]:
+    """:func:`_hit_table` as Python floats, row by row, for :func:`_walk_small`; each row is
+    non-decreasing (both tables are accumulated along R), so a bisection counts the columns
+    ``<= u`` exactly as the array comparison does."""
+    table = _hit_table(sampled)
+    if not (np.diff(table, axis=1) >= 0).all():  # what the bisection relies on
+        raise AssertionError("top-R hit table not non-decreasing in R")
+    return tuple(tuple(row) for row in table.tolist())
 
 
 def top_r_hit(alpha: np.ndarray | float, sampled: bool = False) -> np.ndarray:
@@ -214,6 +229,8 @@ def walk(
     acceptance of each sequence's rank-1 candidate at depth 1..D.
     """
     n, depth_limit = alpha.shape
+    if n <= _SMALL_WALK:
+        return _walk_small(children, alpha, rng, tree_of, sampled)
     node = np.zeros(n, dtype=np.int64)
     accepted = np.zeros(n, dtype=np.int64)
     live = np.arange(n)
@@ -236,6 +253,43 @@ def walk(
         node[live] = child[moved]
         accepted[live] += 1
     return accepted
+
+
+def _walk_small(
+    children: np.ndarray,
+    alpha: np.ndarray,
+    rng: np.random.Generator,
+    tree_of: np.ndarray | None,
+    sampled: bool,
+) -> np.ndarray:
+    """:func:`walk` one sequence at a time, for the few sequences of a small batch: the same
+    draws (one ``rng.random(live)`` per depth, live sequences in order), the same table cells
+    (``round`` is numpy's ``rint``: halves to even) and the same children, so the same depths."""
+    n, depth_limit = alpha.shape
+    rows = _hit_rows(sampled)
+    idx = [[round(a * _GRID) for a in seq] for seq in alpha.tolist()]
+    trees = None if tree_of is None else tree_of.tolist()
+    node, accepted = [0] * n, [0] * n
+    live = list(range(n))
+    for d in range(depth_limit):
+        if not live:
+            break
+        u = rng.random(len(live)).tolist()
+        moved = []
+        for s, x in zip(live, u):
+            rank = bisect_right(rows[idx[s][d]], x)  # 0-based matched rank
+            if rank >= MAX_RANK:
+                continue
+            if trees is None:
+                child = int(children[node[s], rank])
+            else:
+                child = int(children[trees[s], node[s], rank])
+            if child >= 0:
+                node[s] = child
+                accepted[s] += 1
+                moved.append(s)
+        live = moved
+    return np.array(accepted, dtype=np.int64)
 
 
 # -- a method's trees over a run -----------------------------------------------------------------
