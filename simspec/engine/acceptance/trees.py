@@ -90,6 +90,12 @@ def _hit_rows(sampled: bool = False) -> tuple[tuple[float, ...], ...]:
     return tuple(tuple(row) for row in table.tolist())
 
 
+@cache
+def _hit_columns(sampled: bool, ranks: int) -> np.ndarray:
+    """The first ``ranks`` columns of :func:`_hit_table`, contiguous, for :func:`walk`."""
+    return np.ascontiguousarray(_hit_table(sampled)[:, :ranks])
+
+
 def top_r_hit(alpha: np.ndarray | float, sampled: bool = False) -> np.ndarray:
     """``H(R; α)`` for R = 1..MAX_RANK (last axis), from the table at the nearest 1/_GRID:
     P(the target's token is among the first R candidates) when greedy, P(one of R candidates
@@ -140,8 +146,9 @@ class Tree:
         return max(self.depth)
 
     def children(self) -> np.ndarray:
-        """``[node, rank - 1] -> child`` or -1."""
-        table = np.full((len(self.parent), MAX_RANK), -1, dtype=np.int64)
+        """``[node, rank - 1] -> child`` or -1, one column per sibling rank the tree uses (a
+        rank past the last column has no child: :func:`walk` compares only that many)."""
+        table = np.full((len(self.parent), max(self.rank)), -1, dtype=np.int64)
         for i in range(1, len(self.parent)):
             table[self.parent[i], self.rank[i] - 1] = i
         return table
@@ -224,9 +231,11 @@ def walk(
 ) -> np.ndarray:
     """Accepted depth of one verify step per sequence.
 
-    ``children``: one child table (nodes+1, MAX_RANK) shared by every sequence, or a stack of
-    tables (trees, nodes+1, MAX_RANK) with ``tree_of`` naming each sequence's; ``alpha``: (n, D)
-    acceptance of each sequence's rank-1 candidate at depth 1..D.
+    ``children``: one child table (nodes+1, ranks) shared by every sequence, or a stack of
+    tables (trees, nodes+1, ranks) with ``tree_of`` naming each sequence's; ``alpha``: (n, D)
+    acceptance of each sequence's rank-1 candidate at depth 1..D. A tree has no child past its
+    ``ranks`` columns (at most MAX_RANK), so only that many of the hit table's are compared: the
+    matched rank is the same wherever it has a child.
     """
     n, depth_limit = alpha.shape
     if n <= _SMALL_WALK:
@@ -234,14 +243,15 @@ def walk(
     node = np.zeros(n, dtype=np.int64)
     accepted = np.zeros(n, dtype=np.int64)
     live = np.arange(n)
-    table = _hit_table(sampled)
+    ranks = children.shape[-1]
+    table = _hit_columns(sampled, ranks)
     idx = np.rint(alpha * _GRID).astype(np.int64)
     for d in range(depth_limit):
         if len(live) == 0:
             break
         u = rng.random(len(live))
-        rank = (table[idx[live, d]] <= u[:, None]).sum(axis=1)  # 0-based matched rank
-        inside = rank < MAX_RANK
+        rank = (table[idx[live, d]] <= u[:, None]).sum(axis=1)  # 0-based matched rank, capped
+        inside = rank < ranks
         child = np.full(len(live), -1, dtype=np.int64)
         at, r = live[inside], rank[inside]
         if tree_of is None:
@@ -266,7 +276,7 @@ def _walk_small(
     draws (one ``rng.random(live)`` per depth, live sequences in order), the same table cells
     (``round`` is numpy's ``rint``: halves to even) and the same children, so the same depths."""
     n, depth_limit = alpha.shape
-    rows = _hit_rows(sampled)
+    rows, ranks = _hit_rows(sampled), children.shape[-1]
     idx = [[round(a * _GRID) for a in seq] for seq in alpha.tolist()]
     trees = None if tree_of is None else tree_of.tolist()
     node, accepted = [0] * n, [0] * n
@@ -278,7 +288,7 @@ def _walk_small(
         moved = []
         for s, x in zip(live, u):
             rank = bisect_right(rows[idx[s][d]], x)  # 0-based matched rank
-            if rank >= MAX_RANK:
+            if rank >= ranks:
                 continue
             if trees is None:
                 child = int(children[node[s], rank])
@@ -321,7 +331,7 @@ def tree_plan(
     shape: TreeShape, alpha_mean: np.ndarray, mu: np.ndarray, sampled: bool = False
 ) -> tuple[np.ndarray, bool]:
     """Child tables for a run: one static tree built for the mean α profile, or
-    (TREE_BUCKETS, nodes+1, MAX_RANK) dynamic trees, one per α_1 bucket, each built for the α
+    (TREE_BUCKETS, nodes+1, ranks) dynamic trees, one per α_1 bucket, each built for the α
     profile a sequence with that α_1 has (:func:`profile_at`; ``mu``: the logit means matched
     to ``alpha_mean``, :func:`simspec.engine.acceptance.inversion.mean_matching_logits`)."""
     if not shape.dynamic:
@@ -330,10 +340,10 @@ def tree_plan(
         best_tree(profile_at(mu, b / (TREE_BUCKETS - 1)), shape.nodes, shape.topk).children()
         for b in range(TREE_BUCKETS)
     ]
-    rows = max(len(t) for t in tables)
-    out = np.full((TREE_BUCKETS, rows, MAX_RANK), -1, dtype=np.int64)
+    rows, cols = max(len(t) for t in tables), max(t.shape[1] for t in tables)
+    out = np.full((TREE_BUCKETS, rows, cols), -1, dtype=np.int64)
     for b, t in enumerate(tables):
-        out[b, : len(t)] = t
+        out[b, : len(t), : t.shape[1]] = t
     return out, True
 
 
