@@ -100,6 +100,27 @@ def test_draft_seconds_are_the_draft_costs_total(method):
                 assert spec.draft_s(step) == spec.draft_cost(step).total_s
 
 
+@pytest.mark.parametrize(("method", "tree"), [("eagle1", "static"), ("eagle2", "dynamic")])
+def test_a_trees_draft_seconds_are_its_draft_costs_total(method, tree):
+    """Trees of several widths by depth (the static one once built for the run's α), at
+    each budget the draft may be given."""
+    cfg = MethodConfig(
+        name=method, k=4, tree=tree, tree_nodes=25, tree_topk=6,
+        acceptance=AcceptanceConfig(alpha=0.7),
+    )  # fmt: skip
+    spec = setup_replica(Scenario(method=cfg)).speculator
+    spec.draft_plan(np.array([0.7, 0.6, 0.5, 0.4]), sampled=False)
+    assert spec.step_widths(4).count(1) < 3  # the tree path, not a chain's
+    rng = np.random.default_rng(6)
+    for n in (1, 3, 64):
+        kv = rng.integers(0, 8000, n)
+        last = rng.integers(1, 5, n)
+        for k in (1, 2, 4):
+            for nodes in (None, 12, 25):
+                step = DraftStep(kv, last, float(kv.sum()), k, nodes)
+                assert spec.draft_s(step) == spec.draft_cost(step).total_s
+
+
 def closed(method: MethodConfig, concurrency: int, **workload) -> Scenario:
     wl = {"arrival": "closed", "concurrency": concurrency, "requests": 60, "turnovers": 2,
           "lengths_from": None, "prompt": {"dist": "lognormal", "mean": 300, "cv": 0.5},

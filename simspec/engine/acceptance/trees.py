@@ -286,7 +286,7 @@ def _walk_small(
             break
         u = rng.random(len(live)).tolist()
         moved = []
-        for s, x in zip(live, u):
+        for s, x in zip(live, u, strict=True):
             rank = bisect_right(rows[idx[s][d]], x)  # 0-based matched rank
             if rank >= ranks:
                 continue

@@ -63,9 +63,10 @@ class EagleHead(Speculator):
         return total
 
     def draft_s(self, step: DraftStep) -> float:
-        """:meth:`draft_cost`'s ``total_s`` for a chain on a plain head, as floats: the same
-        sums, the same two forwards and the same K-1 scaling, field by field, with no
-        ``BatchShape`` or ``StepCost`` built (:mod:`~simspec.engine.costmodel.plain`)."""
+        """:meth:`draft_cost`'s ``total_s`` on a plain head, as floats: the same sums, the
+        same forwards and the same K-1 scaling (a chain) or additions depth by depth (a tree),
+        field by field, with no ``BatchShape`` or ``StepCost`` built
+        (:mod:`~simspec.engine.costmodel.plain`)."""
         plain = self._plain
         if plain is False:
             own = type(self)._draft is EagleHead._draft and type(self)._step is EagleHead._step
@@ -73,7 +74,7 @@ class EagleHead(Speculator):
         b, k = len(step.kv_tokens), step.k
         kv, q = step.kv_tokens, step.last_step_tokens
         counts = q.dtype is _INT64 and kv.dtype is _INT64
-        if plain is None or b == 0 or k == 0 or self.tree is not None or not counts:
+        if plain is None or b == 0 or k == 0 or not counts:
             return self.draft_cost(step).total_s
         assert isinstance(plain, PlainForward)
         kv_sum, overhead = step.kv_sum, self.draft_overhead_s
@@ -84,6 +85,18 @@ class EagleHead(Speculator):
         )
         if k == 1:
             g, a, lm, e, c, o = first
+            return g + a + lm + e + c + o
+        widths = None if self.tree is None else self.step_widths(k, step.nodes)
+        if widths is not None and widths.count(1) != len(widths):
+            # a tree: BatchShape.uniform(b, w, kv_sum + b * depth, b * w) at each depth,
+            # added one after another (StepCost.plus)
+            g, a, lm, e, c, o = first
+            for depth, w in enumerate(widths, start=2):
+                if w:
+                    t, kv = b * w, kv_sum + b * depth
+                    p = plain.parts(t, t, b, float(b * w * w), w * kv, kv, overhead, self._fc(t))
+                    g, a, lm = g + p[0], a + p[1], lm + p[2]
+                    e, c, o = e + p[3], c + p[4], o + p[5]
             return g + a + lm + e + c + o
         # steps 2..K: BatchShape.uniform(b, 1, mean context, b), added K-1 times (StepCost.plus)
         mean_kv = kv_sum + b * k / 2.0
