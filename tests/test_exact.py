@@ -302,6 +302,20 @@ def test_sample_accept_counts_draws_one_block_of_uniforms():
     assert counts.dtype == np.int64
 
 
+def test_one_sequence_is_counted_as_a_batch_of_it():
+    """accept_prefix counts a single sequence in Python: the same counts and draws as the
+    array form, edges (0, 1, K = 0) included."""
+    rows = [np.random.default_rng(s).random(K) for s in range(200)]
+    rows += [np.ones(K), np.zeros(K), np.array([1.0, 0.0, 1.0, 1.0, 1.0])[:K]]
+    for seed, row in enumerate(rows):
+        one, many = np.random.default_rng(seed), np.random.default_rng(seed)
+        single = exact.accept_prefix(row[None, :], one)
+        u = many.random((1, K))
+        assert single.tolist() == [int(np.cumprod(u < row[None, :], axis=1).sum())]
+        assert single.dtype == np.int64 and one.random() == many.random()
+    assert exact.accept_prefix(np.empty((1, 0)), np.random.default_rng(0)).tolist() == [0]
+
+
 # --------------------------------------------------------------------------
 # 4. expected tokens per step
 # --------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from scipy.special import expit
 
 from simspec.catalog.traces import AcceptanceTrace, load_trace
 from simspec.config import AcceptanceConfig
-from simspec.engine.acceptance.exact import sample_accept_counts
+from simspec.engine.acceptance.exact import accept_prefix
 from simspec.engine.acceptance.inversion import alpha_profile, mean_matching_logits
 from simspec.engine.acceptance.trees import DraftTree, bucket_of, walk
 from simspec.engine.lookup.proposers import LookupProposer, ReplayTable, replay_table
@@ -86,7 +86,7 @@ class ParametricAcceptance:
     def accept_counts(
         self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
     ) -> np.ndarray:
-        return sample_accept_counts(self.alphas(rids, k), self.rng)
+        return accept_prefix(self.alphas(rids, k), self.rng)
 
 
 class TreeAcceptance:
