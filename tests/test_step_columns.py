@@ -177,6 +177,9 @@ SCENARIOS = {
 }
 
 
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
 def _no_carry(self: Replica, step):
     """Accept as before the carry: every step gathers its columns from the request table."""
     out = Replica_accept(self, step)
@@ -195,6 +198,8 @@ def test_a_run_is_the_same_with_and_without_carried_columns_and_plain_forwards(n
         m.setattr(Replica, "_accept", _no_carry)
         m.setattr(Scheduler, "decoded", lambda self, rids, computed: None)
         m.setattr(RooflineCostModel, "plain", lambda self, model, layers=None: None)
+        # Scheduler._schedule_general's loop from the first running request on
+        m.setattr(Scheduler, "_fitting_head", lambda self: (0, self.max_tokens, _EMPTY, [], []))
         general = simulate(sc)
     if name == "preempting":
         assert fast.requests["preemptions"].sum() > 0

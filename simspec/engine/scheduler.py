@@ -417,12 +417,9 @@ class Scheduler:
 
     def _schedule_general(self) -> ScheduledBatch:
         r = self.requests
-        budget = self.max_tokens
+        i, budget, head, prefill, chunks = self._fitting_head()
         decode: list[int] = []
-        prefill: list[int] = []
-        chunks: list[int] = []
         preempted = False
-        i = 0
         while i < len(self.running) and budget > 0:
             rid = self.running[i]
             decoding = bool(r.decoding[rid])
@@ -449,11 +446,47 @@ class Scheduler:
         if not preempted and not self.prefill_first:
             self._admit(budget, prefill, chunks)
         decode_ids = np.array(decode, dtype=np.int64)
+        if len(head):
+            decode_ids = np.concatenate([head, decode_ids]) if decode else head
         return ScheduledBatch(
             decode_ids,
             np.array(prefill, dtype=np.int64),
             np.array(chunks, dtype=np.int64),
             r.computed[decode_ids],
+        )
+
+    def _fitting_head(self) -> tuple[int, int, np.ndarray, list[int], list[int]]:
+        """The leading running requests :meth:`_schedule_general`'s loop would give their
+        whole ask (decode, or the rest of the prompt) without preempting anyone, scheduled
+        at once: their asks summed within the budget, their new blocks within the free
+        ones (every partial sum then is too, so no request on the way would have found its
+        blocks short). Returns where the loop goes on, the budget left, and the head's
+        decoding ids, prefilling ids and chunks, in running order."""
+        r, n_run = self.requests, len(self.running)
+        if n_run == 0:
+            return 0, self.max_tokens, _EMPTY, [], []
+        rids = self._running_array()
+        decoding, computed = r.decoding[rids], r.computed[rids]
+        ask = np.where(decoding, 1 + self.reserved_draft_slots, r.num_tokens(rids) - computed)
+        fits = int(np.searchsorted(np.cumsum(ask), self.max_tokens, side="right"))
+        if fits == 0:
+            return 0, self.max_tokens, _EMPTY, [], []
+        rids, decoding, ask = rids[:fits], decoding[:fits], ask[:fits]
+        extra = np.maximum(-(-(computed[:fits] + ask) // self.block_size) - r.blocks[rids], 0)
+        taken = np.cumsum(extra)
+        fits = int(np.searchsorted(taken, self.pool.free, side="right"))
+        if fits == 0:
+            return 0, self.max_tokens, _EMPTY, [], []
+        rids, decoding, ask, extra = rids[:fits], decoding[:fits], ask[:fits], extra[:fits]
+        self._take(int(taken[fits - 1]))
+        r.blocks[rids] += extra
+        prefilling = ~decoding
+        return (
+            fits,
+            self.max_tokens - int(ask.sum()),
+            rids[decoding],
+            rids[prefilling].tolist(),
+            ask[prefilling].tolist(),
         )
 
     def _admit(self, budget: int, prefill: list[int], chunks: list[int]) -> None:
