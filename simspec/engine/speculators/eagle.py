@@ -93,8 +93,8 @@ class EagleHead(Speculator):
             g, a, lm, e, c, o = first
             for depth, w in enumerate(widths, start=2):
                 if w:
-                    t, kv = b * w, kv_sum + b * depth
-                    p = plain.parts(t, t, b, float(b * w * w), w * kv, kv, overhead, self._fc(t))
+                    t, ctx = b * w, kv_sum + b * depth
+                    p = plain.parts(t, t, b, float(b * w * w), w * ctx, ctx, overhead, self._fc(t))
                     g, a, lm = g + p[0], a + p[1], lm + p[2]
                     e, c, o = e + p[3], c + p[4], o + p[5]
             return g + a + lm + e + c + o
