@@ -146,9 +146,10 @@ class Tree:
         return max(self.depth)
 
     def children(self) -> np.ndarray:
-        """``[node, rank - 1] -> child`` or -1, one column per sibling rank the tree uses (a
-        rank past the last column has no child: :func:`walk` compares only that many)."""
-        table = np.full((len(self.parent), max(self.rank)), -1, dtype=np.int64)
+        """``[node, rank - 1] -> child`` or -1: one column per sibling rank the tree uses and
+        one more, all -1, where every rank past them lands (:func:`walk` compares only the
+        tree's own ranks)."""
+        table = np.full((len(self.parent), max(self.rank) + 1), -1, dtype=np.int64)
         for i in range(1, len(self.parent)):
             table[self.parent[i], self.rank[i] - 1] = i
         return table
@@ -231,37 +232,34 @@ def walk(
 ) -> np.ndarray:
     """Accepted depth of one verify step per sequence.
 
-    ``children``: one child table (nodes+1, ranks) shared by every sequence, or a stack of
-    tables (trees, nodes+1, ranks) with ``tree_of`` naming each sequence's; ``alpha``: (n, D)
-    acceptance of each sequence's rank-1 candidate at depth 1..D. A tree has no child past its
-    ``ranks`` columns (at most MAX_RANK), so only that many of the hit table's are compared: the
-    matched rank is the same wherever it has a child.
+    ``children``: one child table (nodes+1, ranks+1) shared by every sequence, or a stack of
+    tables (trees, nodes+1, ranks+1) with ``tree_of`` naming each sequence's, whose last
+    column is all -1 (:meth:`Tree.children`); ``alpha``: (n, D) acceptance of each sequence's
+    rank-1 candidate at depth 1..D. A tree has no child past its ``ranks`` ranks (at most
+    MAX_RANK), so only that many of the hit table's columns are compared: the matched rank is
+    the same wherever it has a child, and ``ranks`` (the -1 column) wherever it has none.
     """
     n, depth_limit = alpha.shape
     if n <= _SMALL_WALK:
         return _walk_small(children, alpha, rng, tree_of, sampled)
-    node = np.zeros(n, dtype=np.int64)
-    accepted = np.zeros(n, dtype=np.int64)
-    live = np.arange(n)
-    ranks = children.shape[-1]
+    ranks = children.shape[-1] - 1
     table = _hit_columns(sampled, ranks)
-    idx = np.rint(alpha * _GRID).astype(np.int64)
+    by_depth = np.rint(alpha.T * _GRID).astype(np.int64)  # table rows, one array per depth
+    accepted = np.zeros(n, dtype=np.int64)
+    live = np.arange(n)  # the sequences still walking, in order, and the node each is at
+    node = np.zeros(n, dtype=np.int64)
+    trees = tree_of
     for d in range(depth_limit):
+        u = rng.random(len(live))
+        rank = (table[by_depth[d][live]] <= u[:, None]).sum(axis=1)  # 0-based, capped
+        child = children[node, rank] if trees is None else children[trees, node, rank]
+        moved = child >= 0
+        live, node = live[moved], child[moved]
         if len(live) == 0:
             break
-        u = rng.random(len(live))
-        rank = (table[idx[live, d]] <= u[:, None]).sum(axis=1)  # 0-based matched rank, capped
-        inside = rank < ranks
-        child = np.full(len(live), -1, dtype=np.int64)
-        at, r = live[inside], rank[inside]
-        if tree_of is None:
-            child[inside] = children[node[at], r]
-        else:
-            child[inside] = children[tree_of[at], node[at], r]
-        moved = child >= 0
-        live = live[moved]
-        node[live] = child[moved]
-        accepted[live] += 1
+        if trees is not None:
+            trees = trees[moved]
+        accepted[live] = d + 1
     return accepted
 
 
@@ -276,7 +274,7 @@ def _walk_small(
     draws (one ``rng.random(live)`` per depth, live sequences in order), the same table cells
     (``round`` is numpy's ``rint``: halves to even) and the same children, so the same depths."""
     n, depth_limit = alpha.shape
-    rows, ranks = _hit_rows(sampled), children.shape[-1]
+    rows, ranks = _hit_rows(sampled), children.shape[-1] - 1
     idx = [[round(a * _GRID) for a in seq] for seq in alpha.tolist()]
     trees = None if tree_of is None else tree_of.tolist()
     node, accepted = [0] * n, [0] * n
@@ -331,7 +329,7 @@ def tree_plan(
     shape: TreeShape, alpha_mean: np.ndarray, mu: np.ndarray, sampled: bool = False
 ) -> tuple[np.ndarray, bool]:
     """Child tables for a run: one static tree built for the mean α profile, or
-    (TREE_BUCKETS, nodes+1, ranks) dynamic trees, one per α_1 bucket, each built for the α
+    (TREE_BUCKETS, nodes+1, ranks+1) dynamic trees, one per α_1 bucket, each built for the α
     profile a sequence with that α_1 has (:func:`profile_at`; ``mu``: the logit means matched
     to ``alpha_mean``, :func:`simspec.engine.acceptance.inversion.mean_matching_logits`)."""
     if not shape.dynamic:
