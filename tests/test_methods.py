@@ -294,6 +294,23 @@ def test_rank_curves_are_monotone_and_start_at_alpha():
     assert top_r_hit(0.7)[0] == pytest.approx(0.7, abs=1e-3)
 
 
+def test_rank_curves_rank_the_targets_token_as_a_sort_would():
+    """rank_curves counts the candidates the draft scores higher; sorting them (what it did
+    before) gives the same table, bit for bit."""
+    from simspec.engine.acceptance import trees
+
+    rng = np.random.default_rng(20241129)
+    target = rng.standard_normal((trees._CONTEXTS, trees.CANDIDATES))
+    noise = rng.standard_normal((trees._CONTEXTS, trees.CANDIDATES))
+    best = np.argmax(target, axis=1)
+    rows = []
+    for sigma in trees._NOISE:
+        order = np.argsort(-(target + sigma * noise), axis=1)[:, : trees.MAX_RANK]
+        rows.append(np.cumsum(order == best[:, None], axis=1).mean(axis=0))
+    h = np.maximum.accumulate(np.maximum.accumulate(np.array(rows)[::-1], axis=0), axis=1)
+    assert np.array_equal(rank_curves()[1], h)
+
+
 def test_tree_walk_matches_the_expected_accepted_length():
     profile = np.array([0.8, 0.7, 0.6, 0.5])
     rng = np.random.default_rng(0)

@@ -44,17 +44,21 @@ TREE_BUCKETS = 41  # dynamic trees are precomputed for α_1 = 0, 1/40, ..., 1
 def rank_curves() -> tuple[np.ndarray, np.ndarray]:
     """``(alpha, H)``: α ascending over the noise grid and ``H[:, R-1] = P(target in top R)``.
 
-    Monte Carlo with a fixed seed, so the same numbers every run (~0.3 s, once per process).
+    Monte Carlo with a fixed seed, so the same numbers every run (~0.1 s, once per process).
     """
     rng = np.random.default_rng(20241129)
     target = rng.standard_normal((_CONTEXTS, CANDIDATES))
     noise = rng.standard_normal((_CONTEXTS, CANDIDATES))
     best = np.argmax(target, axis=1)
+    contexts = np.arange(_CONTEXTS)
     rows = []
     for sigma in _NOISE:
         draft = target + sigma * noise
-        order = np.argsort(-draft, axis=1)[:, :MAX_RANK]
-        rows.append(np.cumsum(order == best[:, None], axis=1).mean(axis=0))
+        # the target's token's 0-based rank among the draft's candidates: how many the draft
+        # scores higher (a sort's position of it, without the sort: ties have measure zero)
+        rank = (draft > draft[contexts, best][:, None]).sum(axis=1)
+        hits = np.bincount(rank, minlength=CANDIDATES)[:MAX_RANK]
+        rows.append(np.cumsum(hits) / _CONTEXTS)
     h = np.array(rows)[::-1]  # ascending alpha
     # monotone in alpha despite Monte Carlo noise, and H(R) >= alpha for every R
     h = np.maximum.accumulate(h, axis=0)
