@@ -244,7 +244,9 @@ class Scheduler:
         ``computed`` tokens in KV: the same blocks taken and the same SGLang ratio step, with
         no batch built. Returns the blocks each holds now, or None (nothing done) when they
         are not free: then :meth:`schedule` must run, which preempts."""
-        new_held = np.maximum(self._blocks_for(computed + 1 + self.reserved_draft_slots), held)
+        # ceil((computed + ask) / size) as one floor division, as _schedule_running_at_once
+        up = self.reserved_draft_slots + self.block_size  # the ask (1 + slots) + size - 1
+        new_held = np.maximum((computed + up) // self.block_size, held)
         return new_held if self._take_for_decode(self.requests.total(new_held - held)) else None
 
     def _take_for_decode(self, blocks: int) -> bool:
