@@ -185,6 +185,7 @@ VLLM_KEYS = [
     "speculative_token_tree",
     "disable_by_batch_size",
     "prompt_lookup_max",
+    "draft_tensor_parallel_size",
 ]
 
 

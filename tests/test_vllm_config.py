@@ -95,6 +95,9 @@ def test_vllm_configs_map_onto_methods(cfg, expected):
             "speculative_token_tree",
         ),
         ({"method": "ngram", "disable_by_batch_size": True}, "disable_by_batch_size"),
+        # a target at tp=1 (to_method's default) with its draft on two GPUs
+        ({"method": "eagle3", "draft_tensor_parallel_size": 2}, "draft_tensor_parallel_size"),
+        ({"method": "eagle3", "draft_tensor_parallel_size": 0}, "draft_tensor_parallel_size"),
     ],
 )
 def test_bad_vllm_configs_name_the_key(cfg, field):
@@ -161,3 +164,17 @@ def test_the_method_map_reads_both_ways():
 def test_a_schedule_without_num_speculative_tokens_builds_for_its_longest_draft():
     out = to_method({"method": "eagle3", "num_speculative_tokens_per_batch_size": [[1, 8, 4]]})
     assert out["k"] == 4
+
+
+def test_a_draft_at_another_tensor_parallelism_is_refused_not_run_at_the_targets():
+    """vLLM takes draft_tensor_parallel_size 1 or the target's; simspec prices drafts at the
+    target's, so a different one is an error naming the key, and the target's own is fine."""
+    mtp = {"method": "deepseek_mtp", "num_speculative_tokens": 1}
+    assert to_method({**mtp, "draft_tensor_parallel_size": 8}, tp=8) == {"name": "mtp", "k": 1}
+    with pytest.raises(InputError, match="tp=8"):
+        to_method({**mtp, "draft_tensor_parallel_size": 1}, tp=8)
+    cfg = json.dumps({**mtp, "draft_tensor_parallel_size": 1})
+    args = ["sweep", "--model", "deepseek-v3", "--gpu", "h200", "--tp", "8"]
+    result = CliRunner().invoke(app, [*args, "--speculative-config", cfg, "--quiet"])
+    assert result.exit_code == 2
+    assert "speculative_config.draft_tensor_parallel_size" in result.output

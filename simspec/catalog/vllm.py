@@ -43,7 +43,6 @@ IGNORED = {
     "max_model_len": "context limit of the draft",
     "revision": "weights revision",
     "code_revision": "code revision",
-    "draft_tensor_parallel_size": "drafts run at the target's tensor parallelism",
     "disable_logprobs": "logging",
     "disable_log_stats": "logging",
     "enforce_eager": "CUDA graphs are an engine-profile matter",
@@ -58,6 +57,7 @@ SUFFIX_KEYS = (
 )
 USED = (
     "method",
+    "draft_tensor_parallel_size",
     "num_speculative_tokens",
     "num_speculative_tokens_per_batch_size",
     "disable_by_batch_size",
@@ -93,13 +93,23 @@ def read_speculative_config(text: str) -> dict[str, Any]:
     return data
 
 
-def to_method(cfg: dict[str, Any]) -> dict[str, Any]:
-    """MethodConfig fields for a vLLM speculative_config (acceptance is left to presets)."""
+def to_method(cfg: dict[str, Any], tp: int = 1) -> dict[str, Any]:
+    """MethodConfig fields for a vLLM speculative_config (acceptance is left to presets) of
+    a target served at tensor parallelism ``tp``."""
     unknown = sorted(set(cfg) - set(IGNORED) - set(USED))
     if unknown:
         raise InputError(
             f"speculative_config.{unknown[0]}",
             f"unknown key; simspec understands {', '.join(USED + tuple(IGNORED))}",
+        )
+    draft_tp = cfg.get("draft_tensor_parallel_size")
+    if draft_tp is not None and _int(draft_tp, "draft_tensor_parallel_size", 1, 64) != tp:
+        # vLLM takes 1 or the target's (SpeculativeConfig._verify_and_get_draft_tp); a draft
+        # on one GPU beside a sharded target is a layout simspec does not price
+        raise InputError(
+            "speculative_config.draft_tensor_parallel_size",
+            f"simspec runs the draft at the target's tensor parallelism (tp={tp}); a draft "
+            f"at {draft_tp} is not modelled: leave it out or set it to {tp}",
         )
     method = cfg.get("method")
     if method is None:

@@ -230,12 +230,13 @@ class MethodFlags:
                 "is the draft of the draft_model method, which is not among the methods",
             )
 
-    def vllm_method(self, target: str, dataset: str) -> dict[str, Any]:
-        """The vLLM --speculative-config as one simspec method: the method's preset for
-        ``dataset``, then the config's own fields on top."""
+    def vllm_method(self, target: str, dataset: str, tp: int = 1) -> dict[str, Any]:
+        """The vLLM --speculative-config as one simspec method for a target at tensor
+        parallelism ``tp``: the method's preset for ``dataset``, then the config's own fields
+        on top."""
         from simspec.catalog.vllm import read_speculative_config, to_method
 
-        fields = to_method(read_speculative_config(self.speculative_config or ""))
+        fields = to_method(read_speculative_config(self.speculative_config or ""), tp)
         if isinstance(fields.get("draft_model"), str):  # vLLM's "model": an id of a preset
             fields["draft_model"] = preset_id(fields["draft_model"])
         draft = self.draft or fields.get("draft_model")
@@ -266,7 +267,9 @@ class MethodFlags:
         if self.speculative_config:
             if names is not None:
                 raise InputError(flag, "give it or --speculative-config, not both")
-            methods: list[Any] = [AUTOREGRESSIVE, self.vllm_method(target, dataset)]
+            tp = data.get("tp", 1)
+            tp = tp if isinstance(tp, int) else 1  # a bad tp is the scenario's to refuse
+            methods: list[Any] = [AUTOREGRESSIVE, self.vllm_method(target, dataset, tp)]
         elif names is None and from_file is not None:
             methods = from_file
         else:
