@@ -222,3 +222,17 @@ def test_the_serve_commands_stated_limits_and_expert_parallelism_are_kept():
     assert plan.scenario.ep == 8
     dense = plan_case({**ROW, "tp": "2", "notes": "--enable-expert-parallel"})
     assert dense.scenario.ep == 1  # no experts to spread
+
+
+def test_a_draft_at_another_tensor_parallelism_than_the_targets_is_refused():
+    """vLLM PR #12755 ran its MTP module at TP=1 beside a TP=8 target: a layout simspec does
+    not price, so its speculative rows are refused; its plain rows, and a draft at the
+    target's own TP, run."""
+    row = {**ROW, "target_model": "deepseek-r1", "gpu": "h200", "tp": "8", "load": "1"}
+    notes = "TP=8 from the PR's serve command; draft (MTP module) TP=1; tau not stated"
+    mtp = {**row, "method": "mtp", "k": "1", "notes": notes}
+    with pytest.raises(Skip, match="draft ran at TP=1 beside the target's TP=8"):
+        plan_case({**mtp, "metric": "speedup", "baseline": "same-engine-no-spec"})
+    assert plan_case({**row, "notes": notes}).scenario.tp == 8  # plain decoding runs
+    same = {**mtp, "notes": notes.replace("TP=1", "TP=8")}
+    assert plan_case({**same, "measured_tau": "1.8"}).scenario.method.name == "mtp"

@@ -69,6 +69,7 @@ from simspec.studies.validation.setups import (
     serve_prefix_caching,
     trtllm_serving,
     unmodelled_attention,
+    unmodelled_draft_tp,
     unmodelled_serving,
     unmodelled_target,
 )
@@ -185,6 +186,8 @@ def plan_case(
         else:  # a serving engine spreads one replica over a node's GPUs by tensor parallelism
             tp = gpus
             assumptions.append(f"TP not stated: tp={gpus}, the row's {gpus} GPUs")
+    if why := unmodelled_draft_tp(notes, tp, method):
+        raise Skip(why)
     temperature = number(get("temperature"))
     if temperature is None:
         temperature = 0.0

@@ -208,6 +208,24 @@ def unmodelled_serving(notes: str) -> str | None:
     return None
 
 
+_DRAFT_TP = re.compile(r"draft\b[^;,]{0,20}?\bTP\s*=\s*(\d+)", re.IGNORECASE)
+
+
+def unmodelled_draft_tp(notes: str, tp: int, method: str) -> str | None:
+    """Why a speculative row's draft layout is not one simspec prices, or None: the notes
+    say the draft ran at a tensor parallelism other than the target's (vLLM takes
+    ``draft_tensor_parallel_size`` 1 or the target's; simspec, like its --speculative-config,
+    runs drafts at the target's)."""
+    found = _DRAFT_TP.search(notes)
+    if method == "autoregressive" or found is None or int(found.group(1)) == tp:
+        return None
+    return (
+        f"the draft ran at TP={found.group(1)} beside the target's TP={tp} (the notes): simspec "
+        "runs a draft at the target's tensor parallelism and does not price a draft on fewer "
+        "GPUs (its weights on one GPU, its inputs gathered to it)"
+    )
+
+
 def unmodelled_attention(notes: str, engine: str, arch: str, mla: bool) -> str | None:
     """Why a row's attention backend is not one simspec prices, or None: an SGLang serve
     command that names a backend other than SGLang's default on the GPU (simspec's attention
