@@ -470,7 +470,16 @@ class Scheduler:
         rids = self._running_array()
         decoding, computed = r.decoding[rids], r.computed[rids]
         ask = np.where(decoding, 1 + self.reserved_draft_slots, r.num_tokens(rids) - computed)
-        fits = int(np.searchsorted(np.cumsum(ask), self.max_tokens, side="right"))
+        # the loop gives a request its ask while the budget before it is positive and the
+        # ask fits what is left: cumulative asks up to the budget, and none past the first
+        # that reaches it (a zero ask there would find the budget spent)
+        asked = np.cumsum(ask)
+        fits = int(
+            min(
+                np.searchsorted(asked, self.max_tokens, side="right"),
+                np.searchsorted(asked, self.max_tokens, side="left") + 1,
+            )
+        )
         if fits == 0:
             return 0, self.max_tokens, _EMPTY, [], []
         rids, decoding, ask = rids[:fits], decoding[:fits], ask[:fits]
