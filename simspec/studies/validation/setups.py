@@ -1,6 +1,7 @@
 """What a case row's free-text cells say about its target and serving setup, read by fixed
 rules: the weights' precision (``notes``), a target simspec cannot model (``other``, hybrid
-linear attention), serving simspec does not simulate (prefill/decode disaggregation), and a
+linear attention), serving simspec does not simulate (prefill/decode disaggregation, a draft at
+another tensor parallelism than the target's), and a
 baseline run on another engine or precision (``other: vLLM 0.11.0 BF16 no-spec``).
 
 Each rule returns what it found or a reason that names the real limit; it never guesses a
