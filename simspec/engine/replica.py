@@ -297,7 +297,7 @@ class Replica:
         """:meth:`_decode_alone` for a batch of several sequences (:meth:`Scheduler.steady`:
         every running request decodes and nobody waits, as in a closed loop between a
         departure and the next arrival), until one finishes or blocks are short: the batch's
-        columns (tokens in KV, blocks held, generated, remaining, the last step's tokens and
+        columns (tokens in KV, blocks held, generated, the last step's tokens and
         the spec counters) are the loop's own arrays, written back to the request table when
         it leaves, and the general step's calls are made with the same values. A lookup
         replayed with each sequence verifying what it proposed costs its ragged verify as the
@@ -314,14 +314,13 @@ class Replica:
         ragged = proposals is not None and self._ragged
         overhead, record, log, total = self._spec_overhead, _new_record, self.log, r.total
         computed, held, generated = r.computed[ids], r.blocks[ids], r.generated[ids]
-        remaining = r.output_len[ids] - generated
+        first, output_len = generated, r.output_len[ids]  # what each had, and its end
         last = r.last_step_tokens[ids]
         context_sum = float(total(computed))
         last_sum: int | None = None
         ones = self._ones[:n]  # never written through
         tokens, logits, sum_q_sq = n * width, n * width, float(n * width * width)
         iterations = steps = 0
-        emitted_sum = np.zeros(n, dtype=np.int64)
         self._carry = None  # the columns live here until written back
         out: np.ndarray | None = None
         while out is None:
@@ -352,24 +351,21 @@ class Replica:
             if k:
                 assert acceptance is not None
                 step_tokens = acceptance.accept_counts(ids, generated, k, nodes) + 1
-                finishing = step_tokens >= remaining
-                if np.count_nonzero(finishing):
-                    out = finishing
-                    emitted = np.minimum(step_tokens, remaining)
-                else:
-                    emitted = step_tokens
                 last = step_tokens
                 steps += 1
-                emitted_sum = emitted_sum + emitted
-                made = total(emitted)
             else:
-                step_tokens = emitted = ones
-                finishing = emitted >= remaining
-                if np.count_nonzero(finishing):
-                    out = finishing
-                made = n
+                step_tokens = ones
+            # a step emits its tokens, cut at each one's output length (where it finishes)
+            reached = generated + step_tokens
+            finishing = reached >= output_len
+            if np.count_nonzero(finishing):
+                out = finishing
+                emitted = np.minimum(step_tokens, output_len - generated)
+                generated = generated + emitted
+            else:
+                emitted, generated = step_tokens, reached
+            made = total(emitted) if k else n
             computed = computed + step_tokens
-            generated = generated + emitted
             no_proposal = 0 if proposed is None else n - int(np.count_nonzero(proposed))
             row = (
                 start, clock.now - start, n, 0, tokens, made, made if k else 0, n if k else 0,
@@ -378,14 +374,13 @@ class Replica:
             if out is not None:  # the step's columns are the table's before it is recorded
                 break
             log.record(record(IterationRecord, row))
-            remaining = remaining - emitted
             context_sum, last_sum = context_sum + made, made
         if not iterations:
             return 0
         r.computed[ids], r.blocks[ids], r.generated[ids] = computed, held, generated
         if k:
             r.last_step_tokens[ids] = last
-            r.add_spec_steps(ids, steps, emitted_sum - steps)
+            r.add_spec_steps(ids, steps, generated - first - steps)  # emitted minus bonus
         if out is not None:
             log.record(record(IterationRecord, row))
             self._finish(ids[out], _NO_IDS)

@@ -464,8 +464,8 @@ class Scheduler:
         ones (every partial sum then is too, so no request on the way would have found its
         blocks short). Returns where the loop goes on, the budget left, and the head's
         decoding ids, prefilling ids and chunks, in running order."""
-        r, n_run = self.requests, len(self.running)
-        if n_run == 0:
+        r = self.requests
+        if not self.running:
             return 0, self.max_tokens, _EMPTY, [], []
         rids = self._running_array()
         decoding, computed = r.decoding[rids], r.computed[rids]
@@ -483,7 +483,7 @@ class Scheduler:
         if fits == 0:
             return 0, self.max_tokens, _EMPTY, [], []
         rids, decoding, ask = rids[:fits], decoding[:fits], ask[:fits]
-        extra = np.maximum(-(-(computed[:fits] + ask) // self.block_size) - r.blocks[rids], 0)
+        extra = np.maximum(self._blocks_for(computed[:fits] + ask) - r.blocks[rids], 0)
         taken = np.cumsum(extra)
         fits = int(np.searchsorted(taken, self.pool.free, side="right"))
         if fits == 0:
