@@ -236,3 +236,22 @@ def test_a_draft_at_another_tensor_parallelism_than_the_targets_is_refused():
     assert plan_case({**row, "notes": notes}).scenario.tp == 8  # plain decoding runs
     same = {**mtp, "notes": notes.replace("TP=1", "TP=8")}
     assert plan_case({**same, "measured_tau": "1.8"}).scenario.method.name == "mtp"
+
+
+def test_a_lookup_drafter_needs_acceptance_of_its_datasets_own_domain():
+    """An n-gram or suffix drafter proposes from the text itself, so a row whose dataset's
+    domain has no packaged acceptance of its own (or no domain at all) is refused, where a model
+    drafter's row falls back to chat, saying so. A code-editing dataset reads as code."""
+    row = {**ROW, "metric": "speedup", "baseline": "same-engine-no-spec", "k": "3"}
+    for method in ("ngram", "suffix"):
+        with pytest.raises(Skip, match=f"{method} proposes from the text itself"):
+            plan_case({**row, "method": method, "dataset": "some-new-bench"})
+        with pytest.raises(Skip, match="no acceptance of the overall domain of 'spec-bench'"):
+            plan_case({**row, "method": method, "dataset": "spec-bench"})
+        edits = plan_case({**row, "method": method, "dataset": "blazedit"})
+        assert edits.scenario.method.acceptance.tokens == "instructcoder"
+        # a measured tau is the row's own acceptance: no streams are needed
+        tau = plan_case({**row, "method": method, "dataset": "spec-bench", "measured_tau": "1.4"})
+        assert tau.scenario.method.acceptance.tau == 1.4
+    eagle = plan_case({**row, "method": "eagle3", "dataset": "some-new-bench"})
+    assert any("no preset domain: chat assumed" in a for a in eagle.assumptions)

@@ -28,6 +28,16 @@ DATASET_DOMAIN = {
     "xsum": "summarisation",
     "mixed": "overall",
     "spec-bench-overall": "overall",
+    # Spec-Bench (Xia et al., "Unlocking Efficiency in LLM Inference: A Comprehensive Survey of
+    # Speculative Decoding", ACL Findings 2024): six subtasks (multi-turn chat, translation,
+    # summarisation, QA, maths, RAG), one mixed suite
+    "spec-bench": "overall",
+    # code editing: vLLM's benchmark datasets (vllm/benchmarks/datasets.py) read BlazEdit
+    # (vdaita/edit_5k_char, ise-uiuc/blazedit: a file and an edit instruction, the whole edited
+    # file out) as InstructCoder (likaixin/InstructCoder: code, an edit instruction, the edited
+    # code) is read; SWE-bench (Jimenez et al., ICLR 2024) asks for a patch to a repository
+    "blazedit": "code",
+    "swe-bench": "code",
 }
 TRACE_DATASETS = ("sharegpt", "instructcoder", "gsm8k", "cnn")
 DEFAULT_K = 3
@@ -329,6 +339,14 @@ def preset_acceptance(
     return AcceptanceConfig(
         tau=float(preset["tau"]), spread=spread, source=source, **tau_measured_with(cfg, cfg["k"])
     )
+
+
+def has_domain_preset(name: str, domain: str) -> bool:
+    """Whether ``name`` has a packaged acceptance of ``domain`` itself (token streams of that
+    domain to replay, or a published τ on it), not a fallback to another domain's. A lookup
+    drafter (TOKEN_REPLAYED) proposes from the text itself, so for it another domain's is no
+    stand-in: chat outputs repeat their prompt far less than edited code does."""
+    return domain in ((method_presets().get(name) or {}).get("presets") or {})
 
 
 def _exact_preset(
