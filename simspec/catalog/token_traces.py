@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import numpy as np
@@ -49,8 +50,13 @@ class TokenTrace:
         return np.array([len(o) for o in self.outputs], dtype=np.int64)
 
 
-def _packaged_root():
+def _packaged_root() -> Traversable:
     return resources.files("simspec").joinpath("data", "traces", PACKAGED_DIR, "tokens")
+
+
+def token_trace_file(ref: str) -> Traversable:
+    """The packaged token file of dataset ``ref``."""
+    return _packaged_root().joinpath(ref + _SUFFIX)
 
 
 def packaged_token_traces() -> list[str]:
@@ -78,7 +84,7 @@ def is_token_trace_file(ref: str) -> bool:
 def _read(ref: str, field: str) -> tuple[str, bytes]:
     """(display name, raw JSONL bytes) of a packaged dataset name or a path."""
     if ref in packaged_token_traces():
-        data = _packaged_root().joinpath(ref + _SUFFIX).read_bytes()
+        data = token_trace_file(ref).read_bytes()
         return f"{PACKAGED_DIR}/tokens/{ref}", gzip.decompress(data)
     path = Path(ref)
     if not os.path.lexists(ref):  # os.path: a too-long name is just not there

@@ -89,7 +89,13 @@ class ReplayTable:
 
 @lru_cache(maxsize=32)
 def replay_table(trace_ref: str, proposer: LookupProposer, k: int) -> ReplayTable:
-    """The replay of every request of the token trace ``trace_ref`` at draft length ``k``."""
+    """The replay of every request of the token trace ``trace_ref`` at draft length ``k``: the
+    stored one where the package holds it (:mod:`simspec.engine.lookup.packaged`)."""
+    from simspec.engine.lookup.packaged import load  # it imports this module
+
+    stored = load(trace_ref, proposer, k)
+    if stored is not None:
+        return stored
     return ReplayTable.of(proposer.replay(load_token_trace(trace_ref), k))
 
 
