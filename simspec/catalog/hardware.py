@@ -289,6 +289,14 @@ def load_gpu(gpu_id: str) -> GpuSpec:
     return GpuSpec(id=gpu_id, **table[gpu_id])
 
 
+@functools.cache
+def _packaged_profile(ref: str) -> dict[str, Any]:
+    """A packaged profile's YAML, parsed once per process (every run of a study builds its
+    cost model from it: ~9 ms a parse). The profile built from it is frozen."""
+    raw: dict[str, Any] = yaml.safe_load(packaged_text("profiles", f"{ref}.yaml"))
+    return raw
+
+
 def load_profile(ref: str) -> HardwareProfile:
     """The packaged profile of a GPU id, or a profile YAML file given by path."""
     path = Path(ref)
@@ -298,7 +306,7 @@ def load_profile(ref: str) -> HardwareProfile:
         raw = parse_json_or_yaml(text, path, "profile")
     else:
         try:
-            raw = yaml.safe_load(packaged_text("profiles", f"{ref}.yaml"))
+            raw = _packaged_profile(ref)
         except (OSError, ValueError):  # no such packaged file, or a name no file can have
             raise InputError("profile", f"no hardware profile {shown(ref)}") from None
     try:
