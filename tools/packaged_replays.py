@@ -27,8 +27,9 @@ from simspec.engine.lookup.proposers import LookupProposer, ReplayTable  # noqa:
 FOLDER = ROOT / "simspec" / "data" / "traces" / PACKAGED_DIR / "replays"
 
 
-def fresh(trace: str, proposer: LookupProposer, k: int) -> ReplayTable:
-    return ReplayTable.of(proposer.replay(load_token_trace(trace), k))
+def fresh(trace: str, proposer: packaged.Key, k: int) -> ReplayTable:
+    kind, params, padded = proposer
+    return ReplayTable.of(LookupProposer(kind, params, padded).replay(load_token_trace(trace), k))
 
 
 def same(a: ReplayTable, b: ReplayTable) -> bool:

@@ -47,9 +47,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
-from simspec.catalog.tables import packaged_text, parse_json, read_input, read_input_gzip, shown
+from simspec.catalog.tables import packaged_yaml, parse_json, read_input, read_input_gzip, shown
 from simspec.config import MAX_REQUESTS, MAX_TRACE_S
 from simspec.errors import InputError
 
@@ -129,7 +128,8 @@ def packaged_arrival_traces() -> list[str]:
 def _catalogue() -> dict[str, dict]:
     """``simspec/data/workload_traces/traces.yaml``: each packaged trace's file, acceptance
     dataset and source."""
-    return yaml.safe_load(packaged_text("workload_traces", "traces.yaml"))
+    catalogue: dict[str, dict] = packaged_yaml("workload_traces", "traces.yaml")
+    return catalogue
 
 
 def _span(arrival: np.ndarray) -> float:

@@ -11,12 +11,11 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simspec.catalog.tables import (
     packaged_table,
-    packaged_text,
+    packaged_yaml,
     parse_json_or_yaml,
     read_input_text,
     shown,
@@ -293,7 +292,7 @@ def load_gpu(gpu_id: str) -> GpuSpec:
 def _packaged_profile(ref: str) -> dict[str, Any]:
     """A packaged profile's YAML, parsed once per process (every run of a study builds its
     cost model from it: ~9 ms a parse). The profile built from it is frozen."""
-    raw: dict[str, Any] = yaml.safe_load(packaged_text("profiles", f"{ref}.yaml"))
+    raw: dict[str, Any] = packaged_yaml("profiles", f"{ref}.yaml")
     return raw
 
 

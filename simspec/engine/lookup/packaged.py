@@ -22,14 +22,17 @@ import numpy as np
 
 from simspec.catalog.token_traces import packaged_token_traces, token_trace_file
 from simspec.catalog.traces import PACKAGED_DIR
-from simspec.engine.lookup.proposers import LookupProposer, ReplayTable
+from simspec.engine.lookup.replay import ReplayTable
+
+# A proposer as proposers.LookupProposer names it: (kind, its settings, padded)
+Key = tuple[str, tuple[tuple[str, int | float], ...], bool]
 
 # (proposer, k) stored for every packaged trace: the defaults a study runs. suffix: K = the
 # method's default 24 (= max_tree_depth, vLLM's num_speculative_tokens default for suffix);
 # SGLang's n-gram: the ngram method's default K = 3 with SGLang's own trie settings.
-STORED: tuple[tuple[LookupProposer, int], ...] = (
-    (LookupProposer("suffix"), 24),
-    (LookupProposer("sglang_ngram", padded=True), 3),
+STORED: tuple[tuple[Key, int], ...] = (
+    (("suffix", (), False), 24),
+    (("sglang_ngram", (), True), 3),
 )
 
 
@@ -37,12 +40,8 @@ def _root() -> Traversable:
     return resources.files("simspec").joinpath(f"data/traces/{PACKAGED_DIR}/replays")
 
 
-def file_name(trace: str, proposer: LookupProposer, k: int) -> str:
-    return f"{trace}.{proposer.kind}-k{k}.npz"
-
-
-def _stored(proposer: LookupProposer, k: int) -> bool:
-    return (proposer, k) in STORED
+def file_name(trace: str, proposer: Key, k: int) -> str:
+    return f"{trace}.{proposer[0]}-k{k}.npz"
 
 
 @cache
@@ -50,10 +49,10 @@ def _sha256(trace: str) -> str:
     return hashlib.sha256(token_trace_file(trace).read_bytes()).hexdigest()
 
 
-def load(trace: str, proposer: LookupProposer, k: int) -> ReplayTable | None:
+def load(trace: str, proposer: Key, k: int) -> ReplayTable | None:
     """The stored replay of packaged ``trace`` by ``proposer`` at ``k``; None where none is
     stored or its token file changed since."""
-    if not _stored(proposer, k) or trace not in packaged_token_traces():
+    if (proposer, k) not in STORED or trace not in packaged_token_traces():
         return None
     f = _root().joinpath(file_name(trace, proposer, k))
     if not f.is_file():

@@ -11,13 +11,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
-
 from simspec.catalog.token_traces import TokenTrace, load_token_trace
 from simspec.catalog.traces import walk_tau
 from simspec.config import MAX_K
+from simspec.engine.lookup import packaged
 from simspec.engine.lookup.ngram import replay_pld, replay_vllm_ngram
-from simspec.engine.lookup.replay import StreamReplay
+from simspec.engine.lookup.replay import ReplayTable, StreamReplay
 
 # (trace, k, **settings): a proposer's settings are its replay's keyword arguments, by name
 Replayer = Callable[..., list[StreamReplay]]
@@ -62,38 +61,11 @@ class LookupProposer:
         return REPLAYERS[self.kind](trace, k, **dict(self.params))
 
 
-@dataclass(frozen=True, eq=False)
-class ReplayTable:
-    """Every request's replay at one draft length, stored flat (as acceptance traces are)."""
-
-    offsets: np.ndarray  # (n,) start of each request's positions
-    lengths: np.ndarray  # (n,) positions per request (its output length)
-    proposed: np.ndarray  # flat int64
-    accepted: np.ndarray  # flat int64
-
-    @property
-    def num_requests(self) -> int:
-        return len(self.lengths)
-
-    @classmethod
-    def of(cls, replays: list[StreamReplay]) -> ReplayTable:
-        lengths = np.array([len(r.proposed) for r in replays], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-        return cls(
-            offsets,
-            lengths,
-            np.concatenate([r.proposed for r in replays]).astype(np.int64),
-            np.concatenate([r.accepted for r in replays]).astype(np.int64),
-        )
-
-
 @lru_cache(maxsize=32)
 def replay_table(trace_ref: str, proposer: LookupProposer, k: int) -> ReplayTable:
     """The replay of every request of the token trace ``trace_ref`` at draft length ``k``: the
     stored one where the package holds it (:mod:`simspec.engine.lookup.packaged`)."""
-    from simspec.engine.lookup.packaged import load  # it imports this module
-
-    stored = load(trace_ref, proposer, k)
+    stored = packaged.load(trace_ref, (proposer.kind, proposer.params, proposer.padded), k)
     if stored is not None:
         return stored
     return ReplayTable.of(proposer.replay(load_token_trace(trace_ref), k))

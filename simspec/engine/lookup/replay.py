@@ -35,3 +35,28 @@ def greedy_accepted(proposal: np.ndarray, future: np.ndarray) -> int:
         return 0
     diff = np.flatnonzero(proposal[:n] != future[:n])
     return int(diff[0]) if len(diff) else n
+
+
+@dataclass(frozen=True, eq=False)
+class ReplayTable:
+    """Every request's replay at one draft length, stored flat (as acceptance traces are)."""
+
+    offsets: np.ndarray  # (n,) start of each request's positions
+    lengths: np.ndarray  # (n,) positions per request (its output length)
+    proposed: np.ndarray  # flat int64
+    accepted: np.ndarray  # flat int64
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.lengths)
+
+    @classmethod
+    def of(cls, replays: list[StreamReplay]) -> ReplayTable:
+        lengths = np.array([len(r.proposed) for r in replays], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        return cls(
+            offsets,
+            lengths,
+            np.concatenate([r.proposed for r in replays]).astype(np.int64),
+            np.concatenate([r.accepted for r in replays]).astype(np.int64),
+        )
