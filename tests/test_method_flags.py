@@ -60,6 +60,21 @@ def test_a_speculative_config_reaches_plan_with_its_own_k():
     assert [m.name for m in methods] == ["autoregressive", "eagle3"] and methods[1].k == 5
 
 
+def test_a_speculative_config_without_a_tree_drafts_a_chain_as_vllm_does():
+    """vLLM generates a chain when the config gives no speculative_token_tree: EAGLE-1's and
+    Medusa's preset trees run as chains of num_speculative_tokens, their τ still read as
+    measured on the tree; a config's own tree stays a tree."""
+    for method, name in (("eagle", "eagle1"), ("medusa", "medusa1")):
+        spec = f'{{"method": "{method}", "num_speculative_tokens": 3}}'
+        _, methods = DeploymentFlags(speculative_config=spec).planned(None, None, ["x"], "--m")
+        m = methods[1]
+        assert (m.name, m.k, m.tree, m.tree_nodes) == (name, 3, "chain", None)
+        assert m.acceptance.tau_tree_nodes  # the preset's τ, measured on its tree
+    tree = '{"method": "eagle", "speculative_token_tree": "[(0,), (1,), (0, 0)]"}'
+    _, methods = DeploymentFlags(speculative_config=tree).planned(None, None, ["x"], "--m")
+    assert methods[1].tree == "static" and methods[1].k == 2
+
+
 @pytest.mark.parametrize(
     ("args", "flag"),
     [

@@ -341,6 +341,27 @@ def preset_acceptance(
     )
 
 
+def as_engine_drafts(
+    fields: dict[str, Any], chain_unless_tree_given: bool
+) -> tuple[dict[str, Any], str]:
+    """``fields`` (MethodConfig fields, a preset's or a method's defaults) as an engine that
+    drafts a chain unless given a tree (``EngineProfile.flag("chain_unless_tree_given")``:
+    vLLM) runs them, and a note saying so ("" where nothing changed): a static or dynamic tree
+    that no config gave (no ``tree_paths``) becomes a chain of its depth. The acceptance stays:
+    a τ measured on the tree says so (``tau_tree_nodes``), and the chain's α is read from it."""
+    tree = fields.get("tree")
+    if not chain_unless_tree_given or tree in (None, "chain") or fields.get("tree_paths"):
+        return fields, ""
+    out = {key: v for key, v in fields.items() if key not in ("tree_nodes", "tree_topk")}
+    out["tree"] = "chain"
+    note = (
+        f"the engine drafts a chain unless its config gives a tree (vLLM's "
+        f"speculative_token_tree): {fields.get('name', 'the method')}'s default {tree} tree "
+        f"runs as a chain of {fields.get('k')}"
+    )
+    return out, note
+
+
 def has_domain_preset(name: str, domain: str) -> bool:
     """Whether ``name`` has a packaged acceptance of ``domain`` itself (token streams of that
     domain to replay, or a published τ on it), not a fallback to another domain's. A lookup

@@ -15,6 +15,7 @@ import typer
 
 from simspec.catalog.methods import (
     TOKEN_REPLAYED,
+    as_engine_drafts,
     k_not_read,
     left_out_of_all,
     measured_acceptance,
@@ -244,6 +245,8 @@ class MethodFlags:
         if "tree_paths" in fields:  # the config's own tree replaces the preset's shape; a
             base.pop("tree_nodes", None)  # preset tau stays tied to the tree it was measured with
             base.pop("tree_topk", None)
+        else:  # no speculative_token_tree: vLLM drafts a chain (a preset's tree runs as one)
+            base, _ = as_engine_drafts(base, chain_unless_tree_given=True)
         return {**base, **fields}
 
     def chosen(

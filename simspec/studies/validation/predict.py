@@ -27,6 +27,7 @@ from simspec.catalog.methods import (
     TOKEN_REPLAYED,
     TRACE_DATASETS,
     acceptance_spread,
+    as_engine_drafts,
     has_domain_preset,
     method_defaults,
     method_info,
@@ -252,7 +253,7 @@ def plan_case(
         deploy["ep"] = ep
         assumptions.append(f"ep={ep}: experts whole on each GPU, as the notes' serve command sets")
     try:
-        cfg, source = _method(row, method, dataset, metric, temperature, assumptions)
+        cfg, source = _method(row, method, dataset, metric, temperature, assumptions, engine)
         scenario = Scenario(**deploy, method=cfg)
         baseline = None
         if metric == "speedup":
@@ -327,8 +328,10 @@ def _method(
     metric: str,
     temperature: float,
     notes: list[str],
+    engine: str = "vllm",
 ) -> tuple[MethodConfig, str]:
-    """The row's method in its stated shape, with acceptance by the issue's precedence."""
+    """The row's method in its stated shape (unstated: the method's default as ``engine``
+    drafts it), with acceptance by the issue's precedence."""
     if name == "autoregressive":
         return MethodConfig(name=name, k=0), ""
     get = _cells(row)
@@ -369,7 +372,13 @@ def _method(
         if draft and draft not in ("unknown", "self"):
             fields["draft_model"] = draft
         fields.setdefault("draft_model", DEFAULT_DRAFT_MODEL)
-    if shape not in ("chain", "tree") or (not k and not nodes):
+    drafted = ""
+    if shape not in ("chain", "tree"):
+        chains = load_engine(engine).flag("chain_unless_tree_given")
+        fields, drafted = as_engine_drafts(fields, chains)
+        if drafted:
+            notes.append(f"shape unstated: {drafted}")
+    if not drafted and (shape not in ("chain", "tree") or (not k and not nodes)):
         notes.append(
             f"shape unstated: {_describe(fields)} (the method's default)"
             if shape not in ("chain", "tree")
