@@ -290,7 +290,7 @@ def test_python_sweep_takes_method_names_as_the_command_line_does():
     assert cfg.methods == [
         preset_method("autoregressive"),
         preset_method("eagle3"),
-        preset_method("eagle1"),
+        preset_method("eagle1", engine="vllm"),  # the default engine drafts it as a chain
     ]
     gsm = {"methods": ["ngram"], "workload": {"lengths_from": "gsm8k"}}
     assert SweepConfig.model_validate(gsm).methods == [preset_method("ngram", "gsm8k")]

@@ -144,3 +144,23 @@ def test_the_explorer_takes_a_measured_tau_for_its_plan_and_schedule():
     assert tree.acceptance.tau_tree_nodes == tree.tree_nodes
     assert downloads.scenario_columns(inp)["tau"] == 2.9
     assert inputs.method_for(inputs.ExplorerInputs(acceptance="alpha"), "eagle3").acceptance
+
+
+def test_a_named_tree_method_drafts_as_its_engine_does():
+    """On vLLM (the default engine) EAGLE-1 and Medusa draft chains of their depth unless a
+    tree is given; on SGLang, which drafts top-k trees, the preset tree stays. The same in a
+    sweep file naming the methods, and in the explorer, where a tree budget asked for is a tree
+    given."""
+    from simspec.studies.sweep import SweepConfig
+
+    for engine, tree in ((None, "chain"), ("vllm", "chain"), ("sglang", "static")):
+        data = {} if engine is None else {"engine": engine}
+        methods = MethodFlags().chosen(data, ["eagle1", "medusa1"], ["x"], "sharegpt")
+        assert [m["tree"] for m in methods] == [tree, tree], engine
+        cfg = SweepConfig(methods=["eagle1"], **({"engine": engine} if engine else {}))
+        assert cfg.methods[0].tree == tree
+    page = inputs.ExplorerInputs(methods=["eagle1"])
+    assert inputs.method_for(page, "eagle1").tree == "chain"
+    budget = page.model_copy(update={"tree_nodes": 16})
+    m = inputs.method_for(budget, "eagle1")
+    assert (m.tree, m.tree_nodes) == ("static", 16)

@@ -341,6 +341,20 @@ def preset_acceptance(
     )
 
 
+def engine_chains(name: str, engine: str | None) -> bool:
+    """Whether ``engine`` drafts ``name`` as a chain unless given a tree: it ships the method
+    (``simspec/data/method_engines.yaml``) and drafts chains unless a config gives a tree
+    (engines.yaml ``chain_unless_tree_given``: vLLM). A method it does not ship runs as
+    published when asked for by name (a research method: EAGLE-2's dynamic tree)."""
+    from simspec.catalog.hardware import engine_ids, load_engine  # hardware is below methods
+
+    if engine is None or engine not in engine_ids():
+        return False  # an unknown engine is the scenario's to refuse
+    profile = load_engine(engine)
+    shipped = packaged_table("method_engines.yaml")["methods"].get(name) or []
+    return profile.flag("chain_unless_tree_given") and profile.family in shipped
+
+
 def as_engine_drafts(
     fields: dict[str, Any], chain_unless_tree_given: bool
 ) -> tuple[dict[str, Any], str]:
@@ -395,9 +409,11 @@ def preset_method(
     dataset: str = "sharegpt",
     draft_model: str | None = None,
     target: str | None = None,
+    engine: str | None = None,
 ) -> MethodConfig:
     """A method in its packaged default configuration, with its packaged acceptance for
-    ``dataset``'s domain where one exists (``simspec methods`` lists them).
+    ``dataset``'s domain where one exists (``simspec methods`` lists them), drafted as
+    ``engine`` runs it (:func:`engine_chains`; None: as published).
 
     draft_model: the given draft, else the packaged draft that shares ``target``'s vocabulary
     (:func:`family_draft`; the acceptance then stays the preset pair's, as its source says), else
@@ -421,6 +437,7 @@ def preset_method(
             acc = acc.model_copy(
                 update={"source": f"measured with a different draft pair: {acc.source}"}
             )
+    fields, _ = as_engine_drafts(fields, engine_chains(name, engine))
     return MethodConfig(**fields, acceptance=acc)
 
 

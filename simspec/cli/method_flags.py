@@ -121,16 +121,23 @@ class MethodFlags:
         return preset_id(self.draft_model) if self.draft_model else None
 
     def presets(
-        self, names: list[str], dataset: str, target: str, flag: str = "--methods"
+        self,
+        names: list[str],
+        dataset: str,
+        target: str,
+        flag: str = "--methods",
+        engine: str | None = None,
     ) -> list[dict[str, Any]]:
         """Methods named by the user (``simspec methods`` names, case ignored), each in its
-        preset for ``dataset``, as scenario-file dicts."""
+        preset for ``dataset`` as ``engine`` (None: the default's) drafts it, as scenario-file
+        dicts."""
         methods = [known_method(n, flag) for n in names]
         for name in methods:  # a head trained on another target's hidden states is no head
             if why := missing_head(name, target):
                 raise InputError(flag, why)
+        engine = engine or Deployment.model_fields["engine"].default
         return [
-            preset_method(name, dataset, self.draft, target).model_dump(exclude_none=True)
+            preset_method(name, dataset, self.draft, target, engine).model_dump(exclude_none=True)
             for name in methods
         ]
 
@@ -276,7 +283,8 @@ class MethodFlags:
         elif names is None and from_file is not None:
             methods = from_file
         else:
-            methods = self.presets(names or default, dataset, target, flag)
+            engine = scenario_engine(data)
+            methods = self.presets(names or default, dataset, target, flag, engine)
         tuned = [self.tuned(m, dataset) for m in methods]
         self.check_read(tuned)
         return tuned

@@ -161,8 +161,10 @@ class SweepConfig(Deployment):
         lengths = wl.lengths_from if isinstance(wl, WorkloadConfig) else None
         dataset = lengths if lengths in TRACE_DATASETS else "sharegpt"
         target = info.data.get("model")
+        engine = info.data.get("engine")
+        engine = engine if isinstance(engine, str) else None
         return [
-            preset_method(known_method(m, "methods"), dataset, target=target)
+            preset_method(known_method(m, "methods"), dataset, target=target, engine=engine)
             if isinstance(m, str)
             else m
             for m in v

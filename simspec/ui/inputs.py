@@ -176,7 +176,10 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
     """A method in its preset configuration, with the page's K, tree budget and acceptance."""
     if name == "autoregressive":
         return MethodConfig(name=name, k=0)
-    m = preset_method(name, inp.dataset, None, inp.model)
+    # a tree budget asked for is a tree given (vLLM's speculative_token_tree); without one the
+    # method drafts as the engine does (vLLM: a chain)
+    engine = inp.engine if inp.tree_nodes is None else None
+    m = preset_method(name, inp.dataset, None, inp.model, engine)
     update: dict = {}
     if inp.k is not None:
         update["k"] = inp.k

@@ -28,6 +28,7 @@ from simspec.catalog.methods import (
     TRACE_DATASETS,
     acceptance_spread,
     as_engine_drafts,
+    engine_chains,
     has_domain_preset,
     method_defaults,
     method_info,
@@ -374,8 +375,7 @@ def _method(
         fields.setdefault("draft_model", DEFAULT_DRAFT_MODEL)
     drafted = ""
     if shape not in ("chain", "tree"):
-        chains = load_engine(engine).flag("chain_unless_tree_given")
-        fields, drafted = as_engine_drafts(fields, chains)
+        fields, drafted = as_engine_drafts(fields, engine_chains(name, engine))
         if drafted:
             notes.append(f"shape unstated: {drafted}")
     if not drafted and (shape not in ("chain", "tree") or (not k and not nodes)):
