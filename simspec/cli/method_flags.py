@@ -15,7 +15,6 @@ import typer
 
 from simspec.catalog.methods import (
     TOKEN_REPLAYED,
-    as_engine_drafts,
     k_not_read,
     left_out_of_all,
     measured_acceptance,
@@ -248,13 +247,10 @@ class MethodFlags:
         if isinstance(fields.get("draft_model"), str):  # vLLM's "model": an id of a preset
             fields["draft_model"] = preset_id(fields["draft_model"])
         draft = self.draft or fields.get("draft_model")
-        base = preset_method(fields["name"], dataset, draft, target).model_dump(exclude_none=True)
-        if "tree_paths" in fields:  # the config's own tree replaces the preset's shape; a
-            base.pop("tree_nodes", None)  # preset tau stays tied to the tree it was measured with
-            base.pop("tree_topk", None)
-        else:  # no speculative_token_tree: vLLM drafts a chain (a preset's tree runs as one)
-            base, _ = as_engine_drafts(base, chain_unless_tree_given=True)
-        return {**base, **fields}
+        # the preset as vLLM drafts it: a chain unless the config gives a tree, which then
+        # replaces the preset's shape (a preset tau stays tied to the tree it was measured with)
+        base = preset_method(fields["name"], dataset, draft, target, engine="vllm")
+        return {**base.model_dump(exclude_none=True), **fields}
 
     def chosen(
         self,

@@ -329,7 +329,7 @@ def _method(
     metric: str,
     temperature: float,
     notes: list[str],
-    engine: str = "vllm",
+    engine: str,
 ) -> tuple[MethodConfig, str]:
     """The row's method in its stated shape (unstated: the method's default as ``engine``
     drafts it), with acceptance by the issue's precedence."""
