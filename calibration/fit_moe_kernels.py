@@ -124,6 +124,26 @@ RUNS_AS = {
     ("B200 SXM", "SGLang", "w4a16_mxfp4"): "w4a8_mxfp4_mxfp8",
     ("B200 SXM", "TRTLLM", "w4a16_mxfp4"): "w4a8_mxfp4_mxfp8",
 }
+# An engine that picks another MoE kernel for one architecture than for the dtype in general,
+# at expert parallelism 1: (GPU, framework, dtype, model_type) -> (framework, kernel) of the
+# fit that times it (moe_kernels.yaml ``model_defaults``).
+# - SGLang on Hopper runs GPT-OSS's MXFP4 experts with OpenAI's triton_kernels (matmul_ogs):
+#   python/sglang/srt/server_args.py, ServerArgs._handle_model_specific_adjustments, the
+#   GptOssForCausalLM branch: with --moe-runner-backend auto, Blackwell and MXFP4 take
+#   flashinfer_mxfp4, else "elif self.ep_size == 1 and is_triton_kernels_available():
+#   self.moe_runner_backend = 'triton_kernel'" (indexed copies of sgl-project/sglang,
+#   find_string "enabling triton_kernels MOE kernel"). AIConfigurator's SGLang collector timed
+#   sglang_fused_moe_triton for w4a16_mxfp4 instead, SGLang's kernel for other int4 experts;
+#   the triton_kernels MoE it runs for GPT-OSS is the one vLLM's OAITritonExperts call
+#   (vllm/model_executor/layers/fused_moe/gpt_oss_triton_kernels_moe.py, triton_kernels
+#   matmul_ogs), so that measured fit times it. At EP > 1 SGLang keeps its fused Triton MoE.
+MODEL_DEFAULTS = {
+    (gpu, "SGLang", "w4a16_mxfp4", "gpt_oss"): (
+        "VLLM",
+        "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
+    )
+    for gpu in ("H100 SXM", "H200 SXM")
+}
 # vLLM V0 (releases before 0.8, early 2025) ran an older Triton fused MoE: vLLM PR #13932
 # (2025-02-26) timed it with benchmark_moe.py on DeepSeek-V3's block-FP8 experts on H100 at
 # TP 1-8 and 128-2048 tokens, about 3x the time AIConfigurator measured for vLLM's Triton
@@ -257,7 +277,17 @@ def fit_moe(src: Path) -> dict:
                         if fit_dtype != dtype:
                             runs_as[f"{gpu}/{fw}/{dtype}"] = fit_dtype
                         break
-    return {"fits": fits, "defaults": defaults, "runs_as": runs_as, "imbalance": imbalance}
+    model_defaults = {}
+    for (gpu, fw, dtype, model_type), (owner, kernel) in MODEL_DEFAULTS.items():
+        assert f"{gpu}/{owner}/{kernel}/{dtype}" in fits, (gpu, owner, kernel, dtype)
+        model_defaults[f"{gpu}/{fw}/{dtype}/{model_type}"] = f"{owner}/{kernel}"
+    return {
+        "fits": fits,
+        "defaults": defaults,
+        "model_defaults": model_defaults,
+        "runs_as": runs_as,
+        "imbalance": imbalance,
+    }
 
 
 def fit_v0(src: Path, v1: dict) -> tuple[dict, dict]:
@@ -505,6 +535,9 @@ MOE_HEADER = (
 # median_abs_error / max_abs_error: |predicted/measured - 1| over the family's rows.
 # defaults: the kernel each engine runs by default (calibration/fit_moe_kernels.py
 # DEFAULT_KERNELS says why); a (GPU, engine, dtype) not listed keeps the roofline.
+# model_defaults: "<GPU>/<engine>/<dtype>/<model_type>" -> "<framework>/<kernel>" of the fit
+# that times the kernel the engine picks for that architecture at expert parallelism 1 (the
+# script's MODEL_DEFAULTS cites the engine code: SGLang runs GPT-OSS with triton_kernels).
 # runs_as: a (GPU, engine, dtype) whose default kernel runs at another of the table's dtypes,
 # timed by that dtype's fit (MXFP4 experts x MXFP8 activations: the script's RUNS_AS says why).
 # imbalance: median latency under power-law routing over balanced, by EP size (a summary;
@@ -551,6 +584,7 @@ def main() -> None:
             "engines": {**ENGINES, "vllm-v0": V0_FRAMEWORK},
             "dtypes": DTYPES,
             "defaults": {**moe["defaults"], **v0_defaults},
+            "model_defaults": moe["model_defaults"],
             "runs_as": moe["runs_as"],
             "fits": {**moe["fits"], **v0_fits},
             "imbalance": moe["imbalance"],

@@ -97,6 +97,28 @@ def test_which_table_each_deployment_takes():
     assert deepep_low_latency_limit() == 128
 
 
+def test_sglang_runs_gpt_oss_experts_with_triton_kernels_at_ep1_on_hopper():
+    """SGLang picks OpenAI's triton_kernels for GPT-OSS at EP 1 (server_args.py), the kernel
+    vLLM's OAITritonExperts call: that fit times it, with its own table's routing. Other int4
+    experts, and GPT-OSS under expert parallelism, keep SGLang's fused Triton MoE."""
+    oai = "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic"
+    for gpu in ("h100_sxm", "h200"):
+        fit = moe_kernel_fit(gpu, "sglang", "int4-w", "gpt_oss", 1)
+        assert fit is not None and fit == moe_kernel_fit(gpu, "vllm", "int4-w", "gpt_oss", 1)
+        assert fit.kernel == oai
+        assert moe_kernel_fit(gpu, "sglang", "int4-w", "gpt_oss", 2).kernel != oai
+        assert moe_kernel_fit(gpu, "sglang", "int4-w", "qwen3_moe", 1).kernel != oai
+    # Blackwell keeps SGLang's FlashInfer MXFP4 kernel
+    assert "flashinfer" in moe_kernel_fit("b200", "sglang", "int4-w", "gpt_oss", 1).kernel
+    # the cost model asks with the model's architecture and its EP size
+    gpt_oss = load_model("gpt-oss-120b")
+    cost = RooflineCostModel(
+        load_gpu("h200"), load_profile("h200"), load_engine("sglang"), tp=4,
+        precision=load_precision("int4-w"), precision_model="gpt-oss-120b",
+    )  # fmt: skip
+    assert cost.moe_kernel(cost.experts_precision_of(gpt_oss), gpt_oss).kernel == oai
+
+
 def test_every_default_kernel_states_a_residual_within_a_fifth():
     table = packaged_table("moe_kernels.yaml")
     for key, kernel in table["defaults"].items():
@@ -114,7 +136,7 @@ def test_deepseek_on_h200_sglang_runs_the_measured_kernels():
         precision_model="deepseek-v3",
     )  # fmt: skip
     m = load_model("deepseek-v3")
-    assert cost.moe_kernel(cost.experts_precision_of(m)) is not None
+    assert cost.moe_kernel(cost.experts_precision_of(m), m) is not None
     # batch 1 reads 8 experts' 1/8 slices: the measured kernel's fixed cost shows
     assert cost.routed_experts_time(m, 1) > 20e-6
     # the decode attention kernel's fixed cost per layer

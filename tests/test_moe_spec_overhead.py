@@ -80,7 +80,7 @@ def _uniform(cost: RooflineCostModel, model, tokens: int) -> float:
     k = model.num_experts_per_tok
     touched = distinct_experts(model.num_experts, k, tokens)
     spec = cost.experts_precision_of(model)
-    kernel = cost.moe_kernel(spec)
+    kernel = cost.moe_kernel(spec, model)
     return grouped_experts_time(cost.ops, model, float(tokens * k), touched, 1, spec, kernel)
 
 
@@ -143,7 +143,7 @@ def test_expert_parallel_layers_keep_uniform_routing():
     model = load_model("qwen3-235b-a22b")
     cost = _cost("qwen3-235b-a22b", 8, ep=8)
     spec = cost.experts_precision_of(model)
-    kernel = cost.moe_kernel(spec)
+    kernel = cost.moe_kernel(spec, model)
     k = model.num_experts_per_tok
     touched = distinct_experts(model.num_experts, k, 32)
     expected = grouped_experts_time(cost.ops, model, 32.0 * k, touched, 8, spec, kernel)

@@ -25,7 +25,7 @@ def gpt_oss_cost(gpu: str, engine: str):
 def experts_fit(gpu: str, engine: str):
     """The fit the cost model times gpt-oss-120b's routed experts with."""
     cm = gpt_oss_cost(gpu, engine)
-    return cm.moe_kernel(cm.experts_precision_of(GPT_OSS))
+    return cm.moe_kernel(cm.experts_precision_of(GPT_OSS), GPT_OSS)
 
 
 def table_fit(gpu: str, framework: str, kernel: str, dtype: str) -> dict:
@@ -69,9 +69,14 @@ def test_vllm_runs_gpt_oss_experts_on_b200_with_bf16_activations():
 @pytest.mark.parametrize("gpu", ["h100_sxm", "h200"])
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
 def test_on_hopper_every_engine_keeps_the_w4a16_kernel(gpu, engine):
+    """W4A16 on Hopper; GPT-OSS's own kernel where the engine picks one for it (SGLang:
+    triton_kernels, ``model_defaults``), else the engine's default for the dtype."""
     table_gpu = TABLE["gpus"][gpu]["table"]
     framework = TABLE["engines"][engine]
     kernel = TABLE["defaults"][f"{table_gpu}/{framework}/w4a16_mxfp4"]
+    own = TABLE["model_defaults"].get(f"{table_gpu}/{framework}/w4a16_mxfp4/gpt_oss")
+    if own is not None:
+        framework, kernel = own.split("/", 1)
     fit = experts_fit(gpu, engine)
     assert fit is not None and fit.kernel == kernel and fit.compute == "bf16"
     assert same(fit, table_fit(table_gpu, framework, kernel, "w4a16_mxfp4"))

@@ -80,7 +80,7 @@ def test_an_nvfp4_moe_on_b200_reads_the_measured_nvfp4_kernels():
         ("sglang", "sglang_flashinfer_trtllm_moe"),
     ):
         cm = r1_cost("nvfp4", engine=engine)
-        fit = cm.moe_kernel(cm.experts_precision_of(R1))
+        fit = cm.moe_kernel(cm.experts_precision_of(R1), R1)
         assert fit is not None and fit.kernel == kernel
         assert fit.compute == "fp4" and fit.weight_bytes == 0.5625
 
@@ -138,10 +138,11 @@ def test_an_unmodelled_modelopt_algorithm_names_its_key():
 def test_gpt_oss_mxfp4_experts_on_h200_are_priced_as_before():
     """W4A16 on Hopper: the int4-w form and the same measured MXFP4 kernel as before."""
     cm = build_cost_model(Scenario(model="gpt-oss-120b", gpu="h200"))
-    experts = cm.experts_precision_of(load_model("gpt-oss-120b"))
+    gpt_oss = load_model("gpt-oss-120b")
+    experts = cm.experts_precision_of(gpt_oss)
     assert experts is not None and experts.name == "int4-w"
     fit = moe_kernel_fit("h200", "vllm", "int4-w")
-    assert fit is not None and cm.moe_kernel(experts) == fit
+    assert fit is not None and cm.moe_kernel(experts, gpt_oss) == fit
     assert fit.kernel == "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic"
 
 

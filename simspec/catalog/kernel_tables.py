@@ -61,9 +61,14 @@ def _key(*parts: str) -> str:
 
 
 @cache
-def moe_kernel_fit(gpu: str, engine: str, precision: str) -> GroupedGemmFit | None:
+def moe_kernel_fit(
+    gpu: str, engine: str, precision: str, model_type: str = "", ep: int = 1
+) -> GroupedGemmFit | None:
     """The grouped-GEMM fit of the kernel ``engine`` runs by default for experts at
-    ``precision`` on ``gpu`` (simspec ids); None where no table covers them. An engine
+    ``precision`` on ``gpu`` (simspec ids) for a model of ``model_type`` (its config key) at
+    expert parallelism ``ep``; None where no table covers them. An engine that picks its own
+    kernel for that architecture at EP 1 (``model_defaults``: SGLang's triton_kernels for
+    GPT-OSS) is timed by that kernel's fit, whichever framework's table measured it. An engine
     version profile (engines.yaml ``base``) whose own table stops short runs its engine's."""
     table: dict[str, Any] = packaged_table("moe_kernels.yaml")
     g = table["gpus"].get(gpu)
@@ -71,19 +76,30 @@ def moe_kernel_fit(gpu: str, engine: str, precision: str) -> GroupedGemmFit | No
     dtype = table["dtypes"].get(precision)
     if g is None or framework is None or dtype is None:
         return None
+    owner = table.get("model_defaults", {}).get(_key(g["table"], framework, dtype, model_type))
+    if owner is not None and ep == 1:
+        framework, kernel = owner.split("/", 1)
+        return _grouped_fit(table, g, framework, kernel, dtype)
     kernel = table["defaults"].get(_key(g["table"], framework, dtype))
     if kernel is None:
         from simspec.catalog.hardware import load_engine
 
         base = load_engine(engine).base
-        return moe_kernel_fit(gpu, base, precision) if base else None
+        return moe_kernel_fit(gpu, base, precision, model_type, ep) if base else None
     # a kernel that runs the experts at other activations (MXFP4 x MXFP8) has that dtype's fit
     runs_as = table.get("runs_as", {}).get(_key(g["table"], framework, dtype), dtype)
-    fit = table["fits"].get(_key(g["table"], framework, kernel, runs_as))
+    return _grouped_fit(table, g, framework, str(kernel), runs_as)
+
+
+def _grouped_fit(
+    table: dict[str, Any], g: dict[str, Any], framework: str, kernel: str, dtype: str
+) -> GroupedGemmFit | None:
+    """The fit of ``kernel`` as ``framework``'s table measured it at ``dtype`` on GPU ``g``."""
+    fit = table["fits"].get(_key(g["table"], framework, kernel, dtype))
     if fit is None:
         return None
     return GroupedGemmFit(
-        kernel=str(kernel),
+        kernel=kernel,
         block_m=int(fit["block_m"]),
         block_n=int(fit["block_n"]),
         fixed_s=float(fit["fixed_s"]),

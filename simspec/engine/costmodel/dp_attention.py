@@ -62,7 +62,9 @@ class CostModel(Protocol):
 
     def experts_precision_of(self, model: ModelShape) -> PrecisionSpec | None: ...
 
-    def moe_kernel(self, experts: PrecisionSpec | None) -> GroupedGemmFit | None: ...
+    def moe_kernel(
+        self, experts: PrecisionSpec | None, model: ModelShape
+    ) -> GroupedGemmFit | None: ...
 
     def extra_kernels(self, model: ModelShape) -> LayerKernels: ...
 
@@ -157,7 +159,7 @@ def dp_token_terms(
     kernel = None
     if n_moe:
         experts = cost.experts_precision_of(model)
-        kernel = cost.moe_kernel(experts)
+        kernel = cost.moe_kernel(experts, model)
         if lay.ep > 1:
             # each GPU routes its own tokens (a rank's split over its GPUs)
             local = _ceil_div(t, a_tp)

@@ -139,20 +139,22 @@ class RooflineCostModel:
         """The routed experts of one MoE layer of ``model`` for ``t`` tokens on one GPU
         (:func:`~simspec.engine.costmodel.moe.routed_experts_time`)."""
         spec = self.experts_precision_of(model)
-        return routed_experts_time(self.ops, model, t, self.ep, spec, self.moe_kernel(spec))
+        return routed_experts_time(self.ops, model, t, self.ep, spec, self.moe_kernel(spec, model))
 
     def grouped_experts_time(self, model: ModelShape, pairs: float, touched: float) -> float:
         """The routed-expert GEMMs of one MoE layer of ``model`` for ``pairs`` (token, expert)
         pairs over ``touched`` distinct experts
         (:func:`~simspec.engine.costmodel.moe.grouped_experts_time`)."""
         spec = self.experts_precision_of(model)
-        kernel = self.moe_kernel(spec)
+        kernel = self.moe_kernel(spec, model)
         return grouped_experts_time(self.ops, model, pairs, touched, self.ep, spec, kernel)
 
-    def moe_kernel(self, experts: PrecisionSpec | None) -> GroupedGemmFit | None:
-        """The measured MoE kernel the engine runs for experts at ``experts`` (None: bf16) on
-        this GPU; None where no table covers them (the roofline then)."""
-        return moe_kernel_fit(self.gpu.id, self.engine.id, experts.name if experts else "bf16")
+    def moe_kernel(self, experts: PrecisionSpec | None, model: ModelShape) -> GroupedGemmFit | None:
+        """The measured MoE kernel the engine runs for ``model``'s experts at ``experts``
+        (None: bf16) on this GPU at this EP size; None where no table covers them (the
+        roofline then)."""
+        dtype = experts.name if experts else "bf16"
+        return moe_kernel_fit(self.gpu.id, self.engine.id, dtype, model.model_type, self.ep)
 
     # -- precision -------------------------------------------------------------------------
     def precision_of(self, model: ModelShape) -> PrecisionSpec | None:
@@ -286,7 +288,7 @@ class RooflineCostModel:
         kernel = None
         if n_moe:
             experts = self.experts_precision_of(model)
-            kernel = self.moe_kernel(experts)
+            kernel = self.moe_kernel(experts, model)
             gemm += n_moe * moe_mlp_time(ops, model, t, self.ep, w, experts, kernel)
         nbytes, kernels = elementwise_work(
             model, t, tp, n_layers, kernel is not None, self.extra_kernels(model)
