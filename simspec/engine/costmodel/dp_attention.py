@@ -36,6 +36,7 @@ from simspec.engine.costmodel.elementwise import elementwise_work
 from simspec.engine.costmodel.host import HostModel
 from simspec.engine.costmodel.moe import (
     dispatch_combine_time,
+    fresh_tokens,
     moe_mlp_time,
     routed_experts_time,
 )
@@ -74,7 +75,8 @@ class ModelTerms(Protocol):
 
     model: ModelShape
     attention: AttentionKernels
-    dp_by_tokens: dict[tuple[int, int, int, int, bool], TokenTerms]
+    reuse: float
+    dp_by_tokens: dict[tuple[int, int, int, int, bool, float | None], TokenTerms]
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -114,7 +116,11 @@ def dp_forward(
     rank = rank_share(batch, dp)
     graphed = host.graphed(rank)
     t = host.padded(rank.num_tokens) if graphed else rank.num_tokens
-    key = (t, batch.num_tokens, rank.logit_tokens, n_layers, graphed)
+    # the routed experts' tokens that route afresh over all ranks (None: all of them)
+    fresh = None
+    if terms.reuse:
+        fresh = fresh_tokens(batch.num_tokens, batch.num_seqs, terms.reuse)
+    key = (t, batch.num_tokens, rank.logit_tokens, n_layers, graphed, fresh)
     by_tokens = terms.dp_by_tokens.get(key)
     if by_tokens is None:
         by_tokens = terms.dp_by_tokens[key] = dp_token_terms(cost, terms.model, *key)
@@ -132,10 +138,11 @@ def dp_token_terms(
     logits: int,
     n_layers: int,
     graphed: bool = True,
+    fresh: float | None = None,
 ) -> TokenTerms:
     """(GEMMs, elementwise, communication, LM head) seconds of one forward on the busiest
     rank's GPU: ``t`` tokens and ``logits`` logit rows on that rank, ``total`` tokens over all
-    ranks (what the routed experts compute)."""
+    ranks (what the routed experts compute; ``fresh`` of them route afresh, None: all)."""
     lay, ops, attn = cost.layout, cost.ops, cost.attn_ops
     h, dp, a_tp = model.hidden_size, lay.dp, lay.attn_tp
     n_moe = model.moe_layers_in(n_layers)
@@ -168,14 +175,17 @@ def dp_token_terms(
             if shared:
                 rows = local if lay.shared_tp == 1 else t
                 layer += ops.mlp_time(rows, h, shared // lay.shared_tp, w)
-            layer += routed_experts_time(ops, model, total, lay.ep, experts, kernel)
+            layer += routed_experts_time(ops, model, total, lay.ep, experts, kernel, fresh)
             limit = deepep_low_latency_limit() if cost.deepep else 0
             comm += n_moe * dispatch_combine_time(
                 model, local * lay.ep, lay.ep, cost.alltoall, cost.deepep, limit
             )
             gemm += n_moe * layer
         else:
-            gemm += n_moe * moe_mlp_time(ops, model, gathered, 1, w, experts, kernel)
+            # the gathered rows: every rank's tokens padded to the busiest rank's, the padding
+            # routing afresh
+            more = None if fresh is None else fresh + (gathered - total)
+            gemm += n_moe * moe_mlp_time(ops, model, gathered, 1, w, experts, kernel, more)
             comm += n_moe * exchange
     # elementwise kernels as on one GPU of a tp/dp group running the rank's tokens (a gathered
     # layer's activations over all GPUs amount to the same bytes per GPU)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from simspec.catalog.expert_locality import adjacent_expert_reuse
 from simspec.catalog.hardware import EngineProfile, GpuSpec, HardwareProfile
 from simspec.catalog.kernel_tables import (
     GroupedGemmFit,
@@ -37,6 +38,7 @@ from simspec.engine.costmodel.linear_attention import (
 )
 from simspec.engine.costmodel.moe import (
     dispatch_combine_time,
+    fresh_tokens,
     grouped_experts_time,
     moe_mlp_time,
     routed_experts_time,
@@ -236,7 +238,8 @@ class RooflineCostModel:
             kernels = attention_kernels(
                 self.attn_ops, model, self.kv_bytes, mla, self.precision_of(model), self.engine.id
             )
-            terms = self._models[id(model)] = _ModelTerms(model, kernels)
+            reuse = adjacent_expert_reuse(model.id) if model.is_moe else 0.0
+            terms = self._models[id(model)] = _ModelTerms(model, kernels, reuse)
             if model.linear_layers:
                 ssm = ssm_state_bytes(model, self.engine.family)
                 terms.recurrent = RecurrentKernels(self.attn_ops, model, ssm)
@@ -259,19 +262,30 @@ class RooflineCostModel:
         and whether it replays a CUDA graph (padded to the captured size where it does)."""
         host, t = self.host, batch.num_tokens
         graphed = host.graphed(batch)
-        key = (host.padded(t) if graphed else t, batch.logit_tokens, n_layers, graphed)
+        run = host.padded(t) if graphed else t
+        fresh = None  # the MoE layers' independently routed tokens (None: all ``run``)
+        if terms.reuse:  # a sequence's consecutive tokens share experts; padding rows do not
+            fresh = fresh_tokens(t, batch.num_seqs, terms.reuse) + (run - t)
+        key = (run, batch.logit_tokens, n_layers, graphed, fresh)
         by_tokens = terms.by_tokens.get(key)
         if by_tokens is None:
             by_tokens = terms.by_tokens[key] = self._token_terms(terms.model, *key)
         return by_tokens, graphed
 
     def _token_terms(
-        self, model: ModelShape, t: int, logit_tokens: int, n_layers: int, graphed: bool = True
+        self,
+        model: ModelShape,
+        t: int,
+        logit_tokens: int,
+        n_layers: int,
+        graphed: bool = True,
+        fresh: float | None = None,
     ) -> TokenTerms:
         """Everything of a forward that depends only on its token counts (``forward`` caches
         it): each layer's attention projections, its MLP (dense, or router + shared + routed
-        experts), elementwise kernels and communication (``graphed``: replayed from a CUDA
-        graph, which the engines' custom all-reduce is faster in); the LM head."""
+        experts; ``fresh``: the tokens that route afresh, :func:`~simspec.engine.costmodel.moe.
+        fresh_tokens`), elementwise kernels and communication (``graphed``: replayed from a
+        CUDA graph, which the engines' custom all-reduce is faster in); the LM head."""
         ops, h, tp = self.ops, model.hidden_size, self.tp
         n_moe = model.moe_layers_in(n_layers)
         n_dense = n_layers - n_moe
@@ -289,7 +303,7 @@ class RooflineCostModel:
         if n_moe:
             experts = self.experts_precision_of(model)
             kernel = self.moe_kernel(experts, model)
-            gemm += n_moe * moe_mlp_time(ops, model, t, self.ep, w, experts, kernel)
+            gemm += n_moe * moe_mlp_time(ops, model, t, self.ep, w, experts, kernel, fresh)
         nbytes, kernels = elementwise_work(
             model, t, tp, n_layers, kernel is not None, self.extra_kernels(model)
         )
@@ -323,12 +337,19 @@ class _ModelTerms:
 
     model: ModelShape
     attention: AttentionKernels
-    by_tokens: dict[tuple[int, int, int, bool], TokenTerms] = field(default_factory=dict)
+    # the share of a token's experts its sequence's previous token chose (expert_locality.yaml)
+    reuse: float = 0.0
+    # by (tokens run, logit rows, layers, graphed, tokens routed afresh or None: all)
+    by_tokens: dict[tuple[int, int, int, bool, float | None], TokenTerms] = field(
+        default_factory=dict
+    )
     # (token terms, graphed) by (tokens, logit rows, sequences, layers): what a forward's
     # counts decide before its context
     by_shape: dict[tuple[int, int, int, int], tuple[TokenTerms, bool]] = field(default_factory=dict)
     # under DP attention by (rank tokens run, tokens over all ranks, rank logit rows, layers,
-    # graphed)
-    dp_by_tokens: dict[tuple[int, int, int, int, bool], TokenTerms] = field(default_factory=dict)
+    # graphed, tokens over all ranks routed afresh or None: all)
+    dp_by_tokens: dict[tuple[int, int, int, int, bool, float | None], TokenTerms] = field(
+        default_factory=dict
+    )
     # the Gated DeltaNet layers' kernels (None: the model has none)
     recurrent: RecurrentKernels | None = None

@@ -33,16 +33,29 @@ def moe_mlp_time(
     w: PrecisionSpec | None = None,
     experts: PrecisionSpec | None = None,
     kernel: GroupedGemmFit | None = None,
+    fresh: float | None = None,
 ) -> float:
     """One MoE layer's MLP on one GPU: the router (replicated, bf16: vLLM builds the gate
     unquantised), the shared expert (sliced over tp, at the layers' precision ``w``) and the
-    routed experts (at ``experts``; None: bf16; timed by ``kernel`` where given)."""
+    routed experts (at ``experts``; None: bf16; timed by ``kernel`` where given; ``fresh``:
+    :func:`routed_experts_time`)."""
     h, t = model.hidden_size, tokens
     total = ops.gemm_time(t, h, model.num_experts)
     shared = model.shared_expert_intermediate_size // ops.tp
     if shared:
         total += ops.mlp_time(t, h, shared, w)
-    return total + routed_experts_time(ops, model, t, ep, experts, kernel)
+    return total + routed_experts_time(ops, model, t, ep, experts, kernel, fresh)
+
+
+def fresh_tokens(tokens: float, seqs: int, reuse: float) -> float:
+    """How many independently routed tokens read as many distinct experts as ``tokens``
+    tokens of ``seqs`` sequences whose router reuses the share ``reuse`` of the preceding
+    token's experts (simspec/data/expert_locality.yaml): a sequence's first token in the
+    forward routes afresh, each later one adds (1 - reuse) of its experts. A decode step (one
+    token a sequence) or a model without measured reuse keeps ``tokens``."""
+    if reuse <= 0.0 or tokens <= seqs:
+        return float(tokens)
+    return tokens - reuse * (tokens - seqs)
 
 
 def routed_experts_time(
@@ -52,6 +65,7 @@ def routed_experts_time(
     ep: int,
     experts: PrecisionSpec | None = None,
     kernel: GroupedGemmFit | None = None,
+    fresh: float | None = None,
 ) -> float:
     """The routed experts of one MoE layer for ``tokens`` tokens on one GPU: two grouped
     GEMMs (vLLM fused_moe: w13 = gate and up, then w2 = down) that stream the weights of every
@@ -59,15 +73,19 @@ def routed_experts_time(
     experts (ep 1): each GPU holds 1/tp of every expert. Whole experts (ep GPUs): each holds
     1/ep of them and, routing being uniform, gets 1/ep of the pairs and distinct experts.
     Where a measured kernel times sliced experts, the tokens route as a served batch does,
-    skewed (:mod:`~simspec.engine.costmodel.moe_routing`), instead of uniformly."""
+    skewed (:mod:`~simspec.engine.costmodel.moe_routing`), instead of uniformly. ``fresh``
+    (:func:`fresh_tokens`; None: ``tokens``): the independently routed tokens that touch as
+    many experts as these do, consecutive tokens of a sequence sharing experts; every pair is
+    still multiplied."""
     k = model.num_experts_per_tok
     pairs = float(tokens * k)
+    drawn = float(tokens) if fresh is None else fresh
     if kernel is not None and kernel.routing and ep == 1:
         # a served batch routes skewed, as the measured tables time it (moe_routing)
-        touched = served_touched(model.num_experts, pairs)
-        ratio = routing_ratio(kernel.routing, pairs / model.num_experts)
+        touched = served_touched(model.num_experts, drawn * k)
+        ratio = routing_ratio(kernel.routing, drawn * k / model.num_experts)
         return ratio * grouped_experts_time(ops, model, pairs, touched, ep, experts, kernel)
-    touched = distinct_experts(model.num_experts, k, tokens)
+    touched = distinct_experts(model.num_experts, k, tokens if fresh is None else fresh)
     return grouped_experts_time(ops, model, pairs, touched, ep, experts, kernel)
 
 

@@ -1,0 +1,67 @@
+"""Consecutive tokens of one sequence share experts: a verify pass of a model whose router was
+measured to reuse its previous token's experts reads fewer distinct experts than as many
+independent tokens, a decode step (one token a sequence) reads the same, and a model with no
+measurement routes independently (simspec/data/expert_locality.yaml)."""
+
+from __future__ import annotations
+
+import pytest
+
+from simspec.catalog.expert_locality import adjacent_expert_reuse
+from simspec.catalog.hardware import load_engine, load_gpu, load_profile
+from simspec.catalog.models import load_model
+from simspec.catalog.tables import packaged_table
+from simspec.engine.costmodel import BatchShape, RooflineCostModel
+from simspec.engine.costmodel.moe import fresh_tokens, routed_experts_time
+
+
+def test_fresh_tokens_counts_each_sequences_first_token_whole_and_the_rest_in_part():
+    assert fresh_tokens(8, 8, 0.45) == 8  # a decode step: one token a sequence
+    assert fresh_tokens(32, 8, 0.0) == 32  # no measured reuse: every token routes afresh
+    assert fresh_tokens(32, 8, 0.45) == pytest.approx(8 + 24 * 0.55)
+    assert fresh_tokens(32, 8, 1.0) == 8  # full reuse: a sequence's tokens are one token
+
+
+def test_every_entry_is_a_measured_share_with_its_source():
+    table = packaged_table("expert_locality.yaml")
+    assert table
+    for model_id, entry in table.items():
+        assert load_model(model_id).is_moe
+        assert 0.0 < entry["adjacent_expert_reuse"] < 1.0
+        assert entry["basis"] == "measured" and len(entry["source"]) > 40
+    assert adjacent_expert_reuse("qwen3-30b-a3b") == 0.45
+    assert adjacent_expert_reuse("qwen3-235b-a22b") == 0.0  # none packaged
+
+
+def _cost(engine: str, tp: int = 1) -> RooflineCostModel:
+    return RooflineCostModel(load_gpu("h200"), load_profile("h200"), load_engine(engine), tp=tp)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_a_verify_pass_reads_fewer_experts_where_the_router_reuses_them(engine):
+    m = load_model("qwen3-30b-a3b")
+    cost = _cost(engine)
+    verify = cost.forward(m, BatchShape.uniform(8, 4, 8 * 1000.0, 32))
+    # the same 32 tokens as 32 sequences' decode tokens route independently
+    decode32 = cost.forward(m, BatchShape.uniform(32, 1, 32 * 1000.0, 32))
+    assert verify.gemm_s < decode32.gemm_s
+    # and cost what 8 + 24 x (1 - 0.45) = 21.2 independent tokens' expert reads do, every
+    # (token, expert) pair still multiplied
+    kernel = cost.moe_kernel(cost.experts_precision_of(m), m)
+    expected = routed_experts_time(cost.ops, m, 32, 1, None, kernel, 8 + 24 * 0.55)
+    assert expected < routed_experts_time(cost.ops, m, 32, 1, None, kernel)
+
+
+def test_a_decode_step_and_an_unmeasured_model_are_priced_as_before():
+    cost = _cost("sglang", tp=4)
+    m = load_model("qwen3-30b-a3b")
+    kernel = cost.moe_kernel(cost.experts_precision_of(m), m)
+    # one token a sequence: fresh = tokens, the independent price
+    assert routed_experts_time(cost.ops, m, 8, 1, None, kernel, fresh_tokens(8, 8, 0.45)) == (
+        routed_experts_time(cost.ops, m, 8, 1, None, kernel)
+    )
+    # a model without a measured reuse: the verify's experts as independent tokens'
+    big = load_model("qwen3-235b-a22b")
+    a = cost.forward(big, BatchShape.uniform(8, 4, 8 * 1000.0, 32))
+    b = cost.forward(big, BatchShape.uniform(32, 1, 32 * 1000.0, 32))
+    assert a.gemm_s == b.gemm_s
