@@ -153,6 +153,21 @@ def test_a_non_default_sglang_attention_backend_is_refused_by_name():
         plan_case({**sglang, "gpu": "a100_80gb", "notes": serve})
 
 
+def test_an_mla_row_on_a_backend_simspec_has_not_timed_is_refused_by_name():
+    """SGLang's MLA decode is priced with the FA3 kernel AIConfigurator timed (SGLang's default
+    on Hopper since PR #5210); a row that says it ran Triton's, in a flag or in words, is not
+    predicted with it."""
+    dsv3 = {**ROW, "engine": "sglang", "target_model": "deepseek-v3", "gpu": "h200", "tp": "8"}
+    dsv3 = {**dsv3, "load_kind": "single", "load": "1"}
+    assert plan_case(dsv3)  # nothing named: SGLang's default, the timed kernel
+    assert plan_case({**dsv3, "notes": "serve: sglang.launch_server --attention-backend fa3"})
+    feb = {**dsv3, "engine_version": "main, Feb 2025 (Triton attention backend, CUDA graph)"}
+    with pytest.raises(Skip, match="triton attention backend for MLA"):
+        plan_case(feb)
+    with pytest.raises(Skip, match="flashinfer attention backend for MLA"):
+        plan_case({**dsv3, "notes": "serve: --attention-backend flashinfer"})
+
+
 def test_a_serve_command_may_turn_prefix_caching_on_or_off():
     assert serve_prefix_caching("serve: vllm serve m --no-enable-prefix-caching") is False
     assert serve_prefix_caching("python3 -m sglang.launch_server --disable-radix-cache") is False

@@ -154,7 +154,8 @@ def plan_case(
         assumptions.append(LINEAR_STATE_NOTE)
     engine = get("engine")
     _known(load_engine, engine, "no engine profile for")
-    if why := unmodelled_attention(notes, engine, load_gpu(gpu).arch, load_model(model).is_mla):
+    mla = load_model(model).is_mla
+    if why := unmodelled_attention(notes, engine, load_gpu(gpu).arch, mla, get("engine_version")):
         raise Skip(why)
     engine, said = engine_version_profile(engine, get("engine_version"))
     if said:

@@ -94,6 +94,16 @@ _BURST = re.compile(r"burst of \d+|request[- ]rate inf", re.IGNORECASE)
 _ATTENTION_BACKEND = re.compile(r"--attention-backend[ =](\w+)")
 _SGLANG_DEFAULT_ATTENTION = {"hopper": "fa3"}
 _SGLANG_OTHER_ATTENTION = "flashinfer"
+# a backend a row names in words ("main, Feb 2025 (Triton attention backend, ...)")
+_BACKEND_IN_WORDS = re.compile(
+    r"\b(triton|flashinfer|fa3|flashmla|cutlass_mla|trtllm_mla)\s+(?:mla\s+)?attention backend",
+    re.IGNORECASE,
+)
+# the kernel simspec prices SGLang's MLA decode with on Hopper (simspec/data/mla_kernels.yaml:
+# AIConfigurator timed SGLang 0.5.x's FA3 MLA decode), SGLang's default for MLA on Hopper since
+# PR #5210 ("feat: use fa3 mla by default on hopper", merged 2025-04-09); before it SGLang
+# decoded MLA with its Triton backend unless FlashInfer MLA was asked for
+_SGLANG_MLA_ATTENTION = {"hopper": "fa3"}
 _DISAGGREGATED = re.compile(r"PD-disaggregated|prefill \+ \d+ decode nodes", re.IGNORECASE)
 _ENGINES = {"vllm": "vllm", "sglang": "sglang"}
 
@@ -227,12 +237,29 @@ def unmodelled_draft_tp(notes: str, tp: int, method: str) -> str | None:
     )
 
 
-def unmodelled_attention(notes: str, engine: str, arch: str, mla: bool) -> str | None:
+def unmodelled_attention(
+    notes: str, engine: str, arch: str, mla: bool, version: str = ""
+) -> str | None:
     """Why a row's attention backend is not one simspec prices, or None: an SGLang serve
     command that names a backend other than SGLang's default on the GPU (simspec's attention
-    costs are one measured kernel set per GPU, the default's)."""
+    costs are one measured kernel set per GPU, the default's); for an MLA model, a backend the
+    notes or the engine version name other than the one whose MLA decode simspec has timed."""
+    if engine != "sglang":
+        return None
+    if mla:
+        timed = _SGLANG_MLA_ATTENTION.get(arch)
+        text = f"{notes} {version}"
+        said = [m.lower() for m in _ATTENTION_BACKEND.findall(text)]
+        said += [m.lower() for m in _BACKEND_IN_WORDS.findall(text)]
+        if timed is None or not said or said[-1] == timed:
+            return None
+        return (
+            f"the row ran SGLang's {said[-1]} attention backend for MLA: simspec prices SGLang's "
+            f"MLA decode on this GPU with the {timed} kernel AIConfigurator timed (SGLang's "
+            "default here since PR #5210, April 2025) and has no timings of this one"
+        )
     named = _ATTENTION_BACKEND.findall(notes)
-    if engine != "sglang" or not named or mla:
+    if not named:
         return None
     default = _SGLANG_DEFAULT_ATTENTION.get(arch, _SGLANG_OTHER_ATTENTION)
     if named[-1] == default:
