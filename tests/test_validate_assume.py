@@ -166,6 +166,11 @@ def test_an_mla_row_on_a_backend_simspec_has_not_timed_is_refused_by_name():
         plan_case(feb)
     with pytest.raises(Skip, match="flashinfer attention backend for MLA"):
         plan_case({**dsv3, "notes": "serve: --attention-backend flashinfer"})
+    # on B200 the timed kernel is trtllm_mla
+    b200 = {**dsv3, "gpu": "b200"}
+    assert plan_case({**b200, "notes": "serve: --attention-backend trtllm_mla"})
+    with pytest.raises(Skip, match="fa3 attention backend for MLA"):
+        plan_case({**b200, "notes": "serve: --attention-backend fa3"})
 
 
 def test_a_serve_command_may_turn_prefix_caching_on_or_off():

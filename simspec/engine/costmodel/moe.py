@@ -85,7 +85,7 @@ def routed_experts_time(
         touched = served_touched(model.num_experts, drawn * k)
         ratio = routing_ratio(kernel.routing, drawn * k / model.num_experts)
         return ratio * grouped_experts_time(ops, model, pairs, touched, ep, experts, kernel)
-    touched = distinct_experts(model.num_experts, k, tokens if fresh is None else fresh)
+    touched = distinct_experts(model.num_experts, k, drawn)
     return grouped_experts_time(ops, model, pairs, touched, ep, experts, kernel)
 
 

@@ -60,11 +60,7 @@ def load(trace: str, proposer: Key, k: int) -> ReplayTable | None:
     with np.load(io.BytesIO(f.read_bytes())) as z:
         if str(z["tokens_sha256"]) != _sha256(trace):
             return None
-        lengths = z["lengths"].astype(np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-        return ReplayTable(
-            offsets, lengths, z["proposed"].astype(np.int64), z["accepted"].astype(np.int64)
-        )
+        return ReplayTable.flat(z["lengths"], z["proposed"], z["accepted"])
 
 
 def to_bytes(trace: str, table: ReplayTable) -> bytes:

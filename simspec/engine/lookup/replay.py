@@ -51,12 +51,16 @@ class ReplayTable:
         return len(self.lengths)
 
     @classmethod
-    def of(cls, replays: list[StreamReplay]) -> ReplayTable:
-        lengths = np.array([len(r.proposed) for r in replays], dtype=np.int64)
+    def flat(cls, lengths: np.ndarray, proposed: np.ndarray, accepted: np.ndarray) -> ReplayTable:
+        """The table of requests of ``lengths`` positions whose columns run back to back."""
+        lengths = np.asarray(lengths).astype(np.int64)
         offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-        return cls(
-            offsets,
-            lengths,
-            np.concatenate([r.proposed for r in replays]).astype(np.int64),
-            np.concatenate([r.accepted for r in replays]).astype(np.int64),
+        return cls(offsets, lengths, proposed.astype(np.int64), accepted.astype(np.int64))
+
+    @classmethod
+    def of(cls, replays: list[StreamReplay]) -> ReplayTable:
+        return cls.flat(
+            np.array([len(r.proposed) for r in replays], dtype=np.int64),
+            np.concatenate([r.proposed for r in replays]),
+            np.concatenate([r.accepted for r in replays]),
         )

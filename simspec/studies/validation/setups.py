@@ -99,11 +99,12 @@ _BACKEND_IN_WORDS = re.compile(
     r"\b(triton|flashinfer|fa3|flashmla|cutlass_mla|trtllm_mla)\s+(?:mla\s+)?attention backend",
     re.IGNORECASE,
 )
-# the kernel simspec prices SGLang's MLA decode with on Hopper (simspec/data/mla_kernels.yaml:
-# AIConfigurator timed SGLang 0.5.x's FA3 MLA decode), SGLang's default for MLA on Hopper since
-# PR #5210 ("feat: use fa3 mla by default on hopper", merged 2025-04-09); before it SGLang
-# decoded MLA with its Triton backend unless FlashInfer MLA was asked for
-_SGLANG_MLA_ATTENTION = {"hopper": "fa3"}
+# the backend whose MLA decode simspec prices SGLang with, by GPU generation: the kernels
+# AIConfigurator timed for SGLang 0.5.x (simspec/data/mla_kernels.yaml: FA3 on Hopper,
+# trtllm_mla on B200). FA3 has been SGLang's default for MLA on Hopper since PR #5210 ("feat:
+# use fa3 mla by default on hopper", merged 2025-04-09); before it SGLang decoded MLA with its
+# Triton backend unless FlashInfer MLA was asked for
+_SGLANG_MLA_ATTENTION = {"hopper": "fa3", "blackwell": "trtllm_mla"}
 _DISAGGREGATED = re.compile(r"PD-disaggregated|prefill \+ \d+ decode nodes", re.IGNORECASE)
 _ENGINES = {"vllm": "vllm", "sglang": "sglang"}
 
@@ -255,8 +256,9 @@ def unmodelled_attention(
             return None
         return (
             f"the row ran SGLang's {said[-1]} attention backend for MLA: simspec prices SGLang's "
-            f"MLA decode on this GPU with the {timed} kernel AIConfigurator timed (SGLang's "
-            "default here since PR #5210, April 2025) and has no timings of this one"
+            f"MLA decode on this GPU with the {timed} kernel AIConfigurator timed for SGLang "
+            "0.5.x (on Hopper its default since PR #5210, April 2025) and has no timings of "
+            "this one"
         )
     named = _ATTENTION_BACKEND.findall(notes)
     if not named:
