@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from simspec.engine import intervals as ci
+from simspec.engine.controls import Controls, controlled
 from simspec.engine.kv_cache import MemoryPlan
 from simspec.engine.window import Layout, Window, steady_window
 
@@ -228,8 +229,13 @@ def summarize(
     peak_blocks: int,
     memory: MemoryPlan,
     blocks_in_use_end: int = 0,
+    controls: Controls | None = None,
 ) -> RunSummary:
-    """Latency percentiles, throughput and acceptance of a finished run, over its window."""
+    """Latency percentiles, throughput and acceptance of a finished run, over its window.
+
+    A closed loop with ``controls`` (its requests' known lengths and steps, in request order)
+    reports its throughput, its latency sections and their intervals from the controlled
+    latencies and tokens (:mod:`simspec.engine.controls`); percentiles stay the requests' own."""
     end = iterations["start_s"] + iterations["duration_s"]
     makespan = float(end.max()) if len(iterations) else 0.0
     w = steady_window(requests, plan, makespan)
@@ -239,13 +245,16 @@ def summarize(
     it = iterations[in_window] if len(iterations) else iterations
     # every measured request's latency, 0 for one that never fit (it leaves as it arrives)
     lat = (measured["finish_s"] - measured["arrival_s"]).fillna(0.0).to_numpy()
+    made = measured["output_tokens"].to_numpy().astype(float)
+    if plan.concurrency and controls is not None:
+        x = controls.values[w.first : w.first + w.count]
+        lat, made = controlled(lat, x, controls.means), controlled(made, x, controls.means)
     parts = ci.sections(len(lat))
     section_e2e = tuple(float(lat[p].sum()) for p in parts)
     if plan.concurrency:
         # a closed loop holds ``concurrency`` requests at every moment: by Little's law its
         # throughput is concurrency x tokens / latency summed over the same requests, which
         # two methods share (so their ratio pairs, see intervals.ratio_of_sums_interval)
-        made = measured["output_tokens"].to_numpy().astype(float)
         throughput = plan.concurrency * made.sum() / lat.sum() if lat.sum() > 0 else float("nan")
         lo, hi = ci.ratio_of_sums_interval(
             np.array([made[p].sum() for p in parts]), np.array(section_e2e)

@@ -17,6 +17,7 @@ import simpy
 
 from simspec.config import Scenario
 from simspec.engine.build import acceptance_sampler, past_context, relaxation_time, setup_replica
+from simspec.engine.controls import dataset_controls, with_request_draws
 from simspec.engine.kv_cache import MemoryPlan
 from simspec.engine.metrics import IterationLog, RunSummary, summarize
 from simspec.engine.replica import Replica, StepClock
@@ -114,12 +115,19 @@ def simulate(sc: Scenario) -> SimResult:
     specs = generate_requests(wl, rng_workload, plan.total)
     acceptance = acceptance_sampler(sc, setup.speculator, len(specs), rng_accept)
     ages = np.zeros(0, dtype=np.int64)
+    controls = None
     if wl.arrival == "closed" and not plan.search:  # a stationary start (engine.window)
-        per_step = None
         k = setup.speculator.step_shape(wl.concurrency).k  # the draft a full loop runs
-        if k and acceptance is not None and hasattr(acceptance, "step_tokens"):
-            per_step = acceptance.step_tokens(specs.trace_index, k)
-        specs, ages = stationary_cohort(specs, wl.concurrency, rng_workload, per_step)
+        taus = getattr(acceptance, "step_tokens", None) if k else None
+
+        def per_step(trace_index: np.ndarray) -> np.ndarray | None:
+            """Tokens per step of each request's own record (None: not replayed)."""
+            return None if taus is None else taus(trace_index, k)
+
+        specs, ages = stationary_cohort(
+            specs, wl.concurrency, rng_workload, per_step(specs.trace_index)
+        )
+        controls = dataset_controls(wl, specs, per_step)
     table = RequestTable(specs)
     if wl.arrival == "replay":
         past_context(table, setup.target)
@@ -146,11 +154,15 @@ def simulate(sc: Scenario) -> SimResult:
             "than the KV cache or the model's context): shorten the requests or raise tp"
         )
 
+    draws = getattr(acceptance, "request_draws", None)
+    controls = with_request_draws(controls, draws() if draws is not None else None)
     requests = request_frame(table).iloc[:released]
     iterations = log.frame()
     # every block is back once all requests have left: kv_blocks_in_use_end checks that
     pool = replica.pool
-    summary = summarize(requests, iterations, plan, pool.peak_used, setup.memory, pool.used)
+    summary = summarize(
+        requests, iterations, plan, pool.peak_used, setup.memory, pool.used, controls
+    )
     return SimResult(sc, requests, iterations, summary, setup.memory)
 
 

@@ -71,18 +71,25 @@ def generate_requests(
         return RequestSpecs(
             cfg.prompt.sample(n, rng), cfg.output.sample(n, rng), np.full(n, -1, dtype=np.int64)
         )
-    if is_token_trace_file(cfg.lengths_from):  # a user's token trace: lengths from its streams
-        tokens = load_token_trace(cfg.lengths_from, "workload.lengths_from")
-        prompt, output = tokens.prompt_len, tokens.output_len
-    else:
-        # lengths do not depend on the method key, so any key of the file will do
-        method = cfg.lengths_from_method or first_method(cfg.lengths_from)
-        records = load_trace(cfg.lengths_from, method, "workload.lengths_from")
-        prompt = records.prompt_len
-        output = records.lengths if cfg.lengths_from_method else records.output_len
+    prompt, output = record_lengths(cfg)
     passes = -(-n // len(prompt))
     order = np.concatenate([rng.permutation(len(prompt)) for _ in range(passes)])[:n]
     return RequestSpecs(prompt[order].astype(np.int64), output[order].astype(np.int64), order)
+
+
+def record_lengths(cfg: WorkloadConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The prompt and output lengths of every record ``cfg.lengths_from`` holds, in the
+    trace's order: the finite set a run's requests are drawn from (each record equally
+    often, :func:`generate_requests`), so their means are the workload's own."""
+    assert cfg.lengths_from is not None
+    if is_token_trace_file(cfg.lengths_from):  # a user's token trace: lengths from its streams
+        tokens = load_token_trace(cfg.lengths_from, "workload.lengths_from")
+        return tokens.prompt_len, tokens.output_len
+    # lengths do not depend on the method key, so any key of the file will do
+    method = cfg.lengths_from_method or first_method(cfg.lengths_from)
+    records = load_trace(cfg.lengths_from, method, "workload.lengths_from")
+    output = records.lengths if cfg.lengths_from_method else records.output_len
+    return records.prompt_len, output
 
 
 def stationary_cohort(

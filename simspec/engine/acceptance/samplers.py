@@ -88,6 +88,13 @@ class ParametricAcceptance:
     ) -> np.ndarray:
         return accept_prefix(self.alphas(rids, k), self.rng)
 
+    def request_draws(self) -> np.ndarray | None:
+        """Each request's own ``z_r ~ N(0, 1)`` (by request id; 0 for one never started), the
+        draw that makes it easier or harder than the mean; None when requests do not differ."""
+        if self.static or self.spread == 0.0:
+            return None
+        return self.request_offset / self.spread
+
 
 class TreeAcceptance:
     """Accepted depth of a tree verify step: the α of each depth comes from the parametric
@@ -110,6 +117,10 @@ class TreeAcceptance:
 
     def start(self, rid: int, trace_index: int) -> None:
         self.base.start(rid, trace_index)
+
+    def request_draws(self) -> np.ndarray | None:
+        """As :meth:`ParametricAcceptance.request_draws`."""
+        return self.base.request_draws()
 
     def accept_counts(
         self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
