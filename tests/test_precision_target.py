@@ -68,9 +68,9 @@ def test_a_length_is_exactly_that_many_measured_requests():
 
 # -- the config and the flag -------------------------------------------------------------------
 def test_a_fixed_length_turns_the_target_off_and_both_at_once_are_refused():
-    # the default is the fixed length (asked for: the README's +-1 %)
-    assert SweepConfig().precision_target == 0
-    assert SweepConfig(precision_target=DEFAULT_PRECISION_TARGET).precision_target == 0.01
+    # the default is +-2 %; a fixed length is asked for by writing one
+    assert SweepConfig().precision_target == DEFAULT_PRECISION_TARGET == 0.02
+    assert SweepConfig(precision_target=0).precision_target == 0
     assert SweepConfig(workload={"requests": 300}).precision_target == 0
     assert SweepConfig(workload=WorkloadConfig(turnovers=8)).precision_target == 0
     # a built workload that was given neither keeps the target asked for

@@ -84,13 +84,14 @@ class SweepConfig(Deployment):
     batch_sizes: list[int] = Field(default_factory=lambda: list(DEFAULT_BATCH_SIZES))
     grid: dict[str, list[Any]] = Field(default_factory=dict, validate_default=True)  # sized
     precision_target: float = Field(
-        default=0.0,
+        default=DEFAULT_PRECISION_TARGET,
         description="measure each cell until the 95 % interval of its speedup is within this "
         f"share of it either side ({MIN_PRECISION_TARGET:g} to {MAX_PRECISION_TARGET:g}; "
-        f"{DEFAULT_PRECISION_TARGET:g} is +-{DEFAULT_PRECISION_TARGET:.0%}), "
+        f"default {DEFAULT_PRECISION_TARGET:g}, +-{DEFAULT_PRECISION_TARGET:.0%}), "
         f"from {window.FLOOR_TURNOVERS} turnovers (at least {window.floor_requests(1)} "
-        f"requests) up to a cap of {window.CAP_FLOORS}x that; 0 (the default): the fixed "
-        f"length of workload.requests and workload.turnovers ({DEFAULT_TURNOVERS} turnovers)",
+        f"requests) up to a cap of {window.CAP_FLOORS}x that; 0: the fixed length of "
+        f"workload.requests and workload.turnovers ({DEFAULT_TURNOVERS} turnovers), as "
+        "writing either of them asks",
     )
 
     @model_validator(mode="before")
