@@ -96,19 +96,21 @@ def test_a_closed_loops_throughput_is_littles_law_on_the_controlled_latency():
     assert s.throughput_tok_s == pytest.approx(2 * output.mean() / latency, rel=1e-9)
 
 
-def test_a_parametric_acceptances_own_draws_are_two_more_controls_with_known_means():
+def test_a_parametric_acceptances_own_draws_are_two_more_controls_with_mean_0():
     closed = WorkloadConfig(concurrency=4, requests=64)
     specs = generate_requests(closed, np.random.default_rng(0))
     lengths = dataset_controls(closed, specs, _no_replay)
     z = np.random.default_rng(1).standard_normal(len(specs))
-    c = with_request_draws(lengths, z)
+    c = with_request_draws(lengths, z, specs)
     assert c is not None and lengths is not None
-    assert c.names[2:] == ("output_x_draw", "output_x_draw_squared")
-    np.testing.assert_allclose(c.means[2:], [0.0, lengths.means[1]])
+    assert c.names[2:] == ("output_x_draw", "output_x_draw_squared_less_1")
+    np.testing.assert_array_equal(c.means[2:], [0.0, 0.0])
     np.testing.assert_allclose(c.values[:, 2], specs.output_len * z)
-    np.testing.assert_allclose(c.values[:, 3], specs.output_len * z * z)
-    assert with_request_draws(lengths, None) is lengths
-    assert with_request_draws(None, z) is None
+    np.testing.assert_allclose(c.values[:, 3], specs.output_len * (z * z - 1))
+    assert with_request_draws(lengths, None, specs) is lengths
+    # lengths drawn from a distribution have no controls of their own; the draws still do
+    alone = with_request_draws(None, z, specs)
+    assert alone is not None and alone.values.shape == (len(specs), 2)
 
 
 def test_a_sampler_hands_its_requests_draws_only_when_requests_differ():

@@ -9,7 +9,8 @@ requests, not the engine. Yet each request's prompt and output length are known 
 and so, when its acceptance replays its own record (a trace or a token stream), are the decode
 steps that record takes (output over the record's tokens per step); their means over the
 records are known exactly. A parametric acceptance draws each request's own offset
-``z ~ N(0, 1)`` when it starts, independently of its lengths (:func:`with_request_draws`).
+``z ~ N(0, 1)`` when it starts, independently of its lengths (:func:`with_request_draws`): those
+controls have mean 0 whatever the lengths, so they serve lengths drawn from a distribution too.
 
 The controlled estimator (Law, *Simulation Modeling and Analysis*, 5th ed., §11.3; Lavenberg
 and Welch, "A perspective on the use of control variables to increase the efficiency of Monte
@@ -86,18 +87,24 @@ def dataset_controls(
     return Controls(np.column_stack(cols), np.array(means), tuple(names))
 
 
-def with_request_draws(controls: Controls | None, draws: np.ndarray | None) -> Controls | None:
-    """``controls`` with two more from each request's own acceptance draw ``z ~ N(0, 1)``
-    (parametric acceptance, drawn independently of its lengths when it starts): ``out · z``
-    and ``out · z²``, whose means are 0 and the records' mean output. A request's steps grow
-    with its output and fall as its ``z`` rises, bending (the logistic), hence both."""
-    if controls is None or draws is None:
+def with_request_draws(
+    controls: Controls | None, draws: np.ndarray | None, specs: RequestSpecs
+) -> Controls | None:
+    """``controls`` (None: a closed loop whose lengths have none) with two more from each
+    request's own acceptance draw ``z ~ N(0, 1)`` (parametric acceptance, drawn independently
+    of its lengths when it starts): ``out · z`` and ``out · (z² - 1)``, whose means are 0 for
+    any lengths. A request's steps grow with its output and fall as its ``z`` rises, bending
+    (the logistic), hence both."""
+    if draws is None:
         return controls
-    out = controls.values[:, controls.names.index("output_tokens")]
+    out = specs.output_len.astype(float)
     z = draws[: len(out)]
-    mean_out = float(controls.means[controls.names.index("output_tokens")])
+    cols = np.column_stack([out * z, out * (z * z - 1.0)])
+    names = ("output_x_draw", "output_x_draw_squared_less_1")
+    if controls is None:
+        return Controls(cols, np.zeros(2), names)
     return Controls(
-        np.column_stack([controls.values, out * z, out * z * z]),
-        np.append(controls.means, [0.0, mean_out]),
-        (*controls.names, "output_x_draw", "output_x_draw_squared"),
+        np.column_stack([controls.values, cols]),
+        np.append(controls.means, [0.0, 0.0]),
+        (*controls.names, *names),
     )

@@ -155,7 +155,8 @@ def simulate(sc: Scenario) -> SimResult:
         )
 
     draws = getattr(acceptance, "request_draws", None)
-    controls = with_request_draws(controls, draws() if draws is not None else None)
+    if wl.arrival == "closed" and not plan.search and draws is not None:
+        controls = with_request_draws(controls, draws(), specs)
     requests = request_frame(table).iloc[:released]
     iterations = log.frame()
     # every block is back once all requests have left: kv_blocks_in_use_end checks that

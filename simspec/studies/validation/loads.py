@@ -27,10 +27,14 @@ import numpy as np
 from simspec.catalog.methods import TRACE_DATASETS
 from simspec.catalog.traces import first_method, load_trace
 from simspec.config import MIN_RATE, LengthSpec, SchedulerConfig, WorkloadConfig
+from simspec.engine.controls import MIN_REQUESTS as CONTROLLED_REQUESTS
 from simspec.studies.validation.cases import number
 
-SINGLE_REQUESTS = 32  # batch-1 rows: enough requests that per-request spread averages out
-MIN_REQUESTS = 32  # small batches: enough requests that per-request spread averages out
+# batch-1 rows and small batches: enough requests for the control variates to take the
+# requests' spread out (simspec.engine.controls: at 32 uncontrolled requests a batch-1 speedup
+# moved 3-8 % (one standard deviation) from seed to seed; controlled, 100 move it 0.5-1.3 %)
+SINGLE_REQUESTS = CONTROLLED_REQUESTS
+MIN_REQUESTS = CONTROLLED_REQUESTS
 # closed-loop rows measure this many turnovers of the batch (the default is 64): published
 # numbers are read to a few per cent and the model's own error is ~16 %, while 8 turnovers
 # put the run-to-run spread of a batch-64 speedup at ~1 % (README "Measurement") and keep
