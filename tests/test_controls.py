@@ -127,6 +127,26 @@ def test_a_sampler_hands_its_requests_draws_only_when_requests_differ():
     assert same.request_draws() is None
 
 
+def test_lengths_from_a_distribution_keep_their_own_tokens_and_control_the_latency_by_draws():
+    """No records: the tokens stay the requests' own (a method's run and its baseline's share
+    them exactly) and the latencies are controlled by the parametric acceptance's draws."""
+    wl = WorkloadConfig(
+        concurrency=2,
+        requests=128,
+        lengths_from=None,
+        prompt={"dist": "fixed", "mean": 64},
+        output={"dist": "lognormal", "mean": 40, "cv": 0.8, "max": 200},
+    )
+    method = MethodConfig(name="eagle3", k=3, acceptance={"alpha": 0.7, "spread": 0.5})
+    r = simulate(Scenario(method=method, workload=wl))
+    s = r.summary
+    measured = r.requests.iloc[s.warmup_requests : s.warmup_requests + s.requests]
+    tokens = float(measured["output_tokens"].sum())
+    raw = float((measured["finish_s"] - measured["arrival_s"]).sum())
+    assert s.throughput_tok_s == pytest.approx(2 * tokens / sum(s.section_e2e_s), rel=1e-12)
+    assert sum(s.section_e2e_s) != pytest.approx(raw, rel=1e-9)  # the latencies were controlled
+
+
 @pytest.mark.slow
 def test_at_batch_1_a_short_runs_speedup_agrees_with_a_long_run_within_its_narrow_interval():
     """n-gram on ShareGPT at batch 1 (its token replay: the records differ most): 256 requests
