@@ -48,6 +48,11 @@ class Controls:
     means: np.ndarray
     names: tuple[str, ...]
 
+    @property
+    def knows_tokens(self) -> bool:
+        """The requests' output lengths are a control (their mean is the records')."""
+        return "output_tokens" in self.names
+
 
 def controlled(y: np.ndarray, x: np.ndarray, means: np.ndarray) -> np.ndarray:
     """``y - (x - means) @ β``, β the least-squares slopes of ``y`` on ``x`` (with an

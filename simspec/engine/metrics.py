@@ -251,7 +251,7 @@ def summarize(
         lat = controlled(lat, x, controls.means)
         # the tokens only where their mean is known (the records'); else they stay the
         # requests' own, which a method's run and its baseline's share exactly
-        if "output_tokens" in controls.names:
+        if controls.knows_tokens:
             made = controlled(made, x, controls.means)
     parts = ci.sections(len(lat))
     section_e2e = tuple(float(lat[p].sum()) for p in parts)

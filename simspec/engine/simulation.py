@@ -116,7 +116,8 @@ def simulate(sc: Scenario) -> SimResult:
     acceptance = acceptance_sampler(sc, setup.speculator, len(specs), rng_accept)
     ages = np.zeros(0, dtype=np.int64)
     controls = None
-    if wl.arrival == "closed" and not plan.search:  # a stationary start (engine.window)
+    stationary = wl.arrival == "closed" and not plan.search
+    if stationary:  # a closed loop that starts in its steady state (engine.window)
         k = setup.speculator.step_shape(wl.concurrency).k  # the draft a full loop runs
         taus = getattr(acceptance, "step_tokens", None) if k else None
 
@@ -155,7 +156,7 @@ def simulate(sc: Scenario) -> SimResult:
         )
 
     draws = getattr(acceptance, "request_draws", None)
-    if wl.arrival == "closed" and not plan.search and draws is not None:
+    if stationary and draws is not None:
         controls = with_request_draws(controls, draws(), specs)
     requests = request_frame(table).iloc[:released]
     iterations = log.frame()
