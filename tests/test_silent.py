@@ -13,6 +13,7 @@ from simspec.catalog.traces import load_trace
 from simspec.cli.main import app
 from simspec.cli.sweep_flags import SweepFlags
 from simspec.config import MethodConfig, WorkloadConfig
+from simspec.engine.acceptance.trees import TreeShape
 from simspec.errors import InputError
 from simspec.studies.policy import Policy
 
@@ -113,6 +114,37 @@ def test_method_fields_that_do_not_apply_are_errors_naming_them(tmp_path, method
     cfg = write(tmp_path, "s.yaml", f"methods:\n  - {method}\n")
     name = method.split(",")[0].removeprefix("{name: ")
     refused(["sweep", *QUICK, "--config", cfg], f"methods.{name}.{field}")
+
+
+@pytest.mark.parametrize(
+    ("method", "field"),
+    [
+        # depth 1, top-8: SGLang's steps 1 / topk 8 draws 8 candidates, so 9 nodes cannot exist
+        ("{name: eagle3, k: 1, tree: dynamic, tree_nodes: 9, tree_topk: 8}", "tree_nodes"),
+        ("{name: medusa1, k: 2, tree: static, tree_nodes: 7, tree_topk: 2}", "tree_nodes"),
+        (
+            "{name: eagle3, k: 2, tree: dynamic, tree_nodes: 4, tree_topk: 2, "
+            "tree_schedule: [[1, 4, 4], [5, 4096, 7]]}",
+            "tree_schedule",
+        ),
+    ],
+)
+def test_a_tree_budget_its_tree_cannot_hold_is_an_error(tmp_path, method, field):
+    """The verify pass would be costed for the budget while acceptance walks the smaller tree
+    that fits (it was: a 64-token verify for Hydra's 4-deep chain when tree_topk was unset)."""
+    cfg = write(tmp_path, "s.yaml", f"methods:\n  - {method}\n")
+    name = method.split(",")[0].removeprefix("{name: ")
+    out = refused(["sweep", *QUICK, "--config", cfg], f"methods.{name}.{field}")
+    assert "allowed" in out
+
+
+def test_tree_capacity_is_the_drafters_candidate_count():
+    # dynamic: top-k at depth 1, then top-k children of each of top-k beams per further depth
+    assert TreeShape(8, 4, 7, dynamic=True).capacity == 4 + 6 * 16
+    assert TreeShape(8, 8, 1, dynamic=True).capacity == 8
+    # static: the full top-k-ary tree of that depth
+    assert TreeShape(7, 2, 2).capacity == 2 + 4
+    assert TreeShape(4, 1, 4).capacity == 4
 
 
 def test_fields_a_method_reads_are_accepted():

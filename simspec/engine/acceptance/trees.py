@@ -316,6 +316,18 @@ class TreeShape:
     depth: int
     dynamic: bool = False
 
+    @property
+    def capacity(self) -> int:
+        """The most draft tokens such a tree can hold. A dynamic tree picks its nodes from the
+        candidates its drafter expands: top-k at depth 1, then top-k children of each of the
+        top-k beams at every further depth, ``topk + (depth - 1) * topk**2`` (SGLang
+        eagle_utils ``organize_draft_results``: ``torch.topk(score_list, num_verify_tokens -
+        1)`` over that many scores; EAGLE-2's ``topK_genrate`` likewise); a static tree is
+        at most the full ``topk``-ary tree of its depth."""
+        if self.dynamic:
+            return self.topk + (self.depth - 1) * self.topk * self.topk
+        return sum(self.topk**d for d in range(1, self.depth + 1))
+
 
 def profile_at(mu: np.ndarray, alpha1: float) -> np.ndarray:
     """The α profile of a sequence whose depth-1 acceptance is ``alpha1``, given the logit

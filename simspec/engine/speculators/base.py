@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from simspec.catalog.hardware import EngineProfile
-from simspec.catalog.methods import MethodInfo, method_info
+from simspec.catalog.methods import DEFAULT_TREE_TOPK, MethodInfo, method_info
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.config import MethodConfig, TreeKind
 from simspec.engine.acceptance.samplers import DraftPlan
@@ -79,6 +79,9 @@ class Speculator:
                 f"K={longest} exceeds k={self.k}, the longest draft the run is built for: "
                 f"set k (num_speculative_tokens) to at least {longest}",
             )
+        if shape is not None and explicit is None:
+            for budget in self.policy.budgets:
+                self._within_capacity(shape, budget, "tree_schedule")
         self.tree = None if shape is None else DraftTree(shape, self.policy.budgets, explicit)
         self._steps: dict[int, StepShape] = {}  # by batch size
 
@@ -117,7 +120,22 @@ class Speculator:
         nodes = cfg.tree_nodes or self.k
         if nodes < self.k:
             raise InputError(f"methods.{self.name}.tree_nodes", "must be >= k (the depth)")
-        return TreeShape(nodes, cfg.tree_topk or 1, self.k, self.tree_kind == "dynamic")
+        topk = cfg.tree_topk or DEFAULT_TREE_TOPK  # as the presets' (method_defaults)
+        shape = TreeShape(nodes, topk, self.k, self.tree_kind == "dynamic")
+        self._within_capacity(shape, nodes, "tree_nodes")
+        return shape
+
+    def _within_capacity(self, shape: TreeShape, nodes: int, field: str) -> None:
+        """Refuse a node budget the tree cannot hold: its verify pass would be costed wider
+        than the tree acceptance walks (a silent mismatch)."""
+        if nodes > shape.capacity:
+            kind = "dynamic" if shape.dynamic else "static"
+            raise InputError(
+                f"methods.{self.name}.{field}",
+                f"{nodes} draft tokens do not fit a {kind} tree of depth {shape.depth} with "
+                f"top-{shape.topk} expansion: allowed {shape.depth}..{shape.capacity} "
+                "(raise tree_topk or k, or lower the budget)",
+            )
 
     # -- shape of a step -------------------------------------------------------------------
     @property
