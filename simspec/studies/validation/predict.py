@@ -24,6 +24,7 @@ from simspec.catalog.hardware import load_engine, load_gpu, load_profile
 from simspec.catalog.methods import (
     DATASET_DOMAIN,
     DEFAULT_DRAFT_MODEL,
+    DEFAULT_TREE_TOPK,
     TOKEN_REPLAYED,
     TRACE_DATASETS,
     acceptance_spread,
@@ -46,6 +47,7 @@ from simspec.config import (
     SchedulerConfig,
     WorkloadConfig,
 )
+from simspec.engine.acceptance.trees import TreeShape
 from simspec.engine.build import build_cost_model
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.costmodel.linear_attention import LINEAR_STATE_NOTE
@@ -361,10 +363,10 @@ def _method(
             )
         if k:
             fields["k"] = k
-        if nodes:
-            fields["tree_nodes"] = nodes
         if topk:
             fields["tree_topk"] = topk
+        if nodes:
+            fields["tree_nodes"] = _stated_nodes(nodes, fields, engine, notes)
         if fields["tree"] != "chain" and not fields.get("tree_nodes"):
             fields["tree_nodes"] = max(fields["k"], nodes or 0)
     if k == 0:
@@ -393,6 +395,31 @@ def _method(
         notes.append(f"dataset {dataset!r} has no preset domain: chat assumed")
     acc, source = _acceptance(row, name, dataset, domain, metric, fields, temperature)
     return MethodConfig(**fields, acceptance=acc), source
+
+
+def _stated_nodes(nodes: int, fields: dict[str, Any], engine: str, notes: list[str]) -> int:
+    """The draft tokens a row's stated tree budget means to simspec (``tree_nodes``: drafted
+    tokens, the verify pass adding the root). SGLang's ``--speculative-num-draft-tokens``
+    counts the root: its verify pass runs that many tokens per request, the last verified
+    token and ``num_verify_tokens - 1`` drafted ones (speculative/eagle_utils.py
+    ``build_tree_kernel_efficient_preprocess``: ``torch.topk(score_list, num_verify_tokens -
+    1)``, then ``torch.cat((verified_id.unsqueeze(1), draft_tokens), dim=1)``), so a SGLang
+    row's budget is one less. A budget beyond what the tree's depth and top-k can draft is
+    what the drafter can draft (:attr:`TreeShape.capacity`), said in the assumptions."""
+    drafted = nodes - 1 if engine == "sglang" else nodes
+    if drafted != nodes:
+        notes.append(
+            f"SGLang num-draft-tokens {nodes} counts the verified root: {drafted} drafted tokens"
+        )
+    depth, topk = fields["k"], fields.get("tree_topk") or DEFAULT_TREE_TOPK
+    capacity = TreeShape(drafted, topk, depth, fields["tree"] == "dynamic").capacity
+    if drafted > capacity:
+        notes.append(
+            f"{drafted} drafted tokens exceed what a depth-{depth}, top-{topk} tree drafts: "
+            f"{capacity} taken"
+        )
+        drafted = capacity
+    return max(drafted, depth)
 
 
 def _lookup_streams(name: str, dataset: str, domain: str | None) -> None:
