@@ -288,3 +288,20 @@ def test_an_unstated_shape_is_the_method_default_as_the_engine_drafts_it():
     assert plan_case({**row, "engine": "sglang"}).scenario.method.tree == "static"
     stated = plan_case({**row, "spec_shape": "tree", "tree_nodes": "25", "tree_topk": "4"})
     assert stated.scenario.method.tree == "static"
+
+
+def test_a_sglang_rows_draft_tokens_count_the_verified_root():
+    """SGLang verifies --speculative-num-draft-tokens tokens per request, the root among them
+    (eagle_utils: topk(num_verify_tokens - 1) drafted nodes + the verified token): simspec's
+    tree_nodes is one less. Elsewhere (EAGLE-2's total_token) the stated budget is drafted."""
+    row = {**ROW, "metric": "speedup", "baseline": "same-engine-no-spec", "method": "eagle3"}
+    tree = {"spec_shape": "tree", "k": "7", "tree_nodes": "8", "tree_topk": "4"}
+    sglang = plan_case({**row, **tree, "engine": "sglang"})
+    assert sglang.scenario.method.tree_nodes == 7
+    assert any("num-draft-tokens 8 counts the verified root" in a for a in sglang.assumptions)
+    assert plan_case({**row, **tree, "engine": "hf"}).scenario.method.tree_nodes == 8
+    # steps 1, topk 8: the drafter has 8 candidates, so 10 draft tokens are 8 drafted nodes
+    wide = plan_case({**row, **tree, "k": "1", "tree_nodes": "10", "tree_topk": "8",
+                      "engine": "sglang"})  # fmt: skip
+    assert wide.scenario.method.tree_nodes == 8
+    assert any("8 taken" in a for a in wide.assumptions)
