@@ -344,10 +344,11 @@ def _dense(raw: dict[str, Any]) -> dict[str, Any]:
     for key in MOE_OR_MLA_KEYS:
         if raw.get(key) not in (None, 0):
             kind = raw.get("model_type") or "a config without model_type"
+            sparse = sorted(t for t, read in READERS.items() if read is not _dense)
             raise InputError(
                 f"model.{key}",
-                f"declares experts or latent attention, but {kind} is read as a dense "
-                f"decoder; give the model_type of its architecture ({', '.join(sorted(READERS))})",
+                f"experts or latent attention, but {kind} reads as a dense decoder; "
+                f"give its architecture's model_type ({', '.join(sparse)})",
             )
     layers = _layers(raw)
     if raw.get("use_sliding_window"):  # Qwen2/3: windows on layers past max_window_layers

@@ -45,6 +45,17 @@ DEFAULT_DRAFT_MODEL = "llama-3.2-1b"
 # Static trees whose presets do not state a top-k: Medusa's mc_sim_7b_63 (the Spec-Bench default
 # for Medusa and Hydra) has at most 10 children at its root (method_presets.yaml, medusa1).
 DEFAULT_TREE_TOPK = 10
+
+
+def stated_topk(topk: int | None, nodes: int, depth: int) -> int:
+    """A tree's top-k where a config leaves it unset: one child per node when the budget is
+    the depth (the only tree of ``depth`` nodes that reaches that depth is the chain), the
+    presets' :data:`DEFAULT_TREE_TOPK` for a larger budget, which must branch."""
+    if topk:
+        return topk
+    return DEFAULT_TREE_TOPK if nodes > depth else 1
+
+
 # Draft length for draft_model when the preset gives none: transformers' assisted generation
 # starts at num_assistant_tokens = 5 (method_presets.yaml, draft_model config_source).
 DEFAULT_DRAFT_MODEL_K = 5

@@ -14,7 +14,7 @@ from functools import cache
 import numpy as np
 from scipy.special import expit, logit
 
-from simspec.catalog.methods import DEFAULT_TREE_TOPK
+from simspec.catalog.methods import stated_topk
 from simspec.catalog.sampling import alpha_at, greedy_alpha
 from simspec.config import AcceptanceConfig
 from simspec.engine.acceptance.exact import expected_tokens_per_step
@@ -200,9 +200,9 @@ def alpha_profile(acc: AcceptanceConfig, k: int, decay: float = 1.0) -> np.ndarr
     if acc.tau_tree_nodes is None:
         first = alpha_for_tau(tau, tau_k, acc.spread, acc.burst_scale, decay)
     else:
-        shape = TreeShape(
-            acc.tau_tree_nodes, acc.tau_tree_topk or DEFAULT_TREE_TOPK, tau_k, acc.tau_dynamic_tree
-        )
+        nodes = acc.tau_tree_nodes
+        topk = stated_topk(acc.tau_tree_topk, nodes, tau_k)
+        shape = TreeShape(nodes, topk, tau_k, acc.tau_dynamic_tree)
         first = alpha_for_tree_tau(
             tau, shape, acc.spread, acc.burst_scale, decay, acc.temperature > 0
         )

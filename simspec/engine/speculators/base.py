@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from simspec.catalog.hardware import EngineProfile
-from simspec.catalog.methods import DEFAULT_TREE_TOPK, MethodInfo, method_info
+from simspec.catalog.methods import MethodInfo, method_info, stated_topk
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.config import MethodConfig, TreeKind
 from simspec.engine.acceptance.samplers import DraftPlan
@@ -120,7 +120,7 @@ class Speculator:
         nodes = cfg.tree_nodes or self.k
         if nodes < self.k:
             raise InputError(f"methods.{self.name}.tree_nodes", "must be >= k (the depth)")
-        topk = cfg.tree_topk or DEFAULT_TREE_TOPK  # as the presets' (method_defaults)
+        topk = stated_topk(cfg.tree_topk, nodes, self.k)
         shape = TreeShape(nodes, topk, self.k, self.tree_kind == "dynamic")
         self._within_capacity(shape, nodes, "tree_nodes")
         return shape
