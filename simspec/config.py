@@ -582,7 +582,11 @@ class MethodConfig(BaseModel):
     )
     tree: TreeKind | None = Field(default=None, description="chain, static or dynamic tree")
     tree_nodes: int | None = Field(
-        default=None, ge=1, le=1024, description="draft tokens verified per step in a tree"
+        default=None,
+        ge=1,
+        le=1024,
+        description="drafted tokens per step in a tree, the verified root not counted "
+        "(SGLang's --speculative-num-draft-tokens minus 1; EAGLE-2's total_token)",
     )
     tree_topk: int | None = Field(default=None, ge=1, le=64, description="children per node")
     tree_paths: list[list[int]] | None = Field(
