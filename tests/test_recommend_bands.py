@@ -102,3 +102,11 @@ def test_recommend_refuses_a_k_it_would_replace_and_a_schedule_it_would_overwrit
     cfg.write_text("methods: [{name: eagle3}, {name: ngram}]\n")
     bad = runner.invoke(app, ["recommend", "--config", str(cfg)])
     assert bad.exit_code == 2 and "--method" in bad.output
+
+
+def test_recommend_refuses_a_tree_budget_the_tree_cannot_draft():
+    """A depth-2 dynamic tree of top-10 drafts at most 10 + 10^2 candidates: a larger budget
+    would cost a verify pass wider than any tree acceptance walks."""
+    bad = runner.invoke(app, ["recommend", "--methods", "eagle2", "--k", "2",
+                              "--tree-budgets", "8,200"])  # fmt: skip
+    assert bad.exit_code == 2 and "--tree-budgets" in bad.output and "110" in bad.output

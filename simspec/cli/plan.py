@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from simspec.catalog.methods import stated_topk
 from simspec.cli import options as opt
 from simspec.cli.common import (
     csv_list,
@@ -45,6 +46,7 @@ from simspec.config import (
     FleetConfig,
     MethodConfig,
 )
+from simspec.engine.acceptance.trees import TreeShape
 from simspec.errors import InputError
 from simspec.studies import capacity
 from simspec.studies.provenance import with_provenance
@@ -463,6 +465,14 @@ def recommend(
         ks = sorted(set(csv_list(budgets, "--tree-budgets", int)))
         if ks[0] < base.k:
             raise InputError("--tree-budgets", f"each budget must be >= the depth {base.k}")
+        topk = stated_topk(base.tree_topk, ks[-1], base.k)
+        cap = TreeShape(ks[-1], topk, base.k, base.tree == "dynamic").capacity
+        if ks[-1] > cap:
+            raise InputError(
+                "--tree-budgets",
+                f"each budget must be <= {cap}, what a depth-{base.k} {base.tree} tree with "
+                f"top-{topk} expansion drafts",
+            )
     else:
         ks = list(range(1, (K_MAX if k_max is None else k_max) + 1))
     knob = "tree_nodes" if is_tree else "k"
