@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
+from simspec.engine.acceptance.trees import TreeShape
 from simspec.engine.simulation import simulate
 from simspec.errors import ScenarioError
 from simspec.studies.sweep import SweepConfig, run_sweep
@@ -61,7 +62,11 @@ def methods(draw, target: str) -> MethodConfig:
     if name == "draft_model":
         extra["draft_model"] = {**DRAFTS, **TOO_BIG}[target]  # the target's tokenizer
     if name in ("eagle2", "medusa1"):
-        extra.update(tree_nodes=draw(st.integers(k, 24)), tree_topk=draw(st.integers(1, 6)))
+        # a budget the tree can draft (larger ones are refused: tests/test_silent.py)
+        topk = draw(st.integers(1, 6))
+        dynamic = name == "eagle2"  # eagle2's default tree is dynamic, medusa1's static
+        cap = TreeShape(k, topk, k, dynamic).capacity
+        extra.update(tree_nodes=draw(st.integers(k, min(24, cap))), tree_topk=topk)
     if draw(st.booleans()):
         extra["disable_by_batch_size"] = draw(st.integers(1, 64))
     if draw(st.booleans()):  # a load policy: K (or a tree budget) per band of running requests
