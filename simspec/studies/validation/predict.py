@@ -24,7 +24,6 @@ from simspec.catalog.hardware import load_engine, load_gpu, load_profile
 from simspec.catalog.methods import (
     DATASET_DOMAIN,
     DEFAULT_DRAFT_MODEL,
-    DEFAULT_TREE_TOPK,
     TOKEN_REPLAYED,
     TRACE_DATASETS,
     acceptance_spread,
@@ -35,6 +34,7 @@ from simspec.catalog.methods import (
     method_info,
     preset_acceptance,
     sampled_from_trace,
+    stated_topk,
     tau_measured_with,
     trace_setup,
 )
@@ -411,7 +411,8 @@ def _stated_nodes(nodes: int, fields: dict[str, Any], engine: str, notes: list[s
         notes.append(
             f"SGLang num-draft-tokens {nodes} counts the verified root: {drafted} drafted tokens"
         )
-    depth, topk = fields["k"], fields.get("tree_topk") or DEFAULT_TREE_TOPK
+    depth = fields["k"]
+    topk = stated_topk(fields.get("tree_topk"), drafted, depth)
     capacity = TreeShape(drafted, topk, depth, fields["tree"] == "dynamic").capacity
     if drafted > capacity:
         notes.append(
