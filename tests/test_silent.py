@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from simspec.catalog.methods import unused_field
+from simspec.catalog.methods import at_depth, method_defaults, unused_field
 from simspec.catalog.sampling import factor
 from simspec.catalog.traces import load_trace
 from simspec.cli.main import app
@@ -339,3 +339,18 @@ def test_control_characters_and_markup_in_a_model_path_are_escaped_in_the_title(
 )
 def test_outputs_named_for_another_format_are_refused_before_any_work(tmp_path, args, flag):
     refused([*args, flag, str(tmp_path / "x.txt")], flag, tmp_path)
+
+
+def test_k_on_a_preset_tree_cuts_the_presets_budget_to_what_that_depth_drafts(tmp_path):
+    """--k 1 on Hydra's packaged 63-node tree is that tree one level deep: its 10 top
+    candidates (before, a 64-token verify was costed for a tree acceptance walked 10 deep)."""
+    cut = at_depth(method_defaults("hydra"), 1)
+    assert (cut["k"], cut["tree_nodes"]) == (1, 10)
+    assert at_depth(method_defaults("hydra"), 4)["tree_nodes"] == 63  # fits: unchanged
+    written = {**method_defaults("hydra"), "tree_nodes": 40}  # a budget the user wrote stays
+    assert at_depth(written, 1)["tree_nodes"] == 40
+    out = tmp_path / "k1.csv"
+    args = ["sweep", "--methods", "hydra,eagle2", "--k", "1", *QUICK, "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "hydra K=1 static tree 10" in result.output

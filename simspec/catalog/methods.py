@@ -47,6 +47,35 @@ DEFAULT_DRAFT_MODEL = "llama-3.2-1b"
 DEFAULT_TREE_TOPK = 10
 
 
+def tree_capacity(topk: int, depth: int, dynamic: bool) -> int:
+    """The most draft tokens a tree of ``depth`` levels and ``topk`` children per node can
+    hold. A dynamic tree picks its nodes from the candidates its drafter expands: top-k at
+    depth 1, then top-k children of each of the top-k beams at every further depth, ``topk +
+    (depth - 1) * topk**2`` (SGLang eagle_utils ``organize_draft_results``:
+    ``torch.topk(score_list, num_verify_tokens - 1)`` over that many scores; EAGLE-2's
+    ``topK_genrate`` likewise); a static tree is at most the full ``topk``-ary tree."""
+    if dynamic:
+        return topk + (depth - 1) * topk * topk
+    return sum(topk**d for d in range(1, depth + 1))
+
+
+def at_depth(method: dict[str, Any], k: int) -> dict[str, Any]:
+    """``method`` (MethodConfig fields) drafted ``k`` deep. Its packaged tree budget, where it
+    has one and that depth cannot draft it, is cut to what the depth drafts (the preset's tree
+    to K levels: Hydra's 63 nodes at K = 1 are its 10 top candidates); a budget the caller
+    wrote stays, and a tree that cannot hold it is refused by the run, naming the field."""
+    out = {**method, "k": k}
+    name, nodes = method.get("name"), method.get("tree_nodes")
+    tree = method.get("tree")
+    if not nodes or tree in (None, "chain") or not isinstance(name, str):
+        return out
+    if nodes != method_defaults(name).get("tree_nodes"):
+        return out
+    topk = stated_topk(method.get("tree_topk"), nodes, k)
+    out["tree_nodes"] = max(k, min(nodes, tree_capacity(topk, k, tree == "dynamic")))
+    return out
+
+
 def stated_topk(topk: int | None, nodes: int, depth: int) -> int:
     """A tree's top-k where a config leaves it unset: one child per node when the budget is
     the depth (the only tree of ``depth`` nodes that reaches that depth is the chain), the

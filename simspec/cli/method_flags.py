@@ -15,6 +15,7 @@ import typer
 
 from simspec.catalog.methods import (
     TOKEN_REPLAYED,
+    at_depth,
     k_not_read,
     left_out_of_all,
     measured_acceptance,
@@ -177,7 +178,7 @@ class MethodFlags:
             why = k_not_read(m)
             if why is not None:
                 raise InputError("--k", f"does not set {name}'s draft length: {why}")
-            m["k"] = self.k
+            m = at_depth(m, self.k)
         measured = measured_acceptance(m, alpha=self.alpha, tau=self.tau, tau_k=self.tau_k)
         if self.file_acceptance is not None:
             m = self.with_file_acceptance(m)

@@ -20,6 +20,7 @@ from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.methods import (
     DATASET_DOMAIN,
     TRACE_DATASETS,
+    at_depth,
     cannot_draft_for,
     default_methods,
     measured_acceptance,
@@ -183,6 +184,9 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
     update: dict = {}
     if inp.k is not None:
         update["k"] = inp.k
+        deep = at_depth(m.model_dump(exclude_none=True), inp.k)  # the preset tree, K deep
+        if deep.get("tree_nodes") != m.tree_nodes:
+            update["tree_nodes"] = deep["tree_nodes"]
     if inp.tree_nodes is not None and m.tree in ("static", "dynamic"):
         update["tree_nodes"] = max(inp.tree_nodes, update.get("k", m.k))
     if inp.acceptance in ("alpha", "tau"):

@@ -26,6 +26,7 @@ from functools import cache
 import numpy as np
 from scipy.special import expit, logit
 
+from simspec.catalog.methods import tree_capacity
 from simspec.catalog.tables import packaged_table
 
 CANDIDATES = 64  # draft candidates that can hold the target's token (the synthetic vocabulary)
@@ -318,15 +319,8 @@ class TreeShape:
 
     @property
     def capacity(self) -> int:
-        """The most draft tokens such a tree can hold. A dynamic tree picks its nodes from the
-        candidates its drafter expands: top-k at depth 1, then top-k children of each of the
-        top-k beams at every further depth, ``topk + (depth - 1) * topk**2`` (SGLang
-        eagle_utils ``organize_draft_results``: ``torch.topk(score_list, num_verify_tokens -
-        1)`` over that many scores; EAGLE-2's ``topK_genrate`` likewise); a static tree is
-        at most the full ``topk``-ary tree of its depth."""
-        if self.dynamic:
-            return self.topk + (self.depth - 1) * self.topk * self.topk
-        return sum(self.topk**d for d in range(1, self.depth + 1))
+        """The most draft tokens such a tree can hold (:func:`tree_capacity`)."""
+        return tree_capacity(self.topk, self.depth, self.dynamic)
 
 
 def profile_at(mu: np.ndarray, alpha1: float) -> np.ndarray:

@@ -28,6 +28,7 @@ from simspec.catalog.methods import (
     TRACE_DATASETS,
     acceptance_spread,
     as_engine_drafts,
+    at_depth,
     engine_chains,
     has_domain_preset,
     method_defaults,
@@ -361,10 +362,10 @@ def _method(
             fields.update(
                 TREE_DEFAULTS.get(name) or {"tree": "dynamic" if "dynamic" in shapes else "static"}
             )
-        if k:
-            fields["k"] = k
         if topk:
             fields["tree_topk"] = topk
+        if k:
+            fields = at_depth(fields, k)  # a packaged budget the stated depth cannot draft: cut
         if nodes:
             fields["tree_nodes"] = _stated_nodes(nodes, fields, engine, notes)
         if fields["tree"] != "chain" and not fields.get("tree_nodes"):
