@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from simspec.catalog.methods import tree_capacity
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
-from simspec.engine.acceptance.trees import TreeShape
 from simspec.engine.simulation import simulate
 from simspec.errors import ScenarioError
 from simspec.studies.sweep import SweepConfig, run_sweep
@@ -65,7 +65,7 @@ def methods(draw, target: str) -> MethodConfig:
         # a budget the tree can draft (larger ones are refused: tests/test_silent.py)
         topk = draw(st.integers(1, 6))
         dynamic = name == "eagle2"  # eagle2's default tree is dynamic, medusa1's static
-        cap = TreeShape(k, topk, k, dynamic).capacity
+        cap = tree_capacity(topk, k, dynamic)
         extra.update(tree_nodes=draw(st.integers(k, min(24, cap))), tree_topk=topk)
     if draw(st.booleans()):
         extra["disable_by_batch_size"] = draw(st.integers(1, 64))

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from simspec.catalog.methods import stated_topk
+from simspec.catalog.methods import stated_topk, tree_capacity
 from simspec.cli import options as opt
 from simspec.cli.common import (
     csv_list,
@@ -46,7 +46,6 @@ from simspec.config import (
     FleetConfig,
     MethodConfig,
 )
-from simspec.engine.acceptance.trees import TreeShape
 from simspec.errors import InputError
 from simspec.studies import capacity
 from simspec.studies.provenance import with_provenance
@@ -466,7 +465,7 @@ def recommend(
         if ks[0] < base.k:
             raise InputError("--tree-budgets", f"each budget must be >= the depth {base.k}")
         topk = stated_topk(base.tree_topk, ks[-1], base.k)
-        cap = TreeShape(ks[-1], topk, base.k, base.tree == "dynamic").capacity
+        cap = tree_capacity(topk, base.k, base.tree == "dynamic")
         if ks[-1] > cap:
             raise InputError(
                 "--tree-budgets",

@@ -38,6 +38,7 @@ from simspec.catalog.methods import (
     stated_topk,
     tau_measured_with,
     trace_setup,
+    tree_capacity,
 )
 from simspec.catalog.models import load_model
 from simspec.catalog.traces import first_method, load_trace
@@ -48,7 +49,6 @@ from simspec.config import (
     SchedulerConfig,
     WorkloadConfig,
 )
-from simspec.engine.acceptance.trees import TreeShape
 from simspec.engine.build import build_cost_model
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.costmodel.linear_attention import LINEAR_STATE_NOTE
@@ -406,7 +406,7 @@ def _stated_nodes(nodes: int, fields: dict[str, Any], engine: str, notes: list[s
     ``build_tree_kernel_efficient_preprocess``: ``torch.topk(score_list, num_verify_tokens -
     1)``, then ``torch.cat((verified_id.unsqueeze(1), draft_tokens), dim=1)``), so a SGLang
     row's budget is one less. A budget beyond what the tree's depth and top-k can draft is
-    what the drafter can draft (:attr:`TreeShape.capacity`), said in the assumptions."""
+    what the drafter can draft (:func:`tree_capacity`), said in the assumptions."""
     drafted = nodes - 1 if engine == "sglang" else nodes
     if drafted != nodes:
         notes.append(
@@ -414,7 +414,7 @@ def _stated_nodes(nodes: int, fields: dict[str, Any], engine: str, notes: list[s
         )
     depth = fields["k"]
     topk = stated_topk(fields.get("tree_topk"), drafted, depth)
-    capacity = TreeShape(drafted, topk, depth, fields["tree"] == "dynamic").capacity
+    capacity = tree_capacity(topk, depth, fields["tree"] == "dynamic")
     if drafted > capacity:
         notes.append(
             f"{drafted} drafted tokens exceed what a depth-{depth}, top-{topk} tree drafts: "
