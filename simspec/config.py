@@ -657,6 +657,13 @@ class SchedulerConfig(BaseModel):
         "trtllm the share of what the weights leave free that the KV cache takes "
         "(--kv_cache_free_gpu_memory_fraction); unset: the engine profile's",
     )
+    async_scheduling: bool | None = Field(
+        default=None,
+        description="vLLM --async-scheduling: the scheduler prepares the next step while the "
+        "GPU runs this one, so the host's time per step hides behind the GPU's; on by default "
+        "from vLLM 0.14, kept under EAGLE and MTP and turned off by other speculative methods; "
+        "unset: the engine profile's (vllm: off, as fitted on 0.10.1)",
+    )
 
 
 # vLLM's --kv-cache-dtype spellings (vllm/config/cache.py CacheDType) for the dtypes simspec

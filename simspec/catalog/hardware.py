@@ -219,6 +219,9 @@ class EngineProfile(SourcedParams):
     # speculative methods under which the engine keeps its overlap scheduler although
     # spec_disables_overlap (TRT-LLM's one-model EAGLE-3 and MTP)
     overlap_spec_methods: tuple[str, ...] = ()
+    # speculative methods under which an async scheduler (vLLM's --async-scheduling) stays on;
+    # None: the engine has no async scheduler to turn on (with_async_scheduling)
+    async_spec_methods: tuple[str, ...] | None = None
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "step_overhead_s",
         "step_overhead_per_seq_s",
@@ -250,6 +253,36 @@ class EngineProfile(SourcedParams):
         """Whether running ``method`` may turn the overlap scheduler off: any speculative
         method but those the engine keeps overlap for (``overlap_spec_methods``)."""
         return method != "autoregressive" and method not in self.overlap_spec_methods
+
+    def with_async_scheduling(self, on: bool | None) -> EngineProfile:
+        """This profile as the deployment's ``scheduler.async_scheduling`` runs it (None: as
+        it is). On: the scheduler prepares the next step while the GPU runs this one (vLLM's
+        AsyncScheduler), kept under ``async_spec_methods`` and turned off by any other
+        speculative method; off: every step waits for the host. An engine without one (None
+        ``async_spec_methods``) is refused by name."""
+        if on is None:
+            return self
+        if self.async_spec_methods is None:
+            raise InputError(
+                "scheduler.async_scheduling",
+                f"engine {self.id} has no async scheduler to turn on or off (vLLM V1's "
+                "--async-scheduling: engine vllm); leave it unset",
+            )
+        why = f"scheduler.async_scheduling {str(on).lower()} (vLLM --{'' if on else 'no-'}"
+        why += "async-scheduling)"
+        params = {
+            **self.params,
+            "overlap_schedule": Sourced(value=float(on), source=why),
+            "spec_disables_overlap": Sourced(value=float(on), source=why),
+        }
+        methods = self.async_spec_methods if on else ()
+        return self.model_copy(update={"params": params, "overlap_spec_methods": methods})
+
+    @property
+    def async_scheduling(self) -> bool:
+        """Whether this profile schedules asynchronously (an engine with an async scheduler
+        whose overlap is on)."""
+        return self.async_spec_methods is not None and bool(self["overlap_schedule"])
 
     def flag(self, key: str) -> bool:
         """An optional 0/1 parameter only some engines set (absent: off)."""

@@ -46,7 +46,7 @@ IGNORED = {
     "disable_logprobs": "logging",
     "disable_log_stats": "logging",
     "enforce_eager": "CUDA graphs are an engine-profile matter",
-    "disable_padded_drafter_batch": "batch padding is not modelled",
+    "disable_padded_drafter_batch": "false, vLLM's default (true is refused: to_method)",
 }
 # vLLM's SuffixDecoding settings, passed through as MethodConfig fields of the same name
 SUFFIX_KEYS = (
@@ -101,6 +101,14 @@ def to_method(cfg: dict[str, Any], tp: int = 1) -> dict[str, Any]:
         raise InputError(
             f"speculative_config.{unknown[0]}",
             f"unknown key; simspec understands {', '.join(USED + tuple(IGNORED))}",
+        )
+    if cfg.get("disable_padded_drafter_batch"):
+        # vLLM >= 0.14 turns async scheduling off for it (vllm/config/vllm.py at PR #31998):
+        # a different host timeline, as well as an unpadded drafter batch
+        raise InputError(
+            "speculative_config.disable_padded_drafter_batch",
+            "true is not modelled (an unpadded drafter batch, which in vLLM 0.14+ also turns "
+            "async scheduling off): leave it out or set it to false",
         )
     draft_tp = cfg.get("draft_tensor_parallel_size")
     if draft_tp is not None and _int(draft_tp, "draft_tensor_parallel_size", 1, 64) != tp:

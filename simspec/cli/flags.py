@@ -107,13 +107,15 @@ def with_flags(flags_type: type) -> Callable[[Callable[..., Any]], Callable[...,
     return decorate
 
 
-def scheduler_limits(flags: Any) -> dict[str, float]:
-    """The engine limits a command's ``--max-num-seqs`` / ``--max-num-batched-tokens`` /
-    ``--gpu-memory-utilization`` set (only those given): a scenario's ``scheduler`` fields."""
+def scheduler_limits(flags: Any) -> dict[str, Any]:
+    """The engine settings a command's ``--max-num-seqs`` / ``--max-num-batched-tokens`` /
+    ``--gpu-memory-utilization`` / ``--async-scheduling`` set (only those given): a scenario's
+    ``scheduler`` fields."""
     return given(
         max_num_seqs=flags.max_num_seqs,
         max_num_batched_tokens=flags.max_num_batched_tokens,
         gpu_memory_utilization=flags.gpu_memory_utilization,
+        async_scheduling=flags.async_scheduling,
     )
 
 

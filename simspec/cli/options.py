@@ -16,7 +16,13 @@ from pydantic import BaseModel
 
 from simspec.catalog.hardware import engine_ids, gpu_ids
 from simspec.catalog.methods import TRACE_DATASETS
-from simspec.config import AcceptanceConfig, Deployment, MethodConfig, WorkloadConfig
+from simspec.config import (
+    AcceptanceConfig,
+    Deployment,
+    MethodConfig,
+    SchedulerConfig,
+    WorkloadConfig,
+)
 from simspec.errors import InputError
 
 
@@ -78,6 +84,14 @@ GpuMemoryUtilization = Annotated[
         "--mem-fraction-static",
         help="scheduler: share of GPU memory for weights, activations and KV (0-1]; trtllm: "
         "the KV cache's share of what the weights leave [default: engine's]",
+    ),
+]
+AsyncScheduling = Annotated[
+    bool | None,
+    typer.Option(
+        "--async-scheduling/--no-async-scheduling",
+        help=field_help(SchedulerConfig, "async_scheduling", default="the engine's"),
+        show_default=False,
     ),
 ]
 MaxNumBatchedTokens = Annotated[

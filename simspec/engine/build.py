@@ -42,8 +42,13 @@ from simspec.engine.workload import generate_requests
 from simspec.errors import InputError, ScenarioError
 
 
+def deployed_engine(sc: Scenario) -> EngineProfile:
+    """The scenario's engine profile as its scheduler settings run it (async scheduling)."""
+    return load_engine(sc.engine).with_async_scheduling(sc.scheduler.async_scheduling)
+
+
 def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> RooflineCostModel:
-    gpu, engine = load_gpu(sc.gpu), load_engine(sc.engine)
+    gpu, engine = load_gpu(sc.gpu), deployed_engine(sc)
     latency, bandwidth, _ = load_alltoall(sc.gpu)
     target = target or load_model(sc.model)
     precision = weight_precision(sc, target)
@@ -92,7 +97,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     target = load_model(sc.model)
     if sc.ep > 1 and not target.is_moe:
         raise InputError("ep", f"{target.id} has no experts to spread (a dense model): use ep 1")
-    engine = load_engine(sc.engine)
+    engine = deployed_engine(sc)
     if why := engine_refuses(sc.method.name, engine.id):
         raise InputError("methods.name", f"{sc.method.name} {why}")
     check_dp_attention(sc, engine.id, engine.dp_attention)

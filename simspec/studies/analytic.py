@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simspec.catalog.hardware import load_engine
 from simspec.catalog.methods import draft_for
 from simspec.catalog.models import load_model
 from simspec.config import (
@@ -26,7 +25,7 @@ from simspec.config import (
     WorkloadConfig,
 )
 from simspec.engine.acceptance.exact import expected_tokens_per_step
-from simspec.engine.build import build_cost_model
+from simspec.engine.build import build_cost_model, deployed_engine
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.speculators import DraftStep, build_speculator
 from simspec.errors import ScenarioError
@@ -69,7 +68,7 @@ def batch1_costs(
         )
     )
     cost = build_cost_model(sc)
-    target, engine = load_model(sc.model), load_engine(sc.engine)
+    target, engine = load_model(sc.model), deployed_engine(sc)
     if context > target.max_position_embeddings:
         raise ScenarioError(
             f"--context {context} exceeds {target.id}'s context of "

@@ -34,13 +34,14 @@ PROVENANCE_COLUMNS = ("precision", "kv_cache_dtype", "engine_profile", "acceptan
 def provenance(deploy: Deployment, method: MethodConfig) -> dict[str, str]:
     """The columns every result row carries (:data:`PROVENANCE_COLUMNS`), so that a CSV read
     on its own says what it ran with."""
-    engine = load_engine(deploy.engine)
+    engine = load_engine(deploy.engine).with_async_scheduling(deploy.scheduler.async_scheduling)
+    about = [engine.description] if engine.description else []
+    if engine.async_scheduling:
+        about.append("async scheduling")
     return {
         "precision": weights(deploy.precision, load_model(deploy.model), load_gpu(deploy.gpu)),
         "kv_cache_dtype": kv_dtype(deploy.kv_cache_dtype),
-        "engine_profile": f"{engine.id} ({engine.description})"
-        if engine.description
-        else engine.id,
+        "engine_profile": f"{engine.id} ({'; '.join(about)})" if about else engine.id,
         "acceptance_source": acceptance_source(method),
     }
 

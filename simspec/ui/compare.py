@@ -49,6 +49,8 @@ def compare_upload(
         )
     check_runs(runs)
     base = deployment_fields(inputs)
+    if inputs.async_scheduling is not None:  # the sidebar's switch, as compare's flag sets it
+        base["scheduler"] = {"async_scheduling": inputs.async_scheduling}
     if profile is not None:
         base["profile"] = profile
     with tempfile.TemporaryDirectory(prefix="simspec-compare-") as tmp:

@@ -47,6 +47,7 @@ from simspec.config import (
     LengthSpec,
     MethodConfig,
     Scenario,
+    SchedulerConfig,
     WeightPrecision,
     WorkloadConfig,
     check_tp,
@@ -85,6 +86,9 @@ class ExplorerInputs(BaseModel):
         default=_DEPLOY["precision"].default, description="None: the checkpoint's own"
     )
     kv_cache_dtype: KvCacheDtype = _DEPLOY["kv_cache_dtype"].default
+    async_scheduling: bool | None = Field(
+        default=None, description="vLLM --async-scheduling; None: the engine profile's"
+    )
     methods: list[str] = DEFAULT_METHODS
     k: int | None = Field(default=None, ge=1, le=16, description="None: each method's default")
     tree_nodes: int | None = Field(
@@ -206,7 +210,8 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
 def deployment_for(inp: ExplorerInputs, load: float = 1) -> Deployment:
     """The page's deployment (model, GPU, TP, engine, sampling, seed) at one load."""
     fields = deployment_fields(inp, (*SERVING_FIELDS, *SAMPLING_FIELDS))
-    return Deployment(**fields, workload=workload_for(inp, load))
+    scheduler = SchedulerConfig(async_scheduling=inp.async_scheduling)
+    return Deployment(**fields, workload=workload_for(inp, load), scheduler=scheduler)
 
 
 def scenario_for(inp: ExplorerInputs, load: float, method: MethodConfig) -> Scenario:

@@ -174,6 +174,31 @@ def engine_batch_defaults(
     )
 
 
+# vLLM 0.14.0 (2026-01-17) is the first release that schedules asynchronously by default (PR
+# #27614) and keeps it under EAGLE/MTP speculation (PR #31998): simspec's scheduler.
+# async_scheduling, which the vllm profile (fitted on 0.10.1) leaves off
+VLLM_ASYNC_SINCE = (0, 14)
+_ASYNC_FLAG = re.compile(r"--(no-)?async-scheduling\b")
+
+
+def engine_async_scheduling(engine: str, version: str, notes: str) -> tuple[bool | None, str]:
+    """Whether the row's vLLM ran with async scheduling where the vllm profile's default (off)
+    does not say it: the serve command's own flag in the notes, else the version's default;
+    (None, "") where neither says (an unstated version keeps the profile's)."""
+    if engine != "vllm":
+        return None, ""
+    if flag := _ASYNC_FLAG.search(notes):
+        on = flag.group(1) is None
+        return on, f"async scheduling {'on' if on else 'off'} as the serve command sets"
+    release = _release(version)
+    if release is None or release < VLLM_ASYNC_SINCE:
+        return None, ""
+    return True, (
+        f"vLLM {version.strip()} schedules asynchronously by default (0.14+: vLLM PRs #27614, "
+        "#31998; kept under EAGLE/MTP only): scheduler.async_scheduling on"
+    )
+
+
 # vLLM 0.8.0 made the V1 engine the default (its release notes: "V1 is now enabled by default";
 # EngineArgs._set_default_args_v1 in vllm/engine/arg_utils.py); a row that names V0, or a
 # release before 0.8, ran the V0 engine

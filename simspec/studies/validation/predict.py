@@ -62,6 +62,7 @@ from simspec.studies.validation.cases import LOAD_KINDS, METRICS, number, whole
 from simspec.studies.validation.gpus import fewest_gpus, fit_by_layer_split
 from simspec.studies.validation.loads import (
     LoadError,
+    engine_async_scheduling,
     engine_batch_defaults,
     engine_version_profile,
     workload,
@@ -253,6 +254,11 @@ def plan_case(
         base = deploy.get("scheduler") or SchedulerConfig()
         deploy["scheduler"] = base.model_copy(update={"enable_prefix_caching": prefix})
         assumptions.append(f"prefix caching {'on' if prefix else 'off'} as the serve command sets")
+    on, said = engine_async_scheduling(engine, get("engine_version"), notes)
+    if on is not None:
+        base = deploy.get("scheduler") or SchedulerConfig()
+        deploy["scheduler"] = base.model_copy(update={"async_scheduling": on})
+        assumptions.append(said)
     ep = serve_expert_parallel(notes, tp)
     if ep is not None and ep > 1 and (get("tp") or gpus) and load_model(model).is_moe:
         deploy["ep"] = ep

@@ -9,10 +9,15 @@ from typing import Any, NoReturn
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from simspec.catalog.hardware import engine_ids, gpu_ids
+from simspec.catalog.hardware import engine_ids, gpu_ids, load_engine
 from simspec.catalog.models import model_ids
 from simspec.catalog.precision import KV_CACHE_DTYPES
-from simspec.config import DEFAULT_SLO_TPOT_MS, DEFAULT_SLO_TTFT_MS, Deployment
+from simspec.config import (
+    DEFAULT_SLO_TPOT_MS,
+    DEFAULT_SLO_TTFT_MS,
+    Deployment,
+    SchedulerConfig,
+)
 from simspec.studies.capacity import Slo
 from simspec.ui import uploads
 from simspec.ui.inputs import (
@@ -43,6 +48,9 @@ EP_HELP = field_help("ep", "--ep")
 DP_HELP = field_help("dp", "--dp")
 PRECISION_HELP = field_help("precision", "--precision")
 KV_HELP = field_help("kv_cache_dtype", "--kv-cache-dtype")
+ASYNC_HELP = (
+    f"{SchedulerConfig.model_fields['async_scheduling'].description} (the CLI's --async-scheduling)"
+)
 
 
 def problem(message: str) -> NoReturn:
@@ -107,6 +115,11 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
         format_func=kv_cache_label,
         help=KV_HELP,
     )
+    async_scheduling = None
+    if load_engine(engine).async_spec_methods is not None:
+        async_scheduling = sb.checkbox(
+            "Async scheduling (vLLM 0.14+ default)", value=False, help=ASYNC_HELP
+        )
     return {
         "model": model,
         "model_name": model_name,
@@ -117,6 +130,7 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
         "engine": engine,
         "precision": precision,
         "kv_cache_dtype": kv_cache_dtype,
+        "async_scheduling": async_scheduling,
     }
 
 
