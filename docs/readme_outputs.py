@@ -110,6 +110,22 @@ def _dsv3_layouts(outputs: list[str], tmp: Path) -> str:
     return "\n".join(rows)
 
 
+def _async_scheduling(outputs: list[str], tmp: Path) -> str:
+    """Speedup and median TPOT by method and concurrency, without and with async scheduling."""
+    frames = {name: pd.read_csv(tmp / f"{name}.csv") for name in ("sync", "async")}
+    by = {(name, r.method, r.batch_size): r for name, df in frames.items() for r in df.itertuples()}
+    rows = [
+        "speedup over autoregressive (median TPOT ms): vLLM 0.10-0.13 (off) / 0.14+ (on)",
+        f"{'method':>14}  {'concurrency':>11}  {'off':>14}  {'on':>14}",
+    ]
+    for m in frames["sync"]["method"].unique():
+        for b in sorted(frames["sync"]["batch_size"].unique()):
+            cells = [by[(name, m, b)] for name in frames]
+            text = [f"{c.speedup:.2f}x ({c.tpot_ms_p50:.2f})" for c in cells]
+            rows.append(f"{m:>14}  {b:>11}  " + "  ".join(f"{t:>14}" for t in text))
+    return "\n".join(rows)
+
+
 def _schedule_lines(outputs: list[str], tmp: Path) -> str:
     """Only the schedule recommend prints to paste into vLLM (its tables are in --out)."""
     keep = [
@@ -172,6 +188,14 @@ _DSV3_SWEEP = (
     "--quiet",
 )
 
+_ASYNC = (
+    "sweep",
+    "--methods",
+    "autoregressive,eagle3,ngram",
+    "--concurrencies",
+    "1,16,64",
+    "--quiet",
+)
 _NGRAM = ("sweep", "--methods", "autoregressive,ngram", "--concurrencies", "1,64,128", "--quiet")
 
 _RUNS = tuple((f"bs{c}.json", f"tests/data/bench/qwen3-8b-h100-bs{c}.json") for c in (1, 2, 4, 8))
@@ -221,6 +245,15 @@ BLOCKS: tuple[Block, ...] = (
         ),
         cheap=False,
         show=_dsv3_layouts,
+    ),
+    Block(
+        "sweep-async-scheduling",
+        (
+            (*_ASYNC, "--out", "sync.csv"),
+            (*_ASYNC, "--async-scheduling", "--out", "async.csv"),
+        ),
+        cheap=True,
+        show=_async_scheduling,
     ),
     Block(
         "sweep-ngram-engines",
