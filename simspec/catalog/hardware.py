@@ -219,6 +219,10 @@ class EngineProfile(SourcedParams):
     # speculative methods under which the engine keeps its overlap scheduler although
     # spec_disables_overlap (TRT-LLM's one-model EAGLE-3 and MTP)
     overlap_spec_methods: tuple[str, ...] = ()
+    # the engine whose measured kernel tables and engine-specific paths (SGLang's n-gram
+    # proposer, sparse attention) this profile runs: a version of an engine that changed only
+    # its scheduler names its engine here; "" = its own id (engine_kernels)
+    kernels: str = ""
     # speculative methods under which an async scheduler (vLLM's --async-scheduling) stays on;
     # None: the engine has no async scheduler to turn on (with_async_scheduling)
     async_spec_methods: tuple[str, ...] | None = None
@@ -277,6 +281,21 @@ class EngineProfile(SourcedParams):
         }
         methods = self.async_spec_methods if on else ()
         return self.model_copy(update={"params": params, "overlap_spec_methods": methods})
+
+    @property
+    def engine_kernels(self) -> str:
+        """The engine id whose kernel tables and engine-specific paths this profile runs."""
+        return self.kernels or self.id
+
+    def max_seqs_for(self, method: str, given: int | None = None) -> int:
+        """The most sequences a step runs: the deployment's ``max_num_seqs`` where given, else
+        the engine's default, which an engine that lowers it for speculative decoding
+        (``spec_max_num_seqs``: SGLang's max_running_requests 48) lowers for ``method``."""
+        if given is not None:
+            return int(given)
+        if method != "autoregressive" and "spec_max_num_seqs" in self.params:
+            return int(self["spec_max_num_seqs"])
+        return int(self["max_num_seqs"])
 
     @property
     def async_scheduling(self) -> bool:

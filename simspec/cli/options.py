@@ -75,7 +75,13 @@ Temperature = Annotated[float | None, typer.Option(help=field_help(Deployment, "
 TopP = Annotated[float | None, typer.Option(help=field_help(Deployment, "top_p"))]
 Seed = Annotated[int | None, typer.Option(help="random seed [default: 0]")]
 MaxNumSeqs = Annotated[
-    int | None, typer.Option(help="scheduler: max sequences per iteration [default: engine's]")
+    int | None,
+    typer.Option(
+        "--max-num-seqs",
+        "--max-running-requests",
+        help="scheduler: max sequences per iteration (vLLM --max-num-seqs, SGLang "
+        "--max-running-requests) [default: engine's; sglang: 48 under speculative decoding]",
+    ),
 ]
 GpuMemoryUtilization = Annotated[
     float | None,

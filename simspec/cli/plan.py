@@ -374,7 +374,7 @@ def _recommended(
     grid = tuple(sorted(set(csv_list(grid_text, grid_flag, int))))
     if grid[0] < 1:
         raise InputError(grid_flag, "concurrencies must be >= 1")
-    max_batch = int(load_engine(deploy.engine)["max_num_seqs"])
+    engine = load_engine(deploy.engine)
     out = []
     with (
         progress_bar("recommending schedules", total=len(methods)) as bar,
@@ -383,6 +383,7 @@ def _recommended(
         for m in methods:
             if any(getattr(m, f) is not None for f in SCHEDULE_FIELDS):
                 continue  # the method states its own schedule: it is planned as given
+            max_batch = engine.max_seqs_for(m.name)
             out.append(recommended(deploy, m, max_batch, grid, runs=runs))
             bar.step(m.name)
     return out
@@ -475,7 +476,7 @@ def recommend(
     else:
         ks = list(range(1, (K_MAX if k_max is None else k_max) + 1))
     knob = "tree_nodes" if is_tree else "k"
-    max_batch = int(load_engine(deploy.engine)["max_num_seqs"])
+    max_batch = load_engine(deploy.engine).max_seqs_for(base.name)
     with (
         progress_bar("simulating", total=len(grid)) as bar,
         study_runs(where, workers, progress=bar) as runs,

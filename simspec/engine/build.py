@@ -104,7 +104,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     check_linear_layers(sc, target)
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine)
-    max_seqs = int(sc.scheduler.max_num_seqs or engine["max_num_seqs"])
+    max_seqs = engine.max_seqs_for(sc.method.name, sc.scheduler.max_num_seqs)
     max_tokens = int(sc.scheduler.max_num_batched_tokens or engine["max_num_batched_tokens"])
     if engine.dp_attention == "vllm":
         # each DP engine core applies its own limits (the flags are per rank); SGLang divides
@@ -198,7 +198,7 @@ def check_linear_layers(sc: Scenario, target: ModelShape) -> None:
     handling, are not modelled."""
     if not target.linear_layers:
         return
-    if sc.engine not in LINEAR_ATTENTION_ENGINES:
+    if load_engine(sc.engine).engine_kernels not in LINEAR_ATTENTION_ENGINES:
         raise InputError(
             "engine",
             f"{target.id}'s Gated DeltaNet states are modelled as "

@@ -231,7 +231,7 @@ def _first_doubling(deploy: Deployment, method: MethodConfig, runs: Runs) -> int
     requests/s than that, and the SLO is usually met not far below it."""
     from simspec.catalog.hardware import load_engine
 
-    slots = deploy.scheduler.max_num_seqs or int(load_engine(deploy.engine)["max_num_seqs"])
+    slots = load_engine(deploy.engine).max_seqs_for(method.name, deploy.scheduler.max_num_seqs)
     wl = deploy.workload.model_copy(
         update={"arrival": "closed", "concurrency": slots, "rate_schedule": None}
         | {"requests": START_TURNOVERS * slots, "turnovers": START_TURNOVERS}

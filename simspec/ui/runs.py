@@ -178,7 +178,7 @@ def schedule(inp: ExplorerInputs, name: str, runs: Runs = RUNS) -> Schedule:
     progress is told each grid concurrency, then each crossover probe and edge."""
     base = method_for(inp, name)
     knob, values = grid.recommend_grid(base)
-    max_seqs = int(load_engine(inp.engine)["max_num_seqs"])
+    max_seqs = load_engine(inp.engine).max_seqs_for(base.name)
     runs.at(0, len(grid.DEFAULT_CONCURRENCIES))
     rec = bands.recommend_bands(
         deployment_for(inp), base, values, grid.DEFAULT_CONCURRENCIES, max_seqs, knob, runs=runs

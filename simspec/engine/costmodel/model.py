@@ -156,7 +156,9 @@ class RooflineCostModel:
         (None: bf16) on this GPU at this EP size; None where no table covers them (the
         roofline then)."""
         dtype = experts.name if experts else "bf16"
-        return moe_kernel_fit(self.gpu.id, self.engine.id, dtype, model.model_type, self.ep)
+        return moe_kernel_fit(
+            self.gpu.id, self.engine.engine_kernels, dtype, model.model_type, self.ep
+        )
 
     # -- precision -------------------------------------------------------------------------
     def precision_of(self, model: ModelShape) -> PrecisionSpec | None:
@@ -234,9 +236,14 @@ class RooflineCostModel:
         """What the cost model reuses for ``model``, built on its first forward."""
         terms = self._models.get(id(model))
         if terms is None or terms.model is not model:  # first use, or a recycled id
-            mla = mla_decode_fit(self.gpu.id, self.engine.id, self.kv_bytes)
+            mla = mla_decode_fit(self.gpu.id, self.engine.engine_kernels, self.kv_bytes)
             kernels = attention_kernels(
-                self.attn_ops, model, self.kv_bytes, mla, self.precision_of(model), self.engine.id
+                self.attn_ops,
+                model,
+                self.kv_bytes,
+                mla,
+                self.precision_of(model),
+                self.engine.engine_kernels,
             )
             reuse = adjacent_expert_reuse(model.id) if model.is_moe else 0.0
             terms = self._models[id(model)] = _ModelTerms(model, kernels, reuse)

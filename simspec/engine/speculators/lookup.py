@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simspec.catalog.hardware import EngineProfile
+from simspec.catalog.hardware import EngineProfile, load_engine
 from simspec.catalog.vllm import lookup_sizes
 from simspec.config import MethodConfig
 from simspec.engine.acceptance.samplers import DraftPlan
@@ -20,7 +20,7 @@ def matched_sizes(cfg: MethodConfig, engine: str) -> tuple[int, int] | None:
     """The n-gram sizes (shortest, longest) the lookup of ``cfg`` matches on ``engine``: vLLM's
     n-gram its prompt_lookup_min/max (vLLM's default 5/5 where unset), PLD 1 to 3; None where
     no n-gram sizes apply (SGLang's n-gram walks a trie, suffix decoding suffix trees)."""
-    if cfg.name == "ngram" and engine != "sglang":
+    if cfg.name == "ngram" and load_engine(engine).engine_kernels != "sglang":
         return lookup_sizes(cfg.prompt_lookup_min, cfg.prompt_lookup_max, cfg.name)
     if cfg.name == "pld":
         return 1, PLD_MAX_NGRAM
@@ -81,7 +81,7 @@ class NGram(LookupSpeculator):
 
     @property
     def proposer(self) -> LookupProposer:
-        if self.engine.id == "sglang":
+        if self.engine.engine_kernels == "sglang":
             # SGLang's defaults (max_trie_depth 18, BFS breadth 1..10) are replay_sglang_ngram's
             return LookupProposer("sglang_ngram", padded=True)
         return LookupProposer(

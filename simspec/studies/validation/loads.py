@@ -206,9 +206,24 @@ VLLM_V1_SINCE = (0, 8)
 V0_NAMED = re.compile(r"\bV0\b")
 
 
+# SGLang 0.5.11 (2026-05-07) turned its spec v2 worker on by default (SGLANG_ENABLE_SPEC_V2
+# EnvBool(True) in python/sglang/srt/environ.py; False in 0.5.10): the overlap scheduler stays
+# on under EAGLE, MTP and draft models, as the sglang-v2 profile runs them
+SGLANG_SPEC_V2_SINCE = (0, 5, 11)
+
+
 def engine_version_profile(engine: str, version: str) -> tuple[str, str]:
     """The engine profile of the row's engine version, with a note where it is not the
-    engine's own: vLLM V0 rows run ``vllm-v0`` (its older MoE kernel)."""
+    engine's own: vLLM V0 rows run ``vllm-v0`` (its older MoE kernel), SGLang 0.5.11+ rows
+    ``sglang-v2`` (overlap kept under speculation)."""
+    if engine == "sglang":
+        patch = _patch_release(version)
+        if patch is not None and patch >= SGLANG_SPEC_V2_SINCE:
+            return "sglang-v2", (
+                f"engine profile sglang-v2: SGLang {version.strip()} keeps its overlap scheduler "
+                "under EAGLE/MTP/draft models (spec v2, default from 0.5.11)"
+            )
+        return engine, ""
     if engine != "vllm":
         return engine, ""
     release = _release(version)
@@ -224,3 +239,10 @@ def _release(version: str) -> tuple[int, int] | None:
     """(major, minor) of a stated release ("v0.11.0", "0.10.1rc1"), None for anything else."""
     m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.\d+)?\S*\s*$", version)
     return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _patch_release(version: str) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of a stated release ("v0.5.5.post1", "0.5.11"), None for anything
+    else (a missing patch number reads 0)."""
+    m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?\S*\s*$", version)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None

@@ -259,6 +259,18 @@ def plan_case(
         base = deploy.get("scheduler") or SchedulerConfig()
         deploy["scheduler"] = base.model_copy(update={"async_scheduling": on})
         assumptions.append(said)
+    if load_kind == "static_batch" and work.measure == "steady" and method != "autoregressive":
+        # a paper's "batch size N" ran N sequences together (its harness set the engine's
+        # running limit, or bypassed the scheduler): an engine default that caps speculative
+        # batches lower (SGLang's 48) did not hold there
+        base = deploy.get("scheduler") or SchedulerConfig()
+        cap = load_engine(engine).max_seqs_for(method, base.max_num_seqs)
+        if int(load) > cap:
+            deploy["scheduler"] = base.model_copy(update={"max_num_seqs": int(load)})
+            assumptions.append(
+                f"batch size {int(load)} ran whole: the harness lifted {engine}'s cap of {cap} "
+                "running requests under speculative decoding"
+            )
     ep = serve_expert_parallel(notes, tp)
     if ep is not None and ep > 1 and (get("tp") or gpus) and load_model(model).is_moe:
         deploy["ep"] = ep
@@ -413,7 +425,7 @@ def _stated_nodes(nodes: int, fields: dict[str, Any], engine: str, notes: list[s
     1)``, then ``torch.cat((verified_id.unsqueeze(1), draft_tokens), dim=1)``), so a SGLang
     row's budget is one less. A budget beyond what the tree's depth and top-k can draft is
     what the drafter can draft (:func:`tree_capacity`), said in the assumptions."""
-    drafted = nodes - 1 if engine == "sglang" else nodes
+    drafted = nodes - 1 if load_engine(engine).family == "sglang" else nodes
     if drafted != nodes:
         notes.append(
             f"SGLang num-draft-tokens {nodes} counts the verified root: {drafted} drafted tokens"

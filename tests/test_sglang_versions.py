@@ -1,0 +1,91 @@
+"""SGLang as its versions run speculative decoding: at most 48 running requests unless
+--max-running-requests is given (0.4.5+), and from 0.5.11 the overlap scheduler kept under
+EAGLE/MTP/draft models (spec v2, the ``sglang-v2`` profile), with sglang's kernels and n-gram
+proposer; validation rows run their version's profile, and a paper's static batch its size."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from simspec.catalog.hardware import load_engine
+from simspec.catalog.methods import preset_method
+from simspec.config import Scenario, SchedulerConfig, WorkloadConfig
+from simspec.engine.build import build_cost_model, setup_replica
+from simspec.engine.speculators.lookup import matched_sizes
+from simspec.studies.validation.loads import engine_version_profile
+from simspec.studies.validation.predict import plan_case
+
+
+def scenario(method: str, engine: str, **scheduler) -> Scenario:
+    return Scenario(
+        method=preset_method(method, "sharegpt", None, "llama-3.1-8b"),
+        engine=engine,
+        workload=WorkloadConfig(concurrency=64),
+        scheduler=SchedulerConfig(**scheduler),
+    )
+
+
+@pytest.mark.parametrize("engine", ["sglang", "sglang-v2"])
+def test_sglang_runs_at_most_48_requests_under_speculation_unless_told(engine):
+    assert setup_replica(scenario("eagle3", engine)).max_seqs == 48
+    assert setup_replica(scenario("ngram", engine)).max_seqs == 48
+    assert setup_replica(scenario("autoregressive", engine)).max_seqs == 1024
+    assert setup_replica(scenario("eagle3", engine, max_num_seqs=64)).max_seqs == 64
+
+
+def test_vllm_has_no_speculative_cap():
+    vllm = load_engine("vllm")
+    assert vllm.max_seqs_for("eagle3") == vllm.max_seqs_for("autoregressive")
+
+
+@pytest.mark.parametrize(
+    ("method", "v1", "v2"),
+    [("eagle3", False, True), ("draft_model", False, True), ("ngram", False, False)],
+)
+def test_spec_v2_keeps_the_overlap_scheduler_under_eagle_and_draft_models(method, v1, v2):
+    assert build_cost_model(scenario(method, "sglang")).host.overlapped is v1
+    assert build_cost_model(scenario(method, "sglang-v2")).host.overlapped is v2
+    assert build_cost_model(scenario("autoregressive", "sglang-v2")).host.overlapped
+
+
+def test_spec_v2_runs_sglangs_kernels_and_ngram_proposer():
+    v1, v2 = load_engine("sglang"), load_engine("sglang-v2")
+    assert v2.engine_kernels == "sglang" and v2.family == "sglang"
+    moe = Scenario(model="qwen3-30b-a3b", gpu="h200", engine="sglang")
+    from simspec.catalog.models import load_model
+
+    model = load_model("qwen3-30b-a3b")
+    fits = [
+        build_cost_model(moe.model_copy(update={"engine": e})).moe_kernel(None, model)
+        for e in (v1.id, v2.id)
+    ]
+    assert fits[0] is not None and fits[0] == fits[1]
+    ngram = preset_method("ngram", "sharegpt", None, "llama-3.1-8b")
+    assert matched_sizes(ngram, "sglang-v2") is None  # SGLang's trie, not vLLM's n-gram sizes
+
+
+@pytest.mark.parametrize(
+    ("version", "profile"),
+    [("0.5.11", "sglang-v2"), ("v0.5.23", "sglang-v2"), ("v0.5.5.post1", "sglang")]
+    + [("0.5.10", "sglang"), ("0.4.4", "sglang"), ("Dec 2025 (not stated)", "sglang")],
+)
+def test_validation_rows_run_their_sglang_versions_profile(version, profile):
+    got, said = engine_version_profile("sglang", version)
+    assert got == profile
+    assert bool(said) is (profile != "sglang")
+
+
+def _row(shared, case_id: str, **cells: str) -> dict[str, str]:
+    cases = pd.read_csv(shared / "validation" / "cases.csv", dtype=str, keep_default_na=False)
+    return {**cases[cases.case_id == case_id].iloc[0].to_dict(), **cells}
+
+
+def test_a_papers_static_batch_runs_whole_and_a_served_load_keeps_the_cap(shared):
+    held = plan_case(_row(shared, "e3t3-e3-bs64"))
+    assert held.scenario.scheduler.max_num_seqs == 64
+    assert any("ran whole" in a for a in held.assumptions)
+    served = plan_case(_row(shared, "e3t3-e3-bs64", load_kind="concurrency"))
+    assert served.scenario.scheduler.max_num_seqs is None
+    small = plan_case(_row(shared, "e3t3-e3-bs32"))
+    assert small.scenario.scheduler.max_num_seqs is None
