@@ -20,6 +20,7 @@ from simspec.errors import InputError
 from simspec.studies.provenance import provenance
 from simspec.studies.validation.loads import engine_async_scheduling
 
+
 def scenario(method: str, on: bool | None, engine: str = "vllm") -> Scenario:
     return Scenario(
         method=preset_method(method, "sharegpt", None, "llama-3.1-8b"),
@@ -55,9 +56,10 @@ def test_unset_and_off_leave_the_vllm_profile_as_fitted():
     assert deployed_engine(scenario("eagle3", None)) == load_engine("vllm")
     off = deployed_engine(scenario("eagle3", False))
     assert off["overlap_schedule"] == 0 and off.overlap_spec_methods == ()
-    assert build_cost_model(scenario("eagle3", False)).host == build_cost_model(
-        scenario("eagle3", None)
-    ).host
+    assert (
+        build_cost_model(scenario("eagle3", False)).host
+        == build_cost_model(scenario("eagle3", None)).host
+    )
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm-v0", "trtllm"])

@@ -172,10 +172,13 @@ def test_packaged_fit_reproduces_its_table_at_deepseeks_expert_shape(shared):
 def test_vllm_v0_is_vllm_with_its_older_moe_kernel():
     v0, v1 = load_engine("vllm-v0"), load_engine("vllm")
     assert v0.custom_allreduce == v1.custom_allreduce
-    # every parameter vLLM's but V0's default of no prefix caching
-    assert {k: v for k, v in v0.params.items() if k != "prefix_caching"} == {
-        k: v for k, v in v1.params.items() if k != "prefix_caching"
+    # every parameter vLLM's but V0's default of no prefix caching and V1's per-GPU batch
+    # defaults (V0 keeps the large-GPU ones everywhere); no async scheduler
+    own = {"prefix_caching", "small_gpu_max_num_seqs", "small_gpu_max_num_batched_tokens"}
+    assert {k: v for k, v in v0.params.items() if k not in own} == {
+        k: v for k, v in v1.params.items() if k not in own
     }
+    assert v0.async_spec_methods is None and v1.async_spec_methods
     assert v0["prefix_caching"] == 0 and v1["prefix_caching"] == 1
     assert v0.family == "vllm"  # per-engine tables it has none of (kernel counts) are vLLM's
     old, new = moe_kernel_fit("h200", "vllm-v0", "fp8"), moe_kernel_fit("h200", "vllm", "fp8")

@@ -8,12 +8,15 @@ import pytest
 from typer.testing import CliRunner
 
 from simspec.cli.main import app
+from simspec.config import Scenario, SchedulerConfig
 from simspec.engine.build import setup_replica
 from simspec.errors import InputError, ScenarioError
 from simspec.studies.runs import SERIAL
 from simspec.studies.validation.assume import fill_unstated, parse_assumptions
 from simspec.studies.validation.cases import read_cases
 from simspec.studies.validation.loads import (
+    VLLM_HUGE_GPU,
+    VLLM_LARGE_GPU,
     VLLM_SMALL_GPU,
     engine_batch_defaults,
     engine_version_profile,
@@ -188,7 +191,14 @@ def test_vllm_batch_defaults_follow_the_version_and_the_gpu():
     assert engine_batch_defaults("vllm", "v0.11.0", "a100_80gb", 74.5)[0] == VLLM_SMALL_GPU
     assert engine_batch_defaults("vllm", "v0.11.0", "h100_sxm", 74.5)[0] is None
     assert engine_batch_defaults("vllm", "", "a100_80gb", 74.5)[0] is None  # unstated
-    assert engine_batch_defaults("vllm", "v0.8.4", "a100_80gb", 74.5)[0] is None  # before it
+    # before PR #17885 an A100-80GB took the large-GPU defaults (the profile's own are the
+    # small ones there now, as vLLM's since 0.9)
+    assert engine_batch_defaults("vllm", "v0.8.4", "a100_80gb", 74.5)[0] == VLLM_LARGE_GPU
+    assert engine_batch_defaults("vllm", "v0.8.4", "l40s", 44.4)[0] is None
+    # 0.28+ gives GPUs of >= 160 GiB 16384 tokens a step
+    assert engine_batch_defaults("vllm", "0.28.0", "b200", 167.0)[0] == VLLM_HUGE_GPU
+    assert engine_batch_defaults("vllm", "0.27.1", "b200", 167.0)[0] is None
+    assert engine_batch_defaults("vllm", "0.28.0", "h200", 140.4)[0] is None
     # the V0 engine (before 0.8) runs its own profile, which kept no prefix cache: a
     # preempted request starts over
     plan = plan_case({**ROW, "engine_version": "0.6.0"})
@@ -305,3 +315,27 @@ def test_a_sglang_rows_draft_tokens_count_the_verified_root():
                       "engine": "sglang"})  # fmt: skip
     assert wide.scenario.method.tree_nodes == 8
     assert any("8 taken" in a for a in wide.assumptions)
+
+
+@pytest.mark.parametrize(
+    ("engine", "gpu", "defaults"),
+    [
+        ("vllm", "h100_sxm", (1024, 8192)),
+        ("vllm", "h20", (1024, 8192)),  # 96 GB, not an A100
+        ("vllm", "a100_80gb", (256, 2048)),  # vLLM's device-name check (PR #17885)
+        ("vllm", "a100_40gb", (256, 2048)),
+        ("vllm", "l40s", (256, 2048)),  # under 70 GiB
+        ("vllm-v0", "a100_80gb", (1024, 8192)),  # V0's own are not modelled
+        ("sglang", "a100_80gb", (1024, 8192)),
+    ],
+)
+def test_the_engines_batch_defaults_follow_the_gpu_as_vllm_sets_them(engine, gpu, defaults):
+    from simspec.catalog.hardware import load_engine, load_gpu
+
+    assert load_engine(engine).batch_defaults(load_gpu(gpu)) == defaults
+    sc = Scenario(model="llama-3.1-8b", gpu=gpu, engine=engine)
+    setup = setup_replica(sc)
+    assert (setup.max_seqs, setup.max_tokens) == defaults
+    given = SchedulerConfig(max_num_seqs=64, max_num_batched_tokens=4096)
+    setup = setup_replica(sc.model_copy(update={"scheduler": given}))
+    assert (setup.max_seqs, setup.max_tokens) == (64, 4096)

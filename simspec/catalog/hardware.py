@@ -287,15 +287,33 @@ class EngineProfile(SourcedParams):
         """The engine id whose kernel tables and engine-specific paths this profile runs."""
         return self.kernels or self.id
 
-    def max_seqs_for(self, method: str, given: int | None = None) -> int:
+    def batch_defaults(self, gpu: GpuSpec | None = None) -> tuple[int, int]:
+        """(max_num_seqs, max_num_batched_tokens) the engine defaults to on ``gpu``: vLLM
+        takes smaller ones (``small_gpu_*``) on a GPU under ``large_gpu_min_gib`` of memory or
+        an A100 (EngineArgs.get_batch_defaults: its device-name check); None: the large-GPU
+        defaults."""
+        seqs, tokens = int(self["max_num_seqs"]), int(self["max_num_batched_tokens"])
+        if gpu is None or "small_gpu_max_num_seqs" not in self.params:
+            return seqs, tokens
+        small = gpu.memory_bytes < self["large_gpu_min_gib"] * 2**30 or "a100" in gpu.id
+        if small:
+            return int(self["small_gpu_max_num_seqs"]), int(
+                self["small_gpu_max_num_batched_tokens"]
+            )
+        return seqs, tokens
+
+    def max_seqs_for(
+        self, method: str, given: int | None = None, gpu: GpuSpec | None = None
+    ) -> int:
         """The most sequences a step runs: the deployment's ``max_num_seqs`` where given, else
-        the engine's default, which an engine that lowers it for speculative decoding
-        (``spec_max_num_seqs``: SGLang's max_running_requests 48) lowers for ``method``."""
+        the engine's default on ``gpu`` (:meth:`batch_defaults`), which an engine that lowers
+        it for speculative decoding (``spec_max_num_seqs``: SGLang's max_running_requests 48)
+        lowers for ``method``."""
         if given is not None:
             return int(given)
         if method != "autoregressive" and "spec_max_num_seqs" in self.params:
             return int(self["spec_max_num_seqs"])
-        return int(self["max_num_seqs"])
+        return self.batch_defaults(gpu)[0]
 
     @property
     def async_scheduling(self) -> bool:

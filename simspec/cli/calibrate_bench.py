@@ -81,7 +81,7 @@ def calibrate_bench(
 
     Example: simspec calibrate bench bs1.json bs8.json --gpu h100_sxm --out mine.yaml
     """
-    from simspec.catalog.hardware import load_engine, load_profile
+    from simspec.catalog.hardware import load_engine, load_gpu, load_profile
     from simspec.studies.bench import read_result_file
     from simspec.studies.bench.calibrate import TTFT_NOTE, calibrate, calibrated_profile
     from simspec.studies.bench.calibrate import check_runs as check_fit_runs
@@ -102,7 +102,9 @@ def calibrate_bench(
         base_ref = sc.profile or sc.gpu
         base, engine = load_profile(base_ref), load_engine(sc.engine)
         base.engine_for(engine)  # a base calibrated on another engine is refused by name
-        max_seqs = int(sc.scheduler.max_num_seqs or engine["max_num_seqs"])
+        max_seqs = engine.max_seqs_for(
+            "autoregressive", sc.scheduler.max_num_seqs, load_gpu(sc.gpu)
+        )
         with progress_bar("simulating the runs") as bar:
             cal = calibrate(plans, base, engine, max_seqs, bar.step)
     profile = calibrated_profile(cal, base, base_ref, engine, files, sc.model, sc.tp)

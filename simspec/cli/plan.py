@@ -366,7 +366,7 @@ def _recommended(
 ) -> list[MethodConfig]:
     """Each speculative method under the schedule recommend picks for the trace's lengths,
     its runs on ``where`` (executor, workers)."""
-    from simspec.catalog.hardware import load_engine
+    from simspec.catalog.hardware import load_engine, load_gpu
     from simspec.studies.schedule.trace import recommended
 
     if grid_text.strip().lower() == "none" or not methods:
@@ -383,7 +383,7 @@ def _recommended(
         for m in methods:
             if any(getattr(m, f) is not None for f in SCHEDULE_FIELDS):
                 continue  # the method states its own schedule: it is planned as given
-            max_batch = engine.max_seqs_for(m.name)
+            max_batch = engine.max_seqs_for(m.name, None, load_gpu(deploy.gpu))
             out.append(recommended(deploy, m, max_batch, grid, runs=runs))
             bar.step(m.name)
     return out
@@ -439,7 +439,7 @@ def recommend(
     ends where the next band's setting becomes faster, found by bisection between the grid
     points.
     """
-    from simspec.catalog.hardware import load_engine
+    from simspec.catalog.hardware import load_engine, load_gpu
     from simspec.studies.schedule.bands import recommend_bands
     from simspec.studies.schedule.export import speculative_config, speculative_config_json
 
@@ -476,7 +476,7 @@ def recommend(
     else:
         ks = list(range(1, (K_MAX if k_max is None else k_max) + 1))
     knob = "tree_nodes" if is_tree else "k"
-    max_batch = load_engine(deploy.engine).max_seqs_for(base.name)
+    max_batch = load_engine(deploy.engine).max_seqs_for(base.name, None, load_gpu(deploy.gpu))
     with (
         progress_bar("simulating", total=len(grid)) as bar,
         study_runs(where, workers, progress=bar) as runs,

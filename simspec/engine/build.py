@@ -104,8 +104,9 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     check_linear_layers(sc, target)
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine)
-    max_seqs = engine.max_seqs_for(sc.method.name, sc.scheduler.max_num_seqs)
-    max_tokens = int(sc.scheduler.max_num_batched_tokens or engine["max_num_batched_tokens"])
+    gpu = cost.gpu
+    max_seqs = engine.max_seqs_for(sc.method.name, sc.scheduler.max_num_seqs, gpu)
+    max_tokens = int(sc.scheduler.max_num_batched_tokens or engine.batch_defaults(gpu)[1])
     if engine.dp_attention == "vllm":
         # each DP engine core applies its own limits (the flags are per rank); SGLang divides
         # --max-running-requests and --chunked-prefill-size by dp (server_args.py at 469c63e,

@@ -229,9 +229,10 @@ def _first_doubling(deploy: Deployment, method: MethodConfig, runs: Runs) -> int
     """The doubling point to start from: the highest rate at most what the replica completes
     with every slot busy (a closed loop of ``START_TURNOVERS``). No open loop sustains more
     requests/s than that, and the SLO is usually met not far below it."""
-    from simspec.catalog.hardware import load_engine
+    from simspec.catalog.hardware import load_engine, load_gpu
 
-    slots = load_engine(deploy.engine).max_seqs_for(method.name, deploy.scheduler.max_num_seqs)
+    engine, gpu = load_engine(deploy.engine), load_gpu(deploy.gpu)
+    slots = engine.max_seqs_for(method.name, deploy.scheduler.max_num_seqs, gpu)
     wl = deploy.workload.model_copy(
         update={"arrival": "closed", "concurrency": slots, "rate_schedule": None}
         | {"requests": START_TURNOVERS * slots, "turnovers": START_TURNOVERS}

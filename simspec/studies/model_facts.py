@@ -236,13 +236,8 @@ def layout_facts(
     kv_name = "bf16" if kv_dtype == "auto" else kv_dtype  # auto: the activations' bf16
     facts.append(("KV per token per GPU", f"{kv / 1024:.1f} KiB in {kv_name} ({held})"))
     scale = lay.dp if engine.dp_attention == "vllm" else 1  # vLLM's limits are per DP rank
-    demand = MemoryDemand(
-        0.0,
-        0.0,
-        int(engine["max_num_batched_tokens"]) * scale,
-        int(engine["max_num_seqs"]) * scale,
-        int(engine["max_num_seqs"]) * scale,
-    )
+    seqs, tokens = engine.batch_defaults(gpu)
+    demand = MemoryDemand(0.0, 0.0, tokens * scale, seqs * scale, seqs * scale)
     try:
         plan = plan_memory(
             gpu, engine, model, demand, lay.tp, 1, lay.ep, nbytes, kv_bytes, nbytes, lay.dp

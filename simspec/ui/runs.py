@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simspec.catalog.hardware import load_engine
+from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.config import MethodConfig
 from simspec.engine.intervals import ratio_of_sums_interval
 from simspec.engine.simulation import SimResult
@@ -178,7 +178,7 @@ def schedule(inp: ExplorerInputs, name: str, runs: Runs = RUNS) -> Schedule:
     progress is told each grid concurrency, then each crossover probe and edge."""
     base = method_for(inp, name)
     knob, values = grid.recommend_grid(base)
-    max_seqs = load_engine(inp.engine).max_seqs_for(base.name)
+    max_seqs = load_engine(inp.engine).max_seqs_for(base.name, None, load_gpu(inp.gpu))
     runs.at(0, len(grid.DEFAULT_CONCURRENCIES))
     rec = bands.recommend_bands(
         deployment_for(inp), base, values, grid.DEFAULT_CONCURRENCIES, max_seqs, knob, runs=runs

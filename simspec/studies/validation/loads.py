@@ -55,6 +55,13 @@ OFFLINE_CONCURRENCY = 1000  # a closed loop this wide is an offline run: every r
 VLLM_SMALL_GPU = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=2048)
 VLLM_SMALL_GPU_SINCE = (0, 9)
 VLLM_LARGE_GIB = 70
+VLLM_LARGE_GPU = SchedulerConfig(max_num_seqs=1024, max_num_batched_tokens=8192)
+# vLLM 0.28.0 (2026-08-25) gives GPUs of >= 160 GiB (B200, B300, GB200, MI300X) 16384 tokens per
+# step for the API server too (get_batch_defaults in the 0.28.0 wheel: "for GPUs like B200/B300
+# with >= 160GB memory, use the largest defaults"; not in 0.27.1)
+VLLM_HUGE_GPU = SchedulerConfig(max_num_batched_tokens=16384)
+VLLM_HUGE_GPU_SINCE = (0, 28)
+VLLM_HUGE_GIB = 160
 
 # `vllm bench serve --dataset-name sharegpt` sends each sampled conversation's first turn as the
 # prompt and its reply's token count as max_tokens, keeping only pairs that pass
@@ -163,7 +170,22 @@ def engine_batch_defaults(
     if engine != "vllm":
         return None, ""
     release = _release(version)
-    if release is None or release < VLLM_SMALL_GPU_SINCE:
+    if release is None:  # the profile's own per-GPU defaults (EngineProfile.batch_defaults)
+        return None, ""
+    if gpu_gib >= VLLM_HUGE_GIB and release >= VLLM_HUGE_GPU_SINCE:
+        return VLLM_HUGE_GPU, (
+            f"vLLM {version} defaults on {gpu_id}: max_num_batched_tokens "
+            f"{VLLM_HUGE_GPU.max_num_batched_tokens} (EngineArgs.get_batch_defaults, GPUs of "
+            f">= {VLLM_HUGE_GIB} GiB, 0.28+)"
+        )
+    if release < VLLM_SMALL_GPU_SINCE:
+        if "a100" in gpu_id and gpu_gib >= VLLM_LARGE_GIB:
+            return VLLM_LARGE_GPU, (
+                f"vLLM {version} defaults on {gpu_id}: max_num_seqs "
+                f"{VLLM_LARGE_GPU.max_num_seqs}, max_num_batched_tokens "
+                f"{VLLM_LARGE_GPU.max_num_batched_tokens} (before PR #17885 an A100-80GB took "
+                "the large-GPU defaults)"
+            )
         return None, ""
     if gpu_gib >= VLLM_LARGE_GIB and "a100" not in gpu_id:
         return None, ""
