@@ -122,3 +122,11 @@ def test_the_methods_vllm_keeps_async_for_are_simspec_methods():
 
     kept = load_engine("vllm").async_spec_methods
     assert kept and set(kept) <= set(SPECULATORS)
+
+
+def test_a_vllm_sweep_says_which_vllm_its_host_time_is():
+    args = ["sweep", "--batch-sizes", "1", "--requests", "4", "--executor", "serial"]
+    said = " ".join(CliRunner().invoke(app, args).output.split())
+    assert "vLLM 0.14+ schedules asynchronously by default" in said
+    quiet = " ".join(CliRunner().invoke(app, [*args, "--no-async-scheduling"]).output.split())
+    assert "schedules asynchronously" not in quiet

@@ -89,3 +89,18 @@ def test_a_papers_static_batch_runs_whole_and_a_served_load_keeps_the_cap(shared
     assert served.scenario.scheduler.max_num_seqs is None
     small = plan_case(_row(shared, "e3t3-e3-bs32"))
     assert small.scenario.scheduler.max_num_seqs is None
+
+
+def test_a_sweep_says_when_sglangs_speculative_cap_queues_its_batch():
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    args = ["sweep", "--engine", "sglang", "--methods", "eagle3", "--requests", "8"]
+    args += ["--executor", "serial", "--batch-sizes"]
+    capped = CliRunner().invoke(app, [*args, "1,64"])
+    assert capped.exit_code == 0, capped.output
+    said = " ".join(capped.output.split())
+    assert "runs at most 48 requests under speculative decoding" in said
+    lifted = CliRunner().invoke(app, [*args, "1,64", "--max-running-requests", "64"])
+    assert "at most" not in " ".join(lifted.output.split())

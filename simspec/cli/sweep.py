@@ -145,6 +145,35 @@ def sweep(
             err.print(f"wrote {len(frame)} rows to {out}")
         _sampling_note(cfg)
         _profile_note(cfg)
+        _engine_note(cfg)
+
+
+def _engine_note(cfg: SweepConfig) -> None:
+    """What the engine profile's version does that a user of a newer one should know (on
+    stderr): vLLM 0.14+ schedules asynchronously by default, the vllm profile does not unless
+    told; SGLang runs at most 48 requests under speculative decoding unless told, so a batch
+    above it queues."""
+    from simspec.catalog.hardware import load_engine
+
+    speculative = any(m.name != "autoregressive" for m in cfg.methods)
+    for name in dict.fromkeys(cfg.grid.get("engine") or [cfg.engine]):
+        engine = load_engine(name)
+        if engine.async_spec_methods is not None and cfg.scheduler.async_scheduling is None:
+            err.print(
+                f"note: engine {name} waits for the host every step, as vLLM 0.10-0.13 "
+                "ran; vLLM 0.14+ schedules asynchronously by default: --async-scheduling",
+                highlight=False,
+            )
+        capped = engine.max_seqs_for("eagle3", cfg.scheduler.max_num_seqs)
+        if speculative and engine.max_seqs_for("autoregressive") > capped:
+            over = [b for b in cfg.batch_sizes if b > capped]
+            if over:
+                err.print(
+                    f"note: engine {name} runs at most {capped} requests under speculative "
+                    f"decoding (its default): at batch size {', '.join(map(str, over))} the "
+                    f"requests beyond {capped} wait; --max-running-requests N lifts it",
+                    highlight=False,
+                )
 
 
 def _profile_note(cfg: SweepConfig) -> None:
