@@ -104,3 +104,29 @@ def test_a_sweep_says_when_sglangs_speculative_cap_queues_its_batch():
     assert "runs at most 48 requests under speculative decoding" in said
     lifted = CliRunner().invoke(app, [*args, "1,64", "--max-running-requests", "64"])
     assert "at most" not in " ".join(lifted.output.split())
+
+
+@pytest.mark.parametrize(
+    ("gpu", "tokens", "graph", "graph_tp4"),
+    [
+        ("rtx3090", 2048, 24, 80),  # < 35 GiB
+        ("a100_40gb", 4096, 32, 160),  # < 60 GiB
+        ("l40s", 4096, 32, 160),
+        ("a100_80gb", 8192, 256, 512),  # the profile's own tier
+        ("h200", 8192, 256, 512),
+        ("b200", 16384, 512, 512),  # above 160 GiB
+        ("mi300x", 16384, 512, 512),
+    ],
+)
+def test_sglang_sizes_its_prefill_chunk_and_graphs_by_the_gpus_memory(
+    gpu, tokens, graph, graph_tp4
+):
+    from simspec.catalog.hardware import load_gpu
+
+    engine, spec = load_engine("sglang"), load_gpu(gpu)
+    assert engine.batch_defaults(spec)[1] == tokens
+    assert engine.graph_limits(1, spec)[1] == graph
+    assert engine.graph_limits(4, spec)[1] == graph_tp4
+    sc = Scenario(model="llama-3.1-8b", gpu=gpu, engine="sglang")
+    assert setup_replica(sc).max_tokens == tokens
+    assert build_cost_model(sc).host.graph_max_seqs == graph

@@ -203,6 +203,17 @@ class HardwareProfile(SourcedParams):
         return self
 
 
+class MemoryTier(BaseModel):
+    """An engine's defaults on GPUs with less than ``below_gib`` of memory (SGLang's
+    ``_handle_gpu_memory_settings``): its token budget a step and CUDA-graph batch limit."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    below_gib: float = Field(gt=0)
+    max_num_batched_tokens: int = Field(ge=1)
+    cuda_graph_max_seqs: int = Field(ge=0)
+    cuda_graph_max_seqs_tp4: int = Field(ge=0)
+
+
 class EngineProfile(SourcedParams):
     """Host-side costs and scheduler defaults of a serving engine.
 
@@ -223,6 +234,9 @@ class EngineProfile(SourcedParams):
     # proposer, sparse attention) this profile runs: a version of an engine that changed only
     # its scheduler names its engine here; "" = its own id (engine_kernels)
     kernels: str = ""
+    # defaults by the GPU's memory, smallest first (the first whose below_gib the GPU is
+    # under applies; a GPU above every tier, or no tiers: the params)
+    memory_tiers: tuple[MemoryTier, ...] = ()
     # speculative methods under which an async scheduler (vLLM's --async-scheduling) stays on;
     # None: the engine has no async scheduler to turn on (with_async_scheduling)
     async_spec_methods: tuple[str, ...] | None = None
@@ -293,6 +307,8 @@ class EngineProfile(SourcedParams):
         an A100 (EngineArgs.get_batch_defaults: its device-name check); None: the large-GPU
         defaults."""
         seqs, tokens = int(self["max_num_seqs"]), int(self["max_num_batched_tokens"])
+        if gpu is not None and (tier := self.memory_tier(gpu)) is not None:
+            return seqs, tier.max_num_batched_tokens
         if gpu is None or "small_gpu_max_num_seqs" not in self.params:
             return seqs, tokens
         small = gpu.memory_bytes < self["large_gpu_min_gib"] * 2**30 or "a100" in gpu.id
@@ -336,10 +352,20 @@ class EngineProfile(SourcedParams):
         """The engine whose per-engine tables (kernel counts) this profile reads."""
         return self.base or self.id
 
-    def graph_limits(self, tp: int) -> tuple[float, float]:
+    def memory_tier(self, gpu: GpuSpec) -> MemoryTier | None:
+        """The engine's defaults for ``gpu``'s memory (None: the params')."""
+        gib = gpu.memory_bytes / 2**30
+        return next((t for t in self.memory_tiers if gib < t.below_gib), None)
+
+    def graph_limits(self, tp: int, gpu: GpuSpec | None = None) -> tuple[float, float]:
         """(tokens, sequences): the largest forward the engine replays from a CUDA graph at
-        tensor parallelism ``tp``; a larger one runs eager (0 tokens: never a graph)."""
-        seqs = self["cuda_graph_max_seqs_tp4"] if tp >= 4 else self["cuda_graph_max_seqs"]
+        tensor parallelism ``tp`` on ``gpu``; a larger one runs eager (0 tokens: never a
+        graph)."""
+        tier = None if gpu is None else self.memory_tier(gpu)
+        if tier is not None:
+            seqs = float(tier.cuda_graph_max_seqs_tp4 if tp >= 4 else tier.cuda_graph_max_seqs)
+        else:
+            seqs = self["cuda_graph_max_seqs_tp4"] if tp >= 4 else self["cuda_graph_max_seqs"]
         return self["cuda_graph_max_tokens"], seqs
 
 

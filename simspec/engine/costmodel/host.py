@@ -21,7 +21,7 @@ import bisect
 import functools
 from dataclasses import dataclass
 
-from simspec.catalog.hardware import EngineProfile
+from simspec.catalog.hardware import EngineProfile, GpuSpec
 from simspec.engine.costmodel.shapes import BatchShape, StepCost
 from simspec.engine.costmodel.trtllm import capture_batch_sizes
 
@@ -63,10 +63,11 @@ class HostModel:
         speculative: bool = False,
         step_overhead_s: float | None = None,
         gpu_scale: float = 1.0,
+        gpu: GpuSpec | None = None,
     ) -> HostModel:
         """``step_overhead_s``: a fixed exposed host time instead of the engine's (no per-
         sequence part, no overlap); ``gpu_scale``: the kernels' time multiplier."""
-        max_tokens, max_seqs = engine.graph_limits(tp)
+        max_tokens, max_seqs = engine.graph_limits(tp, gpu)
         explicit = step_overhead_s is not None
         return cls(
             fixed_s=engine["step_overhead_s"] if step_overhead_s is None else step_overhead_s,

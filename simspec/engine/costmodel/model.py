@@ -116,7 +116,7 @@ class RooflineCostModel:
         # DeepEP's measured kernels where their table covers the GPU and EP size
         self.deepep = deepep_fits(gpu.id, ep) if ep > 1 else None
         self.host = HostModel.of(
-            engine, tp, speculative, step_overhead_s, gpu_scale=profile.gpu_time_scale
+            engine, tp, speculative, step_overhead_s, gpu_scale=profile.gpu_time_scale, gpu=gpu
         )
         self._models: dict[int, _ModelTerms] = {}  # by id(model); the entry keeps it alive
         self._extras: dict[int, tuple[ModelShape, LayerKernels]] = {}  # likewise
