@@ -302,10 +302,10 @@ class EngineProfile(SourcedParams):
         return self.kernels or self.id
 
     def batch_defaults(self, gpu: GpuSpec | None = None) -> tuple[int, int]:
-        """(max_num_seqs, max_num_batched_tokens) the engine defaults to on ``gpu``: vLLM
-        takes smaller ones (``small_gpu_*``) on a GPU under ``large_gpu_min_gib`` of memory or
-        an A100 (EngineArgs.get_batch_defaults: its device-name check); None: the large-GPU
-        defaults."""
+        """(max_num_seqs, max_num_batched_tokens) the engine defaults to on ``gpu``: SGLang's
+        token budget by the GPU's memory (``memory_tiers``); vLLM's smaller pair
+        (``small_gpu_*``) on a GPU under ``large_gpu_min_gib`` of memory or an A100
+        (EngineArgs.get_batch_defaults: its device-name check); ``gpu`` None: the params'."""
         seqs, tokens = int(self["max_num_seqs"]), int(self["max_num_batched_tokens"])
         if gpu is not None and (tier := self.memory_tier(gpu)) is not None:
             return seqs, tier.max_num_batched_tokens
