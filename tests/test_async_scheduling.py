@@ -130,3 +130,13 @@ def test_a_vllm_sweep_says_which_vllm_its_host_time_is():
     assert "vLLM 0.14+ schedules asynchronously by default" in said
     quiet = " ".join(CliRunner().invoke(app, [*args, "--no-async-scheduling"]).output.split())
     assert "schedules asynchronously" not in quiet
+
+
+def test_plan_recommend_fleet_and_policy_take_the_flag_over_a_files_scheduler(tmp_path):
+    from simspec.cli.flags import DeploymentFlags
+
+    config = tmp_path / "s.yaml"
+    config.write_text("scheduler:\n  max_num_seqs: 64\n")
+    on = DeploymentFlags(async_scheduling=True).deployment(config).scheduler
+    assert on.async_scheduling is True and on.max_num_seqs == 64  # merged, not replaced
+    assert DeploymentFlags().deployment(config).scheduler.async_scheduling is None

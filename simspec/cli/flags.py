@@ -146,6 +146,7 @@ class DeploymentFlags(MethodFlags, ServingFlags):
     temperature: opt.Temperature = None
     seed: opt.Seed = None
     profile: opt.Profile = None
+    async_scheduling: opt.AsyncScheduling = None
 
     def deployment(self, config: Path | None) -> Deployment:
         """The scenario file's deployment with these flags on top; --token-trace, else
@@ -171,6 +172,8 @@ class DeploymentFlags(MethodFlags, ServingFlags):
             **self.serving_fields(),
             **given(temperature=self.temperature, seed=self.seed, profile=self.profile),
         }
+        if self.async_scheduling is not None:  # merged into the file's scheduler section
+            flags["scheduler"] = {"async_scheduling": self.async_scheduling}
         trace = self.checked_token_trace() or self.dataset
         if trace and not replay:
             flags["workload"] = {"lengths_from": trace}
