@@ -383,7 +383,9 @@ def _recommended(
         for m in methods:
             if any(getattr(m, f) is not None for f in SCHEDULE_FIELDS):
                 continue  # the method states its own schedule: it is planned as given
-            max_batch = engine.max_seqs_for(m.name, None, load_gpu(deploy.gpu))
+            max_batch = engine.max_seqs_for(
+                m.name, deploy.scheduler.max_num_seqs, load_gpu(deploy.gpu)
+            )
             out.append(recommended(deploy, m, max_batch, grid, runs=runs))
             bar.step(m.name)
     return out
@@ -476,7 +478,9 @@ def recommend(
     else:
         ks = list(range(1, (K_MAX if k_max is None else k_max) + 1))
     knob = "tree_nodes" if is_tree else "k"
-    max_batch = load_engine(deploy.engine).max_seqs_for(base.name, None, load_gpu(deploy.gpu))
+    max_batch = load_engine(deploy.engine).max_seqs_for(
+        base.name, deploy.scheduler.max_num_seqs, load_gpu(deploy.gpu)
+    )
     with (
         progress_bar("simulating", total=len(grid)) as bar,
         study_runs(where, workers, progress=bar) as runs,
