@@ -130,3 +130,14 @@ def test_sglang_sizes_its_prefill_chunk_and_graphs_by_the_gpus_memory(
     sc = Scenario(model="llama-3.1-8b", gpu=gpu, engine="sglang")
     assert setup_replica(sc).max_tokens == tokens
     assert build_cost_model(sc).host.graph_max_seqs == graph
+
+
+def test_the_explorer_says_when_sglangs_speculative_cap_queues_its_loads():
+    from simspec.ui.inputs import ExplorerInputs, engine_caveats
+
+    capped = ExplorerInputs(engine="sglang", loads=[1, 64, 128])
+    (caveat,) = engine_caveats(capped)
+    assert "at most 48" in caveat and "64, 128" in caveat
+    assert engine_caveats(capped.model_copy(update={"loads": [1, 32]})) == []
+    assert engine_caveats(capped.model_copy(update={"engine": "vllm"})) == []
+    assert engine_caveats(capped.model_copy(update={"methods": ["autoregressive"]})) == []

@@ -11,7 +11,7 @@ import streamlit as st
 from simspec.studies.capacity import Slo
 from simspec.ui import figures, runs
 from simspec.ui.downloads import results_csv
-from simspec.ui.inputs import ExplorerInputs
+from simspec.ui.inputs import ExplorerInputs, engine_caveats
 from simspec.ui.pages.progress import keep_answer, stages
 
 TABS = ["Speedup", "Throughput vs TPOT", "Latency", "Time per step", "Acceptance", "Table"]
@@ -60,6 +60,8 @@ def speedup(summary: pd.DataFrame, inputs: ExplorerInputs) -> None:
         f"{what}. Below the dashed line speculation is worse than plain decoding; error "
         "bars are 95 % intervals (README: Measurement)."
     )
+    for caveat in engine_caveats(inputs):
+        st.caption(caveat)
     unstable = summary[summary.stable == 0]
     if len(unstable):
         st.warning(
