@@ -128,6 +128,8 @@ def test_cli_streams_writes_parquet_and_resumes(tmp_path):
             str(grid),
             "--executor",
             "process",
+            "--workers",  # one pool worker beside xdist's two on a 2-core runner
+            "1",
             "--resume",
             "--quiet",
             "--out",
