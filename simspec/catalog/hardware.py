@@ -309,14 +309,25 @@ class EngineProfile(SourcedParams):
         seqs, tokens = int(self["max_num_seqs"]), int(self["max_num_batched_tokens"])
         if gpu is not None and (tier := self.memory_tier(gpu)) is not None:
             return seqs, tier.max_num_batched_tokens
-        if gpu is None or "small_gpu_max_num_seqs" not in self.params:
-            return seqs, tokens
-        small = gpu.memory_bytes < self["large_gpu_min_gib"] * 2**30 or "a100" in gpu.id
-        if small:
+        if gpu is not None and self.small_gpu(gpu.id, gpu.memory_bytes / 2**30):
             return int(self["small_gpu_max_num_seqs"]), int(
                 self["small_gpu_max_num_batched_tokens"]
             )
         return seqs, tokens
+
+    def small_gpu(self, gpu_id: str, gib: float) -> bool:
+        """Whether the engine takes its smaller batch defaults on this GPU (vLLM's
+        get_batch_defaults: under ``large_gpu_min_gib`` of memory, or an A100 by name)."""
+        if "small_gpu_max_num_seqs" not in self.params:
+            return False
+        return gib < self["large_gpu_min_gib"] or "a100" in gpu_id
+
+    def speculative_cap(self, given: int | None = None, gpu: GpuSpec | None = None) -> int | None:
+        """The running requests the engine allows under speculative decoding where that is
+        fewer than plain decoding's (SGLang's 48, ``spec_max_num_seqs``); None where the
+        same limit holds for both."""
+        cap = self.max_seqs_for("speculative", given, gpu)
+        return cap if cap < self.max_seqs_for("autoregressive", given, gpu) else None
 
     def max_seqs_for(
         self, method: str, given: int | None = None, gpu: GpuSpec | None = None

@@ -164,8 +164,8 @@ def _engine_note(cfg: SweepConfig) -> None:
                 "ran; vLLM 0.14+ schedules asynchronously by default: --async-scheduling",
                 highlight=False,
             )
-        capped = engine.max_seqs_for("eagle3", cfg.scheduler.max_num_seqs)
-        if speculative and engine.max_seqs_for("autoregressive") > capped:
+        capped = engine.speculative_cap(cfg.scheduler.max_num_seqs)
+        if speculative and capped is not None:
             over = [b for b in cfg.batch_sizes if b > capped]
             if over:
                 err.print(

@@ -223,13 +223,10 @@ def engine_caveats(inp: ExplorerInputs) -> list[str]:
     """What the engine's defaults do to the page's loads that its settings do not show: a
     closed loop above SGLang's cap of running requests under speculative decoding queues the
     rest (the speculative runs only; plain decoding keeps its limit)."""
-    engine, gpu = load_engine(inp.engine), load_gpu(inp.gpu)
-    cap = engine.max_seqs_for("eagle3", None, gpu)
-    over = [f"{load:g}" for load in inp.loads if load > cap]
+    cap = load_engine(inp.engine).speculative_cap(None, load_gpu(inp.gpu))
+    over = [f"{load:g}" for load in inp.loads if cap is not None and load > cap]
     speculative = any(m != "autoregressive" for m in inp.methods)
     if inp.arrival != "closed" or not over or not speculative:
-        return []
-    if cap >= engine.max_seqs_for("autoregressive", None, gpu):
         return []
     return [
         f"{inp.engine} runs at most {cap} requests under speculative decoding (SGLang's "

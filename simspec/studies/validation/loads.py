@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from simspec.catalog.hardware import load_engine
 from simspec.catalog.methods import TRACE_DATASETS
 from simspec.catalog.traces import first_method, load_trace
 from simspec.config import MIN_RATE, LengthSpec, SchedulerConfig, WorkloadConfig
@@ -45,17 +46,20 @@ QPS_REQUESTS = (100, 2000)
 OFFLINE_CONCURRENCY = 1000  # a closed loop this wide is an offline run: every request at once
 
 # vLLM's `vllm serve` batch defaults on GPUs it does not count as large (A100, and any under
-# 70 GiB): EngineArgs.get_batch_defaults in vllm/engine/arg_utils.py, the branch taken unless
-# `device_memory >= 70 * GiB_bytes and "a100" not in device_name`: max_num_seqs 256 and
-# max_num_batched_tokens 2048 for UsageContext.OPENAI_API_SERVER (the large-GPU branch, 1024 /
-# 8192, is the vllm profile's own). A100 was excluded by vllm-project/vllm PR #17885
-# ("[Perf] Use small max_num_batched_tokens for A100", merged 2025-05-09, first released in
-# v0.9.0); the test test_defaults_with_usage_context in tests/engine/test_arg_utils.py checks
-# both branches.
-VLLM_SMALL_GPU = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=2048)
+# 70 GiB) and on the others: the vllm profile's own (engines.yaml small_gpu_* and max_num_*,
+# with EngineArgs.get_batch_defaults as their source, EngineProfile.small_gpu the rule). A100
+# joined the small ones with vllm-project/vllm PR #17885 ("[Perf] Use small
+# max_num_batched_tokens for A100", merged 2025-05-09, first released in v0.9.0).
+_VLLM = load_engine("vllm")
+VLLM_SMALL_GPU = SchedulerConfig(
+    max_num_seqs=int(_VLLM["small_gpu_max_num_seqs"]),
+    max_num_batched_tokens=int(_VLLM["small_gpu_max_num_batched_tokens"]),
+)
 VLLM_SMALL_GPU_SINCE = (0, 9)
-VLLM_LARGE_GIB = 70
-VLLM_LARGE_GPU = SchedulerConfig(max_num_seqs=1024, max_num_batched_tokens=8192)
+VLLM_LARGE_GPU = SchedulerConfig(
+    max_num_seqs=int(_VLLM["max_num_seqs"]),
+    max_num_batched_tokens=int(_VLLM["max_num_batched_tokens"]),
+)
 # vLLM 0.28.0 (2026-08-25) gives GPUs of >= 160 GiB (B200, B300, GB200, MI300X) 16384 tokens per
 # step for the API server too (get_batch_defaults in the 0.28.0 wheel: "for GPUs like B200/B300
 # with >= 160GB memory, use the largest defaults"; not in 0.27.1)
@@ -179,7 +183,7 @@ def engine_batch_defaults(
             f">= {VLLM_HUGE_GIB} GiB, 0.28+)"
         )
     if release < VLLM_SMALL_GPU_SINCE:
-        if "a100" in gpu_id and gpu_gib >= VLLM_LARGE_GIB:
+        if "a100" in gpu_id and gpu_gib >= _VLLM["large_gpu_min_gib"]:
             return VLLM_LARGE_GPU, (
                 f"vLLM {version} defaults on {gpu_id}: max_num_seqs "
                 f"{VLLM_LARGE_GPU.max_num_seqs}, max_num_batched_tokens "
@@ -187,7 +191,7 @@ def engine_batch_defaults(
                 "the large-GPU defaults)"
             )
         return None, ""
-    if gpu_gib >= VLLM_LARGE_GIB and "a100" not in gpu_id:
+    if not _VLLM.small_gpu(gpu_id, gpu_gib):
         return None, ""
     return VLLM_SMALL_GPU, (
         f"vLLM {version} defaults on {gpu_id}: max_num_seqs {VLLM_SMALL_GPU.max_num_seqs}, "
@@ -259,8 +263,8 @@ def engine_version_profile(engine: str, version: str) -> tuple[str, str]:
 
 def _release(version: str) -> tuple[int, int] | None:
     """(major, minor) of a stated release ("v0.11.0", "0.10.1rc1"), None for anything else."""
-    m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.\d+)?\S*\s*$", version)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    patch = _patch_release(version)
+    return None if patch is None else patch[:2]
 
 
 def _patch_release(version: str) -> tuple[int, int, int] | None:

@@ -263,14 +263,9 @@ def plan_case(
         # a paper's "batch size N" ran N sequences together (its harness set the engine's
         # running limit, or bypassed the scheduler): an engine default that caps speculative
         # batches lower (SGLang's 48) did not hold there
-        base, profile, spec = (
-            deploy.get("scheduler") or SchedulerConfig(),
-            load_engine(engine),
-            load_gpu(gpu),
-        )
-        cap = profile.max_seqs_for(method, base.max_num_seqs, spec)
-        plain = profile.max_seqs_for("autoregressive", base.max_num_seqs, spec)
-        if plain > cap < int(load):
+        base = deploy.get("scheduler") or SchedulerConfig()
+        cap = load_engine(engine).speculative_cap(base.max_num_seqs, load_gpu(gpu))
+        if cap is not None and int(load) > cap:
             deploy["scheduler"] = base.model_copy(update={"max_num_seqs": int(load)})
             assumptions.append(
                 f"batch size {int(load)} ran whole: the harness lifted {engine}'s cap of {cap} "
