@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -214,6 +215,28 @@ class MemoryTier(BaseModel):
     cuda_graph_max_seqs_tp4: int = Field(ge=0)
 
 
+# (steps, topk, num_draft_tokens): SGLang's speculative shape, the verified root counted
+DraftShape = tuple[int, int, int]
+
+
+class AutoSpecShape(BaseModel):
+    """The draft shape an engine release picks when a server is started with a speculative
+    algorithm and no shape (SGLang's ``auto_choose_speculative_params``): by the served model's
+    ``architectures[0]``, from release ``since`` until the next rule's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    since: str
+    source: str = Field(min_length=1)
+    default: DraftShape
+    # shapes other than the default, each for the architectures listed
+    shapes: tuple[tuple[DraftShape, tuple[str, ...]], ...] = ()
+    # a separate draft model's (SGLang STANDALONE); None: the release does not run one
+    draft_model: DraftShape | None = None
+
+    def shape_for(self, architecture: str) -> DraftShape:
+        return next((shape for shape, archs in self.shapes if architecture in archs), self.default)
+
+
 class EngineProfile(SourcedParams):
     """Host-side costs and scheduler defaults of a serving engine.
 
@@ -237,6 +260,10 @@ class EngineProfile(SourcedParams):
     # defaults by the GPU's memory, smallest first (the first whose below_gib the GPU is
     # under applies; a GPU above every tier, or no tiers: the params)
     memory_tiers: tuple[MemoryTier, ...] = ()
+    # the draft shape by release when none is given (SGLang), oldest first, and the release an
+    # unversioned run takes them from (the newest the profile stands for)
+    auto_spec_shapes: tuple[AutoSpecShape, ...] = ()
+    release: str = ""
     # speculative methods under which an async scheduler (vLLM's --async-scheduling) stays on;
     # None: the engine has no async scheduler to turn on (with_async_scheduling)
     async_spec_methods: tuple[str, ...] | None = None
@@ -363,6 +390,26 @@ class EngineProfile(SourcedParams):
         """The engine whose per-engine tables (kernel counts) this profile reads."""
         return self.base or self.id
 
+    def auto_spec_shape(
+        self, method: str, architecture: str, release: tuple[int, int, int] | None
+    ) -> tuple[DraftShape, AutoSpecShape] | None:
+        """The (steps, topk, num_draft_tokens) the engine drafts ``method`` with on a model of
+        ``architecture`` when its server is given no shape, and the rule that says so, at
+        ``release`` (None: the profile's own ``release``); None where the engine keeps no such
+        default (vLLM requires num_speculative_tokens) or does not run the method."""
+        at = release or release_tuple(self.release)
+        if at is None or method not in AUTO_SHAPE_METHODS:
+            return None
+        rule = None
+        for candidate in self.auto_spec_shapes:
+            since = release_tuple(candidate.since)
+            if since is not None and since <= at:
+                rule = candidate
+        if rule is None:
+            return None
+        shape = rule.draft_model if method == "draft_model" else rule.shape_for(architecture)
+        return None if shape is None else (shape, rule)
+
     def memory_tier(self, gpu: GpuSpec) -> MemoryTier | None:
         """The engine's defaults for ``gpu``'s memory (None: the params')."""
         gib = gpu.memory_bytes / 2**30
@@ -419,6 +466,17 @@ def load_profile(ref: str) -> HardwareProfile:
         return HardwareProfile(**raw)
     except (TypeError, ValidationError, ValueError) as exc:
         raise InputError("profile", f"invalid profile {ref!r}: {_first_error(exc)}") from None
+
+
+# methods SGLang drafts with its EAGLE worker (EAGLE, EAGLE3, and NEXTN, which it maps to EAGLE)
+# or its STANDALONE draft-model worker: the ones its shape defaults cover
+AUTO_SHAPE_METHODS = ("eagle1", "eagle2", "eagle3", "mtp", "draft_model")
+
+
+def release_tuple(version: str) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of "0.5.3", "v0.5.5.post1"; None for anything else."""
+    m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?\S*\s*$", version)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
 
 
 def load_engine(engine_id: str) -> EngineProfile:

@@ -130,7 +130,9 @@ def normalised(raw: dict[str, Any]) -> dict[str, Any]:
     """``text_config`` merged over the top level (multimodal configs, as Llama-4's) and the
     older key names under the current ones."""
     if isinstance(raw.get("text_config"), dict):
-        raw = {**raw, **raw["text_config"]}
+        # the text model's keys, but the top level's architectures (the class engines load)
+        top = {"architectures": raw["architectures"]} if "architectures" in raw else {}
+        raw = {**raw, **raw["text_config"], **top}
     raw = dict(raw)
     for old, new in _ALIASES.items():
         if raw.get(new) is None and raw.get(old) is not None:
@@ -159,6 +161,9 @@ def read_config(raw: dict[str, Any]) -> dict[str, Any]:
     fields["qk_norm"] = model_type in QK_NORM_TYPES
     fields.update(reader(raw))
     fields["model_type"] = model_type or "llama"
+    archs = raw.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        fields["architecture"] = archs[0]
     fields["weight_dtype"], fields["expert_weight_dtype"] = weight_dtypes(raw)
     if fields["expert_weight_dtype"] and not fields.get("num_experts"):
         raise InputError(  # read as bf16 it would misstate the weights of a model that has them

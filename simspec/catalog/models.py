@@ -48,6 +48,9 @@ class ModelShape(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
     id: str
     model_type: str = "llama"
+    # the config.json's architectures[0] (the model class its weights load into): engines key
+    # some defaults on it (SGLang's draft shape when none is given); "" where a config has none
+    architecture: str = ""
     hidden_size: int = Field(gt=0)
     intermediate_size: int = Field(gt=0)
     num_hidden_layers: int = Field(gt=0)

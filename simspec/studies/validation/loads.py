@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from simspec.catalog.hardware import load_engine
+from simspec.catalog.hardware import load_engine, release_tuple
 from simspec.catalog.methods import TRACE_DATASETS
 from simspec.catalog.traces import first_method, load_trace
 from simspec.config import MIN_RATE, LengthSpec, SchedulerConfig, WorkloadConfig
@@ -270,5 +270,4 @@ def _release(version: str) -> tuple[int, int] | None:
 def _patch_release(version: str) -> tuple[int, int, int] | None:
     """(major, minor, patch) of a stated release ("v0.5.5.post1", "0.5.11"), None for anything
     else (a missing patch number reads 0)."""
-    m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?\S*\s*$", version)
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
+    return release_tuple(version)

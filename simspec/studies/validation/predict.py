@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from simspec.catalog.hardware import load_engine, load_gpu, load_profile
+from simspec.catalog.hardware import load_engine, load_gpu, load_profile, release_tuple
 from simspec.catalog.methods import (
     DATASET_DOMAIN,
     DEFAULT_DRAFT_MODEL,
@@ -368,6 +368,18 @@ def _method(
     shapes = method_info(name).shapes
     shape, k = get("spec_shape"), whole(get("k"))
     nodes, topk = whole(get("tree_nodes")), whole(get("tree_topk"))
+    chosen = ""
+    if shape not in ("chain", "tree") and not (k or nodes or topk):
+        if (picked := _engine_chosen_shape(row, name, engine)) is not None:
+            (steps, width, tokens), chosen = picked
+            if width == 1:
+                shape, k = "chain", steps
+            elif shapes == ("chain",):
+                raise Skip(
+                    f"{chosen}: a top-{width} tree, and simspec drafts {name} as chains only"
+                )
+            else:
+                shape, k, topk, nodes = "tree", steps, width, tokens
     if shape == "chain":
         for key in ("tree", "tree_nodes", "tree_topk"):
             fields.pop(key, None)
@@ -396,11 +408,13 @@ def _method(
             fields["draft_model"] = draft
         fields.setdefault("draft_model", DEFAULT_DRAFT_MODEL)
     drafted = ""
-    if shape not in ("chain", "tree"):
+    if chosen:
+        notes.append(f"shape unstated: {chosen}")
+    elif shape not in ("chain", "tree"):
         fields, drafted = as_engine_drafts(fields, engine_chains(name, engine))
         if drafted:
             notes.append(f"shape unstated: {drafted}")
-    if not drafted and (shape not in ("chain", "tree") or (not k and not nodes)):
+    if not (drafted or chosen) and (shape not in ("chain", "tree") or (not k and not nodes)):
         notes.append(
             f"shape unstated: {_describe(fields)} (the method's default)"
             if shape not in ("chain", "tree")
@@ -414,6 +428,31 @@ def _method(
         notes.append(f"dataset {dataset!r} has no preset domain: chat assumed")
     acc, source = _acceptance(row, name, dataset, domain, metric, fields, temperature)
     return MethodConfig(**fields, acceptance=acc), source
+
+
+def _engine_chosen_shape(
+    row: dict[str, str], name: str, engine: str
+) -> tuple[tuple[int, int, int], str] | None:
+    """The draft shape the row's engine picks itself when its server is given none (SGLang's
+    auto_choose_speculative_params, by release and the served model's architecture:
+    ``EngineProfile.auto_spec_shape``), and how the row's assumptions say it; None where the
+    engine keeps no such default."""
+    get = _cells(row)
+    profile = load_engine(engine)
+    stated = get("engine_version") or ""
+    release = release_tuple(stated)
+    architecture = load_model(get("target_model")).architecture
+    picked = profile.auto_spec_shape(name, architecture, release)
+    if picked is None:
+        return None
+    (steps, width, tokens), rule = picked
+    version = stated.strip() if release else f"{profile.release} (version unstated: the newest"
+    version += "" if release else f" the {engine} profile stands for)"
+    return (steps, width, tokens), (
+        f"SGLang {version} picks steps {steps}, topk {width}, {tokens} draft tokens for "
+        f"{architecture or 'this model'} itself (auto_choose_speculative_params, its rule "
+        f"since {rule.since}: engines.yaml)"
+    )
 
 
 def _stated_nodes(nodes: int, fields: dict[str, Any], engine: str, notes: list[str]) -> int:
