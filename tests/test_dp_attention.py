@@ -4,6 +4,7 @@ cost as the busiest rank's attention plus the MoE over every rank's tokens."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
@@ -155,6 +156,19 @@ def test_the_busiest_rank_holds_its_even_share():
     assert r.sum_kv == pytest.approx(2000.0)
     assert rank_share(b, 1) is b
     assert rank_share(BatchShape.uniform(3, 1, 300.0, 3), 8).num_seqs == 1
+
+
+def test_a_prefill_chunk_runs_whole_on_its_rank_and_decodes_beside_it_add_to_it():
+    # a request lives on one rank: the rank holding a 1000-token chunk runs all of it, and seven
+    # decodes spread over the other ranks cannot make that step cheaper (QA: they did)
+    chunk = BatchShape.of(np.array([1000]), np.zeros(1), 1)
+    mixed = BatchShape.of(np.array([1000] + [1] * 7), np.full(8, 500), 8)
+    r = rank_share(mixed, 8)
+    assert r.num_seqs == 1 and 990 <= r.num_tokens <= 1000  # within the decodes' share
+    m, dp8 = load_model("deepseek-v3"), _cost(8, 8, 8)
+    assert dp8.forward(m, mixed).total_s >= 0.99 * dp8.forward(m, chunk).total_s
+    two = rank_share(BatchShape.of(np.array([1000, 1000] + [1] * 14), np.zeros(16), 16), 8)
+    assert two.num_seqs == 2 and two.num_tokens >= 1000
 
 
 def test_dp8_at_batch_8_is_attention_at_batch_1_per_rank_plus_ep_moe_over_8_tokens():

@@ -345,6 +345,9 @@ def _sampling_note(cfg: SweepConfig) -> None:
     """At T > 0 or top-p < 1, how acceptance was scaled from greedy, and on what evidence."""
     if not (cfg.temperature > 0 or cfg.top_p < 1):
         return
+    if cfg.temperature == 0:
+        err.print(f"note: top-p {cfg.top_p} has no effect at temperature 0 (greedy: the argmax)")
+        return
     from simspec.catalog.sampling import MAX_FITTED_TEMPERATURE, factor, sampling_source
 
     err.print(

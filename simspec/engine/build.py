@@ -262,7 +262,9 @@ def acceptance_sampler(
     acc = sc.method.acceptance
     # build_speculator refuses a method that needs an acceptance and has none
     assert acc is not None
-    sampling = sc.temperature != acc.temperature or sc.top_p < 1.0
+    # greedy decoding (temperature 0) takes the argmax whatever top-p says: top-p moves
+    # acceptance only where the run samples
+    sampling = sc.temperature != acc.temperature or (sc.temperature > 0 and sc.top_p < 1.0)
     if acc.acc_len is not None and sampling:
         acc = sampled_from_trace(acc, spec.max_accept, spec.info.drafter)
     # build_speculator lets token streams replay only a lookup speculator

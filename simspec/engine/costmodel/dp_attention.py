@@ -25,6 +25,7 @@ ceil(n / dp) of n sequences, with their mean share of the batch's tokens and con
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 from simspec.catalog.kernel_tables import DeepEpFit, GroupedGemmFit, deepep_low_latency_limit
@@ -84,18 +85,37 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def rank_share(batch: BatchShape, dp: int) -> BatchShape:
-    """The busiest of ``dp`` ranks' share of ``batch``: ceil(n / dp) of its n sequences, with
-    that fraction of every sum (token counts rounded up)."""
+    """The busiest of ``dp`` ranks' share of ``batch``: ceil(n / dp) of its n sequences. A
+    request lives on one rank, so the rank that holds the batch's largest sequence (a prefill
+    chunk among decodes) runs all of its tokens; the largest is estimated from the sums as the
+    token-weighted mean q (sum q^2 / sum q: exact for a uniform batch, within the decodes'
+    share of a prefill chunk among decodes, never above the true largest), the rank's other
+    sequences at the rest's mean. The rank runs whichever is more: that, or its sequences'
+    mean share (token counts rounded up; context and logit rows by its share of sequences)."""
     n = batch.num_seqs
     held = _ceil_div(n, dp)
     if held >= n:
         return batch
     f = held / n
+    tokens, q_sq = batch.num_tokens, batch.sum_q_sq
+    largest = q_sq / tokens if tokens else 0.0
+    rest = (held - 1) / (n - 1)
+    with_largest = largest + rest * (tokens - largest)
+    if with_largest <= tokens * f:  # a uniform batch: the mean share, as before
+        return BatchShape(
+            held,
+            _ceil_div(tokens * held, n),
+            q_sq * f,
+            batch.sum_q_kv * f,
+            batch.sum_kv * f,
+            _ceil_div(batch.logit_tokens * held, n),
+        )
+    share = with_largest / tokens
     return BatchShape(
         held,
-        _ceil_div(batch.num_tokens * held, n),
-        batch.sum_q_sq * f,
-        batch.sum_q_kv * f,
+        math.ceil(with_largest),
+        largest * largest + rest * (q_sq - largest * largest),
+        batch.sum_q_kv * share,
         batch.sum_kv * f,
         _ceil_div(batch.logit_tokens * held, n),
     )
