@@ -581,7 +581,29 @@ def left_out_of_all(
         from simspec.catalog.hardware import engine_ids
 
         return f"no engine simspec models ({', '.join(engine_ids())}) ships it"
-    return (engine_refuses(name, engine) if engine else None) or no_acceptance(name)
+    return (
+        (engine_refuses(name, engine) if engine else None)
+        or not_shipped(name, engine)
+        or (no_acceptance(name))
+    )
+
+
+def not_shipped(name: str, engine: str | None) -> str | None:
+    """Why ``engine`` (None: the default, vLLM) offers no ``name`` (None: it ships it, or the
+    engine is unknown, which is the scenario's to refuse): the engines that do ship it
+    (``simspec/data/method_engines.yaml``). Asked for by name, such a method still runs, as
+    its paper drafts it; ``--methods all`` leaves it out, as its help says."""
+    from simspec.catalog.hardware import engine_ids, load_engine
+    from simspec.config import Deployment
+
+    engine = engine or Deployment.model_fields["engine"].default
+    if name == "autoregressive" or engine not in engine_ids():
+        return None
+    shipped = packaged_table("method_engines.yaml")["methods"].get(name) or []
+    family = load_engine(engine).family
+    if family in shipped:
+        return None
+    return f"engine {engine} does not ship it ({', '.join(shipped) or 'no engine'} does)"
 
 
 def no_acceptance(name: str) -> str | None:

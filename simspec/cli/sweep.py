@@ -146,6 +146,7 @@ def sweep(
         _sampling_note(cfg)
         _profile_note(cfg)
         _engine_note(cfg)
+        _unshipped_note(cfg)
 
 
 def _engine_note(cfg: SweepConfig) -> None:
@@ -339,6 +340,21 @@ def _method_label(row: pd.Series) -> str:
         return "autoregressive"
     tree = f" {row['tree']} tree {row['tree_nodes']}" if row["tree_nodes"] else ""
     return f"{row['method']} K={row['k']}{tree}"
+
+
+def _unshipped_note(cfg: SweepConfig) -> None:
+    """Methods asked for by name that the point's engine does not ship: they run as their
+    papers draft them, not as that engine would (it would refuse them)."""
+    from simspec.catalog.methods import not_shipped
+
+    said: dict[str, list[str]] = {}
+    for point in cfg.points():
+        for method in point.methods:
+            why = not_shipped(method.name, point.engine)
+            if why and method.name not in said.setdefault(why, []):
+                said[why].append(method.name)
+    for why, names in said.items():
+        err.print(f"note: {', '.join(names)} simulated as published: {why}", highlight=False)
 
 
 def _sampling_note(cfg: SweepConfig) -> None:
