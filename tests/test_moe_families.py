@@ -186,3 +186,24 @@ def test_models_cli_reads_each_family_config():
 def test_models_cli_says_why_minimax_m2s_declared_mtp_modules_do_not_draft():
     result = runner.invoke(app, ["models", "minimax-m2"])
     assert result.exit_code == 0 and "num_mtp_modules 3" in " ".join(result.output.split())
+
+
+def test_tensor_parallelism_stops_where_the_attention_heads_do():
+    """vLLM refuses a tp that does not divide the attention heads (Llama-4 Maverick's 40 at
+    tp 16: QA found simspec recommending and running it); the fewest GPUs skip such sizes."""
+    from typer.testing import CliRunner
+
+    from simspec.catalog.models import load_model
+    from simspec.cli.main import app
+    from simspec.config import Scenario
+    from simspec.engine.build import build_cost_model
+    from simspec.errors import InputError
+
+    maverick = load_model("llama-4-maverick")
+    assert maverick.attention_tp_refusal(16) and not maverick.attention_tp_refusal(8)
+    assert maverick.largest_attention_tp(64) == 8
+    assert load_model("deepseek-v3").largest_attention_tp(64) == 64  # 128 heads, MLA
+    with pytest.raises(InputError, match="40 attention heads.*1, 2, 4, 8"):
+        build_cost_model(Scenario(model="llama-4-maverick", gpu="h100_sxm", tp=16))
+    out = CliRunner().invoke(app, ["models", "llama-4-maverick", "--gpu", "h100_sxm"]).stdout
+    assert "more than tp=8" in " ".join(out.split())

@@ -470,6 +470,31 @@ class ModelShape(BaseModel):
             return self.kv_dim
         return max(self.num_key_value_heads // tp, 1) * self.head_dim
 
+    def attention_tp_refusal(self, attn_tp: int) -> str | None:
+        """Why attention cannot be split over ``attn_tp`` GPUs (None: it can). vLLM refuses a
+        tensor-parallel size that does not divide the attention heads
+        (ModelConfig.verify_with_parallel_config: "Total number of attention heads (...) must
+        be divisible by tensor parallel size"), and QKVParallelLinear splits the KV heads
+        evenly or replicates them evenly (``divide`` either way); SGLang's attention layers
+        assert the same. MLA's latent is not split by head."""
+        heads, kv = self.num_attention_heads, self.num_key_value_heads
+        if heads % attn_tp:
+            return f"{self.id} has {heads} attention heads, which {attn_tp} GPUs cannot split"
+        if self.kv_lora_rank == 0 and (kv % attn_tp if attn_tp <= kv else attn_tp % kv):
+            return (
+                f"{self.id} has {kv} KV heads, which {attn_tp} GPUs can neither split nor "
+                "replicate evenly"
+            )
+        return None
+
+    def largest_attention_tp(self, most: int) -> int:
+        """The largest power-of-two tensor-parallel size up to ``most`` that its attention
+        heads split over (:meth:`attention_tp_refusal`)."""
+        n = 1
+        while n * 2 <= most and not self.attention_tp_refusal(n * 2):
+            n *= 2
+        return n
+
     def kv_bytes_per_token_per_gpu(
         self, tp: int, layers: int | None = None, dtype_bytes: float = BYTES_PER_PARAM
     ) -> float:

@@ -16,7 +16,7 @@ from simspec.cli import options as opt
 from simspec.cli.common import err, one_line_errors
 from simspec.cli.tables import table_width
 from simspec.config import Deployment
-from simspec.engine.kv_cache import min_gpus
+from simspec.engine.kv_cache import MAX_GPUS, min_gpus
 from simspec.engine.layout import ParallelLayout
 from simspec.errors import one_line
 from simspec.studies.model_facts import billions, layout, model_facts, precision
@@ -91,7 +91,7 @@ def _print_all(gpu: str, engine: str, wide: bool = False) -> None:
                 str(shape.num_nextn_predict_layers or ""),
                 precision(shape),
                 f"{shape.kv_bytes_per_token_per_gpu(1) / 1024:.0f} KiB",
-                str(need) if need else ">64",
+                str(need) if need else f">{shape.largest_attention_tp(MAX_GPUS)}",
             ]
         )
     console = Console()

@@ -51,6 +51,15 @@ def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> Roofline
     gpu, engine = load_gpu(sc.gpu), deployed_engine(sc)
     latency, bandwidth, _ = load_alltoall(sc.gpu)
     target = target or load_model(sc.model)
+    attn_tp = sc.tp // sc.dp
+    if why := target.attention_tp_refusal(attn_tp):
+        allowed = [n for n in (1, 2, 4, 8, 16, 32, 64) if not target.attention_tp_refusal(n)]
+        field = "tp" if sc.dp == 1 else "dp"
+        raise InputError(
+            field,
+            f"{why} (vLLM and SGLang refuse it): attention over "
+            f"{'tp' if sc.dp == 1 else 'tp/dp'} = {', '.join(map(str, allowed))} GPUs",
+        )
     precision = weight_precision(sc, target)
     experts = expert_precision(sc, target, precision)
     field = "precision" if sc.precision is not None else "model.quantization_config"

@@ -215,14 +215,17 @@ def plan_memory(
             f"it needs {need} {gpu.id} GPUs at the least (tp={need})"
             if need is not None
             else f"it does not fit on {MAX_GPUS} {gpu.id} GPUs"
+            if (limit := target.largest_attention_tp(MAX_GPUS)) == MAX_GPUS
+            else f"tensor parallelism stops at tp={limit} (its "
+            f"{target.num_attention_heads} attention heads) and it does not fit there"
         )
         at = f"tp={tp}, dp={dp}" if dp > 1 else f"tp={tp}"
         raise ScenarioError(
             f"{target.id} does not fit on {gpu.id} at {at}: weights {weights / GIB:.1f} GiB + "
             f"draft {draft_bytes / GIB:.1f} GiB + activations {act / GIB:.1f} GiB exceed the "
             f"{usable / GIB:.1f} GiB usable {where} ({target.num_params / 1e9:.1f}B parameters"
-            f"{_per_weight(weight_bytes, expert_bytes)}); {fix}: raise tp or pp, or pick a "
-            "larger GPU"
+            f"{_per_weight(weight_bytes, expert_bytes)}); {fix}: "
+            f"{'raise pp' if 'stops at' in fix else 'raise tp or pp'}, or pick a larger GPU"
         )
     window = min(blocks * block, window_cap) * window_per_token
     return MemoryPlan(
@@ -260,6 +263,9 @@ def min_gpus(
     windowed = min(seq_tokens, window_tokens(target, int(engine["block_size"])))
     tp = 1
     while tp <= MAX_GPUS:
+        if target.attention_tp_refusal(tp):  # no engine splits its heads this way
+            tp *= 2
+            continue
         usable = gpu.memory_bytes * _total_share(engine)
         act = activation_reserve(target, tp, tokens, 1)
         kv = seq_tokens * target.kv_bytes_per_token_per_gpu(tp)

@@ -194,6 +194,13 @@ def _recurrent_state(model: ModelShape, engine) -> str:
 def _gpus(model: ModelShape, gpu, engine) -> str:
     need = min_gpus(gpu, engine, model)
     if need is None:
+        limit = model.largest_attention_tp(MAX_GPUS)
+        if limit < MAX_GPUS:  # past the heads, tensor parallelism stops
+            return (
+                f"more than tp={limit} on {gpu.id}, the most GPUs its "
+                f"{model.num_attention_heads} attention heads split over (engines refuse "
+                "more): shard it another way, or at a smaller precision"
+            )
         return f"more than {MAX_GPUS} {gpu.id}"
     weights = model.weight_bytes_per_gpu(need) / GIB
     return (
