@@ -207,3 +207,20 @@ def test_tensor_parallelism_stops_where_the_attention_heads_do():
         build_cost_model(Scenario(model="llama-4-maverick", gpu="h100_sxm", tp=16))
     out = CliRunner().invoke(app, ["models", "llama-4-maverick", "--gpu", "h100_sxm"]).stdout
     assert "more than tp=8" in " ".join(out.split())
+
+
+def test_int4_weights_carry_their_checkpoints_scale_group():
+    """Kimi-K2.5 stores its experts in int4 groups of 32 (4.5 bits a weight, its ~594 GB
+    checkpoint), not int4-w's group of 128 (4.125 bits): on 8 x H100 it leaves ~1,300 tokens of
+    KV, and the fewest GPUs that hold a 4,096-token sequence are 16 (QA: it said 8)."""
+    from simspec.catalog.models import load_model
+    from simspec.config import Scenario
+    from simspec.engine.build import build_cost_model, setup_replica
+
+    kimi = load_model("kimi-k2.5")
+    assert kimi.int4_group_size == 32 and kimi.stored_bytes("int4-w") == 0.5625
+    assert load_model("gpt-oss-120b").int4_group_size == 128  # MXFP4 read as int4-w, as before
+    sc = Scenario(model="kimi-k2.5", gpu="h100_sxm", tp=8)
+    assert build_cost_model(sc).expert_precision.weight_bytes == 0.5625
+    memory = setup_replica(sc).memory
+    assert memory.num_blocks * memory.block_size < 4096

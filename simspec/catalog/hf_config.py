@@ -165,6 +165,8 @@ def read_config(raw: dict[str, Any]) -> dict[str, Any]:
     if isinstance(archs, list) and archs and isinstance(archs[0], str):
         fields["architecture"] = archs[0]
     fields["weight_dtype"], fields["expert_weight_dtype"] = weight_dtypes(raw)
+    if group := int4_group_size(raw):
+        fields["int4_group_size"] = group
     if fields["expert_weight_dtype"] and not fields.get("num_experts"):
         raise InputError(  # read as bf16 it would misstate the weights of a model that has them
             "model.quantization_config.quant_method",
@@ -736,6 +738,23 @@ def modelopt_dtypes(q: dict[str, Any]) -> tuple[str, str | None]:
 
 def shown_algo(algo: object) -> str:
     return repr(algo) if isinstance(algo, str) else "missing quant_algo"
+
+
+def int4_group_size(raw: dict[str, Any]) -> int | None:
+    """The group of int4 weights one scale covers, where the quantization_config states one:
+    GPTQ/AWQ ``group_size`` (AWQ: ``q_group_size``), compressed-tensors' weights
+    ``group_size``; None where it states none or quantises per channel (-1)."""
+    q = raw.get("quantization_config")
+    if not isinstance(q, dict):
+        return None
+    sizes = [q.get("group_size"), q.get("q_group_size")]
+    groups = q.get("config_groups")
+    for group in groups.values() if isinstance(groups, dict) else ():
+        w = group.get("weights") if isinstance(group, dict) else None
+        if isinstance(w, dict) and w.get("num_bits") == 4:
+            sizes.append(w.get("group_size"))
+    stated = [n for n in sizes if isinstance(n, int) and not isinstance(n, bool) and n > 0]
+    return stated[0] if stated else None
 
 
 def _compressed_tensors(q: dict[str, Any]) -> str:

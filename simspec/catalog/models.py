@@ -31,6 +31,10 @@ def bytes_per_weight(dtype: str) -> float:
     return load_precision(dtype, "model.weight_dtype").weight_bytes
 
 
+# the group int4-w's bytes a weight assume (simspec/data/precision.yaml int4-w: 4 + 16/128 bits)
+INT4_GROUP = 128
+
+
 class ModelShape(BaseModel):
     """Shapes of a decoder-only model, named as in Hugging Face ``config.json``: a Llama-style
     dense decoder, and optionally mixture-of-experts layers, multi-head latent attention (MLA),
@@ -70,6 +74,9 @@ class ModelShape(BaseModel):
     # weights as stored: linear layers, and the routed experts where they differ (GPT-OSS)
     weight_dtype: WeightDtype = "bf16"
     expert_weight_dtype: WeightDtype | None = None
+    # int4 weights share one 16-bit scale per this many (the quantization_config's group_size):
+    # int4-w's own 128 unless the checkpoint says otherwise (Kimi-K2.5: 32, 4.5 bits a weight)
+    int4_group_size: int = Field(default=INT4_GROUP, ge=1)
     # mixture of experts (num_experts 0: a dense model)
     num_experts: int = Field(default=0, ge=0)
     num_experts_per_tok: int = Field(default=0, ge=0)
@@ -417,9 +424,9 @@ class ModelShape(BaseModel):
         Linear layers at ``weight_bytes`` and routed experts at ``expert_bytes`` per weight
         (default: the checkpoint's own dtypes); routers, embeddings and LM head in bf16; MLA's
         down projections whole on every rank."""
-        linear = bytes_per_weight(self.weight_dtype) if weight_bytes is None else weight_bytes
+        linear = self.stored_bytes(self.weight_dtype) if weight_bytes is None else weight_bytes
         experts = (
-            bytes_per_weight(self.expert_weight_dtype or self.weight_dtype)
+            self.stored_bytes(self.expert_weight_dtype or self.weight_dtype)
             if expert_bytes is None
             else expert_bytes
         )
@@ -469,6 +476,13 @@ class ModelShape(BaseModel):
         if self.is_mla:
             return self.kv_dim
         return max(self.num_key_value_heads // tp, 1) * self.head_dim
+
+    def stored_bytes(self, dtype: str) -> float:
+        """Bytes a stored weight of ``dtype`` takes in this checkpoint: the precision's own,
+        int4's with this checkpoint's group of one 16-bit scale (4 + 16/group bits)."""
+        if dtype == "int4-w" and self.int4_group_size != INT4_GROUP:
+            return 0.5 + 2.0 / self.int4_group_size
+        return bytes_per_weight(dtype)
 
     def attention_tp_refusal(self, attn_tp: int) -> str | None:
         """Why attention cannot be split over ``attn_tp`` GPUs (None: it can). vLLM refuses a

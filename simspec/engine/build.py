@@ -88,7 +88,15 @@ def weight_precision(sc: Scenario, target: ModelShape) -> PrecisionSpec:
     config.json's quantization_config; bf16 when it has none)."""
     if sc.precision is not None:
         return load_precision(sc.precision, "precision")
-    return load_precision(getattr(target, "weight_dtype", "bf16"), "model.quantization_config")
+    return checkpoint_precision(target, getattr(target, "weight_dtype", "bf16"))
+
+
+def checkpoint_precision(target: ModelShape, dtype: str) -> PrecisionSpec:
+    """The precision of weights stored as ``dtype`` in ``target``'s checkpoint: the packaged
+    one, with int4's bytes at the checkpoint's own scale group (ModelShape.stored_bytes)."""
+    spec = load_precision(dtype, "model.quantization_config")
+    stored = target.stored_bytes(dtype)
+    return spec if stored == spec.weight_bytes else spec.model_copy(update={"weight_bytes": stored})
 
 
 def expert_precision(
@@ -99,7 +107,7 @@ def expert_precision(
     names none; None: the layers' own."""
     if sc.precision is not None or not target.expert_weight_dtype:
         return None
-    return load_precision(target.expert_weight_dtype, "model.quantization_config")
+    return checkpoint_precision(target, target.expert_weight_dtype)
 
 
 def setup_replica(sc: Scenario) -> ReplicaSetup:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simspec.catalog.models import BYTES_PER_PARAM, ModelShape, bytes_per_weight
+from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +81,9 @@ class ParallelLayout:
         routers, routed experts, embedding and LM head): linear layers at ``weight_bytes``,
         routed experts at ``expert_bytes`` per weight (None: the checkpoint's dtypes), routers,
         embedding and LM head in bf16, MLA's down projections whole on every GPU."""
-        linear = bytes_per_weight(model.weight_dtype) if weight_bytes is None else weight_bytes
+        linear = model.stored_bytes(model.weight_dtype) if weight_bytes is None else weight_bytes
         experts = (
-            bytes_per_weight(model.expert_weight_dtype or model.weight_dtype)
+            model.stored_bytes(model.expert_weight_dtype or model.weight_dtype)
             if expert_bytes is None
             else expert_bytes
         )
