@@ -132,3 +132,14 @@ def test_mtp_reuses_its_one_module_and_pays_host_time_per_draft_step():
     assert step[1].overhead_s == pytest.approx(engine["draft_step_overhead_s"])
     assert step[3].overhead_s == pytest.approx(3 * engine["draft_step_overhead_s"])
     assert step[3].gemm_s > 2 * step[1].gemm_s
+
+
+def test_a_group_wider_than_a_server_is_said_to_be_priced_at_its_interconnect():
+    """TP 16 on H100s spans two 8-GPU servers: their collectives cross the network, which
+    simspec does not price (QA: TP16 came out faster than 8 x H200, silently)."""
+    from simspec.catalog.hardware import load_gpu
+
+    assert load_gpu("h100_sxm").cross_node_note(8) is None
+    assert "2 servers of 8" in load_gpu("h100_sxm").cross_node_note(16)
+    assert load_gpu("gb200").cross_node_note(64) is None  # one NVL72 domain
+    assert "lower bound" in load_gpu("h200").cross_node_note(8, ep=16)

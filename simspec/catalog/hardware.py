@@ -48,7 +48,22 @@ class GpuSpec(BaseModel):
     hbm_bandwidth_bytes_s: float = Field(gt=0)
     memory_bytes: float = Field(gt=0)
     interconnect_bandwidth_bytes_s: float = Field(gt=0)
+    # GPUs one server (or NVL72 rack) connects at that bandwidth (gpus.yaml)
+    gpus_per_node: int = Field(ge=1)
     source: str
+
+    def cross_node_note(self, tp: int, ep: int = 1) -> str | None:
+        """What a tensor- or expert-parallel group larger than one server leaves out (None:
+        it fits in one)."""
+        span = max(tp, ep)
+        if span <= self.gpus_per_node:
+            return None
+        return (
+            f"{span} {self.id} GPUs span {-(-span // self.gpus_per_node)} servers of "
+            f"{self.gpus_per_node}: their all-reduces and all-to-alls are priced at the "
+            "servers' own interconnect, not the network between them (not modelled): step "
+            "times are a lower bound"
+        )
 
 
 class Sourced(BaseModel):

@@ -196,6 +196,10 @@ def _profile_note(cfg: SweepConfig) -> None:
     for model in dict.fromkeys(cfg.grid.get("model") or [cfg.model]):
         if note := sparse_attention_note(load_model(model)):
             err.print(f"note: {model}: {note}", highlight=False)
+    spans = {(p.gpu, p.tp, p.ep) for p in cfg.points()}
+    for gpu, tp, ep in sorted(spans):
+        if note := load_gpu(gpu).cross_node_note(tp, ep):
+            err.print(f"note: {note}", highlight=False)
 
 
 def _check_out(out: Path, journal: Path, resume: bool) -> None:

@@ -261,4 +261,6 @@ def layout_facts(
             "activations per GPU",
         )
     )
+    if note := gpu.cross_node_note(lay.tp, lay.ep):
+        facts.append(("Servers", note))
     return facts
