@@ -117,6 +117,16 @@ def test_an_unpadded_drafter_batch_is_refused_not_ignored():
     assert err.value.field == "speculative_config.disable_padded_drafter_batch"
 
 
+@pytest.mark.parametrize(("key", "value"), [("enforce_eager", True), ("quantization", "fp8")])
+def test_a_drafter_setting_simspec_does_not_price_is_refused_not_ignored(key, value):
+    # QA: both changed nothing, byte for byte, without a word
+    cfg = {"method": "eagle3", "num_speculative_tokens": 3}
+    assert to_method({**cfg, key: None if key == "quantization" else False})["name"] == "eagle3"
+    with pytest.raises(InputError) as err:
+        to_method({**cfg, key: value})
+    assert err.value.field == f"speculative_config.{key}"
+
+
 def test_the_methods_vllm_keeps_async_for_are_simspec_methods():
     from simspec.engine.speculators import SPECULATORS
 

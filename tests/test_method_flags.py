@@ -164,3 +164,13 @@ def test_a_named_tree_method_drafts_as_its_engine_does():
     budget = page.model_copy(update={"tree_nodes": 16})
     m = inputs.method_for(budget, "eagle1")
     assert (m.tree, m.tree_nodes) == ("static", 16)
+
+
+@pytest.mark.parametrize("k", ["0", "65"])
+def test_k_out_of_range_names_the_flag(k):
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    res = CliRunner().invoke(app, ["sweep", "--k", k, "--methods", "eagle3", "--batch-sizes", "1"])
+    assert res.exit_code != 0 and "--k: must be 1 to 64" in " ".join(res.output.split())

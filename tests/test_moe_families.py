@@ -224,3 +224,19 @@ def test_int4_weights_carry_their_checkpoints_scale_group():
     assert build_cost_model(sc).expert_precision.weight_bytes == 0.5625
     memory = setup_replica(sc).memory
     assert memory.num_blocks * memory.block_size < 4096
+
+
+def test_expert_parallelism_holds_at_least_one_whole_expert_a_gpu():
+    """Mixtral's 8 experts over 16 GPUs would leave half with none (QA: simspec printed half
+    an expert a GPU); refused by name in a run and in ``simspec models`` alike."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+    from simspec.config import Scenario
+    from simspec.engine.build import setup_replica
+    from simspec.errors import InputError
+
+    with pytest.raises(InputError, match="8 experts a layer"):
+        setup_replica(Scenario(model="mixtral-8x7b", tp=16, ep=16))
+    res = CliRunner().invoke(app, ["models", "mixtral-8x7b", "--tp", "16", "--ep", "16"])
+    assert res.exit_code != 0 and "ep: mixtral-8x7b has 8 experts" in " ".join(res.output.split())

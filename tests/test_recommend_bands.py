@@ -110,3 +110,12 @@ def test_recommend_refuses_a_tree_budget_the_tree_cannot_draft():
     bad = runner.invoke(app, ["recommend", "--methods", "eagle2", "--k", "2",
                               "--tree-budgets", "8,200"])  # fmt: skip
     assert bad.exit_code == 2 and "--tree-budgets" in bad.output and "110" in bad.output
+
+
+def test_an_mtp_config_names_no_draft_weights():
+    """vLLM drafts MTP with the target's own layers (no ``model`` to give); EAGLE needs one."""
+    from simspec.config import MethodConfig
+    from simspec.studies.schedule.export import speculative_config
+
+    assert "model" not in speculative_config(MethodConfig(name="mtp", k=1), [[1, 64, 1]])
+    assert "model" in speculative_config(MethodConfig(name="eagle3", k=3), [[1, 64, 3]])

@@ -39,13 +39,13 @@ METHODS = {**{vllm: name for name, vllm in TO_VLLM.items()}, **dict.fromkeys(MTP
 # accepted, and without effect on what simspec simulates
 IGNORED = {
     "model": "the draft weights' path (draft_model: used as the draft model when it is a preset)",
-    "quantization": "draft weight quantization is not modelled (bf16 drafts)",
+    "quantization": "null, the default (a quantised draft is refused: to_method)",
     "max_model_len": "context limit of the draft",
     "revision": "weights revision",
     "code_revision": "code revision",
     "disable_logprobs": "logging",
     "disable_log_stats": "logging",
-    "enforce_eager": "CUDA graphs are an engine-profile matter",
+    "enforce_eager": "false, the default (an eager drafter is refused: to_method)",
     "disable_padded_drafter_batch": "false, vLLM's default (true is refused: to_method)",
 }
 # vLLM's SuffixDecoding settings, passed through as MethodConfig fields of the same name
@@ -101,6 +101,18 @@ def to_method(cfg: dict[str, Any], tp: int = 1) -> dict[str, Any]:
         raise InputError(
             f"speculative_config.{unknown[0]}",
             f"unknown key; simspec understands {', '.join(USED + tuple(IGNORED))}",
+        )
+    if cfg.get("enforce_eager"):
+        raise InputError(
+            "speculative_config.enforce_eager",
+            "true is not modelled (the drafter's forwards launched eagerly, outside CUDA graphs, "
+            "while simspec prices them as the engine graphs them): leave it out or set it to false",
+        )
+    if cfg.get("quantization") is not None:
+        raise InputError(
+            "speculative_config.quantization",
+            f"{cfg['quantization']!r} is not modelled (simspec prices the draft at its "
+            "checkpoint's precision): leave it out",
         )
     if cfg.get("disable_padded_drafter_batch"):
         # vLLM >= 0.14 turns async scheduling off for it (vllm/config/vllm.py at PR #31998):

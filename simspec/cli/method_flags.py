@@ -31,7 +31,7 @@ from simspec.catalog.token_traces import load_token_trace
 from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
 from simspec.cli.common import known_method
-from simspec.config import Deployment, MethodConfig
+from simspec.config import MAX_K, Deployment, MethodConfig
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
 from simspec.studies.bench.measured import Acceptance
@@ -175,6 +175,12 @@ class MethodFlags:
                 raise InputError(f"methods.autoregressive.{unused[0]}", unused[1])
             return m
         if self.k is not None:
+            if not 1 <= self.k <= MAX_K:
+                raise InputError(
+                    "--k",
+                    f"must be 1 to {MAX_K} (got {self.k}): the draft length of every speculative "
+                    "method; autoregressive is the method that drafts none",
+                )
             why = k_not_read(m)
             if why is not None:
                 raise InputError("--k", f"does not set {name}'s draft length: {why}")

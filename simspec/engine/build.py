@@ -110,10 +110,21 @@ def expert_precision(
     return checkpoint_precision(target, target.expert_weight_dtype)
 
 
+def check_ep(target: ModelShape, ep: int) -> None:
+    """Expert parallelism needs experts, and at least one whole expert a GPU."""
+    if ep > 1 and not target.is_moe:
+        raise InputError("ep", f"{target.id} has no experts to spread (a dense model): use ep 1")
+    if ep > target.num_experts > 0:
+        raise InputError(
+            "ep",
+            f"{target.id} has {target.num_experts} experts a layer: ep={ep} would leave GPUs "
+            f"with none (whole experts per GPU); use ep {target.num_experts} or fewer, or ep 1",
+        )
+
+
 def setup_replica(sc: Scenario) -> ReplicaSetup:
     target = load_model(sc.model)
-    if sc.ep > 1 and not target.is_moe:
-        raise InputError("ep", f"{target.id} has no experts to spread (a dense model): use ep 1")
+    check_ep(target, sc.ep)
     engine = deployed_engine(sc)
     if why := engine_refuses(sc.method.name, engine.id):
         raise InputError("methods.name", f"{sc.method.name} {why}")

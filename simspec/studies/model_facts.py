@@ -8,6 +8,7 @@ from simspec.catalog.expert_locality import adjacent_expert_reuse
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.models import ModelShape, load_model
 from simspec.catalog.precision import kv_cache_bytes, load_precision, normalize_kv_cache_dtype
+from simspec.engine.build import check_ep
 from simspec.engine.kv_cache import (
     GIB,
     MAX_GPUS,
@@ -17,7 +18,7 @@ from simspec.engine.kv_cache import (
     plan_memory,
 )
 from simspec.engine.layout import ParallelLayout
-from simspec.errors import ScenarioError
+from simspec.errors import InputError, ScenarioError
 
 
 def billions(n: float) -> str:
@@ -72,6 +73,10 @@ def model_facts(
     ``kv_cache_dtype``."""
     model = load_model(ref)
     gpu, engine = load_gpu(gpu_id), load_engine(engine_id)
+    if layout is not None:  # the layouts a run refuses, refused here by the same names
+        check_ep(model, layout.ep)
+        if why := model.attention_tp_refusal(layout.tp // layout.dp):
+            raise InputError("tp" if layout.dp == 1 else "dp", why)
     facts = [("model", model.id), ("architecture", model.model_type)]
     facts.append(("parameters", f"{billions(model.num_params)} total"))
     if model.is_moe:

@@ -21,7 +21,9 @@ def speculative_config(method: MethodConfig, bands: list[list[int]]) -> dict | N
         "num_speculative_tokens": max(top, 1),
         "num_speculative_tokens_per_batch_size": bands,
     }
-    if name in ("eagle", "eagle3", "medusa", "draft_model", "mtp"):
+    # MTP drafts with the target's own layers: vLLM takes the target model when none is given
+    # (the 0.34.0 wheel: MTP's default_model, vllm/v1/worker/gpu/spec_decode/mtp/config.py)
+    if name in ("eagle", "eagle3", "medusa", "draft_model"):
         cfg["model"] = method.draft_model or "<path to the draft weights>"
     return cfg
 
