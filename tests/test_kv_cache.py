@@ -49,6 +49,7 @@ def tiny_gpu(memory_bytes: float = 100_000) -> GpuSpec:
         hbm_bandwidth_bytes_s=1e12,
         memory_bytes=memory_bytes,
         interconnect_bandwidth_bytes_s=1e11,
+        gpus_per_node=8,
         source="a test fixture",
     )
 
