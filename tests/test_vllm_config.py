@@ -178,3 +178,15 @@ def test_a_draft_at_another_tensor_parallelism_is_refused_not_run_at_the_targets
     result = CliRunner().invoke(app, [*args, "--speculative-config", cfg, "--quiet"])
     assert result.exit_code == 2
     assert "speculative_config.draft_tensor_parallel_size" in result.output
+
+
+def test_a_medusa_token_tree_is_refused_as_vllm_drafts_medusa_chains():
+    """Only vLLM's EAGLE proposer reads speculative_token_tree; Medusa's proposes one token a
+    head (QA: simspec ran the tree)."""
+    from simspec.catalog.vllm import to_method
+    from simspec.errors import InputError
+
+    tree = "[(0,), (1,), (0, 0)]"
+    with pytest.raises(InputError, match="chain whatever the tree says"):
+        to_method({"method": "medusa", "speculative_token_tree": tree})
+    assert to_method({"method": "eagle", "speculative_token_tree": tree})["tree"] == "static"

@@ -67,6 +67,10 @@ USED = (
     "parallel_drafting",
     *SUFFIX_KEYS,
 )
+# methods whose vLLM proposer ignores speculative_token_tree: Medusa's proposes one token per head
+# (vllm/v1/spec_decode/medusa.py, 0.10.1 wheel: no tree); n-gram, suffix and draft models are
+# refused a tree by their own checks
+TREELESS = ("medusa1", "medusa2")
 # vLLM's parallel_drafting flag turns these methods into the one-forward drafters simspec names
 # apart (vllm/v1/spec_decode/llm_base_proposer.py @ 00c4f22 reads it for both); a parallel
 # draft model (PARD) has no packaged acceptance yet, so it is refused by name
@@ -155,6 +159,13 @@ def to_method(cfg: dict[str, Any], tp: int = 1) -> dict[str, Any]:
             cfg["disable_by_batch_size"], "disable_by_batch_size", 1, 1_000_000
         )
     if cfg.get("speculative_token_tree") is not None:
+        if out["name"] in TREELESS:
+            raise InputError(
+                "speculative_config.speculative_token_tree",
+                f"vLLM drafts {method} as a chain whatever the tree says (only its EAGLE "
+                "proposer reads speculative_token_tree: vllm/v1/spec_decode/eagle.py, 0.10.1 "
+                "wheel): drop it",
+            )
         out["tree_paths"] = _tree(cfg["speculative_token_tree"])
         out["tree"] = "static"
         out["k"] = max(len(p) for p in out["tree_paths"])

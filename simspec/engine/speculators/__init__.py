@@ -81,7 +81,8 @@ def build_speculator(
     if spec.tree is not None and acc is not None and acc.acc_len is not None:
         raise InputError(
             f"methods.{cfg.name}.acceptance",
-            "a tree needs alpha or tau acceptance: traces record chains (use tree: chain)",
+            "a tree needs alpha or tau acceptance (--alpha, --tau): traces record chains; "
+            "or draft a chain (tree: chain, no speculative_token_tree)",
         )
     if acc is not None and acc.tokens is not None:
         if not isinstance(spec, LookupSpeculator):
