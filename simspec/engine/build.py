@@ -8,6 +8,7 @@ for request.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -20,7 +21,7 @@ from simspec.catalog.hardware import (
     load_gpu,
     load_profile,
 )
-from simspec.catalog.methods import engine_refuses, sampled_from_tau, sampled_from_trace
+from simspec.catalog.methods import engine_refuses, sampled_from_trace
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape, load_model
 from simspec.catalog.precision import (
     PrecisionSpec,
@@ -28,12 +29,12 @@ from simspec.catalog.precision import (
     kv_cache_bytes,
     load_precision,
 )
+from simspec.catalog.sampling import factor
 from simspec.config import LengthSpec, Scenario, WorkloadConfig
 from simspec.engine.acceptance.inversion import run_alpha_profile
 from simspec.engine.acceptance.samplers import AcceptanceSampler, build_sampler
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.kv_cache import MemoryPlan, plan_memory
-from simspec.engine.lookup.proposers import chain_tau, replay_table
 from simspec.engine.replica import ReplicaSetup
 from simspec.engine.requests import RequestTable
 from simspec.engine.speculators import Speculator, build_speculator
@@ -296,13 +297,12 @@ def acceptance_sampler(
     if acc.acc_len is not None and sampling:
         acc = sampled_from_trace(acc, spec.max_accept, spec.info.drafter)
     # build_speculator lets token streams replay only a lookup speculator
+    keep = 1.0
     if acc.tokens is not None and sampling and isinstance(spec, LookupSpeculator):
-        # the streams were generated greedily: at another temperature the target's tokens,
-        # and so the lookups' matches, differ; what carries over is the replay's τ, moved by
-        # the temperature model, with every sequence verifying a full chain (README: lookup)
-        table = replay_table(acc.tokens, spec.proposer, spec.max_accept)
-        tau = chain_tau(table)
-        acc = sampled_from_tau(acc, tau, spec.max_accept, spec.info.drafter, acc.tokens)
+        # the streams were generated greedily: a sampling run proposes where the replay does
+        # (a lookup matches the text, whatever sampled it) and keeps each greedily accepted
+        # draft with the temperature model's chance, at most 1 (README: lookup)
+        keep = min(1.0, factor(sc.temperature, sc.top_p))
     profile = None
     if acc.acc_len is None and acc.tokens is None:  # a static tree is built for the mean α
         profile = run_alpha_profile(
@@ -310,6 +310,8 @@ def acceptance_sampler(
         )
     # tree candidates are verified by recursive rejection when the run samples
     plan = spec.draft_plan(profile, sampled=sc.temperature > 0)
+    if keep < 1.0:
+        plan = dataclasses.replace(plan, keep=keep)
     return build_sampler(acc, plan, num_requests, rng, lengths_from=sc.workload.lengths_from)
 
 

@@ -206,9 +206,12 @@ class TokenReplayAcceptance:
         num_requests: int,
         rng: np.random.Generator,
         share_workload_index: bool,
+        keep: float = 1.0,
     ) -> None:
         self.tokens, self.proposer, self.rng = tokens, proposer, rng
         self.share = share_workload_index
+        # a sampling run keeps each greedily accepted draft with this chance, in turn
+        self.log_keep = math.log(keep) if 0.0 < keep < 1.0 else None
         self._tables: dict[int, ReplayTable] = {}  # by k, from the process-wide cache
         base = self._table(k)
         self.num_streams, self._stream_offsets, self._stream_lengths = (
@@ -257,7 +260,14 @@ class TokenReplayAcceptance:
         step_rids, index = self._step
         if step_rids is not rids:
             index = self._index(rids, positions)
-        return self._table(k).accepted[index]
+        accepted = self._table(k).accepted[index]
+        if self.log_keep is None:
+            return accepted
+        # each greedily accepted draft survives sampling with chance keep, until one does not:
+        # the leading run of successes is floor(log u / log keep), u uniform in (0, 1]
+        u = 1.0 - self.rng.random(len(accepted))
+        run = np.floor(np.log(u) / self.log_keep)
+        return np.minimum(accepted, run).astype(accepted.dtype)
 
 
 _TAUS: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}  # by (id, id, cap)
@@ -307,6 +317,9 @@ class DraftPlan:
     alpha: np.ndarray | None = None  # the run's mean α by depth (None: a trace replays)
     sampled: bool = False  # tree candidates verified by recursive rejection (temperature > 0)
     proposer: LookupProposer | None = None  # a lookup drafter's proposer (token replay)
+    # the share of a greedy replay's accepted drafts a sampling run keeps, each in turn (1:
+    # all, greedy): the temperature model's factor, at most 1 (token replay only)
+    keep: float = 1.0
 
 
 def build_sampler(
@@ -329,6 +342,7 @@ def build_sampler(
             num_requests,
             rng,
             share_workload_index=lengths_from == cfg.tokens,
+            keep=plan.keep,
         )
     if plan.tree is not None:
         if cfg.acc_len is not None:
