@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from simspec.catalog.methods import family_draft
+from simspec.catalog.methods import family_draft, method_defaults
 from simspec.catalog.models import load_model, preset_id
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, err, one_line_errors, one_method, refuse_unread, writing
@@ -23,7 +23,7 @@ from simspec.errors import InputError
 def analytic(
     method: Annotated[
         str | None,
-        typer.Option(help="chain method whose draft cost to use [default: eagle3]"),
+        typer.Option(help="method whose draft cost to use, priced as a chain [default: eagle3]"),
     ] = None,
     methods: opt.MethodsAlias = None,
     draft_model: opt.DraftModel = None,
@@ -94,6 +94,13 @@ def analytic(
         f"plain step {costs.ar_s * 1e3:.2f} ms; draft step "
         f"{costs.draft_s[1] * 1e3:.2f} ms (cost ratio {costs.draft_s[1] / costs.ar_s:.2f})"
     )
+    tree = method_defaults(method).get("tree")
+    if tree not in (None, "chain"):  # the closed form is a chain's
+        err.print(
+            f"note: {method} drafts a {tree} tree by default; the closed form prices a chain of "
+            "K of its draft steps (simspec sweep simulates the tree)",
+            highlight=False,
+        )
     print_frame(shown.round(3), "Best K per α (closed form, batch 1)")
     # the α are the given ones (a grid of them): no preset's acceptance
     drafted = MethodConfig(name=method, draft_model=draft, acceptance=AcceptanceConfig(alpha=0.5))
