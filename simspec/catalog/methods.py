@@ -581,11 +581,8 @@ def left_out_of_all(
         from simspec.catalog.hardware import engine_ids
 
         return f"no engine simspec models ({', '.join(engine_ids())}) ships it"
-    return (
-        (engine_refuses(name, engine) if engine else None)
-        or not_shipped(name, engine)
-        or (no_acceptance(name))
-    )
+    refused = engine_refuses(name, engine) if engine else None
+    return refused or not_shipped(name, engine) or no_acceptance(name)
 
 
 def not_shipped(name: str, engine: str | None) -> str | None:
