@@ -308,3 +308,22 @@ def test_a_row_on_a_gpu_without_timings_says_its_profile_is_transferred():
     h200 = plan_case({**row, "gpu": "h200"}).assumptions
     assert any("transferred (every operator from h100_sxm)" in a for a in h200)
     assert not any("transferred" in a for a in plan_case({**row, "gpu": "h100_sxm"}).assumptions)
+
+
+@pytest.mark.parametrize(
+    ("notes", "model", "precision"),
+    [
+        ("fp8; precision stated in lower case", "qwen3-8b", "fp8"),
+        ("int4 weights; draft config not stated", "llama-2-7b", "int4-w"),
+        ("draft X-FP8-SpecForge; FP8 target (baseline is the same FP8 checkpoint)", "qwen3-8b", "fp8"),
+        ("block-FP8 weights as released", "deepseek-v3", None),  # the preset's own checkpoint
+        ("draft lmsys/EAGLE3-gpt-oss-120b-bf16 (SpecForge)", "gpt-oss-120b", None),  # a name
+    ],
+)
+def test_a_precision_the_notes_state_in_words_is_read(notes, model, precision):
+    """QA: 'int4 weights' ran at bf16 and a lower-case tag was missed, without a note."""
+    from simspec.studies.validation.setups import notes_precision
+
+    got, why, said = notes_precision(notes, model)
+    assert got == precision and why is None
+    assert bool(said) is ("bf16 (" not in notes)

@@ -22,6 +22,12 @@ _PRECISION_WORDS = {
     "AWQ": "int4-w",
     "GPTQ": "int4-w",
 }
+# precision words a row's notes state the weights in, outside its leading tag
+_PHRASE_WORDS = {"FP16": "bf16", "INT4": "int4-w"}
+_PRECISION_PHRASE = re.compile(
+    r"\b(?:block-)?(FP8|BF16|FP16|INT4|W4A16|AWQ|GPTQ)[ -](?:weights|target|checkpoint)\b",
+    re.IGNORECASE,
+)
 _UNMODELLED_PRECISIONS = {
     # simspec runs --precision nvfp4, but its dense NVFP4 GEMM speeds come from a table measured
     # before vLLM retuned the kernel (simspec/data/precision.yaml): a row is not scored on them
@@ -132,8 +138,18 @@ def notes_precision(notes: str, model: str = "") -> tuple[str | None, str | None
                 served += f" of a model whose preset is a {own or 'BF16'} checkpoint"
             return None, f"the notes give {served}: {why}", ""
     for word, name in _PRECISION_WORDS.items():
-        if re.match(rf"\s*{word}\b", notes):  # a row's precision tag leads its notes
+        if re.match(rf"\s*{word}\b", notes, re.IGNORECASE):  # a row's tag leads its notes
             return name, None, f"weights in {name}, as the notes say"
+    # else a precision the notes state in words ("int4 weights", "FP8 target", "block-FP8
+    # weights as released"), whatever its case: read, not left to the preset's checkpoint
+    if phrase := _PRECISION_PHRASE.search(notes):
+        word = phrase.group(1).upper()
+        name = _PRECISION_WORDS.get(word) or _PHRASE_WORDS[word]
+        as_read = " (fp16: bf16's bytes and tensor-core rate)" if word == "FP16" else ""
+        said = f"weights in {name}, as the notes say ({phrase.group(0)!r}){as_read}"
+        if name == _PRECISION_WORDS.get((own or "BF16").upper()):  # the preset's checkpoint
+            return None, None, said
+        return name, None, said
     return None, None, ""
 
 
