@@ -315,7 +315,7 @@ def test_a_row_on_a_gpu_without_timings_says_its_profile_is_transferred():
     [
         ("fp8; precision stated in lower case", "qwen3-8b", "fp8"),
         ("int4 weights; draft config not stated", "llama-2-7b", "int4-w"),
-        ("draft X-FP8-SpecForge; FP8 target (baseline is the same FP8 checkpoint)", "qwen3-8b", "fp8"),
+        ("draft X-FP8; FP8 target (baseline is the same FP8 checkpoint)", "qwen3-8b", "fp8"),
         ("block-FP8 weights as released", "deepseek-v3", None),  # the preset's own checkpoint
         ("draft lmsys/EAGLE3-gpt-oss-120b-bf16 (SpecForge)", "gpt-oss-120b", None),  # a name
     ],
