@@ -492,3 +492,15 @@ def test_the_explorers_compare_tab_shows_measured_against_predicted(tmp_path):
     table = at.dataframe[-1].value
     assert "mean_tpot_ms" in set(table["metric"]) and "error %" in table.columns
     assert any("concurrency 8" in str(c.value) for c in at.caption)
+
+
+def test_compare_runs_on_the_gpu_the_runs_name_and_refuses_another(tmp_path):
+    """QA: a run labelled a100_80gb was predicted on the default h100_sxm without a word;
+    calibrate bench refused the same file. Both now read the label the same way."""
+    raw = json.loads((DATA / "qwen3-8b-h100-bs1.json").read_text())
+    path = tmp_path / "a100.json"
+    path.write_text(json.dumps({**raw, "gpu": "a100_80gb"}))
+    ok = CliRunner().invoke(app, ["compare", str(path)])
+    assert ok.exit_code == 0 and "gpu a100_80gb, as the runs' gpu metadata says" in ok.output
+    bad = CliRunner().invoke(app, ["compare", str(path), "--gpu", "h100_sxm"])
+    assert bad.exit_code != 0 and "give --gpu a100_80gb" in " ".join(bad.output.split())

@@ -112,6 +112,7 @@ def compare(
     --html cmp.html
     """
     from simspec.studies.bench import read_metrics, read_result
+    from simspec.studies.bench.calibrate import runs_gpu
     from simspec.studies.bench.compare import check_runs, plan_run
     from simspec.studies.bench.compare import compare as simulate_runs
     from simspec.studies.bench.report import write_compare_report
@@ -122,6 +123,10 @@ def compare(
     check_runs(runs)
     shared = read_metrics(list(spec_metrics)) if spec_metrics else None
     deployment = flags.deployment()
+    # the GPU the runs' metadata names, where --gpu does not (a different --gpu is refused)
+    if (label := runs_gpu(runs, flags.gpu, "comparison")) is not None and flags.gpu is None:
+        deployment["gpu"] = label
+        err.print(f"gpu {label}, as the runs' gpu metadata says", highlight=False)
     with tempfile.TemporaryDirectory(prefix="simspec-compare-") as tmp:
         plans = [plan_run(r, deployment, method, flags.k, shared, Path(tmp)) for r in runs]
         with progress_bar("simulating the runs", total=len(plans)) as bar:

@@ -154,19 +154,7 @@ def check_runs(runs: list[MeasuredRun], gpu: str | None) -> None:
             f"{a.name} measured {a.model}, {b.name} {b.model}: one calibration is of one "
             "deployment; give the runs of one model",
         )
-    gpus = {r.gpu.lower() for r in runs if r.gpu}
-    if len(gpus) > 1:
-        a, b = _two_differing(runs, lambda r: r.gpu.lower() if r.gpu else None)
-        raise InputError(
-            "RESULT",
-            f"{a.name} ran on {a.gpu}, {b.name} on {b.gpu} (their gpu metadata): one "
-            "calibration is of one deployment; give the runs of one GPU",
-        )
-    if gpu is not None and len(gpus) == 1 and (label := gpus.pop()) in gpu_ids():
-        if label != gpu:
-            raise InputError(
-                "--gpu", f"{gpu}, but the runs say they ran on {label}: give --gpu {label}"
-            )
+    runs_gpu(runs, gpu, "calibration")
     loads = {_load_key(r) for r in runs}
     if len(loads) < MIN_LOADS:
         only = "one run" if len(runs) == 1 else f"{len(runs)} runs, all at {runs[0].load_label},"
@@ -175,6 +163,28 @@ def check_runs(runs: list[MeasuredRun], gpu: str | None) -> None:
             f"{only} cannot separate the host time of a step from that of a sequence: give "
             "runs at two loads or more (e.g. vllm bench serve --max-concurrency 1 and 8)",
         )
+
+
+def runs_gpu(runs: list[MeasuredRun], gpu: str | None, what: str) -> str | None:
+    """The simspec GPU the runs' ``gpu`` metadata names (None: none, or a name simspec has no
+    profile of); runs of two GPUs are refused, and so is a ``gpu`` (the --gpu given) other
+    than the one they name: a run predicted on another GPU is no comparison."""
+    gpus = {r.gpu.lower() for r in runs if r.gpu}
+    if len(gpus) > 1:
+        a, b = _two_differing(runs, lambda r: r.gpu.lower() if r.gpu else None)
+        raise InputError(
+            "RESULT",
+            f"{a.name} ran on {a.gpu}, {b.name} on {b.gpu} (their gpu metadata): one "
+            f"{what} is of one deployment; give the runs of one GPU",
+        )
+    label = gpus.pop() if gpus else None
+    if label not in gpu_ids():
+        return None
+    if gpu is not None and label != gpu:
+        raise InputError(
+            "--gpu", f"{gpu}, but the runs say they ran on {label}: give --gpu {label}"
+        )
+    return label
 
 
 def _two_differing(
