@@ -327,3 +327,20 @@ def test_a_precision_the_notes_state_in_words_is_read(notes, model, precision):
     got, why, said = notes_precision(notes, model)
     assert got == precision and why is None
     assert bool(said) is ("bf16 (" not in notes)
+
+
+def test_a_stated_k_holds_whatever_the_shape_cell_says_and_a_bad_one_is_refused(shared):
+    """QA: k was dropped when spec_shape was empty or 'Chain', and '3.5' read as unstated;
+    one length without the other ran the trace's lengths without a word."""
+    import pandas as pd
+
+    from simspec.studies.validation.predict import Skip, plan_case
+
+    cases = pd.read_csv(shared / "validation" / "cases.csv", dtype=str, keep_default_na=False)
+    row = {**cases[cases.case_id == "e3t3-e3-bs2"].iloc[0].to_dict(), "engine": "vllm"}
+    for shape in ("", "Chain", "chain"):
+        assert plan_case({**row, "spec_shape": shape, "k": "5"}).scenario.method.k == 5
+    with pytest.raises(Skip, match="k '3.5' is not a whole number"):
+        plan_case({**row, "k": "3.5"})
+    one = plan_case({**row, "prompt_len": "", "output_len": "727.6"})
+    assert any("output_len 727.6 without prompt_len" in a for a in one.assumptions)

@@ -141,7 +141,13 @@ def _lengths(get, dataset: str, notes: list[str]) -> dict[str, Any]:
             "output": LengthSpec(mean=output),
         }
     trace = dataset if dataset in TRACE_DATASETS else "sharegpt"
-    if trace != dataset:
+    if prompt or output:  # one mean alone does not make a workload: the trace's pairs run
+        given, missing = ("prompt_len", "output_len") if prompt else ("output_len", "prompt_len")
+        notes.append(
+            f"{given} {prompt or output:g} without {missing}: the {trace} trace's lengths "
+            f"(both), not the {given} given"
+        )
+    elif trace != dataset:
         notes.append(f"lengths unknown: the {trace} trace's")
     return {"lengths_from": trace}
 

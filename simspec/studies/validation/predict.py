@@ -368,8 +368,11 @@ def _method(
         notes.append(f"n-gram lookup sizes {sizes['prompt_lookup_min']}/"
                      f"{sizes['prompt_lookup_max']} as the row's notes state")  # fmt: skip
     shapes = method_info(name).shapes
-    shape, k = get("spec_shape"), whole(get("k"))
+    shape, k = get("spec_shape").strip().lower(), whole(get("k"))
     nodes, topk = whole(get("tree_nodes")), whole(get("tree_topk"))
+    for cell, value in (("k", k), ("tree_nodes", nodes), ("tree_topk", topk)):
+        if value is None and get(cell).strip():
+            raise Skip(f"{cell} {get(cell)!r} is not a whole number")
     chosen = ""
     if shape not in ("chain", "tree") and not (k or nodes or topk):
         if (picked := _engine_chosen_shape(row, name, engine)) is not None:
@@ -414,6 +417,10 @@ def _method(
         notes.append(f"shape unstated: {chosen}")
     elif shape not in ("chain", "tree"):
         fields, drafted = as_engine_drafts(fields, engine_chains(name, engine))
+        if k:  # a stated depth holds whatever the shape
+            fields = at_depth(fields, k)
+            drafted = f"{drafted}; " if drafted else ""
+            drafted += f"{_describe(fields)} at the stated k {k}"
         if drafted:
             notes.append(f"shape unstated: {drafted}")
     if not (drafted or chosen) and (shape not in ("chain", "tree") or (not k and not nodes)):
