@@ -217,10 +217,10 @@ def plan(
         write_frame(with_provenance(frame, deploy, chosen), out)
     what = (
         f"{qps:g} req/s, p{slo.percentile} TTFT <= {slo_ttft_ms:g} ms and TPOT <= "
-        f"{slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} x{deploy.tp}, "
+        f"{slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} x{deploy.tp}{_stages(deploy.pp)}, "
         f"${gpu_hour_price:g}/GPU-hour)"
     )
-    print_answer(frame, deploy.tp, slo.percentile, f"Answer: capacity for {what}")
+    print_answer(frame, (deploy.tp, deploy.pp), slo.percentile, f"Answer: capacity for {what}")
     print_frame(_console(frame).round(3), f"Detail: capacity for {what}")
     _extrapolation_notes(chosen)
     print_provenance(deploy, chosen)
@@ -237,7 +237,17 @@ def _left_out(flags: DeploymentFlags, names: list[str] | None, model: str, engin
 LIMITS = {"ttft": "TTFT p{p}", "tpot": "TPOT p{p}", "unstable": "queue grows"}
 
 
-def print_answer(frame: pd.DataFrame, tp: int, percentile: int, title: str) -> None:
+def _stages(pp: int) -> str:
+    """A replica's pipeline stages, where it has more than one."""
+    return "" if pp == 1 else f" x {pp} stages"
+
+
+def _each(tp: tuple[int, int]) -> str:
+    """What one replica's GPUs are: tp, or tp x pp over pipeline stages."""
+    return "tp" if tp[1] == 1 else "tp x pp"
+
+
+def print_answer(frame: pd.DataFrame, tp: tuple[int, int], percentile: int, title: str) -> None:
     """plan's answer in a table that fits 80 columns, before the detail: per method its GPUs
     (replicas x GPUs each), cost per million output tokens, highest rate one replica serves
     within the SLOs, what limits it, and whether that rate is within the search's noise of
@@ -248,14 +258,20 @@ def print_answer(frame: pd.DataFrame, tp: int, percentile: int, title: str) -> N
     rates = [float(r) for r in frame.max_qps_per_replica]
     ties = capacity.within_noise(rates)
     table = Table(title=safe_title(title))
-    headers = ("method", "GPUs\n(replicas x tp)", "$/M\ntokens", "max QPS\n/replica", "limited\nby")
+    headers = (
+        "method",
+        f"GPUs\n(replicas x {_each(tp)})",
+        "$/M\ntokens",
+        "max QPS\n/replica",
+        "limited\nby",
+    )
     for header in (*headers, "within\nnoise"):
         table.add_column(header, no_wrap=True)
     for i, row in enumerate(frame.itertuples(index=False)):
         ok = bool(row.meets_slo)
         table.add_row(
             names[i],
-            f"{int(row.gpus)} = {int(row.replicas)}x{tp}" if ok else "-",
+            f"{int(row.gpus)} = {int(row.replicas)}x{tp[0] * tp[1]}" if ok else "-",
             number(float(row.cost_per_million_tokens)) if ok else "-",
             number(rates[i]),
             LIMITS.get(row.limited_by, str(row.limited_by)).format(p=percentile),
@@ -274,13 +290,19 @@ def print_answer(frame: pd.DataFrame, tp: int, percentile: int, title: str) -> N
 FLEET_LIMITS = {"ttft": "TTFT", "tpot": "TPOT", "unfinishable": "too long", "": "-"}
 
 
-def print_fleet_answer(frame: pd.DataFrame, tp: int, title: str) -> None:
+def print_fleet_answer(frame: pd.DataFrame, tp: tuple[int, int], title: str) -> None:
     """plan --trace's answer in a table that fits 80 columns, before the detail: per method
     (a recommended schedule as "NAME sched.") its fleet's GPUs (replicas x GPUs each), the
     share of requests within both SLOs, the cost per million output tokens, and what the
     fleet one replica smaller missed."""
     table = Table(title=safe_title(title))
-    headers = ("method", "GPUs\n(replicas x tp)", "SLO\nattained", "$/M\ntokens", "limited\nby")
+    headers = (
+        "method",
+        f"GPUs\n(replicas x {_each(tp)})",
+        "SLO\nattained",
+        "$/M\ntokens",
+        "limited\nby",
+    )
     for header in headers:
         table.add_column(header, no_wrap=True)
     for row in frame.itertuples(index=False):
@@ -288,7 +310,7 @@ def print_fleet_answer(frame: pd.DataFrame, tp: int, title: str) -> None:
         name = str(row.method).replace(" (recommended schedule)", " sched.")
         table.add_row(
             name if row.method == "autoregressive" or row.schedule else f"{name} K={row.k}",
-            f"{int(row.gpus)} = {int(row.replicas)}x{tp}" if ok else "none <= 256",
+            f"{int(row.gpus)} = {int(row.replicas)}x{tp[0] * tp[1]}" if ok else "none <= 256",
             f"{row.slo_attainment:.1%}" if ok else "-",
             number(float(row.cost_per_million_tokens)) if ok else "-",
             FLEET_LIMITS.get(row.limited_by, str(row.limited_by)),
@@ -339,10 +361,10 @@ def _plan_trace(
         write_frame(with_provenance(frame, deploy, chosen), out)
     what = (
         f"replaying {trace} with {attainment:.1%} of requests within TTFT <= {slo_ttft_ms:g} "
-        f"ms and TPOT <= {slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} x{deploy.tp} per "
+        f"ms and TPOT <= {slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} x{deploy.tp}{_stages(deploy.pp)} per "
         f"replica, {router}, ${gpu_hour_price:g}/GPU-hour)"
     )
-    print_fleet_answer(frame, deploy.tp, f"Answer: the smallest fleet {what}")
+    print_fleet_answer(frame, (deploy.tp, deploy.pp), f"Answer: the smallest fleet {what}")
     print_frame(_console(frame).round(3), f"Detail: the smallest fleet {what}")
     _extrapolation_notes(chosen)
     print_provenance(deploy, chosen)
@@ -495,7 +517,7 @@ def recommend(
     what = "tree budget" if is_tree else "K"
     print_frame(
         rec.table.round(3),
-        f"{base.name} on {deploy.model}, {deploy.gpu} x{deploy.tp}: "
+        f"{base.name} on {deploy.model}, {deploy.gpu} x{deploy.tp}{_stages(deploy.pp)}: "
         f"speedup over plain decoding by {what} and concurrency",
     )
     print_frame(

@@ -268,7 +268,7 @@ def plan(
     for m, (rate, s, why) in zip(methods, found, strict=True):
         ok = s is not None and rate > 0
         replicas = math.ceil(target_qps / rate) if ok else None
-        gpus = replicas * deploy.tp if replicas else None
+        gpus = replicas * deploy.tp * deploy.pp if replicas else None  # a replica's GPUs
         out_tok = rate * s.output_tokens_mean if ok else float("nan")
         # the fleet serves target_qps requests/s of the workload's mean output length
         tokens_per_hour = target_qps * s.output_tokens_mean * 3600 if ok else float("nan")
@@ -433,7 +433,7 @@ def plan_fleet(
         sc = Scenario(**common, method=m, workload=deploy.workload)
         limits: dict[int, str] = {}
         n, s = smallest_fleet(sc, router, slo, attainment, probe=_noting(probe, slo, limits))
-        gpus = n * deploy.tp if n else None
+        gpus = n * deploy.tp * deploy.pp if n else None  # a replica's GPUs: tp x pp
         cost = math.nan
         if s is not None and s["throughput_tok_s"] > 0:
             cost = gpus * gpu_hour_price / (s["throughput_tok_s"] * 3600) * 1e6
