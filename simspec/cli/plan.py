@@ -88,7 +88,7 @@ def plan(
     attainment: Annotated[
         float | None,
         typer.Option(
-            help="--trace: share of requests that must meet both SLOs [default: 0.99]",
+            help="--trace: share of requests that must meet both SLOs, in (0, 1] [default: 0.99]",
             min=0,
             max=1,
         ),
@@ -129,7 +129,8 @@ def plan(
     duration: Annotated[
         float | None,
         typer.Option(
-            help="seconds of arrivals per probe run (steady state) "
+            help="seconds of arrivals per probe run (steady state), within a probe's "
+            f"{capacity.MIN_PROBE_REQUESTS:,} to {capacity.MAX_PROBE_REQUESTS:,} requests "
             f"[default: {capacity.PLAN_DURATION_S:g}]; not with --trace, which replays its "
             "whole --window",
             min=1,
@@ -173,6 +174,8 @@ def plan(
         from simspec.studies.fleet import FleetSlo
 
         FleetSlo(slo_ttft_ms, slo_tpot_ms)  # checked before the schedules are recommended
+        if attainment is not None and attainment <= 0:  # before the search, not after it
+            raise InputError("--attainment", f"must be in (0, 1], got {attainment}")
         trace_flags = {"rate_scale": rate_scale, "target_qps": target_qps, "window": window}
         how = (
             DEFAULT_ROUTER if router is None else router,
