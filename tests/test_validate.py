@@ -344,3 +344,19 @@ def test_a_stated_k_holds_whatever_the_shape_cell_says_and_a_bad_one_is_refused(
         plan_case({**row, "k": "3.5"})
     one = plan_case({**row, "prompt_len": "", "output_len": "727.6"})
     assert any("output_len 727.6 without prompt_len" in a for a in one.assumptions)
+
+
+@pytest.mark.parametrize(
+    ("notes", "statistic"),
+    [
+        ("BF16; mean request latency ratio", "mean"),
+        ("BF16; speedup = baseline TPOT / spec TPOT", "tpot"),
+        ("BF16; output throughput ratio", "throughput"),
+        ("BF16", "median"),
+    ],
+)
+def test_a_speedup_at_a_request_rate_is_the_ratio_its_notes_name(notes, statistic):
+    """QA: every open-loop speedup was the median-latency ratio, whatever the row said."""
+    from simspec.studies.validation.predict import SPEEDUP_RATIOS, open_loop_speedup
+
+    assert open_loop_speedup(notes) == statistic and statistic in SPEEDUP_RATIOS
