@@ -360,3 +360,17 @@ def test_a_speedup_at_a_request_rate_is_the_ratio_its_notes_name(notes, statisti
     from simspec.studies.validation.predict import SPEEDUP_RATIOS, open_loop_speedup
 
     assert open_loop_speedup(notes) == statistic and statistic in SPEEDUP_RATIOS
+
+
+def test_tp_and_num_gpus_that_disagree_or_are_not_whole_are_refused(shared):
+    """QA: tp 2 on num_gpus 1, tp 1 on num_gpus 4 and tp '1.5' all ran without a note."""
+    import pandas as pd
+
+    from simspec.studies.validation.predict import Skip, plan_case
+
+    cases = pd.read_csv(shared / "validation" / "cases.csv", dtype=str, keep_default_na=False)
+    row = cases[cases.case_id == "e3t3-e3-bs2"].iloc[0].to_dict()
+    for tp, gpus, why in (("2", "1", "disagree"), ("1", "4", "disagree"), ("1.5", "", "whole")):
+        with pytest.raises(Skip, match=why):
+            plan_case({**row, "tp": tp, "num_gpus": gpus})
+    assert plan_case({**row, "tp": "2", "num_gpus": "2"}).scenario.tp == 2

@@ -182,6 +182,13 @@ def plan_case(
         )
     tp, pp = whole(get("tp")) or 1, 1
     gpus = whole(get("num_gpus"))
+    for cell in ("tp", "num_gpus"):
+        if get(cell) and not (whole(get(cell)) or 0) > 0:
+            raise Skip(f"{cell} {get(cell)!r} is not a whole number of GPUs")
+    if get("tp") and gpus and gpus != tp:
+        # one replica over tp GPUs is what a row runs; other GPUs would be replicas or stages
+        # the row does not describe
+        raise Skip(f"tp {tp} and num_gpus {gpus} disagree: one replica runs on tp GPUs")
     if not get("tp") and (gpus or 1) > 1:
         if engine == "hf":
             pp = gpus  # the HF reference code loads with device_map="auto": layers split in order
