@@ -110,13 +110,21 @@ def test_a_request_rate_is_an_open_loop_and_inf_a_closed_one(tmp_path):
 
 def test_vllm_spec_decode_fields_become_acceptance_per_position(tmp_path):
     data = vllm_json(
-        spec_decode_acceptance_length=2.1,
+        spec_decode_acceptance_length=2.3,
         spec_decode_per_position_acceptance_rates=[0.8, 0.4, 0.1],
     )
     (run,) = read_result(write(tmp_path, "s.json", data))
     assert run.acceptance is not None
     assert run.acceptance.per_position == (0.8, 0.4, 0.1)
-    assert run.acceptance.length == 2.1
+    assert run.acceptance.length == 2.3
+    # counters vLLM could not have written are refused by name (QA: they ran, silently)
+    for rates, length, key in (([0.5, 0.7], 2.2, r"rates\[1\]"), ([0.8, 0.4], 2.9, "length")):
+        bad = vllm_json(
+            spec_decode_acceptance_length=length,
+            spec_decode_per_position_acceptance_rates=rates,
+        )
+        with pytest.raises(InputError, match=key):
+            read_result(write(tmp_path, "bad.json", bad))
     # a chain reaches position i only through position i - 1: α is the share over the one before
     assert run.acceptance.conditional() == pytest.approx([0.8, 0.5, 0.25])
 
