@@ -374,3 +374,19 @@ def test_tp_and_num_gpus_that_disagree_or_are_not_whole_are_refused(shared):
         with pytest.raises(Skip, match=why):
             plan_case({**row, "tp": tp, "num_gpus": gpus})
     assert plan_case({**row, "tp": "2", "num_gpus": "2"}).scenario.tp == 2
+
+
+def test_a_cell_past_a_bound_is_skipped_naming_the_cell_and_the_range(shared, tmp_path):
+    """QA: a load of 1e12 skipped the row with a raw pydantic dump naming WorkloadConfig."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    cases = pd.read_csv(shared / "validation" / "cases.csv", dtype=str, keep_default_na=False)
+    path, out = tmp_path / "big.csv", tmp_path / "out.csv"
+    cases[cases.case_id == "e3t3-e3-bs2"].assign(load="1e12").to_csv(path, index=False)
+    res = CliRunner().invoke(app, ["validate", "--cases", str(path), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    (why,) = pd.read_csv(out).skip_reason
+    assert why.startswith("load past simspec's bounds") and "16384" in why

@@ -14,10 +14,12 @@ from dataclasses import replace
 from typing import Any
 
 import pandas as pd
+from pydantic import ValidationError
 
 from simspec.catalog.hardware import HardwareProfile, load_profile
 from simspec.config import Scenario
 from simspec.engine.metrics import RunSummary
+from simspec.errors import validation_message
 from simspec.studies.runs import PROCESS, Runs
 from simspec.studies.runs.keys import scenario_key
 from simspec.studies.validation.predict import CasePlan, Skip, metric_value, plan_case
@@ -54,6 +56,15 @@ OUTPUT_COLUMNS = (
 )
 
 
+# the row's cell behind a workload field a bound refuses
+ROW_CELLS = {
+    "concurrency": "load",
+    "requests": "load",
+    "rate": "load",
+    "mean": "prompt_len or output_len",
+}
+
+
 def validate(
     cases: pd.DataFrame,
     *,
@@ -79,6 +90,9 @@ def validate(
             plans.append(on_profile(plan, profile, prof) if prof and profile else plan)
         except Skip as exc:
             plans.append(str(exc))
+        except ValidationError as exc:  # a cell past a bound: the row's cell and its range
+            field, _, why = validation_message(exc).partition(": ")
+            plans.append(f"{ROW_CELLS.get(field, field)} past simspec's bounds: {why}")
         except Exception as exc:  # a row's bad cell must not stop the table
             plans.append(f"cannot plan this row: {type(exc).__name__}: {exc}")
     scenarios = [
