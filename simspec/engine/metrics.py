@@ -112,7 +112,7 @@ class RunSummary:
     window_start_s: float
     window_s: float
     mean_waiting: float  # requests waiting for their first token, time-averaged over the window
-    stable: int  # 1 unless requests waiting, or in the system, pile up over the window (open loop)
+    stable: int  # 1 unless the waiting requests pile up over the window (open loop)
     # end-to-end seconds of the measured requests in each of the ``intervals.SECTIONS``
     # consecutive sections (arrival order): two closed-loop runs over the same requests pair
     # them for a speedup's interval
@@ -194,15 +194,12 @@ def _weighted_pct(values: np.ndarray, weights: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q, weights=weights, method="inverted_cdf"))
 
 
-def _waiting(requests: pd.DataFrame, w: Window, until: str = "first_token_s") -> np.ndarray:
-    """Requests arrived and not yet at ``until`` (their first token: waiting; their finish:
-    in the system), time-averaged in each section of the window (a request that never fits
-    leaves as it arrives). An overloaded engine admits more slowly than requests arrive, so
-    the excess waits; or, where it admits every arrival (vLLM takes up to max_num_seqs into
-    the running batch while KV lasts), the running batch grows and every step slows: the
-    requests in the system pile up either way."""
+def _waiting(requests: pd.DataFrame, w: Window) -> np.ndarray:
+    """Requests arrived and still waiting for their first token, time-averaged in each section
+    of the window (a request that never fits leaves as it arrives). An overloaded engine
+    admits more slowly than requests arrive, so this is where the excess piles up."""
     arrival = requests["arrival_s"].to_numpy()
-    first = requests[until].to_numpy().copy()
+    first = requests["first_token_s"].to_numpy().copy()
     never = requests["unfinishable"].to_numpy()
     first[never] = arrival[never]
     arrival = np.sort(arrival[np.isfinite(arrival)])
@@ -212,14 +209,6 @@ def _waiting(requests: pd.DataFrame, w: Window, until: str = "first_token_s") ->
     grid = np.linspace(w.start_s, w.end_s, 20 * ci.SECTIONS, endpoint=False)
     level = np.searchsorted(arrival, grid, "right") - np.searchsorted(first, grid, "right")
     return level.reshape(ci.SECTIONS, -1).mean(axis=1).astype(float)
-
-
-# the rise over the window (a share of its arrivals) past which requests pile up: waiting for
-# a first token (a stationary queue near capacity wanders by less), and in the system (the
-# running batch of an engine that admits every arrival: a 2 % excess of arrivals over
-# departures is an engine that falls further behind every second, as a longer run shows)
-WAITING_RISE = 0.05
-SYSTEM_RISE = 0.02
 
 
 def _section_rates(iterations: pd.DataFrame, w: Window) -> np.ndarray:
@@ -291,9 +280,7 @@ def summarize(
     spec_steps = float(it["spec_seqs"].sum())
     decode_steps = float(it["decode_seqs"].sum())
     busy = float(it["duration_s"].sum())
-    open_loop = plan.tail > 0 and not plan.concurrency
-    level = _waiting(requests, w) if open_loop else np.array([])
-    held = _waiting(requests, w, "finish_s") if open_loop else np.array([])
+    level = _waiting(requests, w) if plan.tail > 0 and not plan.concurrency else np.array([])
 
     def pct_ci(x: np.ndarray, q: float, scale: float) -> tuple[float, float]:
         lo, hi = ci.percentile_interval(x, q)
@@ -349,11 +336,7 @@ def summarize(
         window_start_s=w.start_s,
         window_s=w.span_s,
         mean_waiting=float(level.mean()) if len(level) else float("nan"),
-        # piling up: waiting, or in the system, rising by a share of the window's arrivals
-        stable=int(
-            not (ci.rising(level, WAITING_RISE * w.count) or ci.rising(held, SYSTEM_RISE * w.count))
-        )
-        if len(level)
-        else 1,
+        # piling up: a rise of more than a twentieth of the window's arrivals
+        stable=int(not ci.rising(level, 0.05 * w.count)) if len(level) else 1,
         section_e2e_s=section_e2e,
     )
