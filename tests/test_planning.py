@@ -84,30 +84,20 @@ def test_max_rate_is_higher_under_a_looser_slo_and_plan_sizes_the_fleet():
     loose, s, why = max_rate(SHORT, ar, Slo(4000, 40), duration_s=10, **fast)
     assert why in ("ttft", "tpot", "unstable")  # what stopped the rate from going higher
     assert 0 < strict < loose and s is not None
-    frame = plan(
-        SHORT,
-        [ar],
-        target_qps=3 * loose,
-        slo=Slo(4000, 40),
-        gpu_hour_price=2.0,
-        duration_s=10,
-        min_requests=100,
-    )
-    row = frame.iloc[0]
+    sized = {
+        "target_qps": 3 * loose,
+        "slo": Slo(4000, 40),
+        "gpu_hour_price": 2.0,
+        "duration_s": 10,
+        "min_requests": 100,
+    }
+    row = plan(SHORT, [ar], **sized).iloc[0]
     assert (
         row.replicas == math.ceil(3 * loose / row.max_qps_per_replica) and row.gpus == row.replicas
     )
     assert row.cost_per_million_tokens > 0 and bool(row.meets_slo)
     # a replica over two pipeline stages holds twice the GPUs (QA: plan counted tp alone)
-    staged = plan(
-        SHORT.model_copy(update={"pp": 2}),
-        [ar],
-        target_qps=3 * loose,
-        slo=Slo(4000, 40),
-        gpu_hour_price=2.0,
-        duration_s=10,
-        min_requests=100,
-    ).iloc[0]
+    staged = plan(SHORT.model_copy(update={"pp": 2}), [ar], **sized).iloc[0]
     assert staged.gpus == 2 * staged.replicas
 
 
