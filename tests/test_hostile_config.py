@@ -294,3 +294,38 @@ def test_random_sizes_in_every_architecture_are_read_or_refused_by_key(
     for key, (_, largest) in SIZE_LIMITS.items():
         value = getattr(shape, key, None)
         assert not isinstance(value, int) or value <= largest
+
+
+def test_a_checkpoint_that_keeps_layers_unquantised_is_refused_by_the_key(tmp_path):
+    """QA: Llama-3.1-405B-FP8 keeps its attention and first and last layers in bf16
+    (modules_to_not_convert); simspec priced them at fp8 and left 40 % too much KV, silently.
+    The LM head, embedding and routers, which simspec keeps in bf16 anyway, stay accepted."""
+    import json
+
+    import pytest
+
+    from simspec.catalog.models import load_model
+    from simspec.errors import InputError
+
+    base = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 512,
+        "intermediate_size": 1024,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "vocab_size": 1000,
+        "max_position_embeddings": 4096,
+    }
+    keep = {"quant_method": "fbgemm_fp8", "modules_to_not_convert": ["model.layers.0.self_attn"]}
+    ok = {"quant_method": "fbgemm_fp8", "modules_to_not_convert": ["lm_head"]}
+    for name, q, refused in (("keep", keep, True), ("ok", ok, False)):
+        path = tmp_path / name / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps({**base, "quantization_config": q}))
+        if refused:
+            with pytest.raises(InputError, match="modules_to_not_convert: keeps"):
+                load_model(str(path))
+        else:
+            assert load_model(str(path)).weight_dtype == "fp8"

@@ -682,6 +682,19 @@ def weight_dtypes(raw: dict[str, Any]) -> tuple[str, str | None]:
     if not isinstance(q, dict):
         raise InputError("model.quantization_config", "must be a mapping")
     method = q.get("quant_method")
+    if method in ("fp8", "fbgemm_fp8", "gptq", "awq", "compressed-tensors"):
+        key = "ignore" if method == "compressed-tensors" else "modules_to_not_convert"
+        kept = _kept_unquantised(q.get(key))
+        if kept and not (
+            key == "ignore" and _experts_only(q) and any(raw.get(k) for k in EXPERT_COUNT_KEYS)
+        ):
+            raise InputError(
+                f"model.quantization_config.{key}",
+                f"keeps {', '.join(kept[:3])}{' ...' if len(kept) > 3 else ''} unquantised: "
+                "simspec prices every linear layer at one precision (the routed experts apart), "
+                "so the weights, their reads and the KV cache left would be misstated; give "
+                "--precision for the whole model, or a config without that list",
+            )
     if method in ("fp8", "fbgemm_fp8"):
         return "fp8", None
     if method == "mxfp4":
@@ -738,6 +751,20 @@ def modelopt_dtypes(q: dict[str, Any]) -> tuple[str, str | None]:
 
 def shown_algo(algo: object) -> str:
     return repr(algo) if isinstance(algo, str) else "missing quant_algo"
+
+
+# modules a checkpoint may leave unquantised that simspec prices in bf16 anyway: the LM head,
+# the embedding, MoE routers (and DeepSeek-style routing biases)
+_BF16_ANYWAY = ("lm_head", "embed_tokens", "gate", "router", "e_score_correction_bias")
+
+
+def _kept_unquantised(modules: Any) -> list[str]:
+    """The entries of a modules_to_not_convert / ignore list that simspec would misprice: any
+    but the LM head, embedding and routers, which it keeps in bf16 whatever the checkpoint."""
+    if not isinstance(modules, list):
+        return []
+    kept = [str(m) for m in modules]
+    return [m for m in kept if not any(m.rsplit(".", 1)[-1] == b or m == b for b in _BF16_ANYWAY)]
 
 
 def int4_group_size(raw: dict[str, Any]) -> int | None:
