@@ -329,3 +329,33 @@ def test_a_checkpoint_that_keeps_layers_unquantised_is_refused_by_the_key(tmp_pa
                 load_model(str(path))
         else:
             assert load_model(str(path)).weight_dtype == "fp8"
+
+
+@pytest.mark.parametrize(
+    ("rope", "context"),
+    [
+        ({"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}, 131072),
+        ({"type": "linear", "factor": 4.0}, 16384),
+        ({"rope_type": "llama3", "factor": 8.0}, 4096),  # already the scaled context
+    ],
+)
+def test_a_rope_scaled_context_is_the_one_vllm_serves(tmp_path, rope, context):
+    """QA: a yarn-scaled Qwen2.5 refused 64K prompts at its unscaled 32K (vLLM serves 128K)."""
+    import json
+
+    from simspec.catalog.models import load_model
+
+    raw = {
+        "model_type": "llama",
+        "hidden_size": 512,
+        "intermediate_size": 1024,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "vocab_size": 1000,
+        "max_position_embeddings": 4096,
+        "rope_scaling": rope,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    assert load_model(str(path)).max_position_embeddings == context

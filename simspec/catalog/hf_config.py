@@ -161,6 +161,8 @@ def read_config(raw: dict[str, Any]) -> dict[str, Any]:
     fields["qk_norm"] = model_type in QK_NORM_TYPES
     fields.update(reader(raw))
     fields["model_type"] = model_type or "llama"
+    if (scaled := _rope_scaled_context(raw)) is not None:
+        fields["max_position_embeddings"] = scaled
     archs = raw.get("architectures")
     if isinstance(archs, list) and archs and isinstance(archs[0], str):
         fields["architecture"] = archs[0]
@@ -751,6 +753,26 @@ def modelopt_dtypes(q: dict[str, Any]) -> tuple[str, str | None]:
 
 def shown_algo(algo: object) -> str:
     return repr(algo) if isinstance(algo, str) else "missing quant_algo"
+
+
+def _rope_scaled_context(raw: dict[str, Any]) -> int | None:
+    """The context a RoPE-scaled config serves, as vLLM derives it (_get_and_verify_max_len in
+    vllm/config/__init__.py, 0.10.1 wheel): a rope_scaling of any type but su, longrope and
+    llama3 (whose max_position_embeddings is the scaled one already) multiplies it by
+    ``factor``, yarn's ``original_max_position_embeddings`` rather than the config's; Gemma-3
+    is skipped there and is no model simspec reads. None: no scaling to apply."""
+    rope = raw.get("rope_scaling")
+    if not isinstance(rope, dict):
+        return None
+    kind = rope.get("rope_type", rope.get("type"))
+    factor = rope.get("factor", 1.0)
+    if kind in (None, "su", "longrope", "llama3") or not isinstance(factor, int | float):
+        return None
+    base = rope.get("original_max_position_embeddings") if kind == "yarn" else None
+    base = base if isinstance(base, int) and base > 0 else raw.get("max_position_embeddings")
+    if not isinstance(base, int) or isinstance(factor, bool) or factor <= 0:
+        return None
+    return int(base * factor)
 
 
 # modules a checkpoint may leave unquantised that simspec prices in bf16 anyway: the LM head,
