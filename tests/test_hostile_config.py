@@ -359,3 +359,28 @@ def test_a_rope_scaled_context_is_the_one_vllm_serves(tmp_path, rope, context):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(raw))
     assert load_model(str(path)).max_position_embeddings == context
+
+
+def test_a_missing_kv_head_count_is_refused_outside_llama_1(tmp_path):
+    """QA: a Mistral config without num_key_value_heads read as 32 KV heads (MistralConfig's
+    default is 8: a KV cache four times too large)."""
+    import json
+
+    from simspec.catalog.models import load_model
+    from simspec.errors import InputError
+
+    raw = {
+        "model_type": "mistral",
+        "hidden_size": 512,
+        "intermediate_size": 1024,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "vocab_size": 1000,
+        "max_position_embeddings": 4096,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(InputError, match="num_key_value_heads: missing"):
+        load_model(str(path))
+    path.write_text(json.dumps({**raw, "model_type": "llama"}))  # LLaMA-1 predates the key
+    assert load_model(str(path)).num_key_value_heads == 8

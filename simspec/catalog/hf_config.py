@@ -218,6 +218,14 @@ def _common(raw: dict[str, Any]) -> dict[str, Any]:
             "missing: give the context length the model was trained for (every config.json "
             "transformers saves has it); simspec does not guess one",
         )
+    if "num_key_value_heads" not in fields and raw.get("model_type") not in (None, "llama"):
+        # only LLaMA-1's configs predate the key (one KV head a query head); the other classes
+        # default it otherwise (MistralConfig and MixtralConfig 8, Qwen2Config 32): a guess
+        raise InputError(
+            "model.num_key_value_heads",
+            f"missing: a {raw.get('model_type')} config's class defaults it otherwise than to "
+            "num_attention_heads; give the KV heads the checkpoint has",
+        )
     heads, kv = fields.get("num_attention_heads"), fields.get("num_key_value_heads")
     if heads is not None and kv is not None and heads % kv:
         # grouped-query attention shares each KV head among heads / kv query heads; vLLM
