@@ -102,6 +102,7 @@ def _config(**keys) -> dict:
         "intermediate_size": 128,
         "num_hidden_layers": 4,
         "num_attention_heads": 4,
+        "num_key_value_heads": 4,  # every saved config has it (only LLaMA-1's predate it)
         "vocab_size": 100,
         "max_position_embeddings": 4096,
     }
