@@ -92,3 +92,16 @@ def pytest_collection_modifyitems(config, items):
         grouped = getattr(item, "_nodeid", None)
         if grouped and grouped != item.nodeid and "@" in grouped:
             item._id = coerce_node_id(grouped)
+
+
+# a small Llama-shaped config.json, as tests write it to a file and read it back
+TINY_CONFIG = {
+    "model_type": "llama",
+    "hidden_size": 512,
+    "intermediate_size": 1024,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+}

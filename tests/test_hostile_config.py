@@ -306,18 +306,8 @@ def test_a_checkpoint_that_keeps_layers_unquantised_is_refused_by_the_key(tmp_pa
 
     from simspec.catalog.models import load_model
     from simspec.errors import InputError
+    from tests.conftest import TINY_CONFIG as base
 
-    base = {
-        "model_type": "llama",
-        "architectures": ["LlamaForCausalLM"],
-        "hidden_size": 512,
-        "intermediate_size": 1024,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 8,
-        "vocab_size": 1000,
-        "max_position_embeddings": 4096,
-    }
     keep = {"quant_method": "fbgemm_fp8", "modules_to_not_convert": ["model.layers.0.self_attn"]}
     ok = {"quant_method": "fbgemm_fp8", "modules_to_not_convert": ["lm_head"]}
     for name, q, refused in (("keep", keep, True), ("ok", ok, False)):
@@ -344,18 +334,9 @@ def test_a_rope_scaled_context_is_the_one_vllm_serves(tmp_path, rope, context):
     import json
 
     from simspec.catalog.models import load_model
+    from tests.conftest import TINY_CONFIG
 
-    raw = {
-        "model_type": "llama",
-        "hidden_size": 512,
-        "intermediate_size": 1024,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 8,
-        "vocab_size": 1000,
-        "max_position_embeddings": 4096,
-        "rope_scaling": rope,
-    }
+    raw = {**TINY_CONFIG, "rope_scaling": rope}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(raw))
     assert load_model(str(path)).max_position_embeddings == context
@@ -368,16 +349,10 @@ def test_a_missing_kv_head_count_is_refused_outside_llama_1(tmp_path):
 
     from simspec.catalog.models import load_model
     from simspec.errors import InputError
+    from tests.conftest import TINY_CONFIG
 
-    raw = {
-        "model_type": "mistral",
-        "hidden_size": 512,
-        "intermediate_size": 1024,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 8,
-        "vocab_size": 1000,
-        "max_position_embeddings": 4096,
-    }
+    raw = {k: v for k, v in TINY_CONFIG.items() if k != "num_key_value_heads"}
+    raw["model_type"] = "mistral"
     path = tmp_path / "config.json"
     path.write_text(json.dumps(raw))
     with pytest.raises(InputError, match="num_key_value_heads: missing"):

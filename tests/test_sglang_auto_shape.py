@@ -56,19 +56,11 @@ def test_every_preset_names_its_architecture_and_a_config_keeps_its_top_levels(t
     assert all(load_model(m).architecture for m in model_ids())
     assert load_model("qwen3-8b").architecture == QWEN3  # not Llama's, though read as llama
     assert load_model("kimi-k2").architecture == DEEPSEEK
+    from tests.conftest import TINY_CONFIG
+
     raw = {
         "architectures": ["Llama4ForConditionalGeneration"],
-        "text_config": {
-            "architectures": ["Llama4ForCausalLM"],
-            "model_type": "llama",
-            "hidden_size": 512,
-            "intermediate_size": 1024,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 8,
-            "num_key_value_heads": 8,
-            "vocab_size": 1000,
-            "max_position_embeddings": 4096,
-        },
+        "text_config": {**TINY_CONFIG, "architectures": ["Llama4ForCausalLM"]},
     }
     path = tmp_path / "config.json"
     path.write_text(json.dumps(raw))
