@@ -175,3 +175,16 @@ def test_recommend_and_plan_commands(tmp_path, short_plan_probes):
         ],
     )
     assert bad.exit_code == 2 and "--percentile" in bad.output
+
+
+def test_attainment_0_is_refused_before_the_search():
+    """QA: plan --trace --attainment 0 ran its schedule search (19 s) before refusing."""
+    res = CliRunner().invoke(
+        app, ["plan", "--trace", "azure-conv", "--window", "0:30", "--attainment", "0"]
+    )
+    assert res.exit_code != 0 and "--attainment: must be in (0, 1], got 0.0" in res.output
+
+
+def test_analytic_says_it_prices_a_tree_method_as_a_chain():
+    res = CliRunner().invoke(app, ["analytic", "--method", "hydra"])
+    assert res.exit_code == 0 and "the closed form prices a chain" in " ".join(res.output.split())
