@@ -692,12 +692,12 @@ def weight_dtypes(raw: dict[str, Any]) -> tuple[str, str | None]:
     if not isinstance(q, dict):
         raise InputError("model.quantization_config", "must be a mapping")
     method = q.get("quant_method")
+    # compressed-tensors quantising a MoE model's routed experts alone (Kimi-K2.5)
+    experts_only = _experts_only(q) and any(raw.get(k) for k in EXPERT_COUNT_KEYS)
     if method in ("fp8", "fbgemm_fp8", "gptq", "awq", "compressed-tensors"):
         key = "ignore" if method == "compressed-tensors" else "modules_to_not_convert"
         kept = _kept_unquantised(q.get(key))
-        if kept and not (
-            key == "ignore" and _experts_only(q) and any(raw.get(k) for k in EXPERT_COUNT_KEYS)
-        ):
+        if kept and not (key == "ignore" and experts_only):
             raise InputError(
                 f"model.quantization_config.{key}",
                 f"keeps {', '.join(kept[:3])}{' ...' if len(kept) > 3 else ''} unquantised: "
@@ -718,7 +718,7 @@ def weight_dtypes(raw: dict[str, Any]) -> tuple[str, str | None]:
             f"{method} with {bits!r}-bit weights is not modelled (4-bit: int4-w)",
         )
     if method == "compressed-tensors":
-        if _experts_only(q) and any(raw.get(k) for k in EXPERT_COUNT_KEYS):
+        if experts_only:
             return "bf16", _compressed_tensors(q)
         return _compressed_tensors(q), None
     if method == "modelopt":

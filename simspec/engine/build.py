@@ -30,11 +30,11 @@ from simspec.catalog.precision import (
     load_precision,
 )
 from simspec.catalog.sampling import factor
-from simspec.config import LengthSpec, Scenario, WorkloadConfig
+from simspec.config import Deployment, LengthSpec, Scenario, WorkloadConfig
 from simspec.engine.acceptance.inversion import run_alpha_profile
 from simspec.engine.acceptance.samplers import AcceptanceSampler, build_sampler
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
-from simspec.engine.kv_cache import MemoryPlan, plan_memory
+from simspec.engine.kv_cache import MAX_GPUS, MemoryPlan, plan_memory
 from simspec.engine.replica import ReplicaSetup
 from simspec.engine.requests import RequestTable
 from simspec.engine.speculators import Speculator, build_speculator
@@ -43,8 +43,8 @@ from simspec.engine.workload import generate_requests
 from simspec.errors import InputError, ScenarioError
 
 
-def deployed_engine(sc: Scenario) -> EngineProfile:
-    """The scenario's engine profile as its scheduler settings run it (async scheduling)."""
+def deployed_engine(sc: Deployment) -> EngineProfile:
+    """The deployment's engine profile as its scheduler settings run it (async scheduling)."""
     return load_engine(sc.engine).with_async_scheduling(sc.scheduler.async_scheduling)
 
 
@@ -52,15 +52,7 @@ def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> Roofline
     gpu, engine = load_gpu(sc.gpu), deployed_engine(sc)
     latency, bandwidth, _ = load_alltoall(sc.gpu)
     target = target or load_model(sc.model)
-    attn_tp = sc.tp // sc.dp
-    if why := target.attention_tp_refusal(attn_tp):
-        allowed = [n for n in (1, 2, 4, 8, 16, 32, 64) if not target.attention_tp_refusal(n)]
-        field = "tp" if sc.dp == 1 else "dp"
-        raise InputError(
-            field,
-            f"{why} (vLLM and SGLang refuse it): attention over "
-            f"{'tp' if sc.dp == 1 else 'tp/dp'} = {', '.join(map(str, allowed))} GPUs",
-        )
+    check_attention_tp(target, sc.tp, sc.dp)
     precision = weight_precision(sc, target)
     experts = expert_precision(sc, target, precision)
     field = "precision" if sc.precision is not None else "model.quantization_config"
@@ -109,6 +101,19 @@ def expert_precision(
     if sc.precision is not None or not target.expert_weight_dtype:
         return None
     return checkpoint_precision(target, target.expert_weight_dtype)
+
+
+def check_attention_tp(target: ModelShape, tp: int, dp: int = 1) -> None:
+    """Attention over tp / dp GPUs must split the model's heads evenly, as the engines require
+    (ModelShape.attention_tp_refusal)."""
+    if why := target.attention_tp_refusal(tp // dp):
+        top = target.largest_attention_tp(MAX_GPUS)
+        allowed = ", ".join(str(2**i) for i in range(top.bit_length()))
+        raise InputError(
+            "tp" if dp == 1 else "dp",
+            f"{why} (vLLM and SGLang refuse it): attention over "
+            f"{'tp' if dp == 1 else 'tp/dp'} = {allowed} GPUs",
+        )
 
 
 def check_ep(target: ModelShape, ep: int) -> None:

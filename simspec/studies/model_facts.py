@@ -8,7 +8,7 @@ from simspec.catalog.expert_locality import adjacent_expert_reuse
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.models import ModelShape, load_model
 from simspec.catalog.precision import kv_cache_bytes, load_precision, normalize_kv_cache_dtype
-from simspec.engine.build import check_ep
+from simspec.engine.build import check_attention_tp, check_ep
 from simspec.engine.kv_cache import (
     GIB,
     MAX_GPUS,
@@ -18,7 +18,7 @@ from simspec.engine.kv_cache import (
     plan_memory,
 )
 from simspec.engine.layout import ParallelLayout
-from simspec.errors import InputError, ScenarioError
+from simspec.errors import ScenarioError
 
 
 def billions(n: float) -> str:
@@ -75,8 +75,7 @@ def model_facts(
     gpu, engine = load_gpu(gpu_id), load_engine(engine_id)
     if layout is not None:  # the layouts a run refuses, refused here by the same names
         check_ep(model, layout.ep)
-        if why := model.attention_tp_refusal(layout.tp // layout.dp):
-            raise InputError("tp" if layout.dp == 1 else "dp", why)
+        check_attention_tp(model, layout.tp, layout.dp)
     facts = [("model", model.id), ("architecture", model.model_type)]
     facts.append(("parameters", f"{billions(model.num_params)} total"))
     if model.is_moe:

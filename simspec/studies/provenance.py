@@ -19,13 +19,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from simspec.catalog.hardware import GpuSpec, load_engine, load_gpu, load_profile
+from simspec.catalog.hardware import GpuSpec, load_gpu, load_profile
 from simspec.catalog.methods import PROXIES, method_presets
 from simspec.catalog.models import ModelShape, load_model, preset_id
 from simspec.catalog.precision import effective_precision, kv_cache_bytes, load_precision
 from simspec.catalog.tables import shown
 from simspec.catalog.traces import packaged_traces
 from simspec.config import AcceptanceConfig, Deployment, MethodConfig
+from simspec.engine.build import deployed_engine
 from simspec.errors import InputError
 
 PROVENANCE_COLUMNS = ("precision", "kv_cache_dtype", "engine_profile", "acceptance_source")
@@ -34,7 +35,7 @@ PROVENANCE_COLUMNS = ("precision", "kv_cache_dtype", "engine_profile", "acceptan
 def provenance(deploy: Deployment, method: MethodConfig) -> dict[str, str]:
     """The columns every result row carries (:data:`PROVENANCE_COLUMNS`), so that a CSV read
     on its own says what it ran with."""
-    engine = load_engine(deploy.engine).with_async_scheduling(deploy.scheduler.async_scheduling)
+    engine = deployed_engine(deploy)
     about = [engine.description] if engine.description else []
     if engine.async_scheduling:
         about.append("async scheduling")

@@ -249,7 +249,7 @@ def engine_version_profile(engine: str, version: str) -> tuple[str, str]:
     engine's own: vLLM V0 rows run ``vllm-v0`` (its older MoE kernel), SGLang 0.5.11+ rows
     ``sglang-v2`` (overlap kept under speculation)."""
     if engine == "sglang":
-        patch = _patch_release(version)
+        patch = release_tuple(version)
         if patch is not None and patch >= SGLANG_SPEC_V2_SINCE:
             return "sglang-v2", (
                 f"engine profile sglang-v2: SGLang {version.strip()} keeps its overlap scheduler "
@@ -269,11 +269,5 @@ def engine_version_profile(engine: str, version: str) -> tuple[str, str]:
 
 def _release(version: str) -> tuple[int, int] | None:
     """(major, minor) of a stated release ("v0.11.0", "0.10.1rc1"), None for anything else."""
-    patch = _patch_release(version)
+    patch = release_tuple(version)
     return None if patch is None else patch[:2]
-
-
-def _patch_release(version: str) -> tuple[int, int, int] | None:
-    """(major, minor, patch) of a stated release ("v0.5.5.post1", "0.5.11"), None for anything
-    else (a missing patch number reads 0)."""
-    return release_tuple(version)
