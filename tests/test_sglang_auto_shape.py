@@ -92,7 +92,59 @@ def test_an_sglang_row_without_a_shape_runs_the_shape_sglang_picks(shared):
 
 def test_mtp_that_sglang_would_draft_as_a_tree_is_refused_by_name(shared):
     row = _row(shared, "sgldocs-dsv3-mtp-bs1", "cases_moe_serving.csv", engine_version="0.4.5")
-    with pytest.raises(Skip, match="top-4 tree.*chains only"):
+    with pytest.raises(Skip, match="topk 4.*a tree, and simspec drafts mtp as chains only"):
         plan_case(row, assume={"gpu": "h200"})
     plan = plan_case({**row, "engine_version": "0.4.7"}, assume={"gpu": "h200"})
     assert (plan.scenario.method.k, plan.scenario.method.tree or "chain") == (3, "chain")
+
+
+# --- the command line: a sweep on SGLang that gives no K drafts as SGLang would ----------------
+
+
+def test_a_sweep_on_sglang_drafts_the_shape_sglang_picks():
+    """`simspec sweep --engine sglang --methods eagle3` with no --k runs what a SGLang server
+    started with no shape drafts: a chain of 3 on Qwen3 (0.5.8+), the dynamic 5/4/8 tree on
+    Llama, whose trace acceptance the tree reads as chain α at its depth; vLLM keeps the
+    method's own default (it requires num_speculative_tokens)."""
+    from simspec.catalog.methods import preset_method
+
+    qwen = preset_method("eagle3", target="qwen3-8b", engine="sglang")
+    assert (qwen.k, qwen.tree, qwen.tree_nodes) == (3, "chain", None)
+    draft = preset_method("draft_model", target="qwen3-8b", engine="sglang")
+    assert draft.k == 3  # STANDALONE: (3, 1, 4) for every model
+    llama = preset_method("eagle3", target="llama-3.1-8b", engine="sglang")
+    assert (llama.k, llama.tree, llama.tree_topk, llama.tree_nodes) == (5, "dynamic", 4, 7)
+    assert llama.acceptance.tau is not None and "as chain alpha for a tree" in (
+        llama.acceptance.source
+    )
+    vllm = preset_method("draft_model", target="qwen3-8b", engine="vllm")
+    assert vllm.k == 5  # the preset's (transformers' num_assistant_tokens)
+    own = preset_method("eagle3", target="llama-3.1-8b", engine="sglang", engine_shape=False)
+    assert (own.k, own.tree or "chain") == (3, "chain")
+
+
+def test_a_k_given_replaces_the_shape_sglang_would_pick(capsys):
+    """SGLang picks a shape only for a server given none: --k is one, so the method's own
+    shape runs at that depth; without --k the sweep says which shape SGLang picked."""
+    from simspec.cli.sweep_flags import SweepFlags
+
+    def ran(**kw):
+        flags = SweepFlags(methods="eagle3", engine="sglang", model="llama-3.1-8b", **kw)
+        return flags.sweep_config(None).methods[0]
+
+    assert (ran().k, ran().tree) == (5, "dynamic")
+    assert (ran(k=2).k, ran(k=2).tree or "chain") == (2, "chain")
+
+
+def test_the_sweep_says_which_shape_sglang_picked(capsys):
+    from simspec.cli.sweep import _picked_shape_note
+    from simspec.cli.sweep_flags import SweepFlags
+
+    cfg = SweepFlags(methods="eagle3", engine="sglang", model="qwen3-8b").sweep_config(None)
+    _picked_shape_note(cfg)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "eagle3 on qwen3-8b: SGLang 0.5.10 picks steps 3, topk 1, 4 draft tokens" in said
+    assert said.endswith("a chain of 3")
+    cfg = SweepFlags(methods="eagle3", engine="sglang", model="qwen3-8b", k=2).sweep_config(None)
+    _picked_shape_note(cfg)
+    assert capsys.readouterr().err == ""

@@ -41,6 +41,8 @@ DATASET_DOMAIN = {
 }
 TRACE_DATASETS = ("sharegpt", "instructcoder", "gsm8k", "cnn")
 DEFAULT_K = 3
+# where the packaged acceptance traces' provenance is written (each trace preset's source)
+TRACES_SOURCE = "simspec/data/traces/SOURCE.md"
 DEFAULT_DRAFT_MODEL = "llama-3.2-1b"
 # Static trees whose presets do not state a top-k: Medusa's mc_sim_7b_63 (the Spec-Bench default
 # for Medusa and Hydra) has at most 10 children at its root (method_presets.yaml, medusa1).
@@ -336,7 +338,7 @@ def preset_acceptance(
         tokens = dataset if own else preset["tokens"]
         return AcceptanceConfig(
             tokens=tokens,
-            source=f"{name} replayed on the {tokens} token streams, simspec/data/traces/SOURCE.md",
+            source=f"{name} replayed on the {tokens} token streams, {TRACES_SOURCE}",
         )
     if "acc_len" in preset:
         own = dataset in TRACE_DATASETS and DATASET_DOMAIN[dataset] == domain
@@ -344,7 +346,7 @@ def preset_acceptance(
         return AcceptanceConfig(
             acc_len=trace,
             acc_len_method=preset["acc_len_method"],
-            source=f"{preset['acc_len_method']} trace {trace}, simspec/data/traces/SOURCE.md",
+            source=f"{preset['acc_len_method']} trace {trace}, {TRACES_SOURCE}",
         )
     spread, _ = acceptance_spread(kind, domain)
     source = f"{preset['source']}{note}; cases {', '.join(preset.get('case_ids') or [])}; " + (
@@ -416,6 +418,73 @@ def as_engine_drafts(
     return out, note
 
 
+def engine_picked_shape(
+    name: str,
+    engine: str | None,
+    architecture: str,
+    release: tuple[int, int, int] | None = None,
+) -> tuple[dict[str, Any] | None, str] | None:
+    """The shape (MethodConfig fields) ``engine`` drafts ``name`` with on a model of
+    ``architecture`` when its server is given none (SGLang's auto_choose_speculative_params,
+    by release: ``EngineProfile.auto_spec_shape``; ``release`` None: the profile's own), and a
+    sentence saying so; None where the engine keeps no such default. The fields are None where
+    the engine picks a tree and simspec drafts ``name`` as chains only.
+
+    SGLang's top-1 shape is a chain of ``steps`` (it sets num_draft_tokens to steps + 1,
+    server_args.py); a wider one is EAGLE-2's dynamic tree: ``steps`` expansions of ``topk``
+    beams, then the ``num_draft_tokens - 1`` best candidates verified with the root
+    (speculative/eagle_utils.py ``organize_draft_results``), at most what that tree holds
+    (:func:`tree_capacity`)."""
+    from simspec.catalog.hardware import engine_ids, load_engine  # hardware is below methods
+
+    if engine is None or engine not in engine_ids():
+        return None
+    profile = load_engine(engine)
+    picked = profile.auto_spec_shape(name, architecture, release)
+    if picked is None:
+        return None
+    (steps, width, tokens), rule = picked
+    fields: dict[str, Any] | None
+    if width == 1:
+        fields = {"k": steps, "tree": "chain"}
+    elif method_info(name).shapes == ("chain",):
+        fields = None
+    else:
+        drafted = min(tokens - 1, tree_capacity(width, steps, dynamic=True))
+        fields = {"k": steps, "tree": "dynamic", "tree_topk": width,
+                  "tree_nodes": max(drafted, steps)}  # fmt: skip
+    version = ".".join(str(p) for p in release) if release else profile.release
+    said = (
+        f"SGLang {version} picks steps {steps}, topk {width}, {tokens} draft tokens for "
+        f"{architecture or 'this model'} itself when given none (auto_choose_speculative_params, "
+        f"its rule since {rule.since}: engines.yaml)"
+    )
+    if fields is not None:
+        said += (
+            f": a chain of {steps}"
+            if width == 1
+            else f": a dynamic tree of {fields['tree_nodes']} drafted tokens and the root"
+        )
+    return fields, said
+
+
+def picks_shape(name: str, engine: str | None) -> bool:
+    """Whether ``engine`` keeps a shape of its own for ``name`` at some architecture (cheap:
+    reads no model)."""
+    from simspec.catalog.hardware import AUTO_SHAPE_METHODS, engine_ids, load_engine
+
+    if engine is None or engine not in engine_ids() or name not in AUTO_SHAPE_METHODS:
+        return False
+    return bool(load_engine(engine).auto_spec_shapes)
+
+
+def with_engine_shape(fields: dict[str, Any], shape: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` (a method's) drafted in ``shape`` (:func:`engine_picked_shape`'s fields): a
+    chain drops the tree's budget and top-k."""
+    out = {key: v for key, v in fields.items() if key not in ("tree_nodes", "tree_topk")}
+    return {**out, **shape}
+
+
 def has_domain_preset(name: str, domain: str) -> bool:
     """Whether ``name`` has a packaged acceptance of ``domain`` itself (token streams of that
     domain to replay, or a published τ on it), not a fallback to another domain's. A lookup
@@ -450,10 +519,14 @@ def preset_method(
     draft_model: str | None = None,
     target: str | None = None,
     engine: str | None = None,
+    engine_shape: bool = True,
 ) -> MethodConfig:
     """A method in its packaged default configuration, with its packaged acceptance for
     ``dataset``'s domain where one exists (``simspec methods`` lists them), drafted as
-    ``engine`` runs it (:func:`engine_chains`; None: as published).
+    ``engine`` runs it (:func:`engine_chains`; None: as published) and, with ``engine_shape``
+    and a ``target``, in the shape the engine picks for the target when given none
+    (:func:`engine_picked_shape`: SGLang). A caller that sets the draft length itself passes
+    ``engine_shape=False``: the engine's pick is for a server given no shape at all.
 
     draft_model: the given draft, else the packaged draft that shares ``target``'s vocabulary
     (:func:`family_draft`; the acceptance then stays the preset pair's, as its source says), else
@@ -478,6 +551,12 @@ def preset_method(
                 update={"source": f"measured with a different draft pair: {acc.source}"}
             )
     fields, _ = as_engine_drafts(fields, engine_chains(name, engine))
+    if engine_shape and target is not None and picks_shape(name, engine):
+        picked = engine_picked_shape(name, engine, load_model(target).architecture)
+        if picked is not None and picked[0] is not None:
+            fields = with_engine_shape(fields, picked[0])
+            if acc is not None and acc.acc_len is not None and fields["tree"] != "chain":
+                acc = trace_as_tree(acc, int(fields["k"]), method_info(name).drafter)
     return MethodConfig(**fields, acceptance=acc)
 
 
@@ -527,6 +606,15 @@ def sampled_from_trace(acc: AcceptanceConfig, k: int, kind: str) -> AcceptanceCo
     model with the trace's own τ at chain k and the trace domain's measured spread."""
     tau = replay_tau(load_trace(acc.acc_len, acc.acc_len_method), k)
     return sampled_from_tau(acc, tau, k, kind, str(acc.acc_len))
+
+
+def trace_as_tree(acc: AcceptanceConfig, k: int, kind: str) -> AcceptanceConfig:
+    """A trace records chain acceptance; a tree takes the trace's τ at the tree's depth as the
+    parametric model's chain α, which the tree's rank model walks (as validate does)."""
+    tau = replay_tau(load_trace(acc.acc_len, acc.acc_len_method), k)
+    tree = sampled_from_tau(acc, tau, k, kind, str(acc.acc_len))
+    source = f"{acc.source}; its tau {tau:.3f} at depth {k} as chain alpha for a tree"
+    return tree.model_copy(update={"source": source})
 
 
 def sampled_from_tau(

@@ -136,8 +136,12 @@ class MethodFlags:
             if why := missing_head(name, target):
                 raise InputError(flag, why)
         engine = engine or Deployment.model_fields["engine"].default
+        # the shape an engine picks itself (SGLang) is for a server given none: --k gives one
+        shaped = self.k is None
         return [
-            preset_method(name, dataset, self.draft, target, engine).model_dump(exclude_none=True)
+            preset_method(name, dataset, self.draft, target, engine, shaped).model_dump(
+                exclude_none=True
+            )
             for name in methods
         ]
 

@@ -225,7 +225,7 @@ def plan(
     )
     print_answer(frame, (deploy.tp, deploy.pp), slo.percentile, f"Answer: capacity for {what}")
     print_frame(_console(frame).round(3), f"Detail: capacity for {what}")
-    _extrapolation_notes(chosen)
+    _extrapolation_notes(chosen, deploy)
     print_provenance(deploy, chosen)
     _left_out(flags, names, deploy.model, deploy.engine)
 
@@ -369,7 +369,7 @@ def _plan_trace(
     )
     print_fleet_answer(frame, (deploy.tp, deploy.pp), f"Answer: the smallest fleet {what}")
     print_frame(_console(frame).round(3), f"Detail: the smallest fleet {what}")
-    _extrapolation_notes(chosen)
+    _extrapolation_notes(chosen, deploy)
     print_provenance(deploy, chosen)
     _left_out(flags, names, deploy.model, deploy.engine)
     err.print(
@@ -628,9 +628,12 @@ def _console(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns=["prompt_lookup_min", "prompt_lookup_max"])
 
 
-def _extrapolation_notes(methods: list[MethodConfig]) -> None:
-    """A method drafting deeper than its acceptance sources measured says so (on stderr)."""
-    from simspec.studies.sweep import extrapolation_notes
+def _extrapolation_notes(methods: list[MethodConfig], deploy: Deployment) -> None:
+    """A method drafting deeper than its acceptance sources measured, or in the shape its
+    engine picks itself, says so (on stderr)."""
+    from simspec.studies.sweep import extrapolation_notes, picked_shape_notes
 
     for line in extrapolation_notes(methods):
+        err.print(line, highlight=False)
+    for line in picked_shape_notes(deploy.model, deploy.engine, methods):
         err.print(line, highlight=False)

@@ -38,6 +38,7 @@ from simspec.studies.sweep import (
     cells,
     check_cells,
     extrapolation_notes,
+    picked_shape_notes,
     run_cells,
     wide_intervals,
 )
@@ -147,6 +148,7 @@ def sweep(
         _profile_note(cfg)
         _engine_note(cfg)
         _unshipped_note(cfg)
+        _picked_shape_note(cfg)
 
 
 def _engine_note(cfg: SweepConfig) -> None:
@@ -359,6 +361,18 @@ def _unshipped_note(cfg: SweepConfig) -> None:
                 said[why].append(method.name)
     for why, names in said.items():
         err.print(f"note: {', '.join(names)} simulated as published: {why}", highlight=False)
+
+
+def _picked_shape_note(cfg: SweepConfig) -> None:
+    """Methods that ran in the shape their engine picks itself when given none (SGLang), each
+    said once: the K in the table is the engine's, not the method's packaged default."""
+    said: list[str] = []
+    for point in cfg.points():
+        for line in picked_shape_notes(point.model, point.engine, point.methods):
+            if line not in said:
+                said.append(line)
+    for line in said:
+        err.print(line, highlight=False)
 
 
 def _sampling_note(cfg: SweepConfig) -> None:

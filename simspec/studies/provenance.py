@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from simspec.catalog.hardware import GpuSpec, load_gpu, load_profile
-from simspec.catalog.methods import PROXIES, method_presets
+from simspec.catalog.methods import PROXIES, TRACES_SOURCE, method_presets
 from simspec.catalog.models import ModelShape, load_model, preset_id
 from simspec.catalog.precision import effective_precision, kv_cache_bytes, load_precision
 from simspec.catalog.tables import shown
@@ -171,6 +171,8 @@ def acceptance_model(method: str, acc: AcceptanceConfig) -> str | None:
     """The target model a packaged acceptance was measured on (a preset's ``target_model``),
     or None for an acceptance the user gave (no preset's source is in its own)."""
     if acc.acc_len in packaged_traces() or acc.tokens in packaged_traces():
+        return _traces_model()
+    if TRACES_SOURCE in acc.source:  # a packaged trace read as a tree's chain α
         return _traces_model()
     if not acc.source:
         return None

@@ -13,7 +13,14 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from simspec.catalog.methods import TRACE_DATASETS, default_methods, preset_method
+from simspec.catalog.methods import (
+    TRACE_DATASETS,
+    default_methods,
+    engine_picked_shape,
+    picks_shape,
+    preset_method,
+)
+from simspec.catalog.models import load_model
 from simspec.config import (
     DEFAULT_PRECISION_TARGET,
     DEFAULT_TURNOVERS,
@@ -316,6 +323,23 @@ def extrapolation_notes(methods: list[MethodConfig]) -> list[str]:
         f"position its sources measured (simspec methods {name})"
         for name, (beyond, k) in deepest.items()
     ]
+
+
+def picked_shape_notes(model: str, engine: str, methods: list[MethodConfig]) -> list[str]:
+    """One line per method that runs in the shape ``engine`` picks itself on ``model`` when
+    given none (SGLang: :func:`~simspec.catalog.methods.engine_picked_shape`): its K is the
+    engine's, not the method's packaged default."""
+    lines: list[str] = []
+    for method in methods:
+        if not picks_shape(method.name, engine):
+            continue
+        picked = engine_picked_shape(method.name, engine, load_model(model).architecture)
+        if picked is None or picked[0] is None:
+            continue
+        line = f"note: {method.name} on {model}: {picked[1]}"
+        if method.model_dump(include=set(picked[0])) == picked[0] and line not in lines:
+            lines.append(line)
+    return lines
 
 
 @dataclass(frozen=True)

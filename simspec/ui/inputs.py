@@ -184,7 +184,8 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
     # a tree budget asked for is a tree given (vLLM's speculative_token_tree); without one the
     # method drafts as the engine does (vLLM: a chain)
     engine = inp.engine if inp.tree_nodes is None else None
-    m = preset_method(name, inp.dataset, None, inp.model, engine)
+    # the shape an engine picks itself (SGLang) is for a server given none: the page's K is one
+    m = preset_method(name, inp.dataset, None, inp.model, engine, engine_shape=inp.k is None)
     update: dict = {}
     if inp.k is not None:
         update["k"] = inp.k

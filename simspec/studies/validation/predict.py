@@ -30,6 +30,7 @@ from simspec.catalog.methods import (
     as_engine_drafts,
     at_depth,
     engine_chains,
+    engine_picked_shape,
     has_domain_preset,
     method_defaults,
     method_info,
@@ -39,6 +40,7 @@ from simspec.catalog.methods import (
     tau_measured_with,
     trace_setup,
     tree_capacity,
+    with_engine_shape,
 )
 from simspec.catalog.models import load_model
 from simspec.catalog.traces import first_method, load_trace
@@ -387,15 +389,11 @@ def _method(
     chosen = ""
     if shape not in ("chain", "tree") and not (k or nodes or topk):
         if (picked := _engine_chosen_shape(row, name, engine)) is not None:
-            (steps, width, tokens), chosen = picked
-            if width == 1:
-                shape, k = "chain", steps
-            elif shapes == ("chain",):
-                raise Skip(
-                    f"{chosen}: a top-{width} tree, and simspec drafts {name} as chains only"
-                )
-            else:
-                shape, k, topk, nodes = "tree", steps, width, tokens
+            picked_fields, chosen = picked
+            if picked_fields is None:
+                raise Skip(f"{chosen}: a tree, and simspec drafts {name} as chains only")
+            fields = with_engine_shape(fields, picked_fields)
+            shape = "picked"
     if shape == "chain":
         for key in ("tree", "tree_nodes", "tree_topk"):
             fields.pop(key, None)
@@ -452,27 +450,20 @@ def _method(
 
 def _engine_chosen_shape(
     row: dict[str, str], name: str, engine: str
-) -> tuple[tuple[int, int, int], str] | None:
-    """The draft shape the row's engine picks itself when its server is given none (SGLang's
-    auto_choose_speculative_params, by release and the served model's architecture:
-    ``EngineProfile.auto_spec_shape``), and how the row's assumptions say it; None where the
-    engine keeps no such default."""
+) -> tuple[dict[str, Any] | None, str] | None:
+    """The draft shape the row's engine picks itself when its server is given none
+    (:func:`engine_picked_shape`, at the row's release), and how the row's assumptions say
+    it; None where the engine keeps no such default."""
     get = _cells(row)
-    profile = load_engine(engine)
-    stated = get("engine_version") or ""
-    release = release_tuple(stated)
+    release = release_tuple(get("engine_version") or "")
     architecture = load_model(get("target_model")).architecture
-    picked = profile.auto_spec_shape(name, architecture, release)
+    picked = engine_picked_shape(name, engine, architecture, release)
     if picked is None:
         return None
-    (steps, width, tokens), rule = picked
-    version = stated.strip() if release else f"{profile.release} (version unstated: the newest"
-    version += "" if release else f" the {engine} profile stands for)"
-    return (steps, width, tokens), (
-        f"SGLang {version} picks steps {steps}, topk {width}, {tokens} draft tokens for "
-        f"{architecture or 'this model'} itself (auto_choose_speculative_params, its rule "
-        f"since {rule.since}: engines.yaml)"
-    )
+    fields, said = picked
+    if release is None:
+        said += f" (version unstated: the newest the {engine} profile stands for)"
+    return fields, said
 
 
 def _stated_nodes(nodes: int, fields: dict[str, Any], engine: str, notes: list[str]) -> int:
