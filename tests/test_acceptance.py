@@ -118,3 +118,57 @@ def test_burstiness_correlates_successive_steps():
 def test_invalid_acceptance_configs_are_rejected(bad):
     with pytest.raises(ValueError):
         AcceptanceConfig(**bad)
+
+
+def test_a_tau_the_decayed_chain_cannot_reach_is_refused_not_clamped():
+    """Medusa's deeper heads accept 0.688 times the one before (speculators/heads.py), so a
+    chain of 4 (α 1, .688, .473, .326) yields at most 1 + 1 + .688 + .326 + .106 = 3.12 tokens:
+    a τ of 3.6 is refused, naming the method's acceptance, instead of running at 3.12 as if it
+    were 3.6."""
+    from simspec.errors import InputError
+
+    most = 1 + np.cumprod([0.688**d for d in range(4)]).sum()  # 3.120
+    assert alpha_for_tau(most, 4, decay=0.688) == 1.0
+    with pytest.raises(ValueError, match="at most 3.120"):
+        alpha_for_tau(3.6, 4, decay=0.688)
+    medusa = MethodConfig(name="medusa1", k=4, tree="chain", acceptance={"tau": 3.6, "tau_k": 4})
+    with pytest.raises(InputError, match=r"methods\.medusa1\.acceptance: tau 3.6 is more than"):
+        run(medusa, requests=4)
+
+
+def test_a_tau_below_what_the_tree_yields_at_any_acceptance_is_refused():
+    from simspec.engine.acceptance.inversion import alpha_for_tree_tau
+    from simspec.engine.acceptance.trees import TreeShape
+
+    shape = TreeShape(50, 10, 6, True)
+    with pytest.raises(ValueError, match="is less than a tree of 50 nodes"):
+        alpha_for_tree_tau(1.1, shape)
+    assert 0 < alpha_for_tree_tau(1.5, shape) < 1
+
+
+def test_a_scalar_alpha_given_is_the_same_at_every_position():
+    """--alpha's help: "a scalar = same at every position". Medusa's per-head decay shapes a
+    τ's inversion, not a rate the user gave; a config's own depth_decay still applies."""
+    assert np.allclose(alpha_profile(AcceptanceConfig(alpha=0.7), 3, decay=0.688), 0.7)
+    decaying = AcceptanceConfig(alpha=0.8, depth_decay=0.5)
+    assert np.allclose(alpha_profile(decaying, 3, decay=0.688), [0.8, 0.4, 0.2])
+    assert (
+        alpha_profile(AcceptanceConfig(tau=2.0, tau_k=3), 3, decay=0.688)[2]
+        < (alpha_profile(AcceptanceConfig(tau=2.0, tau_k=3), 3)[2])
+    )
+
+
+def test_a_given_tau_or_alpha_list_drafted_deeper_than_measured_says_so():
+    """--tau 2.5 --tau-k 3 --k 6 extrapolates positions 4-6 from a constant α: the sweep says
+    so as it does for a preset's sourced depth; a scalar α is a rate at every position."""
+    from simspec.studies.sweep import extrapolated_beyond, extrapolation_notes
+
+    tau = MethodConfig(name="eagle3", k=6, acceptance={"tau": 2.5, "tau_k": 3})
+    assert extrapolated_beyond(tau) == 3
+    (note,) = extrapolation_notes([tau])
+    assert "eagle3 at K=6: acceptance extrapolated beyond k=3" in note
+    listed = MethodConfig(name="eagle3", k=4, acceptance={"alpha": [0.8, 0.7]})
+    assert extrapolated_beyond(listed) == 2
+    assert extrapolated_beyond(MethodConfig(name="eagle3", k=6, acceptance={"alpha": 0.7})) is None
+    at_k = MethodConfig(name="eagle3", k=3, acceptance={"tau": 2.5, "tau_k": 3})
+    assert extrapolated_beyond(at_k) is None

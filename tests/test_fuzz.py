@@ -540,7 +540,7 @@ def test_a_broken_gzip_trace_is_one_line_not_a_traceback(tmp_path, monkeypatch, 
         (["sweep", "--requests", "10000000"], "workload.requests"),
         (["sweep", "--batch-sizes", "100000"], "batch_sizes"),
         (["sweep", "--requests", "1000000"], "at most 2,000,000"),
-        (["sweep", "--tau", "2", "--tau-k", "1000000000"], "tau_k"),
+        (["sweep", "--tau", "2", "--tau-k", "1000000000"], "--tau-k"),
         (
             [
                 "plan",

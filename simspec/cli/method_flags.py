@@ -95,6 +95,12 @@ class MethodFlags:
         measured acceptance too, so it goes alone."""
         if self.tau_k is not None and self.tau is None:
             raise InputError("--tau-k", "is the chain length --tau was measured at: give --tau")
+        if self.tau_k is not None and not 1 <= self.tau_k <= MAX_K:
+            raise InputError(
+                "--tau-k",
+                f"must be 1 to {MAX_K} (got {self.tau_k}): the chain length (or "
+                "tree depth) --tau was measured at",
+            )
         if self.alpha is not None and self.tau is not None:
             raise InputError("--alpha", "give --alpha or --tau, not both")
         if self.acceptance_from is not None and (self.alpha is not None or self.tau is not None):

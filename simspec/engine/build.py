@@ -310,9 +310,12 @@ def acceptance_sampler(
         keep = min(1.0, factor(sc.temperature, sc.top_p))
     profile = None
     if acc.acc_len is None and acc.tokens is None:  # a static tree is built for the mean α
-        profile = run_alpha_profile(
-            acc, spec.max_accept, spec.depth_decay, sc.temperature, sc.top_p
-        )
+        try:
+            profile = run_alpha_profile(
+                acc, spec.max_accept, spec.depth_decay, sc.temperature, sc.top_p
+            )
+        except ValueError as exc:  # a τ the method's chain or tree cannot yield
+            raise InputError(f"methods.{sc.method.name}.acceptance", str(exc)) from None
     # tree candidates are verified by recursive rejection when the run samples
     plan = spec.draft_plan(profile, sampled=sc.temperature > 0)
     if keep < 1.0:

@@ -304,10 +304,16 @@ def extrapolated_beyond(m: MethodConfig) -> int | None:
     """The deepest draft position ``m``'s acceptance sources measured, when ``m`` drafts
     deeper (its acceptance there is extrapolated); None when it does not."""
     a = m.acceptance
-    if a is None or a.sourced_k is None or m.name == "autoregressive":
+    if a is None or m.name == "autoregressive":
+        return None
+    # a preset's sourced depth, else the depth a τ was measured at (a given --tau-k), else a
+    # given α list's length (its last value repeats); a scalar α is a rate at every position
+    listed = len(a.alpha) if isinstance(a.alpha, list) else None
+    measured = a.sourced_k or a.tau_k or listed
+    if measured is None:
         return None
     deepest = max([m.k, *(k for _, _, k in m.k_schedule or [])])
-    return a.sourced_k if deepest > a.sourced_k else None
+    return measured if deepest > measured else None
 
 
 def extrapolation_notes(methods: list[MethodConfig]) -> list[str]:

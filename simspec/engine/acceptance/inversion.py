@@ -117,7 +117,14 @@ def alpha_for_tau(
         raise ValueError(f"tau must be in [1, {k + 1}] for k={k}, got {tau}")
     if tau <= 1.0 + 1e-12:
         return 0.0
-    if tau >= expected_tokens(decayed(1.0, decay, k), 0.0) - 1e-12:
+    most = expected_tokens(decayed(1.0, decay, k), 0.0)
+    if tau > most + 1e-9:
+        raise ValueError(
+            f"tau {tau} is more than a chain of {k} can yield when each deeper position "
+            f"accepts {decay:g} times the one before (at most {most:.3f}, every first draft "
+            "accepted): give a tau it can reach, or an alpha"
+        )
+    if tau >= most - 1e-12:
         return 1.0
 
     def f(a: float) -> float:
@@ -174,7 +181,13 @@ def alpha_for_tree_tau(
         alpha = decayed(a, decay, shape.depth)
         return tree_expected_tau(shape, alpha, spread, burst, sampled) - tau
 
-    if f(1e-6) >= 0:
+    least = f(1e-6)
+    if least > 1e-6:
+        raise ValueError(
+            f"tau {tau} is less than a tree of {shape.nodes} nodes, depth {shape.depth} yields "
+            f"at any acceptance at these settings (at least {tau + least:.3f})"
+        )
+    if least >= 0:
         return 0.0
     if f(1 - 1e-6) <= 0:
         raise ValueError(
@@ -186,14 +199,16 @@ def alpha_for_tree_tau(
 
 def alpha_profile(acc: AcceptanceConfig, k: int, decay: float = 1.0) -> np.ndarray:
     """Mean acceptance of draft positions (depths) 1..k: a given list (its last value
-    repeats), or α_1 · decay^(d-1) from a scalar α or from τ inverted on the structure it
-    was measured with (a chain of tau_k, or the tree in tau_tree_*)."""
-    decay = acc.depth_decay or decay
+    repeats), a scalar α at every position (decayed only by the config's own
+    ``depth_decay``: a rate given is the same at every position, as ``--alpha`` says), or
+    α_1 · decay^(d-1) from τ inverted on the structure it was measured with (a chain of tau_k,
+    or the tree in tau_tree_*; ``decay``: the drafter's, e.g. Medusa's deeper heads)."""
     if isinstance(acc.alpha, list):
         base = acc.alpha
         return np.array([base[min(j, len(base) - 1)] for j in range(k)], dtype=np.float64)
-    if acc.alpha is not None:
-        return decayed(float(acc.alpha), decay, k)
+    if acc.alpha is not None:  # the same at every position unless the config decays it itself
+        return decayed(float(acc.alpha), acc.depth_decay or 1.0, k)
+    decay = acc.depth_decay or decay
     tau, tau_k = acc.tau, acc.tau_k
     if tau is None or tau_k is None:  # AcceptanceConfig gives tau with its tau_k
         raise ValueError("an acceptance profile needs alpha, or tau with tau_k")
