@@ -354,3 +354,21 @@ def test_k_on_a_preset_tree_cuts_the_presets_budget_to_what_that_depth_drafts(tm
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "hydra K=1 static tree 10" in result.output
+
+
+def test_drawn_requests_past_the_model_context_are_not_served():
+    """ShareGPT lengths on Vicuna-7B (a 2,048-token context) draw some requests longer than
+    it: vLLM refuses such a prompt or stops the output at max_model_len, so they are counted
+    unfinishable (as a replayed trace's are) and no served request runs past the context."""
+    from simspec import Scenario, simulate
+
+    sc = Scenario(
+        model="vicuna-7b",
+        method=MethodConfig(name="autoregressive", k=0),
+        workload=WorkloadConfig(concurrency=8, requests=64, turnovers=2, measure="whole"),
+    )
+    res = simulate(sc)
+    req = res.requests
+    long = req.prompt_tokens + req.requested_output_tokens > 2048
+    assert long.any() and (req.unfinishable == long).all()
+    assert res.summary.unfinishable == int(long.sum())

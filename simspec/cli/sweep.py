@@ -149,6 +149,7 @@ def sweep(
         _engine_note(cfg)
         _unshipped_note(cfg)
         _picked_shape_note(cfg)
+        _unfinishable_note(frame)
 
 
 def _engine_note(cfg: SweepConfig) -> None:
@@ -361,6 +362,22 @@ def _unshipped_note(cfg: SweepConfig) -> None:
                 said[why].append(method.name)
     for why, names in said.items():
         err.print(f"note: {', '.join(names)} simulated as published: {why}", highlight=False)
+
+
+def _unfinishable_note(frame: pd.DataFrame) -> None:
+    """Measured requests no replica could serve (prompt + output past the model's context, as
+    vLLM refuses them, or past the KV cache): the cells' numbers are over the rest."""
+    if "unfinishable" not in frame or not (frame["unfinishable"] > 0).any():
+        return
+    hit = frame[frame["unfinishable"] > 0]
+    share = (hit["unfinishable"] / hit["requests"]).max()
+    err.print(
+        f"note: {len(hit)} cell(s) left up to {share:.0%} of their measured requests unserved: "
+        "longer than the model's context (prompt + output past max_position_embeddings: vLLM "
+        "refuses the prompt or stops the output there) or its KV cache; their numbers are "
+        "over the rest (the unfinishable column)",
+        highlight=False,
+    )
 
 
 def _picked_shape_note(cfg: SweepConfig) -> None:

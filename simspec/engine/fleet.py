@@ -302,9 +302,9 @@ def simulate_fleet(
     specs, gaps = fleet_requests(cfg)
     check_span(cfg, gaps, window_s)
     table = RequestTable(specs)
-    if cfg.workload.arrival == "replay":  # past the shortest context of any replica's model
-        shortest = min({r.model for r in cfg.replicas}, key=_context)
-        past_context(table, load_model(shortest))
+    # drawn or replayed: past the shortest context of any replica's model
+    shortest = min({r.model for r in cfg.replicas}, key=_context)
+    past_context(table, load_model(shortest))
     env = simpy.Environment()
     built: dict[int, Replica] = {}
     logs: dict[int, WindowedLog] = {}

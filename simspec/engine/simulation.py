@@ -130,8 +130,10 @@ def simulate(sc: Scenario) -> SimResult:
         )
         controls = dataset_controls(wl, specs, per_step)
     table = RequestTable(specs)
-    if wl.arrival == "replay":
-        past_context(table, setup.target)
+    # a drawn or replayed request longer than the model's context is never served (vLLM
+    # rejects a prompt past max_model_len and stops an output at it); fixed lengths past it
+    # were refused before the run (build.check_fixed_lengths)
+    past_context(table, setup.target)
     log = IterationLog()
     watch = Watch(plan.watched)
     if wl.arrival == "closed":
