@@ -625,3 +625,35 @@ def test_the_app_and_each_ui_module_stay_small():
     assert len((ROOT / "app.py").read_text().splitlines()) < 150
     for path in (ROOT / "simspec" / "ui").rglob("*.py"):
         assert len(path.read_text().splitlines()) <= 450, path
+
+
+# --- what the page's inputs mean (QA round of stop 47) ------------------------------------------
+
+
+def test_a_k_set_for_a_method_whose_draft_length_is_not_k_is_refused_as_the_cli_does():
+    page = inputs.ExplorerInputs(methods=["lookahead"], k=2)
+    with pytest.raises(InputError, match="K: does not set lookahead's draft length"):
+        inputs.method_for(page, "lookahead")
+
+
+def test_a_tree_budget_makes_a_chain_drafter_a_tree_that_reads_its_trace_as_chain_alpha():
+    """EAGLE-3's preset is a chain; a tree budget asked for is a tree given (on any engine),
+    its packaged chain trace read as α at the tree's depth; a chain-only drafter keeps its
+    chain."""
+    m = inputs.method_for(inputs.ExplorerInputs(engine="sglang", tree_nodes=16), "eagle3")
+    assert (m.tree, m.tree_nodes) == ("dynamic", 16)
+    assert m.acceptance.tau is not None and "as chain alpha for a tree" in m.acceptance.source
+    assert inputs.method_for(inputs.ExplorerInputs(tree_nodes=16), "ngram").tree_nodes is None
+
+
+def test_under_poisson_arrivals_no_speedup_interval_is_claimed():
+    """The paired interval is of summed latencies, the throughput ratio only in a closed loop
+    (Little's law): under Poisson both serve the offered rate, so the table gives none."""
+    row = {"k": 3, "throughput_tok_s": 100.0, "tpot_ms_p50": 10.0, "section_e2e_s": [1.0, 1.1]}
+    summary = pd.DataFrame(
+        [{"method": "autoregressive", "load": 1, **row}, {"method": "eagle3", "load": 1, **row}]
+    )
+    closed = runs._with_speedups(summary.copy(), closed=True)
+    assert closed.speedup_ci_low.notna().all()
+    poisson = runs._with_speedups(summary.copy(), closed=False)
+    assert poisson.speedup_ci_low.isna().all() and poisson.speedup_ci_high.isna().all()

@@ -18,6 +18,11 @@ def load_label(inp: ExplorerInputs) -> str:
     return "concurrent requests" if inp.arrival == "closed" else "arrival rate (requests/s)"
 
 
+def load_unit(inp: ExplorerInputs) -> str:
+    """A load's unit after its number ("8 concurrent", "4 req/s")."""
+    return "concurrent" if inp.arrival == "closed" else "req/s"
+
+
 def scenario_label(inp: ExplorerInputs) -> str:
     """Model, GPU, TP (and EP, DP), engine, and a precision or KV-cache dtype the page sets,
     as every title ends (an upload by its model's name). Plotly titles read a subset of HTML

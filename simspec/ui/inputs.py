@@ -23,9 +23,11 @@ from simspec.catalog.methods import (
     at_depth,
     cannot_draft_for,
     default_methods,
+    k_not_read,
     measured_acceptance,
     method_info,
     preset_method,
+    trace_as_tree,
 )
 from simspec.catalog.models import load_model
 from simspec.catalog.precision import (
@@ -188,11 +190,18 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
     m = preset_method(name, inp.dataset, None, inp.model, engine, engine_shape=inp.k is None)
     update: dict = {}
     if inp.k is not None:
+        why = k_not_read(m.model_dump(exclude_none=True))
+        if why is not None:  # as the command line's --k refuses it
+            raise InputError("K", f"does not set {name}'s draft length: {why}")
         update["k"] = inp.k
         deep = at_depth(m.model_dump(exclude_none=True), inp.k)  # the preset tree, K deep
         if deep.get("tree_nodes") != m.tree_nodes:
             update["tree_nodes"] = deep["tree_nodes"]
-    if inp.tree_nodes is not None and m.tree in ("static", "dynamic"):
+    shapes = method_info(name).shapes
+    if inp.tree_nodes is not None and m.tree in (None, "chain") and len(shapes) > 1:
+        # a chain by default (EAGLE-3) that can draft a tree: the budget asked for is one
+        update["tree"] = "dynamic" if "dynamic" in shapes else "static"
+    if inp.tree_nodes is not None and update.get("tree", m.tree) in ("static", "dynamic"):
         update["tree_nodes"] = max(inp.tree_nodes, update.get("k", m.k))
     if inp.acceptance in ("alpha", "tau"):
         shape = m.model_dump(exclude_none=True) | update
@@ -205,6 +214,13 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
         update["acceptance"] = AcceptanceConfig(
             acc_len=inp.trace_path, acc_len_method=first_method(inp.trace_path)
         )
+    elif (
+        update.get("tree", m.tree) not in (None, "chain")
+        and m.acceptance is not None
+        and m.acceptance.acc_len is not None
+    ):  # a packaged trace records chains: the tree walks its α at its depth
+        depth = int(update.get("k", m.k))
+        update["acceptance"] = trace_as_tree(m.acceptance, depth, method_info(name).drafter)
     return m.model_copy(update=update)
 
 

@@ -100,7 +100,7 @@ def run(inp: ExplorerInputs, runs: Runs = RUNS) -> dict[str, pd.DataFrame]:
         if name != "autoregressive":
             accept += [{"method": name, "load": load, "tau": t} for t in taus]
     return {
-        "summary": _with_speedups(pd.DataFrame(rows)),
+        "summary": _with_speedups(pd.DataFrame(rows), closed=inp.arrival == "closed"),
         "breakdown": pd.DataFrame(parts),
         "acceptance": pd.DataFrame(accept, columns=["method", "load", "tau"]),
     }
@@ -117,9 +117,11 @@ def stage(inp: ExplorerInputs, load: float, name: str) -> str:
     return f"{what} ({name}) at {at}"
 
 
-def _with_speedups(summary: pd.DataFrame) -> pd.DataFrame:
+def _with_speedups(summary: pd.DataFrame, closed: bool = True) -> pd.DataFrame:
     """Each row against plain decoding at its load: the throughput speedup with its 95 %
-    interval (the two runs paired by section) and the TPOT p50 ratio."""
+    interval (the two runs paired by section) and the TPOT p50 ratio. The interval is the
+    summed latencies' ratio, which is the throughput ratio only in a closed loop (Little's
+    law); under Poisson arrivals both serve the offered rate, so no interval is given."""
     by_load = summary[summary.method == "autoregressive"].set_index("load")
     summary.insert(
         3, "speedup", summary.throughput_tok_s / summary.load.map(by_load.throughput_tok_s)
@@ -133,6 +135,8 @@ def _with_speedups(summary: pd.DataFrame) -> pd.DataFrame:
             summary.load.map(by_load.section_e2e_s), summary.section_e2e_s, strict=True
         )
     ]
+    if not closed:
+        intervals = [(np.nan, np.nan)] * len(intervals)
     summary.insert(4, "speedup_ci_low", [lo for lo, _ in intervals])
     summary.insert(5, "speedup_ci_high", [hi for _, hi in intervals])
     return summary.drop(columns="section_e2e_s")
