@@ -1,73 +1,68 @@
-"""The share of GPU memory an engine fills (vLLM --gpu-memory-utilization, SGLang
---mem-fraction-static, trtllm-serve --kv_cache_free_gpu_memory_fraction) as a deployment field:
-it sizes the KV cache, a bad value is refused naming the field, and a validation row's serve
-command sets it instead of running the profile's silently."""
+"""SGLang's default mem_fraction_static, derived from its reserve as server_args.py does."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from refusals import one_error
-from typer.testing import CliRunner
 
-from simspec.cli.main import app
-from simspec.config import Scenario
+from simspec import Scenario
+from simspec.catalog.hardware import load_engine, load_gpu
+from simspec.config import MethodConfig, SchedulerConfig
 from simspec.engine.build import setup_replica
-from simspec.studies.validation.cases import read_cases
-from simspec.studies.validation.predict import plan_case
-from simspec.studies.validation.setups import serve_limits
+from simspec.engine.memory_share import piecewise_sizes, sglang_static_share
+
+H100 = load_gpu("h100_sxm").memory_bytes  # 81,559 MiB: nvidia-smi memory.total
 
 
-def blocks(**scheduler: float) -> int:
-    return setup_replica(Scenario(scheduler=scheduler)).memory.num_blocks
+def test_the_h100_share_is_the_wheels_arithmetic():
+    """0.5.10 _handle_gpu_memory_settings on an 80 GB H100 at tp 1, chunk 8192, graphs to 256:
+    512 + 8192 * 1.5 + 256 * 2 + 1 / 8 * 1024 = 13,440 MiB, + 58 piecewise sizes * 8 for plain
+    decoding (speculation turns piecewise graphs off and adds 4,096 for EAGLE, 6,144 for a draft
+    model), all over the 10 GiB floor."""
+    assert piecewise_sizes(8192) == 58
+    share = dict(tp=1, pp=1, chunk=8192, graph_bs=256, mla=False)
+    assert sglang_static_share(H100, method="autoregressive", **share) == round(
+        (81559 - 13440 - 58 * 8) / 81559, 3
+    )
+    assert sglang_static_share(H100, method="eagle3", **share) == round(
+        (81559 - 13440 - 4096) / 81559, 3
+    )
+    assert sglang_static_share(H100, method="draft_model", **share) == round(
+        (81559 - 13440 - 6144) / 81559, 3
+    )
+    assert sglang_static_share(H100, method="ngram", **share) == round((81559 - 13440) / 81559, 3)
 
 
-def test_a_smaller_share_leaves_fewer_kv_blocks_and_unset_is_the_profiles():
-    default = blocks()
-    assert blocks(gpu_memory_utilization=0.9) == default  # vllm's profile value
-    assert blocks(gpu_memory_utilization=0.5) < blocks(gpu_memory_utilization=0.8) < default
+def test_dp_attention_and_small_gpus():
+    """DP attention pads its graphs (+ bs * dp * 3, and * 1.5 more past 300); a GPU under 60 GiB
+    has no 10 GiB floor."""
+    dp8 = sglang_static_share(
+        load_gpu("h200").memory_bytes, tp=8, pp=1, chunk=8192, graph_bs=512, method="mtp",
+        mla=True, dp_attention=8,
+    )  # fmt: skip
+    reserved = 512 + 8192 * 1.5 + 512 * 2 + 1024 + 512 * 8 * 3 + 512 * 8 * 1.5 + 4096
+    assert dp8 == round((143770 - reserved) / 143770, 3)
+    a100_40 = load_gpu("a100_40gb").memory_bytes / 2**20
+    small = sglang_static_share(
+        load_gpu("a100_40gb").memory_bytes, tp=1, pp=1, chunk=4096, graph_bs=32,
+        method="autoregressive", mla=False,
+    )  # fmt: skip
+    reserved = 512 + 4096 * 1.5 + 32 * 2 + 128 + piecewise_sizes(4096) * 8
+    assert small == round((a100_40 - reserved) / a100_40, 3)
 
 
-def test_under_trtllm_the_share_is_of_the_memory_the_weights_leave():
-    def trt(share: float | None) -> int:
-        scheduler = {} if share is None else {"gpu_memory_utilization": share}
-        return setup_replica(Scenario(engine="trtllm", scheduler=scheduler)).memory.num_blocks
-
-    assert trt(0.9) == trt(None)
-    # KV takes that share of the free memory: half the share, about half the blocks
-    assert trt(0.45) == pytest.approx(trt(0.9) / 2, rel=0.01)
-
-
-@pytest.mark.parametrize("value", ["0", "1.5", "-0.2"])
-def test_a_share_outside_0_to_1_is_refused_naming_the_field(value: str):
-    res = CliRunner().invoke(app, ["sweep", "--gpu-memory-utilization", value, "--quiet"])
-    one_error(res, "gpu_memory_utilization")
-
-
-def test_sglangs_spelling_sets_the_same_field():
-    # 5 % of an 80 GB H100 (4 GiB) cannot hold Llama-3.1-8B's 15 GiB of weights
-    args = ["sweep", "--methods", "autoregressive", "--batch-sizes", "1", "--requests", "8"]
-    for flag in ("--mem-fraction-static", "--gpu-memory-utilization"):
-        res = CliRunner().invoke(app, [*args, flag, "0.05", "--quiet"])
-        one_error(res, "does not fit", "4.0 GiB usable per GPU")
-
-
-def test_every_engines_spelling_in_a_serve_command_is_read():
-    assert serve_limits("vllm serve X -tp 8 --gpu-memory-utilization 0.85") == {
-        "gpu_memory_utilization": 0.85
-    }
-    assert serve_limits("--mem-fraction-static=0.7") == {"gpu_memory_utilization": 0.7}
-    assert serve_limits("--kv_cache_free_gpu_memory_fraction 0.8") == {
-        "gpu_memory_utilization": 0.8
-    }
-    assert serve_limits("vllm serve X") == {}
-
-
-def test_a_validation_row_runs_the_share_its_serve_command_sets_and_says_so(shared: Path):
-    cases = read_cases(shared / "validation" / "cases_serving_gpustack.csv")
-    rows = cases[cases.notes.str.contains("--gpu-memory-utilization 0.85", regex=False)]
-    assert len(rows)
-    plan = plan_case(rows.to_dict("records")[0])
-    assert plan.scenario.scheduler.gpu_memory_utilization == 0.85
-    assert any("gpu_memory_utilization 0.85" in a for a in plan.assumptions)
+def test_an_sglang_run_takes_the_derived_share_and_no_activation_reserve():
+    """The KV pool is the share less the weights; a share the deployment gives is kept."""
+    sc = Scenario(
+        engine="sglang", method=MethodConfig(name="eagle3", k=3, acceptance={"alpha": 0.7})
+    )
+    memory = setup_replica(sc).memory
+    assert memory.usable_bytes == pytest.approx(H100 * 0.785)
+    assert memory.activation_bytes == 0.0
+    given = setup_replica(
+        sc.model_copy(update={"scheduler": SchedulerConfig(gpu_memory_utilization=0.9)})
+    )
+    assert given.memory.usable_bytes == pytest.approx(H100 * 0.9)
+    vllm = setup_replica(sc.model_copy(update={"engine": "vllm"})).memory
+    assert vllm.activation_bytes > 0 and vllm.usable_bytes == pytest.approx(
+        H100 * load_engine("vllm")["gpu_memory_utilization"]
+    )

@@ -15,6 +15,7 @@ import numpy as np
 
 from simspec.catalog.hardware import (
     EngineProfile,
+    GpuSpec,
     Sourced,
     load_alltoall,
     load_engine,
@@ -35,6 +36,7 @@ from simspec.engine.acceptance.inversion import run_alpha_profile
 from simspec.engine.acceptance.samplers import AcceptanceSampler, build_sampler
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.kv_cache import MAX_GPUS, MemoryPlan, plan_memory
+from simspec.engine.memory_share import engine_share
 from simspec.engine.replica import ReplicaSetup
 from simspec.engine.requests import RequestTable
 from simspec.engine.speculators import Speculator, build_speculator
@@ -156,7 +158,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     experts = cost.experts_precision_of(target)
     memory = plan_memory(
         cost.gpu,
-        with_memory_share(engine, sc.scheduler.gpu_memory_utilization),
+        with_memory_share(engine, deployment_share(sc, engine, target, gpu, max_tokens)),
         target,
         demand,
         sc.tp,
@@ -200,11 +202,24 @@ def decode_reserve(engine: EngineProfile) -> tuple[float, float, float, int] | N
     return init, least, decay, int(engine["decode_reserve_clip"])
 
 
+def deployment_share(
+    sc: Scenario, engine: EngineProfile, target: ModelShape, gpu: GpuSpec, chunk: int
+) -> float:
+    """The memory share a deployment runs at: its own ``gpu_memory_utilization``, else the one
+    the engine derives for it (SGLang's mem_fraction_static from its reserve, at the
+    deployment's chunk: :func:`~simspec.engine.memory_share.engine_share`)."""
+    if sc.scheduler.gpu_memory_utilization is not None:
+        return sc.scheduler.gpu_memory_utilization
+    return engine_share(
+        engine, gpu, target, tp=sc.tp, chunk=chunk, method=sc.method.name, pp=sc.pp, dp=sc.dp
+    )
+
+
 def with_memory_share(engine: EngineProfile, share: float | None) -> EngineProfile:
-    """``engine`` with the deployment's own ``gpu_memory_utilization`` (None: as it is)."""
+    """``engine`` with the deployment's ``gpu_memory_utilization`` (None: as it is)."""
     if share is None:
         return engine
-    given = Sourced(value=share, source="the deployment's scheduler.gpu_memory_utilization")
+    given = Sourced(value=share, source="the deployment's (simspec.engine.build.deployment_share)")
     return engine.model_copy(update={"params": {**engine.params, "gpu_memory_utilization": given}})
 
 

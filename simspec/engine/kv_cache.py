@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from simspec.catalog.hardware import EngineProfile, GpuSpec
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.engine.layout import ParallelLayout
+from simspec.engine.memory_share import engine_share
 from simspec.errors import ScenarioError
 
 GIB = 1024**3
@@ -195,6 +196,8 @@ def plan_memory(
     act = activation_reserve(
         target, a_tp, -(-demand.max_tokens // dp), -(-demand.max_logit_rows // dp)
     )
+    if engine.flag("activations_in_share"):  # SGLang: the share is weights and KV pool
+        act = 0.0
     block = int(engine["block_size"])
     kv_per_token = target.kv_bytes_per_token_per_gpu(a_tp, dtype_bytes=kv_bytes)
     kv_per_token += demand.draft_kv_per_token
@@ -266,8 +269,16 @@ def min_gpus(
         if target.attention_tp_refusal(tp):  # no engine splits its heads this way
             tp *= 2
             continue
-        usable = gpu.memory_bytes * _total_share(engine)
-        act = activation_reserve(target, tp, tokens, 1)
+        # SGLang derives its share per tp (engine_share, for plain decoding)
+        share = 1.0 if engine.flag("kv_memory_of_free") else engine_share(
+            engine, gpu, target, tp=tp, chunk=tokens
+        )  # fmt: skip
+        usable = gpu.memory_bytes * share
+        act = (
+            0.0
+            if engine.flag("activations_in_share")
+            else activation_reserve(target, tp, tokens, 1)
+        )
         kv = seq_tokens * target.kv_bytes_per_token_per_gpu(tp)
         kv += windowed * target.window_kv_bytes_per_token_per_gpu(tp)
         kv += linear_state_bytes(target, engine, tp, 1)

@@ -8,7 +8,7 @@ from simspec.catalog.expert_locality import adjacent_expert_reuse
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.models import ModelShape, load_model
 from simspec.catalog.precision import kv_cache_bytes, load_precision, normalize_kv_cache_dtype
-from simspec.engine.build import check_attention_tp, check_ep
+from simspec.engine.build import check_attention_tp, check_ep, with_memory_share
 from simspec.engine.kv_cache import (
     GIB,
     MAX_GPUS,
@@ -18,6 +18,7 @@ from simspec.engine.kv_cache import (
     plan_memory,
 )
 from simspec.engine.layout import ParallelLayout
+from simspec.engine.memory_share import engine_share
 from simspec.errors import ScenarioError
 
 
@@ -207,10 +208,14 @@ def _gpus(model: ModelShape, gpu, engine) -> str:
             )
         return f"more than {MAX_GPUS} {gpu.id}"
     weights = model.weight_bytes_per_gpu(need) / GIB
+    share = engine_share(engine, gpu, model, tp=need, chunk=engine.batch_defaults(gpu)[1])
+    name = "mem_fraction_static" if engine.flag("mem_fraction_by_reserve") else (
+        "gpu_memory_utilization"
+    )  # fmt: skip
     return (
         f"{need} x {gpu.id} at the least (tp={need}: {weights:.1f} GiB of weights per GPU, "
         f"plus activations and KV for one {MIN_KV_TOKENS:,}-token sequence, at "
-        f"gpu_memory_utilization {engine['gpu_memory_utilization']:g})"
+        f"{name} {share:g})"
     )
 
 
@@ -249,9 +254,20 @@ def layout_facts(
     scale = lay.dp if engine.dp_attention == "vllm" else 1  # vLLM's limits are per DP rank
     seqs, tokens = engine.batch_defaults(gpu)
     demand = MemoryDemand(0.0, 0.0, tokens * scale, seqs * scale, seqs * scale)
+    share = engine_share(engine, gpu, model, tp=lay.tp, chunk=tokens * scale, dp=lay.dp)
     try:
         plan = plan_memory(
-            gpu, engine, model, demand, lay.tp, 1, lay.ep, nbytes, kv_bytes, nbytes, lay.dp
+            gpu,
+            with_memory_share(engine, share),
+            model,
+            demand,
+            lay.tp,
+            1,
+            lay.ep,
+            nbytes,
+            kv_bytes,
+            nbytes,
+            lay.dp,
         )
     except ScenarioError as exc:  # does not fit: said as the layout's KV cache fact
         facts.append(("KV cache", str(exc)))
@@ -261,8 +277,12 @@ def layout_facts(
     facts.append(
         (
             "KV cache",
-            f"{tokens:,} tokens{ranks}, after {plan.activation_bytes / GIB:.1f} GiB of "
-            "activations per GPU",
+            f"{tokens:,} tokens{ranks}, "
+            + (
+                f"SGLang's share {share:g} less the weights"
+                if engine.flag("activations_in_share")
+                else f"after {plan.activation_bytes / GIB:.1f} GiB of activations per GPU"
+            ),
         )
     )
     if note := gpu.cross_node_note(lay.tp, lay.ep):

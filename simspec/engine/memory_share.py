@@ -1,0 +1,100 @@
+"""SGLang's default ``mem_fraction_static``: the share of GPU memory for weights and the KV pool,
+sized from the memory the server sets aside for activations, CUDA graphs and drafting.
+
+SGLang 0.5.3 onwards derives it per deployment instead of a constant. As the 0.5.10 wheel
+computes it (``sglang/srt/server_args.py`` ``ServerArgs._handle_gpu_memory_settings``; 0.5.3 to
+0.5.8 set aside 2048 for EAGLE and count piecewise graphs differently, 0.5.23's
+``arg_groups/memory_hook.py`` keeps these terms where it sizes the pool before graph capture;
+0.4.9 to 0.5.2 reserved (9.5 + tp * pp / 2) GiB under 90 GiB, (12 + tp * pp / 2) GiB to 160),
+in MiB of the device's total memory::
+
+    reserved = 512 + max(chunked_prefill_size, 2048) * 1.5 + cuda_graph_max_bs * 2
+               + tp * pp / 8 * 1024
+               [+ cuda_graph_max_bs * dp * 3, and * 1.5 more past 300, under DP attention]
+               [+ piecewise CUDA graphs: 8 per captured size, 1536 with an MLA backend]
+    reserved = max(reserved, 10240) on a GPU of more than 60 GiB
+    reserved += 6144 for a separate draft model (STANDALONE), 4096 for EAGLE/NEXTN
+    mem_fraction_static = round((gpu_mem - reserved) / gpu_mem, 3)
+
+The activations live in that reserve: the KV pool is the share less the weights (the
+docstring: "mem_fraction_static = (model weights + KV cache pool) / GPU memory capacity").
+"""
+
+from __future__ import annotations
+
+from simspec.catalog.hardware import EngineProfile, GpuSpec
+from simspec.catalog.models import ModelShape
+
+MIB = 2**20
+# piecewise CUDA graph capture sizes (server_args.py _generate_piecewise_cuda_graph_tokens),
+# up to the piecewise limit: the chunk, or 2048 with an MLA backend
+_PIECEWISE_STEPS = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256))
+
+
+def piecewise_sizes(max_tokens: int) -> int:
+    """How many prefill sizes SGLang captures piecewise CUDA graphs for, up to ``max_tokens``."""
+    sizes = [s for lo, hi, step in _PIECEWISE_STEPS for s in range(lo, hi + 1, step)]
+    sizes += list(range(4608, max_tokens + 1, 512))
+    return sum(1 for s in sizes if s <= max_tokens)
+
+
+def sglang_static_share(
+    gpu_bytes: float,
+    *,
+    tp: int,
+    pp: int,
+    chunk: int,
+    graph_bs: int,
+    method: str,
+    mla: bool,
+    dp_attention: int = 1,
+) -> float:
+    """SGLang's default ``mem_fraction_static`` for one deployment (see the module docstring):
+    ``chunk`` its chunked_prefill_size, ``graph_bs`` its cuda_graph_max_bs, ``method`` the
+    speculative method ("autoregressive": none), ``dp_attention`` its DP-attention size (1:
+    off). Piecewise CUDA graphs are on unless speculation, DP attention or pipeline stages turn
+    them off (``_handle_piecewise_cuda_graph``)."""
+    gpu_mem = gpu_bytes / MIB
+    reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
+    if dp_attention > 1:
+        reserved += graph_bs * dp_attention * 3
+        if graph_bs > 300:
+            reserved += graph_bs * dp_attention * 1.5
+    speculative = method != "autoregressive"
+    if not speculative and dp_attention == 1 and pp == 1:
+        reserved += 1.5 * 1024 if mla else piecewise_sizes(chunk) * 8
+    if gpu_mem > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    if method == "draft_model":
+        reserved += 6 * 1024
+    elif speculative and method != "ngram":
+        reserved += 4 * 1024
+    return round((gpu_mem - reserved) / gpu_mem, 3)
+
+
+def engine_share(
+    engine: EngineProfile,
+    gpu: GpuSpec,
+    target: ModelShape,
+    *,
+    tp: int,
+    chunk: int,
+    method: str = "autoregressive",
+    pp: int = 1,
+    dp: int = 1,
+) -> float:
+    """The memory share ``engine`` runs a deployment at when it is given none: SGLang's derived
+    mem_fraction_static (``mem_fraction_by_reserve``: :func:`sglang_static_share`, at the
+    engine's CUDA-graph limit for ``tp`` on ``gpu``), else the profile's constant."""
+    if not engine.flag("mem_fraction_by_reserve"):
+        return float(engine["gpu_memory_utilization"])
+    return sglang_static_share(
+        gpu.memory_bytes,
+        tp=tp,
+        pp=pp,
+        chunk=chunk,
+        graph_bs=int(engine.graph_limits(tp, gpu)[1]),
+        method=method,
+        mla=bool(target.kv_lora_rank),
+        dp_attention=dp if engine.dp_attention == "sglang" else 1,
+    )
