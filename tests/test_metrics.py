@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from simspec import Scenario, simulate
+from simspec.config import MethodConfig, WorkloadConfig
 from simspec.engine.kv_cache import MemoryPlan
 from simspec.engine.metrics import ITERATION_COLUMNS, IterationLog, IterationRecord, summarize
 from simspec.engine.window import Layout
@@ -263,8 +265,8 @@ def logged(rows: list[tuple]) -> pd.DataFrame:
 
 def test_the_iteration_log_keeps_one_row_per_iteration_in_order():
     rows = [
-        (0.0, 0.5, 2, 1, 9, 4, 3, 2, 0.1, 0.3, 0.1, 7, 8, 0),
-        (0.5, 0.25, 3, 0, 12, 5, 5, 3, 0.05, 0.15, 0.05, 9, 12, 1),
+        (0.0, 0.5, 2, 1, 9, 4, 3, 2, 0.1, 0.3, 0.1, 7, 8, 0, 0),
+        (0.5, 0.25, 3, 0, 12, 5, 5, 3, 0.05, 0.15, 0.05, 9, 12, 1, 0),
     ]
     frame = logged(rows)
     assert list(frame.columns) == list(ITERATION_COLUMNS)
@@ -275,3 +277,34 @@ def test_the_iteration_log_keeps_one_row_per_iteration_in_order():
 def test_an_empty_iteration_log_is_an_empty_frame_with_every_column():
     frame = logged([])
     assert len(frame) == 0 and list(frame.columns) == list(ITERATION_COLUMNS)
+
+
+def test_a_step_that_decodes_nobody_lengthens_the_gap_of_every_sequence_it_kept_waiting():
+    """SGLang runs a prefill batch instead of decoding: the running sequences' next token comes
+    a prefill later, as bench_serving's per-chunk ITL times it; a prefill with nobody waiting
+    (the first request, or one alone at concurrency 1) adds nothing."""
+    from simspec.engine.metrics import token_gaps
+
+    durations = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    decode = np.array([0, 4, 0, 3, 0, 5])
+    waiting = np.array([0, 0, 3, 0, 0, 0])  # the prefill at 2 kept 3 waiting, the one at 4 none
+    gaps, weights = token_gaps(durations, decode, waiting)
+    assert gaps.tolist() == [2.0, 4.0 + 3.0, 6.0] and weights.tolist() == [4, 3, 5]
+
+
+def test_sglang_itl_counts_the_prefill_steps_its_decodes_wait_through():
+    """Poisson arrivals on SGLang (prefill first): the p99 ITL is the gap over a prefill step,
+    far above a decode step's; vLLM's mixed steps keep every decode going."""
+    sc = Scenario(
+        engine="sglang",
+        method=MethodConfig(name="autoregressive", k=0),
+        workload=WorkloadConfig(
+            arrival="poisson", rate=12, requests=200, lengths_from=None,
+            prompt={"mean": 1024}, output={"mean": 128},
+        ),
+    )  # fmt: skip
+    res = simulate(sc)
+    it = res.iterations
+    assert (it.waiting_seqs[it.decode_seqs == 0] > 0).any()
+    decode_step = it.duration_s[it.decode_seqs > 0].quantile(0.99) * 1e3
+    assert res.summary.itl_ms_p99 > 1.5 * decode_step

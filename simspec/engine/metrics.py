@@ -32,6 +32,9 @@ class IterationRecord(NamedTuple):
     kv_blocks_used: int
     decode_tokens: int  # of query_tokens, those of decoding sequences (verify widths)
     no_proposal_seqs: int  # speculative sequences whose lookup proposed nothing (verify 1)
+    # running sequences past their first token that a step decoding nobody kept waiting
+    # (SGLang's prefill-only steps): the gap to their next token grows by it (token_gaps)
+    waiting_seqs: int = 0
 
 
 ITERATION_COLUMNS = IterationRecord._fields
@@ -187,6 +190,27 @@ def _pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if len(x) else float("nan")
 
 
+def token_gaps(
+    durations: np.ndarray, decode_seqs: np.ndarray, waiting_seqs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The gaps between a sequence's token chunks (ITL, as ``vllm bench serve`` and SGLang's
+    ``bench_serving`` time them) and how many sequences wait each: a decoding iteration's
+    duration, plus the steps since the previous decoding one that decoded nobody while
+    sequences past their first token waited (SGLang's prefill-only steps:
+    ``get_next_batch_to_run`` runs a prefill batch instead of decoding), weighted by the
+    sequences that decode. A sequence admitted by those steps is charged the later ones too
+    (a small overcount of its first gap)."""
+    durations = np.asarray(durations, dtype=np.float64)
+    decoding = np.asarray(decode_seqs) > 0
+    if not decoding.any():
+        return np.zeros(0), np.zeros(0)
+    stalls = np.where(~decoding & (np.asarray(waiting_seqs) > 0), durations, 0.0)
+    stalled = np.cumsum(stalls)
+    at = np.flatnonzero(decoding)
+    waited = np.diff(stalled[at], prepend=stalled[at[0]])  # since the previous decoding step
+    return durations[at] + waited, np.asarray(decode_seqs, dtype=np.float64)[at]
+
+
 def _weighted_pct(values: np.ndarray, weights: np.ndarray, q: float) -> float:
     """The q-th percentile of ``values`` each counted ``weights`` times (no interpolation)."""
     if not (weights > 0).any():
@@ -274,9 +298,9 @@ def summarize(
     e2e = (ok["finish_s"] - ok["arrival_s"]).to_numpy()
     multi = ok[ok["output_tokens"] > 1]
     tpot = ((multi["finish_s"] - multi["first_token_s"]) / (multi["output_tokens"] - 1)).to_numpy()
-    # a decoding sequence waits one iteration between token chunks
-    itl_vals = it["duration_s"].to_numpy()
-    itl_w = it["decode_seqs"].to_numpy().astype(float)
+    itl_vals, itl_w = token_gaps(
+        it["duration_s"].to_numpy(), it["decode_seqs"].to_numpy(), it["waiting_seqs"].to_numpy()
+    )
     spec_steps = float(it["spec_seqs"].sum())
     decode_steps = float(it["decode_seqs"].sum())
     busy = float(it["duration_s"].sum())

@@ -281,7 +281,7 @@ class Replica:
             no_proposal = 0 if proposed is None else int(proposed[0] == 0)
             row = (
                 start, clock.now - start, 1, 0, w, emitted, emitted if k else 0, 1 if k else 0,
-                draft_s, verify_s - over, over, self.pool.used, w, no_proposal,
+                draft_s, verify_s - over, over, self.pool.used, w, no_proposal, 0,
             )  # fmt: skip
             log.record(record(IterationRecord, row))
         if not iterations:
@@ -369,7 +369,7 @@ class Replica:
             no_proposal = 0 if proposed is None else n - int(np.count_nonzero(proposed))
             row = (
                 start, clock.now - start, n, 0, tokens, made, made if k else 0, n if k else 0,
-                draft_s, verify_s - over, over, self.pool.used, tokens, no_proposal,
+                draft_s, verify_s - over, over, self.pool.used, tokens, no_proposal, 0,
             )  # fmt: skip
             if out is not None:  # the step's columns are the table's before it is recorded
                 break
@@ -557,8 +557,14 @@ class Replica:
         chunk_tokens = int(step.batch.chunks.sum()) if prefill else 0
         proposed = step.proposed
         no_proposal = 0 if proposed is None else decode - int(np.count_nonzero(proposed))
+        waiting = 0
+        if not decode and self.sched.running:  # a step that decodes nobody (SGLang's prefill)
+            # running sequences past their first token, less those that got it this step
+            ids = np.asarray(self.sched.running)
+            past_first = int(np.count_nonzero(self.requests.generated[ids] > 0))
+            waiting = past_first - int(np.count_nonzero(np.isin(step.first, ids)))
         # in field order, as one tuple made an IterationRecord (what NamedTuple's own __new__
-        # ends in) without binding fourteen arguments every iteration
+        # ends in) without binding fifteen arguments every iteration
         row = (
             step.start_s,  # start_s
             self.env.now - step.start_s,  # duration_s
@@ -574,6 +580,7 @@ class Replica:
             self.pool.used,  # kv_blocks_used
             decode_tokens,  # decode_tokens
             no_proposal,  # no_proposal_seqs
+            waiting,  # waiting_seqs
         )
         self.log.record(_new_record(IterationRecord, row))
 

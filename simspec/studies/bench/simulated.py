@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simspec.engine.metrics import token_gaps
 from simspec.engine.simulation import SimResult
 
 
@@ -34,7 +35,10 @@ def simulated_metrics(sim: SimResult) -> dict[str, float]:
     for name, values in (("ttft", ttft), ("tpot", tpot), ("e2el", e2e)):
         out.update(_stats(name, values, np.ones(len(values))))
     if len(it):
-        out.update(_stats("itl", it["duration_s"].to_numpy(), it["decode_seqs"].to_numpy()))
+        gaps, weights = token_gaps(
+            it["duration_s"].to_numpy(), it["decode_seqs"].to_numpy(), it["waiting_seqs"].to_numpy()
+        )
+        out.update(_stats("itl", gaps, weights))
     else:
         out.update(_stats("itl", np.zeros(0), np.zeros(0)))
     rate = 1.0 / duration if duration > 0 else float("nan")
