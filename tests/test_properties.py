@@ -177,7 +177,7 @@ def test_plain_decoding_is_exactly_its_own_baseline(batch, requests, seed):
 def test_a_token_budget_smaller_than_one_verify_step_is_a_clear_error(max_tokens):
     sc = Scenario(
         method=MethodConfig(name="eagle3", k=4, acceptance=AcceptanceConfig(alpha=0.5)),
-        scheduler={"max_num_batched_tokens": max_tokens},
+        scheduler={"max_num_batched_tokens": max_tokens, "max_num_seqs": 1},
     )
     with pytest.raises(ScenarioError, match="cannot hold one verify step"):
         simulate(sc)

@@ -112,7 +112,7 @@ def test_open_loop_poisson_arrivals_are_served():
 def test_chunked_prefill_splits_long_prompts():
     sc = Scenario(
         method=EAGLE_HIGH,
-        scheduler=SchedulerConfig(max_num_batched_tokens=256),
+        scheduler=SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=64),
         workload=small_workload(requests=5, prompt={"mean": 3000}),
     )
     result = simulate(sc)
@@ -150,3 +150,13 @@ def test_same_seed_same_numbers_and_other_seed_other_numbers():
 
     assert csv(3) == csv(3)
     assert csv(3) != csv(4)
+
+
+def test_a_budget_below_max_num_seqs_is_refused_as_vllm_refuses_it():
+    """vLLM's SchedulerConfig._verify_args: max_num_batched_tokens must be greater than or
+    equal to max_num_seqs (each running sequence takes a token of the budget a step)."""
+    from simspec.errors import InputError
+
+    sc = Scenario(method=EAGLE_HIGH, scheduler=SchedulerConfig(max_num_batched_tokens=256))
+    with pytest.raises(InputError, match="256 is below max_num_seqs 1024, which vLLM refuses"):
+        simulate(sc)

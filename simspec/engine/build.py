@@ -148,6 +148,15 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         # --max-running-requests and --chunked-prefill-size by dp (server_args.py at 469c63e,
         # _handle_data_parallelism), so there they are the replica's limits already
         max_seqs, max_tokens = max_seqs * sc.dp, max_tokens * sc.dp
+    if engine.family == "vllm" and max_tokens < max_seqs:
+        # vLLM refuses to start (SchedulerConfig._verify_args): every sequence a step runs
+        # takes at least one token of the budget
+        raise InputError(
+            "scheduler.max_num_batched_tokens",
+            f"{max_tokens} is below max_num_seqs {max_seqs}, which vLLM refuses "
+            "(max_num_batched_tokens must be greater than or equal to max_num_seqs): raise "
+            "--max-num-batched-tokens or lower --max-num-seqs",
+        )
     if max_tokens < spec.verify_tokens:
         raise ScenarioError(
             f"max_num_batched_tokens={max_tokens} cannot hold one verify step of "

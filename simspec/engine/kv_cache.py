@@ -215,7 +215,10 @@ def plan_memory(
         where = f"over {pp} GPUs" if pp > 1 else "per GPU"
         need = min_gpus(gpu, engine, target, weight_bytes=weight_bytes, expert_bytes=expert_bytes)
         fix = (
-            f"it needs {need} {gpu.id} GPUs at the least (tp={need})"
+            f"the draft's weights and the run's token budget tip it over (plain decoding "
+            f"fits at tp={need})"
+            if need is not None and need <= tp
+            else f"it needs {need} {gpu.id} GPUs at the least (tp={need})"
             if need is not None
             else f"it does not fit on {MAX_GPUS} {gpu.id} GPUs"
             if (limit := target.largest_attention_tp(MAX_GPUS)) == MAX_GPUS
