@@ -657,3 +657,15 @@ def test_under_poisson_arrivals_no_speedup_interval_is_claimed():
     assert closed.speedup_ci_low.notna().all()
     poisson = runs._with_speedups(summary.copy(), closed=False)
     assert poisson.speedup_ci_low.isna().all() and poisson.speedup_ci_high.isna().all()
+
+
+def test_the_csv_and_titles_say_what_changes_the_numbers():
+    """The async-scheduling switch moves the numbers, so the CSV and the chart titles say it;
+    a run measures at least ``requests`` and ``turnovers`` x its concurrency, so the CSV gives
+    both as what they are (each row's measured_requests says how many it did)."""
+    page = inputs.ExplorerInputs(async_scheduling=True, requests=64, turnovers=8)
+    cols = downloads.scenario_columns(page)
+    assert (cols["async_scheduling"], cols["requests_min"], cols["turnovers"]) == ("on", 64, 8)
+    assert "requests" not in cols
+    assert figures.scenario_label(page).endswith("· async scheduling")
+    assert "scheduling" not in figures.scenario_label(inputs.ExplorerInputs())

@@ -36,7 +36,15 @@ def scenario_columns(inp: ExplorerInputs) -> dict[str, object]:
         cols |= {"prompt_mean": inp.prompt_mean, "output_mean": inp.output_mean}
         if inp.lengths == "lognormal":
             cols["length_cv"] = inp.length_cv
-    return cols | {"requests": inp.requests, "seed": inp.seed}
+    async_ = {True: "on", False: "off", None: "engine default"}[inp.async_scheduling]
+    # each run measures at least ``requests`` and ``turnovers`` x its concurrency (the rows'
+    # measured_requests says how many it did)
+    return cols | {
+        "async_scheduling": async_,
+        "requests_min": inp.requests,
+        "turnovers": inp.turnovers,
+        "seed": inp.seed,
+    }
 
 
 def method_settings(inp: ExplorerInputs, name: str) -> dict[str, object]:

@@ -37,6 +37,8 @@ def scenario_label(inp: ExplorerInputs) -> str:
         label += f" · {inp.precision} weights"
     if inp.kv_cache_dtype != "auto":
         label += f" · {inp.kv_cache_dtype} KV"
+    if inp.async_scheduling is not None:  # the page set it: the engine's default otherwise
+        label += " · async scheduling" if inp.async_scheduling else " · sync scheduling"
     return label
 
 

@@ -47,6 +47,7 @@ def _measure(res: SimResult) -> tuple[dict[str, float], dict[str, float], list[f
     req = res.requests[res.requests.spec_steps > 0]
     tau = ((req.accepted_tokens + req.spec_steps) / req.spec_steps).tolist()
     metrics = {c: getattr(s, c) for c in SUMMARY_COLUMNS}
+    metrics["measured_requests"] = s.requests  # the window's, by load (the CSV's scenario: a floor)
     metrics["section_e2e_s"] = s.section_e2e_s  # pairs two runs for a speedup's interval
     return metrics, parts, tau
 

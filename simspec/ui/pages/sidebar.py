@@ -162,10 +162,13 @@ def _speculation(sb: DeltaGenerator, model: str) -> dict[str, Any]:
     if acceptance == "alpha":
         alpha = sb.slider("Mean acceptance α per position", 0.0, 1.0, 0.7, 0.01)
     elif acceptance == "tau":
-        tau_k = int(sb.number_input("K τ was measured at", 1, 16, 3))
-        tau = sb.number_input(
-            "Measured τ (tokens per step)", 1.0, tau_k + 1.0, min(tau, tau_k + 1.0)
+        # empty: each method's own K, as the command line's --tau without --tau-k reads it
+        given_k = sb.number_input(
+            "K τ was measured at", 1, 16, value=None, placeholder="each method's K"
         )
+        tau_k = None if given_k is None else int(given_k)
+        top = (tau_k or 16) + 1.0  # a τ past a method's K + 1 is refused by its run
+        tau = sb.number_input("Measured τ (tokens per step)", 1.0, top, min(tau, top))
     if acceptance in ("alpha", "tau"):
         spread = sb.slider("Spread across requests (logit std)", 0.0, 2.0, 0.0, 0.1)
     elif acceptance == "trace":
