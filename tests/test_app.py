@@ -669,3 +669,19 @@ def test_the_csv_and_titles_say_what_changes_the_numbers():
     assert "requests" not in cols
     assert figures.scenario_label(page).endswith("· async scheduling")
     assert "scheduling" not in figures.scenario_label(inputs.ExplorerInputs())
+
+
+def test_the_page_says_what_its_numbers_rest_on_as_the_cli_does():
+    page = inputs.ExplorerInputs(model="qwen3-30b-a3b", engine="sglang", methods=["medusa2"])
+    lines = inputs.provenance_lines(page)
+    assert lines[0].startswith("ran with: bf16 weights") and "engine sglang" in lines[0]
+    assert "vicuna-13b's medusa2 (proxy) acceptance" in lines[1]
+    assert "no validation case of any qwen3_moe model" in lines[1]
+    assert lines[2].startswith("medusa2 simulated as published")
+    summary = pd.DataFrame(
+        [{"method": "autoregressive", "load": 1, "speedup": 1.0},
+         {"method": "medusa2", "load": 1, "speedup": 1.2}]
+    )  # fmt: skip
+    frame = pd.read_csv(io.StringIO(downloads.results_csv(summary, page)))
+    assert {"engine_profile", "acceptance_source"} <= set(frame.columns)
+    assert frame.acceptance_source.iloc[0].startswith("none (plain decoding")

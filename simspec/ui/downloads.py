@@ -8,7 +8,8 @@ from __future__ import annotations
 import pandas as pd
 
 from simspec.studies.capacity import Slo
-from simspec.ui.inputs import ExplorerInputs, method_for, serving_columns
+from simspec.studies.provenance import provenance
+from simspec.ui.inputs import ExplorerInputs, deployment_for, method_for, serving_columns
 
 
 def scenario_columns(inp: ExplorerInputs) -> dict[str, object]:
@@ -70,7 +71,16 @@ def with_scenario(frame: pd.DataFrame, inp: ExplorerInputs, settings: bool = Tru
 
 
 def results_csv(summary: pd.DataFrame, inp: ExplorerInputs) -> str:
-    return with_scenario(summary, inp).to_csv(index=False, float_format="%.6g")
+    """The results with the scenario first and, per row, what it ran with and whose acceptance
+    it rests on (the sweep CSV's provenance columns)."""
+    deploy = deployment_for(inp)
+    methods = {m: method_for(inp, m) for m in summary.method.unique()}
+    rows = [provenance(deploy, methods[m]) for m in summary.method]
+    # precision and KV-cache dtype are the scenario's columns already
+    frame = summary.assign(
+        **{c: [r[c] for r in rows] for c in ("engine_profile", "acceptance_source")}
+    )
+    return with_scenario(frame, inp).to_csv(index=False, float_format="%.6g")
 
 
 def schedule_csv(table: pd.DataFrame, inp: ExplorerInputs, method: str) -> str:

@@ -389,3 +389,20 @@ def markdown_text(text: str) -> str:
     markdown (st.markdown, st.caption, st.error) as exactly that text, on one line: every mark
     that could open a link, an image or formatting is escaped."""
     return _MARKUP.sub(r"\\\1", one_line(text))
+
+
+def provenance_lines(inp: ExplorerInputs) -> list[str]:
+    """What the page's numbers run with and rest on, as ``simspec sweep`` says it under its
+    table ("ran with", "rests on": whose acceptance, how the GPU's profile was obtained, how
+    many validation cases back the model), and the methods its engine does not ship."""
+    from simspec.catalog.methods import not_shipped
+    from simspec.studies.provenance import ran_with, rests_on
+
+    deploy = deployment_for(inp)
+    methods = [method_for(inp, m) for m in inp.methods if m != "autoregressive"]
+    lines = [ran_with(deploy), rests_on(deploy, methods)]
+    unshipped = [m.name for m in methods if not_shipped(m.name, inp.engine)]
+    if unshipped:
+        why = not_shipped(unshipped[0], inp.engine)
+        lines.append(f"{', '.join(unshipped)} simulated as published: {why}")
+    return lines

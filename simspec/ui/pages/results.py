@@ -11,7 +11,7 @@ import streamlit as st
 from simspec.studies.capacity import Slo
 from simspec.ui import figures, runs
 from simspec.ui.downloads import results_csv
-from simspec.ui.inputs import ExplorerInputs, engine_caveats
+from simspec.ui.inputs import ExplorerInputs, engine_caveats, markdown_text, provenance_lines
 from simspec.ui.pages.progress import keep_answer, stages
 
 TABS = ["Speedup", "Throughput vs TPOT", "Latency", "Time per step", "Acceptance", "Table"]
@@ -70,6 +70,8 @@ def speedup(summary: pd.DataFrame, inputs: ExplorerInputs) -> None:
         st.caption(f"No run has a {what} to compare (outputs of one token have no TPOT).")
     for caveat in engine_caveats(inputs):
         st.caption(caveat)
+    for line in provenance_lines(inputs):  # what the numbers rest on, as the CLI says it
+        st.caption(markdown_text(line))
     unstable = summary[summary.stable == 0]
     if len(unstable):
         st.warning(
