@@ -160,3 +160,24 @@ def test_a_budget_below_max_num_seqs_is_refused_as_vllm_refuses_it():
     sc = Scenario(method=EAGLE_HIGH, scheduler=SchedulerConfig(max_num_batched_tokens=256))
     with pytest.raises(InputError, match="256 is below max_num_seqs 1024, which vLLM refuses"):
         simulate(sc)
+
+
+def test_sglang_decodes_every_running_request_whatever_its_chunk_size():
+    """SGLang's chunked_prefill_size bounds prefill only: its decode batch runs every running
+    request (update_running_batch); vLLM's budget bounds decodes too."""
+    from simspec.config import AcceptanceConfig, MethodConfig, WorkloadConfig
+
+    tree = MethodConfig(
+        name="eagle2", k=4, tree="dynamic", tree_nodes=63, tree_topk=8,
+        acceptance=AcceptanceConfig(alpha=0.6),
+    )  # fmt: skip
+    wl = WorkloadConfig(
+        concurrency=160, requests=160, turnovers=1, measure="whole", lengths_from=None,
+        prompt={"mean": 64}, output={"mean": 64},
+    )  # fmt: skip
+    limits = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192)
+    sglang = simulate(Scenario(engine="sglang", method=tree, workload=wl, scheduler=limits))
+    assert sglang.iterations.decode_seqs.max() > 8192 // 64
+    vllm = simulate(Scenario(engine="vllm", method=tree, workload=wl, scheduler=limits))
+    assert (vllm.iterations.query_tokens <= 8192).all()
+    assert vllm.iterations.decode_seqs.max() <= 8192 // 64

@@ -21,6 +21,8 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 # tokens a running request is credited per request in SGLang's retraction estimate
 # (SGLANG_RETRACT_DECODE_STEPS, python/sglang/srt/environ.py: 20)
 RETRACT_DECODE_STEPS = 20
+# SGLang bounds no decode batch by tokens (its running requests and KV do): a budget no step reaches
+DECODE_UNBOUNDED = 1 << 62
 _NOBODY = -1  # free blocks whose contents nobody will look up
 
 
@@ -144,6 +146,10 @@ class Scheduler:
         # the free blocks in eviction order where a preempted prefix can be hit again
         self.free_queue = FreeQueue(pool) if prefix_caching else None
         self.max_seqs, self.max_tokens = max_num_seqs, max_num_batched_tokens
+        # the tokens a step's decodes may take: vLLM's budget covers decodes and prefill alike;
+        # SGLang's chunked_prefill_size bounds prefill only, and its decode batch runs every
+        # running request (update_running_batch; max_running_requests and KV bound it)
+        self.decode_budget = DECODE_UNBOUNDED if prefill_first else max_num_batched_tokens
         self.reserved_draft_slots = reserved_draft_slots
         self.waiting: deque[int] = deque()
         self.running: list[int] = []
@@ -214,7 +220,7 @@ class Scheduler:
         if len(self.running) != 1 or self.waiting:
             return None
         rid = self.running[0]
-        if not self.requests.decoding[rid] or 1 + self.reserved_draft_slots > self.max_tokens:
+        if not self.requests.decoding[rid] or 1 + self.reserved_draft_slots > self.decode_budget:
             return None
         return rid
 
@@ -232,7 +238,7 @@ class Scheduler:
         arrival); else None. Until one finishes, every :meth:`schedule` would run the same
         batch: the replica steps it without building one (``Replica._decode_steady``)."""
         n = len(self.running)
-        if n < 2 or self.waiting or n * (1 + self.reserved_draft_slots) > self.max_tokens:
+        if n < 2 or self.waiting or n * (1 + self.reserved_draft_slots) > self.decode_budget:
             return None
         rids = self._running_array()
         if np.count_nonzero(self.requests.decoding[rids]) != n:
@@ -319,7 +325,7 @@ class Scheduler:
             # without numpy calls on one-element arrays
             rid = int(rids[0])
             total = decode_ask
-            if total > self.max_tokens:
+            if total > self.decode_budget:
                 return None
             has = int(r.blocks[rid])
             new = max((int(r.computed[rid]) + decode_ask + size - 1) // size, has)
@@ -344,7 +350,7 @@ class Scheduler:
             ask = np.where(prefilling, need, decode_ask)
             total = int(ask.sum())
             ask_up = ask + (size - 1)
-        if total > self.max_tokens:
+        if total > (self.decode_budget if all_decode else self.max_tokens):
             return None
         # blocks for computed + ask tokens, ceil((computed + ask) / size); never fewer than held
         new_held = np.maximum((computed + ask_up) // size, held)
@@ -420,13 +426,14 @@ class Scheduler:
     def _schedule_general(self) -> ScheduledBatch:
         r = self.requests
         i, budget, head, prefill, chunks = self._fitting_head()
+        chunk_cap = self.max_tokens  # a prompt's chunk stays within the prefill budget
         decode: list[int] = []
         preempted = False
         while i < len(self.running) and budget > 0:
             rid = self.running[i]
             decoding = bool(r.decoding[rid])
             left = int(r.num_tokens(rid) - r.computed[rid])
-            n = 1 + self.reserved_draft_slots if decoding else min(left, budget)
+            n = 1 + self.reserved_draft_slots if decoding else min(left, budget, chunk_cap)
             if n > budget:
                 i += 1
                 continue
@@ -465,40 +472,48 @@ class Scheduler:
         blocks short). Returns where the loop goes on, the budget left, and the head's
         decoding ids, prefilling ids and chunks, in running order."""
         r = self.requests
+        budget = self._step_budget()
         if not self.running:
-            return 0, self.max_tokens, _EMPTY, [], []
+            return 0, budget, _EMPTY, [], []
         rids = self._running_array()
         decoding, computed = r.decoding[rids], r.computed[rids]
         ask = np.where(decoding, 1 + self.reserved_draft_slots, r.num_tokens(rids) - computed)
+        if self.prefill_first:  # a prompt's chunk stays within the prefill budget
+            ask = np.where(decoding, ask, np.minimum(ask, self.max_tokens))
         # the loop gives a request its ask while the budget before it is positive and the
         # ask fits what is left: cumulative asks up to the budget, and none past the first
         # that reaches it (a zero ask there would find the budget spent)
         asked = np.cumsum(ask)
         fits = int(
             min(
-                np.searchsorted(asked, self.max_tokens, side="right"),
-                np.searchsorted(asked, self.max_tokens, side="left") + 1,
+                np.searchsorted(asked, budget, side="right"),
+                np.searchsorted(asked, budget, side="left") + 1,
             )
         )
         if fits == 0:
-            return 0, self.max_tokens, _EMPTY, [], []
+            return 0, budget, _EMPTY, [], []
         rids, decoding, ask = rids[:fits], decoding[:fits], ask[:fits]
         extra = np.maximum(self._blocks_for(computed[:fits] + ask) - r.blocks[rids], 0)
         taken = np.cumsum(extra)
         fits = int(np.searchsorted(taken, self.pool.free, side="right"))
         if fits == 0:
-            return 0, self.max_tokens, _EMPTY, [], []
+            return 0, budget, _EMPTY, [], []
         rids, decoding, ask, extra = rids[:fits], decoding[:fits], ask[:fits], extra[:fits]
         self._take(int(taken[fits - 1]))
         r.blocks[rids] += extra
         prefilling = ~decoding
         return (
             fits,
-            self.max_tokens - int(ask.sum()),
+            budget - int(ask.sum()),
             rids[decoding],
             rids[prefilling].tolist(),
             ask[prefilling].tolist(),
         )
+
+    def _step_budget(self) -> int:
+        """The tokens a step may take: vLLM's one budget, or SGLang's unbounded decode batch
+        (its prefill steps are bounded apart, :meth:`_schedule_prefill_only`)."""
+        return self.decode_budget if self.prefill_first else self.max_tokens
 
     def _admit(self, budget: int, prefill: list[int], chunks: list[int]) -> None:
         r = self.requests
