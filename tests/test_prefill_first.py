@@ -155,3 +155,14 @@ def test_only_sglang_reserves_for_decodes():
     )
     for engine in ("vllm", "trtllm"):
         assert setup_replica(Scenario(engine=engine)).decode_reserve is None
+
+
+def test_a_request_sglang_would_never_admit_is_unfinishable_not_a_stalled_run():
+    """SGLang's PrefillAdder turns away a request whose prompt, clipped output and a page reach
+    the whole pool (NO_TOKEN): with nothing running it never starts, so it is marked
+    unfinishable on arrival (as one past the KV cache is), not left to stall the run."""
+    sched, table = rig([60, 40], [40, 40], num_blocks=100, block_size=1, decode_reserve=RESERVE)
+    sched.add(0)  # 60 + 40 + 1 >= 100: never admitted
+    sched.add(1)  # 40 + 40 + 1 < 100
+    assert table.unfinishable.tolist() == [True, False]
+    assert list(sched.waiting) == [1]

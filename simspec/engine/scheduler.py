@@ -168,7 +168,12 @@ class Scheduler:
         need = self._blocks_for(
             int(r.prompt_len[rid] + r.output_len[rid]) + self.reserved_draft_slots
         )
-        if r.unfinishable[rid] or need > self.pool.num_blocks:  # or marked before (context)
+        never = need > self.pool.num_blocks
+        if self.decode_reserve is not None:  # SGLang admits none whose ask reaches the pool
+            clip = self.decode_reserve[3]
+            ask = int(r.prompt_len[rid]) + min(int(r.output_len[rid]), clip) + self.block_size
+            never = never or ask >= self.pool.num_blocks * self.block_size
+        if r.unfinishable[rid] or never:  # or marked before (context)
             r.unfinishable[rid] = True
             return
         self.waiting.append(rid)
