@@ -194,7 +194,12 @@ def default_executor(executor: str | None, workers: int | None) -> str:
 
 
 def csv_list(text: str, flag: str, cast: Callable[[str], T] = str) -> list[T]:
-    """A comma-separated flag value (``"1,2,4"``) as a non-empty list of ``cast`` values."""
+    """A comma-separated flag value (``"1,2,4"``) as a non-empty list of ``cast`` values. An
+    empty entry between two values is refused: in a list read by position (an α per draft
+    position) dropping it would move every later value."""
+    parts = [x.strip() for x in text.split(",")]
+    if any(not x for x in parts[1:-1]) or (len(parts) > 1 and not parts[0]):
+        raise InputError(flag, f"an empty entry between commas in {text!r}")
     try:
         items = [cast(x.strip()) for x in text.split(",") if x.strip()]
     except ValueError:
