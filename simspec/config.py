@@ -632,20 +632,9 @@ class MethodConfig(BaseModel):
     )
     acceptance: AcceptanceConfig | None = None
 
-    @model_validator(mode="after")
-    def _tree_k_schedule(self) -> MethodConfig:
-        """A tree keeps its depth under load (LoadPolicy.shape_for): its K schedule can only
-        turn speculation on (K) or off (0), so another K there would be silently ignored."""
-        tree = self.tree in ("static", "dynamic") or bool(self.tree_paths)
-        if tree and self.k_schedule:
-            other = sorted({k for _, _, k in self.k_schedule} - {0, self.k})
-            if other:
-                raise ValueError(
-                    f"k_schedule: {self.name} drafts a tree of depth {self.k}, which a K "
-                    f"schedule can only turn on (K={self.k}) or off (0), not to K={other[0]}; "
-                    "use tree_schedule to change its budget by batch size"
-                )
-        return self
+    @property
+    def label(self) -> str:
+        return self.name
 
 
 class SchedulerConfig(BaseModel):

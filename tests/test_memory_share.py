@@ -66,3 +66,22 @@ def test_an_sglang_run_takes_the_derived_share_and_no_activation_reserve():
     assert vllm.activation_bytes > 0 and vllm.usable_bytes == pytest.approx(
         H100 * load_engine("vllm")["gpu_memory_utilization"]
     )
+
+
+def test_the_fewest_gpus_use_the_share_and_chunk_the_deployment_runs_at():
+    """On a 40 GB A100 SGLang chunks prefill at 4096 (its memory tier), which sets its share;
+    a share the deployment gives stands in the refusal's arithmetic too."""
+    from simspec.catalog.models import load_model
+    from simspec.engine.kv_cache import min_gpus
+    from simspec.errors import ScenarioError
+
+    a100 = load_gpu("a100_40gb")
+    assert min_gpus(a100, load_engine("sglang"), load_model("qwen3-14b")) == 1
+    setup_replica(Scenario(engine="sglang", model="qwen3-14b", gpu="a100_40gb"))  # fits
+    tight = Scenario(
+        engine="sglang",
+        model="llama-3.1-8b",
+        scheduler=SchedulerConfig(gpu_memory_utilization=0.15),
+    )
+    with pytest.raises(ScenarioError, match="it needs 2 h100_sxm GPUs at the least"):
+        setup_replica(tight)

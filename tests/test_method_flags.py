@@ -148,16 +148,16 @@ def test_the_explorer_takes_a_measured_tau_for_its_plan_and_schedule():
 
 def test_a_named_tree_method_drafts_as_its_engine_does():
     """On vLLM (the default engine) EAGLE-1 and Medusa draft chains of their depth unless a
-    tree is given; on SGLang, which drafts EAGLE heads in the dynamic tree it picks for the
-    model (Llama: steps 5, topk 4, 8 tokens), EAGLE-1 drafts that tree and Medusa (which SGLang
-    does not ship) its preset tree. The same in a sweep file naming the methods, and in the
-    explorer, where a tree budget asked for is a tree given."""
+    tree is given; on SGLang, which drafts EAGLE heads in the tree it picks for the model
+    (Llama: steps 5, topk 4, 8 tokens), EAGLE-1 drafts that budget in its static tree and
+    Medusa (which SGLang does not ship) its preset tree. The same in a sweep file naming the
+    methods, and in the explorer, where a tree budget asked for is a tree given."""
     from simspec.studies.sweep import SweepConfig
 
     for engine, trees in (
         (None, ["chain", "chain"]),
         ("vllm", ["chain", "chain"]),
-        ("sglang", ["dynamic", "static"]),
+        ("sglang", ["static", "static"]),
     ):
         data = {} if engine is None else {"engine": engine}
         methods = MethodFlags().chosen(data, ["eagle1", "medusa1"], ["x"], "sharegpt")

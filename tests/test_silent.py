@@ -378,3 +378,31 @@ def test_an_empty_entry_between_commas_is_refused_not_dropped():
     """--alpha 0.9,,0.7 is an α per draft position: dropping the empty one would move 0.7 to
     position 2. A trailing comma is harmless."""
     assert "empty entry" in refused(["analytic", "--alpha", "0.9,,0.7"], "--alpha")
+
+
+def test_a_closed_loop_of_requests_that_never_fit_is_refused_not_a_recursion():
+    """Hundreds of drawn requests past Vicuna-7B's 2,048-token context in a row: each leaves
+    at once and lets the next in, a loop, not a call stack."""
+    from simspec import Scenario, simulate
+    from simspec.config import LengthSpec
+    from simspec.errors import ScenarioError
+
+    wl = WorkloadConfig(
+        arrival="closed", concurrency=2, requests=2000,
+        prompt=LengthSpec(dist="lognormal", mean=3000, cv=0.05, min=1), output=LengthSpec(mean=64),
+    )  # fmt: skip
+    with pytest.raises(ScenarioError, match="no request fits vicuna-7b"):
+        simulate(Scenario(model="vicuna-7b", workload=wl))
+
+
+def test_a_k_schedule_cannot_set_a_default_trees_depth():
+    """Medusa drafts its default static tree: a K schedule can turn it on or off, not move its
+    depth (LoadPolicy keeps a tree's depth), so K=1 is refused, not ignored."""
+    from simspec import Scenario, simulate
+    from simspec.errors import InputError
+
+    medusa = MethodConfig(
+        name="medusa1", k=4, k_schedule=[[1, 2, 4], [3, 1000, 1]], acceptance={"alpha": 0.7}
+    )
+    with pytest.raises(InputError, match="k_schedule: medusa1 drafts a tree of depth 4"):
+        simulate(Scenario(method=medusa))

@@ -290,13 +290,14 @@ def test_a_lookup_drafter_needs_acceptance_of_its_datasets_own_domain():
 def test_an_unstated_shape_is_the_method_default_as_the_engine_drafts_it():
     """vLLM drafts a chain unless given a tree (SpeculativeConfig: "Generate chain of
     tokens"): an EAGLE-1 row on vLLM that states no shape runs its default depth as a chain,
-    saying so; on SGLang the tree SGLang picks for the model when given none (a dynamic one),
-    and wherever the row states a tree, the tree stays."""
+    saying so; on SGLang the tree budget SGLang picks for the model when given none (in
+    EAGLE-1's static tree), and wherever the row states a tree, the tree stays."""
     row = {**ROW, "metric": "speedup", "baseline": "same-engine-no-spec", "method": "eagle1"}
     vllm = plan_case(row)
     assert vllm.scenario.method.tree == "chain" and vllm.scenario.method.k == 5
     assert any("drafts a chain unless its config gives a tree" in a for a in vllm.assumptions)
-    assert plan_case({**row, "engine": "sglang"}).scenario.method.tree == "dynamic"
+    sglang = plan_case({**row, "engine": "sglang"}).scenario.method
+    assert (sglang.tree, sglang.k, sglang.tree_nodes) == ("static", 5, 7)
     stated = plan_case({**row, "spec_shape": "tree", "tree_nodes": "25", "tree_topk": "4"})
     assert stated.scenario.method.tree == "static"
 

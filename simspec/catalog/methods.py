@@ -445,13 +445,17 @@ def engine_picked_shape(
         return None
     (steps, width, tokens), rule = picked
     fields: dict[str, Any] | None
+    shapes = method_info(name).shapes
+    # SGLang builds EAGLE-2's dynamic tree for every EAGLE head; a method simspec drafts only
+    # as static trees (EAGLE-1) keeps the budget and top-k in its static tree, said so below
+    kind = "dynamic" if "dynamic" in shapes else "static"
     if width == 1:
         fields = {"k": steps, "tree": "chain"}
-    elif method_info(name).shapes == ("chain",):
+    elif shapes == ("chain",):
         fields = None
     else:
-        drafted = min(tokens - 1, tree_capacity(width, steps, dynamic=True))
-        fields = {"k": steps, "tree": "dynamic", "tree_topk": width,
+        drafted = min(tokens - 1, tree_capacity(width, steps, dynamic=kind == "dynamic"))
+        fields = {"k": steps, "tree": kind, "tree_topk": width,
                   "tree_nodes": max(drafted, steps)}  # fmt: skip
     version = ".".join(str(p) for p in release) if release else profile.release
     said = (
@@ -463,7 +467,8 @@ def engine_picked_shape(
         said += (
             f": a chain of {steps}"
             if width == 1
-            else f": a dynamic tree of {fields['tree_nodes']} drafted tokens and the root"
+            else f": a {kind} tree of {fields['tree_nodes']} drafted tokens and the root"
+            + ("" if kind == "dynamic" else f" (simspec drafts {name} trees static)")
         )
     return fields, said
 

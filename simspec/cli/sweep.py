@@ -373,9 +373,9 @@ def _unfinishable_note(frame: pd.DataFrame) -> None:
     share = (hit["unfinishable"] / hit["requests"]).max()
     err.print(
         f"note: {len(hit)} cell(s) left up to {share:.0%} of their measured requests unserved: "
-        "longer than the model's context (prompt + output past max_position_embeddings: vLLM "
-        "refuses the prompt or stops the output there) or its KV cache; their numbers are "
-        "over the rest (the unfinishable column)",
+        "longer than the model's context (prompt + output past max_position_embeddings: "
+        "vLLM's server refuses such a request) or its KV cache; their numbers are over the "
+        "rest (the unfinishable column)",
         highlight=False,
     )
 

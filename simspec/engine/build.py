@@ -157,7 +157,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
             "(max_num_batched_tokens must be greater than or equal to max_num_seqs): raise "
             "--max-num-batched-tokens or lower --max-num-seqs",
         )
-    if max_tokens < spec.verify_tokens:
+    if max_tokens < spec.verify_tokens and not engine.flag("prefill_first"):
+        # (SGLang's decode batch is not bounded by its prefill chunk: Scheduler.decode_budget)
         raise ScenarioError(
             f"max_num_batched_tokens={max_tokens} cannot hold one verify step of "
             f"{spec.verify_tokens} tokens"
@@ -229,7 +230,11 @@ def with_memory_share(engine: EngineProfile, share: float | None) -> EngineProfi
     if share is None:
         return engine
     given = Sourced(value=share, source="the deployment's (simspec.engine.build.deployment_share)")
-    return engine.model_copy(update={"params": {**engine.params, "gpu_memory_utilization": given}})
+    fixed = Sourced(value=0, source="a share given or derived for the deployment stands")
+    params = {**engine.params, "gpu_memory_utilization": given}
+    if "mem_fraction_by_reserve" in params:  # the share is this one, not derived again
+        params["mem_fraction_by_reserve"] = fixed
+    return engine.model_copy(update={"params": params})
 
 
 def check_dp_attention(sc: Scenario, engine_id: str, style: str) -> None:
@@ -297,10 +302,10 @@ def check_fixed_lengths(sc: Scenario, target: ModelShape, memory: MemoryPlan) ->
 
 
 def past_context(table: RequestTable, target: ModelShape) -> None:
-    """A replayed trace's requests longer than the model's context (prompt + output past
-    ``max_position_embeddings``; vLLM rejects a prompt past max_model_len and stops an output
-    at it) are counted unfinishable, each, as :func:`check_fixed_lengths` refuses fixed ones
-    (a run where every request is too long is refused after it)."""
+    """Requests longer than the model's context (prompt + output past
+    ``max_position_embeddings``: vLLM's server refuses a request whose prompt + max_tokens pass
+    max_model_len) are counted unfinishable, each, as :func:`check_fixed_lengths` refuses fixed
+    ones (a run where every request is too long is refused after it)."""
     table.unfinishable |= table.prompt_len + table.output_len > target.max_position_embeddings
 
 

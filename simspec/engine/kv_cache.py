@@ -265,7 +265,7 @@ def min_gpus(
     activation reserve of the engine's token budget and the KV of one ``seq_tokens``-token
     sequence (in windowed layers, at most its window), per :func:`plan_memory`; None past
     :data:`MAX_GPUS`."""
-    tokens = int(engine["max_num_batched_tokens"])
+    tokens = int(engine.batch_defaults(gpu)[1])  # the prefill chunk on this GPU's memory
     windowed = min(seq_tokens, window_tokens(target, int(engine["block_size"])))
     tp = 1
     while tp <= MAX_GPUS:

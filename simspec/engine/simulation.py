@@ -83,6 +83,9 @@ class ClosedLoop:
     def __init__(self, replica: Replica, num_requests: int, watch: Watch) -> None:
         self.replica, self.num_requests, self.released = replica, num_requests, 0
         self.watch = watch
+        # releases asked for while one is under way (a request that leaves at once, never
+        # fitting, asks for the next): served by the loop in release, not by recursion
+        self._owed, self._releasing = 0, False
 
     def start(self, concurrency: int, ages: np.ndarray) -> None:
         """Fill the slots: request i < ``len(ages)`` already decoding with ``ages[i]`` tokens
@@ -99,9 +102,17 @@ class ClosedLoop:
         """Let the next request in (``finished``: the one that left, if any)."""
         if finished >= 0:
             self.watch.leave(finished)
-        if self.released < self.num_requests and not self.watch.done:
-            self.released += 1
-            self.replica.arrive(self.released - 1)
+        self._owed += 1
+        if self._releasing:
+            return
+        self._releasing = True
+        try:
+            while self._owed and self.released < self.num_requests and not self.watch.done:
+                self._owed -= 1
+                self.released += 1
+                self.replica.arrive(self.released - 1)
+        finally:
+            self._owed, self._releasing = 0, False
 
 
 def simulate(sc: Scenario) -> SimResult:
@@ -130,9 +141,9 @@ def simulate(sc: Scenario) -> SimResult:
         )
         controls = dataset_controls(wl, specs, per_step)
     table = RequestTable(specs)
-    # a drawn or replayed request longer than the model's context is never served (vLLM
-    # rejects a prompt past max_model_len and stops an output at it); fixed lengths past it
-    # were refused before the run (build.check_fixed_lengths)
+    # a drawn or replayed request longer than the model's context is never served (vLLM's
+    # server refuses a prompt whose prompt + max_tokens pass max_model_len); fixed lengths
+    # past it were refused before the run (build.check_fixed_lengths)
     past_context(table, setup.target)
     log = IterationLog()
     watch = Watch(plan.watched)

@@ -72,6 +72,15 @@ class Speculator:
         shape = self._tree_shape(cfg, explicit)
         self.policy = LoadPolicy.of(cfg, self.k, None if shape is None else shape.nodes)
         longest = max((k for _, _, k in cfg.k_schedule or ()), default=0)
+        scheduled = sorted({k for _, _, k in cfg.k_schedule or ()} - {0, self.k})
+        if shape is not None and scheduled:
+            # a tree keeps its depth under load (LoadPolicy.shape_for): another K would be ignored
+            raise InputError(
+                f"methods.{self.name}.k_schedule",
+                f"{self.name} drafts a tree of depth {shape.depth}, which a K schedule can only "
+                f"turn on (K={self.k}) or off (0), not to K={scheduled[0]}; use tree_schedule "
+                "to change its budget by batch size",
+            )
         if shape is None and longest > self.k:
             # the run's samplers and costs are built for k draft positions at most
             raise InputError(
