@@ -107,14 +107,15 @@ def scenarios(draw) -> Scenario:
     )
     too_big = draw(st.integers(0, 9)) == 0
     model = next(iter(TOO_BIG)) if too_big else draw(st.sampled_from(sorted(DRAFTS)))
+    seqs = draw(st.integers(1, 256))  # vLLM refuses a budget below max_num_seqs
     return Scenario(
         model=model,
         gpu=draw(st.sampled_from(["h100_sxm", "a100_80gb", "a100_40gb"])),
         method=draw(methods(model)),
         workload=wl,
         scheduler={
-            "max_num_seqs": draw(st.integers(1, 256)),
-            "max_num_batched_tokens": draw(st.integers(64, 8192)),
+            "max_num_seqs": seqs,
+            "max_num_batched_tokens": draw(st.integers(max(64, seqs), 8192)),
         },
         temperature=draw(st.sampled_from([0.0, 0.7, 1.0])),
         seed=draw(st.integers(0, 2**16)),
