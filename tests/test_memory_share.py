@@ -85,3 +85,18 @@ def test_the_fewest_gpus_use_the_share_and_chunk_the_deployment_runs_at():
     )
     with pytest.raises(ScenarioError, match="it needs 2 h100_sxm GPUs at the least"):
         setup_replica(tight)
+
+
+def test_the_gpus_a_model_needs_are_sized_at_the_precision_it_runs():
+    """The explorer's model panel at fp8: Llama-3.1-70B fits one H100 (67.7 GiB of fp8
+    weights), where its bf16 checkpoint needs two."""
+    from simspec.studies.model_facts import model_facts
+
+    def needed(precision):
+        facts = dict(model_facts("llama-3.1-70b", "h100_sxm", "vllm", weight_precision=precision))
+        return facts["GPUs needed"]
+
+    assert needed(None).startswith("2 x h100_sxm")
+    assert needed("fp8").startswith(
+        "1 x h100_sxm at the least (tp=1: 67.7 GiB of weights per GPU in fp8"
+    )

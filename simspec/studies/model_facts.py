@@ -99,7 +99,7 @@ def model_facts(
     facts.append(("KV cache per token", _kv(model)))
     if model.linear_layers:
         facts.append(("recurrent state per sequence", _recurrent_state(model, engine)))
-    facts.append(("GPUs needed", _gpus(model, gpu, engine)))
+    facts.append(("GPUs needed", _gpus(model, gpu, engine, weight_precision)))
     if layout is not None:
         facts += layout_facts(model, gpu, engine, layout, weight_precision, kv_cache_dtype)
     if model.source:
@@ -196,8 +196,10 @@ def _recurrent_state(model: ModelShape, engine) -> str:
     )
 
 
-def _gpus(model: ModelShape, gpu, engine) -> str:
-    need = min_gpus(gpu, engine, model)
+def _gpus(model: ModelShape, gpu, engine, weight_precision: str | None = None) -> str:
+    """The fewest GPUs that hold ``model`` at ``weight_precision`` (None: the checkpoint's)."""
+    nbytes = None if weight_precision is None else load_precision(weight_precision).weight_bytes
+    need = min_gpus(gpu, engine, model, weight_bytes=nbytes, expert_bytes=nbytes)
     if need is None:
         limit = model.largest_attention_tp(MAX_GPUS)
         if limit < MAX_GPUS:  # past the heads, tensor parallelism stops
@@ -207,13 +209,14 @@ def _gpus(model: ModelShape, gpu, engine) -> str:
                 "more): shard it another way, or at a smaller precision"
             )
         return f"more than {MAX_GPUS} {gpu.id}"
-    weights = model.weight_bytes_per_gpu(need) / GIB
+    weights = model.weight_bytes_per_gpu(need, 1, nbytes, nbytes) / GIB
     share = engine_share(engine, gpu, model, tp=need, chunk=engine.batch_defaults(gpu)[1])
     name = "mem_fraction_static" if engine.flag("mem_fraction_by_reserve") else (
         "gpu_memory_utilization"
     )  # fmt: skip
     return (
-        f"{need} x {gpu.id} at the least (tp={need}: {weights:.1f} GiB of weights per GPU, "
+        f"{need} x {gpu.id} at the least (tp={need}: {weights:.1f} GiB of weights per GPU"
+        f"{f' in {weight_precision}' if weight_precision else ''}, "
         f"plus activations and KV for one {MIN_KV_TOKENS:,}-token sequence, at "
         f"{name} {share:g})"
     )
