@@ -188,3 +188,15 @@ def test_attainment_0_is_refused_before_the_search():
 def test_analytic_says_it_prices_a_tree_method_as_a_chain():
     res = CliRunner().invoke(app, ["analytic", "--method", "hydra"])
     assert res.exit_code == 0 and "the closed form prices a chain" in " ".join(res.output.split())
+
+
+def test_a_schedule_grid_stops_at_the_requests_the_engine_runs_at_once(capsys):
+    """SGLang runs at most 48 requests under speculative decoding by default: a band past 48
+    would never run (recommend printed [66, 48, 0] for SGLang's EAGLE-3 before)."""
+    from simspec.cli.plan import grid_within
+
+    assert grid_within((1, 8, 64, 128), 48, "sglang", "eagle3") == (1, 8, 48)
+    assert "runs at most 48 requests at once under eagle3" in " ".join(
+        capsys.readouterr().err.split()
+    )
+    assert grid_within((1, 8, 64), 1024, "vllm", "eagle3") == (1, 8, 64)

@@ -411,7 +411,8 @@ def _recommended(
             max_batch = engine.max_seqs_for(
                 m.name, deploy.scheduler.max_num_seqs, load_gpu(deploy.gpu)
             )
-            out.append(recommended(deploy, m, max_batch, grid, runs=runs))
+            within = grid_within(grid, max_batch, deploy.engine, m.name)
+            out.append(recommended(deploy, m, max_batch, within, runs=runs))
             bar.step(m.name)
     return out
 
@@ -506,6 +507,7 @@ def recommend(
     max_batch = load_engine(deploy.engine).max_seqs_for(
         base.name, deploy.scheduler.max_num_seqs, load_gpu(deploy.gpu)
     )
+    grid = grid_within(grid, max_batch, deploy.engine, base.name)
     with (
         progress_bar("simulating", total=len(grid)) as bar,
         study_runs(where, workers, progress=bar) as runs,
@@ -626,6 +628,20 @@ def _console(frame: pd.DataFrame) -> pd.DataFrame:
     """The table as printed: the CSV's n-gram sizes stay in the CSV (the console keeps its
     columns)."""
     return frame.drop(columns=["prompt_lookup_min", "prompt_lookup_max"])
+
+
+def grid_within(grid: tuple[int, ...], max_batch: int, engine: str, method: str) -> tuple[int, ...]:
+    """The grid's concurrencies the engine can run at once (at most ``max_batch`` requests:
+    SGLang runs 48 under speculative decoding unless --max-num-seqs says more), topped by
+    ``max_batch`` where the grid went past it, said on stderr: a band past it would never run."""
+    if grid[-1] <= max_batch:
+        return grid
+    err.print(
+        f"note: engine {engine} runs at most {max_batch} requests at once under {method} "
+        f"(--max-num-seqs raises it): the schedule's grid stops there, not at {grid[-1]}",
+        highlight=False,
+    )
+    return tuple(sorted({c for c in grid if c <= max_batch} | {max_batch}))
 
 
 def _extrapolation_notes(methods: list[MethodConfig], deploy: Deployment) -> None:
