@@ -434,7 +434,8 @@ def engine_picked_shape(
     server_args.py); a wider one is EAGLE-2's dynamic tree: ``steps`` expansions of ``topk``
     beams, then the ``num_draft_tokens - 1`` best candidates verified with the root
     (speculative/eagle_utils.py ``organize_draft_results``), at most what that tree holds
-    (:func:`tree_capacity`)."""
+    (:func:`tree_capacity`); a method simspec drafts only as static trees keeps that budget in
+    its static tree."""
     from simspec.catalog.hardware import engine_ids, load_engine  # hardware is below methods
 
     if engine is None or engine not in engine_ids():
