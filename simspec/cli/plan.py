@@ -40,6 +40,7 @@ from simspec.cli.tables import (
 from simspec.config import (
     DEFAULT_SLO_TPOT_MS,
     DEFAULT_SLO_TTFT_MS,
+    MAX_CONCURRENCY,
     MAX_DURATION_S,
     MAX_QPS,
     Deployment,
@@ -634,6 +635,10 @@ def grid_within(grid: tuple[int, ...], max_batch: int, engine: str, method: str)
     """The grid's concurrencies the engine can run at once (at most ``max_batch`` requests:
     SGLang runs 48 under speculative decoding unless --max-num-seqs says more), topped by
     ``max_batch`` where the grid went past it, said on stderr: a band past it would never run."""
+    if grid[-1] > MAX_CONCURRENCY:  # refused as a workload's concurrency past it is
+        raise InputError(
+            "concurrency", f"{grid[-1]} is more than {MAX_CONCURRENCY:,} requests at once"
+        )
     if grid[-1] <= max_batch:
         return grid
     err.print(
