@@ -142,6 +142,11 @@ def test_closed_form_matches_simulation_at_batch_1_with_iid_alpha():
     iid = table[(table.batch_size == 1) & (table.spread == 0)].iloc[0]
     assert iid.simulated_tau == pytest.approx(iid.closed_form_tau, rel=0.02)
     assert iid.simulated_speedup == pytest.approx(iid.closed_form_speedup_batch1, rel=0.02)
+    # requests that differ: the simulation lands on the pooled τ the spread implies, below the
+    # closed form's, with its 2,000 requests' noise well under the gap
+    spread = table[table.spread > 0].iloc[0]
+    assert spread.pooled_tau < spread.closed_form_tau
+    assert spread.simulated_tau == pytest.approx(spread.pooled_tau, rel=0.015)
 
 
 def test_spread_across_requests_lowers_tau_below_the_iid_mean_jensen():

@@ -25,6 +25,7 @@ from simspec.config import (
     WorkloadConfig,
 )
 from simspec.engine.acceptance.exact import expected_tokens_per_step
+from simspec.engine.acceptance.inversion import pooled_tau
 from simspec.engine.build import build_cost_model, deployed_engine
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.speculators import DraftStep, build_speculator
@@ -190,7 +191,9 @@ def compare(
     for b, sp in cases:
         wl = WorkloadConfig(
             concurrency=b,
-            requests=max(24, 3 * b) if sp == 0.0 else 200,  # many requests to average the spread
+            # many requests to average the spread: its effect (a few % of τ) must stand out of
+            # the run's own noise (±3 % of τ at 200 requests of 512 tokens)
+            requests=max(24, 3 * b) if sp == 0.0 else 2000,
             lengths_from=None,
             prompt=LengthSpec(mean=prompt),
             output=LengthSpec(mean=output),
@@ -224,6 +227,10 @@ def compare(
                 "batch_size": b,
                 "spread": sp,
                 "closed_form_tau": e,
+                # what the spread implies once pooled over requests (README: acceptance)
+                "pooled_tau": e
+                if sp == 0.0
+                else pooled_tau(expected_tokens_per_step, np.full(k, alpha), sp),
                 "simulated_tau": spec_run.mean_accept_len,
                 "closed_form_speedup_batch1": closed_speedup,
                 "simulated_speedup": sim_speedup,
