@@ -617,9 +617,8 @@ def sampled_from_trace(acc: AcceptanceConfig, k: int, kind: str) -> AcceptanceCo
 def trace_as_tree(acc: AcceptanceConfig, k: int, kind: str) -> AcceptanceConfig:
     """A trace records chain acceptance; a tree takes the trace's τ at the tree's depth as the
     parametric model's chain α, which the tree's rank model walks (as validate does)."""
-    tau = replay_tau(load_trace(acc.acc_len, acc.acc_len_method), k)
-    tree = sampled_from_tau(acc, tau, k, kind, str(acc.acc_len))
-    source = f"{acc.source}; its tau {tau:.3f} at depth {k} as chain alpha for a tree"
+    tree = sampled_from_trace(acc, k, kind)
+    source = f"{acc.source}; its tau {tree.tau:.3f} at depth {k} as chain alpha for a tree"
     return tree.model_copy(update={"source": source})
 
 

@@ -193,11 +193,14 @@ def plan_memory(
     layout = ParallelLayout(tp, ep, dp, engine.dp_attention)
     weights = layout.weight_bytes_per_gpu(target, weight_bytes, expert_bytes)
     a_tp = layout.attn_tp
-    act = activation_reserve(
-        target, a_tp, -(-demand.max_tokens // dp), -(-demand.max_logit_rows // dp)
+    # SGLang's share holds only weights and KV pool: its activations live outside it
+    act = (
+        0.0
+        if engine.flag("activations_in_share")
+        else activation_reserve(
+            target, a_tp, -(-demand.max_tokens // dp), -(-demand.max_logit_rows // dp)
+        )
     )
-    if engine.flag("activations_in_share"):  # SGLang: the share is weights and KV pool
-        act = 0.0
     block = int(engine["block_size"])
     kv_per_token = target.kv_bytes_per_token_per_gpu(a_tp, dtype_bytes=kv_bytes)
     kv_per_token += demand.draft_kv_per_token

@@ -477,7 +477,7 @@ class Scheduler:
         blocks short). Returns where the loop goes on, the budget left, and the head's
         decoding ids, prefilling ids and chunks, in running order."""
         r = self.requests
-        budget = self._step_budget()
+        budget = self.decode_budget  # SGLang's decode batch is unbounded, vLLM's is the budget
         if not self.running:
             return 0, budget, _EMPTY, [], []
         rids = self._running_array()
@@ -514,11 +514,6 @@ class Scheduler:
             rids[prefilling].tolist(),
             ask[prefilling].tolist(),
         )
-
-    def _step_budget(self) -> int:
-        """The tokens a step may take: vLLM's one budget, or SGLang's unbounded decode batch
-        (its prefill steps are bounded apart, :meth:`_schedule_prefill_only`)."""
-        return self.decode_budget if self.prefill_first else self.max_tokens
 
     def _admit(self, budget: int, prefill: list[int], chunks: list[int]) -> None:
         r = self.requests

@@ -336,10 +336,12 @@ def picked_shape_notes(model: str, engine: str, methods: list[MethodConfig]) -> 
     given none (SGLang: :func:`~simspec.catalog.methods.engine_picked_shape`): its K is the
     engine's, not the method's packaged default."""
     lines: list[str] = []
+    architecture: str | None = None
     for method in methods:
         if not picks_shape(method.name, engine):
             continue
-        picked = engine_picked_shape(method.name, engine, load_model(model).architecture)
+        architecture = architecture or load_model(model).architecture
+        picked = engine_picked_shape(method.name, engine, architecture)
         if picked is None or picked[0] is None:
             continue
         line = f"note: {method.name} on {model}: {picked[1]}"

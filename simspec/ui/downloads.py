@@ -74,8 +74,8 @@ def results_csv(summary: pd.DataFrame, inp: ExplorerInputs) -> str:
     """The results with the scenario first and, per row, what it ran with and whose acceptance
     it rests on (the sweep CSV's provenance columns)."""
     deploy = deployment_for(inp)
-    methods = {m: method_for(inp, m) for m in summary.method.unique()}
-    rows = [provenance(deploy, methods[m]) for m in summary.method]
+    per = {m: provenance(deploy, method_for(inp, m)) for m in summary.method.unique()}
+    rows = [per[m] for m in summary.method]
     # precision and KV-cache dtype are the scenario's columns already
     frame = summary.assign(
         **{c: [r[c] for r in rows] for c in ("engine_profile", "acceptance_source")}

@@ -35,9 +35,9 @@ from simspec.catalog.methods import (
     method_defaults,
     method_info,
     preset_acceptance,
-    sampled_from_trace,
     stated_topk,
     tau_measured_with,
+    trace_as_tree,
     trace_setup,
     tree_capacity,
     with_engine_shape,
@@ -573,7 +573,7 @@ def _chain_alpha(trace: AcceptanceConfig, name: str, k: int) -> AcceptanceConfig
     """A trace records chain acceptance; a tree takes its per-position α (as its τ at the
     tree's depth) and walks it through the rank model."""
     try:
-        return sampled_from_trace(trace, k, method_info(name).drafter)
+        return trace_as_tree(trace, k, method_info(name).drafter)
     except InputError as exc:
         raise Skip(f"cannot read the {trace.acc_len} trace at depth {k}: {exc}") from None
 
