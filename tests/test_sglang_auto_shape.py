@@ -148,3 +148,15 @@ def test_the_sweep_says_which_shape_sglang_picked(capsys):
     cfg = SweepFlags(methods="eagle3", engine="sglang", model="qwen3-8b", k=2).sweep_config(None)
     _picked_shape_note(cfg)
     assert capsys.readouterr().err == ""
+
+
+def test_a_tree_sglang_would_pick_for_a_chain_only_method_is_refused_not_replaced(monkeypatch):
+    """A release whose pick for MTP is a top-4 tree (0.4.4-0.5.7 for most models): simspec
+    drafts MTP as chains only, so the sweep refuses it, as validate skips such a row."""
+    from simspec.catalog import methods
+    from simspec.errors import InputError
+
+    said = "SGLang x picks steps 5, topk 4, 8 draft tokens"
+    monkeypatch.setattr(methods, "engine_picked_shape", lambda *a, **k: (None, said))
+    with pytest.raises(InputError, match="drafts mtp as chains only"):
+        methods.preset_method("mtp", target="deepseek-v3", engine="sglang")

@@ -559,6 +559,11 @@ def preset_method(
     fields, _ = as_engine_drafts(fields, engine_chains(name, engine))
     if engine_shape and target is not None and picks_shape(name, engine):
         picked = engine_picked_shape(name, engine, load_model(target).architecture)
+        if picked is not None and picked[0] is None:  # as validate refuses such a row
+            raise InputError(
+                f"methods.{name}",
+                f"{picked[1]}: a tree, and simspec drafts {name} as chains only; give --k",
+            )
         if picked is not None and picked[0] is not None:
             fields = with_engine_shape(fields, picked[0])
             if acc is not None and acc.acc_len is not None and fields["tree"] != "chain":
