@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+import pytest
 
 from simspec.engine.kv_cache import BlockPool
 from simspec.engine.requests import RequestTable
@@ -57,6 +58,9 @@ def run_batch(rig: Rig, batch: ScheduledBatch, accepted: int | np.ndarray = 0) -
     t = rig.table
     done: list[int] = []
     steps = np.broadcast_to(np.asarray(accepted, dtype=np.int64) + 1, batch.decode.shape)
+    if batch.edge_width:  # the budget trimmed the last one's draft (trim_drafts)
+        steps = steps.copy()
+        steps[-1] = min(int(steps[-1]), batch.edge_width)
     for rid, step in zip(batch.decode.tolist(), steps.tolist(), strict=True):
         t.computed[rid] += step
         t.generated[rid] += min(step, int(t.output_len[rid] - t.generated[rid]))
@@ -166,6 +170,41 @@ def test_decodes_take_their_share_of_the_budget_before_admission():
     batch = rig.sched.schedule()
     assert ids(batch.decode) == [0, 1]
     assert ids(batch.prefill) == [2] and ids(batch.chunks) == [2]
+
+
+def test_vllm_gives_the_decode_at_the_budget_edge_what_is_left_and_trims_its_draft():
+    # three decodes of 1 + K = 4 tokens against a budget of 10: vLLM V1 schedules the third
+    # with the 2 tokens left (its input token and one draft) and nobody after it
+    rig = make_rig([2, 2, 2, 5], [9, 9, 9, 9], max_tokens=10, k=3, trim_drafts=True)
+    for rid in range(3):
+        rig.sched.add(rid)
+    run_batch(rig, rig.sched.schedule())
+    rig.sched.add(3)
+    batch = rig.sched.schedule()
+    assert ids(batch.decode) == [0, 1, 2] and batch.edge_width == 2
+    assert ids(batch.prefill) == []  # the budget is spent: the waiting prompt waits
+    assert rig.table.blocks[2] == 1  # ceil((2 + 2) / 4): KV for the trimmed verify only
+    run_batch(rig, batch, accepted=3)  # every draft accepted: the trimmed one keeps 1 + 1
+    assert rig.table.computed[:3].tolist() == [6, 6, 4]
+
+
+def test_without_trimming_the_decode_at_the_budget_edge_waits_and_a_prompt_takes_the_rest():
+    rig = make_rig([2, 2, 2, 5], [9, 9, 9, 9], max_tokens=10, k=3)
+    for rid in range(3):
+        rig.sched.add(rid)
+    run_batch(rig, rig.sched.schedule())
+    rig.sched.add(3)
+    batch = rig.sched.schedule()
+    assert ids(batch.decode) == [0, 1] and batch.edge_width == 0
+    assert ids(batch.prefill) == [3] and ids(batch.chunks) == [2]
+
+
+def test_a_decode_that_fits_whole_is_not_trimmed():
+    rig = make_rig([2, 2], [9, 9], max_tokens=8, k=3, trim_drafts=True)
+    add_all(rig)
+    run_batch(rig, rig.sched.schedule())
+    batch = rig.sched.schedule()
+    assert ids(batch.decode) == [0, 1] and batch.edge_width == 0
 
 
 # -- KV blocks ----------------------------------------------------------------------------------
@@ -356,7 +395,8 @@ def same_state(a: Rig, b: Rig) -> None:
         assert np.array_equal(getattr(a.table, column), getattr(b.table, column)), column
 
 
-def test_the_fast_path_decides_exactly_as_the_per_request_path_on_random_runs():
+@pytest.mark.parametrize("trim_drafts", [False, True])
+def test_the_fast_path_decides_exactly_as_the_per_request_path_on_random_runs(trim_drafts: bool):
     rng = np.random.default_rng(20240613)
     CountingPaths.fast = CountingPaths.single = CountingPaths.general = 0
     preemptions = 0
@@ -372,8 +412,8 @@ def test_the_fast_path_decides_exactly_as_the_per_request_path_on_random_runs():
             max_tokens=1 + k + int(rng.integers(0, 90)),
             k=k,
         )
-        fast = make_rig(**shape, scheduler_cls=CountingPaths)
-        general = make_rig(**shape, scheduler_cls=GeneralOnly)
+        fast = make_rig(**shape, scheduler_cls=CountingPaths, trim_drafts=trim_drafts)
+        general = make_rig(**shape, scheduler_cls=GeneralOnly, trim_drafts=trim_drafts)
         released = 0
         for _ in range(400):
             for _ in range(min(int(rng.integers(0, 3)), n - released)):
@@ -388,6 +428,7 @@ def test_the_fast_path_decides_exactly_as_the_per_request_path_on_random_runs():
             assert ids(a.decode) == ids(b.decode)
             assert ids(a.prefill) == ids(b.prefill)
             assert ids(a.chunks) == ids(b.chunks)
+            assert a.edge_width == b.edge_width
             same_state(fast, general)
             if a.empty:
                 break

@@ -197,6 +197,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         engine.flag("guaranteed_no_evict"),
         engine.flag("prefill_first"),
         decode_reserve(engine),
+        # a tree's nodes are not a prefix to trim: its decode waits for a step it fits
+        engine.flag("trim_drafts_at_budget") and spec.tree is None,
     )
 
 

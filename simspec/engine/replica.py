@@ -62,6 +62,8 @@ class ReplicaSetup:
     prefill_first: bool = False
     # SGLang's admission reservation (Scheduler decode_reserve); None: none
     decode_reserve: tuple[float, float, float, int] | None = None
+    # give a decode at the budget's edge what is left, its draft trimmed (vLLM V1)
+    trim_drafts: bool = False
 
 
 @dataclass(slots=True)
@@ -108,6 +110,17 @@ class Carry:
 _new_record = tuple.__new__  # IterationRecord from a tuple of its fields (see _record)
 
 
+def _trimmed_last(widths: np.ndarray | None, width: int, edge: int, n: int) -> np.ndarray | None:
+    """The decoding sequences' verify widths when the last one's draft was trimmed to
+    ``edge`` tokens (Scheduler trim_drafts); unchanged where it verifies no more already."""
+    last = width if widths is None else int(widths[-1])
+    if edge >= last:
+        return widths
+    out = np.full(n, width, dtype=np.int64) if widths is None else widths.copy()
+    out[-1] = edge
+    return out
+
+
 def _no_listener(rid: int) -> None:
     pass
 
@@ -142,6 +155,7 @@ class Replica:
             reserve_output=setup.reserve_output,
             prefill_first=setup.prefill_first,
             decode_reserve=setup.decode_reserve,
+            trim_drafts=setup.trim_drafts,
         )
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener
@@ -425,6 +439,8 @@ class Replica:
         draft = self.spec.step_shape(len(decoding) + len(batch.prefill))
         proposed = self._proposed(decoding, draft)
         widths = proposed + 1 if self._ragged and proposed is not None else None
+        if batch.edge_width and draft.k:
+            widths = _trimmed_last(widths, draft.width, batch.edge_width, len(decoding))
         # in field order (keywords to a class call cost a dict per iteration)
         return Step(
             self.env.now, batch, decoding, context_lens, context_sum, draft, proposed, widths,
@@ -504,6 +520,9 @@ class Replica:
             # a speculative step samples acceptance: the run was built with a sampler
             assert self.acceptance is not None
             accepted = self.acceptance.accept_counts(decoding, generated, draft.k, draft.nodes)
+            edge = step.batch.edge_width
+            if edge and accepted[-1] >= edge:  # the budget trimmed the last one's draft
+                accepted[-1] = edge - 1
             # a step yields the accepted drafts plus one sampled token; as many enter the KV
             # (the input token and the accepted drafts)
             step_tokens = accepted + 1

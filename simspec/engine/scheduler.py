@@ -84,6 +84,9 @@ class ScheduledBatch:
     chunks: np.ndarray  # tokens per prefill id
     # the decoding ones' tokens in the KV cache (``computed``), which scheduling reads anyway
     context: np.ndarray
+    # > 0: the last decoding sequence verifies only this many tokens (its input token and
+    # edge_width - 1 drafts): the token budget ran out at it and vLLM trimmed its draft
+    edge_width: int = 0
 
     @property
     def empty(self) -> bool:
@@ -114,6 +117,14 @@ class Scheduler:
     "Run prefill first if possible", python/sglang/srt/managers/scheduler.py; decodes join a
     prefill batch only under --enable-mixed-chunk, ServerArgs.enable_mixed_chunk = False).
 
+    ``trim_drafts``: vLLM V1's budget edge. A decode whose draft does not fit the budget left
+    gets that budget, its draft trimmed to fit (``ScheduledBatch.edge_width``), and the step
+    takes no one after it: Scheduler.schedule's running loop, "num_new_tokens =
+    min(num_new_tokens, token_budget)" while "token_budget > 0", then "Trim spec_token_ids
+    list to num_scheduled_spec_tokens" (vllm/v1/core/sched/scheduler.py, every V1 release;
+    find_string "num_scheduled_spec_tokens = ("). Without it a decode that does not fit waits
+    a step.
+
     ``decode_reserve``: SGLang's admission (PrefillAdder, python/sglang/srt/managers/
     schedule_policy.py), as (initial ratio, least ratio, decay a decode step, clip): a waiting
     request is admitted only while its prompt, its whole remaining output (at most clip) and a
@@ -137,8 +148,10 @@ class Scheduler:
         reserve_output: bool = False,
         prefill_first: bool = False,
         decode_reserve: tuple[float, float, float, int] | None = None,
+        trim_drafts: bool = False,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
+        self.trim_drafts = trim_drafts
         self.reserve_output, self.prefill_first = reserve_output, prefill_first
         self.decode_reserve = decode_reserve
         self.ratio = decode_reserve[0] if decode_reserve else 0.0
@@ -434,14 +447,19 @@ class Scheduler:
         chunk_cap = self.max_tokens  # a prompt's chunk stays within the prefill budget
         decode: list[int] = []
         preempted = False
+        edge = 0
         while i < len(self.running) and budget > 0:
             rid = self.running[i]
             decoding = bool(r.decoding[rid])
             left = int(r.num_tokens(rid) - r.computed[rid])
             n = 1 + self.reserved_draft_slots if decoding else min(left, budget, chunk_cap)
             if n > budget:
-                i += 1
-                continue
+                if not self.trim_drafts:
+                    i += 1
+                    continue
+                # vLLM gives the request what is left and trims its draft to fit; the budget
+                # is then spent and the loop ends (trim_drafts)
+                n = edge = budget
             extra = max(int(self._blocks_for(int(r.computed[rid]) + n)) - int(r.blocks[rid]), 0)
             while extra > self.pool.free and self.running[-1] != rid:
                 self._preempt(self.running[-1])
@@ -457,6 +475,8 @@ class Scheduler:
                 chunks.append(n)
             budget -= n
             i += 1
+        if edge and decode[-1:] != [rid]:
+            edge = 0  # the trimmed request preempted itself: nobody's draft was cut
         if not preempted and not self.prefill_first:
             self._admit(budget, prefill, chunks)
         decode_ids = np.array(decode, dtype=np.int64)
@@ -467,6 +487,7 @@ class Scheduler:
             np.array(prefill, dtype=np.int64),
             np.array(chunks, dtype=np.int64),
             r.computed[decode_ids],
+            edge,
         )
 
     def _fitting_head(self) -> tuple[int, int, np.ndarray, list[int], list[int]]:

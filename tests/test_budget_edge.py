@@ -1,0 +1,47 @@
+"""vLLM V1 at its token budget's edge: the decode that does not fit whole runs with what is
+left, its draft trimmed, and accepts no more than it verified (Scheduler trim_drafts)."""
+
+from __future__ import annotations
+
+from simspec import simulate
+from simspec.config import LengthSpec, MethodConfig, Scenario, SchedulerConfig, WorkloadConfig
+from simspec.engine.build import setup_replica
+
+
+def _tight(engine: str, k: int = 7, tree: str | None = None, alpha: float = 0.9) -> Scenario:
+    # 12 sequences verifying 1 + 7 tokens each against a budget of 60: 7 whole, one trimmed
+    method = MethodConfig(name="eagle3", k=k, acceptance={"alpha": alpha}, tree=tree)
+    return Scenario(
+        model="llama-3.1-8b",
+        gpu="h100_sxm",
+        engine=engine,
+        method=method,
+        scheduler=SchedulerConfig(max_num_batched_tokens=60, max_num_seqs=12),
+        workload=WorkloadConfig(
+            concurrency=12,
+            requests=24,
+            prompt=LengthSpec(mean=16),
+            output=LengthSpec(mean=64),
+            measure="whole",
+        ),
+    )
+
+
+def test_vllm_trims_chains_and_sglang_trtllm_and_trees_do_not():
+    assert setup_replica(_tight("vllm")).trim_drafts
+    assert not setup_replica(_tight("vllm-v0")).trim_drafts
+    assert not setup_replica(_tight("trtllm")).trim_drafts
+    assert not setup_replica(_tight("vllm", tree="static")).trim_drafts
+
+
+def test_a_vllm_run_at_the_budget_edge_verifies_a_trimmed_draft_and_finishes():
+    run = simulate(_tight("vllm", alpha=1.0))  # every draft accepted: a step emits its widths
+    it = run.iterations
+    assert run.requests.finish_s.notna().all()
+    assert it.query_tokens.max() <= 60
+    decoding = it[(it.prefill_seqs == 0) & (it.decode_seqs > 0)]
+    trimmed = decoding[decoding.decode_tokens % 8 != 0]
+    assert len(trimmed) > 0  # 7 x 8 + 4 = 60
+    assert (trimmed.decode_tokens == 60).all()
+    # every draft accepted: whole drafts emit 8, the trimmed one only its width (not 8)
+    assert (trimmed.spec_tokens <= trimmed.decode_tokens).all()
