@@ -456,10 +456,15 @@ class Replica:
 
     def _draft_time(self, step: Step) -> float:
         """Seconds drafting for the decoding sequences (none when the step does not
-        speculate), with the host work of a speculative step."""
-        draft = step.draft
+        speculate), with the host work of a speculative step, and the draft's own pass over
+        the step's prompt chunks where it keeps a KV cache of the prompt (``prompt_s``: the
+        engines run it whether or not the step speculates, to keep that cache whole)."""
+        draft, prefilling = step.draft, step.batch.prefill
+        prompt = 0.0
+        if len(prefilling):
+            prompt = self.spec.prompt_s(step.batch.chunks, self.requests.computed[prefilling])
         if not draft.k:
-            return 0.0
+            return prompt
         carry = self._carry
         if carry is not None and carry.last_step_tokens is not None:
             last, last_sum = carry.last_step_tokens, carry.last_sum
@@ -468,7 +473,7 @@ class Replica:
         drafting = DraftStep(
             step.context_lens, last, step.context_sum, draft.k, draft.nodes, last_sum
         )
-        return self.spec.draft_s(drafting) + self._spec_overhead
+        return self.spec.draft_s(drafting) + self._spec_overhead + prompt
 
     def _verify(self, step: Step) -> tuple[float, float, np.ndarray]:
         """Seconds of one target forward over the verify chains/trees and the prefill chunks

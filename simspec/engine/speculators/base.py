@@ -204,6 +204,13 @@ class Speculator:
         """The family's draft time, for a step with sequences and ``k > 0``."""
         return StepCost()
 
+    def prompt_s(self, chunks: np.ndarray, computed: np.ndarray) -> float:
+        """Seconds the draft spends on the prompt chunks the target prefills this step
+        (``computed``: each prompt's tokens already in KV): a drafter with a KV cache of its
+        own must hold every prompt token in it. None for drafters without one (heads on the
+        last hidden state, lookups). See :meth:`EagleHead.prompt_s`."""
+        return 0.0
+
     def extra_weight_bytes(self) -> float:
         """Draft weights per GPU."""
         return 0.0

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from simspec.catalog.models import load_model
 from simspec.config import MethodConfig
-from simspec.engine.costmodel import StepCost
+from simspec.engine.costmodel import BatchShape, StepCost
 from simspec.engine.speculators.base import DraftStep, Speculator
 from simspec.errors import InputError
 
@@ -31,6 +33,16 @@ class DraftModel(Speculator):
 
     def _draft(self, step: DraftStep) -> StepCost:
         return self._lm_steps(self.draft, step)
+
+    def prompt_s(self, chunks: np.ndarray, computed: np.ndarray) -> float:
+        """The draft model prefills every prompt chunk the target does, into its own KV
+        cache (as :meth:`EagleHead.prompt_s`: vLLM's draft-model proposer runs its first
+        forward over the step's scheduled tokens; SGLang's STANDALONE worker is its EAGLE
+        worker, with forward_draft_extend)."""
+        if len(chunks) == 0:
+            return 0.0
+        batch = BatchShape.of(chunks, computed, len(chunks))
+        return self.cost.forward(self.draft, batch, overhead_s=0.0).total_s
 
     def extra_weight_bytes(self) -> float:
         return self._params_bytes(self.draft.num_params)

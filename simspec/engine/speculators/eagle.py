@@ -110,6 +110,21 @@ class EagleHead(Speculator):
         o = first[5] + later[5] * times
         return g + a + lm + e + c + o
 
+    def prompt_s(self, chunks: np.ndarray, computed: np.ndarray) -> float:
+        """The head's pass over the step's prompt chunks, filling its KV cache with the
+        prompt: vLLM's proposer runs its first forward over every token the target step
+        scheduled, prompt chunks included (EagleProposer.propose, target_token_ids and
+        target_hidden_states of the whole batch, logits at each request's last token), and
+        SGLang's EAGLE worker runs forward_draft_extend over a prefilled batch
+        (CaptureHiddenMode.LAST). Costed as a forward of its own with no host overhead of its
+        own (in vLLM it shares the first draft forward's launch)."""
+        if len(chunks) == 0:
+            return 0.0
+        batch = BatchShape.of(chunks, computed, len(chunks))
+        h = self.target.hidden_size
+        fc = self.cost.gemm_time(batch.num_tokens, self.fused_features * h, h)
+        return self.cost.forward(self.head, batch, overhead_s=0.0, extra_gemm_s=fc).total_s
+
     def _fc(self, tokens: int) -> float:
         """The fc over the fused inputs for ``tokens`` tokens (remembered by count)."""
         fc = self._fc_by_tokens.get(tokens)
