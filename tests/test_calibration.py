@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from simspec.catalog.hardware import gpu_ids, load_gpu, load_profile
 from simspec.cli.main import app
 from simspec.engine.costmodel import attention_work, gemm_work
+from simspec.errors import InputError
 from simspec.studies.calibration.fit import FORMS, fit_all, holdout_split, predict
 from simspec.studies.calibration.published import vidur_compute
 from simspec.studies.calibration.samples import COLUMNS, discover
@@ -257,6 +258,13 @@ def test_harness_csv_fits_a_profile_and_reports_whole_steps(tmp_path):
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
+    # the CPU smoke run stands in for an H100's: the fit refuses a table whose origin columns
+    # say CPU (check_origin), so they are made to say what a GPU run's would
+    refused = runner.invoke(app, ["calibrate", "fit", str(csv), "--out", str(tmp_path / "x.yaml")])
+    assert refused.exit_code == 2 and "timed on cpu" in refused.output
+    table = pd.read_csv(csv)
+    table[["device", "dtype", "gpu_name"]] = ["cuda", "bfloat16", "NVIDIA H100 80GB HBM3"]
+    table.to_csv(csv, index=False)
     out = tmp_path / "cpu.yaml"
     args = ["calibrate", "fit", str(csv), "--gpu", "h100_sxm", "--out", str(out)]
     result = runner.invoke(app, [*args, "--only", "gemm,elementwise"])
@@ -273,3 +281,24 @@ def test_harness_csv_fits_a_profile_and_reports_whole_steps(tmp_path):
     assert "sum of operators vs measured" in " ".join(result.output.split())
     bad = runner.invoke(app, [*args, "--only", "gemm,softmax"])
     assert bad.exit_code == 2 and "--only" in bad.output
+
+
+def test_a_fit_refuses_timings_taken_on_a_cpu_in_float32_or_on_another_gpu(tmp_path):
+    from simspec.studies.calibration.harness import check_origin
+
+    def origin(device: str, dtype: str, name: str) -> pd.DataFrame:
+        return pd.DataFrame({"device": [device], "dtype": [dtype], "gpu_name": [name]})
+
+    where = tmp_path / "t.csv"
+    check_origin(origin("cuda", "bfloat16", "NVIDIA H100 80GB HBM3"), where, "h100_sxm")
+    check_origin(origin("cuda", "float16", "NVIDIA A100-SXM4-80GB"), where, "a100_80gb")
+    check_origin(origin("cuda", "bfloat16", "NVIDIA GeForce RTX 3090"), where, "rtx3090")
+    cases = [
+        (origin("cpu", "float32", "cpu (x86_64)"), "h100_sxm", "timed on cpu"),
+        (origin("cuda", "float32", "NVIDIA H100 80GB HBM3"), "h100_sxm", "timed in float32"),
+        (origin("cuda", "bfloat16", "NVIDIA A100-SXM4-80GB"), "h200", "not a H200"),
+        (origin("cuda", "bfloat16", "NVIDIA H20"), "h200", "not a H200"),
+    ]
+    for table, gpu, words in cases:
+        with pytest.raises(InputError, match=words):
+            check_origin(table, where, gpu)

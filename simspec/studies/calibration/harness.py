@@ -8,6 +8,7 @@ whole-step rows are a held-out check
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -67,12 +68,18 @@ def is_harness_csv(path: Path) -> bool:
     return table_bytes(path).startswith(b"kind,")
 
 
-def harness_csv(path: Path) -> pd.DataFrame:
-    """Per-operator samples from a ``calibration/time_forward.py`` CSV."""
+# the harness's 16-bit dtypes: its byte counts price every weight and activation at 2 bytes
+HARNESS_DTYPES = ("bfloat16", "float16")
+
+
+def harness_csv(path: Path, gpu: str | None = None) -> pd.DataFrame:
+    """Per-operator samples from a ``calibration/time_forward.py`` CSV; ``gpu``: the GPU the
+    profile is fitted for, which its ``gpu_name`` column must name."""
     d = read_table(path)
     missing = [c for c in HARNESS_COLUMNS if c not in d.columns]
     if missing:
         raise InputError("timings", f"{shown(path)} lacks columns {', '.join(missing)}")
+    check_origin(d, path, gpu)
     out = []
     for line, r in d[d.kind.isin(HARNESS_KINDS)].iterrows():
         try:
@@ -86,6 +93,40 @@ def harness_csv(path: Path) -> pd.DataFrame:
             "timings", f"{shown(path)} has no per-operator rows (gemm, attention, ...)"
         )
     return samples_frame({c: [row[c] for row in out] for c in COLUMNS})
+
+
+def check_origin(d: pd.DataFrame, path: Path, gpu: str | None) -> None:
+    """Refuse timings a GPU profile cannot rest on: taken on a CPU (the harness's smoke run),
+    in a dtype its 2-byte prices do not describe, or on a GPU other than ``gpu`` (by the
+    family in its ``gpu_name``: H100 for h100_sxm, A100 for a100_80gb...)."""
+    if "device" in d.columns:
+        devices = sorted({str(v) for v in d["device"].dropna()} - {"cuda"})
+        if devices:
+            raise InputError(
+                "timings",
+                f"{shown(path)} was timed on {', '.join(devices)} (its device column): a GPU "
+                "profile needs timings taken on that GPU (time_forward.py --device cuda)",
+            )
+    if "dtype" in d.columns:
+        dtypes = sorted({str(v) for v in d["dtype"].dropna()} - set(HARNESS_DTYPES))
+        if dtypes:
+            raise InputError(
+                "timings",
+                f"{shown(path)} was timed in {', '.join(dtypes)} (its dtype column): the fit "
+                f"prices 2-byte weights and activations, so it reads {' or '.join(HARNESS_DTYPES)}"
+                " tables only",
+            )
+    if gpu is None or "gpu_name" not in d.columns:
+        return
+    family = gpu.split("_")[0].upper()
+    names = sorted({str(v) for v in d["gpu_name"].dropna()})
+    other = [n for n in names if family not in re.sub(r"[\s-]", "", n.upper())]
+    if other:
+        raise InputError(
+            "timings",
+            f"{shown(path)} was timed on {', '.join(other)} (its gpu_name column), not a "
+            f"{family}: fit it with the --gpu it was taken on",
+        )
 
 
 def _harness_sample(r: pd.Series, path: Path) -> dict[str, object] | None:

@@ -57,7 +57,7 @@ def discover(paths: list[Path], gpu: str) -> tuple[pd.DataFrame, list[str]]:
         explicit = not root.is_dir()
         files = [root] if explicit else sorted(root.rglob("*.csv"))
         for f in files:
-            loaded = _load_known(f, dirs, explicit)
+            loaded = _load_known(f, dirs, explicit, gpu)
             if loaded is not None and not loaded.empty:
                 frames.append(loaded)
                 used.append(str(f))
@@ -67,10 +67,12 @@ def discover(paths: list[Path], gpu: str) -> tuple[pd.DataFrame, list[str]]:
     return pd.concat(frames, ignore_index=True), used
 
 
-def _load_known(f: Path, gpu_dirs: tuple[str, ...], explicit: bool) -> pd.DataFrame | None:
+def _load_known(
+    f: Path, gpu_dirs: tuple[str, ...], explicit: bool, gpu: str
+) -> pd.DataFrame | None:
     """``f``'s samples by its layout, None for a file of no known layout under a directory
     (an explicit file of none is refused)."""
-    layout = _layout(f, gpu_dirs, explicit)
+    layout = _layout(f, gpu_dirs, explicit, gpu)
     if layout is None:
         return None
     name, load = layout
@@ -119,12 +121,14 @@ def _why(exc: Exception) -> str:
 Loader = Callable[[Path], pd.DataFrame]
 
 
-def _layout(f: Path, gpu_dirs: tuple[str, ...], explicit: bool) -> tuple[str, Loader] | None:
+def _layout(
+    f: Path, gpu_dirs: tuple[str, ...], explicit: bool, gpu: str
+) -> tuple[str, Loader] | None:
     """Which known table ``f`` is (by its header or its place), and its loader."""
     parts = set(f.parts)
     on_gpu = explicit or bool(parts & set(gpu_dirs))
     if f.suffix == ".csv" and is_harness_csv(f):
-        return "harness", harness_csv
+        return "harness", lambda path: harness_csv(path, gpu)
     if not on_gpu:
         return None
     if f.name == "mlp.csv" and "compute" in parts:
