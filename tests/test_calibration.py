@@ -302,3 +302,19 @@ def test_a_fit_refuses_timings_taken_on_a_cpu_in_float32_or_on_another_gpu(tmp_p
     for table, gpu, words in cases:
         with pytest.raises(InputError, match=words):
             check_origin(table, where, gpu)
+
+
+def test_report_cases_without_a_tpot_row_of_the_gpu_says_so(tmp_path):
+    from tests.conftest import ROOT
+
+    shared = ROOT.parent / "shared" / "validation" / "cases.csv"
+    if not shared.exists():
+        pytest.skip("../shared is not here")
+    cases = pd.read_csv(shared, dtype=str, keep_default_na=False)
+    one = tmp_path / "one.csv"
+    cases[cases.metric == "speedup"].head(1).to_csv(one, index=False)
+    result = runner.invoke(
+        app, ["calibrate", "report", "--profile", "h100_sxm", "--cases", str(one)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "no plain-decoding TPOT row" in " ".join(result.output.split())

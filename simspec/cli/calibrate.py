@@ -165,8 +165,13 @@ def calibrate_report(
                 report.write_html(evaluated, prof, html)
     if case_rows is not None:
         tpot = check_step_times(case_rows, profile if Path(profile).suffix else None)
-        print_frame(tpot, f"Plain-decoding TPOT on {spec.id}: simulated vs published")
-        if not tpot.empty:
+        if tpot.empty:
+            err.print(
+                f"--cases: no plain-decoding TPOT row on {spec.id} (an autoregressive tpot_ms "
+                "or single-request throughput row of this GPU): nothing to check"
+            )
+        else:
+            print_frame(tpot, f"Plain-decoding TPOT on {spec.id}: simulated vs published")
             err.print(f"TPOT MAPE over {len(tpot)} rows: {tpot.attrs['mape']:.1%}")
 
 
