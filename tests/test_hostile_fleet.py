@@ -276,3 +276,27 @@ def test_fleet_says_an_infinite_number_is_not_finite(tmp_path, flag, message):
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert one_error_line(result.output) == f"error: {flag}: {message}, got inf"
+
+
+@pytest.mark.parametrize(
+    ("workload", "field"),
+    [
+        ("{arrival: closed, concurrency: 8}", "workload.arrival"),
+        ("{concurrency: 8}", "workload.concurrency"),
+        ("{measure: steady}", "workload.measure"),
+    ],
+)
+def test_fleet_qps_refuses_a_config_workload_it_would_not_run(tmp_path, workload, field):
+    config = tmp_path / "c.yaml"
+    config.write_text(f"model: llama-3.1-8b\nworkload: {workload}\n")
+    result = runner.invoke(app, ["fleet", "--config", str(config), "--qps", "4"])
+    assert result.exit_code == 2
+    assert f"error: {field}:" in result.output and "--qps" in " ".join(result.output.split())
+
+
+def test_fleet_qps_runs_the_config_files_request_count():
+    from simspec.cli.fleet import FLEET_REQUESTS, poisson_workload
+
+    assert poisson_workload({"requests": 100}, 4.0, None, None)["requests"] == 100
+    assert poisson_workload({"requests": 100}, 4.0, 50, None)["requests"] == 50
+    assert poisson_workload(None, 4.0, None, None)["requests"] == FLEET_REQUESTS

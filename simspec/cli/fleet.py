@@ -110,9 +110,7 @@ def fleet_deployment(
             "sets how a trace replays: give --trace (without it, Poisson arrivals at --qps)",
             given_trace_flags,
         )
-        workload = {**(data.get("workload") or {}), "arrival": "poisson", "rate": qps}
-        workload |= {"requests": FLEET_REQUESTS if requests is None else requests}
-        data["workload"] = workload | {"measure": "whole"}
+        data["workload"] = poisson_workload(data.get("workload"), qps, requests, config)
         methods = flags.chosen(data, names, default, flags.dataset or "sharegpt", flag)
     else:
         raise InputError("--trace", "give --trace azure-conv|azure-code|FILE, or --qps")
@@ -120,6 +118,31 @@ def fleet_deployment(
         methods = methods[1:]
     rest = {k: v for k, v in data.items() if k not in ("methods", "method", "batch_sizes")}
     return Deployment(**rest), [MethodConfig(**m) for m in methods]
+
+
+def poisson_workload(
+    file: Any, qps: float, requests: int | None, config: Path | None
+) -> dict[str, Any]:
+    """The workload of a --qps run on top of the --config file's: Poisson arrivals at --qps,
+    measured whole, of --requests requests (else the file's, else FLEET_REQUESTS); a file
+    field that says otherwise (a closed loop's arrival or concurrency, a steady measure) is an
+    error naming it, never dropped."""
+    if file is None:
+        file = {}
+    why = (
+        f"the --config file {shown(str(config))} sets it, and --qps runs Poisson arrivals "
+        "measured whole: drop it from the file, or run the file without --qps"
+    )
+    if not isinstance(file, dict):
+        raise InputError("workload", why)
+    if file.get("arrival", "poisson") != "poisson":
+        raise InputError("workload.arrival", why)
+    if file.get("measure", "whole") != "whole":
+        raise InputError("workload.measure", why)
+    if file.get("concurrency") is not None:
+        raise InputError("workload.concurrency", why)
+    count = requests if requests is not None else file.get("requests", FLEET_REQUESTS)
+    return file | {"arrival": "poisson", "rate": qps, "requests": count, "measure": "whole"}
 
 
 # the replay fields each trace flag sets, which replace the --config file's
