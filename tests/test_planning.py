@@ -200,3 +200,21 @@ def test_a_schedule_grid_stops_at_the_requests_the_engine_runs_at_once(capsys):
         capsys.readouterr().err.split()
     )
     assert grid_within((1, 8, 64), 1024, "vllm", "eagle3") == (1, 8, 64)
+
+
+def test_an_slo_one_request_at_a_time_misses_gets_rate_0_without_bisecting_toward_0():
+    from simspec.studies import capacity
+
+    ar = MethodConfig(name="autoregressive", k=0)
+    rates: list[float] = []
+    real = capacity._probe
+
+    def counted(deploy, method, rate, *args, **kwargs):
+        rates.append(rate)
+        return real(deploy, method, rate, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(capacity, "_probe", counted)
+        rate, run, why = max_rate(SHORT, ar, Slo(4000, 0.5), duration_s=10, min_requests=50)
+    assert (rate, run, why) == (0.0, None, "tpot")
+    assert min(rates) >= capacity.FIRST_RATE  # no probe below the doubling's first rate

@@ -155,7 +155,9 @@ def max_rate(
     started near the threshold), until the bracket
     is within ``RATE_TOLERANCE`` (at most ``iterations`` halvings). Latency grows with the
     rate, so the SLO holds on one side of a threshold. Returns the rate, its run, and why the
-    bracket's upper rate failed (:meth:`Slo.missed`); (0, None, why) when even 0.25/s fails.
+    bracket's upper rate failed (:meth:`Slo.missed`); (0, None, why) when even one request
+    at a time misses the SLO (0.25/s failing, the bisection below it runs only where one
+    request at a time meets it).
     Each probe runs here and now through the cache of ``runs``: a probe already run is not
     run again."""
 
@@ -163,6 +165,10 @@ def max_rate(
         return runs.one(_probe(deploy, method, rate, duration_s, min_requests))
 
     lo, best, hi, why = doubling_bracket(probe, slo, _first_doubling(deploy, method, runs))
+    if best is None and (alone := slo.missed(runs.one(_alone(deploy, method)))):
+        # even FIRST_RATE fails, and so does one request at a time (the least latency any
+        # rate gets): no rate below it can meet the SLO, and those run longest to find so
+        return 0.0, None, alone
     for _ in range(iterations):
         if lo > 0 and (hi - lo) / hi <= RATE_TOLERANCE:
             break
@@ -223,6 +229,20 @@ def doubling_bracket(
 # 8 req/s, below the threshold (12.5) by less than a doubling, sparing the 0.25-4 req/s
 # probes (40 s); 1 turnover (2.6 s) is still warming up, starts at 4 req/s and adds a probe.
 START_TURNOVERS = 4
+
+
+# requests of the one-at-a-time run that tells an SLO no rate can meet (:func:`max_rate`)
+ALONE_REQUESTS = 256
+
+
+def _alone(deploy: Deployment, method: MethodConfig) -> Scenario:
+    """The deployment serving one request at a time: the least TTFT and TPOT any arrival
+    rate gets (no queue, no batch)."""
+    wl = deploy.workload.model_copy(
+        update={"arrival": "closed", "concurrency": 1, "rate_schedule": None}
+        | {"requests": ALONE_REQUESTS}
+    )
+    return Scenario(**deploy.model_dump(exclude={"workload"}), method=method, workload=wl)
 
 
 def _first_doubling(deploy: Deployment, method: MethodConfig, runs: Runs) -> int:
