@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from simspec.catalog.methods import stated_topk, tree_capacity
+from simspec.catalog.tables import shown
 from simspec.cli import options as opt
 from simspec.cli.common import (
     csv_list,
@@ -26,7 +27,7 @@ from simspec.cli.common import (
     refuse_unread,
     study_runs,
 )
-from simspec.cli.flags import DeploymentFlags, with_flags
+from simspec.cli.flags import DeploymentFlags, read_config, with_flags
 from simspec.cli.method_flags import all_methods, asks_all
 from simspec.cli.tables import (
     check_outputs,
@@ -181,7 +182,7 @@ def plan(
         how = (
             DEFAULT_ROUTER if router is None else router,
             0.99 if attainment is None else attainment,
-            grid or ("--concurrencies", _listed(SCHEDULE_GRID)),
+            grid or file_grid(config) or ("--concurrencies", _listed(SCHEDULE_GRID)),
         )
         args = (flags, config, trace, names, flag, gpu_hour_price, out, qps)
         return _plan_trace(
@@ -206,6 +207,7 @@ def plan(
         )
     if qps is None:
         raise InputError("--qps", "give the target rate (requests/s), or --trace")
+    refuse_probe_fields(config)
     slo = capacity.Slo(slo_ttft_ms, slo_tpot_ms, 99 if percentile is None else percentile)
     duration = capacity.PLAN_DURATION_S if duration is None else duration
     deploy, given = flags.planned(config, names, list(DEFAULT_PLAN_METHODS), flag)
@@ -478,7 +480,9 @@ def recommend(
         {"--concurrencies": concurrencies, "--batch-sizes": batch_sizes}
         | {"--schedule-grid": schedule_grid}
     )
-    grid_flag, grid_text = spelled or ("--concurrencies", _listed(DEFAULT_CONCURRENCIES))
+    grid_flag, grid_text = (
+        spelled or file_grid(config) or ("--concurrencies", _listed(DEFAULT_CONCURRENCIES))
+    )
     grid = tuple(sorted(set(csv_list(grid_text, grid_flag, int))))
     if grid[0] < 1:
         raise InputError(grid_flag, "must be >= 1")
@@ -591,6 +595,51 @@ def _check_read(
             "schedule printed is simspec's k_schedule",
             {"--json": json_out},
         )
+
+
+# the workload fields plan's probes set themselves: Poisson arrivals at the rate it bisects
+# (capacity._probe), as many requests as the rate and --duration ask
+PROBE_FIELDS = ("rate", "rate_schedule", "requests", "concurrency")
+
+
+def refuse_probe_fields(config: Path | None) -> None:
+    """A --config file's field that plan without --trace would replace in every probe (its
+    workload's arrivals and request count, a sweep's batch sizes) is an error naming it,
+    never dropped."""
+    if config is None:
+        return
+    data = read_config(config)
+    where = f"the --config file {shown(str(config))}"
+    if data.get("batch_sizes") is not None:
+        raise InputError(
+            "batch_sizes",
+            f"{where} lists batch sizes, which plan without --trace does not run (it probes "
+            "Poisson arrivals at each method's fixed K): drop them, or give --trace, whose "
+            "schedules recommend measures at them",
+        )
+    workload = data.get("workload")
+    if not isinstance(workload, dict):
+        return
+    fields = [f for f in PROBE_FIELDS if workload.get(f) is not None]
+    if workload.get("arrival", "poisson") != "poisson":
+        fields.insert(0, "arrival")
+    if fields:
+        raise InputError(
+            f"workload.{fields[0]}",
+            f"{where} sets it, and plan sets it in every probe (Poisson arrivals at the rates "
+            "--qps needs, --duration's worth of requests): drop it from the file",
+        )
+
+
+def file_grid(config: Path | None) -> tuple[str, str] | None:
+    """A --config file's ``batch_sizes`` as the concurrencies recommend measures at (what a
+    sweep's CSV calls each batch_size), as (its field, the list); None where it has none."""
+    sizes = read_config(config).get("batch_sizes") if config is not None else None
+    if sizes is None:
+        return None
+    if not isinstance(sizes, list) or not sizes:
+        raise InputError("batch_sizes", "must be a non-empty list of whole numbers >= 1")
+    return "batch_sizes", ",".join(str(v) for v in sizes)
 
 
 def _scheduled_method(
