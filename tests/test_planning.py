@@ -245,3 +245,17 @@ def test_recommend_measures_at_the_config_files_batch_sizes(tmp_path):
     config.write_text("model: llama-3.1-8b\nbatch_sizes: []\n")
     result = runner.invoke(app, ["recommend", "--config", str(config)])
     assert result.exit_code == 2 and "error: batch_sizes:" in result.output
+
+
+def test_analytic_shows_no_profiles_first_alpha_as_a_scalar_row_and_refuses_an_empty_list():
+    result = runner.invoke(app, ["analytic", "--alpha", "0.83,0.6,0.4"])
+    assert result.exit_code == 0, result.output
+    assert "0.83 " not in result.output.split("Best K per")[1].split("per-position")[0]
+    assert "E = 1 + Σ Π α = 2.527" in result.output
+    empty = runner.invoke(app, ["analytic", "--alpha", ""])
+    assert empty.exit_code == 2 and "--alpha" in empty.output
+
+
+def test_policy_out_is_csv_or_parquet_like_every_other_out():
+    result = runner.invoke(app, ["policy", "--config", "examples/policy.yaml", "--out", "p.json"])
+    assert result.exit_code == 2 and "--out" in result.output and ".csv" in result.output

@@ -66,7 +66,7 @@ def analytic(
         raise InputError(flag, f"choose a speculative method: {', '.join(SPECULATORS)}")
     deploy = Deployment(**flags.serving_fields(), **given(profile=profile))
     draft = _draft(method, flag, draft_model, deploy.model)
-    given_alphas = csv_list(alpha, "--alpha", float) if alpha else []
+    given_alphas = csv_list(alpha, "--alpha", float) if alpha is not None else []
     if any(not 0.0 <= a <= 1.0 for a in given_alphas):
         raise InputError("--alpha", "each α must be in [0, 1]")
     one = given_alphas[:1] if len(given_alphas) == 1 else []
@@ -79,7 +79,8 @@ def analytic(
     costs = an.batch1_costs(deploy, method, k_max, context, draft)
     table = an.analytic_table(costs, tuple(sorted({*an.ALPHAS, *an.REPORTED_ALPHAS, *one})))
     picks = an.best_k(table)
-    shown = picks[picks.alpha.isin([*an.REPORTED_ALPHAS, *given_alphas[:1]])]
+    # a profile by position is no scalar α: its first value is not shown as one (its E is)
+    shown = picks[picks.alpha.isin([*an.REPORTED_ALPHAS, *one])]
     where = f"{deploy.model} on {deploy.gpu} x{deploy.tp}, {deploy.engine}"
     # files first: an output that cannot be written is the one error line, with nothing printed
     if csv:

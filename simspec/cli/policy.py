@@ -49,7 +49,9 @@ def policy(
             "arrivals that follow it"
         ),
     ] = None,
-    out: Annotated[Path | None, typer.Option(help="write the comparison as CSV")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="write the comparison (.csv, or .parquet)")
+    ] = None,
     *,
     flags: DeploymentFlags,
 ) -> None:
@@ -61,7 +63,7 @@ def policy(
     from simspec.engine.workload import read_rate_csv
     from simspec.studies.policy import run_policy
 
-    check_outputs((out, "--out", None))
+    check_outputs((out, "--out", (".csv", ".parquet")))
     if config is None and not flags.speculative_config:
         raise InputError(
             "--config",
