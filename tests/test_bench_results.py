@@ -523,3 +523,12 @@ def test_a_load_simspec_cannot_run_is_refused_not_approximated(tmp_path, over, n
     open loop cannot run: one line naming the field, never a Poisson stand-in."""
     path = write(tmp_path, "r.json", vllm_json(**over))
     one_error(runner.invoke(app, ["compare", str(path), *DEPLOY]), *needles)
+
+
+def test_compare_refuses_a_model_other_than_the_one_the_run_names():
+    run = str(ROOT / "tests" / "data" / "bench" / "qwen3-8b-h100-bs1.json")
+    other = runner.invoke(app, ["compare", run, "--model", "llama-3.1-8b"])
+    assert other.exit_code == 2
+    assert "--model" in other.output and "qwen3-8b" in " ".join(other.output.split())
+    same = runner.invoke(app, ["compare", run, "--model", "Qwen/Qwen3-8B"])
+    assert same.exit_code == 0, same.output

@@ -72,6 +72,14 @@ def check_runs(runs: list[MeasuredRun]) -> None:
         )
 
 
+def _preset(model: str) -> str | None:
+    """The preset ``model`` names (a preset id or a Hugging Face id read as one), or None."""
+    try:
+        return load_model(preset_id(model)).id
+    except InputError:
+        return None
+
+
 def plan_run(
     run: MeasuredRun,
     deployment: dict[str, Any],
@@ -98,6 +106,12 @@ def plan_run(
                 f"{run.name} names model {run.model!r}, not a simspec preset: give --model",
             ) from None
         notes.append(f"model {model}, as the file names it")
+    elif run.model is not None and (named := _preset(run.model)) and named != _preset(model):
+        raise InputError(
+            "--model",
+            f"{model}, but {run.name} says it ran {run.model}: a run predicted on another "
+            f"model is no comparison; give --model {named}, or leave it out",
+        )
     work, lengths = _workload(run, lengths_dir, notes)
     acceptance = run.acceptance or shared
     cfg = _method(run, method, k, acceptance, model, notes)
