@@ -341,3 +341,31 @@ def test_the_engines_batch_defaults_follow_the_gpu_as_vllm_sets_them(engine, gpu
     given = SchedulerConfig(max_num_seqs=64, max_num_batched_tokens=4096)
     setup = setup_replica(sc.model_copy(update={"scheduler": given}))
     assert (setup.max_seqs, setup.max_tokens) == (64, 4096)
+
+
+@pytest.mark.parametrize(
+    ("cells", "why"),
+    [
+        ({"temperature": "0.7-1.0"}, "temperature '0.7-1.0' is not one number"),
+        ({"temperature": "~0"}, "is not one number"),
+        ({"method": "eagle3", "spec_shape": "tree", "tree_nodes": "-3"}, "tree_nodes -3"),
+        ({"method": "eagle3", "spec_shape": "tree", "tree_topk": "0"}, "tree_topk 0"),
+    ],
+)
+def test_a_cell_that_is_no_one_number_or_count_skips_the_row_by_name(cells, why):
+    with pytest.raises(Skip, match=why):
+        plan_case({**ROW, **cells})
+    assert plan_case({**ROW, "temperature": "unknown"}).scenario.temperature == 0.0
+
+
+def test_a_skipped_row_keeps_the_cells_assume_filled():
+    row = {**ROW, "num_gpus": "8"}
+    out = validate(read_cases_from([row]), runs=SERIAL, assume={"tp": "4"})
+    assert out.status.iloc[0] == "skipped" and "disagree" in out.skip_reason.iloc[0]
+    assert "--assume tp=4" in out.assumptions.iloc[0]
+
+
+def read_cases_from(rows: list[dict[str, str]]):
+    import pandas as pd
+
+    return pd.DataFrame(rows).fillna("").astype(str)

@@ -59,7 +59,7 @@ from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, validation_message
 from simspec.studies.runs.job import Failed
 from simspec.studies.runs.keys import scenario_key
-from simspec.studies.validation.assume import fill_unstated
+from simspec.studies.validation.assume import UNSTATED, fill_unstated
 from simspec.studies.validation.cases import LOAD_KINDS, METRICS, number, whole
 from simspec.studies.validation.gpus import fewest_gpus, fit_by_layer_split
 from simspec.studies.validation.loads import (
@@ -207,6 +207,8 @@ def plan_case(
         raise Skip(why)
     temperature = number(get("temperature"))
     if temperature is None:
+        if get("temperature").strip().lower() not in UNSTATED:  # a range: no one number
+            raise Skip(f"temperature {get('temperature')!r} is not one number")
         temperature = 0.0
         assumptions.append("temperature unstated: greedy")
     dataset = get("dataset") or "unknown"
@@ -386,6 +388,8 @@ def _method(
     for cell, value in (("k", k), ("tree_nodes", nodes), ("tree_topk", topk)):
         if value is None and get(cell).strip():
             raise Skip(f"{cell} {get(cell)!r} is not a whole number")
+        if cell != "k" and value is not None and value < 1:
+            raise Skip(f"{cell} {value} is not a positive count")
     chosen = ""
     if shape not in ("chain", "tree") and not (k or nodes or topk):
         if (picked := _engine_chosen_shape(row, name, engine)) is not None:

@@ -22,6 +22,7 @@ from simspec.engine.metrics import RunSummary
 from simspec.errors import validation_message
 from simspec.studies.runs import PROCESS, Runs
 from simspec.studies.runs.keys import scenario_key
+from simspec.studies.validation.assume import fill_unstated
 from simspec.studies.validation.predict import CasePlan, Skip, metric_value, plan_case
 
 
@@ -84,7 +85,8 @@ def validate(
     such row saying so; the other rows keep their GPU's own."""
     prof = load_profile(profile) if profile is not None else None
     plans: list[CasePlan | str] = []
-    for row in cases.to_dict("records"):
+    rows = cases.to_dict("records")
+    for row in rows:
         try:
             plan = plan_case(row, assume_gpu, assume=assume)
             plans.append(on_profile(plan, profile, prof) if prof and profile else plan)
@@ -113,12 +115,16 @@ def validate(
 
     out = cases.copy()
     cols: dict[str, list] = {c: [] for c in OUTPUT_COLUMNS}
-    for plan in plans:
+    filled = dict(assume or {})  # as plan_case fills the row's unstated cells
+    if assume_gpu and "gpu" not in filled:
+        filled["gpu"] = assume_gpu
+    for row, plan in zip(rows, plans, strict=True):
         value, tau, reason = math.nan, math.nan, ""
         no_proposal, verify = math.nan, math.nan
         source, notes = "", ""
         if isinstance(plan, str):
-            reason = plan
+            # the cells --assume filled stay said: the skip may stem from one of them
+            reason, notes = plan, "; ".join(fill_unstated(row, filled)[1])
         else:
             source, notes = plan.acceptance_source, "; ".join(plan.assumptions)
             own = runs.get(scenario_key(plan.scenario.model_dump_json()))
