@@ -369,3 +369,22 @@ def read_cases_from(rows: list[dict[str, str]]):
     import pandas as pd
 
     return pd.DataFrame(rows).fillna("").astype(str)
+
+
+def test_a_gpu_count_written_unknown_is_unstated():
+    plan = plan_case({**ROW, "tp": "unknown", "num_gpus": "n/a"})
+    assert plan.scenario.tp == 1 and any("tp=1" in a for a in plan.assumptions)
+
+
+def test_a_step_time_row_is_checked_as_a_simulated_row_would_be():
+    step = {**ROW, "metric": "step_time_ms", "context_len": "1000", "tp": "1"}
+    rows = [
+        step,
+        {**step, "target_model": "llama-3.1-70b"},
+        {**step, "load": "4096", "context_len": "100000"},
+        {**step, "load_kind": "qps", "load": "2.5"},
+    ]
+    out = validate(read_cases_from(rows), runs=SERIAL)
+    assert out.status.tolist() == ["ok", "skipped", "skipped", "skipped"]
+    why = out.skip_reason.tolist()
+    assert "does not fit" in why[1] and "KV cache holds" in why[2] and "request rate" in why[3]

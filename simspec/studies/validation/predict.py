@@ -51,12 +51,12 @@ from simspec.config import (
     SchedulerConfig,
     WorkloadConfig,
 )
-from simspec.engine.build import build_cost_model
+from simspec.engine.build import build_cost_model, setup_replica
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.costmodel.linear_attention import LINEAR_STATE_NOTE
 from simspec.engine.metrics import RunSummary
 from simspec.engine.speculators import SPECULATORS
-from simspec.errors import InputError, validation_message
+from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.studies.runs.job import Failed
 from simspec.studies.runs.keys import scenario_key
 from simspec.studies.validation.assume import UNSTATED, fill_unstated
@@ -134,6 +134,9 @@ def plan_case(
     if assume_gpu and "gpu" not in assumed:
         assumed["gpu"] = assume_gpu
     row, assumptions = fill_unstated(row, assumed)
+    # a GPU count written as unknown is one unstated (the fewest-GPU rule below), as --assume
+    # reads it
+    row |= {c: "" for c in ("tp", "num_gpus") if str(row.get(c, "")).strip().lower() in UNSTATED}
     get = _cells(row)
     metric = get("metric")
     if metric not in METRICS:
@@ -217,6 +220,8 @@ def plan_case(
         context = number(get("context_len"))
         if not context or context < 1:
             raise Skip("a step_time_ms row needs context_len (the KV length per sequence)")
+        if load_kind == "qps":
+            raise Skip("a step_time_ms row's batch is its load: a request rate gives none")
         row = {**row, "prompt_len": str(context), "output_len": "1"}
         get = _cells(row)
     if metric == "ttft_ms":
@@ -663,8 +668,19 @@ def _run(runs: dict[str, RunSummary | Failed], sc: Scenario | None) -> RunSummar
 
 def _step_time_ms(sc: Scenario) -> float:
     """One plain decode step at batch ``concurrency`` with each sequence's KV at the prompt
-    length (``context_len`` rows), host overheads included."""
-    cost = build_cost_model(sc)
+    length (``context_len`` rows), host overheads included; Skip where the deployment does
+    not hold the model or that batch's KV (as a simulated row would be skipped)."""
+    try:
+        memory = setup_replica(sc).memory
+    except (ScenarioError, InputError) as exc:
+        raise Skip(str(exc)) from None
     b = sc.workload.concurrency
     ctx = sc.workload.prompt.mean
+    held = memory.num_blocks * memory.block_size
+    if b * ctx > held:
+        raise Skip(
+            f"{b} sequences of {ctx:g} tokens ({b * ctx:,.0f} tokens of KV) exceed the "
+            f"{held:,} the KV cache holds"
+        )
+    cost = build_cost_model(sc)
     return 1e3 * cost.forward(load_model(sc.model), BatchShape.uniform(b, 1, b * ctx, b)).total_s
