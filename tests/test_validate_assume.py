@@ -388,3 +388,15 @@ def test_a_step_time_row_is_checked_as_a_simulated_row_would_be():
     assert out.status.tolist() == ["ok", "skipped", "skipped", "skipped"]
     why = out.skip_reason.tolist()
     assert "does not fit" in why[1] and "KV cache holds" in why[2] and "request rate" in why[3]
+
+
+def test_a_shape_that_is_no_chain_or_tree_and_a_plain_decoding_speedup_are_skipped():
+    eagle = {**ROW, "method": "eagle3", "metric": "speedup", "measured_value": "2"}
+    with pytest.raises(Skip, match="spec_shape 'spiral'"):
+        plan_case({**eagle, "spec_shape": "spiral"})
+    with pytest.raises(Skip, match="by definition"):
+        plan_case({**ROW, "metric": "speedup", "measured_value": "1"})
+    out = validate(read_cases_from([{**eagle, "spec_shape": "none", "series": "s"}]), runs=SERIAL)
+    from simspec.studies.validation.summary import mape_line, series_table
+
+    assert "no error to report" in mape_line(out, series_table(out))

@@ -378,8 +378,12 @@ def _method(
     """The row's method in its stated shape (unstated: the method's default as ``engine``
     drafts it), with acceptance by the issue's precedence."""
     if name == "autoregressive":
+        if metric == "speedup":
+            raise Skip("a speedup of plain decoding over itself is 1 by definition: no prediction")
         return MethodConfig(name=name, k=0), ""
     get = _cells(row)
+    if (said := get("spec_shape").strip().lower()) not in ("", "chain", "tree"):
+        raise Skip(f"spec_shape {said!r}: {name} drafts a chain or a tree")
     fields = method_defaults(name)
     if _uses_trace(get):  # the setup the packaged trace was recorded with (n-gram: 3/5)
         fields.update(trace_setup(name))

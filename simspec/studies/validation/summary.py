@@ -90,6 +90,8 @@ def mape_line(pred: pd.DataFrame, table: pd.DataFrame) -> str:
     """The overall error in one sentence, in percent (the CLI prints it, the report heads
     its table with it)."""
     ok = int(table.iloc[-1]["ok"])
+    if ok == 0:
+        return f"0 of {len(pred)} rows predicted: no error to report (each row says why)"
     return (
         f"{ok} of {len(pred)} rows predicted; MAPE {table.iloc[-1]['mape']:.1%} "
         f"({unique_mape(pred):.1%} counting each measurement once)"
