@@ -259,3 +259,10 @@ def test_analytic_shows_no_profiles_first_alpha_as_a_scalar_row_and_refuses_an_e
 def test_policy_out_is_csv_or_parquet_like_every_other_out():
     result = runner.invoke(app, ["policy", "--config", "examples/policy.yaml", "--out", "p.json"])
     assert result.exit_code == 2 and "--out" in result.output and ".csv" in result.output
+
+
+def test_a_grid_past_the_limit_and_an_empty_window_name_their_flags():
+    big = runner.invoke(app, ["recommend", "--concurrencies", "99999999"])
+    assert big.exit_code == 2 and "error: --concurrencies:" in big.output
+    window = runner.invoke(app, ["fleet", "--trace", "azure-conv", "--window", "10:5"])
+    assert window.exit_code == 2 and "error: --window:" in window.output

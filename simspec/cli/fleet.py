@@ -52,7 +52,9 @@ Replicas = Annotated[int, typer.Option(help="replicas in the fleet", min=1, max=
 RouterOpt = Annotated[str, typer.Option(help=f"router: {', '.join(ROUTERS)}")]
 Qps = Annotated[
     float | None,
-    typer.Option(help="without --trace: Poisson arrivals at this rate (requests/s)", min=1e-3),
+    typer.Option(
+        help="without --trace: Poisson arrivals at this rate (requests/s)", min=1e-3, max=1e6
+    ),
 ]
 FLEET_REQUESTS = 2000  # Poisson requests when --requests is not given
 Requests = Annotated[

@@ -283,7 +283,13 @@ def trace_workload(
             end = float(tail) if tail.strip() else None
         except ValueError:
             sep = ""
-        if not sep or (start is not None and not start >= 0) or (end is not None and not end > 0):
+        empty = start is not None and end is not None and not end > start
+        if (
+            not sep
+            or empty
+            or (start is not None and not start >= 0)
+            or (end is not None and not end > 0)
+        ):
             raise InputError(
                 "--window", f"give START:END seconds (0 <= START < END), got {window!r}"
             )

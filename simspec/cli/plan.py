@@ -414,7 +414,7 @@ def _recommended(
             max_batch = engine.max_seqs_for(
                 m.name, deploy.scheduler.max_num_seqs, load_gpu(deploy.gpu)
             )
-            within = grid_within(grid, max_batch, deploy.engine, m.name)
+            within = grid_within(grid, max_batch, deploy.engine, m.name, grid_flag)
             out.append(recommended(deploy, m, max_batch, within, runs=runs))
             bar.step(m.name)
     return out
@@ -512,7 +512,7 @@ def recommend(
     max_batch = load_engine(deploy.engine).max_seqs_for(
         base.name, deploy.scheduler.max_num_seqs, load_gpu(deploy.gpu)
     )
-    grid = grid_within(grid, max_batch, deploy.engine, base.name)
+    grid = grid_within(grid, max_batch, deploy.engine, base.name, grid_flag)
     with (
         progress_bar("simulating", total=len(grid)) as bar,
         study_runs(where, workers, progress=bar) as runs,
@@ -680,14 +680,15 @@ def _console(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns=["prompt_lookup_min", "prompt_lookup_max"])
 
 
-def grid_within(grid: tuple[int, ...], max_batch: int, engine: str, method: str) -> tuple[int, ...]:
+def grid_within(
+    grid: tuple[int, ...], max_batch: int, engine: str, method: str, flag: str = "--concurrencies"
+) -> tuple[int, ...]:
     """The grid's concurrencies the engine can run at once (at most ``max_batch`` requests:
     SGLang runs 48 under speculative decoding unless --max-num-seqs says more), topped by
-    ``max_batch`` where the grid went past it, said on stderr: a band past it would never run."""
+    ``max_batch`` where the grid went past it, said on stderr: a band past it would never run.
+    ``flag``: what gave the grid, named by the error of one past MAX_CONCURRENCY."""
     if grid[-1] > MAX_CONCURRENCY:  # refused as a workload's concurrency past it is
-        raise InputError(
-            "concurrency", f"{grid[-1]} is more than {MAX_CONCURRENCY:,} requests at once"
-        )
+        raise InputError(flag, f"{grid[-1]} is more than {MAX_CONCURRENCY:,} requests at once")
     if grid[-1] <= max_batch:
         return grid
     err.print(
