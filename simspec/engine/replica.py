@@ -457,14 +457,15 @@ class Replica:
     def _draft_time(self, step: Step) -> float:
         """Seconds drafting for the decoding sequences (none when the step does not
         speculate), with the host work of a speculative step, and the draft's own pass over
-        the step's prompt chunks where it keeps a KV cache of the prompt (``prompt_s``: the
-        engines run it whether or not the step speculates, to keep that cache whole)."""
+        the step's prompt chunks where it keeps a KV cache of the prompt (``prompt_s``; a step
+        that does not speculate skips the draft, as vLLM V0's _run_no_spec(skip_proposer)
+        does when speculation is off by batch size)."""
         draft, prefilling = step.draft, step.batch.prefill
+        if not draft.k:
+            return 0.0
         prompt = 0.0
         if len(prefilling):
             prompt = self.spec.prompt_s(step.batch.chunks, self.requests.computed[prefilling])
-        if not draft.k:
-            return prompt
         carry = self._carry
         if carry is not None and carry.last_step_tokens is not None:
             last, last_sum = carry.last_step_tokens, carry.last_sum
