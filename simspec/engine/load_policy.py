@@ -46,6 +46,12 @@ class LoadPolicy:
         )
 
     @property
+    def varies(self) -> bool:
+        """Whether the draft changes with the batch size (a schedule, or speculation off past
+        a batch size)."""
+        return bool(self.k_schedule or self.tree_schedule or self.disable_at)
+
+    @property
     def budgets(self) -> list[int]:
         """Tree node budgets a run may use: the method's own, and those of its tree schedule."""
         if self.nodes is None:

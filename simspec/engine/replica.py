@@ -172,6 +172,8 @@ class Replica:
         self._ragged = replay is not None and not replay.proposer.padded
         # the target's forward as floats where it takes the plain path (costmodel.plain)
         self._plain_target = self.cost.plain(self.target)
+        # a draft that changes with the batch size is the running requests' (:meth:`_reserve`)
+        self._varies = self.spec.policy.varies
         self._carry: Carry | None = None  # the last step's decoding columns (see Carry)
 
     def arrive(self, rid: int) -> None:
@@ -222,6 +224,8 @@ class Replica:
         loops = self._plain_target is not None  # the loops below step plain forwards only
         while self.expected > 0 and self.sched.has_work:
             if loops:
+                if self._varies:  # the fast paths' checks read the step's reservation
+                    self._reserve()
                 rid = self.sched.alone()
                 if rid is not None and self._decode_alone(rid):
                     continue
@@ -418,7 +422,21 @@ class Replica:
         self._finish(decoded_out, step.first)
 
     # -- the steps of one iteration --------------------------------------------------------
+    def _reserve(self) -> StepShape:
+        """The draft of the step about to be scheduled where it changes with the batch size:
+        the load policy's at the batch the engine is asked to run (the running requests and
+        those waiting, up to max_num_seqs: vLLM V0's disable_by_batch_size reads its running
+        queue, which V0 fills without charging drafts to the budget), each decode's budget and
+        KV reserved for that width, not the widest any step may draft (a step with
+        speculation off then decodes as many sequences as plain decoding would)."""
+        sched = self.sched
+        asked = min(len(sched.running) + len(sched.waiting), sched.max_seqs)
+        shape = self.spec.step_shape(max(asked, 1))
+        self.sched.reserved_draft_slots = shape.width - 1
+        return shape
+
     def _schedule(self) -> Step:
+        shape = self._reserve() if self._varies else None
         batch = self.sched.schedule()
         if batch.empty:
             raise ScenarioError(
@@ -436,7 +454,7 @@ class Replica:
             context_sum = float(context_lens[0])
         else:
             context_sum = float(self.requests.total(context_lens))
-        draft = self.spec.step_shape(len(decoding) + len(batch.prefill))
+        draft = self.spec.step_shape(len(decoding) + len(batch.prefill)) if shape is None else shape
         proposed = self._proposed(decoding, draft)
         widths = proposed + 1 if self._ragged and proposed is not None else None
         if batch.edge_width and draft.k:
