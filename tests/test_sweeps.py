@@ -274,3 +274,13 @@ def test_a_kept_pool_is_started_once_and_serves_every_call():
 def test_an_unknown_executor_is_refused_when_the_settings_are_made():
     with pytest.raises(InputError, match="--executor"):
         Runs("threads")  # type: ignore[arg-type]
+
+
+def test_a_config_files_pipeline_stages_show_in_the_table_and_the_csv(tmp_path):
+    config, out = tmp_path / "c.yaml", tmp_path / "s.csv"
+    config.write_text("pp: 2\nmodel: qwen3-30b-a3b\n")
+    args = ["sweep", "--config", str(config), "--requests", "32", "--concurrencies", "1"]
+    result = CliRunner().invoke(app, [*args, "--methods", "autoregressive", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "(pp2)" in result.output
+    assert (pd.read_csv(out)["pp"] == 2).all()

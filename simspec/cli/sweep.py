@@ -414,5 +414,6 @@ def _sampling_note(cfg: SweepConfig) -> None:
 
 def _ranks(cfg: SweepConfig) -> str:
     """The layout beyond tensor parallelism, where the sweep asks one."""
-    parts = [f"{name}{getattr(cfg, name)}" for name in ("dp", "ep") if getattr(cfg, name) > 1]
+    names = ("dp", "ep", "pp")
+    parts = [f"{name}{getattr(cfg, name)}" for name in names if getattr(cfg, name) > 1]
     return f" ({', '.join(parts)})" if parts else ""
