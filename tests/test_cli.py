@@ -232,3 +232,12 @@ def test_flags_override_a_scenario_file_field_by_field(tmp_path):
     )
     mixed = SweepFlags(output_len=8).sweep_config(lengths).workload
     assert mixed.prompt.dist == "lognormal" and mixed.output == LengthSpec(mean=8)
+
+
+def test_models_refuses_a_layout_without_a_model_and_one_a_run_would_refuse():
+    bare = runner.invoke(app, ["models", "--tp", "8", "--ep", "8"])
+    assert bare.exit_code == 2 and "error: --tp:" in bare.output
+    trt = runner.invoke(
+        app, ["models", "qwen3-30b-a3b", "--engine", "trtllm", "--tp", "4", "--dp", "2"]
+    )
+    assert trt.exit_code == 2 and "error: dp:" in trt.output and "trtllm" in trt.output

@@ -570,7 +570,7 @@ def test_a_broken_gzip_trace_is_one_line_not_a_traceback(tmp_path, monkeypatch, 
             "--duration",
         ),
         (["plan", "--qps", "inf", "--slo-ttft-ms", "1e3", "--slo-tpot-ms", "50"], "--qps"),
-        (["recommend", "--concurrencies", "1,100000000000000000000"], "concurrency"),
+        (["recommend", "--concurrencies", "1,100000000000000000000"], "--concurrencies"),
         # within vLLM's 1,024 running requests (the grid stops there), past the work bound
         (["recommend", "--k-max", "16", "--concurrencies", "1024,1000,900"], "concurrencies"),
         (["analytic", "--context", "1" + "0" * 23], "--context"),

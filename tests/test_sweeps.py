@@ -284,3 +284,16 @@ def test_a_config_files_pipeline_stages_show_in_the_table_and_the_csv(tmp_path):
     assert result.exit_code == 0, result.output
     assert "(pp2)" in result.output
     assert (pd.read_csv(out)["pp"] == 2).all()
+
+
+def test_a_flag_for_a_grid_axis_and_k_beside_a_speculative_config_are_refused(tmp_path):
+    grid = tmp_path / "g.yaml"
+    grid.write_text("grid: {tp: [1, 2]}\n")
+    both = CliRunner().invoke(app, ["sweep", "--grid", str(grid), "--tp", "8"])
+    assert both.exit_code == 2 and "error: --tp:" in both.output
+    spec = '{"method": "eagle3", "num_speculative_tokens": 3}'
+    k = CliRunner().invoke(app, ["sweep", "--speculative-config", spec, "--k", "5"])
+    assert k.exit_code == 2 and "error: --k:" in k.output
+    grid.write_text("grid: {k: [0, 2]}\n")
+    zero = CliRunner().invoke(app, ["sweep", "--grid", str(grid)])
+    assert zero.exit_code == 2 and "grid axis 'k' takes draft lengths from 1" in zero.output

@@ -290,6 +290,12 @@ class MethodFlags:
         if self.speculative_config:
             if names is not None:
                 raise InputError(flag, "give it or --speculative-config, not both")
+            if self.k is not None:
+                raise InputError(
+                    "--k",
+                    "the --speculative-config's num_speculative_tokens sets the draft length: "
+                    "give one or the other",
+                )
             tp = data.get("tp", 1)
             tp = tp if isinstance(tp, int) else 1  # a bad tp is the scenario's to refuse
             methods: list[Any] = [AUTOREGRESSIVE, self.vllm_method(target, dataset, tp)]

@@ -18,7 +18,7 @@ from simspec.cli.tables import table_width
 from simspec.config import Deployment
 from simspec.engine.kv_cache import MAX_GPUS, min_gpus
 from simspec.engine.layout import ParallelLayout
-from simspec.errors import one_line
+from simspec.errors import InputError, one_line
 from simspec.studies.model_facts import billions, layout, model_facts, precision
 
 
@@ -61,6 +61,12 @@ def models(
         d = Deployment(**fields)  # checked as a deployment's fields: an error names the field
         asked = ParallelLayout(d.tp, d.ep, d.dp)
     if name is None:
+        if asked is not None:
+            flags = ", ".join(f for f, v in (("--tp", tp), ("--ep", ep), ("--dp", dp)) if v)
+            raise InputError(
+                flags.split(", ")[0],
+                f"{flags} lay out one model: give its NAME (simspec models NAME {flags.split(', ')[0]} ...)",
+            )
         _print_all(gpu, engine, wide)
         return
     console = Console()

@@ -72,7 +72,9 @@ class SweepFlags(MethodFlags, ServingFlags):
         validated."""
         self.check_acceptance_flags()
         file = read_config(config, flag) if config else {}
-        data = self.run_length(with_preset_ids(overlay(file, self.scenario_fields())))
+        fields = self.scenario_fields()
+        self.check_grid_axes(file, fields, flag)
+        data = self.run_length(with_preset_ids(overlay(file, fields)))
         self.check_fixed_lengths(file)
         dataset = preset_dataset(data.get("workload"), self.dataset)
         names = None
@@ -85,6 +87,29 @@ class SweepFlags(MethodFlags, ServingFlags):
         data.pop("method", None)  # a scenario's one method, now among the methods
         data["methods"] = methods
         return SweepConfig(**data)
+
+    def check_grid_axes(self, file: dict[str, Any], fields: dict[str, Any], flag: str) -> None:
+        """A flag for what the file's grid varies is an error naming both: the grid's axis
+        would replace the flag's value at every point, and a flag never loses quietly."""
+        grid = file.get("grid")
+        if not isinstance(grid, dict):
+            return
+        given_now = {
+            axis: f"--{axis.replace('_', '-')}"
+            for axis in ("model", "gpu", "tp", "engine", "seed", "temperature", "top_p")
+            if axis in fields
+        }
+        if self.k is not None or self.speculative_config:
+            given_now["k"] = "--k" if self.k is not None else "--speculative-config"
+        if self.dataset or self.token_trace:
+            given_now["dataset"] = "--dataset" if self.dataset else "--token-trace"
+        for axis in grid:
+            if axis in given_now:
+                raise InputError(
+                    given_now[axis],
+                    f"the {flag} file's grid varies {axis}, which would replace the flag at "
+                    f"every point: give the flag or the grid axis, not both",
+                )
 
     def run_length(self, data: dict[str, Any]) -> dict[str, Any]:
         """The command line's run length over the file's: --precision-target replaces the

@@ -136,7 +136,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     engine = deployed_engine(sc)
     if why := engine_refuses(sc.method.name, engine.id):
         raise InputError("methods.name", f"{sc.method.name} {why}")
-    check_dp_attention(sc, engine.id, engine.dp_attention)
+    check_dp_attention(sc.dp, sc.pp, engine.id, engine.dp_attention)
     check_linear_layers(sc, target)
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine)
@@ -239,9 +239,9 @@ def with_memory_share(engine: EngineProfile, share: float | None) -> EngineProfi
     return engine.model_copy(update={"params": params})
 
 
-def check_dp_attention(sc: Scenario, engine_id: str, style: str) -> None:
+def check_dp_attention(dp: int, pp: int, engine_id: str, style: str) -> None:
     """Data-parallel attention needs an engine that runs it, on one pipeline stage."""
-    if sc.dp == 1:
+    if dp == 1:
         return
     if not style:
         raise InputError(
@@ -249,7 +249,7 @@ def check_dp_attention(sc: Scenario, engine_id: str, style: str) -> None:
             f"engine {engine_id} runs no data-parallel attention: use dp 1, or engine sglang "
             "(--enable-dp-attention) or vllm (--data-parallel-size)",
         )
-    if sc.pp > 1:
+    if pp > 1:
         raise InputError("dp", "data-parallel attention over pipeline stages is not modelled")
 
 

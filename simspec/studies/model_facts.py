@@ -8,7 +8,12 @@ from simspec.catalog.expert_locality import adjacent_expert_reuse
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.models import ModelShape, load_model
 from simspec.catalog.precision import kv_cache_bytes, load_precision, normalize_kv_cache_dtype
-from simspec.engine.build import check_attention_tp, check_ep, with_memory_share
+from simspec.engine.build import (
+    check_attention_tp,
+    check_dp_attention,
+    check_ep,
+    with_memory_share,
+)
 from simspec.engine.kv_cache import (
     GIB,
     MAX_GPUS,
@@ -77,6 +82,7 @@ def model_facts(
     if layout is not None:  # the layouts a run refuses, refused here by the same names
         check_ep(model, layout.ep)
         check_attention_tp(model, layout.tp, layout.dp)
+        check_dp_attention(layout.dp, 1, engine.id, engine.dp_attention)
     facts = [("model", model.id), ("architecture", model.model_type)]
     facts.append(("parameters", f"{billions(model.num_params)} total"))
     if model.is_moe:

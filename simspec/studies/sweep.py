@@ -25,6 +25,7 @@ from simspec.config import (
     DEFAULT_PRECISION_TARGET,
     DEFAULT_TURNOVERS,
     MAX_CONCURRENCY,
+    MAX_K,
     MAX_PRECISION_TARGET,
     MAX_RUNS,
     MAX_TOTAL_REQUESTS,
@@ -196,6 +197,13 @@ class SweepConfig(Deployment):
                 raise ValueError(f"unknown grid axis {axis!r}; choose from {', '.join(GRID_AXES)}")
             if not isinstance(values, list) or not values:
                 raise ValueError(f"grid axis {axis!r} needs a non-empty list")
+            if axis == "k" and not all(
+                isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= MAX_K for x in values
+            ):
+                raise ValueError(
+                    f"grid axis 'k' takes draft lengths from 1 to {MAX_K} (got {values}): "
+                    "autoregressive is the method that drafts none"
+                )
         methods, sizes, wl = (info.data.get(f) for f in ("methods", "batch_sizes", "workload"))
         if methods and sizes and wl:
             _check_size(math.prod(len(values) for values in v.values()), methods, sizes, wl)
