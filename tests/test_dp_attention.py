@@ -126,6 +126,10 @@ def test_without_dp_attention_the_layout_is_the_models_own_count():
         assert layout.weight_bytes_per_gpu(m) == m.weight_bytes_per_gpu(tp, ep)
     parts = ParallelLayout(8, 8, 1).weight_parts(m)
     assert sum(parts.values()) == pytest.approx(m.weight_bytes_per_gpu(8, 8), rel=1e-12)
+    # a hybrid's Gated DeltaNet mixers weigh more than attention layers: counted too
+    hybrid = load_model("qwen3-next-80b-a3b")
+    parts = ParallelLayout(4, 1, 1).weight_parts(hybrid)
+    assert sum(parts.values()) == pytest.approx(hybrid.weight_bytes_per_gpu(4), rel=1e-12)
 
 
 def test_vllm_keeps_every_non_expert_layer_on_each_rank():

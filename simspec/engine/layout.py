@@ -92,7 +92,12 @@ class ParallelLayout:
         whole = model.replicated_attention_params
         sliced = model.attention_params - whole
         parts = {
-            "attention": model.num_hidden_layers * (sliced / self.attn_tp + whole) * linear,
+            # the Gated DeltaNet mixers' weight past an attention layer's, sliced as attention
+            "attention": (
+                model.num_hidden_layers * (sliced / self.attn_tp + whole)
+                + model._linear_mixer_excess / self.attn_tp
+            )
+            * linear,
             "dense MLPs": dense * model.dense_mlp_params / self.dense_tp * linear,
             "shared experts and routers": moe
             * (
