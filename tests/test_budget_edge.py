@@ -32,6 +32,10 @@ def test_vllm_trims_chains_and_sglang_trtllm_and_trees_do_not():
     assert not setup_replica(_tight("vllm-v0")).trim_drafts
     assert not setup_replica(_tight("trtllm")).trim_drafts
     assert not setup_replica(_tight("vllm", tree="static")).trim_drafts
+    lookahead = _tight("vllm").model_copy(
+        update={"method": MethodConfig(name="lookahead", k=3, acceptance={"alpha": 0.7})}
+    )
+    assert not setup_replica(lookahead).trim_drafts  # its branches are no prefix
 
 
 def test_a_vllm_run_at_the_budget_edge_verifies_a_trimmed_draft_and_finishes():

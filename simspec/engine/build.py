@@ -197,8 +197,11 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         engine.flag("guaranteed_no_evict"),
         engine.flag("prefill_first"),
         decode_reserve(engine),
-        # a tree's nodes are not a prefix to trim: its decode waits for a step it fits
-        engine.flag("trim_drafts_at_budget") and spec.tree is None,
+        # only a chain's verify (1 + K tokens, each a prefix) trims: a tree's nodes, or
+        # lookahead's branches, are no prefix, and such a decode waits for a step it fits
+        engine.flag("trim_drafts_at_budget")
+        and spec.tree is None
+        and spec.verify_tokens == spec.k + 1,
     )
 
 
