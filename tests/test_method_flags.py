@@ -92,9 +92,10 @@ def test_a_flag_no_chosen_method_reads_is_an_error_naming_it(args, flag):
         assert result.output.startswith(f"error: {flag}"), result.output
 
 
-def test_k_on_an_explicit_tree_is_refused_as_its_depth_is_the_trees():
+def test_k_beside_a_speculative_config_is_refused_as_its_own_sets_the_draft():
+    # an explicit tree's depth is the tree's, and num_speculative_tokens a chain's length
     spec = '{"method": "eagle", "speculative_token_tree": "[(0,), (1,), (0, 0)]"}'
-    with pytest.raises(Exception, match="tree_paths"):
+    with pytest.raises(Exception, match="--speculative-config's num_speculative_tokens"):
         SweepFlags(speculative_config=spec, k=4).sweep_config(None)
 
 
