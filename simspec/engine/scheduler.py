@@ -100,9 +100,10 @@ class Scheduler:
     while ``max_num_seqs`` slots, ``max_num_batched_tokens`` and blocks last, and the last
     admitted is preempted by recompute when a running request needs blocks.
 
-    ``reserved_draft_slots`` is the widest verify step minus its input token: K for a chain of
-    K, 62 for a 63-node tree, 0 without speculation. Every decode reserves that many tokens of
-    budget and KV, whatever draft the load policy picks for the step. ``prefix_caching``: a
+    ``reserved_draft_slots`` is the verify step minus its input token: K for a chain of K, 62
+    for a 63-node tree, 0 without speculation. Every decode reserves that many tokens of
+    budget and KV; where the draft changes with the batch size the replica sets it each step
+    to that step's draft (``Replica._reserve``), else it is the method's one width. ``prefix_caching``: a
     preempted request's full blocks stay cached until new allocations evict them
     (:class:`FreeQueue`). ``reserve_output``: a waiting request is admitted only when the
     blocks of its prompt and whole output (and draft slots) fit beside what the running ones
