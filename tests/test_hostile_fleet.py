@@ -279,19 +279,21 @@ def test_fleet_says_an_infinite_number_is_not_finite(tmp_path, flag, message):
 
 
 @pytest.mark.parametrize(
-    ("workload", "field"),
+    ("command", "body", "field"),
     [
-        ("{arrival: closed, concurrency: 8}", "workload.arrival"),
-        ("{concurrency: 8}", "workload.concurrency"),
-        ("{measure: steady}", "workload.measure"),
+        ("fleet", "workload: {arrival: closed, concurrency: 8}", "workload.arrival"),
+        ("fleet", "workload: {concurrency: 8}", "workload.concurrency"),
+        ("fleet", "workload: {measure: steady}", "workload.measure"),
+        ("plan", "workload: {arrival: closed, concurrency: 8}", "workload.arrival"),
+        ("plan", "workload: {requests: 100}", "workload.requests"),
+        ("plan", "batch_sizes: [1, 2]", "batch_sizes"),
     ],
 )
-def test_fleet_qps_refuses_a_config_workload_it_would_not_run(tmp_path, workload, field):
+def test_qps_runs_refuse_a_config_field_they_would_replace(tmp_path, command, body, field):
     config = tmp_path / "c.yaml"
-    config.write_text(f"model: llama-3.1-8b\nworkload: {workload}\n")
-    result = runner.invoke(app, ["fleet", "--config", str(config), "--qps", "4"])
-    assert result.exit_code == 2
-    assert f"error: {field}:" in result.output and "--qps" in " ".join(result.output.split())
+    config.write_text(f"model: llama-3.1-8b\n{body}\n")
+    result = runner.invoke(app, [command, "--config", str(config), "--qps", "4"])
+    assert result.exit_code == 2 and f"error: {field}:" in result.output
 
 
 def test_fleet_qps_runs_the_config_files_request_count():

@@ -220,21 +220,6 @@ def test_an_slo_one_request_at_a_time_misses_gets_rate_0_without_bisecting_towar
     assert min(rates) >= capacity.FIRST_RATE  # no probe below the doubling's first rate
 
 
-@pytest.mark.parametrize(
-    ("body", "field"),
-    [
-        ("workload: {arrival: closed, concurrency: 8}", "workload.arrival"),
-        ("workload: {requests: 100}", "workload.requests"),
-        ("batch_sizes: [1, 2]", "batch_sizes"),
-    ],
-)
-def test_plan_refuses_a_config_field_its_probes_would_replace(tmp_path, body, field):
-    config = tmp_path / "c.yaml"
-    config.write_text(f"model: llama-3.1-8b\n{body}\n")
-    result = runner.invoke(app, ["plan", "--config", str(config), "--qps", "5"])
-    assert result.exit_code == 2 and f"error: {field}:" in result.output
-
-
 def test_recommend_measures_at_the_config_files_batch_sizes(tmp_path):
     from simspec.cli.plan import file_grid
 

@@ -135,16 +135,22 @@ def poisson_workload(
         f"the --config file {shown(str(config))} sets it, and --qps runs Poisson arrivals "
         "measured whole: drop it from the file, or run the file without --qps"
     )
-    if not isinstance(file, dict):
-        raise InputError("workload", why)
-    if file.get("arrival", "poisson") != "poisson":
-        raise InputError("workload.arrival", why)
-    if file.get("measure", "whole") != "whole":
-        raise InputError("workload.measure", why)
+    _arrivals_measured_whole(file, "poisson", why, why)
     if file.get("concurrency") is not None:
         raise InputError("workload.concurrency", why)
     count = requests if requests is not None else file.get("requests", FLEET_REQUESTS)
     return file | {"arrival": "poisson", "rate": qps, "requests": count, "measure": "whole"}
+
+
+def _arrivals_measured_whole(file: Any, arrival: str, why: str, measure_why: str) -> None:
+    """A --config file's workload that is a mapping of ``arrival`` arrivals (or none stated),
+    measured whole (or none stated); else the error naming its field."""
+    if not isinstance(file, dict):
+        raise InputError("workload", why)
+    if file.get("arrival", arrival) != arrival:
+        raise InputError("workload.arrival", why)
+    if file.get("measure", "whole") != "whole":
+        raise InputError("workload.measure", measure_why)
 
 
 # the replay fields each trace flag sets, which replace the --config file's
@@ -171,12 +177,7 @@ def replay_workload(
         "(the trace gives the arrivals, the lengths and the request count): drop it from "
         "the file, or run without --trace"
     )
-    if not isinstance(file, dict):
-        raise InputError("workload", why)
-    if file.get("arrival", "replay") != "replay":
-        raise InputError("workload.arrival", why)
-    if file.get("measure", "whole") != "whole":
-        raise InputError("workload.measure", f"{why}; a replay is measured whole")
+    _arrivals_measured_whole(file, "replay", why, f"{why}; a replay is measured whole")
     if unread := WorkloadConfig.not_for_replay(file):
         dataset = "; --dataset names the methods' acceptance dataset"
         raise InputError(
