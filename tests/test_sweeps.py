@@ -297,3 +297,13 @@ def test_a_flag_for_a_grid_axis_and_k_beside_a_speculative_config_are_refused(tm
     grid.write_text("grid: {k: [0, 2]}\n")
     zero = CliRunner().invoke(app, ["sweep", "--grid", str(grid)])
     assert zero.exit_code == 2 and "grid axis 'k' takes draft lengths from 1" in zero.output
+
+
+def test_a_grid_temperature_axis_gets_its_sampling_notes(tmp_path):
+    grid = tmp_path / "g.yaml"
+    grid.write_text("grid: {temperature: [0.0, 1.5]}\n")
+    args = ["sweep", "--grid", str(grid), "--requests", "32", "--concurrencies", "1"]
+    result = CliRunner().invoke(app, [*args, "--methods", "autoregressive,eagle3"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "sampling at T=1.5" in said and "no published pair constrains acceptance" in said

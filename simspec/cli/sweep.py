@@ -393,23 +393,27 @@ def _picked_shape_note(cfg: SweepConfig) -> None:
 
 
 def _sampling_note(cfg: SweepConfig) -> None:
-    """At T > 0 or top-p < 1, how acceptance was scaled from greedy, and on what evidence."""
-    if not (cfg.temperature > 0 or cfg.top_p < 1):
-        return
-    if cfg.temperature == 0:
-        err.print(f"note: top-p {cfg.top_p} has no effect at temperature 0 (greedy: the argmax)")
-        return
+    """At T > 0 or top-p < 1 (at the top level or on a grid axis), how acceptance was scaled
+    from greedy, and on what evidence."""
     from simspec.catalog.sampling import MAX_FITTED_TEMPERATURE, factor, sampling_source
 
-    err.print(
-        f"sampling at T={cfg.temperature}, top-p={cfg.top_p}: acceptance x "
-        f"{factor(cfg.temperature, cfg.top_p):.3f} of greedy ({sampling_source()})"
-    )
-    if cfg.temperature > MAX_FITTED_TEMPERATURE:
+    pairs = dict.fromkeys((p.temperature, p.top_p) for p in cfg.points())
+    for temperature, top_p in pairs:
+        if not (temperature > 0 or top_p < 1):
+            continue
+        if temperature == 0:
+            err.print(f"note: top-p {top_p} has no effect at temperature 0 (greedy: the argmax)")
+            continue
         err.print(
-            f"note: no published pair constrains acceptance above T="
-            f"{MAX_FITTED_TEMPERATURE:g}; it is held at its T={MAX_FITTED_TEMPERATURE:g} value"
+            f"sampling at T={temperature}, top-p={top_p}: acceptance x "
+            f"{factor(temperature, top_p):.3f} of greedy ({sampling_source()})"
         )
+        if temperature > MAX_FITTED_TEMPERATURE:
+            err.print(
+                f"note: no published pair constrains acceptance above T="
+                f"{MAX_FITTED_TEMPERATURE:g}; it is held at its T={MAX_FITTED_TEMPERATURE:g} "
+                "value"
+            )
 
 
 def _ranks(cfg: SweepConfig) -> str:
