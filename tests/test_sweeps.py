@@ -307,3 +307,10 @@ def test_a_grid_temperature_axis_gets_its_sampling_notes(tmp_path):
     assert result.exit_code == 0, result.output
     said = " ".join(result.output.split())
     assert "sampling at T=1.5" in said and "no published pair constrains acceptance" in said
+
+
+def test_a_grid_tp_axis_that_a_fixed_ep_does_not_fit_is_refused_naming_the_grid(tmp_path):
+    grid = tmp_path / "g.yaml"
+    grid.write_text("model: qwen3-30b-a3b\ngrid: {tp: [2, 4]}\n")
+    result = CliRunner().invoke(app, ["sweep", "--grid", str(grid), "--ep", "4"])
+    assert result.exit_code == 2 and "grid: its tp 2 does not take ep=4" in result.output

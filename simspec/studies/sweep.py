@@ -107,6 +107,26 @@ class SweepConfig(Deployment):
 
     @model_validator(mode="before")
     @classmethod
+    def _tp_axis_alone(cls, data: Any) -> Any:
+        """A grid's tp axis whose points an ep or dp beside it does not fit is refused naming
+        the grid: ep must be 1 or tp and dp divide tp at every point, and neither is a grid
+        axis to follow it."""
+        if not isinstance(data, dict) or not isinstance(data.get("grid"), dict):
+            return data
+        ep, dp = data.get("ep") or 1, data.get("dp") or 1
+        for tp in data["grid"].get("tp") or []:
+            if not isinstance(tp, int) or isinstance(ep, bool) or isinstance(dp, bool):
+                continue  # the fields' own validators name a bad value
+            if (ep not in (1, tp)) or (isinstance(dp, int) and dp > 0 and tp % dp):
+                raise ValueError(
+                    f"grid: its tp {tp} does not take ep={ep}, dp={dp} (ep 1 or tp, dp dividing "
+                    "tp), which stay fixed while tp varies (neither is a grid axis): sweep that "
+                    "tp on its own, or drop ep and dp"
+                )
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _fixed_or_target(cls, data: Any) -> Any:
         """A fixed length (``workload.requests`` or ``workload.turnovers`` written) and a
         precision target exclude each other: written without ``precision_target`` a fixed
