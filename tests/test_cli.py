@@ -241,3 +241,9 @@ def test_models_refuses_a_layout_without_a_model_and_one_a_run_would_refuse():
         app, ["models", "qwen3-30b-a3b", "--engine", "trtllm", "--tp", "4", "--dp", "2"]
     )
     assert trt.exit_code == 2 and "error: dp:" in trt.output and "trtllm" in trt.output
+
+
+def test_models_says_what_a_windowed_models_window_layers_hold():
+    result = runner.invoke(app, ["models", "gpt-oss-120b", "--tp", "2"])
+    assert result.exit_code == 0, result.output
+    assert "the windowed layers hold" in " ".join(result.output.split())

@@ -283,6 +283,12 @@ def layout_facts(
         return facts
     tokens = plan.num_blocks * plan.block_size
     ranks = f" in all ({tokens // lay.dp:,} per rank)" if lay.dp > 1 else ""
+    # the windowed layers' share of the pool when every running sequence holds a full window
+    windowed = (
+        f"; the windowed layers hold {plan.window_bytes / GIB:.1f} GiB per GPU of it"
+        if plan.window_bytes
+        else ""
+    )
     facts.append(
         (
             "KV cache",
@@ -291,7 +297,8 @@ def layout_facts(
                 f"SGLang's share {share:g} less the weights"
                 if engine.flag("activations_in_share")
                 else f"after {plan.activation_bytes / GIB:.1f} GiB of activations per GPU"
-            ),
+            )
+            + windowed,
         )
     )
     if note := gpu.cross_node_note(lay.tp, lay.ep):
