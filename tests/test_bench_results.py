@@ -532,3 +532,30 @@ def test_compare_refuses_a_model_other_than_the_one_the_run_names():
     assert "--model" in other.output and "qwen3-8b" in " ".join(other.output.split())
     same = runner.invoke(app, ["compare", run, "--model", "Qwen/Qwen3-8B"])
     assert same.exit_code == 0, same.output
+
+
+def test_a_text_block_and_a_json_whose_speculative_counters_cannot_be_are_refused(tmp_path):
+    base = ROOT / "tests" / "data" / "bench" / "qwen3-8b-h100-bs1"
+    block = base.with_suffix(".txt").read_text().rstrip("\n").split("\n")
+    spec = [
+        "---------------Speculative Decoding---------------",
+        "Acceptance rate (%):                     50.00",
+        "Acceptance length:                       3.90",
+        "Per-position acceptance (%):",
+        "  Position 0:                            40.00",
+        "  Position 1:                            80.00",
+        "  Position 2:                            30.00",
+    ]
+    text = tmp_path / "rising.txt"
+    text.write_text("\n".join([*block[:-1], *spec, block[-1]]) + "\n")
+    rising = runner.invoke(app, ["compare", str(text), "--method", "eagle3"])
+    assert rising.exit_code == 2 and "never rise" in " ".join(rising.output.split())
+    data = json.loads(base.with_suffix(".json").read_text())
+    data |= {
+        "spec_decode_per_position_acceptance_rates": [],
+        "spec_decode_acceptance_length": None,
+    }
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(data))
+    said = runner.invoke(app, ["compare", str(empty), "--method", "eagle3"])
+    assert said.exit_code == 2 and "spec_decode_acceptance_length" in said.output

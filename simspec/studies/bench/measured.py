@@ -219,3 +219,33 @@ def check_run(run: MeasuredRun, where: str) -> MeasuredRun:
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+# printed rates and lengths are rounded: 1 + sum(rates) may miss the length by this much
+LENGTH_SLACK = 0.02
+
+
+def consistent(acc: Acceptance, where: str) -> Acceptance:
+    """The run's acceptance, refused where vLLM's own counters could not have produced it: a
+    chain accepts token i only after token i-1, so the per-position rates never rise, and both
+    fields count the same accepted tokens, so the length is 1 + the rates' sum (vllm bench
+    serve, vllm/benchmarks/serve.py in the 0.34.0 wheel: acceptance_length = 1 +
+    delta_accepted / delta_drafts, each rate delta_pos / delta_drafts)."""
+    key = "spec_decode_per_position_acceptance_rates"
+    rates = acc.per_position
+    for i in range(1, len(rates)):
+        if rates[i] > rates[i - 1] + 1e-9:
+            raise InputError(
+                f"{where}: {key}[{i}]",
+                f"{rates[i]:g} above position {i - 1}'s {rates[i - 1]:g}: a draft's token is "
+                "accepted only after the one before it, so the rates never rise",
+            )
+    if rates and acc.length is not None:
+        implied = 1.0 + sum(rates)
+        if abs(implied - acc.length) > LENGTH_SLACK * max(1.0, acc.length):
+            raise InputError(
+                f"{where}: spec_decode_acceptance_length",
+                f"{acc.length:g}, but the per-position rates give 1 + {sum(rates):g} = "
+                f"{implied:g}: both count the same accepted tokens",
+            )
+    return acc

@@ -33,6 +33,7 @@ from simspec.studies.bench.measured import (
     check_number,
     check_run,
     concurrency,
+    consistent,
     rate,
 )
 
@@ -141,10 +142,13 @@ def _run(lines: list[str], name: str, where: str) -> MeasuredRun:
     accept = values.pop("accept_length", None)
     acceptance = None
     if accept is not None or positions:
-        acceptance = Acceptance(
-            per_position=tuple(positions[i] for i in range(len(positions))),
-            length=accept,
-            source=f"{where}: the block's speculative decoding lines",
+        acceptance = consistent(
+            Acceptance(
+                per_position=tuple(positions[i] for i in range(len(positions))),
+                length=accept,
+                source=f"{where}: the block's speculative decoding lines",
+            ),
+            where,
         )
     metrics = {k: v for k, v in values.items() if k.endswith(("_ms", "_tok_s", "_req_s"))}
     run = MeasuredRun(
