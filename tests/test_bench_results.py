@@ -559,3 +559,15 @@ def test_a_text_block_and_a_json_whose_speculative_counters_cannot_be_are_refuse
     empty.write_text(json.dumps(data))
     said = runner.invoke(app, ["compare", str(empty), "--method", "eagle3"])
     assert said.exit_code == 2 and "spec_decode_acceptance_length" in said.output
+
+
+def test_two_result_files_of_one_name_keep_two_names():
+    from simspec.studies.bench import read_results
+
+    bench = ROOT / "tests" / "data" / "bench"
+    runs = read_results([bench / "qwen3-8b-h100-bs1.json", bench / "qwen3-8b-h100-bs8.json"])
+    assert [r.name for r in runs] == ["qwen3-8b-h100-bs1.json", "qwen3-8b-h100-bs8.json"]
+    twice = read_results(
+        [bench / "qwen3-8b-h100-bs1.json", bench / ".." / "bench" / "qwen3-8b-h100-bs1.json"]
+    )
+    assert len({r.name for r in twice}) == 2

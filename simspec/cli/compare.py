@@ -111,7 +111,7 @@ def compare(
     Example: simspec compare bs1.json bs2.json bs4.json bs8.json --gpu h100_sxm --out cmp.csv
     --html cmp.html
     """
-    from simspec.studies.bench import read_metrics, read_result
+    from simspec.studies.bench import read_metrics, read_results
     from simspec.studies.bench.calibrate import runs_gpu
     from simspec.studies.bench.compare import check_runs, plan_run
     from simspec.studies.bench.compare import compare as simulate_runs
@@ -119,7 +119,7 @@ def compare(
 
     check_outputs((out, "--out", (".csv", ".json")), (html, "--html", (".html", ".htm")))
     method = known_method(flags.method, "--method")
-    runs = [run for path in results for run in read_result(path)]
+    runs = read_results(results)
     check_runs(runs)
     shared = read_metrics(list(spec_metrics)) if spec_metrics else None
     deployment = flags.deployment()

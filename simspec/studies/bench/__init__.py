@@ -10,6 +10,7 @@ else JSON (one document, or one object per line).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -24,7 +25,14 @@ from simspec.studies.bench.sglang_jsonl import read_sglang_result
 from simspec.studies.bench.text_block import has_block, read_text_blocks
 from simspec.studies.bench.vllm_json import is_vllm_result, read_vllm_result
 
-__all__ = ["Acceptance", "MeasuredRun", "read_metrics", "read_result", "read_result_file"]
+__all__ = [
+    "Acceptance",
+    "MeasuredRun",
+    "read_metrics",
+    "read_result",
+    "read_result_file",
+    "read_results",
+]
 
 # A --save-detailed run keeps each request's ITLs (~200 floats of ~20 characters for a ShareGPT
 # reply) and its text (~1 KB): ~6 KB a request, so 10,000 requests are ~60 MB. 256 MiB holds
@@ -38,6 +46,21 @@ MAX_METRICS_BYTES = 16 * 1024 * 1024
 def read_result(path: str | os.PathLike, field: str = "RESULT") -> list[MeasuredRun]:
     """The measured runs of one result file (``field``: the argument that named it)."""
     return read_result_file(path, field)[0]
+
+
+def read_results(paths: list[str | os.PathLike], field: str = "RESULT") -> list[MeasuredRun]:
+    """The runs of several result files, each named by its file's name, or by its path where
+    two files share a name (a/result.json, b/result.json): tables and reports key runs by
+    name, so two of one name would be read as one."""
+    names = [os.path.basename(str(p)) or str(p) for p in paths]
+    out = []
+    for path, name in zip(paths, names, strict=True):
+        runs = read_result(path, field)
+        if names.count(name) > 1:
+            whole = str(path)
+            runs = [dataclasses.replace(r, name=whole + r.name[len(name) :]) for r in runs]
+        out.extend(runs)
+    return out
 
 
 def read_result_file(
