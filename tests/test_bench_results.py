@@ -571,3 +571,22 @@ def test_two_result_files_of_one_name_keep_two_names():
         [bench / "qwen3-8b-h100-bs1.json", bench / ".." / "bench" / "qwen3-8b-h100-bs1.json"]
     )
     assert len({r.name for r in twice}) == 2
+
+
+def test_a_runs_gpu_label_is_taken_or_said(tmp_path):
+    data = json.loads((ROOT / "tests" / "data" / "bench" / "qwen3-8b-h100-bs1.json").read_text())
+    vendor = tmp_path / "vendor.json"
+    vendor.write_text(json.dumps({**data, "gpu": "NVIDIA H200"}))
+    said = runner.invoke(app, ["compare", str(vendor)])
+    assert said.exit_code == 0 and "no simspec GPU id" in " ".join(said.output.split())
+    runs = []
+    for name, source in (("a.json", "bs1"), ("b.json", "bs8")):
+        d = json.loads(
+            (ROOT / "tests" / "data" / "bench" / f"qwen3-8b-h100-{source}.json").read_text()
+        )
+        (tmp_path / name).write_text(json.dumps({**d, "gpu": "h200"}))
+        runs.append(str(tmp_path / name))
+    out = tmp_path / "c.yaml"
+    fit = runner.invoke(app, ["calibrate", "bench", *runs, "--out", str(out)])
+    assert fit.exit_code == 0, fit.output  # no --gpu: the runs' own, as compare takes it
+    assert "gpu h200, as the runs' gpu metadata says" in fit.output

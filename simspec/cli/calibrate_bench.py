@@ -83,7 +83,7 @@ def calibrate_bench(
     """
     from simspec.catalog.hardware import load_engine, load_gpu, load_profile
     from simspec.studies.bench import read_result_file
-    from simspec.studies.bench.calibrate import TTFT_NOTE, calibrate, calibrated_profile
+    from simspec.studies.bench.calibrate import TTFT_NOTE, calibrate, calibrated_profile, runs_gpu
     from simspec.studies.bench.calibrate import check_runs as check_fit_runs
     from simspec.studies.bench.compare import check_runs, plan_run
 
@@ -95,7 +95,10 @@ def calibrate_bench(
         runs.extend(found)
     check_runs(runs)
     deployment = flags.deployment()
-    check_fit_runs(runs, str(deployment.get("gpu") or Deployment.model_fields["gpu"].default))
+    check_fit_runs(runs, deployment.get("gpu"))  # a --gpu given must be the runs' own
+    if deployment.get("gpu") is None and (label := runs_gpu(runs, None, "calibration")):
+        deployment["gpu"] = label  # as compare takes it
+        err.print(f"gpu {label}, as the runs' gpu metadata says", highlight=False)
     with tempfile.TemporaryDirectory(prefix="simspec-calibrate-") as tmp:
         plans = [plan_run(r, deployment, "autoregressive", None, None, Path(tmp)) for r in runs]
         sc = plans[0].scenario

@@ -112,7 +112,7 @@ def compare(
     --html cmp.html
     """
     from simspec.studies.bench import read_metrics, read_results
-    from simspec.studies.bench.calibrate import runs_gpu
+    from simspec.studies.bench.calibrate import runs_gpu, unknown_gpu
     from simspec.studies.bench.compare import check_runs, plan_run
     from simspec.studies.bench.compare import compare as simulate_runs
     from simspec.studies.bench.report import write_compare_report
@@ -127,6 +127,13 @@ def compare(
     if (label := runs_gpu(runs, flags.gpu, "comparison")) is not None and flags.gpu is None:
         deployment["gpu"] = label
         err.print(f"gpu {label}, as the runs' gpu metadata says", highlight=False)
+    elif flags.gpu is None and (named := unknown_gpu(runs)) is not None:
+        gpu = deployment.get("gpu") or Deployment.model_fields["gpu"].default
+        err.print(
+            f"note: the runs name GPU {named!r}, no simspec GPU id: simulated on {gpu} "
+            "(--gpu names the GPU they ran on)",
+            highlight=False,
+        )
     with tempfile.TemporaryDirectory(prefix="simspec-compare-") as tmp:
         plans = [plan_run(r, deployment, method, flags.k, shared, Path(tmp)) for r in runs]
         with progress_bar("simulating the runs", total=len(plans)) as bar:

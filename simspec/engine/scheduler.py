@@ -103,8 +103,9 @@ class Scheduler:
     ``reserved_draft_slots`` is the verify step minus its input token: K for a chain of K, 62
     for a 63-node tree, 0 without speculation. Every decode reserves that many tokens of
     budget and KV; where the draft changes with the batch size the replica sets it each step
-    to that step's draft (``Replica._reserve``), else it is the method's one width. ``prefix_caching``: a
-    preempted request's full blocks stay cached until new allocations evict them
+    to that step's draft (``Replica._reserve``), else it is the method's one width.
+    ``prefix_caching``: a preempted request's full blocks stay cached until new allocations
+    evict them
     (:class:`FreeQueue`). ``reserve_output``: a waiting request is admitted only when the
     blocks of its prompt and whole output (and draft slots) fit beside what the running ones
     may still grow to, so no running request ever runs short (TRT-LLM's GUARANTEED_NO_EVICT

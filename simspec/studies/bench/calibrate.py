@@ -187,6 +187,13 @@ def runs_gpu(runs: list[MeasuredRun], gpu: str | None, what: str) -> str | None:
     return label
 
 
+def unknown_gpu(runs: list[MeasuredRun]) -> str | None:
+    """The GPU the runs' metadata names where it is no simspec GPU id (a vendor's name such as
+    "NVIDIA H200"), which :func:`runs_gpu` cannot take: the caller says what it ran on."""
+    labels = {r.gpu for r in runs if r.gpu and r.gpu.lower() not in gpu_ids()}
+    return sorted(labels)[0] if labels else None
+
+
 def _two_differing(
     runs: list[MeasuredRun], key: Callable[[MeasuredRun], str | None]
 ) -> tuple[MeasuredRun, MeasuredRun]:
