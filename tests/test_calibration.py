@@ -318,3 +318,12 @@ def test_report_cases_without_a_tpot_row_of_the_gpu_says_so(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert "no plain-decoding TPOT row" in " ".join(result.output.split())
+
+
+def test_report_outputs_take_their_own_suffixes_and_an_unknown_preset_is_named():
+    from simspec.catalog.methods import preset_method
+
+    html = runner.invoke(app, ["calibrate", "report", "--timings", "x", "--html", "r.csv"])
+    assert html.exit_code == 2 and "--html" in html.output
+    with pytest.raises(InputError, match="unknown method 'eagle9'"):
+        preset_method("eagle9")

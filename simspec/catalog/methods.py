@@ -541,6 +541,9 @@ def preset_method(
     """
     if name == "autoregressive":
         return MethodConfig(name=name, k=0)
+    if name not in method_presets():
+        known = ", ".join(["autoregressive", *method_presets()])
+        raise InputError("methods.name", f"unknown method {name!r}; choose one of {known}")
     fields = method_defaults(name)
     acc = preset_acceptance(name, dataset)
     if name == "pard":

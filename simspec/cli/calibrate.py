@@ -135,7 +135,7 @@ def calibrate_report(
 
     if not timings and (html or csv):
         raise InputError("--timings", "--html and --csv need timing tables to compare with")
-    check_outputs((html, "--html", None), (csv, "--csv", None))
+    check_outputs((html, "--html", (".html", ".htm")), (csv, "--csv", (".csv", ".parquet")))
     prof = load_profile(profile)
     spec = load_gpu(gpu or prof.gpu)
     case_rows = step_time_rows(read_cases(cases), spec.id) if cases else None
