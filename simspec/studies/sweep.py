@@ -114,10 +114,13 @@ class SweepConfig(Deployment):
         if not isinstance(data, dict) or not isinstance(data.get("grid"), dict):
             return data
         ep, dp = data.get("ep") or 1, data.get("dp") or 1
+        numbers = [x for x in (ep, dp) if isinstance(x, int) and not isinstance(x, bool)]
+        if len(numbers) < 2 or dp < 1:
+            return data  # the fields' own validators name a bad value
         for tp in data["grid"].get("tp") or []:
-            if not isinstance(tp, int) or isinstance(ep, bool) or isinstance(dp, bool):
-                continue  # the fields' own validators name a bad value
-            if (ep not in (1, tp)) or (isinstance(dp, int) and dp > 0 and tp % dp):
+            if not isinstance(tp, int) or isinstance(tp, bool):
+                continue
+            if ep not in (1, tp) or tp % dp:
                 raise ValueError(
                     f"grid: its tp {tp} does not take ep={ep}, dp={dp} (ep 1 or tp, dp dividing "
                     "tp), which stay fixed while tp varies (neither is a grid axis): sweep that "
