@@ -26,7 +26,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from simspec.catalog.methods import preset_method
-from simspec.catalog.models import load_model, preset_id
+from simspec.catalog.models import load_model, model_ids, preset_id
 from simspec.config import (
     MAX_CONCURRENCY,
     MAX_RUNS,
@@ -73,11 +73,10 @@ def check_runs(runs: list[MeasuredRun]) -> None:
 
 
 def _preset(model: str) -> str | None:
-    """The preset ``model`` names (a preset id or a Hugging Face id read as one), or None."""
-    try:
-        return load_model(preset_id(model)).id
-    except InputError:
-        return None
+    """The packaged preset ``model`` names (its id, or a Hugging Face id read as one); None for
+    anything else (a config.json path, a name simspec does not package)."""
+    named = preset_id(model)
+    return named if named in model_ids() else None
 
 
 def plan_run(
@@ -106,7 +105,12 @@ def plan_run(
                 f"{run.name} names model {run.model!r}, not a simspec preset: give --model",
             ) from None
         notes.append(f"model {model}, as the file names it")
-    elif run.model is not None and (named := _preset(run.model)) and named != _preset(model):
+    elif (
+        run.model is not None
+        and (named := _preset(run.model)) is not None
+        and (given := _preset(model)) is not None
+        and named != given
+    ):
         raise InputError(
             "--model",
             f"{model}, but {run.name} says it ran {run.model}: a run predicted on another "
