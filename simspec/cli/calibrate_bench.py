@@ -128,7 +128,11 @@ def calibrate_bench(
             _rows(None, cal.heldout.rows), f"Held out ({cal.heldout_split}): measured vs predicted"
         )
     for name in cal.fit.at_bound:
-        warn(f"{name} stopped at the edge of its range: the runs ask for more than it can give")
+        warn(
+            f"{name} stopped at the edge of its range: the runs ask for a value past it, so "
+            "the fit's error is theirs to explain (another engine, a bottleneck simspec does "
+            "not model)"
+        )
     err.print(TTFT_NOTE, highlight=False, markup=False, soft_wrap=True)
     held = f"; held-out MAPE {cal.heldout.mape:.1%} ({cal.heldout_split})" if cal.heldout else ""
     err.print(

@@ -370,7 +370,13 @@ def fit(
         if np.all(moved < _TOLERANCE):
             break
     params = {k: float(f"{v:.6g}") for k, v in _from_x(x).items()}
-    edges = [k for k, v, lo, hi in zip(PARAMS, x, lower, upper, strict=True) if not lo < v < hi]
+    # at a bound to the solver's own resolution (lsq_linear lands within rounding of it)
+    near = _TOLERANCE * 10
+    edges = [
+        k
+        for k, v, lo, hi, eps in zip(PARAMS, x, lower, upper, near, strict=True)
+        if not lo + eps < v < hi - eps
+    ]
     rows = sim.rows(residuals, params)
     return Fit(params, rows, edges, sim.runs - simulated)
 
