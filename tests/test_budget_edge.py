@@ -49,3 +49,13 @@ def test_a_vllm_run_at_the_budget_edge_verifies_a_trimmed_draft_and_finishes():
     assert (trimmed.decode_tokens == 60).all()
     # every draft accepted: whole drafts emit 8, the trimmed one only its width (not 8)
     assert (trimmed.spec_tokens <= trimmed.decode_tokens).all()
+
+
+def test_vllm_gives_eagle_and_draft_models_lookahead_kv_and_no_one_else():
+    assert setup_replica(_tight("vllm")).lookahead_slots == 7  # num_speculative_tokens
+    assert setup_replica(_tight("vllm-v0")).lookahead_slots == 0
+    assert setup_replica(_tight("sglang")).lookahead_slots == 0
+    ngram = _tight("vllm").model_copy(
+        update={"method": MethodConfig(name="ngram", k=3, acceptance={"alpha": 0.5})}
+    )
+    assert setup_replica(ngram).lookahead_slots == 0

@@ -199,6 +199,17 @@ def test_without_trimming_the_decode_at_the_budget_edge_waits_and_a_prompt_takes
     assert ids(batch.prefill) == [3] and ids(batch.chunks) == [2]
 
 
+def test_vllm_eagle_lookahead_slots_hold_kv_past_each_running_requests_ask():
+    # block size 4, K = 3 and 3 lookahead slots: after an 8-token prompt the decode writes
+    # tokens 9..12 and holds 3 more, ceil(15 / 4) = 4 blocks (3 without the slots)
+    rig = make_rig([8], [10], block_size=4, k=3, lookahead_slots=3)
+    add_all(rig)
+    run_batch(rig, rig.sched.schedule())
+    assert rig.table.blocks[0] == 2  # a new prompt gets no lookahead (nothing computed)
+    rig.sched.schedule()
+    assert rig.table.blocks[0] == 4
+
+
 def test_a_decode_that_fits_whole_is_not_trimmed():
     rig = make_rig([2, 2], [9, 9], max_tokens=8, k=3, trim_drafts=True)
     add_all(rig)
@@ -395,8 +406,10 @@ def same_state(a: Rig, b: Rig) -> None:
         assert np.array_equal(getattr(a.table, column), getattr(b.table, column)), column
 
 
-@pytest.mark.parametrize("trim_drafts", [False, True])
-def test_the_fast_path_decides_exactly_as_the_per_request_path_on_random_runs(trim_drafts: bool):
+@pytest.mark.parametrize(("trim_drafts", "lookahead"), [(False, 0), (True, 0), (True, 3)])
+def test_the_fast_path_decides_exactly_as_the_per_request_path_on_random_runs(
+    trim_drafts: bool, lookahead: int
+):
     rng = np.random.default_rng(20240613)
     CountingPaths.fast = CountingPaths.single = CountingPaths.general = 0
     preemptions = 0
@@ -412,8 +425,9 @@ def test_the_fast_path_decides_exactly_as_the_per_request_path_on_random_runs(tr
             max_tokens=1 + k + int(rng.integers(0, 90)),
             k=k,
         )
-        fast = make_rig(**shape, scheduler_cls=CountingPaths, trim_drafts=trim_drafts)
-        general = make_rig(**shape, scheduler_cls=GeneralOnly, trim_drafts=trim_drafts)
+        extra = {"trim_drafts": trim_drafts, "lookahead_slots": lookahead}
+        fast = make_rig(**shape, scheduler_cls=CountingPaths, **extra)
+        general = make_rig(**shape, scheduler_cls=GeneralOnly, **extra)
         released = 0
         for _ in range(400):
             for _ in range(min(int(rng.integers(0, 3)), n - released)):

@@ -202,7 +202,15 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         engine.flag("trim_drafts_at_budget")
         and spec.tree is None
         and spec.verify_tokens == spec.k + 1,
+        # num_speculative_tokens (a tree's nodes) for the drafters vLLM gives lookahead KV
+        spec.verify_tokens - 1
+        if engine.flag("draft_lookahead_slots") and sc.method.name in LOOKAHEAD_DRAFTERS
+        else 0,
     )
+
+
+# the methods vLLM V1 runs as use_eagle() (eagle, eagle3, mtp) or uses_draft_model()
+LOOKAHEAD_DRAFTERS = ("eagle1", "eagle2", "eagle3", "mtp", "p_eagle", "draft_model", "pard")
 
 
 def decode_reserve(engine: EngineProfile) -> tuple[float, float, float, int] | None:

@@ -64,6 +64,8 @@ class ReplicaSetup:
     decode_reserve: tuple[float, float, float, int] | None = None
     # give a decode at the budget's edge what is left, its draft trimmed (vLLM V1)
     trim_drafts: bool = False
+    # KV tokens past each running request's ask for the drafter's next positions (vLLM V1)
+    lookahead_slots: int = 0
 
 
 @dataclass(slots=True)
@@ -156,6 +158,7 @@ class Replica:
             prefill_first=setup.prefill_first,
             decode_reserve=setup.decode_reserve,
             trim_drafts=setup.trim_drafts,
+            lookahead_slots=setup.lookahead_slots,
         )
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener

@@ -127,6 +127,13 @@ class Scheduler:
     find_string "num_scheduled_spec_tokens = ("). Without it a decode that does not fit waits
     a step.
 
+    ``lookahead_slots``: KV tokens vLLM V1 allocates past each running request's scheduled
+    tokens for an EAGLE-style (or draft-model) drafter's next positions: Scheduler.__init__
+    "if speculative_config.use_eagle(): ... self.num_lookahead_tokens = self.num_spec_tokens"
+    (and uses_draft_model() later), passed to every running request's allocate_slots; a
+    waiting request with nothing computed gets none (find_string
+    "self.num_lookahead_tokens = self.num_spec_tokens").
+
     ``decode_reserve``: SGLang's admission (PrefillAdder, python/sglang/srt/managers/
     schedule_policy.py), as (initial ratio, least ratio, decay a decode step, clip): a waiting
     request is admitted only while its prompt, its whole remaining output (at most clip) and a
@@ -151,9 +158,11 @@ class Scheduler:
         prefill_first: bool = False,
         decode_reserve: tuple[float, float, float, int] | None = None,
         trim_drafts: bool = False,
+        lookahead_slots: int = 0,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
         self.trim_drafts = trim_drafts
+        self.lookahead = lookahead_slots  # KV past each running request's ask (vLLM EAGLE)
         self.reserve_output, self.prefill_first = reserve_output, prefill_first
         self.decode_reserve = decode_reserve
         self.ratio = decode_reserve[0] if decode_reserve else 0.0
@@ -181,7 +190,7 @@ class Scheduler:
         """A new request joins the queue; one that can never fit is marked unfinishable."""
         r = self.requests
         need = self._blocks_for(
-            int(r.prompt_len[rid] + r.output_len[rid]) + self.reserved_draft_slots
+            int(r.prompt_len[rid] + r.output_len[rid]) + self.reserved_draft_slots + self.lookahead
         )
         never = need > self.pool.num_blocks
         if self.decode_reserve is not None:  # SGLang admits none whose ask reaches the pool
@@ -249,7 +258,8 @@ class Scheduler:
         ``computed`` tokens in KV: the same blocks taken and the same SGLang ratio step, with
         no batch built. Returns the blocks it holds now, or -1 (nothing done) when they are not
         free: then :meth:`schedule` must run, which preempts."""
-        new = max(int(self._blocks_for(computed + 1 + self.reserved_draft_slots)), held)
+        ask = computed + 1 + self.reserved_draft_slots + self.lookahead
+        new = max(int(self._blocks_for(ask)), held)
         return new if self._take_for_decode(new - held) else -1
 
     def steady(self) -> np.ndarray | None:
@@ -271,7 +281,8 @@ class Scheduler:
         no batch built. Returns the blocks each holds now, or None (nothing done) when they
         are not free: then :meth:`schedule` must run, which preempts."""
         # ceil((computed + ask) / size) as one floor division, as _schedule_running_at_once
-        up = self.reserved_draft_slots + self.block_size  # the ask (1 + slots) + size - 1
+        # the ask (1 + slots) and the lookahead slots, + size - 1
+        up = self.reserved_draft_slots + self.lookahead + self.block_size
         new_held = np.maximum((computed + up) // self.block_size, held)
         return new_held if self._take_for_decode(self.requests.total(new_held - held)) else None
 
@@ -348,7 +359,7 @@ class Scheduler:
             if total > self.decode_budget:
                 return None
             has = int(r.blocks[rid])
-            new = max((int(r.computed[rid]) + decode_ask + size - 1) // size, has)
+            new = max((int(r.computed[rid]) + decode_ask + self.lookahead + size - 1) // size, has)
             if new - has > self.pool.free:
                 return None
             self._take(new - has)
@@ -363,13 +374,13 @@ class Scheduler:
             all_decode = np.count_nonzero(decoding) == len(rids)
         if all_decode:  # every ask is the decode one: one scalar, no per-request array
             total = len(rids) * decode_ask
-            ask_up = decode_ask + size - 1
+            ask_up = decode_ask + self.lookahead + size - 1
         else:
             prefilling = ~decoding
             need = r.prompt_len[rids] + r.generated[rids] - computed
             ask = np.where(prefilling, need, decode_ask)
             total = int(ask.sum())
-            ask_up = ask + (size - 1)
+            ask_up = ask + (self.lookahead + size - 1)
         if total > (self.decode_budget if all_decode else self.max_tokens):
             return None
         # blocks for computed + ask tokens, ceil((computed + ask) / size); never fewer than held
@@ -462,7 +473,8 @@ class Scheduler:
                 # vLLM gives the request what is left and trims its draft to fit; the budget
                 # is then spent and the loop ends (trim_drafts)
                 n = edge = budget
-            extra = max(int(self._blocks_for(int(r.computed[rid]) + n)) - int(r.blocks[rid]), 0)
+            held = int(self._blocks_for(int(r.computed[rid]) + n + self.lookahead))
+            extra = max(held - int(r.blocks[rid]), 0)
             while extra > self.pool.free and self.running[-1] != rid:
                 self._preempt(self.running[-1])
                 preempted = True
@@ -521,7 +533,9 @@ class Scheduler:
         if fits == 0:
             return 0, budget, _EMPTY, [], []
         rids, decoding, ask = rids[:fits], decoding[:fits], ask[:fits]
-        extra = np.maximum(self._blocks_for(computed[:fits] + ask) - r.blocks[rids], 0)
+        extra = np.maximum(
+            self._blocks_for(computed[:fits] + ask + self.lookahead) - r.blocks[rids], 0
+        )
         taken = np.cumsum(extra)
         fits = int(np.searchsorted(taken, self.pool.free, side="right"))
         if fits == 0:
