@@ -173,10 +173,10 @@ def test_vllm_v0_is_vllm_with_its_older_moe_kernel():
     v0, v1 = load_engine("vllm-v0"), load_engine("vllm")
     assert v0.custom_allreduce == v1.custom_allreduce
     # every parameter vLLM's but V0's default of no prefix caching, V1's per-GPU batch
-    # defaults (V0 keeps the large-GPU ones everywhere) and V1's budget-edge draft trim;
-    # no async scheduler
+    # defaults (V0 keeps the large-GPU ones everywhere), V1's budget-edge draft trim and
+    # its drafters' lookahead KV; no async scheduler
     own = {"prefix_caching", "small_gpu_max_num_seqs", "small_gpu_max_num_batched_tokens"}
-    own |= {"trim_drafts_at_budget"}
+    own |= {"trim_drafts_at_budget", "draft_lookahead_slots"}
     assert {k: v for k, v in v0.params.items() if k not in own} == {
         k: v for k, v in v1.params.items() if k not in own
     }
