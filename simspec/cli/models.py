@@ -62,10 +62,11 @@ def models(
         asked = ParallelLayout(d.tp, d.ep, d.dp)
     if name is None:
         if asked is not None:
-            flags = ", ".join(f for f, v in (("--tp", tp), ("--ep", ep), ("--dp", dp)) if v)
+            given = [f for f, v in (("--tp", tp), ("--ep", ep), ("--dp", dp)) if v]
             raise InputError(
-                flags.split(", ")[0],
-                f"{flags} lay out one model: give its NAME (simspec models NAME {flags.split(', ')[0]} ...)",
+                given[0],
+                f"{', '.join(given)} lay out one model: give its NAME "
+                f"(simspec models NAME {given[0]} ...)",
             )
         _print_all(gpu, engine, wide)
         return

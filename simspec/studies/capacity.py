@@ -132,11 +132,15 @@ def _probe(
     """One run at ``rate``, measuring ``duration_s`` of arrivals in its steady window (a
     warm-up before it and a tail after it are added: ``engine.window``)."""
     requests = min(max(min_requests, math.ceil(rate * duration_s)), MAX_PROBE_REQUESTS)
-    wl = deploy.workload.model_copy(
-        update={"arrival": "poisson", "rate": rate, "rate_schedule": None, "requests": requests}
+    return _with_workload(
+        deploy, method, arrival="poisson", rate=rate, rate_schedule=None, requests=requests
     )
-    common = deploy.model_dump(exclude={"workload"})
-    return Scenario(**common, method=method, workload=wl)
+
+
+def _with_workload(deploy: Deployment, method: MethodConfig, **update: Any) -> Scenario:
+    """``method`` on ``deploy`` with its workload's fields ``update`` replaced."""
+    wl = deploy.workload.model_copy(update=update)
+    return Scenario(**deploy.model_dump(exclude={"workload"}), method=method, workload=wl)
 
 
 def max_rate(
@@ -231,18 +235,19 @@ def doubling_bracket(
 START_TURNOVERS = 4
 
 
-# requests of the one-at-a-time run that tells an SLO no rate can meet (:func:`max_rate`)
+# requests of the one-at-a-time run that tells an SLO no rate can meet (:func:`max_rate`):
+# enough that its p99 rests on a few requests past the percentile (2.56), as few as that, for
+# a run of one sequence at a time is the longest per request there is
 ALONE_REQUESTS = 256
 
 
 def _alone(deploy: Deployment, method: MethodConfig) -> Scenario:
     """The deployment serving one request at a time: the least TTFT and TPOT any arrival
     rate gets (no queue, no batch)."""
-    wl = deploy.workload.model_copy(
-        update={"arrival": "closed", "concurrency": 1, "rate_schedule": None}
-        | {"requests": ALONE_REQUESTS}
-    )
-    return Scenario(**deploy.model_dump(exclude={"workload"}), method=method, workload=wl)
+    return _with_workload(
+        deploy, method, arrival="closed", concurrency=1, rate_schedule=None,
+        requests=ALONE_REQUESTS,
+    )  # fmt: skip
 
 
 def _first_doubling(deploy: Deployment, method: MethodConfig, runs: Runs) -> int:
@@ -253,12 +258,11 @@ def _first_doubling(deploy: Deployment, method: MethodConfig, runs: Runs) -> int
 
     engine, gpu = load_engine(deploy.engine), load_gpu(deploy.gpu)
     slots = engine.max_seqs_for(method.name, deploy.scheduler.max_num_seqs, gpu)
-    wl = deploy.workload.model_copy(
-        update={"arrival": "closed", "concurrency": slots, "rate_schedule": None}
-        | {"requests": START_TURNOVERS * slots, "turnovers": START_TURNOVERS}
-    )
-    common = deploy.model_dump(exclude={"workload"})
-    s = runs.one(Scenario(**common, method=method, workload=wl))
+    full_loop = _with_workload(
+        deploy, method, arrival="closed", concurrency=slots, rate_schedule=None,
+        requests=START_TURNOVERS * slots, turnovers=START_TURNOVERS,
+    )  # fmt: skip
+    s = runs.one(full_loop)
     full = s.throughput_tok_s / s.output_tokens_mean if s.output_tokens_mean > 0 else 0.0
     return int(math.log2(full / FIRST_RATE)) if full > FIRST_RATE else 0
 

@@ -120,10 +120,7 @@ class EagleHead(Speculator):
         own (in vLLM it shares the first draft forward's launch)."""
         if len(chunks) == 0:
             return 0.0
-        batch = BatchShape.of(chunks, computed, len(chunks))
-        h = self.target.hidden_size
-        fc = self.cost.gemm_time(batch.num_tokens, self.fused_features * h, h)
-        return self.cost.forward(self.head, batch, overhead_s=0.0, extra_gemm_s=fc).total_s
+        return self._step(BatchShape.of(chunks, computed, len(chunks)), overhead_s=0.0).total_s
 
     def _fc(self, tokens: int) -> float:
         """The fc over the fused inputs for ``tokens`` tokens (remembered by count)."""
@@ -135,16 +132,11 @@ class EagleHead(Speculator):
             )
         return fc
 
-    def _step(self, batch: BatchShape) -> StepCost:
-        """One pass of the head, with the fc over the fused inputs that feeds it."""
-        tokens = batch.num_tokens
-        fc = self._fc_by_tokens.get(tokens)
-        if fc is None:
-            h = self.target.hidden_size
-            fc = self._fc_by_tokens[tokens] = self.cost.gemm_time(
-                tokens, self.fused_features * h, h
-            )
-        overhead = self.draft_overhead_s
+    def _step(self, batch: BatchShape, overhead_s: float | None = None) -> StepCost:
+        """One pass of the head, with the fc over the fused inputs that feeds it (host
+        overhead: a draft step's, unless ``overhead_s`` says otherwise)."""
+        overhead = self.draft_overhead_s if overhead_s is None else overhead_s
+        fc = self._fc(batch.num_tokens)
         return self.cost.forward(self.head, batch, overhead_s=overhead, extra_gemm_s=fc)
 
     def extra_weight_bytes(self) -> float:

@@ -370,7 +370,9 @@ def fit(
         if np.all(moved < _TOLERANCE):
             break
     params = {k: float(f"{v:.6g}") for k, v in _from_x(x).items()}
-    # at a bound to the solver's own resolution (lsq_linear lands within rounding of it)
+    # at a bound to the solver's resolution: it stops once a step moves a parameter less
+    # than _TOLERANCE, so a value within a few such steps of a bound (10: one order of
+    # magnitude) is one lsq_linear held there (it lands within rounding of the bound)
     near = _TOLERANCE * 10
     edges = [
         k

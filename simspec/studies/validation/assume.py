@@ -98,6 +98,15 @@ def parse_assumptions(items: Iterable[str], option: str = "--assume") -> dict[st
     return out
 
 
+def assumed_cells(assume: Mapping[str, str] | None, assume_gpu: str | None) -> dict[str, str]:
+    """The cells ``--assume`` fills (``assume_gpu``: the GPU alone, where --assume names
+    none)."""
+    cells = dict(assume or {})
+    if assume_gpu and "gpu" not in cells:
+        cells["gpu"] = assume_gpu
+    return cells
+
+
 def fill_unstated(
     row: Mapping[str, str], assumed: Mapping[str, str]
 ) -> tuple[dict[str, str], list[str]]:

@@ -51,7 +51,7 @@ from simspec.config import (
     SchedulerConfig,
     WorkloadConfig,
 )
-from simspec.engine.build import build_cost_model, setup_replica
+from simspec.engine.build import setup_replica
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.costmodel.linear_attention import LINEAR_STATE_NOTE
 from simspec.engine.metrics import RunSummary
@@ -59,7 +59,7 @@ from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.studies.runs.job import Failed
 from simspec.studies.runs.keys import scenario_key
-from simspec.studies.validation.assume import UNSTATED, fill_unstated
+from simspec.studies.validation.assume import UNSTATED, assumed_cells, fill_unstated
 from simspec.studies.validation.cases import LOAD_KINDS, METRICS, number, whole
 from simspec.studies.validation.gpus import fewest_gpus, fit_by_layer_split
 from simspec.studies.validation.loads import (
@@ -130,10 +130,7 @@ def plan_case(
 
     assume: cells to fill where the row leaves them unstated (``--assume FIELD=VALUE``, each
     fill noted in ``assumptions``); assume_gpu: the same for ``gpu`` alone."""
-    assumed = dict(assume or {})
-    if assume_gpu and "gpu" not in assumed:
-        assumed["gpu"] = assume_gpu
-    row, assumptions = fill_unstated(row, assumed)
+    row, assumptions = fill_unstated(row, assumed_cells(assume, assume_gpu))
     # a GPU count written as unknown is one unstated (the fewest-GPU rule below), as --assume
     # reads it
     row |= {c: "" for c in ("tp", "num_gpus") if str(row.get(c, "")).strip().lower() in UNSTATED}
@@ -675,16 +672,16 @@ def _step_time_ms(sc: Scenario) -> float:
     length (``context_len`` rows), host overheads included; Skip where the deployment does
     not hold the model or that batch's KV (as a simulated row would be skipped)."""
     try:
-        memory = setup_replica(sc).memory
+        setup = setup_replica(sc)
     except (ScenarioError, InputError) as exc:
         raise Skip(str(exc)) from None
     b = sc.workload.concurrency
     ctx = sc.workload.prompt.mean
-    held = memory.num_blocks * memory.block_size
+    held = setup.memory.num_blocks * setup.memory.block_size
     if b * ctx > held:
         raise Skip(
             f"{b} sequences of {ctx:g} tokens ({b * ctx:,.0f} tokens of KV) exceed the "
             f"{held:,} the KV cache holds"
         )
-    cost = build_cost_model(sc)
-    return 1e3 * cost.forward(load_model(sc.model), BatchShape.uniform(b, 1, b * ctx, b)).total_s
+    batch = BatchShape.uniform(b, 1, b * ctx, b)
+    return 1e3 * setup.cost.forward(setup.target, batch).total_s

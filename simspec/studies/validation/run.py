@@ -22,7 +22,7 @@ from simspec.engine.metrics import RunSummary
 from simspec.errors import validation_message
 from simspec.studies.runs import PROCESS, Runs
 from simspec.studies.runs.keys import scenario_key
-from simspec.studies.validation.assume import fill_unstated
+from simspec.studies.validation.assume import assumed_cells, fill_unstated
 from simspec.studies.validation.predict import CasePlan, Skip, metric_value, plan_case
 
 
@@ -115,9 +115,7 @@ def validate(
 
     out = cases.copy()
     cols: dict[str, list] = {c: [] for c in OUTPUT_COLUMNS}
-    filled = dict(assume or {})  # as plan_case fills the row's unstated cells
-    if assume_gpu and "gpu" not in filled:
-        filled["gpu"] = assume_gpu
+    filled = assumed_cells(assume, assume_gpu)  # as plan_case fills the row's unstated cells
     for row, plan in zip(rows, plans, strict=True):
         value, tau, reason = math.nan, math.nan, ""
         no_proposal, verify = math.nan, math.nan
