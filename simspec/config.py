@@ -619,6 +619,13 @@ class MethodConfig(BaseModel):
     draft_layers: int | None = Field(
         default=None, ge=1, description="self_spec: target layers that draft (early exit)"
     )
+    draft_tp: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="GPUs the draft network runs on (vLLM V0 speculative_draft_tensor_parallel_"
+        "size: 1 or the target's tp); unset: the target's tp",
+    )
     k_schedule: KSchedule = Field(
         default=None,
         description="vLLM Dynamic SD: [[start_bs, end_bs, K], ...]; K=0 turns speculation off",

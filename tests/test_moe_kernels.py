@@ -174,9 +174,9 @@ def test_vllm_v0_is_vllm_with_its_older_moe_kernel():
     assert v0.custom_allreduce == v1.custom_allreduce
     # every parameter vLLM's but V0's default of no prefix caching, V1's per-GPU batch
     # defaults (V0 keeps the large-GPU ones everywhere), V1's budget-edge draft trim and
-    # its drafters' lookahead KV; no async scheduler
+    # its drafters' lookahead KV, V0's draft on fewer GPUs; no async scheduler
     own = {"prefix_caching", "small_gpu_max_num_seqs", "small_gpu_max_num_batched_tokens"}
-    own |= {"trim_drafts_at_budget", "draft_lookahead_slots"}
+    own |= {"trim_drafts_at_budget", "draft_lookahead_slots", "draft_tp_below_target"}
     assert {k: v for k, v in v0.params.items() if k not in own} == {
         k: v for k, v in v1.params.items() if k not in own
     }

@@ -254,18 +254,23 @@ def test_the_serve_commands_stated_limits_and_expert_parallelism_are_kept():
     assert dense.scenario.ep == 1  # no experts to spread
 
 
-def test_a_draft_at_another_tensor_parallelism_than_the_targets_is_refused():
-    """vLLM PR #12755 ran its MTP module at TP=1 beside a TP=8 target: a layout simspec does
-    not price, so its speculative rows are refused; its plain rows, and a draft at the
-    target's own TP, run."""
+def test_a_draft_at_another_tensor_parallelism_runs_where_the_engine_runs_one():
+    """vLLM PR #12755 ran its MTP module at TP=1 beside a TP=8 target (V0's
+    SmallerTpProposerWorker): on the vllm-v0 profile the row runs with the draft on one GPU,
+    saying so; on V1, which runs drafts at the target's TP, it is refused naming the engine;
+    plain rows, and a draft at the target's own TP, run as before."""
     row = {**ROW, "target_model": "deepseek-r1", "gpu": "h200", "tp": "8", "load": "1"}
     notes = "TP=8 from the PR's serve command; draft (MTP module) TP=1; tau not stated"
-    mtp = {**row, "method": "mtp", "k": "1", "notes": notes}
-    with pytest.raises(Skip, match="draft ran at TP=1 beside the target's TP=8"):
+    mtp = {**row, "method": "mtp", "k": "1", "notes": notes, "measured_tau": "1.8"}
+    v0 = plan_case({**mtp, "engine_version": "V0 spec-decode path"})
+    assert v0.scenario.engine == "vllm-v0" and v0.scenario.method.draft_tp == 1
+    assert "the draft at TP=1 beside the target's 8" in "; ".join(v0.assumptions)
+    assert setup_replica(v0.scenario).speculator.cost.tp == 1
+    with pytest.raises(Skip, match="engine vllm runs the draft at the target's tensor"):
         plan_case({**mtp, "metric": "speedup", "baseline": "same-engine-no-spec"})
     assert plan_case({**row, "notes": notes}).scenario.tp == 8  # plain decoding runs
-    same = {**mtp, "notes": notes.replace("TP=1", "TP=8")}
-    assert plan_case({**same, "measured_tau": "1.8"}).scenario.method.name == "mtp"
+    same = plan_case({**mtp, "notes": notes.replace("TP=1", "TP=8")})
+    assert same.scenario.method.name == "mtp" and same.scenario.method.draft_tp is None
 
 
 def test_a_lookup_drafter_needs_acceptance_of_its_datasets_own_domain():

@@ -166,18 +166,44 @@ def test_a_schedule_without_num_speculative_tokens_builds_for_its_longest_draft(
     assert out["k"] == 4
 
 
-def test_a_draft_at_another_tensor_parallelism_is_refused_not_run_at_the_targets():
-    """vLLM takes draft_tensor_parallel_size 1 or the target's; simspec prices drafts at the
-    target's, so a different one is an error naming the key, and the target's own is fine."""
+def test_a_draft_at_another_tensor_parallelism_goes_to_the_engine_not_to_the_targets():
+    """vLLM takes draft_tensor_parallel_size 1 or the target's: 1 beside a sharded target
+    becomes draft_tp, which V0 runs (SmallerTpProposerWorker) and V1 refuses, naming the key;
+    any other value is an error naming the key, and the target's own is plain."""
     mtp = {"method": "deepseek_mtp", "num_speculative_tokens": 1}
     assert to_method({**mtp, "draft_tensor_parallel_size": 8}, tp=8) == {"name": "mtp", "k": 1}
+    assert to_method({**mtp, "draft_tensor_parallel_size": 1}, tp=8)["draft_tp"] == 1
     with pytest.raises(InputError, match="tp=8"):
-        to_method({**mtp, "draft_tensor_parallel_size": 1}, tp=8)
+        to_method({**mtp, "draft_tensor_parallel_size": 2}, tp=8)
     cfg = json.dumps({**mtp, "draft_tensor_parallel_size": 1})
-    args = ["sweep", "--model", "deepseek-v3", "--gpu", "h200", "--tp", "8"]
-    result = CliRunner().invoke(app, [*args, "--speculative-config", cfg, "--quiet"])
-    assert result.exit_code == 2
-    assert "speculative_config.draft_tensor_parallel_size" in result.output
+    args = ["sweep", "--model", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--batch-sizes", "1"]
+    v1 = CliRunner().invoke(app, [*args, "--speculative-config", cfg, "--quiet"])
+    assert v1.exit_code == 2
+    assert "draft_tensor_parallel_size" in v1.output and "vllm-v0" in v1.output
+    v0 = CliRunner().invoke(
+        app, [*args, "--engine", "vllm-v0", "--speculative-config", cfg, "--requests", "64"]
+    )
+    assert v0.exit_code == 0, v0.output
+    assert "mtp K=1 draft TP1" in v0.output
+    # under --dp 8 vLLM's tensor_parallel_size is each rank's, 1: the draft's own (QA)
+    dp = [
+        "--tp",
+        "8",
+        "--dp",
+        "8",
+        "--ep",
+        "8",
+        "--batch-sizes",
+        "1",
+        "--requests",
+        "64",
+        "--quiet",
+    ]
+    ranks = CliRunner().invoke(app, [*args[:-4], *dp, "--speculative-config", cfg])
+    assert ranks.exit_code == 0, ranks.output
+    eight = json.dumps({**mtp, "draft_tensor_parallel_size": 8})
+    wide = CliRunner().invoke(app, [*args[:-4], *dp, "--speculative-config", eight])
+    assert wide.exit_code == 2 and "draft_tensor_parallel_size" in wide.output
 
 
 def test_a_medusa_token_tree_is_refused_as_vllm_drafts_medusa_chains():

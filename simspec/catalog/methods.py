@@ -147,6 +147,20 @@ def method_info(name: str) -> MethodInfo:
 
 # MethodConfig fields that one family reads, and the methods of it (the speculator reading each:
 # simspec/engine/speculators; draft_vocab_size is EagleHead's, which MTP extends)
+# methods that draft with a network of their own weights (not the target's layers, not a lookup)
+DRAFT_NETWORKS = (
+    "draft_model",
+    "pard",
+    "medusa1",
+    "medusa2",
+    "hydra",
+    "eagle1",
+    "eagle2",
+    "eagle3",
+    "redrafter",
+    "mtp",
+    "p_eagle",
+)
 OWN_FIELDS: dict[str, tuple[str, ...]] = {
     "draft_model": ("draft_model", "pard"),
     "draft_vocab_size": ("eagle1", "eagle2", "eagle3", "mtp", "p_eagle"),
@@ -162,6 +176,9 @@ OWN_FIELDS: dict[str, tuple[str, ...]] = {
     "suffix_decoding_max_spec_factor": ("suffix",),
     "suffix_decoding_min_token_prob": ("suffix",),
     "draft_layers": ("self_spec", "p_eagle"),
+    # a draft network of its own, which vLLM V0's SmallerTpProposerWorker can run on fewer GPUs
+    # than the target (engines.yaml draft_tp_below_target)
+    "draft_tp": DRAFT_NETWORKS,
 }
 # fields of a tree the method shapes itself (a static or dynamic tree in its catalogue shapes,
 # drafted as that tree; ReDrafter's tree is its beams, beam_width x k)

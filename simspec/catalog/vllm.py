@@ -127,14 +127,14 @@ def to_method(cfg: dict[str, Any], tp: int = 1) -> dict[str, Any]:
             "async scheduling off): leave it out or set it to false",
         )
     draft_tp = cfg.get("draft_tensor_parallel_size")
-    if draft_tp is not None and _int(draft_tp, "draft_tensor_parallel_size", 1, 64) != tp:
-        # vLLM takes 1 or the target's (SpeculativeConfig._verify_and_get_draft_tp); a draft
-        # on one GPU beside a sharded target is a layout simspec does not price
-        raise InputError(
-            "speculative_config.draft_tensor_parallel_size",
-            f"simspec runs the draft at the target's tensor parallelism (tp={tp}); a draft "
-            f"at {draft_tp} is not modelled: leave it out or set it to {tp}",
-        )
+    if draft_tp is not None:
+        draft_tp = _int(draft_tp, "draft_tensor_parallel_size", 1, 64)
+        if draft_tp not in (1, tp):
+            # SpeculativeConfig._verify_and_get_draft_tp: 1 or the target's
+            raise InputError(
+                "speculative_config.draft_tensor_parallel_size",
+                f"vLLM takes 1 or the target's tensor parallelism (tp={tp}), not {draft_tp}",
+            )
     method = cfg.get("method")
     if method is None:
         if not cfg.get("model"):
@@ -194,6 +194,10 @@ def to_method(cfg: dict[str, Any], tp: int = 1) -> dict[str, Any]:
             raise InputError("speculative_config.parallel_drafting", UNPACKAGED[out["name"]])
     if out["name"] == "draft_model" and isinstance(cfg.get("model"), str):
         out["draft_model"] = cfg["model"]
+    if draft_tp is not None and draft_tp != tp:
+        # a draft on one GPU beside a sharded target: the engine profile prices it (vLLM V0's
+        # SmallerTpProposerWorker) or refuses it (V1), engines.yaml draft_tp_below_target
+        out["draft_tp"] = draft_tp
     return out
 
 

@@ -296,8 +296,10 @@ class MethodFlags:
                     "the --speculative-config's num_speculative_tokens sets the draft length: "
                     "give one or the other",
                 )
-            tp = data.get("tp", 1)
+            tp, dp = data.get("tp", 1), data.get("dp", 1)
             tp = tp if isinstance(tp, int) else 1  # a bad tp is the scenario's to refuse
+            if isinstance(dp, int) and dp > 0 and tp % dp == 0:
+                tp //= dp  # vLLM's --tensor-parallel-size: each DP rank's (--dp D --tp N/D)
             methods: list[Any] = [AUTOREGRESSIVE, self.vllm_method(target, dataset, tp)]
         elif names is None and from_file is not None:
             methods = from_file

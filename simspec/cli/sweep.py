@@ -346,7 +346,9 @@ def _method_label(row: pd.Series) -> str:
     if row["method"] == "autoregressive":
         return "autoregressive"
     tree = f" {row['tree']} tree {row['tree_nodes']}" if row["tree_nodes"] else ""
-    return f"{row['method']} K={row['k']}{tree}"
+    draft_tp = row.get("draft_tp")
+    apart = f" draft TP{int(draft_tp)}" if draft_tp == draft_tp and draft_tp else ""  # NaN: unset
+    return f"{row['method']} K={row['k']}{tree}{apart}"
 
 
 def _unshipped_note(cfg: SweepConfig) -> None:

@@ -78,6 +78,46 @@ def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> Roofline
     )
 
 
+def draft_cost_model(
+    sc: Scenario, target: ModelShape, cost: RooflineCostModel
+) -> RooflineCostModel | None:
+    """The draft's own cost model where it runs on fewer GPUs than the target (``draft_tp``
+    below ``tp``): vLLM V0's SmallerTpProposerWorker runs the draft network on rank 0 alone,
+    whole, in a TP group of its own (engines.yaml draft_tp_below_target), so its forwards
+    are priced on draft_tp GPUs with no expert or attention data parallelism. None: the draft
+    runs at the target's tensor parallelism, under ``cost``."""
+    if not check_draft_tp(sc):
+        return None
+    alone = sc.model_copy(update={"tp": sc.method.draft_tp, "ep": 1, "dp": 1, "pp": 1})
+    return build_cost_model(alone, target)
+
+
+def check_draft_tp(sc: Scenario) -> bool:
+    """Whether the scenario's draft runs on GPUs of its own; a ``draft_tp`` the engine does
+    not run is an InputError naming the field."""
+    # the engine's tensor_parallel_size: a DP attention rank's under --dp (vLLM --data-
+    # parallel-size D --tensor-parallel-size N/D)
+    draft_tp, tp = sc.method.draft_tp, sc.tp // sc.dp
+    if draft_tp is None or draft_tp == tp:
+        return False
+    field = f"methods.{sc.method.name}.draft_tp"
+    engine = deployed_engine(sc)
+    if not engine.flag("draft_tp_below_target"):
+        raise InputError(
+            field,
+            f"engine {engine.id} runs the draft at the target's tensor parallelism ("
+            f"{tp}; simspec/data/engines.yaml draft_tp_below_target says why): leave "
+            "draft_tp (vLLM's draft_tensor_parallel_size) unset, or run engine vllm-v0, "
+            "whose SmallerTpProposerWorker runs a draft at 1",
+        )
+    if draft_tp != 1:
+        # SpeculativeConfig._verify_and_get_draft_tp: "must be 1 or the target's"
+        raise InputError(
+            field, f"vLLM takes 1 or the target's tensor parallelism ({tp}), not {draft_tp}"
+        )
+    return True
+
+
 def weight_precision(sc: Scenario, target: ModelShape) -> PrecisionSpec:
     """The deployment's precision, else the checkpoint's own (``weight_dtype``, read from its
     config.json's quantization_config; bf16 when it has none)."""
@@ -139,7 +179,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     check_dp_attention(sc.dp, sc.pp, engine.id, engine.dp_attention)
     check_linear_layers(sc, target)
     cost = build_cost_model(sc, target)
-    spec = build_speculator(sc.method, target, cost, engine)
+    spec = build_speculator(sc.method, target, cost, engine, draft_cost_model(sc, target, cost))
     gpu = cost.gpu
     max_seqs = engine.max_seqs_for(sc.method.name, sc.scheduler.max_num_seqs, gpu)
     max_tokens = int(sc.scheduler.max_num_batched_tokens or engine.batch_defaults(gpu)[1])

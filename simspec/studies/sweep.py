@@ -69,6 +69,7 @@ COLUMNS = [
     "tree",
     "tree_nodes",
     "tree_topk",
+    "draft_tp",
     "prompt_lookup_min",
     "prompt_lookup_max",
     "batch_size",
@@ -524,6 +525,7 @@ def _results_frame(
                 "method": c.method.name,
                 "k": c.method.k if c.method.name != "autoregressive" else 0,
                 **tree_columns(c.method),
+                "draft_tp": c.method.draft_tp,  # blank: at the target's tp
                 **lookup_columns(c.method, p.engine),
                 "batch_size": c.batch_size,
                 "speedup": s.throughput_tok_s / base.throughput_tok_s,

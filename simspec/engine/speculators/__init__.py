@@ -62,8 +62,14 @@ def known_method(name: str, flag: str = "--methods") -> str:
 
 
 def build_speculator(
-    cfg: MethodConfig, target: ModelShape, cost: RooflineCostModel, engine: EngineProfile
+    cfg: MethodConfig,
+    target: ModelShape,
+    cost: RooflineCostModel,
+    engine: EngineProfile,
+    draft_cost: RooflineCostModel | None = None,
 ) -> Speculator:
+    """The method's speculator, its drafting priced under ``cost`` (the target's) or, for a
+    draft on GPUs of its own (``draft_tp``), under ``draft_cost``."""
     if cfg.name not in SPECULATORS:
         raise InputError(
             "methods.name", f"unknown method {cfg.name!r}; choose one of {', '.join(SPECULATORS)}"
@@ -71,7 +77,8 @@ def build_speculator(
     unused = unused_field(cfg)
     if unused is not None:
         raise InputError(f"methods.{cfg.name}.{unused[0]}", unused[1])
-    spec = SPECULATORS[cfg.name](cfg, target, cost, engine)
+    spec = SPECULATORS[cfg.name](cfg, target, draft_cost or cost, engine)
+    spec.apart = draft_cost is not None
     acc = cfg.acceptance
     if spec.needs_acceptance and acc is None:
         raise InputError(

@@ -58,6 +58,9 @@ class Speculator:
     needs_acceptance: ClassVar[bool] = True
     # mean α at depth d = α_1 · decay^(d-1); 1 for drafters that see the tokens they drafted
     depth_decay: ClassVar[float] = 1.0
+    # the draft runs on GPUs of its own tensor parallelism (draft_tp), under a cost model of
+    # its own: it cannot read the target's embedding or LM head shards (build_speculator)
+    apart: bool = False
 
     def __init__(
         self, cfg: MethodConfig, target: ModelShape, cost: RooflineCostModel, engine: EngineProfile

@@ -142,8 +142,11 @@ class EagleHead(Speculator):
     def extra_weight_bytes(self) -> float:
         h = self.target.hidden_size
         params = self.head.layer_params + self.fused_features * h * h
-        if self.head.vocab_size != self.target.vocab_size:
+        own_head = self.head.vocab_size != self.target.vocab_size
+        if own_head:
             params += self.head.vocab_size * h
+        if self.apart:  # on its own GPUs: its own copy of what it shared (embedding, LM head)
+            params += self.target.vocab_size * h * (1 if own_head else 2)
         return self._params_bytes(params)
 
     def extra_kv_bytes_per_token(self) -> float:

@@ -39,7 +39,8 @@ class MTP(EagleHead):
 
     def extra_weight_bytes(self) -> float:
         """The modules' decoder blocks and eh_proj per GPU (embedding and LM head shared with
-        the target, vLLM load_eagle_model sharing them when the draft owns none)."""
+        the target, vLLM load_eagle_model sharing them when the draft owns none; a draft on
+        GPUs of its own holds its own)."""
         modules = self.target.num_nextn_predict_layers
         if not modules:
             return super().extra_weight_bytes()
@@ -51,7 +52,10 @@ class MTP(EagleHead):
             experts.weight_bytes if experts else BYTES_PER_PARAM,
             embeddings=False,
         )
-        return modules * (block + self._params_bytes(self.fused_features * h * h))
+        own = self.fused_features * h * h
+        if self.apart:  # on its own GPUs (draft_tp): its own embedding and LM head, as V0's
+            own += 2 * self.target.vocab_size * h  # DeepSeekMultiTokenPredictorLayer loads
+        return modules * (block + self._params_bytes(own))
 
     def extra_kv_bytes_per_token(self) -> float:
         modules = max(self.target.num_nextn_predict_layers, 1)  # each module caches its own KV

@@ -51,7 +51,7 @@ from simspec.config import (
     SchedulerConfig,
     WorkloadConfig,
 )
-from simspec.engine.build import setup_replica
+from simspec.engine.build import check_draft_tp, setup_replica
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.costmodel.linear_attention import LINEAR_STATE_NOTE
 from simspec.engine.metrics import RunSummary
@@ -76,9 +76,9 @@ from simspec.studies.validation.setups import (
     serve_expert_parallel,
     serve_limits,
     serve_prefix_caching,
+    stated_draft_tp,
     trtllm_serving,
     unmodelled_attention,
-    unmodelled_draft_tp,
     unmodelled_serving,
     unmodelled_target,
 )
@@ -203,8 +203,7 @@ def plan_case(
         else:  # a serving engine spreads one replica over a node's GPUs by tensor parallelism
             tp = gpus
             assumptions.append(f"TP not stated: tp={gpus}, the row's {gpus} GPUs")
-    if why := unmodelled_draft_tp(notes, tp, method):
-        raise Skip(why)
+    draft_tp = stated_draft_tp(notes, tp, method)
     temperature = number(get("temperature"))
     if temperature is None:
         if get("temperature").strip().lower() not in UNSTATED:  # a range: no one number
@@ -294,6 +293,13 @@ def plan_case(
         assumptions.append(f"ep={ep}: experts whole on each GPU, as the notes' serve command sets")
     try:
         cfg, source = _method(row, method, dataset, metric, temperature, assumptions, engine)
+        if draft_tp is not None:
+            cfg = MethodConfig.model_validate(
+                {**cfg.model_dump(exclude_unset=True), "draft_tp": draft_tp}
+            )
+            assumptions.append(
+                f"the draft at TP={draft_tp} beside the target's {tp}, as the notes say"
+            )
         scenario = Scenario(**deploy, method=cfg)
         baseline = None
         if metric == "speedup":
@@ -316,6 +322,7 @@ def plan_case(
         if not get("tp") and not gpus:
             fit = fit_by_layer_split if engine == "hf" else fewest_gpus
             scenario, baseline = fit(scenario, baseline, assumptions)
+        check_draft_tp(scenario)
     except InputError as exc:
         raise Skip(exc.message if exc.field.startswith("methods") else str(exc)) from None
     except ValueError as exc:  # pydantic: a field out of range

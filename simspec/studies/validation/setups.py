@@ -239,19 +239,15 @@ def unmodelled_serving(notes: str) -> str | None:
 _DRAFT_TP = re.compile(r"draft\b[^;,]{0,20}?\bTP\s*=\s*(\d+)", re.IGNORECASE)
 
 
-def unmodelled_draft_tp(notes: str, tp: int, method: str) -> str | None:
-    """Why a speculative row's draft layout is not one simspec prices, or None: the notes
-    say the draft ran at a tensor parallelism other than the target's (vLLM takes
-    ``draft_tensor_parallel_size`` 1 or the target's; simspec, like its --speculative-config,
-    runs drafts at the target's)."""
+def stated_draft_tp(notes: str, tp: int, method: str) -> int | None:
+    """The tensor parallelism the notes say a speculative row's draft ran at, where it is not
+    the target's (vLLM V0's ``speculative_draft_tensor_parallel_size``); None otherwise. The
+    row then runs with ``draft_tp`` set, which the engine profile prices or refuses
+    (engines.yaml draft_tp_below_target)."""
     found = _DRAFT_TP.search(notes)
     if method == "autoregressive" or found is None or int(found.group(1)) == tp:
         return None
-    return (
-        f"the draft ran at TP={found.group(1)} beside the target's TP={tp} (the notes): simspec "
-        "runs a draft at the target's tensor parallelism and does not price a draft on fewer "
-        "GPUs (its weights on one GPU, its inputs gathered to it)"
-    )
+    return int(found.group(1))
 
 
 def unmodelled_attention(
