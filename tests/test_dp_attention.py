@@ -13,7 +13,7 @@ from simspec import simulate
 from simspec.catalog.hardware import load_alltoall, load_engine, load_gpu, load_profile
 from simspec.catalog.models import load_model
 from simspec.cli.main import app
-from simspec.config import Deployment, Scenario, WorkloadConfig
+from simspec.config import Deployment, Scenario, SchedulerConfig, WorkloadConfig
 from simspec.engine.build import setup_replica
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.costmodel.dp_attention import rank_share
@@ -216,6 +216,32 @@ def test_vllm_limits_are_per_rank_and_sglang_divides_its_own():
         assert setup.memory.dp == 2
 
 
+def test_sglang_runs_its_running_requests_limit_floored_to_each_rank():
+    """SGLang gives each rank max_running_requests // dp and refuses a rank with none (QA:
+    12 and 15 over 8 ranks ran 12 and 15)."""
+    base = {"model": "deepseek-v3", "gpu": "h200", "tp": 8, "dp": 8, "ep": 8, "engine": "sglang"}
+    for asked, runs in ((8, 8), (12, 8), (15, 8), (16, 16)):
+        limits = SchedulerConfig(max_num_seqs=asked)
+        assert setup_replica(Scenario(**base, scheduler=limits)).max_seqs == runs
+    with pytest.raises(InputError, match="leave a rank none") as err:
+        setup_replica(Scenario(**base, scheduler=SchedulerConfig(max_num_seqs=4)))
+    assert err.value.field == "scheduler.max_num_seqs"
+
+
+def test_a_request_longer_than_one_ranks_cache_never_runs():
+    """A request lives on one DP rank: one longer than a rank's KV cache is unfinishable,
+    though the ranks' caches together would hold it (QA: glm-4.5 on SGLang DP8 ran 74 such
+    ShareGPT requests)."""
+    wl = WorkloadConfig(concurrency=8, requests=256, lengths_from="sharegpt")
+    sc = Scenario(model="glm-4.5", gpu="h200", engine="sglang", tp=8, dp=8, ep=8, workload=wl)
+    setup = setup_replica(sc)
+    per_rank = setup.memory.num_blocks // 8 * setup.memory.block_size
+    result = simulate(sc)
+    assert result.summary.unfinishable > 0
+    done = result.requests[~result.requests["unfinishable"]]
+    assert (done["prompt_tokens"] + done["requested_output_tokens"]).max() <= per_rank
+
+
 def test_a_dp_attention_run_serves_every_request():
     wl = WorkloadConfig(concurrency=4, requests=16, turnovers=0, lengths_from=None)
     sc = Scenario(model="qwen3-30b-a3b", tp=2, dp=2, ep=2, engine="sglang", workload=wl)
@@ -225,3 +251,13 @@ def test_a_dp_attention_run_serves_every_request():
     # GQA splits its KV heads over TP: a rank of one GPU caches twice the bytes per token, so
     # (unlike MLA's latent) DP attention holds no more tokens, and here fewer (more weights)
     assert two.summary.kv_blocks_total < one_rank.summary.kv_blocks_total
+
+
+@pytest.mark.parametrize("engine", ["hf", "gpt-fast"])
+def test_expert_parallelism_on_an_engine_without_it_is_refused_naming_ep(engine):
+    """Hugging Face and gpt-fast place no whole experts per GPU (QA: --ep 8 ran, priced with
+    all-to-all, or changed nothing)."""
+    sc = Scenario(model="qwen3-30b-a3b", gpu="h100_sxm", tp=8, ep=8, engine=engine)
+    with pytest.raises(InputError, match="has no expert parallelism") as err:
+        setup_replica(sc)
+    assert err.value.field == "ep"

@@ -269,7 +269,7 @@ def test_data_parallel_attention_over_deltanet_layers_is_refused_naming_dp():
 
     sc = Scenario(model="qwen3-next-80b-a3b", gpu="h200", engine="sglang", tp=2, dp=2)
     with pytest.raises(InputError) as err:
-        check_linear_layers(sc, load_model(sc.model))
+        check_linear_layers(load_model(sc.model), sc.engine, sc.dp)
     assert err.value.field == "dp"
 
 
@@ -297,5 +297,15 @@ def test_an_engine_whose_state_handling_is_not_modelled_is_refused_naming_it(eng
 
     sc = Scenario(model="qwen3-next-80b-a3b", gpu="h200", engine=engine)
     with pytest.raises(InputError) as err:
-        check_linear_layers(sc, load_model("qwen3-next-80b-a3b"))
+        check_linear_layers(load_model("qwen3-next-80b-a3b"), sc.engine, sc.dp)
     assert err.value.field == "engine" and engine in err.value.message
+
+
+def test_simspec_models_refuses_the_layout_a_run_refuses():
+    """DP attention over Gated DeltaNet layers is refused by `models` as by `sweep` (QA: models
+    printed a KV cache for a layout every run refuses)."""
+    result = runner.invoke(
+        app, ["models", "qwen3-next-80b-a3b", "--gpu", "h200", "--tp", "4", "--dp", "4"]
+    )
+    assert result.exit_code == 2
+    assert "dp" in result.output and "Gated DeltaNet" in result.output

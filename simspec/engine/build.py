@@ -158,8 +158,20 @@ def check_attention_tp(target: ModelShape, tp: int, dp: int = 1) -> None:
         )
 
 
-def check_ep(target: ModelShape, ep: int) -> None:
-    """Expert parallelism needs experts, and at least one whole expert a GPU."""
+# engines that place whole experts per GPU: vLLM --enable-expert-parallel, SGLang --ep-size,
+# TensorRT-LLM moe_expert_parallel_size; Hugging Face's device_map and gpt-fast have none
+EP_ENGINES = ("vllm", "sglang", "trtllm")
+
+
+def check_ep(target: ModelShape, ep: int, engine: EngineProfile | None = None) -> None:
+    """Expert parallelism needs experts, at least one whole expert a GPU, and an engine that
+    runs it."""
+    if ep > 1 and engine is not None and engine.family not in EP_ENGINES:
+        raise InputError(
+            "ep",
+            f"engine {engine.id} has no expert parallelism (it runs on "
+            f"{', '.join(EP_ENGINES)} and their versions): use ep 1",
+        )
     if ep > 1 and not target.is_moe:
         raise InputError("ep", f"{target.id} has no experts to spread (a dense model): use ep 1")
     if ep > target.num_experts > 0:
@@ -172,12 +184,12 @@ def check_ep(target: ModelShape, ep: int) -> None:
 
 def setup_replica(sc: Scenario) -> ReplicaSetup:
     target = load_model(sc.model)
-    check_ep(target, sc.ep)
+    check_ep(target, sc.ep, load_engine(sc.engine))
     engine = deployed_engine(sc)
     if why := engine_refuses(sc.method.name, engine.id):
         raise InputError("methods.name", f"{sc.method.name} {why}")
     check_dp_attention(sc.dp, sc.pp, engine.id, engine.dp_attention)
-    check_linear_layers(sc, target)
+    check_linear_layers(target, sc.engine, sc.dp)
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine, draft_cost_model(sc, target, cost))
     gpu = cost.gpu
@@ -188,6 +200,17 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         # --max-running-requests and --chunked-prefill-size by dp (server_args.py at 469c63e,
         # _handle_data_parallelism), so there they are the replica's limits already
         max_seqs, max_tokens = max_seqs * sc.dp, max_tokens * sc.dp
+    elif sc.dp > 1:
+        # SGLang gives each rank max_running_requests // dp (its scheduler asserts "max_running
+        # _request is zero" when that is 0): the replica runs a multiple of dp
+        if max_seqs < sc.dp:
+            raise InputError(
+                "scheduler.max_num_seqs",
+                f"{max_seqs} running requests over dp={sc.dp} ranks leave a rank none "
+                f"(SGLang divides --max-running-requests by dp and refuses 0): give at least "
+                f"{sc.dp}",
+            )
+        max_seqs -= max_seqs % sc.dp
     if engine.family == "vllm" and max_tokens < max_seqs:
         # vLLM refuses to start (SchedulerConfig._verify_args): every sequence a step runs
         # takes at least one token of the budget
@@ -309,20 +332,20 @@ def check_dp_attention(dp: int, pp: int, engine_id: str, style: str) -> None:
 LINEAR_ATTENTION_ENGINES = ("vllm", "sglang")
 
 
-def check_linear_layers(sc: Scenario, target: ModelShape) -> None:
+def check_linear_layers(target: ModelShape, engine: str, dp: int) -> None:
     """Gated DeltaNet layers are priced on the one-rank forward, as vLLM V1 and SGLang keep
     their states: data-parallel attention's per-rank split of them, and another engine's state
     handling, are not modelled."""
     if not target.linear_layers:
         return
-    if load_engine(sc.engine).engine_kernels not in LINEAR_ATTENTION_ENGINES:
+    if load_engine(engine).engine_kernels not in LINEAR_ATTENTION_ENGINES:
         raise InputError(
             "engine",
             f"{target.id}'s Gated DeltaNet states are modelled as "
             f"{' and '.join(LINEAR_ATTENTION_ENGINES)} keep them (dtype, one per verify "
-            f"position, share of memory); {sc.engine} is not one of them",
+            f"position, share of memory); {engine} is not one of them",
         )
-    if sc.dp > 1:
+    if dp > 1:
         raise InputError(
             "dp",
             f"{target.id}'s Gated DeltaNet layers are not modelled under data-parallel "

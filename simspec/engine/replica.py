@@ -159,6 +159,7 @@ class Replica:
             decode_reserve=setup.decode_reserve,
             trim_drafts=setup.trim_drafts,
             lookahead_slots=setup.lookahead_slots,
+            rank_blocks=setup.memory.num_blocks // setup.memory.dp,
         )
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener

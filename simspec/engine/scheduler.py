@@ -159,8 +159,13 @@ class Scheduler:
         decode_reserve: tuple[float, float, float, int] | None = None,
         trim_drafts: bool = False,
         lookahead_slots: int = 0,
+        rank_blocks: int | None = None,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
+        # the most blocks one request can hold: a DP attention rank's pool, where the ranks'
+        # pools are run as one (a request lives on one rank; SGLang bounds its max_req_len by
+        # the rank's pool); unset: the whole pool
+        self.rank_blocks = pool.num_blocks if rank_blocks is None else rank_blocks
         self.trim_drafts = trim_drafts
         self.lookahead = lookahead_slots  # KV past each running request's ask (vLLM EAGLE)
         self.reserve_output, self.prefill_first = reserve_output, prefill_first
@@ -192,11 +197,11 @@ class Scheduler:
         need = self._blocks_for(
             int(r.prompt_len[rid] + r.output_len[rid]) + self.reserved_draft_slots + self.lookahead
         )
-        never = need > self.pool.num_blocks
+        never = need > self.rank_blocks
         if self.decode_reserve is not None:  # SGLang admits none whose ask reaches the pool
             clip = self.decode_reserve[3]
             ask = int(r.prompt_len[rid]) + min(int(r.output_len[rid]), clip) + self.block_size
-            never = never or ask >= self.pool.num_blocks * self.block_size
+            never = never or ask >= self.rank_blocks * self.block_size
         if r.unfinishable[rid] or never:  # or marked before (context)
             r.unfinishable[rid] = True
             return

@@ -12,6 +12,7 @@ from simspec.engine.build import (
     check_attention_tp,
     check_dp_attention,
     check_ep,
+    check_linear_layers,
     with_memory_share,
 )
 from simspec.engine.kv_cache import (
@@ -80,9 +81,10 @@ def model_facts(
     model = load_model(ref)
     gpu, engine = load_gpu(gpu_id), load_engine(engine_id)
     if layout is not None:  # the layouts a run refuses, refused here by the same names
-        check_ep(model, layout.ep)
+        check_ep(model, layout.ep, engine)
         check_attention_tp(model, layout.tp, layout.dp)
         check_dp_attention(layout.dp, 1, engine.id, engine.dp_attention)
+        check_linear_layers(model, engine.id, layout.dp)
     facts = [("model", model.id), ("architecture", model.model_type)]
     facts.append(("parameters", f"{billions(model.num_params)} total"))
     if model.is_moe:
