@@ -130,8 +130,14 @@ def test_rescale_keeps_the_shape_and_hits_the_target():
     gaps, fast_gaps = np.diff(t.arrival_s), np.diff(fast.arrival_s)
     np.testing.assert_allclose(fast_gaps / fast_gaps.sum(), gaps / gaps.sum())
     target = rescale(t, target_qps=20.0)
-    assert target.mean_rate == pytest.approx(20.0)
+    span = target.arrival_s[-1] - target.arrival_s[0]
+    assert (len(target) - 1) / span == pytest.approx(20.0)  # the help's (n - 1) / target_qps
     assert len(target) == len(t) and (target.prompt_len == t.prompt_len).all()
+    # a window that ends in a lull: its arrivals run at the rate asked, not faster (QA)
+    code = window(load_arrival_trace("azure-code"), 0, 60)
+    assert code.arrival_s[-1] < 45  # the window's last arrival leaves a quiet tail
+    fast = rescale(code, target_qps=10.0)
+    assert (len(fast) - 1) / (fast.arrival_s[-1] - fast.arrival_s[0]) == pytest.approx(10.0)
     with pytest.raises(InputError, match="not both"):
         rescale(t, 2.0, 3.0)
 

@@ -404,3 +404,12 @@ def test_malformed_arrival_trace_bytes(tmp_path_factory, data, suffix):
     path = tmp_path_factory.mktemp("arrival-bytes") / f"t.{suffix}"
     path.write_bytes(data)
     _one_line_or_ok(invoke([*FLEET, "--trace", str(path)]))
+
+
+def test_a_row_with_more_cells_than_the_header_is_refused(tmp_path):
+    """An unquoted comma shifts a row's cells: it is refused naming the line, not read with
+    the cells past the header's count dropped (QA: 3,20,5,junk,more ran as 20 / 5)."""
+    path = tmp_path / "extra.csv"
+    path.write_text("arrival_s,prompt_len,output_len\n0,10,5\n3,20,5,junk,more\n")
+    with pytest.raises(InputError, match="line 3, saw 5"):
+        load_arrival_trace(str(path))

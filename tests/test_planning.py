@@ -251,3 +251,14 @@ def test_a_grid_past_the_limit_and_an_empty_window_name_their_flags():
     assert big.exit_code == 2 and "error: --concurrencies:" in big.output
     window = runner.invoke(app, ["fleet", "--trace", "azure-conv", "--window", "10:5"])
     assert window.exit_code == 2 and "error: --window:" in window.output
+
+
+def test_policy_refuses_a_schedule_its_requests_never_reach(tmp_path):
+    """1,500 requests at 5 req/s have all arrived by 300 s: a rate file whose 40 req/s peak
+    starts at 3,600 s would never run, and the comparison would not say so (QA)."""
+    day = tmp_path / "day.csv"
+    day.write_text("time_s,rate\n0,5\n3600,40\n7200,5\n")
+    args = ["policy", "--config", "examples/policy.yaml", "--rate-csv", str(day)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert "workload.requests" in result.output and "7200 s on would never run" in result.output

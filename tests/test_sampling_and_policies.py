@@ -246,7 +246,7 @@ def test_policy_command_compares_the_policy_with_each_fixed_setting(tmp_path):
     cfg.write_text(
         "method: {name: eagle3, k: 4, acceptance: {alpha: 0.7}}\n"
         "policy: {k_schedule: [[1, 8, 4], [9, 1024, 2]], disable_by_batch_size: 64}\n"
-        "workload: {requests: 200, lengths_from: sharegpt}\n"
+        "workload: {requests: 560, lengths_from: sharegpt}\n"
     )
     out = tmp_path / "policy.csv"
     result = runner.invoke(

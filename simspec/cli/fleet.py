@@ -65,6 +65,8 @@ Requests = Annotated[
         max=1_000_000,
     ),
 ]
+# the per-request and timeline columns that are times on the run's clock, written in full
+CLOCK_COLUMNS = ("arrival_s", "first_token_s", "finish_s", "time_s")
 TRACE_FLAGS = {"rate_scale": "--rate-scale", "target_qps": "--target-qps", "window": "--window"}
 TRACE_FLAGS |= {"tile": "--tile"}
 
@@ -346,7 +348,7 @@ def fleet(
     row = study.summarize_fleet(run, slo, table, warmup_s) | provenance(deploy, chosen[0])
     series = study.timeline(run)
     if out is not None:
-        write_frame(table, out)
+        write_frame(table, out, exact=CLOCK_COLUMNS)
     if summary is not None:
         if summary.suffix == ".json":
             text = json.dumps({k: _plain(v) for k, v in row.items()}, indent=2) + "\n"
@@ -356,7 +358,7 @@ def fleet(
 
             write_frame(pd.DataFrame([row]), summary, "--summary")
     if timeline is not None:
-        write_frame(series, timeline, "--timeline")
+        write_frame(series, timeline, "--timeline", exact=CLOCK_COLUMNS)
     if report is not None:
         from simspec.studies.fleet_report import report_html
 

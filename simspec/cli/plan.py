@@ -184,6 +184,12 @@ def plan(
             0.99 if attainment is None else attainment,
             grid or file_grid(config) or ("--concurrencies", _listed(SCHEDULE_GRID)),
         )
+        if how[2][1].strip().lower() == "none":  # no closed loops: the pool would run nothing
+            refuse_unread(
+                "runs recommend's closed loops, and --concurrencies none asks for none (the "
+                "fleets replay in this process)",
+                {"--executor": executor, "--workers": workers},
+            )
         args = (flags, config, trace, names, flag, gpu_hour_price, out, qps)
         return _plan_trace(
             *args, trace_flags | {"tile": tile}, slo_ttft_ms, slo_tpot_ms, *how, where

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,6 +16,7 @@ from simspec.errors import InputError
 from simspec.studies.schedule import SCHEDULE_FIELDS
 
 if TYPE_CHECKING:
+    from simspec.config import WorkloadConfig
     from simspec.studies.policy import PolicyConfig
 
 # the comparison's columns as printed: the CSV keeps every column under its own name
@@ -76,6 +78,7 @@ def policy(
         rates = {"arrival": "poisson", "rate_schedule": read_rate_csv(str(rate_csv))}
         data = overlay(data, {"workload": rates})
     cfg = policy_config(data, flags)
+    check_schedule_covered(cfg.workload)
     frame = run_policy(cfg)
     if out is not None:
         write_frame(frame, out)
@@ -86,6 +89,40 @@ def policy(
         "gain = the setting's median (TPOT | end-to-end latency) / the policy's: > 1 means "
         "the policy is faster"
     )
+
+
+def check_schedule_covered(wl: WorkloadConfig) -> None:
+    """A rate schedule's pieces must all see arrivals: the policy is compared over the day the
+    schedule describes, and requests that have all arrived before its last piece starts would
+    leave that piece (and the rest of the one before) unsimulated without a word (QA: the
+    example's evening, and a rate file's peak, never ran). Refused when the requests the
+    schedule expects before its last piece starts reach ``workload.requests``."""
+    sched = wl.rate_schedule
+    if wl.arrival != "poisson" or not sched or len(sched) < 2:
+        return
+    expected = sum(r * (sched[i + 1][0] - t) for i, (t, r) in enumerate(sched[:-1]))
+    n = wl.num_requests
+    if expected >= n:
+        last, rate = sched[-1]
+        need = math.ceil(expected + rate * (last - sched[-2][0]))
+        raise InputError(
+            "workload.requests",
+            f"{n:,} requests arrive, at this rate schedule, in about the first "
+            f"{_arrived_by(sched, n):,.0f} s; its piece from {last:g} s on would never run: "
+            f"give at least {need:,} (the pieces before it, then as long again at "
+            f"{rate:g} req/s), or a shorter schedule",
+        )
+
+
+def _arrived_by(sched: list[tuple[float, float]], n: int) -> float:
+    """When the schedule's expected arrivals reach ``n``."""
+    count = 0.0
+    for i, (t, r) in enumerate(sched):
+        end = sched[i + 1][0] if i + 1 < len(sched) else math.inf
+        if r > 0 and count + r * (end - t) >= n:
+            return t + (n - count) / r
+        count += r * (end - t) if end < math.inf else 0.0
+    return sched[-1][0]
 
 
 def policy_config(data: dict[str, Any], flags: MethodFlags) -> PolicyConfig:

@@ -28,7 +28,16 @@ def check_outputs(*outputs: tuple[Path | None, str, tuple[str, ...] | None]) -> 
     could not be written: a suffix it does not write (``None``: any name), a symbolic link, a
     directory or special file, a folder that refuses a new file
     (:func:`~simspec.outputs.check_writable`). All are checked before any is written, so one
-    bad output never leaves the others behind."""
+    bad output never leaves the others behind. Two outputs at one path are refused too: the
+    last written would replace the others."""
+    seen: dict[Path, str] = {}
+    for out, flag, _ in outputs:
+        if out is None:
+            continue
+        key = out.expanduser().resolve()
+        if key in seen:
+            raise InputError(flag, f"{shown(out)} is also {seen[key]}'s output: give each its own")
+        seen[key] = flag
     for out, flag, suffixes in outputs:
         if out is None:
             continue
@@ -103,13 +112,26 @@ def number(v: float) -> str:
     return f"{v:.1f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
-def write_frame(frame: pd.DataFrame, out: Path, flag: str = "--out") -> None:
-    """CSV (or Parquet by suffix), written whole or not at all."""
+def write_frame(
+    frame: pd.DataFrame, out: Path, flag: str = "--out", exact: tuple[str, ...] = ()
+) -> None:
+    """CSV (or Parquet by suffix), written whole or not at all; numbers to 6 significant
+    digits but the ``exact`` columns (clock times, which over an hour's or a month's trace
+    need more: 6 digits of 3,600 s are 10 ms), written in full."""
     with writing(out, flag):
         if out.suffix == ".parquet":
             write_bytes_atomic(out, frame.to_parquet(index=False))
         else:
-            write_text_atomic(out, frame.to_csv(index=False, float_format="%.6g"))
+            full = {c: frame[c].map(_full) for c in exact if c in frame.columns}
+            text = frame.assign(**full).to_csv(index=False, float_format="%.6g")
+            write_text_atomic(out, text)
+
+
+def _full(v: object) -> object:
+    """A float as Python writes it back exactly (NaN as an empty cell, as to_csv writes it)."""
+    if isinstance(v, float):
+        return "" if v != v else repr(v)
+    return v
 
 
 def write_text(out: Path, text: str, flag: str = "--out") -> None:

@@ -225,12 +225,16 @@ def summarize_fleet(
     done = t[~t["unfinishable"]]
     makespan = float(run.requests["finish_s"].max()) if len(run.requests) else 0.0
     span = makespan - warmup_s
+    if warmup_s > 0:  # every token made after the warm-up, whoever's (QA: the early
+        tokens = _tokens_after(run, warmup_s)  # arrivals' late tokens had dropped out)
+    else:
+        tokens = float(done["output_tokens"].sum())
     row: dict[str, Any] = {
         "requests": len(t),
         "unfinishable": int(t["unfinishable"].sum()),
         "replicas": len(run.replicas),
         "makespan_s": makespan,
-        "throughput_tok_s": float(done["output_tokens"].sum()) / span if span > 0 else math.nan,
+        "throughput_tok_s": tokens / span if span > 0 else math.nan,
     }
     for name, scale in (("ttft_ms", 1.0), ("tpot_ms", 1.0), ("e2e_s", 1.0)):
         values = done[name].dropna().to_numpy() * scale
@@ -252,6 +256,18 @@ def summarize_fleet(
     row["batch_occupancy_max"] = float(np.max(batch))
     row["preemptions"] = int(run.requests["preemptions"].sum())
     return row
+
+
+def _tokens_after(run: FleetRun, start_s: float) -> float:
+    """Output tokens the fleet made from ``start_s`` on: the iteration log's per-window
+    counts (each iteration's tokens in the window it starts in), the window holding
+    ``start_s`` pro rata."""
+    w, win = run.window_s, run.windows
+    if not len(win):
+        return 0.0
+    starts = win["window"].to_numpy(dtype=float) * w
+    after = np.clip((starts + w - start_s) / w, 0.0, 1.0)
+    return float((win["output_tokens"].to_numpy(dtype=float) * after).sum())
 
 
 def occupancy(run: FleetRun) -> tuple[list[float], list[float]]:
@@ -355,16 +371,18 @@ def timeline(run: FleetRun) -> pd.DataFrame:
     w = run.window_s
     q = run.requests
     last = float(q["finish_s"].max()) if q["finish_s"].notna().any() else 0.0
+    last = max(last, float(q["arrival_s"].max()) if len(q) else 0.0)  # unfinishable arrivals
     n_win = int(max(last, 0.0) // w) + 1
     n_win = max(n_win, int(run.windows["window"].max()) + 1 if len(run.windows) else 1)
     ends = (np.arange(n_win) + 1) * w
     frames = []
     for s in run.replicas:
-        mine = q[(q["replica"] == s.index) & ~q["unfinishable"]]
+        routed = q[q["replica"] == s.index]  # every arrival, an unfinishable one too
+        mine = routed[~routed["unfinishable"]]  # those that wait for a first token
         arrived = np.searchsorted(np.sort(mine["arrival_s"].to_numpy()), ends, side="right")
         first = np.sort(mine["first_token_s"].to_numpy())
         started = np.searchsorted(first, ends, side="right")
-        bins = np.bincount((mine["arrival_s"].to_numpy() // w).astype(int), minlength=n_win)
+        bins = np.bincount((routed["arrival_s"].to_numpy() // w).astype(int), minlength=n_win)
         win = run.windows[run.windows["replica"] == s.index].set_index("window")
         win = win.reindex(range(n_win), fill_value=0)
         frames.append(
