@@ -293,6 +293,16 @@ def summarize(
         throughput = tokens / w.span_s if w.span_s > 0 else float("nan")
         rates = _section_rates(iterations, w)
         thr_ci = ci.mean_interval(rates) if len(rates) else (float("nan"), float("nan"))
+        if tokens == 0 and len(ok):
+            # a window shorter than a step (arrivals far faster than the engine steps: an
+            # overloaded rate) holds no step's tokens, and had read 0 tok/s (QA): the
+            # engine's tokens while the measured requests were in it instead
+            last = float(ok["finish_s"].max())
+            kept = ((end >= w.start_s - 1e-12) & (end <= last + 1e-12)).to_numpy()
+            took = last - w.start_s
+            made_then = float(iterations["output_tokens"][kept].sum())
+            throughput = made_then / took if took > 0 else float("nan")
+            thr_ci = (float("nan"), float("nan"))
 
     ttft = (ok["first_token_s"] - ok["arrival_s"]).to_numpy()
     e2e = (ok["finish_s"] - ok["arrival_s"]).to_numpy()
