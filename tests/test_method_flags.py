@@ -180,3 +180,39 @@ def test_k_out_of_range_names_the_flag(k):
 
     res = CliRunner().invoke(app, ["sweep", "--k", k, "--methods", "eagle3", "--batch-sizes", "1"])
     assert res.exit_code != 0 and "--k: must be 1 to 64" in " ".join(res.output.split())
+
+
+def test_the_explorer_replays_each_methods_own_records_of_an_uploaded_trace(tmp_path):
+    """Each method replays its own acc_len key; one the file lacks borrows the first, saying
+    so (QA: ngram replayed eagle3's records as its own). A tree method drafts a chain with its
+    tree fields dropped (QA: SGLang's eagle3 kept tree_nodes and the page refused itself)."""
+    import json
+
+    from simspec.engine.build import setup_replica
+
+    path = tmp_path / "two.jsonl"
+    rec = {"prompt_len": 100, "output_len": 40, "acc_len": {"eagle3": [4] * 10, "ngram": [1] * 40}}
+    path.write_text("\n".join(json.dumps(rec) for _ in range(8)) + "\n")
+    inp = inputs.ExplorerInputs(acceptance="trace", trace_path=str(path), engine="sglang")
+    eagle, ngram = inputs.method_for(inp, "eagle3"), inputs.method_for(inp, "ngram")
+    assert eagle.acceptance.acc_len_method == "eagle3" and not eagle.acceptance.source
+    assert ngram.acceptance.acc_len_method == "ngram"
+    assert eagle.tree == "chain" and eagle.tree_nodes is None and eagle.tree_topk is None
+    setup_replica(inputs.scenario_for(inp, 4, eagle))  # a method the page can run
+    medusa = inputs.method_for(inp, "medusa1")
+    assert medusa.acceptance.acc_len_method == "eagle3"
+    assert "borrowed" in medusa.acceptance.source and "medusa1" in medusa.acceptance.source
+
+
+def test_a_tree_budget_leaves_chain_methods_and_sglangs_own_shape_alone():
+    """The explorer's tree budget changes the node count of a tree, and turns a vLLM chain
+    into a tree; it leaves chain-only methods as the engine drafts them, and keeps SGLang's
+    own steps and top-k (QA: a budget on SGLang had turned its MTP 3-1-4 into K 1)."""
+    mtp = {"engine": "sglang", "model": "deepseek-v3"}
+    before = inputs.method_for(inputs.ExplorerInputs(**mtp), "mtp")
+    after = inputs.method_for(inputs.ExplorerInputs(**mtp, tree_nodes=16), "mtp")
+    assert (after.k, after.tree) == (before.k, before.tree) == (3, "chain")
+    e3 = inputs.method_for(inputs.ExplorerInputs(engine="sglang", tree_nodes=16), "eagle3")
+    assert (e3.k, e3.tree, e3.tree_nodes, e3.tree_topk) == (5, "dynamic", 16, 4)
+    vllm = inputs.method_for(inputs.ExplorerInputs(engine="vllm", tree_nodes=16), "eagle3")
+    assert vllm.tree == "dynamic" and vllm.tree_nodes == 16

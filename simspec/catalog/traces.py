@@ -147,6 +147,15 @@ def walk_tau(step_tokens: Iterable[np.ndarray], cap: int, start: int = 0) -> flo
     return tokens / steps if steps else float("nan")
 
 
+def trace_methods(ref: str) -> list[str]:
+    """The ``acc_len`` keys of a trace file's first record (the methods it records)."""
+    first = first_method(ref)  # refuses a file without any, naming it
+    _, text = _resolve(ref, "workload.lengths_from")
+    line = next(line for line in text.splitlines() if line.strip())
+    keys = list(parse_json(line, "workload.lengths_from")["acc_len"])
+    return keys or [first]
+
+
 def first_method(ref: str) -> str:
     """The first ``acc_len`` key of a trace file (for reading lengths only)."""
     name, text = _resolve(ref, "workload.lengths_from")

@@ -40,7 +40,7 @@ from simspec.catalog.precision import (
     load_precision,
     precision_note,
 )
-from simspec.catalog.traces import first_method
+from simspec.catalog.traces import trace_methods
 from simspec.config import (
     DEFAULT_MEASURED,
     DEFAULT_TURNOVERS,
@@ -186,11 +186,16 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
     """A method in its preset configuration, with the page's K, tree budget and acceptance."""
     if name == "autoregressive":
         return MethodConfig(name=name, k=0)
-    # a tree budget asked for is a tree given (vLLM's speculative_token_tree); without one the
-    # method drafts as the engine does (vLLM: a chain)
-    engine = inp.engine if inp.tree_nodes is None else None
-    # the shape an engine picks itself (SGLang) is for a server given none: the page's K is one
-    m = preset_method(name, inp.dataset, None, inp.model, engine, engine_shape=inp.k is None)
+    # the method as the engine drafts it (vLLM: a chain; SGLang: its own tree); the shape an
+    # engine picks itself (SGLang) is for a server given none: the page's K is one
+    m = preset_method(name, inp.dataset, None, inp.model, inp.engine, engine_shape=inp.k is None)
+    shapes = method_info(name).shapes
+    if inp.tree_nodes is not None and m.tree in (None, "chain") and len(shapes) > 1:
+        # a tree budget asked of a method the engine drafts as a chain is a tree given
+        # (vLLM's speculative_token_tree): the method's own tree preset; a chain-only method
+        # (MTP, a draft model) and an engine's own tree keep their shape (QA: a budget on
+        # SGLang had turned its MTP 3-1-4 into K 1)
+        m = preset_method(name, inp.dataset, None, inp.model, None, engine_shape=inp.k is None)
     update: dict = {}
     if inp.k is not None:
         why = k_not_read(m.model_dump(exclude_none=True))
@@ -200,7 +205,6 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
         deep = at_depth(m.model_dump(exclude_none=True), inp.k)  # the preset tree, K deep
         if deep.get("tree_nodes") != m.tree_nodes:
             update["tree_nodes"] = deep["tree_nodes"]
-    shapes = method_info(name).shapes
     if inp.tree_nodes is not None and m.tree in (None, "chain") and len(shapes) > 1:
         # a chain by default (EAGLE-3) that can draft a tree: the budget asked for is one
         update["tree"] = "dynamic" if "dynamic" in shapes else "static"
@@ -212,10 +216,27 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
         measured = measured_acceptance(shape, **given, tau_k=inp.tau_k) or {}
         update["acceptance"] = AcceptanceConfig(**measured, spread=inp.spread)
     elif inp.acceptance == "trace" and inp.trace_path:
-        if m.tree not in (None, "chain"):
-            update["tree"] = "chain"
+        if update.get("tree", m.tree) not in (None, "chain"):
+            if "chain" not in shapes:
+                raise InputError(
+                    "Acceptance",
+                    f"an uploaded trace records chains, and {name} drafts only trees: give "
+                    "it alpha or tau acceptance, or leave it out of Methods",
+                )
+            # a trace records chains: the method drafts one, its tree fields dropped with
+            # its tree (QA: SGLang's eagle3 kept tree_nodes and refused the page)
+            update.update(tree="chain", tree_nodes=None, tree_topk=None)
+        # each method replays its own records; one the file lacks borrows its first
+        # method's, and its acceptance source says so (QA: ngram replayed eagle3's)
+        keys = trace_methods(inp.trace_path)
+        key = name if name in keys else keys[0]
+        borrowed = (
+            ""
+            if key == name
+            else f"the uploaded trace's {key} records, borrowed (it records none for {name})"
+        )
         update["acceptance"] = AcceptanceConfig(
-            acc_len=inp.trace_path, acc_len_method=first_method(inp.trace_path)
+            acc_len=inp.trace_path, acc_len_method=key, source=borrowed
         )
     elif (
         update.get("tree", m.tree) not in (None, "chain")
