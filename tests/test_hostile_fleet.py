@@ -171,7 +171,9 @@ def test_the_timeline_of_a_run_with_no_finished_request_has_no_nan_cast(tmp_path
     path = trace(tmp_path, [(0.0, 2_147_483_647, 20), (3.0, 2_147_483_647, 20)])
     run = simulate_fleet(FleetConfig.uniform(_replay(path), 2, "round_robin"))
     series = timeline(run)
-    assert (series["arrivals"] == 0).all() and np.isfinite(series["utilisation"]).all()
+    # every arrival counts, an unfinishable one too (QA: the timeline had dropped them)
+    assert series.loc[series["replica"] == -1, "arrivals"].sum() == 2
+    assert np.isfinite(series["utilisation"]).all() and (series["queue_depth"] == 0).all()
 
 
 # -- plan --trace: only the flags it reads, a stated percentile, a finite price ----------------

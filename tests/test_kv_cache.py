@@ -283,3 +283,29 @@ def test_the_whole_pool_can_be_allocated_and_given_back():
     assert pool.free == 0 and pool.used == 4
     pool.release(4)
     assert pool.free == 4 and pool.used == 0 and pool.peak_used == 4
+
+
+def test_sglang_sizes_a_windowed_pool_beside_the_full_one_for_its_hybrid_swa_models():
+    """SGLang gives gpt-oss (and Llama-4) a windowed pool of 0.8 as many tokens as the full
+    layers' from one budget (model_runner: full = total / (0.8 x swa layers + full layers)),
+    not vLLM's window per running sequence; a windowed model outside its hybrid list caches
+    every token in every layer (QA: gpt-oss-120b on one H200 read 1.84M tokens, SGLang's
+    formula gives 1.10M)."""
+    from simspec.config import Scenario
+    from simspec.engine.build import setup_replica
+
+    plan = setup_replica(Scenario(model="gpt-oss-120b", gpu="h200", engine="sglang")).memory
+    target = load_model("gpt-oss-120b")
+    full, window = plan.kv_bytes_per_token, target.window_kv_bytes_per_token_per_gpu(1, 2)
+    free = plan.usable_bytes - plan.weight_bytes - plan.draft_bytes - plan.activation_bytes
+    tokens = plan.num_blocks * plan.block_size
+    assert tokens == pytest.approx(free / (full + 0.8 * window), rel=1e-3)
+    vllm = setup_replica(Scenario(model="gpt-oss-120b", gpu="h200", engine="vllm")).memory
+    assert vllm.num_blocks * vllm.block_size > 1.5 * tokens  # a window per sequence only
+    engine, demand = load_engine("sglang"), MemoryDemand(0.0, 0.0, 8192, 256, 256, 1)
+    hybrid = plan_memory(load_gpu("h200"), engine, target, demand, 1)
+    other = target.model_copy(update={"model_type": "gemma3"})
+    whole = plan_memory(load_gpu("h200"), engine, other, demand, 1)
+    assert whole.num_blocks / hybrid.num_blocks == pytest.approx(
+        (full + 0.8 * window) / (full + window), rel=1e-4
+    )

@@ -134,6 +134,30 @@ def kv_blocks(
     return int((free - window_cap * window_per_token) // (per_token * block))
 
 
+# the model types of the architectures SGLang gives a hybrid sliding-window pool
+# (model_config.py is_hybrid_swa_model: Llama4ForConditionalGeneration, GptOssForCausalLM,
+# MiMoV2FlashForCausalLM, Step3p5ForCausalLM, Gemma4ForCausalLM / ForConditionalGeneration)
+SGLANG_HYBRID_SWA = ("llama4", "llama4_text", "gpt_oss", "mimo_v2_flash", "step3p5", "gemma4")
+
+
+def kv_blocks_sglang(
+    free: float,
+    block: int,
+    per_token: float,
+    window_per_token: float,
+    target: ModelShape,
+    ratio: float,
+) -> int:
+    """Blocks of the full-attention pool SGLang sizes from ``free`` bytes for a model with
+    windowed layers: under its hybrid pool (SGLANG_HYBRID_SWA) the windowed layers get
+    ``ratio`` times the full layers' tokens from the same budget (model_runner: full tokens =
+    total / (ratio x swa layers + full layers)), whatever the window; any other model caches
+    every token in every layer. The windowed pool binding first (sequences mostly shorter than
+    the window) is not modelled."""
+    share = ratio if target.model_type in SGLANG_HYBRID_SWA else 1.0
+    return int(free // ((per_token + share * window_per_token) * block))
+
+
 # SGLang's default share of the memory after weights and activations that Gated DeltaNet states
 # get, as ratio / (1 + ratio) (python/sglang/srt/server_args.py ServerArgs
 # mamba_full_memory_ratio = 0.9; model_runner's hybrid-GDN budget "total_rest_memory *
@@ -211,7 +235,12 @@ def plan_memory(
         target, engine, a_tp, free, -(-demand.max_seqs // dp), demand.verify_tokens
     )
     free -= state
-    blocks = kv_blocks(free, block, kv_per_token, window_per_token, window_cap) if free > 0 else 0
+    swa = engine.params.get("swa_full_tokens_ratio") if window_per_token > 0 else None
+    if swa is not None:  # SGLang: a windowed pool beside the full one, or none (kv_blocks_sglang)
+        blocks = kv_blocks_sglang(free, block, kv_per_token, window_per_token, target, swa.value)
+    else:
+        blocks = kv_blocks(free, block, kv_per_token, window_per_token, window_cap)
+    blocks = blocks if free > 0 else 0
     if target.linear_layers and state_seqs < 1:
         blocks = 0  # not one sequence's recurrent state fits
     if blocks <= 0:
@@ -236,7 +265,11 @@ def plan_memory(
             f"{_per_weight(weight_bytes, expert_bytes)}); {fix}: "
             f"{'raise pp' if 'stops at' in fix else 'raise tp or pp'}, or pick a larger GPU"
         )
-    window = min(blocks * block, window_cap) * window_per_token
+    if swa is not None:  # what the windowed layers' pool holds beside the full one
+        share = swa.value if target.model_type in SGLANG_HYBRID_SWA else 1.0
+        window = share * blocks * block * window_per_token
+    else:
+        window = min(blocks * block, window_cap) * window_per_token
     return MemoryPlan(
         usable,
         weights,
