@@ -320,3 +320,17 @@ def test_recommend_k_shows_its_stages_and_asking_again_costs_nothing(small_page,
     _ok(at)
     assert len(calls) == 1  # kept: the second press ran nothing
     assert any("best_k" in d.value.columns for d in at.dataframe)
+
+
+@pytest.mark.slow
+def test_the_page_warns_of_requests_it_left_unserved(small_page):
+    """Requests longer than the model's context are unfinishable: the page says so and its
+    table has the column, as the sweep's note and CSV do (QA: the page said nothing)."""
+    at = small_page
+    at.run()
+    _select(at, "Model", "vicuna-7b")  # a 2,048-token context under ShareGPT's lengths
+    label = "Requests measured per run"
+    requests = next(n for n in at.sidebar.number_input if n.label.startswith(label))
+    requests.set_value(64).run()
+    _ok(at)
+    assert any("unserved" in w.value for w in at.warning)

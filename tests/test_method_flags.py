@@ -216,3 +216,14 @@ def test_a_tree_budget_leaves_chain_methods_and_sglangs_own_shape_alone():
     assert (e3.k, e3.tree, e3.tree_nodes, e3.tree_topk) == (5, "dynamic", 16, 4)
     vllm = inputs.method_for(inputs.ExplorerInputs(engine="vllm", tree_nodes=16), "eagle3")
     assert vllm.tree == "dynamic" and vllm.tree_nodes == 16
+
+
+def test_the_explorer_says_what_the_sweep_says_of_sampling_and_the_engines_shape():
+    """Above T=1 acceptance is held at its T=1 value, top-p does nothing at T=0, and SGLang
+    picks its own draft shape: the page's caption lines say so, as the sweep's notes do (QA)."""
+    hot = " ".join(inputs.provenance_lines(inputs.ExplorerInputs(temperature=1.5)))
+    assert "held at its T=1 value" in hot
+    greedy = " ".join(inputs.provenance_lines(inputs.ExplorerInputs(top_p=0.5)))
+    assert "no effect at temperature 0" in greedy
+    sglang = " ".join(inputs.provenance_lines(inputs.ExplorerInputs(engine="sglang")))
+    assert "SGLang" in sglang and "picks steps" in sglang

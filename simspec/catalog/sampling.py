@@ -91,3 +91,23 @@ def greedy_alpha(alpha: np.ndarray | float, temperature: float, top_p: float = 1
     (the inverse of :func:`alpha_at`, for presets measured while sampling)."""
     f = factor(temperature, top_p)
     return np.clip(np.asarray(alpha, dtype=np.float64) / f, 0.0, 1.0)
+
+
+def sampling_notes(temperature: float, top_p: float) -> list[str]:
+    """How acceptance was scaled from greedy at ``temperature`` and ``top_p``, and on what
+    evidence (none at greedy with top-p 1): the lines ``simspec sweep`` and the explorer
+    print under their tables."""
+    if not (temperature > 0 or top_p < 1):
+        return []
+    if temperature == 0:
+        return [f"note: top-p {top_p} has no effect at temperature 0 (greedy: the argmax)"]
+    lines = [
+        f"sampling at T={temperature}, top-p={top_p}: acceptance x "
+        f"{factor(temperature, top_p):.3f} of greedy ({sampling_source()})"
+    ]
+    if temperature > MAX_FITTED_TEMPERATURE:
+        lines.append(
+            f"note: no published pair constrains acceptance above T="
+            f"{MAX_FITTED_TEMPERATURE:g}; it is held at its T={MAX_FITTED_TEMPERATURE:g} value"
+        )
+    return lines

@@ -397,25 +397,12 @@ def _picked_shape_note(cfg: SweepConfig) -> None:
 def _sampling_note(cfg: SweepConfig) -> None:
     """At T > 0 or top-p < 1 (at the top level or on a grid axis), how acceptance was scaled
     from greedy, and on what evidence."""
-    from simspec.catalog.sampling import MAX_FITTED_TEMPERATURE, factor, sampling_source
+    from simspec.catalog.sampling import sampling_notes
 
     pairs = dict.fromkeys((p.temperature, p.top_p) for p in cfg.points())
     for temperature, top_p in pairs:
-        if not (temperature > 0 or top_p < 1):
-            continue
-        if temperature == 0:
-            err.print(f"note: top-p {top_p} has no effect at temperature 0 (greedy: the argmax)")
-            continue
-        err.print(
-            f"sampling at T={temperature}, top-p={top_p}: acceptance x "
-            f"{factor(temperature, top_p):.3f} of greedy ({sampling_source()})"
-        )
-        if temperature > MAX_FITTED_TEMPERATURE:
-            err.print(
-                f"note: no published pair constrains acceptance above T="
-                f"{MAX_FITTED_TEMPERATURE:g}; it is held at its T={MAX_FITTED_TEMPERATURE:g} "
-                "value"
-            )
+        for line in sampling_notes(temperature, top_p):
+            err.print(line)
 
 
 def _ranks(cfg: SweepConfig) -> str:

@@ -420,7 +420,9 @@ def provenance_lines(inp: ExplorerInputs) -> list[str]:
     table ("ran with", "rests on": whose acceptance, how the GPU's profile was obtained, how
     many validation cases back the model), and the methods its engine does not ship."""
     from simspec.catalog.methods import not_shipped
+    from simspec.catalog.sampling import sampling_notes
     from simspec.studies.provenance import ran_with, rests_on
+    from simspec.studies.sweep import picked_shape_notes
 
     deploy = deployment_for(inp)
     methods = [method_for(inp, m) for m in inp.methods if m != "autoregressive"]
@@ -429,4 +431,7 @@ def provenance_lines(inp: ExplorerInputs) -> list[str]:
     if unshipped:
         why = not_shipped(unshipped[0], inp.engine)
         lines.append(f"{', '.join(unshipped)} simulated as published: {why}")
+    # the sweep's notes on sampling and on the shape the engine picks (QA: the page had none)
+    lines += sampling_notes(deploy.temperature, deploy.top_p)
+    lines += picked_shape_notes(inp.model, inp.engine, methods)
     return lines

@@ -28,7 +28,7 @@ from simspec.ui.inputs import ExplorerInputs, deployment_for, method_for, scenar
 # (simspec.studies.metrics) less the detail only the sweep's CSV keeps, and whether the run was
 # stable
 _SWEEP_ONLY = ("itl_", "draft_time", "verify_time", "overhead_time", "preemptions")
-_SWEEP_ONLY += ("unfinishable", "kv_blocks", "ttft_ms_p50_ci", "e2e_s_p50_ci")
+_SWEEP_ONLY += ("kv_blocks", "ttft_ms_p50_ci", "e2e_s_p50_ci")
 SUMMARY_COLUMNS = (
     *(c for c in (*RUN_METRICS, *RUN_INTERVALS) if not c.startswith(_SWEEP_ONLY)),
     "stable",

@@ -72,6 +72,15 @@ def speedup(summary: pd.DataFrame, inputs: ExplorerInputs) -> None:
         st.caption(caveat)
     for line in provenance_lines(inputs):  # what the numbers rest on, as the CLI says it
         st.caption(markdown_text(line))
+    unserved = summary[summary.unfinishable > 0] if "unfinishable" in summary else summary[:0]
+    if len(unserved):  # as the sweep's note says it (QA: the page said nothing)
+        share = (unserved.unfinishable / unserved.measured_requests).max()
+        st.warning(
+            f"{len(unserved)} run(s) left up to {share:.0%} of their measured requests unserved: "
+            "longer than the model's context (prompt + output past max_position_embeddings: "
+            "vLLM's server refuses such a request) or its KV cache; their numbers are over the "
+            "rest (the unfinishable column)."
+        )
     unstable = summary[summary.stable == 0]
     if len(unstable):
         st.warning(
