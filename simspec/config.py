@@ -53,12 +53,16 @@ def _utf8_text(cls: type, value: object) -> object:
 _TEXT = field_validator("*")(_utf8_text)
 
 
+# the longest mean length (tokens) a workload draws
+MAX_MEAN_LEN = 1e6
+
+
 class LengthSpec(BaseModel):
     """A token-length distribution, clipped to [min, max] and rounded to integers."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     dist: Literal["fixed", "uniform", "lognormal"] = "fixed"
-    mean: float = Field(default=256.0, ge=1.0, le=1e6)
+    mean: float = Field(default=256.0, ge=1.0, le=MAX_MEAN_LEN)
     cv: float = Field(default=0.0, ge=0.0, le=10.0, description="lognormal: std / mean")
     low: float | None = Field(default=None, ge=1.0, description="uniform: lower bound")
     high: float | None = Field(default=None, ge=1.0, description="uniform: upper bound")

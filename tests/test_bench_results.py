@@ -590,3 +590,14 @@ def test_a_runs_gpu_label_is_taken_or_said(tmp_path):
     fit = runner.invoke(app, ["calibrate", "bench", *runs, "--out", str(out)])
     assert fit.exit_code == 0, fit.output  # no --gpu: the runs' own, as compare takes it
     assert "gpu h200, as the runs' gpu metadata says" in fit.output
+
+
+def test_a_mean_length_past_the_simulators_bound_names_the_files_fields(tmp_path):
+    """2^31 input tokens over 8 requests: the error names the file and its totals, not
+    LengthSpec's ``mean`` (QA)."""
+    data = vllm_json(total_input_tokens=2**31, completed=8)
+    data = {k: v for k, v in data.items() if k not in ("input_lens", "output_lens")}
+    path = write(tmp_path, "huge.json", data)
+    result = runner.invoke(app, ["compare", str(path), *DEPLOY])
+    assert result.exit_code == 2
+    assert "huge.json: total_input_tokens" in result.output and "completed" in result.output

@@ -13,6 +13,7 @@ from simspec.cli.main import app
 from simspec.cli.method_flags import MethodFlags
 from simspec.cli.policy import policy_config
 from simspec.cli.sweep_flags import SweepFlags
+from simspec.errors import InputError
 from simspec.ui import downloads, inputs
 
 runner = CliRunner()
@@ -227,3 +228,11 @@ def test_the_explorer_says_what_the_sweep_says_of_sampling_and_the_engines_shape
     assert "no effect at temperature 0" in greedy
     sglang = " ".join(inputs.provenance_lines(inputs.ExplorerInputs(engine="sglang")))
     assert "SGLang" in sglang and "picks steps" in sglang
+
+
+def test_a_tau_past_k_plus_one_is_refused_naming_the_pages_control():
+    """With the K τ was measured at left empty each method's own K holds: a τ past K + 1 is
+    refused in words about the page's control, not the config's tau_k (QA)."""
+    with pytest.raises(InputError, match="at most 4 for eagle3 measured at K=3") as err:
+        inputs.method_for(inputs.ExplorerInputs(acceptance="tau", tau=6.0), "eagle3")
+    assert err.value.field == "Measured τ (tokens per step)"

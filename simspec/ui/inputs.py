@@ -214,6 +214,16 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
         shape = m.model_dump(exclude_none=True) | update
         given = {"alpha": inp.alpha} if inp.acceptance == "alpha" else {"tau": inp.tau}
         measured = measured_acceptance(shape, **given, tau_k=inp.tau_k) or {}
+        tau, tau_k = measured.get("tau"), measured.get("tau_k")
+        if tau is not None and tau_k is not None and tau > tau_k + 1:
+            # the config's own bound, said of the page's controls (QA: "config: tau must be
+            # <= tau_k + 1" named fields the page does not show)
+            raise InputError(
+                "Measured τ (tokens per step)",
+                f"at most {tau_k + 1} for {name} measured at K={tau_k} (each step accepts at "
+                "most K drafted tokens and the bonus one): lower it, or set the K τ was "
+                "measured at",
+            )
         update["acceptance"] = AcceptanceConfig(**measured, spread=inp.spread)
     elif inp.acceptance == "trace" and inp.trace_path:
         if update.get("tree", m.tree) not in (None, "chain"):

@@ -29,6 +29,7 @@ from simspec.catalog.methods import preset_method
 from simspec.catalog.models import load_model, model_ids, preset_id
 from simspec.config import (
     MAX_CONCURRENCY,
+    MAX_MEAN_LEN,
     MAX_RUNS,
     MAX_TOTAL_REQUESTS,
     MIN_RATE,
@@ -148,6 +149,16 @@ def _workload(run: MeasuredRun, lengths_dir: Path, notes: list[str]) -> tuple[Wo
         notes.append(f"lengths: each of the {n} requests' own, as the file lists them")
     else:
         lengths = "mean, fixed"
+        for side, mean, total in (
+            ("input", run.mean_input_len, "total_input_tokens"),
+            ("output", run.mean_output_len, "total_output_tokens"),
+        ):
+            if mean > MAX_MEAN_LEN:  # LengthSpec's own bound, said of the file's fields (QA)
+                raise InputError(
+                    f"{run.name}: {total}",
+                    f"{mean:,.0f} {side} tokens a request ({total} / completed); simspec runs "
+                    f"lengths of at most {MAX_MEAN_LEN:,.0f}",
+                )
         sizes = {
             "lengths_from": None,
             "prompt": LengthSpec(mean=max(1.0, run.mean_input_len)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from simspec.catalog.models import load_model
 from simspec.config import Deployment
 from simspec.studies import analytic
 from simspec.ui.figures import analytic_figures
@@ -22,7 +23,10 @@ def analytic_cached(deploy_json: str, method: str, context: int) -> pd.DataFrame
 
 def analytic_view(inputs: ExplorerInputs) -> None:
     method = st.selectbox("Chain method for the closed form", chain_methods(inputs))
-    context = st.slider("Tokens in the KV cache", 64, 32768, 1024, 64)
+    # within the model's context, which the closed form refuses past (QA: a 2,048-token model
+    # at 32,768 had raised past the tab and kept the Fleet and Compare tabs from drawing)
+    longest = max(64, min(32768, load_model(inputs.model).max_position_embeddings) // 64 * 64)
+    context = st.slider("Tokens in the KV cache", 64, longest, min(1024, longest), 64)
     table = analytic_cached(deployment_for(inputs).model_dump_json(), method, context)
     fe, fs = analytic_figures(table, inputs, method)
     st.plotly_chart(fe, width="stretch")
