@@ -45,6 +45,11 @@ def test_a_speculative_fleet_draws_acceptance_from_the_traces_domain():
     sc = fleet_ui.scenario_for(page, code)
     assert sc.workload.arrival == "replay" and sc.workload.trace_end_s == 120.0
     assert sc.method.name == "eagle3"
+    # the download says which dataset's acceptance, whose, and with what sampling (QA)
+    alpha = inputs.ExplorerInputs(acceptance="alpha", alpha=0.6)
+    cols = fleet_ui.fleet_columns(alpha, code)
+    assert cols["acceptance_dataset"] == "instructcoder" and cols["alpha"] == 0.6
+    assert cols["acceptance_source"] and "temperature" in cols and cols["engine_profile"]
 
 
 @pytest.mark.parametrize(

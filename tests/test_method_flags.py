@@ -236,3 +236,22 @@ def test_a_tau_past_k_plus_one_is_refused_naming_the_pages_control():
     with pytest.raises(InputError, match="at most 4 for eagle3 measured at K=3") as err:
         inputs.method_for(inputs.ExplorerInputs(acceptance="tau", tau=6.0), "eagle3")
     assert err.value.field == "Measured τ (tokens per step)"
+
+
+def test_the_plan_download_says_its_price_how_it_probed_and_whose_acceptance():
+    """plan.csv carries the GPU-hour price its cost is at, the Poisson probes it ran (not
+    the page's closed-loop columns) and each method's provenance, as `simspec plan --out`
+    does (QA)."""
+    from io import StringIO
+
+    from simspec.studies.capacity import Slo
+
+    frame = pd.DataFrame(
+        {"replicas": [2, 1], "gpus": [2, 1], "method": ["autoregressive", "eagle3"]}
+    )
+    frame["k"] = [0, 3]
+    text = downloads.plan_csv(frame, inputs.ExplorerInputs(), 20.0, Slo(2000, 50), 3.5, 60.0)
+    out = pd.read_csv(StringIO(text))
+    assert (out["gpu_hour_price"] == 3.5).all() and (out["probe_arrival"] == "poisson").all()
+    assert not {"turnovers", "requests_min", "arrival"} & set(out.columns)
+    assert out["acceptance_source"].str.len().gt(0).all() and "engine_profile" in out

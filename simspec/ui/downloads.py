@@ -70,16 +70,22 @@ def with_scenario(frame: pd.DataFrame, inp: ExplorerInputs, settings: bool = Tru
     return out
 
 
+def with_provenance(frame: pd.DataFrame, inp: ExplorerInputs, methods: list[str]) -> pd.DataFrame:
+    """``frame`` with, per row (row i ran ``methods[i]``), what it ran with and whose
+    acceptance it rests on: the sweep CSV's provenance columns (precision and KV-cache dtype
+    are the scenario's columns already)."""
+    deploy = deployment_for(inp)
+    per = {m: provenance(deploy, method_for(inp, m)) for m in dict.fromkeys(methods)}
+    rows = [per[m] for m in methods]
+    return frame.assign(
+        **{c: [r[c] for r in rows] for c in ("engine_profile", "acceptance_source")}
+    )
+
+
 def results_csv(summary: pd.DataFrame, inp: ExplorerInputs) -> str:
     """The results with the scenario first and, per row, what it ran with and whose acceptance
     it rests on (the sweep CSV's provenance columns)."""
-    deploy = deployment_for(inp)
-    per = {m: provenance(deploy, method_for(inp, m)) for m in summary.method.unique()}
-    rows = [per[m] for m in summary.method]
-    # precision and KV-cache dtype are the scenario's columns already
-    frame = summary.assign(
-        **{c: [r[c] for r in rows] for c in ("engine_profile", "acceptance_source")}
-    )
+    frame = with_provenance(summary, inp, list(summary.method))
     return with_scenario(frame, inp).to_csv(index=False, float_format="%.6g")
 
 
@@ -88,16 +94,37 @@ def schedule_csv(table: pd.DataFrame, inp: ExplorerInputs, method: str) -> str:
     tree settings; K is the table's own axis."""
     settings = method_settings(inp, method)
     head = {"method": method, "tree": settings["tree"], "tree_nodes": settings["tree_nodes"]}
-    out = table.copy()
+    out = with_provenance(table.copy(), inp, [method] * len(table))
     for i, (key, value) in enumerate(head.items()):
         out.insert(i, key, value)
     return with_scenario(out, inp, settings=False).to_csv(index=False, float_format="%.6g")
 
 
-def plan_csv(frame: pd.DataFrame, inp: ExplorerInputs, target_qps: float, slo: Slo) -> str:
-    """The capacity plan (:func:`simspec.ui.runs.plan`) with the scenario and what it was
-    planned for: the target rate and the SLOs."""
-    out = with_scenario(frame, inp).assign(
-        target_qps=target_qps, slo_ttft_ms=slo.ttft_ms, slo_tpot_ms=slo.tpot_ms
+# the closed loop's columns of the scenario, which a plan's Poisson probes do not read
+CLOSED_LOOP_COLUMNS = ("arrival", "requests_min", "turnovers")
+
+
+def plan_csv(
+    frame: pd.DataFrame,
+    inp: ExplorerInputs,
+    target_qps: float,
+    slo: Slo,
+    gpu_hour_price: float,
+    probe_s: float,
+) -> str:
+    """The capacity plan (:func:`simspec.ui.runs.plan`) with the scenario, what it was
+    planned for (the target rate, the SLOs and the GPU-hour price its cost is at), how it
+    probed (Poisson arrivals for ``probe_s`` seconds a probe: the page's closed-loop columns
+    do not apply) and each method's provenance (QA: the price and provenance were missing)."""
+    methods = [str(m).split(" ")[0] for m in frame.method]
+    out = with_scenario(with_provenance(frame, inp, methods), inp)
+    out = out.drop(columns=[c for c in CLOSED_LOOP_COLUMNS if c in out.columns])
+    out = out.assign(
+        target_qps=target_qps,
+        slo_ttft_ms=slo.ttft_ms,
+        slo_tpot_ms=slo.tpot_ms,
+        gpu_hour_price=gpu_hour_price,
+        probe_arrival="poisson",
+        probe_duration_s=probe_s,
     )
     return out.to_csv(index=False)

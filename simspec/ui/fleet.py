@@ -37,6 +37,7 @@ from simspec.config import (
 from simspec.engine.speculators import SPECULATORS
 from simspec.studies import fleet as study
 from simspec.studies.fleet_report import timeline_figure
+from simspec.studies.provenance import provenance
 from simspec.studies.runs.job import check_runnable
 from simspec.ui.figures import scenario_label
 from simspec.ui.inputs import ExplorerInputs, deployment_for, method_for, serving_columns
@@ -196,8 +197,17 @@ def attainment_figure(frames: dict[str, Any], page: ExplorerInputs, f: FleetInpu
 
 
 def fleet_columns(page: ExplorerInputs, f: FleetInputs) -> dict[str, object]:
-    """The fleet's scenario, as leading CSV columns."""
-    m = method_for(page.model_copy(update={"dataset": dataset_for(page, f)}), f.method)
+    """The fleet's scenario, as leading CSV columns: its acceptance as given (alpha or tau
+    and spread), the dataset it rests on (the trace's domain), sampling and each method's
+    provenance, so the file read on its own says what ran (QA)."""
+    fleet_page = page.model_copy(update={"dataset": dataset_for(page, f)})
+    m = method_for(fleet_page, f.method)
+    given: dict[str, object] = {}
+    if page.acceptance == "alpha":
+        given = {"alpha": page.alpha, "alpha_spread": page.spread}
+    elif page.acceptance == "tau":
+        given = {"tau": page.tau, "tau_k": page.tau_k or "method's K", "tau_spread": page.spread}
+    origin = provenance(deployment_for(fleet_page), m)
     return {
         "model": page.model_name or page.model,
         "gpu": page.gpu,
@@ -206,6 +216,12 @@ def fleet_columns(page: ExplorerInputs, f: FleetInputs) -> dict[str, object]:
         "method": f.method,
         "k": m.k,
         "acceptance": page.acceptance,
+        **given,
+        "acceptance_dataset": fleet_page.dataset,
+        "acceptance_source": origin["acceptance_source"],
+        "engine_profile": origin["engine_profile"],
+        "temperature": page.temperature,
+        "top_p": page.top_p,
         "trace": f.trace if f.trace in packaged_arrival_traces() else "upload",
         "trace_start_s": f.start_s,
         "trace_end_s": f.end_s if f.end_s is not None else np.nan,

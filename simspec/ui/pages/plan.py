@@ -48,7 +48,10 @@ def capacity_plan(inputs: ExplorerInputs, slo: Slo) -> None:
     frame = kept[1]
     st.dataframe(frame, hide_index=True, width="stretch")
     st.download_button(
-        "Download plan CSV", plan_csv(frame, inputs, qps, slo), "plan.csv", "text/csv"
+        "Download plan CSV",
+        plan_csv(frame, inputs, qps, slo, price, capacity.PLAN_DURATION_S),
+        "plan.csv",
+        "text/csv",
     )
 
 
