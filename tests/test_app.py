@@ -491,10 +491,26 @@ def test_a_planted_symlink_is_never_followed(tmp_path):
     folder.mkdir()
     data = json.dumps(GOOD_CONFIG).encode()
     digest = __import__("hashlib").sha256(data).hexdigest()[:32]
-    (folder / f"upload-{digest}.json").symlink_to(victim)
+    (folder / f"upload-{digest}").symlink_to(tmp_path)  # the content's folder, planted
     with pytest.raises(InputError, match="left alone"):
-        uploads.save_config_upload(data, "c.json", folder)
+        uploads.save_config_upload(data, "victim.json", folder)
+    assert victim.read_text() == "precious" and not (tmp_path / "victim.json").exists()
+    other = tmp_path / "other"
+    other.mkdir()
+    kept = other / f"upload-{digest}"
+    kept.mkdir()
+    (kept / "c.json").symlink_to(victim)  # the file itself, planted
+    with pytest.raises(InputError, match="left alone"):
+        uploads.save_config_upload(data, "c.json", other)
     assert victim.read_text() == "precious"
+
+
+def test_an_upload_keeps_the_name_it_was_uploaded_as(tmp_path):
+    """Runs and tables name an upload as the user did (QA: the compare tab had shown the
+    stored copy's upload-<hash>.json), its characters kept safe."""
+    data = json.dumps(GOOD_CONFIG).encode()
+    path, _, _ = uploads.save_config_upload(data, "my model (v2).json", tmp_path)
+    assert Path(path).name == "my_model__v2_.json" and Path(path).parent.parent == tmp_path
 
 
 @pytest.mark.parametrize(

@@ -71,8 +71,8 @@ def test_a_window_with_no_request_is_an_input_error():
 def test_an_arrival_trace_upload_is_checked_and_kept(tmp_path):
     good = b"arrival_s,prompt_len,output_len\n0,10,5\n0.5,20,7\n"
     path = uploads.save_arrival_trace_upload(good, "mine.csv", tmp_path)
-    assert os.path.dirname(path) == str(tmp_path) and path.endswith(".csv")
-    assert uploads.save_arrival_trace_upload(good, "again.csv", tmp_path) == path
+    assert os.path.dirname(os.path.dirname(path)) == str(tmp_path) and path.endswith("mine.csv")
+    assert uploads.save_arrival_trace_upload(good, "mine.csv", tmp_path) == path
     bad = b"arrival_s,prompt_len,output_len\n0,10,5\n1,0,7\n"
     with pytest.raises(InputError, match="mine2.csv row 2 column prompt_len"):
         uploads.save_arrival_trace_upload(bad, "mine2.csv", tmp_path)
@@ -80,7 +80,8 @@ def test_an_arrival_trace_upload_is_checked_and_kept(tmp_path):
         uploads.save_arrival_trace_upload(good, "mine.jsonl", tmp_path)
     with pytest.raises(InputError, match="larger than"):
         uploads.save_arrival_trace_upload(b"x" * (uploads.MAX_UPLOAD_BYTES + 1), "a.csv", tmp_path)
-    assert sorted(os.listdir(tmp_path)) == [os.path.basename(path)]  # the bad one is gone
+    # the bad one is gone, its folder too
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(os.path.dirname(path))]
 
 
 def _ok(at) -> None:

@@ -15,6 +15,7 @@ import atexit
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -78,12 +79,24 @@ def _text(data: bytes, what: str) -> str:
         raise InputError(what, "not valid JSON (the file is not UTF-8 text)") from None
 
 
-def _keep(data: bytes, suffix: str, folder: Path | None) -> Path:
-    """Write ``data`` under a name from its content (loaders cache by path, so a changed file
-    is never mistaken for an earlier one), never through a symlink nor over a file this
-    process did not write with the same bytes."""
+def _keep(data: bytes, suffix: str, folder: Path | None, name: str = "") -> Path:
+    """Write ``data`` in a folder named from its content (loaders cache by path, so a changed
+    file is never mistaken for an earlier one) under the name it was uploaded as (runs and
+    tables name it so: QA, the compare tab had shown "upload-d7597b16....json"), never
+    through a symlink nor over a file this process did not write with the same bytes."""
     folder = folder or upload_folder()
-    path = folder / f"upload-{hashlib.sha256(data).hexdigest()[:32]}{suffix}"
+    kept = folder / f"upload-{hashlib.sha256(data).hexdigest()[:32]}"
+    try:
+        os.mkdir(kept, 0o700)
+    except FileExistsError:
+        st = os.lstat(kept)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():  # a link, a file
+            raise InputError(
+                "upload", f"{kept} exists and is not this upload's; left alone"
+            ) from None
+    except OSError as exc:
+        raise InputError("upload", f"cannot store the upload: {exc.strerror}") from None
+    path = kept / _safe_name(name, suffix)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags, 0o600)
@@ -99,6 +112,22 @@ def _keep(data: bytes, suffix: str, folder: Path | None) -> Path:
     return path
 
 
+def _safe_name(name: str, suffix: str) -> str:
+    """The uploaded file's own name, its characters kept to letters, digits, '.', '_' and
+    '-' (any other one a '_'), at most 80 of them before ``suffix``."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name).stem).strip(".")[:80]
+    return f"{stem or 'upload'}{suffix}"
+
+
+def _discard(path: Path) -> None:
+    """A refused upload's file, and its content's folder once empty."""
+    path.unlink(missing_ok=True)
+    try:
+        path.parent.rmdir()
+    except OSError:
+        pass  # another upload of the same bytes, or not empty
+
+
 @contextmanager
 def _loading(path: Path, what: str, name: str) -> Iterator[None]:
     """The loaders' reading of a kept upload. Whatever stops it (a refusal, or an error no
@@ -107,12 +136,12 @@ def _loading(path: Path, what: str, name: str) -> Iterator[None]:
     try:
         yield
     except InputError as exc:
-        path.unlink(missing_ok=True)
+        _discard(path)
         uploaded = Path(name).name
         message = exc.message.replace(str(path), uploaded).replace(path.name, uploaded)
         raise InputError(what, message) from None
     except BaseException:
-        path.unlink(missing_ok=True)
+        _discard(path)
         raise
 
 
@@ -142,17 +171,17 @@ def save_config_upload(
     raw = _json(_text(data, what), what, "")
     if not isinstance(raw, dict):
         raise InputError(what, "a config.json holds one JSON object")
-    path = _keep(data, ".json", folder)
+    path = _keep(data, ".json", folder, name)
     try:
         shape = load_hf_config(path)
     except InputError as exc:
-        path.unlink(missing_ok=True)
+        _discard(path)
         # the key at fault, and the name the user uploaded rather than the stored file's
         key = exc.field.removeprefix("model").lstrip(".")
         message = exc.message.replace(str(path), Path(name).name)
         raise InputError(what, f"{key}: {message}" if key else message) from None
     except BaseException:  # whatever else stops the read, a refused file is not kept
-        path.unlink(missing_ok=True)
+        _discard(path)
         raise
     return str(path), shape, config_name(raw, name)
 
@@ -203,7 +232,7 @@ def save_trace_upload(data: bytes, name: str, folder: Path | None = None) -> str
         raise InputError(what, f"expected a .jsonl file, got {name!r}")
     text = _text(data, what)
     first = _check_trace(text, what)
-    path = _keep(data, ".jsonl", folder)
+    path = _keep(data, ".jsonl", folder, name)
     with _loading(path, what, name):
         load_trace(str(path), first)
     return str(path)
@@ -221,7 +250,7 @@ def save_arrival_trace_upload(data: bytes, name: str, folder: Path | None = None
     suffix = Path(name).suffix.lower()
     if suffix not in ARRIVAL_SUFFIXES:
         raise InputError(what, f"expected a .csv or .parquet file, got {name!r}")
-    path = _keep(data, suffix, folder)
+    path = _keep(data, suffix, folder, name)
     with _loading(path, what, name):
         load_arrival_trace(str(path), what)
     return str(path)
@@ -241,7 +270,7 @@ def save_result_upload(data: bytes, name: str, folder: Path | None = None) -> st
     suffix = Path(name).suffix.lower()
     if suffix not in RESULT_SUFFIXES:
         raise InputError(what, f"expected a .json, .jsonl or .txt file, got {name!r}")
-    path = _keep(data, suffix, folder)
+    path = _keep(data, suffix, folder, name)
     with _loading(path, what, name):
         try:
             read_result(path, what)
@@ -264,7 +293,7 @@ def save_profile_upload(data: bytes, name: str, folder: Path | None = None) -> s
     suffix = Path(name).suffix.lower()
     if suffix not in PROFILE_SUFFIXES:
         raise InputError(what, f"expected a .yaml, .yml or .json file, got {name!r}")
-    path = _keep(data, suffix, folder)
+    path = _keep(data, suffix, folder, name)
     with _loading(path, what, name):
         load_profile(str(path))
     return str(path)
