@@ -383,7 +383,10 @@ def _plan_trace(
     _left_out(flags, names, deploy.model, deploy.engine)
     err.print(
         "How: replicas doubled from 1 until a fleet meets the attainment, then bisection on "
-        "the integers; each probe replays the whole trace window on the fleet. limited by: "
+        "the integers; each probe replays the whole trace window on the fleet. Bisection "
+        "takes attainment to grow with replicas, which a replay holds only to a fraction of a "
+        "percent (the router's draws): a fleet a replica or two smaller may meet it too. "
+        "limited by: "
         "what the fleet one replica smaller missed for more requests (TTFT, TPOT, or "
         "requests too long for a replica's KV cache); '-': one replica meets it. A "
         "recommended schedule: recommend's bands from closed loops at --concurrencies with "
