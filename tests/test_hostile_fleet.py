@@ -304,3 +304,13 @@ def test_fleet_qps_runs_the_config_files_request_count():
     assert poisson_workload({"requests": 100}, 4.0, None, None)["requests"] == 100
     assert poisson_workload({"requests": 100}, 4.0, 50, None)["requests"] == 50
     assert poisson_workload(None, 4.0, None, None)["requests"] == FLEET_REQUESTS
+
+
+def test_a_files_methods_list_is_refused_naming_the_file_not_a_flag(tmp_path):
+    """A fleet runs one method: a --config listing two is refused naming its methods, not
+    the --method flag nobody gave (QA)."""
+    cfg = tmp_path / "f.yaml"
+    cfg.write_text("model: llama-3.1-8b\nmethods:\n  - {name: eagle3}\n  - {name: ngram}\n")
+    result = runner.invoke(app, ["fleet", "--config", str(cfg), "--qps", "2", "--requests", "20"])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: methods:") and "--method" not in result.output

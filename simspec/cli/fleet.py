@@ -117,7 +117,13 @@ def fleet_deployment(
         data["workload"] = poisson_workload(data.get("workload"), qps, requests, config)
         methods = flags.chosen(data, names, default, flags.dataset or "sharegpt", flag)
     else:
-        raise InputError("--trace", "give --trace azure-conv|azure-code|FILE, or --qps")
+        # a fleet's arrivals are the flags' (a --config file's workload keeps its lengths and
+        # acceptance domain, not its arrivals: QA, a file's replay read as if it set them)
+        raise InputError(
+            "--trace",
+            "give --trace azure-conv|azure-code|FILE, or --qps: a fleet's arrivals come from "
+            "these flags, a --config file's workload sets only the rest",
+        )
     if flags.speculative_config:  # chosen() puts plain decoding first, to compare against
         methods = methods[1:]
     rest = {k: v for k, v in data.items() if k not in ("methods", "method", "batch_sizes")}
@@ -326,7 +332,10 @@ def fleet(
         flags, config, trace, qps, requests, trace_flags, names, ["autoregressive"], flag
     )
     if len(chosen) != 1:
-        raise InputError(flag, f"{why}: name one")
+        # the methods came from the flag, or else from the file (QA: a file's list was
+        # reported against --method, which the user never gave)
+        where = flag if names is not None else "methods"
+        raise InputError(where, f"{why}: name one ({where} lists {len(chosen)})")
     cfg = FleetConfig.uniform(Scenario(**deploy.model_dump(), method=chosen[0]), replicas, router)
     if executor != "serial" and not study.shardable(cfg):
         raise InputError(
