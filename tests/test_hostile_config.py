@@ -359,3 +359,109 @@ def test_a_missing_kv_head_count_is_refused_outside_llama_1(tmp_path):
         load_model(str(path))
     path.write_text(json.dumps({**raw, "model_type": "llama"}))  # LLaMA-1 predates the key
     assert load_model(str(path)).num_key_value_heads == 8
+
+
+# -- configs as released (QA round on real Hugging Face configs) ---------------------------------
+@pytest.mark.parametrize(
+    ("rope", "key"),
+    [
+        ({"rope_type": "yarn", "factor": float("nan")}, "rope_scaling.factor"),
+        ({"rope_type": "yarn", "factor": "4"}, "rope_scaling.factor"),
+        ({"rope_type": "dynamic", "factor": 1e12}, "rope_scaling.factor"),
+        (
+            {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": True},
+            "rope_scaling.original_max_position_embeddings",
+        ),
+    ],
+)
+def test_a_bad_rope_scaling_is_refused_naming_its_key(tmp_path, rope, key):
+    """NaN had raised a traceback, a 1e12 factor passed the context bound, a bool read as 1."""
+    from simspec.catalog.models import load_model
+
+    path = _write(tmp_path, {**LLAMA, "rope_scaling": rope})
+    with pytest.raises(InputError) as err:
+        load_model(str(path))
+    assert err.value.field == f"model.{key}"
+
+
+def test_transformers_v5_rope_parameters_scale_the_context(tmp_path):
+    from simspec.catalog.models import load_model
+
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
+    path = _write(tmp_path, {**LLAMA, "rope_parameters": yarn})
+    assert load_model(str(path)).max_position_embeddings == 16384
+
+
+def test_llm_compressor_ignore_patterns_of_modules_priced_in_bf16_anyway_are_read(tmp_path):
+    """llm-compressor's MoE and vision recipes ignore the LM head, routers, shared-expert
+    gates and the vision tower by re: patterns; those keep the model at its precision, and a
+    pattern over attention is still refused (as are ignored_layers and GPTQ's dynamic "-:")."""
+    from simspec.catalog.models import load_model
+
+    fp8 = {"num_bits": 8, "type": "float"}
+    ct = {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": fp8}}}
+    ok = ["re:.*lm_head", "re:.*mlp.gate$", "re:.*shared_expert_gate$", "re:visual.*"]
+    moe = {**LLAMA, "model_type": "qwen3_moe", "num_experts": 4, "num_experts_per_tok": 2}
+    moe["moe_intermediate_size"] = 32
+    path = _write(tmp_path, {**moe, "quantization_config": {**ct, "ignore": ok}})
+    assert load_model(str(path)).weight_dtype == "fp8"
+    for quant in (
+        {**ct, "ignore": ["re:.*self_attn.*"]},
+        {"quant_method": "fp8", "ignored_layers": ["model.layers.0.self_attn.q_proj"]},
+        {"quant_method": "gptq", "bits": 4, "dynamic": {"-:.*self_attn.*": {}}},
+    ):
+        path = _write(tmp_path, {**LLAMA, "quantization_config": quant})
+        with pytest.raises(InputError, match="unquantised"):
+            load_model(str(path))
+    nvfp4 = {"num_bits": 4, "type": "float", "group_size": 16}
+    path = _write(
+        tmp_path,
+        {**LLAMA, "quantization_config": {**ct, "config_groups": {"g": {"weights": nvfp4}}}},
+    )
+    assert load_model(str(path)).weight_dtype == "nvfp4"
+
+
+def test_configs_as_released_read_their_class_defaults(tmp_path):
+    """Qwen3.5's MoE configs carry no intermediate_size (every layer MoE); Qwen3-Next's none
+    of its one MTP layer; gpt-oss's class alternates sliding layers when layer_types is
+    absent; Llama-4 derives its NoPE layers from no_rope_layer_interval. A MoE pattern that
+    leaves no MoE layer names the keys that set it."""
+    from simspec.catalog.models import load_model
+
+    base = {k: v for k, v in LLAMA.items() if k != "intermediate_size"}
+    moe = {**base, "model_type": "qwen3_moe", "num_experts": 4, "num_experts_per_tok": 2}
+    shape = load_model(str(_write(tmp_path, {**moe, "moe_intermediate_size": 32})))
+    assert shape.intermediate_size == 64 and "no intermediate_size" in shape.source
+    with pytest.raises(InputError, match="intermediate_size"):
+        load_model(
+            str(_write(tmp_path, {**moe, "moe_intermediate_size": 32, "mlp_only_layers": [0]}))
+        )
+    oss = load_model(
+        str(_write(tmp_path, {**LLAMA, "model_type": "gpt_oss", **EXPERTS, "sliding_window": 128}))
+    )
+    assert oss.sliding_layers == (0,)
+    scout = dict(ARCHITECTURES["llama4_text"], num_hidden_layers=4, no_rope_layer_interval=2)
+    assert load_model(str(_write(tmp_path, scout))).sliding_layers == (0, 2)
+    deep = {**ARCHITECTURES["deepseek_v3"], "first_k_dense_replace": 2}
+    with pytest.raises(InputError, match="first_k_dense_replace"):
+        load_model(str(_write(tmp_path, deep)))
+
+
+def test_a_presets_fp8_checkpoint_id_runs_the_preset_at_fp8():
+    """zai-org/GLM-4.5-FP8 is GLM-4.5's shape in block FP8: models and runs size it at fp8
+    (QA: it had read as the bf16 preset, 16 H100s instead of 8)."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.flags import with_preset_ids
+    from simspec.cli.main import app
+
+    out = CliRunner().invoke(app, ["models", "zai-org/GLM-4.5-FP8"]).output
+    assert "weights: fp8" in out and "GPUs needed: 8" in out
+    assert with_preset_ids({"model": "zai-org/GLM-4.5-FP8"}) == {
+        "model": "glm-4.5",
+        "precision": "fp8",
+    }
+    assert (
+        with_preset_ids({"model": "zai-org/GLM-4.5-FP8", "precision": "bf16"})["precision"]
+        == "bf16"
+    )

@@ -99,6 +99,8 @@ experts it does not have is an error naming the key.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -432,6 +434,15 @@ def _gpt_oss(raw: dict[str, Any]) -> dict[str, Any]:
         raw["num_experts_per_tok"] = raw.get("experts_per_token")
     fields = _experts(raw, "num_local_experts", "intermediate_size")
     fields["moe_layers"] = tuple(range(layers))
+    if raw.get("layer_types") is None:
+        # transformers' GptOssConfig alternates them when the config lists none (sliding on
+        # even layers: configuration_gpt_oss.py, "sliding_attention" if bool((i + 1) % 2));
+        # QA: such a config had read as full attention throughout, twice the KV
+        raw["layer_types"] = [
+            "sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)
+        ]
+    if raw.get("sliding_window") is None:
+        raw["sliding_window"] = 128  # GptOssConfig's default window
     fields.update(_windowed_layers(raw, layers, ("sliding_attention",)))
     return fields
 
@@ -450,7 +461,9 @@ def _llama4(raw: dict[str, Any]) -> dict[str, Any]:
     fields["intermediate_size"] = _int(raw, "intermediate_size_mlp", minimum=1)
     chunk = raw.get("attention_chunk_size")
     if chunk is not None:
-        nope = raw.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(layers)]
+        # Llama4TextConfig: no_rope_layers from no_rope_layer_interval (default 4) when unset
+        interval = _int(raw, "no_rope_layer_interval", default=4, minimum=1)
+        nope = raw.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(layers)]
         if not isinstance(nope, list) or len(nope) != layers or any(v not in (0, 1) for v in nope):
             raise InputError(
                 "model.no_rope_layers", f"must list 0 or 1 for each of {layers} layers"
@@ -629,6 +642,11 @@ def _hybrid_linear(raw: dict[str, Any]) -> dict[str, Any]:
         )
     fields["mamba_ssm_dtype"] = ssm or ""
     fields["qk_norm"] = True  # Qwen3NextAttention builds q_norm/k_norm unconditionally
+    if raw.get("model_type") == "qwen3_next" and raw.get("num_nextn_predict_layers") is None:
+        # the released config writes none and the checkpoint ships one MTP layer: vLLM's
+        # qwen3_next_mtp.py builds getattr(config, "num_nextn_predict_layers", 1) (QA: the
+        # real config had read as no MTP where the preset has one)
+        fields["num_nextn_predict_layers"] = 1
     if raw.get("num_experts"):
         moe = dict(raw, model_type="qwen2_moe")  # Qwen3NextSparseMoeBlock: Qwen2-MoE's layout
         fields.update(_qwen_moe(moe))
@@ -695,16 +713,29 @@ def weight_dtypes(raw: dict[str, Any]) -> tuple[str, str | None]:
     # compressed-tensors quantising a MoE model's routed experts alone (Kimi-K2.5)
     experts_only = _experts_only(q) and any(raw.get(k) for k in EXPERT_COUNT_KEYS)
     if method in ("fp8", "fbgemm_fp8", "gptq", "awq", "compressed-tensors"):
-        key = "ignore" if method == "compressed-tensors" else "modules_to_not_convert"
-        kept = _kept_unquantised(q.get(key))
-        if kept and not (key == "ignore" and experts_only):
-            raise InputError(
-                f"model.quantization_config.{key}",
-                f"keeps {', '.join(kept[:3])}{' ...' if len(kept) > 3 else ''} unquantised: "
-                "simspec prices every linear layer at one precision (the routed experts apart), "
-                "so the weights, their reads and the KV cache left would be misstated; give "
-                "--precision for the whole model, or a config without that list",
-            )
+        # the lists each format's loader reads of modules it leaves unquantised: vLLM's
+        # Fp8Config reads ignored_layers as well as modules_to_not_convert, GPTQ's dynamic
+        # skips a module whose pattern starts "-:" (QA: both had been ignored)
+        keys = {
+            "compressed-tensors": ("ignore",),
+            "fp8": ("modules_to_not_convert", "ignored_layers"),
+        }.get(method, ("modules_to_not_convert",))
+        lists = [(key, q.get(key)) for key in keys]
+        dynamic = q.get("dynamic")
+        if method == "gptq" and isinstance(dynamic, dict):
+            skipped = [f"re:{k[2:]}" for k in dynamic if isinstance(k, str) and k.startswith("-:")]
+            lists.append(("dynamic", skipped))
+        for key, modules in lists:
+            kept = _kept_unquantised(modules)
+            if kept and not (key == "ignore" and experts_only):
+                raise InputError(
+                    f"model.quantization_config.{key}",
+                    f"keeps {', '.join(kept[:3])}{' ...' if len(kept) > 3 else ''} unquantised: "
+                    "simspec prices every linear layer at one precision (the routed experts "
+                    "apart), so the weights, their reads and the KV cache left would be "
+                    "misstated; give --precision for the whole model, or a config without that "
+                    "list",
+                )
     if method in ("fp8", "fbgemm_fp8"):
         return "fp8", None
     if method == "mxfp4":
@@ -768,33 +799,71 @@ def _rope_scaled_context(raw: dict[str, Any]) -> int | None:
     vllm/config/__init__.py, 0.10.1 wheel): a rope_scaling of any type but su, longrope and
     llama3 (whose max_position_embeddings is the scaled one already) multiplies it by
     ``factor``, yarn's ``original_max_position_embeddings`` rather than the config's; Gemma-3
-    is skipped there and is no model simspec reads. None: no scaling to apply."""
-    rope = raw.get("rope_scaling")
+    is skipped there and is no model simspec reads. transformers v5 writes the same dict as
+    ``rope_parameters``. A factor or base that is not a positive finite number, or a context
+    past the bound every context is held to, is an InputError naming the key (QA: NaN had
+    raised a traceback, a bool read as 1). None: no scaling to apply."""
+    key = "rope_scaling" if isinstance(raw.get("rope_scaling"), dict) else "rope_parameters"
+    rope = raw.get(key)
     if not isinstance(rope, dict):
         return None
     kind = rope.get("rope_type", rope.get("type"))
+    if kind in (None, "default", "su", "longrope", "llama3"):
+        return None
     factor = rope.get("factor", 1.0)
-    if kind in (None, "su", "longrope", "llama3") or not isinstance(factor, int | float):
-        return None
+    if isinstance(factor, bool) or not isinstance(factor, int | float):
+        raise InputError(f"model.{key}.factor", f"must be a number > 0 (got {_shown(factor)})")
+    if not (math.isfinite(factor) and factor > 0):
+        raise InputError(f"model.{key}.factor", f"must be a finite number > 0 (got {factor})")
     base = rope.get("original_max_position_embeddings") if kind == "yarn" else None
-    base = base if isinstance(base, int) and base > 0 else raw.get("max_position_embeddings")
-    if not isinstance(base, int) or isinstance(factor, bool) or factor <= 0:
-        return None
-    return int(base * factor)
+    if base is not None and (type(base) is not int or base <= 0):
+        raise InputError(
+            f"model.{key}.original_max_position_embeddings",
+            f"must be a whole number > 0 (got {_shown(base)})",
+        )
+    base = base if base is not None else raw.get("max_position_embeddings")
+    if type(base) is not int or base <= 0:
+        return None  # the unscaled key is checked (and refused) with the other sizes
+    scaled = int(base * factor)
+    if scaled > _POSITIONS:
+        raise InputError(
+            f"model.{key}.factor",
+            f"{factor:g} x {base:,} = {scaled:,} positions, past the {_POSITIONS:,} a context "
+            "may hold",
+        )
+    return max(scaled, 1)
 
 
 # modules a checkpoint may leave unquantised that simspec prices in bf16 anyway: the LM head,
-# the embedding, MoE routers (and DeepSeek-style routing biases)
-_BF16_ANYWAY = ("lm_head", "embed_tokens", "gate", "router", "e_score_correction_bias")
+# the embedding, MoE routers (and DeepSeek-style routing biases, Qwen's shared-expert gate:
+# one output column)
+_BF16_ANYWAY = (
+    "lm_head",
+    "embed_tokens",
+    "gate",
+    "router",
+    "e_score_correction_bias",
+    "shared_expert_gate",
+)
+# a multimodal checkpoint's vision tower and projector, which simspec does not run at all
+_NOT_RUN = ("visual", "vision_tower", "vision_model", "multi_modal_projector", "mm_projector")
 
 
 def _kept_unquantised(modules: Any) -> list[str]:
     """The entries of a modules_to_not_convert / ignore list that simspec would misprice: any
-    but the LM head, embedding and routers, which it keeps in bf16 whatever the checkpoint."""
+    but the LM head, embedding, routers and shared-expert gates, which it keeps in bf16
+    whatever the checkpoint, and a vision tower it does not run. An entry may be a module's
+    dotted name or llm-compressor's ``re:`` pattern (``re:.*lm_head``, ``re:.*mlp.gate$``:
+    QA, its default MoE recipes had been refused), read by the names it spells."""
     if not isinstance(modules, list):
         return []
-    kept = [str(m) for m in modules]
-    return [m for m in kept if not any(m.rsplit(".", 1)[-1] == b or m == b for b in _BF16_ANYWAY)]
+    kept = []
+    for entry in (str(m) for m in modules):
+        names = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", entry.removeprefix("re:"))
+        if names and (names[-1] in _BF16_ANYWAY or any(n in _NOT_RUN for n in names)):
+            continue
+        kept.append(entry)
+    return kept
 
 
 def int4_group_size(raw: dict[str, Any]) -> int | None:
@@ -825,10 +894,12 @@ def _compressed_tensors(q: dict[str, Any]) -> str:
         return "fp8"
     if kinds == {(4, "int")}:
         return "int4-w"
+    if kinds == {(4, "float")}:  # NVFP4 (FP4 E2M1, an FP8 scale per 16): llm-compressor's
+        return "nvfp4"  # NVFP4 scheme, which vLLM runs as CompressedTensorsW4A4Fp4
     raise InputError(
         "model.quantization_config.config_groups",
         f"compressed-tensors weights {sorted(map(str, kinds)) or 'unstated'} are not modelled "
-        "(8-bit float: fp8; 4-bit int: int4-w)",
+        "(8-bit float: fp8; 4-bit int: int4-w; 4-bit float: nvfp4)",
     )
 
 

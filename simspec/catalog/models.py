@@ -158,8 +158,16 @@ class ModelShape(BaseModel):
         if self.num_experts:
             if not 1 <= self.num_experts_per_tok <= self.num_experts:
                 raise ValueError("num_experts_per_tok must be in [1, num_experts]")
-            if not self.moe_intermediate_size or not self.moe_layers:
-                raise ValueError("a MoE model needs moe_intermediate_size and moe_layers")
+            if not self.moe_intermediate_size:
+                raise ValueError("a MoE model needs moe_intermediate_size (its experts' width)")
+            if not self.moe_layers:
+                # a config's layer pattern left none (QA: the error had named neither key)
+                raise ValueError(
+                    "a MoE model needs a MoE layer, and its layer pattern leaves none: "
+                    "first_k_dense_replace, decoder_sparse_step, mlp_only_layers, moe_layer_freq "
+                    f"or interleave_moe_layer_step must leave one of its {self.num_hidden_layers} "
+                    "layers sparse"
+                )
         elif self.moe_layers:
             raise ValueError("moe_layers without num_experts")
         if self.kv_lora_rank and not (self.qk_nope_head_dim and self.qk_rope_head_dim):
@@ -583,6 +591,18 @@ def preset_id(ref: str) -> str:
     return snapshot_config(ref)
 
 
+def id_precision(ref: str) -> str | None:
+    """The weights a Hugging Face id of a preset names beyond the preset's own: "fp8" for a
+    preset's ``-FP8`` checkpoint id (zai-org/GLM-4.5-FP8: the preset's shape, stored in
+    block FP8), else None (QA: such an id had run in the preset's bf16, twice the weights)."""
+    wanted = ref.strip().lower()
+    for entry in packaged_table("models.yaml").values():
+        ids = [hf.lower() for hf in entry.get("hf_ids") or ()]
+        if wanted in ids and wanted.endswith("-fp8"):
+            return "fp8"
+    return None
+
+
 def snapshot_config(ref: str) -> str:
     """A Hugging Face snapshot folder (what vLLM's --model takes) as the ``config.json`` in it,
     else ``ref`` unchanged: a scenario then names the file it reads, so a run's key follows
@@ -679,13 +699,11 @@ def _read_hf_config(path: Path) -> ModelShape:
     if not isinstance(raw, dict):
         raise InputError("model", f"{str(path)!r} must hold a JSON object")
     raw = normalised(raw)
-    needed = (
-        "hidden_size",
-        "intermediate_size",
-        "num_hidden_layers",
-        "num_attention_heads",
-        "vocab_size",
-    )
+    needed = ["hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"]
+    # a MoE config may leave the dense width out when no layer is dense (Qwen3.5's MoE
+    # configs: Qwen3_5MoeTextConfig has no intermediate_size), checked once its layers are read
+    if raw.get("moe_intermediate_size") is None:
+        needed.insert(1, "intermediate_size")
     missing = [k for k in needed if raw.get(k) is None]
     if missing:
         raise InputError("model", f"{str(path)!r} lacks {', '.join(missing)}")
@@ -693,8 +711,25 @@ def _read_hf_config(path: Path) -> ModelShape:
     if not isinstance(name, str) or not name.strip():
         name = _folder_name(Path(path))
     fields = read_config(raw)
+    source = f"Hugging Face config.json at {path}"
+    if fields.get("intermediate_size") is None:
+        layers, moe = fields.get("num_hidden_layers", 0), fields.get("moe_layers", ())
+        if len(moe) < layers:
+            raise InputError(
+                "model.intermediate_size",
+                f"missing: {layers - len(moe)} of its {layers} layers are dense, and their MLP "
+                "width is this key",
+            )
+        # no dense layer reads it; an EAGLE head, a dense layer of the target's widths, gets
+        # the active MoE width a token passes through
+        active = fields["moe_intermediate_size"] * fields.get("num_experts_per_tok", 1)
+        fields["intermediate_size"] = active
+        source += (
+            f" (no intermediate_size, every layer MoE: a dense head's MLP taken as the active "
+            f"width, {active})"
+        )
     try:
-        return ModelShape(id=name, source=f"Hugging Face config.json at {path}", **fields)
+        return ModelShape(id=name, source=source, **fields)
     except ValidationError as exc:
         field, message = first_error(exc)
         raise InputError(f"model.{field}", message) from None

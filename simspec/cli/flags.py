@@ -64,10 +64,13 @@ def overlay(file: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
 def with_preset_ids(data: dict[str, Any]) -> dict[str, Any]:
     """A scenario's model (and a grid's model axis) named by a Hugging Face id of a preset, as
     that preset (:func:`~simspec.catalog.models.preset_id`): presets and results use one name."""
-    from simspec.catalog.models import preset_id
+    from simspec.catalog.models import id_precision, preset_id
 
     out = dict(data)
     if isinstance(out.get("model"), str):
+        # a preset's -FP8 checkpoint id runs the preset at fp8 unless a precision is given
+        if out.get("precision") is None and (weights := id_precision(out["model"])):
+            out["precision"] = weights
         out["model"] = preset_id(out["model"])
     grid = out.get("grid")
     if isinstance(grid, dict) and isinstance(grid.get("model"), list):

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from simspec.catalog.hardware import gpu_ids, load_engine, load_gpu
-from simspec.catalog.models import load_model, model_ids
+from simspec.catalog.models import id_precision, load_model, model_ids
 from simspec.cli import options as opt
 from simspec.cli.common import err, one_line_errors
 from simspec.cli.tables import table_width
@@ -71,7 +71,8 @@ def models(
         _print_all(gpu, engine, wide)
         return
     console = Console()
-    for label, value in model_facts(name, gpu, engine, asked):
+    weights = id_precision(name)  # a preset's -FP8 checkpoint id: the preset at fp8
+    for label, value in model_facts(name, gpu, engine, asked, weights):
         console.print(f"[bold]{label}[/]: {escape(one_line(value))}", highlight=False)
 
 

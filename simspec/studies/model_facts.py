@@ -103,7 +103,7 @@ def model_facts(
     mtp = model.num_nextn_predict_layers
     unserved = f"none run as drafts: {model.mtp_unserved}" if model.mtp_unserved else "none"
     facts.append(("MTP modules", f"{mtp} (num_nextn_predict_layers)" if mtp else unserved))
-    facts.append(("weights", precision(model)))
+    facts.append(("weights", precision(model, weight_precision)))
     facts.append(("KV cache per token", _kv(model)))
     if model.linear_layers:
         facts.append(("recurrent state per sequence", _recurrent_state(model, engine)))
