@@ -115,8 +115,9 @@ def test_cli_streams_writes_parquet_and_resumes(tmp_path):
         )
         assert result.exit_code == 0, result.output
         assert not out.with_name(out.name + ".partial").exists()  # folded into the table
-    # the n-gram sizes are blank for methods without a lookup: empty in the CSV, null in Parquet
-    blank = {"prompt_lookup_min": [""], "prompt_lookup_max": [""]}
+    # the n-gram sizes are blank for methods without a lookup, and draft_tp for drafts at the
+    # target's tp: empty in the CSV, null in Parquet
+    blank = {"prompt_lookup_min": [""], "prompt_lookup_max": [""], "draft_tp": [""]}
     from_csv = pd.read_csv(csv, keep_default_na=False, na_values=blank)
     from_parquet = pd.read_parquet(parquet).astype({c: float for c in blank})
     pd.testing.assert_frame_equal(from_csv, from_parquet, check_dtype=False)
