@@ -262,3 +262,23 @@ def test_policy_refuses_a_schedule_its_requests_never_reach(tmp_path):
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert "workload.requests" in result.output and "7200 s on would never run" in result.output
+
+
+def test_recommend_on_an_engine_other_than_vllm_prints_no_vllm_config_and_says_why():
+    """hf and trtllm had printed a vLLM --speculative-config (TRT-LLM's batch limit in its
+    last band) with no note that the engine does not ship the method (QA)."""
+    args = ["recommend", "--method", "eagle3", "--concurrencies", "1", "--k-max", "2"]
+    result = runner.invoke(app, [*args, "--engine", "hf"])
+    assert result.exit_code == 0, result.output
+    assert "--speculative-config '" not in result.output and "is not vLLM" in result.output
+    assert "does not ship" in result.output and "largest tried (2)" in result.output
+    refused = runner.invoke(app, [*args, "--engine", "hf", "--json", "x.json"])
+    assert refused.exit_code == 2 and "--json" in refused.output
+
+
+def test_a_recommended_draft_model_config_names_the_drafts_hugging_face_id():
+    from simspec.config import MethodConfig
+    from simspec.studies.schedule.export import speculative_config
+
+    m = MethodConfig(name="draft_model", k=2, draft_model="llama-3.2-1b")
+    assert speculative_config(m, [[1, 8, 2]])["model"] == "meta-llama/Llama-3.2-1B-Instruct"

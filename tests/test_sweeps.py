@@ -315,3 +315,17 @@ def test_a_grid_tp_axis_that_a_fixed_ep_does_not_fit_is_refused_naming_the_grid(
     grid.write_text("model: qwen3-30b-a3b\ngrid: {tp: [2, 4]}\n")
     result = CliRunner().invoke(app, ["sweep", "--grid", str(grid), "--ep", "4"])
     assert result.exit_code == 2 and "grid: its tp 2 does not take ep=4" in result.output
+
+
+def test_a_repeated_batch_size_runs_once_and_a_k_axis_the_method_does_not_read_is_refused():
+    """--concurrencies 4,1,4 had run 4 twice and crashed drawing the table; a grid k axis over
+    lookahead had labelled two rows with Ks that never ran (QA)."""
+    from pydantic import ValidationError
+
+    from simspec.config import MethodConfig
+    from simspec.studies.sweep import SweepConfig
+
+    assert SweepConfig(batch_sizes=[4, 1, 4]).batch_sizes == [4, 1]
+    methods = [MethodConfig(name="autoregressive", k=0), MethodConfig(name="lookahead")]
+    with pytest.raises(ValidationError, match="does not set lookahead's draft length"):
+        SweepConfig(batch_sizes=[1], methods=methods, grid={"k": [2, 4]})

@@ -502,6 +502,12 @@ def recommend(
     if flags.k is not None and not is_tree:
         raise InputError("--k", "recommend tries every K from 1 to --k-max: give --k-max")
     _check_read(base, is_tree, k_max, tree_budgets, json_out)
+    if load_engine(deploy.engine).family != "vllm":
+        refuse_unread(
+            f"writes vLLM's --speculative-config, and engine {deploy.engine} is not vLLM: the "
+            "schedule printed is simspec's k_schedule",
+            {"--json": json_out},
+        )
     if is_tree:
         budgets = _listed(TREE_BUDGETS) if tree_budgets is None else tree_budgets
         ks = sorted(set(csv_list(budgets, "--tree-budgets", int)))
@@ -528,7 +534,10 @@ def recommend(
     ):
         rec = recommend_bands(deploy, base, ks, grid, max_batch, knob, runs=runs)
     bands = rec.bands
-    spec_cfg = None if is_tree else speculative_config(base, bands)
+    vllm = load_engine(deploy.engine).family == "vllm"
+    # a vLLM --speculative-config only for a vLLM engine (QA: hf and trtllm printed one, with
+    # TRT-LLM's batch limit in its last band)
+    spec_cfg = None if is_tree or not vllm else speculative_config(base, bands)
     if out is not None:
         write_frame(with_provenance(rec.table, deploy, [base]), out)
     if json_out is not None and spec_cfg is not None:
@@ -545,6 +554,7 @@ def recommend(
         "setting at each edge (%)",
     )
     print_provenance(deploy, [base])
+    _recommend_notes(deploy, base, ks, bands, is_tree)
     err.print(
         f"How: every {what} and plain decoding ran closed-loop at each grid concurrency on the "
         "same workload and seed; where the best one changes between two grid points, "
@@ -561,10 +571,37 @@ def recommend(
         )
         return
     print(f"num_speculative_tokens_per_batch_size: {bands}")
-    if spec_cfg is None:
+    if not vllm:
+        err.print(
+            f"engine {deploy.engine} is not vLLM: the schedule above is simspec's k_schedule, "
+            "for `simspec policy` (a --speculative-config is vLLM's)"
+        )
+    elif spec_cfg is None:
         err.print(f"vLLM has no {base.name} method: the schedule above is simspec's k_schedule")
     else:
         print(f"--speculative-config '{speculative_config_json(spec_cfg)}'")
+
+
+def _recommend_notes(
+    deploy: Deployment, base: MethodConfig, ks: list[int], bands: list[list[int]], is_tree: bool
+) -> None:
+    """What a recommendation rests on that its table does not show (on stderr): a method the
+    engine does not ship, acceptance extrapolated past the deepest draft measured, the shape
+    the engine picks itself, and a best setting at the largest one tried (QA: each was
+    silent)."""
+    from simspec.catalog.methods import not_shipped
+
+    if why := not_shipped(base.name, deploy.engine):
+        err.print(f"note: {base.name} simulated as published: {why}", highlight=False)
+    tried = [base.model_copy(update={"k": k}) for k in ks] if not is_tree else [base]
+    _extrapolation_notes(tried[-1:], deploy)
+    if any(setting == ks[-1] for _, _, setting in bands):
+        knob = "--tree-budgets" if is_tree else "--k-max"
+        err.print(
+            f"note: the best {'budget' if is_tree else 'K'} in some band is the largest tried "
+            f"({ks[-1]}): a larger one may be faster still; raise {knob}",
+            highlight=False,
+        )
 
 
 DEFAULT_PLAN_METHODS = ("eagle3", "ngram")

@@ -168,6 +168,15 @@ def _engine_note(cfg: SweepConfig) -> None:
                 "ran; vLLM 0.14+ schedules asynchronously by default: --async-scheduling",
                 highlight=False,
             )
+        limit = cfg.scheduler.max_num_seqs  # the user's own running limit (QA: said nothing)
+        over = [b for b in cfg.batch_sizes if limit is not None and b > limit]
+        if over:
+            err.print(
+                f"note: at batch size {', '.join(map(str, over))} the requests beyond "
+                f"--max-num-seqs {limit} wait: the engine runs at most {limit} at once",
+                highlight=False,
+            )
+            continue
         capped = engine.speculative_cap(cfg.scheduler.max_num_seqs)
         if speculative and capped is not None:
             over = [b for b in cfg.batch_sizes if b > capped]

@@ -17,6 +17,7 @@ from simspec.catalog.methods import (
     TRACE_DATASETS,
     default_methods,
     engine_picked_shape,
+    k_not_read,
     picks_shape,
     preset_method,
 )
@@ -169,7 +170,9 @@ class SweepConfig(Deployment):
     def _positive(cls, v: list[int]) -> list[int]:
         if not v or any(b < 1 or b > MAX_CONCURRENCY for b in v):
             raise ValueError(f"batch sizes must be integers in [1, {MAX_CONCURRENCY}]")
-        return v
+        # each once, in the order given (QA: a repeat ran twice, wrote both rows and broke
+        # the table's columns), as recommend takes its grid
+        return list(dict.fromkeys(v))
 
     @field_validator("workload")
     @classmethod
@@ -229,6 +232,14 @@ class SweepConfig(Deployment):
                     "autoregressive is the method that drafts none"
                 )
         methods, sizes, wl = (info.data.get(f) for f in ("methods", "batch_sizes", "workload"))
+        if "k" in v:
+            # a K axis over a method whose draft length is not k would label rows with Ks that
+            # never ran (QA: lookahead K=2 and K=4, one run twice), as --k refuses it
+            for m in methods or ():
+                fields = m.model_dump(exclude_none=True)
+                why = k_not_read(fields) if m.name != "autoregressive" else None
+                if why is not None:
+                    raise ValueError(f"grid axis 'k' does not set {m.name}'s draft length: {why}")
         if methods and sizes and wl:
             _check_size(math.prod(len(values) for values in v.values()), methods, sizes, wl)
         return v

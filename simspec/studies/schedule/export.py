@@ -24,8 +24,20 @@ def speculative_config(method: MethodConfig, bands: list[list[int]]) -> dict | N
     # MTP drafts with the target's own layers: vLLM takes the target model when none is given
     # (the 0.34.0 wheel: MTP's default_model, vllm/v1/worker/gpu/spec_decode/mtp/config.py)
     if name in ("eagle", "eagle3", "medusa", "draft_model"):
-        cfg["model"] = method.draft_model or "<path to the draft weights>"
+        cfg["model"] = hf_id(method.draft_model) or "<path to the draft weights>"
     return cfg
+
+
+def hf_id(draft: str | None) -> str | None:
+    """The Hugging Face id vLLM loads for a draft simspec names by its preset (the preset's
+    first hf_ids entry; QA: "llama-3.2-1b" is no id vLLM can load), else ``draft`` as given
+    (a path, or an id already)."""
+    if draft is None:
+        return None
+    from simspec.catalog.tables import packaged_table
+
+    ids = (packaged_table("models.yaml").get(draft) or {}).get("hf_ids") or ()
+    return ids[0] if ids else draft
 
 
 def speculative_config_json(cfg: dict) -> str:
