@@ -329,3 +329,23 @@ def test_a_repeated_batch_size_runs_once_and_a_k_axis_the_method_does_not_read_i
     methods = [MethodConfig(name="autoregressive", k=0), MethodConfig(name="lookahead")]
     with pytest.raises(ValidationError, match="does not set lookahead's draft length"):
         SweepConfig(batch_sizes=[1], methods=methods, grid={"k": [2, 4]})
+
+
+def test_a_plain_sweeps_precision_is_its_throughputs():
+    """A sweep of plain decoding alone targets its throughput: a row whose throughput interval
+    is wider than the target is wide, though its speedup is exactly 1 (QA)."""
+    from simspec.studies.sweep import wide_intervals
+
+    row = {
+        "method": "autoregressive",
+        "speedup": 1.0,
+        "speedup_ci_low": 1.0,
+        "speedup_ci_high": 1.0,
+    }
+    row |= {
+        "throughput_tok_s": 100.0,
+        "throughput_tok_s_ci_low": 99.0,
+        "throughput_tok_s_ci_high": 101.0,
+    }
+    frame = pd.DataFrame([row])
+    assert len(wide_intervals(frame, 0.005)) == 1 and len(wide_intervals(frame, 0.02)) == 0

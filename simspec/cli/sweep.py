@@ -264,17 +264,25 @@ def _print_points(frame: pd.DataFrame, cfg: SweepConfig) -> None:
     )
     if len(wide) and target:
         err.print(
-            f"note: {len(wide)} speedup(s) reached the cap ({window.CAP_FLOORS * window.FLOOR_TURNOVERS} "
+            f"note: {len(wide)} {_measured(frame)}(s) reached the cap "
+            f"({window.CAP_FLOORS * window.FLOOR_TURNOVERS} "
             f"turnovers, at least {window.cap_requests(1):,} requests) before ±{target:.1%}: "
             "the interval shown is the one reached; --requests N measures a longer fixed run",
             highlight=False,
         )
     elif len(wide):
         err.print(
-            f"note: {len(wide)} speedup(s) known only to more than ±{WIDE_INTERVAL:.0%}: "
+            f"note: {len(wide)} {_measured(frame)}(s) known only to more than "
+            f"±{WIDE_INTERVAL:.0%}: "
             "raise --requests or --turnovers for a longer window",
             highlight=False,
         )
+
+
+def _measured(frame: pd.DataFrame) -> str:
+    """What a sweep's precision is of: its speedups, or a plain sweep's throughputs."""
+    plain = len(frame) and (frame.method == "autoregressive").all()
+    return "throughput" if plain else "speedup"
 
 
 def _point_values(point: SweepConfig) -> tuple:
