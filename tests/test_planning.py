@@ -282,3 +282,23 @@ def test_a_recommended_draft_model_config_names_the_drafts_hugging_face_id():
 
     m = MethodConfig(name="draft_model", k=2, draft_model="llama-3.2-1b")
     assert speculative_config(m, [[1, 8, 2]])["model"] == "meta-llama/Llama-3.2-1B-Instruct"
+
+
+def test_a_tree_recommendation_names_its_columns_for_node_budgets(tmp_path):
+    """A tree's setting is its node budget: the table and bands name it so (QA: speedup_k8,
+    best_k and a bands column k held node budgets)."""
+    out = tmp_path / "rt.csv"
+    args = ["recommend", "--method", "eagle2", "--tree-budgets", "8,16", "--concurrencies", "1"]
+    result = runner.invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    columns = set(pd.read_csv(out).columns)
+    assert {"speedup_nodes8", "speedup_nodes16", "best_nodes", "scheduled_nodes"} <= columns
+    assert not any(c.startswith("speedup_k") for c in columns) and "tree_nodes" in result.output
+
+
+def test_recommend_refuses_a_files_open_loop_workload(tmp_path):
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("workload: {arrival: poisson, rate: 5}\n")
+    args = ["recommend", "--config", str(cfg), "--method", "eagle3", "--concurrencies", "1"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "workload.arrival" in result.output

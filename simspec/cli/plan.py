@@ -497,6 +497,7 @@ def recommend(
         raise InputError(grid_flag, "must be >= 1")
     why = "recommend schedules one method: run it once per method"
     name = one_method({"--method": method, "--methods": methods}, why)
+    _refuse_open_loop(config)
     deploy, base = _scheduled_method(flags, config, name, "--methods" if methods else "--method")
     is_tree = base.tree not in (None, "chain")
     if flags.k is not None and not is_tree:
@@ -646,6 +647,26 @@ def _check_read(
 # the workload fields plan's probes set themselves: Poisson arrivals at the rate it bisects
 # (capacity._probe), as many requests as the rate and --duration ask
 PROBE_FIELDS = ("rate", "rate_schedule", "requests", "concurrency")
+
+
+def _refuse_open_loop(config: Path | None) -> None:
+    """recommend runs closed loops at its grid's concurrencies: a --config workload's
+    arrivals (an open loop, a rate, a concurrency of its own) would be dropped, so they are an
+    error naming the field (QA: a Poisson workload ran as closed loops without a word)."""
+    if config is None:
+        return
+    workload = read_config(config).get("workload")
+    if not isinstance(workload, dict):
+        return
+    fields = [f for f in ("rate", "rate_schedule", "concurrency") if workload.get(f) is not None]
+    if workload.get("arrival", "closed") != "closed":
+        fields.insert(0, "arrival")
+    if fields:
+        raise InputError(
+            f"workload.{fields[0]}",
+            f"the --config file {shown(str(config))} sets it, and recommend runs closed loops "
+            "at its grid's concurrencies (--concurrencies): drop it from the file",
+        )
 
 
 def refuse_probe_fields(config: Path | None) -> None:

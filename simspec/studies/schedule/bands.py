@@ -237,4 +237,23 @@ def recommend_bands(
         full = pd.concat([full, edges.assign(point="crossover")], ignore_index=True)
         full = full.sort_values("concurrency", kind="stable", ignore_index=True)
     bands = schedule(full, max_batch, crossovers)
-    return Recommended(with_schedule(full, bands), crossovers, bands, band_table(full, bands))
+    shown, edges_shown = with_schedule(full, bands), band_table(full, bands)
+    if knob != "k":  # a tree's setting is its node budget, named so (QA: speedup_k8, best_k)
+        shown, edges_shown = named_for(shown, knob), named_for(edges_shown, knob)
+    return Recommended(shown, crossovers, bands, edges_shown)
+
+
+def named_for(table: pd.DataFrame, knob: str) -> pd.DataFrame:
+    """``table``'s K columns named for the setting ``knob`` (``tree_nodes``: speedup_nodes8,
+    best_nodes, scheduled_nodes, and the bands' tree_nodes)."""
+    short = "nodes" if knob == "tree_nodes" else knob
+
+    def renamed(col: object) -> object:
+        text = str(col)
+        if text.startswith("speedup_k"):
+            return f"speedup_{short}{text.removeprefix('speedup_k')}"
+        return {"best_k": f"best_{short}", "scheduled_k": f"scheduled_{short}", "k": knob}.get(
+            text, col
+        )
+
+    return table.rename(columns=renamed)
