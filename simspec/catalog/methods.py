@@ -145,8 +145,6 @@ def method_info(name: str) -> MethodInfo:
     )
 
 
-# MethodConfig fields that one family reads, and the methods of it (the speculator reading each:
-# simspec/engine/speculators; draft_vocab_size is EagleHead's, which MTP extends)
 # methods that draft with a network of their own weights (not the target's layers, not a lookup)
 DRAFT_NETWORKS = (
     "draft_model",
@@ -161,6 +159,8 @@ DRAFT_NETWORKS = (
     "mtp",
     "p_eagle",
 )
+# MethodConfig fields that one family reads, and the methods of it (the speculator reading each:
+# simspec/engine/speculators; draft_vocab_size is EagleHead's, which MTP extends)
 OWN_FIELDS: dict[str, tuple[str, ...]] = {
     "draft_model": ("draft_model", "pard"),
     "draft_vocab_size": ("eagle1", "eagle2", "eagle3", "mtp", "p_eagle"),

@@ -655,18 +655,24 @@ def _refuse_open_loop(config: Path | None) -> None:
     error naming the field (QA: a Poisson workload ran as closed loops without a word)."""
     if config is None:
         return
-    workload = read_config(config).get("workload")
-    if not isinstance(workload, dict):
-        return
-    fields = [f for f in ("rate", "rate_schedule", "concurrency") if workload.get(f) is not None]
-    if workload.get("arrival", "closed") != "closed":
-        fields.insert(0, "arrival")
-    if fields:
+    field = _file_workload_field(config, ("rate", "rate_schedule", "concurrency"), "closed")
+    if field is not None:
         raise InputError(
-            f"workload.{fields[0]}",
+            f"workload.{field}",
             f"the --config file {shown(str(config))} sets it, and recommend runs closed loops "
             "at its grid's concurrencies (--concurrencies): drop it from the file",
         )
+
+
+def _file_workload_field(config: Path, fields: tuple[str, ...], arrival: str) -> str | None:
+    """The first workload field of a --config file that a study sets itself: ``arrival`` when
+    the file's is another, else the first of ``fields`` it sets (None: none)."""
+    workload = read_config(config).get("workload")
+    if not isinstance(workload, dict):
+        return None
+    if workload.get("arrival", arrival) != arrival:
+        return "arrival"
+    return next((f for f in fields if workload.get(f) is not None), None)
 
 
 def refuse_probe_fields(config: Path | None) -> None:
@@ -684,15 +690,10 @@ def refuse_probe_fields(config: Path | None) -> None:
             "Poisson arrivals at each method's fixed K): drop them, or give --trace, whose "
             "schedules recommend measures at them",
         )
-    workload = data.get("workload")
-    if not isinstance(workload, dict):
-        return
-    fields = [f for f in PROBE_FIELDS if workload.get(f) is not None]
-    if workload.get("arrival", "poisson") != "poisson":
-        fields.insert(0, "arrival")
-    if fields:
+    field = _file_workload_field(config, PROBE_FIELDS, "poisson")
+    if field is not None:
         raise InputError(
-            f"workload.{fields[0]}",
+            f"workload.{field}",
             f"{where} sets it, and plan sets it in every probe (Poisson arrivals at the rates "
             "--qps needs, --duration's worth of requests): drop it from the file",
         )
