@@ -326,3 +326,12 @@ def test_a_dataset_is_asked_for_only_when_a_method_takes_acceptance_from_one(tmp
     assert "eagle3 takes its acceptance from a dataset" in line and "names no domain" in line
     ran(["fleet", "--trace", plain, "--method", "eagle3", "--alpha", "0.7"])
     ran(["fleet", "--trace", plain, "--method", "eagle3", "--dataset", "gsm8k"])
+
+
+def test_a_refused_field_names_the_flag_that_sets_it():
+    """--turnovers 2000 was refused as workload.turnovers alone, a name the user never typed
+    (QA): the line ends with the flag."""
+    result = CliRunner().invoke(app, ["sweep", "--turnovers", "2000"])
+    line = result.output.strip().splitlines()[-1]
+    assert result.exit_code == 2 and line.startswith("error: workload.turnovers: ")
+    assert "--turnovers" in line

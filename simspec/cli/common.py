@@ -77,7 +77,7 @@ def one_line_errors(
         try:
             return command(*args, **kwargs)
         except ValidationError as exc:
-            fail(validation_message(exc))
+            fail(flagged(validation_message(exc)))
         except (InputError, ScenarioError, *also) as exc:
             fail(str(exc))
         except BrokenProcessPool:
@@ -86,6 +86,31 @@ def one_line_errors(
             fail(f"cannot read or write a file: {os_error_text(exc)}")
 
     return run
+
+
+# the flags that set a scenario's fields, named beside the field a refusal names (QA:
+# "--turnovers 2000" had been refused as workload.turnovers alone, a name the user never typed)
+FIELD_FLAGS = {
+    "workload.turnovers": "--turnovers",
+    "workload.requests": "--requests",
+    "batch_sizes": "--concurrencies",
+    "precision_target": "--precision-target",
+    "scheduler.max_num_seqs": "--max-num-seqs",
+    "scheduler.max_num_batched_tokens": "--max-num-batched-tokens",
+    "scheduler.gpu_memory_utilization": "--gpu-memory-utilization",
+    "temperature": "--temperature",
+    "top_p": "--top-p",
+    "seed": "--seed",
+}
+
+
+def flagged(message: str) -> str:
+    """``field: ...`` ending with the flag that sets the field, where one does."""
+    field, sep, _ = message.partition(": ")
+    flag = FIELD_FLAGS.get(field)
+    return (
+        f"{message} (the flag {flag}, or {field} in a --config file)" if flag and sep else message
+    )
 
 
 def os_error_text(exc: OSError) -> str:
