@@ -302,3 +302,13 @@ def test_recommend_refuses_a_files_open_loop_workload(tmp_path):
     args = ["recommend", "--config", str(cfg), "--method", "eagle3", "--concurrencies", "1"]
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and "workload.arrival" in result.output
+
+
+def test_recommend_says_to_serve_without_speculation_when_it_never_pays():
+    """At a tiny α every band is K = 0: a config that loads a draft never to run it is not
+    the answer (QA)."""
+    args = ["recommend", "--method", "eagle3", "--alpha", "0.05", "--concurrencies", "1"]
+    result = runner.invoke(app, [*args, "--k-max", "1"])
+    assert result.exit_code == 0, result.output
+    assert "--speculative-config '" not in result.output
+    assert "serve without a --speculative-config" in result.output

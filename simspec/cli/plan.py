@@ -572,6 +572,13 @@ def recommend(
         )
         return
     print(f"num_speculative_tokens_per_batch_size: {bands}")
+    if all(setting == 0 for _, _, setting in bands):
+        # a config that loads a draft only to never run it (QA): plain decoding is the answer
+        err.print(
+            f"speculation with {base.name} is slower than plain decoding at every concurrency "
+            "measured: serve without a --speculative-config"
+        )
+        return
     if not vllm:
         err.print(
             f"engine {deploy.engine} is not vLLM: the schedule above is simspec's k_schedule, "
