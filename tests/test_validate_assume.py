@@ -77,8 +77,10 @@ def test_only_unstated_cells_are_filled_and_each_fill_is_said():
     plan = plan_case({**ROW, "gpu": "unknown"}, assume={"gpu": "h200"})
     assert plan.scenario.gpu == "h200"
     assert any("--assume gpu=h200" in a for a in plan.assumptions)
-    with pytest.raises(Skip, match="unsupported GPU"):
+    with pytest.raises(Skip, match="not stated: give it with --assume gpu=ID"):
         plan_case({**ROW, "gpu": "unknown"})
+    with pytest.raises(Skip, match="unsupported GPU"):
+        plan_case({**ROW, "gpu": "tpu_v5"})
 
 
 def test_a_row_without_tp_runs_on_the_fewest_gpus_that_hold_the_model():
@@ -405,3 +407,45 @@ def test_a_shape_that_is_no_chain_or_tree_and_a_plain_decoding_speedup_are_skipp
     from simspec.studies.validation.summary import mape_line, series_table
 
     assert "no error to report" in mape_line(out, series_table(out))
+
+
+def test_a_rows_statistic_is_the_one_its_notes_name_in_a_closed_loop_too():
+    """A closed loop's speedup its notes define as a TPOT or a mean latency ratio, and a TPOT
+    row's median, are scored so (QA: all read the throughput ratio and the mean); a
+    speculative step_time_ms row is refused (it had read as a plain decode step)."""
+    row = {
+        **ROW,
+        "metric": "speedup",
+        "method": "eagle3",
+        "k": "3",
+        "baseline": "same-engine-no-spec",
+    }
+    tpot = plan_case({**row, "notes": "speedup = 7.07 ms vanilla TPOT / spec TPOT"})
+    latency = plan_case({**row, "notes": "mean latency/request ratio (doc headline)"})
+    plain = plan_case({**row, "notes": "tok/s ratio"})
+    assert (tpot.statistic, latency.statistic, plain.statistic) == ("tpot", "mean", "throughput")
+    median = plan_case({**ROW, "notes": "median TPOT; median ITL 14.41 ms"})
+    assert median.statistic == "median" and any("median" in a for a in median.assumptions)
+    assert plan_case({**ROW, "notes": "'Mean TPOT (ms): 5' (median 4)"}).statistic == "mean"
+    with pytest.raises(Skip, match="plain decode step"):
+        plan_case(
+            {
+                **ROW,
+                "metric": "step_time_ms",
+                "method": "eagle3",
+                "k": "2",
+                "context_len": "1024",
+                "load_kind": "static_batch",
+            }
+        )
+
+
+def test_an_other_engines_baseline_runs_its_own_version_without_the_rows_serve_flags():
+    """'other: vLLM 0.6.0 BF16 no-spec' is a V0 server with vLLM's own limits; the row's
+    --max-running-requests is the speculative server's (QA: the version was dropped and the
+    SGLang flags sped the vLLM baseline)."""
+    row = {**ROW, "metric": "speedup", "method": "eagle3", "k": "3", "engine": "sglang"}
+    row |= {"baseline": "other: vLLM 0.6.0 BF16 no-spec", "notes": "--max-running-requests 2"}
+    plan = plan_case(row)
+    assert plan.baseline.engine == "vllm-v0" and plan.baseline.scheduler.max_num_seqs != 2
+    assert plan.scenario.scheduler.max_num_seqs == 2

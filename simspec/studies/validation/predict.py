@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from simspec.catalog.hardware import load_engine, load_gpu, load_profile, release_tuple
+from simspec.catalog.hardware import gpu_ids, load_engine, load_gpu, load_profile, release_tuple
 from simspec.catalog.methods import (
     DATASET_DOMAIN,
     DEFAULT_DRAFT_MODEL,
@@ -117,7 +117,9 @@ class CasePlan:
     baseline: Scenario | None = None
     acceptance_source: str = ""
     assumptions: list[str] = field(default_factory=list)
-    statistic: str = "mean"  # of a per-request latency row (e2e_s): mean or median
+    # the statistic a row is scored on: e2e_s and tpot_ms rows' mean or median; a speedup's
+    # ratio (throughput, tpot, mean or median latency)
+    statistic: str = "mean"
 
 
 def plan_case(
@@ -153,6 +155,8 @@ def plan_case(
     if said:
         assumptions.append(said)
     gpu = get("gpu")
+    if gpu.strip().lower() in UNSTATED:  # a hint, not only a refusal (QA)
+        raise Skip(f"gpu {gpu!r} not stated: give it with --assume gpu=ID ({', '.join(gpu_ids())})")
     _known(load_gpu, gpu, "unsupported GPU")
     if note := load_profile(gpu).transferred_note():
         assumptions.append(note)
@@ -174,7 +178,10 @@ def plan_case(
 
     load_kind = get("load_kind")
     if load_kind not in LOAD_KINDS:
-        raise Skip(f"load_kind {load_kind!r} is not one of {', '.join(LOAD_KINDS)}")
+        raise Skip(
+            f"load_kind {load_kind!r} is not one of {', '.join(LOAD_KINDS)} (an unstated one: "
+            "--assume load_kind=KIND)"
+        )
     load = number(get("load"))
     if load is None and load_kind == "single":
         load = 1.0
@@ -211,6 +218,13 @@ def plan_case(
         temperature = 0.0
         assumptions.append("temperature unstated: greedy")
     dataset = get("dataset") or "unknown"
+    if metric == "step_time_ms" and method != "autoregressive":
+        # the row times one plain decode step (_step_time_ms); a speculative method's step is
+        # its draft and verify, which it would not price (QA: eagle3 read as plain decoding)
+        raise Skip(
+            f"a step_time_ms row is one plain decode step; {method}'s step (its draft and "
+            "verify) is not what simspec prices there"
+        )
     if metric == "step_time_ms":
         # one decode step at batch `load` with `context_len` tokens of KV per sequence
         context = number(get("context_len"))
@@ -235,6 +249,17 @@ def plan_case(
         # both serve the offered rate, so the gain is in latency: the ratio the notes name
         statistic = open_loop_speedup(notes)
         assumptions.append(f"speedup at a request rate: {SPEEDUP_RATIOS[statistic]}")
+    elif metric == "speedup":
+        # a closed loop's speedup is its throughput ratio unless the notes define it as a
+        # TPOT or a latency ratio (QA: those rows had been scored as throughput ratios)
+        statistic = closed_loop_speedup(notes)
+        if statistic != "throughput":
+            assumptions.append(f"speedup: {SPEEDUP_RATIOS[statistic]}")
+    if metric == "tpot_ms":
+        # the mean unless the notes name the median (QA: "median TPOT" rows read the mean)
+        statistic = "median" if MEDIAN_TPOT.search(notes) else "mean"
+        if statistic == "median":
+            assumptions.append("TPOT: the median over requests, as the notes name")
     if metric == "tau" and _uses_trace(get) and dataset in TRACE_DATASETS:
         # a τ computed from a trace is pooled over every request of it, at its own lengths
         records = load_trace(dataset, first_method(dataset)).num_requests
@@ -312,9 +337,22 @@ def plan_case(
                     "[<precision>] no-spec')"
                 )
             if other is not None:
-                baseline = Scenario(**{**deploy, **other})
+                # a server of its own: its version's profile and batch defaults, none of the
+                # notes' serve flags (the speculative server's; QA: they had sped the vLLM
+                # baseline of an SGLang row 2.31x -> 2.77x, and its version was dropped)
+                version = other.pop("version")
+                other["engine"], said_v = engine_version_profile(other["engine"], version)
+                base_deploy = {k: v for k, v in deploy.items() if k != "scheduler"} | other
+                mem = load_gpu(gpu).memory_bytes / 2**30
+                limits, _ = engine_batch_defaults(other["engine"], version, gpu, mem)
+                if limits is not None:
+                    base_deploy["scheduler"] = limits
+                baseline = Scenario(**base_deploy)
                 assumptions.append(
-                    "baseline: " + ", ".join(f"{k} {v}" for k, v in other.items()) + ", no spec"
+                    "baseline: "
+                    + ", ".join(f"{k} {v}" for k, v in other.items())
+                    + f" (version {version}, its own defaults), no spec"
+                    + (f"; {said_v}" if said_v else "")
                 )
             else:
                 base_engine = "hf" if base == "hf-vanilla" else engine
@@ -606,7 +644,7 @@ def metric_value(plan: CasePlan, runs: dict[str, RunSummary | Failed]) -> tuple[
     if plan.metric == "tau":
         return own.mean_accept_len, tau
     if plan.metric == "tpot_ms":
-        return own.tpot_ms_mean, tau
+        return (own.tpot_ms_p50 if plan.statistic == "median" else own.tpot_ms_mean), tau
     if plan.metric == "ttft_ms":
         return own.ttft_ms_p50, tau
     if plan.metric == "e2e_s":
@@ -622,7 +660,27 @@ def metric_value(plan: CasePlan, runs: dict[str, RunSummary | Failed]) -> tuple[
             return _ratio(own.throughput_tok_s, base.throughput_tok_s, "baseline throughput"), tau
         base_s, own_s = e2e_seconds(base, plan.statistic), e2e_seconds(own, plan.statistic)
         return _ratio(base_s, own_s, f"{plan.statistic} latency"), tau
+    if plan.statistic == "tpot":  # a closed loop's speedup its notes define as a TPOT ratio
+        return _ratio(base.tpot_ms_mean, own.tpot_ms_mean, "TPOT"), tau
+    if plan.statistic == "mean":  # ... or as a mean latency ratio
+        return _ratio(e2e_seconds(base, "mean"), e2e_seconds(own, "mean"), "mean latency"), tau
     return _ratio(own.throughput_tok_s, base.throughput_tok_s, "baseline throughput"), tau
+
+
+# a TPOT row's notes naming the median
+MEDIAN_TPOT = re.compile(r"\bmedian TPOT\b", re.IGNORECASE)
+
+
+def closed_loop_speedup(notes: str) -> str:
+    """Which ratio a closed loop's speedup is, as its notes define it: a TPOT ratio ("TPOT
+    ratio", "speedup = ... TPOT"), a mean latency ratio ("latency ratio", "latency/request
+    ratio"), else the throughput ratio."""
+    text = notes or ""
+    if re.search(r"TPOT ratio|speedup\s*=[^;]*TPOT", text, re.IGNORECASE):
+        return "tpot"
+    if re.search(r"latency(?:/request)? ratio", text, re.IGNORECASE):
+        return "mean"
+    return "throughput"
 
 
 # the ratio a speedup at a request rate is read as, by what its notes name

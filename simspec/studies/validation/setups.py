@@ -287,13 +287,15 @@ def unmodelled_attention(
 
 def other_baseline(text: str) -> dict[str, str] | None:
     """A baseline on another engine or precision, ``other: <engine> <version> [<precision>]
-    no-spec ...``, as the deployment fields it changes; None if the text is not of that form."""
-    m = re.match(r"other:\s*(\w+)\s+[\d.]+\s+(?:(\w+)\s+)?no-spec\b", text, re.IGNORECASE)
+    no-spec ...``, as the deployment fields it changes and the server's ``version``; None if
+    the text is not of that form."""
+    m = re.match(r"other:\s*(\w+)\s+([\d.]+)\s+(?:(\w+)\s+)?no-spec\b", text, re.IGNORECASE)
     if not m or m.group(1).lower() not in _ENGINES:
         return None
-    fields = {"engine": _ENGINES[m.group(1).lower()]}
-    if m.group(2):
-        precision = _PRECISION_WORDS.get(m.group(2).upper())
+    # the version is the baseline server's own (its profile and batch defaults: predict)
+    fields = {"engine": _ENGINES[m.group(1).lower()], "version": m.group(2)}
+    if m.group(3):
+        precision = _PRECISION_WORDS.get(m.group(3).upper())
         if precision is None:
             return None
         fields["precision"] = precision
