@@ -327,3 +327,32 @@ def test_report_outputs_take_their_own_suffixes_and_an_unknown_preset_is_named()
     assert html.exit_code == 2 and "--html" in html.output
     with pytest.raises(InputError, match="unknown method 'eagle9'"):
         preset_method("eagle9")
+
+
+def test_fit_notes_constants_at_the_edge_of_their_range_and_refuses_another_gpus_folder(
+    tmp_path, shared
+):
+    """Timings in the wrong units fit efficiencies pinned at their bounds with a fair MAPE:
+    the fit says so; an A100 table named outright is refused under --gpu h100_sxm (QA)."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    root = shared / "calibration-data" / "vidur-profiling" / "data" / "profiling" / "compute"
+    a100 = sorted((root / "a100").glob("*/*/mlp.csv"))[0]
+    refused = CliRunner().invoke(
+        app, ["calibrate", "fit", str(a100), "--out", str(tmp_path / "a.yaml")]
+    )
+    assert refused.exit_code == 2 and "--gpu a100_80gb" in refused.output
+    h100 = sorted((root / "h100").glob("*/*/mlp.csv"))[0]
+    slow = tmp_path / "compute" / "h100" / "m" / "mlp.csv"
+    slow.parent.mkdir(parents=True)
+    frame = pd.read_csv(h100)
+    for col in [c for c in frame.columns if c.startswith("time_stats")]:
+        frame[col] = frame[col] * 1000
+    frame.to_csv(slow, index=False)
+    result = CliRunner().invoke(
+        app, ["calibrate", "fit", str(slow), "--out", str(tmp_path / "s.yaml")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "stopped at the lower edge" in result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 from typing import Annotated
@@ -94,7 +95,32 @@ def calibrate_fit(
         rows.append([op, str(s["n_samples"]), *mapes, str(s["heldout_split"])])
     columns = ["operator", "samples", "fit MAPE", "held-out MAPE", "held-out split"]
     print_frame(pd.DataFrame(rows, columns=columns), f"Fit of {gpu} from {len(files)} file(s)")
+    for line in bound_notes(fits):
+        err.print(line, highlight=False)
     err.print(f"wrote {out}")
+
+
+def bound_notes(fits: dict) -> list[str]:
+    """A note per fitted constant that stopped at the edge of its range: the tables ask for a
+    value past it, so the fit is not the operator's and its MAPE hides it (QA: timings x1000
+    wrote efficiencies pinned at 0.001 with no word; calibrate bench says so already)."""
+    from simspec.studies.calibration.fit import FORMS
+
+    lines = []
+    for operator, fit in fits.items():
+        for name, _, low, high in FORMS[operator]:
+            value = fit.params[name]
+            # a zero floor is a value (no fixed latency), and sharpness 1 the additive roofline:
+            # forms, not edges the data pushes past
+            at_low = low not in (0.0, 1.0) and math.isclose(value, low, rel_tol=1e-6)
+            if at_low or math.isclose(value, high, rel_tol=1e-6):
+                edge = "lower" if at_low else "upper"
+                lines.append(
+                    f"note: {operator}_{name} stopped at the {edge} edge of its range "
+                    f"({value:g}): the tables ask for a value past it (wrong units, or another "
+                    "GPU's timings?); the profile written rests on that edge"
+                )
+    return lines
 
 
 @calibrate_app.command("report")

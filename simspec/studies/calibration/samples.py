@@ -126,6 +126,16 @@ def _layout(
 ) -> tuple[str, Loader] | None:
     """Which known table ``f`` is (by its header or its place), and its loader."""
     parts = set(f.parts)
+    others = {d for g, names in GPU_DIRS.items() if g != gpu for d in names} - set(gpu_dirs)
+    if explicit and parts & others:
+        # a file named outright under another GPU's folder (QA: an A100 mlp.csv fitted as the
+        # default h100_sxm, "gemm_compute_efficiency 0.23"): refused, as a folder's would be
+        # skipped
+        theirs = next(g for g, names in GPU_DIRS.items() if parts & set(names) - set(gpu_dirs))
+        raise InputError(
+            "timings",
+            f"{shown(f)} lies under {theirs}'s folder, not {gpu}'s: fit it with --gpu {theirs}",
+        )
     on_gpu = explicit or bool(parts & set(gpu_dirs))
     if f.suffix == ".csv" and is_harness_csv(f):
         return "harness", lambda path: harness_csv(path, gpu)
