@@ -449,3 +449,18 @@ def test_an_other_engines_baseline_runs_its_own_version_without_the_rows_serve_f
     plan = plan_case(row)
     assert plan.baseline.engine == "vllm-v0" and plan.baseline.scheduler.max_num_seqs != 2
     assert plan.scenario.scheduler.max_num_seqs == 2
+
+
+def test_a_profile_reaches_the_baseline_it_describes_in_a_speedup_row():
+    """A vLLM-calibrated profile on an SGLang row's speedup: the vLLM baseline takes it, the
+    SGLang run does not (QA: the profile had reached neither)."""
+    from types import SimpleNamespace
+
+    from simspec.studies.validation.run import on_profile
+
+    row = {**ROW, "metric": "speedup", "method": "eagle3", "k": "3", "engine": "sglang"}
+    plan = plan_case({**row, "baseline": "other: vLLM 0.11.0 BF16 no-spec"})
+    profile = SimpleNamespace(gpu="h100_sxm", deployment=SimpleNamespace(engine="vllm"))
+    moved = on_profile(plan, "mine.yaml", profile)
+    assert moved.baseline.profile == "mine.yaml" and moved.scenario.profile is None
+    assert any("mine.yaml (the baseline)" in a for a in moved.assumptions)

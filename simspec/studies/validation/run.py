@@ -34,13 +34,23 @@ def on_profile(plan: CasePlan, ref: str, profile: HardwareProfile) -> CasePlan:
         engine = profile.deployment.engine if profile.deployment else sc.engine
         return sc.gpu == profile.gpu and sc.engine == engine
 
-    if not fits(plan.scenario):
+    own, base = fits(plan.scenario), plan.baseline is not None and fits(plan.baseline)
+    if not (own or base):
         return plan
+    # each run the profile describes takes it: a speedup whose baseline is another engine's
+    # server (other: ...) may have that one alone (QA: a vLLM-calibrated profile reached the
+    # plain-decoding rows but not the same vLLM baseline inside an SGLang row's speedup)
+    scenario = plan.scenario.model_copy(update={"profile": ref}) if own else plan.scenario
     baseline = plan.baseline
-    if baseline is not None and fits(baseline):
+    if base:
+        assert baseline is not None
         baseline = baseline.model_copy(update={"profile": ref})
-    notes = [*plan.assumptions, f"hardware profile {ref}"]
-    scenario = plan.scenario.model_copy(update={"profile": ref})
+    which = (
+        ""
+        if own and (base or plan.baseline is None)
+        else (" (the speculative run)" if own else " (the baseline)")
+    )
+    notes = [*plan.assumptions, f"hardware profile {ref}{which}"]
     return replace(plan, scenario=scenario, baseline=baseline, assumptions=notes)
 
 
