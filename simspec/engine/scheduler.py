@@ -180,6 +180,11 @@ class Scheduler:
         # running request (update_running_batch; max_running_requests and KV bound it)
         self.decode_budget = DECODE_UNBOUNDED if prefill_first else max_num_batched_tokens
         self.reserved_draft_slots = reserved_draft_slots
+        # the widest draft the run may take (the step's own, reserved_draft_slots, follows a
+        # load policy down and back up): what a request must fit whole, and what a promise of
+        # no eviction sets aside (QA: sized at a step with speculation off, a request outgrew
+        # the pool, or its promise, once it came back on)
+        self.widest_draft_slots = reserved_draft_slots
         self.waiting: deque[int] = deque()
         self.running: list[int] = []
         self._running_arr: np.ndarray | None = None  # cache of ``running`` as an array
@@ -195,7 +200,7 @@ class Scheduler:
         """A new request joins the queue; one that can never fit is marked unfinishable."""
         r = self.requests
         need = self._blocks_for(
-            int(r.prompt_len[rid] + r.output_len[rid]) + self.reserved_draft_slots + self.lookahead
+            int(r.prompt_len[rid] + r.output_len[rid]) + self.widest_draft_slots + self.lookahead
         )
         never = need > self.rank_blocks
         if self.decode_reserve is not None:  # SGLang admits none whose ask reaches the pool
@@ -610,7 +615,7 @@ class Scheduler:
     def _final_blocks(self, rids: np.ndarray) -> np.ndarray:
         """Blocks each request holds once its whole output (and the widest verify) is cached."""
         r = self.requests
-        tokens = r.prompt_len[rids] + r.output_len[rids] + self.reserved_draft_slots
+        tokens = r.prompt_len[rids] + r.output_len[rids] + self.widest_draft_slots
         return -(-tokens // self.block_size)
 
     def _promised(self) -> int:
