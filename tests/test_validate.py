@@ -87,7 +87,7 @@ def test_validate_writes_every_row_with_the_output_columns(packaged_cases, tmp_p
         assert status[case] == "ok" and reason[case] == ""
     assert (
         status["e2t1-v7b-e2-mtb-t0"] == "skipped"
-        and "GPU 'unknown'" in reason["e2t1-v7b-e2-mtb-t0"]
+        and "gpu 'unknown' not stated: give it with --assume gpu=" in reason["e2t1-v7b-e2-mtb-t0"]
     )
     assert "method 'other'" in reason["sb-a100-v7b-samd"]
     assert "measured_value '~1.5'" in reason["text-value"]
