@@ -34,7 +34,10 @@ def check_outputs(*outputs: tuple[Path | None, str, tuple[str, ...] | None]) -> 
     for out, flag, _ in outputs:
         if out is None:
             continue
-        key = out.expanduser().resolve()
+        try:
+            key = out.expanduser().resolve()
+        except (OSError, RuntimeError):  # a name the OS refuses, a link loop: checked below
+            key = out
         if key in seen:
             raise InputError(flag, f"{shown(out)} is also {seen[key]}'s output: give each its own")
         seen[key] = flag
