@@ -601,3 +601,17 @@ def test_a_mean_length_past_the_simulators_bound_names_the_files_fields(tmp_path
     result = runner.invoke(app, ["compare", str(path), *DEPLOY])
     assert result.exit_code == 2
     assert "huge.json: total_input_tokens" in result.output and "completed" in result.output
+
+
+def test_an_sglang_result_is_compared_on_the_sglang_profile_unless_told_otherwise(tmp_path):
+    """SGLang's bench output is an SGLang server's: compare runs it on the sglang profile,
+    saying so (QA: it had run on the default vLLM one without a word)."""
+    path = write(tmp_path, "sg.jsonl", json.dumps({**SGLANG_LINE, "accept_length": None}) + "\n")
+    out = tmp_path / "c.csv"
+    result = runner.invoke(app, ["compare", str(path), *DEPLOY, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "engine sglang, as the runs' SGLang bench output says" in result.output
+    told = runner.invoke(
+        app, ["compare", str(path), *DEPLOY, "--engine", "vllm", "--out", str(out)]
+    )
+    assert told.exit_code == 0 and "engine sglang, as" not in told.output

@@ -123,6 +123,12 @@ def compare(
     check_runs(runs)
     shared = read_metrics(list(spec_metrics)) if spec_metrics else None
     deployment = flags.deployment()
+    kinds = {r.kind.split("-")[0] for r in runs}
+    if flags.engine is None and kinds == {"sglang"}:
+        # SGLang's bench output is SGLang's server: its profile, not vLLM's (QA: its runs had
+        # been simulated on the default vLLM profile, saying nothing)
+        deployment["engine"] = "sglang"
+        err.print("engine sglang, as the runs' SGLang bench output says (--engine sets another)")
     # the GPU the runs' metadata names, where --gpu does not (a different --gpu is refused)
     if (label := runs_gpu(runs, flags.gpu, "comparison")) is not None and flags.gpu is None:
         deployment["gpu"] = label
