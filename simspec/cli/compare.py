@@ -128,7 +128,6 @@ def compare(
         # SGLang's bench output is SGLang's server: its profile, not vLLM's (QA: its runs had
         # been simulated on the default vLLM profile, saying nothing)
         deployment["engine"] = "sglang"
-        err.print("engine sglang, as the runs' SGLang bench output says (--engine sets another)")
     # the GPU the runs' metadata names, where --gpu does not (a different --gpu is refused)
     if (label := runs_gpu(runs, flags.gpu, "comparison")) is not None and flags.gpu is None:
         deployment["gpu"] = label
@@ -142,6 +141,10 @@ def compare(
         )
     with tempfile.TemporaryDirectory(prefix="simspec-compare-") as tmp:
         plans = [plan_run(r, deployment, method, flags.k, shared, Path(tmp)) for r in runs]
+        if flags.engine is None and kinds == {"sglang"}:  # once the runs are known to plan
+            err.print(
+                "engine sglang, as the runs' SGLang bench output says (--engine sets another)"
+            )
         with progress_bar("simulating the runs", total=len(plans)) as bar:
             frame = simulate_runs(plans, bar.step)
     if out is not None:
