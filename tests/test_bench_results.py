@@ -615,3 +615,15 @@ def test_an_sglang_result_is_compared_on_the_sglang_profile_unless_told_otherwis
         app, ["compare", str(path), *DEPLOY, "--engine", "vllm", "--out", str(out)]
     )
     assert told.exit_code == 0 and "engine sglang, as" not in told.output
+
+
+def test_a_concurrency_cap_above_the_prompts_is_labelled_as_what_ran(tmp_path):
+    """max_concurrency 256 over 100 prompts ran all 100 at once: the load says so and the
+    note quotes the file's own cap (QA: it read "closed loop of 100 (max_concurrency 100)")."""
+    data = vllm_json(max_concurrency=256)
+    path = write(tmp_path, "cap.json", data)
+    (run,) = read_result(path)
+    assert run.load_label == f"concurrency 256 (all {run.requests} in flight)"
+    result = runner.invoke(app, ["compare", str(path), *DEPLOY])
+    assert result.exit_code == 0, result.output
+    assert "max_concurrency 256" in result.output

@@ -178,7 +178,8 @@ def _workload(run: MeasuredRun, lengths_dir: Path, notes: list[str]) -> tuple[Wo
         if run.max_concurrency is None:
             notes.append(f"load: all {n} requests sent at once (request rate inf, no cap)")
         else:
-            notes.append(f"load: a closed loop of {c} (request rate inf, max_concurrency {c})")
+            cap = run.max_concurrency  # the file's own cap, which c is at most (QA)
+            notes.append(f"load: a closed loop of {c} (request rate inf, max_concurrency {cap})")
         work = WorkloadConfig(concurrency=c, requests=n, measure="whole", **sizes)
     else:
         if run.request_rate < MIN_RATE:

@@ -102,6 +102,8 @@ class MeasuredRun:
         if self.closed:
             if self.max_concurrency is None:
                 return f"burst of {self.requests}"
+            if self.max_concurrency > self.requests:  # the cap never binds (QA)
+                return f"concurrency {self.max_concurrency} (all {self.requests} in flight)"
             return f"concurrency {self.max_concurrency}"
         cap = f", concurrency <= {self.max_concurrency}" if self.max_concurrency else ""
         return f"rate {self.request_rate:g}/s{cap}"
