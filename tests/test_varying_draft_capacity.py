@@ -65,8 +65,20 @@ def test_a_request_that_fits_only_without_its_draft_is_unfinishable_not_a_stoppe
 
 
 def test_guaranteed_no_evict_promises_the_widest_draft(tmp_path):
+    """Three requests admitted while speculation is off (three running), two of them half the
+    pool each: once the small one leaves K = 6 comes back, and a promise sized without draft
+    slots would be outgrown, a preemption under a policy that promises none."""
     policy = {"disable_by_batch_size": 3}
+    limits = SchedulerConfig(
+        max_num_seqs=4, max_num_batched_tokens=8192, gpu_memory_utilization=0.01
+    )
+    sc = _scenario("trtllm", policy, 0.01).model_copy(update={"scheduler": limits})
+    memory = setup_replica(sc).memory
+    half = (memory.num_blocks - 1) // 2 * memory.block_size  # blocks of B and C at K = 0
     trace = tmp_path / "t.csv"
-    trace.write_text("arrival_s,prompt_len,output_len\n0,16,16\n0,4696,200\n0,4696,200\n")
-    requests = simulate(_scenario("trtllm", policy, 0.01, str(trace))).requests
+    trace.write_text(
+        f"arrival_s,prompt_len,output_len\n0,16,16\n0,{half - 200},200\n0,{half - 200},200\n"
+    )
+    wl = WorkloadConfig(arrival="replay", arrival_trace=str(trace))
+    requests = simulate(sc.model_copy(update={"workload": wl})).requests
     assert requests["preemptions"].sum() == 0 and not requests["unfinishable"].any()
