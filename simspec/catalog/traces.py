@@ -148,16 +148,8 @@ def walk_tau(step_tokens: Iterable[np.ndarray], cap: int, start: int = 0) -> flo
 
 
 def trace_methods(ref: str) -> list[str]:
-    """The ``acc_len`` keys of a trace file's first record (the methods it records)."""
-    first = first_method(ref)  # refuses a file without any, naming it
-    _, text = _resolve(ref, "workload.lengths_from")
-    line = next(line for line in text.splitlines() if line.strip())
-    keys = list(parse_json(line, "workload.lengths_from")["acc_len"])
-    return keys or [first]
-
-
-def first_method(ref: str) -> str:
-    """The first ``acc_len`` key of a trace file (for reading lengths only)."""
+    """The ``acc_len`` keys of a trace file's first record (the methods it records), read
+    once; a record without any, or with an empty first key, is refused naming the file."""
     name, text = _resolve(ref, "workload.lengths_from")
     for line in text.splitlines():
         if line.strip():
@@ -171,5 +163,10 @@ def first_method(ref: str) -> str:
                     f"{name}: the first record's acc_len key {keys[0]!r} is empty: name the method",
                 )
             if keys:
-                return keys[0]
+                return keys
     raise InputError("workload.lengths_from", f"{name}: first record has no acc_len methods")
+
+
+def first_method(ref: str) -> str:
+    """The first ``acc_len`` key of a trace file (for reading lengths only)."""
+    return trace_methods(ref)[0]

@@ -123,8 +123,8 @@ def compare(
     check_runs(runs)
     shared = read_metrics(list(spec_metrics)) if spec_metrics else None
     deployment = flags.deployment()
-    kinds = {r.kind.split("-")[0] for r in runs}
-    if flags.engine is None and kinds == {"sglang"}:
+    on_sglang = flags.engine is None and {r.kind.split("-")[0] for r in runs} == {"sglang"}
+    if on_sglang:
         # SGLang's bench output is SGLang's server: its profile, not vLLM's (QA: its runs had
         # been simulated on the default vLLM profile, saying nothing)
         deployment["engine"] = "sglang"
@@ -141,7 +141,7 @@ def compare(
         )
     with tempfile.TemporaryDirectory(prefix="simspec-compare-") as tmp:
         plans = [plan_run(r, deployment, method, flags.k, shared, Path(tmp)) for r in runs]
-        if flags.engine is None and kinds == {"sglang"}:  # once the runs are known to plan
+        if on_sglang:  # once the runs are known to plan
             err.print(
                 "engine sglang, as the runs' SGLang bench output says (--engine sets another)"
             )

@@ -503,7 +503,8 @@ def recommend(
     if flags.k is not None and not is_tree:
         raise InputError("--k", "recommend tries every K from 1 to --k-max: give --k-max")
     _check_read(base, is_tree, k_max, tree_budgets, json_out)
-    if load_engine(deploy.engine).family != "vllm":
+    vllm = load_engine(deploy.engine).family == "vllm"
+    if not vllm:
         refuse_unread(
             f"writes vLLM's --speculative-config, and engine {deploy.engine} is not vLLM: the "
             "schedule printed is simspec's k_schedule",
@@ -535,7 +536,6 @@ def recommend(
     ):
         rec = recommend_bands(deploy, base, ks, grid, max_batch, knob, runs=runs)
     bands = rec.bands
-    vllm = load_engine(deploy.engine).family == "vllm"
     # a vLLM --speculative-config only for a vLLM engine (QA: hf and trtllm printed one, with
     # TRT-LLM's batch limit in its last band)
     spec_cfg = None if is_tree or not vllm else speculative_config(base, bands)

@@ -154,8 +154,14 @@ def kv_blocks_sglang(
     total / (ratio x swa layers + full layers)), whatever the window; any other model caches
     every token in every layer. The windowed pool binding first (sequences mostly shorter than
     the window) is not modelled."""
-    share = ratio if target.model_type in SGLANG_HYBRID_SWA else 1.0
+    share = sglang_window_share(target, ratio)
     return int(free // ((per_token + share * window_per_token) * block))
+
+
+def sglang_window_share(target: ModelShape, ratio: float) -> float:
+    """The windowed layers' tokens per full-layer token in SGLang's pool: ``ratio`` under its
+    hybrid pool, else 1 (every layer caches every token)."""
+    return ratio if target.model_type in SGLANG_HYBRID_SWA else 1.0
 
 
 # SGLang's default share of the memory after weights and activations that Gated DeltaNet states
@@ -266,8 +272,7 @@ def plan_memory(
             f"{'raise pp' if 'stops at' in fix else 'raise tp or pp'}, or pick a larger GPU"
         )
     if swa is not None:  # what the windowed layers' pool holds beside the full one
-        share = swa.value if target.model_type in SGLANG_HYBRID_SWA else 1.0
-        window = share * blocks * block * window_per_token
+        window = sglang_window_share(target, swa.value) * blocks * block * window_per_token
     else:
         window = min(blocks * block, window_cap) * window_per_token
     return MemoryPlan(
