@@ -237,6 +237,12 @@ def test_analytic_shows_no_profiles_first_alpha_as_a_scalar_row_and_refuses_an_e
     assert result.exit_code == 0, result.output
     assert "0.83 " not in result.output.split("Best K per")[1].split("per-position")[0]
     assert "E = 1 + Σ Π α = 2.527" in result.output
+    # the profile's speedup by depth, not E alone (QA): E at depth 2 is 1 + 0.83 + 0.83 * 0.6
+    assert "drafted to depth K" in result.output and "│ 2 │ 2.33 " in result.output
+    assert "best depth K = " in result.output
+    deep = runner.invoke(app, ["analytic", "--alpha", ",".join(["0.9"] * 10), "--k-max", "4"])
+    assert deep.exit_code == 0, deep.output
+    assert "│ 10 " in deep.output  # priced to the profile's depth past --k-max
     empty = runner.invoke(app, ["analytic", "--alpha", ""])
     assert empty.exit_code == 2 and "--alpha" in empty.output
 

@@ -76,8 +76,15 @@ def analytic(
             "simulates one α beside the closed form, and --alpha gives a profile by position: "
             "give one --alpha value",
         )
-    costs = an.batch1_costs(deploy, method, k_max, context, draft)
-    table = an.analytic_table(costs, tuple(sorted({*an.ALPHAS, *an.REPORTED_ALPHAS, *one})))
+    # a profile is priced to its full depth even past --k-max
+    depth = max(k_max, len(given_alphas)) if len(given_alphas) > 1 else k_max
+    costs = an.batch1_costs(deploy, method, depth, context, draft)
+    grid = an.Batch1Costs(
+        costs.ar_s,
+        {k: v for k, v in costs.draft_s.items() if k <= k_max},
+        {k: v for k, v in costs.verify_s.items() if k <= k_max},
+    )
+    table = an.analytic_table(grid, tuple(sorted({*an.ALPHAS, *an.REPORTED_ALPHAS, *one})))
     picks = an.best_k(table)
     # a profile by position is no scalar α: its first value is not shown as one (its E is)
     shown = picks[picks.alpha.isin([*an.REPORTED_ALPHAS, *one])]
@@ -109,6 +116,15 @@ def analytic(
     if len(given_alphas) > 1:
         e = an.profile_tokens(given_alphas)
         err.print(f"per-position profile {given_alphas}: E = 1 + Σ Π α = {e:.3f} tokens per step")
+        by_k = an.profile_table(costs, given_alphas)
+        print_frame(by_k.round(3), "The profile drafted to depth K (closed form, batch 1)")
+        best = by_k.loc[by_k.speedup.idxmax()]
+        err.print(
+            f"best depth K = {int(best.k)}: {best.speedup:.2f}x"
+            if best.speedup > 1.0
+            else "no depth of this profile beats plain decoding at batch 1",
+            highlight=False,
+        )
     if compare:
         a = one[0] if one else 0.7
         k = int(picks.loc[(picks.alpha - a).abs().idxmin(), "best_k"]) or 3

@@ -253,3 +253,15 @@ def _chain(
 def profile_tokens(alphas: list[float]) -> float:
     """E = 1 + Σ_j Π_{i≤j} α_i for a per-position profile."""
     return expected_tokens_per_step(np.asarray(alphas, dtype=np.float64))
+
+
+def profile_table(costs: Batch1Costs, alphas: list[float]) -> pd.DataFrame:
+    """E and batch-1 speedup of a per-position profile drafted to each depth K it covers (the
+    first K of its α; no deeper than the costs were priced): a profile is a shape, and the K
+    that pays depends on where its α fall off, which one E at full depth does not show."""
+    rows = []
+    for k in range(1, min(len(alphas), max(costs.draft_s)) + 1):
+        e = profile_tokens(alphas[:k])
+        step = costs.draft_s[k] + costs.verify_s[k]
+        rows.append({"k": k, "expected_tokens": e, "speedup": e * costs.ar_s / step})
+    return pd.DataFrame(rows)
