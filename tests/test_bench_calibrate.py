@@ -517,3 +517,23 @@ def test_a_fit_at_its_bound_within_the_solvers_resolution_is_warned_of(tmp_path)
     result = runner.invoke(app, ["calibrate", "bench", *args])
     assert result.exit_code == 0, result.output
     assert "step_overhead_s stopped at the edge of its range" in " ".join(result.output.split())
+
+
+def test_a_host_time_past_the_largest_published_is_warned_of_and_recorded(tmp_path):
+    """Runs whose steps are 20 ms slower than this deployment's fit as 20 ms of host time at
+    a small error: the fit keeps it, says it is past any published host time, and the profile
+    records it (QA: another deployment's runs fitted 20 ms per step at 0.8 % MAPE, silently)."""
+    slow = truth_profile(tmp_path, {**TRUTH, "step_overhead_s": 20e-3})
+    paths = [str(measured_run(tmp_path, c, slow)) for c in (1, 4)]
+    out = tmp_path / "slow.yaml"
+    result = runner.invoke(app, ["calibrate", "bench", *paths, *DEPLOY, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "warning: step_overhead_s fitted at" in text and "past the largest published" in text
+    assert "beyond_published" in out.read_text()
+    (tmp_path / "ok").mkdir()
+    ok = truth_profile(tmp_path / "ok")  # 2 ms: within what engines publish
+    fine = [str(measured_run(tmp_path / "ok", c, ok)) for c in (1, 4)]
+    args = ["calibrate", "bench", *fine, *DEPLOY, "--out", str(tmp_path / "ok.yaml")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0 and "past the largest published" not in result.output

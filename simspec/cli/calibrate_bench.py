@@ -83,7 +83,13 @@ def calibrate_bench(
     """
     from simspec.catalog.hardware import load_engine, load_gpu, load_profile
     from simspec.studies.bench import read_result_file
-    from simspec.studies.bench.calibrate import TTFT_NOTE, calibrate, calibrated_profile, runs_gpu
+    from simspec.studies.bench.calibrate import (
+        PUBLISHED_MAX,
+        TTFT_NOTE,
+        calibrate,
+        calibrated_profile,
+        runs_gpu,
+    )
     from simspec.studies.bench.calibrate import check_runs as check_fit_runs
     from simspec.studies.bench.compare import check_runs, plan_run
 
@@ -132,6 +138,16 @@ def calibrate_bench(
             f"{name} stopped at the edge of its range: the runs ask for a value past it, so "
             "the fit's error is theirs to explain (another engine, a bottleneck simspec does "
             "not model)"
+        )
+    for name in cal.fit.beyond_published:
+        value, top = cal.fit.params[name], PUBLISHED_MAX[name]
+        unit, scale = ("ms", 1e3) if name == "step_overhead_s" else ("us", 1e6)
+        warn(
+            f"{name} fitted at {value * scale:.3g} {unit}, past the largest published host time "
+            f"({top * scale:.3g} {unit}: shared host_overhead_reports, vLLM #6854 and "
+            "TensorRT-LLM #10273): check that the runs are this deployment's (model, GPU, TP, "
+            "engine and its version); another deployment's GPU time fits as host time at a small "
+            "error"
         )
     err.print(TTFT_NOTE, highlight=False, markup=False, soft_wrap=True)
     held = f"; held-out MAPE {cal.heldout.mape:.1%} ({cal.heldout_split})" if cal.heldout else ""

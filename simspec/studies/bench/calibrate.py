@@ -80,6 +80,13 @@ DEFAULT_SCALE_SIGMA = 0.10
 # engines' estimate), is a stalled server, not an overhead; the kernel-time range is
 # GPU_TIME_SCALE_RANGE's.
 UPPER = {"step_overhead_s": 0.1, "step_overhead_per_seq_s": 1e-3}
+# The largest host times published per step and per sequence (shared/calibration-data/
+# moe-serving/host_overhead_reports.csv): vLLM V0's GPU bubble of 5-13 ms per decode step (vLLM
+# issue #6854, the RFC for multi-step scheduling), and TensorRT-LLM's 45.11 ms host step at up
+# to 1,536 sequences per rank (TensorRT-LLM PR #10273, C++ scheduler), 29 us a sequence. A fit
+# past them is kept (the runs ask for it) but warned of: runs of another deployment (model,
+# GPU, TP, engine version) ask for their extra GPU time as host time, at a small fit error.
+PUBLISHED_MAX = {"step_overhead_s": 13e-3, "step_overhead_per_seq_s": 45.11e-3 / 1536}
 MIN_LOADS = 2  # a fixed and a per-sequence host time need two batch sizes at least
 HELDOUT_ABOVE = 3  # loads; with fewer, every load is needed to fit
 
@@ -109,6 +116,11 @@ class Fit:
     rows: list[dict[str, Any]]  # run, load, metric, measured, predicted, rel_error
     at_bound: list[str] = field(default_factory=list)
     evaluations: int = 0
+
+    @property
+    def beyond_published(self) -> list[str]:
+        """The fitted host constants past the largest published (PUBLISHED_MAX)."""
+        return [k for k, top in PUBLISHED_MAX.items() if self.params.get(k, 0.0) > top]
 
     @property
     def mape(self) -> float:
@@ -479,6 +491,11 @@ def calibrated_profile(
     }
     if cal.fit.at_bound:
         record["at_bound"] = cal.fit.at_bound
+    if cal.fit.beyond_published:
+        record["beyond_published"] = {
+            k: {"fitted": cal.fit.params[k], "largest_published": PUBLISHED_MAX[k]}
+            for k in cal.fit.beyond_published
+        }
     if cal.heldout is not None:
         record["heldout_split"] = cal.heldout_split
         record["heldout_mape"] = round(cal.heldout.mape, 4)
