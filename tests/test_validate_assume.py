@@ -287,6 +287,11 @@ def test_a_lookup_drafter_needs_acceptance_of_its_datasets_own_domain():
             plan_case({**row, "method": method, "dataset": "spec-bench"})
         edits = plan_case({**row, "method": method, "dataset": "blazedit"})
         assert edits.scenario.method.acceptance.tokens == "instructcoder"
+        # ... and says so: another dataset's streams stand for this one's
+        assert any("no token streams of 'blazedit'" in a for a in edits.assumptions)
+        # code written from a description copies nothing given: edited code is no stand-in
+        with pytest.raises(Skip, match="'humaneval' writes new code from a description"):
+            plan_case({**row, "method": method, "dataset": "humaneval"})
         # a measured tau is the row's own acceptance: no streams are needed
         tau = plan_case({**row, "method": method, "dataset": "spec-bench", "measured_tau": "1.4"})
         assert tau.scenario.method.acceptance.tau == 1.4
