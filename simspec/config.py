@@ -668,6 +668,15 @@ class SchedulerConfig(BaseModel):
         "trtllm the share of what the weights leave free that the KV cache takes "
         "(--kv_cache_free_gpu_memory_fraction); unset: the engine profile's",
     )
+    max_model_len: int | None = Field(
+        default=None,
+        ge=16,
+        le=10_000_000,
+        description="vLLM --max-model-len: the context the engine is started with; vLLM V0 "
+        "sizes its prefill budget by it when chunked prefill is off (max(max_model_len, "
+        "2048)) and turns chunked prefill on by default only above 32,768; unset: the "
+        "model's context (max_position_embeddings)",
+    )
     async_scheduling: bool | None = Field(
         default=None,
         description="vLLM --async-scheduling: the scheduler prepares the next step while the "

@@ -172,10 +172,12 @@ def test_packaged_fit_reproduces_its_table_at_deepseeks_expert_shape(shared):
 def test_vllm_v0_is_vllm_with_its_older_moe_kernel():
     v0, v1 = load_engine("vllm-v0"), load_engine("vllm")
     assert v0.custom_allreduce == v1.custom_allreduce
-    # every parameter vLLM's but V0's default of no prefix caching, V1's per-GPU batch
-    # defaults (V0 keeps the large-GPU ones everywhere), V1's budget-edge draft trim and
-    # its drafters' lookahead KV, V0's draft on fewer GPUs; no async scheduler
+    # every parameter vLLM's but V0's default of no prefix caching, its scheduler's defaults
+    # (256 sequences and a 2048-token budget on every GPU, prefill-first without chunked
+    # prefill, a block watermark), V1's budget-edge draft trim and its drafters' lookahead KV,
+    # V0's draft on fewer GPUs; no async scheduler
     own = {"prefix_caching", "small_gpu_max_num_seqs", "small_gpu_max_num_batched_tokens"}
+    own |= {"max_num_seqs", "max_num_batched_tokens", "v0_scheduler", "admission_watermark"}
     own |= {"trim_drafts_at_budget", "draft_lookahead_slots", "draft_tp_below_target"}
     assert {k: v for k, v in v0.params.items() if k not in own} == {
         k: v for k, v in v1.params.items() if k not in own

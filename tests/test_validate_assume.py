@@ -339,7 +339,8 @@ def test_a_sglang_rows_draft_tokens_count_the_verified_root():
         ("vllm", "a100_80gb", (256, 2048)),  # vLLM's device-name check (PR #17885)
         ("vllm", "a100_40gb", (256, 2048)),
         ("vllm", "l40s", (256, 2048)),  # under 70 GiB
-        ("vllm-v0", "a100_80gb", (1024, 8192)),  # V0's own are not modelled
+        ("vllm-v0", "a100_80gb", (256, 2048)),  # V0's, on every GPU
+        ("vllm-v0", "h100_sxm", (256, 2048)),
         ("sglang", "a100_80gb", (1024, 8192)),
     ],
 )

@@ -98,6 +98,7 @@ FIELD_FLAGS = {
     "scheduler.max_num_seqs": "--max-num-seqs",
     "scheduler.max_num_batched_tokens": "--max-num-batched-tokens",
     "scheduler.gpu_memory_utilization": "--gpu-memory-utilization",
+    "scheduler.max_model_len": "--max-model-len",
     "temperature": "--temperature",
     "top_p": "--top-p",
     "seed": "--seed",

@@ -112,13 +112,14 @@ def with_flags(flags_type: type) -> Callable[[Callable[..., Any]], Callable[...,
 
 def scheduler_limits(flags: Any) -> dict[str, Any]:
     """The engine settings a command's ``--max-num-seqs`` / ``--max-num-batched-tokens`` /
-    ``--gpu-memory-utilization`` / ``--async-scheduling`` set (only those given): a scenario's
-    ``scheduler`` fields."""
+    ``--gpu-memory-utilization`` / ``--async-scheduling`` / ``--max-model-len`` set (only those
+    given): a scenario's ``scheduler`` fields."""
     return given(
         max_num_seqs=flags.max_num_seqs,
         max_num_batched_tokens=flags.max_num_batched_tokens,
         gpu_memory_utilization=flags.gpu_memory_utilization,
         async_scheduling=flags.async_scheduling,
+        max_model_len=flags.max_model_len,
     )
 
 

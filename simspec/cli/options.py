@@ -83,6 +83,15 @@ MaxNumSeqs = Annotated[
         "--max-running-requests) [default: engine's; sglang: 48 under speculative decoding]",
     ),
 ]
+MaxModelLen = Annotated[
+    int | None,
+    typer.Option(
+        "--max-model-len",
+        "--context-length",
+        help=field_help(SchedulerConfig, "max_model_len"),
+        show_default=False,
+    ),
+]
 GpuMemoryUtilization = Annotated[
     float | None,
     typer.Option(

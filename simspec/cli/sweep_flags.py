@@ -62,6 +62,7 @@ class SweepFlags(MethodFlags, ServingFlags):
     max_num_seqs: opt.MaxNumSeqs = None
     max_num_batched_tokens: opt.MaxNumBatchedTokens = None
     gpu_memory_utilization: opt.GpuMemoryUtilization = None
+    max_model_len: opt.MaxModelLen = None
     async_scheduling: opt.AsyncScheduling = None
     temperature: opt.Temperature = None
     top_p: opt.TopP = None

@@ -195,6 +195,10 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     gpu = cost.gpu
     max_seqs = engine.max_seqs_for(sc.method.name, sc.scheduler.max_num_seqs, gpu)
     max_tokens = int(sc.scheduler.max_num_batched_tokens or engine.batch_defaults(gpu)[1])
+    whole_prompts = v0_unchunked(sc, target, engine)
+    if whole_prompts and sc.scheduler.max_num_batched_tokens is None:
+        # V0 without chunked prefill: SchedulerConfig's max(max_model_len, 2048)
+        max_tokens = max(max_model_len(sc, target), V0_MIN_BUDGET)
     if engine.dp_attention == "vllm":
         # each DP engine core applies its own limits (the flags are per rank); SGLang divides
         # --max-running-requests and --chunked-prefill-size by dp (server_args.py at 469c63e,
@@ -258,7 +262,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         memory,
         prefix,
         engine.flag("guaranteed_no_evict"),
-        engine.flag("prefill_first"),
+        engine.flag("prefill_first") or whole_prompts,
         decode_reserve(engine),
         # only a chain's verify (1 + K tokens, each a prefix) trims: a tree's nodes, or
         # lookahead's branches, are no prefix, and such a decode waits for a step it fits
@@ -269,7 +273,39 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         spec.verify_tokens - 1
         if engine.flag("draft_lookahead_slots") and sc.method.name in LOOKAHEAD_DRAFTERS
         else 0,
+        chunk_prompts=not whole_prompts,
+        admission_watermark=engine["admission_watermark"]
+        if "admission_watermark" in engine.params
+        else 0.0,
     )
+
+
+# V0's budget without chunked prefill is at least this (SchedulerConfig.__post_init__: "If
+# max_model_len is too short, use 2048 as the default value"), and it turns chunked prefill on
+# by default only for contexts past this many tokens (_set_default_args_v0: use_long_context)
+V0_MIN_BUDGET = 2048
+V0_LONG_CONTEXT = 32768
+
+
+def max_model_len(sc: Scenario, target: ModelShape) -> int:
+    """The context the engine is started with: ``scheduler.max_model_len``, else the model's."""
+    return int(sc.scheduler.max_model_len or target.max_position_embeddings)
+
+
+def v0_unchunked(sc: Scenario, target: ModelShape, engine: EngineProfile) -> bool:
+    """Whether vLLM V0 runs this deployment without chunked prefill, as its defaults decide
+    (engines.yaml v0_scheduler): on only for a model past 32,768 tokens of context with no
+    sliding window, no MLA and no speculative config. Off, V0 prefills whole prompts in steps
+    of their own within a budget of max(max_model_len, 2048)."""
+    if not engine.flag("v0_scheduler"):
+        return False
+    chunked = (
+        max_model_len(sc, target) > V0_LONG_CONTEXT
+        and not target.kv_lora_rank
+        and not target.sliding_window
+        and sc.method.name == "autoregressive"
+    )
+    return not chunked
 
 
 # the methods vLLM V1 runs as use_eagle() (eagle, eagle3, mtp) or uses_draft_model()

@@ -66,6 +66,10 @@ class ReplicaSetup:
     trim_drafts: bool = False
     # KV tokens past each running request's ask for the drafter's next positions (vLLM V1)
     lookahead_slots: int = 0
+    # split a prompt at the token budget (chunked prefill); else admit it whole or not yet
+    chunk_prompts: bool = True
+    # share of the pool a prompt's admission must leave free (vLLM V0's block watermark)
+    admission_watermark: float = 0.0
 
 
 @dataclass(slots=True)
@@ -160,6 +164,8 @@ class Replica:
             trim_drafts=setup.trim_drafts,
             lookahead_slots=setup.lookahead_slots,
             rank_blocks=setup.memory.num_blocks // setup.memory.dp,
+            chunk_prompts=setup.chunk_prompts,
+            watermark_blocks=int(setup.admission_watermark * setup.memory.num_blocks),
         )
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener

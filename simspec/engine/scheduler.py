@@ -127,6 +127,11 @@ class Scheduler:
     find_string "num_scheduled_spec_tokens = ("). Without it a decode that does not fit waits
     a step.
 
+    ``chunk_prompts`` off: no chunked prefill (vLLM V0's default under speculation or MLA,
+    engines.yaml v0_scheduler): a waiting prompt is admitted whole or waits for a step whose
+    budget it fits. ``watermark_blocks``: blocks an admission must leave free (V0's block
+    manager watermark, engines.yaml admission_watermark).
+
     ``lookahead_slots``: KV tokens vLLM V1 allocates past each running request's scheduled
     tokens for an EAGLE-style (or draft-model) drafter's next positions: Scheduler.__init__
     "if speculative_config.use_eagle(): ... self.num_lookahead_tokens = self.num_spec_tokens"
@@ -160,6 +165,8 @@ class Scheduler:
         trim_drafts: bool = False,
         lookahead_slots: int = 0,
         rank_blocks: int | None = None,
+        chunk_prompts: bool = True,
+        watermark_blocks: int = 0,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
         # the most blocks one request can hold: a DP attention rank's pool, where the ranks'
@@ -167,6 +174,9 @@ class Scheduler:
         # the rank's pool); unset: the whole pool
         self.rank_blocks = pool.num_blocks if rank_blocks is None else rank_blocks
         self.trim_drafts = trim_drafts
+        # split an admitted prompt at the budget (chunked prefill), else admit it whole or wait
+        self.chunk_prompts = chunk_prompts
+        self.watermark = watermark_blocks  # blocks an admission leaves free (vLLM V0)
         self.lookahead = lookahead_slots  # KV past each running request's ask (vLLM EAGLE)
         self.reserve_output, self.prefill_first = reserve_output, prefill_first
         self.decode_reserve = decode_reserve
@@ -574,8 +584,11 @@ class Scheduler:
             hit = self._prefix_hit(rid)
             computed = int(r.computed[rid]) + hit * self.block_size
             n = min(int(r.num_tokens(rid)) - computed, budget)
+            if n < int(r.num_tokens(rid)) - computed and not self.chunk_prompts:
+                break  # no chunked prefill: the prompt waits for a budget it fits whole
             extra = int(self._blocks_for(computed + n)) - int(r.blocks[rid]) - hit
-            if extra + hit > self.pool.free:  # the hit blocks leave the free queue too
+            # the hit blocks leave the free queue too; V0 keeps a watermark free
+            if extra + hit + self.watermark > self.pool.free:
                 break
             if self.decode_reserve is not None:
                 clip = self.decode_reserve[3]

@@ -63,6 +63,8 @@ _SERVE_LIMITS = {
     "max_num_batched_tokens": re.compile(
         r"--max-num-batched-tokens[ =](\d+)|--chunked-prefill-size[ =](\d+)"
     ),
+    # vLLM's --max-model-len (SGLang's --context-length): V0 sizes its unchunked budget by it
+    "max_model_len": re.compile(r"--max-model-len[ =](\d+)|--context-length[ =](\d+)"),
 }
 # the same limits as trtllm-serve's flags (tensorrt_llm/commands/serve.py: --max_batch_size, the
 # requests scheduled at once; --max_num_tokens, the tokens batched per step); the last one
@@ -169,9 +171,9 @@ def sent_as_burst(notes: str) -> bool:
 
 
 def serve_limits(notes: str) -> dict[str, float]:
-    """The batch limits (``max_num_seqs``, ``max_num_batched_tokens``) and the memory share
-    (``gpu_memory_utilization``) the notes' serve command sets, by name; empty when it sets
-    none."""
+    """The batch limits (``max_num_seqs``, ``max_num_batched_tokens``), the context
+    (``max_model_len``) and the memory share (``gpu_memory_utilization``) the notes' serve
+    command sets, by name; empty when it sets none."""
     out: dict[str, float] = {}
     for field, pattern in _SERVE_LIMITS.items():
         if m := pattern.search(notes):

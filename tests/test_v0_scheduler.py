@@ -1,0 +1,80 @@
+"""vLLM V0's default scheduling (engines.yaml vllm-v0, v0_scheduler): chunked prefill is on
+only for a long-context (> 32,768) model with no MLA, no sliding window and no speculative
+config; off, a step prefills whole prompts within max(max_model_len, 2048) tokens or else
+decodes (Scheduler._schedule_default), 256 sequences at most, and a prompt is admitted only
+while 1 % of the blocks stay free (the block manager's watermark)."""
+
+from __future__ import annotations
+
+import pytest
+from test_prefill_first import step
+from test_scheduler import make_rig
+
+from simspec.config import AcceptanceConfig, MethodConfig, Scenario, SchedulerConfig
+from simspec.engine.build import setup_replica
+
+EAGLE = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
+
+
+@pytest.mark.parametrize(
+    ("model", "method", "context", "whole", "budget"),
+    [
+        # Llama-3.1-8B (131,072 tokens): chunked by default, V0's 2048-token budget
+        ("llama-3.1-8b", None, None, False, 2048),
+        # a speculative config turns the long-context default off: max(max_model_len, 2048)
+        ("llama-3.1-8b", EAGLE, None, True, 131072),
+        # a short context is never chunked by default (the SGLang benchmark's --max_model_len)
+        ("llama-3.1-8b", None, 4096, True, 4096),
+        ("llama-3.1-8b", None, 1024, True, 2048),
+        # MLA is never chunked in V0
+        ("deepseek-v3", None, None, True, 163840),
+    ],
+)
+def test_v0_chunks_prompts_only_where_its_defaults_say(model, method, context, whole, budget):
+    big = {"gpu": "h200", "tp": 8} if model == "deepseek-v3" else {}
+    sc = Scenario(
+        model=model,
+        engine="vllm-v0",
+        **big,
+        scheduler=SchedulerConfig(max_model_len=context),
+        **({"method": method} if method else {}),
+    )
+    setup = setup_replica(sc)
+    assert setup.max_seqs == 256
+    assert (setup.prefill_first, setup.chunk_prompts) == (whole, not whole)
+    assert setup.max_tokens == budget
+    assert setup.admission_watermark == 0.01
+    # a budget the deployment sets stands
+    given = sc.model_copy(update={"scheduler": SchedulerConfig(max_num_batched_tokens=8192)})
+    assert setup_replica(given).max_tokens == 8192
+
+
+def test_v1_keeps_chunked_prefill_and_no_watermark():
+    setup = setup_replica(Scenario(engine="vllm", method=EAGLE))
+    assert (setup.prefill_first, setup.chunk_prompts, setup.admission_watermark) == (
+        False,
+        True,
+        0.0,
+    )
+
+
+def test_without_chunking_a_prompt_past_the_budget_left_waits_whole():
+    made = make_rig([8, 8, 8], [4, 4, 4], max_tokens=20, prefill_first=True, chunk_prompts=False)
+    sched, table = made.sched, made.table
+    for rid in range(3):
+        sched.add(rid)
+    batch = sched.schedule()
+    # two prompts fit the 20 tokens; the third is not split into a 4-token chunk: it waits
+    assert batch.prefill.tolist() == [0, 1] and batch.chunks.tolist() == [8, 8]
+    step(sched, table, batch)
+    batch = sched.schedule()
+    assert batch.prefill.tolist() == [2] and batch.chunks.tolist() == [8]
+
+
+def test_the_watermark_keeps_blocks_free_at_admission():
+    # 10 blocks of 4 tokens, 2 kept free: two prompts of 3 blocks fit, a third would leave 1
+    made = make_rig([12, 12, 12], [4, 4, 4], num_blocks=10, watermark_blocks=2)
+    for rid in range(3):
+        made.sched.add(rid)
+    batch = made.sched.schedule()
+    assert batch.prefill.tolist() == [0, 1]
