@@ -634,8 +634,9 @@ def draft_for(target: str, method: str = "draft_model") -> str:
 def sampled_from_trace(acc: AcceptanceConfig, k: int, kind: str) -> AcceptanceConfig:
     """A trace replays acceptance measured at its own temperature (greedy, assumed: the trace
     source does not state it); to sample at another temperature it becomes the parametric
-    model with the trace's own τ at chain k and the trace domain's measured spread."""
-    tau = replay_tau(load_trace(acc.acc_len, acc.acc_len_method), k)
+    model with the trace's own τ at chain k and the trace domain's measured spread. Its
+    steps start at output position 1, as a run's do (the first token comes from prefill)."""
+    tau = replay_tau(load_trace(acc.acc_len, acc.acc_len_method), k, start=1)
     return sampled_from_tau(acc, tau, k, kind, str(acc.acc_len))
 
 

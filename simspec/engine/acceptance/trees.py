@@ -341,11 +341,15 @@ def tree_plan(
     """Child tables for a run: one static tree built for the mean α profile, or
     (TREE_BUCKETS, nodes+1, ranks+1) dynamic trees, one per α_1 bucket, each built for the α
     profile a sequence with that α_1 has (:func:`profile_at`; ``mu``: the logit means matched
-    to ``alpha_mean``, :func:`simspec.engine.acceptance.inversion.mean_matching_logits`)."""
+    to ``alpha_mean``, :func:`simspec.engine.acceptance.inversion.mean_matching_logits`).
+    ``sampled``: built for the sampling rule's rank acceptance, as the run verifies (QA: built
+    for greedy's, a 50-node tree held 1.9 % fewer tokens at α 0.7)."""
     if not shape.dynamic:
-        return best_tree(alpha_mean, shape.nodes, shape.topk).children(), False
+        return best_tree(alpha_mean, shape.nodes, shape.topk, sampled).children(), False
     tables = [
-        best_tree(profile_at(mu, b / (TREE_BUCKETS - 1)), shape.nodes, shape.topk).children()
+        best_tree(
+            profile_at(mu, b / (TREE_BUCKETS - 1)), shape.nodes, shape.topk, sampled
+        ).children()
         for b in range(TREE_BUCKETS)
     ]
     rows, cols = max(len(t) for t in tables), max(t.shape[1] for t in tables)
