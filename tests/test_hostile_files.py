@@ -576,3 +576,47 @@ def test_a_5000_character_output_path_is_one_short_error_line(tmp_path, no_work,
 def test_a_5000_character_timings_path_is_one_short_error_line(tmp_path, command):
     line = one_error(runner.invoke(app, CALIBRATE[command](tmp_path / ("x" * 5_000))))
     assert line.startswith("error: timings:") and len(line) < 300, line
+
+
+@pytest.mark.parametrize(
+    ("name", "command", "flag"),
+    [
+        ("bs1.json", ["compare", "{f}", "--gpu", "h100_sxm", "--out", "{f}"], "RESULT"),
+        ("bs1.json", ["calibrate", "bench", "{f}", "{bs8}", "--out", "{f}"], "RESULT"),
+        ("cases.csv", ["validate", "--cases", "{f}", "--out", "{f}"], "--cases"),
+        (
+            "rate.csv",
+            ["policy", "--rate-csv", "{f}", "--config", "{policy}", "--out", "{f}"],
+            "--rate-csv",
+        ),
+        ("t.csv", ["fleet", "--trace", "{f}", "--out", "{f}"], "--trace"),
+        ("t.csv", ["fleet", "--trace", "{f}", "--timeline", "{f}"], "--trace"),
+        ("t.csv", ["plan", "--trace", "{f}", "--slo-tpot-ms", "50", "--out", "{f}"], "--trace"),
+    ],
+)
+def test_an_output_at_the_commands_own_input_is_refused_and_the_input_kept(
+    tmp_path, name, command, flag
+):
+    """QA: ``compare bs1.json --out bs1.json`` replaced the benchmark result it compared, and
+    validate, policy and fleet their cases, rate file and trace, all at exit 0."""
+    bench = ROOT / "tests" / "data" / "bench"
+    source = {
+        "bs1.json": bench / "qwen3-8b-h100-bs1.json",
+        "cases.csv": ROOT / "simspec" / "data" / "validation" / "cases.csv",
+    }.get(name)
+    f = tmp_path / name
+    if source is not None:
+        f.write_bytes(source.read_bytes())
+    elif name == "rate.csv":
+        f.write_text("time_s,rate\n0,2\n")
+    else:
+        f.write_text("timestamp,prompt_tokens,output_tokens\n0,10,10\n1,12,8\n")
+    before = f.read_bytes()
+    args = [
+        a.format(f=f, bs8=bench / "qwen3-8b-h100-bs8.json", policy=ROOT / "examples/policy.yaml")
+        for a in command
+    ]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert f"is {flag}'s input" in " ".join(result.output.split())
+    assert f.read_bytes() == before

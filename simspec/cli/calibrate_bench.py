@@ -94,7 +94,9 @@ def calibrate_bench(
     from simspec.studies.bench.calibrate import check_runs as check_fit_runs
     from simspec.studies.bench.compare import check_runs, plan_run
 
-    check_outputs((out, "--out", (".yaml", ".yml", ".json")))
+    check_outputs(
+        (out, "--out", (".yaml", ".yml", ".json")), inputs=[(p, "RESULT") for p in results]
+    )
     files, runs = [], []
     for path in results:
         found, digest = read_result_file(path)
@@ -142,13 +144,11 @@ def calibrate_bench(
         )
     for name in cal.fit.beyond_published:
         value, top = cal.fit.params[name], PUBLISHED_MAX[name]
-        unit, scale = ("ms", 1e3) if name == "step_overhead_s" else ("us", 1e6)
         warn(
-            f"{name} fitted at {value * scale:.3g} {unit}, past the largest published host time "
-            f"({top * scale:.3g} {unit}: shared host_overhead_reports, vLLM #6854 and "
-            "TensorRT-LLM #10273): check that the runs are this deployment's (model, GPU, TP, "
-            "engine and its version); another deployment's GPU time fits as host time at a small "
-            "error"
+            f"{name} fitted at {value * 1e3:.3g} ms, past the largest published host time a step "
+            f"({top * 1e3:.3g} ms: vLLM issue #6854, shared host_overhead_reports): check that "
+            "the runs are this deployment's (model, GPU, TP, engine and its version); another "
+            "deployment's GPU time fits as host time at a small error"
         )
     err.print(TTFT_NOTE, highlight=False, markup=False, soft_wrap=True)
     held = f"; held-out MAPE {cal.heldout.mape:.1%} ({cal.heldout_split})" if cal.heldout else ""

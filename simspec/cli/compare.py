@@ -118,7 +118,11 @@ def compare(
     from simspec.studies.bench.compare import compare as simulate_runs
     from simspec.studies.bench.report import write_compare_report
 
-    check_outputs((out, "--out", (".csv", ".json")), (html, "--html", (".html", ".htm")))
+    check_outputs(
+        (out, "--out", (".csv", ".json")),
+        (html, "--html", (".html", ".htm")),
+        inputs=[(p, "RESULT") for p in results],
+    )
     method = known_method(flags.method, "--method")
     runs = read_results(results)
     check_runs(runs)

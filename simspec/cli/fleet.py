@@ -320,6 +320,7 @@ def fleet(
         (summary, "--summary", (".csv", ".json")),
         (timeline, "--timeline", (".csv",)),
         (report, "--report", (".html",)),
+        inputs=[(trace, "--trace"), (config, "--config")],
     )
     slo = study.FleetSlo(slo_ttft_ms, slo_tpot_ms)
     trace_flags = {"rate_scale": rate_scale, "target_qps": target_qps, "window": window}

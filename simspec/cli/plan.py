@@ -152,7 +152,9 @@ def plan(
     """
     if not (math.isfinite(gpu_hour_price) and gpu_hour_price > 0):
         raise InputError("--gpu-hour-price", f"must be a finite number > 0, got {gpu_hour_price}")
-    check_outputs((out, "--out", (".csv", ".parquet")))
+    check_outputs(
+        (out, "--out", (".csv", ".parquet")), inputs=[(trace, "--trace"), (config, "--config")]
+    )
     where = default_executor(executor, workers), workers
     grid = one_spelling(
         {"--concurrencies": concurrencies, "--schedule-grid": schedule_grid}

@@ -65,7 +65,10 @@ def policy(
     from simspec.engine.workload import read_rate_csv
     from simspec.studies.policy import run_policy
 
-    check_outputs((out, "--out", (".csv", ".parquet")))
+    check_outputs(
+        (out, "--out", (".csv", ".parquet")),
+        inputs=[(rate_csv, "--rate-csv"), (config, "--config")],
+    )
     if config is None and not flags.speculative_config:
         raise InputError(
             "--config",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -23,13 +26,18 @@ def check_suffix(out: Path | None, flag: str, suffixes: tuple[str, ...]) -> None
         raise InputError(flag, f"write {' or '.join(suffixes)} (got {shown(out)})")
 
 
-def check_outputs(*outputs: tuple[Path | None, str, tuple[str, ...] | None]) -> None:
+def check_outputs(
+    *outputs: tuple[Path | None, str, tuple[str, ...] | None],
+    inputs: Iterable[tuple[Path | str | None, str]] = (),
+) -> None:
     """Refuse, before any work, each ``(path, flag, suffixes)`` a command would write that
     could not be written: a suffix it does not write (``None``: any name), a symbolic link, a
     directory or special file, a folder that refuses a new file
     (:func:`~simspec.outputs.check_writable`). All are checked before any is written, so one
     bad output never leaves the others behind. Two outputs at one path are refused too: the
-    last written would replace the others."""
+    last written would replace the others, and so is an output at one of the files the command
+    reads (``inputs``: (path, flag); QA: ``compare bs1.json --out bs1.json`` overwrote the
+    benchmark result it compared)."""
     seen: dict[Path, str] = {}
     for out, flag, _ in outputs:
         if out is None:
@@ -41,6 +49,18 @@ def check_outputs(*outputs: tuple[Path | None, str, tuple[str, ...] | None]) -> 
         if key in seen:
             raise InputError(flag, f"{shown(out)} is also {seen[key]}'s output: give each its own")
         seen[key] = flag
+    read = [(Path(p), what) for p, what in inputs if p is not None and Path(p).is_file()]
+    for out, flag, _ in outputs:
+        if out is None or not out.is_file():
+            continue
+        for source, what in read:
+            with contextlib.suppress(OSError):
+                if os.path.samefile(out, source):
+                    raise InputError(
+                        flag,
+                        f"{shown(out)} is {what}'s input: writing there would replace it; give "
+                        "the output another name",
+                    )
     for out, flag, suffixes in outputs:
         if out is None:
             continue

@@ -87,7 +87,11 @@ def validate(
     from simspec.studies.validation.run import validate as predict
     from simspec.studies.validation.summary import mape_line, series_table
 
-    check_outputs((out, "--out", (".csv",)), (report, "--report", (".html", ".htm")))
+    check_outputs(
+        (out, "--out", (".csv",)),
+        (report, "--report", (".html", ".htm")),
+        inputs=[(cases, "--cases")],
+    )
     assumed = parse_assumptions(assume or [])
     if "gpu" in assumed:
         refuse_unread(
