@@ -532,7 +532,11 @@ class AcceptanceConfig(BaseModel):
             if self.tau_k is None:
                 raise ValueError("tau needs tau_k, the chain length it was measured at")
             if self.tau > self.tau_k + 1:
-                raise ValueError(f"tau must be <= tau_k + 1 = {self.tau_k + 1}")
+                raise ValueError(
+                    f"tau must be <= tau_k + 1 = {self.tau_k + 1} (a step emits at most its "
+                    f"{self.tau_k} drafted tokens and one more; tau_k: the chain length tau was "
+                    "measured at, --tau-k, else the method's k)"
+                )
         if self.tau_tree_nodes is not None and self.tau_tree_nodes < (self.tau_k or 1):
             raise ValueError("tau_tree_nodes must be >= tau_k (a tree holds its depth)")
         if self.acc_len is not None and not self.acc_len_method:

@@ -335,3 +335,31 @@ def test_a_refused_field_names_the_flag_that_sets_it():
     line = result.output.strip().splitlines()[-1]
     assert result.exit_code == 2 and line.startswith("error: workload.turnovers: ")
     assert "--turnovers" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "field", "flag"),
+    [
+        (["sweep", "--alpha", "1.5"], "methods.1.acceptance", "--alpha"),
+        (["sweep", "--tau", "9", "--k", "4"], "methods.1.acceptance", "--tau"),
+        (["recommend", "--method", "eagle3", "--alpha", "2"], "acceptance", "--alpha"),
+        (
+            ["plan", "--trace", "azure-conv", "--rate-scale", "0"],
+            "workload.rate_scale",
+            "--rate-scale",
+        ),
+        (["plan", "--trace", "azure-conv", "--tile", "0"], "workload.tile_s", "--tile"),
+        (
+            ["sweep", "--prompt-len", "100000000", "--output-len", "10"],
+            "workload.prompt.mean",
+            "--prompt-len",
+        ),
+    ],
+)
+def test_a_refused_method_or_workload_field_names_its_flag_too(args, field, flag):
+    """QA: --alpha 1.5 was refused as methods.1.acceptance alone, --rate-scale 0 as
+    workload.rate_scale; each line now ends with the flag the user typed."""
+    result = CliRunner().invoke(app, args)
+    line = result.output.strip().splitlines()[-1]
+    assert result.exit_code == 2 and line.startswith(f"error: {field}: "), line
+    assert f"(the flag {flag}, or {field} in a --config file)" in line

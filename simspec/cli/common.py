@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable, Iterator
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -102,13 +103,38 @@ FIELD_FLAGS = {
     "temperature": "--temperature",
     "top_p": "--top-p",
     "seed": "--seed",
+    "acceptance.alpha": "--alpha",
+    "acceptance.tau": "--tau",
+    "acceptance.tau_k": "--tau-k",
+    "workload.rate_scale": "--rate-scale",
+    "workload.target_qps": "--target-qps",
+    "workload.tile_s": "--tile",
+    "workload.trace_start_s": "--window",
+    "workload.trace_end_s": "--window",
+    "workload.prompt.mean": "--prompt-len",
+    "workload.output.mean": "--output-len",
 }
+# a method's fields under a sweep's list (methods.N.) or a policy's one method (method.)
+_METHOD_FIELD = re.compile(r"^(?:methods\.\d+\.|method\.)")
+
+
+def flag_for(field: str, text: str) -> str | None:
+    """The flag that sets ``field`` (a refusal's ``text`` names the acceptance field a
+    whole-model check refused: ``alpha must be ...``), or None."""
+    base = _METHOD_FIELD.sub("", field)
+    if flag := FIELD_FLAGS.get(field) or FIELD_FLAGS.get(base):
+        return flag
+    if base == "acceptance":
+        for word in ("alpha", "tau"):
+            if text.startswith(f"{word} "):
+                return FIELD_FLAGS[f"acceptance.{word}"]
+    return None
 
 
 def flagged(message: str) -> str:
     """``field: ...`` ending with the flag that sets the field, where one does."""
-    field, sep, _ = message.partition(": ")
-    flag = FIELD_FLAGS.get(field)
+    field, sep, text = message.partition(": ")
+    flag = flag_for(field, text)
     return (
         f"{message} (the flag {flag}, or {field} in a --config file)" if flag and sep else message
     )
