@@ -363,3 +363,19 @@ def test_a_refused_method_or_workload_field_names_its_flag_too(args, field, flag
     line = result.output.strip().splitlines()[-1]
     assert result.exit_code == 2 and line.startswith(f"error: {field}: "), line
     assert f"(the flag {flag}, or {field} in a --config file)" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["sweep", "--speculative-config", ""], "--speculative-config"),
+        (["sweep", "--methods", ""], "--methods"),
+        (["sweep", "--dataset", " "], "--dataset"),
+        (["recommend", "--model", ""], "--model"),
+    ],
+)
+def test_an_empty_flag_is_refused_not_read_as_left_out(args, flag):
+    """QA: --speculative-config '' ran the default three methods at exit 0, as if not given."""
+    result = CliRunner().invoke(app, args)
+    line = result.output.strip().splitlines()[-1]
+    assert result.exit_code == 2 and line.startswith(f"error: {flag}: is empty"), line

@@ -13,6 +13,7 @@ from typing import Any
 
 from simspec.catalog.tables import parse_json_or_yaml, read_input_text
 from simspec.cli import options as opt
+from simspec.cli.common import fail
 from simspec.cli.method_flags import MethodFlags, preset_dataset
 from simspec.config import (
     SERVING_FIELDS,
@@ -79,6 +80,15 @@ def with_preset_ids(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _spelling(name: str, hint: Any) -> str:
+    """The flag an option is first spelled as (its typer declaration's, else from its name)."""
+    for meta in getattr(hint, "__metadata__", ()):
+        for decl in getattr(meta, "param_decls", None) or ():
+            if decl.startswith("--"):
+                return decl.split("/")[0]
+    return "--" + name.replace("_", "-")
+
+
 def with_flags(flags_type: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a command whose ``flags`` parameter is a dataclass of options: typer sees each
     of its fields as an option (in their place, in field order), and the command receives
@@ -91,6 +101,7 @@ def with_flags(flags_type: type) -> Callable[[Callable[..., Any]], Callable[...,
         )
         for f in fields
     ]
+    spellings = {f.name: _spelling(f.name, hints[f.name]) for f in fields}
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         params = list(inspect.signature(command, eval_str=True).parameters.values())
@@ -99,8 +110,15 @@ def with_flags(flags_type: type) -> Callable[[Callable[..., Any]], Callable[...,
 
         @functools.wraps(command)
         def run(**kwargs: Any) -> Any:
-            flags = flags_type(**{f.name: kwargs.pop(f.name) for f in fields})
-            return command(flags=flags, **kwargs)
+            values = {f.name: kwargs.pop(f.name) for f in fields}
+            for name, value in values.items():
+                if isinstance(value, str) and not value.strip():
+                    # QA: --speculative-config '' ran the default methods, as if not given
+                    fail(
+                        f"{spellings[name]}: is empty: give a value, or leave the flag out for "
+                        "its default"
+                    )
+            return command(flags=flags_type(**values), **kwargs)
 
         run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
             [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]

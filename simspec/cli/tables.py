@@ -49,9 +49,16 @@ def check_outputs(
         if key in seen:
             raise InputError(flag, f"{shown(out)} is also {seen[key]}'s output: give each its own")
         seen[key] = flag
-    read = [(Path(p), what) for p, what in inputs if p is not None and Path(p).is_file()]
+    for out, flag, suffixes in outputs:
+        if out is None:
+            continue
+        if suffixes is not None:
+            check_suffix(out, flag, suffixes)
+        with writing(out, flag):
+            check_writable(out)
+    read = [(Path(p), what) for p, what in inputs if p is not None and _is_file(Path(p))]
     for out, flag, _ in outputs:
-        if out is None or not out.is_file():
+        if out is None or not _is_file(out):
             continue
         for source, what in read:
             with contextlib.suppress(OSError):
@@ -61,13 +68,14 @@ def check_outputs(
                         f"{shown(out)} is {what}'s input: writing there would replace it; give "
                         "the output another name",
                     )
-    for out, flag, suffixes in outputs:
-        if out is None:
-            continue
-        if suffixes is not None:
-            check_suffix(out, flag, suffixes)
-        with writing(out, flag):
-            check_writable(out)
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` names a regular file (a name the OS refuses names none)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def safe_title(title: str) -> str:
