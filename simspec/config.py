@@ -8,6 +8,7 @@ command-line help.
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
@@ -53,6 +54,37 @@ def _utf8_text(cls: type, value: object) -> object:
 _TEXT = field_validator("*")(_utf8_text)
 
 
+def _types_in(annotation: Any) -> set[type]:
+    """Every class an annotation names, through unions, Optional, lists and Annotated."""
+    args = typing.get_args(annotation)
+    if not args:
+        return {annotation} if isinstance(annotation, type) else set()
+    return set().union(*(_types_in(a) for a in args))
+
+
+def _no_bool_number(cls: type[BaseModel], value: object, info: ValidationInfo) -> object:
+    """A number field given true or false is refused: YAML reads ``k: true`` as True, and
+    pydantic's lax mode reads True as 1 (QA: ``k: true`` ran K = 1, ``alpha: true`` alpha 1.0)."""
+    name = info.field_name
+    if name is None or name not in cls.model_fields:
+        return value
+    kinds = _types_in(cls.model_fields[name].annotation)
+    numeric = bool(kinds & {int, float}) and bool not in kinds
+    if numeric and _holds_bool(value):
+        raise ValueError("true/false is not a number")
+    return value
+
+
+def _holds_bool(value: object) -> bool:
+    """Whether a value is, or a list (of lists) holds, true or false."""
+    if isinstance(value, list | tuple):
+        return any(_holds_bool(v) for v in value)
+    return isinstance(value, bool)
+
+
+_NUMBERS = field_validator("*", mode="before")(_no_bool_number)
+
+
 # the longest mean length (tokens) a workload draws
 MAX_MEAN_LEN = 1e6
 
@@ -61,6 +93,7 @@ class LengthSpec(BaseModel):
     """A token-length distribution, clipped to [min, max] and rounded to integers."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _numbers = _NUMBERS
     dist: Literal["fixed", "uniform", "lognormal"] = "fixed"
     mean: float = Field(default=256.0, ge=1.0, le=MAX_MEAN_LEN)
     cv: float = Field(default=0.0, ge=0.0, le=10.0, description="lognormal: std / mean")
@@ -217,6 +250,7 @@ class WorkloadConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     _text = _TEXT
+    _numbers = _NUMBERS
     arrival: Literal["closed", "poisson", "replay"] = Field(
         default="closed",
         description="closed: N in flight, a finished one replaced at once; poisson: at rate; "
@@ -432,6 +466,7 @@ class AcceptanceConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     _text = _TEXT
+    _numbers = _NUMBERS
     alpha: float | list[float] | None = Field(
         default=None,
         description="mean acceptance per draft position (a scalar = same at every position)",
@@ -582,6 +617,7 @@ class MethodConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     _text = _TEXT
+    _numbers = _NUMBERS
     name: str = Field(description="registry name, e.g. eagle3")
     k: int = Field(default=3, ge=0, le=MAX_K, description="draft tokens per step, or tree depth")
     draft_model: str | None = Field(default=None, description="draft preset or config.json path")
@@ -656,6 +692,7 @@ class SchedulerConfig(BaseModel):
     """Engine limits; unset values take the engine profile's defaults."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _numbers = _NUMBERS
     max_num_seqs: int | None = Field(default=None, ge=1, le=100_000)
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     enable_prefix_caching: bool | None = Field(
@@ -709,6 +746,7 @@ class Deployment(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     _text = _TEXT
+    _numbers = _NUMBERS
     model: str = Field(default="llama-3.1-8b", description="model preset or config.json path")
     gpu: str = Field(default="h100_sxm", description="GPU preset")
     tp: int = Field(default=1, ge=1, le=64, description="tensor-parallel degree")
@@ -838,6 +876,7 @@ class FleetConfig(BaseModel):
     replica's."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _numbers = _NUMBERS
     replicas: list[Scenario] = Field(min_length=1, max_length=MAX_REPLICAS)
     router: Router = Field(
         default="least_outstanding",

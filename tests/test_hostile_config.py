@@ -465,3 +465,30 @@ def test_a_presets_fp8_checkpoint_id_runs_the_preset_at_fp8():
         with_preset_ids({"model": "zai-org/GLM-4.5-FP8", "precision": "bf16"})["precision"]
         == "bf16"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("methods: [{name: eagle3, k: true, acceptance: {alpha: 0.7}}]", "methods.0.k"),
+        ("methods: [{name: eagle3, acceptance: {alpha: true}}]", "methods.0.acceptance.alpha"),
+        ("tp: true", "tp"),
+        ("batch_sizes: [true, 2]", "batch_sizes"),
+        ("workload: {prompt: {mean: false}}", "workload.prompt.mean"),
+    ],
+)
+def test_true_or_false_where_a_number_goes_is_refused(tmp_path, text, field):
+    """YAML reads ``k: true`` as True and pydantic's lax mode read that as 1 (QA: K = 1 ran,
+    alpha: true ran at 1.0); a field that takes true or false still does."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text + "\n")
+    result = CliRunner().invoke(app, ["sweep", "--config", str(cfg)])
+    line = result.output.strip().splitlines()[-1]
+    assert result.exit_code == 2 and line.startswith(f"error: {field}: true/false is not"), line
+    from simspec.config import SchedulerConfig
+
+    assert SchedulerConfig(enable_prefix_caching=True).enable_prefix_caching is True

@@ -12,7 +12,14 @@ from __future__ import annotations
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from simspec.config import Deployment, KSchedule, MethodConfig, Scenario, TreeSchedule
+from simspec.config import (
+    _NUMBERS,
+    Deployment,
+    KSchedule,
+    MethodConfig,
+    Scenario,
+    TreeSchedule,
+)
 from simspec.engine.metrics import RunSummary
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.runs.keys import scenario_key
@@ -46,6 +53,7 @@ class Policy(BaseModel):
     speculation off from ``disable_by_batch_size`` running requests up."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _numbers = _NUMBERS
     # the method's own checks: the policy is copied onto it without validation (settings())
     k_schedule: KSchedule = None
     tree_schedule: TreeSchedule = None
