@@ -270,8 +270,9 @@ class WorkloadConfig(BaseModel):
         ge=1,
         le=MAX_REQUESTS,
         description="requests measured in the steady window (warm-up and tail requests are "
-        f"simulated around them); default max({DEFAULT_MEASURED}, 4 x concurrency); in a "
-        "sweep, a fixed length instead of its precision_target",
+        f"simulated around them); default max({DEFAULT_MEASURED}, 4 x concurrency); a closed "
+        "loop measures at least turnovers x concurrency whatever is given (turnovers 0: "
+        "exactly this many); in a sweep, a fixed length instead of its precision_target",
     )
     turnovers: int = Field(
         default=DEFAULT_TURNOVERS,

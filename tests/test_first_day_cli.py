@@ -379,3 +379,20 @@ def test_an_empty_flag_is_refused_not_read_as_left_out(args, flag):
     result = CliRunner().invoke(app, args)
     line = result.output.strip().splitlines()[-1]
     assert result.exit_code == 2 and line.startswith(f"error: {flag}: is empty"), line
+
+
+def test_a_rate_file_a_profile_and_analytic_refuse_in_words_the_user_can_act_on(tmp_path):
+    """QA: a rate file with one NaN row was "needs finite numbers in at least one row"; a
+    profile that is no mapping leaked "argument after ** must be a mapping"; analytic offered
+    the plain decoding it refuses as a choice."""
+    rates = tmp_path / "r.csv"
+    rates.write_text("time_s,rate\n0,2\n10,nan\n20,3\n")
+    args = ["policy", "--rate-csv", str(rates), "--config", "examples/policy.yaml"]
+    line = CliRunner().invoke(app, args).output.strip().splitlines()[-1]
+    assert "line 3 (10, nan): every time_s and rate must be a finite number" in line
+    text = tmp_path / "p.yaml"
+    text.write_text("just a line\n")
+    line = CliRunner().invoke(app, ["sweep", "--profile", str(text)]).output.strip()
+    assert "a profile is a mapping of fields" in line and "**" not in line
+    line = CliRunner().invoke(app, ["analytic", "--method", "autoregressive"]).output.strip()
+    assert line.startswith("error: --method: choose a speculative method: draft_model")

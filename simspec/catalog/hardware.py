@@ -477,6 +477,12 @@ def load_profile(ref: str) -> HardwareProfile:
             raw = _packaged_profile(ref)
         except (OSError, ValueError):  # no such packaged file, or a name no file can have
             raise InputError("profile", f"no hardware profile {shown(ref)}") from None
+    if not isinstance(raw, dict):
+        raise InputError(
+            "profile",
+            f"invalid profile {shown(ref)}: a profile is a mapping of fields (gpu, params, "
+            f"...), got {type(raw).__name__}",
+        )
     try:
         return HardwareProfile(**raw)
     except (TypeError, ValidationError, ValueError) as exc:

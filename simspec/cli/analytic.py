@@ -63,7 +63,8 @@ def analytic(
     flag = "--methods" if methods is not None else "--method"
     method = one_method({"--method": method, "--methods": methods}, why) or "eagle3"
     if method == "autoregressive":
-        raise InputError(flag, f"choose a speculative method: {', '.join(SPECULATORS)}")
+        speculative = [m for m in SPECULATORS if m != "autoregressive"]
+        raise InputError(flag, f"choose a speculative method: {', '.join(speculative)}")
     deploy = Deployment(**flags.serving_fields(), **given(profile=profile))
     draft = _draft(method, flag, draft_model, deploy.model)
     given_alphas = csv_list(alpha, "--alpha", float) if alpha is not None else []

@@ -168,6 +168,13 @@ def read_rate_csv(path: str) -> list[tuple[float, float]]:
         rows = [(float(t), float(r)) for t, r in zip(frame.time_s, frame.rate, strict=True)]
     except (TypeError, ValueError):
         raise InputError("rate_csv", f"{path!r}: time_s and rate must be numbers") from None
-    if not rows or any(not np.isfinite(v) for row in rows for v in row):
-        raise InputError("rate_csv", f"{path!r}: needs finite numbers in at least one row")
+    if not rows:
+        raise InputError("rate_csv", f"{shown(path)}: has no rows (time_s, rate)")
+    for i, row in enumerate(rows, start=2):  # line 1 is the header
+        if not all(np.isfinite(v) for v in row):
+            raise InputError(
+                "rate_csv",
+                f"{shown(path)}: line {i} ({row[0]:g}, {row[1]:g}): every time_s and rate "
+                "must be a finite number",
+            )
     return rows
