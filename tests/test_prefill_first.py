@@ -166,3 +166,26 @@ def test_a_request_sglang_would_never_admit_is_unfinishable_not_a_stalled_run():
     sched.add(1)  # 40 + 40 + 1 < 100
     assert table.unfinishable.tolist() == [True, False]
     assert list(sched.waiting) == [1]
+
+
+def test_sglang_retracts_the_request_with_the_fewest_outputs_first():
+    """SGLang's retract_decode sorts by (outputs so far, -prompt) and pops the smallest: the
+    request with the least progress goes, not the last admitted (QA: simspec had retracted
+    the one 60 tokens in, vLLM's victim). Under speculation it retracts from the back."""
+    from simspec.engine.kv_cache import BlockPool
+    from simspec.engine.workload import RequestSpecs
+
+    made = [5, 30, 60]
+    for spec, victim in ((0, 0), (3, 2)):
+        specs = RequestSpecs(np.full(3, 20), np.full(3, 100), np.full(3, -1))
+        table = RequestTable(specs)
+        # every request's tokens so far (and its draft slots) held, one token free
+        pool = BlockPool(sum(20 + g - 1 + spec for g in made) + 1)
+        sched = Scheduler(
+            table, pool, 1, 48, 8192, spec, prefill_first=True, retract_by_progress=True
+        )
+        for rid, generated in enumerate(made):
+            table.generated[rid] = generated
+            sched.resume(rid)
+        sched.schedule()
+        assert table.preemptions.tolist() == [int(r == victim) for r in range(3)], spec

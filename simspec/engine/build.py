@@ -277,6 +277,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         admission_watermark=engine["admission_watermark"]
         if "admission_watermark" in engine.params
         else 0.0,
+        retract_by_progress=engine.flag("retract_fewest_outputs"),
     )
 
 

@@ -70,6 +70,8 @@ class ReplicaSetup:
     chunk_prompts: bool = True
     # share of the pool a prompt's admission must leave free (vLLM V0's block watermark)
     admission_watermark: float = 0.0
+    # retract the request with the fewest outputs first when decodes run short (SGLang)
+    retract_by_progress: bool = False
 
 
 @dataclass(slots=True)
@@ -166,6 +168,7 @@ class Replica:
             rank_blocks=setup.memory.num_blocks // setup.memory.dp,
             chunk_prompts=setup.chunk_prompts,
             watermark_blocks=int(setup.admission_watermark * setup.memory.num_blocks),
+            retract_by_progress=setup.retract_by_progress,
         )
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener

@@ -167,6 +167,7 @@ class Scheduler:
         rank_blocks: int | None = None,
         chunk_prompts: bool = True,
         watermark_blocks: int = 0,
+        retract_by_progress: bool = False,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
         # the most blocks one request can hold: a DP attention rank's pool, where the ranks'
@@ -177,6 +178,8 @@ class Scheduler:
         # split an admitted prompt at the budget (chunked prefill), else admit it whole or wait
         self.chunk_prompts = chunk_prompts
         self.watermark = watermark_blocks  # blocks an admission leaves free (vLLM V0)
+        # SGLang's retraction order without speculation: fewest outputs first
+        self.retract_by_progress = retract_by_progress
         self.lookahead = lookahead_slots  # KV past each running request's ask (vLLM EAGLE)
         self.reserve_output, self.prefill_first = reserve_output, prefill_first
         self.decode_reserve = decode_reserve
@@ -331,12 +334,34 @@ class Scheduler:
             batch = self._schedule_prefill_only()
             if batch is not None:
                 return batch
+        if self.retract_by_progress and self.widest_draft_slots == 0:
+            self._retract_for_decode()
         batch = self._schedule_running_at_once()
         if batch is None:
             batch = self._schedule_general()
         if self.decode_reserve is not None:
             self._update_ratio()
         return batch
+
+    def _retract_for_decode(self) -> None:
+        """SGLang's retraction when the running requests' next decode tokens do not fit:
+        the request with the fewest output tokens so far goes first (the longest prompt among
+        equals), one at a time until the rest fit, one kept whatever (ScheduleBatch.
+        retract_decode: "sorted_indices.sort(key=lambda i: (len(self.reqs[i].output_ids),
+        -len(self.reqs[i].origin_input_ids)), reverse=True)" then "idx = sorted_indices.pop()"
+        while "not self.check_decode_mem(selected_indices=sorted_indices)"; under speculative
+        decoding it retracts from the batch's back, as vLLM preempts)."""
+        r = self.requests
+        while len(self.running) > 1:
+            rids = self._running_array()
+            decoding = r.decoding[rids]
+            ask = np.where(decoding, 1 + self.lookahead, r.num_tokens(rids) - r.computed[rids])
+            need = np.maximum(self._blocks_for(r.computed[rids] + ask) - r.blocks[rids], 0)
+            if int(need.sum()) <= self.pool.free:
+                return
+            # fewest outputs, then the longest prompt: lexsort's last key is its primary
+            victim = int(rids[np.lexsort((-r.prompt_len[rids], r.generated[rids]))[0]])
+            self._preempt(victim)
 
     def _update_ratio(self) -> None:
         """After a decode step, SGLang's new_token_ratio: decayed, or re-estimated from the
