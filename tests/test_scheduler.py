@@ -455,3 +455,21 @@ def test_the_fast_path_decides_exactly_as_the_per_request_path_on_random_runs(
     assert CountingPaths.fast > 100 and CountingPaths.single > 100
     assert CountingPaths.general > 100
     assert preemptions > 10
+
+
+def test_under_an_eagle_drafter_vllm_recomputes_the_last_block_of_a_prefix_hit():
+    """vLLM V1's FullAttentionManager.find_longest_cache_hit drops the last matched block when
+    use_eagle() (EAGLE, EAGLE-3, MTP): the drafter needs that block's hidden states. The same
+    preemption as above comes back with no block reused: it recomputes from its first token."""
+    rig = make_rig(
+        [4, 4, 4], [12, 12, 12], num_blocks=7, block_size=4, prefix_caching=True,
+        drop_last_hit=True,
+    )  # fmt: skip
+    add_all(rig)
+    run_batch(rig, decode_until_preemption(rig))
+    generated = int(rig.table.generated[2])
+    assert rig.sched.free_queue.cached == {2: 1}
+    rig.sched.finish(np.array([0, 1]))
+    batch = rig.sched.schedule()
+    assert ids(batch.prefill) == [2] and ids(batch.chunks) == [4 + generated]
+    assert rig.table.computed[2] == 0 and rig.pool.used == rig.table.blocks.sum()

@@ -51,6 +51,10 @@ def test_v0_chunks_prompts_only_where_its_defaults_say(model, method, context, w
 
 def test_v1_keeps_chunked_prefill_and_no_watermark():
     setup = setup_replica(Scenario(engine="vllm", method=EAGLE))
+    # and an EAGLE drafter recomputes a prefix hit's last block (use_eagle); V0 and SGLang not
+    assert setup.drop_last_hit
+    assert not setup_replica(Scenario(engine="vllm-v0", method=EAGLE)).drop_last_hit
+    assert not setup_replica(Scenario(engine="sglang", method=EAGLE)).drop_last_hit
     assert (setup.prefill_first, setup.chunk_prompts, setup.admission_watermark) == (
         False,
         True,

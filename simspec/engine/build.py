@@ -278,6 +278,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         if "admission_watermark" in engine.params
         else 0.0,
         retract_by_progress=engine.flag("retract_fewest_outputs"),
+        # vLLM V1's use_eagle() drafters (eagle, eagle3, mtp) recompute a hit's last block
+        drop_last_hit=engine.flag("draft_lookahead_slots") and sc.method.name in EAGLE_DRAFTERS,
     )
 
 
@@ -311,6 +313,8 @@ def v0_unchunked(sc: Scenario, target: ModelShape, engine: EngineProfile) -> boo
 
 # the methods vLLM V1 runs as use_eagle() (eagle, eagle3, mtp) or uses_draft_model()
 LOOKAHEAD_DRAFTERS = ("eagle1", "eagle2", "eagle3", "mtp", "p_eagle", "draft_model", "pard")
+# SpeculativeConfig.use_eagle(): "return self.method in ("eagle", "eagle3", "mtp")"
+EAGLE_DRAFTERS = ("eagle1", "eagle2", "eagle3", "mtp")
 
 
 def decode_reserve(engine: EngineProfile) -> tuple[float, float, float, int] | None:

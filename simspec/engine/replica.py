@@ -72,6 +72,8 @@ class ReplicaSetup:
     admission_watermark: float = 0.0
     # retract the request with the fewest outputs first when decodes run short (SGLang)
     retract_by_progress: bool = False
+    # a prefix-cache hit gives back its last block to recompute (vLLM V1 under EAGLE or MTP)
+    drop_last_hit: bool = False
 
 
 @dataclass(slots=True)
@@ -169,6 +171,7 @@ class Replica:
             chunk_prompts=setup.chunk_prompts,
             watermark_blocks=int(setup.admission_watermark * setup.memory.num_blocks),
             retract_by_progress=setup.retract_by_progress,
+            drop_last_hit=setup.drop_last_hit,
         )
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener

@@ -168,6 +168,7 @@ class Scheduler:
         chunk_prompts: bool = True,
         watermark_blocks: int = 0,
         retract_by_progress: bool = False,
+        drop_last_hit: bool = False,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
         # the most blocks one request can hold: a DP attention rank's pool, where the ranks'
@@ -180,6 +181,8 @@ class Scheduler:
         self.watermark = watermark_blocks  # blocks an admission leaves free (vLLM V0)
         # SGLang's retraction order without speculation: fewest outputs first
         self.retract_by_progress = retract_by_progress
+        # vLLM V1 under an EAGLE-style drafter recomputes the last cached block of a hit
+        self.drop_last_hit = drop_last_hit
         self.lookahead = lookahead_slots  # KV past each running request's ask (vLLM EAGLE)
         self.reserve_output, self.prefill_first = reserve_output, prefill_first
         self.decode_reserve = decode_reserve
@@ -671,7 +674,13 @@ class Scheduler:
         if self.free_queue is None:
             return 0
         cached = self.free_queue.cached.get(rid, 0)
-        return min(cached, (int(self.requests.num_tokens(rid)) - 1) // self.block_size)
+        hit = min(cached, (int(self.requests.num_tokens(rid)) - 1) // self.block_size)
+        if self.drop_last_hit and hit:
+            # FullAttentionManager.find_longest_cache_hit: "if use_eagle and
+            # computed_blocks[0]: ... computed.pop()" (the drafter needs the hidden states
+            # of the block's tokens, which only a forward over them gives)
+            hit -= 1
+        return hit
 
     def _take(self, n: int) -> None:
         if self.free_queue is None:
