@@ -414,3 +414,19 @@ def test_a_k_schedule_longer_than_k_is_an_error_naming_the_field():
     )
     with pytest.raises(InputError, match=r"methods\.eagle3\.k_schedule: K=4 exceeds k=3"):
         simulate(Scenario(method=method, workload=WorkloadConfig(concurrency=2, requests=4)))
+
+
+def test_a_dynamic_tree_grows_only_from_each_depths_top_k_beams():
+    """A dynamic tree's drafter expands its top-k beams at each depth (SGLang's
+    organize_draft_results, EAGLE-2's topK_genrate): at alpha 0.9 the 50-node, top-10 tree
+    had given children to 11 nodes of one depth (QA)."""
+    alpha = np.full(6, 0.9)
+    free, beamed = best_tree(alpha, 50, 10), best_tree(alpha, 50, 10, beams=10)
+
+    def expanded(tree) -> int:
+        depth, parent = np.array(tree.depth), np.array(tree.parent)
+        return max(len(set(parent[depth == d + 1])) for d in range(1, tree.max_depth))
+
+    assert expanded(free) > 10 and expanded(beamed) <= 10
+    assert len(beamed.parent) == len(free.parent)  # the same budget, placed within the beams
+    assert expected_tau(beamed, alpha) <= expected_tau(free, alpha)

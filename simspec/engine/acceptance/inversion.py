@@ -158,7 +158,7 @@ def tree_expected_tau(
         tree = by_bucket.get(b)
         if tree is None:
             profile = profile_at(mu, b / (TREE_BUCKETS - 1))
-            tree = by_bucket[b] = best_tree(profile, shape.nodes, shape.topk, sampled)
+            tree = by_bucket[b] = best_tree(profile, shape.nodes, shape.topk, sampled, shape.topk)
         return expected_tau(tree, alpha, sampled)
 
     return pooled_tau(step_tau, alpha_mean, spread, burst)

@@ -195,7 +195,13 @@ def expected_tau(tree: Tree, alpha_by_depth: np.ndarray, sampled: bool = False) 
     return float(reach.sum())
 
 
-def best_tree(alpha_by_depth: np.ndarray, nodes: int, topk: int, sampled: bool = False) -> Tree:
+def best_tree(
+    alpha_by_depth: np.ndarray,
+    nodes: int,
+    topk: int,
+    sampled: bool = False,
+    beams: int | None = None,
+) -> Tree:
     """The ``nodes``-node tree of depth <= len(alpha_by_depth), at most ``topk`` children per
     node, with the largest expected accepted length.
 
@@ -203,6 +209,11 @@ def best_tree(alpha_by_depth: np.ndarray, nodes: int, topk: int, sampled: bool =
     never likelier than its parent, so taking the likeliest frontier node ``nodes`` times
     (best-first) builds the optimal tree: what EAGLE-2 does with draft confidence standing in for
     acceptance, and how Medusa's static trees were chosen from head accuracies.
+
+    ``beams``: at most that many nodes of each depth have children, the likeliest (which
+    best-first takes first): a dynamic tree's drafter expands only its top-k beams at each
+    depth (SGLang's eagle_utils organize_draft_results over topk x topk candidates; EAGLE-2's
+    topK_genrate), so a tree cannot grow from a depth's eleventh node at top-k 10 (QA).
     """
     probs = rank_probs(np.asarray(alpha_by_depth, dtype=np.float64), sampled)
     depth_limit = len(probs)
@@ -210,11 +221,16 @@ def best_tree(alpha_by_depth: np.ndarray, nodes: int, topk: int, sampled: bool =
     parent, rank = [-1], [0]
     frontier: list[tuple[float, int, int, int, int]] = []  # (-p, tie, parent, rank, depth)
     tie = 0
+    expanded = [0] * (depth_limit + 1)  # nodes of each depth given children
 
     def push(node: int, p_node: float, depth: int) -> None:
         nonlocal tie
         if depth >= depth_limit:
             return
+        if beams is not None and depth > 0:
+            if expanded[depth] >= beams:
+                return
+            expanded[depth] += 1
         for r in range(1, topk + 1):
             heapq.heappush(frontier, (-p_node * probs[depth, r - 1], tie, node, r, depth + 1))
             tie += 1
@@ -348,7 +364,7 @@ def tree_plan(
         return best_tree(alpha_mean, shape.nodes, shape.topk, sampled).children(), False
     tables = [
         best_tree(
-            profile_at(mu, b / (TREE_BUCKETS - 1)), shape.nodes, shape.topk, sampled
+            profile_at(mu, b / (TREE_BUCKETS - 1)), shape.nodes, shape.topk, sampled, shape.topk
         ).children()
         for b in range(TREE_BUCKETS)
     ]
