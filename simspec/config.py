@@ -764,7 +764,9 @@ class Deployment(BaseModel):
         le=64,
         description="expert parallelism of a MoE model: 1 slices every expert over the tp GPUs; "
         "ep = tp places whole experts on each GPU (vLLM --enable-expert-parallel), tokens sent "
-        "to their experts and back by all-to-all",
+        "to their experts and back by all-to-all under SGLang's DeepEP backend or across "
+        "data-parallel ranks (vLLM and TensorRT-LLM sum the experts' outputs by all-reduce "
+        "without DP attention)",
     )
     dp: int = Field(
         default=1,

@@ -261,3 +261,21 @@ def test_expert_parallelism_on_an_engine_without_it_is_refused_naming_ep(engine)
     with pytest.raises(InputError, match="has no expert parallelism") as err:
         setup_replica(sc)
     assert err.value.field == "ep"
+
+
+def test_a_ranks_share_of_a_decode_batch_stays_a_decode_batch():
+    """QA: at dp 8, a rank's 7 of 51 decodes summed q^2 to 7.000000000000001, so attention
+    took the prefill kernel's latency and the step fell from 51 to 52 sequences."""
+    from simspec.engine.build import build_cost_model
+    from simspec.engine.costmodel.shapes import one_token_each
+
+    for b in range(9, 1025):
+        share = rank_share(BatchShape.uniform(b, 1, b * 2048, b), 8)
+        assert one_token_each(share.sum_q_sq, share.num_tokens), b
+    sc = Scenario(model="deepseek-v3", gpu="h200", tp=8, ep=8, dp=8, engine="vllm")
+    cost = build_cost_model(sc)
+    target = load_model("deepseek-v3")
+    times = [
+        cost.forward(target, BatchShape.uniform(b, 1, b * 2048, b)).total_s for b in (50, 51, 52)
+    ]
+    assert times == sorted(times)

@@ -228,13 +228,19 @@ def test_moe_verify_cost_grows_faster_with_k_and_speedup_rises_with_batch(tmp_pa
     assert speedup(_dense_twin(tmp_path), 16) < speedup(_dense_twin(tmp_path), 1)
 
 
-def test_expert_parallelism_adds_all_to_all_and_keeps_the_weights_per_gpu():
+def test_expert_parallelism_adds_all_to_all_where_the_engine_runs_it_and_keeps_the_weights():
+    """SGLang's DeepEP backend dispatches all-to-all at --tp N --ep N; vLLM does so only
+    across DP ranks (use_all2all_kernels: dp_size > 1 and use_ep) and otherwise sums the
+    experts' outputs by the TP all-reduce (QA: vLLM TP8+EP8 had been charged DeepEP)."""
     m = load_model("mixtral-8x7b")
-    gpu, profile, engine = load_gpu("h100_sxm"), load_profile("h100_sxm"), load_engine("vllm")
+    gpu, profile = load_gpu("h100_sxm"), load_profile("h100_sxm")
     batch = BatchShape.uniform(8, 1, 8000.0, 8)
-    sliced = RooflineCostModel(gpu, profile, engine, tp=4).forward(m, batch)
-    whole = RooflineCostModel(gpu, profile, engine, tp=4, ep=4, alltoall=(7.6e-6, 3.6e11))
-    assert whole.forward(m, batch).communication_s != sliced.communication_s
+    for name, dispatched in (("sglang", True), ("vllm", False), ("trtllm", False)):
+        engine = load_engine(name)
+        sliced = RooflineCostModel(gpu, profile, engine, tp=4).forward(m, batch)
+        whole = RooflineCostModel(gpu, profile, engine, tp=4, ep=4, alltoall=(7.6e-6, 3.6e11))
+        moved = whole.forward(m, batch).communication_s != sliced.communication_s
+        assert moved == dispatched, name
     assert m.weight_bytes_per_gpu(4, ep=4) == pytest.approx(m.weight_bytes_per_gpu(4))
     with pytest.raises(InputError, match="ep"):
         simulate(Scenario(model="llama-3.1-8b", tp=2, ep=2))

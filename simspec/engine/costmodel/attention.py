@@ -11,7 +11,7 @@ from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.catalog.precision import PrecisionSpec
 from simspec.engine.costmodel.kernels import mla_decode_time
 from simspec.engine.costmodel.roofline import OperatorTimes, roofline_time
-from simspec.engine.costmodel.shapes import BatchShape
+from simspec.engine.costmodel.shapes import BatchShape, one_token_each
 from simspec.engine.costmodel.work import attention_work, mla_attention_work
 
 # Query tokens per sequence (on average) up to which an MLA batch runs the decode kernel: a
@@ -102,7 +102,7 @@ class AttentionKernels:
         past the window or within it, an upper bound otherwise)."""
         t = batch.num_tokens
         # every sequence sends one token: the decode kernel path
-        latency = self.decode_latency if batch.sum_q_sq == t else self.latency
+        latency = self.decode_latency if one_token_each(batch.sum_q_sq, t) else self.latency
         windowed = self.model.sliding_layers_in(layers) if self.windowed else 0
         if self.mla_fit is not None and batch.sum_q_sq <= MLA_DECODE_MAX_QUERY * t:
             return layers * self._mla_decode(batch)

@@ -316,10 +316,13 @@ class RooflineCostModel:
         )
         elementwise = ops.elementwise_time(nbytes, kernels)
         # communication: the attention's all-reduce every layer; the MLP's all-reduce, or on a
-        # MoE layer under expert parallelism the dispatch and combine all-to-all
+        # MoE layer under expert parallelism the dispatch and combine all-to-all where the
+        # engine runs one without data-parallel attention (engines.yaml
+        # ep_alltoall_without_dp: SGLang's DeepEP backend does; vLLM sums the experts' outputs
+        # by the same all-reduce, use_all2all_kernels being "self.dp_size > 1 and self.use_ep")
         hidden_bytes = BYTES_PER_PARAM * t * h
         reduce = ops.allreduce_time(hidden_bytes, graphed)
-        if self.ep > 1 and n_moe:
+        if self.ep > 1 and n_moe and self.engine.flag("ep_alltoall_without_dp"):
             comm = n_layers * reduce + n_dense * reduce
             limit = deepep_low_latency_limit() if self.deepep else 0
             comm += n_moe * dispatch_combine_time(

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.engine.costmodel.attention import AttentionKernels
 from simspec.engine.costmodel.host import HostModel
-from simspec.engine.costmodel.shapes import BatchShape
+from simspec.engine.costmodel.shapes import BatchShape, one_token_each
 from simspec.engine.layout import ParallelLayout
 
 # seconds of (GEMMs, elementwise kernels, communication, LM head) of one forward
@@ -124,7 +124,7 @@ class PlainForward:
         # AttentionKernels.time over every layer: attention_work, then roofline_time
         attention = 0.0
         if self.layers > 0:
-            latency = self.decode_latency if sum_q_sq == t else self.latency
+            latency = self.decode_latency if one_token_each(sum_q_sq, t) else self.latency
             pairs = sum_q_kv + (sum_q_sq + t) / 2.0
             flops = self.flops_per_pair * pairs
             nbytes = self.kv_bytes_per_token * (sum_kv + t)

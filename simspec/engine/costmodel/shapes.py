@@ -13,6 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 
 
+def one_token_each(sum_q_sq: float, tokens: float) -> bool:
+    """Whether every sequence of a batch sends one query token (sum q^2 = sum q, which no
+    other mix reaches, as each q >= 1), within float rounding: a data-parallel rank's share
+    of a decode batch is scaled sums (QA: a rank's 7 of 51 decodes summed to
+    7.000000000000001, not 7, and took the prefill kernel's latency)."""
+    return sum_q_sq <= tokens * (1.0 + 1e-9)
+
+
 @dataclass(slots=True)
 class BatchShape:
     """What one forward pass computes, reduced to the sums a per-operator model needs.

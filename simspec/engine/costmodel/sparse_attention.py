@@ -56,7 +56,7 @@ from simspec.catalog.models import ModelShape
 from simspec.catalog.precision import PrecisionSpec
 from simspec.engine.costmodel.attention import AttentionKernels
 from simspec.engine.costmodel.roofline import OperatorTimes, roofline_time
-from simspec.engine.costmodel.shapes import BatchShape
+from simspec.engine.costmodel.shapes import BatchShape, one_token_each
 from simspec.errors import InputError
 
 # the engines simspec prices sparse attention for, and whether each reads the indexer's keys
@@ -188,7 +188,7 @@ class SparseAttentionKernels(AttentionKernels):
         queries = t * heads * (dim + LOGIT_BYTES)  # FP8 queries and float32 head weights
         # the decode kernel (fp8_paged_mqa_logits) where every sequence sends one token, as
         # the attention kernels take their decode latency
-        latency = self.decode_latency if batch.sum_q_sq == t else self.latency
+        latency = self.decode_latency if one_token_each(batch.sum_q_sq, t) else self.latency
         logits = roofline_time(
             2.0 * heads * dim * pairs,
             keys + queries + LOGIT_BYTES * pairs,
