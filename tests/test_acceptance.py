@@ -172,3 +172,14 @@ def test_a_given_tau_or_alpha_list_drafted_deeper_than_measured_says_so():
     assert extrapolated_beyond(MethodConfig(name="eagle3", k=6, acceptance={"alpha": 0.7})) is None
     at_k = MethodConfig(name="eagle3", k=3, acceptance={"tau": 2.5, "tau_k": 3})
     assert extrapolated_beyond(at_k) is None
+
+
+def test_a_profile_reads_extrapolated_only_where_the_run_drafts_past_it():
+    """MTP's preset is measured to k=3 and extrapolated beyond: a K = 1 run had still read
+    "(extrapolated)" on its provenance line (QA); K = 4 does."""
+    from simspec.catalog.methods import preset_method
+    from simspec.studies.provenance import _qualifier
+
+    shallow, deep = (preset_method("mtp", "sharegpt", k, "deepseek-v3") for k in (1, 4))
+    assert "extrapolated" not in _qualifier(shallow.acceptance, 1)
+    assert _qualifier(deep.acceptance, 4) == " (extrapolated)"

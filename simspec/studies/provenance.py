@@ -129,7 +129,7 @@ def _acceptance_part(model: str, methods: list[MethodConfig]) -> str:
     for m in methods:
         if m.name == "autoregressive" or m.acceptance is None:
             continue
-        name = m.name + _qualifier(m.acceptance)
+        name = m.name + _qualifier(m.acceptance, m.k)
         where = _measured_on(m, model)
         if name not in groups.setdefault(where, []):
             groups[where].append(name)
@@ -153,12 +153,17 @@ def _measured_on(m: MethodConfig, model: str) -> str:
     return "own {} acceptance" if origin == preset_id(model) else origin + "'s {} acceptance"
 
 
-def _qualifier(acc: AcceptanceConfig) -> str:
-    """What the preset stands in for, in a word, from the labels its source carries."""
+def _qualifier(acc: AcceptanceConfig, k: int | None = None) -> str:
+    """What the preset stands in for, in a word, from the labels its source carries. A
+    profile measured to ``sourced_k`` positions and extrapolated beyond is "extrapolated" only
+    for a run that drafts deeper (``k``; QA: MTP at K = 1 had read extrapolated)."""
     source = acc.source
     if source.startswith("proxy"):
         return " (proxy)"
-    if "extrapolat" in source:
+    if acc.sourced_k is not None and k is not None:
+        if k > acc.sourced_k:
+            return " (extrapolated)"
+    elif "extrapolat" in source:
         return " (extrapolated)"
     if "(only preset:" in source or "(overall: no" in source:
         return " (other domain)"
