@@ -247,3 +247,22 @@ def test_models_says_what_a_windowed_models_window_layers_hold():
     result = runner.invoke(app, ["models", "gpt-oss-120b", "--tp", "2"])
     assert result.exit_code == 0, result.output
     assert "the windowed layers hold" in " ".join(result.output.split())
+
+
+def test_a_speedup_table_too_wide_for_a_pipe_keeps_every_interval_whole(tmp_path):
+    """QA: piped at 80 columns, the methods-as-rows table cut every interval to "±0.…"; the
+    batch sizes that do not fit go to a continuation table instead."""
+    cfg = tmp_path / "w.yaml"
+    cfg.write_text(
+        "batch_sizes: [1, 2, 4, 8, 16, 32]\n"
+        "workload: {requests: 8, turnovers: 0}\n"
+        "methods:\n"
+        "  - {name: autoregressive}\n"
+        "  - {name: eagle3, k: 3, acceptance: {alpha: 0.7}}\n"
+        "  - {name: eagle3, k: 5, acceptance: {alpha: 0.7}}\n"
+        "  - {name: eagle2, k: 6, tree: dynamic, tree_nodes: 60, tree_topk: 10, "
+        "acceptance: {alpha: 0.7}}\n"
+    )
+    result = CliRunner().invoke(app, ["sweep", "--config", str(cfg), "--executor", "serial"])
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output and "(continued)" in result.output

@@ -25,7 +25,7 @@ from simspec.cli.common import (
 )
 from simspec.cli.flags import with_flags
 from simspec.cli.sweep_flags import SweepFlags
-from simspec.cli.tables import safe_title, table_width, write_frame
+from simspec.cli.tables import print_frame, safe_title, table_width, write_frame
 from simspec.engine import window
 from simspec.errors import InputError
 from simspec.outputs import check_writable, existing_regular
@@ -324,14 +324,17 @@ def _print_speedups(
             table.add_column(label, justify="right")
         for bs, row in speedup.iterrows():
             table.add_row(str(bs), *row.to_numpy())
-    else:
-        table = Table(title=title + " (rows: method, columns: batch size)")
-        table.add_column("method", no_wrap=True)
-        for bs in speedup.index:
-            table.add_column(f"bs={bs}", justify="right", no_wrap=True)
-        for label in order:
-            table.add_row(label, *speedup[label].to_numpy())
-    console.print(table)
+        console.print(table)
+        return
+    # methods as rows; batch sizes that do not fit beside them go to a continuation table, every
+    # cell whole (QA: piped to a file at 80 columns, the intervals had been cut to "±0.…")
+    rows = pd.DataFrame(
+        {
+            "method": order,
+            **{f"bs={bs}": [speedup.loc[bs, m] for m in order] for bs in speedup.index},
+        }
+    )
+    print_frame(rows, title + " (rows: method, columns: batch size)")
 
 
 def _axes(point: SweepConfig, grid: dict[str, list]) -> str:
