@@ -39,6 +39,10 @@ def first_error(exc: ValidationError) -> tuple[str, str]:
     loc = ".".join(str(x) for x in e["loc"]) or "config"
     msg = e["msg"].removeprefix("Value error, ")
     got = e.get("input")
+    if isinstance(got, float) and got != got:
+        # a bound's message alone names one side ("less than or equal to 1e7"), which NaN
+        # fails on both (QA: --qps nan)
+        msg = f"must be a finite number, not NaN ({msg[0].lower()}{msg[1:]})"
     tail = f" (got {got!r})" if got is not None and not isinstance(got, dict | list) else ""
     return loc, msg + tail
 

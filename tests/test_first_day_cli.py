@@ -396,3 +396,10 @@ def test_a_rate_file_a_profile_and_analytic_refuse_in_words_the_user_can_act_on(
     assert "a profile is a mapping of fields" in line and "**" not in line
     line = CliRunner().invoke(app, ["analytic", "--method", "autoregressive"]).output.strip()
     assert line.startswith("error: --method: choose a speculative method: draft_model")
+
+
+def test_nan_for_a_bounded_field_says_it_is_no_number():
+    """QA: --temperature nan read "Input should be less than or equal to 5", one side of a
+    range NaN fails on both."""
+    line = CliRunner().invoke(app, ["sweep", "--temperature", "nan"]).output.strip()
+    assert line.startswith("error: temperature: must be a finite number, not NaN"), line
