@@ -187,3 +187,21 @@ def test_a_gpustack_trtllm_row_is_predicted(tmp_path):
     assert row["status"] == "ok", row["skip_reason"]
     assert float(row["predicted_value"]) > 0
     assert "chunked prefill on" in row["assumptions"]
+
+
+def test_the_no_evict_promise_holds_for_the_warm_up_cohort_too():
+    """GUARANTEED_NO_EVICT admits a request only when its whole output fits beside what the
+    running ones may grow to; the closed loop's starting cohort had been placed without that
+    check, and 5 of its requests were preempted (QA)."""
+    from simspec.config import AcceptanceConfig, MethodConfig, Scenario
+    from simspec.engine.simulation import simulate
+
+    method = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
+    sc = Scenario(
+        engine="trtllm",
+        method=method,
+        workload={"concurrency": 128, "requests": 300, "turnovers": 0},
+        scheduler={"gpu_memory_utilization": 0.25},
+        seed=2,
+    )
+    assert int(simulate(sc).requests.preemptions.sum()) == 0

@@ -241,6 +241,12 @@ class Scheduler:
         blocks = int(self._blocks_for(computed))
         if blocks > self.pool.free:
             return
+        if self.reserve_output:
+            # a promise of no eviction covers the cohort too: its whole output must fit beside
+            # what the running ones may still grow to (QA: TRT-LLM's warm-up had preempted)
+            later = int(self._final_blocks(np.array([rid]))[0])
+            if later + self._promised() > self.pool.free:
+                return
         self.waiting.remove(rid)
         self._take(blocks)
         r.blocks[rid], r.computed[rid], r.decoding[rid] = blocks, computed, True
