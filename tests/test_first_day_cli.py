@@ -403,3 +403,9 @@ def test_nan_for_a_bounded_field_says_it_is_no_number():
     range NaN fails on both."""
     line = CliRunner().invoke(app, ["sweep", "--temperature", "nan"]).output.strip()
     assert line.startswith("error: temperature: must be a finite number, not NaN"), line
+
+
+def test_a_method_listed_twice_is_refused():
+    """QA: --methods eagle3,eagle3 ran it twice, into two identical rows."""
+    line = CliRunner().invoke(app, ["sweep", "--methods", "eagle3,ngram,eagle3"]).output.strip()
+    assert line == "error: --methods: eagle3 listed more than once: name each once", line

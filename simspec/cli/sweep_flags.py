@@ -84,6 +84,10 @@ class SweepFlags(MethodFlags, ServingFlags):
             names = all_methods(self.models(data), self.draft, scenario_engine(data))[0]
         elif listed:
             names = csv_list(listed, flag)
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                # QA: --methods eagle3,eagle3 ran eagle3 twice into two identical rows
+                raise InputError(flag, f"{', '.join(twice)} listed more than once: name each once")
         methods = self.chosen(data, names, csv_list(DEFAULT_METHODS, "--methods"), dataset, flag)
         data.pop("method", None)  # a scenario's one method, now among the methods
         data["methods"] = methods
