@@ -14,7 +14,7 @@ from simspec.catalog.hardware import load_alltoall, load_engine, load_gpu, load_
 from simspec.catalog.models import load_model
 from simspec.cli.main import app
 from simspec.config import Deployment, Scenario, SchedulerConfig, WorkloadConfig
-from simspec.engine.build import setup_replica
+from simspec.engine.build import pool_running_cap, setup_replica
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.costmodel.dp_attention import rank_share
 from simspec.engine.kv_cache import GIB, MemoryDemand, plan_memory
@@ -211,9 +211,12 @@ def test_vllm_limits_are_per_rank_and_sglang_divides_its_own():
     sglang = setup_replica(Scenario(**base, dp=2, engine="sglang"))
     for setup, engine, ranks in ((vllm, "vllm", 2), (sglang, "sglang", 1)):
         e = load_engine(engine)
-        assert setup.max_seqs == ranks * e["max_num_seqs"]
         assert setup.max_tokens == ranks * e["max_num_batched_tokens"]
         assert setup.memory.dp == 2
+    assert vllm.max_seqs == 2 * load_engine("vllm")["max_num_seqs"]
+    # SGLang's plain decoding: each rank's cap from its own KV pool (resolve_max_num_reqs)
+    context = load_model("qwen3-30b-a3b").max_position_embeddings
+    assert sglang.max_seqs == pool_running_cap(sglang.memory, context) >= 2 * 2048
 
 
 def test_sglang_runs_its_running_requests_limit_floored_to_each_rank():

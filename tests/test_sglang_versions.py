@@ -30,7 +30,8 @@ def scenario(method: str, engine: str, **scheduler) -> Scenario:
 def test_sglang_runs_at_most_48_requests_under_speculation_unless_told(engine):
     assert setup_replica(scenario("eagle3", engine)).max_seqs == 48
     assert setup_replica(scenario("ngram", engine)).max_seqs == 48
-    assert setup_replica(scenario("autoregressive", engine)).max_seqs == 1024
+    # plain decoding runs at the cap SGLang derives from the KV pool: 2048 to 4096
+    assert 2048 <= setup_replica(scenario("autoregressive", engine)).max_seqs <= 4096
     assert setup_replica(scenario("eagle3", engine, max_num_seqs=64)).max_seqs == 64
 
 
@@ -141,3 +142,17 @@ def test_the_explorer_says_when_sglangs_speculative_cap_queues_its_loads():
     assert engine_caveats(capped.model_copy(update={"loads": [1, 32]})) == []
     assert engine_caveats(capped.model_copy(update={"engine": "vllm"})) == []
     assert engine_caveats(capped.model_copy(update={"methods": ["autoregressive"]})) == []
+
+
+def test_sglang_derives_its_plain_running_cap_from_the_kv_pool():
+    """resolve_max_num_reqs: KV tokens over the context length times 512, clamped to
+    [2048, 4096], at most half the tokens (simspec had run a fixed 1024, vLLM's H100 default)."""
+    from simspec.config import SchedulerConfig
+
+    long = setup_replica(Scenario(engine="sglang"))  # 131,072 tokens of context
+    short = setup_replica(Scenario(engine="sglang", scheduler=SchedulerConfig(max_model_len=4096)))
+    tiny = setup_replica(
+        Scenario(engine="sglang", scheduler=SchedulerConfig(gpu_memory_utilization=0.25))
+    )
+    assert long.max_seqs == 2048 and short.max_seqs == 4096
+    assert tiny.max_seqs == min(2048, tiny.memory.num_blocks * tiny.memory.block_size // 2)

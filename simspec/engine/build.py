@@ -247,6 +247,12 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         sc.dp,
     )
     check_fixed_lengths(sc, target, memory)
+    if (
+        engine.flag("max_running_from_pool")
+        and sc.scheduler.max_num_seqs is None
+        and sc.method.name == "autoregressive"
+    ):
+        max_seqs = pool_running_cap(memory, max_model_len(sc, target))
     if memory.state_seqs:  # the recurrent states bound the running sequences
         max_seqs = min(max_seqs, memory.state_seqs)
     prefix = sc.scheduler.enable_prefix_caching
@@ -288,6 +294,15 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
 # by default only for contexts past this many tokens (_set_default_args_v0: use_long_context)
 V0_MIN_BUDGET = 2048
 V0_LONG_CONTEXT = 32768
+
+
+def pool_running_cap(memory: MemoryPlan, context: int) -> int:
+    """SGLang's running-request cap when none is given (engines.yaml max_running_from_pool):
+    per DP rank, its KV tokens over the context times 512, clamped to [2048, 4096] and at most
+    half its tokens; the replica runs dp ranks of it."""
+    tokens = memory.num_blocks * memory.block_size // memory.dp
+    per_rank = min(max(int(tokens / context * 512), 2048), 4096)
+    return max(1, min(per_rank, tokens // 2)) * memory.dp
 
 
 def max_model_len(sc: Scenario, target: ModelShape) -> int:
