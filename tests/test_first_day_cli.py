@@ -409,3 +409,18 @@ def test_a_method_listed_twice_is_refused():
     """QA: --methods eagle3,eagle3 ran it twice, into two identical rows."""
     line = CliRunner().invoke(app, ["sweep", "--methods", "eagle3,ngram,eagle3"]).output.strip()
     assert line == "error: --methods: eagle3 listed more than once: name each once", line
+
+
+def test_plan_recommend_fleet_and_policy_take_the_scheduler_flags(tmp_path):
+    """QA: --max-running-requests and --max-model-len were sweep's, compare's and calibrate
+    bench's only (plan: "No such option"); they now go on top of --config's scheduler:."""
+    from simspec.cli.flags import DeploymentFlags
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("scheduler: {gpu_memory_utilization: 0.5}\n")
+    deploy = DeploymentFlags(max_num_seqs=64, max_model_len=4096).deployment(cfg)
+    assert deploy.scheduler.max_num_seqs == 64 and deploy.scheduler.max_model_len == 4096
+    assert deploy.scheduler.gpu_memory_utilization == 0.5
+    for command in ("plan", "recommend", "fleet", "policy"):
+        text = CliRunner().invoke(app, [command, "--help"]).output
+        assert "--max-num-seqs" in text and "--max-model-len" in text, command

@@ -168,6 +168,10 @@ class DeploymentFlags(MethodFlags, ServingFlags):
     temperature: opt.Temperature = None
     seed: opt.Seed = None
     profile: opt.Profile = None
+    max_num_seqs: opt.MaxNumSeqs = None
+    max_num_batched_tokens: opt.MaxNumBatchedTokens = None
+    gpu_memory_utilization: opt.GpuMemoryUtilization = None
+    max_model_len: opt.MaxModelLen = None
     async_scheduling: opt.AsyncScheduling = None
 
     def deployment(self, config: Path | None) -> Deployment:
@@ -194,8 +198,8 @@ class DeploymentFlags(MethodFlags, ServingFlags):
             **self.serving_fields(),
             **given(temperature=self.temperature, seed=self.seed, profile=self.profile),
         }
-        if self.async_scheduling is not None:  # merged into the file's scheduler section
-            flags["scheduler"] = {"async_scheduling": self.async_scheduling}
+        if limits := scheduler_limits(self):  # merged into the file's scheduler section
+            flags["scheduler"] = limits
         trace = self.checked_token_trace() or self.dataset
         if trace and not replay:
             flags["workload"] = {"lengths_from": trace}
