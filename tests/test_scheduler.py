@@ -296,19 +296,26 @@ def test_a_preempted_request_recomputes_its_prompt_and_the_tokens_it_had_generat
     assert ids(batch.prefill) == [2] and ids(batch.chunks) == [4 + generated]
 
 
-def test_with_prefix_caching_a_preempted_request_resumes_from_its_cached_blocks():
-    # as above with a seventh block, which request 0 takes for its third; request 1's third
-    # preempts request 2, whose two full blocks go to the free queue, and takes the last of
-    # them: request 2 comes back to its first block and recomputes from there
-    rig = make_rig([4, 4, 4], [12, 12, 12], num_blocks=7, block_size=4, prefix_caching=True)
+@pytest.mark.parametrize("eagle", [False, True])
+def test_with_prefix_caching_a_preempted_request_resumes_from_its_cached_blocks(eagle):
+    """As above with a seventh block, which request 0 takes for its third; request 1's third
+    preempts request 2, whose two full blocks go to the free queue, and takes the last of
+    them: request 2 comes back to its first block and recomputes from there. Under an EAGLE,
+    EAGLE-3 or MTP drafter vLLM V1 drops a hit's last block (find_longest_cache_hit, "if
+    use_eagle and computed_blocks[0]: ... computed.pop()"): it recomputes from its first token."""
+    rig = make_rig(
+        [4, 4, 4], [12, 12, 12], num_blocks=7, block_size=4, prefix_caching=True,
+        drop_last_hit=eagle,
+    )  # fmt: skip
     add_all(rig)
     run_batch(rig, decode_until_preemption(rig))
     generated = int(rig.table.generated[2])
     assert rig.sched.free_queue.cached == {2: 1}
     rig.sched.finish(np.array([0, 1]))
     batch = rig.sched.schedule()
-    assert ids(batch.prefill) == [2] and ids(batch.chunks) == [4 + generated - 4]
-    assert rig.table.computed[2] == 4 and rig.pool.used == rig.table.blocks.sum()
+    reused = 0 if eagle else 4
+    assert ids(batch.prefill) == [2] and ids(batch.chunks) == [4 + generated - reused]
+    assert rig.table.computed[2] == reused and rig.pool.used == rig.table.blocks.sum()
 
 
 def test_the_free_queue_evicts_the_least_recently_freed_and_an_owners_last_blocks_first():
@@ -455,21 +462,3 @@ def test_the_fast_path_decides_exactly_as_the_per_request_path_on_random_runs(
     assert CountingPaths.fast > 100 and CountingPaths.single > 100
     assert CountingPaths.general > 100
     assert preemptions > 10
-
-
-def test_under_an_eagle_drafter_vllm_recomputes_the_last_block_of_a_prefix_hit():
-    """vLLM V1's FullAttentionManager.find_longest_cache_hit drops the last matched block when
-    use_eagle() (EAGLE, EAGLE-3, MTP): the drafter needs that block's hidden states. The same
-    preemption as above comes back with no block reused: it recomputes from its first token."""
-    rig = make_rig(
-        [4, 4, 4], [12, 12, 12], num_blocks=7, block_size=4, prefix_caching=True,
-        drop_last_hit=True,
-    )  # fmt: skip
-    add_all(rig)
-    run_batch(rig, decode_until_preemption(rig))
-    generated = int(rig.table.generated[2])
-    assert rig.sched.free_queue.cached == {2: 1}
-    rig.sched.finish(np.array([0, 1]))
-    batch = rig.sched.schedule()
-    assert ids(batch.prefill) == [2] and ids(batch.chunks) == [4 + generated]
-    assert rig.table.computed[2] == 0 and rig.pool.used == rig.table.blocks.sum()
