@@ -82,3 +82,21 @@ def test_the_watermark_keeps_blocks_free_at_admission():
         made.sched.add(rid)
     batch = made.sched.schedule()
     assert batch.prefill.tolist() == [0, 1]
+
+
+def test_max_model_len_bounds_the_requests_and_cannot_pass_the_models_context():
+    """vLLM's server refuses a request whose prompt + max_tokens pass max_model_len, and refuses
+    to start with a max_model_len past the model's own context."""
+    from simspec.config import LengthSpec, WorkloadConfig
+    from simspec.engine.simulation import simulate
+    from simspec.errors import InputError, ScenarioError
+
+    wl = WorkloadConfig(
+        concurrency=2, requests=4, measure="whole", lengths_from=None,
+        prompt=LengthSpec(mean=3000), output=LengthSpec(mean=200),
+    )  # fmt: skip
+    with pytest.raises(ScenarioError, match="context of 2048 tokens"):
+        simulate(Scenario(workload=wl, scheduler=SchedulerConfig(max_model_len=2048)))
+    assert simulate(Scenario(workload=wl, scheduler=SchedulerConfig(max_model_len=4096)))
+    with pytest.raises(InputError, match="scheduler.max_model_len"):
+        setup_replica(Scenario(scheduler=SchedulerConfig(max_model_len=200_000)))

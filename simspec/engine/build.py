@@ -195,6 +195,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     gpu = cost.gpu
     max_seqs = engine.max_seqs_for(sc.method.name, sc.scheduler.max_num_seqs, gpu)
     max_tokens = int(sc.scheduler.max_num_batched_tokens or engine.batch_defaults(gpu)[1])
+    max_model_len(sc, target)  # a context past the model's is refused here, by name
     whole_prompts = v0_unchunked(sc, target, engine)
     if whole_prompts and sc.scheduler.max_num_batched_tokens is None:
         # V0 without chunked prefill: SchedulerConfig's max(max_model_len, 2048)
@@ -305,9 +306,18 @@ def pool_running_cap(memory: MemoryPlan, context: int) -> int:
     return max(1, min(per_rank, tokens // 2)) * memory.dp
 
 
-def max_model_len(sc: Scenario, target: ModelShape) -> int:
-    """The context the engine is started with: ``scheduler.max_model_len``, else the model's."""
-    return int(sc.scheduler.max_model_len or target.max_position_embeddings)
+def max_model_len(sc: Deployment, target: ModelShape) -> int:
+    """The context the engine is started with: ``scheduler.max_model_len``, else the model's.
+    Past the model's own it is refused, as vLLM refuses it (ModelConfig's max_model_len check,
+    unless VLLM_ALLOW_LONG_MAX_MODEL_LEN)."""
+    given = sc.scheduler.max_model_len
+    if given is not None and given > target.max_position_embeddings:
+        raise InputError(
+            "scheduler.max_model_len",
+            f"{given} exceeds {target.id}'s context of {target.max_position_embeddings} tokens "
+            "(max_position_embeddings), which vLLM refuses: give at most that",
+        )
+    return int(given or target.max_position_embeddings)
 
 
 def v0_unchunked(sc: Scenario, target: ModelShape, engine: EngineProfile) -> bool:
@@ -411,18 +421,20 @@ def check_linear_layers(target: ModelShape, engine: str, dp: int) -> None:
 
 def check_fixed_lengths(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> None:
     """Fixed (or uniform) lengths no request could be served with are refused before the run:
-    past the model's context (``max_position_embeddings``; vLLM rejects a prompt longer than
-    max_model_len) or past the KV cache, every request would be left unfinishable and the run
-    would report an empty table."""
+    past the context the engine serves (:func:`max_model_len`; vLLM rejects a prompt longer
+    than max_model_len) or past the KV cache, every request would be left unfinishable and the
+    run would report an empty table."""
     wl = sc.workload
     if wl.lengths_from is not None or wl.arrival == "replay":  # per request: past_context
         return
     shortest = _shortest(wl.prompt) + _shortest(wl.output)
     what = f"requests of at least {shortest} tokens (prompt + output)"
-    if shortest > target.max_position_embeddings:
+    context = max_model_len(sc, target)
+    if shortest > context:
+        given = sc.scheduler.max_model_len is not None
         raise ScenarioError(
-            f"workload: {what} exceed {target.id}'s context of "
-            f"{target.max_position_embeddings} tokens (max_position_embeddings)"
+            f"workload: {what} exceed {target.id}'s context of {context} tokens "
+            + ("(scheduler.max_model_len)" if given else "(max_position_embeddings)")
         )
     capacity = memory.num_blocks // memory.dp * memory.block_size  # one rank's cache
     if shortest > capacity:
@@ -433,12 +445,12 @@ def check_fixed_lengths(sc: Scenario, target: ModelShape, memory: MemoryPlan) ->
         )
 
 
-def past_context(table: RequestTable, target: ModelShape) -> None:
-    """Requests longer than the model's context (prompt + output past
-    ``max_position_embeddings``: vLLM's server refuses a request whose prompt + max_tokens pass
+def past_context(table: RequestTable, context: int) -> None:
+    """Requests longer than the context the engine serves (prompt + output past ``context``,
+    :func:`max_model_len`: vLLM's server refuses a request whose prompt + max_tokens pass
     max_model_len) are counted unfinishable, each, as :func:`check_fixed_lengths` refuses fixed
     ones (a run where every request is too long is refused after it)."""
-    table.unfinishable |= table.prompt_len + table.output_len > target.max_position_embeddings
+    table.unfinishable |= table.prompt_len + table.output_len > context
 
 
 def _shortest(spec: LengthSpec) -> int:

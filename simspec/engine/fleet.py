@@ -45,7 +45,7 @@ import simpy
 
 from simspec.catalog.models import load_model
 from simspec.config import MAX_TIMELINE_ROWS, STATE_FREE_ROUTERS, FleetConfig
-from simspec.engine.build import acceptance_sampler, past_context, setup_replica
+from simspec.engine.build import acceptance_sampler, max_model_len, past_context, setup_replica
 from simspec.engine.kv_cache import MemoryPlan
 from simspec.engine.metrics import IterationRecord
 from simspec.engine.replica import Replica
@@ -302,9 +302,8 @@ def simulate_fleet(
     specs, gaps = fleet_requests(cfg)
     check_span(cfg, gaps, window_s)
     table = RequestTable(specs)
-    # drawn or replayed: past the shortest context of any replica's model
-    shortest = min({r.model for r in cfg.replicas}, key=_context)
-    past_context(table, load_model(shortest))
+    # drawn or replayed: past the shortest context any replica serves
+    past_context(table, min(max_model_len(r, load_model(r.model)) for r in cfg.replicas))
     env = simpy.Environment()
     built: dict[int, Replica] = {}
     logs: dict[int, WindowedLog] = {}
@@ -346,10 +345,6 @@ def simulate_fleet(
     ]
     windows = pd.concat([logs[i].frame(i) for i in chosen], ignore_index=True)
     return FleetRun(requests, windows, stats, window_s)
-
-
-def _context(model: str) -> int:
-    return load_model(model).max_position_embeddings
 
 
 def _arrivals(

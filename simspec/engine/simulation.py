@@ -16,7 +16,13 @@ import pandas as pd
 import simpy
 
 from simspec.config import Scenario
-from simspec.engine.build import acceptance_sampler, past_context, relaxation_time, setup_replica
+from simspec.engine.build import (
+    acceptance_sampler,
+    max_model_len,
+    past_context,
+    relaxation_time,
+    setup_replica,
+)
 from simspec.engine.controls import dataset_controls, with_request_draws
 from simspec.engine.kv_cache import MemoryPlan
 from simspec.engine.metrics import IterationLog, RunSummary, summarize
@@ -144,7 +150,7 @@ def simulate(sc: Scenario) -> SimResult:
     # a drawn or replayed request longer than the model's context is never served (vLLM's
     # server refuses a prompt whose prompt + max_tokens pass max_model_len); fixed lengths
     # past it were refused before the run (build.check_fixed_lengths)
-    past_context(table, setup.target)
+    past_context(table, max_model_len(sc, setup.target))
     log = IterationLog()
     watch = Watch(plan.watched)
     if wl.arrival == "closed":
