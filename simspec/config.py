@@ -714,10 +714,11 @@ class SchedulerConfig(BaseModel):
         default=None,
         ge=16,
         le=10_000_000,
-        description="vLLM --max-model-len: the context the engine is started with; vLLM V0 "
-        "sizes its prefill budget by it when chunked prefill is off (max(max_model_len, "
-        "2048)) and turns chunked prefill on by default only above 32,768; unset: the "
-        "model's context (max_position_embeddings)",
+        description="vLLM --max-model-len: the context the engine is started with (a request "
+        "whose prompt + output pass it is refused, and it cannot pass the model's own); vLLM "
+        "V0 sizes its prefill budget by it when chunked prefill is off (max(max_model_len, "
+        "2048)) and turns chunked prefill on by default only above 32,768; SGLang's running "
+        "cap divides its KV tokens by it; unset: the model's context (max_position_embeddings)",
     )
     async_scheduling: bool | None = Field(
         default=None,
