@@ -424,3 +424,16 @@ def test_plan_recommend_fleet_and_policy_take_the_scheduler_flags(tmp_path):
     for command in ("plan", "recommend", "fleet", "policy"):
         text = CliRunner().invoke(app, [command, "--help"]).output
         assert "--max-num-seqs" in text and "--max-model-len" in text, command
+
+
+def test_nan_for_a_ranged_flag_says_it_is_no_number():
+    """QA: plan --qps nan read "Input should be less than or equal to 10000000" (the range
+    check's one side); the value NaN is named instead, whichever way the flag is spelled."""
+    from simspec.cli.main import nan_named
+
+    said = "Invalid value for '--qps': Input should be less than or equal to 10000000"
+    for argv in (["plan", "--qps", "nan"], ["plan", "--qps=NaN"]):
+        assert nan_named(said, argv).startswith(
+            "Invalid value for '--qps': must be a finite number, not NaN"
+        )
+    assert nan_named(said, ["plan", "--qps", "1e9"]) == said

@@ -6,6 +6,7 @@ and exits 2 (:mod:`simspec.cli.common`).
 
 from __future__ import annotations
 
+import re
 import sys
 
 import typer
@@ -43,6 +44,25 @@ app.command("compare")(compare)
 app.add_typer(calibrate_app, name="calibrate")
 
 
+_INVALID = re.compile(r"^Invalid value for '(--[\w-]+)': (.*)$", re.DOTALL)
+
+
+def nan_named(message: str, argv: list[str]) -> str:
+    """A range check's refusal of NaN (``--qps nan``: "Input should be less than or equal to
+    10000000", one side of a range NaN fails on both) said as what it is."""
+    m = _INVALID.match(message)
+    if m is None:
+        return message
+    flag, reason = m.groups()
+    for i, arg in enumerate(argv):
+        value = arg.partition("=")[2] if arg.startswith(flag + "=") else None
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        if value is not None and value.strip().lower().lstrip("+-") == "nan":
+            return f"Invalid value for '{flag}': must be a finite number, not NaN ({reason})"
+    return message
+
+
 def main() -> None:
     """Entry point: usage errors (bad flag values) also become one ``error:`` line and exit 2."""
     try:
@@ -56,7 +76,7 @@ def main() -> None:
         if type(exc).__name__ == "NoArgsIsHelpError":
             code = 0  # typer has printed the help already
         else:
-            print_error(exc.format_message())
+            print_error(nan_named(exc.format_message(), sys.argv[1:]))
             code = exc.exit_code
     sys.exit(code if isinstance(code, int) else 0)
 
