@@ -13,14 +13,21 @@ import typer
 
 from simspec.cli import options as opt
 from simspec.cli.common import err, one_line_errors, progress_bar, warn, writing
-from simspec.cli.flags import ServingFlags, given, scheduler_limits, with_flags, with_preset_ids
+from simspec.cli.flags import (
+    SchedulerFlags,
+    ServingFlags,
+    given,
+    scheduler_limits,
+    with_flags,
+    with_preset_ids,
+)
 from simspec.cli.options import field_help
 from simspec.cli.tables import check_outputs, print_frame
 from simspec.config import Deployment
 
 
 @dataclass(frozen=True)
-class CalibrateFlags(ServingFlags):
+class CalibrateFlags(SchedulerFlags, ServingFlags):
     """The deployment the runs were measured on; None = not given (the model defaults to the
     one the files name)."""
 
@@ -35,11 +42,6 @@ class CalibrateFlags(ServingFlags):
             "a profile id or YAML file [default: the GPU's]"
         ),
     ] = None
-    max_num_seqs: opt.MaxNumSeqs = None
-    max_num_batched_tokens: opt.MaxNumBatchedTokens = None
-    gpu_memory_utilization: opt.GpuMemoryUtilization = None
-    max_model_len: opt.MaxModelLen = None
-    async_scheduling: opt.AsyncScheduling = None
     seed: opt.Seed = None
 
     def deployment(self) -> dict[str, object]:

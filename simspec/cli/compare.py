@@ -14,7 +14,14 @@ import typer
 
 from simspec.cli import options as opt
 from simspec.cli.common import err, known_method, one_line_errors, progress_bar, writing
-from simspec.cli.flags import ServingFlags, given, scheduler_limits, with_flags, with_preset_ids
+from simspec.cli.flags import (
+    SchedulerFlags,
+    ServingFlags,
+    given,
+    scheduler_limits,
+    with_flags,
+    with_preset_ids,
+)
 from simspec.cli.options import field_help
 from simspec.cli.tables import check_outputs, print_frame, write_text
 from simspec.config import Deployment
@@ -29,7 +36,7 @@ Method = Annotated[
 
 
 @dataclass(frozen=True)
-class CompareFlags(ServingFlags):
+class CompareFlags(SchedulerFlags, ServingFlags):
     """The deployment the runs were measured on; None = not given (the model defaults to the
     one the file names)."""
 
@@ -38,11 +45,6 @@ class CompareFlags(ServingFlags):
         typer.Option(help=field_help(Deployment, "model", default="the preset the file names")),
     ] = None
     profile: opt.Profile = None
-    max_num_seqs: opt.MaxNumSeqs = None
-    max_num_batched_tokens: opt.MaxNumBatchedTokens = None
-    gpu_memory_utilization: opt.GpuMemoryUtilization = None
-    max_model_len: opt.MaxModelLen = None
-    async_scheduling: opt.AsyncScheduling = None
     temperature: opt.Temperature = None
     top_p: opt.TopP = None
     seed: opt.Seed = None

@@ -142,6 +142,18 @@ def scheduler_limits(flags: Any) -> dict[str, Any]:
 
 
 @dataclasses.dataclass(frozen=True)
+class SchedulerFlags:
+    """The engine's limits, on top of a scenario file's ``scheduler:`` (:func:`scheduler_limits`):
+    the flags of every command that builds a deployment and runs it."""
+
+    max_num_seqs: opt.MaxNumSeqs = None
+    max_num_batched_tokens: opt.MaxNumBatchedTokens = None
+    gpu_memory_utilization: opt.GpuMemoryUtilization = None
+    max_model_len: opt.MaxModelLen = None
+    async_scheduling: opt.AsyncScheduling = None
+
+
+@dataclasses.dataclass(frozen=True)
 class ServingFlags:
     """What is served on what: the flags of every command that builds a deployment."""
 
@@ -160,7 +172,7 @@ class ServingFlags:
 
 
 @dataclasses.dataclass(frozen=True)
-class DeploymentFlags(MethodFlags, ServingFlags):
+class DeploymentFlags(MethodFlags, SchedulerFlags, ServingFlags):
     """The deployment and method flags of ``plan``, ``recommend``, ``fleet`` and ``policy``,
     which go on top of --config."""
 
@@ -168,11 +180,6 @@ class DeploymentFlags(MethodFlags, ServingFlags):
     temperature: opt.Temperature = None
     seed: opt.Seed = None
     profile: opt.Profile = None
-    max_num_seqs: opt.MaxNumSeqs = None
-    max_num_batched_tokens: opt.MaxNumBatchedTokens = None
-    gpu_memory_utilization: opt.GpuMemoryUtilization = None
-    max_model_len: opt.MaxModelLen = None
-    async_scheduling: opt.AsyncScheduling = None
 
     def deployment(self, config: Path | None) -> Deployment:
         """The scenario file's deployment with these flags on top; --token-trace, else

@@ -13,6 +13,7 @@ from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, one_spelling
 from simspec.cli.flags import (
+    SchedulerFlags,
     ServingFlags,
     given,
     overlay,
@@ -44,7 +45,7 @@ PrecisionTarget = Annotated[
 
 
 @dataclass(frozen=True)
-class SweepFlags(MethodFlags, ServingFlags):
+class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
     """What a sweep's flags say; None (or an empty value) = not given."""
 
     profile: opt.Profile = None
@@ -59,11 +60,6 @@ class SweepFlags(MethodFlags, ServingFlags):
     dataset: opt.Dataset = None
     prompt_len: opt.PromptLen = None
     output_len: opt.OutputLen = None
-    max_num_seqs: opt.MaxNumSeqs = None
-    max_num_batched_tokens: opt.MaxNumBatchedTokens = None
-    gpu_memory_utilization: opt.GpuMemoryUtilization = None
-    max_model_len: opt.MaxModelLen = None
-    async_scheduling: opt.AsyncScheduling = None
     temperature: opt.Temperature = None
     top_p: opt.TopP = None
     seed: opt.Seed = None
