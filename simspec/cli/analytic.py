@@ -80,12 +80,8 @@ def analytic(
     # a profile is priced to its full depth even past --k-max
     depth = max(k_max, len(given_alphas)) if len(given_alphas) > 1 else k_max
     costs = an.batch1_costs(deploy, method, depth, context, draft)
-    grid = an.Batch1Costs(
-        costs.ar_s,
-        {k: v for k, v in costs.draft_s.items() if k <= k_max},
-        {k: v for k, v in costs.verify_s.items() if k <= k_max},
-    )
-    table = an.analytic_table(grid, tuple(sorted({*an.ALPHAS, *an.REPORTED_ALPHAS, *one})))
+    alphas = tuple(sorted({*an.ALPHAS, *an.REPORTED_ALPHAS, *one}))
+    table = an.analytic_table(costs, alphas, k_max)
     picks = an.best_k(table)
     # a profile by position is no scalar α: its first value is not shown as one (its E is)
     shown = picks[picks.alpha.isin([*an.REPORTED_ALPHAS, *one])]

@@ -94,11 +94,15 @@ def batch1_costs(
     return Batch1Costs(ar, draft, verify)
 
 
-def analytic_table(costs: Batch1Costs, alphas: tuple[float, ...] = ALPHAS) -> pd.DataFrame:
-    """E and batch-1 speedup over α × K."""
+def analytic_table(
+    costs: Batch1Costs, alphas: tuple[float, ...] = ALPHAS, k_max: int | None = None
+) -> pd.DataFrame:
+    """E and batch-1 speedup over α × K (K up to ``k_max``, else every K priced)."""
     rows = []
     for a in alphas:
         for k, draft in costs.draft_s.items():
+            if k_max is not None and k > k_max:
+                continue
             e = expected_tokens(a, k)
             step = draft + costs.verify_s[k]
             rows.append(
