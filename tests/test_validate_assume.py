@@ -472,3 +472,15 @@ def test_a_profile_reaches_the_baseline_it_describes_in_a_speedup_row():
     moved = on_profile(plan, "mine.yaml", profile)
     assert moved.baseline.profile == "mine.yaml" and moved.scenario.profile is None
     assert any("mine.yaml (the baseline)" in a for a in moved.assumptions)
+
+
+def test_a_v0_row_whose_serve_command_sets_chunked_prefill_is_refused():
+    """V0's chunked prefill is its defaults' to decide in simspec (engines.yaml v0_scheduler):
+    a serve command that sets it names a deployment simspec cannot state, not one to guess."""
+    row = {
+        **ROW,
+        "engine_version": "0.6.0",
+        "notes": "serve: vllm serve m --enable-chunked-prefill",
+    }
+    with pytest.raises(Skip, match="sets vLLM V0's chunked prefill"):
+        plan_case(row)

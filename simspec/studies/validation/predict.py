@@ -103,6 +103,10 @@ E2E_MEAN_NOTE = (
 TREE_DEFAULTS = {"eagle3": {"tree": "dynamic", "k": 7, "tree_nodes": 60, "tree_topk": 10}}
 
 
+# a serve command that turns vLLM's chunked prefill on or off by name
+V0_CHUNKING = re.compile(r"--(?:no-)?enable-chunked-prefill\b")
+
+
 class Skip(Exception):  # a row outcome, not an error
     """A row simspec cannot express; the message is its ``skip_reason``."""
 
@@ -170,6 +174,13 @@ def plan_case(
     engine, said = engine_version_profile(engine, get("engine_version"))
     if said:
         assumptions.append(said)
+    if load_engine(engine).flag("v0_scheduler") and V0_CHUNKING.search(notes):
+        # V0 decides chunked prefill by its defaults (engines.yaml v0_scheduler); a serve
+        # command that sets it is a deployment simspec cannot state
+        raise Skip(
+            "the serve command sets vLLM V0's chunked prefill, which simspec runs only as V0's "
+            "defaults decide it (engines.yaml v0_scheduler)"
+        )
     if engine == "trtllm":
         why, said_all = trtllm_serving(notes)
         if why:
