@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from simspec.catalog.expert_locality import adjacent_expert_reuse
+from simspec.catalog.expert_locality import adjacent_expert_reuse, locality_note, reuse_origin
 from simspec.catalog.hardware import load_engine, load_gpu, load_profile
 from simspec.catalog.models import load_model
 from simspec.catalog.tables import packaged_table
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.costmodel.moe import fresh_tokens, routed_experts_time
+from simspec.studies.model_facts import model_facts
 
 
 def test_fresh_tokens_counts_each_sequences_first_token_whole_and_the_rest_in_part():
@@ -22,15 +23,35 @@ def test_fresh_tokens_counts_each_sequences_first_token_whole_and_the_rest_in_pa
     assert fresh_tokens(32, 8, 1.0) == 8  # full reuse: a sequence's tokens are one token
 
 
-def test_every_entry_is_a_measured_share_with_its_source():
+def test_every_entry_is_measured_or_taken_from_a_measured_sibling_of_the_same_router():
     table = packaged_table("expert_locality.yaml")
     assert table
     for model_id, entry in table.items():
-        assert load_model(model_id).is_moe
+        model = load_model(model_id)
+        assert model.is_moe
         assert 0.0 < entry["adjacent_expert_reuse"] < 1.0
-        assert entry["basis"] == "measured" and len(entry["source"]) > 40
+        assert len(entry["source"]) > 40
+        if entry["basis"] == "transferred":
+            origin = table[entry["from"]]
+            assert origin["basis"] == "measured"
+            assert entry["adjacent_expert_reuse"] == origin["adjacent_expert_reuse"]
+            sibling = load_model(entry["from"])
+            same = ("num_experts", "num_experts_per_tok", "shared_expert_intermediate_size")
+            assert all(getattr(model, f) == getattr(sibling, f) for f in same)
+        else:
+            assert entry["basis"] == "measured"
     assert adjacent_expert_reuse("qwen3-30b-a3b") == 0.45
-    assert adjacent_expert_reuse("qwen3-235b-a22b") == 0.0  # none packaged
+    assert adjacent_expert_reuse("mixtral-8x7b") == 0.0  # none packaged
+
+
+def test_a_transferred_share_says_where_it_came_from_and_a_measured_one_says_nothing():
+    assert reuse_origin("qwen3-235b-a22b") == "qwen3-30b-a3b"
+    note = locality_note("qwen3-235b-a22b")
+    assert "transferred from qwen3-30b-a3b" in note and "45 %" in note
+    assert locality_note("qwen3-30b-a3b") == "" and reuse_origin("qwen3-30b-a3b") is None
+    assert locality_note("mixtral-8x7b") == ""
+    facts = dict(model_facts("qwen3-235b-a22b"))
+    assert any("transferred from qwen3-30b-a3b" in v for v in facts.values())
 
 
 def _cost(engine: str, tp: int = 1) -> RooflineCostModel:
@@ -61,7 +82,7 @@ def test_a_decode_step_and_an_unmeasured_model_are_priced_as_before():
         routed_experts_time(cost.ops, m, 8, 1, None, kernel)
     )
     # a model without a measured reuse: the verify's experts as independent tokens'
-    big = load_model("qwen3-235b-a22b")
+    big = load_model("mixtral-8x7b")
     a = cost.forward(big, BatchShape.uniform(8, 4, 8 * 1000.0, 32))
     b = cost.forward(big, BatchShape.uniform(32, 1, 32 * 1000.0, 32))
     assert a.gemm_s == b.gemm_s

@@ -193,6 +193,7 @@ def _profile_note(cfg: SweepConfig) -> None:
     """A GPU whose packaged profile was fitted on another GPU says so, and so does a precision
     the GPU runs otherwise than named or without kernel timings, and a model's sparse attention
     (what of it stays approximate) (on stderr)."""
+    from simspec.catalog.expert_locality import locality_note
     from simspec.catalog.hardware import load_gpu, load_profile
     from simspec.catalog.models import load_model
     from simspec.catalog.precision import load_precision, precision_note
@@ -208,6 +209,8 @@ def _profile_note(cfg: SweepConfig) -> None:
     for model in dict.fromkeys(cfg.grid.get("model") or [cfg.model]):
         if note := sparse_attention_note(load_model(model)):
             err.print(f"note: {model}: {note}", highlight=False)
+        if note := locality_note(model):
+            err.print(f"note: {note}", highlight=False)
     spans = {(p.gpu, p.tp, p.ep) for p in cfg.points()}
     for gpu, tp, ep in sorted(spans):
         if note := load_gpu(gpu).cross_node_note(tp, ep):

@@ -4,7 +4,7 @@ per token and the GPUs it needs (``simspec models``, the sweep's header, the exp
 
 from __future__ import annotations
 
-from simspec.catalog.expert_locality import adjacent_expert_reuse
+from simspec.catalog.expert_locality import adjacent_expert_reuse, reuse_origin
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.models import ModelShape, load_model
 from simspec.catalog.precision import kv_cache_bytes, load_precision, normalize_kv_cache_dtype
@@ -161,8 +161,10 @@ def _experts(model: ModelShape) -> str:
         text += f", shared MLP of {model.shared_expert_intermediate_size}"
     text += f"; dense MLP {model.intermediate_size}"
     if reuse := adjacent_expert_reuse(model.id):
+        origin = reuse_origin(model.id)
+        basis = "measured" if origin is None else f"transferred from {origin}"
         text += (
-            f"; router reuses {reuse * 100:.0f} % of the previous token's experts (measured: "
+            f"; router reuses {reuse * 100:.0f} % of the previous token's experts ({basis}: "
             "simspec/data/expert_locality.yaml)"
         )
     return text

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from simspec.catalog.expert_locality import locality_note
 from simspec.catalog.hardware import gpu_ids, load_engine, load_gpu, load_profile, release_tuple
 from simspec.catalog.methods import (
     DATASET_DOMAIN,
@@ -166,6 +167,8 @@ def plan_case(
         assumptions.append(note)
     if load_model(model).linear_layers:
         assumptions.append(LINEAR_STATE_NOTE)
+    if note := locality_note(model):
+        assumptions.append(note)
     engine = get("engine")
     _known(load_engine, engine, "no engine profile for")
     mla = load_model(model).is_mla
