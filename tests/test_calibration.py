@@ -281,6 +281,10 @@ def test_harness_csv_fits_a_profile_and_reports_whole_steps(tmp_path):
     assert "sum of operators vs measured" in " ".join(result.output.split())
     bad = runner.invoke(app, [*args, "--only", "gemm,softmax"])
     assert bad.exit_code == 2 and "--only" in bad.output
+    # the harness times no all-reduce: asking to fit only that is refused, nothing written
+    none = runner.invoke(app, [*args[:-1], str(tmp_path / "ar.yaml"), "--only", "allreduce"])
+    assert none.exit_code == 2 and "no allreduce samples" in none.output
+    assert not (tmp_path / "ar.yaml").exists()
 
 
 def test_a_fit_refuses_timings_taken_on_a_cpu_in_float32_or_on_another_gpu(tmp_path):
@@ -298,6 +302,12 @@ def test_a_fit_refuses_timings_taken_on_a_cpu_in_float32_or_on_another_gpu(tmp_p
         (origin("cuda", "float32", "NVIDIA H100 80GB HBM3"), "h100_sxm", "timed in float32"),
         (origin("cuda", "bfloat16", "NVIDIA A100-SXM4-80GB"), "h200", "not a H200"),
         (origin("cuda", "bfloat16", "NVIDIA H20"), "h200", "not a H200"),
+        # whole words and the part's form factor: none of these is the GPU asked for (QA: a
+        # substring check took H200 timings for h20, a PCIe H100's for h100_sxm)
+        (origin("cuda", "bfloat16", "NVIDIA H200"), "h20", "not a H20"),
+        (origin("cuda", "bfloat16", "NVIDIA H100 PCIe"), "h100_sxm", "not a H100 \\(not PCIE"),
+        (origin("cuda", "bfloat16", "NVIDIA GB200"), "b200", "not a B200"),
+        (origin("cuda", "bfloat16", "NVIDIA A100-SXM4-40GB"), "a100_80gb", "not a A100 80GB"),
     ]
     for table, gpu, words in cases:
         with pytest.raises(InputError, match=words):

@@ -68,6 +68,7 @@ def calibrate_fit(
     try:
         spec = load_gpu(gpu)
         samples, files = discover(timings, gpu)
+        discovered = samples["operator"]
         if only is not None:
             wanted = csv_list(only, "--only")
             unknown = sorted(set(wanted) - set(FORMS))
@@ -76,6 +77,13 @@ def calibrate_fit(
                     "--only", f"unknown operator {unknown[0]!r}; choose from {', '.join(FORMS)}"
                 )
             samples = samples[samples["operator"].isin(wanted)]
+            absent = [op for op in wanted if op not in set(samples["operator"])]
+            if absent:  # QA: a profile of nothing fitted was written, its files listed
+                raise InputError(
+                    "--only",
+                    f"the timings have no {absent[0]} samples (they time "
+                    f"{', '.join(sorted(set(discovered))) or 'nothing'}): nothing to fit",
+                )
         back = load_profile(fallback or gpu)
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             # a degenerate table makes the solver warn; the error (if any) is the message

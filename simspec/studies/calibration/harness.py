@@ -118,15 +118,50 @@ def check_origin(d: pd.DataFrame, path: Path, gpu: str | None) -> None:
             )
     if gpu is None or "gpu_name" not in d.columns:
         return
-    family = gpu.split("_")[0].upper()
     names = sorted({str(v) for v in d["gpu_name"].dropna()})
-    other = [n for n in names if family not in re.sub(r"[\s-]", "", n.upper())]
+    other = [n for n in names if not names_gpu(n, gpu)]
     if other:
+        needed, excluded = DEVICE_TOKENS.get(gpu, ((gpu.split("_")[0].upper(),), ()))
+        part = f"a {' '.join(needed)}" + (f" (not {'/'.join(excluded)})" if excluded else "")
         raise InputError(
             "timings",
-            f"{shown(path)} was timed on {', '.join(other)} (its gpu_name column), not a "
-            f"{family}: fit it with the --gpu it was taken on",
+            f"{shown(path)} was timed on {', '.join(other)} (its gpu_name column), not {part}, "
+            f"the GPU --gpu {gpu} describes: fit it with the --gpu it was taken on",
         )
+
+
+# The words of a device name (torch.cuda.get_device_name, the driver's product name as
+# nvidia-smi --query-gpu=name prints it: "NVIDIA H100 80GB HBM3" for the SXM5 part, "NVIDIA H100
+# PCIe", "NVIDIA H100 NVL", "NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe", "NVIDIA H200",
+# "NVIDIA GB200") that name each packaged GPU: all of the first present as whole words, none of
+# the second. Whole words, so "H20" is not H200 nor "B200" GB200; PCIe and NVL parts run at other
+# clocks, power and bandwidth than the SXM ones gpus.yaml describes.
+DEVICE_TOKENS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "h100_sxm": (("H100",), ("PCIE", "NVL")),
+    "h200": (("H200",), ("NVL",)),
+    "h20": (("H20",), ()),
+    "a100_80gb": (("A100", "80GB"), ("PCIE",)),
+    "a100_40gb": (("A100", "40GB"), ("PCIE",)),
+    "b200": (("B200",), ()),
+    "gb200": (("GB200",), ()),
+    "b300": (("B300",), ()),
+    "gb300": (("GB300",), ()),
+    "l40s": (("L40S",), ()),
+    "rtx3090": (("3090",), ()),
+    "mi300x": (("MI300X",), ()),
+    "mi355x": (("MI355X",), ()),
+}
+
+
+def names_gpu(device_name: str, gpu: str) -> bool:
+    """Whether a timing table's ``gpu_name`` names packaged GPU ``gpu`` (:data:`DEVICE_TOKENS`;
+    a GPU without an entry: its family's letters anywhere in the name)."""
+    words = set(re.findall(r"[A-Z0-9]+", device_name.upper()))
+    rule = DEVICE_TOKENS.get(gpu)
+    if rule is None:
+        return gpu.split("_")[0].upper() in re.sub(r"[\s-]", "", device_name.upper())
+    needed, excluded = rule
+    return all(w in words for w in needed) and not any(w in words for w in excluded)
 
 
 def _harness_sample(r: pd.Series, path: Path) -> dict[str, object] | None:
