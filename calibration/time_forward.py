@@ -96,8 +96,14 @@ COLUMNS = tuple(
 )
 GEMM_OPS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 ELEMENTWISE_OPS = ("rmsnorm", "silu_mul", "rope", "add")
-TREE_MAX_BATCH = 16  # tree verification is timed at batch sizes up to this
-MEMORY_SAFETY = 1.3  # a case runs only if its estimated bytes times this fit in free memory
+# Grid choices, not model constants (no output number rests on them): tree verification is
+# timed at batch sizes up to TREE_MAX_BATCH, where trees are served (SGLang's EAGLE keeps its
+# default speculative batch at 48 and trees pay off at small batch); a case runs only if its
+# estimated bytes (case_bytes, a lower bound that leaves out the allocator's rounding and
+# SDPA's workspace) times MEMORY_SAFETY fit in free memory, so an estimate 30 % short still
+# skips instead of raising out-of-memory mid-run.
+TREE_MAX_BATCH = 16
+MEMORY_SAFETY = 1.3
 RMS_EPS = 1e-5
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -154,6 +160,22 @@ def load_config(path: str) -> ModelShape:
             raise UsageError("--config", f"{key} must be a positive integer, got {value!r}")
         return value
 
+    # the harness builds dense GQA decoder layers: a config with routed experts or a latent
+    # KV would be timed as a dense model under its name (QA), so it is refused instead
+    for key in ("num_local_experts", "num_experts", "n_routed_experts"):
+        if isinstance(cfg.get(key), int) and cfg[key] > 0:
+            raise UsageError(
+                "--config",
+                f"{path} is a MoE model ({key} {cfg[key]}): this script times dense GQA layers "
+                "only; MoE layers are priced from measured kernel tables "
+                "(calibration/fit_moe_kernels.py)",
+            )
+    if cfg.get("kv_lora_rank"):
+        raise UsageError(
+            "--config",
+            f"{path} uses multi-head latent attention (kv_lora_rank {cfg['kv_lora_rank']}): this "
+            "script times GQA attention only; MLA is priced from measured kernel tables",
+        )
     hidden, heads = positive("hidden_size"), positive("num_attention_heads")
     theta = cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta")
     name = cfg.get("_name_or_path") or Path(path).resolve().parent.name or "custom"
@@ -582,14 +604,15 @@ def build_cases(g: Grid, s: Shard) -> list[Case]:
     """Every case, most valuable first: the per-operator rows a cost model is fitted on, then
     decode, verification, tree, prefill and draft-head steps."""
     cases = []
+    tokens = [t for t in g.gemm_tokens if t <= g.max_tokens]
     for op in (*GEMM_OPS, "lm_head"):
         k, n = s.gemm_shape(op)
         kind = "lm_head" if op == "lm_head" else "gemm"
-        cases += [Case(kind, kind, op, t, m=t, k=k, n=n) for t in g.gemm_tokens]
+        cases += [Case(kind, kind, op, t, m=t, k=k, n=n) for t in tokens]
     for mode in ("decode", "chain", "tree", "prefill"):
         cases += [seq_case("attention", "attention", mode, *x) for x in sequence_shapes(g, mode)]
     for op in ELEMENTWISE_OPS:
-        cases += [Case("elementwise", "elementwise", op, t) for t in g.gemm_tokens]
+        cases += [Case("elementwise", "elementwise", op, t) for t in tokens]
     for mode in ("decode", "chain", "tree"):
         shapes = sequence_shapes(g, mode)
         cases += [seq_case(f"forward {mode}", "forward", mode, *x) for x in shapes]
@@ -1107,7 +1130,24 @@ def resolve(args: argparse.Namespace) -> tuple[ModelShape, Shard, Grid, torch.de
     per_gpu = shard(shape, args.tp, args.draft_vocab)
     if args.out is None and not args.list:
         raise UsageError("--out", "required (or use --list)")
+    if args.out is not None and not args.list:
+        check_writable(args.out)
     return shape, per_gpu, grid, device
+
+
+def check_writable(path: str) -> None:
+    """Refuse an --out the table could not be written to, before minutes of timing (QA: a
+    folder given as --out failed only at the end, the run's rows left in PATH.tmp)."""
+    out = Path(path)
+    if out.is_dir():
+        raise UsageError("--out", f"{path} is a folder: give a file path (e.g. {path}/h100.csv)")
+    folder = out.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # the nearest existing folder: write_csv creates the rest
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError("--out", f"cannot write under {folder}")
+    if out.exists() and not os.access(out, os.W_OK):
+        raise UsageError("--out", f"{path} is not writable")
 
 
 def print_header(

@@ -248,6 +248,35 @@ def test_config_file_and_list(tf, tmp_path: Path, capsys) -> None:
     assert out.strip().splitlines()[-1].startswith(f"{len(out.strip().splitlines()) - 1} cases")
 
 
+def test_a_moe_or_mla_config_a_folder_for_out_are_refused_before_timing(
+    tf, tmp_path: Path, capsys
+) -> None:
+    """QA: a Mixtral config was timed as a dense model under its name, and a folder given as
+    --out failed only after the whole run."""
+    base = {
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 8,
+        "vocab_size": 512,
+    }
+    for extra, words in (({"num_local_experts": 8}, "MoE model"), ({"kv_lora_rank": 512}, "MLA")):
+        path = tmp_path / f"{words.split()[0]}.json"
+        path.write_text(json.dumps(base | extra))
+        assert tf.main(["--config", str(path), "--device", "cpu", "--list"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --config: ") and (words in err or "latent" in err)
+    assert tf.main(["--model", "tiny", "--device", "cpu", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("error: --out: ")
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_max_tokens_bounds_every_case(tf, capsys) -> None:
+    assert tf.main([*SMALL_GRID, "--max-tokens", "4", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "gemm/qkv_proj tokens=1 " in out and "tokens=8 " not in out
+
+
 def test_budget_truncates(tf, tmp_path: Path, capsys) -> None:
     out = tmp_path / "cut.csv"
     args = [*SMALL_GRID, "--max-seconds", "1e-9", "--out", str(out)]
