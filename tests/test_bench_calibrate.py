@@ -93,6 +93,24 @@ def test_the_fit_reproduces_runs_of_a_slower_host_that_the_base_profile_misses(t
     assert cal.fit.at_bound == []
 
 
+def test_a_run_the_fit_cannot_explain_is_named(tmp_path):
+    """QA: a run whose TPOTs were x1000 (seconds read as ms) fitted at exit 0, its -99.9 %
+    unsaid, the priors holding the constants."""
+    truth = truth_profile(tmp_path)
+    paths = [measured_run(tmp_path, c, truth) for c in (1, 4)]
+    data = json.loads(paths[1].read_text())
+    for key in [k for k in data if k.endswith("tpot_ms")]:
+        data[key] *= 1000
+    paths[1].write_text(json.dumps(data))
+    out = tmp_path / "mine.yaml"
+    result = runner.invoke(
+        app, ["calibrate", "bench", *map(str, paths), *DEPLOY, "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "off after the fit" in text and "units" in text
+
+
 def test_the_fit_is_deterministic(tmp_path):
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     first, _ = fitted(tmp_path / "a")
