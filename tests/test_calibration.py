@@ -192,12 +192,13 @@ def test_calibrate_report_shows_stored_errors_and_writes_html_for_timings(shared
     [
         (["fit", "nowhere.csv", "--out", "p.yaml"], "timings"),
         (["fit", "{table}", "--out", "p.txt"], "--out"),
-        (["fit", "{table}", "--gpu", "tpu", "--out", "p.yaml"], "gpu"),
+        (["fit", "{table}", "--gpu", "tpu", "--out", "p.yaml"], "--gpu"),
+        (["fit", "{table}", "--fallback", "nope.yaml", "--out", "p.yaml"], "--fallback"),
         (["fit", "{bad}", "--out", "p.yaml"], "timings"),
         (["report", "--profile", "nosuch"], "profile"),
         (["report", "--html", "r.html"], "--timings"),
         (["report", "--cases", "{bad}"], "--cases"),
-        (["fit", "{harness}", "--out", "p.yaml"], "row 1"),
+        (["fit", "{harness}", "--out", "p.yaml"], "row 1: n must be a number, got 'x'"),
     ],
 )
 def test_bad_calibrate_input_is_one_line_naming_the_field(tmp_path, monkeypatch, args, field):
@@ -366,3 +367,17 @@ def test_fit_notes_constants_at_the_edge_of_their_range_and_refuses_another_gpus
     )
     assert result.exit_code == 0, result.output
     assert "stopped at the lower edge" in result.output
+
+
+def test_a_table_cut_short_and_the_operators_taken_from_the_fallback_are_said(tmp_path):
+    from simspec.cli.calibrate import coverage_notes
+
+    cut, whole = tmp_path / "cut.csv", tmp_path / "whole.csv"
+    cut.write_text("kind,op,truncated\ngemm,qkv_proj,1\n")
+    whole.write_text("kind,op,truncated\ngemm,qkv_proj,0\n")
+    notes = coverage_notes([str(cut), str(whole)], {"gemm": None}, "h100_sxm")
+    assert len(notes) == 2
+    assert "cut.csv" in notes[0] and "time budget" in notes[0]
+    assert notes[1].startswith("note: attention, elementwise, allreduce not fitted")
+    assert "h100_sxm" in notes[1]
+    assert coverage_notes([str(whole)], dict.fromkeys(FORMS), "h100_sxm") == []

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import numpy as np
 import pandas as pd
 import typer
 
+from simspec.catalog.tables import shown
 from simspec.cli.common import csv_list, err, one_line_errors, os_error_text, writing
 from simspec.cli.tables import check_outputs, print_frame, write_frame
 from simspec.errors import InputError
+
+T = TypeVar("T")
 
 calibrate_app = typer.Typer(
     no_args_is_help=True,
@@ -65,8 +69,9 @@ def calibrate_fit(
     from simspec.studies.calibration.samples import discover
 
     check_outputs((out, "--out", (".yaml", ".yml", ".json")))
+    spec = as_flag("--gpu", load_gpu, gpu)  # refusals name the flag that was typed (QA)
+    back = as_flag("--fallback" if fallback else "--gpu", load_profile, fallback or gpu)
     try:
-        spec = load_gpu(gpu)
         samples, files = discover(timings, gpu)
         discovered = samples["operator"]
         if only is not None:
@@ -84,7 +89,6 @@ def calibrate_fit(
                     f"the timings have no {absent[0]} samples (they time "
                     f"{', '.join(sorted(set(discovered))) or 'nothing'}): nothing to fit",
                 )
-        back = load_profile(fallback or gpu)
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             # a degenerate table makes the solver warn; the error (if any) is the message
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -103,9 +107,38 @@ def calibrate_fit(
         rows.append([op, str(s["n_samples"]), *mapes, str(s["heldout_split"])])
     columns = ["operator", "samples", "fit MAPE", "held-out MAPE", "held-out split"]
     print_frame(pd.DataFrame(rows, columns=columns), f"Fit of {gpu} from {len(files)} file(s)")
-    for line in bound_notes(fits):
+    for line in [*bound_notes(fits), *coverage_notes(files, fits, fallback or gpu)]:
         err.print(line, highlight=False)
     err.print(f"wrote {out}")
+
+
+def coverage_notes(files: list[str], fits: dict, fallback: str) -> list[str]:
+    """What the written profile does not rest on the tables for (QA: a gemm-only table cut
+    short by its budget fitted at exit 0, with no word of either): tables that stopped at their
+    time budget, and the operators taken from the fallback profile."""
+    from simspec.studies.calibration.fit import FORMS
+    from simspec.studies.calibration.harness import cut_short
+
+    lines = [
+        f"note: {shown(f)} stopped at its time budget (its truncated column): it times fewer "
+        "sizes than its grid, so the fit sees a part of the range"
+        for f in cut_short(files)
+    ]
+    kept = [op for op in FORMS if op not in fits]
+    if kept:
+        lines.append(
+            f"note: {', '.join(kept)} not fitted from these tables: taken from {fallback} "
+            "(its provenance kept in the profile)"
+        )
+    return lines
+
+
+def as_flag(flag: str, load: Callable[[str], T], ref: str) -> T:
+    """``load(ref)``, its refusal naming ``flag`` instead of the catalog's field."""
+    try:
+        return load(ref)
+    except InputError as exc:
+        raise InputError(flag, exc.message) from None
 
 
 def bound_notes(fits: dict) -> list[str]:

@@ -95,6 +95,20 @@ def harness_csv(path: Path, gpu: str | None = None) -> pd.DataFrame:
     return samples_frame({c: [row[c] for row in out] for c in COLUMNS})
 
 
+def cut_short(paths: list[str]) -> list[str]:
+    """The harness tables among ``paths`` whose run stopped at its time budget (their
+    ``truncated`` column): they time fewer sizes than the grid asked for."""
+    out = []
+    for p in paths:
+        path = Path(p)
+        if not is_harness_csv(path):
+            continue
+        d = read_table(path)
+        if "truncated" in d.columns and (pd.to_numeric(d["truncated"], errors="coerce") == 1).any():
+            out.append(p)
+    return out
+
+
 def check_origin(d: pd.DataFrame, path: Path, gpu: str | None) -> None:
     """Refuse timings a GPU profile cannot rest on: taken on a CPU (the harness's smoke run),
     in a dtype its 2-byte prices do not describe, or on a GPU other than ``gpu`` (by the
@@ -164,32 +178,43 @@ def names_gpu(device_name: str, gpu: str) -> bool:
     return all(w in words for w in needed) and not any(w in words for w in excluded)
 
 
+def _cell(r: pd.Series, column: str, smallest: float = 1.0, strict: bool = False) -> float:
+    """A row's ``column`` as a finite number of at least ``smallest``, or an error naming the
+    column (QA: a text cell had read "could not convert string to float", a zero tp "integer
+    division or modulo by zero", a NaN size "shape columns give no work")."""
+    value = r[column]
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{column} must be a number, got {value!r}") from None
+    bound = number > smallest if strict else number >= smallest
+    if not (math.isfinite(number) and bound):
+        sign = ">" if strict else ">="
+        raise ValueError(f"{column} must be a finite number {sign} {smallest:g}, got {value!r}")
+    return number
+
+
 def _harness_sample(r: pd.Series, path: Path) -> dict[str, object] | None:
-    tp = int(r.tp)
-    shape = Shape(
-        int(r.hidden_size),
-        int(r.intermediate_size),
-        int(r.num_attention_heads),
-        int(r.num_key_value_heads),
-        int(r.head_dim),
-        int(r.vocab_size),
-    )
+    tp = int(_cell(r, "tp"))
+    widths = ("hidden_size", "intermediate_size", "num_attention_heads")
+    heads = ("num_key_value_heads", "head_dim", "vocab_size")
+    shape = Shape(*(int(_cell(r, c)) for c in (*widths, *heads)))
     q, kv, i = shape.widths(tp)
-    t = float(r.time_ms_median) * 1e-3
-    if not (math.isfinite(t) and t > 0):
-        raise ValueError(f"time_ms_median must be a finite number > 0, got {r.time_ms_median}")
+    t = _cell(r, "time_ms_median", 0.0, strict=True) * 1e-3
     kind = HARNESS_KINDS[r.kind]
     if kind == "gemm":
-        flops, nbytes = gemm_work(float(r.m), float(r.k), float(r.n))
+        flops, nbytes = gemm_work(_cell(r, "m"), _cell(r, "k"), _cell(r, "n"))
     elif kind == "attention":
-        b, qs, ctx = float(r.num_seqs), float(r.q_per_seq), float(r.context_len)
+        b, qs = _cell(r, "num_seqs"), _cell(r, "q_per_seq")
+        ctx = _cell(r, "context_len", 0.0)
         flops, nbytes = attention_work(q, kv, b * qs, b * qs * qs, b * qs * ctx, b * ctx)
     else:
         per_token = HARNESS_ELEMENTWISE.get(r.op)
         if per_token is None:  # the residual add: fused into RMSNorm in vLLM
             return None
         flops = 0.0
-        nbytes = BYTES_PER_PARAM * float(r.num_tokens) * per_token(shape.hidden, q, kv, i)
+        tokens = _cell(r, "num_tokens")
+        nbytes = BYTES_PER_PARAM * tokens * per_token(shape.hidden, q, kv, i)
     if not (np.isfinite(flops) and np.isfinite(nbytes) and flops >= 0 and nbytes > 0):
         raise ValueError("shape columns give no work (empty or non-positive sizes)")
     return dict(
@@ -199,7 +224,7 @@ def _harness_sample(r: pd.Series, path: Path) -> dict[str, object] | None:
         model=r.model,
         tp=tp,
         group=f"{r.model} {r.op}",
-        tokens=float(r.num_tokens),
+        tokens=_cell(r, "num_tokens"),
         flops=flops,
         bytes=nbytes,
         time_s=t,
