@@ -92,6 +92,22 @@ def test_recommend_cli_takes_the_files_method_and_writes_the_bisected_schedule(t
     assert "loss_at_start_pct" in result.output
 
 
+def test_a_schedule_that_is_off_everywhere_writes_no_speculative_config(tmp_path):
+    """QA: --json wrote a config that loads a draft and never runs it, while the console said
+    to serve without one."""
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text(
+        "workload: {lengths_from: null, prompt: {mean: 64}, output: {mean: 32}, turnovers: 4}\n"
+        "method: {name: eagle3, k: 1, acceptance: {alpha: 0.05}}\n"
+    )
+    js = tmp_path / "spec.json"
+    args = ["recommend", "--config", str(cfg), "--concurrencies", "8", "--k-max", "1"]
+    result = runner.invoke(app, [*args, "--json", str(js)])
+    assert result.exit_code == 0, result.output
+    assert "serve without a --speculative-config" in " ".join(result.output.split())
+    assert "was not written" in " ".join(result.output.split()) and not js.exists()
+
+
 def test_recommend_refuses_a_k_it_would_replace_and_a_schedule_it_would_overwrite(tmp_path):
     bad = runner.invoke(app, ["recommend", "--k", "4"])
     assert bad.exit_code == 2 and "--k" in bad.output and "--k-max" in bad.output

@@ -541,9 +541,12 @@ def recommend(
     # a vLLM --speculative-config only for a vLLM engine (QA: hf and trtllm printed one, with
     # TRT-LLM's batch limit in its last band)
     spec_cfg = None if is_tree or not vllm else speculative_config(base, bands)
+    # every band off: no config to serve with (QA: --json wrote one that loads a draft and
+    # never runs it, while the console said to serve without one)
+    all_off = all(setting == 0 for _, _, setting in bands)
     if out is not None:
         write_frame(with_provenance(rec.table, deploy, [base]), out)
-    if json_out is not None and spec_cfg is not None:
+    if json_out is not None and spec_cfg is not None and not all_off:
         write_text(json_out, speculative_config_json(spec_cfg) + "\n", "--json")
     what = "tree budget" if is_tree else "K"
     print_frame(
@@ -574,11 +577,12 @@ def recommend(
         )
         return
     print(f"num_speculative_tokens_per_batch_size: {bands}")
-    if all(setting == 0 for _, _, setting in bands):
+    if all_off:
         # a config that loads a draft only to never run it (QA): plain decoding is the answer
+        unwritten = f" (so {shown(json_out)} was not written)" if json_out is not None else ""
         err.print(
             f"speculation with {base.name} is slower than plain decoding at every concurrency "
-            "measured: serve without a --speculative-config"
+            f"measured: serve without a --speculative-config{unwritten}"
         )
         return
     if not vllm:
