@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from simspec.catalog.vllm import to_method
 from simspec.cli.main import app
 from simspec.config import AcceptanceConfig, Deployment, LengthSpec, MethodConfig, WorkloadConfig
+from simspec.engine.workload import mean_output_len
 from simspec.studies.capacity import Slo, max_rate, plan
 from simspec.studies.schedule.bands import schedule
 from simspec.studies.schedule.export import speculative_config
@@ -96,6 +97,10 @@ def test_max_rate_is_higher_under_a_looser_slo_and_plan_sizes_the_fleet():
         row.replicas == math.ceil(3 * loose / row.max_qps_per_replica) and row.gpus == row.replicas
     )
     assert row.cost_per_million_tokens > 0 and bool(row.meets_slo)
+    # the tokens priced are the workload's own mean output, not one probe window's sample, so
+    # methods on as many GPUs cost the same (QA: 0.0956 vs 0.0960 $/M tokens on 4 GPUs each)
+    tokens_per_hour = 3 * loose * mean_output_len(SHORT.workload) * 3600
+    assert row.cost_per_million_tokens == pytest.approx(row.gpus * 2.0 / tokens_per_hour * 1e6)
     # a replica over two pipeline stages holds twice the GPUs (QA: plan counted tp alone)
     staged = plan(SHORT.model_copy(update={"pp": 2}), [ar], **sized).iloc[0]
     assert staged.gpus == 2 * staged.replicas

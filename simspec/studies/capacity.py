@@ -22,6 +22,7 @@ import pandas as pd
 from simspec.config import MAX_DURATION_S, MAX_QPS, Deployment, FleetConfig, MethodConfig, Scenario
 from simspec.engine.fleet import FleetRun
 from simspec.engine.metrics import RunSummary
+from simspec.engine.workload import mean_output_len
 from simspec.errors import InputError, ScenarioError
 from simspec.studies.fleet import FleetSlo, per_request, run_fleet, summarize_fleet
 from simspec.studies.runs import SERIAL, Runs
@@ -288,14 +289,16 @@ def plan(
         raise InputError("duration", f"must be in (0, {MAX_DURATION_S:g}] s, got {duration_s}")
     check_price(gpu_hour_price)
     found = _max_rates(deploy, methods, slo, duration_s, runs, min_requests)
+    # the fleet serves target_qps requests/s of the workload's own mean output length, the
+    # same for every method
+    mean_output = mean_output_len(deploy.workload)
     rows = []
     for m, (rate, s, why) in zip(methods, found, strict=True):
         ok = s is not None and rate > 0
         replicas = math.ceil(target_qps / rate) if ok else None
         gpus = replicas * deploy.tp * deploy.pp if replicas else None  # a replica's GPUs
         out_tok = rate * s.output_tokens_mean if ok else float("nan")
-        # the fleet serves target_qps requests/s of the workload's mean output length
-        tokens_per_hour = target_qps * s.output_tokens_mean * 3600 if ok else float("nan")
+        tokens_per_hour = target_qps * mean_output * 3600 if ok else float("nan")
         cost = gpus * gpu_hour_price / tokens_per_hour * 1e6 if ok else float("nan")
         rows.append(
             {
