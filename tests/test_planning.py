@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -323,3 +324,41 @@ def test_recommend_says_to_serve_without_speculation_when_it_never_pays():
     assert result.exit_code == 0, result.output
     assert "--speculative-config '" not in result.output
     assert "serve without a --speculative-config" in result.output
+
+
+def test_policy_refuses_bands_and_bounds_its_engine_or_loop_never_reaches(tmp_path):
+    """QA: a band from 2,000 and a bound of 5,000 on a 1,024-request engine ran as fixed K=4, a
+    schedule run at the default concurrency 1 applied its first band only, and a K past the
+    method's was named ``methods.eagle3.k_schedule``."""
+    far = tmp_path / "far.yaml"
+    far.write_text(
+        Path("examples/policy.yaml")
+        .read_text()
+        .replace("[[1, 30, 3], [31, 1024, 2]]", "[[1, 30, 3], [2000, 3000, 2]]")
+    )
+    result = runner.invoke(app, ["policy", "--config", str(far)])
+    assert result.exit_code == 2
+    assert "policy.k_schedule: band [2000, 3000, 2] starts past the 1024 requests" in " ".join(
+        result.output.split()
+    )
+    spec = (
+        '{"method": "eagle3", "num_speculative_tokens": 3, '
+        '"num_speculative_tokens_per_batch_size": [[1, 8, 3], [9, 1024, 1]]}'
+    )
+    result = runner.invoke(app, ["policy", "--speculative-config", spec])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and text.startswith("error: --speculative-config: ")
+    assert "closed loop at concurrency 1" in text and "--rate-csv" in text
+    short = tmp_path / "short.yaml"
+    short.write_text(Path("examples/policy.yaml").read_text().replace("  k: 3\n", "  k: 2\n"))
+    result = runner.invoke(app, ["policy", "--config", str(short)])
+    assert result.exit_code == 2
+    assert result.output.strip().startswith("error: policy.k_schedule: K=3 exceeds k=2")
+
+
+def test_a_rate_schedule_without_a_request_count_runs_every_piece():
+    from simspec.cli.policy import schedule_requests
+
+    # 2 req/s for 30 s, 12 for 30, 30 for 30, then 8 for another 30: 1,560
+    assert schedule_requests([(0, 2.0), (30, 12.0), (60, 30.0), (90, 8.0)]) == 1560
+    assert schedule_requests([(0, 1.0)]) == 256  # a minute of 1 req/s, at least the default

@@ -12,6 +12,7 @@ from simspec.cli.common import err, one_line_errors
 from simspec.cli.flags import DeploymentFlags, overlay, with_flags, with_preset_ids
 from simspec.cli.method_flags import MethodFlags, preset_dataset
 from simspec.cli.tables import check_outputs, print_frame, print_provenance, write_frame
+from simspec.config import DEFAULT_MEASURED
 from simspec.errors import InputError
 from simspec.studies.schedule import SCHEDULE_FIELDS
 
@@ -78,11 +79,25 @@ def policy(
         )
     data = flags._scenario(config)
     if rate_csv is not None:
-        rates = {"arrival": "poisson", "rate_schedule": read_rate_csv(str(rate_csv))}
+        schedule = read_rate_csv(str(rate_csv))
+        rates: dict[str, Any] = {"arrival": "poisson", "rate_schedule": schedule}
+        if "requests" not in (data.get("workload") or {}):
+            # no count stated (policy has no --requests flag): the requests the schedule
+            # expects, so every piece runs (QA: the README's --rate-csv example was refused,
+            # 256 requests arriving before its peak, with no flag to raise them)
+            rates["requests"] = schedule_requests(schedule)
+            err.print(
+                f"workload: {rates['requests']:,} requests, what the rate schedule expects "
+                "(its last piece as long as the one before it)",
+                highlight=False,
+            )
         data = overlay(data, {"workload": rates})
     cfg = policy_config(data, flags)
     check_schedule_covered(cfg.workload)
-    frame = run_policy(cfg)
+    try:
+        frame = run_policy(cfg)
+    except InputError as exc:
+        raise policy_error(exc, from_flag=config is None) from None
     if out is not None:
         write_frame(frame, out)
     shown = frame[list(SHOWN)].rename(columns=SHOWN).round(2)
@@ -92,6 +107,36 @@ def policy(
         "gain = the setting's median (TPOT | end-to-end latency) / the policy's: > 1 means "
         "the policy is faster"
     )
+
+
+POLICY_FIELDS = ("k_schedule", "tree_schedule", "disable_by_batch_size")
+# the --speculative-config keys vLLM spells the policy fields with
+VLLM_KEYS = {"k_schedule": "num_speculative_tokens_per_batch_size"}
+
+
+def policy_error(exc: InputError, from_flag: bool) -> InputError:
+    """A refusal of the policy named as the user wrote it: ``policy.<field>`` in a --config
+    file, the key of a --speculative-config (QA: a K past the method's read
+    ``methods.eagle3.k_schedule``, a field no file or flag has)."""
+    name = exc.field.rsplit(".", 1)[-1]
+    if name not in POLICY_FIELDS:
+        return exc
+    if from_flag:
+        return InputError("--speculative-config", f"{VLLM_KEYS.get(name, name)}: {exc.message}")
+    return InputError(f"policy.{name}", exc.message)
+
+
+def schedule_requests(sched: list[tuple[float, float]]) -> int:
+    """The requests a rate schedule expects: its pieces' rates over their spans, the last piece
+    as long as the one before it (a one-piece schedule: a minute of it), at least the default
+    measured count."""
+    if len(sched) < 2:
+        expected = sched[0][1] * 60.0
+    else:
+        spans = [sched[i + 1][0] - t for i, (t, _) in enumerate(sched[:-1])]
+        expected = sum(r * d for (_, r), d in zip(sched, spans, strict=False))
+        expected += sched[-1][1] * spans[-1]
+    return max(DEFAULT_MEASURED, math.ceil(expected))
 
 
 def check_schedule_covered(wl: WorkloadConfig) -> None:

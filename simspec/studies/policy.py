@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.config import (
     _NUMBERS,
     Deployment,
@@ -21,6 +22,7 @@ from simspec.config import (
     TreeSchedule,
 )
 from simspec.engine.metrics import RunSummary
+from simspec.errors import InputError
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.runs.keys import scenario_key
 from simspec.studies.schedule import NO_SCHEDULE
@@ -90,11 +92,50 @@ def settings(cfg: PolicyConfig) -> list[tuple[str, MethodConfig]]:
     ]
 
 
+def most_running(cfg: PolicyConfig) -> tuple[int, str]:
+    """The most requests the policy's batch-size test can ever count, and why: the engine's
+    max_num_seqs for the method (the replica asks the draft for min(running + waiting,
+    max_num_seqs), Replica._reserve), and in a closed loop no more than its concurrency."""
+    gpu = load_gpu(cfg.gpu)
+    most = load_engine(cfg.engine).max_seqs_for(cfg.method.name, cfg.scheduler.max_num_seqs, gpu)
+    why = f"the {most} requests engine {cfg.engine} runs at once (max_num_seqs)"
+    wl = cfg.workload
+    if wl.arrival == "closed" and wl.concurrency < most:
+        most = wl.concurrency
+        why = (
+            f"the {most} request{'s' if most > 1 else ''} a closed loop at concurrency {most} "
+            "holds (run the policy under arrivals that vary: --rate-csv, or a --config workload)"
+        )
+    return most, why
+
+
+def check_reachable(cfg: PolicyConfig) -> None:
+    """Refuse a band or threshold the run can never reach: it would compare a policy that never
+    switches with the setting it stays on, and list settings it never uses (QA: a band from
+    2,000 and a threshold of 5,000 on a 1,024-request engine ran as fixed K=4, and a schedule
+    run at the default concurrency 1 applied its first band only)."""
+    most, why = most_running(cfg)
+    pol = cfg.policy
+    for field, bands in (("k_schedule", pol.k_schedule), ("tree_schedule", pol.tree_schedule)):
+        for band in bands or ():
+            if band[0] > most:
+                raise InputError(
+                    f"policy.{field}",
+                    f"band {list(band)} starts past {why}: it never applies",
+                )
+    if pol.disable_by_batch_size is not None and pol.disable_by_batch_size > most:
+        raise InputError(
+            "policy.disable_by_batch_size",
+            f"{pol.disable_by_batch_size} is past {why}: speculation would never turn off",
+        )
+
+
 def run_policy(cfg: PolicyConfig, *, runs: Runs = SERIAL) -> pd.DataFrame:
     """Simulate every setting on the same workload and seed (a setting the cache of ``runs``
     holds is not run again; ``runs`` is told of each setting done); gains are the policy's
     median TPOT and median end-to-end latency relative to each setting's (> 1: the policy is
     faster)."""
+    check_reachable(cfg)
     common = cfg.model_dump(exclude={"method", "policy"})
     chosen = settings(cfg)
     scenarios = [Scenario(**common, method=method) for _, method in chosen]
