@@ -165,7 +165,13 @@ def test_recommend_and_plan_commands(tmp_path, short_plan_probes):
         ],
     )
     assert result.exit_code == 0, result.output
-    assert list(pd.read_csv(plan_out).method) == ["autoregressive", "eagle3"]
+    planned = pd.read_csv(plan_out)
+    assert list(planned.method) == ["autoregressive", "eagle3"]
+    # the file says what it answers: the deployment, the rate, the SLOs at their percentile
+    asked = {"model": "llama-3.1-8b", "gpu": "h100_sxm", "target_qps": 5, "percentile": 99}
+    assert all((planned[c] == v).all() for c, v in asked.items())
+    assert (planned.slo_tpot_ms == 40).all() and (planned.gpu_hour_price == 2.5).all()
+    assert {"model", "gpu", "tp"} <= set(table.columns)
     bad = runner.invoke(
         app,
         [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import pandas as pd
 import typer
@@ -228,7 +228,14 @@ def plan(
         frame = capacity.plan(deploy, chosen, qps, slo, gpu_hour_price, duration, runs=runs)
     frame.insert(list(frame.columns).index("k") + 1, "acceptance", _acceptance(chosen))
     if out is not None:
-        write_frame(with_provenance(frame, deploy, chosen), out)
+        asked = {
+            "target_qps": qps,
+            "percentile": slo.percentile,
+            "slo_ttft_ms": slo_ttft_ms,
+            "slo_tpot_ms": slo_tpot_ms,
+            "gpu_hour_price": gpu_hour_price,
+        }
+        write_frame(with_provenance(with_asked(frame, deploy, asked), deploy, chosen), out)
     what = (
         f"{qps:g} req/s, p{slo.percentile} TTFT <= {slo_ttft_ms:g} ms and TPOT <= "
         f"{slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} x{deploy.tp}{_stages(deploy.pp)}, "
@@ -372,7 +379,15 @@ def _plan_trace(
             deploy, chosen, router, slo, attainment, gpu_hour_price, runs=runs
         )
     if out is not None:
-        write_frame(with_provenance(frame, deploy, chosen), out)
+        asked = {
+            "trace": trace,
+            "router": router,
+            "attainment": attainment,
+            "slo_ttft_ms": slo_ttft_ms,
+            "slo_tpot_ms": slo_tpot_ms,
+            "gpu_hour_price": gpu_hour_price,
+        }
+        write_frame(with_provenance(with_asked(frame, deploy, asked), deploy, chosen), out)
     what = (
         f"replaying {trace} with {attainment:.1%} of requests within TTFT <= {slo_ttft_ms:g} "
         f"ms and TPOT <= {slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} x{deploy.tp}{_stages(deploy.pp)} per "
@@ -545,7 +560,7 @@ def recommend(
     # never runs it, while the console said to serve without one)
     all_off = all(setting == 0 for _, _, setting in bands)
     if out is not None:
-        write_frame(with_provenance(rec.table, deploy, [base]), out)
+        write_frame(with_provenance(with_asked(rec.table, deploy, {}), deploy, [base]), out)
     if json_out is not None and spec_cfg is not None and not all_off:
         write_text(json_out, speculative_config_json(spec_cfg) + "\n", "--json")
     what = "tree budget" if is_tree else "K"
@@ -594,6 +609,14 @@ def recommend(
         err.print(f"vLLM has no {base.name} method: the schedule above is simspec's k_schedule")
     else:
         print(f"--speculative-config '{speculative_config_json(spec_cfg)}'")
+
+
+def with_asked(frame: pd.DataFrame, deploy: Deployment, asked: dict[str, Any]) -> pd.DataFrame:
+    """``frame`` with the deployment and what was asked of it as columns, so a CSV read on its
+    own says what it answers (QA: a p50 and a p99 plan wrote the same headers, and no file
+    carried the target rate, the SLOs, the price, the model or the GPU)."""
+    where = {"model": deploy.model, "gpu": deploy.gpu, "tp": deploy.tp, "pp": deploy.pp}
+    return frame.assign(**where, **asked)
 
 
 def _recommend_notes(
