@@ -227,3 +227,20 @@ def test_the_closed_form_too_says_what_it_rests_on():
     assert result.exit_code == 0, result.output
     (line,) = lines_starting(result.output, "rests on:")
     assert "given eagle3 acceptance" in line and "b200 profile from h100_sxm" in line
+
+
+def test_acceptance_of_another_dataset_than_the_lengths_is_said():
+    """QA: --dataset gsm8k over a --config file stating ShareGPT's acceptance switched the
+    request lengths only, with no word."""
+    from simspec.config import AcceptanceConfig, Deployment, MethodConfig, WorkloadConfig
+    from simspec.studies.provenance import dataset_notes
+
+    eagle = MethodConfig(
+        name="eagle3", k=3, acceptance=AcceptanceConfig(acc_len="sharegpt", acc_len_method="eagle3")
+    )
+    on = Deployment(workload=WorkloadConfig(lengths_from="gsm8k"))
+    (note,) = dataset_notes(on, [eagle])
+    assert "replays sharegpt's acceptance" in note and "come from gsm8k" in note
+    assert dataset_notes(Deployment(), [eagle]) == []  # sharegpt's lengths, sharegpt's records
+    alpha = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
+    assert dataset_notes(on, [alpha]) == []

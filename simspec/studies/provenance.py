@@ -123,6 +123,28 @@ def rests_on(deploy: Deployment, methods: Iterable[MethodConfig]) -> str:
     return "rests on: " + "; ".join(parts)
 
 
+def dataset_notes(deploy: Deployment, methods: Iterable[MethodConfig]) -> list[str]:
+    """A note per method whose acceptance replays another packaged dataset than the one the
+    requests' lengths come from (QA: ``--dataset gsm8k`` over a --config file that states
+    ShareGPT's acceptance switched the lengths only, with no word)."""
+    lengths = deploy.workload.lengths_from
+    packaged = packaged_traces()
+    if lengths not in packaged:
+        return []
+    notes = []
+    for m in methods:
+        acc = m.acceptance
+        if acc is None or acc.acc_len is None or acc.acc_len == lengths:
+            continue
+        if acc.acc_len in packaged:
+            notes.append(
+                f"note: {m.name} replays {acc.acc_len}'s acceptance while the requests' lengths "
+                f"come from {lengths}: the acceptance stated in the config is kept (state "
+                f"acc_len: {lengths} to replay that dataset's)"
+            )
+    return notes
+
+
 def _acceptance_part(model: str, methods: list[MethodConfig]) -> str:
     """Methods grouped by the model their acceptance was measured on."""
     groups: dict[str, list[str]] = {}
