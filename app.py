@@ -16,11 +16,13 @@ from pydantic import ValidationError
 from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.ui.inputs import check_inputs, markdown_text, model_info_markdown
 from simspec.ui.pages import analytic, compare, fleet, plan, results, sidebar
+from simspec.ui.pages.kept import keep_widgets
 
 TABS = [*results.TABS, "Plan & schedule", "Analytic", "Fleet", "Compare"]
 
 
 def main() -> None:
+    keep_widgets()  # an error shown below must not reset the widgets it stopped before
     st.title("Does speculative decoding pay?")
     inputs = sidebar.sidebar()
     with st.expander("Model", expanded=False):

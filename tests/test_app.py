@@ -157,6 +157,34 @@ def test_trace_acceptance_without_an_upload_asks_for_one():
     assert not at.exception and "Upload an acceptance trace" in at.error[0].value
 
 
+@pytest.mark.slow
+@PAGE
+def test_an_error_on_the_page_keeps_every_widget_the_user_set():
+    """QA: an error shown halfway down the page reset every widget below it (16 requests
+    became 256, an SLO of 20 ms became 50), and changing "K τ was measured at" reset τ."""
+    at = _fresh()
+    widget = {w.label: w for w in at.sidebar.number_input}
+    widget["Requests measured per run (more: tighter intervals, slower)"].set_value(16)
+    widget["SLO: TPOT p99 (ms)"].set_value(20.0)
+    at.run()
+    at.sidebar.text_input[0].set_value("1,x").run()  # an error: the page stops at the loads
+    assert len(at.error) == 1
+    at.sidebar.text_input[0].set_value("16").run()
+    widget = {w.label: w for w in at.sidebar.number_input}
+    assert widget["Requests measured per run (more: tighter intervals, slower)"].value == 16
+    assert widget["SLO: TPOT p99 (ms)"].value == 20.0
+    next(r for r in at.sidebar.radio if r.label == "Acceptance").set_value("tau").run()
+    widget = {w.label: w for w in at.sidebar.number_input}
+    widget["K τ was measured at"].set_value(5)
+    widget["Measured τ (tokens per step)"].set_value(4.5)
+    at.run()
+    next(w for w in at.sidebar.number_input if w.label == "K τ was measured at").set_value(6).run()
+    assert next(w for w in at.sidebar.number_input if w.label.startswith("Measured τ")).value == 4.5
+    # a smaller K bounds τ lower: kept at the new bound, not reset to the default
+    next(w for w in at.sidebar.number_input if w.label == "K τ was measured at").set_value(2).run()
+    assert next(w for w in at.sidebar.number_input if w.label.startswith("Measured τ")).value == 3.0
+
+
 def _fresh(loads: str = "16"):
     """A new page on a small what-if (one load: two runs, in process)."""
     from conftest import ROOT

@@ -13,6 +13,7 @@ from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.studies.capacity import Slo
 from simspec.ui import fleet, uploads
 from simspec.ui.inputs import ExplorerInputs
+from simspec.ui.pages.kept import kept
 
 
 def fleet_inputs(inputs: ExplorerInputs, slo: Slo) -> fleet.FleetInputs | None:
@@ -33,18 +34,32 @@ def fleet_inputs(inputs: ExplorerInputs, slo: Slo) -> fleet.FleetInputs | None:
                 st.info("Upload an arrival trace, or pick a packaged one.")
                 return None
             trace = uploads.save_arrival_trace_upload(up.getvalue(), up.name)
-        scale = st.number_input("Rate scale (× the trace's rate, bursts kept)", 0.01, 1000.0, 1.0)
-        start = st.number_input("Window start (s of the trace)", 0.0, 1e6, d.start_s)
-        end = st.number_input("Window end (s; 0 = to the end)", 0.0, 1e6, d.end_s or 0.0)
+        scale = st.number_input(
+            "Rate scale (× the trace's rate, bursts kept)", 0.01, 1000.0, **kept("fleet_scale", 1.0)
+        )
+        start = st.number_input(
+            "Window start (s of the trace)", 0.0, 1e6, **kept("fleet_start", d.start_s)
+        )
+        end = st.number_input(
+            "Window end (s; 0 = to the end)", 0.0, 1e6, **kept("fleet_end", d.end_s or 0.0)
+        )
     with mid:
-        replicas = st.number_input("Replicas", 1, fleet.MAX_PAGE_REPLICAS, d.replicas)
-        router = st.selectbox("Router", list(ROUTERS), index=list(ROUTERS).index(d.router))
+        replicas = st.number_input(
+            "Replicas", 1, fleet.MAX_PAGE_REPLICAS, **kept("fleet_replicas", d.replicas)
+        )
+        router = st.selectbox(
+            "Router", list(ROUTERS), **kept("fleet_router", list(ROUTERS).index(d.router), "index")
+        )
         method = st.selectbox(
             "Method (the page's K and acceptance)", ["autoregressive", *inputs.methods]
         )
     with right:
-        goal = st.number_input("Attainment goal", 0.01, 1.0, d.attainment_goal)
-        window_s = st.number_input("Timeline window (s)", 1.0, 3600.0, d.window_s)
+        goal = st.number_input(
+            "Attainment goal", 0.01, 1.0, **kept("fleet_goal", d.attainment_goal)
+        )
+        window_s = st.number_input(
+            "Timeline window (s)", 1.0, 3600.0, **kept("fleet_window", d.window_s)
+        )
         st.caption(
             f"SLOs (sidebar): TTFT ≤ {slo.ttft_ms:g} ms, TPOT ≤ {slo.tpot_ms:g} ms per request"
         )

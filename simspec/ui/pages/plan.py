@@ -19,6 +19,7 @@ from simspec.studies.schedule import export
 from simspec.ui import runs
 from simspec.ui.downloads import plan_csv, schedule_csv
 from simspec.ui.inputs import ExplorerInputs
+from simspec.ui.pages.kept import kept as kept_widget
 from simspec.ui.pages.progress import keep_answer, stages
 
 
@@ -32,8 +33,10 @@ def plan_and_schedule(inputs: ExplorerInputs, slo: Slo) -> None:
 
 def capacity_plan(inputs: ExplorerInputs, slo: Slo) -> None:
     st.subheader("Capacity plan")
-    qps = st.number_input("Target requests/s", 0.1, 100000.0, 20.0)
-    price = st.number_input("GPU-hour price ($)", 0.0, 100.0, capacity.GPU_HOUR_PRICE)
+    qps = st.number_input("Target requests/s", 0.1, 100000.0, **kept_widget("plan_qps", 20.0))
+    price = st.number_input(
+        "GPU-hour price ($)", 0.0, 100.0, **kept_widget("plan_price", capacity.GPU_HOUR_PRICE)
+    )
     key = ("plan", inputs.model_dump_json(), qps, price, slo)
     if st.button("Compute plan (bisection on the arrival rate, ~20 s per method)"):
         with st.spinner("planning…"):

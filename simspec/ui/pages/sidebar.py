@@ -34,6 +34,7 @@ from simspec.ui.inputs import (
     precision_label,
     tp_choices,
 )
+from simspec.ui.pages.kept import clamp, kept
 
 DEFAULT = ExplorerInputs()  # the CLI's defaults
 
@@ -53,6 +54,11 @@ ASYNC_HELP = (
 )
 
 
+def _at(choices: list[Any], value: Any) -> int:
+    """The index of ``value`` among ``choices`` (a selectbox's default)."""
+    return list(choices).index(value)
+
+
 def problem(message: str) -> NoReturn:
     """Show ``message`` as the page's one error and draw nothing more."""
     st.error(message)
@@ -68,14 +74,20 @@ def sidebar() -> ExplorerInputs:
 
 def slos() -> Slo:
     """The latency targets, at p99 (drawn after the inputs are checked)."""
-    ttft = st.sidebar.number_input("SLO: TTFT p99 (ms)", 10.0, 60000.0, DEFAULT_SLO_TTFT_MS)
-    tpot = st.sidebar.number_input("SLO: TPOT p99 (ms)", 1.0, 1000.0, DEFAULT_SLO_TPOT_MS)
+    ttft = st.sidebar.number_input(
+        "SLO: TTFT p99 (ms)", 10.0, 60000.0, **kept("slo_ttft", DEFAULT_SLO_TTFT_MS)
+    )
+    tpot = st.sidebar.number_input(
+        "SLO: TPOT p99 (ms)", 1.0, 1000.0, **kept("slo_tpot", DEFAULT_SLO_TPOT_MS)
+    )
     return Slo(ttft, tpot)
 
 
 def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
     sb.header("Deployment")
-    model = sb.selectbox("Model", model_ids(), index=model_ids().index(DEFAULT.model))
+    model = sb.selectbox(
+        "Model", model_ids(), **kept("model", _at(model_ids(), DEFAULT.model), "index")
+    )
     upload = sb.file_uploader(
         "…or a Hugging Face config.json", type=["json"], max_upload_size=uploads.MAX_UPLOAD_MB
     )
@@ -86,15 +98,17 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
             f"uploaded {markdown_text(model_name)}: hidden {shape.hidden_size}, "
             f"{shape.num_hidden_layers} layers"
         )
-    gpu = sb.selectbox("GPU", gpu_ids(), index=gpu_ids().index(DEFAULT.gpu))
+    gpu = sb.selectbox("GPU", gpu_ids(), **kept("gpu", _at(gpu_ids(), DEFAULT.gpu), "index"))
     tps = tp_choices()
     tp = sb.selectbox(
         "Tensor parallel",
         tps,
-        index=tps.index(DEFAULT.tp),
+        **kept("tp", _at(tps, DEFAULT.tp), "index"),
         help="GPUs per replica; past 8 a replica spans nodes (TP 16: two 8-GPU nodes)",
     )
-    engine = sb.selectbox("Engine profile", engine_ids(), index=engine_ids().index(DEFAULT.engine))
+    engine = sb.selectbox(
+        "Engine profile", engine_ids(), **kept("engine", _at(engine_ids(), DEFAULT.engine), "index")
+    )
     eps, dps = ep_choices(model, tp), dp_choices(engine, tp)
     ep = sb.selectbox("Expert parallel", eps, help=EP_HELP) if len(eps) > 1 else DEFAULT.ep
     dp = sb.selectbox("Data-parallel attention", dps, help=DP_HELP) if len(dps) > 1 else DEFAULT.dp
@@ -111,7 +125,7 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
     kv_cache_dtype = sb.selectbox(
         "KV-cache dtype",
         KV_CACHE_DTYPES,
-        index=KV_CACHE_DTYPES.index(DEFAULT.kv_cache_dtype),
+        **kept("kv_cache_dtype", _at(KV_CACHE_DTYPES, DEFAULT.kv_cache_dtype), "index"),
         format_func=kv_cache_label,
         help=KV_HELP,
     )
@@ -142,13 +156,22 @@ def _speculation(sb: DeltaGenerator, model: str) -> dict[str, Any]:
     )
     for name, why in left_out.items():
         sb.caption(f"{name} not offered: {markdown_text(why)}")  # why names the model
-    k_mode = sb.radio("Draft length", ["method default", "set K"], horizontal=True)
-    k = sb.slider("K (chain length or tree depth)", 1, 10, 3) if k_mode == "set K" else None
-    nodes = sb.number_input("Tree budget (nodes; 0 = each tree method's default)", 0, 1024, 0)
+    k_mode = sb.radio(
+        "Draft length", ["method default", "set K"], horizontal=True, **kept("k_mode", 0, "index")
+    )
+    k = (
+        sb.slider("K (chain length or tree depth)", 1, 10, **kept("k", 3))
+        if k_mode == "set K"
+        else None
+    )
+    nodes = sb.number_input(
+        "Tree budget (nodes; 0 = each tree method's default)", 0, 1024, **kept("nodes", 0)
+    )
     acceptance = sb.radio(
         "Acceptance",
         ["preset", "alpha", "tau", "trace"],
         horizontal=True,
+        **kept("acceptance", 0, "index"),
         help="preset: published τ or measured traces for the domain; alpha or tau: your own "
         "measurement (τ = tokens per step, bonus included, at the K you measured it)",
     )
@@ -156,21 +179,29 @@ def _speculation(sb: DeltaGenerator, model: str) -> dict[str, Any]:
     dataset = sb.selectbox(
         "Domain (preset and request lengths)",
         list(by_label),
-        index=list(by_label.values()).index(DEFAULT.dataset),
+        **kept("dataset", list(by_label.values()).index(DEFAULT.dataset), "index"),
     )
     alpha, tau, tau_k, spread, trace_path = 0.7, DEFAULT.tau, None, 0.0, None
     if acceptance == "alpha":
-        alpha = sb.slider("Mean acceptance α per position", 0.0, 1.0, 0.7, 0.01)
+        alpha = sb.slider(
+            "Mean acceptance α per position", 0.0, 1.0, step=0.01, **kept("alpha", 0.7)
+        )
     elif acceptance == "tau":
         # empty: each method's own K, as the command line's --tau without --tau-k reads it
         given_k = sb.number_input(
-            "K τ was measured at", 1, 16, value=None, placeholder="each method's K"
+            "K τ was measured at", 1, 16, placeholder="each method's K", **kept("tau_k", None)
         )
         tau_k = None if given_k is None else int(given_k)
         top = (tau_k or 16) + 1.0  # a τ past a method's K + 1 is refused by its run
-        tau = sb.number_input("Measured τ (tokens per step)", 1.0, top, min(tau, top))
+        # kept across a change of K τ, within its new bound (QA: it had jumped back to 3.0)
+        clamp("tau", 1.0, top)
+        tau = sb.number_input(
+            "Measured τ (tokens per step)", 1.0, top, **kept("tau", min(tau, top))
+        )
     if acceptance in ("alpha", "tau"):
-        spread = sb.slider("Spread across requests (logit std)", 0.0, 2.0, 0.0, 0.1)
+        spread = sb.slider(
+            "Spread across requests (logit std)", 0.0, 2.0, step=0.1, **kept("spread", 0.0)
+        )
     elif acceptance == "trace":
         trace = sb.file_uploader(
             "Acceptance trace (.jsonl, acc_len format)",
@@ -180,8 +211,10 @@ def _speculation(sb: DeltaGenerator, model: str) -> dict[str, Any]:
         if trace is None:
             problem("Upload an acceptance trace, or choose preset, alpha or tau acceptance.")
         trace_path = uploads.save_trace_upload(trace.getvalue(), trace.name)
-    temperature = sb.slider("Sampling temperature", 0.0, 2.0, DEFAULT.temperature, 0.05)
-    top_p = sb.slider("top-p", 0.05, 1.0, DEFAULT.top_p, 0.05)
+    temperature = sb.slider(
+        "Sampling temperature", 0.0, 2.0, step=0.05, **kept("temperature", DEFAULT.temperature)
+    )
+    top_p = sb.slider("top-p", 0.05, 1.0, step=0.05, **kept("top_p", DEFAULT.top_p))
     return {
         "methods": methods or DEFAULT.methods,
         "k": k,
@@ -205,26 +238,35 @@ def _workload(sb: DeltaGenerator) -> dict[str, Any]:
         ["closed", "poisson"],
         horizontal=True,
         format_func=lambda a: {"closed": "concurrency", "poisson": "QPS"}[a],
+        **kept("arrival", 0, "index"),
     )
     default = ",".join(f"{v:g}" for v in DEFAULT.loads) if arrival == "closed" else "1,4,8,16"
-    loads = parse_loads(sb.text_input("Loads (comma list)", default), arrival)
-    lengths = sb.radio("Request lengths", ["dataset", "fixed", "lognormal"], horizontal=True)
+    # one kept list per kind of load: concurrencies are not rates
+    loads = parse_loads(
+        sb.text_input("Loads (comma list)", **kept(f"loads_{arrival}", default)), arrival
+    )
+    lengths = sb.radio(
+        "Request lengths",
+        ["dataset", "fixed", "lognormal"],
+        horizontal=True,
+        **kept("lengths", 0, "index"),
+    )
     prompt_mean, output_mean = 512.0, 256.0
     if lengths != "dataset":
-        prompt_mean = sb.number_input("Prompt tokens (mean)", 1.0, 65536.0, 512.0)
-        output_mean = sb.number_input("Output tokens (mean)", 1.0, 16384.0, 256.0)
+        prompt_mean = sb.number_input("Prompt tokens (mean)", 1.0, 65536.0, **kept("prompt", 512.0))
+        output_mean = sb.number_input("Output tokens (mean)", 1.0, 16384.0, **kept("output", 256.0))
     requests = sb.number_input(
         "Requests measured per run (more: tighter intervals, slower)",
         8,
         5000,
-        DEFAULT.requests,
+        **kept("requests", DEFAULT.requests),
         help="measured in the steady window, after a warm-up; the CLI's default",
     )
     turnovers = sb.number_input(
         "Closed loop: batch turnovers measured (at least)",
         0,
         1024,
-        DEFAULT.turnovers,
+        **kept("turnovers", DEFAULT.turnovers),
         help="a closed loop measures at least this many × concurrency requests (the CLI's "
         "default: 64, which holds a batch-64 speedup within ~0.3 % run to run); fewer answer "
         "faster with wider error bars",

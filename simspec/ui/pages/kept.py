@@ -1,0 +1,40 @@
+"""Widget values that survive a run the page stops early.
+
+Streamlit deletes the state of every widget a run does not draw, so an error shown halfway down
+the page (a bad load list, a missing upload, a model that does not fit) reset every widget
+below it to its default, and the next what-if ran settings the user had not chosen (QA: 16
+requests became 256, an SLO of 20 ms became 50). A widget drawn with :func:`kept`'s key has its
+value re-assigned at the start of each run (:func:`keep_widgets`), which Streamlit's cleanup
+leaves alone (its documented way to keep widget state across runs that do not draw it).
+Only widgets whose choices do not change with other widgets are kept: a kept value that a new
+list of choices did not offer would be refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+PREFIX = "kept:"
+
+
+def keep_widgets() -> None:
+    """Re-assign every kept widget's value (call before any widget is drawn)."""
+    for key in [k for k in st.session_state if isinstance(k, str) and k.startswith(PREFIX)]:
+        st.session_state[key] = st.session_state[key]
+
+
+def kept(name: str, default: Any, arg: str = "value") -> dict[str, Any]:
+    """A widget's ``key`` and, on its first draw only, its default as ``arg`` (a default passed
+    beside a value the session holds would be ignored, with a warning on the page)."""
+    key = PREFIX + name
+    return {"key": key} if key in st.session_state else {"key": key, arg: default}
+
+
+def clamp(name: str, low: float, high: float) -> None:
+    """Bring a kept number back within [low, high] when its bounds moved (Streamlit would reset
+    it to the lower bound)."""
+    key = PREFIX + name
+    if key in st.session_state and st.session_state[key] is not None:
+        st.session_state[key] = min(max(st.session_state[key], low), high)
