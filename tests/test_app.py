@@ -729,3 +729,17 @@ def test_the_page_says_what_its_numbers_rest_on_as_the_cli_does():
     frame = pd.read_csv(io.StringIO(downloads.results_csv(summary, page)))
     assert {"engine_profile", "acceptance_source"} <= set(frame.columns)
     assert frame.acceptance_source.iloc[0].startswith("none (plain decoding")
+
+
+def test_a_qps_pages_schedule_measures_the_pages_turnovers_and_says_it_ran_closed_loops():
+    """QA: on a QPS page the schedule's closed loops ran the default 64 turnovers while its
+    CSV wrote the page's 2 and arrival=poisson."""
+    from simspec.studies.schedule.grid import closed_load
+    from simspec.ui.downloads import schedule_csv
+    from simspec.ui.runs import deployment_for
+
+    inp = inputs.ExplorerInputs(arrival="poisson", requests=16, turnovers=2, methods=["eagle3"])
+    assert closed_load(deployment_for(inp), 8).turnovers == 2
+    table = pd.DataFrame({"concurrency": [8], "k": [3], "speedup": [1.5]})
+    written = pd.read_csv(io.StringIO(schedule_csv(table, inp, "eagle3")))
+    assert (written.arrival == "closed").all() and (written.turnovers == 2).all()

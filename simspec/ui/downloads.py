@@ -97,7 +97,9 @@ def schedule_csv(table: pd.DataFrame, inp: ExplorerInputs, method: str) -> str:
     out = with_provenance(table.copy(), inp, [method] * len(table))
     for i, (key, value) in enumerate(head.items()):
         out.insert(i, key, value)
-    return with_scenario(out, inp, settings=False).to_csv(index=False, float_format="%.6g")
+    # recommend runs closed loops whatever the page's load (QA: a QPS page wrote arrival=poisson)
+    out = with_scenario(out, inp, settings=False).assign(arrival="closed")
+    return out.to_csv(index=False, float_format="%.6g")
 
 
 # the closed loop's columns of the scenario, which a plan's Poisson probes do not read

@@ -179,7 +179,11 @@ def workload_for(inp: ExplorerInputs, load: float) -> WorkloadConfig:
             turnovers=inp.turnovers,
             **lengths,
         )
-    return WorkloadConfig(arrival="poisson", rate=load, requests=inp.requests, **lengths)
+    # the turnovers ride along: the schedule tab's closed loops (closed_load) copy this
+    # workload and must measure what the page asked (QA: they ran the default 64)
+    return WorkloadConfig(
+        arrival="poisson", rate=load, requests=inp.requests, turnovers=inp.turnovers, **lengths
+    )
 
 
 def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
