@@ -185,6 +185,16 @@ def test_an_error_on_the_page_keeps_every_widget_the_user_set():
     assert next(w for w in at.sidebar.number_input if w.label.startswith("Measured τ")).value == 3.0
 
 
+@pytest.mark.slow
+@PAGE
+def test_an_empty_methods_list_is_refused_not_replaced_by_the_defaults():
+    at = _fresh()
+    next(m for m in at.sidebar.multiselect if m.label == "Methods").set_value([]).run()
+    assert not at.exception
+    # QA: an emptied Methods list had run EAGLE-3 and n-gram anyway, without a word
+    assert len(at.error) == 1 and "pick at least one speculative method" in at.error[0].value
+
+
 def _fresh(loads: str = "16"):
     """A new page on a small what-if (one load: two runs, in process)."""
     from conftest import ROOT

@@ -25,8 +25,13 @@ def analytic_view(inputs: ExplorerInputs) -> None:
     method = st.selectbox("Chain method for the closed form", chain_methods(inputs))
     # within the model's context, which the closed form refuses past (QA: a 2,048-token model
     # at 32,768 had raised past the tab and kept the Fleet and Compare tabs from drawing)
-    longest = max(64, min(32768, load_model(inputs.model).max_position_embeddings) // 64 * 64)
-    context = st.slider("Tokens in the KV cache", 64, longest, min(1024, longest), 64)
+    window = min(32768, load_model(inputs.model).max_position_embeddings)
+    longest = window // 64 * 64
+    if longest > 64:
+        context = st.slider("Tokens in the KV cache", 64, longest, min(1024, longest), 64)
+    else:  # too short a context for a slider (QA: 40 tokens had raised min == max)
+        context = window
+        st.caption(f"Tokens in the KV cache: {context}, the model's whole context")
     table = analytic_cached(deployment_for(inputs).model_dump_json(), method, context)
     fe, fs = analytic_figures(table, inputs, method)
     st.plotly_chart(fe, width="stretch")

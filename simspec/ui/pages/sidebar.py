@@ -216,7 +216,7 @@ def _speculation(sb: DeltaGenerator, model: str) -> dict[str, Any]:
     )
     top_p = sb.slider("top-p", 0.05, 1.0, step=0.05, **kept("top_p", DEFAULT.top_p))
     return {
-        "methods": methods or DEFAULT.methods,
+        "methods": methods,
         "k": k,
         "tree_nodes": int(nodes) or None,
         "acceptance": acceptance,
