@@ -244,3 +244,15 @@ def test_acceptance_of_another_dataset_than_the_lengths_is_said():
     assert dataset_notes(Deployment(), [eagle]) == []  # sharegpt's lengths, sharegpt's records
     alpha = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
     assert dataset_notes(on, [alpha]) == []
+
+
+def test_a_method_replaying_another_methods_records_of_a_users_trace_says_so(tmp_path):
+    from simspec.config import AcceptanceConfig, Deployment, MethodConfig
+    from simspec.studies.provenance import rests_on
+
+    trace = tmp_path / "mytrace.jsonl"
+    trace.write_text('{"prompt_len": 10, "output_len": 4, "acc_len": {"eagle3": [2, 3]}}\n')
+    acc = AcceptanceConfig(acc_len=str(trace), acc_len_method="eagle3")
+    methods = [MethodConfig(name=n, k=3, acceptance=acc) for n in ("eagle3", "ngram")]
+    line = rests_on(Deployment(), methods)
+    assert "eagle3, ngram (eagle3's records) acceptance from 'mytrace.jsonl'" in line

@@ -151,13 +151,24 @@ def _acceptance_part(model: str, methods: list[MethodConfig]) -> str:
     for m in methods:
         if m.name == "autoregressive" or m.acceptance is None:
             continue
-        name = m.name + _qualifier(m.acceptance, m.k)
+        name = m.name + _qualifier(m.acceptance, m.k) + _borrowed(m)
         where = _measured_on(m, model)
         if name not in groups.setdefault(where, []):
             groups[where].append(name)
     if not groups:
         return "plain decoding (no acceptance)"
     return "; ".join(where.format(", ".join(names)) for where, names in groups.items())
+
+
+def _borrowed(m: MethodConfig) -> str:
+    """ " (KEY's records)" for a method replaying another method's records of a user's trace
+    file (QA: the page read "eagle3, ngram acceptance from 'mytrace.jsonl'" while ngram
+    replayed eagle3's records, said only in the CSV)."""
+    acc = m.acceptance
+    if acc is None or acc.acc_len is None or acc.acc_len in packaged_traces():
+        return ""
+    key = acc.acc_len_method
+    return f" ({key}'s records)" if key and key != m.name else ""
 
 
 def _measured_on(m: MethodConfig, model: str) -> str:
