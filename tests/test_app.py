@@ -698,6 +698,9 @@ def test_a_tree_budget_makes_a_chain_drafter_a_tree_that_reads_its_trace_as_chai
     assert (m.tree, m.tree_nodes) == ("dynamic", 16)
     assert m.acceptance.tau is not None and "as chain alpha for a tree" in m.acceptance.source
     assert inputs.method_for(inputs.ExplorerInputs(tree_nodes=16), "ngram").tree_nodes is None
+    # a budget below the tree's depth is refused, as one past what it drafts is (QA: 1 ran as 3)
+    with pytest.raises(InputError, match="at least 3"):
+        inputs.method_for(inputs.ExplorerInputs(tree_nodes=1, k=3), "eagle3")
 
 
 def test_under_poisson_arrivals_no_speedup_interval_is_claimed():

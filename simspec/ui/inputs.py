@@ -213,7 +213,14 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
         # a chain by default (EAGLE-3) that can draft a tree: the budget asked for is one
         update["tree"] = "dynamic" if "dynamic" in shapes else "static"
     if inp.tree_nodes is not None and update.get("tree", m.tree) in ("static", "dynamic"):
-        update["tree_nodes"] = max(inp.tree_nodes, update.get("k", m.k))
+        depth = int(update.get("k", m.k))
+        if inp.tree_nodes < depth:  # refused as a budget too large is (QA: 1 had run as 3)
+            raise InputError(
+                "Tree budget (nodes)",
+                f"{name}'s tree is {depth} deep, so it drafts at least {depth} nodes: give a "
+                f"budget of at least {depth}, or a smaller K",
+            )
+        update["tree_nodes"] = inp.tree_nodes
     if inp.acceptance in ("alpha", "tau"):
         shape = m.model_dump(exclude_none=True) | update
         given = {"alpha": inp.alpha} if inp.acceptance == "alpha" else {"tau": inp.tau}
