@@ -26,7 +26,7 @@ from simspec.cli.flags import ServingFlags
 from simspec.config import Deployment
 from simspec.errors import InputError
 from simspec.studies.schedule import bands, grid
-from simspec.ui import downloads, figures, inputs, runs
+from simspec.ui import choices, downloads, figures, inputs, runs
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 TIMEOUT = 600  # a hang guard, not a speed bound: the page shares two cores with the suite
@@ -64,8 +64,8 @@ class Told:
 
 # -- the deployment the sidebar offers is the one the CLI takes -------------------------------
 def test_tensor_parallel_offers_every_degree_the_cli_takes_for_tp_past_one_node():
-    assert inputs.tp_choices() == [tp for tp in range(1, 65) if _valid(tp=tp)]
-    assert 16 in inputs.tp_choices()  # DeepSeek-V3 on H100: two 8-GPU nodes
+    assert choices.tp_choices() == [tp for tp in range(1, 65) if _valid(tp=tp)]
+    assert 16 in choices.tp_choices()  # DeepSeek-V3 on H100: two 8-GPU nodes
 
 
 def test_deepseek_v3_at_tp_16_on_h100_is_a_page_the_explorer_can_run():
@@ -77,8 +77,8 @@ def test_deepseek_v3_at_tp_16_on_h100_is_a_page_the_explorer_can_run():
 @pytest.mark.parametrize("model", ["deepseek-v3", "qwen3-30b-a3b", "llama-3.1-8b"])
 def test_expert_parallel_offers_exactly_what_the_deployment_takes(model):
     moe = model != "llama-3.1-8b"
-    for tp in inputs.tp_choices():
-        offered = inputs.ep_choices(model, tp)
+    for tp in choices.tp_choices():
+        offered = choices.ep_choices(model, tp)
         assert offered[0] == 1
         # a dense model has no experts to spread; a MoE one takes 1 or tp
         assert offered == ([1, tp] if moe and tp > 1 else [1])
@@ -91,8 +91,8 @@ def test_data_parallel_attention_offers_the_divisors_of_tp_where_the_engine_runs
     from simspec.catalog.hardware import load_engine
 
     runs_dp = bool(load_engine(engine).dp_attention)
-    for tp in inputs.tp_choices():
-        offered = inputs.dp_choices(engine, tp)
+    for tp in choices.tp_choices():
+        offered = choices.dp_choices(engine, tp)
         assert offered == ([d for d in range(1, tp + 1) if _valid(tp=tp, dp=d)] if runs_dp else [1])
 
 
@@ -105,22 +105,22 @@ def test_precision_offers_what_the_cli_takes_on_that_gpu_after_the_checkpoints(g
             return False
         return True
 
-    offered = inputs.precision_choices(gpu)
+    offered = choices.precision_choices(gpu)
     assert offered[0] is None is Deployment().precision  # the CLI's default: the checkpoint's
     assert offered[1:] == [p for p in PRECISIONS if runs_on(p)]
-    assert inputs.precision_label("deepseek-v3", None) == "checkpoint's (fp8)"
+    assert choices.precision_label("deepseek-v3", None) == "checkpoint's (fp8)"
 
 
 def test_a_gpu_without_fp8_tensor_cores_says_how_it_runs_fp8_weights():
-    assert "weight-only" in inputs.precision_caveat("fp8", "a100_80gb")
-    assert inputs.precision_caveat("fp8", "h100_sxm") == ""
-    assert inputs.precision_caveat(None, "a100_80gb") == ""
+    assert "weight-only" in choices.precision_caveat("fp8", "a100_80gb")
+    assert choices.precision_caveat("fp8", "h100_sxm") == ""
+    assert choices.precision_caveat(None, "a100_80gb") == ""
 
 
 def test_the_kv_cache_dtypes_are_the_clis_and_default_to_its_default():
     assert inputs.ExplorerInputs().kv_cache_dtype == Deployment().kv_cache_dtype == "auto"
     assert KV_CACHE_DTYPES == ("auto", "bf16", "fp8")
-    assert inputs.kv_cache_label("auto").startswith("auto")
+    assert choices.kv_cache_label("auto").startswith("auto")
 
 
 def test_the_page_builds_the_deployment_the_cli_builds_from_the_same_choices():

@@ -21,7 +21,7 @@ from simspec.cli.main import app
 from simspec.config import Scenario
 from simspec.engine.build import build_cost_model
 from simspec.errors import InputError
-from simspec.ui.inputs import precision_choices
+from simspec.ui.choices import precision_choices
 from tests.refusals import one_error
 
 R1 = load_model("deepseek-r1")

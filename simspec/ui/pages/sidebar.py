@@ -20,19 +20,21 @@ from simspec.config import (
 )
 from simspec.studies.capacity import Slo
 from simspec.ui import uploads
-from simspec.ui.inputs import (
-    ExplorerInputs,
-    domains,
+from simspec.ui.choices import (
     dp_choices,
     ep_choices,
     kv_cache_label,
-    markdown_text,
-    offered_methods,
-    parse_loads,
     precision_caveat,
     precision_choices,
     precision_label,
     tp_choices,
+)
+from simspec.ui.inputs import (
+    ExplorerInputs,
+    domains,
+    markdown_text,
+    offered_methods,
+    parse_loads,
 )
 from simspec.ui.pages.kept import clamp, kept
 
