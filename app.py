@@ -17,6 +17,7 @@ from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.ui.inputs import check_inputs, markdown_text, model_info_markdown
 from simspec.ui.pages import analytic, compare, fleet, plan, results, sidebar
 from simspec.ui.pages.kept import keep_widgets
+from simspec.ui.uploads import as_uploaded
 
 TABS = [*results.TABS, "Plan & schedule", "Analytic", "Fleet", "Compare"]
 
@@ -48,11 +49,16 @@ def draw() -> None:
     try:
         main()
     except (InputError, ScenarioError) as exc:  # may quote an uploaded config: shown as text
-        st.error(markdown_text(str(exc)))
+        st.error(shown(str(exc)))
     except ValidationError as exc:
-        st.error(markdown_text(validation_message(exc)))
+        st.error(shown(validation_message(exc)))
     except (OSError, ValueError, ArithmeticError, RuntimeError) as exc:  # not a traceback
-        st.error(markdown_text(f"simspec could not run this scenario: {type(exc).__name__}: {exc}"))
+        st.error(shown(f"simspec could not run this scenario: {type(exc).__name__}: {exc}"))
+
+
+def shown(message: str) -> str:
+    """An error as the page shows it: as text, an upload named as it was uploaded."""
+    return markdown_text(as_uploaded(message))
 
 
 # The simulation pool's workers start from a fork server that imports this file as

@@ -756,3 +756,18 @@ def test_a_qps_pages_schedule_measures_the_pages_turnovers_and_says_it_ran_close
     table = pd.DataFrame({"concurrency": [8], "k": [3], "speedup": [1.5]})
     written = pd.read_csv(io.StringIO(schedule_csv(table, inp, "eagle3")))
     assert (written.arrival == "closed").all() and (written.turnovers == 2).all()
+
+
+def test_messages_and_csv_columns_name_an_upload_as_uploaded_not_by_its_stored_path(tmp_path):
+    """QA: captions, errors and the CSV's acceptance_source showed the server's temporary
+    folder ("/tmp/simspec-uploads-…/config.json")."""
+    from simspec.ui import uploads
+
+    stored = "/tmp/simspec-uploads-k2j4/upload-0f3a9c/config.json"
+    assert uploads.as_uploaded(f"mtp not offered: {stored} declares none") == (
+        "mtp not offered: config.json declares none"
+    )
+    assert uploads.as_uploaded(f"acc_len trace '{stored[:-11]}mytrace.jsonl'") == (
+        "acc_len trace 'mytrace.jsonl'"
+    )
+    assert uploads.as_uploaded("no path here") == "no path here"

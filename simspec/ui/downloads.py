@@ -10,6 +10,7 @@ import pandas as pd
 from simspec.studies.capacity import Slo
 from simspec.studies.provenance import provenance
 from simspec.ui.inputs import ExplorerInputs, deployment_for, method_for, serving_columns
+from simspec.ui.uploads import as_uploaded
 
 
 def scenario_columns(inp: ExplorerInputs) -> dict[str, object]:
@@ -78,7 +79,7 @@ def with_provenance(frame: pd.DataFrame, inp: ExplorerInputs, methods: list[str]
     per = {m: provenance(deploy, method_for(inp, m)) for m in dict.fromkeys(methods)}
     rows = [per[m] for m in methods]
     return frame.assign(
-        **{c: [r[c] for r in rows] for c in ("engine_profile", "acceptance_source")}
+        **{c: [as_uploaded(r[c]) for r in rows] for c in ("engine_profile", "acceptance_source")}
     )
 
 

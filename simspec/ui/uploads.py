@@ -79,6 +79,17 @@ def _text(data: bytes, what: str) -> str:
         raise InputError(what, "not valid JSON (the file is not UTF-8 text)") from None
 
 
+# a stored upload's path: the session's folder, the content's folder, the uploaded name
+_STORED = re.compile(r"[^\s'\"]*simspec-uploads-[^/\s]+/upload-[0-9a-f]+/([^/\s'\",;:)]+)")
+
+
+def as_uploaded(text: str) -> str:
+    """``text`` with each stored upload's path replaced by the name it was uploaded as (QA:
+    captions, errors and CSV columns showed "/tmp/simspec-uploads-…/config.json", a server's
+    folder the user never chose)."""
+    return _STORED.sub(lambda m: m.group(1), text)
+
+
 def _keep(data: bytes, suffix: str, folder: Path | None, name: str = "") -> Path:
     """Write ``data`` in a folder named from its content (loaders cache by path, so a changed
     file is never mistaken for an earlier one) under the name it was uploaded as (runs and

@@ -157,7 +157,7 @@ def _speculation(sb: DeltaGenerator, model: str) -> dict[str, Any]:
         "Methods", offered, default=[m for m in DEFAULT.methods if m in offered]
     )
     for name, why in left_out.items():
-        sb.caption(f"{name} not offered: {markdown_text(why)}")  # why names the model
+        sb.caption(f"{name} not offered: {markdown_text(uploads.as_uploaded(why))}")
     k_mode = sb.radio(
         "Draft length", ["method default", "set K"], horizontal=True, **kept("k_mode", 0, "index")
     )
