@@ -45,7 +45,9 @@ ATTENTION_NOTE = (
 def fitted(gpu: str, fallback: str | None = None, note: str = ATTENTION_NOTE) -> None:
     samples, files = discover([SHARED], gpu)
     fits = fit_all(samples, load_gpu(gpu))
-    rel = [str(Path(f).resolve().relative_to(ROOT.parent)) for f in files]
+    # named as found under ../shared, not where a link to it points (QA: a symlinked shared
+    # folder made relative_to raise)
+    rel = ["shared/calibration-data/" + Path(f).relative_to(SHARED).as_posix() for f in files]
     back = load_profile(str(OUT / f"{fallback}.yaml")) if fallback else None
     write(build_profile(gpu, fits, samples, rel, fallback=back, note=note), gpu)
     for op, fit in fits.items():
