@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 SHOWN = {
     "setting": "setting",
     "throughput_tok_s": "tok/s",
-    "tpot_ms_p50": "TPOT p50",
-    "tpot_ms_p99": "TPOT p99",
-    "ttft_ms_p99": "TTFT p99",
+    "tpot_ms_p50": "TPOT p50 ms",
+    "tpot_ms_p99": "TPOT p99 ms",
+    "ttft_ms_p99": "TTFT p99 ms",
     "e2e_s_p50": "e2e p50 s",
     "mean_accept_len": "τ",
     "policy_tpot_gain": "TPOT gain",
