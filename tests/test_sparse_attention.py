@@ -200,14 +200,16 @@ def test_dense_models_keep_the_dense_attention_kernels():
 def test_the_memory_plan_holds_the_indexers_key_cache():
     v32, v3 = load_model("deepseek-v3.2"), load_model("deepseek-v3")
     assert v32.indexer_cache_bytes_per_token == 132  # 128 FP8 values + one float32 scale
-    for kv_bytes in (1.0, 2.0):  # the indexer's keys are FP8 whatever the KV cache's dtype
+    # the indexer's keys are FP8 whatever the KV cache's dtype; an FP8 cache of V3.2 is also
+    # the fp8_ds_mla row, 80 B a layer over V3's plain fp8 latent (scales, a bf16 rope part)
+    for kv_bytes, row in ((1.0, 80), (2.0, 0)):
         extra = v32.kv_bytes_per_token_per_gpu(8, dtype_bytes=kv_bytes)
         extra -= v3.kv_bytes_per_token_per_gpu(8, dtype_bytes=kv_bytes)
-        assert extra == 61 * 132
+        assert extra == 61 * (132 + row)
     gpu, engine = load_gpu("h200"), load_engine("vllm")
     demand = MemoryDemand(0.0, 0.0, max_tokens=8192, max_logit_rows=256, max_seqs=256)
     plans = [plan_memory(gpu, engine, m, demand, tp=8, kv_bytes=1.0) for m in (v32, v3)]
-    assert plans[0].kv_bytes_per_token - plans[1].kv_bytes_per_token == 61 * 132
+    assert plans[0].kv_bytes_per_token - plans[1].kv_bytes_per_token == 61 * (132 + 80)
     assert plans[0].num_blocks < plans[1].num_blocks
 
 
@@ -231,4 +233,13 @@ def test_mtp_runs_its_module_with_an_indexer_like_the_target():
     res = simulate(sc)
     assert res.summary.mean_accept_len > 1
     head = load_model("deepseek-v3.2").one_layer(True, 129280, "mtp")
-    assert head.is_sparse and head.kv_bytes_per_token_per_gpu(8, dtype_bytes=1) == 576 + 132
+    assert head.is_sparse and head.kv_bytes_per_token_per_gpu(8, dtype_bytes=1) == 656 + 132
+
+
+def test_an_fp8_cache_of_sparse_mla_is_deepseeks_fp8_ds_mla_row():
+    """QA: priced as plain fp8 (576 B a layer); vLLM turns any fp8 KV of these models into
+    fp8_ds_mla, 656 B a layer (the fp8 latent, one fp32 scale per 128, the bf16 rope part)."""
+    m = load_model("deepseek-v3.2")
+    indexer = m.num_hidden_layers * m.indexer_cache_bytes_per_token
+    assert m.kv_bytes_per_token_per_gpu(8, dtype_bytes=1) == 61 * 656 + indexer
+    assert m.kv_bytes_per_token_per_gpu(8) == 61 * 576 * 2 + indexer  # bf16: the latent whole

@@ -527,7 +527,19 @@ class ModelShape(BaseModel):
         n -= self.sliding_layers_in(n) + self.linear_layers_in(n)
         per_layer = self.kv_dim_per_gpu(tp) * (1 if self.is_mla else 2)
         if self.is_sparse:
-            return n * per_layer * dtype_bytes + n * self.indexer_cache_bytes_per_token
+            latent = per_layer * dtype_bytes
+            if dtype_bytes == 1:
+                # sparse MLA's FP8 cache is DeepSeek's fp8_ds_mla row: the latent in fp8, one
+                # fp32 scale per 128 of it, the rope part kept bf16 (512 + 16 + 128 = 656 B for
+                # V3.2). vLLM turns any fp8 KV of these models into it
+                # (DeepseekV32ForCausalLM.verify_and_update_config: cache_dtype "fp8_ds_mla";
+                # page_size_bytes == block_size * 656 in its tests). QA: priced as plain fp8
+                latent = (
+                    self.kv_lora_rank
+                    + 4 * self.kv_lora_rank / 128
+                    + BYTES_PER_PARAM * self.qk_rope_head_dim
+                )
+            return n * latent + n * self.indexer_cache_bytes_per_token
         return n * per_layer * dtype_bytes
 
     def window_kv_bytes_per_token_per_gpu(
