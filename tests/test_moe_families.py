@@ -219,7 +219,9 @@ def test_int4_weights_carry_their_checkpoints_scale_group():
 
     kimi = load_model("kimi-k2.5")
     assert kimi.int4_group_size == 32 and kimi.stored_bytes("int4-w") == 0.5625
-    assert load_model("gpt-oss-120b").int4_group_size == 128  # MXFP4 read as int4-w, as before
+    # MXFP4 (one 8-bit scale per 32) stores the bytes of one 16-bit scale per 64: 4.25 bits
+    gpt_oss = load_model("gpt-oss-120b")
+    assert gpt_oss.int4_group_size == 64 and gpt_oss.stored_bytes("int4-w") == 0.53125
     sc = Scenario(model="kimi-k2.5", gpu="h100_sxm", tp=8)
     assert build_cost_model(sc).expert_precision.weight_bytes == 0.5625
     memory = setup_replica(sc).memory

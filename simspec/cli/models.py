@@ -114,6 +114,12 @@ def _print_all(gpu: str, engine: str, wide: bool = False) -> None:
     for row in rows:
         table.add_row(*(row[COLUMNS.index(col)] for col in shown))
     console.print(table)
+    if "KV/token" in shown:  # QA: a windowed model's column counts its full layers only
+        err.print(
+            "KV/token: the full-attention layers; windowed layers (gpt-oss, llama-4) add theirs "
+            "for a window of tokens per sequence (simspec models NAME gives both)",
+            highlight=False,
+        )
     left = [col for col in COLUMNS if col not in shown]
     if left:
         err.print(

@@ -180,13 +180,16 @@ def _kv(model: ModelShape) -> str:
         )
     if model.is_mla:
         return f"{kib:.1f} KiB in bf16 (the latent: the same on every GPU under TP)"
-    text = f"{kib:.1f} KiB in bf16 at tp=1 (KV heads split over TP)"
     if model.sliding_layers:
-        text += (
-            f"; the {len(model.sliding_layers)} windowed layers hold at most "
-            f"{model.sliding_window} tokens per sequence"
+        # both kinds named with their bytes (QA: a model windowed in every layer read "0.0 KiB")
+        full = model.num_hidden_layers - len(model.sliding_layers) - len(model.linear_layers)
+        window = model.window_kv_bytes_per_token_per_gpu(1) / 1024
+        return (
+            f"{kib:.1f} KiB in bf16 at tp=1 in the {full} full-attention layers, and "
+            f"{window:.1f} KiB in the {len(model.sliding_layers)} windowed layers, which hold "
+            f"at most {model.sliding_window} tokens per sequence (KV heads split over TP)"
         )
-    return text
+    return f"{kib:.1f} KiB in bf16 at tp=1 (KV heads split over TP)"
 
 
 def _recurrent_state(model: ModelShape, engine) -> str:
