@@ -437,3 +437,17 @@ def test_nan_for_a_ranged_flag_says_it_is_no_number():
             "Invalid value for '--qps': must be a finite number, not NaN"
         )
     assert nan_named(said, ["plan", "--qps", "1e9"]) == said
+
+
+def test_a_parquet_output_without_a_parquet_engine_is_refused_before_any_run(tmp_path, monkeypatch):
+    """QA: without pyarrow a sweep ran every cell, then failed with a traceback and left its
+    journal behind."""
+    import simspec.cli.tables as tables
+
+    monkeypatch.setattr(tables, "parquet_engine", lambda: False)
+    out = tmp_path / "r.parquet"
+    args = ["sweep", "--methods", "eagle3", "--concurrencies", "1", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: --out: ") and "pyarrow" in result.output
+    assert not list(tmp_path.iterdir())

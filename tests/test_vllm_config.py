@@ -216,3 +216,14 @@ def test_a_medusa_token_tree_is_refused_as_vllm_drafts_medusa_chains():
     with pytest.raises(InputError, match="chain whatever the tree says"):
         to_method({"method": "medusa", "speculative_token_tree": tree})
     assert to_method({"method": "eagle", "speculative_token_tree": tree})["tree"] == "static"
+
+
+def test_a_config_file_given_without_its_at_sign_says_how_to_give_it(tmp_path):
+    """QA: the file recommend --json writes, passed back by name, read as "not valid JSON"."""
+    from simspec.catalog.vllm import read_speculative_config
+
+    path = tmp_path / "spec.json"
+    path.write_text('{"method": "eagle3", "num_speculative_tokens": 3}')
+    with pytest.raises(InputError, match=f"give a file as @{path}"):
+        read_speculative_config(str(path))
+    assert read_speculative_config(f"@{path}")["method"] == "eagle3"

@@ -91,6 +91,11 @@ def read_speculative_config(text: str) -> dict[str, Any]:
         text = read_input_text(Path(text[1:]), field, MAX_JSON_BYTES)
     elif len(text) > MAX_JSON_BYTES:
         raise InputError(field, f"longer than {MAX_JSON_BYTES} characters")
+    elif (
+        not text.lstrip().startswith("{") and Path(text).suffix == ".json" and Path(text).is_file()
+    ):
+        # QA: recommend --json's file passed back by name read as "not valid JSON"
+        raise InputError(field, f"give a file as @{text} (without '@' the text is the JSON)")
     data = parse_json(text, field)
     if not isinstance(data, dict):
         raise InputError(field, 'must be a JSON object such as {"method": "eagle3", ...}')

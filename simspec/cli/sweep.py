@@ -25,7 +25,7 @@ from simspec.cli.common import (
 )
 from simspec.cli.flags import with_flags
 from simspec.cli.sweep_flags import SweepFlags
-from simspec.cli.tables import print_frame, safe_title, table_width, write_frame
+from simspec.cli.tables import check_suffix, print_frame, safe_title, table_width, write_frame
 from simspec.engine import window
 from simspec.errors import InputError
 from simspec.outputs import check_writable, existing_regular
@@ -108,8 +108,7 @@ def sweep(
         )
     if resume and out is None:
         raise InputError("--resume", "needs --out (the stopped sweep's OUT.partial)")
-    if out is not None and out.suffix not in (".csv", ".parquet"):
-        raise InputError("--out", f"write .csv or .parquet (got {shown(out)})")
+    check_suffix(out, "--out", (".csv", ".parquet"))  # and a Parquet engine to write one
     cfg = flags.sweep_config(grid or config, "--grid" if grid else "--config")
     journal = _partial(out) if out is not None else None
     if out is not None and journal is not None:

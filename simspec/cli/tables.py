@@ -24,6 +24,19 @@ def check_suffix(out: Path | None, flag: str, suffixes: tuple[str, ...]) -> None
     writes (``--out x.txt`` would get CSV bytes under a name that says otherwise)."""
     if out is not None and out.suffix not in suffixes:
         raise InputError(flag, f"write {' or '.join(suffixes)} (got {shown(out)})")
+    if out is not None and out.suffix == ".parquet" and not parquet_engine():
+        # QA: without one the run finished every cell, then failed with a traceback
+        raise InputError(
+            flag,
+            f'writing {shown(out)} needs pyarrow (pip install -e ".[parquet]"), or write .csv',
+        )
+
+
+def parquet_engine() -> bool:
+    """Whether pandas can write Parquet here (pyarrow or fastparquet importable)."""
+    import importlib.util
+
+    return any(importlib.util.find_spec(name) for name in ("pyarrow", "fastparquet"))
 
 
 def check_outputs(
