@@ -165,24 +165,31 @@ def test_an_error_on_the_page_keeps_every_widget_the_user_set():
     at = _fresh()
     widget = {w.label: w for w in at.sidebar.number_input}
     widget["Requests measured per run (more: tighter intervals, slower)"].set_value(16)
+    widget["Closed loop: batch turnovers measured (at least)"].set_value(2)
     widget["SLO: TPOT p99 (ms)"].set_value(20.0)
     at.run()
     at.sidebar.text_input[0].set_value("1,x").run()  # an error: the page stops at the loads
     assert len(at.error) == 1
+    # the acceptance widgets, above the loads, are drawn while the page stops (no run)
+
+    def tau_widget(label: str):
+        return next(w for w in at.sidebar.number_input if w.label.startswith(label))
+
+    next(r for r in at.sidebar.radio if r.label == "Acceptance").set_value("tau").run()
+    tau_widget("K τ was measured at").set_value(5)
+    tau_widget("Measured τ").set_value(4.5)
+    at.run()
+    tau_widget("K τ was measured at").set_value(6).run()
+    assert tau_widget("Measured τ").value == 4.5
+    # a smaller K bounds τ lower: kept at the new bound, not reset to the default
+    tau_widget("K τ was measured at").set_value(2).run()
+    assert tau_widget("Measured τ").value == 3.0
     at.sidebar.text_input[0].set_value("16").run()
+    assert not at.error
     widget = {w.label: w for w in at.sidebar.number_input}
     assert widget["Requests measured per run (more: tighter intervals, slower)"].value == 16
+    assert widget["Closed loop: batch turnovers measured (at least)"].value == 2
     assert widget["SLO: TPOT p99 (ms)"].value == 20.0
-    next(r for r in at.sidebar.radio if r.label == "Acceptance").set_value("tau").run()
-    widget = {w.label: w for w in at.sidebar.number_input}
-    widget["K τ was measured at"].set_value(5)
-    widget["Measured τ (tokens per step)"].set_value(4.5)
-    at.run()
-    next(w for w in at.sidebar.number_input if w.label == "K τ was measured at").set_value(6).run()
-    assert next(w for w in at.sidebar.number_input if w.label.startswith("Measured τ")).value == 4.5
-    # a smaller K bounds τ lower: kept at the new bound, not reset to the default
-    next(w for w in at.sidebar.number_input if w.label == "K τ was measured at").set_value(2).run()
-    assert next(w for w in at.sidebar.number_input if w.label.startswith("Measured τ")).value == 3.0
 
 
 @pytest.mark.slow
