@@ -17,6 +17,7 @@ from simspec.catalog.hardware import load_engine, load_gpu, load_profile
 from simspec.catalog.models import load_model
 from simspec.cli.main import app
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
+from simspec.errors import InputError
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.validation.cases import COLUMNS, read_cases
 from simspec.studies.validation.run import OUTPUT_COLUMNS, validate
@@ -390,3 +391,29 @@ def test_a_cell_past_a_bound_is_skipped_naming_the_cell_and_the_range(shared, tm
     assert res.exit_code == 0, res.output
     (why,) = pd.read_csv(out).skip_reason
     assert why.startswith("load past simspec's bounds") and "16384" in why
+
+
+HEAD = "case_id,metric,method,target_model,gpu,tp,engine,load_kind,load,measured_value\n"
+ROW_REST = ",tpot_ms,autoregressive,llama-3.1-8b,h100_sxm,1,vllm,concurrency,2,7.4"
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        # a spreadsheet's trailing comma on every row: read as written, not shifted a column
+        (HEAD + ",\n".join(["a" + ROW_REST, "b" + ROW_REST]) + ",\n", None),
+        (HEAD.rstrip("\n") + ",measured_value\n" + "a" + ROW_REST + ",999\n", "twice"),
+        (HEAD + "a" + ROW_REST + "\n" + "a" + ROW_REST + "\n", "more than one row"),
+    ],
+)
+def test_a_case_file_is_read_as_written_or_refused(tmp_path, text, words):
+    """QA: a trailing comma had shifted every column (each row skipped for a false reason), a
+    repeated column and a repeated case_id had run silently."""
+    path = tmp_path / "cases.csv"
+    path.write_text(text, encoding="utf-8")
+    if words is None:
+        frame = read_cases(path)
+        assert list(frame.case_id) == ["a", "b"] and set(frame.metric) == {"tpot_ms"}
+        return
+    with pytest.raises(InputError, match=words):
+        read_cases(path)

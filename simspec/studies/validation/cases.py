@@ -7,8 +7,10 @@ numbers a prediction needs are parsed per row by :func:`number`.
 
 from __future__ import annotations
 
+import csv
 import io
 import math
+import warnings
 from importlib import resources
 from pathlib import Path
 
@@ -86,9 +88,23 @@ def read_cases(path: Path | None = None) -> pd.DataFrame:
             return read_cases(local)
     data = read_input(path, "--cases", MAX_BYTES)
     try:
-        frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False)
+        # index_col=False: a row with one field more than the header (a spreadsheet's trailing
+        # comma) must not turn its first column into the index and shift the rest (QA)
+        with warnings.catch_warnings():  # the trailing field's "loss of data" is an empty one
+            warnings.simplefilter("ignore", pd.errors.ParserWarning)
+            frame = pd.read_csv(
+                io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False, index_col=False
+            )
+        # the header as written: pandas renames a repeated name "x.1", which would hide it
+        header = next(csv.reader(io.StringIO(data.decode("utf-8-sig").split("\n", 1)[0])))
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError("--cases", f"cannot read {str(path)!r} as CSV ({exc})") from None
+    except StopIteration:
+        header = []
+    names = [h.strip() for h in header]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise InputError("--cases", f"{str(path)!r} has the column {repeated[0]!r} twice")
     frame.columns = [str(c).strip() for c in frame.columns]
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
@@ -103,6 +119,12 @@ def read_cases(path: Path | None = None) -> pd.DataFrame:
     for col in COLUMNS:
         if col not in frame.columns:
             frame[col] = ""
+    ids = frame["case_id"]
+    twice = ids[ids.duplicated() & (ids != "")]
+    if len(twice):  # each row's output line is keyed by it (QA: two rows of one id ran)
+        raise InputError(
+            "--cases", f"{str(path)!r} gives case_id {twice.iloc[0]!r} to more than one row"
+        )
     return frame
 
 
