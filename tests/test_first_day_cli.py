@@ -451,3 +451,15 @@ def test_a_parquet_output_without_a_parquet_engine_is_refused_before_any_run(tmp
     assert result.exit_code == 2, result.output
     assert result.output.startswith("error: --out: ") and "pyarrow" in result.output
     assert not list(tmp_path.iterdir())
+
+
+def test_table_cells_are_shown_as_written_not_read_as_markup(capsys):
+    """QA: a case file's series "qwen3 sweep [/concurrency]" crashed validate with a
+    MarkupError after its outputs were written, and "[bold]B[/bold]" was shown as "B"."""
+    import pandas as pd
+
+    from simspec.cli.tables import print_frame
+
+    print_frame(pd.DataFrame({"series": ["sweep [/concurrency]", "[bold]B[/bold]"]}), "t")
+    out = capsys.readouterr().out
+    assert "sweep [/concurrency]" in out and "[bold]B[/bold]" in out

@@ -115,9 +115,9 @@ def print_frame(frame: pd.DataFrame, title: str, width: int | None = None) -> No
         table = Table(title=shown if part == 0 else f"{shown} (continued)")
         fits = table_width([widths[i] for i in cols]) <= console.width
         for i in cols:
-            table.add_column(headers[i], no_wrap=fits, overflow="fold")
-        for r in rows:
-            table.add_row(*(r[i] for i in cols))
+            table.add_column(escape(headers[i]), no_wrap=fits, overflow="fold")
+        for r in rows:  # cells are data: "[/x]" shown as written, not read as markup (QA)
+            table.add_row(*(escape(r[i]) for i in cols))
         console.print(table)
 
 
