@@ -476,7 +476,11 @@ def load_profile(ref: str) -> HardwareProfile:
         try:
             raw = _packaged_profile(ref)
         except (OSError, ValueError):  # no such packaged file, or a name no file can have
-            raise InputError("profile", f"no hardware profile {shown(ref)}") from None
+            raise InputError(
+                "profile",
+                f"no hardware profile {shown(ref)}: give a GPU id ({', '.join(gpu_ids())}) or "
+                "a profile file (.yaml, .yml, .json)",
+            ) from None
     if not isinstance(raw, dict):
         raise InputError(
             "profile",

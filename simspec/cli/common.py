@@ -95,6 +95,7 @@ FIELD_FLAGS = {
     "workload.turnovers": "--turnovers",
     "workload.requests": "--requests",
     "batch_sizes": "--concurrencies",
+    "profile": "--profile",
     "precision_target": "--precision-target",
     "scheduler.max_num_seqs": "--max-num-seqs",
     "scheduler.max_num_batched_tokens": "--max-num-batched-tokens",
