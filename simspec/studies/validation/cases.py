@@ -96,8 +96,14 @@ def read_cases(path: Path | None = None) -> pd.DataFrame:
                 io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False, index_col=False
             )
         # the header as written: pandas renames a repeated name "x.1", which would hide it
-        header = next(csv.reader(io.StringIO(data.decode("utf-8-sig").split("\n", 1)[0])))
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        header = next(csv.reader(io.StringIO(data.decode("utf-8-sig"), newline="")))
+    except (
+        OSError,
+        pd.errors.ParserError,
+        pd.errors.EmptyDataError,
+        UnicodeDecodeError,
+        csv.Error,
+    ) as exc:
         raise InputError("--cases", f"cannot read {str(path)!r} as CSV ({exc})") from None
     except StopIteration:
         header = []
