@@ -417,3 +417,23 @@ def test_a_case_file_is_read_as_written_or_refused(tmp_path, text, words):
         return
     with pytest.raises(InputError, match=words):
         read_cases(path)
+
+
+def test_a_load_beside_single_says_it_is_not_read():
+    from simspec.studies.validation.predict import plan_case
+
+    row = {
+        "case_id": "x",
+        "metric": "tpot_ms",
+        "method": "autoregressive",
+        "target_model": "llama-3.1-8b",
+        "gpu": "h100_sxm",
+        "tp": "1",
+        "engine": "vllm",
+        "load_kind": "single",
+        "load": "8",
+        "measured_value": "7",
+    }
+    said = [a for a in plan_case(row).assumptions if a.startswith("load_kind single")]
+    assert said and "load 8 is not read" in said[0]
+    assert not [a for a in plan_case(row | {"load": "1"}).assumptions if "single" in a]

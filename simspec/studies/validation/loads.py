@@ -87,6 +87,11 @@ def workload(
     lengths = _lengths(get, dataset, notes)
     n = int(load)
     if load_kind == "single":
+        if load and n != 1:  # QA: a load of 8 beside "single" ran at batch 1 without a word
+            notes.append(
+                f"load_kind single: one request at a time (the row's load {load:g} is not "
+                "read; a batch of them is load_kind concurrency or static_batch)"
+            )
         return WorkloadConfig(
             concurrency=1, requests=SINGLE_REQUESTS, turnovers=TURNOVERS, **lengths
         )
