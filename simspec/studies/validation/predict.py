@@ -21,7 +21,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from simspec.catalog.expert_locality import locality_note
-from simspec.catalog.hardware import gpu_ids, load_engine, load_gpu, load_profile, release_tuple
+from simspec.catalog.hardware import (
+    engine_ids,
+    gpu_ids,
+    load_engine,
+    load_gpu,
+    load_profile,
+    release_tuple,
+)
 from simspec.catalog.methods import (
     DATASET_DOMAIN,
     DEFAULT_DRAFT_MODEL,
@@ -157,13 +164,13 @@ def plan_case(
     why = why or unmodelled_target(model, notes) or unmodelled_serving(notes)
     if why:
         raise Skip(why)
-    _known(load_model, model, "unknown model")
+    _known(load_model, model, "unknown model", "simspec models lists the presets")
     if said:
         assumptions.append(said)
     gpu = get("gpu")
     if gpu.strip().lower() in UNSTATED:  # a hint, not only a refusal (QA)
         raise Skip(f"gpu {gpu!r} not stated: give it with --assume gpu=ID ({', '.join(gpu_ids())})")
-    _known(load_gpu, gpu, "unsupported GPU")
+    _known(load_gpu, gpu, "unsupported GPU", f"choose {', '.join(gpu_ids())}")
     if note := load_profile(gpu).transferred_note():
         assumptions.append(note)
     if load_model(model).linear_layers:
@@ -171,7 +178,7 @@ def plan_case(
     if note := locality_note(model):
         assumptions.append(note)
     engine = get("engine")
-    _known(load_engine, engine, "no engine profile for")
+    _known(load_engine, engine, "no engine profile for", f"choose {', '.join(engine_ids())}")
     mla = load_model(model).is_mla
     if why := unmodelled_attention(notes, engine, load_gpu(gpu).arch, mla, get("engine_version")):
         raise Skip(why)
@@ -392,11 +399,13 @@ def _cells(row: dict[str, str]):
     return lambda col: str(row.get(col, "")).strip()
 
 
-def _known(loader, name: str, what: str) -> None:
+def _known(loader, name: str, what: str, hint: str) -> None:
+    """Skip a row whose ``name`` ``loader`` does not know, saying what it takes (QA: "unsupported
+    GPU 'H100_SXM'" named none)."""
     try:
         loader(name)
     except InputError:
-        raise Skip(f"{what} {name!r}") from None
+        raise Skip(f"{what} {name!r}: {hint}") from None
 
 
 def _first_error(exc: ValueError) -> str:
