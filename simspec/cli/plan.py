@@ -91,8 +91,7 @@ def plan(
         float | None,
         typer.Option(
             help="--trace: share of requests that must meet both SLOs, in (0, 1] [default: 0.99]",
-            min=0,
-            max=1,
+            max=1,  # 0 is refused by the command (typer shows a closed [0<=x<=1] range)
         ),
     ] = None,
     router: Annotated[
