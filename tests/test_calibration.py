@@ -288,6 +288,12 @@ def test_harness_csv_fits_a_profile_and_reports_whole_steps(tmp_path):
     assert not (tmp_path / "ar.yaml").exists()
 
 
+def test_every_packaged_gpu_has_the_device_name_words_that_name_it():
+    from simspec.studies.calibration.harness import DEVICE_TOKENS
+
+    assert set(DEVICE_TOKENS) == set(gpu_ids())
+
+
 def test_a_fit_refuses_timings_taken_on_a_cpu_in_float32_or_on_another_gpu(tmp_path):
     from simspec.studies.calibration.harness import check_origin
 

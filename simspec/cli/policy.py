@@ -134,7 +134,7 @@ def schedule_requests(sched: list[tuple[float, float]]) -> int:
         expected = sched[0][1] * 60.0
     else:
         spans = [sched[i + 1][0] - t for i, (t, _) in enumerate(sched[:-1])]
-        expected = sum(r * d for (_, r), d in zip(sched, spans, strict=False))
+        expected = sum(r * d for (_, r), d in zip(sched[:-1], spans, strict=True))
         expected += sched[-1][1] * spans[-1]
     return max(DEFAULT_MEASURED, math.ceil(expected))
 

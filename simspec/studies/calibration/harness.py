@@ -135,7 +135,7 @@ def check_origin(d: pd.DataFrame, path: Path, gpu: str | None) -> None:
     names = sorted({str(v) for v in d["gpu_name"].dropna()})
     other = [n for n in names if not names_gpu(n, gpu)]
     if other:
-        needed, excluded = DEVICE_TOKENS.get(gpu, ((gpu.split("_")[0].upper(),), ()))
+        needed, excluded = DEVICE_TOKENS[gpu]
         part = f"a {' '.join(needed)}" + (f" (not {'/'.join(excluded)})" if excluded else "")
         raise InputError(
             "timings",
@@ -168,13 +168,10 @@ DEVICE_TOKENS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 
 def names_gpu(device_name: str, gpu: str) -> bool:
-    """Whether a timing table's ``gpu_name`` names packaged GPU ``gpu`` (:data:`DEVICE_TOKENS`;
-    a GPU without an entry: its family's letters anywhere in the name)."""
+    """Whether a timing table's ``gpu_name`` names packaged GPU ``gpu`` (:data:`DEVICE_TOKENS`,
+    which holds every packaged GPU: a test keeps it so)."""
     words = set(re.findall(r"[A-Z0-9]+", device_name.upper()))
-    rule = DEVICE_TOKENS.get(gpu)
-    if rule is None:
-        return gpu.split("_")[0].upper() in re.sub(r"[\s-]", "", device_name.upper())
-    needed, excluded = rule
+    needed, excluded = DEVICE_TOKENS[gpu]
     return all(w in words for w in needed) and not any(w in words for w in excluded)
 
 
