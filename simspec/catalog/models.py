@@ -533,7 +533,10 @@ class ModelShape(BaseModel):
                 # fp32 scale per 128 of it, the rope part kept bf16 (512 + 16 + 128 = 656 B for
                 # V3.2). vLLM turns any fp8 KV of these models into it
                 # (DeepseekV32ForCausalLM.verify_and_update_config: cache_dtype "fp8_ds_mla";
-                # page_size_bytes == block_size * 656 in its tests). QA: priced as plain fp8
+                # page_size_bytes == block_size * 656 in its tests). Other engines are assumed
+                # to store the same row, the one FlashMLA's sparse FP8 kernels read (SGLang's
+                # NSA backend runs them; its row size is not checked here). QA: priced as
+                # plain fp8
                 latent = (
                     self.kv_lora_rank
                     + 4 * self.kv_lora_rank / 128
