@@ -757,7 +757,8 @@ class Deployment(BaseModel):
         ge=1,
         le=64,
         description="GPUs the layers are split across, run one after another (Hugging Face "
-        "device_map='auto'): more memory, the same step time plus a hop per boundary",
+        "device_map='auto', engine hf only): more memory, the same step time plus a hop per "
+        "boundary",
     )
     ep: int = Field(
         default=1,

@@ -103,7 +103,7 @@ def test_max_rate_is_higher_under_a_looser_slo_and_plan_sizes_the_fleet():
     tokens_per_hour = 3 * loose * mean_output_len(SHORT.workload) * 3600
     assert row.cost_per_million_tokens == pytest.approx(row.gpus * 2.0 / tokens_per_hour * 1e6)
     # a replica over two pipeline stages holds twice the GPUs (QA: plan counted tp alone)
-    staged = plan(SHORT.model_copy(update={"pp": 2}), [ar], **sized).iloc[0]
+    staged = plan(SHORT.model_copy(update={"pp": 2, "engine": "hf"}), [ar], **sized).iloc[0]
     assert staged.gpus == 2 * staged.replicas
 
 

@@ -279,7 +279,7 @@ def test_an_unknown_executor_is_refused_when_the_settings_are_made():
 
 def test_a_config_files_pipeline_stages_show_in_the_table_and_the_csv(tmp_path):
     config, out = tmp_path / "c.yaml", tmp_path / "s.csv"
-    config.write_text("pp: 2\nmodel: qwen3-30b-a3b\n")
+    config.write_text("pp: 2\nmodel: qwen3-30b-a3b\nengine: hf\n")
     args = ["sweep", "--config", str(config), "--requests", "32", "--concurrencies", "1"]
     result = CliRunner().invoke(app, [*args, "--methods", "autoregressive", "--out", str(out)])
     assert result.exit_code == 0, result.output

@@ -188,7 +188,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     engine = deployed_engine(sc)
     if why := engine_refuses(sc.method.name, engine.id):
         raise InputError("methods.name", f"{sc.method.name} {why}")
-    check_dp_attention(sc.dp, sc.pp, engine.id, engine.dp_attention)
+    check_stages(sc.pp, engine)
+    check_dp_attention(sc.dp, engine.id, engine.dp_attention)
     check_linear_layers(target, sc.engine, sc.dp)
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine, draft_cost_model(sc, target, cost))
@@ -379,8 +380,23 @@ def with_memory_share(engine: EngineProfile, share: float | None) -> EngineProfi
     return engine.model_copy(update={"params": params})
 
 
-def check_dp_attention(dp: int, pp: int, engine_id: str, style: str) -> None:
-    """Data-parallel attention needs an engine that runs it, on one pipeline stage."""
+def check_stages(pp: int, engine: EngineProfile) -> None:
+    """Pipeline stages as Hugging Face runs them (one batch through the layers in order) are
+    the only ones modelled: a serving engine keeps ``pp`` batches in flight (engines.yaml
+    ``sequential_stages``), so its throughput under load would be up to pp times simspec's."""
+    if pp > 1 and not engine.flag("sequential_stages"):
+        raise InputError(
+            "pp",
+            f"engine {engine.id} runs its {pp} pipeline stages with {pp} batches in flight "
+            "(vLLM's batch queue, SGLang's and TensorRT-LLM's micro-batches), which simspec "
+            "does not model: use pp 1 and raise tp, or engine hf (device_map='auto': the "
+            "stages one after another)",
+        )
+
+
+def check_dp_attention(dp: int, engine_id: str, style: str) -> None:
+    """Data-parallel attention needs an engine that runs it (none of them is one that runs
+    pipeline stages one after another, :func:`check_stages`)."""
     if dp == 1:
         return
     if not style:
@@ -389,8 +405,6 @@ def check_dp_attention(dp: int, pp: int, engine_id: str, style: str) -> None:
             f"engine {engine_id} runs no data-parallel attention: use dp 1, or engine sglang "
             "(--enable-dp-attention) or vllm (--data-parallel-size)",
         )
-    if pp > 1:
-        raise InputError("dp", "data-parallel attention over pipeline stages is not modelled")
 
 
 # engines whose Gated DeltaNet state handling (its dtype, its slots per verify position, its

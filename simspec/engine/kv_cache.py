@@ -268,12 +268,17 @@ def plan_memory(
             f"{target.num_attention_heads} attention heads) and it does not fit there"
         )
         at = f"tp={tp}, dp={dp}" if dp > 1 else f"tp={tp}"
+        staged = engine.flag("sequential_stages")  # only HF's pp is modelled (build.check_stages)
+        if "stops at" in fix:
+            remedy = "raise pp, or " if staged else ""
+        else:
+            remedy = "raise tp or pp, or " if staged else "raise tp, or "
         raise ScenarioError(
             f"{target.id} does not fit on {gpu.id} at {at}: weights {weights / GIB:.1f} GiB + "
             f"draft {draft_bytes / GIB:.1f} GiB + activations {act / GIB:.1f} GiB exceed the "
             f"{usable / GIB:.1f} GiB usable {where} ({target.num_params / 1e9:.1f}B parameters"
             f"{_per_weight(weight_bytes, expert_bytes)}); {fix}: "
-            f"{'raise pp' if 'stops at' in fix else 'raise tp or pp'}, or pick a larger GPU"
+            f"{remedy}pick a larger GPU"
         )
     if swa is not None:  # what the windowed layers' pool holds beside the full one
         window = sglang_window_share(target, swa.value) * blocks * block * window_per_token

@@ -83,7 +83,7 @@ def model_facts(
     if layout is not None:  # the layouts a run refuses, refused here by the same names
         check_ep(model, layout.ep, engine)
         check_attention_tp(model, layout.tp, layout.dp)
-        check_dp_attention(layout.dp, 1, engine.id, engine.dp_attention)
+        check_dp_attention(layout.dp, engine.id, engine.dp_attention)
         check_linear_layers(model, engine.id, layout.dp)
     facts = [("model", model.id), ("architecture", model.model_type)]
     facts.append(("parameters", f"{billions(model.num_params)} total"))
