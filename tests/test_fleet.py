@@ -53,6 +53,18 @@ def test_state_free_routers_shard_exactly(router: str) -> None:
     pd.testing.assert_frame_equal(sharded, serial)
 
 
+def test_each_replica_draws_its_own_acceptance() -> None:
+    """QA: every replica replayed one stream, so the k-th request of each drew the same
+    acceptance record and decisions: identical requests on four replicas ran in lockstep."""
+    same = WorkloadConfig(
+        arrival="poisson", rate=40.0, requests=16, measure="whole",
+        lengths_from=None, prompt={"mean": 64}, output={"mean": 96},
+    )  # fmt: skip
+    q = simulate_fleet(FleetConfig.uniform(_eagle(same), 4, "round_robin")).requests
+    steps = q.pivot_table(index=q["request"] // 4, columns="replica", values="spec_steps")
+    assert not (steps.nunique(axis=1) == 1).all()  # the k-th requests differ somewhere
+
+
 def test_a_state_aware_router_refuses_a_shard() -> None:
     with pytest.raises(InputError, match="router"):
         simulate_fleet(FleetConfig.uniform(_eagle(), 2, "least_outstanding"), only=[0])

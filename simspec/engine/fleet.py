@@ -184,9 +184,21 @@ class FleetRun:
 def fleet_streams(seed: int) -> tuple[np.random.Generator, ...]:
     """The fleet's random streams: lengths, acceptance and arrivals are a single replica's
     (``simulate``'s first three children of the seed, so a fleet of one is that run), the
-    router's the fourth. Every replica's acceptance sampler starts from the same stream and
-    draws only for the requests routed to it."""
+    router's the fourth. Each replica draws acceptance from its own stream
+    (:func:`acceptance_stream`)."""
     return tuple(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
+
+
+def acceptance_stream(seed: int, replica: int) -> np.random.Generator:
+    """Replica ``replica``'s acceptance draws: replica 0 takes the single run's stream (a fleet
+    of one is that run), each other one a child of it keyed by its index alone, so a shard
+    draws what the whole run does. One stream shared by every replica gave the k-th request
+    of each the same acceptance record and accept decisions (QA: four round-robin replicas of
+    identical requests finished in lockstep), a fleet of N with 1/N of the variety."""
+    stream = np.random.SeedSequence(seed).spawn(4)[1]
+    if replica:
+        stream = stream.spawn(replica + 1)[replica]
+    return np.random.default_rng(stream)
 
 
 def fleet_requests(cfg: FleetConfig) -> tuple[RequestSpecs, np.ndarray]:
@@ -313,7 +325,7 @@ def simulate_fleet(
         sc = cfg.replicas[i]
         setup = setup_replica(sc)
         memory[i], max_seqs[i] = setup.memory, setup.max_seqs
-        accept = acceptance_sampler(sc, setup.speculator, len(table), fleet_streams(cfg.seed)[1])
+        accept = acceptance_sampler(sc, setup.speculator, len(table), acceptance_stream(cfg.seed, i))
         logs[i] = WindowedLog(window_s, max_windows(n_rep))
         built[i] = Replica(env, setup, table, accept, logs[i])
     replicas: list[Replica | None] = [built.get(i) for i in range(n_rep)]  # None: not simulated
