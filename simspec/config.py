@@ -265,6 +265,13 @@ class WorkloadConfig(BaseModel):
         description="poisson with a rate that changes over the run: [[start_s, rate], ...], "
         "piecewise constant from each start (the first at 0); replaces rate",
     )
+    arrivals_end_at_rate: bool = Field(
+        default=False,
+        description="poisson: rescale the drawn arrival times so the last one comes at "
+        "requests / rate, as `vllm bench serve` sends them (get_request's normalize_factor, "
+        "vllm/benchmarks/serve.py: the run's length, so its throughput, does not swing with "
+        "the seed); SGLang's bench_serving sends the drawn gaps as they are",
+    )
     requests: int | None = Field(
         default=None,
         ge=1,
@@ -431,6 +438,10 @@ class WorkloadConfig(BaseModel):
 
     @model_validator(mode="after")
     def _schedule(self) -> WorkloadConfig:
+        if self.arrivals_end_at_rate and (
+            self.arrival != "poisson" or self.rate_schedule is not None
+        ):
+            raise ValueError("arrivals_end_at_rate applies to poisson arrivals at one rate")
         sched = self.rate_schedule
         if sched is None:
             return self

@@ -279,7 +279,9 @@ def test_simulated_tpot_is_each_requests_decode_time_over_its_tokens_after_the_f
 # -- the round trip -----------------------------------------------------------------------------
 @pytest.mark.parametrize("detailed", [False, True], ids=["totals", "detailed"])
 @pytest.mark.parametrize(
-    "load", [{"concurrency": 3}, {"arrival": "poisson", "rate": 20.0}], ids=["closed", "rate"]
+    "load",
+    [{"concurrency": 3}, {"arrival": "poisson", "rate": 20.0, "arrivals_end_at_rate": True}],
+    ids=["closed", "rate"],
 )
 def test_a_simspec_run_written_in_vllms_format_compares_with_zero_error(tmp_path, load, detailed):
     sim = simulate(small_scenario(**load))
@@ -291,6 +293,20 @@ def test_a_simspec_run_written_in_vllms_format_compares_with_zero_error(tmp_path
     assert {r["metric"] for r in rows} == set(METRICS)
     assert all(r["rel_error"] == 0.0 for r in rows), [r for r in rows if r["rel_error"]]
     assert {r["lengths"] for r in rows} == {"per request" if detailed else "mean, fixed"}
+
+
+def test_a_vllm_rate_run_sends_its_last_request_at_requests_over_rate_whatever_the_seed():
+    """QA: compare drew raw Poisson gaps, so a 100-request run at 2/s predicted 1.74-2.18 req/s
+    by seed; vllm bench serve rescales its arrivals to end at n / rate and times from its start
+    (get_request's normalize_factor), SGLang's bench_serving sends the drawn gaps."""
+    for seed in range(3):
+        sc = small_scenario(arrival="poisson", rate=20.0, arrivals_end_at_rate=True)
+        sim = simulate(sc.model_copy(update={"seed": seed}))
+        assert sim.requests["arrival_s"].max() == pytest.approx(10 / 20.0)
+        got = simulated_metrics(sim)
+        assert got["duration_s"] == pytest.approx(sim.requests["finish_s"].max())  # from 0
+    with pytest.raises(ValueError, match="arrivals_end_at_rate applies to poisson"):
+        WorkloadConfig(concurrency=2, arrivals_end_at_rate=True)
 
 
 # -- the command on the GPUStack runs -----------------------------------------------------------

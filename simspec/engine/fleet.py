@@ -325,7 +325,9 @@ def simulate_fleet(
         sc = cfg.replicas[i]
         setup = setup_replica(sc)
         memory[i], max_seqs[i] = setup.memory, setup.max_seqs
-        accept = acceptance_sampler(sc, setup.speculator, len(table), acceptance_stream(cfg.seed, i))
+        accept = acceptance_sampler(
+            sc, setup.speculator, len(table), acceptance_stream(cfg.seed, i)
+        )
         logs[i] = WindowedLog(window_s, max_windows(n_rep))
         built[i] = Replica(env, setup, table, accept, logs[i])
     replicas: list[Replica | None] = [built.get(i) for i in range(n_rep)]  # None: not simulated

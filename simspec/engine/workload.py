@@ -152,7 +152,10 @@ def arrival_gaps(cfg: WorkloadConfig, n: int, rng: np.random.Generator) -> np.nd
     if cfg.arrival == "replay":
         return np.diff(arrival_trace(cfg).arrival_s[:n], prepend=0.0)
     if cfg.rate_schedule is None:
-        return rng.exponential(1.0 / cfg.rate, size=n)
+        gaps = rng.exponential(1.0 / cfg.rate, size=n)
+        if cfg.arrivals_end_at_rate and n:  # vllm bench serve: the last sent at n / rate
+            gaps *= (n / cfg.rate) / gaps.sum()
+        return gaps
     starts = [t for t, _ in cfg.rate_schedule] + [np.inf]
     rates = [r for _, r in cfg.rate_schedule]
     times = np.empty(n)

@@ -202,10 +202,15 @@ def _workload(run: MeasuredRun, lengths_dir: Path, notes: list[str]) -> tuple[Wo
                 f"{run.burstiness:g}: gamma arrivals are not modelled; simspec's arrivals are "
                 "Poisson (burstiness 1) or a replayed trace",
             )
-        notes.append(f"load: Poisson arrivals at {run.request_rate:g} requests/s")
+        # vllm bench serve rescales its drawn arrivals to end at n / rate (its get_request's
+        # normalize_factor); SGLang's bench_serving sends the drawn gaps as they are
+        vllm = run.kind.startswith("vllm")
+        shape = ", the last sent at requests / rate as vllm bench serve does" if vllm else ""
+        notes.append(f"load: Poisson arrivals at {run.request_rate:g} requests/s{shape}")
         work = WorkloadConfig(
-            arrival="poisson", rate=run.request_rate, requests=n, measure="whole", **sizes
-        )
+            arrival="poisson", rate=run.request_rate, requests=n, measure="whole",
+            arrivals_end_at_rate=vllm, **sizes,
+        )  # fmt: skip
     return work, lengths
 
 

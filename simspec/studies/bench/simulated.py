@@ -6,7 +6,9 @@ bench_serving.py computes the same) over every successful request: TTFT from the
 send to its first token; TPOT ``(latency - ttft) / (output tokens - 1)`` over requests of more
 than one token; ITL every gap between streamed chunks; E2E latency from send to the last token;
 the mean, ``np.median`` and ``np.percentile`` (linear interpolation) of each; throughputs over
-the benchmark's duration, from the first send to the last token.
+the benchmark's duration, to the last token from the first send (SGLang) or from the start,
+the first request's drawn delay before it (vLLM, whose arrivals are rescaled to end at
+requests / rate: ``WorkloadConfig.arrivals_end_at_rate``).
 
 A decoding sequence waits one iteration between chunks (a speculative step streams its
 accepted tokens as one chunk), so the simulated ITLs are the iterations' durations, each
@@ -30,7 +32,10 @@ def simulated_metrics(sim: SimResult) -> dict[str, float]:
     multi = q[q["output_tokens"] > 1]
     tpot = ((multi["finish_s"] - multi["first_token_s"]) / (multi["output_tokens"] - 1)).to_numpy()
     it = sim.iterations
-    duration = float(q["finish_s"].max() - sim.requests["arrival_s"].min()) if len(q) else 0.0
+    # vLLM times from its start, before the first (drawn, rescaled) delay; SGLang from its
+    # first send, which leaves at once (its gaps come after each request)
+    start = 0.0 if sim.scenario.workload.arrivals_end_at_rate else sim.requests["arrival_s"].min()
+    duration = float(q["finish_s"].max() - start) if len(q) else 0.0
     out = {"duration_s": duration}
     for name, values in (("ttft", ttft), ("tpot", tpot), ("e2el", e2e)):
         out.update(_stats(name, values, np.ones(len(values))))
