@@ -154,12 +154,20 @@ def test_same_seed_same_numbers_and_other_seed_other_numbers():
 
 def test_a_budget_below_max_num_seqs_is_refused_as_vllm_refuses_it():
     """vLLM's SchedulerConfig._verify_args: max_num_batched_tokens must be greater than or
-    equal to max_num_seqs (each running sequence takes a token of the budget a step)."""
+    equal to max_num_seqs (each running sequence takes a token of the budget a step). V1
+    lowers its own default max_num_seqs to the budget (_set_default_args_v1), so only one the
+    user gave, or V0's 256, is refused (QA: a bare --max-num-batched-tokens 512 was)."""
+    from simspec.engine.build import setup_replica
     from simspec.errors import InputError
 
-    sc = Scenario(method=EAGLE_HIGH, scheduler=SchedulerConfig(max_num_batched_tokens=256))
+    budget = SchedulerConfig(max_num_batched_tokens=256)
+    assert setup_replica(Scenario(method=EAGLE_HIGH, scheduler=budget)).max_seqs == 256
+    given = SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=1024)
     with pytest.raises(InputError, match="256 is below max_num_seqs 1024, which vLLM refuses"):
-        simulate(sc)
+        simulate(Scenario(method=EAGLE_HIGH, scheduler=given))
+    v0 = SchedulerConfig(max_num_batched_tokens=128)
+    with pytest.raises(InputError, match="128 is below max_num_seqs 256, which vLLM refuses"):
+        simulate(Scenario(engine="vllm-v0", scheduler=v0))
 
 
 def test_sglang_decodes_every_running_request_whatever_its_chunk_size():

@@ -217,6 +217,12 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
                 f"{sc.dp}",
             )
         max_seqs -= max_seqs % sc.dp
+    if (
+        max_tokens < max_seqs
+        and sc.scheduler.max_num_seqs is None
+        and engine.flag("default_seqs_within_budget")
+    ):
+        max_seqs = max_tokens  # V1 lowers its default to the budget (engines.yaml)
     if engine.family == "vllm" and max_tokens < max_seqs:
         # vLLM refuses to start (SchedulerConfig._verify_args): every sequence a step runs
         # takes at least one token of the budget
