@@ -263,6 +263,18 @@ def test_when_blocks_run_out_the_last_admitted_request_is_preempted_by_recompute
     assert ids(t.blocks[:2]) == [3, 3] and rig.pool.used == 6
 
 
+def test_sglang_puts_a_retracted_request_behind_the_queue():
+    """SGLang's _extend_requests_to_queue appends the retracted (engines.yaml requeue_at_back);
+    vLLM prepends the preempted (the test above)."""
+    rig = make_rig(
+        [4, 4, 4, 4], [12, 12, 12, 12], num_blocks=6, block_size=4, max_seqs=3,
+        requeue_at_back=True,
+    )  # fmt: skip
+    add_all(rig)
+    decode_until_preemption(rig)
+    assert list(rig.sched.waiting) == [3, 2]
+
+
 def test_the_lowest_priority_request_that_cannot_grow_preempts_itself():
     # 5 blocks: at 8 tokens each of two requests holds 2 blocks; the one free block goes to
     # request 0 and request 1, now last in line, gives its own blocks back

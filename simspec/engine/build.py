@@ -292,6 +292,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         if "admission_watermark" in engine.params
         else 0.0,
         retract_by_progress=engine.flag("retract_fewest_outputs"),
+        requeue_at_back=engine.flag("requeue_at_back"),
         # vLLM V1's use_eagle() drafters (eagle, eagle3, mtp) recompute a hit's last block
         drop_last_hit=engine.flag("draft_lookahead_slots") and sc.method.name in EAGLE_DRAFTERS,
     )

@@ -72,6 +72,8 @@ class ReplicaSetup:
     admission_watermark: float = 0.0
     # retract the request with the fewest outputs first when decodes run short (SGLang)
     retract_by_progress: bool = False
+    # a retracted request waits behind the queue, not at its front (SGLang)
+    requeue_at_back: bool = False
     # a prefix-cache hit gives back its last block to recompute (vLLM V1 under EAGLE or MTP)
     drop_last_hit: bool = False
 
@@ -171,6 +173,7 @@ class Replica:
             chunk_prompts=setup.chunk_prompts,
             watermark_blocks=int(setup.admission_watermark * setup.memory.num_blocks),
             retract_by_progress=setup.retract_by_progress,
+            requeue_at_back=setup.requeue_at_back,
             drop_last_hit=setup.drop_last_hit,
         )
         self.log: IterationSink = IterationLog() if log is None else log

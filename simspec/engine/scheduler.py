@@ -169,6 +169,7 @@ class Scheduler:
         watermark_blocks: int = 0,
         retract_by_progress: bool = False,
         drop_last_hit: bool = False,
+        requeue_at_back: bool = False,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
         # the most blocks one request can hold: a DP attention rank's pool, where the ranks'
@@ -181,6 +182,8 @@ class Scheduler:
         self.watermark = watermark_blocks  # blocks an admission leaves free (vLLM V0)
         # SGLang's retraction order without speculation: fewest outputs first
         self.retract_by_progress = retract_by_progress
+        # where a preempted request waits: vLLM's front of the queue, SGLang's back
+        self.requeue_at_back = requeue_at_back
         # vLLM V1 under an EAGLE-style drafter recomputes the last cached block of a hit
         self.drop_last_hit = drop_last_hit
         self.lookahead = lookahead_slots  # KV past each running request's ask (vLLM EAGLE)
@@ -701,8 +704,9 @@ class Scheduler:
             self.free_queue.give(n, owner)
 
     def _preempt(self, rid: int) -> None:
-        """Recompute preemption: drop the KV, go back to the front of the queue. With prefix
-        caching its full blocks stay cached in the free queue behind its partial one."""
+        """Recompute preemption: drop the KV, go back to the front of the queue (vLLM) or
+        its back (SGLang: ``requeue_at_back``). With prefix caching its full blocks stay
+        cached in the free queue behind its partial one."""
         self.running.remove(rid)
         self._running_arr = None
         held = int(self.requests.blocks[rid])
@@ -713,5 +717,8 @@ class Scheduler:
         self.requests.computed[rid] = 0
         self.requests.decoding[rid] = False
         self.requests.preemptions[rid] += 1
-        self.waiting.appendleft(rid)
+        if self.requeue_at_back:
+            self.waiting.append(rid)
+        else:
+            self.waiting.appendleft(rid)
         self._preempted = True
