@@ -178,6 +178,12 @@ def test_all_offers_p_eagle_only_where_a_head_is_published():
     [
         (["--methods", "p_eagle"], "--methods", "no published p_eagle head"),
         (["--methods", "pard"], "--methods", "unknown method 'pard'"),
+        # QA: the paths past --methods ran gpt-oss-20b's head on llama-3.1-8b
+        (
+            ["--speculative-config", '{"method": "eagle3", "parallel_drafting": true}'],
+            "methods.p_eagle",
+            "no published p_eagle head",
+        ),
     ],
 )
 def test_the_cli_refuses_each_where_it_cannot_run_naming_why(args, field, says):
@@ -231,3 +237,9 @@ def test_an_e2e_row_is_predicted_from_its_run():
     assert value == pytest.approx(sum(summary.section_e2e_s) / summary.requests)
     # one request alone: its prefill then 128 decode steps of about a TPOT each
     assert value == pytest.approx(127 * summary.tpot_ms_mean / 1e3, rel=0.1)
+
+
+def test_analytic_refuses_a_head_the_model_does_not_have():
+    res = CliRunner().invoke(app, ["analytic", "--method", "p_eagle"])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines()[-1].startswith("error: methods.p_eagle: no published")

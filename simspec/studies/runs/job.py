@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from simspec.catalog.methods import missing_draft_layers
+from simspec.catalog.methods import missing_draft_layers, missing_head
 from simspec.config import Scenario
 from simspec.engine.metrics import RunSummary
 from simspec.engine.simulation import SimResult, check, simulate
@@ -39,7 +39,10 @@ def check_runnable(sc: Scenario) -> None:
 
 
 def refuse_missing_draft_layers(sc: Scenario) -> None:
-    why = missing_draft_layers(sc.method.name, sc.model)
+    """A drafter the model does not have: its own MTP layers, or a head trained on its
+    hidden states that is not published (P-EAGLE: QA, a config file or --speculative-config
+    ran gpt-oss-20b's head and acceptance on llama-3.1-8b where --methods refused it)."""
+    why = missing_draft_layers(sc.method.name, sc.model) or missing_head(sc.method.name, sc.model)
     if why:
         raise InputError(f"methods.{sc.method.name}", why)
 
