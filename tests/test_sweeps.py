@@ -4,6 +4,7 @@ seed."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -285,6 +286,21 @@ def test_a_config_files_pipeline_stages_show_in_the_table_and_the_csv(tmp_path):
     assert result.exit_code == 0, result.output
     assert "(pp2)" in result.output
     assert (pd.read_csv(out)["pp"] == 2).all()
+
+
+def test_a_k_schedule_writes_the_k_each_concurrency_ran(tmp_path):
+    """QA: every row said the method's K=4 where the schedule ran K=2 at 32 and none at 128."""
+    spec = json.dumps(
+        {"method": "eagle3", "num_speculative_tokens": 4,
+         "num_speculative_tokens_per_batch_size": [[1, 16, 4], [17, 64, 2], [65, 1024, 0]]}
+    )  # fmt: skip
+    out = tmp_path / "s.csv"
+    args = ["sweep", "--speculative-config", spec, "--batch-sizes", "1,32,128", "--out", str(out)]
+    res = CliRunner().invoke(app, [*args, "--requests", "8", "--turnovers", "0"])
+    assert res.exit_code == 0, res.output
+    rows = pd.read_csv(out).query("method == 'eagle3'")
+    assert list(rows["k"]) == [4, 4, 4] and list(rows["k_run"]) == [4, 2, 0]
+    assert "eagle3 K=4 follows its load policy: K=2 at 32, off at 128" in res.output
 
 
 def test_a_flag_for_a_grid_axis_and_k_beside_a_speculative_config_are_refused(tmp_path):

@@ -149,6 +149,22 @@ def sweep(
         _unshipped_note(cfg)
         _picked_shape_note(cfg)
         _unfinishable_note(frame)
+        _k_run_note(frame)
+
+
+def _k_run_note(frame: pd.DataFrame) -> None:
+    """Where a K schedule or disable_by_batch_size ran another K than the column's label."""
+    if "k_run" not in frame:
+        return
+    moved = frame[(frame["method"] != "autoregressive") & (frame["k_run"] != frame["k"])]
+    for label, rows in moved.groupby(moved.apply(_method_label, axis=1), sort=False):
+        ran = ", ".join(
+            f"K={int(k)} at {int(b)}" if k else f"off at {int(b)}"
+            for b, k in zip(rows["batch_size"], rows["k_run"], strict=True)
+        )
+        err.print(
+            f"note: {label} follows its load policy: {ran} (the k_run column)", highlight=False
+        )
 
 
 def _engine_note(cfg: SweepConfig) -> None:

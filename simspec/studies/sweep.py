@@ -38,6 +38,7 @@ from simspec.config import (
     check_precision_target,
 )
 from simspec.engine import intervals, window
+from simspec.engine.load_policy import LoadPolicy
 from simspec.engine.metrics import RunSummary
 from simspec.engine.speculators import known_method
 from simspec.engine.speculators.lookup import matched_sizes
@@ -67,6 +68,7 @@ COLUMNS = [
     "dataset",
     "method",
     "k",
+    "k_run",
     "tree",
     "tree_nodes",
     "tree_topk",
@@ -317,6 +319,16 @@ def _with_dataset(method: dict[str, Any], dataset: str) -> dict[str, Any]:
     return method
 
 
+def k_in_force(m: MethodConfig, batch_size: int) -> int:
+    """The draft length a closed loop of ``batch_size`` runs: the method's K, or what its
+    K schedule or disable_by_batch_size sets there (0: speculation off). QA: every row said
+    the method's K where a schedule ran K=2 or none."""
+    if m.name == "autoregressive":
+        return 0
+    nodes = tree_columns(m)["tree_nodes"] or None
+    return LoadPolicy.of(m, m.k, nodes).shape_for(batch_size)[0]
+
+
 def tree_columns(m: MethodConfig) -> dict[str, Any]:
     """The draft tree as the method's config states it (blank / 0 where it states none), so
     two tree budgets of one method are two rows a reader can tell apart."""
@@ -537,6 +549,7 @@ def _results_frame(
                 "dataset": p.workload.lengths_from or "",
                 "method": c.method.name,
                 "k": c.method.k if c.method.name != "autoregressive" else 0,
+                "k_run": k_in_force(c.method, c.batch_size),
                 **tree_columns(c.method),
                 "draft_tp": c.method.draft_tp,  # blank: at the target's tp
                 **lookup_columns(c.method, p.engine),
