@@ -236,7 +236,9 @@ def method_defaults(name: str) -> dict[str, Any]:
         out["k"] = d["lookahead_ngram"] - 1
         return out
     if name == "redrafter":
-        out["k"] = d.get("beam_length") or DEFAULT_K
+        # a beam's length counts its first token, the one the target emitted (ReDrafter's
+        # modeling_drafter.py): it drafts beam_length - 1
+        out["k"] = d["beam_length"] - 1 if d.get("beam_length") else DEFAULT_K
         out["beam_width"] = d.get("beam_width")
         return {k: v for k, v in out.items() if v is not None}
     k = d.get("k")
@@ -395,8 +397,14 @@ def preset_acceptance(
             source=source,
             **sourced,
         )
+    # a tau measured with another draft shape than the method's defaults says which
+    # (ReDrafter's: the beam grid's largest cell, method_presets.yaml measured_with)
+    shape = {**cfg, **(preset.get("measured_with") or {})}
     return AcceptanceConfig(
-        tau=float(preset["tau"]), spread=spread, source=source, **tau_measured_with(cfg, cfg["k"])
+        tau=float(preset["tau"]),
+        spread=spread,
+        source=source,
+        **tau_measured_with(shape, shape["k"]),
     )
 
 
