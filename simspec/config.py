@@ -695,6 +695,20 @@ class MethodConfig(BaseModel):
     )
     acceptance: AcceptanceConfig | None = None
 
+    @field_validator("tree_paths")
+    @classmethod
+    def _paths(cls, v: list[list[int]] | None) -> list[list[int]] | None:
+        """Paths of 0-based sibling ranks, as vLLM's speculative_token_tree takes them (QA: a
+        rank of -1 ran, its tau changing with the batch size; an empty list was ignored)."""
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("must be a non-empty list of paths such as [[0], [1], [0, 0]]")
+        for path in v:
+            if not 0 < len(path) <= 64 or any(not 0 <= r < 1024 for r in path):
+                raise ValueError(f"each path is 1 to 64 ranks in [0, 1024), got {path!r}")
+        return v
+
     @property
     def label(self) -> str:
         return self.name

@@ -116,6 +116,15 @@ def test_method_fields_that_do_not_apply_are_errors_naming_them(tmp_path, method
     refused(["sweep", *QUICK, "--config", cfg], f"methods.{name}.{field}")
 
 
+@pytest.mark.parametrize("paths", ["[[-1]]", "[]", "[[0], []]"])
+def test_a_tree_path_of_a_negative_rank_or_none_is_refused(tmp_path, paths):
+    """QA: a rank of -1 ran (its tau changing with the batch size) and [] was ignored."""
+    cfg = write(
+        tmp_path, "s.yaml", f"methods:\n  - {{name: eagle1, tree: static, tree_paths: {paths}}}\n"
+    )
+    refused(["sweep", *QUICK, "--config", cfg], "methods.0.tree_paths")
+
+
 @pytest.mark.parametrize(
     ("method", "field"),
     [
