@@ -171,6 +171,19 @@ def test_a_sequence_that_proposed_nothing_verifies_one_token():
     )
 
 
+def test_vllm_v1_charges_a_decode_the_budget_of_what_it_proposed():
+    """vLLM V1 asks num_tokens_with_spec - num_computed_tokens: a miss costs one token of the
+    budget (QA: suffix K=24 on a 2,048-token budget ran half of 128 sequences a step, where
+    mean verify widths of ~3 fit them all)."""
+    wl = {"concurrency": 32, "lengths_from": "sharegpt", "requests": 64, "measure": "whole"}
+    tight = {"max_num_batched_tokens": 512, "max_num_seqs": 32}  # 32 x (1 + 24) = 800 > 512
+    method = MethodConfig(name="suffix", k=24, acceptance=AcceptanceConfig(tokens="sharegpt"))
+    run = simulate(Scenario(method=method, workload=wl, scheduler=tight))
+    decoding = run.iterations.query("prefill_seqs == 0").decode_seqs
+    assert decoding.max() == 32  # all of them, where 1 + 24 each would fit 20
+    assert run.summary.mean_verify_tokens < 8
+
+
 @pytest.mark.slow
 def test_per_sequence_widths_make_lookup_cheaper_than_a_full_chain_at_high_batch():
     wl = {"concurrency": 64, "lengths_from": "sharegpt", "requests": 192}

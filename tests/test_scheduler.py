@@ -474,3 +474,20 @@ def test_the_fast_path_decides_exactly_as_the_per_request_path_on_random_runs(
     assert CountingPaths.fast > 100 and CountingPaths.single > 100
     assert CountingPaths.general > 100
     assert preemptions > 10
+
+
+def test_a_decode_asks_for_its_own_proposal_where_draft_slots_says_so():
+    """vLLM V1 schedules num_tokens_with_spec - num_computed_tokens: a lookup that proposed
+    nothing asks one token, not 1 + K (QA: suffix K=24 on a 2,048-token budget decoded 64 of
+    128 sequences a step). Four decodes at K=7 would ask 32 of a 16-token budget; asking
+    what they proposed (0, 7, 0, 1) they take 12 and all run."""
+    rig = make_rig([4] * 4, [20] * 4, max_tokens=16, k=7, trim_drafts=True)
+    add_all(rig)
+    run_batch(rig, rig.sched.schedule())  # the four prompts
+    assert rig.table.decoding.all()
+    capped = rig.sched.schedule()
+    assert ids(capped.decode) == [0, 1]  # 8 + 8 spend the budget
+    run_batch(rig, capped)
+    rig.sched.draft_slots = np.array([0, 7, 0, 1], dtype=np.int64)
+    batch = rig.sched.schedule()
+    assert ids(batch.decode) == [0, 1, 2, 3] and batch.edge_width == 0

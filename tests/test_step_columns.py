@@ -272,10 +272,10 @@ def test_a_batch_that_runs_on_unchanged_steps_as_the_general_iteration(
         return run
 
     def every_seventh_short(original, short):
-        def schedule(self, computed, held):
+        def schedule(self, computed, held, slots=None):
             nonlocal calls
             calls += 1
-            return short if calls % 7 == 0 else original(self, computed, held)
+            return short if calls % 7 == 0 else original(self, computed, held, slots)
 
         return schedule
 

@@ -189,6 +189,11 @@ class Replica:
         replay = acceptance if isinstance(acceptance, TokenReplayAcceptance) else None
         self._proposals = None if replay is None else replay.proposals
         self._ragged = replay is not None and not replay.proposer.padded
+        # and where the engine's scheduler asks for what each proposed (vLLM V1), its decode's
+        # budget and KV are that proposal's, set before each schedule (Scheduler.draft_slots)
+        self._asks_proposed = self._ragged and self.spec.engine.flag("decode_asks_proposed")
+        if self._asks_proposed:
+            self.sched.draft_slots = np.zeros(len(requests), dtype=np.int64)
         # the target's forward as floats where it takes the plain path (costmodel.plain)
         self._plain_target = self.cost.plain(self.target)
         # a draft that changes with the batch size is the running requests' (:meth:`_reserve`)
@@ -274,6 +279,7 @@ class Replica:
         k, nodes, width = spec.step_shape(1)
         proposals = self._proposals if k else None
         ragged, overhead = self._ragged, self._spec_overhead
+        asks = self._asks_proposed
         ids = sched.running_ids()
         generated, computed = int(r.generated[rid]), int(r.computed[rid])
         held, last = int(r.blocks[rid]), int(r.last_step_tokens[rid])
@@ -282,16 +288,20 @@ class Replica:
         self._carry = None  # the columns live here until written back
         finished = False
         while not finished:
-            blocks = sched.schedule_alone(computed, held)
-            if blocks < 0:
-                break
-            held, iterations = blocks, iterations + 1
-            start, context_sum = clock.now, float(computed)
-            draft_s, proposed, w = 0.0, None, width
+            proposed, slots = None, None
             if k:  # the one-element columns a speculative step hands on
                 position = np.array([generated], dtype=np.int64)
                 if proposals is not None:
                     proposed = proposals(ids, position, k)
+                    slots = int(proposed[0]) if asks else None  # its ask (vLLM V1)
+            blocks = sched.schedule_alone(computed, held, slots)
+            if blocks < 0:
+                break
+            held, iterations = blocks, iterations + 1
+            start, context_sum = clock.now, float(computed)
+            draft_s, w = 0.0, width
+            if k:
+                if proposed is not None:
                     w = int(proposed[0]) + 1 if ragged else width
                 context, lasts = np.array([computed, last], dtype=np.int64).reshape(2, 1)
                 drafting = DraftStep(context, lasts, context_sum, k, nodes, last)
@@ -349,6 +359,7 @@ class Replica:
         r, sched, spec, acceptance = self.requests, self.sched, self.spec, self.acceptance
         proposals = self._proposals if k else None
         ragged = proposals is not None and self._ragged
+        asks = proposals is not None and self._asks_proposed
         overhead, record, log, total = self._spec_overhead, _new_record, self.log, r.total
         computed, held, generated = r.computed[ids], r.blocks[ids], r.generated[ids]
         first, output_len = generated, r.output_len[ids]  # what each had, and its end
@@ -361,14 +372,14 @@ class Replica:
         self._carry = None  # the columns live here until written back
         out: np.ndarray | None = None
         while out is None:
-            new_held = sched.schedule_steady(computed, held)
+            proposed = proposals(ids, generated, k) if proposals is not None else None
+            # a decode's ask is its proposal where the engine asks so (vLLM V1)
+            new_held = sched.schedule_steady(computed, held, proposed if asks else None)
             if new_held is None:
                 break
             held, iterations = new_held, iterations + 1
-            start, draft_s, proposed = clock.now, 0.0, None
+            start, draft_s = clock.now, 0.0
             if k:
-                if proposals is not None:
-                    proposed = proposals(ids, generated, k)
                 drafting = DraftStep(computed, last, context_sum, k, nodes, last_sum)
                 draft_s = spec.draft_s(drafting) + overhead
             if ragged:  # each verifies what it proposed: the general step's BatchShape.of
@@ -456,6 +467,8 @@ class Replica:
 
     def _schedule(self) -> Step:
         shape = self._reserve() if self._varies else None
+        if self._asks_proposed:
+            self._propose_ahead()
         batch = self.sched.schedule()
         if batch.empty:
             raise ScenarioError(
@@ -483,6 +496,17 @@ class Replica:
             self.env.now, batch, decoding, context_lens, context_sum, draft, proposed, widths,
             0.0, 0.0, 0.0, _NO_IDS, _NO_IDS, _NO_IDS, 0,
         )  # fmt: skip
+
+    def _propose_ahead(self) -> None:
+        """Each running decode's proposal at the draft length the step reserves, which its
+        ask for budget and KV is (vLLM V1: num_tokens_with_spec; Scheduler.draft_slots)."""
+        sched, r = self.sched, self.requests
+        assert self._proposals is not None and sched.draft_slots is not None
+        rids = sched.running_ids()
+        rids = rids[r.decoding[rids]]
+        k = sched.reserved_draft_slots
+        if len(rids):
+            sched.draft_slots[rids] = self._proposals(rids, r.generated[rids], k) if k else 0
 
     def _proposed(self, decoding: np.ndarray, draft: StepShape) -> np.ndarray | None:
         """Draft tokens each decoding sequence proposes this step, where the acceptance source

@@ -199,6 +199,10 @@ class Scheduler:
         # running request (update_running_batch; max_running_requests and KV bound it)
         self.decode_budget = DECODE_UNBOUNDED if prefill_first else max_num_batched_tokens
         self.reserved_draft_slots = reserved_draft_slots
+        # each request's draft tokens where its next decode asks for what it proposed, not
+        # the step's reservation (vLLM V1 under a lookup drafter: the replica sets them before
+        # each schedule); None: every decode asks 1 + reserved_draft_slots
+        self.draft_slots: np.ndarray | None = None
         # the widest draft the run may take (the step's own, reserved_draft_slots, follows a
         # load policy down and back up): what a request must fit whole, and what a promise of
         # no eviction sets aside (QA: sized at a step with speculation off, a request outgrew
@@ -288,12 +292,14 @@ class Scheduler:
             return None
         return rid
 
-    def schedule_alone(self, computed: int, held: int) -> int:
+    def schedule_alone(self, computed: int, held: int, slots: int | None = None) -> int:
         """:meth:`schedule` for the request :meth:`alone` names, holding ``held`` blocks with
         ``computed`` tokens in KV: the same blocks taken and the same SGLang ratio step, with
         no batch built. Returns the blocks it holds now, or -1 (nothing done) when they are not
-        free: then :meth:`schedule` must run, which preempts."""
-        ask = computed + 1 + self.reserved_draft_slots + self.lookahead
+        free: then :meth:`schedule` must run, which preempts. ``slots``: the draft tokens its
+        decode asks for where it is what it proposed (:attr:`draft_slots`)."""
+        drafts = self.reserved_draft_slots if slots is None else slots
+        ask = computed + 1 + drafts + self.lookahead
         new = max(int(self._blocks_for(ask)), held)
         return new if self._take_for_decode(new - held) else -1
 
@@ -310,14 +316,18 @@ class Scheduler:
             return None
         return rids
 
-    def schedule_steady(self, computed: np.ndarray, held: np.ndarray) -> np.ndarray | None:
+    def schedule_steady(
+        self, computed: np.ndarray, held: np.ndarray, slots: np.ndarray | None = None
+    ) -> np.ndarray | None:
         """:meth:`schedule` for the batch :meth:`steady` names, holding ``held`` blocks with
         ``computed`` tokens in KV: the same blocks taken and the same SGLang ratio step, with
         no batch built. Returns the blocks each holds now, or None (nothing done) when they
-        are not free: then :meth:`schedule` must run, which preempts."""
+        are not free: then :meth:`schedule` must run, which preempts. ``slots``: each one's
+        draft tokens where its decode asks for what it proposed (:attr:`draft_slots`)."""
         # ceil((computed + ask) / size) as one floor division, as _schedule_running_at_once
         # the ask (1 + slots) and the lookahead slots, + size - 1
-        up = self.reserved_draft_slots + self.lookahead + self.block_size
+        drafts = self.reserved_draft_slots if slots is None else slots
+        up = drafts + self.lookahead + self.block_size
         new_held = np.maximum((computed + up) // self.block_size, held)
         return new_held if self._take_for_decode(self.requests.total(new_held - held)) else None
 
@@ -404,19 +414,21 @@ class Scheduler:
         array.
         """
         r, size = self.requests, self.block_size
-        decode_ask = 1 + self.reserved_draft_slots
         rids = self._running_array()
+        decode_ask = 1 + self.reserved_draft_slots
+        # each decode's own ask where it is what it proposed (draft_slots), else decode_ask
+        own = None if self.draft_slots is None else 1 + self.draft_slots[rids]
         steady = self._steady_ids is rids  # the same decoding requests as last iteration
         self._steady_ids = None
         if len(rids) == 1 and r.decoding[rids[0]]:
             # one decoding request (batch 1, the longest runs): the same integers as below,
             # without numpy calls on one-element arrays
             rid = int(rids[0])
-            total = decode_ask
+            total = decode_ask if own is None else int(own[0])
             if total > self.decode_budget:
                 return None
             has = int(r.blocks[rid])
-            new = max((int(r.computed[rid]) + decode_ask + self.lookahead + size - 1) // size, has)
+            new = max((int(r.computed[rid]) + total + self.lookahead + size - 1) // size, has)
             if new - has > self.pool.free:
                 return None
             self._take(new - has)
@@ -429,13 +441,17 @@ class Scheduler:
             computed, held = r.computed[rids], r.blocks[rids]
             decoding = r.decoding[rids]
             all_decode = np.count_nonzero(decoding) == len(rids)
-        if all_decode:  # every ask is the decode one: one scalar, no per-request array
+        if all_decode and own is None:  # every ask the decode one: a scalar, no array
             total = len(rids) * decode_ask
             ask_up = decode_ask + self.lookahead + size - 1
+        elif all_decode:
+            assert own is not None
+            total = int(own.sum())
+            ask_up = own + (self.lookahead + size - 1)
         else:
             prefilling = ~decoding
             need = r.prompt_len[rids] + r.generated[rids] - computed
-            ask = np.where(prefilling, need, decode_ask)
+            ask = np.where(prefilling, need, decode_ask if own is None else own)
             total = int(ask.sum())
             ask_up = ask + (self.lookahead + size - 1)
         if total > (self.decode_budget if all_decode else self.max_tokens):
@@ -515,6 +531,7 @@ class Scheduler:
         r = self.requests
         i, budget, head, prefill, chunks = self._fitting_head()
         chunk_cap = self.max_tokens  # a prompt's chunk stays within the prefill budget
+        own = self.draft_slots
         decode: list[int] = []
         preempted = False
         edge = 0
@@ -522,7 +539,8 @@ class Scheduler:
             rid = self.running[i]
             decoding = bool(r.decoding[rid])
             left = int(r.num_tokens(rid) - r.computed[rid])
-            n = 1 + self.reserved_draft_slots if decoding else min(left, budget, chunk_cap)
+            drafts = self.reserved_draft_slots if own is None else int(own[rid])
+            n = 1 + drafts if decoding else min(left, budget, chunk_cap)
             if n > budget:
                 if not self.trim_drafts:
                     i += 1
@@ -574,7 +592,8 @@ class Scheduler:
             return 0, budget, _EMPTY, [], []
         rids = self._running_array()
         decoding, computed = r.decoding[rids], r.computed[rids]
-        ask = np.where(decoding, 1 + self.reserved_draft_slots, r.num_tokens(rids) - computed)
+        drafts = self.reserved_draft_slots if self.draft_slots is None else self.draft_slots[rids]
+        ask = np.where(decoding, 1 + drafts, r.num_tokens(rids) - computed)
         if self.prefill_first:  # a prompt's chunk stays within the prefill budget
             ask = np.where(decoding, ask, np.minimum(ask, self.max_tokens))
         # the loop gives a request its ask while the budget before it is positive and the
