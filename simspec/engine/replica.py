@@ -567,7 +567,7 @@ class Replica:
             computed = self.requests.computed[prefilling]
             prefill_done = prefilling[computed + chunks == self.requests.num_tokens(prefilling)]
             # a completed prompt needs logits for its last position (its first output token)
-            verified += BatchShape.of(chunks, computed, len(prefill_done))
+            verified += BatchShape.of(chunks, computed, len(prefill_done), prefill=True)
         cost = self.cost.forward(self.target, verified)
         return cost.total_s, cost.overhead_s, prefill_done
 

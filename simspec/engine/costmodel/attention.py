@@ -100,6 +100,12 @@ class AttentionKernels:
         ``batch``. Windowed layers attend over at most ``sliding_window`` tokens per sequence:
         the pairs and cached tokens are clipped to the window (exact when every context is
         past the window or within it, an upper bound otherwise)."""
+        if self.mla is not None and batch.pre_tokens:
+            # vLLM and SGLang run MLA's prompt chunks as multi-head attention (K and V
+            # up-projected per head), its decodes and verifies on the absorbed latent kernel
+            rest, prompts = batch.split_prefill()
+            time = layers * self._mla_prefill(prompts)
+            return time + (self.time(rest, layers) if rest.num_tokens else 0.0)
         t = batch.num_tokens
         # every sequence sends one token: the decode kernel path
         latency = self.decode_latency if one_token_each(batch.sum_q_sq, t) else self.latency
@@ -132,6 +138,29 @@ class AttentionKernels:
             self.mla_fit, batch.num_seqs, rows, batch.sum_kv + t, latent, value_latent,
             self.kv_bytes, compute_rate, memory_rate,
         )  # fmt: skip
+
+    def _mla_prefill(self, batch: BatchShape) -> float:
+        """One layer's MLA attention over prompt chunks as vLLM (backends/mla/common.py
+        _forward_prefill, "Compute-Friendly Approach") and SGLang (DeepseekV2AttentionMLA
+        forward_normal, the MHA path of an extend batch) run it: the cached context's latents
+        up-projected by kv_b_proj to each head's K (nope) and V, then flash attention with
+        qk = nope + rope and v dimensions per head, K and V in bf16. The absorbed latent path
+        (2 x heads x (latent + value latent) FLOPs a pair) would count about 3.4x the
+        attention FLOPs of DeepSeek-V3's prefill (QA)."""
+        assert self.mla is not None
+        m, heads = self.model, self.mla[0]
+        qk, v = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
+        dim = heads * (qk + v) / 2.0  # QK^T over qk, PV over v: 2 x heads x (qk + v) a pair
+        flops, nbytes = attention_work(
+            dim, dim, batch.num_tokens, batch.sum_q_sq, batch.sum_q_kv, batch.sum_kv
+        )
+        # kv_b_proj over the cached context (a chunk's own tokens are up-projected with its
+        # projections), reading its latents
+        flops += 2.0 * batch.sum_kv * m.kv_lora_rank * heads * (m.qk_nope_head_dim + v)
+        nbytes += self.kv_bytes * self.mla[1] * batch.sum_kv
+        return roofline_time(
+            flops, nbytes, self.compute_rate, self.memory_rate, self.latency, self.sharpness
+        )
 
     def _layer(
         self, t: int, sum_q_sq: float, sum_q_kv: float, sum_kv: float, latency: float

@@ -102,7 +102,7 @@ def rank_share(batch: BatchShape, dp: int) -> BatchShape:
     rest = (held - 1) / (n - 1)
     with_largest = largest + rest * (tokens - largest)
     if with_largest <= tokens * f:  # a uniform batch: the mean share, as before
-        return BatchShape(
+        out = BatchShape(
             held,
             _ceil_div(tokens * held, n),
             q_sq * f,
@@ -110,15 +110,23 @@ def rank_share(batch: BatchShape, dp: int) -> BatchShape:
             batch.sum_kv * f,
             _ceil_div(batch.logit_tokens * held, n),
         )
-    share = with_largest / tokens
-    return BatchShape(
-        held,
-        math.ceil(with_largest),
-        largest * largest + rest * (q_sq - largest * largest),
-        batch.sum_q_kv * share,
-        batch.sum_kv * f,
-        _ceil_div(batch.logit_tokens * held, n),
-    )
+    else:
+        share = with_largest / tokens
+        out = BatchShape(
+            held,
+            math.ceil(with_largest),
+            largest * largest + rest * (q_sq - largest * largest),
+            batch.sum_q_kv * share,
+            batch.sum_kv * f,
+            _ceil_div(batch.logit_tokens * held, n),
+        )
+    if batch.pre_tokens:  # the prompt chunks' part, in the proportions of each sum
+        out.pre_seqs = min(round(batch.pre_seqs * f), held)
+        out.pre_tokens = min(round(batch.pre_tokens * out.num_tokens / tokens), out.num_tokens)
+        out.pre_q_sq = batch.pre_q_sq * out.sum_q_sq / q_sq
+        out.pre_q_kv = batch.pre_q_kv * (out.sum_q_kv / batch.sum_q_kv if batch.sum_q_kv else 0.0)
+        out.pre_kv = batch.pre_kv * f
+    return out
 
 
 def dp_forward(

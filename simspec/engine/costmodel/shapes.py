@@ -36,6 +36,13 @@ class BatchShape:
     sum_q_kv: float  # sum of q_i * kv_i (new tokens attending to cached ones)
     sum_kv: float  # cached tokens read
     logit_tokens: int  # rows that need LM-head logits (all verify positions, last prefill token)
+    # the part of the sums that is prompt chunks (``of(..., prefill=True)``), which MLA runs
+    # on another kernel path than decodes and verifies (AttentionKernels.time)
+    pre_seqs: int = 0
+    pre_tokens: int = 0
+    pre_q_sq: float = 0.0
+    pre_q_kv: float = 0.0
+    pre_kv: float = 0.0
 
     @classmethod
     def of(
@@ -44,15 +51,21 @@ class BatchShape:
         kv_tokens: np.ndarray,
         logit_tokens: int,
         kv_sum: float | None = None,
+        prefill: bool = False,
     ) -> BatchShape:
-        """``kv_sum``: ``kv_tokens.sum()`` when the caller has it (the hot loop does)."""
+        """``kv_sum``: ``kv_tokens.sum()`` when the caller has it (the hot loop does).
+        ``prefill``: the sequences are prompt chunks (their sums are also the pre_* ones)."""
         q, kv = _counts(q_tokens), _counts(kv_tokens)
         if q.shape != kv.shape or q.ndim != 1:
             raise ValueError("q_tokens and kv_tokens must be 1-D arrays of equal length")
         sum_kv = float(kv.sum()) if kv_sum is None else kv_sum
-        return cls(
+        shape = cls(
             len(q), int(q.sum()), float(q.dot(q)), float(q.dot(kv)), sum_kv, int(logit_tokens)
         )
+        if prefill:
+            shape.pre_seqs, shape.pre_tokens = shape.num_seqs, shape.num_tokens
+            shape.pre_q_sq, shape.pre_q_kv, shape.pre_kv = shape.sum_q_sq, shape.sum_q_kv, sum_kv
+        return shape
 
     @classmethod
     def uniform(cls, num_seqs: int, q_per_seq: int, kv_sum: float, logit_tokens: int) -> BatchShape:
@@ -71,7 +84,27 @@ class BatchShape:
             self.sum_q_kv + other.sum_q_kv,
             self.sum_kv + other.sum_kv,
             self.logit_tokens + other.logit_tokens,
+            self.pre_seqs + other.pre_seqs,
+            self.pre_tokens + other.pre_tokens,
+            self.pre_q_sq + other.pre_q_sq,
+            self.pre_q_kv + other.pre_q_kv,
+            self.pre_kv + other.pre_kv,
         )
+
+    def split_prefill(self) -> tuple[BatchShape, BatchShape]:
+        """(the decodes and verifies, the prompt chunks) as two shapes."""
+        pre = BatchShape(
+            self.pre_seqs, self.pre_tokens, self.pre_q_sq, self.pre_q_kv, self.pre_kv, 0
+        )
+        rest = BatchShape(
+            self.num_seqs - self.pre_seqs,
+            self.num_tokens - self.pre_tokens,
+            self.sum_q_sq - self.pre_q_sq,
+            self.sum_q_kv - self.pre_q_kv,
+            self.sum_kv - self.pre_kv,
+            self.logit_tokens,
+        )
+        return rest, pre
 
 
 _INT64 = np.dtype(np.int64)

@@ -66,9 +66,9 @@ def mla_attention_work(
     the one cached latent of ``latent`` = kv_lora_rank + qk_rope_head_dim per token, and sums
     the latents (``value_latent`` = kv_lora_rank) by the scores. The latent cache is read once
     per sequence for all heads; Q (latent width) is read and O (value latent) written.
-    Prefill chunks longer than 128 tokens take the compute-friendly path in vLLM (K and V
-    up-projected per head), which this counts as the absorbed one: an overestimate of prefill
-    attention FLOPs (about 3.4x for DeepSeek-V3), not of decode or verify.
+    Prompt chunks take the compute-friendly path instead (K and V up-projected per head:
+    AttentionKernels._mla_prefill); this formula would count about 3.4x their attention
+    FLOPs for DeepSeek-V3.
     """
     pairs = sum_q_kv + (sum_q_sq + num_tokens) / 2.0
     flops = 2.0 * heads * (latent + value_latent) * pairs

@@ -41,7 +41,7 @@ class DraftModel(Speculator):
         worker, with forward_draft_extend)."""
         if len(chunks) == 0:
             return 0.0
-        batch = BatchShape.of(chunks, computed, len(chunks))
+        batch = BatchShape.of(chunks, computed, len(chunks), prefill=True)
         return self.cost.forward(self.draft, batch, overhead_s=0.0).total_s
 
     def extra_weight_bytes(self) -> float:

@@ -120,7 +120,8 @@ class EagleHead(Speculator):
         own (in vLLM it shares the first draft forward's launch)."""
         if len(chunks) == 0:
             return 0.0
-        return self._step(BatchShape.of(chunks, computed, len(chunks)), overhead_s=0.0).total_s
+        prompt = BatchShape.of(chunks, computed, len(chunks), prefill=True)
+        return self._step(prompt, overhead_s=0.0).total_s
 
     def _fc(self, tokens: int) -> float:
         """The fc over the fused inputs for ``tokens`` tokens (remembered by count)."""
