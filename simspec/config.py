@@ -624,8 +624,10 @@ TreeSchedule = Annotated[
 
 
 class MethodConfig(BaseModel):
-    """One method to simulate, as a user writes it in a scenario file. Unset fields take the
-    method's defaults (``simspec methods`` lists them)."""
+    """One method to simulate, as a user writes it in a scenario file, where unset fields
+    take the method's defaults (``simspec methods`` lists them; a file's method without ``k``
+    drafts the method's default length). Built in Python, unset fields take these defaults
+    (``k`` 3): :func:`simspec.catalog.methods.preset_method` gives a method's own."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     _text = _TEXT

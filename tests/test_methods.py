@@ -434,3 +434,12 @@ def test_a_dynamic_tree_grows_only_from_each_depths_top_k_beams():
     assert expanded(free) > 10 and expanded(beamed) <= 10
     assert len(beamed.parent) == len(free.parent)  # the same budget, placed within the beams
     assert expected_tau(beamed, alpha) <= expected_tau(free, alpha)
+
+
+def test_an_unknown_dataset_is_refused_not_read_as_chat():
+    """QA: preset_method("eagle3", "GSM8K") returned ShareGPT's acceptance."""
+    from simspec.errors import InputError
+
+    with pytest.raises(InputError, match="dataset: unknown dataset 'GSM8K'"):
+        preset_method("eagle3", "GSM8K")
+    assert preset_method("eagle3", "gsm8k").acceptance.acc_len == "gsm8k"

@@ -365,3 +365,22 @@ def test_a_plain_sweeps_precision_is_its_throughputs():
     }
     frame = pd.DataFrame([row])
     assert len(wide_intervals(frame, 0.005)) == 1 and len(wide_intervals(frame, 0.02)) == 0
+
+
+def test_a_config_files_method_without_k_drafts_its_own_default_length(tmp_path):
+    """QA: MethodConfig's K=3 ran suffix at 3, not vLLM's 24 that --methods suffix runs."""
+    config, out = tmp_path / "c.yaml", tmp_path / "s.csv"
+    config.write_text("methods:\n  - name: suffix\n  - name: medusa1\n")
+    args = ["sweep", "--config", str(config), "--batch-sizes", "1", "--requests", "8"]
+    res = CliRunner().invoke(app, [*args, "--turnovers", "0", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    ks = pd.read_csv(out).set_index("method")["k"]
+    assert ks["suffix"] == 24 and ks["medusa1"] == 4
+
+
+def test_dataset_over_a_configs_stated_acceptance_is_said_once():
+    """QA: --dataset gsm8k over examples/sweep.yaml replayed ShareGPT's acceptance unsaid."""
+    args = ["sweep", "--config", "examples/sweep.yaml", "--dataset", "gsm8k", "--requests", "8"]
+    res = CliRunner().invoke(app, [*args, "--concurrencies", "1", "--turnovers", "0"])
+    assert res.exit_code == 0, res.output
+    assert res.output.count("note: eagle3 replays sharegpt's acceptance") == 1

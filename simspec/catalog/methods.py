@@ -5,6 +5,7 @@ dataset to its domain."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any, Literal
 
 from simspec.catalog.models import load_model, model_ids
@@ -569,6 +570,13 @@ def preset_method(
     if name not in method_presets():
         known = ", ".join(["autoregressive", *method_presets()])
         raise InputError("methods.name", f"unknown method {name!r}; choose one of {known}")
+    if dataset not in DATASET_DOMAIN and not PurePath(dataset).suffix:
+        # QA: "GSM8K" or a typo took ShareGPT's (chat) acceptance without a word
+        raise InputError(
+            "dataset",
+            f"unknown dataset {dataset!r}; choose one of {', '.join(DATASET_DOMAIN)}, or a "
+            "trace file's path",
+        )
     fields = method_defaults(name)
     acc = preset_acceptance(name, dataset)
     if name == "pard":

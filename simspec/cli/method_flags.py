@@ -19,6 +19,7 @@ from simspec.catalog.methods import (
     k_not_read,
     left_out_of_all,
     measured_acceptance,
+    method_defaults,
     missing_head,
     no_acceptance,
     preset_acceptance,
@@ -184,6 +185,10 @@ class MethodFlags:
             if unused is not None:
                 raise InputError(f"methods.autoregressive.{unused[0]}", unused[1])
             return m
+        if "k" not in m and self.k is None and name in SPECULATORS:
+            # a method written without k drafts its own default length, as --methods NAME
+            # does (QA: MethodConfig's 3 ran suffix at K=3, not vLLM's 24)
+            m["k"] = method_defaults(name)["k"]
         if self.k is not None:
             if not 1 <= self.k <= MAX_K:
                 raise InputError(

@@ -30,7 +30,7 @@ from simspec.engine import window
 from simspec.errors import InputError
 from simspec.outputs import check_writable, existing_regular
 from simspec.studies.model_facts import summary_line
-from simspec.studies.provenance import ran_with, rests_on
+from simspec.studies.provenance import dataset_notes, ran_with, rests_on
 from simspec.studies.runs.journal import path_in_use
 from simspec.studies.sweep import (
     WIDE_INTERVAL,
@@ -271,6 +271,9 @@ def _print_points(frame: pd.DataFrame, cfg: SweepConfig) -> None:
         err.print(ran_with(points[0]), highlight=False, markup=False, soft_wrap=True)
         methods = [m for p in points for m in p.methods]
         err.print(rests_on(points[0], methods), highlight=False, markup=False, soft_wrap=True)
+        # QA: --dataset over a config's stated acceptance switched the lengths only, unsaid
+        for line in dataset_notes(points[0], methods):
+            err.print(line, highlight=False, markup=False, soft_wrap=True)
     err.print(
         "± : 95 % interval of the speedup (README: Measurement)", highlight=False, markup=False
     )

@@ -142,7 +142,7 @@ def dataset_notes(deploy: Deployment, methods: Iterable[MethodConfig]) -> list[s
                 f"come from {lengths}: the acceptance stated in the config is kept (state "
                 f"acc_len: {lengths} to replay that dataset's)"
             )
-    return notes
+    return list(dict.fromkeys(notes))  # one per method name (a sweep runs several K)
 
 
 def _acceptance_part(model: str, methods: list[MethodConfig]) -> str:
