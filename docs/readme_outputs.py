@@ -127,7 +127,8 @@ def _async_scheduling(outputs: list[str], tmp: Path) -> str:
 
 
 def _schedule_lines(outputs: list[str], tmp: Path) -> str:
-    """Only the schedule recommend prints to paste into vLLM (its tables are in --out)."""
+    """Only the schedule recommend prints to paste into vLLM, its last two lines (its tables
+    print above them, and --out writes them too): the document says so beside the block."""
     keep = [
         line
         for line in outputs[0].splitlines()

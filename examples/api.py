@@ -8,10 +8,13 @@ deploy = Deployment(
     workload=WorkloadConfig(concurrency=32, requests=256, lengths_from="sharegpt"),
 )
 
-# Plain decoding and EAGLE-3 (K=3, acceptance replayed from the packaged ShareGPT trace).
+# Plain decoding and EAGLE-3 (K=3, acceptance replayed from the packaged ShareGPT trace),
+# each drafted as this engine drafts it for this model (without target and engine a method
+# is its published shape: eagle1's and medusa1's trees, where vLLM drafts chains).
 runs = {}
 for name in ("autoregressive", "eagle3"):
-    scenario = Scenario(**deploy.model_dump(), method=preset_method(name, "sharegpt"))
+    method = preset_method(name, "sharegpt", target=deploy.model, engine=deploy.engine)
+    scenario = Scenario(**deploy.model_dump(), method=method)
     runs[name] = simulate(scenario)  # SimResult: requests, iterations, summary, memory
 
 base, spec = runs["autoregressive"].summary, runs["eagle3"].summary  # typed RunSummary

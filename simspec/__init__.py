@@ -15,8 +15,12 @@ Run one scenario::
 
     from simspec import Scenario, simulate, preset_method
 
-    sc = Scenario(method=preset_method("eagle3"), workload={"concurrency": 16, "requests": 64})
+    work = {"concurrency": 16, "requests": 64, "turnovers": 0}  # exactly 64 measured
+    sc = Scenario(method=preset_method("eagle3"), workload=work)
     print(simulate(sc).summary.throughput_tok_s)
+
+(Without ``turnovers: 0`` a closed loop measures at least 64 x its concurrency: README
+"Measurement".)
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from simspec.config import (
 from simspec.engine.simulation import SimResult, simulate
 
 if TYPE_CHECKING:
+    from simspec.studies.runs import Runs
     from simspec.studies.sweep import SweepConfig
 
 __all__ = [
@@ -44,6 +49,7 @@ __all__ = [
     "Deployment",
     "LengthSpec",
     "MethodConfig",
+    "Runs",
     "Scenario",
     "SchedulerConfig",
     "SimResult",
@@ -58,8 +64,8 @@ __all__ = [
 
 def sweep(cfg: SweepConfig | dict[str, Any], **options: Any):
     """Speedup of every method over plain decoding at every batch size (a DataFrame); the
-    options are :func:`simspec.studies.sweep.run_sweep`'s (``runs``: executor, workers, a
-    journal's cache, ...)."""
+    options are :func:`simspec.studies.sweep.run_sweep`'s, e.g. ``runs=Runs("process",
+    workers=2)`` (:class:`simspec.Runs`: executor, workers, a journal's cache, ...)."""
     from simspec.studies.sweep import SweepConfig, run_sweep
 
     return run_sweep(SweepConfig.model_validate(cfg), **options)
@@ -82,4 +88,8 @@ def __getattr__(name: str) -> Any:
         from simspec.studies.sweep import SweepConfig
 
         return SweepConfig
+    if name == "Runs":
+        from simspec.studies.runs import Runs
+
+        return Runs
     raise AttributeError(f"module 'simspec' has no attribute {name!r}")

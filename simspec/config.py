@@ -481,7 +481,9 @@ class AcceptanceConfig(BaseModel):
     _numbers = _NUMBERS
     alpha: float | list[float] | None = Field(
         default=None,
-        description="mean acceptance per draft position (a scalar = same at every position)",
+        description="mean acceptance per draft position (a scalar = same at every position); "
+        "a list gives positions 1, 2, ...: a K past its end repeats its last value, a K below "
+        "its length reads the first K",
     )
     tau: float | None = Field(
         default=None,
