@@ -364,3 +364,18 @@ def test_mla_prompt_chunks_run_as_multi_head_attention_decodes_on_the_latent():
     mixed = cost.forward(model, decodes + prompt, overhead_s=0.0).attention_s
     alone = cost.forward(model, decodes, overhead_s=0.0).attention_s
     assert mixed == pytest.approx(alone + mha, rel=1e-9)  # two kernels, each its own path
+
+
+def test_a_padded_moe_verify_costs_no_less_with_more_sequences():
+    """vLLM pads a graphed batch to its capture size; the padding rows route at the real
+    rows' fresh share (stale ids of the same sequences). Counted wholly fresh, 2 sequences'
+    K=4 verify padded to 16 rows cost more than 3 sequences' (QA)."""
+    from simspec.engine.build import build_cost_model
+    from simspec.engine.costmodel import BatchShape
+
+    cost, model = build_cost_model(Scenario(model="qwen3-30b-a3b")), load_model("qwen3-30b-a3b")
+    times = [
+        cost.forward(model, BatchShape.uniform(b, 5, b * 2048.0, 5 * b), overhead_s=0.0).total_s
+        for b in range(1, 9)
+    ]
+    assert times == sorted(times)
