@@ -49,7 +49,11 @@ def test_an_unversioned_run_takes_the_profiles_newest_release_and_other_engines_
     assert load_engine("sglang-v2").release == "0.5.23"
     for engine in ("vllm", "vllm-v0", "trtllm"):  # vLLM requires num_speculative_tokens
         assert load_engine(engine).auto_spec_shape("eagle3", LLAMA, None) is None
-    assert load_engine("sglang").auto_spec_shape("ngram", LLAMA, None) is None
+    # n-gram verifies speculative_num_draft_tokens' default of 12, root included, from 0.5.3
+    # (QA: simspec ran SGLang's n-gram at its own K=3)
+    assert load_engine("sglang").auto_spec_shape("ngram", LLAMA, None)[0] == (11, 1, 12)
+    assert load_engine("sglang").auto_spec_shape("ngram", LLAMA, (0, 4, 9)) is None
+    assert load_engine("vllm").auto_spec_shape("ngram", LLAMA, None) is None
 
 
 def test_every_preset_names_its_architecture_and_a_config_keeps_its_top_levels(tmp_path):

@@ -247,6 +247,9 @@ class AutoSpecShape(BaseModel):
     shapes: tuple[tuple[DraftShape, tuple[str, ...]], ...] = ()
     # a separate draft model's (SGLang STANDALONE); None: the release does not run one
     draft_model: DraftShape | None = None
+    # n-gram's speculative_num_draft_tokens when given none (its trie's BFS tree: that many
+    # tokens verified, the root included); None: the release keeps no such default
+    ngram_draft_tokens: int | None = Field(default=None, ge=2)
 
     def shape_for(self, architecture: str) -> DraftShape:
         return next((shape for shape, archs in self.shapes if architecture in archs), self.default)
@@ -422,6 +425,9 @@ class EngineProfile(SourcedParams):
                 rule = candidate
         if rule is None:
             return None
+        if method == "ngram":  # a draft length only: the trie's tree is simspec's replay's
+            n = rule.ngram_draft_tokens
+            return None if n is None else ((n - 1, 1, n), rule)
         shape = rule.draft_model if method == "draft_model" else rule.shape_for(architecture)
         return None if shape is None else (shape, rule)
 
@@ -495,7 +501,7 @@ def load_profile(ref: str) -> HardwareProfile:
 
 # methods SGLang drafts with its EAGLE worker (EAGLE, EAGLE3, and NEXTN, which it maps to EAGLE)
 # or its STANDALONE draft-model worker: the ones its shape defaults cover
-AUTO_SHAPE_METHODS = ("eagle1", "eagle2", "eagle3", "mtp", "draft_model")
+AUTO_SHAPE_METHODS = ("eagle1", "eagle2", "eagle3", "mtp", "draft_model", "ngram")
 
 
 def release_tuple(version: str) -> tuple[int, int, int] | None:

@@ -490,6 +490,13 @@ def engine_picked_shape(
         f"{architecture or 'this model'} itself when given none (auto_choose_speculative_params, "
         f"its rule since {rule.since}: engines.yaml)"
     )
+    if name == "ngram":
+        said = (
+            f"SGLang {version} verifies {tokens} n-gram draft tokens (the root included) when "
+            f"given none (speculative_num_draft_tokens' default, its rule since {rule.since}: "
+            "engines.yaml)"
+        )
+        return {"k": steps}, said
     if fields is not None:
         said += (
             f": a chain of {steps}"
