@@ -285,3 +285,14 @@ def test_a_ranks_share_of_a_decode_batch_stays_a_decode_batch():
         cost.forward(target, BatchShape.uniform(b, 1, b * 2048, b)).total_s for b in (50, 51, 52)
     ]
     assert times == sorted(times)
+
+
+def test_sglang_admits_under_dp_attention_with_its_conservativeness_scaled_by_03():
+    """ServerArgs._handle_data_parallelism scales schedule_conservativeness by 0.3 under DP
+    attention: the reserve ratio starts at 0.21, not 0.7 (QA)."""
+    plain = setup_replica(Scenario(model="qwen3-30b-a3b", tp=2, engine="sglang"))
+    dp = setup_replica(Scenario(model="qwen3-30b-a3b", tp=2, dp=2, engine="sglang"))
+    assert plain.decode_reserve is not None and dp.decode_reserve is not None
+    assert plain.decode_reserve[0] == pytest.approx(0.7)
+    assert dp.decode_reserve[0] == pytest.approx(0.21)
+    assert dp.decode_reserve[1] == pytest.approx(0.21 * 0.14)

@@ -277,7 +277,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         prefix,
         engine.flag("guaranteed_no_evict"),
         engine.flag("prefill_first") or whole_prompts,
-        decode_reserve(engine),
+        decode_reserve(engine, sc.dp),
         # only a chain's verify (1 + K tokens, each a prefix) trims: a tree's nodes, or
         # lookahead's branches, are no prefix, and such a decode waits for a step it fits
         engine.flag("trim_drafts_at_budget")
@@ -350,13 +350,15 @@ LOOKAHEAD_DRAFTERS = ("eagle1", "eagle2", "eagle3", "mtp", "p_eagle", "draft_mod
 EAGLE_DRAFTERS = ("eagle1", "eagle2", "eagle3", "mtp")
 
 
-def decode_reserve(engine: EngineProfile) -> tuple[float, float, float, int] | None:
+def decode_reserve(engine: EngineProfile, dp: int = 1) -> tuple[float, float, float, int] | None:
     """SGLang's admission reservation as the scheduler takes it (initial ratio, least ratio,
     decay a decode step, clip), from the profile's ``decode_reserve_*``; None where the
     engine has none (vLLM, TRT-LLM: their own admission rules)."""
     if "decode_reserve_init" not in engine.params:
         return None
     init = engine["decode_reserve_init"]
+    if dp > 1 and "decode_reserve_dp_factor" in engine.params:  # SGLang under DP attention
+        init *= engine["decode_reserve_dp_factor"]
     least = init * engine["decode_reserve_least_factor"]
     decay = (init - least) / engine["decode_reserve_decay_steps"]
     return init, least, decay, int(engine["decode_reserve_clip"])
