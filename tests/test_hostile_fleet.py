@@ -164,7 +164,17 @@ def test_a_trace_no_request_of_which_can_finish_is_one_line_naming_the_context(
     assert result.exit_code == 2
     line = one_error_line(result.output)
     assert "no request of the run can finish: 2 of 2 are longer" in line
-    assert "context of 131,072 tokens" in line and not out.exists()
+    assert "context, 131,072 tokens" in line and not out.exists()
+
+
+def test_a_max_model_len_below_every_request_is_named_not_the_kv_cache(tmp_path):
+    """QA: it read "need more KV cache than a replica holds ...: raise tp"."""
+    path = trace(tmp_path, [(0.0, 80, 40), (0.5, 80, 40)])
+    args = ["fleet", "--trace", path, *SLO, "--max-model-len", "100"]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "r.csv")])
+    assert result.exit_code == 2
+    line = one_error_line(result.output)
+    assert "2 of 2 are longer (prompt + output) than the max_model_len of 100 tokens" in line
 
 
 def test_the_timeline_of_a_run_with_no_finished_request_has_no_nan_cast(tmp_path):

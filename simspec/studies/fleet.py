@@ -31,6 +31,7 @@ import pandas as pd
 from simspec.catalog.models import load_model
 from simspec.config import STATE_FREE_ROUTERS, FleetConfig
 from simspec.engine import intervals as ci
+from simspec.engine.build import max_model_len
 from simspec.engine.fleet import (
     DEFAULT_WINDOW_S,
     FleetRun,
@@ -112,16 +113,19 @@ def _check_finishable(cfg: FleetConfig, run: FleetRun) -> None:
     q = run.requests
     if not len(q) or not q["unfinishable"].all():
         return
-    model = min(
-        {r.model for r in cfg.replicas}, key=lambda m: load_model(m).max_position_embeddings
+    # the context each replica's engine was started with (--max-model-len, else the model's:
+    # QA, a --max-model-len below every request was blamed on the KV cache)
+    context, replica = min(
+        ((max_model_len(r, load_model(r.model)), r) for r in cfg.replicas),
+        key=lambda pair: pair[0],
     )
-    context = load_model(model).max_position_embeddings
     longer = int((q["prompt_tokens"] + q["requested_output_tokens"] > context).sum())
     why = []
     if longer:
+        given = replica.scheduler.max_model_len is not None
+        whose = "the max_model_len of" if given else f"{replica.model}'s context,"
         why.append(
-            f"{longer:,} of {len(q):,} are longer (prompt + output) than {model}'s context of "
-            f"{context:,} tokens"
+            f"{longer:,} of {len(q):,} are longer (prompt + output) than {whose} {context:,} tokens"
         )
     if len(q) > longer:
         blocks = min(s.memory.num_blocks for s in run.replicas)
