@@ -915,8 +915,8 @@ class FleetConfig(BaseModel):
     router: Router = Field(
         default="least_outstanding",
         description="round_robin, random (seeded), least_outstanding (fewest requests routed "
-        "and not finished), least_kv (most free KV blocks) or power_of_two (the less loaded "
-        "of two replicas drawn at random)",
+        "and not finished), least_kv (most free KV blocks; ties: fewest outstanding) or "
+        "power_of_two (the less loaded of two replicas drawn at random)",
     )
 
     @model_validator(mode="after")

@@ -65,6 +65,17 @@ def test_each_replica_draws_its_own_acceptance() -> None:
     assert not (steps.nunique(axis=1) == 1).all()  # the k-th requests differ somewhere
 
 
+def test_least_kv_spreads_a_burst_its_blocks_do_not_yet_tell_apart(tmp_path) -> None:
+    """Routed requests hold no blocks until admitted, so a burst's free-block counts tie; by
+    index replica 0 took 25 of 40 (QA). Ties go to the fewest outstanding."""
+    rows = [(5.0 * b, 200, 50) for b in range(5) for _ in range(8)]
+    path = tmp_path / "burst.csv"
+    pd.DataFrame(rows, columns=["arrival_s", "prompt_len", "output_len"]).to_csv(path, index=False)
+    wl = WorkloadConfig(arrival="replay", arrival_trace=str(path), measure="whole")
+    run = simulate_fleet(FleetConfig.uniform(Scenario(workload=wl), 4, "least_kv"))
+    assert run.requests["replica"].value_counts().tolist() == [10, 10, 10, 10]
+
+
 def test_a_state_aware_router_refuses_a_shard() -> None:
     with pytest.raises(InputError, match="router"):
         simulate_fleet(FleetConfig.uniform(_eagle(), 2, "least_outstanding"), only=[0])

@@ -275,9 +275,12 @@ class Router:
         if self.kind == "least_outstanding":
             return int(np.argmin(self.outstanding))
         if self.kind == "least_kv":
-            # a state-aware router runs every replica (no shard), so none is None here
-            free = [-1 if r is None else r.pool.free for r in self.replicas]
-            return int(np.argmax(free))
+            # a state-aware router runs every replica (no shard), so none is None here. Ties
+            # (a burst, whose routed requests hold no blocks until admitted) go to the fewest
+            # outstanding: by index alone, replica 0 took 25 of 40 burst requests (QA)
+            free = np.array([-1 if r is None else r.pool.free for r in self.replicas])
+            tied = np.flatnonzero(free == free.max())
+            return int(tied[np.argmin(self.outstanding[tied])])
         # power_of_two: two distinct replicas, the one with fewer outstanding (the first on a tie)
         n = len(self.replicas)
         if n == 1:
