@@ -135,12 +135,16 @@ def test_timeline_and_summary_are_consistent() -> None:
 def test_throughput_after_a_warmup_counts_every_token_made_after_it() -> None:
     """Requests that arrived before the warm-up still decode after it: their tokens count in
     the time they are divided by (QA: throughput read 18 % under the timeline's)."""
-    run = simulate_fleet(FleetConfig.uniform(_eagle(), 2, "power_of_two"), window_s=5.0)
+    cfg = FleetConfig.uniform(_eagle(), 2, "power_of_two")
+    run = simulate_fleet(cfg, window_s=5.0)
     row = summarize_fleet(run, FleetSlo(200, 30), warmup_s=10.0)
     tl = timeline(run)
     fleet = tl[(tl["replica"] == -1) & (tl["time_s"] >= 10.0)]
     made = fleet["tokens_s"].sum() * 5.0
-    assert row["throughput_tok_s"] == pytest.approx(made / (row["makespan_s"] - 10.0))
+    assert row["throughput_tok_s"] == pytest.approx(made / (row["makespan_s"] - 10.0), rel=0.02)
+    # and the timeline's windows do not move it (QA: 845.6 tok/s at 10 s windows, 891.2 at 1 s)
+    fine = summarize_fleet(simulate_fleet(cfg, window_s=1.0), FleetSlo(200, 30), warmup_s=10.0)
+    assert fine["throughput_tok_s"] == row["throughput_tok_s"]
 
 
 def test_the_timeline_counts_an_unfinishable_arrival() -> None:

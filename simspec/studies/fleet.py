@@ -263,15 +263,23 @@ def summarize_fleet(
 
 
 def _tokens_after(run: FleetRun, start_s: float) -> float:
-    """Output tokens the fleet made from ``start_s`` on: the iteration log's per-window
-    counts (each iteration's tokens in the window it starts in), the window holding
-    ``start_s`` pro rata."""
-    w, win = run.window_s, run.windows
-    if not len(win):
+    """Output tokens the fleet made from ``start_s`` on, from the per-request table: every
+    token of a request whose first came after it, none of one finished before it, and of a
+    request decoding across it the share of its decode time after it (its first token
+    counted at its time). The windowed log's counts split the window holding ``start_s`` pro
+    rata, so the summary moved with --window-s (QA: 845.6 tok/s at 10 s, 891.2 at 1 s)."""
+    q = run.requests
+    if not len(q):
         return 0.0
-    starts = win["window"].to_numpy(dtype=float) * w
-    after = np.clip((starts + w - start_s) / w, 0.0, 1.0)
-    return float((win["output_tokens"].to_numpy(dtype=float) * after).sum())
+    q = q[~q["unfinishable"] & q["finish_s"].notna()]
+    first, finish = q["first_token_s"].to_numpy(float), q["finish_s"].to_numpy(float)
+    tokens = (q["output_tokens"] - q["tokens_before_start"]).to_numpy(float)
+    decode = np.maximum(finish - first, 0.0)
+    share = np.where(
+        decode > 0, np.clip((finish - start_s) / np.where(decode > 0, decode, 1.0), 0.0, 1.0), 0.0
+    )
+    after = np.where(first >= start_s, tokens, (tokens - 1.0) * share)
+    return float(np.where(finish <= start_s, 0.0, after).sum())
 
 
 def occupancy(run: FleetRun) -> tuple[list[float], list[float]]:
