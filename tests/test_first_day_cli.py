@@ -409,6 +409,9 @@ def test_a_method_listed_twice_is_refused():
     """QA: --methods eagle3,eagle3 ran it twice, into two identical rows."""
     line = CliRunner().invoke(app, ["sweep", "--methods", "eagle3,ngram,eagle3"]).output.strip()
     assert line == "error: --methods: eagle3 listed more than once: name each once", line
+    # two spellings of one method (case, vLLM's name) are the same method twice (QA)
+    line = CliRunner().invoke(app, ["sweep", "--methods", "medusa,MEDUSA1"]).output.strip()
+    assert line == "error: --methods: medusa/MEDUSA1 listed more than once: name each once", line
 
 
 def test_plan_recommend_fleet_and_policy_take_the_scheduler_flags(tmp_path):

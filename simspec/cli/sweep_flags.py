@@ -29,6 +29,7 @@ from simspec.cli.method_flags import (
     scenario_engine,
 )
 from simspec.config import check_precision_target
+from simspec.engine.speculators import known_method
 from simspec.errors import InputError
 from simspec.studies.sweep import SweepConfig
 
@@ -80,10 +81,16 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
             names = all_methods(self.models(data), self.draft, scenario_engine(data))[0]
         elif listed:
             names = csv_list(listed, flag)
-            twice = sorted({n for n in names if names.count(n) > 1})
+            # the method each name means (case, vLLM's names): QA, --methods eagle3,EAGLE3 and
+            # medusa,medusa1 ran one method twice into two identical rows
+            meant = [known_method(n, flag) if n != "all" else n for n in names]
+            twice = sorted({m for m in meant if meant.count(m) > 1})
             if twice:
-                # QA: --methods eagle3,eagle3 ran eagle3 twice into two identical rows
-                raise InputError(flag, f"{', '.join(twice)} listed more than once: name each once")
+                spelled = ", ".join(
+                    "/".join(dict.fromkeys(n for n, m in zip(names, meant, strict=True) if m == t))
+                    for t in twice
+                )
+                raise InputError(flag, f"{spelled} listed more than once: name each once")
         methods = self.chosen(data, names, csv_list(DEFAULT_METHODS, "--methods"), dataset, flag)
         data.pop("method", None)  # a scenario's one method, now among the methods
         data["methods"] = methods
