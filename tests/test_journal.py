@@ -199,7 +199,11 @@ def test_cli_resume_drops_damaged_entries_with_a_warning_and_runs_them_again(tmp
     out = tmp_path / "o.csv"
     journal = tmp_path / "o.csv.partial"
     monkeypatch.setattr(job, "simulate", stopped_at_four)
-    assert sweep(*FAST, "--out", str(out)).exit_code != 0
+    stopped = sweep(*FAST, "--out", str(out))
+    assert stopped.exit_code != 0
+    # the stop says what it kept and how to go on (QA: a Ctrl-C was silent)
+    assert f"kept in {journal}" in " ".join(stopped.output.split()), stopped.output
+    assert "--resume" in stopped.output
     monkeypatch.setattr(job, "simulate", real)
     lines = journal.read_text().splitlines()
     assert len(lines) == 2 and not out.exists()

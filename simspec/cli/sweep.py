@@ -130,6 +130,16 @@ def sweep(
         if started_journal and journal is not None:
             journal.unlink(missing_ok=True)
         raise
+    except BaseException:
+        # a stop (Ctrl-C, SIGTERM, SIGHUP): say what was kept and how to go on (QA: silent)
+        if journal is not None and journal.exists():
+            err.print(
+                f"stopped: the finished cells are kept in {journal}; run the same command with "
+                "--resume to finish the rest",
+                highlight=False,
+                markup=False,
+            )
+        raise
     if out is not None:
         with writing(out):
             write_frame(frame, out)
