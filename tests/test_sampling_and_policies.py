@@ -149,6 +149,17 @@ def test_closed_form_matches_simulation_at_batch_1_with_iid_alpha():
     assert spread.simulated_tau == pytest.approx(spread.pooled_tau, rel=0.015)
 
 
+@pytest.mark.slow
+def test_compare_holds_the_closed_form_against_decoding_alone():
+    """QA: at a 32k context the throughput ratio (1.86x, prefill included) read "they agree"
+    with the closed form's 2.51x; the TPOT ratio is the decode the closed form prices."""
+    rows = analytic.compare(Deployment(), "eagle3", 0.8, 4, 16000, batch_sizes=(1,))
+    one = rows[(rows.batch_size == 1) & (rows.spread == 0)].iloc[0]
+    assert one.simulated_tpot_ratio == pytest.approx(one.closed_form_speedup_batch1, rel=0.05)
+    assert one.simulated_speedup < one.simulated_tpot_ratio  # the prefills count there
+    assert "they agree" in one.why and "prefills" in one.why
+
+
 def test_spread_across_requests_lowers_tau_below_the_iid_mean_jensen():
     alpha = np.full(3, 0.7)
     closed = expected_tokens_per_step(alpha)

@@ -77,6 +77,18 @@ def analytic(
             "simulates one α beside the closed form, and --alpha gives a profile by position: "
             "give one --alpha value",
         )
+    if compare:  # its requests fill the context and decode half their output past it
+        from simspec.catalog.models import load_model
+        from simspec.engine.build import max_model_len
+
+        room = max_model_len(deploy, load_model(deploy.model)) - an.COMPARE_OUTPUT // 2
+        if context > room:
+            raise InputError(
+                "--context",
+                f"{context:,} tokens leave --compare's requests ({an.COMPARE_OUTPUT} output "
+                f"tokens, half of them past the context) no room in {deploy.model}'s "
+                f"{room + an.COMPARE_OUTPUT // 2:,}: give at most {room:,} with --compare",
+            )
     # a profile is priced to its full depth even past --k-max
     depth = max(k_max, len(given_alphas)) if len(given_alphas) > 1 else k_max
     costs = an.batch1_costs(deploy, method, depth, context, draft)
