@@ -189,3 +189,17 @@ def test_sglang_decodes_every_running_request_whatever_its_chunk_size():
     vllm = simulate(Scenario(engine="vllm", method=tree, workload=wl, scheduler=limits))
     assert (vllm.iterations.query_tokens <= 8192).all()
     assert vllm.iterations.decode_seqs.max() <= 8192 // 64
+
+
+def test_vllm_graphs_follow_the_deployments_max_num_seqs():
+    """vLLM V1's capture limit is min(max_num_seqs x (1 + K) x 2, 512, budget): a server of
+    --max-num-seqs 4 at K=3 replays graphs of 32 tokens at most, a larger forward eager (QA:
+    simspec kept 512)."""
+    from simspec.config import MethodConfig
+    from simspec.engine.build import build_cost_model
+
+    small = Scenario(method=MethodConfig(name="eagle3", k=3, acceptance={"alpha": 0.7}))
+    small = small.model_copy(update={"scheduler": SchedulerConfig(max_num_seqs=4)})
+    assert build_cost_model(small).host.graph_max_tokens == 32
+    assert build_cost_model(Scenario()).host.graph_max_tokens == 512  # the defaults' 1,024 x 2
+    assert build_cost_model(Scenario(engine="vllm-v0")).host.graph_max_tokens == 512

@@ -75,7 +75,23 @@ def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> Roofline
         expert_precision=experts,
         speculative=engine.overlap_off_by(sc.method.name),
         dp=sc.dp,
+        graph_max_tokens=graph_tokens_cap(sc, engine, gpu),
     )
+
+
+def graph_tokens_cap(sc: Scenario, engine: EngineProfile, gpu: GpuSpec) -> float | None:
+    """vLLM V1's largest CUDA graph for this deployment, min(max_num_seqs x (1 + K) x 2,
+    max_num_batched_tokens) (engines.yaml graph_size_from_max_num_seqs; the engine's own 512
+    caps it in graph_limits); None where the engine sizes its graphs otherwise."""
+    if not engine.flag("graph_size_from_max_num_seqs"):
+        return None
+    budget = int(sc.scheduler.max_num_batched_tokens or engine.batch_defaults(gpu)[1])
+    seqs = engine.max_seqs_for(sc.method.name, sc.scheduler.max_num_seqs, gpu)
+    if sc.scheduler.max_num_seqs is None and engine.flag("default_seqs_within_budget"):
+        seqs = min(seqs, budget)
+    m = sc.method
+    drafts = 0 if m.name == "autoregressive" else len(m.tree_paths or ()) or m.tree_nodes or m.k
+    return float(min(seqs * (1 + drafts) * 2, budget))
 
 
 def draft_cost_model(

@@ -64,10 +64,15 @@ class HostModel:
         step_overhead_s: float | None = None,
         gpu_scale: float = 1.0,
         gpu: GpuSpec | None = None,
+        graph_max_tokens: float | None = None,
     ) -> HostModel:
         """``step_overhead_s``: a fixed exposed host time instead of the engine's (no per-
-        sequence part, no overlap); ``gpu_scale``: the kernels' time multiplier."""
+        sequence part, no overlap); ``gpu_scale``: the kernels' time multiplier;
+        ``graph_max_tokens``: the deployment's cap on a graph's tokens (and so sequences)."""
         max_tokens, max_seqs = engine.graph_limits(tp, gpu)
+        if graph_max_tokens is not None:
+            max_tokens = min(max_tokens, graph_max_tokens)
+            max_seqs = min(max_seqs, graph_max_tokens)
         explicit = step_overhead_s is not None
         return cls(
             fixed_s=engine["step_overhead_s"] if step_overhead_s is None else step_overhead_s,

@@ -73,6 +73,7 @@ class RooflineCostModel:
         expert_precision: PrecisionSpec | None = None,
         speculative: bool = False,
         dp: int = 1,
+        graph_max_tokens: float | None = None,
     ) -> None:
         """``precision``: the weights of the model whose id is ``precision_model`` (the served
         target; None: bf16); every other model (draft heads, draft models) runs bf16.
@@ -80,6 +81,8 @@ class RooflineCostModel:
         ``speculative``: the engine runs a speculative method that may turn its overlap
         scheduler off (:meth:`EngineProfile.overlap_off_by`);
         ``step_overhead_s``: a fixed exposed host time per step instead of the engine's.
+        ``graph_max_tokens``: the deployment's own cap on a CUDA graph's tokens (vLLM's from
+        its max_num_seqs and K), below the engine's.
         A profile calibrated to a deployment replaces the engine's host overheads and scales
         the kernels' time (:meth:`HardwareProfile.engine_for`)."""
         engine = profile.engine_for(engine)
@@ -116,8 +119,9 @@ class RooflineCostModel:
         # DeepEP's measured kernels where their table covers the GPU and EP size
         self.deepep = deepep_fits(gpu.id, ep) if ep > 1 else None
         self.host = HostModel.of(
-            engine, tp, speculative, step_overhead_s, gpu_scale=profile.gpu_time_scale, gpu=gpu
-        )
+            engine, tp, speculative, step_overhead_s, gpu_scale=profile.gpu_time_scale, gpu=gpu,
+            graph_max_tokens=graph_max_tokens,
+        )  # fmt: skip
         self._models: dict[int, _ModelTerms] = {}  # by id(model); the entry keeps it alive
         self._extras: dict[int, tuple[ModelShape, LayerKernels]] = {}  # likewise
 
