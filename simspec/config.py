@@ -671,7 +671,10 @@ class MethodConfig(BaseModel):
         default=None, ge=0, le=10_000_000, description="suffix: outputs in the global tree"
     )
     suffix_decoding_max_spec_factor: float | None = Field(
-        default=None, gt=0.0, le=64.0, description="suffix: draft length per matched token"
+        default=None,
+        ge=0.0,
+        le=64.0,
+        description="suffix: draft length per matched token (0: none; vLLM refuses only < 0)",
     )
     suffix_decoding_min_token_prob: float | None = Field(
         default=None, ge=0.0, le=1.0, description="suffix: stop a draft below this probability"
