@@ -103,6 +103,23 @@ def test_burstiness_correlates_successive_steps():
     assert np.corrcoef(a, b)[0, 1] > 0.2
 
 
+def test_bursts_keep_the_mean_alpha_and_a_stationary_unit_variance():
+    """The burst is an AR(1) of unit variance (ρ x + sqrt(1 - ρ²) ε): after many steps its
+    variance is still 1 and the mean α per position is still the configured one, with spread
+    and burst together matched by sigma = hypot(spread, burst_scale). QA: dropping the
+    sqrt(1 - ρ²) or matching μ with the spread alone survived every test."""
+    cfg = AcceptanceConfig(alpha=[0.8, 0.6], spread=0.8, burst_scale=1.2, burstiness=0.9)
+    n = 40_000
+    sampler = ParametricAcceptance(cfg, 2, n, np.random.default_rng(11))
+    for rid in range(n):
+        sampler.start(rid, -1)
+    rids = np.arange(n)
+    for _ in range(30):
+        alphas = sampler.alphas(rids, 2)
+    assert sampler.burst.var() == pytest.approx(1.0, abs=0.03)
+    assert alphas.mean(axis=0) == pytest.approx([0.8, 0.6], abs=0.006)
+
+
 @pytest.mark.parametrize(
     "bad",
     [
