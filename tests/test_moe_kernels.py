@@ -179,7 +179,7 @@ def test_vllm_v0_is_vllm_with_its_older_moe_kernel():
     own = {"prefix_caching", "small_gpu_max_num_seqs", "small_gpu_max_num_batched_tokens"}
     own |= {"max_num_seqs", "max_num_batched_tokens", "v0_scheduler", "admission_watermark"}
     own |= {"trim_drafts_at_budget", "draft_lookahead_slots", "draft_tp_below_target"}
-    own |= {"decode_asks_proposed", "default_seqs_within_budget"}  # V1's scheduler
+    own |= {"decode_asks_proposed", "default_seqs_within_budget", "graph_size_from_max_num_seqs"}
     assert {k: v for k, v in v0.params.items() if k not in own} == {
         k: v for k, v in v1.params.items() if k not in own
     }
