@@ -415,3 +415,20 @@ def test_a_k_schedule_cannot_set_a_default_trees_depth():
     )
     with pytest.raises(InputError, match="k_schedule: medusa1 drafts a tree of depth 4"):
         simulate(Scenario(method=medusa))
+
+
+def test_drawn_lengths_keep_their_mean():
+    """QA: lengths were floored, so a lognormal lost half a token a request (mean 4 drew 3.59)
+    and a fixed 98.5 (GPUStack's means of printed totals) ran 98; rounded, the mean holds."""
+    import numpy as np
+
+    from simspec.config import LengthSpec
+
+    rng = np.random.default_rng(0)
+    drawn = LengthSpec(dist="lognormal", mean=4, cv=1).sample(200_000, rng)
+    assert drawn.mean() == pytest.approx(4.0, abs=0.05)
+    assert LengthSpec(mean=98.6).sample(2, rng).tolist() == [99, 99]
+    uniform = LengthSpec(dist="uniform", low=100, high=200).sample(200_000, rng)
+    assert (uniform.min(), uniform.max()) == (100, 200) and uniform.mean() == pytest.approx(
+        150, abs=0.5
+    )
