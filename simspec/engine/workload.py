@@ -130,8 +130,9 @@ def stationary_cohort(
     every sequence in a batch waits the same step time): its output length divided by its own
     tokens per step, ``step_tokens`` (known when it replays its own acceptance record or token
     stream; else the same for all). Each slot holds a request drawn from ``specs`` with that
-    weight that has produced ``age ~ U{1, ..., output_len}`` tokens (at least its first: it is
-    decoding). These requests are warm-up, never measured."""
+    weight that has produced ``age ~ U{0, ..., output_len - 1}`` tokens (the discrete
+    renewal residual; one of age 0 resumes decoding before its first output token is counted).
+    These requests are warm-up, never measured."""
     n = min(n, len(specs))
     out = specs.output_len
     life = out / step_tokens if step_tokens is not None else out.astype(float)
