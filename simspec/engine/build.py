@@ -493,9 +493,13 @@ def past_context(table: RequestTable, context: int) -> None:
 
 
 def _shortest(spec: LengthSpec) -> int:
-    """The shortest length ``spec`` draws (LengthSpec.sample: floor, then clipped)."""
-    low = {"fixed": spec.mean, "uniform": spec.low or spec.min}.get(spec.dist, spec.min)
-    return int(min(max(math.floor(low), spec.min), spec.max))
+    """The shortest length ``spec`` draws (LengthSpec.sample: a fixed mean rounded, a uniform
+    draw floored, then clipped)."""
+    if spec.dist == "fixed":
+        low = float(np.rint(spec.mean))
+    else:
+        low = math.floor(spec.low or spec.min) if spec.dist == "uniform" else spec.min
+    return int(min(max(low, spec.min), spec.max))
 
 
 def acceptance_sampler(
