@@ -736,6 +736,12 @@ class SchedulerConfig(BaseModel):
         description="keep a preempted request's full KV blocks cached for its return (vLLM "
         "--enable-prefix-caching, SGLang's radix cache); unset: the engine profile's",
     )
+    enable_chunked_prefill: bool | None = Field(
+        default=None,
+        description="split a prompt over steps at the token budget (trtllm-serve "
+        "--enable_chunked_prefill; off by default there, a prompt admitted whole); unset: the "
+        "engine profile's. vLLM V1 and SGLang always chunk here",
+    )
     gpu_memory_utilization: float | None = Field(
         default=None,
         gt=0,

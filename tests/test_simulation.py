@@ -3,7 +3,14 @@
 import numpy as np
 import pytest
 
-from simspec.config import AcceptanceConfig, MethodConfig, Scenario, SchedulerConfig, WorkloadConfig
+from simspec.config import (
+    AcceptanceConfig,
+    LengthSpec,
+    MethodConfig,
+    Scenario,
+    SchedulerConfig,
+    WorkloadConfig,
+)
 from simspec.engine.simulation import simulate
 from simspec.errors import ScenarioError
 from simspec.studies.sweep import SweepConfig, run_sweep
@@ -203,3 +210,23 @@ def test_vllm_graphs_follow_the_deployments_max_num_seqs():
     assert build_cost_model(small).host.graph_max_tokens == 32
     assert build_cost_model(Scenario()).host.graph_max_tokens == 512  # the defaults' 1,024 x 2
     assert build_cost_model(Scenario(engine="vllm-v0")).host.graph_max_tokens == 512
+
+
+def test_trtllm_admits_a_prompt_whole_unless_chunked_prefill_is_on():
+    """trtllm-serve leaves chunked prefill off: a prompt enters whole, one past max_num_tokens
+    is rejected (QA: simspec split it and ran 12,000-token prompts the server rejects)."""
+    from simspec.engine.build import setup_replica
+    from simspec.errors import InputError, ScenarioError
+
+    long = WorkloadConfig(
+        lengths_from=None, prompt=LengthSpec(mean=12_000), output=LengthSpec(mean=16),
+        requests=8, turnovers=0,
+    )  # fmt: skip
+    with pytest.raises(ScenarioError, match="admits a prompt whole"):
+        setup_replica(Scenario(engine="trtllm", workload=long))
+    chunked = SchedulerConfig(enable_chunked_prefill=True)
+    setup = setup_replica(Scenario(engine="trtllm", workload=long, scheduler=chunked))
+    assert setup.chunk_prompts
+    assert not setup_replica(Scenario(engine="trtllm")).chunk_prompts
+    with pytest.raises(InputError, match="scheduler.enable_chunked_prefill"):
+        setup_replica(Scenario(scheduler=SchedulerConfig(enable_chunked_prefill=False)))

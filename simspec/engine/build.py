@@ -213,8 +213,17 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     max_seqs = engine.max_seqs_for(sc.method.name, sc.scheduler.max_num_seqs, gpu)
     max_tokens = int(sc.scheduler.max_num_batched_tokens or engine.batch_defaults(gpu)[1])
     max_model_len(sc, target)  # a context past the model's is refused here, by name
-    whole_prompts = v0_unchunked(sc, target, engine)
-    if whole_prompts and sc.scheduler.max_num_batched_tokens is None:
+    v0 = v0_unchunked(sc, target, engine)
+    chunked = sc.scheduler.enable_chunked_prefill
+    if chunked is not None and not engine.flag("whole_prompts") and not (chunked and not v0):
+        raise InputError(
+            "scheduler.enable_chunked_prefill",
+            f"engine {engine.id} decides chunked prefill itself here (vLLM V1 and SGLang chunk, "
+            "vLLM V0 as its defaults decide); the setting is modelled for engine trtllm",
+        )
+    # a prompt enters whole or waits: V0 without chunked prefill, TensorRT-LLM's default
+    whole_prompts = v0 or (engine.flag("whole_prompts") and chunked is not True)
+    if v0 and sc.scheduler.max_num_batched_tokens is None:
         # V0 without chunked prefill: SchedulerConfig's max(max_model_len, 2048)
         max_tokens = max(max_model_len(sc, target), V0_MIN_BUDGET)
     if engine.dp_attention == "vllm":
@@ -270,7 +279,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         experts.weight_bytes if experts else BYTES_PER_PARAM,
         sc.dp,
     )
-    check_fixed_lengths(sc, target, memory)
+    check_fixed_lengths(sc, target, memory, max_tokens if whole_prompts else None)
     if (
         engine.flag("max_running_from_pool")
         and sc.scheduler.max_num_seqs is None
@@ -292,7 +301,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         memory,
         prefix,
         engine.flag("guaranteed_no_evict"),
-        engine.flag("prefill_first") or whole_prompts,
+        engine.flag("prefill_first") or v0,
         decode_reserve(engine, sc.dp),
         # only a chain's verify (1 + K tokens, each a prefix) trims: a tree's nodes, or
         # lookahead's branches, are no prefix, and such a decode waits for a step it fits
@@ -458,14 +467,24 @@ def check_linear_layers(target: ModelShape, engine: str, dp: int) -> None:
         )
 
 
-def check_fixed_lengths(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> None:
+def check_fixed_lengths(
+    sc: Scenario, target: ModelShape, memory: MemoryPlan, whole_budget: int | None = None
+) -> None:
     """Fixed (or uniform) lengths no request could be served with are refused before the run:
     past the context the engine serves (:func:`max_model_len`; vLLM rejects a prompt longer
-    than max_model_len) or past the KV cache, every request would be left unfinishable and the
-    run would report an empty table."""
+    than max_model_len), past the KV cache, or (``whole_budget``: an engine that admits a
+    prompt whole) a prompt past the token budget, every request would be left unfinishable
+    and the run would report an empty table."""
     wl = sc.workload
     if wl.lengths_from is not None or wl.arrival == "replay":  # per request: past_context
         return
+    if whole_budget is not None and _shortest(wl.prompt) > whole_budget:
+        raise ScenarioError(
+            f"workload: prompts of at least {_shortest(wl.prompt)} tokens exceed the token "
+            f"budget of {whole_budget} (scheduler.max_num_batched_tokens), and engine "
+            f"{sc.engine} admits a prompt whole, without chunked prefill (TensorRT-LLM "
+            "rejects such a request): raise --max-num-batched-tokens or shorten the prompts"
+        )
     shortest = _shortest(wl.prompt) + _shortest(wl.output)
     what = f"requests of at least {shortest} tokens (prompt + output)"
     context = max_model_len(sc, target)
@@ -482,6 +501,13 @@ def check_fixed_lengths(sc: Scenario, target: ModelShape, memory: MemoryPlan) ->
             f"workload: {what} exceed the KV cache of {capacity} tokens on "
             f"{sc.gpu} at {at}: raise tp or pick a larger GPU"
         )
+
+
+def past_budget(table: RequestTable, setup: ReplicaSetup) -> None:
+    """Requests whose prompt an engine that admits prompts whole can never admit (longer than
+    its token budget: TensorRT-LLM's LLM._check_arguments rejects them) are unfinishable."""
+    if not setup.chunk_prompts:
+        table.unfinishable |= table.prompt_len > setup.max_tokens
 
 
 def past_context(table: RequestTable, context: int) -> None:

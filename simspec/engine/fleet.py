@@ -45,7 +45,13 @@ import simpy
 
 from simspec.catalog.models import load_model
 from simspec.config import MAX_TIMELINE_ROWS, STATE_FREE_ROUTERS, FleetConfig
-from simspec.engine.build import acceptance_sampler, max_model_len, past_context, setup_replica
+from simspec.engine.build import (
+    acceptance_sampler,
+    max_model_len,
+    past_budget,
+    past_context,
+    setup_replica,
+)
 from simspec.engine.kv_cache import MemoryPlan
 from simspec.engine.metrics import IterationRecord
 from simspec.engine.replica import Replica
@@ -327,6 +333,7 @@ def simulate_fleet(
     for i in chosen:
         sc = cfg.replicas[i]
         setup = setup_replica(sc)
+        past_budget(table, setup)  # a prompt an engine admitting them whole never admits
         memory[i], max_seqs[i] = setup.memory, setup.max_seqs
         accept = acceptance_sampler(
             sc, setup.speculator, len(table), acceptance_stream(cfg.seed, i)

@@ -19,6 +19,7 @@ from simspec.config import Scenario
 from simspec.engine.build import (
     acceptance_sampler,
     max_model_len,
+    past_budget,
     past_context,
     relaxation_time,
     setup_replica,
@@ -151,6 +152,7 @@ def simulate(sc: Scenario) -> SimResult:
     # server refuses a prompt whose prompt + max_tokens pass max_model_len); fixed lengths
     # past it were refused before the run (build.check_fixed_lengths)
     past_context(table, max_model_len(sc, setup.target))
+    past_budget(table, setup)
     log = IterationLog()
     watch = Watch(plan.watched)
     if wl.arrival == "closed":

@@ -85,6 +85,7 @@ from simspec.studies.validation.setups import (
     serve_limits,
     serve_prefix_caching,
     stated_draft_tp,
+    trtllm_chunked,
     trtllm_serving,
     unmodelled_attention,
     unmodelled_serving,
@@ -315,6 +316,9 @@ def plan_case(
         assumptions.append(
             ", ".join(f"{k} {v}" for k, v in stated.items()) + " as the notes' serve command sets"
         )
+    if engine == "trtllm" and trtllm_chunked(notes):
+        base = deploy.get("scheduler") or SchedulerConfig()
+        deploy["scheduler"] = base.model_copy(update={"enable_chunked_prefill": True})
     if (prefix := serve_prefix_caching(notes)) is not None:
         base = deploy.get("scheduler") or SchedulerConfig()
         deploy["scheduler"] = base.model_copy(update={"enable_prefix_caching": prefix})

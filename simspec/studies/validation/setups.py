@@ -188,15 +188,17 @@ def serve_limits(notes: str) -> dict[str, float]:
 
 def trtllm_serving(notes: str) -> tuple[str | None, list[str]]:
     """(why a trtllm row cannot run, what simspec assumes) from its serve command: chunked
-    prefill off (trtllm-serve's default) admits a prompt whole or not at all, where simspec's
-    scheduler splits the last admitted prompt at the token budget. (Its KV fraction is a
+    prefill on where it says --enable_chunked_prefill (:func:`trtllm_chunked`), else off
+    (trtllm-serve's default: a prompt admitted whole or not at all). (Its KV fraction is a
     scheduler field: :func:`serve_limits`.)"""
-    if _TRTLLM_CHUNKED.search(notes):
+    if trtllm_chunked(notes):
         return None, ["chunked prefill on, as the serve command sets (--enable_chunked_prefill)"]
-    return None, [
-        "TRT-LLM chunked prefill off (trtllm-serve default): it admits a prompt whole or waits; "
-        "simspec's scheduler splits the last admitted prompt at the token budget"
-    ]
+    return None, ["TRT-LLM chunked prefill off (trtllm-serve default): a prompt admitted whole"]
+
+
+def trtllm_chunked(notes: str) -> bool:
+    """Whether a trtllm row's serve command turns chunked prefill on."""
+    return bool(_TRTLLM_CHUNKED.search(notes))
 
 
 def serve_prefix_caching(notes: str) -> bool | None:
