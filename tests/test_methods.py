@@ -443,3 +443,12 @@ def test_an_unknown_dataset_is_refused_not_read_as_chat():
     with pytest.raises(InputError, match="dataset: unknown dataset 'GSM8K'"):
         preset_method("eagle3", "GSM8K")
     assert preset_method("eagle3", "gsm8k").acceptance.acc_len == "gsm8k"
+
+
+def test_trtllms_ngram_is_said_to_run_as_vllms_prompt_lookup():
+    """QA: its rests-on line read "own ngram acceptance" where simspec replays vLLM's drafter,
+    not TensorRT-LLM's shared pattern pool."""
+    from simspec.catalog.methods import approximated
+
+    assert "is_public_pool" in approximated("ngram", "trtllm")
+    assert approximated("ngram", "vllm") is None and approximated("eagle3", "trtllm") is None

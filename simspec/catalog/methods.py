@@ -727,6 +727,14 @@ def left_out_of_all(
     return refused or not_shipped(name, engine) or no_acceptance(name)
 
 
+def approximated(name: str, engine: str | None) -> str | None:
+    """Why ``engine``'s own drafter for ``name`` is run as another engine's (None: it is not;
+    ``simspec/data/method_engines.yaml`` approximated)."""
+    table = packaged_table("method_engines.yaml").get("approximated") or {}
+    why = (table.get(engine or "") or {}).get(name)
+    return None if why is None else " ".join(str(why).split())
+
+
 def not_shipped(name: str, engine: str | None) -> str | None:
     """Why ``engine`` (None: the default, vLLM) offers no ``name`` (None: it ships it, or the
     engine is unknown, which is the scenario's to refuse): the engines that do ship it

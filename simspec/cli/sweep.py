@@ -415,6 +415,16 @@ def _unshipped_note(cfg: SweepConfig) -> None:
                 said[why].append(method.name)
     for why, names in said.items():
         err.print(f"note: {', '.join(names)} simulated as published: {why}", highlight=False)
+    from simspec.catalog.methods import approximated
+
+    seen: set[tuple[str, str]] = set()
+    for point in cfg.points():
+        for method in point.methods:
+            if (method.name, point.engine) in seen:
+                continue
+            seen.add((method.name, point.engine))
+            if why := approximated(method.name, point.engine):
+                err.print(f"note: {method.name} on {point.engine}: {why}", highlight=False)
 
 
 def _unfinishable_note(frame: pd.DataFrame) -> None:
