@@ -138,6 +138,7 @@ def sweep(
                 "--resume to finish the rest",
                 highlight=False,
                 markup=False,
+                soft_wrap=True,  # the path stays whole, to copy
             )
         raise
     if out is not None:
