@@ -266,3 +266,10 @@ def test_a_speedup_table_too_wide_for_a_pipe_keeps_every_interval_whole(tmp_path
     result = CliRunner().invoke(app, ["sweep", "--config", str(cfg), "--executor", "serial"])
     assert result.exit_code == 0, result.output
     assert "…" not in result.output and "(continued)" in result.output
+
+
+def test_models_name_refuses_wide_which_it_does_not_read():
+    """QA: `simspec models NAME --wide` dropped the flag silently."""
+    out = CliRunner().invoke(app, ["models", "llama-3.1-8b", "--wide"])
+    assert out.exit_code == 2
+    assert out.output.strip().splitlines()[-1].startswith("error: --wide: ")

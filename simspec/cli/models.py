@@ -70,6 +70,10 @@ def models(
             )
         _print_all(gpu, engine, wide)
         return
+    if wide:  # a flag the mode does not read is an error, never silently dropped (QA)
+        raise InputError(
+            "--wide", "lays out the list of models; with NAME every fact is shown already"
+        )
     console = Console()
     weights = id_precision(name)  # a preset's -FP8 checkpoint id: the preset at fp8
     for label, value in model_facts(name, gpu, engine, asked, weights):
