@@ -278,14 +278,21 @@ def test_an_unknown_executor_is_refused_when_the_settings_are_made():
         Runs("threads")  # type: ignore[arg-type]
 
 
-def test_a_config_files_pipeline_stages_show_in_the_table_and_the_csv(tmp_path):
+def _swept_config(tmp_path, text: str, *args: str) -> tuple[str, pd.DataFrame]:
+    """`simspec sweep --config` of a scenario file holding ``text``: its output and CSV."""
     config, out = tmp_path / "c.yaml", tmp_path / "s.csv"
-    config.write_text("pp: 2\nmodel: qwen3-30b-a3b\nengine: hf\n")
-    args = ["sweep", "--config", str(config), "--requests", "32", "--concurrencies", "1"]
-    result = CliRunner().invoke(app, [*args, "--methods", "autoregressive", "--out", str(out)])
+    config.write_text(text)
+    cmd = ["sweep", "--config", str(config), "--concurrencies", "1", *args, "--out", str(out)]
+    result = CliRunner().invoke(app, cmd)
     assert result.exit_code == 0, result.output
-    assert "(pp2)" in result.output
-    assert (pd.read_csv(out)["pp"] == 2).all()
+    return result.output, pd.read_csv(out)
+
+
+def test_a_config_files_pipeline_stages_show_in_the_table_and_the_csv(tmp_path):
+    text = "pp: 2\nmodel: qwen3-30b-a3b\nengine: hf\n"
+    output, frame = _swept_config(tmp_path, text, "--requests", "32", "--methods", "autoregressive")
+    assert "(pp2)" in output
+    assert (frame["pp"] == 2).all()
 
 
 def test_a_k_schedule_writes_the_k_each_concurrency_ran(tmp_path):
@@ -369,12 +376,9 @@ def test_a_plain_sweeps_precision_is_its_throughputs():
 
 def test_a_config_files_method_without_k_drafts_its_own_default_length(tmp_path):
     """QA: MethodConfig's K=3 ran suffix at 3, not vLLM's 24 that --methods suffix runs."""
-    config, out = tmp_path / "c.yaml", tmp_path / "s.csv"
-    config.write_text("methods:\n  - name: suffix\n  - name: medusa1\n")
-    args = ["sweep", "--config", str(config), "--batch-sizes", "1", "--requests", "8"]
-    res = CliRunner().invoke(app, [*args, "--turnovers", "0", "--out", str(out)])
-    assert res.exit_code == 0, res.output
-    ks = pd.read_csv(out).set_index("method")["k"]
+    text = "methods:\n  - name: suffix\n  - name: medusa1\n"
+    _, frame = _swept_config(tmp_path, text, "--requests", "8", "--turnovers", "0")
+    ks = frame.set_index("method")["k"]
     assert ks["suffix"] == 24 and ks["medusa1"] == 4
 
 
