@@ -79,16 +79,25 @@ def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> Roofline
     )
 
 
+def batch_limits(sc: Scenario, engine: EngineProfile, gpu: GpuSpec) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) of one engine core: the deployment's, else the
+    engine's defaults on ``gpu`` (for the method: SGLang's 48 under speculation), an unset
+    max_num_seqs lowered to the budget where the engine does so (vLLM V1:
+    engines.yaml default_seqs_within_budget)."""
+    seqs = engine.max_seqs_for(sc.method.name, sc.scheduler.max_num_seqs, gpu)
+    tokens = int(sc.scheduler.max_num_batched_tokens or engine.batch_defaults(gpu)[1])
+    if sc.scheduler.max_num_seqs is None and engine.flag("default_seqs_within_budget"):
+        seqs = min(seqs, tokens)  # V1 lowers its default to the budget
+    return seqs, tokens
+
+
 def graph_tokens_cap(sc: Scenario, engine: EngineProfile, gpu: GpuSpec) -> float | None:
     """vLLM V1's largest CUDA graph for this deployment, min(max_num_seqs x (1 + K) x 2,
     max_num_batched_tokens) (engines.yaml graph_size_from_max_num_seqs; the engine's own 512
     caps it in graph_limits); None where the engine sizes its graphs otherwise."""
     if not engine.flag("graph_size_from_max_num_seqs"):
         return None
-    budget = int(sc.scheduler.max_num_batched_tokens or engine.batch_defaults(gpu)[1])
-    seqs = engine.max_seqs_for(sc.method.name, sc.scheduler.max_num_seqs, gpu)
-    if sc.scheduler.max_num_seqs is None and engine.flag("default_seqs_within_budget"):
-        seqs = min(seqs, budget)
+    seqs, budget = batch_limits(sc, engine, gpu)
     m = sc.method
     drafts = 0 if m.name == "autoregressive" else len(m.tree_paths or ()) or m.tree_nodes or m.k
     return float(min(seqs * (1 + drafts) * 2, budget))
@@ -210,11 +219,12 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine, draft_cost_model(sc, target, cost))
     gpu = cost.gpu
-    max_seqs = engine.max_seqs_for(sc.method.name, sc.scheduler.max_num_seqs, gpu)
-    max_tokens = int(sc.scheduler.max_num_batched_tokens or engine.batch_defaults(gpu)[1])
+    max_seqs, max_tokens = batch_limits(sc, engine, gpu)
     max_model_len(sc, target)  # a context past the model's is refused here, by name
     v0 = v0_unchunked(sc, target, engine)
     chunked = sc.scheduler.enable_chunked_prefill
+    # the setting is the deployment's only where the engine leaves it to the server (trtllm);
+    # elsewhere only the engine's own choice (vLLM V1 and SGLang chunk) may be stated
     if chunked is not None and not engine.flag("whole_prompts") and not (chunked and not v0):
         raise InputError(
             "scheduler.enable_chunked_prefill",
@@ -242,12 +252,6 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
                 f"{sc.dp}",
             )
         max_seqs -= max_seqs % sc.dp
-    if (
-        max_tokens < max_seqs
-        and sc.scheduler.max_num_seqs is None
-        and engine.flag("default_seqs_within_budget")
-    ):
-        max_seqs = max_tokens  # V1 lowers its default to the budget (engines.yaml)
     if engine.family == "vllm" and max_tokens < max_seqs:
         # vLLM refuses to start (SchedulerConfig._verify_args): every sequence a step runs
         # takes at least one token of the budget

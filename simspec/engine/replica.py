@@ -510,9 +510,14 @@ class Replica:
 
     def _proposed(self, decoding: np.ndarray, draft: StepShape) -> np.ndarray | None:
         """Draft tokens each decoding sequence proposes this step, where the acceptance source
-        knows (a lookup replay); None: every sequence drafts the step's full shape."""
+        knows (a lookup replay); None: every sequence drafts the step's full shape. Where the
+        schedule asked for them (:meth:`_propose_ahead`, at this step's K) they are read back,
+        not looked up again."""
         if self._proposals is None or not draft.k or len(decoding) == 0:
             return None
+        if self._asks_proposed:
+            assert self.sched.draft_slots is not None
+            return self.sched.draft_slots[decoding]
         return self._proposals(decoding, self.requests.generated[decoding], draft.k)
 
     def _draft_time(self, step: Step) -> float:

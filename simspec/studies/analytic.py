@@ -170,8 +170,9 @@ def write_html(table: pd.DataFrame, title: str, out) -> None:
     write_text_atomic(out, fig.to_html(include_plotlyjs=True, full_html=True))
 
 
-# within this share the closed form and the simulated decode agree (the run's own noise)
-AGREE = 0.05
+# within this share the closed form and the simulated decode agree: the bound the README's
+# specification holds batch 1 with i.i.d. α to (tests: the closed form within 2 %)
+AGREE = 0.02
 # compare's requests: this many output tokens, the prompt filling the context to half of them
 COMPARE_OUTPUT = 512
 

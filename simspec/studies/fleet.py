@@ -274,12 +274,10 @@ def _tokens_after(run: FleetRun, start_s: float) -> float:
     q = q[~q["unfinishable"] & q["finish_s"].notna()]
     first, finish = q["first_token_s"].to_numpy(float), q["finish_s"].to_numpy(float)
     tokens = (q["output_tokens"] - q["tokens_before_start"]).to_numpy(float)
-    decode = np.maximum(finish - first, 0.0)
-    share = np.where(
-        decode > 0, np.clip((finish - start_s) / np.where(decode > 0, decode, 1.0), 0.0, 1.0), 0.0
-    )
-    after = np.where(first >= start_s, tokens, (tokens - 1.0) * share)
-    return float(np.where(finish <= start_s, 0.0, after).sum())
+    # a request that began before start_s: the share of its decode after it (none if it
+    # finished before; one that decoded nothing finished at its first token, so before)
+    share = np.clip((finish - start_s) / np.maximum(finish - first, 1e-12), 0.0, 1.0)
+    return float(np.where(first >= start_s, tokens, (tokens - 1.0) * share).sum())
 
 
 def occupancy(run: FleetRun) -> tuple[list[float], list[float]]:
