@@ -296,3 +296,19 @@ def test_sglang_admits_under_dp_attention_with_its_conservativeness_scaled_by_03
     assert plain.decode_reserve[0] == pytest.approx(0.7)
     assert dp.decode_reserve[0] == pytest.approx(0.21)
     assert dp.decode_reserve[1] == pytest.approx(0.21 * 0.14)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_an_eagle_head_caches_each_ranks_requests_over_its_tp_over_dp_gpus(engine):
+    """Like the target (and MTP), an EAGLE head's KV under DP attention is split over tp/dp
+    GPUs, not tp: at tp 2, dp 2 each GPU holds its rank's head KV whole (QA: it was halved)."""
+    from simspec.config import MethodConfig
+
+    method = MethodConfig(name="eagle3", k=3, acceptance={"alpha": 0.7})
+    per_gpu = {
+        kw: setup_replica(
+            Scenario(model="qwen3-30b-a3b", engine=engine, method=method, tp=kw[0], dp=kw[1])
+        ).speculator.extra_kv_bytes_per_token()
+        for kw in [(1, 1), (2, 1), (2, 2)]
+    }
+    assert per_gpu[(2, 2)] == per_gpu[(1, 1)] == 2 * per_gpu[(2, 1)]

@@ -151,8 +151,9 @@ class EagleHead(Speculator):
         return self._params_bytes(params)
 
     def extra_kv_bytes_per_token(self) -> float:
+        # each attention rank caches its own requests over its tp/dp GPUs, as the target
         return self.head.kv_bytes_per_token_per_gpu(
-            self.cost.tp, layers=1, dtype_bytes=self.cost.kv_bytes
+            self.cost.layout.attn_tp, layers=1, dtype_bytes=self.cost.kv_bytes
         )
 
 
