@@ -318,3 +318,18 @@ def test_sglang_sizes_a_windowed_pool_beside_the_full_one_for_its_hybrid_swa_mod
     assert whole.num_blocks / hybrid.num_blocks == pytest.approx(
         (full + 0.8 * window) / (full + window), rel=1e-4
     )
+
+
+def test_vllm_caches_an_mla_model_in_the_block_its_mla_backend_forces():
+    """vllm/platforms/cuda.py: FlashMLA forces 64-token blocks on Hopper, CUTLASS MLA 128 on
+    Blackwell; a GQA model keeps 16, and SGLang its one-token pages."""
+    from simspec import Scenario
+    from simspec.engine.build import setup_replica
+
+    def block(model: str, gpu: str, engine: str = "vllm", tp: int = 8) -> int:
+        return setup_replica(Scenario(model=model, gpu=gpu, tp=tp, engine=engine)).memory.block_size
+
+    assert block("deepseek-v3", "h200") == 64
+    assert block("deepseek-v3", "b200") == 128
+    assert block("deepseek-v3", "h200", engine="sglang") == 1
+    assert block("llama-3.1-8b", "h200", tp=1) == 16

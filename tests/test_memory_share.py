@@ -68,6 +68,28 @@ def test_an_sglang_run_takes_the_derived_share_and_no_activation_reserve():
     )
 
 
+def test_sglang_sizes_its_pool_from_the_target_and_places_the_draft_outside_the_share():
+    """profile_max_num_token counts the target's KV alone and the draft worker reuses its pool
+    size: the draft's weights and KV take none of the share (vLLM's plan subtracts both); a
+    draft that does not fit in the memory left outside the share is refused, naming it."""
+    from simspec.catalog.models import load_model
+    from simspec.errors import ScenarioError
+
+    draft = MethodConfig(name="draft_model", draft_model="llama-3.1-8b", acceptance={"alpha": 0.7})
+    sc = Scenario(engine="sglang", model="llama-3.1-70b", tp=4, method=draft)
+    m = setup_replica(sc).memory
+    target = load_model("llama-3.1-70b")
+    assert m.kv_bytes_per_token == target.kv_bytes_per_token_per_gpu(4)
+    assert m.num_blocks == int((m.usable_bytes - m.weight_bytes) // m.kv_bytes_per_token)
+    plain = setup_replica(sc.model_copy(update={"method": MethodConfig(name="autoregressive")}))
+    assert plain.memory.kv_bytes_per_token == m.kv_bytes_per_token
+    vllm = setup_replica(sc.model_copy(update={"engine": "vllm"})).memory
+    assert vllm.kv_bytes_per_token > target.kv_bytes_per_token_per_gpu(4)
+    full = sc.model_copy(update={"scheduler": SchedulerConfig(gpu_memory_utilization=0.95)})
+    with pytest.raises(ScenarioError, match="^scheduler.gpu_memory_utilization: SGLang places"):
+        setup_replica(full)
+
+
 def test_the_fewest_gpus_use_the_share_and_chunk_the_deployment_runs_at():
     """On a 40 GB A100 SGLang chunks prefill at 4096 (its memory tier), which sets its share;
     a share the deployment gives stands in the refusal's arithmetic too."""

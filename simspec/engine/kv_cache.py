@@ -235,12 +235,17 @@ def plan_memory(
             target, a_tp, -(-demand.max_tokens // dp), -(-demand.max_logit_rows // dp)
         )
     )
-    block = int(engine["block_size"])
+    block = kv_block_size(engine, target, gpu)
     kv_per_token = target.kv_bytes_per_token_per_gpu(a_tp, dtype_bytes=kv_bytes)
-    kv_per_token += demand.draft_kv_per_token
+    # SGLang sizes its pool from the target's KV alone and places the draft (weights and a KV
+    # pool of as many tokens) in the memory outside mem_fraction_static, which its reserve
+    # grows for drafting (draft_outside_share)
+    outside = engine.flag("draft_outside_share")
+    if not outside:
+        kv_per_token += demand.draft_kv_per_token
     window_per_token = target.window_kv_bytes_per_token_per_gpu(a_tp, kv_bytes)
     window_cap = -(-demand.max_seqs // dp) * window_tokens(target, block)
-    free = (usable - weights - draft_bytes - act) * _free_share(engine)
+    free = (usable - weights - (0.0 if outside else draft_bytes) - act) * _free_share(engine)
     state, state_seqs = linear_state_split(
         target, engine, a_tp, free, -(-demand.max_seqs // dp), demand.verify_tokens
     )
@@ -280,6 +285,9 @@ def plan_memory(
             f"{_per_weight(weight_bytes, expert_bytes)}); {fix}: "
             f"{remedy}pick a larger GPU"
         )
+    if outside:
+        draft_kv = demand.draft_kv_per_token * blocks * block
+        _check_draft_outside(gpu, pp, usable, draft_bytes, draft_kv)
     if swa is not None:  # what the windowed layers' pool holds beside the full one
         window = sglang_window_share(target, swa.value) * blocks * block * window_per_token
     else:
@@ -299,6 +307,31 @@ def plan_memory(
     )
 
 
+def _check_draft_outside(
+    gpu: GpuSpec, pp: int, usable: float, draft_bytes: float, draft_kv: float
+) -> None:
+    """SGLang loads the draft after sizing the target's pool, into the memory outside
+    mem_fraction_static: a draft whose weights and KV (as many tokens as the target's pool)
+    exceed all of it cannot start (the server runs out of memory loading it)."""
+    outside = gpu.memory_bytes * pp - usable
+    if draft_bytes + draft_kv > outside:
+        raise ScenarioError(
+            f"scheduler.gpu_memory_utilization: SGLang places the draft outside "
+            f"mem_fraction_static, and its weights {draft_bytes / GIB:.1f} GiB + KV "
+            f"{draft_kv / GIB:.1f} GiB (a pool of as many tokens as the target's) exceed the "
+            f"{outside / GIB:.1f} GiB left there per GPU: lower --mem-fraction-static, or use a "
+            "smaller draft"
+        )
+
+
+def kv_block_size(engine: EngineProfile, target: ModelShape, gpu: GpuSpec) -> int:
+    """Tokens per KV block: the engine's, or for an MLA model the block its MLA backend on
+    this GPU forces (vLLM: FlashMLA's 64 on Hopper, CUTLASS MLA's 128 on Blackwell)."""
+    if target.kv_lora_rank and (forced := engine.params.get(f"mla_block_size_{gpu.arch}")):
+        return int(forced.value)
+    return int(engine["block_size"])
+
+
 MAX_GPUS = 64  # Deployment.tp's bound
 MIN_KV_TOKENS = 4096  # "some KV": one 4,096-token sequence
 
@@ -316,7 +349,7 @@ def min_gpus(
     sequence (in windowed layers, at most its window), per :func:`plan_memory`; None past
     :data:`MAX_GPUS`."""
     tokens = int(engine.batch_defaults(gpu)[1])  # the prefill chunk on this GPU's memory
-    windowed = min(seq_tokens, window_tokens(target, int(engine["block_size"])))
+    windowed = min(seq_tokens, window_tokens(target, kv_block_size(engine, target, gpu)))
     tp = 1
     while tp <= MAX_GPUS:
         if target.attention_tp_refusal(tp):  # no engine splits its heads this way
