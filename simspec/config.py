@@ -606,9 +606,17 @@ MAX_K = 64  # MethodConfig.k's bound: a K schedule asks no more
 MAX_TREE_NODES = 1024  # MethodConfig.tree_nodes's bound
 
 
-def check_schedule(v: Schedule | None, top: int) -> Schedule | None:
+def check_schedule(v: Schedule | None, top: int, from_one: bool = False) -> Schedule | None:
     """A schedule by batch size, ``[[start_bs, end_bs, value], ...]``: each band
-    1 <= start <= end, values in [0, top], no two bands overlapping."""
+    1 <= start <= end, values in [0, top], no two bands overlapping; ``from_one``: the first
+    band starts at 1, as vLLM's Dynamic SD requires ("The first batch-size range must start at
+    1 so every runtime batch size has a defined schedule", validate_and_normalize_dynamic_sd_
+    schedule in vllm/v1/spec_decode/dynamic/utils.py)."""
+    if from_one and v and min(start for start, _, _ in v) != 1:
+        raise ValueError(
+            f"the first band starts at {min(start for start, _, _ in v)}: vLLM requires the "
+            "first batch-size range to start at 1 (it gives every batch size a K)"
+        )
     for start, end, value in v or []:
         if not 1 <= start <= end:
             raise ValueError(f"band [{start}, {end}]: need 1 <= start_bs <= end_bs")
@@ -622,7 +630,9 @@ def check_schedule(v: Schedule | None, top: int) -> Schedule | None:
 
 
 # a K schedule and a tree-budget schedule, checked wherever one is written (a method, a policy)
-KSchedule = Annotated[Schedule | None, AfterValidator(lambda v: check_schedule(v, MAX_K))]
+KSchedule = Annotated[
+    Schedule | None, AfterValidator(lambda v: check_schedule(v, MAX_K, from_one=True))
+]
 TreeSchedule = Annotated[
     Schedule | None, AfterValidator(lambda v: check_schedule(v, MAX_TREE_NODES))
 ]
@@ -694,7 +704,9 @@ class MethodConfig(BaseModel):
     )
     k_schedule: KSchedule = Field(
         default=None,
-        description="vLLM Dynamic SD: [[start_bs, end_bs, K], ...]; K=0 turns speculation off",
+        description="vLLM Dynamic SD: [[start_bs, end_bs, K], ...] from batch size 1; K=0 "
+        "turns speculation off; a batch size between or past the bands takes the K of the band "
+        "before it, as vLLM's lookup does",
     )
     disable_by_batch_size: int | None = Field(
         default=None, ge=1, description="speculation off when this many requests are running"

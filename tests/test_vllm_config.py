@@ -227,3 +227,40 @@ def test_a_config_file_given_without_its_at_sign_says_how_to_give_it(tmp_path):
     with pytest.raises(InputError, match=f"give a file as @{path}"):
         read_speculative_config(str(path))
     assert read_speculative_config(f"@{path}")["method"] == "eagle3"
+
+
+def test_a_k_schedule_reads_as_vllms_dense_lookup():
+    """build_dynamic_sd_schedule_lookup (vllm/v1/spec_decode/dynamic/utils.py): a batch size
+    between two bands or past the last takes the K of the band before it; bands start at 1
+    (QA: simspec ran the base K there, and took a schedule from 5 that vLLM refuses)."""
+    from pydantic import ValidationError
+
+    from simspec.config import MethodConfig
+    from simspec.engine.load_policy import LoadPolicy
+
+    def k_at(schedule: list[list[int]], b: int, k: int = 3) -> int:
+        cfg = MethodConfig(name="eagle3", k=k, k_schedule=schedule)
+        return LoadPolicy.of(cfg, k, None).shape_for(b)[0]
+
+    assert k_at([[1, 64, 1]], 100) == 1  # past the last band: its K, not the base 3
+    assert k_at([[1, 8, 1], [17, 1024, 2]], 12) == 1  # a gap: the band before it
+    assert [k_at([[1, 8, 2], [9, 16, 0]], b) for b in (1, 9, 40)] == [2, 0, 0]
+    with pytest.raises(ValidationError, match="start at 1"):
+        MethodConfig(name="eagle3", k=3, k_schedule=[[5, 1024, 1]])
+    config = {"method": "eagle3", "num_speculative_tokens": 3}
+    late = {**config, "num_speculative_tokens_per_batch_size": [[5, 1024, 1]]}
+    with pytest.raises(InputError, match="must start at 1") as err:
+        to_method(late)
+    assert err.value.field == "speculative_config.num_speculative_tokens_per_batch_size"
+
+
+def test_a_policy_lists_only_the_ks_its_schedule_runs():
+    """With vLLM's lookup every batch size has a band's K, so the method's own K is a fixed
+    setting the policy never uses unless a band names it."""
+    from simspec.studies.policy import Policy, PolicyConfig, settings
+
+    cfg = PolicyConfig(
+        method={"name": "eagle3", "k": 3, "acceptance": {"alpha": 0.7}},
+        policy=Policy(k_schedule=[[1, 4, 1], [5, 1024, 0]]),
+    )
+    assert [name for name, _ in settings(cfg)] == ["autoregressive", "fixed K=1", "policy"]

@@ -253,6 +253,10 @@ def _schedule(value: Any) -> list[tuple[int, int, int]]:
     for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
         if start <= end:
             raise InputError(key, "batch-size ranges overlap")
+    if spans[0][0] != 1:  # validate_and_normalize_dynamic_sd_schedule
+        raise InputError(
+            key, f"the first batch-size range must start at 1, as vLLM requires (got {spans[0][0]})"
+        )
     return out
 
 

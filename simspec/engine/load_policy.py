@@ -64,9 +64,14 @@ class LoadPolicy:
         if self.k == 0 or (self.disable_at and batch_size >= self.disable_at):
             return 0, None
         k = self.k
-        for start, end, scheduled in self.k_schedule:
-            if start <= batch_size <= end:
-                k = scheduled if self.nodes is None else (self.k if scheduled else 0)
+        # vLLM's dense lookup (build_dynamic_sd_schedule_lookup, vllm/v1/spec_decode/dynamic/
+        # utils.py): bands start at 1 (config.check_schedule), a batch size between two bands
+        # or past the last takes the K of the band before it, each K at most
+        # num_speculative_tokens (a larger one is refused: Speculator)
+        band = max((b for b in self.k_schedule if b[0] <= batch_size), default=None)
+        if band is not None:
+            scheduled = min(band[2], self.k)
+            k = scheduled if self.nodes is None else (self.k if scheduled else 0)
         if self.nodes is None or k == 0:
             return k, None
         nodes = self.nodes

@@ -78,7 +78,10 @@ class PolicyConfig(Deployment):
 def settings(cfg: PolicyConfig) -> list[tuple[str, MethodConfig]]:
     """Plain decoding, each fixed setting the policy switches between, and the policy."""
     base = cfg.method.model_copy(update=dict(NO_SCHEDULE))
-    ks = sorted({k for _, _, k in cfg.policy.k_schedule or () if k > 0} | {base.k})
+    # a K schedule gives every batch size a K (its bands start at 1, vLLM's lookup carries a
+    # band's K over gaps and past the last): the method's own K only without one
+    scheduled = {k for _, _, k in cfg.policy.k_schedule or () if k > 0}
+    ks = sorted(scheduled if cfg.policy.k_schedule else {base.k})
     budgets = sorted({n for _, _, n in cfg.policy.tree_schedule or () if n > 0})
     if budgets:
         fixed = [(f"fixed {n} nodes", base.model_copy(update={"tree_nodes": n})) for n in budgets]
