@@ -387,3 +387,50 @@ def test_a_table_cut_short_and_the_operators_taken_from_the_fallback_are_said(tm
     assert notes[1].startswith("note: attention, elementwise, allreduce not fitted")
     assert "h100_sxm" in notes[1]
     assert coverage_notes([str(whole)], dict.fromkeys(FORMS), "h100_sxm") == []
+
+
+_HARNESS_HEAD = (
+    "kind,op,num_seqs,q_per_seq,context_len,num_tokens,tree,m,k,n,time_ms_median,time_ms_p10,"
+    "time_ms_p90,repeats,warmup,layers_timed,layers_total,scaled_to_all_layers,tp,model,"
+    "hidden_size,intermediate_size,num_hidden_layers,num_attention_heads,num_key_value_heads,"
+    "head_dim,vocab_size,draft_vocab,dtype,device,gpu_name,torch_version,cuda_version,"
+    "cuda_graphs,attention_impl,timer,date_utc,truncated,script_version\n"
+)
+_HARNESS_ROW = (
+    "{kind},qkv_proj,,,,{t},0,{t}.0,64.0,128.0,0.01,0.009,0.011,20,5,1,1,0,1,tiny,64,128,2,4,2,"
+    "16,256,256,bfloat16,cuda,NVIDIA H100 80GB HBM3,2.13.0,12.4,0,,cuda_event,"
+    "2026-12-05T07:10:17+00:00,0,1.0\n"
+)
+
+
+def test_a_table_given_twice_is_read_once_and_an_unknown_kind_is_named(tmp_path):
+    """Counted twice, a table would pass the minimum-sample guard with half the samples; a
+    row of a kind the harness does not write (kind=GEMM) was dropped without a word (QA)."""
+    from simspec.studies.calibration.harness import harness_csv
+    from simspec.studies.calibration.samples import discover
+
+    table = tmp_path / "h.csv"
+    table.write_text(
+        _HARNESS_HEAD + "".join(_HARNESS_ROW.format(kind="gemm", t=t) for t in (1, 16))
+    )
+    samples, used = discover([table, table, tmp_path], "h100_sxm")
+    assert used == [str(table)] and len(samples) == 2
+    table.write_text(_HARNESS_HEAD + _HARNESS_ROW.format(kind="GEMM", t=1))
+    with pytest.raises(InputError, match="rows of kind 'GEMM'"):
+        harness_csv(table, "h100_sxm")
+
+
+def test_timings_in_the_wrong_units_write_a_suspect_profile_that_says_why(tmp_path):
+    """Microseconds read as milliseconds pin constants at the edges of their ranges: the
+    profile's status is no longer "calibrated" and lists them; each table's digest is kept."""
+    from simspec.studies.calibration.profile import build_profile
+
+    samples = synthetic_samples(np.random.default_rng(0))
+    table = tmp_path / "t.csv"
+    table.write_text("x\n")
+    good = build_profile("h100_sxm", fit_all(samples, H100), samples, [str(table)])
+    assert good.status == "calibrated" and "at_edges" not in good.provenance
+    assert len(good.provenance["files_sha256"][str(table)]) == 64
+    slow = samples.assign(time_s=samples["time_s"] * 1000)
+    bad = build_profile("h100_sxm", fit_all(slow, H100), slow, [str(table)])
+    assert bad.status.startswith("suspect: ") and bad.provenance["at_edges"]

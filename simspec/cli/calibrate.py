@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -144,24 +143,16 @@ def as_flag(flag: str, load: Callable[[str], T], ref: str) -> T:
 def bound_notes(fits: dict) -> list[str]:
     """A note per fitted constant that stopped at the edge of its range: the tables ask for a
     value past it, so the fit is not the operator's and its MAPE hides it (QA: timings x1000
-    wrote efficiencies pinned at 0.001 with no word; calibrate bench says so already)."""
-    from simspec.studies.calibration.fit import FORMS
+    wrote efficiencies pinned at 0.001 with no word; calibrate bench says so already). The
+    profile's status says "suspect" and lists them (profile.at_edges)."""
+    from simspec.studies.calibration.profile import at_edges
 
-    lines = []
-    for operator, fit in fits.items():
-        for name, _, low, high in FORMS[operator]:
-            value = fit.params[name]
-            # a zero floor is a value (no fixed latency), and sharpness 1 the additive roofline:
-            # forms, not edges the data pushes past
-            at_low = low not in (0.0, 1.0) and math.isclose(value, low, rel_tol=1e-6)
-            if at_low or math.isclose(value, high, rel_tol=1e-6):
-                edge = "lower" if at_low else "upper"
-                lines.append(
-                    f"note: {operator}_{name} stopped at the {edge} edge of its range "
-                    f"({value:g}): the tables ask for a value past it (wrong units, or another "
-                    "GPU's timings?); the profile written rests on that edge"
-                )
-    return lines
+    return [
+        f"note: {key} stopped at the {edge} edge of its range ({value:g}): the tables ask for a "
+        "value past it (wrong units, or another GPU's timings?); the profile written rests on "
+        "that edge, and its status says suspect"
+        for key, value, edge in at_edges(fits)
+    ]
 
 
 @calibrate_app.command("report")

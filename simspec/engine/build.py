@@ -284,6 +284,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         sc.dp,
     )
     check_fixed_lengths(sc, target, memory, max_tokens if whole_prompts else None)
+    if engine.flag("context_must_fit_kv"):
+        check_context_fits(sc, target, memory)
     if (
         engine.flag("max_running_from_pool")
         and sc.scheduler.max_num_seqs is None
@@ -505,6 +507,28 @@ def check_fixed_lengths(
             f"workload: {what} exceed the KV cache of {capacity} tokens on "
             f"{sc.gpu} at {at}: raise tp or pick a larger GPU"
         )
+
+
+def check_context_fits(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> None:
+    """vLLM refuses to start when one request of max_model_len tokens does not fit in the KV
+    cache (V1 check_enough_kv_cache_memory, V0 raise_if_cache_size_invalid), saying how long a
+    context would. A model with windowed or linear-attention layers is not checked: vLLM counts
+    one request's window there, which the pool's blocks (sized for many) do not say."""
+    if target.sliding_layers or target.linear_layers:
+        return
+    capacity = memory.num_blocks // memory.dp * memory.block_size  # one rank's cache
+    context = max_model_len(sc, target)
+    if context <= capacity:
+        return
+    given = sc.scheduler.max_model_len is not None
+    what = "max_model_len" if given else f"{target.id}'s max_position_embeddings, vLLM's default"
+    at = f"tp={sc.tp}, dp={sc.dp} (one rank's cache)" if sc.dp > 1 else f"tp={sc.tp}"
+    raise InputError(
+        "scheduler.max_model_len",
+        f"a context of {context} tokens ({what}) exceeds the {capacity} tokens the KV cache "
+        f"holds on {sc.gpu} at {at}, and vLLM refuses to start so: give --max-model-len "
+        f"{capacity} or less, or raise tp or --gpu-memory-utilization",
+    )
 
 
 def past_budget(table: RequestTable, setup: ReplicaSetup) -> None:

@@ -251,8 +251,10 @@ def _profile_part(deploy: Deployment) -> str:
             sources.setdefault(str(fit["transferred_from"]), []).append(op)
     own = profile.gpu == deploy.gpu
     name = f"{profile.gpu} profile" + ("" if own else f" on {deploy.gpu}")
+    if profile.status.startswith("suspect"):  # constants pinned at their ranges' edges
+        name = f"{name} ({profile.status})"
     if not sources:
-        return f"{profile.gpu}'s own profile" if own else name
+        return f"{profile.gpu}'s own profile" if own and name == f"{profile.gpu} profile" else name
     if len(sources) == 1 and len(next(iter(sources.values()))) == len(profile.fit):
         return f"{name} from {next(iter(sources))}"
     parts = [f"{', '.join(ops)} from {src}" for src, ops in sources.items()]

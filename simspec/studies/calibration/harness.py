@@ -27,6 +27,8 @@ from simspec.studies.calibration.schema import (
     table_bytes,
 )
 
+# the harness's whole-forward rows: the fit leaves them out (they check it)
+WHOLE_FORWARD_KINDS = ("forward", "prefill", "draft_head")
 HARNESS_KINDS = {
     "gemm": "gemm",
     "lm_head": "gemm",
@@ -80,6 +82,17 @@ def harness_csv(path: Path, gpu: str | None = None) -> pd.DataFrame:
     if missing:
         raise InputError("timings", f"{shown(path)} lacks columns {', '.join(missing)}")
     check_origin(d, path, gpu)
+    # the whole-forward rows (forward, prefill, draft_head) check the fit (simspec calibrate
+    # report); any other kind is not the harness's, and dropping it would leave a fit short
+    # of samples with no word why (QA: kind=GEMM in capitals)
+    unknown = sorted(set(d.kind.astype(str)) - set(HARNESS_KINDS) - set(WHOLE_FORWARD_KINDS))
+    if unknown:
+        raise InputError(
+            "timings",
+            f"{shown(path)} has rows of kind {', '.join(map(repr, unknown))}, which "
+            f"calibration/time_forward.py does not write: kinds are "
+            f"{', '.join([*HARNESS_KINDS, *WHOLE_FORWARD_KINDS])}",
+        )
     out = []
     for line, r in d[d.kind.isin(HARNESS_KINDS)].iterrows():
         try:

@@ -4,7 +4,9 @@ provenance."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,30 @@ from simspec.studies.calibration.published import KNOWN_SOURCES
 def _describe_sources(samples: pd.DataFrame) -> str:
     kinds = sorted({s.split(":", 1)[0] for s in samples["source"]})
     return "; ".join(KNOWN_SOURCES.get(k, k) for k in kinds)
+
+
+def at_edges(fits: dict[str, OperatorFit]) -> list[tuple[str, float, str]]:
+    """``(operator_constant, value, "lower"|"upper")`` for each fitted constant that stopped at the
+    edge of its range: the tables ask for a value past it (wrong units, another GPU's
+    timings), so that operator's fit is not a measurement of it. A zero floor (no fixed
+    latency) and sharpness 1 (the additive roofline) are forms, not edges."""
+    out = []
+    for operator, fit in fits.items():
+        for name, _, low, high in FORMS[operator]:
+            value = fit.params[name]
+            at_low = low not in (0.0, 1.0) and math.isclose(value, low, rel_tol=1e-6)
+            if at_low or math.isclose(value, high, rel_tol=1e-6):
+                out.append((f"{operator}_{name}", value, "lower" if at_low else "upper"))
+    return out
+
+
+def _sha256(path: str) -> str:
+    """The file's digest, so a profile names the very table it was fitted to."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def build_profile(
@@ -71,6 +97,7 @@ def build_profile(
             {KNOWN_SOURCES.get(s.split(":", 1)[0], s.split(":", 1)[0]) for s in samples["source"]}
         ),
         "files": [str(f) for f in files],
+        "files_sha256": {str(f): _sha256(str(f)) for f in files},
         "peaks": "datasheet peaks of the GPU in simspec/data/gpus.yaml (bf16 dense FLOP/s, "
         "HBM and interconnect bandwidth); efficiencies are fractions of them",
     }
@@ -78,8 +105,15 @@ def build_profile(
         provenance["note"] = note
     # a profile none of whose operators this GPU's tables fit is not "calibrated" (QA: eleven
     # packaged profiles with no tables at all had read "calibrated (some operators transferred)")
+    edges = at_edges(fits)
     if not fits:
         status = "transferred (no timing tables for this GPU)"
+    elif edges:  # QA: timings x1000 wrote a "calibrated" profile pinned at its bounds
+        status = (
+            f"suspect: {len(edges)} fitted constant(s) at the edge of their range "
+            "(wrong units, or another GPU's timings?)"
+        )
+        provenance["at_edges"] = [f"{key} = {value:g} ({edge} edge)" for key, value, edge in edges]
     elif len(fits) == len(FORMS):
         status = "calibrated"
     else:

@@ -51,12 +51,18 @@ def discover(paths: list[Path], gpu: str) -> tuple[pd.DataFrame, list[str]]:
     are not followed, so a link loop cannot make the search endless)."""
     frames, used = [], []
     dirs = GPU_DIRS.get(gpu, (gpu,))
+    seen: set[Path] = set()
     for root in paths:
         if not os.path.lexists(root):
             raise InputError("timings", f"{shown(root)} does not exist")
         explicit = not root.is_dir()
         files = [root] if explicit else sorted(root.rglob("*.csv"))
         for f in files:
+            # a table given twice (or inside a directory also given) is read once: counted
+            # twice it would pass the minimum-sample guard with half the samples (QA)
+            if (real := f.resolve()) in seen:
+                continue
+            seen.add(real)
             loaded = _load_known(f, dirs, explicit, gpu)
             if loaded is not None and not loaded.empty:
                 frames.append(loaded)
