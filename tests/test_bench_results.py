@@ -40,6 +40,14 @@ def vllm_json(**over) -> dict:
     """A small --save-result object as vLLM writes one; ``over`` replaces or (None) drops keys."""
     data = json.loads((DATA / "qwen3-8b-h100-bs4.json").read_text())
     data.update(over)
+    # vLLM computes the throughputs from the totals over the duration (check_run holds them)
+    for theirs, total in (
+        ("request_throughput", "completed"),
+        ("output_throughput", "total_output_tokens"),
+    ):
+        numbers = (data.get(total), data.get("duration"))
+        if theirs not in over and all(isinstance(x, int | float) and x > 0 for x in numbers):
+            data[theirs] = numbers[0] / numbers[1]
     return {k: v for k, v in data.items() if v is not None or k in ("label", "request_goodput")}
 
 
@@ -313,7 +321,7 @@ def test_a_vllm_rate_run_sends_its_last_request_at_requests_over_rate_whatever_t
 def test_compare_prints_writes_and_plots_a_printed_run(tmp_path):
     # the BS=8 block at a tenth of its requests (the same mean lengths): a short simulation
     text = (DATA / "qwen3-8b-h100-bs8.txt").read_text()
-    for old, new in (("100", "10"), ("23260", "2326"), ("22061", "2206")):
+    for old, new in (("100", "10"), ("23260", "2326"), ("22061", "2206"), ("24.05", "2.41")):
         text = text.replace(f"  {old}\n", f"  {new}\n")
     out, html = tmp_path / "c.csv", tmp_path / "c.html"
     result = runner.invoke(
@@ -643,3 +651,16 @@ def test_a_concurrency_cap_above_the_prompts_is_labelled_as_what_ran(tmp_path):
     result = runner.invoke(app, ["compare", str(path), *DEPLOY])
     assert result.exit_code == 0, result.output
     assert "max_concurrency 256" in result.output
+
+
+def test_a_throughput_its_own_totals_do_not_give_is_refused_by_name(tmp_path):
+    """vLLM's output_throughput is total_output_tokens over the duration (and request
+    throughput completed over it): a file whose numbers disagree is another run's or edited
+    (QA: 10x the totals' throughput was compared, -90 %, without a word)."""
+    good = vllm_json()
+    bad = {**good, "output_throughput": good["output_throughput"] * 10}
+    with pytest.raises(InputError) as err:
+        read_result(write(tmp_path, "o.json", bad))
+    assert err.value.field.endswith("output_throughput")
+    rounded = {**good, "output_throughput": round(good["output_throughput"], 2)}
+    read_result(write(tmp_path, "r.json", rounded))  # a printed, rounded number stands

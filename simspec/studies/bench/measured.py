@@ -215,6 +215,21 @@ def check_run(run: MeasuredRun, where: str) -> MeasuredRun:
             f"{run.total_output_tokens} for {run.requests} requests: every request that "
             "succeeded generated a token",
         )
+    # the benchmark computes both throughputs from the totals over its duration (vllm bench
+    # serve and SGLang's bench_serving: sum(output_lens) / dur_s, completed / dur_s): one that
+    # disagrees with them is another run's, or hand-edited (QA: 10x compared without a word)
+    for key, theirs, total in (
+        ("output_throughput_tok_s", "output_throughput", run.total_output_tokens),
+        ("request_throughput_req_s", "request_throughput", run.requests),
+    ):
+        given = run.metrics.get(key)
+        implied = total / run.duration_s
+        if given is not None and abs(given - implied) > THROUGHPUT_SLACK * implied:
+            raise InputError(
+                f"{where}: {theirs}",
+                f"{given:g}, but the run's own totals give {total:,} / {run.duration_s:g} s = "
+                f"{implied:.4g}: both come from one run",
+            )
     return run
 
 
@@ -225,6 +240,8 @@ def _short(value: Any) -> str:
 
 # printed rates and lengths are rounded: 1 + sum(rates) may miss the length by this much
 LENGTH_SLACK = 0.02
+# a printed duration and throughput are rounded to 2 decimals: a short run's may differ so
+THROUGHPUT_SLACK = 0.02
 
 
 def consistent(acc: Acceptance, where: str) -> Acceptance:
