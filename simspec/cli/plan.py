@@ -608,6 +608,12 @@ def recommend(
         err.print(f"vLLM has no {base.name} method: the schedule above is simspec's k_schedule")
     else:
         print(f"--speculative-config '{speculative_config_json(spec_cfg)}'")
+        if str(spec_cfg.get("model", "")).startswith("<"):  # QA: pasted as written, vLLM fails
+            where = f" (and in {shown(json_out)})" if json_out is not None else ""
+            err.print(
+                f"note: replace {spec_cfg['model']}{where} with the Hugging Face id or path of "
+                f"your {base.name} draft weights: vLLM loads the draft from there"
+            )
 
 
 def with_asked(frame: pd.DataFrame, deploy: Deployment, asked: dict[str, Any]) -> pd.DataFrame:
