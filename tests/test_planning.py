@@ -141,6 +141,7 @@ def test_recommend_and_plan_commands(tmp_path, short_plan_probes):
     assert result.exit_code == 0, result.output
     assert "num_speculative_tokens_per_batch_size" in result.output
     assert to_method(json.loads(js.read_text()))["name"] == "eagle3"
+    assert "replace <path to the draft weights>" in " ".join(result.output.split())
     table = pd.read_csv(out)
     assert list(table[table.point == "grid"].concurrency) == [1, 32]
     plan_out = tmp_path / "plan.csv"
