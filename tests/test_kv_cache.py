@@ -333,3 +333,22 @@ def test_vllm_caches_an_mla_model_in_the_block_its_mla_backend_forces():
     assert block("deepseek-v3", "b200") == 128
     assert block("deepseek-v3", "h200", engine="sglang") == 1
     assert block("llama-3.1-8b", "h200", tp=1) == 16
+
+
+def test_vllm_will_not_start_with_a_context_its_kv_cache_cannot_hold():
+    """check_enough_kv_cache_memory: Llama-3.1-70B on two H100s holds ~29k tokens, not its
+    131,072-token default context, so vLLM refuses to start; a --max-model-len that fits runs.
+    Near the edge (Qwen3-32B on one H100, which GPUStack served at its default) the activation
+    estimate decides nothing, and SGLang starts whatever the context."""
+    from simspec import Scenario
+    from simspec.config import SchedulerConfig
+    from simspec.engine.build import setup_replica
+    from simspec.errors import InputError
+
+    big = Scenario(model="llama-3.1-70b", gpu="h100_sxm", tp=2, engine="vllm")
+    with pytest.raises(InputError, match="give --max-model-len 29") as err:
+        setup_replica(big)
+    assert err.value.field == "scheduler.max_model_len"
+    setup_replica(big.model_copy(update={"scheduler": SchedulerConfig(max_model_len=16384)}))
+    setup_replica(big.model_copy(update={"engine": "sglang"}))
+    setup_replica(Scenario(model="qwen3-32b", gpu="h100_sxm", engine="vllm"))

@@ -214,8 +214,9 @@ def test_int4_weights_carry_their_checkpoints_scale_group():
     checkpoint), not int4-w's group of 128 (4.125 bits): on 8 x H100 it leaves ~1,300 tokens of
     KV, and the fewest GPUs that hold a 4,096-token sequence are 16 (QA: it said 8)."""
     from simspec.catalog.models import load_model
-    from simspec.config import Scenario
+    from simspec.config import Scenario, SchedulerConfig
     from simspec.engine.build import build_cost_model, setup_replica
+    from simspec.errors import InputError
 
     kimi = load_model("kimi-k2.5")
     assert kimi.int4_group_size == 32 and kimi.stored_bytes("int4-w") == 0.5625
@@ -224,7 +225,10 @@ def test_int4_weights_carry_their_checkpoints_scale_group():
     assert gpt_oss.int4_group_size == 64 and gpt_oss.stored_bytes("int4-w") == 0.53125
     sc = Scenario(model="kimi-k2.5", gpu="h100_sxm", tp=8)
     assert build_cost_model(sc).expert_precision.weight_bytes == 0.5625
-    memory = setup_replica(sc).memory
+    with pytest.raises(InputError, match="max_model_len"):  # vLLM would not start at 262k
+        setup_replica(sc)
+    short = sc.model_copy(update={"scheduler": SchedulerConfig(max_model_len=1024)})
+    memory = setup_replica(short).memory
     assert memory.num_blocks * memory.block_size < 4096
 
 

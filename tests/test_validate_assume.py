@@ -92,7 +92,7 @@ def test_a_row_without_tp_runs_on_the_fewest_gpus_that_hold_the_model():
     try:
         memory = setup_replica(half).memory
         assert memory.num_blocks * memory.block_size < 4096  # too little KV left
-    except ScenarioError:
+    except (ScenarioError, InputError):  # no room, or not for the context vLLM starts with
         pass
     # a model one GPU holds stays on one, and says so; a stated tp is kept as stated
     small = plan_case(ROW)

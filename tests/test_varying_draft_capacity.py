@@ -11,7 +11,7 @@ import pytest
 from simspec.config import LengthSpec, MethodConfig, Scenario, SchedulerConfig, WorkloadConfig
 from simspec.engine.build import setup_replica
 from simspec.engine.simulation import simulate
-from simspec.errors import ScenarioError
+from simspec.errors import InputError, ScenarioError
 
 POLICIES = [{"disable_by_batch_size": 2}, {"k_schedule": [[1, 1, 6], [2, 64, 0]]}]
 
@@ -24,7 +24,10 @@ def _scenario(engine: str, policy: dict, utilisation: float, trace: str | None =
     else:
         wl = WorkloadConfig(arrival="replay", arrival_trace=trace)
     limits = SchedulerConfig(
-        max_num_seqs=4, max_num_batched_tokens=512, gpu_memory_utilization=utilisation
+        max_num_seqs=4,
+        max_num_batched_tokens=512,
+        gpu_memory_utilization=utilisation,
+        max_model_len=3000,  # the pool _pool sizes: vLLM starts only so
     )
     return Scenario(
         model="llama-3.1-8b",
@@ -44,7 +47,7 @@ def _pool(engine: str, policy: dict, tokens: int) -> float:
         try:
             memory = setup_replica(_scenario(engine, policy, mid)).memory
             held = memory.num_blocks * memory.block_size
-        except ScenarioError:  # the weights alone do not fit
+        except (ScenarioError, InputError):  # the weights alone, or the context, do not fit
             held = 0
         lo, hi = (mid, hi) if held < tokens else (lo, mid)
     return hi

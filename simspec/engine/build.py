@@ -512,13 +512,17 @@ def check_fixed_lengths(
 def check_context_fits(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> None:
     """vLLM refuses to start when one request of max_model_len tokens does not fit in the KV
     cache (V1 check_enough_kv_cache_memory, V0 raise_if_cache_size_invalid), saying how long a
-    context would. A model with windowed or linear-attention layers is not checked: vLLM counts
-    one request's window there, which the pool's blocks (sized for many) do not say."""
+    context would. Refused only where it would not fit even without the activation reserve,
+    which simspec estimates from shapes (kv_cache.activation_reserve) where vLLM measures it:
+    near the edge the estimate decides nothing (GPUStack served Qwen3-32B at its 40,960-token
+    default on one H100 under vLLM 0.11, where the estimate leaves 34,560). A model with
+    windowed or linear-attention layers is not checked: vLLM counts one request's window
+    there, which the pool's blocks (sized for many) do not say."""
     if target.sliding_layers or target.linear_layers:
         return
     capacity = memory.num_blocks // memory.dp * memory.block_size  # one rank's cache
     context = max_model_len(sc, target)
-    if context <= capacity:
+    if context <= capacity + int(memory.activation_bytes // memory.kv_bytes_per_token):
         return
     given = sc.scheduler.max_model_len is not None
     what = "max_model_len" if given else f"{target.id}'s max_position_embeddings, vLLM's default"

@@ -44,7 +44,8 @@ def fewest_gpus(
         _holds,
         lambda n: (
             f"TP not stated: tp={n}, the fewest {scenario.gpu} GPUs that hold the model "
-            f"(weights + KV for one {MIN_KV_TOKENS}-token sequence)"
+            f"(weights + KV for one {MIN_KV_TOKENS}-token sequence; on vLLM, one of the "
+            "context it starts with)"
         ),
         notes,
     )
@@ -90,7 +91,12 @@ def _smallest(
                 continue
         except ScenarioError:
             continue
-        except InputError:
+        except InputError as exc:
+            # vLLM would not start with the model's own context in this many GPUs' KV cache
+            # (build.check_context_fits): more GPUs, as a deployment that sets no
+            # max_model_len needs
+            if exc.field == "scheduler.max_model_len" and trial.scheduler.max_model_len is None:
+                continue
             return scenario, baseline  # let the run report the bad input
         if n > 1 or note_one:
             notes.append(say(n))
