@@ -328,3 +328,22 @@ def test_a_lookup_replay_keeps_its_proposals_when_the_run_samples():
     assert hot.mean_verify_tokens < 2 * greedy.mean_verify_tokens
     again = simulate(base.model_copy(update={"temperature": 1.0})).summary
     assert again.throughput_tok_s == hot.throughput_tok_s  # same seed, same numbers
+
+
+@pytest.mark.parametrize(
+    "rows, words",
+    [
+        ("10,1\n0,2\n", "the times must increase"),
+        ("0,-1\n10,2\n", "rate -1 requests/s"),
+        ("5,1\n10,2\n", "the first time_s must be 0"),
+    ],
+)
+def test_a_rate_csv_names_what_is_wrong_with_it(tmp_path, rows, words):
+    """QA: unsorted times read as "must start at time 0", a negative rate named workload."""
+    from simspec.errors import InputError
+
+    path = tmp_path / "r.csv"
+    path.write_text("time_s,rate\n" + rows)
+    with pytest.raises(InputError, match=words) as err:
+        read_rate_csv(str(path))
+    assert err.value.field == "rate_csv"

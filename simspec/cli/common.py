@@ -256,7 +256,9 @@ def csv_list(text: str, flag: str, cast: Callable[[str], T] = str) -> list[T]:
     try:
         items = [cast(x.strip()) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise InputError(flag, f"expected a comma-separated list, got {text!r}") from None
+        # name what the entries must be (QA: '1,nan' read "expected a comma-separated list")
+        what = {int: "whole numbers", float: "numbers"}.get(cast, "values")
+        raise InputError(flag, f"expected comma-separated {what}, got {text!r}") from None
     if not items:
         raise InputError(flag, "the list is empty")
     return items

@@ -194,6 +194,8 @@ def read_rate_csv(path: str) -> list[tuple[float, float]]:
         raise InputError("rate_csv", f"{path!r}: time_s and rate must be numbers") from None
     if not rows:
         raise InputError("rate_csv", f"{shown(path)}: has no rows (time_s, rate)")
+    from simspec.config import MIN_RATE
+
     for i, row in enumerate(rows, start=2):  # line 1 is the header
         if not all(np.isfinite(v) for v in row):
             raise InputError(
@@ -201,4 +203,19 @@ def read_rate_csv(path: str) -> list[tuple[float, float]]:
                 f"{shown(path)}: line {i} ({row[0]:g}, {row[1]:g}): every time_s and rate "
                 "must be a finite number",
             )
+        if i > 2 and row[0] <= rows[i - 3][0]:  # QA: unsorted read as "must start at 0"
+            raise InputError(
+                "rate_csv",
+                f"{shown(path)}: line {i}: time_s {row[0]:g} after {rows[i - 3][0]:g}: the "
+                "times must increase, one row per change of rate",
+            )
+        if not (row[1] == 0.0 or MIN_RATE <= row[1] <= 1e6):
+            raise InputError(
+                "rate_csv",
+                f"{shown(path)}: line {i}: rate {row[1]:g} requests/s: rates are 0 (off) or "
+                f"in [{MIN_RATE:g}, 1e6]",
+            )
+    if rows[0][0] != 0.0:
+        first = rows[0][0]
+        raise InputError("rate_csv", f"{shown(path)}: the first time_s must be 0, got {first:g}")
     return rows
