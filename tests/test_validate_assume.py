@@ -484,3 +484,28 @@ def test_a_v0_row_whose_serve_command_sets_chunked_prefill_is_refused():
     }
     with pytest.raises(Skip, match="sets vLLM V0's chunked prefill"):
         plan_case(row)
+
+
+def test_the_last_serve_flag_stated_counts_and_vllms_suffixes_are_read():
+    """Notes restate a flag for the run they report ("this run used the script modified ...
+    (--max-num-batched-tokens 4096)"): the last one counts, as trtllm-serve's already did (QA:
+    9 GPUStack rows ran the first); "32k" is vLLM's human_readable_int, not 32."""
+    from simspec.studies.validation.setups import serve_limits
+
+    notes = "vllm serve m --max-num-batched-tokens 8192; this run (--max-num-batched-tokens 4096)"
+    assert serve_limits(notes) == {"max_num_batched_tokens": 4096}
+    assert serve_limits("--max-model-len 32k --max-num-seqs=64") == {
+        "max_model_len": 32000,
+        "max_num_seqs": 64,
+    }
+    assert serve_limits("--max-model-len 32K") == {"max_model_len": 32768}
+    shares = "--gpu-memory-utilization 0.9 then --gpu-memory-utilization=0.8"
+    assert serve_limits(shares) == {"gpu_memory_utilization": 0.8}
+
+
+def test_a_ttft_row_is_scored_on_the_mean_unless_its_notes_name_the_median():
+    """vllm bench serve prints 'Mean TTFT (ms)' first (QA: the median was scored against it)."""
+    row = {**ROW, "metric": "ttft_ms", "prompt_len": "1000", "output_len": "20"}
+    assert plan_case(row).statistic == "mean"
+    median = plan_case({**row, "notes": "median TTFT over 100 requests"})
+    assert median.statistic == "median" and any("median" in a for a in median.assumptions)

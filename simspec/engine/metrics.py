@@ -78,6 +78,7 @@ class RunSummary:
     throughput_tok_s: float
     ttft_ms_p50: float
     ttft_ms_p99: float
+    ttft_ms_mean: float  # what vllm bench serve prints first ("Mean TTFT (ms)")
     tpot_ms_mean: float
     tpot_ms_p50: float
     tpot_ms_p99: float
@@ -340,6 +341,7 @@ def summarize(
         throughput_tok_s=throughput,
         ttft_ms_p50=1e3 * _pct(ttft, 50),
         ttft_ms_p99=1e3 * _pct(ttft, 99),
+        ttft_ms_mean=1e3 * float(np.mean(ttft)) if len(ttft) else float("nan"),
         tpot_ms_mean=1e3 * float(np.mean(tpot)) if len(tpot) else float("nan"),
         tpot_ms_p50=1e3 * _pct(tpot, 50),
         tpot_ms_p99=1e3 * _pct(tpot, 99),

@@ -58,14 +58,27 @@ _QUANT_METHOD_WORDS = {
 # (vllm/engine/arg_utils.py EngineArgs) and SGLang's (python/sglang/srt/server_args.py
 # ServerArgs: max_running_requests caps running requests, chunked_prefill_size the tokens a
 # prefill chunk may take in one step)
+# (an integer with vLLM's human-readable suffixes, k/m/g: powers of 1000, or K/M/G: of 1024,
+# as EngineArgs' human_readable_int reads --max-model-len "32k"; the last one stated counts, as
+# for trtllm-serve below)
+_INT = r"[ =]+(\d+(?:\.\d+)?[kKmMgG]?)\b"
 _SERVE_LIMITS = {
-    "max_num_seqs": re.compile(r"--max-num-seqs[ =](\d+)|--max-running-requests[ =](\d+)"),
+    "max_num_seqs": re.compile(rf"--max-num-seqs{_INT}|--max-running-requests{_INT}"),
     "max_num_batched_tokens": re.compile(
-        r"--max-num-batched-tokens[ =](\d+)|--chunked-prefill-size[ =](\d+)"
+        rf"--max-num-batched-tokens{_INT}|--chunked-prefill-size{_INT}"
     ),
     # vLLM's --max-model-len (SGLang's --context-length): V0 sizes its unchunked budget by it
-    "max_model_len": re.compile(r"--max-model-len[ =](\d+)|--context-length[ =](\d+)"),
+    "max_model_len": re.compile(rf"--max-model-len{_INT}|--context-length{_INT}"),
 }
+_SUFFIX = {"k": 1000, "m": 1000**2, "g": 1000**3, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def _human_int(text: str) -> int:
+    """``"32k"`` as 32,000, ``"32K"`` as 32,768 (vLLM's human_readable_int)."""
+    scale = _SUFFIX.get(text[-1], 1)
+    return int(float(text[:-1] if scale > 1 else text) * scale)
+
+
 # the same limits as trtllm-serve's flags (tensorrt_llm/commands/serve.py: --max_batch_size, the
 # requests scheduled at once; --max_num_tokens, the tokens batched per step); the last one
 # stated counts, as a row's notes may restate a flag for a modified run ("this run used the
@@ -175,14 +188,16 @@ def serve_limits(notes: str) -> dict[str, float]:
     (``max_model_len``) and the memory share (``gpu_memory_utilization``) the notes' serve
     command sets, by name; empty when it sets none."""
     out: dict[str, float] = {}
+    # the last value stated counts: notes restate a flag for the run they report ("this run
+    # used the script modified ... (--max-num-batched-tokens 4096)"; QA: the first was read)
     for field, pattern in _SERVE_LIMITS.items():
-        if m := pattern.search(notes):
-            out[field] = int(next(g for g in m.groups() if g))
+        if found := pattern.findall(notes):
+            out[field] = _human_int(next(g for g in found[-1] if g))
     for field, pattern in _TRTLLM_LIMITS.items():
         if found := pattern.findall(notes):
             out[field] = int(found[-1])
-    if m := _MEMORY_SHARE.search(notes):
-        out["gpu_memory_utilization"] = float(m.group(1))
+    if found := _MEMORY_SHARE.findall(notes):
+        out["gpu_memory_utilization"] = float(found[-1])
     return out
 
 
