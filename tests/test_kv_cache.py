@@ -352,3 +352,17 @@ def test_vllm_will_not_start_with_a_context_its_kv_cache_cannot_hold():
     setup_replica(big.model_copy(update={"scheduler": SchedulerConfig(max_model_len=16384)}))
     setup_replica(big.model_copy(update={"engine": "sglang"}))
     setup_replica(Scenario(model="qwen3-32b", gpu="h100_sxm", engine="vllm"))
+
+
+def test_vllm_profiles_one_logit_row_per_request_with_or_without_a_draft():
+    """profile_run samples the last token of each dummy request (and its spec-decode dummy
+    one draft token each): the activation reserve of a speculative run holds max_num_seqs
+    logit rows, as plain decoding's does, not one per verify position (QA)."""
+    from simspec import Scenario
+    from simspec.config import MethodConfig
+    from simspec.engine.build import setup_replica
+
+    plain = setup_replica(Scenario(engine="vllm")).memory
+    method = MethodConfig(name="eagle3", k=3, acceptance={"alpha": 0.7})
+    spec = setup_replica(Scenario(engine="vllm", method=method)).memory
+    assert spec.activation_bytes == plain.activation_bytes
