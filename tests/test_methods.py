@@ -18,6 +18,7 @@ from simspec.engine.acceptance.inversion import alpha_profile, pooled_tau, tree_
 from simspec.engine.acceptance.trees import (
     TreeShape,
     best_tree,
+    calibrated_hits,
     chain,
     expected_tau,
     from_paths,
@@ -162,15 +163,18 @@ def test_medusa_deep_heads_accept_less_than_hydras():
 
 @pytest.mark.slow
 def test_dynamic_tree_beats_a_static_tree_of_the_same_budget():
-    acc = AcceptanceConfig(alpha=0.6, spread=0.5)
+    """Where acceptance varies from step to step (spread 1): a dynamic tree is built for the
+    step's own acceptance. (With siblings priced as measured heads' rescue them, at spread 0.5
+    the two are within 1 %: the dynamic tree's edge is the variation it adapts to.)"""
+    acc = AcceptanceConfig(alpha=0.5, spread=1.0)
     shape = dict(name="eagle2", k=6, tree_nodes=50, tree_topk=10, acceptance=acc)
     dynamic = batch1_tau(MethodConfig(tree="dynamic", **shape))
     static = batch1_tau(MethodConfig(tree="static", **shape))
     assert dynamic > static * 1.02
     # the model's expectation says the same
-    profile = np.full(6, 0.6)
-    assert tree_expected_tau(TreeShape(50, 10, 6, True), profile, 0.5) > tree_expected_tau(
-        TreeShape(50, 10, 6, False), profile, 0.5
+    profile = np.full(6, 0.5)
+    assert tree_expected_tau(TreeShape(50, 10, 6, True), profile, 1.0) > tree_expected_tau(
+        TreeShape(50, 10, 6, False), profile, 1.0
     )
 
 
@@ -287,9 +291,27 @@ def test_rank_model_matches_a_fresh_greedy_verification_on_synthetic_distributio
     best = target.argmax(axis=1)  # the target's greedy token
     ranks = (draft > draft[np.arange(len(draft)), best][:, None]).sum(axis=1)  # its draft rank
     alpha = float((ranks == 0).mean())
-    hit = top_r_hit(alpha)
+    hit = calibrated_hits(np.array([alpha]), 0.0)[0]  # gamma 0: the synthetic family itself
     for r in (2, 4, 8):
         assert hit[r - 1] == pytest.approx((ranks < r).mean(), abs=0.015)
+
+
+def test_the_greedy_rank_model_is_calibrated_on_measured_heads_top_r_accuracy():
+    """The synthetic family rescues far more top-1 misses with siblings than Medusa's measured
+    heads (RMS error 0.09 over their top-2..5 accuracy); the calibrated model, one exponent
+    fitted by least squares, is within 0.02 of all fifteen heads and keeps rank 1 at alpha."""
+    from simspec.catalog.tables import packaged_table
+    from simspec.engine.acceptance.trees import informed_share_exponent
+
+    doc = packaged_table("sibling_ranks.yaml")
+    heads = np.array([row for rows in doc["heads"].values() for row in rows])
+    gamma = informed_share_exponent()
+    assert 0.0 < gamma < 1.0
+    fitted = np.array([top_r_hit(a)[:5] for a in heads[:, 0]])
+    synthetic = calibrated_hits(heads[:, 0], 0.0)[:, :5]
+    rms = lambda h: float(np.sqrt(((h - heads)[:, 1:] ** 2).mean()))  # noqa: E731
+    assert rms(fitted) < 0.02 < 0.08 < rms(synthetic)
+    assert np.allclose(fitted[:, 0], heads[:, 0], atol=1e-3)
 
 
 def test_rank_curves_are_monotone_and_start_at_alpha():
