@@ -353,3 +353,16 @@ def test_while_a_pool_runs_sigterm_and_sighup_exit_like_the_shell_reports_them()
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+def test_a_journal_line_names_the_code_that_ran_it_not_only_the_release():
+    """The release number stays over many commits that change the numbers: each line's
+    version carries a digest of the package's files, so a resume after any change to them
+    runs the cells again (QA: a checkout resumed an older commit's cells into one CSV)."""
+    import re
+
+    from simspec.studies.runs import journal
+
+    release, _, digest = journal.package_version().partition("+")
+    assert release and re.fullmatch(r"[0-9a-f]{12}", digest)
+    assert digest == journal._source_digest()

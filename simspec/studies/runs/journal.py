@@ -11,6 +11,7 @@ import os
 import stat
 import warnings
 from collections.abc import Callable
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
@@ -133,13 +134,32 @@ def path_in_use(path: Path) -> bool:
     return not stat.S_ISREG(st.st_mode) or st.st_size > 0
 
 
+@cache
 def package_version() -> str:
     """The running simspec's version, which each journal line records: a resume after an
-    upgrade runs again what the old version ran."""
+    upgrade runs again what the old version ran. The release number alone stays the same over
+    many commits that change the numbers (QA: a source checkout resumed an older commit's
+    cells), so it carries a digest of the package's own files (code and packaged data) too."""
     try:
-        return metadata.version("simspec")
+        release = metadata.version("simspec")
     except metadata.PackageNotFoundError:  # a source tree on the path, never installed
-        return "unknown"
+        release = "unknown"
+    return f"{release}+{_source_digest()}"
+
+
+def _source_digest() -> str:
+    """sha256 over the package's .py and data files (relative path and bytes), in path order:
+    any change to what computes a result changes it. ~300 files, read once per process."""
+    root = Path(__file__).resolve().parents[2]  # the simspec package
+    digest = hashlib.sha256()
+    for f in sorted(root.rglob("*")):
+        if f.is_file() and f.suffix in _SOURCE_SUFFIXES and "__pycache__" not in f.parts:
+            digest.update(f.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(f.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+_SOURCE_SUFFIXES = {".py", ".yaml", ".yml", ".json", ".jsonl", ".csv", ".gz", ".npz", ".md"}
 
 
 def _append(path: Path) -> TextIO:
