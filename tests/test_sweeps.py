@@ -58,6 +58,8 @@ def test_grid_points_are_every_combination_of_its_axes():
     assert len(cells(cfg)) == 4 * 2 * 2  # points x batch sizes x (baseline + eagle3)
     with pytest.raises(ValueError, match="unknown grid axis"):
         SweepConfig(grid={"colour": ["red"]})
+    with pytest.raises(ValueError, match="'seed' lists 0 more than once"):  # rows twice (QA)
+        SweepConfig(grid={"seed": [0, 0]})
 
 
 @pytest.mark.slow

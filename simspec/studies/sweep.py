@@ -228,6 +228,11 @@ class SweepConfig(Deployment):
                 raise ValueError(f"unknown grid axis {axis!r}; choose from {', '.join(GRID_AXES)}")
             if not isinstance(values, list) or not values:
                 raise ValueError(f"grid axis {axis!r} needs a non-empty list")
+            seen: list[Any] = []
+            for value in values:  # QA: [0, 0] wrote every row twice, and counted both
+                if value in seen:
+                    raise ValueError(f"grid axis {axis!r} lists {value!r} more than once")
+                seen.append(value)
             if axis == "k" and not all(
                 isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= MAX_K for x in values
             ):
