@@ -153,14 +153,19 @@ def test_a_tau_the_decayed_chain_cannot_reach_is_refused_not_clamped():
         run(medusa, requests=4)
 
 
-def test_a_tau_below_what_the_tree_yields_at_any_acceptance_is_refused():
+def test_a_tree_of_an_uninformed_draft_yields_one_token_and_a_tau_inverts_above_it():
+    """The calibrated rank model has no floor: a draft with no idea of the target's choice
+    rescues nothing with siblings (the synthetic family alone ranked the target's token at
+    random among 64, so a 10-wide tree yielded ~1.16 tokens at alpha 0, and tau 1.1 was
+    refused). A tau below one token is still refused, naming the tree."""
     from simspec.engine.acceptance.inversion import alpha_for_tree_tau
     from simspec.engine.acceptance.trees import TreeShape
 
     shape = TreeShape(50, 10, 6, True)
+    assert alpha_for_tree_tau(1.0, shape) == pytest.approx(0.0, abs=1e-3)
+    assert 0 < alpha_for_tree_tau(1.1, shape) < alpha_for_tree_tau(1.5, shape) < 1
     with pytest.raises(ValueError, match="is less than a tree of 50 nodes"):
-        alpha_for_tree_tau(1.1, shape)
-    assert 0 < alpha_for_tree_tau(1.5, shape) < 1
+        alpha_for_tree_tau(0.9, shape)
 
 
 def test_a_scalar_alpha_given_is_the_same_at_every_position():
