@@ -584,7 +584,8 @@ def test_every_size_has_a_bound_checked_before_work(args, needle):
 def test_a_1000_by_1000_grid_is_refused_before_any_point_is_built(tmp_path):
     grid = tmp_path / "g.yaml"
     axis = ", ".join(str(i) for i in range(1000))
-    grid.write_text(f"grid:\n  seed: [{axis}]\n  top_p: [{', '.join(['1.0'] * 1000)}]\n")
+    top_p = ", ".join(f"{0.5 + i / 2000:.4f}" for i in range(1000))  # distinct (QA)
+    grid.write_text(f"grid:\n  seed: [{axis}]\n  top_p: [{top_p}]\n")
     refused(["sweep", "--grid", str(grid)], "grid", "1,000,000 grid points", seconds=10)
 
 
