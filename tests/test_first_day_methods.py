@@ -254,3 +254,23 @@ def test_draft_model_named_for_a_target_no_draft_serves_is_one_clear_error(tmp_p
     assert not out.exists()
     with pytest.raises(InputError, match="no packaged draft"):
         preset_method("draft_model", target="deepseek-v3")
+
+
+def test_a_method_a_file_names_without_a_shape_runs_its_presets_as_methods_NAME_does(tmp_path):
+    """QA: `- name: eagle2` ran a chain of 6 with acceptance measured on a 50-node tree (1.88x)
+    where --methods eagle2 runs the dynamic tree (2.62x); a file's own fields stay on top."""
+    from simspec.cli.method_flags import MethodFlags
+
+    flags = MethodFlags()
+    shaped = flags.shaped_as_preset({"name": "eagle2"}, "sharegpt", "llama-3.1-8b", None)
+    assert (shaped["tree"], shaped["tree_nodes"], shaped["tree_topk"], shaped["k"]) == (
+        "dynamic",
+        50,
+        10,
+        6,
+    )
+    own = {"name": "eagle2", "k": 4}
+    assert flags.shaped_as_preset(own, "sharegpt", "llama-3.1-8b", None) == own
+    acc = {"name": "eagle1", "acceptance": {"alpha": 0.7}}
+    on_vllm = flags.shaped_as_preset(acc, "sharegpt", "llama-3.1-8b", "vllm")
+    assert on_vllm["tree"] == "chain" and on_vllm["acceptance"] == {"alpha": 0.7}
