@@ -215,6 +215,8 @@ def fleet_columns(page: ExplorerInputs, f: FleetInputs) -> dict[str, object]:
         "engine": page.engine,
         "method": f.method,
         "k": m.k,
+        "tree": m.tree or "",
+        "tree_nodes": m.tree_nodes or "",
         "acceptance": page.acceptance,
         **given,
         "acceptance_dataset": fleet_page.dataset,
@@ -231,6 +233,10 @@ def fleet_columns(page: ExplorerInputs, f: FleetInputs) -> dict[str, object]:
         "slo_ttft_ms": f.slo_ttft_ms,
         "slo_tpot_ms": f.slo_tpot_ms,
         "seed": page.seed,
+        # it changes the fleet's steps as it does the what-if's (QA: the CSV did not say)
+        "async_scheduling": {True: "on", False: "off", None: "engine default"}[
+            page.async_scheduling
+        ],
         **serving_columns(page),
     }
 
