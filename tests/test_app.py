@@ -780,3 +780,15 @@ def test_messages_and_csv_columns_name_an_upload_as_uploaded_not_by_its_stored_p
         "acc_len trace 'mytrace.jsonl'"
     )
     assert uploads.as_uploaded("no path here") == "no path here"
+
+
+@pytest.mark.slow
+@PAGE
+def test_a_tree_budget_says_which_chosen_methods_draft_chains_only():
+    """QA: with n-gram alone a budget of 8 ran unread, with no word, the numbers unmoved."""
+    at = _fresh()
+    next(m for m in at.sidebar.multiselect if m.label == "Methods").set_value(["ngram"])
+    _starting(at.sidebar.number_input, "Tree budget").set_value(8)
+    at.run()
+    _ok(at)
+    assert any("does not apply to ngram" in c.value for c in at.sidebar.caption)

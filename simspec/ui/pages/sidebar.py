@@ -10,6 +10,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from simspec.catalog.hardware import engine_ids, gpu_ids, load_engine
+from simspec.catalog.methods import method_info
 from simspec.catalog.models import model_ids
 from simspec.catalog.precision import KV_CACHE_DTYPES
 from simspec.config import (
@@ -169,6 +170,12 @@ def _speculation(sb: DeltaGenerator, model: str) -> dict[str, Any]:
     nodes = sb.number_input(
         "Tree budget (nodes; 0 = each tree method's default)", 0, 1024, **kept("nodes", 0)
     )
+    chains = [m for m in methods if len(method_info(m).shapes) == 1]
+    if nodes and chains:  # QA: the budget ran unread, and the numbers did not move
+        sb.caption(
+            f"The tree budget does not apply to {', '.join(chains)}: "
+            f"{'it drafts' if len(chains) == 1 else 'they draft'} a chain only."
+        )
     acceptance = sb.radio(
         "Acceptance",
         ["preset", "alpha", "tau", "trace"],
