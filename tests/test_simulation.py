@@ -96,10 +96,12 @@ def test_no_request_is_lost_and_tokens_and_kv_are_conserved(method):
 @pytest.mark.slow
 def test_scarce_kv_forces_preemption_and_everything_still_finishes():
     # Llama-3.1-70B on two H100s leaves little KV room; long outputs at high concurrency preempt
+    # (at a context its ~21k tokens of KV hold: vLLM will not start at the model's 131k)
     sc = Scenario(
         model="llama-3.1-70b",
         tp=2,
         method=EAGLE_HIGH,
+        scheduler=SchedulerConfig(max_model_len=16384),
         workload=small_workload(
             requests=300, concurrency=256, prompt={"mean": 2000}, output={"mean": 1500}
         ),
