@@ -335,6 +335,28 @@ def test_a_grid_temperature_axis_gets_its_sampling_notes(tmp_path):
     assert "sampling at T=1.5" in said and "no published pair constrains acceptance" in said
 
 
+def test_a_grid_engine_axis_says_the_methods_keep_the_top_level_presets(tmp_path):
+    """QA: a grid point sglang ran n-gram at vLLM's K=3, where --engine sglang runs its own 12
+    draft tokens, and nothing said so."""
+    grid = tmp_path / "g.yaml"
+    grid.write_text("grid: {engine: [vllm, sglang]}\n")
+    args = ["sweep", "--grid", str(grid), "--requests", "32", "--concurrencies", "1"]
+    result = CliRunner().invoke(app, [*args, "--methods", "ngram"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "the grid's engine axis varies the deployment only" in said
+
+
+def test_a_bad_grid_value_is_named_by_its_axis_and_point():
+    """QA: a seed only the grid gave was refused as "seed: ... (the flag --seed, or seed in a
+    --config file)"."""
+    from simspec.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        SweepConfig(grid={"seed": ["a"]}).points()
+    assert err.value.field == "grid.seed" and "at the grid point seed=a" in err.value.message
+
+
 def test_a_grid_tp_axis_that_a_fixed_ep_does_not_fit_is_refused_naming_the_grid(tmp_path):
     grid = tmp_path / "g.yaml"
     grid.write_text("model: qwen3-30b-a3b\ngrid: {tp: [2, 4]}\n")

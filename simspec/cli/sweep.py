@@ -159,6 +159,7 @@ def sweep(
         _engine_note(cfg)
         _unshipped_note(cfg)
         _picked_shape_note(cfg)
+        _grid_preset_note(cfg)
         _unfinishable_note(frame)
         _k_run_note(frame)
 
@@ -442,6 +443,21 @@ def _unfinishable_note(frame: pd.DataFrame) -> None:
         "rest (the unfinishable column)",
         highlight=False,
     )
+
+
+def _grid_preset_note(cfg: SweepConfig) -> None:
+    """A grid's engine or model axis varies the deployment, not the methods: their shapes and
+    acceptance stay as resolved for the top-level engine and model (QA: a grid point sglang
+    ran n-gram at vLLM's K=3 where --engine sglang runs SGLang's 12 draft tokens, unsaid)."""
+    axes = [a for a in ("engine", "model") if len(cfg.grid.get(a) or []) > 1]
+    if axes and any(m.name != "autoregressive" for m in cfg.methods):
+        err.print(
+            f"note: the grid's {' and '.join(axes)} axis varies the deployment only: every "
+            f"point runs the methods as resolved for --engine {cfg.engine} and --model "
+            f"{cfg.model} (their K, tree and acceptance preset); for each one's own presets, "
+            "run it on its own (--engine/--model)",
+            highlight=False,
+        )
 
 
 def _picked_shape_note(cfg: SweepConfig) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from simspec.catalog.methods import (
     TRACE_DATASETS,
@@ -42,6 +42,7 @@ from simspec.engine.load_policy import LoadPolicy
 from simspec.engine.metrics import RunSummary
 from simspec.engine.speculators import known_method
 from simspec.engine.speculators.lookup import matched_sizes
+from simspec.errors import InputError, first_error
 from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
 from simspec.studies.provenance import PROVENANCE_COLUMNS, provenance
 from simspec.studies.runs import SERIAL, Runs
@@ -273,7 +274,17 @@ class SweepConfig(Deployment):
                     m if m["name"] == "autoregressive" else {**m, "k": values["k"]}
                     for m in data["methods"]
                 ]
-            out.append(SweepConfig(**data))
+            try:
+                out.append(SweepConfig(**data))
+            except ValidationError as exc:
+                # named by the grid axis that set it, at its point (QA: "seed: ... (the flag
+                # --seed, or seed in a --config file)" for a value only the grid gave)
+                field, message = first_error(exc)
+                top = field.split(".")[0]
+                axis = "k" if top == "methods" and "k" in values else top
+                where = f"grid.{axis}" if axis in values else "grid"
+                point = ", ".join(f"{a}={v}" for a, v in values.items())
+                raise InputError(where, f"at the grid point {point}: {field}: {message}") from None
         return out
 
     def scenario(self, method: MethodConfig, batch_size: int) -> Scenario:
