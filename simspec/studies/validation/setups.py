@@ -140,12 +140,18 @@ def notes_precision(notes: str, model: str = "") -> tuple[str | None, str | None
     for word, why in _UNMODELLED_PRECISIONS.items():
         if re.search(rf"\b{word}\b", notes):
             if word == own:
+                # the notes may name it as the default, not the run's ("target precision not
+                # stated ... (default checkpoint has MXFP4 MoE weights)"; QA: read "as the
+                # notes say")
+                unstated = re.search(r"precision (?:is )?(?:not stated|unstated)", notes, re.I)
+                said = "precision unstated: " if unstated else ""
                 return (
                     None,
                     None,
                     (
-                        f"weights in {word}, as the notes say: the {model} preset's own checkpoint "
+                        f"{said}weights in {word}, the {model} preset's own checkpoint "
                         "(its config.json quantization_config)"
+                        + ("" if unstated else ", as the notes say")
                     ),
                 )
             served = f"{word} weights"
