@@ -325,25 +325,25 @@ def test_a_flag_for_a_grid_axis_and_k_beside_a_speculative_config_are_refused(tm
     assert zero.exit_code == 2 and "grid axis 'k' takes draft lengths from 1" in zero.output
 
 
-def test_a_grid_temperature_axis_gets_its_sampling_notes(tmp_path):
-    grid = tmp_path / "g.yaml"
-    grid.write_text("grid: {temperature: [0.0, 1.5]}\n")
-    args = ["sweep", "--grid", str(grid), "--requests", "32", "--concurrencies", "1"]
-    result = CliRunner().invoke(app, [*args, "--methods", "autoregressive,eagle3"])
+def _grid_said(tmp_path, grid: str, methods: str) -> str:
+    """What a one-concurrency sweep over ``grid`` (YAML) prints, on one line."""
+    path = tmp_path / "g.yaml"
+    path.write_text(f"grid: {grid}\n")
+    args = ["sweep", "--grid", str(path), "--requests", "32", "--concurrencies", "1"]
+    result = CliRunner().invoke(app, [*args, "--methods", methods])
     assert result.exit_code == 0, result.output
-    said = " ".join(result.output.split())
+    return " ".join(result.output.split())
+
+
+def test_a_grid_temperature_axis_gets_its_sampling_notes(tmp_path):
+    said = _grid_said(tmp_path, "{temperature: [0.0, 1.5]}", "autoregressive,eagle3")
     assert "sampling at T=1.5" in said and "no published pair constrains acceptance" in said
 
 
 def test_a_grid_engine_axis_says_the_methods_keep_the_top_level_presets(tmp_path):
     """QA: a grid point sglang ran n-gram at vLLM's K=3, where --engine sglang runs its own 12
     draft tokens, and nothing said so."""
-    grid = tmp_path / "g.yaml"
-    grid.write_text("grid: {engine: [vllm, sglang]}\n")
-    args = ["sweep", "--grid", str(grid), "--requests", "32", "--concurrencies", "1"]
-    result = CliRunner().invoke(app, [*args, "--methods", "ngram"])
-    assert result.exit_code == 0, result.output
-    said = " ".join(result.output.split())
+    said = _grid_said(tmp_path, "{engine: [vllm, sglang]}", "ngram")
     assert "the grid's engine axis varies the deployment only" in said
 
 
