@@ -312,3 +312,18 @@ def test_an_eagle_head_caches_each_ranks_requests_over_its_tp_over_dp_gpus(engin
         for kw in [(1, 1), (2, 1), (2, 2)]
     }
     assert per_gpu[(2, 2)] == per_gpu[(1, 1)] == 2 * per_gpu[(2, 1)]
+
+
+def test_a_draft_model_caches_each_ranks_requests_over_its_tp_over_dp_gpus():
+    """The same for a separate draft model (QA: its KV per GPU was divided by dp too)."""
+    from simspec.config import MethodConfig
+
+    draft = MethodConfig(
+        name="draft_model", draft_model="qwen3-0.6b", k=3, acceptance={"alpha": 0.7}
+    )
+
+    def kv(tp: int, dp: int) -> float:
+        sc = Scenario(model="qwen3-30b-a3b", engine="vllm", method=draft, tp=tp, dp=dp)
+        return setup_replica(sc).speculator.extra_kv_bytes_per_token()
+
+    assert kv(2, 2) == kv(1, 1) == 2 * kv(2, 1)

@@ -271,6 +271,8 @@ def test_a_method_a_file_names_without_a_shape_runs_its_presets_as_methods_NAME_
     )
     own = {"name": "eagle2", "k": 4}
     assert flags.shaped_as_preset(own, "sharegpt", "llama-3.1-8b", None) == own
+    sized = {"name": "ngram", "prompt_lookup_max": 3}  # no preset min of 5 beside it (QA)
+    assert flags.shaped_as_preset(sized, "sharegpt", "llama-3.1-8b", None) == sized
     acc = {"name": "eagle1", "acceptance": {"alpha": 0.7}}
     on_vllm = flags.shaped_as_preset(acc, "sharegpt", "llama-3.1-8b", "vllm")
     assert on_vllm["tree"] == "chain" and on_vllm["acceptance"] == {"alpha": 0.7}

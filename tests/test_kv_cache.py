@@ -332,6 +332,7 @@ def test_vllm_caches_an_mla_model_in_the_block_its_mla_backend_forces():
     assert block("deepseek-v3", "h200") == 64
     assert block("deepseek-v3", "b200") == 128
     assert block("deepseek-v3", "h200", engine="sglang") == 1
+    assert block("deepseek-v3.2", "b200") == 64  # FlashMLASparse, whatever the GPU
     assert block("llama-3.1-8b", "h200", tp=1) == 16
 
 

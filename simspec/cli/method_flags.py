@@ -37,24 +37,6 @@ from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
 from simspec.studies.bench.measured import Acceptance
 
-# the fields that give a method's draft its shape: a file's method with none of them runs its
-# preset's (MethodFlags.shaped_as_preset)
-SHAPE_FIELDS = frozenset(
-    {
-        "k",
-        "tree",
-        "tree_nodes",
-        "tree_topk",
-        "tree_paths",
-        "tree_schedule",
-        "k_schedule",
-        "lookahead_window",
-        "lookahead_ngram",
-        "lookahead_guesses",
-        "beam_width",
-        "draft_layers",
-    }
-)
 AUTOREGRESSIVE = {"name": "autoregressive", "k": 0}
 DEFAULT_MODEL = Deployment.model_fields["model"].default
 
@@ -171,14 +153,16 @@ class MethodFlags:
         ]
 
     def shaped_as_preset(self, method: Any, dataset: str, target: str, engine: str | None) -> Any:
-        """A file's method that names no draft shape (no k, tree or method-specific size) runs
-        its preset's shape for ``engine``, as ``--methods NAME`` does, the file's fields on top
-        (QA: ``- name: eagle2`` ran a chain of 6 with acceptance measured on a 50-node tree,
+        """A file's method given by its name alone (and perhaps its acceptance) runs its
+        preset's shape for ``engine``, as ``--methods NAME`` does (QA: ``- name: eagle2`` ran a chain of 6 with acceptance measured on a 50-node tree,
         1.88x against --methods eagle2's 2.62x). Its preset's acceptance comes with it unless
         the file gives one."""
         if not isinstance(method, dict) or method.get("name") not in SPECULATORS:
             return method
-        if set(method) & SHAPE_FIELDS or self.k is not None:
+        # only a method the file names and nothing else (an acceptance aside): a field it
+        # sets may clash with the preset's (QA: ngram with prompt_lookup_max 3 took the
+        # preset's min of 5 and was refused)
+        if set(method) - {"name", "acceptance"} or self.k is not None:
             return method
         name = method["name"]
         if missing_head(name, target):

@@ -326,10 +326,13 @@ def _check_draft_outside(
 
 def kv_block_size(engine: EngineProfile, target: ModelShape, gpu: GpuSpec) -> int:
     """Tokens per KV block: the engine's, or for an MLA model the block its MLA backend on
-    this GPU forces (vLLM: FlashMLA's 64 on Hopper, CUTLASS MLA's 128 on Blackwell)."""
-    if target.kv_lora_rank and (forced := engine.params.get(f"mla_block_size_{gpu.arch}")):
-        return int(forced.value)
-    return int(engine["block_size"])
+    this GPU forces (vLLM: FlashMLA's 64 on Hopper, CUTLASS MLA's 128 on Blackwell, and
+    FlashMLASparse's 64 for a sparse-attention model on any GPU)."""
+    if not target.kv_lora_rank:
+        return int(engine["block_size"])
+    key = "mla_block_size_sparse" if target.index_topk else f"mla_block_size_{gpu.arch}"
+    forced = engine.params.get(key)
+    return int(forced.value) if forced is not None else int(engine["block_size"])
 
 
 MAX_GPUS = 64  # Deployment.tp's bound

@@ -48,4 +48,7 @@ class DraftModel(Speculator):
         return self._params_bytes(self.draft.num_params)
 
     def extra_kv_bytes_per_token(self) -> float:
-        return self.draft.kv_bytes_per_token_per_gpu(self.cost.tp, dtype_bytes=self.cost.kv_bytes)
+        # each attention rank caches its own requests over its tp/dp GPUs, as the target
+        return self.draft.kv_bytes_per_token_per_gpu(
+            self.cost.layout.attn_tp, dtype_bytes=self.cost.kv_bytes
+        )

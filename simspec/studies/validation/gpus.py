@@ -4,7 +4,9 @@ pick, stated in the row's ``assumptions``.
 - A serving engine (vLLM, SGLang) splits a model over GPUs by tensor parallelism, a power of
   two within a node: a row without TP runs at the smallest TP (1, 2, 4, 8) whose per-GPU memory
   holds the weights and still leaves KV for one :data:`MIN_KV_TOKENS`-token sequence, by the
-  memory plan the run itself uses (:func:`simspec.engine.build.setup_replica`).
+  memory plan the run itself uses (:func:`simspec.engine.build.setup_replica`); on vLLM, KV
+  for one sequence of the context it starts with too (it refuses to start otherwise:
+  :func:`simspec.engine.build.check_context_fits`).
 - The HF reference code loads with ``device_map="auto"``: the layers split in order over the
   fewest GPUs they fit on (:func:`fit_by_layer_split`).
 """
