@@ -367,3 +367,19 @@ def test_vllm_profiles_one_logit_row_per_request_with_or_without_a_draft():
     method = MethodConfig(name="eagle3", k=3, acceptance={"alpha": 0.7})
     spec = setup_replica(Scenario(engine="vllm", method=method)).memory
     assert spec.activation_bytes == plain.activation_bytes
+
+
+def test_simspec_models_says_when_vllm_would_not_start_at_the_models_context():
+    """The layout's facts say what a run would refuse (QA: `models` said Llama-3.1-70B holds
+    29k tokens on two H100s, not that vLLM will not start there at its 131k context)."""
+    from simspec.catalog.hardware import load_engine, load_gpu
+    from simspec.catalog.models import load_model
+    from simspec.engine.layout import ParallelLayout
+    from simspec.studies.model_facts import layout_facts
+
+    def facts(tp: int, engine: str) -> dict:
+        model, gpu = load_model("llama-3.1-70b"), load_gpu("h100_sxm")
+        return dict(layout_facts(model, gpu, load_engine(engine), ParallelLayout(tp, 1, 1)))
+
+    assert "give --max-model-len 29" in facts(2, "vllm")["Context"]
+    assert "Context" not in facts(4, "vllm") and "Context" not in facts(2, "sglang")

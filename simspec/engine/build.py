@@ -520,9 +520,9 @@ def check_context_fits(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> 
     there, which the pool's blocks (sized for many) do not say."""
     if target.sliding_layers or target.linear_layers:
         return
-    capacity = memory.num_blocks // memory.dp * memory.block_size  # one rank's cache
+    capacity, room = context_room(memory)
     context = max_model_len(sc, target)
-    if context <= capacity + int(memory.activation_bytes // memory.kv_bytes_per_token):
+    if context <= room:
         return
     given = sc.scheduler.max_model_len is not None
     what = "max_model_len" if given else f"{target.id}'s max_position_embeddings, vLLM's default"
@@ -533,6 +533,13 @@ def check_context_fits(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> 
         f"holds on {sc.gpu} at {at}, and vLLM refuses to start so: give --max-model-len "
         f"{capacity} or less, or raise tp or --gpu-memory-utilization",
     )
+
+
+def context_room(memory: MemoryPlan) -> tuple[int, int]:
+    """(tokens one rank's KV cache holds, the most a context may be before vLLM surely will
+    not start: those tokens plus what simspec's estimated activations would hold)."""
+    capacity = memory.num_blocks // memory.dp * memory.block_size
+    return capacity, capacity + int(memory.activation_bytes // memory.kv_bytes_per_token)
 
 
 def past_budget(table: RequestTable, setup: ReplicaSetup) -> None:
