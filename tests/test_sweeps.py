@@ -412,3 +412,14 @@ def test_dataset_over_a_configs_stated_acceptance_is_said_once():
     res = CliRunner().invoke(app, [*args, "--concurrencies", "1", "--turnovers", "0"])
     assert res.exit_code == 0, res.output
     assert res.output.count("note: eagle3 replays sharegpt's acceptance") == 1
+
+
+def test_a_script_naming_a_method_by_a_mapping_of_its_name_gets_its_preset():
+    """The Python API reads {"name": "eagle2"} as "eagle2", as a CLI file does (QA: it asked
+    for an acceptance model); an acceptance beside the name is kept."""
+    cfg = SweepConfig(
+        methods=[{"name": "eagle2"}, {"name": "eagle3", "acceptance": {"alpha": 0.6}}]
+    )
+    eagle2, eagle3 = cfg.methods
+    assert (eagle2.tree, eagle2.tree_nodes, eagle2.acceptance is not None) == ("dynamic", 50, True)
+    assert eagle3.acceptance.alpha == 0.6 and eagle3.k == 3
