@@ -277,3 +277,25 @@ def test_a_dumped_workload_at_its_defaults_says_nothing_the_trace_drops(tmp_path
     config = scenario(tmp_path, {"workload": {"concurrency": 1, "lengths_from": "sharegpt"}})
     res = runner.invoke(app, ["fleet", "--trace", arrivals(tmp_path), "--config", config])
     assert res.exit_code == 0, res.output
+
+
+def test_analytic_refuses_a_method_whose_draft_is_not_a_chain_of_k():
+    """QA: lookahead's "best K 8" was its fixed 4-token draft priced 8 deep (its verify pass
+    is fixed), and redrafter, offered, always failed on its tree."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    for method, words in (("lookahead", "does not read"), ("redrafter", "prices chains")):
+        result = CliRunner().invoke(app, ["analytic", "--method", method, "--alpha", "0.7"])
+        assert result.exit_code == 2 and result.output.startswith("error: --method: ")
+        assert words in result.output
+
+
+def test_analytic_extends_an_alpha_profile_past_its_end_as_the_help_says():
+    from simspec.studies.analytic import Batch1Costs, profile_table
+
+    costs = Batch1Costs(1.0, {k: 0.1 for k in range(1, 6)}, {k: 1.0 for k in range(1, 6)})
+    table = profile_table(costs, [0.8, 0.7, 0.2])
+    assert list(table.k) == [1, 2, 3, 4, 5]
+    assert table.expected_tokens.iloc[3] > table.expected_tokens.iloc[2]

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from simspec.catalog.methods import family_draft, method_defaults
+from simspec.catalog.methods import family_draft, k_not_read, method_defaults, method_info
 from simspec.catalog.models import load_model, preset_id
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, err, one_line_errors, one_method, refuse_unread, writing
@@ -65,6 +65,18 @@ def analytic(
     if method == "autoregressive":
         speculative = [m for m in SPECULATORS if m != "autoregressive"]
         raise InputError(flag, f"choose a speculative method: {', '.join(speculative)}")
+    # the closed form prices a chain of each K: a method that drafts no chain, or whose draft
+    # length K does not set, has no such K to choose (QA: lookahead's best "K 8" was its
+    # fixed 4-token draft priced 8 deep; redrafter failed on its tree)
+    info = method_info(method)
+    if "chain" not in info.shapes:
+        raise InputError(
+            flag,
+            f"{method} drafts a {'/'.join(info.shapes)} tree, and the closed form prices chains "
+            "of K: simspec sweep --methods " + method + " simulates it",
+        )
+    if (why := k_not_read({"name": method})) is not None:
+        raise InputError(flag, f"the closed form chooses K, which {method} does not read: {why}")
     deploy = Deployment(**flags.serving_fields(), **given(profile=profile))
     draft = _draft(method, flag, draft_model, deploy.model)
     given_alphas = csv_list(alpha, "--alpha", float) if alpha is not None else []

@@ -281,11 +281,14 @@ def profile_tokens(alphas: list[float]) -> float:
 
 
 def profile_table(costs: Batch1Costs, alphas: list[float]) -> pd.DataFrame:
-    """E and batch-1 speedup of a per-position profile drafted to each depth K it covers (the
-    first K of its α; no deeper than the costs were priced): a profile is a shape, and the K
-    that pays depends on where its α fall off, which one E at full depth does not show."""
+    """E and batch-1 speedup of a per-position profile drafted to each depth K the costs were
+    priced for (the first K of its α, a K past its end repeating its last value, as --alpha
+    says and a run reads it: QA, it had stopped at the profile's length): a profile is a
+    shape, and the K that pays depends on where its α fall off."""
     rows = []
-    for k in range(1, min(len(alphas), max(costs.draft_s)) + 1):
+    deepest = max(costs.draft_s)
+    alphas = list(alphas) + [alphas[-1]] * max(deepest - len(alphas), 0)
+    for k in range(1, deepest + 1):
         e = profile_tokens(alphas[:k])
         step = costs.draft_s[k] + costs.verify_s[k]
         rows.append({"k": k, "expected_tokens": e, "speedup": e * costs.ar_s / step})
