@@ -552,6 +552,17 @@ def _exact_preset(
     return None
 
 
+def named_alone(method: Any) -> bool:
+    """A speculative method written as a mapping of its name alone (an acceptance aside), which
+    runs as the name does: in its preset's shape (a script's or a scenario file's)."""
+    return (
+        isinstance(method, dict)
+        and isinstance(method.get("name"), str)
+        and method["name"] != "autoregressive"
+        and not set(method) - {"name", "acceptance"}
+    )
+
+
 def preset_method(
     name: str,
     dataset: str = "sharegpt",

@@ -21,6 +21,7 @@ from simspec.catalog.methods import (
     measured_acceptance,
     method_defaults,
     missing_head,
+    named_alone,
     no_acceptance,
     preset_acceptance,
     preset_method,
@@ -157,12 +158,9 @@ class MethodFlags:
         preset's shape for ``engine``, as ``--methods NAME`` does (QA: ``- name: eagle2`` ran a chain of 6 with acceptance measured on a 50-node tree,
         1.88x against --methods eagle2's 2.62x). Its preset's acceptance comes with it unless
         the file gives one."""
-        if not isinstance(method, dict) or method.get("name") not in SPECULATORS:
-            return method
-        # only a method the file names and nothing else (an acceptance aside): a field it
-        # sets may clash with the preset's (QA: ngram with prompt_lookup_max 3 took the
-        # preset's min of 5 and was refused)
-        if set(method) - {"name", "acceptance"} or self.k is not None:
+        # only a method the file names and nothing else: a field it sets may clash with the
+        # preset's (QA: ngram with prompt_lookup_max 3 took the preset's min of 5, refused)
+        if not named_alone(method) or method["name"] not in SPECULATORS or self.k is not None:
             return method
         name = method["name"]
         if missing_head(name, target):

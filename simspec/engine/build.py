@@ -518,11 +518,9 @@ def check_context_fits(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> 
     default on one H100 under vLLM 0.11, where the estimate leaves 34,560). A model with
     windowed or linear-attention layers is not checked: vLLM counts one request's window
     there, which the pool's blocks (sized for many) do not say."""
-    if target.sliding_layers or target.linear_layers:
-        return
-    capacity, room = context_room(memory)
     context = max_model_len(sc, target)
-    if context <= room:
+    capacity = context_refused(target, memory, context)
+    if capacity is None:
         return
     given = sc.scheduler.max_model_len is not None
     what = "max_model_len" if given else f"{target.id}'s max_position_embeddings, vLLM's default"
@@ -535,11 +533,15 @@ def check_context_fits(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> 
     )
 
 
-def context_room(memory: MemoryPlan) -> tuple[int, int]:
-    """(tokens one rank's KV cache holds, the most a context may be before vLLM surely will
-    not start: those tokens plus what simspec's estimated activations would hold)."""
+def context_refused(target: ModelShape, memory: MemoryPlan, context: int) -> int | None:
+    """The tokens one rank's KV cache holds where vLLM would surely not start at ``context``
+    (past them and what simspec's estimated activations would hold too), else None; never for
+    a model with windowed or linear-attention layers (:func:`check_context_fits`)."""
+    if target.sliding_layers or target.linear_layers:
+        return None
     capacity = memory.num_blocks // memory.dp * memory.block_size
-    return capacity, capacity + int(memory.activation_bytes // memory.kv_bytes_per_token)
+    room = capacity + int(memory.activation_bytes // memory.kv_bytes_per_token)
+    return capacity if context > room else None
 
 
 def past_budget(table: RequestTable, setup: ReplicaSetup) -> None:

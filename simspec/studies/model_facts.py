@@ -13,7 +13,7 @@ from simspec.engine.build import (
     check_dp_attention,
     check_ep,
     check_linear_layers,
-    context_room,
+    context_refused,
     with_memory_share,
 )
 from simspec.engine.kv_cache import (
@@ -309,17 +309,16 @@ def layout_facts(
             + windowed,
         )
     )
-    capacity, room = context_room(plan)
     context = model.max_position_embeddings
-    if engine.flag("context_must_fit_kv") and not (model.sliding_layers or model.linear_layers):
-        if context > room:  # build.check_context_fits: a run at this context is refused
-            facts.append(
-                (
-                    "Context",
-                    f"vLLM will not start at {model.id}'s {context:,}-token context here (its KV "
-                    f"holds {capacity:,} per rank): give --max-model-len {capacity} or less",
-                )
+    refused = context_refused(model, plan, context)
+    if engine.flag("context_must_fit_kv") and refused is not None:  # as a run is refused
+        facts.append(
+            (
+                "Context",
+                f"vLLM will not start at {model.id}'s {context:,}-token context here (its KV "
+                f"holds {refused:,} per rank): give --max-model-len {refused} or less",
             )
+        )
     if note := gpu.cross_node_note(lay.tp, lay.ep):
         facts.append(("Servers", note))
     return facts

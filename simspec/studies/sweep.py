@@ -18,6 +18,7 @@ from simspec.catalog.methods import (
     default_methods,
     engine_picked_shape,
     k_not_read,
+    named_alone,
     picks_shape,
     preset_method,
 )
@@ -199,7 +200,7 @@ class SweepConfig(Deployment):
         """A method given by name (``"eagle3"``; case ignored, vLLM's names too) is that
         method in its preset for the workload's dataset, as ``simspec sweep --methods`` reads
         it: a script names methods as the command line does."""
-        if not isinstance(v, list) or not any(isinstance(m, str) or _name_only(m) for m in v):
+        if not isinstance(v, list) or not any(isinstance(m, str) or named_alone(m) for m in v):
             return v
         wl = info.data.get("workload")
         lengths = wl.lengths_from if isinstance(wl, WorkloadConfig) else None
@@ -216,7 +217,7 @@ class SweepConfig(Deployment):
         for m in v:
             if isinstance(m, str):
                 out.append(preset(m))
-            elif _name_only(m):  # {"name": "eagle3"}: as the name alone, as a CLI file reads it
+            elif named_alone(m):  # {"name": "eagle3"}: as the name alone, as a CLI file reads it
                 out.append(MethodConfig.model_validate({**preset(m["name"]).model_dump(), **m}))
             else:
                 out.append(m)
@@ -331,16 +332,6 @@ def _check_size(
 
 def _closed(wl: WorkloadConfig, batch_size: int) -> WorkloadConfig:
     return wl.model_copy(update={"arrival": "closed", "concurrency": batch_size})
-
-
-def _name_only(method: Any) -> bool:
-    """A method given as a mapping of its name alone (an acceptance aside)."""
-    return (
-        isinstance(method, dict)
-        and isinstance(method.get("name"), str)
-        and method["name"] != "autoregressive"
-        and not set(method) - {"name", "acceptance"}
-    )
 
 
 def _with_dataset(method: dict[str, Any], dataset: str) -> dict[str, Any]:

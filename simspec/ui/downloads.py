@@ -9,7 +9,13 @@ import pandas as pd
 
 from simspec.studies.capacity import Slo
 from simspec.studies.provenance import provenance
-from simspec.ui.inputs import ExplorerInputs, deployment_for, method_for, serving_columns
+from simspec.ui.inputs import (
+    ExplorerInputs,
+    async_label,
+    deployment_for,
+    method_for,
+    serving_columns,
+)
 from simspec.ui.uploads import as_uploaded
 
 
@@ -38,11 +44,10 @@ def scenario_columns(inp: ExplorerInputs) -> dict[str, object]:
         cols |= {"prompt_mean": inp.prompt_mean, "output_mean": inp.output_mean}
         if inp.lengths == "lognormal":
             cols["length_cv"] = inp.length_cv
-    async_ = {True: "on", False: "off", None: "engine default"}[inp.async_scheduling]
     # each run measures at least ``requests`` and ``turnovers`` x its concurrency (the rows'
     # measured_requests says how many it did)
     return cols | {
-        "async_scheduling": async_,
+        "async_scheduling": async_label(inp),
         "requests_min": inp.requests,
         "turnovers": inp.turnovers,
         "seed": inp.seed,

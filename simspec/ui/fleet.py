@@ -40,7 +40,13 @@ from simspec.studies.fleet_report import timeline_figure
 from simspec.studies.provenance import provenance
 from simspec.studies.runs.job import check_runnable
 from simspec.ui.figures import scenario_label
-from simspec.ui.inputs import ExplorerInputs, deployment_for, method_for, serving_columns
+from simspec.ui.inputs import (
+    ExplorerInputs,
+    async_label,
+    deployment_for,
+    method_for,
+    serving_columns,
+)
 
 # the page caps a fleet well below config.MAX_REPLICAS: it replays the whole fleet in its own
 # process while the user waits, and the replay's time grows with the replicas
@@ -234,9 +240,7 @@ def fleet_columns(page: ExplorerInputs, f: FleetInputs) -> dict[str, object]:
         "slo_tpot_ms": f.slo_tpot_ms,
         "seed": page.seed,
         # it changes the fleet's steps as it does the what-if's (QA: the CSV did not say)
-        "async_scheduling": {True: "on", False: "off", None: "engine default"}[
-            page.async_scheduling
-        ],
+        "async_scheduling": async_label(page),
         **serving_columns(page),
     }
 

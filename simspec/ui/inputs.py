@@ -332,6 +332,11 @@ def model_info(inp: ExplorerInputs) -> list[tuple[str, str]]:
     return [(k, v) for k, v in facts if k != "source"]
 
 
+def async_label(inp: ExplorerInputs) -> str:
+    """The page's async scheduling as a download writes it: on, off, or the engine's default."""
+    return {True: "on", False: "off", None: "engine default"}[inp.async_scheduling]
+
+
 def serving_columns(inp: ExplorerInputs) -> dict[str, object]:
     """How the page's model is served beyond model, GPU, TP and engine, as CSV columns: the
     expert and attention parallelism, the weights' precision as run (the checkpoint's dtype

@@ -4,7 +4,6 @@ provenance."""
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import math
 from pathlib import Path
@@ -17,6 +16,7 @@ from simspec.catalog.hardware import HardwareProfile, Sourced
 from simspec.outputs import write_text_atomic
 from simspec.studies.calibration.fit import FORMS, OperatorFit
 from simspec.studies.calibration.published import KNOWN_SOURCES
+from simspec.studies.runs.keys import file_digest
 
 
 def _describe_sources(samples: pd.DataFrame) -> str:
@@ -37,15 +37,6 @@ def at_edges(fits: dict[str, OperatorFit]) -> list[tuple[str, float, str]]:
             if at_low or math.isclose(value, high, rel_tol=1e-6):
                 out.append((f"{operator}_{name}", value, "lower" if at_low else "upper"))
     return out
-
-
-def _sha256(path: str) -> str:
-    """The file's digest, so a profile names the very table it was fitted to."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def build_profile(
@@ -97,7 +88,8 @@ def build_profile(
             {KNOWN_SOURCES.get(s.split(":", 1)[0], s.split(":", 1)[0]) for s in samples["source"]}
         ),
         "files": [str(f) for f in files],
-        "files_sha256": {str(f): _sha256(str(f)) for f in files},
+        # the digests a run's key takes of the files it reads: the very tables fitted to
+        "files_sha256": {str(f): file_digest(str(f)) for f in files},
         "peaks": "datasheet peaks of the GPU in simspec/data/gpus.yaml (bf16 dense FLOP/s, "
         "HBM and interconnect bandwidth); efficiencies are fractions of them",
     }

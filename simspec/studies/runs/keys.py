@@ -36,7 +36,7 @@ def referenced_files(scenario_json: str) -> list[tuple[str, str]]:
     except (ValueError, RecursionError):
         return []
     refs = sorted({s for s in _strings(data) if _regular_file(s)})
-    return [(ref, _digest(ref)) for ref in refs]
+    return [(ref, file_digest(ref)) for ref in refs]
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -66,7 +66,7 @@ MAX_HASHED_BYTES = 1 << 30
 _digests: dict[tuple[str, int, int, int, int], str] = {}
 
 
-def _digest(ref: str) -> str:
+def file_digest(ref: str) -> str:
     """SHA-256 of a file's bytes, remembered while its size, time and inode stay the same."""
     st = _regular_file(ref)
     if st is None:  # gone since it was listed
