@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from simspec.catalog.methods import tree_capacity
 from simspec.config import AcceptanceConfig, LengthSpec, MethodConfig, Scenario, WorkloadConfig
 from simspec.engine.simulation import simulate
-from simspec.errors import ScenarioError
+from simspec.errors import InputError, ScenarioError
 from simspec.studies.sweep import SweepConfig, run_sweep
 
 # SIMSPEC_PROPERTY_EXAMPLES=1000 pytest tests/test_properties.py digs deeper by hand
@@ -139,6 +139,11 @@ def test_random_scenarios_keep_every_invariant(sc):
     except ScenarioError as exc:  # a scenario that cannot run says which setting to change
         assert names_the_cause(sc, str(exc)), str(exc)
         event("cannot run")
+        return
+    except InputError as exc:  # vLLM would not start at the context: the field to change
+        assert exc.field == "scheduler.max_model_len", str(exc)
+        assert f"on {sc.gpu} at tp={sc.tp}" in exc.message and "--max-model-len" in exc.message
+        event("context past the KV cache")
         return
     event("ran")
     req, it, s = res.requests, res.iterations, res.summary
