@@ -287,7 +287,8 @@ def plan_memory(
         )
     if outside:
         draft_kv = demand.draft_kv_per_token * blocks * block
-        _check_draft_outside(gpu, pp, usable, draft_bytes, draft_kv)
+        at = f"{target.id} on {gpu.id} at tp={tp}"
+        _check_draft_outside(gpu, pp, usable, draft_bytes, draft_kv, at)
     if swa is not None:  # what the windowed layers' pool holds beside the full one
         window = sglang_window_share(target, swa.value) * blocks * block * window_per_token
     else:
@@ -308,7 +309,7 @@ def plan_memory(
 
 
 def _check_draft_outside(
-    gpu: GpuSpec, pp: int, usable: float, draft_bytes: float, draft_kv: float
+    gpu: GpuSpec, pp: int, usable: float, draft_bytes: float, draft_kv: float, at: str
 ) -> None:
     """SGLang loads the draft after sizing the target's pool, into the memory outside
     mem_fraction_static: a draft whose weights and KV (as many tokens as the target's pool)
@@ -317,7 +318,7 @@ def _check_draft_outside(
     if draft_bytes + draft_kv > outside:
         raise ScenarioError(
             f"scheduler.gpu_memory_utilization: SGLang places the draft outside "
-            f"mem_fraction_static, and its weights {draft_bytes / GIB:.1f} GiB + KV "
+            f"mem_fraction_static, and for {at}: its weights {draft_bytes / GIB:.1f} GiB + KV "
             f"{draft_kv / GIB:.1f} GiB (a pool of as many tokens as the target's) exceed the "
             f"{outside / GIB:.1f} GiB left there per GPU: lower --mem-fraction-static, or use a "
             "smaller draft"
