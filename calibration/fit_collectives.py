@@ -35,11 +35,14 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import sys
-import zipfile
 from collections import defaultdict
 from pathlib import Path
+
+try:
+    from calibration.aic_wheel import A100_FRAMEWORKS, a100_tables  # imported as a package
+except ImportError:  # run as a script: calibration/ is sys.path[0]
+    from aic_wheel import A100_FRAMEWORKS, a100_tables
 
 GPUS = {"H100 SXM": "h100_sxm", "H200 SXM": "h200", "B200 SXM": "b200"}
 CUSTOM_MODES = ("vllm_graph", "vllm_eager", "sglang_graph", "sglang_eager", "trtllm_graph")
@@ -84,9 +87,6 @@ AIC_HEADER = """\
 #   sglang_eager; TRT-LLM's op as trtllm_graph), nccl/2.27.3 nccl_perf.parquet (all_reduce /
 #   all_gather, half); NVIDIA A100-SXM4-80GB, 2/4/8 GPUs; message_size elements x 2 bytes.
 """
-AIC_VERSION = "0.12.0"
-AIC_A100 = "aiconfigurator_core/systems/data/a100_sxm/comm/"
-AIC_CUSTOM = ("vllm/0.14.0", "sglang/0.5.10", "trtllm/1.0.0")
 AIC_NCCL = "nccl/2.27.3"
 
 
@@ -122,25 +122,16 @@ def read(shared: Path) -> dict[str, dict[str, dict[int, list[tuple[int, float]]]
 
 def read_aic_a100(wheel: Path, curves: dict) -> None:
     """A100 SXM's curves from the aiconfigurator-core wheel, into ``curves`` (as ``read``)."""
-    import pandas as pd  # parquet through pyarrow: only this option needs them
-
-    with zipfile.ZipFile(wheel) as z:
-        meta = z.read(f"aiconfigurator_core-{AIC_VERSION}.dist-info/METADATA").decode()
-        if f"\nVersion: {AIC_VERSION}\n" not in meta:
-            raise SystemExit(f"{wheel}: not aiconfigurator-core {AIC_VERSION}")
-
-        def table(path: str) -> pd.DataFrame:
-            return pd.read_parquet(io.BytesIO(z.read(AIC_A100 + path)))
-
-        for source in AIC_CUSTOM:
-            frame = table(f"{source}/custom_allreduce_perf.parquet")
+    with a100_tables(wheel) as table:
+        for source in A100_FRAMEWORKS:
+            frame = table(f"comm/{source}/custom_allreduce_perf.parquet")
             for row in frame.itertuples():
                 assert row.allreduce_dtype == "bfloat16", row
                 mode = getattr(row, "backend", None) or "trtllm"
                 mode = MODE_NAMES.get(mode, mode)
                 curve = curves["a100_80gb"][mode][int(row.num_gpus)]
                 curve.append((2 * int(row.message_size), float(row.latency) * 1e-3))
-        frame = table(f"{AIC_NCCL}/nccl_perf.parquet")
+        frame = table(f"comm/{AIC_NCCL}/nccl_perf.parquet")
         for row in frame.itertuples():
             if row.op_name in NCCL_OPS and row.nccl_dtype == "half":
                 curve = curves["a100_80gb"]["nccl_" + row.op_name][int(row.num_gpus)]

@@ -1,6 +1,6 @@
 """Fit the MoE / MLA kernel constants simspec packages to AIConfigurator's measured tables.
 
-    python calibration/fit_moe_kernels.py [--shared ../shared]
+    python calibration/fit_moe_kernels.py [--shared ../shared] [--aic-core WHEEL]
 
 Reads ``<shared>/calibration-data/moe-serving/`` (converted from ai-dynamo/aiconfigurator at
 095f58a, Apache-2.0; see its SOURCE.md section 6) and writes
@@ -16,6 +16,11 @@ Reads ``<shared>/calibration-data/moe-serving/`` (converted from ai-dynamo/aicon
 - the ``deepep`` section of ``simspec/data/alltoall.yaml``: per GPU a (latency, bandwidth) for
   DeepEP's low-latency and normal dispatch and combine, from
   ``aiconfigurator_deepep_{ll,normal}_1node.csv``.
+
+With ``--aic-core WHEEL`` (the aiconfigurator-core 0.12.0 wheel, ``calibration/aic_wheel.py``),
+A100 SXM's MoE tables are fitted too: ``systems/data/a100_sxm/moe/{vllm/0.14.0, sglang/0.5.10,
+trtllm/1.0.0}/moe_perf.parquet``, converted as SOURCE.md section 6 converts the others (the
+seven model shapes, moe_tp x moe_ep <= 8, latency in ms), bf16 experts only.
 
 Every fit is least squares on log(predicted / measured); each entry records its rows and the
 median and max |relative error| over them.
@@ -36,7 +41,13 @@ from scipy.optimize import least_squares
 from simspec.catalog.hardware import load_gpu
 from simspec.catalog.kernel_tables import DeepEpFit, GroupedGemmFit, MlaDecodeFit
 from simspec.engine.costmodel.kernels import deepep_time, grouped_gemm_time, mla_decode_time
+from simspec.engine.costmodel.moe_routing import routing_ratio
 from simspec.engine.costmodel.work import distinct_experts
+
+try:
+    from calibration.aic_wheel import A100_FRAMEWORKS, AIC_VERSION, a100_tables  # as a package
+except ImportError:  # run as a script: calibration/ is sys.path[0]
+    from aic_wheel import A100_FRAMEWORKS, AIC_VERSION, a100_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "simspec" / "data"
@@ -48,6 +59,21 @@ GPUS = {
     "h100_sxm": ("H100 SXM", 132),
     "h200": ("H200 SXM", 132),
     "b200": ("B200 SXM", 148),
+}
+# A100 SXM4 80GB, from the aiconfigurator-core wheel (--aic-core): 108 SMs (NVIDIA A100 Tensor
+# Core GPU Architecture whitepaper, "The A100 SXM4 ... 108 SMs"); MoE fits only (the wheel's
+# A100 MLA and DeepEP tables are not read)
+A100 = {"a100_80gb": ("A100 SXM", 108)}
+# SOURCE.md section 6's seven (hidden, intermediate, experts, top-k) shapes, by the name its
+# model_shape column gives them
+SHAPES = {
+    (7168, 2048, 256, 8): "DeepSeek-V3/R1",
+    (7168, 2048, 384, 8): "Kimi-K2",
+    (4096, 1536, 128, 8): "Qwen3-235B-A22B",
+    (2048, 768, 128, 8): "Qwen3-30B-A3B",
+    (2880, 2880, 128, 4): "gpt-oss-120b",
+    (2880, 2880, 32, 4): "gpt-oss-20b",
+    (4096, 14336, 8, 2): "Mixtral-8x7B",
 }
 ENGINES = {"vllm": "VLLM", "sglang": "SGLang", "trtllm": "TRTLLM"}
 # simspec precision -> the table's MoE dtype: fp8 checkpoints of the MoE models simspec ships
@@ -93,6 +119,9 @@ DEFAULT_KERNELS = {
         # 'MARLIN']"; ModelOpt and compressed-tensors NVFP4 share that backend selection); the
         # table's only vLLM nvfp4 family, measured through a compressed-tensors checkpoint
         "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_trtllm_trtllmnvfp4expertsmonolithic",
+        # the 0.14.0 collector's name for the Triton fused_moe (A100: UnquantizedFusedMoEMethod
+        # runs it on Ampere, vllm/model_executor/layers/fused_moe/fused_moe.py)
+        "vllm_fused_moe",
     ],
     "SGLang": ["sglang_flashinfer_trtllm_moe", "sglang_fused_moe_triton"],
     "TRTLLM": ["moe_torch_flow_cutlass", "deepgemm", "moe_torch_flow"],
@@ -243,31 +272,69 @@ def fit_moe_family(rows, sms, rate_c, rate_m, compute, wbytes, kernel) -> tuple[
     return best[1], best[2]
 
 
-def fit_moe(src: Path) -> dict:
-    df = pd.read_csv(src / "aiconfigurator_moe_1node.csv")
-    inv = {v[0]: k for k, v in GPUS.items()}
+def read_aic_a100_moe(wheel: Path) -> pd.DataFrame:
+    """A100 SXM's MoE rows from the aiconfigurator-core wheel, in the columns of
+    ``aiconfigurator_moe_1node.csv`` (SOURCE.md section 6's filters: its seven shapes,
+    moe_tp x moe_ep <= 8); bf16 experts only (the SGLang table's Marlin int4 rows time no
+    precision simspec maps to an Ampere kernel)."""
+    frames = []
+    with a100_tables(wheel) as table:
+        for source in A100_FRAMEWORKS:
+            frames.append(table(f"moe/{source}/moe_perf.parquet"))
+    df = pd.concat(frames, ignore_index=True)
+    shape = list(zip(df.hidden_size, df.inter_size, df.num_experts, df.topk, strict=True))
+    df = df.assign(gpu=A100["a100_80gb"][0], model_shape=[SHAPES.get(s) for s in shape])
+    keep = (
+        df.model_shape.notna()
+        & (df.moe_tp_size * df.moe_ep_size <= 8)
+        & (df.moe_dtype == "bfloat16")
+    )
+    return df[keep].reset_index(drop=True)
+
+
+def served_as_balanced(fam: pd.DataFrame, nodes: list[list[float]]) -> pd.DataFrame:
+    """A family's power_law_1.2 rows divided by its framework's served-over-balanced ratio at
+    each row's routed pairs per expert: the balanced latency the cost model multiplies back by
+    that ratio (moe_routing), for a table that timed no balanced routing (the wheel's A100
+    vLLM and TRT-LLM MoE tables hold power-law rows only)."""
+    skew = fam[fam.distribution == SERVED_DISTRIBUTION]
+    nodes_t = tuple((float(x), float(r)) for x, r in nodes)
+    x = skew.num_tokens * skew.topk / skew.num_experts
+    ratio = np.array([routing_ratio(nodes_t, float(v)) for v in x])
+    return skew.assign(latency=skew.latency.to_numpy() / ratio)
+
+
+def fit_moe(df: pd.DataFrame, gpus: dict, routing: dict[str, list[list[float]]]) -> dict:
+    inv = {v[0]: k for k, v in gpus.items()}
     fits, defaults, imbalance = {}, {}, {}
     for (gpu, fw, kernel, dtype), fam in df.groupby(
         ["gpu", "framework", "kernel_source", "moe_dtype"]
     ):
         if gpu not in inv or dtype not in DTYPE_COST:
             continue
-        bal = fam[fam.distribution == "balanced"]
+        own = fam
         if fw in ("VLLM", "SGLang"):
-            bal = bal[(bal.moe_ep_size == 1) & (bal.model_shape != DEEPSEEK)]
+            own = fam[(fam.moe_ep_size == 1) & (fam.model_shape != DEEPSEEK)]
+        bal = own[own.distribution == "balanced"]
+        served = len(bal) < 20
+        if served:
+            bal = served_as_balanced(own, routing[str(fw)])
         if len(bal) < 20:
             continue
         compute, wbytes = DTYPE_COST[dtype]
         rate_c, rate_m = rates(inv[gpu], compute)
         fit, err = fit_moe_family(
-            moe_rows(bal), GPUS[inv[gpu]][1], rate_c, rate_m, compute, wbytes, kernel
+            moe_rows(bal), gpus[inv[gpu]][1], rate_c, rate_m, compute, wbytes, kernel
         )
         key = f"{gpu}/{fw}/{kernel}/{dtype}"
         fits[key] = {**fit, "rows": len(bal), **summary(err)}
-        imbalance[key] = power_law_ratio(fam)
+        if served:
+            fits[key]["distribution"] = f"{SERVED_DISTRIBUTION} over the framework's routing"
+        else:
+            imbalance[key] = power_law_ratio(fam)
         print(f"{key:100s} n={len(bal):4d} bm={fit['block_m']:3d} {summary(err)}")
     runs_as = {}
-    for gpu in inv:
+    for gpu in [g for g in inv if g in set(df.gpu)]:
         for fw, order in DEFAULT_KERNELS.items():
             for dtype in DTYPES.values():
                 fit_dtype = RUNS_AS.get((gpu, fw, dtype), dtype)
@@ -505,7 +572,7 @@ def fit_deepep(src: Path) -> dict:
 
 
 # -- output ---------------------------------------------------------------------------------------
-COMMAND = "python calibration/fit_moe_kernels.py --shared ../shared"
+COMMAND = "python calibration/fit_moe_kernels.py --shared ../shared [--aic-core WHEEL]"
 PROVENANCE = f"""\
 # Written by {COMMAND}
 # (re-runnable; do not edit by hand) from ../shared/{TABLES}/
@@ -556,6 +623,15 @@ MOE_HEADER = (
 """
 )
 
+AIC_MOE_HEADER = f"""\
+# A100 SXM (--aic-core): aiconfigurator-core {AIC_VERSION} (the PyPI wheel, Apache-2.0, (c) 2025-2026
+# NVIDIA CORPORATION & AFFILIATES), systems/data/a100_sxm/moe/{{vllm/0.14.0, sglang/0.5.10,
+# trtllm/1.0.0}}/moe_perf.parquet, NVIDIA A100-SXM4-80GB, bf16 experts, filtered as SOURCE.md
+# section 6 filters the others. vLLM's and TRT-LLM's A100 tables time power-law routing only:
+# their fits (marked distribution) are on the power_law_1.2 rows divided by the framework's
+# routing ratio below, which the cost model multiplies back.
+"""
+
 MLA_HEADER = (
     PROVENANCE.format(table="aiconfigurator_mla_decode_attention.csv")
     + """\
@@ -572,15 +648,26 @@ MLA_HEADER = (
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    ap.add_argument(
+        "--aic-core", type=Path, help=f"the aiconfigurator-core {AIC_VERSION} wheel (A100 SXM)"
+    )
     args = ap.parse_args()
     src = args.shared / TABLES
-    moe = fit_moe(src)
+    df = pd.read_csv(src / "aiconfigurator_moe_1node.csv")
+    gpus, header = dict(GPUS), MOE_HEADER
+    if args.aic_core is not None:
+        df = pd.concat([df, read_aic_a100_moe(args.aic_core)], ignore_index=True)
+        gpus, header = {**GPUS, **A100}, MOE_HEADER + AIC_MOE_HEADER
+    # the routing ratios from the shared tables alone (every GPU's served-over-balanced ratio
+    # there; the A100 tables' own balanced rows, SGLang's only, do not move them)
+    routing = fit_routing(src)
+    moe = fit_moe(df, gpus, routing)
     v0_fits, v0_defaults = fit_v0(src, moe["fits"])
     write_yaml(
         DATA / "moe_kernels.yaml",
-        MOE_HEADER,
+        header,
         {
-            "gpus": {k: {"table": v[0], "sms": v[1]} for k, v in GPUS.items()},
+            "gpus": {k: {"table": v[0], "sms": v[1]} for k, v in gpus.items()},
             "engines": {**ENGINES, "vllm-v0": V0_FRAMEWORK},
             "dtypes": DTYPES,
             "defaults": {**moe["defaults"], **v0_defaults},
@@ -588,7 +675,7 @@ def main() -> None:
             "runs_as": moe["runs_as"],
             "fits": {**moe["fits"], **v0_fits},
             "imbalance": moe["imbalance"],
-            "routing": fit_routing(src),
+            "routing": routing,
         },
     )
     mla = fit_mla(src)

@@ -88,7 +88,11 @@ def test_which_table_each_deployment_takes():
     assert moe_kernel_fit("h200", "sglang", "fp8").kernel == "sglang_fused_moe_triton"
     assert moe_kernel_fit("h100_sxm", "vllm", "fp8").kernel == "vllm_fp8moe_triton_tritonexperts"
     assert "flashinfer_trtllm" in moe_kernel_fit("b200", "vllm", "fp8").kernel
-    assert moe_kernel_fit("a100_80gb", "vllm", "bf16") is None  # no table: roofline
+    # A100: the aiconfigurator-core wheel's bf16 tables; FP8 checkpoints run weight-only
+    # (Marlin W8A16) there, which no table times: roofline
+    assert moe_kernel_fit("a100_80gb", "vllm", "bf16").kernel == "vllm_fused_moe"
+    assert moe_kernel_fit("a100_80gb", "trtllm", "bf16").kernel == "moe_torch_flow"
+    assert moe_kernel_fit("a100_80gb", "vllm", "fp8") is None
     assert moe_kernel_fit("h200", "hf", "bf16") is None
     assert mla_decode_fit("h200", "sglang", 2.0).kernel == "flash_attention"
     assert mla_decode_fit("h200", "vllm", 2.0) is None  # vLLM's FlashMLA is not in the table
@@ -127,6 +131,22 @@ def test_every_default_kernel_states_a_residual_within_a_fifth():
         assert fit["median_abs_error"] <= 0.2, key
         # the AIConfigurator families; vLLM PR #13932's table has 24 rows and fits one term
         assert fit["rows"] >= (20 if "fitted" in fit else 100), key
+
+
+def test_a100_fits_without_balanced_rows_time_served_routing():
+    """The wheel's A100 vLLM and TRT-LLM MoE tables time power-law routing only: their fits
+    are on those rows over the framework's routing ratio, so the cost model's balanced fit
+    times the ratio gives back the served (power-law) latency, as for every other fit."""
+    table = packaged_table("moe_kernels.yaml")
+    assert table["gpus"]["a100_80gb"] == {"table": "A100 SXM", "sms": 108}
+    for framework, kernel in (("VLLM", "vllm_fused_moe"), ("TRTLLM", "moe_torch_flow")):
+        fit = table["fits"][f"A100 SXM/{framework}/{kernel}/bfloat16"]
+        assert fit["distribution"].startswith("power_law_1.2")
+    fit = table["fits"]["A100 SXM/SGLang/sglang_fused_moe_triton/bfloat16"]
+    assert "distribution" not in fit  # SGLang's A100 table has balanced rows
+    assert moe_kernel_fit("a100_80gb", "vllm", "bf16").routing == tuple(
+        tuple(n) for n in table["routing"]["VLLM"]
+    )
 
 
 def test_deepseek_on_h200_sglang_runs_the_measured_kernels():
