@@ -37,4 +37,3 @@ def a100_tables(wheel: Path) -> Iterator[Callable[[str], object]]:
             return pd.read_parquet(io.BytesIO(z.read(A100_DATA + path)))
 
         yield table
-

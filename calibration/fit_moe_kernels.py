@@ -624,12 +624,12 @@ MOE_HEADER = (
 )
 
 AIC_MOE_HEADER = f"""\
-# A100 SXM (--aic-core): aiconfigurator-core {AIC_VERSION} (the PyPI wheel, Apache-2.0, (c) 2025-2026
-# NVIDIA CORPORATION & AFFILIATES), systems/data/a100_sxm/moe/{{vllm/0.14.0, sglang/0.5.10,
-# trtllm/1.0.0}}/moe_perf.parquet, NVIDIA A100-SXM4-80GB, bf16 experts, filtered as SOURCE.md
-# section 6 filters the others. vLLM's and TRT-LLM's A100 tables time power-law routing only:
-# their fits (marked distribution) are on the power_law_1.2 rows divided by the framework's
-# routing ratio below, which the cost model multiplies back.
+# A100 SXM (--aic-core): aiconfigurator-core {AIC_VERSION} (the PyPI wheel, Apache-2.0,
+# (c) 2025-2026 NVIDIA CORPORATION & AFFILIATES), systems/data/a100_sxm/moe/{{vllm/0.14.0,
+# sglang/0.5.10, trtllm/1.0.0}}/moe_perf.parquet, NVIDIA A100-SXM4-80GB, bf16 experts,
+# filtered as SOURCE.md section 6 filters the others. vLLM's and TRT-LLM's A100 tables time
+# power-law routing only: their fits (marked distribution) are on the power_law_1.2 rows
+# divided by the framework's routing ratio below, which the cost model multiplies back.
 """
 
 MLA_HEADER = (
