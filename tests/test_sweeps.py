@@ -357,6 +357,19 @@ def test_a_bad_grid_value_is_named_by_its_axis_and_point():
     assert err.value.field == "grid.seed" and "at the grid point seed=a" in err.value.message
 
 
+@pytest.mark.parametrize(
+    ("axis", "known"), [("gpu", "h200"), ("model", "qwen3-8b"), ("engine", "vllm")]
+)
+def test_a_grid_name_the_catalog_does_not_know_is_named_by_its_axis(axis, known):
+    """QA: a GPU only the grid gave was refused as "gpu: unknown GPU 'nope'"."""
+    from simspec.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        SweepConfig(grid={axis: [known, "nope"]}).points()
+    assert err.value.field == f"grid.{axis}"
+    assert f"at the grid point {axis}=nope" in err.value.message and "'nope'" in err.value.message
+
+
 def test_a_grid_tp_axis_that_a_fixed_ep_does_not_fit_is_refused_naming_the_grid(tmp_path):
     grid = tmp_path / "g.yaml"
     grid.write_text("model: qwen3-30b-a3b\ngrid: {tp: [2, 4]}\n")
