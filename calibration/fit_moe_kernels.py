@@ -40,6 +40,7 @@ from scipy.optimize import least_squares
 
 from simspec.catalog.hardware import load_gpu
 from simspec.catalog.kernel_tables import DeepEpFit, GroupedGemmFit, MlaDecodeFit
+from simspec.catalog.precision import weight_only_name
 from simspec.engine.costmodel.kernels import deepep_time, grouped_gemm_time, mla_decode_time
 from simspec.engine.costmodel.moe_routing import routing_ratio
 from simspec.engine.costmodel.work import distinct_experts
@@ -81,6 +82,9 @@ ENGINES = {"vllm": "VLLM", "sglang": "SGLang", "trtllm": "TRTLLM"}
 # gpt-oss's MXFP4 experts (weight-only, bf16 activations on Hopper); nvfp4 is ModelOpt's W4A4
 # (nvidia/DeepSeek-R1-FP4 and the like), the table's nvfp4 rows
 DTYPES = {"bf16": "bfloat16", "fp8": "fp8_block", "int4-w": "w4a16_mxfp4", "nvfp4": "nvfp4"}
+# FP8 weights on a GPU without FP8 tensor cores (precision.yaml fp8 weight_only: W8A16 through
+# Marlin): no table dtype of its own, timed as MARLIN_FP8 says
+DTYPES[weight_only_name("fp8")] = "fp8_w8a16"
 # the table's dtype -> (tensor-core dtype of its MMA, bytes per weight with scales)
 DTYPE_COST = {
     "bfloat16": ("bf16", 2.0),
@@ -275,8 +279,8 @@ def fit_moe_family(rows, sms, rate_c, rate_m, compute, wbytes, kernel) -> tuple[
 def read_aic_a100_moe(wheel: Path) -> pd.DataFrame:
     """A100 SXM's MoE rows from the aiconfigurator-core wheel, in the columns of
     ``aiconfigurator_moe_1node.csv`` (SOURCE.md section 6's filters: its seven shapes,
-    moe_tp x moe_ep <= 8); bf16 experts only (the SGLang table's Marlin int4 rows time no
-    precision simspec maps to an Ampere kernel)."""
+    moe_tp x moe_ep <= 8): bf16 experts, and the SGLang table's Marlin W4A16 rows, whose
+    kernel also times FP8 experts on Ampere (see MARLIN_FP8)."""
     frames = []
     with a100_tables(wheel) as table:
         for source in A100_FRAMEWORKS:
@@ -284,12 +288,40 @@ def read_aic_a100_moe(wheel: Path) -> pd.DataFrame:
     df = pd.concat(frames, ignore_index=True)
     shape = list(zip(df.hidden_size, df.inter_size, df.num_experts, df.topk, strict=True))
     df = df.assign(gpu=A100["a100_80gb"][0], model_shape=[SHAPES.get(s) for s in shape])
-    keep = (
-        df.model_shape.notna()
-        & (df.moe_tp_size * df.moe_ep_size <= 8)
-        & (df.moe_dtype == "bfloat16")
-    )
-    return df[keep].reset_index(drop=True)
+    keep = df.model_shape.notna() & (df.moe_tp_size * df.moe_ep_size <= 8)
+    return df[keep & df.moe_dtype.isin(["bfloat16", "int4_wo"])].reset_index(drop=True)
+
+
+# vLLM runs an FP8 checkpoint's experts weight-only on GPUs without FP8 tensor cores:
+# Fp8MoEMethod sets use_marlin = not current_platform.has_device_capability(89) and apply()
+# calls fused_marlin_moe(..., quant_type_id=scalar_types.float8_e4m3fn.id), block-scaled
+# checkpoints too, their 128x128 blocks repeated into per-128 group scales
+# (vllm/model_executor/layers/quantization/fp8.py and utils/marlin_utils_fp8.py
+# prepare_moe_fp8_layer_for_marlin, the 0.11.0 wheel). fused_marlin_moe runs
+# moe_wna16_marlin_gemm with 8-bit weights: the kernel SGLang's fused_marlin_moe runs with
+# 4-bit ones (sglang/srt/layers/moe/fused_moe_triton/fused_marlin_moe.py, 0.5.10 wheel: its JIT
+# port moe_wna16_marlin_gemm), which the wheel times on A100. So the A100 FP8 experts take
+# that fit's tiles and efficiencies (an assumption: the same bf16 MMA pipeline, a different
+# dequantisation) at FP8's bytes: one per weight plus a bf16 scale per 128.
+MARLIN_FP8 = {
+    ("A100 SXM", "VLLM", "fp8_w8a16"): ("SGLang", "sglang_marlin_moe", "int4_wo"),
+}
+MARLIN_FP8_KERNEL = "vllm_fused_marlin_moe_w8a16"
+MARLIN_FP8_BYTES = 1.0 + 2.0 / 128
+
+
+def marlin_fp8(fits: dict, defaults: dict) -> None:
+    """The A100 FP8 Marlin entries (MARLIN_FP8), into ``fits`` and ``defaults``."""
+    for (gpu, fw, dtype), (owner, kernel, measured) in MARLIN_FP8.items():
+        source = f"{gpu}/{owner}/{kernel}/{measured}"
+        if source not in fits:
+            continue
+        fits[f"{gpu}/{fw}/{MARLIN_FP8_KERNEL}/{dtype}"] = {
+            **fits[source],
+            "weight_bytes": round(MARLIN_FP8_BYTES, 6),
+            "transferred_from": source,
+        }
+        defaults[f"{gpu}/{fw}/{dtype}"] = MARLIN_FP8_KERNEL
 
 
 def served_as_balanced(fam: pd.DataFrame, nodes: list[list[float]]) -> pd.DataFrame:
@@ -344,6 +376,7 @@ def fit_moe(df: pd.DataFrame, gpus: dict, routing: dict[str, list[list[float]]])
                         if fit_dtype != dtype:
                             runs_as[f"{gpu}/{fw}/{dtype}"] = fit_dtype
                         break
+    marlin_fp8(fits, defaults)
     model_defaults = {}
     for (gpu, fw, dtype, model_type), (owner, kernel) in MODEL_DEFAULTS.items():
         assert f"{gpu}/{owner}/{kernel}/{dtype}" in fits, (gpu, owner, kernel, dtype)
@@ -629,7 +662,10 @@ AIC_MOE_HEADER = f"""\
 # sglang/0.5.10, trtllm/1.0.0}}/moe_perf.parquet, NVIDIA A100-SXM4-80GB, bf16 experts,
 # filtered as SOURCE.md section 6 filters the others. vLLM's and TRT-LLM's A100 tables time
 # power-law routing only: their fits (marked distribution) are on the power_law_1.2 rows
-# divided by the framework's routing ratio below, which the cost model multiplies back.
+# divided by the framework's routing ratio below, which the cost model multiplies back. vLLM
+# runs FP8 experts on A100 weight-only through Marlin (fused_marlin_moe, W8A16): timed by the
+# SGLang table's Marlin W4A16 fit (the same moe_wna16_marlin_gemm kernel) at FP8's bytes, one
+# per weight plus a bf16 scale per 128 (marked transferred_from; MARLIN_FP8 says why).
 """
 
 MLA_HEADER = (

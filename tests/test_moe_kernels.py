@@ -19,7 +19,7 @@ from simspec.catalog.kernel_tables import (
     moe_kernel_fit,
 )
 from simspec.catalog.models import load_model
-from simspec.catalog.precision import load_precision
+from simspec.catalog.precision import load_precision, weight_only_name
 from simspec.catalog.tables import packaged_table
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.costmodel.kernels import deepep_time, grouped_gemm_time, mla_decode_time
@@ -88,11 +88,24 @@ def test_which_table_each_deployment_takes():
     assert moe_kernel_fit("h200", "sglang", "fp8").kernel == "sglang_fused_moe_triton"
     assert moe_kernel_fit("h100_sxm", "vllm", "fp8").kernel == "vllm_fp8moe_triton_tritonexperts"
     assert "flashinfer_trtllm" in moe_kernel_fit("b200", "vllm", "fp8").kernel
-    # A100: the aiconfigurator-core wheel's bf16 tables; FP8 checkpoints run weight-only
-    # (Marlin W8A16) there, which no table times: roofline
+    # A100: the aiconfigurator-core wheel's bf16 tables; vLLM runs FP8 checkpoints' experts
+    # weight-only through Marlin there (fused_marlin_moe, W8A16): the wheel's Marlin W4A16
+    # fit at one byte per weight (plus a bf16 scale per 128); SGLang's FP8 path: roofline
     assert moe_kernel_fit("a100_80gb", "vllm", "bf16").kernel == "vllm_fused_moe"
     assert moe_kernel_fit("a100_80gb", "trtllm", "bf16").kernel == "moe_torch_flow"
-    assert moe_kernel_fit("a100_80gb", "vllm", "fp8") is None
+    marlin = moe_kernel_fit("a100_80gb", "vllm", weight_only_name("fp8"))
+    w4 = packaged_table("moe_kernels.yaml")["fits"]["A100 SXM/SGLang/sglang_marlin_moe/int4_wo"]
+    assert marlin.kernel == "vllm_fused_marlin_moe_w8a16" and marlin.compute == "bf16"
+    assert marlin.weight_bytes == pytest.approx(1 + 2 / 128)
+    assert marlin.memory_efficiency == w4["memory_efficiency"] and w4["weight_bytes"] < 0.6
+    assert moe_kernel_fit("a100_80gb", "sglang", weight_only_name("fp8")) is None
+    # the cost model asks for what the GPU runs: FP8 on Ampere is its weight-only form
+    qwen = load_model("qwen3-30b-a3b")
+    cost = RooflineCostModel(
+        load_gpu("a100_80gb"), load_profile("a100_80gb"), load_engine("vllm"), tp=1,
+        precision=load_precision("fp8"), precision_model="qwen3-30b-a3b",
+    )  # fmt: skip
+    assert cost.moe_kernel(cost.experts_precision_of(qwen), qwen) == marlin
     assert moe_kernel_fit("h200", "hf", "bf16") is None
     assert mla_decode_fit("h200", "sglang", 2.0).kernel == "flash_attention"
     assert mla_decode_fit("h200", "vllm", 2.0) is None  # vLLM's FlashMLA is not in the table

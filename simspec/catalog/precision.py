@@ -217,6 +217,12 @@ def _precisions() -> dict[str, PrecisionSpec]:
     return {name: _spec(name, entry) for name, entry in raw.items()}
 
 
+def weight_only_name(name: str) -> str:
+    """The name of ``name``'s weight-only form (what a GPU without its tensor cores runs), as
+    kernel tables key it (moe_kernels.yaml dtypes)."""
+    return f"{name} (weight-only)"
+
+
 def _spec(name: str, entry: dict) -> PrecisionSpec:
     only = entry.get("weight_only")
     return PrecisionSpec(
@@ -225,7 +231,7 @@ def _spec(name: str, entry: dict) -> PrecisionSpec:
         compute=entry["compute"],
         source=" ".join(str(entry["source"]).split()),
         curves={arch: _curve(arch, tables) for arch, tables in (entry.get("curves") or {}).items()},
-        weight_only=_spec(f"{name} (weight-only)", only) if only else None,
+        weight_only=_spec(weight_only_name(name), only) if only else None,
         native_archs=tuple(entry["native_archs"]) if "native_archs" in entry else None,
         engines=tuple(entry["engines"]) if "engines" in entry else None,
         caveat=" ".join(str(entry.get("caveat", "")).split()),
