@@ -103,10 +103,49 @@ def test_vllm_append_result_lines_read_as_one_run_each(tmp_path):
 
 
 def test_save_detailed_lists_give_the_lengths_of_the_successful_requests(tmp_path):
-    data = vllm_json(completed=3, input_lens=[10, 20, 30, 40], output_lens=[5, 0, 7, 9])
+    data = vllm_json(
+        completed=3,
+        total_input_tokens=80,
+        total_output_tokens=21,
+        input_lens=[10, 20, 30, 40],
+        output_lens=[5, 0, 7, 9],
+    )
     (run,) = read_result(write(tmp_path, "d.json", data))
     assert run.detailed
     assert (run.input_lens, run.output_lens) == ((10, 30, 40), (5, 7, 9))
+
+
+@pytest.mark.parametrize(
+    ("over", "needle"),
+    [
+        ({"output_lens": [5, 6, 8]}, "output_lens: sum 19, but total_output_tokens is 18"),
+        ({"input_lens": [10, 20, 40]}, "input_lens: the successful requests' prompts sum to 70"),
+        ({"completed": 4}, "output_lens: 3 entries, but completed is 4"),
+    ],
+)
+def test_save_detailed_lists_another_runs_totals_are_refused(tmp_path, over, needle):
+    """QA: lists of 100 x 5 tokens beside totals of 232.6 / 220.6 per request, and 50 entries
+    beside completed 100, were simulated against the totals' metrics without a word."""
+    base = {"completed": 3, "total_input_tokens": 60, "total_output_tokens": 18}
+    lists = {"input_lens": [10, 20, 30], "output_lens": [5, 6, 7]}
+    data = vllm_json(**{**base, **lists, **over})
+    with pytest.raises(InputError) as err:
+        read_result(write(tmp_path, "d.json", data))
+    assert needle in str(err.value)
+
+
+def test_sglang_output_details_are_held_to_the_same_rules(tmp_path):
+    """QA: SGLang lists none of whose requests could run fell back to the means, the note
+    saying the file "lists no per-request lengths"; lists that miss the totals ran silently."""
+    zeros = {**SGLANG_LINE, "input_lens": [0] * 200, "output_lens": [0] * 200}
+    with pytest.raises(InputError, match="no request with a prompt and an output"):
+        read_result(write(tmp_path, "z.jsonl", json.dumps(zeros)))
+    short = {**SGLANG_LINE, "input_lens": [250] * 200, "output_lens": [100] * 200}
+    with pytest.raises(InputError, match="sum 20,000, but total_output_tokens is 40,000"):
+        read_result(write(tmp_path, "s.jsonl", json.dumps(short)))
+    good = {**SGLANG_LINE, "input_lens": [250] * 200, "output_lens": [200] * 200}
+    (run,) = read_result(write(tmp_path, "g.jsonl", json.dumps(good)))
+    assert run.output_lens == (200,) * 200
 
 
 def test_a_request_rate_is_an_open_loop_and_inf_a_closed_one(tmp_path):
@@ -246,10 +285,21 @@ def test_a_metrics_dump_sums_the_engines_and_two_dumps_give_the_runs_counters(tm
     )
     acc = read_metrics([after])
     assert acc.per_position == pytest.approx((0.8, 0.3)) and acc.length == pytest.approx(2.1)
-    before = write(tmp_path, "before.txt", METRICS_DUMP.format(d0=10, d1=0, t=20, a=5, p0=0, p1=0))
+    before = write(tmp_path, "before.txt", METRICS_DUMP.format(d0=10, d1=0, t=20, a=6, p0=3, p1=0))
     acc = read_metrics([before, after])
-    assert acc.per_position == pytest.approx((80 / 90, 30 / 90))
-    assert acc.length == pytest.approx(1 + 105 / 90)
+    assert acc.per_position == pytest.approx((74 / 90, 30 / 90))
+    assert acc.length == pytest.approx(1 + 104 / 90)
+
+
+def test_counters_no_chain_could_count_are_refused(tmp_path):
+    """QA: rising per-position counts, and a total that disagrees with their sum, were
+    simulated as given; a server's counters obey the rules a result file's rates do."""
+    rising = METRICS_DUMP.format(d0=60, d1=40, t=200, a=110, p0=20, p1=70)
+    with pytest.raises(InputError, match="never rise"):
+        read_metrics([write(tmp_path, "rising.txt", rising)])
+    apart = METRICS_DUMP.format(d0=60, d1=40, t=200, a=200, p0=40, p1=30)
+    with pytest.raises(InputError, match="num_accepted_tokens_total: 3, but"):
+        read_metrics([write(tmp_path, "apart.txt", apart)])
 
 
 # -- simulated metrics as the benchmarks define them --------------------------------------------
@@ -524,7 +574,13 @@ def test_a_metrics_dump_gives_acceptance_to_runs_whose_file_has_none(tmp_path):
 
 
 def test_per_request_lengths_are_simulated_as_listed(tmp_path):
-    data = vllm_json(completed=3, input_lens=[10, 20, 30], output_lens=[5, 6, 7])
+    data = vllm_json(
+        completed=3,
+        total_input_tokens=60,
+        total_output_tokens=18,
+        input_lens=[10, 20, 30],
+        output_lens=[5, 6, 7],
+    )
     (plan,) = plans_of(tmp_path, write(tmp_path, "d.json", data), "autoregressive")
     sim = simulate(plan.scenario)
     assert sorted(zip(sim.requests.prompt_tokens, sim.requests.output_tokens, strict=True)) == [

@@ -199,6 +199,49 @@ def per_position(values: Any, key: str, where: str) -> tuple[float, ...]:
     return tuple(out)
 
 
+def listed_lengths(
+    data: dict[str, Any], where: str, completed: int, total_in: int, total_out: int
+) -> tuple[tuple[int, ...] | None, ...]:
+    """The per-request lengths of a detailed result (vllm bench serve --save-detailed, SGLang
+    bench_serving --output-details), successful requests only (a failed one is listed with 0
+    output tokens); (None, None) without them. Refused where they are not the run's: both
+    benchmarks list every request sent (input_lens from each one's prompt, output_lens 0 for a
+    failed one) and sum the totals from the same lists (vllm/benchmarks/serve.py and
+    sglang/bench_serving.py calculate_metrics: total_output = sum(output_lens), total_input +=
+    the prompt length of each success)."""
+    if data.get("input_lens") is None or data.get("output_lens") is None:
+        return None, None
+    ins = lengths(data["input_lens"], "input_lens", where, least=0)
+    outs = lengths(data["output_lens"], "output_lens", where, least=0)
+    if len(ins) != len(outs):
+        raise InputError(
+            f"{where}: output_lens",
+            f"{len(outs)} entries for {len(ins)} input_lens: one per request in each",
+        )
+    kept = [(i, o) for i, o in zip(ins, outs, strict=True) if i >= 1 and o >= 1]
+    if not kept:
+        raise InputError(f"{where}: output_lens", "no request with a prompt and an output")
+    # QA: lists of another run (or cut short) were simulated against these totals
+    if len(outs) < completed:
+        raise InputError(
+            f"{where}: output_lens",
+            f"{len(outs)} entries, but completed is {completed}: the lists hold every request",
+        )
+    if sum(outs) != total_out:
+        raise InputError(
+            f"{where}: output_lens",
+            f"sum {sum(outs):,}, but total_output_tokens is {total_out:,}: the total is their sum",
+        )
+    low, high = sum(i for i, _ in kept), sum(ins)
+    if not low <= total_in <= high:
+        raise InputError(
+            f"{where}: input_lens",
+            f"the successful requests' prompts sum to {low:,} (all listed: {high:,}), but "
+            f"total_input_tokens is {total_in:,}: the total is the successful ones' sum",
+        )
+    return tuple(i for i, _ in kept), tuple(o for _, o in kept)
+
+
 def check_run(run: MeasuredRun, where: str) -> MeasuredRun:
     """The checks that need the whole run: a successful request, and a token in every prompt
     and every output (the totals divided by the requests are the lengths simulated)."""
@@ -244,13 +287,18 @@ LENGTH_SLACK = 0.02
 THROUGHPUT_SLACK = 0.02
 
 
-def consistent(acc: Acceptance, where: str) -> Acceptance:
+def consistent(
+    acc: Acceptance,
+    where: str,
+    key: str = "spec_decode_per_position_acceptance_rates",
+    length_key: str = "spec_decode_acceptance_length",
+) -> Acceptance:
     """The run's acceptance, refused where vLLM's own counters could not have produced it: a
     chain accepts token i only after token i-1, so the per-position rates never rise, and both
     fields count the same accepted tokens, so the length is 1 + the rates' sum (vllm bench
     serve, vllm/benchmarks/serve.py in the 0.34.0 wheel: acceptance_length = 1 +
-    delta_accepted / delta_drafts, each rate delta_pos / delta_drafts)."""
-    key = "spec_decode_per_position_acceptance_rates"
+    delta_accepted / delta_drafts, each rate delta_pos / delta_drafts). ``key`` and
+    ``length_key`` name the two fields as the input spells them."""
     rates = acc.per_position
     for i in range(1, len(rates)):
         if rates[i] > rates[i - 1] + 1e-9:
@@ -263,7 +311,7 @@ def consistent(acc: Acceptance, where: str) -> Acceptance:
         implied = 1.0 + sum(rates)
         if abs(implied - acc.length) > LENGTH_SLACK * max(1.0, acc.length):
             raise InputError(
-                f"{where}: spec_decode_acceptance_length",
+                f"{where}: {length_key}",
                 f"{acc.length:g}, but the per-position rates give 1 + {sum(rates):g} = "
                 f"{implied:g}: both count the same accepted tokens",
             )

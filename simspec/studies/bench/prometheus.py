@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from simspec.errors import InputError
-from simspec.studies.bench.measured import MAX_POSITIONS, Acceptance
+from simspec.studies.bench.measured import MAX_POSITIONS, Acceptance, consistent
 
 PREFIX = "vllm:spec_decode_"
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)(?:\s+\S+)?\s*$")
@@ -113,10 +113,17 @@ def acceptance_from(counters: SpecCounters, where: str) -> Acceptance:
     accepted = counters.num_accepted_tokens
     if accepted < 0:
         raise InputError(f"{where}: {PREFIX}num_accepted_tokens_total", f"{accepted:g} < 0")
-    return Acceptance(
-        per_position=tuple(shares),
-        length=1.0 + accepted / drafts,
-        source=f"{where}: the server's {PREFIX}* counters",
+    # the same counters a server keeps, so the same rules (QA: rising per-position counts and
+    # a total that disagreed with their sum were simulated as given)
+    return consistent(
+        Acceptance(
+            per_position=tuple(shares),
+            length=1.0 + accepted / drafts,
+            source=f"{where}: the server's {PREFIX}* counters",
+        ),
+        where,
+        key=f"{PREFIX}num_accepted_tokens_per_pos_total",
+        length_key=f"{PREFIX}num_accepted_tokens_total",
     )
 
 

@@ -26,7 +26,7 @@ from simspec.studies.bench.measured import (
     check_run,
     concurrency,
     count,
-    lengths,
+    listed_lengths,
     number,
     rate,
 )
@@ -54,25 +54,19 @@ def read_sglang_result(data: Any, name: str, where: str) -> MeasuredRun:
         if data.get(theirs) is not None:
             metrics[ours] = check_number(data[theirs], theirs, where)
     accept = data.get("accept_length")
-    ins, outs = None, None
-    if data.get("input_lens") is not None and data.get("output_lens") is not None:
-        raw_in = lengths(data["input_lens"], "input_lens", where, least=0)
-        raw_out = lengths(data["output_lens"], "output_lens", where, least=0)
-        if len(raw_in) != len(raw_out):
-            raise InputError(
-                f"{where}: output_lens",
-                f"{len(raw_out)} entries for {len(raw_in)} input_lens: one per request in each",
-            )
-        kept = [(i, o) for i, o in zip(raw_in, raw_out, strict=True) if i >= 1 and o >= 1]
-        if kept:
-            ins, outs = tuple(i for i, _ in kept), tuple(o for _, o in kept)
+    completed = count(data, "completed", where)
+    duration = number(data, "duration", where, positive=True)
+    total_in = count(data, "total_input_tokens", where, most=2**62)
+    total_out = count(data, "total_output_tokens", where, most=2**62)
+    # QA: lists none of whose requests could run fell back to the means without a word
+    ins, outs = listed_lengths(data, where, completed, total_in, total_out)
     run = MeasuredRun(
         name=name,
         kind=KIND,
-        requests=count(data, "completed", where),
-        duration_s=number(data, "duration", where, positive=True),
-        total_input_tokens=count(data, "total_input_tokens", where, most=2**62),
-        total_output_tokens=count(data, "total_output_tokens", where, most=2**62),
+        requests=completed,
+        duration_s=duration,
+        total_input_tokens=total_in,
+        total_output_tokens=total_out,
         max_concurrency=concurrency(data.get("max_concurrency"), "max_concurrency", where),
         request_rate=rate(data.get("request_rate", "inf"), "request_rate", where),
         input_lens=ins,

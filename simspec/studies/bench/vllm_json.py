@@ -38,7 +38,7 @@ from simspec.studies.bench.measured import (
     concurrency,
     consistent,
     count,
-    lengths,
+    listed_lengths,
     number,
     per_position,
     rate,
@@ -68,15 +68,18 @@ def read_vllm_result(data: Any, name: str, where: str) -> MeasuredRun:
     for ours, theirs in THROUGHPUT_KEYS.items():
         if data.get(theirs) is not None:
             metrics[ours] = check_number(data[theirs], theirs, where)
-    ins, outs = _detailed(data, where)
+    duration = number(data, "duration", where, positive=True)
+    total_in = count(data, "total_input_tokens", where, most=2**62)
+    total_out = count(data, "total_output_tokens", where, most=2**62)
+    ins, outs = listed_lengths(data, where, completed, total_in, total_out)
     model = data.get("model_id")
     run = MeasuredRun(
         name=name,
         kind=KIND,
         requests=completed,
-        duration_s=number(data, "duration", where, positive=True),
-        total_input_tokens=count(data, "total_input_tokens", where, most=2**62),
-        total_output_tokens=count(data, "total_output_tokens", where, most=2**62),
+        duration_s=duration,
+        total_input_tokens=total_in,
+        total_output_tokens=total_out,
         max_concurrency=concurrency(data.get("max_concurrency"), "max_concurrency", where),
         request_rate=rate(data.get("request_rate", "inf"), "request_rate", where),
         burstiness=check_number(data.get("burstiness", 1.0), "burstiness", where, positive=True),
@@ -95,24 +98,6 @@ def _label(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     return value.strip()[:100] or None
-
-
-def _detailed(data: dict[str, Any], where: str) -> tuple[tuple[int, ...] | None, ...]:
-    """The per-request lengths of a ``--save-detailed`` file, successful requests only (a
-    failed one is listed with 0 output tokens); (None, None) without them."""
-    if data.get("input_lens") is None or data.get("output_lens") is None:
-        return None, None
-    ins = lengths(data["input_lens"], "input_lens", where, least=0)
-    outs = lengths(data["output_lens"], "output_lens", where, least=0)
-    if len(ins) != len(outs):
-        raise InputError(
-            f"{where}: output_lens",
-            f"{len(outs)} entries for {len(ins)} input_lens: one per request in each",
-        )
-    kept = [(i, o) for i, o in zip(ins, outs, strict=True) if i >= 1 and o >= 1]
-    if not kept:
-        raise InputError(f"{where}: output_lens", "no request with a prompt and an output")
-    return tuple(i for i, _ in kept), tuple(o for _, o in kept)
 
 
 def _acceptance(data: dict[str, Any], where: str) -> Acceptance | None:
