@@ -134,6 +134,32 @@ def test_save_detailed_lists_another_runs_totals_are_refused(tmp_path, over, nee
     assert needle in str(err.value)
 
 
+def test_other_percentiles_are_read_and_compared(tmp_path):
+    """QA: p90 keys (vllm bench serve --metric-percentiles 90) and SGLang's p95_itl_ms were
+    dropped without a word; they are read from each format and predicted at their percentile."""
+    from simspec.studies.bench.compare import compare
+
+    data = vllm_json(p90_ttft_ms=50.0, p90_tpot_ms=8.0, p95_e2el_ms=1900.0, p101_itl_ms=1.0)
+    (run,) = read_result(write(tmp_path, "v.json", data))
+    assert {"p90_ttft_ms", "p90_tpot_ms", "p95_e2el_ms"} <= set(run.metrics)
+    assert not any("p101" in m for m in run.metrics)  # not a percentile
+    sg = {**SGLANG_LINE, "p95_itl_ms": 12.0, "p90_e2e_latency_ms": 2200.0}
+    (run,) = read_result(write(tmp_path, "s.jsonl", json.dumps(sg)))
+    assert run.metrics["p95_itl_ms"] == 12.0 and run.metrics["p90_e2el_ms"] == 2200.0
+    text = (
+        (DATA / "qwen3-8b-h100-bs1.txt")
+        .read_text()
+        .replace("P99 TPOT (ms):", "P90 TPOT (ms):                           7.50\nP99 TPOT (ms):")
+    )
+    (run,) = read_result(write(tmp_path, "t.txt", text))
+    assert run.metrics["p90_tpot_ms"] == 7.5
+    (plan,) = plans_of(tmp_path, write(tmp_path, "v2.json", data), "autoregressive")
+    frame = compare([plan]).set_index("metric")
+    assert frame.index.tolist()[-3:] == ["p90_ttft_ms", "p90_tpot_ms", "p95_e2el_ms"]
+    ttft = frame.loc[["median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms"], "predicted"].tolist()
+    assert ttft == sorted(ttft)
+
+
 def test_sglang_output_details_are_held_to_the_same_rules(tmp_path):
     """QA: SGLang lists none of whose requests could run fell back to the means, the note
     saying the file "lists no per-request lengths"; lists that miss the totals ran silently."""

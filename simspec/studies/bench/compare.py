@@ -41,7 +41,7 @@ from simspec.config import (
 from simspec.engine.simulation import simulate
 from simspec.errors import InputError, ScenarioError, first_error
 from simspec.studies.bench.acceptance import with_acceptance
-from simspec.studies.bench.measured import METRICS, Acceptance, MeasuredRun
+from simspec.studies.bench.measured import Acceptance, MeasuredRun, ordered, percentile_of
 from simspec.studies.bench.simulated import simulated_metrics
 
 COLUMNS = ("run", "metric", "measured", "predicted", "rel_error", "load", "lengths")
@@ -249,13 +249,15 @@ def compare(plans: list[Plan], step: Callable[[str], None] | None = None) -> pd.
     """Simulate every plan; one row per run and measured metric (``COLUMNS``)."""
     rows = []
     for plan in plans:
+        stated = ordered(plan.run.metrics)
+        extra = tuple(
+            sorted({q for m in stated if (q := percentile_of(m.split("_", 1)[0])) is not None})
+        )
         try:
-            predicted = simulated_metrics(simulate(plan.scenario))
+            predicted = simulated_metrics(simulate(plan.scenario), extra)
         except ScenarioError as exc:
             raise ScenarioError(f"{plan.run.name}: {exc}") from None
-        for metric in METRICS:
-            if metric not in plan.run.metrics:
-                continue
+        for metric in stated:
             measured = plan.run.metrics[metric]
             value = predicted.get(metric, math.nan)
             rows.append(

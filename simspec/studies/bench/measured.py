@@ -10,6 +10,7 @@ fills one in.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,45 @@ LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATS = ("mean", "median", "p99")
 THROUGHPUTS = ("output_throughput_tok_s", "request_throughput_req_s")
 METRICS = tuple(f"{s}_{m}_ms" for m in LATENCIES for s in STATS) + THROUGHPUTS
+# other percentiles a run may state (vllm bench serve --metric-percentiles 90,95 writes
+# p90_ttft_ms, ...; SGLang's bench_serving writes p95_itl_ms): compared too, after METRICS
+_PERCENTILE = re.compile(r"p(\d{1,2}(?:\.\d{1,3})?)")
+
+
+def percentile_of(stat: str) -> float | None:
+    """The percentile a stat label names (``p90``, ``P95`` → 90.0, 95.0); None for another
+    label or one outside (0, 100)."""
+    hit = _PERCENTILE.fullmatch(stat.lower())
+    q = float(hit.group(1)) if hit else math.nan
+    return q if 0 < q < 100 else None
+
+
+def other_percentiles(keys: Any, theirs: dict[str, str] | None = None) -> dict[str, str]:
+    """simspec's name -> the file's key of each latency percentile beyond METRICS among
+    ``keys`` (``p90_ttft_ms``; ``theirs`` maps a latency to the file's name of it, SGLang's
+    ``e2e_latency``)."""
+    names = {(theirs or {}).get(lat, lat): lat for lat in LATENCIES}
+    out = {}
+    for key in keys:
+        stat, _, rest = str(key).partition("_")
+        latency = names.get(rest.removesuffix("_ms")) if rest.endswith("_ms") else None
+        ours = f"{stat}_{latency}_ms"
+        if latency is not None and percentile_of(stat) is not None and ours not in METRICS:
+            out[ours] = str(key)
+    return out
+
+
+def ordered(metrics: Any) -> list[str]:
+    """``metrics`` (names) in report order: METRICS', then other percentiles by latency and
+    percentile."""
+    extra = [m for m in metrics if m not in METRICS]
+
+    def key(name: str) -> tuple[int, float]:
+        stat, latency = name.split("_", 2)[:2]
+        return LATENCIES.index(latency), percentile_of(stat) or 0.0
+
+    return [m for m in METRICS if m in metrics] + sorted(extra, key=key)
+
 
 # A benchmark's per-request lists hold one entry per request and its draft positions one per
 # speculative token: the bounds a run is simulated with (config.MAX_REQUESTS requests,

@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from simspec.outputs import write_text_atomic
 from simspec.studies.bench.compare import Plan
-from simspec.studies.bench.measured import METRICS
+from simspec.studies.bench.measured import ordered
 
 
 def write_compare_report(frame: pd.DataFrame, plans: list[Plan], out: Path) -> None:
@@ -40,7 +40,7 @@ def by_load(frame: pd.DataFrame, plans: list[Plan]) -> go.Figure:
     loops and request rates as separate curves."""
     load = {p.run.name: p.run.load for p in plans}
     closed = {p.run.name: p.run.closed for p in plans}
-    metrics = [m for m in METRICS if m in set(frame["metric"])] or ["mean_tpot_ms"]
+    metrics = ordered(set(frame["metric"])) or ["mean_tpot_ms"]
     fig = make_subplots(
         rows=len(metrics),
         cols=1,

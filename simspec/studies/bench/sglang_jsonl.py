@@ -28,6 +28,7 @@ from simspec.studies.bench.measured import (
     count,
     listed_lengths,
     number,
+    other_percentiles,
     rate,
 )
 
@@ -50,6 +51,9 @@ def read_sglang_result(data: Any, name: str, where: str) -> MeasuredRun:
             key = f"{stat}_{_THEIRS.get(metric, metric)}_ms"
             if data.get(key) is not None:
                 metrics[f"{stat}_{metric}_ms"] = check_number(data[key], key, where)
+    for ours, key in other_percentiles(data, _THEIRS).items():  # p95_itl_ms, ...
+        if data[key] is not None:
+            metrics[ours] = check_number(data[key], key, where)
     for ours, theirs in _THROUGHPUTS.items():
         if data.get(theirs) is not None:
             metrics[ours] = check_number(data[theirs], theirs, where)

@@ -23,9 +23,10 @@ from simspec.engine.metrics import token_gaps
 from simspec.engine.simulation import SimResult
 
 
-def simulated_metrics(sim: SimResult) -> dict[str, float]:
+def simulated_metrics(sim: SimResult, percentiles: tuple[float, ...] = ()) -> dict[str, float]:
     """Every metric of :data:`~simspec.studies.bench.measured.METRICS`, and ``duration_s``
-    (NaN where no request defines one: TPOT when every output is one token)."""
+    (NaN where no request defines one: TPOT when every output is one token); with
+    ``percentiles``, each latency's ``p<q>`` too (``p90_ttft_ms``, as vLLM names them)."""
     q = sim.requests[~sim.requests["unfinishable"]]
     ttft = (q["first_token_s"] - q["arrival_s"]).to_numpy()
     e2e = (q["finish_s"] - q["arrival_s"]).to_numpy()
@@ -38,35 +39,37 @@ def simulated_metrics(sim: SimResult) -> dict[str, float]:
     duration = float(q["finish_s"].max() - start) if len(q) else 0.0
     out = {"duration_s": duration}
     for name, values in (("ttft", ttft), ("tpot", tpot), ("e2el", e2e)):
-        out.update(_stats(name, values, np.ones(len(values))))
+        out.update(_stats(name, values, np.ones(len(values)), percentiles))
     if len(it):
         gaps, weights = token_gaps(
             it["duration_s"].to_numpy(), it["decode_seqs"].to_numpy(), it["waiting_seqs"].to_numpy()
         )
-        out.update(_stats("itl", gaps, weights))
+        out.update(_stats("itl", gaps, weights, percentiles))
     else:
-        out.update(_stats("itl", np.zeros(0), np.zeros(0)))
+        out.update(_stats("itl", np.zeros(0), np.zeros(0), percentiles))
     rate = 1.0 / duration if duration > 0 else float("nan")
     out["output_throughput_tok_s"] = float(q["output_tokens"].sum()) * rate
     out["request_throughput_req_s"] = len(q) * rate
     return out
 
 
-def _stats(name: str, values: np.ndarray, weights: np.ndarray) -> dict[str, float]:
-    """Mean, median and 99th percentile in ms of ``values`` (seconds), each counted
-    ``weights`` times; linear interpolation between order statistics, as ``np.percentile``
-    draws them for the benchmarks."""
+def _stats(
+    name: str, values: np.ndarray, weights: np.ndarray, percentiles: tuple[float, ...] = ()
+) -> dict[str, float]:
+    """Mean, median, 99th and the other ``percentiles`` in ms of ``values`` (seconds), each
+    counted ``weights`` times; linear interpolation between order statistics, as
+    ``np.percentile`` draws them for the benchmarks."""
     keep = weights > 0
     values, weights = values[keep], weights[keep].astype(np.int64)
+    named = {f"p{q:g}": q for q in percentiles} | {"median": 50.0, "p99": 99.0}
     if not len(values):
-        return {f"{s}_{name}_ms": float("nan") for s in ("mean", "median", "p99")}
+        return {f"{s}_{name}_ms": float("nan") for s in ("mean", *named)}
     order = np.argsort(values, kind="stable")
     values, weights = values[order], weights[order]
-    return {
-        f"mean_{name}_ms": 1e3 * float(np.average(values, weights=weights)),
-        f"median_{name}_ms": 1e3 * _repeated_percentile(values, weights, 50.0),
-        f"p99_{name}_ms": 1e3 * _repeated_percentile(values, weights, 99.0),
-    }
+    out = {f"mean_{name}_ms": 1e3 * float(np.average(values, weights=weights))}
+    for stat, q in named.items():
+        out[f"{stat}_{name}_ms"] = 1e3 * _repeated_percentile(values, weights, q)
+    return out
 
 
 def _repeated_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:

@@ -34,6 +34,7 @@ from simspec.studies.bench.measured import (
     check_run,
     concurrency,
     consistent,
+    percentile_of,
     rate,
 )
 
@@ -67,6 +68,19 @@ _NAMES = {
 for _stat, _s in _STATS.items():
     for _label, _m in _NAMES.items():
         _FIELDS[f"{_stat} {_label} (ms)"] = f"{_s}_{_m}_ms"
+_OTHER = re.compile(r"(P\d{1,2}(?:\.\d{1,3})?) (.+) \(ms\)")
+
+
+def _other_percentile(label: str) -> str | None:
+    """A percentile line beyond Median and P99 ("P90 TTFT (ms)", as --metric-percentiles
+    prints it; SGLang's "P95 ITL (ms)") as simspec's metric name; None for another line."""
+    hit = _OTHER.fullmatch(label)
+    latency = _NAMES.get(hit.group(2)) if hit else None
+    if hit is None or latency is None or percentile_of(hit.group(1)) is None:
+        return None
+    return f"{hit.group(1).lower()}_{latency}_ms"
+
+
 REQUIRED = {
     "completed": "Successful requests",
     "duration": "Benchmark duration (s)",
@@ -128,7 +142,7 @@ def _run(lines: list[str], name: str, where: str) -> MeasuredRun:
             positions[pos] = _percent(value, label, where)
             continue
         sglang = sglang or label in ("Traffic request rate", "Max request concurrency")
-        field = _FIELDS.get(label)
+        field = _FIELDS.get(label) or _other_percentile(label)
         if field is None:
             continue
         if field in values:

@@ -40,6 +40,7 @@ from simspec.studies.bench.measured import (
     count,
     listed_lengths,
     number,
+    other_percentiles,
     per_position,
     rate,
 )
@@ -65,6 +66,9 @@ def read_vllm_result(data: Any, name: str, where: str) -> MeasuredRun:
         raise InputError(where, "must hold a JSON object (vllm bench serve --save-result)")
     completed = count(data, "completed", where)
     metrics = {m: check_number(data[m], m, where) for m in METRICS if data.get(m) is not None}
+    for ours, key in other_percentiles(data).items():  # --metric-percentiles beyond 50,99
+        if data[key] is not None:
+            metrics[ours] = check_number(data[key], key, where)
     for ours, theirs in THROUGHPUT_KEYS.items():
         if data.get(theirs) is not None:
             metrics[ours] = check_number(data[theirs], theirs, where)
