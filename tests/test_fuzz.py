@@ -324,7 +324,7 @@ FILE_INPUTS = {
     "grid": (["sweep", *FAST, "--grid", "{f}"], "--grid"),
     "speculative-config": (["sweep", *FAST, "--speculative-config", "@{f}"], "--speculative"),
     "cases": (["validate", "--cases", "{f}", "--workers", "1"], "--cases"),
-    "rate-csv": (["policy", "--config", "examples/policy.yaml", "--rate-csv", "{f}"], "rate_csv"),
+    "rate-csv": (["policy", "--config", "examples/policy.yaml", "--rate-csv", "{f}"], "--rate-csv"),
     "token-trace": (["sweep", *FAST, "--token-trace", "{f}"], "--token-trace"),
 }
 

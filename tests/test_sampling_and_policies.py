@@ -269,7 +269,7 @@ def test_policy_command_compares_the_policy_with_each_fixed_setting(tmp_path):
     assert frame.set_index("setting").loc["policy", "policy_tpot_gain"] == pytest.approx(1.0)
     rates.write_text("when,qps\n0,1\n")
     bad = runner.invoke(app, ["policy", "--config", str(cfg), "--rate-csv", str(rates)])
-    assert bad.exit_code == 2 and "rate_csv" in bad.output
+    assert bad.exit_code == 2 and "--rate-csv" in bad.output
 
 
 def test_a_policy_needs_a_schedule_and_rate_files_need_their_columns(tmp_path):
@@ -336,6 +336,8 @@ def test_a_lookup_replay_keeps_its_proposals_when_the_run_samples():
         ("10,1\n0,2\n", "the times must increase"),
         ("0,-1\n10,2\n", "rate -1 requests/s"),
         ("5,1\n10,2\n", "the first time_s must be 0"),
+        ("0,1\n10,abc\n", "line 3 \\('10', 'abc'\\): time_s and rate must be numbers"),
+        ("0,1\n10,0\n", "line 3: the last rate is 0"),
     ],
 )
 def test_a_rate_csv_names_what_is_wrong_with_it(tmp_path, rows, words):
@@ -346,4 +348,4 @@ def test_a_rate_csv_names_what_is_wrong_with_it(tmp_path, rows, words):
     path.write_text("time_s,rate\n" + rows)
     with pytest.raises(InputError, match=words) as err:
         read_rate_csv(str(path))
-    assert err.value.field == "rate_csv"
+    assert err.value.field == "--rate-csv"

@@ -173,49 +173,64 @@ def arrival_gaps(cfg: WorkloadConfig, n: int, rng: np.random.Generator) -> np.nd
 
 
 def read_rate_csv(path: str) -> list[tuple[float, float]]:
-    """A day's traffic shape from a CSV with columns ``time_s`` and ``rate`` (requests/s)."""
+    """A day's traffic shape from a CSV with columns ``time_s`` and ``rate`` (requests/s).
+    Every refusal names the flag, the file and the line (QA: "rate_csv: time_s and rate must
+    be numbers", no line; a last rate of 0 refused later as "workload: rates must be ...")."""
     import io
 
     import pandas as pd
 
     from simspec.catalog.tables import read_input, shown
+    from simspec.config import MIN_RATE
     from simspec.errors import InputError
 
-    data = read_input(path, "rate_csv", MAX_RATE_CSV_BYTES)
+    flag = "--rate-csv"
+    data = read_input(path, flag, MAX_RATE_CSV_BYTES)
     try:
-        frame = pd.read_csv(io.BytesIO(data))
+        frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise InputError("rate_csv", f"cannot read {shown(path)} as CSV ({exc})") from None
+        raise InputError(flag, f"cannot read {shown(path)} as CSV ({exc})") from None
     if not {"time_s", "rate"} <= set(frame.columns):
-        raise InputError("rate_csv", f"{path!r} needs columns time_s and rate")
-    try:
-        rows = [(float(t), float(r)) for t, r in zip(frame.time_s, frame.rate, strict=True)]
-    except (TypeError, ValueError):
-        raise InputError("rate_csv", f"{path!r}: time_s and rate must be numbers") from None
+        found = ", ".join(map(str, frame.columns[:8])) or "none"
+        raise InputError(
+            flag, f"{shown(path)} needs columns time_s and rate (comma-separated); found: {found}"
+        )
+    rows = []
+    for i, (t, r) in enumerate(zip(frame.time_s, frame.rate, strict=True), start=2):
+        try:
+            rows.append((float(t), float(r)))  # line 1 is the header
+        except ValueError:
+            raise InputError(
+                flag, f"{shown(path)}: line {i} ({t!r}, {r!r}): time_s and rate must be numbers"
+            ) from None
     if not rows:
-        raise InputError("rate_csv", f"{shown(path)}: has no rows (time_s, rate)")
-    from simspec.config import MIN_RATE
-
-    for i, row in enumerate(rows, start=2):  # line 1 is the header
+        raise InputError(flag, f"{shown(path)}: has no rows (time_s, rate)")
+    for i, row in enumerate(rows, start=2):
         if not all(np.isfinite(v) for v in row):
             raise InputError(
-                "rate_csv",
+                flag,
                 f"{shown(path)}: line {i} ({row[0]:g}, {row[1]:g}): every time_s and rate "
                 "must be a finite number",
             )
         if i > 2 and row[0] <= rows[i - 3][0]:  # QA: unsorted read as "must start at 0"
             raise InputError(
-                "rate_csv",
+                flag,
                 f"{shown(path)}: line {i}: time_s {row[0]:g} after {rows[i - 3][0]:g}: the "
                 "times must increase, one row per change of rate",
             )
         if not (row[1] == 0.0 or MIN_RATE <= row[1] <= 1e6):
             raise InputError(
-                "rate_csv",
+                flag,
                 f"{shown(path)}: line {i}: rate {row[1]:g} requests/s: rates are 0 (off) or "
                 f"in [{MIN_RATE:g}, 1e6]",
             )
     if rows[0][0] != 0.0:
         first = rows[0][0]
-        raise InputError("rate_csv", f"{shown(path)}: the first time_s must be 0, got {first:g}")
+        raise InputError(flag, f"{shown(path)}: the first time_s must be 0, got {first:g}")
+    if rows[-1][1] == 0.0:
+        raise InputError(
+            flag,
+            f"{shown(path)}: line {len(rows) + 1}: the last rate is 0: it holds to the end of "
+            "the run, which then never ends; end on a rate > 0",
+        )
     return rows
