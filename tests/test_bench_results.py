@@ -160,6 +160,13 @@ def test_other_percentiles_are_read_and_compared(tmp_path):
     assert ttft == sorted(ttft)
 
 
+def test_a_file_of_no_result_format_says_which_ones_are_read(tmp_path):
+    """QA: a CSV was refused as "not valid JSON (Expecting value at position 0)"."""
+    path = write(tmp_path, "bench.csv", "run,tpot\nbs1,7.2\n")
+    with pytest.raises(InputError, match="--save-result JSON .* --output-file JSONL"):
+        read_result(path)
+
+
 def test_sglang_output_details_are_held_to_the_same_rules(tmp_path):
     """QA: SGLang lists none of whose requests could run fell back to the means, the note
     saying the file "lists no per-request lengths"; lists that miss the totals ran silently."""

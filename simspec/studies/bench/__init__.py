@@ -100,6 +100,15 @@ def _runs_of(text: str, path: str | os.PathLike, field: str) -> list[MeasuredRun
             _one(parse_json(line, field, f"{where} line {n}"), f"{name}#{i}", f"{where} line {n}")
             for i, (n, line) in enumerate(lines, start=1)
         ]
+    first = lines[0][1].lstrip()
+    if not first.startswith(("{", "[")):
+        # QA: a CSV or a log was refused as "not valid JSON (Expecting value at position 0)"
+        raise InputError(
+            field,
+            f"{where} is not a benchmark result simspec reads: give vllm bench serve's "
+            "--save-result JSON (or its printed '============ Serving Benchmark Result' block), "
+            "or SGLang bench_serving's --output-file JSONL",
+        )
     return [_one(parse_json(text, field, where), name, where)]
 
 
