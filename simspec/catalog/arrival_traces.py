@@ -441,7 +441,9 @@ def _azure_seconds(col: pd.Series, name: str, field: str) -> np.ndarray:
     if len(bad):
         raise InputError(
             field,
-            f"{_where(name, bad, 'TIMESTAMP')}: not a date and time ({_cell(col, bad)})",
+            f"{_where(name, bad, 'TIMESTAMP')}: not a date and time ({_cell(col, bad)}): "
+            "the Azure layout's TIMESTAMP is ISO 8601 (2023-11-16 18:15:46.6805900); a trace "
+            "timed in seconds takes the columns arrival_s, prompt_len, output_len",
         )
     delta = (stamps - stamps.iloc[0]).to_numpy()
     seconds = delta / np.timedelta64(1, "s")  # any span, in float; refused later if too long

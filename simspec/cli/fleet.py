@@ -187,7 +187,12 @@ def replay_workload(
     )
     _arrivals_measured_whole(file, "replay", why, f"{why}; a replay is measured whole")
     if unread := WorkloadConfig.not_for_replay(file):
-        dataset = "; --dataset names the methods' acceptance dataset"
+        # QA: a file's "trace: tr.csv" (lengths_from's older spelling) was named only as
+        # lengths_from, which the file never wrote
+        dataset = (
+            "; --dataset names the methods' acceptance dataset (lengths_from is spelled trace in "
+            "older files: a dataset's lengths, not the arrival trace, which is arrival_trace)"
+        )
         raise InputError(
             f"workload.{unread[0]}", why + (dataset if unread[0].startswith("lengths_from") else "")
         )
@@ -286,7 +291,13 @@ def fleet(
     executor: Annotated[
         str, typer.Option(help="serial, process or ray: shards state-free routers' replicas")
     ] = "serial",
-    workers: Annotated[int | None, typer.Option(help="shards [default: every CPU]", min=1)] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="shards of a process or Ray run (--executor process or ray) [default: every CPU]",
+            min=1,
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="per-request results (CSV or Parquet)")] = None,
     summary: Annotated[Path | None, typer.Option(help="the summary (CSV or JSON)")] = None,
     timeline: Annotated[Path | None, typer.Option(help="time series per window (CSV)")] = None,
