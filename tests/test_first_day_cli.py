@@ -160,6 +160,17 @@ def test_fleet_takes_methods_as_well_as_method(tmp_path):
     assert len(pd.read_csv(out)) == 3
 
 
+def test_analytic_says_when_the_best_k_is_the_largest_tried():
+    """QA: α 0.9's best K was --k-max's 8 (10 at --k-max 32) without a word."""
+    capped = runner.invoke(app, ["analytic", "--alpha", "0.95", "--k-max", "3"])
+    assert capped.exit_code == 0, capped.output
+    assert "the best K at α 0.7, 0.9, 0.95 is the largest tried (3)" in " ".join(
+        capped.output.split()
+    )
+    roomy = runner.invoke(app, ["analytic", "--alpha", "0.6", "--k-max", "32"])
+    assert roomy.exit_code == 0 and "largest tried" not in roomy.output
+
+
 def test_analytic_takes_methods_as_well_as_method():
     assert "Best K per" in ran(["analytic", "--methods", "EAGLE3"])
 

@@ -134,6 +134,14 @@ def analytic(
     # the α are the given ones (a grid of them): no preset's acceptance
     drafted = MethodConfig(name=method, draft_model=draft, acceptance=AcceptanceConfig(alpha=0.5))
     print_provenance(deploy, [drafted])
+    capped = sorted(float(a) for a in shown.alpha[shown.best_k == k_max])
+    if capped:  # QA: α 0.9's best K was --k-max's 8 (10 at --k-max 32) without a word
+        alphas_text = ", ".join(f"{a:g}" for a in capped)
+        err.print(
+            f"note: the best K at α {alphas_text} is the largest tried ({k_max}): a larger one "
+            "may be faster still; raise --k-max (at most 32)",
+            highlight=False,
+        )
     if len(given_alphas) > 1:
         e = an.profile_tokens(given_alphas)
         err.print(f"per-position profile {given_alphas}: E = 1 + Σ Π α = {e:.3f} tokens per step")
