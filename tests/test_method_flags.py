@@ -138,6 +138,26 @@ def test_policy_keeps_the_files_acceptance_and_takes_the_method_flags(tmp_path):
     assert bad.exit_code == 2 and "--speculative-config" in bad.output
 
 
+def test_a_dynamic_sd_band_past_num_speculative_tokens_is_capped_as_vllm_caps_it(capsys):
+    """vLLM's build_dynamic_sd_schedule_lookup runs each band at min(num_speculative_tokens,
+    K) (QA: simspec refused the config vLLM accepts); vLLM's 5-item context form is refused
+    naming what it is."""
+    from simspec.catalog.vllm import to_method
+
+    spec = (
+        '{"method": "eagle3", "num_speculative_tokens": 3, '
+        '"num_speculative_tokens_per_batch_size": [[1, 30, 5], [31, 1024, 2]]}'
+    )
+    cfg = policy_config({}, MethodFlags(speculative_config=spec))
+    assert cfg.method.k == 3 and cfg.policy.k_schedule == [(1, 30, 3), (31, 1024, 2)]
+    assert "band [1, 30, 5] drafts more than num_speculative_tokens 3" in " ".join(
+        capsys.readouterr().err.split()
+    )
+    five = {"method": "eagle3", "num_speculative_tokens_per_batch_size": [[1, 8, 1, 4096, 3]]}
+    with pytest.raises(InputError, match="batch-size and context form"):
+        to_method(five)
+
+
 def test_the_explorer_takes_a_measured_tau_for_its_plan_and_schedule():
     inp = inputs.ExplorerInputs(acceptance="tau", tau=2.9, tau_k=4, k=4)
     m = inputs.method_for(inp, "eagle3")

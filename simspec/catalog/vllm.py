@@ -159,6 +159,8 @@ def to_method(cfg: dict[str, Any], tp: int = 1) -> dict[str, Any]:
         out["k_schedule"] = _schedule(schedule)
         if k is None:  # vLLM builds the drafter for the longest draft the schedule asks for
             out["k"] = max([1, *(steps for _, _, steps in out["k_schedule"])])
+        else:  # each band's K capped at num_speculative_tokens (capped_bands says where)
+            out["k_schedule"] = [(lo, hi, min(out["k"], kk)) for lo, hi, kk in out["k_schedule"]]
     if cfg.get("disable_by_batch_size") is not None:
         out["disable_by_batch_size"] = _int(
             cfg["disable_by_batch_size"], "disable_by_batch_size", 1, 1_000_000
@@ -237,12 +239,38 @@ def _int(value: Any, key: str, low: int, high: int) -> int:
     return value
 
 
+def capped_bands(cfg: dict[str, Any]) -> str | None:
+    """What vLLM does to the config's Dynamic SD bands whose K exceeds num_speculative_tokens
+    (None where none does): it caps each at num_speculative_tokens, the longest draft its
+    drafter is built for (build_dynamic_sd_schedule_lookup, vllm/v1/spec_decode/dynamic/
+    utils.py: dense_schedule[bs] = min(vllm_num_speculative_tokens, K)), without a word."""
+    k, bands = cfg.get("num_speculative_tokens"), cfg.get("num_speculative_tokens_per_batch_size")
+    if not (_is_int(k) and isinstance(bands, list)):
+        return None
+    over = [b for b in bands if isinstance(b, list | tuple) and len(b) == 3 and b[2] > k]
+    if not over:
+        return None
+    shown = ", ".join(str(list(b)) for b in over)
+    return (
+        f"band {shown} drafts more than num_speculative_tokens {k}: vLLM caps it at {k} "
+        "(build_dynamic_sd_schedule_lookup), and so does simspec"
+    )
+
+
 def _schedule(value: Any) -> list[tuple[int, int, int]]:
     key = "speculative_config.num_speculative_tokens_per_batch_size"
     if not isinstance(value, list) or not value:
         raise InputError(key, "must be a non-empty list of [start_bs, end_bs, K]")
     out = []
     for entry in value:
+        if isinstance(entry, list | tuple) and len(entry) == 5:
+            # QA: vLLM's (bs_lo, bs_hi, ctx_lo, ctx_hi, K) form was refused as malformed
+            raise InputError(
+                key,
+                f"{entry!r} is vLLM's batch-size and context form [bs_lo, bs_hi, ctx_lo, "
+                "ctx_hi, K], which simspec does not model (its K by context length): give "
+                "[start_bs, end_bs, K] entries",
+            )
         if not (isinstance(entry, list | tuple) and len(entry) == 3 and all(map(_is_int, entry))):
             raise InputError(key, f"each entry is [start_bs, end_bs, K] of integers, got {entry!r}")
         start, end, k = entry

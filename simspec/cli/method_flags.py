@@ -32,7 +32,7 @@ from simspec.catalog.tables import shown
 from simspec.catalog.token_traces import load_token_trace
 from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
-from simspec.cli.common import known_method
+from simspec.cli.common import err, known_method
 from simspec.config import MAX_K, Deployment, MethodConfig
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
@@ -283,9 +283,12 @@ class MethodFlags:
         """The vLLM --speculative-config as one simspec method for a target at tensor
         parallelism ``tp``: the method's preset for ``dataset``, then the config's own fields
         on top."""
-        from simspec.catalog.vllm import read_speculative_config, to_method
+        from simspec.catalog.vllm import capped_bands, read_speculative_config, to_method
 
-        fields = to_method(read_speculative_config(self.speculative_config or ""), tp)
+        cfg = read_speculative_config(self.speculative_config or "")
+        fields = to_method(cfg, tp)
+        if capped := capped_bands(cfg):
+            err.print(f"note: --speculative-config: {capped}", highlight=False)
         if isinstance(fields.get("draft_model"), str):  # vLLM's "model": an id of a preset
             fields["draft_model"] = preset_id(fields["draft_model"])
         draft = self.draft or fields.get("draft_model")
