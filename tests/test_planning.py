@@ -315,6 +315,16 @@ def test_a_tree_recommendation_names_its_columns_for_node_budgets(tmp_path):
     assert not any(c.startswith("speedup_k") for c in columns) and "tree_nodes" in result.output
 
 
+def test_recommend_says_it_does_not_read_the_configs_draft_length():
+    """QA: --speculative-config's num_speculative_tokens was dropped without a word where --k
+    is refused."""
+    spec = '{"method": "eagle3", "num_speculative_tokens": 5}'
+    args = ["recommend", "--speculative-config", spec, "--concurrencies", "1", "--k-max", "1"]
+    result = runner.invoke(app, [*args, "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert "num_speculative_tokens is not read" in " ".join(result.output.split())
+
+
 def test_recommend_refuses_a_files_open_loop_workload(tmp_path):
     cfg = tmp_path / "r.yaml"
     cfg.write_text("workload: {arrival: poisson, rate: 5}\n")

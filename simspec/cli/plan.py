@@ -14,6 +14,7 @@ from rich.table import Table
 
 from simspec.catalog.methods import stated_topk, tree_capacity
 from simspec.catalog.tables import shown
+from simspec.catalog.vllm import read_speculative_config
 from simspec.cli import options as opt
 from simspec.cli.common import (
     csv_list,
@@ -518,6 +519,17 @@ def recommend(
     is_tree = base.tree not in (None, "chain")
     if flags.k is not None and not is_tree:
         raise InputError("--k", "recommend tries every K from 1 to --k-max: give --k-max")
+    if (
+        not is_tree
+        and flags.speculative_config
+        and base.k
+        and "num_speculative_tokens" in (read_speculative_config(flags.speculative_config))
+    ):  # QA: its K was dropped without a word where --k is refused
+        err.print(
+            "note: --speculative-config's num_speculative_tokens is not read: recommend tries "
+            f"every K from 1 to --k-max ({k_max}) and prints the best per band",
+            highlight=False,
+        )
     _check_read(base, is_tree, k_max, tree_budgets, json_out)
     vllm = load_engine(deploy.engine).family == "vllm"
     if not vllm:

@@ -41,8 +41,10 @@ def policy(
         Path | None,
         typer.Option(
             help="YAML/JSON: deployment, workload, method and policy (see "
-            "examples/policy.yaml); flags override it. Without it: the deployment flags, and "
-            "a --speculative-config whose schedule is the policy",
+            "examples/policy.yaml); flags override it. Without it: the deployment flags, "
+            "a --speculative-config whose schedule is the policy, and a --rate-csv for the "
+            "load (else a closed loop of one request, which a schedule's later bands never "
+            "reach)",
         ),
     ] = None,
     rate_csv: Annotated[
