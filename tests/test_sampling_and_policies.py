@@ -235,6 +235,20 @@ def test_a_tree_budget_policy_uses_the_budget_of_its_band():
     assert a.throughput_tok_s == pytest.approx(b.throughput_tok_s, rel=0.03)
 
 
+def test_a_tree_schedule_on_a_chain_is_refused_naming_it():
+    """QA: refused as methods.eagle3.tree_nodes, a field the file never wrote."""
+    from simspec.errors import InputError
+    from simspec.studies.policy import settings
+
+    cfg = PolicyConfig(
+        method=MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7)),
+        policy=Policy(tree_schedule=[(1, 30, 16)]),
+    )
+    with pytest.raises(InputError) as err:
+        settings(cfg)
+    assert err.value.field == "policy.tree_schedule" and "drafts a chain" in err.value.message
+
+
 def test_time_varying_arrivals_follow_the_rate_schedule():
     wl = WorkloadConfig(
         arrival="poisson",

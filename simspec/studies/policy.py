@@ -83,6 +83,13 @@ def settings(cfg: PolicyConfig) -> list[tuple[str, MethodConfig]]:
     scheduled = {k for _, _, k in cfg.policy.k_schedule or () if k > 0}
     ks = sorted(scheduled if cfg.policy.k_schedule else {base.k})
     budgets = sorted({n for _, _, n in cfg.policy.tree_schedule or () if n > 0})
+    if cfg.policy.tree_schedule and base.tree in (None, "chain"):
+        # QA: refused as methods.eagle3.tree_nodes, a field the file never wrote
+        raise InputError(
+            "policy.tree_schedule",
+            f"{base.name} drafts a chain here, whose length k_schedule sets: node budgets shape "
+            "a tree (give the method tree: static or dynamic, or a k_schedule)",
+        )
     if budgets:
         fixed = [(f"fixed {n} nodes", base.model_copy(update={"tree_nodes": n})) for n in budgets]
     else:
