@@ -109,6 +109,17 @@ def test_a_run_the_fit_cannot_explain_is_named(tmp_path):
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "off after the fit" in text and "units" in text
+    # a fit pinned at its bounds is written suspect, as calibrate fit's are, and a run on it
+    # names the file and says so (QA: it read "calibrated" and "h100_sxm's own profile")
+    profile = load_profile(str(out))
+    assert profile.deployment is not None
+    pinned = profile.deployment.fit.get("at_bound")
+    assert profile.status.startswith("suspect") == bool(pinned), (pinned, profile.status)
+    from simspec.config import Deployment
+    from simspec.studies.provenance import rests_on
+
+    line = rests_on(Deployment(model="qwen3-8b", gpu="h100_sxm", profile=str(out)), [])
+    assert "profile '" in line and "mine.yaml" in line and profile.status[:20] in line
 
 
 def test_the_fit_is_deterministic(tmp_path):

@@ -251,7 +251,11 @@ def _profile_part(deploy: Deployment) -> str:
             sources.setdefault(str(fit["transferred_from"]), []).append(op)
     own = profile.gpu == deploy.gpu
     name = f"{profile.gpu} profile" + ("" if own else f" on {deploy.gpu}")
-    if profile.status.startswith("suspect"):  # constants pinned at their ranges' edges
+    if deploy.profile is not None and deploy.profile != profile.gpu:
+        # a file the user gave (QA: a calibrate bench profile read "h100_sxm's own profile"):
+        # named, with what it is (its status says fitted or to benchmark runs, or suspect)
+        name = f"profile {shown(deploy.profile)} ({profile.gpu}: {profile.status or 'no status'})"
+    elif profile.status.startswith("suspect"):  # constants pinned at their ranges' edges
         name = f"{name} ({profile.status})"
     if not sources:
         return f"{profile.gpu}'s own profile" if own and name == f"{profile.gpu} profile" else name

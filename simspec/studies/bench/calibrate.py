@@ -503,6 +503,12 @@ def calibrated_profile(
         record["heldout_runs"] = [_rounded(r) for r in cal.heldout.rows]
     profile = deployed(base, engine.id, cal.fit.params, how, record)
     status = f"{base.status or 'profile'}; deployment constants calibrated to benchmark runs"
+    if cal.fit.at_bound:  # QA: a fit pinned at its bounds (MAPE 21,875 %) read "calibrated"
+        status = (
+            f"suspect: {len(cal.fit.at_bound)} deployment constant(s) at the edge of their range "
+            f"({', '.join(cal.fit.at_bound)}; fit MAPE {cal.fit.mape:.1%}): the runs ask for "
+            "more than this deployment's constants explain"
+        )
     return profile.model_copy(update={"status": status})
 
 
