@@ -29,7 +29,13 @@ from simspec.config import AcceptanceConfig, Deployment, MethodConfig
 from simspec.engine.build import deployed_engine
 from simspec.errors import InputError
 
-PROVENANCE_COLUMNS = ("precision", "kv_cache_dtype", "engine_profile", "acceptance_source")
+PROVENANCE_COLUMNS = (
+    "precision",
+    "kv_cache_dtype",
+    "engine_profile",
+    "hardware_profile",
+    "acceptance_source",
+)
 
 
 def provenance(deploy: Deployment, method: MethodConfig) -> dict[str, str]:
@@ -43,6 +49,8 @@ def provenance(deploy: Deployment, method: MethodConfig) -> dict[str, str]:
         "precision": weights(deploy.precision, load_model(deploy.model), load_gpu(deploy.gpu)),
         "kv_cache_dtype": kv_dtype(deploy.kv_cache_dtype),
         "engine_profile": f"{engine.id} ({'; '.join(about)})" if about else engine.id,
+        # QA: a results file could not say which hardware profile (a user's file) it ran on
+        "hardware_profile": _profile_part(deploy),
         "acceptance_source": acceptance_source(method),
     }
 
