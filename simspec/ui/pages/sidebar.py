@@ -1,6 +1,7 @@
 """The sidebar: the deployment, speculation and workload widgets, read into one validated
 :class:`~simspec.ui.inputs.ExplorerInputs`, and the SLOs the plan, latency and fleet views
-judge by. Each widget starts at the CLI's default."""
+judge by. Each widget starts at the CLI's default, but the run length: the page measures a
+fixed length where the CLI measures to a precision (simspec.ui.inputs says why)."""
 
 from __future__ import annotations
 
@@ -269,16 +270,18 @@ def _workload(sb: DeltaGenerator) -> dict[str, Any]:
         8,
         5000,
         **kept("requests", DEFAULT.requests),
-        help="measured in the steady window, after a warm-up; the CLI's default",
+        help="measured in the steady window, after a warm-up: a fixed length, as "
+        "simspec sweep --precision-target 0 runs (the CLI's default instead measures until "
+        "each speedup is known to ±2 %)",
     )
     turnovers = sb.number_input(
         "Closed loop: batch turnovers measured (at least)",
         0,
         1024,
         **kept("turnovers", DEFAULT.turnovers),
-        help="a closed loop measures at least this many × concurrency requests (the CLI's "
-        "default: 64, which holds a batch-64 speedup within ~0.3 % run to run); fewer answer "
-        "faster with wider error bars",
+        help="a closed loop measures at least this many × concurrency requests (simspec "
+        "sweep --precision-target 0 --turnovers 64 runs the same; 64 holds a batch-64 speedup "
+        "within ~0.3 % run to run); fewer answer faster with wider error bars",
     )
     return {
         "arrival": arrival,
