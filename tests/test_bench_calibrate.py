@@ -120,6 +120,10 @@ def test_a_run_the_fit_cannot_explain_is_named(tmp_path):
 
     line = rests_on(Deployment(model="qwen3-8b", gpu="h100_sxm", profile=str(out)), [])
     assert "profile '" in line and "mine.yaml" in line and profile.status[:20] in line
+    # calibrate report shows the bench fit itself, not only its base's kernel fit
+    shown = runner.invoke(app, ["calibrate", "report", "--profile", str(out)])
+    assert shown.exit_code == 0, shown.output
+    assert "fitted runs, measured vs predicted" in " ".join(shown.output.split())
 
 
 def test_the_fit_is_deterministic(tmp_path):

@@ -231,6 +231,15 @@ def test_profile_files_round_trip_through_yaml_and_json(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_stored_fit_reads_as_counts_percents_and_where_constants_came_from():
+    """QA: sample counts as floats, errors as fractions, a transferred operator a row of nan."""
+    result = runner.invoke(app, ["calibrate", "report", "--profile", "a100_80gb"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "transferred from h100_sxm" in text and "nan" not in text
+    assert "35,152" in text and "6.3%" in text  # the GEMM fit's samples and MAPE
+
+
 def test_harness_csv_fits_a_profile_and_reports_whole_steps(tmp_path):
     pytest.importorskip("torch")
     import subprocess

@@ -206,6 +206,14 @@ def calibrate_report(
         if path.endswith(".csv") and is_harness_csv(Path(path))
     }
     print_frame(report.stored_fit_table(prof), f"Profile {prof.gpu} ({prof.status}): stored fit")
+    bench = report.deployment_fit_table(prof)
+    if bench is not None:  # QA: a calibrate bench profile showed only its base's kernel fit
+        fit = prof.deployment.fit if prof.deployment is not None else {}
+        mape = fit.get("fit_mape")
+        title = "Deployment constants (calibrate bench): fitted runs, measured vs predicted"
+        print_frame(bench, title + (f", MAPE {mape:.1%}" if isinstance(mape, float) else ""))
+        for name in fit.get("at_bound") or []:
+            err.print(f"note: {name} stopped at the edge of its range", highlight=False)
     if evaluated is not None:
         print_frame(report.error_table(evaluated, ("operator",)), "Predicted vs measured")
         print_frame(report.error_table(evaluated), "... per operation")

@@ -49,13 +49,39 @@ def error_table(evaluated: pd.DataFrame, by: tuple[str, ...] = ("operator", "op"
 
 
 def stored_fit_table(profile: HardwareProfile) -> pd.DataFrame:
-    """The per-operator fit and held-out errors recorded in the profile when it was fitted."""
+    """The per-operator fit and held-out errors recorded in the profile when it was fitted, as
+    text: sample counts whole, errors in percent, and a transferred operator saying where it
+    came from (QA: floats, fractions and a row of nan)."""
+
+    def pct(v: object) -> str:
+        return f"{float(v):.1%}" if isinstance(v, int | float) else ""
+
     rows = []
     for operator in FORMS:
         entry = profile.fit.get(operator, {})
-        keep = ("n_samples", "fit_mape", "heldout_mape", "heldout_split", "transferred_from")
-        rows.append({"operator": operator, **{k: entry[k] for k in keep if k in entry}})
+        src = entry.get("transferred_from")
+        n = entry.get("n_samples")
+        rows.append(
+            {
+                "operator": operator,
+                "samples": f"{int(n):,}" if isinstance(n, int | float) else "",
+                "fit_mape": pct(entry.get("fit_mape")),
+                "heldout_mape": pct(entry.get("heldout_mape")),
+                "heldout_split": str(entry.get("heldout_split", "")),
+                "constants": f"transferred from {src}" if src else "fitted",
+            }
+        )
     return pd.DataFrame(rows)
+
+
+def deployment_fit_table(profile: HardwareProfile) -> pd.DataFrame | None:
+    """A calibrate bench profile's fitted runs, measured vs predicted (None without one)."""
+    fit = profile.deployment.fit if profile.deployment is not None else {}
+    runs = fit.get("runs") or []
+    if not runs:
+        return None
+    frame = pd.DataFrame(runs)
+    return frame[[c for c in ("run", "metric", "measured", "predicted", "rel_error") if c in frame]]
 
 
 def write_html(evaluated: pd.DataFrame, profile: HardwareProfile, out: Path) -> None:
