@@ -286,6 +286,20 @@ def test_policy_command_compares_the_policy_with_each_fixed_setting(tmp_path):
     assert bad.exit_code == 2 and "--rate-csv" in bad.output
 
 
+def test_a_policy_tail_far_past_another_settings_is_said(capsys):
+    """QA: TTFT p99 7.1 s against plain decoding's 1.6 s read as "gain 1" (medians)."""
+    from simspec.cli.policy import tail_note
+
+    frame = pd.DataFrame(
+        {"setting": ["autoregressive", "fixed K=3", "policy"], "ttft_ms_p99": [1588, 261, 7139]}
+    )
+    tail_note(frame)
+    text = " ".join(capsys.readouterr().err.split())
+    assert "TTFT p99 (7,139 ms) is 27.4x fixed K=3's (261 ms)" in text
+    tail_note(frame.assign(ttft_ms_p99=[300, 261, 400]))
+    assert capsys.readouterr().err == ""
+
+
 def test_a_policy_needs_a_schedule_and_rate_files_need_their_columns(tmp_path):
     with pytest.raises(ValueError, match="k_schedule"):
         Policy()
