@@ -61,14 +61,14 @@ def stored_fit_table(profile: HardwareProfile) -> pd.DataFrame:
         entry = profile.fit.get(operator, {})
         src = entry.get("transferred_from")
         n = entry.get("n_samples")
+        split = f"transferred from {src} (no timings)" if src else entry.get("heldout_split", "")
         rows.append(
             {
                 "operator": operator,
                 "samples": f"{int(n):,}" if isinstance(n, int | float) else "",
-                "fit_mape": pct(entry.get("fit_mape")),
-                "heldout_mape": pct(entry.get("heldout_mape")),
-                "heldout_split": str(entry.get("heldout_split", "")),
-                "constants": f"transferred from {src}" if src else "fitted",
+                "fit MAPE": pct(entry.get("fit_mape")),
+                "held-out": pct(entry.get("heldout_mape")),
+                "held-out split": str(split),
             }
         )
     return pd.DataFrame(rows)
