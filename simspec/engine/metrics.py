@@ -95,6 +95,7 @@ class RunSummary:
     overhead_time_frac: float
     preemptions: int
     kv_blocks_total: int
+    kv_block_size: int  # tokens per KV block: the engine's (vLLM 16; its MLA backends 64/128)
     kv_blocks_peak: int
     iterations: int
     kv_blocks_in_use_end: int  # 0 once every request has left: no block leaks
@@ -366,6 +367,7 @@ def summarize(
         overhead_time_frac=float(it["overhead_s"].sum()) / busy if busy else 0.0,
         preemptions=int(measured["preemptions"].sum()),
         kv_blocks_total=int(memory.num_blocks),
+        kv_block_size=int(memory.block_size),
         kv_blocks_peak=int(peak_blocks),
         iterations=len(iterations),
         kv_blocks_in_use_end=int(blocks_in_use_end),

@@ -22,6 +22,7 @@ RUN_METRICS = (
     "preemptions",
     "unfinishable",
     "kv_blocks_total",
+    "kv_block_size",
 )
 # their 95 % intervals (engine.intervals), each bound a RunSummary field
 RUN_INTERVALS = (
