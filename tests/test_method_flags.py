@@ -158,6 +158,20 @@ def test_a_dynamic_sd_band_past_num_speculative_tokens_is_capped_as_vllm_caps_it
         to_method(five)
 
 
+def test_a_tau_measured_on_a_tree_says_so_in_the_acceptance_column():
+    """QA: a tree-measured preset τ run as a chain (realised 1.88) and a chain's --tau 2.59
+    (realised 2.57) both read tau=2.59@k=4."""
+    from simspec.catalog.methods import preset_method
+    from simspec.studies.sweep import describe_acceptance
+
+    tree = preset_method("medusa1", "sharegpt", None, "vicuna-7b", engine="vllm")
+    assert describe_acceptance(tree).endswith("on a 63-node tree,topk=10")
+    chain = tree.model_copy(
+        update={"acceptance": tree.acceptance.model_copy(update={"tau_tree_nodes": None})}
+    )
+    assert "tree" not in describe_acceptance(chain)
+
+
 def test_the_explorer_takes_a_measured_tau_for_its_plan_and_schedule():
     inp = inputs.ExplorerInputs(acceptance="tau", tau=2.9, tau_k=4, k=4)
     m = inputs.method_for(inp, "eagle3")

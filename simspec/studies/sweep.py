@@ -396,6 +396,11 @@ def describe_acceptance(m: MethodConfig) -> str:
     if a.tokens is not None:
         return f"tokens:{a.tokens}"
     text = f"tau={a.tau}@k={a.tau_k}" if a.tau is not None else f"alpha={a.alpha}"
+    if a.tau is not None and a.tau_tree_nodes is not None:
+        # measured on a tree (QA: a chain run of a tree's τ 2.59 realised 1.88 under the same
+        # label as a chain's τ 2.59)
+        top = f",topk={a.tau_tree_topk}" if a.tau_tree_topk is not None else ""
+        text += f" on a {a.tau_tree_nodes}-node tree{top}"
     if a.depth_decay is not None:
         text += f",decay={a.depth_decay}"
     beyond = extrapolated_beyond(m)
