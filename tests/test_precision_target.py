@@ -104,6 +104,14 @@ def test_a_bad_precision_target_flag_is_one_line_naming_it(args, says, tmp_path)
     assert not out.exists() and not (tmp_path / "t.csv.partial").exists()
 
 
+def test_a_precision_target_of_0_beside_a_fixed_length_is_that_length():
+    """QA: --precision-target 0 --turnovers 8 was refused, though 0 is the fixed length."""
+    from simspec.cli.sweep_flags import SweepFlags
+
+    flags = SweepFlags(precision_target=0.0, turnovers=8)
+    assert flags.run_length({})["precision_target"] == 0.0
+
+
 def test_the_command_line_run_length_replaces_the_files(tmp_path):
     from simspec.cli.sweep_flags import SweepFlags
 

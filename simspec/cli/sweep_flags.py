@@ -124,7 +124,9 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
         file's fixed length (workload.requests, workload.turnovers), --requests or
         --turnovers the file's precision_target; both kinds on the command line is an error."""
         fixed = self.requests is not None or self.turnovers is not None
-        if self.precision_target is None:
+        if self.precision_target is None or (fixed and self.precision_target == 0):
+            # 0 is the fixed length itself (QA: "--precision-target 0 --turnovers 8", which
+            # its help says asks the same, was refused)
             return {**data, "precision_target": 0.0} if fixed else data
         if fixed:
             raise InputError(
