@@ -341,7 +341,7 @@ def test_while_a_pool_runs_sigterm_and_sighup_exit_like_the_shell_reports_them()
     # someone else installed is left alone by design)
     before = {sig: signal.signal(sig, signal.SIG_DFL) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        restore = executors._exit_on_signals()
+        restore = executors.exit_on_signals()
         try:
             for sig in (signal.SIGTERM, signal.SIGHUP):
                 with pytest.raises(SystemExit) as stop:

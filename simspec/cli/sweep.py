@@ -31,6 +31,7 @@ from simspec.errors import InputError
 from simspec.outputs import check_writable, existing_regular
 from simspec.studies.model_facts import summary_line
 from simspec.studies.provenance import dataset_notes, ran_with, rests_on
+from simspec.studies.runs.executors import exit_on_signals
 from simspec.studies.runs.journal import path_in_use
 from simspec.studies.sweep import (
     WIDE_INTERVAL,
@@ -115,6 +116,9 @@ def sweep(
         _check_out(out, journal, resume)
     started_journal = journal is not None and not journal.exists()
     todo = cells(cfg)
+    # SIGTERM / SIGHUP are stops under every executor, said and kept as Ctrl-C's are (QA: a
+    # serial sweep killed by SIGTERM exited 143 with nothing said)
+    restore_signals = exit_on_signals()
     try:
         check_cells(todo)  # bad input fails before the journal is read
         with (
@@ -141,6 +145,8 @@ def sweep(
                 soft_wrap=True,  # the path stays whole, to copy
             )
         raise
+    finally:
+        restore_signals()
     if out is not None:
         with writing(out):
             write_frame(frame, out)

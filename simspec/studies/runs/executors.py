@@ -123,7 +123,7 @@ def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     SIGHUP (turned into ``SystemExit`` while the pool runs, where nothing else handles them) its
     pending runs are cancelled and its workers terminated; and each worker ends itself once its
     parent is gone (even after SIGKILL, which the parent cannot handle)."""
-    restore = _exit_on_signals()
+    restore = exit_on_signals()
     try:
         pool = ProcessPoolExecutor(
             max_workers=workers, initializer=_worker_started, initargs=(os.getpid(),)
@@ -149,7 +149,7 @@ def _terminate(pool: ProcessPoolExecutor) -> None:
         proc.join(timeout=5)
 
 
-def _exit_on_signals() -> Callable[[], None]:
+def exit_on_signals() -> Callable[[], None]:
     """Make SIGTERM and SIGHUP raise ``SystemExit(128 + signal)`` in the main thread (the
     status a shell reports for them), where they would otherwise kill this process at once and
     orphan its workers; handlers someone else installed are left alone. Returns the undo."""
