@@ -29,6 +29,7 @@ from simspec.cli.tables import check_suffix, print_frame, safe_title, table_widt
 from simspec.engine import window
 from simspec.errors import InputError
 from simspec.outputs import check_writable, existing_regular
+from simspec.studies.metrics import unserved_text
 from simspec.studies.model_facts import summary_line
 from simspec.studies.provenance import dataset_notes, ran_with, rests_on
 from simspec.studies.runs.executors import exit_on_signals
@@ -436,19 +437,13 @@ def _unshipped_note(cfg: SweepConfig) -> None:
 
 
 def _unfinishable_note(frame: pd.DataFrame) -> None:
-    """Measured requests no replica could serve (prompt + output past the model's context, as
-    vLLM refuses them, or past the KV cache): the cells' numbers are over the rest."""
+    """Measured requests no replica could serve (prompt + output past the model's context, or
+    past the KV cache): the cells' numbers are over the rest."""
     if "unfinishable" not in frame or not (frame["unfinishable"] > 0).any():
         return
     hit = frame[frame["unfinishable"] > 0]
     share = (hit["unfinishable"] / hit["requests"]).max()
-    err.print(
-        f"note: {len(hit)} cell(s) left up to {share:.0%} of their measured requests unserved: "
-        "longer than the model's context (prompt + output past max_position_embeddings: "
-        "vLLM's server refuses such a request) or its KV cache; their numbers are over the "
-        "rest (the unfinishable column)",
-        highlight=False,
-    )
+    err.print(f"note: {unserved_text(len(hit), share, 'cell(s)')}", highlight=False)
 
 
 def _grid_preset_note(cfg: SweepConfig) -> None:

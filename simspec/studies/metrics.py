@@ -39,3 +39,14 @@ RUN_INTERVALS = (
     "e2e_s_p50_ci_low",
     "e2e_s_p50_ci_high",
 )
+
+
+def unserved_text(runs: int, share: float, what: str = "run(s)") -> str:
+    """The note for runs whose measured requests some went unserved (the unfinishable column),
+    worded for every engine (QA: it blamed vLLM's server under --engine hf)."""
+    return (
+        f"{runs} {what} left up to {share:.0%} of their measured requests unserved: longer "
+        "than the model's context (prompt + output past max_position_embeddings, which a "
+        "serving engine refuses) or its KV cache; their numbers are over the rest (the "
+        "unfinishable column)"
+    )

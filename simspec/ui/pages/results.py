@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from simspec.studies.capacity import Slo
+from simspec.studies.metrics import unserved_text
 from simspec.ui import figures, runs
 from simspec.ui.downloads import results_csv
 from simspec.ui.inputs import ExplorerInputs, engine_caveats, markdown_text, provenance_lines
@@ -75,12 +76,7 @@ def speedup(summary: pd.DataFrame, inputs: ExplorerInputs) -> None:
     unserved = summary[summary.unfinishable > 0] if "unfinishable" in summary else summary[:0]
     if len(unserved):  # as the sweep's note says it (QA: the page said nothing)
         share = (unserved.unfinishable / unserved.measured_requests).max()
-        st.warning(
-            f"{len(unserved)} run(s) left up to {share:.0%} of their measured requests unserved: "
-            "longer than the model's context (prompt + output past max_position_embeddings: "
-            "vLLM's server refuses such a request) or its KV cache; their numbers are over the "
-            "rest (the unfinishable column)."
-        )
+        st.warning(unserved_text(len(unserved), share) + ".")
     unstable = summary[summary.stable == 0]
     if len(unstable):
         st.warning(
