@@ -171,6 +171,17 @@ def test_analytic_says_when_the_best_k_is_the_largest_tried():
     assert roomy.exit_code == 0 and "largest tried" not in roomy.output
 
 
+@pytest.mark.parametrize(
+    ("base", "preset"),
+    [("meta-llama/Llama-3.1-8B", "llama-3.1-8b"), ("meta-llama/Llama-2-7b-hf", "llama-2-7b")],
+)
+def test_a_presets_base_repo_is_refused_naming_the_preset(base, preset):
+    """QA: the base repo of a preset was refused like any unknown id."""
+    result = runner.invoke(app, ["models", base])
+    assert result.exit_code == 2
+    assert f"is the base model of preset {preset}" in " ".join(result.output.split())
+
+
 def test_analytic_takes_methods_as_well_as_method():
     assert "Best K per" in ran(["analytic", "--methods", "EAGLE3"])
 

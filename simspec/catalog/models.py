@@ -648,6 +648,16 @@ def load_model(ref: str, field: str = "model") -> ModelShape:
     if path.suffix == ".json" or os.path.exists(ref):  # os.path: a too-long name is no error
         return load_hf_config(path, field)
     if ref.count("/") == 1 and not ref.startswith(("/", ".")):
+        tuned = _tuned_preset(ref, table)
+        if tuned is not None:  # QA: the base of a preset's repo was refused without a word
+            preset, hf = tuned
+            raise InputError(
+                field,
+                f"{ref!r} is the base model of preset {preset} ({hf}): presets are the tuned "
+                "models whose acceptance they carry; give --model "
+                f"{preset} for it, or the base's config.json by path (huggingface-cli "
+                f"download {ref} config.json --local-dir DIR; --model DIR/config.json)",
+            )
         raise InputError(
             field,
             f"{ref!r} is not a packaged preset and simspec does not download models: fetch its "
@@ -659,6 +669,20 @@ def load_model(ref: str, field: str = "model") -> ModelShape:
         f"unknown model {ref!r}; choose a preset ({', '.join(sorted(table))}), a Hugging Face "
         "id of one, or give a path to a Hugging Face config.json",
     )
+
+
+def _tuned_preset(ref: str, table: dict) -> tuple[str, str] | None:
+    """The preset whose Hugging Face repo is ``ref``'s instruct or chat version (the same
+    name with an -Instruct / -chat-hf suffix, without regard to case), and that repo."""
+    base = ref.lower()
+    tuned = {base + "-instruct", base + "-chat"}
+    if base.endswith("-hf"):  # Llama 2's repos: Llama-2-7b-hf and Llama-2-7b-chat-hf
+        tuned.add(base.removesuffix("-hf") + "-chat-hf")
+    for preset, entry in table.items():
+        for hf in entry.get("hf_ids") or ():
+            if str(hf).lower() in tuned:
+                return preset, str(hf)
+    return None
 
 
 def _no_config_json(folder: str) -> str:
