@@ -34,7 +34,8 @@ def validate(
         Path,
         typer.Option(
             help="predictions: every input column plus predicted_value, predicted_tau, "
-            "no_proposal_frac, mean_verify_tokens, rel_error, status, skip_reason (.csv)"
+            "no_proposal_frac, mean_verify_tokens, rel_error, status, skip_reason, "
+            "acceptance_source, assumptions (.csv; written, or replaced, with --report too)"
         ),
     ] = Path("predictions.csv"),
     report: Annotated[
@@ -119,7 +120,7 @@ def validate(
     write_text(out, pred.to_csv(index=False, float_format="%.6g", quoting=csv.QUOTE_NONNUMERIC))
     if report is not None:
         with writing(report, "--report"):
-            write_report(pred, table, report)
+            write_report(pred, table, report, out)
     print_frame(shown_table(table), "Validation: predicted vs published, per series", width=140)
     err.print(f"{mape_line(pred, table)}; wrote {out}" + (f" and {report}" if report else ""))
 

@@ -14,9 +14,12 @@ from simspec.outputs import write_text_atomic
 from simspec.studies.validation.summary import PERCENT_COLUMNS, mape_line, percent_table
 
 
-def write_report(pred: pd.DataFrame, table: pd.DataFrame, out: Path) -> None:
+def write_report(
+    pred: pd.DataFrame, table: pd.DataFrame, out: Path, csv_path: Path | None = None
+) -> None:
     """Write ``out`` whole (plotly.js inlined: opens offline). Errors are in percent, as
-    the CLI prints them: the per-series table of :func:`percent_table` and the histogram."""
+    the CLI prints them: the per-series table of :func:`percent_table` and the histogram.
+    ``csv_path``: the predictions file beside it, named where the page sends the reader."""
     ok = pred[pred["status"] == "ok"].copy()
     ok["measured"] = pd.to_numeric(ok["measured_value"], errors="coerce")
     fig = predicted_vs_measured(ok)
@@ -29,7 +32,8 @@ def write_report(pred: pd.DataFrame, table: pd.DataFrame, out: Path) -> None:
     body = [
         "<h1>simspec validate</h1>",
         f"<p>{len(pred)} rows: {len(ok)} predicted, {len(pred) - len(ok)} skipped "
-        "(reasons in the CSV's skip_reason column).</p>",
+        f"(reasons in the skip_reason column of "
+        f"{html.escape(str(csv_path)) if csv_path else 'the predictions CSV'}).</p>",
         f"<p>{html.escape(mape_line(pred, table))}.</p>",
         series_html(table),
         fig.to_html(full_html=False, include_plotlyjs=True),
