@@ -316,7 +316,7 @@ def fleet(
     if router not in ROUTERS:
         raise InputError("--router", f"choose {', '.join(ROUTERS)} (got {router!r})")
     check_executor(executor)
-    if executor == "serial":
+    if executor == "serial" and workers != 1:  # one worker is what serial runs (QA)
         refuse_unread(
             "shards a pool's or Ray's run: give --executor process or ray", {"--workers": workers}
         )
