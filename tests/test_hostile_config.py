@@ -492,3 +492,17 @@ def test_true_or_false_where_a_number_goes_is_refused(tmp_path, text, field):
     from simspec.config import SchedulerConfig
 
     assert SchedulerConfig(enable_prefix_caching=True).enable_prefix_caching is True
+
+
+def test_two_config_files_in_one_folder_are_named_apart(tmp_path):
+    """QA: mistral.json and qmoe.json in one folder were both named after the folder."""
+    import json
+
+    from simspec.catalog.models import load_model
+    from tests.conftest import TINY_CONFIG
+
+    for name in ("mistral.json", "other.json", "config.json"):
+        (tmp_path / name).write_text(json.dumps(TINY_CONFIG))
+    ids = [load_model(str(tmp_path / n)).id for n in ("mistral.json", "other.json")]
+    assert ids == ["mistral", "other"]
+    assert load_model(str(tmp_path / "config.json")).id == tmp_path.name

@@ -725,11 +725,13 @@ def load_hf_config(path: Path, field: str = "model") -> ModelShape:
 def _folder_name(path: Path) -> str:
     """A config.json's model name from where it lies: its folder's, or, in a Hub cache
     (``models--ORG--NAME/snapshots/REVISION/config.json``), ``ORG/NAME`` rather than the
-    revision's hash."""
+    revision's hash; a file not called config.json, its own name."""
     folder = path.parent
     repo = folder.parent.parent.name
     if folder.parent.name == "snapshots" and repo.startswith("models--"):
         return repo.removeprefix("models--").replace("--", "/")
+    if path.name != "config.json":  # a renamed copy names itself (QA: mistral.json and
+        return path.stem  # qmoe.json in one folder were both the folder's name)
     return folder.name or path.stem
 
 
