@@ -261,3 +261,15 @@ def test_readme_lists_every_csv_column():
     section = section[: section.index("\n#")]
     for col in COLUMNS:
         assert f"`{col}`" in section, col
+
+
+def test_a_whole_number_in_a_float_column_prints_without_a_fraction():
+    """QA: the fleet summary's requests row read 200.0."""
+    from simspec.cli.tables import number
+
+    assert (number(200.0), number(150.25), number(1234.0), number(0.123456)) == (
+        "200",
+        "150.2",
+        "1,234",
+        "0.123",
+    )

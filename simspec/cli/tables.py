@@ -153,7 +153,9 @@ def number(v: float) -> str:
     """Readable in a table: thousands with separators, small values to 3 significant digits."""
     if abs(v) >= 1000:
         return f"{v:,.0f}"
-    return f"{v:.1f}" if abs(v) >= 100 else f"{v:.3g}"
+    if abs(v) >= 100:  # a whole number (a count in a float column) without ".0" (QA)
+        return f"{v:.0f}" if v == int(v) else f"{v:.1f}"
+    return f"{v:.3g}"
 
 
 def write_frame(
