@@ -20,7 +20,8 @@ Reads ``<shared>/calibration-data/moe-serving/`` (converted from ai-dynamo/aicon
 With ``--aic-core WHEEL`` (the aiconfigurator-core 0.12.0 wheel, ``calibration/aic_wheel.py``),
 A100 SXM's MoE tables are fitted too: ``systems/data/a100_sxm/moe/{vllm/0.14.0, sglang/0.5.10,
 trtllm/1.0.0}/moe_perf.parquet``, converted as SOURCE.md section 6 converts the others (the
-seven model shapes, moe_tp x moe_ep <= 8, latency in ms), bf16 experts only.
+seven model shapes, moe_tp x moe_ep <= 8, latency in ms): bf16 experts, and SGLang's Marlin
+W4A16 ones, whose kernel times vLLM's FP8 experts on Ampere (MARLIN_FP8).
 
 Every fit is least squares on log(predicted / measured); each entry records its rows and the
 median and max |relative error| over them.
