@@ -79,9 +79,8 @@ def one_line_errors(
             return command(*args, **kwargs)
         except ValidationError as exc:
             fail(flagged(validation_message(exc)))
-        except (
-            InputError
-        ) as exc:  # named by the flag too (QA: "workload.trace_start_s" for --window)
+        except InputError as exc:
+            # named by the flag too (QA: "workload.trace_start_s" for --window)
             fail(flagged(str(exc)))
         except (ScenarioError, *also) as exc:
             fail(str(exc))

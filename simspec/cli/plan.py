@@ -523,7 +523,7 @@ def recommend(
         not is_tree
         and flags.speculative_config
         and base.k
-        and "num_speculative_tokens" in (read_speculative_config(flags.speculative_config))
+        and "num_speculative_tokens" in read_speculative_config(flags.speculative_config)
     ):  # QA: its K was dropped without a word where --k is refused
         err.print(
             "note: --speculative-config's num_speculative_tokens is not read: recommend tries "

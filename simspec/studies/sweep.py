@@ -278,6 +278,7 @@ class SweepConfig(Deployment):
             return [self]
         axes = list(self.grid)
         out = []
+        known: set[tuple[str, str]] = set()  # (axis, value) the catalog resolved already
         for combo in itertools.product(*(self.grid[a] for a in axes)):
             values = dict(zip(axes, combo, strict=True))
             data = self.model_dump(exclude={"grid"})
@@ -296,13 +297,14 @@ class SweepConfig(Deployment):
             for axis, load in CATALOG_AXES.items():
                 # a name the catalog does not know is the grid's, at its point (QA: "gpu:
                 # unknown GPU 'nope'" for a value only the grid gave)
-                if axis in values:
+                if axis in values and (axis, str(values[axis])) not in known:
                     try:
                         load(values[axis])
                     except InputError as exc:
                         raise InputError(
                             f"grid.{axis}", f"at the grid point {point}: {exc.message}"
                         ) from None
+                    known.add((axis, str(values[axis])))
             try:
                 out.append(SweepConfig(**data))
             except ValidationError as exc:
