@@ -41,6 +41,12 @@ PROVENANCE_COLUMNS = (
 def provenance(deploy: Deployment, method: MethodConfig) -> dict[str, str]:
     """The columns every result row carries (:data:`PROVENANCE_COLUMNS`), so that a CSV read
     on its own says what it ran with."""
+    return {**_deployment_columns(deploy), "acceptance_source": acceptance_source(method)}
+
+
+def _deployment_columns(deploy: Deployment) -> dict[str, str]:
+    """The provenance columns that depend on the deployment alone (every row of a run the same:
+    worked out once, the profile file read once)."""
     engine = deployed_engine(deploy)
     about = [engine.description] if engine.description else []
     if engine.async_scheduling:
@@ -51,7 +57,6 @@ def provenance(deploy: Deployment, method: MethodConfig) -> dict[str, str]:
         "engine_profile": f"{engine.id} ({'; '.join(about)})" if about else engine.id,
         # QA: a results file could not say which hardware profile (a user's file) it ran on
         "hardware_profile": _profile_part(deploy),
-        "acceptance_source": acceptance_source(method),
     }
 
 
@@ -60,10 +65,13 @@ def with_provenance(
 ) -> pd.DataFrame:
     """``frame`` with :data:`PROVENANCE_COLUMNS` appended, row i run with ``methods[i]`` (one
     method for every row: the list holds it once)."""
-    rows = [provenance(deploy, m) for m in methods]
-    if len(rows) == 1:
-        rows *= len(frame)
-    return frame.assign(**{col: [r[col] for r in rows] for col in PROVENANCE_COLUMNS})
+    common = _deployment_columns(deploy)
+    sources = [acceptance_source(m) for m in methods]
+    if len(sources) == 1:
+        sources *= len(frame)
+    return frame.assign(**common, acceptance_source=sources)[
+        [*frame.columns, *(c for c in PROVENANCE_COLUMNS if c not in frame.columns)]
+    ]
 
 
 def weights(precision: str | None, model: ModelShape, gpu: GpuSpec | None = None) -> str:

@@ -84,7 +84,10 @@ def with_provenance(frame: pd.DataFrame, inp: ExplorerInputs, methods: list[str]
     per = {m: provenance(deploy, method_for(inp, m)) for m in dict.fromkeys(methods)}
     rows = [per[m] for m in methods]
     return frame.assign(
-        **{c: [as_uploaded(r[c]) for r in rows] for c in ("engine_profile", "acceptance_source")}
+        **{
+            c: [as_uploaded(r[c]) for r in rows]
+            for c in ("engine_profile", "hardware_profile", "acceptance_source")
+        }
     )
 
 
