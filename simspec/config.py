@@ -866,7 +866,8 @@ class Deployment(BaseModel):
         if tp is not None and v not in (1, tp):
             raise ValueError(
                 f"must be 1 (experts sliced over the tp GPUs) or tp={tp} (whole experts spread "
-                "over them)"
+                "over them); SGLang's ep < tp (experts over ep, each sliced tp/ep ways) is not "
+                "modelled"
             )
         return v
 
@@ -903,9 +904,14 @@ class Scenario(Deployment):
 
 
 def check_tp(tp: int) -> int:
-    """Tensor parallelism splits heads evenly: a power of two, as engines require."""
+    """Tensor parallelism over a power of two GPUs: the GPU counts simspec's collectives were
+    timed at (simspec/data/collectives.yaml). Engines ask only that tp divide the heads and
+    every sliced width, which other counts rarely do."""
     if tp & (tp - 1):
-        raise ValueError("must be a power of two (1, 2, 4, 8, ...)")
+        raise ValueError(
+            "must be a power of two (1, 2, 4, 8, ...): simspec's all-reduce timings are of "
+            "those GPU counts"
+        )
     return tp
 
 

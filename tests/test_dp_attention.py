@@ -35,7 +35,8 @@ def test_dp_must_divide_tp_and_the_error_names_the_field_and_the_choices():
 
 
 def test_an_engine_without_dp_attention_and_pipeline_stages_are_refused_by_name():
-    with pytest.raises(InputError, match="dp: engine hf runs no data-parallel attention"):
+    no_dp = "dp: simspec models no data-parallel attention for engine hf"
+    with pytest.raises(InputError, match=no_dp):
         setup_replica(Scenario(model="qwen3-30b-a3b", tp=2, dp=2, engine="hf"))
     # a serving engine's pipeline stages keep pp batches in flight, which is not modelled
     with pytest.raises(InputError, match="pp: engine vllm runs its 2 pipeline stages with 2"):

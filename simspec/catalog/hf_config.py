@@ -171,6 +171,8 @@ def read_config(raw: dict[str, Any]) -> dict[str, Any]:
     fields["weight_dtype"], fields["expert_weight_dtype"] = weight_dtypes(raw)
     if group := int4_group_size(raw):
         fields["int4_group_size"] = group
+    if fields["weight_dtype"] == "fp8" and (block := fp8_block_size(raw)):
+        fields["weight_block_size"] = block
     if fields["expert_weight_dtype"] and not fields.get("num_experts"):
         raise InputError(  # read as bf16 it would misstate the weights of a model that has them
             "model.quantization_config.quant_method",
@@ -220,6 +222,10 @@ def _common(raw: dict[str, Any]) -> dict[str, Any]:
             "missing: give the context length the model was trained for (every config.json "
             "transformers saves has it); simspec does not guess one",
         )
+    mla = raw.get("kv_lora_rank") and "num_attention_heads" in fields
+    if "num_key_value_heads" not in fields and mla:
+        # MLA caches one latent whatever the heads (kv_dim_per_gpu): the key is never read
+        fields["num_key_value_heads"] = fields["num_attention_heads"]
     if "num_key_value_heads" not in fields and raw.get("model_type") not in (None, "llama"):
         # only LLaMA-1's configs predate the key (one KV head a query head); the other classes
         # default it otherwise (MistralConfig and MixtralConfig 8, Qwen2Config 32): a guess
@@ -689,6 +695,13 @@ READERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 
 
 # -- weight precision -------------------------------------------------------------------------
+def quant_method(q: dict[str, Any]) -> Any:
+    """``quant_method`` as vLLM matches it, lower-cased (ModelConfig._verify_quantization,
+    vllm/config/model.py at v0.11.0: ``quant_cfg.get("quant_method", "").lower()``)."""
+    method = q.get("quant_method")
+    return method.lower() if isinstance(method, str) else method
+
+
 def weight_dtypes(raw: dict[str, Any]) -> tuple[str, str | None]:
     """(weights, experts' weights if they differ) from ``quantization_config``.
 
@@ -709,7 +722,7 @@ def weight_dtypes(raw: dict[str, Any]) -> tuple[str, str | None]:
         return "bf16", None
     if not isinstance(q, dict):
         raise InputError("model.quantization_config", "must be a mapping")
-    method = q.get("quant_method")
+    method = quant_method(q)
     # compressed-tensors quantising a MoE model's routed experts alone (Kimi-K2.5)
     experts_only = _experts_only(q) and any(raw.get(k) for k in EXPERT_COUNT_KEYS)
     if method in ("fp8", "fbgemm_fp8", "gptq", "awq", "compressed-tensors"):
@@ -852,15 +865,22 @@ _NOT_RUN = ("visual", "vision_tower", "vision_model", "multi_modal_projector", "
 def _kept_unquantised(modules: Any) -> list[str]:
     """The entries of a modules_to_not_convert / ignore list that simspec would misprice: any
     but the LM head, embedding, routers and shared-expert gates, which it keeps in bf16
-    whatever the checkpoint, and a vision tower it does not run. An entry may be a module's
-    dotted name or llm-compressor's ``re:`` pattern (``re:.*lm_head``, ``re:.*mlp.gate$``:
-    QA, its default MoE recipes had been refused), read by the names it spells."""
+    whatever the checkpoint, norms (no GEMM weights), and a vision tower it does not run. An
+    entry may be a module's dotted name or llm-compressor's ``re:`` pattern (``re:.*lm_head``,
+    ``re:.*mlp.gate$``: QA, its default MoE recipes had been refused), read by the names it
+    spells."""
     if not isinstance(modules, list):
         return []
     kept = []
     for entry in (str(m) for m in modules):
         names = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", entry.removeprefix("re:"))
-        if names and (names[-1] in _BF16_ANYWAY or any(n in _NOT_RUN for n in names)):
+        if names and (
+            names[-1] in _BF16_ANYWAY
+            # a norm's weight is a vector no engine quantises (input_layernorm, q_norm: the
+            # list of Qwen/Qwen3-235B-A22B-FP8's config.json, refused until QA)
+            or names[-1].endswith("norm")
+            or any(n in _NOT_RUN for n in names)
+        ):
             continue
         kept.append(entry)
     return kept
@@ -873,6 +893,28 @@ def _kept_unquantised(modules: Any) -> list[str]:
 MXFP4_GROUP_AS_INT4 = 64
 
 
+def fp8_block_size(raw: dict[str, Any]) -> tuple[int, int] | None:
+    """``quantization_config.weight_block_size`` of a block-scaled FP8 checkpoint, as vLLM's
+    Fp8Config and SGLang's read it (two positive ints: [block_n, block_k]); None where the
+    config states none (per-tensor or per-channel scales) or a compressed-tensors one."""
+    q = raw.get("quantization_config")
+    if not isinstance(q, dict) or quant_method(q) not in ("fp8", "fbgemm_fp8"):
+        return None
+    block = q.get("weight_block_size")
+    if block is None:
+        return None
+    if not (
+        isinstance(block, list | tuple)
+        and len(block) == 2
+        and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in block)
+    ):
+        raise InputError(
+            "model.quantization_config.weight_block_size",
+            f"must be two positive integers [block_n, block_k] (got {_shown(block)})",
+        )
+    return int(block[0]), int(block[1])
+
+
 def int4_group_size(raw: dict[str, Any]) -> int | None:
     """The group of int4 weights one 16-bit scale covers, where the quantization_config states
     one: GPTQ/AWQ ``group_size`` (AWQ: ``q_group_size``), compressed-tensors' weights
@@ -881,7 +923,7 @@ def int4_group_size(raw: dict[str, Any]) -> int | None:
     q = raw.get("quantization_config")
     if not isinstance(q, dict):
         return None
-    if q.get("quant_method") == "mxfp4":
+    if quant_method(q) == "mxfp4":
         return MXFP4_GROUP_AS_INT4
     sizes = [q.get("group_size"), q.get("q_group_size")]
     groups = q.get("config_groups")

@@ -77,6 +77,11 @@ class ModelShape(BaseModel):
     # int4 weights share one 16-bit scale per this many (the quantization_config's group_size):
     # int4-w's own 128 unless the checkpoint says otherwise (Kimi-K2.5: 32, 4.5 bits a weight)
     int4_group_size: int = Field(default=INT4_GROUP, ge=1)
+    # FP8 weights scaled per (block_n, block_k) block, as quantization_config's
+    # weight_block_size states it (DeepSeek-V3's and Qwen3's FP8 checkpoints: 128 x 128); None
+    # for per-tensor or per-channel scales. Each GPU's slice of an MLP must hold whole blocks
+    # (ParallelLayout.block_refusal)
+    weight_block_size: tuple[int, int] | None = None
     # mixture of experts (num_experts 0: a dense model)
     num_experts: int = Field(default=0, ge=0)
     num_experts_per_tok: int = Field(default=0, ge=0)
@@ -296,6 +301,20 @@ class ModelShape(BaseModel):
             return 0
         return self.hidden_size * (self.q_lora_rank + self.kv_dim) + self.indexer_params
 
+    def kv_copy_params(self, attn_tp: int) -> float:
+        """K and V projection weights one GPU holds beyond its 1/attn_tp share, where there
+        are fewer KV heads than GPUs and each GPU keeps a whole head (vLLM QKVParallelLinear:
+        ``num_kv_head_replicas = tp_size // total_num_kv_heads``); 0 for MLA and where the
+        heads split."""
+        if self.is_mla or attn_tp <= self.num_key_value_heads:
+            return 0.0
+        return 2 * self.hidden_size * (self.kv_dim_per_gpu(attn_tp) - self.kv_dim / attn_tp)
+
+    def local_experts(self, ep: int) -> int:
+        """Routed experts a layer's fullest GPU holds, whole, over ``ep`` GPUs: vLLM gives the
+        first ``num_experts % ep`` ranks one more (FusedMoE determine_expert_map)."""
+        return -(-self.num_experts // ep)
+
     @property
     def dense_mlp_params(self) -> int:
         return 3 * self.hidden_size * self.intermediate_size  # gate, up, down
@@ -453,6 +472,9 @@ class ModelShape(BaseModel):
             per_tp += (self.embedding_params + head) * bf16
         whole = self.num_hidden_layers * self.replicated_attention_params * linear
         whole += moe * self.router_params * bf16
+        whole += self.num_hidden_layers * self.kv_copy_params(tp) * linear
+        if ep > 1 and self.num_experts % ep:  # uneven: the fullest GPU's, which sizes the KV
+            return per_tp / tp + whole + moe * self.local_experts(ep) * self.expert_params * experts
         expert_bytes = moe * self.num_experts * self.expert_params * experts
         return per_tp / tp + whole + expert_bytes / (ep if ep > 1 else tp)
 

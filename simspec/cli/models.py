@@ -35,6 +35,8 @@ def models(
     tp: opt.Tp = None,
     ep: opt.Ep = None,
     dp: opt.Dp = None,
+    precision: opt.Precision = None,
+    kv_cache_dtype: opt.KvCacheDtype = None,
     wide: Annotated[
         bool,
         typer.Option(
@@ -56,13 +58,23 @@ def models(
     """
     load_gpu(gpu), load_engine(engine)  # bad flags fail by name first
     asked = None
+    stated = {"precision": precision, "kv_cache_dtype": kv_cache_dtype}
+    # checked as a deployment's fields: an error names the field
+    d = Deployment(**{k: v for k, v in stated.items() if v is not None})
     if tp is not None or ep is not None or dp is not None:
         fields = {k: v for k, v in {"tp": tp, "ep": ep, "dp": dp}.items() if v is not None}
-        d = Deployment(**fields)  # checked as a deployment's fields: an error names the field
+        d = Deployment(**fields, **{k: v for k, v in stated.items() if v is not None})
         asked = ParallelLayout(d.tp, d.ep, d.dp)
     if name is None:
-        if asked is not None:
-            given = [f for f, v in (("--tp", tp), ("--ep", ep), ("--dp", dp)) if v]
+        flags = (
+            ("--tp", tp),
+            ("--ep", ep),
+            ("--dp", dp),
+            ("--precision", precision),
+            ("--kv-cache-dtype", kv_cache_dtype),
+        )
+        given = [f for f, v in flags if v]
+        if given:
             raise InputError(
                 given[0],
                 f"{', '.join(given)} lay out one model: give its NAME "
@@ -75,8 +87,9 @@ def models(
             "--wide", "lays out the list of models; with NAME every fact is shown already"
         )
     console = Console()
-    weights = id_precision(name)  # a preset's -FP8 checkpoint id: the preset at fp8
-    for label, value in model_facts(name, gpu, engine, asked, weights):
+    # a preset's -FP8 checkpoint id: the preset at fp8
+    weights = d.precision if d.precision is not None else id_precision(name)
+    for label, value in model_facts(name, gpu, engine, asked, weights, d.kv_cache_dtype):
         console.print(f"[bold]{label}[/]: {escape(one_line(value))}", highlight=False)
 
 

@@ -36,6 +36,7 @@ from simspec.engine.acceptance.inversion import run_alpha_profile
 from simspec.engine.acceptance.samplers import AcceptanceSampler, build_sampler
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.kv_cache import MAX_GPUS, MemoryPlan, plan_memory
+from simspec.engine.layout import BLOCK_CHECKED_ENGINES, ParallelLayout
 from simspec.engine.memory_share import engine_share
 from simspec.engine.replica import ReplicaSetup
 from simspec.engine.requests import RequestTable
@@ -57,6 +58,8 @@ def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> Roofline
     check_attention_tp(target, sc.tp, sc.dp)
     precision = weight_precision(sc, target)
     experts = expert_precision(sc, target, precision)
+    layout = ParallelLayout(sc.tp, sc.ep, sc.dp, engine.dp_attention)
+    check_fp8_blocks(target, layout, engine, sc.precision)
     field = "precision" if sc.precision is not None else "model.quantization_config"
     for spec in (precision, experts):
         if spec is not None:  # a precision this engine has no kernel for on this GPU
@@ -183,9 +186,42 @@ def check_attention_tp(target: ModelShape, tp: int, dp: int = 1) -> None:
         )
 
 
+def check_fp8_blocks(
+    target: ModelShape, layout: ParallelLayout, engine: EngineProfile, stated: str | None
+) -> None:
+    """A block-scaled FP8 checkpoint loads only where each GPU's slice of every MLP holds
+    whole scale blocks (:meth:`ParallelLayout.block_refusal`); a ``stated`` weight precision
+    other than the checkpoint's is another checkpoint, not checked."""
+    if engine.family not in BLOCK_CHECKED_ENGINES or stated not in (None, target.weight_dtype):
+        return
+    why = layout.block_refusal(target)
+    if why is None:
+        return
+    fits = [
+        n
+        for n in (2**i for i in range(MAX_GPUS.bit_length()))
+        if n <= layout.tp and not ParallelLayout(n, style=layout.style).block_refusal(target)
+    ]
+    fixes = [f"tp {fits[-1]} or fewer"] if fits else []
+    whole = ParallelLayout(layout.tp, layout.tp, layout.dp, layout.style)
+    if target.is_moe and layout.ep == 1 and not whole.block_refusal(target):
+        fixes.append(
+            f"ep {layout.tp} (whole experts a GPU: vLLM --enable-expert-parallel, SGLang --ep-size)"
+        )
+    raise InputError(
+        "tp",
+        f"{why}: vLLM and SGLang refuse to load it"
+        + (f"; use {' or '.join(fixes)}" if fixes else ""),
+    )
+
+
 # engines that place whole experts per GPU: vLLM --enable-expert-parallel, SGLang --ep-size,
 # TensorRT-LLM moe_expert_parallel_size; Hugging Face's device_map and gpt-fast have none
 EP_ENGINES = ("vllm", "sglang", "trtllm")
+
+
+def _largest_power_of_two(n: int) -> int:
+    return 1 << (n.bit_length() - 1)
 
 
 def check_ep(target: ModelShape, ep: int, engine: EngineProfile | None = None) -> None:
@@ -203,7 +239,8 @@ def check_ep(target: ModelShape, ep: int, engine: EngineProfile | None = None) -
         raise InputError(
             "ep",
             f"{target.id} has {target.num_experts} experts a layer: ep={ep} would leave GPUs "
-            f"with none (whole experts per GPU); use ep {target.num_experts} or fewer, or ep 1",
+            f"with none (whole experts per GPU); ep is 1 or tp, so use ep 1, or tp "
+            f"{_largest_power_of_two(target.num_experts)} or fewer with ep = tp",
         )
 
 
@@ -442,8 +479,8 @@ def check_dp_attention(dp: int, engine_id: str, style: str) -> None:
     if not style:
         raise InputError(
             "dp",
-            f"engine {engine_id} runs no data-parallel attention: use dp 1, or engine sglang "
-            "(--enable-dp-attention) or vllm (--data-parallel-size)",
+            f"simspec models no data-parallel attention for engine {engine_id}: use dp 1, or "
+            "engine sglang (--enable-dp-attention) or vllm (--data-parallel-size)",
         )
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from simspec.catalog.hardware import EngineProfile, GpuSpec
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
-from simspec.engine.layout import ParallelLayout
+from simspec.engine.layout import BLOCK_CHECKED_ENGINES, ParallelLayout
 from simspec.engine.memory_share import engine_share
 from simspec.errors import ScenarioError
 
@@ -356,7 +356,11 @@ def min_gpus(
     windowed = min(seq_tokens, window_tokens(target, kv_block_size(engine, target, gpu)))
     tp = 1
     while tp <= MAX_GPUS:
-        if target.attention_tp_refusal(tp):  # no engine splits its heads this way
+        if target.attention_tp_refusal(tp) or (  # no engine splits its heads this way,
+            weight_bytes is None  # or the checkpoint's FP8 scale blocks (build.check_fp8_blocks)
+            and engine.family in BLOCK_CHECKED_ENGINES
+            and ParallelLayout(tp, style=engine.dp_attention).block_refusal(target)
+        ):
             tp *= 2
             continue
         # SGLang derives its share per tp (engine_share, for plain decoding)

@@ -27,6 +27,10 @@ from dataclasses import dataclass
 
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 
+# engines whose FP8 loaders refuse a GPU a slice of partial scale blocks
+# (ParallelLayout.block_refusal cites both)
+BLOCK_CHECKED_ENGINES = ("vllm", "sglang")
+
 
 @dataclass(frozen=True, slots=True)
 class ParallelLayout:
@@ -70,6 +74,35 @@ class ParallelLayout:
             return self.tp
         return 1 if self.gathered else self.attn_tp
 
+    def block_refusal(self, model: ModelShape) -> str | None:
+        """Why a block-scaled FP8 checkpoint cannot be split this way (None: it can). Each
+        GPU's slice of an MLP's intermediate width must hold whole 128 x 128 scale blocks, as
+        the output of gate/up and the input of down: vLLM's Fp8MoEMethod.create_weights
+        ("The output_size of gate's and up's weight = 192 is not divisible by weight
+        quantization block_n = 128", vllm/model_executor/layers/quantization/fp8.py at
+        v0.11.0; vllm-project/vllm#17569, Qwen3-235B-A22B-FP8 at tp=8) and
+        validate_fp8_block_shape for dense layers (utils/fp8_utils.py); SGLang 0.5.10's
+        Fp8MoEMethod.create_weights and validate_block_quant_shapes raise the same. Experts
+        whole per GPU (ep > 1) are not sliced."""
+        block = model.weight_block_size
+        if block is None:
+            return None
+        parts: list[tuple[str, int, int]] = []
+        if model.num_hidden_layers > model.moe_layers_in() and model.intermediate_size:
+            parts.append(("dense MLP", model.intermediate_size, self.dense_tp))
+        if model.is_moe and model.shared_expert_intermediate_size:
+            parts.append(("shared expert", model.shared_expert_intermediate_size, self.shared_tp))
+        if model.is_moe and self.ep == 1:
+            parts.append(("routed experts", model.moe_intermediate_size, self.tp))
+        for name, width, n in parts:
+            if n > 1 and (width % n or (width // n) % block[0] or (width // n) % block[1]):
+                return (
+                    f"{model.id}'s {name} width {width} over {n} GPUs leaves "
+                    f"{width / n:g} a GPU, not a multiple of its FP8 scale block "
+                    f"{block[0]} x {block[1]}"
+                )
+        return None
+
     def weight_parts(
         self,
         model: ModelShape,
@@ -96,6 +129,7 @@ class ParallelLayout:
             "attention": (
                 model.num_hidden_layers * (sliced / self.attn_tp + whole)
                 + model._linear_mixer_excess / self.attn_tp
+                + model.num_hidden_layers * model.kv_copy_params(self.attn_tp)
             )
             * linear,
             "dense MLPs": dense * model.dense_mlp_params / self.dense_tp * linear,
@@ -104,11 +138,15 @@ class ParallelLayout:
                 model.shared_expert_params / self.shared_tp * linear
                 + model.router_params * BYTES_PER_PARAM
             ),
-            "routed experts": moe
-            * model.num_experts
-            * model.expert_params
-            * experts
-            / (self.ep if self.ep > 1 else self.tp),
+            "routed experts": (
+                moe * model.local_experts(self.ep) * model.expert_params * experts
+                if self.ep > 1 and model.num_experts % self.ep  # the fullest GPU's
+                else moe
+                * model.num_experts
+                * model.expert_params
+                * experts
+                / (self.ep if self.ep > 1 else self.tp)
+            ),
             "embedding and LM head": 0.0,
         }
         if embeddings:

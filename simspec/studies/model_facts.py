@@ -12,6 +12,7 @@ from simspec.engine.build import (
     check_attention_tp,
     check_dp_attention,
     check_ep,
+    check_fp8_blocks,
     check_linear_layers,
     context_refused,
     with_memory_share,
@@ -24,7 +25,7 @@ from simspec.engine.kv_cache import (
     min_gpus,
     plan_memory,
 )
-from simspec.engine.layout import ParallelLayout
+from simspec.engine.layout import BLOCK_CHECKED_ENGINES, ParallelLayout
 from simspec.engine.memory_share import engine_share
 from simspec.errors import ScenarioError
 
@@ -84,6 +85,8 @@ def model_facts(
     if layout is not None:  # the layouts a run refuses, refused here by the same names
         check_ep(model, layout.ep, engine)
         check_attention_tp(model, layout.tp, layout.dp)
+        lay = ParallelLayout(layout.tp, layout.ep, layout.dp, engine.dp_attention)
+        check_fp8_blocks(model, lay, engine, weight_precision)
         check_dp_attention(layout.dp, engine.id, engine.dp_attention)
         check_linear_layers(model, engine.id, layout.dp)
     facts = [("model", model.id), ("architecture", model.model_type)]
@@ -105,7 +108,7 @@ def model_facts(
     unserved = f"none run as drafts: {model.mtp_unserved}" if model.mtp_unserved else "none"
     facts.append(("MTP modules", f"{mtp} (num_nextn_predict_layers)" if mtp else unserved))
     facts.append(("weights", precision(model, weight_precision)))
-    facts.append(("KV cache per token", _kv(model)))
+    facts.append(("KV cache per token", _kv(model, normalize_kv_cache_dtype(kv_cache_dtype))))
     if model.linear_layers:
         facts.append(("recurrent state per sequence", _recurrent_state(model, engine)))
     facts.append(("GPUs needed", _gpus(model, gpu, engine, weight_precision)))
@@ -171,26 +174,29 @@ def _experts(model: ModelShape) -> str:
     return text
 
 
-def _kv(model: ModelShape) -> str:
-    kib = model.kv_bytes_per_token_per_gpu(1) / 1024
+def _kv(model: ModelShape, kv_dtype: str = "auto") -> str:
+    """K and V per token at tp=1, in the cache's dtype (``auto``: the model's bf16)."""
+    nbytes = kv_cache_bytes(kv_dtype)
+    dtype = "bf16" if kv_dtype == "auto" else kv_dtype
+    kib = model.kv_bytes_per_token_per_gpu(1, dtype_bytes=nbytes) / 1024
     if model.is_sparse:
         return (
-            f"{kib:.1f} KiB in bf16 (the latent, and the indexer's "
+            f"{kib:.1f} KiB in {dtype} (the latent, and the indexer's "
             f"{model.indexer_cache_bytes_per_token}-byte FP8 key per layer: the same on every "
             "GPU under TP)"
         )
     if model.is_mla:
-        return f"{kib:.1f} KiB in bf16 (the latent: the same on every GPU under TP)"
+        return f"{kib:.1f} KiB in {dtype} (the latent: the same on every GPU under TP)"
     if model.sliding_layers:
         # both kinds named with their bytes (QA: a model windowed in every layer read "0.0 KiB")
         full = model.num_hidden_layers - len(model.sliding_layers) - len(model.linear_layers)
-        window = model.window_kv_bytes_per_token_per_gpu(1) / 1024
+        window = model.window_kv_bytes_per_token_per_gpu(1, dtype_bytes=nbytes) / 1024
         return (
-            f"{kib:.1f} KiB in bf16 at tp=1 in the {full} full-attention layers, and "
+            f"{kib:.1f} KiB in {dtype} at tp=1 in the {full} full-attention layers, and "
             f"{window:.1f} KiB in the {len(model.sliding_layers)} windowed layers, which hold "
             f"at most {model.sliding_window} tokens per sequence (KV heads split over TP)"
         )
-    return f"{kib:.1f} KiB in bf16 at tp=1 (KV heads split over TP)"
+    return f"{kib:.1f} KiB in {dtype} at tp=1 (KV heads split over TP)"
 
 
 def _recurrent_state(model: ModelShape, engine) -> str:
@@ -215,6 +221,19 @@ def _gpus(model: ModelShape, gpu, engine, weight_precision: str | None = None) -
     nbytes = None if weight_precision is None else load_precision(weight_precision).weight_bytes
     need = min_gpus(gpu, engine, model, weight_bytes=nbytes, expert_bytes=nbytes)
     if need is None:
+        if weight_precision is None and engine.family in BLOCK_CHECKED_ENGINES:
+            refused = [
+                n
+                for n in (2**i for i in range(1, MAX_GPUS.bit_length()))
+                if ParallelLayout(n, style=engine.dp_attention).block_refusal(model)
+            ]
+            if refused:  # past some tp its FP8 scale blocks split
+                why = ParallelLayout(refused[0]).block_refusal(model) or ""
+                whole = "; try ep = tp (--tp N --ep N)" if "routed experts" in why else ""
+                return (
+                    f"more than tp={refused[0] // 2} on {gpu.id}: its FP8 scale blocks stop "
+                    f"tp={refused[0]} and above ({why}){whole}"
+                )
         limit = model.largest_attention_tp(MAX_GPUS)
         if limit < MAX_GPUS:  # past the heads, tensor parallelism stops
             return (
