@@ -379,3 +379,27 @@ def test_a_rate_schedule_without_a_request_count_runs_every_piece():
     # 2 req/s for 30 s, 12 for 30, 30 for 30, then 8 for another 30: 1,560
     assert schedule_requests([(0, 2.0), (30, 12.0), (60, 30.0), (90, 8.0)]) == 1560
     assert schedule_requests([(0, 1.0)]) == 256  # a minute of 1 req/s, at least the default
+
+
+def test_a_plan_says_where_its_answer_is_thin(capsys):
+    """QA: 4 replicas each at the probed 12.5 req/s met the SLOs for half of 40,000 requests,
+    and the plan said nothing; so is an SLO whose interval reaches past it."""
+    from simspec.cli.plan import _capacity_notes
+
+    row = {
+        "method": "eagle3",
+        "k": 3,
+        "max_qps_per_replica": 12.5,
+        "ttft_ms_at_max_ci_high": 150.0,
+        "tpot_ms_at_max_ci_high": 50.1,
+        "replicas": 4,
+        "meets_slo": True,
+    }
+    _capacity_notes(pd.DataFrame([row]), 50.0, Slo(2000, 50), 60.0)
+    text = " ".join(capsys.readouterr().err.split())
+    assert "eagle3 K=3 (12.5 of 12.5 req/s)" in text and "simspec fleet --qps" in text
+    assert "95 % interval reaches past it at the rate found: eagle3 K=3 (TPOT 50.1 ms)" in text
+    # headroom, and intervals inside the SLOs: nothing to say
+    roomy = {**row, "replicas": 5, "tpot_ms_at_max_ci_high": 49.0}
+    _capacity_notes(pd.DataFrame([roomy]), 50.0, Slo(2000, 50), 60.0)
+    assert capsys.readouterr().err == ""

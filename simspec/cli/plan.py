@@ -243,9 +243,55 @@ def plan(
     )
     print_answer(frame, (deploy.tp, deploy.pp), slo.percentile, f"Answer: capacity for {what}")
     print_frame(_console(frame).round(3), f"Detail: capacity for {what}")
+    _capacity_notes(frame, qps, slo, duration)
     _extrapolation_notes(chosen, deploy)
     print_provenance(deploy, chosen)
     _left_out(flags, names, deploy.model, deploy.engine)
+
+
+# a replica run within this share of the highest rate its probe sustained has no headroom
+FULL_LOAD = 0.9
+
+
+def _capacity_notes(frame: pd.DataFrame, qps: float, slo: capacity.Slo, duration: float) -> None:
+    """What a plan's answer rests on, where it is thin (QA: a fleet of replicas each at the
+    probed rate met the SLOs for half its requests over 40,000 requests, with no word): a
+    replica run near the highest rate its probe sustained, whose p99 TTFT a longer run can find
+    higher (README "Measurement": rare episodes of long requests filling the KV cache), and an
+    SLO met at the point estimate but not across its 95 % interval."""
+    p = slo.percentile
+    full, crossing = [], []
+    for r in frame[frame["meets_slo"] == True].itertuples():  # noqa: E712 (a bool column)
+        label = r.method if not r.k else f"{r.method} K={r.k:g}"
+        if qps / (r.replicas * r.max_qps_per_replica) >= FULL_LOAD:
+            full.append(f"{label} ({qps / r.replicas:.3g} of {r.max_qps_per_replica:.3g} req/s)")
+        over = [
+            f"{name} {high:.3g} ms"
+            for name, high, bound in (
+                ("TTFT", r.ttft_ms_at_max_ci_high, slo.ttft_ms),
+                ("TPOT", r.tpot_ms_at_max_ci_high, slo.tpot_ms),
+            )
+            if high > bound
+        ]
+        if over:
+            crossing.append(f"{label} ({', '.join(over)})")
+    if full:
+        err.print(
+            f"note: each replica runs at {FULL_LOAD:.0%} or more of the highest rate its probe "
+            f"sustained ({duration:g} s of arrivals, at least {capacity.MIN_PROBE_REQUESTS:,} "
+            f"requests): {', '.join(full)}. Near a replica's limit rare episodes of long "
+            "requests filling the KV cache raise the TTFT tail over longer runs, so the rate "
+            'a replica sustains for an hour can be lower (README "Measurement"); confirm '
+            "with simspec fleet --qps at this fleet over tens of thousands of requests, or "
+            "plan again with a longer --duration",
+            highlight=False,
+        )
+    if crossing:
+        err.print(
+            f"note: the p{p} SLO is met at the point estimate, but its 95 % interval reaches "
+            f"past it at the rate found: {', '.join(crossing)}",
+            highlight=False,
+        )
 
 
 def _left_out(flags: DeploymentFlags, names: list[str] | None, model: str, engine: str) -> None:
