@@ -175,6 +175,39 @@ def test_smallest_fleet_searches_doubling_then_bisection(monkeypatch) -> None:
     assert n == 5 and tried == [1, 2, 4, 8, 6, 5]
 
 
+def test_a_fleet_plan_bills_the_arrivals_span_not_the_drain(monkeypatch) -> None:
+    """QA: two methods on one GPU each, serving the same requests and tokens, cost 0.413 and
+    0.392 $/M because one drained its last requests 1.2 s later."""
+    from simspec.studies import capacity
+
+    made = 39_180.0
+
+    def fleet(makespan: float) -> dict:
+        return {
+            "throughput_tok_s": made / makespan,
+            "makespan_s": makespan,
+            "arrival_span_s": 20.0,
+            "slo_attainment": 1.0,
+            "ttft_ms_p99": 1.0,
+            "tpot_ms_p99": 1.0,
+            "goodput_req_s": 1.0,
+        }
+
+    spans = iter([23.32, 22.14])
+    monkeypatch.setattr(capacity, "smallest_fleet", lambda *a, **k: (1, fleet(next(spans))))
+    methods = [preset_method("autoregressive"), preset_method("eagle3")]
+    from simspec.config import Deployment
+
+    deploy = Deployment(**_eagle().model_dump(exclude={"method"}))
+    table = capacity.plan_fleet(deploy, methods, "round_robin", FleetSlo(1, 1), 0.99, 2.5)
+    cost = table["cost_per_million_tokens"]
+    assert cost[0] == cost[1] == pytest.approx(1 * 2.5 * 20.0 / 3600 / made * 1e6)
+    # the summary's span: the last arrival after the warm-up
+    run = run_fleet(FleetConfig.uniform(_eagle(), 2, "round_robin"))
+    row = summarize_fleet(run, FleetSlo(2000, 50), warmup_s=1.0)
+    assert row["arrival_span_s"] == run.requests["arrival_s"].max() - 1.0
+
+
 def test_fleet_command_writes_its_outputs(tmp_path) -> None:
     from typer.testing import CliRunner
 

@@ -36,6 +36,7 @@ from simspec.cli.tables import (
     print_frame,
     print_provenance,
     safe_title,
+    share,
     write_frame,
     write_text,
 )
@@ -378,7 +379,7 @@ def print_fleet_answer(frame: pd.DataFrame, tp: tuple[int, int], title: str) -> 
         table.add_row(
             name if row.method == "autoregressive" or row.schedule else f"{name} K={row.k}",
             f"{int(row.gpus)} = {int(row.replicas)}x{tp[0] * tp[1]}" if ok else "none <= 256",
-            f"{row.slo_attainment:.1%}" if ok else "-",
+            share(row.slo_attainment) if ok else "-",
             number(float(row.cost_per_million_tokens)) if ok else "-",
             FLEET_LIMITS.get(row.limited_by, str(row.limited_by)),
         )

@@ -447,8 +447,8 @@ def plan_fleet(
 ) -> pd.DataFrame:
     """One row per method: the smallest fleet meeting ``attainment`` on the deployment's
     arrivals (:func:`smallest_fleet`), its GPUs (replicas x tp), and the cost per million
-    output tokens at ``gpu_hour_price`` (the fleet's GPUs for the run's makespan over the
-    tokens it emitted). A method with a schedule (``k_schedule``/``tree_schedule``, e.g. the
+    output tokens at ``gpu_hour_price`` (the fleet's GPUs for the span its arrivals cover over
+    the tokens it emitted). A method with a schedule (``k_schedule``/``tree_schedule``, e.g. the
     recommended one) is labelled "NAME (recommended schedule)" with the schedule beside it.
     Each fleet runs on ``runs`` (``probe`` replaces the run), which is told of each method
     done. ``limited_by``: what the fleet one replica smaller missed (:func:`fleet_limit`; ''
@@ -467,7 +467,12 @@ def plan_fleet(
         gpus = n * deploy.tp * deploy.pp if n else None  # a replica's GPUs: tp x pp
         cost = math.nan
         if s is not None and s["throughput_tok_s"] > 0:
-            cost = gpus * gpu_hour_price / (s["throughput_tok_s"] * 3600) * 1e6
+            # the fleet's GPUs for the span its arrivals cover, over the tokens it made: two
+            # methods on as many GPUs serving the same requests cost the same, whichever
+            # drains its last requests sooner (QA: 0.413 against 0.392 $/M on one GPU each)
+            tokens = s["throughput_tok_s"] * s["makespan_s"]
+            hours = (s["arrival_span_s"] if s["arrival_span_s"] > 0 else s["makespan_s"]) / 3600
+            cost = gpus * gpu_hour_price * hours / tokens * 1e6
         schedule = schedule_of(m)
         rows.append(
             {

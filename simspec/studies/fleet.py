@@ -239,6 +239,10 @@ def summarize_fleet(
         "replicas": len(run.replicas),
         "makespan_s": makespan,
         "throughput_tok_s": tokens / span if span > 0 else math.nan,
+        # the span the arrivals cover after the warm-up, which a fleet serving the stream is
+        # provisioned for (plan --trace bills it; the drain after the last arrival is the
+        # replay's end, not the service's)
+        "arrival_span_s": float(t["arrival_s"].max()) - warmup_s,
     }
     for name, scale in (("ttft_ms", 1.0), ("tpot_ms", 1.0), ("e2e_s", 1.0)):
         values = done[name].dropna().to_numpy() * scale
