@@ -25,6 +25,7 @@ from simspec.cli.common import (
 from simspec.cli.flags import DeploymentFlags, with_flags
 from simspec.cli.tables import (
     check_outputs,
+    floor_share,
     print_frame,
     print_provenance,
     write_frame,
@@ -404,8 +405,11 @@ def _title(cfg: FleetConfig, slo: Any) -> str:
 def _show(row: dict[str, Any], util: Any, cfg: FleetConfig, slo: Any) -> None:
     from simspec.studies.fleet import summary_table
 
-    frame = summary_table(row)
-    print_frame(frame.round(4), _title(cfg, slo))
+    frame = summary_table(row).round(4)
+    shares = frame["measure"] == "slo_attainment"  # never 1 for less than all (QA)
+    for col in ("value", "ci_low", "ci_high"):
+        frame.loc[shares, col] = summary_table(row).loc[shares, col].map(floor_share)
+    print_frame(frame, _title(cfg, slo))
     if len(util) <= 16:
         print_frame(util.round(3), "Per replica")
     err.print(

@@ -32,6 +32,7 @@ from simspec.cli.flags import DeploymentFlags, read_config, with_flags
 from simspec.cli.method_flags import all_methods, asks_all
 from simspec.cli.tables import (
     check_outputs,
+    floor_share,
     number,
     print_frame,
     print_provenance,
@@ -441,7 +442,11 @@ def _plan_trace(
         f"replica, {router}, ${gpu_hour_price:g}/GPU-hour)"
     )
     print_fleet_answer(frame, (deploy.tp, deploy.pp), f"Answer: the smallest fleet {what}")
-    print_frame(_console(frame).round(3), f"Detail: the smallest fleet {what}")
+    shown = _console(frame)
+    attained = shown["slo_attainment"].map(floor_share)  # never 1 for less than all
+    print_frame(
+        shown.round(3).assign(slo_attainment=attained), f"Detail: the smallest fleet {what}"
+    )
     _extrapolation_notes(chosen, deploy)
     print_provenance(deploy, chosen)
     _left_out(flags, names, deploy.model, deploy.engine)

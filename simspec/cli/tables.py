@@ -163,6 +163,13 @@ def number(v: float) -> str:
     return text
 
 
+def floor_share(v: float, digits: int = 4) -> float:
+    """A share rounded down to ``digits`` decimals, so a table rounding it never shows 1 for
+    less than all (0.99953 -> 0.9995)."""
+    scale = 10.0**digits
+    return math.floor(v * scale + 1e-9) / scale if math.isfinite(v) else v
+
+
 def share(v: float) -> str:
     """A share as a percentage rounded down to 0.1 %: 100 % only when it is all (QA: 9 of
     19,366 requests missing the SLOs read 100.0 %)."""
