@@ -223,6 +223,12 @@ def test_fleet_command_writes_its_outputs(tmp_path) -> None:
     table = pd.read_csv(out)
     assert list(table.columns[:2]) == ["request", "replica"] and table["met_slo"].dtype == bool
     assert "slo_attainment" in summary.read_text() and report.read_text().startswith("<!doctype")
+    import json
+
+    asked = json.loads(summary.read_text())  # a summary read on its own says what it answers
+    assert asked["router"] == "round_robin" and asked["method"] == "eagle3"
+    assert asked["slo_ttft_ms"] == 2000 and asked["arrivals"] == "azure-code"
+    assert asked["model"] == "llama-3.1-8b" and asked["seed"] == 0
     bad = CliRunner().invoke(app, ["fleet", "--slo-ttft-ms", "1", "--slo-tpot-ms", "1"])
     assert bad.exit_code == 2
     # clock times in full: an hour's trace at 6 digits is 10 ms (QA: TTFT recomputed 9.9 ms off)

@@ -372,21 +372,42 @@ def fleet(
     if out is not None:
         write_frame(table, out, exact=CLOCK_COLUMNS)
     if summary is not None:
+        asked = _asked(cfg, slo, warmup_s)  # a summary read on its own says what it answers
         if summary.suffix == ".json":
-            text = json.dumps({k: _plain(v) for k, v in row.items()}, indent=2) + "\n"
+            text = json.dumps({k: _plain(v) for k, v in (row | asked).items()}, indent=2) + "\n"
             write_text(summary, text, "--summary")
         else:
             import pandas as pd
 
-            write_frame(pd.DataFrame([row]), summary, "--summary")
+            write_frame(pd.DataFrame([row | asked]), summary, "--summary")
     if timeline is not None:
         write_frame(series, timeline, "--timeline", exact=CLOCK_COLUMNS)
     if report is not None:
         from simspec.studies.fleet_report import report_html
 
         write_text(report, report_html(series, row, _title(cfg, slo)), "--report")
-    _show(row, study.utilisation(run), cfg, slo)
+    _show(row, study.utilisation(run), cfg, slo, warmup_s)
     print_provenance(deploy, chosen)
+
+
+def _asked(cfg: FleetConfig, slo: Any, warmup_s: float) -> dict[str, Any]:
+    """What the run was asked, as the summary's columns (QA: a saved summary named no SLO,
+    router, method, deployment, arrivals or seed; plan's CSVs carry theirs: with_asked)."""
+    sc, wl = cfg.replicas[0], cfg.workload
+    return {
+        "model": sc.model,
+        "gpu": sc.gpu,
+        "tp": sc.tp,
+        "pp": sc.pp,
+        "method": sc.method.name,
+        "k": sc.method.k,
+        "router": cfg.router,
+        "arrivals": wl.arrival_trace if wl.arrival == "replay" else f"poisson {wl.rate:g} req/s",
+        "slo_ttft_ms": slo.ttft_ms,
+        "slo_tpot_ms": slo.tpot_ms,
+        "warmup_s": warmup_s,
+        "seed": sc.seed,
+    }
 
 
 def _plain(v: Any) -> Any:
@@ -402,7 +423,9 @@ def _title(cfg: FleetConfig, slo: Any) -> str:
     )
 
 
-def _show(row: dict[str, Any], util: Any, cfg: FleetConfig, slo: Any) -> None:
+def _show(
+    row: dict[str, Any], util: Any, cfg: FleetConfig, slo: Any, warmup_s: float = 0.0
+) -> None:
     from simspec.studies.fleet import summary_table
 
     frame = summary_table(row).round(4)
@@ -412,9 +435,16 @@ def _show(row: dict[str, Any], util: Any, cfg: FleetConfig, slo: Any) -> None:
     print_frame(frame, _title(cfg, slo))
     if len(util) <= 16:
         print_frame(util.round(3), "Per replica")
+    counted = (
+        f"Requests arriving after the first {warmup_s:g} s count (--warmup-s), and the "
+        "throughput and goodput are over the time after it; utilisation, occupancy and "
+        "makespan_s cover the whole run"
+        if warmup_s > 0  # QA: the footer said every request counted
+        else "Every request of the run counts (measure: whole, from an empty fleet to the last "
+        "departure)"
+    )
     err.print(
-        "Every request of the run counts (measure: whole, from an empty fleet to the last "
-        "departure); intervals: 95 %, sectioning over arrival order (percentiles clipped at "
+        f"{counted}; intervals: 95 %, sectioning over arrival order (percentiles clipped at "
         "0; attainment: Wilson's). utilisation: share of the run a replica computed; "
         "kv_occupancy, batch_occupancy: mean share of its KV blocks and of its max_num_seqs "
         "batch slots in use, its headroom."
