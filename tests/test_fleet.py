@@ -175,6 +175,31 @@ def test_smallest_fleet_searches_doubling_then_bisection(monkeypatch) -> None:
     assert n == 5 and tried == [1, 2, 4, 8, 6, 5]
 
 
+def test_smallest_fleet_stops_where_no_replica_can_finish_enough(monkeypatch) -> None:
+    """QA: a trace with more requests than 1 - attainment longer than the context replayed
+    fleets of 1, 2, 4 ... 256 replicas before saying none."""
+    from simspec.studies import capacity
+
+    tried: list[int] = []
+
+    def probe(cfg: FleetConfig) -> int:
+        tried.append(len(cfg.replicas))
+        return len(cfg.replicas)
+
+    unfinishable = {"slo_attainment": 0.9, "requests": 100, "unfinishable": 10}
+    monkeypatch.setattr(capacity, "summarize_fleet", lambda n, slo: unfinishable)
+    n, s = capacity.smallest_fleet(_eagle(), "round_robin", FleetSlo(1, 1), 0.99, probe=probe)
+    assert (n, s) == (None, None) and tried == [1]
+    # within the share the attainment leaves: the search goes on
+    monkeypatch.setattr(
+        capacity, "summarize_fleet", lambda n, slo: {**unfinishable, "slo_attainment": n >= 2}
+    )
+    tried.clear()
+    assert (
+        capacity.smallest_fleet(_eagle(), "round_robin", FleetSlo(1, 1), 0.8, probe=probe)[0] == 2
+    )
+
+
 def test_a_fleet_plan_bills_the_arrivals_span_not_the_drain(monkeypatch) -> None:
     """QA: two methods on one GPU each, serving the same requests and tokens, cost 0.413 and
     0.392 $/M because one drained its last requests 1.2 s later."""

@@ -421,6 +421,8 @@ def smallest_fleet(
         return runs[n]["slo_attainment"] >= attainment
 
     lo, hi = 0, 1  # lo fails (0 replicas serve nothing), hi is tried next
+    if not ok(1) and _never_within(runs[1], attainment):
+        return None, None  # requests no replica can finish: no fleet meets it (QA: ran to 256)
     while not ok(hi):
         lo, hi = hi, hi * 2
         if hi > max_replicas:
@@ -432,6 +434,13 @@ def smallest_fleet(
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
     return hi, runs[hi]
+
+
+def _never_within(summary: dict[str, Any], attainment: float) -> bool:
+    """Whether more requests than ``1 - attainment`` can never finish on a replica of this
+    kind (longer than its context or its KV cache), which no number of replicas changes."""
+    n = summary.get("requests", 0)
+    return n > 0 and summary.get("unfinishable", 0) / n > 1 - attainment
 
 
 def plan_fleet(
