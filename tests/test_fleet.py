@@ -314,3 +314,15 @@ def test_plan_trace_refuses_a_pool_it_would_not_use() -> None:
     args = ["plan", "--trace", "azure-code", "--window", "0:30", "--concurrencies", "none"]
     result = CliRunner().invoke(app, [*args, "--executor", "process", "--workers", "2"])
     assert result.exit_code == 2 and "--executor" in result.output
+
+
+def test_fleet_takes_a_ray_address_only_with_ray() -> None:
+    """QA: fleet --executor ray ran on a local Ray only; sweep's --ray-address was missing."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    result = CliRunner().invoke(
+        app, ["fleet", "--qps", "5", "--requests", "8", "--ray-address", "auto"]
+    )
+    assert result.exit_code == 2 and "--ray-address" in result.output

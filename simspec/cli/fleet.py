@@ -299,6 +299,9 @@ def fleet(
             min=1,
         ),
     ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster: 'auto' or HOST:PORT [default: local]")
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="per-request results (CSV or Parquet)")] = None,
     summary: Annotated[Path | None, typer.Option(help="the summary (CSV or JSON)")] = None,
     timeline: Annotated[Path | None, typer.Option(help="time series per window (CSV)")] = None,
@@ -317,6 +320,8 @@ def fleet(
     if router not in ROUTERS:
         raise InputError("--router", f"choose {', '.join(ROUTERS)} (got {router!r})")
     check_executor(executor)
+    if executor != "ray":
+        refuse_unread("is the Ray cluster --executor ray runs on", {"--ray-address": ray_address})
     if executor == "serial" and workers != 1:  # one worker is what serial runs (QA)
         refuse_unread(
             "shards a pool's or Ray's run: give --executor process or ray", {"--workers": workers}
@@ -363,7 +368,7 @@ def fleet(
     shards = workers if workers is not None or executor == "serial" else os.cpu_count()
     with (
         progress_bar("simulating", total=100) as bar,
-        study_runs(executor, shards, progress=bar) as runs,
+        study_runs(executor, shards, ray_address, progress=bar) as runs,
     ):
         run = study.run_fleet(cfg, runs=runs, window_s=window_s)
     table = study.per_request(run, slo)
