@@ -506,3 +506,20 @@ def test_two_config_files_in_one_folder_are_named_apart(tmp_path):
     ids = [load_model(str(tmp_path / n)).id for n in ("mistral.json", "other.json")]
     assert ids == ["mistral", "other"]
     assert load_model(str(tmp_path / "config.json")).id == tmp_path.name
+
+
+def test_a_method_written_as_a_bare_name_is_refused_by_the_key_the_file_used(tmp_path):
+    """QA: "method: eagle3" in a fleet's file was refused naming "methods"."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    one = tmp_path / "one.yaml"
+    one.write_text("method: eagle3\n")
+    result = CliRunner().invoke(
+        app, ["fleet", "--qps", "5", "--requests", "8", "--config", str(one)]
+    )
+    assert result.exit_code == 2
+    assert "method: each method is a mapping with at least a name (method: {name: eagle3})" in (
+        " ".join(result.output.split())
+    )

@@ -181,8 +181,19 @@ class MethodFlags:
             methods = data["methods"]
             if not isinstance(methods, list):
                 raise InputError("methods", "give a list of methods")
-            return methods
-        return [data["method"]] if "method" in data else None
+            key = "methods"
+        elif "method" in data:
+            methods, key = [data["method"]], "method"
+        else:
+            return None
+        for m in methods:  # named by the key the file used (QA: "method: eagle3" blamed methods)
+            if not isinstance(m, dict):
+                shape = f"{{name: {m}}}" if isinstance(m, str) else "{name: eagle3, k: 3}"
+                item = f"- {shape}" if key == "methods" else shape
+                raise InputError(
+                    key, f"each method is a mapping with at least a name ({key}: {item})"
+                )
+        return methods
 
     def tuned(self, method: Any, dataset: str) -> dict[str, Any]:
         """One method with --k, --alpha or --tau, a token trace and --draft-model applied
