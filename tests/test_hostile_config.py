@@ -523,3 +523,16 @@ def test_a_method_written_as_a_bare_name_is_refused_by_the_key_the_file_used(tmp
     assert "method: each method is a mapping with at least a name (method: {name: eagle3})" in (
         " ".join(result.output.split())
     )
+
+
+def test_both_trace_rates_are_refused_by_the_flags_typed():
+    """QA: --rate-scale with --target-qps blamed the config fields ("workload: ...")."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    args = ["fleet", "--trace", "azure-conv", "--window", "0:60", "--rate-scale", "2"]
+    result = CliRunner().invoke(app, [*args, "--target-qps", "3"])
+    assert result.exit_code == 2 and "--target-qps: give --rate-scale or --target-qps" in (
+        " ".join(result.output.split())
+    )

@@ -104,6 +104,10 @@ def fleet_deployment(
             "--window, or repeat them with --tile",
             {"--requests": requests},
         )
+        if trace_flags.get("rate_scale") is not None and trace_flags.get("target_qps") is not None:
+            raise InputError(  # by the flags typed, not the fields (QA)
+                "--target-qps", "give --rate-scale or --target-qps, not both (each sets the rate)"
+            )
         replay = opt.trace_workload(trace, **trace_flags)
         data["workload"] = replay_workload(data.get("workload"), replay, trace_flags, config)
         methods = _trace_methods(
