@@ -135,7 +135,20 @@ def test_minimax_m2_mtp_modules_are_refused_as_drafts_naming_why():
     why = cannot_draft_for("mtp", "minimax-m2")
     assert why and "num_mtp_modules 3" in why and "vLLM" in why
     result = runner.invoke(
-        app, ["sweep", "--model", "minimax-m2", "--gpu", "h200", "--tp", "8", "--methods", "mtp"]
+        app,
+        [
+            "sweep",
+            "--model",
+            "minimax-m2",
+            "--gpu",
+            "h200",
+            "--tp",
+            "8",
+            "--ep",
+            "8",
+            "--methods",
+            "mtp",
+        ],
     )
     one_error(result, "methods.mtp", "num_mtp_modules")
 

@@ -167,7 +167,9 @@ def floor_share(v: float, digits: int = 4) -> float:
     """A share rounded down to ``digits`` decimals, so a table rounding it never shows 1 for
     less than all (0.99953 -> 0.9995)."""
     scale = 10.0**digits
-    return math.floor(v * scale + 1e-9) / scale if math.isfinite(v) else v
+    if not isinstance(v, int | float) or not math.isfinite(v):
+        return v  # nothing measured (None, NaN): shown as it is
+    return math.floor(v * scale + 1e-9) / scale
 
 
 def share(v: float) -> str:
