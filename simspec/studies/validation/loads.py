@@ -118,6 +118,10 @@ def workload(
 
 
 def _lengths(get, dataset: str, notes: list[str]) -> dict[str, Any]:
+    for cell in ("prompt_len", "output_len"):  # QA: "abc" and "0" had read as unstated
+        text = get(cell).strip()
+        if text and not (number(text) or 0) > 0:
+            raise LoadError(f"{cell} {text!r} is not a positive number of tokens")
     prompt, output = number(get("prompt_len")), number(get("output_len"))
     if prompt and output and dataset == "sharegpt" and BENCH_SHAREGPT.search(get("notes")):
         p_cv, o_cv = sharegpt_spread()
@@ -146,15 +150,34 @@ def _lengths(get, dataset: str, notes: list[str]) -> dict[str, Any]:
             "output": LengthSpec(mean=output),
         }
     trace = dataset if dataset in TRACE_DATASETS else "sharegpt"
-    if prompt or output:  # one mean alone does not make a workload: the trace's pairs run
+    if prompt or output:  # the side stated, and the trace's spread for the other (QA: both
+        # had come from the trace, a 1,000-token prompt_len run on ShareGPT's)
         given, missing = ("prompt_len", "output_len") if prompt else ("output_len", "prompt_len")
+        mean, cv, top = trace_side(trace, missing.split("_")[0])
         notes.append(
-            f"{given} {prompt or output:g} without {missing}: the {trace} trace's lengths "
-            f"(both), not the {given} given"
+            f"{given} {prompt or output:g} without {missing}: the {trace} trace's "
+            f"{missing.split('_')[0]} lengths (mean {mean:.0f}, cv {cv:.2f}, lognormal) with "
+            f"the {given} given"
         )
-    elif trace != dataset:
+        other = LengthSpec(dist="lognormal", mean=mean, cv=cv, max=top)
+        stated = LengthSpec(mean=prompt or output)
+        return {
+            "lengths_from": None,
+            "prompt": stated if prompt else other,
+            "output": other if prompt else stated,
+        }
+    if trace != dataset:
         notes.append(f"lengths unknown: the {trace} trace's")
     return {"lengths_from": trace}
+
+
+@cache
+def trace_side(trace: str, side: str) -> tuple[float, float, int]:
+    """(mean, coefficient of variation, largest) of one side (``prompt`` or ``output``) of a
+    packaged trace's lengths."""
+    records = load_trace(trace, first_method(trace), "workload.lengths_from")
+    x = np.asarray(getattr(records, f"{side}_len"), dtype=float)
+    return float(np.mean(x)), float(np.std(x) / np.mean(x)), int(np.max(x))
 
 
 @cache

@@ -98,7 +98,7 @@ NODE_GPUS = 8  # the GPUs of one node, the most a stated GPU count is read as on
 # vLLM's and SGLang's serving benchmarks print "Mean TTFT (ms)" first and the median beside it:
 # a ttft_ms row is scored on the mean unless its notes name the median (QA: the median had
 # been scored against the printed means, which run 0.93-1.36x the medians)
-MEDIAN_TTFT = re.compile(r"\bmedian TTFT\b", re.IGNORECASE)
+MEDIAN_TTFT = re.compile(r"\b(mean|median)\s+TTFT\b", re.IGNORECASE)
 TTFT_NOTE = "TTFT: the mean over the run's requests (as the serving benchmarks print first)"
 TTFT_MEDIAN_NOTE = "TTFT: the median over the run's requests, as the notes name"
 # vllm bench serve prints "Mean E2EL (ms)" and "Median E2EL (ms)" (SGLang's bench_serving the
@@ -209,8 +209,8 @@ def plan_case(
             "--assume load_kind=KIND)"
         )
     load = number(get("load"))
-    if load is None and load_kind == "single":
-        load = 1.0
+    if load is None and load_kind == "single" and not get("load").strip():
+        load = 1.0  # unstated; a cell that is not a number is refused below (QA: read as 1)
     if load is None or load <= 0 or (load_kind != "qps" and load != int(load)):
         raise Skip(
             f"load {get('load')!r} is not a positive number (a whole one unless load_kind is qps)"
@@ -265,7 +265,7 @@ def plan_case(
             raise Skip("a ttft_ms row needs prompt_len: the time to a first token is its prefill")
     statistic = e2e_statistic(notes)
     if metric == "ttft_ms":
-        statistic = "median" if MEDIAN_TTFT.search(notes) else "mean"
+        statistic = named_first(MEDIAN_TTFT, notes)
         assumptions.append(TTFT_MEDIAN_NOTE if statistic == "median" else TTFT_NOTE)
     if metric == "e2e_s" and statistic == "mean" and not re.search(r"\bmean\b", notes, re.I):
         assumptions.append(E2E_MEAN_NOTE)
@@ -287,7 +287,7 @@ def plan_case(
             assumptions.append(f"speedup: {SPEEDUP_RATIOS[statistic]}")
     if metric == "tpot_ms":
         # the mean unless the notes name the median (QA: "median TPOT" rows read the mean)
-        statistic = "median" if MEDIAN_TPOT.search(notes) else "mean"
+        statistic = named_first(MEDIAN_TPOT, notes)
         if statistic == "median":
             assumptions.append("TPOT: the median over requests, as the notes name")
     if metric == "tau" and _uses_trace(get) and dataset in TRACE_DATASETS:
@@ -722,8 +722,16 @@ def metric_value(plan: CasePlan, runs: dict[str, RunSummary | Failed]) -> tuple[
     return _ratio(own.throughput_tok_s, base.throughput_tok_s, "baseline throughput"), tau
 
 
-# a TPOT row's notes naming the median
-MEDIAN_TPOT = re.compile(r"\bmedian TPOT\b", re.IGNORECASE)
+# a TPOT row's notes naming the median (or the mean) of it
+MEDIAN_TPOT = re.compile(r"\b(mean|median)\s+TPOT\b", re.IGNORECASE)
+
+
+def named_first(pattern: re.Pattern[str], notes: str) -> str:
+    """``median`` where the statistic the notes name first for the metric is the median, else
+    ``mean``: the printed line comes first, the other beside it ("'Mean TTFT (ms): 20'
+    (median TTFT 15)"; QA: any "median TTFT" in the notes had scored a mean on the median)."""
+    found = pattern.search(notes or "")
+    return "median" if found and found.group(1).lower() == "median" else "mean"
 
 
 def closed_loop_speedup(notes: str) -> str:

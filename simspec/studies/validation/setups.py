@@ -36,6 +36,10 @@ _UNMODELLED_PRECISIONS = {
         "kernel (precision.yaml, vLLM PR #20578), so an NVFP4 row is not scored"
     ),
     "MXFP4": "simspec runs MXFP4 only as a preset's own checkpoint (gpt-oss)",
+    # no INT8 weight kernels are priced (precision.yaml: bf16, fp8, int4-w, nvfp4); read as the
+    # preset's bf16 such a row ran silently (QA)
+    "INT8": "simspec prices no INT8 weights (W8A8 or W8A16 integer kernels)",
+    "SmoothQuant": "simspec prices no INT8 weights (SmoothQuant's W8A8 integer kernels)",
 }
 # targets the case table names that simspec has no preset for, and why
 UNMODELLED_TARGETS = {
@@ -138,7 +142,8 @@ def notes_precision(notes: str, model: str = "") -> tuple[str | None, str | None
     refuse the row: it runs the preset's checkpoint as its config.json quantises it."""
     own = preset_precision(model)
     for word, why in _UNMODELLED_PRECISIONS.items():
-        if re.search(rf"\b{word}\b", notes):
+        # "nvfp4 weights" too (QA); "INT8 KV cache" names the cache, not the weights
+        if re.search(rf"\b{word}\b(?!\s*KV)", notes, re.IGNORECASE):
             if word == own:
                 # the notes may name it as the default, not the run's ("target precision not
                 # stated ... (default checkpoint has MXFP4 MoE weights)"; QA: read "as the
@@ -159,7 +164,9 @@ def notes_precision(notes: str, model: str = "") -> tuple[str | None, str | None
                 served += f" of a model whose preset is a {own or 'BF16'} checkpoint"
             return None, f"the notes give {served}: {why}", ""
     for word, name in _PRECISION_WORDS.items():
-        if re.match(rf"\s*{word}\b", notes, re.IGNORECASE):  # a row's tag leads its notes
+        # a row's tag leads its notes, alone before a separator ("FP8; ..."): "FP8 KV cache;
+        # BF16 weights" names the cache, not the weights (QA: read as FP8 weights)
+        if re.match(rf"\s*{word}\s*(?:[;,.]|$)", notes, re.IGNORECASE):
             return name, None, f"weights in {name}, as the notes say"
     # else a precision the notes state in words ("int4 weights", "FP8 target", "block-FP8
     # weights as released"), whatever its case: read, not left to the preset's checkpoint

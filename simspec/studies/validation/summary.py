@@ -25,6 +25,15 @@ SAME_MEASUREMENT = (
     "dataset",
     "k",
     "tree_nodes",
+    # the setup: rows on another GPU, TP, baseline or lengths are other measurements even where
+    # the value is the same (QA: a user's rows at another TP were dropped as duplicates)
+    "gpu",
+    "num_gpus",
+    "tp",
+    "baseline",
+    "prompt_len",
+    "output_len",
+    "engine_version",
     "measured_value",
 )
 

@@ -1,0 +1,79 @@
+"""What a case row's notes say, read as they say it: the weights' precision beside a cache's,
+the statistic a latency row measured, a length stated alone, and which rows are one
+measurement in the error summary."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from simspec.studies.validation.cases import read_cases
+from simspec.studies.validation.predict import Skip, plan_case
+from simspec.studies.validation.summary import unique_mape
+
+
+@pytest.fixture(scope="module")
+def row() -> dict[str, str]:
+    cases = read_cases()
+    found = cases[cases.case_id == "pr16937-ar-tput"].iloc[0].to_dict()
+    return {k: ("" if pd.isna(v) else str(v)) for k, v in found.items()}
+
+
+def test_an_fp8_kv_cache_leading_the_notes_leaves_the_weights_bf16(row):
+    """QA: "FP8 KV cache; BF16 weights" ran FP8 weights, 43 % faster."""
+    plan = plan_case({**row, "notes": "FP8 KV cache; BF16 weights"})
+    assert plan.scenario.precision in (None, "bf16")
+    assert plan_case({**row, "notes": "FP8; mean of 3"}).scenario.precision == "fp8"
+
+
+@pytest.mark.parametrize(
+    "notes", ["nvfp4 weights (ModelOpt checkpoint)", "INT8 weights (W8A8 smoothquant)"]
+)
+def test_a_precision_simspec_does_not_price_is_refused_whatever_its_case(row, notes):
+    """QA: both rows ran at the preset's bf16, silently."""
+    with pytest.raises(Skip, match="the notes give"):
+        plan_case({**row, "notes": notes})
+    plan_case({**row, "notes": "INT8 KV cache"})  # the cache's, not the weights'
+
+
+@pytest.mark.parametrize(
+    ("notes", "statistic"),
+    [
+        ("'Mean TTFT (ms): 20' (median TTFT 15)", "mean"),
+        ("median TTFT; mean TTFT 20", "median"),
+        ("'Mean TPOT (ms): 7.5' (median TPOT 7.1)", "mean"),
+        ("median TPOT; median ITL 11.93 ms", "median"),
+    ],
+)
+def test_a_latency_row_is_scored_on_the_statistic_its_notes_name_first(row, notes, statistic):
+    metric = "ttft_ms" if "TTFT" in notes else "tpot_ms"
+    lengths = {"prompt_len": "512", "output_len": "128", "metric": metric, "measured_value": "9"}
+    assert plan_case({**row, **lengths, "notes": notes}).statistic == statistic
+
+
+def test_a_length_stated_alone_is_kept_and_the_other_taken_from_the_trace(row):
+    """QA: a 1,000-token prompt_len ran ShareGPT's prompts."""
+    wl = plan_case({**row, "prompt_len": "1000", "output_len": ""}).scenario.workload
+    assert wl.lengths_from is None and wl.prompt.mean == 1000 and wl.prompt.dist == "fixed"
+    assert wl.output.dist == "lognormal"
+
+
+def test_rows_of_other_setups_are_other_measurements_in_the_summary():
+    """QA: a row at another TP with the same value was dropped as a duplicate."""
+    base = {"status": "ok", "metric": "speedup", "method": "eagle3", "measured_value": 2.0}
+    rows = pd.DataFrame([{**base, "tp": 1, "rel_error": 0.0}, {**base, "tp": 2, "rel_error": 0.4}])
+    assert unique_mape(rows) == pytest.approx(0.2)
+    assert unique_mape(rows.assign(tp=1)) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("cells", "why"),
+    [
+        ({"prompt_len": "abc", "output_len": "200"}, "prompt_len 'abc' is not a positive number"),
+        ({"prompt_len": "0", "output_len": "200"}, "prompt_len '0' is not a positive number"),
+        ({"load": "abc"}, "load 'abc' is not a positive number"),
+    ],
+)
+def test_a_cell_that_is_not_a_number_is_refused_not_read_as_unstated(row, cells, why):
+    with pytest.raises(Skip, match=why):
+        plan_case({**row, **cells})
