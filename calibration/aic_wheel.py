@@ -28,8 +28,14 @@ def a100_tables(wheel: Path) -> Iterator[Callable[[str], object]]:
     DataFrame each); exits naming the wheel when it is not aiconfigurator-core 0.12.0."""
     import pandas as pd  # parquet through pyarrow: only the --aic-core options need them
 
-    with zipfile.ZipFile(wheel) as z:
+    try:
+        z = zipfile.ZipFile(wheel)
         meta = z.read(f"aiconfigurator_core-{AIC_VERSION}.dist-info/METADATA").decode()
+    except (OSError, zipfile.BadZipFile, KeyError) as exc:  # one line, not a traceback (QA)
+        raise SystemExit(
+            f"{wheel}: not the aiconfigurator-core {AIC_VERSION} wheel ({exc})"
+        ) from None
+    with z:
         if f"\nVersion: {AIC_VERSION}\n" not in meta:
             raise SystemExit(f"{wheel}: not aiconfigurator-core {AIC_VERSION}")
 

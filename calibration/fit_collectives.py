@@ -28,7 +28,10 @@ Custom curves keep the points up to the engines' switch to NCCL (8 MiB, ``custom
 below) and one past it. Prints each curve's points and the largest correction it made::
 
     python calibration/fit_collectives.py [SHARED_DIR] [--aic-core WHEEL] \
-        > simspec/data/collectives.yaml
+        --out simspec/data/collectives.yaml
+
+(``--out`` writes the file whole, after every curve is read: a failing read leaves it as it
+was; without it the YAML goes to stdout.)
 """
 
 from __future__ import annotations
@@ -143,6 +146,7 @@ def main() -> None:
     shared = Path(__file__).parents[2] / "shared"
     parser.add_argument("shared", nargs="?", type=Path, default=shared)
     parser.add_argument("--aic-core", type=Path, help="the aiconfigurator-core 0.12.0 wheel")
+    parser.add_argument("--out", type=Path, help="the YAML to write whole (default: stdout)")
     args = parser.parse_args()
     curves = read(args.shared)
     if args.aic_core is not None:
@@ -171,7 +175,13 @@ def main() -> None:
                 )
                 body = ", ".join(f"[{s}, {t:.4e}]" for s, t in pts)
                 lines.append(f"      {n}: [{body}]")
-    print("\n".join(lines))
+    text = "\n".join(lines) + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        from simspec.outputs import write_text_atomic
+
+        write_text_atomic(args.out, text)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ from simspec.catalog.precision import weight_only_name
 from simspec.engine.costmodel.kernels import deepep_time, grouped_gemm_time, mla_decode_time
 from simspec.engine.costmodel.moe_routing import routing_ratio
 from simspec.engine.costmodel.work import distinct_experts
+from simspec.outputs import write_text_atomic
 
 try:
     from calibration.aic_wheel import A100_FRAMEWORKS, AIC_VERSION, a100_tables  # as a package
@@ -616,9 +617,8 @@ PROVENANCE = f"""\
 """
 
 
-def write_yaml(path: Path, header: str, body: dict) -> None:
-    text = yaml.safe_dump(body, sort_keys=False, width=100)
-    path.write_text(header + text, encoding="utf-8")
+def yaml_text(header: str, body: dict) -> str:
+    return header + yaml.safe_dump(body, sort_keys=False, width=100)
 
 
 MOE_HEADER = (
@@ -700,8 +700,10 @@ def main() -> None:
     routing = fit_routing(src)
     moe = fit_moe(df, gpus, routing)
     v0_fits, v0_defaults = fit_v0(src, moe["fits"])
-    write_yaml(
-        DATA / "moe_kernels.yaml",
+    # every table is fitted before any file is written, and each is written whole (a temporary
+    # file renamed over it): a failing fit leaves the packaged data as it was (QA)
+    out: dict[Path, str] = {}
+    out[DATA / "moe_kernels.yaml"] = yaml_text(
         header,
         {
             "gpus": {k: {"table": v[0], "sms": v[1]} for k, v in gpus.items()},
@@ -716,8 +718,7 @@ def main() -> None:
         },
     )
     mla = fit_mla(src)
-    write_yaml(
-        DATA / "mla_kernels.yaml",
+    out[DATA / "mla_kernels.yaml"] = yaml_text(
         MLA_HEADER,
         {"gpus": {k: v[0] for k, v in GPUS.items()}, "engines": ENGINES, "fits": mla},
     )
@@ -736,9 +737,9 @@ def main() -> None:
             "fits": deepep,
         }
     }
-    path.write_text(
-        text + header + yaml.safe_dump(section, sort_keys=False, width=100), encoding="utf-8"
-    )
+    out[path] = text + header + yaml.safe_dump(section, sort_keys=False, width=100)
+    for target, body in out.items():
+        write_text_atomic(target, body)
 
 
 DEEPEP_HEADER = """\
