@@ -66,8 +66,8 @@ HEADER = """\
 # (message bytes, seconds), interpolated log-log by simspec.engine.costmodel.collectives and
 # extended past the largest size at the last segment's bandwidth.
 #
-# Written by `python calibration/fit_collectives.py [SHARED_DIR] --aic-core WHEEL >
-#   simspec/data/collectives.yaml`
+# Written by `python calibration/fit_collectives.py [SHARED_DIR] --aic-core WHEEL
+#   --out simspec/data/collectives.yaml`
 # from shared calibration-data/moe-serving (AIConfigurator database, Apache-2.0, (c) 2025-2026
 # NVIDIA CORPORATION & AFFILIATES; converted there, see its SOURCE.md section 6):
 #   aiconfigurator_custom_allreduce_1node.csv: gpu H100 SXM / H200 SXM / B200 SXM, framework vLLM
