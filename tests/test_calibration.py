@@ -443,3 +443,55 @@ def test_timings_in_the_wrong_units_write_a_suspect_profile_that_says_why(tmp_pa
     slow = samples.assign(time_s=samples["time_s"] * 1000)
     bad = build_profile("h100_sxm", fit_all(slow, H100), slow, [str(table)])
     assert bad.status.startswith("suspect: ") and bad.provenance["at_edges"]
+
+
+def test_copies_of_one_timing_are_refused_as_too_few_shapes():
+    """QA: eight copies of one row fitted four constants at "0 %" and wrote "calibrated"."""
+    one = synthetic_samples(np.random.default_rng(0)).query("operator == 'gemm'").iloc[[0] * 8]
+    with pytest.raises(InputError, match=r"1 distinct gemm shape\(s\) \(8 rows\) cannot fit"):
+        fit_all(one.reset_index(drop=True), H100)
+
+
+def test_a_text_cell_in_a_vidur_time_column_is_named_not_its_column_dropped(shared, tmp_path):
+    """QA: one text cell dropped every mlp_act sample without a word."""
+    src = (
+        shared / "calibration-data/vidur-profiling/data/profiling/compute/h100/meta-llama"
+        "/Llama-2-7b-hf/mlp.csv"
+    )
+    table = pd.read_csv(src, dtype={"time_stats.mlp_act.median": str})
+    table.loc[3, "time_stats.mlp_act.median"] = "x"
+    path = tmp_path / "compute/h100/meta-llama/Llama-2-7b-hf/mlp.csv"
+    path.parent.mkdir(parents=True)
+    table.to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"time_stats.mlp_act.median, row 4: 'x' is not a number"):
+        vidur_compute(path)
+
+
+def test_a_layers_table_of_few_token_counts_keeps_them_all(shared, tmp_path):
+    """QA: a table of power-of-two token counts lost those the log spacing did not land on."""
+    from simspec.studies.calibration.published import lss_layers
+
+    src = next(
+        (shared / "calibration-data/llmservingsim-h100").rglob("Llama-3.1-8B/tp1/layers.csv")
+    )
+    table = pd.read_csv(src)
+    pow2 = table[table["input"].isin([2**i for i in range(12)])]
+    path = tmp_path / "H100/meta-llama/Llama-3.1-8B/tp1/layers.csv"
+    path.parent.mkdir(parents=True)
+    pow2.to_csv(path, index=False)
+    kept = lss_layers(path)
+    assert sorted(kept["tokens"].unique()) == [2.0**i for i in range(12)]
+    # a full table is thinned to the log-spaced counts, as before
+    assert lss_layers(src)["tokens"].nunique() <= 64
+
+
+def test_another_gpus_tables_fitted_as_this_one_are_suspect():
+    """QA: an A100's tables fitted as an H100 read "calibrated" at 0.24 against 0.72."""
+    from simspec.catalog.hardware import load_profile
+    from simspec.studies.calibration.profile import build_profile
+
+    samples = synthetic_samples(np.random.default_rng(0))
+    own = load_profile("h100_sxm")
+    slow = samples.assign(time_s=samples["time_s"] * 3)
+    profile = build_profile("h100_sxm", fit_all(slow, H100), slow, [], fallback=own)
+    assert profile.status.startswith("suspect: ") and profile.provenance["far_from_own"]

@@ -177,11 +177,15 @@ def fit_all(samples: pd.DataFrame, gpu: GpuSpec) -> dict[str, OperatorFit]:
         if not (np.isfinite(work) & (work >= 0)).all():
             raise InputError("timings", f"{operator} samples include negative or infinite sizes")
         need = min_samples(operator)
-        if len(s) < need:
+        # shapes, not rows: copies of one timing fit nothing (QA: 8 copies of one row gave a
+        # "calibrated" fit at 0 % error)
+        shapes = len(s[["flops", "bytes"]].drop_duplicates())
+        if shapes < need:
+            copies = f" ({len(s)} rows)" if len(s) != shapes else ""
             raise InputError(
                 "timings",
-                f"{len(s)} {operator} sample(s) cannot fit its {len(FORMS[operator])} constants "
-                f"and measure the error: give at least {need}",
+                f"{shapes} distinct {operator} shape(s){copies} cannot fit its "
+                f"{len(FORMS[operator])} constants and measure the error: give at least {need}",
             )
         params = fit_operator(operator, s, gpu)
         result = OperatorFit(

@@ -39,6 +39,32 @@ def at_edges(fits: dict[str, OperatorFit]) -> list[tuple[str, float, str]]:
     return out
 
 
+# a fitted efficiency this far from the one the GPU's own measured profile has is not this GPU's
+# (an A100's tables fitted as an H100 read 0.24 against 0.72: QA)
+FAR_FROM_OWN = 2.0
+
+
+def far_from_own(
+    fits: dict[str, OperatorFit], gpu: str, own: HardwareProfile | None
+) -> list[str]:
+    """``operator_constant = fitted (own: packaged)`` for each fitted efficiency more than
+    :data:`FAR_FROM_OWN` times off the one ``gpu``'s packaged profile measured (not one it
+    transferred): another GPU's tables, or times in other units, more likely than this GPU."""
+    if own is None or own.gpu != gpu:
+        return []
+    out = []
+    for operator, fit in fits.items():
+        for name, *_ in FORMS[operator]:
+            key = f"{operator}_{name}"
+            mine = own.params.get(key)
+            if "efficiency" not in name or mine is None or mine.basis != "measured":
+                continue
+            ratio = fit.params[name] / mine.value if mine.value > 0 else math.inf
+            if not 1 / FAR_FROM_OWN <= ratio <= FAR_FROM_OWN:
+                out.append(f"{key} = {fit.params[name]:.3g} (packaged {gpu}: {mine.value:.3g})")
+    return out
+
+
 def build_profile(
     gpu: str,
     fits: dict[str, OperatorFit],
@@ -98,6 +124,7 @@ def build_profile(
     # a profile none of whose operators this GPU's tables fit is not "calibrated" (QA: eleven
     # packaged profiles with no tables at all had read "calibrated (some operators transferred)")
     edges = at_edges(fits)
+    far = far_from_own(fits, gpu, fallback)
     if not fits:
         status = "transferred (no timing tables for this GPU)"
     elif edges:  # QA: timings x1000 wrote a "calibrated" profile pinned at its bounds
@@ -106,6 +133,12 @@ def build_profile(
             "(wrong units, or another GPU's timings?)"
         )
         provenance["at_edges"] = [f"{key} = {value:g} ({edge} edge)" for key, value, edge in edges]
+    elif far:
+        status = (
+            f"suspect: {len(far)} fitted efficiency(ies) more than {FAR_FROM_OWN:g}x off "
+            f"{gpu}'s own measured profile (another GPU's timings, or other units?)"
+        )
+        provenance["far_from_own"] = far
     elif len(fits) == len(FORMS):
         status = "calibrated"
     else:

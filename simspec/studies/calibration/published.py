@@ -58,6 +58,15 @@ VIDUR_ELEMENTWISE = {
 def vidur_compute(path: Path) -> pd.DataFrame:
     """GEMM and elementwise samples from one Vidur ``mlp.csv`` (median of repeated rows)."""
     d = read_table(path)
+    for col in [c for c in d.columns if c.startswith("time_stats.")]:
+        # a cell that is not a number is named, not the column left out of the median (QA: one
+        # text cell dropped every mlp_act sample without a word)
+        values = pd.to_numeric(d[col], errors="coerce")
+        bad = values.isna() & d[col].notna()
+        if bad.any():
+            row = int(bad.to_numpy().argmax())
+            raise ValueError(f"{col}, row {row + 1}: {d[col].iloc[row]!r} is not a number")
+        d[col] = values
     model = path.parent.name
     source = f"vidur:{'/'.join(path.parts[-5:])}"
     out = []
@@ -142,7 +151,14 @@ def lss_layers(path: Path, max_points: int = 64) -> pd.DataFrame:
     top = float(d.input.max())
     if not 1 <= top <= 2**31 - 1:  # token counts are int32; past them the cast to int wraps
         raise ValueError(f"input must hold token counts in [1, 2**31 - 1] (the largest is {top})")
-    keep = np.unique(np.geomspace(1, top, max_points).round().astype(int))
+    counts = np.unique(d.input.to_numpy())
+    if len(counts) <= max_points:  # few already: every one (QA: a power-of-two table lost half)
+        keep = counts
+    else:  # the log-spaced counts, each the nearest the table has where it lacks that one
+        targets = np.unique(np.geomspace(1, top, max_points).round().astype(int))
+        there = np.isin(targets, counts)
+        gaps = np.log(targets[~there])[:, None] - np.log(counts.astype(float))[None, :]
+        keep = np.union1d(targets[there], counts[np.abs(gaps).argmin(axis=1)])
     d = d[d.input.isin(keep)].groupby(["layer_name", "input"])["latency(ns)"].median()
     origin = Origin(f"llmservingsim-v0:{'/'.join(path.parts[-4:])}", model, tp)
     out = []
