@@ -1085,7 +1085,16 @@ def resolve_device(args: argparse.Namespace) -> torch.device:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device", "CUDA is not available")
     if args.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        # said, not a silent CPU run of a real model for hours (QA): a CPU table is a smoke
+        # test, which simspec calibrate fit refuses
+        print(
+            "time_forward.py: no CUDA device: timing on the CPU, a smoke test that simspec "
+            "calibrate fit refuses (give --device cuda on a GPU machine)",
+            file=sys.stderr,
+        )
+        return torch.device("cpu")
     return torch.device(args.device)
 
 

@@ -495,3 +495,13 @@ def test_another_gpus_tables_fitted_as_this_one_are_suspect():
     slow = samples.assign(time_s=samples["time_s"] * 3)
     profile = build_profile("h100_sxm", fit_all(slow, H100), slow, [], fallback=own)
     assert profile.status.startswith("suspect: ") and profile.provenance["far_from_own"]
+
+
+def test_a_profile_of_another_gpu_says_so_under_the_table():
+    """QA: an H100 profile file run on an A100 read only "(h100_sxm: calibrated)"."""
+    from simspec.config import Deployment
+    from simspec.studies.provenance import rests_on
+
+    line = rests_on(Deployment(gpu="a100_80gb", profile="simspec/data/profiles/h100_sxm.yaml"), [])
+    assert "fitted on h100_sxm and applied to a100_80gb's datasheet peaks" in line
+    assert "applied to" not in rests_on(Deployment(gpu="h100_sxm"), [])

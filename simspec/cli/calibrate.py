@@ -60,7 +60,8 @@ def calibrate_fit(
 
     The profile records each constant's provenance.
 
-    Example: simspec calibrate fit calibration/data/h100.csv --gpu h100_sxm --out my.yaml
+    Example: simspec calibrate fit my_gpu.csv --gpu h100_sxm --out my.yaml (my_gpu.csv from
+    calibration/time_forward.py on that GPU)
     """
     from simspec.catalog.hardware import load_gpu, load_profile
     from simspec.studies.calibration.fit import FORMS, fit_all

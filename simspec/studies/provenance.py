@@ -271,6 +271,8 @@ def _profile_part(deploy: Deployment) -> str:
         # a file the user gave (QA: a calibrate bench profile read "h100_sxm's own profile"):
         # named, with what it is (its status says fitted or to benchmark runs, or suspect)
         name = f"profile {shown(deploy.profile)} ({profile.gpu}: {profile.status or 'no status'})"
+        if not own:  # QA: another GPU's profile ran without a word that it is another's
+            name += f", fitted on {profile.gpu} and applied to {deploy.gpu}'s datasheet peaks"
     elif profile.status.startswith("suspect"):  # constants pinned at their ranges' edges
         name = f"{name} ({profile.status})"
     if not sources:

@@ -44,9 +44,7 @@ def at_edges(fits: dict[str, OperatorFit]) -> list[tuple[str, float, str]]:
 FAR_FROM_OWN = 2.0
 
 
-def far_from_own(
-    fits: dict[str, OperatorFit], gpu: str, own: HardwareProfile | None
-) -> list[str]:
+def far_from_own(fits: dict[str, OperatorFit], gpu: str, own: HardwareProfile | None) -> list[str]:
     """``operator_constant = fitted (own: packaged)`` for each fitted efficiency more than
     :data:`FAR_FROM_OWN` times off the one ``gpu``'s packaged profile measured (not one it
     transferred): another GPU's tables, or times in other units, more likely than this GPU."""
