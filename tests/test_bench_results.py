@@ -158,6 +158,13 @@ def test_other_percentiles_are_read_and_compared(tmp_path):
     assert frame.index.tolist()[-3:] == ["p90_ttft_ms", "p90_tpot_ms", "p95_e2el_ms"]
     ttft = frame.loc[["median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms"], "predicted"].tolist()
     assert ttft == sorted(ttft)
+    # other spellings of a percentile are named as the simulated one, and predicted (QA: P90,
+    # p90.0 and p05 were compared with no prediction)
+    odd = vllm_json(P90_ttft_ms=50.0, **{"p05_tpot_ms": 5.0, "p90.0_itl_ms": 9.0})
+    (plan,) = plans_of(tmp_path, write(tmp_path, "v3.json", odd), "autoregressive")
+    frame = compare([plan]).set_index("metric")
+    for metric in ("p90_ttft_ms", "p5_tpot_ms", "p90_itl_ms"):
+        assert frame.loc[metric, "predicted"] > 0, metric
 
 
 def test_a_file_of_no_result_format_says_which_ones_are_read(tmp_path):
@@ -753,3 +760,11 @@ def test_a_throughput_its_own_totals_do_not_give_is_refused_by_name(tmp_path):
     assert err.value.field.endswith("output_throughput")
     rounded = {**good, "output_throughput": round(good["output_throughput"], 2)}
     read_result(write(tmp_path, "r.json", rounded))  # a printed, rounded number stands
+
+
+def test_a_run_with_failed_requests_says_so(tmp_path):
+    """QA: 10 of 30 requests failed and the comparison said nothing."""
+    (plan,) = plans_of(tmp_path, write(tmp_path, "f.json", vllm_json(failed=10)), "autoregressive")
+    assert any("10 of the" in n and "failed" in n for n in plan.notes)
+    (plan,) = plans_of(tmp_path, write(tmp_path, "ok.json", vllm_json(failed=0)), "autoregressive")
+    assert not any("failed" in n for n in plan.notes)

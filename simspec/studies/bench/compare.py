@@ -117,6 +117,12 @@ def plan_run(
             f"{model}, but {run.name} says it ran {run.model}: a run predicted on another "
             f"model is no comparison; give --model {named}, or leave it out",
         )
+    if run.failed:  # QA: a run that lost a third of its requests was compared without a word
+        notes.append(
+            f"{run.failed} of the {run.requests + run.failed} requests sent failed: the "
+            f"{run.requests} that succeeded are simulated, and the load the server saw while "
+            "the others were in flight is not"
+        )
     work, lengths = _workload(run, lengths_dir, notes)
     acceptance = run.acceptance or shared
     cfg = _method(run, method, k, acceptance, model, notes)

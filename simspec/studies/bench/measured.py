@@ -43,8 +43,11 @@ def other_percentiles(keys: Any, theirs: dict[str, str] | None = None) -> dict[s
     for key in keys:
         stat, _, rest = str(key).partition("_")
         latency = names.get(rest.removesuffix("_ms")) if rest.endswith("_ms") else None
-        ours = f"{stat}_{latency}_ms"
-        if latency is not None and percentile_of(stat) is not None and ours not in METRICS:
+        q = percentile_of(stat)
+        # named as the simulated one is (p90, p5), whatever the file's spelling (QA: P90,
+        # p90.0 and p05 were compared with no prediction beside them)
+        ours = f"p{q:g}_{latency}_ms" if q is not None else ""
+        if latency is not None and q is not None and ours not in METRICS:
             out[ours] = str(key)
     return out
 
@@ -111,6 +114,7 @@ class MeasuredRun:
     output_lens: tuple[int, ...] | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     acceptance: Acceptance | None = None
+    failed: int = 0  # requests the benchmark sent that failed (vllm bench serve's "failed")
 
     @property
     def detailed(self) -> bool:

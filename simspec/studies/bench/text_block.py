@@ -76,9 +76,10 @@ def _other_percentile(label: str) -> str | None:
     prints it; SGLang's "P95 ITL (ms)") as simspec's metric name; None for another line."""
     hit = _OTHER.fullmatch(label)
     latency = _NAMES.get(hit.group(2)) if hit else None
-    if hit is None or latency is None or percentile_of(hit.group(1)) is None:
+    q = percentile_of(hit.group(1)) if hit else None
+    if latency is None or q is None:
         return None
-    return f"{hit.group(1).lower()}_{latency}_ms"
+    return f"p{q:g}_{latency}_ms"  # as the simulated one is named (P90.0 -> p90)
 
 
 REQUIRED = {

@@ -33,6 +33,7 @@ from simspec.studies.bench.measured import (
     METRICS,
     Acceptance,
     MeasuredRun,
+    check_count,
     check_number,
     check_run,
     concurrency,
@@ -93,6 +94,7 @@ def read_vllm_result(data: Any, name: str, where: str) -> MeasuredRun:
         output_lens=outs,
         metrics=metrics,
         acceptance=_acceptance(data, where),
+        failed=check_count(data["failed"], "failed", where) if data.get("failed") else 0,
     )
     return check_run(run, where)
 
