@@ -190,7 +190,11 @@ def parse_json(text: str | bytes, field: str, where: str = "", walk: bool = True
         raise InputError(field, f"{prefix}{exc}") from None
     except json.JSONDecodeError as exc:
         raise InputError(
-            field, f"{prefix}not valid JSON ({exc.msg} at position {exc.pos})"
+            # where parsing stopped, by line and column ("Unterminated string starting at"
+            # read "... at at position 198": QA)
+            field,
+            f"{prefix}not valid JSON ({exc.msg.removesuffix(' at')} at line {exc.lineno}, "
+            f"column {exc.colno})",
         ) from None
     except RecursionError:
         raise InputError(field, f"{prefix}nested deeper than {MAX_DEPTH} levels") from None
