@@ -436,3 +436,18 @@ def test_a_script_naming_a_method_by_a_mapping_of_its_name_gets_its_preset():
     eagle2, eagle3 = cfg.methods
     assert (eagle2.tree, eagle2.tree_nodes, eagle2.acceptance is not None) == ("dynamic", 50, True)
     assert eagle3.acceptance.alpha == 0.6 and eagle3.k == 3
+
+
+def test_a_sweep_file_says_what_it_cannot_mean(tmp_path):
+    """QA: a workload's concurrency was ignored without a word, a method listed twice ran
+    twice into identical rows, and a method named as vLLM spells it ("EAGLE") was refused."""
+    from simspec.studies.sweep import SweepConfig
+
+    wl = {"requests": 32}
+    with pytest.raises(ValueError, match=r"give batch_sizes: \[8\] instead"):
+        SweepConfig(workload={**wl, "concurrency": 8}, batch_sizes=[2])
+    twice = [{"name": "eagle3", "k": 3}, {"name": "eagle3", "k": 3}]
+    with pytest.raises(ValueError, match=r"eagle3 \(k=3\) is listed more than once"):
+        SweepConfig(workload=wl, methods=twice)
+    named = SweepConfig(workload=wl, methods=[{"name": "EAGLE"}, {"name": "Eagle3"}])
+    assert [m.name for m in named.methods] == ["eagle1", "eagle3"]

@@ -201,6 +201,11 @@ class SweepConfig(Deployment):
                     f"{name}: a sweep runs closed loop at each of batch_sizes; "
                     "drop it (open-loop arrivals: simspec plan or simspec policy)"
                 )
+        if v.concurrency != default.concurrency:  # QA: read nowhere, said nowhere
+            raise ValueError(
+                f"concurrency: a sweep runs each of batch_sizes (--concurrencies); give "
+                f"batch_sizes: [{v.concurrency}] instead"
+            )
         return v
 
     @field_validator("methods", mode="before")
@@ -227,7 +232,12 @@ class SweepConfig(Deployment):
             if isinstance(m, str):
                 out.append(preset(m))
             elif named_alone(m):  # {"name": "eagle3"}: as the name alone, as a CLI file reads it
-                out.append(MethodConfig.model_validate({**preset(m["name"]).model_dump(), **m}))
+                # the preset's own name, not the spelling given (QA: "eagle" and "EAGLE3" were
+                # put back over eagle1 and eagle3, and refused)
+                known = preset(m["name"])
+                out.append(
+                    MethodConfig.model_validate({**known.model_dump(), **m, "name": known.name})
+                )
             else:
                 out.append(m)
         return out
@@ -237,6 +247,13 @@ class SweepConfig(Deployment):
     def _some(cls, v: list[MethodConfig]) -> list[MethodConfig]:
         if not v:
             raise ValueError("give at least one method")
+        # a speculative method twice ran twice into two identical rows (QA); plain decoding,
+        # every sweep's baseline, runs once however often it is named
+        seen: list[MethodConfig] = []
+        for m in v:
+            if m.name != "autoregressive" and m in seen:
+                raise ValueError(f"{m.name} (k={m.k}) is listed more than once: name each once")
+            seen.append(m)
         return v
 
     @field_validator("grid")
