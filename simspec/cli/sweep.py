@@ -60,7 +60,7 @@ def sweep(
         ),
     ] = None,
     executor: Annotated[
-        str, typer.Option(help="run cells serially, on a local process pool, or on Ray")
+        str, typer.Option(help="serial, process (a local pool) or ray: where cells run")
     ] = "process",
     workers: Annotated[
         int | None, typer.Option(help="parallel workers [default: every CPU]", min=1)

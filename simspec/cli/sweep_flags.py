@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from simspec.catalog.methods import TRACE_DATASETS
 from simspec.catalog.traces import packaged_traces
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, one_spelling
@@ -45,6 +46,35 @@ PrecisionTarget = Annotated[
 ]
 
 
+# a sweep's own help for the flags other commands share: it has no arrival --trace, and its
+# run length is its precision target's unless --requests or --turnovers fixes one (QA)
+SweepDataset = Annotated[
+    str | None,
+    typer.Option(
+        help="take prompt/output lengths (workload.lengths_from) from this recorded dataset "
+        "(Llama-3.1-8B on H100), and the methods' acceptance presets from it: "
+        f"{', '.join(TRACE_DATASETS)} [default: sharegpt]"
+    ),
+]
+SweepRequests = Annotated[
+    int | None,
+    typer.Option(
+        help="a fixed length instead of the precision target's: requests measured in each "
+        "cell's steady window (at least --turnovers x concurrency) [default: the precision "
+        "target's length]"
+    ),
+]
+SweepTurnovers = Annotated[
+    int | None,
+    typer.Option(
+        help="a fixed length instead of the precision target's: measure at least this many x "
+        "concurrency requests (the batch's mix must turn over many times; 64 where only "
+        "--requests is given) [default: the precision target's length]",
+        metavar="N",
+    ),
+]
+
+
 @dataclass(frozen=True)
 class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
     """What a sweep's flags say; None (or an empty value) = not given."""
@@ -55,10 +85,10 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
     concurrencies: opt.Concurrencies = None
     batch_sizes: opt.BatchSizesAlias = None
     schedule_grid: opt.ScheduleGridAlias = None
-    requests: opt.Requests = None
-    turnovers: opt.Turnovers = None
+    requests: SweepRequests = None
+    turnovers: SweepTurnovers = None
     precision_target: PrecisionTarget = None
-    dataset: opt.Dataset = None
+    dataset: SweepDataset = None
     prompt_len: opt.PromptLen = None
     output_len: opt.OutputLen = None
     temperature: opt.Temperature = None
