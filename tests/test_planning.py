@@ -76,6 +76,13 @@ def test_the_exported_speculative_config_reads_back_as_the_same_schedule():
     assert back["name"] == "eagle3" and back["k"] == 4
     assert back["k_schedule"] == [tuple(b) for b in bands]
     assert speculative_config(MethodConfig(name="hydra", k=3), bands) is None  # not in vLLM
+    # what the method ran with goes out under vLLM's keys, or vLLM runs its defaults (QA: an
+    # n-gram 2..4 exported without its sizes), and the draft weights the user named stay
+    ngram = MethodConfig(name="ngram", k=3, prompt_lookup_min=2, prompt_lookup_max=4)
+    back = to_method(json.loads(json.dumps(speculative_config(ngram, bands))))
+    assert (back["prompt_lookup_min"], back["prompt_lookup_max"]) == (2, 4)
+    named = speculative_config(eagle(0.7), bands, weights="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+    assert named["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
 
 
 @pytest.mark.slow

@@ -618,7 +618,9 @@ def recommend(
     bands = rec.bands
     # a vLLM --speculative-config only for a vLLM engine (QA: hf and trtllm printed one, with
     # TRT-LLM's batch limit in its last band)
-    spec_cfg = None if is_tree or not vllm else speculative_config(base, bands)
+    given = read_speculative_config(flags.speculative_config) if flags.speculative_config else {}
+    weights = given.get("model") if isinstance(given.get("model"), str) else None
+    spec_cfg = None if is_tree or not vllm else speculative_config(base, bands, weights)
     # every band off: no config to serve with (QA: --json wrote one that loads a draft and
     # never runs it, while the console said to serve without one)
     all_off = all(setting == 0 for _, _, setting in bands)

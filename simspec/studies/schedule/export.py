@@ -8,10 +8,24 @@ import json
 from simspec.catalog.vllm import TO_VLLM
 from simspec.config import MethodConfig
 
+# the settings a method ran with that vLLM reads under the same keys (SpeculativeConfig):
+# written out, or vLLM runs its defaults instead of what was simulated (QA: an n-gram 2..4
+# exported as vLLM's default 5/5)
+CARRIED = (
+    "prompt_lookup_min",
+    "prompt_lookup_max",
+    "suffix_decoding_max_tree_depth",
+    "suffix_decoding_max_cached_requests",
+    "suffix_decoding_max_spec_factor",
+    "suffix_decoding_min_token_prob",
+)
 
-def speculative_config(method: MethodConfig, bands: list[list[int]]) -> dict | None:
+
+def speculative_config(
+    method: MethodConfig, bands: list[list[int]], weights: str | None = None
+) -> dict | None:
     """The ready-to-paste vLLM ``--speculative-config`` for the schedule, or None when vLLM has
-    no such method."""
+    no such method. ``weights``: the draft's ``model`` the user's own config named."""
     name = TO_VLLM.get(method.name)
     if name is None:
         return None
@@ -24,7 +38,12 @@ def speculative_config(method: MethodConfig, bands: list[list[int]]) -> dict | N
     # MTP drafts with the target's own layers: vLLM takes the target model when none is given
     # (the 0.34.0 wheel: MTP's default_model, vllm/v1/worker/gpu/spec_decode/mtp/config.py)
     if name in ("eagle", "eagle3", "medusa", "draft_model"):
-        cfg["model"] = hf_id(method.draft_model) or "<path to the draft weights>"
+        cfg["model"] = hf_id(method.draft_model) or weights or "<path to the draft weights>"
+    for key in CARRIED:
+        if (value := getattr(method, key)) is not None:
+            cfg[key] = value
+    if method.draft_tp is not None:  # vLLM's name for it
+        cfg["draft_tensor_parallel_size"] = method.draft_tp
     return cfg
 
 
