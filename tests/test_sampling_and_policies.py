@@ -377,3 +377,21 @@ def test_a_rate_csv_names_what_is_wrong_with_it(tmp_path, rows, words):
     with pytest.raises(InputError, match=words) as err:
         read_rate_csv(str(path))
     assert err.value.field == "--rate-csv"
+
+
+def test_a_speculative_config_without_a_schedule_is_refused_in_its_own_keys(tmp_path):
+    """QA: the error named simspec's fields (k_schedule, ...) and followed a workload line."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    day = tmp_path / "day.csv"
+    day.write_text("time_s,rate\n0,2\n60,4\n")
+    spec = '{"method":"eagle3","num_speculative_tokens":3}'
+    result = CliRunner().invoke(
+        app, ["policy", "--rate-csv", str(day), "--speculative-config", spec]
+    )
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert result.exit_code == 2 and lines[0].startswith(
+        "error: --speculative-config: give num_speculative_tokens_per_batch_size"
+    )

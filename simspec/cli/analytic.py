@@ -156,7 +156,13 @@ def analytic(
         )
     if compare:
         a = one[0] if one else 0.7
-        k = int(picks.loc[(picks.alpha - a).abs().idxmin(), "best_k"]) or 3
+        k = int(picks.loc[(picks.alpha - a).abs().idxmin(), "best_k"])
+        if k == 0:  # said, not swapped silently (QA)
+            err.print(
+                f"note: the best K at α={a} is 0 (speculation off): comparing at K=3",
+                highlight=False,
+            )
+            k = 3
         both = an.compare(deploy, method, a, k, context, draft_model=draft).round(3)
         both.insert(0, "case", range(1, len(both) + 1))
         print_frame(both.drop(columns="why"), f"Closed form vs simulation, α={a}, K={k}")

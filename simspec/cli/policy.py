@@ -80,6 +80,7 @@ def policy(
             "simspec recommend prints it)",
         )
     data = flags._scenario(config)
+    said = ""
     if rate_csv is not None:
         schedule = read_rate_csv(str(rate_csv))
         rates: dict[str, Any] = {"arrival": "poisson", "rate_schedule": schedule}
@@ -88,13 +89,17 @@ def policy(
             # expects, so every piece runs (QA: the README's --rate-csv example was refused,
             # 256 requests arriving before its peak, with no flag to raise them)
             rates["requests"] = schedule_requests(schedule)
-            err.print(
+            said = (
                 f"workload: {rates['requests']:,} requests, what the rate schedule expects "
-                "(its last piece as long as the one before it)",
-                highlight=False,
+                "(its last piece as long as the one before it)"
             )
         data = overlay(data, {"workload": rates})
-    cfg = policy_config(data, flags)
+    try:
+        cfg = policy_config(data, flags)
+    except InputError as exc:  # named as written, before anything else is said (QA)
+        raise policy_error(exc, from_flag=config is None) from None
+    if said:
+        err.print(said, highlight=False)
     check_schedule_covered(cfg.workload)
     try:
         frame = run_policy(cfg)
@@ -223,5 +228,11 @@ def policy_config(data: dict[str, Any], flags: MethodFlags) -> PolicyConfig:
                     "states a schedule and the file a policy: drop one of them",
                 )
             data.setdefault("policy", schedule)
+            if not data["policy"]:  # in its own keys, not simspec's (QA)
+                raise InputError(
+                    "--speculative-config",
+                    "give num_speculative_tokens_per_batch_size (vLLM's Dynamic SD schedule) "
+                    "or disable_by_batch_size: a fixed K is no policy to follow",
+                )
         data["method"] = method
     return PolicyConfig(**data)
