@@ -518,6 +518,10 @@ def mla_resid(x, kernel, seqs, heads, sum_kv, measured, kvb, rate_c, rate_m) -> 
     return np.log(np.array(pred) / measured)
 
 
+# the logits of the efficiencies each MLA fit starts from (sigmoid: 0.12, 0.5, 0.88 and 0.018)
+MLA_STARTS = (-2.0, 0.0, 2.0, -4.0)
+
+
 def fit_mla(src: Path) -> dict:
     df = pd.read_csv(src / "aiconfigurator_mla_decode_attention.csv")
     inv = {v[0]: k for k, v in GPUS.items()}
@@ -535,8 +539,20 @@ def fit_mla(src: Path) -> dict:
         measured = fam.latency.to_numpy() * 1e-3
 
         data = (kernel, seqs, heads, sum_kv, measured, kvb, rate_c, rate_m)
-        x0 = np.array([math.log(1e-5), math.log(1e-7), 0.0, 0.0])
-        sol = least_squares(mla_resid, x0, args=data)
+        # from several starts, the lowest cost: the max() of the two terms has no gradient
+        # for the one that never binds, so a single start at 50 % / 50 % left SGLang's fp8
+        # tables FLOP-bound at 7 % of peak with the memory term stuck at its start, 60 % over
+        # the measured 128-head rows (QA); the starts are fixed, so the fit is repeatable
+        sol = min(
+            (
+                least_squares(
+                    mla_resid, np.array([math.log(1e-5), math.log(1e-7), c, m]), args=data
+                )
+                for c in MLA_STARTS
+                for m in MLA_STARTS
+            ),
+            key=lambda s: float(s.cost),
+        )
         f = mla_make(sol.x, kernel)
         err = np.exp(sol.fun) - 1
         key = f"{gpu}/{fw}/{kv}"

@@ -267,3 +267,26 @@ def test_a_bigger_served_batch_never_costs_less_in_its_experts(model, gpu, engin
     shape = load_model(model)
     times = [cost.routed_experts_time(shape, t) for t in range(1, top)]
     assert all(b >= a * (1 - 1e-9) for a, b in zip(times, times[1:], strict=False))
+
+
+def test_an_mla_verify_never_costs_less_for_more_query_tokens():
+    """QA: with an fp8 cache SGLang's verify fell 31 % from 16 to 17 tokens a sequence, where
+    the decode kernel gives way to the roofline; and the fp8 fits, started at one point, had
+    stuck FLOP-bound at 7 % of peak, 60 % over the measured 128-head rows."""
+    from simspec import Scenario
+    from simspec.catalog.tables import packaged_table
+    from simspec.engine.build import build_cost_model
+    from simspec.engine.costmodel.shapes import BatchShape
+
+    model = load_model("deepseek-v3")
+    for kv in ("auto", "fp8"):
+        sc = Scenario(model="deepseek-v3", gpu="h200", tp=8, engine="sglang", kv_cache_dtype=kv)
+        cost = build_cost_model(sc)
+        times = [
+            cost.forward(model, BatchShape.uniform(32, q, 32 * 2000.0, 32 * q)).attention_s
+            for q in (1, 4, 15, 16, 17, 32)
+        ]
+        assert times == sorted(times), (kv, times)
+    fits = packaged_table("mla_kernels.yaml")["fits"]
+    for gpu in ("H100 SXM", "H200 SXM"):
+        assert fits[f"{gpu}/SGLang/fp8"]["median_abs_error"] < 0.05
