@@ -10,7 +10,8 @@ dummy batch while any other rank has work (vllm/v1/engine/core.py at ac3cb2e,
 
 A rank runs its own requests' attention: the projections over its tp/dp GPUs, the kernel over
 its own KV cache. The MoE layers take every rank's tokens: dispatched to their experts and
-combined back under expert parallelism (DeepEP's kernels where measured), or gathered from all
+combined back under expert parallelism (SGLang: DeepEP's kernels where measured; vLLM: its
+default all-gather and reduce-scatter of every rank's tokens), or gathered from all
 ranks (padded to the busiest rank: SGLang's ``DpPaddingMode.MAX_LEN`` in CUDA graphs,
 python/sglang/srt/layers/dp_attention.py at 0016109) and scattered back after the layer, which
 runs sliced over all tp GPUs. Dense layers and the LM head run per rank or gathered as the
@@ -204,10 +205,17 @@ def dp_token_terms(
                 rows = local if lay.shared_tp == 1 else t
                 layer += ops.mlp_time(rows, h, shared // lay.shared_tp, w)
             layer += routed_experts_time(ops, model, total, lay.ep, experts, kernel, fresh)
-            limit = deepep_low_latency_limit() if cost.deepep else 0
-            comm += n_moe * dispatch_combine_time(
-                model, local * lay.ep, lay.ep, cost.alltoall, cost.deepep, limit
-            )
+            if lay.style == "vllm":
+                # vLLM's default all2all backend gathers every rank's tokens to every GPU and
+                # reduce-scatters the experts' outputs back (VLLM_ALL2ALL_BACKEND
+                # "allgather_reducescatter", vllm/envs.py at v0.11.0); DeepEP's kernels run only
+                # where a deployment asks for them (QA: priced with SGLang's DeepEP tables)
+                comm += n_moe * exchange
+            else:
+                limit = deepep_low_latency_limit() if cost.deepep else 0
+                comm += n_moe * dispatch_combine_time(
+                    model, local * lay.ep, lay.ep, cost.alltoall, cost.deepep, limit
+                )
             gemm += n_moe * layer
         else:
             # the gathered rows: every rank's tokens padded to the busiest rank's, the padding
