@@ -99,7 +99,9 @@ def distinct_experts(
 
 
 def elementwise_bytes(tokens: Num, hidden: int, q_dim: int, kv_dim: int, inter: int) -> Num:
-    """Bytes one decoder layer's elementwise kernels move: two RMSNorms (read + write h), two
-    residual adds (read 2h, write h), RoPE on Q and K (read + write), SiLU-and-mul (read 2i,
-    write i)."""
-    return BYTES_PER_PARAM * tokens * (4 * hidden + 6 * hidden + 2 * (q_dim + kv_dim) + 3 * inter)
+    """Bytes one decoder layer's elementwise kernels move: two residual adds, each fused into
+    the RMSNorm after it (read the input and the residual, write both: 4h; vLLM's
+    fused_add_rms_norm, SGLang's RMSNorm.forward with a residual; QA: priced as a norm of 2h
+    and an add of 3h apart, 10h a layer for 8h), RoPE on Q and K (read + write), SiLU-and-mul
+    (read 2i, write i)."""
+    return BYTES_PER_PARAM * tokens * (8 * hidden + 2 * (q_dim + kv_dim) + 3 * inter)
