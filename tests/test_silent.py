@@ -292,7 +292,7 @@ def test_calibrate_fit_refuses_a_single_sample_and_writes_nothing(tmp_path):
     result = runner.invoke(app, ["calibrate", "fit", harness_csv(tmp_path, 1), "--out", str(out)])
     assert result.exit_code == 2 and not out.exists()
     lines = [x for x in result.output.splitlines() if x.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: timings: 1 gemm sample")
+    assert len(lines) == 1 and lines[0].startswith("error: timings: 1 distinct gemm shape")
     assert "Warning" not in result.output
 
 

@@ -441,11 +441,15 @@ def test_a_script_naming_a_method_by_a_mapping_of_its_name_gets_its_preset():
 def test_a_sweep_file_says_what_it_cannot_mean(tmp_path):
     """QA: a workload's concurrency was ignored without a word, a method listed twice ran
     twice into identical rows, and a method named as vLLM spells it ("EAGLE") was refused."""
+    from simspec.cli.sweep_flags import SweepFlags
+    from simspec.errors import InputError
     from simspec.studies.sweep import SweepConfig
 
     wl = {"requests": 32}
-    with pytest.raises(ValueError, match=r"give batch_sizes: \[8\] instead"):
-        SweepConfig(workload={**wl, "concurrency": 8}, batch_sizes=[2])
+    file = tmp_path / "c.yaml"
+    file.write_text("batch_sizes: [2]\nworkload: {requests: 32, concurrency: 8}\n")
+    with pytest.raises(InputError, match=r"give batch_sizes: \[8\] instead"):
+        SweepFlags().sweep_config(file)
     twice = [{"name": "eagle3", "k": 3}, {"name": "eagle3", "k": 3}]
     with pytest.raises(ValueError, match=r"eagle3 \(k=3\) is listed more than once"):
         SweepConfig(workload=wl, methods=twice)

@@ -104,6 +104,15 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
         self.check_grid_axes(file, fields, flag)
         data = self.run_length(with_preset_ids(overlay(file, fields)))
         self.check_fixed_lengths(file)
+        workload = file.get("workload")
+        if isinstance(workload, dict) and "concurrency" in workload:
+            # a sweep runs each of its batch sizes: the file's one would be read nowhere, said
+            # nowhere (QA)
+            raise InputError(
+                "workload.concurrency",
+                "a sweep runs each of batch_sizes (--concurrencies): give batch_sizes: "
+                f"[{workload['concurrency']}] instead",
+            )
         dataset = preset_dataset(data.get("workload"), self.dataset)
         names = None
         flag, listed = self.named_methods or ("--methods", None)

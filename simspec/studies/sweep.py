@@ -201,11 +201,6 @@ class SweepConfig(Deployment):
                     f"{name}: a sweep runs closed loop at each of batch_sizes; "
                     "drop it (open-loop arrivals: simspec plan or simspec policy)"
                 )
-        if v.concurrency != default.concurrency:  # QA: read nowhere, said nowhere
-            raise ValueError(
-                f"concurrency: a sweep runs each of batch_sizes (--concurrencies); give "
-                f"batch_sizes: [{v.concurrency}] instead"
-            )
         return v
 
     @field_validator("methods", mode="before")
