@@ -455,3 +455,18 @@ def test_a_sweep_file_says_what_it_cannot_mean(tmp_path):
         SweepConfig(workload=wl, methods=twice)
     named = SweepConfig(workload=wl, methods=[{"name": "EAGLE"}, {"name": "Eagle3"}])
     assert [m.name for m in named.methods] == ["eagle1", "eagle3"]
+
+
+def test_a_sweep_flag_or_field_that_cannot_apply_is_named(tmp_path):
+    """QA: --prompt-len beside a dataset grid axis, and an unknown lengths_from_method, were
+    refused naming neither."""
+    from simspec.cli.sweep_flags import SweepFlags
+    from simspec.engine.workload import record_lengths
+    from simspec.errors import InputError
+
+    grid = tmp_path / "g.yaml"
+    grid.write_text("grid: {dataset: [gsm8k, cnn]}\nbatch_sizes: [2]\n")
+    with pytest.raises(InputError, match="the --grid file's grid varies dataset"):
+        SweepFlags(prompt_len=100, output_len=50).sweep_config(grid, "--grid")
+    with pytest.raises(InputError, match=r"workload.lengths_from_method: 'nosuch' is not a method"):
+        record_lengths(WorkloadConfig(lengths_from="sharegpt", lengths_from_method="nosuch"))

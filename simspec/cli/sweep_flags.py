@@ -150,6 +150,10 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
             given_now["k"] = "--k" if self.k is not None else "--speculative-config"
         if self.dataset or self.token_trace:
             given_now["dataset"] = "--dataset" if self.dataset else "--token-trace"
+        elif self.prompt_len is not None or self.output_len is not None:
+            # fixed lengths replace a dataset's, which the axis sets at every point (QA: the
+            # error named neither flag and asked for lengths_from: null)
+            given_now["dataset"] = "--prompt-len" if self.prompt_len is not None else "--output-len"
         for axis in grid:
             if axis in given_now:
                 raise InputError(

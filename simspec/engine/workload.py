@@ -8,7 +8,7 @@ import numpy as np
 
 from simspec.catalog.arrival_traces import ArrivalTrace, transformed
 from simspec.catalog.token_traces import is_token_trace_file, load_token_trace
-from simspec.catalog.traces import first_method, load_trace
+from simspec.catalog.traces import first_method, load_trace, trace_methods
 from simspec.config import MAX_REQUESTS, WorkloadConfig
 from simspec.errors import InputError
 
@@ -87,6 +87,13 @@ def record_lengths(cfg: WorkloadConfig) -> tuple[np.ndarray, np.ndarray]:
         return tokens.prompt_len, tokens.output_len
     # lengths do not depend on the method key, so any key of the file will do
     method = cfg.lengths_from_method or first_method(cfg.lengths_from)
+    if cfg.lengths_from_method is not None:
+        known = trace_methods(cfg.lengths_from)
+        if method not in known:  # by its own field, with the choices (QA: blamed lengths_from)
+            raise InputError(
+                "workload.lengths_from_method",
+                f"{method!r} is not a method {cfg.lengths_from} records: {', '.join(known)}",
+            )
     records = load_trace(cfg.lengths_from, method, "workload.lengths_from")
     output = records.lengths if cfg.lengths_from_method else records.output_len
     return records.prompt_len, output
