@@ -505,3 +505,19 @@ def test_a_profile_of_another_gpu_says_so_under_the_table():
     line = rests_on(Deployment(gpu="a100_80gb", profile="simspec/data/profiles/h100_sxm.yaml"), [])
     assert "fitted on h100_sxm and applied to a100_80gb's datasheet peaks" in line
     assert "applied to" not in rests_on(Deployment(gpu="h100_sxm"), [])
+
+
+def test_a_harness_table_is_placed_by_its_gpu_name_not_its_folder(tmp_path):
+    """QA: an H100 harness table copied under a100/ was refused by the folder's name, though
+    its own gpu_name column says where it was timed (check_origin reads it)."""
+    from simspec.studies.calibration.samples import GPU_DIRS, _layout
+
+    table = tmp_path / "a100" / "h.csv"
+    table.parent.mkdir()
+    table.write_text("kind,op,gpu_name\ngemm,qkv,NVIDIA H100 80GB HBM3\n")
+    kind, _ = _layout(table, GPU_DIRS["h100_sxm"], True, "h100_sxm") or ("", None)
+    assert kind == "harness"
+    bare = tmp_path / "a100" / "bare.csv"  # no gpu_name: the folder still decides
+    bare.write_text("kind,op\ngemm,qkv\n")
+    with pytest.raises(InputError, match="lies under a100_80gb's folder"):
+        _layout(bare, GPU_DIRS["h100_sxm"], True, "h100_sxm")

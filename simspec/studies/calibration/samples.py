@@ -31,7 +31,7 @@ from simspec.studies.calibration.published import (
     vidur_compute,
     vllm_profile,
 )
-from simspec.studies.calibration.schema import COLUMNS, brief
+from simspec.studies.calibration.schema import COLUMNS, brief, table_bytes
 
 __all__ = ["COLUMNS", "GPU_DIRS", "discover", "is_harness_csv"]
 
@@ -132,6 +132,11 @@ def _layout(
 ) -> tuple[str, Loader] | None:
     """Which known table ``f`` is (by its header or its place), and its loader."""
     parts = set(f.parts)
+    harness = f.suffix == ".csv" and is_harness_csv(f)
+    if harness and b"gpu_name" in table_bytes(f).split(b"\n", 1)[0]:
+        # the harness's own gpu_name column says where it was timed (check_origin), whatever
+        # folder it was copied to (QA: an H100 table under a100/ was refused by the folder)
+        return "harness", lambda path: harness_csv(path, gpu)
     others = {d for g, names in GPU_DIRS.items() if g != gpu for d in names} - set(gpu_dirs)
     if explicit and parts & others:
         # a file named outright under another GPU's folder (QA: an A100 mlp.csv fitted as the
@@ -143,7 +148,7 @@ def _layout(
             f"{shown(f)} lies under {theirs}'s folder, not {gpu}'s: fit it with --gpu {theirs}",
         )
     on_gpu = explicit or bool(parts & set(gpu_dirs))
-    if f.suffix == ".csv" and is_harness_csv(f):
+    if harness:
         return "harness", lambda path: harness_csv(path, gpu)
     if not on_gpu:
         return None
