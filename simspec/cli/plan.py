@@ -647,7 +647,9 @@ def recommend(
         "bisection on the concurrency (both settings run at each probe) puts the band edge "
         "where the next one becomes faster, and every setting runs at both sides of that edge "
         "(point = crossover); equal neighbours merge; the first band starts at 1 and the last "
-        "runs to max_num_seqs (loss nan: nothing ran there)."
+        "runs to max_num_seqs (loss nan: nothing ran there). Near an edge the two settings are "
+        "within a run's interval of each other (about ±2 %, README Measurement): either serves "
+        "there, and the edge's exact place is not resolved."
     )
     if is_tree:
         print(f"tree_schedule: {bands}")
