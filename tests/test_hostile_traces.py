@@ -413,3 +413,18 @@ def test_a_row_with_more_cells_than_the_header_is_refused(tmp_path):
     path.write_text("arrival_s,prompt_len,output_len\n0,10,5\n3,20,5,junk,more\n")
     with pytest.raises(InputError, match="line 3, saw 5"):
         load_arrival_trace(str(path))
+
+
+def test_a_row_longer_than_the_header_is_refused_not_shifted(tmp_path):
+    """QA: a first row "0,10,10,5,6" read as prompt 5, output 6 (pandas took the leading cells
+    for an index)."""
+    from simspec.catalog.arrival_traces import load_arrival_trace
+    from simspec.errors import InputError
+
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,prompt_len,output_len\n0,10,10,5,6\n")
+    with pytest.raises(InputError, match="a row has more cells than the header's 3"):
+        load_arrival_trace(str(path), "--trace")
+    path.write_text("arrival_s,prompt_len,output_len\n0,10,10\n3,7,9,1\n")
+    with pytest.raises(InputError, match="Expected 3 fields in line 3, saw 4"):
+        load_arrival_trace(str(path), "--trace")

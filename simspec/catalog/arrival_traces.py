@@ -38,6 +38,7 @@ import io
 import math
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -270,10 +271,21 @@ def _csv(raw: bytes, name: str, field: str) -> pd.DataFrame:
     columns = _schema(header, name, field)
     lines = max(body.count(b"\n"), body.count(b"\r")) + (not body.endswith((b"\n", b"\r")))
     _check_rows(lines - 1, name, field)
-    with _reading(name, field):
+    with _reading(name, field), warnings.catch_warnings():
         # every column parsed, then the used ones kept: with usecols pandas drops a row's
-        # cells past the header's count without a word (an unquoted comma shifts a row)
-        frame = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False)
+        # cells past the header's count without a word (an unquoted comma shifts a row); a
+        # first row longer than the header would make pandas read its leading cells as an
+        # index and shift the rest (QA: "0,10,10,5,6" read as prompt 5, output 6), so no index
+        # is inferred and a longer row is an error, by pandas' tokenizer or its warning
+        warnings.simplefilter("error", pd.errors.ParserWarning)
+        try:
+            frame = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, index_col=False)
+        except pd.errors.ParserWarning:
+            raise InputError(
+                field,
+                f"{name}: a row has more cells than the header's {len(header)} (an unquoted "
+                "comma?)",
+            ) from None
         return frame[list(columns)]
 
 
