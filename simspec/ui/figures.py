@@ -143,7 +143,7 @@ def throughput_tpot_figure(summary: pd.DataFrame, inp: ExplorerInputs) -> go.Fig
         "Throughput against time per output token (each point a load)",
         inp,
         "TPOT p50 (ms)",
-        "output throughput (tokens/s)",
+        "output throughput (tokens/s per replica)",  # a replica's tp GPUs together (QA)
     )
 
 

@@ -21,7 +21,10 @@ def fleet_inputs(inputs: ExplorerInputs, slo: Slo) -> fleet.FleetInputs | None:
     d = fleet.FleetInputs()
     left, mid, right = st.columns(3)
     with left:
-        choice = st.selectbox("Arrival trace", fleet.trace_choices())
+        choices = fleet.trace_choices()
+        # the CLI's and README's default trace, not the alphabet's first (QA: azure-code)
+        first = choices.index(d.trace) if d.trace in choices else 0
+        choice = st.selectbox("Arrival trace", choices, index=first)
         trace = choice
         if choice == "upload":
             up = st.file_uploader(
