@@ -708,6 +708,9 @@ def test_a_tree_budget_makes_a_chain_drafter_a_tree_that_reads_its_trace_as_chai
     # a budget below the tree's depth is refused, as one past what it drafts is (QA: 1 ran as 3)
     with pytest.raises(InputError, match="at least 3"):
         inputs.method_for(inputs.ExplorerInputs(tree_nodes=1, k=3), "eagle3")
+    # and one past what it can hold, by the page's own controls (QA: named tree_topk, unshown)
+    with pytest.raises(InputError, match=r"^Tree budget \(nodes\): .* holds at most 910 nodes"):
+        inputs.method_for(inputs.ExplorerInputs(tree_nodes=1024, k=10), "eagle3")
 
 
 def test_under_poisson_arrivals_no_speedup_interval_is_claimed():

@@ -210,6 +210,18 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
                 f"{name}'s tree is {depth} deep, so it drafts at least {depth} nodes: give a "
                 f"budget of at least {depth}, or a smaller K",
             )
+        from simspec.catalog.methods import stated_topk
+        from simspec.engine.acceptance.trees import TreeShape
+
+        kind = update.get("tree", m.tree)
+        topk = stated_topk(m.tree_topk, inp.tree_nodes, depth)
+        most = TreeShape(inp.tree_nodes, topk, depth, kind == "dynamic").capacity
+        if inp.tree_nodes > most:  # said of the page's controls (QA: named tree_topk, unshown)
+            raise InputError(
+                "Tree budget (nodes)",
+                f"{name}'s {kind} tree {depth} deep with top-{topk} expansion holds at most "
+                f"{most} nodes: give a budget of at most {most}, or a larger K",
+            )
         update["tree_nodes"] = inp.tree_nodes
     if inp.acceptance in ("alpha", "tau"):
         shape = m.model_dump(exclude_none=True) | update
