@@ -59,3 +59,16 @@ def test_vllm_gives_eagle_and_draft_models_lookahead_kv_and_no_one_else():
         update={"method": MethodConfig(name="ngram", k=3, acceptance={"alpha": 0.5})}
     )
     assert setup_replica(ngram).lookahead_slots == 0
+
+
+def test_sglang_refuses_a_request_that_reaches_its_context():
+    """SGLang's TokenizerManager refuses prompt + max_new_tokens >= context_len (vLLM: >
+    max_model_len); QA: 2048 + 2048 at a 4096 context ran on SGLang."""
+    from simspec import Scenario
+    from simspec.catalog.models import load_model
+    from simspec.engine.build import longest_request
+
+    model = load_model("llama-3.1-8b")
+    for engine, most in (("sglang", 4095), ("vllm", 4096)):
+        sc = Scenario(model="llama-3.1-8b", engine=engine, scheduler={"max_model_len": 4096})
+        assert longest_request(sc, model) == most

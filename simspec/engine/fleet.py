@@ -47,7 +47,7 @@ from simspec.catalog.models import load_model
 from simspec.config import MAX_TIMELINE_ROWS, STATE_FREE_ROUTERS, FleetConfig
 from simspec.engine.build import (
     acceptance_sampler,
-    max_model_len,
+    longest_request,
     past_budget,
     past_context,
     setup_replica,
@@ -324,7 +324,7 @@ def simulate_fleet(
     check_span(cfg, gaps, window_s)
     table = RequestTable(specs)
     # drawn or replayed: past the shortest context any replica serves
-    past_context(table, min(max_model_len(r, load_model(r.model)) for r in cfg.replicas))
+    past_context(table, min(longest_request(r, load_model(r.model)) for r in cfg.replicas))
     env = simpy.Environment()
     built: dict[int, Replica] = {}
     logs: dict[int, WindowedLog] = {}

@@ -18,7 +18,7 @@ import simpy
 from simspec.config import Scenario
 from simspec.engine.build import (
     acceptance_sampler,
-    max_model_len,
+    longest_request,
     past_budget,
     past_context,
     relaxation_time,
@@ -151,7 +151,7 @@ def simulate(sc: Scenario) -> SimResult:
     # a drawn or replayed request longer than the model's context is never served (vLLM's
     # server refuses a prompt whose prompt + max_tokens pass max_model_len); fixed lengths
     # past it were refused before the run (build.check_fixed_lengths)
-    past_context(table, max_model_len(sc, setup.target))
+    past_context(table, longest_request(sc, setup.target))
     past_budget(table, setup)
     log = IterationLog()
     watch = Watch(plan.watched)
