@@ -262,6 +262,9 @@ def test_the_explorer_says_what_the_sweep_says_of_sampling_and_the_engines_shape
     assert "no effect at temperature 0" in greedy
     sglang = " ".join(inputs.provenance_lines(inputs.ExplorerInputs(engine="sglang")))
     assert "SGLang" in sglang and "picks steps" in sglang
+    # and what it says of vLLM 0.14+'s asynchronous scheduling (QA: sweep's note, not the page's)
+    assert "--async-scheduling" in " ".join(inputs.provenance_lines(inputs.ExplorerInputs()))
+    assert "--async-scheduling" not in sglang
 
 
 def test_a_tau_past_k_plus_one_is_refused_naming_the_pages_control():

@@ -699,17 +699,12 @@ def _recommend_notes(
     engine does not ship, acceptance extrapolated past the deepest draft measured, the shape
     the engine picks itself, and a best setting at the largest one tried (QA: each was
     silent)."""
-    from simspec.catalog.hardware import load_engine
     from simspec.catalog.methods import not_shipped
+    from simspec.studies.provenance import async_note
 
-    engine = load_engine(deploy.engine)
-    if engine.async_spec_methods is not None and deploy.scheduler.async_scheduling is None:
-        # as sweep says it (QA: recommend's config is pasted into a deployment, where it matters)
-        err.print(
-            f"note: engine {deploy.engine} waits for the host every step, as vLLM 0.10-0.13 "
-            "ran; vLLM 0.14+ schedules asynchronously by default: --async-scheduling",
-            highlight=False,
-        )
+    # as sweep says it (QA: recommend's config is pasted into a deployment, where it matters)
+    if note := async_note(deploy.engine, deploy.scheduler.async_scheduling):
+        err.print(f"note: {note}", highlight=False)
     if why := not_shipped(base.name, deploy.engine):
         err.print(f"note: {base.name} simulated as published: {why}", highlight=False)
     tried = [base.model_copy(update={"k": k}) for k in ks] if not is_tree else [base]

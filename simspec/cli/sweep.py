@@ -31,7 +31,7 @@ from simspec.errors import InputError
 from simspec.outputs import check_writable, existing_regular
 from simspec.studies.metrics import unserved_text
 from simspec.studies.model_facts import summary_line
-from simspec.studies.provenance import dataset_notes, ran_with, rests_on
+from simspec.studies.provenance import async_note, dataset_notes, ran_with, rests_on
 from simspec.studies.runs.executors import exit_on_signals
 from simspec.studies.runs.journal import path_in_use
 from simspec.studies.sweep import (
@@ -196,12 +196,8 @@ def _engine_note(cfg: SweepConfig) -> None:
     speculative = any(m.name != "autoregressive" for m in cfg.methods)
     for name in dict.fromkeys(cfg.grid.get("engine") or [cfg.engine]):
         engine = load_engine(name)
-        if engine.async_spec_methods is not None and cfg.scheduler.async_scheduling is None:
-            err.print(
-                f"note: engine {name} waits for the host every step, as vLLM 0.10-0.13 "
-                "ran; vLLM 0.14+ schedules asynchronously by default: --async-scheduling",
-                highlight=False,
-            )
+        if note := async_note(name, cfg.scheduler.async_scheduling):
+            err.print(f"note: {note}", highlight=False)
         limit = cfg.scheduler.max_num_seqs  # the user's own running limit (QA: said nothing)
         over = [b for b in cfg.batch_sizes if limit is not None and b > limit]
         if over:

@@ -129,6 +129,20 @@ def ran_with(deploy: Deployment) -> str:
     )
 
 
+def async_note(engine_id: str, async_scheduling: bool | None) -> str | None:
+    """What a vLLM profile's host wait means to a user of vLLM 0.14+ (None where it does not
+    apply): the profile waits for the host every step, as 0.10-0.13 ran, unless told; sweep,
+    recommend and the explorer say it alike."""
+    from simspec.catalog.hardware import load_engine
+
+    if load_engine(engine_id).async_spec_methods is None or async_scheduling is not None:
+        return None
+    return (
+        f"engine {engine_id} waits for the host every step, as vLLM 0.10-0.13 ran; vLLM 0.14+ "
+        "schedules asynchronously by default: --async-scheduling"
+    )
+
+
 def rests_on(deploy: Deployment, methods: Iterable[MethodConfig]) -> str:
     """One line: whose acceptance the methods replay, how the GPU's profile was obtained and
     how many validation cases back the model ("rests on: ..."; printed even when none of it
