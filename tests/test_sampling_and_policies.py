@@ -395,3 +395,24 @@ def test_a_speculative_config_without_a_schedule_is_refused_in_its_own_keys(tmp_
     assert result.exit_code == 2 and lines[0].startswith(
         "error: --speculative-config: give num_speculative_tokens_per_batch_size"
     )
+
+
+def test_a_fixed_setting_that_beats_the_policy_on_both_counts_is_named(capsys):
+    """QA: fixed K=2 beat the example policy on throughput and median TPOT, its gain shown as
+    "1", without a word."""
+    import pandas as pd
+
+    from simspec.cli.policy import beaten_note
+
+    frame = pd.DataFrame(
+        {
+            "setting": ["autoregressive", "fixed K=2", "policy"],
+            "throughput_tok_s": [5000.0, 6185.0, 6144.0],
+            "tpot_ms_p50": [28.0, 17.34, 17.37],
+        }
+    )
+    beaten_note(frame)
+    text = " ".join(capsys.readouterr().err.split())
+    assert "fixed K=2 (6,185 against 6,144 tok/s" in text and "autoregressive" not in text
+    beaten_note(frame.assign(tpot_ms_p50=[28.0, 17.40, 17.37]))  # faster, but a slower TPOT
+    assert capsys.readouterr().err == ""
