@@ -315,6 +315,15 @@ class ModelShape(BaseModel):
         first ``num_experts % ep`` ranks one more (FusedMoE determine_expert_map)."""
         return -(-self.num_experts // ep)
 
+    def routed_bytes_per_gpu(self, tp: int, ep: int, per_weight: float) -> float:
+        """Routed-expert weight bytes on one GPU, at ``per_weight`` bytes a weight: whole
+        experts over ``ep`` GPUs (an uneven split: the fullest GPU's, which sizes the KV
+        cache), or every expert sliced over ``tp`` (ep 1)."""
+        moe = self.moe_layers_in()
+        if ep > 1 and self.num_experts % ep:
+            return moe * self.local_experts(ep) * self.expert_params * per_weight
+        return moe * self.num_experts * self.expert_params * per_weight / (ep if ep > 1 else tp)
+
     @property
     def dense_mlp_params(self) -> int:
         return 3 * self.hidden_size * self.intermediate_size  # gate, up, down
@@ -473,10 +482,7 @@ class ModelShape(BaseModel):
         whole = self.num_hidden_layers * self.replicated_attention_params * linear
         whole += moe * self.router_params * bf16
         whole += self.num_hidden_layers * self.kv_copy_params(tp) * linear
-        if ep > 1 and self.num_experts % ep:  # uneven: the fullest GPU's, which sizes the KV
-            return per_tp / tp + whole + moe * self.local_experts(ep) * self.expert_params * experts
-        expert_bytes = moe * self.num_experts * self.expert_params * experts
-        return per_tp / tp + whole + expert_bytes / (ep if ep > 1 else tp)
+        return per_tp / tp + whole + self.routed_bytes_per_gpu(tp, ep, experts)
 
     # -- KV cache --------------------------------------------------------------------------
     @property

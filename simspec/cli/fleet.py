@@ -437,10 +437,11 @@ def _show(
 ) -> None:
     from simspec.studies.fleet import summary_table
 
-    frame = summary_table(row).round(4)
+    exact = summary_table(row)
+    frame = exact.round(4)
     shares = frame["measure"] == "slo_attainment"  # never 1 for less than all (QA)
     for col in ("value", "ci_low", "ci_high"):
-        frame.loc[shares, col] = summary_table(row).loc[shares, col].map(floor_share)
+        frame.loc[shares, col] = exact.loc[shares, col].map(floor_share)
     print_frame(frame, _title(cfg, slo))
     if len(util) <= 16:
         print_frame(util.round(3), "Per replica")

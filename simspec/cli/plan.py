@@ -251,7 +251,9 @@ def plan(
     _left_out(flags, names, deploy.model, deploy.engine)
 
 
-# a replica run within this share of the highest rate its probe sustained has no headroom
+# a replica run within this share of the highest rate its probe sustained has no headroom: the
+# default 60 s probe read 12.5 req/s where 1,500 s read 10.5 (README "Measurement", Llama-3.1-8B
+# on an H100), 16 % apart, so a plan within 10 % of its probe's rate is within that error
 FULL_LOAD = 0.9
 
 
@@ -571,11 +573,10 @@ def recommend(
     is_tree = base.tree not in (None, "chain")
     if flags.k is not None and not is_tree:
         raise InputError("--k", "recommend tries every K from 1 to --k-max: give --k-max")
+    # the --speculative-config as given, read once: its K (not read here) and draft weights
+    given = read_speculative_config(flags.speculative_config) if flags.speculative_config else {}
     if (
-        not is_tree
-        and flags.speculative_config
-        and base.k
-        and "num_speculative_tokens" in read_speculative_config(flags.speculative_config)
+        not is_tree and base.k and "num_speculative_tokens" in given
     ):  # QA: its K was dropped without a word where --k is refused
         err.print(
             "note: --speculative-config's num_speculative_tokens is not read: recommend tries "
@@ -618,7 +619,6 @@ def recommend(
     bands = rec.bands
     # a vLLM --speculative-config only for a vLLM engine (QA: hf and trtllm printed one, with
     # TRT-LLM's batch limit in its last band)
-    given = read_speculative_config(flags.speculative_config) if flags.speculative_config else {}
     weights = given.get("model") if isinstance(given.get("model"), str) else None
     spec_cfg = None if is_tree or not vllm else speculative_config(base, bands, weights)
     # every band off: no config to serve with (QA: --json wrote one that loads a draft and

@@ -175,7 +175,7 @@ def floor_share(v: float, digits: int = 4) -> float:
 def share(v: float) -> str:
     """A share as a percentage rounded down to 0.1 %: 100 % only when it is all (QA: 9 of
     19,366 requests missing the SLOs read 100.0 %)."""
-    return f"{math.floor(v * 1000 + 1e-9) / 10:.1f}%"
+    return f"{floor_share(v, 3) * 100:.1f}%"
 
 
 def write_frame(

@@ -138,15 +138,7 @@ class ParallelLayout:
                 model.shared_expert_params / self.shared_tp * linear
                 + model.router_params * BYTES_PER_PARAM
             ),
-            "routed experts": (
-                moe * model.local_experts(self.ep) * model.expert_params * experts
-                if self.ep > 1 and model.num_experts % self.ep  # the fullest GPU's
-                else moe
-                * model.num_experts
-                * model.expert_params
-                * experts
-                / (self.ep if self.ep > 1 else self.tp)
-            ),
+            "routed experts": model.routed_bytes_per_gpu(self.tp, self.ep, experts),
             "embedding and LM head": 0.0,
         }
         if embeddings:

@@ -98,7 +98,7 @@ NODE_GPUS = 8  # the GPUs of one node, the most a stated GPU count is read as on
 # vLLM's and SGLang's serving benchmarks print "Mean TTFT (ms)" first and the median beside it:
 # a ttft_ms row is scored on the mean unless its notes name the median (QA: the median had
 # been scored against the printed means, which run 0.93-1.36x the medians)
-MEDIAN_TTFT = re.compile(r"\b(mean|median)\s+TTFT\b", re.IGNORECASE)
+TTFT_STATISTIC = re.compile(r"\b(mean|median)\s+TTFT\b", re.IGNORECASE)
 TTFT_NOTE = "TTFT: the mean over the run's requests (as the serving benchmarks print first)"
 TTFT_MEDIAN_NOTE = "TTFT: the median over the run's requests, as the notes name"
 # vllm bench serve prints "Mean E2EL (ms)" and "Median E2EL (ms)" (SGLang's bench_serving the
@@ -265,7 +265,7 @@ def plan_case(
             raise Skip("a ttft_ms row needs prompt_len: the time to a first token is its prefill")
     statistic = e2e_statistic(notes)
     if metric == "ttft_ms":
-        statistic = named_first(MEDIAN_TTFT, notes)
+        statistic = named_first(TTFT_STATISTIC, notes)
         assumptions.append(TTFT_MEDIAN_NOTE if statistic == "median" else TTFT_NOTE)
     if metric == "e2e_s" and statistic == "mean" and not re.search(r"\bmean\b", notes, re.I):
         assumptions.append(E2E_MEAN_NOTE)
@@ -287,7 +287,7 @@ def plan_case(
             assumptions.append(f"speedup: {SPEEDUP_RATIOS[statistic]}")
     if metric == "tpot_ms":
         # the mean unless the notes name the median (QA: "median TPOT" rows read the mean)
-        statistic = named_first(MEDIAN_TPOT, notes)
+        statistic = named_first(TPOT_STATISTIC, notes)
         if statistic == "median":
             assumptions.append("TPOT: the median over requests, as the notes name")
     if metric == "tau" and _uses_trace(get) and dataset in TRACE_DATASETS:
@@ -723,7 +723,7 @@ def metric_value(plan: CasePlan, runs: dict[str, RunSummary | Failed]) -> tuple[
 
 
 # a TPOT row's notes naming the median (or the mean) of it
-MEDIAN_TPOT = re.compile(r"\b(mean|median)\s+TPOT\b", re.IGNORECASE)
+TPOT_STATISTIC = re.compile(r"\b(mean|median)\s+TPOT\b", re.IGNORECASE)
 
 
 def named_first(pattern: re.Pattern[str], notes: str) -> str:
@@ -731,7 +731,7 @@ def named_first(pattern: re.Pattern[str], notes: str) -> str:
     ``mean``: the printed line comes first, the other beside it ("'Mean TTFT (ms): 20'
     (median TTFT 15)"; QA: any "median TTFT" in the notes had scored a mean on the median)."""
     found = pattern.search(notes or "")
-    return "median" if found and found.group(1).lower() == "median" else "mean"
+    return "median" if found and found.group(1).lower() in ("median", "p50") else "mean"
 
 
 def closed_loop_speedup(notes: str) -> str:
@@ -770,8 +770,7 @@ def e2e_statistic(notes: str) -> str:
     printed line comes first, the other statistic beside it: "'Mean E2EL (ms): 1800.00'
     (median 1500.00)"; QA: any "median" in the notes had scored a mean on the median):
     ``median`` (or p50), else ``mean``."""
-    found = E2E_STATISTIC.search(notes or "")
-    return "median" if found and found.group(1).lower() in ("median", "p50") else "mean"
+    return named_first(E2E_STATISTIC, notes)
 
 
 def e2e_seconds(run: RunSummary, statistic: str) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from simspec.catalog.hf_config import quant_method
 from simspec.catalog.tables import packaged_table
 
 # precisions a row's notes name, as simspec's (bf16, fp8, int4-w) or why they are not modelled
@@ -188,7 +189,7 @@ def preset_precision(model: str) -> str | None:
     if not isinstance(entry, dict):
         return None
     quant = entry.get("quantization_config") or {}
-    return _QUANT_METHOD_WORDS.get(str(quant.get("quant_method", "")).lower())
+    return _QUANT_METHOD_WORDS.get(str(quant_method(quant) or ""))
 
 
 def sent_as_burst(notes: str) -> bool:
