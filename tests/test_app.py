@@ -795,3 +795,16 @@ def test_a_tree_budget_says_which_chosen_methods_draft_chains_only():
     at.run()
     _ok(at)
     assert any("does not apply to ngram" in c.value for c in at.sidebar.caption)
+
+
+def test_the_page_names_speedups_known_only_to_more_than_two_percent_as_the_sweep_does():
+    """QA: the sweep notes speedups whose interval is wider than ±2 %; the page did not."""
+    rows = [
+        {"method": "autoregressive", "speedup": 1.0, "speedup_ci_low": 0.9, "speedup_ci_high": 1.1},
+        {"method": "eagle3", "speedup": 1.5, "speedup_ci_low": 1.40, "speedup_ci_high": 1.60},
+        {"method": "ngram", "speedup": 1.2, "speedup_ci_low": 1.19, "speedup_ci_high": 1.21},
+    ]
+    note = runs.wide_interval_text(pd.DataFrame(rows))
+    assert note.startswith("1 speedup(s) known only to more than ±2%")
+    assert runs.wide_interval_text(pd.DataFrame(rows[2:])) == ""
+    assert runs.wide_interval_text(pd.DataFrame(rows)[["method", "speedup"]]) == ""

@@ -22,6 +22,7 @@ from simspec.studies.runs.executors import KeptPool
 from simspec.studies.runs.keys import scenario_key
 from simspec.studies.runs.memo import Memo
 from simspec.studies.schedule import bands, grid
+from simspec.studies.sweep import WIDE_INTERVAL, wide_intervals
 from simspec.ui.inputs import ExplorerInputs, deployment_for, method_for, scenario_for
 
 # the summary metrics the page shows, per method and load: the studies' metrics and intervals
@@ -144,6 +145,18 @@ def _with_speedups(summary: pd.DataFrame, closed: bool = True) -> pd.DataFrame:
         summary.insert(4, "speedup_ci_low", [lo for lo, _ in intervals])
         summary.insert(5, "speedup_ci_high", [hi for _, hi in intervals])
     return summary.drop(columns="section_e2e_s")
+
+
+def wide_interval_text(summary: pd.DataFrame) -> str:
+    """What the sweep's note says of speedups whose 95 % interval is wider than ±2 %, for the
+    page ('' when none is; QA: the page showed them, error bars alone, without a word)."""
+    spec = summary[summary.method != "autoregressive"]
+    if "speedup_ci_low" not in spec or not len(wide := wide_intervals(spec)):
+        return ""
+    return (
+        f"{len(wide)} speedup(s) known only to more than ±{WIDE_INTERVAL:.0%} (their error "
+        "bars): raise the requests measured or the turnovers for a longer window."
+    )
 
 
 def plan_view(frame: pd.DataFrame) -> pd.DataFrame:

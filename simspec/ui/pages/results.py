@@ -83,6 +83,8 @@ def speedup(summary: pd.DataFrame, inputs: ExplorerInputs) -> None:
             f"{len(unstable)} run(s) do not keep up with the arrival rate (the waiting "
             "queue grows over the window): their latencies grow with run length."
         )
+    if wide := runs.wide_interval_text(summary):
+        st.warning(wide)
 
 
 def latency(summary: pd.DataFrame, inputs: ExplorerInputs, slo: Slo) -> None:
