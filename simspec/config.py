@@ -709,7 +709,11 @@ class MethodConfig(BaseModel):
         "before it, as vLLM's lookup does",
     )
     disable_by_batch_size: int | None = Field(
-        default=None, ge=1, description="speculation off when this many requests are running"
+        default=None,
+        ge=1,
+        description="speculation off when this many requests are running (vLLM V0's "
+        "speculative_disable_by_batch_size: engine vllm-v0 alone; V1 never reads it, vLLM PR "
+        "#35060)",
     )
     tree_schedule: TreeSchedule = Field(
         default=None,

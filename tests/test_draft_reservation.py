@@ -15,14 +15,15 @@ WL = WorkloadConfig(
 TIGHT = SchedulerConfig(max_num_batched_tokens=40, max_num_seqs=16)
 
 
-def _run(**method: object):
+def _run(engine: str = "vllm", **method: object):
     sc = Scenario(model="llama-3.1-8b", gpu="h100_sxm", method=MethodConfig(**method),
-                  scheduler=TIGHT, workload=WL)  # fmt: skip
+                  scheduler=TIGHT, workload=WL, engine=engine)  # fmt: skip
     return simulate(sc)
 
 
 def test_speculation_off_by_batch_size_decodes_every_running_sequence():
-    off = _run(name="eagle3", k=7, acceptance={"alpha": 0.7}, disable_by_batch_size=8)
+    # vLLM V0's speculative_disable_by_batch_size (V1 never reads it)
+    off = _run("vllm-v0", name="eagle3", k=7, acceptance={"alpha": 0.7}, disable_by_batch_size=8)
     it = off.iterations
     steady = it[it.prefill_seqs == 0]
     # 16 running: speculation off, 16 decodes of one token each (the budget of 40 holds them;

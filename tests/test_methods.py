@@ -26,6 +26,7 @@ from simspec.engine.acceptance.trees import (
     top_r_hit,
     walk,
 )
+from simspec.engine.build import setup_replica
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.lookup.proposers import LookupProposer, chain_tau, replay_table
 from simspec.engine.simulation import simulate
@@ -266,9 +267,25 @@ def test_speculation_off_by_batch_size_is_autoregressive_decoding():
     eagle = preset_method("eagle3", "sharegpt", target=TARGET)
     off = eagle.model_copy(update={"disable_by_batch_size": 1})
     wl = WorkloadConfig(concurrency=4, requests=16)
-    ar = simulate(Scenario(workload=wl)).summary
-    disabled = simulate(Scenario(method=off, workload=wl)).summary
-    assert disabled.throughput_tok_s == ar.throughput_tok_s
+    # vLLM V0's, which V1 never reads; against a K schedule of K=0 throughout, since V0 with
+    # a speculative config prefills unchunked where plain decoding chunks (v0_unchunked)
+    disabled = simulate(Scenario(engine="vllm-v0", method=off, workload=wl))
+    never = eagle.model_copy(update={"k_schedule": [(1, 1024, 0)]})
+    zero = simulate(Scenario(engine="vllm-v0", method=never, workload=wl)).summary
+    assert disabled.summary.throughput_tok_s == zero.throughput_tok_s
+    assert disabled.iterations.spec_seqs.sum() == 0
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_speculation_off_by_batch_size_is_refused_where_the_engine_never_reads_it(engine):
+    """QA: vLLM V1 ignores disable_by_batch_size (vLLM PR #35060), yet ran it as V0 does."""
+    off = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
+    off = off.model_copy(update={"disable_by_batch_size": 4})
+    with pytest.raises(InputError) as exc:
+        setup_replica(Scenario(engine=engine, method=off))
+    assert exc.value.field == "method.disable_by_batch_size"
+    assert ("#35060" in exc.value.message) == (engine == "vllm")
+    assert "vllm-v0" in exc.value.message
 
 
 def test_dynamic_sd_schedule_picks_k_by_batch_size():

@@ -108,10 +108,13 @@ def scenarios(draw) -> Scenario:
     too_big = draw(st.integers(0, 9)) == 0
     model = next(iter(TOO_BIG)) if too_big else draw(st.sampled_from(sorted(DRAFTS)))
     seqs = draw(st.integers(1, 256))  # vLLM refuses a budget below max_num_seqs
+    method = draw(methods(model))
     return Scenario(
         model=model,
         gpu=draw(st.sampled_from(["h100_sxm", "a100_80gb", "a100_40gb"])),
-        method=draw(methods(model)),
+        # speculation off by batch size is vLLM V0's alone (V1 refuses it)
+        engine="vllm-v0" if method.disable_by_batch_size else "vllm",
+        method=method,
         workload=wl,
         scheduler={
             "max_num_seqs": seqs,

@@ -218,8 +218,9 @@ def test_a_policy_never_loses_to_the_fixed_setting_it_chooses_in_each_band():
         # 8 turnovers, not 64: the policy runs the fixed setting's K in its band, so the two
         # runs differ by the policy's bookkeeping, not by a run's spread
         wl = WorkloadConfig(concurrency=concurrency, requests=4 * concurrency, turnovers=8)
-        with_policy = simulate(Scenario(method=policy, workload=wl)).summary.throughput_tok_s
-        without = simulate(Scenario(method=fixed, workload=wl)).summary.throughput_tok_s
+        v0 = {"engine": "vllm-v0", "workload": wl}  # disable_by_batch_size is V0's alone
+        with_policy = simulate(Scenario(method=policy, **v0)).summary.throughput_tok_s
+        without = simulate(Scenario(method=fixed, **v0)).summary.throughput_tok_s
         assert with_policy >= 0.98 * without, concurrency
 
 
@@ -270,7 +271,7 @@ def test_policy_command_compares_the_policy_with_each_fixed_setting(tmp_path):
     cfg = tmp_path / "p.yaml"
     cfg.write_text(
         "method: {name: eagle3, k: 4, acceptance: {alpha: 0.7}}\n"
-        "policy: {k_schedule: [[1, 8, 4], [9, 1024, 2]], disable_by_batch_size: 64}\n"
+        "policy: {k_schedule: [[1, 8, 4], [9, 63, 2], [64, 1024, 0]]}\n"
         "workload: {requests: 560, lengths_from: sharegpt}\n"
     )
     out = tmp_path / "policy.csv"

@@ -13,7 +13,11 @@ from simspec.engine.build import setup_replica
 from simspec.engine.simulation import simulate
 from simspec.errors import InputError, ScenarioError
 
-POLICIES = [{"disable_by_batch_size": 2}, {"k_schedule": [[1, 1, 6], [2, 64, 0]]}]
+# (engine, policy): speculation off by batch size is vLLM V0's alone (V1 never reads it)
+POLICIES = [
+    ("vllm-v0", {"disable_by_batch_size": 2}),
+    ("vllm", {"k_schedule": [[1, 1, 6], [2, 64, 0]]}),
+]
 
 
 def _scenario(engine: str, policy: dict, utilisation: float, trace: str | None = None) -> Scenario:
@@ -53,17 +57,17 @@ def _pool(engine: str, policy: dict, tokens: int) -> float:
     return hi
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize(("engine", "policy"), POLICIES)
 def test_a_request_that_fits_only_without_its_draft_is_unfinishable_not_a_stopped_run(
-    tmp_path, policy
+    tmp_path, engine, policy
 ):
-    share = _pool("vllm", policy, 3000)
-    setup = setup_replica(_scenario("vllm", policy, share))
+    share = _pool(engine, policy, 3000)
+    setup = setup_replica(_scenario(engine, policy, share))
     pool = setup.memory.num_blocks * setup.memory.block_size
     prompt = pool - 40 - setup.lookahead_slots - 2  # fits with 2 draft slots, not with 6
     trace = tmp_path / "t.csv"
     trace.write_text(f"arrival_s,prompt_len,output_len\n0,32,200\n0,32,200\n0.05,{prompt},40\n")
-    requests = simulate(_scenario("vllm", policy, share, str(trace))).requests
+    requests = simulate(_scenario(engine, policy, share, str(trace))).requests
     assert list(requests["unfinishable"]) == [False, False, True]
 
 
@@ -71,7 +75,7 @@ def test_guaranteed_no_evict_promises_the_widest_draft(tmp_path):
     """Three requests admitted while speculation is off (three running), two of them half the
     pool each: once the small one leaves K = 6 comes back, and a promise sized without draft
     slots would be outgrown, a preemption under a policy that promises none."""
-    policy = {"disable_by_batch_size": 3}
+    policy = {"k_schedule": [[1, 2, 6], [3, 64, 0]]}  # off from three running
     limits = SchedulerConfig(
         max_num_seqs=4, max_num_batched_tokens=8192, gpu_memory_utilization=0.01
     )

@@ -285,6 +285,9 @@ class EngineProfile(SourcedParams):
     # speculative methods under which an async scheduler (vLLM's --async-scheduling) stays on;
     # None: the engine has no async scheduler to turn on (with_async_scheduling)
     async_spec_methods: tuple[str, ...] | None = None
+    # whether the engine turns speculation off from a number of running requests
+    # (``disable_by_batch_size``): vLLM V0's spec-decode worker alone (check_load_policy)
+    disables_by_batch_size: bool = False
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "step_overhead_s",
         "step_overhead_per_seq_s",
@@ -340,6 +343,26 @@ class EngineProfile(SourcedParams):
         }
         methods = self.async_spec_methods if on else ()
         return self.model_copy(update={"params": params, "overlap_spec_methods": methods})
+
+    def check_load_policy(self, disable_by_batch_size: int | None) -> None:
+        """Refuse ``disable_by_batch_size`` on an engine that never reads it: the run would
+        switch speculation off where the engine keeps it on (QA: vLLM V1 ran it as V0 does)."""
+        if disable_by_batch_size is None or self.disables_by_batch_size:
+            return
+        vllm = self.id == "vllm" or self.base == "vllm"
+        raise InputError(
+            "method.disable_by_batch_size",
+            (
+                "vLLM V1 never reads it (unused since v0.10.0, when V0 was removed; dropped "
+                "from SpeculativeConfig by vLLM PR #35060, issue #25112): speculation stays on "
+                "at every batch size. To turn it off from N running requests in V1, give the "
+                "Dynamic SD schedule a band with K=0 (num_speculative_tokens_per_batch_size "
+                "[[1, N-1, K], [N, 1024, 0]]), or run engine vllm-v0"
+            )
+            if vllm
+            else f"engine {self.id} has no such setting (vLLM V0's speculative_disable_by_"
+            "batch_size: engine vllm-v0); leave it unset",
+        )
 
     @property
     def engine_kernels(self) -> str:

@@ -230,7 +230,8 @@ SpeculativeConfig = Annotated[
     typer.Option(
         help="a vLLM --speculative-config JSON (or @file.json): simulate it against "
         'autoregressive, e.g. \'{"method": "eagle3", "num_speculative_tokens": 5}\'; '
-        "num_speculative_tokens_per_batch_size and disable_by_batch_size are honoured"
+        "num_speculative_tokens_per_batch_size is honoured; disable_by_batch_size on "
+        "--engine vllm-v0 only (vLLM V1 never reads it)"
     ),
 ]
 

@@ -250,6 +250,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     engine = deployed_engine(sc)
     if why := engine_refuses(sc.method.name, engine.id):
         raise InputError("methods.name", f"{sc.method.name} {why}")
+    engine.check_load_policy(sc.method.disable_by_batch_size)
     check_stages(sc.pp, engine)
     check_dp_attention(sc.dp, engine.id, engine.dp_attention)
     check_linear_layers(target, sc.engine, sc.dp)
