@@ -91,6 +91,15 @@ def test_vllm_pads_to_the_next_capture_size_and_runs_eager_above_512_tokens():
     assert vllm.graphed(BatchShape.of(np.array([1, 1, 200]), np.array([9, 9, 0]), 3))
 
 
+def test_vllm_v0_graphs_decode_batches_alone_up_to_256_sequences():
+    """QA: V0 inherited V1's piecewise graphs of mixed batches up to 512 tokens; its
+    _use_captured_graph takes decode-only batches of at most 256 sequences."""
+    v0 = HostModel.of(load_engine("vllm-v0"), tp=8)
+    assert v0.graphed(BatchShape.uniform(256, 1, 1e5, 256))
+    assert not v0.graphed(BatchShape.uniform(257, 1, 1e5, 257))
+    assert not v0.graphed(BatchShape.of(np.array([1, 1, 200]), np.array([9, 9, 0]), 3))
+
+
 def test_sglang_graphs_decode_up_to_cuda_graph_max_bs_and_never_an_extend_batch():
     sglang = HostModel.of(load_engine("sglang"), tp=8)
     assert sglang.graphed(BatchShape.uniform(512, 4, 1e5, 2048))  # verify: 512 requests
