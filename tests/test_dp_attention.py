@@ -328,3 +328,16 @@ def test_a_draft_model_caches_each_ranks_requests_over_its_tp_over_dp_gpus():
         return setup_replica(sc).speculator.extra_kv_bytes_per_token()
 
     assert kv(2, 2) == kv(1, 1) == 2 * kv(2, 1)
+
+
+def test_a_gpu_without_transfer_timings_moves_tokens_at_its_own_link_and_says_so():
+    """QA: an L40S (PCIe, 32 GB/s) exchanged expert tokens at the H100's NVLink speed."""
+    from simspec.catalog.hardware import alltoall_note
+
+    h100 = load_alltoall("h100_sxm")
+    assert h100[2] == "measured" and alltoall_note("h100_sxm") == ""
+    pcie, nvl5 = load_alltoall("l40s"), load_alltoall("b200")
+    share = h100[1] / load_gpu("h100_sxm").interconnect_bandwidth_bytes_s
+    assert pcie[1] == pytest.approx(share * load_gpu("l40s").interconnect_bandwidth_bytes_s)
+    assert nvl5[1] > h100[1] > 10 * pcie[1] and pcie[2] == "transferred"
+    assert "l40s's own link, 25 of its 32 GB/s" in alltoall_note("l40s")

@@ -571,8 +571,27 @@ def own_switch_allreduce() -> tuple[str, ...]:
 def load_alltoall(gpu_id: str) -> tuple[float, float, str]:
     """(latency s, bandwidth B/s, basis) of one GPU-to-GPU transfer inside a node, for expert
     parallelism's dispatch and combine (``simspec/data/alltoall.yaml``): measured for H100 and
-    A100, the H100 fit transferred to other GPUs."""
+    A100; another GPU takes the H100 fit's latency and the share of its link that fit reached,
+    at its own interconnect bandwidth (QA: a PCIe card moved tokens at NVLink 4's speed)."""
     table = packaged_table("alltoall.yaml")
     name = table["gpus"].get(gpu_id)
-    fit = table["fits"][name or table["default"]]
-    return fit["latency_s"], fit["bandwidth_bytes_s"], "measured" if name else "transferred"
+    if name:
+        fit = table["fits"][name]
+        return fit["latency_s"], fit["bandwidth_bytes_s"], "measured"
+    fit = table["fits"][table["default"]]
+    share = fit["bandwidth_bytes_s"] / fit["link_bytes_s"]
+    return fit["latency_s"], share * load_gpu(gpu_id).interconnect_bandwidth_bytes_s, "transferred"
+
+
+def alltoall_note(gpu_id: str) -> str:
+    """What an expert-parallel run's token transfers rest on where ``gpu_id`` has no
+    measurement of its own ("" where it has one)."""
+    _, bandwidth, basis = load_alltoall(gpu_id)
+    if basis == "measured":
+        return ""
+    link = load_gpu(gpu_id).interconnect_bandwidth_bytes_s
+    return (
+        f"{gpu_id}'s expert-parallel token exchange priced from the H100 NVLink fit "
+        f"(simspec/data/alltoall.yaml) scaled to {gpu_id}'s own link, {bandwidth / 1e9:.0f} of "
+        f"its {link / 1e9:.0f} GB/s: no transfer timings on this GPU"
+    )

@@ -224,7 +224,7 @@ def _profile_note(cfg: SweepConfig) -> None:
     the GPU runs otherwise than named or without kernel timings, and a model's sparse attention
     (what of it stays approximate) (on stderr)."""
     from simspec.catalog.expert_locality import locality_note
-    from simspec.catalog.hardware import load_gpu, load_profile
+    from simspec.catalog.hardware import alltoall_note, load_gpu, load_profile
     from simspec.catalog.models import load_model
     from simspec.catalog.precision import load_precision, precision_note
     from simspec.engine.costmodel.sparse_attention import sparse_attention_note
@@ -244,6 +244,9 @@ def _profile_note(cfg: SweepConfig) -> None:
     spans = {(p.gpu, p.tp, p.ep) for p in cfg.points()}
     for gpu, tp, ep in sorted(spans):
         if note := load_gpu(gpu).cross_node_note(tp, ep):
+            err.print(f"note: {note}", highlight=False)
+    for gpu in sorted({gpu for gpu, _, ep in spans if ep > 1}):
+        if note := alltoall_note(gpu):
             err.print(f"note: {note}", highlight=False)
 
 

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from simspec.catalog.expert_locality import locality_note
 from simspec.catalog.hardware import (
+    alltoall_note,
     engine_ids,
     gpu_ids,
     load_engine,
@@ -349,6 +350,8 @@ def plan_case(
     if ep is not None and ep > 1 and (get("tp") or gpus) and load_model(model).is_moe:
         deploy["ep"] = ep
         assumptions.append(f"ep={ep}: experts whole on each GPU, as the notes' serve command sets")
+        if note := alltoall_note(gpu):
+            assumptions.append(note)
     try:
         cfg, source = _method(row, method, dataset, metric, temperature, assumptions, engine)
         if draft_tp is not None:
