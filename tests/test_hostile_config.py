@@ -65,7 +65,14 @@ ARCHITECTURES = {
         "intermediate_size_mlp": 128,
         "attention_chunk_size": 8192,
     },
-    "deepseek_v3": {**LLAMA, "model_type": "deepseek_v3", **MLA, "first_k_dense_replace": 1},
+    "deepseek_v3": {
+        **LLAMA,
+        "model_type": "deepseek_v3",
+        **MLA,
+        "first_k_dense_replace": 1,
+        "n_shared_experts": 1,
+        "q_lora_rank": None,
+    },
 }
 # what the issue found: a MemoryError building the layer tuple, or (DeepSeek) an hour-long loop
 HUGE = {
@@ -445,6 +452,18 @@ def test_configs_as_released_read_their_class_defaults(tmp_path):
     deep = {**ARCHITECTURES["deepseek_v3"], "first_k_dense_replace": 2}
     with pytest.raises(InputError, match="first_k_dense_replace"):
         load_model(str(_write(tmp_path, deep)))
+
+
+@pytest.mark.parametrize("key", ["first_k_dense_replace", "n_shared_experts", "q_lora_rank"])
+def test_a_moe_layout_key_left_out_is_refused_not_read_as_zero(tmp_path, key):
+    """QA: a DeepSeek-V3 config without first_k_dense_replace and n_shared_experts read as 61
+    MoE layers and 701B parameters (DeepseekV3Config defaults them to 3 and 1)."""
+    from simspec.catalog.models import load_model
+
+    trimmed = {k: v for k, v in ARCHITECTURES["deepseek_v3"].items() if k != key}
+    with pytest.raises(InputError) as exc:
+        load_model(str(_write(tmp_path, trimmed)))
+    assert exc.value.field == f"model.{key}" and "missing" in exc.value.message
 
 
 def test_a_presets_fp8_checkpoint_id_runs_the_preset_at_fp8():

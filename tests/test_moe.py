@@ -64,7 +64,7 @@ def test_glm_4_moe_reads_dense_leading_layers_shared_expert_and_qk_norm():
     assert m.shared_expert_intermediate_size == 1536 and m.head_dim == 128
     assert m.qk_norm and not m.is_mla
     keys = {"model_type": "glm4_moe", "n_routed_experts": 8, "num_experts_per_tok": 2}
-    keys |= {"moe_intermediate_size": 32, "first_k_dense_replace": 1}
+    keys |= {"moe_intermediate_size": 32, "first_k_dense_replace": 1, "n_shared_experts": 1}
     assert read_config(_config(**keys))["qk_norm"] is False  # use_qk_norm defaults off
     assert read_config(_config(**keys, use_qk_norm=True))["qk_norm"] is True
     with pytest.raises(InputError) as err:

@@ -324,6 +324,20 @@ def _int(raw: dict[str, Any], key: str, default: int | None = None, minimum: int
     return value
 
 
+def _stated(raw: dict[str, Any], *keys: str) -> None:
+    """Refuse a config without ``keys``, where an engine would take the architecture's class
+    default, which differs by model and version (DeepseekV3Config: 3 dense layers, 1 shared
+    expert, q_lora_rank 1536; DeepseekV2Config: 0, none, 1536; Glm4MoeConfig: 1, 1): simspec
+    guesses none (QA: a trimmed DeepSeek-V3 config read as 61 MoE layers, 701B parameters)."""
+    for key in keys:
+        if key not in raw:
+            raise InputError(
+                f"model.{key}",
+                "missing: it sets the model's MoE layout and its default differs by "
+                "architecture and version; give it as the checkpoint's config.json does",
+            )
+
+
 def _shown(value: Any) -> str:
     """A config's value as an error quotes it: cut to 40 characters (JSON allows an integer of
     4,300 digits and a string of any length)."""
@@ -482,7 +496,8 @@ def _llama4(raw: dict[str, Any]) -> dict[str, Any]:
 def _deepseek(raw: dict[str, Any]) -> dict[str, Any]:
     layers = _layers(raw)
     fields = _experts(raw, "n_routed_experts", "moe_intermediate_size")
-    first = _int(raw, "first_k_dense_replace", default=0)
+    _stated(raw, "first_k_dense_replace", "n_shared_experts", "q_lora_rank")
+    first = _int(raw, "first_k_dense_replace")
     freq = _int(raw, "moe_layer_freq", default=1, minimum=1)
     fields["moe_layers"] = tuple(i for i in range(layers) if i >= first and i % freq == 0)
     fields["shared_expert_intermediate_size"] = (
@@ -535,7 +550,8 @@ def _moe_after_dense(
     ``shared_key`` shared experts of ``shared_width`` (default: the routed experts' width)
     summed into one shared MLP: GLM-4-MoE's and BailingMoE-V2's layout."""
     fields = _experts(raw, count_key, "moe_intermediate_size")
-    first = _int(raw, "first_k_dense_replace", default=0)
+    _stated(raw, "first_k_dense_replace", shared_key)
+    first = _int(raw, "first_k_dense_replace")
     fields["moe_layers"] = tuple(range(first, _layers(raw)))
     width = fields["moe_intermediate_size"] if shared_width is None else shared_width
     fields["shared_expert_intermediate_size"] = _int(raw, shared_key, default=0) * width
