@@ -137,6 +137,20 @@ def test_kv_heads_fewer_than_gpus_are_held_whole_on_each():
     assert model.kv_copy_params(4) == 0.0  # split evenly: nothing copied
 
 
+def test_kv_heads_are_copied_only_in_the_layers_that_have_them():
+    """QA: Qwen3-Next's 2 KV heads at tp 4 were copied in all 48 layers, its 36 Gated
+    DeltaNet layers (no K/V heads) included."""
+    model = load_model("qwen3-next-80b-a3b")
+    assert model.attention_layer_count == 12 and model.kv_copy_params(4) > 0
+    plain = model.model_copy(update={"linear_layers": ()})
+    extra = 36 * model.kv_copy_params(4) * 2  # bf16
+    layout = ParallelLayout(4)
+    assert (
+        layout.weight_parts(plain)["attention"] - layout.weight_parts(model)["attention"]
+    ) == pytest.approx(extra + model._linear_mixer_excess / 4 * 2 * -1, rel=1e-9)
+    assert sum(layout.weight_parts(model).values()) == model.weight_bytes_per_gpu(4)
+
+
 def test_an_uneven_expert_split_sizes_the_fullest_gpu(tmp_path):
     """60 experts over 8 GPUs: vLLM gives the first four 8 each (determine_expert_map)."""
     model = load_model("qwen3-30b-a3b").model_copy(update={"num_experts": 60})

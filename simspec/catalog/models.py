@@ -481,8 +481,14 @@ class ModelShape(BaseModel):
             per_tp += (self.embedding_params + head) * bf16
         whole = self.num_hidden_layers * self.replicated_attention_params * linear
         whole += moe * self.router_params * bf16
-        whole += self.num_hidden_layers * self.kv_copy_params(tp) * linear
+        whole += self.attention_layer_count * self.kv_copy_params(tp) * linear
         return per_tp / tp + whole + self.routed_bytes_per_gpu(tp, ep, experts)
+
+    @property
+    def attention_layer_count(self) -> int:
+        """Layers with K and V heads: all but the Gated DeltaNet ones (QA: Qwen3-Next's
+        copied KV heads were counted in its 36 linear-attention layers too)."""
+        return self.num_hidden_layers - len(self.linear_layers)
 
     # -- KV cache --------------------------------------------------------------------------
     @property
@@ -490,7 +496,7 @@ class ModelShape(BaseModel):
         """K and V for every layer, before tensor-parallel sharding (MLA: the latent; with
         sparse attention also the indexer's keys)."""
         per_layer = self.kv_dim if self.is_mla else 2 * self.kv_dim
-        n = self.num_hidden_layers - len(self.linear_layers)
+        n = self.attention_layer_count
         return n * per_layer * BYTES_PER_PARAM + n * self.indexer_cache_bytes_per_token
 
     @property

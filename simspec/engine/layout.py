@@ -129,7 +129,7 @@ class ParallelLayout:
             "attention": (
                 model.num_hidden_layers * (sliced / self.attn_tp + whole)
                 + model._linear_mixer_excess / self.attn_tp
-                + model.num_hidden_layers * model.kv_copy_params(self.attn_tp)
+                + model.attention_layer_count * model.kv_copy_params(self.attn_tp)
             )
             * linear,
             "dense MLPs": dense * model.dense_mlp_params / self.dense_tp * linear,
