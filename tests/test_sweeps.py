@@ -391,6 +391,29 @@ def test_a_repeated_batch_size_runs_once_and_a_k_axis_the_method_does_not_read_i
         SweepConfig(batch_sizes=[1], methods=methods, grid={"k": [2, 4]})
 
 
+@pytest.mark.parametrize(
+    ("method", "ok"),
+    [
+        ("{name: lookahead, k: 12}", False),
+        ("{name: lookahead, k: 4}", True),  # lookahead_ngram 5 by default
+        ("{name: lookahead, k: 6, lookahead_ngram: 7}", True),
+        ("{name: eagle1, k: 5, tree_paths: [[0], [0, 0]]}", False),
+    ],
+)
+def test_a_files_k_that_the_method_does_not_draft_is_refused(tmp_path, method, ok):
+    """QA: a scenario file's lookahead k: 12 ran lookahead_ngram - 1 = 4 tokens, its rows and
+    acceptance label reading K=12, where --k on the command line is refused."""
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text(f"methods:\n  - {method}\n")
+    args = ["sweep", "--config", str(cfg), "--concurrencies", "1", "--requests", "4"]
+    result = CliRunner().invoke(app, [*args, "--turnovers", "1", "--quiet"])
+    if ok:
+        assert result.exit_code == 0, result.output
+    else:
+        assert result.exit_code == 2 and ".k: " in result.output
+        assert "is not the length" in result.output
+
+
 def test_a_plain_sweeps_precision_is_its_throughputs():
     """A sweep of plain decoding alone targets its throughput: a row whose throughput interval
     is wider than the target is wide, though its speedup is exactly 1 (QA)."""

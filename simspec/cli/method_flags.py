@@ -16,6 +16,7 @@ import typer
 from simspec.catalog.methods import (
     TOKEN_REPLAYED,
     at_depth,
+    drafted_length,
     k_not_read,
     left_out_of_all,
     measured_acceptance,
@@ -216,6 +217,12 @@ class MethodFlags:
             if unused is not None:
                 raise InputError(f"methods.autoregressive.{unused[0]}", unused[1])
             return m
+        if "k" in m and (why := k_not_read(m)) is not None and m["k"] != drafted_length(m):
+            # QA: a file's lookahead k: 12 ran lookahead_ngram - 1 = 4, its rows labelled 12
+            raise InputError(
+                f"methods.{name}.k",
+                f"{m['k']} is not the length {name} drafts ({drafted_length(m)}): {why}",
+            )
         if "k" not in m and self.k is None and name in SPECULATORS:
             # a method written without k drafts its own default length, as --methods NAME
             # does (QA: MethodConfig's 3 ran suffix at K=3, not vLLM's 24)
