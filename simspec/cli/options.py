@@ -209,12 +209,13 @@ DraftModel = Annotated[
         )
     ),
 ]
+# one number (QA: the field's help promised lists, which the flag refused)
 Alpha = Annotated[
     float | None,
     typer.Option(
-        help=field_help(
-            AcceptanceConfig, "alpha", ", in [0, 1], instead of each speculative method's preset"
-        )
+        help="mean acceptance per draft position, the same at every position, in [0, 1], "
+        "instead of each speculative method's preset (one number: a list by position goes "
+        "in a scenario file's acceptance.alpha)"
     ),
 ]
 Tau = Annotated[
