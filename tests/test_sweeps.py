@@ -310,6 +310,21 @@ def test_a_k_schedule_writes_the_k_each_concurrency_ran(tmp_path):
     rows = pd.read_csv(out).query("method == 'eagle3'")
     assert list(rows["k"]) == [4, 4, 4] and list(rows["k_run"]) == [4, 2, 0]
     assert "eagle3 K=4 follows its load policy: K=2 at 32, off at 128" in res.output
+    assert "has no such draft schedule" not in " ".join(res.output.split())
+
+
+def test_a_k_schedule_on_an_engine_without_one_says_it_is_simspecs_policy():
+    """QA: vLLM's Dynamic SD schedule ran on SGLang without a word."""
+    spec = json.dumps(
+        {"method": "eagle3", "num_speculative_tokens": 3,
+         "num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 64, 1]]}
+    )  # fmt: skip
+    args = ["sweep", "--speculative-config", spec, "--engine", "sglang", "--batch-sizes", "1,8"]
+    res = CliRunner().invoke(app, [*args, "--requests", "8", "--turnovers", "0"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "engine sglang has no such draft schedule by batch size" in text
+    assert "sglang itself drafts one shape at every batch size" in text
 
 
 def test_a_flag_for_a_grid_axis_and_k_beside_a_speculative_config_are_refused(tmp_path):

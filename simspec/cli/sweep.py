@@ -194,10 +194,22 @@ def _engine_note(cfg: SweepConfig) -> None:
     from simspec.catalog.hardware import load_engine
 
     speculative = any(m.name != "autoregressive" for m in cfg.methods)
+    by_k = [m.name for m in cfg.methods if m.k_schedule]
+    by_tree = [m.name for m in cfg.methods if m.tree_schedule]
     for name in dict.fromkeys(cfg.grid.get("engine") or [cfg.engine]):
         engine = load_engine(name)
         if note := async_note(name, cfg.scheduler.async_scheduling):
             err.print(f"note: {note}", highlight=False)
+        # QA: a vLLM Dynamic SD schedule ran on SGLang without a word
+        scheduled = by_tree + (by_k if engine.family != "vllm" else [])
+        if scheduled:
+            err.print(
+                f"note: engine {name} has no such draft schedule by batch size (vLLM's Dynamic "
+                "SD, num_speculative_tokens_per_batch_size, schedules K alone): the rows of "
+                f"{', '.join(dict.fromkeys(scheduled))} show what simspec's policy would give; "
+                f"{name} itself drafts one shape at every batch size",
+                highlight=False,
+            )
         limit = cfg.scheduler.max_num_seqs  # the user's own running limit (QA: said nothing)
         over = [b for b in cfg.batch_sizes if limit is not None and b > limit]
         if over:
