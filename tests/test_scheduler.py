@@ -330,6 +330,25 @@ def test_with_prefix_caching_a_preempted_request_resumes_from_its_cached_blocks(
     assert rig.table.computed[2] == reused and rig.pool.used == rig.table.blocks.sum()
 
 
+@pytest.mark.parametrize(("prompt_only", "reused"), [(False, 8), (True, 4)])
+def test_a_retracted_request_keeps_its_prompt_alone_cached_under_sglang(prompt_only, reused):
+    """Request 2 (a prompt of 4, 9 tokens generated, 13 in KV) is preempted with 3 blocks:
+    vLLM V1 leaves its two full blocks cached (prompt and outputs), SGLang's retract_decode
+    frees the outputs and keeps the prompt its radix tree holds (engines.yaml
+    retract_caches_prompt_only): it comes back to 8 or to 4 tokens and recomputes the rest."""
+    rig = make_rig(
+        [4, 4, 4], [30, 30, 30], num_blocks=10, block_size=4, prefix_caching=True,
+        cache_prompt_only=prompt_only,
+    )  # fmt: skip
+    add_all(rig)
+    run_batch(rig, decode_until_preemption(rig))
+    assert ids(rig.table.preemptions) == [0, 0, 1] and rig.table.generated[2] == 9
+    rig.sched.finish(np.array([0, 1]))
+    batch = rig.sched.schedule()
+    assert ids(batch.prefill) == [2] and ids(batch.chunks) == [13 - reused]
+    assert rig.table.computed[2] == reused
+
+
 def test_the_free_queue_evicts_the_least_recently_freed_and_an_owners_last_blocks_first():
     pool = BlockPool(10)
     queue = FreeQueue(pool)

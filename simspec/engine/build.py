@@ -362,6 +362,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         else 0.0,
         retract_by_progress=engine.flag("retract_fewest_outputs"),
         requeue_at_back=engine.flag("requeue_at_back"),
+        cache_prompt_only=engine.flag("retract_caches_prompt_only"),
         # vLLM V1's use_eagle() drafters (eagle, eagle3, mtp) recompute a hit's last block
         drop_last_hit=engine.flag("draft_lookahead_slots") and sc.method.name in EAGLE_DRAFTERS,
     )

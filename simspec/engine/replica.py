@@ -74,6 +74,8 @@ class ReplicaSetup:
     retract_by_progress: bool = False
     # a retracted request waits behind the queue, not at its front (SGLang)
     requeue_at_back: bool = False
+    # a retracted request's cache keeps its prompt alone, its outputs freed (SGLang)
+    cache_prompt_only: bool = False
     # a prefix-cache hit gives back its last block to recompute (vLLM V1 under EAGLE or MTP)
     drop_last_hit: bool = False
 
@@ -174,6 +176,7 @@ class Replica:
             watermark_blocks=int(setup.admission_watermark * setup.memory.num_blocks),
             retract_by_progress=setup.retract_by_progress,
             requeue_at_back=setup.requeue_at_back,
+            cache_prompt_only=setup.cache_prompt_only,
             drop_last_hit=setup.drop_last_hit,
         )
         self.log: IterationSink = IterationLog() if log is None else log

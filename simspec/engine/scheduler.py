@@ -170,6 +170,7 @@ class Scheduler:
         retract_by_progress: bool = False,
         drop_last_hit: bool = False,
         requeue_at_back: bool = False,
+        cache_prompt_only: bool = False,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
         # the most blocks one request can hold: a DP attention rank's pool, where the ranks'
@@ -184,6 +185,10 @@ class Scheduler:
         self.retract_by_progress = retract_by_progress
         # where a preempted request waits: vLLM's front of the queue, SGLang's back
         self.requeue_at_back = requeue_at_back
+        # what a preempted request leaves cached: its computed tokens' full blocks (vLLM V1
+        # caches output blocks as they fill), or its prompt's alone (SGLang's radix tree holds
+        # the prompt from its prefill and frees the outputs on retraction)
+        self.cache_prompt_only = cache_prompt_only
         # vLLM V1 under an EAGLE-style drafter recomputes the last cached block of a hit
         self.drop_last_hit = drop_last_hit
         self.lookahead = lookahead_slots  # KV past each running request's ask (vLLM EAGLE)
@@ -725,11 +730,15 @@ class Scheduler:
     def _preempt(self, rid: int) -> None:
         """Recompute preemption: drop the KV, go back to the front of the queue (vLLM) or
         its back (SGLang: ``requeue_at_back``). With prefix caching its full blocks stay
-        cached in the free queue behind its partial one."""
+        cached in the free queue behind its partial one: of its computed tokens, or of its
+        prompt alone (SGLang: ``cache_prompt_only``)."""
         self.running.remove(rid)
         self._running_arr = None
         held = int(self.requests.blocks[rid])
-        full = min(int(self.requests.computed[rid]) // self.block_size, held)
+        cached = int(self.requests.computed[rid])
+        if self.cache_prompt_only:
+            cached = min(cached, int(self.requests.prompt_len[rid]))
+        full = min(cached // self.block_size, held)
         self._give(held - full)
         self._give(full, rid)
         self.requests.blocks[rid] = 0
