@@ -606,6 +606,25 @@ def test_an_accept_length_is_tau_at_the_methods_k(tmp_path):
     assert any("τ 2.60 at K=4" in note for note in plan.notes)
 
 
+@pytest.mark.parametrize("method", ["ngram", "suffix"])
+def test_a_lookups_vllm_acceptance_is_not_taken_for_every_step(tmp_path, method):
+    """QA: vLLM counts acceptance over the steps that drafted alone; an n-gram run as measured
+    drafted at every step, 2.5x its own speed. compare replays the preset and says why;
+    --acceptance-from refuses it; SGLang's accept_length (every step) is still taken."""
+    data = vllm_json(spec_decode_per_position_acceptance_rates=[0.8, 0.6, 0.5])
+    path = write(tmp_path, "s.json", data)
+    (plan,) = plans_of(tmp_path, path, method)
+    assert plan.scenario.method.acceptance.tokens is not None  # the preset's replay
+    assert any("steps that drafted alone" in note for note in plan.notes)
+    result = runner.invoke(
+        app, ["sweep", "--methods", method, "--acceptance-from", str(path), "--batch-sizes", "1"]
+    )
+    one_error(result, "acceptance", "drafted alone")
+    sg = write(tmp_path, "sg.jsonl", json.dumps(SGLANG_LINE))
+    (plan,) = plans_of(tmp_path, sg, "ngram", 4)
+    assert plan.scenario.method.acceptance.tau == 2.6
+
+
 def test_a_metrics_dump_gives_acceptance_to_runs_whose_file_has_none(tmp_path):
     dump = write(tmp_path, "m.txt", METRICS_DUMP.format(d0=60, d1=40, t=200, a=110, p0=40, p1=30))
     shared = read_metrics([dump])

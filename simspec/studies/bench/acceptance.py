@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from simspec.catalog.methods import measured_acceptance
+from simspec.catalog.methods import TOKEN_REPLAYED, measured_acceptance
 from simspec.catalog.tables import read_input_text, shown
 from simspec.errors import InputError
 from simspec.studies.bench.measured import Acceptance, MeasuredRun
@@ -55,14 +55,32 @@ def pooled(runs: list[MeasuredRun], field: str, where: str) -> Acceptance:
             sum(w * a.per_position[i] for w, a in zip(weights, accs, strict=True)) / total
             for i in range(positions.pop())
         )
-        return Acceptance(per_position=shares, source=source)
+        drafted = any(a.drafted_steps_only for a in accs)
+        return Acceptance(per_position=shares, source=source, drafted_steps_only=drafted)
     if all(a.length is not None for a in accs):
         length = sum(w * (a.length or 0.0) for w, a in zip(weights, accs, strict=True)) / total
-        return Acceptance(length=length, source=source)
+        drafted = any(a.drafted_steps_only for a in accs)
+        return Acceptance(length=length, source=source, drafted_steps_only=drafted)
     raise InputError(
         field,
         f"{where}: its runs measured different draft lengths; give the runs of one "
         "speculative configuration",
+    )
+
+
+def drafted_only(acc: Acceptance, name: object) -> str:
+    """Why ``acc`` cannot stand for lookup method ``name``'s acceptance ("" where it can):
+    vLLM counts it over the steps that drafted alone, and a lookup drafts only where its text
+    matches, so run as measured every step would draft and accept so (QA: an n-gram run at
+    2.5x its own speed)."""
+    if not acc.drafted_steps_only or name not in TOKEN_REPLAYED:
+        return ""
+    return (
+        f"vLLM counts acceptance over the steps that drafted alone (Scheduler."
+        f"update_from_output records spec-decode stats only for a step with draft tokens), and "
+        f"{name} drafts only where its lookup matches: simspec cannot tell from the counters "
+        f"how many steps drafted nothing. Replay {name}'s proposer on token streams instead "
+        "(--token-trace, or the method's preset)"
     )
 
 
@@ -74,6 +92,8 @@ def with_acceptance(
     in errors."""
     out = dict(fields)
     name = out.get("name")
+    if why := drafted_only(acc, name):
+        raise InputError(f"{who}: acceptance", why)
     if acc.per_position:
         drafted = len(acc.per_position)
         if k is not None and k != drafted:

@@ -40,7 +40,7 @@ from simspec.config import (
 )
 from simspec.engine.simulation import simulate
 from simspec.errors import InputError, ScenarioError, first_error
-from simspec.studies.bench.acceptance import with_acceptance
+from simspec.studies.bench.acceptance import drafted_only, with_acceptance
 from simspec.studies.bench.measured import Acceptance, MeasuredRun, ordered, percentile_of
 from simspec.studies.bench.simulated import simulated_metrics
 
@@ -245,6 +245,13 @@ def _method(
         fields["k"] = k
     if acceptance is None:
         notes.append(f"acceptance: {name}'s preset (the file measured none)")
+        return MethodConfig(**fields)
+    if drafted_only(acceptance, name):  # counted over drafting steps: the preset's replay
+        preset = (fields.get("acceptance") or {}).get("source") or "packaged"
+        notes.append(
+            f"acceptance: {name}'s preset ({preset}), not the run's: its counts cover the "
+            "steps that drafted alone (vLLM), and a lookup drafts only where its text matches"
+        )
         return MethodConfig(**fields)
     fields, note = with_acceptance(fields, acceptance, k, run.name)
     notes.append(note)

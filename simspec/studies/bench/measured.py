@@ -81,6 +81,11 @@ class Acceptance:
     per_position: tuple[float, ...] = ()
     length: float | None = None
     source: str = ""
+    # counted over the steps that drafted alone: vLLM records spec-decode stats only for a
+    # step with draft tokens scheduled (Scheduler.update_from_output, "if
+    # scheduled_spec_token_ids and generated_token_ids"); SGLang's accept_length counts every
+    # verify step
+    drafted_steps_only: bool = False
 
     def conditional(self) -> list[float]:
         """Per-position acceptance as simspec's α (token i accepted given tokens before it

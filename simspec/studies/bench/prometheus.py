@@ -120,6 +120,7 @@ def acceptance_from(counters: SpecCounters, where: str) -> Acceptance:
             per_position=tuple(shares),
             length=1.0 + accepted / drafts,
             source=f"{where}: the server's {PREFIX}* counters",
+            drafted_steps_only=True,
         ),
         where,
         key=f"{PREFIX}num_accepted_tokens_per_pos_total",

@@ -162,6 +162,8 @@ def _run(lines: list[str], name: str, where: str) -> MeasuredRun:
                 per_position=tuple(positions[i] for i in range(len(positions))),
                 length=accept,
                 source=f"{where}: the block's speculative decoding lines",
+                # per-position lines are vLLM's block (SGLang prints an accept length alone)
+                drafted_steps_only=bool(positions),
             ),
             where,
         )

@@ -125,6 +125,7 @@ def _acceptance(data: dict[str, Any], where: str) -> Acceptance | None:
             else None
         ),
         source=f"{where}: the server's speculative-decoding counters over the run",
+        drafted_steps_only=True,
     )
     return consistent(acc, where)
 
