@@ -77,3 +77,38 @@ def test_rows_of_other_setups_are_other_measurements_in_the_summary():
 def test_a_cell_that_is_not_a_number_is_refused_not_read_as_unstated(row, cells, why):
     with pytest.raises(Skip, match=why):
         plan_case({**row, **cells})
+
+
+def test_a_research_harness_speedup_is_a_ratio_of_mean_per_question_speeds():
+    """QA: EAGLE's and Spec-Bench's speed.py average each question's tokens/time, then divide;
+    simspec had scored those rows as total tokens over total time (PLD: 1.5x against 2.4x)."""
+    from simspec.engine.metrics import RunSummary
+    from simspec.studies.runs.keys import scenario_key
+    from simspec.studies.validation.predict import metric_value
+
+    cases = read_cases()
+    found = cases[cases.case_id == "sb-a100-v7b-pld-mtb"].iloc[0].to_dict()
+    spec_bench = {k: ("" if pd.isna(v) else str(v)) for k, v in found.items()}
+    plan = plan_case(spec_bench)
+    assert plan.statistic == "request_speed"
+    assert any("speeds.append(tokens / times)" in a for a in plan.assumptions)
+    # a batch-1 HF row from a harness whose speed.py was not read keeps the throughput ratio
+    other = plan_case({**spec_bench, "source": "Medusa (Cai et al.) Sec. 3.1"})
+    assert other.statistic == "throughput"
+    # the ratio of the two runs' mean per-request speeds, not of their throughputs
+    fields = {f: 1.0 for f in RunSummary.__dataclass_fields__} | {"section_e2e_s": (1.0,)}
+    own = RunSummary(**{**fields, "throughput_tok_s": 10.0, "request_speed_mean_tok_s": 30.0})
+    base = RunSummary(**{**fields, "throughput_tok_s": 8.0, "request_speed_mean_tok_s": 12.0})
+    key = scenario_key
+    runs = {key(plan.scenario.model_dump_json()): own, key(plan.baseline.model_dump_json()): base}
+    assert metric_value(plan, runs)[0] == pytest.approx(2.5)
+
+
+def test_a_mean_latency_is_over_the_served_requests():
+    """QA: an unserved request counted as 0 s in the mean end-to-end latency."""
+    from simspec.engine.metrics import RunSummary
+    from simspec.studies.validation.predict import e2e_seconds
+
+    fields = {f: 1.0 for f in RunSummary.__dataclass_fields__}
+    run = RunSummary(**{**fields, "requests": 4, "unfinishable": 1, "section_e2e_s": (3.0, 3.0)})
+    assert e2e_seconds(run, "mean") == pytest.approx(2.0)

@@ -88,6 +88,10 @@ class RunSummary:
     e2e_s_p90: float
     e2e_s_p99: float
     mean_accept_len: float  # tokens per speculative step, bonus included (1 without speculation)
+    # the mean over requests of each one's output tokens / its latency: the research harnesses'
+    # speed (EAGLE's and Spec-Bench's evaluation/speed.py, "speeds.append(tokens / times)"),
+    # whose speedup is a ratio of two such means, not of total tokens over total time
+    request_speed_mean_tok_s: float
     no_proposal_frac: float  # share of speculative steps that proposed nothing (lookup replay)
     mean_verify_tokens: float  # query tokens per decoding sequence per step (1 without drafts)
     draft_time_frac: float
@@ -273,8 +277,13 @@ def summarize(
     lat = (measured["finish_s"] - measured["arrival_s"]).fillna(0.0).to_numpy()
     made = measured["output_tokens"].to_numpy().astype(float)
     tau = None  # the iterations' tokens per speculative step, unless controlled below
+    # each served request's speed (its tokens over its latency), under the same controls as
+    # the throughput where the run has them
+    served = (lat > 0) & ~measured["unfinishable"].to_numpy()
+    speeds = made[served] / lat[served]
     if plan.concurrency and controls is not None:
         x = controls.values[w.first : w.first + w.count]
+        speeds = controlled(speeds, x[served], controls.means)
         lat = controlled(lat, x, controls.means)
         # the tokens only where their mean is known (the records'); else they stay the
         # requests' own, which a method's run and its baseline's share exactly
@@ -358,6 +367,7 @@ def summarize(
             if spec_steps
             else 1.0
         ),
+        request_speed_mean_tok_s=float(np.mean(speeds)) if len(speeds) else float("nan"),
         no_proposal_frac=(float(it["no_proposal_seqs"].sum()) / spec_steps if spec_steps else 0.0),
         mean_verify_tokens=(
             float(it["decode_tokens"].sum()) / decode_steps if decode_steps else 1.0

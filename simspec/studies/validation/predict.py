@@ -280,6 +280,11 @@ def plan_case(
         # both serve the offered rate, so the gain is in latency: the ratio the notes name
         statistic = open_loop_speedup(notes)
         assumptions.append(f"speedup at a request rate: {SPEEDUP_RATIOS[statistic]}")
+    elif metric == "speedup" and load_kind == "single" and per_question_harness(row):
+        # the research harnesses' speedup, one request at a time: the mean of per-question
+        # speeds over the baseline's (QA: scored as total tokens over total time)
+        statistic = "request_speed"
+        assumptions.append(f"speedup: {SPEEDUP_RATIOS[statistic]}")
     elif metric == "speedup":
         # a closed loop's speedup is its throughput ratio unless the notes define it as a
         # TPOT or a latency ratio (QA: those rows had been scored as throughput ratios)
@@ -718,6 +723,9 @@ def metric_value(plan: CasePlan, runs: dict[str, RunSummary | Failed]) -> tuple[
             return _ratio(own.throughput_tok_s, base.throughput_tok_s, "baseline throughput"), tau
         base_s, own_s = e2e_seconds(base, plan.statistic), e2e_seconds(own, plan.statistic)
         return _ratio(base_s, own_s, f"{plan.statistic} latency"), tau
+    if plan.statistic == "request_speed":  # the research harnesses' mean of per-request speeds
+        own_v, base_v = own.request_speed_mean_tok_s, base.request_speed_mean_tok_s
+        return _ratio(own_v, base_v, "baseline per-request speed"), tau
     if plan.statistic == "tpot":  # a closed loop's speedup its notes define as a TPOT ratio
         return _ratio(base.tpot_ms_mean, own.tpot_ms_mean, "TPOT"), tau
     if plan.statistic == "mean":  # ... or as a mean latency ratio
@@ -755,7 +763,26 @@ SPEEDUP_RATIOS = {
     "mean": "the ratio of mean end-to-end latencies, as the notes say",
     "tpot": "the ratio of mean TPOTs (baseline over speculative), as the notes say",
     "throughput": "the ratio of output throughputs, as the notes say (at a rate both serve, ~1)",
+    "request_speed": (
+        "the ratio of mean per-request speeds (each request's tokens over its time, averaged "
+        "over requests), as the HF research harnesses compute it (EAGLE's and Spec-Bench's "
+        "evaluation/speed.py: speeds.append(tokens / times), np.array(speeds).mean() / "
+        "np.array(speeds0).mean())"
+    ),
 }
+
+
+# the harnesses whose speed.py we read: EAGLE's (SafeAILab/EAGLE eagle/evaluation/speed.py)
+# and Spec-Bench's (hemingkx/Spec-Bench evaluation/speed.py), which it derives from
+PER_QUESTION_HARNESS = re.compile(r"\bEAGLE\b|Spec-Bench")
+
+
+def per_question_harness(row: dict[str, str]) -> bool:
+    """Whether a batch-1 speedup against HF decoding comes from a harness that averages
+    per-question speeds (EAGLE's or Spec-Bench's speed.py, by the row's source)."""
+    return row.get("baseline") == "hf-vanilla" and bool(
+        PER_QUESTION_HARNESS.search(row.get("source") or "")
+    )
 
 
 def open_loop_speedup(notes: str) -> str:
@@ -777,13 +804,15 @@ def e2e_statistic(notes: str) -> str:
 
 
 def e2e_seconds(run: RunSummary, statistic: str) -> float:
-    """A run's end-to-end latency per request: the median, or the mean (the measured requests'
-    latencies summed by section over their count)."""
+    """A run's end-to-end latency per served request: the median, or the mean (the measured
+    requests' latencies summed by section, an unserved one's 0, over the served count: vLLM's
+    and SGLang's benchmarks average their successful requests; QA: the unserved counted as 0 s)."""
     if statistic == "median":
         return run.e2e_s_p50
-    if not run.requests:
-        raise Skip("the run measured no request: no end-to-end latency to report")
-    return sum(run.section_e2e_s) / run.requests
+    served = run.requests - run.unfinishable
+    if served <= 0:
+        raise Skip("the run served no measured request: no end-to-end latency to report")
+    return sum(run.section_e2e_s) / served
 
 
 def _ratio(num: float, den: float, what: str) -> float:
