@@ -159,6 +159,7 @@ SCENARIOS: dict[str, dict] = {
     "tp4_disable_by_batch": {
         "model": "llama-3.1-70b",
         "tp": 4,
+        "engine": "vllm-v0",  # speculative_disable_by_batch_size is V0's: V1 refuses it
         "workload": {**CLOSED, "concurrency": 32, "requests": 64},
         "scheduler": {"max_num_seqs": 32},
         "method": _method("eagle3", k=3, disable_by_batch_size=16, acceptance=TRACE),
