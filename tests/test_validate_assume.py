@@ -140,11 +140,33 @@ def test_a_bench_serve_sharegpt_row_spreads_its_lengths_about_its_means():
     wl = workload("static_batch", 1000, lambda c: cells(bench)(c, ""), "sharegpt", said, True)
     assert (wl.prompt.dist, wl.prompt.mean, wl.output.mean) == ("lognormal", 217, 202)
     assert wl.prompt.cv > 0 and wl.output.cv > 0 and wl.prompt.max == 1024
-    assert any("vllm bench serve's filter" in s for s in said)
+    assert any("the serving benchmarks' filter keeps" in s for s in said)
+    # a run of a stated number of prompts is a serving benchmark too (QA: GPUStack's
+    # "lens = printed totals / 100 prompts" rows ran every request at the mean)
+    totals = "BF16; lens = printed totals / 100 prompts"
+    run = workload("concurrency", 8, lambda c: cells(totals)(c, ""), "sharegpt", [])
+    assert run.prompt.dist == run.output.dist == "lognormal"
     # the same means from a paper's batch, or from the benchmark's random dataset, stay fixed
     for dataset, notes in (("sharegpt", "batch 8"), ("random", bench)):
         fixed = workload("static_batch", 8, lambda c, n=notes: cells(n)(c, ""), dataset, [])
         assert fixed.prompt.dist == fixed.output.dist == "fixed"
+
+
+def test_a_run_of_stated_prompts_at_a_concurrency_is_timed_whole():
+    """QA: 100 prompts at concurrency 8 (vllm bench serve --num-prompts 100 --max-concurrency
+    8) were scored on a steady window, 8 % above the benchmark's start-to-drain duration."""
+    from simspec.studies.validation.loads import prompts_sent
+
+    assert prompts_sent("lens = printed totals / 1,000 prompts") == 1000
+    assert prompts_sent("vllm bench serve --num-prompts 200 --max-concurrency 8") == 200
+    assert prompts_sent("batch 8") is None
+    get = {"prompt_len": "200", "output_len": "100", "notes": "totals / 100 prompts"}.get
+    said: list[str] = []
+    wl = workload("concurrency", 8, lambda c: get(c, ""), "sharegpt", said)
+    assert (wl.concurrency, wl.requests, wl.measure) == (8, 100, "whole")
+    assert any("100 prompts at concurrency 8" in s for s in said)
+    held = workload("concurrency", 8, lambda c: {"notes": "c8"}.get(c, ""), "sharegpt", [])
+    assert held.measure == "steady"
 
 
 def test_a_non_default_sglang_attention_backend_is_refused_by_name():

@@ -110,11 +110,30 @@ def workload(
         # every request at once, timed from the start to the last one out (a closed loop with
         # nothing to refill: the engine's limits queue what does not fit)
         return WorkloadConfig(concurrency=n, requests=n, measure="whole", **lengths)
+    sent = prompts_sent(get("notes"))
+    if load_kind == "concurrency" and sent is not None and sent > n:
+        # a benchmark of a stated number of prompts at a client concurrency (vllm bench serve
+        # --num-prompts N --max-concurrency n): timed from the first request to the last one
+        # out, its start and drain included, as the benchmark's duration is (QA: its steady
+        # window read 8 % above such a run of 100 prompts at 8)
+        notes.append(
+            f"{sent} prompts at concurrency {n}, timed over the whole run as the benchmark "
+            "times it (start and drain included)"
+        )
+        return WorkloadConfig(concurrency=n, requests=sent, measure="whole", **lengths)
     # a static batch over a dataset or a closed loop: hold the batch at n (a finished request is
     # replaced) and measure its steady window
     return WorkloadConfig(
         concurrency=n, requests=max(MIN_REQUESTS, 3 * n), turnovers=TURNOVERS, **lengths
     )
+
+
+def prompts_sent(notes: str) -> int | None:
+    """The number of prompts a benchmark run sent, as its notes state it (None: not stated)."""
+    found = re.search(r"--num-prompts\s+(\d[\d,]*)|\b(\d[\d,]*)\s+prompts\b", notes or "")
+    if found is None:
+        return None
+    return int((found.group(1) or found.group(2)).replace(",", ""))
 
 
 def _lengths(get, dataset: str, notes: list[str]) -> dict[str, Any]:
@@ -123,12 +142,16 @@ def _lengths(get, dataset: str, notes: list[str]) -> dict[str, Any]:
         if text and not (number(text) or 0) > 0:
             raise LoadError(f"{cell} {text!r} is not a positive number of tokens")
     prompt, output = number(get("prompt_len")), number(get("output_len"))
-    if prompt and output and dataset == "sharegpt" and BENCH_SHAREGPT.search(get("notes")):
+    bench = BENCH_SHAREGPT.search(get("notes")) or prompts_sent(get("notes")) is not None
+    if prompt and output and dataset == "sharegpt" and bench:
+        # a serving benchmark's prompts sampled from ShareGPT (named, or a run of a stated
+        # number of prompts): their lengths differ (QA: rows whose notes did not name vllm
+        # bench serve ran every request at the mean, and prefilled in lockstep)
         p_cv, o_cv = sharegpt_spread()
         notes.append(
-            f"ShareGPT lengths spread as the packaged sharegpt trace's pairs that vllm bench "
-            f"serve's filter keeps (cv {p_cv:.2f} prompt, {o_cv:.2f} output, lognormal), at the "
-            "row's means"
+            f"ShareGPT lengths spread as the packaged sharegpt trace's pairs that the serving "
+            f"benchmarks' filter keeps (vllm bench serve, SGLang bench_serving; cv {p_cv:.2f} "
+            f"prompt, {o_cv:.2f} output, lognormal), at the row's means"
         )
         return {
             "lengths_from": None,
