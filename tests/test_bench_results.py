@@ -787,3 +787,24 @@ def test_a_run_with_failed_requests_says_so(tmp_path):
     assert any("10 of the" in n and "failed" in n for n in plan.notes)
     (plan,) = plans_of(tmp_path, write(tmp_path, "ok.json", vllm_json(failed=0)), "autoregressive")
     assert not any("failed" in n for n in plan.notes)
+
+
+def test_an_sglang_runs_itl_splits_each_chunk_over_its_tokens():
+    """QA: SGLang's bench_serving records gap / tokens once per token of a chunk
+    (adjust_itl); simspec timed one gap per chunk, a speculative run's ITL tau times its."""
+    from simspec.config import MethodConfig, Scenario, WorkloadConfig
+    from simspec.engine.simulation import simulate
+    from simspec.studies.bench.simulated import simulated_metrics
+
+    wl = WorkloadConfig(concurrency=4, requests=16, measure="whole")
+    plain = simulate(Scenario(workload=wl))
+    assert simulated_metrics(plain, per_token_itl=True)["mean_itl_ms"] == pytest.approx(
+        simulated_metrics(plain)["mean_itl_ms"]
+    )
+    eagle = MethodConfig(name="eagle3", k=3, acceptance={"alpha": 0.8})
+    sim = simulate(Scenario(method=eagle, workload=wl))
+    chunk, token = simulated_metrics(sim), simulated_metrics(sim, per_token_itl=True)
+    it = sim.iterations[sim.iterations.decode_seqs > 0]
+    per_chunk = it.spec_tokens.sum() / it.spec_seqs.sum()  # tokens a decoder streams a step
+    assert chunk["mean_itl_ms"] / token["mean_itl_ms"] == pytest.approx(per_chunk, rel=0.05)
+    assert token["mean_tpot_ms"] == chunk["mean_tpot_ms"]

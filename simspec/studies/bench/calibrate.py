@@ -270,7 +270,8 @@ class Simulator:
             write_text_atomic(path, json.dumps(self.trial(params)))
         scenario = plan.scenario.model_copy(update={"profile": str(path)})
         try:
-            out = simulated_metrics(simulate(scenario))
+            sglang = plan.run.kind.startswith("sglang")  # bench_serving's per-token ITL
+            out = simulated_metrics(simulate(scenario), per_token_itl=sglang)
         except ScenarioError as exc:
             raise ScenarioError(f"{plan.run.name}: {exc}") from None
         self.runs += 1

@@ -267,7 +267,8 @@ def compare(plans: list[Plan], step: Callable[[str], None] | None = None) -> pd.
             sorted({q for m in stated if (q := percentile_of(m.split("_", 1)[0])) is not None})
         )
         try:
-            predicted = simulated_metrics(simulate(plan.scenario), extra)
+            sglang = plan.run.kind.startswith("sglang")  # bench_serving's per-token ITL
+            predicted = simulated_metrics(simulate(plan.scenario), extra, per_token_itl=sglang)
         except ScenarioError as exc:
             raise ScenarioError(f"{plan.run.name}: {exc}") from None
         for metric in stated:

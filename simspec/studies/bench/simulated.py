@@ -12,7 +12,12 @@ requests / rate: ``WorkloadConfig.arrivals_end_at_rate``).
 
 A decoding sequence waits one iteration between chunks (a speculative step streams its
 accepted tokens as one chunk), so the simulated ITLs are the iterations' durations, each
-counted once per sequence decoding in it.
+counted once per sequence decoding in it. SGLang's ``bench_serving`` splits each chunk's gap
+over the tokens it carries instead (``adjust_itl = chunk_gap / num_new_tokens``,
+``output.itl.extend([adjust_itl] * num_new_tokens)``, python/sglang/bench_serving.py): with
+``per_token_itl`` each iteration's gap counts once per token its decodes emitted, divided by
+their mean chunk (its mean ITL exact; its percentiles take every sequence's chunk in an
+iteration at that mean).
 """
 
 from __future__ import annotations
@@ -23,10 +28,13 @@ from simspec.engine.metrics import token_gaps
 from simspec.engine.simulation import SimResult
 
 
-def simulated_metrics(sim: SimResult, percentiles: tuple[float, ...] = ()) -> dict[str, float]:
+def simulated_metrics(
+    sim: SimResult, percentiles: tuple[float, ...] = (), per_token_itl: bool = False
+) -> dict[str, float]:
     """Every metric of :data:`~simspec.studies.bench.measured.METRICS`, and ``duration_s``
     (NaN where no request defines one: TPOT when every output is one token); with
-    ``percentiles``, each latency's ``p<q>`` too (``p90_ttft_ms``, as vLLM names them)."""
+    ``percentiles``, each latency's ``p<q>`` too (``p90_ttft_ms``, as vLLM names them);
+    ``per_token_itl``: ITL as SGLang's bench_serving counts it, one gap share per token."""
     q = sim.requests[~sim.requests["unfinishable"]]
     ttft = (q["first_token_s"] - q["arrival_s"]).to_numpy()
     e2e = (q["finish_s"] - q["arrival_s"]).to_numpy()
@@ -44,6 +52,8 @@ def simulated_metrics(sim: SimResult, percentiles: tuple[float, ...] = ()) -> di
         gaps, weights = token_gaps(
             it["duration_s"].to_numpy(), it["decode_seqs"].to_numpy(), it["waiting_seqs"].to_numpy()
         )
+        if per_token_itl and len(gaps):
+            gaps, weights = _per_token(it, gaps, weights)
         out.update(_stats("itl", gaps, weights, percentiles))
     else:
         out.update(_stats("itl", np.zeros(0), np.zeros(0), percentiles))
@@ -51,6 +61,18 @@ def simulated_metrics(sim: SimResult, percentiles: tuple[float, ...] = ()) -> di
     out["output_throughput_tok_s"] = float(q["output_tokens"].sum()) * rate
     out["request_throughput_req_s"] = len(q) * rate
     return out
+
+
+def _per_token(it, gaps: np.ndarray, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The decoding iterations' gaps (``token_gaps``) as SGLang's per-token ITL: each
+    sequence's chunk of m tokens gives m entries of gap / m, so an iteration whose ``seqs``
+    decoders emitted ``tokens`` gives ``tokens`` entries of gap x seqs / tokens (a speculative
+    decoder emits its accepted tokens and the bonus, any other one token)."""
+    decoding = it["decode_seqs"].to_numpy() > 0
+    spec_tokens = it["spec_tokens"].to_numpy()[decoding]
+    spec_seqs = it["spec_seqs"].to_numpy()[decoding]
+    tokens = spec_tokens + (seqs - spec_seqs)
+    return gaps * seqs / np.maximum(tokens, 1), tokens
 
 
 def _stats(
