@@ -222,11 +222,13 @@ def test_an_e2e_row_is_scored_on_the_statistic_its_notes_name():
 
 
 def test_the_e2e_mean_is_the_measured_requests_latency_over_their_count():
-    run = SimpleNamespace(requests=4, section_e2e_s=(1.0, 2.0, 3.0, 6.0), e2e_s_p50=2.5)
+    run = SimpleNamespace(
+        requests=4, unfinishable=0, section_e2e_s=(1.0, 2.0, 3.0, 6.0), e2e_s_p50=2.5
+    )
     assert e2e_seconds(run, "mean") == 3.0
     assert e2e_seconds(run, "median") == 2.5
-    with pytest.raises(Skip, match="no request"):
-        e2e_seconds(SimpleNamespace(requests=0, section_e2e_s=()), "mean")
+    with pytest.raises(Skip, match="no measured request"):
+        e2e_seconds(SimpleNamespace(requests=0, unfinishable=0, section_e2e_s=()), "mean")
 
 
 def test_an_e2e_row_is_predicted_from_its_run():

@@ -211,7 +211,8 @@ def test_vllm_graphs_follow_the_deployments_max_num_seqs():
     small = small.model_copy(update={"scheduler": SchedulerConfig(max_num_seqs=4)})
     assert build_cost_model(small).host.graph_max_tokens == 32
     assert build_cost_model(Scenario()).host.graph_max_tokens == 512  # the defaults' 1,024 x 2
-    assert build_cost_model(Scenario(engine="vllm-v0")).host.graph_max_tokens == 512
+    # V0 captures decode batches up to 256 sequences (_BATCH_SIZES_TO_CAPTURE)
+    assert build_cost_model(Scenario(engine="vllm-v0")).host.graph_max_tokens == 256
 
 
 def test_trtllm_admits_a_prompt_whole_unless_chunked_prefill_is_on():
