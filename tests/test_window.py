@@ -115,6 +115,20 @@ def test_an_overloaded_rate_is_reported_unstable_and_a_light_one_stable():
     assert Slo(1e9, 1e9).missed(heavy) == "unstable"
 
 
+def test_an_overload_the_running_batch_admits_is_unstable_though_nobody_waits():
+    """QA: 160 req/s of 200/100-token requests (about 1.6x what one H100 serves) read stable at
+    256 requests, vLLM admitting every arrival into its running batch; 100 req/s stays so."""
+    from simspec.config import LengthSpec
+
+    def run(rate: float, seed: int):
+        fixed = {"prompt": LengthSpec(mean=200), "output": LengthSpec(mean=100)}
+        wl = WorkloadConfig(arrival="poisson", rate=rate, requests=256, lengths_from=None, **fixed)
+        return simulate(Scenario(method=PLAIN, workload=wl, seed=seed)).summary
+
+    assert [run(160.0, s).stable for s in (0, 1)] == [0, 0]
+    assert [run(100.0, s).stable for s in (0, 1)] == [1, 1]
+
+
 @pytest.mark.slow
 def test_plan_gives_the_same_rate_for_any_duration_past_the_warm_up():
     """The issue's case: Llama-3.1-8B on one H100, ShareGPT, p99 TTFT <= 2 s and TPOT <= 50
