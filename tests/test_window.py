@@ -34,6 +34,32 @@ def test_mser_cuts_a_transient_and_leaves_a_stationary_series_whole():
     assert 200 <= mser_cut(ramp) <= 400
 
 
+def test_a_warm_up_past_its_allowance_is_reported_short_not_clamped_silently():
+    """QA: MSER's cut was clamped to the allowance and window_short was always 0, so a plan
+    never heard that the warm-up outran it (capacity.Slo.missed reads it)."""
+    import pandas as pd
+
+    from simspec.engine.window import steady_window
+
+    rng = np.random.default_rng(1)
+    n = 2000
+    norm = rng.normal(1.0, 0.05, n)
+    norm[:300] += np.linspace(3.0, 0.0, 300)  # a transient of 300 requests
+    arrival = np.arange(n, dtype=float)
+    frame = pd.DataFrame(
+        {
+            "arrival_s": arrival,
+            "finish_s": arrival + 10 * norm,
+            "output_tokens": np.full(n, 10),
+            "unfinishable": np.zeros(n, dtype=bool),
+        }
+    )
+    roomy = steady_window(frame, Layout(warmup=600, measured=1000, tail=100), 3000.0)
+    assert roomy.short == 0 and 200 <= roomy.first <= 400
+    tight = steady_window(frame, Layout(warmup=50, measured=1000, tail=100), 3000.0)
+    assert tight.first == 50 and tight.short >= 150
+
+
 def test_the_stationary_cohort_is_drawn_by_lifetime_with_a_uniform_age():
     specs = RequestSpecs(
         np.full(4, 10, dtype=np.int64),

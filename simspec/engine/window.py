@@ -173,13 +173,16 @@ def steady_window(requests: pd.DataFrame, plan: Layout, makespan: float) -> Wind
     arrival = requests["arrival_s"].to_numpy()
     n = len(arrival)
     cut = 0 if plan.search else min(plan.warmup, n)
+    excess = 0  # requests the transient runs on past the allowance, into the measured ones
     if plan.warmup > 0 and plan.search:
         span = min(plan.watched, n)
         ok = ~requests["unfinishable"].to_numpy()[:span]
         out = np.maximum(requests["output_tokens"].to_numpy()[:span], 1)
         e2e = requests["finish_s"].to_numpy()[:span] - arrival[:span]
         norm = (e2e / out)[ok]
-        cut_in_ok = min(mser_cut(norm), int(ok[: plan.warmup].sum()))  # within the allowance
+        wanted, allowed = mser_cut(norm), int(ok[: plan.warmup].sum())
+        cut_in_ok = min(wanted, allowed)  # within the allowance; what it wanted past it is said
+        excess = max(0, wanted - allowed)  # (QA: clamped without a word, window_short 0)
         cut = int(np.flatnonzero(ok)[cut_in_ok]) if cut_in_ok and ok.any() else 0
     last = min(cut + plan.measured, plan.watched, n)
     count = last - cut
@@ -192,4 +195,4 @@ def steady_window(requests: pd.DataFrame, plan: Layout, makespan: float) -> Wind
         end = makespan
     if not end > start:
         end = makespan
-    return Window(cut, count, start, end, plan.measured - count)
+    return Window(cut, count, start, end, plan.measured - count + excess)
