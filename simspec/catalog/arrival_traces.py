@@ -617,8 +617,12 @@ def rescale(
     if target_qps is not None and len(trace):
         # the period a copy takes when tiled: n arrivals at the asked rate (the window's own
         # length, scaled, brought its quiet tail back in every copy: QA, azure-code 0:60 at
-        # 10 req/s tiled to 60 s ran 6.5 req/s), never before the last arrival
-        duration = max(len(trace) / target_qps, float(arrivals[-1]))
+        # 10 req/s tiled to 60 s ran 6.5 req/s); the lead before the first arrival is kept up
+        # to one mean gap, the rest of the gap that closes the period (QA: a longer lead
+        # stretched the period past n / target_qps, 9.67 req/s asked 10)
+        lead = float(arrivals[0])
+        arrivals = arrivals - lead + min(lead, 1.0 / target_qps)
+        duration = len(trace) / target_qps
     return replace(trace, arrival_s=arrivals, duration_s=duration)
 
 
