@@ -111,6 +111,8 @@ class LengthSpec(BaseModel):
             self.low is None or self.high is None or self.low > self.high
         ):
             raise ValueError("uniform lengths need low <= high")
+        if self.dist == "uniform" and math.ceil(self.low or 0) > math.floor(self.high or 0):
+            raise ValueError(f"uniform lengths need a whole number in [{self.low}, {self.high}]")
         if self.min > self.max:
             raise ValueError("min must be <= max")
         return self
@@ -120,7 +122,9 @@ class LengthSpec(BaseModel):
             x = np.rint(np.full(n, self.mean))
         elif self.dist == "uniform":
             assert self.low is not None and self.high is not None  # _check requires both
-            x = np.floor(rng.uniform(self.low, self.high + 1.0, size=n))
+            # the whole numbers in [low, high], each as likely (QA: 1.5 to 2.5 drew 1 and 3)
+            lo, hi = math.ceil(self.low), math.floor(self.high)
+            x = np.floor(rng.uniform(lo, hi + 1.0, size=n))
         else:
             sigma2 = np.log1p(self.cv**2)
             x = np.rint(rng.lognormal(np.log(self.mean) - sigma2 / 2.0, np.sqrt(sigma2), size=n))

@@ -233,3 +233,17 @@ def test_trtllm_admits_a_prompt_whole_unless_chunked_prefill_is_on():
     assert not setup_replica(Scenario(engine="trtllm")).chunk_prompts
     with pytest.raises(InputError, match="scheduler.enable_chunked_prefill"):
         setup_replica(Scenario(scheduler=SchedulerConfig(enable_chunked_prefill=False)))
+
+
+def test_uniform_lengths_are_the_whole_numbers_between_their_bounds_each_as_likely():
+    """QA: low 1.5, high 2.5 drew 1, 2 and 3 (floored draws from [low, high + 1))."""
+    import numpy as np
+
+    from simspec.config import LengthSpec
+
+    rng = np.random.default_rng(0)
+    drawn = LengthSpec(dist="uniform", low=1.5, high=3.5).sample(3000, rng)
+    values, counts = np.unique(drawn, return_counts=True)
+    assert list(values) == [2, 3] and abs(counts[0] - counts[1]) < 200
+    with pytest.raises(ValueError, match="whole number in"):
+        LengthSpec(dist="uniform", low=1.5, high=1.7)

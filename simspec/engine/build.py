@@ -619,7 +619,7 @@ def _shortest(spec: LengthSpec) -> int:
     if spec.dist == "fixed":
         low = float(np.rint(spec.mean))
     else:
-        low = math.floor(spec.low or spec.min) if spec.dist == "uniform" else spec.min
+        low = math.ceil(spec.low or spec.min) if spec.dist == "uniform" else spec.min
     return int(min(max(low, spec.min), spec.max))
 
 

@@ -11,9 +11,10 @@ split into ``SECTIONS`` consecutive sections whose statistics are close to indep
 * a proportion (the share of requests meeting an SLO): Wilson's score interval, inside [0, 1]
   whatever the count or the share, on a sample size discounted by the design effect the batch
   means measure (see :func:`proportion_interval`);
-* a ratio of two runs (a speedup): the delta method on the two relative standard errors, as if
-  the runs were independent. They share the seed (the same requests and arrivals), which
-  correlates them positively, so this interval is wider than the truth, never narrower.
+* a ratio of two runs (a speedup): the two runs share the seed (the same requests, in the
+  same sections), so the ratio of their summed latencies is paired section by section, a
+  delta method on the sections' sums (:func:`ratio_of_sums_interval`); :func:`ratio_interval`
+  treats two intervals as independent, wider than the truth, where no pairing exists.
 
 Ten sections (t = 2.262) is the usual choice for batch means (Law §9.5.3 suggests 10 to 30).
 
