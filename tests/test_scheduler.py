@@ -308,6 +308,18 @@ def test_a_preempted_request_recomputes_its_prompt_and_the_tokens_it_had_generat
     assert ids(batch.prefill) == [2] and ids(batch.chunks) == [4 + generated]
 
 
+def preempt_two_and_resume(rig: Rig) -> tuple[int, dict[int, int], ScheduledBatch]:
+    """Decode the rig's three requests until request 2 is preempted, finish 0 and 1, and
+    schedule again: (what 2 had generated, the free queue's cached blocks by owner then, the
+    batch that resumes it)."""
+    add_all(rig)
+    run_batch(rig, decode_until_preemption(rig))
+    generated = int(rig.table.generated[2])
+    cached = dict(rig.sched.free_queue.cached)
+    rig.sched.finish(np.array([0, 1]))
+    return generated, cached, rig.sched.schedule()
+
+
 @pytest.mark.parametrize("eagle", [False, True])
 def test_with_prefix_caching_a_preempted_request_resumes_from_its_cached_blocks(eagle):
     """As above with a seventh block, which request 0 takes for its third; request 1's third
@@ -319,12 +331,8 @@ def test_with_prefix_caching_a_preempted_request_resumes_from_its_cached_blocks(
         [4, 4, 4], [12, 12, 12], num_blocks=7, block_size=4, prefix_caching=True,
         drop_last_hit=eagle,
     )  # fmt: skip
-    add_all(rig)
-    run_batch(rig, decode_until_preemption(rig))
-    generated = int(rig.table.generated[2])
-    assert rig.sched.free_queue.cached == {2: 1}
-    rig.sched.finish(np.array([0, 1]))
-    batch = rig.sched.schedule()
+    generated, cached, batch = preempt_two_and_resume(rig)
+    assert cached == {2: 1}
     reused = 0 if eagle else 4
     assert ids(batch.prefill) == [2] and ids(batch.chunks) == [4 + generated - reused]
     assert rig.table.computed[2] == reused and rig.pool.used == rig.table.blocks.sum()
@@ -340,11 +348,8 @@ def test_a_retracted_request_keeps_its_prompt_alone_cached_under_sglang(prompt_o
         [4, 4, 4], [30, 30, 30], num_blocks=10, block_size=4, prefix_caching=True,
         cache_prompt_only=prompt_only,
     )  # fmt: skip
-    add_all(rig)
-    run_batch(rig, decode_until_preemption(rig))
-    assert ids(rig.table.preemptions) == [0, 0, 1] and rig.table.generated[2] == 9
-    rig.sched.finish(np.array([0, 1]))
-    batch = rig.sched.schedule()
+    generated, _, batch = preempt_two_and_resume(rig)
+    assert ids(rig.table.preemptions) == [0, 0, 1] and generated == 9
     assert ids(batch.prefill) == [2] and ids(batch.chunks) == [13 - reused]
     assert rig.table.computed[2] == reused
 
