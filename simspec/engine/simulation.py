@@ -130,7 +130,8 @@ def plain_setup(sc: Scenario, setup: ReplicaSetup) -> ReplicaSetup:
     if sc.method.name == "autoregressive":
         return setup
     try:
-        return setup_replica(sc.model_copy(update={"method": MethodConfig(name="autoregressive")}))
+        plain = MethodConfig(name="autoregressive", k=0)
+        return setup_replica(sc.model_copy(update={"method": plain}))
     except (InputError, ScenarioError):  # the plain deployment refused: the method's own
         return setup
 

@@ -22,10 +22,15 @@ iteration at that mean).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from simspec.engine.metrics import token_gaps
 from simspec.engine.simulation import SimResult
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def simulated_metrics(
@@ -63,7 +68,9 @@ def simulated_metrics(
     return out
 
 
-def _per_token(it, gaps: np.ndarray, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _per_token(
+    it: pd.DataFrame, gaps: np.ndarray, seqs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The decoding iterations' gaps (``token_gaps``) as SGLang's per-token ITL: each
     sequence's chunk of m tokens gives m entries of gap / m, so an iteration whose ``seqs``
     decoders emitted ``tokens`` gives ``tokens`` entries of gap x seqs / tokens (a speculative
