@@ -81,7 +81,8 @@ def speedup(summary: pd.DataFrame, inputs: ExplorerInputs) -> None:
     if len(unstable):
         st.warning(
             f"{len(unstable)} run(s) do not keep up with the arrival rate (the waiting "
-            "queue grows over the window): their latencies grow with run length."
+            "queue grows, or fewer tokens are served than arrive, over the window): their "
+            "latencies grow with run length."
         )
     if wide := runs.wide_interval_text(summary):
         st.warning(wide)
