@@ -349,7 +349,6 @@ class EngineProfile(SourcedParams):
         switch speculation off where the engine keeps it on (QA: vLLM V1 ran it as V0 does)."""
         if disable_by_batch_size is None or self.disables_by_batch_size:
             return
-        vllm = self.id == "vllm" or self.base == "vllm"
         raise InputError(
             "method.disable_by_batch_size",
             (
@@ -359,7 +358,7 @@ class EngineProfile(SourcedParams):
                 "Dynamic SD schedule a band with K=0 (num_speculative_tokens_per_batch_size "
                 "[[1, N-1, K], [N, 1024, 0]]), or run engine vllm-v0"
             )
-            if vllm
+            if self.family == "vllm"
             else f"engine {self.id} has no such setting (vLLM V0's speculative_disable_by_"
             "batch_size: engine vllm-v0); leave it unset",
         )

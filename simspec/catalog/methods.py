@@ -323,7 +323,7 @@ def drafted_length(method: dict[str, Any]) -> int | None:
     """The draft length a method whose ``k`` is not its own (:func:`k_not_read`) drafts:
     Lookahead's lookahead_ngram - 1, an explicit tree's depth; None for any other."""
     if method.get("name") == "lookahead":
-        ngram = method.get("lookahead_ngram") or method_defaults("lookahead")["k"] + 1
+        ngram = method.get("lookahead_ngram") or method_defaults("lookahead")["lookahead_ngram"]
         return int(ngram) - 1
     if paths := method.get("tree_paths"):
         return max(len(path) for path in paths)

@@ -241,21 +241,21 @@ def _waiting(requests: pd.DataFrame, w: Window) -> np.ndarray:
     return level.reshape(ci.SECTIONS, -1).mean(axis=1).astype(float)
 
 
-def _short_of_offered(ok: pd.DataFrame, iterations: pd.DataFrame, w: Window) -> bool:
+def _short_of_offered(ok: pd.DataFrame, served: np.ndarray, w: Window) -> bool:
     """Whether an open loop's window served clearly fewer tokens than its arrivals asked for:
     section by section, the tokens the arrivals ask for less those served, whose mean is above
     0 at 95 % (the sections carry the arrivals' own noise) and more than a twentieth of the
     asked (the share ``rising`` asks of a growing queue). An engine with room in its running
     batch (vLLM's 1,024 sequences) admits an overload there, its waiting queue empty, and
     serves it ever more slowly (QA: 24 % past capacity read stable at 256 requests, its TTFT
-    p99 148 ms)."""
-    if not w.span_s > 0 or not len(ok):
+    p99 148 ms). ``served``: the tokens per second each section emitted (``_section_rates``)."""
+    if not w.span_s > 0 or not len(ok) or not len(served):
         return False
     edges = np.linspace(w.start_s, w.end_s, ci.SECTIONS + 1)
     asked = np.histogram(
         ok["arrival_s"].to_numpy(), bins=edges, weights=ok["requested_output_tokens"].to_numpy()
     )[0] / (w.span_s / ci.SECTIONS)
-    gap = asked - _section_rates(iterations, w)
+    gap = asked - served
     low, _ = ci.mean_interval(gap)
     return bool(low > 0 and float(np.mean(gap)) > 0.05 * float(np.mean(asked)))
 
@@ -318,6 +318,7 @@ def summarize(
             tau = float(per_step / controlled(steps, x, controls.means).sum())
     parts = ci.sections(len(lat))
     section_e2e = tuple(float(lat[p].sum()) for p in parts)
+    rates = np.zeros(0)  # an open loop's tokens per second by section (below)
     if plan.concurrency:
         # a closed loop holds ``concurrency`` requests at every moment: by Little's law its
         # throughput is concurrency x tokens / latency summed over the same requests, which
@@ -420,8 +421,8 @@ def summarize(
         mean_waiting=float(level.mean()) if len(level) else float("nan"),
         # piling up: a rise of more than a twentieth of the window's arrivals
         stable=int(
-            not (len(level) and ci.rising(level, 0.05 * w.count))
-            and not (len(level) and _short_of_offered(ok, iterations, w))
+            not len(level)
+            or not (ci.rising(level, 0.05 * w.count) or _short_of_offered(ok, rates, w))
         ),
         section_e2e_s=section_e2e,
     )
