@@ -142,12 +142,13 @@ def test_kv_heads_are_copied_only_in_the_layers_that_have_them():
     DeltaNet layers (no K/V heads) included."""
     model = load_model("qwen3-next-80b-a3b")
     assert model.attention_layer_count == 12 and model.kv_copy_params(4) > 0
+    # the same shapes with every layer full attention: 36 more layers of copies, and none of
+    # the Gated DeltaNet mixers' weight past an attention layer's (bf16: 2 bytes a weight)
     plain = model.model_copy(update={"linear_layers": ()})
-    extra = 36 * model.kv_copy_params(4) * 2  # bf16
     layout = ParallelLayout(4)
-    assert (
-        layout.weight_parts(plain)["attention"] - layout.weight_parts(model)["attention"]
-    ) == pytest.approx(extra + model._linear_mixer_excess / 4 * 2 * -1, rel=1e-9)
+    more = layout.weight_parts(plain)["attention"] - layout.weight_parts(model)["attention"]
+    copies, mixers = 36 * model.kv_copy_params(4), model._linear_mixer_excess / 4
+    assert more == pytest.approx((copies - mixers) * 2, rel=1e-9)
     assert sum(layout.weight_parts(model).values()) == model.weight_bytes_per_gpu(4)
 
 
