@@ -125,9 +125,11 @@ def test_dp8_ep8_holds_the_attention_whole_and_caches_each_rank_apart():
 
 def test_without_dp_attention_the_layout_is_the_models_own_count():
     m = load_model("deepseek-v3")
-    for tp, ep in ((8, 1), (8, 8), (4, 1)):
-        layout = ParallelLayout(tp, ep, 1, "sglang")
+    for tp, ep, style in ((8, 1, "sglang"), (8, 8, "vllm"), (4, 1, "sglang")):
+        layout = ParallelLayout(tp, ep, 1, style)
         assert layout.weight_bytes_per_gpu(m) == m.weight_bytes_per_gpu(tp, ep)
+    # but SGLang's DeepEP layout holds the shared expert whole (see below)
+    assert ParallelLayout(8, 8, 1, "sglang").weight_bytes_per_gpu(m) > m.weight_bytes_per_gpu(8, 8)
     parts = ParallelLayout(8, 8, 1).weight_parts(m)
     assert sum(parts.values()) == pytest.approx(m.weight_bytes_per_gpu(8, 8), rel=1e-12)
     # a hybrid's Gated DeltaNet mixers weigh more than attention layers: counted too
@@ -341,3 +343,82 @@ def test_a_gpu_without_transfer_timings_moves_tokens_at_its_own_link_and_says_so
     assert pcie[1] == pytest.approx(share * load_gpu("l40s").interconnect_bandwidth_bytes_s)
     assert nvl5[1] > h100[1] > 10 * pcie[1] and pcie[2] == "transferred"
     assert "l40s's own link, 25 of its 32 GB/s" in alltoall_note("l40s")
+
+
+# -- SGLang's gather, chunk caps and dense models (QA, stop 57) ------------------------------
+def test_sglang_gathers_the_summed_tokens_of_a_step_with_a_prompt_chunk():
+    """DpPaddingMode.get_dp_padding_mode: a step with a prompt chunk on any rank gathers the
+    real tokens (SUM_LEN), not every rank padded to the busiest (QA: one 4,096-token chunk
+    among 63 decodes at dp 8 was priced as 32,384 gathered rows, a 975 ms step)."""
+    from simspec.engine.costmodel.dp_attention import dp_token_terms
+
+    cost, m = _cost(8, 1, 8), load_model("deepseek-v3")
+    n = m.num_hidden_layers
+
+    def terms(t, total, graphed, extend):
+        return dp_token_terms(cost, m, t, total, 8, n, graphed, None, extend)
+
+    # balanced ranks (sum x 2 > max x dp): an eager decode pads (MAX_LEN); a prompt chunk
+    # anywhere makes it SUM_LEN, fewer gathered rows
+    assert terms(600, 4000, False, True)[0] < terms(600, 4000, False, False)[0]
+    # one busy rank (sum x 2 <= max x dp): SUM_LEN with or without a prompt chunk, far below
+    # the padded gather a CUDA graph would run
+    assert terms(4048, 4159, False, True) == terms(4048, 4159, False, False)
+    assert sum(terms(4048, 4159, False, True)) < 0.4 * sum(terms(4048, 4159, True, True))
+
+
+def test_a_prompt_chunk_stays_within_one_ranks_budget():
+    """A request lives on one rank: its chunk is at most that rank's budget (vLLM: each
+    engine core's max_num_batched_tokens; SGLang: chunked_prefill_size // dp), not the
+    replica's (QA: vLLM at dp 8 ran 32,782 prompt tokens of two requests in one step)."""
+    from simspec.config import LengthSpec
+
+    wl = WorkloadConfig(
+        concurrency=4, requests=8, turnovers=0, lengths_from=None,
+        prompt=LengthSpec(dist="fixed", mean=16384), output=LengthSpec(dist="fixed", mean=8),
+    )  # fmt: skip
+    for engine in ("vllm", "sglang"):
+        sc = Scenario(
+            model="qwen3-30b-a3b", gpu="h200", tp=4, dp=4, ep=4, engine=engine, workload=wl
+        )
+        setup = setup_replica(sc)
+        per_rank = setup.max_tokens // 4
+        its = simulate(sc).iterations
+        prompt_steps = its[its.prefill_seqs > 0]
+        assert len(prompt_steps)
+        # every chunk at most a rank's budget: a step's prompt tokens within its chunks' count
+        chunk_tokens = prompt_steps.query_tokens - prompt_steps.decode_tokens
+        assert (chunk_tokens <= prompt_steps.prefill_seqs * per_rank).all(), engine
+        alone = prompt_steps.prefill_seqs == 1
+        assert alone.any() and (chunk_tokens[alone] <= per_rank).all(), engine
+
+
+def test_dp_on_a_dense_model_is_refused_naming_dp():
+    """vLLM runs a dense model's DP ranks as independent replicas (EngineCoreProc
+    .run_engine_core: "Non-MoE DP ranks are completely independent, so treat like DP=1");
+    SGLang's DP attention serves MoE models: a lockstep layout priced for a dense model was a
+    number no engine produces (QA)."""
+    with pytest.raises(InputError, match="no experts .*use dp 1.*fleet") as err:
+        setup_replica(Scenario(model="llama-3.1-70b", tp=8, dp=2, engine="sglang"))
+    assert err.value.field == "dp"
+    out = runner.invoke(app, ["models", "llama-3.1-70b", "--tp", "8", "--dp", "2"])
+    assert out.exit_code == 2 and "dp: llama-3.1-70b has no experts" in out.output
+
+
+def test_sglang_under_deepep_holds_the_shared_expert_whole_with_or_without_dp():
+    """SGLang's sparse layers run SCATTERED under an all-to-all backend whatever the dp, the
+    shared expert whole (QA: tp 8 ep 8 sliced it, 2 GiB less than at dp 2)."""
+    assert ParallelLayout(8, 8, 1, "sglang").shared_tp == 1
+    assert ParallelLayout(8, 8, 2, "sglang").shared_tp == 1
+    assert ParallelLayout(8, 1, 1, "sglang").shared_tp == 8
+    assert ParallelLayout(8, 8, 1, "vllm").shared_tp == 8
+    m = load_model("deepseek-v3")
+    whole = ParallelLayout(8, 8, 1, "sglang").weight_parts(m)["shared experts and routers"]
+    at_dp2 = ParallelLayout(8, 8, 2, "sglang").weight_parts(m)["shared experts and routers"]
+    sliced = ParallelLayout(8, 8, 1, "vllm").weight_parts(m)["shared experts and routers"]
+    assert whole == at_dp2 > 4 * sliced
+    lay = ParallelLayout(8, 8, 1, "sglang")
+    assert lay.weight_bytes_per_gpu(m) == pytest.approx(sum(lay.weight_parts(m).values()))
+    assert lay.weight_bytes_per_gpu(m) - ParallelLayout(8, 8, 1, "vllm").weight_bytes_per_gpu(
+        m
+    ) == pytest.approx(whole - sliced)

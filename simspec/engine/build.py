@@ -252,7 +252,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         raise InputError("methods.name", f"{sc.method.name} {why}")
     engine.check_load_policy(sc.method.disable_by_batch_size)
     check_stages(sc.pp, engine)
-    check_dp_attention(sc.dp, engine.id, engine.dp_attention)
+    check_dp_attention(sc.dp, engine.id, engine.dp_attention, target)
     check_linear_layers(target, sc.engine, sc.dp)
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine, draft_cost_model(sc, target, cost))
@@ -483,9 +483,15 @@ def check_stages(pp: int, engine: EngineProfile) -> None:
         )
 
 
-def check_dp_attention(dp: int, engine_id: str, style: str) -> None:
+def check_dp_attention(
+    dp: int, engine_id: str, style: str, target: ModelShape | None = None
+) -> None:
     """Data-parallel attention needs an engine that runs it (none of them is one that runs
-    pipeline stages one after another, :func:`check_stages`)."""
+    pipeline stages one after another, :func:`check_stages`) and a model with experts: its
+    ranks step together only because the MoE layers span them. vLLM runs the ranks of a dense
+    model as independent replicas (vllm/v1/engine/core.py ``run_engine_core``: "Non-MoE DP
+    ranks are completely independent, so treat like DP=1"); SGLang's --enable-dp-attention
+    serves the DeepSeek and Qwen MoE families (its server_args help)."""
     if dp == 1:
         return
     if not style:
@@ -493,6 +499,13 @@ def check_dp_attention(dp: int, engine_id: str, style: str) -> None:
             "dp",
             f"simspec models no data-parallel attention for engine {engine_id}: use dp 1, or "
             "engine sglang (--enable-dp-attention) or vllm (--data-parallel-size)",
+        )
+    if target is not None and not target.is_moe:
+        raise InputError(
+            "dp",
+            f"{target.id} has no experts (a dense model): its data-parallel ranks would be "
+            "independent replicas, not one lockstep deployment; use dp 1, and for replicas "
+            "`simspec fleet` with dp replicas of tp/dp GPUs each",
         )
 
 

@@ -59,12 +59,17 @@ class ParallelLayout:
 
     @property
     def shared_tp(self) -> int:
-        """GPUs a MoE layer's shared expert is sliced over: SGLang under DeepEP holds it
-        whole on every GPU; gathered without EP, sliced over tp; vLLM per rank."""
+        """GPUs a MoE layer's shared expert is sliced over: SGLang under DeepEP (ep = tp,
+        with or without DP attention) holds it whole on every GPU, each GPU running its own
+        share of the tokens (``LayerScatterModes._compute_mlp_mode``: a sparse layer is
+        ``SCATTERED`` whenever an all-to-all backend runs); gathered without EP, sliced over
+        tp; vLLM per rank."""
+        if self.style == "sglang" and self.ep > 1:
+            return 1
         if self.dp == 1:
             return self.tp
         if self.gathered:
-            return 1 if self.ep > 1 else self.tp
+            return self.tp
         return self.attn_tp
 
     @property
@@ -154,9 +159,10 @@ class ParallelLayout:
         expert_bytes: float | None = None,
         embeddings: bool = True,
     ) -> float:
-        """The sum of :meth:`weight_parts`; without DP attention exactly the model's own
+        """The sum of :meth:`weight_parts`; without DP attention (and SGLang's whole shared
+        expert) exactly the model's own
         :meth:`~simspec.catalog.models.ModelShape.weight_bytes_per_gpu`."""
-        if self.dp == 1:
+        if self.dp == 1 and self.shared_tp == self.tp:
             return model.weight_bytes_per_gpu(
                 self.tp, self.ep, weight_bytes, expert_bytes, embeddings
             )

@@ -172,6 +172,7 @@ class Replica:
             trim_drafts=setup.trim_drafts,
             lookahead_slots=setup.lookahead_slots,
             rank_blocks=setup.memory.num_blocks // setup.memory.dp,
+            chunk_cap=setup.max_tokens // setup.memory.dp,
             chunk_prompts=setup.chunk_prompts,
             watermark_blocks=int(setup.admission_watermark * setup.memory.num_blocks),
             retract_by_progress=setup.retract_by_progress,

@@ -165,6 +165,7 @@ class Scheduler:
         trim_drafts: bool = False,
         lookahead_slots: int = 0,
         rank_blocks: int | None = None,
+        chunk_cap: int | None = None,
         chunk_prompts: bool = True,
         watermark_blocks: int = 0,
         retract_by_progress: bool = False,
@@ -199,6 +200,14 @@ class Scheduler:
         # the free blocks in eviction order where a preempted prefix can be hit again
         self.free_queue = FreeQueue(pool) if prefix_caching else None
         self.max_seqs, self.max_tokens = max_num_seqs, max_num_batched_tokens
+        # the largest prompt chunk one request takes in a step: a DP attention rank's budget,
+        # where the ranks' budgets are run as one (each vLLM engine core applies its own
+        # max_num_batched_tokens; SGLang gives each rank chunked_prefill_size // dp,
+        # server_args.py _handle_data_parallelism), since a request lives on one rank;
+        # unset: the whole budget
+        self.chunk_cap = max_num_batched_tokens if chunk_cap is None else chunk_cap
+        # whether the cap binds below the budget (only under DP attention)
+        self._capped = self.chunk_cap < max_num_batched_tokens
         # the tokens a step's decodes may take: vLLM's budget covers decodes and prefill alike;
         # SGLang's chunked_prefill_size bounds prefill only, and its decode batch runs every
         # running request (update_running_batch; max_running_requests and KV bound it)
@@ -456,6 +465,8 @@ class Scheduler:
         else:
             prefilling = ~decoding
             need = r.prompt_len[rids] + r.generated[rids] - computed
+            if self._capped:
+                need = np.minimum(need, self.chunk_cap)
             ask = np.where(prefilling, need, decode_ask if own is None else own)
             total = int(ask.sum())
             ask_up = ask + (self.lookahead + size - 1)
@@ -493,7 +504,7 @@ class Scheduler:
         for rid in still:
             if budget <= 0:
                 break
-            n = min(int(r.num_tokens(rid) - r.computed[rid]), budget)
+            n = min(int(r.num_tokens(rid) - r.computed[rid]), budget, self.chunk_cap)
             extra = max(int(self._blocks_for(int(r.computed[rid]) + n)) - int(r.blocks[rid]), 0)
             if extra > self.pool.free:
                 return None
@@ -535,7 +546,7 @@ class Scheduler:
     def _schedule_general(self) -> ScheduledBatch:
         r = self.requests
         i, budget, head, prefill, chunks = self._fitting_head()
-        chunk_cap = self.max_tokens  # a prompt's chunk stays within the prefill budget
+        chunk_cap = self.chunk_cap  # a prompt's chunk stays within its rank's budget
         own = self.draft_slots
         decode: list[int] = []
         preempted = False
@@ -599,8 +610,8 @@ class Scheduler:
         decoding, computed = r.decoding[rids], r.computed[rids]
         drafts = self.reserved_draft_slots if self.draft_slots is None else self.draft_slots[rids]
         ask = np.where(decoding, 1 + drafts, r.num_tokens(rids) - computed)
-        if self.prefill_first:  # a prompt's chunk stays within the prefill budget
-            ask = np.where(decoding, ask, np.minimum(ask, self.max_tokens))
+        if self.prefill_first or self._capped:  # a prompt's chunk stays within its budget
+            ask = np.where(decoding, ask, np.minimum(ask, self.chunk_cap))
         # the loop gives a request its ask while the budget before it is positive and the
         # ask fits what is left: cumulative asks up to the budget, and none past the first
         # that reaches it (a zero ask there would find the budget spent)
@@ -644,7 +655,7 @@ class Scheduler:
             rid = self.waiting[0]
             hit = self._prefix_hit(rid)
             computed = int(r.computed[rid]) + hit * self.block_size
-            n = min(int(r.num_tokens(rid)) - computed, budget)
+            n = min(int(r.num_tokens(rid)) - computed, budget, self.chunk_cap)
             if n < int(r.num_tokens(rid)) - computed and not self.chunk_prompts:
                 break  # no chunked prefill: the prompt waits for a budget it fits whole
             extra = int(self._blocks_for(computed + n)) - int(r.blocks[rid]) - hit

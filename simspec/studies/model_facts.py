@@ -87,7 +87,7 @@ def model_facts(
         check_attention_tp(model, layout.tp, layout.dp)
         lay = ParallelLayout(layout.tp, layout.ep, layout.dp, engine.dp_attention)
         check_fp8_blocks(model, lay, engine, weight_precision)
-        check_dp_attention(layout.dp, engine.id, engine.dp_attention)
+        check_dp_attention(layout.dp, engine.id, engine.dp_attention, model)
         check_linear_layers(model, engine.id, layout.dp)
     facts = [("model", model.id), ("architecture", model.model_type)]
     facts.append(("parameters", f"{billions(model.num_params)} total"))

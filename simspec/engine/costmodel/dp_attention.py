@@ -12,10 +12,14 @@ A rank runs its own requests' attention: the projections over its tp/dp GPUs, th
 its own KV cache. The MoE layers take every rank's tokens: dispatched to their experts and
 combined back under expert parallelism (SGLang: DeepEP's kernels where measured; vLLM: its
 default all-gather and reduce-scatter of every rank's tokens), or gathered from all
-ranks (padded to the busiest rank: SGLang's ``DpPaddingMode.MAX_LEN`` in CUDA graphs,
-python/sglang/srt/layers/dp_attention.py at 0016109) and scattered back after the layer, which
-runs sliced over all tp GPUs. Dense layers and the LM head run per rank or gathered as the
-engine lays them out (:mod:`simspec.engine.layout`).
+ranks and scattered back after the layer, which runs sliced over all tp GPUs. How SGLang
+gathers follows ``DpPaddingMode.get_dp_padding_mode`` (python/sglang/srt/layers/dp_attention.py
+at 0016109): in CUDA graphs every rank is padded to the busiest (``MAX_LEN``, an all-gather);
+a step with a prompt chunk on any rank gathers only the real tokens (``SUM_LEN``: each rank
+writes its rows into a zeroed buffer of the summed length, summed by an all-reduce); an eager
+decode takes ``MAX_LEN`` where ``sum x 2 > max x dp``, else ``SUM_LEN``. vLLM pads every rank
+to the busiest (``get_dp_padding`` in the V1 model runner). Dense layers and the LM head run
+per rank or gathered as the engine lays them out (:mod:`simspec.engine.layout`).
 
 Requests spread evenly over the ranks, as the engines' controllers assign them: SGLang round-
 robins by default (data_parallel_controller.py ``round_robin_scheduler``, at 000a3db); vLLM
@@ -78,7 +82,7 @@ class ModelTerms(Protocol):
     model: ModelShape
     attention: AttentionKernels
     reuse: float
-    dp_by_tokens: dict[tuple[int, int, int, int, bool, float | None], TokenTerms]
+    dp_by_tokens: dict[tuple[int, int, int, int, bool, float | None, bool], TokenTerms]
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -149,7 +153,8 @@ def dp_forward(
     fresh = None
     if terms.reuse:
         fresh = fresh_tokens(batch.num_tokens, batch.num_seqs, terms.reuse)
-    key = (t, batch.num_tokens, rank.logit_tokens, n_layers, graphed, fresh)
+    extend = bool(batch.pre_tokens)
+    key = (t, batch.num_tokens, rank.logit_tokens, n_layers, graphed, fresh, extend)
     by_tokens = terms.dp_by_tokens.get(key)
     if by_tokens is None:
         by_tokens = terms.dp_by_tokens[key] = dp_token_terms(cost, terms.model, *key)
@@ -168,20 +173,28 @@ def dp_token_terms(
     n_layers: int,
     graphed: bool = True,
     fresh: float | None = None,
+    extend: bool = False,
 ) -> TokenTerms:
     """(GEMMs, elementwise, communication, LM head) seconds of one forward on the busiest
     rank's GPU: ``t`` tokens and ``logits`` logit rows on that rank, ``total`` tokens over all
-    ranks (what the routed experts compute; ``fresh`` of them route afresh, None: all)."""
+    ranks (what the routed experts compute; ``fresh`` of them route afresh, None: all);
+    ``extend``: a prompt chunk is in the step (SGLang then gathers the summed length)."""
     lay, ops, attn = cost.layout, cost.ops, cost.attn_ops
     h, dp, a_tp = model.hidden_size, lay.dp, lay.attn_tp
     n_moe = model.moe_layers_in(n_layers)
     n_dense = n_layers - n_moe
     w = cost.precision_of(model)
     hidden = BYTES_PER_PARAM * h
-    gathered = t * dp  # every rank's tokens, padded to the busiest rank's
-    # a layer over all tp GPUs: gather every rank's tokens, then reduce-scatter its output
-    # (a ring reduce-scatter moves what the all-gather does)
-    exchange = 2 * ops.allgather_time(hidden * gathered)
+    gathered = t * dp  # every rank's tokens, padded to the busiest rank's (MAX_LEN)
+    if lay.style == "sglang" and not graphed and (extend or 2 * total <= gathered):
+        # SUM_LEN: the real tokens in a zeroed buffer, summed across the GPUs; the layer's
+        # partial outputs summed the same way before each rank takes its rows back
+        gathered = total
+        exchange = 2 * ops.allreduce_time(hidden * gathered, graphed)
+    else:
+        # a layer over all tp GPUs: gather every rank's tokens, then reduce-scatter its
+        # output (a ring reduce-scatter moves what the all-gather does)
+        exchange = 2 * ops.allgather_time(hidden * gathered)
     attn_reduce = attn.allreduce_time(hidden * t, graphed)
     gemm = n_layers * projection_time(attn, model, t, w)
     comm = n_layers * attn_reduce
@@ -204,7 +217,14 @@ def dp_token_terms(
             if shared:
                 rows = local if lay.shared_tp == 1 else t
                 layer += ops.mlp_time(rows, h, shared // lay.shared_tp, w)
-            layer += routed_experts_time(ops, model, total, lay.ep, experts, kernel, fresh)
+            # vLLM pads every rank's batch to the busiest rank's (gpu_model_runner
+            # get_dp_padding), and the padding rows are routed too; SGLang's DeepEP dispatch
+            # sends only the real tokens
+            routed, more = total, fresh
+            if lay.style == "vllm":
+                routed = gathered
+                more = None if fresh is None else fresh + (gathered - total)
+            layer += routed_experts_time(ops, model, routed, lay.ep, experts, kernel, more)
             if lay.style == "vllm":
                 # vLLM's default all2all backend gathers every rank's tokens to every GPU and
                 # reduce-scatters the experts' outputs back (VLLM_ALL2ALL_BACKEND

@@ -42,6 +42,7 @@ from simspec.engine.costmodel.moe import (
     grouped_experts_time,
     moe_mlp_time,
     routed_experts_time,
+    scattered_moe_time,
 )
 from simspec.engine.costmodel.plain import PlainForward, plain_model
 from simspec.engine.costmodel.roofline import OperatorTimes
@@ -319,7 +320,12 @@ class RooflineCostModel:
         if n_moe:
             experts = self.experts_precision_of(model)
             kernel = self.moe_kernel(experts, model)
-            gemm += n_moe * moe_mlp_time(ops, model, t, self.ep, w, experts, kernel, fresh)
+            if self.ep > 1 and self.engine.flag("ep_alltoall_without_dp"):
+                gemm += n_moe * scattered_moe_time(
+                    ops, model, t, self.ep, w, experts, kernel, fresh
+                )
+            else:
+                gemm += n_moe * moe_mlp_time(ops, model, t, self.ep, w, experts, kernel, fresh)
         nbytes, kernels = elementwise_work(
             model, t, tp, n_layers, kernel is not None, self.extra_kernels(model)
         )
@@ -367,7 +373,7 @@ class _ModelTerms:
     by_shape: dict[tuple[int, int, int, int], tuple[TokenTerms, bool]] = field(default_factory=dict)
     # under DP attention by (rank tokens run, tokens over all ranks, rank logit rows, layers,
     # graphed, tokens over all ranks routed afresh or None: all)
-    dp_by_tokens: dict[tuple[int, int, int, int, bool, float | None], TokenTerms] = field(
+    dp_by_tokens: dict[tuple[int, int, int, int, bool, float | None, bool], TokenTerms] = field(
         default_factory=dict
     )
     # the Gated DeltaNet layers' kernels (None: the model has none)

@@ -50,6 +50,29 @@ def moe_mlp_time(
     return total + routed_experts_time(ops, model, t, ep, experts, kernel, fresh)
 
 
+def scattered_moe_time(
+    ops: OperatorTimes,
+    model: ModelShape,
+    tokens: int,
+    ep: int,
+    w: PrecisionSpec | None = None,
+    experts: PrecisionSpec | None = None,
+    kernel: GroupedGemmFit | None = None,
+    fresh: float | None = None,
+) -> float:
+    """One MoE layer on one GPU where SGLang's all-to-all backend (DeepEP) runs it without
+    DP attention: each of the tp GPUs keeps its share of the ``tokens`` (the sparse layer's
+    ``ScatterMode.SCATTERED``, python/sglang/srt/layers/communicator.py), routes them and runs
+    the shared expert whole on them (``DeepseekV2MoE`` builds it at tp_size 1 under DeepEP);
+    the routed experts take every token, dispatched to the GPU that holds each expert."""
+    h = model.hidden_size
+    local = -(-tokens // ops.tp)
+    total = ops.gemm_time(local, h, model.num_experts)
+    if model.shared_expert_intermediate_size:
+        total += ops.mlp_time(local, h, model.shared_expert_intermediate_size, w)
+    return total + routed_experts_time(ops, model, tokens, ep, experts, kernel, fresh)
+
+
 def fresh_tokens(tokens: float, seqs: int, reuse: float) -> float:
     """How many independently routed tokens read as many distinct experts as ``tokens``
     tokens of ``seqs`` sequences whose router reuses the share ``reuse`` of the preceding
