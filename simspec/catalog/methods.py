@@ -203,6 +203,12 @@ def unused_field(cfg: MethodConfig) -> tuple[str, str] | None:
         if cfg.name not in owners:
             return field, f"a field of {', '.join(owners)}, which {cfg.name} does not read"
     tree = cfg.tree or info.default_tree
+    if "beam_width" in info.defaults and "tree_paths" in set_fields:
+        # ReDrafter's tree is its beams: an explicit tree would set only its depth (QA)
+        return "tree_paths", (
+            f"{cfg.name} drafts its beams (beam_width x k), which tree_paths does not shape: "
+            "give k and beam_width"
+        )
     if tree == "chain" or "beam_width" in info.defaults:
         for field in set_fields:
             if field in TREE_FIELDS:

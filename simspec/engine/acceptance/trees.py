@@ -220,6 +220,20 @@ def from_paths(paths: list[list[int]]) -> Tree:
     return Tree(tuple(parent), tuple(rank))
 
 
+def uneven_level(tree: Tree) -> int | None:
+    """The first depth whose nodes have different numbers of children (None: every level
+    branches evenly, the trees vLLM's level-by-level drafter can draft). A leaf above the
+    deepest level counts as a node with no children."""
+    counts = [0] * len(tree.parent)
+    for i in range(1, len(tree.parent)):
+        counts[tree.parent[i]] += 1
+    for d in range(1, tree.max_depth):
+        level = {counts[i] for i in range(len(tree.parent)) if tree.depth[i] == d}
+        if len(level) > 1:
+            return d
+    return None
+
+
 def expected_tau(tree: Tree, alpha_by_depth: np.ndarray, sampled: bool = False) -> float:
     """Mean tokens per step (accepted depth + 1) for per-depth acceptance α_1..α_D."""
     probs = rank_probs(np.asarray(alpha_by_depth, dtype=np.float64), sampled)  # (D, MAX_RANK)

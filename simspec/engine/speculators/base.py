@@ -23,7 +23,7 @@ from simspec.catalog.methods import MethodInfo, method_info, stated_topk
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.config import MethodConfig, TreeKind
 from simspec.engine.acceptance.samplers import DraftPlan
-from simspec.engine.acceptance.trees import DraftTree, Tree, TreeShape, from_paths
+from simspec.engine.acceptance.trees import DraftTree, Tree, TreeShape, from_paths, uneven_level
 from simspec.engine.costmodel import BatchShape, RooflineCostModel, StepCost
 from simspec.engine.kv_cache import MemoryDemand
 from simspec.engine.load_policy import LoadPolicy, StepShape
@@ -91,6 +91,14 @@ class Speculator:
                 f"K={longest} exceeds k={self.k}, the longest draft the run is built for: "
                 f"set k (num_speculative_tokens) to at least {longest}",
             )
+        if explicit is not None and cfg.tree_schedule:
+            # an explicit tree has its one size: a band's budget would price a verify wider
+            # than the tree walked (QA: a 10-node band verified 11 tokens of a 4-node tree)
+            raise InputError(
+                f"methods.{self.name}.tree_schedule",
+                "an explicit tree (tree_paths) has one node budget, its own: drop "
+                "tree_schedule, or give tree_nodes instead of tree_paths",
+            )
         if shape is not None and explicit is None:
             for budget in self.policy.budgets:
                 self._within_capacity(shape, budget, "tree_schedule")
@@ -120,6 +128,16 @@ class Speculator:
             tree = from_paths(cfg.tree_paths)
         except ValueError as exc:
             raise InputError(f"methods.{self.name}.tree_paths", str(exc)) from None
+        if self.engine.family == "vllm" and (uneven := uneven_level(tree)) is not None:
+            # vLLM drafts level by level with one child count per level (EagleProposer
+            # child_drafts_per_level = drafts at a level // drafts at the one above; its tree
+            # attention asserts a fixed branching factor per level)
+            raise InputError(
+                f"methods.{self.name}.tree_paths",
+                f"depth {uneven}'s nodes have different numbers of children, which vLLM "
+                "does not draft (it gives every node of a level the same count): give a tree "
+                "whose levels branch evenly",
+            )
         self.k = tree.max_depth
         return tree
 

@@ -44,6 +44,7 @@ class EagleHead(Speculator):
         # Llama layers), or the target's own MoE layer for its MTP module (MTP)
         self.head = target.one_layer(self.moe_head, vocab, f"{target.id}-{self.name}")
         self._fc_by_tokens: dict[int, float] = {}  # the hot loop repeats a few counts
+        self._rows_by_widths: dict[tuple[int, ...], tuple[tuple[int, int], ...]] = {}
         self._plain: PlainForward | None | bool = False  # False: not looked up yet
 
     def _draft(self, step: DraftStep) -> StepCost:
@@ -57,10 +58,30 @@ class EagleHead(Speculator):
                 later = self._step(BatchShape.uniform(b, 1, kv_sum + b * k / 2.0, b))
                 total = total.plus(later, times=k - 1)
             return total
-        for depth, w in enumerate(widths, start=2):
+        for depth, (q, w) in enumerate(self._tree_rows(widths), start=2):
             if w:
-                total = total.plus(self._step(BatchShape.uniform(b, w, kv_sum + b * depth, b * w)))
+                total = total.plus(self._step(BatchShape.uniform(b, q, kv_sum + b * depth, b * w)))
         return total
+
+    def _tree_rows(self, widths: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+        """(query tokens, logit rows) per sequence at steps 2..k of a tree. SGLang's draft
+        steps feed the nodes being expanded; vLLM's static tree runs each level over every
+        draft so far and takes logits at the newest level only (EagleProposer.propose_tree:
+        ``query_len = total_num_drafts``, the inputs concatenated level by level;
+        ``cu_drafts_per_level``)."""
+        rows = self._rows_by_widths.get(widths)
+        if rows is None:
+            cumulative = (
+                self.engine.family == "vllm"
+                and self.tree is not None
+                and not self.tree.shape.dynamic
+            )
+            done, out = 0, []
+            for w in widths:
+                done += w
+                out.append((done if cumulative else w, w))
+            rows = self._rows_by_widths[widths] = tuple(out)
+        return rows
 
     def draft_s(self, step: DraftStep) -> float:
         """:meth:`draft_cost`'s ``total_s`` on a plain head, as floats: the same sums, the
@@ -88,13 +109,15 @@ class EagleHead(Speculator):
             return g + a + lm + e + c + o
         widths = None if self.tree is None else self.step_widths(k, step.nodes)
         if widths is not None and widths.count(1) != len(widths):
-            # a tree: BatchShape.uniform(b, w, kv_sum + b * depth, b * w) at each depth,
+            # a tree: BatchShape.uniform(b, q, kv_sum + b * depth, b * w) at each depth,
             # added one after another (StepCost.plus)
             g, a, lm, e, c, o = first
-            for depth, w in enumerate(widths, start=2):
+            for depth, (q_, w) in enumerate(self._tree_rows(widths), start=2):
                 if w:
-                    t, ctx = b * w, kv_sum + b * depth
-                    p = plain.parts(t, t, b, float(b * w * w), w * ctx, ctx, overhead, self._fc(t))
+                    t, ctx = b * q_, kv_sum + b * depth
+                    p = plain.parts(
+                        t, b * w, b, float(b * q_ * q_), q_ * ctx, ctx, overhead, self._fc(t)
+                    )
                     g, a, lm = g + p[0], a + p[1], lm + p[2]
                     e, c, o = e + p[3], c + p[4], o + p[5]
             return g + a + lm + e + c + o

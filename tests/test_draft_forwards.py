@@ -1,0 +1,105 @@
+"""What a drafter's forwards cost as the engines run them (QA, stop 57): a draft model's first
+forward over the tokens the last verify yielded, vLLM's static trees drafted level by level
+over every draft so far, and the trees each engine can draft at all."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simspec.catalog.hardware import load_engine, load_gpu, load_profile
+from simspec.catalog.methods import unused_field
+from simspec.catalog.models import load_model
+from simspec.config import AcceptanceConfig, MethodConfig
+from simspec.engine.acceptance.trees import from_paths, uneven_level
+from simspec.engine.costmodel import BatchShape, RooflineCostModel
+from simspec.engine.speculators import DraftStep, build_speculator
+from simspec.errors import InputError
+
+TARGET = "llama-3.1-8b"
+ALPHA = AcceptanceConfig(alpha=0.6)
+
+
+def _spec(engine: str, **fields):
+    cost = RooflineCostModel(load_gpu("h100_sxm"), load_profile("h100_sxm"), load_engine(engine))
+    cfg = MethodConfig(acceptance=ALPHA, **fields)
+    return build_speculator(cfg, load_model(TARGET), cost, load_engine(engine)), cost
+
+
+def _step(b: int, last: int, k: int) -> DraftStep:
+    kv = np.full(b, 1000, dtype=np.int64)
+    return DraftStep(kv, np.full(b, last, dtype=np.int64), float(kv.sum()), k)
+
+
+def test_a_draft_models_first_forward_takes_the_tokens_the_verify_yielded():
+    """vLLM's DraftModelProposer and SGLang's STANDALONE worker feed the draft every token
+    the last verify step yielded before drafting on (QA: all K forwards were priced at one
+    token a sequence)."""
+    spec, cost = _spec("vllm", name="draft_model", k=4, draft_model="llama-3.2-1b")
+    draft = load_model("llama-3.2-1b")
+    b = 64
+    got = spec.draft_cost(_step(b, 4, 4)).total_s
+    over = spec.draft_overhead_s
+    first = cost.forward(draft, BatchShape.uniform(b, 4, b * 1000.0, b), overhead_s=over)
+    later = cost.forward(draft, BatchShape.uniform(b, 1, b * 1000.0 + b * 2.0, b), overhead_s=over)
+    assert got == pytest.approx(first.total_s + 3 * later.total_s, rel=1e-12)
+    assert got > spec.draft_cost(_step(b, 1, 4)).total_s  # one token yielded: a cheaper first
+
+
+def _uniform_tree(width: int, depth: int) -> list[list[int]]:
+    paths, level = [], [[]]
+    for _ in range(depth):
+        level = [p + [r] for p in level for r in range(width)]
+        paths += level
+    return paths
+
+
+def test_vllm_drafts_a_static_tree_level_by_level_over_every_draft_so_far():
+    """EagleProposer.propose_tree runs each level over all drafts so far
+    (cu_drafts_per_level) and takes logits at the newest level; SGLang feeds the nodes it
+    expands. The fast path gives the same float as the StepCost one."""
+    paths = _uniform_tree(2, 3)  # 2, 4, 8 nodes by depth
+    vllm, _ = _spec("vllm", name="eagle1", tree="static", tree_paths=paths)
+    sglang, _ = _spec("sglang", name="eagle1", tree="static", tree_paths=paths)
+    assert vllm._tree_rows((2, 4)) == ((2, 2), (6, 4))
+    assert sglang._tree_rows((2, 4)) == ((2, 2), (4, 4))
+    for spec in (vllm, sglang):
+        step = _step(32, 2, spec.k)
+        assert spec.draft_s(step) == pytest.approx(spec.draft_cost(step).total_s, rel=1e-12)
+    # the same tree costs vLLM more to draft than SGLang's level widths would
+    step = _step(32, 2, vllm.k)
+    cumulative = vllm.draft_cost(step).total_s
+    vllm._rows_by_widths = {(2, 4): ((2, 2), (4, 4))}
+    assert cumulative > vllm.draft_cost(step).total_s
+
+
+def test_vllm_refuses_a_tree_whose_levels_branch_unevenly():
+    """vLLM gives every node of a level one child count (drafts at the level // drafts above):
+    [(0,), (1,), (0, 0)] gives the level 1 // 2 = 0 children (QA: simspec walked it)."""
+    assert uneven_level(from_paths([[0], [1], [0, 0]])) == 1
+    assert uneven_level(from_paths(_uniform_tree(2, 3))) is None
+    assert uneven_level(from_paths([[0], [0, 0], [0, 1]])) is None
+    with pytest.raises(InputError, match="levels branch evenly") as err:
+        _spec("vllm", name="eagle1", tree="static", tree_paths=[[0], [1], [0, 0]])
+    assert err.value.field == "methods.eagle1.tree_paths"
+    _spec("sglang", name="eagle1", tree="static", tree_paths=[[0], [1], [0, 0]])
+
+
+def test_an_explicit_tree_takes_no_tree_schedule():
+    """QA: a 10-node band over a 3-node explicit tree verified 11 tokens of the 3 walked."""
+    with pytest.raises(InputError, match="one node budget") as err:
+        _spec(
+            "sglang",
+            name="eagle1",
+            tree="static",
+            tree_paths=[[0], [1], [0, 0]],
+            tree_schedule=[(1, 8, 10), (9, 512, 2)],
+        )
+    assert err.value.field == "methods.eagle1.tree_schedule"
+
+
+def test_redrafter_refuses_an_explicit_tree():
+    """ReDrafter's tree is its beams: tree_paths set only its depth (QA)."""
+    cfg = MethodConfig(name="redrafter", tree_paths=[[0], [1], [0, 0]])
+    field, why = unused_field(cfg) or ("", "")
+    assert field == "tree_paths" and "beam_width" in why
