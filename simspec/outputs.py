@@ -20,6 +20,29 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+# the per-request and timeline columns that are times on the run's clock, written in full
+CLOCK_COLUMNS = ("arrival_s", "first_token_s", "finish_s", "time_s")
+
+
+def csv_text(frame: pd.DataFrame, exact: tuple[str, ...] = ()) -> str:
+    """A frame as CSV: numbers to 6 significant digits but the ``exact`` columns (clock
+    times, which over an hour's or a month's trace need more: 6 digits of 3,600 s are
+    10 ms), written in full."""
+    full = {c: frame[c].map(_full) for c in exact if c in frame.columns}
+    return frame.assign(**full).to_csv(index=False, float_format="%.6g")
+
+
+def _full(v: object) -> object:
+    """A float as Python writes it back exactly (NaN as an empty cell, as to_csv writes it)."""
+    if isinstance(v, float):
+        return "" if v != v else repr(v)
+    return v
 
 
 def write_text_atomic(out: Path, text: str) -> None:

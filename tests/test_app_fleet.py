@@ -128,3 +128,17 @@ def test_the_fleet_view_renders_and_rerenders_on_a_short_window():
     _by_label(at.number_input, "Window start").set_value(200.0).run()
     assert not at.exception and "must be after its start" in at.error[0].value
     np.testing.assert_equal(len(at.error), 1)
+
+
+def test_the_per_request_csv_keeps_clock_times_in_full():
+    """As simspec fleet --out writes them (QA: 3456.789123 s read 3456.79 in the download, a
+    TTFT rebuilt from the clocks 30 ms instead of 34.333)."""
+    import pandas as pd
+
+    table = pd.DataFrame(
+        {"arrival_s": [3456.789123], "first_token_s": [3456.823456], "ttft_ms": [34.3331234]}
+    )
+    csv = fleet_ui.requests_csv(table, inputs.ExplorerInputs(), fleet_ui.FleetInputs(**SHORT))
+    row = pd.read_csv(__import__("io").StringIO(csv)).iloc[0]
+    assert row.arrival_s == 3456.789123 and row.first_token_s == 3456.823456
+    assert row.ttft_ms == 34.3331  # other numbers to 6 significant digits

@@ -573,3 +573,30 @@ def test_a_host_time_past_the_largest_published_is_warned_of_and_recorded(tmp_pa
     args = ["calibrate", "bench", *fine, *DEPLOY, "--out", str(tmp_path / "ok.yaml")]
     result = runner.invoke(app, args)
     assert result.exit_code == 0 and "past the largest published" not in result.output
+
+
+def test_the_compare_view_follows_the_files_gpu_and_engine_and_says_so(tmp_path):
+    """As ``simspec compare`` does (QA: the page simulated an A100 run on the sidebar's H100
+    and an SGLang run on vLLM, saying nothing)."""
+    from simspec.ui import uploads
+    from simspec.ui.compare import compare_upload
+    from simspec.ui.inputs import ExplorerInputs
+
+    data = json.loads((DATA / "qwen3-8b-h100-bs1.json").read_text()) | {"gpu": "a100_80gb"}
+    path = uploads.save_result_upload(json.dumps(data).encode(), "a100.json", tmp_path)
+    inputs = ExplorerInputs(gpu="h100_sxm")
+    done = compare_upload(path, inputs)
+    assert any("gpu a100_80gb, as the runs' gpu metadata says" in n for n in done.notes)
+    cli = tmp_path / "cli.csv"
+    assert runner.invoke(app, ["compare", str(path), "--out", str(cli)]).exit_code == 0
+    import pandas as pd
+
+    assert done.frame.predicted.tolist() == pytest.approx(
+        pd.read_csv(cli).predicted.tolist(), rel=1e-5
+    )  # the CSV keeps 6 significant digits
+    # a speculative run: the page compares plain decoding and says what to run instead
+    spec = data | {"spec_decode_acceptance_length": 2.5}
+    path = uploads.save_result_upload(json.dumps(spec).encode(), "spec.json", tmp_path)
+    with pytest.raises(InputError, match="simspec compare --method") as err:
+        compare_upload(path, inputs)
+    assert err.value.field == "method"

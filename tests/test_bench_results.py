@@ -808,3 +808,51 @@ def test_an_sglang_runs_itl_splits_each_chunk_over_its_tokens():
     per_chunk = it.spec_tokens.sum() / it.spec_seqs.sum()  # tokens a decoder streams a step
     assert chunk["mean_itl_ms"] / token["mean_itl_ms"] == pytest.approx(per_chunk, rel=0.05)
     assert token["mean_tpot_ms"] == chunk["mean_tpot_ms"]
+
+
+# -- QA, stop 57: what a file says of its load, and files of another kind ------------------
+def test_a_block_reads_the_load_vllm_printed_above_it_and_its_failed_requests(tmp_path):
+    """vLLM prints the asked load above the banner; a paste that keeps it was simulated as a
+    burst of every request (QA: throughput +1,626 %); "Failed requests" went unread."""
+    block = (DATA / "qwen3-8b-h100-bs4.txt").read_text()
+    block = "\n".join(
+        line
+        for line in block.splitlines()
+        if not line.strip().startswith("Maximum request concurrency")
+    )
+    block = block.replace("Successful requests:", "Failed requests:    3\nSuccessful requests:")
+    above = "Traffic request rate: 2.0\nBurstiness factor: 1.0 (Poisson process)\n"
+    above += "Maximum request concurrency: None\n"
+    (run,) = read_result(write(tmp_path, "run.txt", above + block))
+    assert (run.request_rate, run.max_concurrency, run.failed) == (2.0, None, 3)
+    gamma = above.replace("1.0 (Poisson process)", "0.5 (Gamma distribution)")
+    (run,) = read_result(write(tmp_path, "gamma.txt", gamma + block))
+    assert run.burstiness == 0.5
+    out = runner.invoke(app, ["compare", str(tmp_path / "gamma.txt"), *DEPLOY])
+    assert out.exit_code == 2 and "burstiness" in out.output
+
+
+def test_a_ramped_run_a_throughput_result_and_a_run_without_metrics_are_refused(tmp_path):
+    ramp = write(
+        tmp_path,
+        "ramp.json",
+        vllm_json(ramp_up_strategy="linear", ramp_up_start_rps=1, ramp_up_end_rps=10),
+    )
+    one_error(runner.invoke(app, ["compare", str(ramp), *DEPLOY]), "ramp_up_strategy")
+    throughput = {"elapsed_time": 12.0, "num_requests": 100, "total_num_tokens": 40000}
+    throughput |= {"requests_per_second": 8.3, "tokens_per_second": 3333.0}
+    with pytest.raises(InputError, match="vllm bench throughput result"):
+        read_result(write(tmp_path, "tput.json", throughput))
+    with pytest.raises(InputError, match="vllm bench latency result"):
+        read_result(write(tmp_path, "lat.json", {"avg_latency": 1.2, "latencies": [1.2]}))
+    bare = {k: v for k, v in vllm_json().items() if not k.endswith(("_ms", "throughput"))}
+    out = runner.invoke(app, ["compare", str(write(tmp_path, "bare.json", bare)), *DEPLOY])
+    assert out.exit_code == 2 and "holds no metric simspec compares" in out.output
+    assert not (tmp_path / "predictions.csv").exists()
+
+
+def test_a_result_saved_with_a_byte_order_mark_reads(tmp_path):
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(vllm_json()).encode())
+    (run,) = read_result(path)
+    assert run.requests == vllm_json()["completed"]

@@ -44,6 +44,7 @@ from simspec.config import (
     WorkloadConfig,
 )
 from simspec.errors import InputError
+from simspec.outputs import CLOCK_COLUMNS
 from simspec.studies.provenance import provenance
 
 if TYPE_CHECKING:
@@ -66,8 +67,6 @@ Requests = Annotated[
         max=1_000_000,
     ),
 ]
-# the per-request and timeline columns that are times on the run's clock, written in full
-CLOCK_COLUMNS = ("arrival_s", "first_token_s", "finish_s", "time_s")
 TRACE_FLAGS = {"rate_scale": "--rate-scale", "target_qps": "--target-qps", "window": "--window"}
 TRACE_FLAGS |= {"tile": "--tile"}
 

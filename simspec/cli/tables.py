@@ -17,7 +17,7 @@ from simspec.catalog.tables import shown
 from simspec.cli.common import err, writing
 from simspec.config import Deployment, MethodConfig
 from simspec.errors import InputError, one_line
-from simspec.outputs import check_writable, write_bytes_atomic, write_text_atomic
+from simspec.outputs import check_writable, csv_text, write_bytes_atomic, write_text_atomic
 
 
 def check_suffix(out: Path | None, flag: str, suffixes: tuple[str, ...]) -> None:
@@ -188,16 +188,7 @@ def write_frame(
         if out.suffix == ".parquet":
             write_bytes_atomic(out, frame.to_parquet(index=False))
         else:
-            full = {c: frame[c].map(_full) for c in exact if c in frame.columns}
-            text = frame.assign(**full).to_csv(index=False, float_format="%.6g")
-            write_text_atomic(out, text)
-
-
-def _full(v: object) -> object:
-    """A float as Python writes it back exactly (NaN as an empty cell, as to_csv writes it)."""
-    if isinstance(v, float):
-        return "" if v != v else repr(v)
-    return v
+            write_text_atomic(out, csv_text(frame, exact))
 
 
 def write_text(out: Path, text: str, flag: str = "--out") -> None:

@@ -14,6 +14,7 @@ from simspec.catalog.models import load_model, preset_id
 from simspec.config import deployment_fields
 from simspec.errors import InputError
 from simspec.studies.bench import read_result
+from simspec.studies.bench.calibrate import runs_gpu, unknown_gpu
 from simspec.studies.bench.compare import Plan, check_runs, compare, plan_run
 from simspec.studies.bench.measured import MeasuredRun
 from simspec.studies.bench.report import by_load
@@ -48,7 +49,15 @@ def compare_upload(
             "takes more)",
         )
     check_runs(runs)
+    if method == "autoregressive" and (spec := next((r for r in runs if r.acceptance), None)):
+        # QA: the refusal named --method, a flag the page does not have
+        raise InputError(
+            "method",
+            f"{spec.name} measured speculative decoding; this tab compares plain decoding "
+            "only: run simspec compare --method METHOD on the file",
+        )
     base = deployment_fields(inputs)
+    notes = _file_deployment(runs, base, inputs)
     if inputs.async_scheduling is not None:  # the sidebar's switch, as compare's flag sets it
         base["scheduler"] = {"async_scheduling": inputs.async_scheduling}
     if profile is not None:
@@ -56,8 +65,30 @@ def compare_upload(
     with tempfile.TemporaryDirectory(prefix="simspec-compare-") as tmp:
         plans = [plan_run(r, _deployment(r, base), method, None, None, Path(tmp)) for r in runs]
         frame = compare(plans)
-    notes = [f"{p.run.name}: {'; '.join(p.notes)}" for p in plans]
+    notes += [f"{p.run.name}: {'; '.join(p.notes)}" for p in plans]
     return Compared(frame, by_load(frame, plans), notes)
+
+
+def _file_deployment(
+    runs: list[MeasuredRun], base: dict[str, object], inputs: ExplorerInputs
+) -> list[str]:
+    """What the file says of its deployment, taken over the sidebar as ``simspec compare``
+    takes it over its defaults (QA: the page simulated an A100 run on the sidebar's H100 and
+    SGLang runs on vLLM, saying nothing): the GPU its metadata names, SGLang's engine for
+    SGLang output. Returns the notes that say so, and the model where the file names none."""
+    notes = []
+    label = runs_gpu(runs, None, "comparison")
+    if label is not None and label != base.get("gpu"):
+        notes.append(f"gpu {label}, as the runs' gpu metadata says (not the sidebar's)")
+        base["gpu"] = label
+    elif (named := unknown_gpu(runs)) is not None:
+        notes.append(f"the runs name GPU {named!r}, no simspec GPU id: simulated on {inputs.gpu}")
+    if {r.kind.split("-")[0] for r in runs} == {"sglang"} and base.get("engine") != "sglang":
+        notes.append("engine sglang, as the runs' SGLang bench output says (not the sidebar's)")
+        base["engine"] = "sglang"
+    if any(r.model is None for r in runs):
+        notes.append(f"model {inputs.model}, the sidebar's: the file names none")
+    return notes
 
 
 def _deployment(run: MeasuredRun, base: dict[str, object]) -> dict[str, object]:

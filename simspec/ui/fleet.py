@@ -35,6 +35,7 @@ from simspec.config import (
     WorkloadConfig,
 )
 from simspec.engine.speculators import SPECULATORS
+from simspec.outputs import CLOCK_COLUMNS, csv_text
 from simspec.studies import fleet as study
 from simspec.studies.fleet_report import timeline_figure
 from simspec.studies.provenance import provenance
@@ -249,4 +250,5 @@ def requests_csv(table: pd.DataFrame, page: ExplorerInputs, f: FleetInputs) -> s
     out = table.copy()
     for i, (key, value) in enumerate(fleet_columns(page, f).items()):
         out.insert(i, key, value)
-    return out.to_csv(index=False, float_format="%.6g")
+    # clock times in full, as simspec fleet --out writes them (QA: 3456.789123 s read 3456.79)
+    return csv_text(out, CLOCK_COLUMNS)

@@ -118,8 +118,14 @@ def _keep(data: bytes, suffix: str, folder: Path | None, name: str = "") -> Path
         raise InputError("upload", f"{path} exists and is not this upload; left alone") from None
     except OSError as exc:
         raise InputError("upload", f"cannot store the upload: {exc.strerror}") from None
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        # a half-written file would be refused as "not this upload" on every retry (QA):
+        # it goes, and the error names the upload, not the server's folder
+        path.unlink(missing_ok=True)
+        raise InputError("upload", f"cannot store the upload: {exc.strerror}") from None
     return path
 
 

@@ -70,7 +70,7 @@ def read_result_file(
     (a calibrated profile names the files it was fitted to by their hashes)."""
     data = read_input(path, field, MAX_RESULT_BYTES)
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark (Windows editors) is not text
     except UnicodeDecodeError:
         raise InputError(field, f"{shown(path)} is not UTF-8 text") from None
     return _runs_of(text, path, field), hashlib.sha256(data).hexdigest()

@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
+from simspec.catalog.hardware import load_profile
 from simspec.catalog.methods import preset_method
 from simspec.catalog.models import load_model, model_ids, preset_id
 from simspec.config import (
@@ -93,6 +94,12 @@ def plan_run(
     Per-request lengths are written to a JSONL file in ``lengths_dir`` (the workload reads
     lengths from a file), which must outlive the simulation."""
     notes: list[str] = []
+    if not run.metrics:  # QA: "0 metric(s) compared", a header-only CSV and exit 0
+        raise InputError(
+            run.name,
+            "holds no metric simspec compares (mean, median or percentile TTFT, TPOT, ITL or "
+            "E2E latency, or a throughput): nothing to compare",
+        )
     model = deployment.get("model")
     if model is None:
         if run.model is None:
@@ -131,6 +138,10 @@ def plan_run(
     except ValidationError as exc:
         field, message = first_error(exc)
         raise InputError(field, f"{run.name}: {message}") from None
+    if scenario.profile is not None:
+        fitted = load_profile(scenario.profile).gpu
+        if fitted != scenario.gpu:  # QA: another GPU's profile was applied without a word
+            notes.append(f"profile fitted on {fitted}, applied to {scenario.gpu}'s datasheet peaks")
     return Plan(run, scenario, lengths, tuple(notes))
 
 

@@ -14,6 +14,11 @@ SGLang's ``bench_serving`` prints a block of the same shape (python/sglang/bench
 commit 0033168f, ``benchmark``) with its own labels: Traffic request rate, Max request
 concurrency (``not set`` when none), Accept length, Mean / Median E2E Latency (ms).
 
+vLLM prints the load it was asked for before the banner (``Traffic request rate``,
+``Burstiness factor``, ``Maximum request concurrency``: serve.py ``benchmark``); a block reads
+them from the lines above it, back to the previous block, where it does not print them itself
+(QA: a run at 2 req/s pasted with its preamble was simulated as a burst).
+
 Leading indentation, a Markdown fence or a ``# BS=8`` comment around a block is ignored; a
 line the block does not know is skipped (the engines add lines over releases).
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from simspec.config import MAX_RUNS
@@ -45,6 +51,8 @@ _POSITION = re.compile(r"^Position (\d+)$")
 # label -> (field, reader): counts, numbers, or the special traffic fields
 _FIELDS: dict[str, str] = {
     "Successful requests": "completed",
+    "Failed requests": "failed",
+    "Burstiness factor": "burstiness",
     "Maximum request concurrency": "max_concurrency",
     "Max request concurrency": "max_concurrency",
     "Request rate configured (RPS)": "request_rate",
@@ -82,6 +90,9 @@ def _other_percentile(label: str) -> str | None:
     return f"p{q:g}_{latency}_ms"  # as the simulated one is named (P90.0 -> p90)
 
 
+# the lines vLLM prints above the banner that a block may leave out
+PREAMBLE = ("Traffic request rate", "Burstiness factor", "Maximum request concurrency")
+
 REQUIRED = {
     "completed": "Successful requests",
     "duration": "Benchmark duration (s)",
@@ -100,17 +111,19 @@ def read_text_blocks(text: str, name: str, where: str) -> list[MeasuredRun]:
     if not blocks:
         raise InputError(where, f"no '{BANNER}' block")
     runs = []
-    for i, (lineno, lines) in enumerate(blocks, start=1):
+    for i, (lineno, lines, above) in enumerate(blocks, start=1):
         label = name if len(blocks) == 1 else f"{name}#{i}"
-        runs.append(_run(lines, label, f"{where} line {lineno}"))
+        runs.append(_run(lines, label, f"{where} line {lineno}", above))
     return runs
 
 
-def _blocks(text: str, where: str) -> list[tuple[int, list[str]]]:
-    """(line number of the banner, the lines up to the closing ``====``) of each block; more
-    than :data:`MAX_BLOCKS` are refused as the one past it is found."""
-    out: list[tuple[int, list[str]]] = []
+def _blocks(text: str, where: str) -> list[tuple[int, list[str], list[str]]]:
+    """(line number of the banner, the lines up to the closing ``====``, the lines above the
+    banner back to the previous block) of each block; more than :data:`MAX_BLOCKS` are
+    refused as the one past it is found."""
+    out: list[tuple[int, list[str], list[str]]] = []
     current: list[str] | None = None
+    above: list[str] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if BANNER in line:
@@ -121,15 +134,29 @@ def _blocks(text: str, where: str) -> list[tuple[int, list[str]]]:
                     f"most {MAX_BLOCKS:,} runs",
                 )
             current = []
-            out.append((lineno, current))
+            out.append((lineno, current, above))
+            above = []
         elif current is not None and line and set(line) == {"="}:
             current = None  # the closing rule
         elif current is not None:
             current.append(line)
+        else:
+            above.append(line)
     return out
 
 
-def _run(lines: list[str], name: str, where: str) -> MeasuredRun:
+def _preamble(above: Sequence[str], where: str) -> dict[str, Any]:
+    """The load vLLM printed above a block (:data:`PREAMBLE`), the last of each label."""
+    out: dict[str, Any] = {}
+    for line in above:
+        m = _LINE.match(line)
+        if m and m.group(1) in PREAMBLE:
+            field = _FIELDS[m.group(1)]
+            out[field] = _value(field, m.group(2), m.group(1), where)
+    return out
+
+
+def _run(lines: list[str], name: str, where: str, above: Sequence[str] = ()) -> MeasuredRun:
     values: dict[str, Any] = {}
     positions: dict[int, float] = {}
     sglang = False
@@ -152,6 +179,8 @@ def _run(lines: list[str], name: str, where: str) -> MeasuredRun:
     for field, label in REQUIRED.items():
         if field not in values:
             raise InputError(f"{where}: {label}", "missing from the block (a truncated paste?)")
+    for field, value in _preamble(above, where).items():
+        values.setdefault(field, value)
     if sorted(positions) != list(range(len(positions))):
         raise InputError(f"{where}: Position", f"positions {sorted(positions)} are not 0, 1, ...")
     accept = values.pop("accept_length", None)
@@ -177,8 +206,10 @@ def _run(lines: list[str], name: str, where: str) -> MeasuredRun:
         total_output_tokens=values["total_output_tokens"],
         max_concurrency=values.get("max_concurrency"),
         request_rate=values.get("request_rate", math.inf),
+        burstiness=values.get("burstiness", 1.0),
         metrics=metrics,
         acceptance=acceptance,
+        failed=values.get("failed", 0),
     )
     return check_run(run, where)
 
@@ -192,8 +223,10 @@ def _value(field: str, text: str, label: str, where: str) -> Any:
         return concurrency(_parse(text, at), label, where)
     if field == "request_rate":
         return rate(text if text.lower() in ("inf", "infinity") else _parse(text, at), label, where)
+    if field == "burstiness":  # "1.0 (Poisson process)", "0.5 (Gamma distribution)"
+        return check_number(_parse(text.split()[0], at), label, where, positive=True)
     value = _parse(text, at)
-    if field in ("completed", "total_input_tokens", "total_output_tokens"):
+    if field in ("completed", "total_input_tokens", "total_output_tokens", "failed"):
         return check_count(value, label, where, most=2**62)
     return check_number(value, label, where, positive=field == "duration")
 

@@ -65,6 +65,24 @@ def read_vllm_result(data: Any, name: str, where: str) -> MeasuredRun:
     """One ``--save-result`` object as a measured run (``where`` names it in errors)."""
     if not isinstance(data, dict):
         raise InputError(where, "must hold a JSON object (vllm bench serve --save-result)")
+    other = _other_benchmark(data)
+    if other is not None:  # QA: named "completed: missing (a truncated ... file?)"
+        raise InputError(
+            where,
+            f"is a {other} result, not a serving benchmark's: simspec compares vllm bench "
+            "serve --save-result runs (TTFT, TPOT, ITL and throughput of served requests)",
+        )
+    if data.get("ramp_up_strategy") is not None:
+        # vllm bench serve --ramp-up-strategy sends at a rate that climbs from
+        # ramp_up_start_rps to ramp_up_end_rps and writes request_rate "inf" (serve.py
+        # main_async requires it): read as a burst, the load was wrong by ~8x (QA)
+        raise InputError(
+            f"{where}: ramp_up_strategy",
+            f"the run ramped its request rate ({data['ramp_up_strategy']}, "
+            f"{data.get('ramp_up_start_rps')} to {data.get('ramp_up_end_rps')} requests/s), "
+            "which simspec does not simulate: compare a run at a fixed --request-rate or "
+            "--max-concurrency",
+        )
     completed = count(data, "completed", where)
     metrics = {m: check_number(data[m], m, where) for m in METRICS if data.get(m) is not None}
     for ours, key in other_percentiles(data).items():  # --metric-percentiles beyond 50,99
@@ -97,6 +115,20 @@ def read_vllm_result(data: Any, name: str, where: str) -> MeasuredRun:
         failed=check_count(data["failed"], "failed", where) if data.get("failed") else 0,
     )
     return check_run(run, where)
+
+
+def _other_benchmark(data: dict[str, Any]) -> str | None:
+    """The vLLM benchmark a JSON object comes from when it is not ``vllm bench serve``:
+    ``vllm bench throughput`` writes elapsed_time, requests_per_second and
+    tokens_per_second; ``vllm bench latency`` avg_latency and latencies (their
+    --output-json)."""
+    if "completed" in data:
+        return None
+    if {"requests_per_second", "tokens_per_second"} <= set(data):
+        return "vllm bench throughput"
+    if "avg_latency" in data or "latencies" in data:
+        return "vllm bench latency"
+    return None
 
 
 def _label(value: Any) -> str | None:

@@ -60,7 +60,7 @@ def compare_view(inputs: ExplorerInputs) -> None:
         for note in done.notes:
             st.caption(markdown_text(note))
     except (InputError, ScenarioError) as exc:
-        st.error(markdown_text(str(exc)))
+        st.error(markdown_text(uploads.as_uploaded(str(exc))))
 
 
 def _digest(upload: object) -> str:
