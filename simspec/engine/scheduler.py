@@ -204,8 +204,9 @@ class Scheduler:
         # where the ranks' budgets are run as one (each vLLM engine core applies its own
         # max_num_batched_tokens; SGLang gives each rank chunked_prefill_size // dp,
         # server_args.py _handle_data_parallelism), since a request lives on one rank;
-        # unset: the whole budget
-        self.chunk_cap = max_num_batched_tokens if chunk_cap is None else chunk_cap
+        # unset, or where prompts enter whole: the whole budget
+        whole = chunk_cap is None or not chunk_prompts
+        self.chunk_cap = max_num_batched_tokens if whole else min(chunk_cap, max_num_batched_tokens)
         # whether the cap binds below the budget (only under DP attention)
         self._capped = self.chunk_cap < max_num_batched_tokens
         # the tokens a step's decodes may take: vLLM's budget covers decodes and prefill alike;
