@@ -292,3 +292,4 @@ def test_the_plan_download_says_its_price_how_it_probed_and_whose_acceptance():
     assert (out["gpu_hour_price"] == 3.5).all() and (out["probe_arrival"] == "poisson").all()
     assert not {"turnovers", "requests_min", "arrival"} & set(out.columns)
     assert out["acceptance_source"].str.len().gt(0).all() and "engine_profile" in out
+    assert (out["percentile"] == 99).all()  # what the slo_* columns hold, as plan --out says

@@ -134,8 +134,10 @@ def plan_csv(
         target_qps=target_qps,
         slo_ttft_ms=slo.ttft_ms,
         slo_tpot_ms=slo.tpot_ms,
+        # which percentile the SLO columns hold, as simspec plan --out says (QA)
+        percentile=slo.percentile,
         gpu_hour_price=gpu_hour_price,
         probe_arrival="poisson",
         probe_duration_s=probe_s,
     )
-    return out.to_csv(index=False)
+    return out.to_csv(index=False, float_format="%.6g")
