@@ -533,9 +533,6 @@ class Replica:
         draft, prefilling = step.draft, step.batch.prefill
         if not draft.k:
             return 0.0
-        prompt = 0.0
-        if len(prefilling):
-            prompt = self.spec.prompt_s(step.batch.chunks, self.requests.computed[prefilling])
         carry = self._carry
         if carry is not None and carry.last_step_tokens is not None:
             last, last_sum = carry.last_step_tokens, carry.last_sum
@@ -544,6 +541,12 @@ class Replica:
         drafting = DraftStep(
             step.context_lens, last, step.context_sum, draft.k, draft.nodes, last_sum
         )
+        prompt = 0.0
+        if len(prefilling):
+            # the decodes' first draft forward, which an engine may run the prompts in
+            first = BatchShape.of(last, step.context_lens, len(last), kv_sum=step.context_sum)
+            computed = self.requests.computed[prefilling]
+            prompt = self.spec.prompt_s(step.batch.chunks, computed, first)
         return self.spec.draft_s(drafting) + self._spec_overhead + prompt
 
     def _verify(self, step: Step) -> tuple[float, float, np.ndarray]:

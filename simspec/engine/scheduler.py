@@ -205,8 +205,9 @@ class Scheduler:
         # max_num_batched_tokens; SGLang gives each rank chunked_prefill_size // dp,
         # server_args.py _handle_data_parallelism), since a request lives on one rank;
         # unset, or where prompts enter whole: the whole budget
-        whole = chunk_cap is None or not chunk_prompts
-        self.chunk_cap = max_num_batched_tokens if whole else min(chunk_cap, max_num_batched_tokens)
+        self.chunk_cap: int = max_num_batched_tokens
+        if chunk_cap is not None and chunk_prompts:
+            self.chunk_cap = min(chunk_cap, max_num_batched_tokens)
         # whether the cap binds below the budget (only under DP attention)
         self._capped = self.chunk_cap < max_num_batched_tokens
         # the tokens a step's decodes may take: vLLM's budget covers decodes and prefill alike;

@@ -13,6 +13,7 @@ says of a method (summary, drafter family, supported shapes, defaults) is read f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -225,12 +226,33 @@ class Speculator:
         """The family's draft time, for a step with sequences and ``k > 0``."""
         return StepCost()
 
-    def prompt_s(self, chunks: np.ndarray, computed: np.ndarray) -> float:
+    def prompt_s(
+        self, chunks: np.ndarray, computed: np.ndarray, first: BatchShape | None = None
+    ) -> float:
         """Seconds the draft spends on the prompt chunks the target prefills this step
         (``computed``: each prompt's tokens already in KV): a drafter with a KV cache of its
         own must hold every prompt token in it. None for drafters without one (heads on the
-        last hidden state, lookups). See :meth:`EagleHead.prompt_s`."""
+        last hidden state, lookups). ``first``: the decodes' first draft forward, which an
+        engine that runs both in one pass (``draft_prompt_in_first_pass``) widens by the
+        prompts instead of running them apart. See :meth:`EagleHead.prompt_s`."""
         return 0.0
+
+    def _prompt_pass_s(
+        self,
+        forward: Callable[[BatchShape, float | None], StepCost],
+        chunks: np.ndarray,
+        computed: np.ndarray,
+        first: BatchShape | None,
+    ) -> float:
+        """:meth:`prompt_s` of a drafter whose pass over ``batch`` is ``forward(batch,
+        overhead_s)``: a forward of its own with no host time of its own, or, where the
+        engine runs it in the decodes' first draft forward, what the prompts add to that."""
+        if len(chunks) == 0:
+            return 0.0
+        prompt = BatchShape.of(chunks, computed, len(chunks), prefill=True)
+        if first is not None and first.num_seqs and self.engine.flag("draft_prompt_in_first_pass"):
+            return forward(first + prompt, None).total_s - forward(first, None).total_s
+        return forward(prompt, 0.0).total_s
 
     def extra_weight_bytes(self) -> float:
         """Draft weights per GPU."""

@@ -47,15 +47,20 @@ class DraftModel(Speculator):
             total = total.plus(self.cost.forward(self.draft, later, overhead_s=over), times=k - 1)
         return total
 
-    def prompt_s(self, chunks: np.ndarray, computed: np.ndarray) -> float:
+    def prompt_s(
+        self, chunks: np.ndarray, computed: np.ndarray, first: BatchShape | None = None
+    ) -> float:
         """The draft model prefills every prompt chunk the target does, into its own KV
         cache (as :meth:`EagleHead.prompt_s`: vLLM's draft-model proposer runs its first
-        forward over the step's scheduled tokens; SGLang's STANDALONE worker is its EAGLE
-        worker, with forward_draft_extend)."""
-        if len(chunks) == 0:
-            return 0.0
-        batch = BatchShape.of(chunks, computed, len(chunks), prefill=True)
-        return self.cost.forward(self.draft, batch, overhead_s=0.0).total_s
+        forward over the step's scheduled tokens, the decodes' ``first`` included; SGLang's
+        STANDALONE worker is its EAGLE worker, with forward_draft_extend)."""
+        over = self.draft_overhead_s
+
+        def forward(batch: BatchShape, overhead_s: float | None) -> StepCost:
+            o = over if overhead_s is None else overhead_s
+            return self.cost.forward(self.draft, batch, overhead_s=o)
+
+        return self._prompt_pass_s(forward, chunks, computed, first)
 
     def extra_weight_bytes(self) -> float:
         return self._params_bytes(self.draft.num_params)

@@ -133,18 +133,19 @@ class EagleHead(Speculator):
         o = first[5] + later[5] * times
         return g + a + lm + e + c + o
 
-    def prompt_s(self, chunks: np.ndarray, computed: np.ndarray) -> float:
+    def prompt_s(
+        self, chunks: np.ndarray, computed: np.ndarray, first: BatchShape | None = None
+    ) -> float:
         """The head's pass over the step's prompt chunks, filling its KV cache with the
         prompt: vLLM's proposer runs its first forward over every token the target step
         scheduled, prompt chunks included (EagleProposer.propose, target_token_ids and
-        target_hidden_states of the whole batch, logits at each request's last token), and
-        SGLang's EAGLE worker runs forward_draft_extend over a prefilled batch
-        (CaptureHiddenMode.LAST). Costed as a forward of its own with no host overhead of its
-        own (in vLLM it shares the first draft forward's launch)."""
-        if len(chunks) == 0:
-            return 0.0
-        prompt = BatchShape.of(chunks, computed, len(chunks), prefill=True)
-        return self._step(prompt, overhead_s=0.0).total_s
+        target_hidden_states of the whole batch, logits at each request's last token), so
+        there the prompts widen the decodes' first draft forward (``first``); SGLang's EAGLE
+        worker runs forward_draft_extend over a prefilled batch (CaptureHiddenMode.LAST), a
+        forward of its own (no host overhead of its own)."""
+        return self._prompt_pass_s(
+            lambda batch, over: self._step(batch, overhead_s=over), chunks, computed, first
+        )
 
     def _fc(self, tokens: int) -> float:
         """The fc over the fused inputs for ``tokens`` tokens (remembered by count)."""
