@@ -422,3 +422,23 @@ def test_sglang_under_deepep_holds_the_shared_expert_whole_with_or_without_dp():
     assert lay.weight_bytes_per_gpu(m) - ParallelLayout(8, 8, 1, "vllm").weight_bytes_per_gpu(
         m
     ) == pytest.approx(whole - sliced)
+
+
+def test_vllm_sums_a_ranks_moe_slices_by_an_all_reduce_of_its_own():
+    """deepseek_v2.py DeepseekV2MoE.forward all-reduces the experts' output over the rank's
+    tp GPUs (QA: never charged): every layer of a vLLM rank of several GPUs pays two
+    all-reduces, attention's and the MLP's, as at dp 1."""
+    from simspec.engine.costmodel.dp_attention import dp_token_terms
+
+    engine = load_engine("vllm")
+    latency, bandwidth, _ = load_alltoall("h200")
+    cost = RooflineCostModel(
+        load_gpu("h200"), load_profile("h200"), engine, 8, ep=8, alltoall=(latency, bandwidth), dp=2
+    )
+    m = load_model("deepseek-v3")
+    n, t = m.num_hidden_layers, 64
+    reduce = cost.attn_ops.allreduce_time(2 * m.hidden_size * t, True)
+    assert reduce > 0
+    comm = dp_token_terms(cost, m, t, 2 * t, t, n)[2]
+    cost.attn_ops.allreduce_time = lambda nbytes, graphed=True: 0.0  # type: ignore[method-assign]
+    assert comm - dp_token_terms(cost, m, t, 2 * t, t, n)[2] == pytest.approx(2 * n * reduce)

@@ -229,8 +229,12 @@ def dp_token_terms(
                 # vLLM's default all2all backend gathers every rank's tokens to every GPU and
                 # reduce-scatters the experts' outputs back (VLLM_ALL2ALL_BACKEND
                 # "allgather_reducescatter", vllm/envs.py at v0.11.0); DeepEP's kernels run only
-                # where a deployment asks for them (QA: priced with SGLang's DeepEP tables)
-                comm += n_moe * exchange
+                # where a deployment asks for them (QA: priced with SGLang's DeepEP tables);
+                # the rank's GPUs then sum their slices of the shared expert and of the
+                # experts' output by an all-reduce of their own (deepseek_v2.py
+                # DeepseekV2MoE.forward: "elif self.tp_size > 1: ...
+                # maybe_all_reduce_tensor_model_parallel"; none at one GPU a rank)
+                comm += n_moe * (exchange + attn_reduce)
             else:
                 limit = deepep_low_latency_limit() if cost.deepep else 0
                 comm += n_moe * dispatch_combine_time(
