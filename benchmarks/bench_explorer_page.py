@@ -12,7 +12,14 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+    print(__doc__)
+    sys.exit(0)
 root = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).resolve().parents[1])
+if not os.path.isfile(os.path.join(root, "app.py")):
+    print(f"error: TREE: no app.py in {root}", file=sys.stderr)
+    sys.exit(2)
+print(f"machine: {os.cpu_count()} cores")
 t = time.perf_counter()
 at = AppTest.from_file(os.path.join(root, "app.py"), default_timeout=300)
 at.run()

@@ -1,7 +1,7 @@
 """Wall time of fleet runs on the packaged Azure conversation trace (issue 17, "Done when").
 
 Targets (2 cores): the full conversation hour on the fleet ``plan --trace azure-conv`` picks
-for Llama-3.1-8B on H100 with EAGLE-3 <= 60 s; Llama-3.1-70B on 4xH100 replicas <= 120 s;
+for Llama-3.1-8B on H100 with EAGLE-3 <= 60 s; Llama-3.1-70B on one 4xH100 (TP4) replica <= 120 s;
 time linear in requests (the hour vs 4 tiled hours); a sharded 24-hour tiled run on the
 process pool gives the same per-request table as the serial run. Run by hand:
 
@@ -13,6 +13,7 @@ Prints seconds, requests and requests/s per case. Not a test.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from simspec.catalog.methods import preset_method
@@ -44,6 +45,8 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=24.0, help="the sharded run's tiled hours")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
+    load = "/".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"machine: {os.cpu_count()} cores, load {load}")
     cases = args.cases.split(",")
     slo = FleetSlo(2000, 50)
     if "8b" in cases or "linear" in cases:

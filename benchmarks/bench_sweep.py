@@ -4,14 +4,16 @@
     python benchmarks/bench_sweep.py scaling   # time vs requests, 1k..100k: linear fit and R^2
     python benchmarks/bench_sweep.py memory    # peak memory of one 100k-request run
 
-grid: 300 requests x concurrency {1, 16, 64, 128} x {eagle3, ngram} x the 4 packaged datasets,
-acceptance replayed from the traces; the autoregressive baselines (16 more runs) are counted in
-the total and reported apart. scaling: EAGLE-3 K=3 at concurrency 64.
+grid: 300 requests (turnovers=0: no 64-turnover minimum) x concurrency {1, 16, 64, 128} x
+{eagle3, ngram} x the 4 packaged datasets, acceptance replayed from the traces; the
+autoregressive baselines (16 more runs) are counted in the total and reported apart. scaling:
+EAGLE-3 K=3 at concurrency 64.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import resource
 import time
@@ -29,7 +31,7 @@ def grid(executor: str) -> None:
     cfg = SweepConfig(
         methods=[preset_method("eagle3"), preset_method("ngram")],
         batch_sizes=[1, 16, 64, 128],
-        workload=WorkloadConfig(requests=300),
+        workload=WorkloadConfig(requests=300, turnovers=0),
         grid={"dataset": ["sharegpt", "instructcoder", "gsm8k", "cnn"]},
     )
     t0 = time.perf_counter()
@@ -43,7 +45,9 @@ def scaling() -> None:
     sizes = [1_000, 3_000, 10_000, 30_000, 100_000]
     secs = []
     for n in sizes:
-        sc = Scenario(method=eagle, workload=WorkloadConfig(concurrency=64, requests=n))
+        # turnovers=0: exactly n requests (the 64-turnover rule would raise 1k and 3k to 4,096)
+        work = WorkloadConfig(concurrency=64, requests=n, turnovers=0)
+        sc = Scenario(method=eagle, workload=work)
         t0 = time.perf_counter()
         simulate(sc)
         secs.append(time.perf_counter() - t0)
@@ -69,7 +73,11 @@ def main() -> None:
     ap.add_argument("what", choices=["grid", "scaling", "memory"])
     ap.add_argument("--executor", default="process", choices=["serial", "process", "ray"])
     args = ap.parse_args()
-    print(f"machine: {platform.machine()}, python {platform.python_version()}")
+    load = "/".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"machine: {os.cpu_count()} cores ({platform.machine()}), load {load}; "
+        f"python {platform.python_version()}"
+    )
     {"grid": lambda: grid(args.executor), "scaling": scaling, "memory": memory}[args.what]()
 
 

@@ -142,6 +142,8 @@ class Estimator:
             text = done.stdout + done.stderr
         except subprocess.TimeoutExpired:
             return f"timeout: no estimate within {self.timeout_s:g} s"
+        except OSError as exc:  # QA: a wrong --aic ended in a FileNotFoundError traceback
+            raise SystemExit(f"error: --aic: cannot run {cmd[0]}: {exc.strerror}") from None
         if self.raw:
             name = hashlib.sha1(key.encode()).hexdigest()[:12]
             (self.raw / f"{name}.txt").write_text(f"$ {key}\n{text}")
@@ -311,7 +313,7 @@ def predict(est: Estimator, row: dict[str, str], assumed: dict[str, str]) -> dic
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--aic", required=True, help="the aiconfigurator executable")
     ap.add_argument("--cases", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)

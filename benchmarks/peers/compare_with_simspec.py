@@ -29,7 +29,8 @@ from simspec.studies.validation.assume import fill_unstated, parse_assumptions
 from simspec.studies.validation.setups import sent_as_burst
 
 HERE = Path(__file__).parent
-CASES = Path("../shared/validation")
+# the shared tables beside the repository (its parent's shared/validation), wherever it runs
+CASES = HERE.resolve().parents[2] / "shared" / "validation"
 # (name, case table, --assume as simspec's validate run uses them, AIConfigurator's CSV)
 SUITES = [
     (
@@ -141,12 +142,15 @@ def show(title: str, table: pd.DataFrame, markdown: bool) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--out-dir", type=Path, required=True, help="for simspec's validate CSVs")
     ap.add_argument("--reuse", action="store_true", help="take the simspec CSVs already there")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
+    missing = [str(c) for _, c, _, a in SUITES for c in (c, a) if not c.is_file()]
+    if missing:  # QA: a CalledProcessError or FileNotFoundError traceback
+        raise SystemExit(f"error: no {missing[0]} (the shared case tables sit beside the repo)")
     frames = []
     for name, cases, assume, aic_csv in SUITES:
         sim_csv = args.out_dir / f"simspec_{name}.csv"

@@ -50,7 +50,7 @@ def simspec_tpot(batch: int, mtp: bool) -> tuple[float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--aic", required=True, help="the aiconfigurator executable")
     ap.add_argument("--cache", type=Path, help="JSON of every estimate, reused across runs")
     ap.add_argument("--raw", type=Path, help="a folder for each call's full output")
