@@ -1,11 +1,16 @@
 """How the user's sampling settings (temperature, top-p) change per-position acceptance.
 
-At temperature 0 a draft token survives when it is the target's argmax; when sampling, it
-survives with probability min(1, p/q), so a position accepts Σ min(p, q) of the two
-distributions after temperature and top-p. ``simspec/data/sampling.yaml`` tabulates that
-acceptance on synthetic distributions fitted to the published T=0/T=1 pairs
-(calibration/derive_temperature_model.py): heating moves mass into the tail, where a draft is
-least accurate, and acceptance falls.
+At temperature 0 a draft token survives when it is the target's argmax; when sampling, the
+rule of speculative sampling keeps it with probability min(1, p/q), so a position accepts
+Σ min(p, q) of the two distributions after temperature and top-p. The engines do not run that
+rule on a draft distribution: vLLM V1 (EAGLE, MTP, n-gram) passes no draft probabilities and
+SGLang's tree sampling is target-only, both keeping a greedy draft with the target's own
+probability of it after temperature and top-p, which the draft's distribution does not enter.
+``simspec/data/sampling.yaml`` tabulates Σ min(p, q) on synthetic distributions fitted to the
+published T=0/T=1 pairs (calibration/derive_temperature_model.py): heating moves mass into the
+tail, where a draft is least accurate, and acceptance falls. For those engines the table is an
+approximation, whose fit to the published pairs absorbs part of the difference (README,
+"Acceptance: α traces and the exact rule").
 
 simspec applies it as one factor per (temperature, top-p), α_T = α0 · f(T, p), with f read off
 the fitted family at the pairs' median greedy acceptance: the pairs (α0 from 0.55 to 0.68) show

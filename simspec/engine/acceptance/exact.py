@@ -206,14 +206,17 @@ def verify_chain_greedy(p: np.ndarray, draft_tokens: np.ndarray) -> np.ndarray:
     At temperature 0 the target is deterministic, so exactness means "output
     equals plain greedy decoding of the target": accept while the draft equals
     argmax p_j, then emit argmax p_j at the first mismatch (or the bonus
-    argmax p_K).  Only the ordering of ``p`` matters, so logits work too; ties
-    go to the lowest token id (``np.argmax``).  Returns 1..K+1 tokens.
+    argmax p_K).  Only the ordering of ``p`` matters, so logits work too, masked ones
+    (-inf) included; ties go to the lowest token id (``np.argmax``, as torch.argmax in the
+    engines' greedy samplers).  Returns 1..K+1 tokens.
     """
     scores = np.asarray(p, dtype=np.float64)
     if scores.ndim != 2 or scores.shape[0] < 1 or scores.shape[1] < 1:
         raise ValueError(f"p must have shape (K+1, V) with K >= 0, V >= 1, got {scores.shape}")
-    if not np.all(np.isfinite(scores)):
-        raise ValueError("p must contain only finite values")
+    if np.isnan(scores).any() or np.isposinf(scores).any():
+        raise ValueError("p must contain no NaN or +inf (masked logits may be -inf)")
+    if np.isneginf(scores).all(axis=1).any():
+        raise ValueError("p has a row with every token masked (-inf): nothing to emit")
     k, vocab = scores.shape[0] - 1, scores.shape[1]
     tokens = _as_tokens(draft_tokens, k, vocab)
 
@@ -320,6 +323,13 @@ def verify_siblings(
     """Verify the sibling candidates of one tree node (each drawn independently from ``q``)
     against the target ``p``; return ``(token, index)``.
 
+    This is the rule for candidates drawn independently from a draft distribution. It is not
+    what SGLang's tree sampling runs (``tree_speculative_sampling_target_only``: distinct
+    top-k candidates, the draft taken as one-hot, sibling r accepted when one coin per depth
+    falls under the target's mass of siblings 1..r), nor vLLM V1's (no draft probabilities;
+    argmax drafts): the tree walk's sampled sibling table built on this rule is an
+    approximation of those engines at temperature > 0 (README, "Acceptance").
+
     Recursive rejection sampling (SpecInfer, Miao et al. 2024, "multi-step speculative
     sampling"): try candidate i with probability min(1, r(x_i) / q(x_i)), where r starts as p;
     on each rejection r becomes the normalised residual (r - q)+. ``index`` is the accepted
@@ -332,9 +342,11 @@ def verify_siblings(
     if p.shape != q.shape:
         raise ValueError(f"p and q must have the same vocabulary, got {p.shape} and {q.shape}")
     cand = _as_tokens(candidates, len(np.atleast_1d(candidates)), len(p))
+    if (q[cand] <= 0).any():  # as verify_chain refuses (QA: it emitted [0, 1] for p [.5, .5])
+        raise ValueError("candidates must be tokens the draft can propose (q(x) > 0)")
     r = p.copy()
     for i, x in enumerate(cand):
-        if q[x] > 0 and rng.random() < min(1.0, r[x] / q[x]):
+        if rng.random() < min(1.0, r[x] / q[x]):
             return int(x), i
         residual = np.maximum(r - q, 0.0)
         total = residual.sum()

@@ -98,9 +98,10 @@ class ParametricAcceptance:
 
 class TreeAcceptance:
     """Accepted depth of a tree verify step: the α of each depth comes from the parametric
-    model, the walk down the tree from :func:`simspec.engine.acceptance.trees.walk` (the exact
-    rule: greedy at
-    temperature 0, recursive rejection over sibling candidates when ``sampled``); dynamic trees
+    model, the walk down the tree from :func:`simspec.engine.acceptance.trees.walk` (greedy
+    at temperature 0, exactly as the engines verify; when ``sampled``, recursive rejection
+    over siblings drawn independently from the draft, an approximation of SGLang's and
+    vLLM's target-only verification of distinct top-k siblings); dynamic trees
     are chosen per sequence from its depth-1 acceptance. One plan per node budget, for
     policies that change the budget with load."""
 
