@@ -42,7 +42,6 @@ from simspec.engine.costmodel.moe import (
     grouped_experts_time,
     moe_mlp_time,
     routed_experts_time,
-    scattered_moe_time,
 )
 from simspec.engine.costmodel.plain import PlainForward, plain_model
 from simspec.engine.costmodel.roofline import OperatorTimes
@@ -320,12 +319,10 @@ class RooflineCostModel:
         if n_moe:
             experts = self.experts_precision_of(model)
             kernel = self.moe_kernel(experts, model)
-            if self.ep > 1 and self.engine.flag("ep_alltoall_without_dp"):
-                gemm += n_moe * scattered_moe_time(
-                    ops, model, t, self.ep, w, experts, kernel, fresh
-                )
-            else:
-                gemm += n_moe * moe_mlp_time(ops, model, t, self.ep, w, experts, kernel, fresh)
+            scattered = self.ep > 1 and self.engine.flag("ep_alltoall_without_dp")
+            gemm += n_moe * moe_mlp_time(
+                ops, model, t, self.ep, w, experts, kernel, fresh, scattered
+            )
         nbytes, kernels = elementwise_work(
             model, t, tp, n_layers, kernel is not None, self.extra_kernels(model)
         )

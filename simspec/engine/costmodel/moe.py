@@ -37,40 +37,23 @@ def moe_mlp_time(
     experts: PrecisionSpec | None = None,
     kernel: GroupedGemmFit | None = None,
     fresh: float | None = None,
+    scattered: bool = False,
 ) -> float:
     """One MoE layer's MLP on one GPU: the router (replicated, bf16: vLLM builds the gate
     unquantised), the shared expert (sliced over tp, at the layers' precision ``w``) and the
     routed experts (at ``experts``; None: bf16; timed by ``kernel`` where given; ``fresh``:
-    :func:`routed_experts_time`)."""
-    h, t = model.hidden_size, tokens
-    total = ops.gemm_time(t, h, model.num_experts)
-    shared = model.shared_expert_intermediate_size // ops.tp
-    if shared:
-        total += ops.mlp_time(t, h, shared, w)
-    return total + routed_experts_time(ops, model, t, ep, experts, kernel, fresh)
-
-
-def scattered_moe_time(
-    ops: OperatorTimes,
-    model: ModelShape,
-    tokens: int,
-    ep: int,
-    w: PrecisionSpec | None = None,
-    experts: PrecisionSpec | None = None,
-    kernel: GroupedGemmFit | None = None,
-    fresh: float | None = None,
-) -> float:
-    """One MoE layer on one GPU where SGLang's all-to-all backend (DeepEP) runs it without
-    DP attention: each of the tp GPUs keeps its share of the ``tokens`` (the sparse layer's
+    :func:`routed_experts_time`). ``scattered``: SGLang's all-to-all backend (DeepEP) without
+    DP attention, where each of the tp GPUs keeps its share of the tokens (the sparse layer's
     ``ScatterMode.SCATTERED``, python/sglang/srt/layers/communicator.py), routes them and runs
     the shared expert whole on them (``DeepseekV2MoE`` builds it at tp_size 1 under DeepEP);
     the routed experts take every token, dispatched to the GPU that holds each expert."""
-    h = model.hidden_size
-    local = -(-tokens // ops.tp)
-    total = ops.gemm_time(local, h, model.num_experts)
-    if model.shared_expert_intermediate_size:
-        total += ops.mlp_time(local, h, model.shared_expert_intermediate_size, w)
-    return total + routed_experts_time(ops, model, tokens, ep, experts, kernel, fresh)
+    h, t = model.hidden_size, tokens
+    rows = -(-t // ops.tp) if scattered else t
+    total = ops.gemm_time(rows, h, model.num_experts)
+    shared = model.shared_expert_intermediate_size // (1 if scattered else ops.tp)
+    if shared:
+        total += ops.mlp_time(rows, h, shared, w)
+    return total + routed_experts_time(ops, model, t, ep, experts, kernel, fresh)
 
 
 def fresh_tokens(tokens: float, seqs: int, reuse: float) -> float:
