@@ -110,8 +110,10 @@ def test_the_temperature_model_reproduces_the_published_t0_t1_pairs(shared):
 
 @pytest.mark.slow
 def test_sampling_makes_a_thin_win_a_loss_once_the_draft_is_paid():
+    # alpha 0.55: since the draft's first forward takes the a+1 tokens the verify yielded
+    # (stop 57), alpha 0.5 is a win of only 1.019x at temperature 0; 0.55 is 1.10x
     thin = MethodConfig(
-        name="draft_model", k=3, draft_model="llama-3.2-1b", acceptance=AcceptanceConfig(alpha=0.5)
+        name="draft_model", k=3, draft_model="llama-3.2-1b", acceptance=AcceptanceConfig(alpha=0.55)
     )
     assert speedup(thin, temperature=0.0) > 1.02
     assert speedup(thin, temperature=1.0) < 0.98
