@@ -32,18 +32,37 @@ def _step(b: int, last: int, k: int) -> DraftStep:
 
 
 def test_a_draft_models_first_forward_takes_the_tokens_the_verify_yielded():
-    """vLLM's DraftModelProposer and SGLang's STANDALONE worker feed the draft every token
-    the last verify step yielded before drafting on (QA: all K forwards were priced at one
-    token a sequence)."""
-    spec, cost = _spec("vllm", name="draft_model", k=4, draft_model="llama-3.2-1b")
-    draft = load_model("llama-3.2-1b")
+    """SGLang's STANDALONE worker (its EAGLE worker) feeds the draft every token the last
+    verify step accepted before drafting on (QA: all K forwards were priced at one token a
+    sequence); vLLM V1's padded drafter batch feeds the whole verify width, the rejected
+    tokens as padding (prepare_inputs_padded)."""
     b = 64
-    got = spec.draft_cost(_step(b, 4, 4)).total_s
-    over = spec.draft_overhead_s
-    first = cost.forward(draft, BatchShape.uniform(b, 4, b * 1000.0, b), overhead_s=over)
-    later = cost.forward(draft, BatchShape.uniform(b, 1, b * 1000.0 + b * 2.0, b), overhead_s=over)
-    assert got == pytest.approx(first.total_s + 3 * later.total_s, rel=1e-12)
-    assert got > spec.draft_cost(_step(b, 1, 4)).total_s  # one token yielded: a cheaper first
+    draft = load_model("llama-3.2-1b")
+    for engine, fed in (("sglang", 4), ("vllm", 5)):
+        spec, cost = _spec(engine, name="draft_model", k=4, draft_model="llama-3.2-1b")
+        got = spec.draft_cost(_step(b, 4, 4)).total_s
+        over = spec.draft_overhead_s
+        first = cost.forward(draft, BatchShape.uniform(b, fed, b * 1000.0, b), overhead_s=over)
+        later = cost.forward(
+            draft, BatchShape.uniform(b, 1, b * 1000.0 + b * 2.0, b), overhead_s=over
+        )
+        assert got == pytest.approx(first.total_s + 3 * later.total_s, rel=1e-12), engine
+    sglang, _ = _spec("sglang", name="draft_model", k=4, draft_model="llama-3.2-1b")
+    assert sglang.draft_cost(_step(b, 4, 4)).total_s > sglang.draft_cost(_step(b, 1, 4)).total_s
+    vllm, _ = _spec("vllm", name="draft_model", k=4, draft_model="llama-3.2-1b")
+    # padded: what the verify kept does not change the first forward
+    assert vllm.draft_cost(_step(b, 4, 4)).total_s == vllm.draft_cost(_step(b, 1, 4)).total_s
+
+
+def test_vllm_pads_the_first_eagle_forward_to_the_verify_width():
+    """The fast path gives StepCost's float with the padded first step too."""
+    vllm, _ = _spec("vllm", name="eagle3", k=3)
+    sglang, _ = _spec("sglang", name="eagle3", k=3)
+    assert vllm.padded_first(3) == 4 and sglang.padded_first(3) == 0
+    for spec in (vllm, sglang):
+        step = _step(64, 2, 3)
+        assert spec.draft_s(step) == pytest.approx(spec.draft_cost(step).total_s, rel=1e-12)
+    assert vllm.draft_s(_step(64, 2, 3)) == vllm.draft_s(_step(64, 4, 3))
 
 
 def _uniform_tree(width: int, depth: int) -> list[list[int]]:
@@ -110,7 +129,7 @@ def test_vllm_runs_the_prompt_chunks_in_the_decodes_first_draft_forward():
     with prompt chunks reads the draft's weights once (QA: a 1B draft model paid ~1.4 ms a
     mixed step twice). SGLang's forward_draft_extend is a pass of its own."""
     chunks, computed = np.array([2048]), np.array([0])
-    first = BatchShape.uniform(64, 4, 64 * 1000.0, 64)
+    first = _step(64, 4, 3)  # 64 decoding sequences
     for method in ({"name": "eagle3"}, {"name": "draft_model", "draft_model": "llama-3.2-1b"}):
         vllm, _ = _spec("vllm", k=3, **method)
         sglang, _ = _spec("sglang", k=3, **method)

@@ -543,10 +543,9 @@ class Replica:
         )
         prompt = 0.0
         if len(prefilling):
-            # the decodes' first draft forward, which an engine may run the prompts in
-            first = BatchShape.of(last, step.context_lens, len(last), kv_sum=step.context_sum)
+            # with the decodes, whose first draft forward an engine may run the prompts in
             computed = self.requests.computed[prefilling]
-            prompt = self.spec.prompt_s(step.batch.chunks, computed, first)
+            prompt = self.spec.prompt_s(step.batch.chunks, computed, drafting)
         return self.spec.draft_s(drafting) + self._spec_overhead + prompt
 
     def _verify(self, step: Step) -> tuple[float, float, np.ndarray]:

@@ -69,6 +69,8 @@ class Speculator:
         self.cfg, self.target, self.cost, self.engine = cfg, target, cost, engine
         self.info: MethodInfo = method_info(self.name)
         self.draft_overhead_s = engine["draft_step_overhead_s"]  # host time per draft forward
+        # the first draft forward fed the whole verify width, rejected tokens as padding
+        self._pad_first = engine.flag("draft_first_pass_padded")
         self.tree_kind: TreeKind = self._tree_kind(cfg)
         self.k = cfg.k if self.needs_acceptance else 0  # draft length (tree depth); 0: none
         self._configure(cfg)
@@ -187,6 +189,21 @@ class Speculator:
             return (nodes or self.tree.shape.nodes) + 1
         return k + 1
 
+    def padded_first(self, k: int, nodes: int | None = None) -> int:
+        """Tokens each sequence feeds the first draft forward where the engine pads it to the
+        verify width (vLLM V1's default, ``prepare_inputs_padded``: "all tokens are included
+        as inputs to the speculator, with the rejected tokens used as padding"); 0 where it
+        feeds the a + 1 tokens the last verify yielded (SGLang's draft extend)."""
+        return self.verify_tokens_for(k, nodes) if self._pad_first else 0
+
+    def first_shape(self, step: DraftStep) -> BatchShape:
+        """The decoding sequences' first draft forward: the tokens the last verify yielded, or
+        the verify width where the engine pads it (:meth:`padded_first`)."""
+        b = len(step.kv_tokens)
+        if w := self.padded_first(step.k, step.nodes):
+            return BatchShape.uniform(b, w, step.kv_sum, b)
+        return BatchShape.of(step.last_step_tokens, step.kv_tokens, b, kv_sum=step.kv_sum)
+
     def step_shape(self, batch_size: int) -> StepShape:
         """This iteration's draft length, tree budget and verify width: the load policy's
         choice at ``batch_size`` (the same at every size without a schedule)."""
@@ -227,14 +244,14 @@ class Speculator:
         return StepCost()
 
     def prompt_s(
-        self, chunks: np.ndarray, computed: np.ndarray, first: BatchShape | None = None
+        self, chunks: np.ndarray, computed: np.ndarray, decoding: DraftStep | None = None
     ) -> float:
         """Seconds the draft spends on the prompt chunks the target prefills this step
         (``computed``: each prompt's tokens already in KV): a drafter with a KV cache of its
         own must hold every prompt token in it. None for drafters without one (heads on the
-        last hidden state, lookups). ``first``: the decodes' first draft forward, which an
-        engine that runs both in one pass (``draft_prompt_in_first_pass``) widens by the
-        prompts instead of running them apart. See :meth:`EagleHead.prompt_s`."""
+        last hidden state, lookups). ``decoding``: the step's decoding sequences, whose first
+        draft forward an engine that runs both in one pass (``draft_prompt_in_first_pass``)
+        widens by the prompts instead of running them apart. See :meth:`EagleHead.prompt_s`."""
         return 0.0
 
     def _prompt_pass_s(
@@ -242,7 +259,7 @@ class Speculator:
         forward: Callable[[BatchShape, float | None], StepCost],
         chunks: np.ndarray,
         computed: np.ndarray,
-        first: BatchShape | None,
+        decoding: DraftStep | None,
     ) -> float:
         """:meth:`prompt_s` of a drafter whose pass over ``batch`` is ``forward(batch,
         overhead_s)``: a forward of its own with no host time of its own, or, where the
@@ -250,7 +267,9 @@ class Speculator:
         if len(chunks) == 0:
             return 0.0
         prompt = BatchShape.of(chunks, computed, len(chunks), prefill=True)
-        if first is not None and first.num_seqs and self.engine.flag("draft_prompt_in_first_pass"):
+        merged = self.engine.flag("draft_prompt_in_first_pass")
+        if decoding is not None and len(decoding.kv_tokens) and decoding.k and merged:
+            first = self.first_shape(decoding)
             return forward(first + prompt, None).total_s - forward(first, None).total_s
         return forward(prompt, 0.0).total_s
 

@@ -39,7 +39,7 @@ class DraftModel(Speculator):
         :meth:`EagleHead._draft`; the other K - 1 take one token each, at their mean context
         (QA: all K were priced at one token, the first ~16 % low at batch 256)."""
         b, k, kv_sum = len(step.kv_tokens), step.k, step.kv_sum
-        first = BatchShape.of(step.last_step_tokens, step.kv_tokens, b, kv_sum=kv_sum)
+        first = self.first_shape(step)  # padded to the verify width where the engine pads it
         over = self.draft_overhead_s
         total = self.cost.forward(self.draft, first, overhead_s=over)
         if k > 1:
@@ -48,11 +48,11 @@ class DraftModel(Speculator):
         return total
 
     def prompt_s(
-        self, chunks: np.ndarray, computed: np.ndarray, first: BatchShape | None = None
+        self, chunks: np.ndarray, computed: np.ndarray, decoding: DraftStep | None = None
     ) -> float:
         """The draft model prefills every prompt chunk the target does, into its own KV
         cache (as :meth:`EagleHead.prompt_s`: vLLM's draft-model proposer runs its first
-        forward over the step's scheduled tokens, the decodes' ``first`` included; SGLang's
+        forward over the step's scheduled tokens, the ``decoding`` sequences' included; SGLang's
         STANDALONE worker is its EAGLE worker, with forward_draft_extend)."""
         over = self.draft_overhead_s
 
@@ -60,7 +60,7 @@ class DraftModel(Speculator):
             o = over if overhead_s is None else overhead_s
             return self.cost.forward(self.draft, batch, overhead_s=o)
 
-        return self._prompt_pass_s(forward, chunks, computed, first)
+        return self._prompt_pass_s(forward, chunks, computed, decoding)
 
     def extra_weight_bytes(self) -> float:
         return self._params_bytes(self.draft.num_params)

@@ -49,8 +49,9 @@ class EagleHead(Speculator):
 
     def _draft(self, step: DraftStep) -> StepCost:
         b, k, kv_sum = len(step.kv_tokens), step.k, step.kv_sum
-        # step 1 feeds the features of every token the last verify step yielded (a + 1 each)
-        total = self._step(BatchShape.of(step.last_step_tokens, step.kv_tokens, b, kv_sum=kv_sum))
+        # step 1 feeds the features of every token the last verify step yielded (a + 1 each),
+        # or of the whole verify width where the engine pads it (Speculator.first_shape)
+        total = self._step(self.first_shape(step))
         widths = None if self.tree is None else self.step_widths(k, step.nodes)
         if widths is None or widths.count(1) == len(widths):
             # a chain (or a tree one node wide): K-1 equal steps, at the mean context
@@ -99,11 +100,18 @@ class EagleHead(Speculator):
             return self.draft_cost(step).total_s
         assert isinstance(plain, PlainForward)
         kv_sum, overhead = step.kv_sum, self.draft_overhead_s
-        # step 1: BatchShape.of(q, kv, b, kv_sum)'s sums
-        t = int(q.sum()) if step.q_sum is None else step.q_sum
-        first = plain.parts(
-            t, b, b, float(q.dot(q)), float(q.dot(kv)), kv_sum, overhead, self._fc(t)
-        )
+        if w := self.padded_first(k, step.nodes):
+            # step 1: BatchShape.uniform(b, w, kv_sum, b)'s sums (the verify width, padded)
+            t = b * w
+            first = plain.parts(
+                t, b, b, float(b * w * w), w * kv_sum, kv_sum, overhead, self._fc(t)
+            )
+        else:
+            # step 1: BatchShape.of(q, kv, b, kv_sum)'s sums
+            t = int(q.sum()) if step.q_sum is None else step.q_sum
+            first = plain.parts(
+                t, b, b, float(q.dot(q)), float(q.dot(kv)), kv_sum, overhead, self._fc(t)
+            )
         if k == 1:
             g, a, lm, e, c, o = first
             return g + a + lm + e + c + o
@@ -134,17 +142,17 @@ class EagleHead(Speculator):
         return g + a + lm + e + c + o
 
     def prompt_s(
-        self, chunks: np.ndarray, computed: np.ndarray, first: BatchShape | None = None
+        self, chunks: np.ndarray, computed: np.ndarray, decoding: DraftStep | None = None
     ) -> float:
         """The head's pass over the step's prompt chunks, filling its KV cache with the
         prompt: vLLM's proposer runs its first forward over every token the target step
         scheduled, prompt chunks included (EagleProposer.propose, target_token_ids and
         target_hidden_states of the whole batch, logits at each request's last token), so
-        there the prompts widen the decodes' first draft forward (``first``); SGLang's EAGLE
+        there the prompts widen the decodes' first draft forward (``decoding``'s); SGLang's EAGLE
         worker runs forward_draft_extend over a prefilled batch (CaptureHiddenMode.LAST), a
         forward of its own (no host overhead of its own)."""
         return self._prompt_pass_s(
-            lambda batch, over: self._step(batch, overhead_s=over), chunks, computed, first
+            lambda batch, over: self._step(batch, overhead_s=over), chunks, computed, decoding
         )
 
     def _fc(self, tokens: int) -> float:

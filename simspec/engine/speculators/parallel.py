@@ -12,9 +12,10 @@ self.parallel_drafting``). The drafter therefore runs once per step whatever K, 
 tokens per sequence than a sequential drafter's first step: its cost grows with K only through
 those tokens, while a sequential drafter's grows by a forward per token.
 
-Approximate, and said so: as for the sequential EAGLE heads here, the first step counts each
-sequence's accepted tokens (last_step_tokens); vLLM's padded drafter batch also carries the
-rejected draft positions (computed, not written to the KV cache).
+As for the sequential EAGLE heads here, the forward takes each sequence's accepted tokens
+(last_step_tokens), or, where the engine pads its drafter batch (vLLM V1's default,
+``Speculator.padded_first``), the whole verify width, the rejected draft positions included
+(computed, not written to the KV cache).
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ from simspec.engine.speculators.eagle import Eagle3
 P_EAGLE_LAYERS = 4
 
 
-def parallel_batch(step: DraftStep, logits_per_seq: int) -> BatchShape:
-    """One drafter forward over each sequence's tokens from the last verify step plus its K-1
-    placeholder slots, sampling ``logits_per_seq`` positions per sequence."""
+def parallel_batch(step: DraftStep, logits_per_seq: int, padded: int = 0) -> BatchShape:
+    """One drafter forward over each sequence's tokens from the last verify step (``padded``
+    a sequence where the engine pads them to the verify width) plus its K-1 placeholder slots,
+    sampling ``logits_per_seq`` positions per sequence."""
     b, k = len(step.kv_tokens), step.k
-    q = np.asarray(step.last_step_tokens) + (k - 1)
+    fed = np.full(b, padded) if padded else np.asarray(step.last_step_tokens)
+    q = fed + (k - 1)
     kv = np.asarray(step.kv_tokens) + (k - 1)
     return BatchShape.of(q, kv, b * logits_per_seq, kv_sum=step.kv_sum + b * (k - 1))
 
@@ -55,7 +58,7 @@ class PARD(DraftModel):
     name = "pard"
 
     def _draft(self, step: DraftStep) -> StepCost:
-        batch = parallel_batch(step, step.k)
+        batch = parallel_batch(step, step.k, self.padded_first(step.k, step.nodes))
         return self.cost.forward(self.draft, batch, overhead_s=self.draft_overhead_s)
 
 
@@ -73,7 +76,7 @@ class PEagle(Eagle3):
         self.head = self.head.model_copy(update={"num_hidden_layers": self.layers})
 
     def _draft(self, step: DraftStep) -> StepCost:
-        return self._step(parallel_batch(step, step.k))
+        return self._step(parallel_batch(step, step.k, self.padded_first(step.k, step.nodes)))
 
     def extra_weight_bytes(self) -> float:
         h = self.target.hidden_size
