@@ -209,14 +209,14 @@ def test_vllm_v0_is_vllm_with_its_older_moe_kernel():
     # (256 sequences and a 2048-token budget on every GPU, prefill-first without chunked
     # prefill, a block watermark), V1's budget-edge draft trim and its drafters' lookahead KV,
     # V0's draft on fewer GPUs, its CUDA graphs (decode-only batches up to 256), its draft's
-    # prompt pass apart from the decodes' first draft forward; no async scheduler
+    # prompt pass apart from the decodes' first draft forward, unpadded; no async scheduler
     own = {"prefix_caching", "small_gpu_max_num_seqs", "small_gpu_max_num_batched_tokens"}
     own |= {"cuda_graph_max_tokens", "cuda_graph_max_seqs", "cuda_graph_max_seqs_tp4"}
     own |= {"cuda_graph_decode_only"}
     own |= {"max_num_seqs", "max_num_batched_tokens", "v0_scheduler", "admission_watermark"}
     own |= {"trim_drafts_at_budget", "draft_lookahead_slots", "draft_tp_below_target"}
     own |= {"decode_asks_proposed", "default_seqs_within_budget", "graph_size_from_max_num_seqs"}
-    own |= {"draft_prompt_in_first_pass"}
+    own |= {"draft_prompt_in_first_pass", "draft_first_pass_padded"}
     assert {k: v for k, v in v0.params.items() if k not in own} == {
         k: v for k, v in v1.params.items() if k not in own
     }
