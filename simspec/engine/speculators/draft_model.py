@@ -33,11 +33,12 @@ class DraftModel(Speculator):
 
     def _draft(self, step: DraftStep) -> StepCost:
         """K forwards of the draft model. The first takes every token the last verify step
-        yielded (a + 1 a sequence), whose KV the draft has not cached yet: vLLM's
-        DraftModelProposer runs its first forward over the verified tokens and SGLang's
-        STANDALONE worker is its EAGLE worker (forward_draft_extend), as
-        :meth:`EagleHead._draft`; the other K - 1 take one token each, at their mean context
-        (QA: all K were priced at one token, the first ~16 % low at batch 256)."""
+        yielded (a + 1 a sequence), whose KV the draft has not cached yet: SGLang's STANDALONE
+        worker is its EAGLE worker (forward_draft_extend), and vLLM's draft-model proposer runs
+        its first forward over the verified tokens, padded to the verify width
+        (:meth:`Speculator.first_shape`), as :meth:`EagleHead._draft`; the other K - 1 take one
+        token each, at their mean context (QA: all K were priced at one token, the first ~16 %
+        low at batch 256)."""
         b, k, kv_sum = len(step.kv_tokens), step.k, step.kv_sum
         first = self.first_shape(step)  # padded to the verify width where the engine pads it
         over = self.draft_overhead_s
