@@ -16,7 +16,13 @@ def _tight(engine: str, k: int = 7, tree: str | None = None, alpha: float = 0.9)
         gpu="h100_sxm",
         engine=engine,
         method=method,
-        scheduler=SchedulerConfig(max_num_batched_tokens=60, max_num_seqs=12),
+        # vLLM V0 admits whole prompts and refuses a budget below its context: its setup
+        # (no trim, no lookahead slots) is read at a budget that holds one
+        scheduler=SchedulerConfig(
+            max_num_batched_tokens=4096 if engine == "vllm-v0" else 60,
+            max_num_seqs=12,
+            max_model_len=4096 if engine == "vllm-v0" else None,
+        ),
         workload=WorkloadConfig(
             concurrency=12,
             requests=24,

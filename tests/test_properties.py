@@ -109,17 +109,19 @@ def scenarios(draw) -> Scenario:
     model = next(iter(TOO_BIG)) if too_big else draw(st.sampled_from(sorted(DRAFTS)))
     seqs = draw(st.integers(1, 256))  # vLLM refuses a budget below max_num_seqs
     method = draw(methods(model))
+    budget = draw(st.integers(max(64, seqs), 8192))
+    # speculation off by batch size is vLLM V0's alone (V1 refuses it); V0 without chunked
+    # prefill (a speculative config turns it off) refuses a budget below its context, so
+    # there the budget is V0's own default, max(max_model_len, 2048)
+    v0 = bool(method.disable_by_batch_size)
+    scheduler = {"max_num_seqs": seqs} | ({} if v0 else {"max_num_batched_tokens": budget})
     return Scenario(
         model=model,
         gpu=draw(st.sampled_from(["h100_sxm", "a100_80gb", "a100_40gb"])),
-        # speculation off by batch size is vLLM V0's alone (V1 refuses it)
-        engine="vllm-v0" if method.disable_by_batch_size else "vllm",
+        engine="vllm-v0" if v0 else "vllm",
         method=method,
         workload=wl,
-        scheduler={
-            "max_num_seqs": seqs,
-            "max_num_batched_tokens": draw(st.integers(max(64, seqs), 8192)),
-        },
+        scheduler=scheduler,
         temperature=draw(st.sampled_from([0.0, 0.7, 1.0])),
         seed=draw(st.integers(0, 2**16)),
     )

@@ -12,6 +12,7 @@ from test_scheduler import make_rig
 
 from simspec.config import AcceptanceConfig, MethodConfig, Scenario, SchedulerConfig
 from simspec.engine.build import setup_replica
+from simspec.errors import InputError
 
 EAGLE = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
 
@@ -44,9 +45,19 @@ def test_v0_chunks_prompts_only_where_its_defaults_say(model, method, context, w
     assert (setup.prefill_first, setup.chunk_prompts) == (whole, not whole)
     assert setup.max_tokens == budget
     assert setup.admission_watermark == 0.01
-    # a budget the deployment sets stands
-    given = sc.model_copy(update={"scheduler": SchedulerConfig(max_num_batched_tokens=8192)})
-    assert setup_replica(given).max_tokens == 8192
+    # a budget the deployment sets stands; without chunked prefill V0 refuses one below
+    # max_model_len (SchedulerConfig._verify_args)
+    stated = context or setup.max_tokens
+    own = 8192 if not whole else max(8192, stated)
+    given = sc.model_copy(
+        update={"scheduler": SchedulerConfig(max_num_batched_tokens=own, max_model_len=context)}
+    )
+    assert setup_replica(given).max_tokens == own
+    if whole:
+        short = SchedulerConfig(max_num_batched_tokens=stated - 1, max_model_len=context)
+        with pytest.raises(InputError, match="V0 refuses without chunked prefill") as err:
+            setup_replica(sc.model_copy(update={"scheduler": short}))
+        assert err.value.field == "scheduler.max_num_batched_tokens"
 
 
 def test_v1_keeps_chunked_prefill_and_no_watermark():

@@ -274,6 +274,17 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     if v0 and sc.scheduler.max_num_batched_tokens is None:
         # V0 without chunked prefill: SchedulerConfig's max(max_model_len, 2048)
         max_tokens = max(max_model_len(sc, target), V0_MIN_BUDGET)
+    elif v0 and max_tokens < (context := max_model_len(sc, target)):
+        # a prompt enters whole, so V0 refuses a budget no full-length sequence fits
+        # (SchedulerConfig._verify_args: "max_num_batched_tokens (...) is smaller than
+        # max_model_len (...). This effectively limits the maximum sequence length to
+        # max_num_batched_tokens and makes vLLM reject longer sequences"; QA: ran, and every
+        # request was refused as longer than the KV cache)
+        raise InputError(
+            "scheduler.max_num_batched_tokens",
+            f"{max_tokens} is below max_model_len {context}, which vLLM V0 refuses without "
+            f"chunked prefill: give at least {context}, or --max-model-len {max_tokens} or less",
+        )
     if engine.dp_attention == "vllm":
         # each DP engine core applies its own limits (the flags are per rank); SGLang divides
         # --max-running-requests and --chunked-prefill-size by dp (server_args.py at 469c63e,
