@@ -22,12 +22,16 @@ def _run(engine: str = "vllm", **method: object):
 
 
 def test_speculation_off_by_batch_size_decodes_every_running_sequence():
-    # vLLM V0's speculative_disable_by_batch_size (V1 never reads it)
-    off = _run("vllm-v0", name="eagle3", k=7, acceptance={"alpha": 0.7}, disable_by_batch_size=8)
-    it = off.iterations
+    # vLLM V0's speculative_disable_by_batch_size (V1 never reads it); V0 admits whole prompts
+    # and refuses a budget below its context, so both are 64 here
+    v0 = SchedulerConfig(max_num_batched_tokens=64, max_num_seqs=16, max_model_len=64)
+    method = MethodConfig(name="eagle3", k=7, acceptance={"alpha": 0.7}, disable_by_batch_size=8)
+    sc = Scenario(model="llama-3.1-8b", gpu="h100_sxm", method=method, scheduler=v0,
+                  workload=WL, engine="vllm-v0")  # fmt: skip
+    it = simulate(sc).iterations
     steady = it[it.prefill_seqs == 0]
-    # 16 running: speculation off, 16 decodes of one token each (the budget of 40 holds them;
-    # reserving 1 + 7 for each held only 5)
+    # 16 running: speculation off, 16 decodes of one token each (the budget of 64 holds them;
+    # reserving 1 + 7 for each held only 8)
     assert steady.decode_seqs.max() == 16
     assert (steady[steady.decode_seqs > 8].spec_seqs == 0).all()
 

@@ -29,7 +29,8 @@ def _scenario(engine: str, policy: dict, utilisation: float, trace: str | None =
         wl = WorkloadConfig(arrival="replay", arrival_trace=trace)
     limits = SchedulerConfig(
         max_num_seqs=4,
-        max_num_batched_tokens=512,
+        # vLLM V0 admits whole prompts and refuses a budget below its context
+        max_num_batched_tokens=3000 if engine == "vllm-v0" else 512,
         gpu_memory_utilization=utilisation,
         max_model_len=3000,  # the pool _pool sizes: vLLM starts only so
     )
