@@ -116,7 +116,7 @@ def compare(
     """
     from simspec.studies.bench import read_metrics, read_results
     from simspec.studies.bench.calibrate import runs_gpu, unknown_gpu
-    from simspec.studies.bench.compare import check_runs, plan_run
+    from simspec.studies.bench.compare import check_runs, plan_run, sglang_runs
     from simspec.studies.bench.compare import compare as simulate_runs
     from simspec.studies.bench.report import write_compare_report
 
@@ -130,7 +130,7 @@ def compare(
     check_runs(runs)
     shared = read_metrics(list(spec_metrics)) if spec_metrics else None
     deployment = flags.deployment()
-    on_sglang = flags.engine is None and {r.kind.split("-")[0] for r in runs} == {"sglang"}
+    on_sglang = flags.engine is None and sglang_runs(runs)
     if on_sglang:
         # SGLang's bench output is SGLang's server: its profile, not vLLM's (QA: its runs had
         # been simulated on the default vLLM profile, saying nothing)

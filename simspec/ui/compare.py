@@ -15,7 +15,7 @@ from simspec.config import deployment_fields
 from simspec.errors import InputError
 from simspec.studies.bench import read_result
 from simspec.studies.bench.calibrate import runs_gpu, unknown_gpu
-from simspec.studies.bench.compare import Plan, check_runs, compare, plan_run
+from simspec.studies.bench.compare import Plan, check_runs, compare, plan_run, sglang_runs
 from simspec.studies.bench.measured import MeasuredRun
 from simspec.studies.bench.report import by_load
 from simspec.ui.inputs import ExplorerInputs
@@ -83,7 +83,7 @@ def _file_deployment(
         base["gpu"] = label
     elif (named := unknown_gpu(runs)) is not None:
         notes.append(f"the runs name GPU {named!r}, no simspec GPU id: simulated on {inputs.gpu}")
-    if {r.kind.split("-")[0] for r in runs} == {"sglang"} and base.get("engine") != "sglang":
+    if sglang_runs(runs) and base.get("engine") != "sglang":
         notes.append("engine sglang, as the runs' SGLang bench output says (not the sidebar's)")
         base["engine"] = "sglang"
     if any(r.model is None for r in runs):

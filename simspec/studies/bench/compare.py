@@ -145,6 +145,12 @@ def plan_run(
     return Plan(run, scenario, lengths, tuple(notes))
 
 
+def sglang_runs(runs: list[MeasuredRun]) -> bool:
+    """Whether every run is SGLang bench output, whose server is SGLang's (compare and the
+    explorer's Compare tab run them on its profile unless told another engine)."""
+    return {r.kind.split("-")[0] for r in runs} == {"sglang"}
+
+
 def _simulated_requests(run: MeasuredRun) -> int:
     return len(run.input_lens) if run.input_lens is not None else run.requests
 
