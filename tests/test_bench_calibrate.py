@@ -600,3 +600,29 @@ def test_the_compare_view_follows_the_files_gpu_and_engine_and_says_so(tmp_path)
     with pytest.raises(InputError, match="simspec compare --method") as err:
         compare_upload(path, inputs)
     assert err.value.field == "method"
+
+
+def test_the_compare_view_leaves_the_vllm_async_switch_off_an_sglang_file(tmp_path):
+    """The sidebar's async-scheduling switch is vLLM's; an SGLang file runs on SGLang's engine,
+    which has none (QA: the switch reached SGLang's profile and the tab refused the file)."""
+    from simspec.ui import uploads
+    from simspec.ui.compare import compare_upload
+    from simspec.ui.inputs import ExplorerInputs
+
+    line = {
+        "backend": "sglang",
+        "completed": 8,
+        "duration": 1.0,
+        "total_input_tokens": 800,
+        "total_output_tokens": 800,
+        "output_throughput": 800.0,
+        "mean_tpot_ms": 8.0,
+        "mean_e2e_latency_ms": 800.0,
+        "max_concurrency": 1,
+    }
+    path = uploads.save_result_upload((json.dumps(line) + "\n").encode(), "sg.jsonl", tmp_path)
+    inputs = ExplorerInputs(gpu="h100_sxm", async_scheduling=True)
+    done = compare_upload(path, inputs)
+    assert any("not applied to engine sglang" in n for n in done.notes)
+    plain = compare_upload(path, ExplorerInputs(gpu="h100_sxm"))
+    assert done.frame.predicted.tolist() == plain.frame.predicted.tolist()

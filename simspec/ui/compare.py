@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
+from simspec.catalog.hardware import load_engine
 from simspec.catalog.models import load_model, preset_id
 from simspec.config import deployment_fields
 from simspec.errors import InputError
@@ -58,7 +59,14 @@ def compare_upload(
         )
     base = deployment_fields(inputs)
     notes = _file_deployment(runs, base, inputs)
-    if inputs.async_scheduling is not None:  # the sidebar's switch, as compare's flag sets it
+    engine = str(base.get("engine", inputs.engine))
+    if inputs.async_scheduling is not None and load_engine(engine).async_spec_methods is None:
+        # QA: the file's SGLang engine took the sidebar's vLLM switch and refused the comparison
+        notes.append(
+            f"the sidebar's async-scheduling switch is vLLM's (--async-scheduling): not applied "
+            f"to engine {engine}, which has no such switch"
+        )
+    elif inputs.async_scheduling is not None:  # the sidebar's switch, as compare's flag sets it
         base["scheduler"] = {"async_scheduling": inputs.async_scheduling}
     if profile is not None:
         base["profile"] = profile
