@@ -111,3 +111,71 @@ def test_max_model_len_bounds_the_requests_and_cannot_pass_the_models_context():
     assert simulate(Scenario(workload=wl, scheduler=SchedulerConfig(max_model_len=4096)))
     with pytest.raises(InputError, match="scheduler.max_model_len"):
         setup_replica(Scenario(scheduler=SchedulerConfig(max_model_len=200_000)))
+
+
+def test_batch_expansion_runs_each_verified_token_as_a_sequence_of_its_own():
+    """BatchShape.expanded equals the shape of the rows V0's BatchExpansionTop1Scorer builds:
+    a sequence of q tokens and context c becomes q single-token rows reading c + 0..q-1."""
+    import numpy as np
+
+    from simspec.engine.costmodel import BatchShape
+
+    widths, contexts = np.array([4, 4, 1, 3]), np.array([100, 2000, 50, 7])
+    rows = np.repeat(np.ones(len(widths), dtype=np.int64), widths)
+    reads = np.concatenate([c + np.arange(w) for w, c in zip(widths, contexts, strict=True)])
+    want = BatchShape.of(rows, reads, 12)
+    assert BatchShape.of(widths, contexts, 12).expanded() == want
+    # prompt chunks beside them are not expanded, and stay prompt chunks
+    chunk = BatchShape.of(np.array([512]), np.array([0]), 1, prefill=True)
+    mixed = (BatchShape.of(widths, contexts, 12) + chunk).expanded()
+    assert mixed == want + chunk and mixed.split_prefill()[1] == chunk.split_prefill()[1]
+
+
+def test_v0_prices_a_speculative_verify_as_its_batch_expansion():
+    """vLLM V0 scores proposals by batch expansion under CUDA graphs (SpecDecodeWorker
+    .create_worker disables the MQA scorer "as the target model is not running in eager
+    mode"): its verify reads each sequence's context once per verified token; V1's reads it
+    once. The plain decode (AR) steps are unchanged."""
+    import numpy as np
+
+    from simspec.catalog.models import load_model
+    from simspec.config import Deployment
+    from simspec.engine.build import build_cost_model
+    from simspec.engine.costmodel import BatchShape
+    from simspec.studies.analytic import batch1_costs
+
+    context, k = 30000, 3
+    for engine in ("vllm-v0", "vllm"):
+        deploy = Deployment(model="llama-3.1-8b", engine=engine)
+        costs = batch1_costs(deploy, "eagle3", k, context)
+        cost = build_cost_model(Scenario(model="llama-3.1-8b", engine=engine))
+        target = load_model("llama-3.1-8b")
+        chain = BatchShape.uniform(1, k + 1, float(context), k + 1)
+        rows = BatchShape.of(np.ones(k + 1, dtype=np.int64), context + np.arange(k + 1), k + 1)
+        want = rows if engine == "vllm-v0" else chain
+        assert costs.verify_s[k] == cost.forward(target, want).total_s
+    v0 = batch1_costs(Deployment(model="llama-3.1-8b", engine="vllm-v0"), "eagle3", k, context)
+    v1 = batch1_costs(Deployment(model="llama-3.1-8b", engine="vllm"), "eagle3", k, context)
+    assert v0.verify_s[k] > v1.verify_s[k] and v0.ar_s == v1.ar_s
+
+
+def test_a_v0_speculative_run_verifies_by_expansion_and_its_baseline_does_not():
+    from simspec.engine.simulation import simulate
+
+    lengths = {"prompt": {"mean": 4000}, "output": {"mean": 64}}
+    base = Scenario(engine="vllm-v0", workload={"concurrency": 8, "requests": 16, **lengths})
+    spec = base.model_copy(update={"method": EAGLE})
+    from simspec.catalog.hardware import EngineProfile
+
+    real = EngineProfile.flag
+
+    def v1_scorer(self: EngineProfile, key: str) -> bool:
+        return False if key == "verify_by_batch_expansion" else real(self, key)
+
+    runs = {True: (simulate(spec).iterations, simulate(base).iterations)}
+    with pytest.MonkeyPatch.context() as mp:  # the same runs with V1's scorer
+        mp.setattr(EngineProfile, "flag", v1_scorer)
+        runs[False] = (simulate(spec).iterations, simulate(base).iterations)
+    (v0_spec, v0_base), (v1_spec, v1_base) = runs[True], runs[False]
+    assert v0_base["verify_s"].tolist() == v1_base["verify_s"].tolist()
+    assert v0_spec["verify_s"].sum() > v1_spec["verify_s"].sum()

@@ -198,8 +198,16 @@ class Replica:
         self._asks_proposed = self._ragged and self.spec.engine.flag("decode_asks_proposed")
         if self._asks_proposed:
             self.sched.draft_slots = np.zeros(len(requests), dtype=np.int64)
+        # an engine that verifies by batch expansion (vLLM V0) runs each verified token of a
+        # chain as a sequence of its own (BatchShape.expanded): a forward the plain paths do
+        # not price. Its scorer is top-1 only: a tree (which V0 never shipped) is not expanded
+        self._expand = (
+            self.spec.k > 0
+            and self.spec.tree_kind == "chain"
+            and self.spec.engine.flag("verify_by_batch_expansion")
+        )
         # the target's forward as floats where it takes the plain path (costmodel.plain)
-        self._plain_target = self.cost.plain(self.target)
+        self._plain_target = None if self._expand else self.cost.plain(self.target)
         # a draft that changes with the batch size is the running requests' (:meth:`_reserve`)
         self._varies = self.spec.policy.varies
         self._carry: Carry | None = None  # the last step's decoding columns (see Carry)
@@ -573,6 +581,8 @@ class Replica:
             )
         else:
             verified = BatchShape.of(widths, step.context_lens, int(widths.sum()), step.context_sum)
+        if self._expand and step.draft.k > 0:  # a speculative step of vLLM V0's scorer
+            verified = verified.expanded()
         prefill_done = _NO_IDS
         if len(prefilling):
             computed = self.requests.computed[prefilling]

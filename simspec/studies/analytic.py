@@ -88,9 +88,10 @@ def batch1_costs(
         width = spec.verify_tokens_for(k)
         step = DraftStep(kv, np.ones(1, dtype=np.int64), float(context), k)
         draft[k] = spec.draft_cost(step).total_s
-        verify[k] = cost.forward(
-            target, BatchShape.uniform(1, width, float(context), width)
-        ).total_s
+        shape = BatchShape.uniform(1, width, float(context), width)
+        if engine.flag("verify_by_batch_expansion"):  # vLLM V0's scorer (Replica._verify)
+            shape = shape.expanded()
+        verify[k] = cost.forward(target, shape).total_s
     return Batch1Costs(ar, draft, verify)
 
 

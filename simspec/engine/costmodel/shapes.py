@@ -91,6 +91,20 @@ class BatchShape:
             self.pre_kv + other.pre_kv,
         )
 
+    def expanded(self) -> BatchShape:
+        """This verify as vLLM V0's batch-expansion scorer runs it (BatchExpansionTop1Scorer,
+        vllm/spec_decode/batch_expansion.py): each query token a single-token sequence of its
+        own, the j-th of a sequence reading that sequence's context plus j tokens, so a
+        sequence's context is read once per token it verifies. From the sums alone: a
+        sequence of q tokens and context c becomes q rows reading c + 0..q-1 tokens, so the
+        rows read ``sum_q_kv + (sum_q_sq - num_tokens) / 2`` tokens in all. The prompt chunks'
+        part stays as it is (they are not expanded)."""
+        rest, pre = self.split_prefill()
+        reads = rest.sum_q_kv + (rest.sum_q_sq - rest.num_tokens) / 2.0
+        t = rest.num_tokens
+        flat = BatchShape(t, t, float(t), reads, reads, rest.logit_tokens)
+        return flat if not self.pre_seqs else flat + _as_prefill(pre)
+
     def split_prefill(self) -> tuple[BatchShape, BatchShape]:
         """(the decodes and verifies, the prompt chunks) as two shapes."""
         pre = BatchShape(
@@ -105,6 +119,14 @@ class BatchShape:
             self.logit_tokens,
         )
         return rest, pre
+
+
+def _as_prefill(shape: BatchShape) -> BatchShape:
+    """``shape`` (prompt chunks, no logits) marked as prompt chunks again."""
+    return BatchShape(
+        shape.num_seqs, shape.num_tokens, shape.sum_q_sq, shape.sum_q_kv, shape.sum_kv, 0,
+        shape.num_seqs, shape.num_tokens, shape.sum_q_sq, shape.sum_q_kv, shape.sum_kv,
+    )  # fmt: skip
 
 
 _INT64 = np.dtype(np.int64)

@@ -312,8 +312,9 @@ def engine_version_profile(engine: str, version: str) -> tuple[str, str]:
     release = _release(version)
     if V0_NAMED.search(version) or (release is not None and release < VLLM_V1_SINCE):
         return "vllm-v0", (
-            f"engine profile vllm-v0: vLLM {version.strip()} runs the V0 engine (its heavier "
-            "host work per step and its speculative worker not modelled: steps a lower bound)"
+            f"engine profile vllm-v0: vLLM {version.strip()} runs the V0 engine (its verify by "
+            "batch expansion modelled; its heavier host work per step and the rest of its "
+            "speculative worker not: steps a lower bound)"
         )
     return engine, ""
 
