@@ -137,3 +137,32 @@ def test_vllm_runs_the_prompt_chunks_in_the_decodes_first_draft_forward():
         merged = vllm.prompt_s(chunks, computed, first)
         assert 0 < merged < apart, method
         assert sglang.prompt_s(chunks, computed, first) == sglang.prompt_s(chunks, computed)
+
+
+def test_eagle3_fuses_the_targets_features_on_its_first_pass_only_and_reads_a_2h_qkv():
+    """EAGLE-3's fc (3h -> h) runs on the target's features, the first pass only; later steps
+    feed the head's own hidden state (vLLM llama_eagle3.py combine_hidden_states; SGLang
+    applies fc only to a 3h-wide hidden state). Its layer's QKV reads [embedding; hidden],
+    2h wide (qkv_input_size). EAGLE-1 fuses [hidden; embedding] with its fc at every step
+    (QA, stop 57: the fc had been priced at every EAGLE-3 step, the QKV at h)."""
+    b, h = 64, load_model(TARGET).hidden_size
+    spec, cost = _spec("sglang", name="eagle3", k=3)
+    head, over = spec.head, spec.draft_overhead_s
+    qkv = head.q_dim + 2 * head.kv_dim  # tp 1
+    wide = cost.gemm_time(b * 2, 2 * h, qkv) - cost.gemm_time(b * 2, h, qkv)
+    fc = cost.gemm_time(b * 2, 3 * h, h)
+    first = cost.forward(
+        head, BatchShape.uniform(b, 2, b * 1000.0, b), overhead_s=over, extra_gemm_s=fc + wide
+    )
+    wide1 = cost.gemm_time(b, 2 * h, qkv) - cost.gemm_time(b, h, qkv)
+    later = cost.forward(
+        head, BatchShape.uniform(b, 1, b * 1000.0 + b * 1.5, b), overhead_s=over, extra_gemm_s=wide1
+    )
+    want = first.total_s + 2 * later.total_s
+    assert spec.draft_cost(_step(b, 2, 3)).total_s == pytest.approx(want, rel=1e-12)
+    assert spec.draft_s(_step(b, 2, 3)) == pytest.approx(want, rel=1e-12)
+    # its weights hold the wider QKV too: beyond EAGLE-1's, a third h of fc input, h x qkv
+    # more QKV and its own draft vocabulary's LM head
+    eagle1, _ = _spec("sglang", name="eagle1", k=3)
+    more = h * h + h * qkv + head.vocab_size * h
+    assert spec.extra_weight_bytes() - eagle1.extra_weight_bytes() == spec._params_bytes(more)

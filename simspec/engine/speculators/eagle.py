@@ -31,6 +31,11 @@ class EagleHead(Speculator):
 
     fused_features: ClassVar[int] = 2  # fc input: [feature; embedding] = 2h
     own_vocab: ClassVar[int | None] = None
+    # whether the fc runs on the first pass only (the target's features), later steps feeding
+    # the head's own hidden state as it is; else it fuses [hidden; embedding] at every step
+    fc_first_pass_only: ClassVar[bool] = False
+    # the head layer's fused QKV reads [embedding; hidden] (2h) instead of h
+    wide_qkv: ClassVar[bool] = False
 
     @property
     def moe_head(self) -> bool:
@@ -43,7 +48,7 @@ class EagleHead(Speculator):
         # one decoder layer of the target's widths and attention; a dense MLP (EAGLE heads are
         # Llama layers), or the target's own MoE layer for its MTP module (MTP)
         self.head = target.one_layer(self.moe_head, vocab, f"{target.id}-{self.name}")
-        self._fc_by_tokens: dict[int, float] = {}  # the hot loop repeats a few counts
+        self._fc_by_tokens: dict[tuple[int, bool], float] = {}  # the hot loop repeats a few
         self._rows_by_widths: dict[tuple[int, ...], tuple[tuple[int, int], ...]] = {}
         self._plain: PlainForward | None | bool = False  # False: not looked up yet
 
@@ -56,12 +61,13 @@ class EagleHead(Speculator):
         if widths is None or widths.count(1) == len(widths):
             # a chain (or a tree one node wide): K-1 equal steps, at the mean context
             if k > 1:
-                later = self._step(BatchShape.uniform(b, 1, kv_sum + b * k / 2.0, b))
+                later = self._step(BatchShape.uniform(b, 1, kv_sum + b * k / 2.0, b), first=False)
                 total = total.plus(later, times=k - 1)
             return total
         for depth, (q, w) in enumerate(self._tree_rows(widths), start=2):
             if w:
-                total = total.plus(self._step(BatchShape.uniform(b, q, kv_sum + b * depth, b * w)))
+                shape = BatchShape.uniform(b, q, kv_sum + b * depth, b * w)
+                total = total.plus(self._step(shape, first=False))
         return total
 
     def _tree_rows(self, widths: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
@@ -124,14 +130,14 @@ class EagleHead(Speculator):
                 if w:
                     t, ctx = b * q_, kv_sum + b * depth
                     p = plain.parts(
-                        t, b * w, b, float(b * q_ * q_), q_ * ctx, ctx, overhead, self._fc(t)
+                        t, b * w, b, float(b * q_ * q_), q_ * ctx, ctx, overhead, self._fc(t, False)
                     )
                     g, a, lm = g + p[0], a + p[1], lm + p[2]
                     e, c, o = e + p[3], c + p[4], o + p[5]
             return g + a + lm + e + c + o
         # steps 2..K: BatchShape.uniform(b, 1, mean context, b), added K-1 times (StepCost.plus)
         mean_kv = kv_sum + b * k / 2.0
-        later = plain.parts(b, b, b, float(b), mean_kv, mean_kv, overhead, self._fc(b))
+        later = plain.parts(b, b, b, float(b), mean_kv, mean_kv, overhead, self._fc(b, False))
         times = k - 1
         g = first[0] + later[0] * times
         a = first[1] + later[1] * times
@@ -155,26 +161,35 @@ class EagleHead(Speculator):
             lambda batch, over: self._step(batch, overhead_s=over), chunks, computed, decoding
         )
 
-    def _fc(self, tokens: int) -> float:
-        """The fc over the fused inputs for ``tokens`` tokens (remembered by count)."""
-        fc = self._fc_by_tokens.get(tokens)
+    def _fc(self, tokens: int, first: bool = True) -> float:
+        """The GEMMs a head runs beyond its layer's for ``tokens`` tokens (remembered by
+        count): the fc over the fused inputs (on a ``first`` pass over the target's features,
+        or every pass where it fuses each step's input), and the wider half of a 2h QKV."""
+        fc = self._fc_by_tokens.get((tokens, first))
         if fc is None:
-            h = self.target.hidden_size
-            fc = self._fc_by_tokens[tokens] = self.cost.gemm_time(
-                tokens, self.fused_features * h, h
-            )
+            h, ops = self.target.hidden_size, self.cost
+            fc = 0.0
+            if first or not self.fc_first_pass_only:
+                fc = ops.gemm_time(tokens, self.fused_features * h, h)
+            if self.wide_qkv and not self.head.is_mla:
+                qkv = self.head.q_dim // ops.tp + 2 * self.head.kv_dim_per_gpu(ops.tp)
+                fc += ops.gemm_time(tokens, 2 * h, qkv) - ops.gemm_time(tokens, h, qkv)
+            self._fc_by_tokens[(tokens, first)] = fc
         return fc
 
-    def _step(self, batch: BatchShape, overhead_s: float | None = None) -> StepCost:
-        """One pass of the head, with the fc over the fused inputs that feeds it (host
-        overhead: a draft step's, unless ``overhead_s`` says otherwise)."""
+    def _step(
+        self, batch: BatchShape, overhead_s: float | None = None, first: bool = True
+    ) -> StepCost:
+        """One pass of the head, with the GEMMs beyond its layer's that feed it (:meth:`_fc`;
+        ``first``: a pass over the target's features); host overhead: a draft step's, unless
+        ``overhead_s`` says otherwise."""
         overhead = self.draft_overhead_s if overhead_s is None else overhead_s
-        fc = self._fc(batch.num_tokens)
+        fc = self._fc(batch.num_tokens, first)
         return self.cost.forward(self.head, batch, overhead_s=overhead, extra_gemm_s=fc)
 
     def extra_weight_bytes(self) -> float:
         h = self.target.hidden_size
-        params = self.head.layer_params + self.fused_features * h * h
+        params = self.head.layer_params + self.fused_features * h * h + self._wide_qkv_params()
         own_head = self.head.vocab_size != self.target.vocab_size
         if own_head:
             params += self.head.vocab_size * h
@@ -187,6 +202,12 @@ class EagleHead(Speculator):
         return self.head.kv_bytes_per_token_per_gpu(
             self.cost.layout.attn_tp, layers=1, dtype_bytes=self.cost.kv_bytes
         )
+
+    def _wide_qkv_params(self) -> int:
+        """The weights a 2h QKV holds beyond the layer's h-wide one."""
+        if not self.wide_qkv or self.head.is_mla:
+            return 0
+        return self.target.hidden_size * (self.head.q_dim + 2 * self.head.kv_dim)
 
 
 class Eagle1(EagleHead):
@@ -202,8 +223,15 @@ class Eagle2(EagleHead):
 
 
 class Eagle3(EagleHead):
-    """EAGLE-3: multi-layer feature fusion (fc 3h -> h) and a reduced draft vocabulary."""
+    """EAGLE-3: multi-layer feature fusion (fc 3h -> h) and a reduced draft vocabulary. The
+    fc fuses the target's low, middle and high features on the first pass only; later steps
+    feed the head's own hidden state (vLLM llama_eagle3.py ``combine_hidden_states``, called
+    on the target's hidden states; SGLang llama_eagle3.py applies ``fc`` only when the
+    hidden state is 3h wide). The layer's QKV reads [embedding; hidden] concatenated
+    (``qkv_input_size = 2 * self.hidden_size`` for layer 0 in vLLM's LlamaDecoderLayer)."""
 
     name = "eagle3"
     fused_features = 3
+    fc_first_pass_only = True
+    wide_qkv = True
     own_vocab = EAGLE3_DRAFT_VOCAB

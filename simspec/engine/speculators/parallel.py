@@ -81,6 +81,7 @@ class PEagle(Eagle3):
     def extra_weight_bytes(self) -> float:
         h = self.target.hidden_size
         params = self.layers * self.head.layer_params + self.fused_features * h * h
+        params += self._wide_qkv_params()  # its first layer's
         if self.head.vocab_size != self.target.vocab_size:
             params += self.head.vocab_size * h
         return self._params_bytes(params)
