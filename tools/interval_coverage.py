@@ -7,7 +7,7 @@
 Each seed runs plain decoding and the method at a fixed length (``--requests``; 16 turnovers
 is where a sweep's precision target may stop a cell); the reference is one run of
 ``--long`` requests on another seed. Printed per quantity (the speedup, the method's and plain
-decoding's throughput): how many seeds' intervals hold the reference, the mean half-width
+decoding's throughput, the method's p50 and p99 TPOT and TTFT): how many seeds' intervals hold the reference, the mean half-width
 against 1.96 standard deviations of the seeds' values (above 1: conservative), and the seeds'
 mean bias. Slow by design (seconds per seed); never part of the test suite.
 """
@@ -43,6 +43,9 @@ def cell(method: str | dict, batch: int, requests: int, seed: int) -> dict[str, 
                        spec.throughput_tok_s_ci_high),
         "baseline throughput": (plain.throughput_tok_s, plain.throughput_tok_s_ci_low,
                                 plain.throughput_tok_s_ci_high),
+        **{f"{m} {q}": (spec[f"{m}_ms_{q}"], spec[f"{m}_ms_{q}_ci_low"],
+                        spec[f"{m}_ms_{q}_ci_high"])
+           for m in ("tpot", "ttft") for q in ("p50", "p99")},
     }  # fmt: skip
 
 
