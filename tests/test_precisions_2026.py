@@ -47,7 +47,7 @@ def test_nvfp4_multiplies_at_the_fp4_tensor_peak_on_blackwell():
 
 
 def test_nvfp4_is_refused_on_hopper_under_an_engine_without_a_weight_only_kernel():
-    with pytest.raises(InputError, match="^precision: nvfp4 needs FP4 tensor cores"):
+    with pytest.raises(InputError, match="^precision: h100_sxm .hopper. has no FP4 tensor cores"):
         r1_cost("nvfp4", gpu="h100_sxm", engine="sglang")
 
 
@@ -63,6 +63,22 @@ def test_nvfp4_is_refused_on_amd_gpus_where_no_kernel_runs_it():
     for gpu in ("mi300x", "mi355x"):
         with pytest.raises(InputError, match="no kernel runs nvfp4 weight-only"):
             effective_precision(load_precision("nvfp4"), load_gpu(gpu))
+    # CDNA 4 has FP4 tensor cores: they take MXFP4, not NVFP4 (QA: "has no FP4 tensor cores")
+    with pytest.raises(InputError, match=r"FP4 tensor cores do not take nvfp4 \(it runs natively"):
+        effective_precision(load_precision("nvfp4"), load_gpu("mi355x"))
+
+
+def test_fp8_weight_only_runs_under_the_engines_with_an_fp8_marlin_kernel_only():
+    """vLLM and SGLang run an FP8 checkpoint weight-only on Ampere (FP8 Marlin);
+    TensorRT-LLM has no FP8 there (QA: it ran, said to be vLLM's kernel)."""
+    from simspec.catalog.precision import check_engine_runs
+
+    fp8, a100 = load_precision("fp8"), load_gpu("a100_80gb")
+    for engine in ("vllm", "vllm-v0", "sglang"):
+        check_engine_runs(fp8, a100, engine, "precision")
+    with pytest.raises(InputError, match="engine trtllm has no weight-only kernel") as err:
+        check_engine_runs(fp8, a100, "trtllm", "precision")
+    assert "h100_sxm" in str(err.value) and "b200" in str(err.value)
 
 
 def test_the_cli_refusal_is_one_line_naming_the_precision_flag():

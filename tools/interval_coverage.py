@@ -7,9 +7,10 @@
 Each seed runs plain decoding and the method at a fixed length (``--requests``; 16 turnovers
 is where a sweep's precision target may stop a cell); the reference is one run of
 ``--long`` requests on another seed. Printed per quantity (the speedup, the method's and plain
-decoding's throughput, the method's p50 and p99 TPOT and TTFT): how many seeds' intervals hold the reference, the mean half-width
-against 1.96 standard deviations of the seeds' values (above 1: conservative), and the seeds'
-mean bias. Slow by design (seconds per seed); never part of the test suite.
+decoding's throughput, the method's p50 and p99 TPOT and TTFT): how many seeds' intervals hold
+the reference, the mean half-width against 1.96 standard deviations of the seeds' values (above
+1: conservative), and the seeds' mean bias. Slow by design (seconds per seed); never part of
+the test suite.
 """
 
 from __future__ import annotations

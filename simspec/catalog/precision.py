@@ -16,7 +16,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simspec.catalog.hardware import GpuSpec
+from simspec.catalog.hardware import GpuSpec, gpu_ids, load_gpu
 from simspec.catalog.tables import packaged_table
 from simspec.config import KV_CACHE_ALIASES, KvCacheDtype, WeightPrecision
 from simspec.errors import InputError
@@ -116,26 +116,45 @@ def effective_precision(spec: PrecisionSpec, gpu: GpuSpec) -> PrecisionSpec:
         if only is None or (only.native_archs is not None and gpu.arch not in only.native_archs):
             raise InputError(
                 "precision",
-                f"{gpu.id} ({gpu.arch}) has no {spec.compute.upper()} tensor cores for "
-                f"{spec.name} and no kernel runs {spec.name} weight-only there",
+                f"{_why_not_native(spec, gpu)} and no kernel runs {spec.name} weight-only there",
             )
         return only
     return spec
 
 
+def _why_not_native(spec: PrecisionSpec, gpu: GpuSpec) -> str:
+    """Why ``gpu`` does not multiply ``spec`` on its tensor cores: none of that dtype, or
+    cores of that width that take another format (QA: an MI355X, whose FP4 cores take MXFP4,
+    was said to have none for NVFP4)."""
+    peak = {"bf16": gpu.bf16_dense_flops, "fp8": gpu.fp8_dense_flops, "fp4": gpu.fp4_dense_flops}
+    if peak[spec.compute] is None:
+        return f"{gpu.id} ({gpu.arch}) has no {spec.compute.upper()} tensor cores for {spec.name}"
+    archs = ", ".join(spec.native_archs or ())
+    return (
+        f"{gpu.id} ({gpu.arch})'s {spec.compute.upper()} tensor cores do not take {spec.name} "
+        f"(it runs natively on {archs} only)"
+    )
+
+
+def _native_gpus(spec: PrecisionSpec) -> list[str]:
+    """The catalog's GPUs that multiply ``spec`` on their own tensor cores."""
+    return [g for g in gpu_ids() if runs_natively(spec, load_gpu(g))]
+
+
 def check_engine_runs(spec: PrecisionSpec, gpu: GpuSpec, engine: str, field: str) -> None:
     """An InputError naming ``field`` where ``engine`` has no kernel for what ``gpu`` runs of
     ``spec``: NVFP4 on a GPU without FP4 tensor cores runs weight-only under vLLM (its FP4
-    Marlin kernel) and nowhere else (precision.yaml says why)."""
+    Marlin kernel) and nowhere else, FP8 without FP8 tensor cores under vLLM and SGLang
+    (precision.yaml says why)."""
     eff = effective_precision(spec, gpu)
     if eff.engines is None or engine in eff.engines:
         return
+    natives = ", ".join(_native_gpus(spec)) or "none in the catalog"
     raise InputError(
         field,
-        f"{spec.name} needs FP4 tensor cores ({', '.join(spec.native_archs or ())} GPUs) under "
-        f"engine {engine}, and {gpu.id} ({gpu.arch}) has none; only {', '.join(eff.engines)} "
-        f"runs {spec.name} weight-only there (--engine {eff.engines[0]}), or choose a "
-        "Blackwell GPU (b200, gb200, b300, gb300)",
+        f"{_why_not_native(spec, gpu)}, and engine {engine} has no weight-only kernel for it; "
+        f"only {', '.join(eff.engines)} run {spec.name} weight-only there (--engine "
+        f"{eff.engines[0]}), or choose a GPU that runs it natively ({natives})",
     )
 
 
