@@ -317,6 +317,12 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
             f"{spec.verify_tokens} tokens"
         )
     demand = spec.memory_demand(max_seqs, max_tokens)
+    if sc.workload.arrival == "closed" and sc.workload.concurrency < max_seqs:
+        # a closed loop never runs more than its concurrency: only so many sequences hold a
+        # window in windowed layers or a recurrent state (vLLM allocates both from its one
+        # pool as requests run, none up front: QA, gpt-oss at batch 64 had lost half its KV
+        # blocks to windows for vLLM's 1,024 max_num_seqs, and preempted)
+        demand = dataclasses.replace(demand, max_seqs=sc.workload.concurrency)
     weight_bytes = cost.precision.weight_bytes if cost.precision else BYTES_PER_PARAM
     experts = cost.experts_precision_of(target)
     memory = plan_memory(
