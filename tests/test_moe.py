@@ -379,3 +379,28 @@ def test_a_padded_moe_verify_costs_no_less_with_more_sequences():
         for b in range(1, 9)
     ]
     assert times == sorted(times)
+
+
+def test_llama4_chunked_layers_read_their_own_chunk_not_a_sliding_window():
+    """A chunked-local layer reads c mod chunk tokens (vLLM make_local_attention_virtual_batches;
+    SGLang LocalAttentionMetadata): one sequence at 8,292 tokens reads 100, as at 100; a batch
+    past the first chunk half a chunk each (QA: priced as a window, 8,192 each, ~2x)."""
+    from simspec.catalog.hardware import load_engine, load_gpu, load_profile
+    from simspec.engine.costmodel import BatchShape, RooflineCostModel
+
+    scout = load_model("llama-4-scout")
+    assert scout.chunked_attention and scout.sliding_window == 8192
+    assert len(scout.sliding_layers) == 36  # the NoPE layers attend over everything
+    cost = RooflineCostModel(load_gpu("h100_sxm"), load_profile("h100_sxm"), load_engine("vllm"))
+    chunked = scout.model_copy(update={"sliding_layers": tuple(range(48))})
+    full = scout.model_copy(update={"sliding_layers": (), "chunked_attention": False})
+
+    def attention(model, batch):
+        return cost.forward(model, batch).attention_s
+
+    def ctx(n: int, each: float) -> BatchShape:
+        return BatchShape.uniform(n, 1, n * each, n)
+
+    assert attention(chunked, ctx(1, 8292)) == attention(full, ctx(1, 100))
+    assert attention(chunked, ctx(32, 5000)) == attention(full, ctx(32, 5000))  # first chunk
+    assert attention(chunked, ctx(32, 20000)) == pytest.approx(attention(full, ctx(32, 4096)))

@@ -28,8 +28,8 @@ matching vLLM model file, read in the indexed copies):
   ``intermediate_size_mlp``. Layers with RoPE (``no_rope_layers[i] == 1``, by default 3 of
   every 4) use chunked local attention of ``attention_chunk_size`` tokens (vLLM
   ``model_executor/models/llama4.py``: ``use_chunked_local_attn = not self.nope and
-  config.attention_chunk_size is not None``), modelled as a window of that size (an upper
-  bound: a token sees only its own chunk).
+  config.attention_chunk_size is not None``): a token reads the tokens of its own chunk
+  before it (``chunked_attention``; its KV, like a window's, at most a chunk and a block).
 - ``deepseek_v2``/``deepseek_v3``/``kimi_k2``: DeepseekV2Config/DeepseekV3Config: layer i is
   MoE when ``i >= first_k_dense_replace`` and ``i % moe_layer_freq == 0``
   (``n_routed_experts`` of width ``moe_intermediate_size`` plus ``n_shared_experts`` of the
@@ -490,6 +490,7 @@ def _llama4(raw: dict[str, Any]) -> dict[str, Any]:
             )
         fields["sliding_window"] = _int(raw, "attention_chunk_size", minimum=1)
         fields["sliding_layers"] = tuple(i for i, rope in enumerate(nope) if rope)
+        fields["chunked_attention"] = True
     return fields
 
 

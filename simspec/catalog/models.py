@@ -100,6 +100,10 @@ class ModelShape(BaseModel):
     # layers that attend to the last sliding_window tokens only (GPT-OSS, Llama-4 chunks)
     sliding_window: int = Field(default=0, ge=0)
     sliding_layers: tuple[int, ...] = ()
+    # the windowed layers attend within fixed chunks of sliding_window tokens (Llama-4's
+    # chunked local attention), not over the last sliding_window tokens: a token reads the
+    # tokens of its own chunk before it (position mod chunk)
+    chunked_attention: bool = False
     # DeepSeek Sparse Attention (index_topk 0: none): a lightning indexer of index_n_heads x
     # index_head_dim in every MLA layer picks the index_topk past tokens each query attends to
     # (simspec.engine.costmodel.sparse_attention)

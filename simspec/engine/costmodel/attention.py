@@ -95,11 +95,29 @@ class AttentionKernels:
         self.mla_fit = mla_fit if model.is_mla else None
         self.peak_rates = (ops.gpu.bf16_dense_flops, ops.gpu.hbm_bandwidth_bytes_s)
 
+    def _chunked_layer(self, batch: BatchShape, latency: float) -> float:
+        """One chunked-local layer (Llama-4): a sequence at context c reads the c mod chunk
+        tokens of its own chunk (vLLM make_local_attention_virtual_batches, SGLang
+        LocalAttentionMetadata split each sequence at chunk boundaries). From the sums: one
+        sequence's exactly; a batch whose mean context lies within the first chunk reads its
+        contexts, clipped to a chunk each; past it a sequence's phase in its chunk is taken
+        as uniform, half a chunk each (the mean of c mod chunk)."""
+        w, n = self.model.sliding_window, batch.num_seqs
+        if n == 1:
+            reads = float(batch.sum_kv % w)
+        elif batch.sum_kv <= n * w:
+            reads = batch.sum_kv
+        else:
+            reads = n * w / 2.0
+        scale = reads / batch.sum_kv if batch.sum_kv > 0 else 0.0
+        return self._layer(batch.num_tokens, batch.sum_q_sq, batch.sum_q_kv * scale, reads, latency)
+
     def time(self, batch: BatchShape, layers: int) -> float:
         """Seconds of the attention kernels of the model's first ``layers`` layers over
         ``batch``. Windowed layers attend over at most ``sliding_window`` tokens per sequence:
         the pairs and cached tokens are clipped to the window (exact when every context is
-        past the window or within it, an upper bound otherwise)."""
+        past the window or within it, an upper bound otherwise); chunked-local ones over
+        their own chunk (:meth:`_chunked_layer`)."""
         if self.mla is not None and batch.pre_tokens:
             # vLLM and SGLang run MLA's prompt chunks as multi-head attention (K and V
             # up-projected per head), its decodes and verifies on the absorbed latent kernel
@@ -117,7 +135,9 @@ class AttentionKernels:
             total = (layers - windowed) * self._layer(
                 t, batch.sum_q_sq, batch.sum_q_kv, batch.sum_kv, latency
             )
-        if windowed:
+        if windowed and self.model.chunked_attention:
+            total += windowed * self._chunked_layer(batch, latency)
+        elif windowed:
             w = self.model.sliding_window
             pairs = batch.sum_q_kv + (batch.sum_q_sq + t) / 2.0
             # no new-token term: the clipped count keeps pairs = min(pairs, t * w)
