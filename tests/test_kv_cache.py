@@ -407,3 +407,29 @@ def test_a_closed_loop_reserves_windows_for_its_concurrency_not_max_num_seqs():
     assert blocks(64, 64) > blocks(64) > 1.8 * blocks(1024)
     assert blocks(64) > 0.9 * blocks(64, 64)
     assert blocks(2048) == blocks(1024)  # past max_num_seqs the engine's limit holds
+
+
+def test_vllm_pads_gpt_oss_mxfp4_experts_to_its_kernels_tiles():
+    """Mxfp4MoEMethod.create_weights: Marlin (Ampere) pads a GPU's intermediate slice to 128
+    and the hidden size to 256, Triton (Hopper) the slice to 64, FlashInfer (Blackwell) both to
+    256 (QA: an A100's 5.1 GiB went uncounted, about half its KV cache)."""
+    from simspec.catalog.models import BYTES_PER_PARAM
+    from simspec.engine.kv_cache import mxfp4_pad_bytes
+
+    oss = load_model("gpt-oss-120b")
+    vllm = load_engine("vllm")
+    routed = oss.routed_bytes_per_gpu(1, 1, BYTES_PER_PARAM)
+
+    def pad(gpu: str, tp: int = 1) -> float:
+        return mxfp4_pad_bytes(oss, vllm, load_gpu(gpu), tp, 1, BYTES_PER_PARAM)
+
+    assert pad("a100_80gb") == pytest.approx(routed * (2944 * 3072 / 2880**2 - 1))
+    assert pad("h100_sxm") == 0.0  # 2,880 is a multiple of 64
+    assert pad("h100_sxm", 4) == pytest.approx(
+        oss.routed_bytes_per_gpu(4, 1, BYTES_PER_PARAM) * (768 / 720 - 1)
+    )
+    assert pad("b200") == pytest.approx(routed * (3072 * 3072 / 2880**2 - 1))
+    # another engine, or another model, is not padded here
+    assert mxfp4_pad_bytes(oss, load_engine("sglang"), load_gpu("a100_80gb"), 1, 1, 1.0) == 0
+    llama = load_model("llama-3.1-8b")
+    assert mxfp4_pad_bytes(llama, vllm, load_gpu("a100_80gb"), 1, 1, 1.0) == 0
