@@ -309,3 +309,16 @@ def test_simspec_models_refuses_the_layout_a_run_refuses():
     )
     assert result.exit_code == 2
     assert "dp" in result.output and "Gated DeltaNet" in result.output
+
+
+def test_a_sweep_of_a_gated_deltanet_model_says_its_layers_are_priced_from_shapes(tmp_path):
+    """As validate's assumptions say it (QA: the sweep printed nothing of it)."""
+    from simspec.engine.costmodel.linear_attention import LINEAR_STATE_NOTE
+
+    args = ["sweep", "--model", "qwen3-next-80b-a3b", "--gpu", "h200", "--tp", "4"]
+    out = tmp_path / "s.csv"
+    result = CliRunner().invoke(
+        app, [*args, "--batch-sizes", "1", "--requests", "16", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert LINEAR_STATE_NOTE[:40] in " ".join(result.output.split())

@@ -239,6 +239,7 @@ def _profile_note(cfg: SweepConfig) -> None:
     from simspec.catalog.hardware import alltoall_note, load_gpu, load_profile
     from simspec.catalog.models import load_model
     from simspec.catalog.precision import load_precision, precision_note
+    from simspec.engine.costmodel.linear_attention import LINEAR_STATE_NOTE
     from simspec.engine.costmodel.sparse_attention import sparse_attention_note
 
     for gpu in dict.fromkeys(cfg.grid.get("gpu") or [cfg.gpu]):
@@ -251,6 +252,8 @@ def _profile_note(cfg: SweepConfig) -> None:
     for model in dict.fromkeys(cfg.grid.get("model") or [cfg.model]):
         if note := sparse_attention_note(load_model(model)):
             err.print(f"note: {model}: {note}", highlight=False)
+        if load_model(model).linear_layers:  # as validate's assumptions say it (QA)
+            err.print(f"note: {model}: {LINEAR_STATE_NOTE}", highlight=False)
         if note := locality_note(model):
             err.print(f"note: {note}", highlight=False)
     spans = {(p.gpu, p.tp, p.ep) for p in cfg.points()}
