@@ -322,3 +322,25 @@ def test_a_sweep_of_a_gated_deltanet_model_says_its_layers_are_priced_from_shape
     )
     assert result.exit_code == 0, result.output
     assert LINEAR_STATE_NOTE[:40] in " ".join(result.output.split())
+
+
+def test_vllm_raises_the_attention_block_to_hold_one_layers_recurrent_state():
+    """HybridAttentionMambaModelConfig.verify_and_update_config: 16 x cdiv(state page,
+    16 x token page), one pool for both pages (QA: simspec kept vLLM's 16-token block); SGLang
+    keeps its one-token pages."""
+    from simspec.engine.build import setup_replica
+    from simspec.engine.costmodel.linear_attention import ssm_state_bytes
+    from simspec.engine.kv_cache import kv_block_size
+
+    m = load_model("qwen3-next-80b-a3b")
+    vllm = load_engine("vllm")
+    ssm, conv = m.linear_state_bytes_per_gpu(4, ssm_state_bytes(m, "vllm"))
+    state = (ssm + conv) / len(m.linear_layers)
+    token = m.kv_dim_per_gpu(4) * 2 * 2
+    want = 16 * -(-int(state) // (16 * token))
+    assert kv_block_size(vllm, m, load_gpu("h200"), 4, 2) == want == 272
+    assert kv_block_size(load_engine("sglang"), m, load_gpu("h200"), 4, 2) == 1
+    from simspec.config import Scenario
+
+    sc = Scenario(model="qwen3-next-80b-a3b", gpu="h200", tp=4, engine="vllm")
+    assert setup_replica(sc).memory.block_size == 272

@@ -273,7 +273,7 @@ def plan_memory(
             target, a_tp, -(-demand.max_tokens // dp), -(-demand.max_logit_rows // dp)
         )
     )
-    block = kv_block_size(engine, target, gpu)
+    block = kv_block_size(engine, target, gpu, a_tp, kv_bytes)
     kv_per_token = target.kv_bytes_per_token_per_gpu(a_tp, dtype_bytes=kv_bytes)
     # SGLang sizes its pool from the target's KV alone and places the draft (weights and a KV
     # pool of as many tokens) in the memory outside mem_fraction_static, which its reserve
@@ -363,15 +363,43 @@ def _check_draft_outside(
         )
 
 
-def kv_block_size(engine: EngineProfile, target: ModelShape, gpu: GpuSpec) -> int:
+def kv_block_size(
+    engine: EngineProfile,
+    target: ModelShape,
+    gpu: GpuSpec,
+    tp: int = 1,
+    kv_bytes: float = BYTES_PER_PARAM,
+) -> int:
     """Tokens per KV block: the engine's, or for an MLA model the block its MLA backend on
     this GPU forces (vLLM: FlashMLA's 64 on Hopper, CUTLASS MLA's 128 on Blackwell, and
-    FlashMLASparse's 64 for a sparse-attention model on any GPU)."""
+    FlashMLASparse's 64 for a sparse-attention model on any GPU). vLLM gives a model with
+    Gated DeltaNet layers an attention block whose page holds one layer's recurrent state,
+    in multiples of 16 tokens (:func:`hybrid_block_size`; ``tp``: attention GPUs, ``kv_bytes``
+    per cached element)."""
+    if target.linear_layers and engine.family == "vllm":
+        return max(int(engine["block_size"]), hybrid_block_size(target, engine, tp, kv_bytes))
     if not target.kv_lora_rank:
         return int(engine["block_size"])
     key = "mla_block_size_sparse" if target.index_topk else f"mla_block_size_{gpu.arch}"
     forced = engine.params.get(key)
     return int(forced.value) if forced is not None else int(engine["block_size"])
+
+
+def hybrid_block_size(target: ModelShape, engine: EngineProfile, tp: int, kv_bytes: float) -> int:
+    """vLLM's attention block for a model with Gated DeltaNet layers: one pool holds both
+    kinds of page, so the attention page (block x one layer's K and V of a token) is raised
+    to hold one layer's recurrent state, 16 x cdiv(state page, 16 x token page)
+    (HybridAttentionMambaModelConfig.verify_and_update_config, vllm/model_executor/models/
+    config.py; the form without prefix caching's chunk alignment): 272 tokens for
+    Qwen3-Next at tp 4 (QA: simspec kept 16; vLLM logs "Setting attention block size to 784
+    tokens" for Qwen3.5-27B)."""
+    from simspec.engine.costmodel.linear_attention import ssm_state_bytes
+
+    ssm, conv = target.linear_state_bytes_per_gpu(tp, ssm_state_bytes(target, engine.family))
+    state_page = (ssm + conv) / len(target.linear_layers)
+    token_page = target.kv_dim_per_gpu(tp) * 2 * kv_bytes
+    align = 16  # kernel_block_alignment_size: the attention backends' 16-token blocks
+    return align * -(-int(state_page) // int(align * token_page))
 
 
 MAX_GPUS = 64  # Deployment.tp's bound
