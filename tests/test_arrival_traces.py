@@ -159,7 +159,11 @@ def test_window_and_tile():
     assert np.all(np.diff(tiled.arrival_s) >= 0) and tiled.duration_s == 150
     assert (tiled.output_len[: len(w)] == tiled.output_len[len(w) : 2 * len(w)]).all()
     with pytest.raises(InputError, match="trace_start_s"):
-        window(t, 5000, 6000)
+        window(t, t.duration_s + 10)
+    # an end past the trace is refused, not cut short (QA: a --tile then repeated the rest)
+    with pytest.raises(InputError, match="trace_end_s: 6000 s is past the end of azure-conv"):
+        window(t, 100, 6000)
+    assert window(t, 100, t.duration_s).duration_s == t.duration_s - 100
     with pytest.raises(InputError, match="tile_s"):
         tile(w, 0)
 

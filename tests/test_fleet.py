@@ -252,7 +252,13 @@ def test_fleet_command_writes_its_outputs(tmp_path) -> None:
 
     asked = json.loads(summary.read_text())  # a summary read on its own says what it answers
     assert asked["router"] == "round_robin" and asked["method"] == "eagle3"
-    assert asked["slo_ttft_ms"] == 2000 and asked["arrivals"] == "azure-code"
+    assert asked["slo_ttft_ms"] == 2000 and asked["arrivals"] == "azure-code (window 0:120 s)"
+    assert (asked["trace_start_s"], asked["trace_end_s"], asked["target_qps"]) == (0, 120, None)
+    # the same run writes the same report, byte for byte (QA: plotly's random div id)
+    again = tmp_path / "again.html"
+    rerun = [a if a != str(report) else str(again) for a in args]
+    assert CliRunner().invoke(app, rerun).exit_code == 0
+    assert again.read_bytes() == report.read_bytes()
     assert asked["model"] == "llama-3.1-8b" and asked["seed"] == 0
     bad = CliRunner().invoke(app, ["fleet", "--slo-ttft-ms", "1", "--slo-tpot-ms", "1"])
     assert bad.exit_code == 2

@@ -557,8 +557,16 @@ def acceptance_dataset(trace: ArrivalTrace, given: str | None = None) -> str:
 
 def window(trace: ArrivalTrace, start_s: float = 0.0, end_s: float | None = None) -> ArrivalTrace:
     """The requests arriving in ``[start_s, end_s)`` of the trace's seconds, times shifted so
-    ``start_s`` is the new origin (the gap before the first kept request stays)."""
-    end = trace.duration_s if end_s is None else min(end_s, trace.duration_s)
+    ``start_s`` is the new origin (the gap before the first kept request stays). An end past
+    the trace is refused (QA: cut to the trace without a word, a --tile then repeated the
+    shorter window)."""
+    if end_s is not None and end_s > trace.duration_s:
+        raise InputError(
+            "workload.trace_end_s",
+            f"{end_s:g} s is past the end of {trace.name} ({trace.duration_s:g} s): end the "
+            f"window at most there (or leave its end out), and --tile to repeat it",
+        )
+    end = trace.duration_s if end_s is None else end_s
     if not 0.0 <= start_s < end:
         raise InputError(
             "workload.trace_start_s",

@@ -410,7 +410,12 @@ def _asked(cfg: FleetConfig, slo: Any, warmup_s: float) -> dict[str, Any]:
         "method": sc.method.name,
         "k": sc.method.k,
         "router": cfg.router,
-        "arrivals": wl.arrival_trace if wl.arrival == "replay" else f"poisson {wl.rate:g} req/s",
+        "arrivals": arrivals_text(wl, "poisson"),
+        "trace_start_s": wl.trace_start_s,
+        "trace_end_s": wl.trace_end_s,
+        "rate_scale": wl.rate_scale,
+        "target_qps": wl.target_qps,
+        "tile_s": wl.tile_s,
         "slo_ttft_ms": slo.ttft_ms,
         "slo_tpot_ms": slo.tpot_ms,
         "warmup_s": warmup_s,
@@ -422,9 +427,28 @@ def _plain(v: Any) -> Any:
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
+def arrivals_text(wl: Any, poisson: str) -> str:
+    """The arrivals in words: a replayed trace with how it was windowed, rescaled and tiled
+    (QA: a saved summary named the trace alone), or the Poisson rate."""
+    if wl.arrival != "replay":
+        return f"{poisson} {wl.rate:g} req/s"
+    shaped = []
+    if wl.trace_start_s is not None or wl.trace_end_s is not None:
+        start = f"{wl.trace_start_s:g}" if wl.trace_start_s is not None else ""
+        end = f"{wl.trace_end_s:g}" if wl.trace_end_s is not None else ""
+        shaped.append(f"window {start}:{end} s")
+    if wl.rate_scale is not None:
+        shaped.append(f"x{wl.rate_scale:g} rate")
+    if wl.target_qps is not None:
+        shaped.append(f"at {wl.target_qps:g} req/s")
+    if wl.tile_s is not None:
+        shaped.append(f"tiled to {wl.tile_s:g} s")
+    return str(wl.arrival_trace) + (f" ({', '.join(shaped)})" if shaped else "")
+
+
 def _title(cfg: FleetConfig, slo: Any) -> str:
     sc, wl = cfg.replicas[0], cfg.workload
-    arrivals = wl.arrival_trace if wl.arrival == "replay" else f"Poisson {wl.rate:g} req/s"
+    arrivals = arrivals_text(wl, "Poisson")
     return (
         f"{len(cfg.replicas)} x {sc.model} on {sc.gpu} x{sc.tp}, {sc.method.name}, "
         f"{cfg.router}, {arrivals}; SLO TTFT <= {slo.ttft_ms:g} ms, TPOT <= {slo.tpot_ms:g} ms"

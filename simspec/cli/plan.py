@@ -429,8 +429,10 @@ def _plan_trace(
             deploy, chosen, router, slo, attainment, gpu_hour_price, runs=runs
         )
     if out is not None:
+        from simspec.cli.fleet import arrivals_text
+
         asked = {
-            "trace": trace,
+            "trace": arrivals_text(deploy.workload, "poisson"),  # windowed, rescaled, tiled
             "router": router,
             "attainment": attainment,
             "slo_ttft_ms": slo_ttft_ms,

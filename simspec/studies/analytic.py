@@ -168,7 +168,9 @@ def write_html(table: pd.DataFrame, title: str, out) -> None:
         fig.update_xaxes(title_text="acceptance α (per position, i.i.d.)", row=1, col=col)
         fig.update_yaxes(title_text="draft tokens K", row=1, col=col)
     fig.update_layout(title=title, height=520, width=1150)
-    write_text_atomic(out, fig.to_html(include_plotlyjs=True, full_html=True))
+    write_text_atomic(
+        out, fig.to_html(include_plotlyjs=True, full_html=True, div_id="simspec-analytic")
+    )
 
 
 # within this share the closed form and the simulated decode agree: the bound the README's

@@ -55,7 +55,9 @@ def report_html(series: pd.DataFrame, summary: dict[str, Any], title: str) -> st
     rows = "".join(
         f"<tr><td>{html.escape(str(k))}</td><td>{_cell(v)}</td></tr>" for k, v in summary.items()
     )
-    figure = timeline_figure(series).to_html(full_html=False, include_plotlyjs=True)
+    figure = timeline_figure(series).to_html(
+        full_html=False, include_plotlyjs=True, div_id="simspec-fleet-timeline"
+    )
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title></head><body>"

@@ -25,7 +25,9 @@ def write_compare_report(frame: pd.DataFrame, plans: list[Plan], out: Path) -> N
         "<h1>simspec compare</h1>",
         f"<p>{len(plans)} measured run(s), each simulated with its own workload.</p>",
         f"<ul>{notes}</ul>",
-        by_load(frame, plans).to_html(full_html=False, include_plotlyjs=True),
+        by_load(frame, plans).to_html(
+            full_html=False, include_plotlyjs=True, div_id="simspec-compare"
+        ),
         frame.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep=""),
     ]
     page = (

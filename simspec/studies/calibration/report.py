@@ -141,7 +141,9 @@ def write_html(evaluated: pd.DataFrame, profile: HardwareProfile, out: Path) -> 
         height=800,
         width=max(900, 420 * len(operators)),
     )
-    write_text_atomic(out, fig.to_html(include_plotlyjs=True, full_html=True))
+    write_text_atomic(
+        out, fig.to_html(include_plotlyjs=True, full_html=True, div_id="simspec-calibration")
+    )
 
 
 def forward_check(profile: HardwareProfile, gpu: GpuSpec, harness_csv: Path) -> pd.DataFrame:

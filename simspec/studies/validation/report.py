@@ -36,8 +36,8 @@ def write_report(
         f"{html.escape(str(csv_path)) if csv_path else 'the predictions CSV'}).</p>",
         f"<p>{html.escape(mape_line(pred, table))}.</p>",
         series_html(table),
-        fig.to_html(full_html=False, include_plotlyjs=True),
-        hist.to_html(full_html=False, include_plotlyjs=False),
+        fig.to_html(full_html=False, include_plotlyjs=True, div_id="simspec-validation"),
+        hist.to_html(full_html=False, include_plotlyjs=False, div_id="simspec-errors"),
     ]
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>simspec validate</title>"
