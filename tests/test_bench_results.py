@@ -787,6 +787,13 @@ def test_a_run_with_failed_requests_says_so(tmp_path):
     assert any("10 of the" in n and "failed" in n for n in plan.notes)
     (plan,) = plans_of(tmp_path, write(tmp_path, "ok.json", vllm_json(failed=0)), "autoregressive")
     assert not any("failed" in n for n in plan.notes)
+    # under a rate the client spread every request sent over total / rate, the failed ones
+    # too: the ones that succeeded arrive at their share of the rate (QA: +11 % throughput)
+    rated = vllm_json(failed=10, request_rate=4.0, max_concurrency=None)
+    (plan,) = plans_of(tmp_path, write(tmp_path, "r.json", rated), "autoregressive")
+    n = plan.scenario.workload.requests
+    assert plan.scenario.workload.rate == pytest.approx(4.0 * n / (n + 10))
+    assert plan.scenario.workload.arrivals_end_at_rate
 
 
 def test_an_sglang_runs_itl_splits_each_chunk_over_its_tokens():
