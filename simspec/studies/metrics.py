@@ -46,7 +46,7 @@ def unserved_text(runs: int, share: float, what: str = "run(s)") -> str:
     worded for every engine (QA: it blamed vLLM's server under --engine hf)."""
     return (
         f"{runs} {what} left up to {share:.0%} of their measured requests unserved: longer "
-        "than the model's context (prompt + output past max_position_embeddings, which a "
-        "serving engine refuses) or its KV cache; their numbers are over the rest (the "
-        "unfinishable column)"
+        "than the context the engine serves (prompt + output past max_model_len where it is "
+        "set, else the model's max_position_embeddings: a serving engine refuses them) or "
+        "than its KV cache; their numbers are over the rest (the unfinishable column)"
     )
