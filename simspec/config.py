@@ -796,7 +796,18 @@ KV_CACHE_ALIASES = {"bfloat16": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
 
 
 def _kv_alias(value: object) -> object:
-    return KV_CACHE_ALIASES.get(value, value) if isinstance(value, str) else value
+    """vLLM's spellings as simspec's; any other string is refused naming every accepted
+    spelling (QA: "fp8_inc" was told only auto, bf16 or fp8)."""
+    if not isinstance(value, str):
+        return value
+    value = KV_CACHE_ALIASES.get(value, value)
+    if value not in ("auto", "bf16", "fp8"):
+        accepted = ", ".join(["auto", "bf16", "fp8", *KV_CACHE_ALIASES])
+        raise ValueError(
+            f"choose {accepted} (vLLM's fp8_e4m3 and fp8_e5m2 are fp8, bfloat16 is bf16; "
+            f"other cache dtypes are not priced)"
+        )
+    return value
 
 
 KvCacheDtype = Annotated[Literal["auto", "bf16", "fp8"], BeforeValidator(_kv_alias)]

@@ -32,12 +32,27 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
+# engine flags a config file may carry under their engine's name, and simspec's field for each
+ENGINE_SPELLINGS = {
+    "quantization": "precision (bf16, fp8, int4-w, nvfp4)",
+    "tensor_parallel_size": "tp",
+    "pipeline_parallel_size": "pp",
+    "data_parallel_size": "dp",
+    "speculative_config": "method",
+}
+
+
 def first_error(exc: ValidationError) -> tuple[str, str]:
     """(field, message) of a pydantic error's first entry: ``("workload.concurrency", "Input
     should be greater than or equal to 1 (got 0)")``."""
     e = exc.errors()[0]
     loc = ".".join(str(x) for x in e["loc"]) or "config"
     msg = e["msg"].removeprefix("Value error, ")
+    key = str(e["loc"][-1]) if e["loc"] else ""
+    if e["type"] == "extra_forbidden" and key in ENGINE_SPELLINGS:
+        # an engine's flag name: say which of simspec's fields holds it (QA: "quantization:
+        # Extra inputs are not permitted" named no field)
+        msg += f": simspec calls it {ENGINE_SPELLINGS[key]}"
     got = e.get("input")
     if isinstance(got, float) and got != got:
         # a bound's message alone names one side ("less than or equal to 1e7"), which NaN

@@ -203,3 +203,21 @@ def test_a_native_nvfp4_run_is_told_what_its_dense_kernel_speeds_rest_on():
     note = precision_note(load_precision("nvfp4"), load_gpu("b200"))
     assert "20578" in note and "1732" in note and "no measured decode-size cell" in note
     assert precision_note(load_precision("fp8"), load_gpu("h100_sxm")) == ""
+
+
+def test_engine_spellings_in_a_config_name_simspecs_field():
+    """QA: "quantization: Extra inputs are not permitted" named no field; "fp8_inc" was told
+    only auto, bf16 or fp8."""
+    from pydantic import ValidationError
+
+    from simspec.config import Scenario
+    from simspec.errors import validation_message
+
+    with pytest.raises(ValidationError) as err:
+        Scenario.model_validate({"quantization": "fp8"})
+    assert "simspec calls it precision" in validation_message(err.value)
+    with pytest.raises(ValidationError) as err:
+        Scenario.model_validate({"kv_cache_dtype": "fp8_inc"})
+    text = validation_message(err.value)
+    assert text.startswith("kv_cache_dtype: choose auto, bf16, fp8, bfloat16, fp8_e4m3")
+    assert Scenario.model_validate({"kv_cache_dtype": "fp8_e5m2"}).kv_cache_dtype == "fp8"
