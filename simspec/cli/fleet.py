@@ -395,7 +395,23 @@ def fleet(
 
         write_text(report, report_html(series, row, _title(cfg, slo)), "--report")
     _show(row, study.utilisation(run), cfg, slo, warmup_s)
+    _arrival_rate_note(table)
     print_provenance(deploy, chosen)
+
+
+def _arrival_rate_note(table: Any) -> None:
+    """The arrivals as they ran: how many, over how long, at what mean rate (QA: a --tile that
+    ends mid-copy, or Poisson gaps as drawn, miss the rate asked without a word)."""
+    arrivals = table["arrival_s"]
+    if len(arrivals) < 2:
+        return
+    span = float(arrivals.max() - arrivals.min())
+    if span > 0:
+        err.print(
+            f"arrivals: {len(arrivals):,} requests over {span:,.1f} s, "
+            f"{(len(arrivals) - 1) / span:.3g} req/s between the first and the last",
+            highlight=False,
+        )
 
 
 def _asked(cfg: FleetConfig, slo: Any, warmup_s: float) -> dict[str, Any]:
