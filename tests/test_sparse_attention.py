@@ -243,3 +243,26 @@ def test_an_fp8_cache_of_sparse_mla_is_deepseeks_fp8_ds_mla_row():
     indexer = m.num_hidden_layers * m.indexer_cache_bytes_per_token
     assert m.kv_bytes_per_token_per_gpu(8, dtype_bytes=1) == 61 * 656 + indexer
     assert m.kv_bytes_per_token_per_gpu(8) == 61 * 576 * 2 + indexer  # bf16: the latent whole
+
+
+def test_sglang_runs_a_short_prefill_as_dense_mla():
+    """SGLang's set_nsa_prefill_impl takes MHA_ONE_SHOT while the longest context is within
+    SGLANG_NSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD (server_args: the model's index_topk, 2,048):
+    V3.2's 1,000-token prompt costs V3's dense MLA prefill plus the indexer's key GEMM; past
+    the threshold, and always under vLLM, the indexer and sparse MLA (QA: 18.7 against 2.1 ms)."""
+    import numpy as np
+
+    from simspec.config import Scenario
+    from simspec.engine.build import build_cost_model
+
+    v32, v3 = load_model("deepseek-v3.2"), load_model("deepseek-v3")
+
+    def attention(model, engine: str, n: int) -> float:
+        cost = build_cost_model(Scenario(model=model.id, gpu="h200", tp=8, engine=engine), model)
+        shape = BatchShape.of(np.array([n]), np.array([0]), 1, prefill=True)
+        return cost.forward(model, shape).attention_s
+
+    dense = attention(v3, "sglang", 1000)
+    assert dense < attention(v32, "sglang", 1000) < 2.5 * dense
+    assert attention(v32, "vllm", 1000) > 4 * attention(v32, "sglang", 1000)
+    assert attention(v32, "sglang", 3000) > 10 * attention(v32, "sglang", 1000)  # sparse again

@@ -103,7 +103,7 @@ class BatchShape:
         reads = rest.sum_q_kv + (rest.sum_q_sq - rest.num_tokens) / 2.0
         t = rest.num_tokens
         flat = BatchShape(t, t, float(t), reads, reads, rest.logit_tokens)
-        return flat if not self.pre_seqs else flat + _as_prefill(pre)
+        return flat if not self.pre_seqs else flat + as_prefill(pre)
 
     def split_prefill(self) -> tuple[BatchShape, BatchShape]:
         """(the decodes and verifies, the prompt chunks) as two shapes."""
@@ -121,7 +121,7 @@ class BatchShape:
         return rest, pre
 
 
-def _as_prefill(shape: BatchShape) -> BatchShape:
+def as_prefill(shape: BatchShape) -> BatchShape:
     """``shape`` (prompt chunks, no logits) marked as prompt chunks again."""
     return BatchShape(
         shape.num_seqs, shape.num_tokens, shape.sum_q_sq, shape.sum_q_kv, shape.sum_kv, 0,

@@ -56,7 +56,7 @@ from simspec.catalog.models import ModelShape
 from simspec.catalog.precision import PrecisionSpec
 from simspec.engine.costmodel.attention import AttentionKernels
 from simspec.engine.costmodel.roofline import OperatorTimes, roofline_time
-from simspec.engine.costmodel.shapes import BatchShape, one_token_each
+from simspec.engine.costmodel.shapes import BatchShape, as_prefill, one_token_each
 from simspec.errors import InputError
 
 # the engines simspec prices sparse attention for, and whether each reads the indexer's keys
@@ -156,11 +156,34 @@ class SparseAttentionKernels(AttentionKernels):
 
     def time(self, batch: BatchShape, layers: int) -> float:
         """Seconds of ``layers`` layers' sparse attention over ``batch``: the indexer (its
-        GEMMs, logits and top-k) and MLA over the selected tokens."""
+        GEMMs, logits and top-k) and MLA over the selected tokens. SGLang runs a prefill
+        whose longest context is within ``index_topk`` tokens as dense MLA prefill instead
+        (:meth:`dense_prefill`)."""
         if batch.num_tokens == 0:
             return 0.0
+        if self.dense_prefill(batch):
+            rest, prompts = batch.split_prefill()
+            dense = AttentionKernels.time(self, as_prefill(prompts), layers)
+            # the indexer still caches the prompt's keys (wk), for the decodes' top-k later
+            heads, dim, _ = self.indexer
+            keys = self._ops.gemm_time(prompts.num_tokens, self.model.hidden_size, dim + heads)
+            dense += layers * keys
+            return dense + (self.time(rest, layers) if rest.num_tokens else 0.0)
         mla = super().time(sparse_mla_batch(batch, self.indexer[2]), layers)
         return mla + layers * (self.projection_time(batch.num_tokens) + self.indexer_time(batch))
+
+    def dense_prefill(self, batch: BatchShape) -> bool:
+        """Whether SGLang runs ``batch``'s prompt chunks as dense MLA prefill (MHA_ONE_SHOT):
+        ``set_nsa_prefill_impl`` takes it while the batch's longest context is within
+        SGLANG_NSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD, which server_args sets to the model's
+        index_topk (2,048 for DeepSeek-V3.2) on Hopper and Blackwell (QA: a 1,000-token prompt
+        priced through the indexer and sparse MLA at 18.7 ms against V3's dense 2.1 ms on an
+        H200 at tp 8). From the sums the chunks' mean context stands in for the longest (exact
+        for one chunk). vLLM runs every prefill sparse."""
+        if not (self.keys_per_query and batch.pre_tokens):
+            return False
+        mean = (batch.pre_kv + batch.pre_tokens) / batch.pre_seqs
+        return mean <= self.indexer[2]
 
     def projection_time(self, tokens: int) -> float:
         """One layer's indexer GEMMs for ``tokens`` tokens, whole on every GPU: wq_b at the
