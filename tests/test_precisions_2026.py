@@ -221,3 +221,19 @@ def test_engine_spellings_in_a_config_name_simspecs_field():
     text = validation_message(err.value)
     assert text.startswith("kv_cache_dtype: choose auto, bf16, fp8, bfloat16, fp8_e4m3")
     assert Scenario.model_validate({"kv_cache_dtype": "fp8_e5m2"}).kv_cache_dtype == "fp8"
+
+
+def test_an_nvfp4_deepseek_checkpoint_keeps_its_mtp_module_in_bf16():
+    """NVIDIA's NVFP4 DeepSeek checkpoints exclude layer 61 (the MTP module) from the
+    quantization: SGLang runs it as a bf16 nextn layer (QA: priced at NVFP4, 0.79 GiB a GPU
+    where bf16 holds ~2.7)."""
+    from simspec.config import AcceptanceConfig, MethodConfig, Scenario
+    from simspec.engine.build import setup_replica
+
+    mtp = MethodConfig(name="mtp", k=1, acceptance=AcceptanceConfig(alpha=0.8))
+
+    def draft(precision: str) -> float:
+        sc = Scenario(model="deepseek-r1", gpu="b200", tp=8, precision=precision, method=mtp)
+        return setup_replica(sc).memory.draft_bytes
+
+    assert draft("nvfp4") == pytest.approx(2 * draft("fp8"), rel=0.05)  # bf16 against fp8

@@ -34,7 +34,14 @@ class MTP(EagleHead):
 
     def _configure(self, cfg: MethodConfig) -> None:
         super()._configure(cfg)
-        if self.target.num_nextn_predict_layers:  # the checkpoint's modules: its precision
+        precision = self.cost.precision
+        nvfp4 = precision is not None and precision.name.startswith("nvfp4")
+        if self.target.num_nextn_predict_layers and not nvfp4:
+            # the checkpoint's modules: its precision. NVIDIA's NVFP4 checkpoints of the
+            # DeepSeek family keep the MTP layer out of the quantization (hf_quant_config
+            # exclude_modules "model.layers.61*"), in bf16: SGLang logs "Use triton fused moe
+            # by default for bf16 nextn layer in deepseek fp4 checkpoint" (server_args), and
+            # its _resolve_nextn_quant_config test names that exclusion (QA: priced at NVFP4)
             self.cost.quantize_like_target(self.head)
 
     def extra_weight_bytes(self) -> float:
