@@ -80,10 +80,17 @@ SHAPES = {
 }
 ENGINES = {"vllm": "VLLM", "sglang": "SGLang", "trtllm": "TRTLLM"}
 # simspec precision -> the table's MoE dtype: fp8 checkpoints of the MoE models simspec ships
-# (DeepSeek-V3/R1, Qwen3 FP8) are block-scaled 128x128; int4-w is how simspec reads
-# gpt-oss's MXFP4 experts (weight-only, bf16 activations on Hopper); nvfp4 is ModelOpt's W4A4
-# (nvidia/DeepSeek-R1-FP4 and the like), the table's nvfp4 rows
-DTYPES = {"bf16": "bfloat16", "fp8": "fp8_block", "int4-w": "w4a16_mxfp4", "nvfp4": "nvfp4"}
+# (DeepSeek-V3/R1, Qwen3 FP8) are block-scaled 128x128; int4-w is a GPTQ/AWQ/compressed-tensors
+# W4A16 checkpoint, whose experts vLLM runs through Marlin (CompressedTensorsWNA16MarlinMoEMethod,
+# GPTQ/AWQ Marlin MoE) and SGLang through its Marlin MoE (or FlashInfer's TRT-LLM W4A16 MoE on
+# SM100), the table's int4_wo rows; nvfp4 is ModelOpt's W4A4 (nvidia/DeepSeek-R1-FP4 and the
+# like), the table's nvfp4 rows
+DTYPES = {"bf16": "bfloat16", "fp8": "fp8_block", "int4-w": "int4_wo", "nvfp4": "nvfp4"}
+# a precision whose experts one architecture ships in another format: (precision, model_type) ->
+# the table's dtype (moe_kernels.yaml ``model_dtypes``). simspec reads gpt-oss's MXFP4 experts
+# as int4-w (weight-only, bf16 activations on Hopper), run by the engines' MXFP4 kernels, not
+# Marlin W4A16 (QA: every int4-w MoE had been timed by gpt-oss's MXFP4 kernels)
+MODEL_DTYPES = {("int4-w", "gpt_oss"): "w4a16_mxfp4"}
 # FP8 weights on a GPU without FP8 tensor cores (precision.yaml fp8 weight_only: W8A16 through
 # Marlin): no table dtype of its own, timed as MARLIN_FP8 says
 DTYPES[weight_only_name("fp8")] = "fp8_w8a16"
@@ -128,8 +135,10 @@ DEFAULT_KERNELS = {
         # the 0.14.0 collector's name for the Triton fused_moe (A100: UnquantizedFusedMoEMethod
         # runs it on Ampere, vllm/model_executor/layers/fused_moe/fused_moe.py)
         "vllm_fused_moe",
+        # W4A16 int4 experts: Marlin (CompressedTensorsWNA16MarlinMoEMethod, fused_marlin_moe)
+        "vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts",
     ],
-    "SGLang": ["sglang_flashinfer_trtllm_moe", "sglang_fused_moe_triton"],
+    "SGLang": ["sglang_flashinfer_trtllm_moe", "sglang_fused_moe_triton", "sglang_marlin_moe"],
     "TRTLLM": ["moe_torch_flow_cutlass", "deepgemm", "moe_torch_flow"],
 }
 # vLLM's and SGLang's DeepSeek-V3/R1 rows stream 256 experts' fp8 weights at up to 8.3 TB/s on
@@ -370,7 +379,7 @@ def fit_moe(df: pd.DataFrame, gpus: dict, routing: dict[str, list[list[float]]])
     runs_as = {}
     for gpu in [g for g in inv if g in set(df.gpu)]:
         for fw, order in DEFAULT_KERNELS.items():
-            for dtype in DTYPES.values():
+            for dtype in dict.fromkeys([*DTYPES.values(), *MODEL_DTYPES.values()]):
                 fit_dtype = RUNS_AS.get((gpu, fw, dtype), dtype)
                 for kernel in order:
                     if f"{gpu}/{fw}/{kernel}/{fit_dtype}" in fits:
@@ -650,6 +659,8 @@ MOE_HEADER = (
 # compute non-local assignments, SOURCE.md section 6) and without their DeepSeek-V3/R1 rows
 # (which touch half the experts: see DEEPSEEK in the script); TRT-LLM rows at every TP x EP.
 # median_abs_error / max_abs_error: |predicted/measured - 1| over the family's rows.
+# model_dtypes: "<precision>/<model_type>" -> the table's dtype where one architecture ships
+# that precision in another format (gpt-oss's MXFP4 experts, read as int4-w: MODEL_DTYPES).
 # defaults: the kernel each engine runs by default (calibration/fit_moe_kernels.py
 # DEFAULT_KERNELS says why); a (GPU, engine, dtype) not listed keeps the roofline.
 # model_defaults: "<GPU>/<engine>/<dtype>/<model_type>" -> "<framework>/<kernel>" of the fit
@@ -725,6 +736,7 @@ def main() -> None:
             "gpus": {k: {"table": v[0], "sms": v[1]} for k, v in gpus.items()},
             "engines": {**ENGINES, "vllm-v0": V0_FRAMEWORK},
             "dtypes": DTYPES,
+            "model_dtypes": {f"{p}/{m}": d for (p, m), d in MODEL_DTYPES.items()},
             "defaults": {**moe["defaults"], **v0_defaults},
             "model_defaults": moe["model_defaults"],
             "runs_as": moe["runs_as"],

@@ -107,6 +107,14 @@ def test_which_table_each_deployment_takes():
     )  # fmt: skip
     assert cost.moe_kernel(cost.experts_precision_of(qwen), qwen) == marlin
     assert moe_kernel_fit("h200", "hf", "bf16") is None
+    # a GPTQ/AWQ int4 MoE runs Marlin W4A16 (vLLM CompressedTensorsWNA16MarlinMoEMethod,
+    # SGLang's Marlin MoE); only gpt-oss's int4-w is MXFP4 (QA: every int4-w MoE was timed by
+    # gpt-oss's MXFP4 kernels)
+    marlin_vllm = "vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts"
+    assert moe_kernel_fit("h100_sxm", "vllm", "int4-w", "qwen3_moe").kernel == marlin_vllm
+    assert moe_kernel_fit("h200", "sglang", "int4-w", "kimi_k2").kernel == "sglang_marlin_moe"
+    assert "mxfp4" in moe_kernel_fit("h100_sxm", "vllm", "int4-w", "gpt_oss").kernel
+    assert moe_kernel_fit("h100_sxm", "trtllm", "int4-w", "qwen3_moe") is None  # roofline
     assert mla_decode_fit("h200", "sglang", 2.0).kernel == "flash_attention"
     assert mla_decode_fit("h200", "vllm", 2.0) is None  # vLLM's FlashMLA is not in the table
     assert deepep_fits("h200", 8) is not None
@@ -209,14 +217,15 @@ def test_vllm_v0_is_vllm_with_its_older_moe_kernel():
     # (256 sequences and a 2048-token budget on every GPU, prefill-first without chunked
     # prefill, a block watermark), V1's budget-edge draft trim and its drafters' lookahead KV,
     # V0's draft on fewer GPUs, its CUDA graphs (decode-only batches up to 256), its draft's
-    # prompt pass apart from the decodes' first draft forward, unpadded; no async scheduler
+    # prompt pass apart from the decodes' first draft forward, unpadded, its verify by batch
+    # expansion; no async scheduler
     own = {"prefix_caching", "small_gpu_max_num_seqs", "small_gpu_max_num_batched_tokens"}
     own |= {"cuda_graph_max_tokens", "cuda_graph_max_seqs", "cuda_graph_max_seqs_tp4"}
     own |= {"cuda_graph_decode_only"}
     own |= {"max_num_seqs", "max_num_batched_tokens", "v0_scheduler", "admission_watermark"}
     own |= {"trim_drafts_at_budget", "draft_lookahead_slots", "draft_tp_below_target"}
     own |= {"decode_asks_proposed", "default_seqs_within_budget", "graph_size_from_max_num_seqs"}
-    own |= {"draft_prompt_in_first_pass", "draft_first_pass_padded"}
+    own |= {"draft_prompt_in_first_pass", "draft_first_pass_padded", "verify_by_batch_expansion"}
     assert {k: v for k, v in v0.params.items() if k not in own} == {
         k: v for k, v in v1.params.items() if k not in own
     }

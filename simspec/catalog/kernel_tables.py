@@ -73,7 +73,9 @@ def moe_kernel_fit(
     table: dict[str, Any] = packaged_table("moe_kernels.yaml")
     g = table["gpus"].get(gpu)
     framework = table["engines"].get(engine)
-    dtype = table["dtypes"].get(precision)
+    # an architecture that ships the precision in its own format (gpt-oss's MXFP4 as int4-w)
+    dtype = table.get("model_dtypes", {}).get(f"{precision}/{model_type}")
+    dtype = dtype or table["dtypes"].get(precision)
     if g is None or framework is None or dtype is None:
         return None
     owner = table.get("model_defaults", {}).get(_key(g["table"], framework, dtype, model_type))
