@@ -631,6 +631,42 @@ def fit_deepep(src: Path) -> dict:
     return fits
 
 
+# DeepEP's README table of its low-latency kernels across servers, after PR #173 put the
+# intranode peers on NVLink (H800, one ConnectX-7 400 Gb/s InfiniBand NIC per GPU; DeepSeek-V3's
+# shape: 128 tokens per rank, hidden 7168, top-8; fp8 dispatch, bf16 combine)
+INTERNODE_TABLE, INTERNODE_README = "deepep_readme_h800_sm100.csv", "v1_low_latency_after_pr173"
+
+
+def fit_deepep_internode(src: Path) -> dict:
+    """Per EP size past one server, the README's low-latency dispatch and combine times at its
+    reference shape: simspec prices another token count as the GPU's own intranode fixed cost
+    plus bytes at the rate that reaches the README's time (kernel_tables.deepep_fits)."""
+    df = pd.read_csv(src / INTERNODE_TABLE)
+    rows = df[(df.table == INTERNODE_README) & (df.ep_size > 8)]
+    ref = rows.iloc[0]
+    assert (rows.tokens_per_batch == ref.tokens_per_batch).all()
+    assert (rows.hidden == ref.hidden).all() and (rows.topk == ref.topk).all()
+    by_ep = {}
+    for ep, sub in rows.groupby("ep_size"):
+        phase = dict(zip(sub.phase, sub.latency_us, strict=True))
+        by_ep[int(ep)] = {
+            "dispatch_s": round(float(phase["dispatch"]) * 1e-6, 9),
+            "combine_s": round(float(phase["combine"]) * 1e-6, 9),
+        }
+    print("internode low-latency", by_ep)
+    return {
+        "source": (
+            f"../shared/calibration-data/moe-serving/{INTERNODE_TABLE}, table "
+            f"{INTERNODE_README} (DeepEP README at commit {ref.readme_commit}, {ref.readme_date}; "
+            f"{ref.gpu}, {ref.nic}; MIT)"
+        ),
+        "tokens_per_rank": int(ref.tokens_per_batch),
+        "hidden": int(ref.hidden),
+        "top_k": int(ref.topk),
+        "ep": by_ep,
+    }
+
+
 # -- output ---------------------------------------------------------------------------------------
 COMMAND = "python calibration/fit_moe_kernels.py --shared ../shared [--aic-core WHEEL]"
 PROVENANCE = f"""\
@@ -763,6 +799,7 @@ def main() -> None:
             "normal_num_sms": DEEPEP_NORMAL_SMS,
             "gpus": {k: v[0] for k, v in GPUS.items()},
             "fits": deepep,
+            "internode_low_latency": fit_deepep_internode(src),
         }
     }
     out[path] = text + header + yaml.safe_dump(section, sort_keys=False, width=100)
@@ -781,6 +818,14 @@ DEEPEP_HEADER = """\
 # simspec takes low-latency up to max_low_latency_tokens_per_rank (SGLang's
 # SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK default) and normal above it. An EP size or GPU
 # not listed keeps the point-to-point fit above.
+# internode_low_latency: DeepEP's README times of its low-latency kernels over several servers
+# (after PR #173: NVLink within a server, RDMA between; H800 with one 400 Gb/s NIC per GPU) at
+# its reference shape, per EP size. An EP group of that size across servers prices a
+# low-latency dispatch (combine) as its GPU's own fixed cost above plus bytes at the rate that
+# reaches the README's time at the reference shape (the kernels are bandwidth-bound there:
+# DeepEP prints ~40-60 GB/s of RDMA); its normal kernels keep the one-server fits (a lower
+# bound: the README's internode normal table is of RDMA bytes per remote server, which the
+# routing decides). H100/H200/B200 servers with one such NIC per GPU are assumed (transferred).
 """
 
 

@@ -118,7 +118,8 @@ def test_which_table_each_deployment_takes():
     assert mla_decode_fit("h200", "sglang", 2.0).kernel == "flash_attention"
     assert mla_decode_fit("h200", "vllm", 2.0) is None  # vLLM's FlashMLA is not in the table
     assert deepep_fits("h200", 8) is not None
-    assert deepep_fits("h200", 4) is None  # the tables are one 8-GPU node
+    assert deepep_fits("h200", 4) is None  # the tables are one 8-GPU node, or DeepEP's README
+    assert deepep_fits("h200", 24) is None  # internode sizes: 16 to 256 GPUs
     assert deepep_low_latency_limit() == 128
 
 
@@ -303,3 +304,27 @@ def test_an_mla_verify_never_costs_less_for_more_query_tokens():
     fits = packaged_table("mla_kernels.yaml")["fits"]
     for gpu in ("H100 SXM", "H200 SXM"):
         assert fits[f"{gpu}/SGLang/fp8"]["median_abs_error"] < 0.05
+
+
+def test_deepep_across_servers_takes_the_readmes_internode_low_latency_times():
+    """EP16-256 over several servers: DeepEP's README times its low-latency kernels (after PR
+    #173, H800, one 400 Gb/s NIC a GPU) at 128 tokens a rank, hidden 7168, top-8: a dispatch
+    of that shape costs what it printed, from the GPU's own fixed cost; fewer tokens cost
+    less; the normal kernels are never faster per element (QA: the one-server fits had priced
+    16 GPUs' dispatch at 37 us against DeepEP's 118)."""
+    from simspec.catalog.hardware import load_gpu
+
+    one, two = deepep_fits("h200", 8), deepep_fits("h200", 16)
+    assert deepep_time(two["low_latency_dispatch"], 128, 7168, 8) == pytest.approx(118e-6)
+    assert deepep_time(two["low_latency_combine"], 128, 7168, 8) == pytest.approx(195e-6)
+    assert two["low_latency_dispatch"].latency_s == one["low_latency_dispatch"].latency_s
+    assert deepep_time(two["low_latency_dispatch"], 4, 7168, 8) < 20e-6
+    for phase in ("dispatch", "combine"):
+        low, normal = two[f"low_latency_{phase}"], two[f"normal_{phase}"]
+        assert deepep_time(normal, 129, 7168, 8) >= deepep_time(low, 128, 7168, 8)
+    assert deepep_time(deepep_fits("h200", 64)["low_latency_combine"], 128, 7168, 8) == (
+        pytest.approx(314e-6)
+    )
+    note = load_gpu("h200").cross_node_note(16, 16)
+    assert "DeepEP's internode times" in note and "lower bound" in note
+    assert "DeepEP" not in load_gpu("h200").cross_node_note(16, 1)  # TP16: all-reduces only

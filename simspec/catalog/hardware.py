@@ -58,11 +58,21 @@ class GpuSpec(BaseModel):
         span = max(tp, ep)
         if span <= self.gpus_per_node:
             return None
+        from simspec.catalog.kernel_tables import deepep_fits
+
+        internode = ep > self.gpus_per_node and deepep_fits(self.id, ep) is not None
+        which = (
+            "their all-reduces and the all-to-alls of prompt steps (DeepEP's normal kernels) are "
+            "priced at the servers' own interconnect, not the network between them (not "
+            "modelled; decode steps' low-latency dispatch and combine take DeepEP's internode "
+            "times, measured on H800s with one 400 Gb/s NIC each)"
+            if internode
+            else "their all-reduces and all-to-alls are priced at the servers' own interconnect, "
+            "not the network between them (not modelled)"
+        )
         return (
             f"{span} {self.id} GPUs span {-(-span // self.gpus_per_node)} servers of "
-            f"{self.gpus_per_node}: their all-reduces and all-to-alls are priced at the "
-            "servers' own interconnect, not the network between them (not modelled): step "
-            "times are a lower bound"
+            f"{self.gpus_per_node}: {which}: step times are a lower bound"
         )
 
 

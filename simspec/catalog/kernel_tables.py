@@ -153,20 +153,45 @@ def mla_decode_fit(gpu: str, engine: str, kv_bytes: float) -> MlaDecodeFit | Non
 def deepep_fits(gpu: str, ep: int) -> dict[str, DeepEpFit] | None:
     """DeepEP's kernels on ``gpu`` at expert-parallel size ``ep``, keyed
     ``{low_latency,normal}_{dispatch,combine}`` (with ``max_low_latency_tokens``' threshold
-    read by :func:`deepep_low_latency_limit`); None where no table covers them (the tables are
-    one 8-GPU node: ep 8)."""
+    read by :func:`deepep_low_latency_limit`); None where no table covers them (one 8-GPU node:
+    ep 8; past it, DeepEP's internode low-latency times at 16-256 GPUs, the normal kernels at
+    one node's, a lower bound)."""
     table: dict[str, Any] = packaged_table("alltoall.yaml").get("deepep", {})
-    if ep not in table.get("ep", []):
-        return None
     fits = table.get("fits", {}).get(table.get("gpus", {}).get(gpu, ""))
-    if fits is None:
+    internode = table.get("internode_low_latency", {})
+    if fits is None or (ep not in table.get("ep", []) and ep not in internode.get("ep", {})):
         return None
-    return {
+    out = {
         name: DeepEpFit(
             float(f["latency_s"]), float(f["bandwidth_bytes_s"]), float(f["bytes_per_element"])
         )
         for name, f in fits.items()
     }
+    if ep in table.get("ep", []):
+        return out
+    # past one server: the low-latency kernels at DeepEP's internode times (its README at the
+    # reference shape), from this GPU's own fixed cost; the normal ones keep one server's fits
+    ref = internode["ep"][ep]
+    for phase in ("dispatch", "combine"):
+        own = out[f"low_latency_{phase}"]
+        elements = internode["tokens_per_rank"] * internode["top_k"] * internode["hidden"]
+        nbytes = elements * own.bytes_per_element
+        rate = nbytes / max(float(ref[f"{phase}_s"]) - own.latency_s, 1e-9)
+        low = out[f"low_latency_{phase}"] = DeepEpFit(own.latency_s, rate, own.bytes_per_element)
+        # the normal kernels move the same elements over the same network: never faster per
+        # element than the low-latency ones here (a prompt step above the low-latency limit
+        # had cost less than a decode below it)
+        normal = out[f"normal_{phase}"]
+        per_element = min(
+            normal.bandwidth_bytes_s / normal.bytes_per_element,
+            low.bandwidth_bytes_s / low.bytes_per_element,
+        )
+        out[f"normal_{phase}"] = DeepEpFit(
+            max(normal.latency_s, low.latency_s),
+            per_element * normal.bytes_per_element,
+            normal.bytes_per_element,
+        )
+    return out
 
 
 def deepep_low_latency_limit() -> int:
