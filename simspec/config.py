@@ -852,6 +852,14 @@ class Deployment(BaseModel):
         "--tensor-parallel-size N/D); must divide tp",
     )
     engine: str = Field(default="vllm", description="engine profile")
+    disaggregation_mode: Literal["null", "decode"] = Field(
+        default="null",
+        description="null: the replica prefills and decodes; decode: it is the decode instance "
+        "of a prefill/decode-disaggregated deployment, every request arriving with its "
+        "prompt's KV (the draft's too) and its first token from a prefill instance (SGLang "
+        "--disaggregation-mode decode; vLLM's kv_role kv_consumer); the prefill instance and "
+        "the transfer are not simulated",
+    )
     profile: str | None = Field(default=None, description="hardware profile id or YAML path")
     precision: WeightPrecision | None = Field(
         default=None,
@@ -904,7 +912,9 @@ class Deployment(BaseModel):
 
 # What is served on what, and how it samples: Deployment fields that the CLI's flags and the
 # explorer's inputs set from attributes of the same names, so one mapping serves both.
-SERVING_FIELDS = ("model", "gpu", "tp", "ep", "dp", "engine", "precision", "kv_cache_dtype")
+SERVING_FIELDS = (
+    "model", "gpu", "tp", "ep", "dp", "engine", "disaggregation_mode", "precision", "kv_cache_dtype"
+)  # fmt: skip
 SAMPLING_FIELDS = ("temperature", "top_p", "seed")
 
 

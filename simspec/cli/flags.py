@@ -163,6 +163,7 @@ class ServingFlags:
     ep: opt.Ep = None
     dp: opt.Dp = None
     engine: opt.Engine = None
+    disaggregation_mode: opt.DisaggregationMode = None
     precision: opt.Precision = None
     kv_cache_dtype: opt.KvCacheDtype = None
 

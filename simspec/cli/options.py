@@ -60,6 +60,10 @@ Dp = Annotated[
     int | None,
     typer.Option("--dp", "--dp-size", "--data-parallel-size", help=field_help(Deployment, "dp")),
 ]
+DisaggregationMode = Annotated[
+    str | None,
+    typer.Option("--disaggregation-mode", help=field_help(Deployment, "disaggregation_mode")),
+]
 Engine = Annotated[
     str | None, typer.Option(help=field_help(Deployment, "engine", choices=engine_ids()))
 ]

@@ -256,7 +256,11 @@ def _profile_note(cfg: SweepConfig) -> None:
             err.print(f"note: {model}: {LINEAR_STATE_NOTE}", highlight=False)
         if note := locality_note(model):
             err.print(f"note: {note}", highlight=False)
-    spans = {(p.gpu, p.tp, p.ep) for p in cfg.points()}
+    if cfg.disaggregation_mode == "decode":
+        from simspec.studies.provenance import DECODE_INSTANCE_NOTE
+
+        err.print(f"note: {DECODE_INSTANCE_NOTE}", highlight=False)
+    spans = {(p.gpu, p.tp * p.pp, p.ep) for p in cfg.points()}
     for gpu, tp, ep in sorted(spans):
         if note := load_gpu(gpu).cross_node_note(tp, ep):
             err.print(f"note: {note}", highlight=False)

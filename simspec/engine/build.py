@@ -251,7 +251,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     if why := engine_refuses(sc.method.name, engine.id):
         raise InputError("methods.name", f"{sc.method.name} {why}")
     engine.check_load_policy(sc.method.disable_by_batch_size)
-    check_stages(sc.pp, engine)
+    check_stages(sc.pp, engine, sc.tp, load_gpu(sc.gpu).gpus_per_node)
     check_dp_attention(sc.dp, engine.id, engine.dp_attention, target)
     check_linear_layers(target, sc.engine, sc.dp)
     cost = build_cost_model(sc, target)
@@ -382,6 +382,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         cache_prompt_only=engine.flag("retract_caches_prompt_only"),
         # vLLM V1's use_eagle() drafters (eagle, eagle3, mtp) recompute a hit's last block
         drop_last_hit=engine.flag("draft_lookahead_slots") and sc.method.name in EAGLE_DRAFTERS,
+        decode_instance=sc.disaggregation_mode == "decode",
     )
 
 
@@ -486,17 +487,34 @@ def with_memory_share(engine: EngineProfile, share: float | None) -> EngineProfi
     return engine.model_copy(update={"params": params})
 
 
-def check_stages(pp: int, engine: EngineProfile) -> None:
+def check_stages(pp: int, engine: EngineProfile, tp: int = 1, gpus_per_node: int = 8) -> None:
     """Pipeline stages as Hugging Face runs them (one batch through the layers in order) are
     the only ones modelled: a serving engine keeps ``pp`` batches in flight (engines.yaml
-    ``sequential_stages``), so its throughput under load would be up to pp times simspec's."""
+    ``sequential_stages``), so its throughput under load would be up to pp times simspec's.
+    Hugging Face's stages are one process's devices (device_map='auto'): on one server, and
+    not beside tensor parallelism (transformers refuses "`tp_plan` and `device_map` are
+    mutually exclusive")."""
     if pp > 1 and not engine.flag("sequential_stages"):
         raise InputError(
             "pp",
             f"engine {engine.id} runs its {pp} pipeline stages with {pp} batches in flight "
             "(vLLM's batch queue, SGLang's and TensorRT-LLM's micro-batches), which simspec "
-            "does not model: use pp 1 and raise tp, or engine hf (device_map='auto': the "
-            "stages one after another)",
+            "does not model: use pp 1 and raise tp (past one server, tensor parallelism "
+            "across servers, whose all-reduces simspec prices at the server's interconnect, "
+            "a lower bound), or engine hf (device_map='auto': the stages one after another)",
+        )
+    if pp > 1 and tp > 1:
+        raise InputError(
+            "pp",
+            f"engine {engine.id} spreads a model over devices by device_map or shards it by "
+            'tp_plan, not both (transformers: "`tp_plan` and `device_map` are mutually '
+            'exclusive"): use tp 1 with pp, or pp 1',
+        )
+    if pp > gpus_per_node:
+        raise InputError(
+            "pp",
+            f"{pp} stages under engine {engine.id} are one process's devices (device_map="
+            f"'auto'), on one server of {gpus_per_node} GPUs: at most pp {gpus_per_node}",
         )
 
 

@@ -78,6 +78,9 @@ class ReplicaSetup:
     cache_prompt_only: bool = False
     # a prefix-cache hit gives back its last block to recompute (vLLM V1 under EAGLE or MTP)
     drop_last_hit: bool = False
+    # the decode instance of a prefill/decode-disaggregated deployment: requests arrive with
+    # their prompt's KV and first token (Deployment.disaggregation_mode)
+    decode_instance: bool = False
 
 
 @dataclass(slots=True)
@@ -211,13 +214,28 @@ class Replica:
         # a draft that changes with the batch size is the running requests' (:meth:`_reserve`)
         self._varies = self.spec.policy.varies
         self._carry: Carry | None = None  # the last step's decoding columns (see Carry)
+        self._decode_instance = setup.decode_instance
 
     def arrive(self, rid: int) -> None:
-        """Request ``rid`` joins the queue now (or leaves at once when it can never fit)."""
-        self.requests.arrival[rid] = self.env.now
+        """Request ``rid`` joins the queue now (or leaves at once when it can never fit). At
+        a decode instance it arrives prefilled: its prompt's KV on the way and its first token
+        sampled (by the prefill instance), waiting for a slot and blocks, not for a prefill;
+        a one-token output is done on arrival."""
+        r = self.requests
+        r.arrival[rid] = self.env.now
         if self.acceptance is not None:
-            self.acceptance.start(rid, int(self.requests.trace_index[rid]))
-        self.sched.add(rid)
+            self.acceptance.start(rid, int(r.trace_index[rid]))
+        if self._decode_instance:
+            r.generated[rid] = 1
+            r.first_token[rid] = self.env.now
+            if r.output_len[rid] <= 1:
+                r.finish[rid] = self.env.now
+                self.expected -= 1
+                self.on_finish(rid)
+                return
+            self.sched.add_transferred(rid)
+        else:
+            self.sched.add(rid)
         if self.requests.unfinishable[rid]:
             self.expected -= 1
             self.on_finish(rid)
@@ -232,7 +250,10 @@ class Replica:
         r.generated[rid] = r.before_start[rid] = generated
         if self.acceptance is not None:
             self.acceptance.start(rid, int(r.trace_index[rid]))
-        self.sched.resume(rid)
+        if self._decode_instance:  # its KV comes from the prefill instance when there is room
+            self.sched.add_transferred(rid)
+        else:
+            self.sched.resume(rid)
         if r.unfinishable[rid]:
             self.expected -= 1
             self.on_finish(rid)
@@ -257,7 +278,8 @@ class Replica:
         queue. Stops where :meth:`run` would wait for an arrival that never comes."""
         clock = self.env
         assert isinstance(clock, StepClock), "a replica in a SimPy environment steps in run"
-        loops = self._plain_target is not None  # the loops below step plain forwards only
+        # the loops below step plain forwards only, and admit no transfers
+        loops = self._plain_target is not None and not self._decode_instance
         while self.expected > 0 and self.sched.has_work:
             if loops:
                 if self._varies:  # the fast paths' checks read the step's reservation

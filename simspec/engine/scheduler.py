@@ -225,6 +225,9 @@ class Scheduler:
         # the pool, or its promise, once it came back on)
         self.widest_draft_slots = reserved_draft_slots
         self.waiting: deque[int] = deque()
+        # requests whose prompt KV a prefill instance sends (a decode instance's arrivals):
+        # admitted FCFS as decoding while a slot and their blocks are free, never prefilled
+        self.transfers: deque[int] = deque()
         self.running: list[int] = []
         self._running_arr: np.ndarray | None = None  # cache of ``running`` as an array
         # a decode-only batch's blocks held (as scheduled) and tokens in KV (as accept left
@@ -250,6 +253,36 @@ class Scheduler:
             r.unfinishable[rid] = True
             return
         self.waiting.append(rid)
+
+    def add_transferred(self, rid: int) -> None:
+        """A request prefilled on another instance joins the transfer queue (one that can
+        never fit is marked unfinishable, as :meth:`add` marks it): it is admitted decoding,
+        its prompt's KV received, when a slot and its blocks are free (SGLang's decode
+        server: DecodePreallocQueue takes a request once its KV fits, then receives it)."""
+        self.add(rid)
+        if self.waiting and self.waiting[-1] == rid:
+            self.waiting.pop()
+            self.transfers.append(rid)
+
+    def _admit_transfers(self) -> None:
+        """The transfer queue's head, FCFS, while a slot and the blocks of its prompt and
+        generated tokens (as after a prefill) are free."""
+        r = self.requests
+        while self.transfers and len(self.running) < self.max_seqs:
+            rid = self.transfers[0]
+            computed = int(r.prompt_len[rid] + r.generated[rid] - 1)
+            blocks = int(self._blocks_for(computed))
+            if blocks > self.pool.free:
+                return
+            if self.reserve_output:  # a promise of no eviction covers them too
+                later = int(self._final_blocks(np.array([rid]))[0])
+                if later + self._promised() > self.pool.free:
+                    return
+            self.transfers.popleft()
+            self._take(blocks)
+            r.blocks[rid], r.computed[rid], r.decoding[rid] = blocks, computed, True
+            self.running.append(rid)
+            self._running_arr = None
 
     def resume(self, rid: int) -> None:
         """A request that was decoding before the run started (its ``generated`` set): its KV
@@ -293,7 +326,7 @@ class Scheduler:
 
     @property
     def has_work(self) -> bool:
-        return bool(self.running or self.waiting)
+        return bool(self.running or self.waiting or self.transfers)
 
     # -- a batch that decodes on unchanged (a closed loop between arrivals and departures) ----
     def alone(self) -> int | None:
@@ -301,7 +334,7 @@ class Scheduler:
         loop at concurrency 1 between arrivals), while its decode ask fits the budget; else
         None. Until it finishes, every :meth:`schedule` would run it alone: the replica steps
         it without building a batch (``Replica._decode_alone``)."""
-        if len(self.running) != 1 or self.waiting:
+        if len(self.running) != 1 or self.waiting or self.transfers:
             return None
         rid = self.running[0]
         if not self.requests.decoding[rid] or 1 + self.reserved_draft_slots > self.decode_budget:
@@ -325,7 +358,9 @@ class Scheduler:
         arrival); else None. Until one finishes, every :meth:`schedule` would run the same
         batch: the replica steps it without building one (``Replica._decode_steady``)."""
         n = len(self.running)
-        if n < 2 or self.waiting or n * (1 + self.reserved_draft_slots) > self.decode_budget:
+        if n < 2 or self.waiting or self.transfers:
+            return None
+        if n * (1 + self.reserved_draft_slots) > self.decode_budget:
             return None
         rids = self._running_array()
         if np.count_nonzero(self.requests.decoding[rids]) != n:
@@ -366,6 +401,8 @@ class Scheduler:
     # -- one iteration ----------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch:
         """Vectorised when every running request fits; the per-request path handles the rest."""
+        if self.transfers:
+            self._admit_transfers()
         if self.decode_reserve is not None and not self.running:
             self.ratio = self.decode_reserve[0]  # idle: SGLang resets its ratio
         if self.prefill_first:

@@ -153,6 +153,27 @@ def rests_on(deploy: Deployment, methods: Iterable[MethodConfig]) -> str:
     return "rests on: " + "; ".join(parts)
 
 
+DECODE_INSTANCE_NOTE = (
+    "the decode instance of a prefill/decode-disaggregated deployment: each request arrives "
+    "with its prompt's KV and first token, so its TTFT here is 0; the prefill instance and the "
+    "KV transfer are not simulated, and a preempted request recomputes its prompt here"
+)
+
+
+def deployment_notes(deploy: Deployment) -> list[str]:
+    """What the deployment itself leaves out, for every command's footer: GPUs that span
+    several servers (QA: only sweep, models and validate said so, and tp 16 read faster than
+    tp 8 under analytic), and a decode instance's TTFT."""
+    from simspec.catalog.hardware import load_gpu
+
+    notes = []
+    if note := load_gpu(deploy.gpu).cross_node_note(deploy.tp * deploy.pp, deploy.ep):
+        notes.append(f"note: {note}")
+    if deploy.disaggregation_mode == "decode":
+        notes.append(f"note: {DECODE_INSTANCE_NOTE}")
+    return notes
+
+
 def dataset_notes(deploy: Deployment, methods: Iterable[MethodConfig]) -> list[str]:
     """A note per method whose acceptance replays another packaged dataset than the one the
     requests' lengths come from (QA: ``--dataset gsm8k`` over a --config file that states
