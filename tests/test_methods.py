@@ -491,3 +491,22 @@ def test_trtllms_ngram_is_said_to_run_as_vllms_prompt_lookup():
 
     assert "is_public_pool" in approximated("ngram", "trtllm")
     assert approximated("ngram", "vllm") is None and approximated("eagle3", "trtllm") is None
+
+
+def test_an_engine_that_speculates_one_sequence_at_a_time_says_so_past_batch_one():
+    """transformers' assisted generation and gpt-fast's speculative_decode run batch 1 only
+    (QA: hf's draft model ran at batch 8 without a word)."""
+    from typer.testing import CliRunner
+
+    from simspec.catalog.hardware import load_engine
+    from simspec.cli.main import app
+
+    assert load_engine("hf").flag("speculates_at_batch_one")
+    assert load_engine("gpt-fast").flag("speculates_at_batch_one")
+    assert not load_engine("vllm").flag("speculates_at_batch_one")
+    args = ["sweep", "--engine", "hf", "--methods", "draft_model", "--requests", "16"]
+    one = CliRunner().invoke(app, [*args, "--batch-sizes", "1"])
+    two = CliRunner().invoke(app, [*args, "--batch-sizes", "1,2"])
+    assert one.exit_code == two.exit_code == 0
+    assert "one sequence at a time" not in one.output
+    assert "one sequence at a time" in " ".join(two.output.split())

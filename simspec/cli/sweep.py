@@ -442,6 +442,23 @@ def _unshipped_note(cfg: SweepConfig) -> None:
                 said[why].append(method.name)
     for why, names in said.items():
         err.print(f"note: {', '.join(names)} simulated as published: {why}", highlight=False)
+    from simspec.catalog.hardware import load_engine
+
+    alone = sorted(
+        {
+            p.engine
+            for p in cfg.points()
+            if max(p.batch_sizes) > 1
+            and any(m.name != "autoregressive" for m in p.methods)
+            and load_engine(p.engine).flag("speculates_at_batch_one")
+        }
+    )
+    for engine in alone:  # QA: hf's draft model ran at batch 8 without a word
+        err.print(
+            f"note: engine {engine} speculates one sequence at a time: its speculative runs at "
+            "batch > 1 are simulated as if it batched them (engines.yaml speculates_at_batch_one)",
+            highlight=False,
+        )
     from simspec.catalog.methods import approximated
 
     seen: set[tuple[str, str]] = set()
