@@ -259,3 +259,13 @@ def test_expert_parallelism_holds_at_least_one_whole_expert_a_gpu():
         setup_replica(Scenario(model="mixtral-8x7b", tp=16, ep=16))
     res = CliRunner().invoke(app, ["models", "mixtral-8x7b", "--tp", "16", "--ep", "16"])
     assert res.exit_code != 0 and "ep: mixtral-8x7b has 8 experts" in " ".join(res.output.split())
+
+
+def test_the_fewest_gpus_past_one_server_say_what_that_leaves_out():
+    """QA: `models deepseek-v3 --gpu h100_sxm` answered 16 GPUs (tp 16) without saying they
+    span two servers, whose all-reduces are priced at one server's interconnect."""
+    out = CliRunner().invoke(app, ["models", "deepseek-v3", "--gpu", "h100_sxm"]).stdout
+    text = " ".join(out.split())
+    assert "16 GPUs span 2 servers" in text and "a lower bound" in text
+    one = CliRunner().invoke(app, ["models", "llama-3.1-8b", "--gpu", "h100_sxm"]).stdout
+    assert "span" not in one

@@ -247,11 +247,19 @@ def _gpus(model: ModelShape, gpu, engine, weight_precision: str | None = None) -
     name = "mem_fraction_static" if engine.flag("mem_fraction_by_reserve") else (
         "gpu_memory_utilization"
     )  # fmt: skip
+    servers = ""
+    if need > gpu.gpus_per_node:  # QA: only --tp said that such a tp spans servers
+        servers = (
+            f"; {need} GPUs span {-(-need // gpu.gpus_per_node)} servers, whose all-reduces "
+            "simspec prices at one server's interconnect (a lower bound; engines usually run "
+            "tp = GPUs per server and pipeline stages across servers, which simspec models "
+            "for hf only)"
+        )
     return (
         f"{need} x {gpu.id} at the least (tp={need}: {weights:.1f} GiB of weights per GPU"
         f"{f' in {weight_precision}' if weight_precision else ''}, "
         f"plus activations and KV for one {MIN_KV_TOKENS:,}-token sequence, at "
-        f"{name} {share:g})"
+        f"{name} {share:g}){servers}"
     )
 
 
