@@ -263,8 +263,10 @@ def unmodelled_serving(notes: str) -> str | None:
     if _DISAGGREGATED.search(notes):
         return (
             "prefill/decode disaggregation (the notes: separate prefill and decode nodes, "
-            "attention data-parallel over them) is not modelled: simspec serves prefill and "
-            "decode on one replica"
+            "attention data-parallel over them): simspec runs a decode instance alone "
+            "(--disaggregation-mode decode), but the row states neither its parallel layout "
+            "over those nodes (tp, dp, ep) nor the whole instance's load and throughput "
+            "(per-rank figures), which a prediction would have to assume"
         )
     return None
 
