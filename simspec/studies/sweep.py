@@ -542,20 +542,20 @@ def _to_precision(
     cfg: SweepConfig, todo: list[Cell], runs: Runs
 ) -> tuple[dict[str, RunSummary], dict[str, RunSummary]]:
     """Each method cell's run and its baseline's at the length its precision target asked
-    for (:func:`run_to_target`), and each baseline cell's longest run (its row in
-    the table). A sweep of the baseline alone targets its throughput."""
+    for (:func:`run_to_target`), and each baseline cell's own run to the target on its
+    throughput (its row in the table, whatever other methods the sweep lists: QA, the row had
+    been the longest paired baseline, and moved when a method was added)."""
     points = {id(c.point): i for i, c in enumerate(todo)}
     base_of = {
         (points[id(c.point)], c.batch_size): c for c in todo if c.method.name == "autoregressive"
     }
-    alone = all(c.method.name == "autoregressive" for c in todo)
     pairs, by_key = [], {c.key: c for c in todo}
     for c in todo:
-        if c.method.name == "autoregressive" and not alone:
+        if c.method.name == "autoregressive":
+            pairs.append(Pair(c.key, c.batch_size, c.scenario_json, None))
             continue
         base = base_of[(points[id(c.point)], c.batch_size)]
-        pair_base = None if alone else base.scenario_json
-        pairs.append(Pair(c.key, c.batch_size, c.scenario_json, pair_base))
+        pairs.append(Pair(c.key, c.batch_size, c.scenario_json, base.scenario_json))
     reached = run_to_target(
         pairs,
         cfg.precision_target,
@@ -564,16 +564,6 @@ def _to_precision(
     )
     done = {key: r.run for key, r in reached.items()}
     bases = {key: r.base for key, r in reached.items() if r.base is not None}
-    longest: dict[str, Reached] = {}
-    for key, r in reached.items():
-        c = by_key[key]
-        b = base_of[(points[id(c.point)], c.batch_size)]
-        if r.base is not None and (b.key not in longest or r.requests > longest[b.key].requests):
-            longest[b.key] = r
-    for key, r in longest.items():
-        assert r.base is not None  # only pairs with a baseline are kept
-        done[key] = r.base
-        runs.step(f"{by_key[key].method.name} bs={by_key[key].batch_size}")
     return done, bases
 
 
