@@ -823,9 +823,10 @@ DEEPEP_HEADER = """\
 # its reference shape, per EP size. An EP group of that size across servers prices a
 # low-latency dispatch (combine) as its GPU's own fixed cost above plus bytes at the rate that
 # reaches the README's time at the reference shape (the kernels are bandwidth-bound there:
-# DeepEP prints ~40-60 GB/s of RDMA); its normal kernels keep the one-server fits (a lower
-# bound: the README's internode normal table is of RDMA bytes per remote server, which the
-# routing decides). H100/H200/B200 servers with one such NIC per GPU are assumed (transferred).
+# DeepEP prints ~40-60 GB/s of RDMA); its normal kernels at the one-server fits, never faster
+# per element than the low-latency ones (kernel_tables.deepep_fits; the README's internode
+# normal table is of RDMA bytes per remote server, which the routing decides). H100/H200/B200
+# servers with one such NIC per GPU are assumed (transferred); simspec's tp reaches EP64.
 """
 
 

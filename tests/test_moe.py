@@ -404,3 +404,28 @@ def test_llama4_chunked_layers_read_their_own_chunk_not_a_sliding_window():
     assert attention(chunked, ctx(1, 8292)) == attention(full, ctx(1, 100))
     assert attention(chunked, ctx(32, 5000)) == attention(full, ctx(32, 5000))  # first chunk
     assert attention(chunked, ctx(32, 20000)) == pytest.approx(attention(full, ctx(32, 4096)))
+
+
+def test_a_long_prompt_on_chunked_layers_costs_the_same_however_it_is_split():
+    """Chunked-local attention's pairs follow each token's place in its chunk (chunk_pairs),
+    so a 32K prompt costs about what its 8K pieces do (QA: whole 178 ms, 4 x 8K 46.7 ms)."""
+    import numpy as np
+
+    from simspec.catalog.hardware import load_engine, load_gpu, load_profile
+    from simspec.engine.costmodel import BatchShape, RooflineCostModel
+    from simspec.engine.costmodel.attention import chunk_pairs
+
+    assert chunk_pairs(10, 4) == (1 + 2 + 3 + 4) * 2 + (1 + 2)
+    scout = load_model("llama-4-scout")
+    cost = RooflineCostModel(
+        load_gpu("h100_sxm"), load_profile("h100_sxm"), load_engine("vllm"), tp=4
+    )
+    chunked = scout.model_copy(update={"sliding_layers": tuple(range(48))})
+
+    def prompt(q: int, done: int) -> float:
+        shape = BatchShape.of(np.array([q]), np.array([done]), 1, prefill=True)
+        return cost.forward(chunked, shape).attention_s
+
+    whole = prompt(32768, 0)
+    pieces = sum(prompt(8192, 8192 * i) for i in range(4))
+    assert whole == pytest.approx(pieces, rel=0.1)

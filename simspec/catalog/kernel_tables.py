@@ -154,8 +154,8 @@ def deepep_fits(gpu: str, ep: int) -> dict[str, DeepEpFit] | None:
     """DeepEP's kernels on ``gpu`` at expert-parallel size ``ep``, keyed
     ``{low_latency,normal}_{dispatch,combine}`` (with ``max_low_latency_tokens``' threshold
     read by :func:`deepep_low_latency_limit`); None where no table covers them (one 8-GPU node:
-    ep 8; past it, DeepEP's internode low-latency times at 16-256 GPUs, the normal kernels at
-    one node's, a lower bound)."""
+    ep 8; past it, DeepEP's internode low-latency times at 16-256 GPUs, of which simspec's tp
+    reaches 64, the normal kernels no faster per element than those)."""
     table: dict[str, Any] = packaged_table("alltoall.yaml").get("deepep", {})
     fits = table.get("fits", {}).get(table.get("gpus", {}).get(gpu, ""))
     internode = table.get("internode_low_latency", {})
@@ -170,7 +170,7 @@ def deepep_fits(gpu: str, ep: int) -> dict[str, DeepEpFit] | None:
     if ep in table.get("ep", []):
         return out
     # past one server: the low-latency kernels at DeepEP's internode times (its README at the
-    # reference shape), from this GPU's own fixed cost; the normal ones keep one server's fits
+    # reference shape), from this GPU's own fixed cost; the normal ones no faster per element
     ref = internode["ep"][ep]
     for phase in ("dispatch", "combine"):
         own = out[f"low_latency_{phase}"]

@@ -167,6 +167,13 @@ def compare(
             markup=False,
             soft_wrap=True,
         )
+    from simspec.studies.provenance import deployment_notes
+
+    # what a deployment leaves out (servers spanned, a decode instance), once each (QA: a
+    # decode instance's TTFT of 0 was compared with a measured one without a word)
+    said = [n for plan in plans for n in deployment_notes(plan.scenario)]
+    for note in dict.fromkeys(said):
+        err.print(note, highlight=False, markup=False, soft_wrap=True)
     written = " and ".join(str(p) for p in (out, html) if p is not None)
     err.print(
         f"{len(plans)} run(s), {len(frame)} metric(s) compared"

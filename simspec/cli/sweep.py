@@ -260,11 +260,11 @@ def _profile_note(cfg: SweepConfig) -> None:
         from simspec.studies.provenance import DECODE_INSTANCE_NOTE
 
         err.print(f"note: {DECODE_INSTANCE_NOTE}", highlight=False)
-    spans = {(p.gpu, p.tp * p.pp, p.ep) for p in cfg.points()}
-    for gpu, tp, ep in sorted(spans):
-        if note := load_gpu(gpu).cross_node_note(tp, ep):
+    spans = {(p.gpu, p.tp * p.pp, p.ep, p.engine) for p in cfg.points()}
+    for gpu, tp, ep, engine in sorted(spans):
+        if note := load_gpu(gpu).cross_node_note(tp, ep, engine):
             err.print(f"note: {note}", highlight=False)
-    for gpu in sorted({gpu for gpu, _, ep in spans if ep > 1}):
+    for gpu in sorted({gpu for gpu, _, ep, _ in spans if ep > 1}):
         if note := alltoall_note(gpu):
             err.print(f"note: {note}", highlight=False)
 

@@ -223,7 +223,8 @@ def mxfp4_pad_bytes(
     inter = target.moe_intermediate_size // (tp if ep == 1 else 1)
     hidden = target.hidden_size
     padded = -(-inter // align[0]) * align[0] * (-(-hidden // align[1]) * align[1])
-    per_weight = expert_bytes if expert_bytes is not None else BYTES_PER_PARAM
+    own = target.stored_bytes(target.expert_weight_dtype or target.weight_dtype)
+    per_weight = expert_bytes if expert_bytes is not None else own  # None: the checkpoint's
     routed = target.routed_bytes_per_gpu(tp, ep, per_weight)
     return routed * (padded / (inter * hidden) - 1.0)
 
@@ -443,7 +444,9 @@ def min_gpus(
         kv += windowed * target.window_kv_bytes_per_token_per_gpu(tp)
         kv += linear_state_bytes(target, engine, tp, 1)
         kv /= _free_share(engine)
-        if target.weight_bytes_per_gpu(tp, 1, weight_bytes, expert_bytes) + act + kv <= usable:
+        weights = target.weight_bytes_per_gpu(tp, 1, weight_bytes, expert_bytes)
+        weights += mxfp4_pad_bytes(target, engine, gpu, tp, 1, expert_bytes)
+        if weights + act + kv <= usable:
             return tp
         tp *= 2
     return None

@@ -215,20 +215,20 @@ class Replica:
         self._varies = self.spec.policy.varies
         self._carry: Carry | None = None  # the last step's decoding columns (see Carry)
         self._decode_instance = setup.decode_instance
+        self._delivered = 0  # first tokens a decode instance delivered this step (admissions)
 
     def arrive(self, rid: int) -> None:
         """Request ``rid`` joins the queue now (or leaves at once when it can never fit). At
         a decode instance it arrives prefilled: its prompt's KV on the way and its first token
         sampled (by the prefill instance), waiting for a slot and blocks, not for a prefill;
-        a one-token output is done on arrival."""
+        that token is delivered when it is admitted (its TTFT here: the wait for room), and a
+        one-token output is done on arrival (this instance never serves it)."""
         r = self.requests
         r.arrival[rid] = self.env.now
         if self.acceptance is not None:
             self.acceptance.start(rid, int(r.trace_index[rid]))
         if self._decode_instance:
-            r.generated[rid] = 1
-            r.first_token[rid] = self.env.now
-            if r.output_len[rid] <= 1:
+            if r.output_len[rid] <= 1:  # the prefill instance's token was its whole output
                 r.finish[rid] = self.env.now
                 self.expected -= 1
                 self.on_finish(rid)
@@ -494,7 +494,8 @@ class Replica:
         KV reserved for that width, not the widest any step may draft (a step with
         speculation off then decodes as many sequences as plain decoding would)."""
         sched = self.sched
-        asked = min(len(sched.running) + len(sched.waiting), sched.max_seqs)
+        queued = len(sched.waiting) + len(sched.transfers)
+        asked = min(len(sched.running) + queued, sched.max_seqs)
         shape = self.spec.step_shape(max(asked, 1))
         self.sched.reserved_draft_slots = shape.width - 1
         return shape
@@ -504,6 +505,11 @@ class Replica:
         if self._asks_proposed:
             self._propose_ahead()
         batch = self.sched.schedule()
+        if self.sched.admitted:  # a decode instance's transfers admitted, each with its token
+            ids = np.array(self.sched.admitted, dtype=np.int64)
+            self.requests.first_token[ids] = self.env.now
+            self._delivered = len(ids)
+            self.sched.admitted.clear()
         if batch.empty:
             raise ScenarioError(
                 "the scheduler could not place any request: KV blocks or "
@@ -679,6 +685,7 @@ class Replica:
     def _record(self, step: Step) -> None:
         """The iteration's row in the log."""
         decode, prefill = len(step.decoding), len(step.batch.prefill)
+        delivered, self._delivered = self._delivered, 0
         speculative = step.draft.k > 0
         made = step.made
         widths = step.widths
@@ -700,7 +707,7 @@ class Replica:
             decode,  # decode_seqs
             prefill,  # prefill_seqs
             decode_tokens + chunk_tokens,  # query_tokens
-            made + len(step.first),  # output_tokens
+            made + len(step.first) + delivered,  # output_tokens
             made if speculative else 0,  # spec_tokens
             decode if speculative else 0,  # spec_seqs
             step.draft_s,  # draft_s

@@ -228,6 +228,7 @@ class Scheduler:
         # requests whose prompt KV a prefill instance sends (a decode instance's arrivals):
         # admitted FCFS as decoding while a slot and their blocks are free, never prefilled
         self.transfers: deque[int] = deque()
+        self.admitted: list[int] = []  # transfers admitted this schedule, their first token new
         self.running: list[int] = []
         self._running_arr: np.ndarray | None = None  # cache of ``running`` as an array
         # a decode-only batch's blocks held (as scheduled) and tokens in KV (as accept left
@@ -266,11 +267,14 @@ class Scheduler:
 
     def _admit_transfers(self) -> None:
         """The transfer queue's head, FCFS, while a slot and the blocks of its prompt and
-        generated tokens (as after a prefill) are free."""
+        generated tokens (as after a prefill) are free. A request whose prefill instance
+        sampled its first token joins with it (``admitted``: the replica delivers that token
+        now); one the run started mid-output keeps its tokens."""
         r = self.requests
         while self.transfers and len(self.running) < self.max_seqs:
             rid = self.transfers[0]
-            computed = int(r.prompt_len[rid] + r.generated[rid] - 1)
+            fresh = r.generated[rid] == 0
+            computed = int(r.prompt_len[rid] + max(int(r.generated[rid]), 1) - 1)
             blocks = int(self._blocks_for(computed))
             if blocks > self.pool.free:
                 return
@@ -281,6 +285,9 @@ class Scheduler:
             self.transfers.popleft()
             self._take(blocks)
             r.blocks[rid], r.computed[rid], r.decoding[rid] = blocks, computed, True
+            if fresh:
+                r.generated[rid] = 1
+                self.admitted.append(rid)
             self.running.append(rid)
             self._running_arr = None
 
@@ -401,7 +408,10 @@ class Scheduler:
     # -- one iteration ----------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch:
         """Vectorised when every running request fits; the per-request path handles the rest."""
-        if self.transfers:
+        if self.transfers and not self.waiting:
+            # a preempted request (the only kind that waits here) comes back first, as vLLM
+            # puts it at the front of its queue and SGLang resumes retracted requests before
+            # it preallocates for new ones (QA: new arrivals kept taking its blocks)
             self._admit_transfers()
         if self.decode_reserve is not None and not self.running:
             self.ratio = self.decode_reserve[0]  # idle: SGLang resets its ratio

@@ -23,6 +23,7 @@ from simspec.engine.kv_cache import (
     MIN_KV_TOKENS,
     MemoryDemand,
     min_gpus,
+    mxfp4_pad_bytes,
     plan_memory,
 )
 from simspec.engine.layout import BLOCK_CHECKED_ENGINES, ParallelLayout
@@ -242,7 +243,8 @@ def _gpus(model: ModelShape, gpu, engine, weight_precision: str | None = None) -
                 "more): shard it another way, or at a smaller precision"
             )
         return f"more than {MAX_GPUS} {gpu.id}"
-    weights = model.weight_bytes_per_gpu(need, 1, nbytes, nbytes) / GIB
+    weights = model.weight_bytes_per_gpu(need, 1, nbytes, nbytes)
+    weights = (weights + mxfp4_pad_bytes(model, engine, gpu, need, 1, nbytes)) / GIB
     share = engine_share(engine, gpu, model, tp=need, chunk=engine.batch_defaults(gpu)[1])
     name = "mem_fraction_static" if engine.flag("mem_fraction_by_reserve") else (
         "gpu_memory_utilization"
@@ -346,6 +348,6 @@ def layout_facts(
                 f"holds {refused:,} per rank): give --max-model-len {refused} or less",
             )
         )
-    if note := gpu.cross_node_note(lay.tp, lay.ep):
+    if note := gpu.cross_node_note(lay.tp, lay.ep, engine.id):
         facts.append(("Servers", note))
     return facts

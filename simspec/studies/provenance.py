@@ -155,8 +155,9 @@ def rests_on(deploy: Deployment, methods: Iterable[MethodConfig]) -> str:
 
 DECODE_INSTANCE_NOTE = (
     "the decode instance of a prefill/decode-disaggregated deployment: each request arrives "
-    "with its prompt's KV and first token, so its TTFT here is 0; the prefill instance and the "
-    "KV transfer are not simulated, and a preempted request recomputes its prompt here"
+    "with its prompt's KV and first token, which it delivers once a slot and its blocks are "
+    "free (its TTFT here is that wait); the prefill instance and the KV transfer are not "
+    "simulated, and a preempted request recomputes its prompt here"
 )
 
 
@@ -167,7 +168,8 @@ def deployment_notes(deploy: Deployment) -> list[str]:
     from simspec.catalog.hardware import load_gpu
 
     notes = []
-    if note := load_gpu(deploy.gpu).cross_node_note(deploy.tp * deploy.pp, deploy.ep):
+    gpu = load_gpu(deploy.gpu)
+    if note := gpu.cross_node_note(deploy.tp * deploy.pp, deploy.ep, deploy.engine):
         notes.append(f"note: {note}")
     if deploy.disaggregation_mode == "decode":
         notes.append(f"note: {DECODE_INSTANCE_NOTE}")

@@ -50,6 +50,13 @@ def projection_time(
     return down + up + absorb + expand + ops.gemm_time(t, heads * model.v_head_dim, h, w)
 
 
+def chunk_pairs(positions: int, chunk: int) -> int:
+    """(query, key) pairs of causal chunked-local attention over positions 0..positions-1:
+    the token at p attends to p mod chunk + 1 tokens."""
+    whole, rest = divmod(positions, chunk)
+    return whole * chunk * (chunk + 1) // 2 + rest * (rest + 1) // 2
+
+
 class AttentionKernels:
     """One model's attention kernels on one GPU (built once per model; :meth:`time` runs three
     times per engine iteration). K and V are cached at ``kv_bytes`` per element. ``mla_fit``:
@@ -96,21 +103,26 @@ class AttentionKernels:
         self.peak_rates = (ops.gpu.bf16_dense_flops, ops.gpu.hbm_bandwidth_bytes_s)
 
     def _chunked_layer(self, batch: BatchShape, latency: float) -> float:
-        """One chunked-local layer (Llama-4): a sequence at context c reads the c mod chunk
-        tokens of its own chunk (vLLM make_local_attention_virtual_batches, SGLang
-        LocalAttentionMetadata split each sequence at chunk boundaries). From the sums: one
-        sequence's exactly; a batch whose mean context lies within the first chunk reads its
-        contexts, clipped to a chunk each; past it a sequence's phase in its chunk is taken
-        as uniform, half a chunk each (the mean of c mod chunk)."""
-        w, n = self.model.sliding_window, batch.num_seqs
+        """One chunked-local layer (Llama-4): a token at position p attends to the p mod
+        chunk + 1 tokens of its own chunk up to itself (vLLM make_local_attention_virtual_batches,
+        SGLang LocalAttentionMetadata split each sequence at chunk boundaries), and reads its
+        chunk's cached part. From the sums: one sequence's query tokens exactly, wherever they
+        cross a boundary (:func:`chunk_pairs`); a batch whose mean context lies within the first
+        chunk reads its contexts, clipped to a chunk each, else half a chunk a sequence (the
+        mean of c mod chunk), its pairs never past a chunk a token (QA: a 32K prompt had been
+        priced at its whole causal cost)."""
+        w, n, t = self.model.sliding_window, batch.num_seqs, batch.num_tokens
         if n == 1:
-            reads = float(batch.sum_kv % w)
-        elif batch.sum_kv <= n * w:
-            reads = batch.sum_kv
+            context = int(batch.sum_kv)
+            reads = float(context % w)
+            pairs = float(chunk_pairs(context + t, w) - chunk_pairs(context, w))
         else:
-            reads = n * w / 2.0
-        scale = reads / batch.sum_kv if batch.sum_kv > 0 else 0.0
-        return self._layer(batch.num_tokens, batch.sum_q_sq, batch.sum_q_kv * scale, reads, latency)
+            reads = batch.sum_kv if batch.sum_kv <= n * w else n * w / 2.0
+            scale = reads / batch.sum_kv if batch.sum_kv > 0 else 0.0
+            pairs = batch.sum_q_kv * scale + (batch.sum_q_sq + t) / 2.0
+            pairs = min(pairs, float(t * w))
+        # pairs = sum_q_kv + (sum_q_sq + t) / 2 in the kernel's terms, with sum_q_sq = t
+        return self._layer(t, float(t), pairs - t, reads, latency)
 
     def time(self, batch: BatchShape, layers: int) -> float:
         """Seconds of the attention kernels of the model's first ``layers`` layers over

@@ -408,7 +408,8 @@ def plan_case(
         raise Skip(exc.message if exc.field.startswith("methods") else str(exc)) from None
     except ValueError as exc:  # pydantic: a field out of range
         raise Skip(_first_error(exc)) from None
-    if note := load_gpu(scenario.gpu).cross_node_note(scenario.tp, scenario.ep):
+    gpu_spec = load_gpu(scenario.gpu)
+    if note := gpu_spec.cross_node_note(scenario.tp, scenario.ep, scenario.engine):
         assumptions.append(note)
     return CasePlan(metric, measured, scenario, baseline, source, assumptions, statistic)
 
