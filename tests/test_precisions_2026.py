@@ -159,7 +159,7 @@ def test_gpt_oss_mxfp4_experts_on_h200_are_priced_as_before():
     gpt_oss = load_model("gpt-oss-120b")
     experts = cm.experts_precision_of(gpt_oss)
     assert experts is not None and experts.name == "int4-w"
-    fit = moe_kernel_fit("h200", "vllm", "int4-w")
+    fit = moe_kernel_fit("h200", "vllm", "int4-w", "gpt_oss")
     assert fit is not None and cm.moe_kernel(experts, gpt_oss) == fit
     assert fit.kernel == "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic"
 

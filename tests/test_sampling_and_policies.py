@@ -421,10 +421,11 @@ def test_a_fixed_setting_that_beats_the_policy_on_both_counts_is_named(capsys):
     beaten_note(frame.assign(tpot_ms_p50=[28.0, 17.40, 17.37]))  # faster, but a slower TPOT
     assert capsys.readouterr().err == ""
     # open loop: every setting serves the same requests; the throughput differs only by the
-    # drain, so the median TTFT stands in for it (QA)
-    opened = frame.assign(ttft_ms_p50=[80.0, 60.0, 55.0])
-    beaten_note(opened, open_loop=True)  # K=2 more tok/s but a later TTFT: not named
+    # drain, so the median end-to-end latency stands in for it (QA)
+    opened = frame.assign(e2e_s_p50=[8.0, 6.0, 5.5])
+    beaten_note(opened, open_loop=True)  # K=2 more tok/s but a later e2e: not named
     assert capsys.readouterr().err == ""
-    beaten_note(opened.assign(ttft_ms_p50=[80.0, 50.0, 55.0]), open_loop=True)
+    beaten_note(opened.assign(e2e_s_p50=[8.0, 5.0, 5.5]), open_loop=True)
     text = " ".join(capsys.readouterr().err.split())
-    assert "fixed K=2 (TTFT p50 50.0 against 55.0 ms" in text and "median TTFT and TPOT" in text
+    assert "fixed K=2 (e2e p50 5.00 against 5.50 s" in text
+    assert "median end-to-end latency and TPOT" in text

@@ -58,10 +58,11 @@ class GpuSpec(BaseModel):
         span = max(tp, ep)
         if span <= self.gpus_per_node:
             return None
-        from simspec.catalog.kernel_tables import deepep_fits
-
-        deepep = runs_deepep(load_engine(engine))
-        internode = deepep and ep > self.gpus_per_node and deepep_fits(self.id, ep) is not None
+        # DeepEP's internode table covers this GPU and EP size (kernel_tables.deepep_fits)
+        table = packaged_table("alltoall.yaml").get("deepep", {})
+        listed = self.id in table.get("gpus", {})
+        listed = listed and ep in table.get("internode_low_latency", {}).get("ep", {})
+        internode = runs_deepep(load_engine(engine)) and ep > self.gpus_per_node and listed
         which = (
             "their all-reduces are priced at the servers' own interconnect, not the network "
             "between them (not modelled); DeepEP's dispatch and combine take its internode "
