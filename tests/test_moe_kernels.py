@@ -20,6 +20,7 @@ from simspec.catalog.kernel_tables import (
 )
 from simspec.catalog.models import load_model
 from simspec.catalog.precision import load_precision, weight_only_name
+from simspec.catalog.servers import cross_node_note
 from simspec.catalog.tables import packaged_table
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.costmodel.kernels import deepep_time, grouped_gemm_time, mla_decode_time
@@ -325,8 +326,8 @@ def test_deepep_across_servers_takes_the_readmes_internode_low_latency_times():
     assert deepep_time(deepep_fits("h200", 64)["low_latency_combine"], 128, 7168, 8) == (
         pytest.approx(314e-6)
     )
-    note = load_gpu("h200").cross_node_note(16, 16, "sglang")
+    note = cross_node_note(load_gpu("h200"), 16, 16, "sglang")
     assert "internode low-latency times" in note and "lower bound" in note
-    assert "DeepEP" not in load_gpu("h200").cross_node_note(16, 1, "sglang")  # TP16 alone
+    assert "DeepEP" not in cross_node_note(load_gpu("h200"), 16, 1, "sglang")  # TP16 alone
     # vLLM's default all-to-all is not DeepEP's (all-gather and reduce-scatter)
-    assert "DeepEP" not in load_gpu("h200").cross_node_note(16, 16, "vllm")
+    assert "DeepEP" not in cross_node_note(load_gpu("h200"), 16, 16, "vllm")

@@ -147,8 +147,9 @@ def test_a_group_wider_than_a_server_is_said_to_be_priced_at_its_interconnect():
     """TP 16 on H100s spans two 8-GPU servers: their collectives cross the network, which
     simspec does not price (QA: TP16 came out faster than 8 x H200, silently)."""
     from simspec.catalog.hardware import load_gpu
+    from simspec.catalog.servers import cross_node_note
 
-    assert load_gpu("h100_sxm").cross_node_note(8) is None
-    assert "2 servers of 8" in load_gpu("h100_sxm").cross_node_note(16)
-    assert load_gpu("gb200").cross_node_note(64) is None  # one NVL72 domain
-    assert "lower bound" in load_gpu("h200").cross_node_note(8, ep=16)
+    assert cross_node_note(load_gpu("h100_sxm"), 8) is None
+    assert "2 servers of 8" in cross_node_note(load_gpu("h100_sxm"), 16)
+    assert cross_node_note(load_gpu("gb200"), 64) is None  # one NVL72 domain
+    assert "lower bound" in cross_node_note(load_gpu("h200"), 8, ep=16)

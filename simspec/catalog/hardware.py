@@ -52,38 +52,6 @@ class GpuSpec(BaseModel):
     gpus_per_node: int = Field(ge=1)
     source: str
 
-    def cross_node_note(self, tp: int, ep: int = 1, engine: str = "vllm") -> str | None:
-        """What a tensor- or expert-parallel group larger than one server leaves out (None:
-        it fits in one), under ``engine`` (whether it runs DeepEP's all-to-all)."""
-        span = max(tp, ep)
-        if span <= self.gpus_per_node:
-            return None
-        # DeepEP's internode table covers this GPU and EP size (kernel_tables.deepep_fits)
-        table = packaged_table("alltoall.yaml").get("deepep", {})
-        listed = self.id in table.get("gpus", {})
-        listed = listed and ep in table.get("internode_low_latency", {}).get("ep", {})
-        internode = runs_deepep(load_engine(engine)) and ep > self.gpus_per_node and listed
-        which = (
-            "their all-reduces are priced at the servers' own interconnect, not the network "
-            "between them (not modelled); DeepEP's dispatch and combine take its internode "
-            "low-latency times (H800s with one 400 Gb/s NIC each), the normal kernels of "
-            "prompt steps no faster per element"
-            if internode
-            else "their all-reduces and all-to-alls are priced at the servers' own interconnect, "
-            "not the network between them (not modelled)"
-        )
-        return (
-            f"{span} {self.id} GPUs span {-(-span // self.gpus_per_node)} servers of "
-            f"{self.gpus_per_node}: {which}: step times are a lower bound"
-        )
-
-
-def runs_deepep(engine: EngineProfile) -> bool:
-    """Whether ``engine``'s expert-parallel MoE layers dispatch and combine through DeepEP
-    (SGLang's DeepEP backend, with or without DP attention); vLLM's default gathers and
-    reduce-scatters instead (simspec.engine.costmodel.dp_attention)."""
-    return engine.flag("ep_alltoall_without_dp") or engine.dp_attention == "sglang"
-
 
 class Sourced(BaseModel):
     """A number with the place it came from.

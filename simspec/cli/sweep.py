@@ -239,6 +239,7 @@ def _profile_note(cfg: SweepConfig) -> None:
     from simspec.catalog.hardware import alltoall_note, load_gpu, load_profile
     from simspec.catalog.models import load_model
     from simspec.catalog.precision import load_precision, precision_note
+    from simspec.catalog.servers import cross_node_note
     from simspec.engine.costmodel.linear_attention import LINEAR_STATE_NOTE
     from simspec.engine.costmodel.sparse_attention import sparse_attention_note
 
@@ -262,7 +263,7 @@ def _profile_note(cfg: SweepConfig) -> None:
         err.print(f"note: {DECODE_INSTANCE_NOTE}", highlight=False)
     spans = {(p.gpu, p.tp * p.pp, p.ep, p.engine) for p in cfg.points()}
     for gpu, tp, ep, engine in sorted(spans):
-        if note := load_gpu(gpu).cross_node_note(tp, ep, engine):
+        if note := cross_node_note(load_gpu(gpu), tp, ep, engine):
             err.print(f"note: {note}", highlight=False)
     for gpu in sorted({gpu for gpu, _, ep, _ in spans if ep > 1}):
         if note := alltoall_note(gpu):

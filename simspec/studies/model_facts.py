@@ -8,6 +8,7 @@ from simspec.catalog.expert_locality import adjacent_expert_reuse, reuse_origin
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.models import ModelShape, load_model
 from simspec.catalog.precision import kv_cache_bytes, load_precision, normalize_kv_cache_dtype
+from simspec.catalog.servers import cross_node_note
 from simspec.engine.build import (
     check_attention_tp,
     check_dp_attention,
@@ -348,6 +349,6 @@ def layout_facts(
                 f"holds {refused:,} per rank): give --max-model-len {refused} or less",
             )
         )
-    if note := gpu.cross_node_note(lay.tp, lay.ep, engine.id):
+    if note := cross_node_note(gpu, lay.tp, lay.ep, engine.id):
         facts.append(("Servers", note))
     return facts

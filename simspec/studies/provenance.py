@@ -166,10 +166,11 @@ def deployment_notes(deploy: Deployment) -> list[str]:
     several servers (QA: only sweep, models and validate said so, and tp 16 read faster than
     tp 8 under analytic), and a decode instance's TTFT."""
     from simspec.catalog.hardware import load_gpu
+    from simspec.catalog.servers import cross_node_note
 
     notes = []
     gpu = load_gpu(deploy.gpu)
-    if note := gpu.cross_node_note(deploy.tp * deploy.pp, deploy.ep, deploy.engine):
+    if note := cross_node_note(gpu, deploy.tp * deploy.pp, deploy.ep, deploy.engine):
         notes.append(f"note: {note}")
     if deploy.disaggregation_mode == "decode":
         notes.append(f"note: {DECODE_INSTANCE_NOTE}")

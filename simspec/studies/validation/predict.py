@@ -52,6 +52,7 @@ from simspec.catalog.methods import (
     with_engine_shape,
 )
 from simspec.catalog.models import load_model
+from simspec.catalog.servers import cross_node_note
 from simspec.catalog.traces import first_method, load_trace
 from simspec.config import (
     AcceptanceConfig,
@@ -409,7 +410,7 @@ def plan_case(
     except ValueError as exc:  # pydantic: a field out of range
         raise Skip(_first_error(exc)) from None
     gpu_spec = load_gpu(scenario.gpu)
-    if note := gpu_spec.cross_node_note(scenario.tp, scenario.ep, scenario.engine):
+    if note := cross_node_note(gpu_spec, scenario.tp, scenario.ep, scenario.engine):
         assumptions.append(note)
     return CasePlan(metric, measured, scenario, baseline, source, assumptions, statistic)
 

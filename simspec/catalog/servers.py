@@ -1,0 +1,41 @@
+"""What a deployment spanning more than one server leaves out: its collectives are priced at
+one server's interconnect, but for DeepEP's all-to-all where its internode table covers it
+(:func:`~simspec.catalog.kernel_tables.deepep_fits`)."""
+
+from __future__ import annotations
+
+from simspec.catalog.hardware import EngineProfile, GpuSpec, load_engine
+from simspec.catalog.kernel_tables import deepep_fits
+
+
+def runs_deepep(engine: EngineProfile) -> bool:
+    """Whether ``engine``'s expert-parallel MoE layers dispatch and combine through DeepEP
+    (SGLang's DeepEP backend, with or without DP attention); vLLM's default gathers and
+    reduce-scatters instead (simspec.engine.costmodel.dp_attention)."""
+    return engine.flag("ep_alltoall_without_dp") or engine.dp_attention == "sglang"
+
+
+def cross_node_note(gpu: GpuSpec, tp: int, ep: int = 1, engine: str = "vllm") -> str | None:
+    """What a tensor- or expert-parallel group larger than one of ``gpu``'s servers leaves
+    out (None: it fits in one), under ``engine`` (whether it runs DeepEP's all-to-all)."""
+    span = max(tp, ep)
+    if span <= gpu.gpus_per_node:
+        return None
+    internode = (
+        ep > gpu.gpus_per_node
+        and runs_deepep(load_engine(engine))
+        and deepep_fits(gpu.id, ep) is not None
+    )
+    which = (
+        "their all-reduces are priced at the servers' own interconnect, not the network "
+        "between them (not modelled); DeepEP's dispatch and combine take its internode "
+        "low-latency times (H800s with one 400 Gb/s NIC each), the normal kernels of "
+        "prompt steps no faster per element"
+        if internode
+        else "their all-reduces and all-to-alls are priced at the servers' own interconnect, "
+        "not the network between them (not modelled)"
+    )
+    return (
+        f"{span} {gpu.id} GPUs span {-(-span // gpu.gpus_per_node)} servers of "
+        f"{gpu.gpus_per_node}: {which}: step times are a lower bound"
+    )
