@@ -63,6 +63,9 @@ from simspec.errors import InputError
 # once per query token (SGLang) rather than once per sequence (vLLM); vLLM V0 (releases before
 # 0.8, early 2025: engines.yaml) predates DeepSeek-V3.2-Exp's day-0 support on V1 (its README)
 SPARSE_ATTENTION_ENGINES = {"vllm": False, "sglang": True}
+# the engines that run a prefill whose contexts are all within index_topk as dense MLA
+# (SGLang's MHA_ONE_SHOT: SparseAttentionKernels.dense_prefill); vLLM runs every prefill sparse
+DENSE_SHORT_PREFILL_ENGINES = frozenset({"sglang"})
 # the GPUs FlashMLA's sparse kernels and DeepGEMM's MQA-logits kernels run on: vLLM's
 # FlashMLASparseBackend.supports_compute_capability (major 9 or 10) and its model test's skip,
 # "DeepseekV32 requires Hopper (9.0+) or Blackwell (10.0+) for FLASHMLA_SPARSE backend"
@@ -119,7 +122,10 @@ class SparseAttentionKernels(AttentionKernels):
     (:func:`sparse_mla_batch` through :class:`AttentionKernels`). The indexer's GEMMs are
     counted here, in the attention time, so the dense model's terms stay as they are."""
 
-    __slots__ = ("indexer", "fp8_rate", "projections", "keys_per_query", "_ops", "_precision")
+    __slots__ = (
+        "indexer", "fp8_rate", "projections", "keys_per_query", "dense_short_prefill", "_ops",
+        "_precision",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -138,6 +144,7 @@ class SparseAttentionKernels(AttentionKernels):
                 f"DeepGEMM's MQA-logits kernels); {engine} is not one of them",
             )
         self.keys_per_query = SPARSE_ATTENTION_ENGINES[engine]
+        self.dense_short_prefill = engine in DENSE_SHORT_PREFILL_ENGINES
         gpu = ops.gpu
         if gpu.arch not in SPARSE_ATTENTION_ARCHS or gpu.fp8_dense_flops is None:
             raise InputError(
@@ -180,7 +187,7 @@ class SparseAttentionKernels(AttentionKernels):
         priced through the indexer and sparse MLA at 18.7 ms against V3's dense 2.1 ms on an
         H200 at tp 8). From the sums the chunks' mean context stands in for the longest (exact
         for one chunk). vLLM runs every prefill sparse."""
-        if not (self.keys_per_query and batch.pre_tokens):
+        if not (self.dense_short_prefill and batch.pre_tokens):
             return False
         mean = (batch.pre_kv + batch.pre_tokens) / batch.pre_seqs
         return mean <= self.indexer[2]
