@@ -105,3 +105,16 @@ def test_the_load_policy_counts_the_transfer_queue():
     wl = {"concurrency": 64, "requests": 128, "prompt": {"mean": 200}, "output": {"mean": 40}}
     res = simulate(decode_instance(engine="vllm-v0", method=method, workload=wl))
     assert res.iterations["spec_seqs"].iloc[0] == 0
+
+
+def test_an_engine_without_disaggregated_serving_is_refused_by_name():
+    """HF and gpt-fast serve one process that prefills and decodes: no decode instance."""
+    from simspec.engine.build import setup_replica
+    from simspec.errors import InputError
+
+    for engine in ("hf", "gpt-fast"):
+        with pytest.raises(InputError, match="runs no decode instance") as err:
+            setup_replica(decode_instance(engine=engine))
+        assert err.value.field == "disaggregation_mode"
+    for engine in ("vllm", "vllm-v0", "sglang", "sglang-v2", "trtllm"):
+        setup_replica(decode_instance(engine=engine))

@@ -252,6 +252,13 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         raise InputError("methods.name", f"{sc.method.name} {why}")
     engine.check_load_policy(sc.method.disable_by_batch_size)
     check_stages(sc.pp, engine, sc.tp, load_gpu(sc.gpu).gpus_per_node)
+    if sc.disaggregation_mode == "decode" and not engine.flag("pd_disaggregation"):
+        raise InputError(
+            "disaggregation_mode",
+            f"engine {engine.id} runs no decode instance of a prefill/decode-disaggregated "
+            "deployment (engines.yaml pd_disaggregation: vllm, sglang and trtllm do): use "
+            "disaggregation_mode null, or one of those engines",
+        )
     check_dp_attention(sc.dp, engine.id, engine.dp_attention, target)
     check_linear_layers(target, sc.engine, sc.dp)
     cost = build_cost_model(sc, target)
