@@ -74,6 +74,8 @@ class PrecisionSpec(BaseModel):
     # a precision whose measured GEMM time this one's never beats at the same M: the same
     # kernel moving at least as many bytes (FP8 weight-only runs int4-w's Marlin kernel)
     never_faster_than: str | None = None
+    # checkpoints at this precision keep the model's MTP modules unquantized, in bf16
+    mtp_unquantized: bool = False
 
     def curve(self, arch: str) -> SpeedCurve | None:
         return self.curves.get(arch)
@@ -250,11 +252,18 @@ def _spec(name: str, entry: dict) -> PrecisionSpec:
         compute=entry["compute"],
         source=" ".join(str(entry["source"]).split()),
         curves={arch: _curve(arch, tables) for arch, tables in (entry.get("curves") or {}).items()},
-        weight_only=_spec(weight_only_name(name), only) if only else None,
+        # the weight-only form reads the same checkpoints
+        weight_only=_spec(
+            weight_only_name(name),
+            {**only, "mtp_unquantized": entry.get("mtp_unquantized", False)},
+        )
+        if only
+        else None,
         native_archs=tuple(entry["native_archs"]) if "native_archs" in entry else None,
         engines=tuple(entry["engines"]) if "engines" in entry else None,
         caveat=" ".join(str(entry.get("caveat", "")).split()),
         never_faster_than=entry.get("never_faster_than"),
+        mtp_unquantized=bool(entry.get("mtp_unquantized", False)),
     )
 
 

@@ -35,13 +35,10 @@ class MTP(EagleHead):
     def _configure(self, cfg: MethodConfig) -> None:
         super()._configure(cfg)
         precision = self.cost.precision
-        nvfp4 = precision is not None and precision.name.startswith("nvfp4")
-        if self.target.num_nextn_predict_layers and not nvfp4:
-            # the checkpoint's modules: its precision. NVIDIA's NVFP4 checkpoints of the
-            # DeepSeek family keep the MTP layer out of the quantization (hf_quant_config
-            # exclude_modules "model.layers.61*"), in bf16: SGLang logs "Use triton fused moe
-            # by default for bf16 nextn layer in deepseek fp4 checkpoint" (server_args), and
-            # its _resolve_nextn_quant_config test names that exclusion (QA: priced at NVFP4)
+        bf16 = precision is not None and precision.mtp_unquantized
+        if self.target.num_nextn_predict_layers and not bf16:
+            # the checkpoint's modules: its precision, unless its checkpoints leave them in
+            # bf16 (precision.yaml mtp_unquantized: NVFP4; QA: priced at NVFP4)
             self.cost.quantize_like_target(self.head)
 
     def extra_weight_bytes(self) -> float:
