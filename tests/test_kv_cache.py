@@ -21,6 +21,7 @@ from simspec.engine.kv_cache import (
     BlockPool,
     MemoryDemand,
     MemoryPlan,
+    WindowBlocks,
     activation_reserve,
     min_gpus,
     plan_memory,
@@ -54,12 +55,14 @@ def tiny_gpu(memory_bytes: float = 100_000) -> GpuSpec:
     )
 
 
-def engine(utilization: float = 0.5, block_size: int = 16) -> EngineProfile:
-    """vLLM's profile with the two numbers the plan reads replaced."""
+def engine(utilization: float = 0.5, block_size: int = 16, hybrid: bool = True) -> EngineProfile:
+    """vLLM's profile with the two numbers the plan reads replaced (``hybrid`` off: a pool
+    sized once, as engines without vLLM V1's hybrid KV cache manager have it)."""
     base = load_engine("vllm")
     params = dict(base.params)
     params["gpu_memory_utilization"] = Sourced(value=utilization, source="test")
     params["block_size"] = Sourced(value=block_size, source="test")
+    params["hybrid_kv_pool"] = Sourced(value=int(hybrid), source="test")
     return EngineProfile(id="test", params=params)
 
 
@@ -164,26 +167,64 @@ def test_a_sequence_keeps_its_window_plus_the_block_being_filled():
     assert window_tokens(WINDOWED, 16) == 24 and window_tokens(TINY, 16) == 0
 
 
+# -- a pool sized once (no hybrid KV cache manager): windows for max_num_seqs set aside ----------
+SIZED_ONCE = engine(hybrid=False)
+
+
 def test_below_the_window_cap_every_cached_token_costs_both_layers():
     # 1,000 sequences could keep 24,000 windowed tokens, more than the pool: each token costs
     # 64 bytes, as in the model without a window: 46,416 // 1,024 = 45 blocks
-    p = plan(target=WINDOWED, max_seqs=1000)
+    p = plan(target=WINDOWED, max_seqs=1000, eng=SIZED_ONCE)
     assert p.kv_bytes_per_token == 32
     assert p.num_blocks == plan().num_blocks == 45
     assert p.window_bytes == 45 * 16 * 32
+    assert p.window is None
 
 
 def test_past_the_window_cap_only_the_full_layers_grow():
     # one sequence keeps at most 24 windowed tokens (768 bytes): (46,416 - 768) // 512 = 89
-    p = plan(target=WINDOWED, max_seqs=1)
+    p = plan(target=WINDOWED, max_seqs=1, eng=SIZED_ONCE)
     assert p.num_blocks == 89
     assert p.window_bytes == 24 * 32
-    assert plan(target=WINDOWED).num_blocks == 46_416 // 512  # no sequences: no window held
+    # no sequences: no window held
+    assert plan(target=WINDOWED, eng=SIZED_ONCE).num_blocks == 46_416 // 512
 
 
 def test_more_running_sequences_never_leave_fewer_blocks_than_full_attention_would():
-    blocks = [plan(target=WINDOWED, max_seqs=n).num_blocks for n in (0, 1, 10, 100, 10_000)]
+    blocks = [
+        plan(target=WINDOWED, max_seqs=n, eng=SIZED_ONCE).num_blocks
+        for n in (0, 1, 10, 100, 10_000)
+    ]
     assert blocks == sorted(blocks, reverse=True) and blocks[-1] == 45
+
+
+# -- vLLM V1's hybrid pool: each running sequence's window leaves it as its tokens fill it -------
+def test_the_hybrid_pool_counts_full_attention_blocks_whatever_the_running_sequences():
+    # 46,416 // (32 x 16) = 90 blocks of the full layer, for 1 or 10,000 sequences alike; each
+    # sequence's windowed layer takes up to 2 blocks (24 tokens) at 1 pool block each
+    plans = [plan(target=WINDOWED, max_seqs=n) for n in (0, 1, 10_000)]
+    assert {p.num_blocks for p in plans} == {90}
+    assert plans[1].window == WindowBlocks(per_seq=2, ratio=1.0)
+    assert plans[1].window_bytes == 24 * 32  # one sequence's full window
+    assert plans[2].window_bytes == 90 * 16 * 32  # at most the pool
+
+
+def test_a_sequence_takes_its_window_blocks_as_its_tokens_fill_them():
+    p = plan(target=WINDOWED, max_seqs=1)
+    # 8 tokens: 1 block of each layer; 100 tokens: 7 full-layer blocks and a window's 2
+    assert p.seq_blocks(8) == 2 and p.seq_blocks(100) == 9
+    # one sequence alone: 90 pool blocks hold 88 blocks of tokens and its 2 window blocks
+    assert p.seq_tokens() == 88 * 16
+    assert plan(target=TINY).seq_tokens() == 45 * 16  # no window: every block its tokens
+
+
+def test_window_blocks_round_up_per_sequence_and_invert():
+    w = WindowBlocks(per_seq=3, ratio=0.5)
+    assert [w.units(h) for h in range(6)] == [0, 2, 3, 5, 6, 7]
+    # the most blocks of tokens within u pool blocks: the inverse of units
+    assert [w.full_of(u) for u in range(8)] == [0, 0, 1, 2, 2, 3, 4, 5]
+    assert list(w.table()) == [0, 2, 3, 5]
+    assert WindowBlocks(per_seq=4, ratio=3.0).units(2) == 8  # a whole ratio stays whole
 
 
 def test_llama_4_scout_fits_on_eight_h200_at_bf16():
@@ -195,11 +236,16 @@ def test_llama_4_scout_fits_on_eight_h200_at_bf16():
     p = plan(gpu, scout, tp=8, eng=eng, max_tokens=tokens, max_logit_rows=seqs, max_seqs=seqs)
     assert 24 * GIB < p.weight_bytes < 26 * GIB  # 107.8B parameters in bf16 over 8 GPUs
     assert p.activation_bytes < 1 * GIB
-    kv = p.num_blocks * p.block_size * p.kv_bytes_per_token + p.window_bytes
+    # vLLM's hybrid pool: the chunked layers' blocks come out of these, sequence by sequence
+    assert p.window == WindowBlocks(per_seq=8208 // 16, ratio=3.0)
+    kv = p.num_blocks * p.block_size * p.kv_bytes_per_token
     assert p.weight_bytes + p.activation_bytes + kv <= p.usable_bytes
     assert kv > 0.95 * (p.usable_bytes - p.weight_bytes - p.activation_bytes)
-    # every cached token inside its chunk: 12 full + 36 windowed layers of one KV head each
-    assert p.window_bytes == pytest.approx(3 * p.num_blocks * p.block_size * p.kv_bytes_per_token)
+    # 1,024 chunks (36 windowed layers against 12 full, 3 pool blocks a block of tokens) would
+    # fill the pool: the windows' share is at most all of it
+    assert p.window_bytes == pytest.approx(kv)
+    # one sequence alone: its chunk's 513 blocks of tokens take 3 x 513 pool blocks
+    assert p.seq_tokens() == (p.num_blocks - 3 * 513) * 16
     assert p.num_blocks * p.block_size > 4_000_000
     assert min_gpus(gpu, eng, scout) == 2
     with pytest.raises(ScenarioError, match="needs 2 h200 GPUs"):
@@ -389,24 +435,47 @@ def test_a_closed_loop_reserves_windows_for_its_concurrency_not_max_num_seqs():
     """vLLM allocates a windowed layer's blocks from its one pool as sequences run, none up
     front: a closed loop at 64 holds at most 64 windows, whatever max_num_seqs (QA: gpt-oss-120b
     on an H100 at batch 64 kept 8,594 blocks under vLLM's default 1,024 max_num_seqs and
-    17,921 under --max-num-seqs 64, and preempted 809 times)."""
+    17,921 under --max-num-seqs 64, and preempted 809 times). A pool sized once (an engine
+    without vLLM V1's hybrid manager) sets aside the windows of the closed loop's sequences."""
     from simspec.config import Scenario, SchedulerConfig, WorkloadConfig
     from simspec.engine.build import setup_replica
 
-    def blocks(concurrency: int, seqs: int | None = None) -> int:
+    def blocks(concurrency: int, seqs: int | None = None, engine: str = "vllm") -> int:
         sc = Scenario(
             model="gpt-oss-120b",
             gpu="h100_sxm",
-            engine="vllm",
+            engine=engine,
             workload=WorkloadConfig(concurrency=concurrency),
             scheduler=SchedulerConfig(max_num_seqs=seqs),
         )
         return setup_replica(sc).memory.num_blocks
 
+    # vLLM V1: the pool's blocks are the full layers'; the windows leave it as sequences run
+    assert blocks(64) == blocks(1024) == blocks(2048)
     # (--max-num-seqs 64 also shrinks the sampler's profiled rows: a few more blocks)
-    assert blocks(64, 64) > blocks(64) > 1.8 * blocks(1024)
-    assert blocks(64) > 0.9 * blocks(64, 64)
-    assert blocks(2048) == blocks(1024)  # past max_num_seqs the engine's limit holds
+    assert 1.0 < blocks(64, 64) / blocks(64) < 1.1
+    # TensorRT-LLM's pool, sized once: a closed loop's windows only
+    assert (
+        blocks(64, 64, "trtllm") > blocks(64, None, "trtllm") > 1.5 * blocks(1024, None, "trtllm")
+    )
+
+
+def test_an_open_loop_on_gpt_oss_holds_as_many_sequences_as_a_closed_one():
+    """Under vLLM V1 a Poisson run's pool is the closed loop's (QA: an open loop had set aside
+    windows for all 1,024 max_num_seqs, halving gpt-oss-120b's pool on an H100, and at 8 req/s
+    preempted 428 times with a 55 s mean TTFT)."""
+    from simspec.config import LengthSpec, Scenario, WorkloadConfig
+    from simspec.engine.build import setup_replica
+    from simspec.engine.simulation import simulate
+
+    lengths = dict(prompt=LengthSpec(mean=2000), output=LengthSpec(mean=500), requests=400)
+    closed = WorkloadConfig(concurrency=32, turnovers=0, **lengths)
+    poisson = WorkloadConfig(arrival="poisson", rate=4.0, **lengths)
+    runs = [Scenario(model="gpt-oss-120b", gpu="h100_sxm", workload=w) for w in (closed, poisson)]
+    plans = [setup_replica(sc).memory for sc in runs]
+    assert plans[0].num_blocks == plans[1].num_blocks and plans[0].window == plans[1].window
+    summary = simulate(runs[1]).summary
+    assert summary.preemptions == 0 and summary.ttft_ms_mean < 1000
 
 
 def test_vllm_pads_gpt_oss_mxfp4_experts_to_its_kernels_tiles():

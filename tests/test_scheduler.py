@@ -515,3 +515,56 @@ def test_a_decode_asks_for_its_own_proposal_where_draft_slots_says_so():
     rig.sched.draft_slots = np.array([0, 7, 0, 1], dtype=np.int64)
     batch = rig.sched.schedule()
     assert ids(batch.decode) == [0, 1, 2, 3] and batch.edge_width == 0
+
+
+# -- vLLM V1's hybrid pool: a sequence's windowed layers take blocks as its tokens fill them ------
+def test_a_sequence_holds_its_window_blocks_beside_its_full_attention_ones():
+    """SlidingWindowManager frees the blocks before its window, so a sequence holds as many
+    windowed blocks as its tokens fill, up to a window's (here 2 blocks of 4 tokens, each
+    costing one pool block): 10 tokens take 3 + 2 blocks, 5 tokens 2 + 2, 3 tokens 1 + 1."""
+    from simspec.engine.kv_cache import WindowBlocks
+
+    rig = make_rig([10, 5, 3], [4, 4, 4], window=WindowBlocks(per_seq=2, ratio=1.0))
+    add_all(rig)
+    batch = rig.sched.schedule()
+    assert batch.prefill.tolist() == [0, 1, 2]
+    assert rig.table.blocks[:3].tolist() == [5, 4, 2] and rig.pool.used == 11
+    run_batch(rig, batch)
+    # each decode's next token: request 0 reaches 11 tokens (3 full blocks, window capped at 2)
+    rig.sched.schedule()
+    assert rig.table.blocks[:3].tolist() == [5, 4, 2]
+    done = []
+    while rig.sched.has_work:
+        done += run_batch(rig, rig.sched.schedule())
+    assert sorted(done) == [0, 1, 2] and rig.pool.used == 0
+
+
+def test_a_window_leaves_room_for_full_attention_tokens_once_it_is_full():
+    """The pool holds 12 blocks: two 16-token prompts take 4 + 2 each (blocks of 4 tokens);
+    without the windows in the count the 12-token third would have been admitted too."""
+    from simspec.engine.kv_cache import WindowBlocks
+
+    rig = make_rig(
+        [16, 16, 12], [2, 2, 2], num_blocks=12, window=WindowBlocks(per_seq=2, ratio=1.0)
+    )
+    add_all(rig)
+    batch = rig.sched.schedule()
+    assert batch.prefill.tolist() == [0, 1] and rig.pool.used == 12
+
+
+def test_a_preempted_windowed_prefix_is_hit_again_in_blocks_of_tokens():
+    """With prefix caching a preempted sequence leaves its pool blocks cached, windowed ones
+    included; re-admitted, it reuses the blocks of tokens they hold (the last one recomputed)."""
+    from simspec.engine.kv_cache import WindowBlocks
+
+    rig = make_rig([16], [8], prefix_caching=True, window=WindowBlocks(per_seq=2, ratio=1.0))
+    add_all(rig)
+    run_batch(rig, rig.sched.schedule())  # the prompt: 4 + 2 pool blocks
+    assert int(rig.table.blocks[0]) == 6
+    rig.sched._preempt(0)
+    assert rig.sched.free_queue is not None and rig.sched.free_queue.cached[0] == 6
+    # 17 tokens now (prompt + first token): 4 full blocks cached, the hit stops at 16 - 1
+    assert rig.sched._prefix_hit(0) == 4
+    batch = rig.sched.schedule()
+    assert batch.prefill.tolist() == [0] and batch.chunks.tolist() == [1]
+    assert int(rig.table.blocks[0]) == 5 + 2 and rig.pool.used == 7

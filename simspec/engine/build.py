@@ -328,7 +328,9 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         # a closed loop never runs more than its concurrency: only so many sequences hold a
         # window in windowed layers or a recurrent state (vLLM allocates both from its one
         # pool as requests run, none up front: QA, gpt-oss at batch 64 had lost half its KV
-        # blocks to windows for vLLM's 1,024 max_num_seqs, and preempted)
+        # blocks to windows for vLLM's 1,024 max_num_seqs, and preempted). Under vLLM V1 the
+        # scheduler counts the windows sequence by sequence (kv_cache.WindowBlocks), in an
+        # open loop too; a pool sized once, and the recurrent states, read this
         demand = dataclasses.replace(demand, max_seqs=sc.workload.concurrency)
     weight_bytes = cost.precision.weight_bytes if cost.precision else BYTES_PER_PARAM
     experts = cost.experts_precision_of(target)
@@ -609,7 +611,7 @@ def check_fixed_lengths(
             )
             + ("(scheduler.max_model_len)" if given else "(max_position_embeddings)")
         )
-    capacity = memory.num_blocks // memory.dp * memory.block_size  # one rank's cache
+    capacity = memory.seq_tokens()  # one rank's cache (its windowed layers' share taken)
     if shortest > capacity:
         at = f"tp={sc.tp}, dp={sc.dp} (one rank's cache)" if sc.dp > 1 else f"tp={sc.tp}"
         raise ScenarioError(
@@ -723,7 +725,10 @@ def relaxation_time(setup: ReplicaSetup, wl: WorkloadConfig) -> float:
     rng = np.random.default_rng(0)  # lengths only; the run's own streams are untouched
     probe = generate_requests(wl, rng, 1000)
     context = float(np.mean(probe.prompt_len) + np.mean(probe.output_len))
-    held = setup.memory.num_blocks * setup.memory.block_size / max(context, 1.0)
+    memory = setup.memory
+    held = memory.num_blocks * memory.block_size / max(context, 1.0)
+    if memory.window is not None:  # each sequence's windowed layers take their share too
+        held = memory.num_blocks / memory.seq_blocks(max(int(context), 1))
     batch = int(max(1, min(setup.max_seqs, held)))
     step = setup.cost.forward(
         setup.target, BatchShape.uniform(batch, 1, batch * context, batch)

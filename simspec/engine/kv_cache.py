@@ -12,9 +12,14 @@ manager: every layer's blocks come from one pool (vllm/v1/core/kv_cache_utils.py
 get_kv_cache_config_from_groups: one tensor per group slot, shared by a layer of each group), and
 a windowed layer's manager frees the blocks that leave its window (SlidingWindowSpec /
 ChunkedLocalAttentionSpec in vllm/v1/kv_cache_interface.py: at most the window, or chunk, plus
-the tokens being scheduled, per request). Nothing is reserved per possible sequence up front, so
-a cached token also costs its windowed-layer KV until the running sequences (at most
-``max_num_seqs``) each hold a full window (:func:`kv_blocks`).
+the tokens being scheduled, per request). Nothing is reserved per possible sequence up front.
+Under vLLM V1 (engines.yaml ``hybrid_kv_pool``) the scheduler counts it so, sequence by sequence:
+a block of the pool is one block of the full-attention layers, and each running sequence also
+holds its windowed layers' blocks, as many as its tokens fill up to a window
+(:class:`WindowBlocks`; SlidingWindowManager.remove_skipped_blocks frees those before
+``get_num_skipped_tokens``: computed tokens - sliding_window + 1). Other engines' pools are
+sized once: a cached token also costs its windowed-layer KV until the running sequences (at
+most ``max_num_seqs``) each hold a full window (:func:`kv_blocks`).
 
 Gated DeltaNet layers (Qwen3-Next, Qwen3.5) hold no KV but a fixed recurrent state per running
 sequence, whatever its context, and under speculative decoding one more per verify position
@@ -29,7 +34,10 @@ many as half that memory holds.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from simspec.catalog.hardware import EngineProfile, GpuSpec
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
@@ -52,12 +60,57 @@ class MemoryPlan:
     block_size: int
     num_blocks: int
     window_bytes: float = 0.0  # windowed layers' KV when the pool is full (within the KV share)
+    # windowed layers' blocks each running sequence takes from the pool as its tokens grow
+    # (vLLM V1's hybrid pool); None: the pool's blocks are full-attention blocks alone
+    window: WindowBlocks | None = None
     # Gated DeltaNet states of the running sequences (set aside before the KV blocks), and the
     # running sequences they hold per rank (0: no such layers, no cap)
     state_bytes: float = 0.0
     state_seqs: int = 0
     # data-parallel attention ranks: each holds its own requests' KV in num_blocks / dp blocks
     dp: int = 1
+
+    def seq_blocks(self, tokens: int) -> int:
+        """Blocks of the pool one sequence of ``tokens`` tokens holds (its windowed layers'
+        too, where they take blocks from the pool)."""
+        full = -(-tokens // self.block_size)
+        return full if self.window is None else self.window.units(full)
+
+    def seq_tokens(self) -> int:
+        """The most tokens one sequence can hold in one rank's share of the pool."""
+        blocks = self.num_blocks // self.dp
+        full = blocks if self.window is None else self.window.full_of(blocks)
+        return full * self.block_size
+
+
+@dataclass(frozen=True)
+class WindowBlocks:
+    """What a sequence's windowed layers take from a pool counted in full-attention blocks:
+    as many blocks of tokens as it has, up to ``per_seq`` (its window, or chunk, plus one
+    block: :func:`window_tokens`), each costing ``ratio`` pool blocks (the windowed layers' KV
+    per token over the full-attention layers' and the draft's), rounded up per sequence."""
+
+    per_seq: int
+    ratio: float
+
+    def table(self) -> np.ndarray:
+        """Pool blocks a sequence holds for ``h`` blocks of tokens, ``h`` = 0 .. per_seq: its
+        full-attention blocks and its windowed ones (the round-off's 1e-9 keeps a whole ratio
+        whole)."""
+        h = np.arange(self.per_seq + 1, dtype=np.int64)
+        return h + np.ceil(self.ratio * h - 1e-9).astype(np.int64)
+
+    def units(self, full: int) -> int:
+        """Pool blocks of a sequence with ``full`` blocks of tokens."""
+        h = min(full, self.per_seq)
+        return full + math.ceil(self.ratio * h - 1e-9)
+
+    def full_of(self, units: int) -> int:
+        """The most blocks of tokens a sequence holds within ``units`` pool blocks."""
+        table = self.table()
+        if units >= table[-1]:
+            return self.per_seq + units - int(table[-1])
+        return int(np.searchsorted(table, units, side="right")) - 1
 
 
 def target_weight_bytes(target: ModelShape, weight_bytes: float = BYTES_PER_PARAM) -> float:
@@ -290,8 +343,16 @@ def plan_memory(
     )
     free -= state
     swa = engine.params.get("swa_full_tokens_ratio") if window_per_token > 0 else None
+    # vLLM V1: the windowed layers' blocks leave the one pool sequence by sequence, as the
+    # scheduler counts them (WindowBlocks); a pool of windowed layers alone keeps kv_blocks
+    hybrid = window_per_token > 0 and kv_per_token > 0 and engine.flag("hybrid_kv_pool")
+    window_blocks = None
     if swa is not None:  # SGLang: a windowed pool beside the full one, or none (kv_blocks_sglang)
         blocks = kv_blocks_sglang(free, block, kv_per_token, window_per_token, target, swa.value)
+    elif hybrid:
+        blocks = int(free // (kv_per_token * block))
+        per_seq = -(-window_tokens(target, block) // block)
+        window_blocks = WindowBlocks(per_seq, window_per_token / kv_per_token)
     else:
         blocks = kv_blocks(free, block, kv_per_token, window_per_token, window_cap)
     blocks = blocks if free > 0 else 0
@@ -330,6 +391,9 @@ def plan_memory(
         _check_draft_outside(gpu, pp, usable, draft_bytes, draft_kv, at)
     if swa is not None:  # what the windowed layers' pool holds beside the full one
         window = sglang_window_share(target, swa.value) * blocks * block * window_per_token
+    elif window_blocks is not None:  # a full window for each of the demand's sequences, at most
+        # what the pool holds
+        window = min(window_cap * window_per_token, blocks * block * kv_per_token)
     else:
         window = min(blocks * block, window_cap) * window_per_token
     return MemoryPlan(
@@ -344,6 +408,7 @@ def plan_memory(
         state_bytes=state,
         state_seqs=state_seqs * dp,
         dp=dp,
+        window=window_blocks,
     )
 
 

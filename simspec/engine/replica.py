@@ -182,6 +182,7 @@ class Replica:
             requeue_at_back=setup.requeue_at_back,
             cache_prompt_only=setup.cache_prompt_only,
             drop_last_hit=setup.drop_last_hit,
+            window=setup.memory.window,
         )
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simspec.engine.kv_cache import BlockPool
+from simspec.engine.kv_cache import BlockPool, WindowBlocks
 from simspec.engine.requests import RequestTable
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -172,8 +172,17 @@ class Scheduler:
         drop_last_hit: bool = False,
         requeue_at_back: bool = False,
         cache_prompt_only: bool = False,
+        window: WindowBlocks | None = None,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
+        # a pool that also holds each sequence's windowed layers (vLLM V1's hybrid pool):
+        # the pool blocks of h blocks of tokens are h + _win_extra[min(h, _win_per)], and
+        # every count of blocks below is of pool blocks (:meth:`_units`)
+        self._win_per = 0 if window is None else window.per_seq
+        self._win_table = None if window is None else window.table()
+        self._win_extra = (
+            None if self._win_table is None else self._win_table - np.arange(self._win_per + 1)
+        )
         # the most blocks one request can hold: a DP attention rank's pool, where the ranks'
         # pools are run as one (a request lives on one rank; SGLang bounds its max_req_len by
         # the rank's pool); unset: the whole pool
@@ -386,7 +395,10 @@ class Scheduler:
         # the ask (1 + slots) and the lookahead slots, + size - 1
         drafts = self.reserved_draft_slots if slots is None else slots
         up = drafts + self.lookahead + self.block_size
-        new_held = np.maximum((computed + up) // self.block_size, held)
+        full = (computed + up) // self.block_size
+        if self._win_extra is not None:
+            full = full + self._win_extra[np.minimum(full, self._win_per)]
+        new_held = np.maximum(full, held)
         return new_held if self._take_for_decode(self.requests.total(new_held - held)) else None
 
     def _take_for_decode(self, blocks: int) -> bool:
@@ -462,7 +474,28 @@ class Scheduler:
         self._preempted = False
 
     def _blocks_for(self, tokens: int | np.ndarray) -> int | np.ndarray:
-        return -(-tokens // self.block_size)
+        """Pool blocks of a sequence with ``tokens`` tokens (:meth:`_units`)."""
+        return self._units(-(-tokens // self.block_size))
+
+    def _units(self, full: int | np.ndarray) -> int | np.ndarray:
+        """Pool blocks of a sequence with ``full`` blocks of tokens: those, and its windowed
+        layers' blocks where the pool holds them too (up to a window's)."""
+        extra = self._win_extra
+        if extra is None:
+            return full
+        if isinstance(full, np.ndarray):
+            return full + extra[np.minimum(full, self._win_per)]
+        return full + int(extra[min(full, self._win_per)])
+
+    def _full_of(self, units: int) -> int:
+        """The most blocks of tokens a sequence holds within ``units`` pool blocks."""
+        table = self._win_table
+        if table is None:
+            return units
+        top = int(table[-1])
+        if units >= top:
+            return self._win_per + units - top
+        return int(np.searchsorted(table, units, side="right")) - 1
 
     def _running_array(self) -> np.ndarray:
         if self._running_arr is None:
@@ -491,7 +524,8 @@ class Scheduler:
             if total > self.decode_budget:
                 return None
             has = int(r.blocks[rid])
-            new = max((int(r.computed[rid]) + total + self.lookahead + size - 1) // size, has)
+            new = (int(r.computed[rid]) + total + self.lookahead + size - 1) // size
+            new = max(int(self._units(new)), has)
             if new - has > self.pool.free:
                 return None
             self._take(new - has)
@@ -522,7 +556,7 @@ class Scheduler:
         if total > (self.decode_budget if all_decode else self.max_tokens):
             return None
         # blocks for computed + ask tokens, ceil((computed + ask) / size); never fewer than held
-        new_held = np.maximum((computed + ask_up) // size, held)
+        new_held = np.maximum(self._units((computed + ask_up) // size), held)
         blocks = r.total(new_held - held)
         if blocks > self.pool.free:
             return None
@@ -707,6 +741,7 @@ class Scheduler:
             n = min(int(r.num_tokens(rid)) - computed, budget, self.chunk_cap)
             if n < int(r.num_tokens(rid)) - computed and not self.chunk_prompts:
                 break  # no chunked prefill: the prompt waits for a budget it fits whole
+            hit = int(self._units(hit))  # from here the pool blocks the hit reuses
             extra = int(self._blocks_for(computed + n)) - int(r.blocks[rid]) - hit
             # the hit blocks leave the free queue too; V0 keeps a watermark free
             if extra + hit + self.watermark > self.pool.free:
@@ -750,7 +785,7 @@ class Scheduler:
         """Blocks each request holds once its whole output (and the widest verify) is cached."""
         r = self.requests
         tokens = r.prompt_len[rids] + r.output_len[rids] + self.widest_draft_slots
-        return -(-tokens // self.block_size)
+        return np.asarray(self._units(-(-tokens // self.block_size)))
 
     def _promised(self) -> int:
         """Free blocks the running requests may still take as they grow to their whole output."""
@@ -766,7 +801,7 @@ class Scheduler:
         get_computed_blocks caps the hit at num_tokens - 1)."""
         if self.free_queue is None:
             return 0
-        cached = self.free_queue.cached.get(rid, 0)
+        cached = self._full_of(self.free_queue.cached.get(rid, 0))
         hit = min(cached, (int(self.requests.num_tokens(rid)) - 1) // self.block_size)
         if self.drop_last_hit and hit:
             # FullAttentionManager.find_longest_cache_hit: "if use_eagle and
@@ -798,7 +833,7 @@ class Scheduler:
         cached = int(self.requests.computed[rid])
         if self.cache_prompt_only:
             cached = min(cached, int(self.requests.prompt_len[rid]))
-        full = min(cached // self.block_size, held)
+        full = min(int(self._units(cached // self.block_size)), held)
         self._give(held - full)
         self._give(full, rid)
         self.requests.blocks[rid] = 0

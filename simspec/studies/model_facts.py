@@ -327,6 +327,12 @@ def layout_facts(
         if plan.window_bytes
         else ""
     )
+    if plan.window is not None:  # vLLM V1's hybrid pool: windows leave it sequence by sequence
+        windowed = (
+            f" (of the full-attention layers: each running sequence's windowed layers take "
+            f"theirs, up to {plan.window_bytes / GIB:.1f} GiB per GPU when "
+            f"{demand.max_seqs:,} sequences hold a full window)"
+        )
     facts.append(
         (
             "KV cache",

@@ -28,6 +28,8 @@ LAYER_SPLITS = (1, 2, 4, 8)  # GPU counts tried for an HF row that does not stat
 def _holds(sc: Scenario) -> bool:
     """The model's weights fit at ``sc.tp`` with KV left for one MIN_KV_TOKENS sequence."""
     memory = setup_replica(sc).memory
+    if memory.window is not None:  # its windowed layers' blocks too
+        return memory.seq_tokens() >= MIN_KV_TOKENS
     return memory.num_blocks * memory.block_size >= MIN_KV_TOKENS
 
 

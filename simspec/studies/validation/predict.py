@@ -842,7 +842,10 @@ def _step_time_ms(sc: Scenario) -> float:
         raise Skip(str(exc)) from None
     b = sc.workload.concurrency
     ctx = sc.workload.prompt.mean
-    held = setup.memory.num_blocks * setup.memory.block_size
+    memory = setup.memory
+    held = memory.num_blocks * memory.block_size
+    if memory.window is not None:  # the windowed layers' blocks too, a window a sequence
+        held = int(memory.num_blocks / memory.seq_blocks(max(int(ctx), 1)) * ctx)
     if b * ctx > held:
         raise Skip(
             f"{b} sequences of {ctx:g} tokens ({b * ctx:,.0f} tokens of KV) exceed the "
