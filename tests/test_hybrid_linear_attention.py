@@ -182,7 +182,14 @@ def test_the_state_memory_does_not_grow_with_the_context():
         for _ in range(2)
     ]
     per_seq = linear_state_bytes(m, engine, 2, 1)
-    assert plans[0].state_bytes == 64 * per_seq  # the running sequences' states, no more
+    # vLLM V1's pool: a running sequence's states take 3 pages of the pool (its 36 Gated
+    # DeltaNet layers in 3 groups of 12, a page each, as vLLM groups them beside the 12
+    # attention layers), whatever its context; 64 sequences' states, no more
+    page = plans[0].kv_bytes_per_token * plans[0].block_size
+    assert plans[0].window is not None and plans[0].window.fixed == 3
+    assert 3 * page > per_seq > 2.9 * page
+    assert plans[0].state_bytes == 64 * 3 * page
+    assert plans[0].seq_blocks(1) == plans[0].seq_blocks(plans[0].block_size) == 4
     assert plans[0].kv_bytes_per_token == m.kv_bytes_per_token_per_gpu(2)
 
 

@@ -27,9 +27,10 @@ sequence, whatever its context, and under speculative decoding one more per veri
 (:func:`linear_state_split`): SGLang gives them ``mamba_full_memory_ratio`` / (1 + ratio) of
 the memory left after weights and activations and caps its running requests at the states
 that hold (model_runner's hybrid-GDN memory split, ServerArgs.mamba_full_memory_ratio 0.9);
-vLLM draws them from the KV pool request by request (MambaSpec pages beside attention pages),
-which simspec approximates by setting aside the states of ``max_num_seqs`` sequences, or of as
-many as half that memory holds.
+vLLM V1 draws them from the KV pool request by request (MambaSpec pages beside attention pages,
+one per layer group and verify slot), which the scheduler counts so (:class:`WindowBlocks`'
+``fixed`` blocks a running sequence); for an engine without that pool simspec sets aside the
+states of ``max_num_seqs`` sequences, or of as many as half that memory holds.
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ class MemoryPlan:
     # windowed layers' blocks each running sequence takes from the pool as its tokens grow
     # (vLLM V1's hybrid pool); None: the pool's blocks are full-attention blocks alone
     window: WindowBlocks | None = None
-    # Gated DeltaNet states of the running sequences (set aside before the KV blocks), and the
-    # running sequences they hold per rank (0: no such layers, no cap)
+    # Gated DeltaNet states of the running sequences (set aside before the KV blocks; in vLLM
+    # V1's pool, ``window``, what the demand's sequences' states would take of it), and the
+    # running sequences they hold per rank (0: no such layers, or no cap but the pool's)
     state_bytes: float = 0.0
     state_seqs: int = 0
     # data-parallel attention ranks: each holds its own requests' KV in num_blocks / dp blocks
@@ -85,31 +87,36 @@ class MemoryPlan:
 
 @dataclass(frozen=True)
 class WindowBlocks:
-    """What a sequence's windowed layers take from a pool counted in full-attention blocks:
-    as many blocks of tokens as it has, up to ``per_seq`` (its window, or chunk, plus one
-    block: :func:`window_tokens`), each costing ``ratio`` pool blocks (the windowed layers' KV
-    per token over the full-attention layers' and the draft's), rounded up per sequence."""
+    """What a running sequence takes from a pool counted in full-attention blocks beside its
+    tokens' blocks: its windowed layers' blocks, as many blocks of tokens as it has up to
+    ``per_seq`` (its window, or chunk, plus one block: :func:`window_tokens`), each costing
+    ``ratio`` pool blocks (the windowed layers' KV per token over the full-attention layers'
+    and the draft's), rounded up per sequence; and ``fixed`` pool blocks from its first token
+    on, whatever its length (its recurrent states: vLLM's MambaSpec pages, one per Gated
+    DeltaNet layer group and verify slot)."""
 
     per_seq: int
     ratio: float
+    fixed: int = 0
 
     def table(self) -> np.ndarray:
-        """Pool blocks a sequence holds for ``h`` blocks of tokens, ``h`` = 0 .. per_seq: its
-        full-attention blocks and its windowed ones (the round-off's 1e-9 keeps a whole ratio
-        whole)."""
-        h = np.arange(self.per_seq + 1, dtype=np.int64)
-        return h + np.ceil(self.ratio * h - 1e-9).astype(np.int64)
+        """Pool blocks a sequence holds for ``h`` blocks of tokens, ``h`` = 0 .. the last
+        that changes what it holds beside them (per_seq, at least 1); past it one pool block a
+        block of tokens (the round-off's 1e-9 keeps a whole ratio whole)."""
+        h = np.arange(max(self.per_seq, 1) + 1, dtype=np.int64)
+        window = np.ceil(self.ratio * np.minimum(h, self.per_seq) - 1e-9).astype(np.int64)
+        return h + window + self.fixed * (h > 0)
 
     def units(self, full: int) -> int:
         """Pool blocks of a sequence with ``full`` blocks of tokens."""
-        h = min(full, self.per_seq)
-        return full + math.ceil(self.ratio * h - 1e-9)
+        window = math.ceil(self.ratio * min(full, self.per_seq) - 1e-9)
+        return full + window + (self.fixed if full > 0 else 0)
 
     def full_of(self, units: int) -> int:
         """The most blocks of tokens a sequence holds within ``units`` pool blocks."""
         table = self.table()
         if units >= table[-1]:
-            return self.per_seq + units - int(table[-1])
+            return len(table) - 1 + units - int(table[-1])
         return int(np.searchsorted(table, units, side="right")) - 1
 
 
@@ -338,25 +345,40 @@ def plan_memory(
     window_per_token = target.window_kv_bytes_per_token_per_gpu(a_tp, kv_bytes)
     window_cap = -(-demand.max_seqs // dp) * window_tokens(target, block)
     free = (usable - weights - (0.0 if outside else draft_bytes) - act) * _free_share(engine)
-    state, state_seqs = linear_state_split(
-        target, engine, a_tp, free, -(-demand.max_seqs // dp), demand.verify_tokens
+    # vLLM V1: the windowed layers' blocks and the recurrent states leave the one pool sequence
+    # by sequence, as the scheduler counts them (WindowBlocks); a pool of windowed layers alone
+    # keeps kv_blocks
+    hybrid = (
+        (window_per_token > 0 or bool(target.linear_layers))
+        and kv_per_token > 0
+        and engine.flag("hybrid_kv_pool")
     )
+    seq_state = linear_state_bytes(target, engine, a_tp, 1, demand.verify_tokens)
+    if hybrid:
+        state, state_seqs = 0.0, 0
+    else:
+        state, state_seqs = linear_state_split(
+            target, engine, a_tp, free, -(-demand.max_seqs // dp), demand.verify_tokens
+        )
     free -= state
     swa = engine.params.get("swa_full_tokens_ratio") if window_per_token > 0 else None
-    # vLLM V1: the windowed layers' blocks leave the one pool sequence by sequence, as the
-    # scheduler counts them (WindowBlocks); a pool of windowed layers alone keeps kv_blocks
-    hybrid = window_per_token > 0 and kv_per_token > 0 and engine.flag("hybrid_kv_pool")
     window_blocks = None
     if swa is not None:  # SGLang: a windowed pool beside the full one, or none (kv_blocks_sglang)
         blocks = kv_blocks_sglang(free, block, kv_per_token, window_per_token, target, swa.value)
     elif hybrid:
         blocks = int(free // (kv_per_token * block))
-        per_seq = -(-window_tokens(target, block) // block)
-        window_blocks = WindowBlocks(per_seq, window_per_token / kv_per_token)
+        per_seq = -(-window_tokens(target, block) // block) if window_per_token > 0 else 0
+        page = kv_per_token * block
+        fixed = math.ceil(seq_state / page - 1e-9) if seq_state > 0 else 0
+        window_blocks = WindowBlocks(per_seq, window_per_token / kv_per_token, fixed)
+        if blocks <= fixed:
+            blocks = 0  # not one sequence's recurrent state and a block of its tokens fit
+        else:  # for display: the states of the demand's sequences, at most the pool
+            state = min(-(-demand.max_seqs // dp) * fixed, blocks) * page if fixed else 0.0
     else:
         blocks = kv_blocks(free, block, kv_per_token, window_per_token, window_cap)
     blocks = blocks if free > 0 else 0
-    if target.linear_layers and state_seqs < 1:
+    if target.linear_layers and state_seqs < 1 and not hybrid:
         blocks = 0  # not one sequence's recurrent state fits
     if blocks <= 0:
         where = f"over {pp} GPUs" if pp > 1 else "per GPU"

@@ -178,8 +178,8 @@ class Scheduler:
         # a pool that also holds each sequence's windowed layers (vLLM V1's hybrid pool):
         # the pool blocks of h blocks of tokens are h + _win_extra[min(h, _win_per)], and
         # every count of blocks below is of pool blocks (:meth:`_units`)
-        self._win_per = 0 if window is None else window.per_seq
         self._win_table = None if window is None else window.table()
+        self._win_per = 0 if self._win_table is None else len(self._win_table) - 1
         self._win_extra = (
             None if self._win_table is None else self._win_table - np.arange(self._win_per + 1)
         )
