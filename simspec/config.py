@@ -788,6 +788,14 @@ class SchedulerConfig(BaseModel):
         "from vLLM 0.14, kept under EAGLE and MTP and turned off by other speculative methods; "
         "unset: the engine profile's (vllm: off, as fitted on 0.10.1)",
     )
+    reserved_decode_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        le=1_000_000,
+        description="SGLang's SGLANG_NUM_RESERVED_DECODE_TOKENS on a decode instance "
+        "(disaggregation_mode decode): KV tokens kept free to decode for each request it "
+        "holds before another transferred request is taken; unset: the engine profile's (512)",
+    )
 
 
 # vLLM's --kv-cache-dtype spellings (vllm/config/cache.py CacheDType) for the dtypes simspec

@@ -118,3 +118,58 @@ def test_an_engine_without_disaggregated_serving_is_refused_by_name():
         assert err.value.field == "disaggregation_mode"
     for engine in ("vllm", "vllm-v0", "sglang", "sglang-v2", "trtllm"):
         setup_replica(decode_instance(engine=engine))
+
+
+def test_sglang_keeps_room_to_decode_for_every_request_it_holds():
+    """DecodePreallocQueue: a transfer is taken while its tokens plus the reserve, and its
+    prompt and whole output, fit in the budget what is free leaves (32 blocks of 4 tokens,
+    8-token prompts of 20-token outputs, reserve 16), each one taken using up its tokens and
+    reserve."""
+    rig = make_rig([8] * 6, [20] * 6, num_blocks=32, block_size=4, transfer_reserve=(16, 4096))
+    sched = rig.sched
+    for rid in range(6):
+        sched.add_transferred(rid)
+    sched.schedule()
+    # 128 free tokens: each needs max(8 + 16, 8 + 20) = 28 and takes 24 of the room (128 ->
+    # 104 -> 80 -> 56 -> 32 -> 8): five, where blocks alone (2 each) take all six
+    assert sched.admitted == [0, 1, 2, 3, 4]
+    assert len(sched.transfers) == 1
+    plain = make_rig([8] * 6, [20] * 6, num_blocks=32, block_size=4)
+    for rid in range(6):
+        plain.sched.add_transferred(rid)
+    plain.sched.schedule()
+    assert plain.sched.admitted == [0, 1, 2, 3, 4, 5]
+
+
+def test_the_reservation_counts_the_requests_already_running():
+    rig = make_rig([8] * 4, [20] * 4, num_blocks=16, block_size=4, transfer_reserve=(16, 4096))
+    sched = rig.sched
+    sched.add_transferred(0)
+    sched.add_transferred(1)
+    sched.schedule()
+    assert sched.admitted == [0, 1]  # 64 free: 24, then 24 of 40
+    sched.admitted.clear()
+    sched.add_transferred(2)
+    sched.schedule()
+    # the two decoded once (3 blocks each): 40 tokens free, less 2 x 16 reserved for them,
+    # leave 8, short of the 24 a third's tokens and reserve need (blocks alone: it fits)
+    assert sched.admitted == [] and list(sched.transfers) == [2]
+
+
+def test_reserved_decode_tokens_is_sglang_decode_instance_only():
+    from simspec.config import SchedulerConfig
+    from simspec.engine.build import setup_replica
+    from simspec.errors import InputError
+
+    given = SchedulerConfig(reserved_decode_tokens=102)
+    setup = setup_replica(decode_instance(engine="sglang", scheduler=given))
+    assert setup.transfer_reserve == (102, 4096)
+    assert setup_replica(decode_instance(engine="sglang")).transfer_reserve == (512, 4096)
+    assert setup_replica(decode_instance(engine="vllm")).transfer_reserve is None
+    for sc in (
+        decode_instance(engine="vllm", scheduler=given),
+        decode_instance(engine="sglang", scheduler=given, disaggregation_mode="null"),
+    ):
+        with pytest.raises(InputError, match="decode-instance reservation") as err:
+            setup_replica(sc)
+        assert err.value.field == "scheduler.reserved_decode_tokens"

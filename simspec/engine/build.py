@@ -392,7 +392,27 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         # vLLM V1's use_eagle() drafters (eagle, eagle3, mtp) recompute a hit's last block
         drop_last_hit=engine.flag("draft_lookahead_slots") and sc.method.name in EAGLE_DRAFTERS,
         decode_instance=sc.disaggregation_mode == "decode",
+        transfer_reserve=transfer_reserve(sc, engine),
     )
+
+
+def transfer_reserve(sc: Scenario, engine: EngineProfile) -> tuple[int, int] | None:
+    """SGLang's decode-instance admission (tokens reserved to decode per request held, the
+    output clip), from the scenario's ``reserved_decode_tokens`` or the profile's
+    ``pd_reserved_decode_tokens``; None off a decode instance or on an engine without it.
+    The field given where the engine or mode has no such rule is refused, not ignored."""
+    given = sc.scheduler.reserved_decode_tokens
+    own = engine.params.get("pd_reserved_decode_tokens")
+    if sc.disaggregation_mode != "decode" or own is None:
+        if given is not None:
+            raise InputError(
+                "scheduler.reserved_decode_tokens",
+                "it is SGLang's decode-instance reservation: give it with engine sglang (or "
+                "sglang-v2) and disaggregation_mode decode, or leave it unset",
+            )
+        return None
+    clip = int(engine["decode_reserve_clip"])
+    return (int(own.value) if given is None else given), clip
 
 
 # V0's budget without chunked prefill is at least this (SchedulerConfig.__post_init__: "If

@@ -81,6 +81,8 @@ class ReplicaSetup:
     # the decode instance of a prefill/decode-disaggregated deployment: requests arrive with
     # their prompt's KV and first token (Deployment.disaggregation_mode)
     decode_instance: bool = False
+    # a decode instance's admission reservation (Scheduler transfer_reserve); None: none
+    transfer_reserve: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -183,6 +185,7 @@ class Replica:
             cache_prompt_only=setup.cache_prompt_only,
             drop_last_hit=setup.drop_last_hit,
             window=setup.memory.window,
+            transfer_reserve=setup.transfer_reserve,
         )
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener

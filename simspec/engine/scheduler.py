@@ -173,11 +173,15 @@ class Scheduler:
         requeue_at_back: bool = False,
         cache_prompt_only: bool = False,
         window: WindowBlocks | None = None,
+        transfer_reserve: tuple[int, int] | None = None,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
         # a pool that also holds each sequence's windowed layers (vLLM V1's hybrid pool):
         # the pool blocks of h blocks of tokens are h + _win_extra[min(h, _win_per)], and
         # every count of blocks below is of pool blocks (:meth:`_units`)
+        # a decode instance's admission (SGLang): tokens kept to decode per request held, and
+        # the clip on an output's length (_admit_transfers)
+        self.transfer_reserve = transfer_reserve
         self._win_table = None if window is None else window.table()
         self._win_per = 0 if self._win_table is None else len(self._win_table) - 1
         self._win_extra = (
@@ -278,8 +282,12 @@ class Scheduler:
         """The transfer queue's head, FCFS, while a slot and the blocks of its prompt and
         generated tokens (as after a prefill) are free. A request whose prefill instance
         sampled its first token joins with it (``admitted``: the replica delivers that token
-        now); one the run started mid-output keeps its tokens."""
+        now); one the run started mid-output keeps its tokens. Under ``transfer_reserve``
+        (SGLang's DecodePreallocQueue) the free tokens less ``reserve`` for each request held
+        (running or waiting to resume) must also hold its tokens plus ``reserve``, and its
+        prompt and clipped output less every running request's tokens."""
         r = self.requests
+        room = self._transfer_room()
         while self.transfers and len(self.running) < self.max_seqs:
             rid = self.transfers[0]
             fresh = r.generated[rid] == 0
@@ -287,6 +295,15 @@ class Scheduler:
             blocks = int(self._blocks_for(computed))
             if blocks > self.pool.free:
                 return
+            if room is not None:
+                assert self.transfer_reserve is not None
+                reserve, clip = self.transfer_reserve
+                allocatable, retractable = room
+                need = computed + reserve
+                whole = int(r.prompt_len[rid]) + min(int(r.output_len[rid]), clip) - retractable
+                if max(need, whole) > allocatable:
+                    return
+                room = (allocatable - need, retractable)
             if self.reserve_output:  # a promise of no eviction covers them too
                 later = int(self._final_blocks(np.array([rid]))[0])
                 if later + self._promised() > self.pool.free:
@@ -299,6 +316,24 @@ class Scheduler:
                 self.admitted.append(rid)
             self.running.append(rid)
             self._running_arr = None
+
+    def _transfer_room(self) -> tuple[int, int] | None:
+        """SGLang's budget for preallocating transferred requests (_allocatable_tokens): the
+        free tokens less the larger of ``reserve`` tokens for each request held and the most
+        any running one may still need beyond what all of them hold; with the tokens the
+        running requests hold (the retractable ones). None without ``transfer_reserve``."""
+        if self.transfer_reserve is None:
+            return None
+        reserve, clip = self.transfer_reserve
+        r, rids = self.requests, self._running_array()
+        retractable = int((r.prompt_len[rids] + r.generated[rids]).sum()) if len(rids) else 0
+        single = 0
+        if len(rids):
+            single = int((np.minimum(r.output_len[rids], clip) + r.prompt_len[rids]).max())
+            single -= retractable
+        held = len(rids) + len(self.waiting)
+        free = self.pool.free * self.block_size
+        return free - max(reserve * held, single), retractable
 
     def resume(self, rid: int) -> None:
         """A request that was decoding before the run started (its ``generated`` set): its KV

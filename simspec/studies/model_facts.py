@@ -327,16 +327,26 @@ def layout_facts(
         if plan.window_bytes
         else ""
     )
-    if plan.window is not None:  # vLLM V1's hybrid pool: windows leave it sequence by sequence
-        windowed = (
-            f" (of the full-attention layers: each running sequence's windowed layers take "
-            f"theirs, up to {plan.window_bytes / GIB:.1f} GiB per GPU when "
-            f"{demand.max_seqs:,} sequences hold a full window)"
-        )
+    if plan.window is not None:  # vLLM V1's hybrid pool: windows and states leave it as
+        # sequences run
+        parts = []
+        if plan.window.per_seq:
+            parts.append(
+                f"the windowed layers hold up to {plan.window_bytes / GIB:.1f} GiB per GPU of it "
+                f"when {demand.max_seqs:,} sequences each keep a full window"
+            )
+        if plan.window.fixed:
+            parts.append(
+                f"each running sequence's recurrent states take {plan.window.fixed} blocks of "
+                f"it ({plan.state_bytes / GIB:.1f} GiB per GPU for {demand.max_seqs:,})"
+            )
+        windowed = "; " + ", and ".join(parts) + ", taken sequence by sequence"
     facts.append(
         (
             "KV cache",
-            f"{tokens:,} tokens{ranks}, "
+            f"{tokens:,} tokens{ranks}"
+            + (" of the full-attention layers" if plan.window is not None else "")
+            + ", "
             + (
                 f"SGLang's share {share:g} less the weights"
                 if engine.flag("activations_in_share")
