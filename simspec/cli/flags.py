@@ -130,7 +130,8 @@ def with_flags(flags_type: type) -> Callable[[Callable[..., Any]], Callable[...,
 
 def scheduler_limits(flags: Any) -> dict[str, Any]:
     """The engine settings a command's ``--max-num-seqs`` / ``--max-num-batched-tokens`` /
-    ``--gpu-memory-utilization`` / ``--async-scheduling`` / ``--max-model-len`` set (only those
+    ``--gpu-memory-utilization`` / ``--async-scheduling`` / ``--max-model-len`` /
+    ``--reserved-decode-tokens`` set (only those
     given): a scenario's ``scheduler`` fields."""
     return given(
         max_num_seqs=flags.max_num_seqs,
@@ -138,6 +139,7 @@ def scheduler_limits(flags: Any) -> dict[str, Any]:
         gpu_memory_utilization=flags.gpu_memory_utilization,
         async_scheduling=flags.async_scheduling,
         max_model_len=flags.max_model_len,
+        reserved_decode_tokens=flags.reserved_decode_tokens,
     )
 
 
@@ -151,6 +153,7 @@ class SchedulerFlags:
     gpu_memory_utilization: opt.GpuMemoryUtilization = None
     max_model_len: opt.MaxModelLen = None
     async_scheduling: opt.AsyncScheduling = None
+    reserved_decode_tokens: opt.ReservedDecodeTokens = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -113,6 +113,14 @@ AsyncScheduling = Annotated[
         show_default=False,
     ),
 ]
+ReservedDecodeTokens = Annotated[
+    int | None,
+    typer.Option(
+        "--reserved-decode-tokens",
+        help=field_help(SchedulerConfig, "reserved_decode_tokens"),
+        show_default=False,
+    ),
+]
 MaxNumBatchedTokens = Annotated[
     int | None, typer.Option(help="scheduler: token budget per iteration [default: engine's]")
 ]
