@@ -647,8 +647,9 @@ def check_context_fits(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> 
     which simspec estimates from shapes (kv_cache.activation_reserve) where vLLM measures it:
     near the edge the estimate decides nothing (GPUStack served Qwen3-32B at its 40,960-token
     default on one H100 under vLLM 0.11, where the estimate leaves 34,560). A model with
-    windowed or linear-attention layers is not checked: vLLM counts one request's window
-    there, which the pool's blocks (sized for many) do not say."""
+    windowed or linear-attention layers is checked where the pool counts one request's
+    windows and states as vLLM V1's does (its max_memory_usage_bytes per layer group:
+    ``MemoryPlan.seq_tokens``); in a pool sized once for many sequences it is not."""
     context = max_model_len(sc, target)
     capacity = context_refused(target, memory, context)
     if capacity is None:
@@ -667,10 +668,11 @@ def check_context_fits(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> 
 def context_refused(target: ModelShape, memory: MemoryPlan, context: int) -> int | None:
     """The tokens one rank's KV cache holds where vLLM would surely not start at ``context``
     (past them and what simspec's estimated activations would hold too), else None; never for
-    a model with windowed or linear-attention layers (:func:`check_context_fits`)."""
-    if target.sliding_layers or target.linear_layers:
+    a model with windowed or linear-attention layers outside vLLM V1's hybrid pool
+    (:func:`check_context_fits`)."""
+    if (target.sliding_layers or target.linear_layers) and memory.window is None:
         return None
-    capacity = memory.num_blocks // memory.dp * memory.block_size
+    capacity = memory.seq_tokens()
     room = capacity + int(memory.activation_bytes // memory.kv_bytes_per_token)
     return capacity if context > room else None
 
