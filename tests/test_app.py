@@ -808,3 +808,18 @@ def test_the_page_names_speedups_known_only_to_more_than_two_percent_as_the_swee
     assert note.startswith("1 speedup(s) known only to more than ±2%")
     assert runs.wide_interval_text(pd.DataFrame(rows[2:])) == ""
     assert runs.wide_interval_text(pd.DataFrame(rows)[["method", "speedup"]]) == ""
+
+
+def test_the_page_serves_a_decode_instance_as_the_cli_does():
+    """The sidebar's serving switch (SGLang/vLLM/TRT-LLM only): the page's deployment, its
+    CSV columns and its footer carry the decode instance, as --disaggregation-mode does."""
+    from simspec.ui.choices import disaggregation_choices
+
+    assert disaggregation_choices("sglang") == ["null", "decode"]
+    assert disaggregation_choices("hf") == ["null"]
+    inp = inputs.ExplorerInputs(engine="sglang", disaggregation_mode="decode")
+    assert inputs.deployment_for(inp).disaggregation_mode == "decode"
+    assert inputs.serving_columns(inp)["disaggregation_mode"] == "decode"
+    assert any("decode instance" in line for line in inputs.provenance_lines(inp))
+    plain = inputs.ExplorerInputs(engine="sglang")
+    assert not any("decode instance" in line for line in inputs.provenance_lines(plain))

@@ -53,6 +53,13 @@ def dp_choices(engine: str, tp: int) -> list[int]:
     return [d for d in range(1, tp + 1) if tp % d == 0]
 
 
+def disaggregation_choices(engine: str) -> list[str]:
+    """The serving modes ``engine`` runs: one replica that prefills and decodes, and the decode
+    instance of a prefill/decode-disaggregated deployment where the engine serves one
+    (engines.yaml ``pd_disaggregation``)."""
+    return ["null", "decode"] if load_engine(engine).flag("pd_disaggregation") else ["null"]
+
+
 def precision_choices(gpu: str, engine: str | None = None) -> list[str | None]:
     """The weight precisions ``--precision`` takes that ``gpu`` runs (FP8 weight-only where it
     has no FP8 tensor cores; NVFP4 weight-only there only under an engine with that kernel,

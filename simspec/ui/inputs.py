@@ -77,6 +77,7 @@ class ExplorerInputs(BaseModel):
     ep: int = Field(default=_DEPLOY["ep"].default, ge=1, le=64)
     dp: int = Field(default=_DEPLOY["dp"].default, ge=1, le=64)
     engine: str = _DEPLOY["engine"].default
+    disaggregation_mode: Literal["null", "decode"] = _DEPLOY["disaggregation_mode"].default
     precision: WeightPrecision | None = Field(
         default=_DEPLOY["precision"].default, description="None: the checkpoint's own"
     )
@@ -354,7 +355,13 @@ def serving_columns(inp: ExplorerInputs) -> dict[str, object]:
     expert and attention parallelism, the weights' precision as run (the checkpoint's dtype
     when the page keeps it) and the KV-cache dtype."""
     weights = inp.precision or checkpoint_precision(load_model(inp.model))
-    return {"ep": inp.ep, "dp": inp.dp, "precision": weights, "kv_cache_dtype": inp.kv_cache_dtype}
+    return {
+        "ep": inp.ep,
+        "dp": inp.dp,
+        "disaggregation_mode": inp.disaggregation_mode,
+        "precision": weights,
+        "kv_cache_dtype": inp.kv_cache_dtype,
+    }
 
 
 def model_info_markdown(inp: ExplorerInputs) -> str:
@@ -383,7 +390,7 @@ def provenance_lines(inp: ExplorerInputs) -> list[str]:
     many validation cases back the model), and the methods its engine does not ship."""
     from simspec.catalog.methods import not_shipped
     from simspec.catalog.sampling import sampling_notes
-    from simspec.studies.provenance import async_note, ran_with, rests_on
+    from simspec.studies.provenance import async_note, deployment_notes, ran_with, rests_on
     from simspec.studies.sweep import picked_shape_notes
 
     deploy = deployment_for(inp)
@@ -398,4 +405,6 @@ def provenance_lines(inp: ExplorerInputs) -> list[str]:
     lines += picked_shape_notes(inp.model, inp.engine, methods)
     if note := async_note(inp.engine, deploy.scheduler.async_scheduling):  # as sweep says it
         lines.append(note)
+    # servers spanned, a decode instance's TTFT: as every command's footer says them
+    lines += deployment_notes(deploy)
     return lines

@@ -23,6 +23,7 @@ from simspec.config import (
 from simspec.studies.capacity import Slo
 from simspec.ui import uploads
 from simspec.ui.choices import (
+    disaggregation_choices,
     dp_choices,
     ep_choices,
     kv_cache_label,
@@ -41,6 +42,10 @@ from simspec.ui.inputs import (
 from simspec.ui.pages.kept import clamp, kept
 
 DEFAULT = ExplorerInputs()  # the CLI's defaults
+SERVING_LABELS = {
+    "null": "one replica (prefill and decode)",
+    "decode": "decode instance (prefill/decode disaggregated)",
+}
 
 
 def field_help(field: str, flag: str) -> str:
@@ -53,6 +58,7 @@ EP_HELP = field_help("ep", "--ep")
 DP_HELP = field_help("dp", "--dp")
 PRECISION_HELP = field_help("precision", "--precision")
 KV_HELP = field_help("kv_cache_dtype", "--kv-cache-dtype")
+PD_HELP = field_help("disaggregation_mode", "--disaggregation-mode")
 ASYNC_HELP = (
     f"{SchedulerConfig.model_fields['async_scheduling'].description} (the CLI's --async-scheduling)"
 )
@@ -116,6 +122,12 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
     eps, dps = ep_choices(model, tp), dp_choices(engine, tp)
     ep = sb.selectbox("Expert parallel", eps, help=EP_HELP) if len(eps) > 1 else DEFAULT.ep
     dp = sb.selectbox("Data-parallel attention", dps, help=DP_HELP) if len(dps) > 1 else DEFAULT.dp
+    modes = disaggregation_choices(engine)
+    mode = (
+        sb.selectbox("Serving", modes, format_func=SERVING_LABELS.get, help=PD_HELP)
+        if len(modes) > 1
+        else DEFAULT.disaggregation_mode
+    )
     precisions = precision_choices(gpu, engine)
     precision = sb.selectbox(
         "Weight precision",
@@ -146,6 +158,7 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
         "ep": ep,
         "dp": dp,
         "engine": engine,
+        "disaggregation_mode": mode,
         "precision": precision,
         "kv_cache_dtype": kv_cache_dtype,
         "async_scheduling": async_scheduling,
