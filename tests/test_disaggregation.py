@@ -173,3 +173,15 @@ def test_reserved_decode_tokens_is_sglang_decode_instance_only():
         with pytest.raises(InputError, match="decode-instance reservation") as err:
             setup_replica(sc)
         assert err.value.field == "scheduler.reserved_decode_tokens"
+
+
+def test_a_transfer_the_reservation_can_never_admit_is_unfinishable_not_a_stall():
+    """QA: a 28-token prompt with the 16-token reserve passes a 10-block pool of 4 tokens; it
+    had blocked the queue's head until the run stopped on an empty batch."""
+    rig = make_rig([28, 8], [4, 4], num_blocks=10, block_size=4, transfer_reserve=(16, 4096))
+    sched, table = rig.sched, rig.table
+    sched.add_transferred(0)
+    sched.add_transferred(1)
+    assert table.unfinishable.tolist() == [True, False] and list(sched.transfers) == [1]
+    sched.schedule()
+    assert sched.admitted == [1]

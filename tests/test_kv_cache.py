@@ -502,3 +502,43 @@ def test_vllm_pads_gpt_oss_mxfp4_experts_to_its_kernels_tiles():
     assert mxfp4_pad_bytes(oss, load_engine("sglang"), load_gpu("a100_80gb"), 1, 1, 1.0) == 0
     llama = load_model("llama-3.1-8b")
     assert mxfp4_pad_bytes(llama, vllm, load_gpu("a100_80gb"), 1, 1, 1.0) == 0
+
+
+def test_vllm_turns_its_hybrid_pool_off_where_it_does():
+    """VllmConfig.__post_init__: chunked local attention under an EAGLE-style drafter, and a
+    decode instance's --kv-transfer-config (until vLLM PR #41847), make every layer cache
+    every token (QA: simspec kept the hybrid pool there)."""
+    from simspec.catalog.methods import preset_method
+    from simspec.config import Scenario, SchedulerConfig
+    from simspec.engine.build import setup_replica
+
+    short = SchedulerConfig(max_model_len=32768)
+
+    def memory(**kw):
+        return setup_replica(Scenario(scheduler=short, **kw)).memory
+
+    scout = {"model": "llama-4-scout", "gpu": "h200", "tp": 4}
+    eagle = preset_method("eagle3", target="llama-4-scout", engine="vllm")
+    assert memory(**scout).window is not None
+    assert memory(**scout, method=eagle).window is None
+    oss = {"model": "gpt-oss-120b", "gpu": "h100_sxm"}
+    one, decode = memory(**oss), memory(**oss, disaggregation_mode="decode")
+    assert one.window is not None and decode.window is None
+    # 18 full and 18 windowed layers: the uniform pool holds half the tokens
+    assert decode.num_blocks == one.num_blocks // 2
+    # Gated DeltaNet states keep the hybrid pool on a decode instance too
+    qnext = memory(model="qwen3-next-80b-a3b", gpu="h200", tp=2, disaggregation_mode="decode")
+    assert qnext.window is not None and qnext.window.fixed > 0
+
+
+def test_vllm_leaves_prefix_caching_off_for_gated_deltanet_models_unless_asked():
+    """MambaModelConfig.verify_and_update_config: "Hybrid or mamba-based model detected
+    without support for prefix caching: disabling" (QA: cached state pages were reused)."""
+    from simspec.config import Scenario, SchedulerConfig
+    from simspec.engine.build import setup_replica
+
+    qnext = {"model": "qwen3-next-80b-a3b", "gpu": "h200", "tp": 2}
+    assert not setup_replica(Scenario(**qnext)).prefix_caching
+    asked = SchedulerConfig(enable_prefix_caching=True)
+    assert setup_replica(Scenario(**qnext, scheduler=asked)).prefix_caching
+    assert setup_replica(Scenario(model="gpt-oss-20b")).prefix_caching  # attention-only

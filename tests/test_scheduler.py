@@ -541,7 +541,9 @@ def test_a_sequence_holds_its_window_blocks_beside_its_full_attention_ones():
 
 def test_a_window_leaves_room_for_full_attention_tokens_once_it_is_full():
     """The pool holds 12 blocks: two 16-token prompts take 4 + 2 each (blocks of 4 tokens);
-    without the windows in the count the 12-token third would have been admitted too."""
+    without the windows in the count the 12-token third would have been admitted too. (vLLM
+    also holds a prompt chunk's windowed blocks past the window for the chunk's own step,
+    which simspec does not count: engines.yaml hybrid_kv_pool.)"""
     from simspec.engine.kv_cache import WindowBlocks
 
     rig = make_rig(

@@ -324,6 +324,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
             f"{spec.verify_tokens} tokens"
         )
     demand = spec.memory_demand(max_seqs, max_tokens)
+    if uniform_kv(sc, engine, target):
+        demand = dataclasses.replace(demand, uniform_kv=True)
     if sc.workload.arrival == "closed" and sc.workload.concurrency < max_seqs:
         # a closed loop never runs more than its concurrency: only so many sequences hold a
         # window in windowed layers or a recurrent state (vLLM allocates both from its one
@@ -361,6 +363,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     prefix = sc.scheduler.enable_prefix_caching
     if prefix is None:  # the engine's default (an engine without the parameter has none)
         param = engine.params.get("prefix_caching")
+        if target.linear_layers and "prefix_caching_linear_attention" in engine.params:
+            param = engine.params["prefix_caching_linear_attention"]  # vLLM: off for them
         prefix = bool(param is not None and param.value)
     return ReplicaSetup(
         target,
@@ -394,6 +398,22 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         decode_instance=sc.disaggregation_mode == "decode",
         transfer_reserve=transfer_reserve(sc, engine),
     )
+
+
+def uniform_kv(sc: Scenario, engine: EngineProfile, target: ModelShape) -> bool:
+    """Whether vLLM V1 turns its hybrid KV cache manager off for this run, so that windowed
+    layers cache every token as full attention does (unify_hybrid_kv_cache_specs): for a
+    model with chunked local attention under an EAGLE-style drafter ("Hybrid KV cache manager
+    is not yet supported with chunked local attention + eagle", VllmConfig.__post_init__,
+    vLLM PR #21761, still so after PR #41847), and on a decode instance, whose
+    --kv-transfer-config turned it off whatever the connector until PR #41847 (May 2026;
+    vLLM issue #42024: gpt-oss-120b's KV capacity halved under NixlConnector). Gated
+    DeltaNet states always take the hybrid pool (a Mamba-style model needs it)."""
+    if not engine.flag("hybrid_kv_pool") or not target.sliding_layers:
+        return False
+    if target.chunked_attention and sc.method.name in EAGLE_DRAFTERS:
+        return True
+    return sc.disaggregation_mode == "decode"
 
 
 def transfer_reserve(sc: Scenario, engine: EngineProfile) -> tuple[int, int] | None:

@@ -12,7 +12,8 @@ manager: every layer's blocks come from one pool (vllm/v1/core/kv_cache_utils.py
 get_kv_cache_config_from_groups: one tensor per group slot, shared by a layer of each group), and
 a windowed layer's manager frees the blocks that leave its window (SlidingWindowSpec /
 ChunkedLocalAttentionSpec in vllm/v1/kv_cache_interface.py: at most the window, or chunk, plus
-the tokens being scheduled, per request). Nothing is reserved per possible sequence up front.
+the tokens being scheduled, per request; simspec counts the window and one block, not a prefill
+chunk's tokens within its own step). Nothing is reserved per possible sequence up front.
 Under vLLM V1 (engines.yaml ``hybrid_kv_pool``) the scheduler counts it so, sequence by sequence:
 a block of the pool is one block of the full-attention layers, and each running sequence also
 holds its windowed layers' blocks, as many as its tokens fill up to a window
@@ -154,6 +155,9 @@ class MemoryDemand:
     max_logit_rows: int
     max_seqs: int = 0  # sequences at once: each holds at most a window in windowed layers
     verify_tokens: int = 1  # query tokens a decoding sequence verifies at once (1: no draft)
+    # every attention layer caches every token: vLLM's hybrid KV cache manager is off for the
+    # run (disable_hybrid_kv_cache_manager; build.uniform_kv says where)
+    uniform_kv: bool = False
 
 
 def linear_state_bytes(
@@ -352,7 +356,10 @@ def plan_memory(
         (window_per_token > 0 or bool(target.linear_layers))
         and kv_per_token > 0
         and engine.flag("hybrid_kv_pool")
+        and not demand.uniform_kv
     )
+    if demand.uniform_kv:  # the windowed layers keep every token: no window is ever full
+        window_cap = 1 << 62
     seq_state = linear_state_bytes(target, engine, a_tp, 1, demand.verify_tokens)
     if hybrid:
         state, state_seqs = 0.0, 0

@@ -176,12 +176,13 @@ class Scheduler:
         transfer_reserve: tuple[int, int] | None = None,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
-        # a pool that also holds each sequence's windowed layers (vLLM V1's hybrid pool):
-        # the pool blocks of h blocks of tokens are h + _win_extra[min(h, _win_per)], and
-        # every count of blocks below is of pool blocks (:meth:`_units`)
         # a decode instance's admission (SGLang): tokens kept to decode per request held, and
         # the clip on an output's length (_admit_transfers)
         self.transfer_reserve = transfer_reserve
+        # a pool that also holds each sequence's windowed layers and recurrent states (vLLM
+        # V1's hybrid pool): the pool blocks of h blocks of tokens are
+        # h + _win_extra[min(h, _win_per)], and every count of blocks below is of pool blocks
+        # (:meth:`_units`)
         self._win_table = None if window is None else window.table()
         self._win_per = 0 if self._win_table is None else len(self._win_table) - 1
         self._win_extra = (
@@ -270,22 +271,34 @@ class Scheduler:
 
     def add_transferred(self, rid: int) -> None:
         """A request prefilled on another instance joins the transfer queue (one that can
-        never fit is marked unfinishable, as :meth:`add` marks it): it is admitted decoding,
-        its prompt's KV received, when a slot and its blocks are free (SGLang's decode
-        server: DecodePreallocQueue takes a request once its KV fits, then receives it)."""
+        never fit is marked unfinishable, as :meth:`add` marks it, and under
+        ``transfer_reserve`` one whose tokens and reserve, or prompt and clipped output, pass
+        a rank's pool: nothing running, SGLang's budget is all of it): it is admitted
+        decoding, its prompt's KV received, when a slot and its blocks are free (SGLang's
+        decode server: DecodePreallocQueue takes a request once its KV fits, then receives
+        it)."""
         self.add(rid)
-        if self.waiting and self.waiting[-1] == rid:
-            self.waiting.pop()
-            self.transfers.append(rid)
+        if not (self.waiting and self.waiting[-1] == rid):
+            return
+        self.waiting.pop()
+        if self.transfer_reserve is not None:
+            r, (reserve, clip) = self.requests, self.transfer_reserve
+            computed = int(r.prompt_len[rid] + max(int(r.generated[rid]), 1) - 1)
+            whole = int(r.prompt_len[rid]) + min(int(r.output_len[rid]), clip)
+            if max(computed + reserve, whole) > self.rank_blocks * self.block_size:
+                r.unfinishable[rid] = True
+                return
+        self.transfers.append(rid)
 
     def _admit_transfers(self) -> None:
         """The transfer queue's head, FCFS, while a slot and the blocks of its prompt and
         generated tokens (as after a prefill) are free. A request whose prefill instance
         sampled its first token joins with it (``admitted``: the replica delivers that token
         now); one the run started mid-output keeps its tokens. Under ``transfer_reserve``
-        (SGLang's DecodePreallocQueue) the free tokens less ``reserve`` for each request held
-        (running or waiting to resume) must also hold its tokens plus ``reserve``, and its
-        prompt and clipped output less every running request's tokens."""
+        (SGLang's DecodePreallocQueue) the free tokens less ``reserve`` for each running request
+        must also hold its tokens plus ``reserve``, and its prompt and clipped output less
+        every running request's tokens (transfers are taken only while nobody waits to resume,
+        :meth:`schedule`)."""
         r = self.requests
         room = self._transfer_room()
         while self.transfers and len(self.running) < self.max_seqs:
@@ -319,9 +332,11 @@ class Scheduler:
 
     def _transfer_room(self) -> tuple[int, int] | None:
         """SGLang's budget for preallocating transferred requests (_allocatable_tokens): the
-        free tokens less the larger of ``reserve`` tokens for each request held and the most
-        any running one may still need beyond what all of them hold; with the tokens the
-        running requests hold (the retractable ones). None without ``transfer_reserve``."""
+        free tokens less the larger of ``reserve`` tokens for each request held (running, or
+        waiting to resume) and the most any running one may still need beyond what all of them
+        hold; with the tokens the running requests hold (the retractable ones). None without
+        ``transfer_reserve``. The ranks of DP attention are one pool here, where SGLang
+        budgets each rank's own."""
         if self.transfer_reserve is None:
             return None
         reserve, clip = self.transfer_reserve
