@@ -81,11 +81,18 @@ def test_a_preempted_request_comes_back_before_new_transfers():
 
 
 def test_a_one_token_output_is_done_on_arrival():
-    res = simulate(
-        decode_instance(workload={"concurrency": 2, "requests": 8, "output": {"mean": 1}})
-    )
+    """Its token came from the prefill instance; outputs of 1 token only are refused by name
+    (QA: every cell of such a sweep read "nan")."""
+    from simspec.errors import InputError
+
+    out = {"dist": "uniform", "low": 1, "high": 3, "mean": 2}
+    res = simulate(decode_instance(workload={"concurrency": 2, "requests": 16, "output": out}))
     req = res.requests
-    assert (req["finish_s"] == req["arrival_s"]).all()
+    one = req[req["requested_output_tokens"] == 1]
+    assert len(one) and (one["finish_s"] == one["arrival_s"]).all()
+    with pytest.raises(InputError, match="nothing to decode") as err:
+        simulate(decode_instance(workload={"concurrency": 2, "output": {"mean": 1}}))
+    assert err.value.field == "workload.output"
 
 
 @pytest.mark.parametrize("mode", ["prefill", "both"])
@@ -185,3 +192,29 @@ def test_a_transfer_the_reservation_can_never_admit_is_unfinishable_not_a_stall(
     assert table.unfinishable.tolist() == [True, False] and list(sched.transfers) == [1]
     sched.schedule()
     assert sched.admitted == [1]
+
+
+def test_a_reserve_past_the_kv_cache_is_refused_by_name():
+    from simspec.config import SchedulerConfig
+    from simspec.engine.build import setup_replica
+    from simspec.errors import InputError
+
+    huge = SchedulerConfig(reserved_decode_tokens=1_000_000)
+    with pytest.raises(InputError, match="tokens kept free per request") as err:
+        setup_replica(decode_instance(engine="sglang", scheduler=huge))
+    assert err.value.field == "scheduler.reserved_decode_tokens"
+
+
+def test_compare_does_not_score_a_decode_instances_ttft():
+    """A decode instance's TTFT is its wait for a slot; a client's holds the prefill and the
+    transfer (QA: scored as -100 %)."""
+    from conftest import ROOT
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    bench = ROOT / "tests" / "data" / "bench" / "qwen3-8b-h100-bs4.json"
+    out = CliRunner().invoke(app, ["compare", str(bench), "--disaggregation-mode", "decode"])
+    assert out.exit_code == 0, out.output
+    rows = [line for line in out.output.splitlines() if "ttft" in line]
+    assert rows and all("nan" in line for line in rows)

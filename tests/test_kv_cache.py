@@ -27,7 +27,7 @@ from simspec.engine.kv_cache import (
     plan_memory,
     window_tokens,
 )
-from simspec.errors import ScenarioError
+from simspec.errors import InputError, ScenarioError
 
 TINY = ModelShape(
     id="tiny",
@@ -505,9 +505,10 @@ def test_vllm_pads_gpt_oss_mxfp4_experts_to_its_kernels_tiles():
 
 
 def test_vllm_turns_its_hybrid_pool_off_where_it_does():
-    """VllmConfig.__post_init__: chunked local attention under an EAGLE-style drafter, and a
-    decode instance's --kv-transfer-config (until vLLM PR #41847), make every layer cache
-    every token (QA: simspec kept the hybrid pool there)."""
+    """VllmConfig.__post_init__: chunked local attention (under an EAGLE-style drafter, and by
+    default without one since vLLM PR #21761), and a decode instance's --kv-transfer-config
+    (until vLLM PR #41847), make every layer cache every token (QA: simspec kept the hybrid
+    pool there)."""
     from simspec.catalog.methods import preset_method
     from simspec.config import Scenario, SchedulerConfig
     from simspec.engine.build import setup_replica
@@ -519,13 +520,23 @@ def test_vllm_turns_its_hybrid_pool_off_where_it_does():
 
     scout = {"model": "llama-4-scout", "gpu": "h200", "tp": 4}
     eagle = preset_method("eagle3", target="llama-4-scout", engine="vllm")
-    assert memory(**scout).window is not None
+    assert memory(**scout).window is None and memory(**scout).uniform_kv
     assert memory(**scout, method=eagle).window is None
     oss = {"model": "gpt-oss-120b", "gpu": "h100_sxm"}
     one, decode = memory(**oss), memory(**oss, disaggregation_mode="decode")
     assert one.window is not None and decode.window is None
     # 18 full and 18 windowed layers: the uniform pool holds half the tokens
     assert decode.num_blocks == one.num_blocks // 2
+    # one request of the context must fit every layer's tokens: vLLM refuses to start
+    with pytest.raises(InputError, match="max_model_len") as err:
+        setup_replica(
+            Scenario(
+                model="gpt-oss-120b",
+                disaggregation_mode="decode",
+                scheduler=SchedulerConfig(gpu_memory_utilization=0.85),
+            )
+        )
+    assert err.value.field == "scheduler.max_model_len"
     # Gated DeltaNet states keep the hybrid pool on a decode instance too
     qnext = memory(model="qwen3-next-80b-a3b", gpu="h200", tp=2, disaggregation_mode="decode")
     assert qnext.window is not None and qnext.window.fixed > 0

@@ -261,6 +261,20 @@ def _profile_note(cfg: SweepConfig) -> None:
         from simspec.studies.provenance import DECODE_INSTANCE_NOTE
 
         err.print(f"note: {DECODE_INSTANCE_NOTE}", highlight=False)
+    from simspec.catalog.hardware import load_engine
+    from simspec.studies.provenance import uniform_kv_note
+
+    said = {
+        note
+        for p in cfg.points()
+        if (
+            note := uniform_kv_note(
+                load_engine(p.engine), load_model(p.model), p.disaggregation_mode
+            )
+        )
+    }
+    for note in sorted(said):
+        err.print(f"note: {note}", highlight=False)
     spans = {(p.gpu, p.tp * p.pp, p.ep, p.engine) for p in cfg.points()}
     for gpu, tp, ep, engine in sorted(spans):
         if note := cross_node_note(load_gpu(gpu), tp, ep, engine):

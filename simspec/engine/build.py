@@ -35,7 +35,7 @@ from simspec.config import Deployment, LengthSpec, Scenario, WorkloadConfig
 from simspec.engine.acceptance.inversion import run_alpha_profile
 from simspec.engine.acceptance.samplers import AcceptanceSampler, build_sampler
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
-from simspec.engine.kv_cache import MAX_GPUS, MemoryPlan, plan_memory
+from simspec.engine.kv_cache import MAX_GPUS, MemoryPlan, plan_memory, uniform_kv
 from simspec.engine.layout import BLOCK_CHECKED_ENGINES, ParallelLayout
 from simspec.engine.memory_share import engine_share
 from simspec.engine.replica import ReplicaSetup
@@ -324,7 +324,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
             f"{spec.verify_tokens} tokens"
         )
     demand = spec.memory_demand(max_seqs, max_tokens)
-    if uniform_kv(sc, engine, target):
+    if uniform_kv(engine, target, sc.disaggregation_mode):
         demand = dataclasses.replace(demand, uniform_kv=True)
     if sc.workload.arrival == "closed" and sc.workload.concurrency < max_seqs:
         # a closed loop never runs more than its concurrency: only so many sequences hold a
@@ -360,6 +360,14 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         max_seqs = pool_running_cap(memory, max_model_len(sc, target))
     if memory.state_seqs:  # the recurrent states bound the running sequences
         max_seqs = min(max_seqs, memory.state_seqs)
+    reserve = transfer_reserve(sc, engine)
+    if reserve is not None and reserve[0] >= memory.seq_tokens():
+        raise InputError(
+            "scheduler.reserved_decode_tokens",
+            f"{reserve[0]} tokens kept free per request leave no room in the "
+            f"{memory.seq_tokens()} tokens one rank's KV cache holds: give less (SGLang's "
+            "default is 512)",
+        )
     prefix = sc.scheduler.enable_prefix_caching
     if prefix is None:  # the engine's default (an engine without the parameter has none)
         param = engine.params.get("prefix_caching")
@@ -396,24 +404,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         # vLLM V1's use_eagle() drafters (eagle, eagle3, mtp) recompute a hit's last block
         drop_last_hit=engine.flag("draft_lookahead_slots") and sc.method.name in EAGLE_DRAFTERS,
         decode_instance=sc.disaggregation_mode == "decode",
-        transfer_reserve=transfer_reserve(sc, engine),
+        transfer_reserve=reserve,
     )
-
-
-def uniform_kv(sc: Scenario, engine: EngineProfile, target: ModelShape) -> bool:
-    """Whether vLLM V1 turns its hybrid KV cache manager off for this run, so that windowed
-    layers cache every token as full attention does (unify_hybrid_kv_cache_specs): for a
-    model with chunked local attention under an EAGLE-style drafter ("Hybrid KV cache manager
-    is not yet supported with chunked local attention + eagle", VllmConfig.__post_init__,
-    vLLM PR #21761, still so after PR #41847), and on a decode instance, whose
-    --kv-transfer-config turned it off whatever the connector until PR #41847 (May 2026;
-    vLLM issue #42024: gpt-oss-120b's KV capacity halved under NixlConnector). Gated
-    DeltaNet states always take the hybrid pool (a Mamba-style model needs it)."""
-    if not engine.flag("hybrid_kv_pool") or not target.sliding_layers:
-        return False
-    if target.chunked_attention and sc.method.name in EAGLE_DRAFTERS:
-        return True
-    return sc.disaggregation_mode == "decode"
 
 
 def transfer_reserve(sc: Scenario, engine: EngineProfile) -> tuple[int, int] | None:
@@ -630,6 +622,13 @@ def check_fixed_lengths(
     wl = sc.workload
     if wl.lengths_from is not None or wl.arrival == "replay":  # per request: past_context
         return
+    fixed_one = wl.output.dist == "fixed" and _shortest(wl.output) <= 1
+    if sc.disaggregation_mode == "decode" and fixed_one:  # QA: every cell read "nan"
+        raise InputError(
+            "workload.output",
+            "a decode instance receives each request's first token from the prefill "
+            "instance: outputs of 1 token leave nothing to decode here; give at least 2",
+        )
     if whole_budget is not None and _shortest(wl.prompt) > whole_budget:
         raise ScenarioError(
             f"workload: prompts of at least {_shortest(wl.prompt)} tokens exceed the token "
@@ -688,9 +687,11 @@ def check_context_fits(sc: Scenario, target: ModelShape, memory: MemoryPlan) -> 
 def context_refused(target: ModelShape, memory: MemoryPlan, context: int) -> int | None:
     """The tokens one rank's KV cache holds where vLLM would surely not start at ``context``
     (past them and what simspec's estimated activations would hold too), else None; never for
-    a model with windowed or linear-attention layers outside vLLM V1's hybrid pool
-    (:func:`check_context_fits`)."""
-    if (target.sliding_layers or target.linear_layers) and memory.window is None:
+    a model with windowed or linear-attention layers in a pool sized once for many sequences
+    (vLLM V1's hybrid pool counts one request's windows and states, and a uniform one caches
+    every token in every layer: :func:`check_context_fits`)."""
+    counted = memory.window is not None or (memory.uniform_kv and not target.linear_layers)
+    if (target.sliding_layers or target.linear_layers) and not counted:
         return None
     capacity = memory.seq_tokens()
     room = capacity + int(memory.activation_bytes // memory.kv_bytes_per_token)

@@ -65,6 +65,9 @@ class MemoryPlan:
     # windowed layers' blocks each running sequence takes from the pool as its tokens grow
     # (vLLM V1's hybrid pool); None: the pool's blocks are full-attention blocks alone
     window: WindowBlocks | None = None
+    # every attention layer caches every token (MemoryDemand.uniform_kv): a block's tokens are
+    # in the windowed layers too
+    uniform_kv: bool = False
     # Gated DeltaNet states of the running sequences (set aside before the KV blocks; in vLLM
     # V1's pool, ``window``, what the demand's sequences' states would take of it), and the
     # running sequences they hold per rank (0: no such layers, or no cap but the pool's)
@@ -158,6 +161,24 @@ class MemoryDemand:
     # every attention layer caches every token: vLLM's hybrid KV cache manager is off for the
     # run (disable_hybrid_kv_cache_manager; build.uniform_kv says where)
     uniform_kv: bool = False
+
+
+def uniform_kv(engine: EngineProfile, target: ModelShape, mode: str = "null") -> bool:
+    """Whether vLLM V1 turns its hybrid KV cache manager off for a run, so that windowed layers
+    cache every token as full attention does (unify_hybrid_kv_cache_specs):
+    - for chunked local attention (Llama-4): always under an EAGLE-style drafter ("Hybrid KV
+      cache manager is not yet supported with chunked local attention + eagle",
+      VllmConfig.__post_init__), and without one unless
+      VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE, off by default from vLLM PR #21761
+      (July 2025, in 0.10.1, the release the vllm profile was fitted on; a later PR turned
+      the default on);
+    - on a decode instance (``mode`` "decode"), whose --kv-transfer-config turned it off
+      whatever the connector until vLLM PR #41847 (May 2026; vLLM issue #42024: gpt-oss-120b's
+      KV capacity halved under NixlConnector).
+    Gated DeltaNet states always take the hybrid pool (a Mamba-style model needs it)."""
+    if not engine.flag("hybrid_kv_pool") or not target.sliding_layers:
+        return False
+    return target.chunked_attention or mode == "decode"
 
 
 def linear_state_bytes(
@@ -438,6 +459,7 @@ def plan_memory(
         state_seqs=state_seqs * dp,
         dp=dp,
         window=window_blocks,
+        uniform_kv=demand.uniform_kv,
     )
 
 

@@ -4,6 +4,8 @@ per token and the GPUs it needs (``simspec models``, the sweep's header, the exp
 
 from __future__ import annotations
 
+import dataclasses
+
 from simspec.catalog.expert_locality import adjacent_expert_reuse, reuse_origin
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.models import ModelShape, load_model
@@ -26,10 +28,13 @@ from simspec.engine.kv_cache import (
     min_gpus,
     mxfp4_pad_bytes,
     plan_memory,
+    uniform_kv,
 )
 from simspec.engine.layout import BLOCK_CHECKED_ENGINES, ParallelLayout
 from simspec.engine.memory_share import engine_share
 from simspec.errors import ScenarioError
+
+UNIFORM_KV_WHY = "chunked local attention, VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE off"
 
 
 def billions(n: float) -> str:
@@ -301,6 +306,7 @@ def layout_facts(
     scale = lay.dp if engine.dp_attention == "vllm" else 1  # vLLM's limits are per DP rank
     seqs, tokens = engine.batch_defaults(gpu)
     demand = MemoryDemand(0.0, 0.0, tokens * scale, seqs * scale, seqs * scale)
+    demand = dataclasses.replace(demand, uniform_kv=uniform_kv(engine, model))
     share = engine_share(engine, gpu, model, tp=lay.tp, chunk=tokens * scale, dp=lay.dp)
     try:
         plan = plan_memory(
@@ -327,6 +333,12 @@ def layout_facts(
         if plan.window_bytes
         else ""
     )
+    if plan.uniform_kv:  # vLLM's hybrid KV cache manager off: the windows cache every token
+        windowed = (
+            f"; every layer caches every token (vLLM turns its hybrid KV cache manager off "
+            f"for this model: {UNIFORM_KV_WHY}), the windowed layers "
+            f"{plan.window_bytes / GIB:.1f} GiB per GPU of it"
+        )
     if plan.window is not None:  # vLLM V1's hybrid pool: windows and states leave it as
         # sequences run
         parts = []

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from simspec.catalog.hardware import GpuSpec, load_gpu, load_profile
+from simspec.catalog.hardware import EngineProfile, GpuSpec, load_gpu, load_profile
 from simspec.catalog.methods import PROXIES, TRACES_SOURCE, method_presets
 from simspec.catalog.models import ModelShape, load_model, preset_id
 from simspec.catalog.precision import effective_precision, kv_cache_bytes, load_precision
@@ -27,6 +27,7 @@ from simspec.catalog.tables import shown
 from simspec.catalog.traces import packaged_traces
 from simspec.config import AcceptanceConfig, Deployment, MethodConfig
 from simspec.engine.build import deployed_engine
+from simspec.engine.kv_cache import uniform_kv
 from simspec.errors import InputError
 
 PROVENANCE_COLUMNS = (
@@ -51,6 +52,8 @@ def _deployment_columns(deploy: Deployment) -> dict[str, str]:
     about = [engine.description] if engine.description else []
     if engine.async_scheduling:
         about.append("async scheduling")
+    if deploy.disaggregation_mode == "decode":  # QA: a CSV could not tell a decode instance
+        about.append("decode instance of a prefill/decode-disaggregated deployment")
     return {
         "precision": weights(deploy.precision, load_model(deploy.model), load_gpu(deploy.gpu)),
         "kv_cache_dtype": kv_dtype(deploy.kv_cache_dtype),
@@ -174,7 +177,27 @@ def deployment_notes(deploy: Deployment) -> list[str]:
         notes.append(f"note: {note}")
     if deploy.disaggregation_mode == "decode":
         notes.append(f"note: {DECODE_INSTANCE_NOTE}")
+    engine = deployed_engine(deploy)
+    if note := uniform_kv_note(engine, load_model(deploy.model), deploy.disaggregation_mode):
+        notes.append(f"note: {note}")
     return notes
+
+
+def uniform_kv_note(engine: EngineProfile, model: ModelShape, mode: str) -> str | None:
+    """Where vLLM turns its hybrid KV cache manager off (kv_cache.uniform_kv), what that does;
+    None elsewhere (QA: a decode instance's pool halved with no word)."""
+    if not uniform_kv(engine, model, mode):
+        return None
+    why = (
+        "a decode instance's KV connector (--kv-transfer-config) turned it off before vLLM "
+        "PR #41847"
+        if mode == "decode"
+        else "vLLM turns it off for chunked local attention by default since PR #21761"
+    )
+    return (
+        f"vLLM's hybrid KV cache manager is off for {model.id} here ({why}): every layer, the "
+        "windowed ones too, caches every token, so the KV cache holds fewer tokens"
+    )
 
 
 def dataset_notes(deploy: Deployment, methods: Iterable[MethodConfig]) -> list[str]:
