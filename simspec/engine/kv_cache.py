@@ -159,7 +159,7 @@ class MemoryDemand:
     max_seqs: int = 0  # sequences at once: each holds at most a window in windowed layers
     verify_tokens: int = 1  # query tokens a decoding sequence verifies at once (1: no draft)
     # every attention layer caches every token: vLLM's hybrid KV cache manager is off for the
-    # run (disable_hybrid_kv_cache_manager; build.uniform_kv says where)
+    # run (disable_hybrid_kv_cache_manager; uniform_kv says where)
     uniform_kv: bool = False
 
 
