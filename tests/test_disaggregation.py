@@ -218,3 +218,14 @@ def test_compare_does_not_score_a_decode_instances_ttft():
     assert out.exit_code == 0, out.output
     rows = [line for line in out.output.splitlines() if "ttft" in line]
     assert rows and all("nan" in line for line in rows)
+
+
+def test_analytic_refuses_a_decode_instance_it_would_not_change():
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    out = CliRunner().invoke(
+        app, ["analytic", "--method", "eagle3", "--disaggregation-mode", "decode"]
+    )
+    assert out.exit_code == 2 and "--disaggregation-mode" in out.output

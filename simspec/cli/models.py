@@ -89,7 +89,8 @@ def models(
     console = Console()
     # a preset's -FP8 checkpoint id: the preset at fp8
     weights = d.precision if d.precision is not None else id_precision(name)
-    for label, value in model_facts(name, gpu, engine, asked, weights, d.kv_cache_dtype):
+    facts = model_facts(name, gpu, engine, asked, weights, d.kv_cache_dtype, d.disaggregation_mode)
+    for label, value in facts:
         console.print(f"[bold]{label}[/]: {escape(one_line(value))}", highlight=False)
 
 

@@ -35,6 +35,7 @@ from simspec.engine.memory_share import engine_share
 from simspec.errors import ScenarioError
 
 UNIFORM_KV_WHY = "chunked local attention, VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE off"
+UNIFORM_KV_DECODE = "a decode instance's --kv-transfer-config, before vLLM PR #41847"
 
 
 def billions(n: float) -> str:
@@ -82,11 +83,12 @@ def model_facts(
     layout: ParallelLayout | None = None,
     weight_precision: str | None = None,
     kv_cache_dtype: str = "auto",
+    mode: str = "null",
 ) -> list[tuple[str, str]]:
     """(label, value) pairs describing model ``ref`` and what it needs of ``gpu_id`` GPUs;
     with ``layout`` (its style is the engine's), what each GPU holds in that layout, its
     weights at ``weight_precision`` (None: the checkpoint's) and its KV cache in
-    ``kv_cache_dtype``."""
+    ``kv_cache_dtype``, served in ``mode`` (Deployment.disaggregation_mode)."""
     model = load_model(ref)
     gpu, engine = load_gpu(gpu_id), load_engine(engine_id)
     if layout is not None:  # the layouts a run refuses, refused here by the same names
@@ -120,7 +122,7 @@ def model_facts(
         facts.append(("recurrent state per sequence", _recurrent_state(model, engine)))
     facts.append(("GPUs needed", _gpus(model, gpu, engine, weight_precision)))
     if layout is not None:
-        facts += layout_facts(model, gpu, engine, layout, weight_precision, kv_cache_dtype)
+        facts += layout_facts(model, gpu, engine, layout, weight_precision, kv_cache_dtype, mode)
     if model.source:
         facts.append(("source", model.source))
     return facts
@@ -278,6 +280,7 @@ def layout_facts(
     layout: ParallelLayout,
     weight_precision: str | None = None,
     kv_cache_dtype: str = "auto",
+    mode: str = "null",
 ) -> list[tuple[str, str]]:
     """What one GPU holds in ``layout`` (weights by part at ``weight_precision``, the checkpoint's
     when None, as a deployment's precision sets every linear layer and expert; KV per token
@@ -306,7 +309,7 @@ def layout_facts(
     scale = lay.dp if engine.dp_attention == "vllm" else 1  # vLLM's limits are per DP rank
     seqs, tokens = engine.batch_defaults(gpu)
     demand = MemoryDemand(0.0, 0.0, tokens * scale, seqs * scale, seqs * scale)
-    demand = dataclasses.replace(demand, uniform_kv=uniform_kv(engine, model))
+    demand = dataclasses.replace(demand, uniform_kv=uniform_kv(engine, model, mode))
     share = engine_share(engine, gpu, model, tp=lay.tp, chunk=tokens * scale, dp=lay.dp)
     try:
         plan = plan_memory(
@@ -334,10 +337,10 @@ def layout_facts(
         else ""
     )
     if plan.uniform_kv:  # vLLM's hybrid KV cache manager off: the windows cache every token
+        why = UNIFORM_KV_DECODE if mode == "decode" else UNIFORM_KV_WHY
         windowed = (
             f"; every layer caches every token (vLLM turns its hybrid KV cache manager off "
-            f"for this model: {UNIFORM_KV_WHY}), the windowed layers "
-            f"{plan.window_bytes / GIB:.1f} GiB per GPU of it"
+            f"here: {why}), the windowed layers {plan.window_bytes / GIB:.1f} GiB per GPU of it"
         )
     if plan.window is not None:  # vLLM V1's hybrid pool: windows and states leave it as
         # sequences run

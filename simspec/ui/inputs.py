@@ -341,7 +341,15 @@ def model_info(inp: ExplorerInputs) -> list[tuple[str, str]]:
     token, GPUs needed on the chosen GPU) and what each GPU holds in the page's layout, at its
     precision and KV-cache dtype, as ``simspec models NAME --tp --ep --dp`` prints them."""
     layout = ParallelLayout(inp.tp, inp.ep, inp.dp)
-    facts = model_facts(inp.model, inp.gpu, inp.engine, layout, inp.precision, inp.kv_cache_dtype)
+    facts = model_facts(
+        inp.model,
+        inp.gpu,
+        inp.engine,
+        layout,
+        inp.precision,
+        inp.kv_cache_dtype,
+        inp.disaggregation_mode,
+    )
     return [(k, v) for k, v in facts if k != "source"]
 
 
