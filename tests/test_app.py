@@ -823,3 +823,16 @@ def test_the_page_serves_a_decode_instance_as_the_cli_does():
     assert any("decode instance" in line for line in inputs.provenance_lines(inp))
     plain = inputs.ExplorerInputs(engine="sglang")
     assert not any("decode instance" in line for line in inputs.provenance_lines(plain))
+
+
+def test_the_page_sets_the_context_vllm_starts_with():
+    """Llama-4's 10M-token context is refused by vLLM in most layouts; the sidebar's max model
+    len lowers it, as --max-model-len does (QA: the page had no such control)."""
+    from simspec.errors import InputError
+
+    scout = {"model": "llama-4-scout", "engine": "vllm", "gpu": "h200", "tp": 4}
+    with pytest.raises(InputError, match="max-model-len"):
+        inputs.check_inputs(inputs.ExplorerInputs(**scout))
+    page = inputs.ExplorerInputs(**scout, max_model_len=32768)
+    inputs.check_inputs(page)
+    assert inputs.deployment_for(page).scheduler.max_model_len == 32768

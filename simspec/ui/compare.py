@@ -68,6 +68,8 @@ def compare_upload(
         )
     elif inputs.async_scheduling is not None:  # the sidebar's switch, as compare's flag sets it
         base["scheduler"] = {"async_scheduling": inputs.async_scheduling}
+    if inputs.max_model_len is not None:  # the sidebar's context, as --max-model-len sets it
+        base["scheduler"] = {**base.get("scheduler", {}), "max_model_len": inputs.max_model_len}
     if profile is not None:
         base["profile"] = profile
     with tempfile.TemporaryDirectory(prefix="simspec-compare-") as tmp:

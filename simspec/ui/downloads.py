@@ -48,6 +48,7 @@ def scenario_columns(inp: ExplorerInputs) -> dict[str, object]:
     # measured_requests says how many it did)
     return cols | {
         "async_scheduling": async_label(inp),
+        "max_model_len": inp.max_model_len or "model's",
         "requests_min": inp.requests,
         "turnovers": inp.turnovers,
         "seed": inp.seed,

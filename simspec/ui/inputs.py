@@ -85,6 +85,13 @@ class ExplorerInputs(BaseModel):
     async_scheduling: bool | None = Field(
         default=None, description="vLLM --async-scheduling; None: the engine profile's"
     )
+    max_model_len: int | None = Field(
+        default=None,
+        ge=16,
+        le=10_000_000,
+        description="vLLM --max-model-len; None: the model's context (QA: Llama-4's 10M-token "
+        "default, which vLLM refuses in most layouts, could not be lowered on the page)",
+    )
     methods: list[str] = DEFAULT_METHODS
     k: int | None = Field(default=None, ge=1, le=16, description="None: each method's default")
     tree_nodes: int | None = Field(
@@ -275,7 +282,9 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
 def deployment_for(inp: ExplorerInputs, load: float = 1) -> Deployment:
     """The page's deployment (model, GPU, TP, engine, sampling, seed) at one load."""
     fields = deployment_fields(inp, (*SERVING_FIELDS, *SAMPLING_FIELDS))
-    scheduler = SchedulerConfig(async_scheduling=inp.async_scheduling)
+    scheduler = SchedulerConfig(
+        async_scheduling=inp.async_scheduling, max_model_len=inp.max_model_len
+    )
     return Deployment(**fields, workload=workload_for(inp, load), scheduler=scheduler)
 
 

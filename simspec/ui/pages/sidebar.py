@@ -59,6 +59,9 @@ DP_HELP = field_help("dp", "--dp")
 PRECISION_HELP = field_help("precision", "--precision")
 KV_HELP = field_help("kv_cache_dtype", "--kv-cache-dtype")
 PD_HELP = field_help("disaggregation_mode", "--disaggregation-mode")
+MAX_LEN_HELP = (
+    f"{SchedulerConfig.model_fields['max_model_len'].description} (the CLI's --max-model-len)"
+)
 ASYNC_HELP = (
     f"{SchedulerConfig.model_fields['async_scheduling'].description} (the CLI's --async-scheduling)"
 )
@@ -150,7 +153,16 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
         async_scheduling = sb.checkbox(
             "Async scheduling (vLLM 0.14+ default)", value=False, help=ASYNC_HELP
         )
+    context = sb.number_input(
+        "Max model len (0: the model's context)",
+        0,
+        10_000_000,
+        step=1024,
+        **kept("max_model_len", 0),
+        help=MAX_LEN_HELP,
+    )
     return {
+        "max_model_len": int(context) or None,
         "model": model,
         "model_name": model_name,
         "gpu": gpu,
