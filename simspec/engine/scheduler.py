@@ -846,7 +846,8 @@ class Scheduler:
         return int(np.maximum(self._final_blocks(rids) - held, 0).sum())
 
     def _prefix_hit(self, rid: int) -> int:
-        """Blocks of a waiting request's prefix still cached (0 without prefix caching): at
+        """Blocks of tokens of a waiting request's prefix still cached (0 without prefix
+        caching; in a hybrid pool, those its cached pool blocks hold: :meth:`_full_of`): at
         most all but the block of its last token, which is always recomputed (vLLM's
         get_computed_blocks caps the hit at num_tokens - 1)."""
         if self.free_queue is None:
