@@ -284,6 +284,8 @@ def test_policy_command_compares_the_policy_with_each_fixed_setting(tmp_path):
     frame = pd.read_csv(out)
     assert list(frame.setting) == ["autoregressive", "fixed K=2", "fixed K=4", "policy"]
     assert frame.set_index("setting").loc["policy", "policy_tpot_gain"] == pytest.approx(1.0)
+    # the file says what it ran (QA: no model, GPU or engine in it)
+    assert {"model", "gpu", "tp", "engine_profile", "acceptance_source"} <= set(frame.columns)
     rates.write_text("when,qps\n0,1\n")
     bad = runner.invoke(app, ["policy", "--config", str(cfg), "--rate-csv", str(rates)])
     assert bad.exit_code == 2 and "--rate-csv" in bad.output

@@ -12,7 +12,7 @@ from simspec.cli.common import err, one_line_errors
 from simspec.cli.flags import DeploymentFlags, overlay, with_flags, with_preset_ids
 from simspec.cli.method_flags import MethodFlags, preset_dataset
 from simspec.cli.tables import check_outputs, print_frame, print_provenance, write_frame
-from simspec.config import DEFAULT_MEASURED
+from simspec.config import DEFAULT_MEASURED, MethodConfig
 from simspec.errors import InputError
 from simspec.studies.schedule import SCHEDULE_FIELDS
 
@@ -105,8 +105,13 @@ def policy(
         frame = run_policy(cfg)
     except InputError as exc:
         raise policy_error(exc, from_flag=config is None) from None
-    if out is not None:
-        write_frame(frame, out)
+    if out is not None:  # its deployment and provenance as columns (QA: the CSV had none)
+        from simspec.cli.plan import with_asked
+        from simspec.studies.provenance import with_provenance
+
+        plain = MethodConfig(name="autoregressive", k=0)
+        methods = [plain if s == "autoregressive" else cfg.method for s in frame["setting"]]
+        write_frame(with_provenance(with_asked(frame, cfg, {}), cfg, methods), out)
     shown = frame[list(SHOWN)].rename(columns=SHOWN).round(2)
     print_frame(shown, f"Policy vs fixed settings: {cfg.method.name} on {cfg.model}, {cfg.gpu}")
     print_provenance(cfg, [cfg.method])
