@@ -229,3 +229,21 @@ def test_analytic_refuses_a_decode_instance_it_would_not_change():
         app, ["analytic", "--method", "eagle3", "--disaggregation-mode", "decode"]
     )
     assert out.exit_code == 2 and "--disaggregation-mode" in out.output
+
+
+def test_under_dp_attention_a_transfer_fits_one_ranks_share_of_the_budget():
+    """Two ranks of 16 blocks (64 tokens) each: SGLang budgets each rank's queue, so each
+    takes two 8-token prompts (28 tokens of prompt and output, 24 of tokens and reserve),
+    four in all, where one 128-token budget takes five."""
+    rig = make_rig(
+        [8] * 6,
+        [20] * 6,
+        num_blocks=32,
+        block_size=4,
+        rank_blocks=16,
+        transfer_reserve=(16, 4096),
+    )
+    for rid in range(6):
+        rig.sched.add_transferred(rid)
+    rig.sched.schedule()
+    assert rig.sched.admitted == [0, 1, 2, 3]

@@ -301,6 +301,7 @@ class Scheduler:
         :meth:`schedule`)."""
         r = self.requests
         room = self._transfer_room()
+        ranks = max(self.pool.num_blocks // max(self.rank_blocks, 1), 1)  # DP attention ranks
         while self.transfers and len(self.running) < self.max_seqs:
             rid = self.transfers[0]
             fresh = r.generated[rid] == 0
@@ -313,8 +314,10 @@ class Scheduler:
                 reserve, clip = self.transfer_reserve
                 allocatable, retractable = room
                 need = computed + reserve
-                whole = int(r.prompt_len[rid]) + min(int(r.output_len[rid]), clip) - retractable
-                if max(need, whole) > allocatable:
+                whole = int(r.prompt_len[rid]) + min(int(r.output_len[rid]), clip)
+                # one rank's share of the budget and of the running tokens: under DP attention
+                # each rank's queue budgets its own pool (a rank's share of the whole here)
+                if max(need, whole - retractable // ranks) > allocatable // ranks:
                     return
                 room = (allocatable - need, retractable)
             if self.reserve_output:  # a promise of no eviction covers them too
@@ -335,8 +338,9 @@ class Scheduler:
         free tokens less the larger of ``reserve`` tokens for each request held (running, or
         waiting to resume) and the most any running one may still need beyond what all of them
         hold; with the tokens the running requests hold (the retractable ones). None without
-        ``transfer_reserve``. The ranks of DP attention are one pool here, where SGLang
-        budgets each rank's own."""
+        ``transfer_reserve``. Under DP attention the ranks' pools are one here: a transfer
+        must fit one rank's share of the budget (:meth:`_admit_transfers`), as SGLang budgets
+        each rank's own."""
         if self.transfer_reserve is None:
             return None
         reserve, clip = self.transfer_reserve
