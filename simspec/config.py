@@ -821,6 +821,8 @@ def _kv_alias(value: object) -> object:
 KvCacheDtype = Annotated[Literal["auto", "bf16", "fp8"], BeforeValidator(_kv_alias)]
 # weight precisions a deployment can name (data: simspec/data/precision.yaml)
 WeightPrecision = Literal["bf16", "fp8", "int4-w", "nvfp4"]
+# null: one replica prefills and decodes; decode: the decode instance of a PD deployment
+DisaggregationMode = Literal["null", "decode"]
 
 
 class Deployment(BaseModel):
@@ -860,7 +862,7 @@ class Deployment(BaseModel):
         "--tensor-parallel-size N/D); must divide tp",
     )
     engine: str = Field(default="vllm", description="engine profile")
-    disaggregation_mode: Literal["null", "decode"] = Field(
+    disaggregation_mode: DisaggregationMode = Field(
         default="null",
         description="null: the replica prefills and decodes; decode: it is the decode instance "
         "of a prefill/decode-disaggregated deployment, every request arriving with its "

@@ -181,6 +181,17 @@ def uniform_kv(engine: EngineProfile, target: ModelShape, mode: str = "null") ->
     return target.chunked_attention or mode == "decode"
 
 
+def uniform_kv_reason(mode: str = "null") -> str:
+    """Why vLLM's hybrid KV cache manager is off where :func:`uniform_kv` says it is, for the
+    notes and model facts that say so."""
+    if mode == "decode":
+        return (
+            "a decode instance's KV connector (--kv-transfer-config) turned it off before vLLM "
+            "PR #41847"
+        )
+    return "vLLM turns it off for chunked local attention by default since PR #21761"
+
+
 def linear_state_bytes(
     target: ModelShape, engine: EngineProfile, tp: int, seqs: int, verify_tokens: int = 1
 ) -> float:

@@ -335,10 +335,10 @@ class Scheduler:
 
     def _transfer_room(self) -> tuple[int, int] | None:
         """SGLang's budget for preallocating transferred requests (_allocatable_tokens): the
-        free tokens less the larger of ``reserve`` tokens for each request held (running, or
-        waiting to resume) and the most any running one may still need beyond what all of them
-        hold; with the tokens the running requests hold (the retractable ones). None without
-        ``transfer_reserve``. Under DP attention the ranks' pools are one here: a transfer
+        free tokens less the larger of ``reserve`` tokens for each running request (SGLang
+        counts those waiting too: none wait when transfers are taken, :meth:`schedule`) and the
+        most any running one may still need beyond what all of them hold; with the tokens the
+        running requests hold (the retractable ones). None without ``transfer_reserve``. Under DP attention the ranks' pools are one here: a transfer
         must fit one rank's share of the budget (:meth:`_admit_transfers`), as SGLang budgets
         each rank's own."""
         if self.transfer_reserve is None:
@@ -350,9 +350,8 @@ class Scheduler:
         if len(rids):
             single = int((np.minimum(r.output_len[rids], clip) + r.prompt_len[rids]).max())
             single -= retractable
-        held = len(rids) + len(self.waiting)
         free = self.pool.free * self.block_size
-        return free - max(reserve * held, single), retractable
+        return free - max(reserve * len(rids), single), retractable
 
     def resume(self, rid: int) -> None:
         """A request that was decoding before the run started (its ``generated`` set): its KV

@@ -29,13 +29,11 @@ from simspec.engine.kv_cache import (
     mxfp4_pad_bytes,
     plan_memory,
     uniform_kv,
+    uniform_kv_reason,
 )
 from simspec.engine.layout import BLOCK_CHECKED_ENGINES, ParallelLayout
 from simspec.engine.memory_share import engine_share
 from simspec.errors import ScenarioError
-
-UNIFORM_KV_WHY = "chunked local attention, VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE off"
-UNIFORM_KV_DECODE = "a decode instance's --kv-transfer-config, before vLLM PR #41847"
 
 
 def billions(n: float) -> str:
@@ -337,10 +335,10 @@ def layout_facts(
         else ""
     )
     if plan.uniform_kv:  # vLLM's hybrid KV cache manager off: the windows cache every token
-        why = UNIFORM_KV_DECODE if mode == "decode" else UNIFORM_KV_WHY
         windowed = (
-            f"; every layer caches every token (vLLM turns its hybrid KV cache manager off "
-            f"here: {why}), the windowed layers {plan.window_bytes / GIB:.1f} GiB per GPU of it"
+            f"; every layer caches every token (vLLM's hybrid KV cache manager is off here: "
+            f"{uniform_kv_reason(mode)}), the windowed layers {plan.window_bytes / GIB:.1f} GiB "
+            "per GPU of it"
         )
     if plan.window is not None:  # vLLM V1's hybrid pool: windows and states leave it as
         # sequences run

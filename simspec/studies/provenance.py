@@ -27,7 +27,7 @@ from simspec.catalog.tables import shown
 from simspec.catalog.traces import packaged_traces
 from simspec.config import AcceptanceConfig, Deployment, MethodConfig
 from simspec.engine.build import deployed_engine
-from simspec.engine.kv_cache import uniform_kv
+from simspec.engine.kv_cache import uniform_kv, uniform_kv_reason
 from simspec.errors import InputError
 
 PROVENANCE_COLUMNS = (
@@ -188,14 +188,9 @@ def uniform_kv_note(engine: EngineProfile, model: ModelShape, mode: str) -> str 
     None elsewhere (QA: a decode instance's pool halved with no word)."""
     if not uniform_kv(engine, model, mode):
         return None
-    why = (
-        "a decode instance's KV connector (--kv-transfer-config) turned it off before vLLM "
-        "PR #41847"
-        if mode == "decode"
-        else "vLLM turns it off for chunked local attention by default since PR #21761"
-    )
     return (
-        f"vLLM's hybrid KV cache manager is off for {model.id} here ({why}): every layer, the "
+        f"vLLM's hybrid KV cache manager is off for {model.id} here ({uniform_kv_reason(mode)}): "
+        "every layer, the "
         "windowed ones too, caches every token, so the KV cache holds fewer tokens"
     )
 

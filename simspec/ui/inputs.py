@@ -39,6 +39,7 @@ from simspec.config import (
     SERVING_FIELDS,
     AcceptanceConfig,
     Deployment,
+    DisaggregationMode,
     KvCacheDtype,
     LengthSpec,
     MethodConfig,
@@ -77,7 +78,7 @@ class ExplorerInputs(BaseModel):
     ep: int = Field(default=_DEPLOY["ep"].default, ge=1, le=64)
     dp: int = Field(default=_DEPLOY["dp"].default, ge=1, le=64)
     engine: str = _DEPLOY["engine"].default
-    disaggregation_mode: Literal["null", "decode"] = _DEPLOY["disaggregation_mode"].default
+    disaggregation_mode: DisaggregationMode = _DEPLOY["disaggregation_mode"].default
     precision: WeightPrecision | None = Field(
         default=_DEPLOY["precision"].default, description="None: the checkpoint's own"
     )
