@@ -338,9 +338,9 @@ class Scheduler:
         free tokens less the larger of ``reserve`` tokens for each running request (SGLang
         counts those waiting too: none wait when transfers are taken, :meth:`schedule`) and the
         most any running one may still need beyond what all of them hold; with the tokens the
-        running requests hold (the retractable ones). None without ``transfer_reserve``. Under DP attention the ranks' pools are one here: a transfer
-        must fit one rank's share of the budget (:meth:`_admit_transfers`), as SGLang budgets
-        each rank's own."""
+        running requests hold (the retractable ones). None without ``transfer_reserve``. Under
+        DP attention the ranks' pools are one here: a transfer must fit one rank's share of
+        the budget (:meth:`_admit_transfers`), as SGLang budgets each rank's own."""
         if self.transfer_reserve is None:
             return None
         reserve, clip = self.transfer_reserve
