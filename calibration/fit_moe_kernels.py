@@ -197,6 +197,29 @@ V0_TABLE = "vllm_pr13932_fused_moe_deepgemm_vs_triton_h100.csv"
 V0_FRAMEWORK = "VLLM-V0"
 V0_KERNEL = "vllm_fused_moe_triton_2025_02"
 BLOCK_MS = (16, 32, 64, 128)
+# The Triton fused_moe kernels pick their tile by the batch's token count M (vLLM
+# try_get_optimal_moe_config: the tuned config nearest M, else get_default_config, whose
+# unquantized branch runs BLOCK_SIZE_M 16 where M <= E, the layer's experts, and 64 beyond;
+# SGLang's fused_moe_triton keeps the same default). Their bf16 fits take those two tiles
+# (SMALL_BLOCK_M up to E tokens, DEFAULT_BLOCK_M beyond) instead of one fitted tile at every
+# size, which made a lone token pay 128 padded rows on H200's vLLM bf16 fit (QA: Qwen3-235B's
+# experts at TP8, 1 token, 48.6 us predicted against 36.6 measured, above H100's 35.3). The
+# default's tiles fit the tables as well as the best single tile (median error per family
+# within 0.01 of it; H200 vLLM's largest error 0.43 -> 0.31), where a fitted large tile beside
+# the small one overshot Mixtral's few experts on A100 (+27 % median). Block-FP8 experts keep one
+# fitted tile: get_default_config's branch for them ran a fixed 64 rows (16 up to 64 tokens
+# only in later releases), and a small tile there fits the tables' lone tokens worse (Kimi-K2's
+# experts on H200 under SGLang, 1 token: 35 us against 51 measured). DeepGEMM aligns each
+# expert's rows to its block M whatever the batch, and the CUTLASS / FlashInfer kernels pick
+# tiles of their own: one fitted tile stands for them.
+TRITON_FUSED_MOE = {
+    "vllm_unquantizedfusedmoe_triton_tritonexperts",
+    "vllm_fused_moe",
+    "sglang_fused_moe_triton",
+}
+SMALL_TILE_DTYPES = {"bfloat16"}
+DEFAULT_BLOCK_M = 64
+SMALL_BLOCK_M = 16
 BLOCK_N = 128
 MLA_BLOCK_M = 64  # FlashMLA and FlashAttention-3's MLA decode tile: 64 query rows
 MLA_LATENT, MLA_VALUE = 576, 512  # DeepSeek-V3's kv_lora_rank + rope, kv_lora_rank
@@ -229,9 +252,13 @@ def summary(err: np.ndarray) -> dict[str, float]:
 
 
 # -- MoE grouped GEMMs ---------------------------------------------------------------------------
-def moe_rows(df: pd.DataFrame) -> list[tuple[int, int, float, float, float]]:
-    """(hidden, width, pairs, touched, seconds) per row, per GPU rank: balanced routing sends
-    tokens*k pairs to min(E, tokens*k) experts evenly, 1/ep of them on each rank."""
+MoeRow = tuple[int, int, float, float, float, float, float]
+
+
+def moe_rows(df: pd.DataFrame) -> list[MoeRow]:
+    """(hidden, width, pairs, touched, seconds, tokens, experts) per row, per GPU rank:
+    balanced routing sends tokens*k pairs to min(E, tokens*k) experts evenly, 1/ep of them
+    (and of the E experts) on each rank, whose kernel runs over all the tokens."""
     out = []
     for r in df.itertuples():
         pairs = r.num_tokens * r.topk
@@ -243,27 +270,32 @@ def moe_rows(df: pd.DataFrame) -> list[tuple[int, int, float, float, float]]:
                 pairs / r.moe_ep_size,
                 touched / r.moe_ep_size,
                 r.latency * 1e-3,
+                float(r.num_tokens),
+                r.num_experts / r.moe_ep_size,
             )
         )
     return out
 
 
-def fit_moe_family(rows, sms, rate_c, rate_m, compute, wbytes, kernel) -> tuple[dict, np.ndarray]:
+def fit_moe_family(
+    rows: list[MoeRow], sms, rate_c, rate_m, compute, wbytes, kernel, dtype
+) -> tuple[dict, np.ndarray]:
     best: tuple[float, dict, np.ndarray] | None = None
     measured = np.array([r[4] for r in rows])
-    for block_m in BLOCK_MS:
+    small = SMALL_BLOCK_M if kernel in TRITON_FUSED_MOE and dtype in SMALL_TILE_DTYPES else 0
+    for block_m in (DEFAULT_BLOCK_M,) if small else BLOCK_MS:
 
         def make(x: np.ndarray, block_m: int = block_m) -> GroupedGemmFit:
             return GroupedGemmFit(
                 kernel, block_m, BLOCK_N, *np.exp(x[:2]), *(1 / (1 + np.exp(-x[2:]))),
-                compute, wbytes, sms,
+                compute, wbytes, sms, small_block_m=small,
             )  # fmt: skip
 
         def resid(x: np.ndarray, make=make) -> np.ndarray:
             f = make(x)
             pred = [
-                grouped_gemm_time(f, h, w, p, t, sms, rate_c, rate_m, wbytes)
-                for h, w, p, t, _ in rows
+                grouped_gemm_time(f, h, w, p, t, sms, rate_c, rate_m, wbytes, m, e)
+                for h, w, p, t, _, m, e in rows
             ]
             return np.log(np.array(pred) / measured)
 
@@ -282,6 +314,8 @@ def fit_moe_family(rows, sms, rate_c, rate_m, compute, wbytes, kernel) -> tuple[
                 "compute": compute,
                 "weight_bytes": round(wbytes, 6),
             }
+            if small:
+                fit["small_block_m"] = small
             best = (med, fit, err)
     assert best is not None
     return best[1], best[2]
@@ -367,7 +401,7 @@ def fit_moe(df: pd.DataFrame, gpus: dict, routing: dict[str, list[list[float]]])
         compute, wbytes = DTYPE_COST[dtype]
         rate_c, rate_m = rates(inv[gpu], compute)
         fit, err = fit_moe_family(
-            moe_rows(bal), gpus[inv[gpu]][1], rate_c, rate_m, compute, wbytes, kernel
+            moe_rows(bal), gpus[inv[gpu]][1], rate_c, rate_m, compute, wbytes, kernel, dtype
         )
         key = f"{gpu}/{fw}/{kernel}/{dtype}"
         fits[key] = {**fit, "rows": len(bal), **summary(err)}
@@ -419,6 +453,8 @@ def fit_v0(src: Path, v1: dict) -> tuple[dict, dict]:
             float(r.batch_tokens * r.topk),
             distinct_experts(int(r.num_experts), int(r.topk), float(r.batch_tokens)),
             float(r.triton_us) * 1e-6,
+            float(r.batch_tokens),
+            float(r.num_experts),
         )
         for r in df.itertuples()
     ]
@@ -432,12 +468,14 @@ def fit_v0(src: Path, v1: dict) -> tuple[dict, dict]:
         return GroupedGemmFit(
             V0_KERNEL, base["block_m"], base["block_n"], base["fixed_s"], base["per_pair_s"],
             base["compute_efficiency"], float(1 / (1 + np.exp(-x[0]))), compute, wbytes, sms,
+            small_block_m=int(base.get("small_block_m", 0)),
         )  # fmt: skip
 
     def resid(x: np.ndarray) -> np.ndarray:
         f = make(x)
         pred = [
-            grouped_gemm_time(f, h, w, p, t, sms, rate_c, rate_m, wbytes) for h, w, p, t, _ in rows
+            grouped_gemm_time(f, h, w, p, t, sms, rate_c, rate_m, wbytes, m, e)
+            for h, w, p, t, _, m, e in rows
         ]
         return np.log(np.array(pred) / measured)
 
@@ -690,7 +728,10 @@ MOE_HEADER = (
 # max(compute, memory), compute = the output tiles (each touched expert's tokens padded to
 # block_m rows, block_n columns) in waves over the GPU's SMs at compute_efficiency of the
 # dtype's peak; memory = every touched expert's weights (weight_bytes each, scales included)
-# at memory_efficiency of HBM bandwidth. Fitted on balanced routing, least squares on
+# at memory_efficiency of HBM bandwidth. small_block_m (the Triton fused_moe kernels' bf16
+# fits, whose block_m is then get_default_config's 64): the tile rows of a batch of at most as
+# many tokens as the GPU's experts, as those kernels pick their tile by the token count (the
+# script's TRITON_FUSED_MOE says why). Fitted on balanced routing, least squares on
 # log(predicted/measured); vLLM and SGLang rows at moe_ep_size 1 only (their EP>1 collectors
 # compute non-local assignments, SOURCE.md section 6) and without their DeepSeek-V3/R1 rows
 # (which touch half the experts: see DEEPSEEK in the script); TRT-LLM rows at every TP x EP.

@@ -32,6 +32,9 @@ class GroupedGemmFit:
     # (:mod:`simspec.engine.costmodel.moe_routing`); empty: the fit was not made on balanced
     # routing, and the uniform expectation of touched experts stands
     routing: tuple[tuple[float, float], ...] = ()
+    # the tile rows of a batch of at most as many tokens as the GPU's experts (the Triton
+    # fused_moe picks its tile by the token count: kernels.grouped_gemm_time); 0: block_m always
+    small_block_m: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +115,7 @@ def _grouped_fit(
         weight_bytes=float(fit["weight_bytes"]),
         sms=int(g["sms"]),
         routing=_routing(table, framework, fit),
+        small_block_m=int(fit.get("small_block_m", 0)),
     )
 
 

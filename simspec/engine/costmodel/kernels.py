@@ -10,6 +10,11 @@ measured tables (:mod:`simspec.catalog.kernel_tables`; fitted by
   the tensor cores multiply mostly padding; the output tiles run in waves over the SMs (a
   partial last wave costs a whole one); the weights of every touched expert stream once; and
   the routing kernels (top-k, align, activation, sum) add a fixed cost and one per routed pair.
+  The Triton fused_moe of vLLM and SGLang picks its tile by the batch's token count M
+  (``try_get_optimal_moe_config``: the tuned config nearest M, else ``get_default_config``,
+  whose unquantized branch runs 16 rows where M <= E, the layer's experts), so a fit of that
+  kernel for bf16 experts carries that small tile (``small_block_m``) beside the one its
+  larger batches run.
 - :func:`mla_decode_time`: MLA decode attention (FlashAttention-3 / FlashMLA / TRT-LLM MLA):
   the query heads (times the query tokens of a verify step) are one tile of block-M rows per
   sequence, padded (FlashMLA and FA3 use 64-row tiles), and every sequence pays a fixed
@@ -35,14 +40,19 @@ def grouped_gemm_time(
     compute_rate: float,
     memory_rate: float,
     weight_bytes: float,
+    tokens: float = 0.0,
+    experts: float = 0.0,
 ) -> float:
     """Seconds of one MoE layer's routed experts on one GPU: ``pairs`` (token, expert) pairs
     over ``touched`` experts whose gate-up GEMM is (hidden x 2 width) and down GEMM (width x
     hidden), at the GPU's peak ``compute_rate`` (FLOP/s) and ``memory_rate`` (B/s) for the
-    kernel's dtype."""
+    kernel's dtype. ``tokens`` (the kernel's M) and ``experts`` (the experts on this GPU) pick
+    the fit's small tile where it has one (0: its block_m)."""
     if pairs <= 0 or touched <= 0:
         return 0.0
     block_m, block_n = fit.block_m, fit.block_n
+    if fit.small_block_m and 0 < tokens <= experts:
+        block_m = fit.small_block_m
     row_blocks = touched * math.ceil(pairs / touched / block_m - 1e-9)
     per_sm = compute_rate * fit.compute_efficiency / sms
     compute = 0.0

@@ -183,8 +183,12 @@ def grouped_experts_time(
     as the fitted ``kernel`` times them, else at the roofline of the experts' precision
     (weight bytes and compute peak)."""
     h = model.hidden_size
+    # the kernel's M (every token the layer routes: an EP rank's kernel runs over the batch's
+    # tokens gathered, vLLM's naive all-to-all) and the experts on this GPU
+    tokens, local = pairs / model.num_experts_per_tok, float(model.num_experts)
     if ep > 1:
         width, touched, pairs = model.moe_intermediate_size, touched / ep, pairs / ep
+        local /= ep
     else:
         width = model.moe_intermediate_size // ops.tp
     if kernel is not None:
@@ -193,8 +197,9 @@ def grouped_experts_time(
         rate = float(peak or gpu.bf16_dense_flops)
         memory_rate = gpu.hbm_bandwidth_bytes_s
         return grouped_gemm_time(
-            kernel, h, width, pairs, touched, kernel.sms, rate, memory_rate, kernel.weight_bytes
-        )
+            kernel, h, width, pairs, touched, kernel.sms, rate, memory_rate,
+            kernel.weight_bytes, tokens, local,
+        )  # fmt: skip
     g = ops.gemm
     rate_c, wbytes = g.compute_rate, float(BYTES_PER_PARAM)
     if experts is not None:
