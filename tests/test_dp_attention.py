@@ -442,3 +442,11 @@ def test_vllm_sums_a_ranks_moe_slices_by_an_all_reduce_of_its_own():
     comm = dp_token_terms(cost, m, t, 2 * t, t, n)[2]
     cost.attn_ops.allreduce_time = lambda nbytes, graphed=True: 0.0  # type: ignore[method-assign]
     assert comm - dp_token_terms(cost, m, t, 2 * t, t, n)[2] == pytest.approx(2 * n * reduce)
+
+
+def test_vllm_v0_runs_no_data_parallel_attention():
+    """vLLM's --data-parallel-size runs on the V1 engine only (vLLM issue #18702; QA: --dp 8
+    ran on the vllm-v0 profile)."""
+    with pytest.raises(InputError, match="dp: simspec models no data-parallel attention for "
+                       "engine vllm-v0"):  # fmt: skip
+        setup_replica(Scenario(model="qwen3-30b-a3b", tp=2, dp=2, ep=2, engine="vllm-v0"))

@@ -334,3 +334,14 @@ def test_the_page_warns_of_requests_it_left_unserved(small_page):
     requests.set_value(64).run()
     _ok(at)
     assert any("unserved" in w.value for w in at.warning)
+
+
+def test_a_uniform_kv_pool_shows_every_layers_kv_per_token():
+    """QA: Llama-4 Maverick on vLLM (hybrid manager off: every layer caches every token) showed
+    the full-attention layers' 6.0 KiB per token beside a capacity counted at 24.0."""
+    from simspec.engine.layout import ParallelLayout
+    from simspec.studies.model_facts import model_facts
+
+    facts = dict(model_facts("llama-4-maverick", "h200", "vllm", ParallelLayout(8, 1, 1)))
+    assert facts["KV per token per GPU"].startswith("24.0 KiB in bf16")
+    assert "every layer every token" in facts["KV per token per GPU"]

@@ -109,6 +109,26 @@ def test_the_newer_gpus_load_with_a_source_and_a_transferred_profile():
         assert profile.transferred_note().startswith(f"{g} hardware profile transferred")
     assert load_profile("h100_sxm").transferred_note() == ""  # every operator measured there
     assert "attention from h100_sxm" in load_profile("a100_80gb").transferred_note()
+    # the operators transferred by name, and the GPU's own kernel tables beside them (QA: "every
+    # operator from h100_sxm" where the MoE kernels and all-reduce curves were H200's own)
+    note = load_profile("h200").transferred_note()
+    assert "(gemm, attention, elementwise, allreduce from h100_sxm)" in note
+    assert note.endswith("its MoE expert kernels, MLA decode attention, engine all-reduce are "
+                         "timed from tables measured on it")  # fmt: skip
+    assert "measured on it" not in load_profile("h20").transferred_note()  # no table of its own
+
+
+def test_tensorrt_llm_runs_on_nvidia_gpus_only():
+    from simspec.config import Scenario
+    from simspec.engine.build import setup_replica
+    from simspec.studies.model_facts import model_facts
+
+    why = "engine: engine trtllm does not run on mi300x"
+    with pytest.raises(InputError, match=why):
+        setup_replica(Scenario(model="qwen3-30b-a3b", gpu="mi300x", engine="trtllm"))
+    with pytest.raises(InputError, match=why):
+        model_facts("qwen3-30b-a3b", "mi300x", "trtllm")
+    assert load_engine("trtllm").gpu_archs and not load_engine("vllm").gpu_archs
 
 
 def test_every_gpu_states_its_per_dtype_peaks_explicitly():

@@ -163,14 +163,26 @@ class HardwareProfile(SourcedParams):
                 sources.setdefault(str(fit["transferred_from"]), []).append(op)
         if not sources:
             return ""
-        parts = [
-            ("every operator" if len(ops) == len(self.fit) else ", ".join(ops)) + f" from {src}"
-            for src, ops in sources.items()
-        ]
-        return (
+        parts = [", ".join(ops) + f" from {src}" for src, ops in sources.items()]
+        note = (
             f"{self.gpu} hardware profile transferred ({'; '.join(parts)}): "
             "no timing tables for those operators on this GPU"
         )
+        # the kernel tables that replace the profile's operators where they cover the GPU
+        # (QA: the note said "every operator" where the MoE kernels and all-reduce curves were
+        # this GPU's own measurements)
+        own = [
+            what
+            for table, what in (
+                ("moe_kernels.yaml", "MoE expert kernels"),
+                ("mla_kernels.yaml", "MLA decode attention"),
+                ("collectives.yaml", "engine all-reduce"),
+            )
+            if self.gpu in packaged_table(table).get("gpus", {})
+        ]
+        if own:
+            note += f"; its {', '.join(own)} are timed from tables measured on it"
+        return note
 
     @property
     def gpu_time_scale(self) -> float:
@@ -255,6 +267,8 @@ class EngineProfile(SourcedParams):
     custom_allreduce: Literal["", "vllm", "sglang", "trtllm"] = ""
     base: str = ""  # the engine this profile is a version of (its tables stand where its own stop)
     dp_attention: Literal["", "vllm", "sglang"] = ""
+    # the tensor-core generations the engine runs on; empty: every GPU simspec has
+    gpu_archs: tuple[Arch, ...] = ()
     # speculative methods under which the engine keeps its overlap scheduler although
     # spec_disables_overlap (TRT-LLM's one-model EAGLE-3 and MTP)
     overlap_spec_methods: tuple[str, ...] = ()

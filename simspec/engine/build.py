@@ -251,6 +251,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     if why := engine_refuses(sc.method.name, engine.id):
         raise InputError("methods.name", f"{sc.method.name} {why}")
     engine.check_load_policy(sc.method.disable_by_batch_size)
+    check_engine_gpu(engine, load_gpu(sc.gpu))
     check_stages(sc.pp, engine, sc.tp, load_gpu(sc.gpu).gpus_per_node)
     if sc.disaggregation_mode == "decode" and not engine.flag("pd_disaggregation"):
         raise InputError(
@@ -526,6 +527,17 @@ def with_memory_share(engine: EngineProfile, share: float | None) -> EngineProfi
     if "mem_fraction_by_reserve" in params:  # the share is this one, not derived again
         params["mem_fraction_by_reserve"] = fixed
     return engine.model_copy(update={"params": params})
+
+
+def check_engine_gpu(engine: EngineProfile, gpu: GpuSpec) -> None:
+    """An engine runs only on the GPUs it is built for (engines.yaml ``gpu_archs``:
+    TensorRT-LLM on NVIDIA's)."""
+    if engine.gpu_archs and gpu.arch not in engine.gpu_archs:
+        raise InputError(
+            "engine",
+            f"engine {engine.id} does not run on {gpu.id} ({gpu.name}, {gpu.arch}): it runs on "
+            f"{', '.join(engine.gpu_archs)} GPUs; pick another engine (vllm, sglang) or GPU",
+        )
 
 
 def check_stages(pp: int, engine: EngineProfile, tp: int = 1, gpus_per_node: int = 8) -> None:

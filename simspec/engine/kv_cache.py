@@ -422,10 +422,14 @@ def plan_memory(
     if blocks <= 0:
         where = f"over {pp} GPUs" if pp > 1 else "per GPU"
         need = min_gpus(gpu, engine, target, weight_bytes=weight_bytes, expert_bytes=expert_bytes)
+        budget = need is not None and need <= tp  # fits alone: the draft or the budget's
+        tipped = ("the draft's weights and " if draft_bytes > 0 else "") + (
+            "the activations of the run's token budget"
+        )
         fix = (
-            f"the draft's weights and the run's token budget tip it over (plain decoding "
-            f"fits at tp={need})"
-            if need is not None and need <= tp
+            f"{tipped} tip it over (plain decoding at the engine's default budget fits at "
+            f"tp={need})"
+            if budget
             else f"it needs {need} {gpu.id} GPUs at the least (tp={need})"
             if need is not None
             else f"it does not fit on {MAX_GPUS} {gpu.id} GPUs"
@@ -435,7 +439,11 @@ def plan_memory(
         )
         at = f"tp={tp}, dp={dp}" if dp > 1 else f"tp={tp}"
         staged = engine.flag("sequential_stages")  # only HF's pp is modelled (build.check_stages)
-        if "stops at" in fix:
+        if budget:  # QA: "raise tp" where tp already held the model and no draft ran
+            remedy = "lower the token budget (--max-num-batched-tokens) or " + (
+                "use a smaller draft, or " if draft_bytes > 0 else ""
+            )
+        elif "stops at" in fix:
             remedy = "raise pp, or " if staged else ""
         else:
             remedy = "raise tp or pp, or " if staged else "raise tp, or "

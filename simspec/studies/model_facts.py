@@ -14,6 +14,7 @@ from simspec.catalog.servers import cross_node_note
 from simspec.engine.build import (
     check_attention_tp,
     check_dp_attention,
+    check_engine_gpu,
     check_ep,
     check_fp8_blocks,
     check_linear_layers,
@@ -89,6 +90,7 @@ def model_facts(
     ``kv_cache_dtype``, served in ``mode`` (Deployment.disaggregation_mode)."""
     model = load_model(ref)
     gpu, engine = load_gpu(gpu_id), load_engine(engine_id)
+    check_engine_gpu(engine, gpu)
     if layout is not None:  # the layouts a run refuses, refused here by the same names
         check_ep(model, layout.ep, engine)
         check_attention_tp(model, layout.tp, layout.dp)
@@ -253,7 +255,9 @@ def _gpus(model: ModelShape, gpu, engine, weight_precision: str | None = None) -
     weights = (weights + mxfp4_pad_bytes(model, engine, gpu, need, 1, nbytes)) / GIB
     share = engine_share(engine, gpu, model, tp=need, chunk=engine.batch_defaults(gpu)[1])
     name = "mem_fraction_static" if engine.flag("mem_fraction_by_reserve") else (
-        "gpu_memory_utilization"
+        # TRT-LLM's share is of what the weights and activations leave (QA: labelled as vLLM's)
+        "kv_cache_free_gpu_memory_fraction" if engine.flag("kv_memory_of_free")
+        else "gpu_memory_utilization"
     )  # fmt: skip
     servers = ""
     if need > gpu.gpus_per_node:  # QA: only --tp said that such a tp spans servers
@@ -302,6 +306,12 @@ def layout_facts(
     ]
     kv = model.kv_bytes_per_token_per_gpu(lay.attn_tp, dtype_bytes=kv_bytes)
     held = "each rank caches its own requests" if lay.dp > 1 else "every GPU caches every request"
+    if uniform_kv(engine, model, mode):
+        # the windowed layers cache every token too: the pool's tokens cost theirs as well
+        # (QA: Llama-4 Maverick showed 6.0 KiB, the full-attention layers', beside a capacity
+        # counted at 24.0)
+        kv += model.window_kv_bytes_per_token_per_gpu(lay.attn_tp, dtype_bytes=kv_bytes)
+        held += ", every layer every token"
     kv_name = "bf16" if kv_dtype == "auto" else kv_dtype  # auto: the activations' bf16
     facts.append(("KV per token per GPU", f"{kv / 1024:.1f} KiB in {kv_name} ({held})"))
     scale = lay.dp if engine.dp_attention == "vllm" else 1  # vLLM's limits are per DP rank
