@@ -488,3 +488,46 @@ def test_table_cells_are_shown_as_written_not_read_as_markup(capsys):
     print_frame(pd.DataFrame({"series": ["sweep [/concurrency]", "[bold]B[/bold]"]}), "t")
     out = capsys.readouterr().out
     assert "sweep [/concurrency]" in out and "[bold]B[/bold]" in out
+
+
+def test_a_method_named_twice_is_refused():
+    """QA: plan --methods eagle3,eagle3 ran it twice and called the two within noise."""
+    line = refused(["plan", "--qps", "1", "--methods", "eagle3,EAGLE3"], "--methods")
+    assert "eagle3 named more than once" in line
+
+
+def test_plan_names_a_speculation_schedule_not_a_fixed_k(monkeypatch):
+    """QA: a --speculative-config's Dynamic SD bands were shown as eagle3 K=3."""
+    from simspec.studies import capacity
+
+    def plan(deploy, methods, *args, **kwargs):
+        rows = [
+            dict.fromkeys(capacity.PLAN_COLUMNS, 1)
+            | {"method": m.name, "k": m.k, "schedule": capacity.schedule_of(m)}
+            | {"limited_by": "ttft", "meets_slo": True, "replicas": 1, "gpus": 1}
+            for m in methods
+        ]
+        return pd.DataFrame(rows, columns=capacity.PLAN_COLUMNS)
+
+    monkeypatch.setattr(capacity, "plan", plan)
+    spec = (
+        '{"method": "eagle3", "num_speculative_tokens": 3, '
+        '"num_speculative_tokens_per_batch_size": [[1, 8, 3], [9, 1024, 1]]}'
+    )
+    out = ran(["plan", "--qps", "1", "--speculative-config", spec])
+    assert "eagle3 sched." in out and "eagle3 K=3" not in out
+    assert "k_schedule: [[1, 8, 3], [9, 1024, 1]]" in " ".join(out.split())
+
+
+def test_a_token_budget_that_tips_the_memory_over_names_the_budget_not_tp():
+    """QA: plain decoding, the model fitting at tp=8, was told its draft tipped it over and to
+    raise tp."""
+    result = runner.invoke(app, [
+        "sweep", "--model", "deepseek-r1", "--gpu", "h200", "--tp", "8", "--methods",
+        "autoregressive", "--max-num-batched-tokens", "1048576", "--max-model-len", "8192",
+    ])  # fmt: skip
+    text = " ".join(result.output.split())
+    assert result.exit_code != 0
+    assert "the activations of the run's token budget tip it over" in text
+    assert "lower the token budget (--max-num-batched-tokens) or pick a larger GPU" in text
+    assert "draft's weights" not in text and "raise tp" not in text

@@ -118,8 +118,13 @@ def test_policy_keeps_the_files_acceptance_and_takes_the_method_flags(tmp_path):
         2.9,
         4,
     )
-    tuned = policy_config(data, MethodFlags(alpha=0.5, k=5))
-    assert tuned.method.k == 5 and tuned.method.acceptance.alpha == 0.5
+    tuned = policy_config(data, MethodFlags(alpha=0.5))
+    assert tuned.method.k == 4 and tuned.method.acceptance.alpha == 0.5
+    # the bands set every step's K: a --k would change nothing (QA: its CSV row said k=5)
+    with pytest.raises(InputError, match="--k: the policy's k_schedule sets every step's K"):
+        policy_config(data, MethodFlags(k=5))
+    by_size = {**data, "policy": {"disable_by_batch_size": 8}}
+    assert policy_config(by_size, MethodFlags(k=5)).method.k == 5  # no bands: --k runs
     spec = (
         '{"method": "ngram", "num_speculative_tokens": 3, '
         '"num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 64, 1]]}'

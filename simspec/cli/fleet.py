@@ -46,6 +46,7 @@ from simspec.config import (
 from simspec.errors import InputError
 from simspec.outputs import CLOCK_COLUMNS
 from simspec.studies.provenance import provenance
+from simspec.studies.schedule.export import schedule_of
 
 if TYPE_CHECKING:
     from simspec.catalog.arrival_traces import ArrivalTrace
@@ -425,6 +426,8 @@ def _asked(cfg: FleetConfig, slo: Any, warmup_s: float) -> dict[str, Any]:
         "pp": sc.pp,
         "method": sc.method.name,
         "k": sc.method.k,
+        # a speculation schedule runs its bands' K, not k (QA: a schedule read as k=3)
+        "schedule": schedule_of(sc.method),
         "router": cfg.router,
         "arrivals": arrivals_text(wl, "poisson"),
         "trace_start_s": wl.trace_start_s,

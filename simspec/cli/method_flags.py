@@ -141,6 +141,9 @@ class MethodFlags:
         preset for ``dataset`` as ``engine`` (None: the default's) drafts it, as scenario-file
         dicts."""
         methods = [known_method(n, flag) for n in names]
+        if twice := sorted({n for n in methods if methods.count(n) > 1}):
+            # QA: plan --methods eagle3,eagle3 ran it twice and called the two within noise
+            raise InputError(flag, f"{', '.join(twice)} named more than once: name each once")
         for name in methods:  # a head trained on another target's hidden states is no head
             if why := missing_head(name, target):
                 raise InputError(flag, why)

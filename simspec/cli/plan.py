@@ -265,10 +265,12 @@ def _capacity_notes(frame: pd.DataFrame, qps: float, slo: capacity.Slo, duration
     SLO met at the point estimate but not across its 95 % interval."""
     p = slo.percentile
     full, crossing = [], []
+    floor_s = 0.0  # the --duration past which a probe measures more than its request floor
     for r in frame[frame["meets_slo"] == True].itertuples():  # noqa: E712 (a bool column)
-        label = r.method if not r.k else f"{r.method} K={r.k:g}"
+        label = _label(r)
         if qps / (r.replicas * r.max_qps_per_replica) >= FULL_LOAD:
             full.append(f"{label} ({qps / r.replicas:.3g} of {r.max_qps_per_replica:.3g} req/s)")
+            floor_s = max(floor_s, capacity.MIN_PROBE_REQUESTS / r.max_qps_per_replica)
         over = [
             f"{name} {high:.3g} ms"
             for name, high, bound in (
@@ -282,12 +284,14 @@ def _capacity_notes(frame: pd.DataFrame, qps: float, slo: capacity.Slo, duration
     if full:
         err.print(
             f"note: each replica runs at {FULL_LOAD:.0%} or more of the highest rate its probe "
-            f"sustained ({duration:g} s of arrivals, at least {capacity.MIN_PROBE_REQUESTS:,} "
-            f"requests): {', '.join(full)}. Near a replica's limit rare episodes of long "
+            f"sustained ({max(duration, floor_s):,.0f} s of arrivals: --duration {duration:g} "
+            f"s, or {capacity.MIN_PROBE_REQUESTS:,} requests where they take longer): "
+            f"{', '.join(full)}. Near a replica's limit rare episodes of long "
             "requests filling the KV cache raise the TTFT tail over longer runs, so the rate "
             'a replica sustains for an hour can be lower (README "Measurement"); confirm '
             "with simspec fleet --qps at this fleet over tens of thousands of requests, or "
-            "plan again with a longer --duration",
+            f"plan again with a --duration above {max(duration, floor_s):,.0f} s (a shorter "
+            "one measures as much)",
             highlight=False,
         )
     if crossing:
@@ -318,14 +322,24 @@ def _each(tp: tuple[int, int]) -> str:
     return "tp" if tp[1] == 1 else "tp x pp"
 
 
+def _label(row: Any) -> str:
+    """A plan row's method as the tables name it: its K, or "sched." where a speculation
+    schedule ran its bands' K (QA: a schedule read as a fixed K=3)."""
+    schedule = getattr(row, "schedule", "")
+    if row.method == "autoregressive" or not row.k:
+        return str(row.method)
+    if isinstance(schedule, str) and schedule:
+        return f"{row.method} sched."
+    return f"{row.method} K={row.k:g}"
+
+
 def print_answer(frame: pd.DataFrame, tp: tuple[int, int], percentile: int, title: str) -> None:
     """plan's answer in a table that fits 80 columns, before the detail: per method its GPUs
     (replicas x GPUs each), cost per million output tokens, highest rate one replica serves
     within the SLOs, what limits it, and whether that rate is within the search's noise of
     another method's (:func:`~simspec.studies.capacity.within_noise`), each tie named
     below the table."""
-    pairs = zip(frame.method, frame.k, strict=True)
-    names = [m if m == "autoregressive" else f"{m} K={k}" for m, k in pairs]
+    names = [_label(row) for row in frame.itertuples(index=False)]
     rates = [float(r) for r in frame.max_qps_per_replica]
     ties = capacity.within_noise(rates)
     table = Table(title=safe_title(title))

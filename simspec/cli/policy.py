@@ -277,4 +277,13 @@ def policy_config(data: dict[str, Any], flags: MethodFlags) -> PolicyConfig:
                     "or disable_by_batch_size: a fixed K is no policy to follow",
                 )
         data["method"] = method
-    return PolicyConfig(**data)
+    config = PolicyConfig(**data)
+    if flags.k is not None and config.policy.k_schedule:
+        # the bands set every step's K and the fixed settings compared are theirs (QA: --k 5
+        # ran as without it, its CSV row saying k=5)
+        raise InputError(
+            "--k",
+            "the policy's k_schedule sets every step's K, so no K of the method runs: drop --k "
+            "and give the K in the schedule's bands",
+        )
+    return config

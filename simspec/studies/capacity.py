@@ -39,6 +39,7 @@ PLAN_COLUMNS = [
     "k",
     "prompt_lookup_min",
     "prompt_lookup_max",
+    "schedule",
     "max_qps_per_replica",
     "ttft_ms_at_max",
     "ttft_ms_at_max_ci_low",
@@ -297,7 +298,9 @@ def plan(
         ok = s is not None and rate > 0
         replicas = math.ceil(target_qps / rate) if ok else None
         gpus = replicas * deploy.tp * deploy.pp if replicas else None  # a replica's GPUs
-        out_tok = rate * s.output_tokens_mean if ok else float("nan")
+        # at the workload's mean output length, as the cost prices it (QA: the probe's own mean,
+        # 1.6 % off it, left the printed cost not following from the printed rate)
+        out_tok = rate * mean_output if ok else float("nan")
         tokens_per_hour = target_qps * mean_output * 3600 if ok else float("nan")
         cost = gpus * gpu_hour_price / tokens_per_hour * 1e6 if ok else float("nan")
         rows.append(
@@ -305,6 +308,8 @@ def plan(
                 "method": m.name,
                 "k": m.k if m.name != "autoregressive" else 0,
                 **lookup_columns(m, deploy.engine),
+                # a speculation schedule runs its bands' K, not k (QA: shown as a fixed K=3)
+                "schedule": schedule_of(m),
                 "max_qps_per_replica": rate,
                 **_at_max(s if ok else None, slo.percentile),
                 "output_tok_s_at_max": out_tok,
@@ -382,6 +387,7 @@ FLEET_PLAN_COLUMNS = [
     "k",
     "prompt_lookup_min",
     "prompt_lookup_max",
+    "schedule",
     "schedule",
     "replicas",
     "gpus",
