@@ -873,8 +873,11 @@ def _acceptance(methods: list[MethodConfig]) -> list[str]:
 
 def _console(frame: pd.DataFrame) -> pd.DataFrame:
     """The table as printed: the CSV's n-gram sizes stay in the CSV (the console keeps its
-    columns)."""
-    return frame.drop(columns=["prompt_lookup_min", "prompt_lookup_max"])
+    columns), and so does an empty schedule column (no method ran one)."""
+    shown = frame.drop(columns=["prompt_lookup_min", "prompt_lookup_max"])
+    if "schedule" in shown and not shown["schedule"].fillna("").astype(str).str.len().any():
+        shown = shown.drop(columns=["schedule"])
+    return shown
 
 
 def grid_within(

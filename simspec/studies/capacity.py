@@ -388,7 +388,6 @@ FLEET_PLAN_COLUMNS = [
     "prompt_lookup_min",
     "prompt_lookup_max",
     "schedule",
-    "schedule",
     "replicas",
     "gpus",
     "slo_attainment",
