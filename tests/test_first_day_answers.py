@@ -188,11 +188,11 @@ def test_a_fleet_reports_kv_and_batch_occupancy_beside_its_busy_share_all_within
 def _plan_frame() -> pd.DataFrame:
     """A plan of three methods: EAGLE-3 and n-gram 3 % apart (inside the 5 % the rate search
     resolves), plain decoding well below; one GPU each replica; n-gram at vLLM's lookup 5/5."""
-    na = [None, None]  # prompt_lookup_min/max: only a lookup method has them
+    na = [None, None, ""]  # prompt_lookup_min/max: only a lookup method has them; no schedule
     rows = [
         ["autoregressive", 0, *na, 8.0, 900.0, 850.0, 950.0, 31.0, 30.0, 32.0, 2100.0, "tpot"],
         ["eagle3", 3, *na, 12.4, 1200.0, 1100.0, 1300.0, 24.0, 23.0, 25.0, 3100.0, "unstable"],
-        ["ngram", 3, 5, 5, 12.0, 1100.0, 1000.0, 1200.0, 26.0, 25.0, 27.0, 3000.0, "ttft"],
+        ["ngram", 3, 5, 5, "", 12.0, 1100.0, 1000.0, 1200.0, 26.0, 25.0, 27.0, 3000.0, "ttft"],
     ]
     rows[0] += [5, 5, 0.434, True]
     rows[1] += [4, 4, 0.281, True]
@@ -228,7 +228,9 @@ def test_plan_at_80_columns_prints_a_whole_answer_table_before_the_detail(monkey
     assert rows["eagle3 K=3"][1:] == ("4 = 4x1", "0.281", "12.4", "queue grows", "yes")
     assert rows["ngram K=3"][1:] == ("4 = 4x1", "0.291", "12", "TTFT p99", "yes")
     assert "within noise: eagle3 K=3 and ngram K=3" in res.stderr and "5%" in res.stderr
-    console = [c for c in PLAN_COLUMNS if not c.startswith("prompt_lookup")]  # those: CSV only
+    # the lookup sizes, and a schedule no method ran, stay in the CSV
+    console = [c for c in PLAN_COLUMNS if not c.startswith("prompt_lookup") and c != "schedule"]
+    assert " schedule " not in detail
     for col in console:  # the detail follows, whole
         assert f" {col} " in detail, col
 
