@@ -66,7 +66,7 @@ def _fleet_plan() -> pd.DataFrame:
     sched = "k_schedule: [[1, 1024, 2]]"
     rows = [
         ("autoregressive", 0, "", 5, 10, 0.994, "ttft", 0.413, True),
-        ("eagle3", 3, "", 4, 8, 0.991, "tpot", 0.38, True),
+        ("eagle3", 3, "", 4, 8, 0.997807, "tpot", 0.38, True),
         ("eagle3 (recommended schedule)", 2, sched, 1, 2, 1.0, "", 0.2, True),
         ("ngram", 3, "", None, None, math.nan, "unfinishable", math.nan, False),
     ]
@@ -90,10 +90,12 @@ def test_plan_trace_prints_a_compact_answer_before_the_detail_within_80_columns(
     cells = re.findall(r"│ (\S+(?: \S+)?) +│ (.+?) +│ (.+?) +│ (.+?) +│ (.+?) +│", answer)
     rows = {c[0]: c[1:] for c in cells}
     assert rows["autoregressive"] == ("10 = 5x2", "99.4%", "0.413", "TTFT")
-    assert rows["eagle3 K=3"] == ("8 = 4x2", "99.1%", "0.38", "TPOT")
+    assert rows["eagle3 K=3"] == ("8 = 4x2", "99.7%", "0.38", "TPOT")
     assert rows["eagle3 sched."] == ("2 = 1x2", "100.0%", "0.2", "-")
     assert rows["ngram K=3"] == ("none <= 256", "-", "-", "too long")
     assert " limited_by " in detail and " schedule " in detail  # the detail follows, whole
+    # the detail's share is the answer's, down to 0.1 % (QA: 99.7 % above, 0.998 below)
+    assert "0.997" in detail and "0.998" not in detail
     assert "limited by: what the fleet one replica smaller missed" in " ".join(res.stderr.split())
 
 
