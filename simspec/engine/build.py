@@ -251,8 +251,9 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     if why := engine_refuses(sc.method.name, engine.id):
         raise InputError("methods.name", f"{sc.method.name} {why}")
     engine.check_load_policy(sc.method.disable_by_batch_size)
-    check_engine_gpu(engine, load_gpu(sc.gpu))
-    check_stages(sc.pp, engine, sc.tp, load_gpu(sc.gpu).gpus_per_node)
+    served_on = load_gpu(sc.gpu)
+    check_engine_gpu(engine, served_on)
+    check_stages(sc.pp, engine, sc.tp, served_on.gpus_per_node)
     if sc.disaggregation_mode == "decode" and not engine.flag("pd_disaggregation"):
         raise InputError(
             "disaggregation_mode",

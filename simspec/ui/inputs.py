@@ -86,13 +86,10 @@ class ExplorerInputs(BaseModel):
     async_scheduling: bool | None = Field(
         default=None, description="vLLM --async-scheduling; None: the engine profile's"
     )
-    max_model_len: int | None = Field(
-        default=None,
-        ge=16,
-        le=10_000_000,
-        description="vLLM --max-model-len; None: the model's context (QA: Llama-4's 10M-token "
-        "default, which vLLM refuses in most layouts, could not be lowered on the page)",
-    )
+    # vLLM --max-model-len, the scheduler field's bounds and default (None: the model's context;
+    # QA: Llama-4's 10M-token default, which vLLM refuses in most layouts, could not be lowered
+    # on the page)
+    max_model_len: int | None = SchedulerConfig.model_fields["max_model_len"]
     methods: list[str] = DEFAULT_METHODS
     k: int | None = Field(default=None, ge=1, le=16, description="None: each method's default")
     tree_nodes: int | None = Field(
