@@ -324,3 +324,27 @@ def test_a_files_methods_list_is_refused_naming_the_file_not_a_flag(tmp_path):
     result = runner.invoke(app, ["fleet", "--config", str(cfg), "--qps", "2", "--requests", "20"])
     assert result.exit_code == 2
     assert result.output.startswith("error: methods:") and "--method" not in result.output
+
+
+# -- a --tile shorter than the trace: the cut is named, with what it left out ------------------
+
+
+FOUR = [(0.0, 100, 20), (1.0, 200, 30), (2.0, 50, 10), (3.0, 80, 12)]
+
+
+@pytest.mark.parametrize("command", ["fleet", "plan"])
+def test_a_tile_shorter_than_the_trace_names_the_cut_and_what_it_left_out(tmp_path, command):
+    args = [command, "--trace", trace(tmp_path, FOUR), "--tile", "1.5", *SLO]
+    if command == "plan":
+        args += ["--concurrencies", "none", "--methods", "autoregressive"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "--tile 1.5 s is shorter than the trace as windowed and rescaled" in text
+    assert "the replay stops at 1.5 s, 2 of its 4 requests" in text
+
+
+def test_a_tile_that_repeats_the_trace_says_nothing_of_a_cut(tmp_path):
+    result = runner.invoke(app, ["fleet", "--trace", trace(tmp_path, FOUR), "--tile", "8", *SLO])
+    assert result.exit_code == 0, result.output
+    assert "shorter than the trace" not in result.output

@@ -397,6 +397,7 @@ def fleet(
         write_text(report, report_html(series, row, _title(cfg, slo)), "--report")
     _show(row, study.utilisation(run), cfg, slo, warmup_s)
     _arrival_rate_note(table)
+    tile_cut_note(cfg.workload)
     print_provenance(deploy, chosen)
 
 
@@ -413,6 +414,27 @@ def _arrival_rate_note(table: Any) -> None:
             f"{(len(arrivals) - 1) / span:.3g} req/s between the first and the last",
             highlight=False,
         )
+
+
+def tile_cut_note(wl: Any) -> None:
+    """A --tile shorter than the trace as windowed and rescaled cuts the replay at the tile: say
+    so and how much was left out (QA: the arrivals line gave the count, nothing named the cut)."""
+    if wl.arrival != "replay" or wl.tile_s is None:
+        return
+    from simspec.catalog.arrival_traces import transformed
+
+    whole = transformed(
+        wl.arrival_trace, wl.trace_start_s, wl.trace_end_s, wl.rate_scale, wl.target_qps
+    )
+    if wl.tile_s >= whole.duration_s:
+        return
+    kept = int((whole.arrival_s < wl.tile_s).sum())
+    err.print(
+        f"--tile {wl.tile_s:g} s is shorter than the trace as windowed and rescaled "
+        f"({whole.duration_s:,.1f} s): the replay stops at {wl.tile_s:g} s, "
+        f"{kept:,} of its {len(whole):,} requests",
+        highlight=False,
+    )
 
 
 def _asked(cfg: FleetConfig, slo: Any, warmup_s: float) -> dict[str, Any]:

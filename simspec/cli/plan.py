@@ -425,7 +425,7 @@ def _plan_trace(
     K, and each method under the schedule recommend picks at the ``grid`` concurrencies (its
     flag as typed, and its text; unless 'none'), whose closed loops run ``where`` (the
     executor and workers; the fleets replay in this process)."""
-    from simspec.cli.fleet import fleet_deployment
+    from simspec.cli.fleet import fleet_deployment, tile_cut_note
     from simspec.config import ROUTERS
     from simspec.studies.fleet import FleetSlo
 
@@ -468,6 +468,7 @@ def _plan_trace(
         shown.round(3).assign(slo_attainment=attained), f"Detail: the smallest fleet {what}"
     )
     _extrapolation_notes(chosen, deploy)
+    tile_cut_note(deploy.workload)
     print_provenance(deploy, chosen)
     _left_out(flags, names, deploy.model, deploy.engine)
     err.print(
