@@ -480,7 +480,10 @@ def _plan_trace(
         "what the fleet one replica smaller missed for more requests (TTFT, TPOT, or "
         "requests too long for a replica's KV cache); '-': one replica meets it. A "
         "recommended schedule: recommend's bands from closed loops at --concurrencies with "
-        "lognormal lengths at the trace window's mean and CV."
+        "lognormal lengths at the trace window's mean and CV. goodput: requests within "
+        "both SLOs per second from the first arrival to the last departure (vLLM's benchmark "
+        "definition, the drain included); cost: the fleet's GPUs for the span the arrivals "
+        "cover (what serving the stream is provisioned for) over the output tokens made."
     )
 
 
