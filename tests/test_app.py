@@ -194,6 +194,46 @@ def test_an_error_on_the_page_keeps_every_widget_the_user_set():
 
 @pytest.mark.slow
 @PAGE
+def test_a_bad_upload_or_a_new_list_of_choices_keeps_the_layout_and_precision_chosen():
+    """QA: a bad config.json upload (an error above them) reset EP 2, DP 2, fp8 weights and
+    async scheduling to their defaults, and a change of engine whose precision list differed
+    reset fp8 to the checkpoint's, each rerun without a word."""
+    from conftest import ROOT
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.session_state["kept:loads_closed"] = "4"  # a small what-if: the widgets are the test
+    at.session_state["kept:requests"] = 16
+    at.session_state["kept:turnovers"] = 1
+    at.run()
+    for label, value in (
+        ("Model", "qwen3-30b-a3b"),
+        ("Tensor parallel", 2),
+        ("Expert parallel", 2),
+        ("Data-parallel attention", 2),
+        ("Weight precision", "fp8"),
+    ):
+        _starting(at.sidebar.selectbox, label).set_value(value).run()
+    _starting(at.sidebar.checkbox, "Async scheduling").check().run()
+    _ok(at)
+
+    def chosen() -> tuple:
+        picks = {s.label: s.value for s in at.sidebar.selectbox}
+        layout = ("Expert parallel", "Data-parallel attention", "Weight precision")
+        return (*(picks[k] for k in layout), _starting(at.sidebar.checkbox, "Async").value)
+
+    assert chosen() == (2, 2, "fp8", True)
+    at.sidebar.file_uploader[0].set_value(("config.json", b"{bad", "application/json")).run()
+    assert len(at.error) == 1 and "not valid JSON" in at.error[0].value
+    at.sidebar.file_uploader[0].set_value(None).run()
+    _ok(at)
+    assert chosen() == (2, 2, "fp8", True)
+    assert "TP 2 EP 2 DP 2 · vllm · fp8 weights · async scheduling" in _titles(at)[0]
+    _starting(at.sidebar.selectbox, "Engine profile").set_value("sglang").run()
+    assert _starting(at.sidebar.selectbox, "Weight precision").value == "fp8"
+
+
+@pytest.mark.slow
+@PAGE
 def test_an_empty_methods_list_is_refused_not_replaced_by_the_defaults():
     at = _fresh()
     next(m for m in at.sidebar.multiselect if m.label == "Methods").set_value([]).run()

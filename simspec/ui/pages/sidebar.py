@@ -39,7 +39,7 @@ from simspec.ui.inputs import (
     offered_methods,
     parse_loads,
 )
-from simspec.ui.pages.kept import clamp, kept
+from simspec.ui.pages.kept import clamp, kept, remember, remembered
 
 DEFAULT = ExplorerInputs()  # the CLI's defaults
 SERVING_LABELS = {
@@ -123,21 +123,30 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
         "Engine profile", engine_ids(), **kept("engine", _at(engine_ids(), DEFAULT.engine), "index")
     )
     eps, dps = ep_choices(model, tp), dp_choices(engine, tp)
-    ep = sb.selectbox("Expert parallel", eps, help=EP_HELP) if len(eps) > 1 else DEFAULT.ep
-    dp = sb.selectbox("Data-parallel attention", dps, help=DP_HELP) if len(dps) > 1 else DEFAULT.dp
+    ep, dp, mode = DEFAULT.ep, DEFAULT.dp, DEFAULT.disaggregation_mode
+    if len(eps) > 1:
+        pick = remembered("ep", eps, DEFAULT.ep)
+        ep = remember("ep", sb.selectbox("Expert parallel", eps, help=EP_HELP, **pick))
+    if len(dps) > 1:
+        pick = remembered("dp", dps, DEFAULT.dp)
+        dp = remember("dp", sb.selectbox("Data-parallel attention", dps, help=DP_HELP, **pick))
     modes = disaggregation_choices(engine)
-    mode = (
-        sb.selectbox("Serving", modes, format_func=SERVING_LABELS.get, help=PD_HELP)
-        if len(modes) > 1
-        else DEFAULT.disaggregation_mode
-    )
+    if len(modes) > 1:
+        pick = remembered("serving", modes, DEFAULT.disaggregation_mode)
+        mode = remember(
+            "serving",
+            sb.selectbox("Serving", modes, format_func=SERVING_LABELS.get, help=PD_HELP, **pick),
+        )
     precisions = precision_choices(gpu, engine)
-    precision = sb.selectbox(
-        "Weight precision",
-        precisions,
-        index=precisions.index(DEFAULT.precision),
-        format_func=lambda p: precision_label(model, p),
-        help=PRECISION_HELP,
+    precision = remember(
+        "precision",
+        sb.selectbox(
+            "Weight precision",
+            precisions,
+            format_func=lambda p: precision_label(model, p),
+            help=PRECISION_HELP,
+            **remembered("precision", precisions, DEFAULT.precision),
+        ),
     )
     if note := precision_caveat(precision, gpu):
         sb.caption(note)
@@ -151,7 +160,9 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
     async_scheduling = None
     if load_engine(engine).async_spec_methods is not None:
         async_scheduling = sb.checkbox(
-            "Async scheduling (vLLM 0.14+ default)", value=False, help=ASYNC_HELP
+            "Async scheduling (vLLM 0.14+ default)",
+            help=ASYNC_HELP,
+            **kept("async_scheduling", False),
         )
     context = sb.number_input(
         "Max model len (0: the model's context)",
