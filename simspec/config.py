@@ -552,6 +552,12 @@ class AcceptanceConfig(BaseModel):
     temperature: float = Field(
         default=0.0, ge=0.0, le=5.0, description="sampling temperature alpha/tau was measured at"
     )
+    top_p: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=1.0,
+        description="top-p alpha/tau was measured at, beside temperature (1: all tokens)",
+    )
     acc_len_method: str | None = Field(
         default=None,
         description="acc_len: the method's key under acc_len, e.g. eagle3 (older spelling: "

@@ -606,6 +606,43 @@ def test_an_accept_length_is_tau_at_the_methods_k(tmp_path):
     assert any("τ 2.60 at K=4" in note for note in plan.notes)
 
 
+def test_a_runs_acceptance_is_taken_as_sampled_at_the_runs_temperature_and_top_p(tmp_path):
+    """QA: compare --temperature 1 scaled the run's own acceptance down as if it had been
+    measured greedily (TPOT 4.05 -> 4.78 ms) while the note said the run's was used; the
+    server sampled at the temperature given, so its acceptance is the simulation's as is."""
+    from simspec.engine.acceptance.inversion import run_alpha_profile
+    from simspec.studies.bench.compare import plan_run
+
+    data = vllm_json(spec_decode_per_position_acceptance_rates=[0.7, 0.5, 0.3])
+    (run,) = read_result(write(tmp_path, "s.json", data))
+    greedy = {"model": "qwen3-8b", "gpu": "h100_sxm"}
+    sampled = greedy | {"temperature": 1.0, "top_p": 0.9}
+    plans = [plan_run(run, d, "eagle3", None, None, tmp_path) for d in (greedy, sampled)]
+    alphas = []
+    for plan in plans:
+        sc = plan.scenario
+        alphas.append(run_alpha_profile(sc.method.acceptance, 3, 1.0, sc.temperature, sc.top_p))
+    assert list(alphas[0]) == pytest.approx([0.7, 5 / 7, 0.6])
+    assert list(alphas[1]) == pytest.approx(list(alphas[0]))
+    assert any("sampled at T=1, top-p 0.9" in note for note in plans[1].notes)
+    (plain_run,) = read_result(DATA / "qwen3-8b-h100-bs1.json")
+    plain = plan_run(plain_run, sampled, "autoregressive", None, None, tmp_path)
+    assert any("plain decoding's time does not depend on them" in n for n in plain.notes)
+
+
+def test_a_tree_method_stating_only_its_length_runs_as_its_engine_drafts_it(tmp_path):
+    """QA: the same vLLM run gave Medusa 3.68 ms with per-position rates (a chain) and 3.96 ms
+    with only an acceptance length (the preset's 63-node tree, which vLLM does not verify)."""
+    rates = vllm_json(spec_decode_per_position_acceptance_rates=[0.7, 0.5, 0.3])
+    length = vllm_json(spec_decode_acceptance_length=2.5)
+    shapes = []
+    for name, data in (("rates.json", rates), ("length.json", length)):
+        (plan,) = plans_of(tmp_path, write(tmp_path, name, data), "medusa1", 3)
+        method = plan.scenario.method
+        shapes.append((method.k, method.tree in (None, "chain"), method.tree_nodes))
+    assert shapes[0] == shapes[1] == (3, True, None)
+
+
 @pytest.mark.parametrize("method", ["ngram", "suffix"])
 def test_a_lookups_vllm_acceptance_is_not_taken_for_every_step(tmp_path, method):
     """QA: vLLM counts acceptance over the steps that drafted alone; an n-gram run as measured

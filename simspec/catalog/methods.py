@@ -710,6 +710,7 @@ def sampled_from_tau(
         tau_k=k,
         spread=spread,
         temperature=acc.temperature,
+        top_p=acc.top_p,
         source=f"{acc.source}; as tau {tau:.3f} at k={k} to sample at another temperature",
     )
 

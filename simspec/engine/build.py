@@ -748,7 +748,7 @@ def acceptance_sampler(
     assert acc is not None
     # greedy decoding (temperature 0) takes the argmax whatever top-p says: top-p moves
     # acceptance only where the run samples
-    sampling = sc.temperature != acc.temperature or (sc.temperature > 0 and sc.top_p < 1.0)
+    sampling = sc.temperature != acc.temperature or (sc.temperature > 0 and sc.top_p != acc.top_p)
     if acc.acc_len is not None and sampling:
         acc = sampled_from_trace(acc, spec.max_accept, spec.info.drafter)
     # build_speculator lets token streams replay only a lookup speculator

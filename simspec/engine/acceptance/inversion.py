@@ -231,6 +231,6 @@ def run_alpha_profile(
     ``acc``'s profile, taken back to greedy acceptance from the temperature it was measured
     at, then forward to the run's settings (:mod:`simspec.catalog.sampling`)."""
     base = alpha_profile(acc, k, decay)
-    if temperature == acc.temperature and top_p >= 1.0:
+    if temperature == acc.temperature and top_p == acc.top_p:
         return base
-    return alpha_at(greedy_alpha(base, acc.temperature), temperature, top_p)
+    return alpha_at(greedy_alpha(base, acc.temperature, acc.top_p), temperature, top_p)

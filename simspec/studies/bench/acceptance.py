@@ -85,11 +85,21 @@ def drafted_only(acc: Acceptance, name: object) -> str:
 
 
 def with_acceptance(
-    fields: dict[str, Any], acc: Acceptance, k: int | None, who: str, flag: str = "--k"
+    fields: dict[str, Any],
+    acc: Acceptance,
+    k: int | None,
+    who: str,
+    flag: str = "--k",
+    sampled: tuple[float, float] = (0.0, 1.0),
 ) -> tuple[dict[str, Any], str]:
     """``fields`` (a method's MethodConfig fields, K already applied if ``k`` was given) with
     the measured acceptance, and a note saying what it became. ``who`` names the measurement
-    in errors."""
+    in errors. ``sampled`` is the (temperature, top-p) the measurement was taken at: a run
+    compared on the server that measured it (QA: compare --temperature 1 scaled the run's own
+    acceptance down again, as if measured greedily, while the note said it was used as is)."""
+    temperature, top_p = sampled
+    at = {"temperature": temperature, "top_p": top_p} if sampled != (0.0, 1.0) else {}
+    how = f" (sampled at T={temperature:g}, top-p {top_p:g})" if at else ""
     out = dict(fields)
     name = out.get("name")
     if why := drafted_only(acc, name):
@@ -104,10 +114,9 @@ def with_acceptance(
             out.pop(key, None)
         out["k"] = drafted
         alpha = acc.conditional()
-        out["acceptance"] = {"alpha": alpha, "source": acc.source}
-        return out, "acceptance: α per position from the run (" + ", ".join(
-            f"{a:.2f}" for a in alpha
-        ) + ")"
+        out["acceptance"] = {"alpha": alpha, "source": acc.source, **at}
+        shares = ", ".join(f"{a:.2f}" for a in alpha)
+        return out, f"acceptance: α per position from the run ({shares}){how}"
     assert acc.length is not None
     depth = int(out.get("k") or 1)
     if not 1 <= acc.length <= depth + 1:
@@ -117,5 +126,5 @@ def with_acceptance(
             "(give --k, the draft length the server ran)",
         )
     measured = measured_acceptance(out, tau=acc.length, tau_k=depth) or {}
-    out["acceptance"] = {**measured, "source": acc.source}
-    return out, f"acceptance: τ {acc.length:.2f} at K={depth} from the run"
+    out["acceptance"] = {**measured, "source": acc.source, **at}
+    return out, f"acceptance: τ {acc.length:.2f} at K={depth} from the run{how}"

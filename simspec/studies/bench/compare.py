@@ -34,6 +34,7 @@ from simspec.config import (
     MAX_RUNS,
     MAX_TOTAL_REQUESTS,
     MIN_RATE,
+    Deployment,
     LengthSpec,
     MethodConfig,
     Scenario,
@@ -132,7 +133,7 @@ def plan_run(
         )
     work, lengths = _workload(run, lengths_dir, notes)
     acceptance = run.acceptance or shared
-    cfg = _method(run, method, k, acceptance, model, notes)
+    cfg = _method(run, method, k, acceptance, model, deployment, notes)
     try:
         scenario = Scenario(**{**deployment, "model": model}, workload=work, method=cfg)
     except ValidationError as exc:
@@ -251,9 +252,12 @@ def _method(
     k: int | None,
     acceptance: Acceptance | None,
     model: str,
+    deployment: dict[str, Any],
     notes: list[str],
 ) -> MethodConfig:
-    """The method the server ran, with the acceptance it measured where the run has one."""
+    """The method the server ran, drafted as its engine drafts it (vLLM: a chain unless a
+    config gives a tree), with the acceptance it measured where the run has one, taken as
+    measured at the run's own temperature and top-p."""
     if name == "autoregressive":
         if k is not None:
             raise InputError("--k", "plain decoding drafts nothing: give --method too")
@@ -264,8 +268,16 @@ def _method(
                 f"{run.name} measured speculative decoding{tau}: give --method, the method "
                 "the server ran",
             )
+        if "temperature" in deployment or "top_p" in deployment:  # QA: taken without a word
+            notes.append(
+                "--temperature/--top-p: plain decoding's time does not depend on them (they "
+                "move a speculative method's acceptance only)"
+            )
         return MethodConfig(name=name, k=0)
-    fields = preset_method(name, target=model).model_dump(exclude_none=True)
+    engine = deployment.get("engine") or Deployment.model_fields["engine"].default
+    # QA: a run stating only its acceptance length kept the preset's 63-node Medusa tree on
+    # vLLM, which verifies a chain; the same run with per-position rates ran a chain
+    fields = preset_method(name, target=model, engine=engine).model_dump(exclude_none=True)
     if k is not None:
         fields["k"] = k
     if acceptance is None:
@@ -278,7 +290,8 @@ def _method(
             "steps that drafted alone (vLLM), and a lookup drafts only where its text matches"
         )
         return MethodConfig(**fields)
-    fields, note = with_acceptance(fields, acceptance, k, run.name)
+    sampled = (deployment.get("temperature", 0.0), deployment.get("top_p", 1.0))
+    fields, note = with_acceptance(fields, acceptance, k, run.name, sampled=sampled)
     notes.append(note)
     return MethodConfig(**fields)
 
