@@ -346,6 +346,35 @@ def test_report_cases_without_a_tpot_row_of_the_gpu_says_so(tmp_path):
     assert "no plain-decoding TPOT row" in " ".join(result.output.split())
 
 
+def test_report_cases_apply_a_profile_id_of_another_gpu_and_say_so(tmp_path):
+    """QA: --profile h100_sxm --gpu a100_80gb ran the A100 rows on the A100's own profile
+    (an id was dropped; only a file was passed on), under a header naming h100_sxm."""
+    from tests.conftest import ROOT
+
+    shared = ROOT.parent / "shared" / "validation" / "cases.csv"
+    if not shared.exists():
+        pytest.skip("../shared is not here")
+    cases = pd.read_csv(shared, dtype=str, keep_default_na=False)
+    row = cases[cases.case_id == "gps8b-c1-ar-vllmbf16-tpot"].assign(
+        gpu="a100_80gb", case_id="moved-a100"
+    )
+    one = tmp_path / "one.csv"
+    row.to_csv(one, index=False)
+
+    def predicted(profile: str) -> tuple[str, str]:
+        args = ["calibrate", "report", "--profile", profile, "--gpu", "a100_80gb"]
+        result = runner.invoke(app, [*args, "--cases", str(one)])
+        assert result.exit_code == 0, result.output
+        line = next(x for x in result.output.splitlines() if "moved-a100" in x and "qwen3" in x)
+        return line.split("│")[-2].strip(), " ".join(result.output.split())
+
+    own, own_text = predicted("a100_80gb")
+    other, text = predicted("h100_sxm")
+    assert own != other
+    assert "profile h100_sxm applied to a100_80gb's rows" in text
+    assert "applied to" not in own_text
+
+
 def test_report_outputs_take_their_own_suffixes_and_an_unknown_preset_is_named():
     from simspec.catalog.methods import preset_method
 

@@ -301,3 +301,25 @@ def test_analytic_extends_an_alpha_profile_past_its_end_as_the_help_says():
     table = profile_table(costs, [0.8, 0.7, 0.2])
     assert list(table.k) == [1, 2, 3, 4, 5]
     assert table.expected_tokens.iloc[3] > table.expected_tokens.iloc[2]
+
+
+def test_analytic_sizes_the_server_for_its_context_not_the_models_whole_one():
+    """QA: qwen3-8b on one RTX 3090 was refused at any --context for its 40,960-token default
+    (a batch-1 question at 1,024 tokens), naming --max-model-len, which analytic lacks."""
+    result = runner.invoke(app, ["analytic", "--model", "qwen3-8b", "--gpu", "rtx3090"])
+    assert result.exit_code == 0, result.output
+    line = refused(
+        ["analytic", "--model", "qwen3-8b", "--gpu", "rtx3090", "--context", "40000"], "--context"
+    )
+    assert "40009 in all" in line and "--max-model-len" not in line
+
+
+def test_analytic_refuses_a_context_past_the_max_model_len_given():
+    from simspec.config import Deployment, SchedulerConfig
+    from simspec.errors import InputError
+    from simspec.studies.analytic import batch1_costs
+
+    deploy = Deployment(scheduler=SchedulerConfig(max_model_len=2048))
+    with pytest.raises(InputError, match="exceed the deployment's max_model_len of 2048"):
+        batch1_costs(deploy, "eagle3", 8, 32768)
+    assert batch1_costs(deploy, "eagle3", 8, 2039).ar_s > 0

@@ -231,7 +231,16 @@ def calibrate_report(
             with writing(html, "--html"):
                 report.write_html(evaluated, prof, html)
     if case_rows is not None:
-        tpot = check_step_times(case_rows, profile if Path(profile).suffix else None)
+        # the GPU's own packaged profile is the rows' default; any other is applied to them
+        # (QA: an id naming another GPU's profile was dropped, the rows ran their own)
+        own = not Path(profile).suffix and profile == spec.id
+        tpot = check_step_times(case_rows, None if own else profile)
+        if prof.gpu != spec.id:
+            err.print(
+                f"--cases: profile {prof.gpu} applied to {spec.id}'s rows at {spec.id}'s "
+                "datasheet peaks",
+                highlight=False,
+            )
         if tpot.empty:
             err.print(
                 f"--cases: no plain-decoding TPOT row on {spec.id} (an autoregressive tpot_ms "

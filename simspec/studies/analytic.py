@@ -29,7 +29,7 @@ from simspec.engine.acceptance.inversion import pooled_tau
 from simspec.engine.build import build_cost_model, deployed_engine
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.speculators import DraftStep, build_speculator
-from simspec.errors import ScenarioError
+from simspec.errors import InputError, ScenarioError
 from simspec.outputs import write_text_atomic
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.runs.job import check_runnable
@@ -60,21 +60,41 @@ def batch1_costs(
     """Step times of ``method`` at batch 1 with ``context`` tokens in the KV cache (``draft_model``:
     that method's draft, by default the packaged one of the target's family)."""
     sc = Scenario(**deploy.model_dump(exclude={"method"}))
-    # the largest draft must fit beside the target (else there is no speedup to print)
-    check_runnable(
-        sc.model_copy(
-            update={
-                "method": _chain(method, k_max, AcceptanceConfig(alpha=0.5), sc.model, draft_model)
-            }
-        )
-    )
-    cost = build_cost_model(sc)
-    target, engine = load_model(sc.model), deployed_engine(sc)
+    target = load_model(sc.model)
     if context > target.max_position_embeddings:
         raise ScenarioError(
             f"--context {context} exceeds {target.id}'s context of "
             f"{target.max_position_embeddings} tokens (max_position_embeddings)"
         )
+    # a server for this question needs room for the context and the longest verify only (QA:
+    # qwen3-8b on an RTX 3090 was refused at any --context for its 40,960-token default, with
+    # --max-model-len, a flag analytic does not have, as the fix)
+    needed = min(context + k_max + 1, target.max_position_embeddings)
+    given = sc.scheduler.max_model_len
+    if given is None:
+        scheduler = sc.scheduler.model_copy(update={"max_model_len": needed})
+        sc = sc.model_copy(update={"scheduler": scheduler})
+    elif needed > given:  # QA: the explorer priced 32,768 tokens under a max model len of 2,048
+        raise InputError(
+            "--context",
+            f"{context} tokens and K={k_max}'s verify ({needed} in all) exceed the deployment's "
+            f"max_model_len of {given}",
+        )
+    # the largest draft must fit beside the target (else there is no speedup to print)
+    chain = _chain(method, k_max, AcceptanceConfig(alpha=0.5), sc.model, draft_model)
+    try:
+        check_runnable(sc.model_copy(update={"method": chain}))
+    except InputError as exc:
+        if exc.field != "scheduler.max_model_len":
+            raise
+        raise InputError(
+            "--context",
+            f"{context} tokens and K={k_max}'s verify ({needed} in all) do not fit in the KV "
+            f"cache one request has on {sc.gpu} at tp={sc.tp}: give a shorter --context or a "
+            "smaller --k-max, or raise --tp",
+        ) from None
+    cost = build_cost_model(sc)
+    engine = deployed_engine(sc)
     ar = cost.forward(target, BatchShape.uniform(1, 1, float(context), 1)).total_s
     draft, verify = {}, {}
     kv = np.array([context], dtype=np.int64)

@@ -24,8 +24,17 @@ def analytic_cached(deploy_json: str, method: str, context: int) -> pd.DataFrame
 def analytic_view(inputs: ExplorerInputs) -> None:
     method = st.selectbox("Chain method for the closed form", chain_methods(inputs))
     # within the model's context, which the closed form refuses past (QA: a 2,048-token model
-    # at 32,768 had raised past the tab and kept the Fleet and Compare tabs from drawing)
+    # at 32,768 had raised past the tab and kept the Fleet and Compare tabs from drawing), and
+    # within the max model len set, beside the longest verify (QA: priced past it unsaid)
     window = min(32768, load_model(inputs.model).max_position_embeddings)
+    if inputs.max_model_len is not None:
+        window = min(window, inputs.max_model_len - K_MAX - 1)
+    if window < 1:
+        st.info(
+            f"Max model len {inputs.max_model_len} leaves no context beside a verify of "
+            f"K = {K_MAX} drafted tokens: the closed form needs at least {K_MAX + 2}."
+        )
+        return
     longest = window // 64 * 64
     if longest > 64:
         context = st.slider("Tokens in the KV cache", 64, longest, min(1024, longest), 64)
