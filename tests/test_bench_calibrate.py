@@ -272,6 +272,27 @@ def test_runs_whose_gpu_metadata_contradicts_gpu_are_refused(tmp_path):
     one_error(result, "--gpu", "a100_80gb")
 
 
+def test_one_runs_gpu_label_is_not_taken_for_runs_that_state_none(tmp_path):
+    """QA: a100_80gb from one run's metadata was applied to an unlabelled run too, and both
+    were fitted as A100 runs; --gpu settles it."""
+    a = measured_run(tmp_path, 1, None)
+    b = measured_run(tmp_path, 4, None, gpu="a100_80gb")
+    out = tmp_path / "p.yaml"
+    result = runner.invoke(app, ["calibrate", "bench", str(a), str(b), "--out", str(out)])
+    one_error(result, "RESULT", "a100_80gb", "states no GPU", "--gpu")
+    assert not out.exists()
+
+
+def test_a_base_profile_of_another_gpu_is_refused_before_it_labels_the_fit(tmp_path):
+    """QA: --profile a100_80gb on H100 runs wrote a profile saying gpu a100_80gb, its
+    deployment constants fitted on H100 runs at H100 peaks."""
+    paths = [DATA / "qwen3-8b-h100-bs1.json", DATA / "qwen3-8b-h100-bs8.json"]
+    out = tmp_path / "p.yaml"
+    args = ["calibrate", "bench", *map(str, paths), "--profile", "a100_80gb", "--out", str(out)]
+    one_error(runner.invoke(app, args), "--profile", "a100_80gb", "h100_sxm", "--gpu")
+    assert not out.exists()
+
+
 def test_a_speculative_run_is_refused(tmp_path):
     a = measured_run(tmp_path, 1, None)
     b = measured_run(tmp_path, 4, None, spec_decode_acceptance_length=2.5)

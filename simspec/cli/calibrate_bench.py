@@ -24,6 +24,7 @@ from simspec.cli.flags import (
 from simspec.cli.options import field_help
 from simspec.cli.tables import check_outputs, print_frame
 from simspec.config import Deployment
+from simspec.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,13 @@ def calibrate_bench(
         sc = plans[0].scenario
         base_ref = sc.profile or sc.gpu
         base, engine = load_profile(base_ref), load_engine(sc.engine)
+        if base.gpu != sc.gpu:  # QA: written as a100_80gb's profile, fitted on H100 runs
+            raise InputError(
+                "--profile",
+                f"{base_ref} is a profile of {base.gpu}, and the runs are simulated on "
+                f"{sc.gpu}: the profile written keeps its base's GPU, so give --gpu "
+                f"{base.gpu} if they ran there, or a profile of {sc.gpu}",
+            )
         base.engine_for(engine)  # a base calibrated on another engine is refused by name
         max_seqs = engine.max_seqs_for(
             "autoregressive", sc.scheduler.max_num_seqs, load_gpu(sc.gpu)

@@ -197,6 +197,14 @@ def runs_gpu(runs: list[MeasuredRun], gpu: str | None, what: str) -> str | None:
         raise InputError(
             "--gpu", f"{gpu}, but the runs say they ran on {label}: give --gpu {label}"
         )
+    silent = [r for r in runs if not r.gpu]
+    if silent and gpu is None:  # QA: one run's label was taken for runs that state none
+        said = next(r for r in runs if r.gpu)
+        raise InputError(
+            "RESULT",
+            f"{said.name} ran on {said.gpu} (its gpu metadata), {silent[0].name} states no "
+            f"GPU: give --gpu, the GPU every run ran on",
+        )
     return label
 
 
