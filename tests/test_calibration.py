@@ -375,6 +375,19 @@ def test_report_cases_apply_a_profile_id_of_another_gpu_and_say_so(tmp_path):
     assert "applied to" not in own_text
 
 
+def test_phi2s_table_named_outright_is_refused_for_what_it_is():
+    from tests.conftest import ROOT
+
+    phi2 = ROOT.parent / "shared" / "calibration-data" / "vidur-profiling" / "data"
+    phi2 = phi2 / "profiling" / "compute" / "h100" / "microsoft" / "phi-2" / "mlp.csv"
+    if not phi2.exists():
+        pytest.skip("../shared is not here")
+    result = runner.invoke(app, ["calibrate", "report", "--timings", str(phi2)])
+    assert result.exit_code == 2
+    text = " ".join(result.output.split())
+    assert "phi-2's table is left out of every fit" in text and "no timing tables" not in text
+
+
 def test_report_outputs_take_their_own_suffixes_and_an_unknown_preset_is_named():
     from simspec.catalog.methods import preset_method
 

@@ -510,3 +510,16 @@ def test_an_engine_that_speculates_one_sequence_at_a_time_says_so_past_batch_one
     assert one.exit_code == two.exit_code == 0
     assert "one sequence at a time" not in one.output
     assert "one sequence at a time" in " ".join(two.output.split())
+
+
+def test_methods_autoregressive_says_it_drafts_nothing_and_takes_no_acceptance():
+    """QA: it printed "default config: k=3" and "none (give --alpha or --tau)" per domain."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    result = CliRunner().invoke(app, ["methods", "autoregressive"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "drafts nothing (K = 0)" in text and "no acceptance applies" in text
+    assert "k=3" not in text and "--alpha" not in text
