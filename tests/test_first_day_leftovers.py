@@ -323,3 +323,16 @@ def test_analytic_refuses_a_context_past_the_max_model_len_given():
     with pytest.raises(InputError, match="exceed the deployment's max_model_len of 2048"):
         batch1_costs(deploy, "eagle3", 8, 32768)
     assert batch1_costs(deploy, "eagle3", 8, 2039).ar_s > 0
+
+
+def test_analytic_csv_holds_an_alpha_profiles_rows_by_depth(tmp_path):
+    """QA: --csv held the built-in α grid only, not the profile's table nor its best depth."""
+    out = tmp_path / "an.csv"
+    result = runner.invoke(app, ["analytic", "--alpha", "0.83,0.6,0.4", "--csv", str(out)])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out, keep_default_na=False)
+    profile = table[table.alpha_profile == "0.83,0.6,0.4"]
+    assert list(profile.k) == list(range(1, 9))
+    e3 = 1 + 0.83 + 0.83 * 0.6 + 0.83 * 0.6 * 0.4
+    assert profile.expected_tokens.iloc[2] == pytest.approx(e3)
+    assert (table.alpha_profile == "").sum() == len(table) - 8

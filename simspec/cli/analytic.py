@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,6 +16,11 @@ from simspec.cli.tables import check_outputs, print_frame, print_provenance, wri
 from simspec.config import AcceptanceConfig, Deployment, MethodConfig
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from simspec.studies.analytic import Batch1Costs
 
 
 @with_flags(ServingFlags)
@@ -49,7 +54,13 @@ def analytic(
         bool, typer.Option("--compare", help="also simulate, and show where the two part")
     ] = False,
     html: Annotated[Path | None, typer.Option(help="write heatmaps of E and speedup")] = None,
-    csv: Annotated[Path | None, typer.Option(help="write the α × K table as CSV")] = None,
+    csv: Annotated[
+        Path | None,
+        typer.Option(
+            help="write the α × K table as CSV (an --alpha profile's rows by depth too, "
+            "named in an alpha_profile column)"
+        ),
+    ] = None,
 ) -> None:
     """Closed-form speedup at batch 1 and the best K per α.
 
@@ -117,9 +128,12 @@ def analytic(
     # a profile by position is no scalar α: its first value is not shown as one (its E is)
     shown = picks[picks.alpha.isin([*an.REPORTED_ALPHAS, *one])]
     where = f"{deploy.model} on {deploy.gpu} x{deploy.tp}, {deploy.engine}"
+    by_k = an.profile_table(costs, given_alphas) if len(given_alphas) > 1 else None
     # files first: an output that cannot be written is the one error line, with nothing printed
-    if csv:
-        write_frame(table, csv, "--csv")
+    if csv:  # a profile's own rows too (QA: the file held the α grid alone)
+        write_frame(
+            table if by_k is None else _with_profile(table, by_k, costs, given_alphas), csv, "--csv"
+        )
     if html:
         title = f"{method} on {deploy.model}, {deploy.gpu} x{deploy.tp}: closed form"
         with writing(html, "--html"):
@@ -152,7 +166,7 @@ def analytic(
     if len(given_alphas) > 1:
         e = an.profile_tokens(given_alphas)
         err.print(f"per-position profile {given_alphas}: E = 1 + Σ Π α = {e:.3f} tokens per step")
-        by_k = an.profile_table(costs, given_alphas)
+        assert by_k is not None
         print_frame(by_k.round(3), "The profile drafted to depth K (closed form, batch 1)")
         best = by_k.loc[by_k.speedup.idxmax()]
         err.print(
@@ -201,3 +215,22 @@ def _draft(method: str, flag: str, draft_model: str | None, target: str) -> str 
     if found is None:
         raise InputError(flag, why)
     return found
+
+
+def _with_profile(
+    table: pd.DataFrame, by_k: pd.DataFrame, costs: Batch1Costs, alphas: list[float]
+) -> pd.DataFrame:
+    """The α grid's rows (``alpha_profile`` empty) and the profile's, one per depth K (their
+    ``alpha`` empty, ``alpha_profile`` the profile as given), in the grid's columns."""
+    rows = by_k.assign(
+        alpha=float("nan"),
+        draft_ms=[costs.draft_s[k] * 1e3 for k in by_k.k],
+        verify_ms=[costs.verify_s[k] * 1e3 for k in by_k.k],
+        ar_ms=costs.ar_s * 1e3,
+        draft_cost_ratio=[costs.draft_s[k] / k / costs.ar_s for k in by_k.k],
+        alpha_profile=",".join(f"{a:g}" for a in alphas),
+    )
+    import pandas as pd
+
+    grid = table.assign(alpha_profile="")
+    return pd.concat([grid, rows[grid.columns]], ignore_index=True)
