@@ -234,6 +234,19 @@ def test_a_bad_upload_or_a_new_list_of_choices_keeps_the_layout_and_precision_ch
 
 @pytest.mark.slow
 @PAGE
+def test_a_max_model_len_below_the_fields_bound_is_one_message_in_the_widgets_words():
+    """QA: 1 to 15 were taken by the widget, then refused as "max_model_len: Input should be
+    greater than or equal to 16" (the config field's name and pydantic's words)."""
+    at = _fresh()
+    _starting(at.sidebar.number_input, "Max model len").set_value(8).run()
+    assert not at.exception
+    assert [e.value for e in at.error] == [
+        "Max model len: at least 16 tokens, or 0 for the model's context."
+    ]
+
+
+@pytest.mark.slow
+@PAGE
 def test_an_empty_methods_list_is_refused_not_replaced_by_the_defaults():
     at = _fresh()
     next(m for m in at.sidebar.multiselect if m.label == "Methods").set_value([]).run()
@@ -264,6 +277,9 @@ def test_an_uploaded_config_is_titled_by_its_model_name_not_its_temporary_file()
     _ok(at)
     for title in _titles(at):
         assert "acme/Tiny-Llama-1B · h100_sxm · TP 1 · vllm" in title and "upload-" not in title
+    # the Model panel names it so too (QA: it said "model: upload-3c9661ce…")
+    (panel,) = [m.value for m in at.markdown if m.value.startswith("- **model**")]
+    assert "Tiny\\-Llama\\-1B" in panel and "upload" not in panel
 
 
 @pytest.mark.slow
@@ -876,3 +892,18 @@ def test_the_page_sets_the_context_vllm_starts_with():
     page = inputs.ExplorerInputs(**scout, max_model_len=32768)
     inputs.check_inputs(page)
     assert inputs.deployment_for(page).scheduler.max_model_len == 32768
+
+
+def test_no_run_is_called_best_where_none_beats_plain_decoding():
+    """QA: "Best: ngram (K=3) at 16 concurrent: 1.00× on throughput" where n-gram never
+    drafted (one-token outputs) and EAGLE-3 ran at 0.96x."""
+    from simspec.ui.pages.results import best_caption
+
+    spec = pd.DataFrame(
+        {"method": ["eagle3", "ngram"], "k": [3, 3], "load": [16, 16], "speedup": [0.96, 0.999]}
+    )
+    text = best_caption(spec, "speedup", "throughput", "concurrent")
+    assert text.startswith("No method is faster than plain decoding on throughput here")
+    assert "the highest: ngram (K=3) at 16 concurrent: 1.00×" in text and "Best" not in text
+    faster = best_caption(spec.assign(speedup=[1.4, 1.1]), "speedup", "throughput", "concurrent")
+    assert faster.startswith("Best: eagle3 (K=3) at 16 concurrent: 1.40× on throughput.")

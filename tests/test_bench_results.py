@@ -710,6 +710,18 @@ def test_compare_refuses_a_model_other_than_the_one_the_run_names():
     assert same.exit_code == 0, same.output
 
 
+def test_a_run_naming_a_model_simspec_lacks_says_what_it_was_simulated_as(tmp_path):
+    """QA: the explorer's Compare tab (and compare --model) simulated a run of
+    "acme/unknown-7b" as the model given, with no note (the GPU's case said so)."""
+    path = write(tmp_path, "u.json", vllm_json(model_id="acme/unknown-7b"))
+    result = runner.invoke(app, ["compare", str(path), "--model", "qwen3-8b"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "the file names model 'acme/unknown-7b', no simspec preset: simulated as qwen3-8b" in (
+        text
+    )
+
+
 def test_a_text_block_and_a_json_whose_speculative_counters_cannot_be_are_refused(tmp_path):
     base = ROOT / "tests" / "data" / "bench" / "qwen3-8b-h100-bs1"
     block = base.with_suffix(".txt").read_text().rstrip("\n").split("\n")

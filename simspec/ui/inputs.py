@@ -357,7 +357,13 @@ def model_info(inp: ExplorerInputs) -> list[tuple[str, str]]:
         inp.kv_cache_dtype,
         inp.disaggregation_mode,
     )
-    return [(k, v) for k, v in facts if k != "source"]
+    # an uploaded config by the name the titles give it, never its stored file (QA: the panel
+    # said "upload-3c9661ce…" where the titles said config.json); any text that quotes the
+    # stored path shows the name it was uploaded as
+    from simspec.ui.uploads import as_uploaded
+
+    name = inp.model_name or inp.model
+    return [(k, name if k == "model" else as_uploaded(v)) for k, v in facts if k != "source"]
 
 
 def async_label(inp: ExplorerInputs) -> str:

@@ -125,6 +125,8 @@ def plan_run(
             f"{model}, but {run.name} says it ran {run.model}: a run predicted on another "
             f"model is no comparison; give --model {named}, or leave it out",
         )
+    elif run.model is not None and _preset(run.model) is None:  # QA: taken without a word
+        notes.append(f"the file names model {run.model!r}, no simspec preset: simulated as {model}")
     if run.failed:  # QA: a run that lost a third of its requests was compared without a word
         notes.append(
             f"{run.failed} of the {run.requests + run.failed} requests sent failed: the "

@@ -58,7 +58,7 @@ def compare_view(inputs: ExplorerInputs) -> None:
         st.dataframe(shown(done.frame), hide_index=True)
         st.plotly_chart(done.figure, width="stretch")
         for note in done.notes:
-            st.caption(markdown_text(note))
+            st.caption(markdown_text(uploads.as_uploaded(note)))
     except (InputError, ScenarioError) as exc:
         st.error(markdown_text(uploads.as_uploaded(str(exc))))
 

@@ -59,9 +59,8 @@ DP_HELP = field_help("dp", "--dp")
 PRECISION_HELP = field_help("precision", "--precision")
 KV_HELP = field_help("kv_cache_dtype", "--kv-cache-dtype")
 PD_HELP = field_help("disaggregation_mode", "--disaggregation-mode")
-MAX_LEN_HELP = (
-    f"{SchedulerConfig.model_fields['max_model_len'].description} (the CLI's --max-model-len)"
-)
+MAX_LEN_FIELD = SchedulerConfig.model_fields["max_model_len"]
+MAX_LEN_HELP = f"{MAX_LEN_FIELD.description} (the CLI's --max-model-len)"
 ASYNC_HELP = (
     f"{SchedulerConfig.model_fields['async_scheduling'].description} (the CLI's --async-scheduling)"
 )
@@ -172,6 +171,9 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
         **kept("max_model_len", 0),
         help=MAX_LEN_HELP,
     )
+    shortest = next(m.ge for m in MAX_LEN_FIELD.metadata if hasattr(m, "ge"))
+    if 0 < context < shortest:  # QA: refused as "max_model_len: Input should be ..."
+        problem(f"Max model len: at least {shortest} tokens, or 0 for the model's context.")
     return {
         "max_model_len": int(context) or None,
         "model": model,
