@@ -9,6 +9,7 @@ A command never shows a traceback for bad input: it raises (pydantic's ``Validat
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -73,15 +74,19 @@ def one_line_errors(
     if command is None:
         return functools.partial(one_line_errors, also=also)
 
+    # a scenario file is named beside a flag only where the command reads one (QA: validate
+    # pointed at "profile in a --config file", an option it does not have)
+    files = "config" in inspect.signature(command).parameters
+
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
         except ValidationError as exc:
-            fail(flagged(validation_message(exc)))
+            fail(flagged(validation_message(exc), files))
         except InputError as exc:
             # named by the flag too (QA: "workload.trace_start_s" for --window)
-            fail(flagged(str(exc)))
+            fail(flagged(str(exc), files))
         except (ScenarioError, *also) as exc:
             fail(str(exc))
         except BrokenProcessPool:
@@ -135,12 +140,17 @@ def flag_for(field: str, text: str) -> str | None:
     return None
 
 
-def flagged(message: str) -> str:
-    """``field: ...`` ending with the flag that sets the field, where one does."""
+def flagged(message: str, config: bool = True) -> str:
+    """``field: ...`` ending with the flag that sets the field, where one does, and the field in
+    a --config file where the command reads one (``config``)."""
     field, sep, text = message.partition(": ")
     flag = flag_for(field, text)
+    if not (flag and sep):
+        return message
     return (
-        f"{message} (the flag {flag}, or {field} in a --config file)" if flag and sep else message
+        f"{message} (the flag {flag}, or {field} in a --config file)"
+        if config
+        else (f"{message} (the flag {flag})")
     )
 
 

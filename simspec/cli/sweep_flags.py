@@ -104,6 +104,11 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
         self.check_grid_axes(file, fields, flag)
         data = self.run_length(with_preset_ids(overlay(file, fields)))
         self.check_fixed_lengths(file)
+        if (self.dataset or self.token_trace) and isinstance(data.get("workload"), dict):
+            # the flag's dataset replaces the file's fixed lengths, as a flag replaces what the
+            # file sets (QA: refused, telling the user to edit the file the flag overrides)
+            fixed = ("prompt", "output")
+            data["workload"] = {k: v for k, v in data["workload"].items() if k not in fixed}
         workload = file.get("workload")
         if isinstance(workload, dict) and "concurrency" in workload:
             # a sweep runs each of its batch sizes: the file's one would be read nowhere, said
@@ -219,6 +224,13 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
                 f"unknown dataset {self.dataset!r}; choose from {', '.join(packaged_traces())}",
             )
         token_trace = self.checked_token_trace()
+        if token_trace and self.dataset and token_trace != self.dataset:
+            # QA: --dataset gsm8k beside --token-trace sharegpt ran sharegpt without a word
+            raise InputError(
+                "--token-trace",
+                f"{token_trace!r} sets the dataset too (its lengths and the acceptance presets' "
+                f"domain), and --dataset gives {self.dataset!r}: give one of them",
+            )
         workload = given(
             requests=self.requests,
             turnovers=self.turnovers,

@@ -496,8 +496,10 @@ def cells(cfg: SweepConfig) -> list[Cell]:
 
 
 def check_cells(todo: list[Cell]) -> None:
-    """Every distinct cell can run (bad input fails before any run)."""
-    for scenario_json in {c.scenario_json for c in todo}:
+    """Every distinct cell can run (bad input fails before any run), checked in the sweep's
+    order, so the error named is the first cell's (QA: a set's order, which string hashing
+    varies from run to run, named another cell each time)."""
+    for scenario_json in dict.fromkeys(c.scenario_json for c in todo):
         check_runnable(Scenario.model_validate_json(scenario_json))
 
 
@@ -604,7 +606,9 @@ def _results_frame(
                 "k": c.method.k if c.method.name != "autoregressive" else 0,
                 "k_run": k_in_force(c.method, c.batch_size),
                 **tree_columns(c.method),
-                "draft_tp": c.method.draft_tp,  # blank: at the target's tp
+                # blank: at the target's tp, as the README's column says (QA: draft_tp 2 at
+                # tp 2 wrote 2 and labelled the row "draft TP2")
+                "draft_tp": c.method.draft_tp if c.method.draft_tp != p.tp else None,
                 **lookup_columns(c.method, p.engine),
                 "batch_size": c.batch_size,
                 "speedup": s.throughput_tok_s / base.throughput_tok_s,

@@ -107,15 +107,26 @@ def assumed_cells(assume: Mapping[str, str] | None, assume_gpu: str | None) -> d
     return cells
 
 
+def assumed_flags(assume: Mapping[str, str] | None, assume_gpu: str | None) -> dict[str, str]:
+    """The flag, as typed, that filled each of :func:`assumed_cells`'s cells (QA: a row filled
+    by --assume-gpu h200 said "--assume gpu=h200")."""
+    flags = {field: f"--assume {field}={value}" for field, value in (assume or {}).items()}
+    if assume_gpu and "gpu" not in flags:
+        flags["gpu"] = f"--assume-gpu {assume_gpu}"
+    return flags
+
+
 def fill_unstated(
-    row: Mapping[str, str], assumed: Mapping[str, str]
+    row: Mapping[str, str], assumed: Mapping[str, str], flags: Mapping[str, str] | None = None
 ) -> tuple[dict[str, str], list[str]]:
     """The row with every unstated cell that ``assumed`` names filled, and one note per cell
-    filled (the row's stated cells are kept)."""
+    filled, naming the flag that filled it (``flags``: :func:`assumed_flags`; else --assume)
+    (the row's stated cells are kept)."""
     out = {k: str(v) for k, v in row.items()}
     notes = []
     for field, value in assumed.items():
         if str(out.get(field, "")).strip().lower() in UNSTATED:
             out[field] = value
-            notes.append(f"{field} not stated: {value} assumed (--assume {field}={value})")
+            flag = (flags or {}).get(field, f"--assume {field}={value}")
+            notes.append(f"{field} not stated: {value} assumed ({flag})")
     return out, notes

@@ -69,7 +69,12 @@ from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.studies.runs.job import Failed
 from simspec.studies.runs.keys import scenario_key
-from simspec.studies.validation.assume import UNSTATED, assumed_cells, fill_unstated
+from simspec.studies.validation.assume import (
+    UNSTATED,
+    assumed_cells,
+    assumed_flags,
+    fill_unstated,
+)
 from simspec.studies.validation.cases import LOAD_KINDS, METRICS, number, whole
 from simspec.studies.validation.gpus import fewest_gpus, fit_by_layer_split
 from simspec.studies.validation.loads import (
@@ -151,7 +156,8 @@ def plan_case(
 
     assume: cells to fill where the row leaves them unstated (``--assume FIELD=VALUE``, each
     fill noted in ``assumptions``); assume_gpu: the same for ``gpu`` alone."""
-    row, assumptions = fill_unstated(row, assumed_cells(assume, assume_gpu))
+    cells, flags = assumed_cells(assume, assume_gpu), assumed_flags(assume, assume_gpu)
+    row, assumptions = fill_unstated(row, cells, flags)
     # a GPU count written as unknown is one unstated (the fewest-GPU rule below), as --assume
     # reads it
     row |= {c: "" for c in ("tp", "num_gpus") if str(row.get(c, "")).strip().lower() in UNSTATED}

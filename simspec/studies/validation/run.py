@@ -22,7 +22,7 @@ from simspec.engine.metrics import RunSummary
 from simspec.errors import validation_message
 from simspec.studies.runs import PROCESS, Runs
 from simspec.studies.runs.keys import scenario_key
-from simspec.studies.validation.assume import assumed_cells, fill_unstated
+from simspec.studies.validation.assume import assumed_cells, assumed_flags, fill_unstated
 from simspec.studies.validation.predict import CasePlan, Skip, metric_value, plan_case
 
 
@@ -132,7 +132,8 @@ def validate(
         source, notes = "", ""
         if isinstance(plan, str):
             # the cells --assume filled stay said: the skip may stem from one of them
-            reason, notes = plan, "; ".join(fill_unstated(row, filled)[1])
+            flags = assumed_flags(assume, assume_gpu)
+            reason, notes = plan, "; ".join(fill_unstated(row, filled, flags)[1])
         else:
             source, notes = plan.acceptance_source, "; ".join(plan.assumptions)
             own = runs.get(scenario_key(plan.scenario.model_dump_json()))
