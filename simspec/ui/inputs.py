@@ -362,8 +362,10 @@ def model_info(inp: ExplorerInputs) -> list[tuple[str, str]]:
     # stored path shows the name it was uploaded as
     from simspec.ui.uploads import as_uploaded
 
-    name = inp.model_name or inp.model
-    return [(k, name if k == "model" else as_uploaded(v)) for k, v in facts if k != "source"]
+    named = inp.model_name
+    return [
+        (k, named if k == "model" and named else as_uploaded(v)) for k, v in facts if k != "source"
+    ]
 
 
 def async_label(inp: ExplorerInputs) -> str:
