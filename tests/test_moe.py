@@ -429,3 +429,49 @@ def test_a_long_prompt_on_chunked_layers_costs_the_same_however_it_is_split():
     whole = prompt(32768, 0)
     pieces = sum(prompt(8192, 8192 * i) for i in range(4))
     assert whole == pytest.approx(pieces, rel=0.1)
+
+
+def test_the_busiest_ranks_experts_are_the_exact_expectation_of_a_uniform_draw():
+    """E[max over ranks] of a uniformly drawn set of distinct experts (a multivariate
+    hypergeometric): one expert lands whole on one rank, every expert touched fills each."""
+    from itertools import combinations
+
+    from simspec.engine.costmodel.work import busiest_rank_experts
+
+    assert busiest_rank_experts(16, 8, 1) == 1.0
+    assert busiest_rank_experts(16, 8, 16) == 2.0
+    assert busiest_rank_experts(16, 1, 5) == 5.0
+    # 8 experts on 4 ranks of 2, 3 drawn: enumerate the 56 sets
+    sets = list(combinations(range(8), 3))
+    exact = sum(max(sum(1 for e in s if e // 2 == r) for r in range(4)) for s in sets) / len(sets)
+    assert busiest_rank_experts(8, 4, 3) == pytest.approx(exact)
+    # between whole counts, linear
+    mid = busiest_rank_experts(8, 4, 2.5)
+    assert mid == pytest.approx((busiest_rank_experts(8, 4, 2) + exact) / 2)
+
+
+def test_expert_parallel_reads_a_whole_expert_where_tp_reads_a_slice():
+    """QA: EP8 priced the mean rank's 1/8 of an expert for a lone top-1 token, so Llama-4's
+    EP8 step was faster than TP8's for a latency-bound verify; the busiest rank reads it
+    whole, at least its bytes over the HBM bandwidth a layer."""
+    from simspec.catalog.hardware import load_gpu
+    from simspec.catalog.models import load_model
+    from simspec.config import MethodConfig, Scenario
+    from simspec.engine.build import build_cost_model
+    from simspec.engine.costmodel.shapes import BatchShape
+
+    model = load_model("llama-4-scout")
+    one = BatchShape.uniform(1, 1, 1000.0, 1)
+    step = {}
+    for ep in (1, 8):
+        sc = Scenario(
+            model=model.id,
+            gpu="h100_sxm",
+            tp=8,
+            ep=ep,
+            method=MethodConfig(name="autoregressive", k=0),
+        )
+        step[ep] = build_cost_model(sc).forward(model, one).total_s
+    expert_bytes = 3 * model.hidden_size * model.moe_intermediate_size * 2  # bf16
+    floor = model.num_hidden_layers * expert_bytes / load_gpu("h100_sxm").hbm_bandwidth_bytes_s
+    assert step[8] - step[1] > 0.5 * floor

@@ -19,7 +19,7 @@ from simspec.catalog.precision import PrecisionSpec
 from simspec.engine.costmodel.kernels import deepep_time, grouped_gemm_time
 from simspec.engine.costmodel.moe_routing import routing_ratio, served_touched
 from simspec.engine.costmodel.roofline import OperatorTimes, roofline_time
-from simspec.engine.costmodel.work import distinct_experts
+from simspec.engine.costmodel.work import busiest_rank_experts, distinct_experts
 
 # Small kernels a MoE layer adds in vLLM's fused MoE (vllm/model_executor/layers/fused_moe/
 # fused_moe.py): the top-k routing (topk_softmax or grouped_topk), moe_align_block_size (sort the
@@ -80,7 +80,9 @@ def routed_experts_time(
     GEMMs (vLLM fused_moe: w13 = gate and up, then w2 = down) that stream the weights of every
     distinct expert the tokens touch once and multiply every (token, expert) pair. Sliced
     experts (ep 1): each GPU holds 1/tp of every expert. Whole experts (ep GPUs): each holds
-    1/ep of them and, routing being uniform, gets 1/ep of the pairs and distinct experts.
+    1/ep of them, routing being uniform, and the layer takes as long as the rank that holds
+    the most of the distinct experts touched (:func:`~simspec.engine.costmodel.work.
+    busiest_rank_experts`), with its share of the pairs.
     Where a measured kernel times sliced experts, the tokens route as a served batch does,
     skewed (:mod:`~simspec.engine.costmodel.moe_routing`), instead of uniformly. ``fresh``
     (:func:`fresh_tokens`; None: ``tokens``): the independently routed tokens that touch as
@@ -187,7 +189,13 @@ def grouped_experts_time(
     # tokens gathered, vLLM's naive all-to-all) and the experts on this GPU
     tokens, local = pairs / model.num_experts_per_tok, float(model.num_experts)
     if ep > 1:
-        width, touched, pairs = model.moe_intermediate_size, touched / ep, pairs / ep
+        # the busiest rank's experts and pairs (the layer waits for it: busiest_rank_experts;
+        # QA: the mean rank's had a lone top-1 token read 1/ep of an expert, EP8 faster than
+        # TP8 at batch 1); its pairs grow as its experts do, to the mean once every expert
+        # is touched
+        busiest = busiest_rank_experts(model.num_experts, ep, touched)
+        share = busiest / (touched / ep) if touched > 0 else 1.0
+        width, touched, pairs = model.moe_intermediate_size, busiest, pairs / ep * share
         local /= ep
     else:
         width = model.moe_intermediate_size // ops.tp

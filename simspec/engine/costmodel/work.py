@@ -3,6 +3,8 @@ calibration fit (:mod:`simspec.studies.calibration`) and the simulator count the
 
 from __future__ import annotations
 
+import math
+from functools import cache
 from typing import TypeVar
 
 import numpy as np
@@ -96,6 +98,48 @@ def distinct_experts(
         return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
     hit = np.minimum(top_k * np.asarray(popularity, dtype=np.float64), 1.0)
     return float(np.sum(1.0 - (1.0 - hit) ** tokens))
+
+
+def busiest_rank_experts(experts: int, ep: int, touched: float) -> float:
+    """Expected distinct experts on the busiest of ``ep`` GPUs that hold ``experts / ep`` whole
+    experts each, when ``touched`` distinct experts (:func:`distinct_experts`) fall among them
+    as a uniformly random subset. Under expert parallelism the MoE layer ends when its slowest
+    rank does: vLLM's FusedMoE with --enable-expert-parallel sums the ranks' outputs in the
+    all-reduce after the experts, DeepEP's combine gathers from every rank, and DeepSeek-V3's
+    report (arXiv 2412.19437, section 3.4) balances the experts over GPUs (EPLB) because the
+    most loaded GPU sets the time. One token of top-1 routing reads a whole expert on one GPU
+    (the mean, 1/ep of one, would have it read a slice, as tensor parallelism does).
+    Between whole counts the expectation is interpolated linearly."""
+    if ep <= 1 or touched <= 0:
+        return max(touched, 0.0)
+    low = int(touched)
+    frac = touched - low
+    below = _busiest(experts, ep, low)
+    return below if frac == 0 else (1 - frac) * below + frac * _busiest(experts, ep, low + 1)
+
+
+@cache
+def _busiest(experts: int, ep: int, drawn: int) -> float:
+    """E[max over ranks] of a multivariate hypergeometric draw of ``drawn`` of ``experts``
+    items in ``ep`` equal groups: sum over m of P(max > m), where the draws with every group at
+    most m are the x^drawn coefficient of (sum_{j <= m} C(n, j) x^j)^ep (n = experts / ep)."""
+    n = experts // ep
+    drawn = min(drawn, n * ep)
+    if drawn <= 0:
+        return 0.0
+    total = math.comb(n * ep, drawn)
+    floor = -(-drawn // ep)  # the busiest group holds at least this many
+    expected = float(floor)
+    for m in range(floor, n):
+        group = np.array([math.comb(n, j) for j in range(m + 1)], dtype=np.float64)
+        poly = np.ones(1)
+        for _ in range(ep):
+            poly = np.convolve(poly, group)[: drawn + 1]
+        at_most = float(poly[drawn]) / total if len(poly) > drawn else 0.0
+        expected += 1.0 - at_most
+        if at_most > 1.0 - 1e-12:
+            break
+    return expected
 
 
 def elementwise_bytes(tokens: Num, hidden: int, q_dim: int, kv_dim: int, inter: int) -> Num:
