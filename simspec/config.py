@@ -881,8 +881,9 @@ class Deployment(BaseModel):
         default=None,
         description="weight precision: bf16, fp8 (W8A8; weight-only on GPUs without FP8 tensor "
         "cores), int4-w (W4A16, group 128) or nvfp4 (W4A4 on Blackwell FP4 tensor cores; "
-        "vLLM runs it weight-only elsewhere); unset = the checkpoint's own (its "
-        "quantization_config, else bf16)",
+        "vLLM runs it weight-only elsewhere), for every layer, routed experts included: a "
+        "checkpoint at that precision, not the preset's re-quantized; unset = the "
+        "checkpoint's own (its quantization_config, else bf16; GPT-OSS: MXFP4 experts)",
     )
     kv_cache_dtype: KvCacheDtype = Field(
         default="auto",
