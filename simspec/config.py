@@ -874,7 +874,7 @@ class Deployment(BaseModel):
         "of a prefill/decode-disaggregated deployment, every request arriving with its "
         "prompt's KV (the draft's too) and its first token from a prefill instance (SGLang "
         "--disaggregation-mode decode; vLLM's kv_role kv_consumer); the prefill instance and "
-        "the transfer are not simulated",
+        "the transfer are simulated by a fleet's prefill instances (fleet --prefill-replicas)",
     )
     profile: str | None = Field(default=None, description="hardware profile id or YAML path")
     precision: WeightPrecision | None = Field(
@@ -979,6 +979,31 @@ MAX_REPLICAS = 1024
 MAX_TIMELINE_ROWS = 2_000_000
 
 
+class PrefillPool(BaseModel):
+    """The prefill instances of a disaggregated fleet, whose replicas are its decode instances
+    (``disaggregation_mode: decode``): each a copy of their deployment serving whole
+    requests, which end at their first token, and the link their prompt's KV crosses
+    (:mod:`simspec.engine.disaggregation`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    _numbers = _NUMBERS
+    replicas: int = Field(ge=1, le=MAX_REPLICAS, description="prefill instances")
+    kv_transfer_gbps: float = Field(
+        default=400.0,
+        gt=0.0,
+        le=100_000.0,
+        description="Gb/s each prefill GPU sends its slice of a prompt's KV at (NVIDIA DGX "
+        "H100, H200 and B200 datasheets: one 400 Gb/s ConnectX-7 per GPU)",
+    )
+    kv_transfer_latency_ms: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=10_000.0,
+        description="fixed ms a transfer adds (the KV connector's handshake; none by default: "
+        "no source times it)",
+    )
+
+
 class FleetConfig(BaseModel):
     """N replicas, each a full scenario (its own deployment and method: a fleet may mix
     them), behind one router, all fed by one arrival process. Every replica shares the
@@ -994,6 +1019,11 @@ class FleetConfig(BaseModel):
         "and not finished), least_kv (most free KV blocks; ties: fewest outstanding) or "
         "power_of_two (the less loaded of two replicas drawn at random)",
     )
+    prefill: PrefillPool | None = Field(
+        default=None,
+        description="prefill instances in front of the replicas, which are then decode "
+        "instances (prefill/decode disaggregation); none: every replica serves whole requests",
+    )
 
     @model_validator(mode="after")
     def _shared(self) -> FleetConfig:
@@ -1004,6 +1034,13 @@ class FleetConfig(BaseModel):
                     raise ValueError(
                         f"replicas[{i}].{field} differs from replicas[0]'s: the arrivals and "
                         "requests are the fleet's, so every replica must share them"
+                    )
+        if self.prefill is not None:
+            for i, r in enumerate(self.replicas):
+                if r.disaggregation_mode != "decode":
+                    raise ValueError(
+                        f"replicas[{i}].disaggregation_mode: a fleet with prefill instances "
+                        "runs its replicas as decode instances: set decode"
                     )
         if first.workload.arrival == "closed":
             raise ValueError(

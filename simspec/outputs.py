@@ -27,7 +27,14 @@ if TYPE_CHECKING:
 
 
 # the per-request and timeline columns that are times on the run's clock, written in full
-CLOCK_COLUMNS = ("arrival_s", "first_token_s", "finish_s", "time_s")
+CLOCK_COLUMNS = (
+    "arrival_s",
+    "first_token_s",
+    "finish_s",
+    "time_s",
+    "prefill_done_s",
+    "kv_landed_s",
+)
 
 
 def csv_text(frame: pd.DataFrame, exact: tuple[str, ...] = ()) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from simspec.catalog.tables import shown
 from simspec.cli import options as opt
@@ -43,7 +44,7 @@ from simspec.config import (
     Scenario,
     WorkloadConfig,
 )
-from simspec.errors import InputError
+from simspec.errors import InputError, first_error
 from simspec.outputs import CLOCK_COLUMNS
 from simspec.studies.provenance import provenance
 from simspec.studies.schedule.export import schedule_of
@@ -269,6 +270,32 @@ def fleet(
     qps: Qps = None,
     requests: Requests = None,
     replicas: Replicas = 1,
+    prefill_replicas: Annotated[
+        int | None,
+        typer.Option(
+            help="prefill instances in front of --replicas, which become decode instances "
+            "(prefill/decode disaggregation: SGLang --disaggregation-mode prefill/decode, "
+            "vLLM kv_producer/kv_consumer) [default: none, every replica serves whole "
+            "requests]",
+            min=1,
+            max=1024,
+        ),
+    ] = None,
+    kv_transfer_gbps: Annotated[
+        float | None,
+        typer.Option(
+            help="with --prefill-replicas: Gb/s each prefill GPU sends its KV slice at "
+            "[default: 400, one ConnectX-7 per GPU as DGX H100/H200/B200 ship]",
+            show_default=False,
+        ),
+    ] = None,
+    kv_transfer_latency_ms: Annotated[
+        float | None,
+        typer.Option(
+            help="with --prefill-replicas: fixed ms each KV transfer adds [default: 0]",
+            show_default=False,
+        ),
+    ] = None,
     router: RouterOpt = "least_outstanding",
     method: Annotated[
         str | None,
@@ -317,7 +344,8 @@ def fleet(
     it on a replica, and each replica runs the engine as `simspec sweep` does. Reported:
     TTFT/TPOT/E2E percentiles with 95 % intervals, SLO attainment (requests within both SLOs),
     goodput, per-replica utilisation (busy share) with KV and batch occupancy (the headroom
-    beside it), and timelines.
+    beside it), and timelines. With --prefill-replicas the replicas are decode instances
+    behind that many prefill instances (prefill/decode disaggregation).
     """
     from simspec.studies import fleet as study
 
@@ -358,12 +386,22 @@ def fleet(
         # reported against --method, which the user never gave)
         where = flag if names is not None else "methods"
         raise InputError(where, f"{why}: name one ({where} lists {len(chosen)})")
-    cfg = FleetConfig.uniform(Scenario(**deploy.model_dump(), method=chosen[0]), replicas, router)
+    cfg = _fleet_config(
+        Scenario(**deploy.model_dump(), method=chosen[0]),
+        replicas,
+        router,
+        prefill_replicas,
+        {"kv_transfer_gbps": kv_transfer_gbps, "kv_transfer_latency_ms": kv_transfer_latency_ms},
+    )
     if executor != "serial" and not study.shardable(cfg):
         raise InputError(
             "--executor",
             "shards a fleet's replicas, and one replica runs in one process"
             if replicas == 1
+            else "shards independent replicas, and a fleet with --prefill-replicas hands each "
+            "request from a prefill instance to a decode instance: it runs in one process, "
+            "drop --executor"
+            if cfg.prefill is not None
             else f"shards the replicas behind a state-free router (round_robin, random); "
             f"{router} reads every replica's state at each arrival, so the fleet runs in one "
             "process: drop --executor, or give --router round_robin or random",
@@ -398,6 +436,7 @@ def fleet(
     _show(row, study.utilisation(run), cfg, slo, warmup_s)
     _arrival_rate_note(table)
     tile_cut_note(cfg.workload)
+    _disaggregation_note(cfg)
     print_provenance(deploy, chosen)
 
 
@@ -414,6 +453,53 @@ def _arrival_rate_note(table: Any) -> None:
             f"{(len(arrivals) - 1) / span:.3g} req/s between the first and the last",
             highlight=False,
         )
+
+
+def _disaggregation_note(cfg: FleetConfig) -> None:
+    """How a disaggregated fleet's requests moved, and what of it is not simulated."""
+    pool = cfg.prefill
+    if pool is None:
+        return
+    err.print(
+        f"prefill/decode: {pool.replicas} prefill instance(s) run each prompt and its first "
+        f"token, its KV crosses to a decode instance at {pool.kv_transfer_gbps:g} Gb/s per GPU "
+        f"+ {pool.kv_transfer_latency_ms:g} ms after the prefill (an upper bound: SGLang sends "
+        "a chunked prompt chunk by chunk), and TTFT runs to the decode instance's admission. "
+        "Not simulated: a prefill instance holding KV while no decode instance has room, "
+        "links shared by transfers at once.",
+        highlight=False,
+    )
+
+
+def _fleet_config(
+    scenario: Scenario,
+    replicas: int,
+    router: str,
+    prefill: int | None,
+    link: dict[str, float | None],
+) -> FleetConfig:
+    """``replicas`` copies of ``scenario`` behind ``router``; with ``prefill`` instances in
+    front, those copies are decode instances (their engine must run one) and ``link`` (the
+    flags given of the KV transfer) sets how a prompt's KV crosses to them."""
+    given_link = {k: v for k, v in link.items() if v is not None}
+    if prefill is None:
+        flags = {f"--{k.replace('_', '-')}": v for k, v in given_link.items()}
+        refuse_unread("sets the KV transfer of --prefill-replicas: give it too", flags)
+        return FleetConfig.uniform(scenario, replicas, router)
+    if scenario.disaggregation_mode == "null":
+        scenario = scenario.model_copy(update={"disaggregation_mode": "decode"})
+    pool = {"replicas": prefill, **given_link}
+    try:
+        return FleetConfig.model_validate(
+            {"replicas": [scenario] * replicas, "router": router, "prefill": pool}
+        )
+    except ValidationError as exc:  # a link out of range, by the flag that set it
+        field, message = first_error(exc)
+        flag = {
+            "prefill.kv_transfer_gbps": "--kv-transfer-gbps",
+            "prefill.kv_transfer_latency_ms": "--kv-transfer-latency-ms",
+        }.get(field, field)
+        raise InputError(flag, message) from None
 
 
 def tile_cut_note(wl: Any) -> None:
@@ -457,6 +543,11 @@ def _asked(cfg: FleetConfig, slo: Any, warmup_s: float) -> dict[str, Any]:
         "rate_scale": wl.rate_scale,
         "target_qps": wl.target_qps,
         "tile_s": wl.tile_s,
+        # a disaggregated fleet's prefill instances and KV link (QA-style: a saved summary
+        # says what it answers)
+        "prefill_replicas": cfg.prefill.replicas if cfg.prefill else None,
+        "kv_transfer_gbps": cfg.prefill.kv_transfer_gbps if cfg.prefill else None,
+        "kv_transfer_latency_ms": cfg.prefill.kv_transfer_latency_ms if cfg.prefill else None,
         "slo_ttft_ms": slo.ttft_ms,
         "slo_tpot_ms": slo.tpot_ms,
         "warmup_s": warmup_s,
@@ -490,8 +581,11 @@ def arrivals_text(wl: Any, poisson: str) -> str:
 def _title(cfg: FleetConfig, slo: Any) -> str:
     sc, wl = cfg.replicas[0], cfg.workload
     arrivals = arrivals_text(wl, "Poisson")
+    count = f"{len(cfg.replicas)} x"
+    if cfg.prefill is not None:  # prefill instances, then the replicas decoding
+        count = f"{cfg.prefill.replicas} prefill + {len(cfg.replicas)} decode x"
     return (
-        f"{len(cfg.replicas)} x {sc.model} on {sc.gpu} x{sc.tp}, {sc.method.name}, "
+        f"{count} {sc.model} on {sc.gpu} x{sc.tp}, {sc.method.name}, "
         f"{cfg.router}, {arrivals}; SLO TTFT <= {slo.ttft_ms:g} ms, TPOT <= {slo.tpot_ms:g} ms"
     )
 

@@ -43,6 +43,10 @@ from simspec.engine.fleet import (
 from simspec.errors import InputError, ScenarioError
 from simspec.studies.runs import SERIAL, Runs
 
+# a disaggregated fleet's per-request columns beside REQUEST_COLUMNS: the prefill instance
+# that ran the prompt, when its first token was sampled there, when its KV reached the decode
+# instance (``replica``), whose admission is the client's first token
+DISAGGREGATED_COLUMNS = ("prefill_replica", "prefill_done_s", "kv_landed_s")
 REQUEST_COLUMNS = [
     "request",
     "replica",
@@ -77,7 +81,9 @@ class FleetSlo:
 
 
 def shardable(cfg: FleetConfig) -> bool:
-    return cfg.router in STATE_FREE_ROUTERS and len(cfg.replicas) > 1
+    """Whether the replicas can run in separate processes: independent given their arrivals
+    (a state-free router), and no prefill instance hands requests between them."""
+    return cfg.router in STATE_FREE_ROUTERS and len(cfg.replicas) > 1 and cfg.prefill is None
 
 
 def run_fleet(
@@ -188,7 +194,7 @@ def per_request(run: FleetRun, slo: FleetSlo) -> pd.DataFrame:
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = ((q["finish_s"] - q["first_token_s"]) / (out - 1)).where(out > 1) * 1e3
     ok = ~q["unfinishable"] & (ttft <= slo.ttft_ms) & ((tpot <= slo.tpot_ms) | tpot.isna())
-    return pd.DataFrame(
+    table = pd.DataFrame(
         {
             "request": q["request"],
             "replica": q["replica"],
@@ -205,6 +211,10 @@ def per_request(run: FleetRun, slo: FleetSlo) -> pd.DataFrame:
         },
         columns=REQUEST_COLUMNS,
     )
+    if run.prefill_replicas:  # a disaggregated fleet: where and when each was prefilled
+        for col in DISAGGREGATED_COLUMNS:
+            table[col] = q[col].to_numpy()
+    return table
 
 
 def summarize_fleet(
@@ -308,10 +318,19 @@ def utilisation(run: FleetRun) -> pd.DataFrame:
     batch occupancy (:func:`occupancy`), KV peak."""
     makespan = float(run.requests["finish_s"].max()) if len(run.requests) else math.nan
     served = run.requests["replica"].value_counts()
+    prefills = run.prefill_replicas
+    if prefills:  # a disaggregated fleet: its prefill instances first, each request at two
+        q = run.requests
+        decoded = q.loc[q["replica"] >= prefills, "replica"].value_counts()
+        served = decoded.add(q["prefill_replica"].value_counts(), fill_value=0)
     kv, batch = occupancy(run)
+    roles = {}
+    if prefills:
+        roles["role"] = ["prefill" if s.index < prefills else "decode" for s in run.replicas]
     return pd.DataFrame(
         {
             "replica": [s.index for s in run.replicas],
+            **roles,
             "requests": [int(served.get(s.index, 0)) for s in run.replicas],
             "busy_s": [s.busy_s for s in run.replicas],
             "utilisation": [s.busy_s / makespan for s in run.replicas],

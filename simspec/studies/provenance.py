@@ -159,8 +159,9 @@ def rests_on(deploy: Deployment, methods: Iterable[MethodConfig]) -> str:
 DECODE_INSTANCE_NOTE = (
     "the decode instance of a prefill/decode-disaggregated deployment: each request arrives "
     "with its prompt's KV and first token, which it delivers once a slot and its blocks are "
-    "free (its TTFT here is that wait); the prefill instance and the KV transfer are not "
-    "simulated, and a preempted request recomputes its prompt here"
+    "free (its TTFT here is that wait); the prefill instance and the KV transfer are "
+    "simulated only by a fleet with prefill instances (simspec fleet --prefill-replicas), and "
+    "a preempted request recomputes its prompt here"
 )
 
 

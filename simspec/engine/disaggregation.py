@@ -1,0 +1,213 @@
+"""A prefill/decode-disaggregated fleet: prefill instances and decode instances in one SimPy
+environment, the prompt's KV sent from one to the other.
+
+Each request arrives at a prefill instance (the fleet's router over the prefill instances),
+which runs its prompt and samples its first token, as SGLang's prefill server
+(``--disaggregation-mode prefill``: python/sglang/srt/disaggregation/prefill.py) and vLLM's
+``kv_producer`` do: here a replica whose requests end after one output token. Its KV then
+travels to a decode instance (the same router over the decode instances, at the moment the
+transfer lands) and waits there for a slot and blocks (SGLang's ``DecodePreallocQueue``:
+:meth:`~simspec.engine.replica.Replica.arrive` at a decode instance). The client's first token
+is the decode instance's: TTFT runs from the arrival at the prefill instance to the admission
+at the decode instance, through the prefill's queue and compute and the transfer.
+
+The transfer takes ``latency + prompt tokens x KV bytes per token per GPU / link bandwidth``:
+each GPU of the prefill instance sends its own slice of the KV over its own NIC (DGX
+H100/H200/B200: one 400 Gb/s ConnectX-7 per GPU), all at once. That is an upper bound on
+what is exposed: SGLang sends a chunked prompt's KV chunk by chunk as each chunk's forward
+ends (``send_kv_chunk``), so only the last chunk's would be left after the prefill. Not
+modelled: a prefill instance holding a finished request's KV while no decode instance has
+room (SGLang's prefill inflight queue; here the prefill instance frees it at once), links
+shared by concurrent transfers, and prefill and decode instances of different layouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+
+import numpy as np
+import pandas as pd
+import simpy
+
+from simspec.catalog.models import load_model
+from simspec.config import FleetConfig, Scenario
+from simspec.engine.build import (
+    acceptance_sampler,
+    longest_request,
+    past_budget,
+    past_context,
+    setup_replica,
+)
+from simspec.engine.fleet import (
+    DEFAULT_WINDOW_S,
+    FleetRun,
+    ReplicaStats,
+    Router,
+    WindowedLog,
+    acceptance_stream,
+    check_span,
+    fleet_requests,
+    max_windows,
+)
+from simspec.engine.replica import Replica
+from simspec.engine.requests import RequestTable
+from simspec.engine.simulation import request_frame
+from simspec.engine.workload import RequestSpecs
+
+
+def prefill_scenario(decode: Scenario) -> Scenario:
+    """The prefill instances' deployment: the decode instances' own, serving whole requests
+    (they end after the first token: :func:`simulate_disaggregated`)."""
+    return decode.model_copy(update={"disaggregation_mode": "null"})
+
+
+def transfer_s(
+    prompt_tokens: int, kv_bytes_per_token: float, gbps: float, latency_s: float
+) -> float:
+    """Seconds to send a prompt's KV from a prefill instance to a decode instance: each GPU
+    its own slice (``kv_bytes_per_token`` per GPU) over its own ``gbps`` link."""
+    return latency_s + prompt_tokens * kv_bytes_per_token * 8.0 / (gbps * 1e9)
+
+
+def simulate_disaggregated(
+    cfg: FleetConfig,
+    window_s: float = DEFAULT_WINDOW_S,
+    progress: Callable[[float], None] | None = None,
+) -> FleetRun:
+    """Run ``cfg`` (its replicas the decode instances, ``cfg.prefill`` the prefill pool) until
+    every request has left. Replicas 0..P-1 of the result are the prefill instances, P..P+D-1
+    the decode instances; each request's row is its decode instance's, with the arrival at
+    the prefill instance, the prefill instance that ran it and when its KV landed."""
+    pool = cfg.prefill
+    assert pool is not None
+    n_pre, n_dec = pool.replicas, len(cfg.replicas)
+    specs, gaps = fleet_requests(cfg)
+    check_span(cfg, gaps, window_s)
+    decode_table = RequestTable(specs)
+    ones = np.ones_like(specs.output_len)
+    prefill_table = RequestTable(RequestSpecs(specs.prompt_len, ones, specs.trace_index))
+    shortest = min(longest_request(r, load_model(r.model)) for r in cfg.replicas)
+    past_context(decode_table, shortest)
+    past_context(prefill_table, shortest)
+    env = simpy.Environment()
+    total = n_pre + n_dec
+    logs = [WindowedLog(window_s, max_windows(total)) for _ in range(total)]
+    pre_sc = [prefill_scenario(cfg.replicas[0])] * n_pre
+    built: list[Replica] = []
+    setups = []
+    for i, sc in enumerate([*pre_sc, *cfg.replicas]):
+        setup = setup_replica(sc)
+        table = prefill_table if i < n_pre else decode_table
+        past_budget(table, setup)
+        # the decode instances draw acceptance as a plain fleet's replicas do; the prefill
+        # instances (which never decode) from streams past theirs
+        stream = acceptance_stream(cfg.seed, i - n_pre if i >= n_pre else n_dec + i)
+        accept = acceptance_sampler(sc, setup.speculator, len(table), stream)
+        built.append(Replica(env, setup, table, accept, logs[i]))
+        setups.append(setup)
+    prefills: list[Replica | None] = list(built[:n_pre])
+    decodes: list[Replica | None] = list(built[n_pre:])
+    to_prefill = Router(cfg.model_copy(update={"replicas": pre_sc}), prefills, len(specs))
+    to_decode = Router(cfg, decodes, len(specs))
+    kv_bytes = setups[0].memory.kv_bytes_per_token
+    latency_s = pool.kv_transfer_latency_ms / 1e3
+    landed = np.full(len(specs), np.nan)
+    placed_pre = np.full(len(specs), -1, dtype=np.int64)
+    placed_dec = np.full(len(specs), -1, dtype=np.int64)
+
+    def transfer(rid: int) -> Generator[simpy.Event, None, None]:
+        prompt = int(specs.prompt_len[rid])
+        yield env.timeout(transfer_s(prompt, kv_bytes, pool.kv_transfer_gbps, latency_s))
+        landed[rid] = env.now
+        j = to_decode.pick(rid)
+        placed_dec[rid] = j
+        to_decode.outstanding[j] += 1
+        built[n_pre + j].arrive(rid)
+
+    def prefilled(j: int) -> Callable[[int], None]:
+        left = to_prefill.left(j)
+
+        def done(rid: int) -> None:
+            left(rid)
+            if prefill_table.unfinishable[rid]:  # too long for a prefill instance: no KV
+                decode_table.unfinishable[rid] = True
+                return
+            env.process(transfer(rid))
+
+        return done
+
+    for j in range(n_pre):
+        built[j].on_finish = prefilled(j)
+    for i in range(n_dec):
+        built[n_pre + i].on_finish = to_decode.left(i)
+    env.process(_arrivals(env, to_prefill, built[:n_pre], gaps, placed_pre, progress))
+    # every instance waits for work until no event is left (as a fleet's replicas do)
+    for replica in built:
+        env.process(replica.run())
+    env.run()
+    return _run(
+        decode_table, prefill_table, placed_pre, placed_dec, landed, built, setups, logs,
+        n_pre, window_s,
+    )  # fmt: skip
+
+
+def _arrivals(
+    env: simpy.Environment,
+    router: Router,
+    prefills: list[Replica],
+    gaps: np.ndarray,
+    placed: np.ndarray,
+    progress: Callable[[float], None] | None,
+) -> Generator[simpy.Event, None, None]:
+    """Each request arrives ``gap`` seconds after the one before (the fleet's arrival times,
+    bit for bit) at the prefill instance the router picks."""
+    step = max(len(gaps) // 100, 1)
+    for rid, gap in enumerate(gaps):
+        yield env.timeout(gap)
+        j = router.pick(rid)
+        if progress is not None and rid % step == 0:
+            progress(rid / len(gaps))
+        placed[rid] = j
+        router.outstanding[j] += 1
+        prefills[j].arrive(rid)
+
+
+def _run(
+    decode_table: RequestTable,
+    prefill_table: RequestTable,
+    placed_pre: np.ndarray,
+    placed_dec: np.ndarray,
+    landed: np.ndarray,
+    built: list[Replica],
+    setups: list,
+    logs: list[WindowedLog],
+    n_pre: int,
+    window_s: float,
+) -> FleetRun:
+    """The fleet's tables: a request's row is its decode instance's, its arrival the prefill
+    instance's (the client's), with the instance that prefilled it and when its KV landed."""
+    frame = request_frame(decode_table)
+    frame["arrival_s"] = prefill_table.arrival
+    unserved = placed_dec < 0  # never reached a decode instance: unfinishable at prefill
+    frame.loc[unserved, "unfinishable"] = True
+    frame.insert(0, "request", np.arange(len(frame)))
+    frame.insert(1, "replica", np.where(unserved, placed_pre, placed_dec + n_pre))
+    frame["prefill_replica"] = placed_pre
+    frame["prefill_done_s"] = prefill_table.first_token
+    frame["kv_landed_s"] = landed
+    stats = [
+        ReplicaStats(
+            i,
+            setups[i].memory,
+            built[i].pool.peak_used,
+            built[i].pool.used,
+            float(sum(logs[i].busy_s)),
+            int(sum(logs[i].iterations)),
+            setups[i].max_seqs,
+            float(sum(logs[i].kv_block_s)),
+            float(sum(logs[i].batch_s)),
+        )
+        for i in range(len(built))
+    ]
+    windows = pd.concat([logs[i].frame(i) for i in range(len(built))], ignore_index=True)
+    return FleetRun(frame, windows, stats, window_s, prefill_replicas=n_pre)
