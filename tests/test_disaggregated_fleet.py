@@ -86,3 +86,5 @@ def test_the_cli_runs_a_disaggregated_fleet_and_refuses_a_link_without_one(tmp_p
     one_error(runner.invoke(app, [*args, "--kv-transfer-gbps", "100"]), "--kv-transfer-gbps")
     bad = runner.invoke(app, [*args, "--prefill-replicas", "1", "--kv-transfer-gbps", "0"])
     one_error(bad, "--kv-transfer-gbps", "greater than 0")
+    hf = runner.invoke(app, [*args, "--prefill-replicas", "1", "--engine", "hf"])
+    one_error(hf, "--prefill-replicas", "engine hf runs no prefill/decode")

@@ -486,6 +486,15 @@ def _fleet_config(
         flags = {f"--{k.replace('_', '-')}": v for k, v in given_link.items()}
         refuse_unread("sets the KV transfer of --prefill-replicas: give it too", flags)
         return FleetConfig.uniform(scenario, replicas, router)
+    from simspec.catalog.hardware import load_engine
+
+    engine = load_engine(scenario.engine)
+    if not engine.flag("pd_disaggregation"):  # named by the flag asked (QA-style)
+        raise InputError(
+            "--prefill-replicas",
+            f"engine {engine.id} runs no prefill/decode-disaggregated deployment (engines.yaml "
+            "pd_disaggregation): give --engine vllm, sglang or trtllm",
+        )
     if scenario.disaggregation_mode == "null":
         scenario = scenario.model_copy(update={"disaggregation_mode": "decode"})
     pool = {"replicas": prefill, **given_link}
