@@ -20,7 +20,8 @@ from simspec.config import (
 from simspec.engine.build import setup_replica
 from simspec.engine.disaggregation import prefill_scenario, transfer_s
 from simspec.engine.fleet import simulate_fleet
-from simspec.studies.fleet import FleetSlo, per_request, utilisation
+from simspec.errors import InputError
+from simspec.studies.fleet import FleetSlo, per_request, run_fleet, utilisation
 from tests.refusals import one_error
 
 runner = CliRunner()
@@ -34,7 +35,7 @@ def pd_fleet(**pool) -> FleetConfig:
 
 
 def test_every_request_is_prefilled_once_sent_once_and_decoded_after_it_lands():
-    run = simulate_fleet(pd_fleet())
+    run = run_fleet(pd_fleet())
     q = run.requests
     assert len(q) == 120 and not q.unfinishable.any()
     assert (q.prefill_replica == 0).all() and set(q.replica) <= {1, 2}
@@ -50,21 +51,21 @@ def test_every_request_is_prefilled_once_sent_once_and_decoded_after_it_lands():
 
 def test_a_transfer_takes_the_link_latency_plus_the_prompts_kv_over_the_bandwidth():
     cfg = pd_fleet(kv_transfer_gbps=100.0, kv_transfer_latency_ms=5.0)
-    q = simulate_fleet(cfg).requests
+    q = run_fleet(cfg).requests
     kv = setup_replica(prefill_scenario(cfg.replicas[0])).memory.kv_bytes_per_token
     expected = [transfer_s(int(p), kv, 100.0, 0.005) for p in q.prompt_tokens]
     assert list(q.kv_landed_s - q.prefill_done_s) == pytest.approx(expected, rel=1e-9)
-    slow = simulate_fleet(pd_fleet(kv_transfer_latency_ms=500.0)).requests
-    ttft = per_request(simulate_fleet(pd_fleet()), FleetSlo(2000, 50)).ttft_ms
+    slow = run_fleet(pd_fleet(kv_transfer_latency_ms=500.0)).requests
+    ttft = per_request(run_fleet(pd_fleet()), FleetSlo(2000, 50)).ttft_ms
     slow_ttft = per_request(
-        simulate_fleet(pd_fleet(kv_transfer_latency_ms=500.0)), FleetSlo(2000, 50)
+        run_fleet(pd_fleet(kv_transfer_latency_ms=500.0)), FleetSlo(2000, 50)
     ).ttft_ms
     assert slow_ttft.median() > ttft.median() + 450
     assert len(slow) == 120
 
 
 def test_the_same_seed_gives_the_same_run():
-    a, b = simulate_fleet(pd_fleet()).requests, simulate_fleet(pd_fleet()).requests
+    a, b = run_fleet(pd_fleet()).requests, run_fleet(pd_fleet()).requests
     pd.testing.assert_frame_equal(a, b)
 
 
@@ -88,3 +89,8 @@ def test_the_cli_runs_a_disaggregated_fleet_and_refuses_a_link_without_one(tmp_p
     one_error(bad, "--kv-transfer-gbps", "greater than 0")
     hf = runner.invoke(app, [*args, "--prefill-replicas", "1", "--engine", "hf"])
     one_error(hf, "--prefill-replicas", "engine hf runs no prefill/decode")
+
+
+def test_the_plain_fleet_never_runs_a_disaggregated_one_as_if_it_had_no_prefill():
+    with pytest.raises(InputError, match="simulate_disaggregated"):
+        simulate_fleet(pd_fleet())

@@ -313,12 +313,11 @@ def simulate_fleet(
     """Run the fleet until every request has left. ``only``: simulate just these replicas
     (a shard; state-free routers only), whose rows are then exactly the whole run's.
     ``progress(share)`` hears of the share of arrivals released, every 1 % or so."""
-    if cfg.prefill is not None:  # prefill and decode instances (engine/disaggregation.py)
-        from simspec.engine.disaggregation import simulate_disaggregated
-
-        if only is not None:
-            raise InputError("only", "a disaggregated fleet couples its instances: no shard")
-        return simulate_disaggregated(cfg, window_s, progress)
+    if cfg.prefill is not None:  # never run as if it had none
+        raise InputError(
+            "prefill",
+            "a fleet with prefill instances runs in engine.disaggregation.simulate_disaggregated",
+        )
     n_rep = len(cfg.replicas)
     chosen = sorted(set(range(n_rep) if only is None else only))
     if only is not None and cfg.router not in STATE_FREE_ROUTERS:

@@ -32,6 +32,7 @@ from simspec.catalog.models import load_model
 from simspec.config import STATE_FREE_ROUTERS, FleetConfig
 from simspec.engine import intervals as ci
 from simspec.engine.build import max_model_len
+from simspec.engine.disaggregation import simulate_disaggregated
 from simspec.engine.fleet import (
     DEFAULT_WINDOW_S,
     FleetRun,
@@ -98,7 +99,8 @@ def run_fleet(
     if runs.executor == "serial" or not shardable(cfg) or shards < 2:
         told = runs.progress is not None
         progress = (lambda share: runs.at(round(100 * share), 100)) if told else None
-        run = simulate_fleet(cfg, window_s=window_s, progress=progress)
+        simulated = simulate_fleet if cfg.prefill is None else simulate_disaggregated
+        run = simulated(cfg, window_s=window_s, progress=progress)
     else:
         check_span(cfg, fleet_requests(cfg)[1], window_s)  # once, before any shard starts
         parts = np.array_split(np.arange(len(cfg.replicas)), shards)
