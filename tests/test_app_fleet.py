@@ -142,3 +142,23 @@ def test_the_per_request_csv_keeps_clock_times_in_full():
     row = pd.read_csv(__import__("io").StringIO(csv)).iloc[0]
     assert row.arrival_s == 3456.789123 and row.first_token_s == 3456.823456
     assert row.ttft_ms == 34.3331  # other numbers to 6 significant digits
+
+
+def test_the_fleet_view_puts_prefill_instances_in_front_of_decode_instances():
+    """The page's prefill instances, as fleet --prefill-replicas: the replicas decode only,
+    every request is prefilled once, and the label and the per-replica table say which is
+    which; an engine without disaggregated serving is refused by the field."""
+    page = inputs.ExplorerInputs()
+    f = fleet_ui.FleetInputs(end_s=60.0, replicas=2, prefill_replicas=1)
+    cfg = fleet_ui.fleet_config(page, f)
+    assert cfg.prefill is not None and cfg.prefill.replicas == 1
+    assert {r.disaggregation_mode for r in cfg.replicas} == {"decode"}
+    assert fleet_ui.label(page, f).startswith("1 prefill + 2 decode instances")
+    res = fleet_ui.run_view(page, f)
+    util = res["utilisation"]
+    arrived = len(transformed("azure-conv", None, 60.0))
+    assert list(util.role) == ["prefill", "decode", "decode"]
+    assert util.requests.iloc[0] == arrived == util.requests.iloc[1:].sum()
+    hf = inputs.ExplorerInputs(engine="hf")
+    with pytest.raises(InputError, match="prefill_replicas: engine hf"):
+        fleet_ui.fleet_config(hf, f)

@@ -88,7 +88,7 @@ def test_the_cli_runs_a_disaggregated_fleet_and_refuses_a_link_without_one(tmp_p
     bad = runner.invoke(app, [*args, "--prefill-replicas", "1", "--kv-transfer-gbps", "0"])
     one_error(bad, "--kv-transfer-gbps", "greater than 0")
     hf = runner.invoke(app, [*args, "--prefill-replicas", "1", "--engine", "hf"])
-    one_error(hf, "--prefill-replicas", "engine hf runs no prefill/decode")
+    one_error(hf, "--prefill-replicas", "engine hf runs no prefill/decode", "sglang")
 
 
 def test_the_plain_fleet_never_runs_a_disaggregated_one_as_if_it_had_no_prefill():

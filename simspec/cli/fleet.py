@@ -486,29 +486,20 @@ def _fleet_config(
         flags = {f"--{k.replace('_', '-')}": v for k, v in given_link.items()}
         refuse_unread("sets the KV transfer of --prefill-replicas: give it too", flags)
         return FleetConfig.uniform(scenario, replicas, router)
-    from simspec.catalog.hardware import load_engine
+    from simspec.studies.fleet import disaggregated_fleet
 
-    engine = load_engine(scenario.engine)
-    if not engine.flag("pd_disaggregation"):  # named by the flag asked (QA-style)
-        raise InputError(
-            "--prefill-replicas",
-            f"engine {engine.id} runs no prefill/decode-disaggregated deployment (engines.yaml "
-            "pd_disaggregation): give --engine vllm, sglang or trtllm",
-        )
-    if scenario.disaggregation_mode == "null":
-        scenario = scenario.model_copy(update={"disaggregation_mode": "decode"})
-    pool = {"replicas": prefill, **given_link}
+    flags = {
+        "prefill_replicas": "--prefill-replicas",
+        "prefill.kv_transfer_gbps": "--kv-transfer-gbps",
+        "prefill.kv_transfer_latency_ms": "--kv-transfer-latency-ms",
+    }
     try:
-        return FleetConfig.model_validate(
-            {"replicas": [scenario] * replicas, "router": router, "prefill": pool}
-        )
-    except ValidationError as exc:  # a link out of range, by the flag that set it
+        return disaggregated_fleet(scenario, replicas, router, prefill, given_link)
+    except InputError as exc:  # by the flag that set it
+        raise InputError(flags.get(exc.field, exc.field), exc.message) from None
+    except ValidationError as exc:  # a link out of range
         field, message = first_error(exc)
-        flag = {
-            "prefill.kv_transfer_gbps": "--kv-transfer-gbps",
-            "prefill.kv_transfer_latency_ms": "--kv-transfer-latency-ms",
-        }.get(field, field)
-        raise InputError(flag, message) from None
+        raise InputError(flags.get(field, field), message) from None
 
 
 def tile_cut_note(wl: Any) -> None:

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from simspec.catalog.models import load_model
-from simspec.config import STATE_FREE_ROUTERS, FleetConfig
+from simspec.config import STATE_FREE_ROUTERS, FleetConfig, Scenario
 from simspec.engine import intervals as ci
 from simspec.engine.build import max_model_len
 from simspec.engine.disaggregation import simulate_disaggregated
@@ -79,6 +79,29 @@ class FleetSlo:
                 raise InputError(
                     f"--slo-{name.replace('_', '-')}", f"must be a finite number > 0, got {value}"
                 )
+
+
+def disaggregated_fleet(
+    scenario: Scenario, decode: int, router: str, prefill: int, link: dict[str, float]
+) -> FleetConfig:
+    """``prefill`` prefill instances of ``scenario``'s deployment in front of ``decode`` decode
+    instances of it, behind ``router``, ``link`` the PrefillPool's KV-transfer fields given. An
+    engine without disaggregated serving is refused by ``prefill_replicas``, naming those
+    that run it."""
+    from simspec.catalog.hardware import load_engine
+
+    engine = load_engine(scenario.engine)
+    if not engine.flag("pd_disaggregation"):
+        raise InputError(
+            "prefill_replicas",
+            f"engine {engine.id} runs no prefill/decode-disaggregated deployment (engines.yaml "
+            "pd_disaggregation): vllm, sglang and trtllm do",
+        )
+    decoding = scenario.model_copy(update={"disaggregation_mode": "decode"})
+    pool = {"replicas": prefill, **link}
+    return FleetConfig.model_validate(
+        {"replicas": [decoding] * decode, "router": router, "prefill": pool}
+    )
 
 
 def shardable(cfg: FleetConfig) -> bool:

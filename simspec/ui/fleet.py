@@ -65,6 +65,8 @@ class FleetInputs(BaseModel):
     start_s: float = Field(default=DEFAULT_WINDOW[0], ge=0.0)
     end_s: float | None = Field(default=DEFAULT_WINDOW[1], gt=0.0, description="None: to the end")
     replicas: int = Field(default=2, ge=1, le=MAX_PAGE_REPLICAS)
+    # prefill instances in front of the replicas, which then decode only (0: none)
+    prefill_replicas: int = Field(default=0, ge=0, le=MAX_PAGE_REPLICAS)
     router: str = "least_outstanding"
     method: str = "autoregressive"
     slo_ttft_ms: float = Field(default=DEFAULT_SLO_TTFT_MS, gt=0.0)
@@ -121,6 +123,8 @@ def scenario_for(page: ExplorerInputs, f: FleetInputs) -> Scenario:
 def fleet_config(page: ExplorerInputs, f: FleetInputs) -> FleetConfig:
     sc = scenario_for(page, f)
     check_runnable(sc)
+    if f.prefill_replicas:  # the CLI's --prefill-replicas, the KV link at its defaults
+        return study.disaggregated_fleet(sc, f.replicas, f.router, f.prefill_replicas, {})
     return FleetConfig.uniform(sc, f.replicas, f.router)
 
 
@@ -158,9 +162,10 @@ def label(page: ExplorerInputs, f: FleetInputs) -> str:
     trace = f.trace if f.trace in packaged_arrival_traces() else "uploaded trace"
     end = "end" if f.end_s is None else f"{f.end_s:g}"
     scale = "" if f.rate_scale == 1.0 else f" at {f.rate_scale:g}x"
-    return (
-        f"{f.replicas} replicas, {f.router}, {f.method} · {trace} [{f.start_s:g}, {end}) s{scale}"
-    )
+    count = f"{f.replicas} replicas"
+    if f.prefill_replicas:
+        count = f"{f.prefill_replicas} prefill + {f.replicas} decode instances"
+    return f"{count}, {f.router}, {f.method} · {trace} [{f.start_s:g}, {end}) s{scale}"
 
 
 def timeline(frames: dict[str, Any], page: ExplorerInputs, f: FleetInputs) -> go.Figure:
@@ -236,6 +241,7 @@ def fleet_columns(page: ExplorerInputs, f: FleetInputs) -> dict[str, object]:
         "trace_end_s": f.end_s if f.end_s is not None else np.nan,
         "rate_scale": f.rate_scale,
         "replicas": f.replicas,
+        "prefill_replicas": f.prefill_replicas,
         "router": f.router,
         "slo_ttft_ms": f.slo_ttft_ms,
         "slo_tpot_ms": f.slo_tpot_ms,

@@ -50,6 +50,14 @@ def fleet_inputs(inputs: ExplorerInputs, slo: Slo) -> fleet.FleetInputs | None:
         replicas = st.number_input(
             "Replicas", 1, fleet.MAX_PAGE_REPLICAS, **kept("fleet_replicas", d.replicas)
         )
+        prefill = st.number_input(
+            "Prefill instances (0: none; else the replicas decode only)",
+            0,
+            fleet.MAX_PAGE_REPLICAS,
+            **kept("fleet_prefill", d.prefill_replicas),
+            help="prefill/decode disaggregation, as simspec fleet --prefill-replicas: the KV "
+            "crosses at 400 Gb/s per GPU (README: Layouts)",
+        )
         router = st.selectbox(
             "Router", list(ROUTERS), **kept("fleet_router", list(ROUTERS).index(d.router), "index")
         )
@@ -72,6 +80,7 @@ def fleet_inputs(inputs: ExplorerInputs, slo: Slo) -> fleet.FleetInputs | None:
         start_s=start,
         end_s=end or None,
         replicas=int(replicas),
+        prefill_replicas=int(prefill),
         router=router,
         method=method,
         slo_ttft_ms=slo.ttft_ms,
