@@ -15,7 +15,13 @@ class InputError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         self.message = message
-        super().__init__(f"{field}: {message}")
+        # args are (field, message), so that code re-raising an error as type(e)(*e.args)
+        # rebuilds it (SimPy does, for an error raised inside a process: QA, a --window-s too
+        # fine for a slow KV transfer crashed with a TypeError instead of this message)
+        super().__init__(field, message)
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
 
     def __reduce__(self) -> tuple:
         """Rebuilt from (field, message): errors raised in a worker process or on Ray reach

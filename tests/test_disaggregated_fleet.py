@@ -94,3 +94,75 @@ def test_the_cli_runs_a_disaggregated_fleet_and_refuses_a_link_without_one(tmp_p
 def test_the_plain_fleet_never_runs_a_disaggregated_one_as_if_it_had_no_prefill():
     with pytest.raises(InputError, match="simulate_disaggregated"):
         simulate_fleet(pd_fleet())
+
+
+def _trace_fleet(tmp_path, rows, **over) -> FleetConfig:
+    body = "".join(f"{a},{p},{o},conversation\n" for a, p, o in rows)
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,prompt_len,output_len,domain\n" + body)
+    wl = WorkloadConfig(arrival="replay", arrival_trace=str(path))
+    sc = Scenario(workload=wl, disaggregation_mode="decode", **over)
+    return FleetConfig(replicas=[sc] * 2, prefill=PrefillPool(replicas=1))
+
+
+def test_a_one_token_output_is_delivered_when_its_kv_lands(tmp_path):
+    """QA: under PD such a request had no first token and no output: TTFT NaN, its SLO
+    missed, throughput 0 for a trace of them."""
+    cfg = _trace_fleet(tmp_path, [(0.0, 100, 1), (0.1, 200, 1), (0.2, 50, 20)])
+    run = run_fleet(cfg)
+    table = per_request(run, FleetSlo(2000, 50))
+    assert table.ttft_ms.notna().all() and table.met_slo.all()
+    assert list(table.output_tokens) == [1, 1, 20]
+    q = run.requests
+    one = q[q.requested_output_tokens == 1]
+    assert (one.first_token_s == one.kv_landed_s).all()
+
+
+def test_a_request_no_decode_instance_serves_is_refused_before_its_prefill(tmp_path):
+    """QA: one longer than max_model_len was prefilled and sent first, delaying the next."""
+    from simspec.config import SchedulerConfig
+
+    long_one = [(0.0, 3000, 3000), (0.01, 100, 10)]
+    cfg = _trace_fleet(tmp_path, long_one, scheduler=SchedulerConfig(max_model_len=4096))
+    q = run_fleet(cfg).requests
+    assert q.unfinishable.tolist() == [True, False]
+    assert q.prefill_done_s.isna().iloc[0]
+    assert q.first_token_s.iloc[1] - q.arrival_s.iloc[1] < 0.05
+
+
+def test_the_timeline_counts_prefill_arrivals_and_each_token_once():
+    """QA: prefill instances showed no arrivals (their queue was charged to the decode
+    instances) and the fleet's tokens counted every first token twice."""
+    from simspec.studies.fleet import timeline
+
+    run = run_fleet(pd_fleet())
+    series = timeline(run)
+    prefill = series[series.replica == 0]
+    fleet = series[series.replica == -1]
+    assert prefill.arrivals.sum() == len(run.requests) == fleet.arrivals.sum()
+    made = (fleet.tokens_s * run.window_s).sum()
+    assert made == pytest.approx(run.requests.output_tokens.sum())
+
+
+def test_random_routing_to_prefill_and_to_decode_draws_apart():
+    """QA: both routers drew the fleet's one router stream, so every request prefilled on
+    instance i was decoded on instance i."""
+    sc = Scenario(workload=WL, disaggregation_mode="decode")
+    cfg = FleetConfig(replicas=[sc] * 4, router="random", prefill=PrefillPool(replicas=4))
+    q = run_fleet(cfg).requests
+    same = (q.prefill_replica + 4 == q.replica).mean()
+    assert same < 0.5
+
+
+def test_the_cli_refuses_a_null_mode_beside_prefill_instances():
+    args = ["fleet", "--qps", "6", "--requests", "20", "--prefill-replicas", "1"]
+    result = runner.invoke(app, [*args, "--disaggregation-mode", "null"])
+    one_error(result, "--disaggregation-mode", "decode instances")
+
+
+def test_an_input_error_raised_in_a_process_is_rebuilt_from_its_args():
+    """QA: SimPy re-raises type(e)(*e.args); InputError's one joined arg made that a
+    TypeError and a traceback (--kv-transfer-gbps 1e-9 with fine windows)."""
+    err = InputError("--window-s", "too fine")
+    again = type(err)(*err.args)
+    assert (again.field, again.message, str(again)) == ("--window-s", "too fine", str(err))

@@ -475,3 +475,13 @@ def test_expert_parallel_reads_a_whole_expert_where_tp_reads_a_slice():
     expert_bytes = 3 * model.hidden_size * model.moe_intermediate_size * 2  # bf16
     floor = model.num_hidden_layers * expert_bytes / load_gpu("h100_sxm").hbm_bandwidth_bytes_s
     assert step[8] - step[1] > 0.5 * floor
+
+
+def test_experts_that_do_not_divide_over_the_gpus_land_as_vllm_splits_them():
+    """60 experts over 8 GPUs: four hold 8, four hold 7 (vLLM's determine_expert_map); every
+    expert touched fills the busiest with 8 (QA: capped at 7, 60 experts read cheaper than 64)."""
+    from simspec.engine.costmodel.work import busiest_rank_experts
+
+    assert busiest_rank_experts(60, 8, 60) == 8.0
+    assert busiest_rank_experts(60, 8, 1) == 1.0
+    assert busiest_rank_experts(60, 8, 30) > busiest_rank_experts(64, 8, 30) - 0.2

@@ -386,6 +386,11 @@ def fleet(
         # reported against --method, which the user never gave)
         where = flag if names is not None else "methods"
         raise InputError(where, f"{why}: name one ({where} lists {len(chosen)})")
+    if prefill_replicas is not None and flags.disaggregation_mode == "null":
+        raise InputError(  # QA: run as decode instances without a word
+            "--disaggregation-mode",
+            "null, but with --prefill-replicas the replicas are decode instances: drop it",
+        )
     cfg = _fleet_config(
         Scenario(**deploy.model_dump(), method=chosen[0]),
         replicas,
@@ -437,7 +442,11 @@ def fleet(
     _arrival_rate_note(table)
     tile_cut_note(cfg.workload)
     _disaggregation_note(cfg)
-    print_provenance(deploy, chosen)
+    # the stand-alone decode instance's note (TTFT: its wait for room) is not this fleet's
+    shown_deploy = (
+        deploy if cfg.prefill is None else deploy.model_copy(update={"disaggregation_mode": "null"})
+    )
+    print_provenance(shown_deploy, chosen)
 
 
 def _arrival_rate_note(table: Any) -> None:

@@ -40,6 +40,7 @@ from simspec.engine.build import (
 )
 from simspec.engine.fleet import (
     DEFAULT_WINDOW_S,
+    ROUTER_STREAM,
     FleetRun,
     ReplicaStats,
     Router,
@@ -93,22 +94,25 @@ def simulate_disaggregated(
     total = n_pre + n_dec
     logs = [WindowedLog(window_s, max_windows(total)) for _ in range(total)]
     pre_sc = [prefill_scenario(cfg.replicas[0])] * n_pre
+    scenarios = [*pre_sc, *cfg.replicas]
+    setups = [setup_replica(sc) for sc in scenarios]
+    for i, setup in enumerate(setups):
+        past_budget(prefill_table if i < n_pre else decode_table, setup)
+    # a request no decode instance can serve is refused before its prefill, as the engines'
+    # API servers refuse it (QA: it was prefilled and sent, delaying the requests after it)
+    prefill_table.unfinishable |= decode_table.unfinishable
     built: list[Replica] = []
-    setups = []
-    for i, sc in enumerate([*pre_sc, *cfg.replicas]):
-        setup = setup_replica(sc)
+    for i, (sc, setup) in enumerate(zip(scenarios, setups, strict=True)):
         table = prefill_table if i < n_pre else decode_table
-        past_budget(table, setup)
         # the decode instances draw acceptance as a plain fleet's replicas do; the prefill
         # instances (which never decode) from streams past theirs
         stream = acceptance_stream(cfg.seed, i - n_pre if i >= n_pre else n_dec + i)
         accept = acceptance_sampler(sc, setup.speculator, len(table), stream)
         built.append(Replica(env, setup, table, accept, logs[i]))
-        setups.append(setup)
     prefills: list[Replica | None] = list(built[:n_pre])
     decodes: list[Replica | None] = list(built[n_pre:])
     to_prefill = Router(cfg.model_copy(update={"replicas": pre_sc}), prefills, len(specs))
-    to_decode = Router(cfg, decodes, len(specs))
+    to_decode = Router(cfg, decodes, len(specs), stream=ROUTER_STREAM + 1)
     kv_bytes = setups[0].memory.kv_bytes_per_token
     latency_s = pool.kv_transfer_latency_ms / 1e3
     landed = np.full(len(specs), np.nan)

@@ -62,6 +62,8 @@ from simspec.errors import InputError
 
 # seconds per bin of the fleet's time series unless asked otherwise
 DEFAULT_WINDOW_S = 10.0
+# the child of the seed a fleet's router draws from (fleet_streams' fourth)
+ROUTER_STREAM = 3
 
 
 def max_windows(replicas: int) -> int:
@@ -252,13 +254,23 @@ def _ceil_3(x: float) -> str:
     return f"{math.ceil(x / step) * step:.6g}"
 
 
-def assignments(router: str, n: int, replicas: int, seed: int) -> np.ndarray:
+def router_stream(seed: int, stream: int = ROUTER_STREAM) -> np.random.Generator:
+    """A router's draws: the fleet's fourth child of the seed (:func:`fleet_streams`), or for
+    a second router in the same fleet (a disaggregated fleet's, to its decode instances)
+    another child, so the two never draw alike (QA: random routing sent every request prefilled
+    on instance i to decode instance i)."""
+    return np.random.default_rng(np.random.SeedSequence(seed).spawn(stream + 1)[stream])
+
+
+def assignments(
+    router: str, n: int, replicas: int, seed: int, stream: int = ROUTER_STREAM
+) -> np.ndarray:
     """The replica of each of ``n`` requests under a state-free router (it depends on the
     arrival order alone)."""
     if router == "round_robin":
         return np.arange(n, dtype=np.int64) % replicas
     if router == "random":
-        return fleet_streams(seed)[3].integers(0, replicas, size=n)
+        return router_stream(seed, stream).integers(0, replicas, size=n)
     raise ValueError(f"{router} reads the replicas' state: no fixed assignment")
 
 
@@ -266,15 +278,21 @@ class Router:
     """Picks a replica for each arriving request and counts each replica's outstanding
     requests (routed, not finished)."""
 
-    def __init__(self, cfg: FleetConfig, replicas: list[Replica | None], n: int) -> None:
+    def __init__(
+        self,
+        cfg: FleetConfig,
+        replicas: list[Replica | None],
+        n: int,
+        stream: int = ROUTER_STREAM,
+    ) -> None:
         self.kind, self.replicas = cfg.router, replicas
         self.outstanding = np.zeros(len(replicas), dtype=np.int64)
         self.fixed = (
-            assignments(cfg.router, n, len(replicas), cfg.seed)
+            assignments(cfg.router, n, len(replicas), cfg.seed, stream)
             if cfg.router in STATE_FREE_ROUTERS
             else None
         )
-        self.rng = fleet_streams(cfg.seed)[3]
+        self.rng = router_stream(cfg.seed, stream)
         self.count = 0
 
     def pick(self, rid: int) -> int:

@@ -226,14 +226,17 @@ class Replica:
         a decode instance it arrives prefilled: its prompt's KV on the way and its first token
         sampled (by the prefill instance), waiting for a slot and blocks, not for a prefill;
         that token is delivered when it is admitted (its TTFT here: the wait for room), and a
-        one-token output is done on arrival (this instance never serves it)."""
+        one-token output is delivered and done on arrival (this instance never serves it)."""
         r = self.requests
         r.arrival[rid] = self.env.now
         if self.acceptance is not None:
             self.acceptance.start(rid, int(r.trace_index[rid]))
         if self._decode_instance:
-            if r.output_len[rid] <= 1:  # the prefill instance's token was its whole output
-                r.finish[rid] = self.env.now
+            if r.output_len[rid] <= 1:  # the prefill instance's token was its whole output,
+                # delivered here on arrival (QA: left without a first token or a count, a
+                # disaggregated fleet read its TTFT as missing and its SLO as missed)
+                r.first_token[rid] = r.finish[rid] = self.env.now
+                r.generated[rid] = 1
                 self.expected -= 1
                 self.on_finish(rid)
                 return

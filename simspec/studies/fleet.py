@@ -434,13 +434,26 @@ def timeline(run: FleetRun) -> pd.DataFrame:
     n_win = max(n_win, int(run.windows["window"].max()) + 1 if len(run.windows) else 1)
     ends = (np.arange(n_win) + 1) * w
     frames = []
+    prefills = run.prefill_replicas
     for s in run.replicas:
-        routed = q[q["replica"] == s.index]  # every arrival, an unfinishable one too
+        # when each request reached this instance, and when it got what it waited for there:
+        # a prefill instance's, from the arrival to its first token; a decode instance's in a
+        # disaggregated fleet, from its KV landing to its admission (QA: prefill instances
+        # showed no arrivals and their queues were charged to the decode instances)
+        came, served = "arrival_s", "first_token_s"
+        if s.index < prefills:
+            routed = q[q["prefill_replica"] == s.index]
+            served = "prefill_done_s"
+        elif prefills:
+            routed = q[(q["replica"] == s.index) & q["kv_landed_s"].notna()]
+            came = "kv_landed_s"
+        else:
+            routed = q[q["replica"] == s.index]  # every arrival, an unfinishable one too
         mine = routed[~routed["unfinishable"]]  # those that wait for a first token
-        arrived = np.searchsorted(np.sort(mine["arrival_s"].to_numpy()), ends, side="right")
-        first = np.sort(mine["first_token_s"].to_numpy())
+        arrived = np.searchsorted(np.sort(mine[came].to_numpy()), ends, side="right")
+        first = np.sort(mine[served].to_numpy())
         started = np.searchsorted(first, ends, side="right")
-        bins = np.bincount((routed["arrival_s"].to_numpy() // w).astype(int), minlength=n_win)
+        bins = np.bincount((routed[came].to_numpy() // w).astype(int), minlength=n_win)
         win = run.windows[run.windows["replica"] == s.index].set_index("window")
         win = win.reindex(range(n_win), fill_value=0)
         frames.append(
@@ -472,6 +485,19 @@ def timeline(run: FleetRun) -> pd.DataFrame:
     per["_kb"] = per["active_k"] * busy
     per["_b"] = busy
     fleet = per.groupby("time_s", sort=True).sum(numeric_only=True).reset_index()
+    if prefills:  # the fleet's arrivals are the prefill instances', its tokens the clients'
+        # (the decode instances deliver each first token again: counted once)
+        for col, side in (
+            ("arrivals", per["replica"] < prefills),
+            ("tokens_s", per["replica"] >= prefills),
+        ):
+            fleet[col] = (
+                per[side]
+                .groupby("time_s", sort=True)[col]
+                .sum()
+                .reindex(fleet["time_s"])
+                .to_numpy()
+            )
     fleet["replica"] = -1
     busy_fleet = fleet["_b"].where(fleet["_b"] > 0, 1.0)
     fleet["active_k"] = np.where(fleet["_b"] > 0, fleet["_kb"] / busy_fleet, 0.0)

@@ -101,10 +101,11 @@ def distinct_experts(
 
 
 def busiest_rank_experts(experts: int, ep: int, touched: float) -> float:
-    """Expected distinct experts on the busiest of ``ep`` GPUs that hold ``experts / ep`` whole
-    experts each, when ``touched`` distinct experts (:func:`distinct_experts`) fall among them
-    as a uniformly random subset. Under expert parallelism the MoE layer ends when its slowest
-    rank does: vLLM's FusedMoE with --enable-expert-parallel sums the ranks' outputs in the
+    """Expected distinct experts on the busiest of ``ep`` GPUs that hold the ``experts`` whole
+    (as evenly as vLLM splits them), when ``touched`` distinct experts
+    (:func:`distinct_experts`) fall among them as a uniformly random subset. Under expert
+    parallelism the MoE layer ends when its slowest rank does: vLLM's FusedMoE with
+    --enable-expert-parallel sums the ranks' outputs in the
     all-reduce after the experts, DeepEP's combine gathers from every rank, and DeepSeek-V3's
     report (arXiv 2412.19437, section 3.4) balances the experts over GPUs (EPLB) because the
     most loaded GPU sets the time. One token of top-1 routing reads a whole expert on one GPU
@@ -121,19 +122,22 @@ def busiest_rank_experts(experts: int, ep: int, touched: float) -> float:
 @cache
 def _busiest(experts: int, ep: int, drawn: int) -> float:
     """E[max over ranks] of a multivariate hypergeometric draw of ``drawn`` of ``experts``
-    items in ``ep`` equal groups: sum over m of P(max > m), where the draws with every group at
-    most m are the x^drawn coefficient of (sum_{j <= m} C(n, j) x^j)^ep (n = experts / ep)."""
-    n = experts // ep
-    drawn = min(drawn, n * ep)
+    items in ``ep`` groups, sized as vLLM's expert map splits them (experts // ep each, one
+    more on the first experts % ep ranks: ``determine_expert_map``): the sum over m of
+    P(max > m), where the draws with every group at most m are the x^drawn coefficient of
+    the product over groups of sum_{j <= m} C(size, j) x^j."""
+    base, extra = divmod(experts, ep)
+    sizes = [base + 1] * extra + [base] * (ep - extra)
+    drawn = min(drawn, experts)
     if drawn <= 0:
         return 0.0
-    total = math.comb(n * ep, drawn)
+    total = math.comb(experts, drawn)
     floor = -(-drawn // ep)  # the busiest group holds at least this many
     expected = float(floor)
-    for m in range(floor, n):
-        group = np.array([math.comb(n, j) for j in range(m + 1)], dtype=np.float64)
+    for m in range(floor, max(sizes)):
         poly = np.ones(1)
-        for _ in range(ep):
+        for size in sizes:
+            group = np.array([math.comb(size, j) for j in range(min(m, size) + 1)], dtype=float)
             poly = np.convolve(poly, group)[: drawn + 1]
         at_most = float(poly[drawn]) / total if len(poly) > drawn else 0.0
         expected += 1.0 - at_most
