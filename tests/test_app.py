@@ -230,6 +230,12 @@ def test_a_bad_upload_or_a_new_list_of_choices_keeps_the_layout_and_precision_ch
     assert "TP 2 EP 2 DP 2 · vllm · fp8 weights · async scheduling" in _titles(at)[0]
     _starting(at.sidebar.selectbox, "Engine profile").set_value("sglang").run()
     assert _starting(at.sidebar.selectbox, "Weight precision").value == "fp8"
+    # a list that lacks the choice shows the default and forgets nothing (QA: EP 2 at TP 2,
+    # then TP 4, then TP 2 again showed EP 1)
+    _starting(at.sidebar.selectbox, "Tensor parallel").set_value(4).run()
+    assert _starting(at.sidebar.selectbox, "Expert parallel").value == 1
+    _starting(at.sidebar.selectbox, "Tensor parallel").set_value(2).run()
+    assert _starting(at.sidebar.selectbox, "Expert parallel").value == 2
 
 
 @pytest.mark.slow

@@ -160,5 +160,11 @@ def test_the_fleet_view_puts_prefill_instances_in_front_of_decode_instances():
     assert list(util.role) == ["prefill", "decode", "decode"]
     assert util.requests.iloc[0] == arrived == util.requests.iloc[1:].sum()
     hf = inputs.ExplorerInputs(engine="hf")
-    with pytest.raises(InputError, match="prefill_replicas: engine hf"):
+    with pytest.raises(InputError, match="Prefill instances: engine hf"):
         fleet_ui.fleet_config(hf, f)
+    import io
+
+    import pandas as pd
+
+    csv = pd.read_csv(io.StringIO(fleet_ui.requests_csv(res["requests"], page, f)))
+    assert set(csv.disaggregation_mode) == {"decode"} and set(csv.prefill_replicas) == {1}

@@ -115,3 +115,11 @@ def test_a_row_filled_by_assume_gpu_names_that_flag():
     assert "gpu not stated: h200 assumed (--assume-gpu h200)" in plan.assumptions
     plan = plan_case(row, assume={"gpu": "h200"})
     assert "gpu not stated: h200 assumed (--assume gpu=h200)" in plan.assumptions
+
+
+def test_fixed_length_flags_stay_beside_a_dataset_flag():
+    """QA: the dataset flag's replacement of a file's fixed lengths dropped --prompt-len and
+    --output-len too, running the default 512/256 tokens under a "fixed lengths" title."""
+    cfg = SweepFlags(dataset="gsm8k", prompt_len=100, output_len=50).sweep_config(None)
+    assert cfg.workload.lengths_from is None
+    assert (cfg.workload.prompt.mean, cfg.workload.output.mean) == (100, 50)

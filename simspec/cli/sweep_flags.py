@@ -104,9 +104,12 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
         self.check_grid_axes(file, fields, flag)
         data = self.run_length(with_preset_ids(overlay(file, fields)))
         self.check_fixed_lengths(file)
-        if (self.dataset or self.token_trace) and isinstance(data.get("workload"), dict):
+        fixed_flags = self.prompt_len is not None or self.output_len is not None
+        dataset_flag = self.dataset or self.token_trace
+        if dataset_flag and not fixed_flags and isinstance(data.get("workload"), dict):
             # the flag's dataset replaces the file's fixed lengths, as a flag replaces what the
-            # file sets (QA: refused, telling the user to edit the file the flag overrides)
+            # file sets (QA: refused, telling the user to edit the file the flag overrides);
+            # fixed lengths on the command line stay (the dataset then sets the acceptance)
             fixed = ("prompt", "output")
             data["workload"] = {k: v for k, v in data["workload"].items() if k not in fixed}
         workload = file.get("workload")

@@ -35,6 +35,7 @@ from simspec.config import (
     WorkloadConfig,
 )
 from simspec.engine.speculators import SPECULATORS
+from simspec.errors import InputError
 from simspec.outputs import CLOCK_COLUMNS, csv_text
 from simspec.studies import fleet as study
 from simspec.studies.fleet_report import timeline_figure
@@ -124,7 +125,10 @@ def fleet_config(page: ExplorerInputs, f: FleetInputs) -> FleetConfig:
     sc = scenario_for(page, f)
     check_runnable(sc)
     if f.prefill_replicas:  # the CLI's --prefill-replicas, the KV link at its defaults
-        return study.disaggregated_fleet(sc, f.replicas, f.router, f.prefill_replicas, {})
+        try:
+            return study.disaggregated_fleet(sc, f.replicas, f.router, f.prefill_replicas, {})
+        except InputError as exc:  # by the widget's name (QA: "prefill_replicas: ...")
+            raise InputError("Prefill instances", exc.message) from None
     return FleetConfig.uniform(sc, f.replicas, f.router)
 
 
@@ -249,6 +253,8 @@ def fleet_columns(page: ExplorerInputs, f: FleetInputs) -> dict[str, object]:
         # it changes the fleet's steps as it does the what-if's (QA: the CSV did not say)
         "async_scheduling": async_label(page),
         **serving_columns(page),
+        # the replicas behind prefill instances decode only (QA: the column said null)
+        **({"disaggregation_mode": "decode"} if f.prefill_replicas else {}),
     }
 
 

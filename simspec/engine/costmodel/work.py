@@ -124,26 +124,34 @@ def _busiest(experts: int, ep: int, drawn: int) -> float:
     """E[max over ranks] of a multivariate hypergeometric draw of ``drawn`` of ``experts``
     items in ``ep`` groups, sized as vLLM's expert map splits them (experts // ep each, one
     more on the first experts % ep ranks: ``determine_expert_map``): the sum over m of
-    P(max > m), where the draws with every group at most m are the x^drawn coefficient of
-    the product over groups of sum_{j <= m} C(size, j) x^j."""
+    P(max > m), where P(max <= m) is the x^drawn coefficient of the product over groups of
+    sum_{j <= m} C(size, j) x^j, over C(experts, drawn). Each group's terms are scaled by
+    C(experts, drawn)^(-1/ep), in logs, so the product is a probability and no count
+    overflows a float (QA: 2,048 experts raised an OverflowError)."""
     base, extra = divmod(experts, ep)
     sizes = [base + 1] * extra + [base] * (ep - extra)
     drawn = min(drawn, experts)
     if drawn <= 0:
         return 0.0
-    total = math.comb(experts, drawn)
+    share = _log_comb(experts, drawn) / ep
     floor = -(-drawn // ep)  # the busiest group holds at least this many
     expected = float(floor)
     for m in range(floor, max(sizes)):
         poly = np.ones(1)
         for size in sizes:
-            group = np.array([math.comb(size, j) for j in range(min(m, size) + 1)], dtype=float)
+            j = np.arange(min(m, size) + 1)
+            group = np.exp(np.array([_log_comb(size, int(i)) for i in j]) - share)
             poly = np.convolve(poly, group)[: drawn + 1]
-        at_most = float(poly[drawn]) / total if len(poly) > drawn else 0.0
+        at_most = float(poly[drawn]) if len(poly) > drawn else 0.0
         expected += 1.0 - at_most
         if at_most > 1.0 - 1e-12:
             break
     return expected
+
+
+def _log_comb(n: int, k: int) -> float:
+    """log C(n, k), for counts past a float's range."""
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
 
 
 def elementwise_bytes(tokens: Num, hidden: int, q_dim: int, kv_dim: int, inter: int) -> Num:

@@ -26,7 +26,8 @@ def analytic_view(inputs: ExplorerInputs) -> None:
     # within the model's context, which the closed form refuses past (QA: a 2,048-token model
     # at 32,768 had raised past the tab and kept the Fleet and Compare tabs from drawing), and
     # within the max model len set, beside the longest verify (QA: priced past it unsaid)
-    window = min(32768, load_model(inputs.model).max_position_embeddings)
+    model_window = min(32768, load_model(inputs.model).max_position_embeddings)
+    window = model_window
     if inputs.max_model_len is not None:
         window = min(window, inputs.max_model_len - K_MAX - 1)
     if window < 1:
@@ -40,7 +41,12 @@ def analytic_view(inputs: ExplorerInputs) -> None:
         context = st.slider("Tokens in the KV cache", 64, longest, min(1024, longest), 64)
     else:  # too short a context for a slider (QA: 40 tokens had raised min == max)
         context = window
-        st.caption(f"Tokens in the KV cache: {context}, the model's whole context")
+        whole = (
+            "the model's whole context"
+            if window == model_window
+            else f"what Max model len {inputs.max_model_len} leaves beside the verify"
+        )
+        st.caption(f"Tokens in the KV cache: {context}, {whole}")
     table = analytic_cached(deployment_for(inputs).model_dump_json(), method, context)
     fe, fs = analytic_figures(table, inputs, method)
     st.plotly_chart(fe, width="stretch")

@@ -57,7 +57,12 @@ def remembered(name: str, choices: Sequence[Any], default: Any) -> dict[str, Any
     return {"key": f"{CHOSEN}{name}:{options!r}", "index": options.index(value)}
 
 
-def remember(name: str, value: Any) -> Any:
-    """Save ``value`` as ``name``'s last choice (for :func:`remembered`); returns it."""
-    st.session_state[CHOSEN + name] = value
+def remember(name: str, value: Any, choices: Sequence[Any], default: Any) -> Any:
+    """Save ``value`` as ``name``'s last choice (for :func:`remembered`); returns it. A value
+    shown only because ``choices`` lacked the saved choice (the default stood in) saves
+    nothing, so the choice comes back with a list that offers it again (QA: EP 2 at TP 2,
+    then TP 4, then TP 2 again showed EP 1)."""
+    saved = st.session_state.get(CHOSEN + name, default)
+    if saved in list(choices) or value != default:
+        st.session_state[CHOSEN + name] = value
     return value

@@ -125,16 +125,25 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
     ep, dp, mode = DEFAULT.ep, DEFAULT.dp, DEFAULT.disaggregation_mode
     if len(eps) > 1:
         pick = remembered("ep", eps, DEFAULT.ep)
-        ep = remember("ep", sb.selectbox("Expert parallel", eps, help=EP_HELP, **pick))
+        ep = remember(
+            "ep", sb.selectbox("Expert parallel", eps, help=EP_HELP, **pick), eps, DEFAULT.ep
+        )
     if len(dps) > 1:
         pick = remembered("dp", dps, DEFAULT.dp)
-        dp = remember("dp", sb.selectbox("Data-parallel attention", dps, help=DP_HELP, **pick))
+        dp = remember(
+            "dp",
+            sb.selectbox("Data-parallel attention", dps, help=DP_HELP, **pick),
+            dps,
+            DEFAULT.dp,
+        )
     modes = disaggregation_choices(engine)
     if len(modes) > 1:
         pick = remembered("serving", modes, DEFAULT.disaggregation_mode)
         mode = remember(
             "serving",
             sb.selectbox("Serving", modes, format_func=SERVING_LABELS.get, help=PD_HELP, **pick),
+            modes,
+            DEFAULT.disaggregation_mode,
         )
     precisions = precision_choices(gpu, engine)
     precision = remember(
@@ -146,6 +155,8 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
             help=PRECISION_HELP,
             **remembered("precision", precisions, DEFAULT.precision),
         ),
+        precisions,
+        DEFAULT.precision,
     )
     if note := precision_caveat(precision, gpu):
         sb.caption(note)
