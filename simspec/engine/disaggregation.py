@@ -42,15 +42,16 @@ from simspec.engine.fleet import (
     DEFAULT_WINDOW_S,
     ROUTER_STREAM,
     FleetRun,
-    ReplicaStats,
     Router,
     WindowedLog,
     acceptance_stream,
     check_span,
     fleet_requests,
     max_windows,
+    replica_stats,
+    route_arrivals,
 )
-from simspec.engine.replica import Replica
+from simspec.engine.replica import Replica, ReplicaSetup
 from simspec.engine.requests import RequestTable
 from simspec.engine.simulation import request_frame
 from simspec.engine.workload import RequestSpecs
@@ -111,7 +112,7 @@ def simulate_disaggregated(
         built.append(Replica(env, setup, table, accept, logs[i]))
     prefills: list[Replica | None] = list(built[:n_pre])
     decodes: list[Replica | None] = list(built[n_pre:])
-    to_prefill = Router(cfg.model_copy(update={"replicas": pre_sc}), prefills, len(specs))
+    to_prefill = Router(cfg, prefills, len(specs))  # the router's kind and seed are cfg's
     to_decode = Router(cfg, decodes, len(specs), stream=ROUTER_STREAM + 1)
     kv_bytes = setups[0].memory.kv_bytes_per_token
     latency_s = pool.kv_transfer_latency_ms / 1e3
@@ -144,7 +145,7 @@ def simulate_disaggregated(
         built[j].on_finish = prefilled(j)
     for i in range(n_dec):
         built[n_pre + i].on_finish = to_decode.left(i)
-    env.process(_arrivals(env, to_prefill, built[:n_pre], gaps, placed_pre, progress))
+    env.process(route_arrivals(env, to_prefill, prefills, gaps, placed_pre, progress))
     # every instance waits for work until no event is left (as a fleet's replicas do)
     for replica in built:
         env.process(replica.run())
@@ -155,27 +156,6 @@ def simulate_disaggregated(
     )  # fmt: skip
 
 
-def _arrivals(
-    env: simpy.Environment,
-    router: Router,
-    prefills: list[Replica],
-    gaps: np.ndarray,
-    placed: np.ndarray,
-    progress: Callable[[float], None] | None,
-) -> Generator[simpy.Event, None, None]:
-    """Each request arrives ``gap`` seconds after the one before (the fleet's arrival times,
-    bit for bit) at the prefill instance the router picks."""
-    step = max(len(gaps) // 100, 1)
-    for rid, gap in enumerate(gaps):
-        yield env.timeout(gap)
-        j = router.pick(rid)
-        if progress is not None and rid % step == 0:
-            progress(rid / len(gaps))
-        placed[rid] = j
-        router.outstanding[j] += 1
-        prefills[j].arrive(rid)
-
-
 def _run(
     decode_table: RequestTable,
     prefill_table: RequestTable,
@@ -183,7 +163,7 @@ def _run(
     placed_dec: np.ndarray,
     landed: np.ndarray,
     built: list[Replica],
-    setups: list,
+    setups: list[ReplicaSetup],
     logs: list[WindowedLog],
     n_pre: int,
     window_s: float,
@@ -200,17 +180,7 @@ def _run(
     frame["prefill_done_s"] = prefill_table.first_token
     frame["kv_landed_s"] = landed
     stats = [
-        ReplicaStats(
-            i,
-            setups[i].memory,
-            built[i].pool.peak_used,
-            built[i].pool.used,
-            float(sum(logs[i].busy_s)),
-            int(sum(logs[i].iterations)),
-            setups[i].max_seqs,
-            float(sum(logs[i].kv_block_s)),
-            float(sum(logs[i].batch_s)),
-        )
+        replica_stats(i, built[i], setups[i].memory, setups[i].max_seqs, logs[i])
         for i in range(len(built))
     ]
     windows = pd.concat([logs[i].frame(i) for i in range(len(built))], ignore_index=True)

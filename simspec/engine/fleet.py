@@ -370,7 +370,7 @@ def simulate_fleet(
     for i, replica in built.items():
         replica.on_finish = router.left(i)
     placed = np.full(len(table), -1, dtype=np.int64)
-    env.process(_arrivals(env, router, replicas, gaps, placed, progress))
+    env.process(route_arrivals(env, router, replicas, gaps, placed, progress))
     for replica in built.values():
         env.process(replica.run())
     env.run()
@@ -378,25 +378,29 @@ def simulate_fleet(
     requests = request_frame(table).iloc[mine].reset_index(drop=True)
     requests.insert(0, "request", mine)
     requests.insert(1, "replica", placed[mine])
-    stats = [
-        ReplicaStats(
-            i,
-            memory[i],
-            built[i].pool.peak_used,
-            built[i].pool.used,
-            float(sum(logs[i].busy_s)),
-            int(sum(logs[i].iterations)),
-            max_seqs[i],
-            float(sum(logs[i].kv_block_s)),
-            float(sum(logs[i].batch_s)),
-        )
-        for i in chosen
-    ]
+    stats = [replica_stats(i, built[i], memory[i], max_seqs[i], logs[i]) for i in chosen]
     windows = pd.concat([logs[i].frame(i) for i in chosen], ignore_index=True)
     return FleetRun(requests, windows, stats, window_s)
 
 
-def _arrivals(
+def replica_stats(
+    index: int, replica: Replica, memory: MemoryPlan, max_seqs: int, log: WindowedLog
+) -> ReplicaStats:
+    """One replica's statistics at the end of a fleet's run (:class:`ReplicaStats`)."""
+    return ReplicaStats(
+        index,
+        memory,
+        replica.pool.peak_used,
+        replica.pool.used,
+        float(sum(log.busy_s)),
+        int(sum(log.iterations)),
+        max_seqs,
+        float(sum(log.kv_block_s)),
+        float(sum(log.batch_s)),
+    )
+
+
+def route_arrivals(
     env: simpy.Environment,
     router: Router,
     replicas: list[Replica | None],

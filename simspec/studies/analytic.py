@@ -72,8 +72,7 @@ def batch1_costs(
     needed = min(context + k_max + 1, target.max_position_embeddings)
     given = sc.scheduler.max_model_len
     if given is None:
-        scheduler = sc.scheduler.model_copy(update={"max_model_len": needed})
-        sc = sc.model_copy(update={"scheduler": scheduler})
+        sc = sized_for(sc, needed)
     elif needed > given:  # QA: the explorer priced 32,768 tokens under a max model len of 2,048
         raise InputError(
             "--context",
@@ -113,6 +112,15 @@ def batch1_costs(
             shape = shape.expanded()
         verify[k] = cost.forward(target, shape).total_s
     return Batch1Costs(ar, draft, verify)
+
+
+def sized_for(sc: Scenario, tokens: int) -> Scenario:
+    """``sc`` with a max model len of ``tokens`` where it sets none: a server for the question
+    asked, not for the model's whole context (which may not fit the GPU's KV cache)."""
+    if sc.scheduler.max_model_len is not None:
+        return sc
+    scheduler = sc.scheduler.model_copy(update={"max_model_len": tokens})
+    return sc.model_copy(update={"scheduler": scheduler})
 
 
 def analytic_table(
@@ -220,6 +228,7 @@ def compare(
     output = COMPARE_OUTPUT
     # the run's context stays near ``context``: its prompt, plus half its output on average
     prompt = max(1, context - output // 2)
+    longest = min(prompt + output + k + 1, load_model(deploy.model).max_position_embeddings)
     rows = []
     cases = [(b, 0.0) for b in batch_sizes] + [(1, spread)]
     for b, sp in cases:
@@ -233,12 +242,10 @@ def compare(
             output=LengthSpec(mean=output),
         )
         acc = AcceptanceConfig(alpha=alpha, spread=sp)
-        base = deploy.model_dump(exclude={"method", "workload"})
-        if deploy.scheduler.max_model_len is None:
-            # a server sized for these requests, as batch1_costs sizes its own (QA: --compare
-            # on an RTX 3090 was refused for the model's whole 40,960-token context)
-            longest = min(prompt + output + k + 1, load_model(deploy.model).max_position_embeddings)
-            base["scheduler"] = {**base["scheduler"], "max_model_len": longest}
+        # a server sized for these requests, as batch1_costs sizes its own (QA: --compare on
+        # an RTX 3090 was refused for the model's whole 40,960-token context)
+        server = sized_for(Scenario(**deploy.model_dump(exclude={"method", "workload"})), longest)
+        base = server.model_dump(exclude={"method", "workload"})
         spec_run, ar_run = runs.all(
             [
                 Scenario(

@@ -134,14 +134,17 @@ def _busiest(experts: int, ep: int, drawn: int) -> float:
     if drawn <= 0:
         return 0.0
     share = _log_comb(experts, drawn) / ep
+    # each group size's scaled terms C(size, j) / C(experts, drawn)^(1/ep), j = 0..size
+    terms = {
+        size: np.exp(np.array([_log_comb(size, j) for j in range(size + 1)]) - share)
+        for size in set(sizes)
+    }
     floor = -(-drawn // ep)  # the busiest group holds at least this many
     expected = float(floor)
     for m in range(floor, max(sizes)):
         poly = np.ones(1)
         for size in sizes:
-            j = np.arange(min(m, size) + 1)
-            group = np.exp(np.array([_log_comb(size, int(i)) for i in j]) - share)
-            poly = np.convolve(poly, group)[: drawn + 1]
+            poly = np.convolve(poly, terms[size][: m + 1])[: drawn + 1]
         at_most = float(poly[drawn]) if len(poly) > drawn else 0.0
         expected += 1.0 - at_most
         if at_most > 1.0 - 1e-12:
