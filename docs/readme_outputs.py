@@ -297,6 +297,26 @@ BLOCKS: tuple[Block, ...] = (
         cheap=False,
     ),
     Block(
+        "plan-azure-code-split",
+        (
+            (
+                "plan",
+                "--trace",
+                "azure-code",
+                "--window",
+                "0:300",
+                "--rate-scale",
+                "8",
+                "--methods",
+                "eagle3",
+                "--concurrencies",
+                "none",
+                "--disaggregate",
+            ),
+        ),
+        cheap=False,
+    ),
+    Block(
         "bench-check",
         BENCH_CHECK,
         cheap=False,

@@ -281,21 +281,8 @@ def fleet(
             max=1024,
         ),
     ] = None,
-    kv_transfer_gbps: Annotated[
-        float | None,
-        typer.Option(
-            help="with --prefill-replicas: Gb/s each prefill GPU sends its KV slice at "
-            "[default: 400, one ConnectX-7 per GPU as DGX H100/H200/B200 ship]",
-            show_default=False,
-        ),
-    ] = None,
-    kv_transfer_latency_ms: Annotated[
-        float | None,
-        typer.Option(
-            help="with --prefill-replicas: fixed ms each KV transfer adds [default: 0]",
-            show_default=False,
-        ),
-    ] = None,
+    kv_transfer_gbps: opt.KvTransferGbps = None,
+    kv_transfer_latency_ms: opt.KvTransferLatencyMs = None,
     router: RouterOpt = "least_outstanding",
     method: Annotated[
         str | None,
@@ -391,7 +378,7 @@ def fleet(
             "--disaggregation-mode",
             "null, but with --prefill-replicas the replicas are decode instances: drop it",
         )
-    cfg = _fleet_config(
+    cfg = fleet_config(
         Scenario(**deploy.model_dump(), method=chosen[0]),
         replicas,
         router,
@@ -480,25 +467,27 @@ def _disaggregation_note(cfg: FleetConfig) -> None:
     )
 
 
-def _fleet_config(
+def fleet_config(
     scenario: Scenario,
     replicas: int,
     router: str,
     prefill: int | None,
     link: dict[str, float | None],
+    prefill_flag: str = "--prefill-replicas",
 ) -> FleetConfig:
     """``replicas`` copies of ``scenario`` behind ``router``; with ``prefill`` instances in
     front, those copies are decode instances (their engine must run one) and ``link`` (the
-    flags given of the KV transfer) sets how a prompt's KV crosses to them."""
+    flags given of the KV transfer) sets how a prompt's KV crosses to them. Errors name the
+    flags: ``prefill_flag`` the one that asked for prefill instances."""
     given_link = {k: v for k, v in link.items() if v is not None}
     if prefill is None:
         flags = {f"--{k.replace('_', '-')}": v for k, v in given_link.items()}
-        refuse_unread("sets the KV transfer of --prefill-replicas: give it too", flags)
+        refuse_unread(f"sets the KV transfer of {prefill_flag}: give it too", flags)
         return FleetConfig.uniform(scenario, replicas, router)
     from simspec.studies.fleet import disaggregated_fleet
 
     flags = {
-        "prefill_replicas": "--prefill-replicas",
+        "prefill_replicas": prefill_flag,
         "prefill.kv_transfer_gbps": "--kv-transfer-gbps",
         "prefill.kv_transfer_latency_ms": "--kv-transfer-latency-ms",
     }

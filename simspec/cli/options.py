@@ -249,6 +249,23 @@ SpeculativeConfig = Annotated[
 ]
 
 # latency SLOs per request: the explorer's defaults, so both judge a deployment alike
+KvTransferGbps = Annotated[
+    float | None,
+    typer.Option(
+        help="with prefill instances (fleet --prefill-replicas, plan --disaggregate): Gb/s "
+        "each prefill GPU sends its KV slice at "
+        "[default: 400, one ConnectX-7 per GPU as DGX H100/H200/B200 ship]",
+        show_default=False,
+    ),
+]
+KvTransferLatencyMs = Annotated[
+    float | None,
+    typer.Option(
+        help="with prefill instances (fleet --prefill-replicas, plan --disaggregate): fixed ms "
+        "each KV transfer adds [default: 0]",
+        show_default=False,
+    ),
+]
 SloTtft = Annotated[
     float,
     typer.Option(help="time-to-first-token SLO (ms), the explorer's default", min=1),

@@ -50,6 +50,7 @@ from simspec.config import (
     Deployment,
     FleetConfig,
     MethodConfig,
+    Scenario,
 )
 from simspec.errors import InputError
 from simspec.studies import capacity
@@ -101,6 +102,18 @@ def plan(
         str | None,
         typer.Option(help=f"--trace: the fleet's router [default: {DEFAULT_ROUTER}]"),
     ] = None,
+    disaggregate: Annotated[
+        bool,
+        typer.Option(
+            "--disaggregate",
+            help="--trace: beside each method's smallest fleet, the smallest prefill/decode "
+            "split that meets --attainment (prefill instances in front of decode instances of "
+            "the deployment: SGLang --disaggregation-mode prefill/decode, vLLM "
+            "kv_producer/kv_consumer; simspec fleet --prefill-replicas)",
+        ),
+    ] = False,
+    kv_transfer_gbps: opt.KvTransferGbps = None,
+    kv_transfer_latency_ms: opt.KvTransferLatencyMs = None,
     concurrencies: Annotated[
         str | None,
         typer.Option(
@@ -194,9 +207,25 @@ def plan(
                 "fleets replay in this process)",
                 {"--executor": executor, "--workers": workers},
             )
+        link = {"kv_transfer_gbps": kv_transfer_gbps}
+        link |= {"kv_transfer_latency_ms": kv_transfer_latency_ms}
+        if not disaggregate:
+            given = {f"--{k.replace('_', '-')}": v for k, v in link.items()}
+            refuse_unread("sets the KV transfer of --disaggregate: give it too", given)
+        elif flags.disaggregation_mode == "null":
+            raise InputError(  # as fleet --prefill-replicas refuses it
+                "--disaggregation-mode",
+                "null, but --disaggregate sizes decode instances behind prefill instances: drop it",
+            )
         args = (flags, config, trace, names, flag, gpu_hour_price, out, qps)
         return _plan_trace(
-            *args, trace_flags | {"tile": tile}, slo_ttft_ms, slo_tpot_ms, *how, where
+            *args,
+            trace_flags | {"tile": tile},
+            slo_ttft_ms,
+            slo_tpot_ms,
+            *how,
+            where,
+            link if disaggregate else None,
         )
     refuse_unread(
         "sets how a trace replays: give --trace (without it, plan probes Poisson arrivals "
@@ -207,7 +236,10 @@ def plan(
     refuse_unread(
         "sizes the fleet that replays --trace: give --trace (without it, the SLOs hold at "
         "--percentile, and replicas = --qps over one replica's rate)",
-        {"--attainment": attainment, "--router": router},
+        {"--attainment": attainment, "--router": router}
+        | {"--disaggregate": True if disaggregate else None}
+        | {"--kv-transfer-gbps": kv_transfer_gbps}
+        | {"--kv-transfer-latency-ms": kv_transfer_latency_ms},
     )
     if grid is not None:
         refuse_unread(
@@ -393,9 +425,20 @@ def print_fleet_answer(frame: pd.DataFrame, tp: tuple[int, int], title: str) -> 
     for row in frame.itertuples(index=False):
         ok = bool(row.meets_slo)
         name = str(row.method).replace(" (recommended schedule)", " sched.")
+        split = row.layout == "disaggregated"
+        if not ok:
+            gpus = (
+                f"none <= {capacity.MAX_SPLIT_EACH}P+{capacity.MAX_SPLIT_EACH}D"
+                if split
+                else "none <= 256"
+            )
+        elif split:  # prefill and decode instances, each of the deployment's GPUs
+            gpus = f"{int(row.gpus)} = ({int(row.prefill_replicas)}P+{int(row.replicas)}D)x{tp[0] * tp[1]}"
+        else:
+            gpus = f"{int(row.gpus)} = {int(row.replicas)}x{tp[0] * tp[1]}"
         table.add_row(
             name if row.method == "autoregressive" or row.schedule else f"{name} K={row.k}",
-            f"{int(row.gpus)} = {int(row.replicas)}x{tp[0] * tp[1]}" if ok else "none <= 256",
+            gpus,
             share(row.slo_attainment) if ok else "-",
             number(float(row.cost_per_million_tokens)) if ok else "-",
             FLEET_LIMITS.get(row.limited_by, str(row.limited_by)),
@@ -419,13 +462,15 @@ def _plan_trace(
     attainment: float,
     grid: tuple[str, str],
     where: tuple[str, int | None] = ("serial", None),
+    link: dict[str, float | None] | None = None,
 ) -> None:
     """plan --trace: the smallest fleet per method whose replay of the trace has
     ``attainment`` of its requests within both SLOs: plain decoding, each method at its fixed
     K, and each method under the schedule recommend picks at the ``grid`` concurrencies (its
     flag as typed, and its text; unless 'none'), whose closed loops run ``where`` (the
-    executor and workers; the fleets replay in this process)."""
-    from simspec.cli.fleet import fleet_deployment, tile_cut_note
+    executor and workers; the fleets replay in this process). With ``link`` (the KV-transfer
+    flags, None where not given): each one's smallest prefill/decode split too."""
+    from simspec.cli.fleet import fleet_config, fleet_deployment, tile_cut_note
     from simspec.config import ROUTERS
     from simspec.studies.fleet import FleetSlo
 
@@ -436,12 +481,18 @@ def _plan_trace(
     )
     chosen = [MethodConfig(name="autoregressive", k=0)]
     chosen += [m for m in given if m.name != "autoregressive"]
+    split: dict[str, float] | None = None
+    if link is not None:  # the engine and the link are checked before any search
+        sample = Scenario(**deploy.model_dump(), method=chosen[0])
+        fleet_config(sample, 1, router, 1, link, "--disaggregate")
+        split = {k: v for k, v in link.items() if v is not None}
     chosen += _recommended(deploy, chosen[1:], *grid, where)
     slo = FleetSlo(slo_ttft_ms, slo_tpot_ms)
     with progress_bar("planning", total=len(chosen)) as bar, study_runs(progress=bar) as runs:
         frame = capacity.plan_fleet(
-            deploy, chosen, router, slo, attainment, gpu_hour_price, runs=runs
-        )
+            deploy, chosen, router, slo, attainment, gpu_hour_price, runs=runs,
+            disaggregate=split,
+        )  # fmt: skip
     if out is not None:
         from simspec.cli.fleet import arrivals_text
 
@@ -453,7 +504,14 @@ def _plan_trace(
             "slo_tpot_ms": slo_tpot_ms,
             "gpu_hour_price": gpu_hour_price,
         }
-        write_frame(with_provenance(with_asked(frame, deploy, asked), deploy, chosen), out)
+        if split is not None:  # the link the splits ran on, defaults included
+            from simspec.config import PrefillPool
+
+            pool = PrefillPool(replicas=1, **split)
+            asked["kv_transfer_gbps"] = pool.kv_transfer_gbps
+            asked["kv_transfer_latency_ms"] = pool.kv_transfer_latency_ms
+        rows = [m for m in chosen for _ in range(1 if split is None else 2)]  # a row per layout
+        write_frame(with_provenance(with_asked(frame, deploy, asked), deploy, rows), out)
     what = (
         f"replaying {trace} with {attainment:.1%} of requests within TTFT <= {slo_ttft_ms:g} "
         f"ms and TPOT <= {slo_tpot_ms:g} ms ({deploy.model} on {deploy.gpu} x{deploy.tp}{_stages(deploy.pp)} per "
@@ -485,6 +543,19 @@ def _plan_trace(
         "definition, the drain included); cost: the fleet's GPUs for the span the arrivals "
         "cover (what serving the stream is provisioned for) over the output tokens made."
     )
+    if link is not None:
+        err.print(
+            "How, disaggregated (P prefill + D decode instances, each of the deployment's "
+            "GPUs; the KV link as fleet --prefill-replicas sets it): equal pools doubled from "
+            "1 each until a split meets the attainment, then the decode pool bisected with the "
+            "prefill pool at that size to spare, then the prefill pool bisected with those "
+            "decode instances. One instance fewer of either role misses, but a split that "
+            "moves an instance from one role to the other may still meet it (the roles are "
+            "searched one at a time). limited by: what one prefill instance fewer missed, or, "
+            "with one, one decode instance fewer. Each prompt's whole KV crosses after its "
+            "prefill (an upper bound), and a prefill instance never holds KV for a full "
+            "decode pool (README: Prefill/decode disaggregation)."
+        )
 
 
 def _recommended(
@@ -879,10 +950,13 @@ def _acceptance(methods: list[MethodConfig]) -> list[str]:
 
 def _console(frame: pd.DataFrame) -> pd.DataFrame:
     """The table as printed: the CSV's n-gram sizes stay in the CSV (the console keeps its
-    columns), and so does an empty schedule column (no method ran one)."""
+    columns), and so do an empty schedule column (no method ran one) and plan --trace's
+    layout columns where every fleet is colocated (no --disaggregate)."""
     shown = frame.drop(columns=["prompt_lookup_min", "prompt_lookup_max"])
     if "schedule" in shown and not shown["schedule"].fillna("").astype(str).str.len().any():
         shown = shown.drop(columns=["schedule"])
+    if "layout" in shown and (shown["layout"] == "colocated").all():
+        shown = shown.drop(columns=["layout", "prefill_replicas"])
     return shown
 
 

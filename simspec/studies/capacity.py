@@ -388,6 +388,8 @@ FLEET_PLAN_COLUMNS = [
     "prompt_lookup_min",
     "prompt_lookup_max",
     "schedule",
+    "layout",
+    "prefill_replicas",
     "replicas",
     "gpus",
     "slo_attainment",
@@ -441,6 +443,63 @@ def smallest_fleet(
     return hi, runs[hi]
 
 
+# the most instances of each role the split search tries: two roles of this many hold as many
+# GPUs as the colocated search's 256 replicas
+MAX_SPLIT_EACH = 128
+
+
+def smallest_split(
+    scenario: Scenario,
+    router: str,
+    slo: FleetSlo,
+    attainment: float,
+    link: dict[str, float],
+    max_each: int = MAX_SPLIT_EACH,
+    probe: Callable[[FleetConfig], FleetRun] | None = None,
+) -> tuple[tuple[int, int] | None, dict[str, Any] | None]:
+    """The prefill/decode split (P prefill instances in front of D decode instances of
+    ``scenario``'s deployment, ``link`` the KV transfer: :func:`~simspec.studies.fleet.
+    disaggregated_fleet`) that meets ``attainment`` on the workload's arrivals, searched by
+    role: equal pools doubled from 1 each until one meets it (m each), then the decode pool
+    bisected on 1..m with m prefill instances (prefill to spare: the decode instances then set
+    TPOT and the wait for a slot), then the prefill pool bisected on 1..m with that many
+    decode instances (their prompts' queue sets the rest of TTFT). A split with one instance
+    fewer of either role misses, but one that moves an instance from a role to the other may
+    still meet it: the search takes the roles one at a time, as a coordinate descent, and the
+    bisection takes attainment to grow with each pool (as :func:`smallest_fleet`'s does).
+    Returns ((P, D), that run's summary), or (None, None) past ``max_each`` each."""
+    from simspec.studies.fleet import disaggregated_fleet
+
+    probe = probe or run_fleet
+    runs: dict[tuple[int, int], dict[str, Any]] = {}
+
+    def ok(p: int, d: int) -> bool:
+        if (p, d) not in runs:
+            cfg = disaggregated_fleet(scenario, d, router, p, link)
+            runs[(p, d)] = summarize_fleet(probe(cfg), slo)
+        return bool(runs[(p, d)]["slo_attainment"] >= attainment)
+
+    if not ok(1, 1) and _never_within(runs[(1, 1)], attainment):
+        return None, None  # requests no decode instance can finish: no split meets it
+    m = 1
+    while not ok(m, m):
+        if m >= max_each:
+            return None, None
+        m = min(2 * m, max_each)
+    d = _fewest(lambda n: ok(m, n), m)
+    p = _fewest(lambda n: ok(n, d), m)
+    return (p, d), runs[(p, d)]
+
+
+def _fewest(ok: Callable[[int], bool], hi: int) -> int:
+    """The smallest n in 1..``hi`` with ``ok(n)``, ``ok(hi)`` known true, by bisection."""
+    lo = 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
 def _never_within(summary: dict[str, Any], attainment: float) -> bool:
     """Whether more requests than ``1 - attainment`` can never finish on a replica of this
     kind (longer than its context or its KV cache), which no number of replicas changes."""
@@ -458,16 +517,21 @@ def plan_fleet(
     *,
     runs: Runs = SERIAL,
     probe: Callable[[FleetConfig], FleetRun] | None = None,
+    disaggregate: dict[str, float] | None = None,
 ) -> pd.DataFrame:
     """One row per method: the smallest fleet meeting ``attainment`` on the deployment's
     arrivals (:func:`smallest_fleet`), its GPUs (replicas x tp), and the cost per million
     output tokens at ``gpu_hour_price`` (the fleet's GPUs for the span its arrivals cover over
-    the tokens it emitted). A method with a schedule (``k_schedule``/``tree_schedule``, e.g. the
-    recommended one) is labelled "NAME (recommended schedule)" with the schedule beside it.
-    Each fleet runs on ``runs`` (``probe`` replaces the run), which is told of each method
-    done. ``limited_by``: what the fleet one replica smaller missed (:func:`fleet_limit`; ''
-    when one replica meets the attainment), or without a fleet, what the largest one tried
-    missed."""
+    the tokens it emitted). With ``disaggregate`` (the KV link's PrefillPool fields, {} for its
+    defaults) a second row per method: the prefill/decode split that meets it
+    (:func:`smallest_split`), ``replicas`` its decode instances and ``prefill_replicas`` its
+    prefill instances (0 in a colocated row), ``layout`` saying which. A method with a
+    schedule (``k_schedule``/``tree_schedule``, e.g. the recommended one) is labelled "NAME
+    (recommended schedule)" with the schedule beside it. Each fleet runs on ``runs``
+    (``probe`` replaces the run), which is told of each method done. ``limited_by``: what the
+    fleet one replica smaller missed (:func:`fleet_limit`; a split's: one prefill instance
+    fewer, else one decode instance fewer beside the search's spare prefill; '' when one of
+    each meets the attainment), or without a fleet, what the largest one tried missed."""
     if not 0 < attainment <= 1:
         raise InputError("--attainment", f"must be in (0, 1], got {attainment}")
     check_price(gpu_hour_price)
@@ -476,47 +540,92 @@ def plan_fleet(
     rows = []
     for m in methods:
         sc = Scenario(**common, method=m, workload=deploy.workload)
-        limits: dict[int, str] = {}
-        n, s = smallest_fleet(sc, router, slo, attainment, probe=_noting(probe, slo, limits))
-        gpus = n * deploy.tp * deploy.pp if n else None  # a replica's GPUs: tp x pp
-        cost = math.nan
-        if s is not None and s["throughput_tok_s"] > 0:
-            # the fleet's GPUs for the span its arrivals cover, over the tokens it made: two
-            # methods on as many GPUs serving the same requests cost the same, whichever
-            # drains its last requests sooner (QA: 0.413 against 0.392 $/M on one GPU each)
-            tokens = s["throughput_tok_s"] * s["makespan_s"]
-            hours = (s["arrival_span_s"] if s["arrival_span_s"] > 0 else s["makespan_s"]) / 3600
-            cost = gpus * gpu_hour_price * hours / tokens * 1e6
-        schedule = schedule_of(m)
-        rows.append(
-            {
-                "method": f"{m.name} (recommended schedule)" if schedule else m.name,
-                "k": m.k if m.name != "autoregressive" else 0,
-                **lookup_columns(m, deploy.engine),
-                "schedule": schedule,
-                "replicas": n,
-                "gpus": gpus,
-                "slo_attainment": s["slo_attainment"] if s else math.nan,
-                "ttft_ms_p99": s["ttft_ms_p99"] if s else math.nan,
-                "tpot_ms_p99": s["tpot_ms_p99"] if s else math.nan,
-                "limited_by": limits.get(n - 1, "") if n else limits[max(limits)],
-                "goodput_req_s": s["goodput_req_s"] if s else math.nan,
-                "cost_per_million_tokens": cost,
-                "meets_slo": n is not None,
-            }
-        )
+        limits: dict[tuple[int, int], str] = {}
+        noted = _noting(probe, slo, limits)
+        n, s = smallest_fleet(sc, router, slo, attainment, probe=noted)
+        limit = limits.get((0, n - 1), "") if n else limits[max(limits)]
+        rows.append(_fleet_row(deploy, m, "colocated", (0, n), s, limit, gpu_hour_price))
+        if disaggregate is not None:
+            limits.clear()
+            split, s = smallest_split(sc, router, slo, attainment, disaggregate, probe=noted)
+            limit = _split_limit(split, limits)
+            size = split or (None, None)
+            rows.append(_fleet_row(deploy, m, "disaggregated", size, s, limit, gpu_hour_price))
         runs.step(m.name)
     return pd.DataFrame(rows, columns=FLEET_PLAN_COLUMNS)
 
 
+def _fleet_row(
+    deploy: Deployment,
+    m: MethodConfig,
+    layout: str,
+    size: tuple[int | None, int | None],
+    s: dict[str, Any] | None,
+    limited_by: str,
+    gpu_hour_price: float,
+) -> dict[str, Any]:
+    """plan --trace's row for method ``m`` on a ``layout`` fleet of ``size`` (prefill
+    instances, 0 where colocated; the replicas that decode; None: none met it) whose summary
+    is ``s``."""
+    prefill, n = size
+    gpus = (n + (prefill or 0)) * deploy.tp * deploy.pp if n else None  # a replica's: tp x pp
+    cost = math.nan
+    if gpus is not None and s is not None and s["throughput_tok_s"] > 0:
+        # the fleet's GPUs for the span its arrivals cover, over the tokens it made: two
+        # methods on as many GPUs serving the same requests cost the same, whichever
+        # drains its last requests sooner (QA: 0.413 against 0.392 $/M on one GPU each)
+        tokens = s["throughput_tok_s"] * s["makespan_s"]
+        hours = (s["arrival_span_s"] if s["arrival_span_s"] > 0 else s["makespan_s"]) / 3600
+        cost = gpus * gpu_hour_price * hours / tokens * 1e6
+    schedule = schedule_of(m)
+    return {
+        "method": f"{m.name} (recommended schedule)" if schedule else m.name,
+        "k": m.k if m.name != "autoregressive" else 0,
+        **lookup_columns(m, deploy.engine),
+        "schedule": schedule,
+        "layout": layout,
+        "prefill_replicas": prefill,
+        "replicas": n,
+        "gpus": gpus,
+        "slo_attainment": s["slo_attainment"] if s else math.nan,
+        "ttft_ms_p99": s["ttft_ms_p99"] if s else math.nan,
+        "tpot_ms_p99": s["tpot_ms_p99"] if s else math.nan,
+        "limited_by": limited_by,
+        "goodput_req_s": s["goodput_req_s"] if s else math.nan,
+        "cost_per_million_tokens": cost,
+        "meets_slo": n is not None,
+    }
+
+
+def _split_limit(split: tuple[int, int] | None, limits: dict[tuple[int, int], str]) -> str:
+    """What a split one instance smaller missed: one prefill instance fewer (the last search
+    ran it), else one decode instance fewer beside the spare prefill the search gave it; ''
+    when one of each meets it; without a split, what the largest one tried missed."""
+    if split is None:
+        return limits[max(limits)] if limits else ""
+    p, d = split
+    if p > 1:
+        return limits.get((p - 1, d), "")
+    smaller = [size for size in limits if size[1] == d - 1]
+    return limits[max(smaller)] if smaller else ""
+
+
+def _size(cfg: FleetConfig) -> tuple[int, int]:
+    """A fleet's (prefill instances, replicas that decode); 0 prefill: colocated."""
+    return (cfg.prefill.replicas if cfg.prefill else 0, len(cfg.replicas))
+
+
 def _noting(
-    probe: Callable[[FleetConfig], FleetRun], slo: FleetSlo, limits: dict[int, str]
+    probe: Callable[[FleetConfig], FleetRun],
+    slo: FleetSlo,
+    limits: dict[tuple[int, int], str],
 ) -> Callable[[FleetConfig], FleetRun]:
-    """``probe``, noting in ``limits`` what each fleet size it runs missed (:func:`fleet_limit`)."""
+    """``probe``, noting in ``limits`` what each fleet size it runs missed (:func:`fleet_limit`),
+    by :func:`_size`."""
 
     def run(cfg: FleetConfig) -> FleetRun:
         out = probe(cfg)
-        limits[len(cfg.replicas)] = fleet_limit(per_request(out, slo), slo)
+        limits[_size(cfg)] = fleet_limit(per_request(out, slo), slo)
         return out
 
     return run
