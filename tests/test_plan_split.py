@@ -47,8 +47,30 @@ def test_the_split_search_doubles_both_pools_then_bisects_decode_then_prefill(mo
     )
     assert split == (3, 2) and s == {"slo_attainment": 1.0}
     # (1,1) (2,2) (4,4) doubled; decode bisected on 1..4 at 4 prefill: (4,2) (4,1);
-    # prefill bisected on 1..4 at 2 decode: (2,2) is known, (3,2)
-    assert tried == [(1, 1), (2, 2), (4, 4), (4, 2), (4, 1), (3, 2)]
+    # prefill bisected on 1..4 at 2 decode: (2,2) is known, (3,2); a third decode instance
+    # would have to spare two prefill ones: (1,3) misses
+    assert tried == [(1, 1), (2, 2), (4, 4), (4, 2), (4, 1), (3, 2), (1, 3)]
+
+
+def test_a_decode_instance_more_is_taken_where_it_spares_two_prefill_ones(monkeypatch):
+    # the prefill a split needs falls as its decode pool grows: 4 with 2 decode, 1 with 3
+    def summarize(size, slo):
+        p, d = size
+        return {"slo_attainment": float(d >= 2 and p >= (4 if d == 2 else 1))}
+
+    tried: list[tuple[int, int]] = []
+
+    def probe(cfg: FleetConfig) -> tuple[int, int]:
+        tried.append(_sized(cfg))
+        return _sized(cfg)
+
+    monkeypatch.setattr(capacity, "summarize_fleet", summarize)
+    split, _ = capacity.smallest_split(
+        _eagle(), "round_robin", FleetSlo(1, 1), 0.99, {}, probe=probe
+    )
+    # role by role: (4, 2), 6 in all; a third decode instance spares three prefill ones
+    assert split == (1, 3)
+    assert tried[-3:] == [(3, 2), (2, 3), (1, 3)]
 
 
 def test_no_split_past_the_cap_and_none_where_no_decode_instance_can_finish(monkeypatch):

@@ -463,10 +463,11 @@ def smallest_split(
     role: equal pools doubled from 1 each until one meets it (m each), then the decode pool
     bisected on 1..m with m prefill instances (prefill to spare: the decode instances then set
     TPOT and the wait for a slot), then the prefill pool bisected on 1..m with that many
-    decode instances (their prompts' queue sets the rest of TTFT). A split with one instance
-    fewer of either role misses, but one that moves an instance from a role to the other may
-    still meet it: the search takes the roles one at a time, as a coordinate descent, and the
-    bisection takes attainment to grow with each pool (as :func:`smallest_fleet`'s does).
+    decode instances (their prompts' queue sets the rest of TTFT), then one decode instance
+    more for as long as it spares two prefill instances. No split with fewer decode instances
+    meets it, and none with fewer instances in all if the prefill a split needs never grows
+    with its decode instances; the bisections take attainment to grow with each pool (as
+    :func:`smallest_fleet`'s does).
     Returns ((P, D), that run's summary), or (None, None) past ``max_each`` each."""
     from simspec.studies.fleet import disaggregated_fleet
 
@@ -488,6 +489,11 @@ def smallest_split(
         m = min(2 * m, max_each)
     d = _fewest(lambda n: ok(m, n), m)
     p = _fewest(lambda n: ok(n, d), m)
+    # a decode instance more can spare prefill ones (a shorter wait for a slot leaves the
+    # prompts more of TTFT): taken while it spares two, so the split shrinks
+    while p >= 3 and d < max_each and ok(p - 2, d + 1):
+        d += 1
+        p = _fewest(lambda n: ok(n, d), p - 2)
     return (p, d), runs[(p, d)]
 
 
