@@ -97,6 +97,7 @@ def test_plan_fleet_prices_a_split_on_both_pools_and_says_which_layout(monkeypat
         "goodput_req_s": 1.0,
         "throughput_tok_s": 100.0,
         "makespan_s": 36.0,
+        "measured_from_s": 0.0,
         "arrival_span_s": 36.0,
     }
     monkeypatch.setattr(capacity, "smallest_fleet", lambda *a, **k: (4, summary))
