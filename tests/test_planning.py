@@ -330,6 +330,22 @@ def test_recommend_says_it_does_not_read_the_configs_draft_length():
     result = runner.invoke(app, [*args, "--workers", "1"])
     assert result.exit_code == 0, result.output
     assert "num_speculative_tokens is not read" in " ".join(result.output.split())
+    assert "--k-max (1)" in " ".join(result.output.split())
+
+
+def test_recommends_note_names_the_default_k_max(monkeypatch):
+    """QA: without --k-max the note read '--k-max (None)'."""
+    from simspec.cli import plan as cli_plan
+    from simspec.errors import InputError
+
+    def stop(*args, **kwargs):
+        raise InputError("--stop", "stopped after the note")
+
+    monkeypatch.setattr(cli_plan, "_check_read", stop)
+    spec = '{"method": "eagle3", "num_speculative_tokens": 5}'
+    result = runner.invoke(app, ["recommend", "--speculative-config", spec])
+    text = " ".join(result.output.split())
+    assert f"--k-max ({cli_plan.K_MAX})" in text and "None" not in text
 
 
 def test_recommend_refuses_a_files_open_loop_workload(tmp_path):

@@ -26,6 +26,7 @@ from simspec.engine.simulation import simulate
 from simspec.engine.workload import arrival_gaps, read_rate_csv
 from simspec.studies import analytic
 from simspec.studies.policy import Policy, PolicyConfig, run_policy
+from tests.refusals import one_error
 
 runner = CliRunner()
 FIXED = WorkloadConfig(
@@ -284,8 +285,19 @@ def test_policy_command_compares_the_policy_with_each_fixed_setting(tmp_path):
     frame = pd.read_csv(out)
     assert list(frame.setting) == ["autoregressive", "fixed K=2", "fixed K=4", "policy"]
     assert frame.set_index("setting").loc["policy", "policy_tpot_gain"] == pytest.approx(1.0)
+    # the policy row says what varies its K (QA: it read K=4 like the fixed K=4 row)
+    schedules = frame.set_index("setting").schedule.fillna("")
+    assert schedules["policy"] == "k_schedule: [[1, 8, 4], [9, 63, 2], [64, 1024, 0]]"
+    assert schedules["fixed K=4"] == ""
     # the file says what it ran (QA: no model, GPU or engine in it)
     assert {"model", "gpu", "tp", "engine_profile", "acceptance_source"} <= set(frame.columns)
+    # a field policy sets in its file alone is named there, not as a flag it has not got (QA:
+    # "(the flag --requests, ...)", which policy refuses)
+    short = tmp_path / "short.yaml"
+    short.write_text(cfg.read_text().replace("requests: 560", "requests: 20"))
+    few = runner.invoke(app, ["policy", "--config", str(short), "--rate-csv", str(rates)])
+    line = one_error(few, "workload.requests", "(workload.requests in a --config file)")
+    assert "--requests" not in line
     rates.write_text("when,qps\n0,1\n")
     bad = runner.invoke(app, ["policy", "--config", str(cfg), "--rate-csv", str(rates)])
     assert bad.exit_code == 2 and "--rate-csv" in bad.output

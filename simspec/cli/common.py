@@ -8,10 +8,12 @@ A command never shows a traceback for bad input: it raises (pydantic's ``Validat
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
 import re
+import typing
 from collections.abc import Callable, Iterator
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -75,18 +77,20 @@ def one_line_errors(
         return functools.partial(one_line_errors, also=also)
 
     # a scenario file is named beside a flag only where the command reads one (QA: validate
-    # pointed at "profile in a --config file", an option it does not have)
+    # pointed at "profile in a --config file", an option it does not have), and so is a flag
+    # (QA: policy pointed at --requests, which only its --config file sets)
     files = "config" in inspect.signature(command).parameters
+    known = command_flags(command)
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
         except ValidationError as exc:
-            fail(flagged(validation_message(exc), files))
+            fail(flagged(validation_message(exc), files, known))
         except InputError as exc:
             # named by the flag too (QA: "workload.trace_start_s" for --window)
-            fail(flagged(str(exc), files))
+            fail(flagged(str(exc), files, known))
         except (ScenarioError, *also) as exc:
             fail(str(exc))
         except BrokenProcessPool:
@@ -140,18 +144,61 @@ def flag_for(field: str, text: str) -> str | None:
     return None
 
 
-def flagged(message: str, config: bool = True) -> str:
-    """``field: ...`` ending with the flag that sets the field, where one does, and the field in
-    a --config file where the command reads one (``config``)."""
+def flagged(message: str, config: bool = True, known: frozenset[str] | None = None) -> str:
+    """``field: ...`` ending with the flag that sets the field, where one does and the command
+    has it (``known``: its flags; None: any), and the field in a --config file where the
+    command reads one (``config``)."""
     field, sep, text = message.partition(": ")
     flag = flag_for(field, text)
     if not (flag and sep):
         return message
+    if known is not None and flag not in known:
+        return f"{message} ({field} in a --config file)" if config else message
     return (
         f"{message} (the flag {flag}, or {field} in a --config file)"
         if config
         else (f"{message} (the flag {flag})")
     )
+
+
+def spelling(name: str, hint: Any) -> str:
+    """The flag an option is first spelled as (its typer declaration's, else from its name)."""
+    for meta in getattr(hint, "__metadata__", ()):
+        for decl in getattr(meta, "param_decls", None) or ():
+            if decl.startswith("--"):
+                return decl.split("/")[0]
+    return "--" + name.replace("_", "-")
+
+
+def command_flags(command: Callable[..., Any]) -> frozenset[str] | None:
+    """The flags ``command`` takes, a ``flags`` dataclass's fields among them (cli.flags
+    with_flags); None where its annotations do not resolve (any flag may then be named)."""
+    try:
+        hints = typing.get_type_hints(command, include_extras=True)
+    except (NameError, TypeError):
+        return None
+    out: set[str] = set()
+    for name in inspect.signature(command).parameters:
+        hint = hints.get(name)
+        if name == "flags" and isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            inner = typing.get_type_hints(hint, include_extras=True)
+            for f in dataclasses.fields(hint):
+                out.update(_spellings(f.name, inner[f.name]))
+        else:
+            out.update(_spellings(name, hint))
+    return frozenset(out)
+
+
+def _spellings(name: str, hint: Any) -> set[str]:
+    """Every flag an option is spelled as (its typer declarations', else from its name)."""
+    decls = {
+        part
+        for meta in getattr(hint, "__metadata__", ())
+        for decl in getattr(meta, "param_decls", None) or ()
+        for part in decl.split("/")
+        if part.startswith("--")
+    }
+    return decls or {spelling(name, hint)}
 
 
 def os_error_text(exc: OSError) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from simspec.catalog.tables import parse_json_or_yaml, read_input_text
 from simspec.cli import options as opt
-from simspec.cli.common import fail
+from simspec.cli.common import fail, spelling
 from simspec.cli.method_flags import MethodFlags, preset_dataset
 from simspec.config import (
     SERVING_FIELDS,
@@ -80,15 +80,6 @@ def with_preset_ids(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _spelling(name: str, hint: Any) -> str:
-    """The flag an option is first spelled as (its typer declaration's, else from its name)."""
-    for meta in getattr(hint, "__metadata__", ()):
-        for decl in getattr(meta, "param_decls", None) or ():
-            if decl.startswith("--"):
-                return decl.split("/")[0]
-    return "--" + name.replace("_", "-")
-
-
 def with_flags(flags_type: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a command whose ``flags`` parameter is a dataclass of options: typer sees each
     of its fields as an option (in their place, in field order), and the command receives
@@ -101,7 +92,7 @@ def with_flags(flags_type: type) -> Callable[[Callable[..., Any]], Callable[...,
         )
         for f in fields
     ]
-    spellings = {f.name: _spelling(f.name, hints[f.name]) for f in fields}
+    spellings = {f.name: spelling(f.name, hints[f.name]) for f in fields}
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         params = list(inspect.signature(command, eval_str=True).parameters.values())

@@ -675,7 +675,8 @@ def recommend(
     ):  # QA: its K was dropped without a word where --k is refused
         err.print(
             "note: --speculative-config's num_speculative_tokens is not read: recommend tries "
-            f"every K from 1 to --k-max ({k_max}) and prints the best per band",
+            f"every K from 1 to --k-max ({K_MAX if k_max is None else k_max}) and prints the "
+            "best per band",
             highlight=False,
         )
     _check_read(base, is_tree, k_max, tree_budgets, json_out)

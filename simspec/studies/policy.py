@@ -26,6 +26,7 @@ from simspec.errors import InputError
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.runs.keys import scenario_key
 from simspec.studies.schedule import NO_SCHEDULE
+from simspec.studies.schedule.export import schedule_of
 from simspec.studies.sweep import describe_acceptance
 
 # summary metrics copied into the table, by name
@@ -43,6 +44,7 @@ COLUMNS = [
     "method",
     "k",
     "tree_nodes",
+    "schedule",
     "acceptance",
     *METRICS,
     "policy_tpot_gain",
@@ -164,6 +166,7 @@ def run_policy(cfg: PolicyConfig, *, runs: Runs = SERIAL) -> pd.DataFrame:
             "method": method.name,
             "k": method.k if method.name != "autoregressive" else 0,
             "tree_nodes": method.tree_nodes,
+            "schedule": _schedule(method),
             "acceptance": describe_acceptance(method),
             **{c: getattr(s, c) for c in METRICS},
         }
@@ -174,3 +177,13 @@ def run_policy(cfg: PolicyConfig, *, runs: Runs = SERIAL) -> pd.DataFrame:
     frame["policy_tpot_gain"] = frame.tpot_ms_p50 / policy.tpot_ms_p50
     frame["policy_e2e_gain"] = frame.e2e_s_p50 / policy.e2e_s_p50
     return frame[COLUMNS]
+
+
+def _schedule(method: MethodConfig) -> str:
+    """What varies a setting's K or tree budget with the running requests, as text ('' for a
+    fixed one): its bands, and where speculation turns off (QA: the policy row read K=3 like
+    the fixed K=3 row, its schedule in no column)."""
+    parts = [schedule_of(method)] if schedule_of(method) else []
+    if method.disable_by_batch_size:
+        parts.append(f"disable_by_batch_size: {method.disable_by_batch_size}")
+    return "; ".join(parts)
