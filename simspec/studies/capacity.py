@@ -493,7 +493,7 @@ def smallest_split(
     # prompts more of TTFT): taken while it spares two, so the split shrinks
     while p >= 3 and d < max_each and ok(p - 2, d + 1):
         d += 1
-        p = _fewest(lambda n: ok(n, d), p - 2)
+        p = _fewest(functools.partial(lambda n, decode: ok(n, decode), decode=d), p - 2)
     return (p, d), runs[(p, d)]
 
 
