@@ -487,13 +487,16 @@ def smallest_split(
         if m >= max_each:
             return None, None
         m = min(2 * m, max_each)
+    def prefill_for(d: int) -> Callable[[int], bool]:
+        return lambda n: ok(n, d)
+
     d = _fewest(lambda n: ok(m, n), m)
-    p = _fewest(lambda n: ok(n, d), m)
+    p = _fewest(prefill_for(d), m)
     # a decode instance more can spare prefill ones (a shorter wait for a slot leaves the
     # prompts more of TTFT): taken while it spares two, so the split shrinks
     while p >= 3 and d < max_each and ok(p - 2, d + 1):
         d += 1
-        p = _fewest(functools.partial(lambda n, decode: ok(n, decode), decode=d), p - 2)
+        p = _fewest(prefill_for(d), p - 2)
     return (p, d), runs[(p, d)]
 
 
