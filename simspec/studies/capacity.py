@@ -487,6 +487,7 @@ def smallest_split(
         if m >= max_each:
             return None, None
         m = min(2 * m, max_each)
+
     def prefill_for(d: int) -> Callable[[int], bool]:
         return lambda n: ok(n, d)
 
