@@ -135,3 +135,23 @@ def test_an_mtp_config_names_no_draft_weights():
 
     assert "model" not in speculative_config(MethodConfig(name="mtp", k=1), [[1, 64, 1]])
     assert "model" in speculative_config(MethodConfig(name="eagle3", k=3), [[1, 64, 3]])
+
+
+def test_an_edge_a_third_setting_wins_is_named():
+    """QA: eagle2's budgets ran 64 then 8 while 32 was 7-8 % faster at both edges, and the How
+    note said the band's settings were within ±2 % there."""
+    from simspec.studies.schedule.bands import outsiders
+
+    table = pd.DataFrame(
+        {
+            "concurrency": [1, 3, 4, 16],
+            "point": ["grid", "crossover", "crossover", "grid"],
+            "best_nodes": [64, 32, 32, 8],
+            "scheduled_nodes": [64, 64, 8, 8],
+            "loss_pct": [0.0, 7.2, 7.9, 0.0],
+        }
+    )
+    assert outsiders(table) == [(3, 32, 64, 7.2), (4, 32, 8, 7.9)]
+    # within the interval, or the band's own setting: nothing to say
+    close = table.assign(loss_pct=[0.0, 1.5, 0.0, 0.0], best_nodes=[64, 32, 8, 8])
+    assert outsiders(close) == []

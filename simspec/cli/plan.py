@@ -646,7 +646,7 @@ def recommend(
     points.
     """
     from simspec.catalog.hardware import load_engine, load_gpu
-    from simspec.studies.schedule.bands import recommend_bands
+    from simspec.studies.schedule.bands import outsiders, recommend_bands
     from simspec.studies.schedule.export import speculative_config, speculative_config_json
 
     check_outputs((out, "--out", (".csv", ".parquet")), (json_out, "--json", (".json",)))
@@ -747,6 +747,14 @@ def recommend(
         "within a run's interval of each other (about ±2 %, README Measurement): either serves "
         "there, and the edge's exact place is not resolved."
     )
+    for c, fastest, scheduled, loss in outsiders(rec.table):
+        err.print(
+            f"warning: at concurrency {c} (a band edge) {what} {fastest} is the fastest and the "
+            f"band's {what} {scheduled} is {loss:.1f} % slower: a setting that wins between "
+            "two grid points, where the bisection compared the grid points' winners only, has "
+            "no band; add concurrencies around it (--concurrencies) to give it one",
+            highlight=False,
+        )
     if is_tree:
         print(f"tree_schedule: {bands}")
         err.print(

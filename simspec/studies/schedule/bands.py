@@ -197,6 +197,32 @@ def with_schedule(table: pd.DataFrame, bands: list[list[int]]) -> pd.DataFrame:
     return table.assign(scheduled_k=scheduled, loss_pct=losses)
 
 
+# a crossover edge where a third setting beats the band's by more than a run's interval
+# (README Measurement: about ±2 %) is one the bisection between the two grid winners missed
+OUTSIDER_LOSS_PCT = 2.0
+
+
+def outsiders(table: pd.DataFrame) -> list[tuple[int, int, int, float]]:
+    """The crossover edges of a :class:`Recommended` table where the fastest setting is
+    neither band's and the scheduled one loses more than OUTSIDER_LOSS_PCT to it, as
+    (concurrency, fastest setting, scheduled setting, loss %): the bisection compares the two
+    grid points' winners only, so a setting that wins between them has no band (QA: eagle2's
+    budgets 64 then 8, where 32 was fastest at both edges, 7-8 % ahead)."""
+    if "point" not in table.columns:
+        return []
+    best = next(c for c in table.columns if str(c).startswith("best_"))
+    scheduled = next(c for c in table.columns if str(c).startswith("scheduled_"))
+    rows = table[
+        (table.point == "crossover")
+        & (table[best] != table[scheduled])
+        & (table.loss_pct > OUTSIDER_LOSS_PCT)
+    ]
+    return [
+        (int(r.concurrency), int(r[best]), int(r[scheduled]), float(r.loss_pct))
+        for _, r in rows.iterrows()
+    ]
+
+
 def band_table(table: pd.DataFrame, bands: list[list[int]]) -> pd.DataFrame:
     """Each band with its setting's :func:`loss_pct` at its first and last concurrency; blank
     where nothing ran there (the first band's start below the grid, the last band's end above
