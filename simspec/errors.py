@@ -6,6 +6,8 @@ Bad input is an :class:`InputError` naming the field; a valid scenario that cann
 
 from __future__ import annotations
 
+import difflib
+
 from pydantic import ValidationError
 
 
@@ -51,10 +53,21 @@ ENGINE_SPELLINGS = {
 def first_error(exc: ValidationError) -> tuple[str, str]:
     """(field, message) of a pydantic error's first entry: ``("workload.concurrency", "Input
     should be greater than or equal to 1 (got 0)")``."""
-    e = exc.errors()[0]
+    errors = exc.errors()
+    e = errors[0]
     loc = ".".join(str(x) for x in e["loc"]) or "config"
     msg = e["msg"].removeprefix("Value error, ")
     key = str(e["loc"][-1]) if e["loc"] else ""
+    if e["type"] == "missing":
+        # a misspelt key is two errors, the field missing and the key no field: say both
+        # (QA: a file's 'polcy:' read "policy: Field required" alone)
+        extras = [
+            str(x["loc"][-1])
+            for x in errors
+            if x["type"] == "extra_forbidden" and tuple(x["loc"][:-1]) == tuple(e["loc"][:-1])
+        ]
+        if close := difflib.get_close_matches(key, extras, n=1):
+            msg += f"; {close[0]!r} is given instead, which is no field (misspelt?)"
     if e["type"] == "extra_forbidden" and key in ENGINE_SPELLINGS:
         # an engine's flag name: say which of simspec's fields holds it (QA: "quantization:
         # Extra inputs are not permitted" named no field)

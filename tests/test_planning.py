@@ -426,3 +426,17 @@ def test_a_plan_says_where_its_answer_is_thin(capsys):
     roomy = {**row, "replicas": 5, "tpot_ms_at_max_ci_high": 49.0}
     _capacity_notes(pd.DataFrame([roomy]), 50.0, Slo(2000, 50), 60.0)
     assert capsys.readouterr().err == ""
+
+
+def test_recommend_names_a_vllm_configs_bands_by_vllms_key():
+    """QA: recommend's own --json fed back in was refused as stating k_schedule, a key the
+    user never wrote."""
+    from tests.refusals import one_error
+
+    spec = (
+        '{"method": "eagle3", "num_speculative_tokens": 3, '
+        '"num_speculative_tokens_per_batch_size": [[1, 8, 3], [9, 1024, 1]]}'
+    )
+    result = runner.invoke(app, ["recommend", "--speculative-config", spec])
+    line = one_error(result, "--speculative-config", "num_speculative_tokens_per_batch_size")
+    assert "k_schedule" not in line

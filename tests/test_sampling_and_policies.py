@@ -443,3 +443,11 @@ def test_a_fixed_setting_that_beats_the_policy_on_both_counts_is_named(capsys):
     text = " ".join(capsys.readouterr().err.split())
     assert "fixed K=2 (e2e p50 5.00 against 5.50 s" in text
     assert "median end-to-end latency and TPOT" in text
+
+
+def test_a_misspelt_policy_key_is_named_beside_the_missing_one(tmp_path):
+    """QA: a file's 'polcy:' read "policy: Field required" alone."""
+    cfg = tmp_path / "p.yaml"
+    cfg.write_text("method: {name: eagle3}\npolcy: {k_schedule: [[1, 8, 3]]}\n")
+    result = runner.invoke(app, ["policy", "--config", str(cfg)])
+    one_error(result, "policy: Field required", "'polcy' is given instead")

@@ -239,6 +239,10 @@ def _int(value: Any, key: str, low: int, high: int) -> int:
     return value
 
 
+# simspec's method fields that a vLLM --speculative-config spells with its own key
+VLLM_KEYS = {"k_schedule": "num_speculative_tokens_per_batch_size"}
+
+
 def capped_bands(cfg: dict[str, Any]) -> str | None:
     """What vLLM does to the config's Dynamic SD bands whose K exceeds num_speculative_tokens
     (None where none does): it caps each at num_speculative_tokens, the longest draft its

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from simspec.catalog.methods import stated_topk, tree_capacity
 from simspec.catalog.tables import shown
-from simspec.catalog.vllm import read_speculative_config
+from simspec.catalog.vllm import VLLM_KEYS, read_speculative_config
 from simspec.cli import options as opt
 from simspec.cli.common import (
     csv_list,
@@ -945,9 +945,11 @@ def _scheduled_method(
     for field in SCHEDULE_FIELDS:
         if getattr(base, field) is not None:
             where = flags.speculative_config and "--speculative-config"
+            # named as the user wrote it (QA: a vLLM config's bands read as k_schedule)
+            key = VLLM_KEYS.get(field, field) if where else field
             raise InputError(
                 where or f"methods.{base.name}.{field}",
-                f"states {field}, which recommend chooses: drop it",
+                f"states {key}, which recommend chooses: drop it",
             )
     return deploy, base
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from simspec.catalog.vllm import VLLM_KEYS
 from simspec.cli.common import err, one_line_errors
 from simspec.cli.flags import DeploymentFlags, overlay, with_flags, with_preset_ids
 from simspec.cli.method_flags import MethodFlags, preset_dataset
@@ -185,8 +186,6 @@ def tail_note(frame: Any) -> None:
 
 
 POLICY_FIELDS = ("k_schedule", "tree_schedule", "disable_by_batch_size")
-# the --speculative-config keys vLLM spells the policy fields with
-VLLM_KEYS = {"k_schedule": "num_speculative_tokens_per_batch_size"}
 
 
 def policy_error(exc: InputError, from_flag: bool) -> InputError:
