@@ -12,7 +12,14 @@ from simspec.config import ROUTERS, FleetConfig, Scenario, SchedulerConfig, Work
 from simspec.engine.fleet import simulate_fleet
 from simspec.engine.simulation import simulate
 from simspec.errors import InputError
-from simspec.studies.fleet import FleetSlo, per_request, run_fleet, summarize_fleet, timeline
+from simspec.studies.fleet import (
+    FleetSlo,
+    per_request,
+    run_fleet,
+    summarize_fleet,
+    timeline,
+    utilisation,
+)
 from simspec.studies.runs import Runs
 
 POISSON = WorkloadConfig(arrival="poisson", rate=12.0, requests=300, measure="whole")
@@ -347,5 +354,9 @@ def test_goodput_and_throughput_run_from_the_first_arrival() -> None:
     span = row["makespan_s"] - first
     assert row["goodput_req_s"] == pytest.approx(len(q) * row["slo_attainment"] / span)
     assert row["arrival_span_s"] == pytest.approx(float(q["arrival_s"].max()) - first)
+    # and so do the busy and occupied shares (QA: utilisation read 25 % low too)
+    busy = [s.busy_s / span for s in run.replicas]
+    assert row["utilisation_mean"] == pytest.approx(float(np.mean(busy)))
+    assert list(utilisation(run)["utilisation"]) == pytest.approx(busy)
     # a warm-up past the first arrival starts the clock itself
     assert summarize_fleet(run, FleetSlo(2000, 50), warmup_s=1.0)["measured_from_s"] == 1.0

@@ -42,10 +42,10 @@ def test_the_split_search_doubles_both_pools_then_bisects_decode_then_prefill(mo
         return {"slo_attainment": float(size[0] >= 3 and size[1] >= 2)}
 
     monkeypatch.setattr(capacity, "summarize_fleet", summarize)
-    split, s = capacity.smallest_split(
+    split, s, smaller = capacity.smallest_split(
         _eagle(), "round_robin", FleetSlo(1, 1), 0.99, {}, probe=probe
     )
-    assert split == (3, 2) and s == {"slo_attainment": 1.0}
+    assert split == (3, 2) and s == {"slo_attainment": 1.0} and smaller == (2, 2)
     # (1,1) (2,2) (4,4) doubled; decode bisected on 1..4 at 4 prefill: (4,2) (4,1);
     # prefill bisected on 1..4 at 2 decode: (2,2) is known, (3,2); a third decode instance
     # would have to spare two prefill ones: (1,3) misses
@@ -65,18 +65,25 @@ def test_a_decode_instance_more_is_taken_where_it_spares_two_prefill_ones(monkey
         return _sized(cfg)
 
     monkeypatch.setattr(capacity, "summarize_fleet", summarize)
-    split, _ = capacity.smallest_split(
+    split, _, smaller = capacity.smallest_split(
         _eagle(), "round_robin", FleetSlo(1, 1), 0.99, {}, probe=probe
     )
     # role by role: (4, 2), 6 in all; a third decode instance spares three prefill ones
     assert split == (1, 3)
+    # what it is limited by: the most prefill that missed with 2 decode instances, (3, 2),
+    # not (4, 2), which met it (QA)
+    assert smaller == (3, 2)
     assert tried[-3:] == [(3, 2), (2, 3), (1, 3)]
 
 
 def test_no_split_past_the_cap_and_none_where_no_decode_instance_can_finish(monkeypatch):
     monkeypatch.setattr(capacity, "summarize_fleet", lambda size, slo: {"slo_attainment": 0.0})
     slo, sc = FleetSlo(1, 1), _eagle()
-    assert capacity.smallest_split(sc, "round_robin", slo, 0.9, {}, 4, probe=_sized) == (None, None)
+    assert capacity.smallest_split(sc, "round_robin", slo, 0.9, {}, 4, probe=_sized) == (
+        None,
+        None,
+        None,
+    )
     unfinishable = {"slo_attainment": 0.5, "requests": 10, "unfinishable": 5}
     tried: list[tuple[int, int]] = []
 
@@ -85,7 +92,11 @@ def test_no_split_past_the_cap_and_none_where_no_decode_instance_can_finish(monk
         return _sized(cfg)
 
     monkeypatch.setattr(capacity, "summarize_fleet", lambda size, slo: unfinishable)
-    assert capacity.smallest_split(sc, "round_robin", slo, 0.9, {}, probe=probe) == (None, None)
+    assert capacity.smallest_split(sc, "round_robin", slo, 0.9, {}, probe=probe) == (
+        None,
+        None,
+        None,
+    )
     assert tried == [(1, 1)]  # more replicas never finish them
 
 
@@ -101,7 +112,7 @@ def test_plan_fleet_prices_a_split_on_both_pools_and_says_which_layout(monkeypat
         "arrival_span_s": 36.0,
     }
     monkeypatch.setattr(capacity, "smallest_fleet", lambda *a, **k: (4, summary))
-    monkeypatch.setattr(capacity, "smallest_split", lambda *a, **k: ((2, 1), summary))
+    monkeypatch.setattr(capacity, "smallest_split", lambda *a, **k: ((2, 1), summary, (1, 1)))
     sc = _eagle().model_copy(update={"tp": 2})
     deploy_fields = sc.model_dump(exclude={"method"})
     from simspec.config import Deployment
@@ -145,5 +156,14 @@ def test_the_cli_refuses_what_a_split_plan_cannot_read():
     one_error(bad, "--kv-transfer-gbps", "greater than 0")
     hf = runner.invoke(app, [*TRACE, "--disaggregate", "--engine", "hf"])
     one_error(hf, "--disaggregate", "engine hf runs no prefill/decode")
-    null = runner.invoke(app, [*TRACE, "--disaggregate", "--disaggregation-mode", "null"])
-    one_error(null, "--disaggregation-mode", "decode instances")
+    for mode in ("null", "decode"):  # QA: decode made the colocated rows decode-only
+        given = runner.invoke(app, [*TRACE, "--disaggregate", "--disaggregation-mode", mode])
+        one_error(given, "--disaggregation-mode", "each instance in its role")
+
+
+def test_a_search_stopped_by_requests_too_long_says_so():
+    """QA: a search that stopped at its first fleet for requests too long read "limited by
+    TPOT", the SLO that fleet missed most, beside "none <= 256"."""
+    assert capacity._none_met({(0, 1): "tpot"}) == "unfinishable"
+    assert capacity._none_met({(1, 1): "ttft"}) == "unfinishable"
+    assert capacity._none_met({(0, 1): "tpot", (0, 2): "ttft"}) == "ttft"  # the largest's

@@ -603,15 +603,16 @@ def _show(
         print_frame(util.round(3), "Per replica")
     counted = (
         f"Requests arriving after the first {warmup_s:g} s count (--warmup-s), and the "
-        "throughput and goodput are over the time after it; utilisation, occupancy and "
-        "makespan_s cover the whole run"
+        "throughput and goodput are over the time after it (measured_from_s on); "
+        "utilisation and occupancy cover the whole run from its first arrival"
         if warmup_s > 0  # QA: the footer said every request counted
         else "Every request of the run counts (measure: whole, from an empty fleet to the last "
-        "departure)"
+        "departure); throughput, goodput, utilisation and occupancy run from the first "
+        "arrival (measured_from_s) to the last departure (makespan_s)"
     )
     err.print(
         f"{counted}; intervals: 95 %, sectioning over arrival order (percentiles clipped at "
-        "0; attainment: Wilson's). utilisation: share of the run a replica computed; "
+        "0; attainment: Wilson's). utilisation: share of that span a replica computed; "
         "kv_occupancy, batch_occupancy: mean share of its KV blocks and of its max_num_seqs "
         "batch slots in use, its headroom."
     )

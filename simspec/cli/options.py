@@ -253,7 +253,7 @@ KvTransferGbps = Annotated[
     float | None,
     typer.Option(
         help="with prefill instances (fleet --prefill-replicas, plan --disaggregate): Gb/s "
-        "each prefill GPU sends its KV slice at "
+        "each prefill GPU sends its KV slice at, in (0, 100000] "
         "[default: 400, one ConnectX-7 per GPU as DGX H100/H200/B200 ship]",
         show_default=False,
     ),
@@ -262,7 +262,7 @@ KvTransferLatencyMs = Annotated[
     float | None,
     typer.Option(
         help="with prefill instances (fleet --prefill-replicas, plan --disaggregate): fixed ms "
-        "each KV transfer adds [default: 0]",
+        "each KV transfer adds, in [0, 10000] [default: 0]",
         show_default=False,
     ),
 ]

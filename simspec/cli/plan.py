@@ -212,10 +212,13 @@ def plan(
         if not disaggregate:
             given = {f"--{k.replace('_', '-')}": v for k, v in link.items()}
             refuse_unread("sets the KV transfer of --disaggregate: give it too", given)
-        elif flags.disaggregation_mode == "null":
-            raise InputError(  # as fleet --prefill-replicas refuses it
+        elif flags.disaggregation_mode is not None:
+            # the colocated fleets serve whole requests and the split's instances take their
+            # roles from it (QA: decode made the colocated rows decode-only, no prompt run)
+            raise InputError(
                 "--disaggregation-mode",
-                "null, but --disaggregate sizes decode instances behind prefill instances: drop it",
+                f"{flags.disaggregation_mode}, but --disaggregate sizes colocated fleets and "
+                "prefill/decode splits, each instance in its role: drop it",
             )
         args = (flags, config, trace, names, flag, gpu_hour_price, out, qps)
         return _plan_trace(
@@ -426,7 +429,9 @@ def print_fleet_answer(frame: pd.DataFrame, tp: tuple[int, int], title: str) -> 
         ok = bool(row.meets_slo)
         name = str(row.method).replace(" (recommended schedule)", " sched.")
         split = row.layout == "disaggregated"
-        if not ok:
+        if not ok and row.limited_by == "unfinishable":  # no size tried but the first
+            gpus = "none: too long"
+        elif not ok:
             gpus = (
                 f"none <= {capacity.MAX_SPLIT_EACH}P+{capacity.MAX_SPLIT_EACH}D"
                 if split
@@ -550,11 +555,11 @@ def _plan_trace(
             "1 each until a split meets the attainment, then the decode pool bisected with the "
             "prefill pool at that size to spare, then the prefill pool bisected with those "
             "decode instances, then a decode instance more wherever it spares two prefill "
-            "instances. No split with fewer decode instances meets it, nor one with fewer "
-            "instances in all while more decode instances never need more prefill ones (a "
-            "replay holds that only roughly, as it does attainment growing with each pool). "
-            "limited by: what one prefill instance fewer missed, or, "
-            "with one, one decode instance fewer. Each prompt's whole KV crosses after its "
+            "instances. The answer is a local minimum: one instance fewer of either role "
+            "misses, and one decode instance more spares at most one prefill instance; splits "
+            "further along that trade are not searched. limited by: what one prefill instance "
+            "fewer missed, or, with one, the split with one decode instance fewer and the most "
+            "prefill instances that missed. Each prompt's whole KV crosses after its "
             "prefill (an upper bound), and a prefill instance never holds KV for a full "
             "decode pool (README: Prefill/decode disaggregation)."
         )

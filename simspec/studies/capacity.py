@@ -456,7 +456,7 @@ def smallest_split(
     link: dict[str, float],
     max_each: int = MAX_SPLIT_EACH,
     probe: Callable[[FleetConfig], FleetRun] | None = None,
-) -> tuple[tuple[int, int] | None, dict[str, Any] | None]:
+) -> tuple[tuple[int, int] | None, dict[str, Any] | None, tuple[int, int] | None]:
     """The prefill/decode split (P prefill instances in front of D decode instances of
     ``scenario``'s deployment, ``link`` the KV transfer: :func:`~simspec.studies.fleet.
     disaggregated_fleet`) that meets ``attainment`` on the workload's arrivals, searched by
@@ -464,11 +464,14 @@ def smallest_split(
     bisected on 1..m with m prefill instances (prefill to spare: the decode instances then set
     TPOT and the wait for a slot), then the prefill pool bisected on 1..m with that many
     decode instances (their prompts' queue sets the rest of TTFT), then one decode instance
-    more for as long as it spares two prefill instances. No split with fewer decode instances
-    meets it, and none with fewer instances in all if the prefill a split needs never grows
-    with its decode instances; the bisections take attainment to grow with each pool (as
-    :func:`smallest_fleet`'s does).
-    Returns ((P, D), that run's summary), or (None, None) past ``max_each`` each."""
+    more for as long as it spares two prefill instances. The answer is a local minimum: one
+    instance fewer of either role misses (the bisections take attainment to grow with each
+    pool, as :func:`smallest_fleet`'s do), and one decode instance more spares at most one
+    prefill instance; a split further along that trade, or with fewer decode instances and
+    more prefill ones, is not searched.
+    Returns ((P, D), that run's summary, the size of the split one instance smaller that
+    missed, None where none is smaller), or (None, None, None) past ``max_each`` each or
+    where requests no decode instance can finish are too many."""
     from simspec.studies.fleet import disaggregated_fleet
 
     probe = probe or run_fleet
@@ -481,11 +484,11 @@ def smallest_split(
         return bool(runs[(p, d)]["slo_attainment"] >= attainment)
 
     if not ok(1, 1) and _never_within(runs[(1, 1)], attainment):
-        return None, None  # requests no decode instance can finish: no split meets it
+        return None, None, None  # requests no decode instance can finish: no split meets it
     m = 1
     while not ok(m, m):
         if m >= max_each:
-            return None, None
+            return None, None, None
         m = min(2 * m, max_each)
 
     def prefill_for(d: int) -> Callable[[int], bool]:
@@ -498,7 +501,11 @@ def smallest_split(
     while p >= 3 and d < max_each and ok(p - 2, d + 1):
         d += 1
         p = _fewest(prefill_for(d), p - 2)
-    return (p, d), runs[(p, d)]
+    # one prefill instance fewer (its bisection ran it), else the most prefill instances
+    # that missed with one decode instance fewer
+    missed = [size for size in runs if size[1] == d - 1 and not ok(*size)]
+    smaller = (p - 1, d) if p > 1 else max(missed, default=None)
+    return (p, d), runs[(p, d)], smaller
 
 
 def _fewest(ok: Callable[[int], bool], hi: int) -> int:
@@ -540,8 +547,9 @@ def plan_fleet(
     (recommended schedule)" with the schedule beside it. Each fleet runs on ``runs``
     (``probe`` replaces the run), which is told of each method done. ``limited_by``: what the
     fleet one replica smaller missed (:func:`fleet_limit`; a split's: one prefill instance
-    fewer, else one decode instance fewer beside the search's spare prefill; '' when one of
-    each meets the attainment), or without a fleet, what the largest one tried missed."""
+    fewer, else the most prefill instances that missed with one decode instance fewer; ''
+    when one of each meets the attainment), or without a fleet, what kept every one tried
+    from it (:func:`_none_met`)."""
     if not 0 < attainment <= 1:
         raise InputError("--attainment", f"must be in (0, 1], got {attainment}")
     check_price(gpu_hour_price)
@@ -553,12 +561,14 @@ def plan_fleet(
         limits: dict[tuple[int, int], str] = {}
         noted = _noting(probe, slo, limits)
         n, s = smallest_fleet(sc, router, slo, attainment, probe=noted)
-        limit = limits.get((0, n - 1), "") if n else limits[max(limits)]
+        limit = limits.get((0, n - 1), "") if n else _none_met(limits)
         rows.append(_fleet_row(deploy, m, "colocated", (0, n), s, limit, gpu_hour_price))
         if disaggregate is not None:
             limits.clear()
-            split, s = smallest_split(sc, router, slo, attainment, disaggregate, probe=noted)
-            limit = _split_limit(split, limits)
+            split, s, smaller = smallest_split(
+                sc, router, slo, attainment, disaggregate, probe=noted
+            )
+            limit = limits.get(smaller, "") if split else _none_met(limits)
             size = split or (None, None)
             rows.append(_fleet_row(deploy, m, "disaggregated", size, s, limit, gpu_hour_price))
         runs.step(m.name)
@@ -608,17 +618,14 @@ def _fleet_row(
     }
 
 
-def _split_limit(split: tuple[int, int] | None, limits: dict[tuple[int, int], str]) -> str:
-    """What a split one instance smaller missed: one prefill instance fewer (the last search
-    ran it), else one decode instance fewer beside the spare prefill the search gave it; ''
-    when one of each meets it; without a split, what the largest one tried missed."""
-    if split is None:
-        return limits[max(limits)] if limits else ""
-    p, d = split
-    if p > 1:
-        return limits.get((p - 1, d), "")
-    smaller = [size for size in limits if size[1] == d - 1]
-    return limits[max(smaller)] if smaller else ""
+def _none_met(limits: dict[tuple[int, int], str]) -> str:
+    """What kept every fleet tried from the attainment: requests too long for a replica
+    (``unfinishable``) where the search stopped at its first fleet for them, else what the
+    largest fleet tried missed (QA: a search stopped at one replica for requests too long
+    read "limited by TPOT", the SLO that one replica missed most)."""
+    if not limits:
+        return ""
+    return "unfinishable" if len(limits) == 1 else limits[max(limits)]
 
 
 def _size(cfg: FleetConfig) -> tuple[int, int]:

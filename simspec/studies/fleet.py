@@ -253,7 +253,7 @@ def summarize_fleet(
     per second from the first arrival, or the warm-up's end, to the last departure, as vLLM's
     benchmark_serving.py reports it; DistServe's per-GPU
     goodput, the highest rate at an attainment goal, is what ``plan --trace`` searches),
-    throughput, each replica's utilisation (share of the run it spent computing) and, as its
+    throughput, each replica's utilisation (share of the span served it spent computing) and, as its
     headroom, its KV and batch occupancy (:func:`occupancy`). A warm-up that leaves no request
     to measure is an InputError naming --warmup-s."""
     t = per_request(run, slo) if table is None else table
@@ -267,7 +267,7 @@ def summarize_fleet(
     # the clock starts at the first arrival (vLLM's benchmark starts it as it sends the first
     # request), or at the warm-up's end after it: a trace window's quiet start is not served
     # time (QA: a window whose first request came 73 s in read 25 % low goodput)
-    start = max(warmup_s, float(run.requests["arrival_s"].min()))
+    start = max(warmup_s, first_arrival_s(run))
     span = makespan - start
     if warmup_s > 0:  # every token made after the warm-up, whoever's (QA: the early
         tokens = _tokens_after(run, warmup_s)  # arrivals' late tokens had dropped out)
@@ -295,7 +295,7 @@ def summarize_fleet(
     row["slo_attainment"] = float(met.mean())
     row["slo_attainment_ci_low"], row["slo_attainment_ci_high"] = ci.proportion_interval(met)
     row["goodput_req_s"] = float(met.sum()) / span if span > 0 else math.nan
-    util = [_share(s.busy_s, makespan) for s in run.replicas]
+    util = [_share(s.busy_s, served_span_s(run)) for s in run.replicas]
     row["utilisation_mean"] = float(np.mean(util))
     row["utilisation_min"] = float(np.min(util))
     row["utilisation_max"] = float(np.max(util))
@@ -325,17 +325,31 @@ def _tokens_after(run: FleetRun, start_s: float) -> float:
     return float(np.where(first >= start_s, tokens, (tokens - 1.0) * share).sum())
 
 
+def first_arrival_s(run: FleetRun) -> float:
+    """When the run's first request arrived (0 for a run without requests)."""
+    return float(run.requests["arrival_s"].min()) if len(run.requests) else 0.0
+
+
+def served_span_s(run: FleetRun) -> float:
+    """The span the fleet served, from its first arrival to its last departure: nothing runs
+    before the first arrival, so a share of it is a share of the work's time (QA: a trace
+    window whose first request came 73 s in read its utilisation 25 % low)."""
+    if not len(run.requests):
+        return math.nan
+    return float(run.requests["finish_s"].max()) - first_arrival_s(run)
+
+
 def occupancy(run: FleetRun) -> tuple[list[float], list[float]]:
-    """Per replica, over the run (from 0 to the last departure, idle time counting as empty):
-    the mean share of its KV blocks in use, and its mean running batch over the sequences it
-    may run at once (max_num_seqs). Each is in [0, 1], and is the headroom the busy share
-    hides: a replica that computes all the time (utilisation 1) at a tenth of its batch
-    and KV cache could serve more."""
-    makespan = float(run.requests["finish_s"].max()) if len(run.requests) else math.nan
-    if not makespan > 0:
+    """Per replica, over the span served (:func:`served_span_s`, idle time counting as
+    empty): the mean share of its KV blocks in use, and its mean running batch over the
+    sequences it may run at once (max_num_seqs). Each is in [0, 1], and is the headroom the
+    busy share hides: a replica that computes all the time (utilisation 1) at a tenth of its
+    batch and KV cache could serve more."""
+    span = served_span_s(run)
+    if not span > 0:
         return [math.nan] * len(run.replicas), [math.nan] * len(run.replicas)
-    kv = [_share(s.kv_block_s, s.memory.num_blocks * makespan) for s in run.replicas]
-    batch = [_share(s.batch_s, s.max_seqs * makespan) for s in run.replicas]
+    kv = [_share(s.kv_block_s, s.memory.num_blocks * span) for s in run.replicas]
+    batch = [_share(s.batch_s, s.max_seqs * span) for s in run.replicas]
     return kv, batch
 
 
@@ -345,9 +359,9 @@ def _share(part: float, whole: float) -> float:
 
 
 def utilisation(run: FleetRun) -> pd.DataFrame:
-    """Per replica: requests served, busy seconds and their share of the run, its KV and
-    batch occupancy (:func:`occupancy`), KV peak."""
-    makespan = float(run.requests["finish_s"].max()) if len(run.requests) else math.nan
+    """Per replica: requests served, busy seconds and their share of the span served
+    (:func:`served_span_s`), its KV and batch occupancy (:func:`occupancy`), KV peak."""
+    span = served_span_s(run)
     served = run.requests["replica"].value_counts()
     prefills = run.prefill_replicas
     if prefills:  # a disaggregated fleet: its prefill instances first, each request at two
@@ -364,7 +378,7 @@ def utilisation(run: FleetRun) -> pd.DataFrame:
             **roles,
             "requests": [int(served.get(s.index, 0)) for s in run.replicas],
             "busy_s": [s.busy_s for s in run.replicas],
-            "utilisation": [s.busy_s / makespan for s in run.replicas],
+            "utilisation": [s.busy_s / span for s in run.replicas],
             "kv_occupancy": kv,
             "batch_occupancy": batch,
             "iterations": [s.iterations for s in run.replicas],
@@ -394,6 +408,7 @@ SUMMARY_MEASURES = (
     "batch_occupancy_mean",
     "batch_occupancy_max",
     "preemptions",
+    "measured_from_s",
     "makespan_s",
 )
 
