@@ -429,9 +429,7 @@ def print_fleet_answer(frame: pd.DataFrame, tp: tuple[int, int], title: str) -> 
         ok = bool(row.meets_slo)
         name = str(row.method).replace(" (recommended schedule)", " sched.")
         split = row.layout == "disaggregated"
-        if not ok and row.limited_by == "unfinishable":  # no size tried but the first
-            gpus = "none: too long"
-        elif not ok:
+        if not ok:
             gpus = (
                 f"none <= {capacity.MAX_SPLIT_EACH}P+{capacity.MAX_SPLIT_EACH}D"
                 if split
@@ -541,7 +539,9 @@ def _plan_trace(
         "percent (the router's draws): a fleet a replica or two smaller may meet it too. "
         "limited by: "
         "what the fleet one replica smaller missed for more requests (TTFT, TPOT, or "
-        "requests too long for a replica's KV cache); '-': one replica meets it. A "
+        "requests too long for a replica's KV cache); '-': one replica meets it; 'too long' "
+        "beside none: more requests than the attainment allows can never finish on a replica, "
+        "which more replicas do not change, so the search stopped at one. A "
         "recommended schedule: recommend's bands from closed loops at --concurrencies with "
         "lognormal lengths at the trace window's mean and CV. goodput: requests within "
         "both SLOs per second from the first arrival to the last departure (vLLM's benchmark "

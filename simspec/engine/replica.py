@@ -624,6 +624,13 @@ class Replica:
             prefill_done = prefilling[computed + chunks == self.requests.num_tokens(prefilling)]
             # a completed prompt needs logits for its last position (its first output token)
             verified += BatchShape.of(chunks, computed, len(prefill_done), prefill=True)
+        if self._plain_target is not None:  # forward's fields as floats, summed in its order
+            gemm, attention, lm_head, elementwise, comm, overhead = self._plain_target.parts(
+                verified.num_tokens, verified.logit_tokens, verified.num_seqs,
+                verified.sum_q_sq, verified.sum_q_kv, verified.sum_kv,
+            )  # fmt: skip
+            total = gemm + attention + lm_head + elementwise + comm + overhead
+            return total, overhead, prefill_done
         cost = self.cost.forward(self.target, verified)
         return cost.total_s, cost.overhead_s, prefill_done
 

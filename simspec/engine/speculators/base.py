@@ -256,13 +256,13 @@ class Speculator:
 
     def _prompt_pass_s(
         self,
-        forward: Callable[[BatchShape, float | None], StepCost],
+        forward_s: Callable[[BatchShape, float | None], float],
         chunks: np.ndarray,
         computed: np.ndarray,
         decoding: DraftStep | None,
     ) -> float:
-        """:meth:`prompt_s` of a drafter whose pass over ``batch`` is ``forward(batch,
-        overhead_s)``: a forward of its own with no host time of its own, or, where the
+        """:meth:`prompt_s` of a drafter whose pass over ``batch`` takes ``forward_s(batch,
+        overhead_s)`` seconds: a forward of its own with no host time of its own, or, where the
         engine runs it in the decodes' first draft forward, what the prompts add to that."""
         if len(chunks) == 0:
             return 0.0
@@ -270,8 +270,8 @@ class Speculator:
         merged = self.engine.flag("draft_prompt_in_first_pass")
         if decoding is not None and len(decoding.kv_tokens) and decoding.k and merged:
             first = self.first_shape(decoding)
-            return forward(first + prompt, None).total_s - forward(first, None).total_s
-        return forward(prompt, 0.0).total_s
+            return forward_s(first + prompt, None) - forward_s(first, None)
+        return forward_s(prompt, 0.0)
 
     def extra_weight_bytes(self) -> float:
         """Draft weights per GPU."""

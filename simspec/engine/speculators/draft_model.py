@@ -57,11 +57,11 @@ class DraftModel(Speculator):
         STANDALONE worker is its EAGLE worker, with forward_draft_extend)."""
         over = self.draft_overhead_s
 
-        def forward(batch: BatchShape, overhead_s: float | None) -> StepCost:
+        def forward_s(batch: BatchShape, overhead_s: float | None) -> float:
             o = over if overhead_s is None else overhead_s
-            return self.cost.forward(self.draft, batch, overhead_s=o)
+            return self.cost.forward(self.draft, batch, overhead_s=o).total_s
 
-        return self._prompt_pass_s(forward, chunks, computed, decoding)
+        return self._prompt_pass_s(forward_s, chunks, computed, decoding)
 
     def extra_weight_bytes(self) -> float:
         return self._params_bytes(self.draft.num_params)

@@ -95,10 +95,7 @@ class EagleHead(Speculator):
         same forwards and the same K-1 scaling (a chain) or additions depth by depth (a tree),
         field by field, with no ``BatchShape`` or ``StepCost`` built
         (:mod:`~simspec.engine.costmodel.plain`)."""
-        plain = self._plain
-        if plain is False:
-            own = type(self)._draft is EagleHead._draft and type(self)._step is EagleHead._step
-            plain = self._plain = self.cost.plain(self.head) if own else None
+        plain = self._plain_head()
         b, k = len(step.kv_tokens), step.k
         kv, q = step.kv_tokens, step.last_step_tokens
         counts = q.dtype is _INT64 and kv.dtype is _INT64
@@ -157,9 +154,39 @@ class EagleHead(Speculator):
         there the prompts widen the decodes' first draft forward (``decoding``'s); SGLang's EAGLE
         worker runs forward_draft_extend over a prefilled batch (CaptureHiddenMode.LAST), a
         forward of its own (no host overhead of its own)."""
-        return self._prompt_pass_s(
-            lambda batch, over: self._step(batch, overhead_s=over), chunks, computed, decoding
-        )
+        plain = self._plain_head()
+        if plain is None:
+            return self._prompt_pass_s(
+                lambda batch, over: self._step(batch, overhead_s=over).total_s,
+                chunks,
+                computed,
+                decoding,
+            )
+
+        def step_s(batch: BatchShape, overhead_s: float | None) -> float:
+            """:meth:`_step`'s ``total_s`` as :meth:`draft_s` sums it: the same fields, as
+            floats, in the same order (no ``StepCost`` built; a general step runs this twice
+            where vLLM merges the prompts into the first draft forward)."""
+            over = self.draft_overhead_s if overhead_s is None else overhead_s
+            t = batch.num_tokens
+            g, a, lm, e, c, o = plain.parts(
+                t, batch.logit_tokens, batch.num_seqs, batch.sum_q_sq, batch.sum_q_kv,
+                batch.sum_kv, over, self._fc(t),
+            )  # fmt: skip
+            return g + a + lm + e + c + o
+
+        return self._prompt_pass_s(step_s, chunks, computed, decoding)
+
+    def _plain_head(self) -> PlainForward | None:
+        """The head's forwards as plain floats (:meth:`CostModel.plain`), where this class's
+        own draft and step run them (a subclass that changes either keeps the general
+        path); None elsewhere. Built on first use."""
+        plain = self._plain
+        if plain is False:
+            own = type(self)._draft is EagleHead._draft and type(self)._step is EagleHead._step
+            plain = self._plain = self.cost.plain(self.head) if own else None
+        assert plain is None or isinstance(plain, PlainForward)
+        return plain
 
     def _fc(self, tokens: int, first: bool = True) -> float:
         """The GEMMs a head runs beyond its layer's for ``tokens`` tokens (remembered by
