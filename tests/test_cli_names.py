@@ -283,3 +283,30 @@ def test_a_share_short_of_whole_never_reads_as_whole():
     assert number(0.9995) == "0.9995" and number(1.0) == "1" and number(0.0004) == "0.0004"
     assert number(0.5) == "0.5" and number(12.345) == "12.3"
     assert share(0.999535) == "99.9%" and share(1.0) == "100.0%" and share(0.999) == "99.9%"
+
+
+def test_a_refusal_can_name_every_flag_a_command_has():
+    """command_flags (the flags a refusal may name) holds each command's options, aliases and
+    all (QA: --max-num-seqs, --dp and --ep were missed, typer keeping an option's first
+    spelling apart from its aliases, and refusals stopped naming them)."""
+    import inspect
+
+    from typer.main import get_command
+
+    from simspec.cli.common import command_flags
+    from simspec.cli.main import app
+
+    root = get_command(app)
+    checked = 0
+    for name, sub in root.commands.items():
+        for command in getattr(sub, "commands", {name: sub}).values():
+            real = {
+                opt
+                for p in command.params
+                for opt in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]
+                if opt.startswith("--") and opt != "--help"
+            }
+            known = command_flags(inspect.unwrap(command.callback))
+            assert known is not None and real <= known, (command.name, real - (known or set()))
+            checked += 1
+    assert checked >= 13

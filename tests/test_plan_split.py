@@ -147,6 +147,15 @@ def test_the_cli_plans_a_split_beside_each_colocated_fleet(tmp_path):
     assert (table.kv_transfer_gbps == 400.0).all() and (table.kv_transfer_latency_ms == 0).all()
 
 
+def test_a_config_files_disaggregation_mode_is_refused_too(tmp_path):
+    """QA: disaggregation_mode: decode in a --config file made the colocated rows decode-only,
+    where the flag was refused."""
+    cfg = tmp_path / "d.yaml"
+    cfg.write_text("disaggregation_mode: decode\n")
+    result = runner.invoke(app, [*TRACE, "--disaggregate", "--config", str(cfg)])
+    one_error(result, "disaggregation_mode", "--config file", "each instance in its role")
+
+
 def test_the_cli_refuses_what_a_split_plan_cannot_read():
     qps = runner.invoke(app, ["plan", "--qps", "2", "--disaggregate"])
     one_error(qps, "--disaggregate", "give --trace")
@@ -164,6 +173,9 @@ def test_the_cli_refuses_what_a_split_plan_cannot_read():
 def test_a_search_stopped_by_requests_too_long_says_so():
     """QA: a search that stopped at its first fleet for requests too long read "limited by
     TPOT", the SLO that fleet missed most, beside "none <= 256"."""
-    assert capacity._none_met({(0, 1): "tpot"}) == "unfinishable"
-    assert capacity._none_met({(1, 1): "ttft"}) == "unfinishable"
-    assert capacity._none_met({(0, 1): "tpot", (0, 2): "ttft"}) == "ttft"  # the largest's
+    too_long = {(0, 1): 0.05}  # 5 % of the requests never finish on a replica
+    assert capacity._none_met({(0, 1): "tpot"}, too_long, 0.99) == "unfinishable"
+    # within what the attainment leaves: what the largest fleet tried missed
+    limits = {(0, 1): "tpot", (0, 2): "ttft"}
+    assert capacity._none_met(limits, {(0, 1): 0.005, (0, 2): 0.005}, 0.99) == "ttft"
+    assert capacity._none_met({(0, 1): "tpot"}, {(0, 1): 0.0}, 0.99) == "tpot"  # (QA: a cap)

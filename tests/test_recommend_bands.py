@@ -151,7 +151,9 @@ def test_an_edge_a_third_setting_wins_is_named():
             "loss_pct": [0.0, 7.2, 7.9, 0.0],
         }
     )
-    assert outsiders(table) == [(3, 32, 64, 7.2), (4, 32, 8, 7.9)]
-    # within the interval, or the band's own setting: nothing to say
+    bands = [[1, 3, 64], [4, 1024, 8]]
+    assert outsiders(table, bands) == [(3, 32, 64, 7.2), (4, 32, 8, 7.9)]
+    # within the interval, or a setting with a band of its own: nothing to say
     close = table.assign(loss_pct=[0.0, 1.5, 0.0, 0.0], best_nodes=[64, 32, 8, 8])
-    assert outsiders(close) == []
+    assert outsiders(close, bands) == []
+    assert outsiders(table.assign(best_nodes=[64, 8, 64, 8]), bands) == []

@@ -161,12 +161,21 @@ def flagged(message: str, config: bool = True, known: frozenset[str] | None = No
     )
 
 
+def _declared(meta: Any) -> list[str]:
+    """A typer option's spellings in its declaration's order: under ``Annotated`` typer keeps
+    the first in ``default`` and the rest in ``param_decls`` (QA: ``--max-num-seqs`` was
+    missed, its alias ``--max-running-requests`` taken for it)."""
+    first = getattr(meta, "default", None)
+    decls = [first] if isinstance(first, str) else []
+    decls += list(getattr(meta, "param_decls", None) or ())
+    return [part for decl in decls for part in decl.split("/") if part.startswith("--")]
+
+
 def spelling(name: str, hint: Any) -> str:
     """The flag an option is first spelled as (its typer declaration's, else from its name)."""
     for meta in getattr(hint, "__metadata__", ()):
-        for decl in getattr(meta, "param_decls", None) or ():
-            if decl.startswith("--"):
-                return decl.split("/")[0]
+        if decls := _declared(meta):
+            return decls[0]
     return "--" + name.replace("_", "-")
 
 
@@ -191,13 +200,7 @@ def command_flags(command: Callable[..., Any]) -> frozenset[str] | None:
 
 def _spellings(name: str, hint: Any) -> set[str]:
     """Every flag an option is spelled as (its typer declarations', else from its name)."""
-    decls = {
-        part
-        for meta in getattr(hint, "__metadata__", ())
-        for decl in getattr(meta, "param_decls", None) or ()
-        for part in decl.split("/")
-        if part.startswith("--")
-    }
+    decls = {decl for meta in getattr(hint, "__metadata__", ()) for decl in _declared(meta)}
     return decls or {spelling(name, hint)}
 
 

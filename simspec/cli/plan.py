@@ -485,6 +485,14 @@ def _plan_trace(
     chosen = [MethodConfig(name="autoregressive", k=0)]
     chosen += [m for m in given if m.name != "autoregressive"]
     split: dict[str, float] | None = None
+    if link is not None and deploy.disaggregation_mode != "null":
+        # a --config file's mode, as the flag's is refused (QA: decode there made the
+        # colocated rows decode-only)
+        raise InputError(
+            "disaggregation_mode",
+            f"{deploy.disaggregation_mode} in the --config file, but --disaggregate sizes "
+            "colocated fleets and prefill/decode splits, each instance in its role: drop it",
+        )
     if link is not None:  # the engine and the link are checked before any search
         sample = Scenario(**deploy.model_dump(), method=chosen[0])
         fleet_config(sample, 1, router, 1, link, "--disaggregate")
@@ -752,7 +760,7 @@ def recommend(
         "within a run's interval of each other (about ±2 %, README Measurement): either serves "
         "there, and the edge's exact place is not resolved."
     )
-    for c, fastest, scheduled, loss in outsiders(rec.table):
+    for c, fastest, scheduled, loss in outsiders(rec.table, bands):
         err.print(
             f"warning: at concurrency {c} (a band edge) {what} {fastest} is the fastest and the "
             f"band's {what} {scheduled} is {loss:.1f} % slower: a setting that wins between "

@@ -559,16 +559,18 @@ def plan_fleet(
     for m in methods:
         sc = Scenario(**common, method=m, workload=deploy.workload)
         limits: dict[tuple[int, int], str] = {}
-        noted = _noting(probe, slo, limits)
+        too_long: dict[tuple[int, int], float] = {}  # each size's share of such requests
+        noted = _noting(probe, slo, limits, too_long)
         n, s = smallest_fleet(sc, router, slo, attainment, probe=noted)
-        limit = limits.get((0, n - 1), "") if n else _none_met(limits)
+        limit = limits.get((0, n - 1), "") if n else _none_met(limits, too_long, attainment)
         rows.append(_fleet_row(deploy, m, "colocated", (0, n), s, limit, gpu_hour_price))
         if disaggregate is not None:
             limits.clear()
+            too_long.clear()
             split, s, smaller = smallest_split(
                 sc, router, slo, attainment, disaggregate, probe=noted
             )
-            limit = limits.get(smaller, "") if split else _none_met(limits)
+            limit = limits.get(smaller, "") if split else _none_met(limits, too_long, attainment)
             size = split or (None, None)
             rows.append(_fleet_row(deploy, m, "disaggregated", size, s, limit, gpu_hour_price))
         runs.step(m.name)
@@ -618,14 +620,19 @@ def _fleet_row(
     }
 
 
-def _none_met(limits: dict[tuple[int, int], str]) -> str:
+def _none_met(
+    limits: dict[tuple[int, int], str], too_long: dict[tuple[int, int], float], attainment: float
+) -> str:
     """What kept every fleet tried from the attainment: requests too long for a replica
-    (``unfinishable``) where the search stopped at its first fleet for them, else what the
-    largest fleet tried missed (QA: a search stopped at one replica for requests too long
-    read "limited by TPOT", the SLO that one replica missed most)."""
+    (``unfinishable``) where more of them than the attainment leaves never finish (no number
+    of replicas changes that: the searches stop there), else what the largest fleet tried
+    missed (QA: a search stopped at one replica for requests too long read "limited by
+    TPOT", the SLO that one replica missed most)."""
     if not limits:
         return ""
-    return "unfinishable" if len(limits) == 1 else limits[max(limits)]
+    if any(share > 1 - attainment for share in too_long.values()):
+        return "unfinishable"
+    return limits[max(limits)]
 
 
 def _size(cfg: FleetConfig) -> tuple[int, int]:
@@ -637,13 +644,16 @@ def _noting(
     probe: Callable[[FleetConfig], FleetRun],
     slo: FleetSlo,
     limits: dict[tuple[int, int], str],
+    too_long: dict[tuple[int, int], float],
 ) -> Callable[[FleetConfig], FleetRun]:
     """``probe``, noting in ``limits`` what each fleet size it runs missed (:func:`fleet_limit`),
-    by :func:`_size`."""
+    by :func:`_size`, and in ``too_long`` its share of requests no replica can finish."""
 
     def run(cfg: FleetConfig) -> FleetRun:
         out = probe(cfg)
-        limits[_size(cfg)] = fleet_limit(per_request(out, slo), slo)
+        table = per_request(out, slo)
+        limits[_size(cfg)] = fleet_limit(table, slo)
+        too_long[_size(cfg)] = float(table["unfinishable"].mean()) if len(table) else 0.0
         return out
 
     return run

@@ -378,7 +378,7 @@ def utilisation(run: FleetRun) -> pd.DataFrame:
             **roles,
             "requests": [int(served.get(s.index, 0)) for s in run.replicas],
             "busy_s": [s.busy_s for s in run.replicas],
-            "utilisation": [s.busy_s / span for s in run.replicas],
+            "utilisation": [_share(s.busy_s, span) for s in run.replicas],
             "kv_occupancy": kv,
             "batch_occupancy": batch,
             "iterations": [s.iterations for s in run.replicas],

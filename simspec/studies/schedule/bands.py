@@ -202,9 +202,9 @@ def with_schedule(table: pd.DataFrame, bands: list[list[int]]) -> pd.DataFrame:
 OUTSIDER_LOSS_PCT = 2.0
 
 
-def outsiders(table: pd.DataFrame) -> list[tuple[int, int, int, float]]:
-    """The crossover edges of a :class:`Recommended` table where the fastest setting is
-    neither band's and the scheduled one loses more than OUTSIDER_LOSS_PCT to it, as
+def outsiders(table: pd.DataFrame, bands: list[list[int]]) -> list[tuple[int, int, int, float]]:
+    """The crossover edges of a :class:`Recommended` table where the fastest setting has no
+    band in ``bands`` and the scheduled one loses more than OUTSIDER_LOSS_PCT to it, as
     (concurrency, fastest setting, scheduled setting, loss %): the bisection compares the two
     grid points' winners only, so a setting that wins between them has no band (QA: eagle2's
     budgets 64 then 8, where 32 was fastest at both edges, 7-8 % ahead)."""
@@ -212,9 +212,10 @@ def outsiders(table: pd.DataFrame) -> list[tuple[int, int, int, float]]:
         return []
     best = next(c for c in table.columns if str(c).startswith("best_"))
     scheduled = next(c for c in table.columns if str(c).startswith("scheduled_"))
+    banded = {setting for _, _, setting in bands}
     rows = table[
         (table.point == "crossover")
-        & (table[best] != table[scheduled])
+        & ~table[best].isin(banded)
         & (table.loss_pct > OUTSIDER_LOSS_PCT)
     ]
     return [
