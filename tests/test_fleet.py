@@ -360,3 +360,21 @@ def test_goodput_and_throughput_run_from_the_first_arrival() -> None:
     assert list(utilisation(run)["utilisation"]) == pytest.approx(busy)
     # a warm-up past the first arrival starts the clock itself
     assert summarize_fleet(run, FleetSlo(2000, 50), warmup_s=1.0)["measured_from_s"] == 1.0
+
+
+def test_a_report_that_fails_leaves_no_other_output(tmp_path, monkeypatch) -> None:
+    """QA: the tables were written before the HTML report was built, so a report that failed
+    left them behind for a command that had failed."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+    from simspec.studies import fleet_report
+
+    def broken(*args, **kwargs):
+        raise OSError("report failed")
+
+    monkeypatch.setattr(fleet_report, "report_html", broken)
+    out, report = tmp_path / "r.csv", tmp_path / "r.html"
+    args = ["fleet", "--qps", "4", "--requests", "20", "--out", str(out), "--report", str(report)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and not out.exists() and not report.exists()

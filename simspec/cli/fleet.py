@@ -408,6 +408,11 @@ def fleet(
     table = study.per_request(run, slo)
     row = study.summarize_fleet(run, slo, table, warmup_s) | provenance(deploy, chosen[0])
     series = study.timeline(run)
+    html = None
+    if report is not None:  # built before any file is written: a failure leaves none of them
+        from simspec.studies.fleet_report import report_html
+
+        html = report_html(series, row, _title(cfg, slo))
     if out is not None:
         write_frame(table, out, exact=CLOCK_COLUMNS)
     if summary is not None:
@@ -421,10 +426,8 @@ def fleet(
             write_frame(pd.DataFrame([row | asked]), summary, "--summary")
     if timeline is not None:
         write_frame(series, timeline, "--timeline", exact=CLOCK_COLUMNS)
-    if report is not None:
-        from simspec.studies.fleet_report import report_html
-
-        write_text(report, report_html(series, row, _title(cfg, slo)), "--report")
+    if report is not None and html is not None:
+        write_text(report, html, "--report")
     _show(row, study.utilisation(run), cfg, slo, warmup_s)
     _arrival_rate_note(table)
     tile_cut_note(cfg.workload)
