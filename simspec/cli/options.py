@@ -248,7 +248,7 @@ SpeculativeConfig = Annotated[
     ),
 ]
 
-# latency SLOs per request: the explorer's defaults, so both judge a deployment alike
+# the KV link of a prefill/decode-disaggregated fleet's transfers (config.PrefillPool)
 KvTransferGbps = Annotated[
     float | None,
     typer.Option(
@@ -266,6 +266,7 @@ KvTransferLatencyMs = Annotated[
         show_default=False,
     ),
 ]
+# latency SLOs per request: the explorer's defaults, so both judge a deployment alike
 SloTtft = Annotated[
     float,
     typer.Option(help="time-to-first-token SLO (ms), the explorer's default", min=1),
