@@ -620,3 +620,23 @@ def test_an_output_at_the_commands_own_input_is_refused_and_the_input_kept(
     assert result.exit_code == 2, result.output
     assert f"is {flag}'s input" in " ".join(result.output.split())
     assert f.read_bytes() == before
+
+
+def test_reading_a_small_file_does_not_reserve_the_cap(tmp_path):
+    """QA: read(max_bytes + 1) allocated the whole cap (512 MB) for a 3-line trace first, so a
+    refusal's address space reached the 2 GB the capped tests allow, now and then past it."""
+    import tracemalloc
+
+    from simspec.catalog.tables import read_input
+
+    path = tmp_path / "small.csv"
+    path.write_text("arrival_s,prompt_len,output_len\n0,10,10\n")
+    tracemalloc.start()
+    try:
+        data = read_input(path, "--trace", 256 * 1024 * 1024)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert data == path.read_bytes() and peak < 1024 * 1024
+    with pytest.raises(InputError, match="larger than 10 bytes"):
+        read_input(path, "--trace", 10)

@@ -81,7 +81,13 @@ def read_input(path: str | os.PathLike, field: str, max_bytes: int, follow: bool
             raise InputError(field, f"{shown(path)} is larger than {max_bytes:,} bytes")
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(max_bytes + 1)  # a file that grew after fstat is still capped
+            # as many bytes as fstat gave, and one more to see growth: read(n) allocates n
+            # bytes first, so reading the cap itself cost 512 MB for a 3-line trace (QA: a
+            # refusal's peak address space reached 2 GB)
+            want = min(info.st_size, max_bytes) + 1
+            data = f.read(want)
+            if len(data) == want and want <= max_bytes:  # it grew after fstat: on to the cap
+                data += f.read(max_bytes + 1 - len(data))
     except OSError as exc:
         raise InputError(field, f"cannot read {shown(path)}: {exc.strerror or exc}") from None
     finally:
