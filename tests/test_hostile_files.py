@@ -640,3 +640,25 @@ def test_reading_a_small_file_does_not_reserve_the_cap(tmp_path):
     assert data == path.read_bytes() and peak < 1024 * 1024
     with pytest.raises(InputError, match="larger than 10 bytes"):
         read_input(path, "--trace", 10)
+
+
+def test_a_gzip_reads_to_its_cap_a_megabyte_at_a_time(tmp_path):
+    """The inflated bytes, whole when within the cap and refused past it, without allocating
+    the cap first (read_input_gzip)."""
+    import gzip
+    import tracemalloc
+
+    from simspec.catalog.tables import read_input_gzip
+
+    body = b"arrival_s,prompt_len,output_len\n" + b"0,10,10\n" * 300_000  # 2.4 MB inflated
+    path = tmp_path / "t.csv.gz"
+    path.write_bytes(gzip.compress(body))
+    tracemalloc.start()
+    try:
+        data = read_input_gzip(path, "--trace", 256 * 1024 * 1024)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert data == body and peak < 16 * 1024 * 1024
+    with pytest.raises(InputError, match="larger than"):
+        read_input_gzip(path, "--trace", len(body) - 1)

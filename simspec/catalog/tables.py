@@ -104,7 +104,14 @@ def read_input_gzip(path: str | os.PathLike, field: str, max_bytes: int) -> byte
     raw = read_input(path, field, max_bytes)
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
-            data = f.read(max_bytes + 1)
+            # a megabyte at a time to the cap: read(n) allocates n bytes first (read_input)
+            out = bytearray()
+            while len(out) <= max_bytes:
+                chunk = f.read(min(1 << 20, max_bytes + 1 - len(out)))
+                if not chunk:
+                    break
+                out += chunk
+            data = bytes(out)
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(field, f"cannot read {shown(path)}: {exc}") from None
     if len(data) > max_bytes:
