@@ -912,3 +912,13 @@ def test_a_result_saved_with_a_byte_order_mark_reads(tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps(vllm_json()).encode())
     (run,) = read_result(path)
     assert run.requests == vllm_json()["completed"]
+
+
+@pytest.mark.parametrize("k", ["0", "-1", "100"])
+def test_compare_refuses_a_draft_length_out_of_range(k):
+    """QA: compare --method eagle3 --k 0 ran plain decoding labelled eagle3, where every other
+    command refuses it; -1 and 100 were named 'k' with a lower bound of 0."""
+    result = runner.invoke(
+        app, ["compare", str(DATA / "qwen3-8b-h100-bs1.json"), "--method", "eagle3", "--k", k]
+    )
+    one_error(result, "--k: must be 1 to 64", "autoregressive is the method that drafts none")

@@ -30,6 +30,7 @@ from simspec.catalog.methods import preset_method
 from simspec.catalog.models import load_model, model_ids, preset_id
 from simspec.config import (
     MAX_CONCURRENCY,
+    MAX_K,
     MAX_MEAN_LEN,
     MAX_RUNS,
     MAX_TOTAL_REQUESTS,
@@ -281,6 +282,12 @@ def _method(
     # vLLM, which verifies a chain; the same run with per-position rates ran a chain
     fields = preset_method(name, target=model, engine=engine).model_dump(exclude_none=True)
     if k is not None:
+        if not 1 <= k <= MAX_K:  # as every other command's --k (QA: 0 ran plain decoding)
+            raise InputError(
+                "--k",
+                f"must be 1 to {MAX_K} (got {k}): the draft length of every speculative "
+                "method; autoregressive is the method that drafts none",
+            )
         fields["k"] = k
     if acceptance is None:
         notes.append(f"acceptance: {name}'s preset (the file measured none)")
