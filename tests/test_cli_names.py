@@ -310,3 +310,16 @@ def test_a_refusal_can_name_every_flag_a_command_has():
             assert known is not None and real <= known, (command.name, real - (known or set()))
             checked += 1
     assert checked >= 13
+
+
+def test_a_deployment_field_refused_names_its_flag():
+    """QA: --tp 0 read "tp: Input should be greater than or equal to 1" and named no flag."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+    from tests.refusals import one_error
+
+    sweep = CliRunner().invoke(app, ["sweep", "--tp", "0"])
+    one_error(sweep, "tp: ", "(the flag --tp, or tp in a --config file)")
+    models = CliRunner().invoke(app, ["models", "--tp", "0"])
+    one_error(models, "tp: ", "(the flag --tp)")

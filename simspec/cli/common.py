@@ -104,6 +104,15 @@ def one_line_errors(
 # the flags that set a scenario's fields, named beside the field a refusal names (QA:
 # "--turnovers 2000" had been refused as workload.turnovers alone, a name the user never typed)
 FIELD_FLAGS = {
+    # the deployment's (QA: "tp: Input should be greater than or equal to 1" named no flag)
+    "model": "--model",
+    "gpu": "--gpu",
+    "tp": "--tp",
+    "ep": "--ep",
+    "dp": "--dp",
+    "engine": "--engine",
+    "precision": "--precision",
+    "kv_cache_dtype": "--kv-cache-dtype",
     "workload.turnovers": "--turnovers",
     "workload.requests": "--requests",
     "batch_sizes": "--concurrencies",
