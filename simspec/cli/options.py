@@ -132,9 +132,9 @@ Dataset = Annotated[
         help="take prompt/output lengths (workload.lengths_from) from this recorded dataset "
         "(Llama-3.1-8B on H100), and the methods' acceptance presets from it: "
         f"{', '.join(TRACE_DATASETS)} "
-        f"[default: {WorkloadConfig.model_fields['lengths_from'].default}; with an arrival "
-        "--trace, its dataset/domain column, else this flag, no default: the lengths are the "
-        "trace's]"
+        f"[default: {WorkloadConfig.model_fields['lengths_from'].default}; under fleet's or "
+        "plan's arrival --trace, its dataset/domain column, else this flag, no default: the "
+        "lengths are the trace's]"
     ),
 ]
 TokenTrace = Annotated[
