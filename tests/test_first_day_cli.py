@@ -531,3 +531,22 @@ def test_a_token_budget_that_tips_the_memory_over_names_the_budget_not_tp():
     assert "the activations of the run's token budget tip it over" in text
     assert "lower the token budget (--max-num-batched-tokens) or pick a larger GPU" in text
     assert "draft's weights" not in text and "raise tp" not in text
+
+
+def test_a_bound_refused_says_the_whole_range(tmp_path):
+    """QA: fleet --replicas 0 read "Input should be greater than or equal to 1" where the help
+    says [1, 1024]; the entry point adds the range the option takes."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "simspec.cli.main", "fleet", "--replicas", "0"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    lines = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("error: Invalid value for '--replicas'")
+    assert lines[0].endswith("the range is [1, 1024]")

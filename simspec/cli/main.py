@@ -63,6 +63,19 @@ def nan_named(message: str, argv: list[str]) -> str:
     return message
 
 
+def with_range(message: str, exc: Exception) -> str:
+    """A bound's refusal with the whole range the option takes (QA: "--replicas 0" read
+    "Input should be greater than or equal to 1" where the help says [1, 1024], and NaN read
+    the one bound it was checked against first)."""
+    param = getattr(exc, "param", None)
+    low, high = getattr(param, "min", None), getattr(param, "max", None)
+    if low is None and high is None or "Input should be" not in message:
+        return message
+    shown = "[" + ("-inf" if low is None else f"{low:g}") + ", "
+    shown += ("inf" if high is None else f"{high:g}") + "]"
+    return f"{message}; the range is {shown}"
+
+
 def main() -> None:
     """Entry point: usage errors (bad flag values) also become one ``error:`` line and exit 2."""
     try:
@@ -76,7 +89,7 @@ def main() -> None:
         if type(exc).__name__ == "NoArgsIsHelpError":
             code = 0  # typer has printed the help already
         else:
-            print_error(nan_named(exc.format_message(), sys.argv[1:]))
+            print_error(with_range(nan_named(exc.format_message(), sys.argv[1:]), exc))
             code = exc.exit_code
     sys.exit(code if isinstance(code, int) else 0)
 
