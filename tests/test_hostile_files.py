@@ -622,21 +622,26 @@ def test_an_output_at_the_commands_own_input_is_refused_and_the_input_kept(
     assert f.read_bytes() == before
 
 
+def _read_with_peak(read, path: Path) -> tuple[bytes, int]:
+    """``read(path, "--trace", 256 MiB)`` and the peak bytes Python allocated meanwhile."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        data = read(path, "--trace", 256 * 1024 * 1024)
+        return data, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_reading_a_small_file_does_not_reserve_the_cap(tmp_path):
     """QA: read(max_bytes + 1) allocated the whole cap (512 MB) for a 3-line trace first, so a
     refusal's address space reached the 2 GB the capped tests allow, now and then past it."""
-    import tracemalloc
-
     from simspec.catalog.tables import read_input
 
     path = tmp_path / "small.csv"
     path.write_text("arrival_s,prompt_len,output_len\n0,10,10\n")
-    tracemalloc.start()
-    try:
-        data = read_input(path, "--trace", 256 * 1024 * 1024)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    data, peak = _read_with_peak(read_input, path)
     assert data == path.read_bytes() and peak < 1024 * 1024
     with pytest.raises(InputError, match="larger than 10 bytes"):
         read_input(path, "--trace", 10)
@@ -646,19 +651,13 @@ def test_a_gzip_reads_to_its_cap_a_megabyte_at_a_time(tmp_path):
     """The inflated bytes, whole when within the cap and refused past it, without allocating
     the cap first (read_input_gzip)."""
     import gzip
-    import tracemalloc
 
     from simspec.catalog.tables import read_input_gzip
 
     body = b"arrival_s,prompt_len,output_len\n" + b"0,10,10\n" * 300_000  # 2.4 MB inflated
     path = tmp_path / "t.csv.gz"
     path.write_bytes(gzip.compress(body))
-    tracemalloc.start()
-    try:
-        data = read_input_gzip(path, "--trace", 256 * 1024 * 1024)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    data, peak = _read_with_peak(read_input_gzip, path)
     assert data == body and peak < 16 * 1024 * 1024
     with pytest.raises(InputError, match="larger than"):
         read_input_gzip(path, "--trace", len(body) - 1)
