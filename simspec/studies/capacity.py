@@ -437,9 +437,7 @@ def smallest_fleet(
                 hi = max_replicas
                 break
             return None, None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    hi = _fewest(ok, hi, lo)
     return hi, runs[hi]
 
 
@@ -508,9 +506,9 @@ def smallest_split(
     return (p, d), runs[(p, d)], smaller
 
 
-def _fewest(ok: Callable[[int], bool], hi: int) -> int:
-    """The smallest n in 1..``hi`` with ``ok(n)``, ``ok(hi)`` known true, by bisection."""
-    lo = 0
+def _fewest(ok: Callable[[int], bool], hi: int, lo: int = 0) -> int:
+    """The smallest n in ``lo`` + 1..``hi`` with ``ok(n)``, ``ok(hi)`` known true and
+    ``ok(lo)`` false (0 replicas serve nothing), by bisection."""
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import numpy as np
 
@@ -101,7 +101,6 @@ class EagleHead(Speculator):
         counts = q.dtype is _INT64 and kv.dtype is _INT64
         if plain is None or b == 0 or k == 0 or not counts:
             return self.draft_cost(step).total_s
-        assert isinstance(plain, PlainForward)
         kv_sum, overhead = step.kv_sum, self.draft_overhead_s
         if w := self.padded_first(k, step.nodes):
             # step 1: BatchShape.uniform(b, w, kv_sum, b)'s sums (the verify width, padded)
@@ -185,8 +184,7 @@ class EagleHead(Speculator):
         if plain is False:
             own = type(self)._draft is EagleHead._draft and type(self)._step is EagleHead._step
             plain = self._plain = self.cost.plain(self.head) if own else None
-        assert plain is None or isinstance(plain, PlainForward)
-        return plain
+        return cast(PlainForward | None, plain)  # looked up: no longer False
 
     def _fc(self, tokens: int, first: bool = True) -> float:
         """The GEMMs a head runs beyond its layer's for ``tokens`` tokens (remembered by
