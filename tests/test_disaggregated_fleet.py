@@ -4,21 +4,24 @@ to a decode instance, and the client's first token is the decode instance's admi
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from simspec.catalog.hardware import load_engine
 from simspec.cli.main import app
 from simspec.config import (
     AcceptanceConfig,
     FleetConfig,
+    LengthSpec,
     MethodConfig,
     PrefillPool,
     Scenario,
     WorkloadConfig,
 )
 from simspec.engine.build import setup_replica
-from simspec.engine.disaggregation import prefill_scenario, transfer_s
+from simspec.engine.disaggregation import KvSender, prefill_scenario, transfer_s
 from simspec.engine.fleet import simulate_fleet
 from simspec.errors import InputError
 from simspec.studies.fleet import FleetSlo, per_request, run_fleet, utilisation
@@ -59,6 +62,45 @@ def test_a_transfer_takes_the_link_latency_plus_the_prompts_kv_over_the_bandwidt
     ttft = per_request(run_fleet(pd_fleet()), slo).ttft_ms
     slow_ttft = per_request(run_fleet(pd_fleet(kv_transfer_latency_ms=500.0)), slo).ttft_ms
     assert len(slow_ttft) == 120 and slow_ttft.median() > ttft.median() + 450
+
+
+def test_sglang_sends_each_prompt_chunk_as_it_ends_and_the_others_after_the_prefill():
+    """SGLang's send_kv_chunk: a chunked prompt's KV leaves chunk by chunk, one chunk after
+    another over the request's link, the last when the prompt completes; vLLM's and
+    TensorRT-LLM's after the prefill, whole."""
+    assert load_engine("sglang").flag("kv_send_per_chunk")
+    assert load_engine("sglang-v2").flag("kv_send_per_chunk")
+    assert not load_engine("vllm").flag("kv_send_per_chunk")
+    assert not load_engine("trtllm").flag("kv_send_per_chunk")
+    per_token = transfer_s(1, 1000.0, 8e-6, 0.0)  # 1 s a token: 1000 bytes at 8 kb/s
+    whole = KvSender(2, 1000.0, 8e-6, 0.5, per_chunk=False)
+    assert whole.delay(0, 7.0, 30) == transfer_s(30, 1000.0, 8e-6, 0.5) == 30 * per_token + 0.5
+    send = KvSender(2, 1000.0, 8e-6, 0.5, per_chunk=True)
+    send.chunks(0.0, np.array([0, 1]), np.array([10, 4]))  # on the link until 10 and 4
+    send.chunks(3.0, np.array([0]), np.array([20]))  # waits for the link: until 20
+    send.chunks(3.5, np.array([0]), np.array([5]))  # recomputed after a preemption: sent
+    send.chunks(5.0, np.array([0]), np.array([30]))  # the last chunk: until 30
+    assert send.delay(0, 5.0, 30) == pytest.approx(25.0 + 0.5)
+    # a link idle since 4 sends the last 6 tokens from the prefill's end
+    assert send.delay(1, 40.0, 10) == pytest.approx(6.0 + 0.5)
+
+
+def test_an_sglang_prefill_instance_leaves_only_the_last_chunks_kv_to_send():
+    prompt = LengthSpec(dist="fixed", mean=20_000)
+    wl = WorkloadConfig(arrival="poisson", rate=0.2, requests=4, measure="whole", prompt=prompt)
+    link = {"kv_transfer_gbps": 100.0, "kv_transfer_latency_ms": 2.0}
+    exposed = {}
+    for engine in ("vllm", "sglang"):
+        sc = Scenario(workload=wl, disaggregation_mode="decode", engine=engine)
+        q = run_fleet(FleetConfig(replicas=[sc], prefill=PrefillPool(replicas=1, **link))).requests
+        exposed[engine] = (q.kv_landed_s - q.prefill_done_s).to_numpy()
+        setup = setup_replica(prefill_scenario(sc))
+        kv, chunk = setup.memory.kv_bytes_per_token, setup.max_tokens
+    whole = transfer_s(20_000, kv, 100.0, 0.002)
+    assert exposed["vllm"] == pytest.approx([whole] * 4, rel=1e-12)
+    # a link faster than the prefill sends each earlier chunk before the next one ends
+    last = transfer_s(20_000 - 2 * chunk, kv, 100.0, 0.002)
+    assert chunk < 10_000 and exposed["sglang"] == pytest.approx([last] * 4, rel=1e-9)
 
 
 def test_the_same_seed_gives_the_same_run():

@@ -11,14 +11,26 @@ transfer lands) and waits there for a slot and blocks (SGLang's ``DecodePrealloc
 is the decode instance's: TTFT runs from the arrival at the prefill instance to the admission
 at the decode instance, through the prefill's queue and compute and the transfer.
 
-The transfer takes ``latency + prompt tokens x KV bytes per token per GPU / link bandwidth``:
-each GPU of the prefill instance sends its own slice of the KV over its own NIC (DGX
-H100/H200/B200: one 400 Gb/s ConnectX-7 per GPU), all at once. That is an upper bound on
-what is exposed: SGLang sends a chunked prompt's KV chunk by chunk as each chunk's forward
-ends (``send_kv_chunk``), so only the last chunk's would be left after the prefill. Not
-modelled: a prefill instance holding a finished request's KV while no decode instance has
+Each GPU of the prefill instance sends its own slice of the KV over its own NIC (DGX
+H100/H200/B200: one 400 Gb/s ConnectX-7 per GPU), at ``KV bytes per token per GPU / link
+bandwidth`` a token, and the KV lands ``latency`` after its last byte leaves. When it leaves
+is the engine's (:class:`KvSender`, engines.yaml ``kv_send_per_chunk``):
+
+- whole, after the prefill: vLLM's decode instance reads a finished prefill's blocks
+  (NixlConnector: the kv_producer's request_finished hands back the block ids, the consumer's
+  start_load_kv reads them), TensorRT-LLM's context server sends a finished context request's
+  cache; the exposed transfer is ``latency + prompt tokens x seconds per token``;
+- chunk by chunk: SGLang's prefill server sends each chunk of a chunked prompt as its forward
+  ends (``send_kv_chunk`` from process_batch_result_disagg_prefill, python/sglang/srt/
+  disaggregation/prefill.py), the last one when the prompt completes, so what is left after
+  the prefill is the last chunk's and whatever of the earlier ones the link had not sent yet.
+
+Not modelled: a prefill instance holding a finished request's KV while no decode instance has
 room (SGLang's prefill inflight queue; here the prefill instance frees it at once), links
-shared by concurrent transfers, and prefill and decode instances of different layouts.
+shared by concurrent transfers (each request's chunks go one after another, requests side by
+side), the one-step delay of SGLang's overlap scheduler (a chunk's send waits for the next
+step's result processing), a chunk resent after a preemption on the prefill instance (sent
+once here), and prefill and decode instances of different layouts.
 """
 
 from __future__ import annotations
@@ -71,6 +83,39 @@ def transfer_s(
     return latency_s + prompt_tokens * kv_bytes_per_token * 8.0 / (gbps * 1e9)
 
 
+class KvSender:
+    """When each request's KV has left its prefill instance, and the delay to its landing.
+    ``per_chunk``: each prompt chunk leaves as its forward ends (SGLang), one after another
+    over the request's link; else the whole prompt leaves after the prefill (vLLM,
+    TensorRT-LLM)."""
+
+    def __init__(
+        self, n: int, kv_bytes_per_token: float, gbps: float, latency_s: float, per_chunk: bool
+    ) -> None:
+        self.kv_bytes, self.gbps, self.latency_s = kv_bytes_per_token, gbps, latency_s
+        self.per_chunk = per_chunk
+        self.sent = np.zeros(n, dtype=np.int64)  # prompt tokens whose KV has been sent
+        self.link_free = np.zeros(n)  # when the request's last sent chunk has left
+
+    def chunks(self, now: float, ids: np.ndarray, in_cache: np.ndarray) -> None:
+        """Prompt chunks of ``ids`` ended at ``now``, each request with ``in_cache`` prompt
+        tokens in the KV cache: the tokens not sent yet leave after what is on the link."""
+        for rid, tokens in zip(ids.tolist(), in_cache.tolist(), strict=True):
+            fresh = tokens - int(self.sent[rid])
+            if fresh <= 0:  # recomputed after a preemption: sent already
+                continue
+            start = max(now, float(self.link_free[rid]))
+            self.link_free[rid] = start + transfer_s(fresh, self.kv_bytes, self.gbps, 0.0)
+            self.sent[rid] = tokens
+
+    def delay(self, rid: int, now: float, prompt: int) -> float:
+        """Seconds from the prefill's end at ``now`` to the KV's landing at a decode instance:
+        what the link still has to send of the prompt, then the latency."""
+        rest = max(prompt - int(self.sent[rid]), 0)
+        waiting = max(float(self.link_free[rid]) - now, 0.0)
+        return waiting + transfer_s(rest, self.kv_bytes, self.gbps, self.latency_s)
+
+
 def simulate_disaggregated(
     cfg: FleetConfig,
     window_s: float = DEFAULT_WINDOW_S,
@@ -114,15 +159,19 @@ def simulate_disaggregated(
     decodes: list[Replica | None] = list(built[n_pre:])
     to_prefill = Router(cfg, prefills, len(specs))  # the router's kind and seed are cfg's
     to_decode = Router(cfg, decodes, len(specs), stream=ROUTER_STREAM + 1)
-    kv_bytes = setups[0].memory.kv_bytes_per_token
-    latency_s = pool.kv_transfer_latency_ms / 1e3
+    sender = KvSender(
+        len(specs),
+        setups[0].memory.kv_bytes_per_token,
+        pool.kv_transfer_gbps,
+        pool.kv_transfer_latency_ms / 1e3,
+        per_chunk=setups[0].speculator.engine.flag("kv_send_per_chunk"),
+    )
     landed = np.full(len(specs), np.nan)
     placed_pre = np.full(len(specs), -1, dtype=np.int64)
     placed_dec = np.full(len(specs), -1, dtype=np.int64)
 
     def transfer(rid: int) -> Generator[simpy.Event, None, None]:
-        prompt = int(specs.prompt_len[rid])
-        yield env.timeout(transfer_s(prompt, kv_bytes, pool.kv_transfer_gbps, latency_s))
+        yield env.timeout(sender.delay(rid, env.now, int(specs.prompt_len[rid])))
         landed[rid] = env.now
         j = to_decode.pick(rid)
         placed_dec[rid] = j
@@ -141,8 +190,13 @@ def simulate_disaggregated(
 
         return done
 
+    def chunked(ids: np.ndarray, in_cache: np.ndarray) -> None:
+        sender.chunks(env.now, ids, in_cache)
+
     for j in range(n_pre):
         built[j].on_finish = prefilled(j)
+        if sender.per_chunk:
+            built[j].on_chunk = chunked
     for i in range(n_dec):
         built[n_pre + i].on_finish = to_decode.left(i)
     env.process(route_arrivals(env, to_prefill, prefills, gaps, placed_pre, progress))

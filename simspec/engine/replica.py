@@ -189,6 +189,9 @@ class Replica:
         )
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener
+        # hears of every prompt chunk that ends (its requests, the prompt tokens each has in
+        # the KV cache now): a prefill instance that sends KV chunk by chunk (disaggregation)
+        self.on_chunk: Callable[[np.ndarray, np.ndarray], None] | None = None
         self.expected = len(requests)  # requests still to finish
         self._idle: simpy.Event | None = None
         self._ones = np.ones(max(len(requests), 1), dtype=np.int64)  # read only
@@ -690,6 +693,8 @@ class Replica:
             return _NO_IDS
         r = self.requests
         r.computed[prefilling] += batch.chunks
+        if self.on_chunk is not None:
+            self.on_chunk(prefilling, r.computed[prefilling])
         r.generated[done] += 1
         r.decoding[done] = True
         fresh = done[np.isnan(r.first_token[done])]
