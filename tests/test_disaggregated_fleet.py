@@ -103,6 +103,48 @@ def test_an_sglang_prefill_instance_leaves_only_the_last_chunks_kv_to_send():
     assert chunk < 10_000 and exposed["sglang"] == pytest.approx([last] * 4, rel=1e-9)
 
 
+def _burst(engine: str, **scheduler) -> pd.DataFrame:
+    from simspec.config import SchedulerConfig
+
+    wl = WorkloadConfig(arrival="poisson", rate=1000.0, requests=10, measure="whole")
+    sc = Scenario(
+        workload=wl,
+        disaggregation_mode="decode",
+        engine=engine,
+        scheduler=SchedulerConfig(**scheduler),
+    )
+    return run_fleet(FleetConfig(replicas=[sc], prefill=PrefillPool(replicas=1))).requests
+
+
+def _most_at_once(starts: pd.Series, ends: pd.Series) -> int:
+    events = sorted([(t, 1) for t in starts] + [(t, -1) for t in ends], key=lambda e: e)
+    held = most = 0
+    for _, change in events:
+        held += change
+        most = max(most, held)
+    return most
+
+
+def test_sglang_prefills_a_request_only_once_its_decode_instance_holds_its_blocks():
+    """SGLang's PrefillBootstrapQueue waits for the decode server's preallocation: with room
+    for 2 requests at the decode instance, at most 2 are prefilled-and-not-finished at once,
+    and each decodes as soon as its KV lands. vLLM prefills each at once; the KV then waits
+    at the decode instance for a slot."""
+    assert load_engine("sglang").flag("pd_prealloc_before_prefill")
+    assert not load_engine("vllm").flag("pd_prealloc_before_prefill")
+    sglang = _burst("sglang", max_num_seqs=2)
+    assert len(sglang) == 10 and (sglang.output_tokens == sglang.requested_output_tokens).all()
+    assert _most_at_once(sglang.prefill_done_s, sglang.finish_s) <= 2
+    assert (sglang.first_token_s - sglang.kv_landed_s).max() < 0.05
+    assert (sglang.prefill_done_s.sort_values().diff().dropna() > 1.0).sum() >= 3
+    vllm = _burst("vllm", max_num_seqs=2)
+    assert _most_at_once(vllm.prefill_done_s, vllm.finish_s) == 10
+    assert (vllm.first_token_s - vllm.kv_landed_s).max() > 1.0
+    # TTFT: the wait for a slot, then the prefill and the transfer (SGLang) or only the wait
+    assert sglang.first_token_s.sub(sglang.arrival_s).mean() > 0
+    pd.testing.assert_frame_equal(sglang, _burst("sglang", max_num_seqs=2))
+
+
 def test_the_same_seed_gives_the_same_run():
     a, b = run_fleet(pd_fleet()).requests, run_fleet(pd_fleet()).requests
     pd.testing.assert_frame_equal(a, b)

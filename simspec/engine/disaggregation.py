@@ -5,11 +5,20 @@ Each request arrives at a prefill instance (the fleet's router over the prefill 
 which runs its prompt and samples its first token, as SGLang's prefill server
 (``--disaggregation-mode prefill``: python/sglang/srt/disaggregation/prefill.py) and vLLM's
 ``kv_producer`` do: here a replica whose requests end after one output token. Its KV then
-travels to a decode instance (the same router over the decode instances, at the moment the
-transfer lands) and waits there for a slot and blocks (SGLang's ``DecodePreallocQueue``:
-:meth:`~simspec.engine.replica.Replica.arrive` at a decode instance). The client's first token
-is the decode instance's: TTFT runs from the arrival at the prefill instance to the admission
-at the decode instance, through the prefill's queue and compute and the transfer.
+travels to a decode instance. The client's first token is the decode instance's: TTFT runs
+from the arrival at the prefill instance to the admission at the decode instance. Which comes
+first, the prefill or the decode instance's room, is the engine's (engines.yaml
+``pd_prealloc_before_prefill``):
+
+- vLLM and TensorRT-LLM prefill a request when it arrives; its KV, once landed, waits at a
+  decode instance (the same router over the decode instances, at the moment the transfer
+  lands) for a slot and blocks (:meth:`~simspec.engine.replica.Replica.arrive`);
+- SGLang picks both instances at the arrival, the decode instance preallocates the request's
+  blocks when they fit (``DecodePreallocQueue``), and only then does the prefill instance take
+  it (``PrefillBootstrapQueue``: :func:`_prealloc_arrivals`); the KV lands in blocks held for
+  it and decodes from the next step (:meth:`~simspec.engine.replica.Replica.kv_landed`). Under
+  load the wait moves from after the transfer to before the prefill, and the decode
+  instance's blocks are held through the prefill and the transfer.
 
 Each GPU of the prefill instance sends its own slice of the KV over its own NIC (DGX
 H100/H200/B200: one 400 Gb/s ConnectX-7 per GPU), at ``KV bytes per token per GPU / link
@@ -25,8 +34,8 @@ is the engine's (:class:`KvSender`, engines.yaml ``kv_send_per_chunk``):
   disaggregation/prefill.py), the last one when the prompt completes, so what is left after
   the prefill is the last chunk's and whatever of the earlier ones the link had not sent yet.
 
-Not modelled: a prefill instance holding a finished request's KV while no decode instance has
-room (SGLang's prefill inflight queue; here the prefill instance frees it at once), links
+Not modelled: a vLLM prefill instance holding a finished request's KV until a decode
+instance reads it (here the prefill instance frees it at once), links
 shared by concurrent transfers (each request's chunks go one after another, requests side by
 side), the one-step delay of SGLang's overlap scheduler (a chunk's send waits for the next
 step's result processing), a chunk resent after a preemption on the prefill instance (sent
@@ -173,6 +182,9 @@ def simulate_disaggregated(
     def transfer(rid: int) -> Generator[simpy.Event, None, None]:
         yield env.timeout(sender.delay(rid, env.now, int(specs.prompt_len[rid])))
         landed[rid] = env.now
+        if placed_dec[rid] >= 0:  # preallocated there before its prefill
+            built[n_pre + int(placed_dec[rid])].kv_landed(rid)
+            return
         j = to_decode.pick(rid)
         placed_dec[rid] = j
         to_decode.outstanding[j] += 1
@@ -199,20 +211,77 @@ def simulate_disaggregated(
             built[j].on_chunk = chunked
     for i in range(n_dec):
         built[n_pre + i].on_finish = to_decode.left(i)
-    env.process(route_arrivals(env, to_prefill, prefills, gaps, placed_pre, progress))
+    arrival = prefill_table.arrival  # the client's, where the prefill takes it at once
+    if setups[-1].speculator.engine.flag("pd_prealloc_before_prefill"):
+        arrival = np.full(len(specs), np.nan)
+
+        def start_prefill(rid: int) -> None:
+            built[int(placed_pre[rid])].arrive(rid)
+
+        for replica in built[n_pre:]:
+            replica.sched.awaits_kv = True
+            replica.on_prealloc = start_prefill
+        routes = (to_prefill, to_decode, placed_pre, placed_dec, arrival)
+        env.process(_prealloc_arrivals(env, routes, built, n_pre, gaps, progress))
+    else:
+        env.process(route_arrivals(env, to_prefill, prefills, gaps, placed_pre, progress))
     # every instance waits for work until no event is left (as a fleet's replicas do)
     for replica in built:
         env.process(replica.run())
     env.run()
     return _run(
-        decode_table, prefill_table, placed_pre, placed_dec, landed, built, setups, logs,
-        n_pre, window_s,
+        decode_table, prefill_table, arrival, placed_pre, placed_dec, landed, built, setups,
+        logs, n_pre, window_s,
     )  # fmt: skip
+
+
+Routes = tuple[Router, Router, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _prealloc_arrivals(
+    env: simpy.Environment,
+    routes: Routes,
+    built: list[Replica],
+    n_pre: int,
+    gaps: np.ndarray,
+    progress: Callable[[float], None] | None,
+) -> Generator[simpy.Event, None, None]:
+    """SGLang's arrivals: the router picks a prefill and a decode instance for each request
+    at once (sgl-router's PD mode sends it to both, with one bootstrap room), the decode
+    instance preallocates its blocks when they fit (DecodePreallocQueue.pop_preallocated,
+    which then sends the block indices to the prefill server: kv_receiver.init), and the
+    prefill instance takes it into its waiting queue only then (PrefillBootstrapQueue.
+    pop_bootstrapped waits for KVPoll.WaitingForInput, which the sender reaches when the
+    decode's indices arrive; python/sglang/srt/disaggregation/prefill.py, decode.py and
+    mooncake/conn.py). A one-token output (the prefill's token is all of it) and a request a
+    decode instance refuses go to the prefill instance at once, as elsewhere."""
+    to_prefill, to_decode, placed_pre, placed_dec, arrival = routes
+    decode_table = built[n_pre].requests
+    prefill_table = built[0].requests
+    step = max(len(gaps) // 100, 1)
+    for rid, gap in enumerate(gaps):
+        yield env.timeout(gap)
+        arrival[rid] = env.now
+        if progress is not None and rid % step == 0:
+            progress(rid / len(gaps))
+        j = to_prefill.pick(rid)
+        placed_pre[rid] = j
+        to_prefill.outstanding[j] += 1
+        if decode_table.output_len[rid] > 1 and not decode_table.unfinishable[rid]:
+            d = to_decode.pick(rid)
+            to_decode.outstanding[d] += 1
+            built[n_pre + d].arrive(rid)  # preallocated there now or later: start_prefill
+            if not decode_table.unfinishable[rid]:
+                placed_dec[rid] = d
+                continue
+            prefill_table.unfinishable[rid] = True  # refused by the decode instance
+        built[j].arrive(rid)
 
 
 def _run(
     decode_table: RequestTable,
     prefill_table: RequestTable,
+    arrival: np.ndarray,
     placed_pre: np.ndarray,
     placed_dec: np.ndarray,
     landed: np.ndarray,
@@ -225,7 +294,7 @@ def _run(
     """The fleet's tables: a request's row is its decode instance's, its arrival the prefill
     instance's (the client's), with the instance that prefilled it and when its KV landed."""
     frame = request_frame(decode_table)
-    frame["arrival_s"] = prefill_table.arrival
+    frame["arrival_s"] = arrival
     unserved = placed_dec < 0  # never reached a decode instance: unfinishable at prefill
     frame.loc[unserved, "unfinishable"] = True
     frame.insert(0, "request", np.arange(len(frame)))

@@ -192,6 +192,9 @@ class Replica:
         # hears of every prompt chunk that ends (its requests, the prompt tokens each has in
         # the KV cache now): a prefill instance that sends KV chunk by chunk (disaggregation)
         self.on_chunk: Callable[[np.ndarray, np.ndarray], None] | None = None
+        # hears of every transfer a decode instance preallocated, whose prefill may start now
+        # (Scheduler.awaits_kv: SGLang's prefill server waits for the decode server's blocks)
+        self.on_prealloc: Callable[[int], None] = _no_listener
         self.expected = len(requests)  # requests still to finish
         self._idle: simpy.Event | None = None
         self._ones = np.ones(max(len(requests), 1), dtype=np.int64)  # read only
@@ -272,14 +275,35 @@ class Replica:
         """The SimPy process: one loop turn is one engine iteration."""
         env = self.env
         assert isinstance(env, simpy.Environment), "a replica on a StepClock steps in run_alone"
+        sched = self.sched
         while self.expected > 0:
-            if not self.sched.has_work:
+            if not sched.has_work:
                 self._idle = env.event()
                 yield self._idle  # until a request arrives
+                continue
+            if sched.awaits_kv and not (sched.running or sched.waiting):
+                # nothing to run: preallocate what fits, then wait for a KV or an arrival
+                sched.admit_transfers()
+                self._request_kv()
+                self._idle = env.event()
+                yield self._idle
                 continue
             step = self._begin()
             yield env.timeout(step.draft_s + step.verify_s)
             self._end(step)
+
+    def kv_landed(self, rid: int) -> None:
+        """The KV of ``rid``, preallocated here, has arrived from its prefill instance: it
+        decodes from the next step, its first token delivered then."""
+        self.sched.kv_landed(rid)
+        if self._idle is not None and not self._idle.triggered:
+            self._idle.succeed()
+
+    def _request_kv(self) -> None:
+        """Tell the fleet which transfers were preallocated, so their prefills start."""
+        requested, self.sched.kv_requested = self.sched.kv_requested, []
+        for rid in requested:
+            self.on_prealloc(rid)
 
     def run_alone(self) -> None:
         """:meth:`run` for a replica whose only events are its own iterations (a closed loop,
@@ -515,6 +539,8 @@ class Replica:
         if self._asks_proposed:
             self._propose_ahead()
         batch = self.sched.schedule()
+        if self.sched.kv_requested:
+            self._request_kv()
         if self.sched.admitted:  # a decode instance's transfers admitted, each with its token
             ids = np.array(self.sched.admitted, dtype=np.int64)
             self.requests.first_token[ids] = self.env.now

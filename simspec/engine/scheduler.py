@@ -243,6 +243,13 @@ class Scheduler:
         # admitted FCFS as decoding while a slot and their blocks are free, never prefilled
         self.transfers: deque[int] = deque()
         self.admitted: list[int] = []  # transfers admitted this schedule, their first token new
+        # SGLang's decode server preallocates a transfer's blocks before its prompt is
+        # prefilled, the prefill server starting it only then (awaits_kv, set for a decode
+        # instance with prefill instances in front: simspec.engine.disaggregation): requests
+        # holding their blocks while their KV is on its way, and those newly preallocated
+        self.awaits_kv = False
+        self.preallocated: set[int] = set()
+        self.kv_requested: list[int] = []
         self.running: list[int] = []
         self._running_arr: np.ndarray | None = None  # cache of ``running`` as an array
         # a decode-only batch's blocks held (as scheduled) and tokens in KV (as accept left
@@ -290,6 +297,12 @@ class Scheduler:
                 return
         self.transfers.append(rid)
 
+    def admit_transfers(self) -> None:
+        """Admit (or, under ``awaits_kv``, preallocate) the transfers that fit now, as
+        :meth:`schedule` does first: for a decode instance with nothing to run."""
+        if self.transfers and not self.waiting:
+            self._admit_transfers()
+
     def _admit_transfers(self) -> None:
         """The transfer queue's head, FCFS, while a slot and the blocks of its prompt and
         generated tokens (as after a prefill) are free. A request whose prefill instance
@@ -302,7 +315,7 @@ class Scheduler:
         r = self.requests
         room = self._transfer_room()
         ranks = max(self.pool.num_blocks // max(self.rank_blocks, 1), 1)  # DP attention ranks
-        while self.transfers and len(self.running) < self.max_seqs:
+        while self.transfers and len(self.running) + len(self.preallocated) < self.max_seqs:
             rid = self.transfers[0]
             fresh = r.generated[rid] == 0
             computed = int(r.prompt_len[rid] + max(int(r.generated[rid]), 1) - 1)
@@ -326,17 +339,36 @@ class Scheduler:
                     return
             self.transfers.popleft()
             self._take(blocks)
-            r.blocks[rid], r.computed[rid], r.decoding[rid] = blocks, computed, True
-            if fresh:
-                r.generated[rid] = 1
-                self.admitted.append(rid)
-            self.running.append(rid)
-            self._running_arr = None
+            r.blocks[rid], r.computed[rid] = blocks, computed
+            if self.awaits_kv:  # its prefill starts now; it decodes once its KV lands
+                self.preallocated.add(rid)
+                self.kv_requested.append(rid)
+                continue
+            self._decode_transferred(rid, fresh)
+
+    def _decode_transferred(self, rid: int, fresh: bool) -> None:
+        """A transferred request, its KV in place, joins the running batch (with the first
+        token its prefill instance sampled, delivered now, where ``fresh``)."""
+        r = self.requests
+        r.decoding[rid] = True
+        if fresh:
+            r.generated[rid] = 1
+            self.admitted.append(rid)
+        self.running.append(rid)
+        self._running_arr = None
+
+    def kv_landed(self, rid: int) -> None:
+        """The KV of preallocated request ``rid`` has arrived: it decodes from the next step
+        (SGLang's DecodeTransferQueue hands it to the waiting queue, whose prebuilt batch
+        joins the running one)."""
+        self.preallocated.remove(rid)
+        self._decode_transferred(rid, bool(self.requests.generated[rid] == 0))
 
     def _transfer_room(self) -> tuple[int, int] | None:
         """SGLang's budget for preallocating transferred requests (_allocatable_tokens): the
-        free tokens less the larger of ``reserve`` tokens for each running request (SGLang
-        counts those waiting too: none wait when transfers are taken, :meth:`schedule`) and the
+        free tokens less the larger of ``reserve`` tokens for each running or preallocated
+        request (SGLang counts its transfer queue, and those waiting too: none wait when
+        transfers are taken, :meth:`schedule`) and the
         most any running one may still need beyond what all of them hold; with the tokens the
         running requests hold (the retractable ones). None without ``transfer_reserve``. Under
         DP attention the ranks' pools are one here: a transfer must fit one rank's share of
@@ -351,7 +383,9 @@ class Scheduler:
             single = int((np.minimum(r.output_len[rids], clip) + r.prompt_len[rids]).max())
             single -= retractable
         free = self.pool.free * self.block_size
-        return free - max(reserve * len(rids), single), retractable
+        # those preallocated, their KV on its way, count as SGLang's transfer queue does
+        held = len(rids) + len(self.preallocated)
+        return free - max(reserve * held, single), retractable
 
     def resume(self, rid: int) -> None:
         """A request that was decoding before the run started (its ``generated`` set): its KV
