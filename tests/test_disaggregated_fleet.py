@@ -53,11 +53,21 @@ def test_every_request_is_prefilled_once_sent_once_and_decoded_after_it_lands():
 
 
 def test_a_transfer_takes_the_link_latency_plus_the_prompts_kv_over_the_bandwidth():
-    cfg = pd_fleet(kv_transfer_gbps=100.0, kv_transfer_latency_ms=5.0)
+    """Each prefill instance's link sends one transfer after another: a transfer leaves
+    after its prefill and after the one before it, for the prompt's KV over the bandwidth,
+    and lands the latency later."""
+    cfg = pd_fleet(kv_transfer_gbps=10.0, kv_transfer_latency_ms=5.0)
     q = run_fleet(cfg).requests
     kv = setup_replica(prefill_scenario(cfg.replicas[0])).memory.kv_bytes_per_token
-    expected = [transfer_s(int(p), kv, 100.0, 0.005) for p in q.prompt_tokens]
-    assert list(q.kv_landed_s - q.prefill_done_s) == pytest.approx(expected, rel=1e-9)
+    sending = np.array([transfer_s(int(p), kv, 10.0, 0.0) for p in q.prompt_tokens])
+    left = q.kv_landed_s.to_numpy() - 0.005
+    began = left - sending
+    assert (began >= q.prefill_done_s.to_numpy() - 1e-9).all()
+    order = np.argsort(began, kind="stable")
+    assert (began[order][1:] >= left[order][:-1] - 1e-9).all()  # never two at once
+    queued = began > q.prefill_done_s.to_numpy() + 1e-9
+    assert queued.any()  # some waited for the link: each right after the one before it
+    assert np.isclose(began[queued][:, None], left[None, :], atol=1e-9).any(axis=1).all()
     slo = FleetSlo(2000, 50)
     ttft = per_request(run_fleet(pd_fleet()), slo).ttft_ms
     slow_ttft = per_request(run_fleet(pd_fleet(kv_transfer_latency_ms=500.0)), slo).ttft_ms
@@ -73,16 +83,18 @@ def test_sglang_sends_each_prompt_chunk_as_it_ends_and_the_others_after_the_pref
     assert not load_engine("vllm").flag("kv_send_per_chunk")
     assert not load_engine("trtllm").flag("kv_send_per_chunk")
     per_token = transfer_s(1, 1000.0, 8e-6, 0.0)  # 1 s a token: 1000 bytes at 8 kb/s
-    whole = KvSender(2, 1000.0, 8e-6, 0.5, per_chunk=False)
-    assert whole.delay(0, 7.0, 30) == transfer_s(30, 1000.0, 8e-6, 0.5) == 30 * per_token + 0.5
-    send = KvSender(2, 1000.0, 8e-6, 0.5, per_chunk=True)
-    send.chunks(0.0, np.array([0, 1]), np.array([10, 4]))  # on the link until 10 and 4
-    send.chunks(3.0, np.array([0]), np.array([20]))  # waits for the link: until 20
-    send.chunks(3.5, np.array([0]), np.array([5]))  # recomputed after a preemption: sent
-    send.chunks(5.0, np.array([0]), np.array([30]))  # the last chunk: until 30
-    assert send.delay(0, 5.0, 30) == pytest.approx(25.0 + 0.5)
-    # a link idle since 4 sends the last 6 tokens from the prefill's end
-    assert send.delay(1, 40.0, 10) == pytest.approx(6.0 + 0.5)
+    whole = KvSender(2, 1, 1000.0, 8e-6, 0.5, per_chunk=False)
+    assert whole.delay(0, 0, 7.0, 30) == transfer_s(30, 1000.0, 8e-6, 0.5) == 30 * per_token + 0.5
+    assert whole.delay(0, 1, 8.0, 10) == pytest.approx(29.0 + 10.0 + 0.5)  # after the first
+    send = KvSender(3, 2, 1000.0, 8e-6, 0.5, per_chunk=True)
+    send.chunks(0, 0.0, np.array([0, 1]), np.array([10, 4]))  # one link: until 10, then 14
+    send.chunks(0, 3.0, np.array([0]), np.array([20]))  # waits for the link: until 24
+    send.chunks(0, 3.5, np.array([0]), np.array([5]))  # recomputed after a preemption: sent
+    send.chunks(0, 5.0, np.array([0]), np.array([30]))  # the last chunk: until 34
+    assert send.delay(0, 0, 5.0, 30) == pytest.approx(29.0 + 0.5)
+    # the link, idle since 34, sends request 1's last 6 tokens from its prefill's end
+    assert send.delay(0, 1, 40.0, 10) == pytest.approx(6.0 + 0.5)
+    assert send.delay(1, 2, 40.0, 10) == pytest.approx(10.0 + 0.5)  # another instance's link
 
 
 def test_an_sglang_prefill_instance_leaves_only_the_last_chunks_kv_to_send():

@@ -28,18 +28,20 @@ is the engine's (:class:`KvSender`, engines.yaml ``kv_send_per_chunk``):
 - whole, after the prefill: vLLM's decode instance reads a finished prefill's blocks
   (NixlConnector: the kv_producer's request_finished hands back the block ids, the consumer's
   start_load_kv reads them), TensorRT-LLM's context server sends a finished context request's
-  cache; the exposed transfer is ``latency + prompt tokens x seconds per token``;
+  cache; the exposed transfer is ``latency + prompt tokens x seconds per token`` (after
+  what the link is still sending);
 - chunk by chunk: SGLang's prefill server sends each chunk of a chunked prompt as its forward
   ends (``send_kv_chunk`` from process_batch_result_disagg_prefill, python/sglang/srt/
   disaggregation/prefill.py), the last one when the prompt completes, so what is left after
   the prefill is the last chunk's and whatever of the earlier ones the link had not sent yet.
 
-Not modelled: a vLLM prefill instance holding a finished request's KV until a decode
-instance reads it (here the prefill instance frees it at once), links
-shared by concurrent transfers (each request's chunks go one after another, requests side by
-side), the one-step delay of SGLang's overlap scheduler (a chunk's send waits for the next
-step's result processing), a chunk resent after a preemption on the prefill instance (sent
-once here), and prefill and decode instances of different layouts.
+A prefill instance's transfers share its link, one after another in the order they were
+put on it (:class:`KvSender`). Not modelled: a vLLM prefill instance holding a finished
+request's KV until a decode instance reads it (here the prefill instance frees it at once),
+a decode instance's link shared by the transfers it receives, the one-step delay of
+SGLang's overlap scheduler (a chunk's send waits for the next step's result processing), a
+chunk resent after a preemption on the prefill instance (sent once here), and prefill and
+decode instances of different layouts.
 """
 
 from __future__ import annotations
@@ -93,35 +95,49 @@ def transfer_s(
 
 
 class KvSender:
-    """When each request's KV has left its prefill instance, and the delay to its landing.
-    ``per_chunk``: each prompt chunk leaves as its forward ends (SGLang), one after another
-    over the request's link; else the whole prompt leaves after the prefill (vLLM,
+    """When each request's KV leaves its prefill instance, and the delay to its landing. Each
+    prefill instance's link (its GPUs' NICs, each sending its own slice) carries one transfer
+    after another, first come, first sent: concurrent transfers sharing its bandwidth would
+    end the last of them at the same moment. ``per_chunk``: each prompt chunk leaves as its
+    forward ends (SGLang); else the whole prompt leaves after the prefill (vLLM,
     TensorRT-LLM)."""
 
     def __init__(
-        self, n: int, kv_bytes_per_token: float, gbps: float, latency_s: float, per_chunk: bool
+        self,
+        n: int,
+        links: int,
+        kv_bytes_per_token: float,
+        gbps: float,
+        latency_s: float,
+        per_chunk: bool,
     ) -> None:
         self.kv_bytes, self.gbps, self.latency_s = kv_bytes_per_token, gbps, latency_s
         self.per_chunk = per_chunk
         self.sent = np.zeros(n, dtype=np.int64)  # prompt tokens whose KV has been sent
-        self.link_free = np.zeros(n)  # when the request's last sent chunk has left
+        self.link_free = np.zeros(links)  # when each prefill instance's link is free
 
-    def chunks(self, now: float, ids: np.ndarray, in_cache: np.ndarray) -> None:
-        """Prompt chunks of ``ids`` ended at ``now``, each request with ``in_cache`` prompt
-        tokens in the KV cache: the tokens not sent yet leave after what is on the link."""
+    def _send(self, link: int, now: float, tokens: int) -> float:
+        """Put ``tokens``' KV on ``link`` at ``now``: seconds until it starts to leave."""
+        waiting = max(float(self.link_free[link]) - now, 0.0)
+        self.link_free[link] = now + waiting + transfer_s(tokens, self.kv_bytes, self.gbps, 0.0)
+        return waiting
+
+    def chunks(self, link: int, now: float, ids: np.ndarray, in_cache: np.ndarray) -> None:
+        """Prompt chunks of ``ids`` ended at ``now`` on prefill instance ``link``, each request
+        with ``in_cache`` prompt tokens in the KV cache: the tokens not sent yet queue."""
         for rid, tokens in zip(ids.tolist(), in_cache.tolist(), strict=True):
             fresh = tokens - int(self.sent[rid])
             if fresh <= 0:  # recomputed after a preemption: sent already
                 continue
-            start = max(now, float(self.link_free[rid]))
-            self.link_free[rid] = start + transfer_s(fresh, self.kv_bytes, self.gbps, 0.0)
+            self._send(link, now, fresh)
             self.sent[rid] = tokens
 
-    def delay(self, rid: int, now: float, prompt: int) -> float:
+    def delay(self, link: int, rid: int, now: float, prompt: int) -> float:
         """Seconds from the prefill's end at ``now`` to the KV's landing at a decode instance:
-        what the link still has to send of the prompt, then the latency."""
+        what the link still has to send before and of the prompt, then the latency."""
         rest = max(prompt - int(self.sent[rid]), 0)
-        waiting = max(float(self.link_free[rid]) - now, 0.0)
+        self.sent[rid] = prompt
+        waiting = self._send(link, now, rest)
         return waiting + transfer_s(rest, self.kv_bytes, self.gbps, self.latency_s)
 
 
@@ -170,6 +186,7 @@ def simulate_disaggregated(
     to_decode = Router(cfg, decodes, len(specs), stream=ROUTER_STREAM + 1)
     sender = KvSender(
         len(specs),
+        n_pre,
         setups[0].memory.kv_bytes_per_token,
         pool.kv_transfer_gbps,
         pool.kv_transfer_latency_ms / 1e3,
@@ -179,8 +196,8 @@ def simulate_disaggregated(
     placed_pre = np.full(len(specs), -1, dtype=np.int64)
     placed_dec = np.full(len(specs), -1, dtype=np.int64)
 
-    def transfer(rid: int) -> Generator[simpy.Event, None, None]:
-        yield env.timeout(sender.delay(rid, env.now, int(specs.prompt_len[rid])))
+    def transfer(j: int, rid: int) -> Generator[simpy.Event, None, None]:
+        yield env.timeout(sender.delay(j, rid, env.now, int(specs.prompt_len[rid])))
         landed[rid] = env.now
         if placed_dec[rid] >= 0:  # preallocated there before its prefill
             built[n_pre + int(placed_dec[rid])].kv_landed(rid)
@@ -198,17 +215,20 @@ def simulate_disaggregated(
             if prefill_table.unfinishable[rid]:  # too long for a prefill instance: no KV
                 decode_table.unfinishable[rid] = True
                 return
-            env.process(transfer(rid))
+            env.process(transfer(j, rid))
 
         return done
 
-    def chunked(ids: np.ndarray, in_cache: np.ndarray) -> None:
-        sender.chunks(env.now, ids, in_cache)
+    def chunked(j: int) -> Callable[[np.ndarray, np.ndarray], None]:
+        def sent(ids: np.ndarray, in_cache: np.ndarray) -> None:
+            sender.chunks(j, env.now, ids, in_cache)
+
+        return sent
 
     for j in range(n_pre):
         built[j].on_finish = prefilled(j)
         if sender.per_chunk:
-            built[j].on_chunk = chunked
+            built[j].on_chunk = chunked(j)
     for i in range(n_dec):
         built[n_pre + i].on_finish = to_decode.left(i)
     arrival = prefill_table.arrival  # the client's, where the prefill takes it at once
