@@ -39,7 +39,11 @@ def analytic(
         str | None,
         typer.Option(
             help=opt.field_help(
-                AcceptanceConfig, "alpha", ": one number, or a profile by position (comma list)"
+                AcceptanceConfig,
+                "alpha",
+                ". One number adds its row to the table's α 0.5, 0.7, 0.9 (the --csv holds "
+                "α 0.05 to 0.95 in steps of 0.05 and it); a comma list is one profile by "
+                "position, reported by depth K beside them",
             )
         ),
     ] = None,
@@ -66,6 +70,8 @@ def analytic(
 
     E = (1 − α^(K+1)) / (1 − α); speedup = E·t_AR / (t_draft + t_verify), with the step times
     from the calibrated cost model; --compare simulates beside it.
+
+    Example: simspec analytic --method eagle3 --alpha 0.8 --k-max 8
     """
     from simspec.studies import analytic as an
 

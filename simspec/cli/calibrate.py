@@ -185,6 +185,8 @@ def calibrate_report(
 
     With --timings: every sample against the profile (and --html, --csv), predicted vs
     measured; with --cases: the published plain-decoding TPOT rows simulated end to end.
+
+    Example: simspec calibrate report --profile my.yaml --timings my_gpu.csv --html fit.html
     """
     from simspec.catalog.hardware import load_gpu, load_profile
     from simspec.studies.calibration import report

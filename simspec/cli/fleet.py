@@ -333,6 +333,9 @@ def fleet(
     goodput, per-replica utilisation (busy share) with KV and batch occupancy (the headroom
     beside it), and timelines. With --prefill-replicas the replicas are decode instances
     behind that many prefill instances (prefill/decode disaggregation).
+
+    Example: simspec fleet --trace azure-conv --window 0:600 --replicas 2 --method eagle3
+    --out requests.csv --report fleet.html
     """
     from simspec.studies import fleet as study
 

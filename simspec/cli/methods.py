@@ -32,6 +32,8 @@ def methods(
 
     Every method simspec models, its default configuration and its acceptance presets per
     domain (chat, code, math, summarisation), each with its source rows.
+
+    Example: simspec methods eagle3
     """
     datasets = {DATASET_DOMAIN[ds]: ds for ds in TRACE_DATASETS}
     if name is None:

@@ -55,6 +55,8 @@ def models(
     cards do; GPUs needed is the fewest (tensor-parallel) GPUs whose memory holds the weights,
     activations and the KV cache of one 4,096-token sequence. With --tp (and --ep, --dp), what
     each GPU holds in that layout and the tokens its KV cache holds.
+
+    Example: simspec models deepseek-v3 --gpu h200 --tp 8 --ep 8
     """
     load_gpu(gpu), load_engine(engine)  # bad flags fail by name first
     asked = None

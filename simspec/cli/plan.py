@@ -164,6 +164,8 @@ def plan(
     within the SLOs (doubling, then bisection), the replicas and GPUs --qps needs, and the cost
     per million output tokens at --gpu-hour-price. With --trace: the smallest fleet whose
     replay of the trace has --attainment of its requests within both SLOs.
+
+    Example: simspec plan --qps 20 --slo-ttft-ms 2000 --slo-tpot-ms 50 --methods eagle3
     """
     if not (math.isfinite(gpu_hour_price) and gpu_hour_price > 0):
         raise InputError("--gpu-hour-price", f"must be a finite number > 0, got {gpu_hour_price}")
@@ -657,6 +659,8 @@ def recommend(
     where speculation should be off; tree methods get a tree budget per band instead. A band
     ends where the next band's setting becomes faster, found by bisection between the grid
     points.
+
+    Example: simspec recommend --method eagle3 --k-max 5 --json speculative_config.json
     """
     from simspec.catalog.hardware import load_engine, load_gpu
     from simspec.studies.schedule.bands import outsiders, recommend_bands

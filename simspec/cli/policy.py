@@ -65,6 +65,8 @@ def policy(
 
     The policy, plain decoding and each fixed setting all run on the same (typically
     time-varying) workload and seed.
+
+    Example: simspec policy --config examples/policy.yaml --out policy.csv
     """
     from simspec.engine.workload import read_rate_csv
     from simspec.studies.policy import run_policy

@@ -95,6 +95,8 @@ def sweep(
     Each method's output-token throughput over autoregressive decoding's, on the same workload
     and seed, measured while the closed loop holds its full concurrency. A --grid prints one
     table per grid point; under each, what it ran with and what its numbers rest on.
+
+    Example: simspec sweep --methods eagle3,ngram --concurrencies 1,8,64 --out sweep.csv
     """
     if grid is not None and config is not None:
         raise InputError(
