@@ -54,8 +54,8 @@ def test_every_request_is_prefilled_once_sent_once_and_decoded_after_it_lands():
 
 def test_a_transfer_takes_the_link_latency_plus_the_prompts_kv_over_the_bandwidth():
     """Each prefill instance's link sends one transfer after another: a transfer leaves
-    after its prefill and after the one before it, for the prompt's KV over the bandwidth,
-    and lands the latency later."""
+    after its prefill (vLLM: once its decode instance has allocated its blocks) and after
+    the one before it, for the prompt's KV over the bandwidth, and lands the latency later."""
     cfg = pd_fleet(kv_transfer_gbps=10.0, kv_transfer_latency_ms=5.0)
     q = run_fleet(cfg).requests
     kv = setup_replica(prefill_scenario(cfg.replicas[0])).memory.kv_bytes_per_token
@@ -65,9 +65,9 @@ def test_a_transfer_takes_the_link_latency_plus_the_prompts_kv_over_the_bandwidt
     assert (began >= q.prefill_done_s.to_numpy() - 1e-9).all()
     order = np.argsort(began, kind="stable")
     assert (began[order][1:] >= left[order][:-1] - 1e-9).all()  # never two at once
-    queued = began > q.prefill_done_s.to_numpy() + 1e-9
-    assert queued.any()  # some waited for the link: each right after the one before it
-    assert np.isclose(began[queued][:, None], left[None, :], atol=1e-9).any(axis=1).all()
+    # a transfer that waited for the link began as the one before it ended
+    after = np.isclose(began[:, None], left[None, :], atol=1e-9).any(axis=1)
+    assert after.sum() >= 5
     slo = FleetSlo(2000, 50)
     ttft = per_request(run_fleet(pd_fleet()), slo).ttft_ms
     slow_ttft = per_request(run_fleet(pd_fleet(kv_transfer_latency_ms=500.0)), slo).ttft_ms
@@ -109,7 +109,9 @@ def test_an_sglang_prefill_instance_leaves_only_the_last_chunks_kv_to_send():
         setup = setup_replica(prefill_scenario(sc))
         kv, chunk = setup.memory.kv_bytes_per_token, setup.max_tokens
     whole = transfer_s(20_000, kv, 100.0, 0.002)
-    assert exposed["vllm"] == pytest.approx([whole] * 4, rel=1e-12)
+    # vLLM: the whole KV, read once the decode instance has allocated its blocks (the next
+    # step boundary there)
+    assert (exposed["vllm"] >= whole).all() and (exposed["vllm"] < whole + 0.05).all()
     # a link faster than the prefill sends each earlier chunk before the next one ends
     last = transfer_s(20_000 - 2 * chunk, kv, 100.0, 0.002)
     assert chunk < 10_000 and exposed["sglang"] == pytest.approx([last] * 4, rel=1e-9)
@@ -140,8 +142,8 @@ def _most_at_once(starts: pd.Series, ends: pd.Series) -> int:
 def test_sglang_prefills_a_request_only_once_its_decode_instance_holds_its_blocks():
     """SGLang's PrefillBootstrapQueue waits for the decode server's preallocation: with room
     for 2 requests at the decode instance, at most 2 are prefilled-and-not-finished at once,
-    and each decodes as soon as its KV lands. vLLM prefills each at once; the KV then waits
-    at the decode instance for a slot."""
+    and each decodes as soon as its KV lands. vLLM prefills each at once; the request then
+    waits at the decode instance for a slot, whose blocks it reads its KV into."""
     assert load_engine("sglang").flag("pd_prealloc_before_prefill")
     assert not load_engine("vllm").flag("pd_prealloc_before_prefill")
     sglang = _burst("sglang", max_num_seqs=2)
@@ -150,8 +152,12 @@ def test_sglang_prefills_a_request_only_once_its_decode_instance_holds_its_block
     assert (sglang.first_token_s - sglang.kv_landed_s).max() < 0.05
     assert (sglang.prefill_done_s.sort_values().diff().dropna() > 1.0).sum() >= 3
     vllm = _burst("vllm", max_num_seqs=2)
+    assert load_engine("vllm").flag("pd_pull_after_admission")
+    assert load_engine("trtllm").flag("pd_pull_after_admission")
     assert _most_at_once(vllm.prefill_done_s, vllm.finish_s) == 10
-    assert (vllm.first_token_s - vllm.kv_landed_s).max() > 1.0
+    assert (vllm.kv_landed_s - vllm.prefill_done_s).max() > 1.0
+    assert _most_at_once(vllm.kv_landed_s, vllm.finish_s) <= 2
+    assert (vllm.first_token_s - vllm.kv_landed_s).max() < 0.05
     # TTFT: the wait for a slot, then the prefill and the transfer (SGLang) or only the wait
     assert sglang.first_token_s.sub(sglang.arrival_s).mean() > 0
     pd.testing.assert_frame_equal(sglang, _burst("sglang", max_num_seqs=2))
@@ -259,3 +265,37 @@ def test_an_input_error_raised_in_a_process_is_rebuilt_from_its_args():
     err = InputError("--window-s", "too fine")
     again = type(err)(*err.args)
     assert (again.field, again.message, str(again)) == ("--window-s", "too fine", str(err))
+
+
+def test_a_prefill_instance_holds_each_prompts_kv_until_it_has_been_sent():
+    """vLLM's prefill instance frees a request's blocks when the decode instance has read
+    them (finished_sending), SGLang's when its sender polls success, TensorRT-LLM's when the
+    context send completes: behind a decode instance that takes one request at a time, the
+    prefill instance's KV fills with prompts waiting to be read, and its next prefills wait
+    for room."""
+    from simspec.config import SchedulerConfig
+
+    prompt = LengthSpec(dist="fixed", mean=100_000)
+    wl = WorkloadConfig(
+        arrival="poisson", rate=1000.0, requests=8, measure="whole", prompt=prompt,
+        output=LengthSpec(dist="fixed", mean=3000),
+    )  # fmt: skip
+    for engine in ("vllm", "sglang"):
+        sc = Scenario(
+            workload=wl,
+            disaggregation_mode="decode",
+            engine=engine,
+            scheduler=SchedulerConfig(max_num_seqs=1),
+        )
+        memory = setup_replica(prefill_scenario(sc)).memory
+        fits = memory.num_blocks * memory.block_size // 100_000
+        assert 2 <= fits < 8
+        q = run_fleet(FleetConfig(replicas=[sc], prefill=PrefillPool(replicas=1))).requests
+        assert (q.output_tokens == 3000).all()
+        # decoding a request (3,000 tokens) takes longer than prefilling one (100,000)
+        held = _most_at_once(q.prefill_done_s, q.kv_landed_s)
+        if engine == "vllm":  # prefilled while the decode instance is busy, until full
+            assert held == fits
+            assert (q.prefill_done_s.iloc[fits:] > q.kv_landed_s.iloc[:-fits].values).all()
+        else:  # SGLang prefills only what the decode instance has taken
+            assert held == 1

@@ -6,26 +6,32 @@ which runs its prompt and samples its first token, as SGLang's prefill server
 (``--disaggregation-mode prefill``: python/sglang/srt/disaggregation/prefill.py) and vLLM's
 ``kv_producer`` do: here a replica whose requests end after one output token. Its KV then
 travels to a decode instance. The client's first token is the decode instance's: TTFT runs
-from the arrival at the prefill instance to the admission at the decode instance. Which comes
-first, the prefill or the decode instance's room, is the engine's (engines.yaml
-``pd_prealloc_before_prefill``):
+from the arrival at the prefill instance to the admission at the decode instance. The order
+of the prefill, the decode instance's room and the transfer is the engine's (engines.yaml):
 
-- vLLM and TensorRT-LLM prefill a request when it arrives; its KV, once landed, waits at a
-  decode instance (the same router over the decode instances, at the moment the transfer
-  lands) for a slot and blocks (:meth:`~simspec.engine.replica.Replica.arrive`);
-- SGLang picks both instances at the arrival, the decode instance preallocates the request's
-  blocks when they fit (``DecodePreallocQueue``), and only then does the prefill instance take
-  it (``PrefillBootstrapQueue``: :func:`_prealloc_arrivals`); the KV lands in blocks held for
-  it and decodes from the next step (:meth:`~simspec.engine.replica.Replica.kv_landed`). Under
-  load the wait moves from after the transfer to before the prefill, and the decode
+- vLLM and TensorRT-LLM (``pd_pull_after_admission``) prefill a request when it arrives; it
+  then goes to a decode instance (the router over the decode instances, at that moment),
+  which allocates its blocks when a slot and they are free and only then reads its KV into
+  them (vLLM: WAITING_FOR_REMOTE_KVS; TensorRT-LLM: _prepare_disagg_gen_init); it decodes
+  from the step after its KV lands (:meth:`~simspec.engine.replica.Replica.kv_landed`);
+- SGLang (``pd_prealloc_before_prefill``) picks both instances at the arrival, the decode
+  instance preallocates the request's blocks when they fit (``DecodePreallocQueue``), and
+  only then does the prefill instance take it (``PrefillBootstrapQueue``:
+  :func:`_prealloc_arrivals`); under load the wait comes before the prefill, and the decode
   instance's blocks are held through the prefill and the transfer.
+
+Every prefill instance keeps a finished request's blocks until its KV has been sent (vLLM
+frees them on finished_sending, SGLang when its sender polls success, TensorRT-LLM when the
+context send completes): behind a busy decode pool a vLLM prefill instance's KV fills with
+prompts waiting to be read, and its next prefills wait for room.
 
 Each GPU of the prefill instance sends its own slice of the KV over its own NIC (DGX
 H100/H200/B200: one 400 Gb/s ConnectX-7 per GPU), at ``KV bytes per token per GPU / link
 bandwidth`` a token, and the KV lands ``latency`` after its last byte leaves. When it leaves
 is the engine's (:class:`KvSender`, engines.yaml ``kv_send_per_chunk``):
 
-- whole, after the prefill: vLLM's decode instance reads a finished prefill's blocks
+- whole, after the prefill (and the decode instance's allocation): vLLM's decode instance
+  reads a finished prefill's blocks
   (NixlConnector: the kv_producer's request_finished hands back the block ids, the consumer's
   start_load_kv reads them), TensorRT-LLM's context server sends a finished context request's
   cache; the exposed transfer is ``latency + prompt tokens x seconds per token`` (after
@@ -36,9 +42,8 @@ is the engine's (:class:`KvSender`, engines.yaml ``kv_send_per_chunk``):
   the prefill is the last chunk's and whatever of the earlier ones the link had not sent yet.
 
 A prefill instance's transfers share its link, one after another in the order they were
-put on it (:class:`KvSender`). Not modelled: a vLLM prefill instance holding a finished
-request's KV until a decode instance reads it (here the prefill instance frees it at once),
-a decode instance's link shared by the transfers it receives, the one-step delay of
+put on it (:class:`KvSender`). Not modelled: a decode instance's link shared by the
+transfers it receives, the one-step delay of
 SGLang's overlap scheduler (a chunk's send waits for the next step's result processing), a
 chunk resent after a preemption on the prefill instance (sent once here), and prefill and
 decode instances of different layouts.
@@ -199,6 +204,7 @@ def simulate_disaggregated(
     def transfer(j: int, rid: int) -> Generator[simpy.Event, None, None]:
         yield env.timeout(sender.delay(j, rid, env.now, int(specs.prompt_len[rid])))
         landed[rid] = env.now
+        built[j].release(rid)  # sent: the prefill instance frees the blocks it held
         if placed_dec[rid] >= 0:  # preallocated there before its prefill
             built[n_pre + int(placed_dec[rid])].kv_landed(rid)
             return
@@ -206,6 +212,10 @@ def simulate_disaggregated(
         placed_dec[rid] = j
         to_decode.outstanding[j] += 1
         built[n_pre + j].arrive(rid)
+
+    engine = setups[-1].speculator.engine
+    prealloc_first = engine.flag("pd_prealloc_before_prefill")
+    pull_when_admitted = not prealloc_first and engine.flag("pd_pull_after_admission")
 
     def prefilled(j: int) -> Callable[[int], None]:
         left = to_prefill.left(j)
@@ -215,9 +225,20 @@ def simulate_disaggregated(
             if prefill_table.unfinishable[rid]:  # too long for a prefill instance: no KV
                 decode_table.unfinishable[rid] = True
                 return
+            if pull_when_admitted and decode_table.output_len[rid] > 1:
+                # the decode instance takes the request now, and pulls its KV once it has
+                # allocated its blocks (start_transfer)
+                d = to_decode.pick(rid)
+                to_decode.outstanding[d] += 1
+                placed_dec[rid] = d
+                built[n_pre + d].arrive(rid)
+                return
             env.process(transfer(j, rid))
 
         return done
+
+    def start_transfer(rid: int) -> None:
+        env.process(transfer(int(placed_pre[rid]), rid))
 
     def chunked(j: int) -> Callable[[np.ndarray, np.ndarray], None]:
         def sent(ids: np.ndarray, in_cache: np.ndarray) -> None:
@@ -226,13 +247,18 @@ def simulate_disaggregated(
         return sent
 
     for j in range(n_pre):
+        built[j].sched.hold_finished = True
         built[j].on_finish = prefilled(j)
         if sender.per_chunk:
             built[j].on_chunk = chunked(j)
     for i in range(n_dec):
         built[n_pre + i].on_finish = to_decode.left(i)
+    if pull_when_admitted:
+        for replica in built[n_pre:]:
+            replica.sched.awaits_kv = True
+            replica.on_prealloc = start_transfer
     arrival = prefill_table.arrival  # the client's, where the prefill takes it at once
-    if setups[-1].speculator.engine.flag("pd_prealloc_before_prefill"):
+    if prealloc_first:
         arrival = np.full(len(specs), np.nan)
 
         def start_prefill(rid: int) -> None:

@@ -144,6 +144,10 @@ def _no_listener(rid: int) -> None:
     pass
 
 
+class _WaitForRoom(Exception):
+    """Nothing fits: the blocks are held by finished requests whose KV is still to be sent."""
+
+
 class Replica:
     """One model replica: a scheduler over a KV block pool, a speculator and the cost model,
     stepping in SimPy time. ``on_finish`` hears of every request that leaves (a closed loop
@@ -288,9 +292,20 @@ class Replica:
                 self._idle = env.event()
                 yield self._idle
                 continue
-            step = self._begin()
+            try:
+                step = self._begin()
+            except _WaitForRoom:
+                self._idle = env.event()
+                yield self._idle  # until a held request's KV has left (release) or one arrives
+                continue
             yield env.timeout(step.draft_s + step.verify_s)
             self._end(step)
+
+    def release(self, rid: int) -> None:
+        """The KV of ``rid``, prefilled here and held, has been sent: its blocks are free."""
+        self.sched.release(rid)
+        if self._idle is not None and not self._idle.triggered:
+            self._idle.succeed()
 
     def kv_landed(self, rid: int) -> None:
         """The KV of ``rid``, preallocated here, has arrived from its prefill instance: it
@@ -547,6 +562,8 @@ class Replica:
             self._delivered = len(ids)
             self.sched.admitted.clear()
         if batch.empty:
+            if self.sched.held_blocks:  # a prefill instance full of KV still to be sent
+                raise _WaitForRoom
             raise ScenarioError(
                 "the scheduler could not place any request: KV blocks or "
                 "token budget too small for a single request"

@@ -248,6 +248,10 @@ class Scheduler:
         # instance with prefill instances in front: simspec.engine.disaggregation): requests
         # holding their blocks while their KV is on its way, and those newly preallocated
         self.awaits_kv = False
+        # a prefill instance keeps a finished request's blocks until its KV has left
+        # (hold_finished, set by simspec.engine.disaggregation; release): the blocks so held
+        self.hold_finished = False
+        self.held_blocks = 0
         self.preallocated: set[int] = set()
         self.kv_requested: list[int] = []
         self.running: list[int] = []
@@ -416,8 +420,18 @@ class Scheduler:
         done = set(rids.tolist())
         self.running = [r for r in self.running if r not in done]
         self._running_arr = None
+        if self.hold_finished:  # freed by release once the KV has been sent
+            self.held_blocks += int(self.requests.blocks[rids].sum())
+            return
         self._give(int(self.requests.blocks[rids].sum()))
         self.requests.blocks[rids] = 0
+
+    def release(self, rid: int) -> None:
+        """The KV of ``rid``, finished and held here, has been sent: its blocks are free."""
+        n = int(self.requests.blocks[rid])
+        self.held_blocks -= n
+        self._give(n)
+        self.requests.blocks[rid] = 0
 
     def decoded(self, rids: np.ndarray, computed: np.ndarray) -> None:
         """The decoding requests ``rids`` (the array this iteration's batch named) now hold
