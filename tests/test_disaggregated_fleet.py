@@ -83,18 +83,26 @@ def test_sglang_sends_each_prompt_chunk_as_it_ends_and_the_others_after_the_pref
     assert not load_engine("vllm").flag("kv_send_per_chunk")
     assert not load_engine("trtllm").flag("kv_send_per_chunk")
     per_token = transfer_s(1, 1000.0, 8e-6, 0.0)  # 1 s a token: 1000 bytes at 8 kb/s
-    whole = KvSender(2, 1, 1000.0, 8e-6, 0.5, per_chunk=False)
+    whole = KvSender(2, 1, 1, 1000.0, 8e-6, 0.5, per_chunk=False)
     assert whole.delay(0, 0, 7.0, 30) == transfer_s(30, 1000.0, 8e-6, 0.5) == 30 * per_token + 0.5
     assert whole.delay(0, 1, 8.0, 10) == pytest.approx(29.0 + 10.0 + 0.5)  # after the first
-    send = KvSender(3, 2, 1000.0, 8e-6, 0.5, per_chunk=True)
+    send = KvSender(3, 2, 1, 1000.0, 8e-6, 0.5, per_chunk=True)
     send.chunks(0, 0.0, np.array([0, 1]), np.array([10, 4]))  # one link: until 10, then 14
     send.chunks(0, 3.0, np.array([0]), np.array([20]))  # waits for the link: until 24
     send.chunks(0, 3.5, np.array([0]), np.array([5]))  # recomputed after a preemption: sent
-    send.chunks(0, 5.0, np.array([0]), np.array([30]))  # the last chunk: until 34
-    assert send.delay(0, 0, 5.0, 30) == pytest.approx(29.0 + 0.5)
-    # the link, idle since 34, sends request 1's last 6 tokens from its prefill's end
-    assert send.delay(0, 1, 40.0, 10) == pytest.approx(6.0 + 0.5)
+    send.chunks(0, 5.0, np.array([1]), np.array([8]))  # request 1's next 4: until 28
+    send.chunks(0, 5.0, np.array([0]), np.array([30]))  # the last chunk: until 38
+    # its own last byte left at 38 (whatever queues behind it)
+    send.chunks(0, 6.0, np.array([1]), np.array([9]))  # until 39
+    assert send.delay(0, 0, 5.0, 30) == pytest.approx(33.0 + 0.5)
+    # the link, idle since 39, sends request 1's last token from its prefill's end
+    assert send.delay(0, 1, 40.0, 10) == pytest.approx(1.0 + 0.5)
     assert send.delay(1, 2, 40.0, 10) == pytest.approx(10.0 + 0.5)  # another instance's link
+    # two prefill instances sending to one decode instance share its link
+    fan_in = KvSender(2, 2, 1, 1000.0, 8e-6, 0.0, per_chunk=False)
+    fan_in.receiver[:] = 0
+    assert fan_in.delay(0, 0, 0.0, 10) == pytest.approx(10.0)
+    assert fan_in.delay(1, 1, 2.0, 10) == pytest.approx(8.0 + 10.0)
 
 
 def test_an_sglang_prefill_instance_leaves_only_the_last_chunks_kv_to_send():

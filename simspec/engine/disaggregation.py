@@ -41,12 +41,12 @@ is the engine's (:class:`KvSender`, engines.yaml ``kv_send_per_chunk``):
   disaggregation/prefill.py), the last one when the prompt completes, so what is left after
   the prefill is the last chunk's and whatever of the earlier ones the link had not sent yet.
 
-A prefill instance's transfers share its link, one after another in the order they were
-put on it (:class:`KvSender`). Not modelled: a decode instance's link shared by the
-transfers it receives, the one-step delay of
-SGLang's overlap scheduler (a chunk's send waits for the next step's result processing), a
-chunk resent after a preemption on the prefill instance (sent once here), and prefill and
-decode instances of different layouts.
+An instance's transfers share its link, one after another in the order they were put on it:
+a prefill instance's that it sends, a decode instance's that it receives, once the request
+has one (:class:`KvSender`). Not modelled: the one-step delay of SGLang's overlap scheduler
+(a chunk's send waits for the next step's result processing), a chunk resent after a
+preemption on the prefill instance (sent once here), and prefill and decode instances of
+different layouts.
 """
 
 from __future__ import annotations
@@ -101,16 +101,18 @@ def transfer_s(
 
 class KvSender:
     """When each request's KV leaves its prefill instance, and the delay to its landing. Each
-    prefill instance's link (its GPUs' NICs, each sending its own slice) carries one transfer
-    after another, first come, first sent: concurrent transfers sharing its bandwidth would
-    end the last of them at the same moment. ``per_chunk``: each prompt chunk leaves as its
-    forward ends (SGLang); else the whole prompt leaves after the prefill (vLLM,
-    TensorRT-LLM)."""
+    instance's link (its GPUs' NICs, each carrying its own slice) carries one transfer after
+    another, first come, first sent: concurrent transfers sharing its bandwidth would end the
+    last of them at the same moment. A transfer holds its prefill instance's link and, once
+    the request has one (``receiver``), its decode instance's. ``per_chunk``: each prompt
+    chunk leaves as its forward ends (SGLang); else the whole prompt leaves after the prefill
+    (vLLM, TensorRT-LLM)."""
 
     def __init__(
         self,
         n: int,
-        links: int,
+        prefill: int,
+        decode: int,
         kv_bytes_per_token: float,
         gbps: float,
         latency_s: float,
@@ -118,13 +120,26 @@ class KvSender:
     ) -> None:
         self.kv_bytes, self.gbps, self.latency_s = kv_bytes_per_token, gbps, latency_s
         self.per_chunk = per_chunk
+        self.prefill = prefill
         self.sent = np.zeros(n, dtype=np.int64)  # prompt tokens whose KV has been sent
-        self.link_free = np.zeros(links)  # when each prefill instance's link is free
+        self.sent_by = np.zeros(n)  # when the last of them has left
+        self.receiver = np.full(n, -1, dtype=np.int64)  # its decode instance, once known
+        # when each link is free: the prefill instances', then the decode instances'
+        self.link_free = np.zeros(prefill + decode)
 
-    def _send(self, link: int, now: float, tokens: int) -> float:
-        """Put ``tokens``' KV on ``link`` at ``now``: seconds until it starts to leave."""
-        waiting = max(float(self.link_free[link]) - now, 0.0)
-        self.link_free[link] = now + waiting + transfer_s(tokens, self.kv_bytes, self.gbps, 0.0)
+    def _send(self, link: int, rid: int, now: float, tokens: int) -> float:
+        """Put ``tokens`` of ``rid``'s KV on its links at ``now``: seconds until they start to
+        leave (the later of the links' free moments)."""
+        d = int(self.receiver[rid])
+        free = float(self.link_free[link])
+        if d >= 0:
+            free = max(free, float(self.link_free[self.prefill + d]))
+        waiting = max(free - now, 0.0)
+        end = now + waiting + transfer_s(tokens, self.kv_bytes, self.gbps, 0.0)
+        self.link_free[link] = end
+        if d >= 0:
+            self.link_free[self.prefill + d] = end
+        self.sent_by[rid] = end
         return waiting
 
     def chunks(self, link: int, now: float, ids: np.ndarray, in_cache: np.ndarray) -> None:
@@ -134,15 +149,18 @@ class KvSender:
             fresh = tokens - int(self.sent[rid])
             if fresh <= 0:  # recomputed after a preemption: sent already
                 continue
-            self._send(link, now, fresh)
+            self._send(link, rid, now, fresh)
             self.sent[rid] = tokens
 
     def delay(self, link: int, rid: int, now: float, prompt: int) -> float:
-        """Seconds from the prefill's end at ``now`` to the KV's landing at a decode instance:
-        what the link still has to send before and of the prompt, then the latency."""
+        """Seconds from ``now`` (the prefill's end, or the decode instance's allocation) to
+        the KV's landing at a decode instance: what the links still have to send before and
+        of the prompt, then the latency."""
         rest = max(prompt - int(self.sent[rid]), 0)
+        if rest == 0:  # every chunk sent already: it lands once the last has left
+            return max(float(self.sent_by[rid]) - now, 0.0) + self.latency_s
         self.sent[rid] = prompt
-        waiting = self._send(link, now, rest)
+        waiting = self._send(link, rid, now, rest)
         return waiting + transfer_s(rest, self.kv_bytes, self.gbps, self.latency_s)
 
 
@@ -192,6 +210,7 @@ def simulate_disaggregated(
     sender = KvSender(
         len(specs),
         n_pre,
+        n_dec,
         setups[0].memory.kv_bytes_per_token,
         pool.kv_transfer_gbps,
         pool.kv_transfer_latency_ms / 1e3,
@@ -199,7 +218,7 @@ def simulate_disaggregated(
     )
     landed = np.full(len(specs), np.nan)
     placed_pre = np.full(len(specs), -1, dtype=np.int64)
-    placed_dec = np.full(len(specs), -1, dtype=np.int64)
+    placed_dec = sender.receiver  # the decode instance of each request, once picked
 
     def transfer(j: int, rid: int) -> Generator[simpy.Event, None, None]:
         yield env.timeout(sender.delay(j, rid, env.now, int(specs.prompt_len[rid])))
