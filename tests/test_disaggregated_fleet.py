@@ -188,7 +188,8 @@ def test_the_cli_runs_a_disaggregated_fleet_and_refuses_a_link_without_one(tmp_p
     result = runner.invoke(app, [*args, "--prefill-replicas", "1", "--out", str(out)])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "1 prefill + 2 decode x llama-3.1-8b" in text and "prefill/decode:" in text
+    assert "1 prefill + 2 decode x llama-3.1-8b" in text and "prefill/decode (vllm):" in text
+    assert "holds its KV until a decode instance has allocated blocks for it" in text
     table = pd.read_csv(out)
     assert {"prefill_replica", "prefill_done_s", "kv_landed_s"} <= set(table.columns)
     one_error(runner.invoke(app, [*args, "--kv-transfer-gbps", "100"]), "--kv-transfer-gbps")
@@ -307,3 +308,48 @@ def test_a_prefill_instance_holds_each_prompts_kv_until_it_has_been_sent():
             assert (q.prefill_done_s.iloc[fits:] > q.kv_landed_s.iloc[:-fits].values).all()
         else:  # SGLang prefills only what the decode instance has taken
             assert held == 1
+
+
+def test_sglang_prompts_prefilled_in_one_step_land_one_after_another():
+    """QA: the requests whose prefills ended in the same step all landed when the last of
+    their KV had left (each waited for the chunks queued behind its own)."""
+    wl = WorkloadConfig(
+        arrival="poisson", rate=1e6, requests=4, measure="whole",
+        prompt=LengthSpec(dist="fixed", mean=1000),
+    )  # fmt: skip
+    sc = Scenario(workload=wl, disaggregation_mode="decode", engine="sglang")
+    link = PrefillPool(replicas=1, kv_transfer_gbps=1.0, kv_transfer_latency_ms=0.0)
+    q = run_fleet(FleetConfig(replicas=[sc], prefill=link)).requests
+    kv = setup_replica(prefill_scenario(sc)).memory.kv_bytes_per_token
+    each = transfer_s(1000, kv, 1.0, 0.0)
+    landed = np.sort(q.kv_landed_s.to_numpy())
+    assert np.diff(landed) == pytest.approx([each] * 3, rel=1e-6)
+
+
+def test_a_decode_instance_whose_only_request_was_retracted_waits_for_preallocated_kv():
+    """QA: with preallocated requests holding blocks while their KV was on its way, a decode
+    instance whose one running request had retracted itself (waiting to resume, too big for
+    what was left) raised "the scheduler could not place any request" instead of waiting
+    for a KV to land."""
+    import simpy
+
+    from simspec.engine.replica import Replica, _WaitForRoom
+    from simspec.engine.requests import RequestTable
+    from simspec.engine.workload import RequestSpecs
+
+    setup = setup_replica(Scenario(disaggregation_mode="decode", engine="sglang"))
+    room = setup.memory.num_blocks * setup.memory.block_size
+    prompts = np.array([room * 3 // 10, room * 3 // 10, room * 45 // 100], dtype=np.int64)
+    table = RequestTable(RequestSpecs(prompts, np.full(3, 10, dtype=np.int64), np.full(3, -1)))
+    replica = Replica(simpy.Environment(), setup, table, None)
+    replica.sched.awaits_kv = True
+    replica.arrive(0)
+    replica.arrive(1)
+    replica.sched.admit_transfers()
+    assert replica.sched.preallocated == {0, 1} and not replica.sched.running
+    replica.sched.add(2)  # as a retracted request waits to recompute: it does not fit
+    with pytest.raises(_WaitForRoom):
+        replica._begin()
+    replica.kv_landed(0)  # a KV lands: the instance goes on
+    step = replica._begin()
+    assert step.decoding.tolist() == [0]

@@ -462,13 +462,25 @@ def _disaggregation_note(cfg: FleetConfig) -> None:
     pool = cfg.prefill
     if pool is None:
         return
+    from simspec.catalog.hardware import load_engine
+
+    engine = load_engine(cfg.replicas[0].engine)
+    if engine.flag("pd_prealloc_before_prefill"):
+        order = (
+            "a decode instance preallocates each request's blocks, then a prefill instance "
+            "runs its prompt and first token and sends its KV chunk by chunk"
+        )
+    else:
+        order = (
+            "a prefill instance runs each prompt and its first token and holds its KV until "
+            "a decode instance has allocated blocks for it and read it"
+        )
     err.print(
-        f"prefill/decode: {pool.replicas} prefill instance(s) run each prompt and its first "
-        f"token, its KV crosses to a decode instance at {pool.kv_transfer_gbps:g} Gb/s per GPU "
-        f"+ {pool.kv_transfer_latency_ms:g} ms after the prefill (an upper bound: SGLang sends "
-        "a chunked prompt chunk by chunk), and TTFT runs to the decode instance's admission. "
-        "Not simulated: a prefill instance holding KV while no decode instance has room, "
-        "links shared by transfers at once.",
+        f"prefill/decode ({engine.id}): {order}, at {pool.kv_transfer_gbps:g} Gb/s per GPU + "
+        f"{pool.kv_transfer_latency_ms:g} ms, each instance's transfers one after another on "
+        "its link; TTFT runs to the decode instance's first token. Not simulated: prefill and "
+        "decode instances of different layouts, a preempted request's return from host "
+        "memory (README: Prefill/decode disaggregation).",
         highlight=False,
     )
 

@@ -569,9 +569,8 @@ def _plan_trace(
             "misses, and one decode instance more spares at most one prefill instance; splits "
             "further along that trade are not searched. limited by: what one prefill instance "
             "fewer missed, or, with one, the split with one decode instance fewer and the most "
-            "prefill instances that missed. Each prompt's whole KV crosses after its "
-            "prefill (an upper bound), and a prefill instance never holds KV for a full "
-            "decode pool (README: Prefill/decode disaggregation)."
+            "prefill instances that missed. The KV moves as the engine moves it (fleet "
+            "--prefill-replicas; README: Prefill/decode disaggregation)."
         )
 
 

@@ -145,7 +145,8 @@ def _no_listener(rid: int) -> None:
 
 
 class _WaitForRoom(Exception):
-    """Nothing fits: the blocks are held by finished requests whose KV is still to be sent."""
+    """Nothing fits: blocks are held for KV on its way (sent from a prefill instance, or
+    preallocated at a decode instance), which frees them or lands in them."""
 
 
 class Replica:
@@ -233,10 +234,12 @@ class Replica:
 
     def arrive(self, rid: int) -> None:
         """Request ``rid`` joins the queue now (or leaves at once when it can never fit). At
-        a decode instance it arrives prefilled: its prompt's KV on the way and its first token
-        sampled (by the prefill instance), waiting for a slot and blocks, not for a prefill;
-        that token is delivered when it is admitted (its TTFT here: the wait for room), and a
-        one-token output is delivered and done on arrival (this instance never serves it)."""
+        a decode instance it waits for a slot and blocks, never for a prefill here: it comes
+        prefilled (its first token sampled by the prefill instance; vLLM, TensorRT-LLM) or
+        before its prefill (SGLang), and under ``awaits_kv`` its KV is sent once its blocks
+        are allocated (:meth:`kv_landed`); its first token is delivered when it joins the
+        running batch, and a one-token output is delivered and done on arrival (this
+        instance never serves it)."""
         r = self.requests
         r.arrival[rid] = self.env.now
         if self.acceptance is not None:
@@ -296,7 +299,7 @@ class Replica:
                 step = self._begin()
             except _WaitForRoom:
                 self._idle = env.event()
-                yield self._idle  # until a held request's KV has left (release) or one arrives
+                yield self._idle  # until held KV has left (release) or landed, or an arrival
                 continue
             yield env.timeout(step.draft_s + step.verify_s)
             self._end(step)
@@ -562,7 +565,10 @@ class Replica:
             self._delivered = len(ids)
             self.sched.admitted.clear()
         if batch.empty:
-            if self.sched.held_blocks:  # a prefill instance full of KV still to be sent
+            # blocks held for KV on its way: a prefill instance's finished requests still to
+            # be sent, a decode instance's preallocated ones (its own retracted requests
+            # waiting behind them): they free or land, then it goes on (QA: raised)
+            if self.sched.held_blocks or self.sched.preallocated:
                 raise _WaitForRoom
             raise ScenarioError(
                 "the scheduler could not place any request: KV blocks or "

@@ -311,8 +311,10 @@ class Scheduler:
         """The transfer queue's head, FCFS, while a slot and the blocks of its prompt and
         generated tokens (as after a prefill) are free. A request whose prefill instance
         sampled its first token joins with it (``admitted``: the replica delivers that token
-        now); one the run started mid-output keeps its tokens. Under ``transfer_reserve``
-        (SGLang's DecodePreallocQueue) the free tokens less ``reserve`` for each running request
+        now); one the run started mid-output keeps its tokens. Under ``awaits_kv`` it is
+        preallocated instead: its blocks held, its KV on the way (:meth:`kv_landed`). Under
+        ``transfer_reserve`` (SGLang's DecodePreallocQueue) the free tokens less ``reserve``
+        for each running or preallocated request
         must also hold its tokens plus ``reserve``, and its prompt and clipped output less
         every running request's tokens (transfers are taken only while nobody waits to resume,
         :meth:`schedule`)."""
