@@ -20,6 +20,13 @@ of the prefill, the decode instance's room and the transfer is the engine's (eng
   :func:`_prealloc_arrivals`); under load the wait comes before the prefill, and the decode
   instance's blocks are held through the prefill and the transfer.
 
+How many requests a decode instance holds at once beside its running ones is the engine's
+too (:func:`prealloc_slots`): vLLM allocates for requests waiting for remote KV whenever
+fewer than max_num_seqs run, blocks alone bounding them; SGLang's decode request pool has
+twice max_running_requests more slots up to 32 running requests (none above); TensorRT-LLM
+counts them among max_num_requests. A request whose KV has landed joins the running batch
+when a slot is free.
+
 Every prefill instance keeps a finished request's blocks until its KV has been sent (vLLM
 frees them on finished_sending, SGLang when its sender polls success, TensorRT-LLM when the
 context send completes): behind a busy decode pool a vLLM prefill instance's KV fills with
@@ -57,6 +64,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
+from simspec.catalog.hardware import EngineProfile
 from simspec.catalog.models import load_model
 from simspec.config import FleetConfig, Scenario
 from simspec.engine.build import (
@@ -83,6 +91,7 @@ from simspec.engine.replica import Replica, ReplicaSetup
 from simspec.engine.requests import RequestTable
 from simspec.engine.simulation import request_frame
 from simspec.engine.workload import RequestSpecs
+from simspec.errors import ScenarioError
 
 
 def prefill_scenario(decode: Scenario) -> Scenario:
@@ -251,6 +260,9 @@ def simulate_disaggregated(
                 to_decode.outstanding[d] += 1
                 placed_dec[rid] = d
                 built[n_pre + d].arrive(rid)
+                if decode_table.unfinishable[rid]:  # refused there: its KV is never read
+                    placed_dec[rid] = -1
+                    built[j].release(rid)
                 return
             env.process(transfer(j, rid))
 
@@ -272,6 +284,9 @@ def simulate_disaggregated(
             built[j].on_chunk = chunked(j)
     for i in range(n_dec):
         built[n_pre + i].on_finish = to_decode.left(i)
+    slots = prealloc_slots(engine, setups[-1].max_seqs)
+    for replica in built[n_pre:]:
+        replica.sched.prealloc_slots = slots
     if pull_when_admitted:
         for replica in built[n_pre:]:
             replica.sched.awaits_kv = True
@@ -301,6 +316,20 @@ def simulate_disaggregated(
 
 
 Routes = tuple[Router, Router, np.ndarray, np.ndarray, np.ndarray]
+
+
+def prealloc_slots(engine: EngineProfile, max_seqs: int) -> int | None:
+    """How many requests a decode instance may hold at once, running or with blocks
+    allocated for KV on its way (None: blocks alone bound those allocated, max_seqs the
+    running ones; vLLM). SGLang has pd_prealloc_extra_requests x max_seqs more slots up to
+    pd_prealloc_extra_up_to_seqs running requests."""
+    if engine.flag("pd_alloc_beside_running"):
+        return None
+    extra = engine.params.get("pd_prealloc_extra_requests")
+    up_to = engine.params.get("pd_prealloc_extra_up_to_seqs")
+    if extra is not None and up_to is not None and max_seqs <= up_to.value:
+        return max_seqs * (1 + int(extra.value))
+    return max_seqs
 
 
 def _prealloc_arrivals(
@@ -358,6 +387,14 @@ def _run(
 ) -> FleetRun:
     """The fleet's tables: a request's row is its decode instance's, its arrival the prefill
     instance's (the client's), with the instance that prefilled it and when its KV landed."""
+    refused = decode_table.unfinishable | prefill_table.unfinishable
+    stuck = np.flatnonzero(np.isnan(decode_table.finish) & ~refused)
+    if len(stuck):  # never read as refused: a run that stopped short is no answer
+        raise ScenarioError(
+            f"the disaggregated fleet stopped with {len(stuck):,} requests neither served nor "
+            f"refused (request {int(stuck[0])} first): a simulation fault; please report the "
+            "command that ran it"
+        )
     frame = request_frame(decode_table)
     frame["arrival_s"] = arrival
     unserved = placed_dec < 0  # never reached a decode instance: unfinishable at prefill

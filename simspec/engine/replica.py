@@ -288,7 +288,7 @@ class Replica:
                 self._idle = env.event()
                 yield self._idle  # until a request arrives
                 continue
-            if sched.awaits_kv and not (sched.running or sched.waiting):
+            if sched.awaits_kv and not (sched.running or sched.waiting or sched.landed):
                 # nothing to run: preallocate what fits, then wait for a KV or an arrival
                 sched.admit_transfers()
                 self._request_kv()
@@ -557,6 +557,10 @@ class Replica:
         if self._asks_proposed:
             self._propose_ahead()
         batch = self.sched.schedule()
+        if batch.empty and self.sched.landed:
+            # its running requests retracted behind landed ones holding blocks: those run
+            # (vLLM's queue would stall at the retracted head; QA: raised)
+            batch = self.sched.schedule()
         if self.sched.kv_requested:
             self._request_kv()
         if self.sched.admitted:  # a decode instance's transfers admitted, each with its token

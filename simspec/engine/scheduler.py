@@ -254,6 +254,14 @@ class Scheduler:
         self.held_blocks = 0
         self.preallocated: set[int] = set()
         self.kv_requested: list[int] = []
+        # those whose KV has landed, waiting for a running slot (SGLang's prebuilt batch takes
+        # them up to max_running_requests; vLLM schedules them under max_num_seqs)
+        self.landed: deque[int] = deque()
+        # the requests that may hold a slot at once, running, preallocated or landed (SGLang:
+        # its decode request pool; TensorRT-LLM: max_num_requests); None: a transfer is
+        # allocated whenever fewer than max_seqs run, whatever is preallocated (vLLM, whose
+        # WAITING_FOR_REMOTE_KVS requests are not running ones)
+        self.prealloc_slots: int | None = max_num_seqs
         self.running: list[int] = []
         self._running_arr: np.ndarray | None = None  # cache of ``running`` as an array
         # a decode-only batch's blocks held (as scheduled) and tokens in KV (as accept left
@@ -321,7 +329,7 @@ class Scheduler:
         r = self.requests
         room = self._transfer_room()
         ranks = max(self.pool.num_blocks // max(self.rank_blocks, 1), 1)  # DP attention ranks
-        while self.transfers and len(self.running) + len(self.preallocated) < self.max_seqs:
+        while self.transfers and self._transfer_slot():
             rid = self.transfers[0]
             fresh = r.generated[rid] == 0
             computed = int(r.prompt_len[rid] + max(int(r.generated[rid]), 1) - 1)
@@ -363,12 +371,30 @@ class Scheduler:
         self.running.append(rid)
         self._running_arr = None
 
+    def _transfer_slot(self) -> bool:
+        """Whether the transfer queue's head may take a slot now."""
+        if not self.awaits_kv or self.prealloc_slots is None:
+            return len(self.running) < self.max_seqs
+        held = len(self.running) + len(self.preallocated) + len(self.landed)
+        return held < self.prealloc_slots
+
     def kv_landed(self, rid: int) -> None:
         """The KV of preallocated request ``rid`` has arrived: it decodes from the next step
-        (SGLang's DecodeTransferQueue hands it to the waiting queue, whose prebuilt batch
-        joins the running one)."""
+        where a running slot is free, else it waits for one (SGLang's DecodeTransferQueue
+        hands it to the waiting queue, whose prebuilt batch joins the running one up to
+        max_running_requests; vLLM schedules it as any waiting request, under max_num_seqs)."""
         self.preallocated.remove(rid)
+        if self.landed or len(self.running) >= self.max_seqs:
+            self.landed.append(rid)
+            return
         self._decode_transferred(rid, bool(self.requests.generated[rid] == 0))
+
+    def _run_landed(self) -> None:
+        """Landed requests join the running batch, first landed first, while slots are free."""
+        r = self.requests
+        while self.landed and len(self.running) < self.max_seqs:
+            rid = self.landed.popleft()
+            self._decode_transferred(rid, bool(r.generated[rid] == 0))
 
     def _transfer_room(self) -> tuple[int, int] | None:
         """SGLang's budget for preallocating transferred requests (_allocatable_tokens): the
@@ -389,8 +415,9 @@ class Scheduler:
             single = int((np.minimum(r.output_len[rids], clip) + r.prompt_len[rids]).max())
             single -= retractable
         free = self.pool.free * self.block_size
-        # those preallocated, their KV on its way, count as SGLang's transfer queue does
-        held = len(rids) + len(self.preallocated)
+        # those preallocated (their KV on its way) and landed count as SGLang's transfer and
+        # waiting queues do
+        held = len(rids) + len(self.preallocated) + len(self.landed)
         return free - max(reserve * held, single), retractable
 
     def resume(self, rid: int) -> None:
@@ -445,7 +472,7 @@ class Scheduler:
 
     @property
     def has_work(self) -> bool:
-        return bool(self.running or self.waiting or self.transfers)
+        return bool(self.running or self.waiting or self.transfers or self.landed)
 
     # -- a batch that decodes on unchanged (a closed loop between arrivals and departures) ----
     def alone(self) -> int | None:
@@ -523,6 +550,8 @@ class Scheduler:
     # -- one iteration ----------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch:
         """Vectorised when every running request fits; the per-request path handles the rest."""
+        if self.landed:
+            self._run_landed()
         if self.transfers and not self.waiting:
             # a preempted request (the only kind that waits here) comes back first, as vLLM
             # puts it at the front of its queue and SGLang resumes retracted requests before
