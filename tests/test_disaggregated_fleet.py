@@ -23,7 +23,7 @@ from simspec.config import (
 from simspec.engine.build import setup_replica
 from simspec.engine.disaggregation import KvSender, prefill_scenario, transfer_s
 from simspec.engine.fleet import simulate_fleet
-from simspec.errors import InputError
+from simspec.errors import InputError, ScenarioError
 from simspec.studies.fleet import FleetSlo, per_request, run_fleet, utilisation
 from tests.refusals import one_error
 
@@ -395,3 +395,12 @@ def test_vllm_decode_pressure_neither_stalls_nor_raises():
     served = q[~q.unfinishable]
     assert q.unfinishable.any() and served.finish_s.notna().all()
     assert (served.output_tokens == served.requested_output_tokens).all()
+
+
+def test_a_run_that_stops_with_requests_unserved_is_a_fault_not_a_table():
+    from simspec.engine.fleet import check_served
+
+    finish = np.array([1.0, np.nan, np.nan])
+    check_served(finish, np.array([False, True, True]), np.arange(3), "fleet")  # refused: fine
+    with pytest.raises(ScenarioError, match=r"2 requests neither served nor refused \(request 1"):
+        check_served(finish, np.array([False, False, False]), np.arange(3), "fleet")

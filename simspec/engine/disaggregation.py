@@ -81,6 +81,7 @@ from simspec.engine.fleet import (
     Router,
     WindowedLog,
     acceptance_stream,
+    check_served,
     check_span,
     fleet_requests,
     max_windows,
@@ -91,7 +92,6 @@ from simspec.engine.replica import Replica, ReplicaSetup
 from simspec.engine.requests import RequestTable
 from simspec.engine.simulation import request_frame
 from simspec.engine.workload import RequestSpecs
-from simspec.errors import ScenarioError
 
 
 def prefill_scenario(decode: Scenario) -> Scenario:
@@ -388,13 +388,8 @@ def _run(
     """The fleet's tables: a request's row is its decode instance's, its arrival the prefill
     instance's (the client's), with the instance that prefilled it and when its KV landed."""
     refused = decode_table.unfinishable | prefill_table.unfinishable
-    stuck = np.flatnonzero(np.isnan(decode_table.finish) & ~refused)
-    if len(stuck):  # never read as refused: a run that stopped short is no answer
-        raise ScenarioError(
-            f"the disaggregated fleet stopped with {len(stuck):,} requests neither served nor "
-            f"refused (request {int(stuck[0])} first): a simulation fault; please report the "
-            "command that ran it"
-        )
+    everyone = np.arange(len(refused))
+    check_served(decode_table.finish, refused, everyone, "disaggregated fleet")
     frame = request_frame(decode_table)
     frame["arrival_s"] = arrival
     unserved = placed_dec < 0  # never reached a decode instance: unfinishable at prefill

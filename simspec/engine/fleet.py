@@ -58,7 +58,7 @@ from simspec.engine.replica import Replica
 from simspec.engine.requests import RequestTable
 from simspec.engine.simulation import request_frame
 from simspec.engine.workload import RequestSpecs, arrival_gaps, generate_requests, request_count
-from simspec.errors import InputError
+from simspec.errors import InputError, ScenarioError
 
 # seconds per bin of the fleet's time series unless asked otherwise
 DEFAULT_WINDOW_S = 10.0
@@ -375,6 +375,7 @@ def simulate_fleet(
         env.process(replica.run())
     env.run()
     mine = np.flatnonzero(placed >= 0)
+    check_served(table.finish[mine], table.unfinishable[mine], mine, "fleet")
     requests = request_frame(table).iloc[mine].reset_index(drop=True)
     requests.insert(0, "request", mine)
     requests.insert(1, "replica", placed[mine])
@@ -398,6 +399,18 @@ def replica_stats(
         float(sum(log.kv_block_s)),
         float(sum(log.batch_s)),
     )
+
+
+def check_served(finish: np.ndarray, refused: np.ndarray, ids: np.ndarray, what: str) -> None:
+    """Every request finished or was refused: a run that ended with one neither (its replica
+    waiting on an event that never comes) is a fault, never a table of partial results."""
+    stuck = np.flatnonzero(np.isnan(finish) & ~refused)
+    if len(stuck):
+        raise ScenarioError(
+            f"the {what} stopped with {len(stuck):,} requests neither served nor refused "
+            f"(request {int(ids[stuck[0]])} first): a simulation fault; please report the "
+            "command that ran it"
+        )
 
 
 def route_arrivals(
