@@ -1042,6 +1042,13 @@ class FleetConfig(BaseModel):
                         f"replicas[{i}].disaggregation_mode: a fleet with prefill instances "
                         "runs its replicas as decode instances: set decode"
                     )
+                if r.engine != first.engine:
+                    raise ValueError(
+                        f"replicas[{i}].engine ({r.engine}) differs from replicas[0]'s "
+                        f"({first.engine}): prefill and decode instances hand requests and KV "
+                        "to each other through one engine's connector, so a disaggregated "
+                        "fleet runs one engine"
+                    )
         if first.workload.arrival == "closed":
             raise ValueError(
                 "workload.arrival: a fleet needs open arrivals (poisson or replay); a closed "

@@ -159,6 +159,9 @@ def test_sglang_prefills_a_request_only_once_its_decode_instance_holds_its_block
     assert sglang_engine.flag("pd_prealloc_before_prefill")
     assert not vllm_engine.flag("pd_prealloc_before_prefill")
     assert prealloc_slots(sglang_engine, 2) == 6 and prealloc_slots(sglang_engine, 64) == 64
+    # per DP attention rank: 4 ranks of 16 running requests each have 32 more slots
+    assert prealloc_slots(sglang_engine, 64, dp=4) == 192
+    assert prealloc_slots(sglang_engine, 256, dp=4) == 256
     assert prealloc_slots(vllm_engine, 2) is None
     assert prealloc_slots(load_engine("trtllm"), 2) == 2
     sglang = _burst("sglang", max_num_seqs=2)
@@ -404,3 +407,33 @@ def test_a_run_that_stops_with_requests_unserved_is_a_fault_not_a_table():
     check_served(finish, np.array([False, True, True]), np.arange(3), "fleet")  # refused: fine
     with pytest.raises(ScenarioError, match=r"2 requests neither served nor refused \(request 1"):
         check_served(finish, np.array([False, False, False]), np.arange(3), "fleet")
+
+
+def test_a_no_evict_decode_instance_promises_room_to_the_requests_it_has_allocated_for():
+    """QA: TensorRT-LLM's GUARANTEED_NO_EVICT reserves a generation-only request's whole
+    output when it allocates for it; requests preallocated or landed (not yet running) were
+    left out of the promise, and its decode instance evicted running requests."""
+    from simspec.config import SchedulerConfig
+
+    wl = WorkloadConfig(
+        arrival="poisson", rate=50.0, requests=120, measure="whole",
+        prompt=LengthSpec(dist="fixed", mean=1000), output=LengthSpec(dist="fixed", mean=3000),
+    )  # fmt: skip
+    sc = Scenario(
+        workload=wl,
+        engine="trtllm",
+        disaggregation_mode="decode",
+        scheduler=SchedulerConfig(gpu_memory_utilization=0.25, max_num_seqs=64),
+    )
+    q = run_fleet(FleetConfig(replicas=[sc], prefill=PrefillPool(replicas=1))).requests
+    assert len(q) == 120 and int(q.preemptions.sum()) == 0
+
+
+def test_a_disaggregated_fleet_runs_one_engine():
+    """QA: a decode pool of vLLM and SGLang instances ran with one's order and the other's
+    KV sending; the engines' connectors do not talk to each other."""
+    mixed = [
+        Scenario(workload=WL, disaggregation_mode="decode", engine=e) for e in ("vllm", "sglang")
+    ]
+    with pytest.raises(ValueError, match=r"replicas\[1\]\.engine \(sglang\) differs"):
+        FleetConfig(replicas=mixed, prefill=PrefillPool(replicas=1))

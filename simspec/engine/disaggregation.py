@@ -284,9 +284,8 @@ def simulate_disaggregated(
             built[j].on_chunk = chunked(j)
     for i in range(n_dec):
         built[n_pre + i].on_finish = to_decode.left(i)
-    slots = prealloc_slots(engine, setups[-1].max_seqs)
-    for replica in built[n_pre:]:
-        replica.sched.prealloc_slots = slots
+    for replica, setup in zip(built[n_pre:], setups[n_pre:], strict=True):
+        replica.sched.prealloc_slots = prealloc_slots(engine, setup.max_seqs, setup.memory.dp)
     if pull_when_admitted:
         for replica in built[n_pre:]:
             replica.sched.awaits_kv = True
@@ -318,16 +317,17 @@ def simulate_disaggregated(
 Routes = tuple[Router, Router, np.ndarray, np.ndarray, np.ndarray]
 
 
-def prealloc_slots(engine: EngineProfile, max_seqs: int) -> int | None:
+def prealloc_slots(engine: EngineProfile, max_seqs: int, dp: int = 1) -> int | None:
     """How many requests a decode instance may hold at once, running or with blocks
     allocated for KV on its way (None: blocks alone bound those allocated, max_seqs the
-    running ones; vLLM). SGLang has pd_prealloc_extra_requests x max_seqs more slots up to
-    pd_prealloc_extra_up_to_seqs running requests."""
+    running ones; vLLM). SGLang has pd_prealloc_extra_requests x its running requests more
+    slots where each DP attention rank runs at most pd_prealloc_extra_up_to_seqs (its
+    request pool is per rank: max_running_requests // dp_size, _resolve_max_num_reqs)."""
     if engine.flag("pd_alloc_beside_running"):
         return None
     extra = engine.params.get("pd_prealloc_extra_requests")
     up_to = engine.params.get("pd_prealloc_extra_up_to_seqs")
-    if extra is not None and up_to is not None and max_seqs <= up_to.value:
+    if extra is not None and up_to is not None and max_seqs // max(dp, 1) <= up_to.value:
         return max_seqs * (1 + int(extra.value))
     return max_seqs
 

@@ -557,10 +557,6 @@ class Replica:
         if self._asks_proposed:
             self._propose_ahead()
         batch = self.sched.schedule()
-        if batch.empty and self.sched.landed:
-            # its running requests retracted behind landed ones holding blocks: those run
-            # (vLLM's queue would stall at the retracted head; QA: raised)
-            batch = self.sched.schedule()
         if self.sched.kv_requested:
             self._request_kv()
         if self.sched.admitted:  # a decode instance's transfers admitted, each with its token

@@ -568,6 +568,11 @@ class Scheduler:
         batch = self._schedule_running_at_once()
         if batch is None:
             batch = self._schedule_general()
+        if batch.empty and self.landed:
+            # its running requests retracted behind landed ones holding the blocks: those run
+            # (vLLM's queue would stall at the retracted head; QA: raised)
+            self._run_landed()
+            batch = self._schedule_running_at_once() or self._schedule_general()
         if self.decode_reserve is not None:
             self._update_ratio()
         return batch
@@ -920,8 +925,14 @@ class Scheduler:
         return np.asarray(self._units(-(-tokens // self.block_size)))
 
     def _promised(self) -> int:
-        """Free blocks the running requests may still take as they grow to their whole output."""
+        """Free blocks the running requests may still take as they grow to their whole output,
+        with those preallocated or landed at a decode instance, which will run (QA: a
+        TensorRT-LLM decode instance, promised no eviction, evicted)."""
         rids = self._running_array()
+        if self.preallocated or self.landed:
+            rids = np.concatenate(
+                [rids, np.fromiter(self.preallocated, np.int64), np.array(self.landed, np.int64)]
+            )
         if not len(rids):
             return 0
         held = self.requests.blocks[rids]
