@@ -52,8 +52,10 @@ An instance's transfers share its link, one after another in the order they were
 a prefill instance's that it sends, a decode instance's that it receives, once the request
 has one (:class:`KvSender`). Not modelled: the one-step delay of SGLang's overlap scheduler
 (a chunk's send waits for the next step's result processing), a chunk resent after a
-preemption on the prefill instance (sent once here), and prefill and decode instances of
-different layouts.
+preemption on the prefill instance (sent once here), vLLM's decode instance sampling the
+first token itself (NixlConnector leaves the prompt's last token to recompute, so the first
+token comes a decode step later than here), and prefill and decode instances of different
+layouts.
 """
 
 from __future__ import annotations
