@@ -362,39 +362,51 @@ def test_a_decode_instance_whose_only_request_was_retracted_waits_for_preallocat
     assert step.decoding.tolist() == [0]
 
 
-def test_vllm_decode_pressure_neither_stalls_nor_raises():
-    """QA (fuzz): a vLLM decode instance whose one running request retracted itself behind
-    landed requests holding the blocks raised "could not place any request"; a request
-    refused by a decode instance after its prefill kept its prefill instance's blocks, whose
-    next prompts then waited for ever (the run ended with them unserved)."""
+def _vllm_under_pressure(
+    prompt: LengthSpec, output: LengthSpec, method: MethodConfig, fleet: dict, **scheduler
+) -> pd.DataFrame:
     from simspec.config import SchedulerConfig
 
     wl = WorkloadConfig(
-        arrival="poisson", rate=20.0, requests=120, measure="whole",
-        prompt=LengthSpec(dist="lognormal", mean=1500, cv=1.5),
-        output=LengthSpec(dist="lognormal", mean=800, cv=1.0),
-    )  # fmt: skip
-    tight = SchedulerConfig(gpu_memory_utilization=0.25, max_num_seqs=1, max_model_len=20000)
-    eagle = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
-    sc = Scenario(
-        workload=wl, disaggregation_mode="decode", engine="vllm", scheduler=tight, method=eagle
+        arrival="poisson", rate=20.0, requests=120, measure="whole", prompt=prompt, output=output
     )
-    cfg = FleetConfig(replicas=[sc] * 3, prefill=PrefillPool(replicas=3), router="random")
-    q = run_fleet(cfg).requests
+    tight = SchedulerConfig(max_model_len=20000, **scheduler)
+    sc = Scenario(
+        workload=wl, disaggregation_mode="decode", engine="vllm", scheduler=tight, method=method
+    )
+    replicas, pool = [sc] * fleet.pop("decode"), PrefillPool(**fleet.pop("pool"))
+    return run_fleet(FleetConfig(replicas=replicas, prefill=pool, **fleet)).requests
+
+
+def test_a_vllm_decode_instance_retracted_behind_landed_requests_goes_on():
+    """QA (fuzz): a vLLM decode instance whose one running request retracted itself behind
+    landed requests holding the blocks raised "could not place any request"."""
+    eagle = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
+    q = _vllm_under_pressure(
+        LengthSpec(dist="lognormal", mean=1500, cv=1.5),
+        LengthSpec(dist="lognormal", mean=800, cv=1.0),
+        eagle,
+        {"decode": 3, "pool": {"replicas": 3}, "router": "random"},
+        gpu_memory_utilization=0.25,
+        max_num_seqs=1,
+    )
     served = q[~q.unfinishable]
     assert len(served) == 120 and (served.output_tokens == served.requested_output_tokens).all()
-    wl = WorkloadConfig(
-        arrival="poisson", rate=20.0, requests=120, measure="whole",
-        prompt=LengthSpec(dist="fixed", mean=9000),
-        output=LengthSpec(dist="uniform", low=1, high=4000),
-    )  # fmt: skip
-    small = SchedulerConfig(gpu_memory_utilization=0.22, max_num_seqs=4, max_model_len=20000)
+
+
+def test_a_request_refused_at_a_decode_instance_frees_its_prefill_instances_blocks():
+    """QA (fuzz): a request refused by a decode instance after its prefill kept its prefill
+    instance's blocks, whose next prompts then waited for ever (the run ended with them
+    unserved, and they read as refused)."""
     ngram = MethodConfig(name="ngram", k=4, acceptance=AcceptanceConfig(alpha=0.5))
-    sc = Scenario(
-        workload=wl, disaggregation_mode="decode", engine="vllm", scheduler=small, method=ngram
+    q = _vllm_under_pressure(
+        LengthSpec(dist="fixed", mean=9000),
+        LengthSpec(dist="uniform", low=1, high=4000),
+        ngram,
+        {"decode": 1, "pool": {"replicas": 2, "kv_transfer_gbps": 1.0}, "router": "round_robin"},
+        gpu_memory_utilization=0.22,
+        max_num_seqs=4,
     )
-    pool = PrefillPool(replicas=2, kv_transfer_gbps=1.0)
-    q = run_fleet(FleetConfig(replicas=[sc], prefill=pool, router="round_robin")).requests
     served = q[~q.unfinishable]
     assert q.unfinishable.any() and served.finish_s.notna().all()
     assert (served.output_tokens == served.requested_output_tokens).all()
