@@ -235,7 +235,7 @@ def simulate_disaggregated(
         yield env.timeout(sender.delay(j, rid, env.now, int(specs.prompt_len[rid])))
         landed[rid] = env.now
         built[j].release(rid)  # sent: the prefill instance frees the blocks it held
-        if placed_dec[rid] >= 0:  # preallocated there before its prefill
+        if placed_dec[rid] >= 0:  # its blocks allocated there before the transfer
             built[n_pre + int(placed_dec[rid])].kv_landed(rid)
             return
         j = to_decode.pick(rid)
@@ -350,7 +350,8 @@ def _prealloc_arrivals(
     pop_bootstrapped waits for KVPoll.WaitingForInput, which the sender reaches when the
     decode's indices arrive; python/sglang/srt/disaggregation/prefill.py, decode.py and
     mooncake/conn.py). A one-token output (the prefill's token is all of it) and a request a
-    decode instance refuses go to the prefill instance at once, as elsewhere."""
+    decode instance refuses go to the prefill instance at once, as elsewhere (the one-token
+    output skipping the preallocation SGLang's decode server would make it wait for)."""
     to_prefill, to_decode, placed_pre, placed_dec, arrival = routes
     decode_table = built[n_pre].requests
     prefill_table = built[0].requests

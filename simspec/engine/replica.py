@@ -197,8 +197,8 @@ class Replica:
         # hears of every prompt chunk that ends (its requests, the prompt tokens each has in
         # the KV cache now): a prefill instance that sends KV chunk by chunk (disaggregation)
         self.on_chunk: Callable[[np.ndarray, np.ndarray], None] | None = None
-        # hears of every transfer a decode instance preallocated, whose prefill may start now
-        # (Scheduler.awaits_kv: SGLang's prefill server waits for the decode server's blocks)
+        # hears of every transfer a decode instance allocated blocks for (Scheduler.awaits_kv),
+        # whose prefill (SGLang) or KV transfer (vLLM, TensorRT-LLM) may start now
         self.on_prealloc: Callable[[int], None] = _no_listener
         self.expected = len(requests)  # requests still to finish
         self._idle: simpy.Event | None = None
@@ -312,7 +312,7 @@ class Replica:
 
     def kv_landed(self, rid: int) -> None:
         """The KV of ``rid``, preallocated here, has arrived from its prefill instance: it
-        decodes from the next step, its first token delivered then."""
+        decodes from the next step with a running slot free, its first token delivered then."""
         self.sched.kv_landed(rid)
         if self._idle is not None and not self._idle.triggered:
             self._idle.succeed()

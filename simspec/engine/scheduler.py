@@ -243,10 +243,10 @@ class Scheduler:
         # admitted FCFS as decoding while a slot and their blocks are free, never prefilled
         self.transfers: deque[int] = deque()
         self.admitted: list[int] = []  # transfers admitted this schedule, their first token new
-        # SGLang's decode server preallocates a transfer's blocks before its prompt is
-        # prefilled, the prefill server starting it only then (awaits_kv, set for a decode
-        # instance with prefill instances in front: simspec.engine.disaggregation): requests
-        # holding their blocks while their KV is on its way, and those newly preallocated
+        # a decode instance with prefill instances in front allocates a transfer's blocks
+        # before its KV is sent (awaits_kv, set by simspec.engine.disaggregation; SGLang's
+        # before the prompt is prefilled, vLLM's and TensorRT-LLM's after): the requests
+        # holding their blocks while their KV is on its way, and those newly allocated for
         self.awaits_kv = False
         # a prefill instance keeps a finished request's blocks until its KV has left
         # (hold_finished, set by simspec.engine.disaggregation; release): the blocks so held
@@ -320,11 +320,11 @@ class Scheduler:
         generated tokens (as after a prefill) are free. A request whose prefill instance
         sampled its first token joins with it (``admitted``: the replica delivers that token
         now); one the run started mid-output keeps its tokens. Under ``awaits_kv`` it is
-        preallocated instead: its blocks held, its KV on the way (:meth:`kv_landed`). Under
-        ``transfer_reserve`` (SGLang's DecodePreallocQueue) the free tokens less ``reserve``
-        for each running or preallocated request
-        must also hold its tokens plus ``reserve``, and its prompt and clipped output less
-        every running request's tokens (transfers are taken only while nobody waits to resume,
+        preallocated instead: its blocks held, its KV on the way (:meth:`kv_landed`), while
+        :meth:`_transfer_slot` allows. Under ``transfer_reserve`` (SGLang's
+        DecodePreallocQueue) the free tokens less ``reserve`` for each request held must also
+        hold its tokens plus ``reserve``, and its prompt and clipped output less every running
+        request's tokens (transfers are taken only while nobody waits to resume,
         :meth:`schedule`)."""
         r = self.requests
         room = self._transfer_room()
@@ -398,13 +398,13 @@ class Scheduler:
 
     def _transfer_room(self) -> tuple[int, int] | None:
         """SGLang's budget for preallocating transferred requests (_allocatable_tokens): the
-        free tokens less the larger of ``reserve`` tokens for each running or preallocated
-        request (SGLang counts its transfer queue, and those waiting too: none wait when
-        transfers are taken, :meth:`schedule`) and the
-        most any running one may still need beyond what all of them hold; with the tokens the
-        running requests hold (the retractable ones). None without ``transfer_reserve``. Under
-        DP attention the ranks' pools are one here: a transfer must fit one rank's share of
-        the budget (:meth:`_admit_transfers`), as SGLang budgets each rank's own."""
+        free tokens less the larger of ``reserve`` tokens for each request held (running,
+        preallocated or landed: SGLang counts its running batch, transfer queue and waiting
+        queue) and the most any running one may still need beyond what all of them hold; with
+        the tokens the running requests hold (the retractable ones). None without
+        ``transfer_reserve``. Under DP attention the ranks' pools are one here: a transfer must
+        fit one rank's share of the budget (:meth:`_admit_transfers`), as SGLang budgets each
+        rank's own."""
         if self.transfer_reserve is None:
             return None
         reserve, clip = self.transfer_reserve
