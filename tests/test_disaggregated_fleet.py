@@ -449,3 +449,21 @@ def test_a_disaggregated_fleet_runs_one_engine():
     ]
     with pytest.raises(ValueError, match=r"replicas\[1\]\.engine \(sglang\) differs"):
         FleetConfig(replicas=mixed, prefill=PrefillPool(replicas=1))
+
+
+def test_vllms_decode_instance_samples_the_first_token_itself():
+    """vLLM's decode instance recomputes the prompt's last token (_update_waiting_for_remote_kv
+    counts one fewer computed token when the whole prompt arrived): the first token comes at
+    the end of that step. TensorRT-LLM's generation server starts from the context server's
+    token, delivered when the request joins the running batch."""
+    assert load_engine("vllm").flag("pd_decode_recomputes_last_token")
+    assert not load_engine("trtllm").flag("pd_decode_recomputes_last_token")
+    wl = WorkloadConfig(arrival="poisson", rate=0.5, requests=20, measure="whole")
+    gaps = {}
+    for engine in ("vllm", "trtllm"):
+        sc = Scenario(workload=wl, disaggregation_mode="decode", engine=engine)
+        q = run_fleet(FleetConfig(replicas=[sc], prefill=PrefillPool(replicas=1))).requests
+        assert (q.output_tokens == q.requested_output_tokens).all()
+        gaps[engine] = (q.first_token_s - q.kv_landed_s).to_numpy()
+    assert gaps["vllm"].min() > 0.001  # a step after the landing, at least
+    assert gaps["trtllm"].min() == 0.0  # an idle instance takes it as it lands

@@ -52,10 +52,10 @@ An instance's transfers share its link, one after another in the order they were
 a prefill instance's that it sends, a decode instance's that it receives, once the request
 has one (:class:`KvSender`). Not modelled: the one-step delay of SGLang's overlap scheduler
 (a chunk's send waits for the next step's result processing), a chunk resent after a
-preemption on the prefill instance (sent once here), vLLM's decode instance sampling the
-first token itself (NixlConnector leaves the prompt's last token to recompute, so the first
-token comes a decode step later than here), and prefill and decode instances of different
-layouts.
+preemption on the prefill instance (sent once here), and prefill and decode instances of
+different layouts. vLLM's decode instance recomputes the prompt's last token and samples the
+first token itself (engines.yaml ``pd_decode_recomputes_last_token``): its first step with
+the request is a one-token prefill.
 """
 
 from __future__ import annotations
@@ -289,8 +289,10 @@ def simulate_disaggregated(
     for replica, setup in zip(built[n_pre:], setups[n_pre:], strict=True):
         replica.sched.prealloc_slots = prealloc_slots(engine, setup.max_seqs, setup.memory.dp)
     if pull_when_admitted:
+        recompute = engine.flag("pd_decode_recomputes_last_token")
         for replica in built[n_pre:]:
             replica.sched.awaits_kv = True
+            replica.sched.recompute_last = recompute
             replica.on_prealloc = start_transfer
     arrival = prefill_table.arrival  # the client's, where the prefill takes it at once
     if prealloc_first:

@@ -262,6 +262,9 @@ class Scheduler:
         # allocated whenever fewer than max_seqs run, whatever is preallocated (vLLM, whose
         # WAITING_FOR_REMOTE_KVS requests are not running ones)
         self.prealloc_slots: int | None = max_num_seqs
+        # a transfer whose KV has landed recomputes the prompt's last token and samples its
+        # first token itself, not the prefill instance's (vLLM's decode instance)
+        self.recompute_last = False
         self.running: list[int] = []
         self._running_arr: np.ndarray | None = None  # cache of ``running`` as an array
         # a decode-only batch's blocks held (as scheduled) and tokens in KV (as accept left
@@ -364,6 +367,12 @@ class Scheduler:
         """A transferred request, its KV in place, joins the running batch (with the first
         token its prefill instance sampled, delivered now, where ``fresh``)."""
         r = self.requests
+        if fresh and self.recompute_last:
+            # it joins as a prefill of the prompt's last token, whose step samples its first
+            self.requests.computed[rid] = r.prompt_len[rid] - 1
+            self.running.append(rid)
+            self._running_arr = None
+            return
         r.decoding[rid] = True
         if fresh:
             r.generated[rid] = 1
