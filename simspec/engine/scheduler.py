@@ -577,7 +577,7 @@ class Scheduler:
         batch = self._schedule_running_at_once()
         if batch is None:
             batch = self._schedule_general()
-        if batch.empty and self.landed:
+        if self.landed and batch.empty:  # (landed: a disaggregated decode instance only)
             # its running requests retracted behind landed ones holding the blocks: those run
             # (vLLM's queue would stall at the retracted head; QA: raised)
             self._run_landed()
