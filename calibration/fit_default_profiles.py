@@ -10,7 +10,7 @@ Run from the repository root, with ../shared beside it:
   so attention is transferred from the H100 fit (fractions of the A100's datasheet peaks).
 * a100_40gb, rtx3090, h200: no tables at all; every operator transferred (A100 80 GB -> 40 GB: same
   GA100 chip; A100 -> RTX 3090: same Ampere SM; H100 -> H200: same GH100 die).
-* b200, gb200, b300, gb300, h20, l40s, mi300x, mi355x: no tables at all; every operator
+* b200, gb200, b300, gb300, h100_pcie, h20, l40s, mi300x, mi355x: no tables at all; every operator
   transferred from the nearest measured fit (NEWER_GPUS says which and why). A GPU run of
   calibration/time_forward.py replaces these with measured fits (calibration/README.md).
 """
@@ -145,6 +145,14 @@ NEWER_GPUS = (
         "no GB300 tables in shared/ and no GPU run yet: the same Blackwell Ultra GPU as the B300 "
         "at a higher power limit, made as the gb200 profile is from the GB200's peaks: "
         + HOPPER_FIT,
+    ),
+    (
+        "h100_pcie",
+        "h100_sxm",
+        "no H100 PCIe tables in shared/ and no GPU run yet: the same GH100 die as the H100 SXM "
+        "with 114 of its 132 SMs, lower clocks and power (350 W) and HBM2e, whose fractions of "
+        "peak are applied to the H100 PCIe's datasheet peaks; a 350 W card may hold its boost "
+        "clock for less of a long GEMM than the 700 W SXM5 part does",
     ),
     (
         "h20",

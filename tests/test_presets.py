@@ -94,7 +94,7 @@ def test_unknown_presets_name_the_field():
         load_model("gpt-17")
 
 
-NEWER_GPUS = ("b200", "gb200", "h20", "l40s", "mi300x", "mi355x")
+NEWER_GPUS = ("b200", "gb200", "h100_pcie", "h20", "l40s", "mi300x", "mi355x")
 
 
 def test_the_newer_gpus_load_with_a_source_and_a_transferred_profile():

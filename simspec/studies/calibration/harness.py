@@ -165,6 +165,7 @@ def check_origin(d: pd.DataFrame, path: Path, gpu: str | None) -> None:
 # clocks, power and bandwidth than the SXM ones gpus.yaml describes.
 DEVICE_TOKENS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "h100_sxm": (("H100",), ("PCIE", "NVL")),
+    "h100_pcie": (("H100", "PCIE"), ()),
     "h200": (("H200",), ("NVL",)),
     "h20": (("H20",), ()),
     "a100_80gb": (("A100", "80GB"), ("PCIE",)),
