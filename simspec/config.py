@@ -143,7 +143,7 @@ DEFAULT_MEASURED = 256
 # (a few long requests, each request's own acceptance) wanders slowly, and a window of 64
 # turnovers puts the run-to-run spread of a batch-64 speedup on ShareGPT at ~0.3 % (README).
 DEFAULT_TURNOVERS = 64
-# A closed-loop study's run length from the precision asked for (simspec.studies.sweep,
+# A closed-loop study's run length from the precision asked for (simspec.studies.to_precision,
 # run_to_target): a relative half-width of the 95 % interval of what it reports. A sweep's
 # default is +-2 %, what a decision between methods needs (their speedups differ by more): with
 # the control variates (simspec.engine.controls) every speedup of the README's default sweep and

@@ -23,7 +23,7 @@ from simspec.config import (
 )
 from simspec.engine import window
 from simspec.engine.window import layout
-from simspec.studies import sweep
+from simspec.studies import sweep, to_precision
 from simspec.studies.runs import Runs
 from simspec.studies.sweep import SweepConfig, run_sweep
 
@@ -62,7 +62,8 @@ def test_the_next_length_is_on_the_lattice_at_or_above_the_predicted_one_and_cap
 def test_a_length_is_exactly_that_many_measured_requests():
     sc = Scenario(workload=WorkloadConfig(concurrency=8))
     for n in (256, 1024):
-        wl = Scenario.model_validate_json(sweep.with_length(sc.model_dump_json(), n)).workload
+        text = to_precision.with_length(sc.model_dump_json(), n)
+        wl = Scenario.model_validate_json(text).workload
         assert layout(wl).measured == n
 
 
@@ -184,12 +185,12 @@ def test_a_resumed_sweep_finds_every_length_it_needs_in_the_journal(monkeypatch)
 
 def test_a_round_past_the_commands_request_bound_does_not_start():
     base, spec = sweep.cells(_cfg(0.001, (16,)))
-    pair = sweep.Pair(spec.key, 16, spec.scenario_json, base.scenario_json)
+    pair = to_precision.Pair(spec.key, 16, spec.scenario_json, base.scenario_json)
     floor = window.floor_requests(16)
     # the floors always run (the sweep's own bound counted the fixed lengths, which are longer)
-    reached = sweep.run_to_target([pair], 0.001, Runs(), budget=2 * floor)[spec.key]
+    reached = to_precision.run_to_target([pair], 0.001, Runs(), budget=2 * floor)[spec.key]
     assert reached.requests == floor and reached.half > 0.001
-    longer = sweep.run_to_target([pair], 0.001, Runs(), budget=2 * floor + 2 * 4 * floor)
+    longer = to_precision.run_to_target([pair], 0.001, Runs(), budget=2 * floor + 2 * 4 * floor)
     assert longer[spec.key].requests == window.cap_requests(16)
 
 

@@ -92,7 +92,7 @@ def layout(wl: WorkloadConfig, relaxation_s: float = 0.0) -> Layout:
     return Layout(warmup, n, quarter, search=False)
 
 
-# Run lengths of a study measured to a precision target (simspec.studies.sweep,
+# Run lengths of a study measured to a precision target (simspec.studies.to_precision,
 # run_to_target): a closed loop at concurrency c runs floor(c) x 2^k measured requests, up to
 # cap(c). The floor: 16 turnovers of the batch (at least DEFAULT_MEASURED requests, as the
 # shortest fixed run). Ten sections then hold 1.6 turnovers each; at batch 64 the paired

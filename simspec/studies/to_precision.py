@@ -1,0 +1,126 @@
+"""Run lengths from the precision asked for: a closed-loop cell measured until the 95 %
+interval of what it reports is within a target (``simspec sweep``, ``simspec recommend``).
+
+A cell reports a speedup: its method's run and its baseline's over the very same requests (one
+workload, one seed), paired section by section, so both have one length and are extended
+together: when the interval is wider than the target, both run again, longer, at a length of
+a fixed lattice (simspec.engine.window.next_length), so that the methods of one concurrency
+that need the same length share one baseline run (a run's key is its scenario).
+
+Reruns, not one run that goes on: a run's requests are not a prefix-stable sequence of its
+length (fixed or lognormal lengths draw every prompt, then every output; the stationary
+start draws its cohort from all of them), so a run of 2n requests is another sample than n
+plus n more. Each length is a complete seeded run: which length a cell stops at depends only
+on its config and seed, never on the executor or the pool size, and the table is the same
+bytes whichever ran it. The reported interval is the last run's own (no run reuses another's
+requests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec.config import MAX_TOTAL_REQUESTS, Scenario
+from simspec.engine import intervals, window
+from simspec.engine.metrics import RunSummary
+from simspec.studies.runs import Runs
+
+
+def paired_half_width(run: RunSummary, base: RunSummary | None) -> float:
+    """Half the 95 % interval of what a cell reports, over its value: ``run``'s speedup over
+    ``base`` (paired by sections, as the sweep's ``speedup_ci_*``), or with no ``base``, the
+    run's own throughput (a study of the baseline alone). NaN where it is undefined."""
+    if base is None:
+        value = run.throughput_tok_s
+        low, high = run.throughput_tok_s_ci_low, run.throughput_tok_s_ci_high
+    else:
+        value = run.throughput_tok_s / base.throughput_tok_s
+        low, high = intervals.ratio_of_sums_interval(
+            np.array(base.section_e2e_s), np.array(run.section_e2e_s)
+        )
+    return intervals.relative_half_width(low, high, value)
+
+
+def with_length(scenario_json: str, n: int) -> str:
+    """The scenario measuring exactly ``n`` requests (no turnover rule on top)."""
+    sc = Scenario.model_validate_json(scenario_json)
+    wl = sc.workload.model_copy(update={"requests": n, "turnovers": 0})
+    return sc.model_copy(update={"workload": wl}).model_dump_json()
+
+
+@dataclass(frozen=True)
+class Pair:
+    """What one cell reports: its method's scenario and its baseline's (None: the cell is the
+    baseline itself, and reports its throughput), at any length."""
+
+    key: str
+    concurrency: int
+    run: str
+    base: str | None
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A cell's final runs: the method's, its baseline's (same length), the length and the
+    interval's relative half-width there."""
+
+    run: RunSummary
+    base: RunSummary | None
+    requests: int
+    half: float
+
+
+def run_to_target(
+    pairs: list[Pair],
+    target: float,
+    runs: Runs,
+    label: Callable[[str], str] = str,
+    budget: int = MAX_TOTAL_REQUESTS,
+) -> dict[str, Reached]:
+    """Run every pair until its interval is within ``target`` or its run reached the cap.
+
+    Each round runs what the pairs still short of the target need, longest first, through
+    ``runs`` (each distinct scenario once, the cache's not at all); ``label(pair key)`` names a
+    pair's runs in the progress. A round that would take the command past MAX_TOTAL_REQUESTS
+    new requests (``budget``) does not start (its pairs keep the interval they reached, as at
+    the cap)."""
+    length = {p.key: window.floor_requests(p.concurrency) for p in pairs}
+    reached: dict[str, Reached] = {}
+    spent = 0
+    active = pairs
+    first = True
+    while active:
+        texts: dict[str, tuple[int, int]] = {}  # scenario -> (concurrency, measured requests)
+        for p in active:
+            n = length[p.key]
+            texts[with_length(p.run, n)] = (p.concurrency, n)
+            if p.base is not None:
+                texts[with_length(p.base, n)] = (p.concurrency, n)
+        more = sum(n for _, n in texts.values())
+        if not first and spent + more > budget:
+            break
+        if not first:
+            runs.grow(len(active))
+        spent += more
+        # the longest runs first, so the pool's workers finish together: low concurrency (most
+        # iterations per request), then the most requests
+        order = sorted(texts, key=lambda t: (texts[t][0], -texts[t][1]))
+        summaries = dict(zip(order, runs.all(order), strict=True))
+        nxt = []
+        for p in active:
+            n = length[p.key]
+            run = summaries[with_length(p.run, n)]
+            base = summaries[with_length(p.base, n)] if p.base is not None else None
+            half = paired_half_width(run, base)
+            reached[p.key] = Reached(run, base, n, half)
+            runs.step(f"{label(p.key)} n={n}")
+            if half <= target or n >= window.cap_requests(p.concurrency):
+                continue
+            length[p.key] = window.next_length(n, half, target, p.concurrency)
+            nxt.append(p)
+        active = nxt
+        first = False
+    return reached
