@@ -157,3 +157,50 @@ def test_an_edge_a_third_setting_wins_is_named():
     close = table.assign(loss_pct=[0.0, 1.5, 0.0, 0.0], best_nodes=[64, 32, 8, 8])
     assert outsiders(close, bands) == []
     assert outsiders(table.assign(best_nodes=[64, 8, 64, 8]), bands) == []
+
+
+# the same short lengths with no fixed run length: recommend measures to a precision target
+AIMED = Deployment(
+    workload=WorkloadConfig(
+        lengths_from=None, prompt=LengthSpec(mean=128), output=LengthSpec(mean=96)
+    )
+)
+
+
+def test_under_a_precision_target_each_speedup_and_probe_runs_to_it_and_the_edges_agree():
+    """issue 26: recommend measures each setting until its speedup's interval is within the
+    target (from 16 turnovers, not the fixed 64), compares each probe's two settings as a
+    pair, and its bands still sit where the table says the curves cross; the progress is told
+    of every setting's run."""
+    from simspec.engine import window
+
+    eagle = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))
+    told = Told()
+    runs = Runs(progress=told)
+    rec = recommend_bands(AIMED, eagle, [3, 4], (1, 64), 1024, runs=runs, precision_target=0.05)
+    (x,) = rec.crossovers
+    assert (x.below, x.above) == (4, 3) and 1 < x.last < x.first < 64
+    last, first = _row(rec.table, x.last), _row(rec.table, x.first)
+    assert last.speedup_k4 >= last.speedup_k3 and first.speedup_k3 > first.speedup_k4
+    assert rec.bands == [[1, x.last, 4], [x.first, 1024, 3]]
+    # every run at a length of the precision lattice (each label ends "n=<requests>"), none at
+    # the fixed 64 turnovers' 4,096 requests of concurrency 64
+    import re
+
+    ran = [re.search(r"concurrency (\d+).* n=(\d+)$", label) for label in told.labels]
+    assert ran and all(ran)
+    lengths = [(int(m.group(1)), int(m.group(2))) for m in ran if m]
+    assert all(window.floor_requests(c) <= n <= window.cap_requests(c) for c, n in lengths)
+    assert max(n for c, n in lengths if c == 64) < 64 * 64
+    assert sum(label.startswith("concurrency ") for label in told.labels) >= 4
+    assert sum(label.startswith("crossover k=") for label in told.labels) <= probes(63)
+
+
+def test_recommend_precision_target_flag_checks_its_range_and_a_files_fixed_length(tmp_path):
+    bad = runner.invoke(app, ["recommend", "--precision-target", "0.7"])
+    assert bad.exit_code == 2 and "--precision-target" in bad.output and "0.5" in bad.output
+    cfg = tmp_path / "fixed.yaml"
+    cfg.write_text("workload: {turnovers: 8}\nmethod: {name: eagle3}\n")
+    bad = runner.invoke(app, ["recommend", "--config", str(cfg), "--precision-target", "0.02"])
+    assert bad.exit_code == 2 and "--precision-target" in bad.output
+    assert "not both" in " ".join(bad.output.split())

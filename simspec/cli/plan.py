@@ -42,16 +42,22 @@ from simspec.cli.tables import (
     write_text,
 )
 from simspec.config import (
+    DEFAULT_PRECISION_TARGET,
     DEFAULT_SLO_TPOT_MS,
     DEFAULT_SLO_TTFT_MS,
+    DEFAULT_TURNOVERS,
     MAX_CONCURRENCY,
     MAX_DURATION_S,
+    MAX_PRECISION_TARGET,
     MAX_QPS,
+    MIN_PRECISION_TARGET,
     Deployment,
     FleetConfig,
     MethodConfig,
     Scenario,
+    check_precision_target,
 )
+from simspec.engine import window
 from simspec.errors import InputError
 from simspec.studies import capacity
 from simspec.studies.provenance import with_provenance
@@ -651,6 +657,20 @@ def recommend(
     ] = None,
     executor: opt.StudyExecutor = None,
     workers: opt.StudyWorkers = None,
+    precision_target: Annotated[
+        float | None,
+        typer.Option(
+            help="measure each setting's speedup (and each bisection probe's comparison) "
+            "until its 95 % interval is within this share either side, from "
+            f"{window.FLOOR_TURNOVERS} turnovers (at least {window.floor_requests(1)} requests) "
+            f"up to {window.CAP_FLOORS}x that ({MIN_PRECISION_TARGET:g} to "
+            f"{MAX_PRECISION_TARGET:g}; 0: the fixed "
+            f"{DEFAULT_TURNOVERS} turnovers) [default: {DEFAULT_PRECISION_TARGET:g}, "
+            f"±{DEFAULT_PRECISION_TARGET:.0%}; a --config file's workload.requests or "
+            "turnovers: that fixed length]",
+            metavar="SHARE",
+        ),
+    ] = None,
 ) -> None:
     """Best K per concurrency, as a vLLM --speculative-config.
 
@@ -723,11 +743,14 @@ def recommend(
         base.name, deploy.scheduler.max_num_seqs, load_gpu(deploy.gpu)
     )
     grid = grid_within(grid, max_batch, deploy.engine, base.name, grid_flag)
+    target = _recommend_target(precision_target, deploy)
     with (
         progress_bar("simulating", total=len(grid)) as bar,
         study_runs(where, workers, progress=bar) as runs,
     ):
-        rec = recommend_bands(deploy, base, ks, grid, max_batch, knob, runs=runs)
+        rec = recommend_bands(
+            deploy, base, ks, grid, max_batch, knob, runs=runs, precision_target=target
+        )
     bands = rec.bands
     # a vLLM --speculative-config only for a vLLM engine (QA: hf and trtllm printed one, with
     # TRT-LLM's batch limit in its last band)
@@ -941,6 +964,26 @@ def file_grid(config: Path | None) -> tuple[str, str] | None:
     if not isinstance(sizes, list) or not sizes:
         raise InputError("batch_sizes", "must be a non-empty list of whole numbers >= 1")
     return "batch_sizes", ",".join(str(v) for v in sizes)
+
+
+def _recommend_target(given: float | None, deploy: Deployment) -> float:
+    """recommend's precision target: ``--precision-target``, else 0 (a fixed length) where the
+    --config file states workload.requests or workload.turnovers, else the default; the flag
+    beside a stated length is refused, as in a sweep."""
+    fixed = bool({"requests", "turnovers"} & deploy.workload.model_fields_set)
+    if given is None:
+        return 0.0 if fixed else DEFAULT_PRECISION_TARGET
+    try:
+        target = check_precision_target(given)
+    except ValueError as e:
+        raise InputError("--precision-target", f"{e} (got {given:g})") from None
+    if fixed and target:
+        raise InputError(
+            "--precision-target",
+            "the --config file fixes the run length (workload.requests or workload.turnovers): "
+            "give a precision target or a fixed length, not both",
+        )
+    return target
 
 
 def _scheduled_method(

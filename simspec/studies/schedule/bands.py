@@ -25,6 +25,7 @@ from simspec.config import MAX_RUNS, MAX_TOTAL_REQUESTS, Deployment, MethodConfi
 from simspec.errors import InputError
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.schedule.grid import closed_load, recommend, setting
+from simspec.studies.to_precision import Pair, run_to_target
 
 BAND_COLUMNS = ["start_bs", "end_bs", "k", "loss_at_start_pct", "loss_at_end_pct"]
 
@@ -97,6 +98,7 @@ def find_crossovers(
     requests_per_run: int | None = None,
     *,
     runs: Runs = SERIAL,
+    precision_target: float = 0.0,
 ) -> list[Crossover]:
     """Between every two neighbouring grid points of ``table`` (the grid's
     :func:`~simspec.studies.schedule.grid.recommend` table) whose best setting differs, the
@@ -104,10 +106,18 @@ def find_crossovers(
     concurrency, each probe both settings at the midpoint (same workload rule and seed as the
     grid), each told to ``runs``. The bisections step together: each round's probes, one per
     unfinished crossover, go to ``runs`` at once (a pool runs them side by side); a probe's
-    outcome depends on its scenario alone, so each bisection takes the path it takes alone."""
+    outcome depends on its scenario alone, so each bisection takes the path it takes alone.
+    With ``precision_target`` > 0 a probe runs the two settings until the 95 % interval of
+    their throughput ratio is within it (:func:`~simspec.studies.to_precision.run_to_target`,
+    the lower setting as the pair's baseline)."""
     common = deploy.model_dump(exclude={"workload"})
     found = changes(table)
     brackets = [[c0, c1] for c0, c1, _, _ in found]  # [last, first] of each
+
+    def named(i: int) -> str:
+        _, _, below, above = found[i]
+        return f"crossover {knob}={below}->{above}: concurrency {mids[i]}"
+
     while todo := [i for i, (last, first) in enumerate(brackets) if first - last > 1]:
         mids = {i: (brackets[i][0] + brackets[i][1]) // 2 for i in todo}
         pairs = []
@@ -117,15 +127,28 @@ def find_crossovers(
                 Scenario(**common, method=setting(method, knob, found[i][b]), workload=wl)
                 for b in (2, 3)
             ]
-        outcomes = runs.all(pairs)
+        if precision_target:
+            probe = [
+                Pair(
+                    str(i),
+                    mids[i],
+                    pairs[2 * n + 1].model_dump_json(),
+                    pairs[2 * n].model_dump_json(),
+                )
+                for n, i in enumerate(todo)
+            ]
+            reached = run_to_target(probe, precision_target, runs, lambda key: named(int(key)))
+            outcomes = [r for i in todo for r in (reached[str(i)].base, reached[str(i)].run)]
+        else:
+            outcomes = runs.all(pairs)
         for n, i in enumerate(todo):
             slow, fast = outcomes[2 * n], outcomes[2 * n + 1]
             if fast.throughput_tok_s > slow.throughput_tok_s:
                 brackets[i][1] = mids[i]
             else:
                 brackets[i][0] = mids[i]
-            _, _, below, above = found[i]
-            runs.step(f"crossover {knob}={below}->{above}: concurrency {mids[i]}")
+            if not precision_target:  # run_to_target told each probe itself
+                runs.step(named(i))
     return [
         Crossover(below, above, last, first, (c0, c1))
         for (c0, c1, below, above), (last, first) in zip(found, brackets, strict=True)
@@ -142,6 +165,7 @@ def edge_rows(
     requests_per_run: int | None = None,
     *,
     runs: Runs = SERIAL,
+    precision_target: float = 0.0,
 ) -> pd.DataFrame:
     """Every setting at both sides of each crossover that is not a grid point, as rows of
     :func:`~simspec.studies.schedule.grid.recommend` (the runs a probe made there come from
@@ -151,7 +175,17 @@ def edge_rows(
     if not edges:
         return pd.DataFrame()
     label = "crossover edge: concurrency {}"
-    return recommend(deploy, method, ks, edges, requests_per_run, knob, runs=runs, label=label)
+    return recommend(
+        deploy,
+        method,
+        ks,
+        edges,
+        requests_per_run,
+        knob,
+        runs=runs,
+        label=label,
+        precision_target=precision_target,
+    )
 
 
 def schedule(
@@ -248,17 +282,37 @@ def recommend_bands(
     requests_per_run: int | None = None,
     *,
     runs: Runs = SERIAL,
+    precision_target: float = 0.0,
 ) -> Recommended:
     """The grid, its crossovers and the bands between them. ``runs`` is told of each grid
     point, probe and edge done, and, once the grid has run, how many probes and edges may
     follow (at most: a bisection can end a step early); its cache (a fresh one by default)
-    lets the edges reuse the probes' runs."""
+    lets the edges reuse the probes' runs. ``precision_target`` > 0 (with no
+    ``requests_per_run``): every speedup and every probe's comparison measured until its 95 %
+    interval is within that share either side, from 16 turnovers (at least 256 requests) up
+    to four times that (the fixed length otherwise: ``deploy``'s requests and turnovers);
+    ``runs`` is then told of each setting's run rather than of each concurrency."""
     check_size(deploy, grid, len(ks) + 1, requests_per_run)
+    target = 0.0 if requests_per_run else precision_target
     runs = runs.cached()
-    table = recommend(deploy, method, ks, grid, requests_per_run, knob, runs=runs)
+    table = recommend(
+        deploy, method, ks, grid, requests_per_run, knob, runs=runs, precision_target=target
+    )
     runs.grow(sum(probes(c1 - c0) + 2 for c0, c1, _, _ in changes(table)))
-    crossovers = find_crossovers(deploy, method, table, knob, requests_per_run, runs=runs)
-    edges = edge_rows(deploy, method, ks, crossovers, grid, knob, requests_per_run, runs=runs)
+    crossovers = find_crossovers(
+        deploy, method, table, knob, requests_per_run, runs=runs, precision_target=target
+    )
+    edges = edge_rows(
+        deploy,
+        method,
+        ks,
+        crossovers,
+        grid,
+        knob,
+        requests_per_run,
+        runs=runs,
+        precision_target=target,
+    )
     full = table.assign(point="grid")
     if len(edges):
         full = pd.concat([full, edges.assign(point="crossover")], ignore_index=True)

@@ -20,6 +20,7 @@ from simspec.errors import InputError
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.runs.keys import scenario_key
 from simspec.studies.schedule import NO_SCHEDULE
+from simspec.studies.to_precision import Pair, run_to_target
 
 # concurrencies the grid runs at
 DEFAULT_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -47,6 +48,7 @@ def recommend(
     *,
     runs: Runs = SERIAL,
     label: str = "concurrency {}",
+    precision_target: float = 0.0,
 ) -> pd.DataFrame:
     """Speedup of every value of ``knob`` (K, or ``tree_nodes`` for a tree's budget) at every
     concurrency (closed loop, the deployment's workload and seed), and the best value per
@@ -54,7 +56,16 @@ def recommend(
     go to ``runs`` at once (a pool stays busy to the end, instead of waiting at each
     concurrency for its slowest run), lowest concurrency first (the longest runs: most
     iterations per request); one plain-decoding run per concurrency is the baseline of every
-    setting there. ``runs`` is told of each concurrency done (``label``), in order."""
+    setting there. ``runs`` is told of each concurrency done (``label``), in order.
+
+    ``precision_target`` > 0: each setting's speedup is measured until its 95 % interval is
+    within that share either side (:func:`~simspec.studies.to_precision.run_to_target`, as a
+    sweep's cells), against a plain-decoding run of the same length, which every setting of
+    that length shares; ``runs`` is then told of each setting's run (``label`` and its K)."""
+    if precision_target:
+        return _to_precision(
+            deploy, method, ks, concurrencies, knob, precision_target, runs=runs, label=label
+        )
     rows = []
     common = deploy.model_dump(exclude={"workload"})
     # the whole grid is sized before the first run
@@ -83,10 +94,54 @@ def recommend(
         row: dict[str, float] = {"concurrency": c}
         for k, s in zip(ks, summaries, strict=True):
             row[f"speedup_k{k}"] = s.throughput_tok_s / base.throughput_tok_s
-        best_k, best = max(((k, row[f"speedup_k{k}"]) for k in ks), key=lambda kv: kv[1])
-        row["best_k"] = best_k if best > 1.0 else 0
-        row["best_speedup"] = max(best, 1.0)
-        rows.append(row)
+        rows.append(_best(row, ks))
+    return pd.DataFrame(rows)
+
+
+def _best(row: dict[str, float], ks: list[int]) -> dict[str, float]:
+    """``row`` (a concurrency's speedups) with its best setting (0: none beats plain
+    decoding) and that speedup."""
+    best_k, best = max(((k, row[f"speedup_k{k}"]) for k in ks), key=lambda kv: kv[1])
+    return row | {"best_k": best_k if best > 1.0 else 0, "best_speedup": max(best, 1.0)}
+
+
+def _to_precision(
+    deploy: Deployment,
+    method: MethodConfig,
+    ks: list[int],
+    concurrencies: tuple[int, ...],
+    knob: str,
+    target: float,
+    *,
+    runs: Runs,
+    label: str,
+) -> pd.DataFrame:
+    """:func:`recommend` with each setting's speedup measured to ``target``: one pair per
+    setting and concurrency (the setting's run, plain decoding's of the same length)."""
+    common = deploy.model_dump(exclude={"workload"})
+    plain = setting(method, knob, 0)
+    pairs = []
+    for c in concurrencies:
+        wl = closed_load(deploy, c)
+        base = Scenario(**common, method=plain, workload=wl).model_dump_json()
+        for k in ks:
+            own = Scenario(**common, method=setting(method, knob, k), workload=wl)
+            pairs.append(Pair(f"{c}:{k}", c, own.model_dump_json(), base))
+    runs.grow(len(concurrencies) * (len(ks) - 1))  # told per setting, not per concurrency
+    reached = run_to_target(
+        pairs,
+        target,
+        runs,
+        lambda key: f"{label.format(key.split(':')[0])} {knob}={key.split(':')[1]}",
+    )
+    rows = []
+    for c in concurrencies:
+        row: dict[str, float] = {"concurrency": c}
+        for k in ks:
+            r = reached[f"{c}:{k}"]
+            assert r.base is not None  # every pair has its baseline
+            row[f"speedup_k{k}"] = r.run.throughput_tok_s / r.base.throughput_tok_s
+        rows.append(_best(row, ks))
     return pd.DataFrame(rows)
 
 
