@@ -462,6 +462,18 @@ def test_nan_for_a_ranged_flag_says_it_is_no_number():
             "Invalid value for '--qps': must be a finite number, not NaN"
         )
     assert nan_named(said, ["plan", "--qps", "1e9"]) == said
+    # a count's flag asks for a whole number, not a finite one (QA: --k nan read "must be a
+    # finite number, not NaN (Input should be a valid integer ...)")
+    count = "Invalid value for '--k': Input should be a valid integer, unable to parse string"
+    assert nan_named(count, ["sweep", "--k", "nan"]) == (
+        "Invalid value for '--k': must be a whole number, not NaN"
+    )
+
+
+def test_a_concurrency_grid_below_one_says_the_range():
+    result = CliRunner().invoke(app, ["recommend", "--concurrencies", "0,4"])
+    assert result.exit_code == 2
+    assert "--concurrencies: each concurrency must be in [1, 16,384] (got 0)" in result.output
 
 
 def test_a_parquet_output_without_a_parquet_engine_is_refused_before_any_run(tmp_path, monkeypatch):

@@ -59,6 +59,8 @@ def nan_named(message: str, argv: list[str]) -> str:
         if arg == flag and i + 1 < len(argv):
             value = argv[i + 1]
         if value is not None and value.strip().lower().lstrip("+-") == "nan":
+            if "valid integer" in reason:  # a count (--k nan): no number at all is asked for
+                return f"Invalid value for '{flag}': must be a whole number, not NaN"
             return f"Invalid value for '{flag}': must be a finite number, not NaN ({reason})"
     return message
 

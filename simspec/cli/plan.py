@@ -696,7 +696,9 @@ def recommend(
     )
     grid = tuple(sorted(set(csv_list(grid_text, grid_flag, int))))
     if grid[0] < 1:
-        raise InputError(grid_flag, "must be >= 1")
+        raise InputError(
+            grid_flag, f"each concurrency must be in [1, {MAX_CONCURRENCY:,}] (got {grid[0]})"
+        )
     why = "recommend schedules one method: run it once per method"
     name = one_method({"--method": method, "--methods": methods}, why)
     _refuse_open_loop(config)
