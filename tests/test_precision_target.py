@@ -192,6 +192,33 @@ def test_a_round_past_the_commands_request_bound_does_not_start():
     assert reached.requests == floor and reached.half > 0.001
     longer = to_precision.run_to_target([pair], 0.001, Runs(), budget=2 * floor + 2 * 4 * floor)
     assert longer[spec.key].requests == window.cap_requests(16)
+    # one Budget shared by a command's calls bounds them all (QA: recommend's grid, each
+    # bisection round and its edges each started a fresh MAX_TOTAL_REQUESTS)
+    shared = to_precision.Budget(2 * floor + 2 * 4 * floor)
+    runs = Runs().cached()
+    assert to_precision.run_to_target([pair], 0.001, runs, budget=shared)[spec.key].requests == (
+        window.cap_requests(16)
+    )
+    assert shared.left == 0
+    again = to_precision.run_to_target([pair], 0.001, runs, budget=shared)[spec.key]
+    assert again.requests == floor  # its floor runs (from the cache), no round past it
+
+
+def test_a_group_of_pairs_runs_at_one_length():
+    """recommend's settings at one concurrency: while one is short of the target, every one
+    of the group runs again at the longest length asked, so they share one baseline run."""
+    cells = sweep.cells(_cfg(0.001, (16,)))
+    base, spec = cells
+    pair = to_precision.Pair(spec.key, 16, spec.scenario_json, base.scenario_json)
+    # the baseline against itself is exactly 1.0 (its interval is 0): done at the floor alone
+    same = to_precision.Pair("base", 16, base.scenario_json, base.scenario_json)
+    assert len(cells) == 2
+    apart = to_precision.run_to_target([pair, same], 0.001, Runs())
+    assert apart["base"].requests == window.floor_requests(16) < apart[spec.key].requests
+    together = to_precision.run_to_target(
+        [pair, same], 0.001, Runs(), group=lambda p: p.concurrency
+    )
+    assert together["base"].requests == together[spec.key].requests == apart[spec.key].requests
 
 
 def test_the_baseline_alone_is_measured_to_its_throughputs_precision():

@@ -196,11 +196,35 @@ def test_under_a_precision_target_each_speedup_and_probe_runs_to_it_and_the_edge
     assert sum(label.startswith("crossover k=") for label in told.labels) <= probes(63)
 
 
-def test_recommend_precision_target_flag_checks_its_range_and_a_files_fixed_length(tmp_path):
+def test_recommend_precision_target_flag_checks_its_range_and_replaces_a_files_length(tmp_path):
     bad = runner.invoke(app, ["recommend", "--precision-target", "0.7"])
     assert bad.exit_code == 2 and "--precision-target" in bad.output and "0.5" in bad.output
     cfg = tmp_path / "fixed.yaml"
-    cfg.write_text("workload: {turnovers: 8}\nmethod: {name: eagle3}\n")
-    bad = runner.invoke(app, ["recommend", "--config", str(cfg), "--precision-target", "0.02"])
-    assert bad.exit_code == 2 and "--precision-target" in bad.output
-    assert "not both" in " ".join(bad.output.split())
+    cfg.write_text(
+        "workload: {lengths_from: null, prompt: {mean: 64}, output: {mean: 32}, turnovers: 8}\n"
+        "method: {name: eagle3, k: 1, acceptance: {alpha: 0.7}}\n"
+    )
+    args = ["recommend", "--config", str(cfg), "--concurrencies", "4", "--k-max", "1"]
+    fixed = runner.invoke(app, args)  # the file's length stands without the flag
+    assert fixed.exit_code == 0, fixed.output
+    assert "at a fixed length (the --config file's" in " ".join(fixed.output.split())
+    # on the command line the flag replaces the file's length, as in a sweep
+    aimed = runner.invoke(app, [*args, "--precision-target", "0.05"])
+    assert aimed.exit_code == 0, aimed.output
+    assert "measured to ±5 % (--precision-target" in " ".join(aimed.output.split())
+
+
+@pytest.mark.slow
+def test_the_edges_rank_the_two_settings_as_their_probe_did():
+    """QA: under a tight target a probe ran K=2 against K=1 at 2,688 requests and put K=2
+    ahead, while the edge's K=1 row came from a pair stopped at 672 and put K=1 ahead (best_k
+    1, scheduled 2, a loss at the band's own edge). The edges start at the probe's length and
+    every setting of a concurrency runs at one length, so the rows agree with the bands."""
+    weaker = MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.5))
+    rec = recommend_bands(AIMED, weaker, [1, 2], (1, 32, 128), 1024, precision_target=0.005)
+    for x in rec.crossovers:
+        last, first = _row(rec.table, x.last), _row(rec.table, x.first)
+        assert last[f"speedup_k{x.below}"] >= last[f"speedup_k{x.above}"]
+        assert first[f"speedup_k{x.above}"] > first[f"speedup_k{x.below}"]
+    edges = rec.table[rec.table.point == "crossover"]
+    assert len(edges) and (edges.loss_pct == 0).all() and (edges.best_k == edges.scheduled_k).all()

@@ -44,7 +44,8 @@ app.command("compare")(compare)
 app.add_typer(calibrate_app, name="calibrate")
 
 
-_INVALID = re.compile(r"^Invalid value for '(--[\w-]+)': (.*)$", re.DOTALL)
+# "Invalid value for '--k': ..." or, for an option with two names, "'--a' / '--b'"
+_INVALID = re.compile(r"^Invalid value for '(--[\w-]+)'((?: / '--[\w-]+')*): (.*)$", re.DOTALL)
 
 
 def nan_named(message: str, argv: list[str]) -> str:
@@ -53,15 +54,20 @@ def nan_named(message: str, argv: list[str]) -> str:
     m = _INVALID.match(message)
     if m is None:
         return message
-    flag, reason = m.groups()
+    first, others, reason = m.groups()
+    names = [first, *re.findall(r"'(--[\w-]+)'", others)]
+    shown = " / ".join(f"'{name}'" for name in names)
     for i, arg in enumerate(argv):
+        flag = next((n for n in names if arg == n or arg.startswith(n + "=")), None)
+        if flag is None:
+            continue
         value = arg.partition("=")[2] if arg.startswith(flag + "=") else None
         if arg == flag and i + 1 < len(argv):
             value = argv[i + 1]
         if value is not None and value.strip().lower().lstrip("+-") == "nan":
             if "valid integer" in reason:  # a count (--k nan): no number at all is asked for
-                return f"Invalid value for '{flag}': must be a whole number, not NaN"
-            return f"Invalid value for '{flag}': must be a finite number, not NaN ({reason})"
+                return f"Invalid value for {shown}: must be a whole number, not NaN"
+            return f"Invalid value for {shown}: must be a finite number, not NaN ({reason})"
     return message
 
 

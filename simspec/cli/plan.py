@@ -665,9 +665,10 @@ def recommend(
             f"{window.FLOOR_TURNOVERS} turnovers (at least {window.floor_requests(1)} requests) "
             f"up to {window.CAP_FLOORS}x that ({MIN_PRECISION_TARGET:g} to "
             f"{MAX_PRECISION_TARGET:g}; 0: the fixed "
-            f"{DEFAULT_TURNOVERS} turnovers) [default: {DEFAULT_PRECISION_TARGET:g}, "
-            f"±{DEFAULT_PRECISION_TARGET:.0%}; a --config file's workload.requests or "
-            "turnovers: that fixed length]",
+            f"{DEFAULT_TURNOVERS} turnovers); on the command line it replaces a --config "
+            "file's workload.requests and turnovers [default: "
+            f"{DEFAULT_PRECISION_TARGET:g}, ±{DEFAULT_PRECISION_TARGET:.0%}; a --config file "
+            "that states workload.requests or turnovers: that fixed length]",
             metavar="SHARE",
         ),
     ] = None,
@@ -780,12 +781,19 @@ def recommend(
     _recommend_notes(deploy, base, ks, bands, is_tree)
     err.print(
         f"How: every {what} and plain decoding ran closed-loop at each grid concurrency on the "
-        "same workload and seed; where the best one changes between two grid points, "
+        "same workload and seed"
+        + (
+            f", each {what}'s speedup measured to ±{target * 100:g} % (--precision-target; every "
+            f"{what} of a concurrency at one length, from {window.FLOOR_TURNOVERS} turnovers)"
+            if target
+            else f", at a fixed length (the --config file's, else {DEFAULT_TURNOVERS} turnovers)"
+        )
+        + "; where the best one changes between two grid points, "
         "bisection on the concurrency (both settings run at each probe) puts the band edge "
         "where the next one becomes faster, and every setting runs at both sides of that edge "
         "(point = crossover); equal neighbours merge; the first band starts at 1 and the last "
         "runs to max_num_seqs (loss nan: nothing ran there). Near an edge the two settings are "
-        "within a run's interval of each other (about ±2 %, README Measurement): either serves "
+        "within a run's interval of each other (README Measurement): either serves "
         "there, and the edge's exact place is not resolved."
     )
     for c, fastest, scheduled, loss in outsiders(rec.table, bands):
@@ -969,23 +977,17 @@ def file_grid(config: Path | None) -> tuple[str, str] | None:
 
 
 def _recommend_target(given: float | None, deploy: Deployment) -> float:
-    """recommend's precision target: ``--precision-target``, else 0 (a fixed length) where the
-    --config file states workload.requests or workload.turnovers, else the default; the flag
-    beside a stated length is refused, as in a sweep."""
-    fixed = bool({"requests", "turnovers"} & deploy.workload.model_fields_set)
+    """recommend's precision target: ``--precision-target`` (0: the fixed length), else 0
+    where the --config file states workload.requests or workload.turnovers (that fixed
+    length), else the default. On the command line the flag replaces the file's fixed length,
+    as in a sweep (sweep_flags.run_length)."""
     if given is None:
+        fixed = bool({"requests", "turnovers"} & deploy.workload.model_fields_set)
         return 0.0 if fixed else DEFAULT_PRECISION_TARGET
     try:
-        target = check_precision_target(given)
+        return check_precision_target(given)
     except ValueError as e:
         raise InputError("--precision-target", f"{e} (got {given:g})") from None
-    if fixed and target:
-        raise InputError(
-            "--precision-target",
-            "the --config file fixes the run length (workload.requests or workload.turnovers): "
-            "give a precision target or a fixed length, not both",
-        )
-    return target
 
 
 def _scheduled_method(

@@ -18,7 +18,7 @@ requests).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,23 +73,42 @@ class Reached:
     half: float
 
 
+@dataclass
+class Budget:
+    """New requests a command may still simulate across its calls of :func:`run_to_target`
+    (MAX_TOTAL_REQUESTS for the whole command, not per call: recommend makes one for its grid,
+    one per bisection round and one for its edges)."""
+
+    left: int = MAX_TOTAL_REQUESTS
+
+
 def run_to_target(
     pairs: list[Pair],
     target: float,
     runs: Runs,
     label: Callable[[str], str] = str,
-    budget: int = MAX_TOTAL_REQUESTS,
+    budget: int | Budget = MAX_TOTAL_REQUESTS,
+    *,
+    group: Callable[[Pair], Hashable] | None = None,
+    start: Mapping[str, int] | None = None,
 ) -> dict[str, Reached]:
     """Run every pair until its interval is within ``target`` or its run reached the cap.
 
     Each round runs what the pairs still short of the target need, longest first, through
     ``runs`` (each distinct scenario once, the cache's not at all); ``label(pair key)`` names a
     pair's runs in the progress. A round that would take the command past MAX_TOTAL_REQUESTS
-    new requests (``budget``) does not start (its pairs keep the interval they reached, as at
-    the cap)."""
-    length = {p.key: window.floor_requests(p.concurrency) for p in pairs}
+    new requests (``budget``: a number for this call, or a :class:`Budget` several calls
+    share) does not start (its pairs keep the interval they reached, as at the cap).
+
+    ``group``: pairs of one group (say, every setting at one concurrency) run at one length:
+    while one of them is short of the target, all run again at the longest length any of them
+    asks for, so what they report (speedups over one shared baseline run) compares like with
+    like. ``start``: a pair's first length, at least its floor (a length of the lattice)."""
+    budget = budget if isinstance(budget, Budget) else Budget(budget)
+    start = start or {}
+    length = {p.key: max(window.floor_requests(p.concurrency), start.get(p.key, 0)) for p in pairs}
+    key_of = group or (lambda p: p.key)
     reached: dict[str, Reached] = {}
-    spent = 0
     active = pairs
     first = True
     while active:
@@ -100,16 +119,16 @@ def run_to_target(
             if p.base is not None:
                 texts[with_length(p.base, n)] = (p.concurrency, n)
         more = sum(n for _, n in texts.values())
-        if not first and spent + more > budget:
+        if not first and more > budget.left:
             break
         if not first:
             runs.grow(len(active))
-        spent += more
+        budget.left -= more
         # the longest runs first, so the pool's workers finish together: low concurrency (most
         # iterations per request), then the most requests
         order = sorted(texts, key=lambda t: (texts[t][0], -texts[t][1]))
         summaries = dict(zip(order, runs.all(order), strict=True))
-        nxt = []
+        wanted: dict[Hashable, int] = {}  # each group's next length, where one asks for more
         for p in active:
             n = length[p.key]
             run = summaries[with_length(p.run, n)]
@@ -119,8 +138,10 @@ def run_to_target(
             runs.step(f"{label(p.key)} n={n}")
             if half <= target or n >= window.cap_requests(p.concurrency):
                 continue
-            length[p.key] = window.next_length(n, half, target, p.concurrency)
-            nxt.append(p)
-        active = nxt
+            g = key_of(p)
+            wanted[g] = max(wanted.get(g, 0), window.next_length(n, half, target, p.concurrency))
+        active = [p for p in active if key_of(p) in wanted]
+        for p in active:
+            length[p.key] = wanted[key_of(p)]
         first = False
     return reached

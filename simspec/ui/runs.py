@@ -194,7 +194,8 @@ class Schedule:
 
 def schedule(inp: ExplorerInputs, name: str, runs: Runs = RUNS) -> Schedule:
     """Every setting of ``name``'s knob at the CLI's concurrencies, the crossovers and the
-    bands (:func:`~simspec.studies.schedule.bands.recommend_bands`, as ``simspec recommend``),
+    bands (:func:`~simspec.studies.schedule.bands.recommend_bands`, as ``simspec recommend``
+    runs them at a fixed length: the page's requests and turnovers),
     on ``runs`` (default: the page's pool; seeded runs, the same numbers as in process), whose
     progress is told each grid concurrency, then each crossover probe and edge."""
     base = method_for(inp, name)

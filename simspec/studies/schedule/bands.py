@@ -25,7 +25,7 @@ from simspec.config import MAX_RUNS, MAX_TOTAL_REQUESTS, Deployment, MethodConfi
 from simspec.errors import InputError
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.schedule.grid import closed_load, recommend, setting
-from simspec.studies.to_precision import Pair, run_to_target
+from simspec.studies.to_precision import Budget, Pair, run_to_target
 
 BAND_COLUMNS = ["start_bs", "end_bs", "k", "loss_at_start_pct", "loss_at_end_pct"]
 
@@ -41,6 +41,9 @@ class Crossover:
     last: int
     first: int
     between: tuple[int, int]
+    # measured requests of the probe at each concurrency it ran (under a precision target: the
+    # length its pair reached; empty at a fixed length), where the edges start theirs
+    lengths: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ def find_crossovers(
     *,
     runs: Runs = SERIAL,
     precision_target: float = 0.0,
+    budget: Budget | None = None,
 ) -> list[Crossover]:
     """Between every two neighbouring grid points of ``table`` (the grid's
     :func:`~simspec.studies.schedule.grid.recommend` table) whose best setting differs, the
@@ -113,6 +117,9 @@ def find_crossovers(
     common = deploy.model_dump(exclude={"workload"})
     found = changes(table)
     brackets = [[c0, c1] for c0, c1, _, _ in found]  # [last, first] of each
+    lengths: list[dict[int, int]] = [{} for _ in found]  # each probe's length, by concurrency
+    target = 0.0 if requests_per_run else precision_target
+    budget = budget or Budget()
 
     def named(i: int) -> str:
         _, _, below, above = found[i]
@@ -127,7 +134,7 @@ def find_crossovers(
                 Scenario(**common, method=setting(method, knob, found[i][b]), workload=wl)
                 for b in (2, 3)
             ]
-        if precision_target:
+        if target:
             probe = [
                 Pair(
                     str(i),
@@ -137,8 +144,10 @@ def find_crossovers(
                 )
                 for n, i in enumerate(todo)
             ]
-            reached = run_to_target(probe, precision_target, runs, lambda key: named(int(key)))
+            reached = run_to_target(probe, target, runs, lambda key: named(int(key)), budget)
             outcomes = [r for i in todo for r in (reached[str(i)].base, reached[str(i)].run)]
+            for i in todo:
+                lengths[i][mids[i]] = reached[str(i)].requests
         else:
             outcomes = runs.all(pairs)
         for n, i in enumerate(todo):
@@ -147,11 +156,13 @@ def find_crossovers(
                 brackets[i][1] = mids[i]
             else:
                 brackets[i][0] = mids[i]
-            if not precision_target:  # run_to_target told each probe itself
+            if not target:  # run_to_target told each probe itself
                 runs.step(named(i))
     return [
-        Crossover(below, above, last, first, (c0, c1))
-        for (c0, c1, below, above), (last, first) in zip(found, brackets, strict=True)
+        Crossover(below, above, last, first, (c0, c1), tuple(sorted(reached_at.items())))
+        for (c0, c1, below, above), (last, first), reached_at in zip(
+            found, brackets, lengths, strict=True
+        )
     ]
 
 
@@ -166,6 +177,7 @@ def edge_rows(
     *,
     runs: Runs = SERIAL,
     precision_target: float = 0.0,
+    budget: Budget | None = None,
 ) -> pd.DataFrame:
     """Every setting at both sides of each crossover that is not a grid point, as rows of
     :func:`~simspec.studies.schedule.grid.recommend` (the runs a probe made there come from
@@ -175,6 +187,10 @@ def edge_rows(
     if not edges:
         return pd.DataFrame()
     label = "crossover edge: concurrency {}"
+    # under a precision target every setting at an edge starts at the length its probe
+    # reached there, so the edge's row ranks the two settings as the bisection did (QA: a probe
+    # at 2,688 requests put K=2 ahead, the edge's K=1 pair at 672 put it behind)
+    start = {c: n for x in crossovers for c, n in x.lengths}
     return recommend(
         deploy,
         method,
@@ -185,6 +201,8 @@ def edge_rows(
         runs=runs,
         label=label,
         precision_target=precision_target,
+        start=start,
+        budget=budget,
     )
 
 
@@ -294,13 +312,29 @@ def recommend_bands(
     ``runs`` is then told of each setting's run rather than of each concurrency."""
     check_size(deploy, grid, len(ks) + 1, requests_per_run)
     target = 0.0 if requests_per_run else precision_target
+    budget = Budget()  # MAX_TOTAL_REQUESTS over the grid, every probe and the edges
     runs = runs.cached()
     table = recommend(
-        deploy, method, ks, grid, requests_per_run, knob, runs=runs, precision_target=target
+        deploy,
+        method,
+        ks,
+        grid,
+        requests_per_run,
+        knob,
+        runs=runs,
+        precision_target=target,
+        budget=budget,
     )
     runs.grow(sum(probes(c1 - c0) + 2 for c0, c1, _, _ in changes(table)))
     crossovers = find_crossovers(
-        deploy, method, table, knob, requests_per_run, runs=runs, precision_target=target
+        deploy,
+        method,
+        table,
+        knob,
+        requests_per_run,
+        runs=runs,
+        precision_target=target,
+        budget=budget,
     )
     edges = edge_rows(
         deploy,
@@ -312,6 +346,7 @@ def recommend_bands(
         requests_per_run,
         runs=runs,
         precision_target=target,
+        budget=budget,
     )
     full = table.assign(point="grid")
     if len(edges):

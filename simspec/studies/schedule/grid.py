@@ -6,6 +6,8 @@ for a replayed trace all read them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
 from simspec.config import (
@@ -20,7 +22,7 @@ from simspec.errors import InputError
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.runs.keys import scenario_key
 from simspec.studies.schedule import NO_SCHEDULE
-from simspec.studies.to_precision import Pair, run_to_target
+from simspec.studies.to_precision import Budget, Pair, run_to_target
 
 # concurrencies the grid runs at
 DEFAULT_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -49,6 +51,8 @@ def recommend(
     runs: Runs = SERIAL,
     label: str = "concurrency {}",
     precision_target: float = 0.0,
+    start: Mapping[int, int] | None = None,
+    budget: Budget | None = None,
 ) -> pd.DataFrame:
     """Speedup of every value of ``knob`` (K, or ``tree_nodes`` for a tree's budget) at every
     concurrency (closed loop, the deployment's workload and seed), and the best value per
@@ -58,13 +62,26 @@ def recommend(
     iterations per request); one plain-decoding run per concurrency is the baseline of every
     setting there. ``runs`` is told of each concurrency done (``label``), in order.
 
-    ``precision_target`` > 0: each setting's speedup is measured until its 95 % interval is
-    within that share either side (:func:`~simspec.studies.to_precision.run_to_target`, as a
-    sweep's cells), against a plain-decoding run of the same length, which every setting of
-    that length shares; ``runs`` is then told of each setting's run (``label`` and its K)."""
-    if precision_target:
+    ``precision_target`` > 0 (and no ``requests_per_run``, which fixes the length): each
+    setting's speedup is measured until its 95 % interval is within that share either side
+    (:func:`~simspec.studies.to_precision.run_to_target`, as a sweep's cells), every setting
+    of a concurrency at one length (the longest any of them needs, from ``start``'s length
+    there or the floor) against one plain-decoding run of that length, so the best setting is
+    picked among like runs; the deployment's stated requests and turnovers give way to it, and
+    ``budget`` bounds the new requests; ``runs`` is then told of each setting's run (``label``
+    and its K)."""
+    if precision_target and not requests_per_run:
         return _to_precision(
-            deploy, method, ks, concurrencies, knob, precision_target, runs=runs, label=label
+            deploy,
+            method,
+            ks,
+            concurrencies,
+            knob,
+            precision_target,
+            runs=runs,
+            label=label,
+            start=start or {},
+            budget=budget or Budget(),
         )
     rows = []
     common = deploy.model_dump(exclude={"workload"})
@@ -115,9 +132,12 @@ def _to_precision(
     *,
     runs: Runs,
     label: str,
+    start: Mapping[int, int],
+    budget: Budget,
 ) -> pd.DataFrame:
     """:func:`recommend` with each setting's speedup measured to ``target``: one pair per
-    setting and concurrency (the setting's run, plain decoding's of the same length)."""
+    setting and concurrency (the setting's run, plain decoding's of the same length), the
+    pairs of a concurrency run to one length."""
     common = deploy.model_dump(exclude={"workload"})
     plain = setting(method, knob, 0)
     pairs = []
@@ -133,6 +153,9 @@ def _to_precision(
         target,
         runs,
         lambda key: f"{label.format(key.split(':')[0])} {knob}={key.split(':')[1]}",
+        budget,
+        group=lambda p: p.concurrency,
+        start={p.key: start.get(p.concurrency, 0) for p in pairs},
     )
     rows = []
     for c in concurrencies:
