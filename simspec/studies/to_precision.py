@@ -27,6 +27,7 @@ from simspec.config import MAX_TOTAL_REQUESTS, Scenario
 from simspec.engine import intervals, window
 from simspec.engine.metrics import RunSummary
 from simspec.studies.runs import Runs
+from simspec.studies.runs.keys import scenario_key
 
 
 def paired_half_width(run: RunSummary, base: RunSummary | None) -> float:
@@ -127,7 +128,9 @@ def run_to_target(
         # the longest runs first, so the pool's workers finish together: low concurrency (most
         # iterations per request), then the most requests
         order = sorted(texts, key=lambda t: (texts[t][0], -texts[t][1]))
-        summaries = dict(zip(order, runs.all(order), strict=True))
+        told = _Told(runs, active, length, label)
+        summaries = dict(zip(order, runs.all(order, on_result=told), strict=True))
+        told.rest()
         wanted: dict[Hashable, int] = {}  # each group's next length, where one asks for more
         for p in active:
             n = length[p.key]
@@ -135,7 +138,6 @@ def run_to_target(
             base = summaries[with_length(p.base, n)] if p.base is not None else None
             half = paired_half_width(run, base)
             reached[p.key] = Reached(run, base, n, half)
-            runs.step(f"{label(p.key)} n={n}")
             if half <= target or n >= window.cap_requests(p.concurrency):
                 continue
             g = key_of(p)
@@ -145,3 +147,41 @@ def run_to_target(
             length[p.key] = wanted[key_of(p)]
         first = False
     return reached
+
+
+class _Told:
+    """Tells ``runs`` of each pair of a round once both its runs are in (an ``on_result`` for
+    :meth:`Runs.all`, which sees fresh runs as they finish), so a progress bar moves through a
+    round instead of jumping at its end; :meth:`rest` tells the pairs whose runs were at hand
+    (cache or memo). One step per pair per round, whatever the order runs finish in."""
+
+    def __init__(
+        self, runs: Runs, pairs: list[Pair], length: dict[str, int], label: Callable[[str], str]
+    ) -> None:
+        self.runs = runs
+        self.names: dict[str, str] = {}
+        self.pending: dict[str, set[str]] = {}
+        self.told: set[str] = set()
+        for p in pairs:
+            n = length[p.key]
+            texts = [p.run] if p.base is None else [p.run, p.base]
+            keys = {scenario_key(with_length(t, n)) for t in texts}
+            self.pending[p.key] = {k for k in keys if not runs.holds(k)}
+            self.names[p.key] = f"{label(p.key)} n={n}"
+
+    def __call__(self, key: str, _: object) -> None:
+        for pair, left in self.pending.items():
+            if key in left:
+                left.discard(key)
+                if not left:
+                    self._tell(pair)
+
+    def rest(self) -> None:
+        """Every run of the round is in: tell the pairs not told yet, in order."""
+        for pair in self.pending:
+            self._tell(pair)
+
+    def _tell(self, pair: str) -> None:
+        if pair not in self.told:
+            self.told.add(pair)
+            self.runs.step(self.names[pair])
