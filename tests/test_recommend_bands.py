@@ -228,3 +228,27 @@ def test_the_edges_rank_the_two_settings_as_their_probe_did():
         assert first[f"speedup_k{x.above}"] > first[f"speedup_k{x.below}"]
     edges = rec.table[rec.table.point == "crossover"]
     assert len(edges) and (edges.loss_pct == 0).all() and (edges.best_k == edges.scheduled_k).all()
+
+
+def test_a_sweep_files_precision_target_is_recommends_too(tmp_path):
+    """QA: a --config file with a sweep's precision_target was refused as no deployment
+    field, with a hint naming that very field; recommend reads it as its flag, and a fixed
+    length beside it in the file is refused, as in a sweep's file."""
+    aimed = tmp_path / "aimed.yaml"
+    aimed.write_text(
+        "workload: {lengths_from: null, prompt: {mean: 64}, output: {mean: 32}}\n"
+        "method: {name: eagle3, k: 1, acceptance: {alpha: 0.7}}\nprecision_target: 0.05\n"
+    )
+    args = ["recommend", "--config", str(aimed), "--concurrencies", "4", "--k-max", "1"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "measured to ±5 % (--precision-target" in " ".join(result.output.split())
+    both = tmp_path / "both.yaml"
+    both.write_text(aimed.read_text().replace("mean: 32}", "mean: 32}, turnovers: 8"))
+    bad = runner.invoke(app, ["recommend", "--config", str(both)])
+    assert bad.exit_code == 2 and "precision_target" in bad.output
+    assert "exclude each other" in " ".join(bad.output.split())
+    wide = tmp_path / "wide.yaml"
+    wide.write_text("method: {name: eagle3}\nprecision_target: 0.9\n")
+    bad = runner.invoke(app, ["recommend", "--config", str(wide)])
+    assert bad.exit_code == 2 and "precision_target" in bad.output and "0.5" in bad.output

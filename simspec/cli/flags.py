@@ -182,14 +182,22 @@ class DeploymentFlags(MethodFlags, SchedulerFlags, ServingFlags):
         return self._deployment(self._scenario(config))
 
     def planned(
-        self, config: Path | None, names: list[str] | None, default: list[str], flag: str
+        self,
+        config: Path | None,
+        names: list[str] | None,
+        default: list[str],
+        flag: str,
+        study_keys: tuple[str, ...] = (),
     ) -> tuple[Deployment, list[MethodConfig]]:
         """The deployment, and the methods to run on it (:meth:`MethodFlags.chosen`: the
-        file's, unless ``names`` from ``flag`` or --speculative-config replace them)."""
+        file's, unless ``names`` from ``flag`` or --speculative-config replace them).
+        ``study_keys``: a study's own fields the command reads from the file itself (recommend's
+        precision_target), not a deployment's; any other stays an error naming it."""
         data = self._scenario(config)
         dataset = preset_dataset(data.get("workload"), self.dataset)
         methods = self.chosen(data, names, default, dataset, flag)
-        return self._deployment(data), [MethodConfig(**m) for m in methods]
+        rest = {k: v for k, v in data.items() if k not in study_keys}
+        return self._deployment(rest), [MethodConfig(**m) for m in methods]
 
     def _scenario(self, config: Path | None, replay: bool = False) -> dict[str, Any]:
         """The scenario file's fields with the deployment flags on top; ``replay``: the

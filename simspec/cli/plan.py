@@ -746,7 +746,8 @@ def recommend(
         base.name, deploy.scheduler.max_num_seqs, load_gpu(deploy.gpu)
     )
     grid = grid_within(grid, max_batch, deploy.engine, base.name, grid_flag)
-    target = _recommend_target(precision_target, deploy)
+    file_target = read_config(config).get("precision_target") if config is not None else None
+    target = _recommend_target(precision_target, deploy, file_target)
     with (
         progress_bar("simulating", total=len(grid)) as bar,
         study_runs(where, workers, progress=bar) as runs,
@@ -976,18 +977,32 @@ def file_grid(config: Path | None) -> tuple[str, str] | None:
     return "batch_sizes", ",".join(str(v) for v in sizes)
 
 
-def _recommend_target(given: float | None, deploy: Deployment) -> float:
-    """recommend's precision target: ``--precision-target`` (0: the fixed length), else 0
-    where the --config file states workload.requests or workload.turnovers (that fixed
-    length), else the default. On the command line the flag replaces the file's fixed length,
-    as in a sweep (sweep_flags.run_length)."""
-    if given is None:
-        fixed = bool({"requests", "turnovers"} & deploy.workload.model_fields_set)
+def _recommend_target(given: float | None, deploy: Deployment, in_file: Any = None) -> float:
+    """recommend's precision target: ``--precision-target`` (0: the fixed length), else the
+    --config file's ``precision_target`` (a sweep's field), else 0 where the file states
+    workload.requests or workload.turnovers (that fixed length), else the default. On the
+    command line the flag replaces the file's fixed length, as in a sweep
+    (sweep_flags.run_length); in the file the two exclude each other, as in a sweep's
+    (SweepConfig)."""
+    fixed = bool({"requests", "turnovers"} & deploy.workload.model_fields_set)
+    if given is None and in_file is None:
         return 0.0 if fixed else DEFAULT_PRECISION_TARGET
+    where, value = (
+        ("--precision-target", given) if given is not None else ("precision_target", in_file)
+    )
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(where, f"must be a number (got {value!r})")
     try:
-        return check_precision_target(given)
+        target = check_precision_target(float(value))
     except ValueError as e:
-        raise InputError("--precision-target", f"{e} (got {given:g})") from None
+        raise InputError(where, f"{e} (got {value:g})") from None
+    if given is None and fixed and target:
+        raise InputError(
+            "precision_target",
+            "a fixed length (workload.requests or workload.turnovers) and a precision target "
+            "exclude each other in a --config file: give one",
+        )
+    return target
 
 
 def _scheduled_method(
@@ -996,7 +1011,7 @@ def _scheduled_method(
     """The deployment and the one speculative method recommend schedules: --method (in its
     preset), else --speculative-config, else the file's, else EAGLE-3; the method flags on top."""
     names = [method] if method is not None else None
-    deploy, chosen = flags.planned(config, names, ["eagle3"], flag)
+    deploy, chosen = flags.planned(config, names, ["eagle3"], flag, ("precision_target",))
     drafting = [m for m in chosen if m.name != "autoregressive"]
     if len(drafting) != 1:
         raise InputError(
