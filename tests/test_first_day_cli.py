@@ -468,6 +468,16 @@ def test_nan_for_a_ranged_flag_says_it_is_no_number():
     assert nan_named(count, ["sweep", "--k", "nan"]) == (
         "Invalid value for '--k': must be a whole number, not NaN"
     )
+    # an option with two names, given by either (QA: --max-num-seqs nan kept pydantic's text)
+    two = (
+        "Invalid value for '--max-num-seqs' / '--max-running-requests': Input should be a "
+        "valid integer, unable to parse string as an integer"
+    )
+    for argv in (["recommend", "--max-num-seqs", "nan"], ["plan", "--max-running-requests=nan"]):
+        assert nan_named(two, argv) == (
+            "Invalid value for '--max-num-seqs' / '--max-running-requests': must be a whole "
+            "number, not NaN"
+        )
 
 
 def test_a_concurrency_grid_below_one_says_the_range():
