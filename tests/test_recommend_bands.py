@@ -87,6 +87,8 @@ def test_recommend_cli_takes_the_files_method_and_writes_the_bisected_schedule(t
     edges = table[table.point == "crossover"]
     assert len(edges) == 2 and ((1 < edges.concurrency) & (edges.concurrency < 64)).all()
     assert {"scheduled_k", "loss_pct"} <= set(table.columns)
+    # each row's run length: the file's 8 turnovers of the batch at 64
+    assert table.set_index("concurrency").requests[64] == 8 * 64
     bands = json.loads(js.read_text())["num_speculative_tokens_per_batch_size"]
     assert [b[1] for b in bands[:-1]] == [int(edges.concurrency.min())]
     assert "loss_at_start_pct" in result.output
@@ -192,6 +194,9 @@ def test_under_a_precision_target_each_speedup_and_probe_runs_to_it_and_the_edge
     lengths = [(int(m.group(1)), int(m.group(2))) for m in ran if m]
     assert all(window.floor_requests(c) <= n <= window.cap_requests(c) for c, n in lengths)
     assert max(n for c, n in lengths if c == 64) < 64 * 64
+    # the table says the one length each concurrency's settings ran at
+    for c, n in zip(rec.table.concurrency, rec.table.requests, strict=True):
+        assert (int(c), int(n)) in lengths
     assert sum(label.startswith("concurrency ") for label in told.labels) >= 4
     assert sum(label.startswith("crossover k=") for label in told.labels) <= probes(63)
 

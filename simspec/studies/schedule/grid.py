@@ -56,7 +56,8 @@ def recommend(
 ) -> pd.DataFrame:
     """Speedup of every value of ``knob`` (K, or ``tree_nodes`` for a tree's budget) at every
     concurrency (closed loop, the deployment's workload and seed), and the best value per
-    concurrency in ``best_k`` (0 when nothing beats plain decoding). Every concurrency's runs
+    concurrency in ``best_k`` (0 when nothing beats plain decoding), and the requests each run
+    there measured (``requests``). Every concurrency's runs
     go to ``runs`` at once (a pool stays busy to the end, instead of waiting at each
     concurrency for its slowest run), lowest concurrency first (the longest runs: most
     iterations per request); one plain-decoding run per concurrency is the baseline of every
@@ -111,7 +112,7 @@ def recommend(
         row: dict[str, float] = {"concurrency": c}
         for k, s in zip(ks, summaries, strict=True):
             row[f"speedup_k{k}"] = s.throughput_tok_s / base.throughput_tok_s
-        rows.append(_best(row, ks))
+        rows.append(_best(row, ks) | {"requests": base.requests})
     return pd.DataFrame(rows)
 
 
@@ -164,7 +165,8 @@ def _to_precision(
             r = reached[f"{c}:{k}"]
             assert r.base is not None  # every pair has its baseline
             row[f"speedup_k{k}"] = r.run.throughput_tok_s / r.base.throughput_tok_s
-        rows.append(_best(row, ks))
+        # every setting of a concurrency ran at one length (run_to_target's group)
+        rows.append(_best(row, ks) | {"requests": reached[f"{c}:{ks[0]}"].requests})
     return pd.DataFrame(rows)
 
 
