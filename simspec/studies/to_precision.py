@@ -113,12 +113,15 @@ def run_to_target(
     active = pairs
     first = True
     while active:
+        # each pair's scenarios at this round's length (its run's, then its baseline's), once
+        sized = {
+            p.key: [with_length(t, length[p.key]) for t in (p.run, p.base) if t is not None]
+            for p in active
+        }
         texts: dict[str, tuple[int, int]] = {}  # scenario -> (concurrency, measured requests)
         for p in active:
-            n = length[p.key]
-            texts[with_length(p.run, n)] = (p.concurrency, n)
-            if p.base is not None:
-                texts[with_length(p.base, n)] = (p.concurrency, n)
+            for text in sized[p.key]:
+                texts[text] = (p.concurrency, length[p.key])
         more = sum(n for _, n in texts.values())
         if not first and more > budget.left:
             break
@@ -128,14 +131,14 @@ def run_to_target(
         # the longest runs first, so the pool's workers finish together: low concurrency (most
         # iterations per request), then the most requests
         order = sorted(texts, key=lambda t: (texts[t][0], -texts[t][1]))
-        told = _Told(runs, active, length, label)
+        told = _Told(runs, sized, {p.key: f"{label(p.key)} n={length[p.key]}" for p in active})
         summaries = dict(zip(order, runs.all(order, on_result=told), strict=True))
         told.rest()
         wanted: dict[Hashable, int] = {}  # each group's next length, where one asks for more
         for p in active:
             n = length[p.key]
-            run = summaries[with_length(p.run, n)]
-            base = summaries[with_length(p.base, n)] if p.base is not None else None
+            run, *rest = (summaries[text] for text in sized[p.key])
+            base = rest[0] if rest else None
             half = paired_half_width(run, base)
             reached[p.key] = Reached(run, base, n, half)
             if half <= target or n >= window.cap_requests(p.concurrency):
@@ -155,19 +158,15 @@ class _Told:
     round instead of jumping at its end; :meth:`rest` tells the pairs whose runs were at hand
     (cache or memo). One step per pair per round, whatever the order runs finish in."""
 
-    def __init__(
-        self, runs: Runs, pairs: list[Pair], length: dict[str, int], label: Callable[[str], str]
-    ) -> None:
+    def __init__(self, runs: Runs, sized: dict[str, list[str]], names: dict[str, str]) -> None:
+        """``sized``: each pair's scenarios this round; ``names``: each pair's label."""
         self.runs = runs
-        self.names: dict[str, str] = {}
-        self.pending: dict[str, set[str]] = {}
+        self.names = names
         self.told: set[str] = set()
-        for p in pairs:
-            n = length[p.key]
-            texts = [p.run] if p.base is None else [p.run, p.base]
-            keys = {scenario_key(with_length(t, n)) for t in texts}
-            self.pending[p.key] = {k for k in keys if not runs.holds(k)}
-            self.names[p.key] = f"{label(p.key)} n={n}"
+        self.pending = {
+            pair: {key for key in map(scenario_key, texts) if not runs.holds(key)}
+            for pair, texts in sized.items()
+        }
 
     def __call__(self, key: str, _: object) -> None:
         for pair, left in self.pending.items():
