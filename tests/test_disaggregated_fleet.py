@@ -467,3 +467,39 @@ def test_vllms_decode_instance_samples_the_first_token_itself():
         gaps[engine] = (q.first_token_s - q.kv_landed_s).to_numpy()
     assert gaps["vllm"].min() > 0.001  # a step after the landing, at least
     assert gaps["trtllm"].min() == 0.0  # an idle instance takes it as it lands
+
+
+@pytest.mark.parametrize("states", [(), ("pd_prealloc_before_prefill", "pd_pull_after_admission")])
+def test_an_engine_stating_no_order_or_both_is_refused_not_run_in_another(monkeypatch, states):
+    """Review: an engine profile with pd_disaggregation but neither order (or both) ran the
+    old land-then-route order (or SGLang's) without a word; vllm-v0 inherited V1's connector
+    order, which V0 never ran."""
+    from simspec.catalog.hardware import EngineProfile
+    from simspec.engine.build import PD_ORDERS
+
+    own = EngineProfile.flag
+
+    def flag(self, key):
+        return key in states if key in PD_ORDERS else own(self, key)
+
+    monkeypatch.setattr(EngineProfile, "flag", flag)
+    with pytest.raises(InputError) as e:
+        setup_replica(Scenario(disaggregation_mode="decode"))
+    assert e.value.field == "engine" and "exactly one order" in e.value.message
+    monkeypatch.undo()
+    with pytest.raises(InputError) as e:
+        setup_replica(Scenario(engine="vllm-v0", disaggregation_mode="decode"))
+    assert e.value.field == "disaggregation_mode" and "vllm-v0" in e.value.message
+
+
+def test_a_replica_holding_nothing_that_cannot_place_a_request_still_raises(monkeypatch):
+    """Review: the 'could not place any request' error is waited out only while blocks are
+    held for KV on its way (a prefill instance's unsent requests, a decode instance's
+    preallocated ones); a replica holding none must still say it is stuck, not spin."""
+    from simspec.engine.scheduler import ScheduledBatch, Scheduler
+    from simspec.engine.simulation import simulate
+
+    none = np.zeros(0, dtype=np.int64)
+    monkeypatch.setattr(Scheduler, "schedule", lambda self: ScheduledBatch(none, none, none, none))
+    with pytest.raises(ScenarioError, match="could not place any request"):
+        simulate(Scenario(workload=WorkloadConfig(concurrency=2, requests=4, lengths_from=None)))

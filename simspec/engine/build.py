@@ -45,6 +45,11 @@ from simspec.engine.speculators.lookup import LookupSpeculator
 from simspec.engine.workload import generate_requests
 from simspec.errors import InputError, ScenarioError
 
+# the orders a disaggregated deployment runs its prefill and KV transfer in, one per engine
+# (engines.yaml): SGLang's decode instance preallocates first, vLLM's and TRT-LLM's pull after
+# admitting (simspec.engine.disaggregation)
+PD_ORDERS = ("pd_prealloc_before_prefill", "pd_pull_after_admission")
+
 
 def deployed_engine(sc: Deployment) -> EngineProfile:
     """The deployment's engine profile as its scheduler settings run it (async scheduling)."""
@@ -261,6 +266,16 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
             "deployment (engines.yaml pd_disaggregation: vllm, sglang and trtllm do): use "
             "disaggregation_mode null, or one of those engines",
         )
+    if sc.disaggregation_mode == "decode":
+        orders = [f for f in PD_ORDERS if engine.flag(f)]
+        if len(orders) != 1:  # either order or none would run one the engine does not state
+            raise InputError(
+                "engine",
+                f"engine {engine.id} states "
+                + (" and ".join(orders) if orders else "neither " + " nor ".join(PD_ORDERS))
+                + ": a disaggregated deployment runs exactly one order of prefill and KV "
+                "transfer (engines.yaml)",
+            )
     check_dp_attention(sc.dp, engine.id, engine.dp_attention, target)
     check_linear_layers(target, sc.engine, sc.dp)
     cost = build_cost_model(sc, target)

@@ -218,6 +218,7 @@ def simulate_disaggregated(
     decodes: list[Replica | None] = list(built[n_pre:])
     to_prefill = Router(cfg, prefills, len(specs))  # the router's kind and seed are cfg's
     to_decode = Router(cfg, decodes, len(specs), stream=ROUTER_STREAM + 1)
+    engine = setups[0].speculator.engine  # one engine across the fleet (FleetConfig)
     sender = KvSender(
         len(specs),
         n_pre,
@@ -225,11 +226,13 @@ def simulate_disaggregated(
         setups[0].memory.kv_bytes_per_token,
         pool.kv_transfer_gbps,
         pool.kv_transfer_latency_ms / 1e3,
-        per_chunk=setups[0].speculator.engine.flag("kv_send_per_chunk"),
+        per_chunk=engine.flag("kv_send_per_chunk"),
     )
     landed = np.full(len(specs), np.nan)
     placed_pre = np.full(len(specs), -1, dtype=np.int64)
-    placed_dec = sender.receiver  # the decode instance of each request, once picked
+    # the decode instance of each request, once picked: the sender's own array, so writing it
+    # also picks the decode instance's link that the request's KV shares
+    placed_dec = sender.receiver
 
     def transfer(j: int, rid: int) -> Generator[simpy.Event, None, None]:
         yield env.timeout(sender.delay(j, rid, env.now, int(specs.prompt_len[rid])))
@@ -243,7 +246,6 @@ def simulate_disaggregated(
         to_decode.outstanding[j] += 1
         built[n_pre + j].arrive(rid)
 
-    engine = setups[-1].speculator.engine
     prealloc_first = engine.flag("pd_prealloc_before_prefill")
     pull_when_admitted = not prealloc_first and engine.flag("pd_pull_after_admission")
 
