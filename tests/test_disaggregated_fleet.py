@@ -472,8 +472,7 @@ def test_vllms_decode_instance_samples_the_first_token_itself():
 @pytest.mark.parametrize("states", [(), ("pd_prealloc_before_prefill", "pd_pull_after_admission")])
 def test_an_engine_stating_no_order_or_both_is_refused_not_run_in_another(monkeypatch, states):
     """Review: an engine profile with pd_disaggregation but neither order (or both) ran the
-    old land-then-route order (or SGLang's) without a word; vllm-v0 inherited V1's connector
-    order, which V0 never ran."""
+    old land-then-route order (or SGLang's) without a word."""
     from simspec.catalog.hardware import EngineProfile
     from simspec.engine.build import PD_ORDERS
 
@@ -486,10 +485,6 @@ def test_an_engine_stating_no_order_or_both_is_refused_not_run_in_another(monkey
     with pytest.raises(InputError) as e:
         setup_replica(Scenario(disaggregation_mode="decode"))
     assert e.value.field == "engine" and "exactly one order" in e.value.message
-    monkeypatch.undo()
-    with pytest.raises(InputError) as e:
-        setup_replica(Scenario(engine="vllm-v0", disaggregation_mode="decode"))
-    assert e.value.field == "disaggregation_mode" and "vllm-v0" in e.value.message
 
 
 def test_a_replica_holding_nothing_that_cannot_place_a_request_still_raises(monkeypatch):
