@@ -356,14 +356,17 @@ def test_recommend_refuses_a_files_open_loop_workload(tmp_path):
     assert result.exit_code == 2 and "workload.arrival" in result.output
 
 
-def test_recommend_says_to_serve_without_speculation_when_it_never_pays():
+def test_recommend_says_to_serve_without_speculation_when_it_never_pays(tmp_path):
     """At a tiny α every band is K = 0: a config that loads a draft never to run it is not
     the answer (QA)."""
     args = ["recommend", "--method", "eagle3", "--alpha", "0.05", "--concurrencies", "1"]
-    result = runner.invoke(app, [*args, "--k-max", "1"])
+    result = runner.invoke(app, [*args, "--k-max", "1", "--out", str(tmp_path / "r.csv")])
     assert result.exit_code == 0, result.output
     assert "--speculative-config '" not in result.output
     assert "serve without a --speculative-config" in result.output
+    # plain decoding is the best there, its speedup exactly 1 (no interval)
+    row = pd.read_csv(tmp_path / "r.csv").iloc[0]
+    assert row.best_k == 0 and row.best_speedup_ci_low == row.best_speedup_ci_high == 1.0
 
 
 def test_policy_refuses_bands_and_bounds_its_engine_or_loop_never_reaches(tmp_path):

@@ -199,6 +199,13 @@ def test_under_a_precision_target_each_speedup_and_probe_runs_to_it_and_the_edge
         assert (int(c), int(n)) in lengths
     assert sum(label.startswith("concurrency ") for label in told.labels) >= 4
     assert sum(label.startswith("crossover k=") for label in told.labels) <= probes(63)
+    # each row's best speedup comes with its interval, within the target (or at the cap)
+    for _, row in rec.table.iterrows():
+        low, high = row.best_speedup_ci_low, row.best_speedup_ci_high
+        assert low < row.best_speedup < high
+        assert (high - low) / 2 / row.best_speedup <= 0.05 or row.requests == window.cap_requests(
+            int(row.concurrency)
+        )
 
 
 def test_recommend_precision_target_flag_checks_its_range_and_replaces_a_files_length(tmp_path):

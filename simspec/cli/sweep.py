@@ -25,7 +25,14 @@ from simspec.cli.common import (
 )
 from simspec.cli.flags import with_flags
 from simspec.cli.sweep_flags import SweepFlags
-from simspec.cli.tables import check_suffix, print_frame, safe_title, table_width, write_frame
+from simspec.cli.tables import (
+    check_suffix,
+    print_frame,
+    safe_title,
+    table_width,
+    with_interval,
+    write_frame,
+)
 from simspec.engine import window
 from simspec.errors import InputError
 from simspec.outputs import check_writable, existing_regular
@@ -382,7 +389,7 @@ def _print_speedups(
         half = (frame.speedup_ci_high - frame.speedup_ci_low) / 2
     else:  # a table without intervals
         half = pd.Series(float("nan"), index=frame.index)
-    cells = [_with_interval(v, h) for v, h in zip(frame.speedup, half, strict=True)]
+    cells = [with_interval(v, h) for v, h in zip(frame.speedup, half, strict=True)]
     speedup = frame.assign(label=labels, cell=cells).pivot_table(
         index="batch_size", columns="label", values="cell", sort=False, aggfunc="first"
     )[order]
@@ -418,13 +425,6 @@ def _axes(point: SweepConfig, grid: dict[str, list]) -> str:
     shown_as = {"seed": "seed {}", "temperature": "T={}", "top_p": "top-p={}"}
     parts = [shown_as[a].format(getattr(point, a)) for a in shown_as if a in grid]
     return "".join(f", {p}" for p in parts)
-
-
-def _with_interval(value: float, half: float) -> str:
-    """``1.33x ±0.01``; the plain value where the interval is undefined (or exact)."""
-    if not half == half or half == 0:  # NaN: too few requests for sections
-        return f"{value:.2f}x"
-    return f"{value:.2f}x ±{half:.2f}"
 
 
 def _print_models(cfg: SweepConfig) -> None:

@@ -164,6 +164,14 @@ def number(v: float) -> str:
     return text
 
 
+def with_interval(value: float, half: float) -> str:
+    """A speedup and half its 95 % interval, ``1.33x ±0.01``; the plain value where the
+    interval is undefined (too few requests for sections) or exact (plain decoding's)."""
+    if not half == half or half == 0:
+        return f"{value:.2f}x"
+    return f"{value:.2f}x ±{half:.2f}"
+
+
 def floor_share(v: float, digits: int = 4) -> float:
     """A share rounded down to ``digits`` decimals, so a table rounding it never shows 1 for
     less than all (0.99953 -> 0.9995)."""

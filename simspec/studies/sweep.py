@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
@@ -39,7 +38,7 @@ from simspec.config import (
     WorkloadConfig,
     check_precision_target,
 )
-from simspec.engine import intervals, window
+from simspec.engine import window
 from simspec.engine.load_policy import LoadPolicy
 from simspec.engine.metrics import RunSummary
 from simspec.engine.speculators import known_method
@@ -50,7 +49,7 @@ from simspec.studies.provenance import PROVENANCE_COLUMNS, provenance
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.runs.job import check_runnable
 from simspec.studies.runs.keys import scenario_key
-from simspec.studies.to_precision import Pair, run_to_target
+from simspec.studies.to_precision import Pair, paired_interval, run_to_target
 
 # grid axes whose values name catalog entries: resolved when the grid expands, so a name the
 # catalog does not know is refused as the grid's before any cell runs
@@ -631,15 +630,9 @@ def _results_frame(
 
 
 def speedup_interval(base: RunSummary, run: RunSummary) -> dict[str, float]:
-    """95 % interval of ``run``'s speedup over ``base``. Both closed loops at one concurrency
-    measure the same requests (one seed, one workload), so their per-section latencies pair
-    (Little's law: the speedup is the ratio of summed latencies); the baseline against itself
-    is exactly 1."""
-    if run is base:
-        return {"speedup_ci_low": 1.0, "speedup_ci_high": 1.0}
-    lo, hi = intervals.ratio_of_sums_interval(
-        np.array(base.section_e2e_s), np.array(run.section_e2e_s)
-    )
+    """95 % interval of ``run``'s speedup over ``base`` (:func:`paired_interval`), as the
+    table's columns."""
+    lo, hi = paired_interval(run, base)
     return {"speedup_ci_low": lo, "speedup_ci_high": hi}
 
 

@@ -30,18 +30,28 @@ from simspec.studies.runs import Runs
 from simspec.studies.runs.keys import scenario_key
 
 
+def paired_interval(run: RunSummary, base: RunSummary) -> tuple[float, float]:
+    """95 % interval of ``run``'s speedup over ``base``. Both closed loops at one concurrency
+    measure the same requests (one seed, one workload), so their per-section latencies pair
+    (Little's law: the speedup is the ratio of summed latencies); the baseline against itself
+    is exactly 1."""
+    if run is base:
+        return 1.0, 1.0
+    return intervals.ratio_of_sums_interval(
+        np.array(base.section_e2e_s), np.array(run.section_e2e_s)
+    )
+
+
 def paired_half_width(run: RunSummary, base: RunSummary | None) -> float:
     """Half the 95 % interval of what a cell reports, over its value: ``run``'s speedup over
-    ``base`` (paired by sections, as the sweep's ``speedup_ci_*``), or with no ``base``, the
+    ``base`` (:func:`paired_interval`, the sweep's ``speedup_ci_*``), or with no ``base``, the
     run's own throughput (a study of the baseline alone). NaN where it is undefined."""
     if base is None:
         value = run.throughput_tok_s
         low, high = run.throughput_tok_s_ci_low, run.throughput_tok_s_ci_high
     else:
         value = run.throughput_tok_s / base.throughput_tok_s
-        low, high = intervals.ratio_of_sums_interval(
-            np.array(base.section_e2e_s), np.array(run.section_e2e_s)
-        )
+        low, high = paired_interval(run, base)
     return intervals.relative_half_width(low, high, value)
 
 

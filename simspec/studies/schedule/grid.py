@@ -18,11 +18,12 @@ from simspec.config import (
     Scenario,
     WorkloadConfig,
 )
+from simspec.engine.metrics import RunSummary
 from simspec.errors import InputError
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.runs.keys import scenario_key
 from simspec.studies.schedule import NO_SCHEDULE
-from simspec.studies.to_precision import Budget, Pair, run_to_target
+from simspec.studies.to_precision import Budget, Pair, paired_interval, run_to_target
 
 # concurrencies the grid runs at
 DEFAULT_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -109,18 +110,27 @@ def recommend(
     width = len(ks) + 1
     for i, c in enumerate(concurrencies):
         base, *summaries = flat[i * width : (i + 1) * width]
-        row: dict[str, float] = {"concurrency": c}
-        for k, s in zip(ks, summaries, strict=True):
-            row[f"speedup_k{k}"] = s.throughput_tok_s / base.throughput_tok_s
-        rows.append(_best(row, ks) | {"requests": base.requests})
+        rows.append(
+            _row(c, base, dict(zip(ks, summaries, strict=True))) | {"requests": base.requests}
+        )
     return pd.DataFrame(rows)
 
 
-def _best(row: dict[str, float], ks: list[int]) -> dict[str, float]:
-    """``row`` (a concurrency's speedups) with its best setting (0: none beats plain
-    decoding) and that speedup."""
-    best_k, best = max(((k, row[f"speedup_k{k}"]) for k in ks), key=lambda kv: kv[1])
-    return row | {"best_k": best_k if best > 1.0 else 0, "best_speedup": max(best, 1.0)}
+def _row(c: int, base: RunSummary, by_k: dict[int, RunSummary]) -> dict[str, float]:
+    """A concurrency's row: each setting's speedup over ``base``, the best setting (0: none
+    beats plain decoding), its speedup and that speedup's 95 % interval (paired with the
+    baseline's sections, as a sweep's ``speedup_ci_*``; plain decoding's is exactly 1)."""
+    row: dict[str, float] = {"concurrency": c}
+    for k, s in by_k.items():
+        row[f"speedup_k{k}"] = s.throughput_tok_s / base.throughput_tok_s
+    best_k, best = max(((k, row[f"speedup_k{k}"]) for k in by_k), key=lambda kv: kv[1])
+    low, high = paired_interval(by_k[best_k], base) if best > 1.0 else (1.0, 1.0)
+    return row | {
+        "best_k": best_k if best > 1.0 else 0,
+        "best_speedup": max(best, 1.0),
+        "best_speedup_ci_low": low,
+        "best_speedup_ci_high": high,
+    }
 
 
 def _to_precision(
@@ -160,13 +170,12 @@ def _to_precision(
     )
     rows = []
     for c in concurrencies:
-        row: dict[str, float] = {"concurrency": c}
-        for k in ks:
-            r = reached[f"{c}:{k}"]
-            assert r.base is not None  # every pair has its baseline
-            row[f"speedup_k{k}"] = r.run.throughput_tok_s / r.base.throughput_tok_s
-        # every setting of a concurrency ran at one length (run_to_target's group)
-        rows.append(_best(row, ks) | {"requests": reached[f"{c}:{ks[0]}"].requests})
+        # every setting of a concurrency ran at one length against one baseline run
+        # (run_to_target's group)
+        first = reached[f"{c}:{ks[0]}"]
+        assert first.base is not None  # every pair has its baseline
+        by_k = {k: reached[f"{c}:{k}"].run for k in ks}
+        rows.append(_row(c, first.base, by_k) | {"requests": first.requests})
     return pd.DataFrame(rows)
 
 
