@@ -128,15 +128,15 @@ def test_vllm_runs_the_prompt_chunks_in_the_decodes_first_draft_forward():
     """EagleProposer.propose runs one forward over every token the step scheduled: a step
     with prompt chunks reads the draft's weights once (QA: a 1B draft model paid ~1.4 ms a
     mixed step twice). SGLang's forward_draft_extend is a pass of its own."""
-    chunks, computed = np.array([2048]), np.array([0])
+    prompt = BatchShape.of(np.array([2048]), np.array([0]), 1, prefill=True)
     first = _step(64, 4, 3)  # 64 decoding sequences
     for method in ({"name": "eagle3"}, {"name": "draft_model", "draft_model": "llama-3.2-1b"}):
         vllm, _ = _spec("vllm", k=3, **method)
         sglang, _ = _spec("sglang", k=3, **method)
-        apart = vllm.prompt_s(chunks, computed)
-        merged = vllm.prompt_s(chunks, computed, first)
+        apart = vllm.prompt_s(prompt)
+        merged = vllm.prompt_s(prompt, first)
         assert 0 < merged < apart, method
-        assert sglang.prompt_s(chunks, computed, first) == sglang.prompt_s(chunks, computed)
+        assert sglang.prompt_s(prompt, first) == sglang.prompt_s(prompt)
 
 
 def test_eagle3_fuses_the_targets_features_on_its_first_pass_only_and_reads_a_2h_qkv():

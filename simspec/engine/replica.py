@@ -109,6 +109,10 @@ class Step:
     # requests whose prefill completed and sampled their first token
     first: np.ndarray
     made: int  # tokens the decoding sequences made (the sum of ``emitted``)
+    # the prompt chunks' tokens in KV before the step and their shape (logits at each
+    # chunk's last token), built once for the draft's prompt pass and the verify
+    # (:meth:`Replica._prompt`); None until one asks
+    prompt: tuple[np.ndarray, BatchShape] | None
 
 
 @dataclass(slots=True)
@@ -593,7 +597,7 @@ class Replica:
         # in field order (keywords to a class call cost a dict per iteration)
         return Step(
             self.env.now, batch, decoding, context_lens, context_sum, draft, proposed, widths,
-            0.0, 0.0, 0.0, _NO_IDS, _NO_IDS, _NO_IDS, 0,
+            0.0, 0.0, 0.0, _NO_IDS, _NO_IDS, _NO_IDS, 0, None,
         )  # fmt: skip
 
     def _propose_ahead(self) -> None:
@@ -639,9 +643,18 @@ class Replica:
         prompt = 0.0
         if len(prefilling):
             # with the decodes, whose first draft forward an engine may run the prompts in
-            computed = self.requests.computed[prefilling]
-            prompt = self.spec.prompt_s(step.batch.chunks, computed, drafting)
+            prompt = self.spec.prompt_s(self._prompt(step)[1], drafting)
         return self.spec.draft_s(drafting) + self._spec_overhead + prompt
+
+    def _prompt(self, step: Step) -> tuple[np.ndarray, BatchShape]:
+        """The step's prompt chunks: their tokens in KV before it, and their shape with
+        logits at each chunk's last token (the draft's prompt pass; the verify keeps logits
+        for the chunks that complete their prompt only), built on first use."""
+        if step.prompt is None:
+            chunks = step.batch.chunks
+            computed = self.requests.computed[step.batch.prefill]
+            step.prompt = computed, BatchShape.of(chunks, computed, len(chunks), prefill=True)
+        return step.prompt
 
     def _verify(self, step: Step) -> tuple[float, float, np.ndarray]:
         """Seconds of one target forward over the verify chains/trees and the prefill chunks
@@ -672,10 +685,10 @@ class Replica:
             verified = verified.expanded()
         prefill_done = _NO_IDS
         if len(prefilling):
-            computed = self.requests.computed[prefilling]
+            computed, prompt = self._prompt(step)
             prefill_done = prefilling[computed + chunks == self.requests.num_tokens(prefilling)]
             # a completed prompt needs logits for its last position (its first output token)
-            verified += BatchShape.of(chunks, computed, len(prefill_done), prefill=True)
+            verified += prompt.with_logits(len(prefill_done))
         if self._plain_target is not None:  # forward's fields as floats, summed in its order
             gemm, attention, lm_head, elementwise, comm, overhead = self._plain_target.parts(
                 verified.num_tokens, verified.logit_tokens, verified.num_seqs,

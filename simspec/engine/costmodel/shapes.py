@@ -74,6 +74,14 @@ class BatchShape:
             num_seqs, num_seqs * q, float(num_seqs * q * q), q * kv_sum, kv_sum, int(logit_tokens)
         )
 
+    def with_logits(self, logit_tokens: int) -> BatchShape:
+        """The same forward with ``logit_tokens`` rows of logits (the sums unchanged)."""
+        return BatchShape(
+            self.num_seqs, self.num_tokens, self.sum_q_sq, self.sum_q_kv, self.sum_kv,
+            logit_tokens, self.pre_seqs, self.pre_tokens, self.pre_q_sq, self.pre_q_kv,
+            self.pre_kv,
+        )  # fmt: skip
+
     def __add__(self, other: BatchShape) -> BatchShape:
         """Both batches in one forward. The sums are of token counts, so integers: a float64
         sum of them is exact (below 2**53), equal to summing the concatenated arrays."""

@@ -243,13 +243,12 @@ class Speculator:
         """The family's draft time, for a step with sequences and ``k > 0``."""
         return StepCost()
 
-    def prompt_s(
-        self, chunks: np.ndarray, computed: np.ndarray, decoding: DraftStep | None = None
-    ) -> float:
+    def prompt_s(self, prompt: BatchShape, decoding: DraftStep | None = None) -> float:
         """Seconds the draft spends on the prompt chunks the target prefills this step
-        (``computed``: each prompt's tokens already in KV): a drafter with a KV cache of its
-        own must hold every prompt token in it. None for drafters without one (heads on the
-        last hidden state, lookups). ``decoding``: the step's decoding sequences, whose first
+        (``prompt``: their shape, ``BatchShape.of(chunks, computed, len(chunks),
+        prefill=True)``, which the target's verify pass reads too): a drafter with a KV cache
+        of its own must hold every prompt token in it. None for drafters without one (heads
+        on the last hidden state, lookups). ``decoding``: the step's decoding sequences, whose first
         draft forward an engine that runs both in one pass (``draft_prompt_in_first_pass``)
         widens by the prompts instead of running them apart. See :meth:`EagleHead.prompt_s`."""
         return 0.0
@@ -257,16 +256,14 @@ class Speculator:
     def _prompt_pass_s(
         self,
         forward_s: Callable[[BatchShape, float | None], float],
-        chunks: np.ndarray,
-        computed: np.ndarray,
+        prompt: BatchShape,
         decoding: DraftStep | None,
     ) -> float:
         """:meth:`prompt_s` of a drafter whose pass over ``batch`` takes ``forward_s(batch,
         overhead_s)`` seconds: a forward of its own with no host time of its own, or, where the
         engine runs it in the decodes' first draft forward, what the prompts add to that."""
-        if len(chunks) == 0:
+        if prompt.num_seqs == 0:
             return 0.0
-        prompt = BatchShape.of(chunks, computed, len(chunks), prefill=True)
         merged = self.engine.flag("draft_prompt_in_first_pass")
         if decoding is not None and len(decoding.kv_tokens) and decoding.k and merged:
             first = self.first_shape(decoding)

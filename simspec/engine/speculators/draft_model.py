@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from simspec.catalog.models import load_model
 from simspec.config import MethodConfig
 from simspec.engine.costmodel import BatchShape, StepCost
@@ -48,9 +46,7 @@ class DraftModel(Speculator):
             total = total.plus(self.cost.forward(self.draft, later, overhead_s=over), times=k - 1)
         return total
 
-    def prompt_s(
-        self, chunks: np.ndarray, computed: np.ndarray, decoding: DraftStep | None = None
-    ) -> float:
+    def prompt_s(self, prompt: BatchShape, decoding: DraftStep | None = None) -> float:
         """The draft model prefills every prompt chunk the target does, into its own KV
         cache (as :meth:`EagleHead.prompt_s`: vLLM's draft-model proposer runs its first
         forward over the step's scheduled tokens, the ``decoding`` sequences' included; SGLang's
@@ -61,7 +57,7 @@ class DraftModel(Speculator):
             o = over if overhead_s is None else overhead_s
             return self.cost.forward(self.draft, batch, overhead_s=o).total_s
 
-        return self._prompt_pass_s(forward_s, chunks, computed, decoding)
+        return self._prompt_pass_s(forward_s, prompt, decoding)
 
     def extra_weight_bytes(self) -> float:
         return self._params_bytes(self.draft.num_params)

@@ -143,9 +143,7 @@ class EagleHead(Speculator):
         o = first[5] + later[5] * times
         return g + a + lm + e + c + o
 
-    def prompt_s(
-        self, chunks: np.ndarray, computed: np.ndarray, decoding: DraftStep | None = None
-    ) -> float:
+    def prompt_s(self, prompt: BatchShape, decoding: DraftStep | None = None) -> float:
         """The head's pass over the step's prompt chunks, filling its KV cache with the
         prompt: vLLM's proposer runs its first forward over every token the target step
         scheduled, prompt chunks included (EagleProposer.propose, target_token_ids and
@@ -156,10 +154,7 @@ class EagleHead(Speculator):
         plain = self._plain_head()
         if plain is None:
             return self._prompt_pass_s(
-                lambda batch, over: self._step(batch, overhead_s=over).total_s,
-                chunks,
-                computed,
-                decoding,
+                lambda batch, over: self._step(batch, overhead_s=over).total_s, prompt, decoding
             )
 
         def step_s(batch: BatchShape, overhead_s: float | None) -> float:
@@ -174,7 +169,7 @@ class EagleHead(Speculator):
             )  # fmt: skip
             return g + a + lm + e + c + o
 
-        return self._prompt_pass_s(step_s, chunks, computed, decoding)
+        return self._prompt_pass_s(step_s, prompt, decoding)
 
     def _plain_head(self) -> PlainForward | None:
         """The head's forwards as plain floats (:meth:`CostModel.plain`), where this class's
