@@ -234,17 +234,29 @@ def simulate_disaggregated(
     # also picks the decode instance's link that the request's KV shares
     placed_dec = sender.receiver
 
+    def to_decode_instance(rid: int) -> bool:
+        """Hand ``rid`` to the decode instance the router over them picks now (which the
+        request's KV then shares a link with); False where that instance refuses it (it can
+        never fit there), which then holds nothing of it. The one place a request reaches a
+        decode instance, whichever order the engine runs (after its KV, before it, or before
+        its prefill)."""
+        d = to_decode.pick(rid)
+        to_decode.outstanding[d] += 1
+        placed_dec[rid] = d
+        built[n_pre + d].arrive(rid)
+        if decode_table.unfinishable[rid]:
+            placed_dec[rid] = -1
+            return False
+        return True
+
     def transfer(j: int, rid: int) -> Generator[simpy.Event, None, None]:
         yield env.timeout(sender.delay(j, rid, env.now, int(specs.prompt_len[rid])))
         landed[rid] = env.now
         built[j].release(rid)  # sent: the prefill instance frees the blocks it held
         if placed_dec[rid] >= 0:  # its blocks allocated there before the transfer
             built[n_pre + int(placed_dec[rid])].kv_landed(rid)
-            return
-        j = to_decode.pick(rid)
-        placed_dec[rid] = j
-        to_decode.outstanding[j] += 1
-        built[n_pre + j].arrive(rid)
+        else:
+            to_decode_instance(rid)
 
     prealloc_first = engine.flag("pd_prealloc_before_prefill")
     pull_when_admitted = not prealloc_first and engine.flag("pd_pull_after_admission")
@@ -260,12 +272,7 @@ def simulate_disaggregated(
             if pull_when_admitted and decode_table.output_len[rid] > 1:
                 # the decode instance takes the request now, and pulls its KV once it has
                 # allocated its blocks (start_transfer)
-                d = to_decode.pick(rid)
-                to_decode.outstanding[d] += 1
-                placed_dec[rid] = d
-                built[n_pre + d].arrive(rid)
-                if decode_table.unfinishable[rid]:  # refused there: its KV is never read
-                    placed_dec[rid] = -1
+                if not to_decode_instance(rid):  # refused there: its KV is never read
                     built[j].release(rid)
                 return
             env.process(transfer(j, rid))
@@ -306,7 +313,7 @@ def simulate_disaggregated(
         for replica in built[n_pre:]:
             replica.sched.awaits_kv = True
             replica.on_prealloc = start_prefill
-        routes = (to_prefill, to_decode, placed_pre, placed_dec, arrival)
+        routes = (to_prefill, placed_pre, arrival, to_decode_instance)
         env.process(_prealloc_arrivals(env, routes, built, n_pre, gaps, progress))
     else:
         env.process(route_arrivals(env, to_prefill, prefills, gaps, placed_pre, progress))
@@ -320,7 +327,9 @@ def simulate_disaggregated(
     )  # fmt: skip
 
 
-Routes = tuple[Router, Router, np.ndarray, np.ndarray, np.ndarray]
+# the router over the prefill instances, each request's prefill instance and arrival, and
+# the hand-over to a decode instance (simulate_disaggregated's to_decode_instance)
+Routes = tuple[Router, np.ndarray, np.ndarray, Callable[[int], bool]]
 
 
 def prealloc_slots(engine: EngineProfile, max_seqs: int, dp: int = 1) -> int | None:
@@ -356,7 +365,7 @@ def _prealloc_arrivals(
     mooncake/conn.py). A one-token output (the prefill's token is all of it) and a request a
     decode instance refuses go to the prefill instance at once, as elsewhere (the one-token
     output skipping the preallocation SGLang's decode server would make it wait for)."""
-    to_prefill, to_decode, placed_pre, placed_dec, arrival = routes
+    to_prefill, placed_pre, arrival, to_decode_instance = routes
     decode_table = built[n_pre].requests
     prefill_table = built[0].requests
     step = max(len(gaps) // 100, 1)
@@ -369,11 +378,8 @@ def _prealloc_arrivals(
         placed_pre[rid] = j
         to_prefill.outstanding[j] += 1
         if decode_table.output_len[rid] > 1 and not decode_table.unfinishable[rid]:
-            d = to_decode.pick(rid)
-            to_decode.outstanding[d] += 1
-            built[n_pre + d].arrive(rid)  # preallocated there now or later: start_prefill
-            if not decode_table.unfinishable[rid]:
-                placed_dec[rid] = d
+            # preallocated there now or later: start_prefill
+            if to_decode_instance(rid):
                 continue
             prefill_table.unfinishable[rid] = True  # refused by the decode instance
         built[j].arrive(rid)
