@@ -384,8 +384,13 @@ class Scheduler:
         """Whether the transfer queue's head may take a slot now."""
         if not self.awaits_kv or self.prealloc_slots is None:
             return len(self.running) < self.max_seqs
-        held = len(self.running) + len(self.preallocated) + len(self.landed)
-        return held < self.prealloc_slots
+        return self._holding() < self.prealloc_slots
+
+    def _holding(self) -> int:
+        """Requests a decode instance holds a slot for: running, preallocated (their KV on its
+        way) or landed (waiting for a running slot); SGLang counts its running batch,
+        transfer queue and waiting queue."""
+        return len(self.running) + len(self.preallocated) + len(self.landed)
 
     def kv_landed(self, rid: int) -> None:
         """The KV of preallocated request ``rid`` has arrived: it decodes from the next step
@@ -424,10 +429,7 @@ class Scheduler:
             single = int((np.minimum(r.output_len[rids], clip) + r.prompt_len[rids]).max())
             single -= retractable
         free = self.pool.free * self.block_size
-        # those preallocated (their KV on its way) and landed count as SGLang's transfer and
-        # waiting queues do
-        held = len(rids) + len(self.preallocated) + len(self.landed)
-        return free - max(reserve * held, single), retractable
+        return free - max(reserve * self._holding(), single), retractable
 
     def resume(self, rid: int) -> None:
         """A request that was decoding before the run started (its ``generated`` set): its KV
