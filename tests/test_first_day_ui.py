@@ -225,6 +225,28 @@ def test_recommend_k_tells_each_grid_concurrency_and_each_band_edge(monkeypatch)
     pd.testing.assert_frame_equal(sched.recommended.table, quiet.recommended.table)
 
 
+def test_recommend_k_on_the_page_measures_to_a_precision_target_as_the_cli(monkeypatch):
+    """issue 26: the page's schedule runs to the precision asked (the CLI's default ±2 %)
+    rather than the sidebar's fixed length, each row saying the requests it measured, and its
+    CSV says the target instead of the page's requests and turnovers."""
+    from simspec.engine import window
+
+    monkeypatch.setattr(grid, "DEFAULT_CONCURRENCIES", (2,))
+    page = inputs.ExplorerInputs(methods=["eagle3"], **SMALL)
+    fixed = runs.schedule(page, "eagle3", IN_PROCESS).recommended.table
+    aimed = runs.schedule(page, "eagle3", IN_PROCESS, 0.05).recommended.table
+    assert (fixed.requests == max(8, page.turnovers * 2)).all()  # the sidebar's length
+    assert (aimed.requests >= window.floor_requests(2)).all()
+    half = (aimed.best_speedup_ci_high - aimed.best_speedup_ci_low) / 2 / aimed.best_speedup
+    assert ((half <= 0.05) | (aimed.requests == window.cap_requests(2))).all()
+    text = downloads.schedule_csv(aimed, page, "eagle3", 0.05)
+    frame = pd.read_csv(io.StringIO(text))
+    assert (frame.precision_target == 0.05).all()
+    assert "requests_min" not in frame and "turnovers" not in frame
+    plain = pd.read_csv(io.StringIO(downloads.schedule_csv(fixed, page, "eagle3")))
+    assert "precision_target" not in plain and (plain.requests_min == 8).all()
+
+
 # -- the page, headless, on a small what-if ---------------------------------------------------
 @pytest.fixture
 def small_page(monkeypatch):

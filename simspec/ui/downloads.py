@@ -99,9 +99,12 @@ def results_csv(summary: pd.DataFrame, inp: ExplorerInputs) -> str:
     return with_scenario(frame, inp).to_csv(index=False, float_format="%.6g")
 
 
-def schedule_csv(table: pd.DataFrame, inp: ExplorerInputs, method: str) -> str:
+def schedule_csv(
+    table: pd.DataFrame, inp: ExplorerInputs, method: str, precision_target: float = 0.0
+) -> str:
     """The recommend table (speedup per K per concurrency) with the scenario and the method's
-    tree settings; K is the table's own axis."""
+    tree settings; K is the table's own axis. Under a ``precision_target`` the run length is
+    the target's (each row's ``requests``), not the page's requests and turnovers."""
     settings = method_settings(inp, method)
     head = {"method": method, "tree": settings["tree"], "tree_nodes": settings["tree_nodes"]}
     out = with_provenance(table.copy(), inp, [method] * len(table))
@@ -109,6 +112,10 @@ def schedule_csv(table: pd.DataFrame, inp: ExplorerInputs, method: str) -> str:
         out.insert(i, key, value)
     # recommend runs closed loops whatever the page's load (QA: a QPS page wrote arrival=poisson)
     out = with_scenario(out, inp, settings=False).assign(arrival="closed")
+    if precision_target:
+        at = list(out.columns).index("requests_min")
+        out = out.drop(columns=["requests_min", "turnovers"])
+        out.insert(at, "precision_target", precision_target)
     return out.to_csv(index=False, float_format="%.6g")
 
 

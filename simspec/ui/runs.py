@@ -192,17 +192,28 @@ class Schedule:
     recommended: bands.Recommended
 
 
-def schedule(inp: ExplorerInputs, name: str, runs: Runs = RUNS) -> Schedule:
+def schedule(
+    inp: ExplorerInputs, name: str, runs: Runs = RUNS, precision_target: float = 0.0
+) -> Schedule:
     """Every setting of ``name``'s knob at the CLI's concurrencies, the crossovers and the
     bands (:func:`~simspec.studies.schedule.bands.recommend_bands`, as ``simspec recommend``
-    runs them at a fixed length: the page's requests and turnovers),
+    runs them): each speedup measured to ``precision_target`` (a share either side, as
+    ``--precision-target``), or with 0 at a fixed length, the page's requests and turnovers;
     on ``runs`` (default: the page's pool; seeded runs, the same numbers as in process), whose
-    progress is told each grid concurrency, then each crossover probe and edge."""
+    progress is told each grid concurrency (each setting's run under a target), then each
+    crossover probe and edge."""
     base = method_for(inp, name)
     knob, values = grid.recommend_grid(base)
     max_seqs = load_engine(inp.engine).max_seqs_for(base.name, None, load_gpu(inp.gpu))
     runs.at(0, len(grid.DEFAULT_CONCURRENCIES))
     rec = bands.recommend_bands(
-        deployment_for(inp), base, values, grid.DEFAULT_CONCURRENCIES, max_seqs, knob, runs=runs
+        deployment_for(inp),
+        base,
+        values,
+        grid.DEFAULT_CONCURRENCIES,
+        max_seqs,
+        knob,
+        runs=runs,
+        precision_target=precision_target,
     )
     return Schedule(base, knob, rec)

@@ -13,6 +13,8 @@ from dataclasses import replace
 
 import streamlit as st
 
+from simspec.config import DEFAULT_PRECISION_TARGET, MAX_PRECISION_TARGET, MIN_PRECISION_TARGET
+from simspec.engine import window
 from simspec.studies import capacity
 from simspec.studies.capacity import Slo
 from simspec.studies.schedule import export
@@ -61,15 +63,29 @@ def capacity_plan(inputs: ExplorerInputs, slo: Slo) -> None:
 def speculation_schedule(inputs: ExplorerInputs) -> None:
     st.subheader("Speculation schedule (vLLM Dynamic SD)")
     method = st.selectbox("Method", inputs.methods)
-    key = ("schedule", inputs.model_dump_json(), method)
+    target = st.number_input(
+        "Precision target (± share of each speedup; 0: the sidebar's requests and turnovers)",
+        0.0,
+        MAX_PRECISION_TARGET,
+        step=0.005,
+        format="%.3f",
+        help="as simspec recommend --precision-target: every K of a concurrency runs until "
+        "its speedup's 95 % interval is within this share either side, from "
+        f"{window.FLOOR_TURNOVERS} turnovers; 0 runs the sidebar's fixed length instead",
+        **kept_widget("schedule_target", DEFAULT_PRECISION_TARGET),
+    )
+    if 0.0 < target < MIN_PRECISION_TARGET:
+        st.error(f"Precision target: 0, or {MIN_PRECISION_TARGET:g} to {MAX_PRECISION_TARGET:g}")
+        return
+    key = ("schedule", inputs.model_dump_json(), method, target)
     if st.button("Recommend K per concurrency"):
 
         def compute() -> runs.Schedule:
             title = "Simulating every K at every concurrency, then the crossovers"
             with stages(title) as progress:
-                return runs.schedule(inputs, method, replace(runs.RUNS, progress=progress))
+                return runs.schedule(inputs, method, replace(runs.RUNS, progress=progress), target)
 
-        text = json.dumps([inputs.model_dump(mode="json"), method])
+        text = json.dumps([inputs.model_dump(mode="json"), method, target])
         st.session_state["schedule"] = (key, keep_answer("schedule", text, compute))
     kept = st.session_state.get("schedule")
     if kept is None or kept[0] != key:
@@ -81,7 +97,7 @@ def speculation_schedule(inputs: ExplorerInputs) -> None:
     st.dataframe(rec.band_table, hide_index=True, width="stretch")
     st.download_button(
         "Download schedule CSV",
-        schedule_csv(rec.table, inputs, method),
+        schedule_csv(rec.table, inputs, method, target),
         "schedule.csv",
         "text/csv",
     )
