@@ -103,27 +103,22 @@ def test_other_modes_are_refused_by_name(mode):
         Scenario(disaggregation_mode=mode)
 
 
-def test_the_load_policy_counts_the_transfer_queue():
-    """vLLM V0's disable_by_batch_size reads the requests the engine is asked to run: at a
-    decode instance those waiting for their KV too (QA: its first step speculated for 64)."""
-    method = MethodConfig(
-        name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7), disable_by_batch_size=32
-    )
-    wl = {"concurrency": 64, "requests": 128, "prompt": {"mean": 200}, "output": {"mean": 40}}
-    res = simulate(decode_instance(engine="vllm-v0", method=method, workload=wl))
-    assert res.iterations["spec_seqs"].iloc[0] == 0
-
-
 def test_an_engine_without_disaggregated_serving_is_refused_by_name():
-    """HF and gpt-fast serve one process that prefills and decodes: no decode instance."""
+    """HF and gpt-fast serve one process that prefills and decodes: no decode instance. vLLM
+    V0's experimental one ran another order (the KV received inside a step of prefills,
+    blocking it), which simspec does not model: refused, saying how V0 runs it, rather than
+    run as V1's connectors."""
     from simspec.engine.build import setup_replica
     from simspec.errors import InputError
 
     for engine in ("hf", "gpt-fast"):
-        with pytest.raises(InputError, match="runs no decode instance") as err:
+        with pytest.raises(InputError, match="runs no prefill/decode") as err:
             setup_replica(decode_instance(engine=engine))
         assert err.value.field == "disaggregation_mode"
-    for engine in ("vllm", "vllm-v0", "sglang", "sglang-v2", "trtllm"):
+    with pytest.raises(InputError, match="vllm-v0's decode instance is not modelled") as err:
+        setup_replica(decode_instance(engine="vllm-v0"))
+    assert err.value.field == "disaggregation_mode" and "blocking" in str(err.value)
+    for engine in ("vllm", "sglang", "sglang-v2", "trtllm"):
         setup_replica(decode_instance(engine=engine))
 
 

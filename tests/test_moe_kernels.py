@@ -279,9 +279,10 @@ def test_vllm_v0_is_vllm_with_its_older_moe_kernel():
     # prefill, a block watermark), V1's budget-edge draft trim and its drafters' lookahead KV,
     # V0's draft on fewer GPUs, its CUDA graphs (decode-only batches up to 256), its draft's
     # prompt pass apart from the decodes' first draft forward, unpadded, its verify by batch
-    # expansion; no hybrid KV cache manager; no async scheduler
+    # expansion; no hybrid KV cache manager; no async scheduler; no decode instance simspec
+    # models (V0's experimental disaggregated prefill ran another order)
     own = {"prefix_caching", "small_gpu_max_num_seqs", "small_gpu_max_num_batched_tokens"}
-    own |= {"hybrid_kv_pool"}
+    own |= {"hybrid_kv_pool", "pd_disaggregation"}
     own |= {"cuda_graph_max_tokens", "cuda_graph_max_seqs", "cuda_graph_max_seqs_tp4"}
     own |= {"cuda_graph_decode_only"}
     own |= {"max_num_seqs", "max_num_batched_tokens", "v0_scheduler", "admission_watermark"}

@@ -51,6 +51,19 @@ from simspec.errors import InputError, ScenarioError
 PD_ORDERS = ("pd_prealloc_before_prefill", "pd_pull_after_admission")
 
 
+def no_pd(engine: EngineProfile) -> str:
+    """Why ``engine`` runs no decode instance here: none in the engine (HF, gpt-fast), or one
+    whose order of prefill and KV transfer simspec does not model (its pd_disaggregation
+    source says how it runs: vLLM V0)."""
+    why = engine.params.get("pd_disaggregation")
+    if why is None:
+        return (
+            f"engine {engine.id} runs no prefill/decode-disaggregated deployment (engines.yaml "
+            "pd_disaggregation)"
+        )
+    return f"engine {engine.id}'s decode instance is not modelled: {' '.join(why.source.split())}"
+
+
 def deployed_engine(sc: Deployment) -> EngineProfile:
     """The deployment's engine profile as its scheduler settings run it (async scheduling)."""
     return load_engine(sc.engine).with_async_scheduling(sc.scheduler.async_scheduling)
@@ -262,9 +275,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     if sc.disaggregation_mode == "decode" and not engine.flag("pd_disaggregation"):
         raise InputError(
             "disaggregation_mode",
-            f"engine {engine.id} runs no decode instance of a prefill/decode-disaggregated "
-            "deployment (engines.yaml pd_disaggregation: vllm, sglang and trtllm do): use "
-            "disaggregation_mode null, or one of those engines",
+            no_pd(engine) + ": use disaggregation_mode null, or vllm, sglang or trtllm",
         )
     if sc.disaggregation_mode == "decode":
         orders = [f for f in PD_ORDERS if engine.flag(f)]

@@ -31,7 +31,7 @@ import pandas as pd
 from simspec.catalog.models import load_model
 from simspec.config import STATE_FREE_ROUTERS, FleetConfig, Scenario
 from simspec.engine import intervals as ci
-from simspec.engine.build import max_model_len
+from simspec.engine.build import max_model_len, no_pd
 from simspec.engine.disaggregation import simulate_disaggregated
 from simspec.engine.fleet import (
     DEFAULT_WINDOW_S,
@@ -92,11 +92,7 @@ def disaggregated_fleet(
 
     engine = load_engine(scenario.engine)
     if not engine.flag("pd_disaggregation"):
-        raise InputError(
-            "prefill_replicas",
-            f"engine {engine.id} runs no prefill/decode-disaggregated deployment (engines.yaml "
-            "pd_disaggregation): vllm, sglang and trtllm do",
-        )
+        raise InputError("prefill_replicas", no_pd(engine) + ": vllm, sglang and trtllm do")
     decoding = scenario.model_copy(update={"disaggregation_mode": "decode"})
     pool = {"replicas": prefill, **link}
     return FleetConfig.model_validate(
