@@ -248,9 +248,10 @@ class Speculator:
         (``prompt``: their shape, ``BatchShape.of(chunks, computed, len(chunks),
         prefill=True)``, which the target's verify pass reads too): a drafter with a KV cache
         of its own must hold every prompt token in it. None for drafters without one (heads
-        on the last hidden state, lookups). ``decoding``: the step's decoding sequences, whose first
-        draft forward an engine that runs both in one pass (``draft_prompt_in_first_pass``)
-        widens by the prompts instead of running them apart. See :meth:`EagleHead.prompt_s`."""
+        on the last hidden state, lookups). ``decoding``: the step's decoding sequences, whose
+        first draft forward an engine that runs both in one pass
+        (``draft_prompt_in_first_pass``) widens by the prompts instead of running them apart.
+        See :meth:`EagleHead.prompt_s`."""
         return 0.0
 
     def _prompt_pass_s(
