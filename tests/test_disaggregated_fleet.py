@@ -163,7 +163,7 @@ def test_sglang_prefills_a_request_only_once_its_decode_instance_holds_its_block
     assert prealloc_slots(sglang_engine, 64, dp=4) == 192
     assert prealloc_slots(sglang_engine, 256, dp=4) == 256
     assert prealloc_slots(vllm_engine, 2) is None
-    assert prealloc_slots(load_engine("trtllm"), 2) == 2
+    assert prealloc_slots(load_engine("trtllm"), 2) is None  # before its PR #15356
     sglang = _burst("sglang", max_num_seqs=2)
     assert len(sglang) == 10 and (sglang.output_tokens == sglang.requested_output_tokens).all()
     assert _most_at_once(sglang.prefill_done_s, sglang.finish_s) == 6

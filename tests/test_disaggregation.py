@@ -122,6 +122,35 @@ def test_an_engine_without_disaggregated_serving_is_refused_by_name():
         setup_replica(decode_instance(engine=engine))
 
 
+def test_a_trtllm_decode_instance_allocates_for_transfers_up_to_its_free_slots_each_step():
+    """TensorRT-LLM before PR #15356: the capacity scheduler admits DISAGG_GENERATION_INIT
+    requests into the step's count with the running ones, up to max_num_requests, and a
+    request receiving its KV no longer counts in the next step; vLLM checks each against its
+    running requests alone, so one step allocates for every transfer whose blocks fit."""
+    from simspec.catalog.hardware import load_engine
+    from simspec.engine.disaggregation import prealloc_slots
+
+    trt, vllm = load_engine("trtllm"), load_engine("vllm")
+    assert prealloc_slots(trt, 4) is None and prealloc_slots(vllm, 4) is None
+    assert trt.flag("pd_alloc_counted_in_step") and not vllm.flag("pd_alloc_counted_in_step")
+    for counted, first, second in ((True, 3, 6), (False, 7, 7)):
+        rig = make_rig([8] * 8, [20] * 8, num_blocks=100, block_size=4, max_seqs=4)
+        sched = rig.sched
+        sched.awaits_kv, sched.prealloc_slots = True, None
+        sched.count_step_allocations = counted
+        sched.add_transferred(0)
+        sched.admit_transfers()
+        sched.kv_landed(0)
+        sched.schedule()  # request 0 runs: 3 slots of 4 left
+        assert sched.running == [0]
+        for rid in range(1, 8):
+            sched.add_transferred(rid)
+        sched.admit_transfers()
+        assert len(sched.preallocated) == first
+        sched.admit_transfers()  # the next step: those receiving KV no longer count
+        assert len(sched.preallocated) == second
+
+
 def test_sglang_keeps_room_to_decode_for_every_request_it_holds():
     """DecodePreallocQueue: a transfer is taken while its tokens plus the reserve, and its
     prompt and whole output, fit in the budget what is free leaves (32 blocks of 4 tokens,

@@ -22,10 +22,11 @@ of the prefill, the decode instance's room and the transfer is the engine's (eng
 
 How many requests a decode instance holds at once beside its running ones is the engine's
 too (:func:`prealloc_slots`): vLLM allocates for requests waiting for remote KV whenever
-fewer than max_num_seqs run, blocks alone bounding them; SGLang's decode request pool has
-twice max_running_requests more slots up to 32 running requests (none above); TensorRT-LLM
-counts them among max_num_requests. A request whose KV has landed joins the running batch
-when a slot is free.
+fewer than max_num_seqs run, blocks alone bounding them; TensorRT-LLM (before its PR #15356)
+too, but one iteration allocates for at most max_num_requests less those running
+(``pd_alloc_counted_in_step``); SGLang's decode request pool has twice max_running_requests
+more slots up to 32 running requests (none above). A request whose KV has landed joins the
+running batch when a slot is free.
 
 Every prefill instance keeps a finished request's blocks until its KV has been sent (vLLM
 frees them on finished_sending, SGLang when its sender polls success, TensorRT-LLM when the
@@ -297,6 +298,7 @@ def simulate_disaggregated(
         built[n_pre + i].on_finish = to_decode.left(i)
     for replica, setup in zip(built[n_pre:], setups[n_pre:], strict=True):
         replica.sched.prealloc_slots = prealloc_slots(engine, setup.max_seqs, setup.memory.dp)
+        replica.sched.count_step_allocations = engine.flag("pd_alloc_counted_in_step")
     if pull_when_admitted:
         recompute = engine.flag("pd_decode_recomputes_last_token")
         for replica in built[n_pre:]:
@@ -335,9 +337,10 @@ Routes = tuple[Router, np.ndarray, np.ndarray, Callable[[int], bool]]
 def prealloc_slots(engine: EngineProfile, max_seqs: int, dp: int = 1) -> int | None:
     """How many requests a decode instance may hold at once, running or with blocks
     allocated for KV on its way (None: blocks alone bound those allocated, max_seqs the
-    running ones; vLLM). SGLang has pd_prealloc_extra_requests x its running requests more
-    slots where each DP attention rank runs at most pd_prealloc_extra_up_to_seqs (its
-    request pool is per rank: max_running_requests // dp_size, _resolve_max_num_reqs)."""
+    running ones; vLLM, and TensorRT-LLM before its PR #15356). SGLang has
+    pd_prealloc_extra_requests x its running requests more slots where each DP attention
+    rank runs at most pd_prealloc_extra_up_to_seqs (its request pool is per rank:
+    max_running_requests // dp_size, _resolve_max_num_reqs)."""
     if engine.flag("pd_alloc_beside_running"):
         return None
     extra = engine.params.get("pd_prealloc_extra_requests")

@@ -262,6 +262,10 @@ class Scheduler:
         # allocated whenever fewer than max_seqs run, whatever is preallocated (vLLM, whose
         # WAITING_FOR_REMOTE_KVS requests are not running ones)
         self.prealloc_slots: int | None = max_num_seqs
+        # with prealloc_slots None, the transfers one schedule allocates for count against
+        # max_seqs with the running and landed ones (TensorRT-LLM's capacity scheduler);
+        # False: each is checked against the running ones alone (vLLM)
+        self.count_step_allocations = False
         # a transfer whose KV has landed recomputes the prompt's last token and samples its
         # first token itself, not the prefill instance's (vLLM's decode instance)
         self.recompute_last = False
@@ -332,7 +336,8 @@ class Scheduler:
         r = self.requests
         room = self._transfer_room()
         ranks = max(self.pool.num_blocks // max(self.rank_blocks, 1), 1)  # DP attention ranks
-        while self.transfers and self._transfer_slot():
+        now = 0  # allocated for in this call
+        while self.transfers and self._transfer_slot(now):
             rid = self.transfers[0]
             fresh = r.generated[rid] == 0
             computed = int(r.prompt_len[rid] + max(int(r.generated[rid]), 1) - 1)
@@ -360,6 +365,7 @@ class Scheduler:
             if self.awaits_kv:  # its prefill starts now; it decodes once its KV lands
                 self.preallocated.add(rid)
                 self.kv_requested.append(rid)
+                now += 1
                 continue
             self._decode_transferred(rid, fresh)
 
@@ -380,9 +386,14 @@ class Scheduler:
         self.running.append(rid)
         self._running_arr = None
 
-    def _transfer_slot(self) -> bool:
-        """Whether the transfer queue's head may take a slot now."""
-        if not self.awaits_kv or self.prealloc_slots is None:
+    def _transfer_slot(self, now: int = 0) -> bool:
+        """Whether the transfer queue's head may take a slot now, ``now`` of them allocated
+        for already in this call."""
+        if not self.awaits_kv:
+            return len(self.running) < self.max_seqs
+        if self.prealloc_slots is None:
+            if self.count_step_allocations:
+                return len(self.running) + len(self.landed) + now < self.max_seqs
             return len(self.running) < self.max_seqs
         return self._holding() < self.prealloc_slots
 
