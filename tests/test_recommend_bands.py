@@ -260,6 +260,16 @@ def test_a_sweep_files_precision_target_is_recommends_too(tmp_path):
     bad = runner.invoke(app, ["recommend", "--config", str(both)])
     assert bad.exit_code == 2 and "precision_target" in bad.output
     assert "exclude each other" in " ".join(bad.output.split())
+    # the default turnovers beside a target, as a dumped sweep config writes every field: a
+    # sweep takes it, and so does recommend (one rule: studies.sweep.written_length)
+    dumped = tmp_path / "dumped.yaml"
+    dumped.write_text(aimed.read_text().replace("mean: 32}", "mean: 32}, turnovers: 64"))
+    from simspec.studies.sweep import written_length
+
+    assert written_length({"turnovers": 64}) == (True, False)
+    result = runner.invoke(app, ["recommend", "--config", str(dumped), *args[3:]])
+    assert result.exit_code == 0, result.output
+    assert "measured to ±5 % (--precision-target" in " ".join(result.output.split())
     wide = tmp_path / "wide.yaml"
     wide.write_text("method: {name: eagle3}\nprecision_target: 0.9\n")
     bad = runner.invoke(app, ["recommend", "--config", str(wide)])

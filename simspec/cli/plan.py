@@ -65,6 +65,7 @@ from simspec.studies.provenance import with_provenance
 from simspec.studies.schedule import SCHEDULE_FIELDS
 from simspec.studies.schedule.grid import DEFAULT_CONCURRENCIES, K_MAX, TREE_BUDGETS
 from simspec.studies.schedule.trace import SCHEDULE_GRID
+from simspec.studies.sweep import FIXED_AND_TARGET, written_length
 
 DEFAULT_ROUTER = FleetConfig.model_fields["router"].default
 
@@ -993,11 +994,11 @@ def _recommend_target(given: float | None, deploy: Deployment, in_file: Any = No
     --config file's ``precision_target`` (a sweep's field), else 0 where the file states
     workload.requests or workload.turnovers (that fixed length), else the default. On the
     command line the flag replaces the file's fixed length, as in a sweep
-    (sweep_flags.run_length); in the file the two exclude each other, as in a sweep's
-    (SweepConfig)."""
-    fixed = bool({"requests", "turnovers"} & deploy.workload.model_fields_set)
+    (sweep_flags.run_length); in the file the two exclude each other by the sweep's rule
+    (:func:`~simspec.studies.sweep.written_length`)."""
+    written, fixed = written_length(deploy.workload)
     if given is None and in_file is None:
-        return 0.0 if fixed else DEFAULT_PRECISION_TARGET
+        return 0.0 if written else DEFAULT_PRECISION_TARGET
     where, value = (
         ("--precision-target", given) if given is not None else ("precision_target", in_file)
     )
@@ -1008,11 +1009,7 @@ def _recommend_target(given: float | None, deploy: Deployment, in_file: Any = No
     except ValueError as e:
         raise InputError(where, f"{e} (got {value:g})") from None
     if given is None and fixed and target:
-        raise InputError(
-            "precision_target",
-            "a fixed length (workload.requests or workload.turnovers) and a precision target "
-            "exclude each other in a --config file: give one",
-        )
+        raise InputError("precision_target", FIXED_AND_TARGET.removeprefix("precision_target: "))
     return target
 
 

@@ -103,6 +103,25 @@ COLUMNS = [
 GRID_AXES = ("model", "gpu", "tp", "engine", "seed", "temperature", "top_p", "dataset", "k")
 
 
+FIXED_AND_TARGET = (
+    "precision_target: a fixed length (workload.requests or workload.turnovers) and a "
+    "precision target exclude each other: give one"
+)
+
+
+def written_length(wl: dict[str, Any] | WorkloadConfig) -> tuple[bool, bool]:
+    """Whether a scenario file's workload writes a run length (``requests`` or
+    ``turnovers``, which without a precision target fix it), and whether that length
+    excludes a precision target beside it: any ``requests``, turnovers other than the
+    default (a dumped config writes every field, the default turnovers among them). A built
+    WorkloadConfig says what was written by its fields set."""
+    if isinstance(wl, WorkloadConfig):
+        wl = wl.model_dump(include=wl.model_fields_set & {"requests", "turnovers"})
+    requests, turnovers = wl.get("requests"), wl.get("turnovers")
+    written = requests is not None or turnovers is not None
+    return written, requests is not None or turnovers not in (None, DEFAULT_TURNOVERS)
+
+
 class SweepConfig(Deployment):
     """A grid of closed-loop runs: every method at every batch size (concurrency), for every
     combination of the ``grid`` axes (model, GPU, TP, engine, seed, temperature, top-p,
@@ -149,30 +168,20 @@ class SweepConfig(Deployment):
     @classmethod
     def _fixed_or_target(cls, data: Any) -> Any:
         """A fixed length (``workload.requests`` or ``workload.turnovers`` written) and a
-        precision target exclude each other: written without ``precision_target`` a fixed
-        length turns the target off (0); written beside one, refused. At their defaults the
-        two fields say nothing (a dumped config writes every field)."""
+        precision target exclude each other (:func:`written_length`): written without
+        ``precision_target`` a fixed length turns the target off (0); written beside one,
+        refused."""
         if not isinstance(data, dict):
             return data
         wl = data.get("workload")
-        if isinstance(wl, WorkloadConfig):  # built: what was written is its fields set
-            wl = wl.model_dump(include=wl.model_fields_set & {"requests", "turnovers"})
-        if not isinstance(wl, dict):
+        if not isinstance(wl, dict | WorkloadConfig):
             return data
+        written, fixed = written_length(wl)
         if "precision_target" not in data:
-            if wl.get("requests") is not None or wl.get("turnovers") is not None:
-                return {**data, "precision_target": 0.0}
-            return data
+            return {**data, "precision_target": 0.0} if written else data
         target = data["precision_target"]
-        fixed = wl.get("requests") is not None or wl.get("turnovers") not in (
-            None,
-            DEFAULT_TURNOVERS,
-        )
         if fixed and isinstance(target, int | float) and target != 0:
-            raise ValueError(
-                "precision_target: a fixed length (workload.requests or workload.turnovers) "
-                "and a precision target exclude each other: give one"
-            )
+            raise ValueError(FIXED_AND_TARGET)
         return data
 
     @field_validator("precision_target")
