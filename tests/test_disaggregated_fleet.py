@@ -197,6 +197,12 @@ def test_the_cli_runs_a_disaggregated_fleet_and_refuses_a_link_without_one(tmp_p
     text = " ".join(result.output.split())
     assert "1 prefill + 2 decode x llama-3.1-8b" in text and "prefill/decode (vllm):" in text
     assert "holds its KV until a decode instance has allocated blocks for it" in text
+    assert "TensorRT-LLM ran before its PR #15356" not in text  # vLLM's rule is its own
+    trt = runner.invoke(app, [*args, "--prefill-replicas", "1", "--engine", "trtllm"])
+    assert trt.exit_code == 0, trt.output
+    assert "as TensorRT-LLM ran before its PR #15356" in " ".join(trt.output.split())
+    v0 = runner.invoke(app, [*args, "--prefill-replicas", "1", "--engine", "vllm-v0"])
+    one_error(v0, "--prefill-replicas", "vllm-v0's decode instance is not modelled", "blocking")
     table = pd.read_csv(out)
     assert {"prefill_replica", "prefill_done_s", "kv_landed_s"} <= set(table.columns)
     one_error(runner.invoke(app, [*args, "--kv-transfer-gbps", "100"]), "--kv-transfer-gbps")

@@ -475,6 +475,12 @@ def _disaggregation_note(cfg: FleetConfig) -> None:
             "a prefill instance runs each prompt and its first token and holds its KV until "
             "a decode instance has allocated blocks for it and read it"
         )
+        if engine.flag("pd_alloc_counted_in_step"):
+            order += (
+                " (a step allocates for at most max_num_seqs less those running; a request "
+                "receiving KV is not counted after it, as TensorRT-LLM ran before its PR "
+                "#15356: engines.yaml pd_alloc_beside_running)"
+            )
     err.print(
         f"prefill/decode ({engine.id}): {order}, at {pool.kv_transfer_gbps:g} Gb/s per GPU + "
         f"{pool.kv_transfer_latency_ms:g} ms, each instance's transfers one after another on "
