@@ -1009,7 +1009,7 @@ def _recommend_target(given: float | None, deploy: Deployment, in_file: Any = No
     except ValueError as e:
         raise InputError(where, f"{e} (got {value:g})") from None
     if given is None and fixed and target:
-        raise InputError("precision_target", FIXED_AND_TARGET.removeprefix("precision_target: "))
+        raise InputError("precision_target", FIXED_AND_TARGET)
     return target
 
 

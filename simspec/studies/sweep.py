@@ -104,8 +104,8 @@ GRID_AXES = ("model", "gpu", "tp", "engine", "seed", "temperature", "top_p", "da
 
 
 FIXED_AND_TARGET = (
-    "precision_target: a fixed length (workload.requests or workload.turnovers) and a "
-    "precision target exclude each other: give one"
+    "a fixed length (workload.requests or workload.turnovers) and a precision target "
+    "exclude each other: give one"
 )
 
 
@@ -181,7 +181,7 @@ class SweepConfig(Deployment):
             return {**data, "precision_target": 0.0} if written else data
         target = data["precision_target"]
         if fixed and isinstance(target, int | float) and target != 0:
-            raise ValueError(FIXED_AND_TARGET)
+            raise ValueError(f"precision_target: {FIXED_AND_TARGET}")
         return data
 
     @field_validator("precision_target")

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from simspec.config import DEFAULT_PRECISION_TARGET, MAX_PRECISION_TARGET, MIN_PRECISION_TARGET
+from simspec.config import DEFAULT_PRECISION_TARGET, MAX_PRECISION_TARGET, check_precision_target
 from simspec.engine import window
 from simspec.studies import capacity
 from simspec.studies.capacity import Slo
@@ -74,8 +74,10 @@ def speculation_schedule(inputs: ExplorerInputs) -> None:
         f"{window.FLOOR_TURNOVERS} turnovers; 0 runs the sidebar's fixed length instead",
         **kept_widget("schedule_target", DEFAULT_PRECISION_TARGET),
     )
-    if 0.0 < target < MIN_PRECISION_TARGET:
-        st.error(f"Precision target: 0, or {MIN_PRECISION_TARGET:g} to {MAX_PRECISION_TARGET:g}")
+    try:
+        check_precision_target(target)
+    except ValueError as e:
+        st.error(f"Precision target: {e}")
         return
     key = ("schedule", inputs.model_dump_json(), method, target)
     if st.button("Recommend K per concurrency"):
