@@ -71,3 +71,17 @@ def test_a_forward_costs_the_same_whatever_shapes_came_before_it():
     behind = [backward.forward(model, s) for s in reversed(shapes)][::-1]
     again = [forward.forward(model, s) for s in shapes]  # every count now remembered
     assert ahead == behind == again
+
+
+def test_one_sequence_shape_is_the_array_sums():
+    """BatchShape.of reads a single sequence's counts as Python ints (the closed loop's new
+    prompt, every general step): the same fields as the int64 sums of any longer batch."""
+    rng = np.random.default_rng(3)
+    for q, kv in zip(rng.integers(1, 9000, 50), rng.integers(0, 200_000, 50), strict=True):
+        one = BatchShape.of(np.array([q]), np.array([kv]), 1, prefill=True)
+        # the same sequence beside an empty one: the array path, the same sums
+        two = BatchShape.of(np.array([q, 0]), np.array([kv, 0]), 1, prefill=True)
+        for name in ("num_tokens", "sum_q_sq", "sum_q_kv", "sum_kv", "pre_q_sq", "pre_q_kv"):
+            assert getattr(one, name) == getattr(two, name), name
+            assert type(getattr(one, name)) is type(getattr(two, name)), name
+        assert one.num_seqs == 1

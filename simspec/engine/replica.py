@@ -675,6 +675,20 @@ class Replica:
             )  # fmt: skip
             total = gemm + attention + lm_head + elementwise + comm + overhead
             return total, overhead, _NO_IDS
+        if widths is None and self._plain_target is not None and not self._expand:
+            # every sequence verifying one width beside the prompt chunks: BatchShape.uniform
+            # of the verifies plus the chunks' shape with their logits, field by field in
+            # BatchShape.__add__'s order, as floats (no shape built)
+            computed, prompt = self._prompt(step)
+            prefill_done = prefilling[computed + chunks == self.requests.num_tokens(prefilling)]
+            n, ctx = len(decoding), step.context_sum
+            gemm, attention, lm_head, elementwise, comm, overhead = self._plain_target.parts(
+                n * width + prompt.num_tokens, n * width + len(prefill_done),
+                n + prompt.num_seqs, float(n * width * width) + prompt.sum_q_sq,
+                width * ctx + prompt.sum_q_kv, ctx + prompt.sum_kv,
+            )  # fmt: skip
+            total = gemm + attention + lm_head + elementwise + comm + overhead
+            return total, overhead, prefill_done
         if widths is None:
             verified = BatchShape.uniform(
                 len(decoding), width, step.context_sum, len(decoding) * width
@@ -771,7 +785,12 @@ class Replica:
         made = step.made
         widths = step.widths
         decode_tokens = decode * step.draft.width if widths is None else int(widths.sum())
-        chunk_tokens = int(step.batch.chunks.sum()) if prefill else 0
+        if not prefill:
+            chunk_tokens = 0
+        elif step.prompt is not None:  # the chunks' shape built this step: their sum in it
+            chunk_tokens = step.prompt[1].num_tokens
+        else:
+            chunk_tokens = int(step.batch.chunks.sum())
         proposed = step.proposed
         no_proposal = 0 if proposed is None else decode - int(np.count_nonzero(proposed))
         waiting = 0

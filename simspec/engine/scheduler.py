@@ -468,14 +468,22 @@ class Scheduler:
         self._running_arr = None
 
     def finish(self, rids: np.ndarray) -> None:
-        done = set(rids.tolist())
-        self.running = [r for r in self.running if r not in done]
+        blocks = self.requests.blocks
+        if len(rids) == 1:  # the common case (a closed loop's one departure): no set, no pass
+            rid = int(rids[0])
+            if rid in self.running:
+                self.running.remove(rid)
+            held = int(blocks[rid])
+        else:
+            done = set(rids.tolist())
+            self.running = [r for r in self.running if r not in done]
+            held = int(blocks[rids].sum())
         self._running_arr = None
         if self.hold_finished:  # freed by release once the KV has been sent
-            self.held_blocks += int(self.requests.blocks[rids].sum())
+            self.held_blocks += held
             return
-        self._give(int(self.requests.blocks[rids].sum()))
-        self.requests.blocks[rids] = 0
+        self._give(held)
+        blocks[rids] = 0
 
     def release(self, rid: int) -> None:
         """The KV of ``rid``, finished and held here, has been sent: its blocks are free."""

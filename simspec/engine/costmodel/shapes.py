@@ -58,10 +58,17 @@ class BatchShape:
         q, kv = _counts(q_tokens), _counts(kv_tokens)
         if q.shape != kv.shape or q.ndim != 1:
             raise ValueError("q_tokens and kv_tokens must be 1-D arrays of equal length")
-        sum_kv = float(kv.sum()) if kv_sum is None else kv_sum
-        shape = cls(
-            len(q), int(q.sum()), float(q.dot(q)), float(q.dot(kv)), sum_kv, int(logit_tokens)
-        )
+        if len(q) == 1 and q.dtype is _INT64 and kv.dtype is _INT64:
+            # one sequence (a closed loop's new prompt): its counts as Python ints, the same
+            # exact products and floats as the int64 sums, without numpy's per-call cost
+            q0, kv0 = int(q[0]), int(kv[0])
+            sum_kv = float(kv0) if kv_sum is None else kv_sum
+            shape = cls(1, q0, float(q0 * q0), float(q0 * kv0), sum_kv, int(logit_tokens))
+        else:
+            sum_kv = float(kv.sum()) if kv_sum is None else kv_sum
+            shape = cls(
+                len(q), int(q.sum()), float(q.dot(q)), float(q.dot(kv)), sum_kv, int(logit_tokens)
+            )
         if prefill:
             shape.pre_seqs, shape.pre_tokens = shape.num_seqs, shape.num_tokens
             shape.pre_q_sq, shape.pre_q_kv, shape.pre_kv = shape.sum_q_sq, shape.sum_q_kv, sum_kv

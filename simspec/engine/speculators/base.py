@@ -71,6 +71,8 @@ class Speculator:
         self.draft_overhead_s = engine["draft_step_overhead_s"]  # host time per draft forward
         # the first draft forward fed the whole verify width, rejected tokens as padding
         self._pad_first = engine.flag("draft_first_pass_padded")
+        # the prompts ride in the decodes' first draft forward (vLLM's proposer)
+        self._prompt_merged = engine.flag("draft_prompt_in_first_pass")
         self.tree_kind: TreeKind = self._tree_kind(cfg)
         self.k = cfg.k if self.needs_acceptance else 0  # draft length (tree depth); 0: none
         self._configure(cfg)
@@ -265,8 +267,7 @@ class Speculator:
         engine runs it in the decodes' first draft forward, what the prompts add to that."""
         if prompt.num_seqs == 0:
             return 0.0
-        merged = self.engine.flag("draft_prompt_in_first_pass")
-        if decoding is not None and len(decoding.kv_tokens) and decoding.k and merged:
+        if self._prompt_merged and decoding is not None and len(decoding.kv_tokens) and decoding.k:
             first = self.first_shape(decoding)
             return forward_s(first + prompt, None) - forward_s(first, None)
         return forward_s(prompt, 0.0)
