@@ -91,3 +91,31 @@ def test_side_by_side_writes_one_validate_row_per_peer_point(tmp_path):
     assert list(rows[0]) == sbs.CASE_COLUMNS
     assert {r["measured_value"] for r in rows} == {"1.5"}
     assert {r["k"] for r in rows} == {"3"} and {r["uses_trace"] for r in rows} == {"yes"}
+
+
+def test_gpustack_twins_copy_their_rows_and_change_only_what_the_page_states():
+    """tools/gpustack_twins.py (the README's checks outside ../shared) builds each printed run
+    as its converted twin with the model, GPU, TP, release, precision and serve command of the
+    page: every other cell (load kind, dataset, the benchmark's statistic) stays the twin's."""
+    twins = _module(ROOT / "tools" / "gpustack_twins.py")
+    if not twins.CASES.is_file():
+        pytest.skip("needs ../shared")
+    from simspec.studies.validation.cases import read_cases
+
+    source = read_cases(twins.CASES).set_index("case_id")
+    rows = twins.twin_rows(read_cases(twins.CASES))
+    assert len(rows) == sum(len(t.printed) for t in twins.TWINS)
+    each = [twin for twin in twins.TWINS for _ in twin.printed]
+    for t, (_, row) in zip(each, rows.iterrows(), strict=True):
+        metric = row.case_id.split(" | ")[1]
+        base = source.loc[f"{t.twin}-{twins.SUFFIX[metric]}"]
+        assert (row.target_model, row.gpu, row.tp, row.engine_version) == (
+            t.model,
+            t.gpu,
+            str(t.gpus),
+            t.release,
+        )
+        assert row.notes.startswith(t.precision) and f"serve: {t.serve};" in row.notes
+        assert base.engine_version not in row.notes or base.engine_version == t.release
+        assert (row.metric, row.load_kind, row.dataset) == (metric, base.load_kind, base.dataset)
+        assert float(row.measured_value) == t.printed[metric]
