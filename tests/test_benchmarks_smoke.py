@@ -104,8 +104,9 @@ def test_gpustack_twins_copy_their_rows_and_change_only_what_the_page_states():
 
     source = read_cases(twins.CASES).set_index("case_id")
     rows = twins.twin_rows(read_cases(twins.CASES))
-    assert len(rows) == sum(len(t.printed) for t in twins.TWINS)
-    each = [twin for twin in twins.TWINS for _ in twin.printed]
+    runs = twins.load_twins()
+    assert len(rows) == sum(len(t.printed) for t in runs)
+    each = [twin for twin in runs for _ in twin.printed]
     for t, (_, row) in zip(each, rows.iterrows(), strict=True):
         metric = row.case_id.split(" | ")[1]
         base = source.loc[f"{t.twin}-{twins.SUFFIX[metric]}"]

@@ -6,8 +6,9 @@ and serve command changed.
     python tools/gpustack_twins.py [--cases ../shared/validation/cases_serving_gpustack.csv]
         [--out twins.csv]
 
-The printed numbers below are read from the pages (github.com/gpustack/gpustack at 47277d7,
-``docs/performance-lab/<page>.md``); each carries its page. They are a check, not validation
+The printed numbers (``tools/gpustack_twins.csv``) are read from the pages
+(github.com/gpustack/gpustack at 47277d7, ``docs/performance-lab/<page>.md``); each row names its
+page and the converted row it is the twin of. They are a check, not validation
 cases: nothing here is fitted to them, and ``simspec validate`` does not score them. Prints
 simspec against the page per row, and the ratio. Needs ``../shared`` (the twins' source rows).
 """
@@ -29,13 +30,15 @@ from simspec.studies.validation.run import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT.parent / "shared" / "validation" / "cases_serving_gpustack.csv"
+TWINS_CSV = Path(__file__).with_name("gpustack_twins.csv")
 SUFFIX = {"tpot_ms": "tpot", "throughput_tok_s": "tput", "ttft_ms": "ttft"}
 
 
 @dataclass(frozen=True)
 class Twin:
-    """One printed run: the converted row it copies (``twin``: a case_id without its metric
-    suffix), what differs, the printed totals and the printed metrics."""
+    """One printed run (a row of ``gpustack_twins.csv``): the converted row it copies
+    (``twin``: a case_id without its metric suffix), what differs, the printed totals and the
+    printed metrics."""
 
     name: str
     page: str
@@ -53,58 +56,36 @@ class Twin:
     swap: tuple[str, str] = ("", "")  # the twin's served model id in its notes, and this one's
 
 
-C4 = "gps-glm-4.x-h200-b11"  # ShareGPT, --max-concurrency 4, 100 prompts, vLLM 0.11
-OSS120 = "vllm serve openai/gpt-oss-120b"
-TWINS = (
-    Twin("c4 gpt-oss-120b 1xH100", "gpt-oss-120b/h100", C4, "gpt-oss-120b", "h100_sxm", 1,
-         "v0.10.2", "MXFP4; precision: mxfp4", f"{OSS120} --max-model-len 32768",
-         100, 22946, 21691, {"tpot_ms": 8.31, "throughput_tok_s": 453.04},
-         ("zai-org/GLM-4.6", "openai/gpt-oss-120b")),
-    Twin("c4 gpt-oss-120b 2xH100 async", "gpt-oss-120b/h100", C4, "gpt-oss-120b", "h100_sxm", 2,
-         "v0.10.2", "MXFP4; precision: mxfp4", f"{OSS120} --async-scheduling -tp 2",
-         100, 22946, 21691, {"tpot_ms": 5.75, "throughput_tok_s": 645.55},
-         ("zai-org/GLM-4.6", "openai/gpt-oss-120b")),
-    Twin("c4 gpt-oss-120b 1xA100", "gpt-oss-120b/a100", C4, "gpt-oss-120b", "a100_80gb", 1,
-         "v0.11.0", "MXFP4; precision: mxfp4", f"{OSS120} --max-model-len 32768",
-         100, 22946, 21691, {"tpot_ms": 11.67, "throughput_tok_s": 326.09},
-         ("zai-org/GLM-4.6", "openai/gpt-oss-120b")),
-    Twin("c4 DeepSeek-R1 8xH200", "deepseek-r1/h200", C4, "deepseek-r1", "h200", 8,
-         "v0.11.0", "FP8; precision: fp8", "vllm serve deepseek-ai/DeepSeek-R1-0528 -tp 8",
-         100, 22836, 21338, {"tpot_ms": 19.36, "throughput_tok_s": 196.81, "ttft_ms": 123.30},
-         ("zai-org/GLM-4.6", "deepseek-ai/DeepSeek-R1-0528")),
-    # gpt-oss-20b on one GPU under load, each the twin of the Qwen3-14B row of its page and kind
-    *(
-        Twin(f"{kind} gpt-oss-20b 1x{gpu_name}", f"gpt-oss-20b/{page}", f"gps-qwen3-14b-{page}-{b}",
-             "gpt-oss-20b", gpu, 1, "v0.11.0", "MXFP4; precision: mxfp4",
-             "vllm serve openai/gpt-oss-20b", n, inp, out,
-             {"throughput_tok_s": tput, "ttft_ms": ttft, "tpot_ms": tpot},
-             ("Qwen/Qwen3-14B", "openai/gpt-oss-20b"))
-        for page, gpu, gpu_name, rows in (
-            ("h100", "h100_sxm", "H100", (
-                ("b01", "sharegpt", 1000, 215312, 193979, 7817.03, 4881.62, 91.00),
-                ("b08", "32K", 100, 3200000, 9350, 86.62, 53687.69, 239.44),
-                ("b09", "4K", 500, 1999249, 52309, 847.43, 31245.12, 184.26),
-                ("b10", "2K", 500, 999120, 47022, 1443.44, 16515.86, 149.76),
-                ("b11", "128", 1000, 127755, 4000, 851.04, 3174.14, 178.91),
-            )),
-            ("a100", "a100_80gb", "A100", (
-                ("b01", "sharegpt", 1000, 215312, 194171, 4620.12, 13654.59, 48.57),
-                ("b08", "32K", 100, 3200000, 9533, 21.62, 219739.77, 268.03),
-                ("b09", "4K", 500, 1999249, 53530, 415.64, 62947.13, 123.35),
-                ("b10", "2K", 500, 999120, 47224, 813.35, 31669.55, 100.32),
-                ("b11", "128", 1000, 127755, 4000, 735.40, 2774.46, 62.10),
-            )),
-        )
-        for b, kind, n, inp, out, tput, ttft, tpot in rows
-    ),
-)  # fmt: skip
+def load_twins(path: Path = TWINS_CSV) -> tuple[Twin, ...]:
+    """The printed runs, as the CSV beside this script lists them (one row per run; a metric
+    the page does not print is left empty)."""
+    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    return tuple(
+        Twin(
+            r.name,
+            r.page,
+            r.twin,
+            r.model,
+            r.gpu,
+            int(r.gpus),
+            r.release,
+            r.precision,
+            r.serve,
+            int(r.prompts),
+            int(r.input_tokens),
+            int(r.output_tokens),
+            {m: float(getattr(r, m)) for m in SUFFIX if getattr(r, m)},
+            (r.twin_served, r.served),
+        )  # fmt: skip
+        for r in table.itertuples(index=False)
+    )
 
 
 def twin_rows(source: pd.DataFrame) -> pd.DataFrame:
     """Every printed metric of every twin as a case row copied from its converted twin."""
     by_id = source.set_index("case_id")
     rows = []
-    for t in TWINS:
+    for t in load_twins():
         for metric, value in t.printed.items():
             base = by_id.loc[f"{t.twin}-{SUFFIX[metric]}"].to_dict()
             notes = base["notes"].split("; ", 2)[-1]  # past "<PRECISION>; precision: <p>"
