@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,7 +75,7 @@ def load_twins(path: Path = TWINS_CSV) -> tuple[Twin, ...]:
             int(r.output_tokens),
             {m: float(getattr(r, m)) for m in SUFFIX if getattr(r, m)},
             (r.twin_served, r.served),
-        )  # fmt: skip
+        )
         for r in table.itertuples(index=False)
     )
 
@@ -96,6 +95,7 @@ def twin_rows(source: pd.DataFrame) -> pd.DataFrame:
             notes = notes.replace(base["engine_version"], t.release)
             base.update(
                 case_id=f"{t.name} | {metric}", series=t.page, target_model=t.model, gpu=t.gpu,
+                # every page here runs its GPUs as one tensor-parallel group
                 num_gpus=str(t.gpus), tp=str(t.gpus), engine_version=t.release,
                 load=str(t.prompts) if base["load_kind"] == "static_batch" else base["load"],
                 prompt_len=str(t.input_tokens / t.prompts),
@@ -115,11 +115,8 @@ def main() -> int:
     if not args.cases.is_file():
         print(f"error: --cases: {args.cases} not found (needs ../shared)", file=sys.stderr)
         return 2
-    twins = twin_rows(read_cases(args.cases))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "twins.csv"
-        twins.to_csv(path, index=False)
-        out = validate(read_cases(path))
+    # the twins are read_cases' own rows with cells changed: validate takes them as they are
+    out = validate(twin_rows(read_cases(args.cases)))
     if args.out is not None:
         out.to_csv(args.out, index=False)
     pd.set_option("display.width", 160)

@@ -656,13 +656,20 @@ class Replica:
             step.prompt = computed, BatchShape.of(chunks, computed, len(chunks), prefill=True)
         return step.prompt
 
+    def _prompt_done(self, step: Step) -> tuple[BatchShape, np.ndarray]:
+        """The step's prompt chunks' shape and the requests whose prompt they complete."""
+        computed, prompt = self._prompt(step)
+        prefilling = step.batch.prefill
+        done = prefilling[computed + step.batch.chunks == self.requests.num_tokens(prefilling)]
+        return prompt, done
+
     def _verify(self, step: Step) -> tuple[float, float, np.ndarray]:
         """Seconds of one target forward over the verify chains/trees and the prefill chunks
         (and of them, the host overhead), and which chunks complete their prompt. Every
         verified position needs logits; a tree's positions are costed like a chain of the same
         width (attention kernels compute the masked block whole). ``step.widths``: each
         decoding sequence's own verify width, when they differ."""
-        decoding, prefilling, chunks = step.decoding, step.batch.prefill, step.batch.chunks
+        decoding, prefilling = step.decoding, step.batch.prefill
         width, widths = step.draft.width, step.widths
         if widths is not None and len(widths) == 1:  # one sequence: its own width, uniformly
             width, widths = int(widths[0]), None
@@ -679,8 +686,7 @@ class Replica:
             # every sequence verifying one width beside the prompt chunks: BatchShape.uniform
             # of the verifies plus the chunks' shape with their logits, field by field in
             # BatchShape.__add__'s order, as floats (no shape built)
-            computed, prompt = self._prompt(step)
-            prefill_done = prefilling[computed + chunks == self.requests.num_tokens(prefilling)]
+            prompt, prefill_done = self._prompt_done(step)
             n, ctx = len(decoding), step.context_sum
             gemm, attention, lm_head, elementwise, comm, overhead = self._plain_target.parts(
                 n * width + prompt.num_tokens, n * width + len(prefill_done),
@@ -699,8 +705,7 @@ class Replica:
             verified = verified.expanded()
         prefill_done = _NO_IDS
         if len(prefilling):
-            computed, prompt = self._prompt(step)
-            prefill_done = prefilling[computed + chunks == self.requests.num_tokens(prefilling)]
+            prompt, prefill_done = self._prompt_done(step)
             # a completed prompt needs logits for its last position (its first output token)
             verified += prompt.with_logits(len(prefill_done))
         if self._plain_target is not None:  # forward's fields as floats, summed in its order
