@@ -289,6 +289,19 @@ def test_the_all_row_has_no_trend_when_no_series_varies_load():
     assert table["trend_rho"].isna().all()
 
 
+def test_a_sweep_of_constant_values_has_no_trend_and_no_warning():
+    import warnings
+
+    from simspec.studies.validation.summary import series_table
+
+    # one series over three loads whose measured value never changes: no rank order to
+    # correlate (QA: SciPy's ConstantInputWarning reached the validate output)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = series_table(_ok_rows(["a"] * 3, [1, 16, 64], [1.5, 1.5, 1.5]))
+    assert table["trend_rho"].isna().all()
+
+
 def test_a_one_point_panel_shows_a_small_miss_small():
     from simspec.studies.validation.report import panel_range, predicted_vs_measured
 

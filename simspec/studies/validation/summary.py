@@ -75,7 +75,10 @@ def trend_rho(ok: pd.DataFrame) -> float:
         if load.nunique() < 3:
             continue
         measured = pd.to_numeric(sweep["measured_value"], errors="coerce")
-        rho = spearmanr(measured, sweep["predicted_value"].astype(float)).statistic
+        predicted = sweep["predicted_value"].astype(float)
+        if measured.nunique() < 2 or predicted.nunique() < 2:
+            continue  # a constant side has no rank order: ρ is undefined (QA: SciPy warned)
+        rho = spearmanr(measured, predicted).statistic
         if np.isfinite(rho):
             rhos.append(float(rho))
     return float(np.mean(rhos)) if rhos else math.nan
