@@ -75,6 +75,34 @@ def test_a_plain_forward_follows_an_attention_roofline_that_bends():
 
 
 @pytest.mark.parametrize(
+    ("engine", "tp", "model"),
+    [("vllm", 1, "llama-3.1-8b"), ("sglang", 1, "llama-3.1-8b"), ("trtllm", 1, "llama-3.1-8b"),
+     ("hf", 1, "llama-3.1-8b"), ("vllm", 4, "llama-3.1-70b")],
+)  # fmt: skip
+def test_a_run_of_plain_forwards_is_each_forwards_floats(engine, tp, model):
+    """PlainForward.parts_many (plain decoding alone, every step at once) gives, element by
+    element, the floats parts gives one forward at a time."""
+    cm, shape = cost_model(engine, tp), load_model(model)
+    plain = cm.plain(shape)
+    assert plain is not None
+    context = np.random.default_rng(5).integers(0, 40_000, 300).astype(np.float64)
+    for width in (1, 4):
+        got = plain.parts_many(width, width, 1, float(width * width), width, context)
+        assert got is not None
+        for i, kv in enumerate(context.tolist()):
+            want = plain.parts(width, width, 1, float(width * width), width * kv, kv)
+            assert tuple(float(col[i]) for col in got) == want
+
+
+def test_a_run_of_plain_forwards_leaves_a_bending_roofline_to_the_loop():
+    cm, model = cost_model(), load_model("llama-3.1-8b")
+    cm._terms_of(model).attention.sharpness = 2.5
+    plain = cm.plain(model)
+    assert plain is not None
+    assert plain.parts_many(1, 1, 1, 1.0, 1, np.arange(4.0)) is None
+
+
+@pytest.mark.parametrize(
     "model", ["deepseek-v3", "deepseek-v3.2", "gpt-oss-120b", "qwen3-next-80b-a3b"]
 )
 def test_models_off_the_plain_path_keep_the_general_forward(model):
@@ -279,12 +307,27 @@ def test_a_batch_that_runs_on_unchanged_steps_as_the_general_iteration(
 
         return schedule
 
+    def six_then_short(original):
+        # plain decoding alone takes its steps at once (Replica._decode_alone_plain): at most
+        # six of them, and every other time none, so the general step runs between
+        def schedule(self, computed, held, steps):
+            nonlocal calls
+            calls += 1
+            if calls % 2 == 0:
+                return _EMPTY
+            return original(self, computed, held, min(steps, 6))
+
+        return schedule
+
     with monkeypatch.context() as m:
         m.setattr(Replica, "_decode_alone", counted(Replica._decode_alone))
         m.setattr(Replica, "_decode_steady", counted(Replica._decode_steady))
         if interrupted:
             alone = every_seventh_short(Scheduler.schedule_alone, -1)
             m.setattr(Scheduler, "schedule_alone", alone)
+            m.setattr(
+                Scheduler, "schedule_alone_steps", six_then_short(Scheduler.schedule_alone_steps)
+            )
             m.setattr(
                 Scheduler, "schedule_steady", every_seventh_short(Scheduler.schedule_steady, None)
             )

@@ -1,7 +1,8 @@
 """Bit-identity of the engine: one SHA-256 per run over its request and iteration tables and its
 summary, for every golden scenario (tests/golden/cases.py) and each closed-loop one again at
-concurrency 1. A refactor of the hot loop that must not move a single bit writes the hashes
-before and checks them after; the golden numbers (tools/golden.py) allow 1e-9.
+concurrency 1 (with its plain-decoding baseline). A refactor of the hot loop that must not move a
+single bit writes the hashes before and checks them after; the golden numbers (tools/golden.py)
+allow 1e-9.
 
     python tools/step_hashes.py --write before.json   # before the change (~45 s on 2 cores)
     python tools/step_hashes.py --check before.json   # after it: lists every run that moved
@@ -34,7 +35,8 @@ def run_hash(raw: dict) -> str:
 
 
 def scenarios() -> dict[str, dict]:
-    """Every golden scenario, and each closed-loop one at concurrency 1 (``NAME@1``)."""
+    """Every golden scenario, and each closed-loop one at concurrency 1 (``NAME@1``) and its
+    plain-decoding baseline there (``NAME@1/plain``)."""
     out: dict[str, dict] = {}
     for name, raw in cases.SCENARIOS.items():
         out[name] = raw
@@ -44,6 +46,11 @@ def scenarios() -> dict[str, dict]:
             alone.setdefault("workload", {})["concurrency"] = 1
             alone["workload"].setdefault("requests", 40)
             out[f"{name}@1"] = alone
+            # and its plain-decoding baseline alone (Replica._decode_alone_plain)
+            plain = copy.deepcopy(alone)
+            plain["method"] = {"name": "autoregressive"}
+            plain.pop("acceptance", None)
+            out[f"{name}@1/plain"] = plain
     return out
 
 

@@ -367,6 +367,10 @@ class Replica:
             return 0
         r, sched, spec, acceptance = self.requests, self.sched, self.spec, self.acceptance
         k, nodes, width = spec.step_shape(1)
+        if not k and sched.decode_reserve is None:
+            done = self._decode_alone_plain(rid, width)
+            if done is not None:
+                return done
         proposals = self._proposals if k else None
         ragged, overhead = self._ragged, self._spec_overhead
         asks = self._asks_proposed
@@ -429,6 +433,55 @@ class Replica:
         if finished:
             self._finish(ids[:1].copy(), _NO_IDS)
         return iterations
+
+    def _decode_alone_plain(self, rid: int, width: int) -> int | None:
+        """:meth:`_decode_alone` of a request decoding alone without a draft (plain decoding,
+        one token a step), every step computed at once: its steps are known before they run
+        (one token each, to its end or until its blocks run short), so their blocks, forwards
+        and clock are arrays, with the loop's operations element by element (the blocks'
+        running maximum, :meth:`PlainForward.parts_many`, the clock's running sum: numpy's
+        ``cumsum`` adds in order, as ``+=`` does), and the same records. None where the
+        forwards cannot be computed so (:meth:`PlainForward.parts_many`): the loop runs."""
+        plain, clock, r, sched = self._plain_target, self.env, self.requests, self.sched
+        assert plain is not None and isinstance(clock, StepClock)
+        generated, computed = int(r.generated[rid]), int(r.computed[rid])
+        held, output_len = int(r.blocks[rid]), int(r.output_len[rid])
+        if plain.sharpness != 1.0:  # parts_many's condition, checked before blocks are taken
+            return None
+        self._carry = None
+        used = self.pool.used
+        new_held = sched.schedule_alone_steps(computed, held, output_len - generated)
+        n = len(new_held)
+        if n == 0:
+            return 0
+        context_sum = (computed + np.arange(n, dtype=np.int64)).astype(np.float64)
+        parts = plain.parts_many(width, width, 1, float(width * width), width, context_sum)
+        assert parts is not None  # a sharpness of 1
+        gemm, attention, lm_head, elementwise, comm, over = parts
+        verify = gemm + attention + lm_head + elementwise + comm + over
+        # clock.now += 0.0 + verify_s at each step (no draft): the sums in order
+        ends = np.cumsum(np.concatenate(([clock.now], 0.0 + verify)))
+        clock.now = float(ends[-1])
+        used_after = used + (new_held - held)  # the pool's blocks in use after each step
+        record, log = _new_record, self.log
+        for start, end, net, o, u in zip(
+            ends[:-1].tolist(),
+            ends[1:].tolist(),
+            (verify - over).tolist(),
+            over.tolist(),
+            used_after.tolist(),
+            strict=True,
+        ):
+            log.record(record(IterationRecord, (
+                start, end - start, 1, 0, width, 1, 0, 0, 0.0, net, o, u, width, 0, 0,
+            )))  # fmt: skip
+        finished = generated + n >= output_len
+        r.generated[rid], r.computed[rid] = generated + n, computed + n
+        r.blocks[rid] = int(new_held[n - 1])
+        r.add_spec_steps(rid, 0, 0)
+        if finished:
+            self._finish(sched.running_ids()[:1].copy(), _NO_IDS)
+        return n
 
     def _decode_steady(self, ids: np.ndarray) -> int:
         """:meth:`_decode_alone` for a batch of several sequences (:meth:`Scheduler.steady`:

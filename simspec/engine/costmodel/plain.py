@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+import numpy as np
+
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.engine.costmodel.attention import AttentionKernels
 from simspec.engine.costmodel.host import HostModel
@@ -56,6 +58,8 @@ class CostModel(Protocol):
 # (GEMMs with any extra GEMM, attention, LM head, elementwise, communication, host overhead):
 # StepCost's fields, in its order
 Parts = tuple[float, float, float, float, float, float]
+# the same fields of a run of forwards, one array each (PlainForward.parts_many)
+PartsArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 class PlainForward:
@@ -145,6 +149,54 @@ class PlainForward:
             overhead = overhead_s + launch
         return (gemm, attention, lm_head, elementwise, comm, overhead)
 
+    def parts_many(
+        self,
+        num_tokens: int,
+        logit_tokens: int,
+        num_seqs: int,
+        sum_q_sq: float,
+        width: int,
+        sum_kv: np.ndarray,
+    ) -> PartsArrays | None:
+        """:meth:`parts` of a run of forwards of one shape whose context sums ``sum_kv`` (an
+        array, one per forward; ``sum_q_kv`` is ``width * sum_kv``) differ, as arrays: the
+        same IEEE operations on the same operands, element by element, so each element is
+        :meth:`parts`' float (numpy's elementwise ``+ - * /`` and ``maximum`` are the scalar
+        operations). None where the attention roofline's sharpness is not 1 (its powers may
+        round differently in numpy's vectorised ``power``): the caller steps :meth:`parts`."""
+        t = num_tokens
+        if t == 0 or self.sharpness != 1.0:
+            return None
+        key = (t, logit_tokens, num_seqs)
+        hit = self.by_shape.get(key)
+        if hit is None:
+            hit = self.by_shape[key] = self._shape(t, logit_tokens, num_seqs)
+        gemm, elementwise, comm, lm_head, graphed = hit
+        gemm += 0.0  # parts' extra_gemm_s, none here
+        attention: np.ndarray | float = 0.0
+        if self.layers > 0:
+            latency = self.decode_latency if one_token_each(sum_q_sq, t) else self.latency
+            pairs = width * sum_kv + (sum_q_sq + t) / 2.0
+            flops = self.flops_per_pair * pairs
+            nbytes = self.kv_bytes_per_token * (sum_kv + t)
+            nbytes = nbytes + self.q_bytes_per_token * t
+            one = latency + (flops / self.compute_rate + nbytes / self.memory_rate)
+            attention = self.layers * one
+        gpu = gemm + attention + lm_head + elementwise + comm
+        launch = 0.0 if graphed else np.maximum(0.0, self.launch_s - gpu)
+        host = self.host_fixed_s + self.host_per_seq_s * num_seqs
+        exposed = np.maximum(0.0, host - (gpu + launch)) if self.overlapped else host
+        overhead = exposed + launch
+        n = len(sum_kv)
+        return (
+            _column(gemm, n),
+            _column(attention, n),
+            _column(lm_head, n),
+            _column(elementwise, n),
+            _column(comm, n),
+            _column(overhead, n),
+        )
+
     def _shape(
         self, t: int, logit_tokens: int, num_seqs: int
     ) -> tuple[float, float, float, float, bool]:
@@ -154,6 +206,11 @@ class PlainForward:
             self.terms, batch, self.layers
         )
         return gemm, elementwise, comm, lm_head, graphed
+
+
+def _column(value: np.ndarray | float, n: int) -> np.ndarray:
+    """``value`` as an array of ``n`` floats (a term that does not vary along the run)."""
+    return value if isinstance(value, np.ndarray) else np.full(n, value)
 
 
 def plain_model(cost: CostModel, model: ModelShape, terms: ModelTerms) -> bool:
