@@ -308,8 +308,9 @@ def test_a_batch_that_runs_on_unchanged_steps_as_the_general_iteration(
         return schedule
 
     def six_then_short(original):
-        # plain decoding alone takes its steps at once (Replica._decode_alone_plain): at most
-        # six of them, and every other time none, so the general step runs between
+        # plain decoding takes its steps at once (Replica._decode_alone_plain and
+        # _decode_steady_plain): at most six of them, and every other time none, so the
+        # general step runs between
         def schedule(self, computed, held, steps):
             nonlocal calls
             calls += 1
@@ -327,6 +328,11 @@ def test_a_batch_that_runs_on_unchanged_steps_as_the_general_iteration(
             m.setattr(Scheduler, "schedule_alone", alone)
             m.setattr(
                 Scheduler, "schedule_alone_steps", six_then_short(Scheduler.schedule_alone_steps)
+            )
+            m.setattr(
+                Scheduler,
+                "schedule_steady_steps",
+                six_then_short(Scheduler.schedule_steady_steps),
             )
             m.setattr(
                 Scheduler, "schedule_steady", every_seventh_short(Scheduler.schedule_steady, None)

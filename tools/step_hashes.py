@@ -1,8 +1,8 @@
 """Bit-identity of the engine: one SHA-256 per run over its request and iteration tables and its
 summary, for every golden scenario (tests/golden/cases.py) and each closed-loop one again at
-concurrency 1 (with its plain-decoding baseline). A refactor of the hot loop that must not move a
-single bit writes the hashes before and checks them after; the golden numbers (tools/golden.py)
-allow 1e-9.
+concurrency 1, each with its plain-decoding baseline. A refactor of the hot loop that must not
+move a single bit writes the hashes before and checks them after; the golden numbers
+(tools/golden.py) allow 1e-9.
 
     python tools/step_hashes.py --write before.json   # before the change (~45 s on 2 cores)
     python tools/step_hashes.py --check before.json   # after it: lists every run that moved
@@ -35,13 +35,17 @@ def run_hash(raw: dict) -> str:
 
 
 def scenarios() -> dict[str, dict]:
-    """Every golden scenario, and each closed-loop one at concurrency 1 (``NAME@1``) and its
-    plain-decoding baseline there (``NAME@1/plain``)."""
+    """Every golden scenario, and each closed-loop one's plain-decoding baseline
+    (``NAME/plain``), and both at concurrency 1 (``NAME@1``, ``NAME@1/plain``)."""
     out: dict[str, dict] = {}
     for name, raw in cases.SCENARIOS.items():
         out[name] = raw
         workload = raw.get("workload", {})
         if workload.get("arrival", "closed") == "closed":
+            batch = copy.deepcopy(raw)  # its plain-decoding baseline (Replica._decode_steady_plain)
+            batch["method"] = {"name": "autoregressive"}
+            batch.pop("acceptance", None)
+            out[f"{name}/plain"] = batch
             alone = copy.deepcopy(raw)
             alone.setdefault("workload", {})["concurrency"] = 1
             alone["workload"].setdefault("requests", 40)

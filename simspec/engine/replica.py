@@ -500,6 +500,8 @@ class Replica:
         n = len(ids)
         k, nodes, width = self.spec.step_shape(n)
         r, sched, spec, acceptance = self.requests, self.sched, self.spec, self.acceptance
+        if not k and sched.decode_reserve is None and plain.sharpness == 1.0:
+            return self._decode_steady_plain(ids, width)
         proposals = self._proposals if k else None
         ragged = proposals is not None and self._ragged
         asks = proposals is not None and self._asks_proposed
@@ -576,6 +578,51 @@ class Replica:
             log.record(record(IterationRecord, row))
             self._finish(ids[out], _NO_IDS)
         return iterations
+
+    def _decode_steady_plain(self, ids: np.ndarray, width: int) -> int:
+        """:meth:`_decode_steady` of a batch decoding without a draft (plain decoding, one
+        token a step each), every step up to the first finish computed at once, as
+        :meth:`_decode_alone_plain` does for one request: its blocks as rows
+        (:meth:`Scheduler.schedule_steady_steps`), its forwards as arrays, its clock as an
+        in-order cumsum, and the same records. The context sum grows by the batch's size a
+        step, exactly (integers far below 2**53, as the loop's float additions are)."""
+        plain, clock, r, sched = self._plain_target, self.env, self.requests, self.sched
+        assert plain is not None and isinstance(clock, StepClock)
+        n = len(ids)
+        computed, held, generated = r.computed[ids], r.blocks[ids], r.generated[ids]
+        output_len = r.output_len[ids]
+        steps = int((output_len - generated).min())  # the first finishes at its last step
+        self._carry = None
+        used, held_sum = self.pool.used, r.total(held)
+        new_held = sched.schedule_steady_steps(computed, held, steps)
+        m = len(new_held)
+        if m == 0:
+            return 0
+        tokens = n * width
+        context_sum = float(r.total(computed)) + n * np.arange(m, dtype=np.float64)
+        parts = plain.parts_many(tokens, tokens, n, float(n * width * width), width, context_sum)
+        assert parts is not None  # plain decoding here takes a roofline of sharpness 1
+        gemm, attention, lm_head, elementwise, comm, over = parts
+        verify = gemm + attention + lm_head + elementwise + comm + over
+        ends = np.cumsum(np.concatenate(([clock.now], 0.0 + verify)))
+        clock.now = float(ends[-1])
+        used_after = used + (new_held.sum(axis=1) - held_sum)
+        record, log = _new_record, self.log
+        for start, end, net, o, u in zip(
+            ends[:-1].tolist(),
+            ends[1:].tolist(),
+            (verify - over).tolist(),
+            over.tolist(),
+            used_after.tolist(),
+            strict=True,
+        ):
+            log.record(record(IterationRecord, (
+                start, end - start, n, 0, tokens, n, 0, 0, 0.0, net, o, u, tokens, 0, 0,
+            )))  # fmt: skip
+        r.computed[ids], r.blocks[ids], r.generated[ids] = computed + m, new_held[-1], generated + m
+        if m == steps:
+            self._finish(ids[generated + m >= output_len], _NO_IDS)
+        return m
 
     def _begin(self) -> Step:
         """An iteration up to its length: who runs, and how long drafting and verifying take."""

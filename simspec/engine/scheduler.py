@@ -579,6 +579,28 @@ class Scheduler:
         new_held = np.maximum(full, held)
         return new_held if self._take_for_decode(self.requests.total(new_held - held)) else None
 
+    def schedule_steady_steps(
+        self, computed: np.ndarray, held: np.ndarray, steps: int
+    ) -> np.ndarray:
+        """:meth:`schedule_steady` for the next ``steps`` one-token steps (no draft slots of
+        their own) of the batch :meth:`steady` names, at once: the blocks each holds after
+        each step that fits (one row a step), taken from the pool as those steps would take
+        them (each step's asks' blocks, never fewer than held; a step fits while the blocks
+        added so far are free). No rows when not even the first fits. Not under SGLang's
+        ratio, which each step moves (the caller checks)."""
+        assert self.decode_reserve is None
+        up = self.reserved_draft_slots + self.lookahead + self.block_size
+        context = computed + np.arange(steps, dtype=np.int64)[:, None]  # before each step
+        full = (context + up) // self.block_size
+        if self._win_extra is not None:
+            full = full + self._win_extra[np.minimum(full, self._win_per)]
+        new_held = np.maximum.accumulate(np.maximum(full, held), axis=0)
+        added = new_held.sum(axis=1) - self.requests.total(held)  # never decreasing
+        n = int(np.searchsorted(added, self.pool.free, side="right"))
+        if n:
+            self._take_for_decode(int(added[n - 1]))
+        return new_held[:n]
+
     def _take_for_decode(self, blocks: int) -> bool:
         """What :meth:`schedule` does beyond the blocks' arithmetic for a batch that decodes
         on unchanged: take the ``blocks`` its asks add and step SGLang's ratio; False (nothing
