@@ -91,7 +91,7 @@ def test_a_run_of_plain_forwards_is_each_forwards_floats(engine, tp, model):
         assert got is not None
         for i, kv in enumerate(context.tolist()):
             want = plain.parts(width, width, 1, float(width * width), width * kv, kv)
-            assert tuple(float(col[i]) for col in got) == want
+            assert tuple(float(np.broadcast_to(col, len(context))[i]) for col in got) == want
 
 
 def test_a_run_of_plain_forwards_leaves_a_bending_roofline_to_the_loop():
@@ -126,6 +126,32 @@ def test_draft_seconds_are_the_draft_costs_total(method):
             for q_sum in (None, int(last.sum())):
                 step = DraftStep(kv, last, float(kv.sum()), k, None, q_sum)
                 assert spec.draft_s(step) == spec.draft_cost(step).total_s
+
+
+@pytest.mark.parametrize(
+    ("method", "engine"),
+    [("eagle1", "vllm"), ("eagle3", "vllm"), ("mtp", "vllm"), ("eagle3", "sglang"),
+     ("mtp", "sglang"), ("eagle3", "trtllm")],
+)  # fmt: skip
+def test_a_run_of_draft_seconds_is_each_steps_draft_seconds(method, engine):
+    """EagleHead.draft_s_many (a batch's run at once) gives draft_s of each step, element by
+    element, where the engine pads the first draft forward (vLLM V1), and None elsewhere."""
+    sc = eagle_scenario(method, alpha=0.7).model_copy(update={"engine": engine})
+    spec = setup_replica(sc).speculator
+    rng = np.random.default_rng(8)
+    for n in (1, 3, 64):
+        sums = rng.integers(0, 8000 * n, 40)
+        for k in (1, 2, 3):
+            got = spec.draft_s_many(n, k, None, sums.astype(np.float64))
+            if not spec.padded_first(k):
+                assert got is None
+                continue
+            assert got is not None
+            for i, total in enumerate(sums.tolist()):
+                kv = np.full(n, total // n, dtype=np.int64)  # the sums enter, not the split
+                kv[0] += total - int(kv.sum())
+                step = DraftStep(kv, np.ones(n, dtype=np.int64), float(total), k, None)
+                assert float(np.broadcast_to(got, len(sums))[i]) == spec.draft_s(step)
 
 
 @pytest.mark.parametrize(("method", "tree"), [("eagle1", "static"), ("eagle2", "dynamic")])
@@ -308,15 +334,25 @@ def test_a_batch_that_runs_on_unchanged_steps_as_the_general_iteration(
         return schedule
 
     def six_then_short(original):
-        # plain decoding takes its steps at once (Replica._decode_alone_plain and
-        # _decode_steady_plain): at most six of them, and every other time none, so the
-        # general step runs between
+        # plain decoding alone takes its steps at once (Replica._decode_alone_plain), and so
+        # does a batch (_decode_steady_plain, _decode_steady_trace): at most six of them,
+        # and every other time none, so the general step runs between
         def schedule(self, computed, held, steps):
             nonlocal calls
             calls += 1
             if calls % 2 == 0:
                 return _EMPTY
             return original(self, computed, held, min(steps, 6))
+
+        return schedule
+
+    def six_rows_then_short(original):
+        def schedule(self, context, held):  # a batch's steps at once, as above
+            nonlocal calls
+            calls += 1
+            if calls % 2 == 0:
+                return _EMPTY.reshape(0, len(held))
+            return original(self, context[:6], held)
 
         return schedule
 
@@ -332,7 +368,7 @@ def test_a_batch_that_runs_on_unchanged_steps_as_the_general_iteration(
             m.setattr(
                 Scheduler,
                 "schedule_steady_steps",
-                six_then_short(Scheduler.schedule_steady_steps),
+                six_rows_then_short(Scheduler.schedule_steady_steps),
             )
             m.setattr(
                 Scheduler, "schedule_steady", every_seventh_short(Scheduler.schedule_steady, None)

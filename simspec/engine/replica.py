@@ -20,7 +20,11 @@ import numpy as np
 import simpy
 
 from simspec.catalog.models import ModelShape
-from simspec.engine.acceptance.samplers import AcceptanceSampler, TokenReplayAcceptance
+from simspec.engine.acceptance.samplers import (
+    AcceptanceSampler,
+    TokenReplayAcceptance,
+    TraceAcceptance,
+)
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
 from simspec.engine.kv_cache import BlockPool, MemoryPlan
 from simspec.engine.load_policy import StepShape
@@ -28,6 +32,7 @@ from simspec.engine.metrics import IterationLog, IterationRecord, IterationSink
 from simspec.engine.requests import RequestTable
 from simspec.engine.scheduler import ScheduledBatch, Scheduler
 from simspec.engine.speculators import DraftStep, Speculator
+from simspec.engine.speculators.eagle import EagleHead
 from simspec.errors import ScenarioError
 
 _NO_IDS = np.zeros(0, dtype=np.int64)  # the shared empty id array (never written through)
@@ -131,6 +136,18 @@ class Carry:
 
 
 _new_record = tuple.__new__  # IterationRecord from a tuple of its fields (see _record)
+EagleHeadDraftS = EagleHead.draft_s  # a head whose draft_s is this one has draft_s_many
+
+
+# the fewest steps a speculative batch's run must be sure to last to be computed at once
+# (Replica._decode_steady_trace): a speed constant of the implementation, not of the model
+_RUN_AT_ONCE = 8
+
+
+def _per_step(value: np.ndarray | float, steps: int) -> np.ndarray:
+    """A field of a run of forwards (``parts_many``) as one value a step: a float where the
+    field does not vary along the run, viewed ``steps`` times (no arithmetic)."""
+    return np.broadcast_to(value, (steps,))
 
 
 def _trimmed_last(widths: np.ndarray | None, width: int, edge: int, n: int) -> np.ndarray | None:
@@ -458,7 +475,8 @@ class Replica:
         parts = plain.parts_many(width, width, 1, float(width * width), width, context_sum)
         assert parts is not None  # a sharpness of 1
         gemm, attention, lm_head, elementwise, comm, over = parts
-        verify = gemm + attention + lm_head + elementwise + comm + over
+        verify = _per_step(gemm + attention + lm_head + elementwise + comm + over, n)
+        over = _per_step(over, n)
         # clock.now += 0.0 + verify_s at each step (no draft): the sums in order
         ends = np.cumsum(np.concatenate(([clock.now], 0.0 + verify)))
         clock.now = float(ends[-1])
@@ -500,8 +518,18 @@ class Replica:
         n = len(ids)
         k, nodes, width = self.spec.step_shape(n)
         r, sched, spec, acceptance = self.requests, self.sched, self.spec, self.acceptance
-        if not k and sched.decode_reserve is None and plain.sharpness == 1.0:
-            return self._decode_steady_plain(ids, width)
+        if sched.decode_reserve is None and plain.sharpness == 1.0:
+            if not k:
+                return self._decode_steady_plain(ids, width)
+            # a run at once pays its arrays' setup (~50 numpy calls) once: worth it for runs
+            # of about 8 steps or more (benchmarks/README: ~0.85x at concurrency 64, whose
+            # runs average 6; 1.1x at 32; 1.6x at 8), and a run lasts at least the steps its
+            # closest finisher needs at k + 1 tokens a step
+            long_run = (r.output_len[ids] - r.generated[ids]).min() >= _RUN_AT_ONCE * (k + 1)
+            if long_run and type(acceptance) is TraceAcceptance and self._proposals is None:
+                done = self._decode_steady_trace(ids, k, nodes, width)
+                if done is not None:
+                    return done
         proposals = self._proposals if k else None
         ragged = proposals is not None and self._ragged
         asks = proposals is not None and self._asks_proposed
@@ -594,7 +622,8 @@ class Replica:
         steps = int((output_len - generated).min())  # the first finishes at its last step
         self._carry = None
         used, held_sum = self.pool.used, r.total(held)
-        new_held = sched.schedule_steady_steps(computed, held, steps)
+        context = computed + np.arange(steps, dtype=np.int64)[:, None]  # before each step
+        new_held = sched.schedule_steady_steps(context, held)
         m = len(new_held)
         if m == 0:
             return 0
@@ -603,7 +632,8 @@ class Replica:
         parts = plain.parts_many(tokens, tokens, n, float(n * width * width), width, context_sum)
         assert parts is not None  # plain decoding here takes a roofline of sharpness 1
         gemm, attention, lm_head, elementwise, comm, over = parts
-        verify = gemm + attention + lm_head + elementwise + comm + over
+        verify = _per_step(gemm + attention + lm_head + elementwise + comm + over, m)
+        over = _per_step(over, m)
         ends = np.cumsum(np.concatenate(([clock.now], 0.0 + verify)))
         clock.now = float(ends[-1])
         used_after = used + (new_held.sum(axis=1) - held_sum)
@@ -622,6 +652,100 @@ class Replica:
         r.computed[ids], r.blocks[ids], r.generated[ids] = computed + m, new_held[-1], generated + m
         if m == steps:
             self._finish(ids[generated + m >= output_len], _NO_IDS)
+        return m
+
+    def _decode_steady_trace(
+        self, ids: np.ndarray, k: int, nodes: int | None, width: int
+    ) -> int | None:
+        """:meth:`_decode_steady` of a batch drafting ``k`` tokens a step whose acceptance
+        replays traces (:class:`TraceAcceptance`: each step's tokens follow from positions
+        alone), up to its first finish at once: the acceptance walked step by step as the
+        loop asks it, then the blocks as rows (:meth:`Scheduler.schedule_steady_steps`), the
+        draft and verify forwards as arrays (:meth:`EagleHead.draft_s_many`,
+        :meth:`PlainForward.parts_many`), the clock as an in-order cumsum, and the same
+        records. The context sum is the batch's tokens in KV, exactly (the loop's float
+        additions of integers far below 2**53). None where the draft is not a padded chain
+        on the plain path (``draft_s_many``): the loop runs."""
+        plain, clock, r, sched = self._plain_target, self.env, self.requests, self.sched
+        spec, acceptance = self.spec, self.acceptance
+        assert plain is not None and isinstance(clock, StepClock) and acceptance is not None
+        many = getattr(spec, "draft_s_many", None)
+        if many is None or type(spec).draft_s is not EagleHeadDraftS:
+            return None
+        n = len(ids)
+        computed, held, generated = r.computed[ids], r.blocks[ids], r.generated[ids]
+        first, output_len = generated, r.output_len[ids]
+        # the steps' tokens, as the loop's accept_counts gives them, to the first finish
+        taken: list[np.ndarray] = []
+        position, finished = generated, False
+        while not finished:
+            step_tokens = acceptance.accept_counts(ids, position, k, nodes) + 1
+            taken.append(step_tokens)
+            reached = position + step_tokens
+            finished = bool(np.count_nonzero(reached >= output_len))
+            if not finished:
+                position = reached
+        tokens_by_step = np.array(taken)
+        before = np.cumsum(tokens_by_step, axis=0) - tokens_by_step  # added before each step
+        context = computed + before
+        context_sum = context.sum(axis=1).astype(np.float64)
+        drafts = many(n, k, nodes, context_sum)
+        if drafts is None:
+            return None
+        draft = _per_step(drafts, len(taken))
+        self._carry = None
+        used, held_sum = self.pool.used, r.total(held)
+        new_held = sched.schedule_steady_steps(context, held)
+        m = len(new_held)
+        if m == 0:
+            return 0
+        if m < len(taken):  # blocks ran short first: no finish
+            finished = False
+            tokens_by_step, context_sum, draft = tokens_by_step[:m], context_sum[:m], draft[:m]
+        tokens = n * width
+        parts = plain.parts_many(tokens, tokens, n, float(n * width * width), width, context_sum)
+        assert parts is not None  # a sharpness of 1
+        gemm, attention, lm_head, elementwise, comm, over = parts
+        verify = _per_step(gemm + attention + lm_head + elementwise + comm + over, m)
+        over = _per_step(over, m)
+        draft = _per_step(draft + self._spec_overhead, m)
+        ends = np.cumsum(np.concatenate(([clock.now], draft + verify)))
+        clock.now = float(ends[-1])
+        used_after = used + (new_held.sum(axis=1) - held_sum)
+        made = tokens_by_step.sum(axis=1)
+        last = tokens_by_step[-1]
+        total_tokens = tokens_by_step.sum(axis=0)
+        if finished:  # the last step emits up to each one's end
+            before_last = generated + (total_tokens - last)
+            emitted = np.minimum(last, output_len - before_last)
+            made[-1] = r.total(emitted)
+            generated = before_last + emitted
+            out = generated >= output_len
+        else:
+            generated = generated + total_tokens
+        record, log = _new_record, self.log
+        for start, end, mk, d, net, o, u in zip(
+            ends[:-1].tolist(),
+            ends[1:].tolist(),
+            made.tolist(),
+            draft.tolist(),
+            (verify - over).tolist(),
+            over.tolist(),
+            used_after.tolist(),
+            strict=True,
+        ):
+            log.record(record(IterationRecord, (
+                start, end - start, n, 0, tokens, mk, mk, n, d, net, o, u, tokens, 0, 0,
+            )))  # fmt: skip
+        r.computed[ids], r.blocks[ids], r.generated[ids] = (
+            computed + total_tokens,
+            new_held[-1],
+            generated,
+        )
+        r.last_step_tokens[ids] = last
+        r.add_spec_steps(ids, m, generated - first - m)  # emitted minus bonus
+        if finished:
+            self._finish(ids[out], _NO_IDS)
         return m
 
     def _begin(self) -> Step:

@@ -579,18 +579,16 @@ class Scheduler:
         new_held = np.maximum(full, held)
         return new_held if self._take_for_decode(self.requests.total(new_held - held)) else None
 
-    def schedule_steady_steps(
-        self, computed: np.ndarray, held: np.ndarray, steps: int
-    ) -> np.ndarray:
-        """:meth:`schedule_steady` for the next ``steps`` one-token steps (no draft slots of
-        their own) of the batch :meth:`steady` names, at once: the blocks each holds after
-        each step that fits (one row a step), taken from the pool as those steps would take
-        them (each step's asks' blocks, never fewer than held; a step fits while the blocks
-        added so far are free). No rows when not even the first fits. Not under SGLang's
-        ratio, which each step moves (the caller checks)."""
+    def schedule_steady_steps(self, context: np.ndarray, held: np.ndarray) -> np.ndarray:
+        """:meth:`schedule_steady` for the next steps of the batch :meth:`steady` names, at
+        once (``context``: each one's tokens in KV before each step, one row a step; asks of
+        the reserved draft slots, not of proposals): the blocks each holds after each step
+        that fits, taken from the pool as those steps would take them (each step's asks'
+        blocks, never fewer than held; a step fits while the blocks added so far are free).
+        No rows when not even the first fits. Not under SGLang's ratio, which each step moves
+        (the caller checks)."""
         assert self.decode_reserve is None
         up = self.reserved_draft_slots + self.lookahead + self.block_size
-        context = computed + np.arange(steps, dtype=np.int64)[:, None]  # before each step
         full = (context + up) // self.block_size
         if self._win_extra is not None:
             full = full + self._win_extra[np.minimum(full, self._win_per)]

@@ -58,8 +58,10 @@ class CostModel(Protocol):
 # (GEMMs with any extra GEMM, attention, LM head, elementwise, communication, host overhead):
 # StepCost's fields, in its order
 Parts = tuple[float, float, float, float, float, float]
-# the same fields of a run of forwards, one array each (PlainForward.parts_many)
-PartsArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+# the same fields of a run of forwards (PlainForward.parts_many): an array each, or one float
+# where the field does not vary along the run
+Field = np.ndarray | float
+PartsArrays = tuple[Field, Field, Field, Field, Field, Field]
 
 
 class PlainForward:
@@ -157,6 +159,8 @@ class PlainForward:
         sum_q_sq: float,
         width: int,
         sum_kv: np.ndarray,
+        overhead_s: float | None = None,
+        extra_gemm_s: float = 0.0,
     ) -> PartsArrays | None:
         """:meth:`parts` of a run of forwards of one shape whose context sums ``sum_kv`` (an
         array, one per forward; ``sum_q_kv`` is ``width * sum_kv``) differ, as arrays: the
@@ -172,7 +176,6 @@ class PlainForward:
         if hit is None:
             hit = self.by_shape[key] = self._shape(t, logit_tokens, num_seqs)
         gemm, elementwise, comm, lm_head, graphed = hit
-        gemm += 0.0  # parts' extra_gemm_s, none here
         attention: np.ndarray | float = 0.0
         if self.layers > 0:
             latency = self.decode_latency if one_token_each(sum_q_sq, t) else self.latency
@@ -182,20 +185,16 @@ class PlainForward:
             nbytes = nbytes + self.q_bytes_per_token * t
             one = latency + (flops / self.compute_rate + nbytes / self.memory_rate)
             attention = self.layers * one
+        gemm += extra_gemm_s
         gpu = gemm + attention + lm_head + elementwise + comm
         launch = 0.0 if graphed else np.maximum(0.0, self.launch_s - gpu)
-        host = self.host_fixed_s + self.host_per_seq_s * num_seqs
-        exposed = np.maximum(0.0, host - (gpu + launch)) if self.overlapped else host
-        overhead = exposed + launch
-        n = len(sum_kv)
-        return (
-            _column(gemm, n),
-            _column(attention, n),
-            _column(lm_head, n),
-            _column(elementwise, n),
-            _column(comm, n),
-            _column(overhead, n),
-        )
+        if overhead_s is None:
+            host = self.host_fixed_s + self.host_per_seq_s * num_seqs
+            exposed = np.maximum(0.0, host - (gpu + launch)) if self.overlapped else host
+            overhead = exposed + launch
+        else:
+            overhead = overhead_s + launch
+        return (gemm, attention, lm_head, elementwise, comm, overhead)
 
     def _shape(
         self, t: int, logit_tokens: int, num_seqs: int
@@ -206,11 +205,6 @@ class PlainForward:
             self.terms, batch, self.layers
         )
         return gemm, elementwise, comm, lm_head, graphed
-
-
-def _column(value: np.ndarray | float, n: int) -> np.ndarray:
-    """``value`` as an array of ``n`` floats (a term that does not vary along the run)."""
-    return value if isinstance(value, np.ndarray) else np.full(n, value)
 
 
 def plain_model(cost: CostModel, model: ModelShape, terms: ModelTerms) -> bool:

@@ -143,6 +143,42 @@ class EagleHead(Speculator):
         o = first[5] + later[5] * times
         return g + a + lm + e + c + o
 
+    def draft_s_many(
+        self, b: int, k: int, nodes: int | None, kv_sums: np.ndarray
+    ) -> np.ndarray | float | None:
+        """:meth:`draft_s` of a run of steps of one batch of ``b`` sequences whose context
+        sums ``kv_sums`` (one per step) differ, as an array: the same forwards as arrays
+        (:meth:`PlainForward.parts_many`) added in the same order, element by element. Only
+        for a chain whose first forward the engine pads to the verify width (vLLM V1's
+        default: then the last step's tokens do not enter); None elsewhere (a tree, SGLang's
+        draft extend, a head off the plain path), where :meth:`draft_s` runs step by step."""
+        plain = self._plain_head()
+        w = self.padded_first(k, nodes)
+        widths = None if self.tree is None else self.step_widths(k, nodes)
+        if plain is None or not w or b == 0 or k == 0:
+            return None
+        if widths is not None and widths.count(1) != len(widths):
+            return None
+        overhead, t = self.draft_overhead_s, b * w
+        first = plain.parts_many(t, b, b, float(b * w * w), w, kv_sums, overhead, self._fc(t))
+        if first is None:
+            return None
+        if k == 1:
+            g, a, lm, e, c, o = first
+            return g + a + lm + e + c + o
+        mean_kv = kv_sums + b * k / 2.0
+        later = plain.parts_many(b, b, b, float(b), 1, mean_kv, overhead, self._fc(b, False))
+        if later is None:
+            return None
+        times = k - 1
+        g = first[0] + later[0] * times
+        a = first[1] + later[1] * times
+        lm = first[2] + later[2] * times
+        e = first[3] + later[3] * times
+        c = first[4] + later[4] * times
+        o = first[5] + later[5] * times
+        return g + a + lm + e + c + o
+
     def prompt_s(self, prompt: BatchShape, decoding: DraftStep | None = None) -> float:
         """The head's pass over the step's prompt chunks, filling its KV cache with the
         prompt: vLLM's proposer runs its first forward over every token the target step
