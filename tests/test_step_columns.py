@@ -334,15 +334,16 @@ def test_a_batch_that_runs_on_unchanged_steps_as_the_general_iteration(
         return schedule
 
     def six_then_short(original):
-        # plain decoding alone takes its steps at once (Replica._decode_alone_plain), and so
-        # does a batch (_decode_steady_plain, _decode_steady_trace): at most six of them,
-        # and every other time none, so the general step runs between
-        def schedule(self, computed, held, steps):
+        # a request alone takes its steps at once (Replica._decode_alone_plain and
+        # _decode_alone_trace), and so does a batch (_decode_steady_plain,
+        # _decode_steady_trace): at most six of them, and every other time none, so the
+        # general step runs between
+        def schedule(self, context, held):
             nonlocal calls
             calls += 1
             if calls % 2 == 0:
                 return _EMPTY
-            return original(self, computed, held, min(steps, 6))
+            return original(self, context[:6], held)
 
         return schedule
 

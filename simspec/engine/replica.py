@@ -384,8 +384,17 @@ class Replica:
             return 0
         r, sched, spec, acceptance = self.requests, self.sched, self.spec, self.acceptance
         k, nodes, width = spec.step_shape(1)
-        if not k and sched.decode_reserve is None:
-            done = self._decode_alone_plain(rid, width)
+        if sched.decode_reserve is None:
+            if not k:
+                done = self._decode_alone_plain(rid, width)
+            elif (
+                type(acceptance) is TraceAcceptance
+                and self._proposals is None
+                and r.output_len[rid] - r.generated[rid] >= _RUN_AT_ONCE * (k + 1)
+            ):
+                done = self._decode_alone_trace(rid, k, nodes, width)
+            else:
+                done = None
             if done is not None:
                 return done
         proposals = self._proposals if k else None
@@ -467,7 +476,8 @@ class Replica:
             return None
         self._carry = None
         used = self.pool.used
-        new_held = sched.schedule_alone_steps(computed, held, output_len - generated)
+        context = computed + np.arange(output_len - generated, dtype=np.int64)
+        new_held = sched.schedule_alone_steps(context, held)
         n = len(new_held)
         if n == 0:
             return 0
@@ -497,6 +507,71 @@ class Replica:
         r.generated[rid], r.computed[rid] = generated + n, computed + n
         r.blocks[rid] = int(new_held[n - 1])
         r.add_spec_steps(rid, 0, 0)
+        if finished:
+            self._finish(sched.running_ids()[:1].copy(), _NO_IDS)
+        return n
+
+    def _decode_alone_trace(self, rid: int, k: int, nodes: int | None, width: int) -> int | None:
+        """:meth:`_decode_alone` of a request drafting ``k`` tokens a step whose acceptance
+        replays a trace, every step to its end at once, as :meth:`_decode_steady_trace` does
+        for a batch: its steps' tokens walked from the trace (:meth:`TraceAcceptance.walk`),
+        then its blocks, forwards and clock as arrays, and the same records. None where the
+        draft is not a padded chain on the plain path: the loop runs."""
+        plain, clock, r, sched = self._plain_target, self.env, self.requests, self.sched
+        spec, acceptance = self.spec, self.acceptance
+        assert plain is not None and isinstance(clock, StepClock)
+        assert isinstance(acceptance, TraceAcceptance)
+        many = getattr(spec, "draft_s_many", None)
+        if many is None or type(spec).draft_s is not EagleHeadDraftS or plain.sharpness != 1.0:
+            return None
+        generated, computed = int(r.generated[rid]), int(r.computed[rid])
+        held, output_len = int(r.blocks[rid]), int(r.output_len[rid])
+        taken = acceptance.walk(rid, generated, k, output_len)
+        context = computed + (np.cumsum(taken) - taken)  # tokens in KV before each step
+        context_sum = context.astype(np.float64)
+        drafts = many(1, k, nodes, context_sum)
+        if drafts is None:
+            return None
+        self._carry = None
+        used = self.pool.used
+        new_held = sched.schedule_alone_steps(context, held)
+        n = len(new_held)
+        if n == 0:
+            return 0
+        finished = n == len(taken)
+        taken, context_sum = taken[:n], context_sum[:n]
+        draft = _per_step(_per_step(drafts, len(context))[:n] + self._spec_overhead, n)
+        w = width
+        parts = plain.parts_many(w, w, 1, float(w * w), w, context_sum)
+        assert parts is not None  # a sharpness of 1
+        gemm, attention, lm_head, elementwise, comm, over = parts
+        verify = _per_step(gemm + attention + lm_head + elementwise + comm + over, n)
+        over = _per_step(over, n)
+        ends = np.cumsum(np.concatenate(([clock.now], draft + verify)))
+        clock.now = float(ends[-1])
+        used_after = used + (new_held - held)
+        emitted = taken.copy()
+        if finished:  # its last step emits up to its end
+            emitted[-1] = output_len - (generated + int(taken[:-1].sum()))
+        record, log = _new_record, self.log
+        for start, end, e, d, net, o, u in zip(
+            ends[:-1].tolist(),
+            ends[1:].tolist(),
+            emitted.tolist(),
+            draft.tolist(),
+            (verify - over).tolist(),
+            over.tolist(),
+            used_after.tolist(),
+            strict=True,
+        ):
+            log.record(record(IterationRecord, (
+                start, end - start, 1, 0, w, e, e, 1, d, net, o, u, w, 0, 0,
+            )))  # fmt: skip
+        made = int(emitted.sum())
+        r.generated[rid], r.computed[rid] = generated + made, computed + int(taken.sum())
+        r.blocks[rid] = int(new_held[n - 1])
+        r.last_step_tokens[rid] = int(taken[-1])
+        r.add_spec_steps(rid, n, made - n)
         if finished:
             self._finish(sched.running_ids()[:1].copy(), _NO_IDS)
         return n

@@ -528,16 +528,16 @@ class Scheduler:
         new = max(int(self._blocks_for(ask)), held)
         return new if self._take_for_decode(new - held) else -1
 
-    def schedule_alone_steps(self, computed: int, held: int, steps: int) -> np.ndarray:
-        """:meth:`schedule_alone` for the next ``steps`` one-token steps (no draft slots of
-        their own) of the request :meth:`alone` names, at once: the blocks it holds after each
-        step that fits, taken from the pool as those steps would take them (their asks'
-        blocks, never fewer than it held; each step fits while the blocks added so far are
-        free). Empty when not even the first fits. Not under SGLang's ratio, which each step
-        moves (the caller checks); the steps' takes are one (FreeQueue.take of their sum
-        leaves the queue and the pool as the takes one after another do)."""
+    def schedule_alone_steps(self, context: np.ndarray, held: int) -> np.ndarray:
+        """:meth:`schedule_alone` for the next steps of the request :meth:`alone` names, at
+        once (``context``: its tokens in KV before each step; asks of the reserved draft
+        slots, not of proposals): the blocks it holds after each step that fits, taken from
+        the pool as those steps would take them (their asks' blocks, never fewer than it held;
+        each step fits while the blocks added so far are free). Empty when not even the first
+        fits. Not under SGLang's ratio, which each step moves (the caller checks); the steps'
+        takes are one (FreeQueue.take of their sum leaves the queue and the pool as the takes
+        one after another do)."""
         assert self.decode_reserve is None
-        context = computed + np.arange(steps, dtype=np.int64)
         ask = context + (1 + self.reserved_draft_slots + self.lookahead)
         new_held = np.maximum.accumulate(np.maximum(self._blocks_for(ask), held))
         added = new_held - held  # never decreasing: the steps fit up to the first too many

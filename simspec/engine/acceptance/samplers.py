@@ -179,12 +179,31 @@ class TraceAcceptance:
         taus = _record_taus(self.trace.acc, self.trace.offsets, self.trace.lengths, k + 1)
         return _per_request(taus, trace_index)
 
-    def accept_counts(
-        self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
-    ) -> np.ndarray:
+    def _counts_at(self, k: int) -> np.ndarray:
+        """Accepted drafts at every flat position of the trace for a draft of ``k``."""
         counts = self._counts.get(k)
         if counts is None:
             counts = self._counts[k] = np.minimum(self.trace.acc, k + 1).astype(np.int64) - 1
+        return counts
+
+    def walk(self, rid: int, position: int, k: int, end: int) -> np.ndarray:
+        """The tokens (accepted drafts + 1) of each step of request ``rid`` from output
+        position ``position`` until a step reaches ``end``, as :meth:`accept_counts` gives
+        them one step after another (a step's tokens move the next one's position)."""
+        offset, length = int(self.offset[rid]), int(self.length[rid])
+        row = self._counts_at(k)[offset : offset + length].tolist()
+        taken = []
+        while True:
+            step = row[position % length] + 1
+            taken.append(step)
+            if step >= end - position:
+                return np.array(taken, dtype=np.int64)
+            position += step
+
+    def accept_counts(
+        self, rids: np.ndarray, positions: np.ndarray, k: int, nodes: int | None = None
+    ) -> np.ndarray:
+        counts = self._counts_at(k)
         ids, offset, length = self._rows
         if ids is not rids:
             offset, length = self.offset[rids], self.length[rids]
