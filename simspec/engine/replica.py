@@ -146,8 +146,8 @@ _RUN_AT_ONCE = 8
 
 def _per_step(value: np.ndarray | float, steps: int) -> np.ndarray:
     """A field of a run of forwards (``parts_many``) as one value a step: a float where the
-    field does not vary along the run, viewed ``steps`` times (no arithmetic)."""
-    return np.broadcast_to(value, (steps,))
+    field does not vary along the run, repeated ``steps`` times (no arithmetic)."""
+    return value if type(value) is np.ndarray else np.full(steps, value)
 
 
 def _trimmed_last(widths: np.ndarray | None, width: int, edge: int, n: int) -> np.ndarray | None:
