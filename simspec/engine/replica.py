@@ -630,14 +630,17 @@ class Replica:
             if k:
                 drafting = DraftStep(computed, last, context_sum, k, nodes, last_sum)
                 draft_s = spec.draft_s(drafting) + overhead
-            if ragged:  # each verifies what it proposed: the general step's BatchShape.of
+            if ragged:  # each verifies what it proposed: the general step's shape
+                # (BatchShape.of's exact integer sums, as floats), priced as forward prices it
+                # (PlainForward.parts: the same floats)
                 assert proposed is not None
                 widths = proposed + 1
                 tokens = int(widths.sum())
-                cost = self.cost.forward(
-                    self.target, BatchShape.of(widths, computed, tokens, context_sum)
-                )
-                verify_s, over = cost.total_s, cost.overhead_s
+                gemm, attention, lm_head, elementwise, comm, over = plain.parts(
+                    tokens, tokens, n, float(widths.dot(widths)), float(widths.dot(computed)),
+                    context_sum,
+                )  # fmt: skip
+                verify_s = gemm + attention + lm_head + elementwise + comm + over
             else:
                 gemm, attention, lm_head, elementwise, comm, over = plain.parts(
                     tokens, logits, n, sum_q_sq, width * context_sum, context_sum
