@@ -387,12 +387,12 @@ class Replica:
         if sched.decode_reserve is None:
             if not k:
                 done = self._decode_alone_plain(rid, width)
-            elif (
-                type(acceptance) is TraceAcceptance
-                and self._proposals is None
-                and r.output_len[rid] - r.generated[rid] >= _RUN_AT_ONCE * (k + 1)
-            ):
+            elif r.output_len[rid] - r.generated[rid] < _RUN_AT_ONCE * (k + 1):
+                done = None  # a short run: the loop costs less than the arrays' setup
+            elif type(acceptance) is TraceAcceptance and self._proposals is None:
                 done = self._decode_alone_trace(rid, k, nodes, width)
+            elif type(acceptance) is TokenReplayAcceptance and acceptance.log_keep is None:
+                done = self._decode_alone_lookup(rid, k, width)
             else:
                 done = None
             if done is not None:
@@ -566,6 +566,77 @@ class Replica:
         ):
             log.record(record(IterationRecord, (
                 start, end - start, 1, 0, w, e, e, 1, d, net, o, u, w, 0, 0,
+            )))  # fmt: skip
+        made = int(emitted.sum())
+        r.generated[rid], r.computed[rid] = generated + made, computed + int(taken.sum())
+        r.blocks[rid] = int(new_held[n - 1])
+        r.last_step_tokens[rid] = int(taken[-1])
+        r.add_spec_steps(rid, n, made - n)
+        if finished:
+            self._finish(sched.running_ids()[:1].copy(), _NO_IDS)
+        return n
+
+    def _decode_alone_lookup(self, rid: int, k: int, width: int) -> int | None:
+        """:meth:`_decode_alone` of a request whose lookup drafter is replayed greedily on its
+        token stream, every step to its end at once, as :meth:`_decode_alone_trace` does: its
+        proposals and accepted tokens walked from the replay
+        (:meth:`TokenReplayAcceptance.walk`), its blocks asked as the loop asks them (its
+        proposal where the engine asks so), each step's verify priced at its own width
+        (:meth:`PlainForward.parts_many` over the steps of each width), the lookup's constant
+        host time, and the same records. None for a drafter with a cost of its own."""
+        plain, clock, r, sched = self._plain_target, self.env, self.requests, self.sched
+        spec, acceptance = self.spec, self.acceptance
+        assert plain is not None and isinstance(clock, StepClock)
+        assert isinstance(acceptance, TokenReplayAcceptance)
+        lookup_s = getattr(spec, "lookup_s", None)
+        drafted = None if lookup_s is None else lookup_s(1, k)
+        if drafted is None or self._proposals is None or plain.sharpness != 1.0:
+            return None
+        generated, computed = int(r.generated[rid]), int(r.computed[rid])
+        held, output_len = int(r.blocks[rid]), int(r.output_len[rid])
+        proposed, taken = acceptance.walk(rid, generated, k, output_len)
+        context = computed + (np.cumsum(taken) - taken)  # tokens in KV before each step
+        self._carry = None
+        used = self.pool.used
+        slots = proposed if self._asks_proposed else None
+        new_held = sched.schedule_alone_steps(context, held, slots)
+        n = len(new_held)
+        if n == 0:
+            return 0
+        finished = n == len(taken)
+        proposed, taken = proposed[:n], taken[:n]
+        context_sum = context[:n].astype(np.float64)
+        widths = proposed + 1 if self._ragged else np.full(n, width, dtype=np.int64)
+        verify, over = np.empty(n), np.empty(n)
+        for w in np.unique(widths).tolist():  # one shape a width: its steps' forwards at once
+            at = widths == w
+            parts = plain.parts_many(w, w, 1, float(w * w), w, context_sum[at])
+            assert parts is not None  # a sharpness of 1
+            gemm, attention, lm_head, elementwise, comm, o = parts
+            count = int(np.count_nonzero(at))
+            verify[at] = _per_step(gemm + attention + lm_head + elementwise + comm + o, count)
+            over[at] = _per_step(o, count)
+        draft_s = drafted + self._spec_overhead
+        ends = np.cumsum(np.concatenate(([clock.now], draft_s + verify)))
+        clock.now = float(ends[-1])
+        used_after = used + (new_held - held)
+        emitted = taken.copy()
+        if finished:  # its last step emits up to its end
+            emitted[-1] = output_len - (generated + int(taken[:-1].sum()))
+        record, log = _new_record, self.log
+        for start, end, w, e, net, o, u, p in zip(
+            ends[:-1].tolist(),
+            ends[1:].tolist(),
+            widths.tolist(),
+            emitted.tolist(),
+            (verify - over).tolist(),
+            over.tolist(),
+            used_after.tolist(),
+            proposed.tolist(),
+            strict=True,
+        ):
+            log.record(record(IterationRecord, (
+                start, end - start, 1, 0, w, e, e, 1, draft_s, net, o, u, w, int(p == 0), 0,
             )))  # fmt: skip
         made = int(emitted.sum())
         r.generated[rid], r.computed[rid] = generated + made, computed + int(taken.sum())

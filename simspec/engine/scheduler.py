@@ -528,7 +528,9 @@ class Scheduler:
         new = max(int(self._blocks_for(ask)), held)
         return new if self._take_for_decode(new - held) else -1
 
-    def schedule_alone_steps(self, context: np.ndarray, held: int) -> np.ndarray:
+    def schedule_alone_steps(
+        self, context: np.ndarray, held: int, slots: np.ndarray | None = None
+    ) -> np.ndarray:
         """:meth:`schedule_alone` for the next steps of the request :meth:`alone` names, at
         once (``context``: its tokens in KV before each step; asks of the reserved draft
         slots, not of proposals): the blocks it holds after each step that fits, taken from
@@ -536,9 +538,11 @@ class Scheduler:
         each step fits while the blocks added so far are free). Empty when not even the first
         fits. Not under SGLang's ratio, which each step moves (the caller checks); the steps'
         takes are one (FreeQueue.take of their sum leaves the queue and the pool as the takes
-        one after another do)."""
+        one after another do). ``slots``: each step's draft tokens where its decode asks for
+        what it proposed (:meth:`schedule_alone`'s ``slots``)."""
         assert self.decode_reserve is None
-        ask = context + (1 + self.reserved_draft_slots + self.lookahead)
+        drafts = self.reserved_draft_slots if slots is None else slots
+        ask = context + (1 + drafts + self.lookahead)
         new_held = np.maximum.accumulate(np.maximum(self._blocks_for(ask), held))
         added = new_held - held  # never decreasing: the steps fit up to the first too many
         n = int(np.searchsorted(added, self.pool.free, side="right"))

@@ -265,6 +265,26 @@ class TokenReplayAcceptance:
         taus = _record_taus(table.accepted, table.offsets, table.lengths, k + 1, extra=1)
         return _per_request(taus, trace_index)
 
+    def walk(self, rid: int, position: int, k: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """(the draft tokens proposed, the tokens made: accepted + 1) of each step of request
+        ``rid`` from output position ``position`` until a step reaches ``end``, as
+        :meth:`proposals` and :meth:`accept_counts` give them one step after another. Greedy
+        replays only (no draws): a sampling run's acceptance is drawn step by step."""
+        assert self.log_keep is None
+        table = self._table(k)
+        offset, length = int(self.offset[rid]), int(self.length[rid])
+        proposed = table.proposed[offset : offset + length].tolist()
+        accepted = table.accepted[offset : offset + length].tolist()
+        asked, made = [], []
+        while True:
+            at = position % length
+            step = accepted[at] + 1
+            asked.append(proposed[at])
+            made.append(step)
+            if step >= end - position:
+                return np.array(asked, dtype=np.int64), np.array(made, dtype=np.int64)
+            position += step
+
     def _index(self, rids: np.ndarray, positions: np.ndarray) -> np.ndarray:
         return self.offset[rids] + positions % self.length[rids]
 

@@ -54,6 +54,13 @@ class LookupSpeculator(Speculator):
         # the lookup runs for every decoding sequence, whether or not it finds a match
         return lookup_cost(self.engine, len(step.kv_tokens))
 
+    def lookup_s(self, seqs: int, k: int) -> float | None:
+        """:meth:`draft_s` of any step of ``seqs`` decoding sequences drafting ``k`` (it
+        depends on nothing else); None for a family with a draft cost of its own."""
+        if type(self)._draft is not LookupSpeculator._draft:
+            return None
+        return 0.0 if seqs == 0 or k == 0 else float(self.engine["ngram_cpu_s_per_seq"] * seqs)
+
     def draft_s(self, step: DraftStep) -> float:
         """:meth:`draft_cost`'s ``total_s`` with no ``StepCost`` built: the lookup's host time
         (the other fields are zeros, so their sum is this float)."""
