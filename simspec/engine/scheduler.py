@@ -532,14 +532,14 @@ class Scheduler:
         self, context: np.ndarray, held: int, slots: np.ndarray | None = None
     ) -> np.ndarray:
         """:meth:`schedule_alone` for the next steps of the request :meth:`alone` names, at
-        once (``context``: its tokens in KV before each step; asks of the reserved draft
-        slots, not of proposals): the blocks it holds after each step that fits, taken from
-        the pool as those steps would take them (their asks' blocks, never fewer than it held;
-        each step fits while the blocks added so far are free). Empty when not even the first
-        fits. Not under SGLang's ratio, which each step moves (the caller checks); the steps'
-        takes are one (FreeQueue.take of their sum leaves the queue and the pool as the takes
-        one after another do). ``slots``: each step's draft tokens where its decode asks for
-        what it proposed (:meth:`schedule_alone`'s ``slots``)."""
+        once (``context``: its tokens in KV before each step): the blocks it holds after each
+        step that fits, taken from the pool as those steps would take them (their asks'
+        blocks, never fewer than it held; each step fits while the blocks added so far are
+        free). Empty when not even the first fits. Not under SGLang's ratio, which each step
+        moves (the caller checks); the steps' takes are one (FreeQueue.take of their sum
+        leaves the queue and the pool as the takes one after another do). ``slots``: each
+        step's draft tokens where its decode asks for what it proposed (:meth:`schedule_alone`'s
+        ``slots``)."""
         assert self.decode_reserve is None
         drafts = self.reserved_draft_slots if slots is None else slots
         ask = context + (1 + drafts + self.lookahead)

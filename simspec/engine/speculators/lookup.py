@@ -55,8 +55,9 @@ class LookupSpeculator(Speculator):
         return lookup_cost(self.engine, len(step.kv_tokens))
 
     def lookup_s(self, seqs: int, k: int) -> float | None:
-        """:meth:`draft_s` of any step of ``seqs`` decoding sequences drafting ``k`` (it
-        depends on nothing else); None for a family with a draft cost of its own."""
+        """:meth:`draft_s` of any step of ``seqs`` decoding sequences drafting ``k``: the
+        lookup's host time, which depends on nothing else; None for a family with a draft
+        cost of its own."""
         if type(self)._draft is not LookupSpeculator._draft:
             return None
         return 0.0 if seqs == 0 or k == 0 else float(self.engine["ngram_cpu_s_per_seq"] * seqs)
@@ -64,12 +65,8 @@ class LookupSpeculator(Speculator):
     def draft_s(self, step: DraftStep) -> float:
         """:meth:`draft_cost`'s ``total_s`` with no ``StepCost`` built: the lookup's host time
         (the other fields are zeros, so their sum is this float)."""
-        if type(self)._draft is not LookupSpeculator._draft:  # a family's own draft cost
-            return super().draft_s(step)
-        seqs = len(step.kv_tokens)
-        if seqs == 0 or step.k == 0:
-            return 0.0
-        return float(self.engine["ngram_cpu_s_per_seq"] * seqs)
+        own = self.lookup_s(len(step.kv_tokens), step.k)
+        return super().draft_s(step) if own is None else own
 
 
 class NGram(LookupSpeculator):
