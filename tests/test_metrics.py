@@ -323,3 +323,45 @@ def test_an_overloaded_rate_reports_the_engines_tokens_not_zero():
     )
     s = simulate(Scenario(workload=wl)).summary
     assert s.throughput_tok_s > 1000 and s.tpot_ms_p50 > 0
+
+
+def _rows(n: int, start: float) -> list[IterationRecord]:
+    return [
+        IterationRecord(
+            start + 0.1 * i, 0.1, 4, i % 2, 16, 5, 5, 4, 1e-3, 2e-2, 1e-4, 40 + i, 16, i % 3, 0
+        )  # fmt: skip
+        for i in range(n)
+    ]
+
+
+def test_a_run_recorded_as_columns_frames_as_its_rows_would():
+    """IterationLog.record_block (a run of steps computed at once) between rows gives the
+    same table, values and dtypes, as recording every row."""
+    first, run, last = _rows(3, 0.0), _rows(4, 1.0), _rows(2, 2.0)
+    rows = IterationLog()
+    for row in first + run + last:
+        rows.record(row)
+    mixed = IterationLog()
+    for row in first:
+        mixed.record(row)
+    mixed.record_block(tuple(np.array(column) for column in zip(*run, strict=True)))
+    for row in last:
+        mixed.record(row)
+    pd.testing.assert_frame_equal(mixed.frame(), rows.frame(), check_exact=True)
+    only = IterationLog()
+    only.record_block(tuple(np.array(column) for column in zip(*run, strict=True)))
+    want = IterationLog()
+    for row in run:
+        want.record(row)
+    pd.testing.assert_frame_equal(only.frame(), want.frame(), check_exact=True)
+
+
+def test_a_fleet_window_folds_a_run_recorded_as_columns_row_by_row():
+    from simspec.engine.fleet import WindowedLog
+
+    run = _rows(30, 0.0)
+    rows, block = WindowedLog(1.0, 100), WindowedLog(1.0, 100)
+    for row in run:
+        rows.record(row)
+    block.record_block(tuple(np.array(column) for column in zip(*run, strict=True)))
+    assert block == rows

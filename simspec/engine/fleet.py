@@ -113,6 +113,11 @@ class WindowedLog:
             if row.kv_blocks_used > self.kv_peak[w]:
                 self.kv_peak[w] = row.kv_blocks_used
 
+    def record_block(self, columns: tuple[np.ndarray, ...]) -> None:
+        """A run of iterations at once, folded row by row as :meth:`record` folds each."""
+        for values in zip(*(column.tolist() for column in columns), strict=True):
+            self.record(IterationRecord(*values))
+
     def _grow(self, n: int) -> None:
         """Windows up to ``n``, the new ones empty."""
         grow = n - len(self.busy_s)

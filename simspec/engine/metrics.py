@@ -46,22 +46,49 @@ class IterationSink(Protocol):
 
     def record(self, row: IterationRecord) -> None: ...
 
+    def record_block(self, columns: tuple[np.ndarray, ...]) -> None:
+        """A run of iterations at once, after those recorded so far: one array per field of
+        :class:`IterationRecord`, in its order, each as long as the run (int64 or float64, as
+        the rows' Python numbers would make the column)."""
+
 
 class IterationLog:
-    """Appends one record per iteration; a DataFrame only at the end (cheap on the hot loop)."""
+    """Appends one record per iteration, or a run's columns at once; a DataFrame only at the
+    end (cheap on the hot loop)."""
 
     def __init__(self) -> None:
         self.rows: list[IterationRecord] = []
+        # (rows recorded before it, its columns): the runs recorded at once, in order
+        self._blocks: list[tuple[int, tuple[np.ndarray, ...]]] = []
 
     def record(self, row: IterationRecord) -> None:
         self.rows.append(row)
 
+    def record_block(self, columns: tuple[np.ndarray, ...]) -> None:
+        self._blocks.append((len(self.rows), columns))
+
     def frame(self) -> pd.DataFrame:
-        if not self.rows:
+        if not self.rows and not self._blocks:
             return pd.DataFrame.from_records(self.rows, columns=list(ITERATION_COLUMNS))
-        # column by column: faster than from_records, with the same dtypes
-        columns = zip(ITERATION_COLUMNS, zip(*self.rows, strict=True), strict=True)
-        return pd.DataFrame({name: np.array(values) for name, values in columns})
+        # column by column: faster than from_records, with the same dtypes (a column of rows
+        # is int64 or float64 as its Python numbers are, and so is each block's)
+        parts: list[list[np.ndarray]] = [[] for _ in ITERATION_COLUMNS]
+        done = 0
+        for at, block in [*self._blocks, (len(self.rows), None)]:
+            if at > done:
+                segment = zip(*self.rows[done:at], strict=True)
+                for part, values in zip(parts, segment, strict=True):
+                    part.append(np.array(values))
+                done = at
+            if block is not None:
+                for part, column in zip(parts, block, strict=True):
+                    part.append(column)
+        return pd.DataFrame(
+            {
+                name: part[0] if len(part) == 1 else np.concatenate(part)
+                for name, part in zip(ITERATION_COLUMNS, parts, strict=True)
+            }
+        )
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,18 @@ EagleHeadDraftS = EagleHead.draft_s  # a head whose draft_s is this one has draf
 _RUN_AT_ONCE = 8
 
 
+def _columns(steps: int, *fields: np.ndarray | float | int) -> tuple[np.ndarray, ...]:
+    """The :class:`IterationRecord` fields of a run of ``steps`` iterations, in its order, as
+    :meth:`IterationSink.record_block` takes them: an array a field, a number repeated where
+    it does not vary (int64 or float64 as the number is, as a column of rows would be)."""
+    return tuple(
+        np.full(steps, value, dtype=np.float64 if type(value) is float else np.int64)
+        if not isinstance(value, np.ndarray)
+        else value
+        for value in fields
+    )
+
+
 def _per_step(value: np.ndarray | float, steps: int) -> np.ndarray:
     """A field of a run of forwards (``parts_many``) as one value a step: a float where the
     field does not vary along the run, repeated ``steps`` times (no arithmetic)."""
@@ -491,18 +503,10 @@ class Replica:
         ends = np.cumsum(np.concatenate(([clock.now], 0.0 + verify)))
         clock.now = float(ends[-1])
         used_after = used + (new_held - held)  # the pool's blocks in use after each step
-        record, log = _new_record, self.log
-        for start, end, net, o, u in zip(
-            ends[:-1].tolist(),
-            ends[1:].tolist(),
-            (verify - over).tolist(),
-            over.tolist(),
-            used_after.tolist(),
-            strict=True,
-        ):
-            log.record(record(IterationRecord, (
-                start, end - start, 1, 0, width, 1, 0, 0, 0.0, net, o, u, width, 0, 0,
-            )))  # fmt: skip
+        self.log.record_block(_columns(
+            n, ends[:-1], ends[1:] - ends[:-1], 1, 0, width, 1, 0, 0, 0.0, verify - over, over,
+            used_after, width, 0, 0,
+        ))  # fmt: skip
         finished = generated + n >= output_len
         r.generated[rid], r.computed[rid] = generated + n, computed + n
         r.blocks[rid] = int(new_held[n - 1])
@@ -553,20 +557,10 @@ class Replica:
         emitted = taken.copy()
         if finished:  # its last step emits up to its end
             emitted[-1] = output_len - (generated + int(taken[:-1].sum()))
-        record, log = _new_record, self.log
-        for start, end, e, d, net, o, u in zip(
-            ends[:-1].tolist(),
-            ends[1:].tolist(),
-            emitted.tolist(),
-            draft.tolist(),
-            (verify - over).tolist(),
-            over.tolist(),
-            used_after.tolist(),
-            strict=True,
-        ):
-            log.record(record(IterationRecord, (
-                start, end - start, 1, 0, w, e, e, 1, d, net, o, u, w, 0, 0,
-            )))  # fmt: skip
+        self.log.record_block(_columns(
+            n, ends[:-1], ends[1:] - ends[:-1], 1, 0, w, emitted, emitted, 1, draft,
+            verify - over, over, used_after, w, 0, 0,
+        ))  # fmt: skip
         made = int(emitted.sum())
         r.generated[rid], r.computed[rid] = generated + made, computed + int(taken.sum())
         r.blocks[rid] = int(new_held[n - 1])
@@ -623,21 +617,10 @@ class Replica:
         emitted = taken.copy()
         if finished:  # its last step emits up to its end
             emitted[-1] = output_len - (generated + int(taken[:-1].sum()))
-        record, log = _new_record, self.log
-        for start, end, w, e, net, o, u, p in zip(
-            ends[:-1].tolist(),
-            ends[1:].tolist(),
-            widths.tolist(),
-            emitted.tolist(),
-            (verify - over).tolist(),
-            over.tolist(),
-            used_after.tolist(),
-            proposed.tolist(),
-            strict=True,
-        ):
-            log.record(record(IterationRecord, (
-                start, end - start, 1, 0, w, e, e, 1, draft_s, net, o, u, w, int(p == 0), 0,
-            )))  # fmt: skip
+        self.log.record_block(_columns(
+            n, ends[:-1], ends[1:] - ends[:-1], 1, 0, widths, emitted, emitted, 1, draft_s,
+            verify - over, over, used_after, widths, (proposed == 0).astype(np.int64), 0,
+        ))  # fmt: skip
         made = int(emitted.sum())
         r.generated[rid], r.computed[rid] = generated + made, computed + int(taken.sum())
         r.blocks[rid] = int(new_held[n - 1])
@@ -786,18 +769,10 @@ class Replica:
         ends = np.cumsum(np.concatenate(([clock.now], 0.0 + verify)))
         clock.now = float(ends[-1])
         used_after = used + (new_held.sum(axis=1) - held_sum)
-        record, log = _new_record, self.log
-        for start, end, net, o, u in zip(
-            ends[:-1].tolist(),
-            ends[1:].tolist(),
-            (verify - over).tolist(),
-            over.tolist(),
-            used_after.tolist(),
-            strict=True,
-        ):
-            log.record(record(IterationRecord, (
-                start, end - start, n, 0, tokens, n, 0, 0, 0.0, net, o, u, tokens, 0, 0,
-            )))  # fmt: skip
+        self.log.record_block(_columns(
+            m, ends[:-1], ends[1:] - ends[:-1], n, 0, tokens, n, 0, 0, 0.0, verify - over, over,
+            used_after, tokens, 0, 0,
+        ))  # fmt: skip
         r.computed[ids], r.blocks[ids], r.generated[ids] = computed + m, new_held[-1], generated + m
         if m == steps:
             self._finish(ids[generated + m >= output_len], _NO_IDS)
@@ -872,20 +847,10 @@ class Replica:
             out = generated >= output_len
         else:
             generated = generated + total_tokens
-        record, log = _new_record, self.log
-        for start, end, mk, d, net, o, u in zip(
-            ends[:-1].tolist(),
-            ends[1:].tolist(),
-            made.tolist(),
-            draft.tolist(),
-            (verify - over).tolist(),
-            over.tolist(),
-            used_after.tolist(),
-            strict=True,
-        ):
-            log.record(record(IterationRecord, (
-                start, end - start, n, 0, tokens, mk, mk, n, d, net, o, u, tokens, 0, 0,
-            )))  # fmt: skip
+        self.log.record_block(_columns(
+            m, ends[:-1], ends[1:] - ends[:-1], n, 0, tokens, made, made, n, draft,
+            verify - over, over, used_after, tokens, 0, 0,
+        ))  # fmt: skip
         r.computed[ids], r.blocks[ids], r.generated[ids] = (
             computed + total_tokens,
             new_held[-1],
