@@ -542,33 +542,11 @@ class Replica:
         n = len(new_held)
         if n == 0:
             return 0
-        finished = n == len(taken)
-        taken, context_sum = taken[:n], context_sum[:n]
         draft = _per_step(_per_step(drafts, len(context))[:n] + self._spec_overhead, n)
-        w = width
-        parts = plain.parts_many(w, w, 1, float(w * w), w, context_sum)
-        assert parts is not None  # a sharpness of 1
-        gemm, attention, lm_head, elementwise, comm, over = parts
-        verify = _per_step(gemm + attention + lm_head + elementwise + comm + over, n)
-        over = _per_step(over, n)
-        ends = np.cumsum(np.concatenate(([clock.now], draft + verify)))
-        clock.now = float(ends[-1])
-        used_after = used + (new_held - held)
-        emitted = taken.copy()
-        if finished:  # its last step emits up to its end
-            emitted[-1] = output_len - (generated + int(taken[:-1].sum()))
-        self.log.record_block(_columns(
-            n, ends[:-1], ends[1:] - ends[:-1], 1, 0, w, emitted, emitted, 1, draft,
-            verify - over, over, used_after, w, 0, 0,
-        ))  # fmt: skip
-        made = int(emitted.sum())
-        r.generated[rid], r.computed[rid] = generated + made, computed + int(taken.sum())
-        r.blocks[rid] = int(new_held[n - 1])
-        r.last_step_tokens[rid] = int(taken[-1])
-        r.add_spec_steps(rid, n, made - n)
-        if finished:
-            self._finish(sched.running_ids()[:1].copy(), _NO_IDS)
-        return n
+        widths = np.full(n, width, dtype=np.int64)
+        return self._end_alone_run(
+            rid, taken, new_held, held, used, draft, widths, 0, context_sum[:n]
+        )
 
     def _decode_alone_lookup(self, rid: int, k: int, width: int) -> int | None:
         """:meth:`_decode_alone` of a request whose lookup drafter is replayed greedily on its
@@ -597,29 +575,57 @@ class Replica:
         n = len(new_held)
         if n == 0:
             return 0
-        finished = n == len(taken)
-        proposed, taken = proposed[:n], taken[:n]
-        context_sum = context[:n].astype(np.float64)
+        proposed = proposed[:n]
         widths = proposed + 1 if self._ragged else np.full(n, width, dtype=np.int64)
+        no_proposal = (proposed == 0).astype(np.int64)
+        draft = drafted + self._spec_overhead
+        context_sum = context[:n].astype(np.float64)
+        return self._end_alone_run(
+            rid, taken, new_held, held, used, draft, widths, no_proposal, context_sum
+        )
+
+    def _end_alone_run(
+        self,
+        rid: int,
+        taken: np.ndarray,
+        new_held: np.ndarray,
+        held: int,
+        used: int,
+        draft: np.ndarray | float,
+        widths: np.ndarray,
+        no_proposal: np.ndarray | int,
+        context_sum: np.ndarray,
+    ) -> int:
+        """The rest of a speculative request's run alone taken at once
+        (:meth:`_decode_alone_trace`, :meth:`_decode_alone_lookup`), once its steps' tokens
+        (``taken``, walked to its end), blocks (``new_held``, the steps that fit), draft
+        seconds and verify widths are known: each step's verify priced at its width
+        (:meth:`PlainForward.parts_many` over the steps of each width), the clock, the
+        records as columns, and the columns written back."""
+        plain, clock, r = self._plain_target, self.env, self.requests
+        assert plain is not None and isinstance(clock, StepClock)
+        n = len(new_held)
+        finished = n == len(taken)
+        taken = taken[:n]
         verify, over = np.empty(n), np.empty(n)
         for w in np.unique(widths).tolist():  # one shape a width: its steps' forwards at once
             at = widths == w
             parts = plain.parts_many(w, w, 1, float(w * w), w, context_sum[at])
-            assert parts is not None  # a sharpness of 1
+            assert parts is not None  # a sharpness of 1: checked by the caller
             gemm, attention, lm_head, elementwise, comm, o = parts
             count = int(np.count_nonzero(at))
             verify[at] = _per_step(gemm + attention + lm_head + elementwise + comm + o, count)
             over[at] = _per_step(o, count)
-        draft_s = drafted + self._spec_overhead
-        ends = np.cumsum(np.concatenate(([clock.now], draft_s + verify)))
+        # clock.now += draft_s + verify_s at each step: the sums in order
+        ends = np.cumsum(np.concatenate(([clock.now], draft + verify)))
         clock.now = float(ends[-1])
-        used_after = used + (new_held - held)
+        generated, computed = int(r.generated[rid]), int(r.computed[rid])
         emitted = taken.copy()
         if finished:  # its last step emits up to its end
-            emitted[-1] = output_len - (generated + int(taken[:-1].sum()))
+            emitted[-1] = int(r.output_len[rid]) - (generated + int(taken[:-1].sum()))
         self.log.record_block(_columns(
-            n, ends[:-1], ends[1:] - ends[:-1], 1, 0, widths, emitted, emitted, 1, draft_s,
-            verify - over, over, used_after, widths, (proposed == 0).astype(np.int64), 0,
+            n, ends[:-1], ends[1:] - ends[:-1], 1, 0, widths, emitted, emitted, 1, draft,
+            verify - over, over, used + (new_held - held), widths, no_proposal, 0,
         ))  # fmt: skip
         made = int(emitted.sum())
         r.generated[rid], r.computed[rid] = generated + made, computed + int(taken.sum())
@@ -627,7 +633,7 @@ class Replica:
         r.last_step_tokens[rid] = int(taken[-1])
         r.add_spec_steps(rid, n, made - n)
         if finished:
-            self._finish(sched.running_ids()[:1].copy(), _NO_IDS)
+            self._finish(self.sched.running_ids()[:1].copy(), _NO_IDS)
         return n
 
     def _decode_steady(self, ids: np.ndarray) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -134,14 +134,7 @@ class EagleHead(Speculator):
         # steps 2..K: BatchShape.uniform(b, 1, mean context, b), added K-1 times (StepCost.plus)
         mean_kv = kv_sum + b * k / 2.0
         later = plain.parts(b, b, b, float(b), mean_kv, mean_kv, overhead, self._fc(b, False))
-        times = k - 1
-        g = first[0] + later[0] * times
-        a = first[1] + later[1] * times
-        lm = first[2] + later[2] * times
-        e = first[3] + later[3] * times
-        c = first[4] + later[4] * times
-        o = first[5] + later[5] * times
-        return g + a + lm + e + c + o
+        return _chain_total(first, later, k - 1)
 
     def draft_s_many(
         self, b: int, k: int, nodes: int | None, kv_sums: np.ndarray
@@ -170,14 +163,7 @@ class EagleHead(Speculator):
         later = plain.parts_many(b, b, b, float(b), 1, mean_kv, overhead, self._fc(b, False))
         if later is None:
             return None
-        times = k - 1
-        g = first[0] + later[0] * times
-        a = first[1] + later[1] * times
-        lm = first[2] + later[2] * times
-        e = first[3] + later[3] * times
-        c = first[4] + later[4] * times
-        o = first[5] + later[5] * times
-        return g + a + lm + e + c + o
+        return _chain_total(first, later, k - 1)
 
     def prompt_s(self, prompt: BatchShape, decoding: DraftStep | None = None) -> float:
         """The head's pass over the step's prompt chunks, filling its KV cache with the
@@ -264,6 +250,19 @@ class EagleHead(Speculator):
         if not self.wide_qkv or self.head.is_mla:
             return 0
         return self.target.hidden_size * (self.head.q_dim + 2 * self.head.kv_dim)
+
+
+def _chain_total(first: Any, later: Any, times: int) -> Any:
+    """A chain's draft seconds: its first forward's fields plus ``times`` later forwards',
+    field by field (StepCost.plus), summed in StepCost's order (``total_s``). Floats or arrays
+    alike (:meth:`EagleHead.draft_s`, :meth:`EagleHead.draft_s_many`): the same operations."""
+    g = first[0] + later[0] * times
+    a = first[1] + later[1] * times
+    lm = first[2] + later[2] * times
+    e = first[3] + later[3] * times
+    c = first[4] + later[4] * times
+    o = first[5] + later[5] * times
+    return g + a + lm + e + c + o
 
 
 class Eagle1(EagleHead):
