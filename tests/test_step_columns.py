@@ -335,9 +335,9 @@ def test_a_batch_that_runs_on_unchanged_steps_as_the_general_iteration(
 
     def six_then_short(original):
         # a request alone takes its steps at once (Replica._decode_alone_plain,
-        # _decode_alone_trace and _decode_alone_lookup), and so does a batch (_decode_steady_plain,
-        # _decode_steady_trace): at most six of them, and every other time none, so the
-        # general step runs between
+        # _decode_alone_trace, _decode_alone_lookup), and so does a batch
+        # (_decode_steady_plain, _decode_steady_trace, _decode_steady_lookup): at most six of
+        # them, and every other time none, so the general step runs between
         def schedule(self, context, held, slots=None):
             nonlocal calls
             calls += 1
@@ -348,12 +348,12 @@ def test_a_batch_that_runs_on_unchanged_steps_as_the_general_iteration(
         return schedule
 
     def six_rows_then_short(original):
-        def schedule(self, context, held):  # a batch's steps at once, as above
+        def schedule(self, context, held, slots=None):  # a batch's steps at once, as above
             nonlocal calls
             calls += 1
             if calls % 2 == 0:
                 return _EMPTY.reshape(0, len(held))
-            return original(self, context[:6], held)
+            return original(self, context[:6], held, None if slots is None else slots[:6])
 
         return schedule
 

@@ -661,10 +661,17 @@ class Replica:
             # runs average 6; 1.1x at 32; 1.6x at 8), and a run lasts at least the steps its
             # closest finisher needs at k + 1 tokens a step
             long_run = (r.output_len[ids] - r.generated[ids]).min() >= _RUN_AT_ONCE * (k + 1)
+            done = None
             if long_run and type(acceptance) is TraceAcceptance and self._proposals is None:
                 done = self._decode_steady_trace(ids, k, nodes, width)
-                if done is not None:
-                    return done
+            elif (
+                long_run
+                and type(acceptance) is TokenReplayAcceptance
+                and acceptance.log_keep is None
+            ):
+                done = self._decode_steady_lookup(ids, k, nodes)
+            if done is not None:
+                return done
         proposals = self._proposals if k else None
         ragged = proposals is not None and self._ragged
         asks = proposals is not None and self._asks_proposed
@@ -804,7 +811,7 @@ class Replica:
             return None
         n = len(ids)
         computed, held, generated = r.computed[ids], r.blocks[ids], r.generated[ids]
-        first, output_len = generated, r.output_len[ids]
+        output_len = r.output_len[ids]
         # the steps' tokens, as the loop's accept_counts gives them, to the first finish
         taken: list[np.ndarray] = []
         position, finished = generated, False
@@ -824,7 +831,7 @@ class Replica:
             return None
         draft = _per_step(drafts, len(taken))
         self._carry = None
-        used, held_sum = self.pool.used, r.total(held)
+        used = self.pool.used
         new_held = sched.schedule_steady_steps(context, held)
         m = len(new_held)
         if m == 0:
@@ -837,11 +844,98 @@ class Replica:
         assert parts is not None  # a sharpness of 1
         gemm, attention, lm_head, elementwise, comm, over = parts
         verify = _per_step(gemm + attention + lm_head + elementwise + comm + over, m)
-        over = _per_step(over, m)
         draft = _per_step(draft + self._spec_overhead, m)
+        return self._end_steady_run(
+            ids, tokens_by_step, finished, new_held, used, draft, verify, _per_step(over, m),
+            tokens, 0,
+        )  # fmt: skip
+
+    def _decode_steady_lookup(self, ids: np.ndarray, k: int, nodes: int | None) -> int | None:
+        """:meth:`_decode_steady` of a batch whose lookup drafter is replayed greedily, each
+        sequence verifying what it proposed (vLLM's n-gram, suffix), up to its first finish
+        at once, as :meth:`_decode_steady_trace` does: the proposals and accepted tokens
+        walked step by step as the loop asks them, the blocks asked as the loop asks them
+        (the proposals where the engine asks so), each step's ragged verify priced by the
+        plain forward from its exact sums (one call a step: its width varies), the lookup's
+        constant host time, the clock as an in-order cumsum, and the same records. None for
+        a drafter with a cost of its own, or a padded lookup (SGLang's)."""
+        plain, r, sched = self._plain_target, self.requests, self.sched
+        acceptance, proposals = self.acceptance, self._proposals
+        assert plain is not None and isinstance(acceptance, TokenReplayAcceptance)
+        lookup_s = getattr(self.spec, "lookup_s", None)
+        n = len(ids)
+        drafted = None if lookup_s is None else lookup_s(n, k)
+        if drafted is None or proposals is None or not self._ragged:
+            return None
+        computed, held, generated = r.computed[ids], r.blocks[ids], r.generated[ids]
+        output_len = r.output_len[ids]
+        asked: list[np.ndarray] = []
+        taken: list[np.ndarray] = []
+        position, finished = generated, False
+        while not finished:  # the loop's calls, in its order
+            asked.append(proposals(ids, position, k))
+            step_tokens = acceptance.accept_counts(ids, position, k, nodes) + 1
+            taken.append(step_tokens)
+            reached = position + step_tokens
+            finished = bool(np.count_nonzero(reached >= output_len))
+            if not finished:
+                position = reached
+        tokens_by_step, proposed = np.array(taken), np.array(asked)
+        context = computed + (np.cumsum(tokens_by_step, axis=0) - tokens_by_step)
+        self._carry = None
+        used = self.pool.used
+        slots = proposed if self._asks_proposed else None
+        new_held = sched.schedule_steady_steps(context, held, slots)
+        m = len(new_held)
+        if m == 0:
+            return 0
+        if m < len(taken):  # blocks ran short first: no finish
+            finished = False
+            tokens_by_step, proposed, context = tokens_by_step[:m], proposed[:m], context[:m]
+        widths = proposed + 1
+        tokens = widths.sum(axis=1)
+        q_sq = (widths * widths).sum(axis=1).astype(np.float64).tolist()
+        q_kv = (widths * context).sum(axis=1).astype(np.float64).tolist()
+        kv = context.sum(axis=1).astype(np.float64).tolist()
+        verify, over = np.empty(m), np.empty(m)
+        parts = plain.parts
+        for j, t in enumerate(tokens.tolist()):
+            g, a, lm, e, c, o = parts(t, t, n, q_sq[j], q_kv[j], kv[j])
+            verify[j], over[j] = g + a + lm + e + c + o, o
+        draft = np.full(m, drafted + self._spec_overhead)
+        no_proposal = n - np.count_nonzero(proposed, axis=1)
+        return self._end_steady_run(
+            ids, tokens_by_step, finished, new_held, used, draft, verify, over, tokens,
+            no_proposal,
+        )  # fmt: skip
+
+    def _end_steady_run(
+        self,
+        ids: np.ndarray,
+        tokens_by_step: np.ndarray,
+        finished: bool,
+        new_held: np.ndarray,
+        used: int,
+        draft: np.ndarray,
+        verify: np.ndarray,
+        over: np.ndarray,
+        tokens: np.ndarray | int,
+        no_proposal: np.ndarray | int,
+    ) -> int:
+        """The rest of a batch's run taken at once (:meth:`_decode_steady_trace`,
+        :meth:`_decode_steady_lookup`), once its steps' tokens (one row a step, the last
+        one finishing where ``finished``), blocks and seconds are known: the clock, each
+        step's tokens emitted (the last step's cut at each one's end), the records as
+        columns, and the columns written back."""
+        clock, r = self.env, self.requests
+        assert isinstance(clock, StepClock)
+        m, n = tokens_by_step.shape
+        held, generated = r.blocks[ids], r.generated[ids]
+        first, output_len = generated, r.output_len[ids]
+        # clock.now += draft_s + verify_s at each step: the sums in order
         ends = np.cumsum(np.concatenate(([clock.now], draft + verify)))
         clock.now = float(ends[-1])
-        used_after = used + (new_held.sum(axis=1) - held_sum)
+        used_after = used + (new_held.sum(axis=1) - r.total(held))
         made = tokens_by_step.sum(axis=1)
         last = tokens_by_step[-1]
         total_tokens = tokens_by_step.sum(axis=0)
@@ -855,10 +949,10 @@ class Replica:
             generated = generated + total_tokens
         self.log.record_block(_columns(
             m, ends[:-1], ends[1:] - ends[:-1], n, 0, tokens, made, made, n, draft,
-            verify - over, over, used_after, tokens, 0, 0,
+            verify - over, over, used_after, tokens, no_proposal, 0,
         ))  # fmt: skip
         r.computed[ids], r.blocks[ids], r.generated[ids] = (
-            computed + total_tokens,
+            r.computed[ids] + total_tokens,
             new_held[-1],
             generated,
         )

@@ -583,16 +583,20 @@ class Scheduler:
         new_held = np.maximum(full, held)
         return new_held if self._take_for_decode(self.requests.total(new_held - held)) else None
 
-    def schedule_steady_steps(self, context: np.ndarray, held: np.ndarray) -> np.ndarray:
+    def schedule_steady_steps(
+        self, context: np.ndarray, held: np.ndarray, slots: np.ndarray | None = None
+    ) -> np.ndarray:
         """:meth:`schedule_steady` for the next steps of the batch :meth:`steady` names, at
-        once (``context``: each one's tokens in KV before each step, one row a step; asks of
-        the reserved draft slots, not of proposals): the blocks each holds after each step
+        once (``context``: each one's tokens in KV before each step, one row a step): the
+        blocks each holds after each step
         that fits, taken from the pool as those steps would take them (each step's asks'
         blocks, never fewer than held; a step fits while the blocks added so far are free).
         No rows when not even the first fits. Not under SGLang's ratio, which each step moves
-        (the caller checks)."""
+        (the caller checks). ``slots``: each one's draft tokens at each step where its decode
+        asks for what it proposed (:meth:`schedule_steady`'s ``slots``)."""
         assert self.decode_reserve is None
-        up = self.reserved_draft_slots + self.lookahead + self.block_size
+        drafts = self.reserved_draft_slots if slots is None else slots
+        up = drafts + self.lookahead + self.block_size
         full = (context + up) // self.block_size
         if self._win_extra is not None:
             full = full + self._win_extra[np.minimum(full, self._win_per)]
