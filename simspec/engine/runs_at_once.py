@@ -325,39 +325,29 @@ class RunsAtOnce:
         additions of integers far below 2**53). None where the draft is not a padded chain
         on the plain path (``draft_s_many``): the loop runs."""
         plain, clock, r, sched = self._plain_target, self.env, self.requests, self.sched
-        spec, acceptance = self.spec, self.acceptance
-        assert plain is not None and isinstance(clock, StepClock) and acceptance is not None
+        spec = self.spec
+        assert plain is not None and isinstance(clock, StepClock)
         many = getattr(spec, "draft_s_many", None)
         if many is None or type(spec).draft_s is not EagleHeadDraftS:
             return None
         n = len(ids)
-        computed, held, generated = r.computed[ids], r.blocks[ids], r.generated[ids]
-        output_len = r.output_len[ids]
-        # the steps' tokens, as the loop's accept_counts gives them, to the first finish
-        taken: list[np.ndarray] = []
-        position, finished = generated, False
-        while not finished:
-            step_tokens = acceptance.accept_counts(ids, position, k, nodes) + 1
-            taken.append(step_tokens)
-            reached = position + step_tokens
-            finished = bool(np.count_nonzero(reached >= output_len))
-            if not finished:
-                position = reached
-        tokens_by_step = np.array(taken)
+        computed, held = r.computed[ids], r.blocks[ids]
+        tokens_by_step, _ = self._walk_batch(ids, k, nodes, propose=False)
+        steps, finished = len(tokens_by_step), True  # the walk ends at the first finish
         before = np.cumsum(tokens_by_step, axis=0) - tokens_by_step  # added before each step
         context = computed + before
         context_sum = context.sum(axis=1).astype(np.float64)
         drafts = many(n, k, nodes, context_sum)
         if drafts is None:
             return None
-        draft = _per_step(drafts, len(taken))
+        draft = _per_step(drafts, steps)
         self._carry = None
         used = self.pool.used
         new_held = sched.schedule_steady_steps(context, held)
         m = len(new_held)
         if m == 0:
             return 0
-        if m < len(taken):  # blocks ran short first: no finish
+        if m < steps:  # blocks ran short first: no finish
             finished = False
             tokens_by_step, context_sum, draft = tokens_by_step[:m], context_sum[:m], draft[:m]
         tokens = n * width
@@ -388,20 +378,10 @@ class RunsAtOnce:
         drafted = None if lookup_s is None else lookup_s(n, k)
         if drafted is None or proposals is None or not self._ragged:
             return None
-        computed, held, generated = r.computed[ids], r.blocks[ids], r.generated[ids]
-        output_len = r.output_len[ids]
-        asked: list[np.ndarray] = []
-        taken: list[np.ndarray] = []
-        position, finished = generated, False
-        while not finished:  # the loop's calls, in its order
-            asked.append(proposals(ids, position, k))
-            step_tokens = acceptance.accept_counts(ids, position, k, nodes) + 1
-            taken.append(step_tokens)
-            reached = position + step_tokens
-            finished = bool(np.count_nonzero(reached >= output_len))
-            if not finished:
-                position = reached
-        tokens_by_step, proposed = np.array(taken), np.array(asked)
+        computed, held = r.computed[ids], r.blocks[ids]
+        tokens_by_step, proposed = self._walk_batch(ids, k, nodes, propose=True)
+        assert proposed is not None
+        finished = True  # the walk ends at the first finish
         context = computed + (np.cumsum(tokens_by_step, axis=0) - tokens_by_step)
         self._carry = None
         used = self.pool.used
@@ -410,7 +390,7 @@ class RunsAtOnce:
         m = len(new_held)
         if m == 0:
             return 0
-        if m < len(taken):  # blocks ran short first: no finish
+        if m < len(tokens_by_step):  # blocks ran short first: no finish
             finished = False
             tokens_by_step, proposed, context = tokens_by_step[:m], proposed[:m], context[:m]
         widths = proposed + 1
@@ -429,6 +409,29 @@ class RunsAtOnce:
             ids, tokens_by_step, finished, new_held, used, draft, verify, over, tokens,
             no_proposal,
         )  # fmt: skip
+
+    def _walk_batch(
+        self, ids: np.ndarray, k: int, nodes: int | None, propose: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """A batch's steps to its first finish as the loop asks them, step by step: each
+        step's tokens made (accepted + 1, one row a step) and, where ``propose``, the draft
+        tokens each proposed (a replayed lookup's, asked before the acceptance, as the loop
+        asks them; else None). Acceptance that follows from positions alone only."""
+        r, acceptance = self.requests, self.acceptance
+        assert acceptance is not None
+        proposals = self._proposals if propose else None
+        output_len, position = r.output_len[ids], r.generated[ids]
+        asked: list[np.ndarray] = []
+        taken: list[np.ndarray] = []
+        while True:
+            if proposals is not None:
+                asked.append(proposals(ids, position, k))
+            step_tokens = acceptance.accept_counts(ids, position, k, nodes) + 1
+            taken.append(step_tokens)
+            reached = position + step_tokens
+            if np.count_nonzero(reached >= output_len):
+                return np.array(taken), np.array(asked) if proposals is not None else None
+            position = reached
 
     def _end_steady_run(
         self,
