@@ -279,6 +279,9 @@ LOOPED = {
         )
         for c in (1, 4)
     },
+    "eagle3_parametric": _few(
+        MethodConfig(name="eagle3", k=4, acceptance=AcceptanceConfig(alpha=0.7, spread=0.5))
+    ),
     "eagle3_parametric_sglang": _few(
         MethodConfig(name="eagle3", k=4, acceptance=AcceptanceConfig(alpha=0.7, spread=0.5)),
         "sglang",
@@ -357,15 +360,30 @@ def test_a_batch_that_runs_on_unchanged_steps_as_the_general_iteration(
 
         return schedule
 
+    def every_other_unfit(original):
+        def fits(self, context, held):
+            nonlocal calls
+            calls += 1
+            return calls % 2 == 1 and original(self, context, held)
+
+        return fits
+
     with monkeypatch.context() as m:
         m.setattr(Replica, "_decode_alone", counted(Replica._decode_alone))
         m.setattr(Replica, "_decode_steady", counted(Replica._decode_steady))
         if interrupted:
             alone = every_seventh_short(Scheduler.schedule_alone, -1)
             m.setattr(Scheduler, "schedule_alone", alone)
-            m.setattr(
-                Scheduler, "schedule_alone_steps", six_then_short(Scheduler.schedule_alone_steps)
-            )
+            if name == "eagle3_parametric":
+                # a run whose acceptance is drawn is taken at once only where all its steps
+                # fit (Scheduler.alone_fits): interrupted there, not cut after its draws
+                m.setattr(Scheduler, "alone_fits", every_other_unfit(Scheduler.alone_fits))
+            else:
+                m.setattr(
+                    Scheduler,
+                    "schedule_alone_steps",
+                    six_then_short(Scheduler.schedule_alone_steps),
+                )
             m.setattr(
                 Scheduler,
                 "schedule_steady_steps",

@@ -22,6 +22,7 @@ import simpy
 from simspec.catalog.models import ModelShape
 from simspec.engine.acceptance.samplers import (
     AcceptanceSampler,
+    ParametricAcceptance,
     TokenReplayAcceptance,
     TraceAcceptance,
 )
@@ -358,6 +359,8 @@ class Replica(RunsAtOnce):
                 done = None  # a short run: the loop costs less than the arrays' setup
             elif type(acceptance) is TraceAcceptance and self._proposals is None:
                 done = self._decode_alone_trace(rid, k, nodes, width)
+            elif type(acceptance) is ParametricAcceptance and self._proposals is None:
+                done = self._decode_alone_sampled(rid, k, nodes, width)
             elif type(acceptance) is TokenReplayAcceptance and acceptance.log_keep is None:
                 done = self._decode_alone_lookup(rid, k, width)
             else:

@@ -158,16 +158,57 @@ class RunsAtOnce:
         for a batch: its steps' tokens walked from the trace (:meth:`TraceAcceptance.walk`),
         then its blocks, forwards and clock as arrays, and the same records. None where the
         draft is not a padded chain on the plain path: the loop runs."""
-        plain, clock, r, sched = self._plain_target, self.env, self.requests, self.sched
+        plain, clock, r = self._plain_target, self.env, self.requests
         spec, acceptance = self.spec, self.acceptance
         assert plain is not None and isinstance(clock, StepClock)
         assert isinstance(acceptance, TraceAcceptance)
         many = getattr(spec, "draft_s_many", None)
         if many is None or type(spec).draft_s is not EagleHeadDraftS or plain.sharpness != 1.0:
             return None
-        generated, computed = int(r.generated[rid]), int(r.computed[rid])
-        held, output_len = int(r.blocks[rid]), int(r.output_len[rid])
-        taken = acceptance.walk(rid, generated, k, output_len)
+        taken = acceptance.walk(rid, int(r.generated[rid]), k, int(r.output_len[rid]))
+        return self._alone_chain_run(rid, k, nodes, width, taken)
+
+    def _decode_alone_sampled(self, rid: int, k: int, nodes: int | None, width: int) -> int | None:
+        """:meth:`_decode_alone_trace` of a request whose acceptance is drawn
+        (:class:`ParametricAcceptance`): its draws made step by step, in the loop's order and
+        with its arguments, to its end. Only where every step is sure to find its blocks: a
+        run cut short would have drawn for steps the loop never takes (its last ask is its
+        largest, from the tokens in KV before its last step, at most one short of its end)."""
+        plain, r, sched, acceptance = self._plain_target, self.requests, self.sched, self.acceptance
+        assert plain is not None and acceptance is not None
+        spec = self.spec
+        if type(spec).draft_s is not EagleHeadDraftS or plain.sharpness != 1.0:
+            return None
+        assert isinstance(spec, EagleHead)
+        if not spec.chain_at_once(k, nodes):  # decided before any draw
+            return None
+        generated, output_len = int(r.generated[rid]), int(r.output_len[rid])
+        last_context = int(r.computed[rid]) + (output_len - generated - 1)
+        if not sched.alone_fits(last_context, int(r.blocks[rid])):
+            return None
+        ids, position, made = sched.running_ids(), generated, []
+        while True:  # the loop's call: its ids, its position as a one-element array
+            at = np.array([position], dtype=np.int64)
+            step = int(acceptance.accept_counts(ids, at, k, nodes)[0]) + 1
+            made.append(step)
+            if step >= output_len - position:
+                break
+            position += step
+        done = self._alone_chain_run(rid, k, nodes, width, np.array(made, dtype=np.int64))
+        assert done is not None  # a padded chain on the plain path, checked above
+        return done
+
+    def _alone_chain_run(
+        self, rid: int, k: int, nodes: int | None, width: int, taken: np.ndarray
+    ) -> int | None:
+        """A request's run alone with a padded chain draft, once its steps' tokens are known
+        (``taken``, to its end): the draft forwards as arrays (:meth:`EagleHead.draft_s_many`),
+        its blocks, and the rest (:meth:`_end_alone_run`). None where the draft is not a
+        padded chain (the caller's loop runs)."""
+        r, sched = self.requests, self.sched
+        many = getattr(self.spec, "draft_s_many", None)
+        assert many is not None
+        computed, held = int(r.computed[rid]), int(r.blocks[rid])
         context = computed + (np.cumsum(taken) - taken)  # tokens in KV before each step
         context_sum = context.astype(np.float64)
         drafts = many(1, k, nodes, context_sum)

@@ -528,6 +528,13 @@ class Scheduler:
         new = max(int(self._blocks_for(ask)), held)
         return new if self._take_for_decode(new - held) else -1
 
+    def alone_fits(self, context: int, held: int) -> bool:
+        """Whether the request :meth:`alone` names, holding ``held`` blocks, finds the blocks
+        of every decode step up to one with ``context`` tokens in KV before it (asking the
+        reserved draft slots): its asks' blocks only grow, so the last one's decide."""
+        ask = context + 1 + self.reserved_draft_slots + self.lookahead
+        return max(int(self._blocks_for(ask)), held) - held <= self.pool.free
+
     def schedule_alone_steps(
         self, context: np.ndarray, held: int, slots: np.ndarray | None = None
     ) -> np.ndarray:

@@ -136,6 +136,15 @@ class EagleHead(Speculator):
         later = plain.parts(b, b, b, float(b), mean_kv, mean_kv, overhead, self._fc(b, False))
         return _chain_total(first, later, k - 1)
 
+    def chain_at_once(self, k: int, nodes: int | None) -> bool:
+        """Whether :meth:`draft_s_many` prices this draft (a caller that must know before it
+        draws anything asks): a chain of ``k`` > 0 whose first forward the engine pads to the
+        verify width, on the plain path."""
+        if k == 0 or not self.padded_first(k, nodes) or self._plain_head() is None:
+            return False
+        widths = None if self.tree is None else self.step_widths(k, nodes)
+        return widths is None or widths.count(1) == len(widths)
+
     def draft_s_many(
         self, b: int, k: int, nodes: int | None, kv_sums: np.ndarray
     ) -> np.ndarray | float | None:
@@ -146,12 +155,9 @@ class EagleHead(Speculator):
         default: then the last step's tokens do not enter); None elsewhere (a tree, SGLang's
         draft extend, a head off the plain path), where :meth:`draft_s` runs step by step."""
         plain = self._plain_head()
+        if plain is None or b == 0 or not self.chain_at_once(k, nodes):
+            return None
         w = self.padded_first(k, nodes)
-        widths = None if self.tree is None else self.step_widths(k, nodes)
-        if plain is None or not w or b == 0 or k == 0:
-            return None
-        if widths is not None and widths.count(1) != len(widths):
-            return None
         overhead, t = self.draft_overhead_s, b * w
         first = plain.parts_many(t, b, b, float(b * w * w), w, kv_sums, overhead, self._fc(t))
         if first is None:
