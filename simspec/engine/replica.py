@@ -454,18 +454,18 @@ class Replica(RunsAtOnce):
             # of about 8 steps or more (benchmarks/README: ~0.85x at concurrency 64, whose
             # runs average 6; 1.1x at 32; 1.6x at 8), and a run lasts at least the steps its
             # closest finisher needs at k + 1 tokens a step
-            long_run = (r.output_len[ids] - r.generated[ids]).min() >= RUN_AT_ONCE * (k + 1)
-            done = None
-            if long_run and type(acceptance) is TraceAcceptance and self._proposals is None:
-                done = self._decode_steady_trace(ids, k, nodes, width)
-            elif (
-                long_run
-                and type(acceptance) is TokenReplayAcceptance
-                and acceptance.log_keep is None
+            traced = type(acceptance) is TraceAcceptance and self._proposals is None
+            replayed = type(acceptance) is TokenReplayAcceptance and acceptance.log_keep is None
+            if (traced or replayed) and (
+                (r.output_len[ids] - r.generated[ids]).min() >= RUN_AT_ONCE * (k + 1)
             ):
-                done = self._decode_steady_lookup(ids, k, nodes)
-            if done is not None:
-                return done
+                done = (
+                    self._decode_steady_trace(ids, k, nodes, width)
+                    if traced
+                    else self._decode_steady_lookup(ids, k, nodes)
+                )
+                if done is not None:
+                    return done
         proposals = self._proposals if k else None
         ragged = proposals is not None and self._ragged
         asks = proposals is not None and self._asks_proposed

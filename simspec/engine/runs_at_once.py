@@ -195,7 +195,9 @@ class RunsAtOnce:
                 break
             position += step
         done = self._alone_chain_run(rid, k, nodes, width, np.array(made, dtype=np.int64))
-        assert done is not None  # a padded chain on the plain path, checked above
+        # a padded chain on the plain path whose every step fits, both checked above: the run
+        # takes every step drawn (none taken would have drawn for steps the loop never takes)
+        assert done is not None and done == len(made)
         return done
 
     def _alone_chain_run(
