@@ -102,6 +102,68 @@ def test_a_run_of_plain_forwards_leaves_a_bending_roofline_to_the_loop():
     assert plain.parts_many(1, 1, 1, 1.0, 1, np.arange(4.0)) is None
 
 
+@pytest.mark.parametrize(("engine", "tp"), [("vllm", 1), ("sglang", 1), ("hf", 1), ("vllm", 4)])
+@pytest.mark.parametrize("sharpness", [1.0, 2.5])
+def test_a_forward_at_a_fixed_shape_is_the_forwards_floats(engine, tp, sharpness):
+    """PlainForward.at (a batch's steps whose context sum alone changes) answers, for each
+    context sum, the floats parts gives, whatever the host overhead and extra GEMM, on a
+    roofline that bends too; an empty forward gets no fixed shape."""
+    cm, model = cost_model(engine, tp), load_model("llama-3.1-70b" if tp > 1 else "llama-3.1-8b")
+    cm._terms_of(model).attention.sharpness = sharpness
+    plain = cm.plain(model)
+    assert plain is not None
+    assert plain.at(0, 0, 3, 0.0, 1) is None
+    context = np.random.default_rng(4).integers(0, 500_000, 40).astype(np.float64).tolist()
+    for n, width in ((1, 1), (1, 4), (64, 1), (64, 4), (700, 2)):
+        for overhead, extra in ((None, 0.0), (4e-5, 0.0), (None, 3e-6), (2e-5, 7e-6)):
+            t = n * width
+            fixed = plain.at(t, t, n, float(t * width), width, overhead, extra)
+            assert fixed is not None
+            assert plain.at(t, t, n, float(t * width), width, overhead, extra) is fixed
+            for kv in context:
+                want = plain.parts(t, t, n, float(t * width), width * kv, kv, overhead, extra)
+                assert fixed.parts(kv) == want
+                g, a, lm, e, c, o = want
+                assert fixed.time(kv) == (g + a + lm + e + c + o, o)
+
+
+@pytest.mark.parametrize(
+    ("method", "engine"),
+    [("eagle1", "vllm"), ("eagle3", "vllm"), ("mtp", "vllm"), ("eagle3", "sglang"),
+     ("eagle3", "trtllm")],
+)  # fmt: skip
+def test_a_chain_at_a_fixed_batch_is_each_steps_draft_and_prompt_seconds(method, engine):
+    """EagleHead.draft_at gives draft_s at every context sum where the engine pads the first
+    draft forward (None elsewhere, and the same object when asked again), and
+    merged_prompt_s gives prompt_s of any step's prompt chunks against that first forward
+    where the engine runs them in it (None where they run apart)."""
+    sc = eagle_scenario(method, alpha=0.7).model_copy(update={"engine": engine})
+    spec = setup_replica(sc).speculator
+    rng = np.random.default_rng(9)
+    for n in (1, 3, 64):
+        for k in (1, 2, 3):
+            chain = spec.draft_at(n, k, None)
+            assert spec.draft_at(n, k, None) is chain
+            if not spec.padded_first(k):
+                assert chain is None
+                continue
+            assert chain is not None
+            for total in rng.integers(0, 8000 * n, 20).tolist():
+                kv = np.full(n, total // n, dtype=np.int64)  # the sums enter, not the split
+                kv[0] += total - int(kv.sum())
+                step = DraftStep(kv, np.ones(n, dtype=np.int64), float(total), k, None)
+                draft_s, first_s = chain.seconds_and_first(float(total))
+                assert draft_s == chain.seconds(float(total)) == spec.draft_s(step)
+                for m in (0, 1, 3):
+                    chunks = rng.integers(1, 3000, m)
+                    prompt = BatchShape.of(chunks, rng.integers(0, 500, m), m, prefill=True)
+                    merged = spec.merged_prompt_s(chain, float(total), first_s, prompt)
+                    if engine != "vllm":
+                        assert merged is None
+                        continue
+                    assert merged == spec.prompt_s(prompt, step)
+
+
 @pytest.mark.parametrize(
     "model", ["deepseek-v3", "deepseek-v3.2", "gpt-oss-120b", "qwen3-next-80b-a3b"]
 )

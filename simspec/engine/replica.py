@@ -13,6 +13,7 @@ without building a batch each step (:meth:`Replica._decode_alone`, :meth:`Replic
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
@@ -35,11 +36,13 @@ from simspec.engine.runs_at_once import (
     NO_IDS,
     RUN_AT_ONCE,
     Carry,
+    EagleHeadDraftS,
     RunsAtOnce,
     StepClock,
 )
 from simspec.engine.scheduler import ScheduledBatch, Scheduler
 from simspec.engine.speculators import DraftStep, Speculator
+from simspec.engine.speculators.eagle import EagleHead, FixedChain
 from simspec.errors import ScenarioError
 
 
@@ -217,6 +220,8 @@ class Replica(RunsAtOnce):
         self._plain_target = None if self._expand else self.cost.plain(self.target)
         # a draft that changes with the batch size is the running requests' (:meth:`_reserve`)
         self._varies = self.spec.policy.varies
+        # the head's own prompt pass (_draft_time prices it beside its chain: draft_at)
+        self._own_prompt_s = type(self.spec).prompt_s is EagleHead.prompt_s
         self._carry: Carry | None = None  # the last step's decoding columns (see Carry)
         self._decode_instance = setup.decode_instance
         self._delivered = 0  # first tokens a decode instance delivered this step (admissions)
@@ -447,18 +452,20 @@ class Replica(RunsAtOnce):
         n = len(ids)
         k, nodes, width = self.spec.step_shape(n)
         r, sched, spec, acceptance = self.requests, self.sched, self.spec, self.acceptance
-        if sched.decode_reserve is None and plain.sharpness == 1.0:
-            if not k:
-                return self._decode_steady_plain(ids, width)
+        at_once = sched.decode_reserve is None and plain.sharpness == 1.0
+        if at_once and not k:
+            return self._decode_steady_plain(ids, width)
+        # the loop's columns, read here for the check below too
+        computed, held, generated = r.computed[ids], r.blocks[ids], r.generated[ids]
+        output_len = r.output_len[ids]
+        if at_once:
             # a run at once pays its arrays' setup (~50 numpy calls) once: worth it for runs
             # of about 8 steps or more (benchmarks/README: ~0.85x at concurrency 64, whose
             # runs average 6; 1.1x at 32; 1.6x at 8), and a run lasts at least the steps its
             # closest finisher needs at k + 1 tokens a step
             traced = type(acceptance) is TraceAcceptance and self._proposals is None
             replayed = type(acceptance) is TokenReplayAcceptance and acceptance.log_keep is None
-            if (traced or replayed) and (
-                (r.output_len[ids] - r.generated[ids]).min() >= RUN_AT_ONCE * (k + 1)
-            ):
+            if (traced or replayed) and ((output_len - generated).min() >= RUN_AT_ONCE * (k + 1)):
                 done = (
                     self._decode_steady_trace(ids, k, nodes, width)
                     if traced
@@ -470,13 +477,16 @@ class Replica(RunsAtOnce):
         ragged = proposals is not None and self._ragged
         asks = proposals is not None and self._asks_proposed
         overhead, record, log, total = self._spec_overhead, _new_record, self.log, r.total
-        computed, held, generated = r.computed[ids], r.blocks[ids], r.generated[ids]
-        first, output_len = generated, r.output_len[ids]  # what each had, and its end
+        first = generated  # what each had
         last = r.last_step_tokens[ids]
         context_sum = float(total(computed))
         last_sum: int | None = None
         ones = self._ones[:n]  # never written through
         tokens, logits, sum_q_sq = n * width, n * width, float(n * width * width)
+        # every step's forwards at this batch's shape, priced for its context sum alone
+        # (PlainForward.at, EagleHead.draft_at: the same floats as parts and draft_s)
+        verify_at = None if ragged else plain.at(tokens, logits, n, sum_q_sq, width)
+        draft_at = self._draft_at(n, k, nodes) if k else None
         iterations = steps = 0
         self._carry = None  # the columns live here until written back
         out: np.ndarray | None = None
@@ -488,10 +498,14 @@ class Replica(RunsAtOnce):
                 break
             held, iterations = new_held, iterations + 1
             start, draft_s = clock.now, 0.0
-            if k:
+            if draft_at is not None:
+                draft_s = draft_at.seconds(context_sum) + overhead
+            elif k:
                 drafting = DraftStep(computed, last, context_sum, k, nodes, last_sum)
                 draft_s = spec.draft_s(drafting) + overhead
-            if ragged:  # each verifies what it proposed: the general step's shape
+            if verify_at is not None:
+                verify_s, over = verify_at.time(context_sum)
+            elif ragged:  # each verifies what it proposed: the general step's shape
                 # (BatchShape.of's exact integer sums, as floats), priced as forward prices it
                 # (PlainForward.parts: the same floats)
                 assert proposed is not None
@@ -545,6 +559,17 @@ class Replica(RunsAtOnce):
             log.record(record(IterationRecord, row))
             self._finish(ids[out], NO_IDS)
         return iterations
+
+    def _draft_at(self, n: int, k: int, nodes: int | None) -> FixedChain | None:
+        """The draft of ``n`` sequences at ``k`` priced for each context sum
+        (:meth:`EagleHead.draft_at`), where the speculator's ``draft_s`` is the head's own and
+        a padded chain: what the loops step instead of building a :class:`DraftStep`; None
+        elsewhere (``draft_s`` then)."""
+        spec = self.spec
+        if type(spec).draft_s is not EagleHeadDraftS:
+            return None
+        assert isinstance(spec, EagleHead)
+        return spec.draft_at(n, k, nodes)
 
     def _begin(self) -> Step:
         """An iteration up to its length: who runs, and how long drafting and verifying take."""
@@ -654,6 +679,20 @@ class Replica(RunsAtOnce):
         draft, prefilling = step.draft, step.batch.prefill
         if not draft.k:
             return 0.0
+        chain = self._draft_at(len(step.decoding), draft.k, draft.nodes)
+        if chain is not None and (self._own_prompt_s or not len(prefilling)):
+            # a padded chain (EagleHead.draft_at): its first forward priced once, for the
+            # draft and for the prompts it may run with (the same floats as below)
+            spec = self.spec
+            assert isinstance(spec, EagleHead)  # _draft_at's condition
+            draft_s, first_s = chain.seconds_and_first(step.context_sum)
+            prompt = 0.0
+            if len(prefilling):
+                shape = self._prompt(step)[1]
+                merged = spec.merged_prompt_s(chain, step.context_sum, first_s, shape)
+                # where the prompts run apart: a forward of their own
+                prompt = spec.prompt_s(shape) if merged is None else merged
+            return draft_s + self._spec_overhead + prompt
         carry = self._carry
         if carry is not None and carry.last_step_tokens is not None:
             last, last_sum = carry.last_step_tokens, carry.last_sum
@@ -662,11 +701,11 @@ class Replica(RunsAtOnce):
         drafting = DraftStep(
             step.context_lens, last, step.context_sum, draft.k, draft.nodes, last_sum
         )
-        prompt = 0.0
+        prompt_s = 0.0
         if len(prefilling):
             # with the decodes, whose first draft forward an engine may run the prompts in
-            prompt = self.spec.prompt_s(self._prompt(step)[1], drafting)
-        return self.spec.draft_s(drafting) + self._spec_overhead + prompt
+            prompt_s = self.spec.prompt_s(self._prompt(step)[1], drafting)
+        return self.spec.draft_s(drafting) + self._spec_overhead + prompt_s
 
     def _prompt(self, step: Step) -> tuple[np.ndarray, BatchShape]:
         """The step's prompt chunks: their tokens in KV before it, and their shape with
@@ -681,8 +720,13 @@ class Replica(RunsAtOnce):
     def _prompt_done(self, step: Step) -> tuple[BatchShape, np.ndarray]:
         """The step's prompt chunks' shape and the requests whose prompt they complete."""
         computed, prompt = self._prompt(step)
-        prefilling = step.batch.prefill
-        done = prefilling[computed + step.batch.chunks == self.requests.num_tokens(prefilling)]
+        prefilling, r = step.batch.prefill, self.requests
+        if len(prefilling) == 1:  # one prompt (a closed loop's newcomer): the same test on ints
+            rid = int(prefilling[0])
+            whole = int(computed[0]) + int(step.batch.chunks[0])
+            done = prefilling if whole == int(r.prompt_len[rid]) + int(r.generated[rid]) else NO_IDS
+            return prompt, done
+        done = prefilling[computed + step.batch.chunks == r.num_tokens(prefilling)]
         return prompt, done
 
     def _verify(self, step: Step) -> tuple[float, float, np.ndarray]:
@@ -795,6 +839,16 @@ class Replica(RunsAtOnce):
         if len(prefilling) == 0:
             return NO_IDS
         r = self.requests
+        if len(prefilling) == 1 and self.on_chunk is None:
+            # one prompt (a closed loop's newcomer): the same updates on its one row
+            rid = int(prefilling[0])
+            r.computed[rid] += int(batch.chunks[0])
+            if len(done):  # done is that one request
+                r.generated[rid] += 1
+                r.decoding[rid] = True
+                if math.isnan(r.first_token[rid]):
+                    r.first_token[rid] = self.env.now
+            return done
         r.computed[prefilling] += batch.chunks
         if self.on_chunk is not None:
             self.on_chunk(prefilling, r.computed[prefilling])

@@ -85,6 +85,7 @@ class PlainForward:
         "overlapped",
         "launch_s",
         "by_shape",
+        "fixed",
     )
 
     def __init__(self, cost: CostModel, terms: ModelTerms, layers: int) -> None:
@@ -103,6 +104,8 @@ class PlainForward:
         self.launch_s = layers * host.layer_launch_s  # as step_cost's n_layers * layer_launch_s
         # (GEMMs, elementwise, communication, LM head, graphed) by (tokens, logit rows, seqs)
         self.by_shape: dict[tuple[int, int, int], tuple[float, float, float, float, bool]] = {}
+        # at's answers by its arguments: a closed loop's steady batches repeat a few shapes
+        self.fixed: dict[tuple[int, int, int, float, int, float | None, float], FixedForward] = {}
 
     def parts(
         self,
@@ -196,6 +199,34 @@ class PlainForward:
             overhead = overhead_s + launch
         return (gemm, attention, lm_head, elementwise, comm, overhead)
 
+    def at(
+        self,
+        num_tokens: int,
+        logit_tokens: int,
+        num_seqs: int,
+        sum_q_sq: float,
+        width: int,
+        overhead_s: float | None = None,
+        extra_gemm_s: float = 0.0,
+    ) -> FixedForward | None:
+        """:meth:`parts` of forwards of one shape whose context sum alone changes (``sum_q_kv``
+        is ``width * sum_kv``), as an object that answers for each context sum: a run of
+        steps of one batch prices each step with a few float operations, not a call that
+        looks its shape up again. None for an empty forward (the caller keeps :meth:`parts`)."""
+        t = num_tokens
+        if t == 0:
+            return None
+        args = (t, logit_tokens, num_seqs, sum_q_sq, width, overhead_s, extra_gemm_s)
+        fixed = self.fixed.get(args)
+        if fixed is None:
+            key = (t, logit_tokens, num_seqs)
+            hit = self.by_shape.get(key)
+            if hit is None:
+                hit = self.by_shape[key] = self._shape(t, logit_tokens, num_seqs)
+            fixed = FixedForward(self, t, num_seqs, sum_q_sq, width, overhead_s, extra_gemm_s, hit)
+            self.fixed[args] = fixed
+        return fixed
+
     def _shape(
         self, t: int, logit_tokens: int, num_seqs: int
     ) -> tuple[float, float, float, float, bool]:
@@ -205,6 +236,80 @@ class PlainForward:
             self.terms, batch, self.layers
         )
         return gemm, elementwise, comm, lm_head, graphed
+
+
+class FixedForward:
+    """:meth:`PlainForward.parts` at one shape (tokens, logit rows, sequences, sum of q^2, a
+    query width), its context sum left free (:meth:`PlainForward.at`): the operands that do
+    not depend on it computed once, by the same operations, and the rest in ``parts``' order
+    on the same operands, so each answer is ``parts``' float bit for bit
+    (``tests/test_step_columns.py``)."""
+
+    __slots__ = (
+        "width",
+        "half_pairs",
+        "tokens",
+        "q_bytes",
+        "latency",
+        "gemm",
+        "elementwise",
+        "comm",
+        "lm_head",
+        "graphed",
+        "overhead_s",
+        "host",
+        "plain",
+    )
+
+    def __init__(
+        self,
+        plain: PlainForward,
+        t: int,
+        num_seqs: int,
+        sum_q_sq: float,
+        width: int,
+        overhead_s: float | None,
+        extra_gemm_s: float,
+        hit: tuple[float, float, float, float, bool],
+    ) -> None:
+        gemm, self.elementwise, self.comm, self.lm_head, self.graphed = hit
+        self.plain, self.width, self.tokens = plain, width, t
+        self.latency = plain.decode_latency if one_token_each(sum_q_sq, t) else plain.latency
+        self.half_pairs = (sum_q_sq + t) / 2.0
+        self.q_bytes = plain.q_bytes_per_token * t
+        self.gemm = gemm + extra_gemm_s  # parts' ``gemm += extra_gemm_s``
+        self.overhead_s = overhead_s
+        # HostModel's exposed host time before the GPU's is known
+        self.host = plain.host_fixed_s + plain.host_per_seq_s * num_seqs
+
+    def parts(self, sum_kv: float) -> Parts:
+        """``PlainForward.parts(t, logits, seqs, sum_q_sq, width * sum_kv, sum_kv, ...)``."""
+        p = self.plain
+        attention = 0.0
+        if p.layers > 0:
+            pairs = self.width * sum_kv + self.half_pairs
+            flops = p.flops_per_pair * pairs
+            nbytes = p.kv_bytes_per_token * (sum_kv + self.tokens)
+            nbytes += self.q_bytes
+            a, b = flops / p.compute_rate, nbytes / p.memory_rate
+            s = p.sharpness
+            one = self.latency + (a + b) if s == 1.0 else self.latency + (a**s + b**s) ** (1.0 / s)
+            attention = p.layers * one
+        gemm, lm_head, elementwise, comm = self.gemm, self.lm_head, self.elementwise, self.comm
+        gpu = gemm + attention + lm_head + elementwise + comm
+        launch = 0.0 if self.graphed else max(0.0, p.launch_s - gpu)
+        if self.overhead_s is None:
+            exposed = max(0.0, self.host - (gpu + launch)) if p.overlapped else self.host
+            overhead = exposed + launch
+        else:
+            overhead = self.overhead_s + launch
+        return (gemm, attention, lm_head, elementwise, comm, overhead)
+
+    def time(self, sum_kv: float) -> tuple[float, float]:
+        """The forward's seconds (its fields summed in ``StepCost``'s order) and, of them, the
+        host overhead's."""
+        g, a, lm, e, c, o = self.parts(sum_kv)
+        return g + a + lm + e + c + o, o
 
 
 def plain_model(cost: CostModel, model: ModelShape, terms: ModelTerms) -> bool:

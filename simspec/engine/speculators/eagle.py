@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 import numpy as np
 
 from simspec.config import MethodConfig
 from simspec.engine.costmodel import BatchShape, StepCost
-from simspec.engine.costmodel.plain import PlainForward
+from simspec.engine.costmodel.plain import FixedForward, PlainForward
 from simspec.engine.speculators.base import DraftStep, Speculator
 
 # EAGLE-3 fuses low, middle and high target features (fc over 3h) and drafts over a reduced
@@ -48,6 +48,8 @@ class EagleHead(Speculator):
         # one decoder layer of the target's widths and attention; a dense MLP (EAGLE heads are
         # Llama layers), or the target's own MoE layer for its MTP module (MTP)
         self.head = target.one_layer(self.moe_head, vocab, f"{target.id}-{self.name}")
+        # draft_at's answers by (batch, K, tree nodes): a closed loop asks the same few
+        self._chains: dict[tuple[int, int, int | None], FixedChain | None] = {}
         self._fc_by_tokens: dict[tuple[int, bool], float] = {}  # the hot loop repeats a few
         self._rows_by_widths: dict[tuple[int, ...], tuple[tuple[int, int], ...]] = {}
         self._plain: PlainForward | None | bool = False  # False: not looked up yet
@@ -171,6 +173,50 @@ class EagleHead(Speculator):
             return None
         return _chain_total(first, later, k - 1)
 
+    def draft_at(self, b: int, k: int, nodes: int | None) -> FixedChain | None:
+        """:meth:`draft_s` of steps of one batch of ``b`` sequences whose context sum alone
+        changes, as an object that answers for each context sum (the forwards' shapes
+        looked up once: :meth:`PlainForward.at`), where :meth:`draft_s_many` applies (a
+        padded chain on the plain path); None elsewhere."""
+        key = (b, k, nodes)
+        if key in self._chains:
+            return self._chains[key]
+        chain = None
+        plain = self._plain_head()
+        if plain is not None and b > 0 and self.chain_at_once(k, nodes):
+            w = self.padded_first(k, nodes)
+            overhead, t = self.draft_overhead_s, b * w
+            first = plain.at(t, b, b, float(b * w * w), w, overhead, self._fc(t))
+            later = plain.at(b, b, b, float(b), 1, overhead, self._fc(b, False)) if k > 1 else None
+            assert first is not None  # b * w tokens, b > 0
+            chain = FixedChain(first, later, b * k / 2.0, k - 1)
+        self._chains[key] = chain
+        return chain
+
+    def merged_prompt_s(
+        self, chain: FixedChain, kv_sum: float, first_s: float, prompt: BatchShape
+    ) -> float | None:
+        """:meth:`prompt_s` of the step whose decodes draft ``chain`` (:meth:`draft_at`) at
+        context sum ``kv_sum``, where the engine runs the prompts in their first forward
+        (``draft_prompt_in_first_pass``): that forward widened by the prompts, from the
+        shapes' sums as ``BatchShape.__add__`` adds them, less the first forward's
+        ``first_s`` (``FixedChain.seconds_and_first``): the same floats as ``prompt_s``.
+        None where the prompts run apart (the caller asks :meth:`prompt_s`)."""
+        if not self._prompt_merged:
+            return None
+        if prompt.num_seqs == 0:
+            return 0.0
+        plain, first = self._plain_head(), chain.first
+        assert plain is not None  # the chain's forwards are its
+        w, b = first.width, first.tokens // first.width
+        t = first.tokens + prompt.num_tokens
+        g, a, lm, e, c, o = plain.parts(
+            t, b + prompt.logit_tokens, b + prompt.num_seqs,
+            float(b * w * w) + prompt.sum_q_sq, w * kv_sum + prompt.sum_q_kv,
+            kv_sum + prompt.sum_kv, self.draft_overhead_s, self._fc(t),
+        )  # fmt: skip
+        return g + a + lm + e + c + o - first_s
+
     def prompt_s(self, prompt: BatchShape, decoding: DraftStep | None = None) -> float:
         """The head's pass over the step's prompt chunks, filling its KV cache with the
         prompt: vLLM's proposer runs its first forward over every token the target step
@@ -207,7 +253,8 @@ class EagleHead(Speculator):
         if plain is False:
             own = type(self)._draft is EagleHead._draft and type(self)._step is EagleHead._step
             plain = self._plain = self.cost.plain(self.head) if own else None
-        return cast(PlainForward | None, plain)  # looked up: no longer False
+        # looked up: no longer False (no cast() call: the hot loop asks this a few times a step)
+        return plain  # type: ignore[return-value]
 
     def _fc(self, tokens: int, first: bool = True) -> float:
         """The GEMMs a head runs beyond its layer's for ``tokens`` tokens (remembered by
@@ -256,6 +303,34 @@ class EagleHead(Speculator):
         if not self.wide_qkv or self.head.is_mla:
             return 0
         return self.target.hidden_size * (self.head.q_dim + 2 * self.head.kv_dim)
+
+
+class FixedChain:
+    """:meth:`EagleHead.draft_s` of a padded chain at one batch size and K, for each context
+    sum (:meth:`EagleHead.draft_at`): the same forwards (``FixedForward.parts``: ``parts``'
+    floats) added in the same order, so each answer is ``draft_s``' float bit for bit."""
+
+    __slots__ = ("first", "later", "half", "times")
+
+    def __init__(
+        self, first: FixedForward, later: FixedForward | None, half: float, times: int
+    ) -> None:
+        self.first, self.later, self.half, self.times = first, later, half, times
+
+    def seconds(self, kv_sum: float) -> float:
+        """The draft's seconds at context sum ``kv_sum`` (steps 2..K at the mean context)."""
+        return self.seconds_and_first(kv_sum)[0]
+
+    def seconds_and_first(self, kv_sum: float) -> tuple[float, float]:
+        """:meth:`seconds`, and of them the first forward's alone (its fields summed in
+        ``StepCost``'s order): what a prompt merged into that forward is priced against
+        (:meth:`EagleHead.merged_prompt_s`)."""
+        g, a, lm, e, c, o = first = self.first.parts(kv_sum)
+        first_s = g + a + lm + e + c + o
+        if self.later is None:  # k = 1
+            return first_s, first_s
+        # mean_kv is both sum_q_kv (one query token each: 1 * mean_kv) and sum_kv
+        return _chain_total(first, self.later.parts(kv_sum + self.half), self.times), first_s
 
 
 def _chain_total(first: Any, later: Any, times: int) -> Any:
