@@ -1,8 +1,11 @@
 """α traces: the closed form at batch 1, trace replay, τ fitting, heterogeneity."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.special import expit
 
 from simspec.catalog.traces import load_trace, replay_tau
 from simspec.config import AcceptanceConfig, MethodConfig, Scenario, WorkloadConfig
@@ -118,6 +121,33 @@ def test_bursts_keep_the_mean_alpha_and_a_stationary_unit_variance():
         alphas = sampler.alphas(rids, 2)
     assert sampler.burst.var() == pytest.approx(1.0, abs=0.03)
     assert alphas.mean(axis=0) == pytest.approx([0.8, 0.6], abs=0.006)
+
+
+def test_one_sequences_alphas_are_the_batch_formulas_floats_and_draws():
+    """ParametricAcceptance.alphas of one sequence (a batch-1 run's step, on its floats)
+    gives the batch formula's α, draws the same noise and leaves the same burst, with bursts
+    and without."""
+    for cfg in (
+        AcceptanceConfig(alpha=[0.8, 0.6, 0.5], spread=0.8, burst_scale=1.2, burstiness=0.9),
+        AcceptanceConfig(alpha=0.7, spread=0.5),
+    ):
+        sampler = ParametricAcceptance(cfg, 3, 4, np.random.default_rng(21))
+        for rid in range(4):
+            sampler.start(rid, -1)
+        twin = np.random.default_rng(21)
+        for _ in range(8):  # the twin replays start's draws, then each step's
+            twin.standard_normal()
+        burst = sampler.burst.copy()
+        for step in range(50):
+            rids = np.array([step % 4])
+            if cfg.burst_scale > 0.0:
+                noise = twin.standard_normal(1)
+                burst[rids] = sampler.rho * burst[rids] + math.sqrt(1 - sampler.rho**2) * noise
+            offset = sampler.request_offset[rids] + sampler.burst_scale * burst[rids]
+            want = expit(sampler.mu[None, :3] + offset[:, None])
+            got = sampler.alphas(rids, 3)
+            assert got.shape == (1, 3) and np.array_equal(got, want)
+            assert np.array_equal(sampler.burst, burst)
 
 
 @pytest.mark.parametrize(

@@ -237,6 +237,28 @@ def test_a_trees_draft_seconds_are_its_draft_costs_total(method, tree):
                 assert spec.draft_s(step) == spec.draft_cost(step).total_s
 
 
+@pytest.mark.parametrize(
+    ("method", "engine", "tree"),
+    [("eagle1", "vllm", None), ("eagle3", "vllm", None), ("mtp", "vllm", None),
+     ("eagle3", "sglang", None), ("mtp", "sglang", None), ("eagle3", "hf", None),
+     ("eagle3", "trtllm", None), ("eagle1", "vllm", "static"), ("eagle2", "sglang", "dynamic")],
+)  # fmt: skip
+def test_one_sequences_draft_seconds_are_draft_s_from_its_integers(method, engine, tree):
+    """EagleHead.draft_s_one (a request decoding alone, no arrays) gives draft_s of the
+    one-sequence step, padded first forward or not, chain or tree, at every budget."""
+    tree_cfg = {"tree": tree, "tree_nodes": 25, "tree_topk": 6} if tree else {}
+    cfg = MethodConfig(name=method, k=4, acceptance=AcceptanceConfig(alpha=0.7), **tree_cfg)
+    spec = setup_replica(Scenario(method=cfg, engine=engine)).speculator
+    spec.draft_plan(np.array([0.7, 0.6, 0.5, 0.4]), sampled=False)
+    rng = np.random.default_rng(12)
+    kvs, lasts = rng.integers(0, 30_000, 40).tolist(), rng.integers(1, 6, 40).tolist()
+    for kv, last in zip(kvs, lasts, strict=True):
+        for k in (0, 1, 2, 4):
+            for nodes in (None, 12) if tree else (None,):
+                step = DraftStep(np.array([kv]), np.array([last]), float(kv), k, nodes, last)
+                assert spec.draft_s_one(kv, last, float(kv), k, nodes) == spec.draft_s(step)
+
+
 def closed(method: MethodConfig, concurrency: int, **workload) -> Scenario:
     wl = {"arrival": "closed", "concurrency": concurrency, "requests": 60, "turnovers": 2,
           "lengths_from": None, "prompt": {"dist": "lognormal", "mean": 300, "cv": 0.5},

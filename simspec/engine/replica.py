@@ -375,6 +375,9 @@ class Replica(RunsAtOnce):
         proposals = self._proposals if k else None
         ragged, overhead = self._ragged, self._spec_overhead
         asks = self._asks_proposed
+        # EagleHead.draft_s_one: draft_s's floats without the one-element arrays
+        own_draft = type(spec).draft_s is EagleHeadDraftS
+        draft_one = spec.draft_s_one if isinstance(spec, EagleHead) and own_draft else None
         ids = sched.running_ids()
         generated, computed = int(r.generated[rid]), int(r.computed[rid])
         held, last = int(r.blocks[rid]), int(r.last_step_tokens[rid])
@@ -398,9 +401,12 @@ class Replica(RunsAtOnce):
             if k:
                 if proposed is not None:
                     w = int(proposed[0]) + 1 if ragged else width
-                context, lasts = np.array([computed, last], dtype=np.int64).reshape(2, 1)
-                drafting = DraftStep(context, lasts, context_sum, k, nodes, last)
-                draft_s = spec.draft_s(drafting) + overhead
+                if draft_one is not None:  # the head's own: from the integers
+                    draft_s = draft_one(computed, last, context_sum, k, nodes) + overhead
+                else:
+                    context, lasts = np.array([computed, last], dtype=np.int64).reshape(2, 1)
+                    drafting = DraftStep(context, lasts, context_sum, k, nodes, last)
+                    draft_s = spec.draft_s(drafting) + overhead
             gemm, attention, lm_head, elementwise, comm, over = plain.parts(
                 w, w, 1, float(w * w), w * context_sum, context_sum
             )

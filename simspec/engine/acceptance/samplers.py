@@ -77,6 +77,15 @@ class ParametricAcceptance:
         """α of each sequence's draft positions 1..k at this step (advances the bursts)."""
         if self.static:
             return np.broadcast_to(self._alpha_rows[:, :k], (len(rids), k))
+        if len(rids) == 1:  # one sequence (a batch-1 run): the same operations on its floats
+            rid = int(rids[0])
+            burst = float(self.burst[rid])
+            if self.burst_scale > 0.0:
+                noise = self.rng.standard_normal(1)
+                burst = self.rho * burst + math.sqrt(1 - self.rho**2) * float(noise[0])
+                self.burst[rid] = burst
+            offset = float(self.request_offset[rid]) + self.burst_scale * burst
+            return expit(self.mu[:k] + offset).reshape(1, k)
         if self.burst_scale > 0.0:
             noise = self.rng.standard_normal(len(rids))
             self.burst[rids] = self.rho * self.burst[rids] + math.sqrt(1 - self.rho**2) * noise

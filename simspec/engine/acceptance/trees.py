@@ -345,7 +345,7 @@ def _walk_small(
     (``round`` is numpy's ``rint``: halves to even) and the same children, so the same depths."""
     n, depth_limit = alpha.shape
     rows, ranks = _hit_rows(sampled), children.shape[-1] - 1
-    idx = [[round(a * _GRID) for a in seq] for seq in alpha.tolist()]
+    by_seq = alpha.tolist()  # each depth's table row rounded when the walk reaches it
     trees = None if tree_of is None else tree_of.tolist()
     node, accepted = [0] * n, [0] * n
     live = list(range(n))
@@ -355,7 +355,7 @@ def _walk_small(
         u = rng.random(len(live)).tolist()
         moved = []
         for s, x in zip(live, u, strict=True):
-            rank = bisect_right(rows[idx[s][d]], x)  # 0-based matched rank
+            rank = bisect_right(rows[round(by_seq[s][d] * _GRID)], x)  # 0-based matched rank
             if rank >= ranks:
                 continue
             if trees is None:

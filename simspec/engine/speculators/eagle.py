@@ -8,7 +8,7 @@ import numpy as np
 
 from simspec.config import MethodConfig
 from simspec.engine.costmodel import BatchShape, StepCost
-from simspec.engine.costmodel.plain import FixedForward, PlainForward
+from simspec.engine.costmodel.plain import FixedForward, Parts, PlainForward
 from simspec.engine.speculators.base import DraftStep, Speculator
 
 # EAGLE-3 fuses low, middle and high target features (fc over 3h) and drafts over a reduced
@@ -116,10 +116,43 @@ class EagleHead(Speculator):
             first = plain.parts(
                 t, b, b, float(q.dot(q)), float(q.dot(kv)), kv_sum, overhead, self._fc(t)
             )
+        return self._draft_after(plain, first, b, k, step.nodes, kv_sum)
+
+    def draft_s_one(self, kv: int, last: int, kv_sum: float, k: int, nodes: int | None) -> float:
+        """:meth:`draft_s` of one sequence with ``kv`` tokens in KV whose last step made
+        ``last`` tokens (``kv_sum``: ``float(kv)``), from the integers: the same sums (a
+        one-element dot is the integers' product) and the same forwards, without the
+        step's arrays (a request decoding alone builds none). A head off the plain path, or
+        no draft, answers as :meth:`draft_s` does."""
+        plain = self._plain_head()
+        if plain is None or k == 0:
+            q, context = np.array([last], dtype=np.int64), np.array([kv], dtype=np.int64)
+            return self.draft_s(DraftStep(context, q, kv_sum, k, nodes, last))
+        overhead = self.draft_overhead_s
+        if w := self.padded_first(k, nodes):
+            first = plain.parts(w, 1, 1, float(w * w), w * kv_sum, kv_sum, overhead, self._fc(w))
+        else:
+            first = plain.parts(
+                last, 1, 1, float(last * last), float(last * kv), kv_sum, overhead, self._fc(last)
+            )
+        return self._draft_after(plain, first, 1, k, nodes, kv_sum)
+
+    def _draft_after(
+        self,
+        plain: PlainForward,
+        first: Parts,
+        b: int,
+        k: int,
+        nodes: int | None,
+        kv_sum: float,
+    ) -> float:
+        """:meth:`draft_s` once its first forward's fields are known: the later steps, a
+        chain's or a tree's, added to them as :meth:`draft_cost` adds them."""
+        overhead = self.draft_overhead_s
         if k == 1:
             g, a, lm, e, c, o = first
             return g + a + lm + e + c + o
-        widths = None if self.tree is None else self.step_widths(k, step.nodes)
+        widths = None if self.tree is None else self.step_widths(k, nodes)
         if widths is not None and widths.count(1) != len(widths):
             # a tree: BatchShape.uniform(b, q, kv_sum + b * depth, b * w) at each depth,
             # added one after another (StepCost.plus)
