@@ -883,9 +883,10 @@ class Replica(RunsAtOnce):
         waiting = 0
         if not decode and self.sched.running:  # a step that decodes nobody (SGLang's prefill)
             # running sequences past their first token, less those that got it this step
-            ids = np.asarray(self.sched.running)
-            past_first = int(np.count_nonzero(self.requests.generated[ids] > 0))
-            waiting = past_first - int(np.count_nonzero(np.isin(step.first, ids)))
+            running = self.sched.running
+            past_first = int(np.count_nonzero(self.requests.generated[running] > 0))
+            members = set(running)  # a set's lookups: np.isin sorts both sides each step
+            waiting = past_first - sum(1 for rid in step.first.tolist() if rid in members)
         # in field order, as one tuple made an IterationRecord (what NamedTuple's own __new__
         # ends in) without binding fifteen arguments every iteration
         row = (
