@@ -352,7 +352,8 @@ def _walk_small(
     for d in range(depth_limit):
         if not live:
             break
-        u = rng.random(len(live)).tolist()
+        # one live sequence: the scalar draw is the same double from the same stream
+        u = [rng.random()] if len(live) == 1 else rng.random(len(live)).tolist()
         moved = []
         for s, x in zip(live, u, strict=True):
             rank = bisect_right(rows[round(by_seq[s][d] * _GRID)], x)  # 0-based matched rank
