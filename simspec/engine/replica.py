@@ -378,6 +378,8 @@ class Replica(RunsAtOnce):
         # EagleHead.draft_s_one: draft_s's floats without the one-element arrays
         own_draft = type(spec).draft_s is EagleHeadDraftS
         draft_one = spec.draft_s_one if isinstance(spec, EagleHead) and own_draft else None
+        verify_at = plain.at(width, width, 1, float(width * width), width)
+        assert verify_at is not None  # a width of at least one token
         ids = sched.running_ids()
         generated, computed = int(r.generated[rid]), int(r.computed[rid])
         held, last = int(r.blocks[rid]), int(r.last_step_tokens[rid])
@@ -407,10 +409,13 @@ class Replica(RunsAtOnce):
                     context, lasts = np.array([computed, last], dtype=np.int64).reshape(2, 1)
                     drafting = DraftStep(context, lasts, context_sum, k, nodes, last)
                     draft_s = spec.draft_s(drafting) + overhead
-            gemm, attention, lm_head, elementwise, comm, over = plain.parts(
-                w, w, 1, float(w * w), w * context_sum, context_sum
-            )
-            verify_s = gemm + attention + lm_head + elementwise + comm + over
+            if w == width:  # the run's own width: its shape looked up once (PlainForward.at)
+                verify_s, over = verify_at.time(context_sum)
+            else:
+                gemm, attention, lm_head, elementwise, comm, over = plain.parts(
+                    w, w, 1, float(w * w), w * context_sum, context_sum
+                )
+                verify_s = gemm + attention + lm_head + elementwise + comm + over
             clock.now += draft_s + verify_s
             remaining = output_len - generated
             if k:
