@@ -473,12 +473,16 @@ class Scheduler:
             rid = int(rids[0])
             if rid in self.running:
                 self.running.remove(rid)
+                arr = self._running_arr  # the same order less that one: no array rebuilt
+                self._running_arr = None if arr is None else arr[arr != rid]
+            else:
+                self._running_arr = None
             held = int(blocks[rid])
         else:
             done = set(rids.tolist())
             self.running = [r for r in self.running if r not in done]
+            self._running_arr = None
             held = int(blocks[rids].sum())
-        self._running_arr = None
         if self.hold_finished:  # freed by release once the KV has been sent
             self.held_blocks += held
             return
@@ -843,7 +847,8 @@ class Scheduler:
                 admitted = np.array(new_ids, dtype=np.int64)
                 self._running_arr = np.concatenate([rids, admitted])  # they run from now on
                 prefill = np.concatenate([prefill, admitted]) if len(prefill) else admitted
-                chunks = np.concatenate([chunks, np.array(new_chunks, dtype=np.int64)])
+                more = np.array(new_chunks, dtype=np.int64)
+                chunks = np.concatenate([chunks, more]) if len(chunks) else more
         return ScheduledBatch(decode, prefill, chunks, context)
 
     def _schedule_general(self) -> ScheduledBatch:
