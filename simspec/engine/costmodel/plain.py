@@ -174,11 +174,7 @@ class PlainForward:
         t = num_tokens
         if t == 0 or self.sharpness != 1.0:
             return None
-        key = (t, logit_tokens, num_seqs)
-        hit = self.by_shape.get(key)
-        if hit is None:
-            hit = self.by_shape[key] = self._shape(t, logit_tokens, num_seqs)
-        gemm, elementwise, comm, lm_head, graphed = hit
+        gemm, elementwise, comm, lm_head, graphed = self._cached_shape(t, logit_tokens, num_seqs)
         attention: np.ndarray | float = 0.0
         if self.layers > 0:
             latency = self.decode_latency if one_token_each(sum_q_sq, t) else self.latency
@@ -219,13 +215,21 @@ class PlainForward:
         args = (t, logit_tokens, num_seqs, sum_q_sq, width, overhead_s, extra_gemm_s)
         fixed = self.fixed.get(args)
         if fixed is None:
-            key = (t, logit_tokens, num_seqs)
-            hit = self.by_shape.get(key)
-            if hit is None:
-                hit = self.by_shape[key] = self._shape(t, logit_tokens, num_seqs)
+            hit = self._cached_shape(t, logit_tokens, num_seqs)
             fixed = FixedForward(self, t, num_seqs, sum_q_sq, width, overhead_s, extra_gemm_s, hit)
             self.fixed[args] = fixed
         return fixed
+
+    def _cached_shape(
+        self, t: int, logit_tokens: int, num_seqs: int
+    ) -> tuple[float, float, float, float, bool]:
+        """:meth:`_shape`, remembered by its counts (``parts`` looks it up inline: the hot
+        loop's every forward)."""
+        key = (t, logit_tokens, num_seqs)
+        hit = self.by_shape.get(key)
+        if hit is None:
+            hit = self.by_shape[key] = self._shape(t, logit_tokens, num_seqs)
+        return hit
 
     def _shape(
         self, t: int, logit_tokens: int, num_seqs: int
