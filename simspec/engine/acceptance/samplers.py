@@ -85,7 +85,7 @@ class ParametricAcceptance:
                 burst = self.rho * burst + math.sqrt(1 - self.rho**2) * float(noise[0])
                 self.burst[rid] = burst
             offset = float(self.request_offset[rid]) + self.burst_scale * burst
-            return expit(self.mu[:k] + offset).reshape(1, k)
+            return expit(self.mu[:k] + offset).reshape(1, -1)  # as the batch formula's row
         if self.burst_scale > 0.0:
             noise = self.rng.standard_normal(len(rids))
             self.burst[rids] = self.rho * self.burst[rids] + math.sqrt(1 - self.rho**2) * noise
