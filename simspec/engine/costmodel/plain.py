@@ -171,29 +171,13 @@ class PlainForward:
         :meth:`parts`' float (numpy's elementwise ``+ - * /`` and ``maximum`` are the scalar
         operations). None where the attention roofline's sharpness is not 1 (its powers may
         round differently in numpy's vectorised ``power``): the caller steps :meth:`parts`."""
-        t = num_tokens
-        if t == 0 or self.sharpness != 1.0:
+        if num_tokens == 0 or self.sharpness != 1.0:
             return None
-        gemm, elementwise, comm, lm_head, graphed = self._cached_shape(t, logit_tokens, num_seqs)
-        attention: np.ndarray | float = 0.0
-        if self.layers > 0:
-            latency = self.decode_latency if one_token_each(sum_q_sq, t) else self.latency
-            pairs = width * sum_kv + (sum_q_sq + t) / 2.0
-            flops = self.flops_per_pair * pairs
-            nbytes = self.kv_bytes_per_token * (sum_kv + t)
-            nbytes = nbytes + self.q_bytes_per_token * t
-            one = latency + (flops / self.compute_rate + nbytes / self.memory_rate)
-            attention = self.layers * one
-        gemm += extra_gemm_s
-        gpu = gemm + attention + lm_head + elementwise + comm
-        launch = 0.0 if graphed else np.maximum(0.0, self.launch_s - gpu)
-        if overhead_s is None:
-            host = self.host_fixed_s + self.host_per_seq_s * num_seqs
-            exposed = np.maximum(0.0, host - (gpu + launch)) if self.overlapped else host
-            overhead = exposed + launch
-        else:
-            overhead = overhead_s + launch
-        return (gemm, attention, lm_head, elementwise, comm, overhead)
+        fixed = self.at(
+            num_tokens, logit_tokens, num_seqs, sum_q_sq, width, overhead_s, extra_gemm_s
+        )
+        assert fixed is not None  # num_tokens > 0
+        return fixed.parts_many(sum_kv)
 
     def at(
         self,
@@ -215,21 +199,13 @@ class PlainForward:
         args = (t, logit_tokens, num_seqs, sum_q_sq, width, overhead_s, extra_gemm_s)
         fixed = self.fixed.get(args)
         if fixed is None:
-            hit = self._cached_shape(t, logit_tokens, num_seqs)
+            key = (t, logit_tokens, num_seqs)
+            hit = self.by_shape.get(key)
+            if hit is None:
+                hit = self.by_shape[key] = self._shape(t, logit_tokens, num_seqs)
             fixed = FixedForward(self, t, num_seqs, sum_q_sq, width, overhead_s, extra_gemm_s, hit)
             self.fixed[args] = fixed
         return fixed
-
-    def _cached_shape(
-        self, t: int, logit_tokens: int, num_seqs: int
-    ) -> tuple[float, float, float, float, bool]:
-        """:meth:`_shape`, remembered by its counts (``parts`` looks it up inline: the hot
-        loop's every forward)."""
-        key = (t, logit_tokens, num_seqs)
-        hit = self.by_shape.get(key)
-        if hit is None:
-            hit = self.by_shape[key] = self._shape(t, logit_tokens, num_seqs)
-        return hit
 
     def _shape(
         self, t: int, logit_tokens: int, num_seqs: int
@@ -304,6 +280,30 @@ class FixedForward:
         launch = 0.0 if self.graphed else max(0.0, p.launch_s - gpu)
         if self.overhead_s is None:
             exposed = max(0.0, self.host - (gpu + launch)) if p.overlapped else self.host
+            overhead = exposed + launch
+        else:
+            overhead = self.overhead_s + launch
+        return (gemm, attention, lm_head, elementwise, comm, overhead)
+
+    def parts_many(self, sum_kv: np.ndarray) -> PartsArrays:
+        """:meth:`parts` of a run of forwards whose context sums ``sum_kv`` differ, as arrays
+        (:meth:`PlainForward.parts_many`, which checks the roofline's sharpness is 1): the same
+        operations element by element (numpy's elementwise ``+ - * /`` and ``maximum`` are
+        the scalar ones); a field that does not vary stays a float."""
+        p = self.plain
+        attention: np.ndarray | float = 0.0
+        if p.layers > 0:
+            pairs = self.width * sum_kv + self.half_pairs
+            flops = p.flops_per_pair * pairs
+            nbytes = p.kv_bytes_per_token * (sum_kv + self.tokens)
+            nbytes = nbytes + self.q_bytes
+            one = self.latency + (flops / p.compute_rate + nbytes / p.memory_rate)
+            attention = p.layers * one
+        gemm, lm_head, elementwise, comm = self.gemm, self.lm_head, self.elementwise, self.comm
+        gpu = gemm + attention + lm_head + elementwise + comm
+        launch = 0.0 if self.graphed else np.maximum(0.0, p.launch_s - gpu)
+        if self.overhead_s is None:
+            exposed = np.maximum(0.0, self.host - (gpu + launch)) if p.overlapped else self.host
             overhead = exposed + launch
         else:
             overhead = self.overhead_s + launch
