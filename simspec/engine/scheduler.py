@@ -551,15 +551,11 @@ class Scheduler:
         leaves the queue and the pool as the takes one after another do). ``slots``: each
         step's draft tokens where its decode asks for what it proposed (:meth:`schedule_alone`'s
         ``slots``)."""
-        assert self.decode_reserve is None
-        drafts = self.reserved_draft_slots if slots is None else slots
-        ask = context + (1 + drafts + self.lookahead)
-        new_held = np.maximum.accumulate(np.maximum(self._blocks_for(ask), held))
-        added = new_held - held  # never decreasing: the steps fit up to the first too many
-        n = int(np.searchsorted(added, self.pool.free, side="right"))
-        if n:
-            self._take_for_decode(int(added[n - 1]))
-        return new_held[:n]
+        # a batch of one: ceil((context + 1 + drafts + lookahead) / size), as schedule_alone
+        # asks, is the batch's floor((context + drafts + lookahead + size) / size)
+        one = None if slots is None else slots[:, None]
+        held_one = np.array([held], dtype=np.int64)
+        return self._take_steps(context[:, None], held_one, one)[:, 0]
 
     def steady(self) -> np.ndarray | None:
         """The running requests when more than one runs, every one decodes, nobody waits and
@@ -605,6 +601,13 @@ class Scheduler:
         No rows when not even the first fits. Not under SGLang's ratio, which each step moves
         (the caller checks). ``slots``: each one's draft tokens at each step where its decode
         asks for what it proposed (:meth:`schedule_steady`'s ``slots``)."""
+        return self._take_steps(context, held, slots)
+
+    def _take_steps(
+        self, context: np.ndarray, held: np.ndarray, slots: np.ndarray | None
+    ) -> np.ndarray:
+        """:meth:`schedule_steady_steps`' blocks and takes (:meth:`schedule_alone_steps`' for
+        a batch of one)."""
         assert self.decode_reserve is None
         drafts = self.reserved_draft_slots if slots is None else slots
         up = drafts + self.lookahead + self.block_size
