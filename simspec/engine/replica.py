@@ -220,7 +220,9 @@ class Replica(RunsAtOnce):
         self._plain_target = None if self._expand else self.cost.plain(self.target)
         # a draft that changes with the batch size is the running requests' (:meth:`_reserve`)
         self._varies = self.spec.policy.varies
-        # the head's own prompt pass (_draft_time prices it beside its chain: draft_at)
+        # the head's own draft and prompt pass (the loops price them from fixed shapes and
+        # integers: EagleHead.draft_at, draft_s_one; _draft_time beside its chain)
+        self._own_draft = type(self.spec).draft_s is EagleHeadDraftS
         self._own_prompt_s = type(self.spec).prompt_s is EagleHead.prompt_s
         self._carry: Carry | None = None  # the last step's decoding columns (see Carry)
         self._decode_instance = setup.decode_instance
@@ -376,8 +378,7 @@ class Replica(RunsAtOnce):
         ragged, overhead = self._ragged, self._spec_overhead
         asks = self._asks_proposed
         # EagleHead.draft_s_one: draft_s's floats without the one-element arrays
-        own_draft = type(spec).draft_s is EagleHeadDraftS
-        draft_one = spec.draft_s_one if isinstance(spec, EagleHead) and own_draft else None
+        draft_one = spec.draft_s_one if isinstance(spec, EagleHead) and self._own_draft else None
         verify_at = plain.at(width, width, 1, float(width * width), width)
         assert verify_at is not None  # a width of at least one token
         ids = sched.running_ids()
@@ -577,7 +578,7 @@ class Replica(RunsAtOnce):
         a padded chain: what the loops step instead of building a :class:`DraftStep`; None
         elsewhere (``draft_s`` then)."""
         spec = self.spec
-        if type(spec).draft_s is not EagleHeadDraftS:
+        if not self._own_draft:
             return None
         assert isinstance(spec, EagleHead)
         return spec.draft_at(n, k, nodes)
