@@ -302,6 +302,26 @@ def test_a_sweep_of_constant_values_has_no_trend_and_no_warning():
     assert table["trend_rho"].isna().all()
 
 
+def test_spearman_rho_is_scipys_bit_for_bit():
+    from scipy.stats import spearmanr
+
+    from simspec.studies.validation.summary import spearman_rho
+
+    rng = np.random.default_rng(7)
+    for n in (3, 4, 7, 15, 40):
+        for ties in (False, True):
+            a, b = rng.normal(size=n), rng.normal(size=n)
+            if ties:  # measured values read from a plot repeat; predictions can too
+                a, b = np.round(a * 2) / 2, np.round(b)
+            if len(set(a)) < 2 or len(set(b)) < 2:
+                continue
+            index = pd.RangeIndex(10, 10 + n)  # a sweep's rows keep the table's index
+            got = spearman_rho(pd.Series(a, index=index), pd.Series(b, index=index))
+            assert got == spearmanr(a, b).statistic
+    with_nan = pd.Series([1.0, np.nan, 3.0])
+    assert np.isnan(spearman_rho(with_nan, pd.Series([1.0, 2.0, 3.0])))
+
+
 def test_a_one_point_panel_shows_a_small_miss_small():
     from simspec.studies.validation.report import panel_range, predicted_vs_measured
 
