@@ -326,6 +326,25 @@ def test_a_files_methods_list_is_refused_naming_the_file_not_a_flag(tmp_path):
     assert result.output.startswith("error: methods:") and "--method" not in result.output
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--method", "mtp"],
+        ["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}'],
+    ],
+)
+def test_fleet_refuses_mtp_on_a_model_without_mtp_layers(tmp_path, flags):
+    """MTP drafts with the model's own multi-token-prediction layers: a fleet of a model
+    that has none is refused as sweep and plan refuse it (QA: fleet ran it, rc 0, with a
+    made-up speedup), and nothing is written."""
+    out = tmp_path / "f.csv"
+    args = ["fleet", "--model", "llama-3.1-8b", *flags, "--qps", "2", "--requests", "20"]
+    result = runner.invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: methods.mtp: llama-3.1-8b declares no multi-token")
+    assert not out.exists()
+
+
 # -- a --tile shorter than the trace: the cut is named, with what it left out ------------------
 
 

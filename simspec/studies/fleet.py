@@ -43,6 +43,7 @@ from simspec.engine.fleet import (
 )
 from simspec.errors import InputError, ScenarioError
 from simspec.studies.runs import SERIAL, Runs
+from simspec.studies.runs.job import refuse_missing_draft_layers
 
 # a disaggregated fleet's per-request columns beside REQUEST_COLUMNS: the prefill instance
 # that ran the prompt, when its first token was sampled there, when its KV reached the decode
@@ -114,6 +115,10 @@ def run_fleet(
     replicas whose merged tables equal it."""
     if not (math.isfinite(window_s) and window_s > 0):
         raise InputError("--window-s", f"must be a finite number of seconds > 0, got {window_s}")
+    # a drafter the model does not have, refused as every other study refuses it (QA: fleet
+    # ran MTP on kimi-k2 and on a dense llama-3.1-8b, rc 0 and a made-up speedup)
+    for sc in {(r.method.name, r.model): r for r in cfg.replicas}.values():
+        refuse_missing_draft_layers(sc)
     shards = min(runs.workers or 1, len(cfg.replicas))
     if runs.executor == "serial" or not shardable(cfg) or shards < 2:
         told = runs.progress is not None
