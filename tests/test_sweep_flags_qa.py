@@ -123,3 +123,19 @@ def test_fixed_length_flags_stay_beside_a_dataset_flag():
     cfg = SweepFlags(dataset="gsm8k", prompt_len=100, output_len=50).sweep_config(None)
     assert cfg.workload.lengths_from is None
     assert (cfg.workload.prompt.mean, cfg.workload.output.mean) == (100, 50)
+
+
+@pytest.mark.parametrize(
+    ("command", "body"),
+    [
+        (["sweep", "--concurrencies", "1"], "methods:\n  - {name: eagle3, k: 0}\n"),
+        (["fleet", "--qps", "2", "--requests", "20"], "method: {name: eagle3, k: 0}\n"),
+    ],
+)
+def test_a_files_speculative_method_at_k_0_is_refused_as_k_0_is(tmp_path, command, body):
+    """K = 0 drafts nothing: a file's speculative method at k: 0 is refused naming its field,
+    as --k 0, a grid's k: [0] and num_speculative_tokens: 0 are (QA: it ran, "K=0 1.00x")."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(body)
+    result = runner.invoke(app, [command[0], "--config", str(cfg), *command[1:]])
+    one_error(result, "methods.eagle3.k: must be 1 to 64 (got 0)")

@@ -220,6 +220,14 @@ class MethodFlags:
             if unused is not None:
                 raise InputError(f"methods.autoregressive.{unused[0]}", unused[1])
             return m
+        if m.get("k") == 0 and type(m["k"]) is int:
+            # QA: a file's {name: mtp, k: 0} ran, its row "mtp K=0 1.00x", where --k 0, a grid's
+            # k: [0] and num_speculative_tokens: 0 are refused
+            raise InputError(
+                f"methods.{name}.k",
+                f"must be 1 to {MAX_K} (got 0) for a speculative method: autoregressive is the "
+                "method that drafts none",
+            )
         if "k" in m and (why := k_not_read(m)) is not None and m["k"] != drafted_length(m):
             # QA: a file's lookahead k: 12 ran lookahead_ngram - 1 = 4, its rows labelled 12
             raise InputError(
