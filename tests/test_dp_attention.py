@@ -450,3 +450,21 @@ def test_vllm_v0_runs_no_data_parallel_attention():
     with pytest.raises(InputError, match="dp: simspec models no data-parallel attention for "
                        "engine vllm-v0"):  # fmt: skip
         setup_replica(Scenario(model="qwen3-30b-a3b", tp=2, dp=2, ep=2, engine="vllm-v0"))
+
+
+def test_weights_that_dp_attention_copies_past_the_gpu_are_named_not_the_activations():
+    """Kimi-K2 at tp=8, ep=8 fits an H200; with dp=8 each GPU also holds a whole rank's
+    attention, embeddings and LM head, and the weights alone pass the usable memory. The
+    refusal says so and asks for a lower dp, not a lower token budget (QA: it blamed the
+    activations, and --max-num-batched-tokens 256 changed nothing)."""
+    from simspec.errors import ScenarioError
+
+    sc = Scenario(model="kimi-k2", gpu="h200", engine="vllm", tp=8, ep=8, dp=8)
+    sc = sc.model_copy(update={"scheduler": SchedulerConfig(max_model_len=16000)})
+    with pytest.raises(ScenarioError) as err:
+        setup_replica(sc)
+    text = str(err.value)
+    assert "data-parallel attention holds a tp=1 group's attention" in text
+    assert "lower dp (--dp), raise tp, or pick a larger GPU" in text
+    assert "token budget" not in text and "tip it over" not in text
+    setup_replica(sc.model_copy(update={"dp": 1}))  # fits without the copies

@@ -105,7 +105,12 @@ def test_the_fewest_gpus_use_the_share_and_chunk_the_deployment_runs_at():
         model="llama-3.1-8b",
         scheduler=SchedulerConfig(gpu_memory_utilization=0.15),
     )
-    with pytest.raises(ScenarioError, match="it needs 2 h100_sxm GPUs at the least"):
+    # the share it gave is named, with what it leaves and the GPUs needed at it (QA)
+    with pytest.raises(
+        ScenarioError,
+        match=r"--mem-fraction-static 0.15 leaves 11.9 GiB of the 79.6 GiB \(at that share it "
+        r"needs 2 h100_sxm GPUs, tp=2\): raise --mem-fraction-static or tp",
+    ):
         setup_replica(tight)
 
 

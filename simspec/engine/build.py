@@ -376,6 +376,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         cost.kv_bytes,
         experts.weight_bytes if experts else BYTES_PER_PARAM,
         sc.dp,
+        share_given=sc.scheduler.gpu_memory_utilization is not None,
     )
     check_fixed_lengths(sc, target, memory, max_tokens if whole_prompts else None)
     if engine.flag("context_must_fit_kv"):

@@ -337,6 +337,8 @@ def plan_memory(
     kv_bytes: float = BYTES_PER_PARAM,
     expert_bytes: float | None = None,
     dp: int = 1,
+    *,
+    share_given: bool = False,
 ) -> MemoryPlan:
     """The KV blocks left per GPU once the target's weights (over ``tp``; experts over ``ep``
     when expert-parallel; under ``dp`` attention ranks as :class:`ParallelLayout` places
@@ -350,7 +352,8 @@ def plan_memory(
     Under DP attention each of the ``dp`` ranks caches only its own requests, over its tp/dp
     GPUs (MLA's latent no longer repeated on every GPU of the tp group): the plan's blocks are
     the ranks' pools together, each rank sized for its share of the token budget and
-    sequences."""
+    sequences. ``share_given``: the deployment set the engine's memory share itself (a
+    refusal then names it)."""
     draft_bytes = demand.draft_bytes
     # layers split over pp GPUs pool their memory (weights and KV divide with the layers)
     usable = gpu.memory_bytes * pp * _total_share(engine)
@@ -422,12 +425,36 @@ def plan_memory(
     if blocks <= 0:
         where = f"over {pp} GPUs" if pp > 1 else "per GPU"
         need = min_gpus(gpu, engine, target, weight_bytes=weight_bytes, expert_bytes=expert_bytes)
-        budget = need is not None and need <= tp  # fits alone: the draft or the budget's
+        # what no token budget changes: the weights (and the draft's, where they share the
+        # memory). QA: weights alone past the usable memory were blamed on the activations
+        held = weights + (0.0 if outside else draft_bytes)
+        # the layout's own weights, where data-parallel attention copies the attention,
+        # embeddings and LM head onto every GPU of its ranks (min_gpus counts dp = 1)
+        flat = ParallelLayout(tp, ep, 1, engine.dp_attention).weight_bytes_per_gpu(
+            target, weight_bytes, expert_bytes
+        ) + (held - layout.weight_bytes_per_gpu(target, weight_bytes, expert_bytes))
+        ranks = dp > 1 and held >= usable > flat
+        share = _total_share(engine)
+        # a memory share the deployment set below what the weights need (QA: "it needs 16
+        # GPUs" at --gpu-memory-utilization 0.5, the flag never named)
+        lowered = (
+            share_given and held >= usable and not ranks and not engine.flag("kv_memory_of_free")
+        )
+        flag = "--mem-fraction-static" if engine.family == "sglang" else "--gpu-memory-utilization"
+        budget = need is not None and need <= tp and held < usable and not lowered
         tipped = ("the draft's weights and " if draft_bytes > 0 else "") + (
             "the activations of the run's token budget"
         )
         fix = (
-            f"{tipped} tip it over (plain decoding at the engine's default budget fits at "
+            f"data-parallel attention holds a tp={a_tp} group's attention, embeddings and "
+            f"LM head on each GPU of its dp={dp} ranks (weights {flat / GIB:.1f} GiB per GPU "
+            "at dp=1)"
+            if ranks
+            else f"{flag} {share:g} leaves {usable / GIB:.1f} GiB of the "
+            f"{gpu.memory_bytes * pp / GIB:.1f} GiB"
+            + (f" (at that share it needs {need} {gpu.id} GPUs, tp={need})" if need else "")
+            if lowered
+            else f"{tipped} tip it over (plain decoding at the engine's default budget fits at "
             f"tp={need})"
             if budget
             else f"it needs {need} {gpu.id} GPUs at the least (tp={need})"
@@ -439,7 +466,11 @@ def plan_memory(
         )
         at = f"tp={tp}, dp={dp}" if dp > 1 else f"tp={tp}"
         staged = engine.flag("sequential_stages")  # only HF's pp is modelled (build.check_stages)
-        if budget:  # QA: "raise tp" where tp already held the model and no draft ran
+        if ranks:
+            remedy = "lower dp (--dp), raise tp, or "
+        elif lowered:
+            remedy = f"raise {flag} or tp, or "
+        elif budget:  # QA: "raise tp" where tp already held the model and no draft ran
             remedy = "lower the token budget (--max-num-batched-tokens) or " + (
                 "use a smaller draft, or " if draft_bytes > 0 else ""
             )
