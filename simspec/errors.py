@@ -74,9 +74,9 @@ def first_error(exc: ValidationError) -> tuple[str, str]:
         msg += f": simspec calls it {ENGINE_SPELLINGS[key]}"
     got = e.get("input")
     if isinstance(got, float) and got != got:
-        # a bound's message alone names one side ("less than or equal to 1e7"), which NaN
-        # fails on both (QA: --qps nan)
-        msg = f"must be a finite number, not NaN ({msg[0].lower()}{msg[1:]})"
+        # a bound's message names one side ("less than or equal to 1e7"), which NaN fails on
+        # both (QA: --qps nan); quoted beside it, it read as a contradiction (QA): left out
+        msg = "must be a finite number, not NaN"
     tail = f" (got {got!r})" if got is not None and not isinstance(got, dict | list) else ""
     return loc, msg + tail
 

@@ -428,6 +428,28 @@ def test_a_cell_past_a_bound_is_skipped_naming_the_cell_and_the_range(shared, tm
     assert why.startswith("load past simspec's bounds") and "16384" in why
 
 
+@pytest.mark.parametrize(
+    ("cell", "value", "why"),
+    [
+        ("k", "65", "k 65 is past the longest draft simspec runs (64)"),
+        ("tp", "0", "tp '0' is not a count of GPUs (a whole number, 1 or more)"),
+    ],
+)
+def test_a_count_cell_out_of_range_is_skipped_naming_that_cell(shared, tmp_path, cell, value, why):
+    """QA: k 65 was skipped as "tau_k: Input should be less than or equal to 64" (a field the
+    row never wrote), and tp 0 as "not a whole number of GPUs"."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    cases = pd.read_csv(shared / "validation" / "cases.csv", dtype=str, keep_default_na=False)
+    path, out = tmp_path / "c.csv", tmp_path / "out.csv"
+    cases[cases.case_id == "e3t3-e3-bs2"].assign(**{cell: value}).to_csv(path, index=False)
+    res = CliRunner().invoke(app, ["validate", "--cases", str(path), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert list(pd.read_csv(out).skip_reason) == [why]
+
+
 HEAD = "case_id,metric,method,target_model,gpu,tp,engine,load_kind,load,measured_value\n"
 ROW_REST = ",tpot_ms,autoregressive,llama-3.1-8b,h100_sxm,1,vllm,concurrency,2,7.4"
 

@@ -67,7 +67,9 @@ def nan_named(message: str, argv: list[str]) -> str:
         if value is not None and value.strip().lower().lstrip("+-") == "nan":
             if "valid integer" in reason:  # a count (--k nan): no number at all is asked for
                 return f"Invalid value for {shown}: must be a whole number, not NaN"
-            return f"Invalid value for {shown}: must be a finite number, not NaN ({reason})"
+            # the bound's text is dropped: NaN fails both sides, and the option's whole range
+            # follows (with_range). QA: "not NaN (Input should be less than or equal to 1e6)"
+            return f"Invalid value for {shown}: must be a finite number, not NaN"
     return message
 
 
@@ -77,7 +79,8 @@ def with_range(message: str, exc: Exception) -> str:
     the one bound it was checked against first)."""
     param = getattr(exc, "param", None)
     low, high = getattr(param, "min", None), getattr(param, "max", None)
-    if low is None and high is None or "Input should be" not in message:
+    bound = "Input should be" in message or message.endswith("a finite number, not NaN")
+    if low is None and high is None or not bound:
         return message
     shown = "[" + ("-inf" if low is None else f"{low:g}") + ", "
     shown += ("inf" if high is None else f"{high:g}") + "]"

@@ -55,6 +55,7 @@ from simspec.catalog.models import load_model
 from simspec.catalog.servers import cross_node_note
 from simspec.catalog.traces import first_method, load_trace
 from simspec.config import (
+    MAX_K,
     AcceptanceConfig,
     MethodConfig,
     Scenario,
@@ -227,7 +228,7 @@ def plan_case(
     gpus = whole(get("num_gpus"))
     for cell in ("tp", "num_gpus"):
         if get(cell) and not (whole(get(cell)) or 0) > 0:
-            raise Skip(f"{cell} {get(cell)!r} is not a whole number of GPUs")
+            raise Skip(f"{cell} {get(cell)!r} is not a count of GPUs (a whole number, 1 or more)")
     if get("tp") and gpus and gpus != tp:
         # one replica over tp GPUs is what a row runs; other GPUs would be replicas or stages
         # the row does not describe
@@ -494,6 +495,8 @@ def _method(
             raise Skip(f"{cell} {get(cell)!r} is not a whole number")
         if cell != "k" and value is not None and value < 1:
             raise Skip(f"{cell} {value} is not a positive count")
+    if k is not None and k > MAX_K:  # QA: k 65 was refused as "tau_k: ... <= 64"
+        raise Skip(f"k {k} is past the longest draft simspec runs ({MAX_K})")
     chosen = ""
     if shape not in ("chain", "tree") and not (k or nodes or topk):
         if (picked := _engine_chosen_shape(row, name, engine)) is not None:
