@@ -362,9 +362,7 @@ def test_a_refused_field_names_the_flag_that_sets_it():
 @pytest.mark.parametrize(
     ("args", "field", "flag"),
     [
-        (["sweep", "--alpha", "1.5"], "methods.1.acceptance", "--alpha"),
         (["sweep", "--tau", "9", "--k", "4"], "methods.1.acceptance", "--tau"),
-        (["recommend", "--method", "eagle3", "--alpha", "2"], "acceptance", "--alpha"),
         (
             ["plan", "--trace", "azure-conv", "--rate-scale", "0"],
             "workload.rate_scale",
@@ -385,6 +383,22 @@ def test_a_refused_method_or_workload_field_names_its_flag_too(args, field, flag
     line = result.output.strip().splitlines()[-1]
     assert result.exit_code == 2 and line.startswith(f"error: {field}: "), line
     assert f"(the flag {flag}, or {field} in a --config file)" in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sweep", "--alpha", "1.5"],
+        ["recommend", "--method", "eagle3", "--alpha", "2"],
+        ["fleet", "--method", "eagle3", "--alpha", "-0.1", "--qps", "1"],
+    ],
+)
+def test_an_alpha_outside_0_1_is_refused_by_the_flag_with_its_range(args):
+    """QA: --alpha 1.5 was refused as methods.1.acceptance (with the flag after it), an index
+    into a list the user never wrote: the flag refuses it, saying its range."""
+    result = CliRunner().invoke(app, args)
+    line = result.output.strip().splitlines()[-1]
+    assert result.exit_code == 2 and line.startswith("error: --alpha: must be in [0, 1] (got")
 
 
 @pytest.mark.parametrize(

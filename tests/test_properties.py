@@ -192,5 +192,10 @@ def test_a_token_budget_smaller_than_one_verify_step_is_a_clear_error(max_tokens
         method=MethodConfig(name="eagle3", k=4, acceptance=AcceptanceConfig(alpha=0.5)),
         scheduler={"max_num_batched_tokens": max_tokens, "max_num_seqs": 1},
     )
-    with pytest.raises(ScenarioError, match="cannot hold one verify step"):
+    # the field, the least it needs and the flag are named (QA)
+    with pytest.raises(
+        ScenarioError,
+        match=rf"^scheduler.max_num_batched_tokens: {max_tokens} cannot hold one sequence's "
+        r"verify step of 5 tokens: give at least 5 \(--max-num-batched-tokens",
+    ):
         simulate(sc)

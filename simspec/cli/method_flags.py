@@ -104,6 +104,12 @@ class MethodFlags:
                 f"must be 1 to {MAX_K} (got {self.tau_k}): the chain length (or "
                 "tree depth) --tau was measured at",
             )
+        if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
+            # QA: refused as methods.1.acceptance, an index into a list nobody wrote
+            raise InputError(
+                "--alpha",
+                f"must be in [0, 1] (got {self.alpha:g}): the mean acceptance of a draft token",
+            )
         if self.alpha is not None and self.tau is not None:
             raise InputError("--alpha", "give --alpha or --tau, not both")
         if self.acceptance_from is not None and (self.alpha is not None or self.tau is not None):

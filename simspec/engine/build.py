@@ -348,8 +348,9 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     if max_tokens < spec.verify_tokens and not engine.flag("prefill_first"):
         # (SGLang's decode batch is not bounded by its prefill chunk: Scheduler.decode_budget)
         raise ScenarioError(
-            f"max_num_batched_tokens={max_tokens} cannot hold one verify step of "
-            f"{spec.verify_tokens} tokens"
+            f"scheduler.max_num_batched_tokens: {max_tokens} cannot hold one sequence's verify "
+            f"step of {spec.verify_tokens} tokens: give at least {spec.verify_tokens} "
+            "(--max-num-batched-tokens, or scheduler.max_num_batched_tokens in a --config file)"
         )
     demand = spec.memory_demand(max_seqs, max_tokens)
     if uniform_kv(engine, target, sc.disaggregation_mode):
