@@ -88,6 +88,10 @@ def test_the_result_rows_say_the_engine_ran_async():
     on = provenance(scenario("eagle3", True), method)["engine_profile"]
     off = provenance(scenario("eagle3", None), method)["engine_profile"]
     assert on.endswith("; async scheduling)") and "async" not in off
+    # a method that turns it off says so in its own rows (QA: n-gram's read "async scheduling")
+    ngram = preset_method("ngram", "sharegpt", None, "llama-3.1-8b")
+    row = provenance(scenario("eagle3", True), ngram)["engine_profile"]
+    assert row.endswith("; async scheduling asked, which ngram turns off)")
 
 
 @pytest.mark.parametrize(

@@ -42,25 +42,40 @@ PROVENANCE_COLUMNS = (
 def provenance(deploy: Deployment, method: MethodConfig) -> dict[str, str]:
     """The columns every result row carries (:data:`PROVENANCE_COLUMNS`), so that a CSV read
     on its own says what it ran with."""
-    return {**_deployment_columns(deploy), "acceptance_source": acceptance_source(method)}
+    return {
+        **_deployment_columns(deploy),
+        "engine_profile": engine_profile(deploy, method.name),
+        "acceptance_source": acceptance_source(method),
+    }
 
 
 def _deployment_columns(deploy: Deployment) -> dict[str, str]:
     """The provenance columns that depend on the deployment alone (every row of a run the same:
     worked out once, the profile file read once)."""
-    engine = deployed_engine(deploy)
-    about = [engine.description] if engine.description else []
-    if engine.async_scheduling:
-        about.append("async scheduling")
-    if deploy.disaggregation_mode == "decode":  # QA: a CSV could not tell a decode instance
-        about.append("decode instance of a prefill/decode-disaggregated deployment")
     return {
         "precision": weights(deploy.precision, load_model(deploy.model), load_gpu(deploy.gpu)),
         "kv_cache_dtype": kv_dtype(deploy.kv_cache_dtype),
-        "engine_profile": f"{engine.id} ({'; '.join(about)})" if about else engine.id,
+        "engine_profile": engine_profile(deploy),
         # QA: a results file could not say which hardware profile (a user's file) it ran on
         "hardware_profile": _profile_part(deploy),
     }
+
+
+def engine_profile(deploy: Deployment, method: str | None = None) -> str:
+    """The engine profile as ``method`` (None: the deployment as a whole) runs it: async
+    scheduling said off for a method that turns it off (vLLM keeps it under EAGLE and MTP
+    alone: QA, the n-gram and suffix rows of an --async-scheduling sweep read "async
+    scheduling")."""
+    engine = deployed_engine(deploy)
+    about = [engine.description] if engine.description else []
+    if engine.async_scheduling:
+        off = method is not None and engine.overlap_off_by(method)
+        about.append(
+            f"async scheduling asked, which {method} turns off" if off else "async scheduling"
+        )
+    if deploy.disaggregation_mode == "decode":  # QA: a CSV could not tell a decode instance
+        about.append("decode instance of a prefill/decode-disaggregated deployment")
+    return f"{engine.id} ({'; '.join(about)})" if about else engine.id
 
 
 def with_provenance(
@@ -68,11 +83,16 @@ def with_provenance(
 ) -> pd.DataFrame:
     """``frame`` with :data:`PROVENANCE_COLUMNS` appended, row i run with ``methods[i]`` (one
     method for every row: the list holds it once)."""
-    common = _deployment_columns(deploy)
     sources = [acceptance_source(m) for m in methods]
+    profiles = {
+        name: engine_profile(deploy, name) for name in dict.fromkeys(m.name for m in methods)
+    }
+    engines = [profiles[m.name] for m in methods]  # async said off where the method turns it off
     if len(sources) == 1:
         sources *= len(frame)
-    return frame.assign(**common, acceptance_source=sources)[
+        engines *= len(frame)
+    columns: dict[str, str | list[str]] = {**_deployment_columns(deploy), "engine_profile": engines}
+    return frame.assign(**columns, acceptance_source=sources)[
         [*frame.columns, *(c for c in PROVENANCE_COLUMNS if c not in frame.columns)]
     ]
 
