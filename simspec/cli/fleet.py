@@ -622,6 +622,9 @@ def _show(
     shares = frame["measure"] == "slo_attainment"  # never 1 for less than all (QA)
     for col in ("value", "ci_low", "ci_high"):
         frame.loc[shares, col] = exact.loc[shares, col].map(floor_share)
+    # a measure without an interval (a count, a share of the run) shows none, not "nan" (QA)
+    for col in ("ci_low", "ci_high"):
+        frame[col] = frame[col].astype(object).where(frame[col].notna(), "")
     print_frame(frame, _title(cfg, slo))
     if len(util) <= 16:
         print_frame(util.round(3), "Per replica")
