@@ -296,7 +296,8 @@ def test_recommend_on_an_engine_other_than_vllm_prints_no_vllm_config_and_says_w
     args = ["recommend", "--method", "eagle3", "--concurrencies", "1", "--k-max", "2"]
     result = runner.invoke(app, [*args, "--engine", "hf"])
     assert result.exit_code == 0, result.output
-    assert "--speculative-config '" not in result.output and "is not vLLM" in result.output
+    assert "--speculative-config '" not in result.output
+    assert "does not read vLLM V1's Dynamic SD schedule" in result.output
     assert "does not ship" in result.output and "largest tried (2)" in result.output
     refused = runner.invoke(app, [*args, "--engine", "hf", "--json", "x.json"])
     assert refused.exit_code == 2 and "--json" in refused.output

@@ -274,3 +274,27 @@ def test_a_sweep_files_precision_target_is_recommends_too(tmp_path):
     wide.write_text("method: {name: eagle3}\nprecision_target: 0.9\n")
     bad = runner.invoke(app, ["recommend", "--config", str(wide)])
     assert bad.exit_code == 2 and "precision_target" in bad.output and "0.5" in bad.output
+
+
+def test_recommend_refuses_a_method_whose_draft_length_k_does_not_set():
+    """Lookahead drafts lookahead_ngram - 1 tokens whatever K is: its K columns were one run
+    three times and "best K 1" the first of a tie (QA). Refused, as analytic refuses it."""
+    result = runner.invoke(app, ["recommend", "--method", "lookahead", "--concurrencies", "1"])
+    assert result.exit_code == 2
+    assert "recommend chooses K, which lookahead does not read" in result.output
+
+
+def test_a_dynamic_sd_schedule_is_refused_for_vllm_v0(tmp_path):
+    """num_speculative_tokens_per_batch_size is vLLM V1's Dynamic SD: recommend writes none for
+    vllm-v0, and sweep does not simulate one given to it (QA: both did)."""
+    out = tmp_path / "c.json"
+    args = ["recommend", "--engine", "vllm-v0", "--concurrencies", "1", "--json", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "engine vllm-v0 does not read it" in result.output
+    assert not out.exists()
+    cfg = {"method": "eagle3", "num_speculative_tokens": 3,
+           "num_speculative_tokens_per_batch_size": [[1, 12, 3], [13, 256, 1]]}  # fmt: skip
+    spec = json.dumps(cfg)
+    sweep = ["sweep", "--concurrencies", "1", "--speculative-config", spec]
+    refused = runner.invoke(app, [*sweep, "--engine", "vllm-v0"])
+    assert refused.exit_code == 2 and "never reads" in refused.output

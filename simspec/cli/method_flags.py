@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from simspec.catalog.hardware import load_engine
 from simspec.catalog.methods import (
     TOKEN_REPLAYED,
     at_depth,
@@ -314,13 +315,24 @@ class MethodFlags:
                 "is the draft of the draft_model method, which is not among the methods",
             )
 
-    def vllm_method(self, target: str, dataset: str, tp: int = 1) -> dict[str, Any]:
+    def vllm_method(
+        self, target: str, dataset: str, tp: int = 1, engine: str | None = None
+    ) -> dict[str, Any]:
         """The vLLM --speculative-config as one simspec method for a target at tensor
-        parallelism ``tp``: the method's preset for ``dataset``, then the config's own fields
-        on top."""
+        parallelism ``tp`` on ``engine``: the method's preset for ``dataset``, then the
+        config's own fields on top."""
         from simspec.catalog.vllm import capped_bands, read_speculative_config, to_method
 
         cfg = read_speculative_config(self.speculative_config or "")
+        if "num_speculative_tokens_per_batch_size" in cfg and (
+            engine is not None and load_engine(engine).disables_by_batch_size
+        ):  # QA: vllm-v0 simulated the V1 schedule
+            raise InputError(
+                "--speculative-config",
+                "num_speculative_tokens_per_batch_size is vLLM V1's Dynamic SD, which vLLM V0 "
+                f"(engine {engine}) never reads: give V0's disable_by_batch_size, or run engine "
+                "vllm",
+            )
         fields = to_method(cfg, tp)
         if capped := capped_bands(cfg):
             err.print(f"note: --speculative-config: {capped}", highlight=False)
@@ -363,7 +375,11 @@ class MethodFlags:
             tp = tp if isinstance(tp, int) else 1  # a bad tp is the scenario's to refuse
             if isinstance(dp, int) and dp > 0 and tp % dp == 0:
                 tp //= dp  # vLLM's --tensor-parallel-size: each DP rank's (--dp D --tp N/D)
-            methods: list[Any] = [AUTOREGRESSIVE, self.vllm_method(target, dataset, tp)]
+            engine = scenario_engine(data)
+            methods: list[Any] = [
+                AUTOREGRESSIVE,
+                self.vllm_method(target, dataset, tp, engine),
+            ]
         elif names is None and from_file is not None:
             engine = scenario_engine(data)
             methods = [self.shaped_as_preset(m, dataset, target, engine) for m in from_file]

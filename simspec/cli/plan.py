@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from simspec.catalog.methods import stated_topk, tree_capacity
+from simspec.catalog.methods import k_not_read, stated_topk, tree_capacity
 from simspec.catalog.tables import shown
 from simspec.catalog.vllm import VLLM_KEYS, read_speculative_config
 from simspec.cli import options as opt
@@ -707,6 +707,12 @@ def recommend(
     _refuse_open_loop(config)
     deploy, base = _scheduled_method(flags, config, name, "--methods" if methods else "--method")
     is_tree = base.tree not in (None, "chain")
+    if not is_tree and (unread := k_not_read(base.model_dump(exclude_none=True))) is not None:
+        # QA: lookahead's K columns were one run three times, "best K 1" the first of a tie
+        raise InputError(
+            "--methods" if methods else "--method",
+            f"recommend chooses K, which {base.name} does not read: {unread}",
+        )
     if flags.k is not None and not is_tree:
         raise InputError("--k", "recommend tries every K from 1 to --k-max: give --k-max")
     # the --speculative-config as given, read once: its K (not read here) and draft weights
@@ -721,11 +727,15 @@ def recommend(
             highlight=False,
         )
     _check_read(base, is_tree, k_max, tree_budgets, json_out)
-    vllm = load_engine(deploy.engine).family == "vllm"
+    engine = load_engine(deploy.engine)
+    # Dynamic SD's num_speculative_tokens_per_batch_size is vLLM V1's: V0 (vllm-v0) reads a
+    # disable_by_batch_size alone (QA: --json wrote a V1 schedule for it)
+    vllm = engine.family == "vllm" and not engine.disables_by_batch_size
     if not vllm:
         refuse_unread(
-            f"writes vLLM's --speculative-config, and engine {deploy.engine} is not vLLM: the "
-            "schedule printed is simspec's k_schedule",
+            f"writes vLLM V1's --speculative-config (num_speculative_tokens_per_batch_size), "
+            f"and engine {deploy.engine} does not read it: the schedule printed is simspec's "
+            "k_schedule",
             {"--json": json_out},
         )
     if is_tree:
@@ -826,8 +836,8 @@ def recommend(
         return
     if not vllm:
         err.print(
-            f"engine {deploy.engine} is not vLLM: the schedule above is simspec's k_schedule, "
-            "for `simspec policy` (a --speculative-config is vLLM's)"
+            f"engine {deploy.engine} does not read vLLM V1's Dynamic SD schedule: the schedule "
+            "above is simspec's k_schedule, for `simspec policy`"
         )
     elif spec_cfg is None:
         err.print(f"vLLM has no {base.name} method: the schedule above is simspec's k_schedule")
