@@ -553,3 +553,21 @@ def test_vllm_leaves_prefix_caching_off_for_gated_deltanet_models_unless_asked()
     asked = SchedulerConfig(enable_prefix_caching=True)
     assert setup_replica(Scenario(**qnext, scheduler=asked)).prefix_caching
     assert setup_replica(Scenario(model="gpt-oss-20b")).prefix_caching  # attention-only
+
+
+def test_a_draft_too_large_beside_the_target_is_named_not_a_gpu_count_that_fails():
+    """A 70B draft beside an 8B target: the target alone fits one H100, so "it needs 1 GPU"
+    (min_gpus counts the target alone) was advice that had just failed (QA)."""
+    from simspec.config import AcceptanceConfig, MethodConfig, Scenario
+    from simspec.engine.build import setup_replica
+
+    method = MethodConfig(
+        name="draft_model", k=3, draft_model="llama-3.1-70b", acceptance=AcceptanceConfig(alpha=0.8)
+    )
+    for tp in (1, 2):
+        with pytest.raises(ScenarioError) as err:
+            setup_replica(Scenario(method=method, tp=tp))
+        text = str(err.value)
+        assert "the draft's weights pass it beside the target's" in text, text
+        assert "raise tp, use a smaller draft, or pick a larger GPU" in text
+        assert "at the least" not in text

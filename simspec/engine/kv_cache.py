@@ -442,6 +442,12 @@ def plan_memory(
         )
         flag = "--mem-fraction-static" if engine.family == "sglang" else "--gpu-memory-utilization"
         budget = need is not None and need <= tp and held < usable and not lowered
+        # the draft's weights are what pass it, where the target's alone fit (min_gpus counts
+        # the target alone: QA, "it needs 1 GPU" for a 70B draft beside an 8B target at tp=1)
+        drafted = (
+            not budget and not ranks and not lowered and draft_bytes > 0 and not outside
+            and weights < usable and need is not None and need <= tp
+        )  # fmt: skip
         tipped = ("the draft's weights and " if draft_bytes > 0 else "") + (
             "the activations of the run's token budget"
         )
@@ -454,6 +460,9 @@ def plan_memory(
             f"{gpu.memory_bytes * pp / GIB:.1f} GiB"
             + (f" (at that share it needs {need} {gpu.id} GPUs, tp={need})" if need else "")
             if lowered
+            else f"the draft's weights pass it beside the target's (the target alone fits at "
+            f"tp={need})"
+            if drafted
             else f"{tipped} tip it over (plain decoding at the engine's default budget fits at "
             f"tp={need})"
             if budget
@@ -470,6 +479,8 @@ def plan_memory(
             remedy = "lower dp (--dp), raise tp, or "
         elif lowered:
             remedy = f"raise {flag} or tp, or "
+        elif drafted:
+            remedy = "raise tp, use a smaller draft, or "
         elif budget:  # QA: "raise tp" where tp already held the model and no draft ran
             remedy = "lower the token budget (--max-num-batched-tokens) or " + (
                 "use a smaller draft, or " if draft_bytes > 0 else ""
