@@ -203,6 +203,11 @@ def test_attainment_0_is_refused_before_the_search():
         app, ["plan", "--trace", "azure-conv", "--window", "0:30", "--attainment", "0"]
     )
     assert res.exit_code != 0 and "--attainment: must be in (0, 1], got 0.0" in res.output
+    # above 1 too, with the range it takes (QA: "the range is [-inf, 1]")
+    res = CliRunner().invoke(
+        app, ["plan", "--trace", "azure-conv", "--window", "0:30", "--attainment", "1.5"]
+    )
+    assert res.exit_code == 2 and "--attainment: must be in (0, 1], got 1.5" in res.output
 
 
 def test_analytic_says_it_prices_a_tree_method_as_a_chain():

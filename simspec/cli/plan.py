@@ -102,8 +102,9 @@ def plan(
     attainment: Annotated[
         float | None,
         typer.Option(
+            # the range is checked by the command: typer shows closed ranges only, and a max
+            # alone read "the range is [-inf, 1]" (QA)
             help="--trace: share of requests that must meet both SLOs, in (0, 1] [default: 0.99]",
-            max=1,  # 0 is refused by the command (typer shows a closed [0<=x<=1] range)
         ),
     ] = None,
     router: Annotated[
@@ -203,7 +204,7 @@ def plan(
         from simspec.studies.fleet import FleetSlo
 
         FleetSlo(slo_ttft_ms, slo_tpot_ms)  # checked before the schedules are recommended
-        if attainment is not None and attainment <= 0:  # before the search, not after it
+        if attainment is not None and not 0 < attainment <= 1:  # before the search
             raise InputError("--attainment", f"must be in (0, 1], got {attainment}")
         trace_flags = {"rate_scale": rate_scale, "target_qps": target_qps, "window": window}
         how = (

@@ -107,7 +107,9 @@ def print_frame(frame: pd.DataFrame, title: str, width: int | None = None) -> No
         console = Console(width=width)
     headers = [str(c) for c in frame.columns]
     rows = [
-        [number(v) if isinstance(v, float) else str(v) for v in row]
+        # None is a cell with nothing to show (plan's fleet size where none met the SLOs:
+        # QA, it read "None"), as the CSV leaves it empty
+        [number(v) if isinstance(v, float) else "-" if v is None else str(v) for v in row]
         for row in frame.itertuples(index=False)
     ]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
