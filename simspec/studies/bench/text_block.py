@@ -113,7 +113,9 @@ def read_text_blocks(text: str, name: str, where: str) -> list[MeasuredRun]:
     runs = []
     for i, (lineno, lines, above) in enumerate(blocks, start=1):
         label = name if len(blocks) == 1 else f"{name}#{i}"
-        runs.append(_run(lines, label, f"{where} line {lineno}", above))
+        # the block's banner line: an error in it names its field's label (QA: "line 1"
+        # read as the bad line, which was line 17)
+        runs.append(_run(lines, label, f"{where} block at line {lineno}", above))
     return runs
 
 
