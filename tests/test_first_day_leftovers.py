@@ -325,6 +325,20 @@ def test_analytic_refuses_a_context_past_the_max_model_len_given():
     assert batch1_costs(deploy, "eagle3", 8, 2039).ar_s > 0
 
 
+def test_analytic_prices_one_request_whatever_the_deployments_workload():
+    """The explorer's analytic tab was refused for the page's fixed 1,000-token prompts, as if
+    they had to fit the 1,033-token window sized for the question (QA): the question is one
+    request at --context, so the costs are the same for any workload."""
+    from simspec.config import Deployment, LengthSpec, WorkloadConfig
+    from simspec.studies.analytic import batch1_costs
+
+    fixed = WorkloadConfig(
+        prompt=LengthSpec(dist="fixed", mean=1000), output=LengthSpec(dist="fixed", mean=64)
+    )
+    long_fixed = batch1_costs(Deployment(workload=fixed), "eagle3", 8, 1024)
+    assert long_fixed == batch1_costs(Deployment(), "eagle3", 8, 1024)
+
+
 def test_analytic_csv_holds_an_alpha_profiles_rows_by_depth(tmp_path):
     """QA: --csv held the built-in α grid only, not the profile's table nor its best depth."""
     out = tmp_path / "an.csv"
