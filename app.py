@@ -10,6 +10,9 @@ never a traceback.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import streamlit as st
 from pydantic import ValidationError
 
@@ -33,27 +36,36 @@ def main() -> None:
     res = results.simulate(inputs)
     *result_tabs, plan_tab, analytic_tab, fleet_tab, compare_tab = st.tabs(TABS)
     results.show(result_tabs, res, inputs, slo)
-    with plan_tab:
+    # an error in one tab is shown in it, and the tabs after it still draw (QA: the Analytic
+    # tab's refusal left the Fleet and Compare tabs empty)
+    with plan_tab, one_message():
         plan.plan_and_schedule(inputs, slo)
-    with analytic_tab:
+    with analytic_tab, one_message():
         analytic.analytic_view(inputs)
-    with fleet_tab:
+    with fleet_tab, one_message():
         fleet.fleet_view(inputs, slo)
-    with compare_tab:
+    with compare_tab, one_message():
         compare.compare_view(inputs)
 
 
-def draw() -> None:
-    """The page, with every error a user can cause shown as one message."""
-    st.set_page_config(page_title="simspec explorer", layout="wide")
+@contextmanager
+def one_message() -> Iterator[None]:
+    """Every error a user can cause, shown as one message where it happened."""
     try:
-        main()
+        yield
     except (InputError, ScenarioError) as exc:  # may quote an uploaded config: shown as text
         st.error(shown(str(exc)))
     except ValidationError as exc:
         st.error(shown(validation_message(exc)))
     except (OSError, ValueError, ArithmeticError, RuntimeError) as exc:  # not a traceback
         st.error(shown(f"simspec could not run this scenario: {type(exc).__name__}: {exc}"))
+
+
+def draw() -> None:
+    """The page, with every error a user can cause shown as one message."""
+    st.set_page_config(page_title="simspec explorer", layout="wide")
+    with one_message():
+        main()
 
 
 def shown(message: str) -> str:

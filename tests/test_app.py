@@ -913,3 +913,41 @@ def test_no_run_is_called_best_where_none_beats_plain_decoding():
     assert "the highest: ngram (K=3) at 16 concurrent: 1.00×" in text and "Best" not in text
     faster = best_caption(spec.assign(speedup=[1.4, 1.1]), "speedup", "throughput", "concurrent")
     assert faster.startswith("Best: eagle3 (K=3) at 16 concurrent: 1.40× on throughput.")
+
+
+@pytest.mark.slow
+@PAGE
+def test_fixed_lengths_past_the_analytic_window_run_and_a_tab_error_stays_in_its_tab(
+    monkeypatch,
+):
+    """QA: fixed 1,000-token prompts were refused by the Analytic tab against the 1,033-token
+    window it sizes for one request, and that refusal left the Fleet and Compare tabs empty.
+    The closed form prices one request whatever the page's workload, and an error in a tab is
+    shown there, the tabs after it still drawn."""
+    from conftest import ROOT
+
+    from simspec.errors import ScenarioError
+    from simspec.ui.pages import analytic as analytic_page
+
+    def small() -> AppTest:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+        for key, value in {
+            "kept:loads_closed": "1", "kept:requests": 8, "kept:turnovers": 0,
+            "kept:lengths": "fixed", "kept:prompt": 1000.0, "kept:output": 64.0,
+        }.items():  # fmt: skip
+            at.session_state[key] = value
+        return at.run()
+
+    at = small()
+    _ok(at)
+    assert any(s.label == "Arrival trace" for s in at.selectbox)
+
+    def refuse(*args, **kwargs):
+        raise ScenarioError("the closed form cannot price this")
+
+    analytic_page.analytic_cached.clear()
+    monkeypatch.setattr(analytic_page.analytic, "batch1_costs", refuse)
+    at = small()
+    assert not at.exception
+    assert [e.value for e in at.error] == ["the closed form cannot price this"]
+    assert any(s.label == "Arrival trace" for s in at.selectbox)  # the Fleet tab drew
