@@ -240,6 +240,30 @@ def test_a_bad_upload_or_a_new_list_of_choices_keeps_the_layout_and_precision_ch
 
 @pytest.mark.slow
 @PAGE
+def test_a_bad_upload_keeps_the_methods_chosen():
+    """QA: Methods = [suffix], then a bad config.json upload (an error above the widget), then
+    the upload cleared: Methods was back to EAGLE-3 and n-gram without a word."""
+    from conftest import ROOT
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    for key, value in {"kept:loads_closed": "1", "kept:requests": 8, "kept:turnovers": 0}.items():
+        at.session_state[key] = value
+    at.run()
+
+    def methods():
+        return next(m for m in at.sidebar.multiselect if m.label == "Methods")
+
+    methods().set_value(["suffix"]).run()
+    _ok(at)
+    at.sidebar.file_uploader[0].set_value(("config.json", b"{bad", "application/json")).run()
+    assert len(at.error) == 1 and "not valid JSON" in at.error[0].value
+    at.sidebar.file_uploader[0].set_value(None).run()
+    _ok(at)
+    assert methods().value == ["suffix"]
+
+
+@pytest.mark.slow
+@PAGE
 def test_a_max_model_len_below_the_fields_bound_is_one_message_in_the_widgets_words():
     """QA: 1 to 15 were taken by the widget, then refused as "max_model_len: Input should be
     greater than or equal to 16" (the config field's name and pydantic's words)."""

@@ -39,7 +39,7 @@ from simspec.ui.inputs import (
     offered_methods,
     parse_loads,
 )
-from simspec.ui.pages.kept import clamp, kept, remember, remembered
+from simspec.ui.pages.kept import CHOSEN, clamp, kept, remember, remembered
 
 DEFAULT = ExplorerInputs()  # the CLI's defaults
 SERVING_LABELS = {
@@ -201,12 +201,25 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
     }
 
 
+def _methods(sb: DeltaGenerator, offered: list[str]) -> list[str]:
+    """The Methods multiselect, its last choice kept in plain session state (no cleanup
+    deletes it) and chosen again where the model offers it: an error above it (a bad upload)
+    no longer resets it to the defaults (QA: a choice of suffix came back as EAGLE-3 and
+    n-gram without a word). A choice the model does not offer is kept for one that does."""
+    default = [m for m in DEFAULT.methods if m in offered]
+    saved: list[str] | None = st.session_state.get(CHOSEN + "methods")
+    value = default if saved is None else [m for m in saved if m in offered]
+    if saved and not value:  # none of them offered here: the defaults stand in
+        value = default
+    methods = sb.multiselect("Methods", offered, default=value, key=f"{CHOSEN}methods:{offered!r}")
+    st.session_state[CHOSEN + "methods"] = methods + [m for m in saved or [] if m not in offered]
+    return methods
+
+
 def _speculation(sb: DeltaGenerator, model: str) -> dict[str, Any]:
     sb.header("Speculation")
     offered, left_out = offered_methods(model)
-    methods = sb.multiselect(
-        "Methods", offered, default=[m for m in DEFAULT.methods if m in offered]
-    )
+    methods = _methods(sb, offered)
     for name, why in left_out.items():
         sb.caption(f"{name} not offered: {markdown_text(uploads.as_uploaded(why))}")
     k_mode = sb.radio(
