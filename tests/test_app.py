@@ -869,6 +869,9 @@ def test_messages_and_csv_columns_name_an_upload_as_uploaded_not_by_its_stored_p
         "acc_len trace 'mytrace.jsonl'"
     )
     assert uploads.as_uploaded("no path here") == "no path here"
+    # the model id made from the stored folder (QA: "upload-09420af0… does not fit")
+    made = "upload-09420af0ba886f4e11589a5b447bbc2d does not fit on h100_sxm at tp=1"
+    assert uploads.as_uploaded(made) == "the uploaded model does not fit on h100_sxm at tp=1"
 
 
 @pytest.mark.slow

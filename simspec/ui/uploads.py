@@ -83,11 +83,16 @@ def _text(data: bytes, what: str) -> str:
 _STORED = re.compile(r"[^\s'\"]*simspec-uploads-[^/\s]+/upload-[0-9a-f]+/([^/\s'\",;:)]+)")
 
 
+# a model id made from an uploaded config's stored folder (its content's hash)
+_STORED_ID = re.compile(r"\bupload-[0-9a-f]{32}\b")
+
+
 def as_uploaded(text: str) -> str:
     """``text`` with each stored upload's path replaced by the name it was uploaded as (QA:
     captions, errors and CSV columns showed "/tmp/simspec-uploads-…/config.json", a server's
-    folder the user never chose)."""
-    return _STORED.sub(lambda m: m.group(1), text)
+    folder the user never chose), and a model id made from its folder said as the uploaded
+    model (QA: "upload-09420af0… does not fit on h100_sxm")."""
+    return _STORED_ID.sub("the uploaded model", _STORED.sub(lambda m: m.group(1), text))
 
 
 def _keep(data: bytes, suffix: str, folder: Path | None, name: str = "") -> Path:
