@@ -94,6 +94,9 @@ def test_data_parallel_attention_offers_the_divisors_of_tp_where_the_engine_runs
     for tp in choices.tp_choices():
         offered = choices.dp_choices(engine, tp)
         assert offered == ([d for d in range(1, tp + 1) if _valid(tp=tp, dp=d)] if runs_dp else [1])
+        # for a model with experts; a dense one runs none (QA: offered DP 2, then refused it)
+        assert choices.dp_choices(engine, tp, "qwen3-30b-a3b") == offered
+        assert choices.dp_choices(engine, tp, "llama-3.1-8b") == [1]
 
 
 @pytest.mark.parametrize("gpu", gpu_ids())

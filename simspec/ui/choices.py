@@ -45,10 +45,11 @@ def ep_choices(model: str, tp: int) -> list[int]:
     return [1, tp] if tp > 1 and load_model(model).is_moe else [1]
 
 
-def dp_choices(engine: str, tp: int) -> list[int]:
+def dp_choices(engine: str, tp: int, model: str | None = None) -> list[int]:
     """Data-parallel attention ranks at ``tp``: the divisors of tp on an engine that runs DP
-    attention (sglang, vllm), else 1."""
-    if not load_engine(engine).dp_attention:
+    attention (sglang, vllm) for ``model`` with experts (None: any), else 1 (QA: a dense
+    model was offered DP 2, then refused it)."""
+    if not load_engine(engine).dp_attention or (model is not None and not load_model(model).is_moe):
         return [1]
     return [d for d in range(1, tp + 1) if tp % d == 0]
 

@@ -121,7 +121,7 @@ def _deployment(sb: DeltaGenerator) -> dict[str, Any]:
     engine = sb.selectbox(
         "Engine profile", engine_ids(), **kept("engine", _at(engine_ids(), DEFAULT.engine), "index")
     )
-    eps, dps = ep_choices(model, tp), dp_choices(engine, tp)
+    eps, dps = ep_choices(model, tp), dp_choices(engine, tp, model)
     ep, dp, mode = DEFAULT.ep, DEFAULT.dp, DEFAULT.disaggregation_mode
     if len(eps) > 1:
         pick = remembered("ep", eps, DEFAULT.ep)
