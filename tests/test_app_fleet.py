@@ -50,6 +50,7 @@ def test_a_speculative_fleet_draws_acceptance_from_the_traces_domain():
     cols = fleet_ui.fleet_columns(alpha, code)
     assert cols["acceptance_dataset"] == "instructcoder" and cols["alpha"] == 0.6
     assert cols["acceptance_source"] and "temperature" in cols and cols["engine_profile"]
+    assert cols["hardware_profile"]  # as the results, plan and schedule CSVs say it (QA)
     # async scheduling changes a fleet's steps, and a tree its verify: both are said (QA)
     on = fleet_ui.fleet_columns(alpha.model_copy(update={"async_scheduling": True}), code)
     assert (cols["async_scheduling"], on["async_scheduling"]) == ("engine default", "on")

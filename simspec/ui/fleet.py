@@ -238,6 +238,8 @@ def fleet_columns(page: ExplorerInputs, f: FleetInputs) -> dict[str, object]:
         "acceptance_dataset": fleet_page.dataset,
         "acceptance_source": origin["acceptance_source"],
         "engine_profile": origin["engine_profile"],
+        # the results, plan and schedule CSVs carry it (QA: this one did not)
+        "hardware_profile": origin["hardware_profile"],
         "temperature": page.temperature,
         "top_p": page.top_p,
         "trace": f.trace if f.trace in packaged_arrival_traces() else "upload",
