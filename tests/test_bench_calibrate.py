@@ -307,6 +307,17 @@ def test_a_run_without_mean_tpot_is_refused(tmp_path):
     one_error(result, "no mean TPOT")
 
 
+def test_a_run_whose_mean_tpot_is_0_is_refused_not_divided_by(tmp_path):
+    """QA: mean_tpot_ms 0 passed the reader (>= 0) and the fit's relative error divided by it,
+    a ZeroDivisionError traceback."""
+    a = measured_run(tmp_path, 1, None)
+    b = measured_run(tmp_path, 4, None, mean_tpot_ms=0)
+    out = tmp_path / "p.yaml"
+    result = runner.invoke(app, ["calibrate", "bench", str(a), str(b), "--out", str(out)])
+    one_error(result, "c4.json", "mean_tpot_ms is 0", "must be > 0")
+    assert not out.exists()
+
+
 def test_an_output_the_command_does_not_write_is_refused_before_any_run(tmp_path):
     paths = [DATA / "qwen3-8b-h100-bs1.json", DATA / "qwen3-8b-h100-bs8.json"]
     result = runner.invoke(

@@ -159,6 +159,13 @@ def check_runs(runs: list[MeasuredRun], gpu: str | None) -> None:
                 f"{run.name} has no mean TPOT, the number the fit matches (vllm bench serve "
                 "--percentile-metrics must include tpot)",
             )
+        if not run.metrics[TPOT] > 0:  # QA: 0 passed the reader's >= 0 and divided by zero
+            raise InputError(
+                "RESULT",
+                f"{run.name}: {TPOT} is {run.metrics[TPOT]:g}, and the fit matches it as a "
+                "share of itself: a run's mean TPOT must be > 0 (a run that decoded one token "
+                "per request has none)",
+            )
     models = {preset_id(r.model) for r in runs if r.model}
     if len(models) > 1:
         a, b = _two_differing(runs, lambda r: preset_id(r.model) if r.model else None)
