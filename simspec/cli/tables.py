@@ -24,7 +24,10 @@ def check_suffix(out: Path | None, flag: str, suffixes: tuple[str, ...]) -> None
     """Refuse, before any work, an output name whose suffix is not a format the command
     writes (``--out x.txt`` would get CSV bytes under a name that says otherwise)."""
     if out is not None and out.suffix not in suffixes:
-        raise InputError(flag, f"write {' or '.join(suffixes)} (got {shown(out)})")
+        # the writers choose the format by the suffix as written (QA: x.CSV read as refused
+        # for no reason): a suffix in another case is named as such
+        case = " in lower case" if out.suffix.lower() in suffixes else ""
+        raise InputError(flag, f"write {' or '.join(suffixes)}{case} (got {shown(out)})")
     if out is not None and out.suffix == ".parquet" and not parquet_engine():
         # QA: without one the run finished every cell, then failed with a traceback
         raise InputError(
