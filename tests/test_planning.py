@@ -403,6 +403,8 @@ def test_policy_refuses_bands_and_bounds_its_engine_or_loop_never_reaches(tmp_pa
     result = runner.invoke(app, ["policy", "--config", str(short)])
     assert result.exit_code == 2
     assert result.output.strip().startswith("error: policy.k_schedule: K=3 exceeds k=2")
+    # the fix named where it is made, not as --k, which policy refuses beside a schedule (QA)
+    assert "its k in a scenario file" in " ".join(result.output.split())
 
 
 def test_a_rate_schedule_without_a_request_count_runs_every_piece():

@@ -90,11 +90,14 @@ class Speculator:
                 "to change its budget by batch size",
             )
         if shape is None and longest > self.k:
-            # the run's samplers and costs are built for k draft positions at most
+            # the run's samplers and costs are built for k draft positions at most; the fix is
+            # named where it is made (QA: --k, which a schedule replaces, was refused after
+            # "set k to at least 5")
             raise InputError(
                 f"methods.{self.name}.k_schedule",
                 f"K={longest} exceeds k={self.k}, the longest draft the run is built for: "
-                f"set k (num_speculative_tokens) to at least {longest}",
+                f"set the method's own k to at least {longest} (its k in a scenario file, "
+                "num_speculative_tokens in a --speculative-config)",
             )
         if explicit is not None and cfg.tree_schedule:
             # an explicit tree has its one size: a band's budget would price a verify wider
