@@ -139,3 +139,19 @@ def test_a_files_speculative_method_at_k_0_is_refused_as_k_0_is(tmp_path, comman
     cfg.write_text(body)
     result = runner.invoke(app, [command[0], "--config", str(cfg), *command[1:]])
     one_error(result, "methods.eagle3.k: must be 1 to 64 (got 0)")
+
+
+def test_a_default_tree_the_engine_drafts_as_a_chain_is_said():
+    """QA: medusa1 and eagle1 ran as chains on vllm (no speculative_token_tree) while
+    `simspec methods` showed their default trees, and the sweep said nothing."""
+    from simspec.catalog.methods import preset_method
+    from simspec.studies.sweep import picked_shape_notes
+
+    methods = [preset_method(n, "sharegpt", None, "llama-3.1-8b", "vllm") for n in
+               ("medusa1", "eagle3")]  # fmt: skip
+    assert methods[0].tree == "chain"
+    (line,) = picked_shape_notes("llama-3.1-8b", "vllm", methods)
+    assert line.startswith("note: medusa1: the engine drafts a chain unless its config gives")
+    assert "static tree runs as a chain of 4" in line
+    tree = preset_method("medusa1", "sharegpt", None, "llama-3.1-8b", "sglang")
+    assert not any("medusa1" in n for n in picked_shape_notes("llama-3.1-8b", "sglang", [tree]))

@@ -15,9 +15,12 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.methods import (
     TRACE_DATASETS,
+    as_engine_drafts,
     default_methods,
+    engine_chains,
     engine_picked_shape,
     k_not_read,
+    method_defaults,
     named_alone,
     picks_shape,
     preset_method,
@@ -41,7 +44,7 @@ from simspec.config import (
 from simspec.engine import window
 from simspec.engine.load_policy import LoadPolicy
 from simspec.engine.metrics import RunSummary
-from simspec.engine.speculators import known_method
+from simspec.engine.speculators import SPECULATORS, known_method
 from simspec.engine.speculators.lookup import matched_sizes
 from simspec.errors import InputError, first_error
 from simspec.studies.metrics import RUN_INTERVALS, RUN_METRICS
@@ -468,6 +471,15 @@ def picked_shape_notes(model: str, engine: str, methods: list[MethodConfig]) -> 
     lines: list[str] = []
     architecture: str | None = None
     for method in methods:
+        if method.name in SPECULATORS and method.tree in (None, "chain"):
+            # a tree by default that this engine drafts as a chain (vLLM without a
+            # speculative_token_tree): said, as SGLang's own pick is (QA: medusa1 and eagle1
+            # ran as chains on vllm while `simspec methods` showed their trees, unsaid)
+            chains = engine_chains(method.name, engine)
+            note = as_engine_drafts(method_defaults(method.name), chains)[1]
+            line = f"note: {method.name}: {note}"
+            if note and line not in lines:
+                lines.append(line)
         if not picks_shape(method.name, engine):
             continue
         architecture = architecture or load_model(model).architecture
