@@ -373,10 +373,12 @@ def test_a_bad_grid_value_is_named_by_its_axis_and_point():
 
 
 @pytest.mark.parametrize(
-    ("axis", "known"), [("gpu", "h200"), ("model", "qwen3-8b"), ("engine", "vllm")]
+    ("axis", "known"),
+    [("gpu", "h200"), ("model", "qwen3-8b"), ("engine", "vllm"), ("dataset", "gsm8k")],
 )
 def test_a_grid_name_the_catalog_does_not_know_is_named_by_its_axis(axis, known):
-    """QA: a GPU only the grid gave was refused as "gpu: unknown GPU 'nope'"."""
+    """QA: a GPU only the grid gave was refused as "gpu: unknown GPU 'nope'", and a dataset as
+    workload.lengths_from."""
     from simspec.errors import InputError
 
     with pytest.raises(InputError) as err:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -26,6 +27,7 @@ from simspec.catalog.methods import (
     preset_method,
 )
 from simspec.catalog.models import load_model
+from simspec.catalog.traces import packaged_traces
 from simspec.config import (
     DEFAULT_PRECISION_TARGET,
     DEFAULT_TURNOVERS,
@@ -54,12 +56,25 @@ from simspec.studies.runs.job import check_runnable
 from simspec.studies.runs.keys import scenario_key
 from simspec.studies.to_precision import Pair, paired_interval, run_to_target
 
+
 # grid axes whose values name catalog entries: resolved when the grid expands, so a name the
 # catalog does not know is refused as the grid's before any cell runs
+def _known_dataset(ref: str) -> None:
+    """A grid's dataset: a packaged trace's name or a trace file that exists (QA: an unknown
+    one was refused as workload.lengths_from, a field the grid's user never wrote)."""
+    if ref not in packaged_traces() and not os.path.lexists(ref):
+        raise InputError(
+            "dataset",
+            f"no dataset {ref!r}: give a packaged one ({', '.join(packaged_traces())}) or the "
+            "path of a trace file",
+        )
+
+
 CATALOG_AXES: dict[str, Callable[[str], object]] = {
     "model": load_model,
     "gpu": load_gpu,
     "engine": load_engine,
+    "dataset": _known_dataset,
 }
 
 DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
