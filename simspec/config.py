@@ -622,16 +622,18 @@ def check_schedule(v: Schedule | None, top: int, from_one: bool = False) -> Sche
     band starts at 1, as vLLM's Dynamic SD requires ("The first batch-size range must start at
     1 so every runtime batch size has a defined schedule", validate_and_normalize_dynamic_sd_
     schedule in vllm/v1/spec_decode/dynamic/utils.py)."""
-    if from_one and v and min(start for start, _, _ in v) != 1:
-        raise ValueError(
-            f"the first band starts at {min(start for start, _, _ in v)}: vLLM requires the "
-            "first batch-size range to start at 1 (it gives every batch size a K)"
-        )
+    # each band first, then where the first starts (QA: [[30, 1, 3]] was refused for
+    # starting at 30, not for ending before it starts)
     for start, end, value in v or []:
         if not 1 <= start <= end:
             raise ValueError(f"band [{start}, {end}]: need 1 <= start_bs <= end_bs")
         if not 0 <= value <= top:
             raise ValueError(f"band [{start}, {end}] asks {value}: values are 0 to {top}")
+    if from_one and v and min(start for start, _, _ in v) != 1:
+        raise ValueError(
+            f"the first band starts at {min(start for start, _, _ in v)}: vLLM requires the "
+            "first batch-size range to start at 1 (it gives every batch size a K)"
+        )
     spans = sorted(v or [])
     for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
         if start <= end:

@@ -523,3 +523,14 @@ def test_methods_autoregressive_says_it_drafts_nothing_and_takes_no_acceptance()
     text = " ".join(result.output.split())
     assert "drafts nothing (K = 0)" in text and "no acceptance applies" in text
     assert "k=3" not in text and "--alpha" not in text
+
+
+def test_a_band_that_ends_before_it_starts_is_refused_as_such_before_where_it_starts():
+    """QA: [[30, 1, 3]] was refused for starting at 30 (vLLM's start-at-1 rule), not for
+    ending before it starts."""
+    from simspec.config import check_schedule
+
+    with pytest.raises(ValueError, match=r"band \[30, 1\]: need 1 <= start_bs <= end_bs"):
+        check_schedule([[30, 1, 3]], 64, from_one=True)
+    with pytest.raises(ValueError, match="the first band starts at 2"):
+        check_schedule([[2, 5, 3]], 64, from_one=True)
