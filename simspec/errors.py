@@ -49,6 +49,13 @@ ENGINE_SPELLINGS = {
     "speculative_config": "method",
 }
 
+# settings of a fleet that a scenario file does not hold: the flags that set them
+FLAG_ONLY = {
+    "router": "the fleet's router is the --router flag (fleet, plan --trace)",
+    "replicas": "a fleet's replicas are the --replicas flag",
+    "prefill_replicas": "prefill instances are the --prefill-replicas flag",
+}
+
 
 def first_error(exc: ValidationError) -> tuple[str, str]:
     """(field, message) of a pydantic error's first entry: ``("workload.concurrency", "Input
@@ -72,6 +79,10 @@ def first_error(exc: ValidationError) -> tuple[str, str]:
         # an engine's flag name: say which of simspec's fields holds it (QA: "quantization:
         # Extra inputs are not permitted" named no field)
         msg += f": simspec calls it {ENGINE_SPELLINGS[key]}"
+    elif e["type"] == "extra_forbidden" and key in FLAG_ONLY:
+        # a fleet's setting a scenario file does not hold (QA: a file's "router: random" read
+        # "Extra inputs are not permitted" alone)
+        msg += f": {FLAG_ONLY[key]}"
     got = e.get("input")
     if isinstance(got, float) and got != got:
         # a bound's message names one side ("less than or equal to 1e7"), which NaN fails on

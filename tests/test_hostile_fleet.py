@@ -367,3 +367,14 @@ def test_a_tile_that_repeats_the_trace_says_nothing_of_a_cut(tmp_path):
     result = runner.invoke(app, ["fleet", "--trace", trace(tmp_path, FOUR), "--tile", "8", *SLO])
     assert result.exit_code == 0, result.output
     assert "shorter than the trace" not in result.output
+
+
+def test_a_files_router_names_the_flag_that_sets_it(tmp_path):
+    """QA: a scenario file's "router: random" read "Extra inputs are not permitted" alone."""
+    cfg = tmp_path / "f.yaml"
+    cfg.write_text("router: random\n")
+    result = runner.invoke(app, ["fleet", "--config", str(cfg), "--qps", "1", "--requests", "10"])
+    assert result.exit_code == 2
+    assert "router: Extra inputs are not permitted: the fleet's router is the --router flag" in (
+        " ".join(result.output.split())
+    )
