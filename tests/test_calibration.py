@@ -563,3 +563,14 @@ def test_a_harness_table_is_placed_by_its_gpu_name_not_its_folder(tmp_path):
     bare.write_text("kind,op\ngemm,qkv\n")
     with pytest.raises(InputError, match="lies under a100_80gb's folder"):
         _layout(bare, GPU_DIRS["h100_sxm"], True, "h100_sxm")
+
+
+def test_a_known_table_out_of_its_folder_is_refused_naming_the_layouts_known(tmp_path):
+    """QA: an LLMServingSim layers.csv copied out of perf_models/ was refused as "not a timing
+    table simspec knows", which did not say that tables are known by their folder."""
+    copy = tmp_path / "layers.csv"
+    copy.write_text("layer,latency(ns)\nx,1\n")
+    result = runner.invoke(app, ["calibrate", "fit", str(copy), "--out", str(tmp_path / "p.yaml")])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "not a timing table simspec knows" in text
+    assert "perf_models/.../layers.csv" in text and "keep a copy in its folder layout" in text

@@ -171,5 +171,14 @@ def _layout(
         if len(f.parts) >= 4 and f.parent.parts[-3] == "Qwen3.6-35B-A3B":
             return "LLMServingSim vLLM profile", lambda a: vllm_profile(a.parent)
     if explicit:
-        raise InputError("timings", f"{shown(f)}: not a timing table simspec knows")
+        # what is known is by header or by place: said, so a copy that left its folder can be
+        # put back (QA: a layers.csv copied out of perf_models/ was "not ... simspec knows")
+        raise InputError(
+            "timings",
+            f"{shown(f)}: not a timing table simspec knows. It knows the harness's CSV "
+            "(calibration/time_forward.py: a gpu_name column) anywhere, and by their place "
+            "Vidur's compute/.../mlp.csv and <gpu>_dgx/.../all_reduce.csv, LLMServingSim's "
+            "perf_models/.../layers.csv and a vLLM profile's perf/.../bf16/attention.csv: "
+            "keep a copy in its folder layout",
+        )
     return None
