@@ -57,8 +57,6 @@ from simspec.studies.runs.keys import scenario_key
 from simspec.studies.to_precision import Pair, paired_interval, run_to_target
 
 
-# grid axes whose values name catalog entries: resolved when the grid expands, so a name the
-# catalog does not know is refused as the grid's before any cell runs
 def _known_dataset(ref: str) -> None:
     """A grid's dataset: a packaged trace's name or a trace file that exists (QA: an unknown
     one was refused as workload.lengths_from, a field the grid's user never wrote)."""
@@ -70,6 +68,8 @@ def _known_dataset(ref: str) -> None:
         )
 
 
+# grid axes whose values name catalog entries: resolved when the grid expands, so a name the
+# catalog does not know is refused as the grid's before any cell runs
 CATALOG_AXES: dict[str, Callable[[str], object]] = {
     "model": load_model,
     "gpu": load_gpu,
