@@ -10,6 +10,7 @@ never a traceback.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -68,9 +69,31 @@ def draw() -> None:
         main()
 
 
+# the CLI's flags that a widget of the page sets, by the widget's label (QA: "give
+# --max-model-len 102736 or less" on a page whose widget is "Max model len"); a flag the page
+# has no widget for stays the CLI's
+WIDGETS = {
+    "--max-model-len": "Max model len",
+    "--tp": "Tensor parallel",
+    "--dp": "Data-parallel attention",
+    "--ep": "Expert parallel",
+    "--engine": "Engine profile",
+    "--gpu": "GPU",
+    "--model": "Model",
+    "--precision": "Weight precision",
+}
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def in_page_words(message: str) -> str:
+    """``message`` with each CLI flag that a widget of the page sets said as that widget."""
+    return _FLAG.sub(lambda m: WIDGETS.get(m.group(0), m.group(0)), message)
+
+
 def shown(message: str) -> str:
-    """An error as the page shows it: as text, an upload named as it was uploaded."""
-    return markdown_text(as_uploaded(message))
+    """An error as the page shows it: as text, an upload named as it was uploaded, flags as
+    the widgets that set them."""
+    return markdown_text(in_page_words(as_uploaded(message)))
 
 
 # The simulation pool's workers start from a fork server that imports this file as

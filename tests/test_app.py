@@ -978,3 +978,17 @@ def test_fixed_lengths_past_the_analytic_window_run_and_a_tab_error_stays_in_its
     assert not at.exception
     assert [e.value for e in at.error] == ["the closed form cannot price this"]
     assert any(s.label == "Arrival trace" for s in at.selectbox)  # the Fleet tab drew
+
+
+def test_a_message_names_the_widget_that_sets_a_flag():
+    """QA: the page said "give --max-model-len 102736 or less", where its widget is "Max model
+    len"; a flag the page has no widget for stays the CLI's."""
+    import app as page
+
+    said = page.in_page_words("give --max-model-len 9 or less, lower dp (--dp), or raise --tp")
+    assert said == "give Max model len 9 or less, lower dp (Data-parallel attention), or raise " + (
+        "Tensor parallel"
+    )
+    assert page.in_page_words("raise --gpu-memory-utilization") == (
+        "raise --gpu-memory-utilization"
+    )
