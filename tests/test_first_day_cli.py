@@ -588,3 +588,16 @@ def test_a_bound_refused_says_the_whole_range(tmp_path):
     assert done.returncode == 2 and len(lines) == 1, lines
     assert lines[0].startswith("error: Invalid value for '--replicas'")
     assert lines[0].endswith("the range is [1, 1024]")
+
+
+def test_a_ray_address_nothing_answers_on_is_refused_not_waited_on():
+    """QA: --ray-address 127.0.0.1:1 hung a sweep past 11 minutes (Ray's client retries a
+    HOST:PORT for ever); nothing answering there is refused before Ray is asked."""
+    from simspec.errors import InputError
+    from simspec.studies.runs.executors import _answers
+
+    with pytest.raises(InputError, match="nothing answers at 127.0.0.1:1"):
+        _answers("127.0.0.1:1")
+    with pytest.raises(InputError, match="nothing answers at 127.0.0.1:1"):
+        _answers("ray://127.0.0.1:1")
+    _answers("auto")  # not a HOST:PORT: Ray's to resolve

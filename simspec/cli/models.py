@@ -79,7 +79,8 @@ def models(
         if given:
             raise InputError(
                 given[0],
-                f"{', '.join(given)} lay out one model: give its NAME "
+                f"{', '.join(given)} {'lays' if len(given) == 1 else 'lay'} out one model: "
+                "give its NAME "
                 f"(simspec models NAME {given[0]} ...)",
             )
         _print_all(gpu, engine, wide)

@@ -13,6 +13,7 @@ import atexit
 import multiprocessing
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -206,6 +207,29 @@ def _call(job: Job, payload: str) -> Any:
     return job(payload)
 
 
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def _answers(address: str) -> None:
+    """Refuse a HOST:PORT (or ray://HOST:PORT) that nothing answers on: Ray's client retries
+    such an address for ever (QA: --ray-address 127.0.0.1:1 hung a sweep past 11 minutes,
+    where a malformed one or "auto" without a cluster failed at once). Other forms are left
+    to Ray."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    host = host.strip("[]")  # an IPv6 literal
+    try:
+        socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise InputError(
+            "--ray-address",
+            f"nothing answers at {host}:{port} within {RAY_CONNECT_TIMEOUT_S:g} s "
+            f"({exc.strerror or exc}): start the cluster (ray start --head) or give its "
+            "address",
+        ) from None
+
+
 def on_ray(todo: dict[str, str], job: Job, workers: int, address: str | None) -> Outcomes:
     """On a Ray cluster at ``address``, or a local one of ``workers`` CPUs started for these
     runs and stopped after them."""
@@ -215,6 +239,8 @@ def on_ray(todo: dict[str, str], job: Job, workers: int, address: str | None) ->
         raise InputError("--executor", 'ray is not installed: pip install -e ".[ray]"') from None
     started = False
     if not ray.is_initialized():
+        if address:
+            _answers(address)
         try:
             quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
             if address:
