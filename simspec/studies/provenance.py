@@ -43,19 +43,18 @@ def provenance(deploy: Deployment, method: MethodConfig) -> dict[str, str]:
     """The columns every result row carries (:data:`PROVENANCE_COLUMNS`), so that a CSV read
     on its own says what it ran with."""
     return {
-        **_deployment_columns(deploy),
-        "engine_profile": engine_profile(deploy, method.name),
+        **_deployment_columns(deploy, method.name),
         "acceptance_source": acceptance_source(method),
     }
 
 
-def _deployment_columns(deploy: Deployment) -> dict[str, str]:
-    """The provenance columns that depend on the deployment alone (every row of a run the same:
-    worked out once, the profile file read once)."""
+def _deployment_columns(deploy: Deployment, method: str | None = None) -> dict[str, str]:
+    """The provenance columns that depend on the deployment (and, for the engine profile, on
+    ``method``: :func:`engine_profile`), worked out once for a run's rows."""
     return {
         "precision": weights(deploy.precision, load_model(deploy.model), load_gpu(deploy.gpu)),
         "kv_cache_dtype": kv_dtype(deploy.kv_cache_dtype),
-        "engine_profile": engine_profile(deploy),
+        "engine_profile": engine_profile(deploy, method),
         # QA: a results file could not say which hardware profile (a user's file) it ran on
         "hardware_profile": _profile_part(deploy),
     }
