@@ -261,7 +261,7 @@ def test_the_timeline_counts_prefill_arrivals_and_each_token_once():
     prefill = series[series.replica == 0]
     fleet = series[series.replica == -1]
     assert prefill.arrivals.sum() == len(run.requests) == fleet.arrivals.sum()
-    made = (fleet.tokens_s * run.window_s).sum()
+    made = (fleet.tokens_s * fleet.span_s).sum()
     assert made == pytest.approx(run.requests.output_tokens.sum())
 
 

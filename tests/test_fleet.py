@@ -134,7 +134,7 @@ def test_timeline_and_summary_are_consistent() -> None:
     fleet = tl[tl["replica"] == -1]
     assert fleet["arrivals"].sum() == POISSON.num_requests
     emitted = run.requests["output_tokens"].sum() - run.requests["tokens_before_start"].sum()
-    assert fleet["tokens_s"].sum() * 5.0 == pytest.approx(emitted)
+    assert (fleet["tokens_s"] * fleet["span_s"]).sum() == pytest.approx(emitted)
     assert (tl["queue_depth"] >= 0).all()
     assert np.isfinite(row["ttft_ms_p99_ci_low"])
 
@@ -147,11 +147,33 @@ def test_throughput_after_a_warmup_counts_every_token_made_after_it() -> None:
     row = summarize_fleet(run, FleetSlo(200, 30), warmup_s=10.0)
     tl = timeline(run)
     fleet = tl[(tl["replica"] == -1) & (tl["time_s"] >= 10.0)]
-    made = fleet["tokens_s"].sum() * 5.0
+    made = (fleet["tokens_s"] * fleet["span_s"]).sum()
     assert row["throughput_tok_s"] == pytest.approx(made / (row["makespan_s"] - 10.0), rel=0.02)
     # and the timeline's windows do not move it (QA: 845.6 tok/s at 10 s windows, 891.2 at 1 s)
     fine = summarize_fleet(simulate_fleet(cfg, window_s=1.0), FleetSlo(200, 30), warmup_s=10.0)
     assert fine["throughput_tok_s"] == row["throughput_tok_s"]
+
+
+def test_the_last_window_is_measured_over_the_part_the_run_lasts() -> None:
+    """The run ends inside its last window: that window's rates and shares are over the
+    seconds it lasted, not the whole window (QA: a false drop in tokens/s and busy share at the
+    end of every run)."""
+    wl = WorkloadConfig(arrival="poisson", rate=4.0, requests=40, measure="whole")
+    run = simulate_fleet(FleetConfig.uniform(Scenario(workload=wl), 1, "round_robin"), window_s=7.0)
+    tl = timeline(run)
+    fleet = tl[tl["replica"] == -1].reset_index(drop=True)
+    end = float(run.requests["finish_s"].max())
+    assert (fleet["span_s"].iloc[:-1] == 7.0).all()
+    assert fleet["span_s"].iloc[-1] == pytest.approx(end - fleet["time_s"].iloc[-1])
+    assert 0.0 < fleet["span_s"].iloc[-1] < 7.0
+    last = run.windows.iloc[-1]  # one replica: its windows are the fleet's
+    assert fleet["tokens_s"].iloc[-1] == pytest.approx(
+        last["output_tokens"] / fleet["span_s"].iloc[-1]
+    )
+    assert fleet["utilisation"].iloc[-1] == pytest.approx(
+        min(last["busy_s"] / fleet["span_s"].iloc[-1], 1.0)
+    )
+    assert tl.groupby("time_s")["span_s"].nunique().eq(1).all()
 
 
 def test_the_timeline_counts_an_unfinishable_arrival() -> None:

@@ -428,6 +428,7 @@ def summary_table(row: dict[str, Any]) -> pd.DataFrame:
 
 TIMELINE_COLUMNS = [
     "time_s",
+    "span_s",
     "replica",
     "arrivals",
     "queue_depth",
@@ -455,6 +456,9 @@ def timeline(run: FleetRun) -> pd.DataFrame:
     n_win = int(max(last, 0.0) // w) + 1
     n_win = max(n_win, int(run.windows["window"].max()) + 1 if len(run.windows) else 1)
     ends = (np.arange(n_win) + 1) * w
+    span = np.clip(last - (ends - w), 0.0, w)
+    # a window the run does not reach holds nothing: its zeros over the whole window
+    over = np.where(span > 0.0, span, w)
     frames = []
     prefills = run.prefill_replicas
     for s in run.replicas:
@@ -482,28 +486,29 @@ def timeline(run: FleetRun) -> pd.DataFrame:
             pd.DataFrame(
                 {
                     "time_s": ends - w,
+                    "span_s": span,
                     "replica": s.index,
                     "arrivals": bins[:n_win],
                     "queue_depth": arrived - started,
                     "running_batch": win["running_batch"].to_numpy(dtype=float)
                     * win["busy_s"].to_numpy(dtype=float)
-                    / w,
+                    / over,
                     "active_k": win["active_k"].to_numpy(dtype=float),
-                    "tokens_s": win["output_tokens"].to_numpy(dtype=float) / w,
-                    "utilisation": _shares(win["busy_s"].to_numpy(dtype=float), w),
+                    "tokens_s": win["output_tokens"].to_numpy(dtype=float) / over,
+                    "utilisation": _shares(win["busy_s"].to_numpy(dtype=float), over),
                     "kv_occupancy": _shares(
-                        win["kv_block_s"].to_numpy(dtype=float), s.memory.num_blocks * w
+                        win["kv_block_s"].to_numpy(dtype=float), s.memory.num_blocks * over
                     ),
                     "batch_occupancy": _shares(
                         win["running_batch"].to_numpy(dtype=float)
                         * win["busy_s"].to_numpy(dtype=float),
-                        s.max_seqs * w,
+                        s.max_seqs * over,
                     ),
                 }
             )
         )
     per = pd.concat(frames, ignore_index=True)
-    busy = per["utilisation"] * w
+    busy = per["utilisation"] * np.tile(over, len(run.replicas))
     per["_kb"] = per["active_k"] * busy
     per["_b"] = busy
     fleet = per.groupby("time_s", sort=True).sum(numeric_only=True).reset_index()
@@ -521,6 +526,7 @@ def timeline(run: FleetRun) -> pd.DataFrame:
                 .to_numpy()
             )
     fleet["replica"] = -1
+    fleet["span_s"] = span  # every replica's row of a window has its span: not their sum
     busy_fleet = fleet["_b"].where(fleet["_b"] > 0, 1.0)
     fleet["active_k"] = np.where(fleet["_b"] > 0, fleet["_kb"] / busy_fleet, 0.0)
     for share in ("utilisation", "kv_occupancy", "batch_occupancy"):
@@ -529,6 +535,6 @@ def timeline(run: FleetRun) -> pd.DataFrame:
     return out
 
 
-def _shares(part: np.ndarray, whole: float) -> np.ndarray:
+def _shares(part: np.ndarray, whole: float | np.ndarray) -> np.ndarray:
     """Each ``part / whole``, at most 1 (:func:`_share`)."""
     return np.minimum(part / whole, 1.0)
