@@ -529,9 +529,25 @@ def test_a_deep_or_huge_result_is_refused_within_bounded_memory(tmp_path):
 
 
 def test_more_requests_than_one_command_simulates_are_refused_before_any_run(tmp_path):
-    big = vllm_json(completed=1_000_000, total_input_tokens=10**8, total_output_tokens=10**8)
-    paths = [str(write(tmp_path, f"{i}.json", big)) for i in range(3)]
+    paths = [
+        str(write(tmp_path, f"{i}.json", vllm_json(
+            completed=1_000_000, total_input_tokens=10**8 + i, total_output_tokens=10**8
+        )))
+        for i in range(3)
+    ]  # fmt: skip
     one_error(runner.invoke(app, ["compare", *paths, *DEPLOY]), "3,000,000 requests")
+
+
+def test_a_result_given_twice_is_refused_not_counted_twice(tmp_path):
+    """The same file twice, or a copy of it, would count its runs twice (QA: compare a.json
+    a.json printed each run twice under one name)."""
+    path = write(tmp_path, "a.json", vllm_json())
+    one_error(runner.invoke(app, ["compare", str(path), str(path), *DEPLOY]), "given twice")
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(path.read_bytes())
+    one_error(
+        runner.invoke(app, ["compare", str(path), str(copy), *DEPLOY]), "copy.json", "bytes of"
+    )
 
 
 def test_a_burst_wider_than_simspec_holds_in_flight_is_refused(tmp_path):
@@ -749,15 +765,16 @@ def test_a_text_block_and_a_json_whose_speculative_counters_cannot_be_are_refuse
     assert said.exit_code == 2 and "spec_decode_acceptance_length" in said.output
 
 
-def test_two_result_files_of_one_name_keep_two_names():
+def test_two_result_files_of_one_name_keep_two_names(tmp_path):
     from simspec.studies.bench import read_results
 
     bench = ROOT / "tests" / "data" / "bench"
     runs = read_results([bench / "qwen3-8b-h100-bs1.json", bench / "qwen3-8b-h100-bs8.json"])
     assert [r.name for r in runs] == ["qwen3-8b-h100-bs1.json", "qwen3-8b-h100-bs8.json"]
-    twice = read_results(
-        [bench / "qwen3-8b-h100-bs1.json", bench / ".." / "bench" / "qwen3-8b-h100-bs1.json"]
-    )
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    a = write(tmp_path / "a", "result.json", vllm_json(max_concurrency=1))
+    b = write(tmp_path / "b", "result.json", vllm_json(max_concurrency=2))
+    twice = read_results([a, b])
     assert len({r.name for r in twice}) == 2
 
 

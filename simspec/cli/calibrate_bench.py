@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,7 +87,7 @@ def calibrate_bench(
     Example: simspec calibrate bench bs1.json bs8.json --gpu h100_sxm --out mine.yaml
     """
     from simspec.catalog.hardware import load_engine, load_gpu, load_profile
-    from simspec.studies.bench import read_result_file
+    from simspec.studies.bench import check_distinct, read_result_file
     from simspec.studies.bench.calibrate import (
         PUBLISHED_MAX,
         TTFT_NOTE,
@@ -101,8 +102,10 @@ def calibrate_bench(
         (out, "--out", (".yaml", ".yml", ".json")), inputs=[(p, "RESULT") for p in results]
     )
     files, runs = [], []
+    seen: dict[str, str | os.PathLike] = {}
     for path in results:
         found, digest = read_result_file(path)
+        check_distinct(path, digest, seen, "RESULT")
         files.append((str(path), digest, [r.name for r in found]))
         runs.extend(found)
     check_runs(runs)

@@ -54,8 +54,10 @@ def read_results(paths: list[str | os.PathLike], field: str = "RESULT") -> list[
     name, so two of one name would be read as one."""
     names = [os.path.basename(str(p)) or str(p) for p in paths]
     out = []
+    seen: dict[str, str | os.PathLike] = {}
     for path, name in zip(paths, names, strict=True):
-        runs = read_result(path, field)
+        runs, digest = read_result_file(path, field)
+        check_distinct(path, digest, seen, field)
         if names.count(name) > 1:
             whole = str(path)
             runs = [dataclasses.replace(r, name=whole + r.name[len(name) :]) for r in runs]
@@ -74,6 +76,21 @@ def read_result_file(
     except UnicodeDecodeError:
         raise InputError(field, f"{shown(path)} is not UTF-8 text") from None
     return _runs_of(text, path, field), hashlib.sha256(data).hexdigest()
+
+
+def check_distinct(
+    path: str | os.PathLike, digest: str, seen: dict[str, str | os.PathLike], field: str
+) -> None:
+    """Refuse a result file whose bytes an earlier one already gave (the same file twice, or a
+    copy): its runs would count twice in every mean and fit (QA: ``compare a.json a.json``
+    printed each run twice under one name). ``seen`` maps each digest to its first path."""
+    first = seen.get(digest)
+    seen.setdefault(digest, path)
+    if first is not None:
+        same = "is given twice" if str(first) == str(path) else f"holds the bytes of {shown(first)}"
+        raise InputError(
+            field, f"{shown(path)} {same}: its runs would count twice; give each result once"
+        )
 
 
 def _runs_of(text: str, path: str | os.PathLike, field: str) -> list[MeasuredRun]:
