@@ -290,6 +290,11 @@ def test_fleet_command_writes_its_outputs(tmp_path) -> None:
     assert CliRunner().invoke(app, rerun).exit_code == 0
     assert again.read_bytes() == report.read_bytes()
     assert asked["model"] == "llama-3.1-8b" and asked["seed"] == 0
+    # each replica's row as the printed per-replica table has it (QA: the fleet's alone)
+    replicas = asked["replicas"]
+    assert [r["replica"] for r in replicas] == [0, 1]
+    assert sum(r["requests"] for r in replicas) == len(table)
+    assert all(0.0 <= r["utilisation"] <= 1.0 for r in replicas)
     bad = CliRunner().invoke(app, ["fleet", "--slo-ttft-ms", "1", "--slo-tpot-ms", "1"])
     assert bad.exit_code == 2
     # clock times in full: an hour's trace at 6 digits is 10 ms (QA: TTFT recomputed 9.9 ms off)

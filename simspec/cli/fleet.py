@@ -321,7 +321,13 @@ def fleet(
         str | None, typer.Option(help="Ray cluster: 'auto' or HOST:PORT [default: local]")
     ] = None,
     out: Annotated[Path | None, typer.Option(help="per-request results (CSV or Parquet)")] = None,
-    summary: Annotated[Path | None, typer.Option(help="the summary (CSV or JSON)")] = None,
+    summary: Annotated[
+        Path | None,
+        typer.Option(
+            help='the summary (CSV: the fleet\'s row; JSON: that and, under "replicas", each '
+            "replica's row of the printed per-replica table)"
+        ),
+    ] = None,
     timeline: Annotated[Path | None, typer.Option(help="time series per window (CSV)")] = None,
     report: Annotated[Path | None, typer.Option(help="timelines drawn as HTML (plotly)")] = None,
 ) -> None:
@@ -411,6 +417,7 @@ def fleet(
     table = study.per_request(run, slo)
     row = study.summarize_fleet(run, slo, table, warmup_s) | provenance(deploy, chosen[0])
     series = study.timeline(run)
+    util = study.utilisation(run)
     html = None
     if report is not None:  # built before any file is written: a failure leaves none of them
         from simspec.studies.fleet_report import report_html
@@ -421,7 +428,11 @@ def fleet(
     if summary is not None:
         asked = _asked(cfg, slo, warmup_s)  # a summary read on its own says what it answers
         if summary.suffix == ".json":
-            text = json.dumps({k: _plain(v) for k, v in (row | asked).items()}, indent=2) + "\n"
+            # each replica's row too (QA: the summary held the fleet's alone, the per-replica
+            # table was on the screen only)
+            replicas = [{k: _plain(v) for k, v in r.items()} for r in util.to_dict("records")]
+            fields = {k: _plain(v) for k, v in (row | asked).items()} | {"replicas": replicas}
+            text = json.dumps(fields, indent=2) + "\n"
             write_text(summary, text, "--summary")
         else:
             import pandas as pd
@@ -431,7 +442,7 @@ def fleet(
         write_frame(series, timeline, "--timeline", exact=CLOCK_COLUMNS)
     if report is not None and html is not None:
         write_text(report, html, "--report")
-    _show(row, study.utilisation(run), cfg, slo, warmup_s)
+    _show(row, util, cfg, slo, warmup_s)
     _arrival_rate_note(table)
     tile_cut_note(cfg.workload)
     _disaggregation_note(cfg)
