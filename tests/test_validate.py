@@ -494,3 +494,50 @@ def test_a_load_beside_single_says_it_is_not_read():
     said = [a for a in plan_case(row).assumptions if a.startswith("load_kind single")]
     assert said and "load 8 is not read" in said[0]
     assert not [a for a in plan_case(row | {"load": "1"}).assumptions if "single" in a]
+
+
+def test_cells_validate_would_otherwise_drop_are_read_or_refused(shared):
+    """QA: tree cells beside an empty or chain spec_shape, a uses_trace of 'y', a measured_tau
+    of '~3.1', a context_len without prompt_len and an unstated draft were each dropped or
+    defaulted without a word."""
+    import pandas as pd
+
+    from simspec.studies.validation.predict import Skip, plan_case
+
+    cases = pd.read_csv(shared / "validation" / "cases.csv", dtype=str, keep_default_na=False)
+    row = {**cases[cases.case_id == "e3t3-e3-bs2"].iloc[0].to_dict(), "engine": "sglang"}
+    tree = plan_case({**row, "spec_shape": "", "k": "4", "tree_nodes": "9", "tree_topk": "2"})
+    assert tree.scenario.method.tree_topk == 2 and tree.scenario.method.k == 4
+    assert tree.scenario.method.tree_nodes == 8  # SGLang's num-draft-tokens counts the root
+    assert any("spec_shape unstated: a tree" in a for a in tree.assumptions)
+    with pytest.raises(Skip, match="a chain has no tree budget"):
+        plan_case({**row, "spec_shape": "chain", "tree_nodes": "9"})
+    with pytest.raises(Skip, match="uses_trace 'y' is not yes or no"):
+        plan_case({**row, "uses_trace": "y"})
+    for tau in ("~3.1", "3.0-3.2"):
+        with pytest.raises(Skip, match="measured_tau .* is not one number"):
+            plan_case({**row, "measured_tau": tau})
+    long = plan_case({**row, "prompt_len": "", "output_len": "", "context_len": "20000"})
+    assert long.scenario.workload.prompt.mean == 20000
+    assert any("context_len 20000 as the prompt" in a for a in long.assumptions)
+    draft = {**row, "method": "draft_model", "draft_model": "unknown", "engine": "vllm"}
+    assert any("draft_model unstated" in a for a in plan_case(draft).assumptions)
+
+
+def test_a_misspelt_contract_column_is_refused_naming_the_spelling(tmp_path):
+    """QA: 'measuredtau' and 'K' were read as other data, and the row ran on the preset."""
+    path = tmp_path / "typo.csv"
+    header = ",".join(c if c != "measured_tau" else "measuredtau" for c in COLUMNS)
+    path.write_text(header + "\n")
+    with pytest.raises(InputError, match="'measuredtau'.*spells it 'measured_tau'"):
+        read_cases(path)
+
+
+def test_a_profile_no_row_takes_is_said(packaged_cases, tmp_path):
+    """QA: --profile h200 over rows all on h100_sxm changed nothing, without a word."""
+    path, out = tmp_path / "one.csv", tmp_path / "out.csv"
+    packaged_cases[packaged_cases.case_id == "sb-a100-v7b-samd"].to_csv(path, index=False)
+    args = ["validate", "--cases", str(path), "--out", str(out), "--profile", "h200"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "--profile h200 describes h200: no row runs there" in " ".join(res.output.split())

@@ -99,10 +99,11 @@ def validate(
             f"fills the rows' gpu, and so does --assume gpu={assumed['gpu']}: give one of them",
             {"--assume-gpu": assume_gpu},
         )
+    given = None
     if profile is not None:
         from simspec.catalog.hardware import load_profile
 
-        load_profile(profile)  # a bad file is refused before any row is read
+        given = load_profile(profile)  # a bad file is refused before any row is read
     frame = read_cases(cases)
     if assume_gpu is not None:
         try:
@@ -123,6 +124,18 @@ def validate(
             write_report(pred, table, report, out)
     print_frame(shown_table(table), "Validation: predicted vs published, per series", width=140)
     err.print(f"{mape_line(pred, table)}; wrote {out}" + (f" and {report}" if report else ""))
+    said = f"hardware profile {profile}"
+    if (
+        given is not None
+        and not pred["assumptions"].astype(str).str.contains(said, regex=False).any()
+    ):
+        # QA: a profile no row could take changed nothing, without a word
+        engine = f", engine {given.deployment.engine}" if given.deployment else ""
+        err.print(
+            f"note: --profile {profile} describes {given.gpu}{engine}: no row runs there, so "
+            "no prediction used it",
+            highlight=False,
+        )
 
 
 def shown_table(table: pd.DataFrame) -> pd.DataFrame:

@@ -8,6 +8,7 @@ numbers a prediction needs are parsed per row by :func:`number`.
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import math
 import warnings
@@ -119,6 +120,13 @@ def read_cases(path: Path | None = None) -> pd.DataFrame:
             f"{str(path)!r} lacks columns {', '.join(missing)} "
             f"(the contract: {', '.join(COLUMNS)})",
         )
+    for col in frame.columns:  # a misspelt contract column would be read as empty (QA)
+        if col not in COLUMNS and (near := _spelt_as(col)):
+            raise InputError(
+                "--cases",
+                f"{str(path)!r} has the column {col!r}, which validate does not read: the "
+                f"contract spells it {near!r}",
+            )
     if frame.columns.duplicated().any():
         dup = frame.columns[frame.columns.duplicated()][0]
         raise InputError("--cases", f"{str(path)!r} has the column {dup!r} twice")
@@ -132,6 +140,17 @@ def read_cases(path: Path | None = None) -> pd.DataFrame:
             "--cases", f"{str(path)!r} gives case_id {twice.iloc[0]!r} to more than one row"
         )
     return frame
+
+
+def _spelt_as(column: str) -> str | None:
+    """The contract column ``column`` is a misspelling of (another case, a missing or extra
+    underscore or letter), else None: a column of other data is left alone."""
+    squeezed = column.lower().replace("_", "").replace(" ", "")
+    for name in COLUMNS:
+        if squeezed == name.replace("_", ""):
+            return name
+    close = difflib.get_close_matches(column.lower(), COLUMNS, n=1, cutoff=0.85)
+    return close[0] if close else None
 
 
 def number(text: str) -> float | None:

@@ -252,6 +252,13 @@ def plan_case(
             raise Skip(f"temperature {get('temperature')!r} is not one number")
         temperature = 0.0
         assumptions.append("temperature unstated: greedy")
+    if get("uses_trace").strip().lower() not in TRACE_WORDS:
+        # QA: "y" was read as no without a word
+        raise Skip(f"uses_trace {get('uses_trace')!r} is not yes or no")
+    tau_cell = get("measured_tau").strip()
+    if number(tau_cell) is None and tau_cell.lower() not in (*UNSTATED, "nan"):
+        # QA: "~3.1" or "3.0-3.2" ran on the preset, as if no τ had been measured
+        raise Skip(f"measured_tau {tau_cell!r} is not one number")
     dataset = get("dataset") or "unknown"
     if metric == "step_time_ms" and method != "autoregressive":
         # the row times one plain decode step (_step_time_ms); a speculative method's step is
@@ -269,6 +276,14 @@ def plan_case(
             raise Skip("a step_time_ms row's batch is its load: a request rate gives none")
         row = {**row, "prompt_len": str(context), "output_len": "1"}
         get = _cells(row)
+    elif not get("prompt_len").strip() and (context := number(get("context_len"))):
+        # the contract's context_len: the prefill length of a long-context run (QA: read by
+        # step_time_ms rows alone, the rest ran at the trace's lengths without a word)
+        if context < 1:
+            raise Skip(f"context_len {get('context_len')!r} is not a positive length")
+        row = {**row, "prompt_len": str(context)}
+        get = _cells(row)
+        assumptions.append(f"prompt_len unstated: the context_len {context:g} as the prompt")
     if metric == "ttft_ms":
         if not number(get("prompt_len")):
             raise Skip("a ttft_ms row needs prompt_len: the time to a first token is its prefill")
@@ -442,8 +457,12 @@ def _first_error(exc: ValueError) -> str:
     return str(exc).splitlines()[0]
 
 
+# what a uses_trace cell may say (anything else is refused: QA, "y" was read as no)
+TRACE_WORDS = ("yes", "true", "1", "no", "false", "0", "")
+
+
 def _uses_trace(get) -> bool:
-    return get("uses_trace").lower() in ("yes", "true", "1")
+    return get("uses_trace").strip().lower() in ("yes", "true", "1")
 
 
 # how a row's notes state vLLM's n-gram sizes: "ngram [3,5]" (the SuffixDecoding artifact's
@@ -497,6 +516,15 @@ def _method(
             raise Skip(f"{cell} {value} is not a positive count")
     if k is not None and k > MAX_K:  # QA: k 65 was refused as "tau_k: ... <= 64"
         raise Skip(f"k {k} is past the longest draft simspec runs ({MAX_K})")
+    stated = [f"{c} {v}" for c, v in (("tree_nodes", nodes), ("tree_topk", topk)) if v]
+    if stated and shape == "chain":  # QA: the tree cells were dropped without a word
+        raise Skip(
+            f"spec_shape chain with {' and '.join(stated)}: a chain has no tree budget (give "
+            "spec_shape tree, or leave the tree cells empty)"
+        )
+    if stated and not shape:  # a tree budget states a tree (QA: the default tree ran instead)
+        shape = "tree"
+        notes.append(f"spec_shape unstated: a tree, as the row's {' and '.join(stated)} state")
     chosen = ""
     if shape not in ("chain", "tree") and not (k or nodes or topk):
         if (picked := _engine_chosen_shape(row, name, engine)) is not None:
@@ -531,6 +559,8 @@ def _method(
     if name == "draft_model":
         if draft and draft not in ("unknown", "self"):
             fields["draft_model"] = draft
+        elif "draft_model" not in fields:  # QA: ran on the packaged draft without a word
+            notes.append(f"draft_model unstated: the packaged default {DEFAULT_DRAFT_MODEL}")
         fields.setdefault("draft_model", DEFAULT_DRAFT_MODEL)
     drafted = ""
     if chosen:
