@@ -510,3 +510,25 @@ def test_a_sweep_flag_or_field_that_cannot_apply_is_named(tmp_path):
         SweepFlags(prompt_len=100, output_len=50).sweep_config(grid, "--grid")
     with pytest.raises(InputError, match=r"workload.lengths_from_method: 'nosuch' is not a method"):
         record_lengths(WorkloadConfig(lengths_from="sharegpt", lengths_from_method="nosuch"))
+
+
+def test_a_dataset_grid_point_takes_each_named_methods_preset_for_its_dataset():
+    """A method named in a grid file takes, at each dataset point, the preset `sweep
+    --dataset` would (QA: a gsm8k point ran the MT-Bench presets); an acceptance the file
+    states stays."""
+    from simspec.catalog.methods import preset_method
+
+    own = {"name": "medusa1", "acceptance": {"alpha": 0.5}}
+    cfg = SweepConfig.model_validate(
+        {
+            "model": "vicuna-7b",
+            "methods": ["autoregressive", "eagle2", "draft_model", own],
+            "batch_sizes": [1],
+            "grid": {"dataset": ["sharegpt", "gsm8k"]},
+        }
+    )
+    gsm = cfg.points()[1]
+    for m in gsm.methods[1:3]:
+        want = preset_method(m.name, "gsm8k", target="vicuna-7b", engine=cfg.engine)
+        assert m.acceptance == want.acceptance and "GSM8K" in (m.acceptance.source or "")
+    assert gsm.methods[3].acceptance.alpha == 0.5

@@ -326,7 +326,12 @@ class SweepConfig(Deployment):
                     data[axis] = values[axis]
             if "dataset" in values:
                 data["workload"] = {**data["workload"], "lengths_from": values["dataset"]}
-                data["methods"] = [_with_dataset(m, values["dataset"]) for m in data["methods"]]
+                was = self.workload.lengths_from
+                was = was if was in TRACE_DATASETS else "sharegpt"  # as _named resolved them
+                data["methods"] = [
+                    _with_dataset(m, values["dataset"], was, self.model, self.engine)
+                    for m in data["methods"]
+                ]
             if "k" in values:
                 data["methods"] = [
                     m if m["name"] == "autoregressive" else {**m, "k": values["k"]}
@@ -394,14 +399,33 @@ def _closed(wl: WorkloadConfig, batch_size: int) -> WorkloadConfig:
     return wl.model_copy(update={"arrival": "closed", "concurrency": batch_size})
 
 
-def _with_dataset(method: dict[str, Any], dataset: str) -> dict[str, Any]:
-    """A method whose acceptance replays a packaged trace follows the dataset axis."""
+def _with_dataset(
+    method: dict[str, Any], dataset: str, was: str, target: str, engine: str
+) -> dict[str, Any]:
+    """A method at the dataset axis's ``dataset``: one whose acceptance replays a packaged
+    trace replays that dataset's, and one whose acceptance is its packaged preset for ``was``
+    (the dataset its name was resolved for) takes its preset for ``dataset``, as
+    ``sweep --dataset`` picks it (QA: a gsm8k grid point ran the MT-Bench presets). An
+    acceptance the file states stays."""
     acc = method.get("acceptance") or {}
     if acc.get("acc_len") in TRACE_DATASETS:
         return {**method, "acceptance": {**acc, "acc_len": dataset}}
     if acc.get("tokens") in TRACE_DATASETS:
         return {**method, "acceptance": {**acc, "tokens": dataset}}
-    return method
+    name = method.get("name")
+    if name == "autoregressive" or not acc:
+        return method
+    draft = method.get("draft_model")
+    try:
+        before = preset_method(name, was, draft_model=draft, target=target, engine=engine)
+        if before.acceptance is None or before.acceptance.model_dump() != acc:
+            return method  # the file's own acceptance
+        after = preset_method(name, dataset, draft_model=draft, target=target, engine=engine)
+    except InputError:  # a dataset the grid's check refuses by name, or no preset
+        return method
+    if after.acceptance is None:
+        return method
+    return {**method, "acceptance": after.acceptance.model_dump()}
 
 
 def k_in_force(m: MethodConfig, batch_size: int) -> int:
