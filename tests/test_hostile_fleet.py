@@ -378,3 +378,14 @@ def test_a_files_router_names_the_flag_that_sets_it(tmp_path):
     assert "router: Extra inputs are not permitted: the fleet's router is the --router flag" in (
         " ".join(result.output.split())
     )
+
+
+def test_a_dataset_flag_that_contradicts_the_traces_column_is_refused(tmp_path):
+    """The trace's dataset/domain column says each request's dataset, as --dataset's help
+    says (QA: plan --trace FILE --dataset sharegpt replaced a gsm8k column without a word)."""
+    path = tmp_path / "gsm.csv"
+    path.write_text("arrival_s,prompt_len,output_len,dataset\n0,100,20,gsm8k\n0.5,90,30,gsm8k\n")
+    args = ["fleet", "--trace", str(path), "--method", "eagle3", *SLO]
+    result = runner.invoke(app, [*args, "--dataset", "sharegpt"])
+    assert result.exit_code == 2 and "--dataset" in result.output and "(gsm8k)" in result.output
+    assert runner.invoke(app, [*args, "--dataset", "gsm8k"]).exit_code == 0

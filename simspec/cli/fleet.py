@@ -222,6 +222,15 @@ def _trace_methods(
     acceptance, nor does a method given its own (--alpha, --tau, the file's)."""
     from simspec.catalog.arrival_traces import PACKAGED_DATASETS, acceptance_dataset
 
+    if trace.dataset is not None and flags.dataset and flags.dataset != trace.dataset:
+        # the trace's own column says each request's dataset, as --dataset's help says (QA: the
+        # flag replaced it without a word); the explorer reads the column too
+        raise InputError(
+            "--dataset",
+            f"the trace {trace.name} names its requests' dataset ({trace.dataset}) in its "
+            f"dataset/domain column, which the replay reads: drop --dataset {flags.dataset}, or "
+            "edit the column",
+        )
     try:
         dataset = acceptance_dataset(trace, flags.dataset)
     except InputError as exc:
