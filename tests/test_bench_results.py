@@ -939,3 +939,27 @@ def test_compare_refuses_a_draft_length_out_of_range(k):
         app, ["compare", str(DATA / "qwen3-8b-h100-bs1.json"), "--method", "eagle3", "--k", k]
     )
     one_error(result, "--k: must be 1 to 64", "autoregressive is the method that drafts none")
+
+
+def test_a_draft_length_the_user_wrote_must_be_the_acceptance_files(tmp_path):
+    """QA: --acceptance-from ran its file's K in place of the K a --speculative-config or a
+    config file wrote, without a word (--k was refused)."""
+    rates = vllm_json(
+        spec_decode_per_position_acceptance_rates=[0.8, 0.6, 0.4],
+        spec_decode_acceptance_length=2.8,
+    )
+    path = str(write(tmp_path, "r.json", rates))
+    spec = json.dumps({"method": "eagle3", "num_speculative_tokens": 5})
+    base = ["sweep", "--acceptance-from", path, "--batch-sizes", "1"]
+    one_error(
+        runner.invoke(app, [*base, "--speculative-config", spec]),
+        "--speculative-config",
+        "drafted 3 tokens a step",
+    )
+    config = tmp_path / "c.yaml"
+    config.write_text("methods:\n  - {name: eagle3, k: 4}\n")
+    one_error(
+        runner.invoke(app, [*base, "--config", str(config)]),
+        "methods.eagle3.k",
+        "drafted 3 tokens a step",
+    )

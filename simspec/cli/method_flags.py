@@ -206,10 +206,11 @@ class MethodFlags:
                 )
         return methods
 
-    def tuned(self, method: Any, dataset: str) -> dict[str, Any]:
+    def tuned(self, method: Any, dataset: str, stated_k: Any = None) -> dict[str, Any]:
         """One method with --k, --alpha or --tau, a token trace and --draft-model applied
         (plain decoding has no draft to tune); a method written without ``acceptance`` takes
-        its packaged preset for ``dataset``."""
+        its packaged preset for ``dataset``. ``stated_k``: the draft length the user's file
+        or --speculative-config wrote for it (None: a preset's, or none)."""
         if not isinstance(method, dict):
             raise InputError("methods", "each method must be a mapping with at least a name")
         m = dict(method)
@@ -258,7 +259,7 @@ class MethodFlags:
             m = at_depth(m, self.k)
         measured = measured_acceptance(m, alpha=self.alpha, tau=self.tau, tau_k=self.tau_k)
         if self.file_acceptance is not None:
-            m = self.with_file_acceptance(m)
+            m = self.with_file_acceptance(m, stated_k)
         elif measured is not None:
             m["acceptance"] = measured
         elif self.token_trace and name in TOKEN_REPLAYED:
@@ -278,9 +279,11 @@ class MethodFlags:
             )
         return m
 
-    def with_file_acceptance(self, method: dict[str, Any]) -> dict[str, Any]:
+    def with_file_acceptance(self, method: dict[str, Any], stated_k: Any = None) -> dict[str, Any]:
         """``method`` with --acceptance-from's acceptance: per-position shares set its K (a
-        chain, as vLLM verifies), an acceptance length is τ at its K."""
+        chain, as vLLM verifies), an acceptance length is τ at its K. A K stated by --k, or by
+        the method's own config (``stated_k``), must be the one the file drafted (QA: a
+        --speculative-config's num_speculative_tokens 5 ran at the file's 3 without a word)."""
         from simspec.studies.bench.acceptance import with_acceptance
 
         acc = self.file_acceptance
@@ -292,7 +295,12 @@ class MethodFlags:
                 "lookahead_ngram - 1: give a run's acceptance length, or --tau",
             )
         where = f"--acceptance-from {shown(str(self.acceptance_from))}"
-        return with_acceptance(method, acc, self.k, where)[0]
+        if self.k is not None or not isinstance(stated_k, int):
+            return with_acceptance(method, acc, self.k, where)[0]
+        flag = (
+            "--speculative-config" if self.speculative_config else f"methods.{method.get('name')}.k"
+        )
+        return with_acceptance(method, acc, stated_k, where, flag)[0]
 
     def check_read(self, methods: list[dict[str, Any]]) -> None:
         """Every method flag given is read by a chosen method: --k, --alpha and --tau by any
@@ -376,17 +384,21 @@ class MethodFlags:
             if isinstance(dp, int) and dp > 0 and tp % dp == 0:
                 tp //= dp  # vLLM's --tensor-parallel-size: each DP rank's (--dp D --tp N/D)
             engine = scenario_engine(data)
-            methods: list[Any] = [
-                AUTOREGRESSIVE,
-                self.vllm_method(target, dataset, tp, engine),
-            ]
+            from simspec.catalog.vllm import read_speculative_config
+
+            methods: list[Any] = [AUTOREGRESSIVE, self.vllm_method(target, dataset, tp, engine)]
+            written = read_speculative_config(self.speculative_config)
+            stated = [None, written.get("num_speculative_tokens")]  # not the preset's K
         elif names is None and from_file is not None:
             engine = scenario_engine(data)
             methods = [self.shaped_as_preset(m, dataset, target, engine) for m in from_file]
+            stated = [m.get("k") if isinstance(m, dict) else None for m in from_file]
         else:
             engine = scenario_engine(data)
             methods = self.presets(names or default, dataset, target, flag, engine)
-        tuned = [self.tuned(m, dataset) for m in methods]
+            stated = [None] * len(methods)
+        # a K the user wrote must agree with --acceptance-from's (QA: replaced without a word)
+        tuned = [self.tuned(m, dataset, k) for m, k in zip(methods, stated, strict=True)]
         self.check_read(tuned)
         return tuned
 
