@@ -364,3 +364,13 @@ def test_analytic_alpha_help_names_the_alphas_the_table_reports():
     )
     assert "table's α " + ", ".join(f"{a:g}" for a in REPORTED_ALPHAS) + " (" in text
     assert f"α {ALPHAS[0]:g} to {ALPHAS[-1]:g} in steps of {ALPHAS[1] - ALPHAS[0]:.2g}" in text
+
+
+def test_an_unknown_draft_is_advised_with_the_draft_flag():
+    """QA: a draft not packaged was advised "--model DIR/config.json", the target's flag."""
+    from simspec.catalog.models import load_model
+    from simspec.errors import InputError
+
+    with pytest.raises(InputError, match=r"--draft-model DIR/config.json") as exc:
+        load_model("nonexistent/draft", "draft_model")
+    assert "--model DIR" not in exc.value.message

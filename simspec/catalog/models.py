@@ -685,6 +685,11 @@ def load_model(ref: str, field: str = "model") -> ModelShape:
         raise InputError(field, _no_config_json(ref))
     if path.suffix == ".json" or os.path.exists(ref):  # os.path: a too-long name is no error
         return load_hf_config(path, field)
+    # the flag that takes the path (QA: a draft's refusal advised --model, the target's)
+    flag = "--draft-model" if "draft" in field else "--model"
+    where = f"{flag} DIR/config.json"
+    if flag == "--draft-model":
+        where += ', or that path as a --speculative-config\'s "model"'
     if ref.count("/") == 1 and not ref.startswith(("/", ".")):
         tuned = _tuned_preset(ref, table)
         if tuned is not None:  # QA: the base of a preset's repo was refused without a word
@@ -692,15 +697,15 @@ def load_model(ref: str, field: str = "model") -> ModelShape:
             raise InputError(
                 field,
                 f"{ref!r} is the base model of preset {preset} ({hf}): presets are the tuned "
-                "models whose acceptance they carry; give --model "
+                f"models whose acceptance they carry; give {flag} "
                 f"{preset} for it, or the base's config.json by path (huggingface-cli "
-                f"download {ref} config.json --local-dir DIR; --model DIR/config.json)",
+                f"download {ref} config.json --local-dir DIR; {where})",
             )
         raise InputError(
             field,
             f"{ref!r} is not a packaged preset and simspec does not download models: fetch its "
             f"config.json (huggingface-cli download {ref} config.json --local-dir DIR) and give "
-            "its path (--model DIR/config.json); presets: " + ", ".join(sorted(table)),
+            f"its path ({where}); presets: " + ", ".join(sorted(table)),
         )
     raise InputError(
         field,
