@@ -74,6 +74,13 @@ def test_a_speculative_config_without_a_tree_drafts_a_chain_as_vllm_does():
     tree = '{"method": "eagle", "speculative_token_tree": "[(0,), (1,), (0, 0)]"}'
     _, methods = DeploymentFlags(speculative_config=tree).planned(None, None, ["x"], "--m")
     assert methods[1].tree == "static" and methods[1].k == 2
+    # num_speculative_tokens counts the tree's nodes, as vLLM's users give it (QA: 1 beside a
+    # tree of 3 ran the tree without a word)
+    nodes = tree.replace('"method"', '"num_speculative_tokens": 3, "method"')
+    assert DeploymentFlags(speculative_config=nodes).planned(None, None, ["x"], "--m")[1][1].k == 2
+    with pytest.raises(InputError, match="speculative_token_tree drafts 3 tokens"):
+        wrong = tree.replace('"method"', '"num_speculative_tokens": 1, "method"')
+        DeploymentFlags(speculative_config=wrong).planned(None, None, ["x"], "--m")
 
 
 @pytest.mark.parametrize(

@@ -174,6 +174,16 @@ def to_method(cfg: dict[str, Any], tp: int = 1) -> dict[str, Any]:
                 "wheel): drop it",
             )
         out["tree_paths"] = _tree(cfg["speculative_token_tree"])
+        nodes = len(out["tree_paths"])
+        if k is not None and out["k"] != nodes:
+            # vLLM drafts each of the tree's nodes as a speculative token and reserves
+            # num_speculative_tokens slots a step: its users give the node count (QA: a tree of
+            # 3 with num_speculative_tokens 1 ran as the tree without a word)
+            raise InputError(
+                "speculative_config.num_speculative_tokens",
+                f"{out['k']}, and speculative_token_tree drafts {nodes} tokens (its nodes): give "
+                f"num_speculative_tokens {nodes}, or leave it out",
+            )
         out["tree"] = "static"
         out["k"] = max(len(p) for p in out["tree_paths"])
     if out["name"] == "ngram":
