@@ -468,3 +468,17 @@ def test_weights_that_dp_attention_copies_past_the_gpu_are_named_not_the_activat
     assert "lower dp (--dp), raise tp, or pick a larger GPU" in text
     assert "token budget" not in text and "tip it over" not in text
     setup_replica(sc.model_copy(update={"dp": 1}))  # fits without the copies
+
+
+def test_dp_attention_past_the_gpu_where_no_tp_holds_it_still_asks_for_a_lower_dp():
+    """DeepSeek-V3 on 16 H100s under SGLang at dp=16: no tp holds it at that share, and
+    tp=32 is refused; dp=4 fits. The refusal asks for a lower dp (QA: "it does not fit on 64
+    GPUs: raise tp"), and names no draft that does not run."""
+    from simspec.errors import ScenarioError
+
+    sc = Scenario(model="deepseek-v3", engine="sglang", tp=16, dp=16, ep=16)
+    with pytest.raises(ScenarioError) as err:
+        setup_replica(sc)
+    text = str(err.value)
+    assert "lower dp (--dp)" in text and "draft" not in text
+    setup_replica(sc.model_copy(update={"dp": 4}))

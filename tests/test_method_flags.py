@@ -146,6 +146,8 @@ def test_policy_keeps_the_files_acceptance_and_takes_the_method_flags(tmp_path):
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out)
     assert (frame[frame.method == "eagle3"].acceptance == "tau=2.9@k=4").all()
+    # the layout in full, as sweep writes it (QA: ep and dp runs were told apart by nothing)
+    assert {"tp", "pp", "ep", "dp"} <= set(frame.columns) and (frame.dp == 1).all()
     bad = runner.invoke(app, ["policy", "--config", str(path), "--speculative-config", spec])
     assert bad.exit_code == 2 and "--speculative-config" in bad.output
 

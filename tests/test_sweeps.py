@@ -532,3 +532,22 @@ def test_a_dataset_grid_point_takes_each_named_methods_preset_for_its_dataset():
         want = preset_method(m.name, "gsm8k", target="vicuna-7b", engine=cfg.engine)
         assert m.acceptance == want.acceptance and "GSM8K" in (m.acceptance.source or "")
     assert gsm.methods[3].acceptance.alpha == 0.5
+
+
+def test_a_cell_that_fits_at_no_context_is_named_before_a_context_past_the_kv_cache():
+    """QA: kimi-k2.5 at tp=8 advised --max-model-len 1280 (plain decoding's cell), and with it
+    the EAGLE-3 cell then did not fit at all: that is said first."""
+    from simspec.errors import ScenarioError
+    from simspec.studies.sweep import cells, check_cells
+
+    cfg = SweepConfig.model_validate(
+        {
+            "model": "kimi-k2.5",
+            "tp": 8,
+            "ep": 8,
+            "methods": ["autoregressive", "eagle3"],
+            "batch_sizes": [1],
+        }
+    )
+    with pytest.raises(ScenarioError, match="does not fit on h100_sxm at tp=8.*draft"):
+        check_cells(cells(cfg))

@@ -857,6 +857,9 @@ def with_asked(frame: pd.DataFrame, deploy: Deployment, asked: dict[str, Any]) -
     own says what it answers (QA: a p50 and a p99 plan wrote the same headers, and no file
     carried the target rate, the SLOs, the price, the model or the GPU)."""
     where = {"model": deploy.model, "gpu": deploy.gpu, "tp": deploy.tp, "pp": deploy.pp}
+    # the layout's other degrees, as sweep writes them (QA: three policy runs at ep 1, ep 8
+    # and dp 8 wrote three tables no column told apart)
+    where |= {"ep": deploy.ep, "dp": deploy.dp}
     return frame.assign(**where, **asked)
 
 

@@ -116,7 +116,11 @@ def policy(
         methods = [plain if s == "autoregressive" else cfg.method for s in frame["setting"]]
         write_frame(with_provenance(with_asked(frame, cfg, {}), cfg, methods), out)
     shown = frame[list(SHOWN)].rename(columns=SHOWN).round(2)
-    print_frame(shown, f"Policy vs fixed settings: {cfg.method.name} on {cfg.model}, {cfg.gpu}")
+    layout = ", ".join(
+        f"{n} {v}" for n, v in (("tp", cfg.tp), ("ep", cfg.ep), ("dp", cfg.dp)) if v > 1
+    )
+    where = f"{cfg.model}, {cfg.gpu}" + (f" ({layout})" if layout else "")
+    print_frame(shown, f"Policy vs fixed settings: {cfg.method.name} on {where}")
     print_provenance(cfg, [cfg.method])
     err.print(
         "gain = the setting's median (TPOT | end-to-end latency) / the policy's: > 1 means "

@@ -433,7 +433,10 @@ def plan_memory(
         flat = ParallelLayout(tp, ep, 1, engine.dp_attention).weight_bytes_per_gpu(
             target, weight_bytes, expert_bytes
         ) + (held - layout.weight_bytes_per_gpu(target, weight_bytes, expert_bytes))
-        ranks = dp > 1 and held >= usable > flat
+        # (whatever dp=1 would hold: the copies and the share a lower dp leaves are the
+        # remedy to name first; QA, "raise tp" at tp=16, dp=16, where tp=32 is refused and
+        # dp=4 fits)
+        ranks = dp > 1 and held >= usable
         share = _total_share(engine)
         # a memory share the deployment set below what the weights need (QA: "it needs 16
         # GPUs" at --gpu-memory-utilization 0.5, the flag never named)
@@ -491,7 +494,8 @@ def plan_memory(
             remedy = "raise tp or pp, or " if staged else "raise tp, or "
         raise ScenarioError(
             f"{target.id} does not fit on {gpu.id} at {at}: weights {weights / GIB:.1f} GiB + "
-            f"draft {draft_bytes / GIB:.1f} GiB + activations {act / GIB:.1f} GiB exceed the "
+            + (f"draft {draft_bytes / GIB:.1f} GiB + " if draft_bytes > 0 else "")
+            + f"activations {act / GIB:.1f} GiB exceed the "
             f"{usable / GIB:.1f} GiB usable {where} ({target.num_params / 1e9:.1f}B parameters"
             f"{_per_weight(weight_bytes, expert_bytes)}); {fix}: "
             f"{remedy}pick a larger GPU"

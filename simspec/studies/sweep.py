@@ -559,8 +559,18 @@ def check_cells(todo: list[Cell]) -> None:
     """Every distinct cell can run (bad input fails before any run), checked in the sweep's
     order, so the error named is the first cell's (QA: a set's order, which string hashing
     varies from run to run, named another cell each time)."""
+    context: InputError | None = None
     for scenario_json in dict.fromkeys(c.scenario_json for c in todo):
-        check_runnable(Scenario.model_validate_json(scenario_json))
+        try:
+            check_runnable(Scenario.model_validate_json(scenario_json))
+        except InputError as exc:
+            # a context past the KV cache is fixed by --max-model-len; a cell that cannot run
+            # at any context is named first (QA: the advice, followed, met "does not fit")
+            if exc.field != "scheduler.max_model_len":
+                raise
+            context = context or exc
+    if context is not None:
+        raise context
 
 
 def run_sweep(cfg: SweepConfig, *, runs: Runs = SERIAL) -> pd.DataFrame:
