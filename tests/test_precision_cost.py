@@ -129,3 +129,21 @@ def test_a_scenario_names_its_precision_and_kv_dtype_in_vllm_spelling():
     assert cm.precision is not None and cm.precision_model == "llama-3.1-8b"
     default = build_cost_model(Scenario())  # no quantization_config: the checkpoint's bf16
     assert default.precision is None and default.kv_bytes == 2
+
+
+@pytest.mark.parametrize("tokens", [1, 8, 64, 512, 4096])
+def test_weight_only_moe_experts_are_never_faster_than_the_kernel_they_share(tokens: int):
+    """NVFP4 on Hopper runs weight-only through the Marlin kernel int4-w's table times: its
+    MoE experts, which no table times at nvfp4 there, run that kernel at nvfp4's bytes (QA:
+    the roofline put them under int4-w's measured kernel, and under bf16)."""
+    moe = load_model("qwen3-235b-a22b")
+
+    def experts(precision: str) -> float:
+        spec = load_precision(precision)
+        cm = RooflineCostModel(
+            load_gpu("h100_sxm"), load_profile("h100_sxm"), load_engine("vllm"), tp=8,
+            precision=spec, precision_model=moe.id,
+        )  # fmt: skip
+        return cm.routed_experts_time(moe, tokens)
+
+    assert experts("nvfp4") >= experts("int4-w")

@@ -12,6 +12,7 @@ vocab shards.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from simspec.catalog.expert_locality import adjacent_expert_reuse
@@ -25,7 +26,7 @@ from simspec.catalog.kernel_tables import (
 )
 from simspec.catalog.layer_kernels import LayerKernels, extra_kernels, model_features
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
-from simspec.catalog.precision import PrecisionSpec, effective_precision
+from simspec.catalog.precision import PrecisionSpec, effective_precision, load_precision
 from simspec.engine.costmodel.attention import AttentionKernels, projection_time
 from simspec.engine.costmodel.collectives import engine_collectives
 from simspec.engine.costmodel.dp_attention import TokenTerms, dp_forward
@@ -160,9 +161,19 @@ class RooflineCostModel:
         (None: bf16) on this GPU at this EP size; None where no table covers them (the
         roofline then)."""
         dtype = experts.name if experts else "bf16"
-        return moe_kernel_fit(
+        fit = moe_kernel_fit(
             self.gpu.id, self.engine.engine_kernels, dtype, model.model_type, self.ep
         )
+        if fit is None and experts is not None and experts.never_faster_than is not None:
+            # a weight-only fallback runs the kernel of the precision it is never faster than
+            # (precision.yaml never_faster_than: the same Marlin kernel), here at its own
+            # bytes, as its dense GEMMs are bounded (QA: nvfp4 MoE experts on Hopper ran the
+            # roofline, faster than int4-w's measured kernel and than bf16)
+            floor = effective_precision(load_precision(experts.never_faster_than), self.gpu)
+            fit = self.moe_kernel(floor, model)
+            if fit is not None and experts.weight_bytes > fit.weight_bytes:
+                fit = dataclasses.replace(fit, weight_bytes=experts.weight_bytes)
+        return fit
 
     # -- precision -------------------------------------------------------------------------
     def precision_of(self, model: ModelShape) -> PrecisionSpec | None:
