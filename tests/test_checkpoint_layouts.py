@@ -166,3 +166,21 @@ def test_models_shows_a_stated_precision_and_kv_cache_dtype():
     facts = dict(model_facts("deepseek-v3", "h200", "vllm", None, "int4-w", "fp8"))
     assert facts["weights"] == "int4-w"
     assert facts["KV cache per token"].startswith("34.3 KiB in fp8")
+
+
+def test_fp8_of_a_bf16_checkpoint_at_a_layout_a_block_scaled_release_cannot_load_is_said():
+    """--precision fp8 on a bf16 checkpoint is not refused (online FP8 quantization loads at
+    any tp), but where a 128 x 128 block-scaled FP8 release could not load, the footer says so
+    (QA: qwen3-235b-a22b at tp=8 ran without a word, where minimax-m2's own FP8 checkpoint
+    is refused at the same width)."""
+    from simspec.catalog.hardware import load_engine
+    from simspec.config import Deployment
+    from simspec.studies.provenance import deployment_notes, fp8_blocks_note
+
+    at = Deployment(model="qwen3-235b-a22b", tp=8, precision="fp8")
+    notes = deployment_notes(at)
+    assert any("192 a GPU" in n and "would not load here" in n for n in notes)
+    vllm = load_engine("vllm")
+    assert fp8_blocks_note(at.model_copy(update={"tp": 4}), vllm) is None
+    assert fp8_blocks_note(at.model_copy(update={"ep": 8}), vllm) is None  # whole experts
+    assert fp8_blocks_note(at.model_copy(update={"precision": "bf16"}), vllm) is None

@@ -28,6 +28,7 @@ from simspec.catalog.traces import packaged_traces
 from simspec.config import AcceptanceConfig, Deployment, MethodConfig
 from simspec.engine.build import deployed_engine
 from simspec.engine.kv_cache import uniform_kv, uniform_kv_reason
+from simspec.engine.layout import BLOCK_CHECKED_ENGINES, ParallelLayout
 from simspec.errors import InputError
 
 PROVENANCE_COLUMNS = (
@@ -200,7 +201,37 @@ def deployment_notes(deploy: Deployment) -> list[str]:
     engine = deployed_engine(deploy)
     if note := uniform_kv_note(engine, load_model(deploy.model), deploy.disaggregation_mode):
         notes.append(f"note: {note}")
+    if note := fp8_blocks_note(deploy, engine):
+        notes.append(f"note: {note}")
     return notes
+
+
+# the scale blocks FP8 releases of bf16 models ship with (DeepSeek-V3's and Qwen3's FP8
+# checkpoints: quantization_config.weight_block_size [128, 128])
+RELEASED_FP8_BLOCK = (128, 128)
+
+
+def fp8_blocks_note(deploy: Deployment, engine: EngineProfile) -> str | None:
+    """Where ``--precision fp8`` turns a bf16 checkpoint's weights to FP8 at a layout that a
+    block-scaled FP8 release could not load (``build.check_fp8_blocks`` refuses that for a
+    checkpoint that is one), what simspec prices instead; None elsewhere (QA: qwen3-235b at
+    tp=8 and fp8 ran without a word, where minimax-m2's own FP8 checkpoint is refused)."""
+    if deploy.precision != "fp8" or engine.family not in BLOCK_CHECKED_ENGINES:
+        return None
+    target = load_model(deploy.model)
+    if target.weight_dtype == "fp8" or not (target.intermediate_size or target.is_moe):
+        return None
+    blocked = target.model_copy(update={"weight_block_size": RELEASED_FP8_BLOCK})
+    layout = ParallelLayout(deploy.tp, deploy.ep, deploy.dp, engine.dp_attention)
+    why = layout.block_refusal(blocked)
+    if why is None:
+        return None
+    return (
+        f"--precision fp8: {why}, so an FP8 release with 128 x 128 scale blocks would not "
+        "load here (vLLM and SGLang refuse it); simspec prices FP8 weights all the same, as "
+        "online FP8 quantization of the bf16 checkpoint (per-tensor scales, any tp) would "
+        "hold them, its MoE kernel timed on the block-scaled one"
+    )
 
 
 def uniform_kv_note(engine: EngineProfile, model: ModelShape, mode: str) -> str | None:
