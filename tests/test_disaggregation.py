@@ -18,8 +18,9 @@ def decode_instance(**over) -> Scenario:
 
 
 def test_a_decode_instance_never_prefills_and_its_requests_come_with_their_first_token():
+    # SGLang's decode instance delivers the prefill instance's token (vLLM's: below)
     for method in (None, MethodConfig(name="eagle3", k=3, acceptance=AcceptanceConfig(alpha=0.7))):
-        sc = decode_instance(**({"method": method} if method else {}))
+        sc = decode_instance(engine="sglang", **({"method": method} if method else {}))
         res = simulate(sc)
         it, req = res.iterations, res.requests
         assert (it["prefill_seqs"] == 0).all()
@@ -30,6 +31,19 @@ def test_a_decode_instance_never_prefills_and_its_requests_come_with_their_first
         assert res.summary.ttft_ms_p50 == 0.0
     plain = simulate(decode_instance().model_copy(update={"disaggregation_mode": "null"}))
     assert (plain.iterations["prefill_seqs"] > 0).any()
+
+
+def test_a_vllm_decode_instance_samples_the_first_token_in_a_step_of_its_own():
+    """vLLM's decode instance recomputes each arriving prompt's last token and samples the
+    first token from it (engines.yaml pd_decode_recomputes_last_token), alone as in a fleet
+    (QA: a sweep's decode instance had it free, TTFT 0)."""
+    res = simulate(decode_instance(engine="vllm"))
+    it, req = res.iterations, res.requests
+    one_token = it[it["prefill_seqs"] > 0]
+    assert len(one_token) and (one_token["query_tokens"] >= one_token["prefill_seqs"]).all()
+    fresh = req[~req["unfinishable"] & (req["arrival_s"] > 0)]  # not the cohort at start
+    assert (fresh["first_token_s"] > fresh["arrival_s"]).all()
+    assert res.summary.ttft_ms_p50 > 0.0
 
 
 def test_transferred_requests_wait_for_room_in_arrival_order_and_run_decoding():

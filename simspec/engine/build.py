@@ -434,6 +434,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         # vLLM V1's use_eagle() drafters (eagle, eagle3, mtp) recompute a hit's last block
         drop_last_hit=engine.flag("draft_lookahead_slots") and sc.method.name in EAGLE_DRAFTERS,
         decode_instance=sc.disaggregation_mode == "decode",
+        recompute_first=sc.disaggregation_mode == "decode"
+        and engine.flag("pd_decode_recomputes_last_token"),
         transfer_reserve=reserve,
     )
 

@@ -84,6 +84,9 @@ class ReplicaSetup:
     # the decode instance of a prefill/decode-disaggregated deployment: requests arrive with
     # their prompt's KV and first token (Deployment.disaggregation_mode)
     decode_instance: bool = False
+    # a decode instance that recomputes each arriving prompt's last token and samples the
+    # first token itself (vLLM: engines.yaml pd_decode_recomputes_last_token)
+    recompute_first: bool = False
     # a decode instance's admission reservation (Scheduler transfer_reserve); None: none
     transfer_reserve: tuple[int, int] | None = None
 
@@ -184,6 +187,9 @@ class Replica(RunsAtOnce):
             window=setup.memory.window,
             transfer_reserve=setup.transfer_reserve,
         )
+        # a stand-alone decode instance too (QA: on vLLM its first token came free, one step
+        # sooner than the same instance's in a fleet)
+        self.sched.recompute_last = setup.recompute_first
         self.log: IterationSink = IterationLog() if log is None else log
         self.on_finish: Callable[[int], None] = _no_listener
         # hears of every prompt chunk that ends (its requests, the prompt tokens each has in

@@ -185,6 +185,14 @@ DECODE_INSTANCE_NOTE = (
 )
 
 
+# vLLM's decode instance samples the first token itself (engines.yaml
+# pd_decode_recomputes_last_token)
+RECOMPUTE_NOTE = (
+    "; on this engine the first token is the decode instance's own, sampled in a step that "
+    "recomputes the prompt's last token, so its TTFT adds that step"
+)
+
+
 def deployment_notes(deploy: Deployment) -> list[str]:
     """What the deployment itself leaves out, for every command's footer: GPUs that span
     several servers (QA: only sweep, models and validate said so, and tp 16 read faster than
@@ -196,9 +204,10 @@ def deployment_notes(deploy: Deployment) -> list[str]:
     gpu = load_gpu(deploy.gpu)
     if note := cross_node_note(gpu, deploy.tp * deploy.pp, deploy.ep, deploy.engine):
         notes.append(f"note: {note}")
-    if deploy.disaggregation_mode == "decode":
-        notes.append(f"note: {DECODE_INSTANCE_NOTE}")
     engine = deployed_engine(deploy)
+    if deploy.disaggregation_mode == "decode":
+        recompute = engine.flag("pd_decode_recomputes_last_token")
+        notes.append(f"note: {DECODE_INSTANCE_NOTE}" + (RECOMPUTE_NOTE if recompute else ""))
     if note := uniform_kv_note(engine, load_model(deploy.model), deploy.disaggregation_mode):
         notes.append(f"note: {note}")
     if note := fp8_blocks_note(deploy, engine):
