@@ -571,3 +571,15 @@ def test_a_draft_too_large_beside_the_target_is_named_not_a_gpu_count_that_fails
         assert "the draft's weights pass it beside the target's" in text, text
         assert "raise tp, use a smaller draft, or pick a larger GPU" in text
         assert "at the least" not in text
+
+
+def test_the_printed_breakdown_shows_the_mxfp4_padding_the_memory_plan_counts():
+    """QA: gpt-oss-120b at tp 8 and at ep 8 printed one weight breakdown beside KV caches
+    0.47 GiB apart: the padding is a part of its own."""
+    from simspec.engine.layout import ParallelLayout
+    from simspec.studies.model_facts import layout_facts
+
+    oss, gpu, vllm = load_model("gpt-oss-120b"), load_gpu("h100_sxm"), load_engine("vllm")
+    at_tp = dict(layout_facts(oss, gpu, vllm, ParallelLayout(8, 1)))["per GPU at tp=8"]
+    at_ep = dict(layout_facts(oss, gpu, vllm, ParallelLayout(8, 8)))["per GPU at tp=8, ep=8"]
+    assert "MXFP4 tile padding 0.4" in at_tp and "padding" not in at_ep

@@ -296,6 +296,10 @@ def layout_facts(
     kv_dtype = normalize_kv_cache_dtype(kv_cache_dtype)
     kv_bytes = kv_cache_bytes(kv_dtype)
     parts = lay.weight_parts(model, nbytes, nbytes)
+    # the tiles vLLM pads gpt-oss's MXFP4 experts to, which the memory plan counts (QA: tp 8
+    # and ep 8 printed one breakdown beside KV caches 0.47 GiB apart)
+    if pad := mxfp4_pad_bytes(model, engine, gpu, lay.tp, lay.ep, nbytes):
+        parts = {**parts, "MXFP4 tile padding": pad}
     shown = ", ".join(f"{k} {v / GIB:.2f}" for k, v in parts.items() if v)
     held_in = f" in {weight_precision}" if weight_precision else ""
     facts = [
