@@ -549,6 +549,17 @@ def test_a_profile_of_another_gpu_says_so_under_the_table():
     assert "applied to" not in rests_on(Deployment(gpu="h100_sxm"), [])
 
 
+def test_a_profile_given_without_a_gpu_runs_on_the_gpu_it_was_fitted_on():
+    """QA: sweep --profile a100.yaml ran its A100 constants on the default H100's peaks."""
+    from simspec.config import Deployment, Scenario
+
+    a100 = "simspec/data/profiles/a100_80gb.yaml"
+    assert Deployment(profile=a100).gpu == "a100_80gb"
+    assert Scenario(profile=a100).gpu == "a100_80gb"
+    assert Deployment(profile=a100, gpu="h100_sxm").gpu == "h100_sxm"  # a transfer, said
+    assert Deployment().gpu == "h100_sxm"
+
+
 def test_a_harness_table_is_placed_by_its_gpu_name_not_its_folder(tmp_path):
     """QA: an H100 harness table copied under a100/ was refused by the folder's name, though
     its own gpu_name column says where it was timed (check_origin reads it)."""
