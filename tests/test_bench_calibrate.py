@@ -289,7 +289,15 @@ def test_a_base_profile_of_another_gpu_is_refused_before_it_labels_the_fit(tmp_p
     paths = [DATA / "qwen3-8b-h100-bs1.json", DATA / "qwen3-8b-h100-bs8.json"]
     out = tmp_path / "p.yaml"
     args = ["calibrate", "bench", *map(str, paths), "--profile", "a100_80gb", "--out", str(out)]
-    one_error(runner.invoke(app, args), "--profile", "a100_80gb", "h100_sxm", "--gpu")
+    # runs that do not name their GPU run on the base profile's (Deployment: a profile without
+    # a gpu); a --gpu, or runs' gpu metadata, of another GPU is refused
+    gpu = runner.invoke(app, [*args, "--gpu", "h100_sxm"])
+    one_error(gpu, "--profile", "a100_80gb", "h100_sxm")
+    assert not out.exists()
+    named = [measured_run(tmp_path, c, None, gpu="h100_sxm") for c in (1, 4)]
+    args = ["calibrate", "bench", *map(str, named), "--profile", "a100_80gb", "--out", str(out)]
+    result = runner.invoke(app, args)  # after the note of the GPU the runs name
+    assert result.exit_code == 2 and result.output.splitlines()[-1].startswith("error: --profile")
     assert not out.exists()
 
 

@@ -210,7 +210,8 @@ def test_bad_calibrate_input_is_one_line_naming_the_field(tmp_path, monkeypatch,
     harness.write_text(
         "kind,op,num_seqs,q_per_seq,context_len,num_tokens,m,k,n,time_ms_median,tp,model,"
         "hidden_size,intermediate_size,num_attention_heads,num_key_value_heads,head_dim,"
-        "vocab_size\ngemm,qkv_proj,,,,1,1,64,x,0.01,1,tiny,64,128,4,2,16,256\n"
+        "vocab_size,gpu_name\ngemm,qkv_proj,,,,1,1,64,x,0.01,1,tiny,64,128,4,2,16,256,NVIDIA "
+        "H100 80GB HBM3\n"
     )
     args = [a.format(table=table, bad=tmp_path / "bad.csv", harness=harness) for a in args]
     result = runner.invoke(app, ["calibrate", *args])
@@ -585,3 +586,20 @@ def test_a_known_table_out_of_its_folder_is_refused_naming_the_layouts_known(tmp
     text = " ".join(result.output.split())
     assert result.exit_code == 2 and "not a timing table simspec knows" in text
     assert "perf_models/.../layers.csv" in text and "keep a copy in its folder layout" in text
+
+
+def test_a_harness_table_without_its_gpu_name_is_refused(tmp_path):
+    """QA: an A100 table with its gpu_name (and device) columns dropped was fitted as an
+    h100_sxm profile without a word; the harness always writes the GPU that timed it."""
+    import pandas as pd
+
+    from simspec.errors import InputError
+    from simspec.studies.calibration.harness import harness_csv
+
+    full = tmp_path / "h.csv"
+    full.write_text(_HARNESS_HEAD + _HARNESS_ROW.format(kind="gemm", t=1))
+    assert len(harness_csv(full, "h100_sxm"))
+    cut = tmp_path / "cut.csv"
+    pd.read_csv(full).drop(columns=["gpu_name", "device"]).to_csv(cut, index=False)
+    with pytest.raises(InputError, match="no gpu_name column"):
+        harness_csv(cut, "h100_sxm")

@@ -81,6 +81,16 @@ def harness_csv(path: Path, gpu: str | None = None) -> pd.DataFrame:
     missing = [c for c in HARNESS_COLUMNS if c not in d.columns]
     if missing:
         raise InputError("timings", f"{shown(path)} lacks columns {', '.join(missing)}")
+    if gpu is not None and "gpu_name" not in d.columns:
+        # the harness writes the GPU that timed it; without it the table cannot say where it
+        # was taken, and any --gpu would fit it (QA: an A100 table with its gpu_name column
+        # dropped was fitted as an h100_sxm profile without a word)
+        raise InputError(
+            "timings",
+            f"{shown(path)} has no gpu_name column, which calibration/time_forward.py writes "
+            "(the GPU that timed each row): a table that does not say where it was timed "
+            "cannot be fitted to a GPU's profile",
+        )
     check_origin(d, path, gpu)
     # the whole-forward rows (forward, prefill, draft_head) check the fit (simspec calibrate
     # report); any other kind is not the harness's, and dropping it would leave a fit short
