@@ -244,9 +244,25 @@ def test_one_run_is_refused_naming_why(tmp_path):
 
 
 def test_runs_all_at_one_load_are_refused_naming_why(tmp_path):
-    paths = [DATA / "qwen3-8b-h100-bs1.json", DATA / "qwen3-8b-h100-bs1.txt"]
-    result = runner.invoke(app, ["calibrate", "bench", *map(str, paths), "--out", "p.yaml"])
+    one = measured_run(tmp_path, 1, None)
+    data = json.loads(one.read_text())
+    other = tmp_path / "again.json"  # a second run at the same load, a second longer
+    longer = data["duration"] + 1.0
+    rates = ("request_throughput", "output_throughput", "total_token_throughput")
+    scaled = {k: data[k] * data["duration"] / longer for k in rates if k in data}
+    other.write_text(json.dumps({**data, **scaled, "duration": longer}))
+    result = runner.invoke(app, ["calibrate", "bench", str(one), str(other), "--out", "p.yaml"])
     one_error(result, "2 runs, all at concurrency 1", "two loads")
+
+
+def test_one_run_in_two_forms_is_refused_not_fitted_twice(tmp_path):
+    """QA: bs8.json and the block the same benchmark printed (bs8.txt) were fitted as two runs,
+    moving the fit; only byte-identical copies were refused."""
+    paths = [DATA / f"qwen3-8b-h100-{n}" for n in ("bs1.json", "bs8.json", "bs8.txt")]
+    result = runner.invoke(app, ["calibrate", "bench", *map(str, paths), "--out", "p.yaml"])
+    one_error(result, "bs8.txt is the run qwen3-8b-h100-bs8.json holds", "count twice")
+    compared = runner.invoke(app, ["compare", *map(str, paths[1:]), "--model", "qwen3-8b"])
+    one_error(compared, "bs8.txt is the run")
 
 
 def test_runs_of_different_models_are_refused_naming_both(tmp_path):

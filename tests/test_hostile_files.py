@@ -42,7 +42,8 @@ SMALL = WorkloadConfig(
 )
 HARNESS_HEAD = (
     "kind,op,num_seqs,q_per_seq,context_len,num_tokens,m,k,n,time_ms_median,tp,model,"
-    "hidden_size,intermediate_size,num_attention_heads,num_key_value_heads,head_dim,vocab_size"
+    "hidden_size,intermediate_size,num_attention_heads,num_key_value_heads,head_dim,vocab_size,"
+    "gpu_name"
 )
 GIB = 1 << 30
 
@@ -68,7 +69,8 @@ def sparse(path: Path, size: int) -> Path:
 def harness_table(path: Path, rows: int = 12) -> Path:
     """A small, sound harness CSV: enough GEMM rows to fit the GEMM constants."""
     lines = [
-        f"gemm,qkv,{m},1,0,{m},{m},4096,6144,{0.01 + 0.0005 * m},1,tiny,4096,14336,32,8,128,128256"
+        f"gemm,qkv,{m},1,0,{m},{m},4096,6144,{0.01 + 0.0005 * m},1,tiny,4096,14336,32,8,128,128256,"
+        "NVIDIA H100 80GB HBM3"
         for m in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)[:rows]
     ]
     path.parent.mkdir(parents=True, exist_ok=True)

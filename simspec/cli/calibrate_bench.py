@@ -87,7 +87,7 @@ def calibrate_bench(
     Example: simspec calibrate bench bs1.json bs8.json --gpu h100_sxm --out mine.yaml
     """
     from simspec.catalog.hardware import load_engine, load_gpu, load_profile
-    from simspec.studies.bench import check_distinct, read_result_file
+    from simspec.studies.bench import check_distinct, check_distinct_runs, read_result_file
     from simspec.studies.bench.calibrate import (
         PUBLISHED_MAX,
         TTFT_NOTE,
@@ -108,6 +108,7 @@ def calibrate_bench(
         check_distinct(path, digest, seen, "RESULT")
         files.append((str(path), digest, [r.name for r in found]))
         runs.extend(found)
+    check_distinct_runs(runs)
     check_runs(runs)
     deployment = flags.deployment()
     check_fit_runs(runs, deployment.get("gpu"))  # a --gpu given must be the runs' own

@@ -62,6 +62,7 @@ def read_results(paths: list[str | os.PathLike], field: str = "RESULT") -> list[
             whole = str(path)
             runs = [dataclasses.replace(r, name=whole + r.name[len(name) :]) for r in runs]
         out.extend(runs)
+    check_distinct_runs(out, field)
     return out
 
 
@@ -91,6 +92,28 @@ def check_distinct(
         raise InputError(
             field, f"{shown(path)} {same}: its runs would count twice; give each result once"
         )
+
+
+def check_distinct_runs(runs: list[MeasuredRun], field: str = "RESULT") -> None:
+    """Refuse one run given twice in two forms (a --save-result JSON and the block the same
+    benchmark printed): the same requests, tokens and load, and a duration within the 10 ms a
+    printed block rounds to; its numbers would count twice in every mean and fit (QA:
+    calibrate bench bs8.json bs8.txt fitted three runs)."""
+    seen: dict[tuple[Any, ...], list[MeasuredRun]] = {}
+    for run in runs:
+        key = (
+            run.requests, run.total_input_tokens, run.total_output_tokens,
+            run.max_concurrency, run.request_rate,
+        )  # fmt: skip
+        for other in seen.setdefault(key, []):
+            if abs(other.duration_s - run.duration_s) <= 0.01:
+                raise InputError(
+                    field,
+                    f"{run.name} is the run {other.name} holds (the same requests, tokens, load "
+                    f"and a {run.duration_s:g} s duration): its numbers would count twice; "
+                    "give each run once",
+                )
+        seen[key].append(run)
 
 
 def _runs_of(text: str, path: str | os.PathLike, field: str) -> list[MeasuredRun]:
