@@ -83,6 +83,11 @@ def test_the_exported_speculative_config_reads_back_as_the_same_schedule():
     assert (back["prompt_lookup_min"], back["prompt_lookup_max"]) == (2, 4)
     named = speculative_config(eagle(0.7), bands, weights="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
     assert named["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    # a one-forward drafter is its base method with parallel_drafting (QA: recommend said vLLM
+    # has no p_eagle method)
+    parallel = speculative_config(MethodConfig(name="p_eagle", k=5), [[1, 1024, 5]], "x/y")
+    assert parallel["method"] == "eagle3" and parallel["parallel_drafting"] is True
+    assert to_method(json.loads(json.dumps(parallel)))["name"] == "p_eagle"
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from simspec.catalog.vllm import TO_VLLM
+from simspec.catalog.vllm import PARALLEL, TO_VLLM
 from simspec.config import MethodConfig
 
 # the settings a method ran with that vLLM reads under the same keys (SpeculativeConfig):
@@ -26,7 +26,10 @@ def speculative_config(
 ) -> dict | None:
     """The ready-to-paste vLLM ``--speculative-config`` for the schedule, or None when vLLM has
     no such method. ``weights``: the draft's ``model`` the user's own config named."""
-    name = TO_VLLM.get(method.name)
+    # a one-forward drafter is its base method with vLLM's parallel_drafting flag (QA: recommend
+    # said vLLM has no p_eagle method, where sweep reads that config back as p_eagle)
+    base = next((b for b, p in PARALLEL.items() if p == method.name), None)
+    name = TO_VLLM.get(base or method.name)
     if name is None:
         return None
     top = max((k for _, _, k in bands), default=0)
@@ -44,6 +47,8 @@ def speculative_config(
             cfg[key] = value
     if method.draft_tp is not None:  # vLLM's name for it
         cfg["draft_tensor_parallel_size"] = method.draft_tp
+    if base is not None:
+        cfg["parallel_drafting"] = True
     return cfg
 
 
