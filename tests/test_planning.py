@@ -456,3 +456,16 @@ def test_recommend_names_a_vllm_configs_bands_by_vllms_key():
     result = runner.invoke(app, ["recommend", "--speculative-config", spec])
     line = one_error(result, "--speculative-config", "num_speculative_tokens_per_batch_size")
     assert "k_schedule" not in line
+
+
+def test_a_recommend_row_carries_the_share_of_requests_left_unserved():
+    """QA: recommend --max-model-len 4096 left 2 % of its requests unserved (their speedups
+    over the rest) and said nothing, where sweep notes it."""
+    from types import SimpleNamespace
+
+    from simspec.studies.schedule.grid import _row
+
+    base = SimpleNamespace(throughput_tok_s=100.0, unfinishable=19, requests=1024)
+    k3 = SimpleNamespace(throughput_tok_s=90.0, unfinishable=0, requests=1024)
+    row = _row(1, base, {3: k3})  # type: ignore[arg-type]
+    assert row["unserved_share"] == pytest.approx(19 / 1024) and row["best_k"] == 0

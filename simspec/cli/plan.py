@@ -794,6 +794,12 @@ def recommend(
     )
     print_provenance(deploy, [base])
     _recommend_notes(deploy, base, ks, bands, is_tree)
+    unserved = rec.table[rec.table.get("unserved_share", 0.0) > 0]
+    if len(unserved):  # as sweep says it (QA: recommend said nothing)
+        from simspec.studies.metrics import unserved_text
+
+        share = float(unserved["unserved_share"].max())
+        err.print(f"note: {unserved_text(len(unserved), share, 'concurrency(ies)')}")
     err.print(
         f"How: every {what} and plain decoding ran closed-loop at each grid concurrency on the "
         "same workload and seed"
@@ -999,7 +1005,8 @@ def _console_table(table: pd.DataFrame) -> pd.DataFrame:
     one cell (``1.63x ±0.01``, as a sweep's), the interval's two columns left to the CSV."""
     half = (table.best_speedup_ci_high - table.best_speedup_ci_low) / 2
     best = [with_interval(v, h) for v, h in zip(table.best_speedup, half, strict=True)]
-    shown = table.drop(columns=["best_speedup_ci_low", "best_speedup_ci_high"]).round(3)
+    hidden = ["best_speedup_ci_low", "best_speedup_ci_high", "unserved_share"]  # a note's
+    shown = table.drop(columns=[c for c in hidden if c in table]).round(3)
     return shown.assign(best_speedup=best)
 
 

@@ -123,6 +123,11 @@ def _row(c: int, base: RunSummary, by_k: dict[int, RunSummary]) -> dict[str, flo
     row: dict[str, float] = {"concurrency": c}
     for k, s in by_k.items():
         row[f"speedup_k{k}"] = s.throughput_tok_s / base.throughput_tok_s
+    # the largest share of a run's measured requests left unserved (longer than the context
+    # served or the KV cache): the speedups are over the rest (QA: recommend said nothing)
+    row["unserved_share"] = max(
+        s.unfinishable / s.requests if s.requests else 0.0 for s in (base, *by_k.values())
+    )
     best_k, best = max(((k, row[f"speedup_k{k}"]) for k in by_k), key=lambda kv: kv[1])
     low, high = paired_interval(by_k[best_k], base) if best > 1.0 else (1.0, 1.0)
     return row | {
