@@ -603,3 +603,23 @@ def test_a_harness_table_without_its_gpu_name_is_refused(tmp_path):
     pd.read_csv(full).drop(columns=["gpu_name", "device"]).to_csv(cut, index=False)
     with pytest.raises(InputError, match="no gpu_name column"):
         harness_csv(cut, "h100_sxm")
+
+
+def test_a_hand_edited_profile_names_an_unknown_key_or_gpu(tmp_path):
+    """QA: a typo'd params key was refused as its missing source (and with one added, ignored),
+    and gpu: h900 was accepted."""
+    from pathlib import Path
+
+    import yaml
+
+    from simspec.catalog.hardware import load_profile
+    from simspec.errors import InputError
+
+    raw = yaml.safe_load(Path("simspec/data/profiles/h100_sxm.yaml").read_text())
+    typo = dict(raw, params={**raw["params"], "gemm_latencyy_s": {"value": 1.0, "source": "x"}})
+    (tmp_path / "typo.yaml").write_text(yaml.safe_dump(typo))
+    with pytest.raises(InputError, match="gemm_latencyy_s is not a parameter.*gemm_latency_s"):
+        load_profile(str(tmp_path / "typo.yaml"))
+    (tmp_path / "gpu.yaml").write_text(yaml.safe_dump(dict(raw, gpu="h900")))
+    with pytest.raises(InputError, match="gpu 'h900' is not a GPU preset"):
+        load_profile(str(tmp_path / "gpu.yaml"))

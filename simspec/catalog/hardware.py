@@ -6,6 +6,7 @@ this module only validates and loads them (model shapes: :mod:`simspec.catalog.m
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 import re
@@ -516,10 +517,36 @@ def load_profile(ref: str) -> HardwareProfile:
             f"invalid profile {shown(ref)}: a profile is a mapping of fields (gpu, params, "
             f"...), got {type(raw).__name__}",
         )
+    _check_known(raw, ref)
     try:
         return HardwareProfile(**raw)
     except (TypeError, ValidationError, ValueError) as exc:
         raise InputError("profile", f"invalid profile {ref!r}: {_first_error(exc)}") from None
+
+
+def _check_known(raw: dict[str, Any], ref: str) -> None:
+    """A key the profile does not read, or a GPU simspec has no preset of, is refused by name
+    before the values are checked (QA: a typo'd gemm_latencyy_s was refused as
+    "params.gemm_latencyy_s.source: Field required", and with a source added it was silently
+    ignored; gpu: h900 was accepted)."""
+    params = raw.get("params")
+    known = HardwareProfile.REQUIRED
+    if isinstance(params, dict):
+        for key in params:
+            if key not in known:
+                near = difflib.get_close_matches(str(key), known, n=1)
+                hint = f" (did you mean {near[0]}?)" if near else ""
+                raise InputError(
+                    "profile",
+                    f"invalid profile {ref!r}: params.{key} is not a parameter a profile has"
+                    f"{hint}; its parameters: {', '.join(known)}",
+                )
+    gpu = raw.get("gpu")
+    if isinstance(gpu, str) and gpu not in gpu_ids():
+        raise InputError(
+            "profile",
+            f"invalid profile {ref!r}: gpu {gpu!r} is not a GPU preset ({', '.join(gpu_ids())})",
+        )
 
 
 # methods SGLang drafts with its EAGLE worker (EAGLE, EAGLE3, and NEXTN, which it maps to EAGLE)
