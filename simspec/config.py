@@ -147,9 +147,8 @@ DEFAULT_TURNOVERS = 64
 # run_to_target): a relative half-width of the 95 % interval of what it reports. A sweep's
 # default is +-2 %, what a decision between methods needs (their speedups differ by more): with
 # the control variates (simspec.engine.controls) every speedup of the README's default sweep and
-# of --methods all meets it at the floor of 16 turnovers or one doubling (7.7 s and 28 s on two
-# cores, against 12 s and 39 s for the fixed 64 turnovers); +-1 % stops 3 and 11 of them at the
-# cap and costs 1.2x and 1.8x the fixed length's CPU (benchmarks/README.md).
+# of --methods all meets it at the floor (32 turnovers: simspec.engine.window) or one doubling;
+# +-1 % stops more of them at the cap, the fixed 64 turnovers (benchmarks/README.md).
 DEFAULT_PRECISION_TARGET = 0.02
 # Tighter than +-0.1 % no study gets by default: at batch 1 on ShareGPT a speedup is known to
 # +-7 % from 256 requests (EAGLE-3; n-gram +-12 %) and the half-width falls as 1/sqrt(n), so

@@ -32,7 +32,8 @@ def cell(method: str | dict, batch: int, requests: int, seed: int) -> dict[str, 
         "methods": ["autoregressive", method],
         "batch_sizes": [batch],
         "precision_target": 0,
-        "workload": {"requests": requests},
+        # exactly these requests: the 64-turnover floor would raise them (QA: "256" ran 1,024)
+        "workload": {"requests": requests, "turnovers": 0},
         "seed": seed,
     }
     rows = simspec.sweep(cfg).set_index("method")

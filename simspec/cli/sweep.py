@@ -33,6 +33,7 @@ from simspec.cli.tables import (
     with_interval,
     write_frame,
 )
+from simspec.config import DEFAULT_TURNOVERS
 from simspec.engine import window
 from simspec.errors import InputError
 from simspec.outputs import check_writable, existing_regular
@@ -347,7 +348,7 @@ def _print_points(frame: pd.DataFrame, cfg: SweepConfig) -> None:
     if len(wide) and target:
         err.print(
             f"note: {len(wide)} {_measured(frame)}(s) reached the cap "
-            f"({window.CAP_FLOORS * window.FLOOR_TURNOVERS} "
+            f"({DEFAULT_TURNOVERS} "
             f"turnovers, at least {window.cap_requests(1):,} requests) before ±{target:.1%}: "
             "the interval shown is the one reached; --requests N measures a longer fixed run",
             highlight=False,

@@ -94,19 +94,25 @@ def layout(wl: WorkloadConfig, relaxation_s: float = 0.0) -> Layout:
 
 # Run lengths of a study measured to a precision target (simspec.studies.to_precision,
 # run_to_target): a closed loop at concurrency c runs floor(c) x 2^k measured requests, up to
-# cap(c). The floor: 16 turnovers of the batch (at least DEFAULT_MEASURED requests, as the
-# shortest fixed run). Ten sections then hold 1.6 turnovers each; at batch 64 the paired
-# half-width of EAGLE-3's speedup (ShareGPT, seed 0) is 1.48 % at 16 turnovers and 0.74 % at 64,
-# the 1/sqrt(n) of sections close to independent (sections that correlated would narrow the
-# short run's interval more than the long one's); tests/test_precision_target.py checks that
-# such a cell agrees with a 12,288-request run and with eight seeds within its interval.
-FLOOR_TURNOVERS = 16
-# The cap: four floors, which from batch 16 up is the fixed 64 turnovers (DEFAULT_TURNOVERS) a
-# closed loop measured before there was a target (the same run, to the byte), and at batch 4 and
-# below 1,024 requests (four times the fixed 256). Longer would cost what no default can: at
-# batch 1 a request costs ~20 ms of CPU (a step per token or speculative step), and n-gram's
-# +-1 % there needs ~40,000 requests (~13 CPU-minutes a run); --requests N runs longer.
-CAP_FLOORS = DEFAULT_TURNOVERS // FLOOR_TURNOVERS
+# cap(c). The floor: 32 turnovers of the batch (at least DEFAULT_MEASURED requests, as the
+# shortest fixed run), so that each of the ten sections holds 3.2 turnovers. A request's
+# latency is set by the requests running beside it, so neighbouring sections correlate where
+# they are short, and batch means then narrow the interval below the run-to-run spread (Law,
+# Simulation Modeling and Analysis, 5th ed., 9.5.3: batches long enough to be nearly
+# independent). Measured with tools/interval_coverage.py (EAGLE-3, ShareGPT, Llama-3.1-8B on an
+# H100, 12 seeds at exactly that length against one long run; README Measurement): at 16
+# turnovers the intervals held the long run's speedup in 10 of 12 seeds at batch 8, 16 and 32,
+# their half-widths 0.60-1.01x the seeds' 1.96 standard deviations, and its throughput in 7-10
+# of 12 (0.48-0.84x); at 32 turnovers 10, 12, 12 and 12 of 12 at batch 8, 16, 32 and 64
+# (1.00-1.45x), the throughput's 11, 12, 12 and 12 (0.86-1.03x). (An earlier check that found
+# 16 turnovers enough had run 64: its requests were raised to the fixed length's floor.)
+FLOOR_TURNOVERS = 32
+# The cap: the fixed 64 turnovers (DEFAULT_TURNOVERS) a closed loop measured before there was a
+# target (the same run, to the byte), and at batch 16 and below at least 1,024 requests (four
+# times the fixed 256). Longer would cost what no default can: at batch 1 a request costs
+# ~20 ms of CPU (a step per token or speculative step), and n-gram's +-1 % there needs ~40,000
+# requests (~13 CPU-minutes a run); --requests N runs longer.
+CAP_MEASURED = 4 * DEFAULT_MEASURED
 
 
 def floor_requests(concurrency: int) -> int:
@@ -116,7 +122,7 @@ def floor_requests(concurrency: int) -> int:
 
 def cap_requests(concurrency: int) -> int:
     """The most measured requests a closed loop's run reaches under a precision target."""
-    return min(CAP_FLOORS * floor_requests(concurrency), MAX_REQUESTS)
+    return min(max(CAP_MEASURED, DEFAULT_TURNOVERS * concurrency), MAX_REQUESTS)
 
 
 def next_length(n: int, half: float, target: float, concurrency: int) -> int:

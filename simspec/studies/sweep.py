@@ -154,7 +154,8 @@ class SweepConfig(Deployment):
         f"share of it either side ({MIN_PRECISION_TARGET:g} to {MAX_PRECISION_TARGET:g}; "
         f"default {DEFAULT_PRECISION_TARGET:g}, +-{DEFAULT_PRECISION_TARGET:.0%}), "
         f"from {window.FLOOR_TURNOVERS} turnovers (at least {window.floor_requests(1)} "
-        f"requests) up to a cap of {window.CAP_FLOORS}x that; 0: the fixed length of "
+        f"requests) up to a cap of {DEFAULT_TURNOVERS} turnovers (at least "
+        f"{window.cap_requests(1):,} requests); 0: the fixed length of "
         f"workload.requests and workload.turnovers ({DEFAULT_TURNOVERS} turnovers), as "
         "writing either of them asks",
     )

@@ -307,8 +307,9 @@ def recommend_bands(
     follow (at most: a bisection can end a step early); its cache (a fresh one by default)
     lets the edges reuse the probes' runs. ``precision_target`` > 0 (with no
     ``requests_per_run``): every speedup and every probe's comparison measured until its 95 %
-    interval is within that share either side, from 16 turnovers (at least 256 requests) up
-    to four times that (the fixed length otherwise: ``deploy``'s requests and turnovers);
+    interval is within that share either side, from the floor (``window.floor_requests``)
+    up to the cap (``window.cap_requests``; the fixed length otherwise: ``deploy``'s requests
+    and turnovers);
     ``runs`` is then told of each setting's run rather than of each concurrency."""
     check_size(deploy, grid, len(ks) + 1, requests_per_run)
     target = 0.0 if requests_per_run else precision_target
