@@ -903,23 +903,6 @@ class Deployment(BaseModel):
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _gpu_of_profile(cls, data: Any) -> Any:
-        """A hardware profile given without a GPU runs on the GPU it was fitted on (QA:
-        ``sweep --profile a100.yaml`` ran its A100 constants on the default H100's peaks,
-        where validate applies a profile only to rows on its own GPU)."""
-        if not isinstance(data, dict) or not data.get("profile") or "gpu" in data:
-            return data
-        from simspec.catalog.hardware import load_profile
-        from simspec.errors import InputError
-
-        try:
-            fitted = load_profile(str(data["profile"])).gpu
-        except InputError:  # refused by name where the run loads it
-            return data
-        return {**data, "gpu": fitted}
-
     @field_validator("tp")
     @classmethod
     def _tp(cls, v: int) -> int:

@@ -305,8 +305,9 @@ def test_a_base_profile_of_another_gpu_is_refused_before_it_labels_the_fit(tmp_p
     paths = [DATA / "qwen3-8b-h100-bs1.json", DATA / "qwen3-8b-h100-bs8.json"]
     out = tmp_path / "p.yaml"
     args = ["calibrate", "bench", *map(str, paths), "--profile", "a100_80gb", "--out", str(out)]
-    # runs that do not name their GPU run on the base profile's (Deployment: a profile without
-    # a gpu); a --gpu, or runs' gpu metadata, of another GPU is refused
+    # runs that name no GPU run on the default one (their GPU is the runs', not the base
+    # profile's); a --gpu, or runs' gpu metadata, of another GPU than the profile's is refused
+    one_error(runner.invoke(app, args), "--profile", "a100_80gb", "h100_sxm", "--gpu")
     gpu = runner.invoke(app, [*args, "--gpu", "h100_sxm"])
     one_error(gpu, "--profile", "a100_80gb", "h100_sxm")
     assert not out.exists()

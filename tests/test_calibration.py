@@ -552,13 +552,16 @@ def test_a_profile_of_another_gpu_says_so_under_the_table():
 
 def test_a_profile_given_without_a_gpu_runs_on_the_gpu_it_was_fitted_on():
     """QA: sweep --profile a100.yaml ran its A100 constants on the default H100's peaks."""
-    from simspec.config import Deployment, Scenario
+    from simspec.cli.flags import DeploymentFlags, with_profile_gpu
+    from simspec.cli.sweep_flags import SweepFlags
 
     a100 = "simspec/data/profiles/a100_80gb.yaml"
-    assert Deployment(profile=a100).gpu == "a100_80gb"
-    assert Scenario(profile=a100).gpu == "a100_80gb"
-    assert Deployment(profile=a100, gpu="h100_sxm").gpu == "h100_sxm"  # a transfer, said
-    assert Deployment().gpu == "h100_sxm"
+    assert with_profile_gpu({"profile": a100})["gpu"] == "a100_80gb"
+    assert SweepFlags(profile=a100).sweep_config(None).gpu == "a100_80gb"
+    assert DeploymentFlags(profile=a100).deployment(None).gpu == "a100_80gb"
+    given = SweepFlags(profile=a100, gpu="h100_sxm").sweep_config(None)
+    assert given.gpu == "h100_sxm"  # a transfer, which the footer says
+    assert SweepFlags().sweep_config(None).gpu == "h100_sxm"
 
 
 def test_a_harness_table_is_placed_by_its_gpu_name_not_its_folder(tmp_path):

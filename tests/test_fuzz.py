@@ -668,10 +668,12 @@ def test_a_validate_row_at_1e_300_qps_skips_only_that_row(tmp_path):
 def test_calibrate_report_on_a_harness_table_with_no_whole_steps(tmp_path):
     cols = (
         "kind,op,num_seqs,q_per_seq,context_len,num_tokens,m,k,n,time_ms_median,tp,model,"
-        "hidden_size,intermediate_size,num_attention_heads,num_key_value_heads,head_dim,vocab_size"
+        "hidden_size,intermediate_size,num_attention_heads,num_key_value_heads,head_dim,vocab_size,"
+        "gpu_name"
     )
     rows = [
-        f"gemm,qkv_proj,{m},1,0,{m},{m},4096,6144,{0.01 * m},1,llama,4096,14336,32,8,128,128256"
+        f"gemm,qkv_proj,{m},1,0,{m},{m},4096,6144,{0.01 * m},1,llama,4096,14336,32,8,128,128256,"
+        "NVIDIA H100 80GB HBM3"
         for m in (1, 8, 64)
     ]
     harness = tmp_path / "h.csv"

@@ -278,10 +278,12 @@ def test_plan_refuses_an_infinite_price(tmp_path):
 def harness_csv(tmp_path, rows: int) -> str:
     head = (
         "kind,op,num_seqs,q_per_seq,context_len,num_tokens,m,k,n,time_ms_median,tp,model,"
-        "hidden_size,intermediate_size,num_attention_heads,num_key_value_heads,head_dim,vocab_size"
+        "hidden_size,intermediate_size,num_attention_heads,num_key_value_heads,head_dim,vocab_size,"
+        "gpu_name"
     )
     lines = [head] + [
-        f"gemm,qkv,{m},1,0,{m},{m},4096,6144,{0.05 + 0.001 * m},1,tiny,4096,14336,32,8,128,128256"
+        f"gemm,qkv,{m},1,0,{m},{m},4096,6144,{0.05 + 0.001 * m},1,tiny,4096,14336,32,8,128,128256,"
+        "NVIDIA H100 80GB HBM3"
         for m in range(1, rows + 1)
     ]
     return write(tmp_path, "t.csv", "\n".join(lines) + "\n")

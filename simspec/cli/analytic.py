@@ -11,7 +11,7 @@ from simspec.catalog.methods import family_draft, k_not_read, method_defaults, m
 from simspec.catalog.models import load_model, preset_id
 from simspec.cli import options as opt
 from simspec.cli.common import csv_list, err, one_line_errors, one_method, refuse_unread, writing
-from simspec.cli.flags import ServingFlags, given, with_flags
+from simspec.cli.flags import ServingFlags, given, with_flags, with_profile_gpu
 from simspec.cli.tables import check_outputs, print_frame, print_provenance, write_frame
 from simspec.config import AcceptanceConfig, Deployment, MethodConfig
 from simspec.engine.speculators import SPECULATORS
@@ -94,7 +94,7 @@ def analytic(
         )
     if (why := k_not_read({"name": method})) is not None:
         raise InputError(flag, f"the closed form chooses K, which {method} does not read: {why}")
-    deploy = Deployment(**flags.serving_fields(), **given(profile=profile))
+    deploy = Deployment(**with_profile_gpu({**flags.serving_fields(), **given(profile=profile)}))
     if deploy.disaggregation_mode != "null":  # QA: accepted, changed nothing, noted a TTFT
         raise InputError(
             "--disaggregation-mode",

@@ -80,6 +80,18 @@ def with_preset_ids(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def with_profile_gpu(data: dict[str, Any]) -> dict[str, Any]:
+    """A hardware profile given without a GPU runs on the GPU it was fitted on (QA: ``sweep
+    --profile a100.yaml`` ran its A100 constants on the default H100's peaks, where validate
+    applies a profile only to rows on its own GPU). Not for ``compare`` and ``calibrate
+    bench``, whose runs' own gpu metadata says where they ran."""
+    if not data.get("profile") or "gpu" in data:
+        return data
+    from simspec.catalog.hardware import load_profile
+
+    return {**data, "gpu": load_profile(str(data["profile"])).gpu}
+
+
 def with_flags(flags_type: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a command whose ``flags`` parameter is a dataclass of options: typer sees each
     of its fields as an option (in their place, in field order), and the command receives
@@ -213,7 +225,7 @@ class DeploymentFlags(MethodFlags, SchedulerFlags, ServingFlags):
         trace = self.checked_token_trace() or self.dataset
         if trace and not replay:
             flags["workload"] = {"lengths_from": trace}
-        return with_preset_ids(overlay(data, flags))
+        return with_profile_gpu(with_preset_ids(overlay(data, flags)))
 
     @staticmethod
     def _deployment(data: dict[str, Any]) -> Deployment:

@@ -10,7 +10,13 @@ import typer
 
 from simspec.catalog.vllm import VLLM_KEYS
 from simspec.cli.common import err, one_line_errors
-from simspec.cli.flags import DeploymentFlags, overlay, with_flags, with_preset_ids
+from simspec.cli.flags import (
+    DeploymentFlags,
+    overlay,
+    with_flags,
+    with_preset_ids,
+    with_profile_gpu,
+)
 from simspec.cli.method_flags import MethodFlags, preset_dataset
 from simspec.cli.tables import check_outputs, print_frame, print_provenance, write_frame
 from simspec.config import DEFAULT_MEASURED, MethodConfig
@@ -259,7 +265,7 @@ def policy_config(data: dict[str, Any], flags: MethodFlags) -> PolicyConfig:
     disable_by_batch_size) is the policy when the file states none."""
     from simspec.studies.policy import PolicyConfig
 
-    data = with_preset_ids(dict(data))
+    data = with_profile_gpu(with_preset_ids(dict(data)))
     if "method" in data or flags.speculative_config:
         dataset = preset_dataset(data.get("workload"), getattr(flags, "dataset", None))
         if flags.token_trace:

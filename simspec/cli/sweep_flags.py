@@ -21,6 +21,7 @@ from simspec.cli.flags import (
     read_config,
     scheduler_limits,
     with_preset_ids,
+    with_profile_gpu,
 )
 from simspec.cli.method_flags import (
     MethodFlags,
@@ -102,7 +103,7 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
         file = read_config(config, flag) if config else {}
         fields = self.scenario_fields()
         self.check_grid_axes(file, fields, flag)
-        data = self.run_length(with_preset_ids(overlay(file, fields)))
+        data = self.run_length(with_profile_gpu(with_preset_ids(overlay(file, fields))))
         self.check_fixed_lengths(file)
         fixed_flags = self.prompt_len is not None or self.output_len is not None
         dataset_flag = self.dataset or self.token_trace
