@@ -626,3 +626,23 @@ def test_a_hand_edited_profile_names_an_unknown_key_or_gpu(tmp_path):
     (tmp_path / "gpu.yaml").write_text(yaml.safe_dump(dict(raw, gpu="h900")))
     with pytest.raises(InputError, match="gpu 'h900' is not a GPU preset"):
         load_profile(str(tmp_path / "gpu.yaml"))
+
+
+def test_a_deployment_profile_run_on_another_model_or_tp_says_so(tmp_path):
+    """QA: constants calibrate bench fitted on qwen3-8b at tp=1 ran under llama-3.1-70b at
+    tp=4 without a word (a GPU mismatch was noted, an engine mismatch refused)."""
+    from simspec.catalog.hardware import DeploymentFit, load_profile
+    from simspec.config import Deployment
+    from simspec.studies.bench.calibrate import profile_text
+    from simspec.studies.provenance import rests_on
+
+    fit = {"model": "qwen3-8b", "tp": 1}
+    mine = load_profile("h100_sxm").model_copy(
+        update={"deployment": DeploymentFit(engine="vllm", params={}, fit=fit)}
+    )
+    path = tmp_path / "mine.yaml"
+    path.write_text(profile_text(mine))
+    other = rests_on(Deployment(model="llama-3.1-70b", tp=4, profile=str(path)), [])
+    assert "fitted on qwen3-8b at tp=1, applied to llama-3.1-70b at tp=4" in other
+    same = rests_on(Deployment(model="qwen3-8b", profile=str(path)), [])
+    assert "applied to" not in same

@@ -19,7 +19,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from simspec.catalog.hardware import EngineProfile, GpuSpec, load_gpu, load_profile
+from simspec.catalog.hardware import (
+    EngineProfile,
+    GpuSpec,
+    HardwareProfile,
+    load_gpu,
+    load_profile,
+)
 from simspec.catalog.methods import PROXIES, TRACES_SOURCE, method_presets
 from simspec.catalog.models import ModelShape, load_model, preset_id
 from simspec.catalog.precision import effective_precision, kv_cache_bytes, load_precision
@@ -374,6 +380,16 @@ def _traces_model() -> str | None:
     return None
 
 
+def _deployment_fitted_on(profile: HardwareProfile) -> tuple[str, int] | None:
+    """The (model, tp) a profile's deployment constants were fitted on (``calibrate bench``
+    records them), or None where it has none or does not say."""
+    fit = profile.deployment.fit if profile.deployment is not None else {}
+    model, tp = fit.get("model"), fit.get("tp")
+    if isinstance(model, str) and isinstance(tp, int):
+        return model, tp
+    return None
+
+
 def _profile_part(deploy: Deployment) -> str:
     """How the hardware profile was obtained: fitted on the GPU, or transferred from another."""
     profile = load_profile(deploy.profile or deploy.gpu)
@@ -389,6 +405,13 @@ def _profile_part(deploy: Deployment) -> str:
         name = f"profile {shown(deploy.profile)} ({profile.gpu}: {profile.status or 'no status'})"
         if not own:  # QA: another GPU's profile ran without a word that it is another's
             name += f", fitted on {profile.gpu} and applied to {deploy.gpu}'s datasheet peaks"
+        if (fitted := _deployment_fitted_on(profile)) and fitted != (deploy.model, deploy.tp):
+            # a deployment's host constants are that server's (QA: fitted on qwen3-8b at tp=1,
+            # they ran under llama-3.1-70b at tp=4 without a word)
+            name += (
+                f"; its deployment constants fitted on {fitted[0]} at tp={fitted[1]}, applied "
+                f"to {deploy.model} at tp={deploy.tp}"
+            )
     elif profile.status.startswith("suspect"):  # constants pinned at their ranges' edges
         name = f"{name} ({profile.status})"
     if not sources:
