@@ -646,3 +646,18 @@ def test_a_deployment_profile_run_on_another_model_or_tp_says_so(tmp_path):
     assert "fitted on qwen3-8b at tp=1, applied to llama-3.1-70b at tp=4" in other
     same = rests_on(Deployment(model="qwen3-8b", profile=str(path)), [])
     assert "applied to" not in same
+
+
+def test_a_vidur_table_with_no_rows_or_no_gpus_is_named(tmp_path):
+    """QA: a header-only mlp.csv was refused as "(No objects to concatenate)", and
+    num_tensor_parallel_workers 0 as "(integer division or modulo by zero)"."""
+    from simspec.studies.calibration.published import vidur_compute
+
+    head = "num_tensor_parallel_workers,num_tokens,n_embd,time_stats.mlp_act.median\n"
+    empty = tmp_path / "mlp.csv"
+    empty.write_text(head)
+    with pytest.raises(ValueError, match="the table has no rows"):
+        vidur_compute(empty)
+    empty.write_text(head + "0,1,64,0.01\n")
+    with pytest.raises(ValueError, match="num_tensor_parallel_workers, row 1: '0' is not a count"):
+        vidur_compute(empty)

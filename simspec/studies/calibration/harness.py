@@ -163,7 +163,7 @@ def check_origin(d: pd.DataFrame, path: Path, gpu: str | None) -> None:
         raise InputError(
             "timings",
             f"{shown(path)} was timed on {', '.join(other)} (its gpu_name column), not {part}, "
-            f"the GPU --gpu {gpu} describes: fit it with the --gpu it was taken on",
+            f"the GPU --gpu {gpu} describes: give the --gpu it was taken on",
         )
 
 

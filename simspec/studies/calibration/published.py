@@ -67,6 +67,16 @@ def vidur_compute(path: Path) -> pd.DataFrame:
             row = int(bad.to_numpy().argmax())
             raise ValueError(f"{col}, row {row + 1}: {d[col].iloc[row]!r} is not a number")
         d[col] = values
+    if d.empty:  # QA: "(No objects to concatenate)"
+        raise ValueError("the table has no rows")
+    workers = pd.to_numeric(d["num_tensor_parallel_workers"], errors="coerce")
+    if not (workers >= 1).all():  # QA: "(integer division or modulo by zero)"
+        row = int((~(workers >= 1)).to_numpy().argmax())
+        raise ValueError(
+            f"num_tensor_parallel_workers, row {row + 1}: "
+            f"{str(d['num_tensor_parallel_workers'].iloc[row])!r} is not a count of GPUs (1 or "
+            "more)"
+        )
     model = path.parent.name
     source = f"vidur:{'/'.join(path.parts[-5:])}"
     out = []
