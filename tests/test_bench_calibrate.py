@@ -380,7 +380,7 @@ def test_a_profile_with_a_deployment_constant_out_of_range_is_refused(tmp_path, 
 def test_plan_recommend_and_fleet_take_profile(tmp_path):
     from simspec.cli.flags import DeploymentFlags
 
-    flags = DeploymentFlags(profile="mine.yaml")
+    flags = DeploymentFlags(profile="mine.yaml", gpu="h100_sxm")  # a GPU given: not read here
     assert flags.deployment(None).profile == "mine.yaml"
     for command in ("plan", "recommend", "fleet", "validate", "sweep", "compare"):
         assert "--profile" in runner.invoke(app, [command, "--help"]).output, command
