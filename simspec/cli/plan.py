@@ -795,7 +795,8 @@ def recommend(
     )
     print_provenance(deploy, [base])
     _recommend_notes(deploy, base, ks, bands, is_tree)
-    unserved = rec.table[rec.table.get("unserved_share", 0.0) > 0]
+    has = "unserved_share" in rec.table
+    unserved = rec.table[rec.table["unserved_share"] > 0] if has else rec.table.iloc[:0]
     if len(unserved):  # as sweep says it (QA: recommend said nothing)
         from simspec.studies.metrics import unserved_text
 
