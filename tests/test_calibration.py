@@ -661,3 +661,16 @@ def test_a_vidur_table_with_no_rows_or_no_gpus_is_named(tmp_path):
     empty.write_text(head + "0,1,64,0.01\n")
     with pytest.raises(ValueError, match="num_tensor_parallel_workers, row 1: '0' is not a count"):
         vidur_compute(empty)
+
+
+def test_a_folder_of_another_gpus_tables_names_that_gpu(tmp_path):
+    """QA: calibrate fit over a100_80gb's tables with --gpu a100_40gb said only that there were
+    no tables for a100_40gb."""
+    from simspec.errors import InputError
+    from simspec.studies.calibration.samples import discover
+
+    folder = tmp_path / "compute" / "a100" / "meta-llama" / "m"
+    folder.mkdir(parents=True)
+    (folder / "mlp.csv").write_text("num_tensor_parallel_workers\n1\n")
+    with pytest.raises(InputError, match="tables there are a100_80gb's \\(--gpu a100_80gb\\)"):
+        discover([tmp_path / "compute"], "a100_40gb")

@@ -52,6 +52,7 @@ def discover(paths: list[Path], gpu: str) -> tuple[pd.DataFrame, list[str]]:
     frames, used = [], []
     dirs = GPU_DIRS.get(gpu, (gpu,))
     seen: set[Path] = set()
+    parts: set[str] = set()  # the folders searched: which GPUs' tables lie there
     for root in paths:
         if not os.path.lexists(root):
             raise InputError("timings", f"{shown(root)} does not exist")
@@ -63,13 +64,20 @@ def discover(paths: list[Path], gpu: str) -> tuple[pd.DataFrame, list[str]]:
             if (real := f.resolve()) in seen:
                 continue
             seen.add(real)
+            parts.update(f.parts)
             loaded = _load_known(f, dirs, explicit, gpu)
             if loaded is not None and not loaded.empty:
                 frames.append(loaded)
                 used.append(str(f))
     if not frames:
         under = ", ".join(shown(p) for p in paths[:3]) + (" ..." if len(paths) > 3 else "")
-        raise InputError("timings", f"no timing tables for GPU {gpu!r} under {under}")
+        # the GPUs whose folders the search met (QA: --gpu a100_40gb over a100_80gb's tables
+        # said only that there were none)
+        theirs = [g for g, names in GPU_DIRS.items() if g != gpu and parts & set(names)]
+        hint = (
+            f": the tables there are {' and '.join(theirs)}'s (--gpu {theirs[0]})" if theirs else ""
+        )
+        raise InputError("timings", f"no timing tables for GPU {gpu!r} under {under}{hint}")
     return pd.concat(frames, ignore_index=True), used
 
 
