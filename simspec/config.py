@@ -879,8 +879,9 @@ class Deployment(BaseModel):
     )
     profile: str | None = Field(
         default=None,
-        description="hardware profile id or YAML path; without a gpu, the run is on the GPU "
-        "the profile was fitted on",
+        description="hardware profile id or YAML path; sweep, plan, recommend, fleet, policy "
+        "and analytic given no gpu run on the GPU it was fitted on (compare and calibrate "
+        "bench: the runs' GPU)",
     )
     precision: WeightPrecision | None = Field(
         default=None,

@@ -117,6 +117,13 @@ class MethodFlags:
             raise InputError("--acceptance-from", "give it, --alpha or --tau, not two of them")
 
     @functools.cached_property
+    def written_config(self) -> dict[str, Any]:
+        """--speculative-config as written (inline, or a file read once)."""
+        from simspec.catalog.vllm import read_speculative_config
+
+        return read_speculative_config(self.speculative_config or "")
+
+    @functools.cached_property
     def file_acceptance(self) -> Acceptance | None:
         """--acceptance-from, read once (a bad file fails by the flag's name)."""
         if self.acceptance_from is None:
@@ -329,9 +336,9 @@ class MethodFlags:
         """The vLLM --speculative-config as one simspec method for a target at tensor
         parallelism ``tp`` on ``engine``: the method's preset for ``dataset``, then the
         config's own fields on top."""
-        from simspec.catalog.vllm import capped_bands, read_speculative_config, to_method
+        from simspec.catalog.vllm import capped_bands, to_method
 
-        cfg = read_speculative_config(self.speculative_config or "")
+        cfg = self.written_config
         if "num_speculative_tokens_per_batch_size" in cfg and (
             engine is not None and load_engine(engine).disables_by_batch_size
         ):  # QA: vllm-v0 simulated the V1 schedule
@@ -384,11 +391,9 @@ class MethodFlags:
             if isinstance(dp, int) and dp > 0 and tp % dp == 0:
                 tp //= dp  # vLLM's --tensor-parallel-size: each DP rank's (--dp D --tp N/D)
             engine = scenario_engine(data)
-            from simspec.catalog.vllm import read_speculative_config
-
             methods: list[Any] = [AUTOREGRESSIVE, self.vllm_method(target, dataset, tp, engine)]
-            written = read_speculative_config(self.speculative_config)
-            stated = [None, written.get("num_speculative_tokens")]  # not the preset's K
+            # the K the config wrote, not the preset's under it
+            stated = [None, self.written_config.get("num_speculative_tokens")]
         elif names is None and from_file is not None:
             engine = scenario_engine(data)
             methods = [self.shaped_as_preset(m, dataset, target, engine) for m in from_file]

@@ -125,6 +125,8 @@ class RooflineCostModel:
         )  # fmt: skip
         self._models: dict[int, _ModelTerms] = {}  # by id(model); the entry keeps it alive
         self._extras: dict[int, tuple[ModelShape, LayerKernels]] = {}  # likewise
+        # the MoE kernel of each (experts' precision, model type) (moe_kernel)
+        self._moe_kernels: dict[tuple[str, str], GroupedGemmFit | None] = {}
 
     # -- operators -------------------------------------------------------------------------
     def gemm_time(
@@ -161,6 +163,9 @@ class RooflineCostModel:
         (None: bf16) on this GPU at this EP size; None where no table covers them (the
         roofline then)."""
         dtype = experts.name if experts else "bf16"
+        key = (dtype, model.model_type)
+        if key in self._moe_kernels:  # a forward asks per MoE layer: the bound looked up once
+            return self._moe_kernels[key]
         fit = moe_kernel_fit(
             self.gpu.id, self.engine.engine_kernels, dtype, model.model_type, self.ep
         )
@@ -173,6 +178,7 @@ class RooflineCostModel:
             fit = self.moe_kernel(floor, model)
             if fit is not None and experts.weight_bytes > fit.weight_bytes:
                 fit = dataclasses.replace(fit, weight_bytes=experts.weight_bytes)
+        self._moe_kernels[key] = fit
         return fit
 
     # -- precision -------------------------------------------------------------------------

@@ -85,13 +85,14 @@ def check_distinct(
     """Refuse a result file whose bytes an earlier one already gave (the same file twice, or a
     copy): its runs would count twice in every mean and fit (QA: ``compare a.json a.json``
     printed each run twice under one name). ``seen`` maps each digest to its first path."""
-    first = seen.get(digest)
-    seen.setdefault(digest, path)
-    if first is not None:
-        same = "is given twice" if str(first) == str(path) else f"holds the bytes of {shown(first)}"
-        raise InputError(
-            field, f"{shown(path)} {same}: its runs would count twice; give each result once"
-        )
+    if digest not in seen:
+        seen[digest] = path
+        return
+    first = seen[digest]
+    same = "is given twice" if str(first) == str(path) else f"holds the bytes of {shown(first)}"
+    raise InputError(
+        field, f"{shown(path)} {same}: its runs would count twice; give each result once"
+    )
 
 
 def check_distinct_runs(runs: list[MeasuredRun], field: str = "RESULT") -> None:
