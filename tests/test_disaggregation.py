@@ -258,7 +258,9 @@ def test_compare_does_not_score_a_decode_instances_ttft():
     assert rows and all("nan" in line for line in rows)
 
 
-def test_analytic_refuses_a_decode_instance_it_would_not_change():
+def test_analytic_does_not_offer_a_decode_instance_it_would_not_change():
+    """The closed form has no TTFT and prices decode steps a decode instance runs as any
+    replica does: the option is neither listed nor taken (QA: listed, then always refused)."""
     from typer.testing import CliRunner
 
     from simspec.cli.main import app
@@ -266,7 +268,10 @@ def test_analytic_refuses_a_decode_instance_it_would_not_change():
     out = CliRunner().invoke(
         app, ["analytic", "--method", "eagle3", "--disaggregation-mode", "decode"]
     )
-    assert out.exit_code == 2 and "--disaggregation-mode" in out.output
+    assert out.exit_code == 2 and "No such option: --disaggregation-mode" in out.output
+    shown = CliRunner().invoke(app, ["analytic", "--help"])
+    assert shown.exit_code == 0 and "--disaggregation-mode" not in shown.output
+    assert "--engine" in shown.output  # the other serving flags stay
 
 
 def test_under_dp_attention_a_transfer_fits_one_ranks_share_of_the_budget():

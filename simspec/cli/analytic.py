@@ -23,7 +23,10 @@ if TYPE_CHECKING:
     from simspec.studies.analytic import Batch1Costs
 
 
-@with_flags(ServingFlags)
+# --disaggregation-mode is not offered: the closed form prices one sequence's decode steps,
+# which a decode instance runs as any replica does, and has no TTFT (QA: it was accepted and
+# changed nothing; then offered and always refused)
+@with_flags(ServingFlags, omit=("disaggregation_mode",))
 @one_line_errors
 def analytic(
     method: Annotated[
@@ -95,13 +98,6 @@ def analytic(
     if (why := k_not_read({"name": method})) is not None:
         raise InputError(flag, f"the closed form chooses K, which {method} does not read: {why}")
     deploy = Deployment(**with_profile_gpu({**flags.serving_fields(), **given(profile=profile)}))
-    if deploy.disaggregation_mode != "null":  # QA: accepted, changed nothing, noted a TTFT
-        raise InputError(
-            "--disaggregation-mode",
-            "the closed form prices one sequence's decode steps, which a decode instance runs "
-            "as any replica does, and has no TTFT: leave it unset (simspec sweep "
-            "--disaggregation-mode decode simulates a decode instance)",
-        )
     draft = _draft(method, flag, draft_model, deploy.model)
     given_alphas = csv_list(alpha, "--alpha", float) if alpha is not None else []
     if any(not 0.0 <= a <= 1.0 for a in given_alphas):

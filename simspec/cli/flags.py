@@ -92,12 +92,18 @@ def with_profile_gpu(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "gpu": load_profile(str(data["profile"])).gpu}
 
 
-def with_flags(flags_type: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def with_flags(
+    flags_type: type, omit: tuple[str, ...] = ()
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a command whose ``flags`` parameter is a dataclass of options: typer sees each
     of its fields as an option (in their place, in field order), and the command receives
-    them as one typed ``flags`` object."""
+    them as one typed ``flags`` object. ``omit``: fields the command cannot use, not offered
+    (they keep their defaults)."""
     hints = typing.get_type_hints(flags_type, include_extras=True)
-    fields = dataclasses.fields(flags_type)
+    names = {f.name for f in dataclasses.fields(flags_type)}
+    unknown = set(omit) - names
+    assert not unknown, f"with_flags: {flags_type.__name__} has no field {sorted(unknown)}"
+    fields = [f for f in dataclasses.fields(flags_type) if f.name not in omit]
     options = [
         inspect.Parameter(
             f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name]
