@@ -102,6 +102,23 @@ def test_intervals_by_sections():
     assert not intervals.rising(np.array([3.0, 5, 2, 4, 3, 5, 2, 4, 3, 4]), min_rise=1.0)
 
 
+def test_a_short_closed_loop_is_cut_into_fewer_sections_of_at_least_3_2_turnovers():
+    """Sections of a turnover or two share co-runners and correlate; from 32 turnovers on a
+    closed loop keeps all ten, below it as many of 3.2 turnovers as fit, at least three."""
+    assert intervals.closed_sections(32 * 16, 16) == intervals.SECTIONS
+    assert intervals.closed_sections(64 * 64, 64) == intervals.SECTIONS
+    assert intervals.closed_sections(16 * 16, 16) == 5
+    assert intervals.closed_sections(31 * 8, 8) == 9
+    assert intervals.closed_sections(2 * 128, 128) == intervals.MIN_SECTIONS
+    assert intervals.closed_sections(100, 1) == intervals.SECTIONS  # batch 1: 100 turnovers
+
+    def sections_of(requests: int, concurrency: int) -> int:
+        wl = WorkloadConfig(concurrency=concurrency, requests=requests, turnovers=0)
+        return len(simulate(Scenario(method=PLAIN, workload=wl)).summary.section_e2e_s)
+
+    assert sections_of(128, 8) == 5 and sections_of(256, 8) == intervals.SECTIONS
+
+
 # -- the acceptance tests -------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_closed_loop_speedup_does_not_move_with_the_number_of_requests():

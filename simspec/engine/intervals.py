@@ -37,6 +37,15 @@ from scipy.special import ndtri, stdtrit  # quantiles (scipy.stats would import 
 
 SECTIONS = 10
 T95 = float(stdtrit(SECTIONS - 1, 0.975))  # two-sided 95 %, B - 1 degrees of freedom
+# A closed loop's sections each span at least 16/5 = 3.2 turnovers (concurrency-many
+# requests), fewer sections where the run is shorter, never fewer than MIN_SECTIONS: a
+# request's latency is set by the requests running beside it, so sections of a turnover or two
+# share their neighbours' co-runners and their means correlate, which batch means take for
+# independent (Law, Simulation Modeling and Analysis, 5th ed., §9.5.3: batches long enough to
+# be nearly uncorrelated). 3.2 turnovers is where tools/interval_coverage.py measured the
+# intervals holding (README "At short lengths": 32 turnovers in ten sections; 16 in five).
+SECTION_TURNOVERS = (16, 5)  # as a fraction: integer arithmetic, no rounding at 32 turnovers
+MIN_SECTIONS = 3
 # stability: a one-sided test at 1 % on the slope of the waiting requests over the sections
 T_TREND = float(stdtrit(SECTIONS - 2, 0.99))
 Z95 = float(ndtri(0.975))  # two-sided 95 %, normal
@@ -48,6 +57,15 @@ def sections(n: int, b: int = SECTIONS) -> list[slice]:
     """``b`` consecutive, near-equal slices of ``range(n)`` (fewer when n < b)."""
     edges = np.linspace(0, n, min(b, n) + 1).round().astype(int)
     return [slice(int(a), int(z)) for a, z in zip(edges[:-1], edges[1:], strict=True) if z > a]
+
+
+def closed_sections(measured: int, concurrency: int) -> int:
+    """How many sections a closed loop of ``concurrency`` measuring ``measured`` requests
+    is cut into: as many of at least :data:`SECTION_TURNOVERS` turnovers as fit, between
+    :data:`MIN_SECTIONS` and :data:`SECTIONS` (all ten from 32 turnovers on)."""
+    num, den = SECTION_TURNOVERS
+    fit = measured * den // (num * max(concurrency, 1))
+    return max(MIN_SECTIONS, min(SECTIONS, fit))
 
 
 def clipped(low: float, high: float, *data: np.ndarray) -> tuple[float, float]:

@@ -149,9 +149,10 @@ class RunSummary:
     window_s: float
     mean_waiting: float  # requests waiting for their first token, time-averaged over the window
     stable: int  # 1 unless the waiting requests pile up over the window (open loop)
-    # end-to-end seconds of the measured requests in each of the ``intervals.SECTIONS``
-    # consecutive sections (arrival order): two closed-loop runs over the same requests pair
-    # them for a speedup's interval
+    # end-to-end seconds of the measured requests in each of the consecutive sections
+    # (arrival order; ``intervals.SECTIONS``, fewer in a closed loop shorter than 32 turnovers:
+    # ``intervals.closed_sections``): two closed-loop runs over the same requests pair them
+    # for a speedup's interval
     section_e2e_s: tuple[float, ...]
 
     def as_dict(self) -> dict[str, Any]:
@@ -343,7 +344,9 @@ def summarize(
             emitted = steps + measured["accepted_tokens"].to_numpy().astype(float)
             per_step = controlled(emitted, x, controls.means).sum()
             tau = float(per_step / controlled(steps, x, controls.means).sum())
-    parts = ci.sections(len(lat))
+    # a closed loop's sections long enough to be nearly independent (ci.closed_sections)
+    b = ci.closed_sections(plan.measured, plan.concurrency) if plan.concurrency else ci.SECTIONS
+    parts = ci.sections(len(lat), b)
     section_e2e = tuple(float(lat[p].sum()) for p in parts)
     rates = np.zeros(0)  # an open loop's tokens per second by section (below)
     if plan.concurrency:
