@@ -469,3 +469,31 @@ def test_a_recommend_row_carries_the_share_of_requests_left_unserved():
     k3 = SimpleNamespace(throughput_tok_s=90.0, unfinishable=0, requests=1024)
     row = _row(1, base, {3: k3})  # type: ignore[arg-type]
     assert row["unserved_share"] == pytest.approx(19 / 1024) and row["best_k"] == 0
+
+
+def test_the_rate_a_bisection_ends_on_is_confirmed_by_a_longer_probe_or_stepped_down():
+    """The highest rate that passed one noisy probe is the luckiest near the threshold (QA:
+    EAGLE-3 on one H100 passed 13.5 req/s over 1,000 requests and broke both SLOs in a
+    12,000-request fleet): a probe CONFIRM_FACTOR times as long confirms it, or the rate steps
+    down by RATE_TOLERANCE until one does."""
+    from types import SimpleNamespace
+
+    from simspec.studies.capacity import RATE_TOLERANCE, confirmed
+
+    slo = Slo(ttft_ms=2000, tpot_ms=50)
+    asked: list[float] = []
+
+    def long_probe(rate: float) -> SimpleNamespace:  # the p99 TPOT reaches 50 ms at 12.9/s
+        asked.append(rate)
+        return SimpleNamespace(
+            stable=1, window_short=0, ttft_ms_p99=200.0, tpot_ms_p99=50 * rate / 12.9
+        )
+
+    rate, run, why = confirmed(long_probe, slo, 12.0, "ttft")  # holds: kept, with its reason
+    assert (rate, why, asked) == (12.0, "ttft", [12.0]) and run.tpot_ms_p99 < 50
+    asked.clear()
+    rate, run, why = confirmed(long_probe, slo, 13.5, "ttft")
+    assert rate == pytest.approx(13.5 * (1 - RATE_TOLERANCE)) and why == "tpot"
+    assert asked == [13.5, rate] and run.tpot_ms_p99 <= 50
+    never = confirmed(lambda r: SimpleNamespace(stable=0, window_short=0), slo, 13.5, "ttft")
+    assert never == (0.0, None, "unstable")
