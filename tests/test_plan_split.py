@@ -179,3 +179,17 @@ def test_a_search_stopped_by_requests_too_long_says_so():
     limits = {(0, 1): "tpot", (0, 2): "ttft"}
     assert capacity._none_met(limits, {(0, 1): 0.005, (0, 2): 0.005}, 0.99) == "ttft"
     assert capacity._none_met({(0, 1): "tpot"}, {(0, 1): 0.0}, 0.99) == "tpot"  # (QA: a cap)
+
+
+def test_a_prefill_or_decode_instance_alone_is_not_planned(tmp_path):
+    """QA: plan --trace with --disaggregation-mode decode (no --disaggregate) sized a
+    decode-only fleet, 1 GPU where the colocated one took 3, in a row labelled colocated;
+    plan --qps priced decode instances alone the same way."""
+    qps = runner.invoke(app, ["plan", "--qps", "5", "--disaggregation-mode", "decode"])
+    one_error(qps, "--disaggregation-mode", "a plan prices whole deployments")
+    trace = runner.invoke(app, [*TRACE, "--disaggregation-mode", "decode"])
+    one_error(trace, "--disaggregation-mode", "plan --trace --disaggregate sizes")
+    cfg = tmp_path / "d.yaml"
+    cfg.write_text("disaggregation_mode: decode\n")
+    filed = runner.invoke(app, ["plan", "--qps", "5", "--config", str(cfg)])
+    one_error(filed, "disaggregation_mode", "a plan prices whole deployments")

@@ -267,6 +267,7 @@ def plan(
     slo = capacity.Slo(slo_ttft_ms, slo_tpot_ms, 99 if percentile is None else percentile)
     duration = capacity.PLAN_DURATION_S if duration is None else duration
     deploy, given = flags.planned(config, names, list(DEFAULT_PLAN_METHODS), flag)
+    whole(flags, deploy)
     chosen = [MethodConfig(name="autoregressive", k=0)]
     chosen += [m for m in given if m.name != "autoregressive"]
     with (
@@ -295,6 +296,16 @@ def plan(
     _extrapolation_notes(chosen, deploy)
     print_provenance(deploy, chosen)
     _left_out(flags, names, deploy.model, deploy.engine)
+
+
+def whole(flags: DeploymentFlags, deploy: Deployment) -> None:
+    """:func:`capacity.check_whole`, naming the flag where the mode came from it."""
+    try:
+        capacity.check_whole(deploy)
+    except InputError as e:
+        if flags.disaggregation_mode is None:  # the --config file's
+            raise
+        raise InputError("--disaggregation-mode", e.message) from None
 
 
 # a replica run within this share of the highest rate its probe sustained has no headroom: the
@@ -504,6 +515,8 @@ def _plan_trace(
             f"{deploy.disaggregation_mode} in the --config file, but --disaggregate sizes "
             "colocated fleets and prefill/decode splits, each instance in its role: drop it",
         )
+    if link is None:  # before recommend's closed loops run
+        whole(flags, deploy)
     if link is not None:  # the engine and the link are checked before any search
         sample = Scenario(**deploy.model_dump(), method=chosen[0])
         fleet_config(sample, 1, router, 1, link, "--disaggregate")

@@ -87,6 +87,21 @@ class Slo:
         return ""
 
 
+def check_whole(deploy: Deployment) -> None:
+    """A plan prices whole deployments: a prefill or decode instance alone serves no request
+    from its arrival to its last token, and its GPUs and cost would leave out the other
+    role's instances (QA: a decode-only fleet planned 1 GPU where the colocated one took 3, in
+    a row labelled colocated)."""
+    if deploy.disaggregation_mode != "null":
+        raise InputError(
+            "disaggregation_mode",
+            f"{deploy.disaggregation_mode}: a plan prices whole deployments, and a "
+            f"{deploy.disaggregation_mode} instance alone leaves out the other role's GPUs: "
+            "plan --trace --disaggregate sizes prefill and decode instances together (simspec "
+            "fleet --prefill-replicas runs a split you give)",
+        )
+
+
 def check_price(gpu_hour_price: float) -> None:
     """A GPU-hour price the cost can be computed at: finite, not negative (the explorer lets
     one set 0 to see the plan without a cost; the CLI asks > 0)."""
@@ -324,6 +339,7 @@ def plan(
     if not 0 < duration_s <= MAX_DURATION_S:
         raise InputError("duration", f"must be in (0, {MAX_DURATION_S:g}] s, got {duration_s}")
     check_price(gpu_hour_price)
+    check_whole(deploy)
     found = _max_rates(deploy, methods, slo, duration_s, runs, min_requests)
     # the fleet serves target_qps requests/s of the workload's own mean output length, the
     # same for every method
@@ -586,6 +602,8 @@ def plan_fleet(
     if not 0 < attainment <= 1:
         raise InputError("--attainment", f"must be in (0, 1], got {attainment}")
     check_price(gpu_hour_price)
+    if disaggregate is None:
+        check_whole(deploy)
     probe = probe or functools.partial(run_fleet, runs=runs.quiet())
     common = deploy.model_dump(exclude={"workload"})
     rows = []
