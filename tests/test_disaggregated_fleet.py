@@ -190,10 +190,16 @@ def test_prefill_instances_need_decode_instances_behind_them():
 
 
 def test_the_cli_runs_a_disaggregated_fleet_and_refuses_a_link_without_one(tmp_path):
-    out = tmp_path / "r.csv"
+    out, summary = tmp_path / "r.csv", tmp_path / "s.csv"
     args = ["fleet", "--qps", "6", "--requests", "60", "--replicas", "2"]
-    result = runner.invoke(app, [*args, "--prefill-replicas", "1", "--out", str(out)])
+    result = runner.invoke(
+        app, [*args, "--prefill-replicas", "1", "--out", str(out), "--summary", str(summary)]
+    )
     assert result.exit_code == 0, result.output
+    # replicas counts the decode instances, as --replicas and plan's CSV do (QA: it had
+    # counted the prefill instance too, beside prefill_replicas)
+    row = pd.read_csv(summary).iloc[0]
+    assert (row.replicas, row.prefill_replicas) == (2, 1)
     text = " ".join(result.output.split())
     assert "1 prefill + 2 decode x llama-3.1-8b" in text and "prefill/decode (vllm):" in text
     assert "holds its KV until a decode instance has allocated blocks for it" in text

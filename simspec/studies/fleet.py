@@ -277,7 +277,9 @@ def summarize_fleet(
     row: dict[str, Any] = {
         "requests": len(t),
         "unfinishable": int(t["unfinishable"].sum()),
-        "replicas": len(run.replicas),
+        # the decode (or colocated) replicas, as --replicas and plan's CSV count them; a
+        # disaggregated fleet's prefill instances are its prefill_replicas (QA: counted in both)
+        "replicas": len(run.replicas) - run.prefill_replicas,
         "makespan_s": makespan,
         "measured_from_s": start,  # where throughput's and goodput's clock starts
         "throughput_tok_s": tokens / span if span > 0 else math.nan,
