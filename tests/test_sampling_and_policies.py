@@ -467,3 +467,17 @@ def test_the_closed_forms_speculative_step_pays_the_host_time_its_method_exposes
     assert off.ar_s == kept.ar_s
     step = off.draft_s[2] + off.verify_s[2] - kept.draft_s[2] - kept.verify_s[2]
     assert step == pytest.approx(exposed, rel=0.01)
+
+
+def test_a_rate_file_raised_to_the_least_a_run_measures_says_how_long_its_last_piece_runs():
+    """QA: a schedule expecting 0.011 requests ran 256 over three days, said to be "what the
+    rate schedule expects"."""
+    from simspec.cli.policy import _requests_said, schedule_requests
+
+    tiny = [(0.0, 0.0001), (10.0, 0.001)]
+    n = schedule_requests(tiny)
+    said = _requests_said(tiny, n)
+    assert n == 256 and "the least a run measures" in said and "expects 0.011" in said
+    assert "runs 255,999 s instead of 10 s" in said
+    busy = [(0.0, 2.0), (60.0, 4.0)]  # 120 + 240 requests: what it expects
+    assert "what the rate schedule expects" in _requests_said(busy, schedule_requests(busy))

@@ -98,10 +98,7 @@ def policy(
             # expects, so every piece runs (QA: the README's --rate-csv example was refused,
             # 256 requests arriving before its peak, with no flag to raise them)
             rates["requests"] = schedule_requests(schedule)
-            said = (
-                f"workload: {rates['requests']:,} requests, what the rate schedule expects "
-                "(its last piece as long as the one before it)"
-            )
+            said = _requests_said(schedule, rates["requests"])
         data = overlay(data, {"workload": rates})
     try:
         cfg = policy_config(data, flags)
@@ -212,17 +209,44 @@ def policy_error(exc: InputError, from_flag: bool) -> InputError:
     return InputError(f"policy.{name}", exc.message)
 
 
-def schedule_requests(sched: list[tuple[float, float]]) -> int:
-    """The requests a rate schedule expects: its pieces' rates over their spans, the last piece
-    as long as the one before it (a one-piece schedule: a minute of it), at least the default
-    measured count."""
+def schedule_expected(sched: list[tuple[float, float]]) -> tuple[float, float]:
+    """The requests a rate schedule expects (its pieces' rates over their spans) and how long
+    its last piece lasts for that: as long as the one before it (a one-piece schedule: a
+    minute of it)."""
     if len(sched) < 2:
-        expected = sched[0][1] * 60.0
-    else:
-        spans = [sched[i + 1][0] - t for i, (t, _) in enumerate(sched[:-1])]
-        expected = sum(r * d for (_, r), d in zip(sched[:-1], spans, strict=True))
-        expected += sched[-1][1] * spans[-1]
-    return max(DEFAULT_MEASURED, math.ceil(expected))
+        return sched[0][1] * 60.0, 60.0
+    spans = [sched[i + 1][0] - t for i, (t, _) in enumerate(sched[:-1])]
+    expected = sum(r * d for (_, r), d in zip(sched[:-1], spans, strict=True))
+    return expected + sched[-1][1] * spans[-1], spans[-1]
+
+
+def schedule_requests(sched: list[tuple[float, float]]) -> int:
+    """The requests a rate schedule expects (:func:`schedule_expected`), at least the default
+    measured count."""
+    return max(DEFAULT_MEASURED, math.ceil(schedule_expected(sched)[0]))
+
+
+def _requests_said(sched: list[tuple[float, float]], requests: int) -> str:
+    """What the workload's count is, and, where the least a run measures raised it past what
+    the schedule expects, how much longer its last piece runs for it (QA: a schedule that
+    expected 0.011 requests ran 256 over three days, said to be "what it expects")."""
+    expected, last_s = schedule_expected(sched)
+    if requests <= math.ceil(expected):
+        return (
+            f"workload: {requests:,} requests, what the rate schedule expects (its last piece "
+            "as long as the one before it)"
+        )
+    rate = sched[-1][1]
+    longer = f"{_s(last_s + (requests - expected) / rate)} s" if rate > 0 else "until they come"
+    return (
+        f"workload: {requests:,} requests, the least a run measures, where the rate schedule "
+        f"expects {expected:,.4g} (its last piece as long as the one before it): the last "
+        f"piece, at {rate:g} req/s, runs {longer} instead of {_s(last_s)} s"
+    )
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:,.0f}" if seconds >= 100 else f"{seconds:.3g}"
 
 
 def check_schedule_covered(wl: WorkloadConfig) -> None:
