@@ -200,7 +200,7 @@ PLAN_TRACE = ["plan", "--trace", "azure-code", "--window", "0:30", *SLO]
         (["--percentile", "75"], "--percentile", "--attainment"),
         (["--gpu-hour-price", "inf"], "--gpu-hour-price", "finite number > 0"),
         (["--gpu-hour-price", "0"], "--gpu-hour-price", "finite number > 0"),
-        (["--slo-tpot-ms", "inf"], "--slo-tpot-ms", "finite number > 0"),
+        (["--slo-tpot-ms", "inf"], "--slo-tpot-ms", "finite number of ms >= 0.1"),
     ],
 )
 def test_plan_trace_refuses_what_it_would_ignore_or_print_as_inf(flags, field, why):
@@ -218,7 +218,10 @@ def test_plan_trace_refuses_what_it_would_ignore_or_print_as_inf(flags, field, w
             ["--gpu-hour-price", "inf"],
             "error: --gpu-hour-price: must be a finite number > 0, got inf",
         ),
-        (["--slo-ttft-ms", "inf"], "error: --slo-ttft-ms: must be a finite number > 0, got inf"),
+        (
+            ["--slo-ttft-ms", "inf"],
+            "error: --slo-ttft-ms: must be a finite number of ms >= 1, got inf",
+        ),
     ],
 )
 def test_plan_refuses_a_percentile_outside_50_99_and_infinite_numbers(flags, line):
@@ -279,8 +282,8 @@ def test_the_attainment_interval_is_wilsons_with_width_at_a_share_of_one():
     [
         ("--window-s", "must be a finite number of seconds >= 0.01"),
         ("--warmup-s", "must be a finite number of seconds >= 0"),
-        ("--slo-ttft-ms", "must be a finite number > 0"),
-        ("--slo-tpot-ms", "must be a finite number > 0"),
+        ("--slo-ttft-ms", "must be a finite number of ms >= 1"),
+        ("--slo-tpot-ms", "must be a finite number of ms >= 0.1"),
     ],
 )
 def test_fleet_says_an_infinite_number_is_not_finite(tmp_path, flag, message):
@@ -389,3 +392,14 @@ def test_a_dataset_flag_that_contradicts_the_traces_column_is_refused(tmp_path):
     result = runner.invoke(app, [*args, "--dataset", "sharegpt"])
     assert result.exit_code == 2 and "--dataset" in result.output and "(gsm8k)" in result.output
     assert runner.invoke(app, [*args, "--dataset", "gsm8k"]).exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["plan", "fleet"])
+def test_an_slo_below_its_least_says_the_one_range_inf_included(command):
+    """QA: typer's range said "[0.1, inf]" for --slo-tpot-ms 0.05, and inf was then refused
+    as "must be a finite number > 0": one range, in one message."""
+    result = runner.invoke(app, [command, "--qps", "2", "--slo-tpot-ms", "0.05"])
+    assert result.exit_code == 2
+    assert one_error_line(result.output) == (
+        "error: --slo-tpot-ms: must be a finite number of ms >= 0.1, got 0.05"
+    )

@@ -267,13 +267,15 @@ KvTransferLatencyMs = Annotated[
     ),
 ]
 # latency SLOs per request: the explorer's defaults, so both judge a deployment alike
+# the SLOs' range is checked once, by FleetSlo (a finite number of ms, at least its minimum):
+# typer's own range check had said "[0.1, inf]" and then inf was refused (QA)
 SloTtft = Annotated[
     float,
-    typer.Option(help="time-to-first-token SLO (ms), the explorer's default", min=1),
+    typer.Option(help="time-to-first-token SLO (ms, finite, >= 1), the explorer's default"),
 ]
 SloTpot = Annotated[
     float,
-    typer.Option(help="time-per-output-token SLO (ms), the explorer's default", min=0.1),
+    typer.Option(help="time-per-output-token SLO (ms, finite, >= 0.1), the explorer's default"),
 ]
 
 # a replayed arrival trace (workload.arrival: replay); trace_workload turns them into the overlay

@@ -65,6 +65,11 @@ REQUEST_COLUMNS = [
 ]
 
 
+# the least SLO each takes (ms): a TTFT under a millisecond, or a TPOT under a tenth of one, is
+# below any step a GPU serving an LLM takes (the explorer's widgets start at the same values)
+SLO_MIN_MS = {"ttft_ms": 1.0, "tpot_ms": 0.1}
+
+
 @dataclass(frozen=True)
 class FleetSlo:
     """Per-request latency targets: a request meets the SLO when its TTFT and its TPOT are
@@ -74,11 +79,12 @@ class FleetSlo:
     tpot_ms: float
 
     def __post_init__(self) -> None:
-        for name in ("ttft_ms", "tpot_ms"):
+        for name, least in SLO_MIN_MS.items():
             value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
+            if not (math.isfinite(value) and value >= least):
                 raise InputError(
-                    f"--slo-{name.replace('_', '-')}", f"must be a finite number > 0, got {value}"
+                    f"--slo-{name.replace('_', '-')}",
+                    f"must be a finite number of ms >= {least:g}, got {value:g}",
                 )
 
 
