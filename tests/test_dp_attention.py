@@ -500,3 +500,25 @@ def test_dp_attention_past_the_gpu_where_no_tp_holds_it_still_asks_for_a_lower_d
     text = str(err.value)
     assert "lower dp (--dp)" in text and "draft" not in text
     setup_replica(sc.model_copy(update={"dp": 4}))
+
+
+@pytest.mark.parametrize(
+    ("engine", "flag", "runs", "over", "how"),
+    [
+        ("vllm", "--max-num-seqs", 6, "at batch size 7 ", "each of 2 DP ranks' own"),
+        ("sglang", "--max-running-requests", 2, "at batch size 3, 7 ", "divided over 2"),
+    ],
+)
+def test_the_running_limit_note_counts_the_replicas_ranks(engine, flag, runs, over, how):
+    """QA: vLLM DP 8 with --max-num-seqs 4 ran 32 at once and the note said 4; SGLang's 12
+    over 8 ranks ran 8 and the note said 12."""
+    from simspec.engine.build import replica_running_limit
+
+    assert replica_running_limit(load_engine(engine), 3, 2) == runs
+    args = ["sweep", "--model", "qwen3-30b-a3b", "--tp", "2", "--ep", "2", "--dp", "2"]
+    args += ["--engine", engine, flag, "3", "--methods", "autoregressive"]
+    result = runner.invoke(app, [*args, "--batch-sizes", "2,3,7", "--turnovers", "1"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert f"note: {over}the requests beyond --max-num-seqs 3 ({how}" in text
+    assert f"the engine runs at most {runs} at once" in text

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import pandas as pd
 import typer
@@ -52,6 +52,9 @@ from simspec.studies.sweep import (
     run_cells,
     wide_intervals,
 )
+
+if TYPE_CHECKING:
+    from simspec.catalog.hardware import EngineProfile
 
 
 @with_flags(SweepFlags)
@@ -202,6 +205,7 @@ def _engine_note(cfg: SweepConfig) -> None:
     told; SGLang runs at most 48 requests under speculative decoding unless told, so a batch
     above it queues."""
     from simspec.catalog.hardware import load_engine
+    from simspec.engine.build import replica_running_limit
 
     speculative = any(m.name != "autoregressive" for m in cfg.methods)
     by_k = [m.name for m in cfg.methods if m.k_schedule]
@@ -221,11 +225,15 @@ def _engine_note(cfg: SweepConfig) -> None:
                 highlight=False,
             )
         limit = cfg.scheduler.max_num_seqs  # the user's own running limit (QA: said nothing)
-        over = [b for b in cfg.batch_sizes if limit is not None and b > limit]
+        # as the engine reads it over dp attention ranks (QA: "at most 4 at once" where vLLM's
+        # 8 ranks ran 32, and SGLang's 12 over 8 ranks ran 8)
+        runs = None if limit is None else replica_running_limit(engine, limit, cfg.dp)
+        over = [b for b in cfg.batch_sizes if runs is not None and b > runs]
         if over:
+            per = "" if runs == limit else f" ({_per_rank(engine, limit, cfg.dp)})"
             err.print(
                 f"note: at batch size {', '.join(map(str, over))} the requests beyond "
-                f"--max-num-seqs {limit} wait: the engine runs at most {limit} at once",
+                f"--max-num-seqs {limit}{per} wait: the engine runs at most {runs} at once",
                 highlight=False,
             )
             continue
@@ -562,3 +570,10 @@ def _ranks(cfg: SweepConfig) -> str:
     names = ("dp", "ep", "pp")
     parts = [f"{name}{getattr(cfg, name)}" for name in names if getattr(cfg, name) > 1]
     return f" ({', '.join(parts)})" if parts else ""
+
+
+def _per_rank(engine: EngineProfile, limit: int, dp: int) -> str:
+    """How ``limit`` becomes the replica's over ``dp`` attention ranks, in words."""
+    if engine.dp_attention == "vllm":
+        return f"each of {dp} DP ranks' own"
+    return f"divided over {dp} DP ranks, {limit // dp} each"

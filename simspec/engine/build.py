@@ -321,21 +321,15 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
             f"chunked prefill: give at least {context}, or --max-model-len {max_tokens} or less",
         )
     if engine.dp_attention == "vllm":
-        # each DP engine core applies its own limits (the flags are per rank); SGLang divides
-        # --max-running-requests and --chunked-prefill-size by dp (server_args.py at 469c63e,
-        # _handle_data_parallelism), so there they are the replica's limits already
-        max_seqs, max_tokens = max_seqs * sc.dp, max_tokens * sc.dp
-    elif sc.dp > 1:
-        # SGLang gives each rank max_running_requests // dp (its scheduler asserts "max_running
-        # _request is zero" when that is 0): the replica runs a multiple of dp
-        if max_seqs < sc.dp:
-            raise InputError(
-                "scheduler.max_num_seqs",
-                f"{max_seqs} running requests over dp={sc.dp} ranks leave a rank none "
-                f"(SGLang divides --max-running-requests by dp and refuses 0): give at least "
-                f"{sc.dp}",
-            )
-        max_seqs -= max_seqs % sc.dp
+        max_tokens = max_tokens * sc.dp  # per rank, as max_num_seqs (replica_running_limit)
+    elif sc.dp > 1 and max_seqs < sc.dp:
+        raise InputError(
+            "scheduler.max_num_seqs",
+            f"{max_seqs} running requests over dp={sc.dp} ranks leave a rank none "
+            f"(SGLang divides --max-running-requests by dp and refuses 0): give at least "
+            f"{sc.dp}",
+        )
+    max_seqs = replica_running_limit(engine, max_seqs, sc.dp)
     if engine.family == "vllm" and max_tokens < max_seqs:
         # vLLM refuses to start (SchedulerConfig._verify_args): every sequence a step runs
         # takes at least one token of the budget
@@ -438,6 +432,20 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         and engine.flag("pd_decode_recomputes_last_token"),
         transfer_reserve=reserve,
     )
+
+
+def replica_running_limit(engine: EngineProfile, max_seqs: int, dp: int) -> int:
+    """The requests a replica of ``dp`` attention ranks runs at once under a running limit
+    of ``max_seqs`` as the engine reads the flag: each vLLM DP engine core applies its own
+    limits (the flags are per rank); SGLang divides --max-running-requests (and
+    --chunked-prefill-size) by dp (server_args.py at 469c63e, _handle_data_parallelism), each
+    rank taking max_running_requests // dp (its scheduler asserts "max_running_request is zero"
+    when that is 0), so the replica runs a multiple of dp."""
+    if engine.dp_attention == "vllm":
+        return max_seqs * dp
+    if dp > 1:
+        return max_seqs - max_seqs % dp
+    return max_seqs
 
 
 def transfer_reserve(sc: Scenario, engine: EngineProfile) -> tuple[int, int] | None:
