@@ -534,6 +534,24 @@ def test_a_dataset_grid_point_takes_each_named_methods_preset_for_its_dataset():
     assert gsm.methods[3].acceptance.alpha == 0.5
 
 
+def test_a_stated_trace_stays_at_a_dataset_grid_point_and_a_presets_trace_says_its_own():
+    """QA: a file's stated acc_len sharegpt became gsm8k's trace at a gsm8k grid point, still
+    called "as given", where sweep --dataset keeps it; a preset's swapped trace kept the source
+    line of sharegpt's."""
+    stated = {
+        "name": "eagle3",
+        "k": 2,
+        "acceptance": {"acc_len": "sharegpt", "acc_len_method": "eagle3"},
+    }
+    cfg = SweepConfig.model_validate(
+        {"methods": ["autoregressive", "eagle3", stated], "grid": {"dataset": ["gsm8k"]}}
+    )
+    gsm = cfg.points()[0]
+    preset, own = gsm.methods[1].acceptance, gsm.methods[2].acceptance
+    assert preset.acc_len == "gsm8k" and "trace gsm8k" in (preset.source or "")
+    assert own.acc_len == "sharegpt" and not own.source
+
+
 def test_a_cell_that_fits_at_no_context_is_named_before_a_context_past_the_kv_cache():
     """QA: kimi-k2.5 at tp=8 advised --max-model-len 1280 (plain decoding's cell), and with it
     the EAGLE-3 cell then did not fit at all: that is said first."""

@@ -407,26 +407,29 @@ def _with_dataset(
     trace replays that dataset's, and one whose acceptance is its packaged preset for ``was``
     (the dataset its name was resolved for) takes its preset for ``dataset``, as
     ``sweep --dataset`` picks it (QA: a gsm8k grid point ran the MT-Bench presets). An
-    acceptance the file states stays."""
+    acceptance the file states (no preset ``source``) stays, as ``sweep --dataset`` keeps it
+    (QA: a stated sharegpt trace became gsm8k's at a grid point, still called "as given")."""
     acc = method.get("acceptance") or {}
-    if acc.get("acc_len") in TRACE_DATASETS:
-        return {**method, "acceptance": {**acc, "acc_len": dataset}}
-    if acc.get("tokens") in TRACE_DATASETS:
-        return {**method, "acceptance": {**acc, "tokens": dataset}}
     name = method.get("name")
-    if name == "autoregressive" or not acc:
+    if name == "autoregressive" or not acc or not acc.get("source"):
         return method
     draft = method.get("draft_model")
     try:
         before = preset_method(name, was, draft_model=draft, target=target, engine=engine)
-        if before.acceptance is None or before.acceptance.model_dump() != acc:
-            return method  # the file's own acceptance
         after = preset_method(name, dataset, draft_model=draft, target=target, engine=engine)
     except InputError:  # a dataset the grid's check refuses by name, or no preset
-        return method
-    if after.acceptance is None:
-        return method
-    return {**method, "acceptance": after.acceptance.model_dump()}
+        before = after = None
+    if before is not None and before.acceptance is not None and after is not None:
+        if before.acceptance.model_dump() == acc and after.acceptance is not None:
+            # the preset at the point's dataset, with its own source (QA: a gsm8k point's
+            # trace had kept the source line of sharegpt's)
+            return {**method, "acceptance": after.acceptance.model_dump()}
+    # a packaged trace replayed otherwise than its preset does: that dataset's trace
+    for field in ("acc_len", "tokens"):
+        if acc.get(field) in TRACE_DATASETS:
+            source = str(acc["source"]).replace(f" {acc[field]},", f" {dataset},")
+            return {**method, "acceptance": {**acc, field: dataset, "source": source}}
+    return method
 
 
 def k_in_force(m: MethodConfig, batch_size: int) -> int:
