@@ -23,7 +23,7 @@ from simspec.cli.common import (
     refuse_unread,
     study_runs,
 )
-from simspec.cli.flags import DeploymentFlags, with_flags
+from simspec.cli.flags import DeploymentFlags, read_config, with_flags
 from simspec.cli.tables import (
     check_outputs,
     floor_share,
@@ -136,6 +136,10 @@ def fleet_deployment(
     return Deployment(**rest), [MethodConfig(**m) for m in methods]
 
 
+def _unread_hint(field: str) -> str:
+    return " (--warmup-s sets where a fleet's measure starts)" if field == "warmup_requests" else ""
+
+
 def poisson_workload(
     file: Any, qps: float, requests: int | None, config: Path | None
 ) -> dict[str, Any]:
@@ -150,8 +154,12 @@ def poisson_workload(
         "measured whole: drop it from the file, or run the file without --qps"
     )
     _arrivals_measured_whole(file, "poisson", why, why)
-    if file.get("concurrency") is not None:
-        raise InputError("workload.concurrency", why)
+    # a closed loop's and a steady window's fields, which a Poisson run measured whole reads
+    # not (QA: turnovers and warmup_requests were dropped without a word; --warmup-s sets
+    # where a fleet's measure starts)
+    for field in ("concurrency", "turnovers", "warmup_requests"):
+        if file.get(field) is not None:
+            raise InputError(f"workload.{field}", why + _unread_hint(field))
     count = requests if requests is not None else file.get("requests", FLEET_REQUESTS)
     return file | {"arrival": "poisson", "rate": qps, "requests": count, "measure": "whole"}
 
@@ -383,6 +391,14 @@ def fleet(
     name = one_method({"--method": method, "--methods": methods}, why)
     names = [name] if name is not None else None
     flag = "--methods" if methods is not None else "--method"
+    if config is not None and read_config(config).get("batch_sizes") is not None:
+        # a sweep file's batch sizes, which a fleet (its arrivals the flags') never runs (QA:
+        # dropped without a word)
+        raise InputError(
+            "batch_sizes",
+            f"the --config file {shown(str(config))} lists batch sizes, and a fleet serves the "
+            "arrivals --trace or --qps gives, not closed loops: drop them from the file",
+        )
     deploy, chosen = fleet_deployment(
         flags, config, trace, qps, requests, trace_flags, names, ["autoregressive"], flag
     )

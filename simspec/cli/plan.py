@@ -1002,6 +1002,13 @@ def refuse_probe_fields(config: Path | None) -> None:
             f"{where} sets it, and plan sets it in every probe (Poisson arrivals at the rates "
             "--qps needs, --duration's worth of requests): drop it from the file",
         )
+    if _file_workload_field(config, ("turnovers",), "poisson") is not None:
+        # a closed loop's length, which no Poisson probe reads (QA: dropped without a word)
+        raise InputError(
+            "workload.turnovers",
+            f"{where} sets it, and plan's probes are Poisson arrivals, whose length is "
+            "--duration's worth of requests: drop it from the file",
+        )
 
 
 def file_grid(config: Path | None) -> tuple[str, str] | None:
