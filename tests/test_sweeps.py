@@ -569,3 +569,21 @@ def test_a_cell_that_fits_at_no_context_is_named_before_a_context_past_the_kv_ca
     )
     with pytest.raises(ScenarioError, match="does not fit on h100_sxm at tp=8.*draft"):
         check_cells(cells(cfg))
+
+
+def test_a_band_with_speculation_off_says_whose_acceptance_its_row_shows(capsys):
+    """QA: a K=0 band at concurrency 16 read mean_accept_len 2.38 and a speedup of 1.01, from
+    the steps the run drafted as it drained at a lower concurrency, without a word."""
+    import pandas as pd
+
+    from simspec.cli.sweep import _k_run_note
+
+    rows = {
+        "method": ["eagle3", "eagle3", "eagle3"], "k": [3, 3, 3], "k_run": [3, 0, 0],
+        "batch_size": [4, 8, 32], "tree_nodes": [0, 0, 0], "tree": ["", "", ""],
+        "mean_accept_len": [2.26, 1.0, 2.37],
+    }  # fmt: skip
+    _k_run_note(pd.DataFrame(rows))
+    err = " ".join(capsys.readouterr().err.split())
+    assert "eagle3 K=3 at 32: speculation is off at that concurrency" in err
+    assert "at 8:" not in err  # nothing drafted there: its 1.0 is plain decoding's
