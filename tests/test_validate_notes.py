@@ -64,6 +64,11 @@ def test_rows_of_other_setups_are_other_measurements_in_the_summary():
     rows = pd.DataFrame([{**base, "tp": 1, "rel_error": 0.0}, {**base, "tp": 2, "rel_error": 0.4}])
     assert unique_mape(rows) == pytest.approx(0.2)
     assert unique_mape(rows.assign(tp=1)) == 0.0
+    # a tree-shape sweep: one K and budget at two top-k (QA: counted as one measurement)
+    trees = pd.DataFrame(
+        [{**base, "tree_topk": 4, "rel_error": 0.4}, {**base, "tree_topk": 8, "rel_error": 0.2}]
+    )
+    assert unique_mape(trees) == pytest.approx(0.3)
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,12 @@ SAME_MEASUREMENT = (
     "dataset",
     "k",
     "tree_nodes",
+    # the draft's shape beyond K and its nodes, and what a row states beside its value (QA: a
+    # tree-shape sweep's rows of one K and budget at topk 1, 4 and 8 were counted as one)
+    "tree_topk",
+    "spec_shape",
+    "context_len",
+    "measured_tau",
     # the setup: rows on another GPU, TP, baseline or lengths are other measurements even where
     # the value is the same (QA: a user's rows at another TP were dropped as duplicates)
     "gpu",
