@@ -674,3 +674,31 @@ def test_a_folder_of_another_gpus_tables_names_that_gpu(tmp_path):
     (folder / "mlp.csv").write_text("num_tensor_parallel_workers\n1\n")
     with pytest.raises(InputError, match="tables there are a100_80gb's \\(--gpu a100_80gb\\)"):
         discover([tmp_path / "compute"], "a100_40gb")
+
+
+def test_report_cases_read_loads_as_validate_does_and_skip_what_it_skips(tmp_path):
+    """QA: a load of "4.0" or an empty single-request load stopped the report on int(); a row
+    validate skips aborted it; a batch-1 throughput row was scored against the TPOT."""
+    head = "case_id,metric,method,target_model,gpu,engine,load_kind,load,dataset,prompt_len,"
+    head += "output_len,measured_value,notes\n"
+    lengths = "sharegpt,232.6,220.6"
+    body = [
+        f"c4,tpot_ms,autoregressive,qwen3-8b,h100_sxm,vllm,concurrency,4.0,{lengths},7.38,BF16",
+        f"c1,tpot_ms,autoregressive,qwen3-8b,h100_sxm,vllm,single,,{lengths},7.28,BF16",
+        f"u1,tpot_ms,autoregressive,qwen3-8b,h100_sxm,vllm,single,,{lengths},7.28 ms,BF16",
+        f"t1,throughput_tok_s,autoregressive,qwen3-8b,h100_sxm,vllm,concurrency,1,{lengths},"
+        "132.86,BF16",
+    ]
+    path = tmp_path / "c.csv"
+    path.write_text(head + "\n".join(body) + "\n")
+    result = runner.invoke(app, ["calibrate", "report", "--cases", str(path)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "row u1 skipped: measured_value '7.28 ms' is not a positive number" in text
+    assert "TPOT MAPE over 3 rows" in text
+    rows = step_time_rows(read_cases(path), "h100_sxm")
+    frame = check_step_times(rows)
+    assert list(frame.load) == [4, 1, 1]
+    thr = frame.set_index("case_id").loc["t1"]
+    # ms per token from throughput on both sides: the prompt's time counts in each
+    assert thr.measured_tpot_ms == pytest.approx(1e3 / 132.86, abs=1e-3)

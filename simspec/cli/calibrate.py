@@ -243,6 +243,8 @@ def calibrate_report(
                 "datasheet peaks",
                 highlight=False,
             )
+        for case_id, why in tpot.attrs.get("skipped", []):  # as validate skips them
+            err.print(f"--cases: row {case_id} skipped: {why}", highlight=False)
         if tpot.empty:
             err.print(
                 f"--cases: no plain-decoding TPOT row on {spec.id} (an autoregressive tpot_ms "

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from simspec.config import Scenario
-from simspec.errors import InputError
 from simspec.studies.runs import SERIAL, Runs
 from simspec.studies.validation.predict import Skip, plan_case
 
@@ -39,33 +38,43 @@ def step_time_rows(cases: pd.DataFrame, gpu: str) -> pd.DataFrame:
     return c[keep].reset_index(drop=True)
 
 
-def _scenario(row: pd.Series, profile: str | None) -> Scenario:
-    """The row's scenario as ``simspec validate`` builds it, on the given hardware profile."""
+def _scenario(row: pd.Series, profile: str | None) -> Scenario | str:
+    """The row's scenario as ``simspec validate`` builds it, on the given hardware profile; or
+    why validate skips it (the report then skips it too: QA, one unreadable row had aborted
+    the whole report)."""
     cells = {k: "" if pd.isna(v) else str(v) for k, v in row.items()}
     try:
         plan = plan_case(cells)
     except Skip as exc:
-        raise InputError("--cases", f"row {cells.get('case_id', '?')}: {exc}") from None
+        return str(exc)
     return plan.scenario.model_copy(update={"profile": profile})
 
 
 def check_step_times(
     rows: pd.DataFrame, profile: str | None = None, *, runs: Runs = SERIAL
 ) -> pd.DataFrame:
-    """Measured against simulated TPOT (ms) per row, with the row's engine profile."""
+    """Measured against simulated TPOT (ms) per row, with the row's engine profile. A batch-1
+    throughput row is scored as throughput (its ms per token, 1000 / tokens per second, both
+    sides: it counts the prompt's time, which a TPOT leaves out; QA: it had been scored against
+    the simulated TPOT). Rows validate skips are left out, each with its reason in
+    ``attrs["skipped"]``; the load is the one the row's scenario runs (a ``single`` row's 1)."""
     out = []
-    summaries = runs.all([_scenario(row, profile) for _, row in rows.iterrows()])
-    for (_, row), summary in zip(rows.iterrows(), summaries, strict=True):
+    planned = [(row, _scenario(row, profile)) for _, row in rows.iterrows()]
+    skipped = [(str(row["case_id"]), sc) for row, sc in planned if isinstance(sc, str)]
+    kept = [(row, sc) for row, sc in planned if not isinstance(sc, str)]
+    summaries = runs.all([sc for _, sc in kept])
+    for (row, sc), summary in zip(kept, summaries, strict=True):
         measured = float(row["measured_value"])
-        if row["metric"] == "throughput_tok_s":
-            measured = 1e3 / measured  # one request: ms per output token
         predicted = summary.tpot_ms_mean
+        if row["metric"] == "throughput_tok_s":
+            # one request: ms per output token, its prompt's time included, on both sides
+            measured, predicted = 1e3 / measured, 1e3 / summary.throughput_tok_s
         out.append(
             {
                 "case_id": row["case_id"],
                 "model": row["target_model"],
                 "engine": row["engine"],
-                "load": int(row["load"]),
+                "load": sc.workload.concurrency or 1,
                 "measured_tpot_ms": round(measured, 3),
                 "predicted_tpot_ms": round(predicted, 3),
                 "rel_error": round((predicted - measured) / measured, 4),
@@ -74,4 +83,5 @@ def check_step_times(
     frame = pd.DataFrame(out)
     if not frame.empty:
         frame.attrs["mape"] = float(np.abs(frame["rel_error"]).mean())
+    frame.attrs["skipped"] = skipped
     return frame
