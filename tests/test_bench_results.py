@@ -237,6 +237,27 @@ def test_the_printed_speculative_section_reads_as_acceptance(tmp_path):
     assert run.acceptance.length == 2.3
 
 
+def test_a_vllm_speculative_section_without_its_position_lines_counts_drafted_steps(tmp_path):
+    """QA: a vLLM block pasted without its per-position lines was read as SGLang's (an accept
+    length over every step), and n-gram's TPOT came out 55 % low."""
+    section = (
+        "---------------Speculative Decoding---------------\n"
+        "Acceptance rate (%):                     50.00\n"
+        "Acceptance length:                       2.50\n"
+        "Drafts:                                  10000\n"
+        "Draft tokens:                            30000\n"
+        "Accepted tokens:                         15000\n"
+    )
+    text = (
+        (DATA / "qwen3-8b-h100-bs8.txt")
+        .read_text()
+        .replace("=" * 50 + "\n", section + "=" * 50 + "\n")
+    )
+    (run,) = read_result(write(tmp_path, "spec.txt", text))
+    assert run.acceptance is not None and run.acceptance.length == 2.5
+    assert run.acceptance.drafted_steps_only
+
+
 SGLANG_LINE = {
     "backend": "sglang",
     "dataset_name": "sharegpt",

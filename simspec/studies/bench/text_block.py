@@ -162,6 +162,7 @@ def _run(lines: list[str], name: str, where: str, above: Sequence[str] = ()) -> 
     values: dict[str, Any] = {}
     positions: dict[int, float] = {}
     sglang = False
+    vllm_spec = False  # vLLM's speculative section's labels (SGLang prints "Accept length")
     for line in lines:
         m = _LINE.match(line)
         if not m:
@@ -172,6 +173,7 @@ def _run(lines: list[str], name: str, where: str, above: Sequence[str] = ()) -> 
             positions[pos] = _percent(value, label, where)
             continue
         sglang = sglang or label in ("Traffic request rate", "Max request concurrency")
+        vllm_spec = vllm_spec or label in ("Acceptance length", "Drafts", "Draft tokens")
         field = _FIELDS.get(label) or _other_percentile(label)
         if field is None:
             continue
@@ -193,8 +195,10 @@ def _run(lines: list[str], name: str, where: str, above: Sequence[str] = ()) -> 
                 per_position=tuple(positions[i] for i in range(len(positions))),
                 length=accept,
                 source=f"{where}: the block's speculative decoding lines",
-                # per-position lines are vLLM's block (SGLang prints an accept length alone)
-                drafted_steps_only=bool(positions),
+                # vLLM's block (per-position lines, or its own labels: SGLang prints an
+                # "Accept length" alone) counts the steps that drafted (QA: a vLLM block
+                # pasted without its position lines was read as SGLang's, TPOT 55 % low)
+                drafted_steps_only=bool(positions) or (vllm_spec and not sglang),
             ),
             where,
         )
