@@ -998,3 +998,27 @@ def test_a_draft_length_the_user_wrote_must_be_the_acceptance_files(tmp_path):
         "methods.eagle3.k",
         "drafted 3 tokens a step",
     )
+
+
+def test_a_checkpoint_named_in_fp8_runs_in_fp8_or_says_it_did_not(tmp_path):
+    """QA: Qwen/Qwen3-8B-FP8 given --model qwen3-8b ran the preset's bf16 without a word (a
+    35 % swing with --precision fp8); a preset's own -FP8 id is that preset in block FP8."""
+    from simspec.studies.bench.compare import named_precision, plan_run
+
+    assert named_precision("Qwen/Qwen3-8B-FP8") == "FP8"
+    assert named_precision("hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4") == "AWQ"
+    assert named_precision("meta-llama/Llama-3.1-8B-Instruct") is None
+    data = vllm_json(model_id="Qwen/Qwen3-8B-FP8")
+    (run,) = read_result(write(tmp_path, "fp8.json", data))
+    plan = plan_run(
+        run, {"model": "qwen3-8b", "gpu": "h100_sxm"}, "autoregressive", None, None, tmp_path
+    )
+    assert any("names FP8 weights, and no --precision was given" in n for n in plan.notes)
+    given = {"model": "qwen3-8b", "gpu": "h100_sxm", "precision": "fp8"}
+    plan = plan_run(run, given, "autoregressive", None, None, tmp_path)
+    assert not any("names FP8" in n for n in plan.notes)
+    glm = vllm_json(model_id="zai-org/GLM-4.5-Air-FP8")
+    (run,) = read_result(write(tmp_path, "glm.json", glm))
+    plan = plan_run(run, {"gpu": "h200", "tp": 4}, "autoregressive", None, None, tmp_path)
+    assert plan.scenario.precision == "fp8"
+    assert any("weights in fp8, as the file's model" in n for n in plan.notes)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from pydantic import ValidationError
 
 from simspec.catalog.hardware import load_profile
 from simspec.catalog.methods import preset_method
-from simspec.catalog.models import load_model, model_ids, preset_id
+from simspec.catalog.models import id_precision, load_model, model_ids, preset_id
 from simspec.config import (
     MAX_CONCURRENCY,
     MAX_K,
@@ -58,6 +59,19 @@ class Plan:
     scenario: Scenario
     lengths: str  # "per request" or "mean, fixed"
     notes: tuple[str, ...]
+
+
+# quantised checkpoints name their weights in the repo id (Qwen/Qwen3-8B-FP8,
+# hugging-quants/...-AWQ-INT4, RedHatAI/...-W8A8, nvidia/...-NVFP4)
+_NAMED_PRECISION = re.compile(
+    r"(?:^|[-_/.])(fp8|int8|w8a8|w8a16|int4|w4a16|awq|gptq|nvfp4|mxfp4|fp4)(?:$|[-_.])", re.I
+)
+
+
+def named_precision(model_id: str) -> str | None:
+    """The weight format a model id names (``FP8``, ``AWQ``, ...), else None."""
+    m = _NAMED_PRECISION.search(model_id)
+    return m.group(1).upper() if m else None
 
 
 def check_runs(runs: list[MeasuredRun]) -> None:
@@ -128,6 +142,17 @@ def plan_run(
         )
     elif run.model is not None and _preset(run.model) is None:  # QA: taken without a word
         notes.append(f"the file names model {run.model!r}, no simspec preset: simulated as {model}")
+    if run.model is not None and deployment.get("precision") is None:
+        said = named_precision(run.model)
+        if (weights := id_precision(run.model)) is not None:
+            # a preset's own -FP8 checkpoint id, as --model reads it (cli.flags)
+            deployment = {**deployment, "precision": weights}
+            notes.append(f"weights in {weights}, as the file's model {run.model!r} names them")
+        elif said is not None:  # QA: Qwen3-8B-FP8 ran in the preset's bf16 without a word
+            notes.append(
+                f"the file's model {run.model!r} names {said} weights, and no --precision was "
+                f"given: simulated at {model}'s own weights (give --precision to match)"
+            )
     if run.failed:  # QA: a run that lost a third of its requests was compared without a word
         notes.append(
             f"{run.failed} of the {run.requests + run.failed} requests sent failed: the "
