@@ -277,7 +277,9 @@ def test_fleet_and_plan_default_to_the_explorers_slos(tmp_path):
     assert (DEFAULT_SLO_TTFT_MS, DEFAULT_SLO_TPOT_MS) == (2000.0, 50.0)
     for command in ("fleet", "plan"):
         shown = runner.invoke(app, [command, "--help"], terminal_width=200).output
-        assert "[default: 2000.0; x>=1]" in shown and "[default: 50.0; x>=0.1]" in shown
+        text = " ".join(shown.split())
+        assert "(ms, finite, >= 1), the explorer's default [default: 2000.0]" in text
+        assert "(ms, finite, >= 0.1), the explorer's default [default: 50.0]" in text
     output = ran(["fleet", "--trace", arrivals(tmp_path)])
     assert "TTFT <= 2000 ms, TPOT <= 50 ms" in " ".join(output.split())
 

@@ -157,12 +157,14 @@ def test_recommend_and_plan_commands(tmp_path, short_plan_probes):
     table = pd.read_csv(out)
     assert list(table[table.point == "grid"].concurrency) == [1, 32]
     plan_out = tmp_path / "plan.csv"
+    probes = tmp_path / "probes.yaml"  # plan's probes are Poisson: no closed loop's turnovers
+    probes.write_text("workload: {lengths_from: null, prompt: {mean: 128}, output: {mean: 64}}\n")
     result = runner.invoke(
         app,
         [
             "plan",
             "--config",
-            str(small),
+            str(probes),
             "--qps",
             "5",
             "--slo-ttft-ms",
