@@ -352,6 +352,20 @@ def test_a_metrics_dump_sums_the_engines_and_two_dumps_give_the_runs_counters(tm
     assert acc.length == pytest.approx(1 + 104 / 90)
 
 
+def test_a_metrics_dump_beside_runs_that_state_their_acceptance_is_said_unused(tmp_path):
+    """QA: --spec-metrics given beside a result that carries its own acceptance was neither
+    used nor mentioned."""
+    dump = write(tmp_path, "m.txt", METRICS_DUMP.format(d0=60, d1=40, t=200, a=110, p0=40, p1=30))
+    data = vllm_json(spec_decode_per_position_acceptance_rates=[0.8, 0.4, 0.1])
+    path = write(tmp_path, "s.json", data)
+    args = ["compare", str(path), *DEPLOY, "--method", "eagle3", "--spec-metrics", str(dump)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "--spec-metrics not used: every run's file states its own acceptance" in " ".join(
+        result.output.split()
+    )
+
+
 def test_counters_no_chain_could_count_are_refused(tmp_path):
     """QA: rising per-position counts, and a total that disagrees with their sum, were
     simulated as given; a server's counters obey the rules a result file's rates do."""

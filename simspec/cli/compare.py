@@ -146,6 +146,14 @@ def compare(
             "(--gpu names the GPU they ran on)",
             highlight=False,
         )
+    if shared is not None and all(r.acceptance is not None for r in runs):
+        # every run's file has its own acceptance, which the dump only stands in for (QA:
+        # given and left unused without a word)
+        err.print(
+            "note: --spec-metrics not used: every run's file states its own acceptance, "
+            "which is what each run is simulated with",
+            highlight=False,
+        )
     with tempfile.TemporaryDirectory(prefix="simspec-compare-") as tmp:
         plans = [plan_run(r, deployment, method, flags.k, shared, Path(tmp)) for r in runs]
         if on_sglang:  # once the runs are known to plan
