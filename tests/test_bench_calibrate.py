@@ -213,6 +213,14 @@ def test_a_calibrated_profile_predicts_with_compare_what_the_fit_predicted(tmp_p
     assert runner.invoke(app, args).exit_code == 0
     (tpot,) = [r for r in json.loads(out.read_text()) if r["metric"] == "mean_tpot_ms"]
     assert tpot["predicted"] == pytest.approx(cal.fit.rows[0]["predicted"], rel=1e-6)
+    # at another TP the constants are another server's: said (QA: applied without a word)
+    result = runner.invoke(app, [*args, "--tp", "2"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert (
+        "deployment constants were fitted on qwen3-8b at tp=1, applied to qwen3-8b at tp=2" in text
+    )
+    assert "deployment constants were" not in " ".join(runner.invoke(app, args).output.split())
 
 
 def test_the_deployment_constants_enter_every_forward(tmp_path):

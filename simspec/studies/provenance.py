@@ -380,7 +380,7 @@ def _traces_model() -> str | None:
     return None
 
 
-def _deployment_fitted_on(profile: HardwareProfile) -> tuple[str, int] | None:
+def deployment_fitted_on(profile: HardwareProfile) -> tuple[str, int] | None:
     """The (model, tp) a profile's deployment constants were fitted on (``calibrate bench``
     records them), or None where it has none or does not say."""
     fit = profile.deployment.fit if profile.deployment is not None else {}
@@ -405,7 +405,7 @@ def _profile_part(deploy: Deployment) -> str:
         name = f"profile {shown(deploy.profile)} ({profile.gpu}: {profile.status or 'no status'})"
         if not own:  # QA: another GPU's profile ran without a word that it is another's
             name += f", fitted on {profile.gpu} and applied to {deploy.gpu}'s datasheet peaks"
-        if (fitted := _deployment_fitted_on(profile)) and fitted != (deploy.model, deploy.tp):
+        if (fitted := deployment_fitted_on(profile)) and fitted != (deploy.model, deploy.tp):
             # a deployment's host constants are that server's (QA: fitted on qwen3-8b at tp=1,
             # they ran under llama-3.1-70b at tp=4 without a word)
             name += (

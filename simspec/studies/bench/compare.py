@@ -47,6 +47,7 @@ from simspec.errors import InputError, ScenarioError, first_error
 from simspec.studies.bench.acceptance import drafted_only, with_acceptance
 from simspec.studies.bench.measured import Acceptance, MeasuredRun, ordered, percentile_of
 from simspec.studies.bench.simulated import simulated_metrics
+from simspec.studies.provenance import deployment_fitted_on
 
 COLUMNS = ("run", "metric", "measured", "predicted", "rel_error", "load", "lengths")
 
@@ -168,9 +169,18 @@ def plan_run(
         field, message = first_error(exc)
         raise InputError(field, f"{run.name}: {message}") from None
     if scenario.profile is not None:
-        fitted = load_profile(scenario.profile).gpu
+        prof = load_profile(scenario.profile)
+        fitted = prof.gpu
         if fitted != scenario.gpu:  # QA: another GPU's profile was applied without a word
             notes.append(f"profile fitted on {fitted}, applied to {scenario.gpu}'s datasheet peaks")
+        on = deployment_fitted_on(prof)
+        if on is not None and on != (scenario.model, scenario.tp):
+            # a calibrate bench profile's host constants are that server's (QA: fitted on
+            # qwen3-8b at tp=1, compared against llama runs and at tp=2 without a word)
+            notes.append(
+                f"the profile's deployment constants were fitted on {on[0]} at tp={on[1]}, "
+                f"applied to {scenario.model} at tp={scenario.tp}"
+            )
     return Plan(run, scenario, lengths, tuple(notes))
 
 
