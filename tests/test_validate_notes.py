@@ -117,3 +117,16 @@ def test_a_mean_latency_is_over_the_served_requests():
     fields = {f: 1.0 for f in RunSummary.__dataclass_fields__}
     run = RunSummary(**{**fields, "requests": 4, "unfinishable": 1, "section_e2e_s": (3.0, 3.0)})
     assert e2e_seconds(run, "mean") == pytest.approx(2.0)
+
+
+def test_a_latency_no_llm_step_reaches_is_skipped_as_a_unit_slip(row):
+    """QA: a TPOT of 0.00728 (seconds, in the ms column) was scored at +105,957 % and carried
+    the file's MAPE."""
+    from simspec.studies.validation.predict import Skip
+
+    lengths = {"prompt_len": "512", "output_len": "128"}
+    with pytest.raises(Skip, match="below 0.1 ms, no LLM step's: a value in seconds"):
+        plan_case({**row, **lengths, "metric": "tpot_ms", "measured_value": "0.00728"})
+    with pytest.raises(Skip, match="below 1 ms"):
+        plan_case({**row, **lengths, "metric": "ttft_ms", "measured_value": "0.05"})
+    assert plan_case({**row, **lengths, "metric": "tpot_ms", "measured_value": "7.28"})

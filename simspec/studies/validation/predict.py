@@ -147,6 +147,11 @@ class CasePlan:
     statistic: str = "mean"
 
 
+# the least a latency row can measure (ms), as the SLO flags take them (studies.fleet
+# SLO_MIN_MS): a TTFT under a millisecond or a TPOT under a tenth of one is below any step
+LEAST_MS = {"ttft_ms": 1.0, "tpot_ms": 0.1}
+
+
 def plan_case(
     row: dict[str, str],
     assume_gpu: str | None = None,
@@ -169,6 +174,13 @@ def plan_case(
     measured = number(get("measured_value"))
     if measured is None or measured <= 0:
         raise Skip(f"measured_value {get('measured_value')!r} is not a positive number")
+    if metric in LEAST_MS and measured < LEAST_MS[metric]:
+        # a latency no GPU serving an LLM reaches: a value in seconds, most likely (QA: a TPOT
+        # of 0.00728 was scored at +105,957 % and carried the file's MAPE)
+        raise Skip(
+            f"measured_value {measured:g} for {metric} is below {LEAST_MS[metric]:g} ms, no "
+            "LLM step's: a value in seconds? (the column is in the metric's unit, ms)"
+        )
     method = get("method")
     if method not in SPECULATORS:
         raise Skip(f"method {method!r} is not modelled (simspec methods lists them)")
