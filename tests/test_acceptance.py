@@ -198,6 +198,18 @@ def test_a_tree_of_an_uninformed_draft_yields_one_token_and_a_tau_inverts_above_
         alpha_for_tree_tau(0.9, shape)
 
 
+def test_a_tree_tau_of_depth_plus_one_is_every_draft_accepted_and_past_it_the_bound_is_said():
+    """QA: tau 5 at depth 4 (every draft accepted, as a chain's k + 1 is taken) was refused,
+    and the error named no bound."""
+    from simspec.engine.acceptance.inversion import alpha_for_tree_tau
+    from simspec.engine.acceptance.trees import TreeShape
+
+    shape = TreeShape(63, 4, 4)
+    assert alpha_for_tree_tau(5.0, shape, spread=0.3) == 1.0
+    with pytest.raises(ValueError, match=r"can yield \(at most 5.000, every draft accepted\)"):
+        alpha_for_tree_tau(5.2, shape)
+
+
 def test_a_scalar_alpha_given_is_the_same_at_every_position():
     """--alpha's help: "a scalar = same at every position". Medusa's per-head decay shapes a
     τ's inversion, not a rate the user gave; a config's own depth_decay still applies."""

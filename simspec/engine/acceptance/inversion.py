@@ -190,9 +190,16 @@ def alpha_for_tree_tau(
     if least >= 0:
         return 0.0
     if f(1 - 1e-6) <= 0:
+        # at or past what every draft accepted yields: the tree's most (depth + 1 when each
+        # depth accepts as the first), which is alpha 1, as a chain's k + 1 is; beyond it the
+        # error states the bound (QA: tau 5 at depth 4 was refused, naming none)
+        most = tree_expected_tau(shape, decayed(1.0, decay, shape.depth), 0.0, 0.0, sampled)
+        if tau <= most + 1e-9:
+            return 1.0
         raise ValueError(
             f"tau {tau} is more than a tree of {shape.nodes} nodes, depth {shape.depth} "
-            "can yield at these settings"
+            f"can yield (at most {most:.3f}, every draft accepted): give a tau it can reach, "
+            "or an alpha"
         )
     return brentq(f, 1e-6, 1 - 1e-6, xtol=1e-6)
 
