@@ -350,3 +350,16 @@ def test_analytic_csv_holds_an_alpha_profiles_rows_by_depth(tmp_path):
     e3 = 1 + 0.83 + 0.83 * 0.6 + 0.83 * 0.6 * 0.4
     assert profile.expected_tokens.iloc[2] == pytest.approx(e3)
     assert (table.alpha_profile == "").sum() == len(table) - 8
+
+
+@pytest.mark.slow
+def test_analytic_compare_says_which_way_a_batch_moved_the_speedup():
+    """QA: on Qwen3-30B-A3B the simulated speedup rose from 1.76 at batch 1 to 2.76 at 32
+    under a note that explained a fall."""
+    from simspec.config import Deployment
+    from simspec.studies.analytic import compare
+
+    moe = compare(Deployment(model="qwen3-30b-a3b"), "eagle3", 0.8, 3, 512, (1, 32), 0.0)
+    row = moe[moe.batch_size == 32].iloc[0]
+    assert row.simulated_speedup > row.closed_form_speedup_batch1
+    assert "speedup rises above the closed form" in row.why
