@@ -599,3 +599,16 @@ def test_sampling_notes_say_where_the_family_alone_moves_acceptance():
     hot = " ".join(sampling_notes(1.0, 0.9))
     assert "the family's" not in hot and "a smaller top-p raises acceptance" in hot
     assert not sampling_notes(0.0, 1.0)
+
+
+def test_a_draft_run_on_another_pairs_acceptance_says_drafts_compare_by_cost_alone():
+    """QA: --draft-model llama-3.1-8b (the target itself) read the preset's tau 2.27 measured
+    with another pair; only the cost moved, and only a CSV column said why."""
+    from simspec.catalog.methods import preset_method
+    from simspec.studies.sweep import extrapolation_notes
+
+    own = preset_method("draft_model", "sharegpt", draft_model="llama-3.1-8b")
+    said = " ".join(extrapolation_notes([own]))
+    assert "draft_model with draft llama-3.1-8b: its acceptance is the preset's" in said
+    assert "compare here by their cost alone" in said
+    assert not extrapolation_notes([preset_method("eagle3", "sharegpt")])

@@ -500,11 +500,25 @@ def extrapolation_notes(methods: list[MethodConfig]) -> list[str]:
         if beyond:
             k = max(m.k, deepest.get(m.name, (0, 0))[1])
             deepest[m.name] = (beyond, k)
-    return [
+    lines = [
         f"note: {name} at K={k}: acceptance extrapolated beyond k={beyond}, the deepest draft "
         f"position its sources measured (simspec methods {name})"
         for name, (beyond, k) in deepest.items()
     ]
+    for m in methods:
+        acc = m.acceptance
+        if acc is None or not acc.source.startswith("measured with a different draft pair"):
+            continue
+        # QA: the target itself as its own draft read the 1B draft's tau 2.27, only the cost
+        # moved, and only the CSV's acceptance_source said why
+        line = (
+            f"note: {m.name} with draft {m.draft_model}: its acceptance is the preset's, "
+            "measured with another draft pair, so drafts compare here by their cost alone (a "
+            "draft closer to the target accepts more): --alpha or --tau gives your pair's"
+        )
+        if line not in lines:
+            lines.append(line)
+    return lines
 
 
 def picked_shape_notes(model: str, engine: str, methods: list[MethodConfig]) -> list[str]:
