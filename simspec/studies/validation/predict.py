@@ -68,6 +68,7 @@ from simspec.engine.costmodel.linear_attention import LINEAR_STATE_NOTE
 from simspec.engine.metrics import RunSummary
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, validation_message
+from simspec.studies.fleet import SLO_MIN_MS
 from simspec.studies.runs.job import Failed
 from simspec.studies.runs.keys import scenario_key
 from simspec.studies.validation.assume import (
@@ -147,9 +148,8 @@ class CasePlan:
     statistic: str = "mean"
 
 
-# the least a latency row can measure (ms), as the SLO flags take them (studies.fleet
-# SLO_MIN_MS): a TTFT under a millisecond or a TPOT under a tenth of one is below any step
-LEAST_MS = {"ttft_ms": 1.0, "tpot_ms": 0.1}
+# the least a latency row can measure (ms): the least SLO each takes, below any LLM step
+LEAST_MS = SLO_MIN_MS
 
 
 def plan_case(
