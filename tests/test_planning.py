@@ -88,6 +88,12 @@ def test_the_exported_speculative_config_reads_back_as_the_same_schedule():
     parallel = speculative_config(MethodConfig(name="p_eagle", k=5), [[1, 1024, 5]], "x/y")
     assert parallel["method"] == "eagle3" and parallel["parallel_drafting"] is True
     assert to_method(json.loads(json.dumps(parallel)))["name"] == "p_eagle"
+    # one band of one K is num_speculative_tokens alone: vLLM runs any table as Dynamic SD,
+    # its CUDA graphs piecewise (QA: [[1, 1024, 5]] was exported)
+    assert "num_speculative_tokens_per_batch_size" not in parallel
+    assert parallel["num_speculative_tokens"] == 5
+    off = speculative_config(eagle(0.1), [[1, 1024, 0]])
+    assert off["num_speculative_tokens_per_batch_size"] == [[1, 1024, 0]]  # off says so
 
 
 @pytest.mark.slow

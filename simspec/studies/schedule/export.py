@@ -33,11 +33,13 @@ def speculative_config(
     if name is None:
         return None
     top = max((k for _, _, k in bands), default=0)
-    cfg: dict = {
-        "method": name,
-        "num_speculative_tokens": max(top, 1),
-        "num_speculative_tokens_per_batch_size": bands,
-    }
+    cfg: dict = {"method": name, "num_speculative_tokens": max(top, 1)}
+    if not (len(bands) == 1 and bands[0][2] >= 1):
+        # one band of one K is num_speculative_tokens alone: vLLM turns Dynamic SD on whenever
+        # the key is there (SpeculativeConfig.uses_dynamic_speculative_decoding) and then runs
+        # its CUDA graphs piecewise (VllmConfig._maybe_override_dynamic_sd_cudagraph_mode), a
+        # cost for nothing (QA: a one-band table was exported)
+        cfg["num_speculative_tokens_per_batch_size"] = bands
     # MTP drafts with the target's own layers: vLLM takes the target model when none is given
     # (the 0.34.0 wheel: MTP's default_model, vllm/v1/worker/gpu/spec_decode/mtp/config.py)
     if name in ("eagle", "eagle3", "medusa", "draft_model"):
