@@ -522,3 +522,23 @@ def test_the_running_limit_note_counts_the_replicas_ranks(engine, flag, runs, ov
     text = " ".join(result.output.split())
     assert f"note: {over}the requests beyond --max-num-seqs 3 ({how}" in text
     assert f"the engine runs at most {runs} at once" in text
+
+
+def test_vllm_runs_no_dynamic_sd_table_under_data_parallelism():
+    """vLLM turns num_speculative_tokens_per_batch_size off at dp > 1 (each rank would pick
+    its own K; VllmConfig._maybe_disable_dynamic_sd_for_data_parallel). QA: simspec ran the
+    table at dp=2, and recommend printed one for it."""
+    spec = (
+        '{"method":"eagle3","model":"x","num_speculative_tokens":3,'
+        '"num_speculative_tokens_per_batch_size":[[1,8,3],[9,1024,0]]}'
+    )
+    args = ["--model", "qwen3-30b-a3b", "--tp", "2", "--dp", "2"]
+    swept = runner.invoke(
+        app,
+        ["sweep", *args, "--concurrencies", "1", "--turnovers", "1", "--speculative-config", spec],
+    )
+    assert swept.exit_code == 2 and "turns num_speculative_tokens_per_batch_size off at dp=2" in (
+        " ".join(swept.output.split())
+    )
+    rec = runner.invoke(app, ["recommend", *args])
+    assert rec.exit_code == 2 and "error: --dp: vLLM turns" in " ".join(rec.output.split())

@@ -25,14 +25,35 @@ TO_VLLM = {
     "medusa1": "medusa",
     "suffix": "suffix",
 }
-# vLLM's per-model names for multi-token-prediction heads: all run simspec's mtp
+# vLLM's per-model names for multi-token-prediction heads, all of which run simspec's mtp:
+# vllm/config/speculative.py MTPModelTypes on vLLM main (read 2026-12-07; each is "deprecated
+# and replaced with mtp" there), less "mtp" itself (QA: qwen3_5_mtp was refused)
 MTP_ALIASES = (
     "deepseek_mtp",
-    "qwen3_next_mtp",
-    "ernie_mtp",
-    "glm4_moe_mtp",
+    "dots3_note_mtp",
     "mimo_mtp",
+    "mimo_v2_mtp",
+    "glm4_moe_mtp",
+    "glm4_moe_lite_mtp",
+    "glm_ocr_mtp",
+    "ernie_mtp",
+    "nemotron_h_mtp",
+    "exaone_moe_mtp",
+    "exaone4_5_mtp",
+    "qwen3_next_mtp",
+    "qwen3_5_mtp",
     "longcat_flash_mtp",
+    "bailing_hybrid_v3_mtp",
+    "minimax_m3_mtp",
+    "bailing_hybrid_mtp",
+    "kimi_k3_mtp",
+    "pangu_ultra_moe_mtp",
+    "step3p5_mtp",
+    "hy_v3_mtp",
+    "hy_v4_mtp",
+    "gemma4_mtp",
+    "inkling_mtp",
+    "glm5_next_mtp",
 )
 # vLLM method name -> simspec method: every exported name read back, and the MTP aliases
 METHODS = {**{vllm: name for name, vllm in TO_VLLM.items()}, **dict.fromkeys(MTP_ALIASES, "mtp")}

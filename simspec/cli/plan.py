@@ -59,6 +59,7 @@ from simspec.config import (
     check_precision_target,
 )
 from simspec.engine import window
+from simspec.engine.build import DYNAMIC_SD_UNDER_DP
 from simspec.errors import InputError
 from simspec.studies import capacity
 from simspec.studies.provenance import with_provenance
@@ -746,6 +747,8 @@ def recommend(
     # Dynamic SD's num_speculative_tokens_per_batch_size is vLLM V1's: V0 (vllm-v0) reads a
     # disable_by_batch_size alone (QA: --json wrote a V1 schedule for it)
     vllm = engine.family == "vllm" and not engine.disables_by_batch_size
+    if vllm and deploy.dp > 1:
+        raise InputError("--dp", DYNAMIC_SD_UNDER_DP.format(dp=deploy.dp))
     if not vllm:
         refuse_unread(
             f"writes vLLM V1's --speculative-config (num_speculative_tokens_per_batch_size), "

@@ -330,6 +330,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
             f"{sc.dp}",
         )
     max_seqs = replica_running_limit(engine, max_seqs, sc.dp)
+    if sc.dp > 1 and engine.family == "vllm" and sc.method.k_schedule:
+        raise InputError("method.k_schedule", DYNAMIC_SD_UNDER_DP.format(dp=sc.dp))
     if engine.family == "vllm" and max_tokens < max_seqs:
         # vLLM refuses to start (SchedulerConfig._verify_args): every sequence a step runs
         # takes at least one token of the budget
@@ -432,6 +434,18 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         and engine.flag("pd_decode_recomputes_last_token"),
         transfer_reserve=reserve,
     )
+
+
+# vLLM turns a Dynamic SD table off under data parallelism and runs num_speculative_tokens at
+# every batch size: each DP rank would pick its own K from its own batch and the ranks' steps
+# diverge (vllm/config/vllm.py VllmConfig._maybe_disable_dynamic_sd_for_data_parallel, "causing
+# DP divergence and deadlocks"; QA: simspec had run the table at dp=2)
+DYNAMIC_SD_UNDER_DP = (
+    "vLLM turns num_speculative_tokens_per_batch_size off at dp={dp} (data parallelism: each "
+    "rank would pick its own K and the ranks diverge; vllm/config/vllm.py "
+    "_maybe_disable_dynamic_sd_for_data_parallel) and runs num_speculative_tokens at every "
+    "batch size: compare fixed K (sweep --k), or schedule K at dp=1"
+)
 
 
 def replica_running_limit(engine: EngineProfile, max_seqs: int, dp: int) -> int:
