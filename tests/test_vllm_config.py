@@ -264,3 +264,18 @@ def test_a_policy_lists_only_the_ks_its_schedule_runs():
         policy=Policy(k_schedule=[[1, 4, 1], [5, 1024, 0]]),
     )
     assert [name for name, _ in settings(cfg)] == ["autoregressive", "fixed K=1", "policy"]
+
+
+def test_a_config_without_a_method_takes_the_one_vllm_picks_from_its_model():
+    """vLLM's SpeculativeConfig.__post_init__ picks n-gram for "[ngram]", EAGLE for a model
+    named "eagle-", EAGLE-3 for one named "eagle3", else a draft model (QA: an EAGLE-3 head
+    given as its model alone ran as a stand-alone draft)."""
+    picked = {
+        "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B": "eagle3",
+        "yuhuili/EAGLE-LLaMA3-Instruct-8B": "eagle1",
+        "[ngram]": "ngram",
+        "ngram": "ngram",
+        "meta-llama/Llama-3.2-1B-Instruct": "draft_model",
+    }
+    for model, name in picked.items():
+        assert to_method({"model": model, "num_speculative_tokens": 3})["name"] == name, model

@@ -123,6 +123,23 @@ def read_speculative_config(text: str) -> dict[str, Any]:
     return data
 
 
+def method_from_model(model: str) -> str:
+    """The method vLLM picks for a config that names a ``model`` and no ``method``
+    (vllm/config/speculative.py SpeculativeConfig.__post_init__): "ngram" or "[ngram]" is
+    n-gram; a model whose name holds "eagle-" is EAGLE(-1), one whose name holds "eagle3" is
+    EAGLE-3; else a draft model (vLLM also reads the draft's config.json model_type: medusa,
+    mlp_speculator, an MTP type; a config that is one of those must say its method here).
+    QA: an EAGLE-3 head given as its model alone ran as a stand-alone draft model."""
+    name = model.lower()
+    if name in ("ngram", "[ngram]"):
+        return "ngram"
+    if "eagle-" in name:
+        return "eagle"
+    if "eagle3" in name:
+        return "eagle3"
+    return "draft_model"
+
+
 def to_method(cfg: dict[str, Any], tp: int = 1) -> dict[str, Any]:
     """MethodConfig fields for a vLLM speculative_config (acceptance is left to presets) of
     a target served at tensor parallelism ``tp``."""
@@ -165,7 +182,7 @@ def to_method(cfg: dict[str, Any], tp: int = 1) -> dict[str, Any]:
     if method is None:
         if not cfg.get("model"):
             raise InputError("speculative_config.method", "give a method (or a draft model)")
-        method = "draft_model"
+        method = method_from_model(str(cfg["model"]))
     if not isinstance(method, str) or method not in METHODS:
         raise InputError(
             "speculative_config.method",
