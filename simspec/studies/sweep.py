@@ -493,7 +493,8 @@ def extrapolated_beyond(m: MethodConfig) -> int | None:
 
 
 def extrapolation_notes(methods: list[MethodConfig]) -> list[str]:
-    """One line per method whose acceptance is extrapolated past what its sources measured."""
+    """One line per method whose acceptance is extrapolated past what its sources measured,
+    and per draft run on the acceptance another draft pair measured."""
     deepest: dict[str, tuple[int, int]] = {}
     for m in methods:
         beyond = extrapolated_beyond(m)
