@@ -350,6 +350,26 @@ def test_a_draft_model_caches_each_ranks_requests_over_its_tp_over_dp_gpus():
     assert kv(2, 2) == kv(1, 1) == 2 * kv(2, 1)
 
 
+@pytest.mark.parametrize("name", ["draft_model", "eagle3"])
+def test_a_vllm_dp_rank_holds_its_drafts_weights_over_its_own_gpus(name):
+    """vLLM's DP ranks are engines of their own, each drafting at the rank's tp: a draft's
+    weights per GPU at tp 2, dp 2 are the whole draft, as at tp 1 (QA: split over all tp they
+    read half, and at dp 8 an eighth, so the KV pool was 32 % too large). SGLang's gathered
+    layout slices them over all tp GPUs, as its dense layers."""
+    from simspec.config import MethodConfig
+
+    extra = {"draft_model": "qwen3-0.6b"} if name == "draft_model" else {}
+    method = MethodConfig(name=name, k=3, acceptance={"alpha": 0.7}, **extra)
+
+    def weights(engine: str, tp: int, dp: int) -> float:
+        sc = Scenario(model="qwen3-30b-a3b", engine=engine, method=method, tp=tp, dp=dp)
+        return setup_replica(sc).speculator.extra_weight_bytes()
+
+    assert weights("vllm", 2, 2) == weights("vllm", 1, 1) == 2 * weights("vllm", 2, 1)
+    if name == "eagle3":  # SGLang's draft model needs its own KV outside the static share
+        assert weights("sglang", 2, 2) == weights("sglang", 2, 1) == weights("sglang", 1, 1) / 2
+
+
 def test_a_gpu_without_transfer_timings_moves_tokens_at_its_own_link_and_says_so():
     """QA: an L40S (PCIe, 32 GB/s) exchanged expert tokens at the H100's NVLink speed."""
     from simspec.catalog.hardware import alltoall_note

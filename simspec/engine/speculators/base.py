@@ -307,7 +307,12 @@ class Speculator:
         return cost.scaled(k)
 
     def _params_bytes(self, params: float) -> float:
-        return params * BYTES_PER_PARAM / self.cost.tp
+        """A draft's bf16 weights per GPU: sliced as the target's dense layers are
+        (``ParallelLayout.dense_tp``). Under vLLM's DP attention each rank is its own engine
+        whose drafter runs at the rank's tp (``--tensor-parallel-size``), so every rank holds
+        the draft whole over its tp/dp GPUs (QA: split over all tp, a draft model's weights
+        per GPU read 8x too light at dp 8); SGLang's gathered layout slices it over all tp."""
+        return params * BYTES_PER_PARAM / self.cost.layout.dense_tp
 
 
 class Autoregressive(Speculator):
