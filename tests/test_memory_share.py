@@ -127,3 +127,39 @@ def test_the_gpus_a_model_needs_are_sized_at_the_precision_it_runs():
     assert needed("fp8").startswith(
         "1 x h100_sxm at the least (tp=1: 67.7 GiB of weights per GPU in fp8"
     )
+
+
+def test_sglang_lowers_a_multimodal_checkpoints_share_for_its_vision_tower():
+    """adjust_mem_fraction_for_vlm (0.5.10): Kimi-K2.5's MoonViT, 27 layers of 1152, is
+    27 * 1152^2 / (24 * 1024^2) = 1.424 ViT-L/14s: x 0.95 * (1 - 0.0424) = 0.910 (QA: its
+    share was left at the text model's, 13 % more KV than SGLang holds). Llama-4's classes run
+    text-only by default (mm_disabled_models), and vLLM's share is its constant."""
+    from simspec.catalog.models import load_model
+    from simspec.engine.memory_share import engine_share, sglang_vision_factor
+
+    kimi = load_model("kimi-k2.5")
+    assert kimi.vision_tower == (27, 1152)
+    assert sglang_vision_factor(kimi) == pytest.approx(
+        0.95 * (1 - 0.1 * (27 * 1152**2 / (24 * 1024**2) - 1))
+    )
+    text = kimi.model_copy(update={"vision_tower": None})
+    h200 = load_gpu("h200")
+    sglang, vllm = load_engine("sglang"), load_engine("vllm")
+    args = dict(tp=16, chunk=8192)
+    assert engine_share(sglang, h200, kimi, **args) == pytest.approx(
+        sglang_vision_factor(kimi) * engine_share(sglang, h200, text, **args)
+    )
+    assert engine_share(vllm, h200, kimi, **args) == engine_share(vllm, h200, text, **args)
+    scout = load_model("llama-4-scout").model_copy(update={"vision_tower": (34, 1408)})
+    assert sglang_vision_factor(scout) == 1.0
+
+
+def test_a_config_reads_its_vision_tower_as_sglang_does_and_refuses_a_bad_one():
+    from simspec.catalog.hf_config import _vision_tower
+    from simspec.errors import InputError
+
+    assert _vision_tower(None) is None
+    assert _vision_tower({}) == (24, 1024)  # the HF vision config classes' ViT-L defaults
+    assert _vision_tower({"num_hidden_layers": 32, "hidden_size": 1280}) == (32, 1280)
+    with pytest.raises(InputError, match=r"model.vision_config.hidden_size.*got -1"):
+        _vision_tower({"hidden_size": -1})

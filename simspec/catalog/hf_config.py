@@ -168,6 +168,8 @@ def read_config(raw: dict[str, Any]) -> dict[str, Any]:
     archs = raw.get("architectures")
     if isinstance(archs, list) and archs and isinstance(archs[0], str):
         fields["architecture"] = archs[0]
+    if (tower := _vision_tower(raw.get("vision_config"))) is not None:
+        fields["vision_tower"] = tower
     fields["weight_dtype"], fields["expert_weight_dtype"] = weight_dtypes(raw)
     if group := int4_group_size(raw):
         fields["int4_group_size"] = group
@@ -207,6 +209,25 @@ _COMMON = (
     "max_position_embeddings",
     "num_nextn_predict_layers",
 )
+
+
+def _vision_tower(vision: Any) -> tuple[int, int] | None:
+    """(layers, hidden size) of a multimodal config's vision tower, as SGLang's
+    ``adjust_mem_fraction_for_vlm`` reads them (``num_hidden_layers``, ``hidden_size``;
+    defaults 24 and 1024, ViT-L/14). MoonViT's keys (Kimi-K2.5's ``vt_num_hidden_layers``,
+    ``vt_hidden_size``) are the same numbers SGLang's KimiK25VisionConfig defaults its own to
+    (27, 1152; sglang/srt/configs/kimi_k25.py in the 0.5.10 wheel). None without one."""
+    if not isinstance(vision, dict):
+        return None
+    layers = vision.get("num_hidden_layers", vision.get("vt_num_hidden_layers", 24))
+    hidden = vision.get("hidden_size", vision.get("vt_hidden_size", 1024))
+    for key, value in (("num_hidden_layers", layers), ("hidden_size", hidden)):
+        if not (isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 1 << 16):
+            raise InputError(
+                f"model.vision_config.{key}",
+                f"must be a whole number in [1, 65536] (got {_shown(value)})",
+            )
+    return layers, hidden
 
 
 def _common(raw: dict[str, Any]) -> dict[str, Any]:

@@ -55,6 +55,10 @@ class ModelShape(BaseModel):
     # the config.json's architectures[0] (the model class its weights load into): engines key
     # some defaults on it (SGLang's draft shape when none is given); "" where a config has none
     architecture: str = ""
+    # a multimodal checkpoint's vision tower as its vision_config gives it, (layers, hidden
+    # size); None for a text model. simspec serves text only and leaves its weights out, but
+    # SGLang sizes its memory share by it (memory_share.sglang_vision_factor)
+    vision_tower: tuple[int, int] | None = None
     hidden_size: int = Field(gt=0)
     intermediate_size: int = Field(gt=0)
     num_hidden_layers: int = Field(gt=0)

@@ -15,6 +15,7 @@ in MiB of the device's total memory::
     reserved = max(reserved, 10240) on a GPU of more than 60 GiB
     reserved += 6144 for a separate draft model (STANDALONE), 4096 for EAGLE/NEXTN
     mem_fraction_static = round((gpu_mem - reserved) / gpu_mem, 3)
+    mem_fraction_static *= sglang_vision_factor(...)   # a multimodal checkpoint's
 
 The activations live in that reserve: the KV pool is the share less the weights (the
 docstring: "mem_fraction_static = (model weights + KV cache pool) / GPU memory capacity").
@@ -72,6 +73,30 @@ def sglang_static_share(
     return round((gpu_mem - reserved) / gpu_mem, 3)
 
 
+# SGLang turns multimodal serving off by default for these classes (ModelConfig.__init__,
+# mm_disabled_models, sglang/srt/configs/model_config.py in the 0.5.10 wheel): their share is
+# not lowered for the vision tower unless --enable-multimodal is given
+SGLANG_MULTIMODAL_OFF = (
+    "Gemma3ForConditionalGeneration",
+    "Llama4ForConditionalGeneration",
+    "Step3VLForConditionalGeneration",
+)
+
+
+def sglang_vision_factor(target: ModelShape) -> float:
+    """What SGLang multiplies its default share by for a multimodal checkpoint, to leave room
+    for the vision encoder (``ServerArgs.adjust_mem_fraction_for_vlm``, 0.5.10 wheel, called
+    where mem_fraction_static is not given and the model config ``is_multimodal``): 0.95 x
+    clamp(1 - 0.1 (r - 1), 0.8, 1.05), r the tower's layers x hidden^2 over ViT-L/14's
+    24 x 1024^2. 1 for a text model, or a class SGLang serves text-only by default.
+    Kimi-K2.5 (27 x 1152): 0.910."""
+    if target.vision_tower is None or target.architecture in SGLANG_MULTIMODAL_OFF:
+        return 1.0
+    layers, hidden = target.vision_tower
+    ratio = layers * hidden**2 / (24 * 1024**2)
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+
+
 def engine_share(
     engine: EngineProfile,
     gpu: GpuSpec,
@@ -88,7 +113,7 @@ def engine_share(
     engine's CUDA-graph limit for ``tp`` on ``gpu``), else the profile's constant."""
     if not engine.flag("mem_fraction_by_reserve"):
         return float(engine["gpu_memory_utilization"])
-    return sglang_static_share(
+    return sglang_vision_factor(target) * sglang_static_share(
         gpu.memory_bytes,
         tp=tp,
         pp=pp,

@@ -33,7 +33,7 @@ from simspec.engine.kv_cache import (
     uniform_kv_reason,
 )
 from simspec.engine.layout import BLOCK_CHECKED_ENGINES, ParallelLayout
-from simspec.engine.memory_share import engine_share
+from simspec.engine.memory_share import engine_share, sglang_vision_factor
 from simspec.errors import ScenarioError
 
 
@@ -375,7 +375,13 @@ def layout_facts(
             + (" of the full-attention layers" if plan.window is not None else "")
             + ", "
             + (
-                f"SGLang's share {share:g} less the weights"
+                f"SGLang's share {share:.4g} less the weights"
+                + (
+                    f" (its default lowered x{vision:.3f} for the vision tower, "
+                    "adjust_mem_fraction_for_vlm)"
+                    if (vision := sglang_vision_factor(model)) != 1.0
+                    else ""
+                )
                 if engine.flag("activations_in_share")
                 else f"after {plan.activation_bytes / GIB:.1f} GiB of activations per GPU"
             )
