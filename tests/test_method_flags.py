@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from simspec.cli.flags import DeploymentFlags
@@ -307,3 +308,27 @@ def test_the_plan_download_says_its_price_how_it_probed_and_whose_acceptance():
     assert not {"turnovers", "requests_min", "arrival"} & set(out.columns)
     assert out["acceptance_source"].str.len().gt(0).all() and "engine_profile" in out
     assert (out["percentile"] == 99).all()  # what the slo_* columns hold, as plan --out says
+
+
+def test_a_policy_replaying_a_trace_takes_the_traces_acceptance_dataset(tmp_path):
+    """A replayed trace's dataset or domain column sets the methods' acceptance, as fleet and
+    plan read it (QA: policy replayed azure-code with ShareGPT's, TPOT 26 % off); a trace that
+    names none is refused for a method that needs one, and --dataset then names it (QA: it
+    was refused as lengths_from)."""
+    from simspec.cli.flags import DeploymentFlags
+
+    replay = {"arrival": "replay", "arrival_trace": "azure-code", "trace_end_s": 60}
+    data = {"method": {"name": "eagle3", "k": 3}, "policy": {"k_schedule": [[1, 4, 3], [5, 64, 1]]}}
+    cfg = policy_config({**data, "workload": replay}, MethodFlags())
+    assert cfg.method.acceptance.acc_len == "instructcoder"
+    plain = tmp_path / "plain.csv"
+    plain.write_text("arrival_s,prompt_len,output_len\n0,10,20\n1,10,20\n")
+    unnamed = {**data, "workload": {"arrival": "replay", "arrival_trace": str(plain)}}
+    with pytest.raises(InputError, match="names no domain"):
+        policy_config(unnamed, MethodFlags())
+    named = policy_config(unnamed, DeploymentFlags(dataset="gsm8k"))
+    assert named.method.acceptance.acc_len == "gsm8k"
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(unnamed))
+    out = runner.invoke(app, ["policy", "--config", str(path), "--dataset", "gsm8k"])
+    assert out.exit_code == 0, out.output

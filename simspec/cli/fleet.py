@@ -7,7 +7,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -24,6 +24,7 @@ from simspec.cli.common import (
     study_runs,
 )
 from simspec.cli.flags import DeploymentFlags, read_config, with_flags
+from simspec.cli.method_flags import trace_methods
 from simspec.cli.tables import (
     check_outputs,
     floor_share,
@@ -48,9 +49,6 @@ from simspec.errors import InputError, first_error
 from simspec.outputs import CLOCK_COLUMNS
 from simspec.studies.provenance import provenance
 from simspec.studies.schedule.export import schedule_of
-
-if TYPE_CHECKING:
-    from simspec.catalog.arrival_traces import ArrivalTrace
 
 Replicas = Annotated[int, typer.Option(help="replicas in the fleet", min=1, max=MAX_REPLICAS)]
 RouterOpt = Annotated[str, typer.Option(help=f"router: {', '.join(ROUTERS)}")]
@@ -111,7 +109,7 @@ def fleet_deployment(
             )
         replay = opt.trace_workload(trace, **trace_flags)
         data["workload"] = replay_workload(data.get("workload"), replay, trace_flags, config)
-        methods = _trace_methods(
+        methods = trace_methods(
             flags, data, load_arrival_trace(trace, "--trace"), names, default, flag
         )
         _check_token_trace_read(flags, methods)
@@ -214,51 +212,6 @@ def replay_workload(
         f for flag, fields in REPLACED_BY.items() if trace_flags[flag] is not None for f in fields
     }
     return {k: v for k, v in file.items() if k not in replaced} | replay
-
-
-def _trace_methods(
-    flags: DeploymentFlags,
-    data: dict[str, Any],
-    trace: ArrivalTrace,
-    names: list[str] | None,
-    default: list[str],
-    flag: str,
-) -> list[dict[str, Any]]:
-    """The methods a replay of ``trace`` runs, each in its preset for the trace's acceptance
-    dataset (:func:`acceptance_dataset`). A trace that names no domain (arrival_s, prompt_len,
-    output_len only) needs one only when the methods depend on it: plain decoding reads no
-    acceptance, nor does a method given its own (--alpha, --tau, the file's)."""
-    from simspec.catalog.arrival_traces import PACKAGED_DATASETS, acceptance_dataset
-
-    if trace.dataset is not None and flags.dataset and flags.dataset != trace.dataset:
-        # the trace's own column says each request's dataset, as --dataset's help says (QA: the
-        # flag replaced it without a word); the explorer reads the column too
-        raise InputError(
-            "--dataset",
-            f"the trace {trace.name} names its requests' dataset ({trace.dataset}) in its "
-            f"dataset/domain column, which the replay reads: drop --dataset {flags.dataset}, or "
-            "edit the column",
-        )
-    try:
-        dataset = acceptance_dataset(trace, flags.dataset)
-    except InputError as exc:
-        unnamed = exc
-    else:
-        return flags.chosen(data, names, default, dataset, flag)
-    first = flags.chosen(data, names, default, PACKAGED_DATASETS[0], flag)
-    try:
-        same = all(
-            flags.chosen(data, names, default, ds, flag) == first for ds in PACKAGED_DATASETS[1:]
-        )
-    except InputError:
-        same = False  # a dataset without a preset for a method: the dataset matters
-    if not same:
-        needing = [m["name"] for m in first if m["name"] != "autoregressive"]
-        raise InputError(
-            "--dataset",
-            f"{', '.join(needing)} takes its acceptance from a dataset, and {unnamed.message}",
-        ) from None
-    return first
 
 
 def _check_token_trace_read(flags: DeploymentFlags, methods: list[dict[str, Any]]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -39,6 +39,9 @@ from simspec.config import MAX_K, Deployment, MethodConfig
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError
 from simspec.studies.bench.measured import Acceptance
+
+if TYPE_CHECKING:
+    from simspec.catalog.arrival_traces import ArrivalTrace
 
 AUTOREGRESSIVE = {"name": "autoregressive", "k": 0}
 DEFAULT_MODEL = Deployment.model_fields["model"].default
@@ -406,6 +409,52 @@ class MethodFlags:
         tuned = [self.tuned(m, dataset, k) for m, k in zip(methods, stated, strict=True)]
         self.check_read(tuned)
         return tuned
+
+
+def trace_methods(
+    flags: MethodFlags,
+    data: dict[str, Any],
+    trace: ArrivalTrace,
+    names: list[str] | None,
+    default: list[str],
+    flag: str,
+) -> list[dict[str, Any]]:
+    """The methods a replay of ``trace`` runs, each in its preset for the trace's acceptance
+    dataset (:func:`acceptance_dataset`). A trace that names no domain (arrival_s, prompt_len,
+    output_len only) needs one only when the methods depend on it: plain decoding reads no
+    acceptance, nor does a method given its own (--alpha, --tau, the file's)."""
+    from simspec.catalog.arrival_traces import PACKAGED_DATASETS, acceptance_dataset
+
+    given = getattr(flags, "dataset", None)  # --dataset, where the command has it
+    if trace.dataset is not None and given and given != trace.dataset:
+        # the trace's own column says each request's dataset, as --dataset's help says (QA: the
+        # flag replaced it without a word); the explorer reads the column too
+        raise InputError(
+            "--dataset",
+            f"the trace {trace.name} names its requests' dataset ({trace.dataset}) in its "
+            f"dataset/domain column, which the replay reads: drop --dataset {given}, or "
+            "edit the column",
+        )
+    try:
+        dataset = acceptance_dataset(trace, given)
+    except InputError as exc:
+        unnamed = exc
+    else:
+        return flags.chosen(data, names, default, dataset, flag)
+    first = flags.chosen(data, names, default, PACKAGED_DATASETS[0], flag)
+    try:
+        same = all(
+            flags.chosen(data, names, default, ds, flag) == first for ds in PACKAGED_DATASETS[1:]
+        )
+    except InputError:
+        same = False  # a dataset without a preset for a method: the dataset matters
+    if not same:
+        needing = [m["name"] for m in first if m["name"] != "autoregressive"]
+        raise InputError(
+            "--dataset",
+            f"{', '.join(needing)} takes its acceptance from a dataset, and {unnamed.message}",
+        ) from None
+    return first
 
 
 def preset_dataset(workload: Any, dataset: str | None) -> str:

@@ -13,11 +13,12 @@ from simspec.cli.common import err, one_line_errors
 from simspec.cli.flags import (
     DeploymentFlags,
     overlay,
+    read_config,
     with_flags,
     with_preset_ids,
     with_profile_gpu,
 )
-from simspec.cli.method_flags import MethodFlags, preset_dataset
+from simspec.cli.method_flags import MethodFlags, preset_dataset, trace_methods
 from simspec.cli.tables import check_outputs, print_frame, print_provenance, write_frame
 from simspec.config import DEFAULT_MEASURED, MethodConfig
 from simspec.errors import InputError
@@ -88,7 +89,11 @@ def policy(
             "or a --speculative-config with num_speculative_tokens_per_batch_size (as "
             "simspec recommend prints it)",
         )
-    data = flags._scenario(config)
+    # under a replay the trace's lengths are the requests': --dataset and --token-trace then
+    # name acceptance, as with fleet --trace (QA: --dataset was refused as lengths_from)
+    data = flags._scenario(
+        config, replay=replayed_trace(read_config(config) if config else {}) is not None
+    )
     said = ""
     if rate_csv is not None:
         schedule = read_rate_csv(str(rate_csv))
@@ -283,6 +288,15 @@ def _arrived_by(sched: list[tuple[float, float]], n: int) -> float:
     return sched[-1][0]
 
 
+def replayed_trace(data: dict[str, Any]) -> str | None:
+    """The arrival trace a policy file's workload replays (None: it replays none)."""
+    wl = data.get("workload")
+    if isinstance(wl, dict) and wl.get("arrival") == "replay":
+        ref = wl.get("arrival_trace")
+        return ref if isinstance(ref, str) else None
+    return None
+
+
 def policy_config(data: dict[str, Any], flags: MethodFlags) -> PolicyConfig:
     """The policy file with the method flags on top of its method; a --speculative-config
     replaces the method, and its schedule (num_speculative_tokens_per_batch_size,
@@ -291,10 +305,18 @@ def policy_config(data: dict[str, Any], flags: MethodFlags) -> PolicyConfig:
 
     data = with_profile_gpu(with_preset_ids(dict(data)))
     if "method" in data or flags.speculative_config:
-        dataset = preset_dataset(data.get("workload"), getattr(flags, "dataset", None))
-        if flags.token_trace:
-            data = overlay(data, {"workload": {"lengths_from": flags.checked_token_trace()}})
-        chosen = flags.chosen(data, None, [], dataset, "--config")
+        if (ref := replayed_trace(data)) is not None:
+            # the replayed trace's own dataset or domain column sets the acceptance, as fleet
+            # and plan read it (QA: azure-code replayed ShareGPT's acceptance, TPOT 26 % off)
+            from simspec.catalog.arrival_traces import load_arrival_trace
+
+            trace = load_arrival_trace(ref, "workload.arrival_trace")
+            chosen = trace_methods(flags, data, trace, None, [], "--config")
+        else:
+            dataset = preset_dataset(data.get("workload"), getattr(flags, "dataset", None))
+            if flags.token_trace:
+                data = overlay(data, {"workload": {"lengths_from": flags.checked_token_trace()}})
+            chosen = flags.chosen(data, None, [], dataset, "--config")
         method = next((m for m in chosen if m.get("name") != "autoregressive"), chosen[-1])
         if flags.speculative_config:
             # a --speculative-config's schedule is the policy to compare
