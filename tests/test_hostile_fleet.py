@@ -308,6 +308,8 @@ def test_fleet_says_an_infinite_number_is_not_finite(tmp_path, flag, message):
         ("fleet", "workload: {warmup_requests: 40}", "workload.warmup_requests"),
         ("fleet", "batch_sizes: [1, 4]", "batch_sizes"),
         ("plan", "workload: {turnovers: 5}", "workload.turnovers"),
+        # it replaces the rate: fleet ran the file's schedule, its summary saying --qps (QA)
+        ("fleet", "workload: {rate_schedule: [[0, 2], [10, 20]]}", "workload.rate_schedule"),
     ],
 )
 def test_qps_runs_refuse_a_config_field_they_would_replace(tmp_path, command, body, field):

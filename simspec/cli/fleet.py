@@ -158,6 +158,14 @@ def poisson_workload(
     for field in ("concurrency", "turnovers", "warmup_requests"):
         if file.get(field) is not None:
             raise InputError(f"workload.{field}", why + _unread_hint(field))
+    if file.get("rate_schedule") is not None:
+        # it replaces the rate (WorkloadConfig), so --qps would be dropped while the summary
+        # said it ran (QA: "poisson 5 req/s" over a file schedule's 12.7)
+        raise InputError(
+            "workload.rate_schedule",
+            f"the --config file {shown(str(config))} sets a rate schedule, which replaces "
+            "--qps: drop --qps to run the schedule, or drop rate_schedule from the file",
+        )
     count = requests if requests is not None else file.get("requests", FLEET_REQUESTS)
     return file | {"arrival": "poisson", "rate": qps, "requests": count, "measure": "whole"}
 
