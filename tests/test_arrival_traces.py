@@ -243,3 +243,26 @@ def test_a_tiled_window_at_a_target_rate_runs_at_that_rate_whatever_its_lead():
 
     tiled = transformed("azure-code", 600, 660, None, 10.0, 3600.0)
     assert len(tiled) / 3600.0 == pytest.approx(10.0, rel=0.01)
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_a_duration_column_is_read_in_seconds_not_its_ticks(tmp_path, unit):
+    """df.ts - df.ts[0] is a timedelta: Parquet keeps it as a duration of its unit (QA: 1 s
+    at duration[us] replayed as 1,000,000 s); a date-time column is refused naming it."""
+    path = tmp_path / "d.parquet"
+    frame = pd.DataFrame({"arrival_s": [0.0, 2.0, 3.0], "prompt_len": [1, 2, 3]})
+    frame["output_len"] = [4, 5, 6]
+    frame["arrival_s"] = pd.to_timedelta(frame["arrival_s"], unit="s").astype(
+        f"timedelta64[{unit}]"
+    )
+    frame.to_parquet(path)
+    assert load_arrival_trace(str(path)).arrival_s.tolist() == [0.0, 2.0, 3.0]
+    frame["arrival_s"] = pd.Timestamp("2026-01-01") + frame["arrival_s"]
+    frame.to_parquet(dated := tmp_path / "t.parquet")  # a new name: traces are cached by it
+    with pytest.raises(InputError, match="column arrival_s holds dates and times"):
+        load_arrival_trace(str(dated))
+    frame["arrival_s"] = [0.0, 1.0, 2.0]
+    frame["prompt_len"] = pd.to_timedelta([1, 2, 3], unit="s")
+    frame.to_parquet(timed := tmp_path / "p.parquet")
+    with pytest.raises(InputError, match="column prompt_len: must be a whole number of tokens"):
+        load_arrival_trace(str(timed))

@@ -477,9 +477,24 @@ def _cell_number(value: object) -> object:
     return value
 
 
+def _is_clock(col: pd.Series) -> bool:
+    """A duration or date-time column (numpy's or Arrow's), whose numbers are its storage
+    unit's ticks, not seconds or tokens."""
+    kind = col.dtype
+    if isinstance(kind, pd.ArrowDtype):
+        import pyarrow as pa
+
+        arrow = kind.pyarrow_dtype
+        return bool(pa.types.is_duration(arrow) or pa.types.is_temporal(arrow))
+    return bool(
+        pd.api.types.is_timedelta64_dtype(kind) or pd.api.types.is_datetime64_any_dtype(kind)
+    )
+
+
 def _floats(col: pd.Series) -> np.ndarray:
-    """The column as float64, NaN where a cell is not a number (text is parsed)."""
-    if pd.api.types.is_bool_dtype(col.dtype):
+    """The column as float64, NaN where a cell is not a number (text is parsed; a duration
+    or date-time is no count)."""
+    if pd.api.types.is_bool_dtype(col.dtype) or _is_clock(col):
         return np.full(len(col), np.nan)
     if col.dtype == object:
         col = col.map(_cell_number)
@@ -487,7 +502,20 @@ def _floats(col: pd.Series) -> np.ndarray:
 
 
 def _numbers(col: pd.Series, name: str, column: str, field: str) -> np.ndarray:
-    values = _floats(col)
+    if _is_clock(col) and pd.api.types.is_timedelta64_dtype(col.dtype):
+        # a duration column (df.ts - df.ts[0]) in seconds, not its storage unit's ticks (QA:
+        # a Parquet duration[us] replayed 1 s as 1,000,000 s)
+        values = col.dt.total_seconds().to_numpy(dtype=np.float64, na_value=np.nan)
+    elif _is_clock(col):
+        raise InputError(
+            field,
+            f"{name} column {column} holds "
+            + ("durations" if "duration" in str(col.dtype) else "dates and times")
+            + f" ({col.dtype}): give seconds from the first request as numbers (or a "
+            "duration column), or name it TIMESTAMP as the Azure traces do",
+        )
+    else:
+        values = _floats(col)
     bad = np.flatnonzero(~(np.isfinite(values) & (values >= 0) & (values <= MAX_CLOCK_S)))
     if len(bad):
         raise InputError(
