@@ -238,6 +238,25 @@ def test_a_given_tau_or_alpha_list_drafted_deeper_than_measured_says_so():
     assert extrapolated_beyond(at_k) is None
 
 
+def test_an_acc_len_trace_captured_at_a_short_k_says_so_when_run_deeper(tmp_path):
+    """A trace captured at K=3 holds no accept length past 4: at K=7 its replay shows no
+    acceptance past depth 3, and the sweep says so (QA: it ran K=7 at K=3's τ without a
+    word); run at its own depth nothing is said."""
+    import json
+
+    from simspec.studies.sweep import extrapolated_beyond, extrapolation_notes
+
+    path = tmp_path / "capped.jsonl"
+    rec = {"prompt_len": 10, "output_len": 8, "acc_len": {"eagle3": [4, 1, 2, 4]}}
+    path.write_text(json.dumps(rec) + "\n")
+    acc = {"acc_len": str(path), "acc_len_method": "eagle3"}
+    deep = MethodConfig(name="eagle3", k=7, acceptance=acc)
+    assert extrapolated_beyond(deep) == 3
+    (note,) = extrapolation_notes([deep])
+    assert "beyond k=3" in note and "holds no accept length past 4" in note
+    assert extrapolated_beyond(MethodConfig(name="eagle3", k=3, acceptance=acc)) is None
+
+
 def test_a_profile_reads_extrapolated_only_where_the_run_drafts_past_it():
     """MTP's preset is measured to k=3 and extrapolated beyond: a K = 1 run had still read
     "(extrapolated)" on its provenance line (QA); K = 4 does."""

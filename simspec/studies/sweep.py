@@ -485,26 +485,48 @@ def extrapolated_beyond(m: MethodConfig) -> int | None:
     # a preset's sourced depth, else the depth a τ was measured at (a given --tau-k), else a
     # given α list's length (its last value repeats); a scalar α is a rate at every position
     listed = len(a.alpha) if isinstance(a.alpha, list) else None
-    measured = a.sourced_k or a.tau_k or listed
+    measured = a.sourced_k or a.tau_k or listed or _trace_depth(a.acc_len, a.acc_len_method)
     if measured is None:
         return None
     deepest = max([m.k, *(k for _, _, k in m.k_schedule or [])])
     return measured if deepest > measured else None
 
 
+def _trace_depth(ref: str | None, method: str | None) -> int | None:
+    """The deepest draft position an acc_len trace shows: its longest accept length less the
+    bonus token. A trace captured at K holds no accept length past K + 1, so at a longer draft
+    it replays no acceptance past K (QA: a user's K=3 capture ran K=7 at the same τ, no word
+    said)."""
+    if ref is None or method is None:
+        return None
+    from simspec.catalog.traces import load_trace
+
+    try:
+        return int(load_trace(ref, method).acc.max()) - 1
+    except InputError:  # said where the run reads it
+        return None
+
+
 def extrapolation_notes(methods: list[MethodConfig]) -> list[str]:
     """One line per method whose acceptance is extrapolated past what its sources measured,
     and per draft run on the acceptance another draft pair measured."""
-    deepest: dict[str, tuple[int, int]] = {}
+    deepest: dict[str, tuple[int, int, str]] = {}
     for m in methods:
         beyond = extrapolated_beyond(m)
         if beyond:
-            k = max(m.k, deepest.get(m.name, (0, 0))[1])
-            deepest[m.name] = (beyond, k)
+            k = max(m.k, deepest.get(m.name, (0, 0, ""))[1])
+            a = m.acceptance
+            own = a is not None and a.acc_len is not None and not a.sourced_k
+            where = (
+                f"its trace {a.acc_len} holds no accept length past {beyond + 1}"
+                if own and a is not None
+                else f"simspec methods {m.name}"
+            )
+            deepest[m.name] = (beyond, k, where)
     lines = [
         f"note: {name} at K={k}: acceptance extrapolated beyond k={beyond}, the deepest draft "
-        f"position its sources measured (simspec methods {name})"
-        for name, (beyond, k) in deepest.items()
+        f"position its sources measured ({where})"
+        for name, (beyond, k, where) in deepest.items()
     ]
     for m in methods:
         acc = m.acceptance
