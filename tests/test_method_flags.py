@@ -332,3 +332,17 @@ def test_a_policy_replaying_a_trace_takes_the_traces_acceptance_dataset(tmp_path
     path.write_text(yaml.safe_dump(unnamed))
     out = runner.invoke(app, ["policy", "--config", str(path), "--dataset", "gsm8k"])
     assert out.exit_code == 0, out.output
+
+
+def test_a_policy_past_the_commands_request_bound_is_refused_before_it_runs():
+    """Every setting runs the workload: 6 settings x 1M requests is past MAX_TOTAL_REQUESTS
+    (QA: it started, as sweep and recommend refuse)."""
+    from simspec.studies.policy import run_policy
+
+    data = {
+        "method": {"name": "eagle3", "k": 4},
+        "policy": {"k_schedule": [[1, 2, 4], [3, 8, 3], [9, 32, 2], [33, 1024, 1]]},
+        "workload": {"arrival": "poisson", "rate": 50, "requests": 1_000_000},
+    }
+    with pytest.raises(InputError, match=r"workload.requests: 6 settings x 1,000,000 requests"):
+        run_policy(policy_config(data, MethodFlags()))

@@ -15,11 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.config import (
     _NUMBERS,
+    MAX_TOTAL_REQUESTS,
     Deployment,
     KSchedule,
     MethodConfig,
     Scenario,
     TreeSchedule,
+    WorkloadConfig,
 )
 from simspec.engine.metrics import RunSummary
 from simspec.errors import InputError
@@ -154,6 +156,7 @@ def run_policy(cfg: PolicyConfig, *, runs: Runs = SERIAL) -> pd.DataFrame:
     labels: dict[str, list[str]] = {}  # two settings may be the same run
     for (label, _), sc in zip(chosen, scenarios, strict=True):
         labels.setdefault(scenario_key(sc.model_dump_json()), []).append(label)
+    check_total(cfg.workload, len(labels))
 
     def finished(key: str, _: RunSummary) -> None:
         for label in labels[key]:
@@ -177,6 +180,21 @@ def run_policy(cfg: PolicyConfig, *, runs: Runs = SERIAL) -> pd.DataFrame:
     frame["policy_tpot_gain"] = frame.tpot_ms_p50 / policy.tpot_ms_p50
     frame["policy_e2e_gain"] = frame.e2e_s_p50 / policy.e2e_s_p50
     return frame[COLUMNS]
+
+
+def check_total(workload: WorkloadConfig, runs: int) -> None:
+    """The requests every setting's run serves together stay within the one-command bound,
+    as a sweep's and recommend's do (QA: a policy of 6 settings x 1M requests started)."""
+    from simspec.engine.workload import request_count
+
+    each = request_count(workload)
+    if each * runs > MAX_TOTAL_REQUESTS:
+        raise InputError(
+            "workload.requests",
+            f"{runs} settings x {each:,} requests = {each * runs:,} requests; one command "
+            f"runs at most {MAX_TOTAL_REQUESTS:,}: fewer requests (a shorter rate schedule or "
+            "trace window), or fewer K bands",
+        )
 
 
 def _schedule(method: MethodConfig) -> str:
