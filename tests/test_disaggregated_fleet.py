@@ -105,6 +105,46 @@ def test_sglang_sends_each_prompt_chunk_as_it_ends_and_the_others_after_the_pref
     assert fan_in.delay(1, 1, 2.0, 10) == pytest.approx(8.0 + 10.0)
 
 
+def test_a_prefill_instance_sends_every_cache_the_decode_instance_needs():
+    """What one GPU sends per request (QA: only the pool's full-attention bytes were sent):
+    - vLLM under a KV connector caches every layer's every token (uniform KV), so gpt-oss's
+      windowed layers go whole; SGLang sends their last window (maybe_send_extra, swa);
+    - SGLang's draft pool, outside its share, goes too (_init_kv_manager);
+    - a Gated DeltaNet model's recurrent state, once per request (_send_mamba_state)."""
+    from simspec.engine.disaggregation import SentBytes
+
+    def sent(engine: str, model: str, uniform: bool = False, **kw: object) -> SentBytes:
+        sc = Scenario(model=model, engine=engine, disaggregation_mode="decode", **kw)
+        setup = setup_replica(prefill_scenario(sc))
+        return SentBytes.of(setup, load_engine(engine), uniform=uniform)
+
+    oss = setup_replica(Scenario(model="gpt-oss-120b", engine="vllm")).target
+    windowed = oss.window_kv_bytes_per_token_per_gpu(1)
+    full = oss.kv_bytes_per_token_per_gpu(1)
+    assert windowed == full  # half its layers windowed: the whole transfer doubles
+    vllm = sent("vllm", "gpt-oss-120b", uniform=True)
+    assert vllm.per_token == full + windowed and vllm.extra(4000) == 0.0
+    sglang = sent("sglang", "gpt-oss-120b")
+    assert sglang.per_token == full
+    assert sglang.extra(4000) == oss.sliding_window * windowed and sglang.extra(10) == 10 * windowed
+    draft = MethodConfig(name="eagle3", k=3, acceptance={"alpha": 0.7})
+    with_draft = sent("sglang", "llama-3.1-8b", method=draft)
+    alone = sent("sglang", "llama-3.1-8b")
+    assert with_draft.per_token > alone.per_token
+    assert sent("sglang", "qwen3-next-80b-a3b", tp=4).state > 0
+
+
+def test_dp_attention_ranks_send_over_their_own_links():
+    """Under DP attention each rank's GPUs send its own requests' KV over their own NICs:
+    two requests sent together land together (QA: one link an instance queued them)."""
+    two = KvSender(2, 1, 1, 1000.0, 8e-6, 0.0, per_chunk=False, ranks=2)
+    assert two.delay(0, 0, 0.0, 10) == pytest.approx(10.0)
+    assert two.delay(0, 1, 0.0, 10) == pytest.approx(10.0)
+    single = KvSender(2, 1, 1, 1000.0, 8e-6, 0.0, per_chunk=False)
+    assert single.delay(0, 0, 0.0, 10) == pytest.approx(10.0)
+    assert single.delay(0, 1, 0.0, 10) == pytest.approx(20.0)
+
+
 def test_an_sglang_prefill_instance_leaves_only_the_last_chunks_kv_to_send():
     prompt = LengthSpec(dist="fixed", mean=20_000)
     wl = WorkloadConfig(arrival="poisson", rate=0.2, requests=4, measure="whole", prompt=prompt)

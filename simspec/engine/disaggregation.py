@@ -35,7 +35,9 @@ prompts waiting to be read, and its next prefills wait for room.
 
 Each GPU of the prefill instance sends its own slice of the KV over its own NIC (DGX
 H100/H200/B200: one 400 Gb/s ConnectX-7 per GPU), at ``KV bytes per token per GPU / link
-bandwidth`` a token, and the KV lands ``latency`` after its last byte leaves. When it leaves
+bandwidth`` a token (every cache the decode instance reads: :class:`SentBytes`), and the KV
+lands ``latency`` after its last byte leaves; under DP attention each rank's GPUs send their
+own requests' KV over their own NICs. When it leaves
 is the engine's (:class:`KvSender`, engines.yaml ``kv_send_per_chunk``):
 
 - whole, after the prefill (and the decode instance's allocation): vLLM's decode instance
@@ -62,6 +64,7 @@ the request is a one-token prefill.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -91,6 +94,7 @@ from simspec.engine.fleet import (
     replica_stats,
     route_arrivals,
 )
+from simspec.engine.kv_cache import linear_state_bytes
 from simspec.engine.replica import Replica, ReplicaSetup
 from simspec.engine.requests import RequestTable
 from simspec.engine.simulation import request_frame
@@ -104,11 +108,64 @@ def prefill_scenario(decode: Scenario) -> Scenario:
 
 
 def transfer_s(
-    prompt_tokens: int, kv_bytes_per_token: float, gbps: float, latency_s: float
+    prompt_tokens: int,
+    kv_bytes_per_token: float,
+    gbps: float,
+    latency_s: float,
+    extra_bytes: float = 0.0,
 ) -> float:
     """Seconds to send a prompt's KV from a prefill instance to a decode instance: each GPU
-    its own slice (``kv_bytes_per_token`` per GPU) over its own ``gbps`` link."""
-    return latency_s + prompt_tokens * kv_bytes_per_token * 8.0 / (gbps * 1e9)
+    its own slice (``kv_bytes_per_token`` per GPU, plus ``extra_bytes`` per request: see
+    :class:`SentBytes`) over its own ``gbps`` link."""
+    return latency_s + (prompt_tokens * kv_bytes_per_token + extra_bytes) * 8.0 / (gbps * 1e9)
+
+
+@dataclass(frozen=True)
+class SentBytes:
+    """What one GPU of a prefill instance sends for a request, by engine:
+
+    - ``per_token``: the KV pool's bytes per prompt token (the target's full-attention layers,
+      and a draft's where it shares the pool), plus SGLang's draft pool kept outside its share
+      (``draft_outside_share``: prefill.py/decode.py ``_init_kv_manager`` append
+      ``draft_token_to_kv_pool.get_contiguous_buf_infos()``, "We should also transfer draft
+      model kv cache"), plus the windowed layers' KV where every layer caches every token
+      (vLLM under a KV connector, ``MemoryPlan.uniform_kv``: NixlConnector registers and
+      reads every layer's blocks);
+    - ``window``: otherwise the windowed layers' last window of the prompt (SGLang's
+      ``maybe_send_extra``, state_type ``swa``; TensorRT-LLM assumed the same), at
+      ``window_per_token``;
+    - ``state``: a Gated DeltaNet model's recurrent state, once per request (SGLang
+      ``_send_mamba_state``; vLLM V1 keeps it in the registered KV blocks).
+
+    (QA: only the pool's full-attention bytes were sent: gpt-oss's transfer 2x too cheap
+    under vLLM, Llama-4's 4x, an SGLang draft model's 25 %, Qwen3-Next's 17x at 100 tokens.)"""
+
+    per_token: float
+    window: int = 0
+    window_per_token: float = 0.0
+    state: float = 0.0
+
+    @classmethod
+    def of(cls, setup: ReplicaSetup, engine: EngineProfile, uniform: bool = False) -> SentBytes:
+        """From the prefill instance's setup; ``uniform``: the decode instances' pool caches
+        every layer's every token (their KV connector turned vLLM's hybrid manager off, as
+        the prefill instance's turns its own)."""
+        mem, target = setup.memory, setup.target
+        a_tp, kv_bytes = setup.cost.layout.attn_tp, setup.cost.kv_bytes
+        per_token = mem.kv_bytes_per_token
+        if engine.flag("draft_outside_share"):
+            per_token += setup.speculator.extra_kv_bytes_per_token()
+        windowed = target.window_kv_bytes_per_token_per_gpu(a_tp, kv_bytes)
+        window, window_per_token = 0, 0.0
+        if mem.uniform_kv or uniform:
+            per_token += windowed
+        elif windowed > 0:
+            window, window_per_token = target.sliding_window, windowed
+        return cls(per_token, window, window_per_token, linear_state_bytes(target, engine, a_tp, 1))
+
+    def extra(self, prompt: int) -> float:
+        """The bytes a request sends once, with its last chunk."""
+        return min(prompt, self.window) * self.window_per_token + self.state
 
 
 class KvSender:
@@ -125,32 +182,48 @@ class KvSender:
         n: int,
         prefill: int,
         decode: int,
-        kv_bytes_per_token: float,
+        sent: SentBytes | float,
         gbps: float,
         latency_s: float,
         per_chunk: bool,
+        ranks: int = 1,
     ) -> None:
-        self.kv_bytes, self.gbps, self.latency_s = kv_bytes_per_token, gbps, latency_s
+        # a plain number: bytes per token alone (no window, no state)
+        self.bytes = sent if isinstance(sent, SentBytes) else SentBytes(float(sent))
+        self.gbps, self.latency_s = gbps, latency_s
+        self.kv_bytes = self.bytes.per_token
         self.per_chunk = per_chunk
         self.prefill = prefill
         self.sent = np.zeros(n, dtype=np.int64)  # prompt tokens whose KV has been sent
         self.sent_by = np.zeros(n)  # when the last of them has left
         self.receiver = np.full(n, -1, dtype=np.int64)  # its decode instance, once known
-        # when each link is free: the prefill instances', then the decode instances'
-        self.link_free = np.zeros(prefill + decode)
+        # when each link is free: the prefill instances', then the decode instances'; under
+        # DP attention one per rank, each rank's GPUs sending its own requests' KV over their
+        # own NICs (QA: one link an instance queued 8 ranks' transfers one after another)
+        self.link_free = np.zeros((prefill + decode, ranks))
+        self.rank = np.full((n, 2), -1, dtype=np.int64)  # (prefill, decode) rank, once sent
 
-    def _send(self, link: int, rid: int, now: float, tokens: int) -> float:
-        """Put ``tokens`` of ``rid``'s KV on its links at ``now``: seconds until they start to
-        leave (the later of the links' free moments)."""
+    def _lane(self, instance: int, rid: int, side: int) -> int:
+        """The rank of ``instance`` that carries ``rid``'s KV: the one it went out (or came
+        in) on before, else the first free (the ranks' own schedulers balance requests)."""
+        if self.rank[rid, side] < 0:
+            self.rank[rid, side] = int(np.argmin(self.link_free[instance]))
+        return int(self.rank[rid, side])
+
+    def _send(self, link: int, rid: int, now: float, tokens: int, extra: float = 0.0) -> float:
+        """Put ``tokens`` of ``rid``'s KV (and ``extra`` bytes) on its links at ``now``:
+        seconds until they start to leave (the later of the links' free moments)."""
         d = int(self.receiver[rid])
-        free = float(self.link_free[link])
+        lane = self._lane(link, rid, 0)
+        free = float(self.link_free[link, lane])
         if d >= 0:
-            free = max(free, float(self.link_free[self.prefill + d]))
+            at = self._lane(self.prefill + d, rid, 1)
+            free = max(free, float(self.link_free[self.prefill + d, at]))
         waiting = max(free - now, 0.0)
-        end = now + waiting + transfer_s(tokens, self.kv_bytes, self.gbps, 0.0)
-        self.link_free[link] = end
+        end = now + waiting + transfer_s(tokens, self.kv_bytes, self.gbps, 0.0, extra)
+        self.link_free[link, lane] = end
         if d >= 0:
-            self.link_free[self.prefill + d] = end
+            self.link_free[self.prefill + d, at] = end
         self.sent_by[rid] = end
         return waiting
 
@@ -169,11 +242,15 @@ class KvSender:
         the KV's landing at a decode instance: what the links still have to send before and
         of the prompt, then the latency."""
         rest = max(prompt - int(self.sent[rid]), 0)
-        if rest == 0:  # every chunk sent already: it lands once the last has left
+        extra = self.bytes.extra(prompt)  # the window and state leave with the last chunk
+        if rest == 0 and extra == 0:  # every chunk sent already: it lands once the last has left
             return max(float(self.sent_by[rid]) - now, 0.0) + self.latency_s
+        if rest == 0:  # the chunks sent (their links free after them): the rest follows
+            waiting = self._send(link, rid, now, 0, extra)
+            return waiting + transfer_s(0, self.kv_bytes, self.gbps, self.latency_s, extra)
         self.sent[rid] = prompt
-        waiting = self._send(link, rid, now, rest)
-        return waiting + transfer_s(rest, self.kv_bytes, self.gbps, self.latency_s)
+        waiting = self._send(link, rid, now, rest, extra)
+        return waiting + transfer_s(rest, self.kv_bytes, self.gbps, self.latency_s, extra)
 
 
 def simulate_disaggregated(
@@ -224,10 +301,11 @@ def simulate_disaggregated(
         len(specs),
         n_pre,
         n_dec,
-        setups[0].memory.kv_bytes_per_token,
+        SentBytes.of(setups[0], engine, uniform=setups[n_pre].memory.uniform_kv),
         pool.kv_transfer_gbps,
         pool.kv_transfer_latency_ms / 1e3,
         per_chunk=engine.flag("kv_send_per_chunk"),
+        ranks=setups[0].memory.dp,
     )
     landed = np.full(len(specs), np.nan)
     placed_pre = np.full(len(specs), -1, dtype=np.int64)
