@@ -167,6 +167,18 @@ def test_a_trace_no_request_of_which_can_finish_is_one_line_naming_the_context(
     assert "context, 131,072 tokens" in line and not out.exists()
 
 
+@pytest.mark.parametrize("prefill", [[], ["--prefill-replicas", "1"]], ids=["whole", "pd"])
+def test_prompts_past_an_engines_whole_prompt_budget_name_the_budget_not_the_kv(tmp_path, prefill):
+    """TensorRT-LLM admits a prompt whole, never past max_num_tokens (QA: 9,000-token
+    prompts were blamed on the KV cache, with "raise tp")."""
+    path = trace(tmp_path, [(0.0, 9000, 16), (2.0, 9000, 16)])
+    result = runner.invoke(app, ["fleet", "--engine", "trtllm", "--trace", path, *prefill])
+    assert result.exit_code == 2
+    line = one_error_line(result.output)
+    assert "2 of 2 have prompts longer than the token budget (8,192)" in line
+    assert "--max-num-batched-tokens" in line and "raise tp" not in line
+
+
 def test_a_max_model_len_below_every_request_is_named_not_the_kv_cache(tmp_path):
     """QA: it read "need more KV cache than a replica holds ...: raise tp"."""
     path = trace(tmp_path, [(0.0, 80, 40), (0.5, 80, 40)])

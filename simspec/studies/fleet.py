@@ -31,7 +31,7 @@ import pandas as pd
 from simspec.catalog.models import load_model
 from simspec.config import STATE_FREE_ROUTERS, FleetConfig, Scenario
 from simspec.engine import intervals as ci
-from simspec.engine.build import max_model_len, no_pd
+from simspec.engine.build import max_model_len, no_pd, setup_replica
 from simspec.engine.disaggregation import simulate_disaggregated
 from simspec.engine.fleet import (
     DEFAULT_WINDOW_S,
@@ -165,15 +165,26 @@ def _check_finishable(cfg: FleetConfig, run: FleetRun) -> None:
         why.append(
             f"{longer:,} of {len(q):,} are longer (prompt + output) than {whose} {context:,} tokens"
         )
-    if len(q) > longer:
+    # an engine that admits prompts whole never admits one past its token budget (build.
+    # past_budget; QA: TensorRT-LLM's 9,000-token prompts were blamed on the KV cache)
+    setups = [setup_replica(r) for r in cfg.replicas]
+    whole = [s.max_tokens for s in setups if not s.chunk_prompts]
+    fits = q["prompt_tokens"] + q["requested_output_tokens"] <= context
+    past = int((fits & (q["prompt_tokens"] > min(whole))).sum()) if whole else 0
+    if past:
+        why.append(
+            f"{past:,} of {len(q):,} have prompts longer than the token budget "
+            f"({min(whole):,}), which this engine admits whole: raise --max-num-batched-tokens"
+        )
+    if len(q) > longer + past:
         blocks = min(s.memory.num_blocks for s in run.replicas)
         why.append(
-            f"{len(q) - longer:,} of {len(q):,} need more KV cache than a replica holds "
+            f"{len(q) - longer - past:,} of {len(q):,} need more KV cache than a replica holds "
             f"({blocks:,} blocks): shorten them, or raise tp"
         )
     raise ScenarioError(
         f"workload: no request of the run can finish: {'; '.join(why)}"
-        + ("" if len(q) > longer else ": shorten the requests")
+        + ("" if len(q) > longer + past or past else ": shorten the requests")
     )
 
 
