@@ -299,3 +299,21 @@ def test_the_vectorised_replay_is_the_rule_on_real_streams():
             replay_stream_reference(prompt, generated, 3, 5),
         )
         assert (fast.proposed == slow.proposed).all() and (fast.accepted == slow.accepted).all()
+
+
+def test_a_token_trace_is_known_by_its_first_record_whatever_its_key_order_or_size(tmp_path):
+    """QA: a first record with generated_token_ids before prompt_token_ids and over 4 KB, or
+    after a blank line, was read as an acc_len trace and refused."""
+    import json
+
+    from simspec.catalog.token_traces import is_token_trace_file
+
+    rec = {"generated_token_ids": list(range(2000)), "prompt_token_ids": [1, 2, 3]}
+    long = tmp_path / "long.jsonl"
+    long.write_text(json.dumps(rec) + "\n")
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text("\n" + json.dumps({"prompt_token_ids": [1], "generated_token_ids": [2]}))
+    acc = tmp_path / "acc.jsonl"
+    acc.write_text(json.dumps({"prompt_len": 3, "output_len": 2, "acc_len": {"ngram": [1]}}))
+    assert is_token_trace_file(str(long)) and is_token_trace_file(str(blank))
+    assert not is_token_trace_file(str(acc))

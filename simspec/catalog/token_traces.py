@@ -65,6 +65,12 @@ def packaged_token_traces() -> list[str]:
     )
 
 
+# how far is_token_trace_file looks for a file's first record: past this many blank lines, and
+# into this many bytes of it (a long conversation's ids run to megabytes)
+FIRST_RECORD_LINES = 1000
+FIRST_RECORD_BYTES = 64 << 20
+
+
 def is_token_trace_file(ref: str) -> bool:
     """Whether ``ref`` is a token-trace file (gzipped, or JSONL whose first record has
     ``prompt_token_ids``) rather than a packaged name or an ``acc_len`` trace."""
@@ -75,10 +81,17 @@ def is_token_trace_file(ref: str) -> bool:
         return True
     try:
         with path.open("rb") as f:
-            head = f.read(4096)
+            # the first record, however its keys are ordered and past blank lines (QA: one
+            # with generated_token_ids first, or over 4 KB, was read as an acc_len trace)
+            for _ in range(FIRST_RECORD_LINES):
+                line = f.readline(FIRST_RECORD_BYTES)
+                if not line:
+                    return False
+                if line.strip():
+                    return b'"prompt_token_ids"' in line
     except OSError:
         return False
-    return b'"prompt_token_ids"' in head.split(b"\n", 1)[0]
+    return False
 
 
 def _read(ref: str, field: str) -> tuple[str, bytes]:
