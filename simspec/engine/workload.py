@@ -202,27 +202,37 @@ def read_rate_csv(path: str) -> list[tuple[float, float]]:
         raise InputError(
             flag, f"{shown(path)} needs columns time_s and rate (comma-separated); found: {found}"
         )
+    for name in ("time_s", "rate"):  # pandas reads a repeated column as NAME.1 (QA: unsaid)
+        if f"{name}.1" in frame.columns:
+            raise InputError(flag, f"{shown(path)}: column {name} appears twice: keep one")
+    # each row's line in the file, past the blank lines the reader skips (QA: numbered as if
+    # there were none)
+    text = data.decode("utf-8", errors="replace").splitlines()
+    filled = [n for n, line in enumerate(text, start=1) if line.strip()][1:]
     rows = []
-    for i, (t, r) in enumerate(zip(frame.time_s, frame.rate, strict=True), start=2):
+    lines = []
+    for k, (t, r) in enumerate(zip(frame.time_s, frame.rate, strict=True)):
+        i = filled[k] if k < len(filled) else k + 2
+        lines.append(i)
         try:
-            rows.append((float(t), float(r)))  # line 1 is the header
+            rows.append((float(t), float(r)))
         except ValueError:
             raise InputError(
                 flag, f"{shown(path)}: line {i} ({t!r}, {r!r}): time_s and rate must be numbers"
             ) from None
     if not rows:
         raise InputError(flag, f"{shown(path)}: has no rows (time_s, rate)")
-    for i, row in enumerate(rows, start=2):
+    for j, (i, row) in enumerate(zip(lines, rows, strict=True)):
         if not all(np.isfinite(v) for v in row):
             raise InputError(
                 flag,
                 f"{shown(path)}: line {i} ({row[0]:g}, {row[1]:g}): every time_s and rate "
                 "must be a finite number",
             )
-        if i > 2 and row[0] <= rows[i - 3][0]:  # QA: unsorted read as "must start at 0"
+        if j and row[0] <= rows[j - 1][0]:  # QA: unsorted read as "must start at 0"
             raise InputError(
                 flag,
-                f"{shown(path)}: line {i}: time_s {row[0]:g} after {rows[i - 3][0]:g}: the "
+                f"{shown(path)}: line {i}: time_s {row[0]:g} after {rows[j - 1][0]:g}: the "
                 "times must increase, one row per change of rate",
             )
         if not (row[1] == 0.0 or MIN_RATE <= row[1] <= 1e6):
@@ -237,7 +247,7 @@ def read_rate_csv(path: str) -> list[tuple[float, float]]:
     if rows[-1][1] == 0.0:
         raise InputError(
             flag,
-            f"{shown(path)}: line {len(rows) + 1}: the last rate is 0: it holds to the end of "
+            f"{shown(path)}: line {lines[-1]}: the last rate is 0: it holds to the end of "
             "the run, which then never ends; end on a rate > 0",
         )
     return rows
