@@ -335,6 +335,14 @@ def test_a_policy_needs_a_schedule_and_rate_files_need_their_columns(tmp_path):
     path.write_text("time_s,rate\n0,2\n\n10,1\n\n20,0\n")
     with pytest.raises(ValueError, match="line 6: the last rate is 0"):
         read_rate_csv(str(path))
+    # a schedule expecting more requests than a run serves names the flag, not a --config
+    path.write_text("time_s,rate\n0,0.5\n1e12,2\n")
+    spec = (
+        '{"method": "eagle3", "num_speculative_tokens": 3, '
+        '"num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 1024, 1]]}'
+    )
+    out = runner.invoke(app, ["policy", "--rate-csv", str(path), "--speculative-config", spec])
+    assert out.exit_code == 2 and "error: --rate-csv: its schedule expects" in out.output
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from simspec.cli.flags import (
 )
 from simspec.cli.method_flags import MethodFlags, preset_dataset, trace_methods
 from simspec.cli.tables import check_outputs, print_frame, print_provenance, write_frame
-from simspec.config import DEFAULT_MEASURED, MethodConfig
+from simspec.config import DEFAULT_MEASURED, MAX_REQUESTS, MethodConfig
 from simspec.errors import InputError
 from simspec.studies.schedule import SCHEDULE_FIELDS
 
@@ -103,6 +103,12 @@ def policy(
             # expects, so every piece runs (QA: the README's --rate-csv example was refused,
             # 256 requests arriving before its peak, with no flag to raise them)
             rates["requests"] = schedule_requests(schedule)
+            if rates["requests"] > MAX_REQUESTS:  # QA: blamed on a --config file not given
+                raise InputError(
+                    "--rate-csv",
+                    f"its schedule expects {rates['requests']:,} requests; a run serves at "
+                    f"most {MAX_REQUESTS:,}: a shorter schedule or lower rates",
+                )
             said = _requests_said(schedule, rates["requests"])
         data = overlay(data, {"workload": rates})
     try:
