@@ -317,3 +317,21 @@ def test_a_token_trace_is_known_by_its_first_record_whatever_its_key_order_or_si
     acc.write_text(json.dumps({"prompt_len": 3, "output_len": 2, "acc_len": {"ngram": [1]}}))
     assert is_token_trace_file(str(long)) and is_token_trace_file(str(blank))
     assert not is_token_trace_file(str(acc))
+
+
+def test_a_gzipped_acc_len_trace_is_refused_saying_so(tmp_path):
+    """QA: refused as "not UTF-8 text" (acc_len) or as a token trace missing its keys."""
+    import gzip
+    import json
+
+    from simspec.catalog.token_traces import load_token_trace
+    from simspec.catalog.traces import load_trace
+    from simspec.errors import InputError
+
+    path = tmp_path / "acc.jsonl.gz"
+    rec = {"prompt_len": 3, "output_len": 2, "acc_len": {"eagle3": [1, 2]}}
+    path.write_bytes(gzip.compress(json.dumps(rec).encode()))
+    with pytest.raises(InputError, match="an acc_len trace is read as plain JSONL: gunzip it"):
+        load_trace(str(path), "eagle3")
+    with pytest.raises(InputError, match="an acc_len trace is plain JSONL"):
+        load_token_trace(str(path))

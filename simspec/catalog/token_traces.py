@@ -141,7 +141,12 @@ def load_token_trace(ref: str, field: str = "acceptance.tokens") -> TokenTrace:
         where = f"{name} line {lineno}"
         rec = parse_json(line, field, where, walk=False)  # each field's type is checked below
         if not isinstance(rec, dict) or not {"prompt_token_ids", "generated_token_ids"} <= set(rec):
-            raise InputError(field, f"{where}: needs prompt_token_ids and generated_token_ids")
+            gz = " (a .gz file is read as a token trace; an acc_len trace is plain JSONL)"
+            raise InputError(
+                field,
+                f"{where}: needs prompt_token_ids and generated_token_ids"
+                + (gz if name.endswith(".gz") else ""),
+            )
         prompts.append(_ids(rec["prompt_token_ids"], where, "prompt_token_ids", field, False))
         outputs.append(_ids(rec["generated_token_ids"], where, "generated_token_ids", field, False))
         ids.append(str(rec.get("id", len(ids))))

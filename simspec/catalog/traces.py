@@ -62,6 +62,12 @@ def _resolve(ref: str, field: str = "acceptance.acc_len") -> tuple[str, str]:
             f"no trace {shown(ref)}: give a packaged one ({', '.join(packaged_traces())}) "
             "or the path of an acc_len JSONL file",
         )
+    if ref.endswith(".gz"):  # QA: refused as "not UTF-8 text"
+        raise InputError(
+            field,
+            f"{shown(ref)}: an acc_len trace is read as plain JSONL: gunzip it (only token "
+            "traces, prompt_token_ids and generated_token_ids, may be gzipped)",
+        )
     return str(path), read_input_text(path, field, MAX_TRACE_BYTES)
 
 
