@@ -339,6 +339,7 @@ def simulate_disaggregated(
 
     prealloc_first = engine.flag("pd_prealloc_before_prefill")
     pull_when_admitted = not prealloc_first and engine.flag("pd_pull_after_admission")
+    recompute = engine.flag("pd_decode_recomputes_last_token")
 
     def prefilled(j: int) -> Callable[[int], None]:
         left = to_prefill.left(j)
@@ -348,7 +349,9 @@ def simulate_disaggregated(
             if prefill_table.unfinishable[rid]:  # too long for a prefill instance: no KV
                 decode_table.unfinishable[rid] = True
                 return
-            if pull_when_admitted and decode_table.output_len[rid] > 1:
+            # vLLM's proxy sends even a one-token request on to a decode instance, which
+            # recomputes its last prompt token and samples it there (QA: it skipped that step)
+            if pull_when_admitted and (decode_table.output_len[rid] > 1 or recompute):
                 # the decode instance takes the request now, and pulls its KV once it has
                 # allocated its blocks (start_transfer)
                 if not to_decode_instance(rid):  # refused there: its KV is never read
@@ -378,7 +381,6 @@ def simulate_disaggregated(
         replica.sched.prealloc_slots = prealloc_slots(engine, setup.max_seqs, setup.memory.dp)
         replica.sched.count_step_allocations = engine.flag("pd_alloc_counted_in_step")
     if pull_when_admitted:
-        recompute = engine.flag("pd_decode_recomputes_last_token")
         for replica in built[n_pre:]:
             replica.sched.awaits_kv = True
             replica.sched.recompute_last = recompute

@@ -247,7 +247,8 @@ class Replica(RunsAtOnce):
         if self.acceptance is not None:
             self.acceptance.start(rid, int(r.trace_index[rid]))
         if self._decode_instance:
-            if r.output_len[rid] <= 1:  # the prefill instance's token was its whole output,
+            if r.output_len[rid] <= 1 and not self.sched.recompute_last:
+                # the prefill instance's token was its whole output,
                 # delivered here on arrival (QA: left without a first token or a count, a
                 # disaggregated fleet read its TTFT as missing and its SLO as missed)
                 r.first_token[rid] = r.finish[rid] = self.env.now
