@@ -189,6 +189,15 @@ def test_a_max_model_len_below_every_request_is_named_not_the_kv_cache(tmp_path)
     assert "2 of 2 are longer (prompt + output) than the max_model_len of 100 tokens" in line
 
 
+def test_a_fleet_that_refused_some_requests_says_why(tmp_path):
+    """QA: only "unfinishable 1" in the summary; sweep says why, and now fleet does."""
+    path = trace(tmp_path, [(0.0, 80, 40), (0.5, 200, 40), (1.0, 80, 40)])
+    args = ["fleet", "--trace", path, *SLO, "--max-model-len", "150"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "note: 1 of 3 requests went unserved" in " ".join(result.output.split())
+
+
 def test_the_timeline_of_a_run_with_no_finished_request_has_no_nan_cast(tmp_path):
     path = trace(tmp_path, [(0.0, 2_147_483_647, 20), (3.0, 2_147_483_647, 20)])
     run = simulate_fleet(FleetConfig.uniform(_replay(path), 2, "round_robin"))

@@ -430,6 +430,7 @@ def fleet(
         write_text(report, html, "--report")
     _show(row, util, cfg, slo, warmup_s)
     _arrival_rate_note(table)
+    _unserved_note(table)
     tile_cut_note(cfg.workload)
     _disaggregation_note(cfg)
     # the stand-alone decode instance's note (TTFT: its wait for room) is not this fleet's
@@ -450,6 +451,22 @@ def _arrival_rate_note(table: Any) -> None:
         err.print(
             f"arrivals: {len(arrivals):,} requests over {span:,.1f} s, "
             f"{(len(arrivals) - 1) / span:.3g} req/s between the first and the last",
+            highlight=False,
+        )
+
+
+def _unserved_note(table: Any) -> None:
+    """Requests the fleet refused, said as sweep says them (QA: only "unfinishable 20" in the
+    summary, no word why)."""
+    if "unfinishable" not in table or not len(table):
+        return
+    refused = int(table["unfinishable"].sum())
+    if refused:
+        err.print(
+            f"note: {refused:,} of {len(table):,} requests went unserved: longer than the "
+            "context the engine serves (prompt + output past max_model_len where it is set, "
+            "else the model's max_position_embeddings: a serving engine refuses them) or than "
+            "its KV cache; the latencies are over the rest (the unfinishable column)",
             highlight=False,
         )
 
