@@ -43,9 +43,9 @@ from collections import defaultdict
 from pathlib import Path
 
 try:
-    from calibration.aic_wheel import A100_FRAMEWORKS, a100_tables  # imported as a package
+    from calibration.aic_wheel import A100_FRAMEWORKS, system_tables  # imported as a package
 except ImportError:  # run as a script: calibration/ is sys.path[0]
-    from aic_wheel import A100_FRAMEWORKS, a100_tables
+    from aic_wheel import A100_FRAMEWORKS, system_tables
 
 GPUS = {"H100 SXM": "h100_sxm", "H200 SXM": "h200", "B200 SXM": "b200"}
 CUSTOM_MODES = ("vllm_graph", "vllm_eager", "sglang_graph", "sglang_eager", "trtllm_graph")
@@ -81,7 +81,8 @@ HEADER = """\
 # NCCL; own_switch kernels (TRT-LLM's op, strategy AUTO, which switches itself) keep every size
 # and have no eager curve: a forward TRT-LLM runs eagerly uses the graph curve, its launch
 # cost being the engine's layer_launch_s.
-# GPUs not listed (L40S, H20, GB200, MI300X, ...) keep their hardware profile's ring formula.
+# GPUs not listed (L40S, H20, MI300X, ...), and GPU counts a GPU's tables lack (GB200's and
+# GB300's NCCL tables stop at 4), keep their hardware profile's ring formula.
 """
 AIC_HEADER = """\
 # a100_80gb: aiconfigurator-core 0.12.0 (the PyPI wheel, Apache-2.0, (c) 2025-2026 NVIDIA
@@ -89,8 +90,20 @@ AIC_HEADER = """\
 #   trtllm/1.0.0 custom_allreduce_perf.parquet (backend vllm_graph / vllm_eager / sglang_graph /
 #   sglang_eager; TRT-LLM's op as trtllm_graph), nccl/2.27.3 nccl_perf.parquet (all_reduce /
 #   all_gather, half); NVIDIA A100-SXM4-80GB, 2/4/8 GPUs; message_size elements x 2 bytes.
+# b300, gb200, gb300: the same wheel's systems/data/{b300_sxm,gb200,gb300}/comm at the versions
+#   the shared tables hold for H100/H200/B200: vllm/0.24.0, sglang/0.5.14 and trtllm/1.3.0rc20
+#   custom_allreduce_perf.parquet, nccl/2.29.2 nccl_perf.parquet; B300 2/4/8 GPUs, GB200 and
+#   GB300 2/4 (one compute tray's GPUs; GB300's custom kernels to 16).
 """
-AIC_NCCL = "nccl/2.27.3"
+# the GPUs whose collectives the wheel gives: simspec's id, the wheel's system folder, the
+# custom all-reduce tables read and the NCCL table read
+BLACKWELL_FRAMEWORKS = ("vllm/0.24.0", "sglang/0.5.14", "trtllm/1.3.0rc20")
+AIC_SYSTEMS = (
+    ("a100_80gb", "a100_sxm", A100_FRAMEWORKS, "nccl/2.27.3"),
+    ("b300", "b300_sxm", BLACKWELL_FRAMEWORKS, "nccl/2.29.2"),
+    ("gb200", "gb200", BLACKWELL_FRAMEWORKS, "nccl/2.29.2"),
+    ("gb300", "gb300", BLACKWELL_FRAMEWORKS, "nccl/2.29.2"),
+)
 
 
 def monotone(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
@@ -123,22 +136,24 @@ def read(shared: Path) -> dict[str, dict[str, dict[int, list[tuple[int, float]]]
     return curves
 
 
-def read_aic_a100(wheel: Path, curves: dict) -> None:
-    """A100 SXM's curves from the aiconfigurator-core wheel, into ``curves`` (as ``read``)."""
-    with a100_tables(wheel) as table:
-        for source in A100_FRAMEWORKS:
-            frame = table(f"comm/{source}/custom_allreduce_perf.parquet")
+def read_aic(wheel: Path, curves: dict) -> None:
+    """The AIC_SYSTEMS' curves from the aiconfigurator-core wheel, into ``curves`` (as
+    ``read``)."""
+    for gpu, system, sources, nccl in AIC_SYSTEMS:
+        with system_tables(wheel, system) as table:
+            for source in sources:
+                frame = table(f"comm/{source}/custom_allreduce_perf.parquet")
+                for row in frame.itertuples():
+                    assert row.allreduce_dtype == "bfloat16", row
+                    mode = getattr(row, "backend", None) or "trtllm"
+                    mode = MODE_NAMES.get(mode, mode)
+                    curve = curves[gpu][mode][int(row.num_gpus)]
+                    curve.append((2 * int(row.message_size), float(row.latency) * 1e-3))
+            frame = table(f"comm/{nccl}/nccl_perf.parquet")
             for row in frame.itertuples():
-                assert row.allreduce_dtype == "bfloat16", row
-                mode = getattr(row, "backend", None) or "trtllm"
-                mode = MODE_NAMES.get(mode, mode)
-                curve = curves["a100_80gb"][mode][int(row.num_gpus)]
-                curve.append((2 * int(row.message_size), float(row.latency) * 1e-3))
-        frame = table(f"comm/{AIC_NCCL}/nccl_perf.parquet")
-        for row in frame.itertuples():
-            if row.op_name in NCCL_OPS and row.nccl_dtype == "half":
-                curve = curves["a100_80gb"]["nccl_" + row.op_name][int(row.num_gpus)]
-                curve.append((2 * int(row.message_size), float(row.latency) * 1e-3))
+                if row.op_name in NCCL_OPS and row.nccl_dtype == "half":
+                    curve = curves[gpu]["nccl_" + row.op_name][int(row.num_gpus)]
+                    curve.append((2 * int(row.message_size), float(row.latency) * 1e-3))
 
 
 def main() -> None:
@@ -150,7 +165,7 @@ def main() -> None:
     args = parser.parse_args()
     curves = read(args.shared)
     if args.aic_core is not None:
-        read_aic_a100(args.aic_core, curves)
+        read_aic(args.aic_core, curves)
     lines = [
         HEADER.rstrip("\n"),
         *([AIC_HEADER.rstrip("\n")] if args.aic_core is not None else []),

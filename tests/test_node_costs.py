@@ -65,6 +65,24 @@ def test_a100_80gb_reads_the_measured_a100_sxm_tables_not_the_ring():
     assert vllm.allreduce_time(big) == vllm.nccl_allreduce.time(big)
 
 
+@pytest.mark.parametrize(
+    ("gpu", "tps"), [("b300", (2, 4, 8)), ("gb200", (2, 4)), ("gb300", (2, 4))]
+)
+def test_the_blackwell_systems_read_their_measured_tables_where_they_cover_the_gpus(gpu, tps):
+    """aiconfigurator-core 0.12.0's B300/GB200/GB300 tables (vLLM 0.24.0, SGLang 0.5.14,
+    TRT-LLM 1.3.0rc20, NCCL 2.29.2): a graphed custom all-reduce of a few tokens' hidden states
+    takes a few us where the ring formula (Vidur's eager NCCL latency) charged ~30 us (QA);
+    GB200's and GB300's NCCL tables stop at one tray's 4 GPUs, past which the ring stays."""
+    decode = 8192 * 2 * 8
+    for tp in tps:
+        for engine in ("vllm", "sglang", "trtllm"):
+            measured = engine_collectives(gpu, tp, engine)
+            assert measured is not None, (engine, tp)
+            assert measured.allreduce_time(decode, graphed=True) < 12e-6, (engine, tp)
+    if 8 not in tps:
+        assert engine_collectives(gpu, 8, "vllm") is None
+
+
 def test_host_time_grows_with_the_batch_and_overlap_shows_only_what_outlasts_the_gpu():
     vllm = HostModel.of(load_engine("vllm"), tp=1)
     assert vllm.exposed(64, 0.01) == pytest.approx(vllm.fixed_s + 64 * vllm.per_seq_s)
