@@ -32,11 +32,15 @@ runner = CliRunner()
             },
             {"name": "ngram", "k": 4, "prompt_lookup_min": 3, "prompt_lookup_max": 5},
         ),
-        # vLLM's own defaults: neither size -> 5 and 5; one -> the other copies it
-        ({"method": "ngram"}, {"name": "ngram", "prompt_lookup_min": 5, "prompt_lookup_max": 5}),
+        # a size left unset stays unset: the engine's own default applies (V1: neither -> 5
+        # and 5, one -> the other copies it; V0: the max required, the min 1), below
+        (
+            {"method": "ngram"},
+            {"name": "ngram", "prompt_lookup_min": None, "prompt_lookup_max": None},
+        ),
         (
             {"method": "ngram", "prompt_lookup_min": 2},
-            {"name": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 2},
+            {"name": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": None},
         ),
         (
             {"model": "llama-3.2-1b", "num_speculative_tokens": 4},
@@ -279,3 +283,19 @@ def test_a_config_without_a_method_takes_the_one_vllm_picks_from_its_model():
     }
     for model, name in picked.items():
         assert to_method({"model": model, "num_speculative_tokens": 3})["name"] == name, model
+
+
+def test_an_unset_ngram_size_takes_the_engines_own_default():
+    """vLLM V1 copies the size given (neither: 5 and 5); V0 (before 0.8) required the max and
+    took 1 for the min (QA: V1's rule ran a V0 max of 4 as 4..4, tau 20-30 % low)."""
+    from simspec.config import MethodConfig
+    from simspec.engine.speculators.lookup import matched_sizes
+
+    def sizes(engine: str, **given: int) -> tuple[int, int] | None:
+        return matched_sizes(MethodConfig(name="ngram", k=3, **given), engine)
+
+    assert sizes("vllm") == (5, 5) and sizes("vllm", prompt_lookup_max=4) == (4, 4)
+    assert sizes("vllm-v0", prompt_lookup_max=4) == (1, 4)
+    assert sizes("vllm-v0", prompt_lookup_min=2, prompt_lookup_max=4) == (2, 4)
+    with pytest.raises(InputError, match="prompt_lookup_max: vLLM V0 .* requires it"):
+        sizes("vllm-v0")

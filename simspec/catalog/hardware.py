@@ -290,6 +290,10 @@ class EngineProfile(SourcedParams):
     # whether the engine turns speculation off from a number of running requests
     # (``disable_by_batch_size``): vLLM V0's spec-decode worker alone (check_load_policy)
     disables_by_batch_size: bool = False
+    # how the engine defaults vLLM's n-gram sizes: "v1" (neither given: 5 and 5; one given:
+    # the other copies it) or "v0" (prompt_lookup_max required, prompt_lookup_min 1 where
+    # unset): catalog.vllm.lookup_sizes
+    ngram_size_defaults: str = "v1"
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "step_overhead_s",
         "step_overhead_per_seq_s",

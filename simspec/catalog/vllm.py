@@ -256,18 +256,34 @@ def to_method(cfg: dict[str, Any], tp: int = 1) -> dict[str, Any]:
     return out
 
 
-def _lookup_sizes(cfg: dict[str, Any]) -> dict[str, int]:
+def _lookup_sizes(cfg: dict[str, Any]) -> dict[str, int | None]:
+    """The sizes the config gives, checked; one left unset stays unset, for the engine's own
+    default (lookup_sizes with the profile's ngram_size_defaults: vLLM V0 took 1 for an unset
+    min where V1 copies the max; QA: V1's rule was applied before the engine was known)."""
     low, high = cfg.get("prompt_lookup_min"), cfg.get("prompt_lookup_max")
     low = None if low is None else _int(low, "prompt_lookup_min", 1, 64)
     high = None if high is None else _int(high, "prompt_lookup_max", 1, 64)
-    low, high = lookup_sizes(low, high, "speculative_config")
+    lookup_sizes(low, high, "speculative_config")  # refuses min > max
     return {"prompt_lookup_min": low, "prompt_lookup_max": high}
 
 
-def lookup_sizes(low: int | None, high: int | None, where: str) -> tuple[int, int]:
+def lookup_sizes(
+    low: int | None, high: int | None, where: str, defaults: str = "v1"
+) -> tuple[int, int]:
     """vLLM's n-gram sizes (min, max): neither given -> 5 and 5 ("arbitrarily chosen"), one
     given -> the other copies it (SpeculativeConfig.__post_init__, vllm/config/speculative.py
-    in the 0.33.0 wheel, l.1302-1319; the same in 0.10.1). ``where``: the input named in errors."""
+    in the 0.33.0 wheel, l.1302-1319; the same in 0.10.1). ``defaults`` "v0" (the engine
+    profile's ngram_size_defaults): vLLM before 0.8 required the max and took 1 for an unset
+    min. ``where``: the input named in errors."""
+    if defaults == "v0":
+        if high is None:
+            raise InputError(
+                f"{where}.prompt_lookup_max",
+                "vLLM V0 (before 0.8) requires it (SpeculativeConfig.maybe_create_spec_config: "
+                "ngram_prompt_lookup_max must be > 0), its min defaulting to 1: give "
+                "prompt_lookup_max",
+            )
+        low = low or 1
     high = high or low or 5
     low = low or high
     if low > high:

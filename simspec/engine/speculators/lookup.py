@@ -20,8 +20,11 @@ def matched_sizes(cfg: MethodConfig, engine: str) -> tuple[int, int] | None:
     """The n-gram sizes (shortest, longest) the lookup of ``cfg`` matches on ``engine``: vLLM's
     n-gram its prompt_lookup_min/max (vLLM's default 5/5 where unset), PLD 1 to 3; None where
     no n-gram sizes apply (SGLang's n-gram walks a trie, suffix decoding suffix trees)."""
-    if cfg.name == "ngram" and load_engine(engine).engine_kernels != "sglang":
-        return lookup_sizes(cfg.prompt_lookup_min, cfg.prompt_lookup_max, cfg.name)
+    profile = load_engine(engine)
+    if cfg.name == "ngram" and profile.engine_kernels != "sglang":
+        return lookup_sizes(
+            cfg.prompt_lookup_min, cfg.prompt_lookup_max, cfg.name, profile.ngram_size_defaults
+        )
     if cfg.name == "pld":
         return 1, PLD_MAX_NGRAM
     return None
@@ -80,7 +83,9 @@ class NGram(LookupSpeculator):
     name = "ngram"
 
     def _configure(self, cfg: MethodConfig) -> None:
-        low, high = lookup_sizes(cfg.prompt_lookup_min, cfg.prompt_lookup_max, self.name)
+        low, high = lookup_sizes(
+            cfg.prompt_lookup_min, cfg.prompt_lookup_max, self.name, self.engine.ngram_size_defaults
+        )
         self.lookup_min, self.lookup_max = low, high
 
     @property
