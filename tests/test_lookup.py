@@ -335,3 +335,19 @@ def test_a_gzipped_acc_len_trace_is_refused_saying_so(tmp_path):
         load_trace(str(path), "eagle3")
     with pytest.raises(InputError, match="an acc_len trace is plain JSONL"):
         load_token_trace(str(path))
+
+
+def test_a_lookup_sweep_gives_vllms_drafted_only_acceptance_length():
+    """vLLM logs 1 + accepted / drafts over the steps that drafted; simspec's mean_accept_len
+    counts the misses at 1 token (QA: 1.28 read beside vLLM's 3.28)."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    out = CliRunner().invoke(
+        app, ["sweep", "--methods", "ngram", "--concurrencies", "1", "--requests", "32"]
+    )
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "note: ngram's mean_accept_len counts the steps that proposed nothing" in text
+    assert "counts drafted steps only:" in text
