@@ -293,6 +293,12 @@ def linear_state_split(
 # architecture by default. Marlin (no triton_kernels below SM90; "n % 256 == 0 and k % 128 ==
 # 0"): 128 and 256; Triton (Hopper): 64, hidden as it is; FlashInfer TRT-LLM MXFP4 x BF16
 # (Blackwell with flashinfer, SM100_FI_MXFP4_BF16): 256 and 256.
+# Hopper's Triton backend needs the optional triton_kernels package and torch >= 2.8
+# (get_mxfp4_backend / Mxfp4MoEMethod._should_use_marlin in the 0.11.0 and 0.10.1 wheels): the
+# 0.10.1 wheel pins torch 2.7.1, so it runs Marlin there (its padding; gpt-oss-120b "Model
+# loading took 65.9651 GiB" on one H100 and did not start, vLLM issue #23278). The vllm profile
+# times the Triton kernel (moe_kernels.yaml: AIConfigurator's later vLLM), so it pads as that
+# kernel does; a run of an older vLLM holds ~5 GiB less KV for gpt-oss-120b on one H100.
 VLLM_MXFP4_PADDING = {
     "ampere": (128, 256),
     "ada": (128, 256),
