@@ -114,6 +114,9 @@ def scenarios(draw) -> Scenario:
     # prefill (a speculative config turns it off) refuses a budget below its context, so
     # there the budget is V0's own default, max(max_model_len, 2048)
     v0 = bool(method.disable_by_batch_size)
+    if v0 and method.name == "ngram" and method.prompt_lookup_max is None:
+        # vLLM V0 required the n-gram's longest size (engines.yaml ngram_size_defaults)
+        method = method.model_copy(update={"prompt_lookup_max": draw(st.integers(1, 6))})
     scheduler = {"max_num_seqs": seqs} | ({} if v0 else {"max_num_batched_tokens": budget})
     return Scenario(
         model=model,
