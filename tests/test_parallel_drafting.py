@@ -245,3 +245,16 @@ def test_analytic_refuses_a_head_the_model_does_not_have():
     res = CliRunner().invoke(app, ["analytic", "--method", "p_eagle"])
     assert res.exit_code == 2
     assert res.output.strip().splitlines()[-1].startswith("error: methods.p_eagle: no published")
+
+
+def test_recommend_writes_a_parallel_drafters_config_as_json(tmp_path):
+    """p_eagle exports as eagle3 with parallel_drafting, printed and written alike (QA: --json
+    was refused, "vLLM has no p_eagle method", beside the config it printed)."""
+    import json
+
+    out = tmp_path / "c.json"
+    args = ["recommend", "--model", "gpt-oss-20b", "--method", "p_eagle", "--k-max", "2"]
+    result = CliRunner().invoke(app, [*args, "--concurrencies", "1", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    cfg = json.loads(out.read_text())
+    assert cfg["method"] == "eagle3" and cfg["parallel_drafting"] is True

@@ -925,7 +925,7 @@ def _check_read(
 ) -> None:
     """A chain method reads --k-max, a tree method --tree-budgets; --json is a vLLM
     --speculative-config, which schedules a chain method vLLM has. Any other is refused."""
-    from simspec.catalog.vllm import TO_VLLM
+    from simspec.catalog.vllm import PARALLEL, TO_VLLM
 
     if is_tree:
         refuse_unread(
@@ -944,7 +944,10 @@ def _check_read(
         "chooses up to --k-max",
         {"--tree-budgets": tree_budgets},
     )
-    if base.name not in TO_VLLM:
+    # a one-forward drafter exports as its base method with parallel_drafting (export.
+    # speculative_config; QA: p_eagle's --json was refused beside the config it printed)
+    parallel_base = next((b for b, p in PARALLEL.items() if p == base.name), None)
+    if base.name not in TO_VLLM and parallel_base not in TO_VLLM:
         refuse_unread(
             f"vLLM has no {base.name} method, so no --speculative-config to write: the "
             "schedule printed is simspec's k_schedule",
