@@ -505,3 +505,23 @@ def test_the_rate_a_bisection_ends_on_is_confirmed_by_a_longer_probe_or_stepped_
     assert asked == [13.5, rate] and run.tpot_ms_p99 <= 50
     never = confirmed(lambda r: SimpleNamespace(stable=0, window_short=0), slo, 13.5, "ttft")
     assert never == (0.0, None, "unstable")
+
+
+def test_a_k0_band_that_keeps_a_draft_loaded_is_priced_as_exported():
+    """vLLM loads the drafter whatever the band: under a K=0 band a draft model's weights and
+    KV still share the GPU (QA: the table read 1x where the exported schedule ran 0.945x);
+    n-gram holds nothing, and a schedule without a K=0 band needs no run."""
+    from simspec.config import Deployment, MethodConfig, WorkloadConfig
+    from simspec.studies.schedule.bands import resident_off
+
+    deploy = Deployment(workload=WorkloadConfig(requests=64, turnovers=0))
+    draft = MethodConfig(
+        name="draft_model", draft_model="llama-3.2-1b", k=1, acceptance={"alpha": 0.5}
+    )
+    bands = [[1, 3, 1], [4, 1024, 0]]
+    ((c, speedup),) = resident_off(deploy, draft, bands, [1, 4])
+    # nothing gained, and under KV pressure less (its memory): 0.947x at 256 in the QA's run
+    assert c == 4 and 0 < speedup <= 1.0
+    ngram = MethodConfig(name="ngram", k=3, acceptance={"alpha": 0.5})
+    assert resident_off(deploy, ngram, bands, [1, 4]) == []
+    assert resident_off(deploy, draft, [[1, 1024, 1]], [1, 4]) == []

@@ -701,7 +701,7 @@ def recommend(
     Example: simspec recommend --method eagle3 --k-max 5 --json speculative_config.json
     """
     from simspec.catalog.hardware import load_engine, load_gpu
-    from simspec.studies.schedule.bands import outsiders, recommend_bands
+    from simspec.studies.schedule.bands import outsiders, recommend_bands, resident_off
     from simspec.studies.schedule.export import speculative_config, speculative_config_json
 
     check_outputs((out, "--out", (".csv", ".parquet")), (json_out, "--json", (".json",)))
@@ -785,7 +785,8 @@ def recommend(
         rec = recommend_bands(
             deploy, base, ks, grid, max_batch, knob, runs=runs, precision_target=target
         )
-    bands = rec.bands
+        bands = rec.bands
+        off = [] if is_tree else resident_off(deploy, base, bands, list(grid), runs=runs)
     # a vLLM --speculative-config only for a vLLM engine (QA: hf and trtllm printed one, with
     # TRT-LLM's batch limit in its last band)
     weights = given.get("model") if isinstance(given.get("model"), str) else None
@@ -811,6 +812,16 @@ def recommend(
     )
     print_provenance(deploy, [base])
     _recommend_notes(deploy, base, ks, bands, is_tree)
+    if off and not all(setting == 0 for _, _, setting in bands):
+        ran = ", ".join(f"{s:.3f}x at {c}" for c, s in off)
+        err.print(
+            f"note: a K=0 band keeps {base.name}'s draft loaded (vLLM loads the drafter "
+            f"whatever the band; its weights and KV share the GPU): the schedule as exported "
+            f"ran {ran} of plain decoding without a draft, where the table reads K=0 as "
+            "plain decoding (1x, loss 0); at such loads a server without the draft is the "
+            "faster one",
+            highlight=False,
+        )
     has = "unserved_share" in rec.table
     unserved = rec.table[rec.table["unserved_share"] > 0] if has else rec.table.iloc[:0]
     if len(unserved):  # as sweep says it (QA: recommend said nothing)

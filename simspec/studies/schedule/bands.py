@@ -374,3 +374,44 @@ def named_for(table: pd.DataFrame, knob: str) -> pd.DataFrame:
         )
 
     return table.rename(columns=renamed)
+
+
+def resident_off(
+    deploy: Deployment,
+    method: MethodConfig,
+    bands: list[list[int]],
+    concurrencies: list[int],
+    *,
+    runs: Runs = SERIAL,
+) -> list[tuple[int, float]]:
+    """(concurrency, speedup over plain decoding) of the schedule ``bands`` as exported, at
+    each of ``concurrencies`` that a K=0 band covers, for a method whose draft stays loaded
+    there (its weights or KV: a draft model, an EAGLE head, MTP modules); [] for one that
+    holds nothing (n-gram) or a schedule with no K=0 band. The grid prices K=0 as plain
+    decoding without the draft (speedup 1), but vLLM keeps the drafter loaded under a K=0
+    band (QA: a draft model's K=0 band at 256 ran 0.945x, its KV pool a quarter smaller)."""
+    from simspec.engine.build import setup_replica
+
+    off = [c for c in concurrencies if band_of(bands, c) == 0]
+    top = max(k for _, _, k in bands)
+    if not off or top == 0:
+        return []
+    scheduled = MethodConfig.model_validate(
+        method.model_dump() | {"k": top, "k_schedule": [tuple(b) for b in bands]}
+    )
+    common = deploy.model_dump(exclude={"workload", "method"})
+    spec = setup_replica(Scenario(**common, method=scheduled)).speculator
+    if spec.extra_weight_bytes() <= 0 and spec.extra_kv_bytes_per_token() <= 0:
+        return []
+    scenarios = []
+    for c in off:
+        wl = closed_load(deploy, c)
+        scenarios += [
+            Scenario(**common, workload=wl),
+            Scenario(**common, method=scheduled, workload=wl),
+        ]
+    outcomes = runs.all(scenarios)
+    return [
+        (c, outcomes[2 * i + 1].throughput_tok_s / outcomes[2 * i].throughput_tok_s)
+        for i, c in enumerate(off)
+    ]
