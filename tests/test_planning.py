@@ -525,3 +525,17 @@ def test_a_k0_band_that_keeps_a_draft_loaded_is_priced_as_exported():
     ngram = MethodConfig(name="ngram", k=3, acceptance={"alpha": 0.5})
     assert resident_off(deploy, ngram, bands, [1, 4]) == []
     assert resident_off(deploy, draft, [[1, 1024, 1]], [1, 4]) == []
+
+
+def test_recommends_csv_says_which_method_seed_and_lengths_it_answers(tmp_path):
+    """QA: a draft_model and an eagle3 CSV were told apart by nothing."""
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    out = tmp_path / "r.csv"
+    args = ["recommend", "--method", "eagle3", "--k-max", "1", "--concurrencies", "1"]
+    result = CliRunner().invoke(app, [*args, "--seed", "3", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    row = pd.read_csv(out).iloc[0]
+    assert (row["method"], row["seed"], row["lengths_from"]) == ("eagle3", 3, "sharegpt")

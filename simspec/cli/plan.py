@@ -795,7 +795,14 @@ def recommend(
     # never runs it, while the console said to serve without one)
     all_off = all(setting == 0 for _, _, setting in bands)
     if out is not None:
-        write_frame(with_provenance(with_asked(rec.table, deploy, {}), deploy, [base]), out)
+        # the method, seed and lengths it answers for (QA: a draft_model and an eagle3 CSV
+        # were told apart by nothing)
+        asked = {
+            "method": base.name,
+            "seed": deploy.seed,
+            "lengths_from": deploy.workload.lengths_from or "",
+        }
+        write_frame(with_provenance(with_asked(rec.table, deploy, asked), deploy, [base]), out)
     if json_out is not None and spec_cfg is not None and not all_off:
         write_text(json_out, speculative_config_json(spec_cfg) + "\n", "--json")
     what = "tree budget" if is_tree else "K"
