@@ -15,13 +15,16 @@ import typer
 
 from simspec.catalog.hardware import load_engine
 from simspec.catalog.methods import (
+    DATASET_DOMAIN,
     TOKEN_REPLAYED,
+    acceptance_spread,
     at_depth,
     drafted_length,
     k_not_read,
     left_out_of_all,
     measured_acceptance,
     method_defaults,
+    method_info,
     missing_head,
     named_alone,
     no_acceptance,
@@ -271,6 +274,13 @@ class MethodFlags:
         if self.file_acceptance is not None:
             m = self.with_file_acceptance(m, stated_k)
         elif measured is not None:
+            if "tau" in measured and name in SPECULATORS:
+                # a mean τ says nothing of how requests differ: they differ as the packaged
+                # traces of its drafter and domain measured, as validate runs a row's
+                # measured_tau (QA: identical requests, TPOT p99 20-38 % below the traces')
+                domain = DATASET_DOMAIN.get(dataset, "chat")
+                spread, _ = acceptance_spread(method_info(name).drafter, domain)
+                measured |= {"spread": spread}
             m["acceptance"] = measured
         elif self.token_trace and name in TOKEN_REPLAYED:
             m["acceptance"] = {"tokens": self.token_trace}

@@ -232,7 +232,14 @@ Alpha = Annotated[
 ]
 Tau = Annotated[
     float | None,
-    typer.Option(help=field_help(AcceptanceConfig, "tau", ": α is fitted to it")),
+    typer.Option(
+        help=field_help(
+            AcceptanceConfig,
+            "tau",
+            ": α is fitted to it, requests spread as the drafter's packaged traces of the "
+            "dataset's domain",
+        )
+    ),
 ]
 TauK = Annotated[
     int | None,
