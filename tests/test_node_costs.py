@@ -171,3 +171,23 @@ def test_a_group_wider_than_a_server_is_said_to_be_priced_at_its_interconnect():
     assert "2 servers of 8" in cross_node_note(load_gpu("h100_sxm"), 16)
     assert cross_node_note(load_gpu("gb200"), 64) is None  # one NVL72 domain
     assert "lower bound" in cross_node_note(load_gpu("h200"), 8, ep=16)
+
+
+def test_a_fully_connected_board_gives_a_collective_only_the_links_to_its_peers():
+    """MI300X: 7 Infinity Fabric links of 64 GB/s a direction, one to each peer (gpus.yaml
+    peer_links): a pair has one link, four GPUs three each, eight all seven (QA: every group
+    was priced at all seven, a TP2 all-reduce 7x too fast); NVSwitch gives any group all."""
+    from simspec.catalog.hardware import load_gpu, load_profile
+    from simspec.engine.costmodel.roofline import OperatorTimes
+
+    mi = load_gpu("mi300x")
+    assert mi.link_bytes_s(2) == pytest.approx(64e9) and mi.link_bytes_s(8) == 448e9
+    h100 = load_gpu("h100_sxm")
+    assert h100.link_bytes_s(2) == h100.interconnect_bandwidth_bytes_s
+
+    def ring(tp: int) -> float:
+        return OperatorTimes(mi, load_profile("mi300x"), tp).allreduce_time(128 * 2**20)
+
+    # 2 (n-1)/n of the message over (n-1)/7 of the links: 2 x 7/n of it over all seven, so
+    # a pair takes 4x as long as eight GPUs (less their common latency)
+    assert ring(2) / ring(8) == pytest.approx(4.0, rel=0.05)

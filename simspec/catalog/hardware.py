@@ -51,7 +51,21 @@ class GpuSpec(BaseModel):
     interconnect_bandwidth_bytes_s: float = Field(gt=0)
     # GPUs one server (or NVL72 rack) connects at that bandwidth (gpus.yaml)
     gpus_per_node: int = Field(ge=1)
+    # a fully connected board's links per GPU, one to each peer, the bandwidth split evenly
+    # over them (AMD Infinity Fabric: 7); None: a switch (NVLink/NVSwitch, PCIe) gives any
+    # group the whole of it
+    peer_links: int | None = Field(default=None, ge=1)
     source: str
+
+    def link_bytes_s(self, group: int) -> float:
+        """Per-direction bandwidth one GPU drives to the other ``group - 1`` GPUs of a
+        collective (2: a point-to-point send): all of it behind a switch; on a fully connected
+        board only the links to those peers (QA: an MI300X pair was priced at all 7 links,
+        its TP2 all-reduce 7x too fast)."""
+        if self.peer_links is None or group < 2:
+            return self.interconnect_bandwidth_bytes_s
+        used = min(group - 1, self.peer_links)
+        return self.interconnect_bandwidth_bytes_s * used / self.peer_links
 
 
 class Sourced(BaseModel):

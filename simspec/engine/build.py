@@ -71,7 +71,9 @@ def deployed_engine(sc: Deployment) -> EngineProfile:
 
 def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> RooflineCostModel:
     gpu, engine = load_gpu(sc.gpu), deployed_engine(sc)
-    latency, bandwidth, _ = load_alltoall(sc.gpu)
+    latency, bandwidth, basis = load_alltoall(sc.gpu)
+    if basis != "measured":  # a share of the GPU's link: on a mesh, of the links to its peers
+        bandwidth *= gpu.link_bytes_s(sc.ep) / gpu.interconnect_bandwidth_bytes_s
     target = target or load_model(sc.model)
     check_attention_tp(target, sc.tp, sc.dp)
     precision = weight_precision(sc, target)

@@ -91,9 +91,10 @@ class OperatorTimes:
         self.elementwise_rate = bw * p["elementwise_memory_efficiency"]
         self.elementwise_latency = p["elementwise_latency_s"]
         self.link_latency = p["allreduce_latency_s"]
-        self.link_bandwidth = (
-            gpu.interconnect_bandwidth_bytes_s * p["allreduce_bandwidth_efficiency"]
-        )
+        # a ring over the tp GPUs, and a point-to-point send (a pipeline stage's hand-off),
+        # at the links they use (GpuSpec.link_bytes_s: all of a switch's, a mesh's to peers)
+        self.link_bandwidth = gpu.link_bytes_s(tp) * p["allreduce_bandwidth_efficiency"]
+        self.hop_bandwidth = gpu.link_bytes_s(2) * p["allreduce_bandwidth_efficiency"]
 
     # -- GEMMs ---------------------------------------------------------------------------------
     def gemm_time(
@@ -173,4 +174,4 @@ class OperatorTimes:
 
     def hop_time(self, nbytes: float) -> float:
         """One point-to-point send of ``nbytes`` (a pipeline stage hands its hidden states on)."""
-        return self.link_latency + nbytes / self.link_bandwidth
+        return self.link_latency + nbytes / self.hop_bandwidth
