@@ -451,6 +451,13 @@ class WorkloadConfig(BaseModel):
         sched = self.rate_schedule
         if sched is None:
             return self
+        if self.rate != type(self).model_fields["rate"].default:
+            # the schedule sets every rate: one beside it would be dropped without a word (QA:
+            # a policy file's rate 50 beside --rate-csv)
+            raise ValueError(
+                f"rate: rate_schedule sets the rate at every moment, so rate {self.rate:g} "
+                "would be ignored: give one of them"
+            )
         if not sched or sched[0][0] != 0.0:
             raise ValueError("rate_schedule must start at time 0")
         times = [t for t, _ in sched]

@@ -500,3 +500,16 @@ def test_a_rate_file_raised_to_the_least_a_run_measures_says_how_long_its_last_p
     assert "runs 255,999 s instead of 10 s" in said
     busy = [(0.0, 2.0), (60.0, 4.0)]  # 120 + 240 requests: what it expects
     assert "what the rate schedule expects" in _requests_said(busy, schedule_requests(busy))
+
+
+def test_a_rate_beside_a_rate_schedule_is_refused_not_dropped():
+    """The schedule sets the rate at every moment: a rate written beside it was ignored
+    without a word (QA: a policy file's rate 50 under --rate-csv)."""
+    from pydantic import ValidationError
+
+    from simspec.config import WorkloadConfig
+
+    with pytest.raises(ValidationError, match="rate: rate_schedule sets the rate .* rate 50"):
+        WorkloadConfig(arrival="poisson", rate=50, rate_schedule=[(0, 2), (30, 4)])
+    ok = WorkloadConfig(arrival="poisson", rate_schedule=[(0, 2), (30, 4)])
+    assert WorkloadConfig.model_validate_json(ok.model_dump_json()) == ok  # a dump re-reads
