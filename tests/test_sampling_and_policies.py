@@ -513,3 +513,21 @@ def test_a_rate_beside_a_rate_schedule_is_refused_not_dropped():
         WorkloadConfig(arrival="poisson", rate=50, rate_schedule=[(0, 2), (30, 4)])
     ok = WorkloadConfig(arrival="poisson", rate_schedule=[(0, 2), (30, 4)])
     assert WorkloadConfig.model_validate_json(ok.model_dump_json()) == ok  # a dump re-reads
+
+
+def test_rate_csv_refuses_a_files_closed_loop_or_trace_it_would_replace(tmp_path):
+    """--rate-csv runs Poisson arrivals that follow it: a --config file's concurrency or
+    arrival trace would be dropped (QA: a closed loop's concurrency 64, without a word)."""
+    rates = tmp_path / "r.csv"
+    rates.write_text("time_s,rate\n0,2\n30,4\n")
+    for body, field in (
+        ("workload: {arrival: closed, concurrency: 64}", "workload.concurrency"),
+        ("workload: {arrival: replay, arrival_trace: azure-code}", "workload.arrival_trace"),
+    ):
+        cfg = tmp_path / "p.yaml"
+        cfg.write_text(
+            "model: llama-3.1-8b\nmethod: {name: eagle3, k: 3}\n"
+            f"policy: {{k_schedule: [[1, 4, 3], [5, 1024, 1]]}}\n{body}\n"
+        )
+        out = runner.invoke(app, ["policy", "--config", str(cfg), "--rate-csv", str(rates)])
+        assert out.exit_code == 2 and f"error: {field}: the --config file sets it" in out.output

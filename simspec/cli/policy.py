@@ -96,6 +96,16 @@ def policy(
     )
     said = ""
     if rate_csv is not None:
+        file_wl = (read_config(config) if config else {}).get("workload") or {}
+        for field in ("concurrency", "arrival_trace"):
+            if isinstance(file_wl, dict) and file_wl.get(field) is not None:
+                # Poisson arrivals following the CSV replace them (QA: a closed loop's
+                # concurrency was dropped without a word)
+                raise InputError(
+                    f"workload.{field}",
+                    f"the --config file sets it, and --rate-csv runs Poisson arrivals that "
+                    f"follow the CSV instead: drop {field} from the file, or --rate-csv",
+                )
         schedule = read_rate_csv(str(rate_csv))
         rates: dict[str, Any] = {"arrival": "poisson", "rate_schedule": schedule}
         if "requests" not in (data.get("workload") or {}):
