@@ -326,15 +326,14 @@ def test_a_policy_needs_a_schedule_and_rate_files_need_their_columns(tmp_path):
         read_rate_csv(str(path))
     # lines counted as the file has them, blank ones too, and a column given twice refused
     # (QA: line 3 for line 5; the first of two rate columns read without a word)
-    path.write_text("time_s,rate\n0,2\n\n\n30,x\n")
-    with pytest.raises(ValueError, match="line 5"):
-        read_rate_csv(str(path))
-    path.write_text("time_s,rate,rate\n0,2,3\n")
-    with pytest.raises(ValueError, match="column rate appears twice"):
-        read_rate_csv(str(path))
-    path.write_text("time_s,rate\n0,2\n\n10,1\n\n20,0\n")
-    with pytest.raises(ValueError, match="line 6: the last rate is 0"):
-        read_rate_csv(str(path))
+    for text, said in (
+        ("time_s,rate\n0,2\n\n\n30,x\n", "line 5"),
+        ("time_s,rate,rate\n0,2,3\n", "column rate appears twice"),
+        ("time_s,rate\n0,2\n\n10,1\n\n20,0\n", "line 6: the last rate is 0"),
+    ):
+        path.write_text(text)
+        with pytest.raises(ValueError, match=said):
+            read_rate_csv(str(path))
     # a schedule expecting more requests than a run serves names the flag, not a --config
     path.write_text("time_s,rate\n0,0.5\n1e12,2\n")
     spec = (

@@ -307,7 +307,7 @@ class EngineProfile(SourcedParams):
     # how the engine defaults vLLM's n-gram sizes: "v1" (neither given: 5 and 5; one given:
     # the other copies it) or "v0" (prompt_lookup_max required, prompt_lookup_min 1 where
     # unset): catalog.vllm.lookup_sizes
-    ngram_size_defaults: str = "v1"
+    ngram_size_defaults: Literal["v1", "v0"] = "v1"
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "step_overhead_s",
         "step_overhead_per_seq_s",

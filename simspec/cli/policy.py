@@ -91,12 +91,11 @@ def policy(
         )
     # under a replay the trace's lengths are the requests': --dataset and --token-trace then
     # name acceptance, as with fleet --trace (QA: --dataset was refused as lengths_from)
-    data = flags._scenario(
-        config, replay=replayed_trace(read_config(config) if config else {}) is not None
-    )
+    file = read_config(config) if config else {}
+    data = flags._scenario(config, replay=replayed_trace(file) is not None)
     said = ""
     if rate_csv is not None:
-        file_wl = (read_config(config) if config else {}).get("workload") or {}
+        file_wl = file.get("workload") or {}
         for field in ("concurrency", "arrival_trace"):
             if isinstance(file_wl, dict) and file_wl.get(field) is not None:
                 # Poisson arrivals following the CSV replace them (QA: a closed loop's

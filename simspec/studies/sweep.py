@@ -516,10 +516,9 @@ def extrapolation_notes(methods: list[MethodConfig]) -> list[str]:
         if beyond:
             k = max(m.k, deepest.get(m.name, (0, 0, ""))[1])
             a = m.acceptance
-            own = a is not None and a.acc_len is not None and not a.sourced_k
             where = (
                 f"its trace {a.acc_len} holds no accept length past {beyond + 1}"
-                if own and a is not None
+                if a is not None and a.acc_len is not None and not a.sourced_k
                 else f"simspec methods {m.name}"
             )
             deepest[m.name] = (beyond, k, where)
