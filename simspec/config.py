@@ -250,6 +250,15 @@ def _workload_spellings(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _parses(value: object) -> bool:
+    """Whether ``value`` is a valid :class:`LengthSpec` (else its own field names the error)."""
+    try:
+        LengthSpec.model_validate(value)
+    except ValueError:
+        return False
+    return True
+
+
 class WorkloadConfig(BaseModel):
     """Arrivals (closed loop at fixed concurrency, Poisson, or a replayed arrival trace) and
     request lengths."""
@@ -423,9 +432,20 @@ class WorkloadConfig(BaseModel):
         """Fixed ``prompt``/``output`` lengths replace a dataset's: written without
         ``lengths_from`` they mean ``lengths_from: null``; written beside a dataset they would
         be ignored, so refused."""
-        if not ({"prompt", "output"} & set(data)):
+        sides = {"prompt", "output"} & set(data)
+        if not sides:
             return data
         if "lengths_from" not in data:
+            (given,) = sides if len(sides) == 1 else ("",)
+            if given and data.get("arrival") != "replay" and _parses(data[given]):
+                # one side alone would take the other's default without a word (QA: a
+                # file's prompt alone ran every output at 256), as --prompt-len alone would
+                other = "output" if given == "prompt" else "prompt"
+                raise ValueError(
+                    f"{given}: fixed lengths replace the dataset's prompt and output lengths "
+                    f"together: give {other} too, or lengths_from: null to keep {other}'s "
+                    "default"
+                )
             return {**data, "lengths_from": None}
         if data["lengths_from"] is None:
             return data

@@ -147,7 +147,9 @@ def test_dp_attention_ranks_send_over_their_own_links():
 
 def test_an_sglang_prefill_instance_leaves_only_the_last_chunks_kv_to_send():
     prompt = LengthSpec(dist="fixed", mean=20_000)
-    wl = WorkloadConfig(arrival="poisson", rate=0.2, requests=4, measure="whole", prompt=prompt)
+    wl = WorkloadConfig(
+        arrival="poisson", rate=0.2, requests=4, measure="whole", lengths_from=None, prompt=prompt
+    )
     link = {"kv_transfer_gbps": 100.0, "kv_transfer_latency_ms": 2.0}
     exposed = {}
     for engine in ("vllm", "sglang"):
@@ -378,7 +380,7 @@ def test_sglang_prompts_prefilled_in_one_step_land_one_after_another():
     """QA: the requests whose prefills ended in the same step all landed when the last of
     their KV had left (each waited for the chunks queued behind its own)."""
     wl = WorkloadConfig(
-        arrival="poisson", rate=1e6, requests=4, measure="whole",
+        arrival="poisson", rate=1e6, requests=4, measure="whole", lengths_from=None,
         prompt=LengthSpec(dist="fixed", mean=1000),
     )  # fmt: skip
     sc = Scenario(workload=wl, disaggregation_mode="decode", engine="sglang")

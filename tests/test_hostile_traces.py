@@ -226,6 +226,16 @@ def test_a_rescale_that_stretches_a_trace_past_thirty_days_is_refused():
     assert err.value.field == "workload.target_qps"
 
 
+def test_a_target_rate_on_a_burst_is_refused_in_one_line(tmp_path):
+    """QA: --target-qps on a trace whose requests all arrive at once ran the burst unchanged
+    (gaps of zero scale to zero) without a word."""
+    path = _write(tmp_path, "t.csv", PLAIN + "0,10,5\n0,10,5\n0,10,5\n")
+    result = invoke([*FLEET, "--trace", str(path), "--target-qps", "2"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.startswith("error: workload.target_qps")
+    assert "same moment" in result.output
+
+
 @pytest.mark.parametrize("flags", [["--rate-scale", "1e-300"], ["--target-qps", "1e-6"]])
 def test_a_rescale_past_thirty_days_is_one_line_in_the_cli(tmp_path, flags):
     """(At a target rate n requests span (n - 1) / target_qps seconds: four at 1e-6/s would

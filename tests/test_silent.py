@@ -58,10 +58,17 @@ def test_one_fixed_length_replaces_its_side_of_a_file_with_fixed_lengths(tmp_pat
     assert (wl.lengths_from, wl.prompt.mean, wl.output.mean) == (None, 64, 32), cfg
 
 
-def test_lengths_beside_lengths_from_are_refused_and_alone_mean_fixed_lengths():
+def test_lengths_beside_lengths_from_are_refused_and_both_alone_mean_fixed_lengths():
     with pytest.raises(ValueError, match="prompt: lengths come from lengths_from 'gsm8k'"):
         WorkloadConfig(lengths_from="gsm8k", prompt={"mean": 100})
-    assert WorkloadConfig(prompt={"mean": 100}).lengths_from is None
+    both = WorkloadConfig(prompt={"mean": 100}, output={"mean": 50})
+    assert (both.lengths_from, both.output.mean) == (None, 50)
+    # one side alone would fix the other at its default without a word (QA: a file's prompt
+    # alone ran every output at 256), as --prompt-len alone is refused
+    with pytest.raises(ValueError, match="prompt: fixed lengths .* give output too"):
+        WorkloadConfig(prompt={"mean": 100})
+    explicit = WorkloadConfig(lengths_from=None, prompt={"mean": 100})
+    assert (explicit.prompt.mean, explicit.output.mean) == (100, 256)
     # a dumped config (defaults spelled out) still loads
     wl = WorkloadConfig(lengths_from="cnn")
     assert WorkloadConfig(**wl.model_dump()) == wl

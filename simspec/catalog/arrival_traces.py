@@ -630,6 +630,14 @@ def rescale(
     if target_qps is not None:
         n = len(trace)
         span = float(trace.arrival_s[-1] - trace.arrival_s[0]) if n > 1 else 0.0
+        if n > 1 and span == 0.0:
+            # scaling gaps of zero leaves them zero: the asked rate would not run (QA)
+            raise InputError(
+                "workload.target_qps",
+                f"every one of the {n} requests of {trace.name} arrives at the same moment: "
+                "rescaling its gaps cannot give it a rate; run it as the burst it is, or use "
+                "a Poisson arrival at that rate",
+            )
         rate = (n - 1) / span if span > 0 else trace.mean_rate
         rate_scale = target_qps / rate
     if rate_scale is None or rate_scale == 1.0:
