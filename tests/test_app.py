@@ -184,6 +184,11 @@ def test_an_error_on_the_page_keeps_every_widget_the_user_set():
     # a smaller K bounds τ lower: kept at the new bound, not reset to the default
     tau_widget("K τ was measured at").set_value(2).run()
     assert tau_widget("Measured τ").value == 3.0
+    # τ's spread is the traces' unless unticked, then the page's slider (the CLI's --tau)
+    measured = next(c for c in at.sidebar.checkbox if c.label.startswith("Spread across"))
+    assert measured.value and not [s for s in at.sidebar.slider if s.label.startswith("Spread")]
+    measured.uncheck().run()
+    assert [s for s in at.sidebar.slider if s.label.startswith("Spread")]
     at.sidebar.text_input[0].set_value("16").run()
     assert not at.error
     widget = {w.label: w for w in at.sidebar.number_input}

@@ -362,3 +362,22 @@ def test_a_given_tau_runs_with_its_drafter_and_domains_measured_spread():
         "spread"
         not in MethodFlags(alpha=0.7).tuned({"name": "eagle3", "k": 3}, "sharegpt")["acceptance"]
     )
+
+
+def test_the_explorers_tau_takes_the_measured_spread_as_the_cli_does():
+    """The page's τ with its spread left to the traces runs each method's drafter and domain
+    as --tau does (QA: the page ran identical requests where --tau did not); a spread given
+    is the page's, and a download says which."""
+    from simspec.catalog.methods import acceptance_spread
+
+    page = inputs.ExplorerInputs(acceptance="tau", tau=2.9, tau_k=4, k=4, dataset="gsm8k")
+    measured = page.model_copy(update={"spread": None})
+    eagle = inputs.method_for(measured, "eagle3").acceptance
+    cli = MethodFlags(tau=2.9, tau_k=4).tuned({"name": "eagle3", "k": 4}, "gsm8k")["acceptance"]
+    assert eagle.spread == cli["spread"] == acceptance_spread("learned", "math")[0] > 0
+    assert inputs.method_for(measured, "ngram").acceptance.spread == (
+        acceptance_spread("lookup", "math")[0]
+    )
+    assert inputs.method_for(page, "eagle3").acceptance.spread == 0.0  # given: the page's
+    assert downloads.scenario_columns(measured)["tau_spread"] == inputs.MEASURED_SPREAD
+    assert downloads.scenario_columns(page)["tau_spread"] == 0.0

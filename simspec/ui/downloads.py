@@ -15,6 +15,7 @@ from simspec.ui.inputs import (
     deployment_for,
     method_for,
     serving_columns,
+    spread_label,
 )
 from simspec.ui.uploads import as_uploaded
 
@@ -31,9 +32,13 @@ def scenario_columns(inp: ExplorerInputs) -> dict[str, object]:
         "acceptance": inp.acceptance,
     }
     if inp.acceptance == "alpha":
-        cols |= {"alpha": inp.alpha, "alpha_spread": inp.spread}
+        cols |= {"alpha": inp.alpha, "alpha_spread": inp.spread or 0.0}
     elif inp.acceptance == "tau":
-        cols |= {"tau": inp.tau, "tau_k": inp.tau_k or "method's K", "tau_spread": inp.spread}
+        cols |= {
+            "tau": inp.tau,
+            "tau_k": inp.tau_k or "method's K",
+            "tau_spread": spread_label(inp),
+        }
     cols |= {
         "temperature": inp.temperature,
         "top_p": inp.top_p,

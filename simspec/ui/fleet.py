@@ -48,6 +48,7 @@ from simspec.ui.inputs import (
     deployment_for,
     method_for,
     serving_columns,
+    spread_label,
 )
 
 # the page caps a fleet well below config.MAX_REPLICAS: it replays the whole fleet in its own
@@ -220,9 +221,13 @@ def fleet_columns(page: ExplorerInputs, f: FleetInputs) -> dict[str, object]:
     m = method_for(fleet_page, f.method)
     given: dict[str, object] = {}
     if page.acceptance == "alpha":
-        given = {"alpha": page.alpha, "alpha_spread": page.spread}
+        given = {"alpha": page.alpha, "alpha_spread": page.spread or 0.0}
     elif page.acceptance == "tau":
-        given = {"tau": page.tau, "tau_k": page.tau_k or "method's K", "tau_spread": page.spread}
+        given = {
+            "tau": page.tau,
+            "tau_k": page.tau_k or "method's K",
+            "tau_spread": spread_label(page),
+        }
     origin = provenance(deployment_for(fleet_page), m)
     return {
         "model": page.model_name or page.model,

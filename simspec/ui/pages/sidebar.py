@@ -253,7 +253,8 @@ def _speculation(sb: DeltaGenerator, model: str) -> dict[str, Any]:
         list(by_label),
         **kept("dataset", list(by_label.values()).index(DEFAULT.dataset), "index"),
     )
-    alpha, tau, tau_k, spread, trace_path = 0.7, DEFAULT.tau, None, 0.0, None
+    alpha, tau, tau_k, trace_path = 0.7, DEFAULT.tau, None, None
+    spread: float | None = 0.0
     if acceptance == "alpha":
         alpha = sb.slider(
             "Mean acceptance α per position", 0.0, 1.0, step=0.01, **kept("alpha", 0.7)
@@ -270,7 +271,15 @@ def _speculation(sb: DeltaGenerator, model: str) -> dict[str, Any]:
         tau = sb.number_input(
             "Measured τ (tokens per step)", 1.0, top, **kept("tau", min(tau, top))
         )
-    if acceptance in ("alpha", "tau"):
+    measured_spread = acceptance == "tau" and sb.checkbox(
+        "Spread across requests as the traces measured it",
+        help="Requests differ in acceptance as the packaged traces of each method's drafter "
+        "and this domain measured (the CLI's --tau does the same); off: give the spread",
+        **kept("measured_spread", True),
+    )
+    if measured_spread:
+        spread = None
+    elif acceptance in ("alpha", "tau"):
         spread = sb.slider(
             "Spread across requests (logit std)", 0.0, 2.0, step=0.1, **kept("spread", 0.0)
         )
