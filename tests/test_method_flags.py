@@ -375,8 +375,9 @@ def test_the_explorers_tau_takes_the_measured_spread_as_the_cli_does():
     eagle = inputs.method_for(measured, "eagle3").acceptance
     cli = MethodFlags(tau=2.9, tau_k=4).tuned({"name": "eagle3", "k": 4}, "gsm8k")["acceptance"]
     assert eagle.spread == cli["spread"] == acceptance_spread("learned", "math")[0] > 0
-    assert inputs.method_for(measured, "ngram").acceptance.spread == (
-        acceptance_spread("lookup", "math")[0]
+    assert (
+        inputs.method_for(measured, "ngram").acceptance.spread
+        == (acceptance_spread("lookup", "math")[0])
     )
     assert inputs.method_for(page, "eagle3").acceptance.spread == 0.0  # given: the page's
     assert downloads.scenario_columns(measured)["tau_spread"] == inputs.MEASURED_SPREAD

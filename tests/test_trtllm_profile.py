@@ -144,6 +144,16 @@ def test_a_method_tensorrt_llm_does_not_ship_is_refused_by_name():
     setup_replica(Scenario(engine="trtllm", method=eagle3))  # it ships EAGLE-3
 
 
+@pytest.mark.parametrize("tree", ["static", "dynamic"])
+def test_an_eagle3_tree_is_refused_where_the_server_drafts_chains(tree):
+    """QA: a 60-node EAGLE-3 tree ran on trtllm (2.85x at batch 1) where its one-model
+    worker drafts a chain and its attention refuses a dynamic tree."""
+    eagle3 = {"name": "eagle3", "k": 6, "tree": tree, "tree_nodes": 60, "tree_topk": 10}
+    with pytest.raises(InputError, match="engine trtllm drafts chains only") as err:
+        setup_replica(Scenario(engine="trtllm", method={**eagle3, "acceptance": {"alpha": 0.7}}))
+    assert err.value.field == "methods.eagle3.tree"
+
+
 def test_trtllm_serve_flags_set_the_limits_and_the_last_stated_counts():
     notes = (
         "serve: trtllm-serve Qwen/Qwen3-14B --max_num_tokens=16384 --max_batch_size 64; this "

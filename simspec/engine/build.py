@@ -270,6 +270,13 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     engine = deployed_engine(sc)
     if why := engine_refuses(sc.method.name, engine.id):
         raise InputError("methods.name", f"{sc.method.name} {why}")
+    if sc.method.tree in ("static", "dynamic") and engine.flag("chains_only"):
+        # QA: a 60-node EAGLE-3 tree ran on trtllm at 2.85x where its server drafts chains
+        raise InputError(
+            f"methods.{sc.method.name}.tree",
+            f"engine {engine.id} drafts chains only (engines.yaml chains_only says why): "
+            "give tree: chain (K tokens a step), or run the tree on vllm or sglang",
+        )
     engine.check_load_policy(sc.method.disable_by_batch_size)
     served_on = load_gpu(sc.gpu)
     check_engine_gpu(engine, served_on)
