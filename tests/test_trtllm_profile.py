@@ -215,3 +215,33 @@ def test_the_no_evict_promise_holds_for_the_warm_up_cohort_too():
         seed=2,
     )
     assert int(simulate(sc).requests.preemptions.sum()) == 0
+
+
+def test_a_sampling_run_keeps_greedy_acceptance_where_the_engine_verifies_greedily():
+    """QA: TRT-LLM 1.0-1.2 samples one-model EAGLE-3 and MTP by argmax (allow_advanced_sampling
+    off), and SGLang on ROCm verifies every draft greedily (no tree sampling kernel): at T=1
+    their acceptance is greedy's, not 0.845 of it; a two-model method, and SGLang on CUDA,
+    still sample."""
+    from simspec.engine.build import greedy_verify_note, run_sampling
+    from simspec.studies.provenance import verify_notes
+
+    def at(engine: str, method: str, gpu: str = "h100_sxm", t: float = 1.0) -> Scenario:
+        m = {"name": method, "k": 3, "acceptance": {"alpha": 0.7}}
+        return Scenario(engine=engine, gpu=gpu, temperature=t, top_p=0.9, method=m)
+
+    assert run_sampling(at("trtllm", "eagle3")) == (0.0, 1.0)
+    assert run_sampling(at("trtllm", "ngram")) == (1.0, 0.9)
+    assert run_sampling(at("sglang", "eagle3", "mi300x")) == (0.0, 1.0)
+    assert run_sampling(at("sglang-v2", "ngram", "mi355x")) == (0.0, 1.0)
+    assert run_sampling(at("sglang", "eagle3")) == (1.0, 0.9)
+    assert greedy_verify_note(at("trtllm", "eagle3", t=0.0)) is None
+    assert "allow_advanced_sampling" in (greedy_verify_note(at("trtllm", "eagle3")) or "")
+    assert verify_notes(at("sglang", "eagle3", "mi300x"), [at("sglang", "eagle3").method])
+    # the run itself: T=1 on trtllm's EAGLE-3 accepts as T=0 does, step for step
+    small = {"workload": {"concurrency": 4, "requests": 16, "measure": "whole"}}
+    runs = [
+        simulate(at("trtllm", "eagle3", t=t).model_copy(update={"workload": WorkloadConfig(
+            **small["workload"])}))
+        for t in (0.0, 1.0)
+    ]  # fmt: skip
+    assert runs[0].requests.equals(runs[1].requests)

@@ -308,6 +308,12 @@ class EngineProfile(SourcedParams):
     # the other copies it) or "v0" (prompt_lookup_max required, prompt_lookup_min 1 where
     # unset): catalog.vllm.lookup_sizes
     ngram_size_defaults: Literal["v1", "v0"] = "v1"
+    # speculative methods the engine verifies greedily whatever the requests' temperature, and
+    # the GPU generations on which it verifies every speculative method so: its outputs are
+    # the greedy ones, and so is its acceptance (greedy_verify_source says why)
+    greedy_verify_methods: tuple[str, ...] = ()
+    greedy_verify_archs: tuple[Arch, ...] = ()
+    greedy_verify_source: str = ""
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "step_overhead_s",
         "step_overhead_per_seq_s",
@@ -327,6 +333,13 @@ class EngineProfile(SourcedParams):
         "max_num_seqs",
         "max_num_batched_tokens",
     )
+
+    def verifies_greedily(self, method: str, arch: str) -> bool:
+        """Whether the engine verifies ``method``'s drafts by the target's argmax on a GPU of
+        ``arch`` at any temperature (:attr:`greedy_verify_methods`, :attr:`greedy_verify_archs`)."""
+        if method == "autoregressive":
+            return False
+        return method in self.greedy_verify_methods or arch in self.greedy_verify_archs
 
     def overlaps(self, speculative: bool) -> bool:
         """Whether an overlap scheduler prepares the next step on the host while the GPU runs

@@ -39,7 +39,13 @@ from simspec.errors import InputError
 from simspec.outputs import check_writable, existing_regular
 from simspec.studies.metrics import unserved_text
 from simspec.studies.model_facts import summary_line
-from simspec.studies.provenance import async_note, dataset_notes, ran_with, rests_on
+from simspec.studies.provenance import (
+    async_note,
+    dataset_notes,
+    ran_with,
+    rests_on,
+    verify_notes,
+)
 from simspec.studies.runs.executors import exit_on_signals
 from simspec.studies.runs.journal import path_in_use
 from simspec.studies.sweep import (
@@ -377,7 +383,7 @@ def _print_points(frame: pd.DataFrame, cfg: SweepConfig) -> None:
         methods = [m for p in points for m in p.methods]
         err.print(rests_on(points[0], methods), highlight=False, markup=False, soft_wrap=True)
         # QA: --dataset over a config's stated acceptance switched the lengths only, unsaid
-        for line in dataset_notes(points[0], methods):
+        for line in (*dataset_notes(points[0], methods), *verify_notes(points[0], methods)):
             err.print(line, highlight=False, markup=False, soft_wrap=True)
     err.print(
         "± : 95 % interval of the speedup (README: Measurement)", highlight=False, markup=False

@@ -130,9 +130,20 @@ def print_frame(frame: pd.DataFrame, title: str, width: int | None = None) -> No
 def print_provenance(deploy: Deployment, methods: list[MethodConfig]) -> None:
     """Under a table, on stderr: what the run ran with and what its numbers rest on, one line
     each (:mod:`simspec.studies.provenance`)."""
-    from simspec.studies.provenance import dataset_notes, deployment_notes, ran_with, rests_on
+    from simspec.studies.provenance import (
+        dataset_notes,
+        deployment_notes,
+        ran_with,
+        rests_on,
+        verify_notes,
+    )
 
-    lines = (ran_with(deploy), rests_on(deploy, methods), *dataset_notes(deploy, methods))
+    lines = (
+        ran_with(deploy),
+        rests_on(deploy, methods),
+        *dataset_notes(deploy, methods),
+        *verify_notes(deploy, methods),
+    )
     for line in (*lines, *deployment_notes(deploy)):
         err.print(line, highlight=False, markup=False, soft_wrap=True)
 

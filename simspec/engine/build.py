@@ -797,6 +797,27 @@ def _shortest(spec: LengthSpec) -> int:
     return int(min(max(low, spec.min), spec.max))
 
 
+def run_sampling(sc: Scenario) -> tuple[float, float]:
+    """(temperature, top-p) the engine verifies the scenario's drafts at: the requests', or
+    greedy where the engine verifies this method by the target's argmax whatever they ask
+    (EngineProfile.verifies_greedily: TensorRT-LLM's one-model path, SGLang on ROCm)."""
+    engine = deployed_engine(sc)
+    if sc.temperature > 0 and engine.verifies_greedily(sc.method.name, load_gpu(sc.gpu).arch):
+        return 0.0, 1.0
+    return sc.temperature, sc.top_p
+
+
+def greedy_verify_note(sc: Scenario) -> str | None:
+    """What a sampling run's acceptance is where its engine verifies greedily; None elsewhere."""
+    if sc.temperature == 0 or run_sampling(sc)[0] == sc.temperature:
+        return None
+    engine = deployed_engine(sc)
+    return (
+        f"{sc.method.name} on {engine.id} ({sc.gpu}) verifies greedily at any temperature: "
+        f"{engine.greedy_verify_source}; its acceptance is greedy's at T={sc.temperature:g}"
+    )
+
+
 def acceptance_sampler(
     sc: Scenario, spec: Speculator, num_requests: int, rng: np.random.Generator
 ) -> AcceptanceSampler | None:
@@ -807,9 +828,10 @@ def acceptance_sampler(
     acc = sc.method.acceptance
     # build_speculator refuses a method that needs an acceptance and has none
     assert acc is not None
+    temperature, top_p = run_sampling(sc)
     # greedy decoding (temperature 0) takes the argmax whatever top-p says: top-p moves
     # acceptance only where the run samples
-    sampling = sc.temperature != acc.temperature or (sc.temperature > 0 and sc.top_p != acc.top_p)
+    sampling = temperature != acc.temperature or (temperature > 0 and top_p != acc.top_p)
     if acc.acc_len is not None and sampling:
         acc = sampled_from_trace(acc, spec.max_accept, spec.info.drafter)
     # build_speculator lets token streams replay only a lookup speculator
@@ -818,17 +840,15 @@ def acceptance_sampler(
         # the streams were generated greedily: a sampling run proposes where the replay does
         # (a lookup matches the text, whatever sampled it) and keeps each greedily accepted
         # draft with the temperature model's chance, at most 1 (README: lookup)
-        keep = min(1.0, factor(sc.temperature, sc.top_p))
+        keep = min(1.0, factor(temperature, top_p))
     profile = None
     if acc.acc_len is None and acc.tokens is None:  # a static tree is built for the mean α
         try:
-            profile = run_alpha_profile(
-                acc, spec.max_accept, spec.depth_decay, sc.temperature, sc.top_p
-            )
+            profile = run_alpha_profile(acc, spec.max_accept, spec.depth_decay, temperature, top_p)
         except ValueError as exc:  # a τ the method's chain or tree cannot yield
             raise InputError(f"methods.{sc.method.name}.acceptance", str(exc)) from None
     # tree candidates are verified by recursive rejection when the run samples
-    plan = spec.draft_plan(profile, sampled=sc.temperature > 0)
+    plan = spec.draft_plan(profile, sampled=temperature > 0)
     if keep < 1.0:
         plan = dataclasses.replace(plan, keep=keep)
     return build_sampler(acc, plan, num_requests, rng, lengths_from=sc.workload.lengths_from)

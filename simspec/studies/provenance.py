@@ -283,6 +283,20 @@ def dataset_notes(deploy: Deployment, methods: Iterable[MethodConfig]) -> list[s
     return list(dict.fromkeys(notes))  # one per method name (a sweep runs several K)
 
 
+def verify_notes(deploy: Deployment, methods: Iterable[MethodConfig]) -> list[str]:
+    """A note per method its engine verifies greedily although the run samples (QA: TRT-LLM's
+    one-model EAGLE-3 at T=1 was priced at 0.845 of greedy acceptance, where the server takes
+    the argmax): its acceptance is greedy's, the sampling factor does not apply to it."""
+    from simspec.config import Scenario
+    from simspec.engine.build import greedy_verify_note
+
+    if deploy.temperature == 0:
+        return []
+    fields = {name: getattr(deploy, name) for name in Deployment.model_fields}
+    notes = (greedy_verify_note(Scenario(**fields, method=m)) for m in methods)
+    return list(dict.fromkeys(f"note: {n}" for n in notes if n))
+
+
 def _acceptance_part(model: str, methods: list[MethodConfig]) -> str:
     """Methods grouped by the model their acceptance was measured on."""
     groups: dict[str, list[str]] = {}

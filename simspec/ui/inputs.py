@@ -429,7 +429,13 @@ def provenance_lines(inp: ExplorerInputs) -> list[str]:
     many validation cases back the model), and the methods its engine does not ship."""
     from simspec.catalog.methods import not_shipped
     from simspec.catalog.sampling import sampling_notes
-    from simspec.studies.provenance import async_note, deployment_notes, ran_with, rests_on
+    from simspec.studies.provenance import (
+        async_note,
+        deployment_notes,
+        ran_with,
+        rests_on,
+        verify_notes,
+    )
     from simspec.studies.sweep import picked_shape_notes
 
     deploy = deployment_for(inp)
@@ -441,6 +447,7 @@ def provenance_lines(inp: ExplorerInputs) -> list[str]:
         lines.append(f"{', '.join(unshipped)} simulated as published: {why}")
     # the sweep's notes on sampling and on the shape the engine picks (QA: the page had none)
     lines += sampling_notes(deploy.temperature, deploy.top_p)
+    lines += verify_notes(deploy, methods)
     lines += picked_shape_notes(inp.model, inp.engine, methods)
     if note := async_note(inp.engine, deploy.scheduler.async_scheduling):  # as sweep says it
         lines.append(note)
