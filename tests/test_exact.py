@@ -189,6 +189,72 @@ def test_output_stream_of_context_free_target_has_target_unigrams(position_indep
     assert tv_distance(histogram(emitted, V), p[0]) < 0.01
 
 
+MARKOV_V = 6  # vocabulary of the context-dependent target
+
+
+def markov_stream(steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A target whose next-token law depends on the token before it (a Markov chain P), a
+    draft chain Q that differs from it, and ``steps`` speculative steps decoding it: each step
+    drafts K tokens from Q along its own prefix, the target's rows are P at the drafted
+    prefix (as a model's forward computes them), and the stream goes on from the last token
+    the rule emitted. Returns (P, transitions counted in the emitted stream, P's rows by
+    the token before)."""
+    rng = np.random.default_rng(seed)
+    target = rng.dirichlet(np.full(MARKOV_V, 0.6), size=MARKOV_V)
+    draft = 0.5 * target + 0.5 * rng.dirichlet(np.full(MARKOV_V, 0.6), size=MARKOV_V)
+    counts = np.zeros((MARKOV_V, MARKOV_V), dtype=np.int64)
+    state = 0
+    for _ in range(steps):
+        drafted, prev = [], state
+        for _ in range(K):
+            prev = int(rng.choice(MARKOV_V, p=draft[prev]))
+            drafted.append(prev)
+        prefix = [state, *drafted]
+        p = target[prefix]  # p_j: the target's law after the prefix up to draft j
+        q = draft[prefix[:K]]
+        for token in verify_chain(p, q, np.array(drafted), rng):
+            counts[state, token] += 1
+            state = int(token)
+    return target, counts
+
+
+@pytest.mark.slow
+def test_a_context_dependent_target_is_decoded_as_its_own_chain():
+    """Every emitted token follows the target's law given the tokens actually emitted before
+    it: the stream's transitions are P's (QA: a rule that went on verifying after a
+    rejection passed the position-wise tests, whose targets ignore the prefix)."""
+    target, counts = markov_stream(20_000, seed=11)
+    pvalues = [
+        chisquare(counts[a], target[a] * counts[a].sum()).pvalue
+        for a in range(MARKOV_V)
+        if counts[a].sum() > 0
+    ]
+    assert min(pvalues) > 1e-3, pvalues
+
+
+@pytest.mark.slow
+def test_verifying_on_after_a_rejection_is_detected(monkeypatch):
+    """The mutation the position-wise tests missed: after a rejection the rule keeps
+    verifying the drafts that were conditioned on the refused token."""
+
+    def on_after_rejection(p, q, tokens, rng):
+        emitted = []
+        for j in range(q.shape[0]):
+            x = int(tokens[j])
+            if rng.random() < p[j, x] / q[j, x]:
+                emitted.append(x)
+            else:  # resampled, and on to the next draft instead of stopping
+                residual = exact._residual_distribution(p[j], q[j])
+                emitted.append(exact._sample_categorical(residual, rng))
+        emitted.append(exact._sample_categorical(p[-1], rng))
+        return np.asarray(emitted, dtype=np.int64)
+
+    monkeypatch.setattr(exact, "_verify_chain", on_after_rejection)
+    target, counts = markov_stream(20_000, seed=11)
+    pvalues = [chisquare(counts[a], target[a] * counts[a].sum()).pvalue for a in range(MARKOV_V)]
+    assert min(pvalues) < 1e-6
+
+
 @pytest.mark.slow
 def test_resampling_from_target_instead_of_residual_is_detected(monkeypatch):
     """The classic bug: after a rejection, sample from p_j instead of (p_j - q_j)+.
