@@ -4,6 +4,8 @@ moe_kernels.yaml), none is tuned here."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
@@ -150,6 +152,59 @@ def test_a_modelopt_checkpoint_that_keeps_attention_unquantised_quantises_the_ex
 def test_an_unmodelled_modelopt_algorithm_names_its_key():
     with pytest.raises(InputError, match=r"^model\.quantization_config\.quant_algo: .*W4A8_AWQ"):
         read_config(llama(quant_method="modelopt", quant_algo="W4A8_AWQ"))
+
+
+@pytest.mark.parametrize(
+    ("quant", "key"),
+    [
+        # ModelOpt keeping MLPs unquantised (its attention-only list is the experts-only form)
+        (
+            {"quant_method": "modelopt", "quant_algo": "NVFP4",
+             "exclude_modules": ["lm_head", "model.layers.0.mlp*", "*down_proj*"]},
+            "exclude_modules",
+        ),
+        # a compressed-tensors scheme targeting the MLPs alone leaves attention in bf16
+        (
+            {"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+                "targets": ["re:.*mlp.*"], "weights": {"num_bits": 4, "type": "int"}}}},
+            "config_groups.group_0.targets",
+        ),
+        # 2:4 sparse weights
+        (
+            {"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+                "targets": ["Linear"], "weights": {"num_bits": 8, "type": "float"}}},
+             "sparsity_config": {"format": "sparse-24-bitmask", "sparsity_structure": "2:4"}},
+            "sparsity_config",
+        ),
+        # GPTQ's per-module bits
+        (
+            {"quant_method": "gptq", "bits": 4, "group_size": 128,
+             "dynamic": {"+:.*self_attn.*": {"bits": 8}}},
+            "dynamic",
+        ),
+    ],
+)  # fmt: skip
+def test_a_checkpoint_quantising_some_layers_its_own_way_is_refused_by_its_key(quant, key):
+    """QA: each of these was priced at one precision for every linear layer, without a word
+    (ModelOpt's list read for attention only; targets, sparsity and "+:" overrides unread)."""
+    with pytest.raises(InputError, match=rf"^model\.quantization_config\.{key}: "):
+        read_config(llama(**quant))
+
+
+def test_a_modelopt_fp8_kv_cache_is_read_and_said_where_auto_runs_bf16(tmp_path):
+    """QA: kv_cache_quant_algo was ignored; vLLM serves such a checkpoint's KV in FP8 by
+    default, where simspec's auto is bf16: the models table and every footer say so."""
+    from simspec.config import Deployment
+    from simspec.studies.provenance import kv_quant_note
+
+    q = {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8"}
+    assert read_config(llama(**q))["kv_cache_quant"] == "fp8"
+    assert "kv_cache_quant" not in read_config(llama(quant_method="modelopt", quant_algo="FP8"))
+    assert kv_quant_note(Deployment()) is None  # a preset without one
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(llama(**q)))
+    assert "--kv-cache-dtype fp8" in (kv_quant_note(Deployment(model=str(path))) or "")
+    assert kv_quant_note(Deployment(model=str(path), kv_cache_dtype="fp8")) is None
 
 
 # -- MXFP4 and FP8 as they were ---------------------------------------------------------------

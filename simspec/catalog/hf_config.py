@@ -171,6 +171,8 @@ def read_config(raw: dict[str, Any]) -> dict[str, Any]:
     if (tower := _vision_tower(raw.get("vision_config"))) is not None:
         fields["vision_tower"] = tower
     fields["weight_dtype"], fields["expert_weight_dtype"] = weight_dtypes(raw)
+    if kv := kv_cache_quant(raw):
+        fields["kv_cache_quant"] = kv
     if group := int4_group_size(raw):
         fields["int4_group_size"] = group
     if fields["weight_dtype"] == "fp8" and (block := fp8_block_size(raw)):
@@ -776,6 +778,18 @@ def weight_dtypes(raw: dict[str, Any]) -> tuple[str, str | None]:
         if method == "gptq" and isinstance(dynamic, dict):
             skipped = [f"re:{k[2:]}" for k in dynamic if isinstance(k, str) and k.startswith("-:")]
             lists.append(("dynamic", skipped))
+            # "+:" (or a bare pattern) gives matching modules their own bits or group size,
+            # which vLLM's GPTQ-Marlin honours (override_config in gptq_utils.get_dynamic_
+            # override): read as the config's bits, they would be misstated (QA)
+            if overridden := [
+                k for k in dynamic if not (isinstance(k, str) and k.startswith("-:"))
+            ]:
+                raise InputError(
+                    "model.quantization_config.dynamic",
+                    f"gives {', '.join(map(str, overridden[:2]))} their own quantisation: "
+                    "simspec prices every linear layer at one precision; give --precision for "
+                    "the whole model, or a config without those overrides",
+                )
         for key, modules in lists:
             kept = _kept_unquantised(modules)
             if kept and not (key == "ignore" and experts_only):
@@ -838,7 +852,28 @@ def modelopt_dtypes(q: dict[str, Any]) -> tuple[str, str | None]:
     ignored = inner.get("ignore", inner.get("exclude_modules")) or []
     if isinstance(ignored, list) and any(isinstance(m, str) and "attn" in m for m in ignored):
         return "bf16", dtype
+    if kept := _kept_unquantised(ignored):  # as the other formats' lists are (QA: unread)
+        key = "ignore" if "ignore" in inner else "exclude_modules"
+        raise InputError(
+            f"model.quantization_config.{key}",
+            f"keeps {', '.join(kept[:3])}{' ...' if len(kept) > 3 else ''} unquantised: simspec "
+            "prices every linear layer at one precision (the routed experts apart), so the "
+            "weights and their reads would be misstated; give --precision for the whole "
+            "model, or a config without that list",
+        )
     return dtype, None
+
+
+def kv_cache_quant(raw: dict[str, Any]) -> str | None:
+    """The KV-cache format a ModelOpt checkpoint states it was calibrated for
+    (``kv_cache_quant_algo``, e.g. "FP8" in nvidia/Qwen3-30B-A3B-NVFP4's hf_quant_config),
+    lower-cased; None where it states none."""
+    q = raw.get("quantization_config")
+    if not isinstance(q, dict) or quant_method(q) != "modelopt":
+        return None
+    nested = q.get("quantization")
+    algo = (nested if isinstance(nested, dict) else q).get("kv_cache_quant_algo")
+    return algo.lower() if isinstance(algo, str) and algo else None
 
 
 def shown_algo(algo: object) -> str:
@@ -975,6 +1010,25 @@ def int4_group_size(raw: dict[str, Any]) -> int | None:
 
 def _compressed_tensors(q: dict[str, Any]) -> str:
     groups = q.get("config_groups")
+    sparsity = q.get("sparsity_config")
+    if isinstance(sparsity, dict) and sparsity.get("format") not in (None, "dense"):
+        # 2:4 sparse weights: vLLM 0.10-0.13 runs them with CUTLASS sparse kernels (about half
+        # the bytes), later releases refuse them (QA: priced dense)
+        raise InputError(
+            "model.quantization_config.sparsity_config",
+            f"{sparsity.get('format')!r} sparse weights are not modelled (dense only)",
+        )
+    for name, group in groups.items() if isinstance(groups, dict) else ():
+        targets = group.get("targets") if isinstance(group, dict) else None
+        if isinstance(targets, list) and targets != ["Linear"]:
+            # a group targeting some layers leaves the others unquantised (QA: attention of
+            # an MLP-only scheme was priced at int4)
+            raise InputError(
+                f"model.quantization_config.config_groups.{name}.targets",
+                f"{targets[:2]} quantises some linear layers only: simspec prices every linear "
+                "layer at one precision; give --precision for the whole model, or a scheme "
+                "targeting Linear",
+            )
     kinds = set()
     for group in groups.values() if isinstance(groups, dict) else ():
         w = group.get("weights") if isinstance(group, dict) else None

@@ -78,6 +78,9 @@ class ModelShape(BaseModel):
     # weights as stored: linear layers, and the routed experts where they differ (GPT-OSS)
     weight_dtype: WeightDtype = "bf16"
     expert_weight_dtype: WeightDtype | None = None
+    # the KV-cache format a ModelOpt checkpoint was calibrated for (kv_cache_quant_algo, "fp8"),
+    # which some engines serve by default; None where it states none
+    kv_cache_quant: str | None = None
     # int4 weights share one 16-bit scale per this many (the quantization_config's group_size):
     # int4-w's own 128 unless the checkpoint says otherwise (Kimi-K2.5: 32, 4.5 bits a weight)
     int4_group_size: int = Field(default=INT4_GROUP, ge=1)

@@ -321,7 +321,7 @@ def _profile_note(cfg: SweepConfig) -> None:
 
         err.print(f"note: {DECODE_INSTANCE_NOTE}", highlight=False)
     from simspec.catalog.hardware import load_engine
-    from simspec.studies.provenance import uniform_kv_note
+    from simspec.studies.provenance import kv_quant_note, uniform_kv_note
 
     said = {
         note
@@ -332,6 +332,7 @@ def _profile_note(cfg: SweepConfig) -> None:
             )
         )
     }
+    said |= {note for p in cfg.points() if (note := kv_quant_note(p))}
     for note in sorted(said):
         err.print(f"note: {note}", highlight=False)
     spans = {(p.gpu, p.tp * p.pp, p.ep, p.engine) for p in cfg.points()}

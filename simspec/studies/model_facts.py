@@ -184,7 +184,19 @@ def _experts(model: ModelShape) -> str:
 
 
 def _kv(model: ModelShape, kv_dtype: str = "auto") -> str:
-    """K and V per token at tp=1, in the cache's dtype (``auto``: the model's bf16)."""
+    """K and V per token at tp=1, in the cache's dtype (``auto``: the model's bf16), and the
+    format the checkpoint states for it where ``auto`` does not run that."""
+    text = _kv_bytes(model, kv_dtype)
+    if kv_dtype == "auto" and model.kv_cache_quant:
+        text += (
+            f"; the checkpoint states {model.kv_cache_quant.upper()} (ModelOpt "
+            "kv_cache_quant_algo), as vLLM serves it by default: --kv-cache-dtype fp8"
+        )
+    return text
+
+
+def _kv_bytes(model: ModelShape, kv_dtype: str) -> str:
+    """:func:`_kv`'s figure itself."""
     nbytes = kv_cache_bytes(kv_dtype)
     dtype = "bf16" if kv_dtype == "auto" else kv_dtype
     kib = model.kv_bytes_per_token_per_gpu(1, dtype_bytes=nbytes) / 1024

@@ -218,7 +218,24 @@ def deployment_notes(deploy: Deployment) -> list[str]:
         notes.append(f"note: {note}")
     if note := fp8_blocks_note(deploy, engine):
         notes.append(f"note: {note}")
+    if note := kv_quant_note(deploy):
+        notes.append(f"note: {note}")
     return notes
+
+
+def kv_quant_note(deploy: Deployment) -> str | None:
+    """Where the checkpoint states an FP8 KV cache that ``auto`` does not run (QA: a ModelOpt
+    checkpoint's kv_cache_quant_algo was read as nothing, its KV priced at twice the bytes
+    vLLM holds)."""
+    model = load_model(deploy.model)
+    if deploy.kv_cache_dtype != "auto" or model.kv_cache_quant is None:
+        return None
+    return (
+        f"{model.id}'s checkpoint states a {model.kv_cache_quant.upper()} KV cache (ModelOpt "
+        "kv_cache_quant_algo), which vLLM serves by default since PR #29980 (December 2025: "
+        "resolve_kv_cache_dtype_string); simspec's auto runs it in bf16: give "
+        "--kv-cache-dtype fp8 to run it as those releases do"
+    )
 
 
 # the scale blocks FP8 releases of bf16 models ship with (DeepSeek-V3's and Qwen3's FP8
