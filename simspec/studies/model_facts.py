@@ -117,6 +117,18 @@ def model_facts(
     unserved = f"none run as drafts: {model.mtp_unserved}" if model.mtp_unserved else "none"
     facts.append(("MTP modules", f"{mtp} (num_nextn_predict_layers)" if mtp else unserved))
     facts.append(("weights", precision(model, weight_precision)))
+    if model.vision_tower is not None:
+        layers, hidden = model.vision_tower
+        # QA: a multimodal config read through its text_config left the tower out unsaid
+        facts.append(
+            (
+                "vision tower",
+                f"{layers} layers of {hidden} (vision_config): not run and not counted in the "
+                "weights or the memory plan, which serve text only; vLLM loads it unless "
+                "--limit-mm-per-prompt sets every modality to 0, leaving that much less for "
+                "the KV cache",
+            )
+        )
     facts.append(("KV cache per token", _kv(model, normalize_kv_cache_dtype(kv_cache_dtype))))
     if model.linear_layers:
         facts.append(("recurrent state per sequence", _recurrent_state(model, engine)))
