@@ -45,6 +45,21 @@ def test_an_engine_without_dp_attention_and_pipeline_stages_are_refused_by_name(
         setup_replica(Scenario(model="llama-3.1-8b", pp=2, engine="sglang"))
 
 
+@pytest.mark.parametrize("engine", ["sglang", "sglang-v2"])
+def test_sglang_refuses_ngram_and_a_draft_model_beside_dp_attention(engine):
+    """QA: both ran beside --dp, where SGLang refuses to start ("Currently ngram / standalone
+    speculative decoding does not support dp attention."); --methods all leaves them out."""
+    from simspec.cli.method_flags import all_methods
+
+    for method in ({"name": "ngram", "k": 3}, {"name": "draft_model", "k": 3}):
+        sc = Scenario(model="qwen3-30b-a3b", tp=2, dp=2, ep=2, engine=engine, method=method)
+        with pytest.raises(InputError, match=rf"^dp: {method['name']} on engine {engine}: "):
+            setup_replica(sc)
+    runs, left = all_methods(["qwen3-30b-a3b"], "qwen3-0.6b", engine, dp=2)
+    assert "ngram" not in runs and "does not support dp attention" in left["ngram"]
+    assert "draft_model" in all_methods(["qwen3-30b-a3b"], "qwen3-0.6b", engine)[0]
+
+
 def test_the_flags_take_the_engines_spellings_and_refuse_a_bad_dp():
     out = runner.invoke(app, ["models", "deepseek-v3", "--tp", "8", "--dp-size", "3"])
     assert out.exit_code == 2

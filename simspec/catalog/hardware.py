@@ -314,6 +314,8 @@ class EngineProfile(SourcedParams):
     greedy_verify_methods: tuple[str, ...] = ()
     greedy_verify_archs: tuple[Arch, ...] = ()
     greedy_verify_source: str = ""
+    # speculative methods the engine refuses beside data-parallel attention, and why
+    dp_attention_refused: dict[str, str] = {}
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "step_overhead_s",
         "step_overhead_per_seq_s",

@@ -736,14 +736,15 @@ def engine_refuses(name: str, engine: str) -> str | None:
 
 
 def left_out_of_all(
-    name: str, model: str, draft: str | None = None, engine: str | None = None
+    name: str, model: str, draft: str | None = None, engine: str | None = None, dp: int = 1
 ) -> str | None:
     """Why ``--methods all`` leaves ``name`` out for ``model`` (None: it is offered): a drafter
     made of the model's own MTP layers needs a model that declares them, a draft model needs
     one that shares the model's tokenizer (``draft``, else a packaged one), a method no engine
     profile ships (or ``engine``, where it runs only its own) is not something a user could
-    deploy (``simspec/data/method_engines.yaml``), and one without packaged acceptance (pard)
-    runs only with the user's own."""
+    deploy (``simspec/data/method_engines.yaml``), one the engine refuses beside data-parallel
+    attention (``dp`` > 1) is not either, and one without packaged acceptance (pard) runs only
+    with the user's own."""
     table = packaged_table("method_engines.yaml")
     why = cannot_draft_for(name, model, draft)
     if why:
@@ -753,6 +754,10 @@ def left_out_of_all(
 
         return f"no engine simspec models ({', '.join(engine_ids())}) ships it"
     refused = engine_refuses(name, engine) if engine else None
+    if not refused and engine and dp > 1:
+        from simspec.catalog.hardware import load_engine
+
+        refused = load_engine(engine).dp_attention_refused.get(name)
     return refused or not_shipped(name, engine) or no_acceptance(name)
 
 

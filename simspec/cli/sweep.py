@@ -175,7 +175,11 @@ def sweep(
         _print_models(cfg)
         _print_points(frame, cfg)
         # --quiet drops it with the table: the written table lists what ran
-        left_out_note(flags.left_out({"model": cfg.model, "grid": cfg.grid, "engine": cfg.engine}))
+        left_out_note(
+            flags.left_out(
+                {"model": cfg.model, "grid": cfg.grid, "engine": cfg.engine, "dp": cfg.dp}
+            )
+        )
         for line in extrapolation_notes([m for p in cfg.points() for m in p.methods]):
             err.print(line, highlight=False)
         if out is not None:

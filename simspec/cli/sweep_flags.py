@@ -28,6 +28,7 @@ from simspec.cli.method_flags import (
     all_methods,
     asks_all,
     preset_dataset,
+    scenario_dp,
     scenario_engine,
 )
 from simspec.config import check_precision_target
@@ -126,7 +127,9 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
         names = None
         flag, listed = self.named_methods or ("--methods", None)
         if self.wants_all:
-            names = all_methods(self.models(data), self.draft, scenario_engine(data))[0]
+            names = all_methods(
+                self.models(data), self.draft, scenario_engine(data), scenario_dp(data)
+            )[0]
         elif listed:
             names = csv_list(listed, flag)
             # the method each name means (case, vLLM's names): QA, --methods eagle3,EAGLE3 and
@@ -288,7 +291,9 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
         its model, or every model on a grid's model axis); empty unless --methods all."""
         if not self.wants_all:
             return {}
-        return all_methods(self.models(data), self.draft, scenario_engine(data))[1]
+        return all_methods(self.models(data), self.draft, scenario_engine(data), scenario_dp(data))[
+            1
+        ]
 
     @staticmethod
     def models(data: dict[str, Any]) -> list[str]:

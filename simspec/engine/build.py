@@ -297,6 +297,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
                 "transfer (engines.yaml)",
             )
     check_dp_attention(sc.dp, engine.id, engine.dp_attention, target)
+    if sc.dp > 1 and (why := engine.dp_attention_refused.get(sc.method.name)):
+        raise InputError("dp", f"{sc.method.name} on engine {engine.id}: {why}; use dp 1")
     check_linear_layers(target, sc.engine, sc.dp)
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine, draft_cost_model(sc, target, cost))
