@@ -50,6 +50,21 @@ def test_spec_v2_keeps_the_overlap_scheduler_under_eagle_and_draft_models(method
     assert build_cost_model(scenario("autoregressive", "sglang-v2")).host.overlapped
 
 
+def test_spec_v2_runs_an_explicit_wide_tree_as_spec_v1_and_keeps_its_own_pick():
+    """QA: a top-k > 1 tree given to SGLang's spec v2 kept the overlap scheduler, where
+    _handle_eagle_family falls back to spec v1 ("spec v2 currently only supports topk = 1");
+    the tree SGLang picks itself (Llama's 5-4-8, chosen after that check) keeps spec v2."""
+    given = {"name": "eagle3", "k": 5, "tree": "dynamic", "tree_nodes": 8, "tree_topk": 4}
+    wide = Scenario(engine="sglang-v2", method={**given, "acceptance": {"alpha": 0.7}})
+    assert not build_cost_model(wide).host.overlapped
+    narrow = {**given, "tree": "chain", "tree_nodes": None, "tree_topk": None}
+    chain = Scenario(engine="sglang-v2", method={**narrow, "acceptance": {"alpha": 0.7}})
+    assert build_cost_model(chain).host.overlapped
+    own = preset_method("eagle3", "sharegpt", None, "llama-3.1-8b", "sglang-v2")
+    assert (own.tree_topk or 1) > 1  # SGLang's own Llama tree
+    assert build_cost_model(Scenario(engine="sglang-v2", method=own)).host.overlapped
+
+
 def test_spec_v2_runs_sglangs_kernels_and_ngram_proposer():
     v1, v2 = load_engine("sglang"), load_engine("sglang-v2")
     assert v2.engine_kernels == "sglang" and v2.family == "sglang"

@@ -314,6 +314,9 @@ class EngineProfile(SourcedParams):
     greedy_verify_methods: tuple[str, ...] = ()
     greedy_verify_archs: tuple[Arch, ...] = ()
     greedy_verify_source: str = ""
+    # the widest top-k a draft tree given explicitly keeps the overlap scheduler at under the
+    # overlap_spec_methods (SGLang spec v2 falls back to v1 past it); None: no such bound
+    overlap_topk_max: int | None = None
     # speculative methods the engine refuses beside data-parallel attention, and why
     dp_attention_refused: dict[str, str] = {}
     REQUIRED: ClassVar[tuple[str, ...]] = (

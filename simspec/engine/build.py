@@ -22,7 +22,7 @@ from simspec.catalog.hardware import (
     load_gpu,
     load_profile,
 )
-from simspec.catalog.methods import engine_refuses, sampled_from_trace
+from simspec.catalog.methods import engine_picked_shape, engine_refuses, sampled_from_trace
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape, load_model
 from simspec.catalog.precision import (
     PrecisionSpec,
@@ -96,10 +96,30 @@ def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> Roofline
         precision_model=target.id,
         kv_bytes=kv_cache_bytes(sc.kv_cache_dtype),
         expert_precision=experts,
-        speculative=engine.overlap_off_by(sc.method.name),
+        speculative=overlap_off(sc, engine, target),
         dp=sc.dp,
         graph_max_tokens=graph_tokens_cap(sc, engine, gpu),
     )
+
+
+def overlap_off(sc: Scenario, engine: EngineProfile, target: ModelShape) -> bool:
+    """Whether the scenario's method turns the engine's overlap scheduler off: any method
+    outside its ``overlap_spec_methods``, and under one a tree given wider than
+    ``overlap_topk_max`` (SGLang spec v2: an explicit top-k > 1 runs spec v1; the engine's
+    own shape for the model, picked after that check, keeps it)."""
+    if engine.overlap_off_by(sc.method.name):
+        return True
+    return explicit_wide_tree(sc, engine, target)
+
+
+def explicit_wide_tree(sc: Scenario, engine: EngineProfile, target: ModelShape) -> bool:
+    """Whether the method drafts a tree wider than the engine's ``overlap_topk_max`` in a
+    shape other than the one the engine picks for the model itself."""
+    limit, m = engine.overlap_topk_max, sc.method
+    if limit is None or m.name == "autoregressive" or (m.tree_topk or 1) <= limit:
+        return False
+    picked = engine_picked_shape(m.name, engine.id, target.architecture)
+    return not (picked and picked[0] and m.model_dump(include=set(picked[0])) == picked[0])
 
 
 def batch_limits(sc: Scenario, engine: EngineProfile, gpu: GpuSpec) -> tuple[int, int]:
