@@ -762,8 +762,8 @@ def left_out_of_all(
 
 
 def approximated(name: str, engine: str | None) -> str | None:
-    """Why ``engine``'s own drafter for ``name`` is run as another engine's (None: it is not;
-    ``simspec/data/method_engines.yaml`` approximated)."""
+    """Why ``engine``'s own drafter for ``name`` is run as another engine's, or as some of its
+    releases run it (None: neither; ``simspec/data/method_engines.yaml`` approximated)."""
     table = packaged_table("method_engines.yaml").get("approximated") or {}
     why = (table.get(engine or "") or {}).get(name)
     return None if why is None else " ".join(str(why).split())
