@@ -31,6 +31,9 @@ MAX_CONCURRENCY = 16_384  # 16x vLLM's largest default max_num_seqs (1,024)
 MAX_REQUESTS = 1_000_000  # requests in one run
 MAX_TOTAL_REQUESTS = 2_000_000  # requests over every run of one command (sweep grid, recommend)
 MAX_RUNS = 10_000  # runs in one command (grid points x methods x batch sizes)
+# worker processes (or Ray tasks) one command starts: a process pool forks every worker up
+# front, however few jobs it has (QA: --workers 100000 forked until the host stalled)
+MAX_WORKERS = 256
 MAX_QPS = 1e7  # plan's target arrival rate (requests/s over the whole fleet)
 MAX_DURATION_S = 86_400.0  # plan's arrivals per probe: a day (probes also stop at 20,000 requests)
 # The latency SLOs fleet, plan and the explorer take when none is given: a chat service's first

@@ -441,3 +441,37 @@ def test_drawn_lengths_keep_their_mean():
     assert (uniform.min(), uniform.max()) == (100, 200) and uniform.mean() == pytest.approx(
         150, abs=0.5
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        # an empty value ran the default as if not given
+        (["recommend", "--executor", "", "--k-max", "1", "--concurrencies", "1"], "--executor"),
+        (["analytic", "--profile", ""], "--profile"),
+        (["analytic", "--method", "draft_model", "--draft-model", ""], "--draft-model"),
+        # an assumption every row it fills would then skip is refused up front
+        (["validate", "--assume", "tp=3"], "--assume"),
+        (["validate", "--assume", "output_len=1e30"], "--assume"),
+        # a layout flag without NAME is a missing NAME, not an ep/tp mismatch
+        (["models", "--ep", "2"], "--ep"),
+        (["models", "--dp", "2"], "--dp"),
+    ],
+)
+def test_fuzzed_flags_are_refused_by_name(args, field, tmp_path, monkeypatch):
+    """QA (CLI fuzz): each of these ran, forked or misnamed its error."""
+    monkeypatch.chdir(tmp_path)
+    line = refused(args, field)
+    if field == "--assume":
+        assert "power of two" in line or "1-1,000,000" in line
+    if field in ("--ep", "--dp"):
+        assert "give its NAME" in line
+
+
+@pytest.mark.parametrize("command", [["recommend"], ["sweep"], ["plan", "--qps", "1"]])
+def test_a_pool_larger_than_the_bound_is_refused(command):
+    """QA: a process pool forks every worker up front; --workers 100000 forked until the
+    host stalled (recommend and sweep had no bound, validate 256)."""
+    result = runner.invoke(app, [*command, "--workers", "600"])
+    assert result.exit_code == 2 and "--workers" in result.output
+    assert "256" in result.output and "Traceback" not in result.output

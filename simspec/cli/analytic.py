@@ -97,6 +97,9 @@ def analytic(
         )
     if (why := k_not_read({"name": method})) is not None:
         raise InputError(flag, f"the closed form chooses K, which {method} does not read: {why}")
+    for name, value in (("--profile", profile), ("--draft-model", draft_model)):
+        if value is not None and not value.strip():  # QA: '' ran the default, unsaid
+            raise InputError(name, "is empty: give a value, or leave the flag out for its default")
     deploy = Deployment(**with_profile_gpu({**flags.serving_fields(), **given(profile=profile)}))
     draft = _draft(method, flag, draft_model, deploy.model)
     given_alphas = csv_list(alpha, "--alpha", float) if alpha is not None else []

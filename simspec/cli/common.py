@@ -309,6 +309,8 @@ def default_executor(executor: str | None, workers: int | None) -> str:
     this machine has more than one CPU (every run is seeded and self-contained, so the pool
     changes only how soon the answer comes, never its bytes), else this process.
     ``--workers`` sizes a pool: with ``--executor serial`` it is refused."""
+    if executor is not None and not executor.strip():  # QA: '' ran the default unsaid
+        raise InputError("--executor", "is empty: choose serial or process, or leave it out")
     chosen = executor or ("process" if (os.cpu_count() or 1) > 1 else "serial")
     if chosen not in ("serial", "process"):
         # Ray takes a sweep's independent cells; a study's probes wait on each other

@@ -38,6 +38,7 @@ from simspec.config import (
     DEFAULT_SLO_TTFT_MS,
     MAX_REPLICAS,
     MAX_TIMELINE_ROWS,
+    MAX_WORKERS,
     ROUTERS,
     Deployment,
     FleetConfig,
@@ -293,6 +294,7 @@ def fleet(
         typer.Option(
             help="shards of a process or Ray run (--executor process or ray) [default: every CPU]",
             min=1,
+            max=MAX_WORKERS,
         ),
     ] = None,
     ray_address: Annotated[

@@ -59,15 +59,9 @@ def models(
     Example: simspec models deepseek-v3 --gpu h200 --tp 8 --ep 8
     """
     load_gpu(gpu), load_engine(engine)  # bad flags fail by name first
-    asked = None
-    stated = {"precision": precision, "kv_cache_dtype": kv_cache_dtype}
-    # checked as a deployment's fields: an error names the field
-    d = Deployment(**{k: v for k, v in stated.items() if v is not None})
-    if tp is not None or ep is not None or dp is not None:
-        fields = {k: v for k, v in {"tp": tp, "ep": ep, "dp": dp}.items() if v is not None}
-        d = Deployment(**fields, **{k: v for k, v in stated.items() if v is not None})
-        asked = ParallelLayout(d.tp, d.ep, d.dp)
     if name is None:
+        # before the layout is checked as a deployment's: --ep 2 alone is a missing NAME, not
+        # an ep/tp mismatch (QA)
         flags = (
             ("--tp", tp),
             ("--ep", ep),
@@ -83,6 +77,15 @@ def models(
                 "give its NAME "
                 f"(simspec models NAME {given[0]} ...)",
             )
+    asked = None
+    stated = {"precision": precision, "kv_cache_dtype": kv_cache_dtype}
+    # checked as a deployment's fields: an error names the field
+    d = Deployment(**{k: v for k, v in stated.items() if v is not None})
+    if tp is not None or ep is not None or dp is not None:
+        fields = {k: v for k, v in {"tp": tp, "ep": ep, "dp": dp}.items() if v is not None}
+        d = Deployment(**fields, **{k: v for k, v in stated.items() if v is not None})
+        asked = ParallelLayout(d.tp, d.ep, d.dp)
+    if name is None:
         _print_all(gpu, engine, wide)
         return
     if wide:  # a flag the mode does not read is an error, never silently dropped (QA)

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from simspec.catalog.hardware import engine_ids, gpu_ids
 from simspec.catalog.methods import TRACE_DATASETS
 from simspec.config import (
+    MAX_WORKERS,
     AcceptanceConfig,
     Deployment,
     MethodConfig,
@@ -368,5 +369,6 @@ StudyExecutor = Annotated[
     ),
 ]
 StudyWorkers = Annotated[
-    int | None, typer.Option(help="process pool size [default: every CPU]", min=1)
+    int | None,
+    typer.Option(help="process pool size [default: every CPU]", min=1, max=MAX_WORKERS),
 ]

@@ -43,6 +43,7 @@ from simspec.cli.tables import (
     write_text,
 )
 from simspec.config import (
+    DEFAULT_MEASURED,
     DEFAULT_PRECISION_TARGET,
     DEFAULT_SLO_TPOT_MS,
     DEFAULT_SLO_TTFT_MS,
@@ -685,7 +686,7 @@ def recommend(
             f"up to {DEFAULT_TURNOVERS} (at least {window.cap_requests(1):,}) "
             f"({MIN_PRECISION_TARGET:g} to "
             f"{MAX_PRECISION_TARGET:g}; 0: the fixed "
-            f"{DEFAULT_TURNOVERS} turnovers); on the command line it replaces a --config "
+            f"{DEFAULT_TURNOVERS} turnovers, at least {DEFAULT_MEASURED} requests); on the command line it replaces a --config "
             "file's workload.requests and turnovers [default: "
             f"{DEFAULT_PRECISION_TARGET:g}, ±{DEFAULT_PRECISION_TARGET:.0%}; a --config file "
             "that states workload.requests or turnovers: that fixed length]",

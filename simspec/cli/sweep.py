@@ -33,7 +33,7 @@ from simspec.cli.tables import (
     with_interval,
     write_frame,
 )
-from simspec.config import DEFAULT_TURNOVERS
+from simspec.config import DEFAULT_TURNOVERS, MAX_WORKERS
 from simspec.engine import window
 from simspec.errors import InputError
 from simspec.outputs import check_writable, existing_regular
@@ -80,7 +80,8 @@ def sweep(
         str, typer.Option(help="serial, process (a local pool) or ray: where cells run")
     ] = "process",
     workers: Annotated[
-        int | None, typer.Option(help="parallel workers [default: every CPU]", min=1)
+        int | None,
+        typer.Option(help="parallel workers [default: every CPU]", min=1, max=MAX_WORKERS),
     ] = None,
     ray_address: Annotated[
         str | None, typer.Option(help="Ray cluster: 'auto' or HOST:PORT [default: local]")

@@ -18,6 +18,7 @@ from simspec.cli.common import (
     writing,
 )
 from simspec.cli.tables import check_outputs, print_frame, write_text
+from simspec.config import MAX_WORKERS
 from simspec.errors import InputError
 
 
@@ -42,7 +43,7 @@ def validate(
         Path | None, typer.Option(help="also write a self-contained plotly HTML report")
     ] = None,
     workers: Annotated[
-        int | None, typer.Option(min=1, max=256, help="processes [default: all cores]")
+        int | None, typer.Option(min=1, max=MAX_WORKERS, help="processes [default: all cores]")
     ] = None,
     assume_gpu: Annotated[
         str | None,

@@ -29,6 +29,7 @@ from simspec.catalog.methods import (
 from simspec.catalog.models import load_model
 from simspec.catalog.traces import packaged_traces
 from simspec.config import (
+    DEFAULT_MEASURED,
     DEFAULT_PRECISION_TARGET,
     DEFAULT_TURNOVERS,
     MAX_CONCURRENCY,
@@ -156,7 +157,8 @@ class SweepConfig(Deployment):
         f"from {window.FLOOR_TURNOVERS} turnovers (at least {window.floor_requests(1)} "
         f"requests) up to a cap of {DEFAULT_TURNOVERS} turnovers (at least "
         f"{window.cap_requests(1):,} requests); 0: the fixed length of "
-        f"workload.requests and workload.turnovers ({DEFAULT_TURNOVERS} turnovers), as "
+        f"workload.requests and workload.turnovers ({DEFAULT_TURNOVERS} turnovers, at least "
+        f"{DEFAULT_MEASURED} requests), as "
         "writing either of them asks",
     )
 

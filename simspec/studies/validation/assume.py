@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.methods import DATASET_DOMAIN, TRACE_DATASETS
+from simspec.config import MAX_MEAN_LEN
 from simspec.errors import InputError
 from simspec.studies.validation.cases import LOAD_KINDS, number, whole
 
@@ -45,6 +46,20 @@ def _positive(value: str) -> str | None:
     return None if n is not None and n > 0 else "must be a positive number"
 
 
+def _length(value: str) -> str | None:
+    n = number(value)
+    ok = n is not None and 1 <= n <= MAX_MEAN_LEN
+    return None if ok else f"must be a number of tokens 1-{MAX_MEAN_LEN:,.0f}"
+
+
+def _tp(value: str) -> str | None:
+    """A whole power of two up to :data:`MAX_GPUS`, as a deployment's tp (config.check_tp):
+    QA, tp=3 was taken and then skipped every row it filled."""
+    n = whole(value)
+    ok = n is not None and 1 <= n <= MAX_GPUS and not n & (n - 1)
+    return None if ok else f"must be a power of two 1-{MAX_GPUS} (simspec's all-reduce timings)"
+
+
 def _temperature(value: str) -> str | None:
     n = number(value)
     return None if n is not None and 0 <= n <= 5 else "must be a number 0-5"
@@ -64,14 +79,14 @@ def _choice(options: Iterable[str]) -> Callable[[str], str | None]:
 ASSUMABLE: dict[str, Callable[[str], str | None]] = {
     "gpu": _known(load_gpu),
     "num_gpus": _whole(1, MAX_GPUS),
-    "tp": _whole(1, MAX_GPUS),
+    "tp": _tp,
     "engine": _known(load_engine),
     "load_kind": _choice(LOAD_KINDS),
     "load": _positive,
     "temperature": _temperature,
     "dataset": _choice([*DATASET_DOMAIN, *TRACE_DATASETS]),
-    "prompt_len": _positive,
-    "output_len": _positive,
+    "prompt_len": _length,
+    "output_len": _length,
 }
 
 
