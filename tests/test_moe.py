@@ -345,6 +345,58 @@ def test_the_explorer_shows_the_model_and_offers_mtp_only_where_it_exists():
         inputs.check_inputs(inputs.ExplorerInputs(methods=["mtp"]))
 
 
+def test_vllm_takes_mtp_k_only_as_a_multiple_of_the_models_mtp_layers(tmp_path):
+    """vLLM's SpeculativeConfig: "num_speculative_tokens:3 must be divisible by n_predict=2"
+    (QA: K 3 on a two-layer MTP model ran); SGLang's NextN reuses one layer whatever K."""
+    from simspec.engine.build import setup_replica
+
+    config = {
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "model_type": "deepseek_v3",
+        "hidden_size": 7168,
+        "intermediate_size": 18432,
+        "moe_intermediate_size": 2048,
+        "num_hidden_layers": 61,
+        "num_attention_heads": 128,
+        "num_key_value_heads": 128,
+        "n_routed_experts": 256,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 8,
+        "first_k_dense_replace": 3,
+        "kv_lora_rank": 512,
+        "q_lora_rank": 1536,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+        "vocab_size": 129280,
+        "max_position_embeddings": 163840,
+        "num_nextn_predict_layers": 2,
+        "torch_dtype": "bfloat16",
+        "tie_word_embeddings": False,
+        "rms_norm_eps": 1e-06,
+        "rope_theta": 10000,
+        "moe_layer_freq": 1,
+        "topk_method": "noaux_tc",
+        "n_group": 8,
+        "topk_group": 4,
+        "routed_scaling_factor": 2.5,
+        "norm_topk_prob": True,
+        "hidden_act": "silu",
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    for engine, k, refused in (("vllm", 3, True), ("vllm", 4, False), ("sglang", 3, False)):
+        sc = Scenario(
+            model=str(path), gpu="h200", tp=8, engine=engine, precision="fp8",
+            method={"name": "mtp", "k": k, "acceptance": {"alpha": 0.7}},
+        )  # fmt: skip
+        if refused:
+            with pytest.raises(InputError, match="divisible by n_predict=2"):
+                setup_replica(sc)
+        else:
+            setup_replica(sc)
+
+
 def test_mla_prompt_chunks_run_as_multi_head_attention_decodes_on_the_latent():
     """vLLM's _forward_prefill and SGLang's forward_normal run an MLA prompt as MHA (K and V
     up-projected per head, qk 192 / v 128 on DeepSeek-V3); the absorbed latent path priced

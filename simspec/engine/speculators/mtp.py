@@ -5,6 +5,7 @@ from __future__ import annotations
 from simspec.catalog.models import BYTES_PER_PARAM
 from simspec.config import MethodConfig
 from simspec.engine.speculators.eagle import EagleHead
+from simspec.errors import InputError
 
 
 class MTP(EagleHead):
@@ -33,6 +34,14 @@ class MTP(EagleHead):
         return self.target.is_moe and self.target.num_nextn_predict_layers > 0
 
     def _configure(self, cfg: MethodConfig) -> None:
+        modules = self.target.num_nextn_predict_layers
+        if modules > 1 and cfg.k % modules and self.engine.flag("mtp_k_multiple_of_layers"):
+            raise InputError(
+                f"methods.{self.name}.k",
+                f"engine {self.engine.id} takes K only as a multiple of {self.target.id}'s "
+                f"{modules} MTP layers (vLLM: \"num_speculative_tokens:{cfg.k} must be "
+                f"divisible by n_predict={modules}\"): give K = {modules}, {2 * modules}, ...",
+            )
         super()._configure(cfg)
         precision = self.cost.precision
         bf16 = precision is not None and precision.mtp_unquantized
