@@ -101,7 +101,7 @@ def test_a_one_token_output_is_done_on_arrival():
     from simspec.errors import InputError
 
     out = {"dist": "uniform", "low": 1, "high": 3, "mean": 2}
-    wl = {"concurrency": 2, "requests": 16, "output": out}
+    wl = {"concurrency": 2, "requests": 16, "lengths_from": None, "output": out}
     for engine in ("sglang", "vllm"):
         req = simulate(decode_instance(workload=wl, engine=engine)).requests
         one = req[req["requested_output_tokens"] == 1]
@@ -111,7 +111,11 @@ def test_a_one_token_output_is_done_on_arrival():
             assert len(one) and (one["finish_s"] > one["arrival_s"]).all()
             assert (one["output_tokens"] == 1).all()
     with pytest.raises(InputError, match="nothing to decode") as err:
-        simulate(decode_instance(workload={"concurrency": 2, "output": {"mean": 1}}))
+        simulate(
+            decode_instance(
+                workload={"concurrency": 2, "lengths_from": None, "output": {"mean": 1}}
+            )
+        )
     assert err.value.field == "workload.output"
 
 

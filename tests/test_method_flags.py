@@ -380,5 +380,5 @@ def test_the_explorers_tau_takes_the_measured_spread_as_the_cli_does():
         == (acceptance_spread("lookup", "math")[0])
     )
     assert inputs.method_for(page, "eagle3").acceptance.spread == 0.0  # given: the page's
-    assert downloads.scenario_columns(measured)["tau_spread"] == inputs.MEASURED_SPREAD
+    assert downloads.scenario_columns(measured)["tau_spread"] == downloads.MEASURED_SPREAD
     assert downloads.scenario_columns(page)["tau_spread"] == 0.0

@@ -15,7 +15,6 @@ from simspec.ui.inputs import (
     deployment_for,
     method_for,
     serving_columns,
-    spread_label,
 )
 from simspec.ui.uploads import as_uploaded
 
@@ -154,3 +153,12 @@ def plan_csv(
         probe_duration_s=probe_s,
     )
     return out.to_csv(index=False, float_format="%.6g")
+
+
+def spread_label(inp: ExplorerInputs) -> float | str:
+    """The τ spread a download states: the page's number, or where each method took its
+    drafter's and domain's measured one, that said."""
+    return MEASURED_SPREAD if inp.spread is None else inp.spread
+
+
+MEASURED_SPREAD = "each method's drafter and domain, as the packaged traces measured it"

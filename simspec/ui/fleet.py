@@ -41,6 +41,7 @@ from simspec.studies import fleet as study
 from simspec.studies.fleet_report import timeline_figure
 from simspec.studies.provenance import provenance
 from simspec.studies.runs.job import check_runnable
+from simspec.ui.downloads import spread_label
 from simspec.ui.figures import scenario_label
 from simspec.ui.inputs import (
     ExplorerInputs,
@@ -48,7 +49,6 @@ from simspec.ui.inputs import (
     deployment_for,
     method_for,
     serving_columns,
-    spread_label,
 )
 
 # the page caps a fleet well below config.MAX_REPLICAS: it replays the whole fleet in its own

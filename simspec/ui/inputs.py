@@ -103,13 +103,9 @@ class ExplorerInputs(BaseModel):
     tau_k: int | None = Field(
         default=None, ge=1, le=64, description="the K tau was measured at; None: the method's"
     )
-    spread: float | None = Field(
-        default=0.0,
-        ge=0.0,
-        le=3.0,
-        description="per-request logit std of alpha or tau acceptance; None (tau only): each "
-        "method's drafter and domain as the packaged traces measured it, as --tau runs",
-    )
+    # per-request logit std of alpha or tau acceptance; None (tau only): each method's drafter
+    # and domain as the packaged traces measured it, as --tau runs
+    spread: float | None = Field(default=0.0, ge=0.0, le=3.0)
     trace_path: str | None = None
     arrival: Literal["closed", "poisson"] = "closed"
     loads: list[float] = [float(b) for b in DEFAULT_BATCH_SIZES]
@@ -251,14 +247,10 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
                 "measured at",
             )
         spread = inp.spread
-        if spread is None and inp.acceptance == "alpha":
-            spread = 0.0  # a rate given is every request's, as --alpha runs it
-        elif spread is None:
-            # a mean τ says nothing of how requests differ: they differ as the packaged traces
-            # of its drafter and domain measured, as the command line's --tau runs (QA: the
-            # page's τ ran identical requests where --tau did not)
+        if spread is None:  # τ: as --tau runs (QA: the page's ran identical requests); α: 0
             domain = DATASET_DOMAIN.get(inp.dataset, "chat")
-            spread = acceptance_spread(method_info(name).drafter, domain)[0]
+            drafted = acceptance_spread(method_info(name).drafter, domain)[0]
+            spread = drafted if inp.acceptance == "tau" else 0.0
         update["acceptance"] = AcceptanceConfig(**measured, spread=spread)
     elif inp.acceptance == "trace" and inp.trace_path:
         if update.get("tree", m.tree) not in (None, "chain"):
@@ -454,12 +446,3 @@ def provenance_lines(inp: ExplorerInputs) -> list[str]:
     # servers spanned, a decode instance's TTFT: as every command's footer says them
     lines += deployment_notes(deploy)
     return lines
-
-
-def spread_label(inp: ExplorerInputs) -> float | str:
-    """The τ spread a download states: the page's number, or where each method took its
-    drafter's and domain's measured one, that said."""
-    return MEASURED_SPREAD if inp.spread is None else inp.spread
-
-
-MEASURED_SPREAD = "each method's drafter and domain, as the packaged traces measured it"

@@ -39,8 +39,8 @@ class MTP(EagleHead):
             raise InputError(
                 f"methods.{self.name}.k",
                 f"engine {self.engine.id} takes K only as a multiple of {self.target.id}'s "
-                f"{modules} MTP layers (vLLM: \"num_speculative_tokens:{cfg.k} must be "
-                f"divisible by n_predict={modules}\"): give K = {modules}, {2 * modules}, ...",
+                f'{modules} MTP layers (vLLM: "num_speculative_tokens:{cfg.k} must be '
+                f'divisible by n_predict={modules}"): give K = {modules}, {2 * modules}, ...',
             )
         super()._configure(cfg)
         precision = self.cost.precision

@@ -57,7 +57,7 @@ def _tp(value: str) -> str | None:
     QA, tp=3 was taken and then skipped every row it filled."""
     n = whole(value)
     ok = n is not None and 1 <= n <= MAX_GPUS and not n & (n - 1)
-    return None if ok else f"must be a power of two 1-{MAX_GPUS} (simspec's all-reduce timings)"
+    return None if ok else f"must be a whole number, a power of two 1-{MAX_GPUS}"
 
 
 def _temperature(value: str) -> str | None:
