@@ -245,3 +245,19 @@ def test_a_sampling_run_keeps_greedy_acceptance_where_the_engine_verifies_greedi
         for t in (0.0, 1.0)
     ]  # fmt: skip
     assert runs[0].requests.equals(runs[1].requests)
+
+
+@pytest.mark.slow
+def test_a_closed_loop_past_the_kv_cache_starts_its_unplaced_requests_new():
+    """QA: at concurrency 1,024 the stationary cohort left requests the KV cache could not
+    hold waiting to recompute their outputs, one 8,365 tokens past TRT-LLM's unchunked
+    8,192-token budget, and the run (and every plan on trtllm) stopped with "could not place
+    any request". An engine that never evicts holds no request mid-output outside its batch:
+    those wait as new arrivals."""
+    wl = WorkloadConfig(arrival="closed", concurrency=1024, requests=2048, turnovers=2)
+    run = simulate(Scenario(engine="trtllm", workload=wl))
+    req = run.requests
+    assert req["finish_s"].notna().all()
+    resumed = int((req["tokens_before_start"] > 0).sum())
+    assert 0 < resumed < 1024  # the cohort the cache holds resumed; the rest started new
+    assert (req["preemptions"] == 0).all()

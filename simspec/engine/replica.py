@@ -275,8 +275,13 @@ class Replica(RunsAtOnce):
             self.acceptance.start(rid, int(r.trace_index[rid]))
         if self._decode_instance:  # its KV comes from the prefill instance when there is room
             self.sched.add_transferred(rid)
-        else:
-            self.sched.resume(rid)
+        elif not self.sched.resume(rid) and self.sched.reserve_output and not r.unfinishable[rid]:
+            # an engine that never evicts holds no request mid-output outside its batch: a
+            # cohort request it cannot place waits as a new arrival, not to recompute its
+            # output (QA: TRT-LLM at 1,024 left one to recompute 8,365 tokens, past its
+            # unchunked budget, and the run stopped)
+            r.generated[rid] = r.before_start[rid] = 0
+            r.first_token[rid] = np.nan
         if r.unfinishable[rid]:
             self.expected -= 1
             self.on_finish(rid)

@@ -442,30 +442,31 @@ class Scheduler:
         free = self.pool.free * self.block_size
         return free - max(reserve * self._holding(), single), retractable
 
-    def resume(self, rid: int) -> None:
+    def resume(self, rid: int) -> bool:
         """A request that was decoding before the run started (its ``generated`` set): its KV
         holds the prompt and every generated token but the last, as after a decode step. When
         the slots or blocks are short it waits with an empty cache, as a preempted request
-        does, and recomputes prompt and generated tokens."""
+        does, and recomputes prompt and generated tokens. Returns whether it runs."""
         r = self.requests
         self.add(rid)
         if r.unfinishable[rid] or len(self.running) >= self.max_seqs:
-            return
+            return False
         computed = int(r.prompt_len[rid] + r.generated[rid] - 1)
         blocks = int(self._blocks_for(computed))
         if blocks > self.pool.free:
-            return
+            return False
         if self.reserve_output:
             # a promise of no eviction covers the cohort too: its whole output must fit beside
             # what the running ones may still grow to (QA: TRT-LLM's warm-up had preempted)
             later = int(self._final_blocks(np.array([rid]))[0])
             if later + self._promised() > self.pool.free:
-                return
+                return False
         self.waiting.remove(rid)
         self._take(blocks)
         r.blocks[rid], r.computed[rid], r.decoding[rid] = blocks, computed, True
         self.running.append(rid)
         self._running_arr = None
+        return True
 
     def finish(self, rids: np.ndarray) -> None:
         blocks = self.requests.blocks
