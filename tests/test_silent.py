@@ -475,3 +475,21 @@ def test_a_pool_larger_than_the_bound_is_refused(command):
     result = runner.invoke(app, [*command, "--workers", "600"])
     assert result.exit_code == 2 and "--workers" in result.output
     assert "256" in result.output and "Traceback" not in result.output
+
+
+def test_the_common_footer_says_what_sweep_says_of_sampling_scheduling_and_caps():
+    """QA (cross-command): plan, fleet, policy and recommend dropped the sampling,
+    async-scheduling, vLLM draft-model and SGLang-cap notes sweep prints for the same
+    deployment."""
+    from simspec.cli.tables import run_notes
+    from simspec.config import Deployment, MethodConfig
+
+    eagle = MethodConfig(name="eagle3", k=3, acceptance={"alpha": 0.7})
+    notes = " ".join(run_notes(Deployment(engine="sglang", temperature=1.0), [eagle]))
+    assert "sampling at T=1" in notes and "at most 48 requests" in notes
+    lifted = Deployment(engine="sglang", scheduler={"max_num_seqs": 256})
+    assert "at most 48" not in " ".join(run_notes(lifted, [eagle]))
+    draft = MethodConfig(name="draft_model", k=3, acceptance={"alpha": 0.7})
+    vllm = " ".join(run_notes(Deployment(), [draft]))
+    assert "from 0.16 only" in vllm and "waits for the host every step" in vllm
+    assert run_notes(Deployment(engine="sglang"), [MethodConfig(name="autoregressive", k=0)]) == []

@@ -916,11 +916,8 @@ def _recommend_notes(
     the engine picks itself, and a best setting at the largest one tried (QA: each was
     silent)."""
     from simspec.catalog.methods import not_shipped
-    from simspec.studies.provenance import async_note
 
-    # as sweep says it (QA: recommend's config is pasted into a deployment, where it matters)
-    if note := async_note(deploy.engine, deploy.scheduler.async_scheduling):
-        err.print(f"note: {note}", highlight=False)
+    # the async-scheduling note is print_provenance's (tables.run_notes), as sweep says it
     if why := not_shipped(base.name, deploy.engine):
         err.print(f"note: {base.name} simulated as published: {why}", highlight=False)
     tried = [base.model_copy(update={"k": k}) for k in ks] if not is_tree else [base]

@@ -143,9 +143,36 @@ def print_provenance(deploy: Deployment, methods: list[MethodConfig]) -> None:
         rests_on(deploy, methods),
         *dataset_notes(deploy, methods),
         *verify_notes(deploy, methods),
+        *run_notes(deploy, methods),
     )
     for line in (*lines, *deployment_notes(deploy)):
         err.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def run_notes(deploy: Deployment, methods: list[MethodConfig]) -> list[str]:
+    """What sweep says under its table of the run's sampling, the engine's scheduling and the
+    methods as the engine ships them, for the commands that print this footer (QA: plan,
+    fleet, policy and recommend had dropped the sampling, async-scheduling, draft-model and
+    SGLang-cap notes that sweep prints for the same deployment)."""
+    from simspec.catalog.methods import approximated
+    from simspec.catalog.sampling import sampling_notes
+    from simspec.engine.build import deployed_engine
+    from simspec.studies.provenance import async_note
+
+    speculative = list(dict.fromkeys(m.name for m in methods if m.name != "autoregressive"))
+    lines = sampling_notes(deploy.temperature, deploy.top_p) if speculative else []
+    if note := async_note(deploy.engine, deploy.scheduler.async_scheduling):
+        lines.append(f"note: {note}")
+    for name in speculative:
+        if why := approximated(name, deploy.engine):
+            lines.append(f"note: {name} on {deploy.engine}: {why}")
+    cap = deployed_engine(deploy).speculative_cap(deploy.scheduler.max_num_seqs)
+    if speculative and cap is not None:
+        lines.append(
+            f"note: engine {deploy.engine} runs at most {cap} requests under speculative "
+            "decoding (its default): the rest wait; --max-running-requests N lifts it"
+        )
+    return lines
 
 
 def table_width(widths: list[int]) -> int:
