@@ -370,8 +370,9 @@ def test_the_explorers_tau_takes_the_measured_spread_as_the_cli_does():
     is the page's, and a download says which."""
     from simspec.catalog.methods import acceptance_spread
 
-    page = inputs.ExplorerInputs(acceptance="tau", tau=2.9, tau_k=4, k=4, dataset="gsm8k")
-    measured = page.model_copy(update={"spread": None})
+    measured = inputs.ExplorerInputs(acceptance="tau", tau=2.9, tau_k=4, k=4, dataset="gsm8k")
+    assert measured.spread is None  # the page's default, as --tau's (QA: Python callers got 0)
+    page = measured.model_copy(update={"spread": 0.0})
     eagle = inputs.method_for(measured, "eagle3").acceptance
     cli = MethodFlags(tau=2.9, tau_k=4).tuned({"name": "eagle3", "k": 4}, "gsm8k")["acceptance"]
     assert eagle.spread == cli["spread"] == acceptance_spread("learned", "math")[0] > 0

@@ -493,3 +493,17 @@ def test_the_common_footer_says_what_sweep_says_of_sampling_scheduling_and_caps(
     vllm = " ".join(run_notes(Deployment(), [draft]))
     assert "from 0.16 only" in vllm and "waits for the host every step" in vllm
     assert run_notes(Deployment(engine="sglang"), [MethodConfig(name="autoregressive", k=0)]) == []
+
+
+def test_a_sweep_past_the_engines_default_running_limit_says_so(capsys):
+    """QA (cross-command): --max-num-seqs 1024 given was noted and vLLM's own 1024 by default
+    was not, for the same numbers."""
+    from simspec.cli.sweep import _engine_note
+    from simspec.studies.sweep import SweepConfig
+
+    _engine_note(SweepConfig(batch_sizes=[1, 2048]))
+    _engine_note(SweepConfig(batch_sizes=[1, 2048], engine="sglang"))  # its cap: the pool's
+    said = capsys.readouterr().err
+    assert said.count("default max_num_seqs") == 1 and "(1024 on h100_sxm)" in " ".join(
+        said.split()
+    )

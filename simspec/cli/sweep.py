@@ -250,7 +250,7 @@ def _engine_note(cfg: SweepConfig) -> None:
     stderr): vLLM 0.14+ schedules asynchronously by default, the vllm profile does not unless
     told; SGLang runs at most 48 requests under speculative decoding unless told, so a batch
     above it queues."""
-    from simspec.catalog.hardware import load_engine
+    from simspec.catalog.hardware import load_engine, load_gpu
     from simspec.engine.build import replica_running_limit
 
     speculative = any(m.name != "autoregressive" for m in cfg.methods)
@@ -283,6 +283,19 @@ def _engine_note(cfg: SweepConfig) -> None:
                 highlight=False,
             )
             continue
+        if limit is None and not engine.flag("max_running_from_pool"):
+            # the engine's own default, said as a limit given is (QA: unsaid); SGLang derives
+            # its plain cap from the KV pool, at least 2,048
+            default = engine.max_seqs_for("autoregressive", None, load_gpu(cfg.gpu))
+            top = replica_running_limit(engine, default, cfg.dp)
+            over = [b for b in cfg.batch_sizes if b > top]
+            if over:
+                err.print(
+                    f"note: at batch size {', '.join(map(str, over))} the requests beyond "
+                    f"engine {name}'s default max_num_seqs ({default} on {cfg.gpu}) wait: "
+                    f"it runs at most {top} at once; --max-num-seqs N raises it",
+                    highlight=False,
+                )
         capped = engine.speculative_cap(cfg.scheduler.max_num_seqs)
         if speculative and capped is not None:
             over = [b for b in cfg.batch_sizes if b > capped]

@@ -154,6 +154,7 @@ def run_notes(deploy: Deployment, methods: list[MethodConfig]) -> list[str]:
     methods as the engine ships them, for the commands that print this footer (QA: plan,
     fleet, policy and recommend had dropped the sampling, async-scheduling, draft-model and
     SGLang-cap notes that sweep prints for the same deployment)."""
+    from simspec.catalog.hardware import load_profile
     from simspec.catalog.methods import approximated
     from simspec.catalog.sampling import sampling_notes
     from simspec.engine.build import deployed_engine
@@ -161,6 +162,8 @@ def run_notes(deploy: Deployment, methods: list[MethodConfig]) -> list[str]:
 
     speculative = list(dict.fromkeys(m.name for m in methods if m.name != "autoregressive"))
     lines = sampling_notes(deploy.temperature, deploy.top_p) if speculative else []
+    if note := load_profile(deploy.profile or deploy.gpu).transferred_note():
+        lines.append(f"note: {note}")
     if note := async_note(deploy.engine, deploy.scheduler.async_scheduling):
         lines.append(f"note: {note}")
     for name in speculative:

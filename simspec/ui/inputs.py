@@ -105,7 +105,7 @@ class ExplorerInputs(BaseModel):
     )
     # per-request logit std of alpha or tau acceptance; None (tau only): each method's drafter
     # and domain as the packaged traces measured it, as --tau runs
-    spread: float | None = Field(default=0.0, ge=0.0, le=3.0)
+    spread: float | None = Field(default=None, ge=0.0, le=3.0)
     trace_path: str | None = None
     arrival: Literal["closed", "poisson"] = "closed"
     loads: list[float] = [float(b) for b in DEFAULT_BATCH_SIZES]
