@@ -507,3 +507,15 @@ def test_a_sweep_past_the_engines_default_running_limit_says_so(capsys):
     assert said.count("default max_num_seqs") == 1 and "(1024 on h100_sxm)" in " ".join(
         said.split()
     )
+
+
+def test_ran_with_names_the_methods_that_turn_async_scheduling_off():
+    """QA (cross-command): recommend's ngram read "async scheduling" where its CSV said ngram
+    turns it off."""
+    from simspec.config import Deployment
+    from simspec.studies.provenance import ran_with
+
+    on = Deployment(scheduler={"async_scheduling": True})
+    assert ran_with(on, ["autoregressive", "ngram", "eagle3"]).endswith("; ngram turns it off")
+    assert "turns it off" not in ran_with(on, ["eagle3"])
+    assert "turns it off" not in ran_with(Deployment(), ["ngram"])  # asked for by nobody

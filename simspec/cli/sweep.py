@@ -398,7 +398,8 @@ def _print_points(frame: pd.DataFrame, cfg: SweepConfig) -> None:
         for col, value in zip(POINT_COLUMNS, values, strict=True):
             rows = rows[rows[col] == value]
         _print_speedups(rows, points[0], cfg.grid)
-        err.print(ran_with(points[0]), highlight=False, markup=False, soft_wrap=True)
+        names = [m.name for p in points for m in p.methods]
+        err.print(ran_with(points[0], names), highlight=False, markup=False, soft_wrap=True)
         methods = [m for p in points for m in p.methods]
         err.print(rests_on(points[0], methods), highlight=False, markup=False, soft_wrap=True)
         # QA: --dataset over a config's stated acceptance switched the lengths only, unsaid

@@ -139,7 +139,7 @@ def print_provenance(deploy: Deployment, methods: list[MethodConfig]) -> None:
     )
 
     lines = (
-        ran_with(deploy),
+        ran_with(deploy, [m.name for m in methods]),
         rests_on(deploy, methods),
         *dataset_notes(deploy, methods),
         *verify_notes(deploy, methods),

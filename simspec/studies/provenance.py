@@ -149,13 +149,20 @@ def _given(acc: AcceptanceConfig) -> str:
 # -- the lines under a table ---------------------------------------------------------------------
 
 
-def ran_with(deploy: Deployment) -> str:
-    """One line: the weights as the GPU runs them, the KV-cache dtype and the engine profile."""
+def ran_with(deploy: Deployment, methods: Iterable[str] = ()) -> str:
+    """One line: the weights as the GPU runs them, the KV-cache dtype and the engine profile,
+    and which of ``methods`` turn an asked-for async scheduler off (QA: recommend's ngram read
+    "async scheduling" where its own CSV said ngram turns it off)."""
     row = provenance(deploy, MethodConfig(name="autoregressive", k=0))
-    return (
+    line = (
         f"ran with: {row['precision']} weights, {row['kv_cache_dtype']} KV cache, engine "
         f"{row['engine_profile']}"
     )
+    engine = deployed_engine(deploy)
+    off = [
+        m for m in dict.fromkeys(methods) if engine.async_scheduling and engine.overlap_off_by(m)
+    ]
+    return line + (f"; {', '.join(off)} turn{'s' if len(off) == 1 else ''} it off" if off else "")
 
 
 def async_note(engine_id: str, async_scheduling: bool | None) -> str | None:

@@ -432,7 +432,7 @@ def provenance_lines(inp: ExplorerInputs) -> list[str]:
 
     deploy = deployment_for(inp)
     methods = [method_for(inp, m) for m in inp.methods if m != "autoregressive"]
-    lines = [ran_with(deploy), rests_on(deploy, methods)]
+    lines = [ran_with(deploy, [m.name for m in methods]), rests_on(deploy, methods)]
     unshipped = [m.name for m in methods if not_shipped(m.name, inp.engine)]
     if unshipped:
         why = not_shipped(unshipped[0], inp.engine)
