@@ -590,6 +590,11 @@ def _asked(cfg: FleetConfig, slo: Any, warmup_s: float) -> dict[str, Any]:
         "slo_tpot_ms": slo.tpot_ms,
         "warmup_s": warmup_s,
         "seed": sc.seed,
+        # the layout and sampling, as sweep's and plan's CSVs say them (QA)
+        "ep": sc.ep,
+        "dp": sc.dp,
+        "temperature": sc.temperature,
+        "top_p": sc.top_p,
     }
 
 

@@ -905,6 +905,9 @@ def with_asked(frame: pd.DataFrame, deploy: Deployment, asked: dict[str, Any]) -
     # the layout's other degrees, as sweep writes them (QA: three policy runs at ep 1, ep 8
     # and dp 8 wrote three tables no column told apart)
     where |= {"ep": deploy.ep, "dp": deploy.dp}
+    # and the sampling its acceptance was scaled for (QA: two runs at T 0 and 1 wrote the
+    # same headers, where sweep's CSV says it)
+    where |= {"engine": deploy.engine, "temperature": deploy.temperature, "top_p": deploy.top_p}
     return frame.assign(**where, **asked)
 
 
