@@ -385,7 +385,8 @@ def test_vllm_takes_mtp_k_only_as_a_multiple_of_the_models_mtp_layers(tmp_path):
     }
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
-    for engine, k, refused in (("vllm", 3, True), ("vllm", 4, False), ("sglang", 3, False)):
+    cases = (("vllm", 3, True), ("vllm", 4, False), ("vllm", 1, False), ("sglang", 3, False))
+    for engine, k, refused in cases:  # K at most the layers runs (vLLM: "K > n_predict and")
         sc = Scenario(
             model=str(path), gpu="h200", tp=8, engine=engine, precision="fp8",
             method={"name": "mtp", "k": k, "acceptance": {"alpha": 0.7}},

@@ -60,6 +60,10 @@ def test_spec_v2_runs_an_explicit_wide_tree_as_spec_v1_and_keeps_its_own_pick():
     narrow = {**given, "tree": "chain", "tree_nodes": None, "tree_topk": None}
     chain = Scenario(engine="sglang-v2", method={**narrow, "acceptance": {"alpha": 0.7}})
     assert build_cost_model(chain).host.overlapped
+    # a tree given without its top-k drafts at the presets' (10 for 16 nodes at depth 4)
+    unstated = {"name": "eagle3", "k": 4, "tree": "dynamic", "tree_nodes": 16}
+    wide_too = Scenario(engine="sglang-v2", method={**unstated, "acceptance": {"alpha": 0.7}})
+    assert not build_cost_model(wide_too).host.overlapped
     own = preset_method("eagle3", "sharegpt", None, "llama-3.1-8b", "sglang-v2")
     assert (own.tree_topk or 1) > 1  # SGLang's own Llama tree
     assert build_cost_model(Scenario(engine="sglang-v2", method=own)).host.overlapped

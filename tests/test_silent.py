@@ -493,6 +493,10 @@ def test_the_common_footer_says_what_sweep_says_of_sampling_scheduling_and_caps(
     vllm = " ".join(run_notes(Deployment(), [draft]))
     assert "from 0.16 only" in vllm and "waits for the host every step" in vllm
     assert run_notes(Deployment(engine="sglang"), [MethodConfig(name="autoregressive", k=0)]) == []
+    # acceptance measured at the run's own temperature is used as measured, as sweep says
+    at_t1 = MethodConfig(name="eagle3", k=3, acceptance={"alpha": 0.6, "temperature": 1.0})
+    said = " ".join(run_notes(Deployment(temperature=1.0), [at_t1]))
+    assert "used as measured" in said and "0.845" not in said
 
 
 def test_a_sweep_past_the_engines_default_running_limit_says_so(capsys):
@@ -519,3 +523,12 @@ def test_ran_with_names_the_methods_that_turn_async_scheduling_off():
     assert ran_with(on, ["autoregressive", "ngram", "eagle3"]).endswith("; ngram turns it off")
     assert "turns it off" not in ran_with(on, ["eagle3"])
     assert "turns it off" not in ran_with(Deployment(), ["ngram"])  # asked for by nobody
+
+
+def test_analytic_prints_no_serving_notes_for_flags_it_lacks():
+    """Review: the closed form (batch 1, no scheduler flags) had advised --async-scheduling
+    and --max-running-requests, options it does not have."""
+    result = runner.invoke(app, ["analytic", "--engine", "sglang", "--method", "eagle3"])
+    assert result.exit_code == 0, result.output
+    assert "--async-scheduling" not in result.output
+    assert "--max-running-requests" not in result.output

@@ -227,6 +227,8 @@ def test_a_sampling_run_keeps_greedy_acceptance_where_the_engine_verifies_greedi
 
     def at(engine: str, method: str, gpu: str = "h100_sxm", t: float = 1.0) -> Scenario:
         m = {"name": method, "k": 3, "acceptance": {"alpha": 0.7}}
+        if method == "draft_model":
+            m["draft_model"] = "llama-3.2-1b"
         return Scenario(engine=engine, gpu=gpu, temperature=t, top_p=0.9, method=m)
 
     assert run_sampling(at("trtllm", "eagle3")) == (0.0, 1.0)
@@ -261,3 +263,17 @@ def test_a_closed_loop_past_the_kv_cache_starts_its_unplaced_requests_new():
     resumed = int((req["tokens_before_start"] > 0).sum())
     assert 0 < resumed < 1024  # the cohort the cache holds resumed; the rest started new
     assert (req["preemptions"] == 0).all()
+
+
+def test_the_one_model_first_pass_is_eagle3_and_mtps_alone():
+    """Review: the padded, prompt-merged first draft pass is the one-model workers'
+    (prepare_1st_drafter_inputs); TRT-LLM's two-model draft model feeds a + 1 tokens
+    (ModelDrafter), so its numbers stay as they were."""
+
+    def first(method: str) -> int:
+        m = {"name": method, "k": 3, "acceptance": {"alpha": 0.7}}
+        if method == "draft_model":
+            m["draft_model"] = "llama-3.2-1b"
+        return setup_replica(Scenario(engine="trtllm", method=m)).speculator.padded_first(3)
+
+    assert first("eagle3") == 4 and first("draft_model") == 0

@@ -317,6 +317,8 @@ class EngineProfile(SourcedParams):
     # the widest top-k a draft tree given explicitly keeps the overlap scheduler at under the
     # overlap_spec_methods (SGLang spec v2 falls back to v1 past it); None: no such bound
     overlap_topk_max: int | None = None
+    # the methods draft_first_pass_padded and draft_prompt_in_first_pass apply to; empty: all
+    first_pass_methods: tuple[str, ...] = ()
     # speculative methods the engine refuses beside data-parallel attention, and why
     dp_attention_refused: dict[str, str] = {}
     REQUIRED: ClassVar[tuple[str, ...]] = (

@@ -159,7 +159,8 @@ def analytic(
     print_frame(shown.round(3), "Best K per α (closed form, batch 1)")
     # the α are the given ones (a grid of them): no preset's acceptance
     drafted = MethodConfig(name=method, draft_model=draft, acceptance=AcceptanceConfig(alpha=0.5))
-    print_provenance(deploy, [drafted])
+    # not the serving notes: the closed form is batch 1 and takes no scheduler flags (QA)
+    print_provenance(deploy, [drafted], notes=False)
     capped = sorted(float(a) for a in shown.alpha[shown.best_k == k_max])
     if capped:  # QA: α 0.9's best K was --k-max's 8 (10 at --k-max 32) without a word
         alphas_text = ", ".join(f"{a:g}" for a in capped)

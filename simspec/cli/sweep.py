@@ -29,6 +29,7 @@ from simspec.cli.tables import (
     check_suffix,
     print_frame,
     safe_title,
+    sampling_lines,
     table_width,
     with_interval,
     write_frame,
@@ -598,31 +599,8 @@ def _picked_shape_note(cfg: SweepConfig) -> None:
 def _sampling_note(cfg: SweepConfig) -> None:
     """At T > 0 or top-p < 1 (at the top level or on a grid axis), how acceptance was scaled
     from greedy, and on what evidence."""
-    from simspec.catalog.sampling import factor, sampling_notes, sampling_source
-
     pairs = dict.fromkeys((p.temperature, p.top_p) for p in cfg.points())
-    # where each method's acceptance was measured (greedy unless it says: QA, an α measured
-    # at T=1 and run at T=1 was noted as "x 0.845 of greedy" and ran unscaled, and one run at
-    # T=0 was scaled up without a note)
-    measured = dict.fromkeys(
-        (m.acceptance.temperature, m.acceptance.top_p if m.acceptance.temperature else 1.0)
-        for m in cfg.methods
-        if m.acceptance is not None
-    ) or {(0.0, 1.0): None}
-    lines: dict[str, None] = {}
-    for temperature, top_p in pairs:
-        run = (temperature, top_p if temperature else 1.0)
-        for at in measured:
-            if at == (0.0, 1.0):
-                lines.update(dict.fromkeys(sampling_notes(temperature, top_p)))
-            elif at == run:
-                lines[f"acceptance measured at T={at[0]:g}, top-p={at[1]:g}, as the run samples: "
-                      "used as measured"] = None  # fmt: skip
-            else:
-                scale = factor(*run) / factor(*at)
-                lines[f"sampling at T={temperature:g}, top-p={top_p:g}: acceptance measured at "
-                      f"T={at[0]:g}, top-p={at[1]:g} x {scale:.3f} ({sampling_source()})"] = None  # fmt: skip
-    for line in lines:
+    for line in sampling_lines(pairs, cfg.methods):
         err.print(line)
 
 

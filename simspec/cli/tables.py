@@ -127,7 +127,7 @@ def print_frame(frame: pd.DataFrame, title: str, width: int | None = None) -> No
         console.print(table)
 
 
-def print_provenance(deploy: Deployment, methods: list[MethodConfig]) -> None:
+def print_provenance(deploy: Deployment, methods: list[MethodConfig], notes: bool = True) -> None:
     """Under a table, on stderr: what the run ran with and what its numbers rest on, one line
     each (:mod:`simspec.studies.provenance`)."""
     from simspec.studies.provenance import (
@@ -143,10 +143,41 @@ def print_provenance(deploy: Deployment, methods: list[MethodConfig]) -> None:
         rests_on(deploy, methods),
         *dataset_notes(deploy, methods),
         *verify_notes(deploy, methods),
-        *run_notes(deploy, methods),
+        *(run_notes(deploy, methods) if notes else ()),
     )
     for line in (*lines, *deployment_notes(deploy)):
         err.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def sampling_lines(
+    pairs: Iterable[tuple[float, float]], methods: Iterable[MethodConfig]
+) -> list[str]:
+    """At each run's (temperature, top-p) of ``pairs``, how each method's acceptance was
+    moved from where it was measured (greedy unless it says), and on what evidence."""
+    from simspec.catalog.sampling import factor, sampling_notes, sampling_source
+
+    # where each method's acceptance was measured (greedy unless it says: QA, an α measured
+    # at T=1 and run at T=1 was noted as "x 0.845 of greedy" and ran unscaled, and one run at
+    # T=0 was scaled up without a note)
+    measured = dict.fromkeys(
+        (m.acceptance.temperature, m.acceptance.top_p if m.acceptance.temperature else 1.0)
+        for m in methods
+        if m.acceptance is not None
+    ) or {(0.0, 1.0): None}
+    lines: dict[str, None] = {}
+    for temperature, top_p in pairs:
+        run = (temperature, top_p if temperature else 1.0)
+        for at in measured:
+            if at == (0.0, 1.0):
+                lines.update(dict.fromkeys(sampling_notes(temperature, top_p)))
+            elif at == run:
+                lines[f"acceptance measured at T={at[0]:g}, top-p={at[1]:g}, as the run samples: "
+                      "used as measured"] = None  # fmt: skip
+            else:
+                scale = factor(*run) / factor(*at)
+                lines[f"sampling at T={temperature:g}, top-p={top_p:g}: acceptance measured at "
+                      f"T={at[0]:g}, top-p={at[1]:g} x {scale:.3f} ({sampling_source()})"] = None  # fmt: skip
+    return list(lines)
 
 
 def run_notes(deploy: Deployment, methods: list[MethodConfig]) -> list[str]:
@@ -156,12 +187,13 @@ def run_notes(deploy: Deployment, methods: list[MethodConfig]) -> list[str]:
     SGLang-cap notes that sweep prints for the same deployment)."""
     from simspec.catalog.hardware import load_profile
     from simspec.catalog.methods import approximated
-    from simspec.catalog.sampling import sampling_notes
     from simspec.engine.build import deployed_engine
     from simspec.studies.provenance import async_note
 
-    speculative = list(dict.fromkeys(m.name for m in methods if m.name != "autoregressive"))
-    lines = sampling_notes(deploy.temperature, deploy.top_p) if speculative else []
+    drafting = [m for m in methods if m.name != "autoregressive"]
+    speculative = list(dict.fromkeys(m.name for m in drafting))
+    pair = [(deploy.temperature, deploy.top_p)]
+    lines = sampling_lines(pair, drafting) if speculative else []
     if note := load_profile(deploy.profile or deploy.gpu).transferred_note():
         lines.append(f"note: {note}")
     if note := async_note(deploy.engine, deploy.scheduler.async_scheduling):

@@ -22,7 +22,12 @@ from simspec.catalog.hardware import (
     load_gpu,
     load_profile,
 )
-from simspec.catalog.methods import engine_picked_shape, engine_refuses, sampled_from_trace
+from simspec.catalog.methods import (
+    engine_picked_shape,
+    engine_refuses,
+    sampled_from_trace,
+    stated_topk,
+)
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape, load_model
 from simspec.catalog.precision import (
     PrecisionSpec,
@@ -116,7 +121,10 @@ def explicit_wide_tree(sc: Scenario, engine: EngineProfile, target: ModelShape) 
     """Whether the method drafts a tree wider than the engine's ``overlap_topk_max`` in a
     shape other than the one the engine picks for the model itself."""
     limit, m = engine.overlap_topk_max, sc.method
-    if limit is None or m.name == "autoregressive" or (m.tree_topk or 1) <= limit:
+    if limit is None or m.name == "autoregressive" or m.tree in (None, "chain"):
+        return False
+    # the top-k the tree drafts with, stated or not (QA: 16 nodes at depth 4 drafts at 10)
+    if stated_topk(m.tree_topk, m.tree_nodes or m.k, m.k) <= limit:
         return False
     picked = engine_picked_shape(m.name, engine.id, target.architecture)
     return not (picked and picked[0] and m.model_dump(include=set(picked[0])) == picked[0])

@@ -123,10 +123,10 @@ def model_facts(
         facts.append(
             (
                 "vision tower",
-                f"{layers} layers of {hidden} (vision_config): not run and not counted in the "
-                "weights or the memory plan, which serve text only; vLLM loads it unless "
-                "--limit-mm-per-prompt sets every modality to 0, leaving that much less for "
-                "the KV cache",
+                f"{layers} layers of {hidden} (vision_config): not run, its weights not "
+                "counted (simspec serves text only; SGLang's default share is lowered for it, "
+                "below); vLLM loads it unless --limit-mm-per-prompt sets every modality to 0, "
+                "leaving that much less for the KV cache",
             )
         )
     facts.append(("KV cache per token", _kv(model, normalize_kv_cache_dtype(kv_cache_dtype))))

@@ -70,9 +70,10 @@ class Speculator:
         self.info: MethodInfo = method_info(self.name)
         self.draft_overhead_s = engine["draft_step_overhead_s"]  # host time per draft forward
         # the first draft forward fed the whole verify width, rejected tokens as padding
-        self._pad_first = engine.flag("draft_first_pass_padded")
+        first_pass = not engine.first_pass_methods or self.name in engine.first_pass_methods
+        self._pad_first = first_pass and engine.flag("draft_first_pass_padded")
         # the prompts ride in the decodes' first draft forward (vLLM's proposer)
-        self._prompt_merged = engine.flag("draft_prompt_in_first_pass")
+        self._prompt_merged = first_pass and engine.flag("draft_prompt_in_first_pass")
         self.tree_kind: TreeKind = self._tree_kind(cfg)
         self.k = cfg.k if self.needs_acceptance else 0  # draft length (tree depth); 0: none
         self._configure(cfg)

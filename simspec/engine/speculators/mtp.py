@@ -35,12 +35,14 @@ class MTP(EagleHead):
 
     def _configure(self, cfg: MethodConfig) -> None:
         modules = self.target.num_nextn_predict_layers
-        if modules > 1 and cfg.k % modules and self.engine.flag("mtp_k_multiple_of_layers"):
+        past = cfg.k > modules > 1 and cfg.k % modules
+        if past and self.engine.flag("mtp_k_multiple_of_layers"):
             raise InputError(
                 f"methods.{self.name}.k",
-                f"engine {self.engine.id} takes K only as a multiple of {self.target.id}'s "
-                f'{modules} MTP layers (vLLM: "num_speculative_tokens:{cfg.k} must be '
-                f'divisible by n_predict={modules}"): give K = {modules}, {2 * modules}, ...',
+                f"engine {self.engine.id} takes a K past {self.target.id}'s {modules} MTP "
+                f'layers only as a multiple of them (vLLM: "num_speculative_tokens:{cfg.k} '
+                f'must be divisible by n_predict={modules}"): give K of at most {modules}, or '
+                f"{2 * modules}, {3 * modules}, ...",
             )
         super()._configure(cfg)
         precision = self.cost.precision
