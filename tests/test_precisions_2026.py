@@ -182,6 +182,19 @@ def test_an_unmodelled_modelopt_algorithm_names_its_key():
              "dynamic": {"+:.*self_attn.*": {"bits": 8}}},
             "dynamic",
         ),
+        # MXFP4 on every linear layer (read as nvfp4), and W4A8 int (read as W4A16)
+        (
+            {"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+                "targets": ["Linear"],
+                "weights": {"num_bits": 4, "type": "float", "group_size": 32}}}},
+            "config_groups",
+        ),
+        (
+            {"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+                "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int"},
+                "input_activations": {"num_bits": 8, "type": "int"}}}},
+            "config_groups",
+        ),
     ],
 )  # fmt: skip
 def test_a_checkpoint_quantising_some_layers_its_own_way_is_refused_by_its_key(quant, key):

@@ -1034,6 +1034,22 @@ def _compressed_tensors(q: dict[str, Any]) -> str:
         w = group.get("weights") if isinstance(group, dict) else None
         if isinstance(w, dict):
             kinds.add((w.get("num_bits"), w.get("type")))
+            if (w.get("num_bits"), w.get("type"), w.get("group_size")) == (4, "float", 32):
+                # MXFP4 (an E8M0 scale per 32), not NVFP4's FP8 scale per 16 (QA: read as nvfp4)
+                raise InputError(
+                    "model.quantization_config.config_groups",
+                    "4-bit float weights in groups of 32 (MXFP4) are not modelled for every "
+                    "linear layer (nvfp4: groups of 16; gpt-oss's MXFP4 experts: quant_method "
+                    "mxfp4)",
+                )
+            a = group.get("input_activations")
+            if (w.get("num_bits"), w.get("type")) == (4, "int") and isinstance(a, dict):
+                if (a.get("num_bits"), a.get("type")) == (8, "int"):  # QA: read as W4A16
+                    raise InputError(
+                        "model.quantization_config.config_groups",
+                        "int4 weights with int8 activations (W4A8) are not modelled (int4-w is "
+                        "weight-only, W4A16)",
+                    )
     if kinds == {(8, "float")}:
         return "fp8"
     if kinds == {(4, "int")}:
