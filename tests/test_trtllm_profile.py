@@ -277,3 +277,19 @@ def test_the_one_model_first_pass_is_eagle3_and_mtps_alone():
         return setup_replica(Scenario(engine="trtllm", method=m)).speculator.padded_first(3)
 
     assert first("eagle3") == 4 and first("draft_model") == 0
+
+
+def test_trtllm_caches_a_kv_layer_per_mtp_draft_token():
+    """QA: TensorRT-LLM's get_num_spec_layers returns the MTP config's
+    num_nextn_predict_layers (K), each a KV layer of its own; vLLM and SGLang cache the
+    model's one MTP layer, reused for every draft step."""
+
+    def extra(engine: str, k: int) -> float:
+        m = {"name": "mtp", "k": k, "acceptance": {"alpha": 0.7}}
+        sc = Scenario(model="deepseek-v3", gpu="h200", tp=8, engine=engine, method=m)
+        return setup_replica(sc).speculator.extra_kv_bytes_per_token()
+
+    assert extra("trtllm", 3) == pytest.approx(3 * extra("vllm", 3))
+    assert (
+        extra("trtllm", 1) == pytest.approx(extra("vllm", 1)) == pytest.approx(extra("sglang", 3))
+    )

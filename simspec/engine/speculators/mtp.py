@@ -74,6 +74,8 @@ class MTP(EagleHead):
 
     def extra_kv_bytes_per_token(self) -> float:
         modules = max(self.target.num_nextn_predict_layers, 1)  # each module caches its own KV
+        if self.engine.flag("mtp_kv_layer_per_draft"):  # TRT-LLM: a layer per drafted token
+            modules = max(modules, self.k)
         return modules * self.head.kv_bytes_per_token_per_gpu(
             self.cost.layout.attn_tp, layers=1, dtype_bytes=self.cost.kv_bytes
         )
