@@ -275,28 +275,18 @@ def _engine_note(cfg: SweepConfig) -> None:
         # as the engine reads it over dp attention ranks (QA: "at most 4 at once" where vLLM's
         # 8 ranks ran 32, and SGLang's 12 over 8 ranks ran 8)
         runs = None if limit is None else replica_running_limit(engine, limit, cfg.dp)
-        over = [b for b in cfg.batch_sizes if runs is not None and b > runs]
-        if over:
+        if runs is not None:
             per = "" if runs == limit else f" ({_per_rank(engine, limit, cfg.dp)})"
-            err.print(
-                f"note: at batch size {', '.join(map(str, over))} the requests beyond "
-                f"--max-num-seqs {limit}{per} wait: the engine runs at most {runs} at once",
-                highlight=False,
-            )
-            continue
+            beyond = f"--max-num-seqs {limit}{per}"
+            if _wait_note(cfg.batch_sizes, runs, beyond, f"the engine runs at most {runs}"):
+                continue
         if limit is None and not engine.flag("max_running_from_pool"):
             # the engine's own default, said as a limit given is (QA: unsaid); SGLang derives
             # its plain cap from the KV pool, at least 2,048
             default = engine.max_seqs_for("autoregressive", None, load_gpu(cfg.gpu))
             top = replica_running_limit(engine, default, cfg.dp)
-            over = [b for b in cfg.batch_sizes if b > top]
-            if over:
-                err.print(
-                    f"note: at batch size {', '.join(map(str, over))} the requests beyond "
-                    f"engine {name}'s default max_num_seqs ({default} on {cfg.gpu}) wait: "
-                    f"it runs at most {top} at once; --max-num-seqs N raises it",
-                    highlight=False,
-                )
+            beyond = f"engine {name}'s default max_num_seqs ({default} on {cfg.gpu})"
+            _wait_note(cfg.batch_sizes, top, beyond, f"it runs at most {top}", raisable=True)
         capped = engine.speculative_cap(cfg.scheduler.max_num_seqs)
         if speculative and capped is not None:
             over = [b for b in cfg.batch_sizes if b > capped]
@@ -307,6 +297,22 @@ def _engine_note(cfg: SweepConfig) -> None:
                     f"requests beyond {capped} wait; --max-running-requests N lifts it",
                     highlight=False,
                 )
+
+
+def _wait_note(
+    batch_sizes: list[int], top: int, beyond: str, runs: str, raisable: bool = False
+) -> bool:
+    """Say which batch sizes exceed the ``top`` sequences the engine runs (``beyond``: the
+    limit's name; ``raisable``: a default --max-num-seqs raises), if any; whether any did."""
+    over = [b for b in batch_sizes if b > top]
+    if over:
+        tail = "; --max-num-seqs N raises it" if raisable else ""
+        err.print(
+            f"note: at batch size {', '.join(map(str, over))} the requests beyond {beyond} "
+            f"wait: {runs} at once{tail}",
+            highlight=False,
+        )
+    return bool(over)
 
 
 def _profile_note(cfg: SweepConfig) -> None:
