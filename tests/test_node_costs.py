@@ -191,3 +191,38 @@ def test_a_fully_connected_board_gives_a_collective_only_the_links_to_its_peers(
     # 2 (n-1)/n of the message over (n-1)/7 of the links: 2 x 7/n of it over all seven, so
     # a pair takes 4x as long as eight GPUs (less their common latency)
     assert ring(2) / ring(8) == pytest.approx(4.0, rel=0.05)
+
+
+def test_gb300_at_tp8_keeps_trtllms_measured_allreduce_where_its_nccl_table_stops_at_4():
+    """GB300's NCCL table stops at one tray's 4 GPUs, TRT-LLM's own AllReduce op (which
+    switches to NCCL itself) was measured to 16: that curve times tp 8 and 16 (QA: the ring
+    formula's transferred 29.7 us latency made GB300 TP8 a third slower than B300 TP8)."""
+    measured = engine_collectives("gb300", 8, "trtllm")
+    assert measured is not None and measured.nccl_allreduce is None
+    assert measured.allreduce_time(16384) == pytest.approx(4.408e-6, rel=0.01)
+    assert measured.allreduce_time(64 * 2**20) < 2e-4  # its own curve, every size
+    # a collective the tables lack at that count answers None: the ring stands for it
+    assert measured.allgather_time(2**20) is None
+    gb300, b300 = cost("trtllm", "gb300"), cost("trtllm", "b300")
+    assert gb300.allreduce_time(16384) < 1.2 * b300.allreduce_time(16384)
+    assert gb300.allgather_time(2**20) == pytest.approx(
+        cost("vllm", "gb300").allgather_time(2**20)
+    )  # the ring, as before
+
+
+@pytest.mark.parametrize("gpu", ["h100_sxm", "h200", "b200", "a100_80gb"])
+def test_a_group_over_two_servers_all_reduces_no_faster_than_nccl_within_one(gpu):
+    """TP 16 on 8-GPU servers: the engines' custom all-reduce is off across nodes (vLLM and
+    SGLang CustomAllreduce: 'disabled because this process group spans across nodes'), and an
+    all-reduce over two servers reduces within each first: at every size it takes at least
+    NCCL's measured time over one server's 8 GPUs (QA: TP16 all-reduced 64 MiB on B200s in
+    208 us against 279 us measured for TP8)."""
+    nccl8 = engine_collectives(gpu, 8, "")
+    assert nccl8 is not None
+    for tp in (16, 32):
+        wide = cost("vllm", gpu, tp)
+        for nbytes in (16384, 2**20, 8 * 2**20, 64 * 2**20, 512 * 2**20):
+            assert wide.allreduce_time(nbytes) >= nccl8.allreduce_time(nbytes), (tp, nbytes)
+            assert wide.allgather_time(nbytes) >= nccl8.allgather_time(nbytes), (tp, nbytes)
+    # inside one NVL72 domain no server boundary is crossed: no floor
+    assert cost("vllm", "gb200", 16).ops.floor is None

@@ -26,14 +26,19 @@ def cross_node_note(gpu: GpuSpec, tp: int, ep: int = 1, engine: str = "vllm") ->
         and runs_deepep(load_engine(engine))
         and deepep_fits(gpu.id, ep) is not None
     )
+    # the all-reduce: NCCL (the engines' custom kernel is off across servers), at least one
+    # server's measured NCCL time where the tables cover it (collectives.node_floor)
+    reduce = (
+        "their all-reduces are NCCL's, priced by a ring at the servers' own interconnect and "
+        "no faster than NCCL measured within one server, not over the network between them "
+        "(not modelled)"
+    )
     which = (
-        "their all-reduces are priced at the servers' own interconnect, not the network "
-        "between them (not modelled); DeepEP's dispatch and combine take its internode "
-        "low-latency times (H800s with one 400 Gb/s NIC each), the normal kernels of "
-        "prompt steps no faster per element"
+        f"{reduce}; DeepEP's dispatch and combine take its internode low-latency times "
+        "(H800s with one 400 Gb/s NIC each), the normal kernels of prompt steps no faster "
+        "per element"
         if internode
-        else "their all-reduces and all-to-alls are priced at the servers' own interconnect, "
-        "not the network between them (not modelled)"
+        else f"{reduce}; their all-to-alls at the servers' own interconnect"
     )
     return (
         f"{span} {gpu.id} GPUs span {-(-span // gpu.gpus_per_node)} servers of "

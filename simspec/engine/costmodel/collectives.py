@@ -52,7 +52,9 @@ class Curve:
 
 
 class Collectives:
-    """The all-reduce and all-gather of one engine on ``tp`` GPUs of one GPU kind."""
+    """The all-reduce and all-gather of one engine on ``tp`` GPUs of one GPU kind. A curve the
+    tables lack at this GPU count (GB200's and GB300's NCCL tables stop at 4 GPUs, their
+    custom kernels' go further) answers None: the caller's ring formula stands for it."""
 
     def __init__(
         self,
@@ -61,41 +63,67 @@ class Collectives:
         custom: str,
         custom_max_bytes: float,
     ) -> None:
-        self.nccl_allreduce = Curve.of(curves["nccl_all_reduce"][tp])
-        self.nccl_allgather = Curve.of(curves["nccl_all_gather"][tp])
+        def curve(name: str) -> Curve | None:
+            points = curves.get(name, {}).get(tp)
+            return Curve.of(points) if points else None
+
+        self.nccl_allreduce = curve("nccl_all_reduce")
+        self.nccl_allgather = curve("nccl_all_gather")
         self.custom_max_bytes = custom_max_bytes
         self.custom_graph = self.custom_eager = None
         if custom:
-            self.custom_graph = Curve.of(curves[f"{custom}_graph"][tp])
+            self.custom_graph = curve(f"{custom}_graph")
             # TRT-LLM's op was measured graph-captured only: an eager forward runs the same
             # kernels, its launches charged as the engine's layer_launch_s
-            eager = curves.get(f"{custom}_eager")
-            self.custom_eager = Curve.of(eager[tp]) if eager else self.custom_graph
+            self.custom_eager = curve(f"{custom}_eager") or self.custom_graph
             if custom in own_switch_allreduce():  # it hands large messages to NCCL itself
                 self.custom_max_bytes = math.inf
 
-    def allreduce_time(self, nbytes: float, graphed: bool = True) -> float:
+    @property
+    def covered(self) -> bool:
+        """Whether any curve times this GPU count."""
+        return any((self.nccl_allreduce, self.nccl_allgather, self.custom_graph))
+
+    def allreduce_time(self, nbytes: float, graphed: bool = True) -> float | None:
         """One all-reduce of ``nbytes``: the engine's custom kernel below its switch size
-        (replayed from a CUDA graph, or launched eagerly), else NCCL."""
+        (replayed from a CUDA graph, or launched eagerly), else NCCL; None where the tables
+        time neither at this GPU count."""
         if self.custom_graph is not None and nbytes < self.custom_max_bytes:
             curve = self.custom_graph if graphed else self.custom_eager
             assert curve is not None
             return curve.time(nbytes)
-        return self.nccl_allreduce.time(nbytes)
+        return None if self.nccl_allreduce is None else self.nccl_allreduce.time(nbytes)
 
-    def allgather_time(self, nbytes: float) -> float:
-        """One NCCL all-gather producing ``nbytes`` in all (nccl-tests' size convention)."""
-        return self.nccl_allgather.time(nbytes)
+    def allgather_time(self, nbytes: float) -> float | None:
+        """One NCCL all-gather producing ``nbytes`` in all (nccl-tests' size convention);
+        None where the tables lack this GPU count."""
+        return None if self.nccl_allgather is None else self.nccl_allgather.time(nbytes)
 
 
 def engine_collectives(gpu_id: str, tp: int, custom: str) -> Collectives | None:
     """The measured collectives of ``tp`` GPUs of ``gpu_id`` under an engine whose custom
     all-reduce is ``custom`` ("" for NCCL only); None where the tables cover neither the GPU
-    nor that GPU count (tp 1, 6, > 8): the caller keeps its ring formula."""
+    nor that GPU count (tp 1, 6, > 8; GB300's custom kernels reach 16): the caller keeps its
+    ring formula, as it does for a collective the tables lack at a count they cover."""
     loaded = load_collectives(gpu_id) if tp > 1 else None
     if loaded is None:
         return None
     max_bytes, curves = loaded
-    if tp not in curves["nccl_all_reduce"]:
+    # a count only the engine's own kernel was timed at keeps that kernel (QA: GB300 at tp 8
+    # under TRT-LLM ran the ring formula's transferred 29.7 us latency for a measured 4.4 us)
+    found = Collectives(curves, tp, custom, max_bytes)
+    return found if found.covered else None
+
+
+def node_floor(gpu_id: str, tp: int, gpus_per_node: int) -> Collectives | None:
+    """NCCL's measured collectives of one whole server, for a group of ``tp`` GPUs that spans
+    several (``tp`` > ``gpus_per_node``): the engines' custom all-reduce is off there (vLLM and
+    SGLang ``CustomAllreduce``: "Custom allreduce is disabled because this process group spans
+    across nodes", vllm/distributed/device_communicators/custom_all_reduce.py), and an
+    all-reduce over several servers reduces within each first, so it takes at least as long as
+    NCCL's over one server's GPUs. The ring formula that times such a group is floored at it
+    (QA: TP16 on two B200 servers all-reduced 64 MiB in 208 us, TP8 in one 279 us)."""
+    if tp <= gpus_per_node:
         return None
-    return Collectives(curves, tp, custom, max_bytes)
+    return engine_collectives(gpu_id, gpus_per_node, "")
+

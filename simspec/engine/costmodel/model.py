@@ -28,7 +28,7 @@ from simspec.catalog.layer_kernels import LayerKernels, extra_kernels, model_fea
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.catalog.precision import PrecisionSpec, effective_precision, load_precision
 from simspec.engine.costmodel.attention import AttentionKernels, projection_time
-from simspec.engine.costmodel.collectives import engine_collectives
+from simspec.engine.costmodel.collectives import engine_collectives, node_floor
 from simspec.engine.costmodel.dp_attention import TokenTerms, dp_forward
 from simspec.engine.costmodel.elementwise import elementwise_work
 from simspec.engine.costmodel.host import HostModel
@@ -89,15 +89,17 @@ class RooflineCostModel:
         engine = profile.engine_for(engine)
         self.gpu, self.profile, self.engine, self.tp = gpu, profile, engine, tp
         self.ops = OperatorTimes(
-            gpu, profile, tp, engine_collectives(gpu.id, tp, engine.custom_allreduce)
-        )
+            gpu, profile, tp, engine_collectives(gpu.id, tp, engine.custom_allreduce),
+            node_floor(gpu.id, tp, gpu.gpus_per_node),
+        )  # fmt: skip
         self.layout = ParallelLayout(tp, ep, dp, engine.dp_attention)
         # the GPUs one attention rank spans: all tp of them without DP attention
         attn_tp = self.layout.attn_tp
         self.attn_ops = (
             OperatorTimes(
-                gpu, profile, attn_tp, engine_collectives(gpu.id, attn_tp, engine.custom_allreduce)
-            )
+                gpu, profile, attn_tp, engine_collectives(gpu.id, attn_tp, engine.custom_allreduce),
+                node_floor(gpu.id, attn_tp, gpu.gpus_per_node),
+            )  # fmt: skip
             if dp > 1
             else self.ops
         )

@@ -62,7 +62,8 @@ class Roofline:
 class OperatorTimes:
     """Seconds each operator takes on one GPU of a group of ``tp`` (tensor parallelism), from
     the GPU's peaks and the profile's fractions of them; ``collectives``: the measured
-    all-reduce/all-gather curves of this GPU, GPU count and engine (None: the ring formula)."""
+    all-reduce/all-gather curves of this GPU, GPU count and engine (None: the ring formula);
+    ``floor``: one server's NCCL curves, below which a group spanning servers is not timed."""
 
     def __init__(
         self,
@@ -70,9 +71,13 @@ class OperatorTimes:
         profile: HardwareProfile,
         tp: int = 1,
         collectives: Collectives | None = None,
+        floor: Collectives | None = None,
     ) -> None:
         self.gpu, self.profile, self.tp = gpu, profile, tp
         self.collectives = collectives
+        # a group over several servers: one server's measured NCCL bounds its ring formula
+        # from below (collectives.node_floor)
+        self.floor = floor
         flops, bw, p = gpu.bf16_dense_flops, gpu.hbm_bandwidth_bytes_s, profile
         self.gemm = Roofline(
             flops * p["gemm_compute_efficiency"],
@@ -158,14 +163,22 @@ class OperatorTimes:
         the measured curves where they cover the GPU, else a ring; zero without tensor
         parallelism."""
         if self.collectives is not None and nbytes > 0:
-            return self.collectives.allreduce_time(nbytes, graphed)
-        return self._ring_time(nbytes, passes=2)
+            measured = self.collectives.allreduce_time(nbytes, graphed)
+            if measured is not None:
+                return measured
+        ring = self._ring_time(nbytes, passes=2)
+        below = self.floor.allreduce_time(nbytes) if self.floor is not None else None
+        return ring if below is None else max(ring, below)
 
     def allgather_time(self, nbytes: float) -> float:
         """All-gather of ``nbytes`` in total (e.g. vocab-sharded logits): measured, else ring."""
         if self.collectives is not None and nbytes > 0:
-            return self.collectives.allgather_time(nbytes)
-        return self._ring_time(nbytes, passes=1)
+            measured = self.collectives.allgather_time(nbytes)
+            if measured is not None:
+                return measured
+        ring = self._ring_time(nbytes, passes=1)
+        below = self.floor.allgather_time(nbytes) if self.floor is not None and nbytes > 0 else None
+        return ring if below is None else max(ring, below)
 
     def _ring_time(self, nbytes: float, passes: int) -> float:
         if self.tp == 1 or nbytes <= 0:
