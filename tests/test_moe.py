@@ -420,9 +420,9 @@ def test_mla_prompt_chunks_run_as_multi_head_attention_decodes_on_the_latent():
 
 
 def test_a_padded_moe_verify_costs_no_less_with_more_sequences():
-    """vLLM pads a graphed batch to its capture size; the padding rows route at the real
-    rows' fresh share (stale ids of the same sequences). Counted wholly fresh, 2 sequences'
-    K=4 verify padded to 16 rows cost more than 3 sequences' (QA)."""
+    """vLLM pads a graphed batch to its capture size; the padding rows route as the stale ids
+    of the same sequences' earlier tokens. Counted wholly fresh, 2 sequences' K=4 verify
+    padded to 16 rows cost more than 3 sequences' (QA)."""
     from simspec.engine.build import build_cost_model
     from simspec.engine.costmodel import BatchShape
 
@@ -430,6 +430,23 @@ def test_a_padded_moe_verify_costs_no_less_with_more_sequences():
     times = [
         cost.forward(model, BatchShape.uniform(b, 5, b * 2048.0, 5 * b), overhead_s=0.0).total_s
         for b in range(1, 9)
+    ]
+    assert times == sorted(times)
+
+
+def test_a_padded_moe_verify_costs_no_less_with_more_tokens_per_sequence():
+    """The padding rows route afresh only for a later token's share (1 - reuse): at the real
+    rows' mean share, which holds each sequence's wholly fresh first token, 4 sequences
+    verifying 3 tokens padded to 16 rows cost more than verifying 4 (QA: Qwen3-235B-A22B FP8
+    on 8 x H200 with EP, 16.50 against 15.91 ms)."""
+    from simspec.engine.build import build_cost_model
+    from simspec.engine.costmodel import BatchShape
+
+    sc = Scenario(model="qwen3-235b-a22b", gpu="h200", tp=8, ep=8, precision="fp8")
+    cost, model = build_cost_model(sc), load_model("qwen3-235b-a22b")
+    times = [
+        cost.forward(model, BatchShape.uniform(4, q, 4 * 1000.0, 4 * q), overhead_s=0.0).total_s
+        for q in range(1, 7)
     ]
     assert times == sorted(times)
 

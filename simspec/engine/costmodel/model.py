@@ -296,11 +296,14 @@ class RooflineCostModel:
         fresh = None  # the MoE layers' independently routed tokens (None: all ``run``)
         if terms.reuse:  # a sequence's consecutive tokens share experts
             # padding rows hold the input buffer's stale ids (vLLM reuses it between steps):
-            # earlier tokens of these sequences, routed at the real rows' fresh share. Counted
-            # wholly fresh, a verify of 2 sequences padded to 16 rows cost more than one of 3
-            # (QA: Qwen3-30B-A3B K=4 on H100, 14.07 against 13.33 ms)
+            # earlier tokens of these sequences, each routed afresh only for the share a
+            # sequence's later token is (1 - reuse). Counted wholly fresh, a verify of 2
+            # sequences padded to 16 rows cost more than one of 3 (QA: Qwen3-30B-A3B K=4 on
+            # H100, 14.07 against 13.33 ms); at the real rows' mean share, which holds each
+            # sequence's wholly fresh first token, 4 sequences verifying 3 tokens padded to 16
+            # rows cost more than verifying 4 (QA: Qwen3-235B-A22B, 16.50 against 15.91 ms)
             real = fresh_tokens(t, batch.num_seqs, terms.reuse)
-            fresh = real * run / t if t else float(run - t)
+            fresh = real + (run - t) * (1.0 - terms.reuse)
         key = (run, batch.logit_tokens, n_layers, graphed, fresh)
         by_tokens = terms.by_tokens.get(key)
         if by_tokens is None:
