@@ -126,4 +126,3 @@ def node_floor(gpu_id: str, tp: int, gpus_per_node: int) -> Collectives | None:
     if tp <= gpus_per_node:
         return None
     return engine_collectives(gpu_id, gpus_per_node, "")
-

@@ -97,7 +97,10 @@ class RooflineCostModel:
         attn_tp = self.layout.attn_tp
         self.attn_ops = (
             OperatorTimes(
-                gpu, profile, attn_tp, engine_collectives(gpu.id, attn_tp, engine.custom_allreduce),
+                gpu,
+                profile,
+                attn_tp,
+                engine_collectives(gpu.id, attn_tp, engine.custom_allreduce),
                 node_floor(gpu.id, attn_tp, gpu.gpus_per_node),
             )  # fmt: skip
             if dp > 1
