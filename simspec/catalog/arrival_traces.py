@@ -49,7 +49,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simspec.catalog.tables import packaged_yaml, parse_json, read_input, read_input_gzip, shown
+from simspec.catalog.tables import (
+    file_cache,
+    packaged_yaml,
+    parse_json,
+    read_input,
+    read_input_gzip,
+    shown,
+)
 from simspec.config import MAX_REQUESTS, MAX_TRACE_S
 from simspec.errors import InputError
 
@@ -143,7 +150,7 @@ def _span(arrival: np.ndarray) -> float:
     return span * n / (n - 1) if span > 0 else 1.0
 
 
-@cache
+@file_cache()
 def load_arrival_trace(ref: str, field: str = FIELD) -> ArrivalTrace:
     """A packaged trace by name (``azure-conv``, ``azure-code``) or a CSV/Parquet/JSONL file
     (optionally gzipped), every row checked (``field``: the setting errors name)."""
@@ -696,7 +703,7 @@ def tile(trace: ArrivalTrace, horizon_s: float) -> ArrivalTrace:
     )
 
 
-@cache
+@file_cache()
 def transformed(
     ref: str,
     start_s: float | None = None,

@@ -12,14 +12,13 @@ from __future__ import annotations
 import gzip
 import os
 from dataclasses import dataclass
-from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import numpy as np
 
-from simspec.catalog.tables import parse_json, read_input, read_input_gzip, shown
+from simspec.catalog.tables import file_cache, parse_json, read_input, read_input_gzip, shown
 from simspec.catalog.traces import PACKAGED_DIR
 from simspec.errors import InputError
 
@@ -126,7 +125,7 @@ def _ids(value: object, where: str, key: str, field: str, allow_empty: bool) -> 
     return arr
 
 
-@cache
+@file_cache()
 def load_token_trace(ref: str, field: str = "acceptance.tokens") -> TokenTrace:
     """Load and check every line of a token trace (``field``: the input named in errors)."""
     name, raw = _read(ref, field)

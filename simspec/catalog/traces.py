@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
-from simspec.catalog.tables import parse_json, read_input_text, shown
+from simspec.catalog.tables import file_cache, parse_json, read_input_text, shown
 from simspec.errors import InputError
 
 PACKAGED_DIR = "llama3.1-8b-instruct-h100"
@@ -95,7 +94,7 @@ def _counts(values: list, where: str, key: str, field: str) -> np.ndarray:
     return arr.astype(np.int32)
 
 
-@cache
+@file_cache()
 def load_trace(ref: str, method: str, field: str = "acceptance.acc_len") -> AcceptanceTrace:
     """Load the ``acc_len[method]`` arrays of a trace; every line is checked, and an error
     names ``field``, the setting that chose the file (acceptance.acc_len or

@@ -31,6 +31,7 @@ def arrival_trace(cfg: WorkloadConfig) -> ArrivalTrace:
     """The requests a trace replay serves: ``arrival_trace`` windowed, rescaled and tiled as
     the workload asks (``catalog.arrival_traces.transformed``, cached), at most
     :data:`MAX_REQUESTS` of them."""
+    assert cfg.arrival_trace is not None, "a replay names its trace (WorkloadConfig checks it)"
     trace = transformed(
         cfg.arrival_trace,
         cfg.trace_start_s,

@@ -403,6 +403,7 @@ def build_sampler(
         }
         return TreeAcceptance(base, plans, shape.depth, shape.nodes, plan.sampled)
     if cfg.acc_len is not None:
+        assert cfg.acc_len_method, "acc_len needs acc_len_method (AcceptanceConfig checks it)"
         trace = load_trace(cfg.acc_len, cfg.acc_len_method)
         return TraceAcceptance(
             trace, num_requests, rng, share_workload_index=lengths_from == cfg.acc_len

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
+from simspec.catalog.tables import file_cache
 from simspec.catalog.token_traces import TokenTrace, load_token_trace
 from simspec.catalog.traces import walk_tau
 from simspec.config import MAX_K
@@ -61,7 +61,7 @@ class LookupProposer:
         return REPLAYERS[self.kind](trace, k, **dict(self.params))
 
 
-@lru_cache(maxsize=32)
+@file_cache(maxsize=32)
 def replay_table(trace_ref: str, proposer: LookupProposer, k: int) -> ReplayTable:
     """The replay of every request of the token trace ``trace_ref`` at draft length ``k``: the
     stored one where the package holds it (:mod:`simspec.engine.lookup.packaged`)."""
