@@ -166,3 +166,39 @@ def test_eagle3_fuses_the_targets_features_on_its_first_pass_only_and_reads_a_2h
     eagle1, _ = _spec("sglang", name="eagle1", k=3)
     more = h * h + h * qkv + head.vocab_size * h
     assert spec.extra_weight_bytes() - eagle1.extra_weight_bytes() == spec._params_bytes(more)
+
+
+def test_eagle3_heads_take_their_published_shape_where_it_is_not_a_layer_of_the_target():
+    """SpecForge trained the MoE targets' EAGLE-3 heads wider than the target's dense layer and
+    with grouped-query attention where the target has MLA (simspec/data/eagle3_heads.yaml, each
+    entry citing its config): Llama-4 Scout's MLP is 32,768 wide, not the target's 16,384
+    (LMSYS lists the head at 0.8B); Kimi-K2's attends with 64 heads and 64 KV heads of 128, not
+    MLA (QA). A dense target's head stays one layer of it (Llama-3.1-8B: 14,336)."""
+    from simspec.catalog.draft_heads import HEAD_FIELDS, eagle3_head_note
+    from simspec.catalog.tables import packaged_table
+
+    def head(target: str, name: str = "eagle3", tp: int = 8):
+        cost = RooflineCostModel(load_gpu("h200"), load_profile("h200"), load_engine("sglang"), tp)
+        cfg = MethodConfig(name=name, acceptance=ALPHA)
+        return build_speculator(cfg, load_model(target), cost, load_engine("sglang")).head
+
+    scout = head("llama-4-scout")
+    assert (scout.intermediate_size, scout.num_attention_heads, scout.num_key_value_heads) == (
+        32768,
+        40,
+        8,
+    )
+    assert scout.hidden_size == 5120 and scout.vocab_size == 32000 and not scout.is_moe
+    kimi = head("kimi-k2")
+    assert not kimi.is_mla and kimi.num_key_value_heads == 64 and kimi.head_dim == 128
+    assert kimi.intermediate_size == 18432
+    assert head("llama-3.1-8b", tp=1).intermediate_size == 14336
+    assert head("kimi-k2", name="eagle1").is_mla  # EAGLE-1/2 heads: no published config
+    for target, entry in packaged_table("eagle3_heads.yaml").items():
+        model = load_model(target)
+        assert all(int(entry[f]) > 0 for f in HEAD_FIELDS) and "SpecForge" in entry["source"]
+        assert entry["num_attention_heads"] % entry["num_key_value_heads"] == 0, target
+        assert model.num_experts or model.is_mla, target  # only where one_layer is not the head
+        assert "published" in (eagle3_head_note("eagle3", target) or "")
+    assert eagle3_head_note("eagle3", "llama-3.1-8b") is None
+    assert eagle3_head_note("mtp", "kimi-k2") is None

@@ -553,7 +553,9 @@ def _unshipped_note(cfg: SweepConfig) -> None:
             "batch > 1 are simulated as if it batched them (engines.yaml speculates_at_batch_one)",
             highlight=False,
         )
+    from simspec.catalog.draft_heads import eagle3_head_note
     from simspec.catalog.methods import approximated
+    from simspec.catalog.models import preset_id
 
     seen: set[tuple[str, str]] = set()
     for point in cfg.points():
@@ -563,6 +565,14 @@ def _unshipped_note(cfg: SweepConfig) -> None:
             seen.add((method.name, point.engine))
             if why := approximated(method.name, point.engine):
                 err.print(f"note: {method.name} on {point.engine}: {why}", highlight=False)
+    heads = {
+        note
+        for point in cfg.points()
+        for method in point.methods
+        if (note := eagle3_head_note(method.name, preset_id(point.model)))
+    }
+    for note in sorted(heads):
+        err.print(f"note: {note}", highlight=False)
 
 
 def _unfinishable_note(frame: pd.DataFrame) -> None:

@@ -185,8 +185,10 @@ def run_notes(deploy: Deployment, methods: list[MethodConfig]) -> list[str]:
     methods as the engine ships them, for the commands that print this footer (QA: plan,
     fleet, policy and recommend had dropped the sampling, async-scheduling, draft-model and
     SGLang-cap notes that sweep prints for the same deployment)."""
+    from simspec.catalog.draft_heads import eagle3_head_note
     from simspec.catalog.hardware import load_profile
     from simspec.catalog.methods import approximated
+    from simspec.catalog.models import preset_id
     from simspec.engine.build import deployed_engine
     from simspec.studies.provenance import async_note
 
@@ -201,6 +203,8 @@ def run_notes(deploy: Deployment, methods: list[MethodConfig]) -> list[str]:
     for name in speculative:
         if why := approximated(name, deploy.engine):
             lines.append(f"note: {name} on {deploy.engine}: {why}")
+        if head := eagle3_head_note(name, preset_id(deploy.model)):
+            lines.append(f"note: {head}")
     cap = deployed_engine(deploy).speculative_cap(deploy.scheduler.max_num_seqs)
     if speculative and cap is not None:
         lines.append(

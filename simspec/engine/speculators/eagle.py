@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from simspec.catalog.draft_heads import eagle3_head
 from simspec.config import MethodConfig
 from simspec.engine.costmodel import BatchShape, StepCost
 from simspec.engine.costmodel.plain import FixedForward, Parts, PlainForward
@@ -404,3 +405,11 @@ class Eagle3(EagleHead):
     fc_first_pass_only = True
     wide_qkv = True
     own_vocab = EAGLE3_DRAFT_VOCAB
+
+    def _configure(self, cfg: MethodConfig) -> None:
+        super()._configure(cfg)
+        # the head the target's EAGLE-3 checkpoints were trained as, where it is not one layer
+        # of the target's widths (QA: Llama-4 Scout's is 32,768 wide, not the target's 16,384;
+        # Kimi-K2's runs grouped-query attention, not the target's MLA)
+        if self.name == "eagle3":
+            self.head = eagle3_head(self.head, self.target.id)
