@@ -305,3 +305,42 @@ def test_an_nvfp4_deepseek_checkpoint_keeps_its_mtp_module_in_bf16():
         return setup_replica(sc).memory.draft_bytes
 
     assert draft("nvfp4") == pytest.approx(2 * draft("fp8"), rel=0.05)  # bf16 against fp8
+
+
+def test_a_gptq_checkpoint_that_quantises_its_lm_head_is_priced_so(tmp_path):
+    """GPTQ and AWQ configs may quantise the LM head too ("lm_head": true), which vLLM's
+    GPTQ(-Marlin) and AWQ-Marlin configs read as lm_head_quantized: the head is stored and
+    read at int4 (QA: priced in bf16, Llama-3.1-8B's 1.05 GB head doubled an int4 model's
+    non-layer bytes). Without the key, or re-stated by --precision, it stays bf16."""
+    from simspec.config import Scenario
+    from simspec.engine.build import build_cost_model
+    from simspec.engine.costmodel import BatchShape
+
+    shape = {
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+        "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 8192,
+    }  # fmt: skip
+    gptq = {"quant_method": "gptq", "bits": 4, "group_size": 128}
+    models = {}
+    for head in (True, False):
+        path = tmp_path / f"head_{head}.json"
+        path.write_text(json.dumps({**shape, "quantization_config": {**gptq, "lm_head": head}}))
+        models[head] = load_model(str(path))
+    quantised, plain = models[True], models[False]
+    assert quantised.lm_head_quantized and not plain.lm_head_quantized
+    saved = plain.weight_bytes_per_gpu() - quantised.weight_bytes_per_gpu()
+    per_weight = 2 - quantised.stored_bytes("int4-w")
+    assert saved == pytest.approx(128256 * 4096 * per_weight)
+    step = BatchShape.uniform(8, 1, 8 * 1000.0, 8)
+
+    def lm_head_s(model, **kw) -> float:
+        cost = build_cost_model(Scenario(model=str(tmp_path / "x.json"), **kw), target=model)
+        return cost.forward(model, step).lm_head_s
+
+    (tmp_path / "x.json").write_text(json.dumps(shape))
+    assert lm_head_s(quantised) < 0.5 * lm_head_s(plain)
+    # re-stated at another precision, the head is bf16 again
+    assert lm_head_s(quantised, precision="fp8") == pytest.approx(lm_head_s(plain))
+    no_head = read_config(llama(quant_method="awq", bits=4, group_size=128))
+    assert "lm_head_quantized" not in no_head

@@ -171,6 +171,8 @@ def read_config(raw: dict[str, Any]) -> dict[str, Any]:
     if (tower := _vision_tower(raw.get("vision_config"))) is not None:
         fields["vision_tower"] = tower
     fields["weight_dtype"], fields["expert_weight_dtype"] = weight_dtypes(raw)
+    if lm_head_quantized(raw) and not fields.get("tie_word_embeddings"):
+        fields["lm_head_quantized"] = True
     if kv := kv_cache_quant(raw):
         fields["kv_cache_quant"] = kv
     if group := int4_group_size(raw):
@@ -740,6 +742,17 @@ def quant_method(q: dict[str, Any]) -> Any:
     vllm/config/model.py at v0.11.0: ``quant_cfg.get("quant_method", "").lower()``)."""
     method = q.get("quant_method")
     return method.lower() if isinstance(method, str) else method
+
+
+def lm_head_quantized(raw: dict[str, Any]) -> bool:
+    """Whether a GPTQ or AWQ checkpoint quantises its LM head as well ("lm_head": true, which
+    vLLM's GPTQConfig, GPTQMarlinConfig and AWQMarlinConfig read as ``lm_head_quantized``,
+    loading a ParallelLMHead with the layers' quant method); other formats keep it bf16 in
+    simspec (their ignore lists name it, or their loaders skip it)."""
+    q = raw.get("quantization_config")
+    if not isinstance(q, dict) or quant_method(q) not in ("gptq", "awq"):
+        return False
+    return q.get("lm_head") is True
 
 
 def weight_dtypes(raw: dict[str, Any]) -> tuple[str, str | None]:

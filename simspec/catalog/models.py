@@ -78,6 +78,9 @@ class ModelShape(BaseModel):
     # weights as stored: linear layers, and the routed experts where they differ (GPT-OSS)
     weight_dtype: WeightDtype = "bf16"
     expert_weight_dtype: WeightDtype | None = None
+    # the checkpoint quantises its LM head too, at weight_dtype (GPTQ/AWQ "lm_head": true,
+    # which vLLM's GPTQ/AWQ(-Marlin) configs read as lm_head_quantized); else it is bf16
+    lm_head_quantized: bool = False
     # the KV-cache format a ModelOpt checkpoint was calibrated for (kv_cache_quant_algo, "fp8"),
     # which some engines serve by default; None where it states none
     kv_cache_quant: str | None = None
@@ -489,11 +492,18 @@ class ModelShape(BaseModel):
         ) * linear
         head = 0 if self.tie_word_embeddings else self.embedding_params
         if embeddings:
-            per_tp += (self.embedding_params + head) * bf16
+            per_tp += self.embedding_params * bf16 + head * self.lm_head_bytes(linear)
         whole = self.num_hidden_layers * self.replicated_attention_params * linear
         whole += moe * self.router_params * bf16
         whole += self.attention_layer_count * self.kv_copy_params(tp) * linear
         return per_tp / tp + whole + self.routed_bytes_per_gpu(tp, ep, experts)
+
+    def lm_head_bytes(self, linear: float) -> float:
+        """Bytes a weight of the LM head takes: the linear layers' ``linear`` where the
+        checkpoint quantises it with them (and its weights are the checkpoint's own, not a
+        --precision that re-states them), else bf16 (vLLM leaves it unquantised)."""
+        own = self.stored_bytes(self.weight_dtype)
+        return linear if self.lm_head_quantized and linear == own else BYTES_PER_PARAM
 
     @property
     def attention_layer_count(self) -> int:

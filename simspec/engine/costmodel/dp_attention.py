@@ -69,6 +69,8 @@ class CostModel(Protocol):
 
     def experts_precision_of(self, model: ModelShape) -> PrecisionSpec | None: ...
 
+    def lm_head_precision(self, model: ModelShape) -> PrecisionSpec | None: ...
+
     def moe_kernel(
         self, experts: PrecisionSpec | None, model: ModelShape
     ) -> GroupedGemmFit | None: ...
@@ -266,15 +268,15 @@ def dp_token_terms(
         model, t, a_tp, n_layers, kernel is not None, cost.extra_kernels(model)
     )
     elementwise = ops.elementwise_time(nbytes, kernels)
-    lm_head = 0.0
+    lm_head, head_w = 0.0, cost.lm_head_precision(model)
     if lay.gathered:  # every rank's logit rows over the vocab shards of all tp GPUs
         rows = logits * dp
         if rows:
-            lm_head = ops.gemm_time(rows, h, model.vocab_size // lay.tp)
+            lm_head = ops.gemm_time(rows, h, model.vocab_size // lay.tp, head_w)
             comm += ops.allgather_time(hidden * rows)
         comm += ops.allgather_time(BYTES_PER_PARAM * rows * model.vocab_size)
     else:
         if logits:
-            lm_head = attn.gemm_time(logits, h, model.vocab_size // a_tp)
+            lm_head = attn.gemm_time(logits, h, model.vocab_size // a_tp, head_w)
         comm += attn.allgather_time(BYTES_PER_PARAM * logits * model.vocab_size)
     return (gemm, elementwise, comm, lm_head)

@@ -191,6 +191,14 @@ class RooflineCostModel:
         """The weight precision ``model``'s layer GEMMs run at (None: bf16)."""
         return self.precision if model.id in self._quantized else None
 
+    def lm_head_precision(self, model: ModelShape) -> PrecisionSpec | None:
+        """The LM head's weights: the layers' precision where the checkpoint quantises it with
+        them (GPTQ/AWQ ``lm_head``) and they run at the checkpoint's own, else bf16 (None)."""
+        w = self.precision_of(model)
+        if not model.lm_head_quantized or w is None:
+            return None
+        return w if w.name == model.weight_dtype or w.name.startswith(model.weight_dtype) else None
+
     def experts_precision_of(self, model: ModelShape) -> PrecisionSpec | None:
         """The routed experts' precision: their own where the checkpoint stores them apart
         (GPT-OSS's MXFP4), else the layers'; None: bf16."""
@@ -370,9 +378,11 @@ class RooflineCostModel:
         comm += ops.allgather_time(BYTES_PER_PARAM * logit_tokens * model.vocab_size)
         if self.pp > 1 and n_layers > 1:  # a draft head's one layer stays on its stage
             comm += (self.pp - 1) * ops.hop_time(hidden_bytes)
-        # the LM head stays bf16, as vLLM leaves it unquantised
+        # the LM head stays bf16, as vLLM leaves it unquantised, unless the checkpoint
+        # quantises it too (lm_head_precision)
         vocab = model.vocab_size // tp
-        lm_head = ops.gemm_time(logit_tokens, h, vocab) if logit_tokens else 0.0
+        head_w = self.lm_head_precision(model)
+        lm_head = ops.gemm_time(logit_tokens, h, vocab, head_w) if logit_tokens else 0.0
         return (gemm, elementwise, comm, lm_head)
 
 
