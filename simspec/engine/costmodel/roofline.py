@@ -167,7 +167,7 @@ class OperatorTimes:
             if measured is not None:
                 return measured
         ring = self._ring_time(nbytes, passes=2)
-        below = self.floor.allreduce_time(nbytes) if self.floor is not None else None
+        below = self.floor.allreduce_time(nbytes) if self.floor is not None and nbytes > 0 else None
         return ring if below is None else max(ring, below)
 
     def allgather_time(self, nbytes: float) -> float:
