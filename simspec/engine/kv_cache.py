@@ -128,7 +128,7 @@ def target_weight_bytes(target: ModelShape, weight_bytes: float = BYTES_PER_PARA
     """Bytes of the target's weights on one GPU: linear layers (routed experts included) at
     ``weight_bytes`` each, the embedding and LM head in bf16 (vLLM's FP8 and GPTQ/AWQ methods
     quantise LinearBase layers only; the vocab embedding and ParallelLMHead stay unquantised
-    unless a config says otherwise)."""
+    unless a config says otherwise: GPTQ/AWQ "lm_head", ModelShape.lm_head_bytes)."""
     return target.weight_bytes_per_gpu(1, 1, weight_bytes, weight_bytes)
 
 

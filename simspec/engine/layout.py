@@ -118,7 +118,8 @@ class ParallelLayout:
         """Weight bytes one GPU holds, by part (attention, dense MLPs, shared experts and
         routers, routed experts, embedding and LM head): linear layers at ``weight_bytes``,
         routed experts at ``expert_bytes`` per weight (None: the checkpoint's dtypes), routers,
-        embedding and LM head in bf16, MLA's down projections whole on every GPU."""
+        embedding and LM head in bf16 (the head at the layers' bytes where the checkpoint
+        quantises it: ModelShape.lm_head_bytes), MLA's down projections whole on every GPU."""
         linear = model.stored_bytes(model.weight_dtype) if weight_bytes is None else weight_bytes
         experts = (
             model.stored_bytes(model.expert_weight_dtype or model.weight_dtype)
@@ -148,7 +149,8 @@ class ParallelLayout:
         }
         if embeddings:
             table = model.embedding_params * BYTES_PER_PARAM
-            head = 0.0 if model.tie_word_embeddings else table / self.dense_tp
+            lm_head = model.embedding_params * model.lm_head_bytes(linear)
+            head = 0.0 if model.tie_word_embeddings else lm_head / self.dense_tp
             parts["embedding and LM head"] = table / self.embed_tp + head
         return parts
 
