@@ -202,3 +202,27 @@ def test_eagle3_heads_take_their_published_shape_where_it_is_not_a_layer_of_the_
         assert "published" in (eagle3_head_note("eagle3", target) or "")
     assert eagle3_head_note("eagle3", "llama-3.1-8b") is None
     assert eagle3_head_note("mtp", "kimi-k2") is None
+
+
+def test_a_published_eagle3_head_that_tp_cannot_split_is_refused():
+    """DeepSeek-V3's SpecForge head has 56 attention heads: the engines run it at the target's
+    tensor parallelism and refuse 16 GPUs (QA: priced at 3.5 heads a GPU)."""
+    cost = RooflineCostModel(load_gpu("h200"), load_profile("h200"), load_engine("sglang"), 16)
+    cfg = MethodConfig(name="eagle3", acceptance=ALPHA)
+    with pytest.raises(
+        InputError, match=r"^tp: the published eagle3 head of deepseek-v3 .* 56 attent"
+    ):
+        build_speculator(cfg, load_model("deepseek-v3"), cost, load_engine("sglang"))
+
+
+def test_methods_all_leaves_out_an_eagle3_head_that_tp_cannot_split():
+    """--methods all offers what a user could deploy: DeepSeek-V3's published EAGLE-3 head
+    (56 heads) is left out at tp 16 with the reason, kept at tp 8 and under DP attention
+    where each rank's attention spans tp / dp GPUs."""
+    from simspec.catalog.methods import left_out_of_all
+
+    why = left_out_of_all("eagle3", "deepseek-v3", engine="sglang", tp=16)
+    assert why and "56 attention heads, which 16 GPUs cannot split" in why
+    assert left_out_of_all("eagle3", "deepseek-v3", engine="sglang", tp=8) is None
+    assert left_out_of_all("eagle3", "deepseek-v3", engine="sglang", dp=16, tp=16) is None
+    assert left_out_of_all("eagle3", "llama-3.1-8b", tp=16) is None  # one layer of the target

@@ -226,3 +226,13 @@ def test_a_group_over_two_servers_all_reduces_no_faster_than_nccl_within_one(gpu
             assert wide.allgather_time(nbytes) >= nccl8.allgather_time(nbytes), (tp, nbytes)
     # inside one NVL72 domain no server boundary is crossed: no floor
     assert cost("vllm", "gb200", 16).ops.floor is None
+
+
+def test_gb300_past_its_custom_kernels_switch_is_no_cheaper_than_just_below_it():
+    """GB300 under SGLang: the custom kernel is timed at 8 and 16 GPUs up to its 8 MiB switch,
+    NCCL only at 2 and 4; past the switch the ring formula stands in for NCCL, floored at the
+    kernel's time at the switch (QA: 8 MiB cost 50.5 us, one byte less 56.7)."""
+    for tp in (8, 16):
+        ops = cost("sglang", "gb300", tp).ops
+        times = [ops.allreduce_time(n) for n in (2**23 - 1, 2**23, 2**24, 2**26)]
+        assert times == sorted(times), (tp, times)

@@ -38,6 +38,23 @@ def eagle3_head(layer: ModelShape, target_id: str) -> ModelShape:
     return layer.model_copy(update=update)
 
 
+def eagle3_head_refusal(target_id: str, attn_tp: int) -> str | None:
+    """Why the published EAGLE-3 head of ``target_id`` cannot run with its attention over
+    ``attn_tp`` GPUs, as the engines split it like the target's (None: it can, or the head is
+    one layer of the target, whose own check stands): the heads must divide, the KV heads
+    divide or be replicated evenly (ModelShape.attention_tp_refusal's rule)."""
+    entry = packaged_table("eagle3_heads.yaml").get(target_id)
+    if entry is None or attn_tp <= 1:
+        return None
+    heads, kv = int(entry["num_attention_heads"]), int(entry["num_key_value_heads"])
+    name = f"the published eagle3 head of {target_id} (simspec/data/eagle3_heads.yaml)"
+    if heads % attn_tp:
+        return f"{name} has {heads} attention heads, which {attn_tp} GPUs cannot split"
+    if kv % attn_tp if attn_tp <= kv else attn_tp % kv:
+        return f"{name} has {kv} KV heads, which {attn_tp} GPUs can neither split nor replicate"
+    return None
+
+
 def eagle3_head_note(method: str, target_id: str) -> str | None:
     """What a run says of an EAGLE-3 head taken from its published configuration (None where
     the method is not EAGLE-3 or the head is one layer of the target)."""

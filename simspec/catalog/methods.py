@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, Literal
 
-from simspec.catalog.models import load_model, model_ids
+from simspec.catalog.draft_heads import eagle3_head_refusal
+from simspec.catalog.models import load_model, model_ids, preset_id
 from simspec.catalog.tables import packaged_table
 from simspec.catalog.traces import load_trace, replay_tau
 from simspec.catalog.vllm import lookup_sizes
@@ -736,19 +737,27 @@ def engine_refuses(name: str, engine: str) -> str | None:
 
 
 def left_out_of_all(
-    name: str, model: str, draft: str | None = None, engine: str | None = None, dp: int = 1
+    name: str,
+    model: str,
+    draft: str | None = None,
+    engine: str | None = None,
+    dp: int = 1,
+    tp: int = 1,
 ) -> str | None:
     """Why ``--methods all`` leaves ``name`` out for ``model`` (None: it is offered): a drafter
     made of the model's own MTP layers needs a model that declares them, a draft model needs
     one that shares the model's tokenizer (``draft``, else a packaged one), a method no engine
     profile ships (or ``engine``, where it runs only its own) is not something a user could
     deploy (``simspec/data/method_engines.yaml``), one the engine refuses beside data-parallel
-    attention (``dp`` > 1) is not either, and one without packaged acceptance (pard) runs only
-    with the user's own."""
+    attention (``dp`` > 1) is not either, nor EAGLE-3 where its published head's attention
+    cannot split over ``tp`` / ``dp`` GPUs, and one without packaged acceptance (pard) runs
+    only with the user's own."""
     table = packaged_table("method_engines.yaml")
     why = cannot_draft_for(name, model, draft)
     if why:
         return why
+    if name == "eagle3" and (head := eagle3_head_refusal(preset_id(model), tp // max(dp, 1))):
+        return head
     if name != "autoregressive" and not table["methods"].get(name):
         from simspec.catalog.hardware import engine_ids
 

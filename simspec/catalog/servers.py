@@ -4,7 +4,7 @@ one server's interconnect, but for DeepEP's all-to-all where its internode table
 
 from __future__ import annotations
 
-from simspec.catalog.hardware import EngineProfile, GpuSpec, load_engine
+from simspec.catalog.hardware import EngineProfile, GpuSpec, load_collectives, load_engine
 from simspec.catalog.kernel_tables import deepep_fits
 
 
@@ -28,10 +28,12 @@ def cross_node_note(gpu: GpuSpec, tp: int, ep: int = 1, engine: str = "vllm") ->
     )
     # the all-reduce: NCCL (the engines' custom kernel is off across servers), at least one
     # server's measured NCCL time where the tables cover it (collectives.node_floor)
+    tables = load_collectives(gpu.id)
+    floored = tables is not None and gpu.gpus_per_node in tables[1].get("nccl_all_reduce", {})
     reduce = (
-        "their all-reduces are NCCL's, priced by a ring at the servers' own interconnect and "
-        "no faster than NCCL measured within one server, not over the network between them "
-        "(not modelled)"
+        "their all-reduces are NCCL's, priced by a ring at the servers' own interconnect"
+        + (" and no faster than NCCL measured within one server" if floored else "")
+        + ", not over the network between them (not modelled)"
     )
     which = (
         f"{reduce}; DeepEP's dispatch and combine take its internode low-latency times "

@@ -56,18 +56,19 @@ def asks_all(names: list[str] | None) -> bool:
 
 
 def all_methods(
-    models: list[str], draft: str | None, engine: str | None = None, dp: int = 1
+    models: list[str], draft: str | None, engine: str | None = None, dp: int = 1, tp: int = 1
 ) -> tuple[list[str], dict[str, str]]:
     """What ``--methods all`` runs on every one of ``models`` (in the registry's order), and
     what it leaves out with why (:func:`~simspec.catalog.methods.left_out_of_all`, the first
     model's reason): a method left out for one model is left out for all, so every model runs
     the same set. ``draft``: --draft-model, which lets draft_model run on any model;
     ``engine``: the engine profile, where it runs only the methods it ships (trtllm); ``dp``:
-    its data-parallel attention ranks, beside which an engine may refuse a method."""
+    its data-parallel attention ranks, beside which an engine may refuse a method; ``tp``: the
+    GPUs, over which a published EAGLE-3 head's attention may not split."""
     left: dict[str, str] = {}
     for name in SPECULATORS:
         for model in models:
-            why = left_out_of_all(name, model, draft, engine, dp)
+            why = left_out_of_all(name, model, draft, engine, dp, tp)
             if why:
                 left.setdefault(name, why)
     return [n for n in SPECULATORS if n not in left], left
@@ -389,7 +390,9 @@ class MethodFlags:
         target = data.get("model", DEFAULT_MODEL)
         target = target if isinstance(target, str) else DEFAULT_MODEL
         if asks_all(names) and not self.speculative_config:
-            names = all_methods([target], self.draft, scenario_engine(data), scenario_dp(data))[0]
+            names = all_methods(
+                [target], self.draft, scenario_engine(data), scenario_dp(data), scenario_tp(data)
+            )[0]
         from_file = self.file_methods(data)
         if self.speculative_config:
             if names is not None:
@@ -475,6 +478,12 @@ def preset_dataset(workload: Any, dataset: str | None) -> str:
     if isinstance(trace, str) and trace in packaged_traces():
         return trace
     return dataset or "sharegpt"
+
+
+def scenario_tp(data: dict[str, Any]) -> int:
+    """The tensor-parallel GPUs a scenario's fields name (1 where unset)."""
+    tp = data.get("tp")
+    return tp if isinstance(tp, int) and not isinstance(tp, bool) else 1
 
 
 def scenario_dp(data: dict[str, Any]) -> int:

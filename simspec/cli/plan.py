@@ -297,7 +297,7 @@ def plan(
     _capacity_notes(frame, qps, slo, duration)
     _extrapolation_notes(chosen, deploy)
     print_provenance(deploy, chosen)
-    _left_out(flags, names, deploy.model, deploy.engine, deploy.dp)
+    _left_out(flags, names, deploy.model, deploy.engine, deploy.dp, deploy.tp)
 
 
 def whole(flags: DeploymentFlags, deploy: Deployment) -> None:
@@ -362,11 +362,16 @@ def _capacity_notes(frame: pd.DataFrame, qps: float, slo: capacity.Slo, duration
 
 
 def _left_out(
-    flags: DeploymentFlags, names: list[str] | None, model: str, engine: str, dp: int = 1
+    flags: DeploymentFlags,
+    names: list[str] | None,
+    model: str,
+    engine: str,
+    dp: int = 1,
+    tp: int = 1,
 ) -> None:
     """What ``--methods all`` left out on ``model``, and why (on stderr), as sweep says it."""
     if asks_all(names) and not flags.speculative_config:
-        left_out_note(all_methods([model], flags.draft, engine, dp)[1])
+        left_out_note(all_methods([model], flags.draft, engine, dp, tp)[1])
 
 
 # what stopped the rate from going higher (capacity.Slo.missed), as the answer says it
@@ -567,7 +572,7 @@ def _plan_trace(
     _extrapolation_notes(chosen, deploy)
     tile_cut_note(deploy.workload)
     print_provenance(deploy, chosen)
-    _left_out(flags, names, deploy.model, deploy.engine, deploy.dp)
+    _left_out(flags, names, deploy.model, deploy.engine, deploy.dp, deploy.tp)
     err.print(
         "How: replicas doubled from 1 until a fleet meets the attainment, then bisection on "
         "the integers; each probe replays the whole trace window on the fleet. Bisection "

@@ -179,7 +179,13 @@ def sweep(
         # --quiet drops it with the table: the written table lists what ran
         left_out_note(
             flags.left_out(
-                {"model": cfg.model, "grid": cfg.grid, "engine": cfg.engine, "dp": cfg.dp}
+                {
+                    "model": cfg.model,
+                    "grid": cfg.grid,
+                    "engine": cfg.engine,
+                    "dp": cfg.dp,
+                    "tp": cfg.tp,
+                }
             )
         )
         for line in extrapolation_notes([m for p in cfg.points() for m in p.methods]):

@@ -30,6 +30,7 @@ from simspec.cli.method_flags import (
     preset_dataset,
     scenario_dp,
     scenario_engine,
+    scenario_tp,
 )
 from simspec.config import check_precision_target
 from simspec.engine.speculators import known_method
@@ -128,7 +129,11 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
         flag, listed = self.named_methods or ("--methods", None)
         if self.wants_all:
             names = all_methods(
-                self.models(data), self.draft, scenario_engine(data), scenario_dp(data)
+                self.models(data),
+                self.draft,
+                scenario_engine(data),
+                scenario_dp(data),
+                scenario_tp(data),
             )[0]
         elif listed:
             names = csv_list(listed, flag)
@@ -291,9 +296,13 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
         its model, or every model on a grid's model axis); empty unless --methods all."""
         if not self.wants_all:
             return {}
-        return all_methods(self.models(data), self.draft, scenario_engine(data), scenario_dp(data))[
-            1
-        ]
+        return all_methods(
+            self.models(data),
+            self.draft,
+            scenario_engine(data),
+            scenario_dp(data),
+            scenario_tp(data),
+        )[1]
 
     @staticmethod
     def models(data: dict[str, Any]) -> list[str]:

@@ -287,7 +287,8 @@ def _gpus(model: ModelShape, gpu, engine, weight_precision: str | None = None) -
     if need > gpu.gpus_per_node:  # QA: only --tp said that such a tp spans servers
         servers = (
             f"; {need} GPUs span {-(-need // gpu.gpus_per_node)} servers, whose all-reduces "
-            "simspec prices at one server's interconnect (a lower bound; engines usually run "
+            "simspec prices at one server's interconnect, not the network between them (a "
+            "lower bound; engines usually run "
             "tp = GPUs per server and pipeline stages across servers, which simspec models "
             "for hf only)"
         )

@@ -113,6 +113,8 @@ class RooflineCostModel:
         # models whose layer GEMMs run at the target's precision: the target, and the MTP
         # modules shipped in its checkpoint (quantize_like_target)
         self._quantized = {precision_model}
+        # draft heads that run the target's own LM head (share_lm_head)
+        self._shared_heads: set[str] = set()
         # the routed experts' precision (GPT-OSS: MXFP4 experts beside bf16 layers); None: the
         # layers' own
         self.expert_precision = (
@@ -192,12 +194,22 @@ class RooflineCostModel:
         return self.precision if model.id in self._quantized else None
 
     def lm_head_precision(self, model: ModelShape) -> PrecisionSpec | None:
-        """The LM head's weights: the layers' precision where the checkpoint quantises it with
-        them (GPTQ/AWQ ``lm_head``) and they run at the checkpoint's own, else bf16 (None)."""
-        w = self.precision_of(model)
+        """The LM head's weights: the target's precision where its checkpoint quantises the
+        head with the layers (GPTQ/AWQ ``lm_head``) and they run at the checkpoint's own bytes
+        (as ModelShape.lm_head_bytes counts it), for the target and for a draft head that runs
+        the target's own LM head (share_lm_head); else bf16 (None)."""
+        w = self.precision
         if not model.lm_head_quantized or w is None:
             return None
-        return w if w.name == model.weight_dtype or w.name.startswith(model.weight_dtype) else None
+        if model.id not in self._quantized and model.id not in self._shared_heads:
+            return None
+        return w if w.weight_bytes == model.stored_bytes(model.weight_dtype) else None
+
+    def share_lm_head(self, model: ModelShape) -> None:
+        """``model`` (an EAGLE-1/2 head) computes its logits with the target's own LM head
+        (vLLM's EagleProposer shares ``lm_head`` with the target; SGLang's draft takes the
+        target's embed and head), at the target's precision where that is quantised."""
+        self._shared_heads.add(model.id)
 
     def experts_precision_of(self, model: ModelShape) -> PrecisionSpec | None:
         """The routed experts' precision: their own where the checkpoint stores them apart

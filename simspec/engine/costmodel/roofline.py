@@ -166,6 +166,8 @@ class OperatorTimes:
             measured = self.collectives.allreduce_time(nbytes, graphed)
             if measured is not None:
                 return measured
+            if (kernel := self.collectives.floor_time(nbytes)) is not None:
+                return max(self._ring_time(nbytes, passes=2), kernel)
         ring = self._ring_time(nbytes, passes=2)
         below = self.floor.allreduce_time(nbytes) if self.floor is not None and nbytes > 0 else None
         return ring if below is None else max(ring, below)

@@ -6,11 +6,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from simspec.catalog.draft_heads import eagle3_head
+from simspec.catalog.draft_heads import eagle3_head, eagle3_head_refusal
 from simspec.config import MethodConfig
 from simspec.engine.costmodel import BatchShape, StepCost
 from simspec.engine.costmodel.plain import FixedForward, Parts, PlainForward
 from simspec.engine.speculators.base import DraftStep, Speculator
+from simspec.errors import InputError
 
 # EAGLE-3 fuses low, middle and high target features (fc over 3h) and drafts over a reduced
 # vocabulary: draft_vocab_size 32000 in the EAGLE-3 head config for Llama-3.1-8B (SpecForge
@@ -49,6 +50,8 @@ class EagleHead(Speculator):
         # one decoder layer of the target's widths and attention; a dense MLP (EAGLE heads are
         # Llama layers), or the target's own MoE layer for its MTP module (MTP)
         self.head = target.one_layer(self.moe_head, vocab, f"{target.id}-{self.name}")
+        if vocab == target.vocab_size:  # its logits from the target's own LM head
+            self.cost.share_lm_head(self.head)
         # draft_at's answers by (batch, K, tree nodes): a closed loop asks the same few
         self._chains: dict[tuple[int, int, int | None], FixedChain | None] = {}
         self._fc_by_tokens: dict[tuple[int, bool], float] = {}  # the hot loop repeats a few
@@ -413,3 +416,9 @@ class Eagle3(EagleHead):
         # Kimi-K2's runs grouped-query attention, not the target's MLA)
         if self.name == "eagle3":
             self.head = eagle3_head(self.head, self.target.id)
+            # the engines split the head's attention over the target's GPUs too (QA:
+            # DeepSeek-V3's 56-head head priced at 3.5 heads a GPU over tp 16)
+            if why := eagle3_head_refusal(self.target.id, self.cost.layout.attn_tp):
+                raise InputError(
+                    "tp", f"{why}: vLLM and SGLang run it at the target's tensor parallelism"
+                )
