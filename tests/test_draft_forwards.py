@@ -226,3 +226,56 @@ def test_methods_all_leaves_out_an_eagle3_head_that_tp_cannot_split():
     assert left_out_of_all("eagle3", "deepseek-v3", engine="sglang", tp=8) is None
     assert left_out_of_all("eagle3", "deepseek-v3", engine="sglang", dp=16, tp=16) is None
     assert left_out_of_all("eagle3", "llama-3.1-8b", tp=16) is None  # one layer of the target
+
+
+def test_a_draft_model_the_engines_would_not_run_as_priced_is_refused_by_name(tmp_path):
+    """A draft must share the target's tokenizer, not just its vocabulary size (vicuna-68m's
+    32,000 LLaMA tokens are not Mixtral's 32,000), and serve the deployment's context: vLLM
+    drafts nothing for a batch once a sequence passes the draft's (PR #24662), which simspec
+    does not model (QA: both ran at 1.6-1.7x). --methods all says why it leaves them out."""
+    from simspec.catalog.methods import left_out_of_all
+    from simspec.config import Scenario
+    from simspec.engine.build import setup_replica
+
+    def setup(model: str, draft: str, **kw):
+        method = {"name": "draft_model", "draft_model": draft, "acceptance": {"alpha": 0.6}}
+        return setup_replica(Scenario(model=model, method=method, **kw))
+
+    with pytest.raises(InputError, match=r"^methods\.draft_model: .* do not share a tokenizer"):
+        setup("mixtral-8x7b", "vicuna-68m", tp=2)
+    with pytest.raises(InputError, match=r"^methods\.draft_model: draft vicuna-68m serves 2,048"):
+        setup("llama-2-7b", "vicuna-68m")
+    setup("llama-2-7b", "vicuna-68m", scheduler={"max_model_len": 2048})
+    why = left_out_of_all("draft_model", "llama-2-7b")
+    assert why and "--max-model-len 2048" in why
+    assert left_out_of_all("draft_model", "llama-3.1-8b") is None
+
+
+def test_a_quantised_draft_checkpoint_runs_at_its_own_precision(tmp_path):
+    """vLLM loads a draft with its own quantization_config: an FP8 Llama-3.1-8B draft reads
+    half the bytes of a bf16 one, per step and in memory (QA: priced in bf16, to the digit)."""
+    import json
+
+    from simspec.config import Scenario
+    from simspec.engine.build import setup_replica
+
+    shape = {
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+        "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
+    }  # fmt: skip
+    fp8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+    (tmp_path / "bf16.json").write_text(json.dumps(shape))
+    (tmp_path / "fp8.json").write_text(json.dumps({**shape, "quantization_config": fp8}))
+    spent = {}
+    for name in ("bf16", "fp8"):
+        method = {
+            "name": "draft_model",
+            "draft_model": str(tmp_path / f"{name}.json"),
+            "acceptance": {"alpha": 0.8},
+        }
+        sc = Scenario(model="llama-3.1-70b", tp=4, method=method, scheduler={"max_model_len": 8192})
+        spec = setup_replica(sc).speculator
+        spent[name] = (spec.draft_cost(_step(16, 4, 4)).gemm_s, spec.extra_weight_bytes())
+    assert spent["fp8"][0] < 0.8 * spent["bf16"][0]  # memory-bound GEMMs at half the bytes
+    assert spent["fp8"][1] < 0.6 * spent["bf16"][1]

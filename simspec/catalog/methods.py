@@ -671,6 +671,14 @@ def family_draft(target: str, method: str = "draft_model") -> tuple[str | None, 
     )
 
 
+def own_tokenizer(model_type: str) -> str | None:
+    """The tokenizer of models of ``model_type`` where the catalogue knows it is their own
+    (``draft_model`` ``own_tokenizer`` in method_presets.yaml: Mistral's 32,000 tokens are not
+    LLaMA's, for one); None: the vocabulary size tells."""
+    own = method_presets()["draft_model"].get("own_tokenizer") or {}
+    return own.get(model_type)
+
+
 def draft_for(target: str, method: str = "draft_model") -> str:
     """The packaged draft of ``method`` for ``target`` (:func:`family_draft`); InputError
     naming ``methods.draft_model`` when none shares its tokenizer."""
@@ -808,11 +816,41 @@ def cannot_draft_for(name: str, model: str, draft: str | None = None) -> str | N
     layers, and draft_model a draft sharing its tokenizer (``draft``, else a packaged one)."""
     try:
         why = missing_draft_layers(name, model) or missing_head(name, model)
-        if name in ("draft_model", "pard") and not draft:
-            why = why or family_draft(model, name)[1] or None
+        if name in ("draft_model", "pard"):
+            chosen, reason = (
+                (draft, foreign_draft(draft, model)) if draft else family_draft(model, name)
+            )
+            why = why or reason or (short_draft(chosen, model) if chosen else None)
     except InputError:
         return None
     return why
+
+
+def foreign_draft(draft: str, model: str) -> str:
+    """Why a named ``draft`` cannot draft for ``model`` ("" where it can): it must share the
+    model's tokenizer (own_tokenizer) and its vocabulary, as DraftModel refuses otherwise."""
+    theirs, ours = load_model(draft, "draft_model"), load_model(model)
+    if own_tokenizer(theirs.model_type) != own_tokenizer(ours.model_type):
+        return f"draft {draft} does not share {model}'s tokenizer"
+    if theirs.vocab_size != ours.vocab_size:
+        return f"draft {draft} has {theirs.vocab_size} tokens, {model} {ours.vocab_size}"
+    return ""
+
+
+def short_draft(draft: str, model: str) -> str | None:
+    """Why ``draft`` cannot draft for ``model`` at the model's own context (None: it can): a
+    draft serving fewer positions is refused where a run serves more (build.check_draft_model:
+    vLLM drafts nothing for a batch past the draft's context)."""
+    have, need = (
+        load_model(draft).max_position_embeddings,
+        load_model(model).max_position_embeddings,
+    )
+    if have >= need:
+        return None
+    return (
+        f"draft {draft} serves {have:,} positions, fewer than {model}'s {need:,}: a run at "
+        f"--max-model-len {have} or less drafts with it (--methods draft_model)"
+    )
 
 
 def missing_head(name: str, model: str) -> str | None:

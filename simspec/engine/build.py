@@ -32,6 +32,7 @@ from simspec.catalog.models import BYTES_PER_PARAM, ModelShape, load_model
 from simspec.catalog.precision import (
     PrecisionSpec,
     check_engine_runs,
+    effective_precision,
     kv_cache_bytes,
     load_precision,
 )
@@ -46,6 +47,7 @@ from simspec.engine.memory_share import engine_share
 from simspec.engine.replica import ReplicaSetup
 from simspec.engine.requests import RequestTable
 from simspec.engine.speculators import Speculator, build_speculator
+from simspec.engine.speculators.draft_model import DraftModel
 from simspec.engine.speculators.lookup import LookupSpeculator
 from simspec.engine.workload import generate_requests
 from simspec.errors import InputError, ScenarioError
@@ -166,6 +168,37 @@ def draft_cost_model(
         return None
     alone = sc.model_copy(update={"tp": sc.method.draft_tp, "ep": 1, "dp": 1, "pp": 1})
     return build_cost_model(alone, target)
+
+
+def check_draft_model(sc: Scenario, target: ModelShape, spec: DraftModel) -> None:
+    """A separate draft model as the engines run it: within the context the deployment
+    serves, and at its own checkpoint's precision.
+
+    vLLM V1 stops drafting for a whole batch once one of its sequences passes the draft's
+    context (gpu_model_runner ``_input_fits_in_drafter``, vLLM PR #24662; TensorRT-LLM stops
+    drafting for those requests, PR #4879), which simspec does not model: a draft whose
+    context is shorter than the deployment's is refused by name (QA: vicuna-68m's 2,048
+    positions drafted for Llama-2-7B's 3,500-token requests at 1.6x). Its weights run at the
+    precision its config.json stores them in (vLLM loads a draft with its own
+    quantization_config; QA: an FP8 draft was priced in bf16, to the digit)."""
+    draft, context = spec.draft, max_model_len(sc, target)
+    if draft.max_position_embeddings < context:
+        raise InputError(
+            "methods.draft_model",
+            f"draft {draft.id} serves {draft.max_position_embeddings:,} positions, fewer than "
+            f"the {context:,} the deployment serves (max_model_len): vLLM drafts nothing for a "
+            "batch once one sequence passes the draft's context (PR #24662), which simspec "
+            f"does not model: give --max-model-len {draft.max_position_embeddings} or less, "
+            "or a draft with a longer context",
+        )
+    if draft.weight_dtype == "bf16" and draft.expert_weight_dtype is None:
+        return
+    gpu = spec.cost.gpu
+    layers = effective_precision(checkpoint_precision(draft, draft.weight_dtype), gpu)
+    experts = None
+    if draft.expert_weight_dtype is not None:
+        experts = effective_precision(checkpoint_precision(draft, draft.expert_weight_dtype), gpu)
+    spec.cost.run_at_own_precision(draft, layers, experts)
 
 
 def check_draft_tp(sc: Scenario) -> bool:
@@ -330,6 +363,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     check_linear_layers(target, sc.engine, sc.dp)
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine, draft_cost_model(sc, target, cost))
+    if isinstance(spec, DraftModel):
+        check_draft_model(sc, target, spec)
     gpu = cost.gpu
     max_seqs, max_tokens = batch_limits(sc, engine, gpu)
     max_model_len(sc, target)  # a context past the model's is refused here, by name

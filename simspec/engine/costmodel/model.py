@@ -115,6 +115,9 @@ class RooflineCostModel:
         self._quantized = {precision_model}
         # draft heads that run the target's own LM head (share_lm_head)
         self._shared_heads: set[str] = set()
+        # models that run at their own checkpoint's precision, (layers, experts) (a draft
+        # model stored quantised: run_at_own_precision)
+        self._own_precision: dict[str, tuple[PrecisionSpec | None, PrecisionSpec | None]] = {}
         # the routed experts' precision (GPT-OSS: MXFP4 experts beside bf16 layers); None: the
         # layers' own
         self.expert_precision = (
@@ -191,7 +194,22 @@ class RooflineCostModel:
     # -- precision -------------------------------------------------------------------------
     def precision_of(self, model: ModelShape) -> PrecisionSpec | None:
         """The weight precision ``model``'s layer GEMMs run at (None: bf16)."""
+        if (own := self._own_precision.get(model.id)) is not None:
+            return own[0]
         return self.precision if model.id in self._quantized else None
+
+    def run_at_own_precision(
+        self, model: ModelShape, layers: PrecisionSpec | None, experts: PrecisionSpec | None
+    ) -> None:
+        """``model`` (a draft model whose checkpoint is stored quantised) runs its layers at
+        ``layers`` and its routed experts at ``experts`` (None: bf16; as the GPU runs them,
+        effective_precision), whatever the target runs at: the engines load a draft checkpoint
+        with its own quantization_config."""
+        bf16 = {None, "bf16"}
+        self._own_precision[model.id] = (
+            None if layers is None or layers.name in bf16 else layers,
+            None if experts is None or experts.name in bf16 else experts,
+        )
 
     def lm_head_precision(self, model: ModelShape) -> PrecisionSpec | None:
         """The LM head's weights: the target's precision where its checkpoint quantises the
@@ -214,6 +232,8 @@ class RooflineCostModel:
     def experts_precision_of(self, model: ModelShape) -> PrecisionSpec | None:
         """The routed experts' precision: their own where the checkpoint stores them apart
         (GPT-OSS's MXFP4), else the layers'; None: bf16."""
+        if (own := self._own_precision.get(model.id)) is not None:
+            return own[1] or own[0]
         if model.id not in self._quantized:
             return None
         spec = self.expert_precision or self.precision

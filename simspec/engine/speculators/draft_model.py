@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from simspec.catalog.methods import own_tokenizer
 from simspec.catalog.models import load_model
 from simspec.config import MethodConfig
 from simspec.engine.costmodel import BatchShape, StepCost
@@ -21,6 +22,15 @@ class DraftModel(Speculator):
                 "methods.draft_model", "draft_model needs a draft model preset or path"
             )
         self.draft = load_model(cfg.draft_model, "draft_model")
+        ours, theirs = own_tokenizer(self.target.model_type), own_tokenizer(self.draft.model_type)
+        if ours != theirs:  # the same count of tokens, other tokens (QA: vicuna-68m for Mixtral)
+            raise InputError(
+                "methods.draft_model",
+                f"draft {self.draft.id!r} ({theirs or 'not ' + str(ours)}) and target "
+                f"{self.target.id!r} ({ours or 'not ' + str(theirs)}) do not share a tokenizer, "
+                "whatever their vocabulary sizes: the engines verify the draft's token ids as "
+                "the target's (method_presets.yaml draft_model own_tokenizer)",
+            )
         if self.draft.vocab_size != self.target.vocab_size:
             raise InputError(
                 "methods.draft_model",
@@ -60,7 +70,11 @@ class DraftModel(Speculator):
         return self._prompt_pass_s(forward_s, prompt, decoding)
 
     def extra_weight_bytes(self) -> float:
-        return self._params_bytes(self.draft.num_params)
+        if self.draft.weight_dtype == "bf16" and self.draft.expert_weight_dtype is None:
+            return self._params_bytes(self.draft.num_params)
+        # stored quantised: its weights at their own bytes (build.check_draft_model prices its
+        # forwards so), sliced as a bf16 draft's are
+        return self.draft.weight_bytes_per_gpu(self.cost.layout.dense_tp)
 
     def extra_kv_bytes_per_token(self) -> float:
         # each attention rank caches its own requests over its tp/dp GPUs, as the target
