@@ -163,3 +163,31 @@ def test_a_config_reads_its_vision_tower_as_sglang_does_and_refuses_a_bad_one():
     assert _vision_tower({"num_hidden_layers": 32, "hidden_size": 1280}) == (32, 1280)
     with pytest.raises(InputError, match=r"model.vision_config.hidden_size.*got -1"):
         _vision_tower({"hidden_size": -1})
+
+
+def test_sglang_v2_budgets_the_draft_inside_its_share():
+    """SGLang PR #23862 (0.5.11 line) drops the flat 4/6 GiB reserve for speculation and sizes
+    the draft's KV pool inside mem_fraction_static, and PR #28855 its weights too: sglang-v2
+    runs a Qwen3-0.6B draft beside Qwen3-32B on eight H100s, which sglang (0.5.10: the draft
+    outside the share) refuses, and holds more KV under EAGLE-3 than 0.5.10 did."""
+    share = dict(tp=1, pp=1, chunk=8192, graph_bs=256, mla=False)
+    assert sglang_static_share(H100, method="eagle3", spec_reserve=False, **share) == round(
+        (81559 - 13440) / 81559, 3
+    )
+    assert load_engine("sglang").flag("spec_reserve")
+    assert not load_engine("sglang-v2").flag("spec_reserve")
+    assert not load_engine("sglang-v2").flag("draft_outside_share")
+
+    def plan(engine: str, method: MethodConfig, model: str, tp: int):
+        return setup_replica(Scenario(model=model, tp=tp, engine=engine, method=method)).memory
+
+    pair = MethodConfig(name="draft_model", draft_model="qwen3-0.6b", acceptance={"alpha": 0.6})
+    with pytest.raises(Exception, match="outside mem_fraction_static"):
+        plan("sglang", pair, "qwen3-32b", 8)
+    inside = plan("sglang-v2", pair, "qwen3-32b", 8)
+    assert inside.draft_bytes > 0 and inside.num_blocks > 0
+    eagle = MethodConfig(name="eagle3", acceptance={"alpha": 0.6})
+    assert (
+        plan("sglang-v2", eagle, "llama-3.1-8b", 1).num_blocks
+        > plan("sglang", eagle, "llama-3.1-8b", 1).num_blocks
+    )

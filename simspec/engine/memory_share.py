@@ -14,6 +14,7 @@ in MiB of the device's total memory::
                [+ piecewise CUDA graphs: 8 per captured size, 1536 with an MLA backend]
     reserved = max(reserved, 10240) on a GPU of more than 60 GiB
     reserved += 6144 for a separate draft model (STANDALONE), 4096 for EAGLE/NEXTN
+                [through 0.5.10; removed by PR #23862, which budgets the draft inside]
     mem_fraction_static = round((gpu_mem - reserved) / gpu_mem, 3)
     mem_fraction_static *= sglang_vision_factor(...)   # a multimodal checkpoint's
 
@@ -49,12 +50,14 @@ def sglang_static_share(
     method: str,
     mla: bool,
     dp_attention: int = 1,
+    spec_reserve: bool = True,
 ) -> float:
     """SGLang's default ``mem_fraction_static`` for one deployment (see the module docstring):
     ``chunk`` its chunked_prefill_size, ``graph_bs`` its cuda_graph_max_bs, ``method`` the
     speculative method ("autoregressive": none), ``dp_attention`` its DP-attention size (1:
     off). Piecewise CUDA graphs are on unless speculation, DP attention or pipeline stages turn
-    them off (``_handle_piecewise_cuda_graph``)."""
+    them off (``_handle_piecewise_cuda_graph``). ``spec_reserve``: the flat reserve for a draft
+    (through 0.5.10; PR #23862 budgets the draft inside the share instead)."""
     gpu_mem = gpu_bytes / MIB
     reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
     if dp_attention > 1:
@@ -66,9 +69,9 @@ def sglang_static_share(
         reserved += 1.5 * 1024 if mla else piecewise_sizes(chunk) * 8
     if gpu_mem > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    if method == "draft_model":
+    if spec_reserve and method == "draft_model":
         reserved += 6 * 1024
-    elif speculative and method != "ngram":
+    elif spec_reserve and speculative and method != "ngram":
         reserved += 4 * 1024
     return round((gpu_mem - reserved) / gpu_mem, 3)
 
@@ -122,4 +125,5 @@ def engine_share(
         method=method,
         mla=bool(target.kv_lora_rank),
         dp_attention=dp if engine.dp_attention == "sglang" else 1,
+        spec_reserve=engine.flag("spec_reserve"),
     )
