@@ -279,3 +279,52 @@ def test_a_quantised_draft_checkpoint_runs_at_its_own_precision(tmp_path):
         spent[name] = (spec.draft_cost(_step(16, 4, 4)).gemm_s, spec.extra_weight_bytes())
     assert spent["fp8"][0] < 0.8 * spent["bf16"][0]  # memory-bound GEMMs at half the bytes
     assert spent["fp8"][1] < 0.6 * spent["bf16"][1]
+
+
+def test_methods_all_reads_a_grids_tp_axis_and_the_served_context():
+    """--methods all checks every tp a grid runs (QA: a grid's tp 16 stopped the sweep on
+    DeepSeek-V3's eagle3 head) and the context the deployment is started with (QA: a draft
+    model was left out at --max-model-len 2048, which is what its note asked for)."""
+    from simspec.cli.method_flags import all_methods, scenario_context, scenario_tp
+
+    data = {"model": "deepseek-v3", "tp": 8, "grid": {"tp": [8, 16]}}
+    assert scenario_tp(data) == [8, 8, 16]
+    kept, left = all_methods(["deepseek-v3"], None, "sglang", 1, scenario_tp(data))
+    assert "eagle3" not in kept and "16 GPUs cannot split" in left["eagle3"]
+    short = {"scheduler": {"max_model_len": 2048}}
+    assert scenario_context(short) == 2048 and scenario_context({}) is None
+    assert "draft_model" in all_methods(["llama-2-7b"], None, None, 1, 1, 2048)[0]
+    assert "draft_model" in all_methods(["llama-2-7b"], None, None, 1, 1, None)[1]
+
+
+def test_a_quantised_draft_needs_a_kernel_the_engine_has_and_is_named_plainly(tmp_path):
+    """An FP8 draft on an A100 under TensorRT-LLM (no weight-only FP8 kernel) is refused as the
+    target's precision would be (QA: it ran at 1.70x); the tokenizer refusal names what each
+    side uses (QA: it read "vicuna-68m (not Mistral's own ... not LLaMA's)")."""
+    import json
+
+    from simspec.config import Scenario
+    from simspec.engine.build import setup_replica
+
+    shape = {
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+        "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
+        "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic"},
+    }  # fmt: skip
+    (tmp_path / "fp8.json").write_text(json.dumps(shape))
+    method = {
+        "name": "draft_model",
+        "draft_model": str(tmp_path / "fp8.json"),
+        "acceptance": {"alpha": 0.7},
+    }
+    sc = Scenario(
+        model="llama-3.1-70b", gpu="a100_80gb", tp=4, engine="trtllm", method=method,
+        scheduler={"max_model_len": 8192},
+    )  # fmt: skip
+    with pytest.raises(InputError, match=r"^methods\.draft_model: "):
+        setup_replica(sc)
+    pair = {"name": "draft_model", "draft_model": "vicuna-68m", "acceptance": {"alpha": 0.6}}
+    with pytest.raises(InputError) as refused:
+        setup_replica(Scenario(model="mixtral-8x7b", tp=2, method=pair))
+    assert "(llama tokenizer)" in str(refused.value) and "(Mistral's own" in str(refused.value)

@@ -751,6 +751,7 @@ def left_out_of_all(
     engine: str | None = None,
     dp: int = 1,
     tp: int = 1,
+    context: int | None = None,
 ) -> str | None:
     """Why ``--methods all`` leaves ``name`` out for ``model`` (None: it is offered): a drafter
     made of the model's own MTP layers needs a model that declares them, a draft model needs
@@ -761,7 +762,7 @@ def left_out_of_all(
     cannot split over ``tp`` / ``dp`` GPUs, and one without packaged acceptance (pard) runs
     only with the user's own."""
     table = packaged_table("method_engines.yaml")
-    why = cannot_draft_for(name, model, draft)
+    why = cannot_draft_for(name, model, draft, context)
     if why:
         return why
     if name == "eagle3" and (head := eagle3_head_refusal(preset_id(model), tp // max(dp, 1))):
@@ -810,7 +811,9 @@ def no_acceptance(name: str) -> str | None:
     return (method_presets().get(name) or {}).get("no_acceptance")
 
 
-def cannot_draft_for(name: str, model: str, draft: str | None = None) -> str | None:
+def cannot_draft_for(
+    name: str, model: str, draft: str | None = None, context: int | None = None
+) -> str | None:
     """Why ``name`` has no drafter for ``model`` (None: it has, or ``model`` cannot be loaded,
     which is reported by name where it is): MTP needs the model's own multi-token-prediction
     layers, and draft_model a draft sharing its tokenizer (``draft``, else a packaged one)."""
@@ -820,7 +823,7 @@ def cannot_draft_for(name: str, model: str, draft: str | None = None) -> str | N
             chosen, reason = (
                 (draft, foreign_draft(draft, model)) if draft else family_draft(model, name)
             )
-            why = why or reason or (short_draft(chosen, model) if chosen else None)
+            why = why or reason or (short_draft(chosen, model, context) if chosen else None)
     except InputError:
         return None
     return why
@@ -837,19 +840,17 @@ def foreign_draft(draft: str, model: str) -> str:
     return ""
 
 
-def short_draft(draft: str, model: str) -> str | None:
-    """Why ``draft`` cannot draft for ``model`` at the model's own context (None: it can): a
-    draft serving fewer positions is refused where a run serves more (build.check_draft_model:
-    vLLM drafts nothing for a batch past the draft's context)."""
-    have, need = (
-        load_model(draft).max_position_embeddings,
-        load_model(model).max_position_embeddings,
-    )
+def short_draft(draft: str, model: str, context: int | None = None) -> str | None:
+    """Why ``draft`` cannot draft for ``model`` at ``context`` (None: the model's own; None
+    returned: it can): a draft serving fewer positions is refused where a run serves more
+    (build.check_draft_model: vLLM drafts nothing for a batch past the draft's context)."""
+    have = load_model(draft).max_position_embeddings
+    need = context or load_model(model).max_position_embeddings
     if have >= need:
         return None
     return (
-        f"draft {draft} serves {have:,} positions, fewer than {model}'s {need:,}: a run at "
-        f"--max-model-len {have} or less drafts with it (--methods draft_model)"
+        f"draft {draft} serves {have:,} positions, fewer than the {need:,} {model} is served "
+        f"at: a run at --max-model-len {have} or less drafts with it"
     )
 
 

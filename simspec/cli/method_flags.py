@@ -7,6 +7,7 @@ one that no chosen method reads is an error naming it, never dropped."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -56,7 +57,12 @@ def asks_all(names: list[str] | None) -> bool:
 
 
 def all_methods(
-    models: list[str], draft: str | None, engine: str | None = None, dp: int = 1, tp: int = 1
+    models: list[str],
+    draft: str | None,
+    engine: str | None = None,
+    dp: int = 1,
+    tp: int | Sequence[int] = 1,
+    context: int | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """What ``--methods all`` runs on every one of ``models`` (in the registry's order), and
     what it leaves out with why (:func:`~simspec.catalog.methods.left_out_of_all`, the first
@@ -64,11 +70,17 @@ def all_methods(
     the same set. ``draft``: --draft-model, which lets draft_model run on any model;
     ``engine``: the engine profile, where it runs only the methods it ships (trtllm); ``dp``:
     its data-parallel attention ranks, beside which an engine may refuse a method; ``tp``: the
-    GPUs, over which a published EAGLE-3 head's attention may not split."""
+    GPUs (every value of a grid's tp axis), over which a published EAGLE-3 head's attention
+    may not split; ``context``: the deployment's max_model_len (None: the model's), which a
+    draft model must serve."""
+    tps = (tp,) if isinstance(tp, int) else tuple(tp)
     left: dict[str, str] = {}
     for name in SPECULATORS:
         for model in models:
-            why = left_out_of_all(name, model, draft, engine, dp, tp)
+            for each in tps:
+                why = left_out_of_all(name, model, draft, engine, dp, each, context)
+                if why:
+                    break
             if why:
                 left.setdefault(name, why)
     return [n for n in SPECULATORS if n not in left], left
@@ -391,7 +403,12 @@ class MethodFlags:
         target = target if isinstance(target, str) else DEFAULT_MODEL
         if asks_all(names) and not self.speculative_config:
             names = all_methods(
-                [target], self.draft, scenario_engine(data), scenario_dp(data), scenario_tp(data)
+                [target],
+                self.draft,
+                scenario_engine(data),
+                scenario_dp(data),
+                scenario_tp(data),
+                scenario_context(data),
             )[0]
         from_file = self.file_methods(data)
         if self.speculative_config:
@@ -480,10 +497,26 @@ def preset_dataset(workload: Any, dataset: str | None) -> str:
     return dataset or "sharegpt"
 
 
-def scenario_tp(data: dict[str, Any]) -> int:
-    """The tensor-parallel GPUs a scenario's fields name (1 where unset)."""
+def scenario_tp(data: dict[str, Any]) -> list[int]:
+    """The tensor-parallel GPUs a scenario's fields name: its tp (1 where unset) and every value
+    of a grid's tp axis (QA: a grid's tp 16 ran the eagle3 --methods all had kept for tp 8)."""
+
+    def count(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
     tp = data.get("tp")
-    return tp if isinstance(tp, int) and not isinstance(tp, bool) else 1
+    grid = data.get("grid")
+    axis = grid.get("tp") if isinstance(grid, dict) else None
+    extra = [v for v in axis if count(v)] if isinstance(axis, list) else []
+    return [tp if count(tp) else 1, *extra]
+
+
+def scenario_context(data: dict[str, Any]) -> int | None:
+    """The context a scenario's fields start the engine with (scheduler.max_model_len; None:
+    the model's)."""
+    scheduler = data.get("scheduler")
+    given = scheduler.get("max_model_len") if isinstance(scheduler, dict) else None
+    return given if isinstance(given, int) and not isinstance(given, bool) else None
 
 
 def scenario_dp(data: dict[str, Any]) -> int:

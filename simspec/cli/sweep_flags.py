@@ -28,6 +28,7 @@ from simspec.cli.method_flags import (
     all_methods,
     asks_all,
     preset_dataset,
+    scenario_context,
     scenario_dp,
     scenario_engine,
     scenario_tp,
@@ -134,6 +135,7 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
                 scenario_engine(data),
                 scenario_dp(data),
                 scenario_tp(data),
+                scenario_context(data),
             )[0]
         elif listed:
             names = csv_list(listed, flag)
@@ -302,6 +304,7 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
             scenario_engine(data),
             scenario_dp(data),
             scenario_tp(data),
+            scenario_context(data),
         )[1]
 
     @staticmethod

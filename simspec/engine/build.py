@@ -193,12 +193,16 @@ def check_draft_model(sc: Scenario, target: ModelShape, spec: DraftModel) -> Non
         )
     if draft.weight_dtype == "bf16" and draft.expert_weight_dtype is None:
         return
-    gpu = spec.cost.gpu
-    layers = effective_precision(checkpoint_precision(draft, draft.weight_dtype), gpu)
-    experts = None
+    gpu, field = spec.cost.gpu, "methods.draft_model"
+    stored = [checkpoint_precision(draft, draft.weight_dtype)]
     if draft.expert_weight_dtype is not None:
-        experts = effective_precision(checkpoint_precision(draft, draft.expert_weight_dtype), gpu)
-    spec.cost.run_at_own_precision(draft, layers, experts)
+        stored.append(checkpoint_precision(draft, draft.expert_weight_dtype))
+    for each in stored:  # a precision the engine has no kernel for on this GPU, as the target's
+        check_engine_runs(each, gpu, sc.engine, field)
+    effective = [effective_precision(each, gpu) for each in stored]
+    spec.cost.run_at_own_precision(
+        draft, effective[0], effective[1] if len(effective) > 1 else None
+    )
 
 
 def check_draft_tp(sc: Scenario) -> bool:

@@ -26,9 +26,10 @@ from simspec.config import (
 )
 from simspec.engine.acceptance.exact import expected_tokens_per_step
 from simspec.engine.acceptance.inversion import pooled_tau
-from simspec.engine.build import build_cost_model, deployed_engine
+from simspec.engine.build import build_cost_model, check_draft_model, deployed_engine
 from simspec.engine.costmodel import BatchShape
 from simspec.engine.speculators import DraftStep, build_speculator
+from simspec.engine.speculators.draft_model import DraftModel
 from simspec.errors import InputError, ScenarioError
 from simspec.outputs import write_text_atomic
 from simspec.studies.runs import SERIAL, Runs
@@ -116,6 +117,8 @@ def batch1_costs(
             cost,
             engine,
         )
+        if isinstance(spec, DraftModel):  # its context and precision, as a simulation's
+            check_draft_model(sc, target, spec)
         width = spec.verify_tokens_for(k)
         step = DraftStep(kv, np.ones(1, dtype=np.int64), float(context), k)
         # plus the host work of a speculative step outside the forwards, as the simulation

@@ -216,10 +216,11 @@ class RooflineCostModel:
         head with the layers (GPTQ/AWQ ``lm_head``) and they run at the checkpoint's own bytes
         (as ModelShape.lm_head_bytes counts it), for the target and for a draft head that runs
         the target's own LM head (share_lm_head); else bf16 (None)."""
-        w = self.precision
+        own = self._own_precision.get(model.id)
+        w = own[0] if own is not None else self.precision
         if not model.lm_head_quantized or w is None:
             return None
-        if model.id not in self._quantized and model.id not in self._shared_heads:
+        if own is None and model.id not in self._quantized and model.id not in self._shared_heads:
             return None
         return w if w.weight_bytes == model.stored_bytes(model.weight_dtype) else None
 

@@ -26,10 +26,11 @@ class DraftModel(Speculator):
         if ours != theirs:  # the same count of tokens, other tokens (QA: vicuna-68m for Mixtral)
             raise InputError(
                 "methods.draft_model",
-                f"draft {self.draft.id!r} ({theirs or 'not ' + str(ours)}) and target "
-                f"{self.target.id!r} ({ours or 'not ' + str(theirs)}) do not share a tokenizer, "
-                "whatever their vocabulary sizes: the engines verify the draft's token ids as "
-                "the target's (method_presets.yaml draft_model own_tokenizer)",
+                f"draft {self.draft.id!r} ({theirs or self.draft.model_type + ' tokenizer'}) and "
+                f"target {self.target.id!r} ({ours or self.target.model_type + ' tokenizer'}) do "
+                "not share a tokenizer, whatever their vocabulary sizes: the engines verify the "
+                "draft's token ids as the target's (method_presets.yaml draft_model "
+                "own_tokenizer)",
             )
         if self.draft.vocab_size != self.target.vocab_size:
             raise InputError(
