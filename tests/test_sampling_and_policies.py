@@ -106,15 +106,23 @@ def test_the_temperature_model_reproduces_the_published_t0_t1_pairs(shared):
     pairs = derive.pairs()
     predicted = alpha_at(pairs.alpha0.to_numpy(), 1.0)
     assert len(pairs) >= 10
-    assert np.mean(np.abs(predicted / pairs.alpha1 - 1)) < 0.10  # 5.4 % when written
+    assert np.mean(np.abs(predicted / pairs.alpha1 - 1)) < 0.10  # 6.3 % when written
+    # the table is what the script writes from today's inversion (QA, stop 74: the tree
+    # inversion had moved every EAGLE pair's alpha0 by 0.07-0.10 since it was written)
+    from simspec.catalog.tables import packaged_table
+
+    fit = packaged_table("sampling.yaml")["fit"]
+    assert float(np.median(pairs.alpha0)) == pytest.approx(fit["alpha0_median"], abs=5e-4)
 
 
 @pytest.mark.slow
 def test_sampling_makes_a_thin_win_a_loss_once_the_draft_is_paid():
-    # alpha 0.55: since the draft's first forward takes the a+1 tokens the verify yielded
-    # (stop 57), alpha 0.5 is a win of only 1.019x at temperature 0; 0.55 is 1.10x
+    # alpha 0.52: since the draft's first forward takes the a+1 tokens the verify yielded
+    # (stop 57), alpha 0.5 is a win of only 1.014x at temperature 0; 0.52 is 1.045x, and the
+    # temperature factor (0.898 at T=1 since sampling.yaml was regenerated, stop 74) takes it
+    # to 0.97x
     thin = MethodConfig(
-        name="draft_model", k=3, draft_model="llama-3.2-1b", acceptance=AcceptanceConfig(alpha=0.55)
+        name="draft_model", k=3, draft_model="llama-3.2-1b", acceptance=AcceptanceConfig(alpha=0.52)
     )
     assert speedup(thin, temperature=0.0) > 1.02
     assert speedup(thin, temperature=1.0) < 0.98
