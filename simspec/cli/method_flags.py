@@ -402,14 +402,7 @@ class MethodFlags:
         target = data.get("model", DEFAULT_MODEL)
         target = target if isinstance(target, str) else DEFAULT_MODEL
         if asks_all(names) and not self.speculative_config:
-            names = all_methods(
-                [target],
-                self.draft,
-                scenario_engine(data),
-                scenario_dp(data),
-                scenario_tp(data),
-                scenario_context(data),
-            )[0]
+            names = scenario_methods([target], self.draft, data)[0]
         from_file = self.file_methods(data)
         if self.speculative_config:
             if names is not None:
@@ -495,6 +488,21 @@ def preset_dataset(workload: Any, dataset: str | None) -> str:
     if isinstance(trace, str) and trace in packaged_traces():
         return trace
     return dataset or "sharegpt"
+
+
+def scenario_methods(
+    models: list[str], draft: str | None, data: dict[str, Any]
+) -> tuple[list[str], dict[str, str]]:
+    """:func:`all_methods` for ``models`` as a scenario's fields deploy them (engine, dp, every
+    tp of a grid's axis, the context it serves)."""
+    return all_methods(
+        models,
+        draft,
+        scenario_engine(data),
+        scenario_dp(data),
+        scenario_tp(data),
+        scenario_context(data),
+    )
 
 
 def scenario_tp(data: dict[str, Any]) -> list[int]:

@@ -25,13 +25,9 @@ from simspec.cli.flags import (
 )
 from simspec.cli.method_flags import (
     MethodFlags,
-    all_methods,
     asks_all,
     preset_dataset,
-    scenario_context,
-    scenario_dp,
-    scenario_engine,
-    scenario_tp,
+    scenario_methods,
 )
 from simspec.config import check_precision_target
 from simspec.engine.speculators import known_method
@@ -129,14 +125,7 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
         names = None
         flag, listed = self.named_methods or ("--methods", None)
         if self.wants_all:
-            names = all_methods(
-                self.models(data),
-                self.draft,
-                scenario_engine(data),
-                scenario_dp(data),
-                scenario_tp(data),
-                scenario_context(data),
-            )[0]
+            names = scenario_methods(self.models(data), self.draft, data)[0]
         elif listed:
             names = csv_list(listed, flag)
             # the method each name means (case, vLLM's names): QA, --methods eagle3,EAGLE3 and
@@ -298,14 +287,7 @@ class SweepFlags(MethodFlags, SchedulerFlags, ServingFlags):
         its model, or every model on a grid's model axis); empty unless --methods all."""
         if not self.wants_all:
             return {}
-        return all_methods(
-            self.models(data),
-            self.draft,
-            scenario_engine(data),
-            scenario_dp(data),
-            scenario_tp(data),
-            scenario_context(data),
-        )[1]
+        return scenario_methods(self.models(data), self.draft, data)[1]
 
     @staticmethod
     def models(data: dict[str, Any]) -> list[str]:
