@@ -49,7 +49,8 @@ def fitted(gpu: str, fallback: str | None = None, note: str = ATTENTION_NOTE) ->
     # folder made relative_to raise)
     rel = ["shared/calibration-data/" + Path(f).relative_to(SHARED).as_posix() for f in files]
     back = load_profile(str(OUT / f"{fallback}.yaml")) if fallback else None
-    write(build_profile(gpu, fits, samples, rel, fallback=back, note=note), gpu)
+    profile = build_profile(gpu, fits, samples, rel, fallback=back, note=note, paths=files)
+    write(profile, gpu)
     for op, fit in fits.items():
         s = fit.summary()
         print(

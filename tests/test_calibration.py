@@ -483,6 +483,14 @@ def test_timings_in_the_wrong_units_write_a_suspect_profile_that_says_why(tmp_pa
     good = build_profile("h100_sxm", fit_all(samples, H100), samples, [str(table)])
     assert good.status == "calibrated" and "at_edges" not in good.provenance
     assert len(good.provenance["files_sha256"][str(table)]) == 64
+    # a table shown by another name (fit_default_profiles's shared/...) is digested where it
+    # is (QA: resolved against the current folder, every digest read "missing")
+    named = build_profile(
+        "h100_sxm", fit_all(samples, H100), samples, ["shared/t.csv"], paths=[str(table)]
+    )
+    digest = good.provenance["files_sha256"][str(table)]
+    assert named.provenance["files_sha256"] == {"shared/t.csv": digest}
+    assert named.provenance["files"] == ["shared/t.csv"]
     slow = samples.assign(time_s=samples["time_s"] * 1000)
     bad = build_profile("h100_sxm", fit_all(slow, H100), slow, [str(table)])
     assert bad.status.startswith("suspect: ") and bad.provenance["at_edges"]

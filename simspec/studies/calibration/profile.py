@@ -70,9 +70,13 @@ def build_profile(
     files: list[str],
     fallback: HardwareProfile | None = None,
     note: str = "",
+    paths: list[str] | None = None,
 ) -> HardwareProfile:
     """A profile whose fitted operators say how they were fitted and how well, and whose
-    operators without timings are copied from ``fallback`` and marked ``transferred``."""
+    operators without timings are copied from ``fallback`` and marked ``transferred``.
+    ``files`` name the tables as the profile shows them; ``paths`` (default: ``files``) are
+    where they are read for their digests (QA: calibration/fit_default_profiles.py's
+    ``shared/...`` names, resolved against the current folder, were digested as "missing")."""
     params: dict[str, Sourced] = {}
     fit_table: dict[str, dict[str, Any]] = {}
     for operator, form in FORMS.items():
@@ -113,7 +117,9 @@ def build_profile(
         ),
         "files": [str(f) for f in files],
         # the digests a run's key takes of the files it reads: the very tables fitted to
-        "files_sha256": {str(f): file_digest(str(f)) for f in files},
+        "files_sha256": {
+            str(f): file_digest(str(p)) for f, p in zip(files, paths or files, strict=True)
+        },
         "peaks": "datasheet peaks of the GPU in simspec/data/gpus.yaml (bf16 dense FLOP/s, "
         "HBM and interconnect bandwidth); efficiencies are fractions of them",
     }
