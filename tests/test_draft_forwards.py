@@ -328,3 +328,15 @@ def test_a_quantised_draft_needs_a_kernel_the_engine_has_and_is_named_plainly(tm
     with pytest.raises(InputError) as refused:
         setup_replica(Scenario(model="mixtral-8x7b", tp=2, method=pair))
     assert "(llama tokenizer)" in str(refused.value) and "(Mistral's own" in str(refused.value)
+
+
+def test_analytic_names_its_own_flag_when_the_draft_cannot_serve_the_context():
+    """analytic sizes its server from --context: a draft model that cannot serve it is refused
+    naming --context, not a --max-model-len analytic has not (QA)."""
+    from simspec.config import Deployment
+    from simspec.studies.analytic import batch1_costs
+
+    deploy = Deployment(model="llama-2-7b")
+    with pytest.raises(InputError, match=r"^--context: draft vicuna-68m serves 2,048 positions"):
+        batch1_costs(deploy, "draft_model", 3, 4000)
+    assert batch1_costs(deploy, "draft_model", 3, 2000).draft_s[3] > 0

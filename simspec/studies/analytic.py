@@ -93,6 +93,16 @@ def batch1_costs(
     try:
         check_runnable(sc.model_copy(update={"method": chain}))
     except InputError as exc:
+        if exc.field == "methods.draft_model" and "positions, fewer than" in exc.message:
+            # the context asked for, not a server's --max-model-len (QA: the refusal named a
+            # flag analytic has not)
+            limit = load_model(chain.draft_model or "", "draft_model").max_position_embeddings
+            raise InputError(
+                "--context",
+                f"draft {chain.draft_model} serves {limit:,} positions, fewer than --context "
+                f"{context} and K={k_max}'s verify need ({needed}): give --context "
+                f"{max(limit - k_max - 1, 1)} or less, or a draft with a longer context",
+            ) from None
         if exc.field != "scheduler.max_model_len":
             raise
         raise InputError(
