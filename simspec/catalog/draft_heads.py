@@ -22,12 +22,6 @@ LLAMA_ATTENTION = {
 }
 
 
-def eagle3_head_source(target_id: str) -> str | None:
-    """Where the published head of ``target_id`` comes from (None: one_layer's shape)."""
-    entry = packaged_table("eagle3_heads.yaml").get(target_id)
-    return None if entry is None else " ".join(str(entry["source"]).split())
-
-
 def eagle3_head(layer: ModelShape, target_id: str) -> ModelShape:
     """``layer`` (one dense layer of the target) with the published head's widths and a Llama
     layer's attention, where ``eagle3_heads.yaml`` lists the target; else ``layer``."""
@@ -38,21 +32,16 @@ def eagle3_head(layer: ModelShape, target_id: str) -> ModelShape:
     return layer.model_copy(update=update)
 
 
-def eagle3_head_refusal(target_id: str, attn_tp: int) -> str | None:
-    """Why the published EAGLE-3 head of ``target_id`` cannot run with its attention over
-    ``attn_tp`` GPUs, as the engines split it like the target's (None: it can, or the head is
-    one layer of the target, whose own check stands): the heads must divide, the KV heads
-    divide or be replicated evenly (ModelShape.attention_tp_refusal's rule)."""
-    entry = packaged_table("eagle3_heads.yaml").get(target_id)
-    if entry is None or attn_tp <= 1:
+def eagle3_head_refusal(target: ModelShape, attn_tp: int) -> str | None:
+    """Why ``target``'s published EAGLE-3 head cannot run with its attention over ``attn_tp``
+    GPUs, as the engines split it like the target's (None: it can, or the head is one layer of
+    the target, whose own check stands): ModelShape.attention_tp_refusal on the head."""
+    if target.id not in packaged_table("eagle3_heads.yaml"):
         return None
-    heads, kv = int(entry["num_attention_heads"]), int(entry["num_key_value_heads"])
-    name = f"the published eagle3 head of {target_id} (simspec/data/eagle3_heads.yaml)"
-    if heads % attn_tp:
-        return f"{name} has {heads} attention heads, which {attn_tp} GPUs cannot split"
-    if kv % attn_tp if attn_tp <= kv else attn_tp % kv:
-        return f"{name} has {kv} KV heads, which {attn_tp} GPUs can neither split nor replicate"
-    return None
+    head = eagle3_head(target, target.id).model_copy(
+        update={"id": f"the published eagle3 head of {target.id} (eagle3_heads.yaml)"}
+    )
+    return head.attention_tp_refusal(attn_tp)
 
 
 def eagle3_head_note(method: str, target_id: str) -> str | None:

@@ -765,8 +765,9 @@ def left_out_of_all(
     why = cannot_draft_for(name, model, draft, context)
     if why:
         return why
-    if name == "eagle3" and (head := eagle3_head_refusal(preset_id(model), tp // max(dp, 1))):
-        return head
+    if name == "eagle3" and preset_id(model) in packaged_table("eagle3_heads.yaml"):
+        if head := eagle3_head_refusal(load_model(model), tp // max(dp, 1)):
+            return head
     if name != "autoregressive" and not table["methods"].get(name):
         from simspec.catalog.hardware import engine_ids
 

@@ -418,7 +418,7 @@ class Eagle3(EagleHead):
             self.head = eagle3_head(self.head, self.target.id)
             # the engines split the head's attention over the target's GPUs too (QA:
             # DeepSeek-V3's 56-head head priced at 3.5 heads a GPU over tp 16)
-            if why := eagle3_head_refusal(self.target.id, self.cost.layout.attn_tp):
+            if why := eagle3_head_refusal(self.target, self.cost.layout.attn_tp):
                 raise InputError(
                     "tp", f"{why}: vLLM and SGLang run it at the target's tensor parallelism"
                 )

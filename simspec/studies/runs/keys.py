@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import stat
 from collections.abc import Iterator
 from typing import Any
+
+from simspec.catalog.tables import file_stamp
 
 
 def scenario_key(scenario_json: str) -> str:
@@ -35,7 +35,7 @@ def referenced_files(scenario_json: str) -> list[tuple[str, str]]:
         data = json.loads(scenario_json)
     except (ValueError, RecursionError):
         return []
-    refs = sorted({s for s in _strings(data) if _regular_file(s)})
+    refs = sorted({s for s in _strings(data) if file_stamp(s) is not None})
     return [(ref, file_digest(ref)) for ref in refs]
 
 
@@ -50,16 +50,6 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
-def _regular_file(ref: str) -> os.stat_result | None:
-    if not ref or "\0" in ref or len(ref) > 4096:
-        return None
-    try:
-        st = os.stat(ref)
-    except (OSError, ValueError):
-        return None
-    return st if stat.S_ISREG(st.st_mode) else None
-
-
 # Files larger than this are fingerprinted by size and modification time instead of read (no
 # input simspec loads comes near it; see the loaders' caps).
 MAX_HASHED_BYTES = 1 << 30
@@ -68,13 +58,14 @@ _digests: dict[tuple[str, int, int, int, int], str] = {}
 
 def file_digest(ref: str) -> str:
     """SHA-256 of a file's bytes, remembered while its size, time and inode stay the same."""
-    st = _regular_file(ref)
-    if st is None:  # gone since it was listed
+    stamp = file_stamp(ref)  # (device, inode, size, mtime): the loaders' cache key too
+    if stamp is None:  # gone since it was listed
         return "missing"
-    sig = (ref, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    sig = (ref, *stamp)
     if sig not in _digests:
-        if st.st_size > MAX_HASHED_BYTES:
-            _digests[sig] = f"size={st.st_size},mtime_ns={st.st_mtime_ns}"
+        size, mtime_ns = stamp[2], stamp[3]
+        if size > MAX_HASHED_BYTES:
+            _digests[sig] = f"size={size},mtime_ns={mtime_ns}"
         else:
             h = hashlib.sha256()
             try:
