@@ -90,19 +90,20 @@ def batch1_costs(
         )
     # the largest draft must fit beside the target (else there is no speedup to print)
     chain = _chain(method, k_max, AcceptanceConfig(alpha=0.5), sc.model, draft_model)
-    try:
-        check_runnable(sc.model_copy(update={"method": chain}))
-    except InputError as exc:
-        if exc.field == "methods.draft_model" and "positions, fewer than" in exc.message:
-            # the context asked for, not a server's --max-model-len (QA: the refusal named a
-            # flag analytic has not)
-            limit = load_model(chain.draft_model or "", "draft_model").max_position_embeddings
+    # a draft model must serve the window analytic sizes from --context (check_draft_model
+    # would name a server's --max-model-len, a flag analytic has not: QA)
+    if given is None and chain.name in ("draft_model", "pard") and chain.draft_model:
+        limit = load_model(chain.draft_model, "draft_model").max_position_embeddings
+        if limit < needed:
             raise InputError(
                 "--context",
                 f"draft {chain.draft_model} serves {limit:,} positions, fewer than --context "
                 f"{context} and K={k_max}'s verify need ({needed}): give --context "
                 f"{max(limit - k_max - 1, 1)} or less, or a draft with a longer context",
-            ) from None
+            )
+    try:
+        check_runnable(sc.model_copy(update={"method": chain}))
+    except InputError as exc:
         if exc.field != "scheduler.max_model_len":
             raise
         raise InputError(
