@@ -32,7 +32,8 @@ MAX_REQUESTS = 1_000_000  # requests in one run
 MAX_TOTAL_REQUESTS = 2_000_000  # requests over every run of one command (sweep grid, recommend)
 MAX_RUNS = 10_000  # runs in one command (grid points x methods x batch sizes)
 # worker processes (or Ray tasks) one command starts: a process pool forks every worker up
-# front, however few jobs it has (QA: --workers 100000 forked until the host stalled)
+# front, however few jobs it has (QA: --workers 100000 forked until the host stalled); 256 is
+# the bound validate's --workers already had, now every command's
 MAX_WORKERS = 256
 MAX_QPS = 1e7  # plan's target arrival rate (requests/s over the whole fleet)
 MAX_DURATION_S = 86_400.0  # plan's arrivals per probe: a day (probes also stop at 20,000 requests)

@@ -258,7 +258,7 @@ def _engine_note(cfg: SweepConfig) -> None:
     told; SGLang runs at most 48 requests under speculative decoding unless told, so a batch
     above it queues."""
     from simspec.catalog.hardware import load_engine, load_gpu
-    from simspec.engine.build import replica_running_limit
+    from simspec.engine.build import replica_running_limit, scheduler_limits
 
     speculative = any(m.name != "autoregressive" for m in cfg.methods)
     by_k = [m.name for m in cfg.methods if m.k_schedule]
@@ -289,7 +289,11 @@ def _engine_note(cfg: SweepConfig) -> None:
         if limit is None and not engine.flag("max_running_from_pool"):
             # the engine's own default, said as a limit given is (QA: unsaid); SGLang derives
             # its plain cap from the KV pool, at least 2,048
-            default = engine.max_seqs_for("autoregressive", None, load_gpu(cfg.gpu))
+            # as the engine runs it, lowered to the token budget where it does (QA: the note
+            # said 1,024 where vLLM ran 128 at --max-num-batched-tokens 128)
+            default = scheduler_limits(engine, load_gpu(cfg.gpu), cfg.scheduler, "autoregressive")[
+                0
+            ]
             top = replica_running_limit(engine, default, cfg.dp)
             beyond = f"engine {name}'s default max_num_seqs ({default} on {cfg.gpu})"
             _wait_note(cfg.batch_sizes, top, beyond, f"it runs at most {top}", raisable=True)

@@ -37,7 +37,7 @@ from simspec.catalog.precision import (
     load_precision,
 )
 from simspec.catalog.sampling import factor
-from simspec.config import Deployment, LengthSpec, Scenario, WorkloadConfig
+from simspec.config import Deployment, LengthSpec, Scenario, SchedulerConfig, WorkloadConfig
 from simspec.engine.acceptance.inversion import run_alpha_profile
 from simspec.engine.acceptance.samplers import AcceptanceSampler, build_sampler
 from simspec.engine.costmodel import BatchShape, RooflineCostModel
@@ -137,9 +137,17 @@ def batch_limits(sc: Scenario, engine: EngineProfile, gpu: GpuSpec) -> tuple[int
     engine's defaults on ``gpu`` (for the method: SGLang's 48 under speculation), an unset
     max_num_seqs lowered to the budget where the engine does so (vLLM V1:
     engines.yaml default_seqs_within_budget)."""
-    seqs = engine.max_seqs_for(sc.method.name, sc.scheduler.max_num_seqs, gpu)
-    tokens = int(sc.scheduler.max_num_batched_tokens or engine.batch_defaults(gpu)[1])
-    if sc.scheduler.max_num_seqs is None and engine.flag("default_seqs_within_budget"):
+    return scheduler_limits(engine, gpu, sc.scheduler, sc.method.name)
+
+
+def scheduler_limits(
+    engine: EngineProfile, gpu: GpuSpec, scheduler: SchedulerConfig, method: str
+) -> tuple[int, int]:
+    """:func:`batch_limits` of ``scheduler``'s settings for ``method``, without a scenario (a
+    sweep's notes ask it of its engine's defaults)."""
+    seqs = engine.max_seqs_for(method, scheduler.max_num_seqs, gpu)
+    tokens = int(scheduler.max_num_batched_tokens or engine.batch_defaults(gpu)[1])
+    if scheduler.max_num_seqs is None and engine.flag("default_seqs_within_budget"):
         seqs = min(seqs, tokens)  # V1 lowers its default to the budget
     return seqs, tokens
 
