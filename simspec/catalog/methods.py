@@ -227,6 +227,13 @@ def acceptance_spread(kind: str, domain: str) -> tuple[float, str]:
     return float(table[kind].get(domain, table[kind]["chat"])), table["source"]
 
 
+def tau_spread(name: str, dataset: str) -> float:
+    """The per-request spread a mean τ of ``name`` on ``dataset`` runs with: its drafter's,
+    measured on the packaged traces of the dataset's domain (chat where it has none). A mean τ
+    says nothing of how requests differ; the CLI and the explorer give it this one."""
+    return acceptance_spread(method_info(name).drafter, DATASET_DOMAIN.get(dataset, "chat"))[0]
+
+
 def method_defaults(name: str) -> dict[str, Any]:
     """MethodConfig fields of a method's packaged default configuration."""
     entry = method_presets().get(name, {})

@@ -16,21 +16,19 @@ import typer
 
 from simspec.catalog.hardware import load_engine
 from simspec.catalog.methods import (
-    DATASET_DOMAIN,
     TOKEN_REPLAYED,
-    acceptance_spread,
     at_depth,
     drafted_length,
     k_not_read,
     left_out_of_all,
     measured_acceptance,
     method_defaults,
-    method_info,
     missing_head,
     named_alone,
     no_acceptance,
     preset_acceptance,
     preset_method,
+    tau_spread,
     unused_field,
 )
 from simspec.catalog.models import preset_id
@@ -292,9 +290,7 @@ class MethodFlags:
                 # a mean τ says nothing of how requests differ: they differ as the packaged
                 # traces of its drafter and domain measured, as validate runs a row's
                 # measured_tau (QA: identical requests, TPOT p99 20-38 % below the traces')
-                domain = DATASET_DOMAIN.get(dataset, "chat")
-                spread, _ = acceptance_spread(method_info(name).drafter, domain)
-                measured |= {"spread": spread}
+                measured |= {"spread": tau_spread(name, dataset)}
             m["acceptance"] = measured
         elif self.token_trace and name in TOKEN_REPLAYED:
             m["acceptance"] = {"tokens": self.token_trace}

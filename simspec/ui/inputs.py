@@ -21,7 +21,6 @@ from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.methods import (
     DATASET_DOMAIN,
     TRACE_DATASETS,
-    acceptance_spread,
     at_depth,
     cannot_draft_for,
     default_methods,
@@ -29,6 +28,7 @@ from simspec.catalog.methods import (
     measured_acceptance,
     method_info,
     preset_method,
+    tau_spread,
     trace_as_tree,
 )
 from simspec.catalog.models import load_model
@@ -248,9 +248,7 @@ def method_for(inp: ExplorerInputs, name: str) -> MethodConfig:
             )
         spread = inp.spread
         if spread is None:  # τ: as --tau runs (QA: the page's ran identical requests); α: 0
-            domain = DATASET_DOMAIN.get(inp.dataset, "chat")
-            drafted = acceptance_spread(method_info(name).drafter, domain)[0]
-            spread = drafted if inp.acceptance == "tau" else 0.0
+            spread = tau_spread(name, inp.dataset) if inp.acceptance == "tau" else 0.0
         update["acceptance"] = AcceptanceConfig(**measured, spread=spread)
     elif inp.acceptance == "trace" and inp.trace_path:
         if update.get("tree", m.tree) not in (None, "chain"):
