@@ -19,6 +19,20 @@ from simspec.ui.inputs import (
 from simspec.ui.uploads import as_uploaded
 
 
+def acceptance_given(inp: ExplorerInputs) -> dict[str, object]:
+    """The acceptance the page was given, as CSV columns: alpha or tau with its K, and the
+    spread it ran with (none for a preset or a trace, whose source column says it)."""
+    if inp.acceptance == "alpha":
+        return {"alpha": inp.alpha, "alpha_spread": inp.spread or 0.0}
+    if inp.acceptance == "tau":
+        return {
+            "tau": inp.tau,
+            "tau_k": inp.tau_k or "method's K",
+            "tau_spread": spread_label(inp),
+        }
+    return {}
+
+
 def scenario_columns(inp: ExplorerInputs) -> dict[str, object]:
     """The scenario a result came from, as leading CSV columns."""
     cols: dict[str, object] = {
@@ -29,15 +43,8 @@ def scenario_columns(inp: ExplorerInputs) -> dict[str, object]:
         "dataset": inp.dataset,
         **serving_columns(inp),
         "acceptance": inp.acceptance,
+        **acceptance_given(inp),
     }
-    if inp.acceptance == "alpha":
-        cols |= {"alpha": inp.alpha, "alpha_spread": inp.spread or 0.0}
-    elif inp.acceptance == "tau":
-        cols |= {
-            "tau": inp.tau,
-            "tau_k": inp.tau_k or "method's K",
-            "tau_spread": spread_label(inp),
-        }
     cols |= {
         "temperature": inp.temperature,
         "top_p": inp.top_p,

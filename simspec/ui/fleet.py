@@ -41,7 +41,7 @@ from simspec.studies import fleet as study
 from simspec.studies.fleet_report import timeline_figure
 from simspec.studies.provenance import provenance
 from simspec.studies.runs.job import check_runnable
-from simspec.ui.downloads import spread_label
+from simspec.ui.downloads import acceptance_given
 from simspec.ui.figures import scenario_label
 from simspec.ui.inputs import (
     ExplorerInputs,
@@ -219,15 +219,6 @@ def fleet_columns(page: ExplorerInputs, f: FleetInputs) -> dict[str, object]:
     provenance, so the file read on its own says what ran (QA)."""
     fleet_page = page.model_copy(update={"dataset": dataset_for(page, f)})
     m = method_for(fleet_page, f.method)
-    given: dict[str, object] = {}
-    if page.acceptance == "alpha":
-        given = {"alpha": page.alpha, "alpha_spread": page.spread or 0.0}
-    elif page.acceptance == "tau":
-        given = {
-            "tau": page.tau,
-            "tau_k": page.tau_k or "method's K",
-            "tau_spread": spread_label(page),
-        }
     origin = provenance(deployment_for(fleet_page), m)
     return {
         "model": page.model_name or page.model,
@@ -239,7 +230,7 @@ def fleet_columns(page: ExplorerInputs, f: FleetInputs) -> dict[str, object]:
         "tree": m.tree or "",
         "tree_nodes": m.tree_nodes or "",
         "acceptance": page.acceptance,
-        **given,
+        **acceptance_given(page),
         "acceptance_dataset": fleet_page.dataset,
         "acceptance_source": origin["acceptance_source"],
         "engine_profile": origin["engine_profile"],
