@@ -27,6 +27,7 @@ from simspec.cli.flags import DeploymentFlags, read_config, with_flags
 from simspec.cli.method_flags import trace_methods
 from simspec.cli.tables import (
     check_outputs,
+    deployment_columns,
     floor_share,
     print_frame,
     print_provenance,
@@ -414,7 +415,7 @@ def fleet(
     if out is not None:
         write_frame(table, out, exact=CLOCK_COLUMNS)
     if summary is not None:
-        asked = _asked(cfg, slo, warmup_s)  # a summary read on its own says what it answers
+        asked = _asked(cfg, deploy, slo, warmup_s)  # a summary read on its own says what it answers
         if summary.suffix == ".json":
             # each replica's row too (QA: the summary held the fleet's alone, the per-replica
             # table was on the screen only)
@@ -561,15 +562,12 @@ def tile_cut_note(wl: Any) -> None:
     )
 
 
-def _asked(cfg: FleetConfig, slo: Any, warmup_s: float) -> dict[str, Any]:
+def _asked(cfg: FleetConfig, deploy: Deployment, slo: Any, warmup_s: float) -> dict[str, Any]:
     """What the run was asked, as the summary's columns (QA: a saved summary named no SLO,
-    router, method, deployment, arrivals or seed; plan's CSVs carry theirs: with_asked)."""
+    router, method, deployment, arrivals or seed): the deployment as plan's CSVs say theirs
+    (tables.deployment_columns), then the fleet's own."""
     sc, wl = cfg.replicas[0], cfg.workload
-    return {
-        "model": sc.model,
-        "gpu": sc.gpu,
-        "tp": sc.tp,
-        "pp": sc.pp,
+    return deployment_columns(deploy) | {
         "method": sc.method.name,
         "k": sc.method.k,
         # a speculation schedule runs its bands' K, not k (QA: a schedule read as k=3)
@@ -590,11 +588,6 @@ def _asked(cfg: FleetConfig, slo: Any, warmup_s: float) -> dict[str, Any]:
         "slo_tpot_ms": slo.tpot_ms,
         "warmup_s": warmup_s,
         "seed": sc.seed,
-        # the layout and sampling, as sweep's and plan's CSVs say them (QA)
-        "ep": sc.ep,
-        "dp": sc.dp,
-        "temperature": sc.temperature,
-        "top_p": sc.top_p,
     }
 
 

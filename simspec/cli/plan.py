@@ -32,6 +32,7 @@ from simspec.cli.flags import DeploymentFlags, read_config, with_flags
 from simspec.cli.method_flags import all_methods, asks_all
 from simspec.cli.tables import (
     check_outputs,
+    deployment_columns,
     floor_share,
     number,
     print_frame,
@@ -906,14 +907,7 @@ def with_asked(frame: pd.DataFrame, deploy: Deployment, asked: dict[str, Any]) -
     """``frame`` with the deployment and what was asked of it as columns, so a CSV read on its
     own says what it answers (QA: a p50 and a p99 plan wrote the same headers, and no file
     carried the target rate, the SLOs, the price, the model or the GPU)."""
-    where = {"model": deploy.model, "gpu": deploy.gpu, "tp": deploy.tp, "pp": deploy.pp}
-    # the layout's other degrees, as sweep writes them (QA: three policy runs at ep 1, ep 8
-    # and dp 8 wrote three tables no column told apart)
-    where |= {"ep": deploy.ep, "dp": deploy.dp}
-    # and the sampling its acceptance was scaled for (QA: two runs at T 0 and 1 wrote the
-    # same headers, where sweep's CSV says it)
-    where |= {"engine": deploy.engine, "temperature": deploy.temperature, "top_p": deploy.top_p}
-    return frame.assign(**where, **asked)
+    return frame.assign(**deployment_columns(deploy), **asked)
 
 
 def _recommend_notes(

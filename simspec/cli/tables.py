@@ -7,6 +7,7 @@ import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from rich.console import Console
@@ -212,6 +213,25 @@ def run_notes(deploy: Deployment, methods: list[MethodConfig]) -> list[str]:
             "decoding (its default): the rest wait; --max-running-requests N lifts it"
         )
     return lines
+
+
+def deployment_columns(deploy: Deployment) -> dict[str, Any]:
+    """The deployment as the leading columns of a saved table (plan, recommend, policy,
+    fleet's summary), so a file read on its own says what ran: the model and its layout (QA:
+    three policy runs at ep 1, ep 8 and dp 8 wrote three tables no column told apart), the
+    engine, and the sampling its acceptance was scaled for (QA: two runs at T 0 and 1 wrote
+    the same headers, where sweep's CSV says it)."""
+    return {
+        "model": deploy.model,
+        "gpu": deploy.gpu,
+        "tp": deploy.tp,
+        "pp": deploy.pp,
+        "ep": deploy.ep,
+        "dp": deploy.dp,
+        "engine": deploy.engine,
+        "temperature": deploy.temperature,
+        "top_p": deploy.top_p,
+    }
 
 
 def table_width(widths: list[int]) -> int:
