@@ -288,3 +288,58 @@ def test_budget_truncates(tf, tmp_path: Path, capsys) -> None:
     ]
     tf.write_csv(str(out), rows, truncated=True)
     assert pd.read_csv(out).truncated.tolist() == [1]
+
+
+def test_a_case_failing_with_any_error_still_writes_the_rest(tf, tmp_path, monkeypatch, capsys):
+    """QA: only RuntimeError was caught, so a TypeError after the per-operator cases lost every
+    row timed before it; any failed case now leaves the CSV written and exit status 1."""
+    timed = tf.time_case
+
+    def failing(c, *args, **kwargs):
+        if c.kind == "forward":
+            raise TypeError("zip() takes no keyword arguments")
+        return timed(c, *args, **kwargs)
+
+    monkeypatch.setattr(tf, "time_case", failing)
+    out = tmp_path / "partial.csv"
+    assert tf.main([*SMALL_GRID, "--out", str(out)]) == 1
+    assert "FAILED forward" in capsys.readouterr().err
+    rows = pd.read_csv(out)
+    assert len(rows) and "forward" not in set(rows.kind) and "gemm" in set(rows.kind)
+
+
+def launch(preamble: str, *args: str) -> subprocess.CompletedProcess:
+    """The script run as ``python time_forward.py ARGS`` after ``preamble``, in a fresh
+    interpreter."""
+    code = f"{preamble}\nimport runpy, sys\nsys.argv = [{str(SCRIPT)!r}, *{list(args)!r}]\n"
+    code += f"runpy.run_path({str(SCRIPT)!r}, run_name='__main__')\n"
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_runs_with_only_torch_and_numpy_importable(tmp_path):
+    """The bare CUDA image has the standard library, torch and numpy: the script times and
+    writes its CSV with simspec and every other third-party package simspec uses blocked."""
+    blocked = "simspec pandas yaml scipy pydantic typer rich simpy plotly streamlit ray".split()
+    preamble = (
+        "import sys\n"
+        f"BLOCKED = {set(blocked)!r}\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.partition('.')[0] in BLOCKED:\n"
+        "            raise ImportError(f'{name} is not on a bare CUDA image')\n"
+        "sys.meta_path.insert(0, Block())\n"
+    )
+    out = tmp_path / "bare.csv"
+    proc = launch(preamble, *SMALL_GRID, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text().startswith("kind,op,")
+
+
+def test_an_older_python_is_refused_before_anything_runs(tmp_path):
+    out = tmp_path / "old.csv"
+    proc = launch("import sys\nsys.version_info = (3, 9, 18, 'final', 0)", "--out", str(out))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: python: needs Python 3.10 or newer")
+    assert not out.exists()
