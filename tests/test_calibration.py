@@ -710,3 +710,34 @@ def test_report_cases_read_loads_as_validate_does_and_skip_what_it_skips(tmp_pat
     thr = frame.set_index("case_id").loc["t1"]
     # ms per token from throughput on both sides: the prompt's time counts in each
     assert thr.measured_tpot_ms == pytest.approx(1e3 / 132.86, abs=1e-3)
+
+
+@pytest.mark.parametrize("edit", ["bom", "reordered", "index"])
+def test_a_harness_table_saved_again_is_still_one(tmp_path, edit):
+    """QA: a harness CSV saved with a byte-order mark, its columns reordered or an index
+    column was refused as "not a timing table simspec knows"; it is read by column name."""
+    import pandas as pd
+
+    from simspec.studies.calibration.harness import harness_csv, is_harness_csv
+
+    full = tmp_path / "h.csv"
+    full.write_text(_HARNESS_HEAD + _HARNESS_ROW.format(kind="gemm", t=1))
+    table = pd.read_csv(full)
+    saved = tmp_path / "saved.csv"
+    if edit == "bom":
+        saved.write_bytes(b"\xef\xbb\xbf" + full.read_bytes())
+    elif edit == "reordered":
+        table[table.columns[::-1]].to_csv(saved, index=False)
+    else:
+        table.to_csv(saved)
+    assert is_harness_csv(saved)
+    read, original = (harness_csv(f, "h100_sxm").drop(columns="source") for f in (saved, full))
+    pd.testing.assert_frame_equal(read, original)
+
+
+def test_a_table_that_is_not_the_harness_is_not_taken_for_it(tmp_path):
+    from simspec.studies.calibration.harness import is_harness_csv
+
+    other = tmp_path / "o.csv"
+    other.write_text("op,m,n,k,time_us\ngemm,1,2,3,4\n")
+    assert not is_harness_csv(other)

@@ -50,7 +50,8 @@ def read_table(path: Path) -> pd.DataFrame:
             f"{shown(path)} has more than {MAX_TABLE_COLUMNS:,} columns: not a timing table",
         )
     try:
-        return pd.read_csv(io.BytesIO(data))
+        # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name
+        return pd.read_csv(io.BytesIO(data), encoding="utf-8-sig")
     except ValueError as exc:  # pandas' ParserError and EmptyDataError, UnicodeDecodeError
         raise InputError("timings", f"{shown(path)} is not a CSV table ({brief(exc)})") from None
 
