@@ -343,3 +343,18 @@ def test_an_older_python_is_refused_before_anything_runs(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: python: needs Python 3.10 or newer")
     assert not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the case of a machine without CUDA")
+def test_list_shows_a_gpu_runs_cases_on_a_machine_without_one(tf, capsys):
+    """QA: --list --device cuda was refused ("CUDA is not available") where nothing is timed,
+    so a GPU run's grid could not be looked at before the GPU was lent."""
+    assert tf.main(["--model", "tiny", "--device", "cuda", "--list"]) == 0
+    gpu = capsys.readouterr().out
+    assert tf.main(["--model", "tiny", "--device", "cpu", "--list"]) == 0
+    cpu = capsys.readouterr().out
+
+    def count(text: str) -> int:
+        return int(text.strip().splitlines()[-1].split()[0])  # "N cases (...)"
+
+    assert count(gpu) > count(cpu)
