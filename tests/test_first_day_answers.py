@@ -190,9 +190,9 @@ def _plan_frame() -> pd.DataFrame:
     resolves), plain decoding well below; one GPU each replica; n-gram at vLLM's lookup 5/5."""
     na = [None, None, ""]  # prompt_lookup_min/max: only a lookup method has them; no schedule
     rows = [
-        ["autoregressive", 0, *na, 8.0, 900.0, 850.0, 950.0, 31.0, 30.0, 32.0, 2100.0, "tpot"],
-        ["eagle3", 3, *na, 12.4, 1200.0, 1100.0, 1300.0, 24.0, 23.0, 25.0, 3100.0, "unstable"],
-        ["ngram", 3, 5, 5, "", 12.0, 1100.0, 1000.0, 1200.0, 26.0, 25.0, 27.0, 3000.0, "ttft"],
+        ["autoregressive", 0, *na, 8.0, 900.0, 850.0, 950.0, 31.0, 30.0, 32.0, 2100.0, 0, "tpot"],
+        ["eagle3", 3, *na, 12.4, 1200.0, 1100.0, 1300.0, 24.0, 23.0, 25.0, 3100.0, 0, "unstable"],
+        ["ngram", 3, 5, 5, "", 12.0, 1100.0, 1000.0, 1200.0, 26.0, 25.0, 27.0, 3000.0, 0, "ttft"],
     ]
     rows[0] += [5, 5, 0.434, True]
     rows[1] += [4, 4, 0.281, True]
@@ -228,8 +228,10 @@ def test_plan_at_80_columns_prints_a_whole_answer_table_before_the_detail(monkey
     assert rows["eagle3 K=3"][1:] == ("4 = 4x1", "0.281", "12.4", "queue grows", "yes")
     assert rows["ngram K=3"][1:] == ("4 = 4x1", "0.291", "12", "TTFT p99", "yes")
     assert "within noise: eagle3 K=3 and ngram K=3" in res.stderr and "5%" in res.stderr
-    # the lookup sizes, and a schedule no method ran, stay in the CSV
-    console = [c for c in PLAN_COLUMNS if not c.startswith("prompt_lookup") and c != "schedule"]
+    # the lookup sizes, a schedule no method ran and the unserved share (a note's) stay in
+    # the CSV
+    kept = ("schedule", "unserved_at_max")
+    console = [c for c in PLAN_COLUMNS if not c.startswith("prompt_lookup") and c not in kept]
     assert " schedule " not in detail
     for col in console:  # the detail follows, whole
         assert f" {col} " in detail, col

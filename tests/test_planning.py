@@ -494,7 +494,12 @@ def test_the_rate_a_bisection_ends_on_is_confirmed_by_a_longer_probe_or_stepped_
     def long_probe(rate: float) -> SimpleNamespace:  # the p99 TPOT reaches 50 ms at 12.9/s
         asked.append(rate)
         return SimpleNamespace(
-            stable=1, window_short=0, ttft_ms_p99=200.0, tpot_ms_p99=50 * rate / 12.9
+            stable=1,
+            window_short=0,
+            requests=100,
+            unfinishable=0,
+            ttft_ms_p99=200.0,
+            tpot_ms_p99=50 * rate / 12.9,
         )
 
     rate, run, why = confirmed(long_probe, slo, 12.0, "ttft")  # holds: kept, with its reason
@@ -539,3 +544,48 @@ def test_recommends_csv_says_which_method_seed_and_lengths_it_answers(tmp_path):
     assert result.exit_code == 0, result.output
     row = pd.read_csv(out).iloc[0]
     assert (row["method"], row["seed"], row["lengths_from"]) == ("eagle3", 3, "sharegpt")
+
+
+def _summary(**given):
+    from simspec.engine.metrics import RunSummary
+
+    fields = {f: 1.0 for f in RunSummary.__dataclass_fields__} | {"section_e2e_s": (1.0,)}
+    fields |= {"stable": 1, "window_short": 0, "requests": 100, "unfinishable": 0}
+    fields |= {"ttft_ms_p99": 100.0, "tpot_ms_p99": 10.0, "ttft_ms_p50": 50.0, "tpot_ms_p50": 5.0}
+    return RunSummary(**(fields | given))
+
+
+def test_requests_never_served_miss_the_slo_past_what_the_percentile_leaves_out():
+    """QA: plan counted requests a deployment refuses (longer than --max-model-len) as
+    served: a third of them refused planned 5x the rate. They never get a first token, so
+    more of them than the percentile leaves out miss the SLO at any rate (plan --trace's
+    rule)."""
+    slo = Slo(ttft_ms=200, tpot_ms=20)
+    assert slo.missed(_summary(unfinishable=1)) == ""  # 1 % at p99: within what it leaves out
+    assert slo.missed(_summary(unfinishable=2)) == "unfinishable"
+    median = Slo(ttft_ms=200, tpot_ms=20, percentile=50)
+    assert median.missed(_summary(unfinishable=36)) == ""
+    assert median.missed(_summary(unfinishable=51)) == "unfinishable"
+
+
+def test_a_tpot_target_holds_where_no_request_has_a_second_token():
+    """QA: one-token outputs have no TPOT (vLLM's bench leaves them out), and plan answered
+    0 QPS "limited by TPOT"; with no request served a missing TTFT still misses."""
+    slo = Slo(ttft_ms=200, tpot_ms=20)
+    assert slo.missed(_summary(tpot_ms_p99=float("nan"))) == ""
+    assert slo.missed(_summary(tpot_ms_p99=30.0)) == "tpot"
+    assert slo.missed(_summary(ttft_ms_p99=float("nan"), tpot_ms_p99=float("nan"))) == "ttft"
+
+
+@pytest.mark.slow
+def test_plan_says_when_the_deployment_refuses_the_workloads_long_requests(tmp_path):
+    out = tmp_path / "p.csv"
+    args = ["plan", "--qps", "5", "--duration", "20", "--methods", "autoregressive"]
+    args += ["--executor", "serial", "--max-model-len", "1024", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    row = pd.read_csv(out).iloc[0]
+    assert row.limited_by == "unfinishable" and not row.meets_slo
+    assert "note: too long: more than 1% of the workload's requests" in " ".join(
+        result.output.split()
+    )

@@ -317,6 +317,36 @@ def whole(flags: DeploymentFlags, deploy: Deployment) -> None:
 FULL_LOAD = 0.9
 
 
+def _unserved_notes(frame: pd.DataFrame, percentile: int) -> None:
+    """Requests the deployment can never serve (longer than the context it serves or its KV
+    cache), on stderr: the methods refused for more of them than the percentile leaves out,
+    and the share of the rest that a plan's rate, tokens and cost leave out (QA: a third of
+    the requests refused at --max-model-len 1024 planned 5x the rate, with no word)."""
+    from simspec.studies.metrics import unserved_text
+
+    if "limited_by" not in frame or "unserved_at_max" not in frame:  # plan --trace's table
+        return
+    refused = frame[frame["limited_by"] == "unfinishable"]
+    if len(refused):
+        err.print(
+            f"note: too long: more than {100 - percentile}% of the workload's requests are "
+            "longer than the context the engine serves (prompt + output past max_model_len "
+            "where it is set, else the model's max_position_embeddings) or than its KV cache, "
+            f"so they never get a first token and the p{percentile} SLO fails at any rate "
+            f"({', '.join(map(_label, refused.itertuples(index=False)))}): raise "
+            "--max-model-len, give the GPU more room, or shorten the workload",
+            highlight=False,
+        )
+    lost = frame[frame["meets_slo"].astype(bool) & (frame["unserved_at_max"] > 0)]
+    if len(lost):
+        share = float(lost["unserved_at_max"].max())
+        text = unserved_text(len(lost), share, "method(s)").replace(
+            "their numbers are over the rest",
+            "the rate counts them as arrivals, the latencies, tokens and cost are over the rest",
+        )
+        err.print(f"note: {text}", highlight=False)
+
+
 def _capacity_notes(frame: pd.DataFrame, qps: float, slo: capacity.Slo, duration: float) -> None:
     """What a plan's answer rests on, where it is thin (QA: a fleet of replicas each at the
     probed rate met the SLOs for half its requests over 40,000 requests, with no word): a
@@ -324,6 +354,7 @@ def _capacity_notes(frame: pd.DataFrame, qps: float, slo: capacity.Slo, duration
     higher (README "Measurement": rare episodes of long requests filling the KV cache), and an
     SLO met at the point estimate but not across its 95 % interval."""
     p = slo.percentile
+    _unserved_notes(frame, p)
     full, crossing = [], []
     floor_s = 0.0  # the --duration past which a probe measures more than its request floor
     for r in frame[frame["meets_slo"] == True].itertuples():  # noqa: E712 (a bool column)
@@ -376,7 +407,12 @@ def _left_out(
 
 
 # what stopped the rate from going higher (capacity.Slo.missed), as the answer says it
-LIMITS = {"ttft": "TTFT p{p}", "tpot": "TPOT p{p}", "unstable": "queue grows"}
+LIMITS = {
+    "ttft": "TTFT p{p}",
+    "tpot": "TPOT p{p}",
+    "unstable": "queue grows",
+    "unfinishable": "too long",
+}
 
 
 def _stages(pp: int) -> str:
@@ -1121,6 +1157,8 @@ def _console(frame: pd.DataFrame) -> pd.DataFrame:
     columns), and so do an empty schedule column (no method ran one) and plan --trace's
     layout columns where every fleet is colocated (no --disaggregate)."""
     shown = frame.drop(columns=["prompt_lookup_min", "prompt_lookup_max"])
+    if "unserved_at_max" in shown:  # a note's (_unserved_notes)
+        shown = shown.drop(columns=["unserved_at_max"])
     if "schedule" in shown and not shown["schedule"].fillna("").astype(str).str.len().any():
         shown = shown.drop(columns=["schedule"])
     if "layout" in shown and (shown["layout"] == "colocated").all():

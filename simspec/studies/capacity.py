@@ -48,6 +48,7 @@ PLAN_COLUMNS = [
     "tpot_ms_at_max_ci_low",
     "tpot_ms_at_max_ci_high",
     "output_tok_s_at_max",
+    "unserved_at_max",
     "limited_by",
     "replicas",
     "gpus",
@@ -75,16 +76,30 @@ class Slo:
     def missed(self, summary: RunSummary) -> str:
         """Why a probe does not sustain its rate ('' when it does): ``unstable`` when the
         requests in the system rise over the window or the warm-up never ends (a queue that
-        grows for as long as one simulates: no finite run's percentiles describe it), else
-        the SLO it misses (``ttft``, ``tpot``)."""
+        grows for as long as one simulates: no finite run's percentiles describe it);
+        ``unfinishable`` when more of its requests than the percentile leaves out can never
+        be served (longer than the context the engine serves or its KV cache: they never get
+        a first token, so they miss both targets at any rate, as plan --trace counts them;
+        QA: a third of the requests refused at --max-model-len 1024 planned 5x the rate);
+        else the SLO it misses (``ttft``, ``tpot``). A TPOT target holds vacuously where no
+        served request has a second token (every output one token long: vLLM's bench leaves
+        such requests out of TPOT; QA: such a workload planned 0 QPS)."""
         if not summary.stable or summary.window_short > 0:
             return "unstable"
+        if summary.requests and unserved(summary) > 1 - self.percentile / 100:
+            return "unfinishable"
         p = "p50" if self.percentile == 50 else "p99"
         if not getattr(summary, f"ttft_ms_{p}") <= self.ttft_ms:
             return "ttft"
-        if not getattr(summary, f"tpot_ms_{p}") <= self.tpot_ms:
+        tpot = getattr(summary, f"tpot_ms_{p}")
+        if not tpot <= self.tpot_ms and not (math.isnan(tpot) and summary.requests):
             return "tpot"
         return ""
+
+
+def unserved(summary: RunSummary) -> float:
+    """The share of a run's measured requests that could never be served (0 with none)."""
+    return summary.unfinishable / summary.requests if summary.requests else 0.0
 
 
 def check_whole(deploy: Deployment) -> None:
@@ -352,9 +367,12 @@ def plan(
         replicas = math.ceil(target_qps / rate) if ok else None
         gpus = replicas * deploy.tp * deploy.pp if replicas else None  # a replica's GPUs
         # at the workload's mean output length, as the cost prices it (QA: the probe's own mean,
-        # 1.6 % off it, left the printed cost not following from the printed rate)
-        out_tok = rate * mean_output if ok else float("nan")
-        tokens_per_hour = target_qps * mean_output * 3600 if ok else float("nan")
+        # 1.6 % off it, left the printed cost not following from the printed rate), of the
+        # requests served: the share the probe at that rate could never serve delivers none
+        # (the SLO's percentile leaves at most that many out: Slo.missed)
+        lost = unserved(s) if ok and s is not None else 0.0
+        out_tok = rate * mean_output * (1 - lost) if ok else float("nan")
+        tokens_per_hour = target_qps * mean_output * (1 - lost) * 3600 if ok else float("nan")
         cost = gpus * gpu_hour_price / tokens_per_hour * 1e6 if ok else float("nan")
         rows.append(
             {
@@ -366,6 +384,7 @@ def plan(
                 "max_qps_per_replica": rate,
                 **_at_max(s if ok else None, slo.percentile),
                 "output_tok_s_at_max": out_tok,
+                "unserved_at_max": lost if ok else float("nan"),
                 "limited_by": why,
                 "replicas": replicas,
                 "gpus": gpus,
