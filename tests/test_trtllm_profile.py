@@ -293,3 +293,19 @@ def test_trtllm_caches_a_kv_layer_per_mtp_draft_token():
     assert (
         extra("trtllm", 1) == pytest.approx(extra("vllm", 1)) == pytest.approx(extra("sglang", 3))
     )
+
+
+@pytest.mark.parametrize("gpu", ["a100_80gb", "l40s"])
+def test_gpt_oss_mxfp4_is_refused_where_trtllm_has_no_mxfp4_moe_backend(gpu):
+    """QA: gpt-oss ran on trtllm on an A100 and an L40S; TensorRT-LLM's GPT-OSS MoE backend
+    matrix lists MXFP4 on Blackwell and Hopper only. A bf16 checkpoint is another one."""
+    from simspec.config import MethodConfig
+    from simspec.errors import InputError
+
+    plain = MethodConfig(name="autoregressive", k=0)
+    sc = Scenario(model="gpt-oss-20b", gpu=gpu, engine="trtllm", method=plain)
+    with pytest.raises(InputError, match="mxfp4 checkpoint on hopper, blackwell GPUs only"):
+        setup_replica(sc)
+    setup_replica(sc.model_copy(update={"precision": "bf16"}))
+    setup_replica(sc.model_copy(update={"gpu": "h100_sxm"}))
+    setup_replica(sc.model_copy(update={"engine": "vllm"}))

@@ -179,3 +179,23 @@ def test_a_v0_speculative_run_verifies_by_expansion_and_its_baseline_does_not():
     (v0_spec, v0_base), (v1_spec, v1_base) = runs[True], runs[False]
     assert v0_base["verify_s"].tolist() == v1_base["verify_s"].tolist()
     assert v0_spec["verify_s"].sum() > v1_spec["verify_s"].sum()
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp"), [("gpt-oss-20b", "h100_sxm", 1), ("minimax-m2", "h200", 4)]
+)
+def test_a_model_no_v0_release_serves_is_refused_on_vllm_v0(model, gpu, tp):
+    """QA: gpt-oss (vLLM 0.10.1) and MiniMax-M2 ran on vllm-v0; vLLM 0.9.2, the last release
+    with V0's speculative decoding, registers neither. Its own classes run."""
+    from simspec.catalog.models import load_model
+    from simspec.studies.model_facts import model_facts
+
+    plain = MethodConfig(name="autoregressive", k=0)
+    sc = Scenario(model=model, gpu=gpu, tp=tp, engine="vllm-v0", method=plain)
+    with pytest.raises(InputError, match=f"does not serve {model} .*0.9.2, does not list it"):
+        setup_replica(sc)
+    with pytest.raises(InputError, match="does not serve"):
+        model_facts(model, gpu, "vllm-v0")
+    setup_replica(sc.model_copy(update={"engine": "vllm"}))
+    assert load_model("qwen3-8b").architecture == "Qwen3ForCausalLM"
+    setup_replica(Scenario(model="qwen3-8b", engine="vllm-v0", method=plain))

@@ -321,6 +321,14 @@ class EngineProfile(SourcedParams):
     first_pass_methods: tuple[str, ...] = ()
     # speculative methods the engine refuses beside data-parallel attention, and why
     dp_attention_refused: dict[str, str] = {}
+    # the model architectures (config.json architectures[0]) the engine serves; empty: every
+    # one simspec reads (architectures_source says where the list comes from)
+    architectures: tuple[str, ...] = ()
+    architectures_source: str = ""
+    # checkpoint formats (ModelShape.quant_method) the engine runs only on some GPU
+    # generations, and where the list comes from
+    format_archs: dict[str, tuple[Arch, ...]] = {}
+    format_archs_source: str = ""
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "step_overhead_s",
         "step_overhead_per_seq_s",

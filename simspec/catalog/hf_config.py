@@ -171,6 +171,9 @@ def read_config(raw: dict[str, Any]) -> dict[str, Any]:
     if (tower := _vision_tower(raw.get("vision_config"))) is not None:
         fields["vision_tower"] = tower
     fields["weight_dtype"], fields["expert_weight_dtype"] = weight_dtypes(raw)
+    q = raw.get("quantization_config")
+    if isinstance(q, dict) and isinstance(method := quant_method(q), str) and method:
+        fields["quant_method"] = method
     if lm_head_quantized(raw) and not fields.get("tie_word_embeddings"):
         fields["lm_head_quantized"] = True
     if kv := kv_cache_quant(raw):

@@ -78,6 +78,11 @@ class ModelShape(BaseModel):
     # weights as stored: linear layers, and the routed experts where they differ (GPT-OSS)
     weight_dtype: WeightDtype = "bf16"
     expert_weight_dtype: WeightDtype | None = None
+    # the checkpoint's quantization_config.quant_method as vLLM matches it (lower-cased: fp8,
+    # mxfp4, gptq, awq, compressed-tensors, modelopt_fp4, ...); empty for unquantised weights.
+    # Engines that run a format only on some GPUs refuse it elsewhere (engines.yaml
+    # format_archs)
+    quant_method: str = ""
     # the checkpoint quantises its LM head too, at weight_dtype (GPTQ/AWQ "lm_head": true,
     # which vLLM's GPTQ/AWQ(-Marlin) configs read as lm_head_quantized); else it is bf16
     lm_head_quantized: bool = False

@@ -353,6 +353,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     engine.check_load_policy(sc.method.disable_by_batch_size)
     served_on = load_gpu(sc.gpu)
     check_engine_gpu(engine, served_on)
+    check_engine_model(engine, target, served_on, sc.precision)
     check_stages(sc.pp, engine, sc.tp, served_on.gpus_per_node)
     if sc.disaggregation_mode == "decode" and not engine.flag("pd_disaggregation"):
         raise InputError(
@@ -676,6 +677,30 @@ def check_engine_gpu(engine: EngineProfile, gpu: GpuSpec) -> None:
             "engine",
             f"engine {engine.id} does not run on {gpu.id} ({gpu.name}, {gpu.arch}): it runs on "
             f"{', '.join(engine.gpu_archs)} GPUs; pick another engine (vllm, sglang) or GPU",
+        )
+
+
+def check_engine_model(
+    engine: EngineProfile, target: ModelShape, gpu: GpuSpec, stated: str | None = None
+) -> None:
+    """An engine serves only the model classes it registers (engines.yaml ``architectures``:
+    vLLM V0's) and runs some checkpoint formats only on some GPUs (``format_archs``:
+    TensorRT-LLM's MXFP4 MoE on Hopper and Blackwell); a ``stated`` weight precision is
+    another checkpoint than the format's, not checked. QA: gpt-oss ran on vllm-v0, and on
+    trtllm on an A100."""
+    if engine.architectures and target.architecture not in ("", *engine.architectures):
+        raise InputError(
+            "engine",
+            f"engine {engine.id} does not serve {target.id} ({target.architecture}): "
+            f"{engine.architectures_source}; run it on vllm",
+        )
+    archs = engine.format_archs.get(target.quant_method)
+    if archs and stated is None and gpu.arch not in archs:
+        raise InputError(
+            "engine",
+            f"engine {engine.id} runs {target.id}'s {target.quant_method} checkpoint on "
+            f"{', '.join(archs)} GPUs only, not on {gpu.id} ({gpu.arch}): "
+            f"{engine.format_archs_source}; pick another engine (vllm) or GPU",
         )
 
 

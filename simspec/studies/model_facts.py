@@ -15,6 +15,7 @@ from simspec.engine.build import (
     check_attention_tp,
     check_dp_attention,
     check_engine_gpu,
+    check_engine_model,
     check_ep,
     check_fp8_blocks,
     check_linear_layers,
@@ -91,6 +92,7 @@ def model_facts(
     model = load_model(ref)
     gpu, engine = load_gpu(gpu_id), load_engine(engine_id)
     check_engine_gpu(engine, gpu)
+    check_engine_model(engine, model, gpu, weight_precision)
     if layout is not None:  # the layouts a run refuses, refused here by the same names
         check_ep(model, layout.ep, engine)
         check_attention_tp(model, layout.tp, layout.dp)
