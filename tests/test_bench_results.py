@@ -1036,3 +1036,21 @@ def test_a_checkpoint_named_in_fp8_runs_in_fp8_or_says_it_did_not(tmp_path):
     plan = plan_run(run, {"gpu": "h200", "tp": 4}, "autoregressive", None, None, tmp_path)
     assert plan.scenario.precision == "fp8"
     assert any("weights in fp8, as the file's model" in n for n in plan.notes)
+
+
+def test_the_count_of_metrics_compared_leaves_out_those_without_an_error(tmp_path):
+    """QA: one-token outputs (TPOT and ITL 0 in the file) were counted among "11 metric(s)
+    compared", 6 of them nan on both sides."""
+    zero = {f"{s}_{m}_ms": 0.0 for s in ("mean", "median", "p99") for m in ("tpot", "itl")}
+    run = vllm_json(total_output_tokens=100, **zero)
+    path = write(tmp_path, "one_token.json", run)
+    out = tmp_path / "c.csv"
+    result = runner.invoke(app, ["compare", str(path), *DEPLOY, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    import pandas as pd
+
+    frame = pd.read_csv(out)
+    scored = int(frame.rel_error.notna().sum())
+    assert 0 < scored < len(frame)
+    text = " ".join(result.output.split())
+    assert f"{scored} metric(s) compared ({len(frame) - scored} more without an error" in text

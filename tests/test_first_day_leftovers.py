@@ -378,3 +378,13 @@ def test_the_closed_form_charges_the_engines_speculative_step_host_work():
     assert overhead == pytest.approx(2e-3)
     # the draft of one token: ~1.4 ms of forwards, then the step's 2 ms of host work
     assert 3e-3 < hf.draft_s[1] < 4e-3
+
+
+def test_analytic_refuses_a_verify_past_the_models_last_position():
+    """QA: --context 131072 on Llama-3.1-8B said "131072 in all" for K=8's verify and priced
+    nine positions past max_position_embeddings."""
+    line = refused(["analytic", "--context", "131072"], "--context")
+    assert "need 131081 positions, more than llama-3.1-8b's 131072" in line
+    assert "give --context 131063 or less" in line
+    result = runner.invoke(app, ["analytic", "--context", "131063"])
+    assert result.exit_code == 0, result.output

@@ -183,8 +183,14 @@ def compare(
     for note in dict.fromkeys(said):
         err.print(note, highlight=False, markup=False, soft_wrap=True)
     written = " and ".join(str(p) for p in (out, html) if p is not None)
+    # a metric with no error (a TPOT of 0 where every output is one token, a prediction of
+    # nothing) is a row, not a comparison (QA: "11 compared", 6 of them nan on both sides)
+    scored = int(frame["rel_error"].notna().sum()) if "rel_error" in frame else len(frame)
+    unscored = (
+        f" ({len(frame) - scored} more without an error to score)" if scored < len(frame) else ""
+    )
     err.print(
-        f"{len(plans)} run(s), {len(frame)} metric(s) compared"
+        f"{len(plans)} run(s), {scored} metric(s) compared{unscored}"
         + (f"; wrote {written}" if written else ""),
         highlight=False,
         markup=False,

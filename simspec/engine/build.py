@@ -593,7 +593,7 @@ def max_model_len(sc: Deployment, target: ModelShape) -> int:
         raise InputError(
             "scheduler.max_model_len",
             f"{given} exceeds {target.id}'s context of {target.max_position_embeddings} tokens "
-            "(max_position_embeddings), which vLLM refuses: give at most that",
+            "(max_position_embeddings), which vLLM and SGLang refuse: give at most that",
         )
     return int(given or target.max_position_embeddings)
 
@@ -831,7 +831,8 @@ def check_fixed_lengths(
         at = f"tp={sc.tp}, dp={sc.dp} (one rank's cache)" if sc.dp > 1 else f"tp={sc.tp}"
         raise ScenarioError(
             f"workload: {what} exceed the KV cache of {capacity} tokens on "
-            f"{sc.gpu} at {at}: raise tp or pick a larger GPU"
+            f"{sc.gpu} at {at}: raise tp, give the cache more of the GPU "
+            "(gpu_memory_utilization), or pick a larger GPU"
         )
 
 

@@ -70,15 +70,23 @@ def batch1_costs(
     )
     sc = Scenario(**deploy.model_dump(exclude={"method", "workload"}), workload=alone)
     target = load_model(sc.model)
-    if context > target.max_position_embeddings:
+    longest = target.max_position_embeddings
+    if context > longest:
         raise ScenarioError(
             f"--context {context} exceeds {target.id}'s context of "
-            f"{target.max_position_embeddings} tokens (max_position_embeddings)"
+            f"{longest} tokens (max_position_embeddings)"
         )
     # a server for this question needs room for the context and the longest verify only (QA:
     # qwen3-8b on an RTX 3090 was refused at any --context for its 40,960-token default, with
     # --max-model-len, a flag analytic does not have, as the fix)
-    needed = min(context + k_max + 1, target.max_position_embeddings)
+    needed = context + k_max + 1
+    if needed > longest:  # QA: it priced a verify past the model's last position
+        raise InputError(
+            "--context",
+            f"{context} tokens and K={k_max}'s verify need {needed} positions, more than "
+            f"{target.id}'s {longest} (max_position_embeddings): give --context "
+            f"{max(longest - k_max - 1, 1)} or less, or a smaller --k-max",
+        )
     given = sc.scheduler.max_model_len
     if given is None:
         sc = sized_for(sc, needed)
