@@ -64,7 +64,7 @@ def test_few_methods_on_a_wide_terminal_keep_batch_sizes_as_rows(monkeypatch, ca
 def test_plan_headers_are_whole_at_100_columns(monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", "100")
     row = ["autoregressive", 0, None, None, "", 3.25, 120.5, 110.0, 131.0, 21.0, 20.5, 21.6]
-    row += [2100.0]
+    row += [2100.0, 0.0]
     row += ["ttft"]
     row += [4, 4, 0.125, True]
     print_frame(pd.DataFrame([row, row], columns=PLAN_COLUMNS), "Capacity for 10 req/s")

@@ -148,6 +148,8 @@ def _fake_probe(threshold: float, asked: list[float]):
         return SimpleNamespace(
             stable=True,
             window_short=0,
+            requests=100,
+            unfinishable=0,
             ttft_ms_p99=100.0 if rate < threshold else 9000.0,
             tpot_ms_p99=10.0,
         )
