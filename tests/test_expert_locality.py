@@ -41,7 +41,7 @@ def test_every_entry_is_measured_or_taken_from_a_measured_sibling_of_the_same_ro
         else:
             assert entry["basis"] == "measured"
     assert adjacent_expert_reuse("qwen3-30b-a3b") == 0.45
-    assert adjacent_expert_reuse("mixtral-8x7b") == 0.0  # none packaged
+    assert adjacent_expert_reuse("glm-4.5-air") == 0.0  # none packaged
 
 
 def test_a_transferred_share_says_where_it_came_from_and_a_measured_one_says_nothing():
@@ -66,10 +66,12 @@ def test_a_verify_pass_reads_fewer_experts_where_the_router_reuses_them(engine):
     # the same 32 tokens as 32 sequences' decode tokens route independently
     decode32 = cost.forward(m, BatchShape.uniform(32, 1, 32 * 1000.0, 32))
     assert verify.gemm_s < decode32.gemm_s
-    # and cost what 8 + 24 x (1 - 0.45) = 21.2 independent tokens' expert reads do, every
-    # (token, expert) pair still multiplied
+    # and cost what 8 + 24 x (1 - 0.413) = 22.1 independent tokens' expert reads do (the
+    # measured 0.45 beyond the 8/128 an independent draw repeats), every (token, expert) pair
+    # still multiplied
     kernel = cost.moe_kernel(cost.experts_precision_of(m), m)
-    expected = routed_experts_time(cost.ops, m, 32, 1, None, kernel, 8 + 24 * 0.55)
+    excess = (0.45 - 8 / 128) / (1 - 8 / 128)
+    expected = routed_experts_time(cost.ops, m, 32, 1, None, kernel, 8 + 24 * (1 - excess))
     assert expected < routed_experts_time(cost.ops, m, 32, 1, None, kernel)
 
 
@@ -82,7 +84,23 @@ def test_a_decode_step_and_an_unmeasured_model_are_priced_as_before():
         routed_experts_time(cost.ops, m, 8, 1, None, kernel)
     )
     # a model without a measured reuse: the verify's experts as independent tokens'
-    big = load_model("mixtral-8x7b")
+    big = load_model("glm-4.5-air")
     a = cost.forward(big, BatchShape.uniform(8, 4, 8 * 1000.0, 32))
     b = cost.forward(big, BatchShape.uniform(32, 1, 32 * 1000.0, 32))
     assert a.gemm_s == b.gemm_s
+
+
+def test_only_the_reuse_beyond_chance_is_taken_off():
+    """A measured share counts the k/E an independent draw repeats too, and the cost model's
+    independent draws repeat at that rate already: a router at chance reads as many experts as
+    an unmeasured one, and only the excess is taken off (Mixtral, k/E = 0.25, measured 0.37)."""
+    from simspec.engine.costmodel.moe import excess_reuse
+
+    assert excess_reuse(0.25, 2, 8) == 0.0 and excess_reuse(0.1, 2, 8) == 0.0
+    assert excess_reuse(0.37, 2, 8) == pytest.approx(0.16)
+    assert excess_reuse(1.0, 8, 128) == 1.0
+    cost = _cost("vllm")
+    m = load_model("mixtral-8x7b")
+    verify = cost.forward(m, BatchShape.uniform(8, 4, 8 * 1000.0, 32))
+    decode32 = cost.forward(m, BatchShape.uniform(32, 1, 32 * 1000.0, 32))
+    assert verify.gemm_s < decode32.gemm_s

@@ -39,6 +39,7 @@ from simspec.engine.costmodel.linear_attention import (
 )
 from simspec.engine.costmodel.moe import (
     dispatch_combine_time,
+    excess_reuse,
     fresh_tokens,
     grouped_experts_time,
     moe_mlp_time,
@@ -312,7 +313,10 @@ class RooflineCostModel:
                 self.precision_of(model),
                 self.engine.engine_kernels,
             )
-            reuse = adjacent_expert_reuse(model.id) if model.is_moe else 0.0
+            reuse = 0.0
+            if model.is_moe:  # the share beyond what independent draws repeat by chance
+                k, experts = model.num_experts_per_tok, model.num_experts
+                reuse = excess_reuse(adjacent_expert_reuse(model.id), k, experts)
             terms = self._models[id(model)] = _ModelTerms(model, kernels, reuse)
             if model.linear_layers:
                 ssm = ssm_state_bytes(model, self.engine.family)
