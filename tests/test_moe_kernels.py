@@ -17,6 +17,7 @@ from simspec.catalog.kernel_tables import (
     deepep_low_latency_limit,
     mla_decode_fit,
     moe_kernel_fit,
+    nearest_faster_moe_fit,
 )
 from simspec.catalog.models import load_model
 from simspec.catalog.precision import load_precision, weight_only_name
@@ -395,3 +396,35 @@ def test_deepep_across_servers_takes_the_readmes_internode_low_latency_times():
     assert "DeepEP" not in cross_node_note(load_gpu("h200"), 16, 1, "sglang")  # TP16 alone
     # vLLM's default all-to-all is not DeepEP's (all-gather and reduce-scatter)
     assert "DeepEP" not in cross_node_note(load_gpu("h200"), 16, 16, "vllm")
+
+
+@pytest.mark.parametrize(
+    ("weaker", "stronger", "model", "engine", "precision", "tp"),
+    [
+        ("a100_80gb", "h100_sxm", "gpt-oss-120b", "trtllm", "int4-w", 2),
+        ("h100_pcie", "h100_sxm", "gpt-oss-20b", "trtllm", None, 1),
+        ("b300", "b200", "qwen3-30b-a3b", "sglang", None, 2),
+    ],
+)
+def test_a_gpu_without_moe_tables_is_never_priced_faster_than_a_stronger_ones(
+    weaker, stronger, model, engine, precision, tp
+):
+    """QA: the roofline fallback of a GPU with no MoE kernel table put an A100, an H100 PCIe
+    and a B300 ahead of the H100 SXM and B200 tables (up to 1.55x); such a GPU takes the
+    nearest tabled GPU at least as fast's fit, at its own peaks."""
+    m = load_model(model)
+    batch = BatchShape.uniform(1, 1, 512.0, 1)
+    step = {}
+    for gpu in (weaker, stronger):
+        prec = load_precision(precision) if precision else None
+        cost = RooflineCostModel(
+            load_gpu(gpu), load_profile(gpu), load_engine(engine), tp=tp,
+            precision=prec, precision_model=model if prec else None,
+        )  # fmt: skip
+        step[gpu] = cost.forward(m, batch).gemm_s
+    assert step[weaker] >= step[stronger]
+    found = nearest_faster_moe_fit(weaker, engine, precision or "bf16", m.model_type)
+    assert found is not None and found[0] == stronger
+    assert "MoE kernels no table of this GPU covers take the fits of the nearest" in (
+        load_profile(weaker).transferred_note()
+    )

@@ -96,6 +96,47 @@ def moe_kernel_fit(
     return _grouped_fit(table, g, framework, str(kernel), runs_as)
 
 
+def nearest_faster_moe_fit(
+    gpu: str, engine: str, precision: str, model_type: str = "", ep: int = 1
+) -> tuple[str, GroupedGemmFit] | None:
+    """For a GPU without a fit of its own (:func:`moe_kernel_fit` None): the fit of the GPU
+    with tables that is at least as fast in HBM bandwidth and in the tensor peak the kernel
+    computes at, the nearest such one (the smallest product of the two ratios), as (its id,
+    the fit); None where no tabled GPU is. The cost model prices the kernel with that GPU's
+    measured efficiencies and fixed costs at this GPU's own peaks, so a weaker GPU is never
+    priced faster than a stronger one's measurement (QA: the roofline fallback put an A100,
+    an H100 PCIe and a B300 ahead of the H100 SXM and B200 tables, up to 1.55x)."""
+    from simspec.catalog.hardware import load_gpu
+
+    mine = load_gpu(gpu)
+    best: tuple[float, str, GroupedGemmFit] | None = None
+    for other_id in packaged_table("moe_kernels.yaml")["gpus"]:
+        if other_id == gpu:
+            continue
+        fit = moe_kernel_fit(other_id, engine, precision, model_type, ep)
+        if fit is None:
+            continue
+        other = load_gpu(other_id)
+        own_peak, their_peak = _peak(mine, fit.compute), _peak(other, fit.compute)
+        if own_peak is None or their_peak is None or their_peak < own_peak:
+            continue
+        if other.hbm_bandwidth_bytes_s < mine.hbm_bandwidth_bytes_s:
+            continue
+        distance = other.hbm_bandwidth_bytes_s / mine.hbm_bandwidth_bytes_s * their_peak / own_peak
+        if best is None or distance < best[0]:
+            best = (distance, other_id, fit)
+    return None if best is None else (best[1], best[2])
+
+
+def _peak(gpu: Any, compute: str) -> float | None:
+    """The dense tensor peak (FLOP/s) of ``gpu`` at a kernel's compute dtype; None: it has none."""
+    return {
+        "bf16": gpu.bf16_dense_flops,
+        "fp8": gpu.fp8_dense_flops,
+        "fp4": gpu.fp4_dense_flops,
+    }.get(compute)
+
+
 def _grouped_fit(
     table: dict[str, Any], g: dict[str, Any], framework: str, kernel: str, dtype: str
 ) -> GroupedGemmFit | None:

@@ -23,6 +23,7 @@ from simspec.catalog.kernel_tables import (
     deepep_low_latency_limit,
     mla_decode_fit,
     moe_kernel_fit,
+    nearest_faster_moe_fit,
 )
 from simspec.catalog.layer_kernels import LayerKernels, extra_kernels, model_features
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
@@ -189,6 +190,10 @@ class RooflineCostModel:
             fit = self.moe_kernel(floor, model)
             if fit is not None and experts.weight_bytes > fit.weight_bytes:
                 fit = dataclasses.replace(fit, weight_bytes=experts.weight_bytes)
+        if fit is None:  # no table on this GPU: the nearest tabled GPU at least as fast's fit
+            engine = self.engine.engine_kernels
+            found = nearest_faster_moe_fit(self.gpu.id, engine, dtype, model.model_type, self.ep)
+            fit = found[1] if found is not None else None
         self._moe_kernels[key] = fit
         return fit
 
