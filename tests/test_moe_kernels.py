@@ -13,11 +13,11 @@ from simspec.catalog.kernel_tables import (
     DeepEpFit,
     GroupedGemmFit,
     MlaDecodeFit,
+    borrowed_moe_fit,
     deepep_fits,
     deepep_low_latency_limit,
     mla_decode_fit,
     moe_kernel_fit,
-    nearest_faster_moe_fit,
 )
 from simspec.catalog.models import load_model
 from simspec.catalog.precision import load_precision, weight_only_name
@@ -404,6 +404,8 @@ def test_deepep_across_servers_takes_the_readmes_internode_low_latency_times():
         ("a100_80gb", "h100_sxm", "gpt-oss-120b", "trtllm", "int4-w", 2),
         ("h100_pcie", "h100_sxm", "gpt-oss-20b", "trtllm", None, 1),
         ("b300", "b200", "qwen3-30b-a3b", "sglang", None, 2),
+        # above every tabled GPU: the nearest below's fit at its own peaks, never slower
+        ("b200", "gb200", "qwen3-30b-a3b", "vllm", None, 1),
     ],
 )
 def test_a_gpu_without_moe_tables_is_never_priced_faster_than_a_stronger_ones(
@@ -423,8 +425,22 @@ def test_a_gpu_without_moe_tables_is_never_priced_faster_than_a_stronger_ones(
         )  # fmt: skip
         step[gpu] = cost.forward(m, batch).gemm_s
     assert step[weaker] >= step[stronger]
-    found = nearest_faster_moe_fit(weaker, engine, precision or "bf16", m.model_type)
-    assert found is not None and found[0] == stronger
+    untabled, tabled = (stronger, weaker) if stronger == "gb200" else (weaker, stronger)
+    found = borrowed_moe_fit(untabled, engine, precision or "bf16", m.model_type)
+    assert found is not None and found[0] == tabled
     assert "MoE kernels no table of this GPU covers take the fits of the nearest" in (
-        load_profile(weaker).transferred_note()
+        load_profile(untabled).transferred_note()
     )
+
+
+def test_a_gpu_borrows_a_fit_at_its_own_dtype_before_a_floor_dtype():
+    """QA: FP8 weight-only experts on an A100-40GB took H100's int4 Marlin fit through the
+    never_faster_than floor, not A100-80GB's measured W8A16 fit; AMD GPUs borrow none."""
+    qwen = load_model("qwen3-30b-a3b")
+    cost = RooflineCostModel(
+        load_gpu("a100_40gb"), load_profile("a100_40gb"), load_engine("vllm"), tp=1,
+        precision=load_precision("fp8"), precision_model="qwen3-30b-a3b",
+    )  # fmt: skip
+    fit = cost.moe_kernel(cost.experts_precision_of(qwen), qwen)
+    assert fit == moe_kernel_fit("a100_80gb", "vllm", weight_only_name("fp8"))
+    assert borrowed_moe_fit("mi300x", "vllm", "bf16", "qwen3_moe") is None

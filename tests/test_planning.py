@@ -589,3 +589,21 @@ def test_plan_says_when_the_deployment_refuses_the_workloads_long_requests(tmp_p
     assert "note: too long: more than 1% of the workload's requests" in " ".join(
         result.output.split()
     )
+
+
+@pytest.mark.slow
+def test_a_plan_counts_the_tokens_of_the_requests_it_serves(tmp_path):
+    """QA: the unserved requests are the longest ones, and the workload's mean output over
+    (1 - unserved) overstated the tokens (and understated the cost) 1.66x at --max-model-len
+    1024; the served requests' own mean stands for theirs."""
+    out = tmp_path / "p.csv"
+    args = ["plan", "--qps", "5", "--duration", "20", "--methods", "autoregressive"]
+    args += ["--executor", "serial", "--max-model-len", "1024", "--percentile", "50"]
+    result = CliRunner().invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    row = pd.read_csv(out).iloc[0]
+    assert row.meets_slo and 0.2 < row.unserved_at_max < 0.5
+    workload = Deployment().workload
+    scaled = row.max_qps_per_replica * mean_output_len(workload) * (1 - row.unserved_at_max)
+    assert row.output_tok_s_at_max < 0.8 * scaled
+    assert "of the requests at their highest rate unserved" in " ".join(result.output.split())

@@ -197,12 +197,13 @@ class HardwareProfile(SourcedParams):
         ]
         if own:
             note += f"; its {', '.join(own)} are timed from tables measured on it"
-        # kernel_tables.nearest_faster_moe_fit (QA: the roofline put weaker GPUs ahead)
-        note += (
-            "; MoE kernels no table of this GPU covers take the fits of the nearest GPU with "
-            "tables that is at least as fast (HBM bandwidth and tensor peak), at this GPU's "
-            "own peaks"
-        )
+        # (QA: the roofline put weaker GPUs ahead of stronger ones)
+        if not load_gpu(self.gpu).arch.startswith("cdna"):  # kernel_tables.borrowed_moe_fit
+            note += (
+                "; MoE kernels no table of this GPU covers take the fits of the nearest GPU with "
+                "tables at least as fast (HBM bandwidth and tensor peak; above them all, the "
+                "nearest below), at this GPU's own peaks"
+            )
         return note
 
     @property

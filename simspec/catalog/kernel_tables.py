@@ -96,20 +96,26 @@ def moe_kernel_fit(
     return _grouped_fit(table, g, framework, str(kernel), runs_as)
 
 
-def nearest_faster_moe_fit(
+def borrowed_moe_fit(
     gpu: str, engine: str, precision: str, model_type: str = "", ep: int = 1
 ) -> tuple[str, GroupedGemmFit] | None:
-    """For a GPU without a fit of its own (:func:`moe_kernel_fit` None): the fit of the GPU
-    with tables that is at least as fast in HBM bandwidth and in the tensor peak the kernel
-    computes at, the nearest such one (the smallest product of the two ratios), as (its id,
-    the fit); None where no tabled GPU is. The cost model prices the kernel with that GPU's
-    measured efficiencies and fixed costs at this GPU's own peaks, so a weaker GPU is never
-    priced faster than a stronger one's measurement (QA: the roofline fallback put an A100,
-    an H100 PCIe and a B300 ahead of the H100 SXM and B200 tables, up to 1.55x)."""
+    """For an NVIDIA GPU without a fit of its own (:func:`moe_kernel_fit` None): the fit of the
+    nearest GPU with tables that is at least as fast in HBM bandwidth and in the tensor peak the
+    kernel computes at (the smallest product of the two ratios), else, above every tabled GPU,
+    of the nearest one it is at least as fast as; as (its id, the fit), None where there is
+    neither (and for AMD GPUs: the tables time NVIDIA kernels). The cost model prices the
+    kernel with that GPU's measured efficiencies and fixed costs at this GPU's own peaks, so a
+    weaker GPU is never priced faster than a stronger one's measurement, nor a stronger one
+    slower than a weaker one's (QA: the roofline put an A100, an H100 PCIe and a B300 ahead of
+    the H100 SXM and B200 tables, up to 1.55x, and a GB200 behind B200's). The fit keeps the
+    other GPU's SM count for its waves."""
     from simspec.catalog.hardware import load_gpu
 
     mine = load_gpu(gpu)
-    best: tuple[float, str, GroupedGemmFit] | None = None
+    if mine.arch.startswith("cdna"):
+        return None
+    faster: tuple[float, str, GroupedGemmFit] | None = None
+    slower: tuple[float, str, GroupedGemmFit] | None = None
     for other_id in packaged_table("moe_kernels.yaml")["gpus"]:
         if other_id == gpu:
             continue
@@ -118,13 +124,15 @@ def nearest_faster_moe_fit(
             continue
         other = load_gpu(other_id)
         own_peak, their_peak = _peak(mine, fit.compute), _peak(other, fit.compute)
-        if own_peak is None or their_peak is None or their_peak < own_peak:
+        if own_peak is None or their_peak is None:
             continue
-        if other.hbm_bandwidth_bytes_s < mine.hbm_bandwidth_bytes_s:
-            continue
-        distance = other.hbm_bandwidth_bytes_s / mine.hbm_bandwidth_bytes_s * their_peak / own_peak
-        if best is None or distance < best[0]:
-            best = (distance, other_id, fit)
+        bandwidth = other.hbm_bandwidth_bytes_s / mine.hbm_bandwidth_bytes_s
+        peak = their_peak / own_peak
+        if bandwidth >= 1 and peak >= 1 and (faster is None or bandwidth * peak < faster[0]):
+            faster = (bandwidth * peak, other_id, fit)
+        if bandwidth <= 1 and peak <= 1 and (slower is None or bandwidth * peak > slower[0]):
+            slower = (bandwidth * peak, other_id, fit)
+    best = faster or slower
     return None if best is None else (best[1], best[2])
 
 

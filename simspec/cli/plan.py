@@ -322,8 +322,6 @@ def _unserved_notes(frame: pd.DataFrame, percentile: int) -> None:
     cache), on stderr: the methods refused for more of them than the percentile leaves out,
     and the share of the rest that a plan's rate, tokens and cost leave out (QA: a third of
     the requests refused at --max-model-len 1024 planned 5x the rate, with no word)."""
-    from simspec.studies.metrics import unserved_text
-
     if "limited_by" not in frame or "unserved_at_max" not in frame:  # plan --trace's table
         return
     refused = frame[frame["limited_by"] == "unfinishable"]
@@ -340,11 +338,14 @@ def _unserved_notes(frame: pd.DataFrame, percentile: int) -> None:
     lost = frame[frame["meets_slo"].astype(bool) & (frame["unserved_at_max"] > 0)]
     if len(lost):
         share = float(lost["unserved_at_max"].max())
-        text = unserved_text(len(lost), share, "method(s)").replace(
-            "their numbers are over the rest",
-            "the rate counts them as arrivals, the latencies, tokens and cost are over the rest",
+        err.print(
+            f"note: {len(lost)} method(s) left up to {share:.1%} of the requests at their "
+            "highest rate unserved: longer than the context the engine serves (prompt + output "
+            "past max_model_len where it is set, else the model's max_position_embeddings) or "
+            "than its KV cache; the rate counts them as arrivals, the latencies, tokens and "
+            "cost are over the rest (the unserved_at_max column)",
+            highlight=False,
         )
-        err.print(f"note: {text}", highlight=False)
 
 
 def _capacity_notes(frame: pd.DataFrame, qps: float, slo: capacity.Slo, duration: float) -> None:

@@ -371,8 +371,13 @@ def plan(
         # requests served: the share the probe at that rate could never serve delivers none
         # (the SLO's percentile leaves at most that many out: Slo.missed)
         lost = unserved(s) if ok and s is not None else 0.0
-        out_tok = rate * mean_output * (1 - lost) if ok else float("nan")
-        tokens_per_hour = target_qps * mean_output * (1 - lost) * 3600 if ok else float("nan")
+        # the requests never served are the longest ones, so the served ones' own mean output
+        # (the probe's) stands for theirs, not the workload's (QA: at --max-model-len 1024 the
+        # workload's mean over (1 - lost) overstated the tokens 1.66x)
+        served = s.output_tokens_mean if lost > 0 and s is not None else mean_output
+        per_request = served * (1 - lost)
+        out_tok = rate * per_request if ok else float("nan")
+        tokens_per_hour = target_qps * per_request * 3600 if ok else float("nan")
         cost = gpus * gpu_hour_price / tokens_per_hour * 1e6 if ok else float("nan")
         rows.append(
             {

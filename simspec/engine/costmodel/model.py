@@ -19,11 +19,11 @@ from simspec.catalog.expert_locality import adjacent_expert_reuse
 from simspec.catalog.hardware import EngineProfile, GpuSpec, HardwareProfile
 from simspec.catalog.kernel_tables import (
     GroupedGemmFit,
+    borrowed_moe_fit,
     deepep_fits,
     deepep_low_latency_limit,
     mla_decode_fit,
     moe_kernel_fit,
-    nearest_faster_moe_fit,
 )
 from simspec.catalog.layer_kernels import LayerKernels, extra_kernels, model_features
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
@@ -178,9 +178,11 @@ class RooflineCostModel:
         key = (dtype, model.model_type)
         if key in self._moe_kernels:  # a forward asks per MoE layer: the bound looked up once
             return self._moe_kernels[key]
-        fit = moe_kernel_fit(
-            self.gpu.id, self.engine.engine_kernels, dtype, model.model_type, self.ep
-        )
+        engine = self.engine.engine_kernels
+        fit = moe_kernel_fit(self.gpu.id, engine, dtype, model.model_type, self.ep)
+        if fit is None:  # no table on this GPU: the nearest tabled GPU's fit at this dtype
+            found = borrowed_moe_fit(self.gpu.id, engine, dtype, model.model_type, self.ep)
+            fit = found[1] if found is not None else None
         if fit is None and experts is not None and experts.never_faster_than is not None:
             # a weight-only fallback runs the kernel of the precision it is never faster than
             # (precision.yaml never_faster_than: the same Marlin kernel), here at its own
@@ -190,10 +192,6 @@ class RooflineCostModel:
             fit = self.moe_kernel(floor, model)
             if fit is not None and experts.weight_bytes > fit.weight_bytes:
                 fit = dataclasses.replace(fit, weight_bytes=experts.weight_bytes)
-        if fit is None:  # no table on this GPU: the nearest tabled GPU at least as fast's fit
-            engine = self.engine.engine_kernels
-            found = nearest_faster_moe_fit(self.gpu.id, engine, dtype, model.model_type, self.ep)
-            fit = found[1] if found is not None else None
         self._moe_kernels[key] = fit
         return fit
 
