@@ -147,11 +147,19 @@ def served_envelope(
     e = model.num_experts
     x = drawn_pairs / e
     sizes = [node for node, _ in kernel.routing]
+    # the tile the kernel runs is the one the batch's own M picks (vLLM's and SGLang's
+    # get_default_config read the real token count): the scaled sizes below stand for the
+    # routing ratio's measured points, not for batches that would pick another tile (QA: a
+    # padded row's fractional share scaled 128 tokens to 128.8, past Qwen3's 128 experts, and
+    # quadrupled the compute of 127 sequences on an H20 against 128)
+    tile = pairs / model.num_experts_per_tok
 
     def measured(scale: float) -> float:
         touched = served_touched(e, drawn_pairs * scale)
         ratio = routing_ratio(kernel.routing, drawn_pairs * scale / e)
-        return ratio * grouped_experts_time(ops, model, pairs * scale, touched, 1, experts, kernel)
+        return ratio * grouped_experts_time(
+            ops, model, pairs * scale, touched, 1, experts, kernel, tile_tokens=tile
+        )
 
     def served(scale: float) -> float:
         """The served time at ``scale`` of the batch: the ratio times the balanced time at a
@@ -196,15 +204,19 @@ def grouped_experts_time(
     ep: int,
     experts: PrecisionSpec | None = None,
     kernel: GroupedGemmFit | None = None,
+    tile_tokens: float | None = None,
 ) -> float:
     """The routed-expert GEMMs of one MoE layer for ``pairs`` (token, expert) pairs over
     ``touched`` distinct experts (whole batch), on one GPU (see :func:`routed_experts_time`):
     as the fitted ``kernel`` times them, else at the roofline of the experts' precision
-    (weight bytes and compute peak)."""
+    (weight bytes and compute peak). ``tile_tokens``: the M the kernel picks its tile by
+    (None: the pairs' tokens), the batch's own where a served envelope scales the pairs."""
     h = model.hidden_size
     # the kernel's M (every token the layer routes: an EP rank's kernel runs over the batch's
     # tokens gathered, vLLM's naive all-to-all) and the experts on this GPU
     tokens, local = pairs / model.num_experts_per_tok, float(model.num_experts)
+    if tile_tokens is not None:
+        tokens = tile_tokens
     if ep > 1:
         # the busiest rank's experts and pairs (the layer waits for it: busiest_rank_experts;
         # QA: the mean rank's had a lone top-1 token read 1/ep of an expert, EP8 faster than
