@@ -81,8 +81,9 @@ HEADER = """\
 # NCCL; own_switch kernels (TRT-LLM's op, strategy AUTO, which switches itself) keep every size
 # and have no eager curve: a forward TRT-LLM runs eagerly uses the graph curve, its launch
 # cost being the engine's layer_launch_s.
-# GPUs not listed (L40S, H20, MI300X, ...), and GPU counts a GPU's tables lack (GB200's and
-# GB300's NCCL tables stop at 4), keep their hardware profile's ring formula.
+# GPUs not listed (L40S, H20, MI300X, ...), and GPU counts a GPU's tables lack, keep their
+# hardware profile's ring formula; GB200's and GB300's NCCL tables stop at 4, and past that
+# NCCL takes B200's and B300's curves (simspec.engine.costmodel.collectives NCCL_SIBLINGS).
 """
 AIC_HEADER = """\
 # a100_80gb: aiconfigurator-core 0.12.0 (the PyPI wheel, Apache-2.0, (c) 2025-2026 NVIDIA

@@ -53,8 +53,9 @@ class Curve:
 
 class Collectives:
     """The all-reduce and all-gather of one engine on ``tp`` GPUs of one GPU kind. A curve the
-    tables lack at this GPU count (GB200's and GB300's NCCL tables stop at 4 GPUs, their
-    custom kernels' go further) answers None: the caller's ring formula stands for it."""
+    tables lack at this GPU count (GB300's custom kernels reach 16, its NCCL table 4:
+    engine_collectives fills NCCL from its HGX sibling) answers None: the caller's ring
+    formula stands for it."""
 
     def __init__(
         self,
@@ -109,6 +110,14 @@ class Collectives:
         return None if self.nccl_allgather is None else self.nccl_allgather.time(nbytes)
 
 
+# GB200 and GB300 NVL72: their NCCL tables stop at 4 GPUs (one compute tray: collectives.yaml);
+# a group of 8 or more runs NCCL over the same NVLink 5 switch fabric as an HGX B200/B300 (900
+# GB/s a GPU, gpus.yaml) at the same NCCL release the tables hold (2.29.2), so it takes their
+# measured NCCL curves at that count, not the ring formula's 29.7 us latency transferred from
+# the H100 profile (QA: GB200 at tp 8 all-reduced in 5.6 ms a step where B200 took 1.0)
+NCCL_SIBLINGS = {"gb200": "b200", "gb300": "b300"}
+
+
 def engine_collectives(gpu_id: str, tp: int, custom: str) -> Collectives | None:
     """The measured collectives of ``tp`` GPUs of ``gpu_id`` under an engine whose custom
     all-reduce is ``custom`` ("" for NCCL only); None where the tables cover neither the GPU
@@ -118,6 +127,13 @@ def engine_collectives(gpu_id: str, tp: int, custom: str) -> Collectives | None:
     if loaded is None:
         return None
     max_bytes, curves = loaded
+    sibling = load_collectives(NCCL_SIBLINGS[gpu_id]) if gpu_id in NCCL_SIBLINGS else None
+    if sibling is not None:  # NCCL counts this GPU's tables lack, from its sibling's
+        curves = dict(curves)
+        for name in ("nccl_all_reduce", "nccl_all_gather"):
+            theirs = sibling[1].get(name, {})
+            if tp not in curves.get(name, {}) and tp in theirs:
+                curves[name] = {**curves.get(name, {}), tp: theirs[tp]}
     # a count only the engine's own kernel was timed at keeps that kernel (QA: GB300 at tp 8
     # under TRT-LLM ran the ring formula's transferred 29.7 us latency for a measured 4.4 us)
     found = Collectives(curves, tp, custom, max_bytes)
