@@ -52,6 +52,22 @@ def capacity_plan(inputs: ExplorerInputs, slo: Slo) -> None:
         return
     frame = kept[1]
     st.dataframe(frame, hide_index=True, width="stretch")
+    # the requests the deployment never serves, as the CLI's notes say them (QA: the tab showed
+    # "unfinishable" with no word)
+    if "limited_by" in frame and (frame["limited_by"] == "unfinishable").any():
+        st.warning(
+            "unfinishable: more of the workload's requests than the SLO percentile leaves out "
+            "are longer than the context the engine serves or its KV cache; they never get a "
+            "first token, so no rate meets the SLO: raise the max model length, give the GPU "
+            "more room, or shorten the workload."
+        )
+    lost = frame.get("unserved_at_max")
+    if lost is not None and (lost.fillna(0) > 0).any():
+        st.info(
+            f"up to {float(lost.max()):.1%} of the requests at a method's highest rate are "
+            "never served (too long for the context or the KV cache): the rate counts them as "
+            "arrivals, the latencies, tokens and cost are over the rest (unserved_at_max)."
+        )
     st.download_button(
         "Download plan CSV",
         plan_csv(frame, inputs, qps, slo, price, capacity.PLAN_DURATION_S),
