@@ -20,6 +20,7 @@ from simspec.engine.costmodel import attention_work, gemm_work
 from simspec.errors import InputError
 from simspec.studies.calibration.schema import (
     COLUMNS,
+    MAX_TABLE_COLUMNS,
     Shape,
     brief,
     read_table,
@@ -76,7 +77,9 @@ HARNESS_MARK = "kind"
 def is_harness_csv(path: Path) -> bool:
     """Whether ``path`` is our harness's CSV: its header names :data:`HARNESS_MARK`."""
     header = table_bytes(path).split(b"\n", 1)[0].decode("utf-8-sig", errors="replace")
-    return HARNESS_MARK in {c.strip().strip('"') for c in header.split(",")}
+    # the first columns only: a 60 MB line of commas is refused by read_table, not split here
+    names = header.split(",", MAX_TABLE_COLUMNS)[:MAX_TABLE_COLUMNS]
+    return HARNESS_MARK in {c.strip().strip('"') for c in names}
 
 
 # the harness's 16-bit dtypes: its byte counts price every weight and activation at 2 bytes
