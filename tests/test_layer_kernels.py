@@ -127,3 +127,19 @@ def test_each_layer_of_a_draft_step_pays_the_extra_kernels(monkeypatch):
         nbytes = 4 * (e.layer_bytes + (e.moe_bytes if m.is_moe else e.dense_bytes))
         expected = count * ops.elementwise_latency + nbytes / ops.elementwise_rate
         assert count and paid == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "tp", "fused"),
+    [("b300", 8, True), ("gb300", 4, True), ("b300", 16, False), ("gb200", 8, False)],
+)
+def test_sglang_fuses_the_all_reduce_on_one_node_only(gpu, tp, fused):
+    """SGLang turns FlashInfer all-reduce fusion on only for one node (nnodes == 1), on SM90
+    and SM100-family GPUs (Blackwell Ultra included); a GB200/GB300 compute tray is 4 GPUs
+    (QA: TP16 over two B300 servers and GB200 TP8 over two trays were fused)."""
+    from simspec.catalog.layer_kernels import model_features
+    from simspec.catalog.models import load_model
+
+    m = load_model("qwen3-30b-a3b")
+    have = model_features(m, tp=tp, ep=1, gpu=gpu, w8a8=False, experts_w8a8=False)
+    assert ("one_host" in have) is fused and "sglang_allreduce_fusion_gpu" in have

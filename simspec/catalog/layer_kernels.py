@@ -123,7 +123,8 @@ def model_features(
     experts_w8a8: bool,
 ) -> frozenset[str]:
     """The features ``model`` has as deployed: its shape, its checkpoint (``w8a8``: the layers
-    run W8A8 FP8; ``experts_w8a8``: the routed experts do), ``tp``, ``ep`` and ``gpu``."""
+    run W8A8 FP8; ``experts_w8a8``: the routed experts do), ``tp``, ``ep`` and ``gpu`` (and
+    whether the tp group is one host's GPUs: layer_kernels.yaml host_gpus)."""
     f = {"mla" if model.is_mla else "gqa"}
     if model.q_lora_rank:
         f.add("q_lora")
@@ -142,6 +143,10 @@ def model_features(
     if ep == 1:
         f.add("ep1")
     table = _table()
+    from simspec.catalog.hardware import load_gpu
+
+    if tp <= table.get("host_gpus", {}).get(gpu, load_gpu(gpu).gpus_per_node):
+        f.add("one_host")  # the group is one server's (one operating system's) GPUs
     f.update(k for k, types in table["model_type_features"].items() if model.model_type in types)
     f.update(k for k, gpus in table["gpu_features"].items() if gpu in gpus)
     return frozenset(f)

@@ -359,7 +359,7 @@ def plan(
     check_whole(deploy)
     found = _max_rates(deploy, methods, slo, duration_s, runs, min_requests)
     # the fleet serves target_qps requests/s of the workload's own mean output length, the
-    # same for every method
+    # same for every method, where every request is served (below: the served ones' own)
     mean_output = mean_output_len(deploy.workload)
     rows = []
     for m, (rate, s, why) in zip(methods, found, strict=True):
@@ -367,9 +367,9 @@ def plan(
         replicas = math.ceil(target_qps / rate) if ok else None
         gpus = replicas * deploy.tp * deploy.pp if replicas else None  # a replica's GPUs
         # at the workload's mean output length, as the cost prices it (QA: the probe's own mean,
-        # 1.6 % off it, left the printed cost not following from the printed rate), of the
-        # requests served: the share the probe at that rate could never serve delivers none
-        # (the SLO's percentile leaves at most that many out: Slo.missed)
+        # 1.6 % off it, left the printed cost not following from the printed rate); where the
+        # probe at that rate could never serve a share of its requests (the SLO's percentile
+        # leaves at most that many out: Slo.missed), of the requests served, at their own mean
         lost = unserved(s) if ok and s is not None else 0.0
         # the requests never served are the longest ones, so the served ones' own mean output
         # (the probe's) stands for theirs, not the workload's (QA: at --max-model-len 1024 the

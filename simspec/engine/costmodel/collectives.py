@@ -97,9 +97,9 @@ class Collectives:
 
     def floor_time(self, nbytes: float) -> float | None:
         """Where NCCL is not timed at this count but the engine's kernel is (GB300 under SGLang
-        at 8 and 16 GPUs): the kernel's time at its switch size, below which no larger message
-        is timed by the ring formula that stands in for NCCL (QA: 8 MiB cost 50.5 us, 1 byte
-        less 56.7); None otherwise."""
+        at 16 GPUs; at 8 NCCL takes B300's curve, NCCL_SIBLINGS): the kernel's time at its
+        switch size, below which no larger message is timed by the ring formula that stands in
+        for NCCL (QA: 8 MiB cost 50.5 us, 1 byte less 56.7); None otherwise."""
         if self.nccl_allreduce is not None or self.custom_graph is None:
             return None
         return self.custom_graph.time(min(nbytes, self.custom_max_bytes))
