@@ -459,3 +459,24 @@ def test_one_more_sequence_never_makes_the_experts_cheaper_on_a_compute_bound_gp
     steps = [cost.forward(m, BatchShape.uniform(s, 1, s * 1024.0, s)).gemm_s for s in sizes]
     # (the served-routing ratio between its nodes may take off a few parts in 10^5)
     assert all(b >= a * (1 - 1e-3) for a, b in zip(steps, steps[1:], strict=False))
+
+
+def test_an_fp8_kv_mla_decode_measured_slower_than_bf16_is_said():
+    """QA: SGLang's MLA decode table on Hopper times FP8 KV at 6-8 % of HBM bandwidth against
+    83-85 % for bf16, so an FP8 cache decoded 2-3.5x slower at long context with no word; the
+    footer says it is the measurement. Where FP8 is not slower (TRT-LLM, B200) nothing."""
+    from simspec.config import Deployment
+    from simspec.studies.provenance import deployment_notes, mla_fp8_kv_note
+
+    def note(engine: str, gpu: str, kv: str = "fp8") -> str | None:
+        deploy = Deployment(model="deepseek-v3", gpu=gpu, tp=8, engine=engine, kv_cache_dtype=kv)
+        return mla_fp8_kv_note(deploy, load_engine(engine))
+
+    said = note("sglang", "h200")
+    assert said is not None and "6% of HBM bandwidth against 83% for bf16" in said
+    assert note("sglang", "h200", "auto") is None and note("trtllm", "h200") is None
+    assert note("sglang", "b200") is None and note("vllm", "h200") is None
+    deploy = Deployment(
+        model="deepseek-v3", gpu="h200", tp=8, engine="sglang", kv_cache_dtype="fp8"
+    )
+    assert any("MLA decode with an FP8 KV cache" in n for n in deployment_notes(deploy))

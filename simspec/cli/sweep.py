@@ -356,7 +356,7 @@ def _profile_note(cfg: SweepConfig) -> None:
 
         err.print(f"note: {DECODE_INSTANCE_NOTE}", highlight=False)
     from simspec.catalog.hardware import load_engine
-    from simspec.studies.provenance import kv_quant_note, uniform_kv_note
+    from simspec.studies.provenance import kv_quant_note, mla_fp8_kv_note, uniform_kv_note
 
     said = {
         note
@@ -368,6 +368,7 @@ def _profile_note(cfg: SweepConfig) -> None:
         )
     }
     said |= {note for p in cfg.points() if (note := kv_quant_note(p))}
+    said |= {note for p in cfg.points() if (note := mla_fp8_kv_note(p, load_engine(p.engine)))}
     for note in sorted(said):
         err.print(f"note: {note}", highlight=False)
     spans = {(p.gpu, p.tp * p.pp, p.ep, p.engine) for p in cfg.points()}

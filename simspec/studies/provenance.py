@@ -227,7 +227,31 @@ def deployment_notes(deploy: Deployment) -> list[str]:
         notes.append(f"note: {note}")
     if note := kv_quant_note(deploy):
         notes.append(f"note: {note}")
+    if note := mla_fp8_kv_note(deploy, engine):
+        notes.append(f"note: {note}")
     return notes
+
+
+def mla_fp8_kv_note(deploy: Deployment, engine: EngineProfile) -> str | None:
+    """Where an MLA model's FP8 KV cache decodes slower than its bf16 one in the engine's
+    measured MLA table on this GPU (its fitted share of HBM bandwidth under half of bf16's,
+    FP8 halving the bytes), that it is the measurement (QA: SGLang on H100 and H200, fp8 KV
+    2-3.5x slower than bf16 at long context, with no word); None elsewhere."""
+    from simspec.catalog.kernel_tables import mla_decode_fit
+
+    if deploy.kv_cache_dtype != "fp8" or not load_model(deploy.model).is_mla:
+        return None
+    fp8 = mla_decode_fit(deploy.gpu, engine.engine_kernels, 1.0)
+    bf16 = mla_decode_fit(deploy.gpu, engine.engine_kernels, 2.0)
+    if fp8 is None or bf16 is None or 2 * fp8.memory_efficiency >= bf16.memory_efficiency:
+        return None
+    return (
+        f"{engine.family}'s MLA decode with an FP8 KV cache on {deploy.gpu} is timed by "
+        f"AIConfigurator's measured table ({fp8.kernel}) at {fp8.memory_efficiency:.0%} of HBM "
+        f"bandwidth against {bf16.memory_efficiency:.0%} for bf16: in that measurement FP8 KV "
+        "decodes slower than bf16 once attention dominates, and simspec prices it so (the "
+        "cache still holds twice the tokens; simspec/data/mla_kernels.yaml)"
+    )
 
 
 def kv_quant_note(deploy: Deployment) -> str | None:
