@@ -197,8 +197,8 @@ class HardwareProfile(SourcedParams):
         ]
         if own:
             note += f"; its {', '.join(own)} are timed from tables measured on it"
-        # (QA: the roofline put weaker GPUs ahead of stronger ones)
-        if not load_gpu(self.gpu).arch.startswith("cdna"):  # kernel_tables.borrowed_moe_fit
+        # kernel_tables.borrowed_moe_fit (QA: the roofline put weaker GPUs ahead of stronger)
+        if borrows_moe_fits(load_gpu(self.gpu)):
             note += (
                 "; MoE kernels no table of this GPU covers take the fits of the nearest GPU with "
                 "tables at least as fast (HBM bandwidth and tensor peak; above them all, the "
@@ -531,6 +531,13 @@ def gpu_ids() -> list[str]:
 
 def engine_ids() -> list[str]:
     return sorted(packaged_table("engines.yaml"))
+
+
+def borrows_moe_fits(gpu: GpuSpec) -> bool:
+    """Whether a GPU without MoE tables of its own borrows another's
+    (:func:`simspec.catalog.kernel_tables.borrowed_moe_fit`): NVIDIA's; an AMD GPU keeps the
+    roofline, the tables timing NVIDIA kernels."""
+    return not gpu.arch.startswith("cdna")
 
 
 def load_gpu(gpu_id: str) -> GpuSpec:

@@ -109,10 +109,10 @@ def borrowed_moe_fit(
     slower than a weaker one's (QA: the roofline put an A100, an H100 PCIe and a B300 ahead of
     the H100 SXM and B200 tables, up to 1.55x, and a GB200 behind B200's). The fit keeps the
     other GPU's SM count for its waves."""
-    from simspec.catalog.hardware import load_gpu
+    from simspec.catalog.hardware import borrows_moe_fits, load_gpu
 
     mine = load_gpu(gpu)
-    if mine.arch.startswith("cdna"):
+    if not borrows_moe_fits(mine):
         return None
     faster: tuple[float, str, GroupedGemmFit] | None = None
     slower: tuple[float, str, GroupedGemmFit] | None = None
@@ -123,7 +123,7 @@ def borrowed_moe_fit(
         if fit is None:
             continue
         other = load_gpu(other_id)
-        own_peak, their_peak = _peak(mine, fit.compute), _peak(other, fit.compute)
+        own_peak, their_peak = tensor_peak(mine, fit.compute), tensor_peak(other, fit.compute)
         if own_peak is None or their_peak is None:
             continue
         bandwidth = other.hbm_bandwidth_bytes_s / mine.hbm_bandwidth_bytes_s
@@ -136,7 +136,7 @@ def borrowed_moe_fit(
     return None if best is None else (best[1], best[2])
 
 
-def _peak(gpu: Any, compute: str) -> float | None:
+def tensor_peak(gpu: Any, compute: str) -> float | None:
     """The dense tensor peak (FLOP/s) of ``gpu`` at a kernel's compute dtype; None: it has none."""
     return {
         "bf16": gpu.bf16_dense_flops,

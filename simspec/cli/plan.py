@@ -322,15 +322,16 @@ def _unserved_notes(frame: pd.DataFrame, percentile: int) -> None:
     cache), on stderr: the methods refused for more of them than the percentile leaves out,
     and the share of the rest that a plan's rate, tokens and cost leave out (QA: a third of
     the requests refused at --max-model-len 1024 planned 5x the rate, with no word)."""
+    from simspec.studies.metrics import UNSERVED_WHY
+
     if "limited_by" not in frame or "unserved_at_max" not in frame:  # plan --trace's table
         return
     refused = frame[frame["limited_by"] == "unfinishable"]
     if len(refused):
         err.print(
             f"note: too long: more than {100 - percentile}% of the workload's requests are "
-            "longer than the context the engine serves (prompt + output past max_model_len "
-            "where it is set, else the model's max_position_embeddings) or than its KV cache, "
-            f"so they never get a first token and the p{percentile} SLO fails at any rate "
+            f"{UNSERVED_WHY}, so they never get a first token and the p{percentile} SLO fails "
+            "at any rate "
             f"({', '.join(map(_label, refused.itertuples(index=False)))}): raise "
             "--max-model-len, give the GPU more room, or shorten the workload",
             highlight=False,
@@ -340,10 +341,8 @@ def _unserved_notes(frame: pd.DataFrame, percentile: int) -> None:
         share = float(lost["unserved_at_max"].max())
         err.print(
             f"note: {len(lost)} method(s) left up to {share:.1%} of the requests at their "
-            "highest rate unserved: longer than the context the engine serves (prompt + output "
-            "past max_model_len where it is set, else the model's max_position_embeddings) or "
-            "than its KV cache; the rate counts them as arrivals, the latencies, tokens and "
-            "cost are over the rest (the unserved_at_max column)",
+            f"highest rate unserved: {UNSERVED_WHY}; the rate counts them as arrivals, the "
+            "latencies, tokens and cost are over the rest (the unserved_at_max column)",
             highlight=False,
         )
 

@@ -41,12 +41,19 @@ RUN_INTERVALS = (
 )
 
 
+# why a request is never served, worded for every engine (QA: it blamed vLLM's server under
+# --engine hf), for every note that says so
+UNSERVED_WHY = (
+    "longer than the context the engine serves (prompt + output past max_model_len where it "
+    "is set, else the model's max_position_embeddings: a serving engine refuses them) or than "
+    "its KV cache"
+)
+
+
 def unserved_text(runs: int, share: float, what: str = "run(s)") -> str:
-    """The note for runs whose measured requests some went unserved (the unfinishable column),
-    worded for every engine (QA: it blamed vLLM's server under --engine hf)."""
+    """The note for runs whose measured requests some went unserved (the unfinishable
+    column)."""
     return (
-        f"{runs} {what} left up to {share:.0%} of their measured requests unserved: longer "
-        "than the context the engine serves (prompt + output past max_model_len where it is "
-        "set, else the model's max_position_embeddings: a serving engine refuses them) or "
-        "than its KV cache; their numbers are over the rest (the unfinishable column)"
+        f"{runs} {what} left up to {share:.0%} of their measured requests unserved: "
+        f"{UNSERVED_WHY}; their numbers are over the rest (the unfinishable column)"
     )

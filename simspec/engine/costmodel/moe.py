@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import math
 
-from simspec.catalog.kernel_tables import DeepEpFit, GroupedGemmFit
+from simspec.catalog.kernel_tables import DeepEpFit, GroupedGemmFit, tensor_peak
 from simspec.catalog.models import BYTES_PER_PARAM, ModelShape
 from simspec.catalog.precision import PrecisionSpec
 from simspec.engine.costmodel.kernels import deepep_time, grouped_gemm_time
@@ -230,8 +230,7 @@ def grouped_experts_time(
         width = model.moe_intermediate_size // ops.tp
     if kernel is not None:
         gpu = ops.gpu
-        peak = {"fp8": gpu.fp8_dense_flops, "fp4": gpu.fp4_dense_flops}.get(kernel.compute)
-        rate = float(peak or gpu.bf16_dense_flops)
+        rate = float(tensor_peak(gpu, kernel.compute) or gpu.bf16_dense_flops)
         memory_rate = gpu.hbm_bandwidth_bytes_s
         return grouped_gemm_time(
             kernel, h, width, pairs, touched, kernel.sms, rate, memory_rate,

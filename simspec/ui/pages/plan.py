@@ -17,6 +17,7 @@ from simspec.config import DEFAULT_PRECISION_TARGET, MAX_PRECISION_TARGET, check
 from simspec.engine import window
 from simspec.studies import capacity
 from simspec.studies.capacity import Slo
+from simspec.studies.metrics import UNSERVED_WHY
 from simspec.studies.schedule import export
 from simspec.ui import runs
 from simspec.ui.downloads import plan_csv, schedule_csv
@@ -57,16 +58,15 @@ def capacity_plan(inputs: ExplorerInputs, slo: Slo) -> None:
     if "limited_by" in frame and (frame["limited_by"] == "unfinishable").any():
         st.warning(
             "unfinishable: more of the workload's requests than the SLO percentile leaves out "
-            "are longer than the context the engine serves or its KV cache; they never get a "
-            "first token, so no rate meets the SLO: raise the max model length, give the GPU "
-            "more room, or shorten the workload."
+            f"are {UNSERVED_WHY}; they never get a first token, so no rate meets the SLO: raise "
+            "the max model length, give the GPU more room, or shorten the workload."
         )
     lost = frame.get("unserved_at_max")
     if lost is not None and (lost.fillna(0) > 0).any():
         st.info(
             f"up to {float(lost.max()):.1%} of the requests at a method's highest rate are "
-            "never served (too long for the context or the KV cache): the rate counts them as "
-            "arrivals, the latencies, tokens and cost are over the rest (unserved_at_max)."
+            f"never served ({UNSERVED_WHY}): the rate counts them as arrivals, the latencies, "
+            "tokens and cost are over the rest (unserved_at_max)."
         )
     st.download_button(
         "Download plan CSV",
