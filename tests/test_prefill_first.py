@@ -11,11 +11,15 @@ import pytest
 from test_scheduler import make_rig
 
 from simspec.catalog.hardware import load_engine
-from simspec.config import Scenario
+from simspec.catalog.methods import preset_method
+from simspec.config import MethodConfig, Scenario
 from simspec.engine.build import setup_replica
+from simspec.engine.replica import Replica
 from simspec.engine.requests import RequestTable
+from simspec.engine.runs_at_once import StepClock
 from simspec.engine.scheduler import ScheduledBatch, Scheduler
 from simspec.engine.simulation import simulate
+from simspec.engine.workload import RequestSpecs
 
 
 def rig(prompts: list[int], outputs: list[int], **kw: Any) -> tuple[Scheduler, RequestTable]:
@@ -189,3 +193,46 @@ def test_sglang_retracts_the_request_with_the_fewest_outputs_first():
             sched.resume(rid)
         sched.schedule()
         assert table.preemptions.tolist() == [int(r == victim) for r in range(3)], spec
+
+
+def test_under_dp_attention_a_ranks_prefill_stops_only_its_own_decodes():
+    """SGLang schedules each DP attention rank apart (get_next_batch_to_run per rank; the MLP
+    sync only gathers token counts), requests sent round robin: a prompt on rank 0 leaves
+    rank 1's requests decoding in the same step (QA: one rank's prefill stopped all eight)."""
+    sched, table = rig([4, 4, 6, 6], [9, 9, 9, 9], ranks_apart=2)
+    sched.add(0)  # rank 0
+    sched.add(1)  # rank 1
+    step(sched, table, sched.schedule())  # both prefilled: they decode from now on
+    sched.add(2)  # rank 0 again
+    batch = sched.schedule()
+    assert batch.prefill.tolist() == [2] and batch.decode.tolist() == [1]
+    assert batch.context.tolist() == [table.computed[1]]
+    step(sched, table, batch)
+    sched.add(3)  # rank 1: now rank 0's requests decode beside it
+    batch = sched.schedule()
+    assert batch.prefill.tolist() == [3] and batch.decode.tolist() == [0, 2]
+
+
+def test_one_scheduler_for_all_ranks_is_the_default_and_stops_every_decode():
+    sched, table = rig([4, 4, 6], [9, 9, 9])
+    sched.add(0)
+    sched.add(1)
+    step(sched, table, sched.schedule())
+    sched.add(2)
+    assert sched.schedule().decode.tolist() == []
+
+
+def test_only_sglang_without_speculation_schedules_its_ranks_apart():
+    """Under speculation SGLang idles every other rank while one prefills ("prefill and decode
+    batches will not be mixed when spec and dp-attn is enabled"); vLLM mixes anyway."""
+    z = np.zeros(4, dtype=np.int64)
+    mtp = preset_method("mtp", target="deepseek-v3", engine="sglang")
+    for engine, method, apart in (("sglang", "autoregressive", 8), ("sglang", "mtp", 1),
+                                  ("vllm", "autoregressive", 1)):  # fmt: skip
+        sc = Scenario(
+            model="deepseek-v3", gpu="h200", tp=8, dp=8, ep=8, engine=engine,
+            method=MethodConfig(name=method, k=0) if method == "autoregressive" else mtp,
+        )  # fmt: skip
+        table = RequestTable(RequestSpecs(z + 8, z + 8, z - 1))
+        replica = Replica(StepClock(), setup_replica(sc), table, None)
+        assert replica.sched.ranks_apart == apart, (engine, method)

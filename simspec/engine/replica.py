@@ -41,7 +41,7 @@ from simspec.engine.runs_at_once import (
     StepClock,
 )
 from simspec.engine.scheduler import ScheduledBatch, Scheduler
-from simspec.engine.speculators import DraftStep, Speculator
+from simspec.engine.speculators import Autoregressive, DraftStep, Speculator
 from simspec.engine.speculators.eagle import EagleHead, FixedChain
 from simspec.errors import ScenarioError
 
@@ -186,6 +186,11 @@ class Replica(RunsAtOnce):
             drop_last_hit=setup.drop_last_hit,
             window=setup.memory.window,
             transfer_reserve=setup.transfer_reserve,
+            ranks_apart=(
+                setup.memory.dp
+                if setup.prefill_first and isinstance(self.spec, Autoregressive)
+                else 1
+            ),
         )
         # a stand-alone decode instance too (QA: on vLLM its first token came free, one step
         # sooner than the same instance's in a fleet)

@@ -174,8 +174,20 @@ class Scheduler:
         cache_prompt_only: bool = False,
         window: WindowBlocks | None = None,
         transfer_reserve: tuple[int, int] | None = None,
+        ranks_apart: int = 1,
     ) -> None:
         self.requests, self.pool, self.block_size = requests, pool, block_size
+        # DP attention ranks that schedule apart (SGLang without speculation): each request
+        # lives on the rank the controller sent it to, round robin (data_parallel_controller.py
+        # round_robin_scheduler, load_balance_method "auto" outside PD), and a rank's prefill
+        # stops only its own decodes (Scheduler.get_next_batch_to_run decides per rank;
+        # prepare_mlp_sync_batch_raw gathers the ranks' token counts and leaves each rank its
+        # own forward mode). Under speculation SGLang gives every other rank an idle batch
+        # while one prefills ("prefill and decode batches will not be mixed when spec and
+        # dp-attn is enabled", SGLang 0.5.10): one rank here, as the ranks run as one.
+        self.ranks_apart = ranks_apart
+        self._rank = np.zeros(len(requests) if ranks_apart > 1 else 0, dtype=np.int64)
+        self._next_rank = 0
         # a decode instance's admission (SGLang): tokens kept to decode per request held, and
         # the clip on an output's length (_admit_transfers)
         self.transfer_reserve = transfer_reserve
@@ -282,6 +294,9 @@ class Scheduler:
     def add(self, rid: int) -> None:
         """A new request joins the queue; one that can never fit is marked unfinishable."""
         r = self.requests
+        if self.ranks_apart > 1:  # the controller sends it before its rank checks it
+            self._rank[rid] = self._next_rank
+            self._next_rank = (self._next_rank + 1) % self.ranks_apart
         need = self._blocks_for(
             int(r.prompt_len[rid] + r.output_len[rid]) + self.widest_draft_slots + self.lookahead
         )
@@ -827,8 +842,32 @@ class Scheduler:
         self._admit(budget, prefill, chunks)
         if not prefill:
             return None
-        return ScheduledBatch(_EMPTY, np.array(prefill, dtype=np.int64),
-                              np.array(chunks, dtype=np.int64), _EMPTY)  # fmt: skip
+        prefilling = np.array(prefill, dtype=np.int64)
+        decode = self._decodes_beside(prefilling) if self.ranks_apart > 1 else _EMPTY
+        return ScheduledBatch(decode, prefilling, np.array(chunks, dtype=np.int64),
+                              r.computed[decode] if len(decode) else _EMPTY)  # fmt: skip
+
+    def _decodes_beside(self, prefill: np.ndarray) -> np.ndarray:
+        """The running requests that decode in a prefill step under :attr:`ranks_apart`:
+        those on ranks with no prompt chunk this step, when their next tokens' blocks are all
+        free (else none: their ranks wait, and the decode path that follows retracts)."""
+        r, size = self.requests, self.block_size
+        rids = self._running_array()
+        rids = rids[r.decoding[rids] & ~np.isin(self._rank[rids], self._rank[prefill])]
+        if not len(rids):
+            return _EMPTY
+        held = r.blocks[rids]
+        up = 1 + self.reserved_draft_slots + self.lookahead + size - 1
+        new_held = np.maximum(self._units((r.computed[rids] + up) // size), held)
+        blocks = r.total(new_held - held)
+        if blocks > self.pool.free:
+            return _EMPTY
+        self._steady_ids = None
+        self._take(blocks)
+        r.blocks[rids] = new_held
+        if self.decode_reserve is not None:
+            self._update_ratio()  # their ranks' decode step (update_running_batch)
+        return rids
 
     def _with_admitted(
         self,
