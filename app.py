@@ -83,10 +83,32 @@ WIDGETS = {
     "--precision": "Weight precision",
 }
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+# the scenario fields a refusal may start with, by the widget that sets them (QA: "rate: ...",
+# "tp: ..." and "scheduler.max_model_len: ..." named no widget of the page)
+FIELD_WIDGETS = {
+    "rate": "Loads",
+    "workload.rate": "Loads",
+    "workload.concurrency": "Loads",
+    "batch_sizes": "Loads",
+    "tp": "Tensor parallel",
+    "dp": "Data-parallel attention",
+    "ep": "Expert parallel",
+    "engine": "Engine profile",
+    "gpu": "GPU",
+    "model": "Model",
+    "precision": "Weight precision",
+    "scheduler.max_model_len": "Max model len",
+}
+_FIELD = re.compile(r"^([a-z_][a-z0-9_.]*): ", re.MULTILINE)
 
 
 def in_page_words(message: str) -> str:
-    """``message`` with each CLI flag that a widget of the page sets said as that widget."""
+    """``message`` with each CLI flag, and each scenario field it starts with, that a widget
+    of the page sets said as that widget."""
+    message = _FIELD.sub(
+        lambda m: f"{FIELD_WIDGETS[m.group(1)]}: " if m.group(1) in FIELD_WIDGETS else m.group(0),
+        message,
+    )
     return _FLAG.sub(lambda m: WIDGETS.get(m.group(0), m.group(0)), message)
 
 

@@ -935,6 +935,13 @@ class Deployment(BaseModel):
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
 
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, v: str) -> str:
+        # the presets' ids are lower case, and GPU names are said either way (QA: H100_SXM was
+        # an unknown GPU while method names ignore case)
+        return v.lower()
+
     @field_validator("tp")
     @classmethod
     def _tp(cls, v: int) -> int:

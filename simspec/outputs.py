@@ -15,6 +15,7 @@ it: they name the file itself.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -97,6 +98,23 @@ def existing_regular(out: Path) -> os.stat_result | None:
             str(out),
         )
     return st
+
+
+def missing_folders(out: Path) -> list[Path]:
+    """The folders above ``out`` that do not exist yet, deepest first: what writing it creates."""
+    missing: list[Path] = []
+    parent = out.parent
+    while not os.path.lexists(parent) and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    return missing
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) that exist and are empty: a failed write's own."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def check_writable(out: Path) -> None:

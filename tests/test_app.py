@@ -997,3 +997,16 @@ def test_a_message_names_the_widget_that_sets_a_flag():
     assert page.in_page_words("raise --gpu-memory-utilization") == (
         "raise --gpu-memory-utilization"
     )
+
+
+def test_a_message_that_starts_with_a_field_names_its_widget():
+    """QA: "rate: Input should be ...", "tp: ..." and "scheduler.max_model_len: ..." named
+    fields no widget of the page is called; a field the page has no widget for stays."""
+    import app as page
+
+    assert page.in_page_words("rate: Input should be greater than 0").startswith("Loads: ")
+    assert page.in_page_words("tp: 32 heads").startswith("Tensor parallel: ")
+    said = page.in_page_words("scheduler.max_model_len: 10000000 exceeds")
+    assert said.startswith("Max model len: ")
+    assert page.in_page_words("seed: too big") == "seed: too big"
+    assert page.in_page_words("see tp: here") == "see tp: here"  # only where a line starts

@@ -374,3 +374,12 @@ def test_an_unknown_draft_is_advised_with_the_draft_flag():
     with pytest.raises(InputError, match=r"--draft-model DIR/config.json") as exc:
         load_model("nonexistent/draft", "draft_model")
     assert "--model DIR" not in exc.value.message
+
+
+def test_gpu_names_ignore_case_as_method_names_do():
+    """QA: --gpu H100_SXM was an unknown GPU while method names ignore case."""
+    from simspec.config import Deployment
+
+    assert Deployment(gpu="H100_SXM").gpu == "h100_sxm"
+    result = runner.invoke(app, ["models", "llama-3.1-8b", "--gpu", "H200"])
+    assert result.exit_code == 0, result.output

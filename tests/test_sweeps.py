@@ -612,3 +612,31 @@ def test_a_draft_run_on_another_pairs_acceptance_says_drafts_compare_by_cost_alo
     assert "draft_model with draft llama-3.1-8b: its acceptance is the preset's" in said
     assert "compare here by their cost alone" in said
     assert not extrapolation_notes([preset_method("eagle3", "sharegpt")])
+
+
+def test_a_journal_that_cannot_be_written_names_it_and_leaves_no_folder(tmp_path, monkeypatch):
+    """QA: a full disk mid-sweep said "cannot read or write a file" naming no file, and left the
+    folders --out had created behind."""
+    import errno
+
+    import simspec.studies.runs.journal as journal
+
+    class Full:
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self) -> None: ...
+
+        def close(self) -> None: ...
+
+    monkeypatch.setattr(journal, "_append", lambda path: Full())
+    out = tmp_path / "new" / "sub" / "x.csv"
+    result = cli.invoke(
+        app,
+        ["sweep", "--concurrencies", "1", "--methods", "autoregressive", "--requests", "20",
+         "--turnovers", "1", "--executor", "serial", "--quiet", "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "--out" in result.output and "x.csv.partial" in result.output
+    assert "No space left" in result.output
+    assert not (tmp_path / "new").exists()

@@ -58,6 +58,7 @@ def models(
 
     Example: simspec models deepseek-v3 --gpu h200 --tp 8 --ep 8
     """
+    gpu = gpu.lower()  # as a scenario's gpu field takes it
     load_gpu(gpu), load_engine(engine)  # bad flags fail by name first
     if name is None:
         # before the layout is checked as a deployment's: --ep 2 alone is a missing NAME, not

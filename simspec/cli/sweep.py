@@ -37,7 +37,7 @@ from simspec.cli.tables import (
 from simspec.config import DEFAULT_TURNOVERS, MAX_WORKERS
 from simspec.engine import window
 from simspec.errors import InputError
-from simspec.outputs import check_writable, existing_regular
+from simspec.outputs import check_writable, existing_regular, missing_folders, remove_empty
 from simspec.studies.metrics import unserved_text
 from simspec.studies.model_facts import summary_line
 from simspec.studies.provenance import (
@@ -137,6 +137,9 @@ def sweep(
     if out is not None and journal is not None:
         _check_out(out, journal, resume)
     started_journal = journal is not None and not journal.exists()
+    # the folders writing --out would create: removed again where nothing is written (QA: a
+    # full disk left them behind)
+    created = [] if out is None else missing_folders(out)
     todo = cells(cfg)
     # SIGTERM / SIGHUP are stops under every executor, said and kept as Ctrl-C's are (QA: a
     # serial sweep killed by SIGTERM exited 143 with nothing said)
@@ -150,11 +153,16 @@ def sweep(
             ) as runs,
         ):
             frame = run_cells(cfg, todo, runs=runs)
-    except Exception:
+    except Exception as exc:
         # a failure is not a stop: leave nothing behind but what was there before (an
         # interrupt, SIGTERM or SIGHUP is a stop, and keeps the journal for --resume)
         if started_journal and journal is not None:
             journal.unlink(missing_ok=True)
+            remove_empty(created)
+        if isinstance(exc, OSError) and journal is not None and exc.filename == str(journal):
+            raise InputError(
+                "--out", f"cannot write {shown(journal)} (its finished cells): {exc.strerror}"
+            ) from None
         raise
     except BaseException:
         # a stop (Ctrl-C, SIGTERM, SIGHUP): say what was kept and how to go on (QA: silent)

@@ -148,6 +148,12 @@ def _terminate(pool: ProcessPoolExecutor) -> None:
         proc.terminate()
     for proc in processes:
         proc.join(timeout=5)
+    # its manager thread closes its wake-up pipe as it ends; at exit Python wakes that pipe,
+    # and a pipe closed under it meanwhile printed an OSError traceback (QA: SIGINT to the
+    # main process alone, 2 in 9): wait for the thread, whose pipe is then marked closed
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if manager is not None:
+        manager.join(timeout=5)
 
 
 def exit_on_signals() -> Callable[[], None]:

@@ -104,11 +104,14 @@ class RunCache:
     def add(self, key: str, summary: RunSummary) -> None:
         self._runs[key] = summary
         if self.path is not None and _finite(summary):
-            if self._sink is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._sink = _append(self.path)
-            self._sink.write(_line(key, summary, self._version))
-            self._sink.flush()
+            try:
+                if self._sink is None:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self._sink = _append(self.path)
+                self._sink.write(_line(key, summary, self._version))
+                self._sink.flush()
+            except OSError as exc:  # a write's error names no file: this one's (QA: a full disk)
+                raise OSError(exc.errno, exc.strerror, str(self.path)) from None
 
     def close(self) -> None:
         if self._sink is not None:
