@@ -577,3 +577,23 @@ def test_vllm_runs_no_dynamic_sd_table_under_data_parallelism():
     )
     rec = runner.invoke(app, ["recommend", *args])
     assert rec.exit_code == 2 and "error: --dp: vLLM turns" in " ".join(rec.output.split())
+
+
+def test_sglang_refuses_an_ep_that_does_not_divide_the_experts_and_vllm_runs_it(tmp_path):
+    """SGLang's FusedMoE asserts (num_experts - fused shared) % ep_size == 0 (QA: a 60-expert
+    config ran at ep 8 on sglang); vLLM's determine_expert_map spreads the rest."""
+    import json
+
+    cfg = {
+        "model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"],
+        "hidden_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 32,
+        "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144,
+        "moe_intermediate_size": 768, "num_experts": 60, "num_experts_per_tok": 4,
+        "vocab_size": 151936, "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    sc = Scenario(model=str(path), tp=8, ep=8, engine="sglang")
+    with pytest.raises(InputError, match="ep: engine sglang .*60 experts"):
+        setup_replica(sc)
+    setup_replica(sc.model_copy(update={"engine": "vllm"}))

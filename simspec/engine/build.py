@@ -335,6 +335,16 @@ def check_ep(target: ModelShape, ep: int, engine: EngineProfile | None = None) -
             f"with none (whole experts per GPU); ep is 1 or tp, so use ep 1, or tp "
             f"{_largest_power_of_two(target.num_experts)} or fewer with ep = tp",
         )
+    if ep > 1 and engine is not None and engine.family == "sglang" and target.num_experts % ep:
+        # SGLang places the same number of experts on every GPU: FusedMoE asserts
+        # "(num_experts - num_fused_shared_experts) % self.moe_ep_size == 0", and DeepEP's
+        # dispatcher likewise (layers/moe/fused_moe_triton/layer.py, token_dispatcher/
+        # deepep.py, 0.5.10); vLLM spreads the rest unevenly (determine_expert_map)
+        raise InputError(
+            "ep",
+            f"engine {engine.id} needs the {target.num_experts} experts of {target.id} split "
+            f"evenly: ep={ep} does not divide them; give an ep that does, or run on vllm",
+        )
 
 
 def setup_replica(sc: Scenario) -> ReplicaSetup:
