@@ -150,7 +150,28 @@ def policy(
         "the policy is faster"
     )
     tail_note(frame)
+    memory_note(frame)
     beaten_note(frame, open_loop=cfg.workload.arrival != "closed")
+
+
+def memory_note(frame: Any) -> None:
+    """A note where the policy's replica holds fewer KV blocks than plain decoding's: its
+    draft's weights and KV are loaded whatever K its schedule picks, so under a load that fills
+    the cache it runs fewer requests at once even where it never speculates (QA: a schedule of
+    K=0 everywhere showed a 2 % TPOT gain over plain decoding)."""
+    blocks = frame.set_index("setting")["kv_blocks_total"]
+    if "policy" not in blocks or "autoregressive" not in blocks:
+        return
+    mine, plain = blocks["policy"], blocks["autoregressive"]
+    if not mine < plain:
+        return
+    err.print(
+        f"note: the policy's replica holds {mine:,.0f} KV blocks against {plain:,.0f} for "
+        f"autoregressive ({1 - mine / plain:.1%} fewer): the draft's weights and KV stay loaded "
+        "whatever K the schedule picks, so where the cache fills it runs fewer requests at "
+        "once, even in bands that do not speculate",
+        highlight=False,
+    )
 
 
 def beaten_note(frame: Any, open_loop: bool = False) -> None:

@@ -40,6 +40,10 @@ METRICS = (
     "e2e_s_p50",
     "e2e_s_p99",
     "mean_accept_len",
+    # the KV blocks the setting's replica holds: the draft's weights and KV take theirs
+    # whether or not its schedule speculates (QA: a policy of K=0 everywhere differed from
+    # plain decoding, under a load that filled the cache, with no word of why)
+    "kv_blocks_total",
 )
 COLUMNS = [
     "setting",
