@@ -36,7 +36,9 @@ ATTENTION_NOTE = (
     "Attention is fitted on vLLM 0.19's kernel for one model's full-attention layers "
     "(Qwen3.6-35B-A3B: 16 query / 2 KV heads of 256 per GPU at TP 1, 2 / 1 at TP 8) and applied "
     "to other head shapes through their FLOP and byte counts "
-    "(simspec.engine.costmodel.attention_work). "
+    "(simspec.engine.costmodel.attention_work). Its table times KV contexts of at most 1,024 "
+    "tokens (prefill chunks and decode contexts 0-1,024, shared/calibration-data/"
+    "llmservingsim-h100/SOURCE.md): longer contexts take the fit past what was timed. "
     "Measured: every constant with basis 'measured'. Datasheet: the peaks they are fractions of "
     "(simspec/data/gpus.yaml)."
 )

@@ -325,6 +325,11 @@ def test_a_fit_refuses_timings_taken_on_a_cpu_in_float32_or_on_another_gpu(tmp_p
         (origin("cuda", "bfloat16", "NVIDIA H100 PCIe"), "h100_sxm", "not a H100 \\(not PCIE"),
         (origin("cuda", "bfloat16", "NVIDIA GB200"), "b200", "not a B200"),
         (origin("cuda", "bfloat16", "NVIDIA A100-SXM4-40GB"), "a100_80gb", "not a A100 80GB"),
+        # a blank cell passes every check it is in (QA: an A100 table with its gpu_name blanked
+        # fitted as a calibrated H200)
+        (origin("cuda", "bfloat16", ""), "h200", r"1 row\(s\) with no gpu_name"),
+        (origin("cuda", None, "NVIDIA H200"), "h200", "with no dtype"),  # type: ignore[arg-type]
+        (origin(" ", "bfloat16", "NVIDIA H200"), "h200", "with no device"),
     ]
     for table, gpu, words in cases:
         with pytest.raises(InputError, match=words):
@@ -439,6 +444,22 @@ def test_a_table_cut_short_and_the_operators_taken_from_the_fallback_are_said(tm
     assert notes[1].startswith("note: attention, elementwise, allreduce not fitted")
     assert "h100_sxm" in notes[1]
     assert coverage_notes([str(whole)], dict.fromkeys(FORMS), "h100_sxm") == []
+
+
+def test_a_fit_timed_short_of_a_prompt_chunk_says_so_and_keeps_its_range():
+    """QA: a table timed at 1-64 tokens fitted "calibrated" and priced prefill GEMMs 30 % fast,
+    its range recorded nowhere."""
+    from simspec.cli.calibrate import range_notes
+    from simspec.studies.calibration.fit import OperatorFit
+
+    def fit(op: str, top: int) -> OperatorFit:
+        return OperatorFit(op, {}, 10, {"mape": 0.0, "p90_ape": 0.0}, tokens_timed=(1, top))
+
+    notes = range_notes({"gemm": fit("gemm", 64), "elementwise": fit("elementwise", 64)})
+    assert len(notes) == 1 and "gemm was timed at 1-64 tokens" in notes[0]
+    assert "8,192" in notes[0]
+    assert range_notes({"attention": fit("attention", 8192)}) == []
+    assert fit("gemm", 64).summary()["tokens_timed"] == [1, 64]
 
 
 _HARNESS_HEAD = (

@@ -140,10 +140,15 @@ class OperatorFit:
     heldout: dict[str, float] = field(default_factory=dict)
     heldout_split: str = ""
     heldout_n: int = 0
+    # the fewest and most tokens a timed forward of the operator ran: past them the fit
+    # extrapolates (QA: a table timed at 1-64 tokens fitted "calibrated" and priced prefill
+    # GEMMs 30 % fast, its range recorded nowhere)
+    tokens_timed: tuple[int, int] = (0, 0)
 
     def summary(self) -> dict[str, object]:
         return {
             "n_samples": self.n,
+            "tokens_timed": list(self.tokens_timed),
             "fit_mape": round(self.fit["mape"], 4),
             "fit_p90_ape": round(self.fit["p90_ape"], 4),
             "heldout_mape": round(self.heldout.get("mape", float("nan")), 4),
@@ -193,6 +198,7 @@ def fit_all(samples: pd.DataFrame, gpu: GpuSpec) -> dict[str, OperatorFit]:
             params,
             len(s),
             errors(predict(operator, params, s, gpu), s["time_s"].to_numpy()),
+            tokens_timed=(int(s["tokens"].min()), int(s["tokens"].max())),
         )
         mask, how = holdout_split(s)
         if 0 < mask.sum() < len(s):

@@ -147,7 +147,20 @@ def cut_short(paths: list[str]) -> list[str]:
 def check_origin(d: pd.DataFrame, path: Path, gpu: str | None) -> None:
     """Refuse timings a GPU profile cannot rest on: taken on a CPU (the harness's smoke run),
     in a dtype its 2-byte prices do not describe, or on a GPU other than ``gpu`` (by the
-    family in its ``gpu_name``: H100 for h100_sxm, A100 for a100_80gb...)."""
+    family in its ``gpu_name``: H100 for h100_sxm, A100 for a100_80gb...). An empty cell in
+    one of those columns is refused too: it would pass any check (QA: a table with its
+    gpu_name blanked fitted an A100's timings as a calibrated H200)."""
+    for col in ("device", "dtype", "gpu_name"):
+        if col in d.columns:
+            cells = d[col]
+            blank = int((cells.isna() | (cells.astype(str).str.strip() == "")).sum())
+            if blank:
+                raise InputError(
+                    "timings",
+                    f"{shown(path)} has {blank} row(s) with no {col}: the harness writes it "
+                    "on every row, and the fit checks the timings' origin by it; fill it or "
+                    "drop those rows",
+                )
     if "device" in d.columns:
         devices = sorted({str(v) for v in d["device"].dropna()} - {"cuda"})
         if devices:

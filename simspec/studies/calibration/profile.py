@@ -102,7 +102,8 @@ def build_profile(
         )
         how = (
             f"Fitted with scipy least_squares (log residuals, soft-L1) to {fit.n} {operator} "
-            f"samples from {_describe_sources(s)}; fit MAPE {fit.fit['mape']:.1%}{held}."
+            f"samples from {_describe_sources(s)}, timed at {fit.tokens_timed[0]:,}-"
+            f"{fit.tokens_timed[1]:,} tokens; fit MAPE {fit.fit['mape']:.1%}{held}."
         )
         for name, *_ in form:
             params[f"{operator}_{name}"] = Sourced(
