@@ -1030,8 +1030,14 @@ def build_parser() -> Parser:
         ),
     )
     m = p.add_argument_group("model")
-    m.add_argument("--model", help=f"built-in shape: {', '.join(MODELS)}")
-    m.add_argument("--config", metavar="PATH", help="Hugging Face config.json to take shapes from")
+    m.add_argument(
+        "--model", help=f"built-in shape: {', '.join(MODELS)} (this or --config is required)"
+    )
+    m.add_argument(
+        "--config",
+        metavar="PATH",
+        help="Hugging Face config.json to take shapes from (this or --model is required)",
+    )
     m.add_argument("--tp", type=int, default=1, help="emulated tensor parallelism (default: 1)")
     m.add_argument(
         "--layers",
@@ -1094,7 +1100,7 @@ def parse_list(flag: str, text: str, smallest: int) -> list[int]:
     if not values or min(values) < smallest:
         kind = "positive" if smallest > 0 else "non-negative"
         raise UsageError(flag, f"expected {kind} integers separated by commas, got {text!r}")
-    return values
+    return list(dict.fromkeys(values))  # a size given twice is timed once (QA: 1,1,2)
 
 
 def resolve_device(args: argparse.Namespace) -> torch.device:

@@ -358,3 +358,8 @@ def test_list_shows_a_gpu_runs_cases_on_a_machine_without_one(tf, capsys):
         return int(text.strip().splitlines()[-1].split()[0])  # "N cases (...)"
 
     assert count(gpu) > count(cpu)
+
+
+def test_a_size_given_twice_is_timed_once(tf) -> None:
+    """QA: --gemm-tokens 1,1,2 timed the 1-token rows twice."""
+    assert tf.parse_list("--gemm-tokens", "1,1,2,1", 1) == [1, 2]
