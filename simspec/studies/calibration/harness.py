@@ -103,7 +103,6 @@ def harness_csv(path: Path, gpu: str | None = None) -> pd.DataFrame:
             "(the GPU that timed each row): a table that does not say where it was timed "
             "cannot be fitted to a GPU's profile",
         )
-    check_origin(d, path, gpu)
     # the whole-forward rows (forward, prefill, draft_head) check the fit (simspec calibrate
     # report); any other kind is not the harness's, and dropping it would leave a fit short
     # of samples with no word why (QA: kind=GEMM in capitals)
@@ -127,6 +126,8 @@ def harness_csv(path: Path, gpu: str | None = None) -> pd.DataFrame:
         raise InputError(
             "timings", f"{shown(path)} has no per-operator rows (gemm, attention, ...)"
         )
+    # after the rows: a malformed row is named by its line before its blank cells are
+    check_origin(d, path, gpu)
     return samples_frame({c: [row[c] for row in out] for c in COLUMNS})
 
 
