@@ -28,7 +28,9 @@ def check_suffix(out: Path | None, flag: str, suffixes: tuple[str, ...]) -> None
         # the writers choose the format by the suffix as written (QA: x.CSV read as refused
         # for no reason): a suffix in another case is named as such
         case = " in lower case" if out.suffix.lower() in suffixes else ""
-        raise InputError(flag, f"write {' or '.join(suffixes)}{case} (got {shown(out)})")
+        # an empty name reaches here as '.', which the user never typed (QA)
+        got = "an empty name" if str(out) == "." else shown(out)
+        raise InputError(flag, f"write {' or '.join(suffixes)}{case} (got {got})")
     if out is not None and out.suffix == ".parquet" and not parquet_engine():
         # QA: without one the run finished every cell, then failed with a traceback
         raise InputError(
