@@ -383,6 +383,9 @@ def test_gpu_names_ignore_case_as_method_names_do():
     assert Deployment(gpu="H100_SXM").gpu == "h100_sxm"
     result = runner.invoke(app, ["models", "llama-3.1-8b", "--gpu", "H200"])
     assert result.exit_code == 0, result.output
+    from simspec.catalog.hardware import load_gpu, load_profile
+
+    assert load_gpu("H200").id == "h200" and load_profile("H200").gpu == "h200"
 
 
 def test_an_empty_out_name_is_said_as_empty_not_as_a_dot():

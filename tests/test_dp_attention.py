@@ -597,3 +597,24 @@ def test_sglang_refuses_an_ep_that_does_not_divide_the_experts_and_vllm_runs_it(
     with pytest.raises(InputError, match="ep: engine sglang .*60 experts"):
         setup_replica(sc)
     setup_replica(sc.model_copy(update={"engine": "vllm"}))
+
+
+def test_a_prompt_chunk_among_decodes_costs_its_whole_context_on_its_rank():
+    """The chunk's rank runs the chunk over its own context (review: the chunks' sums scaled by
+    the rank's share of sequences priced a 1,024-token chunk at 16k context among 56 decodes
+    at 256 ms, the chunk alone at 333 ms), and chunks on several ranks cost about one."""
+    m, dp8 = load_model("deepseek-v3"), _cost(8, 8, 8)
+
+    def chunks(n: int) -> BatchShape:
+        return BatchShape.of(np.full(n, 1024), np.full(n, 16384), n, prefill=True)
+
+    def decodes(n: int) -> BatchShape:
+        return BatchShape.uniform(n, 1, float(n * 20000), n)
+
+    alone = dp8.forward(m, chunks(1)).total_s
+    assert dp8.forward(m, chunks(1) + decodes(56)).total_s >= alone
+    share = rank_share(chunks(1) + decodes(56), 8)
+    assert share.pre_seqs == 1 and share.pre_kv == pytest.approx(16384)
+    four = dp8.forward(m, chunks(4) + decodes(32)).total_s
+    assert alone <= four <= 1.15 * dp8.forward(m, chunks(4)).total_s
+    assert rank_share(chunks(4), 8).num_tokens == 1024  # one chunk a rank

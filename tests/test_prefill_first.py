@@ -236,3 +236,42 @@ def test_only_sglang_without_speculation_schedules_its_ranks_apart():
         table = RequestTable(RequestSpecs(z + 8, z + 8, z - 1))
         replica = Replica(StepClock(), setup_replica(sc), table, None)
         assert replica.sched.ranks_apart == apart, (engine, method)
+
+
+def test_a_ranks_chunked_request_takes_its_ranks_budget_and_nobody_joins_it():
+    """SGLang's PrefillAdder runs per rank, each with chunked_prefill_size // dp: a request still
+    prefilling on rank 0 leaves no room there for an arrival on rank 0 (review: 12 tokens ran on
+    a rank whose budget is 8)."""
+    sched, table = rig([40, 4, 4], [9, 9, 9], ranks_apart=2, chunk_cap=8, max_tokens=16)
+    sched.add(0)  # rank 0, chunked
+    sched.add(1)  # rank 1
+    step(sched, table, sched.schedule())
+    sched.add(2)  # rank 0 again: waits for its rank's budget
+    batch = sched.schedule()
+    assert batch.prefill.tolist() == [0] and batch.chunks.tolist() == [8]
+    assert batch.decode.tolist() == [1]  # rank 1 decodes beside it
+
+
+def test_a_decode_needing_no_new_block_runs_beside_a_prompt_when_others_lack_blocks():
+    """The ranks' pools are one here: a decode needing a block another rank's admission took
+    waits, and one needing none still runs (review: one short block stopped every rank)."""
+    sched, table = rig([4, 3, 8], [9, 9, 1], ranks_apart=3, chunk_cap=8, max_tokens=24,
+                       num_blocks=4)  # fmt: skip
+    sched.add(0)
+    sched.add(1)
+    step(sched, table, sched.schedule())
+    sched.add(2)  # its 8-token prompt takes the last two blocks
+    batch = sched.schedule()
+    assert batch.prefill.tolist() == [2] and batch.decode.tolist() == [1]
+
+
+def test_sglangs_ratio_decays_in_a_step_whose_other_ranks_decode():
+    """SGLang's decoding ranks run update_running_batch, which decays new_token_ratio."""
+    sched, table = rig([4, 4, 6], [9, 9, 9], ranks_apart=2, decode_reserve=(0.7, 0.1, 0.05, 4096))
+    sched.add(0)
+    sched.add(1)
+    step(sched, table, sched.schedule())
+    before = sched.ratio
+    sched.add(2)
+    batch = sched.schedule()
+    assert batch.decode.tolist() == [1] and sched.ratio == pytest.approx(before - 0.05)

@@ -542,6 +542,8 @@ def borrows_moe_fits(gpu: GpuSpec) -> bool:
 
 def load_gpu(gpu_id: str) -> GpuSpec:
     table = packaged_table("gpus.yaml")
+    if gpu_id not in table and gpu_id.lower() in table:  # GPU names are said either way
+        gpu_id = gpu_id.lower()
     if gpu_id not in table:
         raise InputError("gpu", f"unknown GPU {gpu_id!r}; choose one of {', '.join(sorted(table))}")
     return GpuSpec(id=gpu_id, **table[gpu_id])
@@ -563,6 +565,7 @@ def load_profile(ref: str) -> HardwareProfile:
         text = read_input_text(path, "profile", MAX_PROFILE_BYTES)
         raw = parse_json_or_yaml(text, path, "profile")
     else:
+        ref = ref.lower()  # the packaged ids are lower case, as the GPUs' (load_gpu)
         try:
             raw = _packaged_profile(ref)
         except (OSError, ValueError):  # no such packaged file, or a name no file can have

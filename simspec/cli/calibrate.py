@@ -70,6 +70,7 @@ def calibrate_fit(
 
     check_outputs((out, "--out", (".yaml", ".yml", ".json")))
     spec = as_flag("--gpu", load_gpu, gpu)  # refusals name the flag that was typed (QA)
+    gpu = spec.id  # in the packaged spelling (GPU names are said either way)
     back = as_flag("--fallback" if fallback else "--gpu", load_profile, fallback or gpu)
     try:
         samples, files = discover(timings, gpu)
@@ -148,7 +149,7 @@ def range_notes(fits: dict) -> list[str]:
         f"forward with more (a prompt chunk of up to {chunk:,} in vLLM, a large batch) takes "
         "the fit past what was timed, and its held-out error does not measure that"
         for op, fit in fits.items()
-        if op in ("gemm", "attention") and fit.tokens_timed[1] < chunk
+        if op in ("gemm", "attention") and fit.tokens_timed and fit.tokens_timed[1] < chunk
     ]
 
 

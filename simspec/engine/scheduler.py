@@ -118,6 +118,8 @@ class Scheduler:
     no prefill can be formed for, and such a step admits no one (Scheduler.get_next_batch_to_run:
     "Run prefill first if possible", python/sglang/srt/managers/scheduler.py; decodes join a
     prefill batch only under --enable-mixed-chunk, ServerArgs.enable_mixed_chunk = False).
+    Under DP attention without speculation (``ranks_apart``) that holds per rank: the ranks
+    with no prompt chunk in the step decode in it (:meth:`_decodes_beside`).
 
     ``trim_drafts``: vLLM V1's budget edge. A decode whose draft does not fit the budget left
     gets that budget, its draft trimmed to fit (``ScheduledBatch.edge_width``), and the step
@@ -188,6 +190,7 @@ class Scheduler:
         self.ranks_apart = ranks_apart
         self._rank = np.zeros(len(requests) if ranks_apart > 1 else 0, dtype=np.int64)
         self._next_rank = 0
+        self._ranks_full: set[int] = set()  # ranks whose prefill budget this step is spent
         # a decode instance's admission (SGLang): tokens kept to decode per request held, and
         # the clip on an output's length (_admit_transfers)
         self.transfer_reserve = transfer_reserve
@@ -827,6 +830,9 @@ class Scheduler:
         budget = self.max_tokens
         prefill: list[int] = []
         chunks: list[int] = []
+        # a rank's chunked request takes its rank's budget (SGLang's PrefillAdder per rank,
+        # chunked_prefill_size // dp): nobody is admitted beside it on that rank (_admit)
+        self._ranks_full = set()
         for rid in still:
             if budget <= 0:
                 break
@@ -839,7 +845,10 @@ class Scheduler:
             prefill.append(rid)
             chunks.append(n)
             budget -= n
+            if self.ranks_apart > 1:
+                self._ranks_full.add(int(self._rank[rid]))
         self._admit(budget, prefill, chunks)
+        self._ranks_full = set()
         if not prefill:
             return None
         prefilling = np.array(prefill, dtype=np.int64)
@@ -849,8 +858,10 @@ class Scheduler:
 
     def _decodes_beside(self, prefill: np.ndarray) -> np.ndarray:
         """The running requests that decode in a prefill step under :attr:`ranks_apart`:
-        those on ranks with no prompt chunk this step, when their next tokens' blocks are all
-        free (else none: their ranks wait, and the decode path that follows retracts)."""
+        those on ranks with no prompt chunk this step whose next tokens' blocks are free, in
+        running order (one needing no new block always is). The ranks' pools are one here:
+        a decode whose blocks another rank's admission took waits for a step without prompts,
+        whose decode path retracts (SGLang's rank would retract in its own step)."""
         r, size = self.requests, self.block_size
         rids = self._running_array()
         rids = rids[r.decoding[rids] & ~np.isin(self._rank[rids], self._rank[prefill])]
@@ -859,11 +870,16 @@ class Scheduler:
         held = r.blocks[rids]
         up = 1 + self.reserved_draft_slots + self.lookahead + size - 1
         new_held = np.maximum(self._units((r.computed[rids] + up) // size), held)
-        blocks = r.total(new_held - held)
-        if blocks > self.pool.free:
-            return _EMPTY
+        need = new_held - held
+        # the running order's blocks while free (the sums only grow, so the first that does
+        # not fit ends them), and every decode that needs none
+        fits = (np.cumsum(need) <= self.pool.free) | (need == 0)
+        if not fits.all():
+            rids, new_held, need = rids[fits], new_held[fits], need[fits]
+            if not len(rids):
+                return _EMPTY
         self._steady_ids = None
-        self._take(blocks)
+        self._take(r.total(need))
         r.blocks[rids] = new_held
         if self.decode_reserve is not None:
             self._update_ratio()  # their ranks' decode step (update_running_batch)
@@ -1004,6 +1020,8 @@ class Scheduler:
         free_before = self.pool.free * self.block_size
         while self.waiting and len(self.running) < self.max_seqs and budget > 0:
             rid = self.waiting[0]
+            if self._ranks_full and int(self._rank[rid]) in self._ranks_full:
+                break  # its rank's budget went to the chunked request (FCFS: the queue waits)
             hit = self._prefix_hit(rid)
             computed = int(r.computed[rid]) + hit * self.block_size
             n = min(int(r.num_tokens(rid)) - computed, budget, self.chunk_cap)

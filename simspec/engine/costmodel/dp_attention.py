@@ -103,6 +103,8 @@ def rank_share(batch: BatchShape, dp: int) -> BatchShape:
     held = _ceil_div(n, dp)
     if held >= n:
         return batch
+    if batch.pre_tokens:
+        return _with_largest_chunk(batch, held)
     f = held / n
     tokens, q_sq = batch.num_tokens, batch.sum_q_sq
     largest = q_sq / tokens if tokens else 0.0
@@ -133,6 +135,74 @@ def rank_share(batch: BatchShape, dp: int) -> BatchShape:
         out.pre_q_sq = batch.pre_q_sq * out.sum_q_sq / q_sq
         out.pre_q_kv = batch.pre_q_kv * (out.sum_q_kv / batch.sum_q_kv if batch.sum_q_kv else 0.0)
         out.pre_kv = batch.pre_kv * f
+    return out
+
+
+def _with_largest_chunk(batch: BatchShape, held: int) -> BatchShape:
+    """:func:`rank_share` of a batch with prompt chunks: the rank holding the largest chunk runs
+    all of it over its own context (the chunks' token-weighted mean size, sum q^2 / sum q, and
+    mean context, sum q*kv / sum q: exact for equal chunks), beside its share of the decodes
+    (its other ``held - 1`` sequences, decodes first, then chunks at their mean), unless its
+    sequences' mean share of the whole batch is more. Under SGLang's DP attention without
+    speculation the chunk's rank runs no decodes (Scheduler.ranks_apart): the decodes it is
+    priced with are its neighbours', a little dear. (QA: the chunks' sums scaled by the rank's
+    share of sequences priced a 1,024-token chunk at 16k context among 56 decodes at 256 ms,
+    the chunk alone at 333 ms; several chunks, each on its own rank, were priced as if some
+    shared one.)"""
+    n = batch.num_seqs
+    rest, pre = batch.split_prefill()
+    size = pre.sum_q_sq / pre.num_tokens
+    context = pre.sum_q_kv / pre.num_tokens
+    tokens = math.ceil(size)
+    out = BatchShape(1, tokens, size * size, size * context, context, 0)
+    others = held - 1
+    for part in (rest, pre):
+        if others <= 0 or part.num_seqs <= 0:
+            continue
+        take = min(others, part.num_seqs if part is rest else part.num_seqs - 1)
+        if take <= 0:
+            continue
+        g = take / part.num_seqs
+        out = out + BatchShape(
+            take,
+            _ceil_div(part.num_tokens * take, part.num_seqs),
+            part.sum_q_sq * g,
+            part.sum_q_kv * g,
+            part.sum_kv * g,
+            0,
+        )
+        if part is pre:
+            out.pre_seqs, out.pre_tokens = take, out.num_tokens - tokens
+            out.pre_q_sq, out.pre_q_kv, out.pre_kv = (
+                pre.sum_q_sq * g,
+                pre.sum_q_kv * g,
+                pre.sum_kv * g,
+            )
+        others -= take
+    # the largest chunk is a prompt chunk (its kernel path), with the chunks taken beside it
+    out.pre_seqs += 1
+    out.pre_tokens += tokens
+    out.pre_q_sq += size * size
+    out.pre_q_kv += size * context
+    out.pre_kv += context
+    logits = _ceil_div(batch.logit_tokens * held, n)
+    if out.num_tokens < _ceil_div(batch.num_tokens * held, n):  # the mean share is more
+        f = held / n
+        mean = BatchShape(
+            held,
+            _ceil_div(batch.num_tokens * held, n),
+            batch.sum_q_sq * f,
+            batch.sum_q_kv * f,
+            batch.sum_kv * f,
+            logits,
+            min(round(batch.pre_seqs * f), held),
+            _ceil_div(batch.pre_tokens * held, n),
+            batch.pre_q_sq * f,
+            batch.pre_q_kv * f,
+            batch.pre_kv * f,
+        )
+        return mean
+    out.logit_tokens = logits
     return out
 
 

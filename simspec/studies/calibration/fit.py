@@ -143,12 +143,14 @@ class OperatorFit:
     # the fewest and most tokens a timed forward of the operator ran: past them the fit
     # extrapolates (QA: a table timed at 1-64 tokens fitted "calibrated" and priced prefill
     # GEMMs 30 % fast, its range recorded nowhere)
-    tokens_timed: tuple[int, int] = (0, 0)
+    # (None for the all-reduce, whose samples count message bytes, not tokens)
+    tokens_timed: tuple[int, int] | None = None
 
     def summary(self) -> dict[str, object]:
+        timed = {} if self.tokens_timed is None else {"tokens_timed": list(self.tokens_timed)}
         return {
             "n_samples": self.n,
-            "tokens_timed": list(self.tokens_timed),
+            **timed,
             "fit_mape": round(self.fit["mape"], 4),
             "fit_p90_ape": round(self.fit["p90_ape"], 4),
             "heldout_mape": round(self.heldout.get("mape", float("nan")), 4),
@@ -156,6 +158,11 @@ class OperatorFit:
             "heldout_n": self.heldout_n,
             "heldout_split": self.heldout_split,
         }
+
+
+def _token_range(samples: pd.DataFrame) -> tuple[int, int]:
+    """The fewest and most tokens the samples' forwards ran."""
+    return int(samples["tokens"].min()), int(samples["tokens"].max())
 
 
 def min_samples(operator: str) -> int:
@@ -198,7 +205,7 @@ def fit_all(samples: pd.DataFrame, gpu: GpuSpec) -> dict[str, OperatorFit]:
             params,
             len(s),
             errors(predict(operator, params, s, gpu), s["time_s"].to_numpy()),
-            tokens_timed=(int(s["tokens"].min()), int(s["tokens"].max())),
+            tokens_timed=None if operator == "allreduce" else _token_range(s),
         )
         mask, how = holdout_split(s)
         if 0 < mask.sum() < len(s):

@@ -102,8 +102,8 @@ def build_profile(
         )
         how = (
             f"Fitted with scipy least_squares (log residuals, soft-L1) to {fit.n} {operator} "
-            f"samples from {_describe_sources(s)}, timed at {fit.tokens_timed[0]:,}-"
-            f"{fit.tokens_timed[1]:,} tokens; fit MAPE {fit.fit['mape']:.1%}{held}."
+            f"samples from {_describe_sources(s)}{_timed(fit.tokens_timed)}; fit MAPE "
+            f"{fit.fit['mape']:.1%}{held}."
         )
         for name, *_ in form:
             params[f"{operator}_{name}"] = Sourced(
@@ -163,3 +163,9 @@ def write_profile(profile: HardwareProfile, out: Path) -> None:
     else:
         text = json.dumps(data, indent=2) + "\n"
     write_text_atomic(out, text)
+
+
+def _timed(tokens: tuple[int, int] | None) -> str:
+    """Where a fit's forwards were timed, as its source says it (nothing for the all-reduce,
+    whose samples are message sizes)."""
+    return "" if tokens is None else f", timed at {tokens[0]:,}-{tokens[1]:,} tokens"
