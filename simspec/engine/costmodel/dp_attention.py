@@ -47,7 +47,7 @@ from simspec.engine.costmodel.moe import (
     routed_experts_time,
 )
 from simspec.engine.costmodel.roofline import OperatorTimes
-from simspec.engine.costmodel.shapes import BatchShape, StepCost
+from simspec.engine.costmodel.shapes import BatchShape, StepCost, as_prefill
 from simspec.engine.layout import ParallelLayout
 
 # seconds of (GEMMs, elementwise kernels, communication, LM head) of one forward
@@ -104,7 +104,7 @@ def rank_share(batch: BatchShape, dp: int) -> BatchShape:
     if held >= n:
         return batch
     if batch.pre_tokens:
-        return _with_largest_chunk(batch, held)
+        return _with_largest_chunk(batch, held, dp)
     f = held / n
     tokens, q_sq = batch.num_tokens, batch.sum_q_sq
     largest = q_sq / tokens if tokens else 0.0
@@ -138,32 +138,31 @@ def rank_share(batch: BatchShape, dp: int) -> BatchShape:
     return out
 
 
-def _with_largest_chunk(batch: BatchShape, held: int) -> BatchShape:
+def _with_largest_chunk(batch: BatchShape, held: int, dp: int) -> BatchShape:
     """:func:`rank_share` of a batch with prompt chunks: the rank holding the largest chunk runs
     all of it over its own context (the chunks' token-weighted mean size, sum q^2 / sum q, and
-    mean context, sum q*kv / sum q: exact for equal chunks), beside its share of the decodes
-    (its other ``held - 1`` sequences, decodes first, then chunks at their mean), unless its
-    sequences' mean share of the whole batch is more. Under SGLang's DP attention without
-    speculation the chunk's rank runs no decodes (Scheduler.ranks_apart): the decodes it is
-    priced with are its neighbours', a little dear. (QA: the chunks' sums scaled by the rank's
-    share of sequences priced a 1,024-token chunk at 16k context among 56 decodes at 256 ms,
-    the chunk alone at 333 ms; several chunks, each on its own rank, were priced as if some
-    shared one.)"""
+    mean context, sum q*kv / sum q: exact for equal chunks), with its share of the other chunks
+    where there are more than ranks (ceil(chunks / dp) in all, the rest at the chunks' mean)
+    and then of the decodes (its other sequences), unless its sequences' mean share of the
+    whole batch is more. Under SGLang's DP attention without speculation the chunk's rank runs
+    no decodes (Scheduler.ranks_apart): the decodes it is priced with are its neighbours', a
+    little dear. (Review: the chunks' sums scaled by the rank's share of sequences priced a
+    1,024-token chunk at 16k context among 56 decodes at 256 ms, the chunk alone at 333 ms;
+    several chunks, each on its own rank, were priced as if some shared one.)"""
     n = batch.num_seqs
     rest, pre = batch.split_prefill()
     size = pre.sum_q_sq / pre.num_tokens
     context = pre.sum_q_kv / pre.num_tokens
     tokens = math.ceil(size)
-    out = BatchShape(1, tokens, size * size, size * context, context, 0)
-    others = held - 1
-    for part in (rest, pre):
-        if others <= 0 or part.num_seqs <= 0:
-            continue
-        take = min(others, part.num_seqs if part is rest else part.num_seqs - 1)
+    out = BatchShape(1, tokens, size * size, size * context, context, 0, 1, tokens)
+    out.pre_q_sq, out.pre_q_kv, out.pre_kv = size * size, size * context, context
+    more_chunks = min(_ceil_div(pre.num_seqs, dp), held) - 1
+    for part, take in ((pre, more_chunks), (rest, held - 1 - more_chunks)):
+        take = min(take, part.num_seqs)
         if take <= 0:
             continue
         g = take / part.num_seqs
-        out = out + BatchShape(
+        share = BatchShape(
             take,
             _ceil_div(part.num_tokens * take, part.num_seqs),
             part.sum_q_sq * g,
@@ -171,24 +170,13 @@ def _with_largest_chunk(batch: BatchShape, held: int) -> BatchShape:
             part.sum_kv * g,
             0,
         )
-        if part is pre:
-            out.pre_seqs, out.pre_tokens = take, out.num_tokens - tokens
-            out.pre_q_sq, out.pre_q_kv, out.pre_kv = (
-                pre.sum_q_sq * g,
-                pre.sum_q_kv * g,
-                pre.sum_kv * g,
-            )
-        others -= take
-    # the largest chunk is a prompt chunk (its kernel path), with the chunks taken beside it
-    out.pre_seqs += 1
-    out.pre_tokens += tokens
-    out.pre_q_sq += size * size
-    out.pre_q_kv += size * context
-    out.pre_kv += context
+        if part is pre:  # prompt chunks: their kernel path
+            share = as_prefill(share)
+        out = out + share
     logits = _ceil_div(batch.logit_tokens * held, n)
     if out.num_tokens < _ceil_div(batch.num_tokens * held, n):  # the mean share is more
         f = held / n
-        mean = BatchShape(
+        return BatchShape(
             held,
             _ceil_div(batch.num_tokens * held, n),
             batch.sum_q_sq * f,
@@ -201,7 +189,6 @@ def _with_largest_chunk(batch: BatchShape, held: int) -> BatchShape:
             batch.pre_q_kv * f,
             batch.pre_kv * f,
         )
-        return mean
     out.logit_tokens = logits
     return out
 
