@@ -17,6 +17,7 @@ from contextlib import contextmanager
 import streamlit as st
 from pydantic import ValidationError
 
+from simspec.cli.common import FIELD_FLAGS
 from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.ui.inputs import check_inputs, markdown_text, model_info_markdown
 from simspec.ui.pages import analytic, compare, fleet, plan, results, sidebar
@@ -83,22 +84,13 @@ WIDGETS = {
     "--precision": "Weight precision",
 }
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
-# the scenario fields a refusal may start with, by the widget that sets them (QA: "rate: ...",
-# "tp: ..." and "scheduler.max_model_len: ..." named no widget of the page)
+# the scenario fields a refusal may start with, by the widget that sets them: the CLI's
+# fields (FIELD_FLAGS) whose flag a widget sets, and the loads, which the page's "Loads" sets
+# for either arrival kind (QA: "rate: ...", "tp: ..." and "scheduler.max_model_len: ..."
+# named no widget of the page)
 FIELD_WIDGETS = {
-    "rate": "Loads",
-    "workload.rate": "Loads",
-    "workload.concurrency": "Loads",
-    "batch_sizes": "Loads",
-    "tp": "Tensor parallel",
-    "dp": "Data-parallel attention",
-    "ep": "Expert parallel",
-    "engine": "Engine profile",
-    "gpu": "GPU",
-    "model": "Model",
-    "precision": "Weight precision",
-    "scheduler.max_model_len": "Max model len",
-}
+    f: WIDGETS[flag] for f, flag in FIELD_FLAGS.items() if flag in WIDGETS
+} | dict.fromkeys(("rate", "workload.rate", "workload.concurrency", "batch_sizes"), "Loads")
 _FIELD = re.compile(r"^([a-z_][a-z0-9_.]*): ", re.MULTILINE)
 
 

@@ -111,31 +111,36 @@ def rank_share(batch: BatchShape, dp: int) -> BatchShape:
     rest = (held - 1) / (n - 1)
     with_largest = largest + rest * (tokens - largest)
     if with_largest <= tokens * f:  # a uniform batch: the mean share, as before
-        out = BatchShape(
-            held,
-            _ceil_div(tokens * held, n),
-            q_sq * f,
-            batch.sum_q_kv * f,
-            batch.sum_kv * f,
-            _ceil_div(batch.logit_tokens * held, n),
-        )
-    else:
-        share = with_largest / tokens
-        out = BatchShape(
-            held,
-            math.ceil(with_largest),
-            largest * largest + rest * (q_sq - largest * largest),
-            batch.sum_q_kv * share,
-            batch.sum_kv * f,
-            _ceil_div(batch.logit_tokens * held, n),
-        )
-    if batch.pre_tokens:  # the prompt chunks' part, in the proportions of each sum
-        out.pre_seqs = min(round(batch.pre_seqs * f), held)
-        out.pre_tokens = min(round(batch.pre_tokens * out.num_tokens / tokens), out.num_tokens)
-        out.pre_q_sq = batch.pre_q_sq * out.sum_q_sq / q_sq
-        out.pre_q_kv = batch.pre_q_kv * (out.sum_q_kv / batch.sum_q_kv if batch.sum_q_kv else 0.0)
-        out.pre_kv = batch.pre_kv * f
-    return out
+        return _mean_share(batch, held)
+    share = with_largest / tokens
+    return BatchShape(
+        held,
+        math.ceil(with_largest),
+        largest * largest + rest * (q_sq - largest * largest),
+        batch.sum_q_kv * share,
+        batch.sum_kv * f,
+        _ceil_div(batch.logit_tokens * held, n),
+    )
+
+
+def _mean_share(batch: BatchShape, held: int) -> BatchShape:
+    """``held`` of the batch's sequences at their mean share of every sum (token counts and
+    logit rows rounded up)."""
+    n = batch.num_seqs
+    f = held / n
+    return BatchShape(
+        held,
+        _ceil_div(batch.num_tokens * held, n),
+        batch.sum_q_sq * f,
+        batch.sum_q_kv * f,
+        batch.sum_kv * f,
+        _ceil_div(batch.logit_tokens * held, n),
+        min(round(batch.pre_seqs * f), held),
+        _ceil_div(batch.pre_tokens * held, n),
+        batch.pre_q_sq * f,
+        batch.pre_q_kv * f,
+        batch.pre_kv * f,
+    )
 
 
 def _with_largest_chunk(batch: BatchShape, held: int, dp: int) -> BatchShape:
@@ -149,7 +154,6 @@ def _with_largest_chunk(batch: BatchShape, held: int, dp: int) -> BatchShape:
     little dear. (Review: the chunks' sums scaled by the rank's share of sequences priced a
     1,024-token chunk at 16k context among 56 decodes at 256 ms, the chunk alone at 333 ms;
     several chunks, each on its own rank, were priced as if some shared one.)"""
-    n = batch.num_seqs
     rest, pre = batch.split_prefill()
     size = pre.sum_q_sq / pre.num_tokens
     context = pre.sum_q_kv / pre.num_tokens
@@ -173,23 +177,10 @@ def _with_largest_chunk(batch: BatchShape, held: int, dp: int) -> BatchShape:
         if part is pre:  # prompt chunks: their kernel path
             share = as_prefill(share)
         out = out + share
-    logits = _ceil_div(batch.logit_tokens * held, n)
-    if out.num_tokens < _ceil_div(batch.num_tokens * held, n):  # the mean share is more
-        f = held / n
-        return BatchShape(
-            held,
-            _ceil_div(batch.num_tokens * held, n),
-            batch.sum_q_sq * f,
-            batch.sum_q_kv * f,
-            batch.sum_kv * f,
-            logits,
-            min(round(batch.pre_seqs * f), held),
-            _ceil_div(batch.pre_tokens * held, n),
-            batch.pre_q_sq * f,
-            batch.pre_q_kv * f,
-            batch.pre_kv * f,
-        )
-    out.logit_tokens = logits
+    mean = _mean_share(batch, held)
+    if out.num_tokens < mean.num_tokens:  # the mean share is more
+        return mean
+    out.logit_tokens = mean.logit_tokens
     return out
 
 
