@@ -966,7 +966,9 @@ class Deployment(BaseModel):
         if tp is not None and tp % v:
             allowed = ", ".join(str(d) for d in range(1, tp + 1) if tp % d == 0)
             raise ValueError(
-                f"must divide tp={tp} (attention ranks of tp/dp GPUs each): one of {allowed}"
+                f"must divide tp={tp} (attention ranks of tp/dp GPUs each): one of {allowed}; "
+                f"simspec's tp counts every GPU, vLLM's --tensor-parallel-size x "
+                f"--data-parallel-size (vllm serve -tp 1 -dp {v} is tp {v}, dp {v} here)"
             )
         return v
 

@@ -135,7 +135,11 @@ def test_sglang_lowers_a_multimodal_checkpoints_share_for_its_vision_tower():
     share was left at the text model's, 13 % more KV than SGLang holds). Llama-4's classes run
     text-only by default (mm_disabled_models), and vLLM's share is its constant."""
     from simspec.catalog.models import load_model
-    from simspec.engine.memory_share import engine_share, sglang_vision_factor
+    from simspec.engine.memory_share import (
+        engine_share,
+        sglang_static_share,
+        sglang_vision_factor,
+    )
 
     kimi = load_model("kimi-k2.5")
     assert kimi.vision_tower == (27, 1152)
@@ -146,9 +150,15 @@ def test_sglang_lowers_a_multimodal_checkpoints_share_for_its_vision_tower():
     h200 = load_gpu("h200")
     sglang, vllm = load_engine("sglang"), load_engine("vllm")
     args = dict(tp=16, chunk=8192)
+    # a multimodal checkpoint captures no piecewise graphs either (_handle_piecewise_cuda_graph)
+    bare = sglang_static_share(
+        h200.memory_bytes, tp=16, pp=1, chunk=8192, method="autoregressive", mla=True,
+        graph_bs=int(sglang.graph_limits(16, h200)[1]), piecewise=False,
+    )  # fmt: skip
     assert engine_share(sglang, h200, kimi, **args) == pytest.approx(
-        sglang_vision_factor(kimi) * engine_share(sglang, h200, text, **args)
+        sglang_vision_factor(kimi) * bare
     )
+    assert engine_share(sglang, h200, text, **args) < bare  # its 1.5 GiB for MLA graphs
     assert engine_share(vllm, h200, kimi, **args) == engine_share(vllm, h200, text, **args)
     scout = load_model("llama-4-scout").model_copy(update={"vision_tower": (34, 1408)})
     assert sglang_vision_factor(scout) == 1.0
@@ -191,3 +201,27 @@ def test_sglang_v2_budgets_the_draft_inside_its_share():
         plan("sglang-v2", eagle, "llama-3.1-8b", 1).num_blocks
         > plan("sglang", eagle, "llama-3.1-8b", 1).num_blocks
     )
+
+
+def test_sglang_reserves_piecewise_graphs_only_where_it_captures_them():
+    """_handle_piecewise_cuda_graph (0.5.10) turns piecewise CUDA graphs off for the
+    architectures of piecewise_cuda_graph_disabled_model_archs, an all-to-all MoE backend
+    (simspec's SGLang ep > 1: DeepEP) and a disaggregated instance, before
+    _handle_gpu_memory_settings reserves for them (QA: DeepSeek-V3.2 on 8 x H200 held 0.886
+    for 0.897, ~21k tokens fewer)."""
+    from simspec.catalog.models import load_model
+    from simspec.engine.memory_share import engine_share
+
+    h200, sglang = load_gpu("h200"), load_engine("sglang")
+    mib = h200.memory_bytes / 2**20
+
+    def share(model: str, **kw) -> float:
+        return engine_share(sglang, h200, load_model(model), tp=8, chunk=8192, **kw)
+
+    # DeepSeek-V3.2's reserve: 512 + 8192 x 1.5 + 512 x 2 + 8 x 1024 / 8, no 1.5 GiB of graphs
+    assert share("deepseek-v3.2") == round((mib - (512 + 8192 * 1.5 + 512 * 2 + 1024)) / mib, 3)
+    v3 = share("deepseek-v3")
+    assert v3 < share("deepseek-v3.2")
+    assert share("deepseek-v3", ep=8) == share("deepseek-v3.2")
+    assert share("deepseek-v3", pd_mode="decode") == share("deepseek-v3.2")
+    assert share("qwen3-next-80b-a3b") > share("qwen3-30b-a3b")

@@ -751,6 +751,35 @@ def engine_refuses(name: str, engine: str) -> str | None:
     return f"does not run on engine {engine}: {why} (it runs {', '.join(runs)})"
 
 
+def eagle3_target_refusal(name: str, family: str, architecture: str) -> str | None:
+    """Why an engine of ``family`` cannot run EAGLE-3 on a target of ``architecture`` in any
+    release simspec read (None: it can, or the method is not EAGLE-3, or the engine has no
+    table): simspec/data/eagle3_targets.yaml (QA: EAGLE-3 on Qwen3-Next was predicted for
+    vLLM 0.11.0, which fails to load it)."""
+    entry = packaged_table("eagle3_targets.yaml").get(family)
+    if name != "eagle3" or entry is None or architecture in entry["since"]:
+        return None
+    if architecture not in entry["checked"]:  # a class simspec did not look for
+        return None
+    return (
+        f"{family} runs EAGLE-3 only on targets that expose the hidden states it drafts from, "
+        f"and {architecture} is not one in any release read ({entry['oldest_read']} to "
+        f"{entry['read_through']}: simspec/data/eagle3_targets.yaml)"
+    )
+
+
+def eagle3_target_since(name: str, family: str, architecture: str) -> str | None:
+    """The first release of ``family`` that runs EAGLE-3 on ``architecture``, where it is
+    later than the oldest release read (None elsewhere): its earlier releases refuse it."""
+    entry = packaged_table("eagle3_targets.yaml").get(family)
+    if name != "eagle3" or entry is None:
+        return None
+    since = entry["since"].get(architecture)
+    if since is None or since == entry["oldest_read"]:
+        return None
+    return str(since)
+
+
 def left_out_of_all(
     name: str,
     model: str,
@@ -780,10 +809,21 @@ def left_out_of_all(
 
         return f"no engine simspec models ({', '.join(engine_ids())}) ships it"
     refused = engine_refuses(name, engine) if engine else None
-    if not refused and engine and dp > 1:
+    if not refused:
         from simspec.catalog.hardware import load_engine
+        from simspec.config import Deployment
 
-        refused = load_engine(engine).dp_attention_refused.get(name)
+        # None: the deployment's default engine
+        profile = load_engine(engine or Deployment.model_fields["engine"].default)
+        if dp > 1 and engine:
+            refused = profile.dp_attention_refused.get(name)
+        if not refused and name == "eagle3":
+            try:
+                architecture = load_model(model).architecture
+            except InputError:  # a model file that does not load is refused where it runs
+                architecture = None
+            if architecture is not None:
+                refused = eagle3_target_refusal(name, profile.family, architecture)
     return refused or not_shipped(name, engine) or no_acceptance(name)
 
 

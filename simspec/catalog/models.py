@@ -595,8 +595,10 @@ class ModelShape(BaseModel):
                 # (DeepseekV32ForCausalLM.verify_and_update_config: cache_dtype "fp8_ds_mla";
                 # page_size_bytes == block_size * 656 in its tests). Other engines are assumed
                 # to store the same row, the one FlashMLA's sparse FP8 kernels read (SGLang's
-                # NSA backend runs them; its row size is not checked here). QA: priced as
-                # plain fp8
+                # flashmla_kv NSA backend, its FP8 default on Hopper). Not modelled: SGLang's
+                # trtllm NSA backend, its default with FP8 on Blackwell, keeps the plain 576 B
+                # row (ModelRunner.calculate_mla_kv_cache_dim, 0.5.10), 12 % smaller. QA:
+                # priced as plain fp8
                 latent = (
                     self.kv_lora_rank
                     + 4 * self.kv_lora_rank / 128

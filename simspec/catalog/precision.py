@@ -224,6 +224,22 @@ def normalize_kv_cache_dtype(value: str, field: str = "kv_cache_dtype") -> str:
     return name
 
 
+def engine_kv_cache_dtype(kv_cache_dtype: str, engine_family: str, sparse: bool, arch: str) -> str:
+    """``kv_cache_dtype`` as the engine runs it: ``auto`` is the activations' dtype, but for a
+    DeepSeek sparse-attention (DSA) model (``sparse``) the engines pick an FP8 cache
+    themselves: vLLM on every GPU (DeepseekV32ForCausalLM.verify_and_update_config turns
+    "auto" into "fp8_ds_mla"; vllm/model_executor/models/config.py, 0.11.0 wheel), SGLang on
+    Blackwell (ServerArgs._set_default_nsa_kv_cache_dtype: "fp8_e4m3" on SM 10 and above,
+    "bfloat16" below; 0.5.10 wheel) (QA: DeepSeek-V3.2's cache sized in bf16 on vLLM, 1.63x
+    too few tokens)."""
+    name = normalize_kv_cache_dtype(kv_cache_dtype)
+    if name != "auto" or not sparse:
+        return name
+    if engine_family == "vllm" or (engine_family == "sglang" and arch == "blackwell"):
+        return "fp8"
+    return name
+
+
 def kv_cache_bytes(kv_cache_dtype: str, activation_bytes: float = 2) -> float:
     """Bytes per cached K or V element: ``auto`` is the model's activation dtype. Whole
     numbers stay ints, so a bf16 cache sizes exactly as it did before this option existed."""

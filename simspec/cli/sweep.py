@@ -44,6 +44,7 @@ from simspec.studies.provenance import (
     async_note,
     dataset_notes,
     ran_with,
+    release_notes,
     rests_on,
     verify_notes,
 )
@@ -430,6 +431,10 @@ def _print_points(frame: pd.DataFrame, cfg: SweepConfig) -> None:
         err.print(rests_on(points[0], methods), highlight=False, markup=False, soft_wrap=True)
         # QA: --dataset over a config's stated acceptance switched the lengths only, unsaid
         for line in (*dataset_notes(points[0], methods), *verify_notes(points[0], methods)):
+            err.print(line, highlight=False, markup=False, soft_wrap=True)
+        # every point's (a grid may vary the model or dp)
+        said = dict.fromkeys(n for p in points for n in release_notes(p, p.methods))
+        for line in said:
             err.print(line, highlight=False, markup=False, soft_wrap=True)
     err.print(
         "± : 95 % interval of the speedup (README: Measurement)", highlight=False, markup=False

@@ -137,6 +137,7 @@ def print_provenance(deploy: Deployment, methods: list[MethodConfig], notes: boo
         dataset_notes,
         deployment_notes,
         ran_with,
+        release_notes,
         rests_on,
         verify_notes,
     )
@@ -146,6 +147,7 @@ def print_provenance(deploy: Deployment, methods: list[MethodConfig], notes: boo
         rests_on(deploy, methods),
         *dataset_notes(deploy, methods),
         *verify_notes(deploy, methods),
+        *release_notes(deploy, methods),
         *(run_notes(deploy, methods) if notes else ()),
     )
     for line in (*lines, *deployment_notes(deploy)):

@@ -23,6 +23,7 @@ from simspec.catalog.hardware import (
     load_profile,
 )
 from simspec.catalog.methods import (
+    eagle3_target_refusal,
     engine_picked_shape,
     engine_refuses,
     sampled_from_trace,
@@ -33,6 +34,7 @@ from simspec.catalog.precision import (
     PrecisionSpec,
     check_engine_runs,
     effective_precision,
+    engine_kv_cache_dtype,
     kv_cache_bytes,
     load_precision,
 )
@@ -101,7 +103,9 @@ def build_cost_model(sc: Scenario, target: ModelShape | None = None) -> Roofline
         alltoall=(latency, bandwidth),
         precision=None if precision.name == "bf16" else precision,
         precision_model=target.id,
-        kv_bytes=kv_cache_bytes(sc.kv_cache_dtype),
+        kv_bytes=kv_cache_bytes(
+            engine_kv_cache_dtype(sc.kv_cache_dtype, engine.family, target.is_sparse, gpu.arch)
+        ),
         expert_precision=experts,
         speculative=overlap_off(sc, engine, target),
         dp=sc.dp,
@@ -113,10 +117,54 @@ def overlap_off(sc: Scenario, engine: EngineProfile, target: ModelShape) -> bool
     """Whether the scenario's method turns the engine's overlap scheduler off: any method
     outside its ``overlap_spec_methods``, and under one a tree given wider than
     ``overlap_topk_max`` (SGLang spec v2: an explicit top-k > 1 runs spec v1; the engine's
-    own shape for the model, picked after that check, keeps it)."""
+    own shape for the model, picked after that check, keeps it); and SGLang's radix cache over
+    Gated DeltaNet states (:func:`mamba_no_buffer`), which turns it off for every method."""
     if engine.overlap_off_by(sc.method.name):
         return True
+    if mamba_no_buffer(sc, engine, target):
+        return True
     return explicit_wide_tree(sc, engine, target)
+
+
+def prefix_caching(sc: Scenario, engine: EngineProfile, target: ModelShape) -> bool:
+    """Whether the replica keeps prompts' KV cached (vLLM --enable-prefix-caching, SGLang's
+    radix cache): the deployment's setting, else the engine's default (an engine without the
+    parameter has none; vLLM's is off for a model with Gated DeltaNet layers). SGLang refuses
+    speculation over Gated DeltaNet states with its radix cache on (engines.yaml
+    ``mamba_no_buffer``): a deployment that asks for both is refused, and one that leaves it
+    unset runs as the server only starts, with --disable-radix-cache."""
+    stated = sc.scheduler.enable_prefix_caching
+    spec_refuses = (
+        engine.flag("mamba_no_buffer")
+        and bool(target.linear_layers)
+        and sc.method.name != "autoregressive"
+    )
+    if spec_refuses:
+        if stated:
+            raise InputError(
+                "scheduler.enable_prefix_caching",
+                f"SGLang refuses speculative decoding on {target.architecture} with its "
+                "radix cache on (mamba no_buffer: ServerArgs._handle_mamba_radix_cache, 0.5.10): "
+                "set it false (--disable-radix-cache)",
+            )
+        return False
+    if stated is not None:
+        return stated
+    param = engine.params.get("prefix_caching")
+    if target.linear_layers and "prefix_caching_linear_attention" in engine.params:
+        param = engine.params["prefix_caching_linear_attention"]  # vLLM: off for them
+    return bool(param is not None and param.value)
+
+
+def mamba_no_buffer(sc: Scenario, engine: EngineProfile, target: ModelShape) -> bool:
+    """Whether SGLang keeps a radix cache over the model's Gated DeltaNet states by its
+    no_buffer strategy (engines.yaml ``mamba_no_buffer``): the overlap scheduler off, a third
+    of the state slots running (``mamba_running_ratio``)."""
+    return (
+        engine.flag("mamba_no_buffer")
+        and bool(target.linear_layers)
+        and prefix_caching(sc, engine, target)
+    )
 
 
 def explicit_wide_tree(sc: Scenario, engine: EngineProfile, target: ModelShape) -> bool:
@@ -383,6 +431,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     check_dp_attention(sc.dp, engine.id, engine.dp_attention, target)
     if sc.dp > 1 and (why := engine.dp_attention_refused.get(sc.method.name)):
         raise InputError("dp", f"{sc.method.name} on engine {engine.id}: {why}; use dp 1")
+    if why := eagle3_target_refusal(sc.method.name, engine.family, target.architecture):
+        raise InputError("method", f"eagle3 on {target.id}: {why}")
     check_linear_layers(target, sc.engine, sc.dp)
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine, draft_cost_model(sc, target, cost))
@@ -456,6 +506,16 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
         # scheduler counts the windows sequence by sequence (kv_cache.WindowBlocks), in an
         # open loop too; a pool sized once, and the recurrent states, read this
         demand = dataclasses.replace(demand, max_seqs=sc.workload.concurrency)
+    prefix = prefix_caching(sc, engine, target)
+    if target.linear_layers and "mamba_running_ratio" in engine.params:
+        # SGLang sizes the recurrent states itself (engines.yaml mamba_running_ratio): a third
+        # of them run under its no_buffer radix cache; without the cache, a running limit set
+        # (by the deployment, or 48 under speculation) is the states it allocates
+        ratio = int(engine["mamba_running_ratio"]) if prefix else 1
+        stated = sc.scheduler.max_num_seqs is not None or sc.method.name != "autoregressive"
+        demand = dataclasses.replace(
+            demand, state_ratio=ratio, state_running=0 if prefix or not stated else max_seqs
+        )
     weight_bytes = cost.precision.weight_bytes if cost.precision else BYTES_PER_PARAM
     experts = cost.experts_precision_of(target)
     memory = plan_memory(
@@ -491,12 +551,6 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
             f"{memory.seq_tokens()} tokens one rank's KV cache holds: give less (SGLang's "
             "default is 512)",
         )
-    prefix = sc.scheduler.enable_prefix_caching
-    if prefix is None:  # the engine's default (an engine without the parameter has none)
-        param = engine.params.get("prefix_caching")
-        if target.linear_layers and "prefix_caching_linear_attention" in engine.params:
-            param = engine.params["prefix_caching_linear_attention"]  # vLLM: off for them
-        prefix = bool(param is not None and param.value)
     return ReplicaSetup(
         target,
         cost,
@@ -663,8 +717,9 @@ def deployment_share(
     if sc.scheduler.gpu_memory_utilization is not None:
         return sc.scheduler.gpu_memory_utilization
     return engine_share(
-        engine, gpu, target, tp=sc.tp, chunk=chunk, method=sc.method.name, pp=sc.pp, dp=sc.dp
-    )
+        engine, gpu, target, tp=sc.tp, chunk=chunk, method=sc.method.name, pp=sc.pp, dp=sc.dp,
+        ep=sc.ep, pd_mode=sc.disaggregation_mode,
+    )  # fmt: skip
 
 
 def with_memory_share(engine: EngineProfile, share: float | None) -> EngineProfile:
@@ -751,8 +806,10 @@ def check_dp_attention(
     """Data-parallel attention needs an engine that runs it (none of them is one that runs
     pipeline stages one after another, :func:`check_stages`) and a model with experts: its
     ranks step together only because the MoE layers span them. vLLM runs the ranks of a dense
-    model as independent replicas (vllm/v1/engine/core.py ``run_engine_core``: "Non-MoE DP
-    ranks are completely independent, so treat like DP=1"); SGLang's --enable-dp-attention
+    model as independent replicas in its later releases (vllm/v1/engine/core.py
+    ``run_engine_core``: "Non-MoE DP ranks are completely independent, so treat like DP=1");
+    0.11.0 still ran them as one lockstep DPEngineCoreProc, padding each step to the busiest
+    rank (QA), which simspec does not model for a dense model; SGLang's --enable-dp-attention
     serves the DeepSeek and Qwen MoE families (its server_args help)."""
     if dp == 1:
         return
@@ -765,9 +822,10 @@ def check_dp_attention(
     if target is not None and not target.is_moe:
         raise InputError(
             "dp",
-            f"{target.id} has no experts (a dense model): its data-parallel ranks would be "
-            "independent replicas, not one lockstep deployment; use dp 1, and for replicas "
-            "`simspec fleet` with dp replicas of tp/dp GPUs each",
+            f"{target.id} has no experts (a dense model): simspec models data-parallel ranks "
+            "that step together through MoE layers only (vLLM's later releases run a dense "
+            "model's ranks as independent replicas); use dp 1, and for replicas `simspec fleet` "
+            "with dp replicas of tp/dp GPUs each",
         )
 
 
@@ -782,12 +840,18 @@ def check_linear_layers(target: ModelShape, engine: str, dp: int) -> None:
     handling, are not modelled."""
     if not target.linear_layers:
         return
-    if load_engine(engine).engine_kernels not in LINEAR_ATTENTION_ENGINES:
+    profile = load_engine(engine)
+    if profile.engine_kernels not in LINEAR_ATTENTION_ENGINES:
         raise InputError(
             "engine",
             f"{target.id}'s Gated DeltaNet states are modelled as "
             f"{' and '.join(LINEAR_ATTENTION_ENGINES)} keep them (dtype, one per verify "
             f"position, share of memory); {engine} is not one of them",
+        )
+    if unmodelled := profile.params.get("linear_states_unmodelled"):
+        raise InputError(
+            "engine",
+            f"{target.id} on {engine}: {' '.join(unmodelled.source.split())}",
         )
     if dp > 1:
         raise InputError(

@@ -26,8 +26,10 @@ Gated DeltaNet layers (Qwen3-Next, Qwen3.5) hold no KV but a fixed recurrent sta
 sequence, whatever its context, and under speculative decoding one more per verify position
 (:func:`linear_state_bytes`). The states bound how many sequences run at once
 (:func:`linear_state_split`): SGLang gives them ``mamba_full_memory_ratio`` / (1 + ratio) of
-the memory left after weights and activations and caps its running requests at the states
-that hold (model_runner's hybrid-GDN memory split, ServerArgs.mamba_full_memory_ratio 0.9);
+the memory left after weights and activations and caps its running requests at a third of the
+states that hold under its default radix cache, all of them without it (model_runner's
+hybrid-GDN memory split, ServerArgs.mamba_full_memory_ratio 0.9), or, with a running limit set
+and the radix cache off (as speculation runs), allocates exactly that many requests' states;
 vLLM V1 draws them from the KV pool request by request (MambaSpec pages beside attention pages,
 one per layer group and verify slot), which the scheduler counts so (:class:`WindowBlocks`'
 ``fixed`` blocks a running sequence); for an engine without that pool simspec sets aside the
@@ -136,13 +138,17 @@ def activation_reserve(target: ModelShape, tp: int, max_tokens: int, max_logit_r
     """Peak activations of the largest forward (what vLLM's profiling run measures).
 
     Estimated from shapes: one layer's widest intermediates for ``max_tokens`` tokens in bf16,
-    plus fp32 logits for every row the sampler may see. Not measured; calibration may replace it.
+    plus fp32 logits over the whole vocabulary for every row the sampler may see: every tensor-
+    parallel rank holds them whole, the LM head's slices being all-gathered (vLLM V1:
+    ``LogitsProcessor._gather_logits`` all-gathers where ``Platform.use_all_gather()``, true
+    under V1, and each rank runs the sampler; vllm/model_executor/layers/logits_processor.py
+    and platforms/interface.py, 0.11.0 wheel). Not measured; calibration may replace it.
     """
     routed = target.num_experts_per_tok * target.moe_intermediate_size
     widest = max(target.intermediate_size, routed + target.shared_expert_intermediate_size)
     h, inter = target.hidden_size, widest // tp  # a MoE layer's k routed widths per token
     per_token = (4 * h + 3 * inter + (target.q_dim + 2 * target.kv_dim) // tp) * BYTES_PER_PARAM
-    logits = max_logit_rows * target.vocab_size / tp * 4
+    logits = max_logit_rows * target.vocab_size * 4
     return max_tokens * per_token + logits
 
 
@@ -161,6 +167,12 @@ class MemoryDemand:
     # every attention layer caches every token: vLLM's hybrid KV cache manager is off for the
     # run (disable_hybrid_kv_cache_manager; uniform_kv says where)
     uniform_kv: bool = False
+    # SGLang's recurrent-state slots per running request where it sizes them by its memory
+    # split (_calculate_mamba_ratio: 3 under the no_buffer radix cache, else 1), and the running
+    # requests whose states it allocates outright instead (max_running_requests set with the
+    # radix cache off; 0: the split): linear_state_split
+    state_ratio: int = 1
+    state_running: int = 0
 
 
 def uniform_kv(engine: EngineProfile, target: ModelShape, mode: str = "null") -> bool:
@@ -271,18 +283,25 @@ VLLM_STATE_SHARE = 0.5
 
 
 def linear_state_split(
-    target: ModelShape, engine: EngineProfile, tp: int, free: float, seqs: int, verify: int
+    target: ModelShape, engine: EngineProfile, tp: int, free: float, seqs: int, demand: MemoryDemand
 ) -> tuple[float, int]:
     """(bytes, sequences): the memory one GPU sets aside for Gated DeltaNet states out of
     ``free`` bytes, and the running sequences (at most ``seqs``) whose states it holds; (0, 0)
-    without such layers (see the module's docstring for each engine's rule)."""
-    per_seq = linear_state_bytes(target, engine, tp, 1, verify)
+    without such layers (see the module's docstring for each engine's rule). SGLang
+    (model_runner_kv_cache_mixin.py, 0.5.10 wheel): ``demand.state_running`` > 0
+    (max_running_requests set, radix cache off) allocates that many requests' states and their
+    intermediate ones (handle_max_mamba_cache); else the memory split's slots, of which a
+    running request takes ``demand.state_ratio`` (_resolve_max_num_reqs:
+    max_mamba_cache_size // ratio)."""
+    per_seq = linear_state_bytes(target, engine, tp, 1, demand.verify_tokens)
     if per_seq <= 0 or free <= 0:
         return 0.0, 0
     if engine.family == "sglang":
+        if running := demand.state_running:
+            return running * per_seq, min(seqs, running)
         ratio = SGLANG_MAMBA_FULL_MEMORY_RATIO
         budget = free * ratio / (1 + ratio)
-        return budget, min(seqs, int(budget // per_seq))
+        return budget, min(seqs, int(budget // per_seq) // max(demand.state_ratio, 1))
     held = min(seqs, int(free * VLLM_STATE_SHARE // per_seq))
     return held * per_seq, held
 
@@ -406,7 +425,7 @@ def plan_memory(
         state, state_seqs = 0.0, 0
     else:
         state, state_seqs = linear_state_split(
-            target, engine, a_tp, free, -(-demand.max_seqs // dp), demand.verify_tokens
+            target, engine, a_tp, free, -(-demand.max_seqs // dp), demand
         )
     free -= state
     swa = engine.params.get("swa_full_tokens_ratio") if window_per_token > 0 else None

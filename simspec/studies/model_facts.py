@@ -9,7 +9,12 @@ import dataclasses
 from simspec.catalog.expert_locality import adjacent_expert_reuse, reuse_origin
 from simspec.catalog.hardware import load_engine, load_gpu
 from simspec.catalog.models import ModelShape, load_model
-from simspec.catalog.precision import kv_cache_bytes, load_precision, normalize_kv_cache_dtype
+from simspec.catalog.precision import (
+    engine_kv_cache_dtype,
+    kv_cache_bytes,
+    load_precision,
+    normalize_kv_cache_dtype,
+)
 from simspec.catalog.servers import cross_node_note
 from simspec.engine.build import (
     check_attention_tp,
@@ -320,7 +325,8 @@ def layout_facts(
     if lay.dp > 1:
         name += f", dp={lay.dp} (attention over {lay.attn_tp} GPU(s) per rank, {engine.id})"
     nbytes = None if weight_precision is None else load_precision(weight_precision).weight_bytes
-    kv_dtype = normalize_kv_cache_dtype(kv_cache_dtype)
+    # the engine's own FP8 cache for a sparse-attention model at auto (QA)
+    kv_dtype = engine_kv_cache_dtype(kv_cache_dtype, engine.family, model.is_sparse, gpu.arch)
     kv_bytes = kv_cache_bytes(kv_dtype)
     parts = lay.weight_parts(model, nbytes, nbytes)
     # the tiles vLLM pads gpt-oss's MXFP4 experts to, which the memory plan counts (QA: tp 8
@@ -349,7 +355,9 @@ def layout_facts(
     seqs, tokens = engine.batch_defaults(gpu)
     demand = MemoryDemand(0.0, 0.0, tokens * scale, seqs * scale, seqs * scale)
     demand = dataclasses.replace(demand, uniform_kv=uniform_kv(engine, model, mode))
-    share = engine_share(engine, gpu, model, tp=lay.tp, chunk=tokens * scale, dp=lay.dp)
+    share = engine_share(
+        engine, gpu, model, tp=lay.tp, chunk=tokens * scale, dp=lay.dp, ep=lay.ep, pd_mode=mode
+    )
     try:
         plan = plan_memory(
             gpu,

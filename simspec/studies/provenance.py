@@ -23,15 +23,21 @@ from simspec.catalog.hardware import (
     EngineProfile,
     GpuSpec,
     HardwareProfile,
+    load_engine,
     load_gpu,
     load_profile,
 )
 from simspec.catalog.methods import PROXIES, TRACES_SOURCE, method_presets
 from simspec.catalog.models import ModelShape, load_model, preset_id
-from simspec.catalog.precision import effective_precision, kv_cache_bytes, load_precision
+from simspec.catalog.precision import (
+    effective_precision,
+    engine_kv_cache_dtype,
+    kv_cache_bytes,
+    load_precision,
+)
 from simspec.catalog.tables import shown
 from simspec.catalog.traces import packaged_traces
-from simspec.config import AcceptanceConfig, Deployment, MethodConfig
+from simspec.config import AcceptanceConfig, Deployment, MethodConfig, SchedulerConfig
 from simspec.engine.build import deployed_engine
 from simspec.engine.kv_cache import uniform_kv, uniform_kv_reason
 from simspec.engine.layout import BLOCK_CHECKED_ENGINES, ParallelLayout
@@ -60,7 +66,14 @@ def _deployment_columns(deploy: Deployment, method: str | None = None) -> dict[s
     ``method``: :func:`engine_profile`), worked out once for a run's rows."""
     return {
         "precision": weights(deploy.precision, load_model(deploy.model), load_gpu(deploy.gpu)),
-        "kv_cache_dtype": kv_dtype(deploy.kv_cache_dtype),
+        "kv_cache_dtype": kv_dtype(
+            engine_kv_cache_dtype(
+                deploy.kv_cache_dtype,
+                load_engine(deploy.engine).family,
+                load_model(deploy.model).is_sparse,
+                load_gpu(deploy.gpu).arch,
+            )
+        ),
         "engine_profile": engine_profile(deploy, method),
         # QA: a results file could not say which hardware profile (a user's file) it ran on
         "hardware_profile": _profile_part(deploy),
@@ -229,7 +242,27 @@ def deployment_notes(deploy: Deployment) -> list[str]:
         notes.append(f"note: {note}")
     if note := mla_fp8_kv_note(deploy, engine):
         notes.append(f"note: {note}")
+    if note := mamba_radix_note(engine, load_model(deploy.model), deploy.scheduler):
+        notes.append(f"note: {note}")
     return notes
+
+
+def mamba_radix_note(
+    engine: EngineProfile, model: ModelShape, scheduler: SchedulerConfig
+) -> str | None:
+    """What SGLang's radix cache does to a model with Gated DeltaNet layers (engines.yaml
+    ``mamba_no_buffer``), where the deployment leaves the cache on; None elsewhere (QA: 738
+    requests ran at once where SGLang runs 246)."""
+    if not (engine.flag("mamba_no_buffer") and model.linear_layers):
+        return None
+    if scheduler.enable_prefix_caching is False:
+        return None
+    return (
+        f"SGLang 0.5.10 keeps {model.id}'s radix cache over its Gated DeltaNet states by the "
+        "no_buffer strategy: the overlap scheduler off and a third of the state slots running; "
+        "speculative decoding, which that cache refuses, runs with --disable-radix-cache "
+        "(scheduler.enable_prefix_caching false)"
+    )
 
 
 def mla_fp8_kv_note(deploy: Deployment, engine: EngineProfile) -> str | None:
@@ -343,6 +376,41 @@ def verify_notes(deploy: Deployment, methods: Iterable[MethodConfig]) -> list[st
     fields = {name: getattr(deploy, name) for name in Deployment.model_fields}
     notes = (greedy_verify_note(Scenario(**fields, method=m)) for m in methods)
     return list(dict.fromkeys(f"note: {n}" for n in notes if n))
+
+
+# vLLM's first release whose idle data-parallel ranks run the EAGLE/MTP drafter's K forwards
+# (EagleProposer.dummy_run loops over num_speculative_tokens with num_tokens_across_dp, PR
+# #26086; the 0.11.0, 0.11.1 and 0.11.2 wheels run one forward, against K on a busy rank, whose
+# DP all-reduces then fall out of step: "This results in hanging", the PR's description)
+VLLM_DP_SPEC_SINCE = "0.12.0"
+
+
+def release_notes(deploy: Deployment, methods: Iterable[MethodConfig]) -> list[str]:
+    """A note per method that earlier releases of the deployment's engine refuse or hang on,
+    where simspec's profile spans releases (vllm): EAGLE-3 on a target whose class gained the
+    interface later (:func:`~simspec.catalog.methods.eagle3_target_since`), and EAGLE-style
+    drafting of K > 1 beside data-parallel ranks (:data:`VLLM_DP_SPEC_SINCE`) (QA: both ran
+    with no word)."""
+    from simspec.catalog.methods import eagle3_target_since
+
+    engine = load_engine(deploy.engine)
+    model = load_model(deploy.model)
+    notes = []
+    for m in methods:
+        if since := eagle3_target_since(m.name, engine.family, model.architecture):
+            notes.append(
+                f"note: {engine.family} releases before {since} refuse EAGLE-3 on "
+                f"{model.architecture} (its class lacks the EAGLE-3 interface there: "
+                "simspec/data/eagle3_targets.yaml); the prediction is for later ones"
+            )
+        drafts_k = m.name in ("eagle1", "eagle2", "eagle3", "mtp") and m.k > 1
+        if engine.dp_attention == "vllm" and deploy.dp > 1 and drafts_k:
+            notes.append(
+                f"note: vLLM releases before {VLLM_DP_SPEC_SINCE} hang with {m.name} at K > 1 "
+                "beside data-parallel ranks (an idle rank's drafter ran one forward against K "
+                f"on a busy one: PR #26086); the prediction is for {VLLM_DP_SPEC_SINCE} and later"
+            )
+    return list(dict.fromkeys(notes))
 
 
 def _acceptance_part(model: str, methods: list[MethodConfig]) -> str:

@@ -423,6 +423,7 @@ def provenance_lines(inp: ExplorerInputs) -> list[str]:
         async_note,
         deployment_notes,
         ran_with,
+        release_notes,
         rests_on,
         verify_notes,
     )
@@ -438,6 +439,7 @@ def provenance_lines(inp: ExplorerInputs) -> list[str]:
     # the sweep's notes on sampling and on the shape the engine picks (QA: the page had none)
     lines += sampling_notes(deploy.temperature, deploy.top_p)
     lines += verify_notes(deploy, methods)
+    lines += release_notes(deploy, methods)
     lines += picked_shape_notes(inp.model, inp.engine, methods)
     if note := async_note(inp.engine, deploy.scheduler.async_scheduling):  # as sweep says it
         lines.append(note)

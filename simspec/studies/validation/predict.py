@@ -38,6 +38,7 @@ from simspec.catalog.methods import (
     acceptance_spread,
     as_engine_drafts,
     at_depth,
+    eagle3_target_since,
     engine_chains,
     engine_picked_shape,
     has_domain_preset,
@@ -69,6 +70,7 @@ from simspec.engine.metrics import RunSummary
 from simspec.engine.speculators import SPECULATORS
 from simspec.errors import InputError, ScenarioError, validation_message
 from simspec.studies.fleet import SLO_MIN_MS
+from simspec.studies.provenance import mamba_radix_note
 from simspec.studies.runs.job import Failed
 from simspec.studies.runs.keys import scenario_key
 from simspec.studies.validation.assume import (
@@ -366,6 +368,17 @@ def plan_case(
         base = deploy.get("scheduler") or SchedulerConfig()
         deploy["scheduler"] = base.model_copy(update={"enable_prefix_caching": prefix})
         assumptions.append(f"prefix caching {'on' if prefix else 'off'} as the serve command sets")
+    scheduler = deploy.get("scheduler") or SchedulerConfig()
+    if note := mamba_radix_note(load_engine(engine), load_model(model), scheduler):
+        assumptions.append(note)
+    architecture = load_model(model).architecture
+    since = eagle3_target_since(method, load_engine(engine).family, architecture)
+    release = release_tuple(get("engine_version") or "")
+    if since and release and release < (release_tuple(since) or release):
+        raise Skip(
+            f"{engine} {get('engine_version')} refuses EAGLE-3 on {architecture} (from {since}: "
+            "simspec/data/eagle3_targets.yaml)"
+        )
     on, said = engine_async_scheduling(engine, get("engine_version"), notes)
     if on is not None:
         base = deploy.get("scheduler") or SchedulerConfig()

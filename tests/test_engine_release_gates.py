@@ -1,0 +1,65 @@
+"""What engines refuse or pick themselves by the target's class and release: EAGLE-3 targets
+(simspec/data/eagle3_targets.yaml), vLLM's data-parallel drafting before 0.12.0, and the FP8
+KV cache engines choose for DeepSeek's sparse attention."""
+
+import pytest
+
+from simspec.catalog.methods import eagle3_target_refusal, eagle3_target_since
+from simspec.catalog.precision import engine_kv_cache_dtype
+from simspec.config import Deployment, MethodConfig, Scenario
+from simspec.engine.build import setup_replica
+from simspec.errors import InputError
+from simspec.studies.provenance import release_notes
+
+EAGLE3 = MethodConfig(name="eagle3", k=3, acceptance={"alpha": 0.7})
+
+
+def test_eagle3_is_refused_on_a_target_class_without_the_interface():
+    """vLLM loads EAGLE-3 only on a SupportsEagle3 class (GPUModelRunner.load_model: "Model
+    does not support EAGLE3 interface"), none for Mixtral or GLM-4.5 through 0.34.0; SGLang
+    0.5.10's Mixtral defines no set_eagle3_layers_to_capture."""
+    for engine in ("vllm", "sglang"):
+        sc = Scenario(model="mixtral-8x7b", tp=2, engine=engine, method=EAGLE3)
+        with pytest.raises(InputError, match="MixtralForCausalLM") as err:
+            setup_replica(sc)
+        assert err.value.field == "method"
+    assert eagle3_target_refusal("eagle3", "vllm", "Glm4MoeForCausalLM")
+    assert eagle3_target_refusal("eagle3", "sglang", "Glm4MoeForCausalLM") is None
+    assert eagle3_target_refusal("eagle3", "trtllm", "MixtralForCausalLM") is None  # unread
+    assert eagle3_target_refusal("mtp", "vllm", "Glm4MoeForCausalLM") is None
+    assert eagle3_target_refusal("eagle3", "vllm", "SomeUsersForCausalLM") is None  # unchecked
+
+
+def test_a_target_class_that_gained_eagle3_later_says_from_which_release():
+    assert eagle3_target_since("eagle3", "vllm", "Qwen3NextForCausalLM") == "0.24.0"
+    assert eagle3_target_since("eagle3", "vllm", "Qwen3MoeForCausalLM") == "0.11.1"
+    assert eagle3_target_since("eagle3", "vllm", "LlamaForCausalLM") is None  # the oldest read
+    deploy = Deployment(model="qwen3-next-80b-a3b", tp=4)
+    (note,) = release_notes(deploy, [EAGLE3])
+    assert "before 0.24.0" in note and "Qwen3NextForCausalLM" in note
+
+
+def test_vllm_data_parallel_drafting_of_several_tokens_is_said_to_need_0_12():
+    """EagleProposer.dummy_run ran one drafter forward on an idle DP rank until 0.12.0 (PR
+    #26086: the ranks' all-reduces fall out of step and hang at K > 1)."""
+    deploy = Deployment(model="qwen3-30b-a3b", tp=4, dp=4, ep=4)
+    notes = release_notes(deploy, [EAGLE3])
+    assert any("before 0.12.0 hang" in n for n in notes)
+    one = MethodConfig(name="eagle3", k=1, acceptance={"alpha": 0.7})
+    assert not any("hang" in n for n in release_notes(deploy, [one]))
+    assert not any(
+        "hang" in n for n in release_notes(deploy.model_copy(update={"dp": 1}), [EAGLE3])
+    )
+
+
+def test_deepseek_sparse_attention_caches_fp8_where_the_engine_picks_it():
+    """vLLM turns auto into fp8_ds_mla for DeepseekV32ForCausalLM; SGLang picks fp8_e4m3 on
+    SM 10+ only (QA: bf16 on vLLM, 1.63x too few tokens)."""
+    assert engine_kv_cache_dtype("auto", "vllm", True, "hopper") == "fp8"
+    assert engine_kv_cache_dtype("auto", "sglang", True, "hopper") == "auto"
+    assert engine_kv_cache_dtype("auto", "sglang", True, "blackwell") == "fp8"
+    assert engine_kv_cache_dtype("bf16", "vllm", True, "hopper") == "bf16"
+    assert engine_kv_cache_dtype("auto", "vllm", False, "hopper") == "auto"
+    auto = setup_replica(Scenario(model="deepseek-v3.2", gpu="h200", tp=8)).memory
+    fp8 = setup_replica(Scenario(model="deepseek-v3.2", gpu="h200", tp=8, kv_cache_dtype="fp8"))
+    assert auto.num_blocks == fp8.memory.num_blocks
