@@ -1034,12 +1034,13 @@ class PrefillPool(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     _numbers = _NUMBERS
     replicas: int = Field(ge=1, le=MAX_REPLICAS, description="prefill instances")
-    kv_transfer_gbps: float = Field(
-        default=400.0,
+    kv_transfer_gbps: float | None = Field(
+        default=None,
         gt=0.0,
         le=100_000.0,
-        description="Gb/s each prefill GPU sends its slice of a prompt's KV at (NVIDIA DGX "
-        "H100, H200 and B200 datasheets: one 400 Gb/s ConnectX-7 per GPU)",
+        description="Gb/s each prefill GPU sends its slice of a prompt's KV at; unset: the "
+        "GPU's reference server's network card per GPU (gpus.yaml nic_gbps: 400 for DGX "
+        "H100/H200/B200, 200 for DGX A100, 800 for DGX B300), else 400 assumed",
     )
     kv_transfer_latency_ms: float = Field(
         default=0.0,

@@ -56,6 +56,11 @@ class GpuSpec(BaseModel):
     # group the whole of it
     peer_links: int | None = Field(default=None, ge=1)
     source: str
+    # Gb/s of the network card each GPU of the vendor's reference server has to the cluster
+    # (a disaggregated deployment's KV link: PrefillPool); None where no reference server
+    # states one (the link is then assumed: PrefillPool.link_gbps)
+    nic_gbps: float | None = Field(default=None, gt=0)
+    nic_source: str = ""
 
     def link_bytes_s(self, group: int) -> float:
         """Per-direction bandwidth one GPU drives to the other ``group - 1`` GPUs of a

@@ -480,6 +480,7 @@ def _disaggregation_note(cfg: FleetConfig) -> None:
     if pool is None:
         return
     from simspec.catalog.hardware import load_engine
+    from simspec.engine.disaggregation import kv_link_gbps
 
     engine = load_engine(cfg.replicas[0].engine)
     if engine.flag("pd_prealloc_before_prefill"):
@@ -498,8 +499,9 @@ def _disaggregation_note(cfg: FleetConfig) -> None:
                 "receiving KV is not counted after it, as TensorRT-LLM ran before its PR "
                 "#15356: engines.yaml pd_alloc_beside_running)"
             )
+    gbps, basis = kv_link_gbps(pool.kv_transfer_gbps, cfg.replicas[0].gpu)
     err.print(
-        f"prefill/decode ({engine.id}): {order}, at {pool.kv_transfer_gbps:g} Gb/s per GPU + "
+        f"prefill/decode ({engine.id}): {order}, at {gbps:g} Gb/s per GPU ({basis}) + "
         f"{pool.kv_transfer_latency_ms:g} ms, each instance's transfers one after another on "
         "its link; TTFT runs to the decode instance's first token. Not simulated: prefill and "
         "decode instances of different layouts, a preempted request's return from host "
@@ -566,6 +568,8 @@ def _asked(cfg: FleetConfig, deploy: Deployment, slo: Any, warmup_s: float) -> d
     """What the run was asked, as the summary's columns (QA: a saved summary named no SLO,
     router, method, deployment, arrivals or seed): the deployment as plan's CSVs say theirs
     (tables.deployment_columns), then the fleet's own."""
+    from simspec.engine.disaggregation import kv_link_gbps
+
     sc, wl = cfg.replicas[0], cfg.workload
     return deployment_columns(deploy) | {
         "method": sc.method.name,
@@ -582,7 +586,9 @@ def _asked(cfg: FleetConfig, deploy: Deployment, slo: Any, warmup_s: float) -> d
         # a disaggregated fleet's prefill instances and KV link (QA-style: a saved summary
         # says what it answers)
         "prefill_replicas": cfg.prefill.replicas if cfg.prefill else None,
-        "kv_transfer_gbps": cfg.prefill.kv_transfer_gbps if cfg.prefill else None,
+        "kv_transfer_gbps": (
+            kv_link_gbps(cfg.prefill.kv_transfer_gbps, sc.gpu)[0] if cfg.prefill else None
+        ),
         "kv_transfer_latency_ms": cfg.prefill.kv_transfer_latency_ms if cfg.prefill else None,
         "slo_ttft_ms": slo.ttft_ms,
         "slo_tpot_ms": slo.tpot_ms,

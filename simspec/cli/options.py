@@ -262,7 +262,8 @@ KvTransferGbps = Annotated[
     typer.Option(
         help="with prefill instances (fleet --prefill-replicas, plan --disaggregate): Gb/s "
         "each prefill GPU sends its KV slice at, in (0, 100000] "
-        "[default: 400, one ConnectX-7 per GPU as DGX H100/H200/B200 ship]",
+        "[default: the GPU's reference server's network card per GPU: 400 on DGX "
+        "H100/H200/B200, 200 on DGX A100, 800 on DGX B300; else 400 assumed]",
         show_default=False,
     ),
 ]

@@ -587,9 +587,10 @@ def _plan_trace(
         }
         if split is not None:  # the link the splits ran on, defaults included
             from simspec.config import PrefillPool
+            from simspec.engine.disaggregation import kv_link_gbps
 
             pool = PrefillPool(replicas=1, **split)
-            asked["kv_transfer_gbps"] = pool.kv_transfer_gbps
+            asked["kv_transfer_gbps"] = kv_link_gbps(pool.kv_transfer_gbps, deploy.gpu)[0]
             asked["kv_transfer_latency_ms"] = pool.kv_transfer_latency_ms
         rows = [m for m in chosen for _ in range(1 if split is None else 2)]  # a row per layout
         write_frame(with_provenance(with_asked(frame, deploy, asked), deploy, rows), out)

@@ -70,7 +70,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
-from simspec.catalog.hardware import EngineProfile
+from simspec.catalog.hardware import EngineProfile, load_gpu
 from simspec.catalog.models import load_model
 from simspec.config import FleetConfig, Scenario
 from simspec.engine.build import (
@@ -99,6 +99,21 @@ from simspec.engine.replica import Replica, ReplicaSetup
 from simspec.engine.requests import RequestTable
 from simspec.engine.simulation import request_frame
 from simspec.engine.workload import RequestSpecs
+
+# the link a GPU without a reference server's network card is given (kv_link_gbps):
+# one 400 Gb/s ConnectX-7 per GPU, as DGX H100, H200 and B200 ship (an assumption there)
+ASSUMED_NIC_GBPS = 400.0
+
+
+def kv_link_gbps(stated: float | None, gpu: str) -> tuple[float, str]:
+    """(Gb/s, where it comes from) of a prefill GPU's KV link: ``stated``, else the GPU's
+    reference server's network card (gpus.yaml ``nic_gbps``), else :data:`ASSUMED_NIC_GBPS`."""
+    if stated is not None:
+        return stated, "given"
+    spec = load_gpu(gpu)
+    if spec.nic_gbps is not None:
+        return spec.nic_gbps, f"{spec.id}'s reference server's network card per GPU"
+    return ASSUMED_NIC_GBPS, f"assumed: gpus.yaml gives {spec.id} no reference server's card"
 
 
 def prefill_scenario(decode: Scenario) -> Scenario:
@@ -302,7 +317,7 @@ def simulate_disaggregated(
         n_pre,
         n_dec,
         SentBytes.of(setups[0], engine, uniform=setups[n_pre].memory.uniform_kv),
-        pool.kv_transfer_gbps,
+        kv_link_gbps(pool.kv_transfer_gbps, cfg.replicas[0].gpu)[0],
         pool.kv_transfer_latency_ms / 1e3,
         per_chunk=engine.flag("kv_send_per_chunk"),
         ranks=setups[0].memory.dp,

@@ -51,6 +51,9 @@ class IterationSink(Protocol):
         :class:`IterationRecord`, in its order, each as long as the run (int64 or float64, as
         the rows' Python numbers would make the column)."""
 
+    def hold(self, start: float, end: float, blocks: int) -> None:
+        """KV blocks held between iterations, from ``start`` to ``end`` (an idle replica's)."""
+
 
 class IterationLog:
     """Appends one record per iteration, or a run's columns at once; a DataFrame only at the
@@ -66,6 +69,9 @@ class IterationLog:
 
     def record_block(self, columns: tuple[np.ndarray, ...]) -> None:
         self._blocks.append((len(self.rows), columns))
+
+    def hold(self, start: float, end: float, blocks: int) -> None:
+        """Nothing: the iteration table has a row per iteration, none for idle time."""
 
     def frame(self) -> pd.DataFrame:
         if not self.rows and not self._blocks:

@@ -205,6 +205,9 @@ class Replica(RunsAtOnce):
         self.on_prealloc: Callable[[int], None] = _no_listener
         self.expected = len(requests)  # requests still to finish
         self._idle: simpy.Event | None = None
+        # when the run's last request left while KV was still held to be sent (a prefill
+        # instance), the time its held blocks were last logged (release)
+        self._done_at: float | None = None
         self._ones = np.ones(max(len(requests), 1), dtype=np.int64)  # read only
         # host work of a speculative step outside the forwards (tree masks, acceptance, KV
         # compaction), counted with the draft time
@@ -298,27 +301,39 @@ class Replica(RunsAtOnce):
         sched = self.sched
         while self.expected > 0:
             if not sched.has_work:
-                self._idle = env.event()
-                yield self._idle  # until a request arrives
+                yield from self._wait()  # until a request arrives
                 continue
             if sched.awaits_kv and not (sched.running or sched.waiting or sched.landed):
                 # nothing to run: preallocate what fits, then wait for a KV or an arrival
                 sched.admit_transfers()
                 self._request_kv()
-                self._idle = env.event()
-                yield self._idle
+                yield from self._wait()
                 continue
             try:
                 step = self._begin()
             except _WaitForRoom:
-                self._idle = env.event()
-                yield self._idle  # until held KV has left (release) or landed, or an arrival
+                yield from self._wait()  # until held KV has left (release) or landed, or an arrival
                 continue
             yield env.timeout(step.draft_s + step.verify_s)
             self._end(step)
+        if self.pool.used:  # KV still to be sent: its blocks are held until each release
+            self._done_at = env.now
+
+    def _wait(self) -> Generator[simpy.Event, None, None]:
+        """Idle until an arrival, a release or a landing wakes the replica, the KV blocks it
+        holds meanwhile logged (each of those events changes them and ends the wait)."""
+        env = self.env
+        assert isinstance(env, simpy.Environment)
+        start, held = env.now, self.pool.used
+        self._idle = env.event()
+        yield self._idle
+        self.log.hold(start, env.now, held)
 
     def release(self, rid: int) -> None:
         """The KV of ``rid``, prefilled here and held, has been sent: its blocks are free."""
+        if self._done_at is not None:  # the run is over: log what was held until now
+            self.log.hold(self._done_at, self.env.now, self.pool.used)
+            self._done_at = self.env.now
         self.sched.release(rid)
         if self._idle is not None and not self._idle.triggered:
             self._idle.succeed()
