@@ -1040,7 +1040,7 @@ class PrefillPool(BaseModel):
         le=100_000.0,
         description="Gb/s each prefill GPU sends its slice of a prompt's KV at; unset: the "
         "GPU's reference server's network card per GPU (gpus.yaml nic_gbps: 400 for DGX "
-        "H100/H200/B200, 200 for DGX A100, 800 for DGX B300), else 400 assumed",
+        "H100/H200/B200, 200 for DGX A100, 800 for DGX B300 and GB300), else 400 assumed",
     )
     kv_transfer_latency_ms: float = Field(
         default=0.0,

@@ -1,10 +1,10 @@
-"""What engines refuse or pick themselves by the target's class and release: EAGLE-3 targets
-(simspec/data/eagle3_targets.yaml), vLLM's data-parallel drafting before 0.12.0, and the FP8
+"""What engines refuse or pick themselves by the target's class and release: EAGLE targets
+(simspec/data/draft_targets.yaml), vLLM's data-parallel drafting before 0.12.0, and the FP8
 KV cache engines choose for DeepSeek's sparse attention."""
 
 import pytest
 
-from simspec.catalog.methods import eagle3_target_refusal, eagle3_target_since
+from simspec.catalog.methods import draft_target_refusal, draft_target_since
 from simspec.catalog.precision import engine_kv_cache_dtype
 from simspec.config import Deployment, MethodConfig, Scenario
 from simspec.engine.build import setup_replica
@@ -23,17 +23,29 @@ def test_eagle3_is_refused_on_a_target_class_without_the_interface():
         with pytest.raises(InputError, match="MixtralForCausalLM") as err:
             setup_replica(sc)
         assert err.value.field == "method"
-    assert eagle3_target_refusal("eagle3", "vllm", "Glm4MoeForCausalLM")
-    assert eagle3_target_refusal("eagle3", "sglang", "Glm4MoeForCausalLM") is None
-    assert eagle3_target_refusal("eagle3", "trtllm", "MixtralForCausalLM") is None  # unread
-    assert eagle3_target_refusal("mtp", "vllm", "Glm4MoeForCausalLM") is None
-    assert eagle3_target_refusal("eagle3", "vllm", "SomeUsersForCausalLM") is None  # unchecked
+    assert draft_target_refusal("eagle3", "vllm", "Glm4MoeForCausalLM")
+    assert draft_target_refusal("eagle3", "sglang", "Glm4MoeForCausalLM") is None
+    assert draft_target_refusal("eagle3", "trtllm", "MixtralForCausalLM") is None  # unread
+    assert draft_target_refusal("mtp", "vllm", "Glm4MoeForCausalLM") is None
+    assert draft_target_refusal("eagle3", "vllm", "SomeUsersForCausalLM") is None  # unchecked
+
+
+def test_sglang_runs_no_eagle_head_on_a_class_without_its_embedding_and_lm_head():
+    """EAGLEWorker takes get_embed_and_head() from the target's class, which Mixtral's lacks in
+    SGLang 0.5.10 (QA: eagle1 1.21x and eagle2 1.34x predicted); vLLM's EAGLE-1 is unchecked."""
+    for name in ("eagle1", "eagle2"):
+        method = MethodConfig(name=name, k=3, acceptance={"alpha": 0.7})
+        sc = Scenario(model="mixtral-8x7b", tp=2, engine="sglang", method=method)
+        with pytest.raises(InputError, match="MixtralForCausalLM"):
+            setup_replica(sc)
+        assert draft_target_refusal(name, "sglang", "LlamaForCausalLM") is None
+    assert draft_target_refusal("eagle1", "vllm", "MixtralForCausalLM") is None
 
 
 def test_a_target_class_that_gained_eagle3_later_says_from_which_release():
-    assert eagle3_target_since("eagle3", "vllm", "Qwen3NextForCausalLM") == "0.24.0"
-    assert eagle3_target_since("eagle3", "vllm", "Qwen3MoeForCausalLM") == "0.11.1"
-    assert eagle3_target_since("eagle3", "vllm", "LlamaForCausalLM") is None  # the oldest read
+    assert draft_target_since("eagle3", "vllm", "Qwen3NextForCausalLM") == "0.24.0"
+    assert draft_target_since("eagle3", "vllm", "Qwen3MoeForCausalLM") == "0.11.1"
+    assert draft_target_since("eagle3", "vllm", "LlamaForCausalLM") is None  # the oldest read
     deploy = Deployment(model="qwen3-next-80b-a3b", tp=4)
     (note,) = release_notes(deploy, [EAGLE3])
     assert "before 0.24.0" in note and "Qwen3NextForCausalLM" in note
@@ -63,3 +75,24 @@ def test_deepseek_sparse_attention_caches_fp8_where_the_engine_picks_it():
     auto = setup_replica(Scenario(model="deepseek-v3.2", gpu="h200", tp=8)).memory
     fp8 = setup_replica(Scenario(model="deepseek-v3.2", gpu="h200", tp=8, kv_cache_dtype="fp8"))
     assert auto.num_blocks == fp8.memory.num_blocks
+
+
+def test_simspec_models_says_the_kv_dtype_it_prices():
+    from typer.testing import CliRunner
+
+    from simspec.cli.main import app
+
+    out = CliRunner().invoke(app, ["models", "deepseek-v3.2", "--gpu", "h200", "--tp", "8"])
+    assert out.exit_code == 0
+    assert "in bf16" not in out.output and "KV cache per token: 46.9 KiB in fp8" in out.output
+
+
+def test_vllm_v0_refuses_what_its_releases_never_ran():
+    """0.9.2, V0's last speculating release: no suffix decoding (0.11.1, V1), EAGLE-3 on Llama
+    targets only (QA: both ran on vllm-v0 with no word)."""
+    from simspec.catalog.methods import engine_refuses
+
+    assert "0.11.1" in (engine_refuses("suffix", "vllm-v0") or "")
+    assert engine_refuses("suffix", "vllm") is None
+    assert draft_target_refusal("eagle3", "vllm-v0", "Qwen3ForCausalLM")
+    assert draft_target_refusal("eagle3", "vllm-v0", "LlamaForCausalLM") is None

@@ -225,3 +225,16 @@ def test_sglang_reserves_piecewise_graphs_only_where_it_captures_them():
     assert share("deepseek-v3", ep=8) == share("deepseek-v3.2")
     assert share("deepseek-v3", pd_mode="decode") == share("deepseek-v3.2")
     assert share("qwen3-next-80b-a3b") > share("qwen3-30b-a3b")
+
+
+def test_an_sglang_prefill_instance_reserves_no_piecewise_graphs():
+    """A prefill server's disaggregation_mode turns them off as a decode server's does
+    (_handle_piecewise_cuda_graph; review: the prefill instance kept the reserve)."""
+    from simspec.config import Scenario
+    from simspec.engine.build import setup_replica
+
+    sc = Scenario(model="llama-3.1-8b", engine="sglang", disaggregation_mode="decode")
+    prefill = setup_replica(sc.model_copy(update={"disaggregation_mode": "null"}), "prefill")
+    colocated = setup_replica(sc.model_copy(update={"disaggregation_mode": "null"}))
+    assert prefill.memory.usable_bytes == setup_replica(sc).memory.usable_bytes
+    assert prefill.memory.usable_bytes > colocated.memory.usable_bytes

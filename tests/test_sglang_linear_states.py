@@ -58,3 +58,24 @@ def test_sglang_v2_refuses_gated_deltanet_states_it_does_not_model():
     with pytest.raises(InputError, match="extra_buffer") as err:
         setup_replica(_scenario(engine="sglang-v2"))
     assert err.value.field == "engine"
+
+
+def test_a_decode_instance_runs_every_state_slot_with_the_overlap_still_off():
+    """_handle_pd_disaggregation forces a decode server's chunk cache after the model's own
+    adjustments have turned the overlap off (review)."""
+    crowd = WorkloadConfig(concurrency=2048)
+    decode = setup_replica(_scenario(workload=crowd, disaggregation_mode="decode"))
+    off = setup_replica(
+        _scenario(workload=crowd, scheduler=SchedulerConfig(enable_prefix_caching=False))
+    )
+    assert not decode.prefix_caching
+    assert decode.memory.state_seqs == off.memory.state_seqs == decode.max_seqs
+    assert not build_cost_model(_scenario(disaggregation_mode="decode")).host.overlapped
+
+
+def test_states_a_running_limit_allocates_past_the_memory_name_the_limit():
+    from simspec.errors import ScenarioError
+
+    many = SchedulerConfig(enable_prefix_caching=False, max_num_seqs=2048)
+    with pytest.raises(ScenarioError, match="recurrent states of 2048.*--max-num-seqs"):
+        setup_replica(_scenario(scheduler=many, workload=WorkloadConfig(concurrency=2048)))

@@ -491,7 +491,7 @@ def test_the_common_footer_says_what_sweep_says_of_sampling_scheduling_and_caps(
     assert "at most 48" not in " ".join(run_notes(lifted, [eagle]))
     draft = MethodConfig(name="draft_model", k=3, acceptance={"alpha": 0.7})
     vllm = " ".join(run_notes(Deployment(), [draft]))
-    assert "from 0.16 only" in vllm and "waits for the host every step" in vllm
+    assert "from 0.15 only" in vllm and "waits for the host every step" in vllm
     assert run_notes(Deployment(engine="sglang"), [MethodConfig(name="autoregressive", k=0)]) == []
     # acceptance measured at the run's own temperature is used as measured, as sweep says
     at_t1 = MethodConfig(name="eagle3", k=3, acceptance={"alpha": 0.6, "temperature": 1.0})

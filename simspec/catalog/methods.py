@@ -738,9 +738,12 @@ def default_methods(dataset: str = "sharegpt") -> list[MethodConfig]:
 
 def engine_refuses(name: str, engine: str) -> str | None:
     """Why ``engine`` cannot run the speculative method ``name`` (None: it can, or the engine
-    simulates any method asked for): an engine under ``only_listed`` in
-    ``simspec/data/method_engines.yaml`` runs only the methods listed for it."""
+    simulates any method asked for): a method under the engine's ``refuses`` in
+    ``simspec/data/method_engines.yaml``, and any but those listed for an engine under
+    ``only_listed``."""
     table = packaged_table("method_engines.yaml")
+    if why := (table.get("refuses", {}).get(engine) or {}).get(name):
+        return f"does not run on engine {engine}: {' '.join(why.split())}"
     only = table.get("only_listed", {})
     if name == "autoregressive" or engine not in only:
         return None
@@ -751,28 +754,49 @@ def engine_refuses(name: str, engine: str) -> str | None:
     return f"does not run on engine {engine}: {why} (it runs {', '.join(runs)})"
 
 
-def eagle3_target_refusal(name: str, family: str, architecture: str) -> str | None:
-    """Why an engine of ``family`` cannot run EAGLE-3 on a target of ``architecture`` in any
-    release simspec read (None: it can, or the method is not EAGLE-3, or the engine has no
-    table): simspec/data/eagle3_targets.yaml (QA: EAGLE-3 on Qwen3-Next was predicted for
-    vLLM 0.11.0, which fails to load it)."""
-    entry = packaged_table("eagle3_targets.yaml").get(family)
-    if name != "eagle3" or entry is None or architecture in entry["since"]:
+# the EAGLE-style methods whose target classes simspec/data/draft_targets.yaml lists
+DRAFT_TARGET_METHODS = ("eagle1", "eagle2", "eagle3")
+
+
+def _target_entry(name: str, engine: str) -> dict | None:
+    """``engine``'s entry for method ``name`` in draft_targets.yaml: the engine profile's own
+    (vllm-v0), else its family's (None: unchecked)."""
+    from simspec.catalog.hardware import engine_ids, load_engine
+
+    table = packaged_table("draft_targets.yaml").get(name) or {}
+    if engine in table:
+        return table[engine]
+    family = load_engine(engine).family if engine in engine_ids() else engine
+    return table.get(family)
+
+
+def draft_target_refusal(name: str, engine: str, architecture: str) -> str | None:
+    """Why ``engine`` (a profile id, or a family) cannot run the EAGLE-style method ``name``
+    on a target of ``architecture`` in any release simspec read (None: it can, or the method or
+    engine is not checked, or the architecture is not one checked):
+    simspec/data/draft_targets.yaml (QA: EAGLE-3 on Qwen3-Next was predicted for vLLM 0.11.0,
+    which fails to load it; EAGLE-1 on Mixtral for SGLang, whose Mixtral has no
+    get_embed_and_head)."""
+    entry = _target_entry(name, engine)
+    if entry is None or architecture in entry["since"]:
         return None
     if architecture not in entry["checked"]:  # a class simspec did not look for
         return None
+    first, last = entry["oldest_read"], entry["read_through"]
+    read = f"release {first}" if first == last else f"any release read ({first} to {last})"
     return (
-        f"{family} runs EAGLE-3 only on targets that expose the hidden states it drafts from, "
-        f"and {architecture} is not one in any release read ({entry['oldest_read']} to "
-        f"{entry['read_through']}: simspec/data/eagle3_targets.yaml)"
+        f"{engine} runs {name} only on targets whose model class gives the head what it reads "
+        f"(hidden states, embeddings, LM head), and {architecture} is not one in {read}: "
+        "simspec/data/draft_targets.yaml"
     )
 
 
-def eagle3_target_since(name: str, family: str, architecture: str) -> str | None:
-    """The first release of ``family`` that runs EAGLE-3 on ``architecture``, where it is
-    later than the oldest release read (None elsewhere): its earlier releases refuse it."""
-    entry = packaged_table("eagle3_targets.yaml").get(family)
-    if name != "eagle3" or entry is None:
+def draft_target_since(name: str, engine: str, architecture: str) -> str | None:
+    """The first release of ``engine`` (a profile id, or a family) that runs ``name`` on
+    ``architecture``, where it is later than the oldest release read (None elsewhere): its
+    earlier releases refuse it."""
+    entry = _target_entry(name, engine)
+    if entry is None:
         return None
     since = entry["since"].get(architecture)
     if since is None or since == entry["oldest_read"]:
@@ -817,13 +841,13 @@ def left_out_of_all(
         profile = load_engine(engine or Deployment.model_fields["engine"].default)
         if dp > 1 and engine:
             refused = profile.dp_attention_refused.get(name)
-        if not refused and name == "eagle3":
+        if not refused and name in DRAFT_TARGET_METHODS:
             try:
                 architecture = load_model(model).architecture
             except InputError:  # a model file that does not load is refused where it runs
                 architecture = None
             if architecture is not None:
-                refused = eagle3_target_refusal(name, profile.family, architecture)
+                refused = draft_target_refusal(name, profile.id, architecture)
     return refused or not_shipped(name, engine) or no_acceptance(name)
 
 

@@ -263,7 +263,7 @@ KvTransferGbps = Annotated[
         help="with prefill instances (fleet --prefill-replicas, plan --disaggregate): Gb/s "
         "each prefill GPU sends its KV slice at, in (0, 100000] "
         "[default: the GPU's reference server's network card per GPU: 400 on DGX "
-        "H100/H200/B200, 200 on DGX A100, 800 on DGX B300; else 400 assumed]",
+        "H100/H200/B200, 200 on DGX A100, 800 on DGX B300 and GB300; else 400 assumed]",
         show_default=False,
     ),
 ]

@@ -23,7 +23,7 @@ from simspec.catalog.hardware import (
     load_profile,
 )
 from simspec.catalog.methods import (
-    eagle3_target_refusal,
+    draft_target_refusal,
     engine_picked_shape,
     engine_refuses,
     sampled_from_trace,
@@ -134,6 +134,8 @@ def prefix_caching(sc: Scenario, engine: EngineProfile, target: ModelShape) -> b
     ``mamba_no_buffer``): a deployment that asks for both is refused, and one that leaves it
     unset runs as the server only starts, with --disable-radix-cache."""
     stated = sc.scheduler.enable_prefix_caching
+    if sc.disaggregation_mode == "decode" and engine.flag("pd_decode_chunk_cache"):
+        return False  # SGLang's decode server: a chunk cache whatever was asked
     spec_refuses = (
         engine.flag("mamba_no_buffer")
         and bool(target.linear_layers)
@@ -157,14 +159,14 @@ def prefix_caching(sc: Scenario, engine: EngineProfile, target: ModelShape) -> b
 
 
 def mamba_no_buffer(sc: Scenario, engine: EngineProfile, target: ModelShape) -> bool:
-    """Whether SGLang keeps a radix cache over the model's Gated DeltaNet states by its
-    no_buffer strategy (engines.yaml ``mamba_no_buffer``): the overlap scheduler off, a third
-    of the state slots running (``mamba_running_ratio``)."""
-    return (
-        engine.flag("mamba_no_buffer")
-        and bool(target.linear_layers)
-        and prefix_caching(sc, engine, target)
-    )
+    """Whether SGLang's no_buffer strategy turns the overlap scheduler off for a model with
+    Gated DeltaNet layers (engines.yaml ``mamba_no_buffer``): with the radix cache asked for,
+    as a decode instance asks it before its chunk cache replaces it (``pd_decode_chunk_cache``:
+    that instance then runs every state slot, :func:`prefix_caching`)."""
+    if not (engine.flag("mamba_no_buffer") and target.linear_layers):
+        return False
+    asked = sc.scheduler.enable_prefix_caching
+    return asked is not False and sc.method.name == "autoregressive"
 
 
 def explicit_wide_tree(sc: Scenario, engine: EngineProfile, target: ModelShape) -> bool:
@@ -395,7 +397,11 @@ def check_ep(target: ModelShape, ep: int, engine: EngineProfile | None = None) -
         )
 
 
-def setup_replica(sc: Scenario) -> ReplicaSetup:
+def setup_replica(sc: Scenario, pd_role: str | None = None) -> ReplicaSetup:
+    """What ``sc`` resolves to before anything runs. ``pd_role`` "prefill": the scenario is a
+    disaggregated deployment's prefill instance (its disaggregation_mode is null: it serves
+    whole requests), whose engine may size its memory otherwise (SGLang captures no piecewise
+    CUDA graphs there: :func:`~simspec.engine.memory_share.sglang_piecewise_graphs`)."""
     target = load_model(sc.model)
     check_ep(target, sc.ep, load_engine(sc.engine))
     engine = deployed_engine(sc)
@@ -431,8 +437,8 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     check_dp_attention(sc.dp, engine.id, engine.dp_attention, target)
     if sc.dp > 1 and (why := engine.dp_attention_refused.get(sc.method.name)):
         raise InputError("dp", f"{sc.method.name} on engine {engine.id}: {why}; use dp 1")
-    if why := eagle3_target_refusal(sc.method.name, engine.family, target.architecture):
-        raise InputError("method", f"eagle3 on {target.id}: {why}")
+    if why := draft_target_refusal(sc.method.name, engine.id, target.architecture):
+        raise InputError("method", f"{sc.method.name} on {target.id}: {why}")
     check_linear_layers(target, sc.engine, sc.dp)
     cost = build_cost_model(sc, target)
     spec = build_speculator(sc.method, target, cost, engine, draft_cost_model(sc, target, cost))
@@ -520,7 +526,7 @@ def setup_replica(sc: Scenario) -> ReplicaSetup:
     experts = cost.experts_precision_of(target)
     memory = plan_memory(
         cost.gpu,
-        with_memory_share(engine, deployment_share(sc, engine, target, gpu, max_tokens)),
+        with_memory_share(engine, deployment_share(sc, engine, target, gpu, max_tokens, pd_role)),
         target,
         demand,
         sc.tp,
@@ -709,7 +715,12 @@ def decode_reserve(engine: EngineProfile, dp: int = 1) -> tuple[float, float, fl
 
 
 def deployment_share(
-    sc: Scenario, engine: EngineProfile, target: ModelShape, gpu: GpuSpec, chunk: int
+    sc: Scenario,
+    engine: EngineProfile,
+    target: ModelShape,
+    gpu: GpuSpec,
+    chunk: int,
+    pd_role: str | None = None,
 ) -> float:
     """The memory share a deployment runs at: its own ``gpu_memory_utilization``, else the one
     the engine derives for it (SGLang's mem_fraction_static from its reserve, at the
@@ -718,7 +729,7 @@ def deployment_share(
         return sc.scheduler.gpu_memory_utilization
     return engine_share(
         engine, gpu, target, tp=sc.tp, chunk=chunk, method=sc.method.name, pp=sc.pp, dp=sc.dp,
-        ep=sc.ep, pd_mode=sc.disaggregation_mode,
+        ep=sc.ep, pd_mode=pd_role or sc.disaggregation_mode,
     )  # fmt: skip
 
 

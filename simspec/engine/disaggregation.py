@@ -293,7 +293,7 @@ def simulate_disaggregated(
     logs = [WindowedLog(window_s, max_windows(total)) for _ in range(total)]
     pre_sc = [prefill_scenario(cfg.replicas[0])] * n_pre
     scenarios = [*pre_sc, *cfg.replicas]
-    setups = [setup_replica(sc) for sc in scenarios]
+    setups = [setup_replica(sc, "prefill" if i < n_pre else None) for i, sc in enumerate(scenarios)]
     for i, setup in enumerate(setups):
         past_budget(prefill_table if i < n_pre else decode_table, setup)
     # a request no decode instance can serve is refused before its prefill, as the engines'

@@ -427,6 +427,15 @@ def plan_memory(
         state, state_seqs = linear_state_split(
             target, engine, a_tp, free, -(-demand.max_seqs // dp), demand
         )
+    if demand.state_running and state >= free:
+        # SGLang allocates a set running limit's states outright (handle_max_mamba_cache):
+        # past the memory, the limit is what to lower (QA: blamed on the token budget)
+        raise ScenarioError(
+            f"{target.id} on {gpu.id} at tp={tp}: the recurrent states of "
+            f"{demand.state_running} running requests ({state / GIB:.1f} GiB, SGLang allocating "
+            "those of max_running_requests outright with its radix cache off) exceed the "
+            f"{free / GIB:.1f} GiB the weights and activations leave: lower --max-num-seqs"
+        )
     free -= state
     swa = engine.params.get("swa_full_tokens_ratio") if window_per_token > 0 else None
     window_blocks = None

@@ -13,7 +13,6 @@ from simspec.catalog.precision import (
     engine_kv_cache_dtype,
     kv_cache_bytes,
     load_precision,
-    normalize_kv_cache_dtype,
 )
 from simspec.catalog.servers import cross_node_note
 from simspec.engine.build import (
@@ -136,7 +135,9 @@ def model_facts(
                 "leaving that much less for the KV cache",
             )
         )
-    facts.append(("KV cache per token", _kv(model, normalize_kv_cache_dtype(kv_cache_dtype))))
+    # the engine's own FP8 cache for a sparse-attention model at auto, as the layout says it
+    run_dtype = engine_kv_cache_dtype(kv_cache_dtype, engine.family, model.is_sparse, gpu.arch)
+    facts.append(("KV cache per token", _kv(model, run_dtype)))
     if model.linear_layers:
         facts.append(("recurrent state per sequence", _recurrent_state(model, engine)))
     facts.append(("GPUs needed", _gpus(model, gpu, engine, weight_precision)))

@@ -242,21 +242,29 @@ def deployment_notes(deploy: Deployment) -> list[str]:
         notes.append(f"note: {note}")
     if note := mla_fp8_kv_note(deploy, engine):
         notes.append(f"note: {note}")
-    if note := mamba_radix_note(engine, load_model(deploy.model), deploy.scheduler):
+    model, mode = load_model(deploy.model), deploy.disaggregation_mode
+    if note := mamba_radix_note(engine, model, deploy.scheduler, mode):
         notes.append(f"note: {note}")
     return notes
 
 
 def mamba_radix_note(
-    engine: EngineProfile, model: ModelShape, scheduler: SchedulerConfig
+    engine: EngineProfile, model: ModelShape, scheduler: SchedulerConfig, mode: str = "null"
 ) -> str | None:
     """What SGLang's radix cache does to a model with Gated DeltaNet layers (engines.yaml
     ``mamba_no_buffer``), where the deployment leaves the cache on; None elsewhere (QA: 738
-    requests ran at once where SGLang runs 246)."""
+    requests ran at once where SGLang runs 246). ``mode``: the deployment's
+    disaggregation_mode (a decode instance's chunk cache replaces it)."""
     if not (engine.flag("mamba_no_buffer") and model.linear_layers):
         return None
     if scheduler.enable_prefix_caching is False:
         return None
+    if mode == "decode" and engine.flag("pd_decode_chunk_cache"):
+        return (
+            f"SGLang 0.5.10 turns the overlap scheduler off for {model.id}'s Gated DeltaNet "
+            "states (mamba no_buffer) before a decode instance's chunk cache replaces its radix "
+            "cache: plain decoding runs without overlap, every state slot running"
+        )
     return (
         f"SGLang 0.5.10 keeps {model.id}'s radix cache over its Gated DeltaNet states by the "
         "no_buffer strategy: the overlap scheduler off and a third of the state slots running; "
@@ -387,21 +395,21 @@ VLLM_DP_SPEC_SINCE = "0.12.0"
 
 def release_notes(deploy: Deployment, methods: Iterable[MethodConfig]) -> list[str]:
     """A note per method that earlier releases of the deployment's engine refuse or hang on,
-    where simspec's profile spans releases (vllm): EAGLE-3 on a target whose class gained the
-    interface later (:func:`~simspec.catalog.methods.eagle3_target_since`), and EAGLE-style
+    where simspec's profile spans releases (vllm): an EAGLE head on a target whose class gained
+    what it reads later (:func:`~simspec.catalog.methods.draft_target_since`), and EAGLE-style
     drafting of K > 1 beside data-parallel ranks (:data:`VLLM_DP_SPEC_SINCE`) (QA: both ran
     with no word)."""
-    from simspec.catalog.methods import eagle3_target_since
+    from simspec.catalog.methods import draft_target_since
 
     engine = load_engine(deploy.engine)
     model = load_model(deploy.model)
     notes = []
     for m in methods:
-        if since := eagle3_target_since(m.name, engine.family, model.architecture):
+        if since := draft_target_since(m.name, engine.id, model.architecture):
             notes.append(
-                f"note: {engine.family} releases before {since} refuse EAGLE-3 on "
-                f"{model.architecture} (its class lacks the EAGLE-3 interface there: "
-                "simspec/data/eagle3_targets.yaml); the prediction is for later ones"
+                f"note: {engine.id} releases before {since} refuse {m.name} on "
+                f"{model.architecture} (its class lacks what the head reads there: "
+                "simspec/data/draft_targets.yaml); the prediction is for later ones"
             )
         drafts_k = m.name in ("eagle1", "eagle2", "eagle3", "mtp") and m.k > 1
         if engine.dp_attention == "vllm" and deploy.dp > 1 and drafts_k:

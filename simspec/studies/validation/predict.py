@@ -38,7 +38,7 @@ from simspec.catalog.methods import (
     acceptance_spread,
     as_engine_drafts,
     at_depth,
-    eagle3_target_since,
+    draft_target_since,
     engine_chains,
     engine_picked_shape,
     has_domain_preset,
@@ -372,12 +372,12 @@ def plan_case(
     if note := mamba_radix_note(load_engine(engine), load_model(model), scheduler):
         assumptions.append(note)
     architecture = load_model(model).architecture
-    since = eagle3_target_since(method, load_engine(engine).family, architecture)
+    since = draft_target_since(method, engine, architecture)
     release = release_tuple(get("engine_version") or "")
     if since and release and release < (release_tuple(since) or release):
         raise Skip(
-            f"{engine} {get('engine_version')} refuses EAGLE-3 on {architecture} (from {since}: "
-            "simspec/data/eagle3_targets.yaml)"
+            f"{engine} {get('engine_version')} refuses {method} on {architecture} (from "
+            f"{since}: simspec/data/draft_targets.yaml)"
         )
     on, said = engine_async_scheduling(engine, get("engine_version"), notes)
     if on is not None:
