@@ -96,3 +96,12 @@ def test_vllm_v0_refuses_what_its_releases_never_ran():
     assert engine_refuses("suffix", "vllm") is None
     assert draft_target_refusal("eagle3", "vllm-v0", "Qwen3ForCausalLM")
     assert draft_target_refusal("eagle3", "vllm-v0", "LlamaForCausalLM") is None
+
+
+def test_mtp_on_a_model_without_mtp_layers_says_so_before_any_engine_shape():
+    """QA: on SGLang the refusal spoke of the engine's picked tree and asked for --k, which
+    would only have led to this reason."""
+    from simspec.catalog.methods import preset_method
+
+    with pytest.raises(InputError, match="declares no multi-token-prediction layers"):
+        preset_method("mtp", target="llama-3.1-8b", engine="sglang")

@@ -637,6 +637,8 @@ def preset_method(
             )
     fields, _ = as_engine_drafts(fields, engine_chains(name, engine))
     if engine_shape and target is not None and picks_shape(name, engine):
+        if why := missing_draft_layers(name, target):  # the first reason, not a shape's (QA)
+            raise InputError(f"methods.{name}", why)
         picked = engine_picked_shape(name, engine, load_model(target).architecture)
         if picked is not None and picked[0] is None:  # as validate refuses such a row
             raise InputError(

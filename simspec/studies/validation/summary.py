@@ -121,10 +121,30 @@ def mape_line(pred: pd.DataFrame, table: pd.DataFrame) -> str:
     ok = int(table.iloc[-1]["ok"])
     if ok == 0:
         return f"0 of {len(pred)} rows predicted: no error to report (each row says why)"
-    return (
+    line = (
         f"{ok} of {len(pred)} rows predicted; MAPE {table.iloc[-1]['mape']:.1%} "
-        f"({unique_mape(pred):.1%} counting each measurement once)"
+        f"({unique_mape(pred):.1%} counting each measurement once"
     )
+    own = own_source_rows(pred)
+    if own.any():
+        rest = pred[(pred["status"] == "ok") & ~own]
+        rest_mape = float(rest["rel_error"].astype(float).abs().mean()) if len(rest) else math.nan
+        line += (
+            f"; {rest_mape:.1%} without the {int(own.sum())} rows predicted from their own "
+            "measurement: a tau row from the preset copied from it or the trace it was "
+            "measured on, which checks the acceptance model, not a prediction"
+        )
+    return line + ")"
+
+
+def own_source_rows(pred: pd.DataFrame) -> pd.Series:
+    """The predicted rows whose acceptance is their own measurement (predict.OWN_SOURCE)."""
+    from simspec.studies.validation.predict import OWN_SOURCE
+
+    if "acceptance_source" not in pred.columns:
+        return pd.Series(False, index=pred.index)
+    source = pred["acceptance_source"].fillna("").astype(str)
+    return (pred["status"] == "ok") & source.str.endswith(OWN_SOURCE)
 
 
 def unique_mape(pred: pd.DataFrame) -> float:
