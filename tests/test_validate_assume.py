@@ -219,10 +219,15 @@ def test_vllm_batch_defaults_follow_the_version_and_the_gpu():
     # small ones there now, as vLLM's since 0.9)
     assert engine_batch_defaults("vllm", "v0.8.4", "a100_80gb", 74.5)[0] == VLLM_LARGE_GPU
     assert engine_batch_defaults("vllm", "v0.8.4", "l40s", 44.4)[0] is None
-    # 0.28+ gives GPUs of >= 160 GiB 16384 tokens a step
-    assert engine_batch_defaults("vllm", "0.28.0", "b200", 167.0)[0] == VLLM_HUGE_GPU
-    assert engine_batch_defaults("vllm", "0.27.1", "b200", 167.0)[0] is None
-    assert engine_batch_defaults("vllm", "0.28.0", "h200", 140.4)[0] is None
+    # 0.28+ gives GPUs of >= 160 GiB 16384 tokens a step, and 0.20+ fills 0.92 of memory
+    # (CacheConfig.gpu_memory_utilization's default, 0.9 through 0.19)
+    share = SchedulerConfig(gpu_memory_utilization=0.92)
+    huge = VLLM_HUGE_GPU.model_copy(update={"gpu_memory_utilization": 0.92})
+    assert engine_batch_defaults("vllm", "0.28.0", "b200", 167.0)[0] == huge
+    assert engine_batch_defaults("vllm", "0.27.1", "b200", 167.0)[0] == share
+    assert engine_batch_defaults("vllm", "0.28.0", "h200", 140.4)[0] == share
+    assert engine_batch_defaults("vllm", "0.19.0", "h200", 140.4)[0] is None
+    assert "0.92" in engine_batch_defaults("vllm", "0.20.0", "h100_sxm", 79.6)[1]
     # the V0 engine (before 0.8) runs its own profile, which kept no prefix cache: a
     # preempted request starts over
     plan = plan_case({**ROW, "engine_version": "0.6.0"})

@@ -221,13 +221,38 @@ def sharegpt_spread() -> tuple[float, float]:
     return float(np.std(p[keep]) / np.mean(p[keep])), float(np.std(o[keep]) / np.mean(o[keep]))
 
 
+# vLLM 0.20 raised CacheConfig.gpu_memory_utilization's default from 0.9 to 0.92
+# (vllm/config/cache.py: "Field(default=0.9" in the 0.19.0 wheel, "default=0.92" in 0.20.0
+# through 0.33.0); 0.34 leaves it unset, 0.92 unless its extensible KV cache (the default on
+# CUDA) sizes the cache from measured memory at 1.0, which simspec does not model (QA)
+VLLM_MEMORY_SINCE = (0, 20)
+VLLM_MEMORY_SHARE = 0.92
+
+
 def engine_batch_defaults(
     engine: str, version: str, gpu_id: str, gpu_gib: float
 ) -> tuple[SchedulerConfig | None, str]:
-    """The batch limits the row's engine version sets by default where they differ from the
-    engine profile's, with a note; (None, "") where they do not (or the version is unstated:
-    the profile's defaults stand). A V0 row runs the ``vllm-v0`` profile
+    """The batch limits (and memory share) the row's engine version sets by default where they
+    differ from the engine profile's, with a note; (None, "") where they do not (or the version
+    is unstated: the profile's defaults stand). A V0 row runs the ``vllm-v0`` profile
     (:func:`engine_version_profile`), whose defaults are V0's."""
+    limits, said = _batch_defaults(engine, version, gpu_id, gpu_gib)
+    release = _release(version) if engine == "vllm" else None
+    if release is None or release < VLLM_MEMORY_SINCE:
+        return limits, said
+    share = f"gpu_memory_utilization {VLLM_MEMORY_SHARE} (vLLM 0.20+'s default)"
+    if release >= (0, 34):
+        share += "; 0.34's extensible KV cache, sized from measured memory, is not modelled"
+    limits = (limits or SchedulerConfig()).model_copy(
+        update={"gpu_memory_utilization": VLLM_MEMORY_SHARE}
+    )
+    return limits, f"{said}; {share}" if said else f"vLLM {version}: {share}"
+
+
+def _batch_defaults(
+    engine: str, version: str, gpu_id: str, gpu_gib: float
+) -> tuple[SchedulerConfig | None, str]:
+    """:func:`engine_batch_defaults`' batch limits alone."""
     if engine != "vllm":
         return None, ""
     release = _release(version)
