@@ -757,7 +757,7 @@ def _acceptance(
 
 # what a row's acceptance_source ends with where its prediction reads its own measurement: a
 # tau row predicted from the preset copied from it, or from the trace it was measured on (QA:
-# 36 tau rows at 1.3 % error held the file's MAPE down from 21 % to 18 %)
+# the packaged file's 25 such rows, at 0.3 % error, held its MAPE at 18.2 % against 20.1 %)
 OWN_SOURCE = "(the row's own measurement)"
 
 
