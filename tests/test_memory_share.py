@@ -20,16 +20,17 @@ def test_the_h100_share_is_the_wheels_arithmetic():
     model), all over the 10 GiB floor."""
     assert piecewise_sizes(8192) == 58
     share = dict(tp=1, pp=1, chunk=8192, graph_bs=256, mla=False)
-    assert sglang_static_share(H100, method="autoregressive", **share) == round(
+    assert sglang_static_share(H100, method="autoregressive", piecewise=True, **share) == round(
         (81559 - 13440 - 58 * 8) / 81559, 3
     )
-    assert sglang_static_share(H100, method="eagle3", **share) == round(
+    assert sglang_static_share(H100, method="eagle3", piecewise=False, **share) == round(
         (81559 - 13440 - 4096) / 81559, 3
     )
-    assert sglang_static_share(H100, method="draft_model", **share) == round(
+    assert sglang_static_share(H100, method="draft_model", piecewise=False, **share) == round(
         (81559 - 13440 - 6144) / 81559, 3
     )
-    assert sglang_static_share(H100, method="ngram", **share) == round((81559 - 13440) / 81559, 3)
+    ngram = sglang_static_share(H100, method="ngram", piecewise=False, **share)
+    assert ngram == round((81559 - 13440) / 81559, 3)
 
 
 def test_dp_attention_and_small_gpus():
@@ -37,14 +38,14 @@ def test_dp_attention_and_small_gpus():
     has no 10 GiB floor."""
     dp8 = sglang_static_share(
         load_gpu("h200").memory_bytes, tp=8, pp=1, chunk=8192, graph_bs=512, method="mtp",
-        mla=True, dp_attention=8,
+        mla=True, dp_attention=8, piecewise=False,
     )  # fmt: skip
     reserved = 512 + 8192 * 1.5 + 512 * 2 + 1024 + 512 * 8 * 3 + 512 * 8 * 1.5 + 4096
     assert dp8 == round((143770 - reserved) / 143770, 3)
     a100_40 = load_gpu("a100_40gb").memory_bytes / 2**20
     small = sglang_static_share(
         load_gpu("a100_40gb").memory_bytes, tp=1, pp=1, chunk=4096, graph_bs=32,
-        method="autoregressive", mla=False,
+        method="autoregressive", mla=False, piecewise=True,
     )  # fmt: skip
     reserved = 512 + 4096 * 1.5 + 32 * 2 + 128 + piecewise_sizes(4096) * 8
     assert small == round((a100_40 - reserved) / a100_40, 3)
@@ -180,10 +181,9 @@ def test_sglang_v2_budgets_the_draft_inside_its_share():
     the draft's KV pool inside mem_fraction_static, and PR #28855 its weights too: sglang-v2
     runs a Qwen3-0.6B draft beside Qwen3-32B on eight H100s, which sglang (0.5.10: the draft
     outside the share) refuses, and holds more KV under EAGLE-3 than 0.5.10 did."""
-    share = dict(tp=1, pp=1, chunk=8192, graph_bs=256, mla=False)
-    assert sglang_static_share(H100, method="eagle3", spec_reserve=False, **share) == round(
-        (81559 - 13440) / 81559, 3
-    )
+    share = dict(tp=1, pp=1, chunk=8192, graph_bs=256, mla=False, piecewise=False)
+    inside = sglang_static_share(H100, method="eagle3", spec_reserve=False, **share)
+    assert inside == round((81559 - 13440) / 81559, 3)
     assert load_engine("sglang").flag("spec_reserve")
     assert not load_engine("sglang-v2").flag("spec_reserve")
     assert not load_engine("sglang-v2").flag("draft_outside_share")

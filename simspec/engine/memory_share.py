@@ -84,16 +84,15 @@ def sglang_static_share(
     method: str,
     mla: bool,
     dp_attention: int = 1,
+    piecewise: bool,
     spec_reserve: bool = True,
-    piecewise: bool | None = None,
 ) -> float:
     """SGLang's default ``mem_fraction_static`` for one deployment (see the module docstring):
     ``chunk`` its chunked_prefill_size, ``graph_bs`` its cuda_graph_max_bs, ``method`` the
     speculative method ("autoregressive": none), ``dp_attention`` its DP-attention size (1:
     off). ``piecewise``: whether piecewise CUDA graphs are captured
-    (:func:`sglang_piecewise_graphs`; None: on unless speculation, DP attention or pipeline
-    stages turn them off). ``spec_reserve``: the flat reserve for a draft (through 0.5.10; PR
-    #23862 budgets the draft inside the share instead)."""
+    (:func:`sglang_piecewise_graphs`). ``spec_reserve``: the flat reserve for a draft (through
+    0.5.10; PR #23862 budgets the draft inside the share instead)."""
     gpu_mem = gpu_bytes / MIB
     reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
     if dp_attention > 1:
@@ -101,8 +100,6 @@ def sglang_static_share(
         if graph_bs > 300:
             reserved += graph_bs * dp_attention * 1.5
     speculative = method != "autoregressive"
-    if piecewise is None:
-        piecewise = not speculative and dp_attention == 1 and pp == 1
     if piecewise:
         reserved += 1.5 * 1024 if mla else piecewise_sizes(chunk) * 8
     if gpu_mem > 60 * 1024:

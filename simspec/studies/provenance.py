@@ -38,7 +38,7 @@ from simspec.catalog.precision import (
 from simspec.catalog.tables import shown
 from simspec.catalog.traces import packaged_traces
 from simspec.config import AcceptanceConfig, Deployment, MethodConfig, SchedulerConfig
-from simspec.engine.build import deployed_engine
+from simspec.engine.build import EAGLE_DRAFTERS, deployed_engine
 from simspec.engine.kv_cache import uniform_kv, uniform_kv_reason
 from simspec.engine.layout import BLOCK_CHECKED_ENGINES, ParallelLayout
 from simspec.errors import InputError
@@ -411,7 +411,7 @@ def release_notes(deploy: Deployment, methods: Iterable[MethodConfig]) -> list[s
                 f"{model.architecture} (its class lacks what the head reads there: "
                 "simspec/data/draft_targets.yaml); the prediction is for later ones"
             )
-        drafts_k = m.name in ("eagle1", "eagle2", "eagle3", "mtp") and m.k > 1
+        drafts_k = m.name in EAGLE_DRAFTERS and m.k > 1
         if engine.dp_attention == "vllm" and deploy.dp > 1 and drafts_k:
             notes.append(
                 f"note: vLLM releases before {VLLM_DP_SPEC_SINCE} hang with {m.name} at K > 1 "

@@ -227,6 +227,7 @@ def sharegpt_spread() -> tuple[float, float]:
 # CUDA) sizes the cache from measured memory at 1.0, which simspec does not model (QA)
 VLLM_MEMORY_SINCE = (0, 20)
 VLLM_MEMORY_SHARE = 0.92
+VLLM_EXTENSIBLE_KV_SINCE = (0, 34)
 
 
 def engine_batch_defaults(
@@ -241,7 +242,7 @@ def engine_batch_defaults(
     if release is None or release < VLLM_MEMORY_SINCE:
         return limits, said
     share = f"gpu_memory_utilization {VLLM_MEMORY_SHARE} (vLLM 0.20+'s default)"
-    if release >= (0, 34):
+    if release >= VLLM_EXTENSIBLE_KV_SINCE:
         share += "; 0.34's extensible KV cache, sized from measured memory, is not modelled"
     limits = (limits or SchedulerConfig()).model_copy(
         update={"gpu_memory_utilization": VLLM_MEMORY_SHARE}
