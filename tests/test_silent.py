@@ -499,6 +499,61 @@ def test_the_common_footer_says_what_sweep_says_of_sampling_scheduling_and_caps(
     assert "used as measured" in said and "0.845" not in said
 
 
+def test_the_common_footer_says_a_method_the_engine_does_not_run_as_sweep_does():
+    """QA (cross-command): plan, fleet and policy ran EAGLE-3 on gpt-fast and hydra anywhere
+    without sweep's "simulated as published" and one-sequence-at-a-time notes."""
+    from simspec.cli.tables import run_notes
+    from simspec.config import Deployment, MethodConfig
+
+    eagle = MethodConfig(name="eagle3", k=3, acceptance={"alpha": 0.7})
+    notes = " ".join(run_notes(Deployment(engine="gpt-fast"), [eagle]))
+    assert "eagle3 simulated as published: engine gpt-fast does not ship it" in notes
+    assert "speculates one sequence at a time" in notes
+    hydra = MethodConfig(name="hydra", k=3, acceptance={"alpha": 0.7})
+    assert "hydra simulated as published" in " ".join(run_notes(Deployment(), [hydra]))
+    shipped = " ".join(run_notes(Deployment(), [eagle]))
+    assert "simulated as published" not in shipped and "one sequence at a time" not in shipped
+
+
+def test_a_schedule_no_engine_reads_is_said_to_be_simspecs_own():
+    """QA: plan --trace priced a recommended K schedule on SGLang and vLLM V0, and a tree
+    schedule anywhere, as deployable options; recommend said they are simspec's."""
+    from simspec.cli.tables import schedule_notes
+    from simspec.config import MethodConfig
+
+    k_bands = MethodConfig(name="eagle3", k=3, k_schedule=[[1, 8, 3], [9, 256, 1]])
+    assert schedule_notes("vllm", [k_bands]) == []
+    for engine in ("sglang", "vllm-v0", "trtllm"):
+        (note,) = schedule_notes(engine, [k_bands])
+        assert f"engine {engine} does not read vLLM V1's Dynamic SD" in note
+    tree = MethodConfig(name="eagle3", k=5, tree="dynamic", tree_schedule=[[1, 8, 16], [9, 48, 8]])
+    (note,) = schedule_notes("vllm", [tree])
+    assert "tree_schedule, which no engine reads" in note
+
+
+def test_recommend_refuses_a_dense_models_dp_as_the_other_commands_do():
+    """QA: recommend told a dense model at dp 2 to compare fixed K (Dynamic SD's dp rule);
+    following that advice hit the layout's own refusal."""
+    result = runner.invoke(app, ["recommend", "--tp", "2", "--dp", "2", "--concurrencies", "1"])
+    assert result.exit_code == 2 and "has no experts (a dense model)" in result.output
+    assert "fixed K" not in result.output
+
+
+def test_a_policy_files_k_schedule_is_refused_on_vllm_v0_as_the_flag_is(tmp_path):
+    """QA: --speculative-config's num_speculative_tokens_per_batch_size was refused on
+    vllm-v0, and the same bands as a file's policy.k_schedule ran without a word."""
+    cfg = tmp_path / "p.yaml"
+    cfg.write_text(
+        "model: llama-3.1-8b\nengine: vllm-v0\nmethod: {name: eagle3, k: 3}\n"
+        "policy: {k_schedule: [[1, 30, 3], [31, 1024, 2]]}\n"
+        "workload: {arrival: poisson, rate: 1.0, requests: 50}\n"
+    )
+    out = tmp_path / "p.csv"
+    result = runner.invoke(app, ["policy", "--config", str(cfg), "--out", str(out)])
+    assert result.exit_code == 2 and "policy.k_schedule" in result.output
+    assert "never reads" in result.output and not out.exists()
+
+
 def test_a_sweep_past_the_engines_default_running_limit_says_so(capsys):
     """QA (cross-command): --max-num-seqs 1024 given was noted and vLLM's own 1024 by default
     was not, for the same numbers."""

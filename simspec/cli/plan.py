@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from simspec.catalog.methods import k_not_read, stated_topk, tree_capacity
+from simspec.catalog.models import load_model
 from simspec.catalog.tables import shown
 from simspec.catalog.vllm import VLLM_KEYS, read_speculative_config
 from simspec.cli import options as opt
@@ -61,7 +62,7 @@ from simspec.config import (
     check_precision_target,
 )
 from simspec.engine import window
-from simspec.engine.build import DYNAMIC_SD_UNDER_DP
+from simspec.engine.build import DYNAMIC_SD_UNDER_DP, check_dp_attention
 from simspec.errors import InputError
 from simspec.studies import capacity
 from simspec.studies.provenance import with_provenance
@@ -793,6 +794,10 @@ def recommend(
     # Dynamic SD's num_speculative_tokens_per_batch_size is vLLM V1's: V0 (vllm-v0) reads a
     # disable_by_batch_size alone (QA: --json wrote a V1 schedule for it)
     vllm = engine.family == "vllm" and not engine.disables_by_batch_size
+    # a layout the engine cannot run at all is refused as the other commands refuse it, before
+    # Dynamic SD's dp rule (QA: a dense model at dp 2 was told to compare fixed K, and then
+    # refused for the layout)
+    check_dp_attention(deploy.dp, engine.id, engine.dp_attention, load_model(deploy.model))
     if vllm and deploy.dp > 1:
         raise InputError("--dp", DYNAMIC_SD_UNDER_DP.format(dp=deploy.dp))
     if not vllm:
@@ -950,15 +955,11 @@ def with_asked(frame: pd.DataFrame, deploy: Deployment, asked: dict[str, Any]) -
 def _recommend_notes(
     deploy: Deployment, base: MethodConfig, ks: list[int], bands: list[list[int]], is_tree: bool
 ) -> None:
-    """What a recommendation rests on that its table does not show (on stderr): a method the
-    engine does not ship, acceptance extrapolated past the deepest draft measured, the shape
-    the engine picks itself, and a best setting at the largest one tried (QA: each was
-    silent)."""
-    from simspec.catalog.methods import not_shipped
-
-    # the async-scheduling note is print_provenance's (tables.run_notes), as sweep says it
-    if why := not_shipped(base.name, deploy.engine):
-        err.print(f"note: {base.name} simulated as published: {why}", highlight=False)
+    """What a recommendation rests on that its table does not show (on stderr): acceptance
+    extrapolated past the deepest draft measured, the shape the engine picks itself, and a
+    best setting at the largest one tried (QA: each was silent)."""
+    # the async-scheduling, unshipped-method and one-sequence notes are print_provenance's
+    # (tables.run_notes), as sweep says them
     tried = [base.model_copy(update={"k": k}) for k in ks] if not is_tree else [base]
     _extrapolation_notes(tried[-1:], deploy)
     if any(setting == ks[-1] for _, _, setting in bands):

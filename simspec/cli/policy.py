@@ -76,7 +76,7 @@ def policy(
     Example: simspec policy --config examples/policy.yaml --out policy.csv
     """
     from simspec.engine.workload import read_rate_csv
-    from simspec.studies.policy import run_policy
+    from simspec.studies.policy import run_policy, settings
 
     check_outputs(
         (out, "--out", (".csv", ".parquet")),
@@ -144,7 +144,8 @@ def policy(
     )
     where = f"{cfg.model}, {cfg.gpu}" + (f" ({layout})" if layout else "")
     print_frame(shown, f"Policy vs fixed settings: {cfg.method.name} on {where}")
-    print_provenance(cfg, [cfg.method])
+    # the method as the policy runs it, its schedule included (tables.schedule_notes)
+    print_provenance(cfg, [settings(cfg)[-1][1]])
     err.print(
         "gain = the setting's median (TPOT | end-to-end latency) / the policy's: > 1 means "
         "the policy is faster"
@@ -339,6 +340,7 @@ def policy_config(data: dict[str, Any], flags: MethodFlags) -> PolicyConfig:
     """The policy file with the method flags on top of its method; a --speculative-config
     replaces the method, and its schedule (num_speculative_tokens_per_batch_size,
     disable_by_batch_size) is the policy when the file states none."""
+    from simspec.catalog.hardware import load_engine
     from simspec.studies.policy import PolicyConfig
 
     data = with_profile_gpu(with_preset_ids(dict(data)))
@@ -373,6 +375,14 @@ def policy_config(data: dict[str, Any], flags: MethodFlags) -> PolicyConfig:
                 )
         data["method"] = method
     config = PolicyConfig(**data)
+    if config.policy.k_schedule and load_engine(config.engine).disables_by_batch_size:
+        # as the --speculative-config path refuses it (MethodFlags.vllm_method; QA: a file's
+        # policy.k_schedule ran on vllm-v0 without a word)
+        raise InputError(
+            "policy.k_schedule",
+            "is vLLM V1's Dynamic SD, which vLLM V0 (engine "
+            f"{config.engine}) never reads: give V0's disable_by_batch_size, or run engine vllm",
+        )
     if flags.k is not None and config.policy.k_schedule:
         # the bands set every step's K and the fixed settings compared are theirs (QA: --k 5
         # ran as without it, its CSV row saying k=5)

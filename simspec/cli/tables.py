@@ -192,7 +192,7 @@ def run_notes(deploy: Deployment, methods: list[MethodConfig]) -> list[str]:
     SGLang-cap notes that sweep prints for the same deployment)."""
     from simspec.catalog.draft_heads import eagle3_head_note
     from simspec.catalog.hardware import load_profile
-    from simspec.catalog.methods import approximated
+    from simspec.catalog.methods import approximated, not_shipped
     from simspec.catalog.models import preset_id
     from simspec.engine.build import deployed_engine
     from simspec.studies.provenance import async_note
@@ -205,18 +205,57 @@ def run_notes(deploy: Deployment, methods: list[MethodConfig]) -> list[str]:
         lines.append(f"note: {note}")
     if note := async_note(deploy.engine, deploy.scheduler.async_scheduling):
         lines.append(f"note: {note}")
+    unshipped: dict[str, list[str]] = {}
+    for name in speculative:
+        if why := not_shipped(name, deploy.engine):
+            unshipped.setdefault(why, []).append(name)
+    for why, names in unshipped.items():  # QA: plan, fleet and policy ran them without a word
+        lines.append(f"note: {', '.join(names)} simulated as published: {why}")
+    engine = deployed_engine(deploy)
+    if speculative and engine.flag("speculates_at_batch_one"):
+        lines.append(
+            f"note: engine {deploy.engine} speculates one sequence at a time: its speculative "
+            "runs at batch > 1 are simulated as if it batched them (engines.yaml "
+            "speculates_at_batch_one)"
+        )
+    lines.extend(schedule_notes(deploy.engine, drafting))
     for name in speculative:
         if why := approximated(name, deploy.engine):
             lines.append(f"note: {name} on {deploy.engine}: {why}")
         if head := eagle3_head_note(name, preset_id(deploy.model)):
             lines.append(f"note: {head}")
-    cap = deployed_engine(deploy).speculative_cap(deploy.scheduler.max_num_seqs)
+    cap = engine.speculative_cap(deploy.scheduler.max_num_seqs)
     if speculative and cap is not None:
         lines.append(
             f"note: engine {deploy.engine} runs at most {cap} requests under speculative "
             "decoding (its default): the rest wait; --max-running-requests N lifts it"
         )
     return lines
+
+
+def schedule_notes(engine_id: str, methods: Iterable[MethodConfig]) -> list[str]:
+    """Where a method's schedule by batch size is simspec's what-if, not a setting the engine
+    reads: a K schedule (vLLM V1's Dynamic SD, num_speculative_tokens_per_batch_size) on any
+    other engine, and a tree budget schedule anywhere (QA: plan --trace priced a recommended
+    schedule on SGLang and vLLM V0 as a deployable option; recommend said so)."""
+    from simspec.catalog.hardware import load_engine
+
+    engine = load_engine(engine_id)
+    reads_k = engine.family == "vllm" and not engine.disables_by_batch_size
+    lines: list[str] = []
+    for m in methods:
+        if m.k_schedule and not reads_k:
+            lines.append(
+                f"note: {m.name}'s K by batch size is simspec's k_schedule: engine {engine_id} "
+                "does not read vLLM V1's Dynamic SD schedule (num_speculative_tokens_per_batch_"
+                "size), so its server runs one K at every batch size"
+            )
+        if m.tree_schedule:
+            lines.append(
+                f"note: {m.name}'s tree budget by batch size is simspec's tree_schedule, which "
+                "no engine reads: a server runs one tree at every batch size"
+            )
+    return list(dict.fromkeys(lines))
 
 
 def deployment_columns(deploy: Deployment) -> dict[str, Any]:
