@@ -91,6 +91,9 @@ _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 FIELD_WIDGETS = {
     f: WIDGETS[flag] for f, flag in FIELD_FLAGS.items() if flag in WIDGETS
 } | dict.fromkeys(("rate", "workload.rate", "workload.concurrency", "batch_sizes"), "Loads")
+# a refusal of a method (its name, the engine's refusal of it: QA, "methods.name: eagle1 does
+# not run on engine trtllm") names the Methods list that chose it
+FIELD_WIDGETS |= dict.fromkeys(("method", "method.name", "methods.name"), "Methods")
 _FIELD = re.compile(r"^([a-z_][a-z0-9_.]*): ", re.MULTILINE)
 
 

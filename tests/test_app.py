@@ -1010,3 +1010,6 @@ def test_a_message_that_starts_with_a_field_names_its_widget():
     assert said.startswith("Max model len: ")
     assert page.in_page_words("seed: too big") == "seed: too big"
     assert page.in_page_words("see tp: here") == "see tp: here"  # only where a line starts
+    # a method's refusal names the Methods list (QA: "methods.name: eagle1 does not run ...")
+    for field in ("methods.name", "method"):
+        assert page.in_page_words(f"{field}: eagle1 does not run").startswith("Methods: ")

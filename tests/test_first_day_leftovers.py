@@ -15,7 +15,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from simspec.catalog.methods import cannot_draft_for
+from simspec.catalog.methods import cannot_draft_for, refused_on
 from simspec.catalog.models import model_ids
 from simspec.cli.main import app
 from simspec.cli.sweep_flags import SweepFlags
@@ -189,10 +189,31 @@ def test_the_explorer_does_not_offer_draft_model_where_no_packaged_draft_shares_
 def test_the_explorer_leaves_out_exactly_what_has_no_drafter_for_the_model():
     for model in model_ids():
         offered, left = offered_methods(model)
-        lacking = {n: w for n in SPECULATORS if (w := cannot_draft_for(n, model))}
+        lacking = {
+            n: w
+            for n in SPECULATORS
+            if (w := cannot_draft_for(n, model) or refused_on(n, model, None))
+        }
         assert left == lacking, model
         assert offered == [n for n in SPECULATORS if n not in lacking and n != "autoregressive"]
     assert "draft_model" in offered_methods("qwen3-8b")[0]
+
+
+@pytest.mark.parametrize(
+    ("model", "engine", "dp", "refused"),
+    [
+        ("llama-3.1-8b", "trtllm", 1, "eagle1"),  # TensorRT-LLM's PyTorch backend: EAGLE-3
+        ("mixtral-8x7b", "vllm-v0", 1, "eagle3"),  # no SupportsEagle3 on Mixtral
+        ("deepseek-v3", "sglang", 8, "ngram"),  # SGLang refuses n-gram beside DP attention
+    ],
+)
+def test_the_explorer_does_not_offer_what_the_engine_refuses_to_run(model, engine, dp, refused):
+    """QA: the Methods list was filtered by model only, so a method the engine refuses (or the
+    page's own defaults after a change of engine) refused the whole page."""
+    offered, left = offered_methods(model, engine, dp)
+    assert refused not in offered
+    assert left[refused] == refused_on(refused, model, engine, dp)
+    assert "autoregressive" not in offered and offered
 
 
 # -- item 4: analytic names the draft it prices ------------------------------------------------

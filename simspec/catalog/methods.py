@@ -834,23 +834,34 @@ def left_out_of_all(
         from simspec.catalog.hardware import engine_ids
 
         return f"no engine simspec models ({', '.join(engine_ids())}) ships it"
-    refused = engine_refuses(name, engine) if engine else None
-    if not refused:
-        from simspec.catalog.hardware import load_engine
-        from simspec.config import Deployment
-
-        # None: the deployment's default engine
-        profile = load_engine(engine or Deployment.model_fields["engine"].default)
-        if dp > 1 and engine:
-            refused = profile.dp_attention_refused.get(name)
-        if not refused and name in DRAFT_TARGET_METHODS:
-            try:
-                architecture = load_model(model).architecture
-            except InputError:  # a model file that does not load is refused where it runs
-                architecture = None
-            if architecture is not None:
-                refused = draft_target_refusal(name, profile.id, architecture)
+    # no engine named: the default's target classes alone, as before a layout is known
+    refused = refused_on(name, model, engine, dp if engine else 1)
     return refused or not_shipped(name, engine) or no_acceptance(name)
+
+
+def refused_on(name: str, model: str, engine: str | None, dp: int = 1) -> str | None:
+    """Why ``engine`` (None: the default) refuses to run ``name`` on ``model`` at all, as its
+    run would (None: it runs, shipped or as published): the engine's own refusals
+    (``method_engines.yaml`` refuses), one beside data-parallel attention (``dp`` > 1), and a
+    drafter that needs an interface the target's class lacks (``draft_targets.yaml``). What
+    the explorer leaves off its Methods list (QA: it offered EAGLE-1 on trtllm, whose run then
+    refused the whole page)."""
+    from simspec.catalog.hardware import load_engine
+    from simspec.config import Deployment
+
+    if engine and (refused := engine_refuses(name, engine)):
+        return refused
+    # None: the deployment's default engine
+    profile = load_engine(engine or Deployment.model_fields["engine"].default)
+    if dp > 1 and (refused := profile.dp_attention_refused.get(name)):
+        return refused
+    if name in DRAFT_TARGET_METHODS:
+        try:
+            architecture = load_model(model).architecture
+        except InputError:  # a model file that does not load is refused where it runs
+            return None
+        return draft_target_refusal(name, profile.id, architecture)
+    return None
 
 
 def approximated(name: str, engine: str | None) -> str | None:

@@ -28,6 +28,7 @@ from simspec.catalog.methods import (
     measured_acceptance,
     method_info,
     preset_method,
+    refused_on,
     tau_spread,
     trace_as_tree,
 )
@@ -320,17 +321,18 @@ def check_inputs(inp: ExplorerInputs) -> None:
         check_runnable(scenario_for(inp, inp.loads[0], method_for(inp, name)))
 
 
-def offered_methods(model: str) -> tuple[list[str], dict[str, str]]:
-    """The speculative methods the page offers for ``model``, and those it leaves out with
-    why: as for ``--methods all`` (:func:`~simspec.catalog.methods.cannot_draft_for`), mtp
-    needs the model's own MTP layers and draft_model a packaged draft of its tokenizer. A
-    method no engine ships (hydra, lookahead, ...) stays offered, as ``--methods NAME`` runs
-    it: what it lacks is an engine, not a drafter for this model."""
+def offered_methods(
+    model: str, engine: str | None = None, dp: int = 1
+) -> tuple[list[str], dict[str, str]]:
+    """The speculative methods the page offers for ``model`` on ``engine`` at ``dp``, and
+    those it leaves out with why: no drafter for the model (``cannot_draft_for``) or the
+    engine's refusal there (``refused_on``), which would refuse the whole page. A method no
+    engine ships (hydra, ...) stays offered, as ``--methods NAME`` runs it."""
     offered, left = [], {}
     for name in SPECULATORS:
         if name == "autoregressive":
             continue
-        why = cannot_draft_for(name, model)
+        why = cannot_draft_for(name, model) or refused_on(name, model, engine, dp)
         if why:
             left[name] = why
         else:

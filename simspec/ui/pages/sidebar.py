@@ -80,7 +80,7 @@ def problem(message: str) -> NoReturn:
 def sidebar() -> ExplorerInputs:
     sb = st.sidebar
     deployment = _deployment(sb)
-    speculation = _speculation(sb, deployment["model"])
+    speculation = _speculation(sb, deployment["model"], deployment["engine"], deployment["dp"])
     return ExplorerInputs(**deployment, **speculation, **_workload(sb))
 
 
@@ -216,9 +216,9 @@ def _methods(sb: DeltaGenerator, offered: list[str]) -> list[str]:
     return methods
 
 
-def _speculation(sb: DeltaGenerator, model: str) -> dict[str, Any]:
+def _speculation(sb: DeltaGenerator, model: str, engine: str, dp: int) -> dict[str, Any]:
     sb.header("Speculation")
-    offered, left_out = offered_methods(model)
+    offered, left_out = offered_methods(model, engine, dp)
     methods = _methods(sb, offered)
     for name, why in left_out.items():
         sb.caption(f"{name} not offered: {markdown_text(uploads.as_uploaded(why))}")
