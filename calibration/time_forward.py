@@ -113,6 +113,20 @@ ELEMENTWISE_OPS = ("rmsnorm", "silu_mul", "rope", "add")
 TREE_MAX_BATCH = 16
 MEMORY_SAFETY = 1.3
 RMS_EPS = 1e-5
+# config.json keys that declare layers other than attention (Nemotron-H's pattern, Falcon-H1's
+# and Mamba's SSM, Jamba's attention period, Zamba's block types, Qwen3-Next's linear
+# attention heads) and the layer_types that are attention: what the harness can build
+HYBRID_KEYS = (
+    "hybrid_override_pattern",
+    "mamba_d_ssm",
+    "ssm_cfg",
+    "attn_layer_period",
+    "layers_block_type",
+    "linear_num_value_heads",
+)
+ATTENTION_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "attention"})
+# where a multimodal or wrapped config keeps its language model's fields (Llama-4's)
+NESTED_KEYS = ("text_config", "language_config", "llm_config")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
@@ -170,7 +184,7 @@ def load_config(path: str) -> ModelShape:
 
     # the harness builds dense GQA decoder layers: a config with routed experts or a latent
     # KV would be timed as a dense model under its name (QA), so it is refused instead
-    for key in ("num_local_experts", "num_experts", "n_routed_experts"):
+    for key in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"):
         if isinstance(cfg.get(key), int) and cfg[key] > 0:
             raise UsageError(
                 "--config",
@@ -178,6 +192,33 @@ def load_config(path: str) -> ModelShape:
                 "only; MoE layers are priced from measured kernel tables "
                 "(calibration/fit_moe_kernels.py)",
             )
+    # layers that are not attention (Mamba, Gated DeltaNet, linear attention): timed as GQA
+    # layers they would be priced wrong under the model's name (QA: Nemotron-H, Falcon-H1)
+    hybrid = [k for k in HYBRID_KEYS if cfg.get(k)]
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list):
+        other = sorted({str(t) for t in layer_types} - ATTENTION_LAYER_TYPES)
+        if other:
+            hybrid.append(f"layer_types {', '.join(other)}")
+    if hybrid:
+        raise UsageError(
+            "--config",
+            f"{path} has layers other than attention ({hybrid[0]}): this script times dense "
+            "GQA layers only",
+        )
+    for key in NESTED_KEYS:
+        if isinstance(cfg.get(key), dict) and "hidden_size" not in cfg:
+            raise UsageError(
+                "--config",
+                f"{path} nests its language model's shape under {key}: give that part's "
+                "config.json fields at the top level",
+            )
+    if "hidden_size" not in cfg and "d_model" in cfg:
+        raise UsageError(
+            "--config",
+            f"{path} names its width d_model (another architecture's config): give "
+            "hidden_size and the Llama-style fields",
+        )
     if cfg.get("kv_lora_rank"):
         raise UsageError(
             "--config",
@@ -841,6 +882,7 @@ class Outcome:
     skipped: int = 0
     failed: int = 0
     truncated: bool = False
+    interrupted: bool = False  # Ctrl-C, not the --max-seconds budget
 
 
 def run_cases(
@@ -879,7 +921,7 @@ def run_cases(
             why = f"{type(exc).__name__}: {first_line(exc)}"
             print(f"  FAILED {c.describe()}: {why}", file=sys.stderr, flush=True)
         except KeyboardInterrupt:
-            out.truncated = True
+            out.truncated = out.interrupted = True
             print("interrupted: writing what was timed", flush=True)
             break
         finally:
@@ -1183,6 +1225,16 @@ def check_writable(path: str) -> None:
         raise UsageError("--out", f"cannot write under {folder}")
     if out.exists() and not os.access(out, os.W_OK):
         raise UsageError("--out", f"{path} is not writable")
+    if folder == out.parent:  # write_csv's own temporary file, made and removed: os.access
+        # says yes to root whatever the file system allows (QA: /proc as root)
+        probe = Path(path + ".tmp")
+        try:
+            probe.touch(exist_ok=False)
+        except FileExistsError:
+            return
+        except OSError as exc:
+            raise UsageError("--out", f"cannot write {path}: {exc.strerror or exc}") from None
+        probe.unlink(missing_ok=True)
 
 
 def print_header(
@@ -1233,15 +1285,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         timer = Timer(device, args.warmup, args.repeats, args.cuda_graphs)
         bench = Bench(model, shape, args.seed, native)
         outcome = run_cases(cases, bench, timer, meta, args.max_seconds, t0)
-    write_csv(args.out, outcome.rows, outcome.truncated)
+    try:
+        write_csv(args.out, outcome.rows, outcome.truncated)
+    except OSError as exc:  # QA: a full disk or an unwritable --out lost the run in a traceback
+        kept = save_elsewhere(outcome, exc)
+        print(f"error: --out: could not write {args.out} ({exc.strerror or exc}); {kept}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     took = time.perf_counter() - t0
+    cut = ", interrupted" if outcome.interrupted else ", truncated by --max-seconds"
     print(
         f"wrote {len(outcome.rows)} rows to {args.out} in {took:.1f} s "
         f"({outcome.skipped} skipped, {outcome.failed} failed"
-        f"{', truncated by --max-seconds' if outcome.truncated else ''})"
+        f"{cut if outcome.truncated else ''})"
     )
+    if outcome.interrupted:
+        return 130  # as a shell reports SIGINT: the table is partial (QA: it exited 0)
     return 1 if outcome.failed or not outcome.rows else 0
 
 
+def save_elsewhere(outcome: Outcome, exc: OSError) -> str:
+    """Where the rows of a run whose --out could not be written went instead: a file in the
+    system's temporary folder, so minutes of GPU time are not lost with the error."""
+    import tempfile
+
+    if not outcome.rows:
+        return "no rows were timed"
+    fd, spare = tempfile.mkstemp(prefix="time_forward-", suffix=".csv")
+    os.close(fd)
+    try:
+        write_csv(spare, outcome.rows, outcome.truncated)
+    except OSError:
+        return "the rows could not be saved elsewhere either"
+    return f"its {len(outcome.rows)} rows are in {spare}"
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # before the first case: nothing timed, nothing written
+        print("interrupted before any case was timed: nothing written", file=sys.stderr)
+        sys.exit(130)

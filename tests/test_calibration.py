@@ -290,6 +290,21 @@ def test_harness_csv_fits_a_profile_and_reports_whole_steps(tmp_path):
     assert result.exit_code == 0, result.output
     # the title wraps to the table's width, which the timed numbers set: read it unwrapped
     assert "sum of operators vs measured" in " ".join(result.output.split())
+    # an impossible whole step is refused, naming its column (QA: -1 ms scored as 25 % off;
+    # q_per_seq 2.5 ran as 2)
+    steps = table["kind"].isin(["forward", "prefill"])
+    for column, value in (("time_ms_median", -1.0), ("q_per_seq", 2.5)):
+        broken = table.copy()
+        broken[column] = broken[column].astype(float)
+        broken.loc[steps, column] = value
+        bad_csv = tmp_path / f"bad_{column}.csv"
+        broken.to_csv(bad_csv, index=False)
+        refused = runner.invoke(
+            app,
+            ["calibrate", "report", "--profile", str(out), "--gpu", "h100_sxm", "--timings",
+             str(bad_csv)],
+        )  # fmt: skip
+        assert refused.exit_code == 2 and column in refused.output, refused.output
     bad = runner.invoke(app, [*args, "--only", "gemm,softmax"])
     assert bad.exit_code == 2 and "--only" in bad.output
     # the harness times no all-reduce: asking to fit only that is refused, nothing written
@@ -618,6 +633,9 @@ def test_a_known_table_out_of_its_folder_is_refused_naming_the_layouts_known(tmp
     text = " ".join(result.output.split())
     assert result.exit_code == 2 and "not a timing table simspec knows" in text
     assert "perf_models/.../layers.csv" in text and "keep a copy in its folder layout" in text
+    # the harness's CSV is known by its kind column (harness.HARNESS_MARK), as the message says
+    # (QA: it named gpu_name, which a refused table had)
+    assert "time_forward.py: a kind column" in text
 
 
 def test_a_harness_table_without_its_gpu_name_is_refused(tmp_path):

@@ -271,6 +271,72 @@ def test_a_moe_or_mla_config_a_folder_for_out_are_refused_before_timing(
     assert not list(tmp_path.glob("*.tmp"))
 
 
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        ({"moe_num_experts": 64}, "MoE model (moe_num_experts 64)"),  # ERNIE-4.5-MoE
+        ({"hybrid_override_pattern": "M-M-M*-"}, "layers other than attention"),  # Nemotron-H
+        ({"mamba_d_ssm": 1024}, "layers other than attention"),  # Falcon-H1
+        ({"layer_types": ["linear_attention", "full_attention"]}, "linear_attention"),
+        ({"text_config": {"hidden_size": 128}}, "nests its language model's shape"),  # Llama-4
+    ],
+)
+def test_a_config_whose_layers_the_harness_cannot_build_is_refused(
+    tf, tmp_path: Path, capsys, extra: dict, words: str
+) -> None:
+    """QA: ERNIE-4.5-MoE, Nemotron-H and Falcon-H1 configs were timed as dense GQA models
+    under their names; Llama-4's nested shape failed as 'hidden_size ... got None'."""
+    base = {
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 8,
+        "vocab_size": 512,
+    }
+    cfg = {k: v for k, v in base.items() if "text_config" not in extra or k != "hidden_size"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg | extra))
+    assert tf.main(["--config", str(path), "--device", "cpu", "--list"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --config: ") and words in err
+
+
+def test_an_out_that_fails_at_the_end_keeps_the_rows_elsewhere(tf, tmp_path, monkeypatch, capsys):
+    """QA: a failed final write (a full disk; /proc as root, which os.access passes) lost
+    every row timed in a traceback; it is one error line, exit 2, the rows kept."""
+    written = tf.write_csv
+
+    def full_disk(path, rows, truncated):
+        if str(path).startswith(str(tmp_path)):
+            raise OSError(28, "No space left on device")
+        written(path, rows, truncated)
+
+    monkeypatch.setattr(tf, "write_csv", full_disk)
+    assert tf.main([*SMALL_GRID, "--out", str(tmp_path / "t.csv")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: --out: could not write") and "No space left" in err
+    spare = Path(err.rsplit(" are in ", 1)[1])
+    assert len(pd.read_csv(spare)) > 0
+    spare.unlink()
+
+
+def test_an_interrupted_run_says_so_and_does_not_exit_0(tf, tmp_path, monkeypatch, capsys):
+    """QA: Ctrl-C was reported as the --max-seconds budget, exit status 0."""
+    timed = tf.time_case
+
+    def interrupted(c, *args, **kwargs):
+        if c.kind == "forward":
+            raise KeyboardInterrupt
+        return timed(c, *args, **kwargs)
+
+    monkeypatch.setattr(tf, "time_case", interrupted)
+    out = tmp_path / "cut.csv"
+    assert tf.main([*SMALL_GRID, "--out", str(out)]) == 130
+    said = capsys.readouterr().out
+    assert "interrupted)" in said and "--max-seconds" not in said
+    assert pd.read_csv(out).truncated.eq(1).all()
+
+
 def test_max_tokens_bounds_every_case(tf, capsys) -> None:
     assert tf.main([*SMALL_GRID, "--max-tokens", "4", "--list"]) == 0
     out = capsys.readouterr().out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,15 @@ def forward_check(profile: HardwareProfile, gpu: GpuSpec, harness_csv: Path) -> 
     return pd.DataFrame(rows)
 
 
+def _count(value: Any, column: str, smallest: int) -> int:
+    """A whole-step row's count column as an integer of at least ``smallest``, or an error
+    naming it (QA: q_per_seq 2.5 ran as 2)."""
+    number = float(value)
+    if not (math.isfinite(number) and number == int(number) and number >= smallest):
+        raise ValueError(f"{column} must be a whole number >= {smallest}, got {value!r}")
+    return int(number)
+
+
 def _whole_step(profile: HardwareProfile, gpu: GpuSpec, r: Any) -> dict[str, Any]:
     """One ``forward`` or ``prefill`` row of a harness CSV: measured against the cost model."""
     from simspec.catalog.hardware import load_engine
@@ -181,12 +191,15 @@ def _whole_step(profile: HardwareProfile, gpu: GpuSpec, r: Any) -> dict[str, Any
         head_dim=int(r.head_dim),
         vocab_size=int(r.vocab_size),
     )
-    b, q, ctx = int(r.num_seqs), int(r.q_per_seq), int(r.context_len)
+    b, q = _count(r.num_seqs, "num_seqs", 1), _count(r.q_per_seq, "q_per_seq", 1)
+    ctx = _count(r.context_len, "context_len", 0)
+    measured = float(r.time_ms_median) * 1e-3
+    if not (math.isfinite(measured) and measured > 0):  # QA: -1 ms was scored as 25 % off
+        raise ValueError(f"time_ms_median must be a finite number > 0, got {r.time_ms_median!r}")
     logits = b if (r.kind == "prefill" or q == 1) else b * q
     cost = RooflineCostModel(gpu, profile, load_engine("vllm"), tp=int(r.tp))
     step = cost.forward(model, BatchShape.uniform(b, q, float(b * ctx), logits), 0.0)
     predicted = step.total_s - step.communication_s
-    measured = float(r.time_ms_median) * 1e-3
     return {
         "kind": r.kind,
         "op": r.op,

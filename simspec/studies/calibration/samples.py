@@ -184,7 +184,7 @@ def _layout(
         raise InputError(
             "timings",
             f"{shown(f)}: not a timing table simspec knows. It knows the harness's CSV "
-            "(calibration/time_forward.py: a gpu_name column) anywhere, and by their place "
+            "(calibration/time_forward.py: a kind column) anywhere, and by their place "
             "Vidur's compute/.../mlp.csv and <gpu>_dgx/.../all_reduce.csv, LLMServingSim's "
             "perf_models/.../layers.csv and a vLLM profile's perf/.../bf16/attention.csv: "
             "keep a copy in its folder layout",
