@@ -470,6 +470,40 @@ def test_runs_of_one_server_are_pooled_by_their_output_tokens(tmp_path):
     assert m["acceptance"]["alpha"] == pytest.approx([0.7, 0.35 / 0.7])
 
 
+def test_runs_that_say_their_drafts_are_pooled_by_them(tmp_path):
+    """QA: a share is per draft, so the pool is the accepted over the drafts; weighted by
+    output tokens, two runs of 10,000 drafts each at 0.8 and 0.6 pooled to 0.7009."""
+    rates = [0.8, 0.4]
+    a = spec_run(spec_decode_per_position_acceptance_rates=rates, total_output_tokens=300,
+                 spec_decode_num_drafts=1000)  # fmt: skip
+    b = spec_run(spec_decode_per_position_acceptance_rates=[0.4, 0.2], total_output_tokens=100,
+                 spec_decode_num_drafts=3000)  # fmt: skip
+    (m,) = chosen(tmp_path, json.dumps(a) + "\n" + json.dumps(b) + "\n", "runs.jsonl")
+    assert m["acceptance"]["alpha"] == pytest.approx([0.5, 0.25 / 0.5])
+    assert "the drafts it counted" in m["acceptance"]["source"]
+
+
+def test_runs_of_different_draft_lengths_are_not_pooled_into_one_tau(tmp_path):
+    """QA: a K=3 and a K=5 run (both with vLLM's acceptance length) pooled into one τ at K=3."""
+    a = spec_run(spec_decode_per_position_acceptance_rates=[0.8, 0.6, 0.45],
+                 spec_decode_acceptance_length=2.85)  # fmt: skip
+    b = spec_run(spec_decode_per_position_acceptance_rates=[0.8, 0.6, 0.45, 0.3, 0.2],
+                 spec_decode_acceptance_length=3.35)  # fmt: skip
+    with pytest.raises(InputError, match="different draft lengths"):
+        chosen(tmp_path, json.dumps(a) + "\n" + json.dumps(b) + "\n", "runs.jsonl")
+
+
+def test_a_v0_servers_metrics_are_named_as_such(tmp_path):
+    """QA: V0's counters (no num_drafts) were read as '0 drafts counted (a later dump ...)'."""
+    dump = (
+        'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 18600.0\n'
+        'vllm:spec_decode_num_draft_tokens_total{model_name="m"} 30000.0\n'
+        'vllm:spec_decode_num_emitted_tokens_total{model_name="m"} 28600.0\n'
+    )
+    with pytest.raises(InputError, match="vLLM V0's counters"):
+        chosen(tmp_path, dump, "metrics.txt")
+
+
 def test_a_file_that_measured_no_acceptance_is_refused_by_the_flag(tmp_path):
     with pytest.raises(InputError) as exc:
         chosen(tmp_path, spec_run())

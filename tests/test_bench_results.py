@@ -932,6 +932,35 @@ def test_an_sglang_runs_itl_splits_each_chunk_over_its_tokens():
     assert token["mean_tpot_ms"] == chunk["mean_tpot_ms"]
 
 
+@pytest.mark.parametrize(
+    ("backend", "accept", "per_token"),
+    [
+        ("sglang", 2.6, True),  # async_request_sglang_generate splits each chunk's gap
+        ("sglang-native", None, True),
+        ("sglang-oai", 2.6, True),  # calculate_metrics' retokenized ITLs under speculation
+        ("sglang-oai-chat", None, False),
+        ("vllm", 2.6, False),  # an OpenAI endpoint's chunks, one gap each
+        ("trt", 2.6, False),
+    ],
+)
+def test_an_sglang_lines_itl_is_per_token_as_its_backend_records_it(
+    tmp_path, backend, accept, per_token
+):
+    """QA: every bench_serving line was scored as per-token ITL; --backend vllm (and the
+    OpenAI backends without speculation) record one gap per chunk (0.5.5 bench_serving.py)."""
+    line = {**SGLANG_LINE, "backend": backend, "accept_length": accept}
+    (run,) = read_result(write(tmp_path, "sg.jsonl", json.dumps(line) + "\n"))
+    assert run.per_token_itl is per_token
+
+
+def test_a_trace_timed_sglang_run_is_refused_naming_why(tmp_path):
+    """QA: --use-trace-timestamps writes request_rate "trace", refused as 'must be a finite
+    number'."""
+    line = {**SGLANG_LINE, "request_rate": "trace"}
+    with pytest.raises(InputError, match="trace's own timestamps"):
+        read_result(write(tmp_path, "sg.jsonl", json.dumps(line) + "\n"))
+
+
 # -- QA, stop 57: what a file says of its load, and files of another kind ------------------
 def test_a_block_reads_the_load_vllm_printed_above_it_and_its_failed_requests(tmp_path):
     """vLLM prints the asked load above the banner; a paste that keeps it was simulated as a

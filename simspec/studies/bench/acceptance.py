@@ -22,7 +22,7 @@ TREE_FIELDS = ("tree", "tree_nodes", "tree_topk", "tree_paths", "tree_schedule")
 
 def read_acceptance(path: str | os.PathLike, field: str = "--acceptance-from") -> Acceptance:
     """The acceptance one file measured: a vLLM /metrics dump, or a benchmark result whose
-    runs carry one (several runs pooled, each weighted by the tokens it generated)."""
+    runs carry one (several runs pooled: :func:`pooled`)."""
     from simspec.studies.bench import MAX_RESULT_BYTES, _runs_of, read_metrics
     from simspec.studies.bench.prometheus import is_metrics_dump
 
@@ -42,14 +42,28 @@ def read_acceptance(path: str | os.PathLike, field: str = "--acceptance-from") -
 
 def pooled(runs: list[MeasuredRun], field: str, where: str) -> Acceptance:
     """One acceptance for runs of one server: per position where every run has the same
-    positions, else the acceptance length where every run has one."""
-    accs = [r.acceptance for r in runs if r.acceptance is not None]
+    positions, else the acceptance length where no run has positions. Each run weighs by the
+    drafts its counters counted where every run says (a per-position share and τ - 1 are both
+    per draft, so the pool is Σ accepted / Σ drafts), else by its output tokens."""
+    with_acc = [r for r in runs if r.acceptance is not None]
+    accs = [r.acceptance for r in with_acc if r.acceptance is not None]
     if len(accs) == 1:
         return accs[0]
-    weights = [float(r.total_output_tokens) for r in runs]
+    drafts = [a.drafts for a in accs]
+    if all(d is not None for d in drafts):
+        weights, by = [float(d or 0.0) for d in drafts], "the drafts it counted"
+    else:
+        weights, by = [float(r.total_output_tokens) for r in with_acc], "its output tokens"
     total = sum(weights)
     positions = {len(a.per_position) for a in accs}
-    source = f"{where}: {len(accs)} runs pooled, each weighted by its output tokens"
+    source = f"{where}: {len(accs)} runs pooled, each weighted by {by}"
+    if len(positions) > 1:  # QA: a K=3 and a K=5 run pooled their lengths as one τ at K=3
+        counts = ", ".join(map(str, sorted(positions)))
+        raise InputError(
+            field,
+            f"{where}: its runs measured different draft lengths ({counts} positions); give "
+            "the runs of one speculative configuration",
+        )
     if len(positions) == 1 and 0 not in positions:
         shares = tuple(
             sum(w * a.per_position[i] for w, a in zip(weights, accs, strict=True)) / total
@@ -63,7 +77,7 @@ def pooled(runs: list[MeasuredRun], field: str, where: str) -> Acceptance:
         return Acceptance(length=length, source=source, drafted_steps_only=drafted)
     raise InputError(
         field,
-        f"{where}: its runs measured different draft lengths; give the runs of one "
+        f"{where}: some of its runs measured no acceptance length; give the runs of one "
         "speculative configuration",
     )
 

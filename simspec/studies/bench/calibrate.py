@@ -285,7 +285,7 @@ class Simulator:
             write_text_atomic(path, json.dumps(self.trial(params)))
         scenario = plan.scenario.model_copy(update={"profile": str(path)})
         try:
-            sglang = plan.run.kind.startswith("sglang")  # bench_serving's per-token ITL
+            sglang = plan.run.per_token_itl  # SGLang bench_serving's ITL per token
             out = simulated_metrics(simulate(scenario), per_token_itl=sglang)
         except ScenarioError as exc:
             raise ScenarioError(f"{plan.run.name}: {exc}") from None

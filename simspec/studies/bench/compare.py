@@ -349,7 +349,7 @@ def compare(plans: list[Plan], step: Callable[[str], None] | None = None) -> pd.
             sorted({q for m in stated if (q := percentile_of(m.split("_", 1)[0])) is not None})
         )
         try:
-            sglang = plan.run.kind.startswith("sglang")  # bench_serving's per-token ITL
+            sglang = plan.run.per_token_itl  # SGLang bench_serving's ITL per token
             predicted = simulated_metrics(simulate(plan.scenario), extra, per_token_itl=sglang)
         except ScenarioError as exc:
             raise ScenarioError(f"{plan.run.name}: {exc}") from None

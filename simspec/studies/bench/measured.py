@@ -86,6 +86,9 @@ class Acceptance:
     # scheduled_spec_token_ids and generated_token_ids"); SGLang's accept_length counts every
     # verify step
     drafted_steps_only: bool = False
+    # the drafts the counters counted (vLLM's spec_decode_num_drafts), which pooling weights
+    # each run's shares by; None where the file does not say
+    drafts: float | None = None
 
     def conditional(self) -> list[float]:
         """Per-position acceptance as simspec's α (token i accepted given tokens before it
@@ -120,6 +123,17 @@ class MeasuredRun:
     metrics: dict[str, float] = field(default_factory=dict)
     acceptance: Acceptance | None = None
     failed: int = 0  # requests the benchmark sent that failed (vllm bench serve's "failed")
+    # whether its ITLs are one per token (a chunk's gap split over its tokens) rather than one
+    # per streamed chunk; None: as the format's tool records them (per_token_itl)
+    itl_per_token: bool | None = None
+
+    @property
+    def per_token_itl(self) -> bool:
+        """SGLang's bench_serving splits a chunk's gap over its tokens (its own default, the
+        text printouts' tool); vllm bench serve records one ITL per chunk."""
+        if self.itl_per_token is not None:
+            return self.itl_per_token
+        return self.kind.startswith("sglang")
 
     @property
     def detailed(self) -> bool:
@@ -211,6 +225,13 @@ def rate(value: Any, key: str, where: str) -> float:
         return math.inf
     if isinstance(value, float) and math.isinf(value) and value > 0:
         return math.inf
+    if isinstance(value, str) and value.strip().lower() == "trace":
+        # SGLang bench_serving --use-trace-timestamps (QA: refused as "must be a finite number")
+        raise InputError(
+            f"{where}: {key}",
+            "'trace': the run replayed a trace's own timestamps, which simspec cannot read "
+            "from the result; replay the trace itself (simspec fleet --trace) instead",
+        )
     return check_number(value, key, where, positive=True)
 
 

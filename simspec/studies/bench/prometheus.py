@@ -90,6 +90,14 @@ def read_counters(text: str, where: str) -> SpecCounters:
 def acceptance_from(counters: SpecCounters, where: str) -> Acceptance:
     """The acceptance the counters measured: per-position shares and the mean length."""
     drafts = counters.num_drafts
+    if drafts == 0 and counters.num_draft_tokens > 0 and not counters.per_position:
+        # QA: V0's dump read as "0 drafts counted (a later dump given first ...)"
+        raise InputError(
+            f"{where}: {PREFIX}num_drafts_total",
+            "absent: these are vLLM V0's counters (draft and accepted tokens, no drafts or "
+            "per-position counts), which do not give the acceptance per position or per step; "
+            "give a V1 server's /metrics or a vllm bench serve --save-result of the run",
+        )
     if not drafts > 0:
         raise InputError(
             f"{where}: {PREFIX}num_drafts_total",
@@ -121,6 +129,7 @@ def acceptance_from(counters: SpecCounters, where: str) -> Acceptance:
             length=1.0 + accepted / drafts,
             source=f"{where}: the server's {PREFIX}* counters",
             drafted_steps_only=True,
+            drafts=drafts,
         ),
         where,
         key=f"{PREFIX}num_accepted_tokens_per_pos_total",

@@ -84,5 +84,28 @@ def read_sglang_result(data: Any, name: str, where: str) -> MeasuredRun:
             if accept is not None
             else None
         ),
+        itl_per_token=_itl_per_token(data.get("backend"), accept),
     )
     return check_run(run, where)
+
+
+# the backends bench_serving drives through async_request_sglang_generate, which splits each
+# chunk's gap over its tokens ("output.itl.extend([adjust_itl] * num_new_tokens)": 0.5.0rc0
+# and 0.5.5 wheels; 0.4.3 appended one gap per chunk, which a result line does not tell apart)
+_PER_TOKEN_BACKENDS = ("sglang", "sglang-native")
+# the OpenAI-API backends whose gaps calculate_metrics splits over a chunk's retokenized tokens
+# under speculative decoding ("use_retokenized_itl": accept_length > 0 and backend in
+# ("sglang-oai", "sglang-oai-chat"), 0.5.5 wheel; absent in 0.5.0rc0)
+_RETOKENIZED_BACKENDS = ("sglang-oai", "sglang-oai-chat")
+
+
+def _itl_per_token(backend: Any, accept: Any) -> bool:
+    """Whether the line's ITLs are per token: by the backend it names (QA: a run against vLLM
+    or an OpenAI endpoint, one gap per chunk, was scored against per-token predictions,
+    off by the acceptance length)."""
+    if not isinstance(backend, str):
+        return True  # no backend written: bench_serving's default, "sglang"
+    if backend in _PER_TOKEN_BACKENDS:
+        return True
+    speculative = isinstance(accept, int | float) and accept > 0
+    return backend in _RETOKENIZED_BACKENDS and speculative

@@ -174,8 +174,17 @@ def _acceptance(data: dict[str, Any], where: str) -> Acceptance | None:
         ),
         source=f"{where}: the server's speculative-decoding counters over the run",
         drafted_steps_only=True,
+        drafts=_drafts(data.get("spec_decode_num_drafts")),
     )
     return consistent(acc, where)
+
+
+def _drafts(value: Any) -> float | None:
+    """``spec_decode_num_drafts`` as a positive count, else None (pooling then weights by
+    output tokens)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
 
 
 def vllm_result(sim: SimResult, detailed: bool = False) -> dict[str, Any]:
