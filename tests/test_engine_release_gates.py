@@ -51,6 +51,23 @@ def test_a_target_class_that_gained_eagle3_later_says_from_which_release():
     assert "before 0.24.0" in note and "Qwen3NextForCausalLM" in note
 
 
+def test_an_mtp_drafter_vllm_runs_without_cuda_graphs_is_said_to_make_an_upper_bound():
+    """QA: vLLM captures a drafter only where its class carries @support_torch_compile:
+    Glm4MoeMTP in no wheel read (0.11.0-0.20.0), DeepSeekMTP from 0.11.1; simspec prices both
+    as graphed drafters."""
+    mtp = MethodConfig(name="mtp", k=3, acceptance={"alpha": 0.7})
+    (glm,) = release_notes(Deployment(model="glm-4.5", gpu="h200", tp=8), [mtp])
+    assert "Glm4MoeMTP" in glm and "every release read" in glm and "upper bound" in glm
+    (ds,) = release_notes(Deployment(model="deepseek-v3", gpu="h200", tp=8), [mtp])
+    assert "DeepSeekMTP" in ds and "before 0.11.1" in ds
+    # a compiled drafter, another engine's drafter, or vLLM V0's worker: nothing said
+    assert release_notes(Deployment(model="qwen3-next-80b-a3b", gpu="h200", tp=4), [mtp]) == []
+    sglang = Deployment(model="glm-4.5", gpu="h200", tp=8, engine="sglang")
+    assert release_notes(sglang, [mtp]) == []
+    v0 = Deployment(model="deepseek-v3", gpu="h200", tp=8, engine="vllm-v0")
+    assert not any("CUDA graphs" in n for n in release_notes(v0, [mtp]))
+
+
 def test_vllm_data_parallel_drafting_of_several_tokens_is_said_to_need_0_12():
     """EagleProposer.dummy_run ran one drafter forward on an idle DP rank until 0.12.0 (PR
     #26086: the ranks' all-reduces fall out of step and hang at K > 1)."""

@@ -35,7 +35,7 @@ from simspec.catalog.precision import (
     kv_cache_bytes,
     load_precision,
 )
-from simspec.catalog.tables import shown
+from simspec.catalog.tables import packaged_table, shown
 from simspec.catalog.traces import packaged_traces
 from simspec.config import AcceptanceConfig, Deployment, MethodConfig, SchedulerConfig
 from simspec.engine.build import EAGLE_DRAFTERS, deployed_engine
@@ -411,6 +411,9 @@ def release_notes(deploy: Deployment, methods: Iterable[MethodConfig]) -> list[s
                 f"{model.architecture} (its class lacks what the head reads there: "
                 "simspec/data/draft_targets.yaml); the prediction is for later ones"
             )
+        if m.name == "mtp" and engine.family == "vllm" and engine.async_spec_methods is not None:
+            # vLLM V1's proposer (vllm-v0 runs V0's worker; async_spec_methods None there)
+            notes.extend(eager_drafter_notes(model.architecture))
         drafts_k = m.name in EAGLE_DRAFTERS and m.k > 1
         if engine.dp_attention == "vllm" and deploy.dp > 1 and drafts_k:
             notes.append(
@@ -419,6 +422,28 @@ def release_notes(deploy: Deployment, methods: Iterable[MethodConfig]) -> list[s
                 f"on a busy one: PR #26086); the prediction is for {VLLM_DP_SPEC_SINCE} and later"
             )
     return list(dict.fromkeys(notes))
+
+
+def eager_drafter_notes(architecture: str) -> list[str]:
+    """Where vLLM drafts ``architecture``'s MTP layers with a class it runs without CUDA graphs
+    (simspec/data/draft_graphs.yaml): in every release read, or before the one that decorated
+    it. simspec prices the drafter as graphed, so the speedup is an upper bound there."""
+    table = packaged_table("draft_graphs.yaml")["vllm"]
+    entry = table["mtp"].get(architecture)
+    if entry is None:
+        return []
+    since = entry.get("compiled_since")
+    when = (
+        f"in every release read (through {table['read_through']})"
+        if since is None
+        else f"before {since}"
+    )
+    return [
+        f"note: vLLM runs {architecture}'s MTP drafter ({entry['drafter']}) without CUDA graphs "
+        f"{when}: each draft forward launches its kernels from Python, where simspec prices it "
+        "as a graphed drafter (no eager MoE drafter's host time is measured), so the MTP "
+        "speedup there is an upper bound (simspec/data/draft_graphs.yaml)"
+    ]
 
 
 def _acceptance_part(model: str, methods: list[MethodConfig]) -> str:
