@@ -129,7 +129,7 @@ def test_dp8_ep8_holds_the_attention_whole_and_caches_each_rank_apart():
     per_token = LAYERS * 576 * BF16
     assert tp8.kv_bytes_per_token == dp8.kv_bytes_per_token == per_token
     # SGLang's mem_fraction_static holds the weights and the KV pool (activations apart)
-    usable = gpu.memory_bytes * engine["gpu_memory_utilization"]
+    usable = gpu.budget_bytes * engine["gpu_memory_utilization"]
     tp8_free = usable - tp8.weight_bytes
     dp8_free = usable - dp8.weight_bytes
     # TP8: each of the 8 GPUs caches every token; DP8: each rank's GPU only its own

@@ -11,6 +11,8 @@ from simspec.engine.build import setup_replica
 from simspec.engine.memory_share import piecewise_sizes, sglang_static_share
 
 H100 = load_gpu("h100_sxm").memory_bytes  # 81,559 MiB: nvidia-smi memory.total
+# what the share is taken of: CUDA's total (torch.cuda.mem_get_info), 81,090 MiB
+H100_CUDA = load_gpu("h100_sxm").budget_bytes
 
 
 def test_the_h100_share_is_the_wheels_arithmetic():
@@ -57,15 +59,15 @@ def test_an_sglang_run_takes_the_derived_share_and_no_activation_reserve():
         engine="sglang", method=MethodConfig(name="eagle3", k=3, acceptance={"alpha": 0.7})
     )
     memory = setup_replica(sc).memory
-    assert memory.usable_bytes == pytest.approx(H100 * 0.785)
+    assert memory.usable_bytes == pytest.approx(H100_CUDA * 0.785)
     assert memory.activation_bytes == 0.0
     given = setup_replica(
         sc.model_copy(update={"scheduler": SchedulerConfig(gpu_memory_utilization=0.9)})
     )
-    assert given.memory.usable_bytes == pytest.approx(H100 * 0.9)
+    assert given.memory.usable_bytes == pytest.approx(H100_CUDA * 0.9)
     vllm = setup_replica(sc.model_copy(update={"engine": "vllm"})).memory
     assert vllm.activation_bytes > 0 and vllm.usable_bytes == pytest.approx(
-        H100 * load_engine("vllm")["gpu_memory_utilization"]
+        H100_CUDA * load_engine("vllm")["gpu_memory_utilization"]
     )
 
 
@@ -109,7 +111,7 @@ def test_the_fewest_gpus_use_the_share_and_chunk_the_deployment_runs_at():
     # the share it gave is named, with what it leaves and the GPUs needed at it (QA)
     with pytest.raises(
         ScenarioError,
-        match=r"--mem-fraction-static 0.15 leaves 11.9 GiB of the 79.6 GiB \(at that share it "
+        match=r"--mem-fraction-static 0.15 leaves 11.9 GiB of the 79.2 GiB \(at that share it "
         r"needs 2 h100_sxm GPUs, tp=2\): raise --mem-fraction-static or tp",
     ):
         setup_replica(tight)

@@ -242,7 +242,7 @@ def test_int4_weights_carry_their_checkpoints_scale_group():
     with pytest.raises(ScenarioError, match="does not fit.*needs 16 h100_sxm"):
         setup_replica(sc)
     # at a share that leaves room, a few thousand tokens of KV
-    roomy = SchedulerConfig(max_model_len=1024, gpu_memory_utilization=0.91)
+    roomy = SchedulerConfig(max_model_len=1024, gpu_memory_utilization=0.915)
     memory = setup_replica(sc.model_copy(update={"scheduler": roomy})).memory
     assert memory.num_blocks * memory.block_size < 8192
 

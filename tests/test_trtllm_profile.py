@@ -88,7 +88,7 @@ def test_its_kv_cache_is_a_fraction_of_the_memory_the_weights_leave():
     trt = plan_memory(gpu, load_engine("trtllm"), target, demand)
     vllm = plan_memory(gpu, load_engine("vllm"), target, demand)
     assert trt.activation_bytes == vllm.activation_bytes
-    left = gpu.memory_bytes - trt.weight_bytes - trt.activation_bytes
+    left = gpu.budget_bytes - trt.weight_bytes - trt.activation_bytes
     kv_tokens = trt.num_blocks * trt.block_size
     assert kv_tokens * trt.kv_bytes_per_token == pytest.approx(0.9 * left, rel=1e-3)
     assert kv_tokens > vllm.num_blocks * vllm.block_size  # 0.9 of what is left, not of all

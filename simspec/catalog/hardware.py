@@ -48,6 +48,9 @@ class GpuSpec(BaseModel):
     fp4_dense_flops: float | None = Field(default=None, gt=0)
     hbm_bandwidth_bytes_s: float = Field(gt=0)
     memory_bytes: float = Field(gt=0)
+    # CUDA's total (torch.cuda.mem_get_info), what the engines budget from; None: memory_bytes
+    cuda_memory_bytes: float | None = Field(default=None, gt=0)
+    cuda_memory_source: str = ""
     interconnect_bandwidth_bytes_s: float = Field(gt=0)
     # GPUs one server (or NVL72 rack) connects at that bandwidth (gpus.yaml)
     gpus_per_node: int = Field(ge=1)
@@ -61,6 +64,12 @@ class GpuSpec(BaseModel):
     # states one (the link is then assumed: PrefillPool.link_gbps)
     nic_gbps: float | None = Field(default=None, gt=0)
     nic_source: str = ""
+
+    @property
+    def budget_bytes(self) -> float:
+        """The memory an engine sizes its share of: CUDA's total where gpus.yaml gives it
+        (vLLM's total_gpu_memory), else the driver's (gpus.yaml header)."""
+        return self.memory_bytes if self.cuda_memory_bytes is None else self.cuda_memory_bytes
 
     def link_bytes_s(self, group: int) -> float:
         """Per-direction bandwidth one GPU drives to the other ``group - 1`` GPUs of a
@@ -436,7 +445,7 @@ class EngineProfile(SourcedParams):
         seqs, tokens = int(self["max_num_seqs"]), int(self["max_num_batched_tokens"])
         if gpu is not None and (tier := self.memory_tier(gpu)) is not None:
             return seqs, tier.max_num_batched_tokens
-        if gpu is not None and self.small_gpu(gpu.id, gpu.memory_bytes / 2**30):
+        if gpu is not None and self.small_gpu(gpu.id, gpu.budget_bytes / 2**30):
             return int(self["small_gpu_max_num_seqs"]), int(
                 self["small_gpu_max_num_batched_tokens"]
             )

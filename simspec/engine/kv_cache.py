@@ -381,7 +381,7 @@ def plan_memory(
     refusal then names it)."""
     draft_bytes = demand.draft_bytes
     # layers split over pp GPUs pool their memory (weights and KV divide with the layers)
-    usable = gpu.memory_bytes * pp * _total_share(engine)
+    usable = gpu.budget_bytes * pp * _total_share(engine)
     layout = ParallelLayout(tp, ep, dp, engine.dp_attention)
     weights = layout.weight_bytes_per_gpu(target, weight_bytes, expert_bytes)
     weights += mxfp4_pad_bytes(target, engine, gpu, tp, ep, expert_bytes)
@@ -494,7 +494,7 @@ def plan_memory(
             "at dp=1)"
             if ranks
             else f"{flag} {share:g} leaves {usable / GIB:.1f} GiB of the "
-            f"{gpu.memory_bytes * pp / GIB:.1f} GiB"
+            f"{gpu.budget_bytes * pp / GIB:.1f} GiB"
             + (f" (at that share it needs {need} {gpu.id} GPUs, tp={need})" if need else "")
             if lowered
             else f"the draft's weights pass it beside the target's (the target alone fits at "
@@ -568,7 +568,7 @@ def _check_draft_outside(
     """SGLang loads the draft after sizing the target's pool, into the memory outside
     mem_fraction_static: a draft whose weights and KV (as many tokens as the target's pool)
     exceed all of it cannot start (the server runs out of memory loading it)."""
-    outside = gpu.memory_bytes * pp - usable
+    outside = gpu.budget_bytes * pp - usable
     if draft_bytes + draft_kv > outside:
         raise ScenarioError(
             f"scheduler.gpu_memory_utilization: SGLang places the draft outside "
@@ -649,7 +649,7 @@ def min_gpus(
         share = 1.0 if engine.flag("kv_memory_of_free") else engine_share(
             engine, gpu, target, tp=tp, chunk=tokens
         )  # fmt: skip
-        usable = gpu.memory_bytes * share
+        usable = gpu.budget_bytes * share
         act = (
             0.0
             if engine.flag("activations_in_share")

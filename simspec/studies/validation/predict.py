@@ -351,7 +351,7 @@ def plan_case(
         "seed": SEED,
     }
     limits, said = engine_batch_defaults(
-        engine, get("engine_version"), gpu, load_gpu(gpu).memory_bytes / 2**30
+        engine, get("engine_version"), gpu, load_gpu(gpu).budget_bytes / 2**30
     )
     if limits is not None:
         deploy["scheduler"] = limits
@@ -432,7 +432,7 @@ def plan_case(
                 # (the serve command's expert parallelism too: QA, latent)
                 base_deploy = {k: v for k, v in deploy.items() if k not in ("scheduler", "ep")}
                 base_deploy |= other
-                mem = load_gpu(gpu).memory_bytes / 2**30
+                mem = load_gpu(gpu).budget_bytes / 2**30
                 limits, _ = engine_batch_defaults(other["engine"], version, gpu, mem)
                 if limits is not None:
                     base_deploy["scheduler"] = limits
