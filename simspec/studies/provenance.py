@@ -411,8 +411,9 @@ def release_notes(deploy: Deployment, methods: Iterable[MethodConfig]) -> list[s
                 f"{model.architecture} (its class lacks what the head reads there: "
                 "simspec/data/draft_targets.yaml); the prediction is for later ones"
             )
-        if m.name == "mtp" and engine.family == "vllm" and engine.async_spec_methods is not None:
-            # vLLM V1's proposer (vllm-v0 runs V0's worker; async_spec_methods None there)
+        if m.name == "mtp" and engine.family == "vllm" and not engine.disables_by_batch_size:
+            # vLLM V1's proposer (vllm-v0, the one profile with V0's disable_by_batch_size,
+            # runs V0's speculative worker)
             notes.extend(eager_drafter_notes(model.architecture))
         drafts_k = m.name in EAGLE_DRAFTERS and m.k > 1
         if engine.dp_attention == "vllm" and deploy.dp > 1 and drafts_k:
