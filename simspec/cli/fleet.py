@@ -650,7 +650,7 @@ def _show(
         print_frame(util.round(3), "Per replica")
     counted = (
         f"Requests arriving after the first {warmup_s:g} s count (--warmup-s), and the "
-        "throughput and goodput are over the time after it (measured_from_s on); "
+        "throughput and goodput run from the first of them (measured_from_s) on; "
         "utilisation and occupancy cover the whole run from its first arrival"
         if warmup_s > 0  # QA: the footer said every request counted
         else "Every request of the run counts (measure: whole, from an empty fleet to the last "

@@ -268,7 +268,7 @@ def summarize_fleet(
     :mod:`simspec.engine.intervals`), SLO attainment (share of requests meeting both SLOs,
     with Wilson's interval discounted for correlated neighbours:
     :func:`~simspec.engine.intervals.proportion_interval`), goodput (requests meeting both SLOs
-    per second from the first arrival, or the warm-up's end, to the last departure, as vLLM's
+    per second from the first arrival measured (after the warm-up) to the last departure, as vLLM's
     benchmark_serving.py reports it; DistServe's per-GPU
     goodput, the highest rate at an attainment goal, is what ``plan --trace`` searches),
     throughput, each replica's utilisation (share of the span served it spent computing) and, as its
@@ -282,13 +282,14 @@ def summarize_fleet(
         raise InputError("--warmup-s", _no_measured(warmup_s, last, source))
     done = t[~t["unfinishable"]]
     makespan = float(run.requests["finish_s"].max()) if len(run.requests) else 0.0
-    # the clock starts at the first arrival (vLLM's benchmark starts it as it sends the first
-    # request), or at the warm-up's end after it: a trace window's quiet start is not served
-    # time (QA: a window whose first request came 73 s in read 25 % low goodput)
-    start = max(warmup_s, first_arrival_s(run))
+    # the clock starts at the first measured arrival (vLLM's benchmark starts it as it sends
+    # the first request): a trace window's quiet start is not served time, nor a quiet
+    # stretch after the warm-up's end (QA: a window whose first request came 73 s in read 25 %
+    # low goodput; a warm-up ending 173 s before the next arrival, 32 % low)
+    start = float(t["arrival_s"].min())
     span = makespan - start
-    if warmup_s > 0:  # every token made after the warm-up, whoever's (QA: the early
-        tokens = _tokens_after(run, warmup_s)  # arrivals' late tokens had dropped out)
+    if warmup_s > 0:  # every token made from then on, whoever's (QA: the early arrivals'
+        tokens = _tokens_after(run, start)  # late tokens had dropped out)
     else:
         tokens = float(done["output_tokens"].sum())
     row: dict[str, Any] = {
