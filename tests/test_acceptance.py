@@ -70,6 +70,15 @@ def test_trace_replay_reproduces_the_tau_the_trace_implies(dataset, method, k, s
     assert simulated == pytest.approx(float(row.measured_value.iloc[0]), rel=0.015)
 
 
+@pytest.mark.parametrize("spread", [0.0, 0.8])
+def test_a_tau_within_the_searchs_margin_of_an_end_is_that_end(spread):
+    """QA: tau = 1 + 1e-10 or k + 1 - 1e-8 raised scipy's 'f(a) and f(b) must have different
+    signs' instead of giving alpha 0 or 1."""
+    assert alpha_for_tau(1 + 1e-10, 4, spread) == 0.0
+    assert alpha_for_tau(5 - 1e-9, 4, spread) == 1.0
+    assert 0.0 < alpha_for_tau(3.0, 4, spread) < 1.0
+
+
 def test_alpha_for_tau_inverts_the_closed_form():
     for tau, k in [(2.254, 3), (1.5, 1), (3.2, 5)]:
         a = alpha_for_tau(tau, k)

@@ -130,7 +130,14 @@ def alpha_for_tau(
     def f(a: float) -> float:
         return pooled_tau(expected_tokens_per_step, decayed(a, decay, k), spread, burst) - tau
 
-    return brentq(f, 1e-9, 1 - 1e-9)
+    low, high = 1e-9, 1 - 1e-9
+    # a tau within the search's margin of an end point is that end point (QA: 1 + 1e-10 and
+    # k + 1 - 1e-8 raised brentq's "f(a) and f(b) must have different signs")
+    if f(low) >= 0.0:
+        return 0.0
+    if f(high) <= 0.0:
+        return 1.0
+    return brentq(f, low, high)
 
 
 # -- trees ------------------------------------------------------------------------------------
