@@ -248,21 +248,24 @@ def test_config_file_and_list(tf, tmp_path: Path, capsys) -> None:
     assert out.strip().splitlines()[-1].startswith(f"{len(out.strip().splitlines()) - 1} cases")
 
 
+# a dense config.json the harness builds, which the refusal tests add one key to
+TINY_CONFIG = {
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 6,
+    "num_attention_heads": 8,
+    "vocab_size": 512,
+}
+
+
 def test_a_moe_or_mla_config_a_folder_for_out_are_refused_before_timing(
     tf, tmp_path: Path, capsys
 ) -> None:
     """QA: a Mixtral config was timed as a dense model under its name, and a folder given as
     --out failed only after the whole run."""
-    base = {
-        "hidden_size": 128,
-        "intermediate_size": 256,
-        "num_hidden_layers": 6,
-        "num_attention_heads": 8,
-        "vocab_size": 512,
-    }
     for extra, words in (({"num_local_experts": 8}, "MoE model"), ({"kv_lora_rank": 512}, "MLA")):
         path = tmp_path / f"{words.split()[0]}.json"
-        path.write_text(json.dumps(base | extra))
+        path.write_text(json.dumps(TINY_CONFIG | extra))
         assert tf.main(["--config", str(path), "--device", "cpu", "--list"]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: --config: ") and (words in err or "latent" in err)
@@ -286,14 +289,7 @@ def test_a_config_whose_layers_the_harness_cannot_build_is_refused(
 ) -> None:
     """QA: ERNIE-4.5-MoE, Nemotron-H and Falcon-H1 configs were timed as dense GQA models
     under their names; Llama-4's nested shape failed as 'hidden_size ... got None'."""
-    base = {
-        "hidden_size": 128,
-        "intermediate_size": 256,
-        "num_hidden_layers": 6,
-        "num_attention_heads": 8,
-        "vocab_size": 512,
-    }
-    cfg = {k: v for k, v in base.items() if "text_config" not in extra or k != "hidden_size"}
+    cfg = {k: v for k, v in TINY_CONFIG.items() if "text_config" not in extra or k != "hidden_size"}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg | extra))
     assert tf.main(["--config", str(path), "--device", "cpu", "--list"]) == 2

@@ -26,6 +26,7 @@ from simspec.cli.common import (
 from simspec.cli.flags import with_flags
 from simspec.cli.sweep_flags import SweepFlags
 from simspec.cli.tables import (
+    batch_one_note,
     check_suffix,
     print_frame,
     safe_title,
@@ -572,11 +573,7 @@ def _unshipped_note(cfg: SweepConfig) -> None:
         }
     )
     for engine in alone:  # QA: hf's draft model ran at batch 8 without a word
-        err.print(
-            f"note: engine {engine} speculates one sequence at a time: its speculative runs at "
-            "batch > 1 are simulated as if it batched them (engines.yaml speculates_at_batch_one)",
-            highlight=False,
-        )
+        err.print(batch_one_note(engine), highlight=False)
     from simspec.catalog.draft_heads import eagle3_head_note
     from simspec.catalog.methods import approximated
     from simspec.catalog.models import preset_id

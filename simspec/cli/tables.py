@@ -213,11 +213,7 @@ def run_notes(deploy: Deployment, methods: list[MethodConfig]) -> list[str]:
         lines.append(f"note: {', '.join(names)} simulated as published: {why}")
     engine = deployed_engine(deploy)
     if speculative and engine.flag("speculates_at_batch_one"):
-        lines.append(
-            f"note: engine {deploy.engine} speculates one sequence at a time: its speculative "
-            "runs at batch > 1 are simulated as if it batched them (engines.yaml "
-            "speculates_at_batch_one)"
-        )
+        lines.append(batch_one_note(deploy.engine))
     lines.extend(schedule_notes(deploy.engine, drafting))
     for name in speculative:
         if why := approximated(name, deploy.engine):
@@ -231,6 +227,15 @@ def run_notes(deploy: Deployment, methods: list[MethodConfig]) -> list[str]:
             "decoding (its default): the rest wait; --max-running-requests N lifts it"
         )
     return lines
+
+
+def batch_one_note(engine_id: str) -> str:
+    """What a speculative run at batch > 1 is on an engine that speculates one sequence at a
+    time (engines.yaml ``speculates_at_batch_one``: HF's assisted generation)."""
+    return (
+        f"note: engine {engine_id} speculates one sequence at a time: its speculative runs at "
+        "batch > 1 are simulated as if it batched them (engines.yaml speculates_at_batch_one)"
+    )
 
 
 def schedule_notes(engine_id: str, methods: Iterable[MethodConfig]) -> list[str]:
